@@ -1,0 +1,176 @@
+# mooncake-c - build, test, run, install.
+#
+#   make              libmooncake.{a,so} and every program into $(BUILD)/
+#   make check        unit + integration tests (test/run.sh)
+#   make asan|ubsan|tsan   the same tests under a sanitizer, in build/<san>/
+#   make run          mooncake-master on conf/ defaults (see README.md)
+#   make deps         install missing Debian packages (no-op when all present)
+#   make fuzz         libFuzzer targets (clang), each for FUZZ_TIME seconds
+#   make install PREFIX=/usr/local
+#
+# Sources are found by folder: every .c under the library folders goes into
+# libmooncake; programs are listed below; every test/unit/**/*_test.c is a test.
+
+VERSION_MAJOR := 0
+VERSION := 0.1.0
+
+BUILD ?= build
+PREFIX ?= /usr/local
+SAN ?=
+FUZZ_TIME ?= 30
+
+CC ?= cc
+PKG_CONFIG ?= pkg-config
+# libraries of the library proper; RDMA and CUDA come in at run time or via
+# their own detection (transport/).
+LIB_PKGS := libevent hiredis inih numa
+TEST_PKGS := cmocka msgpack
+
+WARN := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
+        -Wpointer-arith -Wvla -Wno-missing-field-initializers
+CPPFLAGS += -D_GNU_SOURCE -Iinclude -Isrc -I.
+CFLAGS ?= -O2 -g
+CFLAGS += -std=c11 -pthread -fPIC $(WARN)
+LIB_CFLAGS := -fvisibility=hidden
+LDLIBS_LIB := $(shell $(PKG_CONFIG) --libs $(LIB_PKGS) 2>/dev/null) -lpthread -ldl -lm
+LDLIBS_TEST := $(shell $(PKG_CONFIG) --libs $(TEST_PKGS) 2>/dev/null)
+
+ifeq ($(SAN),address)
+CFLAGS += -fsanitize=address -fno-omit-frame-pointer
+LDFLAGS += -fsanitize=address
+endif
+ifeq ($(SAN),undefined)
+CFLAGS += -fsanitize=undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+LDFLAGS += -fsanitize=undefined
+endif
+ifeq ($(SAN),thread)
+CFLAGS += -fsanitize=thread
+LDFLAGS += -fsanitize=thread
+endif
+
+LIB_DIRS := src/util reactor rpc transport store
+LIB_SRCS := $(sort $(shell find $(LIB_DIRS) -name '*.c' 2>/dev/null))
+LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o)
+
+STATIC_LIB := $(BUILD)/libmooncake.a
+SONAME := libmooncake.so.$(VERSION_MAJOR)
+SHARED_LIB := $(BUILD)/libmooncake.so.$(VERSION)
+
+# Programs: name := sources. Each links the static library.
+PROGRAMS :=
+define program
+PROGRAMS += $(BUILD)/$(1)
+$(BUILD)/$(1): $(2:%.c=$(BUILD)/obj/%.o) $(STATIC_LIB)
+	@mkdir -p $$(dir $$@)
+	$$(CC) $$(CFLAGS) $$(LDFLAGS) -o $$@ $$(filter %.o,$$^) $(STATIC_LIB) $$(LDLIBS_LIB)
+endef
+
+-include mk/programs.mk
+
+# Test helper programs (servers and drivers used by integration tests).
+TEST_HELPER_SRCS := $(sort $(wildcard test/integration/helpers/*.c))
+TEST_HELPERS := $(TEST_HELPER_SRCS:test/integration/helpers/%.c=$(BUILD)/test/bin/%)
+UNIT_TEST_SRCS := $(sort $(shell find test/unit -name '*_test.c' 2>/dev/null))
+UNIT_TESTS := $(UNIT_TEST_SRCS:%.c=$(BUILD)/%)
+INTEG_TEST_SRCS := $(sort $(wildcard test/integration/*_test.c))
+INTEG_TESTS := $(INTEG_TEST_SRCS:%.c=$(BUILD)/%)
+
+.PHONY: all lib programs tests check unit integration asan ubsan tsan run deps fuzz \
+        install uninstall clean format help
+.DEFAULT_GOAL := all
+
+all: lib programs
+lib: $(STATIC_LIB) $(SHARED_LIB)
+programs: $(PROGRAMS)
+tests: all $(UNIT_TESTS) $(INTEG_TESTS) $(TEST_HELPERS)
+
+$(BUILD)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(if $(filter $(LIB_SRCS),$<),$(LIB_CFLAGS)) -MMD -MP -c -o $@ $<
+
+$(STATIC_LIB): $(LIB_OBJS)
+	@mkdir -p $(dir $@)
+	rm -f $@
+	ar rcs $@ $^
+
+$(SHARED_LIB): $(LIB_OBJS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -shared -Wl,-soname,$(SONAME) -Wl,--no-undefined -o $@ $^ $(LDLIBS_LIB)
+	ln -sf $(notdir $@) $(BUILD)/$(SONAME)
+	ln -sf $(SONAME) $(BUILD)/libmooncake.so
+
+$(BUILD)/test/%: $(BUILD)/obj/test/%.o $(STATIC_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(STATIC_LIB) $(LDLIBS_TEST) $(LDLIBS_LIB)
+
+$(BUILD)/test/bin/%: $(BUILD)/obj/test/integration/helpers/%.o $(STATIC_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(STATIC_LIB) $(LDLIBS_TEST) $(LDLIBS_LIB)
+
+check: tests
+	BUILD=$(BUILD) test/run.sh
+
+unit: tests
+	BUILD=$(BUILD) test/run.sh unit
+
+integration: tests
+	BUILD=$(BUILD) test/run.sh integration
+
+asan:
+	$(MAKE) BUILD=build/asan SAN=address CFLAGS="-O1 -g" check
+ubsan:
+	$(MAKE) BUILD=build/ubsan SAN=undefined CFLAGS="-O1 -g" check
+tsan:
+	$(MAKE) BUILD=build/tsan SAN=thread CFLAGS="-O1 -g" check
+
+run: all
+	./mk/run.sh $(BUILD)
+
+deps:
+	./mk/deps.sh
+
+FUZZ_SRCS := $(sort $(wildcard test/fuzz/*_fuzz.c))
+FUZZ_BINS := $(FUZZ_SRCS:test/fuzz/%.c=$(BUILD)/fuzz/%)
+FUZZ_LIB_SRCS := src/util/mem.c src/util/status.c src/util/log.c src/util/buf.c \
+                 rpc/frame.c rpc/msgpack.c
+
+$(BUILD)/fuzz/%: test/fuzz/%.c $(FUZZ_LIB_SRCS)
+	@mkdir -p $(dir $@)
+	clang $(CPPFLAGS) -std=c11 -g -O1 -fsanitize=fuzzer,address,undefined -o $@ $^ -lpthread
+
+fuzz: $(FUZZ_BINS)
+	@for f in $(FUZZ_BINS); do \
+	  name=$$(basename $$f); corpus=test/fuzz/corpus/$$name; \
+	  mkdir -p $(BUILD)/fuzz/work-$$name; \
+	  echo "== $$name for $(FUZZ_TIME)s"; \
+	  $$f -max_total_time=$(FUZZ_TIME) -max_len=65536 -print_final_stats=1 \
+	      $(BUILD)/fuzz/work-$$name $$( [ -d $$corpus ] && echo $$corpus ) || exit 1; \
+	done
+
+install: lib
+	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include/mooncake \
+	           $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/bin
+	install -m 644 $(STATIC_LIB) $(DESTDIR)$(PREFIX)/lib/
+	install -m 755 $(SHARED_LIB) $(DESTDIR)$(PREFIX)/lib/
+	ln -sf libmooncake.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/$(SONAME)
+	ln -sf $(SONAME) $(DESTDIR)$(PREFIX)/lib/libmooncake.so
+	install -m 644 include/mooncake/*.h $(DESTDIR)$(PREFIX)/include/mooncake/
+	$(if $(PROGRAMS),install -m 755 $(filter-out $(BUILD)/test/%,$(PROGRAMS)) $(DESTDIR)$(PREFIX)/bin/)
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' \
+	    -e 's|@REQUIRES@|$(LIB_PKGS)|' mk/mooncake.pc.in \
+	    > $(DESTDIR)$(PREFIX)/lib/pkgconfig/mooncake.pc
+
+uninstall:
+	rm -f $(DESTDIR)$(PREFIX)/lib/libmooncake.* $(DESTDIR)$(PREFIX)/lib/pkgconfig/mooncake.pc
+	rm -rf $(DESTDIR)$(PREFIX)/include/mooncake
+
+format:
+	clang-format -i $$(git ls-files '*.c' '*.h')
+
+clean:
+	rm -rf build
+
+help:
+	@sed -n '2,12p' Makefile
+
+-include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

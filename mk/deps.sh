@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Install the Debian packages mooncake-c needs, only those missing.
+# A no-op (no apt-get at all) when everything is present.
+set -euo pipefail
+
+pkgs=(
+  build-essential pkg-config clang
+  libevent-dev libhiredis-dev libinih-dev libnuma-dev libxxhash-dev
+  libibverbs-dev librdmacm-dev liburing-dev
+  libmsgpack-dev libcmocka-dev
+  redis-server redis-tools
+  iperf3 gnuplot-nox procps curl
+)
+
+missing=()
+for p in "${pkgs[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "deps: all ${#pkgs[@]} packages present"
+  exit 0
+fi
+
+echo "deps: installing ${missing[*]}"
+sudo=""
+[ "$(id -u)" -eq 0 ] || sudo="sudo"
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -q
+$sudo apt-get install -y -q --no-install-recommends "${missing[@]}"

@@ -1,0 +1,27 @@
+/*
+ * hash.h - the project's stable 64-bit hash.
+ *
+ * XXH3-64 with seed 0 (xxHash >= 0.8, whose XXH3 output is frozen). It is
+ * stable across processes, hosts and versions, so it may be used for anything
+ * that is stored or shared: master shard selection, persistent file names.
+ */
+#ifndef MC_UTIL_HASH_H
+#define MC_UTIL_HASH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+uint64_t mc_hash64(const void *data, size_t len);
+
+static inline uint64_t mc_hash_u64(uint64_t x)
+{
+    /* splitmix64 finaliser: a cheap, well-mixed hash for integer keys */
+    x ^= x >> 30;
+    x *= 0xbf58476d1ce4e5b9ull;
+    x ^= x >> 27;
+    x *= 0x94d049bb133111ebull;
+    x ^= x >> 31;
+    return x;
+}
+
+#endif /* MC_UTIL_HASH_H */
