@@ -23,7 +23,7 @@ CC ?= cc
 PKG_CONFIG ?= pkg-config
 # libraries of the library proper; RDMA and CUDA come in at run time or via
 # their own detection (transport/).
-LIB_PKGS := libevent hiredis inih numa
+LIB_PKGS := libevent hiredis numa
 TEST_PKGS := cmocka msgpack
 
 WARN := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes \

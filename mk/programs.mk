@@ -1,0 +1,3 @@
+# Programs: $(eval $(call program,NAME,SOURCES)) builds $(BUILD)/NAME.
+$(eval $(call program,rpc_bench,perf/rpc_bench.c))
+$(eval $(call program,alloc_bench,perf/alloc_bench.c))

@@ -8,10 +8,17 @@
  * power of two), indexed by two levels of bitmaps, so alloc and free are O(1);
  * a freed range merges with free neighbours.
  *
- * Sizes are rounded up to MC_OALLOC_ALIGN bytes. Allocation picks a bin whose
- * every range is large enough, so a request can fail while a larger-than-needed
- * range exists only in a bin that may hold too-small ranges; largest_free()
- * reports the exact largest free range.
+ * Sizes are rounded up to MC_OALLOC_ALIGN bytes (not to bin sizes) and the
+ * capacity down to it. Allocation succeeds exactly when a free range of at
+ * least the aligned size exists and fewer than max_allocs are live: when the
+ * bins above the request's size are empty, the request's own bin is searched
+ * first-fit. So largest_free() >= size is an exact admission test. That
+ * fallback, and keeping largest_free() exact, cost O(ranges in the highest
+ * bin) in the worst case; O(1) otherwise.
+ *
+ * Freeing a handle that is not live is logged and ignored; handles carry no
+ * generation, so a stale handle whose slot and offset were both reused would
+ * free the new allocation: owners must free each handle once.
  *
  * Not thread-safe: the owner (the master's segment) serialises access.
  */

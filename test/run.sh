@@ -5,8 +5,8 @@
 set -u
 BUILD=${BUILD:-build}
 what=${1:-all}
-export MC_TEST_BUILD="$BUILD"
-export MC_TEST_BIN="$BUILD/test/bin"
+export TEST_BUILD_DIR="$BUILD"
+export TEST_BIN_DIR="$BUILD/test/bin"
 
 pass=0
 fail=0

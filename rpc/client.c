@@ -1,0 +1,724 @@
+/*
+ * client.c - RPC client: one connection, pipelined calls. See rpc.h.
+ *
+ * Connection states (changed only by set_state):
+ *
+ *   IDLE ----call----> CONNECTING --ok--> CONNECTED
+ *    ^                   |  fail            | error / peer closed
+ *    |                   v                  v
+ *    +--no calls---- BACKOFF <--------------+
+ *                        |  timer, calls waiting
+ *                        +--> CONNECTING
+ *   any --destroy/reactor stop--> CLOSED
+ *
+ * Calls are encoded straight into the out buffer whatever the state; they
+ * leave when the connection is up. A connection that fails or dies fails every
+ * call made so far with MC_ERR_CONN_CLOSED (sent or not: the caller decides
+ * whether to retry). Deadlines: calls sit on a list ordered by deadline, with
+ * one timer armed for the earliest.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+
+#include "rpc/net.h"
+#include "rpc/rpc.h"
+#include "util/hash.h"
+#include "util/hmap.h"
+#include "util/log.h"
+#include "util/mem.h"
+#include "util/time.h"
+
+#define READ_CHUNK (64 * 1024)
+#define READ_BUDGET (4u << 20)
+
+typedef enum cli_state {
+    CLI_IDLE,       /* no socket; the next call connects */
+    CLI_CONNECTING, /* non-blocking connect in progress, conn_timer = connect timeout */
+    CLI_CONNECTED,
+    CLI_BACKOFF,    /* waiting conn_timer before connecting again */
+    CLI_CLOSED,     /* destroyed or reactor stopped: calls are refused */
+    CLI_NSTATES
+} cli_state_t;
+
+static const char *const cli_state_names[CLI_NSTATES] = {"IDLE", "CONNECTING", "CONNECTED",
+                                                         "BACKOFF", "CLOSED"};
+
+/* Legal transitions, one bit per target state. */
+static const unsigned cli_transitions[CLI_NSTATES] = {
+    [CLI_IDLE] = 1u << CLI_CONNECTING | 1u << CLI_CLOSED,
+    [CLI_CONNECTING] = 1u << CLI_CONNECTED | 1u << CLI_BACKOFF | 1u << CLI_CLOSED,
+    [CLI_CONNECTED] = 1u << CLI_BACKOFF | 1u << CLI_CLOSED,
+    [CLI_BACKOFF] = 1u << CLI_CONNECTING | 1u << CLI_IDLE | 1u << CLI_CLOSED,
+    [CLI_CLOSED] = 0,
+};
+
+typedef struct call {
+    mc_hnode_t hnode;    /* in c->calls by req_id */
+    mc_list_t dl;        /* in c->by_deadline */
+    uint64_t req_id;
+    uint64_t deadline;   /* monotonic us */
+    mc_rpc_cb_t cb;
+    void *arg;
+    struct call *next_free;
+} call_t;
+
+struct mc_rpc_client {
+    mc_reactor_t *r;
+    mc_rpc_client_opts_t opts;
+    mc_sockaddr_t addr;
+    char name[64];
+    cli_state_t state;
+    int fd;
+    struct event *rev;
+    struct event *wev;
+    mc_buf_t in;
+    mc_buf_t out;
+    size_t need;
+    mc_hmap_t calls;
+    mc_list_t by_deadline;
+    size_t npending;
+    mc_timer_t deadline_timer;
+    mc_timer_t conn_timer;   /* connect timeout or backoff, by state */
+    uint64_t backoff_us;
+    uint64_t next_req_id;
+    call_t *free_calls;
+    size_t call_hdr_pos;
+    mc_mp_writer_t w;
+    int in_callback;
+    int destroy_pending;
+    int flush_queued;
+    int in_read;
+    mc_reactor_hook_t stop_hook;
+    int hooked;
+};
+
+static void cli_connect(mc_rpc_client_t *c);
+static void cli_flush(mc_rpc_client_t *c);
+static void cli_free(mc_rpc_client_t *c);
+
+static void set_state(mc_rpc_client_t *c, cli_state_t to)
+{
+    if (c->state == to)
+        return;
+    if (!(cli_transitions[c->state] & (1u << to))) {
+        MC_ERROR(RPC, "%p: illegal transition %s -> %s", (void *)c, cli_state_names[c->state],
+                 cli_state_names[to]);
+        return;
+    }
+    MC_DEBUG(RPC, "%p: %s -> %s (%s)", (void *)c, cli_state_names[c->state],
+             cli_state_names[to], c->name);
+    c->state = to;
+}
+
+/* ----------------------------------------------------------- completion */
+
+static void call_put(mc_rpc_client_t *c, call_t *k)
+{
+    k->next_free = c->free_calls;
+    c->free_calls = k;
+}
+
+static void arm_deadline(mc_rpc_client_t *c)
+{
+    if (mc_list_empty(&c->by_deadline)) {
+        mc_timer_stop(&c->deadline_timer);
+        return;
+    }
+    call_t *first = MC_LIST_ENTRY(c->by_deadline.next, call_t, dl);
+    uint64_t now = mc_now_us();
+    mc_timer_start(&c->deadline_timer, first->deadline > now ? first->deadline - now : 0, 0);
+}
+
+/* Remove k from the pending sets, run its callback, recycle it. */
+static void call_complete(mc_rpc_client_t *c, call_t *k, const mc_rpc_resp_t *resp)
+{
+    mc_hmap_remove(&c->calls, &k->hnode);
+    mc_list_del(&k->dl);
+    c->npending--;
+    mc_rpc_cb_t cb = k->cb;
+    void *arg = k->arg;
+    call_put(c, k);
+    c->in_callback++;
+    cb(arg, resp);
+    c->in_callback--;
+}
+
+/* Fail every pending call with st. Calls made by the callbacks are kept. */
+static void fail_all(mc_rpc_client_t *c, mc_status_t st)
+{
+    mc_list_t doomed;
+    mc_list_init(&doomed);
+    mc_list_splice_tail(&doomed, &c->by_deadline);
+    mc_list_t *pos;
+    while ((pos = mc_list_pop_head(&doomed)) != NULL) {
+        call_t *k = MC_LIST_ENTRY(pos, call_t, dl);
+        mc_list_push_tail(&c->by_deadline, &k->dl); /* call_complete unlinks it */
+        mc_rpc_resp_t resp = {.status = st};
+        call_complete(c, k, &resp);
+    }
+    arm_deadline(c);
+}
+
+static void after_callbacks(mc_rpc_client_t *c)
+{
+    if (c->destroy_pending && c->in_callback == 0)
+        cli_free(c);
+}
+
+static void on_deadline(mc_timer_t *t, void *arg)
+{
+    mc_rpc_client_t *c = arg;
+    (void)t;
+    uint64_t now = mc_now_us();
+    c->in_callback++; /* hold off a destroy from inside a callback */
+    while (!mc_list_empty(&c->by_deadline)) {
+        call_t *k = MC_LIST_ENTRY(c->by_deadline.next, call_t, dl);
+        if (k->deadline > now)
+            break;
+        MC_DEBUG(RPC, "%s: call %llu timed out", c->name, (unsigned long long)k->req_id);
+        mc_rpc_resp_t resp = {.status = MC_ERR_RPC_TIMEOUT};
+        call_complete(c, k, &resp);
+    }
+    c->in_callback--;
+    if (c->state != CLI_CLOSED)
+        arm_deadline(c);
+    after_callbacks(c);
+}
+
+/* ------------------------------------------------------------ connection */
+
+static void drop_socket(mc_rpc_client_t *c)
+{
+    if (c->rev != NULL)
+        event_free(c->rev);
+    if (c->wev != NULL)
+        event_free(c->wev);
+    c->rev = c->wev = NULL;
+    if (c->fd >= 0)
+        close(c->fd);
+    c->fd = -1;
+    c->flush_queued = 0;
+    mc_buf_reset(&c->in);
+    mc_buf_reset(&c->out);
+    c->need = 0;
+}
+
+/* The connection failed or died: fail the calls, wait, maybe reconnect. */
+static void conn_lost(mc_rpc_client_t *c, const char *why)
+{
+    if (c->state == CLI_CONNECTED)
+        MC_WARN(RPC, "connection to %s lost: %s", c->name, why);
+    else
+        MC_WARN(RPC, "cannot connect to %s: %s", c->name, why);
+    drop_socket(c);
+    set_state(c, CLI_BACKOFF);
+    mc_timer_start(&c->conn_timer, c->backoff_us, 0);
+    c->backoff_us *= 2;
+    if (c->backoff_us > c->opts.backoff_max_us)
+        c->backoff_us = c->opts.backoff_max_us;
+    c->in_callback++;
+    fail_all(c, MC_ERR_CONN_CLOSED);
+    c->in_callback--;
+}
+
+static void on_read_body(evutil_socket_t fd, short what, void *arg)
+{
+    mc_rpc_client_t *c = arg;
+    size_t budget = READ_BUDGET;
+    (void)what;
+
+    c->in_callback++;
+    c->in_read = 1;
+    while (budget > 0 && c->state == CLI_CONNECTED && !c->destroy_pending) {
+        size_t used = mc_buf_used(&c->in);
+        size_t want = c->need > used ? c->need - used : 0;
+        if (want < READ_CHUNK)
+            want = READ_CHUNK;
+        if (mc_buf_reserve(&c->in, want) != MC_OK) {
+            conn_lost(c, "out of memory for input");
+            break;
+        }
+        size_t room = mc_buf_room(&c->in);
+        ssize_t n = read(fd, mc_buf_tail(&c->in), room);
+        if (n == 0) {
+            conn_lost(c, "peer closed the connection");
+            break;
+        }
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            if (errno != EAGAIN && errno != EWOULDBLOCK)
+                conn_lost(c, strerror(errno));
+            break;
+        }
+        mc_buf_produce(&c->in, (size_t)n);
+        budget = (size_t)n >= budget ? 0 : budget - (size_t)n;
+
+        /* Complete every response we have. The frame's bytes stay in place
+         * during the callback; consume after it returns. */
+        while (c->state == CLI_CONNECTED && !c->destroy_pending) {
+            mc_frame_t f;
+            size_t need = 0;
+            const char *reason = NULL;
+            mc_status_t st = mc_frame_decode(mc_buf_head(&c->in), mc_buf_used(&c->in),
+                                             &c->opts.limits, &f, &need, &reason);
+            if (st == MC_AGAIN) {
+                c->need = need;
+                break;
+            }
+            if (st != MC_OK || f.hdr.kind != MC_FRAME_RESPONSE) {
+                MC_ERROR(RPC, "protocol error from %s: %s", c->name,
+                         st != MC_OK ? reason : "unexpected frame kind");
+                conn_lost(c, "protocol error");
+                break;
+            }
+            mc_hnode_t *node;
+            uint64_t h = mc_hash_u64(f.hdr.req_id);
+            call_t *k = NULL;
+            MC_HMAP_FOREACH_HASH(&c->calls, node, h)
+            {
+                call_t *cand = MC_CONTAINER_OF(node, call_t, hnode);
+                if (cand->req_id == f.hdr.req_id) {
+                    k = cand;
+                    break;
+                }
+            }
+            if (k != NULL) {
+                mc_rpc_resp_t resp = {.status = f.hdr.status,
+                                      .body = f.body,
+                                      .body_len = f.hdr.body_len,
+                                      .payload = f.payload,
+                                      .payload_len = f.hdr.payload_len};
+                call_complete(c, k, &resp);
+            } else {
+                MC_DEBUG(RPC, "%s: response to unknown call %llu (timed out?)", c->name,
+                         (unsigned long long)f.hdr.req_id);
+            }
+            if (c->state != CLI_CONNECTED)
+                break; /* a callback's action dropped the connection */
+            mc_buf_consume(&c->in, f.frame_len);
+            c->need = 0;
+        }
+        if ((size_t)n < room)
+            break;
+    }
+    c->in_read = 0;
+    c->in_callback--;
+    if (c->state == CLI_CONNECTED && !c->destroy_pending) {
+        arm_deadline(c);
+        cli_flush(c);
+    }
+    after_callbacks(c);
+}
+
+/* libevent entry: make the reactor current (attach mode), then run the body. */
+static void on_read(evutil_socket_t fd, short what, void *arg)
+{
+    mc_reactor_t *saved = mc_reactor_enter(((mc_rpc_client_t *)arg)->r);
+    on_read_body(fd, what, arg);
+    mc_reactor_leave(saved);
+}
+
+static void cli_flush(mc_rpc_client_t *c)
+{
+    if (c->state != CLI_CONNECTED)
+        return;
+    while (mc_buf_used(&c->out) > 0) {
+        ssize_t n = write(c->fd, mc_buf_head(&c->out), mc_buf_used(&c->out));
+        if (n > 0) {
+            mc_buf_consume(&c->out, (size_t)n);
+        } else if (n < 0 && errno == EINTR) {
+            continue;
+        } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            event_add(c->wev, NULL);
+            return;
+        } else {
+            c->in_callback++;
+            conn_lost(c, strerror(errno));
+            c->in_callback--;
+            after_callbacks(c);
+            return;
+        }
+    }
+    event_del(c->wev);
+    mc_buf_shrink(&c->out, 1u << 20);
+}
+
+static void on_write_body(evutil_socket_t fd, short what, void *arg)
+{
+    mc_rpc_client_t *c = arg;
+    (void)what;
+    c->flush_queued = 0;
+    if (c->state == CLI_CONNECTING) {
+        int err = 0;
+        if (mc_net_connect_result(fd, &err) != MC_OK) {
+            conn_lost(c, strerror(err));
+            after_callbacks(c);
+            return;
+        }
+        set_state(c, CLI_CONNECTED);
+        mc_timer_stop(&c->conn_timer);
+        c->backoff_us = c->opts.backoff_min_us;
+        MC_DEBUG(RPC, "connected to %s", c->name);
+    }
+    cli_flush(c);
+}
+
+/* libevent entry: make the reactor current (attach mode), then run the body. */
+static void on_write(evutil_socket_t fd, short what, void *arg)
+{
+    mc_reactor_t *saved = mc_reactor_enter(((mc_rpc_client_t *)arg)->r);
+    on_write_body(fd, what, arg);
+    mc_reactor_leave(saved);
+}
+
+static void on_conn_timer(mc_timer_t *t, void *arg)
+{
+    mc_rpc_client_t *c = arg;
+    (void)t;
+    if (c->state == CLI_CONNECTING) {
+        conn_lost(c, "connect timed out");
+        after_callbacks(c);
+    } else if (c->state == CLI_BACKOFF || c->state == CLI_IDLE) {
+        if (c->npending > 0) {
+            cli_connect(c);
+        } else {
+            set_state(c, CLI_IDLE);
+        }
+    }
+}
+
+static void cli_connect(mc_rpc_client_t *c)
+{
+    int fd = -1;
+    mc_status_t st = mc_net_connect(&c->addr, &fd);
+    set_state(c, CLI_CONNECTING);
+    if (st != MC_OK && st != MC_INPROGRESS) {
+        c->in_callback++;
+        conn_lost(c, strerror(errno));
+        c->in_callback--;
+        after_callbacks(c);
+        return;
+    }
+    struct event_base *base = mc_reactor_base(c->r);
+    c->fd = fd;
+    c->rev = event_new(base, fd, EV_READ | EV_PERSIST, on_read, c);
+    c->wev = event_new(base, fd, EV_WRITE | EV_PERSIST, on_write, c);
+    if (c->rev == NULL || c->wev == NULL || event_add(c->rev, NULL) != 0 ||
+        event_add(c->wev, NULL) != 0) {
+        c->in_callback++;
+        conn_lost(c, "cannot register socket events");
+        c->in_callback--;
+        after_callbacks(c);
+        return;
+    }
+    mc_timer_start(&c->conn_timer, c->opts.connect_timeout_us, 0);
+    /* Completion (immediate or not) is reported by writability: on_write. */
+}
+
+/* ----------------------------------------------------------------- calls */
+
+mc_mp_writer_t *mc_rpc_call_begin(mc_rpc_client_t *c)
+{
+    mc_buf_t *out = &c->out;
+    c->call_hdr_pos = mc_buf_used(out);
+    mc_mp_writer_init(&c->w, out);
+    if (mc_buf_reserve(out, MC_FRAME_HDR_LEN + 256) != MC_OK)
+        c->w.err = MC_ERR_NOMEM;
+    else
+        mc_buf_produce(out, MC_FRAME_HDR_LEN);
+    return &c->w;
+}
+
+mc_status_t mc_rpc_call_end(mc_rpc_client_t *c, uint16_t method, uint64_t timeout_us,
+                            mc_rpc_cb_t cb, void *arg)
+{
+    mc_buf_t *out = &c->out;
+    mc_status_t st = c->w.err;
+    call_t *k = NULL;
+
+    if (st == MC_OK && (c->state == CLI_CLOSED || c->destroy_pending))
+        st = MC_ERR_CANCELED;
+    if (st == MC_OK) {
+        k = c->free_calls;
+        if (k != NULL)
+            c->free_calls = k->next_free;
+        else if ((k = mc_malloc(sizeof(*k))) == NULL)
+            st = MC_ERR_NOMEM;
+    }
+    if (st != MC_OK) {
+        /* roll the frame back out of the buffer */
+        if (c->w.err == MC_OK)
+            out->len = out->off + c->call_hdr_pos;
+        return st;
+    }
+    size_t body_len = mc_buf_used(out) - c->call_hdr_pos - MC_FRAME_HDR_LEN;
+    mc_frame_hdr_t h = {.version = MC_FRAME_VERSION,
+                        .kind = MC_FRAME_REQUEST,
+                        .method = method,
+                        .req_id = ++c->next_req_id,
+                        .body_len = (uint32_t)body_len};
+    mc_frame_encode_hdr(mc_buf_head(out) + c->call_hdr_pos, &h);
+
+    k->req_id = h.req_id;
+    k->deadline = mc_now_us() + (timeout_us ? timeout_us : c->opts.call_timeout_us);
+    k->cb = cb;
+    k->arg = arg;
+    mc_hmap_insert(&c->calls, &k->hnode, mc_hash_u64(k->req_id));
+    /* Keep by_deadline sorted; with one timeout for all calls this is an
+     * append. */
+    mc_list_t *pos = c->by_deadline.prev;
+    while (pos != &c->by_deadline && MC_LIST_ENTRY(pos, call_t, dl)->deadline > k->deadline)
+        pos = pos->prev;
+    mc_list_insert_between(&k->dl, pos, pos->next);
+    c->npending++;
+    if (c->by_deadline.next == &k->dl && !c->in_read)
+        arm_deadline(c);
+
+    switch (c->state) {
+    case CLI_IDLE:
+        /* Connect from the loop, not here: a connect that fails at once must
+         * not run callbacks inside this call. */
+        if (!mc_timer_armed(&c->conn_timer))
+            mc_timer_start(&c->conn_timer, 0, 0);
+        break;
+    case CLI_CONNECTED:
+        if (!c->flush_queued && !c->in_read) {
+            c->flush_queued = 1;
+            event_active(c->wev, EV_WRITE, 0);
+        }
+        break;
+    default:
+        break; /* CONNECTING/BACKOFF: sent once connected */
+    }
+    return MC_INPROGRESS;
+}
+
+mc_status_t mc_rpc_call(mc_rpc_client_t *c, uint16_t method, const void *body, size_t len,
+                        uint64_t timeout_us, mc_rpc_cb_t cb, void *arg)
+{
+    mc_mp_writer_t *w = mc_rpc_call_begin(c);
+    if (w->err == MC_OK && len > 0 && mc_buf_append(w->buf, body, len) != MC_OK)
+        w->err = MC_ERR_NOMEM;
+    return mc_rpc_call_end(c, method, timeout_us, cb, arg);
+}
+
+size_t mc_rpc_client_pending(const mc_rpc_client_t *c)
+{
+    return c->npending;
+}
+
+int mc_rpc_client_connected(const mc_rpc_client_t *c)
+{
+    return c->state == CLI_CONNECTED;
+}
+
+/* ------------------------------------------------------ create / destroy */
+
+void mc_rpc_client_opts_init(mc_rpc_client_opts_t *o)
+{
+    memset(o, 0, sizeof(*o));
+    o->host = "127.0.0.1";
+    o->connect_timeout_us = 3000000;
+    o->call_timeout_us = 5000000;
+    o->backoff_min_us = 50000;
+    o->backoff_max_us = 2000000;
+    mc_frame_limits_init(&o->limits);
+}
+
+static void on_reactor_stop(mc_reactor_t *r, mc_reactor_hook_t *hook)
+{
+    mc_rpc_client_t *c = MC_CONTAINER_OF(hook, mc_rpc_client_t, stop_hook);
+    (void)r;
+    c->hooked = 0;
+    drop_socket(c);
+    mc_timer_stop(&c->conn_timer);
+    set_state(c, CLI_CLOSED);
+    c->in_callback++;
+    fail_all(c, MC_ERR_CANCELED);
+    c->in_callback--;
+}
+
+typedef struct {
+    mc_rpc_client_t *c;
+    mc_status_t st;
+} init_ctx_t;
+
+static void cli_init_on_reactor(void *arg)
+{
+    init_ctx_t *ic = arg;
+    mc_rpc_client_t *c = ic->c;
+    ic->st = mc_timer_init(&c->deadline_timer, c->r, on_deadline, c);
+    if (ic->st == MC_OK)
+        ic->st = mc_timer_init(&c->conn_timer, c->r, on_conn_timer, c);
+    if (ic->st != MC_OK)
+        return;
+    c->stop_hook.fn = on_reactor_stop;
+    mc_reactor_on_stop(c->r, &c->stop_hook);
+    c->hooked = 1;
+}
+
+mc_status_t mc_rpc_client_create(mc_reactor_t *r, const mc_rpc_client_opts_t *o,
+                                 mc_rpc_client_t **out)
+{
+    mc_rpc_client_t *c = MC_NEW(mc_rpc_client_t);
+    if (c == NULL)
+        return MC_ERR_NOMEM;
+    c->r = r;
+    if (o != NULL)
+        c->opts = *o;
+    else
+        mc_rpc_client_opts_init(&c->opts);
+    mc_rpc_client_opts_t d;
+    mc_rpc_client_opts_init(&d);
+    if (c->opts.connect_timeout_us == 0)
+        c->opts.connect_timeout_us = d.connect_timeout_us;
+    if (c->opts.call_timeout_us == 0)
+        c->opts.call_timeout_us = d.call_timeout_us;
+    if (c->opts.backoff_min_us == 0)
+        c->opts.backoff_min_us = d.backoff_min_us;
+    if (c->opts.backoff_max_us < c->opts.backoff_min_us)
+        c->opts.backoff_max_us = c->opts.backoff_min_us;
+    c->backoff_us = c->opts.backoff_min_us;
+    c->fd = -1;
+    c->state = CLI_IDLE;
+    c->opts.host = NULL; /* not kept: resolved below */
+    mc_list_init(&c->by_deadline);
+
+    mc_status_t st = mc_net_resolve(o ? o->host : d.host, c->opts.port, &c->addr);
+    if (st != MC_OK)
+        goto err_free;
+    mc_net_addr_str(&c->addr, c->name, sizeof(c->name));
+    st = mc_hmap_init(&c->calls, 64);
+    if (st != MC_OK)
+        goto err_free;
+    init_ctx_t ic = {.c = c, .st = MC_ERR_CANCELED};
+    mc_rpc_run_on(r, cli_init_on_reactor, &ic);
+    if (ic.st != MC_OK) {
+        st = ic.st;
+        goto err_timers;
+    }
+    *out = c;
+    return MC_OK;
+
+err_timers:
+    mc_timer_fini(&c->deadline_timer);
+    mc_timer_fini(&c->conn_timer);
+    mc_hmap_fini(&c->calls);
+err_free:
+    mc_free(c);
+    return st;
+}
+
+static void cli_free(mc_rpc_client_t *c)
+{
+    drop_socket(c);
+    mc_timer_fini(&c->deadline_timer);
+    mc_timer_fini(&c->conn_timer);
+    if (c->hooked)
+        mc_reactor_on_stop_cancel(c->r, &c->stop_hook);
+    mc_hmap_fini(&c->calls);
+    call_t *k = c->free_calls;
+    while (k != NULL) {
+        call_t *next = k->next_free;
+        mc_free(k);
+        k = next;
+    }
+    mc_buf_fini(&c->in);
+    mc_buf_fini(&c->out);
+    mc_free(c);
+}
+
+static void cli_destroy_on_reactor(void *arg)
+{
+    mc_rpc_client_t *c = arg;
+    if (c->state != CLI_CLOSED)
+        set_state(c, CLI_CLOSED);
+    c->in_callback++;
+    fail_all(c, MC_ERR_CANCELED);
+    c->in_callback--;
+    if (c->in_callback > 0) {
+        c->destroy_pending = 1; /* freed when the outer callback returns */
+        return;
+    }
+    cli_free(c);
+}
+
+void mc_rpc_client_destroy(mc_rpc_client_t *c)
+{
+    if (c == NULL)
+        return;
+    mc_rpc_run_on(c->r, cli_destroy_on_reactor, c);
+}
+
+/* ------------------------------------------------------------ sync calls */
+
+typedef struct sync_call {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int done;
+    mc_status_t st;
+    mc_buf_t *resp_body;
+    mc_rpc_client_t *c;
+    uint16_t method;
+    const void *body;
+    size_t len;
+    uint64_t timeout_us;
+} sync_call_t;
+
+static void sync_finish(sync_call_t *sc, mc_status_t st)
+{
+    pthread_mutex_lock(&sc->mu);
+    sc->st = st;
+    sc->done = 1;
+    pthread_cond_signal(&sc->cv);
+    pthread_mutex_unlock(&sc->mu);
+}
+
+static void sync_cb(void *arg, const mc_rpc_resp_t *resp)
+{
+    sync_call_t *sc = arg;
+    mc_status_t st = resp->status;
+    if (resp->body_len > 0 && sc->resp_body != NULL &&
+        mc_buf_append(sc->resp_body, resp->body, resp->body_len) != MC_OK)
+        st = MC_ERR_NOMEM;
+    sync_finish(sc, st);
+}
+
+static void sync_start(mc_reactor_t *r, void *arg, mc_status_t st)
+{
+    sync_call_t *sc = arg;
+    (void)r;
+    if (st == MC_OK)
+        st = mc_rpc_call(sc->c, sc->method, sc->body, sc->len, sc->timeout_us, sync_cb, sc);
+    if (st != MC_INPROGRESS)
+        sync_finish(sc, st);
+}
+
+mc_status_t mc_rpc_call_sync(mc_rpc_client_t *c, uint16_t method, const void *body, size_t len,
+                             uint64_t timeout_us, mc_buf_t *resp_body)
+{
+    sync_call_t sc = {.c = c,
+                      .method = method,
+                      .body = body,
+                      .len = len,
+                      .timeout_us = timeout_us,
+                      .resp_body = resp_body};
+    pthread_mutex_init(&sc.mu, NULL);
+    pthread_cond_init(&sc.cv, NULL);
+    mc_status_t st = mc_reactor_call(c->r, sync_start, &sc);
+    if (st == MC_OK) {
+        pthread_mutex_lock(&sc.mu);
+        while (!sc.done)
+            pthread_cond_wait(&sc.cv, &sc.mu);
+        pthread_mutex_unlock(&sc.mu);
+        st = sc.st;
+    }
+    pthread_cond_destroy(&sc.cv);
+    pthread_mutex_destroy(&sc.mu);
+    return st;
+}
