@@ -28,24 +28,25 @@ TEST_PKGS := cmocka msgpack
 
 WARN := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
         -Wpointer-arith -Wvla -Wno-missing-field-initializers
-CPPFLAGS += -D_GNU_SOURCE -Iinclude -Isrc -I.
-CFLAGS ?= -O2 -g
-CFLAGS += -std=c11 -pthread -fPIC $(WARN)
+# OPT is the optimisation level; CFLAGS/LDFLAGS given by the user are added
+# after the project's own flags (which a command-line CFLAGS cannot remove).
+OPT ?= -O2 -g
+MC_CPPFLAGS := -D_GNU_SOURCE -Iinclude -Isrc -I. $(CPPFLAGS)
+MC_CFLAGS = $(OPT) -std=c11 -pthread -fPIC $(WARN) $(SAN_CFLAGS) $(CFLAGS)
+MC_LDFLAGS = $(SAN_CFLAGS) $(LDFLAGS)
 LIB_CFLAGS := -fvisibility=hidden
 LDLIBS_LIB := $(shell $(PKG_CONFIG) --libs $(LIB_PKGS) 2>/dev/null) -lpthread -ldl -lm
 LDLIBS_TEST := $(shell $(PKG_CONFIG) --libs $(TEST_PKGS) 2>/dev/null)
 
+SAN_CFLAGS :=
 ifeq ($(SAN),address)
-CFLAGS += -fsanitize=address -fno-omit-frame-pointer
-LDFLAGS += -fsanitize=address
+SAN_CFLAGS := -fsanitize=address -fno-omit-frame-pointer
 endif
 ifeq ($(SAN),undefined)
-CFLAGS += -fsanitize=undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
-LDFLAGS += -fsanitize=undefined
+SAN_CFLAGS := -fsanitize=undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 endif
 ifeq ($(SAN),thread)
-CFLAGS += -fsanitize=thread
-LDFLAGS += -fsanitize=thread
+SAN_CFLAGS := -fsanitize=thread
 endif
 
 LIB_DIRS := src/util reactor rpc transport store
@@ -62,7 +63,7 @@ define program
 PROGRAMS += $(BUILD)/$(1)
 $(BUILD)/$(1): $(2:%.c=$(BUILD)/obj/%.o) $(STATIC_LIB)
 	@mkdir -p $$(dir $$@)
-	$$(CC) $$(CFLAGS) $$(LDFLAGS) -o $$@ $$(filter %.o,$$^) $(STATIC_LIB) $$(LDLIBS_LIB)
+	$$(CC) $$(MC_CFLAGS) $$(MC_LDFLAGS) -o $$@ $$(filter %.o,$$^) $(STATIC_LIB) $$(LDLIBS_LIB)
 endef
 
 -include mk/programs.mk
@@ -86,7 +87,7 @@ tests: all $(UNIT_TESTS) $(INTEG_TESTS) $(TEST_HELPERS)
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(CFLAGS) $(if $(filter $(LIB_SRCS),$<),$(LIB_CFLAGS)) -MMD -MP -c -o $@ $<
+	$(CC) $(MC_CPPFLAGS) $(MC_CFLAGS) $(if $(filter $(LIB_SRCS),$<),$(LIB_CFLAGS)) -MMD -MP -c -o $@ $<
 
 $(STATIC_LIB): $(LIB_OBJS)
 	@mkdir -p $(dir $@)
@@ -95,17 +96,17 @@ $(STATIC_LIB): $(LIB_OBJS)
 
 $(SHARED_LIB): $(LIB_OBJS)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(LDFLAGS) -shared -Wl,-soname,$(SONAME) -Wl,--no-undefined -o $@ $^ $(LDLIBS_LIB)
+	$(CC) $(MC_CFLAGS) $(MC_LDFLAGS) -shared -Wl,-soname,$(SONAME) -Wl,--no-undefined -o $@ $^ $(LDLIBS_LIB)
 	ln -sf $(notdir $@) $(BUILD)/$(SONAME)
 	ln -sf $(SONAME) $(BUILD)/libmooncake.so
 
 $(BUILD)/test/%: $(BUILD)/obj/test/%.o $(STATIC_LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(STATIC_LIB) $(LDLIBS_TEST) $(LDLIBS_LIB)
+	$(CC) $(MC_CFLAGS) $(MC_LDFLAGS) -o $@ $< $(STATIC_LIB) $(LDLIBS_TEST) $(LDLIBS_LIB)
 
 $(BUILD)/test/bin/%: $(BUILD)/obj/test/integration/helpers/%.o $(STATIC_LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(STATIC_LIB) $(LDLIBS_TEST) $(LDLIBS_LIB)
+	$(CC) $(MC_CFLAGS) $(MC_LDFLAGS) -o $@ $< $(STATIC_LIB) $(LDLIBS_TEST) $(LDLIBS_LIB)
 
 check: tests
 	BUILD=$(BUILD) test/run.sh
@@ -117,11 +118,11 @@ integration: tests
 	BUILD=$(BUILD) test/run.sh integration
 
 asan:
-	$(MAKE) BUILD=build/asan SAN=address CFLAGS="-O1 -g" check
+	$(MAKE) BUILD=build/asan SAN=address OPT="-O1 -g" check
 ubsan:
-	$(MAKE) BUILD=build/ubsan SAN=undefined CFLAGS="-O1 -g" check
+	$(MAKE) BUILD=build/ubsan SAN=undefined OPT="-O1 -g" check
 tsan:
-	$(MAKE) BUILD=build/tsan SAN=thread CFLAGS="-O1 -g" check
+	$(MAKE) BUILD=build/tsan SAN=thread OPT="-O1 -g" check
 
 run: all
 	./mk/run.sh $(BUILD)
@@ -136,7 +137,8 @@ FUZZ_LIB_SRCS := src/util/mem.c src/util/status.c src/util/log.c src/util/buf.c 
 
 $(BUILD)/fuzz/%: test/fuzz/%.c $(FUZZ_LIB_SRCS)
 	@mkdir -p $(dir $@)
-	clang $(CPPFLAGS) -std=c11 -g -O1 -fsanitize=fuzzer,address,undefined -o $@ $^ -lpthread
+	clang $(MC_CPPFLAGS) -std=c11 -g -O1 $(WARN) -fsanitize=fuzzer,address,undefined \
+	      -fno-sanitize-recover=all -o $@ $^ -lpthread
 
 fuzz: $(FUZZ_BINS)
 	@for f in $(FUZZ_BINS); do \

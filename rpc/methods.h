@@ -10,6 +10,35 @@
 enum mc_rpc_method {
     MC_RPC_ECHO = 1,      /* body echoed back unchanged (tests, benchmarks) */
     MC_RPC_ECHO_SLOW = 2, /* echo after {1: delay_us} (tests) */
+
+    /* store master (store/proto.h documents each body) */
+    MC_RPC_SERVICE_READY = 100,
+    MC_RPC_PUT_START = 101,
+    MC_RPC_PUT_END = 102,
+    MC_RPC_PUT_REVOKE = 103,
+    MC_RPC_BATCH_PUT_START = 104,
+    MC_RPC_BATCH_PUT_END = 105,
+    MC_RPC_BATCH_PUT_REVOKE = 106,
+    MC_RPC_GET_REPLICA_LIST = 107,
+    MC_RPC_BATCH_GET_REPLICA_LIST = 108,
+    MC_RPC_GET_REPLICA_LIST_BY_REGEX = 109,
+    MC_RPC_EXIST_KEY = 110,
+    MC_RPC_BATCH_EXIST_KEY = 111,
+    MC_RPC_REMOVE = 112,
+    MC_RPC_REMOVE_BY_REGEX = 113,
+    MC_RPC_REMOVE_ALL = 114,
+    MC_RPC_BATCH_REMOVE = 115,
+    MC_RPC_MOUNT_SEGMENT = 116,
+    MC_RPC_REMOUNT_SEGMENT = 117,
+    MC_RPC_UNMOUNT_SEGMENT = 118,
+    MC_RPC_PING = 119,
+    MC_RPC_GET_FSDIR = 120,
+
+    /* embedded transfer-metadata service */
+    MC_RPC_META_GET = 300,
+    MC_RPC_META_PUT = 301,
+    MC_RPC_META_DEL = 302,
+    MC_RPC_META_LIST = 303,
 };
 
 #endif /* MC_RPC_METHODS_H */

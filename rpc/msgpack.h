@@ -74,7 +74,7 @@ typedef struct mc_mp_reader {
 static inline void mc_mp_reader_init(mc_mp_reader_t *r, const void *data, size_t len)
 {
     r->p = (const uint8_t *)data;
-    r->end = r->p + len;
+    r->end = len ? r->p + len : r->p; /* NULL + 0 is undefined */
     r->err = MC_OK;
 }
 

@@ -42,6 +42,8 @@ mc_status_t mc_buf_reserve(mc_buf_t *b, size_t n)
 
 mc_status_t mc_buf_append(mc_buf_t *b, const void *p, size_t n)
 {
+    if (n == 0)
+        return MC_OK; /* p may be NULL */
     mc_status_t st = mc_buf_reserve(b, n);
     if (st != MC_OK)
         return st;

@@ -1,0 +1,193 @@
+/*
+ * mooncake-master - the store's control plane.
+ *
+ *   mooncake-master [-c FILE] [--set section.key=value]... [--dump-config] [--help]
+ *
+ * Runs on its built-in defaults when no file is given. Stops cleanly on
+ * SIGINT/SIGTERM.
+ */
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "store/master_server.h"
+#include "util/conf.h"
+#include "util/daemon.h"
+#include "util/log.h"
+#include "util/mem.h"
+
+extern char **environ;
+
+/* [server] */
+typedef struct server_conf {
+    char *bind_address;
+    uint64_t rpc_port;
+    uint64_t http_port;
+    bool http_enabled;
+    char *reactors;
+    uint64_t tick_interval;
+    char *fsdir;
+} server_conf_t;
+
+static const mc_conf_key_t server_keys[] = {
+    MC_CONF_ROW(server_conf_t, bind_address, "bind_address", MC_CONF_STRING, "0.0.0.0", 0, 0,
+                "address the RPC and HTTP ports listen on"),
+    MC_CONF_ROW(server_conf_t, rpc_port, "rpc_port", MC_CONF_UINT, "50051", 0, 65535,
+                "RPC port (clients, storage nodes, embedded metadata); 0 = any free port"),
+    MC_CONF_ROW(server_conf_t, http_port, "http_port", MC_CONF_UINT, "9003", 0, 65535,
+                "HTTP port: /metrics, /metrics/summary, /health, /segments, /keys"),
+    MC_CONF_ROW(server_conf_t, http_enabled, "http_enabled", MC_CONF_BOOL, "true", 0, 0,
+                "serve the HTTP port"),
+    MC_CONF_ROW(server_conf_t, reactors, "reactors", MC_CONF_STRING, "auto", 0, 0,
+                "event-loop threads: auto (one per NUMA node) or a count 1..256"),
+    MC_CONF_ROW(server_conf_t, tick_interval, "tick_interval", MC_CONF_DURATION, "100ms", 1000,
+                10000000, "period of background work: eviction, abandoned puts, client expiry"),
+    MC_CONF_ROW(server_conf_t, fsdir, "root_fs_dir", MC_CONF_STRING, "", 0, 0,
+                "shared file-system directory announced to clients (GetFsdir); empty = none"),
+};
+
+/* [master]: the semantics of the store. */
+typedef struct master_conf {
+    uint64_t lease_ttl;
+    uint64_t soft_pin_ttl;
+    uint64_t max_soft_pin_ttl;
+    bool allow_evict_soft_pinned;
+    double eviction_ratio;
+    double eviction_high_watermark_ratio;
+    uint64_t client_ttl;
+    uint64_t put_start_discard_timeout;
+    uint64_t put_start_release_timeout;
+    uint64_t max_key_len;
+    uint64_t max_object_size;
+    uint64_t max_replicas;
+} master_conf_t;
+
+static const mc_conf_key_t master_keys[] = {
+    MC_CONF_ROW(master_conf_t, lease_ttl, "lease_ttl", MC_CONF_DURATION, "5s", 1000, 3600e6,
+                "read lease a get grants; leased objects are not removed or evicted"),
+    MC_CONF_ROW(master_conf_t, soft_pin_ttl, "soft_pin_ttl", MC_CONF_DURATION, "30m", 1000,
+                86400e6 * 7, "how long a put with soft pin is protected from eviction"),
+    MC_CONF_ROW(master_conf_t, max_soft_pin_ttl, "max_soft_pin_ttl", MC_CONF_DURATION, "24h",
+                1000, 86400e6 * 30, "upper bound of a per-put soft pin"),
+    MC_CONF_ROW(master_conf_t, allow_evict_soft_pinned, "allow_evict_soft_pinned_objects",
+                MC_CONF_BOOL, "true", 0, 0,
+                "soft-pinned objects may be evicted, after every unpinned candidate"),
+    MC_CONF_ROW(master_conf_t, eviction_ratio, "eviction_ratio", MC_CONF_DOUBLE, "0.05", 0.001,
+                1.0, "share of eligible objects one eviction round removes"),
+    MC_CONF_ROW(master_conf_t, eviction_high_watermark_ratio, "eviction_high_watermark_ratio",
+                MC_CONF_DOUBLE, "0.95", 0.01, 1.0,
+                "used/capacity above which eviction runs in the background (1.0 = only when a "
+                "put fails for space)"),
+    MC_CONF_ROW(master_conf_t, client_ttl, "client_ttl", MC_CONF_DURATION, "10s", 100000,
+                3600e6, "a client silent this long is expired with its segments"),
+    MC_CONF_ROW(master_conf_t, put_start_discard_timeout, "put_start_discard_timeout",
+                MC_CONF_DURATION, "30s", 1000, 86400e6,
+                "an unfinished put becomes invisible (another put may take the key)"),
+    MC_CONF_ROW(master_conf_t, put_start_release_timeout, "put_start_release_timeout",
+                MC_CONF_DURATION, "10m", 1000, 86400e6,
+                "the space of a discarded put is reused only after this (a slow writer may "
+                "still be writing)"),
+    MC_CONF_ROW(master_conf_t, max_key_len, "max_key_len", MC_CONF_UINT, "4096", 1, 65535,
+                "longest key, bytes"),
+    MC_CONF_ROW(master_conf_t, max_object_size, "max_object_size", MC_CONF_SIZE, "64GiB", 1,
+                1099511627776.0, "largest object"),
+    MC_CONF_ROW(master_conf_t, max_replicas, "max_replicas", MC_CONF_UINT, "8", 1, 8,
+                "most replicas one object may ask for"),
+};
+
+static const char usage[] =
+    "usage: mooncake-master [-c FILE] [--set section.key=value]... [--dump-config] [--help]\n"
+    "The store's control plane: object metadata, allocation, leases, eviction, liveness,\n"
+    "embedded transfer metadata, Prometheus metrics.\n";
+
+int main(int argc, char **argv)
+{
+    char err[512];
+    server_conf_t sc;
+    master_conf_t mcf;
+    mc_log_opts_t lo;
+    int rc = 1;
+    int exit_now = 0;
+
+    mc_conf_t *conf = mc_conf_create();
+    if (conf == NULL ||
+        mc_conf_add_section(conf, "server", server_keys, MC_ARRAY_SIZE(server_keys), &sc) != MC_OK ||
+        mc_conf_add_section(conf, "master", master_keys, MC_ARRAY_SIZE(master_keys), &mcf) != MC_OK ||
+        mc_daemon_add_log_section(conf, &lo) != MC_OK) {
+        fprintf(stderr, "mooncake-master: cannot set up configuration\n");
+        goto out;
+    }
+    if (mc_conf_parse_args(conf, argc, argv, environ, usage, &exit_now, err, sizeof(err)) !=
+        MC_OK) {
+        fprintf(stderr, "mooncake-master: %s\n", err);
+        rc = 2;
+        goto out;
+    }
+    if (exit_now) {
+        rc = 0;
+        goto out;
+    }
+    if (mc_daemon_apply_log(&lo, err, sizeof(err)) != MC_OK) {
+        fprintf(stderr, "mooncake-master: %s\n", err);
+        rc = 2;
+        goto out;
+    }
+
+    mc_master_server_opts_t o;
+    mc_master_server_opts_init(&o);
+    o.bind_address = sc.bind_address;
+    o.rpc_port = (uint16_t)sc.rpc_port;
+    o.http_port = (uint16_t)sc.http_port;
+    o.http_enabled = sc.http_enabled;
+    o.tick_interval_us = sc.tick_interval;
+    o.fsdir = sc.fsdir;
+    if (mc_daemon_parse_reactors(sc.reactors, "server.reactors", &o.reactors, err, sizeof(err)) !=
+        MC_OK) {
+        fprintf(stderr, "mooncake-master: %s\n", err);
+        rc = 2;
+        goto out;
+    }
+    o.master.lease_ttl_us = mcf.lease_ttl;
+    o.master.soft_pin_ttl_us = mcf.soft_pin_ttl;
+    o.master.max_soft_pin_ttl_us = mcf.max_soft_pin_ttl;
+    o.master.allow_evict_soft_pinned = mcf.allow_evict_soft_pinned;
+    o.master.eviction_ratio = mcf.eviction_ratio;
+    o.master.eviction_high_watermark = mcf.eviction_high_watermark_ratio;
+    o.master.client_ttl_us = mcf.client_ttl;
+    o.master.put_start_discard_timeout_us = mcf.put_start_discard_timeout;
+    o.master.put_start_release_timeout_us = mcf.put_start_release_timeout;
+    o.master.max_key_len = (uint32_t)mcf.max_key_len;
+    o.master.max_object_size = mcf.max_object_size;
+    o.master.max_replicas = (uint32_t)mcf.max_replicas;
+    if (o.master.put_start_release_timeout_us <= o.master.put_start_discard_timeout_us) {
+        fprintf(stderr,
+                "mooncake-master: master.put_start_release_timeout must be longer than "
+                "master.put_start_discard_timeout\n");
+        rc = 2;
+        goto out;
+    }
+
+    sigset_t sigs;
+    mc_daemon_block_signals(&sigs);
+    mc_master_server_t *srv = NULL;
+    mc_status_t st = mc_master_server_start(&o, &srv);
+    if (st != MC_OK) {
+        fprintf(stderr, "mooncake-master: cannot start: %s\n", mc_status_msg(st));
+        goto out;
+    }
+    MC_INFO(MASTER, "mooncake-master %s ready: rpc %s:%u, http %s, %u reactor(s), view version %lld",
+            "0.1.0", sc.bind_address, mc_master_server_rpc_port(srv),
+            o.http_enabled ? "on" : "off", mc_master_server_reactors(srv),
+            (long long)mc_master_server_view_version(srv));
+    if (o.http_enabled)
+        MC_INFO(MASTER, "metrics at http://%s:%u/metrics", sc.bind_address,
+                mc_master_server_http_port(srv));
+    int sig = mc_daemon_wait_signal(&sigs);
+    MC_INFO(MASTER, "signal %d (%s): shutting down", sig, strsignal(sig));
+    mc_master_server_stop(srv);
+    MC_INFO(MASTER, "stopped");
+    rc = 0;
+out:
+    mc_conf_destroy(conf);
+    return rc;
+}

@@ -1,0 +1,420 @@
+/*
+ * master.h - the master's metadata service as a library.
+ *
+ * What it is: clients, the segments they mount, the objects stored in those
+ * segments (key -> replicas -> buffer handles), leases, soft pins, eviction,
+ * client liveness and the embedded transfer-metadata KV store
+ * (`metadata = master`). Semantics follow reference/seed-store-spec.md; error
+ * codes keep upstream's names and numbers (mooncake/status.h).
+ *
+ * What it is not: no RPC, no sockets, no threads and no clock of its own. Every
+ * call takes the current monotonic time in microseconds (now_us, from
+ * mc_now_us()) so that tests control time; the background work (eviction,
+ * abandoned puts, client expiry, segment drain) runs when the owner calls
+ * mc_master_tick() from a timer, every 10-100 ms.
+ *
+ * Threads: every function may be called from any thread, concurrently. Object
+ * metadata lives in MC_MASTER_NUM_SHARDS shards by mc_hash64(key), each behind
+ * its own mutex; segments behind one rwlock (read to allocate and to build
+ * descriptors, write to mount/unmount) plus a mutex per segment allocator;
+ * clients behind one mutex; the metadata KV behind its own mutex. Lock order:
+ * clients -> shard -> segments -> segment allocator. Batch calls group their
+ * keys by shard and take each shard's lock once.
+ *
+ * Callbacks (foreach_*, *_by_regex, meta_list) run on the calling thread, inside
+ * the call, with an internal lock held: they must be short and must not call
+ * into the same master. Pointers they receive are borrowed for that callback.
+ *
+ * Ownership: inputs (keys, names, segment descriptions, configs) are borrowed
+ * for the call; the master copies what it keeps. Outputs are written into
+ * caller-provided memory, and only when the call (or the item) succeeds,
+ * except mc_master_meta_get's value, which is transferred to the caller.
+ *
+ * Decisions that differ from upstream (each is explained where implemented):
+ *  - ExistKey neither grants nor renews a lease and does not count as an
+ *    access (upstream grants one; #2187: exist-polling starved eviction). Only
+ *    calls that hand out replica addresses (get_replica_list*) grant leases.
+ *  - Unmount is two-phase with a drain: replicas on the segment vanish at once
+ *    (no new reader can see them), but the segment's memory is reported busy
+ *    until the leases of the readers that could still be reading it expire;
+ *    see mc_master_unmount_segment.
+ *  - Space a writer or reader may still be using is never handed out again
+ *    early: a discarded put's space waits for put_start_release_timeout, and a
+ *    forced remove of a leased object waits for the lease ("parked" space).
+ *  - Replicas of one object are placed on segments with distinct names (a name
+ *    is a host), which implies distinct segments.
+ *  - A bad key (empty, too long, NUL inside) is INVALID_KEY everywhere.
+ */
+#ifndef MC_STORE_MASTER_H
+#define MC_STORE_MASTER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "mooncake/status.h"
+
+#define MC_MASTER_NUM_SHARDS 1024
+/* Most replicas one object can have; descriptors arrays are sized by it. */
+#define MC_MASTER_MAX_REPLICAS 8
+/* Segment names and transfer-engine endpoints, including the NUL. */
+#define MC_MASTER_NAME_MAX 256
+/* Value-size histogram: upper bounds 4K 64K 256K 1M 4M 16M 64M, then +Inf. */
+#define MC_MASTER_VALUE_BUCKETS 8
+
+/* Client and segment ids (upstream UUID = pair<uint64,uint64>). {0,0} is "none". */
+typedef struct mc_uuid {
+    uint64_t hi, lo;
+} mc_uuid_t;
+
+typedef struct mc_master mc_master_t;
+
+typedef struct mc_master_opts {
+    uint64_t lease_ttl_us;                 /* read lease granted by a get (5 s) */
+    uint64_t soft_pin_ttl_us;              /* default soft pin window (30 min) */
+    uint64_t max_soft_pin_ttl_us;          /* cap of a per-put soft pin window (24 h) */
+    int allow_evict_soft_pinned;           /* pinned objects may go, after all others (1) */
+    double eviction_ratio;                 /* fraction of eligible objects per round (0.05) */
+    double eviction_high_watermark;        /* allocated/capacity that triggers eviction (0.95) */
+    uint64_t client_ttl_us;                /* silence after which a client expires (10 s) */
+    uint64_t put_start_discard_timeout_us; /* unfinished put becomes invisible (30 s) */
+    uint64_t put_start_release_timeout_us; /* ...and its space reusable (600 s); > discard */
+    uint32_t max_key_len;                  /* bytes (4096); at most 65535 */
+    uint64_t max_object_size;              /* bytes (64 GiB) */
+    uint32_t max_replicas;                 /* per object (MC_MASTER_MAX_REPLICAS) */
+    uint32_t max_allocs_per_segment;       /* 0 = clamp(size / 4096, 1024, 16 Mi) */
+    uint32_t placement_max_tries;          /* segments tried at random per put (100) */
+    uint32_t regex_max_results;            /* cap of get_replica_list_by_regex (10000) */
+    uint32_t evict_sample_max;             /* eviction ranks at most this many (1 Mi) */
+    uint64_t meta_max_value_len;           /* metadata KV value cap (16 MiB) */
+} mc_master_opts_t;
+
+/* Fills the defaults above. */
+void mc_master_opts_init(mc_master_opts_t *o);
+
+/* view_version: returned by every ping; the owner passes a value that grows on
+ * every master start (e.g. persisted counter + 1, or wall-clock seconds), so
+ * clients notice a restart. opts is copied.
+ * MC_OK, MC_ERR_INVALID_PARAMS (an option out of range), MC_ERR_NOMEM. */
+mc_status_t mc_master_create(const mc_master_opts_t *opts, int64_t view_version,
+                             mc_master_t **out);
+
+/* Frees everything. Accepts NULL. No other call may be running. */
+void mc_master_destroy(mc_master_t *m);
+
+/* ---- segments and clients ---- */
+
+/* A segment as a client describes it. Strings are NUL-terminated, shorter than
+ * MC_MASTER_NAME_MAX, borrowed for the call. */
+typedef struct mc_master_segment {
+    mc_uuid_t id;            /* chosen by the client; not {0,0} */
+    const char *name;        /* logical name, e.g. "ip:port" of the host; not empty */
+    const char *te_endpoint; /* where the transfer engine reaches it; may be empty */
+    uint64_t base;           /* address in the owner's space; not 0 */
+    uint64_t size;           /* bytes; >= 8 */
+} mc_master_segment_t;
+
+/* Upstream ClientStatus numbering. */
+typedef enum mc_master_client_status {
+    MC_MASTER_CLIENT_UNDEFINED = 0,
+    MC_MASTER_CLIENT_OK = 1,
+    MC_MASTER_CLIENT_NEED_REMOUNT = 2, /* unknown or expired: call remount_segments */
+} mc_master_client_status_t;
+
+/* Mount one segment owned by client. Registers the client (status OK) if it is
+ * unknown; an existing NEED_REMOUNT client stays so until remount_segments.
+ * Counts as a sign of life of the client.
+ * MC_OK (also for an identical re-mount by the same client),
+ * MC_ERR_INVALID_PARAMS (zero id or client, base 0, size < 8, bad name, overflow),
+ * MC_ERR_SEGMENT_ALREADY_EXISTS (same id, other owner or other parameters),
+ * MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS (that id, or an overlapping range of the
+ *   same owner, is still draining after an unmount: retry after drain_until),
+ * MC_ERR_NOMEM. */
+mc_status_t mc_master_mount_segment(mc_master_t *m, mc_uuid_t client,
+                                    const mc_master_segment_t *seg, uint64_t now_us);
+
+/* After a ping said NEED_REMOUNT: mount every segment the client still has
+ * (identical ones already mounted are kept) and mark the client OK. Segments
+ * rejected as INVALID_PARAMS or SEGMENT_ALREADY_EXISTS are logged and skipped,
+ * as upstream. n may be 0 (a client that only reads).
+ * MC_OK, MC_ERR_INVALID_PARAMS (client {0,0}), MC_ERR_NOMEM,
+ * MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS (some segment is still draining; the
+ *   others are mounted; the client stays NEED_REMOUNT and retries). */
+mc_status_t mc_master_remount_segments(mc_master_t *m, mc_uuid_t client,
+                                       const mc_master_segment_t *segs, size_t n,
+                                       uint64_t now_us);
+
+/* Unmount, two-phase. Phase 1 (inside this call): the segment stops taking
+ * allocations and every replica on it is dropped from its object (objects left
+ * with no replica are removed, in-progress puts included: their PutEnd then
+ * gets OBJECT_NOT_FOUND, or completes the replicas they still have). Phase 2:
+ * the segment record (and its capacity) goes away once no reader that was
+ * granted a lease before phase 1 can still be reading it: at the latest lease
+ * deadline among the objects that had a replica there. *drain_until_us (may be
+ * NULL) receives that instant; if it is <= now_us the segment is gone when the
+ * call returns, otherwise mc_master_tick() finishes it. The owner must keep the
+ * memory registered until then (readers get a transfer failure afterwards and
+ * fail over to another replica). Writers get no such grace: a put into the
+ * segment simply loses that replica. Calling again while draining returns
+ * MC_OK with the same drain_until.
+ * MC_OK, MC_ERR_SEGMENT_NOT_FOUND (unknown id; the RPC layer may map it to OK
+ * for idempotence, as upstream), MC_ERR_ILLEGAL_CLIENT (owned by another
+ * client), MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS (another unmount of it is in
+ * phase 1 right now; retry). */
+mc_status_t mc_master_unmount_segment(mc_master_t *m, mc_uuid_t client, mc_uuid_t segment_id,
+                                      uint64_t now_us, uint64_t *drain_until_us);
+
+/* Heartbeat. Unknown or expired clients get NEED_REMOUNT (and are tracked from
+ * then on, so their metadata KV entries expire if they fall silent).
+ * Never fails; outputs may be NULL. */
+void mc_master_ping(mc_master_t *m, mc_uuid_t client, uint64_t now_us, int64_t *view_version,
+                    mc_master_client_status_t *status);
+
+/* ---- objects ---- */
+
+/* Upstream ReplicaStatus numbering. */
+typedef enum mc_master_replica_status {
+    MC_MASTER_REPLICA_PROCESSING = 2, /* allocated, being written */
+    MC_MASTER_REPLICA_COMPLETE = 3,   /* written, readable */
+} mc_master_replica_status_t;
+
+/* Where one replica lives (upstream Replica::Descriptor of a memory replica). */
+typedef struct mc_master_replica_desc {
+    uint64_t address; /* remote address = segment base + offset */
+    uint64_t size;    /* object size (the range is at least this long) */
+    mc_uuid_t segment_id;
+    mc_master_replica_status_t status;
+    char segment_name[MC_MASTER_NAME_MAX];
+    char te_endpoint[MC_MASTER_NAME_MAX];
+} mc_master_replica_desc_t;
+
+/* A key: bytes, 1..max_key_len long, no NUL. */
+typedef struct mc_master_key {
+    const char *data;
+    size_t len;
+} mc_master_key_t;
+
+typedef struct mc_master_put_cfg {
+    uint32_t replica_num; /* wanted; 1..max_replicas */
+    int with_soft_pin;
+    uint64_t soft_pin_ttl_us;              /* 0 = opts default; clamped to the max */
+    const char *const *preferred_segments; /* segment names tried first, in order */
+    size_t n_preferred;
+} mc_master_put_cfg_t;
+
+/* replica_num 1, no soft pin, no preference. */
+void mc_master_put_cfg_init(mc_master_put_cfg_t *c);
+
+/* Start a put: allocate up to cfg->replica_num replicas of `size` bytes on
+ * distinct segments (preferred names first, then random MOUNTED segments with
+ * room). Best effort: *nrep (1..replica_num) says how many were placed; out[]
+ * (room for cfg->replica_num) receives them, status PROCESSING. If nothing can
+ * be placed, an eviction pass runs and the placement is retried once.
+ * The object is invisible to gets until mc_master_put_end.
+ * A put left unfinished for put_start_discard_timeout is discarded (tick, or a
+ * new put_start of the same key pre-empts it); its space is reused only after
+ * put_start_release_timeout from its start, because the slow writer may still
+ * be writing into it.
+ * MC_OK, MC_ERR_INVALID_KEY, MC_ERR_INVALID_PARAMS (size 0 or > max_object_size,
+ * replica_num 0 or > max_replicas), MC_ERR_OBJECT_ALREADY_EXISTS (a complete
+ * object, or an unfinished put younger than the discard timeout),
+ * MC_ERR_NO_AVAILABLE_HANDLE, MC_ERR_NOMEM. */
+mc_status_t mc_master_put_start(mc_master_t *m, mc_uuid_t client, const char *key,
+                                size_t key_len, uint64_t size, const mc_master_put_cfg_t *cfg,
+                                uint64_t now_us, mc_master_replica_desc_t *out, uint32_t *nrep);
+
+/* Finish a put: its replicas become COMPLETE and readable; the soft pin window
+ * (if any) starts now. Idempotent on a complete object of the same client.
+ * MC_OK, MC_ERR_INVALID_KEY, MC_ERR_OBJECT_NOT_FOUND (never started, revoked,
+ * discarded, or every replica lost to unmounts), MC_ERR_ILLEGAL_CLIENT (started
+ * by another client). */
+mc_status_t mc_master_put_end(mc_master_t *m, mc_uuid_t client, const char *key, size_t key_len,
+                              uint64_t now_us);
+
+/* Abandon a put whose transfer failed; its space is freed at once (the caller
+ * must have no write to it in flight).
+ * MC_OK, MC_ERR_INVALID_KEY, MC_ERR_OBJECT_NOT_FOUND, MC_ERR_ILLEGAL_CLIENT,
+ * MC_ERR_INVALID_WRITE (already complete: use remove). */
+mc_status_t mc_master_put_revoke(mc_master_t *m, mc_uuid_t client, const char *key,
+                                 size_t key_len, uint64_t now_us);
+
+/* Batch variants. They return MC_OK when the call was well formed and then
+ * report each item in st[i]; MC_ERR_INVALID_PARAMS (bad cfg, n and arrays) or
+ * MC_ERR_NOMEM otherwise (st[] untouched). Items are processed grouped by shard,
+ * in key order within a shard, so a key repeated in one batch_put_start gets
+ * OBJECT_ALREADY_EXISTS the second time.
+ * batch_put_start: descs[] has room for n * cfg->replica_num; item i's replicas
+ * are descs[i * replica_num ...], nrep[i] of them. */
+mc_status_t mc_master_batch_put_start(mc_master_t *m, mc_uuid_t client,
+                                      const mc_master_key_t *keys, const uint64_t *sizes,
+                                      size_t n, const mc_master_put_cfg_t *cfg, uint64_t now_us,
+                                      mc_master_replica_desc_t *descs, uint32_t *nrep,
+                                      mc_status_t *st);
+mc_status_t mc_master_batch_put_end(mc_master_t *m, mc_uuid_t client,
+                                    const mc_master_key_t *keys, size_t n, uint64_t now_us,
+                                    mc_status_t *st);
+mc_status_t mc_master_batch_put_revoke(mc_master_t *m, mc_uuid_t client,
+                                       const mc_master_key_t *keys, size_t n, uint64_t now_us,
+                                       mc_status_t *st);
+
+/* Replicas to read: the COMPLETE replicas on mounted segments, at most `room`
+ * of them into out[], *nrep of them. Grants a read lease until now +
+ * lease_ttl (never shortening a longer one; *lease_ttl_us, may be NULL,
+ * receives lease_ttl), renews the soft pin, and records the access for LRU.
+ * MC_OK, MC_ERR_INVALID_KEY, MC_ERR_INVALID_PARAMS (room 0),
+ * MC_ERR_OBJECT_NOT_FOUND, MC_ERR_REPLICA_IS_NOT_READY (put not finished). */
+mc_status_t mc_master_get_replica_list(mc_master_t *m, const char *key, size_t key_len,
+                                       uint64_t now_us, mc_master_replica_desc_t *out,
+                                       uint32_t room, uint32_t *nrep, uint64_t *lease_ttl_us);
+
+/* descs[] has room for n * room; item i's replicas are descs[i * room ...]. */
+mc_status_t mc_master_batch_get_replica_list(mc_master_t *m, const mc_master_key_t *keys,
+                                             size_t n, uint64_t now_us,
+                                             mc_master_replica_desc_t *descs, uint32_t room,
+                                             uint32_t *nrep, mc_status_t *st);
+
+/* Return non-zero to stop. */
+typedef int (*mc_master_replicas_cb_t)(void *arg, const char *key, size_t key_len,
+                                       const mc_master_replica_desc_t *reps, uint32_t nrep);
+
+/* Every readable object whose key matches the POSIX extended regex (unanchored
+ * unless the pattern says so), as get_replica_list does for one key (leases
+ * included), at most opts.regex_max_results of them. *count (may be NULL)
+ * receives how many were reported; *truncated (may be NULL) whether the cap
+ * cut the list short. Order is unspecified.
+ * MC_OK, MC_ERR_INVALID_PARAMS (bad regex), MC_ERR_NOMEM. */
+mc_status_t mc_master_get_replica_list_by_regex(mc_master_t *m, const char *regex,
+                                                uint64_t now_us, mc_master_replicas_cb_t cb,
+                                                void *arg, size_t *count, int *truncated);
+
+/* Whether a readable (complete) object exists. A pure query: no lease, no
+ * access recorded, so polling it can never keep an object from eviction
+ * (upstream #2187).
+ * MC_OK (*exists set), MC_ERR_INVALID_KEY. */
+mc_status_t mc_master_exist_key(mc_master_t *m, const char *key, size_t key_len,
+                                uint64_t now_us, int *exists);
+mc_status_t mc_master_batch_exist_key(mc_master_t *m, const mc_master_key_t *keys, size_t n,
+                                      uint64_t now_us, int *exists, mc_status_t *st);
+
+/* Remove an object.
+ * Without force: MC_ERR_OBJECT_HAS_LEASE while a reader's lease runs,
+ * MC_ERR_REPLICA_IS_NOT_READY while its put is unfinished.
+ * With force: removed anyway, but the space is not reused while it may still be
+ * read or written: a leased object's space waits for its lease, an unfinished
+ * put's space for put_start_release_timeout (as a discarded put).
+ * MC_OK, MC_ERR_INVALID_KEY, MC_ERR_OBJECT_NOT_FOUND, and the two above. */
+mc_status_t mc_master_remove(mc_master_t *m, const char *key, size_t key_len, int force,
+                             uint64_t now_us);
+mc_status_t mc_master_batch_remove(mc_master_t *m, const mc_master_key_t *keys, size_t n,
+                                   int force, uint64_t now_us, mc_status_t *st);
+
+/* Remove every matching (every, for remove_all) object that mc_master_remove
+ * would remove with the same force; the others stay. *count (may be NULL)
+ * receives how many went.
+ * MC_OK, MC_ERR_INVALID_PARAMS (bad regex). */
+mc_status_t mc_master_remove_by_regex(mc_master_t *m, const char *regex, int force,
+                                      uint64_t now_us, long *count);
+mc_status_t mc_master_remove_all(mc_master_t *m, int force, uint64_t now_us, long *count);
+
+/* ---- background work ---- */
+
+/* Run from a timer (10-100 ms). In order: (1) expire clients silent for
+ * client_ttl: their segments are unmounted as by unmount_segment, their
+ * metadata KV entries deleted, and their next ping says NEED_REMOUNT;
+ * (2) finish drained unmounts; (3) discard puts unfinished for
+ * put_start_discard_timeout (the key becomes free; the space stays reserved);
+ * (4) free reserved space whose time has come; (5) evict when allocated /
+ * capacity > eviction_high_watermark, or after an allocation failed: about
+ * max(eviction_ratio, excess + eviction_ratio) of the eligible objects (complete,
+ * no lease), least recently accessed first, soft-pinned ones only after all
+ * others and only if allow_evict_soft_pinned. */
+void mc_master_tick(mc_master_t *m, uint64_t now_us);
+
+/* ---- metadata KV (transfer-engine metadata in `metadata = master` mode) ---- */
+
+/* Insert or replace. owner {0,0} = no owner; otherwise the entry is deleted
+ * when that client expires (an unknown owner is tracked from now on, as a ping).
+ * MC_OK, MC_ERR_INVALID_KEY, MC_ERR_INVALID_PARAMS (value too long), MC_ERR_NOMEM. */
+mc_status_t mc_master_meta_put(mc_master_t *m, const char *key, size_t key_len, const void *val,
+                               size_t val_len, mc_uuid_t owner, uint64_t now_us);
+
+/* *val receives a copy (mc_malloc; the caller mc_free()s it; NULL when
+ * val_len is 0). MC_OK, MC_ERR_INVALID_KEY, MC_ERR_NOT_FOUND, MC_ERR_NOMEM. */
+mc_status_t mc_master_meta_get(mc_master_t *m, const char *key, size_t key_len, void **val,
+                               size_t *val_len);
+
+/* MC_OK, MC_ERR_INVALID_KEY, MC_ERR_NOT_FOUND. */
+mc_status_t mc_master_meta_del(mc_master_t *m, const char *key, size_t key_len);
+
+/* Return non-zero to stop. */
+typedef int (*mc_master_meta_cb_t)(void *arg, const char *key, size_t key_len, const void *val,
+                                   size_t val_len);
+
+/* Every entry whose key starts with prefix (prefix_len 0 = all), unordered.
+ * *count (may be NULL) receives how many were reported. MC_OK. */
+mc_status_t mc_master_meta_list(mc_master_t *m, const char *prefix, size_t prefix_len,
+                                mc_master_meta_cb_t cb, void *arg, size_t *count);
+
+/* ---- observation ---- */
+
+typedef struct mc_master_stats {
+    int64_t view_version;
+    uint64_t key_count;         /* objects visible to put/remove (complete + in progress) */
+    uint64_t processing_count;  /* of which puts not finished */
+    uint64_t soft_pinned_count; /* of which put with_soft_pin */
+    uint64_t parked_count;      /* removed objects whose space is still reserved */
+    uint64_t allocated_bytes;   /* requested bytes of all replicas on mounted segments */
+    uint64_t capacity_bytes;    /* of mounted segments */
+    uint64_t segment_count;     /* mounted */
+    uint64_t unmounting_count;  /* draining */
+    uint64_t active_clients;    /* status OK */
+    uint64_t eviction_attempts, eviction_successes, evicted_keys, evicted_bytes;
+    uint64_t put_start_discards; /* puts discarded (timeout, pre-emption, forced remove) */
+    uint64_t put_start_releases; /* reserved spaces freed */
+    /* observations at put_start, per bucket (not cumulative); last is +Inf */
+    uint64_t value_size_buckets[MC_MASTER_VALUE_BUCKETS];
+    uint64_t value_size_count, value_size_sum;
+    uint64_t shard_locks; /* shard lock acquisitions so far (diagnostics, tests) */
+} mc_master_stats_t;
+
+void mc_master_get_stats(mc_master_t *m, mc_master_stats_t *out);
+
+/* Upper bound of value-size bucket i (UINT64_MAX for the last). */
+uint64_t mc_master_value_bucket_bound(unsigned i);
+
+typedef struct mc_master_segment_info {
+    mc_uuid_t id, owner;
+    const char *name, *te_endpoint;
+    uint64_t base, size;
+    uint64_t used;   /* requested bytes of live allocations */
+    uint32_t allocs; /* live allocations */
+    int unmounting;
+    uint64_t drain_until_us; /* when unmounting */
+} mc_master_segment_info_t;
+
+/* Return non-zero to stop. */
+typedef int (*mc_master_segment_cb_t)(void *arg, const mc_master_segment_info_t *info);
+
+/* Every segment, mounted and draining (for /segments). Segment lock held. */
+void mc_master_foreach_segment(mc_master_t *m, mc_master_segment_cb_t cb, void *arg);
+
+typedef struct mc_master_key_info {
+    const char *key;
+    size_t key_len;
+    uint64_t size;
+    uint32_t nrep;
+    int complete;
+    uint64_t lease_until_us;    /* 0 while in progress */
+    uint64_t soft_pin_until_us; /* 0 = none */
+    uint64_t last_access_us;    /* put start while in progress */
+} mc_master_key_info_t;
+
+/* Return non-zero to stop. */
+typedef int (*mc_master_key_cb_t)(void *arg, const mc_master_key_info_t *info);
+
+/* Objects whose key matches regex (NULL = all), at most max of them (for
+ * /keys). No lease, no access recorded. One shard lock held per callback.
+ * MC_OK, MC_ERR_INVALID_PARAMS (bad regex). */
+mc_status_t mc_master_foreach_key(mc_master_t *m, const char *regex, size_t max,
+                                  mc_master_key_cb_t cb, void *arg, size_t *count);
+
+#endif /* MC_STORE_MASTER_H */

@@ -1,0 +1,375 @@
+/*
+ * master_http.c - the master's HTTP port (libevent evhttp on reactor 0):
+ *
+ *   /metrics          Prometheus text format (upstream's metric names)
+ *   /metrics/summary  one human line
+ *   /health           "OK"
+ *   /segments         JSON array of mounted segments with capacity and use
+ *   /keys?regex=RE&limit=N   JSON array of keys (bounded: limit <= 100000)
+ *
+ * Requests are served on reactor 0's thread; they read the master through
+ * its thread-safe API.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/buffer.h>
+#include <event2/http.h>
+#include <event2/keyvalq_struct.h>
+
+#include "rpc/methods.h"
+#include "rpc/net.h"
+#include "store/master_server_int.h"
+#include "util/log.h"
+#include "util/time.h"
+
+#define KEYS_DEFAULT_LIMIT 1000
+#define KEYS_MAX_LIMIT 100000
+
+/* Prometheus op names of the counted RPCs (upstream's where they exist). */
+static const struct {
+    uint16_t method;
+    const char *op;
+    int batch;
+} rpc_names[] = {
+    {MC_RPC_PUT_START, "put_start", 0},
+    {MC_RPC_PUT_END, "put_end", 0},
+    {MC_RPC_PUT_REVOKE, "put_revoke", 0},
+    {MC_RPC_GET_REPLICA_LIST, "get_replica_list", 0},
+    {MC_RPC_GET_REPLICA_LIST_BY_REGEX, "get_replica_list_by_regex", 0},
+    {MC_RPC_EXIST_KEY, "exist_key", 0},
+    {MC_RPC_REMOVE, "remove", 0},
+    {MC_RPC_REMOVE_BY_REGEX, "remove_by_regex", 0},
+    {MC_RPC_REMOVE_ALL, "remove_all", 0},
+    {MC_RPC_MOUNT_SEGMENT, "mount_segment", 0},
+    {MC_RPC_UNMOUNT_SEGMENT, "unmount_segment", 0},
+    {MC_RPC_REMOUNT_SEGMENT, "remount_segment", 0},
+    {MC_RPC_PING, "ping", 0},
+    {MC_RPC_BATCH_PUT_START, "put_start", 1},
+    {MC_RPC_BATCH_PUT_END, "put_end", 1},
+    {MC_RPC_BATCH_PUT_REVOKE, "put_revoke", 1},
+    {MC_RPC_BATCH_GET_REPLICA_LIST, "get_replica_list", 1},
+    {MC_RPC_BATCH_EXIST_KEY, "exist_key", 1},
+    {MC_RPC_BATCH_REMOVE, "remove", 1},
+    {MC_RPC_META_GET, "meta_get", 0},
+    {MC_RPC_META_PUT, "meta_put", 0},
+    {MC_RPC_META_DEL, "meta_del", 0},
+    {MC_RPC_META_LIST, "meta_list", 0},
+};
+
+static void send_text(struct evhttp_request *req, int code, const char *reason,
+                      struct evbuffer *body, const char *ctype)
+{
+    evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type", ctype);
+    evhttp_send_reply(req, code, reason, body);
+}
+
+/* Escape a label value or JSON string (quotes, backslashes, control bytes,
+ * and non-ASCII bytes as \u00XX so binary keys stay valid text). */
+static void add_escaped(struct evbuffer *b, const char *s, size_t len)
+{
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c == '"' || c == '\\')
+            evbuffer_add_printf(b, "\\%c", c);
+        else if (c < 0x20 || c >= 0x7f)
+            evbuffer_add_printf(b, "\\u%04x", c);
+        else
+            evbuffer_add(b, &c, 1);
+    }
+}
+
+static int seg_metric(void *arg, const mc_master_segment_info_t *si)
+{
+    struct evbuffer *b = arg;
+    evbuffer_add_printf(b, "segment_allocated_bytes{segment=\"");
+    add_escaped(b, si->name, strlen(si->name));
+    evbuffer_add_printf(b, "\"} %" PRIu64 "\n", si->used);
+    evbuffer_add_printf(b, "segment_total_capacity_bytes{segment=\"");
+    add_escaped(b, si->name, strlen(si->name));
+    evbuffer_add_printf(b, "\"} %" PRIu64 "\n", si->size);
+    return 0;
+}
+
+static void on_metrics(struct evhttp_request *req, void *arg)
+{
+    master_srv_t *s = arg;
+    mc_master_stats_t st;
+    mc_master_get_stats(s->m, &st);
+    struct evbuffer *b = evbuffer_new();
+    if (b == NULL) {
+        evhttp_send_error(req, 500, "out of memory");
+        return;
+    }
+#define GAUGE(name, help, v)                                                                       \
+    evbuffer_add_printf(b, "# HELP " name " " help "\n# TYPE " name " gauge\n" name " %" PRIu64 "\n", \
+                        (uint64_t)(v))
+#define COUNTER(name, help, v)                                                                     \
+    evbuffer_add_printf(b, "# HELP " name " " help "\n# TYPE " name " counter\n" name " %" PRIu64  \
+                           "\n",                                                                   \
+                        (uint64_t)(v))
+    GAUGE("master_key_count", "Objects stored (complete and in progress).", st.key_count);
+    GAUGE("master_processing_key_count", "Objects whose put has not finished.",
+          st.processing_count);
+    GAUGE("master_soft_pin_key_count", "Objects put with a soft pin.", st.soft_pinned_count);
+    GAUGE("master_allocated_bytes", "Bytes allocated to replicas.", st.allocated_bytes);
+    GAUGE("master_total_capacity_bytes", "Bytes of mounted segments.", st.capacity_bytes);
+    GAUGE("master_segment_count", "Mounted segments.", st.segment_count);
+    GAUGE("master_unmounting_segment_count", "Segments draining after an unmount.",
+          st.unmounting_count);
+    GAUGE("master_active_clients", "Clients that pinged within client_ttl.", st.active_clients);
+    GAUGE("master_view_version", "View version of this master run.", st.view_version);
+    COUNTER("master_attempted_evictions_total", "Eviction rounds started.", st.eviction_attempts);
+    COUNTER("master_successful_evictions_total", "Eviction rounds that freed space.",
+            st.eviction_successes);
+    COUNTER("master_evicted_key_count", "Objects evicted.", st.evicted_keys);
+    COUNTER("master_evicted_size_bytes", "Bytes evicted.", st.evicted_bytes);
+    COUNTER("master_put_start_discard_cnt", "Unfinished puts discarded.", st.put_start_discards);
+    COUNTER("master_put_start_release_cnt", "Reserved spaces of discarded puts freed.",
+            st.put_start_releases);
+
+    evbuffer_add_printf(b, "# HELP master_value_size_bytes Sizes of values put.\n"
+                           "# TYPE master_value_size_bytes histogram\n");
+    uint64_t cum = 0;
+    for (unsigned i = 0; i < MC_MASTER_VALUE_BUCKETS; i++) {
+        cum += st.value_size_buckets[i];
+        if (i + 1 < MC_MASTER_VALUE_BUCKETS)
+            evbuffer_add_printf(b, "master_value_size_bytes_bucket{le=\"%" PRIu64 "\"} %" PRIu64 "\n",
+                                mc_master_value_bucket_bound(i), cum);
+        else
+            evbuffer_add_printf(b, "master_value_size_bytes_bucket{le=\"+Inf\"} %" PRIu64 "\n", cum);
+    }
+    evbuffer_add_printf(b, "master_value_size_bytes_sum %" PRIu64 "\n", st.value_size_sum);
+    evbuffer_add_printf(b, "master_value_size_bytes_count %" PRIu64 "\n", st.value_size_count);
+
+    evbuffer_add_printf(b, "# TYPE segment_allocated_bytes gauge\n"
+                           "# TYPE segment_total_capacity_bytes gauge\n");
+    mc_master_foreach_segment(s->m, seg_metric, b);
+
+    for (size_t i = 0; i < sizeof(rpc_names) / sizeof(rpc_names[0]); i++) {
+        uint16_t m = rpc_names[i].method;
+        uint64_t t = atomic_load_explicit(&s->req_total[m], memory_order_relaxed);
+        uint64_t f = atomic_load_explicit(&s->req_fail[m], memory_order_relaxed);
+        const char *pre = rpc_names[i].batch ? "master_batch_" : "master_";
+        evbuffer_add_printf(b, "# TYPE %s%s_requests_total counter\n%s%s_requests_total %" PRIu64
+                               "\n",
+                            pre, rpc_names[i].op, pre, rpc_names[i].op, t);
+        evbuffer_add_printf(b, "# TYPE %s%s_failures_total counter\n%s%s_failures_total %" PRIu64
+                               "\n",
+                            pre, rpc_names[i].op, pre, rpc_names[i].op, f);
+    }
+    mc_rpc_server_stats_t rs;
+    mc_rpc_server_stats(s->rpc, &rs);
+    COUNTER("master_rpc_connections_total", "RPC connections accepted.", rs.conns_accepted);
+    COUNTER("master_rpc_protocol_errors_total", "RPC connections closed for a protocol error.",
+            rs.conns_closed_protocol);
+    COUNTER("master_rpc_requests_total", "RPC requests received.", rs.requests);
+#undef GAUGE
+#undef COUNTER
+    send_text(req, 200, "OK", b, "text/plain; version=0.0.4");
+    evbuffer_free(b);
+}
+
+static void on_summary(struct evhttp_request *req, void *arg)
+{
+    master_srv_t *s = arg;
+    mc_master_stats_t st;
+    mc_master_get_stats(s->m, &st);
+    struct evbuffer *b = evbuffer_new();
+    if (b == NULL) {
+        evhttp_send_error(req, 500, "out of memory");
+        return;
+    }
+    double used = st.capacity_bytes ? 100.0 * (double)st.allocated_bytes / (double)st.capacity_bytes
+                                    : 0.0;
+    evbuffer_add_printf(b,
+                        "keys=%" PRIu64 " (in progress %" PRIu64 ", soft-pinned %" PRIu64
+                        ") storage=%" PRIu64 "/%" PRIu64 " bytes (%.1f%%) segments=%" PRIu64
+                        " clients=%" PRIu64 " evicted=%" PRIu64 " keys/%" PRIu64
+                        " bytes uptime=%" PRIu64 "s\n",
+                        st.key_count, st.processing_count, st.soft_pinned_count,
+                        st.allocated_bytes, st.capacity_bytes, used, st.segment_count,
+                        st.active_clients, st.evicted_keys, st.evicted_bytes,
+                        (mc_now_us() - s->started_us) / 1000000);
+    send_text(req, 200, "OK", b, "text/plain");
+    evbuffer_free(b);
+}
+
+static void on_health(struct evhttp_request *req, void *arg)
+{
+    (void)arg;
+    struct evbuffer *b = evbuffer_new();
+    if (b == NULL) {
+        evhttp_send_error(req, 500, "out of memory");
+        return;
+    }
+    evbuffer_add_printf(b, "OK\n");
+    send_text(req, 200, "OK", b, "text/plain");
+    evbuffer_free(b);
+}
+
+typedef struct json_ctx {
+    struct evbuffer *b;
+    size_t n;
+} json_ctx_t;
+
+static void add_uuid(struct evbuffer *b, mc_uuid_t id)
+{
+    evbuffer_add_printf(b, "\"%016" PRIx64 "%016" PRIx64 "\"", id.hi, id.lo);
+}
+
+static int seg_json(void *arg, const mc_master_segment_info_t *si)
+{
+    json_ctx_t *j = arg;
+    struct evbuffer *b = j->b;
+    evbuffer_add_printf(b, "%s\n  {\"name\": \"", j->n++ ? "," : "");
+    add_escaped(b, si->name, strlen(si->name));
+    evbuffer_add_printf(b, "\", \"id\": ");
+    add_uuid(b, si->id);
+    evbuffer_add_printf(b, ", \"client\": ");
+    add_uuid(b, si->owner);
+    evbuffer_add_printf(b, ", \"te_endpoint\": \"");
+    add_escaped(b, si->te_endpoint, strlen(si->te_endpoint));
+    evbuffer_add_printf(b,
+                        "\", \"base\": %" PRIu64 ", \"capacity\": %" PRIu64 ", \"used\": %" PRIu64
+                        ", \"allocations\": %u, \"state\": \"%s\"}",
+                        si->base, si->size, si->used, si->allocs,
+                        si->unmounting ? "UNMOUNTING" : "MOUNTED");
+    return 0;
+}
+
+static void on_segments(struct evhttp_request *req, void *arg)
+{
+    master_srv_t *s = arg;
+    json_ctx_t j = {.b = evbuffer_new()};
+    if (j.b == NULL) {
+        evhttp_send_error(req, 500, "out of memory");
+        return;
+    }
+    evbuffer_add_printf(j.b, "[");
+    mc_master_foreach_segment(s->m, seg_json, &j);
+    evbuffer_add_printf(j.b, "%s]\n", j.n ? "\n" : "");
+    send_text(req, 200, "OK", j.b, "application/json");
+    evbuffer_free(j.b);
+}
+
+static int key_json(void *arg, const mc_master_key_info_t *ki)
+{
+    json_ctx_t *j = arg;
+    struct evbuffer *b = j->b;
+    uint64_t now = mc_now_us();
+    evbuffer_add_printf(b, "%s\n  {\"key\": \"", j->n++ ? "," : "");
+    add_escaped(b, ki->key, ki->key_len);
+    evbuffer_add_printf(b,
+                        "\", \"size\": %" PRIu64 ", \"replicas\": %u, \"complete\": %s"
+                        ", \"lease_ms_left\": %" PRIu64 "}",
+                        ki->size, ki->nrep, ki->complete ? "true" : "false",
+                        ki->lease_until_us > now ? (ki->lease_until_us - now) / 1000 : 0);
+    return 0;
+}
+
+static void on_keys(struct evhttp_request *req, void *arg)
+{
+    master_srv_t *s = arg;
+    struct evkeyvalq q;
+    const char *query = evhttp_uri_get_query(evhttp_request_get_evhttp_uri(req));
+    q.tqh_first = NULL; /* TAILQ_INIT, without <sys/queue.h> */
+    q.tqh_last = &q.tqh_first;
+    if (query != NULL && evhttp_parse_query_str(query, &q) != 0) {
+        evhttp_send_error(req, 400, "malformed query string");
+        return;
+    }
+    const char *re = evhttp_find_header(&q, "regex");
+    const char *lim = evhttp_find_header(&q, "limit");
+    size_t limit = KEYS_DEFAULT_LIMIT;
+    if (lim != NULL) {
+        char *end = NULL;
+        unsigned long v = strtoul(lim, &end, 10);
+        if (end == lim || *end != '\0' || v == 0 || v > KEYS_MAX_LIMIT) {
+            evhttp_clear_headers(&q);
+            evhttp_send_error(req, 400, "limit must be 1..100000");
+            return;
+        }
+        limit = v;
+    }
+    json_ctx_t j = {.b = evbuffer_new()};
+    if (j.b == NULL) {
+        evhttp_clear_headers(&q);
+        evhttp_send_error(req, 500, "out of memory");
+        return;
+    }
+    evbuffer_add_printf(j.b, "[");
+    size_t cnt = 0;
+    mc_status_t st = mc_master_foreach_key(s->m, re, limit, key_json, &j, &cnt);
+    evhttp_clear_headers(&q);
+    if (st != MC_OK) {
+        evbuffer_free(j.b);
+        evhttp_send_error(req, 400, st == MC_ERR_INVALID_PARAMS ? "bad regex" : mc_status_str(st));
+        return;
+    }
+    evbuffer_add_printf(j.b, "%s]\n", j.n ? "\n" : "");
+    send_text(req, 200, "OK", j.b, "application/json");
+    evbuffer_free(j.b);
+}
+
+typedef struct http_start {
+    master_srv_t *s;
+    mc_status_t st;
+} http_start_t;
+
+static void http_start_on_reactor(void *arg)
+{
+    http_start_t *hs = arg;
+    master_srv_t *s = hs->s;
+    struct event_base *base = mc_reactor_base(mc_reactor_group_get(s->g, 0));
+    s->http = evhttp_new(base);
+    if (s->http == NULL) {
+        hs->st = MC_ERR_NOMEM;
+        return;
+    }
+    evhttp_set_allowed_methods(s->http, EVHTTP_REQ_GET | EVHTTP_REQ_HEAD);
+    evhttp_set_max_headers_size(s->http, 16384);
+    evhttp_set_max_body_size(s->http, 4096);
+    evhttp_set_timeout(s->http, 30);
+    evhttp_set_cb(s->http, "/metrics", on_metrics, s);
+    evhttp_set_cb(s->http, "/metrics/summary", on_summary, s);
+    evhttp_set_cb(s->http, "/health", on_health, s);
+    evhttp_set_cb(s->http, "/segments", on_segments, s);
+    evhttp_set_cb(s->http, "/keys", on_keys, s);
+    struct evhttp_bound_socket *bs =
+        evhttp_bind_socket_with_handle(s->http, s->bind_address, s->opts.http_port);
+    if (bs == NULL) {
+        MC_ERROR(HTTP, "cannot listen for HTTP on %s:%u (address in use?)", s->bind_address,
+                 s->opts.http_port);
+        evhttp_free(s->http);
+        s->http = NULL;
+        hs->st = MC_ERR_SOCKET;
+        return;
+    }
+    s->http_port = mc_net_local_port(evhttp_bound_socket_get_fd(bs));
+    hs->st = MC_OK;
+}
+
+static void http_stop_on_reactor(void *arg)
+{
+    master_srv_t *s = arg;
+    if (s->http != NULL)
+        evhttp_free(s->http);
+    s->http = NULL;
+}
+
+mc_status_t master_http_start(master_srv_t *s)
+{
+    http_start_t hs = {.s = s, .st = MC_ERR_CANCELED};
+    s->started_us = mc_now_us();
+    mc_rpc_run_on(mc_reactor_group_get(s->g, 0), http_start_on_reactor, &hs);
+    return hs.st;
+}
+
+void master_http_stop(master_srv_t *s)
+{
+    if (s->http != NULL)
+        mc_rpc_run_on(mc_reactor_group_get(s->g, 0), http_stop_on_reactor, s);
+}

@@ -1,0 +1,225 @@
+/*
+ * master_int.h - internals shared by store/master*.c. Not a contract: only the
+ * master's own files include it.
+ *
+ * Memory per object (the dominant cost: millions of small objects): one
+ * allocation per object holding the header, the replica array and the key
+ * bytes; the shard's hash map links it intrusively. With one replica and a
+ * 40-byte key that is 80 + 16 + 40 = 136 bytes (a 144-byte malloc chunk), plus
+ * 8-16 bytes of bucket array and the offset allocator's 32-byte node. Fields
+ * whose meaning depends on the state share storage instead of adding bytes.
+ */
+#ifndef MC_STORE_MASTER_INT_H
+#define MC_STORE_MASTER_INT_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "store/master.h"
+#include "store/offset_alloc.h"
+#include "util/hmap.h"
+#include "util/list.h" /* MC_CONTAINER_OF */
+
+/*
+ * Object states.
+ *   PROCESSING    put started, replicas allocated and being written; invisible
+ *                 to gets; in its shard's map and proc[] array.
+ *   COMPLETE      put ended; readable; in the map.
+ *   PARKED_WRITER removed from the map (discarded or forcibly removed put) but
+ *                 its space is reserved until lease_us = put start +
+ *                 put_start_release_timeout: a slow writer may still write it.
+ *   PARKED_LEASE  forcibly removed while leased; space reserved until the
+ *                 lease deadline (lease_us): a reader may still read it.
+ * Parked objects sit on their shard's `parked` list (linked through node.next)
+ * so that unmount sweeps find their replicas under the same shard lock.
+ */
+enum obj_state {
+    OBJ_PROCESSING = 0,
+    OBJ_COMPLETE,
+    OBJ_PARKED_WRITER,
+    OBJ_PARKED_LEASE,
+};
+
+/* One memory replica: a range of a segment's allocator. The segment is named by
+ * its slot in the segment table; a replica never outlives its segment's slot
+ * because unmount drops replicas before the slot is released. */
+typedef struct replica {
+    uint32_t slot;   /* m->slots[] index */
+    uint32_t node;   /* mc_oalloc handle node */
+    uint64_t offset; /* mc_oalloc handle offset; address = base + offset */
+} replica_t;
+
+typedef struct obj {
+    mc_hnode_t node; /* shard map link (hash cached); parked list link */
+    uint64_t size;
+    mc_uuid_t owner;    /* PutStart caller: only it may PutEnd/PutRevoke */
+    uint64_t access_us; /* PROCESSING: put start time; else last access (LRU) */
+    uint64_t lease_us;  /* COMPLETE: read lease deadline; PARKED_*: release time */
+    uint64_t pin_us;    /* COMPLETE: soft pin deadline (0 = none) */
+    uint32_t proc_idx;  /* PROCESSING: index in shard->proc[] */
+    uint32_t pin_ttl_ms; /* soft pin window; 0 = not soft-pinned */
+    uint16_t key_len;
+    uint8_t nrep;    /* live replicas: rep[0 .. nrep) */
+    uint8_t rep_cap; /* replica slots allocated; the key follows them */
+    uint8_t state;   /* enum obj_state */
+    replica_t rep[];
+} obj_t;
+
+static inline char *obj_key(obj_t *o)
+{
+    return (char *)(o->rep + o->rep_cap);
+}
+
+typedef struct shard {
+    pthread_mutex_t lock;
+    mc_hmap_t map;     /* PROCESSING and COMPLETE objects */
+    obj_t **proc;      /* PROCESSING objects, for the timeout sweep */
+    uint32_t nproc, proc_cap;
+    mc_hnode_t *parked; /* PARKED_* objects, linked through obj.node.next */
+    /* counters, under lock; summed by mc_master_get_stats */
+    uint64_t nparked, npinned;
+    uint64_t locks;
+    uint64_t vbuckets[MC_MASTER_VALUE_BUCKETS];
+    uint64_t vsum;
+} shard_t;
+
+enum seg_state {
+    SEG_MOUNTED = 0,
+    SEG_UNMOUNTING, /* no allocation; replicas being dropped, then draining */
+};
+
+typedef struct seg {
+    mc_hnode_t node; /* m->seg_by_id */
+    mc_uuid_t id, owner;
+    char *name, *endpoint; /* one allocation: name NUL endpoint NUL */
+    uint64_t name_hash;
+    uint64_t base, size;
+    uint32_t slot;
+    uint32_t mounted_idx; /* in m->mounted[] while SEG_MOUNTED */
+    int state;            /* enum seg_state; written under the write lock */
+    int swept;            /* UNMOUNTING: replicas dropped, drain_until final */
+    uint64_t drain_until_us;
+    pthread_mutex_t lock; /* alloc and used, under the read lock */
+    mc_oalloc_t *alloc;
+    uint64_t used; /* requested bytes of live allocations */
+} seg_t;
+
+typedef struct client {
+    mc_hnode_t node;
+    mc_uuid_t id;
+    uint64_t last_ping_us;
+    int status; /* mc_master_client_status_t */
+} client_t;
+
+struct mc_master {
+    mc_master_opts_t o;
+    int64_t view_version;
+    shard_t *shards;
+
+    /* segments: read lock to allocate/free/describe, write lock to change */
+    pthread_rwlock_t seg_lock;
+    mc_hmap_t seg_by_id;
+    seg_t **slots; /* by slot; NULL = free */
+    uint32_t nslots;
+    uint32_t *mounted; /* slots of SEG_MOUNTED segments, for random choice */
+    uint32_t nmounted, mounted_cap;
+    _Atomic uint64_t allocated; /* requested bytes on mounted segments */
+    _Atomic uint64_t capacity;  /* bytes of mounted segments */
+
+    pthread_mutex_t client_lock;
+    mc_hmap_t clients;
+    uint64_t active_clients; /* under client_lock */
+
+    pthread_mutex_t meta_lock;
+    mc_hmap_t meta;
+
+    pthread_mutex_t evict_lock; /* one eviction pass at a time */
+    _Atomic int need_eviction;  /* an allocation failed since the last pass */
+    _Atomic uint64_t nproc_total, nparked_total; /* tick skips sweeps at 0 */
+    _Atomic uint64_t ndraining;                  /* tick skips the commit at 0 */
+
+    _Atomic uint64_t evict_attempts, evict_successes, evicted_keys, evicted_bytes;
+    _Atomic uint64_t discards, releases;
+};
+
+/* ---- master.c ---- */
+int key_valid(const mc_master_t *m, const char *key, size_t len);
+uint64_t uuid_hash(mc_uuid_t id);
+static inline int uuid_eq(mc_uuid_t a, mc_uuid_t b)
+{
+    return a.hi == b.hi && a.lo == b.lo;
+}
+static inline int uuid_is_zero(mc_uuid_t a)
+{
+    return a.hi == 0 && a.lo == 0;
+}
+void shard_lock(shard_t *sh);
+void shard_unlock(shard_t *sh);
+uint64_t rng_next(void);
+
+/* ---- master_objects.c ---- */
+/* Free an object's replicas in their allocators (takes the segment read lock). */
+void obj_free_replicas(mc_master_t *m, obj_t *o);
+/* Shard of a key hash, and the hash its shard's map uses: the map indexes
+ * buckets by low bits, which are all equal within one shard (h % 1024), so it
+ * gets the hash rotated. */
+static inline uint32_t shard_of(uint64_t h)
+{
+    return (uint32_t)(h % MC_MASTER_NUM_SHARDS);
+}
+static inline uint64_t map_hash(uint64_t h)
+{
+    return (h >> 10) | (h << 54);
+}
+
+/* An object's replicas are only touched (freed, dropped, described) under its
+ * shard lock: that is what lets an unmount sweep, which visits every shard,
+ * know that no replica of the segment survives it. */
+
+/* Take o out of the map (and proc[]); the caller frees or parks it. */
+void obj_unlink(mc_master_t *m, shard_t *sh, obj_t *o);
+/* Move an unlinked object to the parked list until `until`. */
+void obj_park(mc_master_t *m, shard_t *sh, obj_t *o, int state, uint64_t until);
+/* Unlink an unfinished put and park it until put start + release timeout. */
+void discard_put(mc_master_t *m, shard_t *sh, obj_t *o);
+/* Free an unlinked object and its replicas. */
+void obj_destroy(mc_master_t *m, obj_t *o);
+int obj_leased(const obj_t *o, uint64_t now_us);
+int obj_pinned(const obj_t *o, uint64_t now_us);
+
+/* ---- master_segments.c ---- */
+void segs_fini(mc_master_t *m);
+/* Place up to want replicas of size bytes; read lock held. Returns how many. */
+uint32_t place_replicas(mc_master_t *m, uint64_t size, const mc_master_put_cfg_t *cfg,
+                        uint32_t want, replica_t *out);
+/* Free one replica's range; read lock held. */
+void replica_free(mc_master_t *m, const replica_t *r, uint64_t size);
+/* Describe a replica; read lock held. */
+void replica_describe(const mc_master_t *m, const replica_t *r, uint64_t size, int status,
+                      mc_master_replica_desc_t *d);
+/* Whether the replica's segment takes reads (is not unmounting); read lock held. */
+int replica_readable(const mc_master_t *m, const replica_t *r);
+/* Phase 1 of unmounting every segment of owner (an expired client): their
+ * slots are appended to *slots (mc_realloc'd; *n used, *cap allocated). */
+mc_status_t segs_prepare_owner(mc_master_t *m, mc_uuid_t owner, uint32_t **slots, size_t *n,
+                               size_t *cap);
+/* The rest of unmounting slots: drop their replicas, then drain or commit. */
+void segs_sweep_finish(mc_master_t *m, const uint32_t *slots, size_t n, uint64_t now_us);
+/* Finish unmounts whose drain is over (tick). */
+void segs_commit_drained(mc_master_t *m, uint64_t now_us);
+/* Client registration, under client_lock (master.c). */
+client_t *client_get_or_add(mc_master_t *m, mc_uuid_t id, uint64_t now_us, int status);
+
+/* ---- master_evict.c ---- */
+/* One eviction pass removing about ratio of the eligible objects. Returns how
+ * many objects went. Takes shard locks: the caller holds none. */
+uint64_t evict_pass(mc_master_t *m, uint64_t now_us, double ratio);
+void sweep_processing(mc_master_t *m, uint64_t now_us);
+void release_parked(mc_master_t *m, uint64_t now_us);
+
+/* ---- master_meta.c ---- */
+void meta_drop_owner(mc_master_t *m, mc_uuid_t owner);
+void meta_fini(mc_master_t *m);
+
+#endif /* MC_STORE_MASTER_INT_H */

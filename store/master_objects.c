@@ -1,0 +1,828 @@
+/*
+ * master_objects.c - objects: put (start/end/revoke), get, exist, remove, their
+ * batch and regex forms, and key listing. See master.h.
+ *
+ * Every per-key operation is a *_locked() function run with the key's shard
+ * lock held; the single-key API locks around one call, the batch API sorts
+ * its keys by shard and locks each shard once for all of its keys.
+ */
+#include <regex.h>
+#include <string.h>
+
+#include "store/master_int.h"
+#include "util/hash.h"
+#include "util/log.h"
+#include "util/mem.h"
+
+/* ---- object helpers ---- */
+
+int obj_leased(const obj_t *o, uint64_t now_us)
+{
+    /* upstream IsLeaseExpired is now >= lease_timeout */
+    return o->state == OBJ_COMPLETE && now_us < o->lease_us;
+}
+
+int obj_pinned(const obj_t *o, uint64_t now_us)
+{
+    return o->state == OBJ_COMPLETE && o->pin_ttl_ms != 0 && now_us < o->pin_us;
+}
+
+static obj_t *obj_find(shard_t *sh, uint64_t h, const char *key, size_t len)
+{
+    uint64_t mh = map_hash(h);
+    mc_hnode_t *n;
+    MC_HMAP_FOREACH_HASH(&sh->map, n, mh)
+    {
+        obj_t *o = MC_CONTAINER_OF(n, obj_t, node);
+        if (o->key_len == len && memcmp(obj_key(o), key, len) == 0)
+            return o;
+    }
+    return NULL;
+}
+
+static void proc_remove(mc_master_t *m, shard_t *sh, obj_t *o)
+{
+    obj_t *last = sh->proc[--sh->nproc];
+    sh->proc[o->proc_idx] = last;
+    last->proc_idx = o->proc_idx;
+    atomic_fetch_sub_explicit(&m->nproc_total, 1, memory_order_relaxed);
+}
+
+void obj_unlink(mc_master_t *m, shard_t *sh, obj_t *o)
+{
+    mc_hmap_remove(&sh->map, &o->node);
+    if (o->state == OBJ_PROCESSING)
+        proc_remove(m, sh, o);
+    if (o->pin_ttl_ms != 0)
+        sh->npinned--;
+}
+
+void obj_park(mc_master_t *m, shard_t *sh, obj_t *o, int state, uint64_t until)
+{
+    o->state = (uint8_t)state;
+    o->lease_us = until;
+    o->node.next = sh->parked;
+    sh->parked = &o->node;
+    sh->nparked++;
+    atomic_fetch_add_explicit(&m->nparked_total, 1, memory_order_relaxed);
+    if (state == OBJ_PARKED_WRITER)
+        atomic_fetch_add_explicit(&m->discards, 1, memory_order_relaxed);
+}
+
+void obj_free_replicas(mc_master_t *m, obj_t *o)
+{
+    if (o->nrep == 0)
+        return;
+    pthread_rwlock_rdlock(&m->seg_lock);
+    for (uint32_t i = 0; i < o->nrep; i++)
+        replica_free(m, &o->rep[i], o->size);
+    pthread_rwlock_unlock(&m->seg_lock);
+    o->nrep = 0;
+}
+
+void obj_destroy(mc_master_t *m, obj_t *o)
+{
+    obj_free_replicas(m, o);
+    mc_free(o);
+}
+
+/* Take a discarded or forcibly removed unfinished put out of sight; its space
+ * stays reserved until put start + release timeout, because its writer may
+ * still be writing into it and a new allocation must never overlap it. */
+void discard_put(mc_master_t *m, shard_t *sh, obj_t *o)
+{
+    uint64_t start = o->access_us;
+    obj_unlink(m, sh, o);
+    obj_park(m, sh, o, OBJ_PARKED_WRITER, start + m->o.put_start_release_timeout_us);
+}
+
+static void observe_size(shard_t *sh, uint64_t size)
+{
+    unsigned b = 0;
+    while (b + 1 < MC_MASTER_VALUE_BUCKETS && size > mc_master_value_bucket_bound(b))
+        b++;
+    sh->vbuckets[b]++;
+    sh->vsum += size;
+}
+
+static mc_status_t check_cfg(const mc_master_t *m, const mc_master_put_cfg_t *cfg)
+{
+    if (cfg == NULL || cfg->replica_num == 0 || cfg->replica_num > m->o.max_replicas)
+        return MC_ERR_INVALID_PARAMS;
+    if (cfg->n_preferred > 0 && cfg->preferred_segments == NULL)
+        return MC_ERR_INVALID_PARAMS;
+    return MC_OK;
+}
+
+static uint32_t pin_ttl_ms(const mc_master_t *m, const mc_master_put_cfg_t *cfg)
+{
+    if (!cfg->with_soft_pin)
+        return 0;
+    uint64_t ttl = cfg->soft_pin_ttl_us ? cfg->soft_pin_ttl_us : m->o.soft_pin_ttl_us;
+    if (ttl > m->o.max_soft_pin_ttl_us)
+        ttl = m->o.max_soft_pin_ttl_us; /* clamp: a long pin is still a pin */
+    ttl /= 1000;
+    return ttl ? (uint32_t)ttl : 1; /* checked at create: fits in 32 bits */
+}
+
+/* ---- put ---- */
+
+static mc_status_t put_start_locked(mc_master_t *m, shard_t *sh, uint64_t h, mc_uuid_t client,
+                                    const char *key, size_t len, uint64_t size,
+                                    const mc_master_put_cfg_t *cfg, uint64_t now_us,
+                                    mc_master_replica_desc_t *out, uint32_t *nrep)
+{
+    obj_t *o = obj_find(sh, h, key, len);
+    if (o != NULL) {
+        /* a finished object is never overwritten (remove it first); neither is
+         * a put in progress, unless its writer has gone quiet for longer than
+         * the discard timeout */
+        if (o->state == OBJ_COMPLETE || now_us <= o->access_us + m->o.put_start_discard_timeout_us)
+            return MC_ERR_OBJECT_ALREADY_EXISTS;
+        MC_INFO(MASTER, "put of '%.*s' pre-empted: unfinished for %llu ms", (int)len, key,
+                (unsigned long long)((now_us - o->access_us) / 1000));
+        discard_put(m, sh, o);
+    }
+
+    uint32_t want = cfg->replica_num;
+    o = mc_malloc(sizeof(*o) + want * sizeof(replica_t) + len);
+    if (o == NULL)
+        goto err_nomem;
+    if (sh->nproc == sh->proc_cap) {
+        uint32_t ncap = sh->proc_cap ? sh->proc_cap * 2 : 8;
+        obj_t **np = mc_realloc(sh->proc, ncap * sizeof(*np));
+        if (np == NULL)
+            goto err_free_obj;
+        sh->proc = np;
+        sh->proc_cap = ncap;
+    }
+
+    pthread_rwlock_rdlock(&m->seg_lock);
+    uint32_t n = place_replicas(m, size, cfg, want, o->rep);
+    for (uint32_t i = 0; i < n; i++)
+        replica_describe(m, &o->rep[i], size, MC_MASTER_REPLICA_PROCESSING, &out[i]);
+    pthread_rwlock_unlock(&m->seg_lock);
+    if (n == 0) {
+        mc_free(o);
+        return MC_ERR_NO_AVAILABLE_HANDLE;
+    }
+
+    o->size = size;
+    o->owner = client;
+    o->access_us = now_us; /* put start, while PROCESSING */
+    o->lease_us = 0;
+    o->pin_us = 0;
+    o->pin_ttl_ms = pin_ttl_ms(m, cfg);
+    o->key_len = (uint16_t)len;
+    o->nrep = (uint8_t)n;
+    o->rep_cap = (uint8_t)want;
+    o->state = OBJ_PROCESSING;
+    memcpy(obj_key(o), key, len);
+    mc_hmap_insert(&sh->map, &o->node, map_hash(h));
+    o->proc_idx = sh->nproc;
+    sh->proc[sh->nproc++] = o;
+    atomic_fetch_add_explicit(&m->nproc_total, 1, memory_order_relaxed);
+    if (o->pin_ttl_ms != 0)
+        sh->npinned++;
+    observe_size(sh, size);
+    *nrep = n;
+    return MC_OK;
+
+err_free_obj:
+    mc_free(o);
+err_nomem:
+    MC_ERROR(MASTER, "out of memory while starting the put of '%.*s'", (int)len, key);
+    return MC_ERR_NOMEM;
+}
+
+static mc_status_t put_end_locked(mc_master_t *m, shard_t *sh, uint64_t h, mc_uuid_t client,
+                                  const char *key, size_t len, uint64_t now_us)
+{
+    obj_t *o = obj_find(sh, h, key, len);
+    if (o == NULL)
+        return MC_ERR_OBJECT_NOT_FOUND;
+    if (!uuid_eq(o->owner, client)) {
+        MC_WARN(MASTER, "put end of '%.*s' by a client that did not start it", (int)len, key);
+        return MC_ERR_ILLEGAL_CLIENT;
+    }
+    if (o->state == OBJ_COMPLETE)
+        return MC_OK; /* upstream: PutEnd is idempotent */
+    proc_remove(m, sh, o);
+    o->state = OBJ_COMPLETE;
+    o->access_us = now_us;
+    o->lease_us = 0; /* upstream GrantLease(0): expired, evictable at once */
+    o->pin_us = o->pin_ttl_ms ? now_us + (uint64_t)o->pin_ttl_ms * 1000 : 0;
+    return MC_OK;
+}
+
+static mc_status_t put_revoke_locked(mc_master_t *m, shard_t *sh, uint64_t h, mc_uuid_t client,
+                                     const char *key, size_t len)
+{
+    obj_t *o = obj_find(sh, h, key, len);
+    if (o == NULL)
+        return MC_ERR_OBJECT_NOT_FOUND;
+    if (!uuid_eq(o->owner, client)) {
+        MC_WARN(MASTER, "put revoke of '%.*s' by a client that did not start it", (int)len, key);
+        return MC_ERR_ILLEGAL_CLIENT;
+    }
+    if (o->state == OBJ_COMPLETE)
+        return MC_ERR_INVALID_WRITE;
+    /* the writer tells us it stopped: nothing can still write the space */
+    obj_unlink(m, sh, o);
+    obj_destroy(m, o);
+    return MC_OK;
+}
+
+mc_status_t mc_master_put_start(mc_master_t *m, mc_uuid_t client, const char *key,
+                                size_t key_len, uint64_t size, const mc_master_put_cfg_t *cfg,
+                                uint64_t now_us, mc_master_replica_desc_t *out, uint32_t *nrep)
+{
+    if (!key_valid(m, key, key_len))
+        return MC_ERR_INVALID_KEY;
+    mc_status_t st = check_cfg(m, cfg);
+    if (st != MC_OK || size == 0 || size > m->o.max_object_size || out == NULL || nrep == NULL)
+        return MC_ERR_INVALID_PARAMS;
+    uint64_t h = mc_hash64(key, key_len);
+    shard_t *sh = &m->shards[shard_of(h)];
+
+    shard_lock(sh);
+    st = put_start_locked(m, sh, h, client, key, key_len, size, cfg, now_us, out, nrep);
+    shard_unlock(sh);
+    if (st == MC_ERR_NO_AVAILABLE_HANDLE && m->o.eviction_ratio > 0.0) {
+        /* upstream only flags the eviction thread and fails; evicting now and
+         * retrying once turns most of those failures into successes */
+        evict_pass(m, now_us, m->o.eviction_ratio);
+        shard_lock(sh);
+        st = put_start_locked(m, sh, h, client, key, key_len, size, cfg, now_us, out, nrep);
+        shard_unlock(sh);
+    }
+    if (st == MC_ERR_NO_AVAILABLE_HANDLE)
+        atomic_store(&m->need_eviction, 1);
+    return st;
+}
+
+mc_status_t mc_master_put_end(mc_master_t *m, mc_uuid_t client, const char *key, size_t key_len,
+                              uint64_t now_us)
+{
+    if (!key_valid(m, key, key_len))
+        return MC_ERR_INVALID_KEY;
+    uint64_t h = mc_hash64(key, key_len);
+    shard_t *sh = &m->shards[shard_of(h)];
+    shard_lock(sh);
+    mc_status_t st = put_end_locked(m, sh, h, client, key, key_len, now_us);
+    shard_unlock(sh);
+    return st;
+}
+
+mc_status_t mc_master_put_revoke(mc_master_t *m, mc_uuid_t client, const char *key,
+                                 size_t key_len, uint64_t now_us)
+{
+    (void)now_us;
+    if (!key_valid(m, key, key_len))
+        return MC_ERR_INVALID_KEY;
+    uint64_t h = mc_hash64(key, key_len);
+    shard_t *sh = &m->shards[shard_of(h)];
+    shard_lock(sh);
+    mc_status_t st = put_revoke_locked(m, sh, h, client, key, key_len);
+    shard_unlock(sh);
+    return st;
+}
+
+/* ---- get, exist, remove ---- */
+
+/* Describe the readable replicas of a complete object and grant the read
+ * lease; 0 replicas when all of them are on segments being unmounted. */
+static uint32_t read_grant(mc_master_t *m, obj_t *o, uint64_t now_us,
+                           mc_master_replica_desc_t *out, uint32_t room)
+{
+    uint32_t n = 0;
+    pthread_rwlock_rdlock(&m->seg_lock);
+    for (uint32_t i = 0; i < o->nrep && n < room; i++)
+        if (replica_readable(m, &o->rep[i]))
+            replica_describe(m, &o->rep[i], o->size, MC_MASTER_REPLICA_COMPLETE, &out[n++]);
+    pthread_rwlock_unlock(&m->seg_lock);
+    if (n == 0)
+        return 0;
+    /* a lease never shrinks: another reader may hold the longer one */
+    if (now_us + m->o.lease_ttl_us > o->lease_us)
+        o->lease_us = now_us + m->o.lease_ttl_us;
+    if (o->pin_ttl_ms != 0 && now_us + (uint64_t)o->pin_ttl_ms * 1000 > o->pin_us)
+        o->pin_us = now_us + (uint64_t)o->pin_ttl_ms * 1000;
+    if (now_us > o->access_us)
+        o->access_us = now_us;
+    return n;
+}
+
+static mc_status_t get_locked(mc_master_t *m, shard_t *sh, uint64_t h, const char *key,
+                              size_t len, uint64_t now_us, mc_master_replica_desc_t *out,
+                              uint32_t room, uint32_t *nrep)
+{
+    obj_t *o = obj_find(sh, h, key, len);
+    if (o == NULL)
+        return MC_ERR_OBJECT_NOT_FOUND;
+    if (o->state != OBJ_COMPLETE)
+        return MC_ERR_REPLICA_IS_NOT_READY;
+    uint32_t n = read_grant(m, o, now_us, out, room);
+    if (n == 0)
+        return MC_ERR_OBJECT_NOT_FOUND; /* its last segments are being unmounted */
+    *nrep = n;
+    return MC_OK;
+}
+
+static mc_status_t remove_obj(mc_master_t *m, shard_t *sh, obj_t *o, int force, uint64_t now_us)
+{
+    if (o->state == OBJ_PROCESSING) {
+        if (!force)
+            return MC_ERR_REPLICA_IS_NOT_READY;
+        discard_put(m, sh, o);
+        return MC_OK;
+    }
+    if (obj_leased(o, now_us)) {
+        if (!force)
+            return MC_ERR_OBJECT_HAS_LEASE;
+        /* gone for everyone now, but a reader may be mid-transfer: the space
+         * is reused only after its lease */
+        uint64_t until = o->lease_us;
+        obj_unlink(m, sh, o);
+        obj_park(m, sh, o, OBJ_PARKED_LEASE, until);
+        return MC_OK;
+    }
+    obj_unlink(m, sh, o);
+    obj_destroy(m, o);
+    return MC_OK;
+}
+
+static mc_status_t remove_locked(mc_master_t *m, shard_t *sh, uint64_t h, const char *key,
+                                 size_t len, int force, uint64_t now_us)
+{
+    obj_t *o = obj_find(sh, h, key, len);
+    if (o == NULL)
+        return MC_ERR_OBJECT_NOT_FOUND;
+    return remove_obj(m, sh, o, force, now_us);
+}
+
+mc_status_t mc_master_get_replica_list(mc_master_t *m, const char *key, size_t key_len,
+                                       uint64_t now_us, mc_master_replica_desc_t *out,
+                                       uint32_t room, uint32_t *nrep, uint64_t *lease_ttl_us)
+{
+    if (!key_valid(m, key, key_len))
+        return MC_ERR_INVALID_KEY;
+    if (room == 0 || out == NULL || nrep == NULL)
+        return MC_ERR_INVALID_PARAMS;
+    uint64_t h = mc_hash64(key, key_len);
+    shard_t *sh = &m->shards[shard_of(h)];
+    shard_lock(sh);
+    mc_status_t st = get_locked(m, sh, h, key, key_len, now_us, out, room, nrep);
+    shard_unlock(sh);
+    if (st == MC_OK && lease_ttl_us != NULL)
+        *lease_ttl_us = m->o.lease_ttl_us;
+    return st;
+}
+
+mc_status_t mc_master_exist_key(mc_master_t *m, const char *key, size_t key_len,
+                                uint64_t now_us, int *exists)
+{
+    /* A pure query by design: upstream grants a lease here, and clients that
+     * poll exist kept every object leased, so eviction found nothing to evict
+     * (#2187). A lease protects a reader holding addresses; exist hands out
+     * none. It is not counted as an access either, so polling does not reorder
+     * the LRU. */
+    (void)now_us;
+    if (!key_valid(m, key, key_len))
+        return MC_ERR_INVALID_KEY;
+    if (exists == NULL)
+        return MC_ERR_INVALID_PARAMS;
+    uint64_t h = mc_hash64(key, key_len);
+    shard_t *sh = &m->shards[shard_of(h)];
+    shard_lock(sh);
+    obj_t *o = obj_find(sh, h, key, key_len);
+    *exists = o != NULL && o->state == OBJ_COMPLETE;
+    shard_unlock(sh);
+    return MC_OK;
+}
+
+mc_status_t mc_master_remove(mc_master_t *m, const char *key, size_t key_len, int force,
+                             uint64_t now_us)
+{
+    if (!key_valid(m, key, key_len))
+        return MC_ERR_INVALID_KEY;
+    uint64_t h = mc_hash64(key, key_len);
+    shard_t *sh = &m->shards[shard_of(h)];
+    shard_lock(sh);
+    mc_status_t st = remove_locked(m, sh, h, key, key_len, force, now_us);
+    shard_unlock(sh);
+    return st;
+}
+
+/* ---- batches ---- */
+
+/* Hash the valid keys and order their indices by shard (counting sort), so a
+ * batch takes each shard lock once. st[i] becomes MC_OK for a valid key (to be
+ * overwritten by the operation) and INVALID_KEY otherwise; invalid keys are
+ * left out of *order. *hash (n entries) and *order (*nvalid entries) share one
+ * allocation, freed with mc_free(*hash). */
+static mc_status_t batch_order(const mc_master_t *m, const mc_master_key_t *keys, size_t n,
+                               mc_status_t *st, uint64_t **hash, uint32_t **order,
+                               size_t *nvalid)
+{
+    if (n > UINT32_MAX)
+        return MC_ERR_INVALID_PARAMS;
+    uint64_t *hs = mc_malloc(n * (sizeof(uint64_t) + sizeof(uint32_t)));
+    if (hs == NULL)
+        return MC_ERR_NOMEM;
+    uint32_t *ord = (uint32_t *)(hs + n);
+    uint32_t start[MC_MASTER_NUM_SHARDS + 1] = {0};
+    size_t nv = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!key_valid(m, keys[i].data, keys[i].len)) {
+            st[i] = MC_ERR_INVALID_KEY;
+            continue;
+        }
+        st[i] = MC_OK;
+        hs[i] = mc_hash64(keys[i].data, keys[i].len);
+        start[shard_of(hs[i]) + 1]++;
+        nv++;
+    }
+    for (unsigned s = 0; s < MC_MASTER_NUM_SHARDS; s++)
+        start[s + 1] += start[s];
+    for (size_t i = 0; i < n; i++)
+        if (st[i] == MC_OK)
+            ord[start[shard_of(hs[i])]++] = (uint32_t)i;
+    *hash = hs;
+    *order = ord;
+    *nvalid = nv;
+    return MC_OK;
+}
+
+/* Iterate a batch in shard order: BATCH_LOOP_BEGIN(...) body BATCH_LOOP_END,
+ * the body using i (item index), h (key hash) and sh (its locked shard).
+ * The shard lock is taken when the shard changes and held across its keys. */
+#define BATCH_LOOP_BEGIN(m, hs, ord, nv)                                                           \
+    for (size_t j_ = 0; j_ < (nv);) {                                                              \
+        uint32_t s_ = shard_of((hs)[(ord)[j_]]);                                                  \
+        shard_t *sh = &(m)->shards[s_];                                                            \
+        shard_lock(sh);                                                                            \
+        for (; j_ < (nv) && shard_of((hs)[(ord)[j_]]) == s_; j_++) {                               \
+            size_t i = (ord)[j_];                                                                  \
+            uint64_t h = (hs)[i];
+#define BATCH_LOOP_END                                                                             \
+    }                                                                                              \
+    shard_unlock(sh);                                                                              \
+    }
+
+mc_status_t mc_master_batch_put_start(mc_master_t *m, mc_uuid_t client,
+                                      const mc_master_key_t *keys, const uint64_t *sizes,
+                                      size_t n, const mc_master_put_cfg_t *cfg, uint64_t now_us,
+                                      mc_master_replica_desc_t *descs, uint32_t *nrep,
+                                      mc_status_t *st)
+{
+    if (check_cfg(m, cfg) != MC_OK || (n > 0 && (keys == NULL || sizes == NULL ||
+                                                 descs == NULL || nrep == NULL || st == NULL)))
+        return MC_ERR_INVALID_PARAMS;
+    if (n == 0)
+        return MC_OK;
+    uint64_t *hs;
+    uint32_t *ord;
+    size_t nv;
+    mc_status_t rc = batch_order(m, keys, n, st, &hs, &ord, &nv);
+    if (rc != MC_OK)
+        return rc;
+    uint32_t rn = cfg->replica_num;
+    size_t nfail = 0;
+    for (size_t i = 0; i < n; i++)
+        nrep[i] = 0;
+
+    BATCH_LOOP_BEGIN(m, hs, ord, nv)
+    if (sizes[i] == 0 || sizes[i] > m->o.max_object_size) {
+        st[i] = MC_ERR_INVALID_PARAMS;
+        continue;
+    }
+    st[i] = put_start_locked(m, sh, h, client, keys[i].data, keys[i].len, sizes[i], cfg, now_us,
+                             &descs[i * rn], &nrep[i]);
+    if (st[i] == MC_ERR_NO_AVAILABLE_HANDLE)
+        nfail++;
+    BATCH_LOOP_END
+
+    if (nfail > 0 && m->o.eviction_ratio > 0.0) {
+        /* one eviction pass for the whole batch, then one retry of the items
+         * that found no space, again in shard order (ord[] keeps the order;
+         * compact it to the failed ones) */
+        evict_pass(m, now_us, m->o.eviction_ratio);
+        size_t nf = 0;
+        for (size_t j = 0; j < nv; j++)
+            if (st[ord[j]] == MC_ERR_NO_AVAILABLE_HANDLE)
+                ord[nf++] = ord[j];
+        nfail = 0;
+        BATCH_LOOP_BEGIN(m, hs, ord, nf)
+        st[i] = put_start_locked(m, sh, h, client, keys[i].data, keys[i].len, sizes[i], cfg,
+                                 now_us, &descs[i * rn], &nrep[i]);
+        if (st[i] == MC_ERR_NO_AVAILABLE_HANDLE)
+            nfail++;
+        BATCH_LOOP_END
+    }
+    if (nfail > 0)
+        atomic_store(&m->need_eviction, 1);
+    mc_free(hs);
+    return MC_OK;
+}
+
+mc_status_t mc_master_batch_put_end(mc_master_t *m, mc_uuid_t client,
+                                    const mc_master_key_t *keys, size_t n, uint64_t now_us,
+                                    mc_status_t *st)
+{
+    if (n > 0 && (keys == NULL || st == NULL))
+        return MC_ERR_INVALID_PARAMS;
+    if (n == 0)
+        return MC_OK;
+    uint64_t *hs;
+    uint32_t *ord;
+    size_t nv;
+    mc_status_t rc = batch_order(m, keys, n, st, &hs, &ord, &nv);
+    if (rc != MC_OK)
+        return rc;
+    BATCH_LOOP_BEGIN(m, hs, ord, nv)
+    st[i] = put_end_locked(m, sh, h, client, keys[i].data, keys[i].len, now_us);
+    BATCH_LOOP_END
+    mc_free(hs);
+    return MC_OK;
+}
+
+mc_status_t mc_master_batch_put_revoke(mc_master_t *m, mc_uuid_t client,
+                                       const mc_master_key_t *keys, size_t n, uint64_t now_us,
+                                       mc_status_t *st)
+{
+    (void)now_us;
+    if (n > 0 && (keys == NULL || st == NULL))
+        return MC_ERR_INVALID_PARAMS;
+    if (n == 0)
+        return MC_OK;
+    uint64_t *hs;
+    uint32_t *ord;
+    size_t nv;
+    mc_status_t rc = batch_order(m, keys, n, st, &hs, &ord, &nv);
+    if (rc != MC_OK)
+        return rc;
+    BATCH_LOOP_BEGIN(m, hs, ord, nv)
+    st[i] = put_revoke_locked(m, sh, h, client, keys[i].data, keys[i].len);
+    BATCH_LOOP_END
+    mc_free(hs);
+    return MC_OK;
+}
+
+mc_status_t mc_master_batch_get_replica_list(mc_master_t *m, const mc_master_key_t *keys,
+                                             size_t n, uint64_t now_us,
+                                             mc_master_replica_desc_t *descs, uint32_t room,
+                                             uint32_t *nrep, mc_status_t *st)
+{
+    if (room == 0 || (n > 0 && (keys == NULL || descs == NULL || nrep == NULL || st == NULL)))
+        return MC_ERR_INVALID_PARAMS;
+    if (n == 0)
+        return MC_OK;
+    uint64_t *hs;
+    uint32_t *ord;
+    size_t nv;
+    mc_status_t rc = batch_order(m, keys, n, st, &hs, &ord, &nv);
+    if (rc != MC_OK)
+        return rc;
+    for (size_t i = 0; i < n; i++)
+        nrep[i] = 0;
+    BATCH_LOOP_BEGIN(m, hs, ord, nv)
+    st[i] = get_locked(m, sh, h, keys[i].data, keys[i].len, now_us, &descs[i * room], room,
+                       &nrep[i]);
+    BATCH_LOOP_END
+    mc_free(hs);
+    return MC_OK;
+}
+
+mc_status_t mc_master_batch_exist_key(mc_master_t *m, const mc_master_key_t *keys, size_t n,
+                                      uint64_t now_us, int *exists, mc_status_t *st)
+{
+    (void)now_us; /* a pure query: see mc_master_exist_key */
+    if (n > 0 && (keys == NULL || exists == NULL || st == NULL))
+        return MC_ERR_INVALID_PARAMS;
+    if (n == 0)
+        return MC_OK;
+    uint64_t *hs;
+    uint32_t *ord;
+    size_t nv;
+    mc_status_t rc = batch_order(m, keys, n, st, &hs, &ord, &nv);
+    if (rc != MC_OK)
+        return rc;
+    for (size_t i = 0; i < n; i++)
+        exists[i] = 0;
+    BATCH_LOOP_BEGIN(m, hs, ord, nv)
+    obj_t *o = obj_find(sh, h, keys[i].data, keys[i].len);
+    exists[i] = o != NULL && o->state == OBJ_COMPLETE;
+    st[i] = MC_OK;
+    BATCH_LOOP_END
+    mc_free(hs);
+    return MC_OK;
+}
+
+mc_status_t mc_master_batch_remove(mc_master_t *m, const mc_master_key_t *keys, size_t n,
+                                   int force, uint64_t now_us, mc_status_t *st)
+{
+    if (n > 0 && (keys == NULL || st == NULL))
+        return MC_ERR_INVALID_PARAMS;
+    if (n == 0)
+        return MC_OK;
+    uint64_t *hs;
+    uint32_t *ord;
+    size_t nv;
+    mc_status_t rc = batch_order(m, keys, n, st, &hs, &ord, &nv);
+    if (rc != MC_OK)
+        return rc;
+    BATCH_LOOP_BEGIN(m, hs, ord, nv)
+    st[i] = remove_locked(m, sh, h, keys[i].data, keys[i].len, force, now_us);
+    BATCH_LOOP_END
+    mc_free(hs);
+    return MC_OK;
+}
+
+/* ---- regex walks ---- */
+
+/* A compiled pattern plus a buffer to NUL-terminate keys (regexec needs a C
+ * string; REG_STARTEND would avoid the copy but sanitizers strlen the input). */
+typedef struct matcher {
+    int active;
+    regex_t re;
+    char *buf;
+} matcher_t;
+
+static mc_status_t matcher_init(const mc_master_t *m, matcher_t *mt, const char *regex)
+{
+    mt->active = 0;
+    mt->buf = NULL;
+    if (regex == NULL)
+        return MC_OK;
+    int rc = regcomp(&mt->re, regex, REG_EXTENDED | REG_NOSUB);
+    if (rc != 0) {
+        char msg[128];
+        regerror(rc, &mt->re, msg, sizeof(msg));
+        MC_WARN(MASTER, "bad regex '%s': %s", regex, msg);
+        return MC_ERR_INVALID_PARAMS;
+    }
+    mt->buf = mc_malloc((size_t)m->o.max_key_len + 1);
+    if (mt->buf == NULL) {
+        regfree(&mt->re);
+        return MC_ERR_NOMEM;
+    }
+    mt->active = 1;
+    return MC_OK;
+}
+
+static int matcher_match(matcher_t *mt, obj_t *o)
+{
+    if (!mt->active)
+        return 1;
+    memcpy(mt->buf, obj_key(o), o->key_len);
+    mt->buf[o->key_len] = '\0';
+    return regexec(&mt->re, mt->buf, 0, NULL, 0) == 0;
+}
+
+static void matcher_fini(matcher_t *mt)
+{
+    if (mt->active)
+        regfree(&mt->re);
+    mc_free(mt->buf);
+}
+
+mc_status_t mc_master_get_replica_list_by_regex(mc_master_t *m, const char *regex,
+                                                uint64_t now_us, mc_master_replicas_cb_t cb,
+                                                void *arg, size_t *count, int *truncated)
+{
+    if (regex == NULL || cb == NULL)
+        return MC_ERR_INVALID_PARAMS;
+    matcher_t mt;
+    mc_status_t st = matcher_init(m, &mt, regex);
+    if (st != MC_OK)
+        return st;
+    mc_master_replica_desc_t reps[MC_MASTER_MAX_REPLICAS];
+    size_t cnt = 0;
+    int trunc = 0, stop = 0;
+    for (unsigned s = 0; s < MC_MASTER_NUM_SHARDS && !stop; s++) {
+        shard_t *sh = &m->shards[s];
+        shard_lock(sh);
+        size_t b;
+        mc_hnode_t *n;
+        MC_HMAP_FOREACH(&sh->map, b, n)
+        {
+            obj_t *o = MC_CONTAINER_OF(n, obj_t, node);
+            if (stop || o->state != OBJ_COMPLETE || !matcher_match(&mt, o))
+                continue;
+            if (cnt == m->o.regex_max_results) {
+                trunc = stop = 1;
+                continue;
+            }
+            uint32_t nr = read_grant(m, o, now_us, reps, MC_MASTER_MAX_REPLICAS);
+            if (nr == 0)
+                continue;
+            cnt++;
+            if (cb(arg, obj_key(o), o->key_len, reps, nr) != 0)
+                stop = 1;
+        }
+        shard_unlock(sh);
+    }
+    matcher_fini(&mt);
+    if (count != NULL)
+        *count = cnt;
+    if (truncated != NULL)
+        *truncated = trunc;
+    return MC_OK;
+}
+
+/* Remove every object of the shard that matches and may go; returns how many. */
+static long remove_matching(mc_master_t *m, shard_t *sh, matcher_t *mt, int force,
+                            uint64_t now_us)
+{
+    long cnt = 0;
+    for (size_t b = 0; b <= sh->map.mask; b++) {
+        mc_hnode_t *n = sh->map.buckets[b], *next;
+        for (; n != NULL; n = next) {
+            next = n->next; /* remove_obj relinks n */
+            obj_t *o = MC_CONTAINER_OF(n, obj_t, node);
+            if (matcher_match(mt, o) && remove_obj(m, sh, o, force, now_us) == MC_OK)
+                cnt++;
+        }
+    }
+    return cnt;
+}
+
+mc_status_t mc_master_remove_by_regex(mc_master_t *m, const char *regex, int force,
+                                      uint64_t now_us, long *count)
+{
+    if (regex == NULL)
+        return MC_ERR_INVALID_PARAMS;
+    matcher_t mt;
+    mc_status_t st = matcher_init(m, &mt, regex);
+    if (st != MC_OK)
+        return st;
+    long cnt = 0;
+    for (unsigned s = 0; s < MC_MASTER_NUM_SHARDS; s++) {
+        shard_lock(&m->shards[s]);
+        cnt += remove_matching(m, &m->shards[s], &mt, force, now_us);
+        shard_unlock(&m->shards[s]);
+    }
+    matcher_fini(&mt);
+    if (count != NULL)
+        *count = cnt;
+    return MC_OK;
+}
+
+mc_status_t mc_master_remove_all(mc_master_t *m, int force, uint64_t now_us, long *count)
+{
+    matcher_t mt = {0};
+    long cnt = 0;
+    for (unsigned s = 0; s < MC_MASTER_NUM_SHARDS; s++) {
+        shard_lock(&m->shards[s]);
+        cnt += remove_matching(m, &m->shards[s], &mt, force, now_us);
+        shard_unlock(&m->shards[s]);
+    }
+    if (count != NULL)
+        *count = cnt;
+    return MC_OK;
+}
+
+mc_status_t mc_master_foreach_key(mc_master_t *m, const char *regex, size_t max,
+                                  mc_master_key_cb_t cb, void *arg, size_t *count)
+{
+    if (cb == NULL)
+        return MC_ERR_INVALID_PARAMS;
+    matcher_t mt;
+    mc_status_t st = matcher_init(m, &mt, regex);
+    if (st != MC_OK)
+        return st;
+    size_t cnt = 0;
+    int stop = max == 0;
+    for (unsigned s = 0; s < MC_MASTER_NUM_SHARDS && !stop; s++) {
+        shard_t *sh = &m->shards[s];
+        shard_lock(sh);
+        size_t b;
+        mc_hnode_t *n;
+        MC_HMAP_FOREACH(&sh->map, b, n)
+        {
+            obj_t *o = MC_CONTAINER_OF(n, obj_t, node);
+            if (stop || !matcher_match(&mt, o))
+                continue;
+            int complete = o->state == OBJ_COMPLETE;
+            mc_master_key_info_t ki = {
+                .key = obj_key(o),
+                .key_len = o->key_len,
+                .size = o->size,
+                .nrep = o->nrep,
+                .complete = complete,
+                .lease_until_us = complete ? o->lease_us : 0,
+                .soft_pin_until_us = complete ? o->pin_us : 0,
+                .last_access_us = o->access_us,
+            };
+            cnt++;
+            if (cb(arg, &ki) != 0 || cnt == max)
+                stop = 1;
+        }
+        shard_unlock(sh);
+    }
+    matcher_fini(&mt);
+    if (count != NULL)
+        *count = cnt;
+    return MC_OK;
+}

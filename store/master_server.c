@@ -1,0 +1,1041 @@
+/*
+ * master_server.c - RPC front of the master core (see master_server.h).
+ *
+ * Every handler decodes its body with one shared field parser (parse_fields),
+ * calls the master core synchronously (its calls are short: hash-map work
+ * under a shard lock), and encodes the reply straight into the connection's
+ * output buffer. Batch arrays live in per-reactor scratch space, so a steady
+ * stream of requests does not allocate.
+ */
+#include "store/master_server.h"
+
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "reactor/reactor.h"
+#include "rpc/methods.h"
+#include "rpc/rpc.h"
+#include "store/master_server_int.h"
+#include "store/proto.h"
+#include "util/log.h"
+#include "util/mem.h"
+#include "util/time.h"
+
+#define MAX_BATCH 65536 /* keys in one batch call */
+
+/* ------------------------------------------------------------ scratch */
+
+static mc_status_t scratch_reserve(scratch_t *sc, size_t n, uint32_t reps_per_key)
+{
+    if (n > sc->cap) {
+        size_t cap = sc->cap ? sc->cap : 256;
+        while (cap < n)
+            cap *= 2;
+        mc_master_key_t *k = mc_realloc(sc->keys, cap * sizeof(*k));
+        if (k == NULL)
+            return MC_ERR_NOMEM;
+        sc->keys = k;
+        uint64_t *sz = mc_realloc(sc->sizes, cap * sizeof(*sz));
+        if (sz == NULL)
+            return MC_ERR_NOMEM;
+        sc->sizes = sz;
+        mc_status_t *st = mc_realloc(sc->st, cap * sizeof(*st));
+        if (st == NULL)
+            return MC_ERR_NOMEM;
+        sc->st = st;
+        uint32_t *nr = mc_realloc(sc->nrep, cap * sizeof(*nr));
+        if (nr == NULL)
+            return MC_ERR_NOMEM;
+        sc->nrep = nr;
+        int *ex = mc_realloc(sc->exists, cap * sizeof(*ex));
+        if (ex == NULL)
+            return MC_ERR_NOMEM;
+        sc->exists = ex;
+        sc->cap = cap;
+    }
+    size_t nd = n * reps_per_key;
+    if (nd > sc->dcap) {
+        size_t cap = sc->dcap ? sc->dcap : 64;
+        while (cap < nd)
+            cap *= 2;
+        mc_master_replica_desc_t *d = mc_realloc(sc->descs, cap * sizeof(*d));
+        if (d == NULL)
+            return MC_ERR_NOMEM;
+        sc->descs = d;
+        sc->dcap = cap;
+    }
+    return MC_OK;
+}
+
+static void scratch_fini(scratch_t *sc)
+{
+    mc_free(sc->keys);
+    mc_free(sc->sizes);
+    mc_free(sc->st);
+    mc_free(sc->nrep);
+    mc_free(sc->exists);
+    mc_free(sc->descs);
+    mc_free(sc->segs);
+    memset(sc, 0, sizeof(*sc));
+}
+
+/* ------------------------------------------------------------- fields */
+
+typedef struct fields {
+    uint64_t have; /* bit per field id seen */
+    mc_uuid_t client_id;
+    const char *key;
+    uint32_t key_len;
+    uint32_t nkeys;
+    uint32_t nsizes;
+    uint64_t size;
+    int force;
+    const char *regex;
+    uint32_t regex_len;
+    mc_proto_segment_t seg;
+    uint32_t nsegs;
+    mc_uuid_t segment_id;
+    const void *value;
+    uint32_t value_len;
+    const char *prefix;
+    uint32_t prefix_len;
+    const char *why; /* what was wrong with the body */
+} fields_t;
+
+#define HAVE(f, id) (((f)->have >> (id)) & 1u)
+
+/* Parse every field the store protocol knows into f; batch arrays go into sc.
+ * Returns MC_OK or MC_ERR_INVALID_PARAMS with f->why set. */
+static mc_status_t parse_fields(mc_rpc_req_t *req, scratch_t *sc, fields_t *f,
+                                mc_proto_put_cfg_t *cfg)
+{
+    size_t len;
+    const uint8_t *body = mc_rpc_req_body(req, &len);
+    mc_mp_reader_t r;
+    mc_mp_reader_init(&r, body, len);
+    memset(f, 0, sizeof(*f));
+    if (cfg != NULL)
+        mc_proto_put_cfg_init(cfg);
+    uint32_t n = len ? mc_mp_read_map(&r) : 0;
+    for (uint32_t i = 0; i < n && r.err == MC_OK; i++) {
+        uint64_t id = mc_mp_read_uint(&r);
+        if (id < 64)
+            f->have |= 1ull << id;
+        switch (id) {
+        case MC_F_CLIENT_ID:
+            f->client_id = mc_proto_read_uuid(&r);
+            break;
+        case MC_F_KEY:
+            f->key = mc_mp_read_bin(&r, &f->key_len);
+            break;
+        case MC_F_KEYS: {
+            uint32_t k = mc_mp_read_array(&r);
+            if (k > MAX_BATCH) {
+                f->why = "too many keys in one batch (limit 65536)";
+                return MC_ERR_INVALID_PARAMS;
+            }
+            if (scratch_reserve(sc, k, 1) != MC_OK) {
+                f->why = "out of memory";
+                return MC_ERR_NOMEM;
+            }
+            for (uint32_t j = 0; j < k && r.err == MC_OK; j++) {
+                uint32_t kl = 0;
+                sc->keys[j].data = mc_mp_read_bin(&r, &kl);
+                sc->keys[j].len = kl;
+            }
+            f->nkeys = k;
+            break;
+        }
+        case MC_F_SIZE:
+            f->size = mc_mp_read_uint(&r);
+            break;
+        case MC_F_SIZES: {
+            uint32_t k = mc_mp_read_array(&r);
+            if (k > MAX_BATCH || scratch_reserve(sc, k, 1) != MC_OK) {
+                f->why = "too many sizes in one batch (limit 65536)";
+                return MC_ERR_INVALID_PARAMS;
+            }
+            for (uint32_t j = 0; j < k && r.err == MC_OK; j++)
+                sc->sizes[j] = mc_mp_read_uint(&r);
+            f->nsizes = k;
+            break;
+        }
+        case MC_F_CONFIG:
+            if (cfg == NULL)
+                mc_mp_skip(&r);
+            else
+                mc_proto_read_put_cfg(&r, cfg, &f->why);
+            break;
+        case MC_F_FORCE:
+            f->force = mc_mp_read_bool(&r);
+            break;
+        case MC_F_REGEX:
+            f->regex = mc_mp_read_str(&r, &f->regex_len);
+            break;
+        case MC_F_SEGMENT:
+            mc_proto_read_segment(&r, &f->seg, &f->why);
+            break;
+        case MC_F_SEGMENTS: {
+            uint32_t k = mc_mp_read_array(&r);
+            if (k > 4096) {
+                f->why = "too many segments (limit 4096)";
+                return MC_ERR_INVALID_PARAMS;
+            }
+            if (k > sc->scap) {
+                mc_proto_segment_t *s = mc_realloc(sc->segs, k * sizeof(*s));
+                if (s == NULL) {
+                    f->why = "out of memory";
+                    return MC_ERR_NOMEM;
+                }
+                sc->segs = s;
+                sc->scap = k;
+            }
+            for (uint32_t j = 0; j < k && r.err == MC_OK; j++)
+                mc_proto_read_segment(&r, &sc->segs[j], &f->why);
+            f->nsegs = k;
+            break;
+        }
+        case MC_F_SEGMENT_ID:
+            f->segment_id = mc_proto_read_uuid(&r);
+            break;
+        case MC_F_VALUE:
+            f->value = mc_mp_read_bin(&r, &f->value_len);
+            break;
+        case MC_F_PREFIX:
+            f->prefix = mc_mp_read_bin(&r, &f->prefix_len);
+            break;
+        default:
+            mc_mp_skip(&r);
+            break;
+        }
+    }
+    if (r.err != MC_OK || !mc_mp_at_end(&r)) {
+        if (f->why == NULL)
+            f->why = "malformed body: a field has the wrong type";
+        return MC_ERR_INVALID_PARAMS;
+    }
+    return MC_OK;
+}
+
+/* Check that the fields in `mask` were all given; else name the first one. */
+static mc_status_t require(fields_t *f, uint64_t mask)
+{
+    static const char *const names[] = {
+        [MC_F_CLIENT_ID] = "client_id", [MC_F_KEY] = "key",         [MC_F_KEYS] = "keys",
+        [MC_F_SIZE] = "size",           [MC_F_SIZES] = "sizes",     [MC_F_REGEX] = "regex",
+        [MC_F_SEGMENT] = "segment",     [MC_F_SEGMENTS] = "segments",
+        [MC_F_SEGMENT_ID] = "segment_id", [MC_F_VALUE] = "value", [MC_F_PREFIX] = "prefix"};
+    static char msg[MC_F_PREFIX + 1][48];
+    uint64_t missing = mask & ~f->have;
+    if (missing == 0)
+        return MC_OK;
+    unsigned id = (unsigned)__builtin_ctzll(missing);
+    if (id <= MC_F_PREFIX && names[id] != NULL) {
+        /* static per field id: the same text every time, safe across threads */
+        if (msg[id][0] == '\0')
+            snprintf(msg[id], sizeof(msg[id]), "missing field %s (%u)", names[id], id);
+        f->why = msg[id];
+    } else {
+        f->why = "missing field";
+    }
+    return MC_ERR_INVALID_PARAMS;
+}
+
+#define BIT(id) (1ull << (id))
+
+/* --------------------------------------------------------------- reply */
+
+static void count(master_srv_t *s, mc_rpc_req_t *req, mc_status_t st)
+{
+    unsigned m = mc_rpc_req_method(req);
+    if (m < MASTER_MAX_METHOD) {
+        atomic_fetch_add_explicit(&s->req_total[m], 1, memory_order_relaxed);
+        if (st < 0)
+            atomic_fetch_add_explicit(&s->req_fail[m], 1, memory_order_relaxed);
+    }
+}
+
+/* Reply with a status and, for failures, the reason when there is one. */
+static void reply_status(master_srv_t *s, mc_rpc_req_t *req, mc_status_t st, const char *why)
+{
+    count(s, req, st);
+    mc_mp_writer_t *w = mc_rpc_reply_begin(req);
+    if (st < 0 && why != NULL) {
+        mc_mp_write_map(w, 1);
+        mc_mp_write_uint(w, MC_F_ERROR);
+        mc_mp_write_cstr(w, why);
+    }
+    mc_rpc_reply_end(req, st);
+}
+
+static scratch_t *scratch_of(master_srv_t *s, mc_rpc_req_t *req)
+{
+    return &s->scratch[mc_reactor_index(mc_rpc_req_reactor(req))];
+}
+
+/* Parse the body and check required fields; on failure reply and return 0. */
+static int begin(master_srv_t *s, mc_rpc_req_t *req, fields_t *f, mc_proto_put_cfg_t *cfg,
+                 uint64_t required)
+{
+    mc_status_t st = parse_fields(req, scratch_of(s, req), f, cfg);
+    if (st == MC_OK)
+        st = require(f, required);
+    if (st != MC_OK) {
+        MC_DEBUG(MASTER, "%s: method %u: %s", mc_rpc_req_peer(req), mc_rpc_req_method(req),
+                 f->why);
+        reply_status(s, req, st, f->why);
+        return 0;
+    }
+    return 1;
+}
+
+/* ------------------------------------------------------------- handlers */
+
+static void h_service_ready(void *ctx, mc_rpc_req_t *req)
+{
+    master_srv_t *s = ctx;
+    count(s, req, MC_OK);
+    mc_mp_writer_t *w = mc_rpc_reply_begin(req);
+    mc_mp_write_map(w, 2);
+    mc_mp_write_uint(w, MC_F_TEXT);
+    mc_mp_write_cstr(w, "mooncake-c " MC_MASTER_VERSION);
+    mc_mp_write_uint(w, MC_F_VIEW_VERSION);
+    mc_mp_write_int(w, s->view_version);
+    mc_rpc_reply_end(req, MC_OK);
+}
+
+static void h_get_fsdir(void *ctx, mc_rpc_req_t *req)
+{
+    master_srv_t *s = ctx;
+    count(s, req, MC_OK);
+    mc_mp_writer_t *w = mc_rpc_reply_begin(req);
+    mc_mp_write_map(w, 1);
+    mc_mp_write_uint(w, MC_F_TEXT);
+    mc_mp_write_cstr(w, s->fsdir);
+    mc_rpc_reply_end(req, MC_OK);
+}
+
+static void h_put_start(void *ctx, mc_rpc_req_t *req)
+{
+    master_srv_t *s = ctx;
+    fields_t f;
+    mc_proto_put_cfg_t cfg;
+    if (!begin(s, req, &f, &cfg, BIT(MC_F_CLIENT_ID) | BIT(MC_F_KEY) | BIT(MC_F_SIZE)))
+        return;
+    mc_master_replica_desc_t d[MC_MASTER_MAX_REPLICAS];
+    uint32_t n = 0;
+    mc_status_t st = mc_master_put_start(s->m, f.client_id, f.key, f.key_len, f.size, &cfg.cfg,
+                                         mc_now_us(), d, &n);
+    if (st != MC_OK) {
+        reply_status(s, req, st, NULL);
+        return;
+    }
+    count(s, req, st);
+    mc_mp_writer_t *w = mc_rpc_reply_begin(req);
+    mc_mp_write_map(w, 1);
+    mc_mp_write_uint(w, MC_F_REPLICAS);
+    mc_proto_write_replicas(w, d, n);
+    mc_rpc_reply_end(req, MC_OK);
+}
+
+static void h_put_end(void *ctx, mc_rpc_req_t *req)
+{
+    master_srv_t *s = ctx;
+    fields_t f;
+    if (!begin(s, req, &f, NULL, BIT(MC_F_CLIENT_ID) | BIT(MC_F_KEY)))
+        return;
+    reply_status(s, req, mc_master_put_end(s->m, f.client_id, f.key, f.key_len, mc_now_us()),
+                 NULL);
+}
+
+static void h_put_revoke(void *ctx, mc_rpc_req_t *req)
+{
+    master_srv_t *s = ctx;
+    fields_t f;
+    if (!begin(s, req, &f, NULL, BIT(MC_F_CLIENT_ID) | BIT(MC_F_KEY)))
+        return;
+    reply_status(s, req, mc_master_put_revoke(s->m, f.client_id, f.key, f.key_len, mc_now_us()),
+                 NULL);
+}
+
+/* Reply {STATUSES: [st...]} for n items; the call's status is MC_OK when the
+ * batch itself was processed (items carry their own). */
+static void reply_statuses(master_srv_t *s, mc_rpc_req_t *req, const mc_status_t *st, size_t n)
+{
+    count(s, req, MC_OK);
+    mc_mp_writer_t *w = mc_rpc_reply_begin(req);
+    mc_mp_write_map(w, 1);
+    mc_mp_write_uint(w, MC_F_STATUSES);
+    mc_mp_write_array(w, (uint32_t)n);
+    for (size_t i = 0; i < n; i++)
+        mc_mp_write_int(w, st[i]);
+    mc_rpc_reply_end(req, MC_OK);
+}
+
+static void h_batch_put_start(void *ctx, mc_rpc_req_t *req)
+{
+    master_srv_t *s = ctx;
+    fields_t f;
+    mc_proto_put_cfg_t cfg;
+    if (!begin(s, req, &f, &cfg, BIT(MC_F_CLIENT_ID) | BIT(MC_F_KEYS) | BIT(MC_F_SIZES)))
+        return;
+    if (f.nkeys != f.nsizes) {
+        reply_status(s, req, MC_ERR_INVALID_PARAMS, "keys and sizes differ in length");
+        return;
+    }
+    scratch_t *sc = scratch_of(s, req);
+    uint32_t per = cfg.cfg.replica_num ? cfg.cfg.replica_num : 1;
+    if (per > MC_MASTER_MAX_REPLICAS)
+        per = MC_MASTER_MAX_REPLICAS;
+    if (scratch_reserve(sc, f.nkeys, per) != MC_OK) {
+        reply_status(s, req, MC_ERR_NOMEM, "out of memory");
+        return;
+    }
+    mc_status_t st = mc_master_batch_put_start(s->m, f.client_id, sc->keys, sc->sizes, f.nkeys,
+                                               &cfg.cfg, mc_now_us(), sc->descs, sc->nrep, sc->st);
+    if (st != MC_OK) {
+        reply_status(s, req, st, NULL);
+        return;
+    }
+    count(s, req, MC_OK);
+    mc_mp_writer_t *w = mc_rpc_reply_begin(req);
+    mc_mp_write_map(w, 1);
+    mc_mp_write_uint(w, MC_F_ITEMS);
+    mc_mp_write_array(w, f.nkeys);
+    for (uint32_t i = 0; i < f.nkeys; i++) {
+        mc_mp_write_map(w, 2);
+        mc_mp_write_uint(w, MC_F_STATUS);
+        mc_mp_write_int(w, sc->st[i]);
+        mc_mp_write_uint(w, MC_F_REPLICAS);
+        mc_proto_write_replicas(w, &sc->descs[(size_t)i * per],
+                                sc->st[i] == MC_OK ? sc->nrep[i] : 0);
+    }
+    mc_rpc_reply_end(req, MC_OK);
+}
+
+typedef mc_status_t (*batch_keys_fn_t)(mc_master_t *m, mc_uuid_t client,
+                                       const mc_master_key_t *keys, size_t n, uint64_t now_us,
+                                       mc_status_t *st);
+
+static void batch_client_keys(master_srv_t *s, mc_rpc_req_t *req, batch_keys_fn_t fn)
+{
+    fields_t f;
+    if (!begin(s, req, &f, NULL, BIT(MC_F_CLIENT_ID) | BIT(MC_F_KEYS)))
+        return;
+    scratch_t *sc = scratch_of(s, req);
+    mc_status_t st = fn(s->m, f.client_id, sc->keys, f.nkeys, mc_now_us(), sc->st);
+    if (st != MC_OK)
+        reply_status(s, req, st, NULL);
+    else
+        reply_statuses(s, req, sc->st, f.nkeys);
+}
+
+static void h_batch_put_end(void *ctx, mc_rpc_req_t *req)
+{
+    batch_client_keys(ctx, req, mc_master_batch_put_end);
+}
+
+static void h_batch_put_revoke(void *ctx, mc_rpc_req_t *req)
+{
+    batch_client_keys(ctx, req, mc_master_batch_put_revoke);
+}
+
+static void h_get_replica_list(void *ctx, mc_rpc_req_t *req)
+{
+    master_srv_t *s = ctx;
+    fields_t f;
+    if (!begin(s, req, &f, NULL, BIT(MC_F_KEY)))
+        return;
+    mc_master_replica_desc_t d[MC_MASTER_MAX_REPLICAS];
+    uint32_t n = 0;
+    uint64_t lease = 0;
+    mc_status_t st = mc_master_get_replica_list(s->m, f.key, f.key_len, mc_now_us(), d,
+                                                MC_MASTER_MAX_REPLICAS, &n, &lease);
+    if (st != MC_OK) {
+        reply_status(s, req, st, NULL);
+        return;
+    }
+    count(s, req, MC_OK);
+    mc_mp_writer_t *w = mc_rpc_reply_begin(req);
+    mc_mp_write_map(w, 2);
+    mc_mp_write_uint(w, MC_F_REPLICAS);
+    mc_proto_write_replicas(w, d, n);
+    mc_mp_write_uint(w, MC_F_LEASE_TTL_US);
+    mc_mp_write_uint(w, lease);
+    mc_rpc_reply_end(req, MC_OK);
+}
+
+static void h_batch_get_replica_list(void *ctx, mc_rpc_req_t *req)
+{
+    master_srv_t *s = ctx;
+    fields_t f;
+    if (!begin(s, req, &f, NULL, BIT(MC_F_KEYS)))
+        return;
+    scratch_t *sc = scratch_of(s, req);
+    if (scratch_reserve(sc, f.nkeys, MC_MASTER_MAX_REPLICAS) != MC_OK) {
+        reply_status(s, req, MC_ERR_NOMEM, "out of memory");
+        return;
+    }
+    mc_status_t st =
+        mc_master_batch_get_replica_list(s->m, sc->keys, f.nkeys, mc_now_us(), sc->descs,
+                                         MC_MASTER_MAX_REPLICAS, sc->nrep, sc->st);
+    if (st != MC_OK) {
+        reply_status(s, req, st, NULL);
+        return;
+    }
+    count(s, req, MC_OK);
+    uint64_t lease = s->opts.master.lease_ttl_us;
+    mc_mp_writer_t *w = mc_rpc_reply_begin(req);
+    mc_mp_write_map(w, 1);
+    mc_mp_write_uint(w, MC_F_ITEMS);
+    mc_mp_write_array(w, f.nkeys);
+    for (uint32_t i = 0; i < f.nkeys; i++) {
+        int ok = sc->st[i] == MC_OK;
+        mc_mp_write_map(w, ok ? 3 : 1);
+        mc_mp_write_uint(w, MC_F_STATUS);
+        mc_mp_write_int(w, sc->st[i]);
+        if (ok) {
+            mc_mp_write_uint(w, MC_F_REPLICAS);
+            mc_proto_write_replicas(w, &sc->descs[(size_t)i * MC_MASTER_MAX_REPLICAS],
+                                    sc->nrep[i]);
+            mc_mp_write_uint(w, MC_F_LEASE_TTL_US);
+            mc_mp_write_uint(w, lease);
+        }
+    }
+    mc_rpc_reply_end(req, MC_OK);
+}
+
+typedef struct regex_out {
+    mc_mp_writer_t *w;
+    uint32_t n;
+} regex_out_t;
+
+static int regex_entry(void *arg, const char *key, size_t key_len,
+                       const mc_master_replica_desc_t *reps, uint32_t nrep)
+{
+    regex_out_t *o = arg;
+    mc_mp_write_map(o->w, 2);
+    mc_mp_write_uint(o->w, MC_F_KEY);
+    mc_mp_write_bin(o->w, key, key_len);
+    mc_mp_write_uint(o->w, MC_F_REPLICAS);
+    mc_proto_write_replicas(o->w, reps, nrep);
+    o->n++;
+    return 0;
+}
+
+/* Copy a str field into a NUL-terminated buffer (regexes, prefixes). */
+static int cstr_field(const char *p, uint32_t len, char *buf, size_t room)
+{
+    if (len >= room || memchr(p, '\0', len) != NULL)
+        return -1;
+    memcpy(buf, p, len);
+    buf[len] = '\0';
+    return 0;
+}
+
+static void h_get_replica_list_by_regex(void *ctx, mc_rpc_req_t *req)
+{
+    master_srv_t *s = ctx;
+    fields_t f;
+    char re[4096];
+    if (!begin(s, req, &f, NULL, BIT(MC_F_REGEX)))
+        return;
+    if (cstr_field(f.regex, f.regex_len, re, sizeof(re)) != 0) {
+        reply_status(s, req, MC_ERR_INVALID_PARAMS, "regex too long (limit 4095 bytes)");
+        return;
+    }
+    /* Entries are written as the master finds them; the array header is
+     * patched afterwards (array32 reserved up front). */
+    mc_mp_writer_t *w = mc_rpc_reply_begin(req);
+    size_t body_start = mc_buf_used(w->buf);
+    mc_mp_write_map(w, 2);
+    mc_mp_write_uint(w, MC_F_ENTRIES);
+    size_t at = mc_buf_used(w->buf);
+    static const uint8_t arr32[5] = {0xdd, 0, 0, 0, 0};
+    if (w->err == MC_OK && mc_buf_append(w->buf, arr32, sizeof(arr32)) != MC_OK)
+        w->err = MC_ERR_NOMEM;
+    regex_out_t o = {.w = w};
+    size_t cnt = 0;
+    int truncated = 0;
+    mc_status_t st = mc_master_get_replica_list_by_regex(s->m, re, mc_now_us(), regex_entry, &o,
+                                                         &cnt, &truncated);
+    if (w->err == MC_OK) {
+        uint8_t *p = mc_buf_head(w->buf) + at;
+        p[1] = (uint8_t)(o.n >> 24);
+        p[2] = (uint8_t)(o.n >> 16);
+        p[3] = (uint8_t)(o.n >> 8);
+        p[4] = (uint8_t)o.n;
+    }
+    mc_mp_write_uint(w, MC_F_TRUNCATED);
+    mc_mp_write_bool(w, truncated);
+    if (st != MC_OK) {
+        /* drop the partial body: answer with the status alone */
+        if (w->err == MC_OK)
+            w->buf->len = w->buf->off + body_start;
+        count(s, req, st);
+        mc_rpc_reply_end(req, st);
+        return;
+    }
+    count(s, req, MC_OK);
+    mc_rpc_reply_end(req, MC_OK);
+}
+
+static void h_exist_key(void *ctx, mc_rpc_req_t *req)
+{
+    master_srv_t *s = ctx;
+    fields_t f;
+    if (!begin(s, req, &f, NULL, BIT(MC_F_KEY)))
+        return;
+    int exists = 0;
+    mc_status_t st = mc_master_exist_key(s->m, f.key, f.key_len, mc_now_us(), &exists);
+    if (st != MC_OK) {
+        reply_status(s, req, st, NULL);
+        return;
+    }
+    count(s, req, MC_OK);
+    mc_mp_writer_t *w = mc_rpc_reply_begin(req);
+    mc_mp_write_map(w, 1);
+    mc_mp_write_uint(w, MC_F_EXISTS);
+    mc_mp_write_bool(w, exists);
+    mc_rpc_reply_end(req, MC_OK);
+}
+
+static void h_batch_exist_key(void *ctx, mc_rpc_req_t *req)
+{
+    master_srv_t *s = ctx;
+    fields_t f;
+    if (!begin(s, req, &f, NULL, BIT(MC_F_KEYS)))
+        return;
+    scratch_t *sc = scratch_of(s, req);
+    mc_status_t st =
+        mc_master_batch_exist_key(s->m, sc->keys, f.nkeys, mc_now_us(), sc->exists, sc->st);
+    if (st != MC_OK) {
+        reply_status(s, req, st, NULL);
+        return;
+    }
+    count(s, req, MC_OK);
+    mc_mp_writer_t *w = mc_rpc_reply_begin(req);
+    mc_mp_write_map(w, 2);
+    mc_mp_write_uint(w, MC_F_STATUSES);
+    mc_mp_write_array(w, f.nkeys);
+    for (uint32_t i = 0; i < f.nkeys; i++)
+        mc_mp_write_int(w, sc->st[i]);
+    mc_mp_write_uint(w, MC_F_EXISTS);
+    mc_mp_write_array(w, f.nkeys);
+    for (uint32_t i = 0; i < f.nkeys; i++)
+        mc_mp_write_bool(w, sc->st[i] == MC_OK && sc->exists[i]);
+    mc_rpc_reply_end(req, MC_OK);
+}
+
+static void h_remove(void *ctx, mc_rpc_req_t *req)
+{
+    master_srv_t *s = ctx;
+    fields_t f;
+    if (!begin(s, req, &f, NULL, BIT(MC_F_KEY)))
+        return;
+    reply_status(s, req, mc_master_remove(s->m, f.key, f.key_len, f.force, mc_now_us()), NULL);
+}
+
+static void reply_count(master_srv_t *s, mc_rpc_req_t *req, mc_status_t st, long n)
+{
+    if (st != MC_OK) {
+        reply_status(s, req, st, NULL);
+        return;
+    }
+    count(s, req, MC_OK);
+    mc_mp_writer_t *w = mc_rpc_reply_begin(req);
+    mc_mp_write_map(w, 1);
+    mc_mp_write_uint(w, MC_F_COUNT);
+    mc_mp_write_int(w, n);
+    mc_rpc_reply_end(req, MC_OK);
+}
+
+static void h_remove_by_regex(void *ctx, mc_rpc_req_t *req)
+{
+    master_srv_t *s = ctx;
+    fields_t f;
+    char re[4096];
+    if (!begin(s, req, &f, NULL, BIT(MC_F_REGEX)))
+        return;
+    if (cstr_field(f.regex, f.regex_len, re, sizeof(re)) != 0) {
+        reply_status(s, req, MC_ERR_INVALID_PARAMS, "regex too long (limit 4095 bytes)");
+        return;
+    }
+    long n = 0;
+    mc_status_t st = mc_master_remove_by_regex(s->m, re, f.force, mc_now_us(), &n);
+    reply_count(s, req, st, n);
+}
+
+static void h_remove_all(void *ctx, mc_rpc_req_t *req)
+{
+    master_srv_t *s = ctx;
+    fields_t f;
+    if (!begin(s, req, &f, NULL, 0))
+        return;
+    long n = 0;
+    mc_status_t st = mc_master_remove_all(s->m, f.force, mc_now_us(), &n);
+    reply_count(s, req, st, n);
+}
+
+static void h_batch_remove(void *ctx, mc_rpc_req_t *req)
+{
+    master_srv_t *s = ctx;
+    fields_t f;
+    if (!begin(s, req, &f, NULL, BIT(MC_F_KEYS)))
+        return;
+    scratch_t *sc = scratch_of(s, req);
+    mc_status_t st = mc_master_batch_remove(s->m, sc->keys, f.nkeys, f.force, mc_now_us(), sc->st);
+    if (st != MC_OK)
+        reply_status(s, req, st, NULL);
+    else
+        reply_statuses(s, req, sc->st, f.nkeys);
+}
+
+static void h_mount_segment(void *ctx, mc_rpc_req_t *req)
+{
+    master_srv_t *s = ctx;
+    fields_t f;
+    if (!begin(s, req, &f, NULL, BIT(MC_F_CLIENT_ID) | BIT(MC_F_SEGMENT)))
+        return;
+    mc_status_t st = mc_master_mount_segment(s->m, f.client_id, &f.seg.seg, mc_now_us());
+    if (st == MC_OK)
+        MC_INFO(MASTER, "segment '%s' mounted by %s: %llu bytes at 0x%llx", f.seg.name,
+                mc_rpc_req_peer(req), (unsigned long long)f.seg.seg.size,
+                (unsigned long long)f.seg.seg.base);
+    reply_status(s, req, st, NULL);
+}
+
+static void h_remount_segment(void *ctx, mc_rpc_req_t *req)
+{
+    master_srv_t *s = ctx;
+    fields_t f;
+    if (!begin(s, req, &f, NULL, BIT(MC_F_CLIENT_ID)))
+        return;
+    scratch_t *sc = scratch_of(s, req);
+    mc_master_segment_t segs[64];
+    mc_master_segment_t *arr = segs;
+    if (f.nsegs > 64 && (arr = mc_malloc(f.nsegs * sizeof(*arr))) == NULL) {
+        reply_status(s, req, MC_ERR_NOMEM, "out of memory");
+        return;
+    }
+    for (uint32_t i = 0; i < f.nsegs; i++)
+        arr[i] = sc->segs[i].seg;
+    mc_status_t st = mc_master_remount_segments(s->m, f.client_id, arr, f.nsegs, mc_now_us());
+    if (arr != segs)
+        mc_free(arr);
+    reply_status(s, req, st, NULL);
+}
+
+static void h_unmount_segment(void *ctx, mc_rpc_req_t *req)
+{
+    master_srv_t *s = ctx;
+    fields_t f;
+    if (!begin(s, req, &f, NULL, BIT(MC_F_CLIENT_ID) | BIT(MC_F_SEGMENT_ID)))
+        return;
+    uint64_t drain = 0;
+    mc_status_t st =
+        mc_master_unmount_segment(s->m, f.client_id, f.segment_id, mc_now_us(), &drain);
+    if (st != MC_OK) {
+        reply_status(s, req, st, NULL);
+        return;
+    }
+    count(s, req, MC_OK);
+    mc_mp_writer_t *w = mc_rpc_reply_begin(req);
+    mc_mp_write_map(w, 1);
+    mc_mp_write_uint(w, MC_F_DRAIN_UNTIL_US);
+    /* as a delay from now: the peer's clock is not ours */
+    uint64_t now = mc_now_us();
+    mc_mp_write_uint(w, drain > now ? drain - now : 0);
+    mc_rpc_reply_end(req, MC_OK);
+}
+
+static void h_ping(void *ctx, mc_rpc_req_t *req)
+{
+    master_srv_t *s = ctx;
+    fields_t f;
+    if (!begin(s, req, &f, NULL, BIT(MC_F_CLIENT_ID)))
+        return;
+    int64_t vv = 0;
+    mc_master_client_status_t cs = MC_MASTER_CLIENT_UNDEFINED;
+    mc_master_ping(s->m, f.client_id, mc_now_us(), &vv, &cs);
+    count(s, req, MC_OK);
+    mc_mp_writer_t *w = mc_rpc_reply_begin(req);
+    mc_mp_write_map(w, 2);
+    mc_mp_write_uint(w, MC_F_VIEW_VERSION);
+    mc_mp_write_int(w, vv);
+    mc_mp_write_uint(w, MC_F_CLIENT_STATUS);
+    mc_mp_write_uint(w, (uint64_t)cs);
+    mc_rpc_reply_end(req, MC_OK);
+}
+
+static void h_meta_get(void *ctx, mc_rpc_req_t *req)
+{
+    master_srv_t *s = ctx;
+    fields_t f;
+    if (!begin(s, req, &f, NULL, BIT(MC_F_KEY)))
+        return;
+    void *val = NULL;
+    size_t len = 0;
+    mc_status_t st = mc_master_meta_get(s->m, f.key, f.key_len, &val, &len);
+    if (st != MC_OK) {
+        reply_status(s, req, st, NULL);
+        return;
+    }
+    count(s, req, MC_OK);
+    mc_mp_writer_t *w = mc_rpc_reply_begin(req);
+    mc_mp_write_map(w, 1);
+    mc_mp_write_uint(w, MC_F_VALUE);
+    mc_mp_write_bin(w, val, len);
+    mc_rpc_reply_end(req, MC_OK);
+    mc_free(val);
+}
+
+static void h_meta_put(void *ctx, mc_rpc_req_t *req)
+{
+    master_srv_t *s = ctx;
+    fields_t f;
+    if (!begin(s, req, &f, NULL, BIT(MC_F_KEY) | BIT(MC_F_VALUE)))
+        return;
+    reply_status(s, req,
+                 mc_master_meta_put(s->m, f.key, f.key_len, f.value, f.value_len, f.client_id,
+                                    mc_now_us()),
+                 NULL);
+}
+
+static void h_meta_del(void *ctx, mc_rpc_req_t *req)
+{
+    master_srv_t *s = ctx;
+    fields_t f;
+    if (!begin(s, req, &f, NULL, BIT(MC_F_KEY)))
+        return;
+    reply_status(s, req, mc_master_meta_del(s->m, f.key, f.key_len), NULL);
+}
+
+static int meta_entry(void *arg, const char *key, size_t key_len, const void *val,
+                      size_t val_len)
+{
+    regex_out_t *o = arg;
+    mc_mp_write_map(o->w, 2);
+    mc_mp_write_uint(o->w, MC_F_KEY);
+    mc_mp_write_bin(o->w, key, key_len);
+    mc_mp_write_uint(o->w, MC_F_VALUE);
+    mc_mp_write_bin(o->w, val, val_len);
+    o->n++;
+    return 0;
+}
+
+static void h_meta_list(void *ctx, mc_rpc_req_t *req)
+{
+    master_srv_t *s = ctx;
+    fields_t f;
+    if (!begin(s, req, &f, NULL, 0))
+        return;
+    mc_mp_writer_t *w = mc_rpc_reply_begin(req);
+    size_t body_start = mc_buf_used(w->buf);
+    mc_mp_write_map(w, 1);
+    mc_mp_write_uint(w, MC_F_ENTRIES);
+    size_t at = mc_buf_used(w->buf);
+    static const uint8_t arr32[5] = {0xdd, 0, 0, 0, 0};
+    if (w->err == MC_OK && mc_buf_append(w->buf, arr32, sizeof(arr32)) != MC_OK)
+        w->err = MC_ERR_NOMEM;
+    regex_out_t o = {.w = w};
+    size_t cnt = 0;
+    mc_status_t st =
+        mc_master_meta_list(s->m, f.prefix ? f.prefix : "", f.prefix_len, meta_entry, &o, &cnt);
+    if (w->err == MC_OK) {
+        uint8_t *p = mc_buf_head(w->buf) + at;
+        p[1] = (uint8_t)(o.n >> 24);
+        p[2] = (uint8_t)(o.n >> 16);
+        p[3] = (uint8_t)(o.n >> 8);
+        p[4] = (uint8_t)o.n;
+    }
+    if (st != MC_OK && w->err == MC_OK)
+        w->buf->len = w->buf->off + body_start;
+    count(s, req, st);
+    mc_rpc_reply_end(req, st);
+}
+
+static const struct {
+    uint16_t method;
+    mc_rpc_handler_t fn;
+} handlers[] = {
+    {MC_RPC_SERVICE_READY, h_service_ready},
+    {MC_RPC_PUT_START, h_put_start},
+    {MC_RPC_PUT_END, h_put_end},
+    {MC_RPC_PUT_REVOKE, h_put_revoke},
+    {MC_RPC_BATCH_PUT_START, h_batch_put_start},
+    {MC_RPC_BATCH_PUT_END, h_batch_put_end},
+    {MC_RPC_BATCH_PUT_REVOKE, h_batch_put_revoke},
+    {MC_RPC_GET_REPLICA_LIST, h_get_replica_list},
+    {MC_RPC_BATCH_GET_REPLICA_LIST, h_batch_get_replica_list},
+    {MC_RPC_GET_REPLICA_LIST_BY_REGEX, h_get_replica_list_by_regex},
+    {MC_RPC_EXIST_KEY, h_exist_key},
+    {MC_RPC_BATCH_EXIST_KEY, h_batch_exist_key},
+    {MC_RPC_REMOVE, h_remove},
+    {MC_RPC_REMOVE_BY_REGEX, h_remove_by_regex},
+    {MC_RPC_REMOVE_ALL, h_remove_all},
+    {MC_RPC_BATCH_REMOVE, h_batch_remove},
+    {MC_RPC_MOUNT_SEGMENT, h_mount_segment},
+    {MC_RPC_REMOUNT_SEGMENT, h_remount_segment},
+    {MC_RPC_UNMOUNT_SEGMENT, h_unmount_segment},
+    {MC_RPC_PING, h_ping},
+    {MC_RPC_GET_FSDIR, h_get_fsdir},
+    {MC_RPC_META_GET, h_meta_get},
+    {MC_RPC_META_PUT, h_meta_put},
+    {MC_RPC_META_DEL, h_meta_del},
+    {MC_RPC_META_LIST, h_meta_list},
+};
+
+/* -------------------------------------------------------------- service */
+
+void mc_master_server_opts_init(mc_master_server_opts_t *o)
+{
+    memset(o, 0, sizeof(*o));
+    o->bind_address = "0.0.0.0";
+    o->rpc_port = 50051;
+    o->http_port = 9003;
+    o->http_enabled = 1;
+    o->tick_interval_us = 100000;
+    o->fsdir = "";
+    mc_master_opts_init(&o->master);
+}
+
+static void on_tick(mc_timer_t *t, void *arg)
+{
+    master_srv_t *s = arg;
+    (void)t;
+    mc_master_tick(s->m, mc_now_us());
+}
+
+static void arm_tick(void *arg)
+{
+    master_srv_t *s = arg;
+    if (mc_timer_init(&s->tick, mc_reactor_group_get(s->g, 0), on_tick, s) == MC_OK) {
+        mc_timer_start(&s->tick, s->opts.tick_interval_us, 1);
+        s->tick_armed = 1;
+    }
+}
+
+static void disarm_tick(void *arg)
+{
+    master_srv_t *s = arg;
+    mc_timer_fini(&s->tick);
+}
+
+mc_status_t mc_master_server_start(const mc_master_server_opts_t *o, mc_master_server_t **out)
+{
+    master_srv_t *s = MC_NEW(master_srv_t);
+    if (s == NULL)
+        return MC_ERR_NOMEM;
+    s->opts = *o;
+    s->bind_address = mc_strdup(o->bind_address ? o->bind_address : "0.0.0.0");
+    s->fsdir = mc_strdup(o->fsdir ? o->fsdir : "");
+    mc_status_t st = MC_ERR_NOMEM;
+    if (s->bind_address == NULL || s->fsdir == NULL)
+        goto err_free;
+    s->opts.bind_address = s->bind_address;
+    s->opts.fsdir = s->fsdir;
+    /* A new view version on every start, so clients notice a restart and
+     * re-mount and re-publish: wall-clock microseconds only grow. */
+    s->view_version = o->view_version ? o->view_version : (int64_t)mc_wall_us();
+
+    st = mc_master_create(&s->opts.master, s->view_version, &s->m);
+    if (st != MC_OK) {
+        MC_ERROR(MASTER, "cannot create the master: %s", mc_status_str(st));
+        goto err_free;
+    }
+    mc_reactor_group_opts_t go;
+    mc_reactor_group_opts_init(&go);
+    go.count = o->reactors;
+    go.name = "master";
+    st = mc_reactor_group_create(&go, &s->g);
+    if (st != MC_OK)
+        goto err_master;
+    unsigned n = mc_reactor_group_count(s->g);
+    s->scratch = mc_calloc(n, sizeof(*s->scratch));
+    mc_reactor_t **rs = mc_calloc(n, sizeof(*rs));
+    s->nscratch = n;
+    if (s->scratch == NULL || rs == NULL) {
+        mc_free(rs);
+        st = MC_ERR_NOMEM;
+        goto err_group;
+    }
+    for (unsigned i = 0; i < n; i++)
+        rs[i] = mc_reactor_group_get(s->g, i);
+    mc_rpc_server_opts_t so;
+    mc_rpc_server_opts_init(&so);
+    so.bind_addr = s->bind_address;
+    so.port = o->rpc_port;
+    st = mc_rpc_server_create(rs, n, &so, &s->rpc);
+    mc_free(rs);
+    if (st != MC_OK)
+        goto err_group;
+    for (size_t i = 0; i < sizeof(handlers) / sizeof(handlers[0]); i++)
+        mc_rpc_server_register(s->rpc, handlers[i].method, handlers[i].fn, s);
+    st = mc_rpc_server_start(s->rpc);
+    if (st != MC_OK) {
+        MC_ERROR(MASTER, "cannot listen for RPC on %s:%u", s->bind_address, o->rpc_port);
+        goto err_rpc;
+    }
+    if (o->http_enabled) {
+        st = master_http_start(s);
+        if (st != MC_OK)
+            goto err_rpc;
+    }
+    mc_rpc_run_on(mc_reactor_group_get(s->g, 0), arm_tick, s);
+    *out = (mc_master_server_t *)s;
+    return MC_OK;
+
+err_rpc:
+    mc_rpc_server_destroy(s->rpc);
+err_group:
+    mc_reactor_group_destroy(s->g);
+err_master:
+    mc_master_destroy(s->m);
+err_free:
+    mc_free(s->scratch);
+    mc_free(s->bind_address);
+    mc_free(s->fsdir);
+    mc_free(s);
+    return st;
+}
+
+void mc_master_server_stop(mc_master_server_t *ms)
+{
+    master_srv_t *s = (master_srv_t *)ms;
+    if (s == NULL)
+        return;
+    if (s->tick_armed)
+        mc_rpc_run_on(mc_reactor_group_get(s->g, 0), disarm_tick, s);
+    master_http_stop(s);
+    mc_rpc_server_destroy(s->rpc);
+    mc_reactor_group_destroy(s->g);
+    for (unsigned i = 0; s->scratch != NULL && i < s->nscratch; i++)
+        scratch_fini(&s->scratch[i]);
+    mc_master_destroy(s->m);
+    mc_free(s->scratch);
+    mc_free(s->bind_address);
+    mc_free(s->fsdir);
+    mc_free(s);
+}
+
+uint16_t mc_master_server_rpc_port(const mc_master_server_t *ms)
+{
+    return mc_rpc_server_port(((const master_srv_t *)ms)->rpc);
+}
+
+uint16_t mc_master_server_http_port(const mc_master_server_t *ms)
+{
+    return ((const master_srv_t *)ms)->http_port;
+}
+
+int64_t mc_master_server_view_version(const mc_master_server_t *ms)
+{
+    return ((const master_srv_t *)ms)->view_version;
+}
+
+unsigned mc_master_server_reactors(const mc_master_server_t *ms)
+{
+    return mc_reactor_group_count(((const master_srv_t *)ms)->g);
+}

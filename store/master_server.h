@@ -1,0 +1,46 @@
+/*
+ * master_server.h - mooncake-master as a service: the master core
+ * (store/master.h) served over msgpack RPC on every reactor, its background
+ * work on a timer, and an HTTP port for metrics, health and admin queries.
+ *
+ * Threads: start/stop from main(); RPC handlers run on the reactor that
+ * accepted the connection and call the (thread-safe, sharded) master core
+ * synchronously; the tick timer and the HTTP server run on reactor 0.
+ */
+#ifndef MC_STORE_MASTER_SERVER_H
+#define MC_STORE_MASTER_SERVER_H
+
+#include <stdint.h>
+
+#include "mooncake/status.h"
+#include "store/master.h"
+
+typedef struct mc_master_server mc_master_server_t;
+
+typedef struct mc_master_server_opts {
+    const char *bind_address; /* "0.0.0.0" */
+    uint16_t rpc_port;        /* 50051; 0 = ephemeral */
+    uint16_t http_port;       /* 9003; 0 = ephemeral */
+    int http_enabled;         /* 1 */
+    unsigned reactors;        /* 0 = one per NUMA node */
+    uint64_t tick_interval_us; /* background work period (100 ms) */
+    const char *fsdir;        /* answered by GetFsdir; "" = none */
+    int64_t view_version;     /* 0 = derive from the wall clock (bumps on every start) */
+    mc_master_opts_t master;
+} mc_master_server_opts_t;
+
+void mc_master_server_opts_init(mc_master_server_opts_t *o);
+
+/* Start reactors, RPC and HTTP. MC_ERR_SOCKET when a port cannot be bound
+ * (logged with the cause); nothing is left running on error. */
+mc_status_t mc_master_server_start(const mc_master_server_opts_t *o, mc_master_server_t **out);
+
+/* Stop serving and free everything. Safe on NULL. */
+void mc_master_server_stop(mc_master_server_t *s);
+
+uint16_t mc_master_server_rpc_port(const mc_master_server_t *s);
+uint16_t mc_master_server_http_port(const mc_master_server_t *s);
+int64_t mc_master_server_view_version(const mc_master_server_t *s);
+unsigned mc_master_server_reactors(const mc_master_server_t *s);
+
+#endif /* MC_STORE_MASTER_SERVER_H */

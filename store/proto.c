@@ -1,0 +1,177 @@
+/* proto.c - encoders and decoders of the store protocol's shared shapes. */
+#include "store/proto.h"
+
+#include <string.h>
+
+void mc_proto_write_uuid(mc_mp_writer_t *w, mc_uuid_t id)
+{
+    mc_mp_write_array(w, 2);
+    mc_mp_write_uint(w, id.hi);
+    mc_mp_write_uint(w, id.lo);
+}
+
+mc_uuid_t mc_proto_read_uuid(mc_mp_reader_t *r)
+{
+    mc_uuid_t id = {0, 0};
+    if (mc_mp_read_array(r) != 2) {
+        r->err = MC_ERR_PROTOCOL;
+        return id;
+    }
+    id.hi = mc_mp_read_uint(r);
+    id.lo = mc_mp_read_uint(r);
+    return id;
+}
+
+void mc_proto_write_replicas(mc_mp_writer_t *w, const mc_master_replica_desc_t *d, uint32_t n)
+{
+    mc_mp_write_array(w, n);
+    for (uint32_t i = 0; i < n; i++) {
+        mc_mp_write_map(w, 6);
+        mc_mp_write_uint(w, 1);
+        mc_mp_write_uint(w, d[i].address);
+        mc_mp_write_uint(w, 2);
+        mc_mp_write_uint(w, d[i].size);
+        mc_mp_write_uint(w, 3);
+        mc_proto_write_uuid(w, d[i].segment_id);
+        mc_mp_write_uint(w, 4);
+        mc_mp_write_uint(w, (uint64_t)d[i].status);
+        mc_mp_write_uint(w, 5);
+        mc_mp_write_cstr(w, d[i].segment_name);
+        mc_mp_write_uint(w, 6);
+        mc_mp_write_cstr(w, d[i].te_endpoint);
+    }
+}
+
+/* Copy a str/bin field into a fixed buffer; too long is a protocol error. */
+static void read_name(mc_mp_reader_t *r, char *dst, size_t room)
+{
+    uint32_t len = 0;
+    const char *s = mc_mp_read_bin(r, &len);
+    if (r->err != MC_OK)
+        return;
+    if (len >= room || memchr(s, '\0', len) != NULL) {
+        r->err = MC_ERR_PROTOCOL;
+        return;
+    }
+    memcpy(dst, s, len);
+    dst[len] = '\0';
+}
+
+void mc_proto_read_replicas(mc_mp_reader_t *r, mc_master_replica_desc_t *d, uint32_t room,
+                            uint32_t *n)
+{
+    uint32_t cnt = mc_mp_read_array(r);
+    *n = 0;
+    if (cnt > room) {
+        r->err = MC_ERR_PROTOCOL;
+        return;
+    }
+    for (uint32_t i = 0; i < cnt && r->err == MC_OK; i++) {
+        memset(&d[i], 0, sizeof(d[i]));
+        uint32_t nf = mc_mp_read_map(r);
+        for (uint32_t f = 0; f < nf && r->err == MC_OK; f++) {
+            switch (mc_mp_read_uint(r)) {
+            case 1: d[i].address = mc_mp_read_uint(r); break;
+            case 2: d[i].size = mc_mp_read_uint(r); break;
+            case 3: d[i].segment_id = mc_proto_read_uuid(r); break;
+            case 4: d[i].status = (mc_master_replica_status_t)mc_mp_read_uint(r); break;
+            case 5: read_name(r, d[i].segment_name, sizeof(d[i].segment_name)); break;
+            case 6: read_name(r, d[i].te_endpoint, sizeof(d[i].te_endpoint)); break;
+            default: mc_mp_skip(r); break;
+            }
+        }
+    }
+    if (r->err == MC_OK)
+        *n = cnt;
+}
+
+void mc_proto_write_segment(mc_mp_writer_t *w, const mc_master_segment_t *s)
+{
+    mc_mp_write_map(w, 5);
+    mc_mp_write_uint(w, 1);
+    mc_proto_write_uuid(w, s->id);
+    mc_mp_write_uint(w, 2);
+    mc_mp_write_cstr(w, s->name ? s->name : "");
+    mc_mp_write_uint(w, 3);
+    mc_mp_write_uint(w, s->base);
+    mc_mp_write_uint(w, 4);
+    mc_mp_write_uint(w, s->size);
+    mc_mp_write_uint(w, 5);
+    mc_mp_write_cstr(w, s->te_endpoint ? s->te_endpoint : "");
+}
+
+void mc_proto_read_segment(mc_mp_reader_t *r, mc_proto_segment_t *out, const char **why)
+{
+    memset(out, 0, sizeof(*out));
+    out->seg.name = out->name;
+    out->seg.te_endpoint = out->te_endpoint;
+    uint32_t nf = mc_mp_read_map(r);
+    for (uint32_t f = 0; f < nf && r->err == MC_OK; f++) {
+        switch (mc_mp_read_uint(r)) {
+        case 1: out->seg.id = mc_proto_read_uuid(r); break;
+        case 2:
+            read_name(r, out->name, sizeof(out->name));
+            if (r->err != MC_OK)
+                *why = "segment name too long or not text";
+            break;
+        case 3: out->seg.base = mc_mp_read_uint(r); break;
+        case 4: out->seg.size = mc_mp_read_uint(r); break;
+        case 5:
+            read_name(r, out->te_endpoint, sizeof(out->te_endpoint));
+            if (r->err != MC_OK)
+                *why = "segment te_endpoint too long or not text";
+            break;
+        default: mc_mp_skip(r); break;
+        }
+    }
+}
+
+void mc_proto_write_put_cfg(mc_mp_writer_t *w, const mc_master_put_cfg_t *c)
+{
+    mc_mp_write_map(w, 4);
+    mc_mp_write_uint(w, 1);
+    mc_mp_write_uint(w, c->replica_num);
+    mc_mp_write_uint(w, 2);
+    mc_mp_write_bool(w, c->with_soft_pin);
+    mc_mp_write_uint(w, 3);
+    mc_mp_write_array(w, (uint32_t)c->n_preferred);
+    for (size_t i = 0; i < c->n_preferred; i++)
+        mc_mp_write_cstr(w, c->preferred_segments[i]);
+    mc_mp_write_uint(w, 4);
+    mc_mp_write_uint(w, c->soft_pin_ttl_us);
+}
+
+void mc_proto_put_cfg_init(mc_proto_put_cfg_t *out)
+{
+    mc_master_put_cfg_init(&out->cfg);
+    out->cfg.preferred_segments = out->pref;
+    out->cfg.n_preferred = 0;
+}
+
+void mc_proto_read_put_cfg(mc_mp_reader_t *r, mc_proto_put_cfg_t *out, const char **why)
+{
+    mc_proto_put_cfg_init(out);
+    uint32_t nf = mc_mp_read_map(r);
+    for (uint32_t f = 0; f < nf && r->err == MC_OK; f++) {
+        switch (mc_mp_read_uint(r)) {
+        case 1: out->cfg.replica_num = (uint32_t)mc_mp_read_uint(r); break;
+        case 2: out->cfg.with_soft_pin = mc_mp_read_bool(r); break;
+        case 3: {
+            uint32_t n = mc_mp_read_array(r);
+            if (n > MC_PROTO_MAX_PREFERRED) {
+                *why = "too many preferred segments";
+                r->err = MC_ERR_PROTOCOL;
+                break;
+            }
+            for (uint32_t i = 0; i < n && r->err == MC_OK; i++) {
+                read_name(r, out->names[i], sizeof(out->names[i]));
+                out->pref[i] = out->names[i];
+            }
+            out->cfg.n_preferred = n;
+            break;
+        }
+        case 4: out->cfg.soft_pin_ttl_us = mc_mp_read_uint(r); break;
+        default: mc_mp_skip(r); break;
+        }
+    }
+}

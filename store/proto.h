@@ -1,0 +1,103 @@
+/*
+ * proto.h - message bodies of the store protocol (rpc/methods.h ids 100-399).
+ *
+ * Every body is a msgpack map keyed by the field ids below; unknown ids are
+ * skipped, so fields can be added. Keys travel as bin (str accepted).
+ * A failed call carries its status in the frame header and, when it helps,
+ * a human sentence in MC_F_ERROR.
+ *
+ * Requests (fields) -> response fields:
+ *   SERVICE_READY      {}                                   -> {TEXT: version}
+ *   PUT_START          {CLIENT_ID, KEY, SIZE, CONFIG}        -> {REPLICAS}
+ *   PUT_END/REVOKE     {CLIENT_ID, KEY}                      -> {}
+ *   BATCH_PUT_START    {CLIENT_ID, KEYS, SIZES, CONFIG}      -> {ITEMS: [{STATUS, REPLICAS}]}
+ *   BATCH_PUT_END/REVOKE {CLIENT_ID, KEYS}                   -> {STATUSES}
+ *   GET_REPLICA_LIST   {KEY}                                 -> {REPLICAS, LEASE_TTL_US}
+ *   BATCH_GET_REPLICA_LIST {KEYS}                            -> {ITEMS: [{STATUS, REPLICAS, LEASE_TTL_US}]}
+ *   GET_REPLICA_LIST_BY_REGEX {REGEX}                        -> {ENTRIES: [{KEY, REPLICAS}], TRUNCATED}
+ *   EXIST_KEY          {KEY}                                 -> {EXISTS}
+ *   BATCH_EXIST_KEY    {KEYS}                                -> {STATUSES, EXISTS: [bool]}
+ *   REMOVE             {KEY, FORCE}                          -> {}
+ *   REMOVE_BY_REGEX    {REGEX, FORCE} / REMOVE_ALL {FORCE}   -> {COUNT}
+ *   BATCH_REMOVE       {KEYS, FORCE}                         -> {STATUSES}
+ *   MOUNT_SEGMENT      {CLIENT_ID, SEGMENT}                  -> {}
+ *   REMOUNT_SEGMENT    {CLIENT_ID, SEGMENTS}                 -> {}
+ *   UNMOUNT_SEGMENT    {CLIENT_ID, SEGMENT_ID}               -> {DRAIN_UNTIL_US}
+ *   PING               {CLIENT_ID}                           -> {VIEW_VERSION, CLIENT_STATUS}
+ *   GET_FSDIR          {}                                    -> {TEXT}
+ *   META_GET {KEY} -> {VALUE}; META_PUT {KEY, VALUE, CLIENT_ID} -> {};
+ *   META_DEL {KEY} -> {}; META_LIST {PREFIX} -> {ENTRIES: [{KEY, VALUE}]}
+ */
+#ifndef MC_STORE_PROTO_H
+#define MC_STORE_PROTO_H
+
+#include "rpc/msgpack.h"
+#include "store/master.h"
+
+enum mc_proto_field {
+    MC_F_CLIENT_ID = 1,  /* [hi, lo] */
+    MC_F_KEY = 2,        /* bin */
+    MC_F_KEYS = 3,       /* [bin] */
+    MC_F_SIZE = 4,       /* uint, bytes */
+    MC_F_SIZES = 5,      /* [uint] */
+    MC_F_CONFIG = 6,     /* {1: replica_num, 2: with_soft_pin, 3: [preferred names], 4: soft_pin_ttl_us} */
+    MC_F_FORCE = 7,      /* bool */
+    MC_F_REGEX = 8,      /* str, POSIX ERE */
+    MC_F_SEGMENT = 9,    /* {1: id, 2: name, 3: base, 4: size, 5: te_endpoint} */
+    MC_F_SEGMENTS = 10,  /* [segment] */
+    MC_F_SEGMENT_ID = 11, /* [hi, lo] */
+    MC_F_VALUE = 12,     /* bin */
+    MC_F_PREFIX = 13,    /* bin */
+
+    MC_F_REPLICAS = 20,  /* [{1: address, 2: size, 3: segment_id, 4: status, 5: segment_name,
+                             6: te_endpoint}] */
+    MC_F_LEASE_TTL_US = 21,
+    MC_F_ITEMS = 22,
+    MC_F_EXISTS = 23,    /* bool, or [bool] in batch responses */
+    MC_F_COUNT = 24,
+    MC_F_VIEW_VERSION = 25,
+    MC_F_CLIENT_STATUS = 26,
+    MC_F_TEXT = 27,
+    MC_F_TRUNCATED = 28,
+    MC_F_DRAIN_UNTIL_US = 29,
+    MC_F_ERROR = 30,     /* str: why the call failed */
+    MC_F_STATUSES = 31,  /* [int] per item */
+    MC_F_ENTRIES = 32,
+    MC_F_STATUS = 33,    /* int, inside ITEMS */
+};
+
+/* Most preferred segments a put may name. */
+#define MC_PROTO_MAX_PREFERRED 16
+
+void mc_proto_write_uuid(mc_mp_writer_t *w, mc_uuid_t id);
+mc_uuid_t mc_proto_read_uuid(mc_mp_reader_t *r);
+
+void mc_proto_write_replicas(mc_mp_writer_t *w, const mc_master_replica_desc_t *d, uint32_t n);
+/* Reads at most `room` descriptors; more is a protocol error. */
+void mc_proto_read_replicas(mc_mp_reader_t *r, mc_master_replica_desc_t *d, uint32_t room,
+                            uint32_t *n);
+
+/* A segment with its strings copied out of the body (NUL-terminated). */
+typedef struct mc_proto_segment {
+    mc_master_segment_t seg;
+    char name[MC_MASTER_NAME_MAX];
+    char te_endpoint[MC_MASTER_NAME_MAX];
+} mc_proto_segment_t;
+
+void mc_proto_write_segment(mc_mp_writer_t *w, const mc_master_segment_t *s);
+/* On a malformed segment sets r->err and, when it can tell, *why. */
+void mc_proto_read_segment(mc_mp_reader_t *r, mc_proto_segment_t *out, const char **why);
+
+/* A put config with its preferred names copied out of the body. */
+typedef struct mc_proto_put_cfg {
+    mc_master_put_cfg_t cfg;
+    const char *pref[MC_PROTO_MAX_PREFERRED];
+    char names[MC_PROTO_MAX_PREFERRED][MC_MASTER_NAME_MAX];
+} mc_proto_put_cfg_t;
+
+/* Defaults of mc_master_put_cfg_init, no preferred segments. */
+void mc_proto_put_cfg_init(mc_proto_put_cfg_t *out);
+void mc_proto_write_put_cfg(mc_mp_writer_t *w, const mc_master_put_cfg_t *c);
+void mc_proto_read_put_cfg(mc_mp_reader_t *r, mc_proto_put_cfg_t *out, const char **why);
+
+#endif /* MC_STORE_PROTO_H */

@@ -1,0 +1,562 @@
+/* Master segments, clients and the metadata KV: mount, remount, two-phase
+ * unmount with drain, ping and expiry. */
+#include "master_test_util.h"
+
+#include <stdlib.h>
+
+#define MB (1024ull * 1024ull)
+
+static mc_master_segment_t seg_desc(uint64_t n, const char *name, uint64_t size)
+{
+    mc_master_segment_t s = {
+        .id = seg_id(n), .name = name, .te_endpoint = "ep", .base = n << 40, .size = size};
+    return s;
+}
+
+typedef struct seg_seen {
+    unsigned n, unmounting;
+    uint64_t used, size, drain_until;
+} seg_seen_t;
+
+static int collect_seg(void *arg, const mc_master_segment_info_t *info)
+{
+    seg_seen_t *s = arg;
+    s->n++;
+    s->unmounting += info->unmounting;
+    s->used += info->used;
+    s->size += info->size;
+    if (info->drain_until_us > s->drain_until)
+        s->drain_until = info->drain_until_us;
+    return 0;
+}
+
+static seg_seen_t segs(mc_master_t *m)
+{
+    seg_seen_t s = {0};
+    mc_master_foreach_segment(m, collect_seg, &s);
+    return s;
+}
+
+/* ---- mount ---- */
+
+static void mount_rejects_invalid_parameters(void **state)
+{
+    (void)state;
+    mc_master_t *m = master_new(NULL);
+    static char longname[MC_MASTER_NAME_MAX + 1];
+    memset(longname, 'n', MC_MASTER_NAME_MAX);
+    mc_master_segment_t s = seg_desc(1, "n", MB);
+    mc_uuid_t zero = {0, 0};
+    assert_int_equal(mc_master_mount_segment(m, zero, &s, T0), MC_ERR_INVALID_PARAMS);
+    s.id = zero;
+    assert_int_equal(mc_master_mount_segment(m, C1, &s, T0), MC_ERR_INVALID_PARAMS);
+    s = seg_desc(1, "n", MB);
+    s.base = 0;
+    assert_int_equal(mc_master_mount_segment(m, C1, &s, T0), MC_ERR_INVALID_PARAMS);
+    s = seg_desc(1, "n", 0);
+    assert_int_equal(mc_master_mount_segment(m, C1, &s, T0), MC_ERR_INVALID_PARAMS);
+    s = seg_desc(1, "", MB);
+    assert_int_equal(mc_master_mount_segment(m, C1, &s, T0), MC_ERR_INVALID_PARAMS);
+    s = seg_desc(1, longname, MB);
+    assert_int_equal(mc_master_mount_segment(m, C1, &s, T0), MC_ERR_INVALID_PARAMS);
+    s = seg_desc(1, "n", MB);
+    s.base = UINT64_MAX - 100;
+    assert_int_equal(mc_master_mount_segment(m, C1, &s, T0), MC_ERR_INVALID_PARAMS);
+    assert_int_equal(mc_master_mount_segment(m, C1, NULL, T0), MC_ERR_INVALID_PARAMS);
+    assert_int_equal(segs(m).n, 0);
+    mc_master_destroy(m);
+}
+
+static void an_identical_mount_is_idempotent(void **state)
+{
+    (void)state;
+    mc_master_t *m = master_new(NULL);
+    mc_master_segment_t s = seg_desc(1, "n", MB);
+    assert_int_equal(mc_master_mount_segment(m, C1, &s, T0), MC_OK);
+    assert_int_equal(mc_master_mount_segment(m, C1, &s, T0), MC_OK);
+    assert_int_equal(segs(m).n, 1);
+    assert_int_equal(stats(m).capacity_bytes, MB);
+    mc_master_destroy(m);
+}
+
+static void mounting_an_existing_id_differently_already_exists(void **state)
+{
+    (void)state;
+    mc_master_t *m = master_new(NULL);
+    mc_master_segment_t s = seg_desc(1, "n", MB);
+    assert_int_equal(mc_master_mount_segment(m, C1, &s, T0), MC_OK);
+    s.size = 2 * MB;
+    assert_int_equal(mc_master_mount_segment(m, C1, &s, T0), MC_ERR_SEGMENT_ALREADY_EXISTS);
+    s = seg_desc(1, "n", MB);
+    assert_int_equal(mc_master_mount_segment(m, C2, &s, T0), MC_ERR_SEGMENT_ALREADY_EXISTS);
+    s.name = "other";
+    assert_int_equal(mc_master_mount_segment(m, C1, &s, T0), MC_ERR_SEGMENT_ALREADY_EXISTS);
+    mc_master_destroy(m);
+}
+
+static void foreach_segment_reports_usage_and_capacity(void **state)
+{
+    (void)state;
+    mc_master_t *m = master_new(NULL);
+    mount_seg(m, C1, 1, "a", MB, T0);
+    mount_seg(m, C1, 2, "b", 2 * MB, T0);
+    assert_int_equal(put_obj(m, C1, "k", 1000, 2, T0), MC_OK);
+    seg_seen_t s = segs(m);
+    assert_int_equal(s.n, 2);
+    assert_int_equal(s.size, 3 * MB);
+    assert_int_equal(s.used, 2000);
+    assert_int_equal(s.unmounting, 0);
+    mc_master_destroy(m);
+}
+
+/* ---- unmount ---- */
+
+static void unmount_of_an_unknown_segment_is_not_found(void **state)
+{
+    (void)state;
+    mc_master_t *m = master_new(NULL);
+    assert_int_equal(mc_master_unmount_segment(m, C1, seg_id(9), T0, NULL),
+                     MC_ERR_SEGMENT_NOT_FOUND);
+    mc_master_destroy(m);
+}
+
+static void unmount_by_another_client_is_illegal(void **state)
+{
+    (void)state;
+    mc_master_t *m = master_new(NULL);
+    mount_seg(m, C1, 1, "a", MB, T0);
+    assert_int_equal(mc_master_unmount_segment(m, C2, seg_id(1), T0, NULL),
+                     MC_ERR_ILLEGAL_CLIENT);
+    assert_int_equal(segs(m).n, 1);
+    mc_master_destroy(m);
+}
+
+static void unmount_without_readers_completes_at_once(void **state)
+{
+    (void)state;
+    mc_master_t *m = master_new(NULL);
+    mount_seg(m, C1, 1, "a", MB, T0);
+    assert_int_equal(put_obj(m, C1, "k", 1000, 1, T0), MC_OK);
+    uint64_t drain = 1;
+    assert_int_equal(mc_master_unmount_segment(m, C1, seg_id(1), T0, &drain), MC_OK);
+    assert_true(drain <= T0);
+    assert_int_equal(segs(m).n, 0);
+    assert_int_equal(get_n(m, "k", T0, NULL), MC_ERR_OBJECT_NOT_FOUND);
+    mc_master_stats_t s = stats(m);
+    assert_int_equal(s.key_count, 0);
+    assert_int_equal(s.capacity_bytes, 0);
+    assert_int_equal(s.allocated_bytes, 0);
+    assert_int_equal(mc_master_unmount_segment(m, C1, seg_id(1), T0, NULL),
+                     MC_ERR_SEGMENT_NOT_FOUND);
+    mc_master_destroy(m);
+}
+
+static void a_two_replica_object_survives_unmount_of_one_segment(void **state)
+{
+    (void)state;
+    mc_master_t *m = master_new(NULL);
+    mount_seg(m, C1, 1, "a", MB, T0);
+    mount_seg(m, C1, 2, "b", MB, T0);
+    assert_int_equal(put_obj(m, C1, "k", 1000, 2, T0), MC_OK);
+    assert_int_equal(mc_master_unmount_segment(m, C1, seg_id(1), T0, NULL), MC_OK);
+    mc_master_replica_desc_t d[2];
+    uint32_t n = 0;
+    assert_int_equal(mc_master_get_replica_list(m, "k", 1, T0, d, 2, &n, NULL), MC_OK);
+    assert_int_equal(n, 1);
+    assert_string_equal(d[0].segment_name, "b");
+    assert_int_equal(stats(m).allocated_bytes, 1000);
+    mc_master_destroy(m);
+}
+
+/* Documented behaviour (mc_master_unmount_segment): the replicas disappear at
+ * once, so no new reader gets them, but the segment is reported busy until
+ * the leases granted before the unmount run out; meanwhile its id cannot be
+ * mounted again, so its memory cannot be handed to a writer under a reader. */
+static void unmount_while_a_get_holds_a_lease_drains_until_the_lease_ends(void **state)
+{
+    (void)state;
+    mc_master_t *m = master_new(NULL);
+    mount_seg(m, C1, 1, "a", MB, T0);
+    mount_seg(m, C1, 2, "b", MB, T0);
+    assert_int_equal(put_obj(m, C1, "one", 1000, 1, T0), MC_OK);
+    assert_int_equal(put_obj(m, C1, "two", 1000, 2, T0), MC_OK);
+    uint32_t n;
+    uint64_t lease_end = T0 + SEC + 5 * SEC;
+    assert_int_equal(get_n(m, "one", T0 + SEC, &n), MC_OK);
+    assert_int_equal(get_n(m, "two", T0 + SEC, &n), MC_OK);
+
+    /* unmount whichever segment holds "one" */
+    mc_master_replica_desc_t d[1];
+    assert_int_equal(mc_master_get_replica_list(m, "one", 3, T0 + SEC, d, 1, &n, NULL), MC_OK);
+    uint64_t victim = d[0].segment_id.lo;
+    uint64_t drain = 0;
+    assert_int_equal(mc_master_unmount_segment(m, C1, seg_id(victim), T0 + 2 * SEC, &drain),
+                     MC_OK);
+    assert_int_equal(drain, lease_end);
+
+    /* gone for new readers at once; the two-replica object keeps one */
+    assert_int_equal(get_n(m, "one", T0 + 2 * SEC, NULL), MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(get_n(m, "two", T0 + 2 * SEC, &n), MC_OK);
+    assert_int_equal(n, 1);
+    mc_master_stats_t s = stats(m);
+    assert_int_equal(s.unmounting_count, 1);
+    assert_int_equal(s.capacity_bytes, MB);
+    seg_seen_t ss = segs(m);
+    assert_int_equal(ss.unmounting, 1);
+    assert_int_equal(ss.drain_until, lease_end);
+
+    /* asking again reports the same drain; re-mounting waits for it */
+    uint64_t again = 0;
+    assert_int_equal(mc_master_unmount_segment(m, C1, seg_id(victim), T0 + 3 * SEC, &again),
+                     MC_OK);
+    assert_int_equal(again, lease_end);
+    char name[2] = {victim == 1 ? 'a' : 'b', 0};
+    assert_int_equal(mount_seg(m, C1, victim, name, MB, T0 + 3 * SEC),
+                     MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS);
+    /* nor can the owner mount a new id over the same memory */
+    mc_master_segment_t over = {
+        .id = seg_id(77), .name = name, .te_endpoint = "", .base = (victim << 40) + 4096,
+        .size = 4096};
+    assert_int_equal(mc_master_mount_segment(m, C1, &over, T0 + 3 * SEC),
+                     MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS);
+    /* and no put lands there */
+    for (unsigned i = 0; i < 10; i++) {
+        char key[16];
+        mc_master_replica_desc_t pd[2];
+        mc_master_put_cfg_t cfg;
+        mc_master_put_cfg_init(&cfg);
+        cfg.replica_num = 2;
+        key_of(key, sizeof(key), "new", i);
+        assert_int_equal(
+            mc_master_put_start(m, C1, key, strlen(key), 10, &cfg, T0 + 3 * SEC, pd, &n), MC_OK);
+        assert_int_equal(n, 1);
+        assert_true(pd[0].segment_id.lo != victim);
+    }
+
+    mc_master_tick(m, lease_end - 1);
+    assert_int_equal(stats(m).unmounting_count, 1);
+    mc_master_tick(m, lease_end);
+    assert_int_equal(stats(m).unmounting_count, 0);
+    assert_int_equal(segs(m).n, 1);
+    assert_int_equal(mount_seg(m, C1, victim, name, MB, lease_end), MC_OK);
+    mc_master_destroy(m);
+}
+
+static void unmount_drops_an_unfinished_put_and_its_put_end_is_not_found(void **state)
+{
+    (void)state;
+    mc_master_t *m = master_new(NULL);
+    mount_seg(m, C1, 1, "a", MB, T0);
+    assert_int_equal(put_start_n(m, C2, "k", 1000, 1, T0, NULL), MC_OK);
+    uint64_t drain = 1;
+    assert_int_equal(mc_master_unmount_segment(m, C1, seg_id(1), T0, &drain), MC_OK);
+    assert_true(drain <= T0); /* writers get no grace */
+    assert_int_equal(mc_master_put_end(m, C2, "k", 1, T0), MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(stats(m).processing_count, 0);
+    mc_master_destroy(m);
+}
+
+static void an_unfinished_put_keeps_its_other_replicas_across_an_unmount(void **state)
+{
+    (void)state;
+    mc_master_t *m = master_new(NULL);
+    mount_seg(m, C1, 1, "a", MB, T0);
+    mount_seg(m, C1, 2, "b", MB, T0);
+    uint32_t n = 0;
+    assert_int_equal(put_start_n(m, C2, "k", 1000, 2, T0, &n), MC_OK);
+    assert_int_equal(n, 2);
+    assert_int_equal(mc_master_unmount_segment(m, C1, seg_id(1), T0, NULL), MC_OK);
+    assert_int_equal(mc_master_put_end(m, C2, "k", 1, T0), MC_OK);
+    assert_int_equal(get_n(m, "k", T0, &n), MC_OK);
+    assert_int_equal(n, 1);
+    mc_master_destroy(m);
+}
+
+/* ---- clients ---- */
+
+static void ping_of_an_unknown_client_asks_for_a_remount(void **state)
+{
+    (void)state;
+    mc_master_t *m = master_new(NULL);
+    int64_t vv = 0;
+    mc_master_client_status_t cs = MC_MASTER_CLIENT_UNDEFINED;
+    mc_master_ping(m, C1, T0, &vv, &cs);
+    assert_int_equal(vv, 7);
+    assert_int_equal(cs, MC_MASTER_CLIENT_NEED_REMOUNT);
+    mc_master_ping(m, C1, T0, &vv, &cs);
+    assert_int_equal(cs, MC_MASTER_CLIENT_NEED_REMOUNT);
+    assert_int_equal(mc_master_remount_segments(m, C1, NULL, 0, T0), MC_OK);
+    mc_master_ping(m, C1, T0, &vv, &cs);
+    assert_int_equal(cs, MC_MASTER_CLIENT_OK);
+    mc_master_destroy(m);
+}
+
+static void a_client_that_mounts_is_ok(void **state)
+{
+    (void)state;
+    mc_master_t *m = master_new(NULL);
+    mount_seg(m, C1, 1, "a", MB, T0);
+    mc_master_client_status_t cs;
+    mc_master_ping(m, C1, T0, NULL, &cs);
+    assert_int_equal(cs, MC_MASTER_CLIENT_OK);
+    assert_int_equal(stats(m).active_clients, 1);
+    mc_master_destroy(m);
+}
+
+static void pinging_keeps_a_client_alive(void **state)
+{
+    (void)state;
+    mc_master_t *m = master_new(NULL);
+    mount_seg(m, C1, 1, "a", MB, T0);
+    for (uint64_t t = T0; t < T0 + 60 * SEC; t += SEC) {
+        mc_master_ping(m, C1, t, NULL, NULL);
+        mc_master_tick(m, t);
+    }
+    assert_int_equal(segs(m).n, 1);
+    assert_int_equal(stats(m).active_clients, 1);
+    mc_master_destroy(m);
+}
+
+static void client_expiry_removes_its_segments_objects_and_metadata(void **state)
+{
+    (void)state;
+    mc_master_t *m = master_new(NULL);
+    mount_seg(m, C1, 1, "a", MB, T0);
+    mount_seg(m, C1, 2, "a2", MB, T0);
+    mount_seg(m, C2, 3, "b", MB, T0);
+    mount_seg(m, C3, 4, "c", MB, T0);
+    const char *pref_a[] = {"a"}, *pref_ab[] = {"a", "b"}, *pref_bc[] = {"b", "c"};
+    mc_master_put_cfg_t cfg;
+    mc_master_put_cfg_init(&cfg);
+    mc_master_replica_desc_t d[2];
+    uint32_t n;
+    /* "solo" lives only on C1; "pair" on C1 and C2; "other" on C2 and C3 */
+    cfg.preferred_segments = pref_a;
+    cfg.n_preferred = 1;
+    assert_int_equal(mc_master_put_start(m, C2, "solo", 4, 100, &cfg, T0, d, &n), MC_OK);
+    cfg.replica_num = 2;
+    cfg.preferred_segments = pref_ab;
+    cfg.n_preferred = 2;
+    assert_int_equal(mc_master_put_start(m, C2, "pair", 4, 100, &cfg, T0, d, &n), MC_OK);
+    cfg.preferred_segments = pref_bc;
+    assert_int_equal(mc_master_put_start(m, C2, "other", 5, 100, &cfg, T0, d, &n), MC_OK);
+    mc_master_key_t keys[] = {{"solo", 4}, {"pair", 4}, {"other", 5}};
+    mc_status_t st[3];
+    assert_int_equal(mc_master_batch_put_end(m, C2, keys, 3, T0, st), MC_OK);
+    assert_int_equal(mc_master_meta_put(m, "mc/seg/a", 8, "x", 1, C1, T0), MC_OK);
+    assert_int_equal(mc_master_meta_put(m, "mc/seg/b", 8, "y", 1, C2, T0), MC_OK);
+    assert_int_equal(mc_master_meta_put(m, "mc/static", 9, "z", 1, (mc_uuid_t){0, 0}, T0),
+                     MC_OK);
+
+    /* C2 and C3 keep pinging; C1 falls silent */
+    for (uint64_t t = T0 + SEC; t <= T0 + 11 * SEC; t += SEC) {
+        mc_master_ping(m, C2, t, NULL, NULL);
+        mc_master_ping(m, C3, t, NULL, NULL);
+        mc_master_tick(m, t);
+    }
+    assert_int_equal(stats(m).active_clients, 2);
+    seg_seen_t ss = segs(m);
+    assert_int_equal(ss.n, 2);
+    assert_int_equal(ss.unmounting, 0);
+    assert_int_equal(get_n(m, "solo", T0 + 12 * SEC, NULL), MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(get_n(m, "pair", T0 + 12 * SEC, &n), MC_OK);
+    assert_int_equal(n, 1);
+    assert_int_equal(get_n(m, "other", T0 + 12 * SEC, &n), MC_OK);
+    assert_int_equal(n, 2);
+    void *v;
+    size_t vl;
+    assert_int_equal(mc_master_meta_get(m, "mc/seg/a", 8, &v, &vl), MC_ERR_NOT_FOUND);
+    assert_int_equal(mc_master_meta_get(m, "mc/seg/b", 8, &v, &vl), MC_OK);
+    mc_free(v);
+    assert_int_equal(mc_master_meta_get(m, "mc/static", 9, &v, &vl), MC_OK);
+    mc_free(v);
+    mc_master_stats_t s = stats(m);
+    assert_int_equal(s.capacity_bytes, 2 * MB);
+    assert_int_equal(s.allocated_bytes, 300);
+
+    mc_master_client_status_t cs;
+    mc_master_ping(m, C1, T0 + 12 * SEC, NULL, &cs);
+    assert_int_equal(cs, MC_MASTER_CLIENT_NEED_REMOUNT);
+    mc_master_destroy(m);
+}
+
+static void an_expired_client_remounts_and_is_ok_again(void **state)
+{
+    (void)state;
+    mc_master_t *m = master_new(NULL);
+    mc_master_segment_t sd[2] = {seg_desc(1, "a", MB), seg_desc(2, "a", MB)};
+    assert_int_equal(mc_master_mount_segment(m, C1, &sd[0], T0), MC_OK);
+    assert_int_equal(mc_master_mount_segment(m, C1, &sd[1], T0), MC_OK);
+    assert_int_equal(put_obj(m, C1, "k", 100, 1, T0), MC_OK);
+    mc_master_tick(m, T0 + 11 * SEC);
+    assert_int_equal(segs(m).n, 0);
+    assert_int_equal(stats(m).active_clients, 0);
+
+    mc_master_client_status_t cs;
+    int64_t vv;
+    mc_master_ping(m, C1, T0 + 12 * SEC, &vv, &cs);
+    assert_int_equal(cs, MC_MASTER_CLIENT_NEED_REMOUNT);
+    assert_int_equal(mc_master_remount_segments(m, C1, sd, 2, T0 + 12 * SEC), MC_OK);
+    mc_master_ping(m, C1, T0 + 12 * SEC, &vv, &cs);
+    assert_int_equal(cs, MC_MASTER_CLIENT_OK);
+    assert_int_equal(segs(m).n, 2);
+    /* the segments come back empty: what they held was forgotten */
+    assert_int_equal(get_n(m, "k", T0 + 12 * SEC, NULL), MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(stats(m).allocated_bytes, 0);
+    assert_int_equal(put_obj(m, C1, "k", 100, 1, T0 + 12 * SEC), MC_OK);
+    /* remounting again is harmless */
+    assert_int_equal(mc_master_remount_segments(m, C1, sd, 2, T0 + 12 * SEC), MC_OK);
+    assert_int_equal(segs(m).n, 2);
+    mc_master_destroy(m);
+}
+
+static void remount_while_draining_is_unavailable_until_the_drain_ends(void **state)
+{
+    (void)state;
+    mc_master_t *m = master_new(NULL);
+    mc_master_segment_t sd = seg_desc(1, "a", MB);
+    assert_int_equal(mc_master_mount_segment(m, C1, &sd, T0), MC_OK);
+    assert_int_equal(put_obj(m, C1, "k", 100, 1, T0), MC_OK);
+    /* a reader gets the object just before the owner falls silent */
+    assert_int_equal(get_n(m, "k", T0 + 10 * SEC, NULL), MC_OK);
+    mc_master_tick(m, T0 + 10 * SEC + 1);
+    assert_int_equal(stats(m).unmounting_count, 1);
+    assert_int_equal(mc_master_remount_segments(m, C1, &sd, 1, T0 + 11 * SEC),
+                     MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS);
+    mc_master_client_status_t cs;
+    mc_master_ping(m, C1, T0 + 11 * SEC, NULL, &cs);
+    assert_int_equal(cs, MC_MASTER_CLIENT_NEED_REMOUNT);
+    mc_master_tick(m, T0 + 15 * SEC);
+    assert_int_equal(mc_master_remount_segments(m, C1, &sd, 1, T0 + 15 * SEC), MC_OK);
+    mc_master_ping(m, C1, T0 + 15 * SEC, NULL, &cs);
+    assert_int_equal(cs, MC_MASTER_CLIENT_OK);
+    mc_master_destroy(m);
+}
+
+static void remount_skips_invalid_segments(void **state)
+{
+    (void)state;
+    mc_master_t *m = master_new(NULL);
+    mount_seg(m, C2, 5, "theirs", MB, T0);
+    mc_master_segment_t sd[3] = {seg_desc(1, "a", MB), seg_desc(2, "", MB),
+                                 seg_desc(5, "theirs", MB)};
+    assert_int_equal(mc_master_remount_segments(m, C1, sd, 3, T0), MC_OK);
+    assert_int_equal(segs(m).n, 2);
+    assert_int_equal(mc_master_remount_segments(m, (mc_uuid_t){0, 0}, sd, 1, T0),
+                     MC_ERR_INVALID_PARAMS);
+    mc_master_destroy(m);
+}
+
+/* ---- metadata KV ---- */
+
+static int count_meta(void *arg, const char *key, size_t key_len, const void *val,
+                      size_t val_len)
+{
+    (void)key;
+    (void)key_len;
+    (void)val;
+    (void)val_len;
+    (*(unsigned *)arg)++;
+    return 0;
+}
+
+static void meta_put_get_replace_and_delete(void **state)
+{
+    (void)state;
+    mc_master_t *m = master_new(NULL);
+    void *v = NULL;
+    size_t vl = 0;
+    assert_int_equal(mc_master_meta_get(m, "k", 1, &v, &vl), MC_ERR_NOT_FOUND);
+    assert_int_equal(mc_master_meta_put(m, "k", 1, "hello", 5, C1, T0), MC_OK);
+    assert_int_equal(mc_master_meta_get(m, "k", 1, &v, &vl), MC_OK);
+    assert_int_equal(vl, 5);
+    assert_memory_equal(v, "hello", 5);
+    mc_free(v);
+    assert_int_equal(mc_master_meta_put(m, "k", 1, "bye", 3, C1, T0), MC_OK);
+    assert_int_equal(mc_master_meta_get(m, "k", 1, &v, &vl), MC_OK);
+    assert_int_equal(vl, 3);
+    assert_memory_equal(v, "bye", 3);
+    mc_free(v);
+    assert_int_equal(mc_master_meta_put(m, "empty", 5, NULL, 0, C1, T0), MC_OK);
+    assert_int_equal(mc_master_meta_get(m, "empty", 5, &v, &vl), MC_OK);
+    assert_int_equal(vl, 0);
+    assert_int_equal(mc_master_meta_del(m, "k", 1), MC_OK);
+    assert_int_equal(mc_master_meta_del(m, "k", 1), MC_ERR_NOT_FOUND);
+    assert_int_equal(mc_master_meta_get(m, "k", 1, &v, &vl), MC_ERR_NOT_FOUND);
+    mc_master_destroy(m);
+}
+
+static void meta_rejects_values_over_the_limit(void **state)
+{
+    (void)state;
+    mc_master_opts_t o;
+    mc_master_opts_init(&o);
+    o.meta_max_value_len = 4;
+    mc_master_t *m = master_new(&o);
+    assert_int_equal(mc_master_meta_put(m, "k", 1, "12345", 5, C1, T0), MC_ERR_INVALID_PARAMS);
+    assert_int_equal(mc_master_meta_put(m, "k", 1, "1234", 4, C1, T0), MC_OK);
+    mc_master_destroy(m);
+}
+
+static void meta_list_reports_keys_with_a_prefix(void **state)
+{
+    (void)state;
+    mc_master_t *m = master_new(NULL);
+    assert_int_equal(mc_master_meta_put(m, "mc/seg/a", 8, "1", 1, C1, T0), MC_OK);
+    assert_int_equal(mc_master_meta_put(m, "mc/seg/b", 8, "2", 1, C1, T0), MC_OK);
+    assert_int_equal(mc_master_meta_put(m, "mc/rpc/a", 8, "3", 1, C1, T0), MC_OK);
+    unsigned n = 0;
+    size_t cnt = 0;
+    assert_int_equal(mc_master_meta_list(m, "mc/seg/", 7, count_meta, &n, &cnt), MC_OK);
+    assert_int_equal(n, 2);
+    assert_int_equal(cnt, 2);
+    n = 0;
+    assert_int_equal(mc_master_meta_list(m, NULL, 0, count_meta, &n, &cnt), MC_OK);
+    assert_int_equal(n, 3);
+    mc_master_destroy(m);
+}
+
+static void meta_entries_of_a_silent_owner_expire_with_it(void **state)
+{
+    (void)state;
+    mc_master_t *m = master_new(NULL);
+    /* an owner that never mounted anything is tracked from its first put */
+    assert_int_equal(mc_master_meta_put(m, "mc/rpc/x", 8, "1", 1, C3, T0), MC_OK);
+    mc_master_tick(m, T0 + 10 * SEC);
+    void *v;
+    size_t vl;
+    assert_int_equal(mc_master_meta_get(m, "mc/rpc/x", 8, &v, &vl), MC_OK);
+    mc_free(v);
+    mc_master_tick(m, T0 + 10 * SEC + 1);
+    assert_int_equal(mc_master_meta_get(m, "mc/rpc/x", 8, &v, &vl), MC_ERR_NOT_FOUND);
+    mc_master_destroy(m);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(mount_rejects_invalid_parameters),
+        cmocka_unit_test(an_identical_mount_is_idempotent),
+        cmocka_unit_test(mounting_an_existing_id_differently_already_exists),
+        cmocka_unit_test(foreach_segment_reports_usage_and_capacity),
+        cmocka_unit_test(unmount_of_an_unknown_segment_is_not_found),
+        cmocka_unit_test(unmount_by_another_client_is_illegal),
+        cmocka_unit_test(unmount_without_readers_completes_at_once),
+        cmocka_unit_test(a_two_replica_object_survives_unmount_of_one_segment),
+        cmocka_unit_test(unmount_while_a_get_holds_a_lease_drains_until_the_lease_ends),
+        cmocka_unit_test(unmount_drops_an_unfinished_put_and_its_put_end_is_not_found),
+        cmocka_unit_test(an_unfinished_put_keeps_its_other_replicas_across_an_unmount),
+        cmocka_unit_test(ping_of_an_unknown_client_asks_for_a_remount),
+        cmocka_unit_test(a_client_that_mounts_is_ok),
+        cmocka_unit_test(pinging_keeps_a_client_alive),
+        cmocka_unit_test(client_expiry_removes_its_segments_objects_and_metadata),
+        cmocka_unit_test(an_expired_client_remounts_and_is_ok_again),
+        cmocka_unit_test(remount_while_draining_is_unavailable_until_the_drain_ends),
+        cmocka_unit_test(remount_skips_invalid_segments),
+        cmocka_unit_test(meta_put_get_replace_and_delete),
+        cmocka_unit_test(meta_rejects_values_over_the_limit),
+        cmocka_unit_test(meta_list_reports_keys_with_a_prefix),
+        cmocka_unit_test(meta_entries_of_a_silent_owner_expire_with_it),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
