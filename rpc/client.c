@@ -25,6 +25,7 @@
 #include <event2/event.h>
 
 #include "rpc/net.h"
+#include "rpc/outq.h"
 #include "rpc/rpc.h"
 #include "util/hash.h"
 #include "util/hmap.h"
@@ -63,6 +64,9 @@ typedef struct call {
     uint64_t deadline;   /* monotonic us */
     mc_rpc_cb_t cb;
     void *arg;
+    void *recv;          /* response payload destination, or NULL */
+    size_t recv_room;
+    int has_payload;     /* sent a zero-copy payload */
     struct call *next_free;
 } call_t;
 
@@ -76,8 +80,19 @@ struct mc_rpc_client {
     struct event *rev;
     struct event *wev;
     mc_buf_t in;
-    mc_buf_t out;
+    mc_outq_t out;
     size_t need;
+    /* A response whose payload is read straight into its call's recv buffer
+     * (or discarded): its header and body stay at the head of `in`. */
+    struct {
+        int active;
+        call_t *call;      /* NULL once the call timed out: discard */
+        uint8_t *dst;      /* next byte to fill, NULL: discard */
+        uint64_t left;
+        size_t hb;
+        mc_frame_hdr_t hdr;
+        mc_status_t st;
+    } rx;
     mc_hmap_t calls;
     mc_list_t by_deadline;
     size_t npending;
@@ -99,6 +114,7 @@ struct mc_rpc_client {
 static void cli_connect(mc_rpc_client_t *c);
 static void cli_flush(mc_rpc_client_t *c);
 static void cli_free(mc_rpc_client_t *c);
+static void conn_lost(mc_rpc_client_t *c, const char *why);
 
 static void set_state(mc_rpc_client_t *c, cli_state_t to)
 {
@@ -174,15 +190,26 @@ static void on_deadline(mc_timer_t *t, void *arg)
     mc_rpc_client_t *c = arg;
     (void)t;
     uint64_t now = mc_now_us();
+    int payload_queued = 0;
     c->in_callback++; /* hold off a destroy from inside a callback */
     while (!mc_list_empty(&c->by_deadline)) {
         call_t *k = MC_LIST_ENTRY(c->by_deadline.next, call_t, dl);
         if (k->deadline > now)
             break;
         MC_DEBUG(RPC, "%s: call %llu timed out", c->name, (unsigned long long)k->req_id);
+        if (c->rx.active && c->rx.call == k) {
+            /* its response is arriving: keep reading it, into nowhere */
+            c->rx.call = NULL;
+            c->rx.dst = NULL;
+        }
+        if (k->has_payload && mc_outq_used(&c->out) > 0)
+            payload_queued = 1;
         mc_rpc_resp_t resp = {.status = MC_ERR_RPC_TIMEOUT};
         call_complete(c, k, &resp);
     }
+    if (payload_queued && c->state == CLI_CONNECTED)
+        /* the caller may reuse the memory now: it must not be sent later */
+        conn_lost(c, "a timed-out call's payload was still queued");
     c->in_callback--;
     if (c->state != CLI_CLOSED)
         arm_deadline(c);
@@ -203,8 +230,10 @@ static void drop_socket(mc_rpc_client_t *c)
     c->fd = -1;
     c->flush_queued = 0;
     mc_buf_reset(&c->in);
-    mc_buf_reset(&c->out);
+    mc_outq_reset(&c->out);
     c->need = 0;
+    c->rx.active = 0;
+    c->rx.call = NULL;
 }
 
 /* The connection failed or died: fail the calls, wait, maybe reconnect. */
@@ -225,6 +254,158 @@ static void conn_lost(mc_rpc_client_t *c, const char *why)
     c->in_callback--;
 }
 
+static call_t *call_find(mc_rpc_client_t *c, uint64_t req_id)
+{
+    mc_hnode_t *node;
+    uint64_t h = mc_hash_u64(req_id);
+    MC_HMAP_FOREACH_HASH(&c->calls, node, h)
+    {
+        call_t *k = MC_CONTAINER_OF(node, call_t, hnode);
+        if (k->req_id == req_id)
+            return k;
+    }
+    return NULL;
+}
+
+/* The payload of the response in c->rx is complete: run its call's callback
+ * (unless it timed out meanwhile) and drop its header and body. */
+static void rx_finish(mc_rpc_client_t *c)
+{
+    c->rx.active = 0;
+    call_t *k = c->rx.call;
+    if (k != NULL) {
+        mc_rpc_resp_t resp = {.status = c->rx.st,
+                              .body = mc_buf_head(&c->in) + MC_FRAME_HDR_LEN,
+                              .body_len = c->rx.hdr.body_len,
+                              .payload = c->rx.st == MC_OK ? k->recv : NULL,
+                              .payload_len = c->rx.st == MC_OK ? c->rx.hdr.payload_len : 0};
+        call_complete(c, k, &resp);
+    }
+    if (c->state == CLI_CONNECTED)
+        mc_buf_consume(&c->in, c->rx.hb);
+}
+
+/* Start reading a response payload straight into its call's buffer. MC_AGAIN
+ * until header and body are in; MC_OK; or MC_ERR_PROTOCOL. */
+static mc_status_t rx_start(mc_rpc_client_t *c, const mc_frame_hdr_t *h, call_t *k)
+{
+    size_t hb = MC_FRAME_HDR_LEN + (size_t)h->body_len;
+    size_t used = mc_buf_used(&c->in);
+    const char *reason = NULL;
+    if (used < hb) {
+        c->need = hb;
+        return MC_AGAIN;
+    }
+    if (mc_mp_validate(mc_buf_head(&c->in) + MC_FRAME_HDR_LEN, h->body_len, &c->opts.limits,
+                       &reason) != MC_OK) {
+        MC_ERROR(RPC, "protocol error from %s: %s", c->name, reason);
+        return MC_ERR_PROTOCOL;
+    }
+    int fits = k != NULL && h->payload_len <= k->recv_room;
+    MC_TRACE(RPC, "%s: response %llu: %u payload bytes %s (%zu buffered)", c->name,
+             (unsigned long long)h->req_id, h->payload_len,
+             k == NULL ? "discarded (no call)" : fits ? "into the call's buffer" : "too large",
+             used - hb);
+    c->rx.active = 1;
+    c->rx.call = k;
+    c->rx.dst = fits ? k->recv : NULL;
+    c->rx.st = k == NULL ? MC_OK : fits ? (mc_status_t)h->status : MC_ERR_BUFFER_OVERFLOW;
+    c->rx.left = h->payload_len;
+    c->rx.hb = hb;
+    c->rx.hdr = *h;
+    size_t avail = used - hb;
+    size_t n = avail < c->rx.left ? avail : (size_t)c->rx.left;
+    if (c->rx.dst != NULL) {
+        memcpy(c->rx.dst, mc_buf_head(&c->in) + hb, n);
+        c->rx.dst += n;
+    }
+    c->rx.left -= n;
+    uint8_t *head = mc_buf_head(&c->in);
+    memmove(head + hb, head + hb + n, avail - n); /* keep what follows the payload */
+    c->in.len -= n;
+    if (c->rx.left == 0)
+        rx_finish(c);
+    return MC_OK;
+}
+
+/* Complete every response in c->in (stopping at a streamed payload). */
+static void process_input(mc_rpc_client_t *c)
+{
+    while (c->state == CLI_CONNECTED && !c->destroy_pending && !c->rx.active) {
+        mc_frame_t f;
+        mc_frame_hdr_t h;
+        size_t need = 0;
+        const char *reason = NULL;
+        const uint8_t *head = mc_buf_head(&c->in);
+        size_t used = mc_buf_used(&c->in);
+        if (used < MC_FRAME_HDR_LEN) {
+            c->need = MC_FRAME_HDR_LEN;
+            return;
+        }
+        if (mc_frame_decode_hdr(head, used, &c->opts.limits, &h, &reason) != MC_OK ||
+            h.kind != MC_FRAME_RESPONSE) {
+            MC_ERROR(RPC, "protocol error from %s: %s", c->name,
+                     reason ? reason : "unexpected frame kind");
+            conn_lost(c, "protocol error");
+            return;
+        }
+        call_t *k = call_find(c, h.req_id);
+        if (h.payload_len > 0 && (k == NULL || k->recv != NULL)) {
+            mc_status_t st = rx_start(c, &h, k);
+            if (st == MC_AGAIN)
+                return;
+            if (st != MC_OK) {
+                conn_lost(c, "protocol error");
+                return;
+            }
+            continue;
+        }
+        mc_status_t st = mc_frame_decode(head, used, &c->opts.limits, &f, &need, &reason);
+        if (st == MC_AGAIN) {
+            c->need = need;
+            return;
+        }
+        if (st != MC_OK) {
+            MC_ERROR(RPC, "protocol error from %s: %s", c->name, reason);
+            conn_lost(c, "protocol error");
+            return;
+        }
+        if (k != NULL) {
+            /* The frame's bytes stay in place during the callback. */
+            mc_rpc_resp_t resp = {.status = f.hdr.status,
+                                  .body = f.body,
+                                  .body_len = f.hdr.body_len,
+                                  .payload = f.payload,
+                                  .payload_len = f.hdr.payload_len};
+            call_complete(c, k, &resp);
+        } else {
+            MC_DEBUG(RPC, "%s: response to unknown call %llu (timed out?)", c->name,
+                     (unsigned long long)f.hdr.req_id);
+        }
+        if (c->state != CLI_CONNECTED)
+            return; /* a callback's action dropped the connection */
+        mc_buf_consume(&c->in, f.frame_len);
+        c->need = 0;
+    }
+}
+
+/* Read the rest of a streamed response payload. >0 bytes, 0 EOF, -1 errno. */
+static ssize_t rx_read(mc_rpc_client_t *c)
+{
+    uint8_t scratch[16384];
+    uint8_t *p = c->rx.dst != NULL ? c->rx.dst : scratch;
+    size_t want = c->rx.dst != NULL ? (size_t)c->rx.left
+                                    : (c->rx.left < sizeof(scratch) ? (size_t)c->rx.left
+                                                                    : sizeof(scratch));
+    ssize_t n = read(c->fd, p, want);
+    if (n > 0) {
+        c->rx.left -= (uint64_t)n;
+        if (c->rx.dst != NULL)
+            c->rx.dst += n;
+    }
+    return n;
+}
+
 static void on_read_body(evutil_socket_t fd, short what, void *arg)
 {
     mc_rpc_client_t *c = arg;
@@ -234,16 +415,22 @@ static void on_read_body(evutil_socket_t fd, short what, void *arg)
     c->in_callback++;
     c->in_read = 1;
     while (budget > 0 && c->state == CLI_CONNECTED && !c->destroy_pending) {
-        size_t used = mc_buf_used(&c->in);
-        size_t want = c->need > used ? c->need - used : 0;
-        if (want < READ_CHUNK)
-            want = READ_CHUNK;
-        if (mc_buf_reserve(&c->in, want) != MC_OK) {
-            conn_lost(c, "out of memory for input");
-            break;
+        ssize_t n;
+        size_t room = 0;
+        if (c->rx.active) {
+            n = rx_read(c);
+        } else {
+            size_t used = mc_buf_used(&c->in);
+            size_t want = c->need > used ? c->need - used : 0;
+            if (want < READ_CHUNK)
+                want = READ_CHUNK;
+            if (mc_buf_reserve(&c->in, want) != MC_OK) {
+                conn_lost(c, "out of memory for input");
+                break;
+            }
+            room = mc_buf_room(&c->in);
+            n = read(fd, mc_buf_tail(&c->in), room);
         }
-        size_t room = mc_buf_room(&c->in);
-        ssize_t n = read(fd, mc_buf_tail(&c->in), room);
         if (n == 0) {
             conn_lost(c, "peer closed the connection");
             break;
@@ -255,56 +442,18 @@ static void on_read_body(evutil_socket_t fd, short what, void *arg)
                 conn_lost(c, strerror(errno));
             break;
         }
-        mc_buf_produce(&c->in, (size_t)n);
         budget = (size_t)n >= budget ? 0 : budget - (size_t)n;
-
-        /* Complete every response we have. The frame's bytes stay in place
-         * during the callback; consume after it returns. */
-        while (c->state == CLI_CONNECTED && !c->destroy_pending) {
-            mc_frame_t f;
-            size_t need = 0;
-            const char *reason = NULL;
-            mc_status_t st = mc_frame_decode(mc_buf_head(&c->in), mc_buf_used(&c->in),
-                                             &c->opts.limits, &f, &need, &reason);
-            if (st == MC_AGAIN) {
-                c->need = need;
-                break;
-            }
-            if (st != MC_OK || f.hdr.kind != MC_FRAME_RESPONSE) {
-                MC_ERROR(RPC, "protocol error from %s: %s", c->name,
-                         st != MC_OK ? reason : "unexpected frame kind");
-                conn_lost(c, "protocol error");
-                break;
-            }
-            mc_hnode_t *node;
-            uint64_t h = mc_hash_u64(f.hdr.req_id);
-            call_t *k = NULL;
-            MC_HMAP_FOREACH_HASH(&c->calls, node, h)
-            {
-                call_t *cand = MC_CONTAINER_OF(node, call_t, hnode);
-                if (cand->req_id == f.hdr.req_id) {
-                    k = cand;
-                    break;
-                }
-            }
-            if (k != NULL) {
-                mc_rpc_resp_t resp = {.status = f.hdr.status,
-                                      .body = f.body,
-                                      .body_len = f.hdr.body_len,
-                                      .payload = f.payload,
-                                      .payload_len = f.hdr.payload_len};
-                call_complete(c, k, &resp);
-            } else {
-                MC_DEBUG(RPC, "%s: response to unknown call %llu (timed out?)", c->name,
-                         (unsigned long long)f.hdr.req_id);
-            }
-            if (c->state != CLI_CONNECTED)
-                break; /* a callback's action dropped the connection */
-            mc_buf_consume(&c->in, f.frame_len);
-            c->need = 0;
+        if (c->rx.active) {
+            if (c->rx.left == 0)
+                rx_finish(c);
+            else
+                continue;
+        } else {
+            mc_buf_produce(&c->in, (size_t)n);
         }
-        if ((size_t)n < room)
-            break;
+        process_input(c);
+        if (room > 0 && (size_t)n < room && !c->rx.active)
+            break; /* drained; level-triggered events call again if more comes */
     }
     c->in_read = 0;
     c->in_callback--;
@@ -327,25 +476,23 @@ static void cli_flush(mc_rpc_client_t *c)
 {
     if (c->state != CLI_CONNECTED)
         return;
-    while (mc_buf_used(&c->out) > 0) {
-        ssize_t n = write(c->fd, mc_buf_head(&c->out), mc_buf_used(&c->out));
-        if (n > 0) {
-            mc_buf_consume(&c->out, (size_t)n);
-        } else if (n < 0 && errno == EINTR) {
-            continue;
-        } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-            event_add(c->wev, NULL);
-            return;
-        } else {
-            c->in_callback++;
-            conn_lost(c, strerror(errno));
-            c->in_callback--;
-            after_callbacks(c);
-            return;
-        }
+    /* This flush serves any queued activation: event_del() below would
+     * cancel it, and a flag left set would stall every later call. */
+    c->flush_queued = 0;
+    mc_status_t st = mc_outq_flush(&c->out, c->fd);
+    if (st == MC_AGAIN) {
+        event_add(c->wev, NULL);
+        return;
+    }
+    if (st != MC_OK) {
+        c->in_callback++;
+        conn_lost(c, strerror(errno));
+        c->in_callback--;
+        after_callbacks(c);
+        return;
     }
     event_del(c->wev);
-    mc_buf_shrink(&c->out, 1u << 20);
+    mc_buf_shrink(&c->out.buf, 1u << 20);
 }
 
 static void on_write_body(evutil_socket_t fd, short what, void *arg)
@@ -424,7 +571,7 @@ static void cli_connect(mc_rpc_client_t *c)
 
 mc_mp_writer_t *mc_rpc_call_begin(mc_rpc_client_t *c)
 {
-    mc_buf_t *out = &c->out;
+    mc_buf_t *out = &c->out.buf;
     c->call_hdr_pos = mc_buf_used(out);
     mc_mp_writer_init(&c->w, out);
     if (mc_buf_reserve(out, MC_FRAME_HDR_LEN + 256) != MC_OK)
@@ -437,7 +584,14 @@ mc_mp_writer_t *mc_rpc_call_begin(mc_rpc_client_t *c)
 mc_status_t mc_rpc_call_end(mc_rpc_client_t *c, uint16_t method, uint64_t timeout_us,
                             mc_rpc_cb_t cb, void *arg)
 {
-    mc_buf_t *out = &c->out;
+    return mc_rpc_call_end_xfer(c, method, timeout_us, NULL, 0, NULL, 0, cb, arg);
+}
+
+mc_status_t mc_rpc_call_end_xfer(mc_rpc_client_t *c, uint16_t method, uint64_t timeout_us,
+                                 const void *payload, size_t plen, void *recv, size_t recv_room,
+                                 mc_rpc_cb_t cb, void *arg)
+{
+    mc_buf_t *out = &c->out.buf;
     mc_status_t st = c->w.err;
     call_t *k = NULL;
 
@@ -450,10 +604,14 @@ mc_status_t mc_rpc_call_end(mc_rpc_client_t *c, uint16_t method, uint64_t timeou
         else if ((k = mc_malloc(sizeof(*k))) == NULL)
             st = MC_ERR_NOMEM;
     }
+    if (st == MC_OK && plen > 0 && mc_outq_add_ext(&c->out, payload, plen) != MC_OK)
+        st = MC_ERR_NOMEM;
     if (st != MC_OK) {
         /* roll the frame back out of the buffer */
         if (c->w.err == MC_OK)
             out->len = out->off + c->call_hdr_pos;
+        if (k != NULL)
+            call_put(c, k);
         return st;
     }
     size_t body_len = mc_buf_used(out) - c->call_hdr_pos - MC_FRAME_HDR_LEN;
@@ -461,8 +619,12 @@ mc_status_t mc_rpc_call_end(mc_rpc_client_t *c, uint16_t method, uint64_t timeou
                         .kind = MC_FRAME_REQUEST,
                         .method = method,
                         .req_id = ++c->next_req_id,
-                        .body_len = (uint32_t)body_len};
+                        .body_len = (uint32_t)body_len,
+                        .payload_len = (uint32_t)plen};
     mc_frame_encode_hdr(mc_buf_head(out) + c->call_hdr_pos, &h);
+    k->recv = recv;
+    k->recv_room = recv_room;
+    k->has_payload = plen > 0;
 
     k->req_id = h.req_id;
     k->deadline = mc_now_us() + (timeout_us ? timeout_us : c->opts.call_timeout_us);
@@ -586,6 +748,7 @@ mc_status_t mc_rpc_client_create(mc_reactor_t *r, const mc_rpc_client_opts_t *o,
     c->backoff_us = c->opts.backoff_min_us;
     c->fd = -1;
     c->state = CLI_IDLE;
+    mc_outq_init(&c->out);
     c->opts.host = NULL; /* not kept: resolved below */
     mc_list_init(&c->by_deadline);
 
@@ -629,7 +792,7 @@ static void cli_free(mc_rpc_client_t *c)
         k = next;
     }
     mc_buf_fini(&c->in);
-    mc_buf_fini(&c->out);
+    mc_outq_fini(&c->out);
     mc_free(c);
 }
 

@@ -10,6 +10,8 @@
 enum mc_rpc_method {
     MC_RPC_ECHO = 1,      /* body echoed back unchanged (tests, benchmarks) */
     MC_RPC_ECHO_SLOW = 2, /* echo after {1: delay_us} (tests) */
+    MC_RPC_TEST_PUT = 3,  /* {1: offset} + payload stored into the server's region (tests) */
+    MC_RPC_TEST_GET = 4,  /* {1: offset, 2: length} -> payload from the region (tests) */
 
     /* store master (store/proto.h documents each body) */
     MC_RPC_SERVICE_READY = 100,

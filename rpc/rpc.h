@@ -72,6 +72,22 @@ mc_status_t mc_rpc_server_create(mc_reactor_t *const *reactors, unsigned n,
 mc_status_t mc_rpc_server_register(mc_rpc_server_t *s, uint16_t method, mc_rpc_handler_t fn,
                                    void *ctx);
 
+/*
+ * Payload sink: for methods whose requests carry a bulk payload that should
+ * land straight in its final place (the TCP transport writing into
+ * registered memory). Called when a request's header and body have arrived
+ * and before any payload byte is stored: return MC_OK and the destination
+ * (payload_len bytes, valid until the handler runs) in *dst, or an error
+ * status: then the payload is read and discarded, the handler is not called
+ * and the request is answered with that status. Then the handler runs with
+ * mc_rpc_req_payload() pointing at the destination.
+ */
+typedef mc_status_t (*mc_rpc_sink_t)(void *ctx, mc_rpc_req_t *req, uint64_t payload_len,
+                                     void **dst);
+
+mc_status_t mc_rpc_server_register_sink(mc_rpc_server_t *s, uint16_t method, mc_rpc_sink_t sink,
+                                        mc_rpc_handler_t fn, void *ctx);
+
 /* Bind and listen on every reactor. MC_ERR_SOCKET (logged with the cause,
  * e.g. "address in use") if any bind fails; then nothing listens. */
 mc_status_t mc_rpc_server_start(mc_rpc_server_t *s);
@@ -102,6 +118,11 @@ void mc_rpc_reply(mc_rpc_req_t *req, mc_status_t st, const void *body, size_t le
  * writer points at a scratch buffer that is discarded. */
 mc_mp_writer_t *mc_rpc_reply_begin(mc_rpc_req_t *req);
 void mc_rpc_reply_end(mc_rpc_req_t *req, mc_status_t st);
+
+/* reply_end with a payload sent straight from memory (zero-copy, writev):
+ * payload must stay valid until it has been written to the socket. */
+void mc_rpc_reply_end_payload(mc_rpc_req_t *req, mc_status_t st, const void *payload,
+                              size_t plen);
 
 /* Counters (approximate when read from another thread). */
 typedef struct mc_rpc_server_stats {
@@ -155,6 +176,18 @@ void mc_rpc_client_destroy(mc_rpc_client_t *c);
 mc_mp_writer_t *mc_rpc_call_begin(mc_rpc_client_t *c);
 mc_status_t mc_rpc_call_end(mc_rpc_client_t *c, uint16_t method, uint64_t timeout_us,
                             mc_rpc_cb_t cb, void *arg);
+
+/* call_end with bulk data both ways (the TCP transport):
+ *  - payload/plen: sent after the body straight from memory (writev, no
+ *    copy); it must stay valid until the callback runs. If the call times out
+ *    while its payload is still queued, the connection is dropped so the
+ *    memory is never read after the callback.
+ *  - recv/recv_room: a response payload is read straight into recv (never
+ *    after the callback ran); one larger than recv_room fails the call with
+ *    MC_ERR_BUFFER_OVERFLOW. resp->payload then points at recv. */
+mc_status_t mc_rpc_call_end_xfer(mc_rpc_client_t *c, uint16_t method, uint64_t timeout_us,
+                                 const void *payload, size_t plen, void *recv, size_t recv_room,
+                                 mc_rpc_cb_t cb, void *arg);
 
 /* The same with a prepared body. */
 mc_status_t mc_rpc_call(mc_rpc_client_t *c, uint16_t method, const void *body, size_t len,

@@ -16,6 +16,7 @@
 #include <event2/event.h>
 
 #include "rpc/net.h"
+#include "rpc/outq.h"
 #include "rpc/rpc.h"
 #include "util/log.h"
 #include "util/mem.h"
@@ -26,6 +27,7 @@
 
 typedef struct handler {
     mc_rpc_handler_t fn;
+    mc_rpc_sink_t sink; /* payload destination chooser, or NULL */
     void *ctx;
 } handler_t;
 
@@ -77,8 +79,18 @@ struct conn {
     struct event *rev;
     struct event *wev;
     mc_buf_t in;
-    mc_buf_t out;
+    mc_outq_t out;
     size_t need;        /* bytes the decoder wants before it can progress */
+    /* A request whose payload is read straight into a sink's memory: its
+     * header and body stay at the head of `in` until it is dispatched. */
+    struct {
+        int active;
+        mc_rpc_req_t *req;
+        uint8_t *dst;      /* NULL: discard the payload */
+        uint64_t left;     /* payload bytes still to read */
+        size_t hb;         /* header + body bytes at the head of in */
+        mc_status_t st;    /* the sink's refusal, replied after draining */
+    } rx;
     int refs;
     int closed;
     int in_read;        /* inside the read callback: flush happens at its end */
@@ -137,7 +149,7 @@ static void conn_unref(conn_t *c)
         req = next;
     }
     mc_buf_fini(&c->in);
-    mc_buf_fini(&c->out);
+    mc_outq_fini(&c->out);
     mc_free(c);
 }
 
@@ -162,7 +174,7 @@ static void conn_want_flush(conn_t *c)
 mc_mp_writer_t *mc_rpc_reply_begin(mc_rpc_req_t *req)
 {
     conn_t *c = req->c;
-    mc_buf_t *out = &c->out;
+    mc_buf_t *out = &c->out.buf;
     req->hdr_pos = mc_buf_used(out);
     mc_mp_writer_init(&req->w, out);
     if (mc_buf_reserve(out, MC_FRAME_HDR_LEN + 256) != MC_OK)
@@ -174,15 +186,20 @@ mc_mp_writer_t *mc_rpc_reply_begin(mc_rpc_req_t *req)
 
 void mc_rpc_reply_end(mc_rpc_req_t *req, mc_status_t st)
 {
+    mc_rpc_reply_end_payload(req, st, NULL, 0);
+}
+
+void mc_rpc_reply_end_payload(mc_rpc_req_t *req, mc_status_t st, const void *payload, size_t plen)
+{
     conn_t *c = req->c;
-    mc_buf_t *out = &c->out;
+    mc_buf_t *out = &c->out.buf;
 
     if (c->closed || req->kind != MC_FRAME_REQUEST) {
         /* nobody to answer: drop what was encoded */
         if (req->w.err == MC_OK)
             out->len = out->off + req->hdr_pos;
         if (c->closed)
-            mc_buf_reset(out);
+            mc_outq_reset(&c->out);
         req_release(req);
         return;
     }
@@ -198,8 +215,14 @@ void mc_rpc_reply_end(mc_rpc_req_t *req, mc_status_t st)
         }
         mc_buf_produce(out, MC_FRAME_HDR_LEN);
         st = req->w.err;
+        plen = 0;
     }
     size_t body_len = mc_buf_used(out) - req->hdr_pos - MC_FRAME_HDR_LEN;
+    if (plen > 0 && mc_outq_add_ext(&c->out, payload, plen) != MC_OK) {
+        /* keep the frame consistent: error reply without the payload */
+        st = MC_ERR_NOMEM;
+        plen = 0;
+    }
     mc_frame_hdr_t h = {
         .version = MC_FRAME_VERSION,
         .kind = MC_FRAME_RESPONSE,
@@ -207,6 +230,7 @@ void mc_rpc_reply_end(mc_rpc_req_t *req, mc_status_t st)
         .req_id = req->req_id,
         .status = st,
         .body_len = (uint32_t)body_len,
+        .payload_len = (uint32_t)plen,
     };
     mc_frame_encode_hdr(mc_buf_head(out) + req->hdr_pos, &h);
     req_release(req);
@@ -238,44 +262,135 @@ static void conn_close(conn_t *c, const char *why)
     c->fd = -1;
     mc_list_del(&c->node);
     c->l = NULL;
+    if (c->rx.active) {
+        req_release(c->rx.req);
+        c->rx.active = 0;
+    }
     mc_buf_fini(&c->in);
-    mc_buf_reset(&c->out);
+    mc_outq_reset(&c->out);
     conn_unref(c);
 }
 
-static void dispatch(conn_t *c, const mc_frame_t *f)
+/* A request object for frame header h whose body is at body. NULL (and the
+ * connection closed) when out of memory. */
+static mc_rpc_req_t *req_new(conn_t *c, const mc_frame_hdr_t *h, const uint8_t *body)
 {
-    mc_rpc_server_t *s = c->l->s;
-    atomic_fetch_add_explicit(&s->requests, 1, memory_order_relaxed);
-
     mc_rpc_req_t *req = c->free_reqs;
     if (req != NULL) {
         c->free_reqs = req->next_free;
-    } else {
-        req = mc_malloc(sizeof(*req));
-        if (req == NULL) {
-            conn_close(c, "out of memory for a request");
-            return;
-        }
+    } else if ((req = mc_malloc(sizeof(*req))) == NULL) {
+        conn_close(c, "out of memory for a request");
+        return NULL;
     }
     req->c = c;
-    req->req_id = f->hdr.req_id;
-    req->method = f->hdr.method;
-    req->kind = f->hdr.kind;
-    req->body = f->body;
-    req->body_len = f->hdr.body_len;
-    req->payload = f->payload;
-    req->payload_len = f->hdr.payload_len;
+    req->req_id = h->req_id;
+    req->method = h->method;
+    req->kind = h->kind;
+    req->body = body;
+    req->body_len = h->body_len;
+    req->payload = NULL;
+    req->payload_len = h->payload_len;
     c->refs++;
+    return req;
+}
 
-    handler_t *h = f->hdr.method < MAX_METHODS ? &s->handlers[f->hdr.method] : NULL;
+static handler_t *handler_of(mc_rpc_server_t *s, uint16_t method)
+{
+    return method < MAX_METHODS ? &s->handlers[method] : NULL;
+}
+
+static void dispatch(conn_t *c, mc_rpc_req_t *req)
+{
+    mc_rpc_server_t *s = c->l->s;
+    MC_TRACE(RPC, "%s: request %llu method %u", c->peer, (unsigned long long)req->req_id,
+             req->method);
+    atomic_fetch_add_explicit(&s->requests, 1, memory_order_relaxed);
+    handler_t *h = handler_of(s, req->method);
     if (h == NULL || h->fn == NULL) {
         atomic_fetch_add_explicit(&s->unknown_method, 1, memory_order_relaxed);
-        MC_DEBUG(RPC, "%s: no handler for method %u", c->peer, f->hdr.method);
+        MC_DEBUG(RPC, "%s: no handler for method %u", c->peer, req->method);
         mc_rpc_reply(req, MC_ERR_NO_METHOD, NULL, 0);
         return;
     }
     h->fn(h->ctx, req);
+}
+
+static mc_status_t protocol_error(conn_t *c, const char *reason)
+{
+    atomic_fetch_add_explicit(&c->l->s->conns_closed_protocol, 1, memory_order_relaxed);
+    MC_WARN(RPC, "closing connection from %s: protocol error: %s", c->peer, reason);
+    return MC_ERR_PROTOCOL;
+}
+
+/* The payload of the request in c->rx is complete: dispatch it (or answer
+ * the sink's refusal) and drop its header and body from the input. */
+static void rx_finish(conn_t *c)
+{
+    mc_rpc_req_t *req = c->rx.req;
+    size_t hb = c->rx.hb;
+    c->rx.active = 0;
+    if (c->rx.st != MC_OK) {
+        atomic_fetch_add_explicit(&c->l->s->requests, 1, memory_order_relaxed);
+        mc_rpc_reply(req, c->rx.st, NULL, 0);
+    } else {
+        req->payload = c->rx.dst;
+        dispatch(c, req);
+    }
+    if (!c->closed)
+        mc_buf_consume(&c->in, hb);
+}
+
+/* A request for a method with a sink: once header and body are in, ask the
+ * sink where the payload goes, take the payload bytes already buffered, and
+ * let the read loop put the rest straight there. Returns MC_AGAIN (need more
+ * of header/body), MC_OK, or a protocol error. */
+static mc_status_t rx_start(conn_t *c, const mc_frame_hdr_t *h, handler_t *hd)
+{
+    mc_rpc_server_t *s = c->l->s;
+    size_t hb = MC_FRAME_HDR_LEN + (size_t)h->body_len;
+    size_t used = mc_buf_used(&c->in);
+    const char *reason = NULL;
+    if (used < hb) {
+        c->need = hb;
+        return MC_AGAIN;
+    }
+    const uint8_t *body = mc_buf_head(&c->in) + MC_FRAME_HDR_LEN;
+    if (mc_mp_validate(body, h->body_len, &s->opts.limits, &reason) != MC_OK)
+        return protocol_error(c, reason);
+    mc_rpc_req_t *req = req_new(c, h, body);
+    if (req == NULL)
+        return MC_ERR_CONN_CLOSED;
+    void *dst = NULL;
+    mc_status_t st = hd->sink(hd->ctx, req, h->payload_len, &dst);
+    MC_TRACE(RPC, "%s: request %llu method %u: %u payload bytes %s (%zu buffered)", c->peer,
+             (unsigned long long)h->req_id, h->method, h->payload_len,
+             st == MC_OK ? "into the sink" : "discarded", used - hb);
+    c->rx.active = 1;
+    c->rx.req = req;
+    c->rx.dst = st == MC_OK ? dst : NULL;
+    c->rx.st = st;
+    c->rx.left = h->payload_len;
+    c->rx.hb = hb;
+    size_t avail = used - hb;
+    size_t k = avail < c->rx.left ? avail : (size_t)c->rx.left;
+    if (c->rx.dst != NULL)
+        memcpy(c->rx.dst, mc_buf_head(&c->in) + hb, k);
+    if (c->rx.dst != NULL)
+        c->rx.dst += k;
+    c->rx.left -= k;
+    if (c->rx.left == 0) {
+        if (c->rx.dst != NULL)
+            c->rx.dst -= h->payload_len;
+        /* keep the bytes after the payload; drop the payload we copied */
+        uint8_t *head = mc_buf_head(&c->in);
+        memmove(head + hb, head + hb + k, avail - k);
+        c->in.len -= k;
+        rx_finish(c);
+        return MC_OK;
+    }
+    /* every buffered byte after the body was payload: drop them */
+    c->in.len = c->in.off + hb;
+    return MC_OK;
 }
 
 /* Decode and dispatch every complete frame in c->in. Returns MC_OK, or an
@@ -283,34 +398,66 @@ static void dispatch(conn_t *c, const mc_frame_t *f)
 static mc_status_t conn_process(conn_t *c)
 {
     mc_rpc_server_t *s = c->l->s;
-    for (;;) {
+    while (!c->rx.active && !c->closed) {
         mc_frame_t f;
+        mc_frame_hdr_t h;
         size_t need = 0;
         const char *reason = NULL;
-        mc_status_t st = mc_frame_decode(mc_buf_head(&c->in), mc_buf_used(&c->in),
-                                         &s->opts.limits, &f, &need, &reason);
+        const uint8_t *head = mc_buf_head(&c->in);
+        size_t used = mc_buf_used(&c->in);
+        if (used < MC_FRAME_HDR_LEN) {
+            c->need = MC_FRAME_HDR_LEN;
+            return MC_OK;
+        }
+        if (mc_frame_decode_hdr(head, used, &s->opts.limits, &h, &reason) != MC_OK)
+            return protocol_error(c, reason);
+        if (h.kind != MC_FRAME_REQUEST && h.kind != MC_FRAME_NOTIFY)
+            return protocol_error(c, "unexpected frame kind");
+        handler_t *hd = handler_of(s, h.method);
+        if (h.payload_len > 0 && h.kind == MC_FRAME_REQUEST && hd != NULL && hd->sink != NULL) {
+            mc_status_t st = rx_start(c, &h, hd);
+            if (st == MC_AGAIN)
+                return MC_OK;
+            if (st != MC_OK)
+                return st;
+            continue;
+        }
+        mc_status_t st = mc_frame_decode(head, used, &s->opts.limits, &f, &need, &reason);
         if (st == MC_AGAIN) {
             c->need = need;
             return MC_OK;
         }
-        if (st != MC_OK) {
-            atomic_fetch_add_explicit(&s->conns_closed_protocol, 1, memory_order_relaxed);
-            MC_WARN(RPC, "closing connection from %s: protocol error: %s", c->peer,
-                    reason ? reason : mc_status_str(st));
-            return MC_ERR_PROTOCOL;
-        }
-        if (f.hdr.kind != MC_FRAME_REQUEST && f.hdr.kind != MC_FRAME_NOTIFY) {
-            atomic_fetch_add_explicit(&s->conns_closed_protocol, 1, memory_order_relaxed);
-            MC_WARN(RPC, "closing connection from %s: protocol error: unexpected frame kind %u",
-                    c->peer, f.hdr.kind);
-            return MC_ERR_PROTOCOL;
-        }
-        dispatch(c, &f);
+        if (st != MC_OK)
+            return protocol_error(c, reason ? reason : mc_status_str(st));
+        mc_rpc_req_t *req = req_new(c, &f.hdr, f.body);
+        if (req == NULL)
+            return MC_ERR_CONN_CLOSED;
+        req->payload = f.payload;
+        dispatch(c, req);
         if (c->closed)
             return MC_ERR_CONN_CLOSED;
         mc_buf_consume(&c->in, f.frame_len);
         c->need = 0;
     }
+    return c->closed ? MC_ERR_CONN_CLOSED : MC_OK;
+}
+
+/* Read payload bytes of c->rx straight into the sink's memory (or a scratch
+ * area when discarding). Returns bytes read, 0 at EOF, -1 with errno. */
+static ssize_t rx_read(conn_t *c)
+{
+    uint8_t scratch[16384];
+    uint8_t *p = c->rx.dst != NULL ? c->rx.dst : scratch;
+    size_t want = c->rx.dst != NULL ? (size_t)c->rx.left
+                                    : (c->rx.left < sizeof(scratch) ? (size_t)c->rx.left
+                                                                    : sizeof(scratch));
+    ssize_t n = read(c->fd, p, want);
+    if (n > 0) {
+        c->rx.left -= (uint64_t)n;
+        if (c->rx.dst != NULL)
+            c->rx.dst += n;
+    }
+    return n;
 }
 
 static void conn_on_read_body(evutil_socket_t fd, short what, void *arg)
@@ -321,7 +468,32 @@ static void conn_on_read_body(evutil_socket_t fd, short what, void *arg)
 
     c->refs++; /* keep c alive until the end of this callback */
     c->in_read = 1;
-    while (budget > 0) {
+    while (budget > 0 && !c->closed) {
+        if (c->rx.active) {
+            ssize_t rn = rx_read(c);
+            if (rn > 0) {
+                budget = (size_t)rn >= budget ? 0 : budget - (size_t)rn;
+                if (c->rx.left == 0) {
+                    if (c->rx.dst != NULL)
+                        c->rx.dst -= c->rx.req->payload_len;
+                    rx_finish(c);
+                    if (!c->closed && conn_process(c) != MC_OK) {
+                        conn_close(c, "protocol error");
+                        break;
+                    }
+                }
+                continue;
+            }
+            if (rn == 0) {
+                conn_close(c, "peer closed");
+                break;
+            }
+            if (errno == EINTR)
+                continue;
+            if (errno != EAGAIN && errno != EWOULDBLOCK)
+                conn_close(c, "read error");
+            break;
+        }
         size_t used = mc_buf_used(&c->in);
         size_t want = c->need > used ? c->need - used : 0;
         if (want < READ_CHUNK)
@@ -339,7 +511,7 @@ static void conn_on_read_body(evutil_socket_t fd, short what, void *arg)
                 conn_close(c, "protocol error");
                 break;
             }
-            if ((size_t)n < room)
+            if ((size_t)n < room && !c->rx.active)
                 break; /* drained; level-triggered events call again if more comes */
         } else if (n == 0) {
             conn_close(c, "peer closed");
@@ -373,25 +545,19 @@ static void conn_on_read(evutil_socket_t fd, short what, void *arg)
 
 static void conn_flush(conn_t *c)
 {
-    mc_buf_t *out = &c->out;
-    while (mc_buf_used(out) > 0) {
-        ssize_t n = write(c->fd, mc_buf_head(out), mc_buf_used(out));
-        if (n > 0) {
-            mc_buf_consume(out, (size_t)n);
-        } else if (n < 0 && errno == EINTR) {
-            continue;
-        } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-            break;
-        } else {
-            MC_DEBUG(RPC, "write to %s failed: %s", c->peer, strerror(errno));
-            conn_close(c, "write error");
-            return;
-        }
+    /* This flush serves any queued activation: event_del() below would
+     * cancel it, and a flag left set would stall every later reply. */
+    c->flush_queued = 0;
+    mc_status_t st = mc_outq_flush(&c->out, c->fd);
+    if (st == MC_ERR_SOCKET) {
+        MC_DEBUG(RPC, "write to %s failed: %s", c->peer, strerror(errno));
+        conn_close(c, "write error");
+        return;
     }
-    size_t left = mc_buf_used(out);
+    size_t left = mc_outq_used(&c->out);
+    mc_rpc_server_t *s = c->l->s;
     if (left > 0) {
         event_add(c->wev, NULL);
-        mc_rpc_server_t *s = c->l->s;
         if (!c->read_paused && left > s->opts.max_outbuf) {
             /* The peer sends requests but does not read replies. */
             MC_WARN(RPC, "%s: %zu bytes of replies unread, pausing its requests", c->peer, left);
@@ -400,9 +566,9 @@ static void conn_flush(conn_t *c)
         }
     } else {
         event_del(c->wev);
-        mc_buf_shrink(out, 1u << 20);
+        mc_buf_shrink(&c->out.buf, 1u << 20);
     }
-    if (c->read_paused && left <= c->l->s->opts.max_outbuf / 2) {
+    if (c->read_paused && left <= s->opts.max_outbuf / 2) {
         event_add(c->rev, NULL);
         c->read_paused = 0;
     }
@@ -455,6 +621,7 @@ static void listener_on_accept_body(evutil_socket_t lfd, short what, void *arg)
         c->r = l->r;
         c->fd = fd;
         c->refs = 1;
+        mc_outq_init(&c->out);
         mc_net_addr_str(&peer, c->peer, sizeof(c->peer));
         struct event_base *base = mc_reactor_base(l->r);
         c->rev = event_new(base, fd, EV_READ | EV_PERSIST, conn_on_read, c);
@@ -543,6 +710,15 @@ mc_status_t mc_rpc_server_register(mc_rpc_server_t *s, uint16_t method, mc_rpc_h
     s->handlers[method].fn = fn;
     s->handlers[method].ctx = ctx;
     return MC_OK;
+}
+
+mc_status_t mc_rpc_server_register_sink(mc_rpc_server_t *s, uint16_t method, mc_rpc_sink_t sink,
+                                        mc_rpc_handler_t fn, void *ctx)
+{
+    mc_status_t st = mc_rpc_server_register(s, method, fn, ctx);
+    if (st == MC_OK)
+        s->handlers[method].sink = sink;
+    return st;
 }
 
 /* Runs on the listener's reactor: close the listening socket and every

@@ -75,8 +75,7 @@ static mc_status_t check_opts(const mc_master_opts_t *o)
     return MC_OK;
 }
 
-mc_status_t mc_master_create(const mc_master_opts_t *opts, int64_t view_version,
-                             mc_master_t **out)
+mc_status_t mc_master_create(const mc_master_opts_t *opts, int64_t view_version, mc_master_t **out)
 {
     mc_status_t st = check_opts(opts);
     if (st != MC_OK) {
@@ -103,7 +102,14 @@ mc_status_t mc_master_create(const mc_master_opts_t *opts, int64_t view_version,
         goto err_fini_segs;
     if (mc_hmap_init(&m->meta, 16) != MC_OK)
         goto err_fini_clients;
-    pthread_rwlock_init(&m->seg_lock, NULL);
+    /* writer-preferring: under constant put traffic the read side is never
+     * idle, and a mount or unmount must not starve. No path takes the read
+     * side recursively (that would deadlock behind a waiting writer). */
+    pthread_rwlockattr_t ra;
+    pthread_rwlockattr_init(&ra);
+    pthread_rwlockattr_setkind_np(&ra, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+    pthread_rwlock_init(&m->seg_lock, &ra);
+    pthread_rwlockattr_destroy(&ra);
     pthread_mutex_init(&m->client_lock, NULL);
     pthread_mutex_init(&m->meta_lock, NULL);
     pthread_mutex_init(&m->evict_lock, NULL);
@@ -325,14 +331,14 @@ void mc_master_tick(mc_master_t *m, uint64_t now_us)
         target = ratio - hw + er;
     if (target > 1.0)
         target = 1.0;
-    evict_pass(m, now_us, target);
+    evict_pass(m, now_us, target, 0);
 }
 
 /* ---- statistics ---- */
 
 static const uint64_t value_bounds[MC_MASTER_VALUE_BUCKETS] = {
-    4ull << 10, 64ull << 10, 256ull << 10, 1ull << 20, 4ull << 20, 16ull << 20, 64ull << 20,
-    UINT64_MAX,
+    4ull << 10, 64ull << 10, 256ull << 10, 1ull << 20,
+    4ull << 20, 16ull << 20, 64ull << 20,  UINT64_MAX,
 };
 
 uint64_t mc_master_value_bucket_bound(unsigned i)

@@ -18,8 +18,9 @@
  * its own mutex; segments behind one rwlock (read to allocate and to build
  * descriptors, write to mount/unmount) plus a mutex per segment allocator;
  * clients behind one mutex; the metadata KV behind its own mutex. Lock order:
- * clients -> shard -> segments -> segment allocator. Batch calls group their
- * keys by shard and take each shard's lock once.
+ * clients -> (segments | metadata KV); eviction -> shard -> segments ->
+ * segment allocator. Batch calls group their keys by shard and take each
+ * shard's lock once.
  *
  * Callbacks (foreach_*, *_by_regex, meta_list) run on the calling thread, inside
  * the call, with an internal lock held: they must be short and must not call
@@ -95,8 +96,7 @@ void mc_master_opts_init(mc_master_opts_t *o);
  * every master start (e.g. persisted counter + 1, or wall-clock seconds), so
  * clients notice a restart. opts is copied.
  * MC_OK, MC_ERR_INVALID_PARAMS (an option out of range), MC_ERR_NOMEM. */
-mc_status_t mc_master_create(const mc_master_opts_t *opts, int64_t view_version,
-                             mc_master_t **out);
+mc_status_t mc_master_create(const mc_master_opts_t *opts, int64_t view_version, mc_master_t **out);
 
 /* Frees everything. Accepts NULL. No other call may be running. */
 void mc_master_destroy(mc_master_t *m);
@@ -140,8 +140,7 @@ mc_status_t mc_master_mount_segment(mc_master_t *m, mc_uuid_t client,
  * MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS (some segment is still draining; the
  *   others are mounted; the client stays NEED_REMOUNT and retries). */
 mc_status_t mc_master_remount_segments(mc_master_t *m, mc_uuid_t client,
-                                       const mc_master_segment_t *segs, size_t n,
-                                       uint64_t now_us);
+                                       const mc_master_segment_t *segs, size_t n, uint64_t now_us);
 
 /* Unmount, two-phase. Phase 1 (inside this call): the segment stops taking
  * allocations and every replica on it is dropped from its object (objects left
@@ -208,7 +207,9 @@ void mc_master_put_cfg_init(mc_master_put_cfg_t *c);
  * distinct segments (preferred names first, then random MOUNTED segments with
  * room). Best effort: *nrep (1..replica_num) says how many were placed; out[]
  * (room for cfg->replica_num) receives them, status PROCESSING. If nothing can
- * be placed, an eviction pass runs and the placement is retried once.
+ * be placed, an eviction pass runs (unless one ran within the last 10 ms, is
+ * running, or found nothing to evict in the last 100 ms) and the placement is
+ * retried once.
  * The object is invisible to gets until mc_master_put_end.
  * A put left unfinished for put_start_discard_timeout is discarded (tick, or a
  * new put_start of the same key pre-empts it); its space is reused only after
@@ -218,9 +219,9 @@ void mc_master_put_cfg_init(mc_master_put_cfg_t *c);
  * replica_num 0 or > max_replicas), MC_ERR_OBJECT_ALREADY_EXISTS (a complete
  * object, or an unfinished put younger than the discard timeout),
  * MC_ERR_NO_AVAILABLE_HANDLE, MC_ERR_NOMEM. */
-mc_status_t mc_master_put_start(mc_master_t *m, mc_uuid_t client, const char *key,
-                                size_t key_len, uint64_t size, const mc_master_put_cfg_t *cfg,
-                                uint64_t now_us, mc_master_replica_desc_t *out, uint32_t *nrep);
+mc_status_t mc_master_put_start(mc_master_t *m, mc_uuid_t client, const char *key, size_t key_len,
+                                uint64_t size, const mc_master_put_cfg_t *cfg, uint64_t now_us,
+                                mc_master_replica_desc_t *out, uint32_t *nrep);
 
 /* Finish a put: its replicas become COMPLETE and readable; the soft pin window
  * (if any) starts now. Idempotent on a complete object of the same client.
@@ -234,8 +235,8 @@ mc_status_t mc_master_put_end(mc_master_t *m, mc_uuid_t client, const char *key,
  * must have no write to it in flight).
  * MC_OK, MC_ERR_INVALID_KEY, MC_ERR_OBJECT_NOT_FOUND, MC_ERR_ILLEGAL_CLIENT,
  * MC_ERR_INVALID_WRITE (already complete: use remove). */
-mc_status_t mc_master_put_revoke(mc_master_t *m, mc_uuid_t client, const char *key,
-                                 size_t key_len, uint64_t now_us);
+mc_status_t mc_master_put_revoke(mc_master_t *m, mc_uuid_t client, const char *key, size_t key_len,
+                                 uint64_t now_us);
 
 /* Batch variants. They return MC_OK when the call was well formed and then
  * report each item in st[i]; MC_ERR_INVALID_PARAMS (bad cfg, n and arrays) or
@@ -244,14 +245,13 @@ mc_status_t mc_master_put_revoke(mc_master_t *m, mc_uuid_t client, const char *k
  * OBJECT_ALREADY_EXISTS the second time.
  * batch_put_start: descs[] has room for n * cfg->replica_num; item i's replicas
  * are descs[i * replica_num ...], nrep[i] of them. */
-mc_status_t mc_master_batch_put_start(mc_master_t *m, mc_uuid_t client,
-                                      const mc_master_key_t *keys, const uint64_t *sizes,
-                                      size_t n, const mc_master_put_cfg_t *cfg, uint64_t now_us,
+mc_status_t mc_master_batch_put_start(mc_master_t *m, mc_uuid_t client, const mc_master_key_t *keys,
+                                      const uint64_t *sizes, size_t n,
+                                      const mc_master_put_cfg_t *cfg, uint64_t now_us,
                                       mc_master_replica_desc_t *descs, uint32_t *nrep,
                                       mc_status_t *st);
-mc_status_t mc_master_batch_put_end(mc_master_t *m, mc_uuid_t client,
-                                    const mc_master_key_t *keys, size_t n, uint64_t now_us,
-                                    mc_status_t *st);
+mc_status_t mc_master_batch_put_end(mc_master_t *m, mc_uuid_t client, const mc_master_key_t *keys,
+                                    size_t n, uint64_t now_us, mc_status_t *st);
 mc_status_t mc_master_batch_put_revoke(mc_master_t *m, mc_uuid_t client,
                                        const mc_master_key_t *keys, size_t n, uint64_t now_us,
                                        mc_status_t *st);
@@ -261,16 +261,16 @@ mc_status_t mc_master_batch_put_revoke(mc_master_t *m, mc_uuid_t client,
  * lease_ttl (never shortening a longer one; *lease_ttl_us, may be NULL,
  * receives lease_ttl), renews the soft pin, and records the access for LRU.
  * MC_OK, MC_ERR_INVALID_KEY, MC_ERR_INVALID_PARAMS (room 0),
- * MC_ERR_OBJECT_NOT_FOUND, MC_ERR_REPLICA_IS_NOT_READY (put not finished). */
+ * MC_ERR_OBJECT_NOT_FOUND (also when every replica is on a segment being
+ * unmounted), MC_ERR_REPLICA_IS_NOT_READY (put not finished). */
 mc_status_t mc_master_get_replica_list(mc_master_t *m, const char *key, size_t key_len,
                                        uint64_t now_us, mc_master_replica_desc_t *out,
                                        uint32_t room, uint32_t *nrep, uint64_t *lease_ttl_us);
 
 /* descs[] has room for n * room; item i's replicas are descs[i * room ...]. */
-mc_status_t mc_master_batch_get_replica_list(mc_master_t *m, const mc_master_key_t *keys,
-                                             size_t n, uint64_t now_us,
-                                             mc_master_replica_desc_t *descs, uint32_t room,
-                                             uint32_t *nrep, mc_status_t *st);
+mc_status_t mc_master_batch_get_replica_list(mc_master_t *m, const mc_master_key_t *keys, size_t n,
+                                             uint64_t now_us, mc_master_replica_desc_t *descs,
+                                             uint32_t room, uint32_t *nrep, mc_status_t *st);
 
 /* Return non-zero to stop. */
 typedef int (*mc_master_replicas_cb_t)(void *arg, const char *key, size_t key_len,
@@ -282,16 +282,16 @@ typedef int (*mc_master_replicas_cb_t)(void *arg, const char *key, size_t key_le
  * receives how many were reported; *truncated (may be NULL) whether the cap
  * cut the list short. Order is unspecified.
  * MC_OK, MC_ERR_INVALID_PARAMS (bad regex), MC_ERR_NOMEM. */
-mc_status_t mc_master_get_replica_list_by_regex(mc_master_t *m, const char *regex,
-                                                uint64_t now_us, mc_master_replicas_cb_t cb,
-                                                void *arg, size_t *count, int *truncated);
+mc_status_t mc_master_get_replica_list_by_regex(mc_master_t *m, const char *regex, uint64_t now_us,
+                                                mc_master_replicas_cb_t cb, void *arg,
+                                                size_t *count, int *truncated);
 
 /* Whether a readable (complete) object exists. A pure query: no lease, no
  * access recorded, so polling it can never keep an object from eviction
  * (upstream #2187).
  * MC_OK (*exists set), MC_ERR_INVALID_KEY. */
-mc_status_t mc_master_exist_key(mc_master_t *m, const char *key, size_t key_len,
-                                uint64_t now_us, int *exists);
+mc_status_t mc_master_exist_key(mc_master_t *m, const char *key, size_t key_len, uint64_t now_us,
+                                int *exists);
 mc_status_t mc_master_batch_exist_key(mc_master_t *m, const mc_master_key_t *keys, size_t n,
                                       uint64_t now_us, int *exists, mc_status_t *st);
 
@@ -304,15 +304,15 @@ mc_status_t mc_master_batch_exist_key(mc_master_t *m, const mc_master_key_t *key
  * MC_OK, MC_ERR_INVALID_KEY, MC_ERR_OBJECT_NOT_FOUND, and the two above. */
 mc_status_t mc_master_remove(mc_master_t *m, const char *key, size_t key_len, int force,
                              uint64_t now_us);
-mc_status_t mc_master_batch_remove(mc_master_t *m, const mc_master_key_t *keys, size_t n,
-                                   int force, uint64_t now_us, mc_status_t *st);
+mc_status_t mc_master_batch_remove(mc_master_t *m, const mc_master_key_t *keys, size_t n, int force,
+                                   uint64_t now_us, mc_status_t *st);
 
 /* Remove every matching (every, for remove_all) object that mc_master_remove
  * would remove with the same force; the others stay. *count (may be NULL)
  * receives how many went.
  * MC_OK, MC_ERR_INVALID_PARAMS (bad regex). */
-mc_status_t mc_master_remove_by_regex(mc_master_t *m, const char *regex, int force,
-                                      uint64_t now_us, long *count);
+mc_status_t mc_master_remove_by_regex(mc_master_t *m, const char *regex, int force, uint64_t now_us,
+                                      long *count);
 mc_status_t mc_master_remove_all(mc_master_t *m, int force, uint64_t now_us, long *count);
 
 /* ---- background work ---- */

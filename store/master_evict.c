@@ -114,11 +114,11 @@ static int eligible(const obj_t *o, uint64_t now_us)
 
 /* Evict from every shard, starting at a random one, the eligible objects of
  * the given kind (pinned or not) accessed at or before thr, until *left is 0. */
-static void evict_walk(mc_master_t *m, uint64_t now_us, int pinned, uint64_t thr,
-                       uint64_t *left, uint64_t *keys, uint64_t *bytes)
+static void evict_walk(mc_master_t *m, uint64_t now_us, int pinned, uint64_t thr, uint64_t *left,
+                       uint64_t *keys, uint64_t *bytes)
 {
     unsigned start = (unsigned)(rng_next() % MC_MASTER_NUM_SHARDS);
-    for (unsigned i = 0; i < MC_MASTER_NUM_SHARDS && *left > 0; i++) {
+    for (unsigned i = 0; i<MC_MASTER_NUM_SHARDS && * left> 0; i++) {
         shard_t *sh = &m->shards[(start + i) % MC_MASTER_NUM_SHARDS];
         shard_lock(sh);
         for (size_t b = 0; b <= sh->map.mask && *left > 0; b++) {
@@ -126,8 +126,7 @@ static void evict_walk(mc_master_t *m, uint64_t now_us, int pinned, uint64_t thr
             for (; n != NULL && *left > 0; n = next) {
                 next = n->next;
                 obj_t *o = MC_CONTAINER_OF(n, obj_t, node);
-                if (!eligible(o, now_us) || obj_pinned(o, now_us) != pinned ||
-                    o->access_us > thr)
+                if (!eligible(o, now_us) || obj_pinned(o, now_us) != pinned || o->access_us > thr)
                     continue;
                 *bytes += o->size * o->nrep;
                 (*keys)++;
@@ -140,13 +139,35 @@ static void evict_walk(mc_master_t *m, uint64_t now_us, int pinned, uint64_t thr
     }
 }
 
-uint64_t evict_pass(mc_master_t *m, uint64_t now_us, double ratio)
+/* A pass visits every object, so it must not run once per failing put: when
+ * nothing is evictable (everything leased or in progress) every PutStart would
+ * scan the whole table. A pass that evicted nothing holds further passes off
+ * for IDLE_BACKOFF_US; an on-demand pass (PutStart) reuses one that ended
+ * less than FRESH_US ago or is running right now. */
+#define IDLE_BACKOFF_US 100000u
+#define FRESH_US 10000u
+
+uint64_t evict_pass(mc_master_t *m, uint64_t now_us, double ratio, int on_demand)
 {
+    if (now_us < atomic_load(&m->evict_idle_until_us))
+        return 0;
+    if (on_demand) {
+        uint64_t last = atomic_load(&m->evict_last_us);
+        if (last != 0 && now_us >= last && now_us - last < FRESH_US)
+            return 0;
+        if (pthread_mutex_trylock(&m->evict_lock) != 0) {
+            /* someone is evicting: wait for that pass rather than run another */
+            pthread_mutex_lock(&m->evict_lock);
+            pthread_mutex_unlock(&m->evict_lock);
+            return 0;
+        }
+    } else {
+        pthread_mutex_lock(&m->evict_lock);
+    }
+
     int allow_pinned = m->o.allow_evict_soft_pinned;
     sample_t su = {.max = m->o.evict_sample_max}, sp = {.max = m->o.evict_sample_max};
     uint64_t keys = 0, bytes = 0;
-
-    pthread_mutex_lock(&m->evict_lock);
     atomic_fetch_add(&m->evict_attempts, 1);
     for (unsigned s = 0; s < MC_MASTER_NUM_SHARDS; s++) {
         shard_t *sh = &m->shards[s];
@@ -181,6 +202,8 @@ uint64_t evict_pass(mc_master_t *m, uint64_t now_us, double ratio)
             evict_walk(m, now_us, 1, thr_p, &left, &keys, &bytes);
         }
     }
+    atomic_store(&m->evict_last_us, now_us);
+    atomic_store(&m->evict_idle_until_us, keys > 0 ? 0 : now_us + IDLE_BACKOFF_US);
     pthread_mutex_unlock(&m->evict_lock);
     mc_free(su.v);
     mc_free(sp.v);
@@ -212,9 +235,8 @@ void sweep_processing(mc_master_t *m, uint64_t now_us)
         for (uint32_t i = 0; i < sh->nproc;) {
             obj_t *o = sh->proc[i];
             if (now_us > o->access_us + timeout) {
-                MC_INFO(MASTER, "put of '%.*s' discarded: unfinished for %llu ms",
-                        (int)o->key_len, obj_key(o),
-                        (unsigned long long)((now_us - o->access_us) / 1000));
+                MC_INFO(MASTER, "put of '%.*s' discarded: unfinished for %llu ms", (int)o->key_len,
+                        obj_key(o), (unsigned long long)((now_us - o->access_us) / 1000));
                 discard_put(m, sh, o); /* moves the last entry to i */
             } else {
                 i++;

@@ -53,11 +53,11 @@ typedef struct replica {
 typedef struct obj {
     mc_hnode_t node; /* shard map link (hash cached); parked list link */
     uint64_t size;
-    mc_uuid_t owner;    /* PutStart caller: only it may PutEnd/PutRevoke */
-    uint64_t access_us; /* PROCESSING: put start time; else last access (LRU) */
-    uint64_t lease_us;  /* COMPLETE: read lease deadline; PARKED_*: release time */
-    uint64_t pin_us;    /* COMPLETE: soft pin deadline (0 = none) */
-    uint32_t proc_idx;  /* PROCESSING: index in shard->proc[] */
+    mc_uuid_t owner;     /* PutStart caller: only it may PutEnd/PutRevoke */
+    uint64_t access_us;  /* PROCESSING: put start time; else last access (LRU) */
+    uint64_t lease_us;   /* COMPLETE: read lease deadline; PARKED_*: release time */
+    uint64_t pin_us;     /* COMPLETE: soft pin deadline (0 = none) */
+    uint32_t proc_idx;   /* PROCESSING: index in shard->proc[] */
     uint32_t pin_ttl_ms; /* soft pin window; 0 = not soft-pinned */
     uint16_t key_len;
     uint8_t nrep;    /* live replicas: rep[0 .. nrep) */
@@ -73,8 +73,8 @@ static inline char *obj_key(obj_t *o)
 
 typedef struct shard {
     pthread_mutex_t lock;
-    mc_hmap_t map;     /* PROCESSING and COMPLETE objects */
-    obj_t **proc;      /* PROCESSING objects, for the timeout sweep */
+    mc_hmap_t map; /* PROCESSING and COMPLETE objects */
+    obj_t **proc;  /* PROCESSING objects, for the timeout sweep */
     uint32_t nproc, proc_cap;
     mc_hnode_t *parked; /* PARKED_* objects, linked through obj.node.next */
     /* counters, under lock; summed by mc_master_get_stats */
@@ -134,8 +134,10 @@ struct mc_master {
     pthread_mutex_t meta_lock;
     mc_hmap_t meta;
 
-    pthread_mutex_t evict_lock; /* one eviction pass at a time */
-    _Atomic int need_eviction;  /* an allocation failed since the last pass */
+    pthread_mutex_t evict_lock;                  /* one eviction pass at a time */
+    _Atomic int need_eviction;                   /* an allocation failed since the last pass */
+    _Atomic uint64_t evict_last_us;              /* when the last pass ran */
+    _Atomic uint64_t evict_idle_until_us;        /* no pass before: the last found nothing */
     _Atomic uint64_t nproc_total, nparked_total; /* tick skips sweeps at 0 */
     _Atomic uint64_t ndraining;                  /* tick skips the commit at 0 */
 
@@ -213,8 +215,9 @@ client_t *client_get_or_add(mc_master_t *m, mc_uuid_t id, uint64_t now_us, int s
 
 /* ---- master_evict.c ---- */
 /* One eviction pass removing about ratio of the eligible objects. Returns how
- * many objects went. Takes shard locks: the caller holds none. */
-uint64_t evict_pass(mc_master_t *m, uint64_t now_us, double ratio);
+ * many objects went. on_demand (an allocation failed): skipped when a pass
+ * just ran or is running. Takes shard locks: the caller holds none. */
+uint64_t evict_pass(mc_master_t *m, uint64_t now_us, double ratio, int on_demand);
 void sweep_processing(mc_master_t *m, uint64_t now_us);
 void release_parked(mc_master_t *m, uint64_t now_us);
 

@@ -233,9 +233,9 @@ static mc_status_t put_revoke_locked(mc_master_t *m, shard_t *sh, uint64_t h, mc
     return MC_OK;
 }
 
-mc_status_t mc_master_put_start(mc_master_t *m, mc_uuid_t client, const char *key,
-                                size_t key_len, uint64_t size, const mc_master_put_cfg_t *cfg,
-                                uint64_t now_us, mc_master_replica_desc_t *out, uint32_t *nrep)
+mc_status_t mc_master_put_start(mc_master_t *m, mc_uuid_t client, const char *key, size_t key_len,
+                                uint64_t size, const mc_master_put_cfg_t *cfg, uint64_t now_us,
+                                mc_master_replica_desc_t *out, uint32_t *nrep)
 {
     if (!key_valid(m, key, key_len))
         return MC_ERR_INVALID_KEY;
@@ -251,7 +251,7 @@ mc_status_t mc_master_put_start(mc_master_t *m, mc_uuid_t client, const char *ke
     if (st == MC_ERR_NO_AVAILABLE_HANDLE && m->o.eviction_ratio > 0.0) {
         /* upstream only flags the eviction thread and fails; evicting now and
          * retrying once turns most of those failures into successes */
-        evict_pass(m, now_us, m->o.eviction_ratio);
+        evict_pass(m, now_us, m->o.eviction_ratio, 1);
         shard_lock(sh);
         st = put_start_locked(m, sh, h, client, key, key_len, size, cfg, now_us, out, nrep);
         shard_unlock(sh);
@@ -274,8 +274,8 @@ mc_status_t mc_master_put_end(mc_master_t *m, mc_uuid_t client, const char *key,
     return st;
 }
 
-mc_status_t mc_master_put_revoke(mc_master_t *m, mc_uuid_t client, const char *key,
-                                 size_t key_len, uint64_t now_us)
+mc_status_t mc_master_put_revoke(mc_master_t *m, mc_uuid_t client, const char *key, size_t key_len,
+                                 uint64_t now_us)
 {
     (void)now_us;
     if (!key_valid(m, key, key_len))
@@ -292,8 +292,8 @@ mc_status_t mc_master_put_revoke(mc_master_t *m, mc_uuid_t client, const char *k
 
 /* Describe the readable replicas of a complete object and grant the read
  * lease; 0 replicas when all of them are on segments being unmounted. */
-static uint32_t read_grant(mc_master_t *m, obj_t *o, uint64_t now_us,
-                           mc_master_replica_desc_t *out, uint32_t room)
+static uint32_t read_grant(mc_master_t *m, obj_t *o, uint64_t now_us, mc_master_replica_desc_t *out,
+                           uint32_t room)
 {
     uint32_t n = 0;
     pthread_rwlock_rdlock(&m->seg_lock);
@@ -313,9 +313,9 @@ static uint32_t read_grant(mc_master_t *m, obj_t *o, uint64_t now_us,
     return n;
 }
 
-static mc_status_t get_locked(mc_master_t *m, shard_t *sh, uint64_t h, const char *key,
-                              size_t len, uint64_t now_us, mc_master_replica_desc_t *out,
-                              uint32_t room, uint32_t *nrep)
+static mc_status_t get_locked(mc_master_t *m, shard_t *sh, uint64_t h, const char *key, size_t len,
+                              uint64_t now_us, mc_master_replica_desc_t *out, uint32_t room,
+                              uint32_t *nrep)
 {
     obj_t *o = obj_find(sh, h, key, len);
     if (o == NULL)
@@ -379,8 +379,8 @@ mc_status_t mc_master_get_replica_list(mc_master_t *m, const char *key, size_t k
     return st;
 }
 
-mc_status_t mc_master_exist_key(mc_master_t *m, const char *key, size_t key_len,
-                                uint64_t now_us, int *exists)
+mc_status_t mc_master_exist_key(mc_master_t *m, const char *key, size_t key_len, uint64_t now_us,
+                                int *exists)
 {
     /* A pure query by design: upstream grants a lease here, and clients that
      * poll exist kept every object leased, so eviction found nothing to evict
@@ -422,8 +422,7 @@ mc_status_t mc_master_remove(mc_master_t *m, const char *key, size_t key_len, in
  * left out of *order. *hash (n entries) and *order (*nvalid entries) share one
  * allocation, freed with mc_free(*hash). */
 static mc_status_t batch_order(const mc_master_t *m, const mc_master_key_t *keys, size_t n,
-                               mc_status_t *st, uint64_t **hash, uint32_t **order,
-                               size_t *nvalid)
+                               mc_status_t *st, uint64_t **hash, uint32_t **order, size_t *nvalid)
 {
     if (n > UINT32_MAX)
         return MC_ERR_INVALID_PARAMS;
@@ -459,7 +458,7 @@ static mc_status_t batch_order(const mc_master_t *m, const mc_master_key_t *keys
  * The shard lock is taken when the shard changes and held across its keys. */
 #define BATCH_LOOP_BEGIN(m, hs, ord, nv)                                                           \
     for (size_t j_ = 0; j_ < (nv);) {                                                              \
-        uint32_t s_ = shard_of((hs)[(ord)[j_]]);                                                  \
+        uint32_t s_ = shard_of((hs)[(ord)[j_]]);                                                   \
         shard_t *sh = &(m)->shards[s_];                                                            \
         shard_lock(sh);                                                                            \
         for (; j_ < (nv) && shard_of((hs)[(ord)[j_]]) == s_; j_++) {                               \
@@ -470,14 +469,14 @@ static mc_status_t batch_order(const mc_master_t *m, const mc_master_key_t *keys
     shard_unlock(sh);                                                                              \
     }
 
-mc_status_t mc_master_batch_put_start(mc_master_t *m, mc_uuid_t client,
-                                      const mc_master_key_t *keys, const uint64_t *sizes,
-                                      size_t n, const mc_master_put_cfg_t *cfg, uint64_t now_us,
+mc_status_t mc_master_batch_put_start(mc_master_t *m, mc_uuid_t client, const mc_master_key_t *keys,
+                                      const uint64_t *sizes, size_t n,
+                                      const mc_master_put_cfg_t *cfg, uint64_t now_us,
                                       mc_master_replica_desc_t *descs, uint32_t *nrep,
                                       mc_status_t *st)
 {
-    if (check_cfg(m, cfg) != MC_OK || (n > 0 && (keys == NULL || sizes == NULL ||
-                                                 descs == NULL || nrep == NULL || st == NULL)))
+    if (check_cfg(m, cfg) != MC_OK ||
+        (n > 0 && (keys == NULL || sizes == NULL || descs == NULL || nrep == NULL || st == NULL)))
         return MC_ERR_INVALID_PARAMS;
     if (n == 0)
         return MC_OK;
@@ -507,15 +506,15 @@ mc_status_t mc_master_batch_put_start(mc_master_t *m, mc_uuid_t client,
         /* one eviction pass for the whole batch, then one retry of the items
          * that found no space, again in shard order (ord[] keeps the order;
          * compact it to the failed ones) */
-        evict_pass(m, now_us, m->o.eviction_ratio);
+        evict_pass(m, now_us, m->o.eviction_ratio, 1);
         size_t nf = 0;
         for (size_t j = 0; j < nv; j++)
             if (st[ord[j]] == MC_ERR_NO_AVAILABLE_HANDLE)
                 ord[nf++] = ord[j];
         nfail = 0;
         BATCH_LOOP_BEGIN(m, hs, ord, nf)
-        st[i] = put_start_locked(m, sh, h, client, keys[i].data, keys[i].len, sizes[i], cfg,
-                                 now_us, &descs[i * rn], &nrep[i]);
+        st[i] = put_start_locked(m, sh, h, client, keys[i].data, keys[i].len, sizes[i], cfg, now_us,
+                                 &descs[i * rn], &nrep[i]);
         if (st[i] == MC_ERR_NO_AVAILABLE_HANDLE)
             nfail++;
         BATCH_LOOP_END
@@ -526,9 +525,8 @@ mc_status_t mc_master_batch_put_start(mc_master_t *m, mc_uuid_t client,
     return MC_OK;
 }
 
-mc_status_t mc_master_batch_put_end(mc_master_t *m, mc_uuid_t client,
-                                    const mc_master_key_t *keys, size_t n, uint64_t now_us,
-                                    mc_status_t *st)
+mc_status_t mc_master_batch_put_end(mc_master_t *m, mc_uuid_t client, const mc_master_key_t *keys,
+                                    size_t n, uint64_t now_us, mc_status_t *st)
 {
     if (n > 0 && (keys == NULL || st == NULL))
         return MC_ERR_INVALID_PARAMS;
@@ -569,10 +567,9 @@ mc_status_t mc_master_batch_put_revoke(mc_master_t *m, mc_uuid_t client,
     return MC_OK;
 }
 
-mc_status_t mc_master_batch_get_replica_list(mc_master_t *m, const mc_master_key_t *keys,
-                                             size_t n, uint64_t now_us,
-                                             mc_master_replica_desc_t *descs, uint32_t room,
-                                             uint32_t *nrep, mc_status_t *st)
+mc_status_t mc_master_batch_get_replica_list(mc_master_t *m, const mc_master_key_t *keys, size_t n,
+                                             uint64_t now_us, mc_master_replica_desc_t *descs,
+                                             uint32_t room, uint32_t *nrep, mc_status_t *st)
 {
     if (room == 0 || (n > 0 && (keys == NULL || descs == NULL || nrep == NULL || st == NULL)))
         return MC_ERR_INVALID_PARAMS;
@@ -587,8 +584,8 @@ mc_status_t mc_master_batch_get_replica_list(mc_master_t *m, const mc_master_key
     for (size_t i = 0; i < n; i++)
         nrep[i] = 0;
     BATCH_LOOP_BEGIN(m, hs, ord, nv)
-    st[i] = get_locked(m, sh, h, keys[i].data, keys[i].len, now_us, &descs[i * room], room,
-                       &nrep[i]);
+    st[i] =
+        get_locked(m, sh, h, keys[i].data, keys[i].len, now_us, &descs[i * room], room, &nrep[i]);
     BATCH_LOOP_END
     mc_free(hs);
     return MC_OK;
@@ -619,8 +616,8 @@ mc_status_t mc_master_batch_exist_key(mc_master_t *m, const mc_master_key_t *key
     return MC_OK;
 }
 
-mc_status_t mc_master_batch_remove(mc_master_t *m, const mc_master_key_t *keys, size_t n,
-                                   int force, uint64_t now_us, mc_status_t *st)
+mc_status_t mc_master_batch_remove(mc_master_t *m, const mc_master_key_t *keys, size_t n, int force,
+                                   uint64_t now_us, mc_status_t *st)
 {
     if (n > 0 && (keys == NULL || st == NULL))
         return MC_ERR_INVALID_PARAMS;
@@ -687,9 +684,9 @@ static void matcher_fini(matcher_t *mt)
     mc_free(mt->buf);
 }
 
-mc_status_t mc_master_get_replica_list_by_regex(mc_master_t *m, const char *regex,
-                                                uint64_t now_us, mc_master_replicas_cb_t cb,
-                                                void *arg, size_t *count, int *truncated)
+mc_status_t mc_master_get_replica_list_by_regex(mc_master_t *m, const char *regex, uint64_t now_us,
+                                                mc_master_replicas_cb_t cb, void *arg,
+                                                size_t *count, int *truncated)
 {
     if (regex == NULL || cb == NULL)
         return MC_ERR_INVALID_PARAMS;
@@ -732,8 +729,7 @@ mc_status_t mc_master_get_replica_list_by_regex(mc_master_t *m, const char *rege
 }
 
 /* Remove every object of the shard that matches and may go; returns how many. */
-static long remove_matching(mc_master_t *m, shard_t *sh, matcher_t *mt, int force,
-                            uint64_t now_us)
+static long remove_matching(mc_master_t *m, shard_t *sh, matcher_t *mt, int force, uint64_t now_us)
 {
     long cnt = 0;
     for (size_t b = 0; b <= sh->map.mask; b++) {
@@ -748,8 +744,8 @@ static long remove_matching(mc_master_t *m, shard_t *sh, matcher_t *mt, int forc
     return cnt;
 }
 
-mc_status_t mc_master_remove_by_regex(mc_master_t *m, const char *regex, int force,
-                                      uint64_t now_us, long *count)
+mc_status_t mc_master_remove_by_regex(mc_master_t *m, const char *regex, int force, uint64_t now_us,
+                                      long *count)
 {
     if (regex == NULL)
         return MC_ERR_INVALID_PARAMS;

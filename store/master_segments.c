@@ -205,8 +205,7 @@ mc_status_t mc_master_mount_segment(mc_master_t *m, mc_uuid_t client,
 }
 
 mc_status_t mc_master_remount_segments(mc_master_t *m, mc_uuid_t client,
-                                       const mc_master_segment_t *segs, size_t n,
-                                       uint64_t now_us)
+                                       const mc_master_segment_t *segs, size_t n, uint64_t now_us)
 {
     if (uuid_is_zero(client) || (n > 0 && segs == NULL))
         return MC_ERR_INVALID_PARAMS;
@@ -511,7 +510,8 @@ uint32_t place_replicas(mc_master_t *m, uint64_t size, const mc_master_put_cfg_t
     if (n == want || m->nmounted == 0)
         return n;
     /* then a bounded circular walk from a random mounted segment */
-    uint32_t tries = m->nmounted < m->o.placement_max_tries ? m->nmounted : m->o.placement_max_tries;
+    uint32_t tries =
+        m->nmounted < m->o.placement_max_tries ? m->nmounted : m->o.placement_max_tries;
     uint32_t start = (uint32_t)(rng_next() % m->nmounted);
     for (uint32_t i = 0; i < tries && n < want; i++) {
         seg_t *s = m->slots[m->mounted[(start + i) % m->nmounted]];

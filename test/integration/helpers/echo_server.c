@@ -5,7 +5,8 @@
  *
  * Prints "port N" on stdout once listening, then serves until SIGTERM/SIGINT.
  * Methods: MC_RPC_ECHO (body back), MC_RPC_ECHO_SLOW (body {1: delay_us}:
- * replies after the delay, asynchronously).
+ * replies after the delay, asynchronously), MC_RPC_TEST_PUT / MC_RPC_TEST_GET
+ * (payloads into / out of a 64 MiB region, through a payload sink, zero-copy).
  */
 #include <signal.h>
 #include <stdio.h>
@@ -65,6 +66,59 @@ static void on_echo_slow(void *ctx, mc_rpc_req_t *req)
     mc_timer_start(&s->t, delay, 0);
 }
 
+#define REGION_SIZE (64u << 20)
+static uint8_t *region;
+
+/* Read {1: offset, 2: length} */
+static int read_range(mc_rpc_req_t *req, uint64_t *off, uint64_t *len)
+{
+    size_t blen;
+    const uint8_t *body = mc_rpc_req_body(req, &blen);
+    mc_mp_reader_t r;
+    mc_mp_reader_init(&r, body, blen);
+    uint32_t n = mc_mp_read_map(&r);
+    for (uint32_t i = 0; i < n; i++) {
+        switch (mc_mp_read_uint(&r)) {
+        case 1: *off = mc_mp_read_uint(&r); break;
+        case 2: *len = mc_mp_read_uint(&r); break;
+        default: mc_mp_skip(&r); break;
+        }
+    }
+    return r.err == MC_OK ? 0 : -1;
+}
+
+static mc_status_t put_sink(void *ctx, mc_rpc_req_t *req, uint64_t plen, void **dst)
+{
+    uint64_t off = 0, len = 0;
+    (void)ctx;
+    if (read_range(req, &off, &len) != 0)
+        return MC_ERR_INVALID_PARAMS;
+    if (off > REGION_SIZE || plen > REGION_SIZE - off)
+        return MC_ERR_ADDRESS_NOT_REGISTERED; /* touches nothing */
+    *dst = region + off;
+    return MC_OK;
+}
+
+static void on_put(void *ctx, mc_rpc_req_t *req)
+{
+    size_t plen;
+    (void)ctx;
+    mc_rpc_req_payload(req, &plen);
+    mc_rpc_reply(req, plen > 0 ? MC_OK : MC_ERR_INVALID_PARAMS, NULL, 0);
+}
+
+static void on_get(void *ctx, mc_rpc_req_t *req)
+{
+    uint64_t off = 0, len = 0;
+    (void)ctx;
+    if (read_range(req, &off, &len) != 0 || off > REGION_SIZE || len > REGION_SIZE - off) {
+        mc_rpc_reply(req, MC_ERR_ADDRESS_NOT_REGISTERED, NULL, 0);
+        return;
+    }
+    mc_rpc_reply_begin(req);
+    mc_rpc_reply_end_payload(req, MC_OK, region + off, len);
+}
+
 int main(int argc, char **argv)
 {
     unsigned nreactors = 1;
@@ -87,6 +141,11 @@ int main(int argc, char **argv)
     pthread_sigmask(SIG_BLOCK, &set, NULL); /* reactor threads inherit the mask */
     signal(SIGPIPE, SIG_IGN);
 
+    if (getenv("ECHO_LOG") != NULL) /* e.g. ECHO_LOG=rpc=trace when debugging */
+        mc_log_set_spec(getenv("ECHO_LOG"), NULL, 0);
+    region = mc_calloc(1, REGION_SIZE);
+    if (region == NULL)
+        return 1;
     mc_reactor_group_opts_t go;
     mc_reactor_group_opts_init(&go);
     go.count = nreactors;
@@ -107,6 +166,8 @@ int main(int argc, char **argv)
     if (mc_rpc_server_create(rs, n, &so, &srv) != MC_OK ||
         mc_rpc_server_register(srv, MC_RPC_ECHO, on_echo, NULL) != MC_OK ||
         mc_rpc_server_register(srv, MC_RPC_ECHO_SLOW, on_echo_slow, NULL) != MC_OK ||
+        mc_rpc_server_register_sink(srv, MC_RPC_TEST_PUT, put_sink, on_put, NULL) != MC_OK ||
+        mc_rpc_server_register(srv, MC_RPC_TEST_GET, on_get, NULL) != MC_OK ||
         mc_rpc_server_start(srv) != MC_OK) {
         fprintf(stderr, "echo_server: cannot start\n");
         return 1;
@@ -118,5 +179,6 @@ int main(int argc, char **argv)
     sigwait(&set, &sig);
     mc_rpc_server_destroy(srv);
     mc_reactor_group_destroy(g);
+    mc_free(region);
     return 0;
 }

@@ -248,8 +248,7 @@ static void batch_put_start_evicts_once_and_retries_the_items_without_room(void 
     uint32_t nrep[3];
     mc_status_t st[3];
     assert_int_equal(
-        mc_master_batch_put_start(m, C1, keys, sizes, 3, &cfg, T0 + 200 * SEC, d, nrep, st),
-        MC_OK);
+        mc_master_batch_put_start(m, C1, keys, sizes, 3, &cfg, T0 + 200 * SEC, d, nrep, st), MC_OK);
     assert_int_equal(st[0], MC_OK);
     assert_int_equal(st[1], MC_OK);
     assert_int_equal(st[2], MC_OK);

@@ -109,6 +109,35 @@ static void foreach_segment_reports_usage_and_capacity(void **state)
     mc_master_destroy(m);
 }
 
+static void allocation_failures_in_mount_leave_no_trace(void **state)
+{
+    (void)state;
+    mc_master_t *m = master_new(NULL);
+    unsigned failures = 0;
+    for (long n = 1; n <= 8; n++) {
+        mc_mem_fail_nth(n);
+        mc_status_t st = mount_seg(m, C1, (uint64_t)n, "x", MB, T0);
+        mc_mem_fail_nth(0);
+        if (st == MC_ERR_NOMEM) {
+            failures++;
+            assert_int_equal(mc_master_unmount_segment(m, C1, seg_id((uint64_t)n), T0, NULL),
+                             MC_ERR_SEGMENT_NOT_FOUND);
+        } else {
+            assert_int_equal(st, MC_OK);
+        }
+    }
+    assert_true(failures > 0);
+    seg_seen_t ss = segs(m);
+    assert_int_equal(stats(m).capacity_bytes, ss.n * MB);
+    mc_mem_fail_nth(1);
+    assert_int_equal(mc_master_meta_put(m, "k", 1, "v", 1, C1, T0), MC_ERR_NOMEM);
+    mc_mem_fail_nth(0);
+    void *v;
+    size_t vl;
+    assert_int_equal(mc_master_meta_get(m, "k", 1, &v, &vl), MC_ERR_NOT_FOUND);
+    mc_master_destroy(m);
+}
+
 /* ---- unmount ---- */
 
 static void unmount_of_an_unknown_segment_is_not_found(void **state)
@@ -125,8 +154,7 @@ static void unmount_by_another_client_is_illegal(void **state)
     (void)state;
     mc_master_t *m = master_new(NULL);
     mount_seg(m, C1, 1, "a", MB, T0);
-    assert_int_equal(mc_master_unmount_segment(m, C2, seg_id(1), T0, NULL),
-                     MC_ERR_ILLEGAL_CLIENT);
+    assert_int_equal(mc_master_unmount_segment(m, C2, seg_id(1), T0, NULL), MC_ERR_ILLEGAL_CLIENT);
     assert_int_equal(segs(m).n, 1);
     mc_master_destroy(m);
 }
@@ -190,8 +218,7 @@ static void unmount_while_a_get_holds_a_lease_drains_until_the_lease_ends(void *
     assert_int_equal(mc_master_get_replica_list(m, "one", 3, T0 + SEC, d, 1, &n, NULL), MC_OK);
     uint64_t victim = d[0].segment_id.lo;
     uint64_t drain = 0;
-    assert_int_equal(mc_master_unmount_segment(m, C1, seg_id(victim), T0 + 2 * SEC, &drain),
-                     MC_OK);
+    assert_int_equal(mc_master_unmount_segment(m, C1, seg_id(victim), T0 + 2 * SEC, &drain), MC_OK);
     assert_int_equal(drain, lease_end);
 
     /* gone for new readers at once; the two-replica object keeps one */
@@ -207,16 +234,17 @@ static void unmount_while_a_get_holds_a_lease_drains_until_the_lease_ends(void *
 
     /* asking again reports the same drain; re-mounting waits for it */
     uint64_t again = 0;
-    assert_int_equal(mc_master_unmount_segment(m, C1, seg_id(victim), T0 + 3 * SEC, &again),
-                     MC_OK);
+    assert_int_equal(mc_master_unmount_segment(m, C1, seg_id(victim), T0 + 3 * SEC, &again), MC_OK);
     assert_int_equal(again, lease_end);
     char name[2] = {victim == 1 ? 'a' : 'b', 0};
     assert_int_equal(mount_seg(m, C1, victim, name, MB, T0 + 3 * SEC),
                      MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS);
     /* nor can the owner mount a new id over the same memory */
-    mc_master_segment_t over = {
-        .id = seg_id(77), .name = name, .te_endpoint = "", .base = (victim << 40) + 4096,
-        .size = 4096};
+    mc_master_segment_t over = {.id = seg_id(77),
+                                .name = name,
+                                .te_endpoint = "",
+                                .base = (victim << 40) + 4096,
+                                .size = 4096};
     assert_int_equal(mc_master_mount_segment(m, C1, &over, T0 + 3 * SEC),
                      MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS);
     /* and no put lands there */
@@ -345,8 +373,7 @@ static void client_expiry_removes_its_segments_objects_and_metadata(void **state
     assert_int_equal(mc_master_batch_put_end(m, C2, keys, 3, T0, st), MC_OK);
     assert_int_equal(mc_master_meta_put(m, "mc/seg/a", 8, "x", 1, C1, T0), MC_OK);
     assert_int_equal(mc_master_meta_put(m, "mc/seg/b", 8, "y", 1, C2, T0), MC_OK);
-    assert_int_equal(mc_master_meta_put(m, "mc/static", 9, "z", 1, (mc_uuid_t){0, 0}, T0),
-                     MC_OK);
+    assert_int_equal(mc_master_meta_put(m, "mc/static", 9, "z", 1, (mc_uuid_t){0, 0}, T0), MC_OK);
 
     /* C2 and C3 keep pinging; C1 falls silent */
     for (uint64_t t = T0 + SEC; t <= T0 + 11 * SEC; t += SEC) {
@@ -449,8 +476,7 @@ static void remount_skips_invalid_segments(void **state)
 
 /* ---- metadata KV ---- */
 
-static int count_meta(void *arg, const char *key, size_t key_len, const void *val,
-                      size_t val_len)
+static int count_meta(void *arg, const char *key, size_t key_len, const void *val, size_t val_len)
 {
     (void)key;
     (void)key_len;
@@ -539,6 +565,7 @@ int main(void)
         cmocka_unit_test(an_identical_mount_is_idempotent),
         cmocka_unit_test(mounting_an_existing_id_differently_already_exists),
         cmocka_unit_test(foreach_segment_reports_usage_and_capacity),
+        cmocka_unit_test(allocation_failures_in_mount_leave_no_trace),
         cmocka_unit_test(unmount_of_an_unknown_segment_is_not_found),
         cmocka_unit_test(unmount_by_another_client_is_illegal),
         cmocka_unit_test(unmount_without_readers_completes_at_once),

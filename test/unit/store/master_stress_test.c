@@ -14,6 +14,13 @@
 #define UNDER_ASAN 1
 #endif
 #endif
+#if defined(__SANITIZE_THREAD__)
+#define UNDER_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define UNDER_TSAN 1
+#endif
+#endif
 #ifdef UNDER_ASAN
 /* from <sanitizer/allocator_interface.h>, which gcc does not install */
 size_t __sanitizer_get_current_allocated_bytes(void);
@@ -49,6 +56,9 @@ static uint64_t heap_bytes(void)
 static void a_million_small_objects_take_under_250_bytes_each(void **state)
 {
     (void)state;
+#ifdef UNDER_TSAN
+    skip(); /* TSan's shadow memory makes the numbers meaningless, and it is slow */
+#endif
     enum { N = 1000000, SIZE = 64 };
     mc_master_opts_t o;
     mc_master_opts_init(&o);
@@ -89,7 +99,7 @@ static void a_million_small_objects_take_under_250_bytes_each(void **state)
     assert_true(heap_per < 250.0);
 #endif
     /* one allocation per object (the hash tables' growth adds a little) */
-    assert_true(allocs_per < 1.01);
+    assert_true(allocs_per < 1.05);
     mc_master_destroy(m);
 }
 
@@ -111,9 +121,11 @@ static const char *wkey(char *buf, unsigned k)
 
 static mc_master_segment_t churn_seg(void)
 {
-    mc_master_segment_t s = {
-        .id = seg_id(99), .name = "churn", .te_endpoint = "churn:1", .base = 99ull << 40,
-        .size = MB};
+    mc_master_segment_t s = {.id = seg_id(99),
+                             .name = "churn",
+                             .te_endpoint = "churn:1",
+                             .base = 99ull << 40,
+                             .size = MB};
     return s;
 }
 
@@ -292,8 +304,8 @@ static void concurrent_puts_gets_and_removes_keep_the_books_balanced(void **stat
 
     long removed = 0;
     assert_int_equal(mc_master_remove_all(m, 0, later, &removed), MC_OK);
+    assert_true(removed > 0);
     s = stats(m);
-    assert_int_equal(removed, (long)(s.key_count + (uint64_t)removed) - (long)s.key_count);
     assert_int_equal(s.key_count, 0);
     assert_int_equal(s.allocated_bytes, 0);
     check_books(m);

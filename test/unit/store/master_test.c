@@ -235,8 +235,7 @@ static void replicas_land_on_distinct_segments(void **state)
         mc_master_replica_desc_t d[3];
         uint32_t n = 0;
         key_of(key, sizeof(key), "k", k);
-        assert_int_equal(mc_master_put_start(m, C1, key, strlen(key), 100, &cfg, T0, d, &n),
-                         MC_OK);
+        assert_int_equal(mc_master_put_start(m, C1, key, strlen(key), 100, &cfg, T0, d, &n), MC_OK);
         assert_int_equal(n, 3);
         assert_true(d[0].segment_id.lo != d[1].segment_id.lo);
         assert_true(d[0].segment_id.lo != d[2].segment_id.lo);
@@ -265,8 +264,7 @@ static void preferred_segments_are_used_first_in_order(void **state)
         mc_master_replica_desc_t d[3];
         uint32_t n = 0;
         key_of(key, sizeof(key), "k", k);
-        assert_int_equal(mc_master_put_start(m, C1, key, strlen(key), 100, &cfg, T0, d, &n),
-                         MC_OK);
+        assert_int_equal(mc_master_put_start(m, C1, key, strlen(key), 100, &cfg, T0, d, &n), MC_OK);
         assert_int_equal(n, 3);
         assert_string_equal(d[0].segment_name, "node5");
         assert_string_equal(d[1].segment_name, "node2");
@@ -415,8 +413,7 @@ static void force_remove_ignores_the_lease_but_reserves_the_space_until_it_ends(
     assert_int_equal(s.parked_count, 1);
     assert_int_equal(s.allocated_bytes, 1000);
     /* the reader may still be reading: no new put lands there yet */
-    assert_int_equal(put_start_n(m, C1, "k2", 1000, 1, T0 + SEC, NULL),
-                     MC_ERR_NO_AVAILABLE_HANDLE);
+    assert_int_equal(put_start_n(m, C1, "k2", 1000, 1, T0 + SEC, NULL), MC_ERR_NO_AVAILABLE_HANDLE);
     mc_master_tick(m, T0 + 5 * SEC);
     assert_int_equal(stats(m).allocated_bytes, 0);
     assert_int_equal(put_start_n(m, C1, "k2", 1000, 1, T0 + 5 * SEC, NULL), MC_OK);
@@ -569,8 +566,8 @@ static void get_by_regex_reports_complete_matches_and_leases_them(void **state)
     regex_seen_t seen = {0};
     size_t cnt = 0;
     int trunc = -1;
-    assert_int_equal(mc_master_get_replica_list_by_regex(m, "^a/[0-9]+$", T0, count_replicas,
-                                                         &seen, &cnt, &trunc),
+    assert_int_equal(mc_master_get_replica_list_by_regex(m, "^a/[0-9]+$", T0, count_replicas, &seen,
+                                                         &cnt, &trunc),
                      MC_OK);
     assert_int_equal(cnt, 5);
     assert_int_equal(seen.count, 5);
@@ -600,9 +597,9 @@ static void get_by_regex_stops_at_the_result_cap(void **state)
         MC_OK);
     assert_int_equal(cnt, 3);
     assert_int_equal(trunc, 1);
-    assert_int_equal(mc_master_get_replica_list_by_regex(m, "[a-", T0, count_replicas, &seen,
-                                                         &cnt, &trunc),
-                     MC_ERR_INVALID_PARAMS);
+    assert_int_equal(
+        mc_master_get_replica_list_by_regex(m, "[a-", T0, count_replicas, &seen, &cnt, &trunc),
+        MC_ERR_INVALID_PARAMS);
     mc_master_destroy(m);
 }
 
@@ -663,8 +660,8 @@ static void batch_put_start_reports_each_item(void **state)
     mc_master_replica_desc_t d[6 * 2];
     uint32_t nrep[6];
     mc_status_t st[6];
-    assert_int_equal(
-        mc_master_batch_put_start(m, C1, keys, sizes, 6, &cfg, T0, d, nrep, st), MC_OK);
+    assert_int_equal(mc_master_batch_put_start(m, C1, keys, sizes, 6, &cfg, T0, d, nrep, st),
+                     MC_OK);
     assert_int_equal(st[0], MC_OK);
     assert_int_equal(nrep[0], 2);
     assert_true(d[0].segment_id.lo != d[1].segment_id.lo);
@@ -882,6 +879,40 @@ static void stats_count_keys_bytes_and_value_sizes(void **state)
     mc_master_destroy(m);
 }
 
+static void allocation_failures_in_put_start_leave_no_trace(void **state)
+{
+    (void)state;
+    mc_master_t *m = master_new(NULL);
+    mount_seg(m, C1, 1, "node1", MB, T0);
+    unsigned failures = 0;
+    for (long n = 1; n <= 8; n++) {
+        char key[16];
+        key_of(key, sizeof(key), "k", (unsigned)n);
+        mc_master_stats_t before = stats(m);
+        mc_mem_fail_nth(n);
+        mc_status_t st = put_start_n(m, C1, key, 100, 1, T0, NULL);
+        mc_mem_fail_nth(0);
+        if (st == MC_ERR_NOMEM) {
+            failures++;
+            mc_master_stats_t after = stats(m);
+            assert_int_equal(after.key_count, before.key_count);
+            assert_int_equal(after.allocated_bytes, before.allocated_bytes);
+            assert_int_equal(get_n(m, key, T0, NULL), MC_ERR_OBJECT_NOT_FOUND);
+        } else {
+            assert_int_equal(st, MC_OK);
+        }
+    }
+    assert_true(failures > 0);
+    /* a batch that cannot get its scratch memory fails as a whole */
+    mc_master_key_t keys[] = {{"b1", 2}, {"b2", 2}};
+    mc_status_t st[2] = {MC_AGAIN, MC_AGAIN};
+    mc_mem_fail_nth(1);
+    assert_int_equal(mc_master_batch_remove(m, keys, 2, 0, T0, st), MC_ERR_NOMEM);
+    mc_mem_fail_nth(0);
+    assert_int_equal(st[0], MC_AGAIN);
+    mc_master_destroy(m);
+}
+
 static void create_rejects_inconsistent_options(void **state)
 {
     (void)state;
@@ -951,6 +982,7 @@ int main(void)
         cmocka_unit_test(batch_calls_take_each_shard_lock_once),
         cmocka_unit_test(soft_pin_ttl_is_clamped_to_the_maximum),
         cmocka_unit_test(stats_count_keys_bytes_and_value_sizes),
+        cmocka_unit_test(allocation_failures_in_put_start_leave_no_trace),
         cmocka_unit_test(create_rejects_inconsistent_options),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -55,8 +55,8 @@ static inline mc_master_t *master_new_immortal(void)
 }
 
 /* Segment n: base n << 40, so addresses tell segments apart. */
-static inline mc_status_t mount_seg(mc_master_t *m, mc_uuid_t client, uint64_t n,
-                                    const char *name, uint64_t size, uint64_t now)
+static inline mc_status_t mount_seg(mc_master_t *m, mc_uuid_t client, uint64_t n, const char *name,
+                                    uint64_t size, uint64_t now)
 {
     char ep[64];
     snprintf(ep, sizeof(ep), "%s:9000", name);
@@ -65,9 +65,8 @@ static inline mc_status_t mount_seg(mc_master_t *m, mc_uuid_t client, uint64_t n
     return mc_master_mount_segment(m, client, &s, now);
 }
 
-static inline mc_status_t put_start_n(mc_master_t *m, mc_uuid_t c, const char *key,
-                                      uint64_t size, uint32_t replicas, uint64_t now,
-                                      uint32_t *nrep)
+static inline mc_status_t put_start_n(mc_master_t *m, mc_uuid_t c, const char *key, uint64_t size,
+                                      uint32_t replicas, uint64_t now, uint32_t *nrep)
 {
     mc_master_put_cfg_t cfg;
     mc_master_put_cfg_init(&cfg);
@@ -90,8 +89,8 @@ static inline mc_status_t put_obj(mc_master_t *m, mc_uuid_t c, const char *key, 
     return mc_master_put_end(m, c, key, strlen(key), now);
 }
 
-static inline mc_status_t put_pinned(mc_master_t *m, mc_uuid_t c, const char *key,
-                                     uint64_t size, uint64_t now)
+static inline mc_status_t put_pinned(mc_master_t *m, mc_uuid_t c, const char *key, uint64_t size,
+                                     uint64_t now)
 {
     mc_master_put_cfg_t cfg;
     mc_master_put_cfg_init(&cfg);

@@ -1,0 +1,42 @@
+/*
+ * fields.h - field ids of msgpack bodies (the keys of the body map), shared
+ * by every service: the store protocol (store/proto.h documents its bodies),
+ * the embedded metadata service and the transfer engine. Part of the wire
+ * protocol: never renumber, only add.
+ */
+#ifndef MC_RPC_FIELDS_H
+#define MC_RPC_FIELDS_H
+
+enum mc_proto_field {
+    MC_F_CLIENT_ID = 1,  /* [hi, lo] */
+    MC_F_KEY = 2,        /* bin */
+    MC_F_KEYS = 3,       /* [bin] */
+    MC_F_SIZE = 4,       /* uint, bytes */
+    MC_F_SIZES = 5,      /* [uint] */
+    MC_F_CONFIG = 6,     /* {1: replica_num, 2: with_soft_pin, 3: [preferred names], 4: soft_pin_ttl_us} */
+    MC_F_FORCE = 7,      /* bool */
+    MC_F_REGEX = 8,      /* str, POSIX ERE */
+    MC_F_SEGMENT = 9,    /* {1: id, 2: name, 3: base, 4: size, 5: te_endpoint} */
+    MC_F_SEGMENTS = 10,  /* [segment] */
+    MC_F_SEGMENT_ID = 11, /* [hi, lo] */
+    MC_F_VALUE = 12,     /* bin */
+    MC_F_PREFIX = 13,    /* bin */
+
+    MC_F_REPLICAS = 20,  /* [{1: address, 2: size, 3: segment_id, 4: status, 5: segment_name,
+                             6: te_endpoint}] */
+    MC_F_LEASE_TTL_US = 21,
+    MC_F_ITEMS = 22,
+    MC_F_EXISTS = 23,    /* bool, or [bool] in batch responses */
+    MC_F_COUNT = 24,
+    MC_F_VIEW_VERSION = 25,
+    MC_F_CLIENT_STATUS = 26,
+    MC_F_TEXT = 27,
+    MC_F_TRUNCATED = 28,
+    MC_F_DRAIN_UNTIL_US = 29,
+    MC_F_ERROR = 30,     /* str: why the call failed */
+    MC_F_STATUSES = 31,  /* [int] per item */
+    MC_F_ENTRIES = 32,
+    MC_F_STATUS = 33,    /* int, inside ITEMS */
+};
+
+#endif /* MC_RPC_FIELDS_H */
