@@ -338,12 +338,12 @@ static void process_input(mc_rpc_client_t *c)
         const char *reason = NULL;
         const uint8_t *head = mc_buf_head(&c->in);
         size_t used = mc_buf_used(&c->in);
-        if (used < MC_FRAME_HDR_LEN) {
+        mc_status_t hs = mc_frame_decode_hdr(head, used, &c->opts.limits, &h, &reason);
+        if (hs == MC_AGAIN) {
             c->need = MC_FRAME_HDR_LEN;
             return;
         }
-        if (mc_frame_decode_hdr(head, used, &c->opts.limits, &h, &reason) != MC_OK ||
-            h.kind != MC_FRAME_RESPONSE) {
+        if (hs != MC_OK || h.kind != MC_FRAME_RESPONSE) {
             MC_ERROR(RPC, "protocol error from %s: %s", c->name,
                      reason ? reason : "unexpected frame kind");
             conn_lost(c, "protocol error");

@@ -140,6 +140,27 @@ static mc_status_t hdr_check(const uint8_t *buf, const mc_frame_limits_t *l, mc_
     return MC_ERR_PROTOCOL;
 }
 
+/* Check the first bytes of an incomplete header, so that a peer speaking
+ * another protocol (an HTTP request shorter than a header) is refused at once
+ * instead of waiting forever for the rest of a header. */
+static mc_status_t prefix_check(const uint8_t *buf, size_t len, const char **reason)
+{
+    const char *why = NULL;
+    if (len > 0 && buf[0] != MC_FRAME_MAGIC0)
+        why = "bad magic";
+    else if (len > 1 && buf[1] != MC_FRAME_MAGIC1)
+        why = "bad magic";
+    else if (len > 2 && buf[2] != MC_FRAME_VERSION)
+        why = "unsupported version";
+    else if (len > 3 && (buf[3] == 0 || buf[3] > MC_FRAME_KIND_MAX))
+        why = "bad kind";
+    if (why == NULL)
+        return MC_AGAIN;
+    if (reason != NULL)
+        *reason = why;
+    return MC_ERR_PROTOCOL;
+}
+
 mc_status_t mc_frame_decode_hdr(const uint8_t *buf, size_t len, const mc_frame_limits_t *lim,
                                 mc_frame_hdr_t *out, const char **reason)
 {
@@ -147,7 +168,7 @@ mc_status_t mc_frame_decode_hdr(const uint8_t *buf, size_t len, const mc_frame_l
     mc_frame_hdr_t h;
 
     if (len < MC_FRAME_HDR_LEN)
-        return MC_AGAIN;
+        return prefix_check(buf, len, reason);
     limits_resolve(lim, &l);
     mc_status_t st = hdr_check(buf, &l, &h, reason);
     if (st == MC_OK)
@@ -164,7 +185,7 @@ mc_status_t mc_frame_decode(const uint8_t *buf, size_t len, const mc_frame_limit
     if (len < MC_FRAME_HDR_LEN) {
         if (need != NULL)
             *need = MC_FRAME_HDR_LEN;
-        return MC_AGAIN;
+        return prefix_check(buf, len, reason);
     }
     limits_resolve(lim, &l);
     mc_status_t st = hdr_check(buf, &l, &h, reason);

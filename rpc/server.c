@@ -405,11 +405,12 @@ static mc_status_t conn_process(conn_t *c)
         const char *reason = NULL;
         const uint8_t *head = mc_buf_head(&c->in);
         size_t used = mc_buf_used(&c->in);
-        if (used < MC_FRAME_HDR_LEN) {
+        mc_status_t hs = mc_frame_decode_hdr(head, used, &s->opts.limits, &h, &reason);
+        if (hs == MC_AGAIN) {
             c->need = MC_FRAME_HDR_LEN;
             return MC_OK;
         }
-        if (mc_frame_decode_hdr(head, used, &s->opts.limits, &h, &reason) != MC_OK)
+        if (hs != MC_OK)
             return protocol_error(c, reason);
         if (h.kind != MC_FRAME_REQUEST && h.kind != MC_FRAME_NOTIFY)
             return protocol_error(c, "unexpected frame kind");

@@ -221,24 +221,25 @@ static mc_status_t parse_fields(mc_rpc_req_t *req, scratch_t *sc, fields_t *f,
 /* Check that the fields in `mask` were all given; else name the first one. */
 static mc_status_t require(fields_t *f, uint64_t mask)
 {
-    static const char *const names[] = {
-        [MC_F_CLIENT_ID] = "client_id", [MC_F_KEY] = "key",         [MC_F_KEYS] = "keys",
-        [MC_F_SIZE] = "size",           [MC_F_SIZES] = "sizes",     [MC_F_REGEX] = "regex",
-        [MC_F_SEGMENT] = "segment",     [MC_F_SEGMENTS] = "segments",
-        [MC_F_SEGMENT_ID] = "segment_id", [MC_F_VALUE] = "value", [MC_F_PREFIX] = "prefix"};
-    static char msg[MC_F_PREFIX + 1][48];
+    static const char *const missing_msg[] = {
+        [MC_F_CLIENT_ID] = "missing field client_id (1)",
+        [MC_F_KEY] = "missing field key (2)",
+        [MC_F_KEYS] = "missing field keys (3)",
+        [MC_F_SIZE] = "missing field size (4)",
+        [MC_F_SIZES] = "missing field sizes (5)",
+        [MC_F_REGEX] = "missing field regex (8)",
+        [MC_F_SEGMENT] = "missing field segment (9)",
+        [MC_F_SEGMENTS] = "missing field segments (10)",
+        [MC_F_SEGMENT_ID] = "missing field segment_id (11)",
+        [MC_F_VALUE] = "missing field value (12)",
+        [MC_F_PREFIX] = "missing field prefix (13)",
+    };
     uint64_t missing = mask & ~f->have;
     if (missing == 0)
         return MC_OK;
     unsigned id = (unsigned)__builtin_ctzll(missing);
-    if (id <= MC_F_PREFIX && names[id] != NULL) {
-        /* static per field id: the same text every time, safe across threads */
-        if (msg[id][0] == '\0')
-            snprintf(msg[id], sizeof(msg[id]), "missing field %s (%u)", names[id], id);
-        f->why = msg[id];
-    } else {
-        f->why = "missing field";
-    }
+    f->why = id < MC_ARRAY_SIZE(missing_msg) && missing_msg[id] != NULL ? missing_msg[id]
+                                                                         : "missing field";
     return MC_ERR_INVALID_PARAMS;
 }
 

@@ -230,12 +230,45 @@ static void decode_asks_for_the_header_until_it_is_in(void **state)
     mc_frame_t f;
     (void)state;
     mc_frame_encode_hdr(buf, &h);
-    buf[0] = 0; /* even with bad magic: nothing is judged before 32 bytes */
     for (size_t n = 0; n < MC_FRAME_HDR_LEN; n++) {
         size_t need = 0;
         assert_int_equal(decode_exact(buf, n, NULL, &f, &need, NULL), MC_AGAIN);
         assert_int_equal(need, MC_FRAME_HDR_LEN);
     }
+}
+
+/* Another protocol's short request (an HTTP GET line) must be refused from
+ * its first bytes, not wait forever for a 32-byte header. */
+static void a_short_prefix_that_cannot_start_a_frame_is_refused_at_once(void **state)
+{
+    mc_frame_hdr_t h = hdr_of(MC_FRAME_REQUEST, 1, 0);
+    uint8_t good[MC_FRAME_HDR_LEN];
+    mc_frame_t f;
+    (void)state;
+    mc_frame_encode_hdr(good, &h);
+    static const struct {
+        size_t at;
+        uint8_t byte;
+        const char *reason;
+    } bad[] = {{0, 'G', "bad magic"},
+               {1, 'X', "bad magic"},
+               {2, 9, "unsupported version"},
+               {3, 0, "bad kind"},
+               {3, MC_FRAME_KIND_MAX + 1, "bad kind"}};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        uint8_t buf[MC_FRAME_HDR_LEN];
+        memcpy(buf, good, sizeof(buf));
+        buf[bad[i].at] = bad[i].byte;
+        for (size_t n = bad[i].at + 1; n < MC_FRAME_HDR_LEN; n++) {
+            const char *reason = NULL;
+            size_t need = 0;
+            assert_int_equal(decode_exact(buf, n, NULL, &f, &need, &reason), MC_ERR_PROTOCOL);
+            assert_string_equal(reason, bad[i].reason);
+        }
+    }
+    const char http[] = "GET / HTTP/1.0\r\n\r\n";
+    assert_int_equal(decode_exact((const uint8_t *)http, strlen(http), NULL, &f, NULL, NULL),
+                     MC_ERR_PROTOCOL);
 }
 
 static void decode_asks_for_the_whole_frame_once_the_header_is_in(void **state)
@@ -921,6 +954,7 @@ int main(void)
         cmocka_unit_test(header_with_version_zero_is_written_as_the_current_version),
         cmocka_unit_test(decode_hdr_needs_the_whole_header),
         cmocka_unit_test(decode_asks_for_the_header_until_it_is_in),
+        cmocka_unit_test(a_short_prefix_that_cannot_start_a_frame_is_refused_at_once),
         cmocka_unit_test(decode_asks_for_the_whole_frame_once_the_header_is_in),
         cmocka_unit_test(maximal_lengths_ask_for_the_full_frame_size),
         cmocka_unit_test(decoded_frame_points_into_the_input),
