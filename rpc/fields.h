@@ -37,6 +37,16 @@ enum mc_proto_field {
     MC_F_STATUSES = 31,  /* [int] per item */
     MC_F_ENTRIES = 32,
     MC_F_STATUS = 33,    /* int, inside ITEMS */
+
+    /* transfer engine */
+    MC_F_ADDR = 40,      /* uint: absolute address in the target */
+    MC_F_LENGTH = 41,    /* uint: bytes */
+    MC_F_NAME = 42,      /* str: segment name */
+    MC_F_HOST = 43,      /* str: where the segment's engine listens */
+    MC_F_PORT = 44,      /* uint */
+    MC_F_PROTOCOLS = 45, /* [str]: transports it accepts */
+    MC_F_BUFFERS = 46,   /* [{ADDR, LENGTH, LOCATION}] */
+    MC_F_LOCATION = 47,  /* str: "cpu:N", "cuda:N" */
 };
 
 #endif /* MC_RPC_FIELDS_H */

@@ -36,6 +36,11 @@ enum mc_rpc_method {
     MC_RPC_PING = 119,
     MC_RPC_GET_FSDIR = 120,
 
+    /* transfer engine (transport/): descriptor and TCP data */
+    MC_RPC_TE_DESC = 400,  /* {} -> {NAME, HOST, PORT, PROTOCOLS, BUFFERS} */
+    MC_RPC_TE_WRITE = 401, /* {ADDR} + payload written at ADDR -> {} */
+    MC_RPC_TE_READ = 402,  /* {ADDR, LENGTH} -> payload read from ADDR */
+
     /* embedded transfer-metadata service */
     MC_RPC_META_GET = 300,
     MC_RPC_META_PUT = 301,

@@ -1,0 +1,184 @@
+/*
+ * mooncake/transfer.h - the transfer engine: move bytes between registered
+ * memory of this process and the segments of other processes.
+ *
+ * Model (as upstream Mooncake's TransferEngine):
+ *  - Every engine exposes one segment, named local_hostname, made of the
+ *    buffers registered with remote access. Its descriptor (name, address,
+ *    port, buffers) is published to the metadata service, or served to peers
+ *    directly ("p2p": peers open it by "host:port").
+ *  - A peer opens a segment by name and gets a handle; MC_TE_LOCAL_SEGMENT is
+ *    this process's own segment.
+ *  - Transfers are submitted in batches of requests {opcode, local address,
+ *    segment, remote address, length}; READ copies remote -> local, WRITE
+ *    local -> remote. Remote addresses are absolute virtual addresses in the
+ *    target process (what its descriptor lists), not offsets.
+ *  - Requests longer than slice_size are cut into slices that travel in
+ *    parallel (several in flight per connection, over a small pool of
+ *    connections per peer).
+ *
+ * Transports: "local" (memcpy, when the target is this process) is always
+ * installed; "tcp" by default; "rdma" is not available yet
+ * (MC_ERR_TE_NOT_IMPLEMENTED).
+ *
+ * Threads: every function may be called from any thread, except
+ * mc_te_batch_wait (not from a callback or a reactor thread: it would
+ * deadlock) and mc_te_destroy (not from a callback). Batch completion
+ * callbacks run on one of the engine's reactor threads (never inside
+ * mc_te_submit); they may submit or free batches.
+ *
+ * Memory: registered memory must stay valid until it is unregistered, and
+ * must not be unregistered while transfers that use it are in flight.
+ * Strings passed in are copied; request arrays are read during the call only.
+ */
+#ifndef MOONCAKE_TRANSFER_H
+#define MOONCAKE_TRANSFER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "mooncake/status.h"
+#include "mooncake/visibility.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct event_base;
+
+typedef struct mc_te mc_te_t;
+typedef struct mc_te_batch mc_te_batch_t;
+typedef uint64_t mc_te_segment_t;
+
+#define MC_TE_LOCAL_SEGMENT ((mc_te_segment_t)0)
+
+typedef enum mc_te_opcode { MC_TE_READ = 0, MC_TE_WRITE = 1 } mc_te_opcode_t;
+
+/* Task and batch states, upstream's values. */
+typedef enum mc_te_state {
+    MC_TE_WAITING = 0,   /* submitted, not finished */
+    MC_TE_PENDING = 1,   /* (reserved: upstream reports WAITING for in-flight work) */
+    MC_TE_INVALID = 2,   /* no such task */
+    MC_TE_CANCELED = 3,  /* the engine shut down before it finished */
+    MC_TE_COMPLETED = 4, /* every byte moved */
+    MC_TE_TIMEOUT = 5,   /* a slice timed out (and none failed otherwise) */
+    MC_TE_FAILED = 6,    /* a slice failed; error says why */
+} mc_te_state_t;
+
+typedef struct mc_te_status {
+    mc_te_state_t state;
+    uint64_t transferred; /* bytes moved so far */
+    mc_status_t error;    /* first error of a FAILED/TIMEOUT/CANCELED task or batch */
+} mc_te_status_t;
+
+typedef struct mc_te_opts {
+    const char *local_hostname; /* segment name; NULL = "<advertise_host>:<port>" */
+    /* Metadata service: "p2p" (peers are opened by "host:port" and asked
+     * directly; the default), "master://HOST:PORT" (the embedded service of
+     * mooncake-master) or "redis://HOST:PORT[/DB]". */
+    const char *metadata;
+    const char *cluster;        /* key namespace in the metadata service; "default" */
+    const char *listen_host;    /* "0.0.0.0" */
+    uint16_t listen_port;       /* 0 = any free port */
+    const char *advertise_host; /* address peers connect to; "127.0.0.1" */
+    unsigned reactors;          /* event-loop threads; 0 = one per NUMA node */
+    struct event_base *host_base; /* embed in this loop instead of starting threads */
+    uint64_t slice_size;        /* bytes; 64 KiB */
+    uint64_t timeout_us;        /* per slice; 10 s */
+    unsigned tcp_lanes;         /* connections per peer; 2 */
+    uint64_t owner_hi, owner_lo; /* client id for metadata ownership; 0 = random */
+} mc_te_opts_t;
+
+MC_API void mc_te_opts_init(mc_te_opts_t *o);
+
+/* Start an engine: reactors, the listener (RPC + TCP data), the metadata
+ * connection. MC_OK, MC_ERR_INVALID_ARGUMENT (bad option, named in the log),
+ * MC_ERR_SOCKET (cannot listen), MC_ERR_NOMEM. */
+MC_API mc_status_t mc_te_create(const mc_te_opts_t *o, mc_te_t **out);
+
+/* Unpublish, stop, fail in-flight tasks with CANCELED, free. NULL is fine. */
+MC_API void mc_te_destroy(mc_te_t *te);
+
+/* "tcp" or "local": MC_OK (also when already installed); "rdma":
+ * MC_ERR_TE_NOT_IMPLEMENTED; anything else MC_ERR_INVALID_ARGUMENT. */
+MC_API mc_status_t mc_te_install_transport(mc_te_t *te, const char *proto);
+
+MC_API const char *mc_te_local_name(const mc_te_t *te);
+MC_API uint16_t mc_te_port(const mc_te_t *te);
+
+/* Register [addr, addr+len) at location ("cpu:N"; "cuda:N" fails with
+ * MC_ERR_DEVICE_NOT_FOUND without a GPU runtime; NULL = "cpu:0"). With
+ * remote_accessible, peers may read and write it. Large regions are
+ * pre-touched in parallel. Publishes the updated descriptor.
+ * MC_OK, MC_ERR_INVALID_ARGUMENT, MC_ERR_ADDRESS_OVERLAPPED, MC_ERR_NOMEM,
+ * MC_ERR_METADATA (registered locally but not published). */
+MC_API mc_status_t mc_te_register(mc_te_t *te, void *addr, size_t len, const char *location,
+                                  int remote_accessible);
+
+typedef struct mc_te_buffer {
+    void *addr;
+    size_t len;
+} mc_te_buffer_t;
+
+/* Register several buffers, publishing once. All or nothing. */
+MC_API mc_status_t mc_te_register_batch(mc_te_t *te, const mc_te_buffer_t *bufs, size_t n,
+                                        const char *location, int remote_accessible);
+
+/* MC_OK or MC_ERR_ADDRESS_NOT_REGISTERED (addr is not the start of a
+ * registered buffer). */
+MC_API mc_status_t mc_te_unregister(mc_te_t *te, void *addr);
+
+/* Open a segment by name: fetches and caches its descriptor. Opening the same
+ * name again returns the same handle. MC_OK, MC_ERR_INVALID_ARGUMENT,
+ * MC_ERR_NOT_FOUND (no such segment), MC_ERR_METADATA / MC_ERR_SOCKET /
+ * MC_ERR_RPC_TIMEOUT (could not ask). The local name gives
+ * MC_TE_LOCAL_SEGMENT. */
+MC_API mc_status_t mc_te_open_segment(mc_te_t *te, const char *name, mc_te_segment_t *out);
+MC_API mc_status_t mc_te_close_segment(mc_te_t *te, mc_te_segment_t seg);
+
+/* A batch holds up to capacity requests over its life (submits append). */
+MC_API mc_status_t mc_te_batch_alloc(mc_te_t *te, size_t capacity, mc_te_batch_t **out);
+
+/* MC_OK, or MC_ERR_BATCH_BUSY while a task is unfinished (then nothing is
+ * freed). */
+MC_API mc_status_t mc_te_batch_free(mc_te_batch_t *b);
+
+typedef void (*mc_te_batch_cb_t)(void *arg, mc_te_batch_t *b, const mc_te_status_t *st);
+
+/* Called each time every task submitted so far has finished. Set before
+ * submitting. */
+MC_API void mc_te_batch_set_callback(mc_te_batch_t *b, mc_te_batch_cb_t cb, void *arg);
+
+typedef struct mc_te_request {
+    mc_te_opcode_t opcode;
+    void *local;            /* inside a registered buffer */
+    mc_te_segment_t segment;
+    uint64_t remote;        /* absolute address in the target */
+    uint64_t length;        /* > 0 */
+} mc_te_request_t;
+
+/* Submit n requests; they become tasks first_task .. first_task+n-1 where
+ * first_task is the number of tasks submitted before. All or nothing: on an
+ * error nothing is submitted. MC_OK, MC_ERR_TOO_MANY_REQUESTS (capacity),
+ * MC_ERR_ADDRESS_NOT_REGISTERED (local range not registered, or remote range
+ * outside the target's buffers, also when address + length overflows),
+ * MC_ERR_INVALID_ARGUMENT (bad opcode, zero length, unknown segment),
+ * MC_ERR_CANCELED (engine stopping). */
+MC_API mc_status_t mc_te_submit(mc_te_batch_t *b, const mc_te_request_t *reqs, size_t n);
+
+MC_API mc_status_t mc_te_task_status(mc_te_batch_t *b, size_t task, mc_te_status_t *out);
+
+/* Whole batch: COMPLETED when every task did; FAILED/TIMEOUT/CANCELED when
+ * all finished and one did not; else WAITING. */
+MC_API mc_status_t mc_te_batch_status(mc_te_batch_t *b, mc_te_status_t *out);
+
+/* Block until every submitted task finished or timeout_us passed
+ * (MC_ERR_TIMEOUT). Returns MC_OK when all COMPLETED, else the first task
+ * error. Not from a reactor thread (MC_ERR_STATE). */
+MC_API mc_status_t mc_te_batch_wait(mc_te_batch_t *b, uint64_t timeout_us);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* MOONCAKE_TRANSFER_H */

@@ -1,0 +1,362 @@
+/*
+ * batch.c - batches, tasks and slices; completion accounting; the local
+ * transport (memcpy when the target is this process).
+ *
+ * A task finishes when its last slice does (task->remaining reaches 0); the
+ * batch is idle when tasks_done catches up with ntasks. ntasks grows before
+ * any slice of a submit is posted, so a completion can never see a
+ * half-submitted batch as idle. Slices of one submit are allocated in one
+ * chunk that lives until the batch is freed: messages and RPC callbacks point
+ * into it.
+ */
+#include <errno.h>
+#include <string.h>
+#include <time.h>
+
+#include "transport/te_int.h"
+#include "util/log.h"
+#include "util/mem.h"
+#include "util/time.h"
+
+mc_status_t mc_te_batch_alloc(mc_te_t *te, size_t capacity, mc_te_batch_t **out)
+{
+    if (capacity == 0 || capacity > (1u << 24))
+        return MC_ERR_INVALID_ARGUMENT;
+    mc_te_batch_t *b = MC_NEW(mc_te_batch_t);
+    if (b == NULL)
+        return MC_ERR_NOMEM;
+    b->tasks = mc_calloc(capacity, sizeof(*b->tasks));
+    if (b->tasks == NULL) {
+        mc_free(b);
+        return MC_ERR_NOMEM;
+    }
+    b->te = te;
+    b->cap = capacity;
+    pthread_mutex_init(&b->mu, NULL);
+    pthread_cond_init(&b->cv, NULL);
+    *out = b;
+    return MC_OK;
+}
+
+static int batch_idle(mc_te_batch_t *b)
+{
+    return atomic_load_explicit(&b->tasks_done, memory_order_acquire) ==
+           atomic_load_explicit(&b->ntasks, memory_order_acquire);
+}
+
+mc_status_t mc_te_batch_free(mc_te_batch_t *b)
+{
+    if (b == NULL)
+        return MC_OK;
+    /* Completions update the batch under mu (te_slice_done): checked under
+     * it, an idle batch has nobody left touching it. */
+    pthread_mutex_lock(&b->mu);
+    int busy = !batch_idle(b) || atomic_load(&b->cb_posted);
+    pthread_mutex_unlock(&b->mu);
+    if (busy)
+        return MC_ERR_BATCH_BUSY;
+    te_chunk_t *c = b->chunks;
+    while (c != NULL) {
+        te_chunk_t *next = c->next;
+        mc_free(c);
+        c = next;
+    }
+    pthread_cond_destroy(&b->cv);
+    pthread_mutex_destroy(&b->mu);
+    mc_free(b->tasks);
+    mc_free(b);
+    return MC_OK;
+}
+
+void mc_te_batch_set_callback(mc_te_batch_t *b, mc_te_batch_cb_t cb, void *arg)
+{
+    b->cb = cb;
+    b->cb_arg = arg;
+}
+
+static mc_te_state_t state_of_error(int err)
+{
+    if (err == MC_ERR_RPC_TIMEOUT || err == MC_ERR_TIMEOUT)
+        return MC_TE_TIMEOUT;
+    if (err == MC_ERR_CANCELED)
+        return MC_TE_CANCELED;
+    return MC_TE_FAILED;
+}
+
+mc_status_t mc_te_task_status(mc_te_batch_t *b, size_t task, mc_te_status_t *out)
+{
+    if (task >= atomic_load_explicit(&b->ntasks, memory_order_acquire)) {
+        out->state = MC_TE_INVALID;
+        out->transferred = 0;
+        out->error = MC_ERR_INVALID_ARGUMENT;
+        return MC_ERR_INVALID_ARGUMENT;
+    }
+    te_task_t *t = &b->tasks[task];
+    uint32_t rem = atomic_load_explicit(&t->remaining, memory_order_acquire);
+    int err = atomic_load_explicit(&t->error, memory_order_acquire);
+    out->transferred = atomic_load_explicit(&t->bytes, memory_order_relaxed);
+    out->error = (mc_status_t)err;
+    if (rem > 0)
+        out->state = MC_TE_WAITING;
+    else
+        out->state = err != 0 ? state_of_error(err) : MC_TE_COMPLETED;
+    return MC_OK;
+}
+
+mc_status_t mc_te_batch_status(mc_te_batch_t *b, mc_te_status_t *out)
+{
+    size_t n = atomic_load_explicit(&b->ntasks, memory_order_acquire);
+    out->state = MC_TE_COMPLETED;
+    out->transferred = 0;
+    out->error = MC_OK;
+    int waiting = 0;
+    for (size_t i = 0; i < n; i++) {
+        mc_te_status_t ts;
+        mc_te_task_status(b, i, &ts);
+        out->transferred += ts.transferred;
+        if (ts.state == MC_TE_WAITING)
+            waiting = 1;
+        else if (ts.state != MC_TE_COMPLETED && out->error == MC_OK) {
+            out->error = ts.error;
+            out->state = ts.state;
+        }
+    }
+    if (waiting)
+        out->state = MC_TE_WAITING;
+    return MC_OK;
+}
+
+static void fire_callback(mc_te_batch_t *b)
+{
+    mc_te_status_t st;
+    mc_te_batch_status(b, &st);
+    b->cb(b->cb_arg, b, &st);
+}
+
+static void cb_msg(mc_reactor_t *r, mc_reactor_msg_t *msg, mc_status_t st)
+{
+    mc_te_batch_t *b = MC_CONTAINER_OF(msg, mc_te_batch_t, cb_msg);
+    (void)r;
+    (void)st;
+    atomic_store(&b->cb_posted, 0);
+    fire_callback(b);
+}
+
+/* Set while a thread is inside mc_te_submit: callbacks must not run there. */
+static _Thread_local int in_submit;
+
+/* One slice finished with st. Any thread. */
+void te_slice_done(te_slice_t *s, mc_status_t st)
+{
+    te_task_t *t = s->task;
+    mc_te_batch_t *b = s->b;
+    if (st == MC_OK) {
+        atomic_fetch_add_explicit(&t->bytes, s->len, memory_order_relaxed);
+    } else {
+        int zero = 0;
+        atomic_compare_exchange_strong(&t->error, &zero, (int)st);
+    }
+    if (atomic_fetch_sub_explicit(&t->remaining, 1, memory_order_acq_rel) != 1)
+        return;
+    /* The task finished. Everything below that touches the batch happens
+     * under mu, so mc_te_batch_free (which checks under mu) never frees it
+     * under our feet; only the user's callback runs after. */
+    pthread_mutex_lock(&b->mu);
+    size_t done = atomic_fetch_add_explicit(&b->tasks_done, 1, memory_order_acq_rel) + 1;
+    int idle = done == atomic_load_explicit(&b->ntasks, memory_order_acquire);
+    mc_te_batch_cb_t cb = idle ? b->cb : NULL;
+    int direct = cb != NULL && !in_submit && te_on_reactor(b->te);
+    if (cb != NULL && !direct) {
+        /* not inside submit, not off the reactors: run it from reactor 0 */
+        int zero = 0;
+        if (atomic_compare_exchange_strong(&b->cb_posted, &zero, 1)) {
+            b->cb_msg.fn = cb_msg;
+            if (mc_reactor_post(b->te->rs[0], &b->cb_msg) != MC_OK)
+                atomic_store(&b->cb_posted, 0);
+        }
+    }
+    if (idle)
+        pthread_cond_broadcast(&b->cv);
+    pthread_mutex_unlock(&b->mu);
+    if (direct)
+        fire_callback(b);
+}
+
+/* Slices for a request: slice_size each, but a tail of up to a quarter slice
+ * rides with the previous slice instead of travelling alone. */
+static size_t slice_count(uint64_t len, uint64_t slice)
+{
+    size_t n = 0;
+    while (len > 0) {
+        uint64_t take = len <= slice + slice / 4 ? len : slice;
+        len -= take;
+        n++;
+    }
+    return n;
+}
+
+/* Check every request; MC_OK or the first problem (logged with its index). */
+static mc_status_t validate(mc_te_batch_t *b, const mc_te_request_t *reqs, size_t n,
+                            te_seg_t **segs)
+{
+    mc_te_t *te = b->te;
+    for (size_t i = 0; i < n; i++) {
+        const mc_te_request_t *q = &reqs[i];
+        if ((q->opcode != MC_TE_READ && q->opcode != MC_TE_WRITE) || q->length == 0) {
+            MC_ERROR(TRANSPORT, "request %zu: bad opcode %d or zero length", i, (int)q->opcode);
+            return MC_ERR_INVALID_ARGUMENT;
+        }
+        if (!te_local_range_ok(te, q->local, q->length, 0)) {
+            MC_ERROR(TRANSPORT, "request %zu: local range %p+%llu is not registered", i,
+                     q->local, (unsigned long long)q->length);
+            return MC_ERR_ADDRESS_NOT_REGISTERED;
+        }
+        if (q->segment == MC_TE_LOCAL_SEGMENT) {
+            segs[i] = NULL;
+            if (!te_local_range_ok(te, (void *)(uintptr_t)q->remote, q->length, 0)) {
+                MC_ERROR(TRANSPORT, "request %zu: target range 0x%llx+%llu of the local "
+                                    "segment is not registered",
+                         i, (unsigned long long)q->remote, (unsigned long long)q->length);
+                return MC_ERR_ADDRESS_NOT_REGISTERED;
+            }
+            continue;
+        }
+        te_seg_t *seg = te_seg_get(te, q->segment);
+        if (seg == NULL) {
+            MC_ERROR(TRANSPORT, "request %zu: unknown segment %llu", i,
+                     (unsigned long long)q->segment);
+            return MC_ERR_INVALID_ARGUMENT;
+        }
+        if (!te_seg_range_ok(te, seg, q->remote, q->length)) {
+            /* the peer may have registered more since we looked: look again
+             * (blocking, so only off the reactors) */
+            if (te_on_reactor(te) || te_seg_refresh(te, seg) != MC_OK ||
+                !te_seg_range_ok(te, seg, q->remote, q->length)) {
+                MC_ERROR(TRANSPORT, "request %zu: range 0x%llx+%llu is outside the buffers of "
+                                    "segment '%s'",
+                         i, (unsigned long long)q->remote, (unsigned long long)q->length,
+                         seg->name);
+                return MC_ERR_ADDRESS_NOT_REGISTERED;
+            }
+        }
+        segs[i] = seg;
+    }
+    return MC_OK;
+}
+
+mc_status_t mc_te_submit(mc_te_batch_t *b, const mc_te_request_t *reqs, size_t n)
+{
+    mc_te_t *te = b->te;
+    if (n == 0)
+        return MC_OK;
+    if (reqs == NULL)
+        return MC_ERR_INVALID_ARGUMENT;
+    if (atomic_load(&te->stopping))
+        return MC_ERR_CANCELED;
+    size_t first = atomic_load_explicit(&b->ntasks, memory_order_relaxed);
+    if (n > b->cap - first) {
+        MC_ERROR(TRANSPORT, "batch of capacity %zu has %zu tasks: %zu more do not fit", b->cap,
+                 first, n);
+        return MC_ERR_TOO_MANY_REQUESTS;
+    }
+    te_seg_t *segs_small[64];
+    te_seg_t **segs = n <= 64 ? segs_small : mc_calloc(n, sizeof(*segs));
+    if (segs == NULL)
+        return MC_ERR_NOMEM;
+    mc_status_t st = validate(b, reqs, n, segs);
+    size_t total = 0;
+    te_chunk_t *chunk = NULL;
+    if (st == MC_OK) {
+        for (size_t i = 0; i < n; i++)
+            if (segs[i] != NULL)
+                total += slice_count(reqs[i].length, te->o.slice_size);
+        if (total > 0) {
+            chunk = mc_malloc(sizeof(*chunk) + total * sizeof(te_slice_t));
+            if (chunk == NULL)
+                st = MC_ERR_NOMEM;
+        }
+    }
+    if (st != MC_OK) {
+        if (segs != segs_small)
+            mc_free(segs);
+        return st;
+    }
+    if (chunk != NULL) {
+        chunk->n = total;
+        chunk->next = b->chunks;
+        b->chunks = chunk;
+    }
+
+    /* Tasks first, counted before any slice can complete. */
+    for (size_t i = 0; i < n; i++) {
+        te_task_t *t = &b->tasks[first + i];
+        atomic_store_explicit(&t->bytes, 0, memory_order_relaxed);
+        atomic_store_explicit(&t->error, 0, memory_order_relaxed);
+        atomic_store_explicit(&t->remaining,
+                              segs[i] ? (uint32_t)slice_count(reqs[i].length, te->o.slice_size)
+                                      : 1u,
+                              memory_order_relaxed);
+    }
+    atomic_store_explicit(&b->ntasks, first + n, memory_order_release);
+
+    in_submit = 1;
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        const mc_te_request_t *q = &reqs[i];
+        te_task_t *t = &b->tasks[first + i];
+        if (segs[i] == NULL) {
+            /* local transport: the target is this process */
+            void *remote = (void *)(uintptr_t)q->remote;
+            if (q->opcode == MC_TE_WRITE)
+                memmove(remote, q->local, q->length);
+            else
+                memmove(q->local, remote, q->length);
+            te_slice_t s = {.b = b, .task = t, .len = q->length};
+            te_slice_done(&s, MC_OK);
+            continue;
+        }
+        uint64_t off = 0, left = q->length, slice = te->o.slice_size;
+        while (left > 0) {
+            uint64_t take = left <= slice + slice / 4 ? left : slice;
+            te_slice_t *s = &chunk->slices[k++];
+            s->b = b;
+            s->task = t;
+            s->seg = segs[i];
+            s->local = (uint8_t *)q->local + off;
+            s->remote = q->remote + off;
+            s->len = take;
+            s->opcode = q->opcode;
+            te_tcp_post(s);
+            off += take;
+            left -= take;
+        }
+    }
+    in_submit = 0;
+    if (segs != segs_small)
+        mc_free(segs);
+    return MC_OK;
+}
+
+mc_status_t mc_te_batch_wait(mc_te_batch_t *b, uint64_t timeout_us)
+{
+    if (te_on_reactor(b->te))
+        return MC_ERR_STATE;
+    struct timespec deadline;
+    clock_gettime(CLOCK_REALTIME, &deadline);
+    deadline.tv_sec += (time_t)(timeout_us / 1000000);
+    deadline.tv_nsec += (long)(timeout_us % 1000000) * 1000;
+    if (deadline.tv_nsec >= 1000000000) {
+        deadline.tv_sec++;
+        deadline.tv_nsec -= 1000000000;
+    }
+    pthread_mutex_lock(&b->mu);
+    int rc = 0;
+    while (!batch_idle(b) && rc != ETIMEDOUT)
+        rc = pthread_cond_timedwait(&b->cv, &b->mu, &deadline);
+    pthread_mutex_unlock(&b->mu);
+    if (!batch_idle(b))
+        return MC_ERR_TIMEOUT;
+    mc_te_status_t st;
+    mc_te_batch_status(b, &st);
+    return st.state == MC_TE_COMPLETED ? MC_OK : st.error;
+}

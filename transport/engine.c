@@ -1,0 +1,724 @@
+/*
+ * engine.c - the transfer engine: lifetime, registered memory, the local
+ * segment's descriptor and its publication, and the cache of peer segments.
+ * See mooncake/transfer.h for the contract and te_int.h for the locking.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include "rpc/fields.h"
+#include "rpc/methods.h"
+#include "transport/te_int.h"
+#include "util/log.h"
+#include "util/mem.h"
+#include "util/time.h"
+
+#define PRETOUCH_MIN (64u << 20) /* regions from this size are pre-touched in parallel */
+#define DESC_MAX_BUFFERS 65536
+
+/* ------------------------------------------------------------- options */
+
+void mc_te_opts_init(mc_te_opts_t *o)
+{
+    memset(o, 0, sizeof(*o));
+    o->metadata = "p2p";
+    o->cluster = "default";
+    o->listen_host = "0.0.0.0";
+    o->advertise_host = "127.0.0.1";
+    o->slice_size = 64 * 1024;
+    o->timeout_us = 10000000;
+    o->tcp_lanes = 2;
+}
+
+int te_on_reactor(mc_te_t *te)
+{
+    mc_reactor_t *cur = mc_reactor_current();
+    for (unsigned i = 0; cur != NULL && i < te->nr; i++)
+        if (te->rs[i] == cur)
+            return 1;
+    return 0;
+}
+
+/* --------------------------------------------------------- local buffers */
+
+/* Index of the last buffer whose addr <= a, or -1. buf_lock held. */
+static long buf_floor(const mc_te_t *te, uint64_t a)
+{
+    long lo = 0, hi = (long)te->nbufs - 1, ans = -1;
+    while (lo <= hi) {
+        long mid = (lo + hi) / 2;
+        if (te->bufs[mid].addr <= a) {
+            ans = mid;
+            lo = mid + 1;
+        } else {
+            hi = mid - 1;
+        }
+    }
+    return ans;
+}
+
+/* [addr, addr+len) inside one registered buffer (remote-accessible if asked).
+ * Overflow of addr + len counts as outside. */
+int te_local_range_ok(mc_te_t *te, const void *p, uint64_t len, int need_remote)
+{
+    uint64_t addr = (uint64_t)(uintptr_t)p;
+    if (len == 0 || addr + len < addr)
+        return 0;
+    pthread_rwlock_rdlock(&te->buf_lock);
+    long i = buf_floor(te, addr);
+    int ok = i >= 0 && addr + len <= te->bufs[i].addr + te->bufs[i].len &&
+             (!need_remote || te->bufs[i].remote);
+    pthread_rwlock_unlock(&te->buf_lock);
+    return ok;
+}
+
+typedef struct touch_job {
+    volatile uint8_t *p;
+    size_t len;
+} touch_job_t;
+
+static void *touch_thread(void *arg)
+{
+    touch_job_t *j = arg;
+    long page = sysconf(_SC_PAGESIZE);
+    /* MADV_POPULATE_WRITE (Linux 5.14) faults pages in without changing
+     * them; otherwise write each page's first byte back to itself. */
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+    uintptr_t start = (uintptr_t)j->p & ~(uintptr_t)(page - 1);
+    if (madvise((void *)start, j->len + ((uintptr_t)j->p - start), MADV_POPULATE_WRITE) == 0)
+        return NULL;
+    for (size_t off = 0; off < j->len; off += (size_t)page)
+        j->p[off] = j->p[off];
+    return NULL;
+}
+
+/* Fault in a large region with one thread per CPU, so the first transfers
+ * do not pay for page faults (and NUMA first-touch places it now). */
+static void pretouch(void *addr, size_t len)
+{
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    if (len < PRETOUCH_MIN || ncpu < 1)
+        return;
+    if (ncpu > 16)
+        ncpu = 16;
+    pthread_t th[16];
+    touch_job_t jobs[16];
+    size_t part = (len / (size_t)ncpu + 4095) & ~(size_t)4095;
+    int started = 0;
+    for (long i = 0; i < ncpu; i++) {
+        size_t off = (size_t)i * part;
+        if (off >= len)
+            break;
+        jobs[i].p = (volatile uint8_t *)addr + off;
+        jobs[i].len = off + part > len ? len - off : part;
+        if (pthread_create(&th[started], NULL, touch_thread, &jobs[i]) != 0) {
+            touch_thread(&jobs[i]);
+            continue;
+        }
+        started++;
+    }
+    for (int i = 0; i < started; i++)
+        pthread_join(th[i], NULL);
+}
+
+static mc_status_t publish(mc_te_t *te);
+
+/* Insert n buffers, all or nothing. buf_lock held for writing. */
+static mc_status_t bufs_insert(mc_te_t *te, const mc_te_buffer_t *v, size_t n, const char *loc,
+                               int remote)
+{
+    for (size_t k = 0; k < n; k++) {
+        uint64_t a = (uint64_t)(uintptr_t)v[k].addr, l = v[k].len;
+        if (v[k].addr == NULL || l == 0 || a + l < a)
+            return MC_ERR_INVALID_ARGUMENT;
+        long i = buf_floor(te, a + l - 1);
+        if (i >= 0 && te->bufs[i].addr + te->bufs[i].len > a)
+            return MC_ERR_ADDRESS_OVERLAPPED;
+        for (size_t j = 0; j < k; j++) {
+            uint64_t b = (uint64_t)(uintptr_t)v[j].addr;
+            if (a < b + v[j].len && b < a + l)
+                return MC_ERR_ADDRESS_OVERLAPPED;
+        }
+    }
+    if (te->nbufs + n > te->cap_bufs) {
+        size_t cap = te->cap_bufs ? te->cap_bufs : 16;
+        while (cap < te->nbufs + n)
+            cap *= 2;
+        te_buf_t *nb = mc_realloc(te->bufs, cap * sizeof(*nb));
+        if (nb == NULL)
+            return MC_ERR_NOMEM;
+        te->bufs = nb;
+        te->cap_bufs = cap;
+    }
+    for (size_t k = 0; k < n; k++) {
+        uint64_t a = (uint64_t)(uintptr_t)v[k].addr;
+        long i = buf_floor(te, a) + 1;
+        memmove(&te->bufs[i + 1], &te->bufs[i], (te->nbufs - (size_t)i) * sizeof(te_buf_t));
+        te_buf_t *b = &te->bufs[i];
+        memset(b, 0, sizeof(*b));
+        b->addr = a;
+        b->len = v[k].len;
+        b->remote = remote;
+        snprintf(b->location, sizeof(b->location), "%s", loc);
+        te->nbufs++;
+    }
+    return MC_OK;
+}
+
+static mc_status_t check_location(const char *loc)
+{
+    if (strncmp(loc, "cpu:", 4) == 0 || strcmp(loc, "*") == 0)
+        return MC_OK;
+    if (strncmp(loc, "cuda:", 5) == 0) {
+        MC_ERROR(TRANSPORT, "cannot register %s memory: no CUDA runtime in this build "
+                            "(GPU support is not available yet)",
+                 loc);
+        return MC_ERR_DEVICE_NOT_FOUND;
+    }
+    MC_ERROR(TRANSPORT, "bad memory location '%s' (expected cpu:N or cuda:N)", loc);
+    return MC_ERR_INVALID_ARGUMENT;
+}
+
+mc_status_t mc_te_register_batch(mc_te_t *te, const mc_te_buffer_t *bufs, size_t n,
+                                 const char *location, int remote_accessible)
+{
+    const char *loc = location ? location : "cpu:0";
+    if (n == 0)
+        return MC_OK;
+    if (bufs == NULL)
+        return MC_ERR_INVALID_ARGUMENT;
+    mc_status_t st = check_location(loc);
+    if (st != MC_OK)
+        return st;
+    pthread_rwlock_wrlock(&te->buf_lock);
+    st = bufs_insert(te, bufs, n, loc, remote_accessible);
+    pthread_rwlock_unlock(&te->buf_lock);
+    if (st != MC_OK) {
+        if (st == MC_ERR_ADDRESS_OVERLAPPED)
+            MC_ERROR(TRANSPORT, "register: range overlaps a registered buffer");
+        return st;
+    }
+    for (size_t k = 0; k < n; k++)
+        pretouch(bufs[k].addr, bufs[k].len);
+    return remote_accessible ? publish(te) : MC_OK;
+}
+
+mc_status_t mc_te_register(mc_te_t *te, void *addr, size_t len, const char *location,
+                           int remote_accessible)
+{
+    mc_te_buffer_t b = {addr, len};
+    return mc_te_register_batch(te, &b, 1, location, remote_accessible);
+}
+
+mc_status_t mc_te_unregister(mc_te_t *te, void *addr)
+{
+    uint64_t a = (uint64_t)(uintptr_t)addr;
+    pthread_rwlock_wrlock(&te->buf_lock);
+    long i = buf_floor(te, a);
+    if (i < 0 || te->bufs[i].addr != a) {
+        pthread_rwlock_unlock(&te->buf_lock);
+        return MC_ERR_ADDRESS_NOT_REGISTERED;
+    }
+    int remote = te->bufs[i].remote;
+    memmove(&te->bufs[i], &te->bufs[i + 1], (te->nbufs - (size_t)i - 1) * sizeof(te_buf_t));
+    te->nbufs--;
+    pthread_rwlock_unlock(&te->buf_lock);
+    return remote ? publish(te) : MC_OK;
+}
+
+/* ----------------------------------------------------------- descriptors */
+
+/* Encode this engine's descriptor: the remote-accessible buffers. */
+static void desc_encode(mc_te_t *te, mc_mp_writer_t *w)
+{
+    pthread_rwlock_rdlock(&te->buf_lock);
+    uint32_t nremote = 0;
+    for (size_t i = 0; i < te->nbufs; i++)
+        nremote += te->bufs[i].remote != 0;
+    mc_mp_write_map(w, 5);
+    mc_mp_write_uint(w, MC_F_NAME);
+    mc_mp_write_cstr(w, te->name);
+    mc_mp_write_uint(w, MC_F_HOST);
+    mc_mp_write_cstr(w, te->advertise_host);
+    mc_mp_write_uint(w, MC_F_PORT);
+    mc_mp_write_uint(w, te->port);
+    mc_mp_write_uint(w, MC_F_PROTOCOLS);
+    mc_mp_write_array(w, 2);
+    mc_mp_write_cstr(w, "tcp");
+    mc_mp_write_cstr(w, "local");
+    mc_mp_write_uint(w, MC_F_BUFFERS);
+    mc_mp_write_array(w, nremote);
+    for (size_t i = 0; i < te->nbufs; i++) {
+        if (!te->bufs[i].remote)
+            continue;
+        mc_mp_write_map(w, 3);
+        mc_mp_write_uint(w, MC_F_ADDR);
+        mc_mp_write_uint(w, te->bufs[i].addr);
+        mc_mp_write_uint(w, MC_F_LENGTH);
+        mc_mp_write_uint(w, te->bufs[i].len);
+        mc_mp_write_uint(w, MC_F_LOCATION);
+        mc_mp_write_cstr(w, te->bufs[i].location);
+    }
+    pthread_rwlock_unlock(&te->buf_lock);
+}
+
+static void copy_str(mc_mp_reader_t *r, char *dst, size_t room)
+{
+    uint32_t len = 0;
+    const char *s = mc_mp_read_str(r, &len);
+    if (r->err == MC_OK && len < room) {
+        memcpy(dst, s, len);
+        dst[len] = '\0';
+    } else {
+        r->err = MC_ERR_PROTOCOL;
+    }
+}
+
+/* Decode a peer's descriptor into seg (host, port, buffers). seg_lock held. */
+static mc_status_t desc_decode(te_seg_t *seg, const uint8_t *p, size_t len)
+{
+    mc_mp_reader_t r;
+    te_buf_t *bufs = NULL;
+    uint32_t nb = 0;
+    char host[64] = "";
+    uint16_t port = 0;
+    mc_mp_reader_init(&r, p, len);
+    uint32_t n = mc_mp_read_map(&r);
+    for (uint32_t i = 0; i < n && r.err == MC_OK; i++) {
+        switch (mc_mp_read_uint(&r)) {
+        case MC_F_HOST: copy_str(&r, host, sizeof(host)); break;
+        case MC_F_PORT: port = (uint16_t)mc_mp_read_uint(&r); break;
+        case MC_F_BUFFERS:
+            nb = mc_mp_read_array(&r);
+            if (nb > DESC_MAX_BUFFERS) {
+                r.err = MC_ERR_PROTOCOL;
+                break;
+            }
+            mc_free(bufs);
+            bufs = mc_calloc(nb ? nb : 1, sizeof(*bufs));
+            if (bufs == NULL) {
+                r.err = MC_ERR_NOMEM;
+                break;
+            }
+            for (uint32_t k = 0; k < nb && r.err == MC_OK; k++) {
+                uint32_t nf = mc_mp_read_map(&r);
+                for (uint32_t f = 0; f < nf && r.err == MC_OK; f++) {
+                    switch (mc_mp_read_uint(&r)) {
+                    case MC_F_ADDR: bufs[k].addr = mc_mp_read_uint(&r); break;
+                    case MC_F_LENGTH: bufs[k].len = mc_mp_read_uint(&r); break;
+                    case MC_F_LOCATION:
+                        copy_str(&r, bufs[k].location, sizeof(bufs[k].location));
+                        break;
+                    default: mc_mp_skip(&r); break;
+                    }
+                }
+                bufs[k].remote = 1;
+            }
+            break;
+        default: mc_mp_skip(&r); break;
+        }
+    }
+    if (r.err != MC_OK || host[0] == '\0' || port == 0) {
+        mc_free(bufs);
+        MC_ERROR(TRANSPORT, "segment '%s': malformed descriptor", seg->name);
+        return MC_ERR_MALFORMED;
+    }
+    mc_free(seg->bufs);
+    seg->bufs = bufs;
+    seg->nbufs = nb;
+    snprintf(seg->host, sizeof(seg->host), "%s", host);
+    seg->port = port;
+    return MC_OK;
+}
+
+static void key_of(const mc_te_t *te, const char *kind, const char *name, char *out, size_t len)
+{
+    snprintf(out, len, "mc/%s/%s/%s", te->cluster, kind, name);
+}
+
+/* Publish the descriptor and RPC address (metadata modes). */
+static mc_status_t publish(mc_te_t *te)
+{
+    if (te->meta == NULL)
+        return MC_OK;
+    mc_buf_t b = MC_BUF_INIT;
+    mc_mp_writer_t w;
+    char key[512];
+    mc_mp_writer_init(&w, &b);
+    desc_encode(te, &w);
+    mc_status_t st = w.err;
+    if (st == MC_OK) {
+        key_of(te, "seg", te->name, key, sizeof(key));
+        st = mc_meta_put_sync(te->meta, key, mc_buf_head(&b), mc_buf_used(&b));
+    }
+    if (st == MC_OK) {
+        mc_buf_reset(&b);
+        mc_mp_write_map(&w, 2);
+        mc_mp_write_uint(&w, MC_F_HOST);
+        mc_mp_write_cstr(&w, te->advertise_host);
+        mc_mp_write_uint(&w, MC_F_PORT);
+        mc_mp_write_uint(&w, te->port);
+        key_of(te, "rpc", te->name, key, sizeof(key));
+        st = w.err == MC_OK ? mc_meta_put_sync(te->meta, key, mc_buf_head(&b), mc_buf_used(&b))
+                            : w.err;
+    }
+    mc_buf_fini(&b);
+    if (st != MC_OK) {
+        MC_ERROR(TRANSPORT, "cannot publish segment '%s': %s", te->name, mc_status_str(st));
+        return MC_ERR_METADATA;
+    }
+    return MC_OK;
+}
+
+/* Serve our descriptor (p2p mode, and refreshes). */
+static void h_desc(void *ctx, mc_rpc_req_t *req)
+{
+    mc_te_t *te = ctx;
+    mc_mp_writer_t *w = mc_rpc_reply_begin(req);
+    desc_encode(te, w);
+    mc_rpc_reply_end(req, MC_OK);
+}
+
+/* ------------------------------------------------------------- segments */
+
+te_seg_t *te_seg_get(mc_te_t *te, mc_te_segment_t id)
+{
+    te_seg_t *s = NULL;
+    pthread_mutex_lock(&te->seg_lock);
+    if (id >= 1 && id <= te->nsegs)
+        s = te->segs[id - 1];
+    pthread_mutex_unlock(&te->seg_lock);
+    return s;
+}
+
+int te_seg_range_ok(mc_te_t *te, te_seg_t *seg, uint64_t addr, uint64_t len)
+{
+    int ok = 0;
+    if (len == 0 || addr + len < addr)
+        return 0;
+    pthread_mutex_lock(&te->seg_lock);
+    for (size_t i = 0; i < seg->nbufs && !ok; i++)
+        ok = addr >= seg->bufs[i].addr && addr + len <= seg->bufs[i].addr + seg->bufs[i].len;
+    pthread_mutex_unlock(&te->seg_lock);
+    return ok;
+}
+
+/* Fetch the segment's descriptor again (blocking: not on a reactor). */
+mc_status_t te_seg_refresh(mc_te_t *te, te_seg_t *seg)
+{
+    mc_buf_t b = MC_BUF_INIT;
+    mc_status_t st;
+    if (te->meta != NULL) {
+        char key[512];
+        key_of(te, "seg", seg->name, key, sizeof(key));
+        st = mc_meta_get_sync(te->meta, key, &b);
+    } else {
+        st = mc_rpc_call_sync(seg->lanes[0], MC_RPC_TE_DESC, NULL, 0, te->o.timeout_us, &b);
+    }
+    if (st == MC_OK) {
+        pthread_mutex_lock(&te->seg_lock);
+        st = desc_decode(seg, mc_buf_head(&b), mc_buf_used(&b));
+        pthread_mutex_unlock(&te->seg_lock);
+    } else {
+        MC_WARN(TRANSPORT, "cannot fetch the descriptor of segment '%s': %s", seg->name,
+                mc_status_str(st));
+    }
+    mc_buf_fini(&b);
+    return st;
+}
+
+/* "host:port" -> parts (p2p names). */
+static int split_host_port(const char *name, char *host, size_t hl, uint16_t *port)
+{
+    const char *c = strrchr(name, ':');
+    if (c == NULL || c == name || (size_t)(c - name) >= hl)
+        return -1;
+    char *end = NULL;
+    unsigned long p = strtoul(c + 1, &end, 10);
+    if (end == c + 1 || *end != '\0' || p == 0 || p > 65535)
+        return -1;
+    memcpy(host, name, (size_t)(c - name));
+    host[c - name] = '\0';
+    *port = (uint16_t)p;
+    return 0;
+}
+
+mc_status_t mc_te_open_segment(mc_te_t *te, const char *name, mc_te_segment_t *out)
+{
+    if (name == NULL || *name == '\0' || strlen(name) > 255)
+        return MC_ERR_INVALID_ARGUMENT;
+    if (strcmp(name, te->name) == 0) {
+        *out = MC_TE_LOCAL_SEGMENT;
+        return MC_OK;
+    }
+    if (te_on_reactor(te))
+        return MC_ERR_STATE; /* blocking lookups are not for reactor threads */
+    pthread_mutex_lock(&te->seg_lock);
+    for (size_t i = 0; i < te->nsegs; i++) {
+        if (strcmp(te->segs[i]->name, name) == 0) {
+            te->segs[i]->refs++;
+            *out = te->segs[i]->id;
+            pthread_mutex_unlock(&te->seg_lock);
+            return MC_OK;
+        }
+    }
+    pthread_mutex_unlock(&te->seg_lock);
+
+    te_seg_t *seg = MC_NEW(te_seg_t);
+    if (seg == NULL || (seg->name = mc_strdup(name)) == NULL) {
+        mc_free(seg);
+        return MC_ERR_NOMEM;
+    }
+    mc_status_t st = MC_OK;
+    if (te->meta == NULL) {
+        if (split_host_port(name, seg->host, sizeof(seg->host), &seg->port) != 0) {
+            MC_ERROR(TRANSPORT, "segment '%s': with metadata = p2p a segment is named HOST:PORT",
+                     name);
+            st = MC_ERR_INVALID_ARGUMENT;
+        } else {
+            st = te_tcp_lanes_open(te, seg);
+            if (st == MC_OK)
+                st = te_seg_refresh(te, seg);
+        }
+    } else {
+        st = te_seg_refresh(te, seg);
+        if (st == MC_OK)
+            st = te_tcp_lanes_open(te, seg);
+    }
+    if (st != MC_OK) {
+        for (unsigned i = 0; i < seg->nlanes; i++)
+            mc_rpc_client_destroy(seg->lanes[i]);
+        mc_free(seg->bufs);
+        mc_free(seg->name);
+        mc_free(seg);
+        return st;
+    }
+    pthread_mutex_lock(&te->seg_lock);
+    if (te->nsegs == te->cap_segs) {
+        size_t cap = te->cap_segs ? te->cap_segs * 2 : 8;
+        te_seg_t **ns = mc_realloc(te->segs, cap * sizeof(*ns));
+        if (ns == NULL) {
+            pthread_mutex_unlock(&te->seg_lock);
+            for (unsigned i = 0; i < seg->nlanes; i++)
+                mc_rpc_client_destroy(seg->lanes[i]);
+            mc_free(seg->bufs);
+            mc_free(seg->name);
+            mc_free(seg);
+            return MC_ERR_NOMEM;
+        }
+        te->segs = ns;
+        te->cap_segs = cap;
+    }
+    te->segs[te->nsegs++] = seg;
+    seg->id = te->nsegs;
+    seg->refs = 1;
+    pthread_mutex_unlock(&te->seg_lock);
+    MC_DEBUG(TRANSPORT, "segment '%s' open as %llu: %s:%u, %zu buffer(s)", name,
+             (unsigned long long)seg->id, seg->host, seg->port, seg->nbufs);
+    *out = seg->id;
+    return MC_OK;
+}
+
+mc_status_t mc_te_close_segment(mc_te_t *te, mc_te_segment_t id)
+{
+    if (id == MC_TE_LOCAL_SEGMENT)
+        return MC_OK;
+    mc_status_t st = MC_ERR_INVALID_ARGUMENT;
+    pthread_mutex_lock(&te->seg_lock);
+    if (id <= te->nsegs && te->segs[id - 1]->refs > 0) {
+        te->segs[id - 1]->refs--; /* the record stays: slices may point at it */
+        st = MC_OK;
+    }
+    pthread_mutex_unlock(&te->seg_lock);
+    return st;
+}
+
+/* ---------------------------------------------------------- life cycle */
+
+mc_status_t mc_te_install_transport(mc_te_t *te, const char *proto)
+{
+    if (proto == NULL)
+        return MC_ERR_INVALID_ARGUMENT;
+    if (strcmp(proto, "local") == 0)
+        return MC_OK;
+    if (strcmp(proto, "tcp") == 0) {
+        te->tcp = 1;
+        return MC_OK;
+    }
+    if (strcmp(proto, "rdma") == 0) {
+        MC_ERROR(TRANSPORT, "the rdma transport is not available yet");
+        return MC_ERR_TE_NOT_IMPLEMENTED;
+    }
+    MC_ERROR(TRANSPORT, "unknown transport '%s' (expected tcp, local or rdma)", proto);
+    return MC_ERR_INVALID_ARGUMENT;
+}
+
+const char *mc_te_local_name(const mc_te_t *te)
+{
+    return te->name;
+}
+
+uint16_t mc_te_port(const mc_te_t *te)
+{
+    return te->port;
+}
+
+static void te_free(mc_te_t *te)
+{
+    for (size_t i = 0; i < te->nsegs; i++) {
+        te_seg_t *seg = te->segs[i];
+        for (unsigned k = 0; k < seg->nlanes; k++)
+            mc_rpc_client_destroy(seg->lanes[k]);
+        mc_free(seg->bufs);
+        mc_free(seg->name);
+        mc_free(seg);
+    }
+    mc_free(te->segs);
+    mc_rpc_server_destroy(te->srv);
+    mc_meta_close(te->meta);
+    if (te->attached != NULL)
+        mc_reactor_detach(te->attached);
+    mc_reactor_group_destroy(te->g);
+    pthread_rwlock_destroy(&te->buf_lock);
+    pthread_mutex_destroy(&te->seg_lock);
+    mc_free(te->bufs);
+    mc_free(te->rs);
+    mc_free(te->name);
+    mc_free(te->cluster);
+    mc_free(te->metadata);
+    mc_free(te->listen_host);
+    mc_free(te->advertise_host);
+    mc_free(te);
+}
+
+mc_status_t mc_te_create(const mc_te_opts_t *o, mc_te_t **out)
+{
+    mc_te_opts_t d;
+    mc_te_opts_init(&d);
+    if (o == NULL)
+        o = &d;
+    if (o->slice_size < 4096 || o->tcp_lanes == 0 || o->tcp_lanes > TE_MAX_LANES) {
+        MC_ERROR(TRANSPORT, "bad options: slice_size must be >= 4096 and tcp_lanes 1..%d",
+                 TE_MAX_LANES);
+        return MC_ERR_INVALID_ARGUMENT;
+    }
+    mc_te_t *te = MC_NEW(mc_te_t);
+    if (te == NULL)
+        return MC_ERR_NOMEM;
+    te->o = *o;
+    if (te->o.timeout_us == 0)
+        te->o.timeout_us = d.timeout_us;
+    pthread_rwlock_init(&te->buf_lock, NULL);
+    pthread_mutex_init(&te->seg_lock, NULL);
+    te->tcp = 1;
+    te->cluster = mc_strdup(o->cluster ? o->cluster : d.cluster);
+    te->metadata = mc_strdup(o->metadata ? o->metadata : d.metadata);
+    te->listen_host = mc_strdup(o->listen_host ? o->listen_host : d.listen_host);
+    te->advertise_host = mc_strdup(o->advertise_host ? o->advertise_host : d.advertise_host);
+    mc_status_t st = MC_ERR_NOMEM;
+    if (te->cluster == NULL || te->metadata == NULL || te->listen_host == NULL ||
+        te->advertise_host == NULL)
+        goto err;
+    if (te->o.owner_hi == 0 && te->o.owner_lo == 0) {
+        uint64_t id[2];
+        if (getrandom(id, sizeof(id), 0) != (ssize_t)sizeof(id)) {
+            id[0] = (uint64_t)getpid();
+            id[1] = mc_now_ns();
+        }
+        te->o.owner_hi = id[0] | 1; /* never the zero id */
+        te->o.owner_lo = id[1];
+    }
+
+    if (o->host_base != NULL) {
+        st = mc_reactor_attach(o->host_base, "te", &te->attached);
+        if (st != MC_OK)
+            goto err;
+        te->nr = 1;
+    } else {
+        mc_reactor_group_opts_t go;
+        mc_reactor_group_opts_init(&go);
+        go.count = o->reactors;
+        go.name = "te";
+        st = mc_reactor_group_create(&go, &te->g);
+        if (st != MC_OK)
+            goto err;
+        te->nr = mc_reactor_group_count(te->g);
+    }
+    te->rs = mc_calloc(te->nr, sizeof(*te->rs));
+    if (te->rs == NULL) {
+        st = MC_ERR_NOMEM;
+        goto err;
+    }
+    for (unsigned i = 0; i < te->nr; i++)
+        te->rs[i] = te->attached ? te->attached : mc_reactor_group_get(te->g, i);
+
+    mc_rpc_server_opts_t so;
+    mc_rpc_server_opts_init(&so);
+    so.bind_addr = te->listen_host;
+    so.port = o->listen_port;
+    st = mc_rpc_server_create(te->rs, te->nr, &so, &te->srv);
+    if (st != MC_OK)
+        goto err;
+    mc_rpc_server_register(te->srv, MC_RPC_TE_DESC, h_desc, te);
+    te_tcp_register_server(te);
+    st = mc_rpc_server_start(te->srv);
+    if (st != MC_OK)
+        goto err;
+    te->port = mc_rpc_server_port(te->srv);
+
+    char name[300];
+    if (o->local_hostname != NULL && o->local_hostname[0] != '\0')
+        snprintf(name, sizeof(name), "%s", o->local_hostname);
+    else
+        snprintf(name, sizeof(name), "%s:%u", te->advertise_host, te->port);
+    if ((te->name = mc_strdup(name)) == NULL) {
+        st = MC_ERR_NOMEM;
+        goto err;
+    }
+
+    if (strcmp(te->metadata, "p2p") != 0 && strcmp(te->metadata, "") != 0 &&
+        strcmp(te->metadata, "P2PHANDSHAKE") != 0) {
+        mc_meta_opts_t mo;
+        mc_meta_opts_init(&mo);
+        mo.owner_hi = te->o.owner_hi;
+        mo.owner_lo = te->o.owner_lo;
+        mo.call_timeout_us = te->o.timeout_us < 5000000 ? te->o.timeout_us : 5000000;
+        st = mc_meta_open(te->metadata, te->rs[0], &mo, &te->meta);
+        if (st != MC_OK)
+            goto err;
+        if (publish(te) != MC_OK)
+            MC_WARN(TRANSPORT, "segment '%s' not published yet; the metadata backend retries",
+                    te->name);
+    }
+    MC_INFO(TRANSPORT, "transfer engine '%s' listening on %s:%u, metadata %s, %u reactor(s)",
+            te->name, te->listen_host, te->port, te->metadata, te->nr);
+    *out = te;
+    return MC_OK;
+
+err:
+    te_free(te);
+    return st;
+}
+
+void mc_te_destroy(mc_te_t *te)
+{
+    if (te == NULL)
+        return;
+    atomic_store(&te->stopping, 1);
+    if (te->meta != NULL) {
+        char key[512];
+        key_of(te, "seg", te->name, key, sizeof(key));
+        mc_meta_del_sync(te->meta, key);
+        key_of(te, "rpc", te->name, key, sizeof(key));
+        mc_meta_del_sync(te->meta, key);
+    }
+    te_free(te);
+}

@@ -1,0 +1,122 @@
+/*
+ * te_int.h - internals of the transfer engine shared by engine.c (engine,
+ * registration, segments, descriptors, server side of TCP), batch.c
+ * (batches, slicing, completion, the local transport) and tcp.c (the
+ * initiator side of the TCP transport).
+ *
+ * Locking: te->buf_lock (rwlock) guards the local buffer table: readers are
+ * submitters and the TCP server's range checks, writers (un)registration.
+ * te->seg_lock (mutex) guards the segment table and each segment's cached
+ * ranges. Segments live until the engine is destroyed (slices in flight point
+ * at them); closing one only drops a reference.
+ */
+#ifndef MC_TRANSPORT_TE_INT_H
+#define MC_TRANSPORT_TE_INT_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "mooncake/transfer.h"
+#include "reactor/reactor.h"
+#include "rpc/rpc.h"
+#include "transport/metadata.h"
+
+#define TE_MAX_LANES 16
+#define TE_LOCATION_MAX 24
+
+typedef struct te_buf {
+    uint64_t addr, len;
+    char location[TE_LOCATION_MAX];
+    int remote;
+} te_buf_t;
+
+typedef struct te_seg {
+    mc_te_segment_t id;
+    char *name;
+    char host[64];
+    uint16_t port;
+    te_buf_t *bufs; /* its remote buffers, as last described; seg_lock */
+    size_t nbufs;
+    mc_rpc_client_t *lanes[TE_MAX_LANES];
+    unsigned nlanes;
+    _Atomic unsigned next_lane;
+    int refs;
+} te_seg_t;
+
+struct mc_te {
+    mc_te_opts_t o;
+    char *name, *cluster, *metadata, *listen_host, *advertise_host;
+    mc_reactor_group_t *g;  /* NULL in attach mode */
+    mc_reactor_t *attached;
+    mc_reactor_t **rs;
+    unsigned nr;
+    mc_rpc_server_t *srv;
+    uint16_t port;
+    mc_meta_t *meta;        /* NULL in p2p mode */
+    pthread_rwlock_t buf_lock;
+    te_buf_t *bufs;         /* sorted by addr, non-overlapping */
+    size_t nbufs, cap_bufs;
+    pthread_mutex_t seg_lock;
+    te_seg_t **segs;        /* segs[id - 1] */
+    size_t nsegs, cap_segs;
+    int tcp;
+    _Atomic int stopping;
+};
+
+typedef struct te_task {
+    _Atomic uint32_t remaining; /* slices not finished */
+    _Atomic uint64_t bytes;
+    _Atomic int error;          /* first failure, 0 = none */
+} te_task_t;
+
+typedef struct te_slice {
+    mc_reactor_msg_t msg;       /* posts the slice to its lane's reactor */
+    struct mc_te_batch *b;
+    te_task_t *task;
+    te_seg_t *seg;
+    uint8_t *local;
+    uint64_t remote;
+    uint64_t len;
+    int opcode;
+    unsigned lane;
+} te_slice_t;
+
+/* Slices of one submit, allocated together and kept until the batch is
+ * freed (messages and RPC callbacks point into them). */
+typedef struct te_chunk {
+    struct te_chunk *next;
+    size_t n;
+    te_slice_t slices[];
+} te_chunk_t;
+
+struct mc_te_batch {
+    mc_te_t *te;
+    size_t cap;
+    _Atomic size_t ntasks;
+    _Atomic size_t tasks_done;
+    te_task_t *tasks;
+    te_chunk_t *chunks;
+    mc_te_batch_cb_t cb;
+    void *cb_arg;
+    mc_reactor_msg_t cb_msg;    /* fires cb from a reactor after a local submit */
+    _Atomic int cb_posted;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+};
+
+/* engine.c */
+int te_local_range_ok(mc_te_t *te, const void *addr, uint64_t len, int need_remote);
+int te_seg_range_ok(mc_te_t *te, te_seg_t *seg, uint64_t addr, uint64_t len);
+te_seg_t *te_seg_get(mc_te_t *te, mc_te_segment_t id);
+mc_status_t te_seg_refresh(mc_te_t *te, te_seg_t *seg);
+int te_on_reactor(mc_te_t *te);
+
+/* batch.c */
+void te_slice_done(te_slice_t *s, mc_status_t st);
+
+/* tcp.c */
+mc_status_t te_tcp_lanes_open(mc_te_t *te, te_seg_t *seg);
+void te_tcp_post(te_slice_t *s);
+void te_tcp_register_server(mc_te_t *te);
+
+#endif /* MC_TRANSPORT_TE_INT_H */
