@@ -149,7 +149,10 @@ fuzz: $(FUZZ_BINS)
 	      $(BUILD)/fuzz/work-$$name $$( [ -d $$corpus ] && echo $$corpus ) || exit 1; \
 	done
 
-install: lib
+# Daemons and tools go to bin/; benchmarks stay in the build tree.
+INSTALL_PROGRAMS = $(filter $(BUILD)/mooncake-%,$(PROGRAMS))
+
+install: all
 	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include/mooncake \
 	           $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/bin
 	install -m 644 $(STATIC_LIB) $(DESTDIR)$(PREFIX)/lib/
@@ -157,7 +160,7 @@ install: lib
 	ln -sf libmooncake.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/$(SONAME)
 	ln -sf $(SONAME) $(DESTDIR)$(PREFIX)/lib/libmooncake.so
 	install -m 644 include/mooncake/*.h $(DESTDIR)$(PREFIX)/include/mooncake/
-	$(if $(PROGRAMS),install -m 755 $(filter-out $(BUILD)/test/%,$(PROGRAMS)) $(DESTDIR)$(PREFIX)/bin/)
+	$(if $(INSTALL_PROGRAMS),install -m 755 $(INSTALL_PROGRAMS) $(DESTDIR)$(PREFIX)/bin/)
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' \
 	    -e 's|@REQUIRES@|$(LIB_PKGS)|' mk/mooncake.pc.in \
 	    > $(DESTDIR)$(PREFIX)/lib/pkgconfig/mooncake.pc

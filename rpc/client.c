@@ -103,6 +103,7 @@ struct mc_rpc_client {
     call_t *free_calls;
     size_t call_hdr_pos;
     mc_mp_writer_t w;
+    unsigned failed_connects; /* in a row; logged at WARN once per outage */
     int in_callback;
     int destroy_pending;
     int flush_queued;
@@ -241,8 +242,11 @@ static void conn_lost(mc_rpc_client_t *c, const char *why)
 {
     if (c->state == CLI_CONNECTED)
         MC_WARN(RPC, "connection to %s lost: %s", c->name, why);
+    else if (c->failed_connects++ == 0)
+        MC_WARN(RPC, "cannot connect to %s: %s (retrying with backoff up to %llu ms)", c->name,
+                why, (unsigned long long)(c->opts.backoff_max_us / 1000));
     else
-        MC_WARN(RPC, "cannot connect to %s: %s", c->name, why);
+        MC_DEBUG(RPC, "cannot connect to %s: %s (attempt %u)", c->name, why, c->failed_connects);
     drop_socket(c);
     set_state(c, CLI_BACKOFF);
     mc_timer_start(&c->conn_timer, c->backoff_us, 0);
@@ -510,7 +514,12 @@ static void on_write_body(evutil_socket_t fd, short what, void *arg)
         set_state(c, CLI_CONNECTED);
         mc_timer_stop(&c->conn_timer);
         c->backoff_us = c->opts.backoff_min_us;
-        MC_DEBUG(RPC, "connected to %s", c->name);
+        if (c->failed_connects > 0)
+            MC_INFO(RPC, "connected to %s after %u failed attempt(s)", c->name,
+                    c->failed_connects);
+        else
+            MC_DEBUG(RPC, "connected to %s", c->name);
+        c->failed_connects = 0;
     }
     cli_flush(c);
 }

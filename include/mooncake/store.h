@@ -1,0 +1,185 @@
+/*
+ * mooncake/store.h - the Mooncake Store client: put/get/remove of
+ * key -> bytes objects kept in the DRAM that processes of the cluster
+ * contribute, coordinated by mooncake-master.
+ *
+ * A client is one handle (mc_store_t). It talks to the master over RPC and
+ * moves data with its own transfer engine (mooncake/transfer.h). It may
+ * contribute memory (global_segment_size > 0: it mounts a segment other
+ * clients' objects are placed in; a "storage node" is a client that only
+ * does this) and may read and write objects (local_buffer_size > 0: a
+ * registered staging buffer for caller memory that is not registered).
+ *
+ * Operations come in two forms with the same semantics:
+ *  - sync (mc_store_put, ...): from any thread that is not one of the
+ *    client's reactor threads or inside one of its callbacks; returns the
+ *    status (or bytes for gets).
+ *  - async (mc_store_put_async, ...): returns an error (the callback never
+ *    runs) or MC_INPROGRESS; then the callback runs exactly once, later, on a
+ *    reactor thread of the client, never inside the submitting call. The
+ *    caller's buffers are borrowed until the callback runs.
+ * Closing the client completes every pending callback with MC_ERR_CANCELED.
+ *
+ * Keys: 1..4096 bytes (any bytes but NUL). Values: > 0 bytes. Every write is
+ * all-or-nothing: an object becomes readable only when every byte of every
+ * replica is written (PutStart -> transfers -> PutEnd; any failure revokes).
+ *
+ * Statuses are mc_status_t with upstream's store codes: e.g.
+ * MC_ERR_OBJECT_NOT_FOUND, MC_ERR_OBJECT_ALREADY_EXISTS, MC_ERR_INVALID_KEY,
+ * MC_ERR_NO_AVAILABLE_HANDLE (no space even after eviction),
+ * MC_ERR_BUFFER_OVERFLOW (get buffer too small: the needed size is
+ * reported), MC_ERR_LEASE_EXPIRED, MC_ERR_RPC_TIMEOUT / MC_ERR_CONN_CLOSED
+ * (master unreachable), MC_ERR_TRANSFER_FAIL, MC_ERR_INVALID_PARAMS,
+ * MC_ERR_STATE (a sync call from a reactor thread; put/get on a client with
+ * local_buffer_size 0 and an unregistered buffer).
+ */
+#ifndef MOONCAKE_STORE_H
+#define MOONCAKE_STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "mooncake/status.h"
+#include "mooncake/visibility.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct event_base;
+
+typedef struct mc_store mc_store_t;
+
+typedef struct mc_store_config {
+    const char *local_hostname;   /* segment name; NULL = "<advertise_host>:<port>" */
+    const char *metadata;         /* "master" (default: the master's embedded service),
+                                     "redis://HOST:PORT[/DB]", or "p2p" */
+    const char *protocol;         /* "tcp" (default); "rdma" is not available yet */
+    const char *master;           /* "HOST:PORT" of mooncake-master; "127.0.0.1:50051" */
+    const char *advertise_host;   /* address peers reach this client at; "127.0.0.1" */
+    uint16_t port;                /* transfer engine listen port; 0 = any */
+    uint64_t global_segment_size; /* bytes contributed to the pool; 0 = pure client */
+    uint64_t local_buffer_size;   /* registered staging bytes; 0 = pure server */
+    unsigned reactors;            /* 0 = one per NUMA node */
+    struct event_base *host_base; /* embed into this libevent loop instead of threads */
+    uint64_t rpc_timeout_us;      /* master calls; 5 s */
+    uint64_t transfer_timeout_us; /* data transfers; 10 s */
+} mc_store_config_t;
+
+MC_API void mc_store_config_init(mc_store_config_t *c);
+
+/* Connect (the master may be down: calls then fail until it is back), mount
+ * the segment if any. MC_OK, MC_ERR_INVALID_ARGUMENT (named in the log),
+ * MC_ERR_NOMEM, MC_ERR_SOCKET. */
+MC_API mc_status_t mc_store_open(const mc_store_config_t *c, mc_store_t **out);
+
+/* Unmount, unpublish, cancel pending calls (MC_ERR_CANCELED), free. NULL ok. */
+MC_API void mc_store_close(mc_store_t *s);
+
+/* Where replicas go. */
+typedef struct mc_replicate_config {
+    uint32_t replica_num;                  /* 1 by default; best effort above the
+                                              number of segments */
+    int with_soft_pin;                     /* protect from eviction for a while */
+    const char *const *preferred_segments; /* segment names tried first */
+    size_t n_preferred;
+} mc_replicate_config_t;
+
+MC_API void mc_replicate_config_init(mc_replicate_config_t *c);
+
+/* A piece of a value (puts gather, gets scatter). */
+typedef struct mc_slice {
+    void *ptr;
+    size_t len;
+} mc_slice_t;
+
+/* ---------------------------------------------------------------- sync */
+
+/* Store value = concatenation of the slices. cfg NULL = defaults. */
+MC_API mc_status_t mc_store_put(mc_store_t *s, const void *key, size_t klen, const void *buf,
+                                size_t len, const mc_replicate_config_t *cfg);
+MC_API mc_status_t mc_store_put_parts(mc_store_t *s, const void *key, size_t klen,
+                                      const mc_slice_t *parts, size_t nparts,
+                                      const mc_replicate_config_t *cfg);
+
+/* Read into buf (len bytes of room). Returns the object size (>= 0) or a
+ * negative status; MC_ERR_BUFFER_OVERFLOW when it does not fit, with the
+ * needed size in *need (may be NULL). */
+MC_API int64_t mc_store_get(mc_store_t *s, const void *key, size_t klen, void *buf, size_t len,
+                            uint64_t *need);
+
+/* 1 exists, 0 not, or a negative status. Does not extend the object's life. */
+MC_API int mc_store_exist(mc_store_t *s, const void *key, size_t klen);
+
+/* Object size (>= 0) or a negative status. */
+MC_API int64_t mc_store_get_size(mc_store_t *s, const void *key, size_t klen);
+
+MC_API mc_status_t mc_store_remove(mc_store_t *s, const void *key, size_t klen, int force);
+/* Number removed (>= 0) or a negative status. */
+MC_API int64_t mc_store_remove_by_regex(mc_store_t *s, const char *regex, int force);
+MC_API int64_t mc_store_remove_all(mc_store_t *s, int force);
+
+/* Batch forms: st[i] per key (for batch_get: bytes or a negative status). The
+ * call's own return is MC_OK when the batch was processed. */
+MC_API mc_status_t mc_store_batch_put(mc_store_t *s, const mc_slice_t *keys,
+                                      const mc_slice_t *values, size_t n,
+                                      const mc_replicate_config_t *cfg, mc_status_t *st);
+MC_API mc_status_t mc_store_batch_get(mc_store_t *s, const mc_slice_t *keys, mc_slice_t *bufs,
+                                      size_t n, int64_t *result);
+MC_API mc_status_t mc_store_batch_exist(mc_store_t *s, const mc_slice_t *keys, size_t n,
+                                        int *result);
+MC_API mc_status_t mc_store_batch_remove(mc_store_t *s, const mc_slice_t *keys, size_t n,
+                                         int force, mc_status_t *st);
+
+/* Zero-copy forms: buf lies in memory registered with mc_store_register_buffer. */
+MC_API mc_status_t mc_store_put_from(mc_store_t *s, const void *key, size_t klen,
+                                     const void *buf, size_t len,
+                                     const mc_replicate_config_t *cfg);
+MC_API int64_t mc_store_get_into(mc_store_t *s, const void *key, size_t klen, void *buf,
+                                 size_t len);
+
+MC_API mc_status_t mc_store_register_buffer(mc_store_t *s, void *buf, size_t len);
+MC_API mc_status_t mc_store_unregister_buffer(mc_store_t *s, void *buf);
+
+/* Contribute (or withdraw) memory at run time. buf is borrowed until
+ * unmounted; NULL with len allocates (and frees at unmount). */
+MC_API mc_status_t mc_store_mount_segment(mc_store_t *s, void *buf, size_t len);
+MC_API mc_status_t mc_store_unmount_segment(mc_store_t *s, void *buf);
+
+/* Replica descriptors of a key (no data is read; grants a read lease). */
+typedef struct mc_store_replica {
+    char segment[256];     /* segment name (the holder's local_hostname) */
+    uint64_t address;
+    uint64_t size;
+    int complete;
+} mc_store_replica_t;
+
+MC_API mc_status_t mc_store_query(mc_store_t *s, const void *key, size_t klen,
+                                  mc_store_replica_t *out, uint32_t room, uint32_t *n);
+
+/* --------------------------------------------------------------- async */
+
+typedef void (*mc_store_cb_t)(void *arg, mc_status_t st);
+/* get: result = bytes read (>= 0) or a negative status. */
+typedef void (*mc_store_get_cb_t)(void *arg, int64_t result);
+
+MC_API mc_status_t mc_store_put_async(mc_store_t *s, const void *key, size_t klen,
+                                      const void *buf, size_t len,
+                                      const mc_replicate_config_t *cfg, mc_store_cb_t cb,
+                                      void *arg);
+MC_API mc_status_t mc_store_get_async(mc_store_t *s, const void *key, size_t klen, void *buf,
+                                      size_t len, mc_store_get_cb_t cb, void *arg);
+MC_API mc_status_t mc_store_remove_async(mc_store_t *s, const void *key, size_t klen, int force,
+                                         mc_store_cb_t cb, void *arg);
+/* cb's st: 1 exists, 0 not, negative status. */
+MC_API mc_status_t mc_store_exist_async(mc_store_t *s, const void *key, size_t klen,
+                                        mc_store_cb_t cb, void *arg);
+
+/* Name of this client's segment (its local_hostname). */
+MC_API const char *mc_store_name(const mc_store_t *s);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* MOONCAKE_STORE_H */
