@@ -71,13 +71,13 @@ typedef struct meta_master {
     mc_reactor_hook_t stop_hook;
     int hooked;
     int ping_inflight;
-    int have_view;          /* view is the version of the master we last reached */
+    int have_view; /* view is the version of the master we last reached */
     int64_t view;
-    int republish_needed;   /* some re-put failed in transit: do it again at the next ping */
+    int republish_needed; /* some re-put failed in transit: do it again at the next ping */
     size_t reputs_inflight;
-    int stopped;            /* closing or reactor stopping: calls are refused */
-    int in_callback;        /* depth of our callbacks on the stack */
-    int free_pending;       /* closed from inside a callback: free when it returns */
+    int stopped;      /* closing or reactor stopping: calls are refused */
+    int in_callback;  /* depth of our callbacks on the stack */
+    int free_pending; /* closed from inside a callback: free when it returns */
 } meta_master_t;
 
 typedef enum { OP_GET, OP_PUT, OP_DEL, OP_LIST, OP_PING, OP_REPUT } op_kind_t;
@@ -189,8 +189,7 @@ static void reply_get(mop_t *op, const mc_rpc_resp_t *resp)
             }
         }
         if (r.err != MC_OK || !have) {
-            MC_ERROR(METADATA, "%s: get '%s': malformed answer (no value)", op->m->name,
-                     op->key);
+            MC_ERROR(METADATA, "%s: get '%s': malformed answer (no value)", op->m->name, op->key);
             st = MC_ERR_PROTOCOL;
             val = NULL;
             len = 0;
@@ -331,8 +330,9 @@ static void reply_ping(mop_t *op, const mc_rpc_resp_t *resp)
     }
     int lost = 0;
     if (m->have_view && view != m->view) {
-        MC_INFO(METADATA, "%s: view version %lld -> %lld (the master restarted): re-publishing "
-                          "%zu entries",
+        MC_INFO(METADATA,
+                "%s: view version %lld -> %lld (the master restarted): re-publishing "
+                "%zu entries",
                 m->name, (long long)m->view, (long long)view, meta_own_count(m->own));
         lost = 1;
     }
@@ -381,9 +381,8 @@ static void on_reply(void *arg, const mc_rpc_resp_t *resp)
         break;
     case OP_PUT:
         if (st != MC_OK && !transient(st)) {
-            MC_WARN(METADATA, "%s: put '%s' rejected: %s%s%s", m->name, op->key,
-                    mc_status_str(st), resp->body != NULL ? ": " : "",
-                    error_text(resp, why, sizeof(why)));
+            MC_WARN(METADATA, "%s: put '%s' rejected: %s%s%s", m->name, op->key, mc_status_str(st),
+                    resp->body != NULL ? ": " : "", error_text(resp, why, sizeof(why)));
             meta_own_forget(m->own, op->key, op->gen);
         }
         op->cb.done(op->arg, st);
@@ -670,8 +669,9 @@ mc_status_t meta_master_open(const char *host, uint16_t port, mc_reactor_t *r,
     meta_fill_defaults(&m->o, o);
     snprintf(m->name, sizeof(m->name), "master://%s:%u", host, port);
     if (m->o.owner_hi == 0 && m->o.owner_lo == 0) {
-        MC_ERROR(METADATA, "%s: the owner id is 0 (set mc_meta_opts_t.owner_hi/lo to the "
-                           "process's client id)",
+        MC_ERROR(METADATA,
+                 "%s: the owner id is 0 (set mc_meta_opts_t.owner_hi/lo to the "
+                 "process's client id)",
                  m->name);
         st = MC_ERR_INVALID_ARGUMENT;
         goto err_free;
@@ -687,9 +687,8 @@ mc_status_t meta_master_open(const char *host, uint16_t port, mc_reactor_t *r,
     ro.host = host;
     ro.port = port;
     ro.call_timeout_us = m->o.call_timeout_us;
-    ro.connect_timeout_us = m->o.call_timeout_us < CONNECT_TIMEOUT_MAX_US
-                                ? m->o.call_timeout_us
-                                : CONNECT_TIMEOUT_MAX_US;
+    ro.connect_timeout_us = m->o.call_timeout_us < CONNECT_TIMEOUT_MAX_US ? m->o.call_timeout_us
+                                                                          : CONNECT_TIMEOUT_MAX_US;
     st = mc_rpc_client_create(r, &ro, &m->cli);
     if (st != MC_OK) {
         MC_ERROR(METADATA, "%s: cannot create the rpc client: %s", m->name, mc_status_str(st));

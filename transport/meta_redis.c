@@ -96,7 +96,7 @@ typedef enum rc_state {
     RC_NSTATES
 } rc_state_t;
 
-static const char *const rc_state_names[] = {"DOWN",     "CONNECTING", "CONNECTED",
+static const char *const rc_state_names[] = {"DOWN",      "CONNECTING", "CONNECTED",
                                              "SELECTING", "READY",      "CLOSED"};
 
 #define B MC_FSM_BIT
@@ -116,15 +116,15 @@ static const mc_fsm_desc_t rc_fsm =
 typedef struct meta_redis {
     mc_meta_t base; /* first: mc_meta_t * <-> meta_redis_t * */
     mc_meta_opts_t o;
-    char name[300];   /* "redis://host:port[/db]" for log lines */
-    char ip[64];      /* resolved at open: hiredis would resolve on the reactor thread */
+    char name[300]; /* "redis://host:port[/db]" for log lines */
+    char ip[64];    /* resolved at open: hiredis would resolve on the reactor thread */
     uint16_t port;
-    int db;           /* -1 or 0: no SELECT */
+    int db; /* -1 or 0: no SELECT */
     rc_state_t state;
     redisAsyncContext *ac; /* NULL unless CONNECTING..READY */
     meta_own_t *own;
-    mc_list_t queue;  /* rop_t waiting for READY, FIFO (= deadline order) */
-    mc_list_t sent;   /* rop_t handed to hiredis, by deadline */
+    mc_list_t queue;          /* rop_t waiting for READY, FIFO (= deadline order) */
+    mc_list_t sent;           /* rop_t handed to hiredis, by deadline */
     mc_timer_t conn_timer;    /* backoff (DOWN), connect timeout, or 0 (CONNECTED) */
     mc_timer_t refresh_timer; /* ttl/3 while READY */
     mc_timer_t dl_timer;      /* earliest deadline of queue and sent */
@@ -132,12 +132,12 @@ typedef struct meta_redis {
     uint64_t connect_timeout_us;
     uint64_t ttl_ms;
     size_t refresh_inflight;
-    int trouble_logged;       /* a WARN about the connection was the last word */
+    int trouble_logged; /* a WARN about the connection was the last word */
     int refresh_err_logged;
     mc_reactor_hook_t stop_hook;
     int hooked;
-    int in_callback;          /* depth of our callbacks on the stack */
-    int free_pending;         /* closed from inside a callback: free when it returns */
+    int in_callback;  /* depth of our callbacks on the stack */
+    int free_pending; /* closed from inside a callback: free when it returns */
 } meta_redis_t;
 
 typedef enum { R_GET, R_PUT, R_DEL, R_LIST, R_SELECT, R_REFRESH } rkind_t;
@@ -155,12 +155,12 @@ typedef struct lkey {
 } lkey_t;
 
 typedef struct rop {
-    mc_list_t node;      /* in m->queue or m->sent; self-linked otherwise */
-    meta_redis_t *m;     /* NULL once detached (close): only hiredis' callback is awaited */
+    mc_list_t node;  /* in m->queue or m->sent; self-linked otherwise */
+    meta_redis_t *m; /* NULL once detached (close): only hiredis' callback is awaited */
     rkind_t kind;
-    int in_redis;        /* hiredis holds (or is running) a reply callback with this op */
-    int resent;          /* the reply being handled sent the op's next command */
-    int done;            /* the user callback ran (internal ops: completed) */
+    int in_redis; /* hiredis holds (or is running) a reply callback with this op */
+    int resent;   /* the reply being handled sent the op's next command */
+    int done;     /* the user callback ran (internal ops: completed) */
     uint64_t deadline;
     union {
         mc_meta_get_cb_t get;
@@ -169,7 +169,7 @@ typedef struct rop {
     } cb;
     void *arg;
     /* list */
-    int scanning;        /* SCAN phase (else MGET phase) */
+    int scanning; /* SCAN phase (else MGET phase) */
     char cursor[24];
     mc_hmap_t seen;
     lkey_t **keys;
@@ -211,8 +211,8 @@ static void cb_leave(meta_redis_t *m)
 
 /* ------------------------------------------------------------------ ops */
 
-static rop_t *op_new(meta_redis_t *m, rkind_t kind, const char *key, const void *val,
-                     size_t vlen, void *arg)
+static rop_t *op_new(meta_redis_t *m, rkind_t kind, const char *key, const void *val, size_t vlen,
+                     void *arg)
 {
     size_t klen = key != NULL ? strlen(key) : 0;
     rop_t *op = mc_malloc(sizeof(*op) + klen + 1 + vlen);
@@ -613,7 +613,8 @@ static int op_send(meta_redis_t *m, rop_t *op)
         mc_free(pattern);
     if (rc != REDIS_OK) {
         MC_ERROR(METADATA, "%s: %s '%s': cannot queue the command: %s", m->name,
-                 rkind_names[op->kind], op->data, m->ac->errstr[0] ? m->ac->errstr : "hiredis error");
+                 rkind_names[op->kind], op->data,
+                 m->ac->errstr[0] ? m->ac->errstr : "hiredis error");
         return -1;
     }
     op->in_redis = 1;
@@ -634,7 +635,10 @@ static mc_status_t op_submit(meta_redis_t *m, rop_t *op)
     } else {
         mc_list_push_tail(&m->queue, &op->node);
     }
-    arm_deadline(m);
+    /* Every call has the same timeout, so a new one is due last: the armed
+     * timer (for an earlier op) stays right. */
+    if (!mc_timer_armed(&m->dl_timer))
+        arm_deadline(m);
     return MC_INPROGRESS;
 }
 
@@ -680,6 +684,8 @@ static void on_refresh_timer(mc_timer_t *t, void *arg)
 
 static void arm_deadline(meta_redis_t *m)
 {
+    if (m->state == RC_CLOSED)
+        return; /* a callback closed us: the timer is gone */
     uint64_t first = UINT64_MAX;
     if (!mc_list_empty(&m->queue))
         first = MC_LIST_ENTRY(m->queue.next, rop_t, node)->deadline;
@@ -747,8 +753,8 @@ static void conn_down(meta_redis_t *m, const char *why)
     if (m->state == RC_READY)
         MC_WARN(METADATA, "%s: connection lost: %s; reconnecting", m->name, why);
     else if (!m->trouble_logged)
-        MC_WARN(METADATA, "%s: cannot connect: %s; retrying every %llu ms at most", m->name,
-                why, (unsigned long long)(BACKOFF_MAX_US / 1000));
+        MC_WARN(METADATA, "%s: cannot connect: %s; retrying every %llu ms at most", m->name, why,
+                (unsigned long long)(BACKOFF_MAX_US / 1000));
     else
         MC_DEBUG(METADATA, "%s: cannot connect: %s", m->name, why);
     m->trouble_logged = 1;
@@ -818,7 +824,8 @@ static void on_disconnect(const redisAsyncContext *cac, int status)
     mc_reactor_t *saved = mc_reactor_enter(m->base.r);
     cb_enter(m);
     conn_down(m, status == REDIS_OK ? "closed by the server"
-                                    : cac->errstr[0] ? cac->errstr : "connection error");
+                 : cac->errstr[0]   ? cac->errstr
+                                    : "connection error");
     cb_leave(m);
     mc_reactor_leave(saved);
 }
@@ -1107,8 +1114,8 @@ mc_status_t meta_redis_open(const char *host, uint16_t port, int db, mc_reactor_
     m->db = db;
     m->state = RC_DOWN;
     m->backoff_us = BACKOFF_MIN_US;
-    m->connect_timeout_us =
-        m->o.call_timeout_us < CONNECT_TIMEOUT_MAX_US ? m->o.call_timeout_us : CONNECT_TIMEOUT_MAX_US;
+    m->connect_timeout_us = m->o.call_timeout_us < CONNECT_TIMEOUT_MAX_US ? m->o.call_timeout_us
+                                                                          : CONNECT_TIMEOUT_MAX_US;
     m->ttl_ms = m->o.ttl_us / 1000 > 0 ? m->o.ttl_us / 1000 : 1;
     mc_list_init(&m->queue);
     mc_list_init(&m->sent);

@@ -94,8 +94,8 @@ static int parse_uint(const char *p, const char *end, unsigned long max, unsigne
 
 static int host_char(char c)
 {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-           c == '.' || c == '-' || c == '_';
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+           c == '-' || c == '_';
 }
 
 /* Parse "HOST[:PORT][/DB]" (the part after "scheme://"). *why names the
@@ -186,7 +186,9 @@ mc_status_t mc_meta_open(const char *conn, mc_reactor_t *r, const mc_meta_opts_t
 
     if (r == NULL || out == NULL || conn == NULL) {
         MC_ERROR(METADATA, "mc_meta_open: %s is NULL",
-                 conn == NULL ? "the connection string" : r == NULL ? "the reactor" : "out");
+                 conn == NULL ? "the connection string"
+                 : r == NULL  ? "the reactor"
+                              : "out");
         return MC_ERR_INVALID_ARGUMENT;
     }
     if (strncmp(conn, master_pfx, sizeof(master_pfx) - 1) == 0) {
@@ -214,10 +216,10 @@ void mc_meta_close(mc_meta_t *m)
  * the backend only. */
 typedef struct own_entry {
     mc_hnode_t node;
-    uint64_t gen;  /* which put stored this value */
+    uint64_t gen; /* which put stored this value */
     size_t klen, vlen;
-    char *val;     /* into data, after the key's NUL */
-    char data[];   /* key, NUL, value */
+    char *val;   /* into data, after the key's NUL */
+    char data[]; /* key, NUL, value */
 } own_entry_t;
 
 struct meta_own {
@@ -268,8 +270,7 @@ static own_entry_t *own_find(meta_own_t *s, const char *key, size_t klen, uint64
 /* Remember key -> val (replacing an older value). *gen (may be NULL)
  * receives the generation of this value, for meta_own_forget. MC_OK or
  * MC_ERR_NOMEM (then the set is unchanged). */
-mc_status_t meta_own_set(meta_own_t *s, const char *key, const void *val, size_t len,
-                         uint64_t *gen)
+mc_status_t meta_own_set(meta_own_t *s, const char *key, const void *val, size_t len, uint64_t *gen)
 {
     size_t klen = strlen(key);
     uint64_t h = mc_hash64(key, klen);
@@ -336,8 +337,8 @@ typedef struct sync_op {
     const char *key; /* or prefix */
     const void *val;
     size_t len;
-    mc_buf_t *out;   /* get: the value is appended here */
-    mc_buf_t list;   /* list: packed entries (klen, vlen, key NUL, value) */
+    mc_buf_t *out; /* get: the value is appended here */
+    mc_buf_t list; /* list: packed entries (klen, vlen, key NUL, value) */
     size_t nlist;
     pthread_mutex_t mu;
     pthread_cond_t cv;

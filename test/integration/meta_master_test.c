@@ -62,14 +62,24 @@ static void start_master(env_t *e, int fast_expiry)
 {
     char bin[256], port[48];
     snprintf(port, sizeof(port), "server.rpc_port=%u", e->port);
-    char *argv[] = {(char *)test_prog("mooncake-master", bin, sizeof(bin)),
-                    "--set", port,
-                    "--set", "server.http_enabled=false",
-                    "--set", "server.reactors=1",
-                    "--set", "log.level=warn",
-                    fast_expiry ? "--set" : NULL, "master.client_ttl=1s",
-                    "--set", "server.tick_interval=20ms",
-                    NULL};
+    char *argv[16];
+    int n = 0;
+    argv[n++] = (char *)test_prog("mooncake-master", bin, sizeof(bin));
+    argv[n++] = "--set";
+    argv[n++] = port;
+    argv[n++] = "--set";
+    argv[n++] = "server.http_enabled=false";
+    argv[n++] = "--set";
+    argv[n++] = "server.reactors=1";
+    argv[n++] = "--set";
+    argv[n++] = "log.level=warn";
+    if (fast_expiry) {
+        argv[n++] = "--set";
+        argv[n++] = "master.client_ttl=1s";
+        argv[n++] = "--set";
+        argv[n++] = "server.tick_interval=20ms";
+    }
+    argv[n] = NULL;
     assert_int_equal(test_proc_start(&e->master, argv), 0);
     for (int waited = 0; !port_open(e->port); waited += 10) {
         if (waited > 5000)
@@ -240,6 +250,8 @@ static int group_setup(void **state)
 static int group_teardown(void **state)
 {
     env_t *e = *state;
+    if (e == NULL)
+        return 0; /* group_setup failed */
     mc_reactor_group_destroy(e->g);
     return 0;
 }
@@ -373,8 +385,7 @@ static void entries_of_an_owner_that_stopped_pinging_are_deleted(void **state)
     mc_meta_close(b);
 }
 
-static void calls_fail_within_the_timeout_while_the_master_is_unreachable_then_succeed(
-    void **state)
+static void calls_fail_within_the_timeout_while_the_master_is_unreachable_then_succeed(void **state)
 {
     env_t *e = *state;
     stop_master(e, SIGKILL);
@@ -543,8 +554,8 @@ static void malformed_connection_strings_and_a_zero_owner_are_rejected_at_open(v
 {
     env_t *e = *state;
     static const char *const bad[] = {
-        "master://", "master://host:notaport", "master://h:1/0", "master://h:0",
-        "ftp://x",   "",                       "master:/h:1",    "master://h:99999",
+        "master://",   "master://host:notaport", "master://h:1/0", "master://h:0", "ftp://x", "",
+        "master:/h:1", "master://h:99999",
     };
     mc_meta_opts_t o;
     mc_meta_opts_init(&o);
@@ -585,10 +596,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(
             calls_fail_within_the_timeout_while_the_master_is_unreachable_then_succeed, setup,
             teardown),
-        cmocka_unit_test_setup_teardown(pending_calls_fail_exactly_once_when_the_master_dies,
-                                        setup, teardown),
-        cmocka_unit_test_setup_teardown(close_cancels_pending_calls_exactly_once, setup,
+        cmocka_unit_test_setup_teardown(pending_calls_fail_exactly_once_when_the_master_dies, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(close_cancels_pending_calls_exactly_once, setup, teardown),
         cmocka_unit_test_setup_teardown(
             malformed_connection_strings_and_a_zero_owner_are_rejected_at_open, setup, teardown),
     };
