@@ -763,6 +763,8 @@ static int bench_op(bench_t *b, op_t op)
         if (first == MC_OK)
             first = rs[r].first_err;
     }
+    result_t in_order[99];
+    memcpy(in_order, rs, o->reps * sizeof(rs[0]));
     qsort(rs, o->reps, sizeof(rs[0]), cmp_res);
     result_t m = rs[o->reps / 2];
     unsigned batch = op_is_batch(op) ? o->batch : 1;
@@ -772,6 +774,11 @@ static int bench_op(bench_t *b, op_t op)
     printf("csv,master_bench,%s,%u,%u,%llu,%u,%.0f,%.1f,%.1f,%llu\n", op_names[op], o->clients,
            batch, (unsigned long long)o->value_size, o->depth, m.keys_per_s, m.p50_us, m.p99_us,
            (unsigned long long)errs);
+    /* every repetition, in run order: the spread next to the median */
+    printf("  (keys/s by rep:");
+    for (unsigned r = 0; r < o->reps; r++)
+        printf(" %.0f", in_order[r].keys_per_s);
+    printf(")\n");
     print_rss(b);
     fflush(stdout);
     return 0;

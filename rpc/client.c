@@ -35,6 +35,11 @@
 
 #define READ_CHUNK (64 * 1024)
 #define READ_BUDGET (4u << 20)
+/* As in server.c: after a response payload of this size streamed into its
+ * call's buffer, read at most HDR_READ bytes next, so that the next payload
+ * streams too instead of being read into `in` and copied. */
+#define STREAM_MIN (16 * 1024)
+#define HDR_READ 256
 
 typedef enum cli_state {
     CLI_IDLE,       /* no socket; the next call connects */
@@ -89,7 +94,8 @@ struct mc_rpc_client {
         call_t *call;      /* NULL once the call timed out: discard */
         uint8_t *dst;      /* next byte to fill, NULL: discard */
         uint64_t left;
-        size_t hb;
+        size_t hb;         /* bytes rx_finish consumes: header + body (+ the
+                              payload when it was buffered whole) */
         mc_frame_hdr_t hdr;
         mc_status_t st;
     } rx;
@@ -108,6 +114,7 @@ struct mc_rpc_client {
     int destroy_pending;
     int flush_queued;
     int in_read;
+    int hdr_read;        /* the last payload streamed (>= STREAM_MIN): read small */
     mc_reactor_hook_t stop_hook;
     int hooked;
 };
@@ -311,6 +318,7 @@ static mc_status_t rx_start(mc_rpc_client_t *c, const mc_frame_hdr_t *h, call_t 
              k == NULL ? "discarded (no call)" : fits ? "into the call's buffer" : "too large",
              used - hb);
     c->rx.active = 1;
+    c->hdr_read = h->payload_len >= STREAM_MIN;
     c->rx.call = k;
     c->rx.dst = fits ? k->recv : NULL;
     c->rx.st = k == NULL ? MC_OK : fits ? (mc_status_t)h->status : MC_ERR_BUFFER_OVERFLOW;
@@ -324,11 +332,16 @@ static mc_status_t rx_start(mc_rpc_client_t *c, const mc_frame_hdr_t *h, call_t 
         c->rx.dst += n;
     }
     c->rx.left -= n;
-    uint8_t *head = mc_buf_head(&c->in);
-    memmove(head + hb, head + hb + n, avail - n); /* keep what follows the payload */
-    c->in.len -= n;
-    if (c->rx.left == 0)
+    if (c->rx.left == 0) {
+        /* The whole payload was buffered: it goes with header and body when
+         * rx_finish consumes them. Nothing moves: sliding the bytes after it
+         * down instead cost a memmove of the rest of the input per response,
+         * quadratic in the responses one read(2) brings in. */
+        c->rx.hb = hb + n;
         rx_finish(c);
+    } else {
+        c->in.len -= n; /* every buffered byte after the body was payload */
+    }
     return MC_OK;
 }
 
@@ -374,6 +387,7 @@ static void process_input(mc_rpc_client_t *c)
             conn_lost(c, "protocol error");
             return;
         }
+        c->hdr_read = 0;
         if (k != NULL) {
             /* The frame's bytes stay in place during the callback. */
             mc_rpc_resp_t resp = {.status = f.hdr.status,
@@ -425,14 +439,15 @@ static void on_read_body(evutil_socket_t fd, short what, void *arg)
             n = rx_read(c);
         } else {
             size_t used = mc_buf_used(&c->in);
-            size_t want = c->need > used ? c->need - used : 0;
-            if (want < READ_CHUNK)
-                want = READ_CHUNK;
+            size_t missing = c->need > used ? c->need - used : 0;
+            size_t want = missing < READ_CHUNK ? READ_CHUNK : missing;
             if (mc_buf_reserve(&c->in, want) != MC_OK) {
                 conn_lost(c, "out of memory for input");
                 break;
             }
             room = mc_buf_room(&c->in);
+            if (c->hdr_read && room > HDR_READ && missing <= HDR_READ)
+                room = HDR_READ; /* see STREAM_MIN */
             n = read(fd, mc_buf_tail(&c->in), room);
         }
         if (n == 0) {

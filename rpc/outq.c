@@ -79,7 +79,9 @@ static int build_iov(const mc_outq_t *q, struct iovec *iov)
         n++;
         sent = 0;
     }
-    if (i == q->ext_n && fleft > 0) {
+    /* the framing after the last chunk, if an entry is left for it (the
+     * loop above may have filled all MAX_IOV); else it goes next round */
+    if (i == q->ext_n && fleft > 0 && n < MAX_IOV) {
         iov[n].iov_base = (void *)fp;
         iov[n].iov_len = fleft;
         n++;

@@ -50,7 +50,8 @@ typedef struct mc_rpc_server_opts {
     int backlog;                /* default 1024 */
     mc_frame_limits_t limits;   /* zero fields = defaults */
     size_t max_outbuf;          /* stop reading a connection whose unsent replies exceed
-                                   this (the peer is not reading); default 64 MiB */
+                                   this (the peer is not reading); default 64 MiB.
+                                   Zero-copy reply payloads do not count. */
 } mc_rpc_server_opts_t;
 
 void mc_rpc_server_opts_init(mc_rpc_server_opts_t *o);

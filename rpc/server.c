@@ -24,6 +24,13 @@
 #define MAX_METHODS 4096        /* method ids are below this (rpc/methods.h) */
 #define READ_CHUNK (64 * 1024)  /* bytes asked of read(2) at least */
 #define READ_BUDGET (4u << 20)  /* bytes read per readiness event, for fairness */
+/* Payloads from this size are worth a read(2) of their own: after one, the
+ * next read asks for at most HDR_READ bytes (a header and a small body), so
+ * that the next payload, likely as large, lands straight in its sink instead
+ * of being read into `in` and copied (a syscall costs less than copying
+ * this much). */
+#define STREAM_MIN (16 * 1024)
+#define HDR_READ 256
 
 typedef struct handler {
     mc_rpc_handler_t fn;
@@ -88,7 +95,8 @@ struct conn {
         mc_rpc_req_t *req;
         uint8_t *dst;      /* NULL: discard the payload */
         uint64_t left;     /* payload bytes still to read */
-        size_t hb;         /* header + body bytes at the head of in */
+        size_t hb;         /* header + body bytes at the head of in (+ the payload
+                              when it was buffered whole) */
         mc_status_t st;    /* the sink's refusal, replied after draining */
     } rx;
     int refs;
@@ -96,6 +104,7 @@ struct conn {
     int in_read;        /* inside the read callback: flush happens at its end */
     int flush_queued;   /* wev activated for a flush */
     int read_paused;    /* out buffer over max_outbuf */
+    int hdr_read;       /* the last payload streamed (>= STREAM_MIN): read small */
     mc_rpc_req_t *free_reqs;
     mc_list_t node;     /* in listener->conns */
     char peer[64];
@@ -366,6 +375,7 @@ static mc_status_t rx_start(conn_t *c, const mc_frame_hdr_t *h, handler_t *hd)
              (unsigned long long)h->req_id, h->method, h->payload_len,
              st == MC_OK ? "into the sink" : "discarded", used - hb);
     c->rx.active = 1;
+    c->hdr_read = h->payload_len >= STREAM_MIN;
     c->rx.req = req;
     c->rx.dst = st == MC_OK ? dst : NULL;
     c->rx.st = st;
@@ -381,10 +391,11 @@ static mc_status_t rx_start(conn_t *c, const mc_frame_hdr_t *h, handler_t *hd)
     if (c->rx.left == 0) {
         if (c->rx.dst != NULL)
             c->rx.dst -= h->payload_len;
-        /* keep the bytes after the payload; drop the payload we copied */
-        uint8_t *head = mc_buf_head(&c->in);
-        memmove(head + hb, head + hb + k, avail - k);
-        c->in.len -= k;
+        /* The whole payload was buffered: rx_finish drops it with header
+         * and body. Nothing moves: sliding the bytes after it down instead
+         * cost a memmove of the rest of the input per request, quadratic in
+         * the requests one read(2) brings in. */
+        c->rx.hb = hb + k;
         rx_finish(c);
         return MC_OK;
     }
@@ -433,6 +444,7 @@ static mc_status_t conn_process(conn_t *c)
         mc_rpc_req_t *req = req_new(c, &f.hdr, f.body);
         if (req == NULL)
             return MC_ERR_CONN_CLOSED;
+        c->hdr_read = 0;
         req->payload = f.payload;
         dispatch(c, req);
         if (c->closed)
@@ -496,14 +508,15 @@ static void conn_on_read_body(evutil_socket_t fd, short what, void *arg)
             break;
         }
         size_t used = mc_buf_used(&c->in);
-        size_t want = c->need > used ? c->need - used : 0;
-        if (want < READ_CHUNK)
-            want = READ_CHUNK;
+        size_t missing = c->need > used ? c->need - used : 0;
+        size_t want = missing < READ_CHUNK ? READ_CHUNK : missing;
         if (mc_buf_reserve(&c->in, want) != MC_OK) {
             conn_close(c, "out of memory for input");
             break;
         }
         size_t room = mc_buf_room(&c->in);
+        if (c->hdr_read && room > HDR_READ && missing <= HDR_READ)
+            room = HDR_READ; /* see STREAM_MIN */
         ssize_t n = read(fd, mc_buf_tail(&c->in), room);
         if (n > 0) {
             mc_buf_produce(&c->in, (size_t)n);
@@ -555,13 +568,18 @@ static void conn_flush(conn_t *c)
         conn_close(c, "write error");
         return;
     }
+    /* Back-pressure counts the bytes held in our buffer: zero-copy payloads
+     * (mc_rpc_reply_end_payload) are the caller's memory and cost nothing
+     * while they wait; counting them paused (and logged) every pipelined
+     * bulk read of more than max_outbuf in flight. */
     size_t left = mc_outq_used(&c->out);
+    size_t held = mc_buf_used(&c->out.buf);
     mc_rpc_server_t *s = c->l->s;
     if (left > 0) {
         event_add(c->wev, NULL);
-        if (!c->read_paused && left > s->opts.max_outbuf) {
+        if (!c->read_paused && held > s->opts.max_outbuf) {
             /* The peer sends requests but does not read replies. */
-            MC_WARN(RPC, "%s: %zu bytes of replies unread, pausing its requests", c->peer, left);
+            MC_WARN(RPC, "%s: %zu bytes of replies unread, pausing its requests", c->peer, held);
             event_del(c->rev);
             c->read_paused = 1;
         }
@@ -569,7 +587,7 @@ static void conn_flush(conn_t *c)
         event_del(c->wev);
         mc_buf_shrink(&c->out.buf, 1u << 20);
     }
-    if (c->read_paused && left <= s->opts.max_outbuf / 2) {
+    if (c->read_paused && held <= s->opts.max_outbuf / 2) {
         event_add(c->rev, NULL);
         c->read_paused = 0;
     }

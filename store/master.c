@@ -92,7 +92,7 @@ mc_status_t mc_master_create(const mc_master_opts_t *opts, int64_t view_version,
         goto err_free_m;
     unsigned i;
     for (i = 0; i < MC_MASTER_NUM_SHARDS; i++) {
-        if (mc_hmap_init(&m->shards[i].map, 8) != MC_OK)
+        if (otab_init(&m->shards[i].tab) != MC_OK)
             goto err_fini_shards;
         pthread_mutex_init(&m->shards[i].lock, NULL);
     }
@@ -125,7 +125,7 @@ err_fini_segs:
 err_fini_shards:
     while (i-- > 0) {
         pthread_mutex_destroy(&m->shards[i].lock);
-        mc_hmap_fini(&m->shards[i].map);
+        otab_fini(&m->shards[i].tab);
     }
     mc_free(m->shards);
 err_free_m:
@@ -137,20 +137,14 @@ err_nomem:
 
 static void shard_fini(shard_t *sh)
 {
-    size_t i;
-    mc_hnode_t *n, *next;
     /* allocators go with their segments: objects are just freed */
-    for (i = 0; i <= sh->map.mask; i++) {
-        for (n = sh->map.buckets[i]; n != NULL; n = next) {
-            next = n->next;
-            mc_free(MC_CONTAINER_OF(n, obj_t, node));
-        }
+    for (uint32_t i = 0; i <= sh->tab.mask; i++)
+        mc_free(sh->tab.slots[i].obj);
+    for (obj_t *o = sh->parked, *next; o != NULL; o = next) {
+        next = o->next_parked;
+        mc_free(o);
     }
-    for (n = sh->parked; n != NULL; n = next) {
-        next = n->next;
-        mc_free(MC_CONTAINER_OF(n, obj_t, node));
-    }
-    mc_hmap_fini(&sh->map);
+    otab_fini(&sh->tab);
     mc_free(sh->proc);
     pthread_mutex_destroy(&sh->lock);
 }
@@ -353,7 +347,7 @@ void mc_master_get_stats(mc_master_t *m, mc_master_stats_t *out)
     for (unsigned i = 0; i < MC_MASTER_NUM_SHARDS; i++) {
         shard_t *sh = &m->shards[i];
         pthread_mutex_lock(&sh->lock); /* not shard_lock: do not count ourselves */
-        out->key_count += mc_hmap_count(&sh->map);
+        out->key_count += sh->tab.count;
         out->processing_count += sh->nproc;
         out->soft_pinned_count += sh->npinned;
         out->parked_count += sh->nparked;

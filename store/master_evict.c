@@ -121,20 +121,22 @@ static void evict_walk(mc_master_t *m, uint64_t now_us, int pinned, uint64_t thr
     for (unsigned i = 0; i<MC_MASTER_NUM_SHARDS && * left> 0; i++) {
         shard_t *sh = &m->shards[(start + i) % MC_MASTER_NUM_SHARDS];
         shard_lock(sh);
-        for (size_t b = 0; b <= sh->map.mask && *left > 0; b++) {
-            mc_hnode_t *n = sh->map.buckets[b], *next;
-            for (; n != NULL && *left > 0; n = next) {
-                next = n->next;
-                obj_t *o = MC_CONTAINER_OF(n, obj_t, node);
-                if (!eligible(o, now_us) || obj_pinned(o, now_us) != pinned || o->access_us > thr)
-                    continue;
-                *bytes += o->size * o->nrep;
-                (*keys)++;
-                (*left)--;
-                obj_unlink(m, sh, o);
-                obj_destroy(m, o);
-            }
+        OTAB_WALK(&sh->tab, j, k)
+        {
+            if (*left == 0)
+                break;
+            obj_t *o = sh->tab.slots[j].obj;
+            if (o == NULL || !eligible(o, now_us) || obj_pinned(o, now_us) != pinned ||
+                o->access_us > thr)
+                continue;
+            *bytes += o->size * o->nrep;
+            (*keys)++;
+            (*left)--;
+            obj_unlink(m, sh, o);
+            obj_destroy(m, o);
+            OTAB_WALK_REDO(&sh->tab, j, k);
         }
+        otab_shrink(&sh->tab);
         shard_unlock(sh);
     }
 }
@@ -172,12 +174,10 @@ uint64_t evict_pass(mc_master_t *m, uint64_t now_us, double ratio, int on_demand
     for (unsigned s = 0; s < MC_MASTER_NUM_SHARDS; s++) {
         shard_t *sh = &m->shards[s];
         shard_lock(sh);
-        size_t b;
-        mc_hnode_t *n;
-        MC_HMAP_FOREACH(&sh->map, b, n)
+        OTAB_WALK(&sh->tab, i, k)
         {
-            obj_t *o = MC_CONTAINER_OF(n, obj_t, node);
-            if (!eligible(o, now_us))
+            obj_t *o = sh->tab.slots[i].obj;
+            if (o == NULL || !eligible(o, now_us))
                 continue;
             if (!obj_pinned(o, now_us))
                 sample_add(&su, o->access_us);
@@ -251,13 +251,13 @@ void release_parked(mc_master_t *m, uint64_t now_us)
     for (unsigned s = 0; s < MC_MASTER_NUM_SHARDS; s++) {
         shard_t *sh = &m->shards[s];
         shard_lock(sh);
-        for (mc_hnode_t **pp = &sh->parked; *pp != NULL;) {
-            obj_t *o = MC_CONTAINER_OF(*pp, obj_t, node);
+        for (obj_t **pp = &sh->parked; *pp != NULL;) {
+            obj_t *o = *pp;
             if (o->lease_us > now_us) {
-                pp = &o->node.next;
+                pp = &o->next_parked;
                 continue;
             }
-            *pp = o->node.next;
+            *pp = o->next_parked;
             sh->nparked--;
             atomic_fetch_sub(&m->nparked_total, 1);
             atomic_fetch_add(&m->releases, 1);

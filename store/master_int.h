@@ -4,10 +4,11 @@
  *
  * Memory per object (the dominant cost: millions of small objects): one
  * allocation per object holding the header, the replica array and the key
- * bytes; the shard's hash map links it intrusively. With one replica and a
- * 40-byte key that is 80 + 16 + 40 = 136 bytes (a 144-byte malloc chunk), plus
- * 8-16 bytes of bucket array and the offset allocator's 32-byte node. Fields
- * whose meaning depends on the state share storage instead of adding bytes.
+ * bytes; the shard's table (otab_t) holds a {hash, pointer} slot for it. With
+ * one replica and a 40-byte key that is 64 + 16 + 40 = 120 bytes (a 128-byte
+ * malloc chunk), plus 21-43 bytes of table and the offset allocator's 32-byte
+ * node. Fields whose meaning depends on the state share storage instead of
+ * adding bytes.
  */
 #ifndef MC_STORE_MASTER_INT_H
 #define MC_STORE_MASTER_INT_H
@@ -18,7 +19,7 @@
 
 #include "store/master.h"
 #include "store/offset_alloc.h"
-#include "util/hmap.h"
+#include "util/hmap.h" /* segments, clients, metadata KV */
 #include "util/list.h" /* MC_CONTAINER_OF */
 
 /*
@@ -50,10 +51,14 @@ typedef struct replica {
     uint64_t offset; /* mc_oalloc handle offset; address = base + offset */
 } replica_t;
 
-typedef struct obj {
-    mc_hnode_t node; /* shard map link (hash cached); parked list link */
+typedef struct obj obj_t;
+struct obj {
+    union {
+        mc_uuid_t owner; /* in the table: the PutStart caller, the only one that
+                          * may PutEnd/PutRevoke */
+        obj_t *next_parked; /* PARKED_*: the shard's parked list (owner is moot) */
+    };
     uint64_t size;
-    mc_uuid_t owner;     /* PutStart caller: only it may PutEnd/PutRevoke */
     uint64_t access_us;  /* PROCESSING: put start time; else last access (LRU) */
     uint64_t lease_us;   /* COMPLETE: read lease deadline; PARKED_*: release time */
     uint64_t pin_us;     /* COMPLETE: soft pin deadline (0 = none) */
@@ -64,19 +69,74 @@ typedef struct obj {
     uint8_t rep_cap; /* replica slots allocated; the key follows them */
     uint8_t state;   /* enum obj_state */
     replica_t rep[];
-} obj_t;
+};
 
 static inline char *obj_key(obj_t *o)
 {
     return (char *)(o->rep + o->rep_cap);
 }
 
+/* Shard of a key hash, and the hash its table indexes by: tables index slots
+ * by low bits, which are all equal within one shard (h % 1024), so they get
+ * the hash rotated. */
+static inline uint32_t shard_of(uint64_t h)
+{
+    return (uint32_t)(h % MC_MASTER_NUM_SHARDS);
+}
+static inline uint64_t map_hash(uint64_t h)
+{
+    return (h >> 10) | (h << 54);
+}
+
+/* ---- master_table.c: a shard's object table (see the file for the scheme) ---- */
+typedef struct otab_slot {
+    uint64_t hash; /* mc_hash64 of the key */
+    obj_t *obj;    /* NULL: empty */
+} otab_slot_t;
+
+typedef struct otab {
+    otab_slot_t *slots;
+    uint32_t mask; /* slots - 1 (a power of two) */
+    uint32_t count;
+} otab_t;
+
+mc_status_t otab_init(otab_t *t);
+void otab_fini(otab_t *t);
+/* Room for one more object (grows the table): MC_OK or MC_ERR_NOMEM. */
+mc_status_t otab_reserve(otab_t *t);
+/* Insert an absent object after otab_reserve(); h = mc_hash64 of its key. */
+void otab_insert(otab_t *t, uint64_t h, obj_t *o);
+obj_t *otab_find(const otab_t *t, uint64_t h, const char *key, size_t len);
+void otab_remove(otab_t *t, uint64_t h, obj_t *o);
+/* Give memory back after bulk removals (never during a walk). */
+void otab_shrink(otab_t *t);
+uint32_t otab_walk_start(const otab_t *t);
+
+/* Walk every slot: OTAB_WALK(t, i, k) { o = (t)->slots[i].obj; ... }. The body
+ * may remove the current object (only it) and then calls OTAB_WALK_REDO, so
+ * that the entry the backward shift moved into slot i is visited too. The
+ * walk starts at an empty slot: shifts never cross it, so no entry is visited
+ * twice or skipped. No insert during a walk. */
+#define OTAB_WALK(t, i, k)                                                                         \
+    for (uint32_t k = 0, i = otab_walk_start(t); k <= (t)->mask; k++, i = (i + 1) & (t)->mask)
+#define OTAB_WALK_REDO(t, i, k) ((i) = ((i) - 1) & (t)->mask, (k)--)
+
+/* Start loading the home slot of hash h, without the shard lock: slots and
+ * mask are read atomically and may be stale (a prefetch never faults). */
+static inline void otab_prefetch(const otab_t *t, uint64_t h)
+{
+    const otab_slot_t *s = __atomic_load_n(&t->slots, __ATOMIC_RELAXED);
+    uint32_t mask = __atomic_load_n(&t->mask, __ATOMIC_RELAXED);
+    __builtin_prefetch((const void *)((uintptr_t)s + ((uint32_t)map_hash(h) & mask) *
+                                                         sizeof(otab_slot_t)));
+}
+
 typedef struct shard {
     pthread_mutex_t lock;
-    mc_hmap_t map; /* PROCESSING and COMPLETE objects */
-    obj_t **proc;  /* PROCESSING objects, for the timeout sweep */
+    otab_t tab;   /* PROCESSING and COMPLETE objects */
+    obj_t **proc; /* PROCESSING objects, for the timeout sweep */
     uint32_t nproc, proc_cap;
-    mc_hnode_t *parked; /* PARKED_* objects, linked through obj.node.next */
+    obj_t *parked; /* PARKED_* objects, linked through next_parked */
     /* counters, under lock; summed by mc_master_get_stats */
     uint64_t nparked, npinned;
     uint64_t locks;
@@ -163,17 +223,8 @@ uint64_t rng_next(void);
 /* ---- master_objects.c ---- */
 /* Free an object's replicas in their allocators (takes the segment read lock). */
 void obj_free_replicas(mc_master_t *m, obj_t *o);
-/* Shard of a key hash, and the hash its shard's map uses: the map indexes
- * buckets by low bits, which are all equal within one shard (h % 1024), so it
- * gets the hash rotated. */
-static inline uint32_t shard_of(uint64_t h)
-{
-    return (uint32_t)(h % MC_MASTER_NUM_SHARDS);
-}
-static inline uint64_t map_hash(uint64_t h)
-{
-    return (h >> 10) | (h << 54);
-}
+/* mc_hash64 of the object's key (the tables keep it; objects do not). */
+uint64_t obj_hash(obj_t *o);
 
 /* An object's replicas are only touched (freed, dropped, described) under its
  * shard lock: that is what lets an unmount sweep, which visits every shard,

@@ -29,15 +29,12 @@ int obj_pinned(const obj_t *o, uint64_t now_us)
 
 static obj_t *obj_find(shard_t *sh, uint64_t h, const char *key, size_t len)
 {
-    uint64_t mh = map_hash(h);
-    mc_hnode_t *n;
-    MC_HMAP_FOREACH_HASH(&sh->map, n, mh)
-    {
-        obj_t *o = MC_CONTAINER_OF(n, obj_t, node);
-        if (o->key_len == len && memcmp(obj_key(o), key, len) == 0)
-            return o;
-    }
-    return NULL;
+    return otab_find(&sh->tab, h, key, len);
+}
+
+uint64_t obj_hash(obj_t *o)
+{
+    return mc_hash64(obj_key(o), o->key_len);
 }
 
 static void proc_remove(mc_master_t *m, shard_t *sh, obj_t *o)
@@ -50,7 +47,7 @@ static void proc_remove(mc_master_t *m, shard_t *sh, obj_t *o)
 
 void obj_unlink(mc_master_t *m, shard_t *sh, obj_t *o)
 {
-    mc_hmap_remove(&sh->map, &o->node);
+    otab_remove(&sh->tab, obj_hash(o), o);
     if (o->state == OBJ_PROCESSING)
         proc_remove(m, sh, o);
     if (o->pin_ttl_ms != 0)
@@ -61,8 +58,8 @@ void obj_park(mc_master_t *m, shard_t *sh, obj_t *o, int state, uint64_t until)
 {
     o->state = (uint8_t)state;
     o->lease_us = until;
-    o->node.next = sh->parked;
-    sh->parked = &o->node;
+    o->next_parked = sh->parked;
+    sh->parked = o;
     sh->nparked++;
     atomic_fetch_add_explicit(&m->nparked_total, 1, memory_order_relaxed);
     if (state == OBJ_PARKED_WRITER)
@@ -144,6 +141,8 @@ static mc_status_t put_start_locked(mc_master_t *m, shard_t *sh, uint64_t h, mc_
         discard_put(m, sh, o);
     }
 
+    if (otab_reserve(&sh->tab) != MC_OK)
+        goto err_nomem;
     uint32_t want = cfg->replica_num;
     o = mc_malloc(sizeof(*o) + want * sizeof(replica_t) + len);
     if (o == NULL)
@@ -178,7 +177,7 @@ static mc_status_t put_start_locked(mc_master_t *m, shard_t *sh, uint64_t h, mc_
     o->rep_cap = (uint8_t)want;
     o->state = OBJ_PROCESSING;
     memcpy(obj_key(o), key, len);
-    mc_hmap_insert(&sh->map, &o->node, map_hash(h));
+    otab_insert(&sh->tab, h, o);
     o->proc_idx = sh->nproc;
     sh->proc[sh->nproc++] = o;
     atomic_fetch_add_explicit(&m->nproc_total, 1, memory_order_relaxed);
@@ -453,15 +452,35 @@ static mc_status_t batch_order(const mc_master_t *m, const mc_master_key_t *keys
     return MC_OK;
 }
 
+/* How many keys ahead a batch loop starts loading a key's shard and home slot:
+ * enough to cover a DRAM miss with the work of the keys in between. */
+#define BATCH_PREFETCH_AHEAD 8
+
+static inline void batch_prefetch(mc_master_t *m, const uint64_t *hs, const uint32_t *ord,
+                                  size_t nv, size_t j)
+{
+    if (j < nv) {
+        uint64_t h = hs[ord[j]];
+        shard_t *sh = &m->shards[shard_of(h)];
+        __builtin_prefetch(sh, 1); /* its lock */
+        otab_prefetch(&sh->tab, h);
+    }
+}
+
 /* Iterate a batch in shard order: BATCH_LOOP_BEGIN(...) body BATCH_LOOP_END,
  * the body using i (item index), h (key hash) and sh (its locked shard).
- * The shard lock is taken when the shard changes and held across its keys. */
+ * The shard lock is taken when the shard changes and held across its keys.
+ * Keys are loaded BATCH_PREFETCH_AHEAD ahead: a batch's keys are in random
+ * shards and slots, nearly all of them cache misses. */
 #define BATCH_LOOP_BEGIN(m, hs, ord, nv)                                                           \
+    for (size_t j_ = 0; j_ < BATCH_PREFETCH_AHEAD; j_++)                                          \
+        batch_prefetch((m), (hs), (ord), (nv), j_);                                                \
     for (size_t j_ = 0; j_ < (nv);) {                                                              \
         uint32_t s_ = shard_of((hs)[(ord)[j_]]);                                                   \
         shard_t *sh = &(m)->shards[s_];                                                            \
         shard_lock(sh);                                                                            \
         for (; j_ < (nv) && shard_of((hs)[(ord)[j_]]) == s_; j_++) {                               \
+            batch_prefetch((m), (hs), (ord), (nv), j_ + BATCH_PREFETCH_AHEAD);                     \
             size_t i = (ord)[j_];                                                                  \
             uint64_t h = (hs)[i];
 #define BATCH_LOOP_END                                                                             \
@@ -700,12 +719,12 @@ mc_status_t mc_master_get_replica_list_by_regex(mc_master_t *m, const char *rege
     for (unsigned s = 0; s < MC_MASTER_NUM_SHARDS && !stop; s++) {
         shard_t *sh = &m->shards[s];
         shard_lock(sh);
-        size_t b;
-        mc_hnode_t *n;
-        MC_HMAP_FOREACH(&sh->map, b, n)
+        OTAB_WALK(&sh->tab, i, k)
         {
-            obj_t *o = MC_CONTAINER_OF(n, obj_t, node);
-            if (stop || o->state != OBJ_COMPLETE || !matcher_match(&mt, o))
+            obj_t *o = sh->tab.slots[i].obj;
+            if (stop)
+                break;
+            if (o == NULL || o->state != OBJ_COMPLETE || !matcher_match(&mt, o))
                 continue;
             if (cnt == m->o.regex_max_results) {
                 trunc = stop = 1;
@@ -732,15 +751,15 @@ mc_status_t mc_master_get_replica_list_by_regex(mc_master_t *m, const char *rege
 static long remove_matching(mc_master_t *m, shard_t *sh, matcher_t *mt, int force, uint64_t now_us)
 {
     long cnt = 0;
-    for (size_t b = 0; b <= sh->map.mask; b++) {
-        mc_hnode_t *n = sh->map.buckets[b], *next;
-        for (; n != NULL; n = next) {
-            next = n->next; /* remove_obj relinks n */
-            obj_t *o = MC_CONTAINER_OF(n, obj_t, node);
-            if (matcher_match(mt, o) && remove_obj(m, sh, o, force, now_us) == MC_OK)
-                cnt++;
+    OTAB_WALK(&sh->tab, i, k)
+    {
+        obj_t *o = sh->tab.slots[i].obj;
+        if (o != NULL && matcher_match(mt, o) && remove_obj(m, sh, o, force, now_us) == MC_OK) {
+            cnt++;
+            OTAB_WALK_REDO(&sh->tab, i, k);
         }
     }
+    otab_shrink(&sh->tab);
     return cnt;
 }
 
@@ -793,12 +812,12 @@ mc_status_t mc_master_foreach_key(mc_master_t *m, const char *regex, size_t max,
     for (unsigned s = 0; s < MC_MASTER_NUM_SHARDS && !stop; s++) {
         shard_t *sh = &m->shards[s];
         shard_lock(sh);
-        size_t b;
-        mc_hnode_t *n;
-        MC_HMAP_FOREACH(&sh->map, b, n)
+        OTAB_WALK(&sh->tab, i, k)
         {
-            obj_t *o = MC_CONTAINER_OF(n, obj_t, node);
-            if (stop || !matcher_match(&mt, o))
+            obj_t *o = sh->tab.slots[i].obj;
+            if (stop)
+                break;
+            if (o == NULL || !matcher_match(&mt, o))
                 continue;
             int complete = o->state == OBJ_COMPLETE;
             mc_master_key_info_t ki = {

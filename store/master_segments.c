@@ -308,29 +308,28 @@ static void sweep_shard(mc_master_t *m, shard_t *sh, const uint32_t *slots, size
 {
     shard_lock(sh);
     pthread_rwlock_rdlock(&m->seg_lock);
-    for (size_t b = 0; b <= sh->map.mask; b++) {
-        mc_hnode_t *hn = sh->map.buckets[b], *next;
-        for (; hn != NULL; hn = next) {
-            next = hn->next;
-            obj_t *o = MC_CONTAINER_OF(hn, obj_t, node);
-            if (drop_replicas(m, o, slots, n, drain) == 0) {
-                /* nothing left to read: the object is lost with its segment
-                 * (an unfinished put's PutEnd will get OBJECT_NOT_FOUND) */
-                obj_unlink(m, sh, o);
-                mc_free(o);
-            }
+    OTAB_WALK(&sh->tab, i, k)
+    {
+        obj_t *o = sh->tab.slots[i].obj;
+        if (o != NULL && drop_replicas(m, o, slots, n, drain) == 0) {
+            /* nothing left to read: the object is lost with its segment
+             * (an unfinished put's PutEnd will get OBJECT_NOT_FOUND) */
+            obj_unlink(m, sh, o);
+            mc_free(o);
+            OTAB_WALK_REDO(&sh->tab, i, k);
         }
     }
-    for (mc_hnode_t **pp = &sh->parked; *pp != NULL;) {
-        obj_t *o = MC_CONTAINER_OF(*pp, obj_t, node);
+    otab_shrink(&sh->tab);
+    for (obj_t **pp = &sh->parked; *pp != NULL;) {
+        obj_t *o = *pp;
         if (drop_replicas(m, o, slots, n, drain) == 0) {
-            *pp = o->node.next;
+            *pp = o->next_parked;
             sh->nparked--;
             atomic_fetch_sub(&m->nparked_total, 1);
             atomic_fetch_add(&m->releases, 1);
             mc_free(o);
         } else {
-            pp = &o->node.next;
+            pp = &o->next_parked;
         }
     }
     pthread_rwlock_unlock(&m->seg_lock);

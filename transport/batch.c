@@ -44,17 +44,47 @@ static int batch_idle(mc_te_batch_t *b)
            atomic_load_explicit(&b->ntasks, memory_order_acquire);
 }
 
+/* Where a batch's callback is (b->cb_posted; changed under mu only). The
+ * batch stays busy from the moment its callback is due until it returned:
+ * batch_wait wakes as the last task finishes, and a free from that thread
+ * must not pull the batch from under a callback that is about to run or
+ * running. */
+enum {
+    CB_IDLE = 0, /* none due */
+    CB_POSTED,   /* in reactor 0's mailbox (cb_msg); it will report any later idle too */
+    CB_RUNNING,  /* running on some reactor thread */
+    CB_AGAIN,    /* running, and the batch went idle again meanwhile: run it once more */
+};
+
+/* The batch whose callback this thread is running, and whether that
+ * callback freed it (the free is done when the callback returns). */
+static _Thread_local mc_te_batch_t *cb_batch;
+static _Thread_local int cb_batch_freed;
+
+static void batch_release(mc_te_batch_t *b);
+
 mc_status_t mc_te_batch_free(mc_te_batch_t *b)
 {
     if (b == NULL)
         return MC_OK;
     /* Completions update the batch under mu (te_slice_done): checked under
-     * it, an idle batch has nobody left touching it. */
+     * it, an idle batch with no callback due has nobody left touching it. */
     pthread_mutex_lock(&b->mu);
-    int busy = !batch_idle(b) || atomic_load(&b->cb_posted);
+    int own = cb_batch == b; /* from inside its own callback */
+    int busy = !batch_idle(b) || (!own && atomic_load(&b->cb_posted) != CB_IDLE);
     pthread_mutex_unlock(&b->mu);
     if (busy)
         return MC_ERR_BATCH_BUSY;
+    if (own) {
+        cb_batch_freed = 1;
+        return MC_OK;
+    }
+    batch_release(b);
+    return MC_OK;
+}
+
+static void batch_release(mc_te_batch_t *b)
+{
     te_chunk_t *c = b->chunks;
     while (c != NULL) {
         te_chunk_t *next = c->next;
@@ -65,7 +95,6 @@ mc_status_t mc_te_batch_free(mc_te_batch_t *b)
     pthread_mutex_destroy(&b->mu);
     mc_free(b->tasks);
     mc_free(b);
-    return MC_OK;
 }
 
 void mc_te_batch_set_callback(mc_te_batch_t *b, mc_te_batch_cb_t cb, void *arg)
@@ -126,11 +155,32 @@ mc_status_t mc_te_batch_status(mc_te_batch_t *b, mc_te_status_t *out)
     return MC_OK;
 }
 
-static void fire_callback(mc_te_batch_t *b)
+/* Run the callback (cb_posted is CB_RUNNING), again while the batch went
+ * idle once more during the run; then the batch is free to go. */
+static void run_callback(mc_te_batch_t *b)
 {
-    mc_te_status_t st;
-    mc_te_batch_status(b, &st);
-    b->cb(b->cb_arg, b, &st);
+    mc_te_batch_t *saved_batch = cb_batch;
+    int saved_freed = cb_batch_freed;
+    for (;;) {
+        mc_te_status_t st;
+        mc_te_batch_status(b, &st);
+        cb_batch = b;
+        cb_batch_freed = 0;
+        b->cb(b->cb_arg, b, &st);
+        int freed = cb_batch_freed;
+        cb_batch = saved_batch;
+        cb_batch_freed = saved_freed;
+        if (freed) {
+            batch_release(b);
+            return;
+        }
+        pthread_mutex_lock(&b->mu);
+        int again = atomic_load(&b->cb_posted) == CB_AGAIN && batch_idle(b);
+        atomic_store(&b->cb_posted, again ? CB_RUNNING : CB_IDLE);
+        pthread_mutex_unlock(&b->mu);
+        if (!again)
+            return;
+    }
 }
 
 static void cb_msg(mc_reactor_t *r, mc_reactor_msg_t *msg, mc_status_t st)
@@ -138,8 +188,10 @@ static void cb_msg(mc_reactor_t *r, mc_reactor_msg_t *msg, mc_status_t st)
     mc_te_batch_t *b = MC_CONTAINER_OF(msg, mc_te_batch_t, cb_msg);
     (void)r;
     (void)st;
-    atomic_store(&b->cb_posted, 0);
-    fire_callback(b);
+    pthread_mutex_lock(&b->mu);
+    atomic_store(&b->cb_posted, CB_RUNNING);
+    pthread_mutex_unlock(&b->mu);
+    run_callback(b);
 }
 
 /* Set while a thread is inside mc_te_submit: callbacks must not run there. */
@@ -160,26 +212,31 @@ void te_slice_done(te_slice_t *s, mc_status_t st)
         return;
     /* The task finished. Everything below that touches the batch happens
      * under mu, so mc_te_batch_free (which checks under mu) never frees it
-     * under our feet; only the user's callback runs after. */
+     * under our feet; a callback made due here keeps it busy until it ran. */
     pthread_mutex_lock(&b->mu);
     size_t done = atomic_fetch_add_explicit(&b->tasks_done, 1, memory_order_acq_rel) + 1;
     int idle = done == atomic_load_explicit(&b->ntasks, memory_order_acquire);
-    mc_te_batch_cb_t cb = idle ? b->cb : NULL;
-    int direct = cb != NULL && !in_submit && te_on_reactor(b->te);
-    if (cb != NULL && !direct) {
-        /* not inside submit, not off the reactors: run it from reactor 0 */
-        int zero = 0;
-        if (atomic_compare_exchange_strong(&b->cb_posted, &zero, 1)) {
+    int direct = 0;
+    if (idle && b->cb != NULL) {
+        int cs = atomic_load(&b->cb_posted);
+        if (cs == CB_RUNNING) {
+            atomic_store(&b->cb_posted, CB_AGAIN);
+        } else if (cs == CB_IDLE && !in_submit && te_on_reactor(b->te)) {
+            atomic_store(&b->cb_posted, CB_RUNNING);
+            direct = 1;
+        } else if (cs == CB_IDLE) {
+            /* inside submit, or off the reactors: run it from reactor 0 */
+            atomic_store(&b->cb_posted, CB_POSTED);
             b->cb_msg.fn = cb_msg;
             if (mc_reactor_post(b->te->rs[0], &b->cb_msg) != MC_OK)
-                atomic_store(&b->cb_posted, 0);
-        }
+                atomic_store(&b->cb_posted, CB_IDLE);
+        } /* CB_POSTED, CB_AGAIN: the run that is due reports this idle too */
     }
     if (idle)
         pthread_cond_broadcast(&b->cv);
     pthread_mutex_unlock(&b->mu);
     if (direct)
-        fire_callback(b);
+        run_callback(b);
 }
 
 /* Slices for a request: slice_size each, but a tail of up to a quarter slice
@@ -227,6 +284,12 @@ static mc_status_t validate(mc_te_batch_t *b, const mc_te_request_t *reqs, size_
                      (unsigned long long)q->segment);
             return MC_ERR_INVALID_ARGUMENT;
         }
+        /* a lane could not reach it: it may have restarted elsewhere (with
+         * the same addresses), so look it up again (blocking: off the
+         * reactors only) */
+        if (!te_on_reactor(te) && atomic_exchange(&seg->stale, 0) &&
+            te_seg_refresh(te, seg) != MC_OK)
+            atomic_store(&seg->stale, 1);
         if (!te_seg_range_ok(te, seg, q->remote, q->length)) {
             /* the peer may have registered more since we looked: look again
              * (blocking, so only off the reactors) */

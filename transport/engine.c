@@ -334,6 +334,8 @@ static mc_status_t desc_decode(te_seg_t *seg, const uint8_t *p, size_t len)
     mc_free(seg->bufs);
     seg->bufs = bufs;
     seg->nbufs = nb;
+    if (strcmp(seg->host, host) != 0 || seg->port != port)
+        atomic_fetch_add(&seg->gen, 1); /* lanes follow (tcp.c) */
     snprintf(seg->host, sizeof(seg->host), "%s", host);
     seg->port = port;
     return MC_OK;
@@ -616,6 +618,17 @@ mc_status_t mc_te_create(const mc_te_opts_t *o, mc_te_t **out)
     te->o = *o;
     if (te->o.timeout_us == 0)
         te->o.timeout_us = d.timeout_us;
+    /* A slice travels as one frame payload, and slices are up to 1.25 x
+     * slice_size (batch.c): larger ones would make the peer drop the
+     * connection (frame limit), failing every slice on it. */
+    mc_frame_limits_t lim;
+    mc_frame_limits_init(&lim);
+    uint64_t slice_max = (uint64_t)lim.max_payload / 5 * 4;
+    if (te->o.slice_size > slice_max) {
+        MC_WARN(TRANSPORT, "slice_size %llu is over the frame payload limit: using %llu",
+                (unsigned long long)te->o.slice_size, (unsigned long long)slice_max);
+        te->o.slice_size = slice_max;
+    }
     pthread_rwlock_init(&te->buf_lock, NULL);
     pthread_mutex_init(&te->seg_lock, NULL);
     te->tcp = 1;
@@ -721,4 +734,17 @@ void mc_te_destroy(mc_te_t *te)
         mc_meta_del_sync(te->meta, key);
     }
     te_free(te);
+}
+
+/* For te_async.c: the descriptor decoder, with seg_lock held by the caller
+ * when seg is shared. */
+mc_status_t te_desc_decode(te_seg_t *seg, const uint8_t *p, size_t len)
+{
+    return desc_decode(seg, p, len);
+}
+
+/* For te_async.c: this engine's descriptor. */
+void te_desc_encode(mc_te_t *te, mc_mp_writer_t *w)
+{
+    desc_encode(te, w);
 }

@@ -21,22 +21,59 @@
 #include "transport/te_int.h"
 #include "util/log.h"
 
+static void lane_opts(const mc_te_t *te, mc_rpc_client_opts_t *o)
+{
+    mc_rpc_client_opts_init(o);
+    o->call_timeout_us = te->o.timeout_us;
+    o->connect_timeout_us = te->o.timeout_us < 3000000 ? te->o.timeout_us : 3000000;
+}
+
 mc_status_t te_tcp_lanes_open(mc_te_t *te, te_seg_t *seg)
 {
     mc_rpc_client_opts_t o;
-    mc_rpc_client_opts_init(&o);
+    lane_opts(te, &o);
     o.host = seg->host;
     o.port = seg->port;
-    o.call_timeout_us = te->o.timeout_us;
-    o.connect_timeout_us = te->o.timeout_us < 3000000 ? te->o.timeout_us : 3000000;
     unsigned n = te->o.tcp_lanes;
+    unsigned gen = atomic_load(&seg->gen);
     for (unsigned i = 0; i < n; i++) {
         mc_status_t st = mc_rpc_client_create(te->rs[i % te->nr], &o, &seg->lanes[i]);
         if (st != MC_OK)
             return st; /* the caller destroys the lanes made so far */
+        seg->lane_gen[i] = gen;
         seg->nlanes = i + 1;
     }
     return MC_OK;
+}
+
+/* The segment moved (metadata modes: its engine restarted elsewhere): make
+ * lane i anew for its current host:port. On lane i's reactor, the one thread
+ * that uses it; slices in flight on the old lane fail with MC_ERR_CANCELED
+ * (they were going nowhere). If the new client cannot be made the old lane
+ * stays. */
+static void lane_follow(mc_te_t *te, te_seg_t *seg, unsigned i)
+{
+    mc_rpc_client_opts_t o;
+    char host[sizeof(seg->host)];
+    lane_opts(te, &o);
+    pthread_mutex_lock(&te->seg_lock);
+    unsigned gen = atomic_load(&seg->gen);
+    memcpy(host, seg->host, sizeof(host));
+    o.port = seg->port;
+    pthread_mutex_unlock(&te->seg_lock);
+    o.host = host;
+    mc_rpc_client_t *c = NULL;
+    mc_status_t st = mc_rpc_client_create(te->rs[i % te->nr], &o, &c);
+    if (st != MC_OK) {
+        MC_WARN(TCP, "segment '%s' moved to %s:%u, cannot connect there: %s", seg->name, host,
+                o.port, mc_status_str(st));
+        return;
+    }
+    MC_INFO(TCP, "segment '%s' moved to %s:%u", seg->name, host, o.port);
+    mc_rpc_client_t *old = seg->lanes[i];
+    seg->lanes[i] = c;
+    seg->lane_gen[i] = gen;
+    mc_rpc_client_destroy(old);
 }
 
 static void slice_cb(void *arg, const mc_rpc_resp_t *resp)
@@ -48,7 +85,9 @@ static void slice_cb(void *arg, const mc_rpc_resp_t *resp)
     if (st != MC_OK)
         MC_DEBUG(TCP, "slice 0x%llx+%llu on '%s' failed: %s", (unsigned long long)s->remote,
                  (unsigned long long)s->len, s->seg->name, mc_status_str(st));
-    te_slice_done(s, st);
+    if (st == MC_ERR_CONN_CLOSED && s->b->te->meta != NULL)
+        atomic_store(&s->seg->stale, 1); /* maybe it moved: look it up again */
+    te_slice_done(s, st); /* may free the batch and s with it */
 }
 
 /* On the lane's reactor: issue the slice's RPC. */
@@ -60,7 +99,10 @@ static void slice_issue(mc_reactor_t *r, mc_reactor_msg_t *msg, mc_status_t st)
         te_slice_done(s, st);
         return;
     }
-    mc_rpc_client_t *lane = s->seg->lanes[s->lane];
+    te_seg_t *seg = s->seg;
+    if (s->b->te->meta != NULL && atomic_load(&seg->gen) != seg->lane_gen[s->lane])
+        lane_follow(s->b->te, seg, s->lane);
+    mc_rpc_client_t *lane = seg->lanes[s->lane];
     mc_mp_writer_t *w = mc_rpc_call_begin(lane);
     if (s->opcode == MC_TE_WRITE) {
         mc_mp_write_map(w, 1);
@@ -146,6 +188,16 @@ static void h_read(void *ctx, mc_rpc_req_t *req)
     uint64_t addr = 0, len = 0;
     if (read_addr_len(req, &addr, &len) != 0 || len == 0) {
         mc_rpc_reply(req, MC_ERR_INVALID_PARAMS, NULL, 0);
+        return;
+    }
+    /* The answer is one frame: a payload over the frame limit (or over the
+     * header's 32 bits) would break the protocol for the asking peer. */
+    mc_frame_limits_t lim;
+    mc_frame_limits_init(&lim);
+    if (len > lim.max_payload) {
+        MC_WARN(TCP, "%s: refused a read of %llu bytes: over the frame payload limit (%u)",
+                mc_rpc_req_peer(req), (unsigned long long)len, lim.max_payload);
+        mc_rpc_reply(req, MC_ERR_LIMIT, NULL, 0);
         return;
     }
     if (!te_local_range_ok(te, (void *)(uintptr_t)addr, len, 1)) {

@@ -41,6 +41,14 @@ typedef struct te_seg {
     unsigned nlanes;
     _Atomic unsigned next_lane;
     int refs;
+    /* Metadata modes, where a name may move to another host:port (its engine
+     * restarted): gen counts changes of host/port (bumped under seg_lock);
+     * lane_gen[i] is the gen lane i was made for (lane i's reactor only): a
+     * lane is re-made before its next use when they differ (tcp.c). stale: a
+     * lane could not reach the segment; the next submit looks it up again. */
+    _Atomic unsigned gen;
+    unsigned lane_gen[TE_MAX_LANES];
+    _Atomic int stale;
 } te_seg_t;
 
 struct mc_te {
@@ -99,7 +107,7 @@ struct mc_te_batch {
     mc_te_batch_cb_t cb;
     void *cb_arg;
     mc_reactor_msg_t cb_msg;    /* fires cb from a reactor after a local submit */
-    _Atomic int cb_posted;
+    _Atomic int cb_posted;      /* CB_* (batch.c): posted, running or idle; under mu */
     pthread_mutex_t mu;
     pthread_cond_t cv;
 };
@@ -118,5 +126,45 @@ void te_slice_done(te_slice_t *s, mc_status_t st);
 mc_status_t te_tcp_lanes_open(mc_te_t *te, te_seg_t *seg);
 void te_tcp_post(te_slice_t *s);
 void te_tcp_register_server(mc_te_t *te);
+
+/* ------------------------------------------------------------------------
+ * Non-blocking segment lookups (te_async.c), for code that runs on the
+ * engine's reactors (the store client's state machines): the descriptor is
+ * fetched with async calls (p2p: MC_RPC_TE_DESC on the segment's first lane;
+ * metadata modes: te->meta->ops->get), never with a blocking wait.
+ *
+ * Contract (STYLE.md §11): from any thread; returns an error (cb never runs)
+ * or MC_INPROGRESS, and then cb runs exactly once, later, on te->rs[0] (the
+ * reactor of the first lanes and of the metadata backend). When the engine
+ * is being destroyed cb gets MC_ERR_CANCELED. Segment handles are those of
+ * mc_te_open_segment (same cache, same reference counting).
+ *
+ * Users outside transport/ may read te->rs / te->nr (the engine's reactors)
+ * and te->o.owner_hi/lo (the client id), and call te_on_reactor,
+ * te_seg_get, te_seg_range_ok and te_local_range_ok. */
+typedef void (*te_open_cb_t)(void *arg, mc_status_t st, mc_te_segment_t seg);
+typedef void (*te_done_cb_t)(void *arg, mc_status_t st);
+
+/* Open a segment by name without blocking: MC_TE_LOCAL_SEGMENT for our own
+ * name, the cached handle when open, else fetch the descriptor and connect.
+ * Errors in the callback as mc_te_open_segment's. Immediate errors:
+ * MC_ERR_INVALID_ARGUMENT (bad name), MC_ERR_NOMEM, MC_ERR_CANCELED. */
+mc_status_t te_open_segment_async(mc_te_t *te, const char *name, te_open_cb_t cb, void *arg);
+
+/* Fetch an open segment's descriptor again (its owner registered more
+ * memory, or restarted): used when a remote range is outside what we knew.
+ * MC_ERR_INVALID_ARGUMENT for MC_TE_LOCAL_SEGMENT or an unknown handle. */
+mc_status_t te_seg_refresh_async(mc_te_t *te, mc_te_segment_t seg, te_done_cb_t cb, void *arg);
+
+/* Publish this engine's descriptor and RPC address again (metadata modes;
+ * MC_OK without doing anything in p2p mode), without blocking: for a store
+ * client whose owner id the master expired and re-admitted (its entries went
+ * with the expiry). Fire and forget: the backend retries what fails in
+ * transit. Call on te->rs[0]. */
+mc_status_t te_publish_async(mc_te_t *te);
+
+/* engine.c, for te_async.c */
+mc_status_t te_desc_decode(te_seg_t *seg, const uint8_t *p, size_t len);
+void te_desc_encode(mc_te_t *te, mc_mp_writer_t *w);
 
 #endif /* MC_TRANSPORT_TE_INT_H */

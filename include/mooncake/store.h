@@ -66,14 +66,22 @@ typedef struct mc_store_config {
     uint64_t transfer_timeout_us; /* data transfers; 10 s */
 } mc_store_config_t;
 
+/* Defaults: as noted per field; no segment (global_segment_size 0) and a
+ * 64 MiB staging buffer. Values larger than the staging buffer travel
+ * through it in pieces; registered caller memory skips it. */
 MC_API void mc_store_config_init(mc_store_config_t *c);
 
 /* Connect (the master may be down: calls then fail until it is back), mount
  * the segment if any. MC_OK, MC_ERR_INVALID_ARGUMENT (named in the log),
- * MC_ERR_NOMEM, MC_ERR_SOCKET. */
+ * MC_ERR_NOMEM, MC_ERR_SOCKET, MC_ERR_TE_NOT_IMPLEMENTED (protocol "rdma"),
+ * or the master's refusal of the segment (e.g. MC_ERR_INVALID_PARAMS).
+ * With host_base, call it on the thread that runs that loop; the segment is
+ * then mounted asynchronously (at the first ping). */
 MC_API mc_status_t mc_store_open(const mc_store_config_t *c, mc_store_t **out);
 
-/* Unmount, unpublish, cancel pending calls (MC_ERR_CANCELED), free. NULL ok. */
+/* Unmount, unpublish, cancel pending calls (MC_ERR_CANCELED), free. NULL ok.
+ * Not from one of the client's callbacks (it waits for the client's threads:
+ * refused there, with an error logged). */
 MC_API void mc_store_close(mc_store_t *s);
 
 /* Where replicas go. */
@@ -142,11 +150,18 @@ MC_API mc_status_t mc_store_register_buffer(mc_store_t *s, void *buf, size_t len
 MC_API mc_status_t mc_store_unregister_buffer(mc_store_t *s, void *buf);
 
 /* Contribute (or withdraw) memory at run time. buf is borrowed until
- * unmounted; NULL with len allocates (and frees at unmount). */
+ * unmounted; NULL with len allocates (and frees at unmount). Unmount waits
+ * until readers that were granted a lease before it are done (at most the
+ * master's lease_ttl); unmount(NULL) withdraws every segment the library
+ * allocated (including the one of global_segment_size). MC_OK,
+ * MC_ERR_SEGMENT_NOT_FOUND, MC_ERR_INVALID_PARAMS, MC_ERR_STATE (from a
+ * reactor thread), or the master's status. */
 MC_API mc_status_t mc_store_mount_segment(mc_store_t *s, void *buf, size_t len);
 MC_API mc_status_t mc_store_unmount_segment(mc_store_t *s, void *buf);
 
-/* Replica descriptors of a key (no data is read; grants a read lease). */
+/* Replica descriptors of a key (no data is read; grants a read lease).
+ * *n receives how many replicas the object has; the first min(*n, room) are
+ * written to out. */
 typedef struct mc_store_replica {
     char segment[256];     /* segment name (the holder's local_hostname) */
     uint64_t address;

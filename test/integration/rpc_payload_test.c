@@ -190,6 +190,51 @@ static void many_payload_calls_in_flight_all_land_in_place(void **state)
     mc_free(dst);
 }
 
+/* Many calls of mixed sizes in flight: one read(2) brings in several whole
+ * frames with their payloads (each taken out of the input buffer in place),
+ * and sizes on both sides of the streaming threshold (16 KiB in server.c and
+ * client.c) switch the readers between large reads and header-sized ones. */
+static void mixed_payload_sizes_in_flight_all_land_in_place(void **state)
+{
+    env_t *e = *state;
+    enum { N = 600 };
+    static xfer_t x[N];
+    static const size_t sizes[] = {1, 100, 4096, 16383, 16384, 16385, 3000, 65536 + 5, 40000, 7};
+    size_t off[N + 1];
+    off[0] = 0;
+    for (int i = 0; i < N; i++)
+        off[i + 1] = off[i] + sizes[i % (sizeof(sizes) / sizeof(sizes[0]))];
+    size_t total = off[N];
+    assert_true(total < REGION_SIZE);
+    uint8_t *src = mc_malloc(total), *dst = mc_malloc(total);
+    fill(src, total, 7);
+    memset(dst, 0, total);
+    atomic_int all = 0;
+    for (int i = 0; i < N; i++) {
+        x[i] = (xfer_t){.c = e->cli, .method = MC_RPC_TEST_PUT, .off = off[i],
+                        .payload = src + off[i], .plen = off[i + 1] - off[i], .all_done = &all};
+        mc_rpc_run_on(e->r, xfer_issue, &x[i]);
+        assert_int_equal(x[i].issue_st, MC_INPROGRESS);
+    }
+    wait_done(&all, N);
+    atomic_store(&all, 0);
+    for (int i = 0; i < N; i++) {
+        assert_int_equal(x[i].st, MC_OK);
+        size_t len = off[i + 1] - off[i];
+        x[i] = (xfer_t){.c = e->cli, .method = MC_RPC_TEST_GET, .off = off[i], .len = len,
+                        .recv = dst + off[i], .recv_room = len, .all_done = &all};
+        mc_rpc_run_on(e->r, xfer_issue, &x[i]);
+    }
+    wait_done(&all, N);
+    for (int i = 0; i < N; i++) {
+        assert_int_equal(x[i].st, MC_OK);
+        assert_int_equal(x[i].got, off[i + 1] - off[i]);
+    }
+    assert_memory_equal(src, dst, total);
+    mc_free(src);
+    mc_free(dst);
+}
+
 static void out_of_range_put_is_refused_and_touches_nothing(void **state)
 {
     env_t *e = *state;
@@ -224,6 +269,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(payloads_of_many_sizes_round_trip_byte_for_byte),
         cmocka_unit_test(many_payload_calls_in_flight_all_land_in_place),
+        cmocka_unit_test(mixed_payload_sizes_in_flight_all_land_in_place),
         cmocka_unit_test(out_of_range_put_is_refused_and_touches_nothing),
         cmocka_unit_test(a_response_larger_than_the_buffer_fails_only_that_call),
     };

@@ -1,0 +1,134 @@
+#!/usr/bin/env bash
+# perf/compare_tcp.sh - the TCP transport against iperf3 on loopback, same run.
+#
+#   perf/compare_tcp.sh [-r ROUNDS] [-t SECS] [-d SECS] [-p PORT] [-- transfer_bench flags]
+#
+# Every round runs, back to back:
+#   1. iperf3 -s -1 on 127.0.0.1 and `iperf3 -c 127.0.0.1 -l 1M -t SECS -J`:
+#      one stream of 1 MiB writes; the figure is the receiver's sum
+#      (bits_per_second / 8 / 1e9 = GB/s);
+#   2. transfer_bench (forked target process, so also two processes) over TCP:
+#      write and read of 64 KiB, 1 MiB and 4 MiB blocks, batch 16, 1 thread;
+#      1 MiB and 4 MiB writes/reads with 1 and 4 threads; 4 KiB x batch 128
+#      writes/reads for requests/s. One timed run per point per round.
+# Rounds interleave the two tools so that load from elsewhere hits both; the
+# table shows the median over rounds of each, and their ratio against the
+# targets. Extra flags (e.g. --slice_size 256K --tcp_lanes 2) go to
+# transfer_bench. Needs iperf3 and python3 (make deps).
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")/.." && pwd)
+bench=${BENCH:-$here/build/transfer_bench}
+rounds=3
+secs=5
+dur=3
+port=$((20000 + RANDOM % 20000))
+
+usage() {
+    sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'
+    exit "${1:-2}"
+}
+while [ $# -gt 0 ]; do
+    case "$1" in
+    -r) rounds=$2; shift 2 ;;
+    -t) secs=$2; shift 2 ;;
+    -d) dur=$2; shift 2 ;;
+    -p) port=$2; shift 2 ;;
+    -h|--help) usage 0 ;;
+    --) shift; break ;;
+    *) echo "compare_tcp.sh: unknown argument '$1'" >&2; usage ;;
+    esac
+done
+extra=("$@")
+
+for tool in iperf3 python3 ss; do
+    command -v "$tool" >/dev/null || { echo "compare_tcp.sh: $tool not found (make deps)" >&2; exit 1; }
+done
+[ -x "$bench" ] || { echo "compare_tcp.sh: $bench not built (make build/transfer_bench)" >&2; exit 1; }
+
+tmp=$(mktemp -d)
+srv=""
+cleanup() {
+    [ -n "$srv" ] && kill "$srv" 2>/dev/null || true
+    rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+iperf_round() { # $1: output json
+    iperf3 -s -B 127.0.0.1 -p "$port" -1 >/dev/null 2>&1 &
+    srv=$!
+    for _ in $(seq 100); do
+        ss -ltn "sport = :$port" | grep -q LISTEN && break
+        sleep 0.05
+    done
+    iperf3 -c 127.0.0.1 -p "$port" -l 1M -t "$secs" -J >"$1"
+    wait "$srv" || true
+    srv=""
+}
+
+echo "compare_tcp: $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) CPU(s), $(uname -r), $rounds round(s)"
+echo "compare_tcp: iperf3 -c 127.0.0.1 -l 1M -t $secs (1 stream); transfer_bench --duration $dur ${extra[*]}"
+for r in $(seq "$rounds"); do
+    echo "round $r/$rounds: iperf3" >&2
+    iperf_round "$tmp/iperf.$r.json"
+    echo "round $r/$rounds: transfer_bench" >&2
+    common=(--reps 1 --duration "$dur" --warmup 1 "${extra[@]}")
+    "$bench" --operation write,read --block_size 64K,1M,4M --batch_size 16 --threads 1 \
+        "${common[@]}" >"$tmp/tb.$r.txt"
+    "$bench" --operation write,read --block_size 1M,4M --batch_size 16 --threads 4 \
+        "${common[@]}" >>"$tmp/tb.$r.txt"
+    "$bench" --operation write,read --block_size 4K --batch_size 128 --threads 1 \
+        "${common[@]}" >>"$tmp/tb.$r.txt"
+    head -1 "$tmp/tb.$r.txt" >"$tmp/settings"
+done
+
+python3 - "$tmp" "$rounds" <<'EOF'
+import json, statistics, sys
+tmp, rounds = sys.argv[1], int(sys.argv[2])
+iperf, tb = [], {}
+for r in range(1, rounds + 1):
+    end = json.load(open(f"{tmp}/iperf.{r}.json"))["end"]
+    iperf.append(end["sum_received"]["bits_per_second"] / 8 / 1e9)
+    for line in open(f"{tmp}/tb.{r}.txt"):
+        if not line.startswith("csv,transfer_bench,"):
+            continue
+        f = line.strip().split(",")[2:]
+        key = (f[1], int(f[2]), int(f[3]), int(f[4]))  # op, threads, block, batch
+        tb.setdefault(key, []).append((float(f[5]), float(f[6])))
+med = statistics.median
+ip = med(iperf)
+print(open(f"{tmp}/settings").read().strip())
+print(f"iperf3 -l 1M, 1 stream: median {ip:.3f} GB/s over rounds "
+      f"({', '.join(f'{x:.3f}' for x in iperf)})")
+print()
+print(f"{'block':>6} {'op':<5} {'thr':>3} {'batch':>5} {'bench GB/s':>11} {'iperf3 GB/s':>12}"
+      f" {'ratio':>6} {'target':>7}  rounds (GB/s)")
+name = {65536: "64K", 1 << 20: "1M", 4 << 20: "4M", 4096: "4K"}
+def gb(key):
+    return med([g for g, _ in tb[key]])
+for op in ("write", "read"):
+    for blk, target in ((65536, 0.5), (1 << 20, 0.9), (4 << 20, 0.9)):
+        key = (op, 1, blk, 16)
+        if key not in tb:
+            continue
+        g = gb(key)
+        ok = "ok" if g / ip >= target else "MISS"
+        print(f"{name[blk]:>6} {op:<5} {1:>3} {16:>5} {g:>11.3f} {ip:>12.3f} {g/ip:>6.2f} "
+              f"{'>=' + str(target):>7} {ok:<4} ({', '.join(f'{x:.2f}' for x, _ in tb[key])})")
+print()
+print("threads 1 -> 4 (batch 16): GB/s, median over rounds")
+for op in ("write", "read"):
+    for blk in (1 << 20, 4 << 20):
+        k1, k4 = (op, 1, blk, 16), (op, 4, blk, 16)
+        if k1 in tb and k4 in tb:
+            a, b = gb(k1), gb(k4)
+            print(f"{name[blk]:>6} {op:<5} 1 thr {a:.3f}  4 thr {b:.3f}  x{b/a:.2f} "
+                  f"{'ok' if b >= 0.95 * a else 'DROP'}")
+print()
+for op in ("write", "read"):
+    key = (op, 1, 4096, 128)
+    if key in tb:
+        rq = med([q for _, q in tb[key]])
+        print(f"4K x batch 128 {op:<5}: {rq:,.0f} requests/s (target >= 250,000: "
+              f"{'ok' if rq >= 250000 else 'MISS'}), {gb(key):.3f} GB/s")
+EOF

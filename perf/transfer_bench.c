@@ -1,0 +1,1043 @@
+/*
+ * transfer_bench - transfer engine throughput and latency, in the spirit of
+ * upstream's transfer_engine_bench / tebench.
+ *
+ *   transfer_bench [--mode target|initiator] [--protocol tcp|local|rdma]
+ *                  [--operation read|write[,..]] [--block_size 64K[,..]]
+ *                  [--batch_size 128[,..]] [--threads 1[,..]] [--duration 5]
+ *                  [--warmup 1] [--reps 3] [--buffer_size 1G] [--segment HOST:PORT]
+ *                  [--port 0] [--host 127.0.0.1] [--reactors 0] [--tcp_lanes N]
+ *                  [--slice_size N] [--check] [--csv FILE] [--sweep]
+ *
+ * Modes:
+ *  - target: an engine (p2p metadata) with --buffer_size registered; prints
+ *    "segment HOST:PORT" on stdout, then serves until SIGTERM/SIGINT.
+ *  - initiator (the default when --segment is given): opens the segment and
+ *    measures.
+ *  - neither given: both. A target child process is forked first (before any
+ *    thread exists), its segment line is read from a pipe, then this process
+ *    runs the initiator: one command measures cross-process TCP.
+ *  - --protocol local: the target is this process's own segment
+ *    (MC_TE_LOCAL_SEGMENT, memcpy transport) between two registered buffers;
+ *    plain memcpy over the same buffers, regions and pattern is measured in the
+ *    same run for comparison.
+ *
+ * Every point (operation x threads x block x batch) runs --reps times; the
+ * median run (by GB/s) is reported. Each run: all threads warm up (--warmup
+ * seconds before the first run of a point, 0.2 s before the others), meet at
+ * a barrier, then loop for --duration seconds: allocate a batch, submit batch
+ * requests of block bytes, wait, free. Thread t works on its own disjoint
+ * region of the local and of the target buffer.
+ *
+ * Figures (seed spec §6.4): GB/s is decimal (1e9) bytes moved over the mean
+ * per-thread wall time of the timed loop; requests/s likewise; latency is per
+ * batch, submit to completion, in µs (p50/p99/p999 interpolated over every
+ * sample of every thread). Output: a table, "csv,transfer_bench,..." lines,
+ * and with --csv FILE the same rows appended to FILE (header when new).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "mooncake/transfer.h"
+#include "transport/te_int.h" /* the target's buffer list: see remote_buffer() */
+#include "util/log.h"
+#include "util/mem.h"
+#include "util/time.h"
+
+#define MAX_THREADS 64
+#define MAX_LIST 16
+#define MAX_BATCH 4096
+#define WAIT_TIMEOUT_US 120000000ull /* a batch that takes longer is a failure */
+#define SHORT_WARMUP_S 0.2           /* before the second and later runs of a point */
+
+enum { MODE_BOTH, MODE_TARGET, MODE_INITIATOR };
+enum { PROTO_TCP, PROTO_LOCAL };
+
+typedef struct cfg {
+    int mode, mode_set;
+    int proto;
+    int ops[2];
+    unsigned nops;
+    uint64_t blocks[MAX_LIST];
+    unsigned nblocks;
+    uint64_t batches[MAX_LIST];
+    unsigned nbatches;
+    uint64_t threads[MAX_LIST];
+    unsigned nthreads;
+    double duration, warmup;
+    int duration_set;
+    unsigned reps;
+    uint64_t buffer_size;
+    const char *segment;
+    unsigned port;
+    const char *host;
+    unsigned reactors, tcp_lanes;
+    uint64_t slice_size;
+    int check, sweep;
+    const char *csv;
+} cfg_t;
+
+/* ------------------------------------------------------------- parsing */
+
+/* "65536", "64K", "64KiB", "1M", "1G" (binary multiples). 0 on success. */
+static int parse_size(const char *s, uint64_t *out)
+{
+    char *end = NULL;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (end == s || errno != 0 || *s == '-')
+        return -1;
+    uint64_t mul = 1;
+    switch (*end) {
+    case 'k': case 'K': mul = 1ull << 10; end++; break;
+    case 'm': case 'M': mul = 1ull << 20; end++; break;
+    case 'g': case 'G': mul = 1ull << 30; end++; break;
+    default: break;
+    }
+    if (mul > 1 && (strcmp(end, "iB") == 0 || strcmp(end, "B") == 0))
+        end += strlen(end);
+    if (*end != '\0' || (v != 0 && mul > UINT64_MAX / v))
+        return -1;
+    *out = v * mul;
+    return 0;
+}
+
+/* A comma-separated list of sizes, each within [lo, hi]. Count, or 0 on error
+ * (reported, naming the flag). */
+static unsigned parse_list(const char *flag, const char *s, uint64_t *out, uint64_t lo,
+                           uint64_t hi)
+{
+    unsigned n = 0;
+    char *dup = strdup(s), *save = NULL;
+    for (char *t = strtok_r(dup, ",", &save); t != NULL; t = strtok_r(NULL, ",", &save)) {
+        uint64_t v;
+        if (n == MAX_LIST || parse_size(t, &v) != 0 || v < lo || v > hi) {
+            fprintf(stderr,
+                    "transfer_bench: --%s: '%s' is not a number in %" PRIu64 "..%" PRIu64
+                    " (at most %d values, comma-separated; K/M/G suffixes allowed)\n",
+                    flag, t, lo, hi, MAX_LIST);
+            free(dup);
+            return 0;
+        }
+        out[n++] = v;
+    }
+    free(dup);
+    if (n == 0)
+        fprintf(stderr, "transfer_bench: --%s wants a value\n", flag);
+    return n;
+}
+
+static int parse_double(const char *flag, const char *s, double lo, double hi, double *out)
+{
+    char *end = NULL;
+    double v = strtod(s, &end);
+    if (end == s || *end != '\0' || !(v >= lo && v <= hi)) {
+        fprintf(stderr, "transfer_bench: --%s must be a number in %g..%g, got '%s'\n", flag, lo,
+                hi, s);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+static const char *human(uint64_t v, char *buf, size_t len)
+{
+    if (v >= (1ull << 30) && v % (1ull << 30) == 0)
+        snprintf(buf, len, "%" PRIu64 "GiB", v >> 30);
+    else if (v >= (1ull << 20) && v % (1ull << 20) == 0)
+        snprintf(buf, len, "%" PRIu64 "MiB", v >> 20);
+    else if (v >= (1ull << 10) && v % (1ull << 10) == 0)
+        snprintf(buf, len, "%" PRIu64 "KiB", v >> 10);
+    else
+        snprintf(buf, len, "%" PRIu64 "B", v);
+    return buf;
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: transfer_bench [--mode target|initiator] [--protocol tcp|local|rdma]\n"
+            "         [--operation read|write[,..]] [--block_size N[,..]] [--batch_size N[,..]]\n"
+            "         [--threads N[,..]] [--duration S] [--warmup S] [--reps N]\n"
+            "         [--buffer_size N] [--segment HOST:PORT] [--port P] [--host ADDR]\n"
+            "         [--reactors N] [--tcp_lanes N] [--slice_size N] [--check] [--csv FILE]\n"
+            "         [--sweep]\n"
+            "Sizes take K/M/G suffixes (binary). With no --mode and no --segment a target\n"
+            "process is forked and measured against; --sweep runs blocks 4KiB..64MiB (x4)\n"
+            "by batches 1,16,128 (unless --block_size/--batch_size are given), 2 s each.\n");
+}
+
+static int parse_args(int argc, char **argv, cfg_t *c)
+{
+    enum { O_MODE = 256, O_PROTO, O_OP, O_BLOCK, O_BATCH, O_THREADS, O_DUR, O_WARM, O_REPS,
+           O_BUF, O_SEG, O_PORT, O_HOST, O_REACT, O_LANES, O_SLICE, O_CHECK, O_CSV, O_SWEEP,
+           O_HELP };
+    static const struct option lo[] = {
+        {"mode", 1, 0, O_MODE},          {"protocol", 1, 0, O_PROTO},
+        {"operation", 1, 0, O_OP},       {"block_size", 1, 0, O_BLOCK},
+        {"batch_size", 1, 0, O_BATCH},   {"threads", 1, 0, O_THREADS},
+        {"duration", 1, 0, O_DUR},       {"warmup", 1, 0, O_WARM},
+        {"reps", 1, 0, O_REPS},          {"buffer_size", 1, 0, O_BUF},
+        {"segment", 1, 0, O_SEG},        {"port", 1, 0, O_PORT},
+        {"host", 1, 0, O_HOST},          {"reactors", 1, 0, O_REACT},
+        {"tcp_lanes", 1, 0, O_LANES},    {"slice_size", 1, 0, O_SLICE},
+        {"check", 0, 0, O_CHECK},        {"csv", 1, 0, O_CSV},
+        {"sweep", 0, 0, O_SWEEP},        {"help", 0, 0, O_HELP},
+        {0, 0, 0, 0}};
+    mc_te_opts_t d;
+    mc_te_opts_init(&d);
+    *c = (cfg_t){.proto = PROTO_TCP, .ops = {MC_TE_READ}, .nops = 1,
+                 .blocks = {65536}, .nblocks = 1, .batches = {128}, .nbatches = 1,
+                 .threads = {1}, .nthreads = 1, .duration = 5, .warmup = 1, .reps = 3,
+                 .buffer_size = 1ull << 30, .host = "127.0.0.1",
+                 .tcp_lanes = d.tcp_lanes, .slice_size = d.slice_size};
+    int blocks_set = 0, batches_set = 0, o;
+    uint64_t v;
+    while ((o = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+        switch (o) {
+        case O_MODE:
+            c->mode_set = 1;
+            if (strcmp(optarg, "target") == 0)
+                c->mode = MODE_TARGET;
+            else if (strcmp(optarg, "initiator") == 0)
+                c->mode = MODE_INITIATOR;
+            else {
+                fprintf(stderr, "transfer_bench: --mode is target or initiator, got '%s'\n",
+                        optarg);
+                return -1;
+            }
+            break;
+        case O_PROTO:
+            if (strcmp(optarg, "tcp") == 0)
+                c->proto = PROTO_TCP;
+            else if (strcmp(optarg, "local") == 0)
+                c->proto = PROTO_LOCAL;
+            else if (strcmp(optarg, "rdma") == 0) {
+                fprintf(stderr, "transfer_bench: --protocol rdma: the RDMA transport is not "
+                                "available in mooncake-c yet; use tcp or local\n");
+                return -1;
+            } else {
+                fprintf(stderr, "transfer_bench: --protocol is tcp, local or rdma, got '%s'\n",
+                        optarg);
+                return -1;
+            }
+            break;
+        case O_OP: {
+            c->nops = 0;
+            char *dup = strdup(optarg), *save = NULL;
+            for (char *t = strtok_r(dup, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+                int op = strcmp(t, "read") == 0 ? MC_TE_READ
+                         : strcmp(t, "write") == 0 ? MC_TE_WRITE : -1;
+                if (op < 0 || c->nops == 2) {
+                    fprintf(stderr, "transfer_bench: --operation is read, write or "
+                                    "read,write, got '%s'\n", optarg);
+                    free(dup);
+                    return -1;
+                }
+                c->ops[c->nops++] = op;
+            }
+            free(dup);
+            if (c->nops == 0) {
+                fprintf(stderr, "transfer_bench: --operation wants read and/or write\n");
+                return -1;
+            }
+            break;
+        }
+        case O_BLOCK:
+            blocks_set = 1;
+            if ((c->nblocks = parse_list("block_size", optarg, c->blocks, 1, 1ull << 32)) == 0)
+                return -1;
+            break;
+        case O_BATCH:
+            batches_set = 1;
+            if ((c->nbatches = parse_list("batch_size", optarg, c->batches, 1, MAX_BATCH)) == 0)
+                return -1;
+            break;
+        case O_THREADS:
+            if ((c->nthreads = parse_list("threads", optarg, c->threads, 1, MAX_THREADS)) == 0)
+                return -1;
+            break;
+        case O_DUR:
+            c->duration_set = 1;
+            if (parse_double("duration", optarg, 0.05, 3600, &c->duration) != 0)
+                return -1;
+            break;
+        case O_WARM:
+            if (parse_double("warmup", optarg, 0, 600, &c->warmup) != 0)
+                return -1;
+            break;
+        case O_REPS:
+            if (parse_list("reps", optarg, &v, 1, 99) != 1)
+                return -1;
+            c->reps = (unsigned)v;
+            break;
+        case O_BUF:
+            if (parse_list("buffer_size", optarg, &c->buffer_size, 4096, 1ull << 40) != 1)
+                return -1;
+            break;
+        case O_SEG: c->segment = optarg; break;
+        case O_PORT:
+            if (parse_list("port", optarg, &v, 0, 65535) != 1)
+                return -1;
+            c->port = (unsigned)v;
+            break;
+        case O_HOST: c->host = optarg; break;
+        case O_REACT:
+            if (parse_list("reactors", optarg, &v, 0, 64) != 1)
+                return -1;
+            c->reactors = (unsigned)v;
+            break;
+        case O_LANES:
+            if (parse_list("tcp_lanes", optarg, &v, 1, TE_MAX_LANES) != 1)
+                return -1;
+            c->tcp_lanes = (unsigned)v;
+            break;
+        case O_SLICE:
+            if (parse_list("slice_size", optarg, &c->slice_size, 4096, 1ull << 30) != 1)
+                return -1;
+            break;
+        case O_CHECK: c->check = 1; break;
+        case O_CSV: c->csv = optarg; break;
+        case O_SWEEP: c->sweep = 1; break;
+        case O_HELP:
+        case 'h': usage(stdout); exit(0);
+        default: usage(stderr); return -1;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "transfer_bench: unexpected argument '%s'\n", argv[optind]);
+        usage(stderr);
+        return -1;
+    }
+    if (!c->mode_set)
+        c->mode = c->segment != NULL ? MODE_INITIATOR : MODE_BOTH;
+    if (c->mode == MODE_TARGET && c->segment != NULL) {
+        fprintf(stderr, "transfer_bench: --segment names the target to measure against; a "
+                        "target (--mode target) takes none\n");
+        return -1;
+    }
+    if (c->mode == MODE_INITIATOR && c->proto == PROTO_TCP && c->segment == NULL) {
+        fprintf(stderr, "transfer_bench: --mode initiator needs --segment HOST:PORT (what the "
+                        "target printed)\n");
+        return -1;
+    }
+    if (c->proto == PROTO_LOCAL && (c->segment != NULL || c->mode == MODE_TARGET)) {
+        fprintf(stderr, "transfer_bench: --protocol local runs in one process: no --segment, "
+                        "no --mode target\n");
+        return -1;
+    }
+    if (c->proto == PROTO_LOCAL)
+        c->mode = MODE_INITIATOR;
+    if (c->sweep) {
+        static const uint64_t sb[] = {4096, 16384, 65536, 262144, 1 << 20, 4 << 20, 16 << 20,
+                                      64 << 20};
+        static const uint64_t sn[] = {1, 16, 128};
+        if (!blocks_set) {
+            memcpy(c->blocks, sb, sizeof(sb));
+            c->nblocks = MC_ARRAY_SIZE(sb);
+        }
+        if (!batches_set) {
+            memcpy(c->batches, sn, sizeof(sn));
+            c->nbatches = MC_ARRAY_SIZE(sn);
+        }
+        if (!c->duration_set)
+            c->duration = 2;
+    }
+    return 0;
+}
+
+/* -------------------------------------------------------------- engine */
+
+static void *alloc_buffer(uint64_t len)
+{
+    void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) {
+        fprintf(stderr, "transfer_bench: cannot map %" PRIu64 " bytes: %s\n", len,
+                strerror(errno));
+        return NULL;
+    }
+    /* Huge pages when THP is in madvise mode: fewer TLB misses for memcpy and
+     * for the kernel's copies alike (both sides of the comparison share it). */
+    madvise(p, len, MADV_HUGEPAGE);
+    return p;
+}
+
+static mc_te_t *make_engine(const cfg_t *c, uint16_t port, const char *listen)
+{
+    mc_te_opts_t o;
+    mc_te_opts_init(&o);
+    o.metadata = "p2p";
+    o.listen_host = listen;
+    o.listen_port = port;
+    o.advertise_host = c->host;
+    o.reactors = c->reactors;
+    o.tcp_lanes = c->tcp_lanes;
+    o.slice_size = c->slice_size;
+    mc_te_t *te = NULL;
+    mc_status_t st = mc_te_create(&o, &te);
+    if (st != MC_OK) {
+        fprintf(stderr, "transfer_bench: cannot start the transfer engine: %s\n",
+                mc_status_str(st));
+        return NULL;
+    }
+    return te;
+}
+
+/*
+ * The target's largest buffer. transfer.h has no descriptor accessor yet
+ * (upstream has getSegmentDescByID), so the bench reads the segment cache
+ * through the engine's internal header, under the lock te_int.h names.
+ */
+static int remote_buffer(mc_te_t *te, mc_te_segment_t id, uint64_t *addr, uint64_t *len)
+{
+    te_seg_t *seg = te_seg_get(te, id);
+    if (seg == NULL)
+        return -1;
+    *addr = *len = 0;
+    pthread_mutex_lock(&te->seg_lock);
+    for (size_t i = 0; i < seg->nbufs; i++)
+        if (seg->bufs[i].len > *len) {
+            *addr = seg->bufs[i].addr;
+            *len = seg->bufs[i].len;
+        }
+    pthread_mutex_unlock(&te->seg_lock);
+    return *len > 0 ? 0 : -1;
+}
+
+/* Serve a segment of --buffer_size until SIGTERM/SIGINT; announce its name
+ * as "segment HOST:PORT\n" on fd. Exit status. */
+static int run_target(const cfg_t *c, int fd, const char *listen)
+{
+    int rc = 1;
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &set, NULL); /* before the engine's threads inherit it */
+    mc_te_t *te = make_engine(c, (uint16_t)c->port, listen);
+    if (te == NULL)
+        return 1;
+    void *buf = alloc_buffer(c->buffer_size);
+    if (buf == NULL)
+        goto out_destroy;
+    mc_status_t st = mc_te_register(te, buf, c->buffer_size, "cpu:0", 1);
+    if (st != MC_OK) {
+        fprintf(stderr, "transfer_bench: cannot register the target buffer: %s\n",
+                mc_status_str(st));
+        goto out_unmap;
+    }
+    char line[320];
+    int n = snprintf(line, sizeof(line), "segment %s\n", mc_te_local_name(te));
+    if (write(fd, line, (size_t)n) != n)
+        goto out_unmap;
+    if (c->mode == MODE_TARGET) {
+        char b[32];
+        fprintf(stderr, "transfer_bench: target serving %s at %s; run initiators with "
+                        "`transfer_bench --segment %s ...`; SIGTERM or ^C stops\n",
+                human(c->buffer_size, b, sizeof(b)), mc_te_local_name(te), mc_te_local_name(te));
+    }
+    int sig;
+    sigwait(&set, &sig);
+    rc = 0;
+out_unmap:
+    mc_te_destroy(te); /* before the memory it serves goes */
+    te = NULL;
+    munmap(buf, c->buffer_size);
+out_destroy:
+    mc_te_destroy(te);
+    return rc;
+}
+
+/* Fork the target; read its segment line into name. The child's pid, or -1. */
+static pid_t fork_target(const cfg_t *c, char *name, size_t len)
+{
+    int fds[2];
+    if (pipe2(fds, O_CLOEXEC) != 0) {
+        fprintf(stderr, "transfer_bench: pipe: %s\n", strerror(errno));
+        return -1;
+    }
+    pid_t parent = getpid();
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) {
+        fprintf(stderr, "transfer_bench: fork: %s\n", strerror(errno));
+        close(fds[0]);
+        close(fds[1]);
+        return -1;
+    }
+    if (pid == 0) {
+        close(fds[0]);
+        prctl(PR_SET_PDEATHSIG, SIGTERM); /* never outlive the initiator */
+        if (getppid() != parent)
+            _exit(1);
+        _exit(run_target(c, fds[1], "127.0.0.1"));
+    }
+    close(fds[1]);
+    size_t got = 0;
+    char line[320];
+    while (got < sizeof(line) - 1 && memchr(line, '\n', got) == NULL) {
+        struct pollfd p = {.fd = fds[0], .events = POLLIN};
+        if (poll(&p, 1, 60000) <= 0)
+            break;
+        ssize_t n = read(fds[0], line + got, sizeof(line) - 1 - got);
+        if (n <= 0)
+            break;
+        got += (size_t)n;
+    }
+    close(fds[0]);
+    line[got] = '\0';
+    char *nl = strchr(line, '\n');
+    if (nl == NULL || strncmp(line, "segment ", 8) != 0) {
+        fprintf(stderr, "transfer_bench: the target process did not start (see its errors "
+                        "above)\n");
+        kill(pid, SIGTERM);
+        waitpid(pid, NULL, 0);
+        return -1;
+    }
+    *nl = '\0';
+    snprintf(name, len, "%s", line + 8);
+    return pid;
+}
+
+/* ------------------------------------------------------------- a run */
+
+typedef struct point {
+    int op;
+    uint64_t block;
+    unsigned batch, threads;
+    int use_memcpy; /* the plain-memcpy comparison (local protocol) */
+} point_t;
+
+typedef struct result {
+    double gbps, reqs_per_s;
+    double p50, p99, p999; /* µs per batch */
+    double avg_lat;        /* µs: wall time x threads / batches (seed spec §6.4) */
+} result_t;
+
+typedef struct run run_t;
+
+typedef struct worker {
+    pthread_t th;
+    run_t *run;
+    unsigned tid;
+    uint8_t *local;   /* this thread's region, local side */
+    uint64_t remote;  /* and target side (an address in the target) */
+    mc_te_request_t *reqs;
+    uint64_t *lat_ns;
+    size_t nlat, cap;
+    uint64_t t_start, t_end;
+} worker_t;
+
+struct run {
+    mc_te_t *te;
+    mc_te_segment_t seg;
+    point_t pt;
+    uint64_t salt;      /* makes each run's check pattern different */
+    int check;
+    uint64_t warm_end_ns;
+    uint64_t dur_ns;
+    _Atomic uint64_t stop_ns;
+    pthread_barrier_t bar;
+    _Atomic int failed;
+    pthread_mutex_t err_mu;
+    char err[256];
+};
+
+static void run_fail(run_t *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void run_fail(run_t *r, const char *fmt, ...)
+{
+    pthread_mutex_lock(&r->err_mu);
+    if (!atomic_exchange(&r->failed, 1)) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(r->err, sizeof(r->err), fmt, ap);
+        va_end(ap);
+    }
+    pthread_mutex_unlock(&r->err_mu);
+}
+
+/* One batch: the requests in w->reqs (with opcode op). Latency in ns, or 0
+ * after a failure (recorded in the run). */
+static uint64_t one_batch(worker_t *w, int op)
+{
+    run_t *r = w->run;
+    const point_t *pt = &r->pt;
+    if (pt->use_memcpy) {
+        uint64_t t0 = mc_now_ns();
+        for (unsigned i = 0; i < pt->batch; i++) {
+            uint8_t *l = w->local + i * pt->block;
+            uint8_t *t = (uint8_t *)(uintptr_t)(w->remote + i * pt->block);
+            if (op == MC_TE_WRITE)
+                memcpy(t, l, pt->block);
+            else
+                memcpy(l, t, pt->block);
+        }
+        uint64_t d = mc_now_ns() - t0;
+        return d ? d : 1;
+    }
+    for (unsigned i = 0; i < pt->batch; i++)
+        w->reqs[i].opcode = op;
+    mc_te_batch_t *b = NULL;
+    mc_status_t st = mc_te_batch_alloc(r->te, pt->batch, &b);
+    if (st != MC_OK) {
+        run_fail(r, "thread %u: batch alloc: %s", w->tid, mc_status_str(st));
+        return 0;
+    }
+    uint64_t t0 = mc_now_ns();
+    st = mc_te_submit(b, w->reqs, pt->batch);
+    if (st == MC_OK)
+        st = mc_te_batch_wait(b, WAIT_TIMEOUT_US);
+    uint64_t d = mc_now_ns() - t0;
+    if (st != MC_OK) {
+        run_fail(r, "thread %u: %s of %u x %" PRIu64 " bytes failed: %s", w->tid,
+                 op == MC_TE_READ ? "read" : "write", pt->batch, pt->block, mc_status_str(st));
+        mc_te_batch_free(b); /* BATCH_BUSY after a wait timeout: then it leaks, and we stop */
+        return 0;
+    }
+    mc_te_batch_free(b);
+    return d ? d : 1;
+}
+
+/* --check pattern: 64-bit words that depend on the run, thread and offset. */
+static uint64_t pattern_word(uint64_t salt, unsigned tid, uint64_t off)
+{
+    uint64_t x = salt ^ ((uint64_t)tid << 48) ^ off;
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ull;
+    return x ^ (x >> 33);
+}
+
+static void pattern_fill(uint8_t *p, uint64_t len, uint64_t salt, unsigned tid)
+{
+    for (uint64_t off = 0; off < len; off += 8) {
+        uint64_t wv = pattern_word(salt, tid, off);
+        memcpy(p + off, &wv, len - off < 8 ? len - off : 8);
+    }
+}
+
+/* Offset of the first byte that differs from the pattern, or -1. */
+static int64_t pattern_check(const uint8_t *p, uint64_t len, uint64_t salt, unsigned tid)
+{
+    for (uint64_t off = 0; off < len; off += 8) {
+        uint64_t wv = pattern_word(salt, tid, off);
+        size_t n = len - off < 8 ? (size_t)(len - off) : 8;
+        if (memcmp(p + off, &wv, n) != 0)
+            return (int64_t)off;
+    }
+    return -1;
+}
+
+static void record(worker_t *w, uint64_t ns)
+{
+    if (w->nlat == w->cap) {
+        size_t cap = w->cap ? w->cap * 2 : 4096;
+        uint64_t *n = realloc(w->lat_ns, cap * sizeof(*n));
+        if (n == NULL) {
+            run_fail(w->run, "out of memory for latency samples");
+            return;
+        }
+        w->lat_ns = n;
+        w->cap = cap;
+    }
+    w->lat_ns[w->nlat++] = ns;
+}
+
+static void *worker_main(void *arg)
+{
+    worker_t *w = arg;
+    run_t *r = w->run;
+    const point_t *pt = &r->pt;
+    uint64_t span = pt->block * pt->batch;
+    for (unsigned i = 0; i < pt->batch; i++)
+        w->reqs[i] = (mc_te_request_t){.opcode = pt->op,
+                                       .local = w->local + i * pt->block,
+                                       .segment = r->seg,
+                                       .remote = w->remote + i * pt->block,
+                                       .length = pt->block};
+    /* --check: the target region starts as the pattern (and so does the
+     * local one, which writes keep sending); what the timed loop moved is
+     * verified after it. */
+    if (r->check) {
+        pattern_fill(w->local, span, r->salt, w->tid);
+        one_batch(w, MC_TE_WRITE);
+    }
+    while (!atomic_load(&r->failed) && mc_now_ns() < r->warm_end_ns)
+        one_batch(w, pt->op);
+    if (r->check && pt->op == MC_TE_READ)
+        memset(w->local, 0, span); /* the reads must bring the pattern back */
+
+    /* Everyone warmed up: one clock reading sets the common end. */
+    if (pthread_barrier_wait(&r->bar) == PTHREAD_BARRIER_SERIAL_THREAD)
+        atomic_store(&r->stop_ns, mc_now_ns() + r->dur_ns);
+    pthread_barrier_wait(&r->bar);
+    uint64_t stop = atomic_load(&r->stop_ns);
+    w->t_start = mc_now_ns();
+    while (!atomic_load_explicit(&r->failed, memory_order_relaxed) && mc_now_ns() < stop) {
+        uint64_t d = one_batch(w, pt->op);
+        if (d != 0)
+            record(w, d);
+    }
+    w->t_end = mc_now_ns();
+
+    if (r->check && !atomic_load(&r->failed)) {
+        if (pt->op == MC_TE_WRITE) {
+            memset(w->local, 0, span); /* read back what the writes left */
+            one_batch(w, MC_TE_READ);
+        }
+        int64_t bad = pattern_check(w->local, span, r->salt, w->tid);
+        if (!atomic_load(&r->failed) && bad >= 0)
+            run_fail(r, "--check: thread %u: data differs at byte %" PRId64 " of %" PRIu64
+                        " (request %" PRIu64 ", offset %" PRIu64 ")",
+                     w->tid, bad, span, (uint64_t)bad / pt->block, (uint64_t)bad % pt->block);
+    }
+    return NULL;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Seed spec §6.4: linear interpolation between the closest ranks. */
+static double percentile(const uint64_t *sorted, size_t n, double p)
+{
+    if (n == 0)
+        return 0;
+    double rank = p / 100.0 * (double)(n - 1);
+    size_t idx = (size_t)rank;
+    double frac = rank - (double)idx;
+    double v = (double)sorted[idx];
+    if (idx + 1 < n)
+        v = v * (1 - frac) + (double)sorted[idx + 1] * frac;
+    return v;
+}
+
+/* ---------------------------------------------------------- initiator */
+
+typedef struct bench {
+    const cfg_t *c;
+    mc_te_t *te;
+    mc_te_segment_t seg;
+    uint8_t *local;           /* registered here */
+    uint64_t local_len;
+    uint64_t remote;          /* the target buffer (own second buffer for local) */
+    uint64_t remote_len;
+    FILE *csv;
+    uint64_t runs;            /* counter for check patterns */
+} bench_t;
+
+/* Bytes each of n threads gets of both buffers (page multiple). */
+static uint64_t region_of(const bench_t *B, unsigned n)
+{
+    uint64_t m = B->local_len < B->remote_len ? B->local_len : B->remote_len;
+    return m / n & ~(uint64_t)4095;
+}
+
+/* One timed run of a point. 0, or -1 after a failure (printed). */
+static int run_once(bench_t *B, const point_t *pt, double warmup, result_t *out)
+{
+    static worker_t ws[MAX_THREADS];
+    run_t r = {.te = B->te, .seg = B->seg, .pt = *pt, .salt = ++B->runs * 0x9e3779b97f4a7c15ull,
+               .check = B->c->check && !pt->use_memcpy,
+               .dur_ns = (uint64_t)(B->c->duration * 1e9)};
+    uint64_t region = region_of(B, pt->threads);
+    pthread_mutex_init(&r.err_mu, NULL);
+    pthread_barrier_init(&r.bar, NULL, pt->threads);
+    r.warm_end_ns = mc_now_ns() + (uint64_t)(warmup * 1e9);
+    for (unsigned t = 0; t < pt->threads; t++) {
+        worker_t *w = &ws[t];
+        *w = (worker_t){.run = &r, .tid = t, .local = B->local + t * region,
+                        .remote = B->remote + t * region};
+        w->reqs = calloc(pt->batch, sizeof(*w->reqs));
+        if (w->reqs == NULL) {
+            fprintf(stderr, "transfer_bench: out of memory\n");
+            exit(1);
+        }
+    }
+    for (unsigned t = 0; t < pt->threads; t++) {
+        int e = pthread_create(&ws[t].th, NULL, worker_main, &ws[t]);
+        if (e != 0) {
+            /* the others wait at the barrier for it: nothing to unwind */
+            fprintf(stderr, "transfer_bench: cannot start thread %u: %s\n", t, strerror(e));
+            exit(1);
+        }
+    }
+    for (unsigned t = 0; t < pt->threads; t++)
+        pthread_join(ws[t].th, NULL);
+    pthread_barrier_destroy(&r.bar);
+    pthread_mutex_destroy(&r.err_mu);
+
+    size_t n = 0;
+    double wall_ns = 0;
+    for (unsigned t = 0; t < pt->threads; t++) {
+        n += ws[t].nlat;
+        wall_ns += (double)(ws[t].t_end - ws[t].t_start);
+    }
+    wall_ns /= pt->threads;
+    uint64_t *all = n ? malloc(n * sizeof(*all)) : NULL;
+    size_t k = 0;
+    for (unsigned t = 0; t < pt->threads; t++) {
+        if (all != NULL)
+            memcpy(all + k, ws[t].lat_ns, ws[t].nlat * sizeof(*all));
+        k += ws[t].nlat;
+        free(ws[t].lat_ns);
+        free(ws[t].reqs);
+    }
+    if (atomic_load(&r.failed)) {
+        fprintf(stderr, "transfer_bench: %s\n", r.err);
+        free(all);
+        return -1;
+    }
+    if (n == 0 || all == NULL) {
+        fprintf(stderr, "transfer_bench: no batch finished within --duration %.2f s (block %" PRIu64
+                        ", batch %u): raise --duration\n",
+                B->c->duration, pt->block, pt->batch);
+        free(all);
+        return -1;
+    }
+    qsort(all, n, sizeof(*all), cmp_u64);
+    double secs = wall_ns / 1e9;
+    *out = (result_t){
+        .gbps = (double)pt->block * pt->batch * (double)n / 1e9 / secs,
+        .reqs_per_s = (double)pt->batch * (double)n / secs,
+        .p50 = percentile(all, n, 50) / 1e3,
+        .p99 = percentile(all, n, 99) / 1e3,
+        .p999 = percentile(all, n, 99.9) / 1e3,
+        .avg_lat = wall_ns / 1e3 * pt->threads / (double)n,
+    };
+    free(all);
+    return 0;
+}
+
+static int cmp_res(const void *a, const void *b)
+{
+    double x = ((const result_t *)a)->gbps, y = ((const result_t *)b)->gbps;
+    return x < y ? -1 : x > y;
+}
+
+/* --reps runs of a point (and of its memcpy twin, interleaved, for local);
+ * the median runs by GB/s. */
+static int run_point(bench_t *B, const point_t *pt, result_t *res, result_t *mres)
+{
+    result_t rs[99], ms[99];
+    unsigned reps = B->c->reps;
+    point_t mp = *pt;
+    mp.use_memcpy = 1;
+    for (unsigned i = 0; i < reps; i++) {
+        double warm = i == 0 ? B->c->warmup : (B->c->warmup < SHORT_WARMUP_S ? B->c->warmup
+                                                                            : SHORT_WARMUP_S);
+        if (run_once(B, pt, warm, &rs[i]) != 0)
+            return -1;
+        if (mres != NULL && run_once(B, &mp, warm, &ms[i]) != 0)
+            return -1;
+    }
+    qsort(rs, reps, sizeof(rs[0]), cmp_res);
+    *res = rs[reps / 2];
+    if (mres != NULL) {
+        qsort(ms, reps, sizeof(ms[0]), cmp_res);
+        *mres = ms[reps / 2];
+    }
+    return 0;
+}
+
+#define CSV_HEADER                                                                                 \
+    "protocol,operation,threads,block_size,batch_size,gbps,requests_per_s,p50_us,p99_us,"         \
+    "p999_us,avg_lat_us,slice_size,tcp_lanes,reactors,memcpy_gbps"
+
+static void print_row(bench_t *B, const point_t *pt, const result_t *r, const result_t *m)
+{
+    const cfg_t *c = B->c;
+    const char *op = pt->op == MC_TE_READ ? "read" : "write";
+    const char *proto = c->proto == PROTO_TCP ? "tcp" : "local";
+    char hb[32], row[512], mc[32] = "";
+    printf("%-5s %3u %9s %6u %10.3f %12.0f %10.1f %10.1f %10.1f", op, pt->threads,
+           human(pt->block, hb, sizeof(hb)), pt->batch, r->gbps, r->reqs_per_s, r->p50, r->p99,
+           r->p999);
+    if (m != NULL) {
+        printf(" %12.3f %7.2f", m->gbps, r->gbps / m->gbps);
+        snprintf(mc, sizeof(mc), "%.3f", m->gbps);
+    }
+    printf("\n");
+    snprintf(row, sizeof(row),
+             "%s,%s,%u,%" PRIu64 ",%u,%.4f,%.0f,%.1f,%.1f,%.1f,%.1f,%" PRIu64 ",%u,%u,%s", proto,
+             op, pt->threads, pt->block, pt->batch, r->gbps, r->reqs_per_s, r->p50, r->p99,
+             r->p999, r->avg_lat, c->slice_size, c->tcp_lanes, B->te->nr, mc);
+    printf("csv,transfer_bench,%s\n", row);
+    if (B->csv != NULL) {
+        fprintf(B->csv, "%s\n", row);
+        fflush(B->csv);
+    }
+    fflush(stdout);
+}
+
+static int run_initiator(const cfg_t *c, pid_t target)
+{
+    bench_t B = {.c = c};
+    int rc = 1;
+    char b1[32], b2[32];
+    void *mem2 = NULL;
+
+    /* Every point must fit before anything is measured (sweeps skip). */
+    B.te = make_engine(c, 0, "127.0.0.1");
+    if (B.te == NULL)
+        return 1;
+    if (c->proto == PROTO_TCP) {
+        mc_status_t st = mc_te_open_segment(B.te, c->segment, &B.seg);
+        if (st != MC_OK) {
+            fprintf(stderr, "transfer_bench: cannot open segment '%s': %s\n", c->segment,
+                    mc_status_str(st));
+            goto out;
+        }
+        if (remote_buffer(B.te, B.seg, &B.remote, &B.remote_len) != 0) {
+            fprintf(stderr, "transfer_bench: segment '%s' has no registered buffer\n",
+                    c->segment);
+            goto out;
+        }
+    } else {
+        B.seg = MC_TE_LOCAL_SEGMENT;
+        if ((mem2 = alloc_buffer(c->buffer_size)) == NULL)
+            goto out;
+        mc_status_t st = mc_te_register(B.te, mem2, c->buffer_size, "cpu:0", 1);
+        if (st != MC_OK) {
+            fprintf(stderr, "transfer_bench: cannot register the target buffer: %s\n",
+                    mc_status_str(st));
+            goto out;
+        }
+        B.remote = (uint64_t)(uintptr_t)mem2;
+        B.remote_len = c->buffer_size;
+    }
+    B.local_len = c->buffer_size;
+    if ((B.local = alloc_buffer(B.local_len)) == NULL)
+        goto out;
+    mc_status_t st = mc_te_register(B.te, B.local, B.local_len, "cpu:0", 0);
+    if (st != MC_OK) {
+        fprintf(stderr, "transfer_bench: cannot register the local buffer: %s\n",
+                mc_status_str(st));
+        goto out;
+    }
+    if (!c->sweep) {
+        for (unsigned ti = 0; ti < c->nthreads; ti++)
+            for (unsigned bi = 0; bi < c->nblocks; bi++)
+                for (unsigned ni = 0; ni < c->nbatches; ni++) {
+                    uint64_t need = c->blocks[bi] * c->batches[ni];
+                    uint64_t have = region_of(&B, (unsigned)c->threads[ti]);
+                    if (need > have) {
+                        char b3[32];
+                        fprintf(stderr,
+                                "transfer_bench: batch %" PRIu64 " x block %s needs %s per "
+                                "thread, but with %" PRIu64 " thread(s) each gets %s of the "
+                                "buffers: lower --batch_size/--block_size/--threads or raise "
+                                "--buffer_size\n",
+                                c->batches[ni], human(c->blocks[bi], b1, sizeof(b1)),
+                                human(need, b2, sizeof(b2)), c->threads[ti],
+                                human(have, b3, sizeof(b3)));
+                        rc = 2;
+                        goto out;
+                    }
+                }
+    }
+    if (c->csv != NULL) {
+        B.csv = fopen(c->csv, "a");
+        if (B.csv == NULL) {
+            fprintf(stderr, "transfer_bench: cannot open --csv %s: %s\n", c->csv,
+                    strerror(errno));
+            goto out;
+        }
+        if (ftell(B.csv) == 0)
+            fprintf(B.csv, "%s\n", CSV_HEADER);
+    }
+
+    if (c->proto == PROTO_TCP)
+        printf("transfer_bench: tcp to segment %s%s, slice %s, %u lane(s), %u reactor(s), "
+               "buffer %s",
+               c->segment, target > 0 ? " (forked target process)" : "",
+               human(c->slice_size, b1, sizeof(b1)), c->tcp_lanes, B.te->nr,
+               human(c->buffer_size, b2, sizeof(b2)));
+    else
+        printf("transfer_bench: local (memcpy transport, own segment), %u reactor(s), 2 "
+               "buffers of %s",
+               B.te->nr, human(c->buffer_size, b2, sizeof(b2)));
+    printf(", %u x %.1f s per point after %.1f s warm-up, medians%s\n", c->reps, c->duration,
+           c->warmup, c->check ? "; --check on" : "");
+    printf("%-5s %3s %9s %6s %10s %12s %10s %10s %10s", "op", "thr", "block", "batch", "GB/s",
+           "req/s", "p50(us)", "p99(us)", "p999(us)");
+    if (c->proto == PROTO_LOCAL)
+        printf(" %12s %7s", "memcpy GB/s", "ratio");
+    printf("\n");
+    fflush(stdout);
+
+    unsigned skipped = 0;
+    for (unsigned oi = 0; oi < c->nops; oi++)
+        for (unsigned ti = 0; ti < c->nthreads; ti++)
+            for (unsigned bi = 0; bi < c->nblocks; bi++)
+                for (unsigned ni = 0; ni < c->nbatches; ni++) {
+                    point_t pt = {.op = c->ops[oi], .block = c->blocks[bi],
+                                  .batch = (unsigned)c->batches[ni],
+                                  .threads = (unsigned)c->threads[ti]};
+                    if (pt.block * pt.batch > region_of(&B, pt.threads)) {
+                        skipped++;
+                        continue;
+                    }
+                    result_t r, m;
+                    if (run_point(&B, &pt, &r, c->proto == PROTO_LOCAL ? &m : NULL) != 0)
+                        goto out;
+                    print_row(&B, &pt, &r, c->proto == PROTO_LOCAL ? &m : NULL);
+                }
+    if (skipped > 0)
+        printf("(%u point(s) skipped: batch x block larger than %s / threads)\n", skipped,
+               human(c->buffer_size, b1, sizeof(b1)));
+    rc = 0;
+out:
+    if (B.csv != NULL)
+        fclose(B.csv);
+    mc_te_destroy(B.te);
+    if (B.local != NULL)
+        munmap(B.local, B.local_len);
+    if (mem2 != NULL)
+        munmap(mem2, c->buffer_size);
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    cfg_t c;
+    if (parse_args(argc, argv, &c) != 0)
+        return 2;
+    mc_log_set_all(MC_LOG_WARN);
+    signal(SIGPIPE, SIG_IGN);
+    if (c.mode == MODE_TARGET)
+        return run_target(&c, STDOUT_FILENO, "0.0.0.0");
+    pid_t target = 0;
+    char name[320];
+    if (c.mode == MODE_BOTH) {
+        target = fork_target(&c, name, sizeof(name));
+        if (target < 0)
+            return 1;
+        c.segment = name;
+    }
+    int rc = run_initiator(&c, target);
+    if (target > 0) {
+        kill(target, SIGTERM);
+        waitpid(target, NULL, 0);
+    }
+    return rc;
+}

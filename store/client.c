@@ -1,0 +1,681 @@
+/*
+ * client.c - the store client's life cycle (mooncake/store.h): open and
+ * close, the segments it contributes (mount at open or at run time, unmount,
+ * re-mount after the master lost or expired it), the ping that notices that,
+ * and registered buffers. The operations live in client_put.c,
+ * client_get.c and client_op.c; client_int.h describes the threads.
+ *
+ * Liveness. A timer on reactor 0 pings the master every second with the
+ * client id (the transfer engine's owner id, so the master's metadata
+ * entries and the segments have one owner). The answer carries the master's
+ * view version and our status. NEED_REMOUNT (the master restarted, or
+ * expired us after a silence) or a new view version makes the client
+ * ReMountSegment with every segment it has; after a NEED_REMOUNT the engine's
+ * descriptor is published again too (the expiry deleted it; the metadata
+ * backend re-publishes by itself only when it sees the new view first). A
+ * client that contributes nothing remounts with none, which registers it.
+ *
+ * Master down at open: the engine and the segment are set up anyway and the
+ * mount is left to the first ping that reaches the master; calls fail with
+ * MC_ERR_CONN_CLOSED / MC_ERR_RPC_TIMEOUT within rpc_timeout until then.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include "rpc/methods.h"
+#include "store/client_int.h"
+#include "store/master_client.h"
+#include "util/log.h"
+#include "util/mem.h"
+#include "util/time.h"
+
+#define PING_INTERVAL_US 1000000
+#define STAGE_MAX_ALLOCS 4096
+/* Unmounting at close: the master may be gone; do not wait for long. */
+#define CLOSE_UNMOUNT_TIMEOUT_US 2000000
+/* Longest wait for an unmount's drain (readers' leases) at run time. */
+#define DRAIN_WAIT_MAX_US 60000000ull
+/* Wait for the last operations' callbacks at close (all are failed by then). */
+#define CLOSE_DRAIN_MS 10000
+
+void mc_store_config_init(mc_store_config_t *c)
+{
+    memset(c, 0, sizeof(*c));
+    c->metadata = "master";
+    c->protocol = "tcp";
+    c->master = "127.0.0.1:50051";
+    c->advertise_host = "127.0.0.1";
+    c->local_buffer_size = 64ull << 20;
+    c->rpc_timeout_us = 5000000;
+    c->transfer_timeout_us = 10000000;
+}
+
+void mc_replicate_config_init(mc_replicate_config_t *c)
+{
+    memset(c, 0, sizeof(*c));
+    c->replica_num = 1;
+}
+
+const char *mc_store_name(const mc_store_t *s)
+{
+    return s != NULL ? mc_te_local_name(s->te) : NULL;
+}
+
+static int attached(const mc_store_t *s)
+{
+    return mc_reactor_is_attached(s->r0);
+}
+
+/* "HOST:PORT" (or "HOST": 50051). */
+static int parse_master(const char *addr, char *host, size_t hl, uint16_t *port)
+{
+    const char *c = strrchr(addr, ':');
+    size_t n = c != NULL ? (size_t)(c - addr) : strlen(addr);
+    if (n == 0 || n >= hl)
+        return -1;
+    memcpy(host, addr, n);
+    host[n] = '\0';
+    *port = 50051;
+    if (c != NULL) {
+        char *end = NULL;
+        unsigned long p = strtoul(c + 1, &end, 10);
+        if (end == c + 1 || *end != '\0' || p == 0 || p > 65535)
+            return -1;
+        *port = (uint16_t)p;
+    }
+    return 0;
+}
+
+static int transient(mc_status_t st)
+{
+    return st == MC_ERR_CONN_CLOSED || st == MC_ERR_RPC_TIMEOUT || st == MC_ERR_TIMEOUT ||
+           st == MC_ERR_SOCKET;
+}
+
+static void seg_desc(const mc_store_t *s, const store_seg_t *g, mc_master_segment_t *out)
+{
+    out->id = g->id;
+    out->name = mc_te_local_name(s->te);
+    out->te_endpoint = mc_te_local_name(s->te);
+    out->base = (uint64_t)(uintptr_t)g->base;
+    out->size = g->size;
+}
+
+/* ------------------------------------------------------------- segments */
+
+/* Memory for a segment (ours when buf is NULL), registered remote-accessible.
+ * A descriptor that cannot be published now (MC_ERR_METADATA: the metadata
+ * service is away) is published by the backend when it is back. */
+static mc_status_t seg_create(mc_store_t *s, void *buf, uint64_t len, store_seg_t **out)
+{
+    store_seg_t *g = MC_NEW(store_seg_t);
+    if (g == NULL)
+        return MC_ERR_NOMEM;
+    mc_list_init(&g->node);
+    if (getrandom(&g->id, sizeof(g->id), 0) != (ssize_t)sizeof(g->id)) {
+        g->id.hi = (uint64_t)getpid();
+        g->id.lo = mc_now_ns();
+    }
+    g->id.hi |= 1; /* never {0,0} */
+    g->size = len;
+    if (buf == NULL) {
+        long page = sysconf(_SC_PAGESIZE);
+        g->map_len = (len + (uint64_t)page - 1) & ~(uint64_t)(page - 1);
+        void *p =
+            mmap(NULL, g->map_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (p == MAP_FAILED) {
+            MC_ERROR(CLIENT, "cannot map a segment of %llu bytes: %s", (unsigned long long)len,
+                     strerror(errno));
+            mc_free(g);
+            return MC_ERR_NOMEM;
+        }
+        g->base = p;
+    } else {
+        g->base = buf;
+    }
+    mc_status_t st = mc_te_register(s->te, g->base, len, "cpu:0", 1);
+    if (st == MC_ERR_METADATA)
+        st = MC_OK;
+    if (st != MC_OK) {
+        MC_ERROR(CLIENT, "cannot register a segment of %llu bytes at %p: %s",
+                 (unsigned long long)len, (void *)g->base, mc_status_str(st));
+        if (g->map_len > 0)
+            munmap(g->base, g->map_len);
+        mc_free(g);
+        return st;
+    }
+    *out = g;
+    return MC_OK;
+}
+
+static void seg_destroy(mc_store_t *s, store_seg_t *g, int unregister)
+{
+    if (unregister)
+        mc_te_unregister(s->te, g->base);
+    if (g->map_len > 0)
+        munmap(g->base, g->map_len);
+    mc_free(g);
+}
+
+static mc_status_t mount_sync(mc_store_t *s, const store_seg_t *g)
+{
+    mc_master_segment_t d;
+    mc_buf_t body = MC_BUF_INIT;
+    mc_mp_writer_t w;
+    seg_desc(s, g, &d);
+    mc_mp_writer_init(&w, &body);
+    mc_mcli_mount(&w, s->client_id, &d);
+    mc_status_t st = w.err != MC_OK ? w.err : store_call_sync(s, MC_RPC_MOUNT_SEGMENT, &body, NULL);
+    mc_buf_fini(&body);
+    return st;
+}
+
+/* UnmountSegment; *drain_us (may be NULL) receives the master's drain delay. */
+static mc_status_t unmount_sync(mc_store_t *s, const store_seg_t *g, uint64_t timeout_us,
+                                uint64_t *drain_us)
+{
+    mc_buf_t body = MC_BUF_INIT, resp = MC_BUF_INIT;
+    mc_mp_writer_t w;
+    mc_mp_writer_init(&w, &body);
+    mc_mcli_unmount(&w, s->client_id, g->id);
+    mc_status_t st = w.err;
+    if (st == MC_OK)
+        st = mc_rpc_call_sync(s->mcli, MC_RPC_UNMOUNT_SEGMENT, mc_buf_head(&body),
+                              mc_buf_used(&body), timeout_us, &resp);
+    int64_t drain = 0;
+    if (st == MC_OK && drain_us != NULL &&
+        mc_mcli_dec_int(mc_buf_head(&resp), mc_buf_used(&resp), MC_F_DRAIN_UNTIL_US, &drain) ==
+            MC_OK &&
+        drain > 0)
+        *drain_us = (uint64_t)drain;
+    if (st == MC_ERR_SEGMENT_NOT_FOUND)
+        st = MC_OK; /* the master forgot it already (restart, expiry) */
+    mc_buf_fini(&body);
+    mc_buf_fini(&resp);
+    return st;
+}
+
+mc_status_t mc_store_mount_segment(mc_store_t *s, void *buf, size_t len)
+{
+    if (s == NULL || len < 8)
+        return MC_ERR_INVALID_PARAMS;
+    if (store_on_reactor(s))
+        return MC_ERR_STATE;
+    store_seg_t *g;
+    mc_status_t st = seg_create(s, buf, len, &g);
+    if (st != MC_OK)
+        return st;
+    st = mount_sync(s, g);
+    if (st != MC_OK) {
+        MC_ERROR(CLIENT, "cannot mount a segment of %zu bytes: %s", len, mc_status_str(st));
+        if (transient(st)) /* it may have been mounted after all */
+            unmount_sync(s, g, s->cfg.rpc_timeout_us, NULL);
+        seg_destroy(s, g, 1);
+        return st;
+    }
+    pthread_mutex_lock(&s->seg_mu);
+    mc_list_push_tail(&s->segs, &g->node);
+    pthread_mutex_unlock(&s->seg_mu);
+    MC_INFO(CLIENT, "segment '%s': mounted %zu bytes at %p", mc_te_local_name(s->te), len,
+            (void *)g->base);
+    return MC_OK;
+}
+
+mc_status_t mc_store_unmount_segment(mc_store_t *s, void *buf)
+{
+    if (s == NULL)
+        return MC_ERR_INVALID_PARAMS;
+    if (store_on_reactor(s))
+        return MC_ERR_STATE;
+    /* buf, or (NULL) every segment the library mapped itself */
+    mc_list_t mine;
+    mc_list_init(&mine);
+    pthread_mutex_lock(&s->seg_mu);
+    for (mc_list_t *n = s->segs.next, *next; n != &s->segs; n = next) {
+        next = n->next;
+        store_seg_t *g = MC_CONTAINER_OF(n, store_seg_t, node);
+        if (buf != NULL ? g->base == buf : g->map_len > 0) {
+            mc_list_del(&g->node); /* remounts no longer include it */
+            mc_list_push_tail(&mine, &g->node);
+        }
+    }
+    pthread_mutex_unlock(&s->seg_mu);
+    if (mc_list_empty(&mine))
+        return MC_ERR_SEGMENT_NOT_FOUND;
+    uint64_t drain = 0;
+    mc_status_t rc = MC_OK;
+    for (mc_list_t *n = mine.next, *next; n != &mine; n = next) {
+        next = n->next;
+        store_seg_t *g = MC_CONTAINER_OF(n, store_seg_t, node);
+        uint64_t d = 0;
+        mc_status_t st = unmount_sync(s, g, s->cfg.rpc_timeout_us, &d);
+        if (st != MC_OK) {
+            /* still ours: back on the list, so a later call can retry */
+            MC_ERROR(CLIENT, "cannot unmount the segment at %p: %s", (void *)g->base,
+                     mc_status_str(st));
+            mc_list_del(&g->node);
+            pthread_mutex_lock(&s->seg_mu);
+            mc_list_push_tail(&s->segs, &g->node);
+            pthread_mutex_unlock(&s->seg_mu);
+            rc = st;
+            continue;
+        }
+        if (d > drain)
+            drain = d;
+    }
+    /* Readers granted a lease before the unmount may still be reading. */
+    if (drain > 0)
+        usleep((useconds_t)(drain < DRAIN_WAIT_MAX_US ? drain : DRAIN_WAIT_MAX_US));
+    mc_list_t *n;
+    while ((n = mc_list_pop_head(&mine)) != NULL) {
+        store_seg_t *g = MC_CONTAINER_OF(n, store_seg_t, node);
+        MC_INFO(CLIENT, "segment '%s': unmounted %llu bytes at %p", mc_te_local_name(s->te),
+                (unsigned long long)g->size, (void *)g->base);
+        seg_destroy(s, g, 1);
+    }
+    return rc;
+}
+
+/* -------------------------------------------------------- ping, remount */
+
+static void remount_cb(void *arg, const mc_rpc_resp_t *resp)
+{
+    mc_store_t *s = arg;
+    s->remount_inflight = 0;
+    if (resp->status == MC_ERR_CANCELED)
+        return;
+    if (resp->status != MC_OK) {
+        MC_WARN(CLIENT, "re-mount at the master failed: %s; retrying at the next ping",
+                mc_status_str(resp->status));
+        return;
+    }
+    size_t n = 0;
+    pthread_mutex_lock(&s->seg_mu);
+    for (mc_list_t *l = s->segs.next; l != &s->segs; l = l->next)
+        n++;
+    pthread_mutex_unlock(&s->seg_mu);
+    if (n > 0 && s->remount_loud)
+        MC_INFO(CLIENT, "segment '%s': %zu segment(s) mounted at the master",
+                mc_te_local_name(s->te), n);
+    else
+        MC_DEBUG(CLIENT, "re-mounted %zu segment(s) at the master", n);
+    s->need_remount = 0;
+    s->remount_loud = 0;
+    te_publish_async(s->te);
+}
+
+void store_remount(mc_store_t *s)
+{
+    if (s->remount_inflight || s->mcli == NULL || atomic_load(&s->closing))
+        return;
+    mc_master_segment_t small[8], *d = small;
+    size_t n = 0, cap = MC_ARRAY_SIZE(small);
+    pthread_mutex_lock(&s->seg_mu);
+    for (mc_list_t *l = s->segs.next; l != &s->segs; l = l->next)
+        n++;
+    if (n > cap && (d = mc_calloc(n, sizeof(*d))) == NULL) {
+        pthread_mutex_unlock(&s->seg_mu);
+        return; /* retried at the next ping */
+    }
+    size_t k = 0;
+    for (mc_list_t *l = s->segs.next; l != &s->segs; l = l->next)
+        seg_desc(s, MC_CONTAINER_OF(l, store_seg_t, node), &d[k++]);
+    mc_mcli_remount(mc_rpc_call_begin(s->mcli), s->client_id, d, k);
+    pthread_mutex_unlock(&s->seg_mu);
+    if (d != small)
+        mc_free(d);
+    if (mc_rpc_call_end(s->mcli, MC_RPC_REMOUNT_SEGMENT, s->cfg.rpc_timeout_us, remount_cb, s) ==
+        MC_INPROGRESS)
+        s->remount_inflight = 1;
+}
+
+static void ping_cb(void *arg, const mc_rpc_resp_t *resp)
+{
+    mc_store_t *s = arg;
+    s->ping_inflight = 0;
+    if (resp->status == MC_ERR_CANCELED || atomic_load(&s->closing))
+        return;
+    if (resp->status != MC_OK) {
+        if (!s->master_down)
+            MC_WARN(CLIENT, "master %s unreachable: %s; calls fail until it is back", s->master,
+                    mc_status_str(resp->status));
+        s->master_down = 1;
+        return;
+    }
+    if (s->master_down)
+        MC_INFO(CLIENT, "master %s reachable again", s->master);
+    s->master_down = 0;
+    int64_t view = 0, cs = 0;
+    if (mc_mcli_dec_int(resp->body, resp->body_len, MC_F_VIEW_VERSION, &view) != MC_OK ||
+        mc_mcli_dec_int(resp->body, resp->body_len, MC_F_CLIENT_STATUS, &cs) != MC_OK) {
+        MC_WARN(CLIENT, "malformed ping answer from the master");
+        return;
+    }
+    if (cs == MC_MASTER_CLIENT_NEED_REMOUNT) {
+        /* Right after our own mount this is the master's bookkeeping (the
+         * metadata backend's first put registered us); later it means the
+         * master expired us. */
+        if (s->ping_ok_seen && !s->need_remount)
+            MC_WARN(CLIENT, "the master expired this client (silent too long): mounting again");
+        s->remount_loud |= s->ping_ok_seen;
+        s->need_remount = 1;
+    } else {
+        s->ping_ok_seen = 1;
+    }
+    if (s->have_view && view != s->view) {
+        MC_INFO(CLIENT, "master view version %lld -> %lld (a new master): mounting again",
+                (long long)s->view, (long long)view);
+        s->need_remount = 1;
+        s->remount_loud = 1;
+    }
+    s->have_view = 1;
+    s->view = view;
+    if (s->need_remount)
+        store_remount(s);
+}
+
+static void ping_fire(mc_timer_t *t, void *arg)
+{
+    mc_store_t *s = arg;
+    (void)t;
+    if (s->ping_inflight || s->mcli == NULL || atomic_load(&s->closing))
+        return;
+    mc_mcli_ping(mc_rpc_call_begin(s->mcli), s->client_id);
+    /* a ping may take as long as any call; one at a time */
+    if (mc_rpc_call_end(s->mcli, MC_RPC_PING, s->cfg.rpc_timeout_us, ping_cb, s) == MC_INPROGRESS)
+        s->ping_inflight = 1;
+}
+
+typedef struct timer_ctx {
+    mc_store_t *s;
+    mc_status_t st;
+} timer_ctx_t;
+
+static void ping_arm(void *arg)
+{
+    timer_ctx_t *tc = arg;
+    tc->st = mc_timer_init(&tc->s->ping_timer, tc->s->r0, ping_fire, tc->s);
+    if (tc->st == MC_OK) {
+        mc_timer_start(&tc->s->ping_timer, PING_INTERVAL_US, 1);
+        if (tc->s->need_remount)
+            ping_fire(&tc->s->ping_timer, tc->s); /* mount now, not in a second */
+    }
+}
+
+/* On r0 at close: no more pings, queued operations fail, then every call to
+ * the master completes with MC_ERR_CANCELED. */
+static void close_on_r0(void *arg)
+{
+    mc_store_t *s = arg;
+    mc_timer_fini(&s->ping_timer);
+    store_stage_cancel_all(s);
+    store_peer_cancel_all(s);
+    mc_rpc_client_t *c = s->mcli;
+    s->mcli = NULL;
+    mc_rpc_client_destroy(c);
+}
+
+/* ------------------------------------------------------------ buffers */
+
+mc_status_t mc_store_register_buffer(mc_store_t *s, void *buf, size_t len)
+{
+    if (s == NULL || buf == NULL || len == 0)
+        return MC_ERR_INVALID_PARAMS;
+    return mc_te_register(s->te, buf, len, "cpu:0", 0);
+}
+
+mc_status_t mc_store_unregister_buffer(mc_store_t *s, void *buf)
+{
+    if (s == NULL || buf == NULL)
+        return MC_ERR_INVALID_PARAMS;
+    return mc_te_unregister(s->te, buf);
+}
+
+/* --------------------------------------------------------- open, close */
+
+static void store_free(mc_store_t *s)
+{
+    mc_list_t *n;
+    while ((n = mc_list_pop_head(&s->segs)) != NULL)
+        seg_destroy(s, MC_CONTAINER_OF(n, store_seg_t, node), 0);
+    store_peer_free_all(s);
+    mc_oalloc_destroy(s->stage_alloc);
+    if (s->stage_base != NULL)
+        munmap(s->stage_base, s->stage_size);
+    pthread_mutex_destroy(&s->live_mu);
+    pthread_cond_destroy(&s->live_cv);
+    pthread_mutex_destroy(&s->stage_mu);
+    pthread_mutex_destroy(&s->seg_mu);
+    mc_free(s->local_hostname);
+    mc_free(s->metadata);
+    mc_free(s->protocol);
+    mc_free(s->master);
+    mc_free(s->advertise_host);
+    mc_free(s);
+}
+
+static char *dup_or(const char *v, const char *def)
+{
+    return mc_strdup(v != NULL ? v : def);
+}
+
+mc_status_t mc_store_open(const mc_store_config_t *c, mc_store_t **out)
+{
+    mc_store_config_t d;
+    mc_store_config_init(&d);
+    if (c == NULL || out == NULL) {
+        MC_ERROR(CLIENT, "mc_store_open: config and out must not be NULL");
+        return MC_ERR_INVALID_ARGUMENT;
+    }
+    mc_store_t *s = MC_NEW(mc_store_t);
+    if (s == NULL)
+        return MC_ERR_NOMEM;
+    s->cfg = *c;
+    pthread_mutex_init(&s->live_mu, NULL);
+    pthread_cond_init(&s->live_cv, NULL);
+    pthread_mutex_init(&s->stage_mu, NULL);
+    pthread_mutex_init(&s->seg_mu, NULL);
+    mc_list_init(&s->stage_queue);
+    mc_list_init(&s->peers);
+    mc_list_init(&s->segs);
+    if (s->cfg.rpc_timeout_us == 0)
+        s->cfg.rpc_timeout_us = d.rpc_timeout_us;
+    if (s->cfg.transfer_timeout_us == 0)
+        s->cfg.transfer_timeout_us = d.transfer_timeout_us;
+    s->local_hostname = c->local_hostname != NULL ? mc_strdup(c->local_hostname) : NULL;
+    s->metadata = dup_or(c->metadata, d.metadata);
+    s->protocol = dup_or(c->protocol, d.protocol);
+    s->master = dup_or(c->master, d.master);
+    s->advertise_host = dup_or(c->advertise_host, d.advertise_host);
+    mc_status_t st = MC_ERR_NOMEM;
+    if ((c->local_hostname != NULL && s->local_hostname == NULL) || s->metadata == NULL ||
+        s->protocol == NULL || s->master == NULL || s->advertise_host == NULL) {
+        store_free(s);
+        return st;
+    }
+    s->cfg.local_hostname = s->local_hostname;
+    s->cfg.metadata = s->metadata;
+    s->cfg.protocol = s->protocol;
+    s->cfg.master = s->master;
+    s->cfg.advertise_host = s->advertise_host;
+
+    char mhost[256];
+    uint16_t mport;
+    if (parse_master(s->master, mhost, sizeof(mhost), &mport) != 0) {
+        MC_ERROR(CLIENT, "bad master address '%s' (expected HOST:PORT)", s->master);
+        store_free(s);
+        return MC_ERR_INVALID_ARGUMENT;
+    }
+    if (strcmp(s->protocol, "tcp") != 0 && strcmp(s->protocol, "rdma") != 0) {
+        MC_ERROR(CLIENT, "unknown protocol '%s' (expected tcp or rdma)", s->protocol);
+        store_free(s);
+        return MC_ERR_INVALID_ARGUMENT;
+    }
+
+    /* the transfer engine: reactors, listener, metadata */
+    char meta[512];
+    if (strcmp(s->metadata, "master") == 0)
+        snprintf(meta, sizeof(meta), "master://%s", s->master);
+    else
+        snprintf(meta, sizeof(meta), "%s", s->metadata);
+    mc_te_opts_t to;
+    mc_te_opts_init(&to);
+    to.local_hostname = s->local_hostname;
+    to.metadata = meta;
+    to.listen_port = c->port;
+    to.advertise_host = s->advertise_host;
+    to.reactors = c->reactors;
+    to.host_base = c->host_base;
+    to.timeout_us = s->cfg.transfer_timeout_us;
+    st = mc_te_create(&to, &s->te);
+    if (st != MC_OK) {
+        store_free(s);
+        return st;
+    }
+    st = mc_te_install_transport(s->te, s->protocol);
+    if (st != MC_OK)
+        goto err_te;
+    s->r0 = s->te->rs[0];
+    s->client_id.hi = s->te->o.owner_hi;
+    s->client_id.lo = s->te->o.owner_lo;
+
+    /* the master */
+    mc_rpc_client_opts_t ro;
+    mc_rpc_client_opts_init(&ro);
+    ro.host = mhost;
+    ro.port = mport;
+    ro.call_timeout_us = s->cfg.rpc_timeout_us;
+    if (ro.connect_timeout_us > s->cfg.rpc_timeout_us)
+        ro.connect_timeout_us = s->cfg.rpc_timeout_us;
+    ro.backoff_max_us = 1000000;
+    st = mc_rpc_client_create(s->r0, &ro, &s->mcli);
+    if (st != MC_OK) {
+        MC_ERROR(CLIENT, "cannot set up the connection to master %s: %s", s->master,
+                 mc_status_str(st));
+        goto err_te;
+    }
+
+    /* staging */
+    if (c->local_buffer_size > 0) {
+        long page = sysconf(_SC_PAGESIZE);
+        s->stage_size = (c->local_buffer_size + (uint64_t)page - 1) & ~(uint64_t)(page - 1);
+        void *p =
+            mmap(NULL, s->stage_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (p == MAP_FAILED) {
+            MC_ERROR(CLIENT, "cannot map a staging buffer of %llu bytes: %s",
+                     (unsigned long long)s->stage_size, strerror(errno));
+            s->stage_size = 0;
+            st = MC_ERR_NOMEM;
+            goto err_te;
+        }
+        s->stage_base = p;
+        st = mc_te_register(s->te, p, s->stage_size, "cpu:0", 0);
+        if (st == MC_OK)
+            st = mc_oalloc_create(c->local_buffer_size, STAGE_MAX_ALLOCS, &s->stage_alloc);
+        if (st != MC_OK)
+            goto err_te;
+    }
+
+    /* the segment */
+    if (c->global_segment_size > 0) {
+        store_seg_t *g;
+        st = seg_create(s, NULL, c->global_segment_size, &g);
+        if (st != MC_OK)
+            goto err_te;
+        mc_list_push_tail(&s->segs, &g->node);
+        if (attached(s)) {
+            s->need_remount = 1; /* a sync call would wait for the host's loop: mount async */
+            s->remount_loud = 1;
+        } else {
+            st = mount_sync(s, g);
+            if (transient(st)) {
+                MC_WARN(CLIENT,
+                        "master %s unreachable (%s): the segment is mounted when it "
+                        "is back",
+                        s->master, mc_status_str(st));
+                s->need_remount = 1;
+                s->remount_loud = 1;
+                s->master_down = 1;
+            } else if (st != MC_OK) {
+                MC_ERROR(CLIENT, "cannot mount segment '%s' (%llu bytes): %s",
+                         mc_te_local_name(s->te), (unsigned long long)g->size, mc_status_str(st));
+                goto err_te;
+            }
+        }
+    } else {
+        s->need_remount = 1; /* registers the client: pings then answer OK */
+    }
+
+    timer_ctx_t tc = {.s = s, .st = MC_ERR_CANCELED};
+    mc_rpc_run_on(s->r0, ping_arm, &tc);
+    if (tc.st != MC_OK) {
+        st = tc.st;
+        goto err_te;
+    }
+    MC_INFO(CLIENT,
+            "store client '%s': master %s, metadata %s, segment %llu bytes, staging "
+            "%llu bytes",
+            mc_te_local_name(s->te), s->master, meta, (unsigned long long)c->global_segment_size,
+            (unsigned long long)c->local_buffer_size);
+    *out = s;
+    return MC_OK;
+
+err_te:
+    atomic_store(&s->closing, 1);
+    if (s->mcli != NULL)
+        mc_rpc_run_on(s->r0, close_on_r0, s);
+    mc_te_destroy(s->te);
+    s->te = NULL;
+    store_free(s);
+    return st;
+}
+
+void mc_store_close(mc_store_t *s)
+{
+    if (s == NULL)
+        return;
+    if (store_on_reactor(s)) {
+        MC_ERROR(CLIENT, "mc_store_close from a callback of the client is refused (it would "
+                         "wait for its own thread); close from another thread");
+        return;
+    }
+    /* Withdraw the segments while the master connection is up. A master that
+     * is away forgets them anyway (its client expiry). */
+    if (!attached(s) && !atomic_load(&s->master_down)) {
+        /* Not under seg_mu: r0 takes it to remount, and the call needs r0.
+         * Nobody else changes the list now (closing is the last call). */
+        uint64_t t = s->cfg.rpc_timeout_us < CLOSE_UNMOUNT_TIMEOUT_US ? s->cfg.rpc_timeout_us
+                                                                      : CLOSE_UNMOUNT_TIMEOUT_US;
+        for (mc_list_t *n = s->segs.next; n != &s->segs; n = n->next) {
+            mc_status_t st = unmount_sync(s, MC_CONTAINER_OF(n, store_seg_t, node), t, NULL);
+            if (st != MC_OK) {
+                MC_DEBUG(CLIENT, "unmount at close: %s", mc_status_str(st));
+                break; /* the master is away: it forgets us by itself */
+            }
+        }
+    }
+    atomic_store(&s->closing, 1);
+    mc_rpc_run_on(s->r0, close_on_r0, s);
+    /* Unpublishes; transfers and segment opens in flight fail (CANCELED). */
+    mc_te_destroy(s->te);
+    s->te = NULL;
+    pthread_mutex_lock(&s->live_mu);
+    uint64_t deadline = mc_now_ms() + CLOSE_DRAIN_MS;
+    while (s->live > 0 && mc_now_ms() < deadline) {
+        pthread_mutex_unlock(&s->live_mu);
+        usleep(1000);
+        pthread_mutex_lock(&s->live_mu);
+    }
+    long left = s->live;
+    pthread_mutex_unlock(&s->live_mu);
+    if (left > 0) {
+        MC_ERROR(CLIENT, "close: %ld operation(s) never completed; leaking the client", left);
+        return;
+    }
+    store_free(s);
+}

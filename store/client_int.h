@@ -1,0 +1,249 @@
+/*
+ * client_int.h - internals of the store client (mooncake/store.h), shared by
+ * client.c (open/close, segments this client contributes, ping/remount,
+ * registered buffers), client_op.c (what every operation shares: the
+ * operation count, the staging buffer, the cache of peer segments, key
+ * checks, waiters, the small RPC-only calls), client_put.c (put, batch put)
+ * and client_get.c (get, batch get, query).
+ *
+ * Threads. The client runs on its transfer engine's reactors. Reactor 0
+ * (s->r0) owns the master RPC client, every operation's state machine, the
+ * staging wait queue and the peer cache: all of them are touched only there.
+ * Transfer completions arrive on any engine reactor and are posted to r0.
+ * User threads submit operations by posting them to r0; sync calls post and
+ * wait. The staging allocator (stage_mu) and the list of mounted segments
+ * (seg_mu) are shared with user threads.
+ *
+ * Closing (client.c) cancels in this order: r0 stops taking new work (closing)
+ * and fails queued operations, the master client is destroyed (operations
+ * waiting for the master complete with MC_ERR_CANCELED), then the engine
+ * (transfers and segment opens complete with MC_ERR_CANCELED, possibly on a
+ * stopping reactor's thread: op_finish is safe from any thread once
+ * s->closing is set, because nothing else touches an operation then).
+ */
+#ifndef MC_STORE_CLIENT_INT_H
+#define MC_STORE_CLIENT_INT_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "mooncake/store.h"
+#include "mooncake/transfer.h"
+#include "rpc/rpc.h"
+#include "store/master.h"
+#include "store/offset_alloc.h"
+#include "transport/te_int.h"
+#include "util/list.h"
+
+#define STORE_MAX_KEY 4096
+#define STORE_MAX_REPLICAS MC_MASTER_MAX_REPLICAS
+/* Segments remembered as failing (a dead node until the master expires it):
+ * gets try their replicas last for STORE_SUSPECT_US. */
+#define STORE_SUSPECTS 16
+#define STORE_SUSPECT_US 10000000ull
+
+/* A segment this client contributes (mounted at the master). seg_mu. */
+typedef struct store_seg {
+    mc_list_t node;
+    mc_uuid_t id;
+    uint8_t *base;
+    uint64_t size;
+    uint64_t map_len; /* owned: mmap'd by us (munmap at unmount), else 0 */
+} store_seg_t;
+
+/* Peer segment cache entry: name -> transfer-engine handle. r0 only. */
+typedef enum { PEER_OPENING, PEER_OPEN } peer_state_t;
+
+typedef struct peer {
+    mc_list_t node;
+    mc_store_t *s;
+    peer_state_t state;
+    mc_te_segment_t handle;
+    mc_list_t waiters; /* store_op_t.node of operations waiting for the open */
+    char name[MC_MASTER_NAME_MAX];
+} peer_t;
+
+typedef struct store_op store_op_t;
+typedef void (*store_step_fn_t)(store_op_t *op);
+/* Finish with st: free the operation's resources and call the user. */
+typedef void (*store_fail_fn_t)(store_op_t *op, mc_status_t st);
+
+/* What every operation starts with. */
+struct store_op {
+    mc_list_t node;       /* staging queue or a peer's waiters (one at a time) */
+    mc_reactor_msg_t msg; /* runs step on r0 */
+    mc_store_t *s;
+    store_step_fn_t step; /* the operation's step function (loops over its states) */
+    store_fail_fn_t fail; /* cancel from outside (close) */
+    void (*decode)(store_op_t *op, const mc_rpc_resp_t *resp); /* of the rpc in flight */
+    /* results of the asynchronous waits, read by step */
+    mc_status_t wait_st;    /* rpc / open / refresh / transfer outcome */
+    mc_te_segment_t opened; /* peer open: the handle */
+    uint64_t stage_want;    /* staging bytes wanted while queued */
+    mc_oalloc_handle_t stage_h;
+    uint8_t *stage; /* staging window, NULL when none */
+    /* transfer batch in flight: store_xfer_cb collects it (harvest, if set,
+     * reads per-task statuses) and frees it from inside its callback, so
+     * the batch is never touched after it reported */
+    mc_te_batch_t *batch;
+    void (*harvest)(store_op_t *op, mc_te_batch_t *b);
+};
+
+struct mc_store {
+    mc_store_config_t cfg;
+    char *local_hostname, *metadata, *protocol, *master, *advertise_host; /* cfg strings */
+    mc_te_t *te;
+    mc_reactor_t *r0;
+    mc_uuid_t client_id;
+    mc_rpc_client_t *mcli; /* r0; NULL once closing destroyed it */
+    _Atomic int closing;
+
+    /* operations alive (submitted, callback not yet returned) */
+    pthread_mutex_t live_mu;
+    pthread_cond_t live_cv;
+    long live;
+
+    /* staging buffer */
+    uint8_t *stage_base;
+    uint64_t stage_size;
+    pthread_mutex_t stage_mu;
+    mc_oalloc_t *stage_alloc;
+    mc_list_t stage_queue;      /* r0: operations waiting for room, FIFO */
+    _Atomic long stage_waiting; /* length of stage_queue, read by submitters */
+    mc_reactor_msg_t kick_msg;  /* r0: retry the queue after a free */
+    int kick_posted;
+
+    /* peers */
+    mc_list_t peers; /* r0 */
+    struct {
+        char name[MC_MASTER_NAME_MAX];
+        uint64_t at_us;
+    } suspects[STORE_SUSPECTS]; /* r0: segments a transfer recently failed with */
+    unsigned next_suspect;
+
+    /* contributed segments */
+    pthread_mutex_t seg_mu;
+    mc_list_t segs;
+
+    /* liveness (r0) */
+    mc_timer_t ping_timer;
+    int ping_inflight, remount_inflight, need_remount;
+    int have_view;
+    int64_t view;
+    int ping_ok_seen;        /* a ping answered OK: a later NEED_REMOUNT is news */
+    int remount_loud;        /* the pending remount is worth an INFO line */
+    _Atomic int master_down; /* the last ping failed (read at close too) */
+};
+
+/* ------------------------------------------------------------ client_op.c */
+
+/* Key rules of store.h: 1..4096 bytes, no NUL. MC_OK or MC_ERR_INVALID_KEY. */
+mc_status_t store_check_key(const void *key, size_t klen);
+
+/* Counting live operations (close waits for zero). */
+void store_live_inc(mc_store_t *s);
+void store_live_dec(mc_store_t *s);
+
+/* Start an operation: count it and post op->step to r0. MC_INPROGRESS, or
+ * MC_ERR_CANCELED (closing; nothing counted, the caller frees op). */
+mc_status_t store_op_submit(store_op_t *op);
+
+/* Continue op on r0 (from any thread: transfer callbacks). If r0 refuses
+ * (the engine is stopping), op->fail(op, MC_ERR_CANCELED) runs here. */
+void store_op_post(store_op_t *op);
+
+/* 1 when the step must give up: the client is closing. */
+static inline int store_op_closing(const store_op_t *op)
+{
+    return atomic_load_explicit(&op->s->closing, memory_order_acquire);
+}
+
+/* Staging. store_stage_try: take `want` bytes now (any thread) if nobody is
+ * queued; 1 on success. store_stage_get (r0): take them or queue op, which
+ * is stepped again when room appears; returns 1 if taken, 0 if queued, or a
+ * negative status (more than the whole buffer: MC_ERR_INVALID_PARAMS).
+ * store_stage_put: give op's window back (any thread). */
+int store_stage_try(mc_store_t *s, store_op_t *op, uint64_t want);
+int store_stage_get(mc_store_t *s, store_op_t *op, uint64_t want);
+void store_stage_put(mc_store_t *s, store_op_t *op);
+/* Largest window an operation may take. */
+uint64_t store_stage_window(const mc_store_t *s, uint64_t len);
+/* Fail every queued operation (close, on r0). */
+void store_stage_cancel_all(mc_store_t *s);
+
+/* Peer segments (r0). Resolve name to a handle: returns 1 with *h set when
+ * known (our own name, or open), 0 when op now waits (op->step runs again
+ * with op->wait_st / op->opened set), or a negative status. */
+int store_peer_resolve(mc_store_t *s, store_op_t *op, const char *name, mc_te_segment_t *h);
+void store_peer_cancel_all(mc_store_t *s); /* close, on r0: fail the waiters */
+void store_peer_free_all(mc_store_t *s);   /* after the engine is gone */
+/* A transfer with segment name failed (suspect = 1) or worked (0). r0. */
+void store_peer_note(mc_store_t *s, const char *name, int suspect);
+/* 1 when a transfer with name failed within STORE_SUSPECT_US. r0. */
+int store_peer_suspect(const mc_store_t *s, const char *name);
+
+/* Ask the engine for a fresh descriptor of h; op->step runs again with
+ * op->wait_st. MC_INPROGRESS or an error. */
+mc_status_t store_seg_refresh(store_op_t *op, mc_te_segment_t h);
+
+/* Whether [remote, remote+len) lies in what we know of segment h. */
+int store_range_ok(mc_store_t *s, mc_te_segment_t h, uint64_t remote, uint64_t len);
+
+/* Transfer-batch callback (arg is the op): records the outcome in
+ * op->wait_st, runs op->harvest, frees the batch (op->batch = NULL) and posts
+ * op->step. */
+void store_xfer_cb(void *arg, mc_te_batch_t *b, const mc_te_status_t *st);
+
+/* Receipt of a master RPC for an operation: op->wait_st = the status and the
+ * decode hook (run during the callback, body valid) fills the rest. */
+typedef void (*store_decode_fn_t)(store_op_t *op, const mc_rpc_resp_t *resp);
+/* Send a call whose body the encoder wrote with mc_rpc_call_begin(s->mcli)
+ * (r0). On reply: decode(op, resp) if non-NULL, op->wait_st, then op->step.
+ * MC_INPROGRESS, or the error (nothing will run). */
+mc_status_t store_rpc_end(store_op_t *op, uint16_t method, store_decode_fn_t decode);
+/* The same with a prepared body. */
+mc_status_t store_rpc_call(store_op_t *op, uint16_t method, const void *body, size_t len,
+                           store_decode_fn_t decode);
+
+/* Sync plumbing: a waiter the callback of an async call completes. */
+typedef struct store_waiter {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int done;
+    int64_t result;
+} store_waiter_t;
+
+void store_waiter_init(store_waiter_t *w);
+int64_t store_waiter_wait(store_waiter_t *w); /* waits, destroys, returns result */
+void store_waiter_status_cb(void *arg, mc_status_t st);
+void store_waiter_get_cb(void *arg, int64_t result);
+
+/* 1 when the caller is one of the client's reactor threads (sync calls are
+ * refused there with MC_ERR_STATE). */
+int store_on_reactor(const mc_store_t *s);
+
+/* Blocking master call from a user thread: body by the encoder into a
+ * buffer, response body appended to *resp (may be NULL). */
+mc_status_t store_call_sync(mc_store_t *s, uint16_t method, const mc_buf_t *body, mc_buf_t *resp);
+
+/* ------------------------------------------------------------ client_put.c */
+
+/* put_from: require a registered source (no staging). */
+mc_status_t store_put_submit(mc_store_t *s, const void *key, size_t klen, const mc_slice_t *parts,
+                             size_t nparts, const mc_replicate_config_t *cfg, int zero_copy,
+                             mc_store_cb_t cb, void *arg);
+
+/* ------------------------------------------------------------ client_get.c */
+
+/* get_into: require a registered destination. *need (may be NULL) receives
+ * the object size when it does not fit (before cb runs). */
+mc_status_t store_get_submit(mc_store_t *s, const void *key, size_t klen, void *buf, size_t len,
+                             int zero_copy, uint64_t *need, mc_store_get_cb_t cb, void *arg);
+
+/* ---------------------------------------------------------------- client.c */
+
+/* Remount every contributed segment (r0), after NEED_REMOUNT or a new view. */
+void store_remount(mc_store_t *s);
+
+#endif /* MC_STORE_CLIENT_INT_H */

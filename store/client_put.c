@@ -1,0 +1,1104 @@
+/*
+ * client_put.c - put and batch put (mooncake/store.h).
+ *
+ * A put is all-or-nothing: the object becomes readable only through PutEnd,
+ * which is sent after every byte of every replica was written; any failure
+ * after PutStart sends PutRevoke (once no write is in flight any more) and
+ * reports the failure's cause, not the revoke's outcome.
+ *
+ * Values that are not in registered memory travel through the staging buffer
+ * in windows of at most its size: piece by piece, each piece written to every
+ * replica in parallel (one transfer batch per piece). A registered source
+ * (put_from, or a buffer that happens to be registered) is written directly.
+ *
+ * Batch put: BatchPutStart for every key, one transfer batch for all of
+ * them, BatchPutEnd for those written and BatchPutRevoke for the others. It
+ * needs every value in the staging buffer at once (or all registered);
+ * otherwise the keys are put one by one, in parallel.
+ */
+#include <assert.h>
+#include <ctype.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "rpc/methods.h"
+#include "store/client_int.h"
+#include "store/master_client.h"
+#include "util/log.h"
+#include "util/mem.h"
+
+/* Printable form of a key for log lines (room >= 16): non-printable bytes
+ * escaped, "..." when cut short. */
+static const char *key_str(const char *key, size_t klen, char *buf, size_t room)
+{
+    size_t o = 0, i = 0;
+    for (; i < klen && o + 8 < room; i++) {
+        unsigned char c = (unsigned char)key[i];
+        if (isprint(c) && c != '\\')
+            buf[o++] = (char)c;
+        else
+            o += (size_t)snprintf(buf + o, room - o, "\\x%02x", c);
+    }
+    if (i < klen) {
+        memcpy(buf + o, "...", 3);
+        o += 3;
+    }
+    buf[o] = '\0';
+    return buf;
+}
+
+/* Copy bytes [off, off + n) of the concatenation of parts to dst. */
+static void gather(const mc_slice_t *parts, size_t nparts, uint64_t off, uint8_t *dst, uint64_t n)
+{
+    for (size_t i = 0; i < nparts && n > 0; i++) {
+        if (off >= parts[i].len) {
+            off -= parts[i].len;
+            continue;
+        }
+        uint64_t take = parts[i].len - off;
+        if (take > n)
+            take = n;
+        memcpy(dst, (const uint8_t *)parts[i].ptr + off, take);
+        dst += take;
+        n -= take;
+        off = 0;
+    }
+}
+
+/* Transfer failures are reported as TRANSFER_FAIL (the cause is logged),
+ * except cancellation. */
+static mc_status_t xfer_status(mc_status_t st)
+{
+    return st == MC_ERR_CANCELED ? st : MC_ERR_TRANSFER_FAIL;
+}
+
+static const char *replica_endpoint(const mc_master_replica_desc_t *d)
+{
+    return d->te_endpoint[0] != '\0' ? d->te_endpoint : d->segment_name;
+}
+
+/* A put config owned by the operation (the caller's is borrowed for the call). */
+typedef struct own_cfg {
+    mc_master_put_cfg_t cfg;
+    const char *pref[MC_PROTO_MAX_PREFERRED];
+    char *names; /* the preferred names, back to back */
+} own_cfg_t;
+
+static mc_status_t cfg_copy(own_cfg_t *o, const mc_replicate_config_t *c)
+{
+    mc_master_put_cfg_init(&o->cfg);
+    o->names = NULL;
+    if (c == NULL)
+        return MC_OK;
+    if (c->replica_num == 0 || c->replica_num > STORE_MAX_REPLICAS ||
+        c->n_preferred > MC_PROTO_MAX_PREFERRED ||
+        (c->n_preferred > 0 && c->preferred_segments == NULL)) {
+        MC_ERROR(CLIENT, "put: replica_num must be 1..%d and at most %d preferred segments",
+                 STORE_MAX_REPLICAS, MC_PROTO_MAX_PREFERRED);
+        return MC_ERR_INVALID_PARAMS;
+    }
+    o->cfg.replica_num = c->replica_num;
+    o->cfg.with_soft_pin = c->with_soft_pin != 0;
+    size_t total = 0;
+    for (size_t i = 0; i < c->n_preferred; i++) {
+        const char *n = c->preferred_segments[i];
+        if (n == NULL || strlen(n) >= MC_MASTER_NAME_MAX) {
+            MC_ERROR(CLIENT, "put: preferred segment %zu is NULL or too long", i);
+            return MC_ERR_INVALID_PARAMS;
+        }
+        total += strlen(n) + 1;
+    }
+    if (c->n_preferred > 0) {
+        o->names = mc_malloc(total);
+        if (o->names == NULL)
+            return MC_ERR_NOMEM;
+        char *p = o->names;
+        for (size_t i = 0; i < c->n_preferred; i++) {
+            size_t l = strlen(c->preferred_segments[i]) + 1;
+            memcpy(p, c->preferred_segments[i], l);
+            o->pref[i] = p;
+            p += l;
+        }
+        o->cfg.preferred_segments = o->pref;
+        o->cfg.n_preferred = c->n_preferred;
+    }
+    return MC_OK;
+}
+
+/* ================================================================== put */
+
+typedef enum put_state {
+    P_STAGE,        /* take a staging window, copy the first piece (skipped: direct) */
+    P_START,        /* send PutStart */
+    P_WAIT_START,   /* waiting: PutStart's answer (the replicas) */
+    P_RESOLVE,      /* open the replicas' segments, one at a time */
+    P_WAIT_PEER,    /* waiting: a segment open */
+    P_SUBMIT,       /* write the current piece to every replica */
+    P_WAIT_REFRESH, /* waiting: a fresh descriptor of a replica's segment */
+    P_WAIT_XFER,    /* waiting: the piece's transfer batch */
+    P_NEXT,         /* piece written: copy the next one, or finish */
+    P_END,          /* send PutEnd */
+    P_WAIT_END,     /* waiting: PutEnd's answer */
+    P_REVOKE,       /* a failure after PutStart: send PutRevoke */
+    P_WAIT_REVOKE,  /* waiting: PutRevoke's answer */
+    P_DONE,         /* report err */
+} put_state_t;
+
+typedef struct put_op {
+    store_op_t h;
+    put_state_t state;
+    mc_store_cb_t cb;
+    void *arg;
+    char *key;
+    size_t klen;
+    mc_slice_t *parts; /* the caller's memory, borrowed until cb */
+    size_t nparts;
+    uint64_t len;
+    const uint8_t *direct; /* registered source: written without staging */
+    own_cfg_t cfg;
+    mc_master_replica_desc_t rep[STORE_MAX_REPLICAS];
+    uint32_t nrep;
+    mc_te_segment_t seg[STORE_MAX_REPLICAS];
+    uint32_t nres;      /* replicas whose segment is resolved */
+    unsigned refreshed; /* bit per replica: descriptor refreshed once */
+    uint64_t win;       /* bytes per piece */
+    uint64_t off, plen; /* current piece */
+    int copied;         /* the current piece is in the staging window */
+    int started;        /* PutStart succeeded: failures revoke */
+    mc_status_t err;
+} put_op_t;
+
+static void put_finish(store_op_t *h, mc_status_t st)
+{
+    put_op_t *op = (put_op_t *)h;
+    mc_store_t *s = h->s;
+    store_stage_put(s, h);
+    if (h->batch != NULL && mc_te_batch_free(h->batch) != MC_OK)
+        MC_ERROR(CLIENT, "put: transfer batch still busy at the end (leaked)");
+    op->cb(op->arg, st);
+    mc_free(op->cfg.names);
+    mc_free(op->parts);
+    mc_free(op->key);
+    mc_free(op);
+    store_live_dec(s);
+}
+
+static void put_decode_start(store_op_t *h, const mc_rpc_resp_t *resp)
+{
+    put_op_t *op = (put_op_t *)h;
+    if (mc_mcli_dec_replicas(resp->body, resp->body_len, op->rep, STORE_MAX_REPLICAS, &op->nrep,
+                             NULL) != MC_OK)
+        h->wait_st = MC_ERR_PROTOCOL;
+}
+
+/* Record a failure: revoke when the master has our put, else report. */
+static put_state_t put_fail(put_op_t *op, mc_status_t st)
+{
+    op->err = st;
+    return op->started ? P_REVOKE : P_DONE;
+}
+
+static void put_step(store_op_t *h)
+{
+    put_op_t *op = (put_op_t *)h;
+    mc_store_t *s = h->s;
+    char kb[96];
+    mc_status_t st;
+    mc_mp_writer_t *w;
+
+    for (;;) {
+        if (store_op_closing(h)) {
+            put_finish(h, MC_ERR_CANCELED);
+            return;
+        }
+        switch (op->state) {
+        case P_STAGE:
+            if (op->direct == NULL && h->stage == NULL) {
+                int r = store_stage_get(s, h, op->win);
+                if (r < 0) {
+                    op->state = put_fail(op, r);
+                    break;
+                }
+                if (r == 0)
+                    return; /* waiting: staging room (stage_kick steps us) */
+            }
+            if (op->direct == NULL && !op->copied) {
+                gather(op->parts, op->nparts, 0, h->stage, op->win);
+                op->copied = 1;
+            }
+            op->state = P_START;
+            break;
+
+        case P_START:
+            w = mc_rpc_call_begin(s->mcli);
+            mc_mcli_put_start(w, s->client_id, op->key, op->klen, op->len, &op->cfg.cfg);
+            st = store_rpc_end(h, MC_RPC_PUT_START, put_decode_start);
+            if (st != MC_INPROGRESS) {
+                op->state = put_fail(op, st);
+                break;
+            }
+            op->state = P_WAIT_START;
+            return;
+
+        case P_WAIT_START:
+            if (h->wait_st != MC_OK) {
+                MC_DEBUG(CLIENT, "put '%s': PutStart: %s",
+                         key_str(op->key, op->klen, kb, sizeof(kb)), mc_status_str(h->wait_st));
+                op->state = put_fail(op, h->wait_st);
+                break;
+            }
+            op->started = 1;
+            if (op->nrep == 0) {
+                MC_ERROR(CLIENT, "put '%s': the master placed no replica",
+                         key_str(op->key, op->klen, kb, sizeof(kb)));
+                op->state = put_fail(op, MC_ERR_INTERNAL_ERROR);
+                break;
+            }
+            op->state = P_RESOLVE;
+            break;
+
+        case P_RESOLVE:
+            while (op->nres < op->nrep) {
+                int r = store_peer_resolve(s, h, replica_endpoint(&op->rep[op->nres]),
+                                           &op->seg[op->nres]);
+                if (r == 0) {
+                    op->state = P_WAIT_PEER;
+                    return; /* waiting: the segment open (peer_open_cb steps us) */
+                }
+                if (r < 0) {
+                    op->err = r;
+                    break;
+                }
+                op->nres++;
+            }
+            op->state = op->nres < op->nrep ? put_fail(op, op->err) : P_SUBMIT;
+            break;
+
+        case P_WAIT_PEER:
+            if (h->wait_st != MC_OK) {
+                MC_WARN(CLIENT, "put '%s': cannot open segment '%s': %s",
+                        key_str(op->key, op->klen, kb, sizeof(kb)),
+                        replica_endpoint(&op->rep[op->nres]), mc_status_str(h->wait_st));
+                op->state =
+                    put_fail(op, h->wait_st == MC_ERR_CANCELED ? h->wait_st : MC_ERR_TRANSFER_FAIL);
+                break;
+            }
+            op->seg[op->nres++] = h->opened;
+            op->state = P_RESOLVE;
+            break;
+
+        case P_SUBMIT: {
+            op->plen = op->len - op->off < op->win ? op->len - op->off : op->win;
+            const uint8_t *src = op->direct != NULL ? op->direct + op->off : h->stage;
+            mc_te_request_t reqs[STORE_MAX_REPLICAS];
+            int waiting = 0;
+            for (uint32_t i = 0; i < op->nrep; i++) {
+                reqs[i] = (mc_te_request_t){.opcode = MC_TE_WRITE,
+                                            .local = (void *)(uintptr_t)src,
+                                            .segment = op->seg[i],
+                                            .remote = op->rep[i].address + op->off,
+                                            .length = op->plen};
+                if (store_range_ok(s, op->seg[i], reqs[i].remote, op->plen))
+                    continue;
+                /* The descriptor we hold predates this memory: look again, once. */
+                if (op->seg[i] != MC_TE_LOCAL_SEGMENT && !(op->refreshed & (1u << i)) &&
+                    store_seg_refresh(h, op->seg[i]) == MC_INPROGRESS) {
+                    op->refreshed |= 1u << i;
+                    waiting = 1;
+                    break;
+                }
+                MC_WARN(CLIENT,
+                        "put '%s': replica 0x%llx+%llu is outside the buffers of "
+                        "segment '%s'",
+                        key_str(op->key, op->klen, kb, sizeof(kb)),
+                        (unsigned long long)reqs[i].remote, (unsigned long long)op->plen,
+                        replica_endpoint(&op->rep[i]));
+                op->err = MC_ERR_TRANSFER_FAIL;
+                break;
+            }
+            if (waiting) {
+                op->state = P_WAIT_REFRESH;
+                return; /* waiting: the refresh (refresh_cb steps us) */
+            }
+            if (op->err != MC_OK) {
+                op->state = put_fail(op, op->err);
+                break;
+            }
+            st = mc_te_batch_alloc(s->te, op->nrep, &h->batch);
+            if (st == MC_OK) {
+                mc_te_batch_set_callback(h->batch, store_xfer_cb, h);
+                st = mc_te_submit(h->batch, reqs, op->nrep);
+                if (st != MC_OK) {
+                    mc_te_batch_free(h->batch);
+                    h->batch = NULL;
+                }
+            }
+            if (st != MC_OK) {
+                MC_WARN(CLIENT, "put '%s': cannot submit the transfer: %s",
+                        key_str(op->key, op->klen, kb, sizeof(kb)), mc_status_str(st));
+                op->state = put_fail(op, st == MC_ERR_CANCELED ? st : MC_ERR_TRANSFER_FAIL);
+                break;
+            }
+            op->state = P_WAIT_XFER;
+            return; /* waiting: the batch (store_xfer_cb posts us) */
+        }
+
+        case P_WAIT_REFRESH:
+            op->state = P_SUBMIT; /* a failed refresh shows as a bad range again */
+            break;
+
+        case P_WAIT_XFER:
+            if (h->wait_st != MC_OK) {
+                MC_WARN(CLIENT,
+                        "put '%s': writing %llu bytes at offset %llu to %u replica(s) "
+                        "failed: %s",
+                        key_str(op->key, op->klen, kb, sizeof(kb)), (unsigned long long)op->plen,
+                        (unsigned long long)op->off, op->nrep, mc_status_str(h->wait_st));
+                op->state = put_fail(op, xfer_status(h->wait_st));
+                break;
+            }
+            op->off += op->plen;
+            op->copied = 0;
+            op->state = P_NEXT;
+            break;
+
+        case P_NEXT:
+            if (op->off >= op->len) {
+                store_stage_put(s, h); /* nothing more to send: let others use it */
+                op->state = P_END;
+                break;
+            }
+            if (op->direct == NULL) {
+                uint64_t n = op->len - op->off < op->win ? op->len - op->off : op->win;
+                gather(op->parts, op->nparts, op->off, h->stage, n);
+                op->copied = 1;
+            }
+            op->state = P_SUBMIT;
+            break;
+
+        case P_END:
+            w = mc_rpc_call_begin(s->mcli);
+            mc_mcli_client_key(w, s->client_id, op->key, op->klen);
+            st = store_rpc_end(h, MC_RPC_PUT_END, NULL);
+            if (st != MC_INPROGRESS) {
+                op->state = put_fail(op, st);
+                break;
+            }
+            op->state = P_WAIT_END;
+            return;
+
+        case P_WAIT_END:
+            if (h->wait_st != MC_OK) {
+                MC_WARN(CLIENT, "put '%s': PutEnd: %s", key_str(op->key, op->klen, kb, sizeof(kb)),
+                        mc_status_str(h->wait_st));
+                op->state = put_fail(op, h->wait_st);
+                break;
+            }
+            op->err = MC_OK;
+            op->state = P_DONE;
+            break;
+
+        case P_REVOKE:
+            store_stage_put(s, h);
+            w = mc_rpc_call_begin(s->mcli);
+            mc_mcli_client_key(w, s->client_id, op->key, op->klen);
+            if (store_rpc_end(h, MC_RPC_PUT_REVOKE, NULL) != MC_INPROGRESS) {
+                op->state = P_DONE;
+                break;
+            }
+            op->state = P_WAIT_REVOKE;
+            return;
+
+        case P_WAIT_REVOKE:
+            if (h->wait_st != MC_OK && h->wait_st != MC_ERR_OBJECT_NOT_FOUND)
+                MC_WARN(CLIENT,
+                        "put '%s': PutRevoke: %s (the master discards the put after "
+                        "its put_start_discard_timeout)",
+                        key_str(op->key, op->klen, kb, sizeof(kb)), mc_status_str(h->wait_st));
+            op->state = P_DONE;
+            break;
+
+        case P_DONE:
+            put_finish(h, op->err);
+            return;
+
+        default:
+            assert(0);
+            return;
+        }
+    }
+}
+
+mc_status_t store_put_submit(mc_store_t *s, const void *key, size_t klen, const mc_slice_t *parts,
+                             size_t nparts, const mc_replicate_config_t *cfg, int zero_copy,
+                             mc_store_cb_t cb, void *arg)
+{
+    if (s == NULL || cb == NULL)
+        return MC_ERR_INVALID_PARAMS;
+    mc_status_t st = store_check_key(key, klen);
+    if (st != MC_OK)
+        return st;
+    if (nparts == 0 || parts == NULL)
+        return MC_ERR_INVALID_PARAMS;
+    uint64_t len = 0;
+    for (size_t i = 0; i < nparts; i++) {
+        if (parts[i].len > 0 && parts[i].ptr == NULL)
+            return MC_ERR_INVALID_PARAMS;
+        if (len + parts[i].len < len)
+            return MC_ERR_INVALID_PARAMS;
+        len += parts[i].len;
+    }
+    if (len == 0)
+        return MC_ERR_INVALID_PARAMS;
+    const uint8_t *direct = NULL;
+    if (nparts == 1 && te_local_range_ok(s->te, parts[0].ptr, len, 0))
+        direct = parts[0].ptr;
+    if (zero_copy && direct == NULL) {
+        MC_ERROR(CLIENT, "put_from: %p+%llu is not inside a registered buffer", parts[0].ptr,
+                 (unsigned long long)len);
+        return MC_ERR_INVALID_PARAMS;
+    }
+    if (direct == NULL && s->stage_alloc == NULL) {
+        MC_ERROR(CLIENT, "put: the value is not in registered memory and the client has no "
+                         "staging buffer (local_buffer_size = 0)");
+        return MC_ERR_STATE;
+    }
+
+    put_op_t *op = MC_NEW(put_op_t);
+    if (op == NULL)
+        return MC_ERR_NOMEM;
+    op->key = mc_malloc(klen);
+    op->parts = mc_malloc(nparts * sizeof(*parts));
+    st = op->key == NULL || op->parts == NULL ? MC_ERR_NOMEM : cfg_copy(&op->cfg, cfg);
+    if (st != MC_OK)
+        goto err;
+    memcpy(op->key, key, klen);
+    memcpy(op->parts, parts, nparts * sizeof(*parts));
+    op->klen = klen;
+    op->nparts = nparts;
+    op->len = len;
+    op->direct = direct;
+    op->win = direct != NULL ? len : store_stage_window(s, len);
+    op->cb = cb;
+    op->arg = arg;
+    op->h.s = s;
+    op->h.step = put_step;
+    op->h.fail = put_finish;
+    op->state = P_STAGE;
+    /* Fast path: copy the first piece on the caller's thread. */
+    if (direct == NULL && store_stage_try(s, &op->h, op->win)) {
+        gather(parts, nparts, 0, op->h.stage, op->win);
+        op->copied = 1;
+    }
+    st = store_op_submit(&op->h);
+    if (st == MC_INPROGRESS)
+        return st;
+    store_stage_put(s, &op->h);
+err:
+    mc_free(op->cfg.names);
+    mc_free(op->parts);
+    mc_free(op->key);
+    mc_free(op);
+    return st;
+}
+
+/* ----------------------------------------------------------- public: put */
+
+static mc_status_t put_sync(mc_store_t *s, const void *key, size_t klen, const mc_slice_t *parts,
+                            size_t nparts, const mc_replicate_config_t *cfg, int zero_copy)
+{
+    if (s == NULL)
+        return MC_ERR_INVALID_PARAMS;
+    if (store_on_reactor(s))
+        return MC_ERR_STATE;
+    store_waiter_t w;
+    store_waiter_init(&w);
+    mc_status_t st =
+        store_put_submit(s, key, klen, parts, nparts, cfg, zero_copy, store_waiter_status_cb, &w);
+    if (st != MC_INPROGRESS) {
+        w.done = 1;
+        store_waiter_wait(&w);
+        return st;
+    }
+    return (mc_status_t)store_waiter_wait(&w);
+}
+
+mc_status_t mc_store_put(mc_store_t *s, const void *key, size_t klen, const void *buf, size_t len,
+                         const mc_replicate_config_t *cfg)
+{
+    mc_slice_t part = {(void *)(uintptr_t)buf, len};
+    return put_sync(s, key, klen, &part, 1, cfg, 0);
+}
+
+mc_status_t mc_store_put_parts(mc_store_t *s, const void *key, size_t klen, const mc_slice_t *parts,
+                               size_t nparts, const mc_replicate_config_t *cfg)
+{
+    return put_sync(s, key, klen, parts, nparts, cfg, 0);
+}
+
+mc_status_t mc_store_put_from(mc_store_t *s, const void *key, size_t klen, const void *buf,
+                              size_t len, const mc_replicate_config_t *cfg)
+{
+    mc_slice_t part = {(void *)(uintptr_t)buf, len};
+    return put_sync(s, key, klen, &part, 1, cfg, 1);
+}
+
+mc_status_t mc_store_put_async(mc_store_t *s, const void *key, size_t klen, const void *buf,
+                               size_t len, const mc_replicate_config_t *cfg, mc_store_cb_t cb,
+                               void *arg)
+{
+    mc_slice_t part = {(void *)(uintptr_t)buf, len};
+    return store_put_submit(s, key, klen, &part, 1, cfg, 0, cb, arg);
+}
+
+/* ============================================================ batch put */
+
+typedef enum bput_state {
+    B_STAGE,        /* staging for every value at once, copy them (skipped: direct) */
+    B_START,        /* send BatchPutStart */
+    B_WAIT_START,   /* waiting: per-key statuses and replicas */
+    B_RESOLVE,      /* open every replica's segment, one at a time */
+    B_WAIT_PEER,    /* waiting: a segment open */
+    B_SUBMIT,       /* one transfer batch for every replica of every started key */
+    B_WAIT_REFRESH, /* waiting: a fresh descriptor */
+    B_WAIT_XFER,    /* waiting: the transfer batch */
+    B_END,          /* BatchPutEnd for the keys fully written */
+    B_WAIT_END,
+    B_REVOKE, /* BatchPutRevoke for the started keys that failed */
+    B_WAIT_REVOKE,
+    B_DONE,
+} bput_state_t;
+
+typedef struct bput_op {
+    store_op_t h;
+    bput_state_t state;
+    size_t n;               /* keys sent (the valid ones) */
+    mc_master_key_t *keys;  /* caller's memory (sync call) */
+    const mc_slice_t *vals; /* per key */
+    uint64_t *sizes;
+    uint64_t *offs; /* staging offset of each value */
+    int direct;     /* every value registered */
+    own_cfg_t cfg;
+    uint32_t per;                  /* replicas asked for per key */
+    mc_status_t *st;               /* per key: outcome so far */
+    uint8_t *started;              /* per key: PutStart succeeded */
+    mc_master_replica_desc_t *rep; /* n * per */
+    uint32_t *nrep;
+    mc_te_segment_t *seg; /* n * per */
+    size_t rk, rj;        /* resolve cursor: key, replica */
+    mc_te_segment_t refreshed[16];
+    unsigned nrefreshed;
+    size_t *task_key; /* transfer task -> key */
+    size_t ntasks;
+    mc_master_key_t *sub; /* keys of an End/Revoke call */
+    size_t *sub_idx;
+    size_t nsub;
+    mc_status_t call_err; /* a whole End/Revoke call failed */
+    mc_status_t *sub_st;
+    mc_status_t *out_st; /* the caller's per-key results (sync call) */
+    const size_t *orig;  /* key j of the batch is the caller's orig[j] */
+    mc_store_cb_t cb;
+    void *arg;
+} bput_op_t;
+
+static void bput_finish(store_op_t *h, mc_status_t st)
+{
+    bput_op_t *op = (bput_op_t *)h;
+    mc_store_t *s = h->s;
+    store_stage_put(s, h);
+    if (h->batch != NULL && mc_te_batch_free(h->batch) != MC_OK)
+        MC_ERROR(CLIENT, "batch put: transfer batch still busy at the end (leaked)");
+    for (size_t i = 0; i < op->n; i++)
+        op->out_st[op->orig[i]] = st != MC_OK && op->st[i] == MC_OK ? st : op->st[i];
+    op->cb(op->arg, st);
+    mc_free(op->cfg.names);
+    mc_free(op);
+    store_live_dec(s);
+}
+
+static void bput_decode_start(store_op_t *h, const mc_rpc_resp_t *resp)
+{
+    bput_op_t *op = (bput_op_t *)h;
+    size_t got = 0;
+    if (mc_mcli_dec_items(resp->body, resp->body_len, op->st, op->rep, op->per, op->nrep, op->n,
+                          &got) != MC_OK ||
+        got != op->n)
+        h->wait_st = MC_ERR_PROTOCOL;
+}
+
+static void bput_decode_statuses(store_op_t *h, const mc_rpc_resp_t *resp)
+{
+    bput_op_t *op = (bput_op_t *)h;
+    size_t got = 0;
+    if (mc_mcli_dec_statuses(resp->body, resp->body_len, op->sub_st, NULL, op->nsub, &got) !=
+            MC_OK ||
+        got != op->nsub)
+        h->wait_st = MC_ERR_PROTOCOL;
+}
+
+/* Keys for End (ok) or Revoke (started and failed) into op->sub. */
+static size_t bput_select(bput_op_t *op, int for_end)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < op->n; i++) {
+        if (!op->started[i] || (for_end ? op->st[i] != MC_OK : op->st[i] == MC_OK))
+            continue;
+        op->sub[k] = op->keys[i];
+        op->sub_idx[k++] = i;
+    }
+    op->nsub = k;
+    return k;
+}
+
+/* In the transfer callback: keys with a failed replica write. */
+static void bput_harvest(store_op_t *h, mc_te_batch_t *b)
+{
+    bput_op_t *op = (bput_op_t *)h;
+    for (size_t t = 0; t < op->ntasks; t++) {
+        mc_te_status_t ts;
+        mc_te_task_status(b, t, &ts);
+        size_t i = op->task_key[t];
+        if (ts.state != MC_TE_COMPLETED && op->st[i] == MC_OK) {
+            MC_WARN(CLIENT, "batch put: a replica write of key %zu failed: %s", i,
+                    mc_status_str(ts.error));
+            op->st[i] = xfer_status(ts.error);
+        }
+    }
+}
+
+static int bput_was_refreshed(const bput_op_t *op, mc_te_segment_t h)
+{
+    for (unsigned i = 0; i < op->nrefreshed; i++)
+        if (op->refreshed[i] == h)
+            return 1;
+    return 0;
+}
+
+static void bput_step(store_op_t *h)
+{
+    bput_op_t *op = (bput_op_t *)h;
+    mc_store_t *s = h->s;
+    mc_mp_writer_t *w;
+    mc_status_t st;
+
+    for (;;) {
+        if (store_op_closing(h)) {
+            bput_finish(h, MC_ERR_CANCELED);
+            return;
+        }
+        switch (op->state) {
+        case B_STAGE:
+            if (!op->direct) {
+                if (h->stage == NULL) {
+                    uint64_t total = op->offs[op->n - 1] + op->sizes[op->n - 1];
+                    int r = store_stage_get(s, h, total);
+                    if (r < 0) {
+                        bput_finish(h, r);
+                        return;
+                    }
+                    if (r == 0)
+                        return; /* waiting: staging room */
+                }
+                for (size_t i = 0; i < op->n; i++)
+                    memcpy(h->stage + op->offs[i], op->vals[i].ptr, op->sizes[i]);
+            }
+            op->state = B_START;
+            break;
+
+        case B_START:
+            w = mc_rpc_call_begin(s->mcli);
+            mc_mcli_batch_put_start(w, s->client_id, op->keys, op->sizes, op->n, &op->cfg.cfg);
+            st = store_rpc_end(h, MC_RPC_BATCH_PUT_START, bput_decode_start);
+            if (st != MC_INPROGRESS) {
+                bput_finish(h, st);
+                return;
+            }
+            op->state = B_WAIT_START;
+            return;
+
+        case B_WAIT_START:
+            if (h->wait_st != MC_OK) {
+                MC_DEBUG(CLIENT, "batch put of %zu keys: BatchPutStart: %s", op->n,
+                         mc_status_str(h->wait_st));
+                bput_finish(h, h->wait_st);
+                return;
+            }
+            for (size_t i = 0; i < op->n; i++) {
+                op->started[i] = op->st[i] == MC_OK;
+                if (op->started[i] && op->nrep[i] == 0)
+                    op->st[i] = MC_ERR_INTERNAL_ERROR;
+            }
+            op->state = B_RESOLVE;
+            break;
+
+        case B_RESOLVE:
+            while (op->rk < op->n) {
+                if (op->st[op->rk] != MC_OK || op->rj >= op->nrep[op->rk]) {
+                    op->rk++;
+                    op->rj = 0;
+                    continue;
+                }
+                size_t at = op->rk * op->per + op->rj;
+                int r = store_peer_resolve(s, h, replica_endpoint(&op->rep[at]), &op->seg[at]);
+                if (r == 0) {
+                    op->state = B_WAIT_PEER;
+                    return; /* waiting: a segment open */
+                }
+                if (r < 0)
+                    op->st[op->rk] = r;
+                else
+                    op->rj++;
+            }
+            op->state = B_SUBMIT;
+            break;
+
+        case B_WAIT_PEER: {
+            size_t at = op->rk * op->per + op->rj;
+            if (h->wait_st != MC_OK) {
+                MC_WARN(CLIENT, "batch put: cannot open segment '%s': %s",
+                        replica_endpoint(&op->rep[at]), mc_status_str(h->wait_st));
+                op->st[op->rk] = MC_ERR_TRANSFER_FAIL;
+            } else {
+                op->seg[at] = h->opened;
+                op->rj++;
+            }
+            op->state = B_RESOLVE;
+            break;
+        }
+
+        case B_SUBMIT: {
+            size_t cap = 0;
+            for (size_t i = 0; i < op->n; i++)
+                if (op->st[i] == MC_OK)
+                    cap += op->nrep[i];
+            mc_te_request_t *reqs = cap ? mc_calloc(cap, sizeof(*reqs)) : NULL;
+            if (cap > 0 && reqs == NULL) {
+                for (size_t i = 0; i < op->n; i++)
+                    if (op->st[i] == MC_OK)
+                        op->st[i] = MC_ERR_NOMEM;
+                op->state = B_REVOKE;
+                break;
+            }
+            size_t k = 0;
+            int waiting = 0;
+            for (size_t i = 0; i < op->n && !waiting; i++) {
+                if (op->st[i] != MC_OK)
+                    continue;
+                const uint8_t *src =
+                    op->direct ? (const uint8_t *)op->vals[i].ptr : h->stage + op->offs[i];
+                size_t first = k;
+                for (uint32_t j = 0; j < op->nrep[i]; j++) {
+                    size_t at = i * op->per + j;
+                    if (!store_range_ok(s, op->seg[at], op->rep[at].address, op->sizes[i])) {
+                        if (op->seg[at] != MC_TE_LOCAL_SEGMENT &&
+                            !bput_was_refreshed(op, op->seg[at]) &&
+                            op->nrefreshed < MC_ARRAY_SIZE(op->refreshed) &&
+                            store_seg_refresh(h, op->seg[at]) == MC_INPROGRESS) {
+                            op->refreshed[op->nrefreshed++] = op->seg[at];
+                            waiting = 1;
+                            break;
+                        }
+                        op->st[i] = MC_ERR_TRANSFER_FAIL;
+                        k = first;
+                        break;
+                    }
+                    reqs[k] = (mc_te_request_t){.opcode = MC_TE_WRITE,
+                                                .local = (void *)(uintptr_t)src,
+                                                .segment = op->seg[at],
+                                                .remote = op->rep[at].address,
+                                                .length = op->sizes[i]};
+                    op->task_key[k++] = i;
+                }
+            }
+            if (waiting) {
+                mc_free(reqs);
+                op->state = B_WAIT_REFRESH;
+                return; /* waiting: a refresh */
+            }
+            op->ntasks = k;
+            st = MC_OK;
+            if (k > 0) {
+                st = mc_te_batch_alloc(s->te, k, &h->batch);
+                if (st == MC_OK) {
+                    mc_te_batch_set_callback(h->batch, store_xfer_cb, h);
+                    st = mc_te_submit(h->batch, reqs, k);
+                    if (st != MC_OK) {
+                        mc_te_batch_free(h->batch);
+                        h->batch = NULL;
+                    }
+                }
+            }
+            mc_free(reqs);
+            if (st != MC_OK) {
+                MC_WARN(CLIENT, "batch put: cannot submit the transfer: %s", mc_status_str(st));
+                for (size_t i = 0; i < op->n; i++)
+                    if (op->st[i] == MC_OK)
+                        op->st[i] = xfer_status(st);
+                op->state = B_REVOKE;
+                break;
+            }
+            if (k == 0) {
+                op->state = B_REVOKE;
+                break;
+            }
+            op->state = B_WAIT_XFER;
+            return; /* waiting: the batch */
+        }
+
+        case B_WAIT_REFRESH:
+            op->state = B_SUBMIT;
+            break;
+
+        case B_WAIT_XFER: /* bput_harvest marked the keys that failed */
+            store_stage_put(s, h);
+            op->state = B_END;
+            break;
+
+        case B_END:
+            if (bput_select(op, 1) == 0) {
+                op->state = B_REVOKE;
+                break;
+            }
+            w = mc_rpc_call_begin(s->mcli);
+            mc_mcli_client_keys(w, s->client_id, op->sub, op->nsub);
+            st = store_rpc_end(h, MC_RPC_BATCH_PUT_END, bput_decode_statuses);
+            if (st != MC_INPROGRESS) {
+                h->wait_st = st;
+                op->state = B_WAIT_END;
+                break;
+            }
+            op->state = B_WAIT_END;
+            return;
+
+        case B_WAIT_END:
+            for (size_t k = 0; k < op->nsub; k++)
+                op->st[op->sub_idx[k]] = h->wait_st != MC_OK ? h->wait_st : op->sub_st[k];
+            op->state = B_REVOKE;
+            break;
+
+        case B_REVOKE:
+            store_stage_put(s, h);
+            if (bput_select(op, 0) == 0) {
+                op->state = B_DONE;
+                break;
+            }
+            w = mc_rpc_call_begin(s->mcli);
+            mc_mcli_client_keys(w, s->client_id, op->sub, op->nsub);
+            if (store_rpc_end(h, MC_RPC_BATCH_PUT_REVOKE, bput_decode_statuses) != MC_INPROGRESS) {
+                op->state = B_DONE;
+                break;
+            }
+            op->state = B_WAIT_REVOKE;
+            return;
+
+        case B_WAIT_REVOKE:
+            if (h->wait_st != MC_OK)
+                MC_WARN(CLIENT, "batch put: BatchPutRevoke of %zu keys: %s", op->nsub,
+                        mc_status_str(h->wait_st));
+            op->state = B_DONE;
+            break;
+
+        case B_DONE:
+            bput_finish(h, MC_OK);
+            return;
+
+        default:
+            assert(0);
+            return;
+        }
+    }
+}
+
+/* Batch put through n single puts in parallel (values too large for one
+ * staging window together). */
+typedef struct fanout {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    size_t left;
+} fanout_t;
+
+typedef struct fanout_item {
+    fanout_t *f;
+    mc_status_t *st;
+} fanout_item_t;
+
+static void fanout_cb(void *arg, mc_status_t st)
+{
+    fanout_item_t *it = arg;
+    fanout_t *f = it->f;
+    *it->st = st;
+    pthread_mutex_lock(&f->mu);
+    if (--f->left == 0)
+        pthread_cond_signal(&f->cv);
+    pthread_mutex_unlock(&f->mu);
+}
+
+static mc_status_t batch_put_fanout(mc_store_t *s, const mc_slice_t *keys, const mc_slice_t *values,
+                                    const size_t *idx, size_t nv, const mc_replicate_config_t *cfg,
+                                    mc_status_t *st)
+{
+    fanout_item_t *items = mc_calloc(nv, sizeof(*items));
+    if (items == NULL)
+        return MC_ERR_NOMEM;
+    fanout_t f = {.left = 1};
+    pthread_mutex_init(&f.mu, NULL);
+    pthread_cond_init(&f.cv, NULL);
+    for (size_t j = 0; j < nv; j++) {
+        size_t i = idx[j];
+        items[j].f = &f;
+        items[j].st = &st[i];
+        pthread_mutex_lock(&f.mu);
+        f.left++;
+        pthread_mutex_unlock(&f.mu);
+        mc_status_t r = store_put_submit(s, keys[i].ptr, keys[i].len, &values[i], 1, cfg, 0,
+                                         fanout_cb, &items[j]);
+        if (r != MC_INPROGRESS) {
+            st[i] = r;
+            pthread_mutex_lock(&f.mu);
+            f.left--;
+            pthread_mutex_unlock(&f.mu);
+        }
+    }
+    pthread_mutex_lock(&f.mu);
+    f.left--;
+    while (f.left > 0)
+        pthread_cond_wait(&f.cv, &f.mu);
+    pthread_mutex_unlock(&f.mu);
+    pthread_cond_destroy(&f.cv);
+    pthread_mutex_destroy(&f.mu);
+    mc_free(items);
+    return MC_OK;
+}
+
+mc_status_t mc_store_batch_put(mc_store_t *s, const mc_slice_t *keys, const mc_slice_t *values,
+                               size_t n, const mc_replicate_config_t *cfg, mc_status_t *st)
+{
+    if (s == NULL || st == NULL || (n > 0 && (keys == NULL || values == NULL)))
+        return MC_ERR_INVALID_PARAMS;
+    if (store_on_reactor(s))
+        return MC_ERR_STATE;
+    if (n == 0)
+        return MC_OK;
+    /* Per key checks; the valid ones go on. */
+    size_t *idx = mc_calloc(n, sizeof(*idx));
+    if (idx == NULL)
+        return MC_ERR_NOMEM;
+    size_t nv = 0;
+    uint64_t total = 0;
+    int all_direct = 1;
+    for (size_t i = 0; i < n; i++) {
+        st[i] = store_check_key(keys[i].ptr, keys[i].len);
+        if (st[i] == MC_OK && (values[i].len == 0 || values[i].ptr == NULL))
+            st[i] = MC_ERR_INVALID_PARAMS;
+        if (st[i] != MC_OK)
+            continue;
+        idx[nv++] = i;
+        total += (values[i].len + MC_OALLOC_ALIGN - 1) & ~(uint64_t)(MC_OALLOC_ALIGN - 1);
+        if (!te_local_range_ok(s->te, values[i].ptr, values[i].len, 0))
+            all_direct = 0;
+    }
+    mc_status_t rc = MC_OK;
+    if (nv == 0)
+        goto out;
+    if (!all_direct && (s->stage_alloc == NULL || store_stage_window(s, total) < total)) {
+        if (s->stage_alloc == NULL) {
+            for (size_t j = 0; j < nv; j++)
+                st[idx[j]] = MC_ERR_STATE;
+            goto out;
+        }
+        rc = batch_put_fanout(s, keys, values, idx, nv, cfg, st);
+        goto out;
+    }
+
+    /* One allocation for the operation and its arrays. */
+    own_cfg_t oc;
+    rc = cfg_copy(&oc, cfg);
+    if (rc != MC_OK)
+        goto out;
+    uint32_t per = oc.cfg.replica_num;
+    size_t sz =
+        sizeof(bput_op_t) +
+        nv * (sizeof(mc_master_key_t) * 2 + sizeof(mc_slice_t) + sizeof(uint64_t) * 2 +
+              sizeof(mc_status_t) * 2 + 1 + sizeof(uint32_t) + sizeof(size_t) * 2) +
+        nv * per * (sizeof(mc_master_replica_desc_t) + sizeof(mc_te_segment_t) + sizeof(size_t)) +
+        64;
+    bput_op_t *op = mc_calloc(1, sz);
+    if (op == NULL) {
+        mc_free(oc.names);
+        rc = MC_ERR_NOMEM;
+        goto out;
+    }
+    /* carve, most aligned first */
+    uint8_t *p = (uint8_t *)(op + 1);
+    op->rep = (mc_master_replica_desc_t *)p;
+    p += nv * per * sizeof(mc_master_replica_desc_t);
+    op->keys = (mc_master_key_t *)p;
+    p += nv * sizeof(mc_master_key_t);
+    op->sub = (mc_master_key_t *)p;
+    p += nv * sizeof(mc_master_key_t);
+    mc_slice_t *vals = (mc_slice_t *)p;
+    p += nv * sizeof(mc_slice_t);
+    op->sizes = (uint64_t *)p;
+    p += nv * sizeof(uint64_t);
+    op->offs = (uint64_t *)p;
+    p += nv * sizeof(uint64_t);
+    op->seg = (mc_te_segment_t *)p;
+    p += nv * per * sizeof(mc_te_segment_t);
+    op->task_key = (size_t *)p;
+    p += nv * per * sizeof(size_t);
+    op->sub_idx = (size_t *)p;
+    p += nv * sizeof(size_t);
+    size_t *orig = (size_t *)p;
+    p += nv * sizeof(size_t);
+    op->st = (mc_status_t *)p;
+    p += nv * sizeof(mc_status_t);
+    op->sub_st = (mc_status_t *)p;
+    p += nv * sizeof(mc_status_t);
+    op->nrep = (uint32_t *)p;
+    p += nv * sizeof(uint32_t);
+    op->started = p;
+
+    uint64_t off = 0;
+    for (size_t j = 0; j < nv; j++) {
+        size_t i = idx[j];
+        orig[j] = i;
+        op->keys[j].data = keys[i].ptr;
+        op->keys[j].len = keys[i].len;
+        vals[j] = values[i];
+        op->sizes[j] = values[i].len;
+        op->offs[j] = off;
+        off += (values[i].len + MC_OALLOC_ALIGN - 1) & ~(uint64_t)(MC_OALLOC_ALIGN - 1);
+    }
+    op->vals = vals;
+    op->n = nv;
+    op->direct = all_direct;
+    op->cfg = oc;
+    if (oc.names != NULL)
+        op->cfg.cfg.preferred_segments = op->cfg.pref; /* pref moved with the struct */
+    op->per = per;
+    op->out_st = st;
+    op->orig = orig;
+    op->h.s = s;
+    op->h.step = bput_step;
+    op->h.fail = bput_finish;
+    op->h.harvest = bput_harvest;
+    op->state = B_STAGE;
+    store_waiter_t w;
+    store_waiter_init(&w);
+    op->cb = store_waiter_status_cb;
+    op->arg = &w;
+    rc = store_op_submit(&op->h);
+    if (rc != MC_INPROGRESS) {
+        w.done = 1;
+        store_waiter_wait(&w);
+        mc_free(op->cfg.names);
+        mc_free(op);
+        goto out;
+    }
+    /* bput_finish writes st[] before it calls back */
+    store_waiter_wait(&w);
+    rc = MC_OK;
+out:
+    mc_free(idx);
+    return rc;
+}
