@@ -346,11 +346,16 @@ static void key_of(const mc_te_t *te, const char *kind, const char *name, char *
     snprintf(out, len, "mc/%s/%s/%s", te->cluster, kind, name);
 }
 
-/* Publish the descriptor and RPC address (metadata modes). */
+/* Publish the descriptor and RPC address (metadata modes). On the thread
+ * that runs the engine's loop (an attached host thread, or a reactor) a
+ * blocking call would wait for that very loop: publish asynchronously there
+ * (the backend retries until it is stored). */
 static mc_status_t publish(mc_te_t *te)
 {
     if (te->meta == NULL)
         return MC_OK;
+    if (te->attached != NULL || te_on_reactor(te))
+        return te_publish_async(te);
     mc_buf_t b = MC_BUF_INIT;
     mc_mp_writer_t w;
     char key[512];
@@ -726,7 +731,9 @@ void mc_te_destroy(mc_te_t *te)
     if (te == NULL)
         return;
     atomic_store(&te->stopping, 1);
-    if (te->meta != NULL) {
+    /* Unpublish, unless that would block the host's loop (attach mode): then
+     * the entries go with our owner id's expiry (master) or their TTL (redis). */
+    if (te->meta != NULL && te->attached == NULL) {
         char key[512];
         key_of(te, "seg", te->name, key, sizeof(key));
         mc_meta_del_sync(te->meta, key);
