@@ -121,21 +121,6 @@ static void pinger_disarm(void *arg)
 
 /* ---------------------------------------------------------- the master */
 
-/* A port that was free a moment ago (the master binds it next; a rare race
- * with another process is handled by retrying the start). */
-static unsigned free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    assert_true(fd >= 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = 0};
-    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
-    assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
-    socklen_t alen = sizeof(a);
-    assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &alen), 0);
-    close(fd);
-    return ntohs(a.sin_port);
-}
-
 static int tcp_connect(unsigned port)
 {
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -150,22 +135,13 @@ static int tcp_connect(unsigned port)
     return fd;
 }
 
-static int port_open(unsigned port)
-{
-    int fd = tcp_connect(port);
-    if (fd < 0)
-        return 0;
-    close(fd);
-    return 1;
-}
-
 /* Start the master on two fresh ports; 0 once both ports accept. */
 static int start_master_once(env_t *e)
 {
     char bin[256], rpc[64], http[64];
-    e->rpc_port = free_port();
+    e->rpc_port = test_free_port();
     do
-        e->http_port = free_port();
+        e->http_port = test_free_port();
     while (e->http_port == e->rpc_port);
     snprintf(rpc, sizeof(rpc), "server.rpc_port=%u", e->rpc_port);
     snprintf(http, sizeof(http), "server.http_port=%u", e->http_port);
@@ -189,7 +165,7 @@ static int start_master_once(env_t *e)
             e->master.pid = 0;
             return -1;
         }
-        if (port_open(e->rpc_port) && port_open(e->http_port))
+        if (test_port_open(e->rpc_port) && test_port_open(e->http_port))
             return 0;
         usleep(10000);
     }

@@ -34,28 +34,6 @@ typedef struct env {
 
 /* ------------------------------------------------------------ helpers */
 
-static unsigned free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof(a);
-    assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
-    assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &len), 0);
-    close(fd);
-    return ntohs(a.sin_port);
-}
-
-static int port_open(unsigned port)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET,
-                            .sin_port = htons((uint16_t)port),
-                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    int ok = connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0;
-    close(fd);
-    return ok;
-}
-
 /* Start mooncake-master on e->port; fast_expiry: clients expire after 1 s
  * of silence, checked every 20 ms. */
 static void start_master(env_t *e, int fast_expiry)
@@ -81,46 +59,11 @@ static void start_master(env_t *e, int fast_expiry)
     }
     argv[n] = NULL;
     assert_int_equal(test_proc_start(&e->master, argv), 0);
-    for (int waited = 0; !port_open(e->port); waited += 10) {
+    for (int waited = 0; !test_port_open(e->port); waited += 10) {
         if (waited > 5000)
             fail_msg("mooncake-master did not listen on port %u within 5 s", e->port);
         usleep(10000);
     }
-}
-
-/* SIGSTOP pid and wait until all its threads are stopped: kill() returns
- * before a thread running on another CPU has stopped, and such a thread may
- * still answer requests. */
-static void freeze(pid_t pid)
-{
-    char dir[64], path[128], buf[256];
-    snprintf(dir, sizeof(dir), "/proc/%d/task", (int)pid);
-    kill(pid, SIGSTOP);
-    for (int waited = 0; waited < 2000; waited++) {
-        int running = 0;
-        DIR *d = opendir(dir);
-        assert_non_null(d);
-        struct dirent *de;
-        while ((de = readdir(d)) != NULL) {
-            if (de->d_name[0] == '.')
-                continue;
-            snprintf(path, sizeof(path), "%s/%.32s/stat", dir, de->d_name);
-            FILE *f = fopen(path, "r");
-            if (f == NULL)
-                continue;
-            size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-            fclose(f);
-            buf[n] = '\0';
-            const char *p = strrchr(buf, ')'); /* "tid (comm) S ..." */
-            if (p != NULL && p[1] == ' ' && p[2] != 'T' && p[2] != 't')
-                running++;
-        }
-        closedir(d);
-        if (running == 0)
-            return;
-        usleep(1000);
-    }
-    fail_msg("process %d did not stop within 2 s", (int)pid);
 }
 
 static void stop_master(env_t *e, int sig)
@@ -259,7 +202,7 @@ static int group_teardown(void **state)
 static int setup(void **state)
 {
     env_t *e = *state;
-    e->port = free_port();
+    e->port = test_free_port();
     start_master(e, 0);
     return 0;
 }
@@ -267,7 +210,7 @@ static int setup(void **state)
 static int setup_fast_expiry(void **state)
 {
     env_t *e = *state;
-    e->port = free_port();
+    e->port = test_free_port();
     start_master(e, 1);
     return 0;
 }
@@ -520,7 +463,7 @@ static void pending_calls_fail_exactly_once_when_the_master_dies(void **state)
     static driver_t d;
     mc_meta_t *a = open_meta(e, 1, 0, 10000000);
     assert_int_equal(mc_meta_put_sync(a, "warm", "up", 2), MC_OK);
-    freeze(e->master.pid);
+    assert_int_equal(test_proc_freeze(e->master.pid), 0);
     drv_init(&d, a);
     assert_int_equal(mc_reactor_call(e->r, drv_issue, &d), MC_OK);
     usleep(100000);
@@ -538,7 +481,7 @@ static void close_cancels_pending_calls_exactly_once(void **state)
     static driver_t d;
     mc_meta_t *a = open_meta(e, 1, 0, 10000000);
     assert_int_equal(mc_meta_put_sync(a, "warm", "up", 2), MC_OK);
-    freeze(e->master.pid);
+    assert_int_equal(test_proc_freeze(e->master.pid), 0);
     drv_init(&d, a);
     assert_int_equal(mc_reactor_call(e->r, drv_issue, &d), MC_OK);
     usleep(100000);

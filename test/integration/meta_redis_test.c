@@ -39,28 +39,6 @@ typedef struct env {
 
 /* ------------------------------------------------------------ helpers */
 
-static unsigned free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof(a);
-    assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
-    assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &len), 0);
-    close(fd);
-    return ntohs(a.sin_port);
-}
-
-static int port_open(unsigned port)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET,
-                            .sin_port = htons((uint16_t)port),
-                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    int ok = connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0;
-    close(fd);
-    return ok;
-}
-
 static void start_redis(env_t *e)
 {
     char port[16], log[128];
@@ -83,46 +61,11 @@ static void start_redis(env_t *e)
                     "no",
                     NULL};
     assert_int_equal(test_proc_start(&e->redis, argv), 0);
-    for (int waited = 0; !port_open(e->port); waited += 10) {
+    for (int waited = 0; !test_port_open(e->port); waited += 10) {
         if (waited > 5000)
             fail_msg("redis-server did not listen on port %u within 5 s (log: %s)", e->port, log);
         usleep(10000);
     }
-}
-
-/* SIGSTOP pid and wait until all its threads are stopped: kill() returns
- * before a thread running on another CPU has stopped, and such a thread may
- * still answer requests. */
-static void freeze(pid_t pid)
-{
-    char dir[64], path[128], buf[256];
-    snprintf(dir, sizeof(dir), "/proc/%d/task", (int)pid);
-    kill(pid, SIGSTOP);
-    for (int waited = 0; waited < 2000; waited++) {
-        int running = 0;
-        DIR *d = opendir(dir);
-        assert_non_null(d);
-        struct dirent *de;
-        while ((de = readdir(d)) != NULL) {
-            if (de->d_name[0] == '.')
-                continue;
-            snprintf(path, sizeof(path), "%s/%.32s/stat", dir, de->d_name);
-            FILE *f = fopen(path, "r");
-            if (f == NULL)
-                continue;
-            size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-            fclose(f);
-            buf[n] = '\0';
-            const char *p = strrchr(buf, ')'); /* "tid (comm) S ..." */
-            if (p != NULL && p[1] == ' ' && p[2] != 'T' && p[2] != 't')
-                running++;
-        }
-        closedir(d);
-        if (running == 0)
-            return;
-        usleep(1000);
-    }
-    fail_msg("process %d did not stop within 2 s", (int)pid);
 }
 
 static void stop_redis(env_t *e, int sig)
@@ -296,7 +239,7 @@ static int group_teardown(void **state)
 static int setup(void **state)
 {
     env_t *e = *state;
-    e->port = free_port();
+    e->port = test_free_port();
     start_redis(e);
     return 0;
 }
@@ -566,7 +509,7 @@ static void pending_calls_fail_exactly_once_when_redis_dies(void **state)
     mc_meta_t *a = open_meta(e, -1, 1, 0, 10000000);
     assert_int_equal(mc_meta_put_sync(a, "warm", "up", 2), MC_OK); /* connected */
 
-    freeze(e->redis.pid); /* calls are sent and stay unanswered */
+    assert_int_equal(test_proc_freeze(e->redis.pid), 0); /* calls are sent and stay unanswered */
     drv_init(&d, 0, a);
     assert_int_equal(mc_reactor_call(e->r, drv_issue, &d), MC_OK);
     usleep(100000);
@@ -590,7 +533,7 @@ static void close_cancels_sent_and_queued_calls_exactly_once(void **state)
     static driver_t sent, queued;
     mc_meta_t *a = open_meta(e, -1, 1, 0, 10000000);
     assert_int_equal(mc_meta_put_sync(a, "warm", "up", 2), MC_OK); /* READY */
-    freeze(e->redis.pid);
+    assert_int_equal(test_proc_freeze(e->redis.pid), 0);
     /* connects (the kernel accepts) but its SELECT is never answered, so its
      * calls wait in the queue */
     mc_meta_t *c = open_meta(e, 5, 2, 0, 10000000);

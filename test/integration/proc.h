@@ -5,14 +5,18 @@
 #ifndef MC_TEST_PROC_H
 #define MC_TEST_PROC_H
 
+#include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -113,6 +117,71 @@ done:
     close(p->out_fd);
     p->pid = 0;
     return status;
+}
+
+/* A TCP port on 127.0.0.1 that was free a moment ago (0 on failure). Another
+ * process may take it before it is used: callers retry a start that fails. */
+static inline unsigned test_free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof(a);
+    unsigned port = 0;
+    if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
+        getsockname(fd, (struct sockaddr *)&a, &len) == 0)
+        port = ntohs(a.sin_port);
+    if (fd >= 0)
+        close(fd);
+    return port;
+}
+
+/* 1 when something accepts connections on 127.0.0.1:port. */
+static inline int test_port_open(unsigned port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_port = htons((uint16_t)port),
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    int ok = fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0;
+    if (fd >= 0)
+        close(fd);
+    return ok;
+}
+
+/* SIGSTOP pid and wait until every thread of it has stopped: kill() returns
+ * before a thread running on another CPU stops, and such a thread may still
+ * answer requests. 0 once stopped, -1 after 2 s. */
+static inline int test_proc_freeze(pid_t pid)
+{
+    char dir[64], path[128], buf[256];
+    snprintf(dir, sizeof(dir), "/proc/%d/task", (int)pid);
+    kill(pid, SIGSTOP);
+    for (int waited = 0; waited < 2000; waited++) {
+        int running = 0;
+        DIR *d = opendir(dir);
+        if (d == NULL)
+            return -1;
+        struct dirent *de;
+        while ((de = readdir(d)) != NULL) {
+            if (de->d_name[0] == '.')
+                continue;
+            snprintf(path, sizeof(path), "%s/%.32s/stat", dir, de->d_name);
+            FILE *f = fopen(path, "r");
+            if (f == NULL)
+                continue;
+            size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+            fclose(f);
+            buf[n] = '\0';
+            const char *p = strrchr(buf, ')'); /* "tid (comm) S ..." */
+            if (p != NULL && p[1] == ' ' && p[2] != 'T' && p[2] != 't')
+                running++;
+        }
+        closedir(d);
+        if (running == 0)
+            return 0;
+        usleep(1000);
+    }
+    return -1;
 }
 
 #endif /* MC_TEST_PROC_H */

@@ -84,28 +84,6 @@ static void fill_random(uint8_t *p, size_t n, uint64_t seed)
         p[i] = (uint8_t)(x >> (8 * (i % 8)));
 }
 
-static unsigned free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof(a);
-    assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
-    assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &len), 0);
-    close(fd);
-    return ntohs(a.sin_port);
-}
-
-static int port_open(unsigned port)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET,
-                            .sin_port = htons((uint16_t)port),
-                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    int ok = connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0;
-    close(fd);
-    return ok;
-}
-
 /* Start te_target and read what it prints up to "ready". */
 static void target_start_opt(target_t *t, const char *metadata, const char *name, unsigned port,
                              uint64_t size, unsigned seed, const char *extra)
@@ -181,40 +159,6 @@ static void target_kill(target_t *t)
 {
     if (t->p.pid > 0)
         test_proc_stop(&t->p, SIGKILL, 5000);
-}
-
-/* SIGSTOP pid and wait until all its threads are stopped (kill() returns
- * before a thread running on another CPU has stopped). */
-static void freeze(pid_t pid)
-{
-    char dir[64], path[128], buf[256];
-    snprintf(dir, sizeof(dir), "/proc/%d/task", (int)pid);
-    kill(pid, SIGSTOP);
-    for (int waited = 0; waited < 2000; waited++) {
-        int running = 0;
-        DIR *d = opendir(dir);
-        assert_non_null(d);
-        struct dirent *de;
-        while ((de = readdir(d)) != NULL) {
-            if (de->d_name[0] == '.')
-                continue;
-            snprintf(path, sizeof(path), "%s/%.32s/stat", dir, de->d_name);
-            FILE *f = fopen(path, "r");
-            if (f == NULL)
-                continue;
-            size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-            fclose(f);
-            buf[n] = '\0';
-            const char *p = strrchr(buf, ')'); /* "tid (comm) S ..." */
-            if (p != NULL && p[1] == ' ' && p[2] != 'T' && p[2] != 't')
-                running++;
-        }
-        closedir(d);
-        if (running == 0)
-            return;
-        usleep(1000);
-    }
-    fail_msg("process %d did not stop within 2 s", (int)pid);
 }
 
 static mc_te_t *engine_new(const char *metadata, const char *name)
@@ -848,7 +792,7 @@ static void a_frozen_target_times_out_requests_and_serves_again_when_thawed(void
     target_start(t, NULL, NULL, 0, 8 * MIB, 13);
     mc_te_segment_t seg = open_target(e->te, t);
     round_trip(e, e->te, seg, t->addr, 0, 0, 4096, 1); /* lanes up */
-    freeze(t->p.pid);
+    assert_int_equal(test_proc_freeze(t->p.pid), 0);
     mc_te_request_t r[2] = {req(MC_TE_READ, e->dst, seg, t->addr, MIB),
                             req(MC_TE_WRITE, e->src, seg, t->addr + MIB, 4 * MIB)};
     mc_te_batch_t *b = NULL;
@@ -924,7 +868,7 @@ static void transfer_through_metadata(env_t *e, const char *conn, const char *ta
 static void start_master(env_t *e, char *conn, size_t len)
 {
     char bin[256], portset[48];
-    unsigned port = free_port();
+    unsigned port = test_free_port();
     snprintf(portset, sizeof(portset), "server.rpc_port=%u", port);
     char *argv[] = {(char *)test_prog("mooncake-master", bin, sizeof(bin)),
                     "--set",
@@ -939,7 +883,7 @@ static void start_master(env_t *e, char *conn, size_t len)
     if (access(bin, X_OK) != 0)
         fail_msg("%s not found: build it first (make)", bin);
     assert_int_equal(test_proc_start(&e->svc, argv), 0);
-    for (int waited = 0; !port_open(port); waited += 10) {
+    for (int waited = 0; !test_port_open(port); waited += 10) {
         if (waited > 5000)
             fail_msg("mooncake-master did not listen on port %u within 5 s", port);
         usleep(10000);
@@ -1011,7 +955,7 @@ static void redis_mode_end_to_end(void **state)
                  redis);
     snprintf(e->dir, sizeof(e->dir), "/tmp/mc-te-redis-XXXXXX");
     assert_non_null(mkdtemp(e->dir));
-    unsigned port = free_port();
+    unsigned port = test_free_port();
     char portb[16], conn[64];
     snprintf(portb, sizeof(portb), "%u", port);
     char log[128];
@@ -1021,7 +965,7 @@ static void redis_mode_end_to_end(void **state)
                     "no",          "--dir",       e->dir, "--logfile",
                     log,           "--daemonize", "no",   NULL};
     assert_int_equal(test_proc_start(&e->svc, argv), 0);
-    for (int waited = 0; !port_open(port); waited += 10) {
+    for (int waited = 0; !test_port_open(port); waited += 10) {
         if (waited > 5000)
             fail_msg("redis-server did not listen on port %u within 5 s", port);
         usleep(10000);
