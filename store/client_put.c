@@ -4,7 +4,12 @@
  * A put is all-or-nothing: the object becomes readable only through PutEnd,
  * which is sent after every byte of every replica was written; any failure
  * after PutStart sends PutRevoke (once no write is in flight any more) and
- * reports the failure's cause, not the revoke's outcome.
+ * reports the failure's cause, not the revoke's outcome. Except after a
+ * write that timed out: it may still land (a slow target, not a dead one),
+ * so its space must not be reused at once; such a put is left to the
+ * master, which discards it after put_start_discard_timeout (the key is
+ * busy until then: OBJECT_ALREADY_EXISTS) and frees its space after
+ * put_start_release_timeout.
  *
  * Values that are not in registered memory travel through the staging buffer
  * in windows of at most its size: piece by piece, each piece written to every
@@ -70,6 +75,18 @@ static void gather(const mc_slice_t *parts, size_t nparts, uint64_t off, uint8_t
 static mc_status_t xfer_status(mc_status_t st)
 {
     return st == MC_ERR_CANCELED ? st : MC_ERR_TRANSFER_FAIL;
+}
+
+/* A write that failed this way may still land later (the target may be
+ * slow, not gone): its space must not be handed out again at once, so such
+ * a put is not revoked but left to the master, which discards it after
+ * put_start_discard_timeout and reuses the space after
+ * put_start_release_timeout. Other failures (connection refused or lost,
+ * range refused by the target) leave nothing in flight. */
+static int may_land_later(const mc_te_status_t *ts)
+{
+    return ts->state == MC_TE_TIMEOUT || ts->error == MC_ERR_RPC_TIMEOUT ||
+           ts->error == MC_ERR_TIMEOUT;
 }
 
 static const char *replica_endpoint(const mc_master_replica_desc_t *d)
@@ -165,6 +182,7 @@ typedef struct put_op {
     uint64_t off, plen; /* current piece */
     int copied;         /* the current piece is in the staging window */
     int started;        /* PutStart succeeded: failures revoke */
+    int in_doubt;       /* a write timed out: no revoke (may_land_later) */
     mc_status_t err;
 } put_op_t;
 
@@ -181,6 +199,18 @@ static void put_finish(store_op_t *h, mc_status_t st)
     mc_free(op->key);
     mc_free(op);
     store_live_dec(s);
+}
+
+/* In the transfer callback: whether a failed write may still land. */
+static void put_harvest(store_op_t *h, mc_te_batch_t *b)
+{
+    put_op_t *op = (put_op_t *)h;
+    for (uint32_t t = 0; t < op->nrep; t++) {
+        mc_te_status_t ts;
+        mc_te_task_status(b, t, &ts);
+        if (ts.state != MC_TE_COMPLETED && may_land_later(&ts))
+            op->in_doubt = 1;
+    }
 }
 
 static void put_decode_start(store_op_t *h, const mc_rpc_resp_t *resp)
@@ -400,6 +430,14 @@ static void put_step(store_op_t *h)
 
         case P_REVOKE:
             store_stage_put(s, h);
+            if (op->in_doubt) {
+                MC_WARN(CLIENT, "put '%s': not revoked: a write timed out and may still land; "
+                                "the master discards the put after its "
+                                "put_start_discard_timeout",
+                        key_str(op->key, op->klen, kb, sizeof(kb)));
+                op->state = P_DONE;
+                break;
+            }
             w = mc_rpc_call_begin(s->mcli);
             mc_mcli_client_key(w, s->client_id, op->key, op->klen);
             if (store_rpc_end(h, MC_RPC_PUT_REVOKE, NULL) != MC_INPROGRESS) {
@@ -484,6 +522,7 @@ mc_status_t store_put_submit(mc_store_t *s, const void *key, size_t klen, const 
     op->h.s = s;
     op->h.step = put_step;
     op->h.fail = put_finish;
+    op->h.harvest = put_harvest;
     op->state = P_STAGE;
     /* Fast path: copy the first piece on the caller's thread. */
     if (direct == NULL && store_stage_try(s, &op->h, op->win)) {
@@ -581,7 +620,7 @@ typedef struct bput_op {
     own_cfg_t cfg;
     uint32_t per;                  /* replicas asked for per key */
     mc_status_t *st;               /* per key: outcome so far */
-    uint8_t *started;              /* per key: PutStart succeeded */
+    uint8_t *started;              /* per key: PutStart succeeded; 2: in doubt (no revoke) */
     mc_master_replica_desc_t *rep; /* n * per */
     uint32_t *nrep;
     mc_te_segment_t *seg; /* n * per */
@@ -641,7 +680,8 @@ static size_t bput_select(bput_op_t *op, int for_end)
 {
     size_t k = 0;
     for (size_t i = 0; i < op->n; i++) {
-        if (!op->started[i] || (for_end ? op->st[i] != MC_OK : op->st[i] == MC_OK))
+        if (!op->started[i] || (for_end ? op->st[i] != MC_OK : op->st[i] == MC_OK) ||
+            (!for_end && op->started[i] == 2))
             continue;
         op->sub[k] = op->keys[i];
         op->sub_idx[k++] = i;
@@ -658,7 +698,11 @@ static void bput_harvest(store_op_t *h, mc_te_batch_t *b)
         mc_te_status_t ts;
         mc_te_task_status(b, t, &ts);
         size_t i = op->task_key[t];
-        if (ts.state != MC_TE_COMPLETED && op->st[i] == MC_OK) {
+        if (ts.state == MC_TE_COMPLETED)
+            continue;
+        if (may_land_later(&ts))
+            op->started[i] = 2;
+        if (op->st[i] == MC_OK) {
             MC_WARN(CLIENT, "batch put: a replica write of key %zu failed: %s", i,
                     mc_status_str(ts.error));
             op->st[i] = xfer_status(ts.error);

@@ -7,12 +7,16 @@
  * Bad keys fail before any RPC; values of many sizes (1 B .. 16 MiB, and
  * 64 MiB once) round-trip byte for byte, through staging and zero-copy;
  * misuse gets upstream's statuses; two replicas land on the two nodes; batch,
- * async and four-thread calls work; a put abandoned between PutStart and
- * PutEnd (its client killed) is discarded by the master and leaves nothing
- * behind; filling the pool evicts old objects and keeps serving; with the
- * master down calls fail within the RPC timeout and work again once a new
- * master is up and the nodes re-mounted; a SIGKILLed node's two-replica
- * objects stay readable (gets fail over) and later puts land on the survivor.
+ * async and four-thread calls work; closing a busy client calls every
+ * callback once; a segment mounted at run time serves local replicas (memcpy
+ * both ways) until unmounted; a put abandoned between PutStart and PutEnd
+ * (its client killed) is discarded by the master and leaves nothing behind;
+ * a put whose write timed out on a hung node is not revoked (the write may
+ * still land) but left to the master; filling the pool evicts old objects
+ * and keeps serving; with the master hung or down calls fail within the RPC
+ * timeout and work again once a new master is up and the nodes re-mounted;
+ * a SIGKILLed node's two-replica objects stay readable (gets fail over) and
+ * later puts land on the survivor.
  *
  * One master and two nodes serve every test, in order (the last tests
  * restart the master and kill a node). master.client_ttl is 3 s so that a
@@ -784,6 +788,54 @@ static void a_put_whose_client_died_before_put_end_is_discarded(void **state)
     assert_int_equal(mc_store_remove(e->s, "zombie", 6, 1), MC_OK);
 }
 
+/* ------------------------------------------------------------ slow target */
+
+static void a_put_whose_write_timed_out_is_left_to_the_master_not_revoked(void **state)
+{
+    env_t *e = *state;
+    char master[64];
+    snprintf(master, sizeof(master), "127.0.0.1:%u", e->rpc_port);
+    mc_store_config_t c;
+    mc_store_config_init(&c);
+    c.master = master;
+    c.local_buffer_size = 4 * MIB;
+    c.reactors = 1;
+    c.rpc_timeout_us = RPC_TIMEOUT_US;
+    c.transfer_timeout_us = 300000 * SLOW;
+    mc_store_t *s;
+    assert_int_equal(mc_store_open(&c, &s), MC_OK);
+    const char *target = e->node_name[0];
+    mc_replicate_config_t rc;
+    mc_replicate_config_init(&rc);
+    rc.preferred_segments = &target;
+    rc.n_preferred = 1;
+    size_t len = 2 * MIB;
+    uint8_t *v = malloc(len), *back = malloc(len);
+    fill(v, len, 4242);
+    /* a node that hangs (not dead): the write times out */
+    kill(e->node[0].pid, SIGSTOP);
+    int ws;
+    assert_int_equal(waitpid(e->node[0].pid, &ws, WUNTRACED), e->node[0].pid);
+    assert_int_equal(mc_store_put(s, "slow", 4, v, len, &rc), MC_ERR_TRANSFER_FAIL);
+    /* not revoked: the write may still land, so the key stays taken (and
+     * unreadable) until the master discards the put */
+    assert_int_equal(mc_store_put(s, "slow", 4, v, len, &rc), MC_ERR_OBJECT_ALREADY_EXISTS);
+    assert_int_equal(mc_store_exist(s, "slow", 4), 0);
+    kill(e->node[0].pid, SIGCONT);
+    uint64_t deadline = mc_now_ms() + 5000 * SLOW;
+    mc_status_t st;
+    while ((st = mc_store_put(e->s, "slow", 4, v, len, &rc)) == MC_ERR_OBJECT_ALREADY_EXISTS &&
+           mc_now_ms() < deadline)
+        usleep(100000);
+    assert_int_equal(st, MC_OK);
+    assert_int_equal(mc_store_get(e->s, "slow", 4, back, len, NULL), (int64_t)len);
+    assert_memory_equal(back, v, len);
+    assert_int_equal(mc_store_remove(e->s, "slow", 4, 1), MC_OK);
+    mc_store_close(s);
+    free(v);
+    free(back);
+}
+
 /* ---------------------------------------------------------------- eviction */
 
 static void a_full_pool_evicts_old_objects_and_keeps_serving(void **state)
@@ -822,7 +874,7 @@ static void a_full_pool_evicts_old_objects_and_keeps_serving(void **state)
     mc_store_remove_all(e->s, 1);
     free(v);
     free(back);
-    (void)full;
+    print_message("eviction: %d of %d puts stored, %d found no room\n", ok, n, full);
 }
 
 /* ---------------------------------------------------------- master restart */
@@ -968,6 +1020,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(a_segment_mounted_at_run_time_serves_local_replicas_until_unmounted),
         cmocka_unit_test(four_threads_put_and_get_concurrently),
         cmocka_unit_test(a_put_whose_client_died_before_put_end_is_discarded),
+        cmocka_unit_test(a_put_whose_write_timed_out_is_left_to_the_master_not_revoked),
         cmocka_unit_test(a_full_pool_evicts_old_objects_and_keeps_serving),
         cmocka_unit_test(with_the_master_down_calls_fail_in_time_and_work_after_it_returns),
         cmocka_unit_test(a_killed_node_leaves_two_replica_objects_readable_and_puts_go_on),
