@@ -237,7 +237,7 @@ mc_status_t mc_te_unregister(mc_te_t *te, void *addr)
 /* ----------------------------------------------------------- descriptors */
 
 /* Encode this engine's descriptor: the remote-accessible buffers. */
-static void desc_encode(mc_te_t *te, mc_mp_writer_t *w)
+void te_desc_encode(mc_te_t *te, mc_mp_writer_t *w)
 {
     pthread_rwlock_rdlock(&te->buf_lock);
     uint32_t nremote = 0;
@@ -282,8 +282,9 @@ static void copy_str(mc_mp_reader_t *r, char *dst, size_t room)
     }
 }
 
-/* Decode a peer's descriptor into seg (host, port, buffers). seg_lock held. */
-static mc_status_t desc_decode(te_seg_t *seg, const uint8_t *p, size_t len)
+/* Decode a peer's descriptor into seg (host, port, buffers); seg_lock held
+ * when seg is shared. */
+mc_status_t te_desc_decode(te_seg_t *seg, const uint8_t *p, size_t len)
 {
     mc_mp_reader_t r;
     te_buf_t *bufs = NULL;
@@ -346,6 +347,24 @@ static void key_of(const mc_te_t *te, const char *kind, const char *name, char *
     snprintf(out, len, "mc/%s/%s/%s", te->cluster, kind, name);
 }
 
+/* The two published values: the descriptor under mc/<cluster>/seg/<name>
+ * and {HOST, PORT} under mc/<cluster>/rpc/<name>. */
+mc_status_t te_publish_encode(mc_te_t *te, mc_buf_t *seg_val, mc_buf_t *rpc_val)
+{
+    mc_mp_writer_t w;
+    mc_mp_writer_init(&w, seg_val);
+    te_desc_encode(te, &w);
+    if (w.err != MC_OK)
+        return w.err;
+    mc_mp_writer_init(&w, rpc_val);
+    mc_mp_write_map(&w, 2);
+    mc_mp_write_uint(&w, MC_F_HOST);
+    mc_mp_write_cstr(&w, te->advertise_host);
+    mc_mp_write_uint(&w, MC_F_PORT);
+    mc_mp_write_uint(&w, te->port);
+    return w.err;
+}
+
 /* Publish the descriptor and RPC address (metadata modes). On the thread
  * that runs the engine's loop (an attached host thread, or a reactor) a
  * blocking call would wait for that very loop: publish asynchronously there
@@ -356,28 +375,19 @@ static mc_status_t publish(mc_te_t *te)
         return MC_OK;
     if (te->attached != NULL || te_on_reactor(te))
         return te_publish_async(te);
-    mc_buf_t b = MC_BUF_INIT;
-    mc_mp_writer_t w;
+    mc_buf_t sv = MC_BUF_INIT, rv = MC_BUF_INIT;
     char key[512];
-    mc_mp_writer_init(&w, &b);
-    desc_encode(te, &w);
-    mc_status_t st = w.err;
+    mc_status_t st = te_publish_encode(te, &sv, &rv);
     if (st == MC_OK) {
         key_of(te, "seg", te->name, key, sizeof(key));
-        st = mc_meta_put_sync(te->meta, key, mc_buf_head(&b), mc_buf_used(&b));
+        st = mc_meta_put_sync(te->meta, key, mc_buf_head(&sv), mc_buf_used(&sv));
     }
     if (st == MC_OK) {
-        mc_buf_reset(&b);
-        mc_mp_write_map(&w, 2);
-        mc_mp_write_uint(&w, MC_F_HOST);
-        mc_mp_write_cstr(&w, te->advertise_host);
-        mc_mp_write_uint(&w, MC_F_PORT);
-        mc_mp_write_uint(&w, te->port);
         key_of(te, "rpc", te->name, key, sizeof(key));
-        st = w.err == MC_OK ? mc_meta_put_sync(te->meta, key, mc_buf_head(&b), mc_buf_used(&b))
-                            : w.err;
+        st = mc_meta_put_sync(te->meta, key, mc_buf_head(&rv), mc_buf_used(&rv));
     }
-    mc_buf_fini(&b);
+    mc_buf_fini(&sv);
+    mc_buf_fini(&rv);
     if (st != MC_OK) {
         MC_ERROR(TRANSPORT, "cannot publish segment '%s': %s", te->name, mc_status_str(st));
         return MC_ERR_METADATA;
@@ -390,7 +400,7 @@ static void h_desc(void *ctx, mc_rpc_req_t *req)
 {
     mc_te_t *te = ctx;
     mc_mp_writer_t *w = mc_rpc_reply_begin(req);
-    desc_encode(te, w);
+    te_desc_encode(te, w);
     mc_rpc_reply_end(req, MC_OK);
 }
 
@@ -432,7 +442,7 @@ mc_status_t te_seg_refresh(mc_te_t *te, te_seg_t *seg)
     }
     if (st == MC_OK) {
         pthread_mutex_lock(&te->seg_lock);
-        st = desc_decode(seg, mc_buf_head(&b), mc_buf_used(&b));
+        st = te_desc_decode(seg, mc_buf_head(&b), mc_buf_used(&b));
         pthread_mutex_unlock(&te->seg_lock);
     } else {
         MC_WARN(TRANSPORT, "cannot fetch the descriptor of segment '%s': %s", seg->name,
@@ -741,17 +751,4 @@ void mc_te_destroy(mc_te_t *te)
         mc_meta_del_sync(te->meta, key);
     }
     te_free(te);
-}
-
-/* For te_async.c: the descriptor decoder, with seg_lock held by the caller
- * when seg is shared. */
-mc_status_t te_desc_decode(te_seg_t *seg, const uint8_t *p, size_t len)
-{
-    return desc_decode(seg, p, len);
-}
-
-/* For te_async.c: this engine's descriptor. */
-void te_desc_encode(mc_te_t *te, mc_mp_writer_t *w)
-{
-    desc_encode(te, w);
 }

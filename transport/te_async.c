@@ -304,29 +304,20 @@ mc_status_t te_publish_async(mc_te_t *te)
 {
     if (te->meta == NULL)
         return MC_OK;
-    mc_buf_t b = MC_BUF_INIT;
-    mc_mp_writer_t w;
+    mc_buf_t sv = MC_BUF_INIT, rv = MC_BUF_INIT;
     char key[512];
-    mc_mp_writer_init(&w, &b);
-    te_desc_encode(te, &w);
-    mc_status_t st = w.err;
+    mc_status_t st = te_publish_encode(te, &sv, &rv);
     if (st == MC_OK) {
         key_of(te, te->name, key, sizeof(key));
-        st =
-            te->meta->ops->put(te->meta, key, mc_buf_head(&b), mc_buf_used(&b), publish_done, NULL);
+        st = te->meta->ops->put(te->meta, key, mc_buf_head(&sv), mc_buf_used(&sv), publish_done,
+                                NULL);
     }
     if (st == MC_INPROGRESS) {
-        mc_buf_reset(&b);
-        mc_mp_write_map(&w, 2);
-        mc_mp_write_uint(&w, MC_F_HOST);
-        mc_mp_write_cstr(&w, te->advertise_host);
-        mc_mp_write_uint(&w, MC_F_PORT);
-        mc_mp_write_uint(&w, te->port);
         snprintf(key, sizeof(key), "mc/%s/rpc/%s", te->cluster, te->name);
-        st = w.err != MC_OK ? w.err
-                            : te->meta->ops->put(te->meta, key, mc_buf_head(&b), mc_buf_used(&b),
-                                                 publish_done, NULL);
+        st = te->meta->ops->put(te->meta, key, mc_buf_head(&rv), mc_buf_used(&rv), publish_done,
+                                NULL);
     }
-    mc_buf_fini(&b);
+    mc_buf_fini(&sv);
+    mc_buf_fini(&rv);
     return st == MC_INPROGRESS ? MC_OK : st;
 }

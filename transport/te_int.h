@@ -166,5 +166,6 @@ mc_status_t te_publish_async(mc_te_t *te);
 /* engine.c, for te_async.c */
 mc_status_t te_desc_decode(te_seg_t *seg, const uint8_t *p, size_t len);
 void te_desc_encode(mc_te_t *te, mc_mp_writer_t *w);
+mc_status_t te_publish_encode(mc_te_t *te, mc_buf_t *seg_val, mc_buf_t *rpc_val);
 
 #endif /* MC_TRANSPORT_TE_INT_H */
