@@ -104,10 +104,23 @@ static int parse_size(const char *s, uint64_t *out)
         return -1;
     uint64_t mul = 1;
     switch (*end) {
-    case 'k': case 'K': mul = 1ull << 10; end++; break;
-    case 'm': case 'M': mul = 1ull << 20; end++; break;
-    case 'g': case 'G': mul = 1ull << 30; end++; break;
-    default: break;
+    case 'k':
+    case 'K':
+        mul = 1ull << 10;
+        end++;
+        break;
+    case 'm':
+    case 'M':
+        mul = 1ull << 20;
+        end++;
+        break;
+    case 'g':
+    case 'G':
+        mul = 1ull << 30;
+        end++;
+        break;
+    default:
+        break;
     }
     if (mul > 1 && (strcmp(end, "iB") == 0 || strcmp(end, "B") == 0))
         end += strlen(end);
@@ -119,8 +132,7 @@ static int parse_size(const char *s, uint64_t *out)
 
 /* A comma-separated list of sizes, each within [lo, hi]. Count, or 0 on error
  * (reported, naming the flag). */
-static unsigned parse_list(const char *flag, const char *s, uint64_t *out, uint64_t lo,
-                           uint64_t hi)
+static unsigned parse_list(const char *flag, const char *s, uint64_t *out, uint64_t lo, uint64_t hi)
 {
     unsigned n = 0;
     char *dup = strdup(s), *save = NULL;
@@ -147,8 +159,8 @@ static int parse_double(const char *flag, const char *s, double lo, double hi, d
     char *end = NULL;
     double v = strtod(s, &end);
     if (end == s || *end != '\0' || !(v >= lo && v <= hi)) {
-        fprintf(stderr, "transfer_bench: --%s must be a number in %g..%g, got '%s'\n", flag, lo,
-                hi, s);
+        fprintf(stderr, "transfer_bench: --%s must be a number in %g..%g, got '%s'\n", flag, lo, hi,
+                s);
         return -1;
     }
     *out = v;
@@ -184,28 +196,54 @@ static void usage(FILE *f)
 
 static int parse_args(int argc, char **argv, cfg_t *c)
 {
-    enum { O_MODE = 256, O_PROTO, O_OP, O_BLOCK, O_BATCH, O_THREADS, O_DUR, O_WARM, O_REPS,
-           O_BUF, O_SEG, O_PORT, O_HOST, O_REACT, O_LANES, O_SLICE, O_CHECK, O_CSV, O_SWEEP,
-           O_HELP };
+    enum {
+        O_MODE = 256,
+        O_PROTO,
+        O_OP,
+        O_BLOCK,
+        O_BATCH,
+        O_THREADS,
+        O_DUR,
+        O_WARM,
+        O_REPS,
+        O_BUF,
+        O_SEG,
+        O_PORT,
+        O_HOST,
+        O_REACT,
+        O_LANES,
+        O_SLICE,
+        O_CHECK,
+        O_CSV,
+        O_SWEEP,
+        O_HELP
+    };
     static const struct option lo[] = {
-        {"mode", 1, 0, O_MODE},          {"protocol", 1, 0, O_PROTO},
-        {"operation", 1, 0, O_OP},       {"block_size", 1, 0, O_BLOCK},
-        {"batch_size", 1, 0, O_BATCH},   {"threads", 1, 0, O_THREADS},
-        {"duration", 1, 0, O_DUR},       {"warmup", 1, 0, O_WARM},
-        {"reps", 1, 0, O_REPS},          {"buffer_size", 1, 0, O_BUF},
-        {"segment", 1, 0, O_SEG},        {"port", 1, 0, O_PORT},
-        {"host", 1, 0, O_HOST},          {"reactors", 1, 0, O_REACT},
-        {"tcp_lanes", 1, 0, O_LANES},    {"slice_size", 1, 0, O_SLICE},
-        {"check", 0, 0, O_CHECK},        {"csv", 1, 0, O_CSV},
-        {"sweep", 0, 0, O_SWEEP},        {"help", 0, 0, O_HELP},
-        {0, 0, 0, 0}};
+        {"mode", 1, 0, O_MODE},        {"protocol", 1, 0, O_PROTO},   {"operation", 1, 0, O_OP},
+        {"block_size", 1, 0, O_BLOCK}, {"batch_size", 1, 0, O_BATCH}, {"threads", 1, 0, O_THREADS},
+        {"duration", 1, 0, O_DUR},     {"warmup", 1, 0, O_WARM},      {"reps", 1, 0, O_REPS},
+        {"buffer_size", 1, 0, O_BUF},  {"segment", 1, 0, O_SEG},      {"port", 1, 0, O_PORT},
+        {"host", 1, 0, O_HOST},        {"reactors", 1, 0, O_REACT},   {"tcp_lanes", 1, 0, O_LANES},
+        {"slice_size", 1, 0, O_SLICE}, {"check", 0, 0, O_CHECK},      {"csv", 1, 0, O_CSV},
+        {"sweep", 0, 0, O_SWEEP},      {"help", 0, 0, O_HELP},        {0, 0, 0, 0}};
     mc_te_opts_t d;
     mc_te_opts_init(&d);
-    *c = (cfg_t){.proto = PROTO_TCP, .ops = {MC_TE_READ}, .nops = 1,
-                 .blocks = {65536}, .nblocks = 1, .batches = {128}, .nbatches = 1,
-                 .threads = {1}, .nthreads = 1, .duration = 5, .warmup = 1, .reps = 3,
-                 .buffer_size = 1ull << 30, .host = "127.0.0.1",
-                 .tcp_lanes = d.tcp_lanes, .slice_size = d.slice_size};
+    *c = (cfg_t){.proto = PROTO_TCP,
+                 .ops = {MC_TE_READ},
+                 .nops = 1,
+                 .blocks = {65536},
+                 .nblocks = 1,
+                 .batches = {128},
+                 .nbatches = 1,
+                 .threads = {1},
+                 .nthreads = 1,
+                 .duration = 5,
+                 .warmup = 1,
+                 .reps = 3,
+                 .buffer_size = 1ull << 30,
+                 .host = "127.0.0.1",
+                 .tcp_lanes = d.tcp_lanes,
+                 .slice_size = d.slice_size};
     int blocks_set = 0, batches_set = 0, o;
     uint64_t v;
     while ((o = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
@@ -241,11 +279,14 @@ static int parse_args(int argc, char **argv, cfg_t *c)
             c->nops = 0;
             char *dup = strdup(optarg), *save = NULL;
             for (char *t = strtok_r(dup, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-                int op = strcmp(t, "read") == 0 ? MC_TE_READ
-                         : strcmp(t, "write") == 0 ? MC_TE_WRITE : -1;
+                int op = strcmp(t, "read") == 0    ? MC_TE_READ
+                         : strcmp(t, "write") == 0 ? MC_TE_WRITE
+                                                   : -1;
                 if (op < 0 || c->nops == 2) {
-                    fprintf(stderr, "transfer_bench: --operation is read, write or "
-                                    "read,write, got '%s'\n", optarg);
+                    fprintf(stderr,
+                            "transfer_bench: --operation is read, write or "
+                            "read,write, got '%s'\n",
+                            optarg);
                     free(dup);
                     return -1;
                 }
@@ -290,13 +331,17 @@ static int parse_args(int argc, char **argv, cfg_t *c)
             if (parse_list("buffer_size", optarg, &c->buffer_size, 4096, 1ull << 40) != 1)
                 return -1;
             break;
-        case O_SEG: c->segment = optarg; break;
+        case O_SEG:
+            c->segment = optarg;
+            break;
         case O_PORT:
             if (parse_list("port", optarg, &v, 0, 65535) != 1)
                 return -1;
             c->port = (unsigned)v;
             break;
-        case O_HOST: c->host = optarg; break;
+        case O_HOST:
+            c->host = optarg;
+            break;
         case O_REACT:
             if (parse_list("reactors", optarg, &v, 0, 64) != 1)
                 return -1;
@@ -311,12 +356,22 @@ static int parse_args(int argc, char **argv, cfg_t *c)
             if (parse_list("slice_size", optarg, &c->slice_size, 4096, 1ull << 30) != 1)
                 return -1;
             break;
-        case O_CHECK: c->check = 1; break;
-        case O_CSV: c->csv = optarg; break;
-        case O_SWEEP: c->sweep = 1; break;
+        case O_CHECK:
+            c->check = 1;
+            break;
+        case O_CSV:
+            c->csv = optarg;
+            break;
+        case O_SWEEP:
+            c->sweep = 1;
+            break;
         case O_HELP:
-        case 'h': usage(stdout); exit(0);
-        default: usage(stderr); return -1;
+        case 'h':
+            usage(stdout);
+            exit(0);
+        default:
+            usage(stderr);
+            return -1;
         }
     }
     if (optind < argc) {
@@ -344,8 +399,8 @@ static int parse_args(int argc, char **argv, cfg_t *c)
     if (c->proto == PROTO_LOCAL)
         c->mode = MODE_INITIATOR;
     if (c->sweep) {
-        static const uint64_t sb[] = {4096, 16384, 65536, 262144, 1 << 20, 4 << 20, 16 << 20,
-                                      64 << 20};
+        static const uint64_t sb[] = {4096,    16384,   65536,    262144,
+                                      1 << 20, 4 << 20, 16 << 20, 64 << 20};
         static const uint64_t sn[] = {1, 16, 128};
         if (!blocks_set) {
             memcpy(c->blocks, sb, sizeof(sb));
@@ -367,8 +422,7 @@ static void *alloc_buffer(uint64_t len)
 {
     void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) {
-        fprintf(stderr, "transfer_bench: cannot map %" PRIu64 " bytes: %s\n", len,
-                strerror(errno));
+        fprintf(stderr, "transfer_bench: cannot map %" PRIu64 " bytes: %s\n", len, strerror(errno));
         return NULL;
     }
     /* Huge pages when THP is in madvise mode: fewer TLB misses for memcpy and
@@ -447,8 +501,9 @@ static int run_target(const cfg_t *c, int fd, const char *listen)
         goto out_unmap;
     if (c->mode == MODE_TARGET) {
         char b[32];
-        fprintf(stderr, "transfer_bench: target serving %s at %s; run initiators with "
-                        "`transfer_bench --segment %s ...`; SIGTERM or ^C stops\n",
+        fprintf(stderr,
+                "transfer_bench: target serving %s at %s; run initiators with "
+                "`transfer_bench --segment %s ...`; SIGTERM or ^C stops\n",
                 human(c->buffer_size, b, sizeof(b)), mc_te_local_name(te), mc_te_local_name(te));
     }
     int sig;
@@ -535,8 +590,8 @@ typedef struct worker {
     pthread_t th;
     run_t *run;
     unsigned tid;
-    uint8_t *local;   /* this thread's region, local side */
-    uint64_t remote;  /* and target side (an address in the target) */
+    uint8_t *local;  /* this thread's region, local side */
+    uint64_t remote; /* and target side (an address in the target) */
     mc_te_request_t *reqs;
     uint64_t *lat_ns;
     size_t nlat, cap;
@@ -547,7 +602,7 @@ struct run {
     mc_te_t *te;
     mc_te_segment_t seg;
     point_t pt;
-    uint64_t salt;      /* makes each run's check pattern different */
+    uint64_t salt; /* makes each run's check pattern different */
     int check;
     uint64_t warm_end_ns;
     uint64_t dur_ns;
@@ -704,8 +759,9 @@ static void *worker_main(void *arg)
         }
         int64_t bad = pattern_check(w->local, span, r->salt, w->tid);
         if (!atomic_load(&r->failed) && bad >= 0)
-            run_fail(r, "--check: thread %u: data differs at byte %" PRId64 " of %" PRIu64
-                        " (request %" PRIu64 ", offset %" PRIu64 ")",
+            run_fail(r,
+                     "--check: thread %u: data differs at byte %" PRId64 " of %" PRIu64
+                     " (request %" PRIu64 ", offset %" PRIu64 ")",
                      w->tid, bad, span, (uint64_t)bad / pt->block, (uint64_t)bad % pt->block);
     }
     return NULL;
@@ -737,12 +793,12 @@ typedef struct bench {
     const cfg_t *c;
     mc_te_t *te;
     mc_te_segment_t seg;
-    uint8_t *local;           /* registered here */
+    uint8_t *local; /* registered here */
     uint64_t local_len;
-    uint64_t remote;          /* the target buffer (own second buffer for local) */
+    uint64_t remote; /* the target buffer (own second buffer for local) */
     uint64_t remote_len;
     FILE *csv;
-    uint64_t runs;            /* counter for check patterns */
+    uint64_t runs; /* counter for check patterns */
 } bench_t;
 
 /* Bytes each of n threads gets of both buffers (page multiple). */
@@ -756,7 +812,10 @@ static uint64_t region_of(const bench_t *B, unsigned n)
 static int run_once(bench_t *B, const point_t *pt, double warmup, result_t *out)
 {
     static worker_t ws[MAX_THREADS];
-    run_t r = {.te = B->te, .seg = B->seg, .pt = *pt, .salt = ++B->runs * 0x9e3779b97f4a7c15ull,
+    run_t r = {.te = B->te,
+               .seg = B->seg,
+               .pt = *pt,
+               .salt = ++B->runs * 0x9e3779b97f4a7c15ull,
                .check = B->c->check && !pt->use_memcpy,
                .dur_ns = (uint64_t)(B->c->duration * 1e9)};
     uint64_t region = region_of(B, pt->threads);
@@ -765,8 +824,8 @@ static int run_once(bench_t *B, const point_t *pt, double warmup, result_t *out)
     r.warm_end_ns = mc_now_ns() + (uint64_t)(warmup * 1e9);
     for (unsigned t = 0; t < pt->threads; t++) {
         worker_t *w = &ws[t];
-        *w = (worker_t){.run = &r, .tid = t, .local = B->local + t * region,
-                        .remote = B->remote + t * region};
+        *w = (worker_t){
+            .run = &r, .tid = t, .local = B->local + t * region, .remote = B->remote + t * region};
         w->reqs = calloc(pt->batch, sizeof(*w->reqs));
         if (w->reqs == NULL) {
             fprintf(stderr, "transfer_bench: out of memory\n");
@@ -808,8 +867,9 @@ static int run_once(bench_t *B, const point_t *pt, double warmup, result_t *out)
         return -1;
     }
     if (n == 0 || all == NULL) {
-        fprintf(stderr, "transfer_bench: no batch finished within --duration %.2f s (block %" PRIu64
-                        ", batch %u): raise --duration\n",
+        fprintf(stderr,
+                "transfer_bench: no batch finished within --duration %.2f s (block %" PRIu64
+                ", batch %u): raise --duration\n",
                 B->c->duration, pt->block, pt->batch);
         free(all);
         return -1;
@@ -843,8 +903,8 @@ static int run_point(bench_t *B, const point_t *pt, result_t *res, result_t *mre
     point_t mp = *pt;
     mp.use_memcpy = 1;
     for (unsigned i = 0; i < reps; i++) {
-        double warm = i == 0 ? B->c->warmup : (B->c->warmup < SHORT_WARMUP_S ? B->c->warmup
-                                                                            : SHORT_WARMUP_S);
+        double warm =
+            i == 0 ? B->c->warmup : (B->c->warmup < SHORT_WARMUP_S ? B->c->warmup : SHORT_WARMUP_S);
         if (run_once(B, pt, warm, &rs[i]) != 0)
             return -1;
         if (mres != NULL && run_once(B, &mp, warm, &ms[i]) != 0)
@@ -860,7 +920,7 @@ static int run_point(bench_t *B, const point_t *pt, result_t *res, result_t *mre
 }
 
 #define CSV_HEADER                                                                                 \
-    "protocol,operation,threads,block_size,batch_size,gbps,requests_per_s,p50_us,p99_us,"         \
+    "protocol,operation,threads,block_size,batch_size,gbps,requests_per_s,p50_us,p99_us,"          \
     "p999_us,avg_lat_us,slice_size,tcp_lanes,reactors,memcpy_gbps"
 
 static void print_row(bench_t *B, const point_t *pt, const result_t *r, const result_t *m)
@@ -879,8 +939,8 @@ static void print_row(bench_t *B, const point_t *pt, const result_t *r, const re
     printf("\n");
     snprintf(row, sizeof(row),
              "%s,%s,%u,%" PRIu64 ",%u,%.4f,%.0f,%.1f,%.1f,%.1f,%.1f,%" PRIu64 ",%u,%u,%s", proto,
-             op, pt->threads, pt->block, pt->batch, r->gbps, r->reqs_per_s, r->p50, r->p99,
-             r->p999, r->avg_lat, c->slice_size, c->tcp_lanes, B->te->nr, mc);
+             op, pt->threads, pt->block, pt->batch, r->gbps, r->reqs_per_s, r->p50, r->p99, r->p999,
+             r->avg_lat, c->slice_size, c->tcp_lanes, B->te->nr, mc);
     printf("csv,transfer_bench,%s\n", row);
     if (B->csv != NULL) {
         fprintf(B->csv, "%s\n", row);
@@ -908,8 +968,7 @@ static int run_initiator(const cfg_t *c, pid_t target)
             goto out;
         }
         if (remote_buffer(B.te, B.seg, &B.remote, &B.remote_len) != 0) {
-            fprintf(stderr, "transfer_bench: segment '%s' has no registered buffer\n",
-                    c->segment);
+            fprintf(stderr, "transfer_bench: segment '%s' has no registered buffer\n", c->segment);
             goto out;
         }
     } else {
@@ -958,8 +1017,7 @@ static int run_initiator(const cfg_t *c, pid_t target)
     if (c->csv != NULL) {
         B.csv = fopen(c->csv, "a");
         if (B.csv == NULL) {
-            fprintf(stderr, "transfer_bench: cannot open --csv %s: %s\n", c->csv,
-                    strerror(errno));
+            fprintf(stderr, "transfer_bench: cannot open --csv %s: %s\n", c->csv, strerror(errno));
             goto out;
         }
         if (ftell(B.csv) == 0)
@@ -990,7 +1048,8 @@ static int run_initiator(const cfg_t *c, pid_t target)
         for (unsigned ti = 0; ti < c->nthreads; ti++)
             for (unsigned bi = 0; bi < c->nblocks; bi++)
                 for (unsigned ni = 0; ni < c->nbatches; ni++) {
-                    point_t pt = {.op = c->ops[oi], .block = c->blocks[bi],
+                    point_t pt = {.op = c->ops[oi],
+                                  .block = c->blocks[bi],
                                   .batch = (unsigned)c->batches[ni],
                                   .threads = (unsigned)c->threads[ti]};
                     if (pt.block * pt.batch > region_of(&B, pt.threads)) {
