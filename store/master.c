@@ -87,9 +87,12 @@ mc_status_t mc_master_create(const mc_master_opts_t *opts, int64_t view_version,
         goto err_nomem;
     m->o = *opts;
     m->view_version = view_version;
-    m->shards = mc_calloc(MC_MASTER_NUM_SHARDS, sizeof(shard_t));
-    if (m->shards == NULL)
+    /* shard_t is cache-line aligned; malloc promises 16 bytes */
+    m->shards_mem = mc_calloc(1, MC_MASTER_NUM_SHARDS * sizeof(shard_t) + _Alignof(shard_t) - 1);
+    if (m->shards_mem == NULL)
         goto err_free_m;
+    m->shards = (shard_t *)(((uintptr_t)m->shards_mem + _Alignof(shard_t) - 1) &
+                            ~(uintptr_t)(_Alignof(shard_t) - 1));
     unsigned i;
     for (i = 0; i < MC_MASTER_NUM_SHARDS; i++) {
         if (otab_init(&m->shards[i].tab) != MC_OK)
@@ -127,7 +130,7 @@ err_fini_shards:
         pthread_mutex_destroy(&m->shards[i].lock);
         otab_fini(&m->shards[i].tab);
     }
-    mc_free(m->shards);
+    mc_free(m->shards_mem);
 err_free_m:
     mc_free(m);
 err_nomem:
@@ -155,7 +158,7 @@ void mc_master_destroy(mc_master_t *m)
         return;
     for (unsigned i = 0; i < MC_MASTER_NUM_SHARDS; i++)
         shard_fini(&m->shards[i]);
-    mc_free(m->shards);
+    mc_free(m->shards_mem);
     segs_fini(m);
     size_t i;
     mc_hnode_t *n, *next;

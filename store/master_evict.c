@@ -232,14 +232,15 @@ void sweep_processing(mc_master_t *m, uint64_t now_us)
     for (unsigned s = 0; s < MC_MASTER_NUM_SHARDS; s++) {
         shard_t *sh = &m->shards[s];
         shard_lock(sh);
-        for (uint32_t i = 0; i < sh->nproc;) {
-            obj_t *o = sh->proc[i];
-            if (now_us > o->access_us + timeout) {
+        /* a discard only turns its entry into a hole (and may move the head
+         * past it): the slots of the snapshot [head, head + len) stay put */
+        uint32_t head = sh->proc_head, len = sh->proc_len, mask = sh->proc_cap - 1;
+        for (uint32_t k = 0; k < len; k++) {
+            obj_t *o = sh->proc[(head + k) & mask];
+            if (o != NULL && now_us > o->access_us + timeout) {
                 MC_INFO(MASTER, "put of '%.*s' discarded: unfinished for %llu ms", (int)o->key_len,
                         obj_key(o), (unsigned long long)((now_us - o->access_us) / 1000));
-                discard_put(m, sh, o); /* moves the last entry to i */
-            } else {
-                i++;
+                discard_put(m, sh, o);
             }
         }
         shard_unlock(sh);

@@ -62,7 +62,7 @@ struct obj {
     uint64_t access_us;  /* PROCESSING: put start time; else last access (LRU) */
     uint64_t lease_us;   /* COMPLETE: read lease deadline; PARKED_*: release time */
     uint64_t pin_us;     /* COMPLETE: soft pin deadline (0 = none) */
-    uint32_t proc_idx;   /* PROCESSING: index in shard->proc[] */
+    uint32_t proc_idx;   /* PROCESSING: its slot in shard->proc[] */
     uint32_t pin_ttl_ms; /* soft pin window; 0 = not soft-pinned */
     uint16_t key_len;
     uint8_t nrep;    /* live replicas: rep[0 .. nrep) */
@@ -76,16 +76,10 @@ static inline char *obj_key(obj_t *o)
     return (char *)(o->rep + o->rep_cap);
 }
 
-/* Shard of a key hash, and the hash its table indexes by: tables index slots
- * by low bits, which are all equal within one shard (h % 1024), so they get
- * the hash rotated. */
+/* Shard of a key hash: its low bits (the shard's table uses the top ones). */
 static inline uint32_t shard_of(uint64_t h)
 {
     return (uint32_t)(h % MC_MASTER_NUM_SHARDS);
-}
-static inline uint64_t map_hash(uint64_t h)
-{
-    return (h >> 10) | (h << 54);
 }
 
 /* ---- master_table.c: a shard's object table (see the file for the scheme) ---- */
@@ -96,9 +90,16 @@ typedef struct otab_slot {
 
 typedef struct otab {
     otab_slot_t *slots;
-    uint32_t mask; /* slots - 1 (a power of two) */
+    uint32_t mask;  /* slots - 1; slots = 2^b */
+    uint32_t shift; /* 64 - b */
     uint32_t count;
 } otab_t;
+
+/* Home slot of hash h: its top b bits. */
+static inline uint32_t otab_home(uint64_t h, uint32_t shift)
+{
+    return (uint32_t)(h >> shift);
+}
 
 mc_status_t otab_init(otab_t *t);
 void otab_fini(otab_t *t);
@@ -108,7 +109,8 @@ mc_status_t otab_reserve(otab_t *t);
 void otab_insert(otab_t *t, uint64_t h, obj_t *o);
 obj_t *otab_find(const otab_t *t, uint64_t h, const char *key, size_t len);
 void otab_remove(otab_t *t, uint64_t h, obj_t *o);
-/* Give memory back after bulk removals (never during a walk). */
+/* After a bulk removal pass (never during a walk): halve a table whose load
+ * fell under 1/8. */
 void otab_shrink(otab_t *t);
 uint32_t otab_walk_start(const otab_t *t);
 
@@ -126,16 +128,27 @@ uint32_t otab_walk_start(const otab_t *t);
 static inline void otab_prefetch(const otab_t *t, uint64_t h)
 {
     const otab_slot_t *s = __atomic_load_n(&t->slots, __ATOMIC_RELAXED);
+    uint32_t shift = __atomic_load_n(&t->shift, __ATOMIC_RELAXED);
     uint32_t mask = __atomic_load_n(&t->mask, __ATOMIC_RELAXED);
-    __builtin_prefetch((const void *)((uintptr_t)s + ((uint32_t)map_hash(h) & mask) *
-                                                         sizeof(otab_slot_t)));
+    /* a stale shift or mask only makes a useless prefetch */
+    __builtin_prefetch(
+        (const void *)((uintptr_t)s + (otab_home(h, shift & 63) & mask) * sizeof(otab_slot_t)));
 }
 
+/* Aligned so that the lock and the table header share one cache line: a batch
+ * prefetches it for each key ahead of use. */
 typedef struct shard {
-    pthread_mutex_t lock;
+    _Alignas(64) pthread_mutex_t lock;
     otab_t tab;   /* PROCESSING and COMPLETE objects */
-    obj_t **proc; /* PROCESSING objects, for the timeout sweep */
-    uint32_t nproc, proc_cap;
+    /* PROCESSING objects in start order, for the timeout sweep: a ring of
+     * proc_cap (a power of two) slots, the used ones [proc_head, proc_head +
+     * proc_len) wrapping, holes NULL. An ended put leaves a hole instead of
+     * moving another entry (whose object, most likely cold, would need its
+     * proc_idx rewritten); the head skips holes, as puts mostly end in the
+     * order they started, and a full ring is repacked. */
+    obj_t **proc;
+    uint32_t proc_head, proc_len, proc_cap;
+    uint32_t nproc; /* live entries */
     obj_t *parked; /* PARKED_* objects, linked through next_parked */
     /* counters, under lock; summed by mc_master_get_stats */
     uint64_t nparked, npinned;
@@ -160,7 +173,12 @@ typedef struct seg {
     int state;            /* enum seg_state; written under the write lock */
     int swept;            /* UNMOUNTING: replicas dropped, drain_until final */
     uint64_t drain_until_us;
-    pthread_mutex_t lock; /* alloc and used, under the read lock */
+    /* alloc and used, under the read lock. A spinlock: it is held for one
+     * allocator call (O(1) but for rare bin rescans), and its release is a
+     * plain store, where a mutex's is an atomic that waits for every earlier
+     * store (the allocator's node writes, often cache misses) to complete:
+     * that wait was 5% of the master's CPU under BatchPut. */
+    pthread_spinlock_t lock;
     mc_oalloc_t *alloc;
     uint64_t used; /* requested bytes of live allocations */
 } seg_t;
@@ -175,7 +193,8 @@ typedef struct client {
 struct mc_master {
     mc_master_opts_t o;
     int64_t view_version;
-    shard_t *shards;
+    shard_t *shards; /* MC_MASTER_NUM_SHARDS, inside shards_mem */
+    void *shards_mem;
 
     /* segments: read lock to allocate/free/describe, write lock to change */
     pthread_rwlock_t seg_lock;

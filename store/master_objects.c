@@ -37,11 +37,53 @@ uint64_t obj_hash(obj_t *o)
     return mc_hash64(obj_key(o), o->key_len);
 }
 
+/* Room to append one entry to the shard's proc ring: MC_OK or MC_ERR_NOMEM. A
+ * full ring is repacked (live entries in order, holes dropped) into one at
+ * least half free, so this runs once per (cap / 2) appends at most. */
+static mc_status_t proc_reserve(shard_t *sh)
+{
+    if (sh->proc_len < sh->proc_cap)
+        return MC_OK;
+    uint32_t ncap = 8;
+    while (ncap < 2 * (sh->nproc + 1))
+        ncap *= 2;
+    obj_t **np = mc_malloc(ncap * sizeof(*np));
+    if (np == NULL)
+        return MC_ERR_NOMEM;
+    uint32_t n = 0;
+    for (uint32_t k = 0; k < sh->proc_len; k++) {
+        obj_t *o = sh->proc[(sh->proc_head + k) & (sh->proc_cap - 1)];
+        if (o != NULL) {
+            o->proc_idx = n;
+            np[n++] = o;
+        }
+    }
+    mc_free(sh->proc);
+    sh->proc = np;
+    sh->proc_cap = ncap;
+    sh->proc_head = 0;
+    sh->proc_len = n;
+    return MC_OK;
+}
+
+static void proc_append(mc_master_t *m, shard_t *sh, obj_t *o)
+{
+    uint32_t idx = (sh->proc_head + sh->proc_len++) & (sh->proc_cap - 1);
+    o->proc_idx = idx;
+    sh->proc[idx] = o;
+    sh->nproc++;
+    atomic_fetch_add_explicit(&m->nproc_total, 1, memory_order_relaxed);
+}
+
 static void proc_remove(mc_master_t *m, shard_t *sh, obj_t *o)
 {
-    obj_t *last = sh->proc[--sh->nproc];
-    sh->proc[o->proc_idx] = last;
-    last->proc_idx = o->proc_idx;
+    uint32_t mask = sh->proc_cap - 1;
+    sh->proc[o->proc_idx] = NULL;
+    sh->nproc--;
+    while (sh->proc_len > 0 && sh->proc[sh->proc_head] == NULL) {
+        sh->proc_head = (sh->proc_head + 1) & mask;
+        sh->proc_len--;
+    }
     atomic_fetch_sub_explicit(&m->nproc_total, 1, memory_order_relaxed);
 }
 
@@ -147,14 +189,8 @@ static mc_status_t put_start_locked(mc_master_t *m, shard_t *sh, uint64_t h, mc_
     o = mc_malloc(sizeof(*o) + want * sizeof(replica_t) + len);
     if (o == NULL)
         goto err_nomem;
-    if (sh->nproc == sh->proc_cap) {
-        uint32_t ncap = sh->proc_cap ? sh->proc_cap * 2 : 8;
-        obj_t **np = mc_realloc(sh->proc, ncap * sizeof(*np));
-        if (np == NULL)
-            goto err_free_obj;
-        sh->proc = np;
-        sh->proc_cap = ncap;
-    }
+    if (proc_reserve(sh) != MC_OK)
+        goto err_free_obj;
 
     pthread_rwlock_rdlock(&m->seg_lock);
     uint32_t n = place_replicas(m, size, cfg, want, o->rep);
@@ -178,9 +214,7 @@ static mc_status_t put_start_locked(mc_master_t *m, shard_t *sh, uint64_t h, mc_
     o->state = OBJ_PROCESSING;
     memcpy(obj_key(o), key, len);
     otab_insert(&sh->tab, h, o);
-    o->proc_idx = sh->nproc;
-    sh->proc[sh->nproc++] = o;
-    atomic_fetch_add_explicit(&m->nproc_total, 1, memory_order_relaxed);
+    proc_append(m, sh, o);
     if (o->pin_ttl_ms != 0)
         sh->npinned++;
     observe_size(sh, size);
@@ -452,35 +486,43 @@ static mc_status_t batch_order(const mc_master_t *m, const mc_master_key_t *keys
     return MC_OK;
 }
 
-/* How many keys ahead a batch loop starts loading a key's shard and home slot:
- * enough to cover a DRAM miss with the work of the keys in between. */
-#define BATCH_PREFETCH_AHEAD 8
+/* How many keys ahead a batch loop starts loading a key's home slot (and, twice
+ * as far ahead, its shard, whose line holds the table's address): enough to
+ * cover a DRAM miss with the work of the keys in between. A batch's keys sit
+ * in random shards and slots: without this nearly each one is a cache miss. */
+#define BATCH_AHEAD 8
 
 static inline void batch_prefetch(mc_master_t *m, const uint64_t *hs, const uint32_t *ord,
                                   size_t nv, size_t j)
 {
-    if (j < nv) {
-        uint64_t h = hs[ord[j]];
-        shard_t *sh = &m->shards[shard_of(h)];
-        __builtin_prefetch(sh, 1); /* its lock */
-        otab_prefetch(&sh->tab, h);
+    if (j + 2 * BATCH_AHEAD < nv)
+        __builtin_prefetch(&m->shards[shard_of(hs[ord[j + 2 * BATCH_AHEAD]])], 1);
+    if (j + BATCH_AHEAD < nv) {
+        uint64_t h = hs[ord[j + BATCH_AHEAD]];
+        otab_prefetch(&m->shards[shard_of(h)].tab, h);
     }
+}
+
+static inline void batch_prefetch_first(mc_master_t *m, const uint64_t *hs, const uint32_t *ord,
+                                        size_t nv)
+{
+    for (size_t j = 0; j < nv && j < 2 * BATCH_AHEAD; j++)
+        __builtin_prefetch(&m->shards[shard_of(hs[ord[j]])], 1);
+    for (size_t j = 0; j < nv && j < BATCH_AHEAD; j++)
+        otab_prefetch(&m->shards[shard_of(hs[ord[j]])].tab, hs[ord[j]]);
 }
 
 /* Iterate a batch in shard order: BATCH_LOOP_BEGIN(...) body BATCH_LOOP_END,
  * the body using i (item index), h (key hash) and sh (its locked shard).
- * The shard lock is taken when the shard changes and held across its keys.
- * Keys are loaded BATCH_PREFETCH_AHEAD ahead: a batch's keys are in random
- * shards and slots, nearly all of them cache misses. */
+ * The shard lock is taken when the shard changes and held across its keys. */
 #define BATCH_LOOP_BEGIN(m, hs, ord, nv)                                                           \
-    for (size_t j_ = 0; j_ < BATCH_PREFETCH_AHEAD; j_++)                                          \
-        batch_prefetch((m), (hs), (ord), (nv), j_);                                                \
+    batch_prefetch_first((m), (hs), (ord), (nv));                                                  \
     for (size_t j_ = 0; j_ < (nv);) {                                                              \
         uint32_t s_ = shard_of((hs)[(ord)[j_]]);                                                   \
         shard_t *sh = &(m)->shards[s_];                                                            \
         shard_lock(sh);                                                                            \
         for (; j_ < (nv) && shard_of((hs)[(ord)[j_]]) == s_; j_++) {                               \
-            batch_prefetch((m), (hs), (ord), (nv), j_ + BATCH_PREFETCH_AHEAD);                     \
+            batch_prefetch((m), (hs), (ord), (nv), j_);                                            \
             size_t i = (ord)[j_];                                                                  \
             uint64_t h = (hs)[i];
 #define BATCH_LOOP_END                                                                             \

@@ -4,7 +4,7 @@
  *
  * Locking. m->seg_lock (rwlock) guards the segment table; its read side is
  * taken by allocation, free and description (many threads at once), so each
- * segment's allocator has its own mutex (seg->lock). Allocating under the
+ * segment's allocator has its own lock (seg->lock). Allocating under the
  * write lock instead would serialise every put of every shard on one lock.
  * State changes (mount, unmount phases) take the write lock. Shard locks come
  * before seg_lock, so the unmount never holds the write lock while it visits
@@ -83,7 +83,7 @@ static uint32_t max_allocs_for(const mc_master_t *m, uint64_t size)
 static void seg_free(seg_t *s)
 {
     mc_oalloc_destroy(s->alloc);
-    pthread_mutex_destroy(&s->lock);
+    pthread_spin_destroy(&s->lock);
     mc_free(s->name);
     mc_free(s);
 }
@@ -158,7 +158,7 @@ static mc_status_t mount_locked(mc_master_t *m, mc_uuid_t client, const mc_maste
     st = mc_oalloc_create(d->size, max_allocs_for(m, d->size), &s->alloc);
     if (st != MC_OK)
         goto err_free_name;
-    pthread_mutex_init(&s->lock, NULL);
+    pthread_spin_init(&s->lock, PTHREAD_PROCESS_PRIVATE);
     s->id = d->id;
     s->owner = client;
     s->name_hash = mc_hash64(s->name, nl);
@@ -458,11 +458,11 @@ void segs_fini(mc_master_t *m)
 static int try_alloc(mc_master_t *m, seg_t *s, uint64_t size, replica_t *r)
 {
     mc_oalloc_handle_t h;
-    pthread_mutex_lock(&s->lock);
+    pthread_spin_lock(&s->lock);
     mc_status_t st = mc_oalloc_alloc(s->alloc, size, &h);
     if (st == MC_OK)
         s->used += size;
-    pthread_mutex_unlock(&s->lock);
+    pthread_spin_unlock(&s->lock);
     if (st != MC_OK)
         return 0;
     r->slot = s->slot;
@@ -524,10 +524,10 @@ void replica_free(mc_master_t *m, const replica_t *r, uint64_t size)
 {
     seg_t *s = m->slots[r->slot];
     mc_oalloc_handle_t h = {.offset = r->offset, .node = r->node};
-    pthread_mutex_lock(&s->lock);
+    pthread_spin_lock(&s->lock);
     mc_oalloc_free(s->alloc, h);
     s->used -= size;
-    pthread_mutex_unlock(&s->lock);
+    pthread_spin_unlock(&s->lock);
     /* an UNMOUNTING segment's bytes already left the total at phase 1 */
     if (s->state == SEG_MOUNTED)
         atomic_fetch_sub_explicit(&m->allocated, size, memory_order_relaxed);
@@ -568,10 +568,10 @@ void mc_master_foreach_segment(mc_master_t *m, mc_master_segment_cb_t cb, void *
             .unmounting = s->state == SEG_UNMOUNTING,
             .drain_until_us = s->drain_until_us,
         };
-        pthread_mutex_lock(&s->lock);
+        pthread_spin_lock(&s->lock);
         info.used = s->used;
         info.allocs = mc_oalloc_live(s->alloc);
-        pthread_mutex_unlock(&s->lock);
+        pthread_spin_unlock(&s->lock);
         if (cb(arg, &info) != 0)
             break;
     }

@@ -22,23 +22,84 @@ mc_uuid_t mc_proto_read_uuid(mc_mp_reader_t *r)
     return id;
 }
 
+/* msgpack uint in its smallest form (as mc_mp_write_uint); returns the end. */
+static uint8_t *put_uint(uint8_t *p, uint64_t v)
+{
+    if (v <= 0x7f) {
+        *p++ = (uint8_t)v;
+    } else if (v <= UINT8_MAX) {
+        *p++ = 0xcc;
+        *p++ = (uint8_t)v;
+    } else if (v <= UINT16_MAX) {
+        *p++ = 0xcd;
+        *p++ = (uint8_t)(v >> 8);
+        *p++ = (uint8_t)v;
+    } else if (v <= UINT32_MAX) {
+        *p++ = 0xce;
+        for (int s = 24; s >= 0; s -= 8)
+            *p++ = (uint8_t)(v >> s);
+    } else {
+        *p++ = 0xcf;
+        for (int s = 56; s >= 0; s -= 8)
+            *p++ = (uint8_t)(v >> s);
+    }
+    return p;
+}
+
+/* msgpack str of len < 256 bytes (as mc_mp_write_str). */
+static uint8_t *put_name(uint8_t *p, const char *s, size_t len)
+{
+    if (len <= 31) {
+        *p++ = (uint8_t)(0xa0 | len);
+    } else {
+        *p++ = 0xd9;
+        *p++ = (uint8_t)len;
+    }
+    memcpy(p, s, len);
+    return p + len;
+}
+
+/* Most bytes one descriptor takes besides its two names: fixmap, six one-byte
+ * keys, address and size (9 each), the uuid (fixarray + 2 x 9), the status
+ * (9), the two names' headers (2 each). */
+#define DESC_FIXED_MAX (1 + 6 + 9 + 9 + 19 + 9 + 2 + 2)
+
+/* The same bytes the mc_mp_write_* calls would produce, written directly: a
+ * batch reply holds one descriptor per key, and a dozen writer calls per
+ * descriptor (each checking room and errors) were a tenth of the master's CPU
+ * time under BatchPutStart. */
 void mc_proto_write_replicas(mc_mp_writer_t *w, const mc_master_replica_desc_t *d, uint32_t n)
 {
     mc_mp_write_array(w, n);
-    for (uint32_t i = 0; i < n; i++) {
-        mc_mp_write_map(w, 6);
-        mc_mp_write_uint(w, 1);
-        mc_mp_write_uint(w, d[i].address);
-        mc_mp_write_uint(w, 2);
-        mc_mp_write_uint(w, d[i].size);
-        mc_mp_write_uint(w, 3);
-        mc_proto_write_uuid(w, d[i].segment_id);
-        mc_mp_write_uint(w, 4);
-        mc_mp_write_uint(w, (uint64_t)d[i].status);
-        mc_mp_write_uint(w, 5);
-        mc_mp_write_cstr(w, d[i].segment_name);
-        mc_mp_write_uint(w, 6);
-        mc_mp_write_cstr(w, d[i].te_endpoint);
+    for (uint32_t i = 0; i < n && w->err == MC_OK; i++) {
+        /* names are NUL-terminated and shorter than MC_MASTER_NAME_MAX */
+        size_t nl = strnlen(d[i].segment_name, MC_MASTER_NAME_MAX - 1);
+        size_t el = strnlen(d[i].te_endpoint, MC_MASTER_NAME_MAX - 1);
+        size_t room = DESC_FIXED_MAX + nl + el;
+        if (mc_buf_room(w->buf) < room) {
+            mc_status_t st = mc_buf_reserve(w->buf, room);
+            if (st != MC_OK) {
+                w->err = st;
+                return;
+            }
+        }
+        uint8_t *p0 = mc_buf_tail(w->buf), *p = p0;
+        *p++ = 0x86; /* fixmap, 6 entries */
+        *p++ = 1;
+        p = put_uint(p, d[i].address);
+        *p++ = 2;
+        p = put_uint(p, d[i].size);
+        *p++ = 3;
+        *p++ = 0x92; /* uuid: fixarray of 2 */
+        p = put_uint(p, d[i].segment_id.hi);
+        p = put_uint(p, d[i].segment_id.lo);
+        *p++ = 4;
+        p = put_uint(p, (uint64_t)d[i].status);
+        *p++ = 5;
+        p = put_name(p, d[i].segment_name, nl);
+        *p++ = 6;
+        p = put_name(p, d[i].te_endpoint, el);
+        mc_buf_produce(w->buf, (size_t)(p - p0));
     }
 }
 
