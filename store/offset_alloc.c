@@ -46,8 +46,17 @@
  * table of 2 * max_allocs + 1 (free ranges are at most live + 1, as no two
  * free ranges are adjacent), so a split never runs out of nodes while
  * live < max_allocs. Neighbour links (by address) let free merge in O(1).
- * Unused slots form a stack through bin_next; slots above `hwm` have never
- * been used, so creating a big table touches no memory.
+ * Unused slots below `hwm` wait on a stack of indices in an array of their
+ * own; slots above `hwm` have never been used, so creating a big table
+ * touches no memory (the stack array too is only touched as deep as it gets).
+ *
+ * Memory traffic. The master allocates from a random one of many segments per
+ * put, so an allocator is cold every time it is called. A split keeps the free
+ * range in its node (the one the allocator found, and the next allocation will
+ * find again) and gives the allocation a node from the stack, which is only
+ * written: popping an index reads the stack array, not the node. A stack
+ * linked through the nodes themselves made every allocation after a mass free
+ * a chain of dependent cache (and TLB) misses across the node table.
  */
 #include "store/offset_alloc.h"
 
@@ -72,7 +81,7 @@ _Static_assert(MC_OALLOC_ALIGN == 1u << ALIGN_SHIFT, "ALIGN_SHIFT must match MC_
 
 /*
  * A node is in one of three states:
- *   spare - size == 0; bin_next links the stack of unused slots.
+ *   spare - size == 0; its index is on the spare stack (or >= hwm).
  *   used  - a live allocation: size > 0, bin_prev == NONE.
  *   free  - a free range: size > 0, on the circular list of its bin.
  * nbr_prev/nbr_next link used and free nodes in address order (NONE at the
@@ -92,7 +101,8 @@ struct mc_oalloc {
     uint32_t max_allocs;
     uint32_t node_count; /* slots in nodes[] */
     uint32_t hwm;        /* slots [hwm, node_count) were never used */
-    uint32_t spare;      /* top of the stack of unused slots below hwm */
+    uint32_t nspare;     /* unused slots below hwm: spare[0 .. nspare) */
+    uint32_t *spare;     /* node_count entries, a stack */
     uint64_t top_bits;   /* bit t: leaf_bits[t] != 0 */
     uint8_t leaf_bits[TOP_BINS];
     uint32_t bin_head[NUM_BINS];
@@ -269,29 +279,28 @@ static uint32_t bin_search(const mc_oalloc_t *a, uint32_t bin, uint64_t size)
 
 static uint32_t node_take(mc_oalloc_t *a)
 {
-    uint32_t idx = a->spare;
-    if (idx != NONE) {
-        a->spare = a->nodes[idx].bin_next;
-        /* The stack is in the order nodes were freed, scattered over the
-         * table once allocations churn: following it is a chain of cache
-         * misses. Start loading the next one now; the next take comes much
-         * later (other work, other segments). */
-        if (a->spare != NONE)
-            __builtin_prefetch(&a->nodes[a->spare], 1);
-        return idx;
+    uint32_t idx;
+    if (a->nspare > 0) {
+        idx = a->spare[--a->nspare];
+    } else {
+        /* cannot run out: see "Nodes" at the top */
+        assert(a->hwm < a->node_count);
+        idx = a->hwm++;
     }
-    /* cannot run out: see "Nodes" at the top */
-    assert(a->hwm < a->node_count);
-    return a->hwm++;
+    /* the next take writes this one: start fetching it (the next call on this
+     * allocator comes after much other work) */
+    uint32_t next = a->nspare > 0 ? a->spare[a->nspare - 1] : a->hwm;
+    if (next < a->node_count)
+        __builtin_prefetch(&a->nodes[next], 1);
+    return idx;
 }
 
 static void node_release(mc_oalloc_t *a, uint32_t idx)
 {
     node_t *n = &a->nodes[idx];
     n->size = 0;
-    n->bin_prev = NONE;
-    n->bin_next = a->spare;
-    a->spare = idx;
+    n->bin_prev = n->bin_next = NONE;
+    a->spare[a->nspare++] = idx;
 }
 
 static int node_is_free(const node_t *n)
@@ -330,6 +339,9 @@ mc_status_t mc_oalloc_create(uint64_t capacity, uint32_t max_allocs, mc_oalloc_t
     a->nodes = mc_malloc((size_t)node_count * sizeof(node_t));
     if (a->nodes == NULL)
         goto err_free_alloc;
+    a->spare = mc_malloc((size_t)node_count * sizeof(*a->spare));
+    if (a->spare == NULL)
+        goto err_free_nodes;
 
     a->capacity = units;
     a->used = 0;
@@ -337,7 +349,7 @@ mc_status_t mc_oalloc_create(uint64_t capacity, uint32_t max_allocs, mc_oalloc_t
     a->max_allocs = max_allocs;
     a->node_count = node_count;
     a->hwm = 0;
-    a->spare = NONE;
+    a->nspare = 0;
     a->top_bits = 0;
     for (uint32_t i = 0; i < TOP_BINS; i++)
         a->leaf_bits[i] = 0;
@@ -357,6 +369,8 @@ mc_status_t mc_oalloc_create(uint64_t capacity, uint32_t max_allocs, mc_oalloc_t
     *out = a;
     return MC_OK;
 
+err_free_nodes:
+    mc_free(a->nodes);
 err_free_alloc:
     mc_free(a);
 err_nomem:
@@ -369,6 +383,7 @@ void mc_oalloc_destroy(mc_oalloc_t *a)
 {
     if (a == NULL)
         return;
+    mc_free(a->spare);
     mc_free(a->nodes);
     mc_free(a);
 }
@@ -400,25 +415,30 @@ mc_status_t mc_oalloc_alloc(mc_oalloc_t *a, uint64_t size, mc_oalloc_handle_t *o
 
     bin_remove(a, idx);
     node_t *n = &a->nodes[idx];
+    uint32_t uidx = idx;
     if (n->size > units) {
-        uint32_t ridx = node_take(a);
-        node_t *r = &a->nodes[ridx];
-        r->offset = n->offset + units;
-        r->size = n->size - units;
-        r->nbr_prev = idx;
-        r->nbr_next = n->nbr_next;
-        if (n->nbr_next != NONE)
-            a->nodes[n->nbr_next].nbr_prev = ridx;
-        n->nbr_next = ridx;
-        n->size = units;
-        bin_insert(a, ridx);
+        /* split: the allocation takes the front in a node of its own, the
+         * free range keeps its node (see "Memory traffic" at the top) */
+        uidx = node_take(a);
+        node_t *u = &a->nodes[uidx];
+        u->offset = n->offset;
+        u->size = units;
+        u->bin_prev = u->bin_next = NONE; /* used */
+        u->nbr_prev = n->nbr_prev;
+        u->nbr_next = idx;
+        if (n->nbr_prev != NONE)
+            a->nodes[n->nbr_prev].nbr_next = uidx;
+        n->nbr_prev = uidx;
+        n->offset += units;
+        n->size -= units;
+        bin_insert(a, idx);
     }
     bin_fix_highest(a);
 
     a->used += units;
     a->live++;
-    out->offset = n->offset << ALIGN_SHIFT;
-    out->node = idx;
+    out->offset = a->nodes[uidx].offset << ALIGN_SHIFT;
+    out->node = uidx;
     return MC_OK;
 }
 
