@@ -11,7 +11,8 @@
  *   master_bench --rss_objects N [--value_size 4096] [--clients 4] [--depth 32] ...
  *
  * Unless --master is given, a mooncake-master runs as a child process on free
- * ports (log.level=warn) and is stopped at the end; its VmRSS is printed.
+ * ports (log.level=warn, master.client_ttl=120s: see start_master) and is
+ * stopped at the end; its VmRSS is printed.
  *
  * The bench is the only client: each of --clients connections has its own
  * client id and is driven from its reactor (--threads reactors) with --depth
@@ -701,6 +702,9 @@ static result_t bench_run(bench_t *b, op_t op, keymode_t mode, const uint64_t *l
 
 static mc_status_t remove_all(bench_t *b, long *count)
 {
+    /* this thread cannot ping during the call, and emptying millions of
+     * objects keeps the master busy for seconds: start from a fresh ping */
+    ping_all(b);
     mc_buf_t body = MC_BUF_INIT, resp = MC_BUF_INIT;
     mc_mp_writer_t w;
     mc_mp_writer_init(&w, &body);
@@ -714,6 +718,7 @@ static mc_status_t remove_all(bench_t *b, long *count)
     mc_buf_fini(&resp);
     if (st != MC_OK)
         fprintf(stderr, "master_bench: RemoveAll: %s\n", mc_status_str(st));
+    ping_all(b);
     return st;
 }
 
@@ -874,6 +879,11 @@ static pid_t start_master(opts_t *o, const char *argv0)
     args[na++] = a_http;
     args[na++] = "--set";
     args[na++] = "log.level=warn";
+    /* RemoveAll of millions of objects occupies the master's reactor (and
+     * this program's pinging thread) for seconds: with the default 10 s the
+     * segment owners could expire meanwhile and the next run would fail */
+    args[na++] = "--set";
+    args[na++] = "master.client_ttl=120s";
     if (o->master_reactors != 0) {
         args[na++] = "--set";
         args[na++] = a_reactors;

@@ -125,6 +125,7 @@ static void evict_walk(mc_master_t *m, uint64_t now_us, int pinned, uint64_t thr
         {
             if (*left == 0)
                 break;
+            otab_walk_prefetch(&sh->tab, j);
             obj_t *o = sh->tab.slots[j].obj;
             if (o == NULL || !eligible(o, now_us) || obj_pinned(o, now_us) != pinned ||
                 o->access_us > thr)
@@ -132,9 +133,8 @@ static void evict_walk(mc_master_t *m, uint64_t now_us, int pinned, uint64_t thr
             *bytes += o->size * o->nrep;
             (*keys)++;
             (*left)--;
-            obj_unlink(m, sh, o);
+            obj_unlink(m, sh, o, sh->tab.slots[j].hash);
             obj_destroy(m, o);
-            OTAB_WALK_REDO(&sh->tab, j, k);
         }
         otab_shrink(&sh->tab);
         shard_unlock(sh);
@@ -176,6 +176,7 @@ uint64_t evict_pass(mc_master_t *m, uint64_t now_us, double ratio, int on_demand
         shard_lock(sh);
         OTAB_WALK(&sh->tab, i, k)
         {
+            otab_walk_prefetch(&sh->tab, i);
             obj_t *o = sh->tab.slots[i].obj;
             if (o == NULL || !eligible(o, now_us))
                 continue;
@@ -240,7 +241,7 @@ void sweep_processing(mc_master_t *m, uint64_t now_us)
             if (o != NULL && now_us > o->access_us + timeout) {
                 MC_INFO(MASTER, "put of '%.*s' discarded: unfinished for %llu ms", (int)o->key_len,
                         obj_key(o), (unsigned long long)((now_us - o->access_us) / 1000));
-                discard_put(m, sh, o);
+                discard_put(m, sh, o, obj_hash(o));
             }
         }
         shard_unlock(sh);

@@ -114,14 +114,24 @@ void otab_remove(otab_t *t, uint64_t h, obj_t *o);
 void otab_shrink(otab_t *t);
 uint32_t otab_walk_start(const otab_t *t);
 
+/* In a walk at slot i: start loading the object a few slots further on, so
+ * that a walk touching its objects has several misses in flight. */
+static inline void otab_walk_prefetch(const otab_t *t, uint32_t i)
+{
+    const obj_t *o = t->slots[(i - 4) & t->mask].obj;
+    if (o != NULL)
+        __builtin_prefetch(o);
+}
+
 /* Walk every slot: OTAB_WALK(t, i, k) { o = (t)->slots[i].obj; ... }. The body
- * may remove the current object (only it) and then calls OTAB_WALK_REDO, so
- * that the entry the backward shift moved into slot i is visited too. The
- * walk starts at an empty slot: shifts never cross it, so no entry is visited
- * twice or skipped. No insert during a walk. */
+ * may remove the current object (only it); no insert during a walk. The walk
+ * goes backwards from an empty slot: a removal shifts only the entries after
+ * slot i in its cluster, all visited already, one slot back (a forward walk
+ * would have to revisit slot i, and emptying a cluster front to back moves
+ * its tail once per removal: quadratic), and no shift crosses the empty slot
+ * the walk started from, so every entry is visited once. */
 #define OTAB_WALK(t, i, k)                                                                         \
-    for (uint32_t k = 0, i = otab_walk_start(t); k <= (t)->mask; k++, i = (i + 1) & (t)->mask)
-#define OTAB_WALK_REDO(t, i, k) ((i) = ((i) - 1) & (t)->mask, (k)--)
+    for (uint32_t k = 0, i = otab_walk_start(t); k <= (t)->mask; k++, i = (i - 1) & (t)->mask)
 
 /* Start loading the home slot of hash h, without the shard lock: slots and
  * mask are read atomically and may be stale (a prefetch never faults). */
@@ -249,12 +259,13 @@ uint64_t obj_hash(obj_t *o);
  * shard lock: that is what lets an unmount sweep, which visits every shard,
  * know that no replica of the segment survives it. */
 
-/* Take o out of the map (and proc[]); the caller frees or parks it. */
-void obj_unlink(mc_master_t *m, shard_t *sh, obj_t *o);
+/* Take o out of the table (and proc[]); the caller frees or parks it. h is
+ * its key's hash: the caller's, a walk's slot's, or obj_hash(o). */
+void obj_unlink(mc_master_t *m, shard_t *sh, obj_t *o, uint64_t h);
 /* Move an unlinked object to the parked list until `until`. */
 void obj_park(mc_master_t *m, shard_t *sh, obj_t *o, int state, uint64_t until);
 /* Unlink an unfinished put and park it until put start + release timeout. */
-void discard_put(mc_master_t *m, shard_t *sh, obj_t *o);
+void discard_put(mc_master_t *m, shard_t *sh, obj_t *o, uint64_t h);
 /* Free an unlinked object and its replicas. */
 void obj_destroy(mc_master_t *m, obj_t *o);
 int obj_leased(const obj_t *o, uint64_t now_us);

@@ -87,9 +87,9 @@ static void proc_remove(mc_master_t *m, shard_t *sh, obj_t *o)
     atomic_fetch_sub_explicit(&m->nproc_total, 1, memory_order_relaxed);
 }
 
-void obj_unlink(mc_master_t *m, shard_t *sh, obj_t *o)
+void obj_unlink(mc_master_t *m, shard_t *sh, obj_t *o, uint64_t h)
 {
-    otab_remove(&sh->tab, obj_hash(o), o);
+    otab_remove(&sh->tab, h, o);
     if (o->state == OBJ_PROCESSING)
         proc_remove(m, sh, o);
     if (o->pin_ttl_ms != 0)
@@ -128,10 +128,10 @@ void obj_destroy(mc_master_t *m, obj_t *o)
 /* Take a discarded or forcibly removed unfinished put out of sight; its space
  * stays reserved until put start + release timeout, because its writer may
  * still be writing into it and a new allocation must never overlap it. */
-void discard_put(mc_master_t *m, shard_t *sh, obj_t *o)
+void discard_put(mc_master_t *m, shard_t *sh, obj_t *o, uint64_t h)
 {
     uint64_t start = o->access_us;
-    obj_unlink(m, sh, o);
+    obj_unlink(m, sh, o, h);
     obj_park(m, sh, o, OBJ_PARKED_WRITER, start + m->o.put_start_release_timeout_us);
 }
 
@@ -180,7 +180,7 @@ static mc_status_t put_start_locked(mc_master_t *m, shard_t *sh, uint64_t h, mc_
             return MC_ERR_OBJECT_ALREADY_EXISTS;
         MC_INFO(MASTER, "put of '%.*s' pre-empted: unfinished for %llu ms", (int)len, key,
                 (unsigned long long)((now_us - o->access_us) / 1000));
-        discard_put(m, sh, o);
+        discard_put(m, sh, o, h);
     }
 
     if (otab_reserve(&sh->tab) != MC_OK)
@@ -261,7 +261,7 @@ static mc_status_t put_revoke_locked(mc_master_t *m, shard_t *sh, uint64_t h, mc
     if (o->state == OBJ_COMPLETE)
         return MC_ERR_INVALID_WRITE;
     /* the writer tells us it stopped: nothing can still write the space */
-    obj_unlink(m, sh, o);
+    obj_unlink(m, sh, o, h);
     obj_destroy(m, o);
     return MC_OK;
 }
@@ -362,12 +362,13 @@ static mc_status_t get_locked(mc_master_t *m, shard_t *sh, uint64_t h, const cha
     return MC_OK;
 }
 
-static mc_status_t remove_obj(mc_master_t *m, shard_t *sh, obj_t *o, int force, uint64_t now_us)
+static mc_status_t remove_obj(mc_master_t *m, shard_t *sh, obj_t *o, uint64_t h, int force,
+                              uint64_t now_us)
 {
     if (o->state == OBJ_PROCESSING) {
         if (!force)
             return MC_ERR_REPLICA_IS_NOT_READY;
-        discard_put(m, sh, o);
+        discard_put(m, sh, o, h);
         return MC_OK;
     }
     if (obj_leased(o, now_us)) {
@@ -376,11 +377,11 @@ static mc_status_t remove_obj(mc_master_t *m, shard_t *sh, obj_t *o, int force, 
         /* gone for everyone now, but a reader may be mid-transfer: the space
          * is reused only after its lease */
         uint64_t until = o->lease_us;
-        obj_unlink(m, sh, o);
+        obj_unlink(m, sh, o, h);
         obj_park(m, sh, o, OBJ_PARKED_LEASE, until);
         return MC_OK;
     }
-    obj_unlink(m, sh, o);
+    obj_unlink(m, sh, o, h);
     obj_destroy(m, o);
     return MC_OK;
 }
@@ -391,7 +392,7 @@ static mc_status_t remove_locked(mc_master_t *m, shard_t *sh, uint64_t h, const 
     obj_t *o = obj_find(sh, h, key, len);
     if (o == NULL)
         return MC_ERR_OBJECT_NOT_FOUND;
-    return remove_obj(m, sh, o, force, now_us);
+    return remove_obj(m, sh, o, h, force, now_us);
 }
 
 mc_status_t mc_master_get_replica_list(mc_master_t *m, const char *key, size_t key_len,
@@ -795,11 +796,11 @@ static long remove_matching(mc_master_t *m, shard_t *sh, matcher_t *mt, int forc
     long cnt = 0;
     OTAB_WALK(&sh->tab, i, k)
     {
+        otab_walk_prefetch(&sh->tab, i);
         obj_t *o = sh->tab.slots[i].obj;
-        if (o != NULL && matcher_match(mt, o) && remove_obj(m, sh, o, force, now_us) == MC_OK) {
+        if (o != NULL && matcher_match(mt, o) &&
+            remove_obj(m, sh, o, sh->tab.slots[i].hash, force, now_us) == MC_OK)
             cnt++;
-            OTAB_WALK_REDO(&sh->tab, i, k);
-        }
     }
     otab_shrink(&sh->tab);
     return cnt;

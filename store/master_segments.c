@@ -310,13 +310,13 @@ static void sweep_shard(mc_master_t *m, shard_t *sh, const uint32_t *slots, size
     pthread_rwlock_rdlock(&m->seg_lock);
     OTAB_WALK(&sh->tab, i, k)
     {
+        otab_walk_prefetch(&sh->tab, i);
         obj_t *o = sh->tab.slots[i].obj;
         if (o != NULL && drop_replicas(m, o, slots, n, drain) == 0) {
             /* nothing left to read: the object is lost with its segment
              * (an unfinished put's PutEnd will get OBJECT_NOT_FOUND) */
-            obj_unlink(m, sh, o);
+            obj_unlink(m, sh, o, sh->tab.slots[i].hash);
             mc_free(o);
-            OTAB_WALK_REDO(&sh->tab, i, k);
         }
     }
     otab_shrink(&sh->tab);
