@@ -584,6 +584,13 @@ mc_status_t mc_store_open(const mc_store_config_t *c, mc_store_t **out)
             st = mc_oalloc_create(c->local_buffer_size, STAGE_MAX_ALLOCS, &s->stage_alloc);
         if (st != MC_OK)
             goto err_te;
+        /* for tests and comparisons: copy as a transport that needs
+         * registered memory (RDMA) would */
+        const char *env = getenv("MC_STORE_STAGING");
+        s->always_stage = env != NULL && strcmp(env, "always") == 0;
+        if (s->always_stage)
+            MC_INFO(CLIENT, "MC_STORE_STAGING=always: unregistered buffers go through the "
+                            "staging buffer");
     }
 
     /* the segment */

@@ -12,8 +12,13 @@
  * stale.
  *
  * Data lands in the caller's buffer directly when it is registered
- * (get_into), else in the staging buffer in windows of at most its size,
- * each copied out as it arrives.
+ * (get_into) or when the transports need no registration (tcp: see
+ * store_direct_ok), else in the staging buffer in windows of at most its
+ * size, each copied out as it arrives. A sync get of a replica in our own
+ * segment leaves the copy to the calling thread (get_sync): r0 only hands
+ * out the address, so several callers copy in parallel instead of one
+ * reactor thread copying for all of them; the lease is checked after the
+ * copy, as on r0.
  */
 #include <assert.h>
 #include <stdio.h>
@@ -59,11 +64,21 @@ typedef struct get_op {
     uint64_t size;       /* the object's */
     uint64_t lease_us;
     uint64_t t_sent_us; /* when GetReplicaList left */
-    int direct;         /* read straight into buf (registered) */
+    int direct;         /* read straight into buf (store_direct_ok) */
+    struct get_defer *defer; /* sync get: own-segment copy left to the caller */
     uint64_t win, off, plen;
     mc_status_t last_err; /* why the last replica failed */
     int64_t result;
 } get_op_t;
+
+/* A sync get's own-segment copy, done by the calling thread after the
+ * operation finished (n = 0: nothing left to copy). */
+typedef struct get_defer {
+    const uint8_t *src;
+    uint8_t *dst;
+    uint64_t n;
+    uint64_t deadline_us; /* lease end, 0 = none */
+} get_defer_t;
 
 static const char *endpoint(const mc_master_replica_desc_t *d)
 {
@@ -156,7 +171,7 @@ static void get_step(store_op_t *h)
                 get_finish(h, MC_ERR_BUFFER_OVERFLOW);
                 return;
             }
-            op->direct = te_local_range_ok(s->te, op->buf, op->size, 0);
+            op->direct = store_direct_ok(s, op->buf, op->size);
             op->win = op->direct ? op->size : store_stage_window(s, op->size);
             op->last_err = MC_ERR_TRANSFER_FAIL;
             op->state = G_PICK;
@@ -176,8 +191,17 @@ static void get_step(store_op_t *h)
                 /* our own segment: copy, after checking it is memory we expose */
                 const mc_master_replica_desc_t *d = &op->rep[op->cur];
                 if (te_local_range_ok(s->te, (const void *)(uintptr_t)d->address, op->size, 1)) {
-                    memcpy(op->buf + op->off, (const uint8_t *)(uintptr_t)d->address + op->off,
-                           op->size - op->off);
+                    const uint8_t *src = (const uint8_t *)(uintptr_t)d->address + op->off;
+                    if (op->defer != NULL) {
+                        op->defer->src = src;
+                        op->defer->dst = op->buf + op->off;
+                        op->defer->n = op->size - op->off;
+                        op->defer->deadline_us = op->lease_us ? op->t_sent_us + op->lease_us : 0;
+                        op->result = (int64_t)op->size;
+                        op->state = G_DONE; /* get_sync copies and checks the lease */
+                        break;
+                    }
+                    memcpy(op->buf + op->off, src, op->size - op->off);
                     op->off = op->size;
                     op->plen = 0;
                     op->state = G_NEXT;
@@ -250,15 +274,7 @@ static void get_step(store_op_t *h)
                 op->state = G_PICK;
                 break;
             }
-            st = mc_te_batch_alloc(s->te, 1, &h->batch);
-            if (st == MC_OK) {
-                mc_te_batch_set_callback(h->batch, store_xfer_cb, h);
-                st = mc_te_submit(h->batch, &req, 1);
-                if (st != MC_OK) {
-                    mc_te_batch_free(h->batch);
-                    h->batch = NULL;
-                }
-            }
+            st = store_xfer_submit(h, &req, 1);
             if (st != MC_OK) {
                 op->last_err = st == MC_ERR_CANCELED ? st : MC_ERR_TRANSFER_FAIL;
                 op->state = G_PICK;
@@ -317,8 +333,9 @@ static void get_step(store_op_t *h)
     }
 }
 
-mc_status_t store_get_submit(mc_store_t *s, const void *key, size_t klen, void *buf, size_t len,
-                             int zero_copy, uint64_t *need, mc_store_get_cb_t cb, void *arg)
+static mc_status_t get_submit(mc_store_t *s, const void *key, size_t klen, void *buf, size_t len,
+                              int zero_copy, uint64_t *need, get_defer_t *defer,
+                              mc_store_get_cb_t cb, void *arg)
 {
     if (s == NULL || cb == NULL || (buf == NULL && len > 0))
         return MC_ERR_INVALID_PARAMS;
@@ -345,6 +362,7 @@ mc_status_t store_get_submit(mc_store_t *s, const void *key, size_t klen, void *
     op->buf = buf;
     op->len = len;
     op->need = need;
+    op->defer = defer;
     op->cb = cb;
     op->arg = arg;
     op->h.s = s;
@@ -359,6 +377,12 @@ mc_status_t store_get_submit(mc_store_t *s, const void *key, size_t klen, void *
     return st;
 }
 
+mc_status_t store_get_submit(mc_store_t *s, const void *key, size_t klen, void *buf, size_t len,
+                             int zero_copy, uint64_t *need, mc_store_get_cb_t cb, void *arg)
+{
+    return get_submit(s, key, klen, buf, len, zero_copy, need, NULL, cb, arg);
+}
+
 static int64_t get_sync(mc_store_t *s, const void *key, size_t klen, void *buf, size_t len,
                         int zero_copy, uint64_t *need)
 {
@@ -367,15 +391,24 @@ static int64_t get_sync(mc_store_t *s, const void *key, size_t klen, void *buf, 
     if (store_on_reactor(s))
         return MC_ERR_STATE;
     store_waiter_t w;
+    get_defer_t d = {0};
     store_waiter_init(&w);
     mc_status_t st =
-        store_get_submit(s, key, klen, buf, len, zero_copy, need, store_waiter_get_cb, &w);
+        get_submit(s, key, klen, buf, len, zero_copy, need, &d, store_waiter_get_cb, &w);
     if (st != MC_INPROGRESS) {
         w.done = 1;
         store_waiter_wait(&w);
         return st;
     }
-    return store_waiter_wait(&w);
+    int64_t r = store_waiter_wait(&w);
+    if (r >= 0 && d.n > 0) {
+        memcpy(d.dst, d.src, d.n);
+        if (d.deadline_us != 0 && mc_now_us() > d.deadline_us) {
+            MC_WARN(CLIENT, "get: the read lease ran out before the copy finished");
+            return MC_ERR_LEASE_EXPIRED;
+        }
+    }
+    return r;
 }
 
 int64_t mc_store_get(mc_store_t *s, const void *key, size_t klen, void *buf, size_t len,

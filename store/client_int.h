@@ -112,6 +112,7 @@ struct mc_store {
     mc_list_t stage_queue;      /* r0: operations waiting for room, FIFO */
     _Atomic long stage_waiting; /* length of stage_queue, read by submitters */
     mc_reactor_msg_t kick_msg;  /* r0: retry the queue after a free */
+    int always_stage;           /* MC_STORE_STAGING=always: no direct unregistered memory */
     int kick_posted;
 
     /* peers */
@@ -194,6 +195,17 @@ int store_range_ok(mc_store_t *s, mc_te_segment_t h, uint64_t remote, uint64_t l
  * op->wait_st, runs op->harvest, frees the batch (op->batch = NULL) and posts
  * op->step. */
 void store_xfer_cb(void *arg, mc_te_batch_t *b, const mc_te_status_t *st);
+
+/* Submit reqs as one transfer batch for op (op->batch), reported through
+ * store_xfer_cb. Local ranges need not be registered when the engine's
+ * transports do not need it (store_direct_ok): the caller's memory is
+ * borrowed until op finishes. MC_OK or the error (no batch is left). */
+mc_status_t store_xfer_submit(store_op_t *op, const mc_te_request_t *reqs, size_t n);
+
+/* Whether caller memory [p, p+len) can be a transfer's local side as it is:
+ * registered, or any memory when the transports do not need registration
+ * (tcp, local). Otherwise it goes through the staging buffer. */
+int store_direct_ok(const mc_store_t *s, const void *p, uint64_t len);
 
 /* Receipt of a master RPC for an operation: op->wait_st = the status and the
  * decode hook (run during the callback, body valid) fills the rest. */

@@ -327,6 +327,26 @@ void store_xfer_cb(void *arg, mc_te_batch_t *b, const mc_te_status_t *st)
     store_op_post(op);
 }
 
+mc_status_t store_xfer_submit(store_op_t *op, const mc_te_request_t *reqs, size_t n)
+{
+    mc_status_t st = mc_te_batch_alloc(op->s->te, n, &op->batch);
+    if (st != MC_OK)
+        return st;
+    mc_te_batch_set_callback(op->batch, store_xfer_cb, op);
+    te_batch_allow_unregistered(op->batch);
+    st = mc_te_submit(op->batch, reqs, n);
+    if (st != MC_OK) {
+        mc_te_batch_free(op->batch);
+        op->batch = NULL;
+    }
+    return st;
+}
+
+int store_direct_ok(const mc_store_t *s, const void *p, uint64_t len)
+{
+    return (!s->always_stage && !te_needs_local_reg(s->te)) || te_local_range_ok(s->te, p, len, 0);
+}
+
 /* ------------------------------------------------------------------ rpc */
 
 static void op_rpc_cb(void *arg, const mc_rpc_resp_t *resp)

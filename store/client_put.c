@@ -11,10 +11,11 @@
  * busy until then: OBJECT_ALREADY_EXISTS) and frees its space after
  * put_start_release_timeout.
  *
- * Values that are not in registered memory travel through the staging buffer
- * in windows of at most its size: piece by piece, each piece written to every
- * replica in parallel (one transfer batch per piece). A registered source
- * (put_from, or a buffer that happens to be registered) is written directly.
+ * A source that the transports can use in place (registered memory, or any
+ * memory over tcp: store_direct_ok) is written directly. Others travel
+ * through the staging buffer in windows of at most its size: piece by
+ * piece, each piece written to every replica in parallel (one transfer
+ * batch per piece); so do values given in several parts.
  *
  * Batch put: BatchPutStart for every key, one transfer batch for all of
  * them, BatchPutEnd for those written and BatchPutRevoke for the others. It
@@ -354,15 +355,7 @@ static void put_step(store_op_t *h)
                 op->state = put_fail(op, op->err);
                 break;
             }
-            st = mc_te_batch_alloc(s->te, op->nrep, &h->batch);
-            if (st == MC_OK) {
-                mc_te_batch_set_callback(h->batch, store_xfer_cb, h);
-                st = mc_te_submit(h->batch, reqs, op->nrep);
-                if (st != MC_OK) {
-                    mc_te_batch_free(h->batch);
-                    h->batch = NULL;
-                }
-            }
+            st = store_xfer_submit(h, reqs, op->nrep);
             if (st != MC_OK) {
                 MC_WARN(CLIENT, "put '%s': cannot submit the transfer: %s",
                         key_str(op->key, op->klen, kb, sizeof(kb)), mc_status_str(st));
@@ -488,10 +481,11 @@ mc_status_t store_put_submit(mc_store_t *s, const void *key, size_t klen, const 
     }
     if (len == 0)
         return MC_ERR_INVALID_PARAMS;
+    int registered = nparts == 1 && te_local_range_ok(s->te, parts[0].ptr, len, 0);
     const uint8_t *direct = NULL;
-    if (nparts == 1 && te_local_range_ok(s->te, parts[0].ptr, len, 0))
+    if (nparts == 1 && (registered || (s->stage_alloc != NULL && store_direct_ok(s, parts[0].ptr, len))))
         direct = parts[0].ptr;
-    if (zero_copy && direct == NULL) {
+    if (zero_copy && !registered) {
         MC_ERROR(CLIENT, "put_from: %p+%llu is not inside a registered buffer", parts[0].ptr,
                  (unsigned long long)len);
         return MC_ERR_INVALID_PARAMS;
@@ -861,17 +855,8 @@ static void bput_step(store_op_t *h)
             }
             op->ntasks = k;
             st = MC_OK;
-            if (k > 0) {
-                st = mc_te_batch_alloc(s->te, k, &h->batch);
-                if (st == MC_OK) {
-                    mc_te_batch_set_callback(h->batch, store_xfer_cb, h);
-                    st = mc_te_submit(h->batch, reqs, k);
-                    if (st != MC_OK) {
-                        mc_te_batch_free(h->batch);
-                        h->batch = NULL;
-                    }
-                }
-            }
+            if (k > 0)
+                st = store_xfer_submit(h, reqs, k);
             mc_free(reqs);
             if (st != MC_OK) {
                 MC_WARN(CLIENT, "batch put: cannot submit the transfer: %s", mc_status_str(st));
@@ -1038,7 +1023,8 @@ mc_status_t mc_store_batch_put(mc_store_t *s, const mc_slice_t *keys, const mc_s
             continue;
         idx[nv++] = i;
         total += (values[i].len + MC_OALLOC_ALIGN - 1) & ~(uint64_t)(MC_OALLOC_ALIGN - 1);
-        if (!te_local_range_ok(s->te, values[i].ptr, values[i].len, 0))
+        if (!te_local_range_ok(s->te, values[i].ptr, values[i].len, 0) &&
+            (s->stage_alloc == NULL || !store_direct_ok(s, values[i].ptr, values[i].len)))
             all_direct = 0;
     }
     mc_status_t rc = MC_OK;

@@ -38,6 +38,11 @@ mc_status_t mc_te_batch_alloc(mc_te_t *te, size_t capacity, mc_te_batch_t **out)
     return MC_OK;
 }
 
+void te_batch_allow_unregistered(mc_te_batch_t *b)
+{
+    b->local_unreg_ok = !te_needs_local_reg(b->te);
+}
+
 static int batch_idle(mc_te_batch_t *b)
 {
     return atomic_load_explicit(&b->tasks_done, memory_order_acquire) ==
@@ -263,7 +268,8 @@ static mc_status_t validate(mc_te_batch_t *b, const mc_te_request_t *reqs, size_
             MC_ERROR(TRANSPORT, "request %zu: bad opcode %d or zero length", i, (int)q->opcode);
             return MC_ERR_INVALID_ARGUMENT;
         }
-        if (!te_local_range_ok(te, q->local, q->length, 0)) {
+        if (!(b->local_unreg_ok && q->local != NULL) &&
+            !te_local_range_ok(te, q->local, q->length, 0)) {
             MC_ERROR(TRANSPORT, "request %zu: local range %p+%llu is not registered", i,
                      q->local, (unsigned long long)q->length);
             return MC_ERR_ADDRESS_NOT_REGISTERED;

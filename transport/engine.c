@@ -78,6 +78,12 @@ int te_local_range_ok(mc_te_t *te, const void *p, uint64_t len, int need_remote)
     return ok;
 }
 
+int te_needs_local_reg(const mc_te_t *te)
+{
+    (void)te; /* tcp and local only, so far */
+    return 0;
+}
+
 typedef struct touch_job {
     volatile uint8_t *p;
     size_t len;

@@ -110,6 +110,7 @@ struct mc_te_batch {
     _Atomic int cb_posted;      /* CB_* (batch.c): posted, running or idle; under mu */
     pthread_mutex_t mu;
     pthread_cond_t cv;
+    int local_unreg_ok; /* te_batch_allow_unregistered */
 };
 
 /* engine.c */
@@ -118,6 +119,16 @@ int te_seg_range_ok(mc_te_t *te, te_seg_t *seg, uint64_t addr, uint64_t len);
 te_seg_t *te_seg_get(mc_te_t *te, mc_te_segment_t id);
 mc_status_t te_seg_refresh(mc_te_t *te, te_seg_t *seg);
 int te_on_reactor(mc_te_t *te);
+/* Whether this engine's transports need the initiator's memory registered
+ * (an RDMA lkey): 0 for tcp and local, which move bytes with syscalls and
+ * memcpy from any mapped memory. */
+int te_needs_local_reg(const mc_te_t *te);
+
+/* batch.c: the caller (the store client, which borrows its caller's memory
+ * for the duration of an operation) vouches for the local ranges of b's
+ * requests; they are then not required to be registered, where
+ * te_needs_local_reg says no transport of the engine needs that. */
+void te_batch_allow_unregistered(mc_te_batch_t *b);
 
 /* batch.c */
 void te_slice_done(te_slice_t *s, mc_status_t st);
