@@ -20,6 +20,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <string.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <event2/event.h>
@@ -71,6 +72,8 @@ typedef struct call {
     void *arg;
     void *recv;          /* response payload destination, or NULL */
     size_t recv_room;
+    const struct iovec *riov; /* or scattered over these (recv NULL) */
+    unsigned nriov;
     int has_payload;     /* sent a zero-copy payload */
     struct call *next_free;
 } call_t;
@@ -93,6 +96,9 @@ struct mc_rpc_client {
         int active;
         call_t *call;      /* NULL once the call timed out: discard */
         uint8_t *dst;      /* next byte to fill, NULL: discard */
+        uint64_t dst_left; /* room at dst */
+        const struct iovec *iov; /* scatter: the pieces after dst's */
+        unsigned niov;
         uint64_t left;
         size_t hb;         /* bytes rx_finish consumes: header + body (+ the
                               payload when it was buffered whole) */
@@ -296,6 +302,28 @@ static void rx_finish(mc_rpc_client_t *c)
         mc_buf_consume(&c->in, c->rx.hb);
 }
 
+/* n bytes of the payload arrived: into dst (memcpy'd from src unless src
+ * is NULL: read(2) put them there), moving on to the next scatter piece. */
+static void rx_put(mc_rpc_client_t *c, const uint8_t *src, size_t n)
+{
+    while (n > 0 && c->rx.dst != NULL) {
+        size_t take = n < c->rx.dst_left ? n : (size_t)c->rx.dst_left;
+        if (src != NULL) {
+            memcpy(c->rx.dst, src, take);
+            src += take;
+        }
+        c->rx.dst += take;
+        c->rx.dst_left -= take;
+        n -= take;
+        if (c->rx.dst_left == 0 && c->rx.niov > 0) {
+            c->rx.dst = c->rx.iov->iov_base;
+            c->rx.dst_left = c->rx.iov->iov_len;
+            c->rx.iov++;
+            c->rx.niov--;
+        }
+    }
+}
+
 /* Start reading a response payload straight into its call's buffer. MC_AGAIN
  * until header and body are in; MC_OK; or MC_ERR_PROTOCOL. */
 static mc_status_t rx_start(mc_rpc_client_t *c, const mc_frame_hdr_t *h, call_t *k)
@@ -320,17 +348,25 @@ static mc_status_t rx_start(mc_rpc_client_t *c, const mc_frame_hdr_t *h, call_t 
     c->rx.active = 1;
     c->hdr_read = h->payload_len >= STREAM_MIN;
     c->rx.call = k;
-    c->rx.dst = fits ? k->recv : NULL;
+    c->rx.dst = NULL;
+    c->rx.niov = 0;
+    if (fits && k->riov != NULL) {
+        c->rx.dst = k->riov[0].iov_base;
+        c->rx.dst_left = k->riov[0].iov_len;
+        c->rx.iov = k->riov + 1;
+        c->rx.niov = k->nriov - 1;
+    } else if (fits) {
+        c->rx.dst = k->recv;
+        c->rx.dst_left = h->payload_len;
+    }
     c->rx.st = k == NULL ? MC_OK : fits ? (mc_status_t)h->status : MC_ERR_BUFFER_OVERFLOW;
     c->rx.left = h->payload_len;
     c->rx.hb = hb;
     c->rx.hdr = *h;
     size_t avail = used - hb;
     size_t n = avail < c->rx.left ? avail : (size_t)c->rx.left;
-    if (c->rx.dst != NULL) {
-        memcpy(c->rx.dst, mc_buf_head(&c->in) + hb, n);
-        c->rx.dst += n;
-    }
+    if (c->rx.dst != NULL)
+        rx_put(c, mc_buf_head(&c->in) + hb, n);
     c->rx.left -= n;
     if (c->rx.left == 0) {
         /* The whole payload was buffered: it goes with header and body when
@@ -367,7 +403,7 @@ static void process_input(mc_rpc_client_t *c)
             return;
         }
         call_t *k = call_find(c, h.req_id);
-        if (h.payload_len > 0 && (k == NULL || k->recv != NULL)) {
+        if (h.payload_len > 0 && (k == NULL || k->recv != NULL || k->riov != NULL)) {
             mc_status_t st = rx_start(c, &h, k);
             if (st == MC_AGAIN)
                 return;
@@ -411,15 +447,30 @@ static void process_input(mc_rpc_client_t *c)
 static ssize_t rx_read(mc_rpc_client_t *c)
 {
     uint8_t scratch[16384];
-    uint8_t *p = c->rx.dst != NULL ? c->rx.dst : scratch;
-    size_t want = c->rx.dst != NULL ? (size_t)c->rx.left
-                                    : (c->rx.left < sizeof(scratch) ? (size_t)c->rx.left
-                                                                    : sizeof(scratch));
-    ssize_t n = read(c->fd, p, want);
+    ssize_t n;
+    if (c->rx.dst == NULL) {
+        size_t want = c->rx.left < sizeof(scratch) ? (size_t)c->rx.left : sizeof(scratch);
+        n = read(c->fd, scratch, want);
+    } else if (c->rx.niov == 0) {
+        n = read(c->fd, c->rx.dst, c->rx.dst_left < c->rx.left ? c->rx.dst_left : c->rx.left);
+    } else {
+        struct iovec iov[64];
+        int k = 0;
+        uint64_t want = c->rx.left;
+        iov[k].iov_base = c->rx.dst;
+        iov[k].iov_len = c->rx.dst_left < want ? c->rx.dst_left : want;
+        want -= iov[k++].iov_len;
+        for (unsigned i = 0; i < c->rx.niov && k < 64 && want > 0; i++, k++) {
+            iov[k] = c->rx.iov[i];
+            if (iov[k].iov_len > want)
+                iov[k].iov_len = want;
+            want -= iov[k].iov_len;
+        }
+        n = readv(c->fd, iov, k);
+    }
     if (n > 0) {
         c->rx.left -= (uint64_t)n;
-        if (c->rx.dst != NULL)
-            c->rx.dst += n;
+        rx_put(c, NULL, (size_t)n);
     }
     return n;
 }
@@ -611,9 +662,35 @@ mc_status_t mc_rpc_call_end(mc_rpc_client_t *c, uint16_t method, uint64_t timeou
     return mc_rpc_call_end_xfer(c, method, timeout_us, NULL, 0, NULL, 0, cb, arg);
 }
 
+static mc_status_t call_end(mc_rpc_client_t *c, uint16_t method, uint64_t timeout_us,
+                            const void *payload, size_t plen, void *recv, size_t recv_room,
+                            const struct iovec *riov, unsigned nriov, mc_rpc_cb_t cb, void *arg);
+
 mc_status_t mc_rpc_call_end_xfer(mc_rpc_client_t *c, uint16_t method, uint64_t timeout_us,
                                  const void *payload, size_t plen, void *recv, size_t recv_room,
                                  mc_rpc_cb_t cb, void *arg)
+{
+    return call_end(c, method, timeout_us, payload, plen, recv, recv_room, NULL, 0, cb, arg);
+}
+
+mc_status_t mc_rpc_call_end_scatter(mc_rpc_client_t *c, uint16_t method, uint64_t timeout_us,
+                                    const struct iovec *iov, unsigned n, mc_rpc_cb_t cb,
+                                    void *arg)
+{
+    size_t room = 0;
+    for (unsigned i = 0; i < n; i++)
+        room += iov[i].iov_len;
+    if (n == 0 || room == 0) {
+        if (c->w.err == MC_OK)
+            c->out.buf.len = c->out.buf.off + c->call_hdr_pos;
+        return MC_ERR_INVALID_ARGUMENT;
+    }
+    return call_end(c, method, timeout_us, NULL, 0, NULL, room, iov, n, cb, arg);
+}
+
+static mc_status_t call_end(mc_rpc_client_t *c, uint16_t method, uint64_t timeout_us,
+                            const void *payload, size_t plen, void *recv, size_t recv_room,
+                            const struct iovec *riov, unsigned nriov, mc_rpc_cb_t cb, void *arg)
 {
     mc_buf_t *out = &c->out.buf;
     mc_status_t st = c->w.err;
@@ -648,6 +725,8 @@ mc_status_t mc_rpc_call_end_xfer(mc_rpc_client_t *c, uint16_t method, uint64_t t
     mc_frame_encode_hdr(mc_buf_head(out) + c->call_hdr_pos, &h);
     k->recv = recv;
     k->recv_room = recv_room;
+    k->riov = riov;
+    k->nriov = nriov;
     k->has_payload = plen > 0;
 
     k->req_id = h.req_id;

@@ -47,6 +47,7 @@ enum mc_proto_field {
     MC_F_PROTOCOLS = 45, /* [str]: transports it accepts */
     MC_F_BUFFERS = 46,   /* [{ADDR, LENGTH, LOCATION}] */
     MC_F_LOCATION = 47,  /* str: "cpu:N", "cuda:N" */
+    MC_F_RANGES = 60,    /* [addr, length, addr, length, ...] (TE_READV) */
 };
 
 #endif /* MC_RPC_FIELDS_H */

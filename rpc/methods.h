@@ -40,6 +40,7 @@ enum mc_rpc_method {
     MC_RPC_TE_DESC = 400,  /* {} -> {NAME, HOST, PORT, PROTOCOLS, BUFFERS} */
     MC_RPC_TE_WRITE = 401, /* {ADDR} + payload written at ADDR -> {} */
     MC_RPC_TE_READ = 402,  /* {ADDR, LENGTH} -> payload read from ADDR */
+    MC_RPC_TE_READV = 403, /* {RANGES} -> payload: the ranges' bytes back to back */
 
     /* embedded transfer-metadata service */
     MC_RPC_META_GET = 300,

@@ -28,22 +28,31 @@ void mc_outq_reset(mc_outq_t *q)
     q->ext_sent = q->ext_bytes = 0;
 }
 
+mc_status_t mc_outq_reserve_ext(mc_outq_t *q, size_t n)
+{
+    if (q->ext_cap - q->ext_n >= n)
+        return MC_OK;
+    size_t cap = q->ext_cap ? q->ext_cap : 16;
+    while (cap - q->ext_n < n)
+        cap *= 2;
+    mc_outq_ext_t *e = mc_malloc(cap * sizeof(*e));
+    if (e == NULL)
+        return MC_ERR_NOMEM;
+    for (size_t i = 0; i < q->ext_n; i++)
+        e[i] = q->ext[(q->ext_head + i) % q->ext_cap];
+    mc_free(q->ext);
+    q->ext = e;
+    q->ext_cap = cap;
+    q->ext_head = 0;
+    return MC_OK;
+}
+
 mc_status_t mc_outq_add_ext(mc_outq_t *q, const void *p, size_t len)
 {
     if (len == 0)
         return MC_OK;
-    if (q->ext_n == q->ext_cap) {
-        size_t cap = q->ext_cap ? q->ext_cap * 2 : 16;
-        mc_outq_ext_t *e = mc_malloc(cap * sizeof(*e));
-        if (e == NULL)
-            return MC_ERR_NOMEM;
-        for (size_t i = 0; i < q->ext_n; i++)
-            e[i] = q->ext[(q->ext_head + i) % q->ext_cap];
-        mc_free(q->ext);
-        q->ext = e;
-        q->ext_cap = cap;
-        q->ext_head = 0;
-    }
+    if (mc_outq_reserve_ext(q, 1) != MC_OK)
+        return MC_ERR_NOMEM;
     mc_outq_ext_t *e = &q->ext[(q->ext_head + q->ext_n) % q->ext_cap];
     e->at = q->buf_base + mc_buf_used(&q->buf);
     e->p = p;

@@ -38,6 +38,9 @@ void mc_outq_fini(mc_outq_t *q);
 /* Drop everything queued (the connection is gone). */
 void mc_outq_reset(mc_outq_t *q);
 
+/* Room for n more external chunks, so that the next n adds cannot fail. */
+mc_status_t mc_outq_reserve_ext(mc_outq_t *q, size_t n);
+
 /* Queue len bytes at p to follow the framing bytes appended so far. */
 mc_status_t mc_outq_add_ext(mc_outq_t *q, const void *p, size_t len);
 

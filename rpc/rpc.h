@@ -38,6 +38,8 @@
 #include "rpc/msgpack.h"
 #include "util/buf.h"
 
+struct iovec;
+
 typedef struct mc_rpc_server mc_rpc_server_t;
 typedef struct mc_rpc_client mc_rpc_client_t;
 typedef struct mc_rpc_req mc_rpc_req_t;
@@ -124,6 +126,10 @@ void mc_rpc_reply_end(mc_rpc_req_t *req, mc_status_t st);
  * payload must stay valid until it has been written to the socket. */
 void mc_rpc_reply_end_payload(mc_rpc_req_t *req, mc_status_t st, const void *payload,
                               size_t plen);
+/* The same with the payload gathered from iov[0..n) (each piece borrowed
+ * as above); the total must fit the frame's 32-bit payload length. */
+void mc_rpc_reply_end_payloadv(mc_rpc_req_t *req, mc_status_t st, const struct iovec *iov,
+                               size_t n);
 
 /* Counters (approximate when read from another thread). */
 typedef struct mc_rpc_server_stats {
@@ -189,6 +195,16 @@ mc_status_t mc_rpc_call_end(mc_rpc_client_t *c, uint16_t method, uint64_t timeou
 mc_status_t mc_rpc_call_end_xfer(mc_rpc_client_t *c, uint16_t method, uint64_t timeout_us,
                                  const void *payload, size_t plen, void *recv, size_t recv_room,
                                  mc_rpc_cb_t cb, void *arg);
+
+/* call_end whose response payload is scattered over iov[0..n) in order (the
+ * TCP transport's vectored reads): the array and the memory stay borrowed
+ * until the callback runs; a payload larger than their sum fails the call
+ * with MC_ERR_BUFFER_OVERFLOW. resp->payload is then NULL and
+ * resp->payload_len the bytes received. MC_ERR_INVALID_ARGUMENT (frame
+ * dropped) for no room at all. */
+mc_status_t mc_rpc_call_end_scatter(mc_rpc_client_t *c, uint16_t method, uint64_t timeout_us,
+                                    const struct iovec *iov, unsigned n, mc_rpc_cb_t cb,
+                                    void *arg);
 
 /* The same with a prepared body. */
 mc_status_t mc_rpc_call(mc_rpc_client_t *c, uint16_t method, const void *body, size_t len,

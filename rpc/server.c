@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <stdatomic.h>
 #include <string.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <event2/event.h>
@@ -200,7 +201,17 @@ void mc_rpc_reply_end(mc_rpc_req_t *req, mc_status_t st)
 
 void mc_rpc_reply_end_payload(mc_rpc_req_t *req, mc_status_t st, const void *payload, size_t plen)
 {
+    struct iovec iov = {.iov_base = (void *)(uintptr_t)payload, .iov_len = plen};
+    mc_rpc_reply_end_payloadv(req, st, &iov, plen > 0 ? 1 : 0);
+}
+
+void mc_rpc_reply_end_payloadv(mc_rpc_req_t *req, mc_status_t st, const struct iovec *iov,
+                               size_t niov)
+{
     conn_t *c = req->c;
+    size_t plen = 0;
+    for (size_t i = 0; i < niov; i++)
+        plen += iov[i].iov_len;
     mc_buf_t *out = &c->out.buf;
 
     if (c->closed || req->kind != MC_FRAME_REQUEST) {
@@ -227,11 +238,19 @@ void mc_rpc_reply_end_payload(mc_rpc_req_t *req, mc_status_t st, const void *pay
         plen = 0;
     }
     size_t body_len = mc_buf_used(out) - req->hdr_pos - MC_FRAME_HDR_LEN;
-    if (plen > 0 && mc_outq_add_ext(&c->out, payload, plen) != MC_OK) {
+    if (plen > UINT32_MAX) {
+        MC_ERROR(RPC, "%s: reply to method %u: payload of %zu bytes is over the frame limit",
+                 c->peer, req->method, plen);
+        st = MC_ERR_LIMIT;
+        plen = 0;
+    }
+    if (plen > 0 && mc_outq_reserve_ext(&c->out, niov) != MC_OK) {
         /* keep the frame consistent: error reply without the payload */
         st = MC_ERR_NOMEM;
         plen = 0;
     }
+    for (size_t i = 0; plen > 0 && i < niov; i++)
+        mc_outq_add_ext(&c->out, iov[i].iov_base, iov[i].iov_len); /* room reserved */
     mc_frame_hdr_t h = {
         .version = MC_FRAME_VERSION,
         .kind = MC_FRAME_RESPONSE,

@@ -111,22 +111,25 @@ static int lease_over(const get_op_t *op)
     return op->lease_us > 0 && mc_now_us() > op->t_sent_us + op->lease_us;
 }
 
-/* Replicas to try: COMPLETE ones; our own segment's first, then the others
- * in the master's order, those on segments that failed us lately last (a
- * dead node stays listed until the master expires it). */
-static void order_replicas(mc_store_t *s, get_op_t *op)
+/* Replicas to try, into order[]; returns how many: COMPLETE ones; our own
+ * segment's first, then the others in the master's order, those on
+ * segments that failed us lately last (a dead node stays listed until the
+ * master expires it). */
+static uint32_t order_reps(mc_store_t *s, const mc_master_replica_desc_t *rep, uint32_t nrep,
+                           uint32_t *order)
 {
     const char *self = mc_te_local_name(s->te);
     int rank[STORE_MAX_REPLICAS];
-    for (uint32_t i = 0; i < op->nrep; i++) {
-        const char *ep = endpoint(&op->rep[i]);
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < nrep; i++) {
+        const char *ep = endpoint(&rep[i]);
         rank[i] = strcmp(ep, self) == 0 ? 0 : store_peer_suspect(s, ep) ? 2 : 1;
     }
-    op->norder = 0;
     for (int pass = 0; pass < 3; pass++)
-        for (uint32_t i = 0; i < op->nrep; i++)
-            if (op->rep[i].status == MC_MASTER_REPLICA_COMPLETE && rank[i] == pass)
-                op->order[op->norder++] = i;
+        for (uint32_t i = 0; i < nrep; i++)
+            if (rep[i].status == MC_MASTER_REPLICA_COMPLETE && rank[i] == pass)
+                order[n++] = i;
+    return n;
 }
 
 static void get_step(store_op_t *h)
@@ -159,7 +162,7 @@ static void get_step(store_op_t *h)
                 get_finish(h, h->wait_st);
                 return;
             }
-            order_replicas(s, op);
+            op->norder = order_reps(s, op->rep, op->nrep, op->order);
             if (op->norder == 0) {
                 get_finish(h, MC_ERR_OBJECT_NOT_FOUND);
                 return;
@@ -430,21 +433,320 @@ mc_status_t mc_store_get_async(mc_store_t *s, const void *key, size_t klen, void
 
 /* ------------------------------------------------------------ batch get */
 
-typedef struct bget {
+/*
+ * Batch get: one BatchGetReplicaList for a chunk of keys, then one transfer
+ * batch that reads every object from its first replica in get order (our
+ * own segment: a memcpy on r0) straight into the caller's buffers, then the
+ * lease check of a single get. Keys whose read could not be set up or failed
+ * are left to single gets, which fail over to the other replicas (the
+ * caller runs them after the chunk). Needs buffers the transports can use
+ * in place (store_direct_ok); otherwise every key is a single get.
+ */
+#define BGET_CHUNK 4096
+
+typedef enum { BG_LIST, BG_WAIT_LIST, BG_RESOLVE, BG_WAIT_PEER, BG_SUBMIT, BG_WAIT_XFER } bget_state_t;
+
+/* bget_op_t.todo[i] */
+enum { BG_KEY_DONE, BG_KEY_READ, BG_KEY_RETRY };
+
+typedef struct bget_op {
+    store_op_t h;
+    bget_state_t state;
+    size_t n;
+    const mc_master_key_t *keys; /* the caller's (sync call) */
+    const mc_slice_t *bufs;      /* the caller's */
+    int64_t *result;             /* the caller's: bytes or a negative status */
+    uint8_t *todo;               /* BG_KEY_* */
+    mc_status_t *st;             /* the master's per key */
+    mc_master_replica_desc_t *rep; /* n * STORE_MAX_REPLICAS */
+    uint32_t *nrep, *pick;
+    mc_te_segment_t *seg;
+    size_t *task_key;
+    size_t rk; /* resolve cursor */
+    size_t ntasks;
+    uint64_t lease_us, t_sent_us;
+    store_waiter_t *w;
+} bget_op_t;
+
+static void bget_finish(store_op_t *h, mc_status_t st)
+{
+    bget_op_t *op = (bget_op_t *)h;
+    mc_store_t *s = h->s;
+    if (h->batch != NULL && mc_te_batch_free(h->batch) != MC_OK)
+        MC_ERROR(CLIENT, "batch get: transfer batch still busy at the end (leaked)");
+    if (st != MC_OK)
+        for (size_t i = 0; i < op->n; i++)
+            if (op->todo[i] != BG_KEY_DONE) {
+                op->todo[i] = BG_KEY_DONE;
+                op->result[i] = st;
+            }
+    store_waiter_status_cb(op->w, st);
+    store_live_dec(s);
+}
+
+static void bget_decode_list(store_op_t *h, const mc_rpc_resp_t *resp)
+{
+    bget_op_t *op = (bget_op_t *)h;
+    size_t got = 0;
+    if (mc_mcli_dec_items(resp->body, resp->body_len, op->st, op->rep, STORE_MAX_REPLICAS,
+                          op->nrep, op->n, &got, &op->lease_us) != MC_OK ||
+        got != op->n)
+        h->wait_st = MC_ERR_PROTOCOL;
+}
+
+static void bget_harvest(store_op_t *h, mc_te_batch_t *b)
+{
+    bget_op_t *op = (bget_op_t *)h;
+    for (size_t t = 0; t < op->ntasks; t++) {
+        mc_te_status_t ts;
+        mc_te_task_status(b, t, &ts);
+        if (ts.state != MC_TE_COMPLETED)
+            op->todo[op->task_key[t]] = BG_KEY_RETRY;
+    }
+}
+
+/* Key i after the master answered: done (copied from our own segment, or
+ * an error), to be read (op->pick[i]), or left to a single get. */
+static void bget_plan(mc_store_t *s, bget_op_t *op, size_t i)
+{
+    const mc_master_replica_desc_t *rep = &op->rep[i * STORE_MAX_REPLICAS];
+    uint32_t order[STORE_MAX_REPLICAS];
+    op->todo[i] = BG_KEY_DONE;
+    if (op->st[i] != MC_OK) {
+        op->result[i] = op->st[i];
+        return;
+    }
+    if (order_reps(s, rep, op->nrep[i], order) == 0) {
+        op->result[i] = MC_ERR_OBJECT_NOT_FOUND;
+        return;
+    }
+    const mc_master_replica_desc_t *d = &rep[order[0]];
+    if (d->size > op->bufs[i].len) {
+        op->result[i] = MC_ERR_BUFFER_OVERFLOW;
+        return;
+    }
+    op->pick[i] = order[0];
+    if (strcmp(endpoint(d), mc_te_local_name(s->te)) != 0) {
+        op->todo[i] = BG_KEY_READ;
+        return;
+    }
+    if (!te_local_range_ok(s->te, (const void *)(uintptr_t)d->address, d->size, 1)) {
+        op->todo[i] = BG_KEY_RETRY; /* the single get says why */
+        return;
+    }
+    memcpy(op->bufs[i].ptr, (const void *)(uintptr_t)d->address, d->size);
+    op->result[i] = (int64_t)d->size;
+}
+
+static void bget_step(store_op_t *h)
+{
+    bget_op_t *op = (bget_op_t *)h;
+    mc_store_t *s = h->s;
+    mc_status_t st;
+
+    for (;;) {
+        if (store_op_closing(h)) {
+            bget_finish(h, MC_ERR_CANCELED);
+            return;
+        }
+        switch (op->state) {
+        case BG_LIST: {
+            mc_mp_writer_t *w = mc_rpc_call_begin(s->mcli);
+            mc_mcli_keys(w, op->keys, op->n);
+            op->t_sent_us = mc_now_us();
+            st = store_rpc_end(h, MC_RPC_BATCH_GET_REPLICA_LIST, bget_decode_list);
+            if (st != MC_INPROGRESS) {
+                bget_finish(h, st);
+                return;
+            }
+            op->state = BG_WAIT_LIST;
+            return; /* waiting: the master */
+        }
+
+        case BG_WAIT_LIST:
+            if (h->wait_st != MC_OK) {
+                bget_finish(h, h->wait_st);
+                return;
+            }
+            for (size_t i = 0; i < op->n; i++)
+                bget_plan(s, op, i);
+            op->state = BG_RESOLVE;
+            break;
+
+        case BG_RESOLVE:
+            while (op->rk < op->n) {
+                size_t i = op->rk;
+                if (op->todo[i] != BG_KEY_READ) {
+                    op->rk++;
+                    continue;
+                }
+                const mc_master_replica_desc_t *d = &op->rep[i * STORE_MAX_REPLICAS + op->pick[i]];
+                int r = store_peer_resolve(s, h, endpoint(d), &op->seg[i]);
+                if (r == 0) {
+                    op->state = BG_WAIT_PEER;
+                    return; /* waiting: a segment open */
+                }
+                if (r < 0)
+                    op->todo[i] = BG_KEY_RETRY;
+                op->rk++;
+            }
+            op->state = BG_SUBMIT;
+            break;
+
+        case BG_WAIT_PEER:
+            if (h->wait_st == MC_OK) {
+                op->seg[op->rk] = h->opened;
+            } else {
+                const mc_master_replica_desc_t *d =
+                    &op->rep[op->rk * STORE_MAX_REPLICAS + op->pick[op->rk]];
+                store_peer_note(s, endpoint(d), 1);
+                op->todo[op->rk] = BG_KEY_RETRY;
+            }
+            op->rk++;
+            op->state = BG_RESOLVE;
+            break;
+
+        case BG_SUBMIT: {
+            size_t k = 0;
+            for (size_t i = 0; i < op->n; i++)
+                k += op->todo[i] == BG_KEY_READ;
+            mc_te_request_t *reqs = k ? mc_malloc(k * sizeof(*reqs)) : NULL;
+            if (k > 0 && reqs == NULL) {
+                bget_finish(h, MC_ERR_NOMEM);
+                return;
+            }
+            k = 0;
+            for (size_t i = 0; i < op->n; i++) {
+                if (op->todo[i] != BG_KEY_READ)
+                    continue;
+                const mc_master_replica_desc_t *d = &op->rep[i * STORE_MAX_REPLICAS + op->pick[i]];
+                if (!store_range_ok(s, op->seg[i], d->address, d->size)) {
+                    op->todo[i] = BG_KEY_RETRY; /* the single get refreshes */
+                    continue;
+                }
+                reqs[k] = (mc_te_request_t){.opcode = MC_TE_READ,
+                                            .local = op->bufs[i].ptr,
+                                            .segment = op->seg[i],
+                                            .remote = d->address,
+                                            .length = d->size};
+                op->task_key[k++] = i;
+            }
+            op->ntasks = k;
+            st = k > 0 ? store_xfer_submit(h, reqs, k) : MC_OK;
+            mc_free(reqs);
+            if (st != MC_OK || k == 0) {
+                if (st != MC_OK)
+                    for (size_t t = 0; t < k; t++)
+                        op->todo[op->task_key[t]] = BG_KEY_RETRY;
+                h->wait_st = MC_OK;
+                op->ntasks = 0;
+                op->state = BG_WAIT_XFER;
+                break;
+            }
+            op->state = BG_WAIT_XFER;
+            return; /* waiting: the transfers (bget_harvest marks failures) */
+        }
+
+        case BG_WAIT_XFER: {
+            int expired = op->lease_us > 0 && mc_now_us() > op->t_sent_us + op->lease_us;
+            for (size_t t = 0; t < op->ntasks; t++) {
+                size_t i = op->task_key[t];
+                const mc_master_replica_desc_t *d = &op->rep[i * STORE_MAX_REPLICAS + op->pick[i]];
+                if (op->todo[i] == BG_KEY_READ) {
+                    op->todo[i] = BG_KEY_DONE;
+                    op->result[i] = (int64_t)d->size;
+                } else {
+                    store_peer_note(s, endpoint(d), 1);
+                }
+            }
+            if (expired) {
+                MC_WARN(CLIENT, "batch get: the read lease (%llu us) ran out before the reads "
+                                "finished",
+                        (unsigned long long)op->lease_us);
+                for (size_t i = 0; i < op->n; i++)
+                    if (op->todo[i] == BG_KEY_DONE && op->result[i] >= 0)
+                        op->result[i] = MC_ERR_LEASE_EXPIRED;
+            }
+            bget_finish(h, MC_OK);
+            return;
+        }
+
+        default:
+            assert(0);
+            return;
+        }
+    }
+}
+
+/* One chunk (n <= BGET_CHUNK keys, valid, buffers usable in place): results
+ * into result[], and retry[i] = 1 for the keys left to single gets. */
+static mc_status_t bget_chunk(mc_store_t *s, const mc_master_key_t *keys, const mc_slice_t *bufs,
+                              size_t n, int64_t *result, uint8_t *retry)
+{
+    size_t sz = sizeof(bget_op_t) +
+                n * (STORE_MAX_REPLICAS * sizeof(mc_master_replica_desc_t) +
+                     sizeof(mc_te_segment_t) + sizeof(size_t) + sizeof(mc_status_t) +
+                     2 * sizeof(uint32_t)) +
+                64;
+    bget_op_t *op = mc_malloc(sz);
+    if (op == NULL)
+        return MC_ERR_NOMEM;
+    memset(op, 0, sizeof(*op));
+    uint8_t *p = (uint8_t *)(op + 1);
+    op->rep = (mc_master_replica_desc_t *)p;
+    p += n * STORE_MAX_REPLICAS * sizeof(mc_master_replica_desc_t);
+    op->seg = (mc_te_segment_t *)p;
+    p += n * sizeof(mc_te_segment_t);
+    op->task_key = (size_t *)p;
+    p += n * sizeof(size_t);
+    op->st = (mc_status_t *)p;
+    p += n * sizeof(mc_status_t);
+    op->nrep = (uint32_t *)p;
+    p += n * sizeof(uint32_t);
+    op->pick = (uint32_t *)p;
+    op->todo = retry;
+    memset(retry, BG_KEY_DONE, n);
+    op->n = n;
+    op->keys = keys;
+    op->bufs = bufs;
+    op->result = result;
+    op->h.s = s;
+    op->h.step = bget_step;
+    op->h.fail = bget_finish;
+    op->h.harvest = bget_harvest;
+    op->state = BG_LIST;
+    store_waiter_t w;
+    store_waiter_init(&w);
+    op->w = &w;
+    mc_status_t st = store_op_submit(&op->h);
+    if (st != MC_INPROGRESS) {
+        w.done = 1;
+        store_waiter_wait(&w);
+        mc_free(op);
+        return st;
+    }
+    st = (mc_status_t)store_waiter_wait(&w);
+    mc_free(op);
+    for (size_t i = 0; i < n; i++)
+        retry[i] = retry[i] == BG_KEY_RETRY;
+    return st;
+}
+
+typedef struct bget_wait {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     size_t left;
-} bget_t;
+} bget_wait_t;
 
 typedef struct bget_item {
-    bget_t *b;
+    bget_wait_t *b;
     int64_t *out;
 } bget_item_t;
 
-static void bget_cb(void *arg, int64_t result)
+static void bget_item_cb(void *arg, int64_t result)
 {
     bget_item_t *it = arg;
-    bget_t *b = it->b;
+    bget_wait_t *b = it->b;
     *it->out = result;
     pthread_mutex_lock(&b->mu);
     if (--b->left == 0)
@@ -452,30 +754,27 @@ static void bget_cb(void *arg, int64_t result)
     pthread_mutex_unlock(&b->mu);
 }
 
-/* Every key as its own get, all in flight at once. */
-mc_status_t mc_store_batch_get(mc_store_t *s, const mc_slice_t *keys, mc_slice_t *bufs, size_t n,
-                               int64_t *result)
+/* Keys idx[0..n) as single gets, all in flight at once. */
+static mc_status_t bget_singles(mc_store_t *s, const mc_slice_t *keys, mc_slice_t *bufs,
+                                const size_t *idx, size_t n, int64_t *result)
 {
-    if (s == NULL || result == NULL || (n > 0 && (keys == NULL || bufs == NULL)))
-        return MC_ERR_INVALID_PARAMS;
-    if (store_on_reactor(s))
-        return MC_ERR_STATE;
     if (n == 0)
         return MC_OK;
     bget_item_t *items = mc_calloc(n, sizeof(*items));
     if (items == NULL)
         return MC_ERR_NOMEM;
-    bget_t b = {.left = 1};
+    bget_wait_t b = {.left = 1};
     pthread_mutex_init(&b.mu, NULL);
     pthread_cond_init(&b.cv, NULL);
-    for (size_t i = 0; i < n; i++) {
-        items[i].b = &b;
-        items[i].out = &result[i];
+    for (size_t j = 0; j < n; j++) {
+        size_t i = idx[j];
+        items[j].b = &b;
+        items[j].out = &result[i];
         pthread_mutex_lock(&b.mu);
         b.left++;
         pthread_mutex_unlock(&b.mu);
         mc_status_t st = store_get_submit(s, keys[i].ptr, keys[i].len, bufs[i].ptr, bufs[i].len, 0,
-                                          NULL, bget_cb, &items[i]);
+                                          NULL, bget_item_cb, &items[j]);
         if (st != MC_INPROGRESS) {
             result[i] = st;
             pthread_mutex_lock(&b.mu);
@@ -492,6 +791,64 @@ mc_status_t mc_store_batch_get(mc_store_t *s, const mc_slice_t *keys, mc_slice_t
     pthread_mutex_destroy(&b.mu);
     mc_free(items);
     return MC_OK;
+}
+
+mc_status_t mc_store_batch_get(mc_store_t *s, const mc_slice_t *keys, mc_slice_t *bufs, size_t n,
+                               int64_t *result)
+{
+    if (s == NULL || result == NULL || (n > 0 && (keys == NULL || bufs == NULL)))
+        return MC_ERR_INVALID_PARAMS;
+    if (store_on_reactor(s))
+        return MC_ERR_STATE;
+    if (n == 0)
+        return MC_OK;
+    size_t chunk = n < BGET_CHUNK ? n : BGET_CHUNK;
+    size_t *idx = mc_malloc(n * sizeof(*idx));
+    mc_master_key_t *ck = mc_malloc(chunk * sizeof(*ck));
+    mc_slice_t *cb = mc_malloc(chunk * sizeof(*cb));
+    int64_t *cr = mc_malloc(chunk * sizeof(*cr));
+    size_t *ci = mc_malloc(chunk * sizeof(*ci));
+    uint8_t *retry = mc_malloc(chunk);
+    mc_status_t rc = MC_OK;
+    if (idx == NULL || ck == NULL || cb == NULL || cr == NULL || ci == NULL || retry == NULL) {
+        rc = MC_ERR_NOMEM;
+        goto out;
+    }
+    /* keys for single gets: those whose buffer cannot be used in place
+     * (they need the staging buffer), and those a chunk left over */
+    size_t nsingle = 0, i = 0;
+    while (i < n) {
+        size_t m = 0;
+        for (; i < n && m < chunk; i++) {
+            if (bufs[i].len > 0 && bufs[i].ptr != NULL &&
+                store_check_key(keys[i].ptr, keys[i].len) == MC_OK &&
+                store_direct_ok(s, bufs[i].ptr, bufs[i].len)) {
+                ck[m] = (mc_master_key_t){keys[i].ptr, keys[i].len};
+                cb[m] = bufs[i];
+                ci[m++] = i;
+            } else {
+                idx[nsingle++] = i; /* a single get checks it and says what is wrong */
+            }
+        }
+        if (m == 0)
+            continue;
+        mc_status_t st = bget_chunk(s, ck, cb, m, cr, retry);
+        for (size_t j = 0; j < m; j++) {
+            if (st == MC_OK && retry[j])
+                idx[nsingle++] = ci[j];
+            else
+                result[ci[j]] = st == MC_OK ? cr[j] : st;
+        }
+    }
+    rc = bget_singles(s, keys, bufs, idx, nsingle, result);
+out:
+    mc_free(idx);
+    mc_free(ck);
+    mc_free(cb);
+    mc_free(cr);
+    mc_free(ci);
+    mc_free(retry);
+    return rc;
 }
 
 /* ------------------------------------------------------ size and query */

@@ -654,7 +654,7 @@ static void bput_decode_start(store_op_t *h, const mc_rpc_resp_t *resp)
     bput_op_t *op = (bput_op_t *)h;
     size_t got = 0;
     if (mc_mcli_dec_items(resp->body, resp->body_len, op->st, op->rep, op->per, op->nrep, op->n,
-                          &got) != MC_OK ||
+                          &got, NULL) != MC_OK ||
         got != op->n)
         h->wait_st = MC_ERR_PROTOCOL;
 }

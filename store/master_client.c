@@ -194,8 +194,10 @@ mc_status_t mc_mcli_dec_replicas(const uint8_t *body, size_t len, mc_master_repl
 
 mc_status_t mc_mcli_dec_items(const uint8_t *body, size_t len, mc_status_t *st,
                               mc_master_replica_desc_t *d, uint32_t per_key, uint32_t *nrep,
-                              size_t room, size_t *n)
+                              size_t room, size_t *n, uint64_t *lease_us)
 {
+    if (lease_us != NULL)
+        *lease_us = 0;
     mc_mp_reader_t r;
     mc_mp_reader_init(&r, body, len);
     *n = 0;
@@ -218,6 +220,12 @@ mc_status_t mc_mcli_dec_items(const uint8_t *body, size_t len, mc_status_t *st,
                 case MC_F_REPLICAS:
                     mc_proto_read_replicas(&r, &d[(size_t)k * per_key], per_key, &nrep[k]);
                     break;
+                case MC_F_LEASE_TTL_US: {
+                    uint64_t l = mc_mp_read_uint(&r);
+                    if (lease_us != NULL && (*lease_us == 0 || l < *lease_us))
+                        *lease_us = l;
+                    break;
+                }
                 default: mc_mp_skip(&r); break;
                 }
             }

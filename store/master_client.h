@@ -59,10 +59,11 @@ mc_status_t mc_mcli_dec_replicas(const uint8_t *body, size_t len, mc_master_repl
 
 /* BATCH_PUT_START, BATCH_GET_REPLICA_LIST: per item status and replicas;
  * item i's replicas go to d[i * per_key ...], their count to nrep[i].
- * At most room items (more is a protocol error); *n gets the count. */
+ * At most room items (more is a protocol error); *n gets the count;
+ * *lease_us (may be NULL) the shortest lease of the items, 0 if none. */
 mc_status_t mc_mcli_dec_items(const uint8_t *body, size_t len, mc_status_t *st,
                               mc_master_replica_desc_t *d, uint32_t per_key, uint32_t *nrep,
-                              size_t room, size_t *n);
+                              size_t room, size_t *n, uint64_t *lease_us);
 
 /* BATCH_PUT_END/REVOKE, BATCH_REMOVE, BATCH_EXIST_KEY: statuses (and, for
  * exist, the booleans into exists, which may be NULL). */

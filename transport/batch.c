@@ -395,11 +395,14 @@ mc_status_t mc_te_submit(mc_te_batch_t *b, const mc_te_request_t *reqs, size_t n
             s->remote = q->remote + off;
             s->len = take;
             s->opcode = q->opcode;
-            te_tcp_post(s);
+            s->ntrain = 1;
+            s->iov = NULL;
             off += take;
             left -= take;
         }
     }
+    if (k > 0)
+        te_tcp_post_run(chunk->slices, k);
     in_submit = 0;
     if (segs != segs_small)
         mc_free(segs);

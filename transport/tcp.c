@@ -9,17 +9,33 @@
  * flight per lane; each has the engine's timeout; a lane whose peer dies
  * fails its slices at once and reconnects on the next use (rpc/client.c).
  *
+ * Small reads of one segment submitted together travel as a train: one
+ * TE_READV with their ranges, answered with their bytes back to back and
+ * scattered straight into the slices' memory (readv). That saves a frame, a
+ * call and a completion per slice for batches of small objects. A train the
+ * target refuses as a whole (a range outside its buffers, or a peer without
+ * TE_READV) is sent again slice by slice, so each request gets its own
+ * outcome.
+ *
  * Target: TE_WRITE has a payload sink that checks [ADDR, ADDR+len) against
  * the remote-accessible registered buffers before a byte is stored (a bad
  * range is refused and the payload discarded: memory is untouched); TE_READ
  * checks the range and answers with the bytes, zero-copy.
  */
 #include <string.h>
+#include <sys/uio.h>
 
 #include "rpc/fields.h"
 #include "rpc/methods.h"
 #include "transport/te_int.h"
 #include "util/log.h"
+#include "util/mem.h"
+
+/* Trains: slices of at most TRAIN_SLICE_MAX bytes, at most TRAIN_MAX of
+ * them and TRAIN_BYTES_MAX bytes per train (the target checks the same). */
+#define TRAIN_SLICE_MAX (32u << 10)
+#define TRAIN_MAX 256u
+#define TRAIN_BYTES_MAX (1u << 20)
 
 static void lane_opts(const mc_te_t *te, mc_rpc_client_opts_t *o)
 {
@@ -90,19 +106,86 @@ static void slice_cb(void *arg, const mc_rpc_resp_t *resp)
     te_slice_done(s, st); /* may free the batch and s with it */
 }
 
-/* On the lane's reactor: issue the slice's RPC. */
+/* Finish the n slices of a train with st. The last te_slice_done may free
+ * the batch and the slices with it: nothing is touched after it. */
+static void train_done(te_slice_t *s, unsigned n, mc_status_t st)
+{
+    mc_free(s->iov);
+    s->iov = NULL;
+    for (unsigned i = 0; i < n; i++)
+        te_slice_done(&s[i], st);
+}
+
+static void train_cb(void *arg, const mc_rpc_resp_t *resp)
+{
+    te_slice_t *s = arg;
+    unsigned n = s->ntrain;
+    uint64_t want = 0;
+    for (unsigned i = 0; i < n; i++)
+        want += s[i].len;
+    mc_status_t st = resp->status;
+    if (st == MC_OK && resp->payload_len != want)
+        st = MC_ERR_TRANSFER_FAIL; /* short read: the peer answered something else */
+    if (st != MC_OK && st != MC_ERR_CONN_CLOSED && st != MC_ERR_RPC_TIMEOUT &&
+        st != MC_ERR_CANCELED && st != MC_ERR_BUFFER_OVERFLOW) {
+        /* refused as a whole: again one by one, for each slice's own outcome */
+        MC_DEBUG(TCP, "train of %u reads on '%s' refused (%s): sending them one by one", n,
+                 s->seg->name, mc_status_str(st));
+        mc_free(s->iov);
+        s->iov = NULL;
+        for (unsigned i = 0; i < n; i++) {
+            s[i].ntrain = 1;
+            te_tcp_post(&s[i]);
+        }
+        return;
+    }
+    if (st != MC_OK)
+        MC_DEBUG(TCP, "train of %u reads on '%s' failed: %s", n, s->seg->name, mc_status_str(st));
+    if (st == MC_ERR_CONN_CLOSED && s->b->te->meta != NULL)
+        atomic_store(&s->seg->stale, 1); /* maybe it moved: look it up again */
+    train_done(s, n, st);
+}
+
+static void train_issue(te_slice_t *s, mc_rpc_client_t *lane)
+{
+    unsigned n = s->ntrain;
+    s->iov = mc_malloc(n * sizeof(*s->iov));
+    if (s->iov == NULL) {
+        train_done(s, n, MC_ERR_NOMEM);
+        return;
+    }
+    mc_mp_writer_t *w = mc_rpc_call_begin(lane);
+    mc_mp_write_map(w, 1);
+    mc_mp_write_uint(w, MC_F_RANGES);
+    mc_mp_write_array(w, 2 * n);
+    for (unsigned i = 0; i < n; i++) {
+        mc_mp_write_uint(w, s[i].remote);
+        mc_mp_write_uint(w, s[i].len);
+        s->iov[i].iov_base = s[i].local;
+        s->iov[i].iov_len = s[i].len;
+    }
+    mc_status_t st = mc_rpc_call_end_scatter(lane, MC_RPC_TE_READV, 0, s->iov, n, train_cb, s);
+    if (st != MC_INPROGRESS)
+        train_done(s, n, st);
+}
+
+/* On the lane's reactor: issue the slice's (or its train's) RPC. */
 static void slice_issue(mc_reactor_t *r, mc_reactor_msg_t *msg, mc_status_t st)
 {
     te_slice_t *s = MC_CONTAINER_OF(msg, te_slice_t, msg);
     (void)r;
     if (st != MC_OK) {
-        te_slice_done(s, st);
+        train_done(s, s->ntrain, st);
         return;
     }
     te_seg_t *seg = s->seg;
     if (s->b->te->meta != NULL && atomic_load(&seg->gen) != seg->lane_gen[s->lane])
         lane_follow(s->b->te, seg, s->lane);
     mc_rpc_client_t *lane = seg->lanes[s->lane];
+    if (s->ntrain > 1) {
+        train_issue(s, lane);
+        return;
+    }
     mc_mp_writer_t *w = mc_rpc_call_begin(lane);
     if (s->opcode == MC_TE_WRITE) {
         mc_mp_write_map(w, 1);
@@ -131,7 +214,26 @@ void te_tcp_post(te_slice_t *s)
     s->msg.fn = slice_issue;
     mc_reactor_t *r = s->b->te->rs[s->lane % s->b->te->nr];
     if (mc_reactor_post(r, &s->msg) != MC_OK)
-        te_slice_done(s, MC_ERR_CANCELED);
+        train_done(s, s->ntrain, MC_ERR_CANCELED);
+}
+
+void te_tcp_post_run(te_slice_t *ss, size_t n)
+{
+    size_t i = 0;
+    while (i < n) {
+        te_slice_t *s = &ss[i];
+        size_t j = i + 1;
+        if (s->opcode == MC_TE_READ && s->len <= TRAIN_SLICE_MAX) {
+            uint64_t bytes = s->len;
+            while (j < n && j - i < TRAIN_MAX && ss[j].seg == s->seg &&
+                   ss[j].opcode == MC_TE_READ && ss[j].len <= TRAIN_SLICE_MAX &&
+                   bytes + ss[j].len <= TRAIN_BYTES_MAX)
+                bytes += ss[j++].len;
+        }
+        s->ntrain = (unsigned)(j - i);
+        te_tcp_post(s);
+        i = j;
+    }
 }
 
 /* ----------------------------------------------------------- target side */
@@ -211,8 +313,78 @@ static void h_read(void *ctx, mc_rpc_req_t *req)
     mc_rpc_reply_end_payload(req, MC_OK, (const void *)(uintptr_t)addr, len);
 }
 
+static void h_readv(void *ctx, mc_rpc_req_t *req)
+{
+    mc_te_t *te = ctx;
+    size_t blen;
+    const uint8_t *body = mc_rpc_req_body(req, &blen);
+    mc_mp_reader_t r;
+    mc_mp_reader_init(&r, body, blen);
+    struct iovec *iov = NULL;
+    uint32_t n = 0;
+    mc_status_t st = MC_ERR_INVALID_PARAMS;
+    uint32_t nf = blen ? mc_mp_read_map(&r) : 0;
+    for (uint32_t f = 0; f < nf && r.err == MC_OK; f++) {
+        if (mc_mp_read_uint(&r) != MC_F_RANGES || iov != NULL) {
+            mc_mp_skip(&r);
+            continue;
+        }
+        uint32_t cnt = mc_mp_read_array(&r);
+        if (r.err != MC_OK || cnt == 0 || cnt % 2 != 0 || cnt / 2 > TRAIN_MAX) {
+            MC_WARN(TCP, "%s: refused a vectored read: %u range numbers (want pairs, 1..%u "
+                         "ranges)",
+                    mc_rpc_req_peer(req), cnt, TRAIN_MAX);
+            mc_rpc_reply(req, MC_ERR_INVALID_PARAMS, NULL, 0);
+            return;
+        }
+        iov = mc_malloc(cnt / 2 * sizeof(*iov));
+        if (iov == NULL) {
+            mc_rpc_reply(req, MC_ERR_NOMEM, NULL, 0);
+            return;
+        }
+        uint64_t total = 0;
+        st = MC_OK;
+        for (n = 0; n < cnt / 2 && r.err == MC_OK; n++) {
+            uint64_t addr = mc_mp_read_uint(&r), len = mc_mp_read_uint(&r);
+            if (r.err != MC_OK)
+                break;
+            total += len;
+            if (len == 0) {
+                st = MC_ERR_INVALID_PARAMS;
+                continue;
+            }
+            if (len > TRAIN_BYTES_MAX || total > TRAIN_BYTES_MAX) {
+                if (st == MC_OK)
+                    MC_WARN(TCP, "%s: refused a vectored read of more than %u bytes",
+                            mc_rpc_req_peer(req), TRAIN_BYTES_MAX);
+                st = MC_ERR_LIMIT;
+                continue;
+            }
+            if (st == MC_OK && !te_local_range_ok(te, (void *)(uintptr_t)addr, len, 1)) {
+                MC_WARN(TCP, "%s: refused a vectored read of %llu bytes at 0x%llx: not inside a "
+                             "registered remote-accessible buffer",
+                        mc_rpc_req_peer(req), (unsigned long long)len, (unsigned long long)addr);
+                st = MC_ERR_ADDRESS_NOT_REGISTERED;
+            }
+            iov[n].iov_base = (void *)(uintptr_t)addr;
+            iov[n].iov_len = len;
+        }
+    }
+    if (r.err != MC_OK)
+        st = MC_ERR_INVALID_PARAMS;
+    if (st != MC_OK) {
+        mc_free(iov);
+        mc_rpc_reply(req, st, NULL, 0);
+        return;
+    }
+    mc_rpc_reply_begin(req);
+    mc_rpc_reply_end_payloadv(req, MC_OK, iov, n); /* the pieces are queued, not iov */
+    mc_free(iov);
+}
+
 void te_tcp_register_server(mc_te_t *te)
 {
+    mc_rpc_server_register(te->srv, MC_RPC_TE_READV, h_readv, te);
     mc_rpc_server_register_sink(te->srv, MC_RPC_TE_WRITE, write_sink, h_write, te);
     mc_rpc_server_register(te->srv, MC_RPC_TE_READ, h_read, te);
 }

@@ -87,6 +87,10 @@ typedef struct te_slice {
     uint64_t len;
     int opcode;
     unsigned lane;
+    /* tcp.c: a train is a run of small reads of one segment sent as one
+     * TE_READV; its first slice carries the count and the scatter list */
+    unsigned ntrain;
+    struct iovec *iov;
 } te_slice_t;
 
 /* Slices of one submit, allocated together and kept until the batch is
@@ -136,6 +140,9 @@ void te_slice_done(te_slice_t *s, mc_status_t st);
 /* tcp.c */
 mc_status_t te_tcp_lanes_open(mc_te_t *te, te_seg_t *seg);
 void te_tcp_post(te_slice_t *s);
+/* Post slices ss[0..n) of one submit: runs of small reads of the same
+ * segment travel as trains (one RPC each), the others one by one. */
+void te_tcp_post_run(te_slice_t *ss, size_t n);
 void te_tcp_register_server(mc_te_t *te);
 
 /* ------------------------------------------------------------------------

@@ -718,7 +718,7 @@ static void batch_calls_return_one_status_per_item(void **state)
     mc_mcli_batch_put_start(sc_begin(&s), CLIENT_M, put3, sizes, 3, &one);
     assert_int_equal(sc_end(&s, c, MC_RPC_BATCH_PUT_START), MC_OK);
     assert_int_equal(mc_mcli_dec_items(mc_buf_head(&s.resp), mc_buf_used(&s.resp), st, bd,
-                                       MC_MASTER_MAX_REPLICAS, nrep, 8, &cnt),
+                                       MC_MASTER_MAX_REPLICAS, nrep, 8, &cnt, NULL),
                      MC_OK);
     assert_int_equal(cnt, 3);
     assert_int_equal(st[0], MC_OK);
@@ -744,10 +744,12 @@ static void batch_calls_return_one_status_per_item(void **state)
     mc_master_key_t mixed[] = {{"b-1", 3}, {"missing", 7}, {"b-2", 3}, {"b-0", 3}};
     mc_mcli_keys(sc_begin(&s), mixed, 4);
     assert_int_equal(sc_end(&s, c, MC_RPC_BATCH_GET_REPLICA_LIST), MC_OK);
+    uint64_t lease = 0;
     assert_int_equal(mc_mcli_dec_items(mc_buf_head(&s.resp), mc_buf_used(&s.resp), st, bd,
-                                       MC_MASTER_MAX_REPLICAS, nrep, 8, &cnt),
+                                       MC_MASTER_MAX_REPLICAS, nrep, 8, &cnt, &lease),
                      MC_OK);
     assert_int_equal(cnt, 4);
+    assert_true(lease > 0); /* the found keys carry their read lease */
     assert_int_equal(st[0], MC_OK);
     assert_int_equal(st[1], MC_ERR_OBJECT_NOT_FOUND);
     assert_int_equal(st[2], MC_OK);
