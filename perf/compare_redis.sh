@@ -10,7 +10,9 @@
 # flight): Put/Get with the data on a separate storage-node process over TCP
 # (mode remote), Get from the client's own segment (mode local) and
 # BatchPut/BatchGet of 4 KiB values. Prints both, the ratios, and the
-# targets of the store_bench issue. Needs redis-server and redis-benchmark.
+# targets of the store_bench issue, and what loopback TCP carries with as
+# many streams (iperf3, when installed), the ceiling of the big-value
+# figures. Needs redis-server and redis-benchmark.
 set -u
 BUILD=${BUILD:-build}
 SIZES=4K,1M,4M
@@ -23,7 +25,7 @@ while [ $# -gt 0 ]; do
     --concurrency) CONC=$2; shift 2 ;;
     --reps) REPS=$2; shift 2 ;;
     --duration) DURATION=$2; shift 2 ;;
-    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
     *) echo "compare_redis.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
 done
@@ -80,6 +82,24 @@ for s in ${SIZES//,/ }; do
 done
 kill "$redis_pid" 2>/dev/null; wait "$redis_pid" 2>/dev/null; redis_pid=
 
+# What loopback TCP itself carries here with as many streams (iperf3 -P C,
+# 1 MiB writes): the ceiling of any store or redis figure above ~1 GB/s.
+CAP=
+if command -v iperf3 >/dev/null; then
+  :> "$tmp/cap"
+  for _ in $(seq "$REPS"); do
+    ip=$((20000 + RANDOM % 40000))
+    iperf3 -s -1 -p "$ip" >/dev/null 2>&1 &
+    sp=$!
+    sleep 0.3
+    iperf3 -c 127.0.0.1 -p "$ip" -P "$CONC" -l 1M -t "$DURATION" -f m 2>/dev/null |
+      awk '/receiver/ { v = $(NF-2) } END { if (v != "") printf "%.3f\n", v / 8000 }' >> "$tmp/cap"
+    wait "$sp" 2>/dev/null
+  done
+  CAP=$(median <"$tmp/cap")
+  echo "loopback TCP: iperf3 -P $CONC -l 1M -t $DURATION: ${CAP:-?} GB/s (median of $REPS)"
+fi
+
 echo "store_bench --sizes $SIZES --concurrency $CONC --replicas 1 --mode remote,local --reps $REPS --duration $DURATION"
 "$BUILD/store_bench" --ops put,get,batch_put,batch_get --sizes "$SIZES" --concurrency "$CONC" \
   --replicas 1 --mode remote,local --reps "$REPS" --duration "$DURATION" --segment-size 1G \
@@ -114,6 +134,15 @@ for s in 1M 4M; do
   case ",$SIZES," in *",$s,"*) ;; *) continue ;; esac
   target "Put $s / redis SET $s" "$(ratio "$(get remote put "$b" 9)" "${R[SET,$b]}")" 1.5 x
   target "Get $s / redis GET $s" "$(ratio "$(get remote get "$b" 9)" "${R[GET,$b]}")" 1.0 x
+  if [ -n "$CAP" ]; then
+    for op in put get; do
+      t=$([ $op = put ] && echo SET || echo GET) k=$([ $op = put ] && echo 1.5 || echo 1.0)
+      awk -v s="$s" -v op="$op" -v v="$(get remote $op "$b" 11)" -v cap="$CAP" \
+          -v want="$(awk -v r="${R[$t,$b]}" -v k="$k" -v b="$b" 'BEGIN{print r*k*b/1e9}')" 'BEGIN {
+        printf "    %s %s: %.2f GB/s = %.0f%% of loopback TCP (%.2f GB/s); the goal needs %.2f GB/s%s\n",
+          op, s, v, 100 * v / cap, cap, want, (want > cap ? ": above what loopback carries" : "") }'
+    done
+  fi
 done
 target "Get 4M from the client's own segment" "$(get local get 4194304 11)" 5 GB/s
 target "BatchPut 4K (remote) keys/s / 1000" "$(awk -v v="$(get remote batch_put 4096 10)" 'BEGIN{if(v!="")print v/1000}')" 100 kkeys/s
