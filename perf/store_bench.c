@@ -24,9 +24,10 @@
  *
  * Concurrency N = N threads sharing one client, each doing sync calls one
  * after the other (N requests in flight, like redis-benchmark -c N -P 1).
- * Values go through the client's staging buffer (the plain API, a copy on
- * each side) unless --registered, which registers the threads' buffers
- * (zero copy).
+ * The plain API: over TCP the threads' (unregistered) buffers are used in
+ * place; --registered registers them anyway. MC_STORE_STAGING=always in the
+ * environment makes the client copy through its staging buffer instead, as
+ * with a transport that needs registered memory.
  *
  * A timed run lasts --duration seconds or until the puts have used about
  * half of the capacity, whichever comes first; stored objects are removed
@@ -807,7 +808,7 @@ static const char usage[] =
     "  --mode remote: data on separate mooncake-store-server processes (TCP);\n"
     "         local: on the bench client's own segment\n"
     "  --concurrency N: N threads doing sync calls on one client\n"
-    "  --registered: register the threads' buffers (zero copy) instead of staging\n"
+    "  --registered: register the threads' buffers (over TCP unregistered ones are used in place too)\n"
     "  --master: use a running cluster instead of starting one (nodes of --segment-size)\n";
 
 int main(int argc, char **argv)
@@ -944,7 +945,10 @@ int main(int argc, char **argv)
            "concurrency = threads doing sync calls on one client, batch %u, %u x %.1f s per "
            "point (median run)\n",
            b.master_addr, o.master ? "" : " (child process)", o.master ? 0 : b.nnodes,
-           o.segment_size >> 20, o.registered ? "registered (zero-copy)" : "staging (copy)",
+           o.segment_size >> 20,
+           o.registered                   ? "registered"
+           : getenv("MC_STORE_STAGING") != NULL ? "MC_STORE_STAGING, unregistered"
+                                          : "unregistered",
            o.batch, o.reps, o.duration);
     printf("%-7s %-10s %7s %5s %5s %6s %11s %11s %8s %10s %10s %7s\n", "mode", "op", "size", "repl",
            "conc", "batch", "calls/s", "keys/s", "GB/s", "p50(us)", "p99(us)", "errors");
