@@ -357,7 +357,7 @@ static void values_round_trip_through_the_staging_buffer(void **state)
     mc_slice_t keys[NB], vals[NB], outs[NB];
     mc_status_t sts[NB];
     int64_t res[NB];
-    char names[NB][16];
+    char names[NB][24];
     for (int i = 0; i < NB; i++) {
         snprintf(names[i], sizeof(names[i]), "staged-b%d", i);
         keys[i] = (mc_slice_t){names[i], strlen(names[i])};
