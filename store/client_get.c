@@ -732,63 +732,29 @@ static mc_status_t bget_chunk(mc_store_t *s, const mc_master_key_t *keys, const 
     return st;
 }
 
-typedef struct bget_wait {
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    size_t left;
-} bget_wait_t;
-
-typedef struct bget_item {
-    bget_wait_t *b;
-    int64_t *out;
-} bget_item_t;
-
-static void bget_item_cb(void *arg, int64_t result)
-{
-    bget_item_t *it = arg;
-    bget_wait_t *b = it->b;
-    *it->out = result;
-    pthread_mutex_lock(&b->mu);
-    if (--b->left == 0)
-        pthread_cond_signal(&b->cv);
-    pthread_mutex_unlock(&b->mu);
-}
-
 /* Keys idx[0..n) as single gets, all in flight at once. */
 static mc_status_t bget_singles(mc_store_t *s, const mc_slice_t *keys, mc_slice_t *bufs,
                                 const size_t *idx, size_t n, int64_t *result)
 {
     if (n == 0)
         return MC_OK;
-    bget_item_t *items = mc_calloc(n, sizeof(*items));
+    store_fanout_item_t *items = mc_calloc(n, sizeof(*items));
     if (items == NULL)
         return MC_ERR_NOMEM;
-    bget_wait_t b = {.left = 1};
-    pthread_mutex_init(&b.mu, NULL);
-    pthread_cond_init(&b.cv, NULL);
+    store_fanout_t f;
+    store_fanout_init(&f);
     for (size_t j = 0; j < n; j++) {
         size_t i = idx[j];
-        items[j].b = &b;
-        items[j].out = &result[i];
-        pthread_mutex_lock(&b.mu);
-        b.left++;
-        pthread_mutex_unlock(&b.mu);
+        items[j] = (store_fanout_item_t){&f, &result[i]};
+        store_fanout_add(&f);
         mc_status_t st = store_get_submit(s, keys[i].ptr, keys[i].len, bufs[i].ptr, bufs[i].len, 0,
-                                          NULL, bget_item_cb, &items[j]);
+                                          NULL, store_fanout_get_cb, &items[j]);
         if (st != MC_INPROGRESS) {
             result[i] = st;
-            pthread_mutex_lock(&b.mu);
-            b.left--;
-            pthread_mutex_unlock(&b.mu);
+            store_fanout_cancel(&f);
         }
     }
-    pthread_mutex_lock(&b.mu);
-    b.left--;
-    while (b.left > 0)
-        pthread_cond_wait(&b.cv, &b.mu);
-    pthread_mutex_unlock(&b.mu);
-    pthread_cond_destroy(&b.cv);
-    pthread_mutex_destroy(&b.mu);
+    store_fanout_wait(&f);
     mc_free(items);
     return MC_OK;
 }

@@ -231,6 +231,27 @@ int64_t store_waiter_wait(store_waiter_t *w); /* waits, destroys, returns result
 void store_waiter_status_cb(void *arg, mc_status_t st);
 void store_waiter_get_cb(void *arg, int64_t result);
 
+/* Fan-out: a user thread starts many async operations and waits for all.
+ * Each item's callback stores its result through `out` and counts down. */
+typedef struct store_fanout {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    size_t left;
+} store_fanout_t;
+
+typedef struct store_fanout_item {
+    store_fanout_t *f;
+    int64_t *out;
+} store_fanout_item_t;
+
+void store_fanout_init(store_fanout_t *f);
+/* Count an item before submitting it; store_fanout_cancel if the submit
+ * failed (its callback will not run). */
+void store_fanout_add(store_fanout_t *f);
+void store_fanout_cancel(store_fanout_t *f);
+void store_fanout_get_cb(void *arg, int64_t result); /* arg: store_fanout_item_t */
+void store_fanout_wait(store_fanout_t *f);           /* every item done; destroys f */
+
 /* 1 when the caller is one of the client's reactor threads (sync calls are
  * refused there with MC_ERR_STATE). */
 int store_on_reactor(const mc_store_t *s);

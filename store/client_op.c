@@ -416,6 +416,46 @@ static void waiter_done(store_waiter_t *w, int64_t v)
     pthread_mutex_unlock(&w->mu);
 }
 
+void store_fanout_init(store_fanout_t *f)
+{
+    pthread_mutex_init(&f->mu, NULL);
+    pthread_cond_init(&f->cv, NULL);
+    f->left = 1; /* the waiter's own count, dropped by store_fanout_wait */
+}
+
+void store_fanout_add(store_fanout_t *f)
+{
+    pthread_mutex_lock(&f->mu);
+    f->left++;
+    pthread_mutex_unlock(&f->mu);
+}
+
+void store_fanout_cancel(store_fanout_t *f)
+{
+    pthread_mutex_lock(&f->mu);
+    if (--f->left == 0)
+        pthread_cond_signal(&f->cv);
+    pthread_mutex_unlock(&f->mu);
+}
+
+void store_fanout_get_cb(void *arg, int64_t result)
+{
+    store_fanout_item_t *it = arg;
+    *it->out = result;
+    store_fanout_cancel(it->f);
+}
+
+void store_fanout_wait(store_fanout_t *f)
+{
+    pthread_mutex_lock(&f->mu);
+    f->left--;
+    while (f->left > 0)
+        pthread_cond_wait(&f->cv, &f->mu);
+    pthread_mutex_unlock(&f->mu);
+    pthread_cond_destroy(&f->cv);
+    pthread_mutex_destroy(&f->mu);
+}
+
 void store_waiter_status_cb(void *arg, mc_status_t st)
 {
     waiter_done(arg, st);

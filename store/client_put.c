@@ -940,62 +940,40 @@ static void bput_step(store_op_t *h)
 
 /* Batch put through n single puts in parallel (values too large for one
  * staging window together). */
-typedef struct fanout {
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    size_t left;
-} fanout_t;
-
-typedef struct fanout_item {
-    fanout_t *f;
-    mc_status_t *st;
-} fanout_item_t;
-
-static void fanout_cb(void *arg, mc_status_t st)
+static void fanout_put_cb(void *arg, mc_status_t st)
 {
-    fanout_item_t *it = arg;
-    fanout_t *f = it->f;
-    *it->st = st;
-    pthread_mutex_lock(&f->mu);
-    if (--f->left == 0)
-        pthread_cond_signal(&f->cv);
-    pthread_mutex_unlock(&f->mu);
+    store_fanout_get_cb(arg, st);
 }
 
 static mc_status_t batch_put_fanout(mc_store_t *s, const mc_slice_t *keys, const mc_slice_t *values,
                                     const size_t *idx, size_t nv, const mc_replicate_config_t *cfg,
                                     mc_status_t *st)
 {
-    fanout_item_t *items = mc_calloc(nv, sizeof(*items));
-    if (items == NULL)
+    store_fanout_item_t *items = mc_calloc(nv, sizeof(*items));
+    int64_t *res = mc_calloc(nv, sizeof(*res));
+    if (items == NULL || res == NULL) {
+        mc_free(items);
+        mc_free(res);
         return MC_ERR_NOMEM;
-    fanout_t f = {.left = 1};
-    pthread_mutex_init(&f.mu, NULL);
-    pthread_cond_init(&f.cv, NULL);
+    }
+    store_fanout_t f;
+    store_fanout_init(&f);
     for (size_t j = 0; j < nv; j++) {
         size_t i = idx[j];
-        items[j].f = &f;
-        items[j].st = &st[i];
-        pthread_mutex_lock(&f.mu);
-        f.left++;
-        pthread_mutex_unlock(&f.mu);
+        items[j] = (store_fanout_item_t){&f, &res[j]};
+        store_fanout_add(&f);
         mc_status_t r = store_put_submit(s, keys[i].ptr, keys[i].len, &values[i], 1, cfg, 0,
-                                         fanout_cb, &items[j]);
+                                         fanout_put_cb, &items[j]);
         if (r != MC_INPROGRESS) {
-            st[i] = r;
-            pthread_mutex_lock(&f.mu);
-            f.left--;
-            pthread_mutex_unlock(&f.mu);
+            res[j] = r;
+            store_fanout_cancel(&f);
         }
     }
-    pthread_mutex_lock(&f.mu);
-    f.left--;
-    while (f.left > 0)
-        pthread_cond_wait(&f.cv, &f.mu);
-    pthread_mutex_unlock(&f.mu);
-    pthread_cond_destroy(&f.cv);
-    pthread_mutex_destroy(&f.mu);
+    store_fanout_wait(&f);
+    for (size_t j = 0; j < nv; j++)
+        st[idx[j]] = (mc_status_t)res[j];
     mc_free(items);
+    mc_free(res);
     return MC_OK;
 }
 
