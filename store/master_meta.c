@@ -69,6 +69,15 @@ mc_status_t mc_master_meta_put(mc_master_t *m, const char *key, size_t key_len, 
     if (old != NULL)
         mc_hmap_remove(&m->meta, &old->node);
     mc_hmap_insert(&m->meta, &e->node, h);
+    if (m->jfn != NULL) {
+        mc_master_jrec_t r = {.type = MC_JREC_META_PUT,
+                              .client = owner,
+                              .key = key,
+                              .key_len = key_len,
+                              .val = val,
+                              .val_len = val_len};
+        journal(m, &r);
+    }
     pthread_mutex_unlock(&m->meta_lock);
     if (owned)
         pthread_mutex_unlock(&m->client_lock);
@@ -117,8 +126,11 @@ mc_status_t mc_master_meta_del(mc_master_t *m, const char *key, size_t key_len)
     uint64_t h = mc_hash64(key, key_len);
     pthread_mutex_lock(&m->meta_lock);
     meta_entry_t *e = meta_find(m, h, key, key_len);
-    if (e != NULL)
+    if (e != NULL) {
         mc_hmap_remove(&m->meta, &e->node);
+        mc_master_jrec_t r = {.type = MC_JREC_META_DEL, .key = key, .key_len = key_len};
+        journal(m, &r);
+    }
     pthread_mutex_unlock(&m->meta_lock);
     mc_free(e);
     return e != NULL ? MC_OK : MC_ERR_NOT_FOUND;
