@@ -376,6 +376,8 @@ mc_status_t mc_master_apply(mc_master_t *m, const mc_master_jrec_t *r, uint64_t 
         return st == MC_ERR_OBJECT_NOT_FOUND ? MC_OK : st; /* lost to an unmount */
     case MC_JREC_DROP:
         return apply_drop(m, r);
+    case MC_JREC_RELEASE:
+        return apply_release(m, r);
     case MC_JREC_CLIENT_EXPIRE:
         return apply_expire(m, r->client, now_us);
     case MC_JREC_META_PUT:

@@ -433,9 +433,10 @@ typedef enum mc_master_jrec_type {
     MC_JREC_CLIENT_EXPIRE = 6, /* client: expired with its KV entries */
     MC_JREC_META_PUT = 7,      /* key, val, client (owner) */
     MC_JREC_META_DEL = 8,      /* key */
+    MC_JREC_RELEASE = 9,       /* key, rep[0]: a parked object's space was freed */
 } mc_master_jrec_type_t;
 
-#define MC_JREC_TYPE_MAX 8
+#define MC_JREC_TYPE_MAX 9
 
 typedef struct mc_master_jrep {
     mc_uuid_t segment_id;
@@ -456,7 +457,8 @@ typedef struct mc_master_jrec {
     mc_uuid_t segment_id;    /* UNMOUNT */
     const void *val;         /* META_PUT */
     size_t val_len;
-    int park; /* DROP: it was an unfinished put (its space stays reserved) */
+    int park; /* DROP: its space stays reserved (a discarded unfinished put); a
+               * RELEASE record frees it later */
 } mc_master_jrec_t;
 
 /* Called for every mutation, on the mutating thread, with the lock that

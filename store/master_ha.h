@@ -57,6 +57,7 @@
  *   CLIENT_EXPIRE[6, client]
  *   META_PUT     [7, client, key, value]
  *   META_DEL     [8, key]
+ *   RELEASE      [9, key, segment_id, offset]    a parked object's space freed
  * uuids are [hi, lo]; keys and values bin. */
 
 void mc_jrec_encode(mc_mp_writer_t *w, const mc_master_jrec_t *r);

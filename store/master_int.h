@@ -270,8 +270,12 @@ uint64_t obj_hash(obj_t *o);
  * know that no replica of the segment survives it. */
 
 /* Take o out of the table (and proc[]); the caller frees or parks it. h is
- * its key's hash: the caller's, a walk's slot's, or obj_hash(o). */
+ * its key's hash: the caller's, a walk's slot's, or obj_hash(o). The journal
+ * records a DROP whose park flag says whether the space stays reserved:
+ * obj_unlink assumes an unfinished put is parked (discarded), a complete
+ * object freed; obj_unlink_j says it explicitly (a revoke frees at once). */
 void obj_unlink(mc_master_t *m, shard_t *sh, obj_t *o, uint64_t h);
+void obj_unlink_j(mc_master_t *m, shard_t *sh, obj_t *o, uint64_t h, int park);
 /* Move an unlinked object to the parked list until `until`. */
 void obj_park(mc_master_t *m, shard_t *sh, obj_t *o, int state, uint64_t until);
 /* Unlink an unfinished put and park it until put start + release timeout. */
@@ -284,6 +288,7 @@ int obj_pinned(const obj_t *o, uint64_t now_us);
 /* Journal replay (master.c dispatches mc_master_apply). */
 mc_status_t apply_put_start(mc_master_t *m, const mc_master_jrec_t *r, uint64_t now_us);
 mc_status_t apply_drop(mc_master_t *m, const mc_master_jrec_t *r);
+mc_status_t apply_release(mc_master_t *m, const mc_master_jrec_t *r);
 
 /* ---- master_segments.c ---- */
 /* Take exactly [offset, offset + size) of segment id for a replayed replica;

@@ -66,6 +66,13 @@ void mc_jrec_encode(mc_mp_writer_t *w, const mc_master_jrec_t *r)
         mc_mp_write_uint(w, r->type);
         mc_mp_write_bin(w, r->key, r->key_len);
         return;
+    case MC_JREC_RELEASE:
+        mc_mp_write_array(w, 4);
+        mc_mp_write_uint(w, r->type);
+        mc_mp_write_bin(w, r->key, r->key_len);
+        mc_proto_write_uuid(w, r->rep[0].segment_id);
+        mc_mp_write_uint(w, r->rep[0].offset);
+        return;
     }
     w->err = MC_ERR_INVALID_PARAMS; /* a record type the encoder does not know */
 }
@@ -74,7 +81,7 @@ void mc_jrec_encode(mc_mp_writer_t *w, const mc_master_jrec_t *r)
 static const uint8_t nfields[MC_JREC_TYPE_MAX + 1] = {
     [MC_JREC_MOUNT] = 2,      [MC_JREC_UNMOUNT] = 2,       [MC_JREC_PUT_START] = 5,
     [MC_JREC_PUT_END] = 2,    [MC_JREC_DROP] = 2,          [MC_JREC_CLIENT_EXPIRE] = 1,
-    [MC_JREC_META_PUT] = 3,   [MC_JREC_META_DEL] = 1,
+    [MC_JREC_META_PUT] = 3,   [MC_JREC_META_DEL] = 1,       [MC_JREC_RELEASE] = 3,
 };
 
 static const char *read_key(mc_mp_reader_t *rd, mc_master_jrec_t *r)
@@ -179,6 +186,13 @@ static const char *decode_body(mc_mp_reader_t *rd, mc_master_jrec_t *r, mc_jrec_
     }
     case MC_JREC_META_DEL:
         return read_key(rd, r);
+    case MC_JREC_RELEASE:
+        r->nrep = 1;
+        if ((why = read_key(rd, r)) != NULL ||
+            (why = read_uuid(rd, &r->rep[0].segment_id,
+                             "release: segment id is not [hi, lo]")) != NULL)
+            return why;
+        return read_uint(rd, &r->rep[0].offset, "release: offset is not an unsigned integer");
     }
     return "unknown record type";
 }

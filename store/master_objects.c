@@ -89,11 +89,14 @@ static void proc_remove(mc_master_t *m, shard_t *sh, obj_t *o)
 
 void obj_unlink(mc_master_t *m, shard_t *sh, obj_t *o, uint64_t h)
 {
+    obj_unlink_j(m, sh, o, h, o->state == OBJ_PROCESSING);
+}
+
+void obj_unlink_j(mc_master_t *m, shard_t *sh, obj_t *o, uint64_t h, int park)
+{
     if (m->jfn != NULL) {
-        mc_master_jrec_t r = {.type = MC_JREC_DROP,
-                              .key = obj_key(o),
-                              .key_len = o->key_len,
-                              .park = o->state == OBJ_PROCESSING};
+        mc_master_jrec_t r = {
+            .type = MC_JREC_DROP, .key = obj_key(o), .key_len = o->key_len, .park = park};
         journal(m, &r);
     }
     otab_remove(&sh->tab, h, o);
@@ -287,7 +290,7 @@ static mc_status_t put_revoke_locked(mc_master_t *m, shard_t *sh, uint64_t h, mc
     if (o->state == OBJ_COMPLETE)
         return MC_ERR_INVALID_WRITE;
     /* the writer tells us it stopped: nothing can still write the space */
-    obj_unlink(m, sh, o, h);
+    obj_unlink_j(m, sh, o, h, 0);
     obj_destroy(m, o);
     return MC_OK;
 }
@@ -349,6 +352,37 @@ mc_status_t apply_put_start(mc_master_t *m, const mc_master_jrec_t *r, uint64_t 
 out:
     shard_unlock(sh);
     return st;
+}
+
+mc_status_t apply_release(mc_master_t *m, const mc_master_jrec_t *r)
+{
+    if (!key_valid(m, r->key, r->key_len) || r->nrep != 1)
+        return MC_ERR_INVALID_PARAMS;
+    uint64_t h = mc_hash64(r->key, r->key_len);
+    shard_t *sh = &m->shards[shard_of(h)];
+    shard_lock(sh);
+    pthread_rwlock_rdlock(&m->seg_lock);
+    obj_t **pp = &sh->parked, *o = NULL;
+    for (; *pp != NULL; pp = &(*pp)->next_parked) {
+        obj_t *p = *pp;
+        if (p->nrep > 0 && p->key_len == r->key_len &&
+            memcmp(obj_key(p), r->key, r->key_len) == 0 && p->rep[0].offset == r->rep[0].offset &&
+            m->slots[p->rep[0].slot] != NULL &&
+            uuid_eq(m->slots[p->rep[0].slot]->id, r->rep[0].segment_id)) {
+            o = p;
+            *pp = p->next_parked;
+            break;
+        }
+    }
+    pthread_rwlock_unlock(&m->seg_lock);
+    if (o != NULL) {
+        sh->nparked--;
+        atomic_fetch_sub(&m->nparked_total, 1);
+        atomic_fetch_add(&m->releases, 1);
+        obj_destroy(m, o);
+    }
+    shard_unlock(sh);
+    return MC_OK;
 }
 
 mc_status_t apply_drop(mc_master_t *m, const mc_master_jrec_t *r)
