@@ -663,7 +663,9 @@ static void leader_step(ha_t *h)
     /* wait for records (strict: a kick; async: the flush interval) or the
      * renewal time, whichever comes first */
     uint64_t wake = h->renew_at_us;
-    if (h->sync == MC_HA_SYNC_ASYNC && now + h->flush_us < wake)
+    /* strict: replies that wait kick a flush at once; records no reply
+     * waits for (PutStart) still go within the flush interval */
+    if (now + h->flush_us < wake)
         wake = now + h->flush_us;
     pthread_mutex_lock(&h->mu);
     if (!h->kicked && !h->encode_failed && !atomic_load(&h->stop) && wake > now) {

@@ -13,7 +13,9 @@
  *    node re-mounting by hand; the old leader restarted becomes a standby;
  *  - a leader frozen (SIGSTOP) past its lease is deposed: on waking up it
  *    refuses calls, and its late journal appends are refused by the fencing
- *    check (the stream keeps one history: every acknowledged put survives).
+ *    check (the stream keeps one history: every acknowledged put survives);
+ *  - a leader whose lease is taken by someone else cannot append one record:
+ *    the call it was about to acknowledge fails with NOT_LEADER.
  *
  * Timing: the lease is 1 s, standbys poll every 250 ms, so a failover takes
  * about 1-1.3 s after the kill.
@@ -30,6 +32,8 @@
 #include <stdatomic.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+
+#include <hiredis/hiredis.h>
 
 #include "mooncake/store.h"
 #include "proc.h"
@@ -573,12 +577,96 @@ static void a_frozen_leader_is_deposed_and_its_late_writes_are_refused(void **st
     assert_memory_equal(got, buf, sizeof(buf));
 }
 
+static long long redis_int(env_t *e, const char *fmt, ...)
+{
+    redisContext *c = redisConnect("127.0.0.1", (int)e->redis_port);
+    assert_non_null(c);
+    assert_int_equal(c->err, 0);
+    va_list ap;
+    va_start(ap, fmt);
+    redisReply *r = redisvCommand(c, fmt, ap);
+    va_end(ap);
+    assert_non_null(r);
+    long long v = r->type == REDIS_REPLY_INTEGER ? r->integer : (r->type == REDIS_REPLY_STATUS);
+    freeReplyObject(r);
+    redisFree(c);
+    return v;
+}
+
+/* The fencing check: a leader whose lease another holder took (here written
+ * by hand, as a new leader's would be) cannot add a single record to the
+ * journal; the call it was acknowledging fails with NOT_LEADER; it steps
+ * down. Once that lease expires a master is elected and work goes on. */
+static void a_leader_whose_lease_was_taken_cannot_append(void **state)
+{
+    env_t *e = *state;
+    int64_t v0 = 0;
+    int l = wait_leader(e, -1, 3000, &v0);
+    assert_true(l >= 0);
+    mc_reactor_group_opts_t go;
+    mc_reactor_group_opts_init(&go);
+    go.count = 1;
+    mc_reactor_group_t *g;
+    assert_int_equal(mc_reactor_group_create(&go, &g), MC_OK);
+    mc_rpc_client_opts_t ro;
+    mc_rpc_client_opts_init(&ro);
+    ro.host = "127.0.0.1";
+    ro.port = (uint16_t)e->m[l].rpc_port;
+    mc_rpc_client_t *c;
+    assert_int_equal(mc_rpc_client_create(mc_reactor_group_get(g, 0), &ro, &c), MC_OK);
+    mc_buf_t body = MC_BUF_INIT, resp = MC_BUF_INIT;
+    mc_mp_writer_t w;
+    mc_mp_writer_init(&w, &body);
+    mc_mcli_meta_put(&w, "fenced-key", 10, "v", 1, (mc_uuid_t){0, 0});
+    /* warm the connection: the leader takes it */
+    assert_int_equal(mc_rpc_call_sync(c, MC_RPC_META_PUT, mc_buf_head(&body), mc_buf_used(&body),
+                                      2000000, &resp),
+                     MC_OK);
+    long long len0 = redis_int(e, "XLEN mc/%s/ha/journal", CLUSTER);
+    assert_true(len0 > 0);
+    redis_int(e, "SET mc/%s/ha/lease %s PX %d", CLUSTER, "127.0.0.1:1 999999 intruder", 1500);
+    mc_buf_reset(&resp);
+    mc_status_t st = mc_rpc_call_sync(c, MC_RPC_META_PUT, mc_buf_head(&body), mc_buf_used(&body),
+                                      2000000, &resp);
+    assert_int_equal(st, MC_ERR_NOT_LEADER);
+    /* nothing entered the journal after the lease changed hands */
+    assert_int_equal(redis_int(e, "XLEN mc/%s/ha/journal", CLUSTER), len0);
+    char sbody[4096];
+    assert_int_equal(http_get(e->m[l].http_port, "/role", sbody, sizeof(sbody)), 503);
+    mc_buf_fini(&body);
+    mc_buf_fini(&resp);
+    mc_rpc_client_destroy(c);
+    mc_reactor_group_destroy(g);
+    /* the intruder's lease runs out; a real master takes over */
+    int64_t v1 = 0;
+    int nl = -1;
+    for (int waited = 0; waited < 4000 && nl < 0; waited += 20) {
+        nl = leader(e, &v1);
+        if (nl < 0)
+            usleep(20000);
+    }
+    assert_true(nl >= 0);
+    assert_true(v1 > v0);
+    uint8_t buf[1000], got[1000];
+    fill(buf, sizeof(buf), 4242);
+    st = MC_ERR_NOT_LEADER;
+    for (int attempt = 0; attempt < 20 && st != MC_OK; attempt++) {
+        st = mc_store_put(e->s, "after-fencing", 13, buf, sizeof(buf), NULL);
+        if (st != MC_OK)
+            usleep(100000);
+    }
+    assert_int_equal(st, MC_OK);
+    assert_int_equal(mc_store_get(e->s, "after-fencing", 13, got, sizeof(got), NULL), 1000);
+    assert_memory_equal(got, buf, sizeof(buf));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(one_master_leads_and_the_others_say_where_it_is),
         cmocka_unit_test(killing_the_leader_under_load_loses_no_acknowledged_put),
         cmocka_unit_test(a_frozen_leader_is_deposed_and_its_late_writes_are_refused),
+        cmocka_unit_test(a_leader_whose_lease_was_taken_cannot_append),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
