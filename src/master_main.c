@@ -104,6 +104,7 @@ typedef struct ha_conf {
     uint64_t lease_ttl;
     int sync;
     uint64_t flush_interval;
+    uint64_t snapshot_records;
     char *advertise_address;
 } ha_conf_t;
 
@@ -122,6 +123,9 @@ static const mc_conf_key_t ha_keys[] = {
                      "journaled within flush_interval; off: no HA even with a backend"),
     MC_CONF_ROW(ha_conf_t, flush_interval, "flush_interval", MC_CONF_DURATION, "10ms", 1000,
                 1e6, "sync = async: longest delay before a change reaches Redis"),
+    MC_CONF_ROW(ha_conf_t, snapshot_records, "snapshot_records", MC_CONF_UINT, "1000000", 0, 1e12,
+                "a standby writes a snapshot and trims the journal after this many new records "
+                "(bounds replay); 0 = never"),
     MC_CONF_ROW(ha_conf_t, advertise_address, "advertise_address", MC_CONF_STRING, "", 0, 0,
                 "HOST:PORT clients reach this master at when it leads; empty = "
                 "server.bind_address (127.0.0.1 for 0.0.0.0) and the RPC port"),
@@ -224,6 +228,7 @@ int main(int argc, char **argv)
         o.ha.lease_ttl_us = hcf.lease_ttl;
         o.ha.flush_interval_us = hcf.flush_interval;
         o.ha.advertise = hcf.advertise_address;
+        o.ha.snapshot_records = hcf.snapshot_records;
     }
 
     sigset_t sigs;

@@ -481,6 +481,15 @@ void mc_master_set_journal(mc_master_t *m, mc_master_journal_fn_t fn, void *arg)
  * journal and this master's state disagree; MC_ERR_NOMEM. */
 mc_status_t mc_master_apply(mc_master_t *m, const mc_master_jrec_t *r, uint64_t now_us);
 
+/* The whole state as journal records, in an order mc_master_apply accepts
+ * on an empty master: MOUNT of every mounted segment, PUT_START (+ PUT_END
+ * when complete) of every object, PUT_START + DROP(park) of every parked
+ * object whose space is still reserved, META_PUT of every metadata entry.
+ * Applying them rebuilds the same objects at the same addresses (a
+ * snapshot). For a master no other thread mutates (a standby): the records
+ * of a master being changed meanwhile may not be one consistent state. */
+void mc_master_snapshot(mc_master_t *m, mc_master_journal_fn_t fn, void *arg);
+
 /* The version pings report from now on (a new leader's view). */
 void mc_master_set_view_version(mc_master_t *m, int64_t v);
 

@@ -55,6 +55,20 @@ static const char release_lua[] =
     "return redis.call('DEL', KEYS[1]) end return 0";
 /* The fencing check and the append in one script: nothing can run between
  * them, so a record enters the stream only while its writer holds the lease. */
+/* Store a snapshot taken at stream entry ARGV[2] unless a newer one is
+ * there, then trim the stream up to it and say so in KEYS[4] (followers
+ * behind that point reload the snapshot instead of missing entries). */
+static const char snap_lua[] =
+    "local function id(s) local a, b = string.match(s, '^(%d+)-(%d+)$') "
+    "return tonumber(a), tonumber(b) end "
+    "local cur = redis.call('GET', KEYS[2]) "
+    "if cur then local a1, b1 = id(ARGV[2]) local a2, b2 = id(string.match(cur, '^(%S+)')) "
+    "if a1 < a2 or (a1 == a2 and b1 <= b2) then return 0 end end "
+    "redis.call('SET', KEYS[1], ARGV[1]) "
+    "redis.call('SET', KEYS[2], ARGV[2] .. ' ' .. ARGV[3]) "
+    "redis.call('XTRIM', KEYS[3], 'MINID', ARGV[2]) "
+    "redis.call('SET', KEYS[4], ARGV[2]) "
+    "return 1";
 static const char append_lua[] =
     "if redis.call('GET', KEYS[1]) ~= ARGV[1] then "
     "return redis.error_reply('FENCED the lease is not ours') end "
@@ -67,6 +81,10 @@ struct ha {
     mc_ha_url_t url;
     char k_lease[MC_HA_CLUSTER_MAX + 32], k_view[MC_HA_CLUSTER_MAX + 32];
     char k_journal[MC_HA_CLUSTER_MAX + 32], k_head[MC_HA_CLUSTER_MAX + 32];
+    char k_snap[MC_HA_CLUSTER_MAX + 32], k_snap_id[MC_HA_CLUSTER_MAX + 32];
+    char k_trimmed[MC_HA_CLUSTER_MAX + 32];
+    uint64_t snapshot_records; /* a standby snapshots after this many new records (0: never) */
+    uint64_t snap_seq;         /* record number of the newest snapshot we know of */
     char addr[MC_HA_ADDR_MAX]; /* what clients dial */
     char nonce[24];
     char lease_val[MC_HA_ADDR_MAX + 64]; /* ours, while leading */
@@ -106,6 +124,7 @@ struct ha {
     _Atomic uint64_t lat_buckets[LAT_BUCKETS + 1];
     _Atomic uint64_t lat_sum_us, lat_count;
     _Atomic uint64_t failover_last_us; /* time from first seeing no lease to serving */
+    _Atomic uint64_t snapshots_taken, snapshots_loaded, snapshot_bytes;
 };
 
 static void set_role(ha_t *h, mc_ha_role_t r)
@@ -305,13 +324,42 @@ static int apply_entry(ha_t *h, const char *id, const uint8_t *p, size_t len, ui
     return 0;
 }
 
+/* Order of two stream ids "MS-SEQ": <0, 0, >0. */
+static int id_cmp(const char *a, const char *b)
+{
+    unsigned long long am = 0, as = 0, bm = 0, bs = 0;
+    sscanf(a, "%llu-%llu", &am, &as);
+    sscanf(b, "%llu-%llu", &bm, &bs);
+    if (am != bm)
+        return am < bm ? -1 : 1;
+    return as < bs ? -1 : as > bs;
+}
+
+/* 1 when entries after last_id were trimmed (a snapshot must be loaded),
+ * 0 when not, -1 on a connection failure. */
+static int trimmed_past(ha_t *h)
+{
+    const char *argv[2] = {"GET", h->k_trimmed};
+    size_t lens[2] = {3, strlen(h->k_trimmed)};
+    void *v = NULL;
+    if (mc_ha_redis_cmd(h->rc, &v, 2, argv, lens) != MC_OK) {
+        drop_conn(h);
+        return -1;
+    }
+    redisReply *r = v;
+    int gap = r->type == REDIS_REPLY_STRING && id_cmp(r->str, h->last_id) > 0;
+    mc_ha_redis_free(r);
+    return gap;
+}
+
 static int is_str(const redisReply *r)
 {
     return r != NULL && (r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_STATUS);
 }
 
 /* One XREAD (block_ms < 0: no BLOCK). Returns entries applied, or -1 on a
- * connection failure or a bad reply (logged), -2 on a malformed record. */
+ * connection failure or a bad reply (logged), -2 on a malformed record, -3
+ * when the entries after ours were trimmed (load the snapshot). */
 static long read_journal(ha_t *h, long block_ms)
 {
     char cnt[16], blk[24];
@@ -347,6 +395,13 @@ static long read_journal(ha_t *h, long block_ms)
     if (r->type == REDIS_REPLY_NIL) {
         mc_ha_redis_free(r);
         return 0;
+    }
+    /* Read before checking: a trim after the check cannot remove what this
+     * reply already holds, and one before it is seen now. */
+    int gap = trimmed_past(h);
+    if (gap != 0) {
+        mc_ha_redis_free(r);
+        return gap < 0 ? -1 : -3;
     }
     /* [[key, [[id, [field, value, ...]], ...]]] */
     if (r->type != REDIS_REPLY_ARRAY || r->elements != 1 ||
@@ -396,6 +451,94 @@ bad:
     mc_ha_redis_free(r);
     drop_conn(h);
     return -1;
+}
+
+/* ------------------------------------------------------------ snapshots */
+
+static void to_buf(void *arg, const mc_master_jrec_t *r)
+{
+    mc_mp_writer_t *w = arg;
+    mc_jrec_encode(w, r);
+}
+
+/* Standby: write our state (as of last_id) to Redis and trim the stream. */
+static void take_snapshot(ha_t *h)
+{
+    mc_buf_t b = MC_BUF_INIT;
+    mc_mp_writer_t w;
+    mc_mp_writer_init(&w, &b);
+    mc_master_snapshot(h->s->m, to_buf, &w);
+    if (w.err != MC_OK) {
+        MC_ERROR(HA, "snapshot: out of memory while encoding the state");
+        mc_buf_fini(&b);
+        return;
+    }
+    const char *keys[4] = {h->k_snap, h->k_snap_id, h->k_journal, h->k_trimmed};
+    char sq[24];
+    snprintf(sq, sizeof(sq), "%llu", (unsigned long long)h->applied_seq);
+    const char *args[3] = {mc_buf_used(&b) ? (const char *)mc_buf_head(&b) : "", h->last_id, sq};
+    size_t lens[3] = {mc_buf_used(&b), strlen(h->last_id), strlen(sq)};
+    redisReply *r = NULL;
+    uint64_t t0 = mc_now_us();
+    if (eval(h, snap_lua, 4, keys, 3, args, lens, &r) == MC_OK) {
+        if (r->type == REDIS_REPLY_INTEGER && r->integer == 1) {
+            atomic_fetch_add(&h->snapshots_taken, 1);
+            atomic_store(&h->snapshot_bytes, mc_buf_used(&b));
+            MC_INFO(HA, "snapshot at journal entry %s (record %llu): %zu bytes in %llu ms; "
+                        "journal trimmed",
+                    h->last_id, (unsigned long long)h->applied_seq, mc_buf_used(&b),
+                    (unsigned long long)((mc_now_us() - t0) / 1000));
+        }
+        mc_ha_redis_free(r);
+    } else if (h->rc != NULL) {
+        MC_WARN(HA, "snapshot not stored: %s", mc_ha_redis_err(h->rc));
+    }
+    h->snap_seq = h->applied_seq; /* ours, or a newer one is there */
+    mc_buf_fini(&b);
+}
+
+static void swap_master_on_r0(void *arg);
+
+/* Standby: start over from the snapshot (entries we had not read were
+ * trimmed, or we start). 0, or -1 (connection; retried), -2 (bad snapshot:
+ * FAILED). */
+static int load_snapshot(ha_t *h)
+{
+    const char *argv[3] = {"MGET", h->k_snap, h->k_snap_id};
+    size_t lens[3] = {4, strlen(h->k_snap), strlen(h->k_snap_id)};
+    void *v = NULL;
+    if (mc_ha_redis_cmd(h->rc, &v, 3, argv, lens) != MC_OK) {
+        drop_conn(h);
+        return -1;
+    }
+    redisReply *r = v;
+    char id[48];
+    unsigned long long seq = 0;
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+        r->element[0]->type != REDIS_REPLY_STRING || r->element[1]->type != REDIS_REPLY_STRING ||
+        sscanf(r->element[1]->str, "%47s %llu", id, &seq) != 2) {
+        MC_ERROR(HA, "the journal was trimmed but %s / %s hold no snapshot; this master "
+                     "cannot rebuild the state and stops following",
+                 h->k_snap, h->k_snap_id);
+        mc_ha_redis_free(r);
+        return -2;
+    }
+    /* a fresh core, then the snapshot's records */
+    mc_rpc_run_on(mc_reactor_group_get(h->s->g, 0), swap_master_on_r0, h->s);
+    int rc = apply_entry(h, "snapshot", (const uint8_t *)r->element[0]->str,
+                         r->element[0]->len, seq);
+    if (rc == 0) {
+        snprintf(h->last_id, sizeof(h->last_id), "%s", id);
+        h->applied_seq = seq;
+        h->snap_seq = seq;
+        atomic_fetch_add(&h->snapshots_loaded, 1);
+        mc_master_stats_t st;
+        mc_master_get_stats(h->s->m, &st);
+        MC_INFO(HA, "loaded the snapshot at journal entry %s: %llu objects, %llu segments", id,
+                (unsigned long long)st.key_count, (unsigned long long)st.segment_count);
+    }
+    mc_ha_redis_free(r);
+    return rc == 0 ? 0 : -2;
 }
 
 /* ------------------------------------------------------------- roles */
@@ -523,6 +666,10 @@ static void try_elect(ha_t *h, uint64_t t_no_lease)
     /* No deposed leader can append now: read the stream to its end. */
     for (;;) {
         long n = read_journal(h, -1);
+        if (n == -3) {
+            int rc = load_snapshot(h);
+            n = rc == 0 ? READ_COUNT : rc; /* read on after it */
+        }
         if (n < 0) {
             if (n == -2)
                 set_role(h, MC_HA_ROLE_FAILED);
@@ -543,26 +690,35 @@ static void standby_step(ha_t *h, uint64_t *t_no_lease)
 {
     uint64_t poll = h->ttl_us / 4 < POLL_MAX_US ? h->ttl_us / 4 : POLL_MAX_US;
     long n = read_journal(h, (long)(poll / 1000 ? poll / 1000 : 1));
+    if (n == -3)
+        n = load_snapshot(h) == 0 ? READ_COUNT : -2;
     if (n == -2) {
         set_role(h, MC_HA_ROLE_FAILED);
         return;
     }
+    if (n > 0 && h->snapshot_records != 0 && h->rc != NULL &&
+        h->applied_seq >= h->snap_seq + h->snapshot_records)
+        take_snapshot(h);
     if (n < 0 || n >= READ_COUNT)
         return; /* reconnect, or more to read first */
-    const char *argv[3] = {"MGET", h->k_lease, h->k_head};
-    size_t lens[3] = {4, strlen(h->k_lease), strlen(h->k_head)};
+    const char *argv[4] = {"MGET", h->k_lease, h->k_head, h->k_snap_id};
+    size_t lens[4] = {4, strlen(h->k_lease), strlen(h->k_head), strlen(h->k_snap_id)};
     void *v = NULL;
-    if (h->rc == NULL || mc_ha_redis_cmd(h->rc, &v, 3, argv, lens) != MC_OK) {
+    if (h->rc == NULL || mc_ha_redis_cmd(h->rc, &v, 4, argv, lens) != MC_OK) {
         drop_conn(h);
         return;
     }
     redisReply *r = v;
-    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2) {
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 3) {
         MC_WARN(HA, "MGET %s: a reply of an unexpected shape", h->k_lease);
         mc_ha_redis_free(r);
         return;
     }
-    redisReply *lease = r->element[0], *head = r->element[1];
+    redisReply *lease = r->element[0], *head = r->element[1], *snap = r->element[2];
+    unsigned long long sseq = 0;
+    if (snap->type == REDIS_REPLY_STRING && sscanf(snap->str, "%*s %llu", &sseq) == 1 &&
+        sseq > h->snap_seq)
+        h->snap_seq = sseq; /* another standby's: no need for ours yet */
     if (head->type == REDIS_REPLY_STRING) {
         uint64_t hs = strtoull(head->str, NULL, 10);
         atomic_store(&h->head_seq, hs);
@@ -753,6 +909,10 @@ mc_status_t master_ha_start(master_srv_t *s)
     mc_ha_key(h->k_view, sizeof(h->k_view), cl, "view");
     mc_ha_key(h->k_journal, sizeof(h->k_journal), cl, "journal");
     mc_ha_key(h->k_head, sizeof(h->k_head), cl, "head");
+    mc_ha_key(h->k_snap, sizeof(h->k_snap), cl, "snap");
+    mc_ha_key(h->k_snap_id, sizeof(h->k_snap_id), cl, "snap_id");
+    mc_ha_key(h->k_trimmed, sizeof(h->k_trimmed), cl, "trimmed");
+    h->snapshot_records = s->opts.ha.snapshot_records;
     uint16_t port = mc_rpc_server_port(s->rpc);
     if (s->opts.ha.advertise != NULL && *s->opts.ha.advertise) {
         snprintf(h->addr, sizeof(h->addr), "%s", s->opts.ha.advertise);
@@ -883,7 +1043,8 @@ void master_ha_status_json(master_srv_t *s, mc_buf_t *b)
             "\"journal_appends\":%llu,\"journal_append_failures\":%llu,"
             "\"journal_records_pending\":%llu,\"journal_head_seq\":%llu,"
             "\"records_applied\":%llu,\"apply_errors\":%llu,\"replication_lag_records\":%llu,"
-            "\"replication_lag_ms\":%llu,\"last_failover_ms\":%llu}\n",
+            "\"replication_lag_ms\":%llu,\"last_failover_ms\":%llu,\"snapshots_taken\":%llu,"
+            "\"snapshots_loaded\":%llu,\"last_applied_entry\":\"%s\"}\n",
             (unsigned long long)atomic_load(&h->elections),
             (unsigned long long)atomic_load(&h->renew_ok),
             (unsigned long long)atomic_load(&h->renew_fail),
@@ -895,7 +1056,9 @@ void master_ha_status_json(master_srv_t *s, mc_buf_t *b)
             (unsigned long long)atomic_load(&h->apply_errors),
             (unsigned long long)(role(h) == MC_HA_ROLE_LEADER ? 0 : atomic_load(&h->lag_records)),
             (unsigned long long)(role(h) == MC_HA_ROLE_LEADER ? 0 : atomic_load(&h->lag_ms)),
-            (unsigned long long)(atomic_load(&h->failover_last_us) / 1000));
+            (unsigned long long)(atomic_load(&h->failover_last_us) / 1000),
+            (unsigned long long)atomic_load(&h->snapshots_taken),
+            (unsigned long long)atomic_load(&h->snapshots_loaded), h->last_id);
 }
 
 void master_ha_metrics(master_srv_t *s, mc_buf_t *b)
@@ -929,6 +1092,13 @@ void master_ha_metrics(master_srv_t *s, mc_buf_t *b)
                "master_ha_journal_apply_errors_total %llu\n",
             (unsigned long long)atomic_load(&h->records_applied),
             (unsigned long long)atomic_load(&h->apply_errors));
+    appendf(b, "# TYPE master_ha_snapshots_total counter\n"
+               "master_ha_snapshots_total{op=\"taken\"} %llu\n"
+               "master_ha_snapshots_total{op=\"loaded\"} %llu\n"
+               "# TYPE master_ha_snapshot_bytes gauge\nmaster_ha_snapshot_bytes %llu\n",
+            (unsigned long long)atomic_load(&h->snapshots_taken),
+            (unsigned long long)atomic_load(&h->snapshots_loaded),
+            (unsigned long long)atomic_load(&h->snapshot_bytes));
     int lead = r == MC_HA_ROLE_LEADER;
     appendf(b, "# HELP master_ha_replication_lag_records journal records not yet applied\n"
                "# TYPE master_ha_replication_lag_records gauge\n"

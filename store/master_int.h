@@ -328,6 +328,8 @@ void release_parked(mc_master_t *m, uint64_t now_us);
 
 /* ---- master_meta.c ---- */
 void meta_drop_owner(mc_master_t *m, mc_uuid_t owner);
+/* Every entry as a META_PUT record (master_snapshot.c). */
+void meta_snapshot(mc_master_t *m, mc_master_journal_fn_t fn, void *arg);
 void meta_fini(mc_master_t *m);
 
 #endif /* MC_STORE_MASTER_INT_H */

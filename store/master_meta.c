@@ -136,6 +136,25 @@ mc_status_t mc_master_meta_del(mc_master_t *m, const char *key, size_t key_len)
     return e != NULL ? MC_OK : MC_ERR_NOT_FOUND;
 }
 
+void meta_snapshot(mc_master_t *m, mc_master_journal_fn_t fn, void *arg)
+{
+    size_t b;
+    mc_hnode_t *n;
+    pthread_mutex_lock(&m->meta_lock);
+    MC_HMAP_FOREACH(&m->meta, b, n)
+    {
+        meta_entry_t *e = MC_CONTAINER_OF(n, meta_entry_t, node);
+        mc_master_jrec_t r = {.type = MC_JREC_META_PUT,
+                              .client = e->owner,
+                              .key = e->data,
+                              .key_len = e->key_len,
+                              .val = e->data + e->key_len,
+                              .val_len = e->val_len};
+        fn(arg, &r);
+    }
+    pthread_mutex_unlock(&m->meta_lock);
+}
+
 mc_status_t mc_master_meta_list(mc_master_t *m, const char *prefix, size_t prefix_len,
                                 mc_master_meta_cb_t cb, void *arg, size_t *count)
 {

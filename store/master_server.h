@@ -33,6 +33,8 @@ typedef struct mc_master_server_opts {
         const char *cluster_id;  /* "mooncake" */
         uint64_t lease_ttl_us;   /* 5 s */
         uint64_t flush_interval_us; /* async: records reach Redis within this (10 ms) */
+        uint64_t snapshot_records; /* a standby snapshots (and trims the journal) after
+                                    * this many new records; 0 = never */
         const char *advertise;   /* "host:port" clients use; "" = bind address (or
                                   * 127.0.0.1 for a wildcard bind) and the RPC port */
     } ha;

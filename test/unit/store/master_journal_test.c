@@ -312,6 +312,55 @@ static void a_discarded_put_is_parked_then_released_on_the_standby_too(void **st
     mc_buf_fini(&k.buf);
 }
 
+/* A snapshot (the whole state as records) loaded into an empty master gives
+ * the same objects at the same addresses, parked space included. */
+static void a_snapshot_rebuilds_the_state_of_a_standby(void **state)
+{
+    (void)state;
+    mc_master_t *a = master_new_immortal(), *b = master_new_immortal();
+    uint64_t now = T0;
+    assert_int_equal(mount_seg(a, C1, 1, "n1", 8 << 20, now), MC_OK);
+    assert_int_equal(mount_seg(a, C2, 2, "n2", 8 << 20, now), MC_OK);
+    char key[32];
+    for (unsigned i = 0; i < 200; i++)
+        assert_int_equal(put_obj(a, C1, key_of(key, sizeof(key), "s", i), 5000 + i, 1 + i % 2,
+                                 now),
+                         MC_OK);
+    assert_int_equal(put_start_n(a, C2, "inflight", 3000, 1, now, NULL), MC_OK);
+    assert_int_equal(put_start_n(a, C2, "parked", 3000, 1, now, NULL), MC_OK);
+    mc_master_tick(a, now + 31 * SEC); /* both discarded: parked */
+    assert_int_equal(put_start_n(a, C2, "parked", 3000, 1, now + 31 * SEC, NULL), MC_OK);
+    assert_int_equal(mc_master_meta_put(a, "mc/k", 4, "val", 3, C1, now), MC_OK);
+    sink_t k = {MC_BUF_INIT, 0};
+    mc_master_snapshot(a, to_sink, &k);
+    assert_int_equal(replay(b, &k.buf, now), k.n);
+    mc_master_stats_t sa = stats(a), sb = stats(b);
+    assert_int_equal(sb.key_count, sa.key_count);
+    assert_int_equal(sb.processing_count, sa.processing_count);
+    assert_int_equal(sb.parked_count, sa.parked_count);
+    assert_int_equal(sb.allocated_bytes, sa.allocated_bytes);
+    assert_int_equal(sb.segment_count, sa.segment_count);
+    for (unsigned i = 0; i < 200; i++) {
+        key_of(key, sizeof(key), "s", i);
+        mc_master_replica_desc_t da[8], db[8];
+        uint32_t na = 0, nb = 0;
+        assert_int_equal(mc_master_get_replica_list(a, key, strlen(key), now, da, 8, &na, NULL),
+                         MC_OK);
+        assert_int_equal(mc_master_get_replica_list(b, key, strlen(key), now, db, 8, &nb, NULL),
+                         MC_OK);
+        assert_int_equal(na, nb);
+        for (uint32_t r = 0; r < na; r++)
+            assert_int_equal(da[r].address, db[r].address);
+    }
+    void *v = NULL;
+    size_t vl = 0;
+    assert_int_equal(mc_master_meta_get(b, "mc/k", 4, &v, &vl), MC_OK);
+    mc_free(v);
+    mc_master_destroy(a);
+    mc_master_destroy(b);
+    mc_buf_fini(&k.buf);
+}
+
 /* A record that disagrees with the standby's state is an error, not a crash:
  * a put placed on a segment the standby never saw mounted. */
 static void a_record_that_contradicts_the_state_is_reported(void **state)
@@ -345,6 +394,7 @@ int main(void)
         cmocka_unit_test(random_bytes_never_crash_the_decoder),
         cmocka_unit_test(a_replayed_journal_rebuilds_the_same_objects_segments_and_metadata),
         cmocka_unit_test(a_discarded_put_is_parked_then_released_on_the_standby_too),
+        cmocka_unit_test(a_snapshot_rebuilds_the_state_of_a_standby),
         cmocka_unit_test(a_record_that_contradicts_the_state_is_reported),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
