@@ -122,7 +122,8 @@ static const mc_conf_key_t ha_keys[] = {
                      "strict: a change is acknowledged only once journaled in Redis; async: "
                      "journaled within flush_interval; off: no HA even with a backend"),
     MC_CONF_ROW(ha_conf_t, flush_interval, "flush_interval", MC_CONF_DURATION, "10ms", 1000,
-                1e6, "sync = async: longest delay before a change reaches Redis"),
+                1e6, "longest delay before a journal record no reply waits for reaches Redis "
+                     "(async: every record; strict: PutStart)"),
     MC_CONF_ROW(ha_conf_t, snapshot_records, "snapshot_records", MC_CONF_UINT, "1000000", 0, 1e12,
                 "a standby writes a snapshot and trims the journal after this many new records "
                 "(bounds replay); 0 = never"),
