@@ -431,7 +431,7 @@ uint64_t mc_master_value_bucket_bound(unsigned i)
 void mc_master_get_stats(mc_master_t *m, mc_master_stats_t *out)
 {
     memset(out, 0, sizeof(*out));
-    out->view_version = m->view_version;
+    out->view_version = __atomic_load_n(&m->view_version, __ATOMIC_ACQUIRE);
     for (unsigned i = 0; i < MC_MASTER_NUM_SHARDS; i++) {
         shard_t *sh = &m->shards[i];
         pthread_mutex_lock(&sh->lock); /* not shard_lock: do not count ourselves */

@@ -139,6 +139,14 @@ static mc_ha_role_t role(const ha_t *h)
     return (mc_ha_role_t)atomic_load(&h->s->role);
 }
 
+/* last_id is written by the HA thread only, read by /ha_status: lmu. */
+static void set_last_id(ha_t *h, const char *id)
+{
+    pthread_mutex_lock(&h->lmu);
+    snprintf(h->last_id, sizeof(h->last_id), "%s", id);
+    pthread_mutex_unlock(&h->lmu);
+}
+
 static void set_leader(ha_t *h, const char *addr)
 {
     pthread_mutex_lock(&h->lmu);
@@ -318,7 +326,7 @@ static int apply_entry(ha_t *h, const char *id, const uint8_t *p, size_t len, ui
     }
     atomic_fetch_add(&h->records_applied, n);
     atomic_fetch_add(&h->entries_applied, 1);
-    snprintf(h->last_id, sizeof(h->last_id), "%s", id);
+    set_last_id(h, id);
     if (seq != 0)
         h->applied_seq = seq;
     return 0;
@@ -528,7 +536,7 @@ static int load_snapshot(ha_t *h)
     int rc = apply_entry(h, "snapshot", (const uint8_t *)r->element[0]->str,
                          r->element[0]->len, seq);
     if (rc == 0) {
-        snprintf(h->last_id, sizeof(h->last_id), "%s", id);
+        set_last_id(h, id);
         h->applied_seq = seq;
         h->snap_seq = seq;
         atomic_fetch_add(&h->snapshots_loaded, 1);
@@ -582,7 +590,7 @@ static void demote(ha_t *h, const char *why)
     mc_buf_reset(&h->buf);
     h->encode_failed = 0;
     pthread_mutex_unlock(&h->mu);
-    snprintf(h->last_id, sizeof(h->last_id), "0-0");
+    set_last_id(h, "0-0");
     h->applied_seq = 0;
     drop_conn(h);
 }
@@ -993,6 +1001,14 @@ void master_ha_stop(master_srv_t *s)
     set_role(h, MC_HA_ROLE_STANDBY);
     mc_master_set_journal(s->m, NULL, NULL);
     drop_conn(h);
+    /* s->ha stays: handlers still running see a standby and refuse */
+}
+
+void master_ha_free(master_srv_t *s)
+{
+    ha_t *h = s->ha;
+    if (h == NULL)
+        return;
     mc_buf_fini(&h->buf);
     mc_buf_fini(&h->sending);
     pthread_mutex_destroy(&h->mu);
@@ -1025,8 +1041,11 @@ void master_ha_status_json(master_srv_t *s, mc_buf_t *b)
                 (long long)s->view_version);
         return;
     }
-    char leader[MC_HA_ADDR_MAX];
+    char leader[MC_HA_ADDR_MAX], last_id[sizeof(h->last_id)];
     master_ha_leader(s, leader, sizeof(leader));
+    pthread_mutex_lock(&h->lmu);
+    memcpy(last_id, h->last_id, sizeof(last_id));
+    pthread_mutex_unlock(&h->lmu);
     uint64_t until = atomic_load(&s->lease_until_us), now = mc_now_us();
     appendf(b,
             "{\"role\":\"%s\",\"ha\":true,\"cluster\":\"%s\",\"address\":\"%s\","
@@ -1058,7 +1077,7 @@ void master_ha_status_json(master_srv_t *s, mc_buf_t *b)
             (unsigned long long)(role(h) == MC_HA_ROLE_LEADER ? 0 : atomic_load(&h->lag_ms)),
             (unsigned long long)(atomic_load(&h->failover_last_us) / 1000),
             (unsigned long long)atomic_load(&h->snapshots_taken),
-            (unsigned long long)atomic_load(&h->snapshots_loaded), h->last_id);
+            (unsigned long long)atomic_load(&h->snapshots_loaded), last_id);
 }
 
 void master_ha_metrics(master_srv_t *s, mc_buf_t *b)

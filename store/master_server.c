@@ -1096,6 +1096,7 @@ err_rpc:
     mc_rpc_server_destroy(s->rpc);
 err_group:
     mc_reactor_group_destroy(s->g);
+    master_ha_free(s);
 err_master:
     mc_master_destroy(s->m);
 err_free:
@@ -1117,6 +1118,7 @@ void mc_master_server_stop(mc_master_server_t *ms)
     master_http_stop(s);
     mc_rpc_server_destroy(s->rpc);
     mc_reactor_group_destroy(s->g);
+    master_ha_free(s);
     for (unsigned i = 0; s->scratch != NULL && i < s->nscratch; i++)
         scratch_fini(&s->scratch[i]);
     mc_master_destroy(s->m);

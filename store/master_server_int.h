@@ -50,7 +50,7 @@ typedef struct master_srv {
     mc_master_server_opts_t opts;
     char *bind_address;
     char *fsdir;
-    int64_t view_version;
+    _Atomic int64_t view_version; /* the HA thread sets a new leader's */
     mc_master_t *m;
     mc_reactor_group_t *g;
     mc_rpc_server_t *rpc;
@@ -79,8 +79,10 @@ void master_http_stop(master_srv_t *s);
  * logged), MC_ERR_NOMEM. */
 mc_status_t master_ha_start(master_srv_t *s);
 /* Stop serving, flush what is pending, release the lease if ours, join the
- * thread. Safe when HA is off. */
+ * thread; handlers keep seeing a standby. Safe when HA is off. */
 void master_ha_stop(master_srv_t *s);
+/* Free it, once no reactor runs (after the reactors are destroyed). */
+void master_ha_free(master_srv_t *s);
 /* Whether store RPCs may be served now (always when HA is off). Any thread. */
 static inline int master_ha_serving(master_srv_t *s, uint64_t now_us)
 {
