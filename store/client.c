@@ -186,8 +186,7 @@ static mc_status_t unmount_sync(mc_store_t *s, const store_seg_t *g, uint64_t ti
     mc_mcli_unmount(&w, s->client_id, g->id);
     mc_status_t st = w.err;
     if (st == MC_OK)
-        st = mc_rpc_call_sync(s->mcli, MC_RPC_UNMOUNT_SEGMENT, mc_buf_head(&body),
-                              mc_buf_used(&body), timeout_us, &resp);
+        st = store_call_sync_timeout(s, MC_RPC_UNMOUNT_SEGMENT, &body, &resp, timeout_us);
     int64_t drain = 0;
     if (st == MC_OK && drain_us != NULL &&
         mc_mcli_dec_int(mc_buf_head(&resp), mc_buf_used(&resp), MC_F_DRAIN_UNTIL_US, &drain) ==
@@ -287,6 +286,8 @@ mc_status_t mc_store_unmount_segment(mc_store_t *s, void *buf)
 #define RESOLVE_PERIOD_MS 5000 /* look again even when nothing went wrong */
 #define RESOLVE_RETRY_US 100000 /* while there is no leader */
 
+static void ping_fire(mc_timer_t *t, void *arg);
+
 typedef struct retarget_msg {
     mc_store_t *s;
     char addr[MC_HA_ADDR_MAX];
@@ -302,9 +303,14 @@ static void retarget_on_r0(mc_reactor_t *r, void *arg, mc_status_t st)
     if (st == MC_OK && s->mcli != NULL && !atomic_load(&s->closing) &&
         parse_master(m->addr, host, sizeof(host), &port) == 0) {
         MC_INFO(CLIENT, "master leader of cluster '%s' is now %s", s->ha_url.cluster, m->addr);
+        /* the embedded metadata service moves with the leader */
+        if (strcmp(s->metadata, "master") == 0 && s->te->meta != NULL &&
+            mc_meta_retarget(s->te->meta, host, port) != MC_OK)
+            MC_WARN(CLIENT, "the transfer metadata backend cannot follow the leader to %s",
+                    m->addr);
         if (mc_rpc_client_retarget(s->mcli, host, port) == MC_OK) {
-            s->ping_inflight = 0; /* its callback ran with CONN_CLOSED already */
             store_retry_run(s);
+            ping_fire(&s->ping_timer, s); /* know at once whether it knows us */
         }
     }
     mc_free(m);
@@ -652,13 +658,6 @@ mc_status_t mc_store_open(const mc_store_config_t *c, mc_store_t **out)
         }
         if (s->ha_url.cluster[0] == '\0')
             snprintf(s->ha_url.cluster, sizeof(s->ha_url.cluster), "mooncake");
-        if (strcmp(s->metadata, "master") == 0) {
-            MC_ERROR(CLIENT, "master = %s: the transfer metadata cannot follow the master leader "
-                             "yet; set metadata = redis://HOST:PORT/DB",
-                     s->master);
-            store_free(s);
-            return MC_ERR_INVALID_ARGUMENT;
-        }
         st = resolve_at_open(s, s->cfg.rpc_timeout_us, leader, sizeof(leader));
         if (st != MC_OK) {
             MC_ERROR(CLIENT, "master %s: no leader of cluster '%s' found within %llu ms: %s",
@@ -691,7 +690,7 @@ mc_status_t mc_store_open(const mc_store_config_t *c, mc_store_t **out)
     /* the transfer engine: reactors, listener, metadata */
     char meta[512];
     if (strcmp(s->metadata, "master") == 0)
-        snprintf(meta, sizeof(meta), "master://%s", s->master);
+        snprintf(meta, sizeof(meta), "master://%s", maddr); /* the leader, with HA */
     else
         snprintf(meta, sizeof(meta), "%s", s->metadata);
     mc_te_opts_t to;
@@ -826,7 +825,8 @@ void mc_store_close(mc_store_t *s)
     }
     /* Withdraw the segments while the master connection is up. A master that
      * is away forgets them anyway (its client expiry). */
-    if (!attached(s) && !atomic_load(&s->master_down)) {
+    if (!attached(s) && (s->ha || !atomic_load(&s->master_down))) {
+        /* with HA the leader may just have moved: the call follows it */
         /* Not under seg_mu: r0 takes it to remount, and the call needs r0.
          * Nobody else changes the list now (closing is the last call). */
         uint64_t t = s->cfg.rpc_timeout_us < CLOSE_UNMOUNT_TIMEOUT_US ? s->cfg.rpc_timeout_us

@@ -248,6 +248,9 @@ int store_on_reactor(const mc_store_t *s);
 /* Blocking master call from a user thread: body by the encoder into a
  * buffer, response body appended to *resp (may be NULL). */
 mc_status_t store_call_sync(mc_store_t *s, uint16_t method, const mc_buf_t *body, mc_buf_t *resp);
+/* The same within timeout_us instead of rpc_timeout. */
+mc_status_t store_call_sync_timeout(mc_store_t *s, uint16_t method, const mc_buf_t *body,
+                                    mc_buf_t *resp, uint64_t timeout_us);
 
 /* ------------------------------------------------------------ client_put.c */
 

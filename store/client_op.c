@@ -330,13 +330,15 @@ void store_xfer_cb(void *arg, mc_te_batch_t *b, const mc_te_status_t *st)
 
 /* ------------------------------------------------------------------ rpc */
 
-/* Master calls a new leader may be asked again: reads, and the calls that
- * are idempotent at the master (PutEnd of a complete object of the same
- * client is OK; a PutEnd whose PutStart record reached the journal completes
- * the put there). PutStart is not resent: the journal may already hold it,
- * and a second one would meet OBJECT_ALREADY_EXISTS; that put fails and the
- * caller may retry it. Remove is not resent either (a second one reports
- * OBJECT_NOT_FOUND for an object it did remove). */
+/* Master calls a new leader may be asked again after the old one went away
+ * with the call in flight: reads, and the calls that are idempotent at the
+ * master (PutEnd of a complete object of the same client is OK; a PutEnd
+ * whose PutStart record reached the journal completes the put there).
+ * PutStart is not: the journal may already hold it, and a second one would
+ * meet OBJECT_ALREADY_EXISTS; that put fails and the caller may retry it.
+ * Remove is not either (a second one reports OBJECT_NOT_FOUND for an object
+ * it did remove). A NOT_LEADER answer is resent for every call (see
+ * resend_worthy). */
 static int resendable(uint16_t method)
 {
     switch (method) {
@@ -348,10 +350,26 @@ static int resendable(uint16_t method)
     case MC_RPC_BATCH_PUT_END:
     case MC_RPC_PUT_REVOKE:
     case MC_RPC_BATCH_PUT_REVOKE:
+    /* a client's own segments: an identical mount is OK, a second unmount
+     * finds nothing (SEGMENT_NOT_FOUND, which the caller takes as done) */
+    case MC_RPC_MOUNT_SEGMENT:
+    case MC_RPC_REMOUNT_SEGMENT:
+    case MC_RPC_UNMOUNT_SEGMENT:
         return 1;
     default:
         return 0;
     }
+}
+
+/* A call may go to the new leader: any call a master refused as a standby
+ * (NOT_LEADER: it changed nothing, or - from a leader that was deposed while
+ * the reply waited for the journal - a change that may not survive), and
+ * the resendable ones when the master went away with the call in flight. */
+static int resend_worthy(uint16_t method, mc_status_t st)
+{
+    return st == MC_ERR_NOT_LEADER ||
+           (resendable(method) && (st == MC_ERR_CONN_CLOSED || st == MC_ERR_RPC_TIMEOUT ||
+                                   st == MC_ERR_SOCKET));
 }
 
 /* Outcomes that say "not this master" rather than anything about the call. */
@@ -367,7 +385,8 @@ static void op_rpc_cb(void *arg, const mc_rpc_resp_t *resp)
 {
     store_op_t *op = arg;
     mc_store_t *s = op->s;
-    if (op->rpc_method != 0 && leader_trouble(resp->status) && !store_op_closing(op) &&
+    if (op->rpc_method != 0 && resend_worthy(op->rpc_method, resp->status) &&
+        !store_op_closing(op) &&
         mc_now_us() + RETRY_TICK_US < op->rpc_deadline_us) {
         /* park it; the retry timer (or a new leader) sends it again */
         store_master_trouble(s);
@@ -434,7 +453,7 @@ static void keep_for_resend(store_op_t *op, uint16_t method, const void *body, s
 {
     mc_store_t *s = op->s;
     op->rpc_method = 0;
-    if (!s->ha || !resendable(method))
+    if (!s->ha)
         return;
     mc_buf_reset(&op->rpc_body);
     mc_status_t st = body != NULL ? mc_buf_append(&op->rpc_body, body, len)
@@ -474,6 +493,12 @@ mc_status_t store_rpc_call(store_op_t *op, uint16_t method, const void *body, si
 
 mc_status_t store_call_sync(mc_store_t *s, uint16_t method, const mc_buf_t *body, mc_buf_t *resp)
 {
+    return store_call_sync_timeout(s, method, body, resp, s->cfg.rpc_timeout_us);
+}
+
+mc_status_t store_call_sync_timeout(mc_store_t *s, uint16_t method, const mc_buf_t *body,
+                                    mc_buf_t *resp, uint64_t timeout_us)
+{
     if (store_on_reactor(s))
         return MC_ERR_STATE;
     if (atomic_load(&s->closing))
@@ -481,7 +506,7 @@ mc_status_t store_call_sync(mc_store_t *s, uint16_t method, const mc_buf_t *body
     mc_buf_t scratch = MC_BUF_INIT;
     mc_buf_t *out = resp != NULL ? resp : &scratch;
     size_t keep = mc_buf_used(out);
-    uint64_t deadline = mc_now_us() + s->cfg.rpc_timeout_us;
+    uint64_t deadline = mc_now_us() + timeout_us;
     mc_status_t st;
     for (;;) {
         uint64_t now = mc_now_us();
@@ -492,7 +517,7 @@ mc_status_t store_call_sync(mc_store_t *s, uint16_t method, const mc_buf_t *body
         store_master_trouble(s);
         /* with discovery, a read is asked again (of the new leader) while
          * time is left; see resendable() */
-        if (!s->ha || !resendable(method) || atomic_load(&s->closing) ||
+        if (!s->ha || !resend_worthy(method, st) || atomic_load(&s->closing) ||
             mc_now_us() + RETRY_TICK_US >= deadline)
             break;
         out->len = out->off + keep;

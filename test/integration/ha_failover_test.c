@@ -14,6 +14,9 @@
  *  - a leader frozen (SIGSTOP) past its lease is deposed: on waking up it
  *    refuses calls, and its late journal appends are refused by the fencing
  *    check (the stream keeps one history: every acknowledged put survives);
+ *  - with metadata = master (the masters' embedded transfer-metadata
+ *    service), segment descriptors survive the failover and clients' metadata
+ *    backends follow the leader;
  *  - a leader whose lease is taken by someone else cannot append one record:
  *    the call it was about to acknowledge fails with NOT_LEADER.
  *
@@ -598,6 +601,82 @@ static void a_frozen_leader_is_deposed_and_its_late_writes_are_refused(void **st
     assert_memory_equal(got, buf, sizeof(buf));
 }
 
+static mc_store_t *open_embedded_meta_client(env_t *e, uint64_t segment)
+{
+    mc_store_config_t c;
+    mc_store_config_init(&c);
+    c.master = e->master_url;
+    c.metadata = "master"; /* the masters' embedded service, following the leader */
+    c.global_segment_size = segment;
+    c.local_buffer_size = 4 << 20;
+    c.reactors = 1;
+    c.rpc_timeout_us = RPC_TIMEOUT_US;
+    c.transfer_timeout_us = 2000000;
+    mc_store_t *s = NULL;
+    assert_int_equal(mc_store_open(&c, &s), MC_OK);
+    return s;
+}
+
+/* metadata = master with HA masters: the transfer-engine descriptors live in
+ * the leader's embedded KV, are journaled like everything else, and the
+ * clients' metadata backend follows the leader. A client that starts after
+ * the failover finds a segment published before it. */
+static void the_embedded_metadata_service_follows_the_leader(void **state)
+{
+    env_t *e = *state;
+    int64_t v0 = 0;
+    int old = wait_leader(e, -1, 3000, &v0);
+    assert_true(old >= 0);
+    mc_store_t *b = open_embedded_meta_client(e, 16 << 20);
+    mc_store_t *a = open_embedded_meta_client(e, 0);
+    const char *bname = mc_store_name(b);
+    mc_replicate_config_t rc;
+    mc_replicate_config_init(&rc);
+    rc.preferred_segments = &bname;
+    rc.n_preferred = 1;
+    uint8_t v[8192], got[8192];
+    fill(v, sizeof(v), 99);
+    mc_status_t st = MC_ERR_NOT_LEADER;
+    for (int attempt = 0; attempt < 30 && st != MC_OK; attempt++) {
+        st = mc_store_put(a, "on-b", 4, v, sizeof(v), &rc);
+        if (st != MC_OK)
+            usleep(100000);
+    }
+    assert_int_equal(st, MC_OK);
+    mc_store_replica_t r[2];
+    uint32_t n = 0;
+    assert_int_equal(mc_store_query(a, "on-b", 4, r, 2, &n), MC_OK);
+    assert_int_equal(n, 1);
+    assert_string_equal(r[0].segment, bname);
+
+    kill(e->m[old].p.pid, SIGKILL);
+    int64_t v1 = 0;
+    int nl = wait_leader(e, old, 2 * LEASE_MS + 500, &v1);
+    assert_true(nl >= 0);
+    {
+        int status;
+        waitpid(e->m[old].p.pid, &status, 0);
+        close(e->m[old].p.out_fd);
+        e->m[old].p.pid = 0;
+    }
+    /* a newcomer reads b's object: b's descriptor comes from the new leader */
+    mc_store_t *c = open_embedded_meta_client(e, 0);
+    int64_t got_n = -1;
+    for (int attempt = 0; attempt < 30 && got_n < 0; attempt++) {
+        got_n = mc_store_get(c, "on-b", 4, got, sizeof(got), NULL);
+        if (got_n < 0)
+            usleep(100000);
+    }
+    assert_int_equal(got_n, sizeof(v));
+    assert_memory_equal(got, v, sizeof(v));
+    /* and the old clients go on with the new leader */
+    assert_int_equal(mc_store_get(a, "on-b", 4, got, sizeof(got), NULL), sizeof(v));
+    mc_store_close(c);
+    mc_store_close(a);
+    mc_store_close(b);
+    assert_int_equal(start_master(e, old), 0);
+}
+
 static long long redis_int(env_t *e, const char *fmt, ...)
 {
     redisContext *c = redisConnect("127.0.0.1", (int)e->redis_port);
@@ -686,6 +765,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(one_master_leads_and_the_others_say_where_it_is),
         cmocka_unit_test(killing_the_leader_under_load_loses_no_acknowledged_put),
+        cmocka_unit_test(the_embedded_metadata_service_follows_the_leader),
         cmocka_unit_test(a_frozen_leader_is_deposed_and_its_late_writes_are_refused),
         cmocka_unit_test(a_leader_whose_lease_was_taken_cannot_append),
     };
