@@ -656,6 +656,40 @@ mc_mp_writer_t *mc_rpc_call_begin(mc_rpc_client_t *c)
     return &c->w;
 }
 
+mc_status_t mc_rpc_call_copy_body(mc_rpc_client_t *c, mc_buf_t *dst)
+{
+    if (c->w.err != MC_OK)
+        return c->w.err;
+    mc_buf_t *out = &c->out.buf;
+    size_t from = c->call_hdr_pos + MC_FRAME_HDR_LEN;
+    return mc_buf_append(dst, mc_buf_head(out) + from, mc_buf_used(out) - from);
+}
+
+mc_status_t mc_rpc_client_retarget(mc_rpc_client_t *c, const char *host, uint16_t port)
+{
+    mc_sockaddr_t a;
+    mc_status_t st = mc_net_resolve(host, port, &a);
+    if (st != MC_OK)
+        return st;
+    if (c->state == CLI_CONNECTING || c->state == CLI_CONNECTED) {
+        /* the old connection goes first, logged under the old name */
+        c->in_callback++;
+        conn_lost(c, "the server moved");
+        c->in_callback--;
+    }
+    char old[sizeof(c->name)];
+    memcpy(old, c->name, sizeof(old));
+    c->addr = a;
+    mc_net_addr_str(&c->addr, c->name, sizeof(c->name));
+    MC_INFO(RPC, "client %p: %s -> %s", (void *)c, old, c->name);
+    c->backoff_us = c->opts.backoff_min_us;
+    c->failed_connects = 0;
+    if (c->state == CLI_BACKOFF)
+        mc_timer_start(&c->conn_timer, 0, 0); /* at once, to the new address */
+    after_callbacks(c);
+    return MC_OK;
+}
+
 mc_status_t mc_rpc_call_end(mc_rpc_client_t *c, uint16_t method, uint64_t timeout_us,
                             mc_rpc_cb_t cb, void *arg)
 {

@@ -37,6 +37,7 @@ enum mc_proto_field {
     MC_F_STATUSES = 31,  /* [int] per item */
     MC_F_ENTRIES = 32,
     MC_F_STATUS = 33,    /* int, inside ITEMS */
+    MC_F_LEADER = 34,    /* str: "host:port" of the leader, in NOT_LEADER replies (when known) */
 
     /* transfer engine */
     MC_F_ADDR = 40,      /* uint: absolute address in the target */

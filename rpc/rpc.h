@@ -216,6 +216,18 @@ mc_status_t mc_rpc_call(mc_rpc_client_t *c, uint16_t method, const void *body, s
 mc_status_t mc_rpc_call_sync(mc_rpc_client_t *c, uint16_t method, const void *body, size_t len,
                              uint64_t timeout_us, mc_buf_t *resp_body);
 
+/* Copy the body written so far for the call being built (between
+ * mc_rpc_call_begin and its end) into dst (appended), e.g. to send it again
+ * elsewhere later. MC_OK, MC_ERR_NOMEM, or the writer's error. Reactor thread. */
+mc_status_t mc_rpc_call_copy_body(mc_rpc_client_t *c, mc_buf_t *dst);
+
+/* Point the client at another server (a new leader). A connection to the old
+ * one is closed: its calls complete with MC_ERR_CONN_CLOSED; later calls go
+ * to the new address. MC_OK, or MC_ERR_DNS / MC_ERR_INVALID_PARAMS for an
+ * address that does not resolve (the client is unchanged). Reactor thread;
+ * not from inside one of this client's callbacks. */
+mc_status_t mc_rpc_client_retarget(mc_rpc_client_t *c, const char *host, uint16_t port);
+
 /* Calls sent or queued and not yet completed. Reactor thread. */
 size_t mc_rpc_client_pending(const mc_rpc_client_t *c);
 

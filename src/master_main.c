@@ -10,6 +10,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "store/ha_redis.h"
+#include "store/master_ha.h"
 #include "store/master_server.h"
 #include "util/conf.h"
 #include "util/daemon.h"
@@ -95,6 +97,41 @@ static const mc_conf_key_t master_keys[] = {
                 "most replicas one object may ask for"),
 };
 
+/* [ha]: several masters, one leader, no metadata lost on failover. */
+typedef struct ha_conf {
+    char *backend;
+    char *cluster_id;
+    uint64_t lease_ttl;
+    int sync;
+    uint64_t flush_interval;
+    uint64_t snapshot_records;
+    char *advertise_address;
+} ha_conf_t;
+
+static const char *const sync_choices[] = {"off", "async", "strict", NULL};
+
+static const mc_conf_key_t ha_keys[] = {
+    MC_CONF_ROW(ha_conf_t, backend, "backend", MC_CONF_STRING, "", 0, 0,
+                "coordinator of several masters: redis://HOST[:PORT][/DB]; empty = a single "
+                "master (no HA)"),
+    MC_CONF_ROW(ha_conf_t, cluster_id, "cluster_id", MC_CONF_STRING, "mooncake", 0, 0,
+                "masters (and clients, master = redis://...?cluster=ID) of one cluster share it"),
+    MC_CONF_ROW(ha_conf_t, lease_ttl, "lease_ttl", MC_CONF_DURATION, "5s", 300000, 60e6,
+                "leader lease; a dead leader is replaced within about this plus 250 ms"),
+    MC_CONF_ENUM_ROW(ha_conf_t, sync, "sync", sync_choices, "strict",
+                     "strict: a change is acknowledged only once journaled in Redis; async: "
+                     "journaled within flush_interval; off: no HA even with a backend"),
+    MC_CONF_ROW(ha_conf_t, flush_interval, "flush_interval", MC_CONF_DURATION, "10ms", 1000,
+                1e6, "longest delay before a journal record no reply waits for reaches Redis "
+                     "(async: every record; strict: PutStart)"),
+    MC_CONF_ROW(ha_conf_t, snapshot_records, "snapshot_records", MC_CONF_UINT, "1000000", 0, 1e12,
+                "a standby writes a snapshot and trims the journal after this many new records "
+                "(bounds replay); 0 = never"),
+    MC_CONF_ROW(ha_conf_t, advertise_address, "advertise_address", MC_CONF_STRING, "", 0, 0,
+                "HOST:PORT clients reach this master at when it leads; empty = "
+                "server.bind_address (127.0.0.1 for 0.0.0.0) and the RPC port"),
+};
+
 static const char usage[] =
     "usage: mooncake-master [-c FILE] [--set section.key=value]... [--dump-config] [--help]\n"
     "The store's control plane: object metadata, allocation, leases, eviction, liveness,\n"
@@ -105,6 +142,7 @@ int main(int argc, char **argv)
     char err[512];
     server_conf_t sc;
     master_conf_t mcf;
+    ha_conf_t hcf;
     mc_log_opts_t lo;
     int rc = 1;
     int exit_now = 0;
@@ -113,6 +151,7 @@ int main(int argc, char **argv)
     if (conf == NULL ||
         mc_conf_add_section(conf, "server", server_keys, MC_ARRAY_SIZE(server_keys), &sc) != MC_OK ||
         mc_conf_add_section(conf, "master", master_keys, MC_ARRAY_SIZE(master_keys), &mcf) != MC_OK ||
+        mc_conf_add_section(conf, "ha", ha_keys, MC_ARRAY_SIZE(ha_keys), &hcf) != MC_OK ||
         mc_daemon_add_log_section(conf, &lo) != MC_OK) {
         fprintf(stderr, "mooncake-master: cannot set up configuration\n");
         goto out;
@@ -165,6 +204,32 @@ int main(int argc, char **argv)
                 "master.put_start_discard_timeout\n");
         rc = 2;
         goto out;
+    }
+
+    if (hcf.backend[0] != '\0' && hcf.sync != MC_HA_SYNC_OFF) {
+        mc_ha_url_t u;
+        const char *why = NULL;
+        if (mc_ha_url_parse(hcf.backend, &u, &why) != MC_OK || u.cluster[0] != '\0') {
+            fprintf(stderr, "mooncake-master: ha.backend \"%s\": %s\n", hcf.backend,
+                    why != NULL ? why : "no ?cluster= here: use ha.cluster_id");
+            rc = 2;
+            goto out;
+        }
+        if (hcf.cluster_id[0] == '\0' || strpbrk(hcf.cluster_id, " /\t") != NULL ||
+            strlen(hcf.cluster_id) >= MC_HA_CLUSTER_MAX) {
+            fprintf(stderr, "mooncake-master: ha.cluster_id \"%s\": empty, too long, or with "
+                            "'/' or blanks\n",
+                    hcf.cluster_id);
+            rc = 2;
+            goto out;
+        }
+        o.ha.sync = hcf.sync;
+        o.ha.backend = hcf.backend;
+        o.ha.cluster_id = hcf.cluster_id;
+        o.ha.lease_ttl_us = hcf.lease_ttl;
+        o.ha.flush_interval_us = hcf.flush_interval;
+        o.ha.advertise = hcf.advertise_address;
+        o.ha.snapshot_records = hcf.snapshot_records;
     }
 
     sigset_t sigs;

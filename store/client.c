@@ -25,6 +25,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/random.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "rpc/methods.h"
@@ -185,8 +186,7 @@ static mc_status_t unmount_sync(mc_store_t *s, const store_seg_t *g, uint64_t ti
     mc_mcli_unmount(&w, s->client_id, g->id);
     mc_status_t st = w.err;
     if (st == MC_OK)
-        st = mc_rpc_call_sync(s->mcli, MC_RPC_UNMOUNT_SEGMENT, mc_buf_head(&body),
-                              mc_buf_used(&body), timeout_us, &resp);
+        st = store_call_sync_timeout(s, MC_RPC_UNMOUNT_SEGMENT, &body, &resp, timeout_us);
     int64_t drain = 0;
     if (st == MC_OK && drain_us != NULL &&
         mc_mcli_dec_int(mc_buf_head(&resp), mc_buf_used(&resp), MC_F_DRAIN_UNTIL_US, &drain) ==
@@ -281,6 +281,126 @@ mc_status_t mc_store_unmount_segment(mc_store_t *s, void *buf)
     return rc;
 }
 
+/* ---------------------------------------------------- master discovery */
+
+#define RESOLVE_PERIOD_MS 5000 /* look again even when nothing went wrong */
+#define RESOLVE_RETRY_US 100000 /* while there is no leader */
+
+static void ping_fire(mc_timer_t *t, void *arg);
+
+typedef struct retarget_msg {
+    mc_store_t *s;
+    char addr[MC_HA_ADDR_MAX];
+} retarget_msg_t;
+
+static void retarget_on_r0(mc_reactor_t *r, void *arg, mc_status_t st)
+{
+    retarget_msg_t *m = arg;
+    mc_store_t *s = m->s;
+    (void)r;
+    char host[MC_HA_ADDR_MAX];
+    uint16_t port;
+    if (st == MC_OK && s->mcli != NULL && !atomic_load(&s->closing) &&
+        parse_master(m->addr, host, sizeof(host), &port) == 0) {
+        MC_INFO(CLIENT, "master leader of cluster '%s' is now %s", s->ha_url.cluster, m->addr);
+        /* the embedded metadata service moves with the leader */
+        if (strcmp(s->metadata, "master") == 0 && s->te->meta != NULL &&
+            mc_meta_retarget(s->te->meta, host, port) != MC_OK)
+            MC_WARN(CLIENT, "the transfer metadata backend cannot follow the leader to %s",
+                    m->addr);
+        if (mc_rpc_client_retarget(s->mcli, host, port) == MC_OK) {
+            store_retry_run(s);
+            ping_fire(&s->ping_timer, s); /* know at once whether it knows us */
+        }
+    }
+    mc_free(m);
+}
+
+void store_master_trouble(mc_store_t *s)
+{
+    if (!s->ha)
+        return;
+    pthread_mutex_lock(&s->res_mu);
+    s->res_kick = 1;
+    pthread_cond_signal(&s->res_cv);
+    pthread_mutex_unlock(&s->res_mu);
+}
+
+/* The resolver thread: blocking Redis reads, never on a reactor. */
+static void *resolver_main(void *arg)
+{
+    mc_store_t *s = arg;
+    pthread_mutex_lock(&s->res_mu);
+    while (!s->res_stop) {
+        if (!s->res_kick) {
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            ts.tv_sec += RESOLVE_PERIOD_MS / 1000;
+            pthread_cond_timedwait(&s->res_cv, &s->res_mu, &ts);
+            if (s->res_stop)
+                break;
+        }
+        int kicked = s->res_kick;
+        s->res_kick = 0;
+        pthread_mutex_unlock(&s->res_mu);
+        char addr[MC_HA_ADDR_MAX];
+        int64_t view = 0;
+        mc_status_t st = mc_ha_resolve_leader(&s->ha_url, 500000, addr, sizeof(addr), &view);
+        if (st == MC_OK && strcmp(addr, s->res_addr) != 0) {
+            retarget_msg_t *m = MC_NEW(retarget_msg_t);
+            if (m != NULL) {
+                m->s = s;
+                snprintf(m->addr, sizeof(m->addr), "%s", addr);
+                if (mc_reactor_call(s->r0, retarget_on_r0, m) == MC_OK)
+                    snprintf(s->res_addr, sizeof(s->res_addr), "%s", addr);
+                else
+                    mc_free(m);
+            }
+        } else if (st != MC_OK && kicked) {
+            /* no leader yet (election under way) or Redis away: look again soon */
+            MC_DEBUG(CLIENT, "no master leader in redis yet: %s", mc_status_str(st));
+            usleep(RESOLVE_RETRY_US);
+            pthread_mutex_lock(&s->res_mu);
+            s->res_kick = 1;
+            continue;
+        }
+        pthread_mutex_lock(&s->res_mu);
+    }
+    pthread_mutex_unlock(&s->res_mu);
+    return NULL;
+}
+
+/* At open: the leader's address, waiting up to timeout for one to exist. */
+static mc_status_t resolve_at_open(mc_store_t *s, uint64_t timeout_us, char *addr, size_t n)
+{
+    uint64_t deadline = mc_now_us() + timeout_us;
+    mc_status_t st;
+    for (;;) {
+        st = mc_ha_resolve_leader(&s->ha_url, 500000, addr, n, NULL);
+        if (st == MC_OK || st == MC_ERR_INVALID_PARAMS || mc_now_us() >= deadline)
+            return st;
+        usleep(RESOLVE_RETRY_US);
+    }
+}
+
+static void stop_resolver(mc_store_t *s)
+{
+    if (!s->resolver_started)
+        return;
+    pthread_mutex_lock(&s->res_mu);
+    s->res_stop = 1;
+    pthread_cond_signal(&s->res_cv);
+    pthread_mutex_unlock(&s->res_mu);
+    pthread_join(s->resolver, NULL);
+    s->resolver_started = 0;
+}
+
+static void retry_fire(mc_timer_t *t, void *arg)
+{
+    (void)t;
+    store_retry_run(arg);
+}
+
 /* -------------------------------------------------------- ping, remount */
 
 static void remount_cb(void *arg, const mc_rpc_resp_t *resp)
@@ -345,6 +465,7 @@ static void ping_cb(void *arg, const mc_rpc_resp_t *resp)
             MC_WARN(CLIENT, "master %s unreachable: %s; calls fail until it is back", s->master,
                     mc_status_str(resp->status));
         s->master_down = 1;
+        store_master_trouble(s);
         return;
     }
     if (s->master_down)
@@ -367,7 +488,12 @@ static void ping_cb(void *arg, const mc_rpc_resp_t *resp)
     } else {
         s->ping_ok_seen = 1;
     }
-    if (s->have_view && view != s->view) {
+    if (s->have_view && view != s->view && s->ha) {
+        /* a new leader that replayed the journal knows our segments; it says
+         * NEED_REMOUNT if it does not */
+        MC_INFO(CLIENT, "master view version %lld -> %lld (a new leader)", (long long)s->view,
+                (long long)view);
+    } else if (s->have_view && view != s->view) {
         MC_INFO(CLIENT, "master view version %lld -> %lld (a new master): mounting again",
                 (long long)s->view, (long long)view);
         s->need_remount = 1;
@@ -400,6 +526,12 @@ static void ping_arm(void *arg)
 {
     timer_ctx_t *tc = arg;
     tc->st = mc_timer_init(&tc->s->ping_timer, tc->s->r0, ping_fire, tc->s);
+    if (tc->st == MC_OK && tc->s->ha) {
+        tc->st = mc_timer_init(&tc->s->retry_timer, tc->s->r0, retry_fire, tc->s);
+        tc->s->retry_timer_ok = tc->st == MC_OK;
+        if (tc->st != MC_OK)
+            mc_timer_fini(&tc->s->ping_timer);
+    }
     if (tc->st == MC_OK) {
         mc_timer_start(&tc->s->ping_timer, PING_INTERVAL_US, 1);
         if (tc->s->need_remount)
@@ -413,6 +545,10 @@ static void close_on_r0(void *arg)
 {
     mc_store_t *s = arg;
     mc_timer_fini(&s->ping_timer);
+    if (s->retry_timer_ok)
+        mc_timer_fini(&s->retry_timer);
+    s->retry_timer_ok = 0;
+    store_retry_cancel_all(s);
     store_stage_cancel_all(s);
     store_peer_cancel_all(s);
     mc_rpc_client_t *c = s->mcli;
@@ -451,6 +587,8 @@ static void store_free(mc_store_t *s)
     pthread_cond_destroy(&s->live_cv);
     pthread_mutex_destroy(&s->stage_mu);
     pthread_mutex_destroy(&s->seg_mu);
+    pthread_mutex_destroy(&s->res_mu);
+    pthread_cond_destroy(&s->res_cv);
     mc_free(s->local_hostname);
     mc_free(s->metadata);
     mc_free(s->protocol);
@@ -483,6 +621,9 @@ mc_status_t mc_store_open(const mc_store_config_t *c, mc_store_t **out)
     mc_list_init(&s->stage_queue);
     mc_list_init(&s->peers);
     mc_list_init(&s->segs);
+    mc_list_init(&s->retry);
+    pthread_mutex_init(&s->res_mu, NULL);
+    pthread_cond_init(&s->res_cv, NULL);
     if (s->cfg.rpc_timeout_us == 0)
         s->cfg.rpc_timeout_us = d.rpc_timeout_us;
     if (s->cfg.transfer_timeout_us == 0)
@@ -504,9 +645,33 @@ mc_status_t mc_store_open(const mc_store_config_t *c, mc_store_t **out)
     s->cfg.master = s->master;
     s->cfg.advertise_host = s->advertise_host;
 
-    char mhost[256];
+    char mhost[MC_HA_ADDR_MAX];
     uint16_t mport;
-    if (parse_master(s->master, mhost, sizeof(mhost), &mport) != 0) {
+    char leader[MC_HA_ADDR_MAX];
+    const char *maddr = s->master;
+    if (mc_ha_url_is_redis(s->master)) {
+        const char *why = NULL;
+        if (mc_ha_url_parse(s->master, &s->ha_url, &why) != MC_OK) {
+            MC_ERROR(CLIENT, "bad master address '%s': %s", s->master, why);
+            store_free(s);
+            return MC_ERR_INVALID_ARGUMENT;
+        }
+        if (s->ha_url.cluster[0] == '\0')
+            snprintf(s->ha_url.cluster, sizeof(s->ha_url.cluster), "mooncake");
+        st = resolve_at_open(s, s->cfg.rpc_timeout_us, leader, sizeof(leader));
+        if (st != MC_OK) {
+            MC_ERROR(CLIENT, "master %s: no leader of cluster '%s' found within %llu ms: %s",
+                     s->master, s->ha_url.cluster,
+                     (unsigned long long)(s->cfg.rpc_timeout_us / 1000), mc_status_str(st));
+            store_free(s);
+            return st == MC_ERR_NOT_FOUND ? MC_ERR_NOT_LEADER : st;
+        }
+        s->ha = 1;
+        snprintf(s->res_addr, sizeof(s->res_addr), "%s", leader);
+        maddr = leader;
+        MC_INFO(CLIENT, "master leader of cluster '%s' is %s", s->ha_url.cluster, leader);
+    }
+    if (parse_master(maddr, mhost, sizeof(mhost), &mport) != 0) {
         MC_ERROR(CLIENT, "bad master address '%s' (expected HOST:PORT)", s->master);
         store_free(s);
         return MC_ERR_INVALID_ARGUMENT;
@@ -525,7 +690,7 @@ mc_status_t mc_store_open(const mc_store_config_t *c, mc_store_t **out)
     /* the transfer engine: reactors, listener, metadata */
     char meta[512];
     if (strcmp(s->metadata, "master") == 0)
-        snprintf(meta, sizeof(meta), "master://%s", s->master);
+        snprintf(meta, sizeof(meta), "master://%s", maddr); /* the leader, with HA */
     else
         snprintf(meta, sizeof(meta), "%s", s->metadata);
     mc_te_opts_t to;
@@ -563,6 +728,14 @@ mc_status_t mc_store_open(const mc_store_config_t *c, mc_store_t **out)
         MC_ERROR(CLIENT, "cannot set up the connection to master %s: %s", s->master,
                  mc_status_str(st));
         goto err_te;
+    }
+    if (s->ha) {
+        if (pthread_create(&s->resolver, NULL, resolver_main, s) != 0) {
+            MC_ERROR(CLIENT, "cannot start the master resolver thread");
+            st = MC_ERR_NOMEM;
+            goto err_te;
+        }
+        s->resolver_started = 1;
     }
 
     /* staging */
@@ -639,6 +812,7 @@ mc_status_t mc_store_open(const mc_store_config_t *c, mc_store_t **out)
 
 err_te:
     atomic_store(&s->closing, 1);
+    stop_resolver(s);
     if (s->mcli != NULL)
         mc_rpc_run_on(s->r0, close_on_r0, s);
     mc_te_destroy(s->te);
@@ -658,7 +832,8 @@ void mc_store_close(mc_store_t *s)
     }
     /* Withdraw the segments while the master connection is up. A master that
      * is away forgets them anyway (its client expiry). */
-    if (!attached(s) && !atomic_load(&s->master_down)) {
+    if (!attached(s) && (s->ha || !atomic_load(&s->master_down))) {
+        /* with HA the leader may just have moved: the call follows it */
         /* Not under seg_mu: r0 takes it to remount, and the call needs r0.
          * Nobody else changes the list now (closing is the last call). */
         uint64_t t = s->cfg.rpc_timeout_us < CLOSE_UNMOUNT_TIMEOUT_US ? s->cfg.rpc_timeout_us
@@ -672,6 +847,7 @@ void mc_store_close(mc_store_t *s)
         }
     }
     atomic_store(&s->closing, 1);
+    stop_resolver(s);
     mc_rpc_run_on(s->r0, close_on_r0, s);
     /* Unpublishes; transfers and segment opens in flight fail (CANCELED). */
     mc_te_destroy(s->te);

@@ -31,6 +31,7 @@
 #include "mooncake/store.h"
 #include "mooncake/transfer.h"
 #include "rpc/rpc.h"
+#include "store/ha_redis.h"
 #include "store/master.h"
 #include "store/offset_alloc.h"
 #include "transport/te_int.h"
@@ -88,6 +89,11 @@ struct store_op {
      * the batch is never touched after it reported */
     mc_te_batch_t *batch;
     void (*harvest)(store_op_t *op, mc_te_batch_t *b);
+    /* a master call that may be sent again to a new leader (client_op.c):
+     * its body, while the call is in flight or waiting on s->retry */
+    uint16_t rpc_method; /* 0: not resendable */
+    uint64_t rpc_deadline_us;
+    mc_buf_t rpc_body;
 };
 
 struct mc_store {
@@ -135,6 +141,22 @@ struct mc_store {
     int ping_ok_seen;        /* a ping answered OK: a later NEED_REMOUNT is news */
     int remount_loud;        /* the pending remount is worth an INFO line */
     _Atomic int master_down; /* the last ping failed (read at close too) */
+
+    /* master discovery (master = redis://HOST:PORT/DB?cluster=ID): a
+     * resolver thread reads the leader's address from Redis when asked
+     * (a failed or refused master call) and every few seconds, and points
+     * mcli at it (on r0) when it changed */
+    int ha;
+    mc_ha_url_t ha_url;
+    pthread_t resolver;
+    int resolver_started;
+    pthread_mutex_t res_mu;
+    pthread_cond_t res_cv;
+    int res_kick, res_stop; /* res_mu */
+    char res_addr[MC_HA_ADDR_MAX]; /* resolver thread: the last address posted */
+    mc_list_t retry;        /* r0: store_op_t.node of calls waiting to be resent */
+    mc_timer_t retry_timer; /* r0 */
+    int retry_timer_ok;
 };
 
 /* ------------------------------------------------------------ client_op.c */
@@ -259,6 +281,9 @@ int store_on_reactor(const mc_store_t *s);
 /* Blocking master call from a user thread: body by the encoder into a
  * buffer, response body appended to *resp (may be NULL). */
 mc_status_t store_call_sync(mc_store_t *s, uint16_t method, const mc_buf_t *body, mc_buf_t *resp);
+/* The same within timeout_us instead of rpc_timeout. */
+mc_status_t store_call_sync_timeout(mc_store_t *s, uint16_t method, const mc_buf_t *body,
+                                    mc_buf_t *resp, uint64_t timeout_us);
 
 /* ------------------------------------------------------------ client_put.c */
 
@@ -273,6 +298,14 @@ mc_status_t store_put_submit(mc_store_t *s, const void *key, size_t klen, const 
  * the object size when it does not fit (before cb runs). */
 mc_status_t store_get_submit(mc_store_t *s, const void *key, size_t klen, void *buf, size_t len,
                              int zero_copy, uint64_t *need, mc_store_get_cb_t cb, void *arg);
+
+/* Master discovery: ask the resolver to look up the leader now (any thread;
+ * no-op without discovery). */
+void store_master_trouble(mc_store_t *s);
+/* r0: resend every call waiting on s->retry (now, e.g. a new leader). */
+void store_retry_run(mc_store_t *s);
+/* r0, at close: fail them with MC_ERR_CANCELED. */
+void store_retry_cancel_all(mc_store_t *s);
 
 /* ---------------------------------------------------------------- client.c */
 

@@ -7,6 +7,7 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "rpc/methods.h"
 #include "store/client_int.h"
@@ -349,20 +350,151 @@ int store_direct_ok(const mc_store_t *s, const void *p, uint64_t len)
 
 /* ------------------------------------------------------------------ rpc */
 
+/* Master calls a new leader may be asked again after the old one went away
+ * with the call in flight: reads, and the calls that are idempotent at the
+ * master (PutEnd of a complete object of the same client is OK; a PutEnd
+ * whose PutStart record reached the journal completes the put there).
+ * PutStart is not: the journal may already hold it, and a second one would
+ * meet OBJECT_ALREADY_EXISTS; that put fails and the caller may retry it.
+ * Remove is not either (a second one reports OBJECT_NOT_FOUND for an object
+ * it did remove). A NOT_LEADER answer is resent for every call (see
+ * resend_worthy). */
+static int resendable(uint16_t method)
+{
+    switch (method) {
+    case MC_RPC_GET_REPLICA_LIST:
+    case MC_RPC_BATCH_GET_REPLICA_LIST:
+    case MC_RPC_EXIST_KEY:
+    case MC_RPC_BATCH_EXIST_KEY:
+    case MC_RPC_PUT_END:
+    case MC_RPC_BATCH_PUT_END:
+    case MC_RPC_PUT_REVOKE:
+    case MC_RPC_BATCH_PUT_REVOKE:
+    /* a client's own segments: an identical mount is OK, a second unmount
+     * finds nothing (SEGMENT_NOT_FOUND, which the caller takes as done) */
+    case MC_RPC_MOUNT_SEGMENT:
+    case MC_RPC_REMOUNT_SEGMENT:
+    case MC_RPC_UNMOUNT_SEGMENT:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+/* A call may go to the new leader: any call a master refused as a standby
+ * (NOT_LEADER: it changed nothing, or - from a leader that was deposed while
+ * the reply waited for the journal - a change that may not survive), and
+ * the resendable ones when the master went away with the call in flight. */
+static int resend_worthy(uint16_t method, mc_status_t st)
+{
+    return st == MC_ERR_NOT_LEADER ||
+           (resendable(method) && (st == MC_ERR_CONN_CLOSED || st == MC_ERR_RPC_TIMEOUT ||
+                                   st == MC_ERR_SOCKET));
+}
+
+/* Outcomes that say "not this master" rather than anything about the call. */
+static int leader_trouble(mc_status_t st)
+{
+    return st == MC_ERR_NOT_LEADER || st == MC_ERR_CONN_CLOSED || st == MC_ERR_RPC_TIMEOUT ||
+           st == MC_ERR_SOCKET;
+}
+
+#define RETRY_TICK_US 50000 /* resend parked calls this often until a leader answers */
+
 static void op_rpc_cb(void *arg, const mc_rpc_resp_t *resp)
 {
     store_op_t *op = arg;
+    mc_store_t *s = op->s;
+    if (op->rpc_method != 0 && resend_worthy(op->rpc_method, resp->status) &&
+        !store_op_closing(op) &&
+        mc_now_us() + RETRY_TICK_US < op->rpc_deadline_us) {
+        /* park it; the retry timer (or a new leader) sends it again */
+        store_master_trouble(s);
+        op->wait_st = resp->status;
+        mc_list_push_tail(&s->retry, &op->node);
+        if (s->retry_timer_ok && !mc_timer_armed(&s->retry_timer))
+            mc_timer_start(&s->retry_timer, RETRY_TICK_US, 0);
+        return;
+    }
+    if (op->rpc_method != 0) {
+        mc_buf_fini(&op->rpc_body);
+        op->rpc_method = 0;
+    }
+    if (leader_trouble(resp->status))
+        store_master_trouble(s);
     op->wait_st = resp->status;
     if (resp->status == MC_OK && op->decode != NULL)
         op->decode(op, resp);
     op->step(op);
 }
 
+static void retry_give_up(store_op_t *op, mc_status_t st)
+{
+    mc_buf_fini(&op->rpc_body);
+    op->rpc_method = 0;
+    op->wait_st = st;
+    op->step(op);
+}
+
+void store_retry_run(mc_store_t *s)
+{
+    mc_list_t todo;
+    mc_list_init(&todo);
+    mc_list_splice_tail(&todo, &s->retry);
+    mc_list_t *n;
+    uint64_t now = mc_now_us();
+    while ((n = mc_list_pop_head(&todo)) != NULL) {
+        store_op_t *op = MC_CONTAINER_OF(n, store_op_t, node);
+        if (store_op_closing(op) || s->mcli == NULL) {
+            retry_give_up(op, MC_ERR_CANCELED);
+            continue;
+        }
+        if (now >= op->rpc_deadline_us) {
+            retry_give_up(op, op->wait_st); /* the last outcome */
+            continue;
+        }
+        mc_status_t st = mc_rpc_call(s->mcli, op->rpc_method, mc_buf_head(&op->rpc_body),
+                                     mc_buf_used(&op->rpc_body), op->rpc_deadline_us - now,
+                                     op_rpc_cb, op);
+        if (st != MC_INPROGRESS)
+            retry_give_up(op, st);
+    }
+}
+
+void store_retry_cancel_all(mc_store_t *s)
+{
+    mc_list_t *n;
+    while ((n = mc_list_pop_head(&s->retry)) != NULL)
+        retry_give_up(MC_CONTAINER_OF(n, store_op_t, node), MC_ERR_CANCELED);
+}
+
+/* Before a call ends: keep its body if a new leader may need it. */
+static void keep_for_resend(store_op_t *op, uint16_t method, const void *body, size_t len)
+{
+    mc_store_t *s = op->s;
+    op->rpc_method = 0;
+    if (!s->ha)
+        return;
+    mc_buf_reset(&op->rpc_body);
+    mc_status_t st = body != NULL ? mc_buf_append(&op->rpc_body, body, len)
+                                  : mc_rpc_call_copy_body(s->mcli, &op->rpc_body);
+    if (st != MC_OK)
+        return; /* sent once, like without discovery */
+    op->rpc_method = method;
+    op->rpc_deadline_us = mc_now_us() + s->cfg.rpc_timeout_us;
+}
+
 mc_status_t store_rpc_end(store_op_t *op, uint16_t method, store_decode_fn_t decode)
 {
     mc_store_t *s = op->s;
     op->decode = decode;
-    return mc_rpc_call_end(s->mcli, method, s->cfg.rpc_timeout_us, op_rpc_cb, op);
+    keep_for_resend(op, method, NULL, 0);
+    mc_status_t st = mc_rpc_call_end(s->mcli, method, s->cfg.rpc_timeout_us, op_rpc_cb, op);
+    if (st != MC_INPROGRESS && op->rpc_method != 0) {
+        mc_buf_fini(&op->rpc_body);
+        op->rpc_method = 0;
+    }
+    return st;
 }
 
 mc_status_t store_rpc_call(store_op_t *op, uint16_t method, const void *body, size_t len,
@@ -370,18 +502,47 @@ mc_status_t store_rpc_call(store_op_t *op, uint16_t method, const void *body, si
 {
     mc_store_t *s = op->s;
     op->decode = decode;
-    return mc_rpc_call(s->mcli, method, body, len, s->cfg.rpc_timeout_us, op_rpc_cb, op);
+    keep_for_resend(op, method, body, len);
+    mc_status_t st = mc_rpc_call(s->mcli, method, body, len, s->cfg.rpc_timeout_us, op_rpc_cb, op);
+    if (st != MC_INPROGRESS && op->rpc_method != 0) {
+        mc_buf_fini(&op->rpc_body);
+        op->rpc_method = 0;
+    }
+    return st;
 }
 
 mc_status_t store_call_sync(mc_store_t *s, uint16_t method, const mc_buf_t *body, mc_buf_t *resp)
+{
+    return store_call_sync_timeout(s, method, body, resp, s->cfg.rpc_timeout_us);
+}
+
+mc_status_t store_call_sync_timeout(mc_store_t *s, uint16_t method, const mc_buf_t *body,
+                                    mc_buf_t *resp, uint64_t timeout_us)
 {
     if (store_on_reactor(s))
         return MC_ERR_STATE;
     if (atomic_load(&s->closing))
         return MC_ERR_CANCELED;
     mc_buf_t scratch = MC_BUF_INIT;
-    mc_status_t st = mc_rpc_call_sync(s->mcli, method, mc_buf_head(body), mc_buf_used(body),
-                                      s->cfg.rpc_timeout_us, resp != NULL ? resp : &scratch);
+    mc_buf_t *out = resp != NULL ? resp : &scratch;
+    size_t keep = mc_buf_used(out);
+    uint64_t deadline = mc_now_us() + timeout_us;
+    mc_status_t st;
+    for (;;) {
+        uint64_t now = mc_now_us();
+        st = mc_rpc_call_sync(s->mcli, method, mc_buf_head(body), mc_buf_used(body),
+                              deadline > now ? deadline - now : 1, out);
+        if (!leader_trouble(st))
+            break;
+        store_master_trouble(s);
+        /* with discovery, a read is asked again (of the new leader) while
+         * time is left; see resendable() */
+        if (!s->ha || !resend_worthy(method, st) || atomic_load(&s->closing) ||
+            mc_now_us() + RETRY_TICK_US >= deadline)
+            break;
+        out->len = out->off + keep;
+        usleep(RETRY_TICK_US);
+    }
     mc_buf_fini(&scratch);
     return st;
 }

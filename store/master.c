@@ -262,7 +262,7 @@ void mc_master_ping(mc_master_t *m, mc_uuid_t client, uint64_t now_us, int64_t *
         s = (mc_master_client_status_t)c->status;
     pthread_mutex_unlock(&m->client_lock);
     if (view_version != NULL)
-        *view_version = m->view_version;
+        *view_version = __atomic_load_n(&m->view_version, __ATOMIC_ACQUIRE);
     if (status != NULL)
         *status = s;
 }
@@ -291,6 +291,8 @@ static void expire_clients(mc_master_t *m, uint64_t now_us)
             MC_WARN(MASTER, "client %016llx-%016llx expired: silent for %llu ms",
                     (unsigned long long)c->id.hi, (unsigned long long)c->id.lo,
                     (unsigned long long)((now_us - c->last_ping_us) / 1000));
+            mc_master_jrec_t r = {.type = MC_JREC_CLIENT_EXPIRE, .client = c->id};
+            journal(m, &r);
             meta_drop_owner(m, c->id);
             if (c->status == MC_MASTER_CLIENT_OK)
                 m->active_clients--;
@@ -302,6 +304,89 @@ static void expire_clients(mc_master_t *m, uint64_t now_us)
     if (nslots > 0)
         segs_sweep_finish(m, slots, nslots, now_us);
     mc_free(slots);
+}
+
+/* ---- journal ---- */
+
+void mc_master_set_journal(mc_master_t *m, mc_master_journal_fn_t fn, void *arg)
+{
+    m->jarg = arg;
+    m->jfn = fn;
+}
+
+void mc_master_set_view_version(mc_master_t *m, int64_t v)
+{
+    __atomic_store_n(&m->view_version, v, __ATOMIC_RELEASE);
+}
+
+void mc_master_touch_clients(mc_master_t *m, uint64_t now_us)
+{
+    pthread_mutex_lock(&m->client_lock);
+    for (size_t i = 0; i <= m->clients.mask; i++)
+        for (mc_hnode_t *n = m->clients.buckets[i]; n != NULL; n = n->next) {
+            client_t *c = MC_CONTAINER_OF(n, client_t, node);
+            if (c->last_ping_us < now_us)
+                c->last_ping_us = now_us;
+        }
+    pthread_mutex_unlock(&m->client_lock);
+}
+
+/* A client the leader expired: as expire_clients does for one client (its
+ * segments' UNMOUNT records came first, so they are mostly gone already). */
+static mc_status_t apply_expire(mc_master_t *m, mc_uuid_t id, uint64_t now_us)
+{
+    uint32_t *slots = NULL;
+    size_t nslots = 0, cap = 0;
+    mc_status_t st = MC_OK;
+    pthread_mutex_lock(&m->client_lock);
+    client_t *c = client_find(m, id);
+    st = segs_prepare_owner(m, id, &slots, &nslots, &cap);
+    if (st == MC_OK) {
+        meta_drop_owner(m, id);
+        if (c != NULL) {
+            if (c->status == MC_MASTER_CLIENT_OK)
+                m->active_clients--;
+            mc_hmap_remove(&m->clients, &c->node);
+            mc_free(c);
+        }
+    }
+    pthread_mutex_unlock(&m->client_lock);
+    if (nslots > 0)
+        segs_sweep_finish(m, slots, nslots, now_us);
+    mc_free(slots);
+    return st;
+}
+
+mc_status_t mc_master_apply(mc_master_t *m, const mc_master_jrec_t *r, uint64_t now_us)
+{
+    mc_status_t st;
+    switch (r->type) {
+    case MC_JREC_MOUNT:
+        st = mc_master_mount_segment(m, r->client, &r->seg, now_us);
+        return st == MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS ? MC_ERR_EXISTS : st;
+    case MC_JREC_UNMOUNT:
+        st = mc_master_unmount_segment(m, r->client, r->segment_id, now_us, NULL);
+        /* a replay never waits for readers: it has none */
+        segs_commit_drained(m, UINT64_MAX);
+        return st == MC_ERR_SEGMENT_NOT_FOUND ? MC_OK : st;
+    case MC_JREC_PUT_START:
+        return apply_put_start(m, r, now_us);
+    case MC_JREC_PUT_END:
+        st = mc_master_put_end(m, r->client, r->key, r->key_len, now_us);
+        return st == MC_ERR_OBJECT_NOT_FOUND ? MC_OK : st; /* lost to an unmount */
+    case MC_JREC_DROP:
+        return apply_drop(m, r);
+    case MC_JREC_RELEASE:
+        return apply_release(m, r);
+    case MC_JREC_CLIENT_EXPIRE:
+        return apply_expire(m, r->client, now_us);
+    case MC_JREC_META_PUT:
+        return mc_master_meta_put(m, r->key, r->key_len, r->val, r->val_len, r->client, now_us);
+    case MC_JREC_META_DEL:
+        st = mc_master_meta_del(m, r->key, r->key_len);
+        return st == MC_ERR_NOT_FOUND ? MC_OK : st;
+    }
+    return MC_ERR_INVALID_PARAMS;
 }
 
 /* ---- tick ---- */
@@ -346,7 +431,7 @@ uint64_t mc_master_value_bucket_bound(unsigned i)
 void mc_master_get_stats(mc_master_t *m, mc_master_stats_t *out)
 {
     memset(out, 0, sizeof(*out));
-    out->view_version = m->view_version;
+    out->view_version = __atomic_load_n(&m->view_version, __ATOMIC_ACQUIRE);
     for (unsigned i = 0; i < MC_MASTER_NUM_SHARDS; i++) {
         shard_t *sh = &m->shards[i];
         pthread_mutex_lock(&sh->lock); /* not shard_lock: do not count ourselves */

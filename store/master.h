@@ -417,4 +417,84 @@ typedef int (*mc_master_key_cb_t)(void *arg, const mc_master_key_info_t *info);
 mc_status_t mc_master_foreach_key(mc_master_t *m, const char *regex, size_t max,
                                   mc_master_key_cb_t cb, void *arg, size_t *count);
 
+/* ---- journal: replication to standby masters (store/master_ha.c) ---- */
+
+/* What changed, as the master core reports it to its journal hook and as a
+ * standby applies it. Records describe results (where a put's replicas went,
+ * which object went away), never requests, so that replay needs no
+ * randomness, clock or placement decision of its own. */
+typedef enum mc_master_jrec_type {
+    MC_JREC_MOUNT = 1,         /* client, seg: a segment was mounted */
+    MC_JREC_UNMOUNT = 2,       /* client, segment_id: phase 1 of an unmount began */
+    MC_JREC_PUT_START = 3,     /* client, key, size, pin_ttl_ms, rep[nrep] */
+    MC_JREC_PUT_END = 4,       /* client, key: the put became readable */
+    MC_JREC_DROP = 5,          /* key, park: the object left the table (remove,
+                                * eviction, revoke, discard, lost replicas) */
+    MC_JREC_CLIENT_EXPIRE = 6, /* client: expired with its KV entries */
+    MC_JREC_META_PUT = 7,      /* key, val, client (owner) */
+    MC_JREC_META_DEL = 8,      /* key */
+    MC_JREC_RELEASE = 9,       /* key, rep[0]: a parked object's space was freed */
+} mc_master_jrec_type_t;
+
+#define MC_JREC_TYPE_MAX 9
+
+typedef struct mc_master_jrep {
+    mc_uuid_t segment_id;
+    uint64_t offset; /* from the segment's base */
+} mc_master_jrep_t;
+
+/* Pointers are borrowed for the call (the hook's, or mc_master_apply's). */
+typedef struct mc_master_jrec {
+    mc_master_jrec_type_t type;
+    mc_uuid_t client;
+    const char *key;
+    size_t key_len;
+    uint64_t size;
+    uint32_t pin_ttl_ms;
+    uint32_t nrep;
+    mc_master_jrep_t rep[MC_MASTER_MAX_REPLICAS];
+    mc_master_segment_t seg; /* MOUNT */
+    mc_uuid_t segment_id;    /* UNMOUNT */
+    const void *val;         /* META_PUT */
+    size_t val_len;
+    int park; /* DROP: its space stays reserved (a discarded unfinished put); a
+               * RELEASE record frees it later */
+} mc_master_jrec_t;
+
+/* Called for every mutation, on the mutating thread, with the lock that
+ * orders mutations of the same object/segment/KV entry held: records of one
+ * key (or segment) reach the hook in the order they happened, and a segment's
+ * MOUNT precedes any PUT_START placed in it. It must be short and must not
+ * call into the master. */
+typedef void (*mc_master_journal_fn_t)(void *arg, const mc_master_jrec_t *r);
+
+/* Install (fn non-NULL) or remove the hook. Not while other calls run. */
+void mc_master_set_journal(mc_master_t *m, mc_master_journal_fn_t fn, void *arg);
+
+/* Apply one record to a master that has no journal hook (a standby), in
+ * journal order. Records that find nothing to act on (a DROP of an absent
+ * key, an UNMOUNT of an unknown segment) are no-ops: MC_OK. A PUT_START
+ * reserves exactly the recorded ranges.
+ * MC_OK; MC_ERR_INVALID_PARAMS (a record that cannot be valid: bad key,
+ * unknown type, zero ids); MC_ERR_SEGMENT_NOT_FOUND (a replica on a segment
+ * this master does not have) or MC_ERR_EXISTS (its range is taken): the
+ * journal and this master's state disagree; MC_ERR_NOMEM. */
+mc_status_t mc_master_apply(mc_master_t *m, const mc_master_jrec_t *r, uint64_t now_us);
+
+/* The whole state as journal records, in an order mc_master_apply accepts
+ * on an empty master: MOUNT of every mounted segment, PUT_START (+ PUT_END
+ * when complete) of every object, PUT_START + DROP(park) of every parked
+ * object whose space is still reserved, META_PUT of every metadata entry.
+ * Applying them rebuilds the same objects at the same addresses (a
+ * snapshot). For a master no other thread mutates (a standby): the records
+ * of a master being changed meanwhile may not be one consistent state. */
+void mc_master_snapshot(mc_master_t *m, mc_master_journal_fn_t fn, void *arg);
+
+/* The version pings report from now on (a new leader's view). */
+void mc_master_set_view_version(mc_master_t *m, int64_t v);
+
+/* Count every known client as alive now (a standby that became the leader:
+ * clients get a full client_ttl to find it). */
+void mc_master_touch_clients(mc_master_t *m, uint64_t now_us);
+
 #endif /* MC_STORE_MASTER_H */

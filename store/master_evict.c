@@ -263,6 +263,22 @@ void release_parked(mc_master_t *m, uint64_t now_us)
             sh->nparked--;
             atomic_fetch_sub(&m->nparked_total, 1);
             atomic_fetch_add(&m->releases, 1);
+            if (m->jfn != NULL && o->nrep > 0) {
+                /* a standby parked it too (DROP park): free it there as well,
+                 * before this space can be placed again */
+                mc_master_jrec_t r = {.type = MC_JREC_RELEASE,
+                                      .key = obj_key(o),
+                                      .key_len = o->key_len,
+                                      .nrep = 1};
+                pthread_rwlock_rdlock(&m->seg_lock);
+                seg_t *sg = m->slots[o->rep[0].slot];
+                pthread_rwlock_unlock(&m->seg_lock);
+                if (sg != NULL) {
+                    r.rep[0].segment_id = sg->id;
+                    r.rep[0].offset = o->rep[0].offset;
+                    journal(m, &r);
+                }
+            }
             obj_destroy(m, o);
         }
         shard_unlock(sh);

@@ -6,6 +6,10 @@
  *   /health           "OK"
  *   /segments         JSON array of mounted segments with capacity and use
  *   /keys?regex=RE&limit=N   JSON array of keys (bounded: limit <= 100000)
+ *   /role             "leader", "standby", "failed" or "single" (HA off); HTTP
+ *                     200 for the leader and a single master, 503 otherwise,
+ *                     so a load balancer's health check finds the leader
+ *   /ha_status        JSON: role, leader, view version, lease, journal, lag
  *
  * Requests are served on reactor 0's thread; they read the master through
  * its thread-safe API.
@@ -21,6 +25,7 @@
 
 #include "rpc/methods.h"
 #include "rpc/net.h"
+#include "store/master_ha.h"
 #include "store/master_server_int.h"
 #include "util/log.h"
 #include "util/time.h"
@@ -166,6 +171,10 @@ static void on_metrics(struct evhttp_request *req, void *arg)
     COUNTER("master_rpc_protocol_errors_total", "RPC connections closed for a protocol error.",
             rs.conns_closed_protocol);
     COUNTER("master_rpc_requests_total", "RPC requests received.", rs.requests);
+    mc_buf_t hb = MC_BUF_INIT;
+    master_ha_metrics(s, &hb);
+    evbuffer_add(b, mc_buf_head(&hb), mc_buf_used(&hb));
+    mc_buf_fini(&hb);
 #undef GAUGE
 #undef COUNTER
     send_text(req, 200, "OK", b, "text/plain; version=0.0.4");
@@ -194,6 +203,37 @@ static void on_summary(struct evhttp_request *req, void *arg)
                         st.active_clients, st.evicted_keys, st.evicted_bytes,
                         (mc_now_us() - s->started_us) / 1000000);
     send_text(req, 200, "OK", b, "text/plain");
+    evbuffer_free(b);
+}
+
+static void on_role(struct evhttp_request *req, void *arg)
+{
+    master_srv_t *s = arg;
+    struct evbuffer *b = evbuffer_new();
+    if (b == NULL) {
+        evhttp_send_error(req, 500, "out of memory");
+        return;
+    }
+    int r = s->ha != NULL ? atomic_load(&s->role) : MC_HA_ROLE_NONE;
+    int serving = master_ha_serving(s, mc_now_us());
+    evbuffer_add_printf(b, "%s\n", mc_ha_role_name((mc_ha_role_t)r));
+    send_text(req, serving ? 200 : 503, serving ? "OK" : "Not the leader", b, "text/plain");
+    evbuffer_free(b);
+}
+
+static void on_ha_status(struct evhttp_request *req, void *arg)
+{
+    master_srv_t *s = arg;
+    struct evbuffer *b = evbuffer_new();
+    if (b == NULL) {
+        evhttp_send_error(req, 500, "out of memory");
+        return;
+    }
+    mc_buf_t hb = MC_BUF_INIT;
+    master_ha_status_json(s, &hb);
+    evbuffer_add(b, mc_buf_head(&hb), mc_buf_used(&hb));
+    mc_buf_fini(&hb);
+    send_text(req, 200, "OK", b, "application/json");
     evbuffer_free(b);
 }
 
@@ -338,6 +378,8 @@ static void http_start_on_reactor(void *arg)
     evhttp_set_cb(s->http, "/health", on_health, s);
     evhttp_set_cb(s->http, "/segments", on_segments, s);
     evhttp_set_cb(s->http, "/keys", on_keys, s);
+    evhttp_set_cb(s->http, "/role", on_role, s);
+    evhttp_set_cb(s->http, "/ha_status", on_ha_status, s);
     struct evhttp_bound_socket *bs =
         evhttp_bind_socket_with_handle(s->http, s->bind_address, s->opts.http_port);
     if (bs == NULL) {

@@ -232,7 +232,17 @@ struct mc_master {
 
     _Atomic uint64_t evict_attempts, evict_successes, evicted_keys, evicted_bytes;
     _Atomic uint64_t discards, releases;
+
+    mc_master_journal_fn_t jfn; /* NULL: no journal (standby, single master) */
+    void *jarg;
 };
+
+/* Report a mutation to the journal hook, if any. */
+static inline void journal(mc_master_t *m, const mc_master_jrec_t *r)
+{
+    if (m->jfn != NULL)
+        m->jfn(m->jarg, r);
+}
 
 /* ---- master.c ---- */
 int key_valid(const mc_master_t *m, const char *key, size_t len);
@@ -260,8 +270,12 @@ uint64_t obj_hash(obj_t *o);
  * know that no replica of the segment survives it. */
 
 /* Take o out of the table (and proc[]); the caller frees or parks it. h is
- * its key's hash: the caller's, a walk's slot's, or obj_hash(o). */
+ * its key's hash: the caller's, a walk's slot's, or obj_hash(o). The journal
+ * records a DROP whose park flag says whether the space stays reserved:
+ * obj_unlink assumes an unfinished put is parked (discarded), a complete
+ * object freed; obj_unlink_j says it explicitly (a revoke frees at once). */
 void obj_unlink(mc_master_t *m, shard_t *sh, obj_t *o, uint64_t h);
+void obj_unlink_j(mc_master_t *m, shard_t *sh, obj_t *o, uint64_t h, int park);
 /* Move an unlinked object to the parked list until `until`. */
 void obj_park(mc_master_t *m, shard_t *sh, obj_t *o, int state, uint64_t until);
 /* Unlink an unfinished put and park it until put start + release timeout. */
@@ -271,7 +285,17 @@ void obj_destroy(mc_master_t *m, obj_t *o);
 int obj_leased(const obj_t *o, uint64_t now_us);
 int obj_pinned(const obj_t *o, uint64_t now_us);
 
+/* Journal replay (master.c dispatches mc_master_apply). */
+mc_status_t apply_put_start(mc_master_t *m, const mc_master_jrec_t *r, uint64_t now_us);
+mc_status_t apply_drop(mc_master_t *m, const mc_master_jrec_t *r);
+mc_status_t apply_release(mc_master_t *m, const mc_master_jrec_t *r);
+
 /* ---- master_segments.c ---- */
+/* Take exactly [offset, offset + size) of segment id for a replayed replica;
+ * read lock held. MC_OK, MC_ERR_SEGMENT_NOT_FOUND, MC_ERR_EXISTS (taken),
+ * MC_ERR_INVALID_PARAMS, MC_ERR_NO_AVAILABLE_HANDLE. */
+mc_status_t replica_reserve(mc_master_t *m, mc_uuid_t id, uint64_t offset, uint64_t size,
+                            replica_t *r);
 void segs_fini(mc_master_t *m);
 /* Place up to want replicas of size bytes; read lock held. Returns how many. */
 uint32_t place_replicas(mc_master_t *m, uint64_t size, const mc_master_put_cfg_t *cfg,
@@ -304,6 +328,8 @@ void release_parked(mc_master_t *m, uint64_t now_us);
 
 /* ---- master_meta.c ---- */
 void meta_drop_owner(mc_master_t *m, mc_uuid_t owner);
+/* Every entry as a META_PUT record (master_snapshot.c). */
+void meta_snapshot(mc_master_t *m, mc_master_journal_fn_t fn, void *arg);
 void meta_fini(mc_master_t *m);
 
 #endif /* MC_STORE_MASTER_INT_H */

@@ -69,6 +69,15 @@ mc_status_t mc_master_meta_put(mc_master_t *m, const char *key, size_t key_len, 
     if (old != NULL)
         mc_hmap_remove(&m->meta, &old->node);
     mc_hmap_insert(&m->meta, &e->node, h);
+    if (m->jfn != NULL) {
+        mc_master_jrec_t r = {.type = MC_JREC_META_PUT,
+                              .client = owner,
+                              .key = key,
+                              .key_len = key_len,
+                              .val = val,
+                              .val_len = val_len};
+        journal(m, &r);
+    }
     pthread_mutex_unlock(&m->meta_lock);
     if (owned)
         pthread_mutex_unlock(&m->client_lock);
@@ -117,11 +126,33 @@ mc_status_t mc_master_meta_del(mc_master_t *m, const char *key, size_t key_len)
     uint64_t h = mc_hash64(key, key_len);
     pthread_mutex_lock(&m->meta_lock);
     meta_entry_t *e = meta_find(m, h, key, key_len);
-    if (e != NULL)
+    if (e != NULL) {
         mc_hmap_remove(&m->meta, &e->node);
+        mc_master_jrec_t r = {.type = MC_JREC_META_DEL, .key = key, .key_len = key_len};
+        journal(m, &r);
+    }
     pthread_mutex_unlock(&m->meta_lock);
     mc_free(e);
     return e != NULL ? MC_OK : MC_ERR_NOT_FOUND;
+}
+
+void meta_snapshot(mc_master_t *m, mc_master_journal_fn_t fn, void *arg)
+{
+    size_t b;
+    mc_hnode_t *n;
+    pthread_mutex_lock(&m->meta_lock);
+    MC_HMAP_FOREACH(&m->meta, b, n)
+    {
+        meta_entry_t *e = MC_CONTAINER_OF(n, meta_entry_t, node);
+        mc_master_jrec_t r = {.type = MC_JREC_META_PUT,
+                              .client = e->owner,
+                              .key = e->data,
+                              .key_len = e->key_len,
+                              .val = e->data + e->key_len,
+                              .val_len = e->val_len};
+        fn(arg, &r);
+    }
+    pthread_mutex_unlock(&m->meta_lock);
 }
 
 mc_status_t mc_master_meta_list(mc_master_t *m, const char *prefix, size_t prefix_len,

@@ -89,6 +89,16 @@ static void proc_remove(mc_master_t *m, shard_t *sh, obj_t *o)
 
 void obj_unlink(mc_master_t *m, shard_t *sh, obj_t *o, uint64_t h)
 {
+    obj_unlink_j(m, sh, o, h, o->state == OBJ_PROCESSING);
+}
+
+void obj_unlink_j(mc_master_t *m, shard_t *sh, obj_t *o, uint64_t h, int park)
+{
+    if (m->jfn != NULL) {
+        mc_master_jrec_t r = {
+            .type = MC_JREC_DROP, .key = obj_key(o), .key_len = o->key_len, .park = park};
+        journal(m, &r);
+    }
     otab_remove(&sh->tab, h, o);
     if (o->state == OBJ_PROCESSING)
         proc_remove(m, sh, o);
@@ -218,6 +228,20 @@ static mc_status_t put_start_locked(mc_master_t *m, shard_t *sh, uint64_t h, mc_
     if (o->pin_ttl_ms != 0)
         sh->npinned++;
     observe_size(sh, size);
+    if (m->jfn != NULL) {
+        mc_master_jrec_t r = {.type = MC_JREC_PUT_START,
+                              .client = client,
+                              .key = key,
+                              .key_len = len,
+                              .size = size,
+                              .pin_ttl_ms = o->pin_ttl_ms,
+                              .nrep = n};
+        for (uint32_t i = 0; i < n; i++) {
+            r.rep[i].segment_id = out[i].segment_id;
+            r.rep[i].offset = o->rep[i].offset;
+        }
+        journal(m, &r);
+    }
     *nrep = n;
     return MC_OK;
 
@@ -245,6 +269,11 @@ static mc_status_t put_end_locked(mc_master_t *m, shard_t *sh, uint64_t h, mc_uu
     o->access_us = now_us;
     o->lease_us = 0; /* upstream GrantLease(0): expired, evictable at once */
     o->pin_us = o->pin_ttl_ms ? now_us + (uint64_t)o->pin_ttl_ms * 1000 : 0;
+    if (m->jfn != NULL) {
+        mc_master_jrec_t r = {
+            .type = MC_JREC_PUT_END, .client = client, .key = key, .key_len = len};
+        journal(m, &r);
+    }
     return MC_OK;
 }
 
@@ -261,8 +290,118 @@ static mc_status_t put_revoke_locked(mc_master_t *m, shard_t *sh, uint64_t h, mc
     if (o->state == OBJ_COMPLETE)
         return MC_ERR_INVALID_WRITE;
     /* the writer tells us it stopped: nothing can still write the space */
-    obj_unlink(m, sh, o, h);
+    obj_unlink_j(m, sh, o, h, 0);
     obj_destroy(m, o);
+    return MC_OK;
+}
+
+/* ---- journal replay (standby) ---- */
+
+mc_status_t apply_put_start(mc_master_t *m, const mc_master_jrec_t *r, uint64_t now_us)
+{
+    if (!key_valid(m, r->key, r->key_len) || r->nrep == 0 || r->nrep > MC_MASTER_MAX_REPLICAS ||
+        r->size == 0)
+        return MC_ERR_INVALID_PARAMS;
+    uint64_t h = mc_hash64(r->key, r->key_len);
+    shard_t *sh = &m->shards[shard_of(h)];
+    mc_status_t st = MC_ERR_NOMEM;
+    shard_lock(sh);
+    obj_t *o = obj_find(sh, h, r->key, r->key_len);
+    if (o != NULL) {
+        if (o->state == OBJ_COMPLETE) {
+            /* the leader never overwrites a complete object: a DROP is missing */
+            shard_unlock(sh);
+            return MC_ERR_EXISTS;
+        }
+        discard_put(m, sh, o, h); /* pre-empted on the leader too */
+    }
+    if (otab_reserve(&sh->tab) != MC_OK || proc_reserve(sh) != MC_OK)
+        goto out;
+    o = mc_malloc(sizeof(*o) + r->nrep * sizeof(replica_t) + r->key_len);
+    if (o == NULL)
+        goto out;
+    o->nrep = 0;
+    o->size = r->size; /* obj_destroy frees by it */
+    pthread_rwlock_rdlock(&m->seg_lock);
+    for (uint32_t i = 0; i < r->nrep; i++) {
+        st = replica_reserve(m, r->rep[i].segment_id, r->rep[i].offset, r->size, &o->rep[i]);
+        if (st != MC_OK)
+            break;
+        o->nrep++;
+    }
+    pthread_rwlock_unlock(&m->seg_lock);
+    if (st != MC_OK) {
+        obj_destroy(m, o);
+        goto out;
+    }
+    o->size = r->size;
+    o->owner = r->client;
+    o->access_us = now_us;
+    o->lease_us = 0;
+    o->pin_us = 0;
+    o->pin_ttl_ms = r->pin_ttl_ms;
+    o->key_len = (uint16_t)r->key_len;
+    o->rep_cap = (uint8_t)r->nrep;
+    o->state = OBJ_PROCESSING;
+    memcpy(obj_key(o), r->key, r->key_len);
+    otab_insert(&sh->tab, h, o);
+    proc_append(m, sh, o);
+    if (o->pin_ttl_ms != 0)
+        sh->npinned++;
+    observe_size(sh, r->size);
+out:
+    shard_unlock(sh);
+    return st;
+}
+
+mc_status_t apply_release(mc_master_t *m, const mc_master_jrec_t *r)
+{
+    if (!key_valid(m, r->key, r->key_len) || r->nrep != 1)
+        return MC_ERR_INVALID_PARAMS;
+    uint64_t h = mc_hash64(r->key, r->key_len);
+    shard_t *sh = &m->shards[shard_of(h)];
+    shard_lock(sh);
+    pthread_rwlock_rdlock(&m->seg_lock);
+    obj_t **pp = &sh->parked, *o = NULL;
+    for (; *pp != NULL; pp = &(*pp)->next_parked) {
+        obj_t *p = *pp;
+        if (p->nrep > 0 && p->key_len == r->key_len &&
+            memcmp(obj_key(p), r->key, r->key_len) == 0 && p->rep[0].offset == r->rep[0].offset &&
+            m->slots[p->rep[0].slot] != NULL &&
+            uuid_eq(m->slots[p->rep[0].slot]->id, r->rep[0].segment_id)) {
+            o = p;
+            *pp = p->next_parked;
+            break;
+        }
+    }
+    pthread_rwlock_unlock(&m->seg_lock);
+    if (o != NULL) {
+        sh->nparked--;
+        atomic_fetch_sub(&m->nparked_total, 1);
+        atomic_fetch_add(&m->releases, 1);
+        obj_destroy(m, o);
+    }
+    shard_unlock(sh);
+    return MC_OK;
+}
+
+mc_status_t apply_drop(mc_master_t *m, const mc_master_jrec_t *r)
+{
+    if (!key_valid(m, r->key, r->key_len))
+        return MC_ERR_INVALID_PARAMS;
+    uint64_t h = mc_hash64(r->key, r->key_len);
+    shard_t *sh = &m->shards[shard_of(h)];
+    shard_lock(sh);
+    obj_t *o = obj_find(sh, h, r->key, r->key_len);
+    if (o != NULL) {
+        if (o->state == OBJ_PROCESSING && r->park) {
+            discard_put(m, sh, o, h);
+        } else {
+            obj_unlink(m, sh, o, h);
+            obj_destroy(m, o);
+        }
+    }
+    shard_unlock(sh);
     return MC_OK;
 }
 

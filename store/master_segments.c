@@ -171,6 +171,11 @@ static mc_status_t mount_locked(mc_master_t *m, mc_uuid_t client, const mc_maste
     m->mounted[m->nmounted++] = slot;
     mc_hmap_insert(&m->seg_by_id, &s->node, uuid_hash(s->id));
     atomic_fetch_add(&m->capacity, s->size);
+    if (m->jfn != NULL) {
+        /* under the write lock: before any put can be placed in it */
+        mc_master_jrec_t r = {.type = MC_JREC_MOUNT, .client = client, .seg = *d};
+        journal(m, &r);
+    }
     pthread_rwlock_unlock(&m->seg_lock);
     MC_INFO(MASTER, "segment '%s' (%016llx-%016llx) mounted: %llu bytes at 0x%llx, endpoint '%s'",
             s->name, (unsigned long long)s->id.hi, (unsigned long long)s->id.lo,
@@ -245,6 +250,10 @@ out:
 /* Write lock held: phase 1. */
 static void prepare(mc_master_t *m, seg_t *s)
 {
+    if (m->jfn != NULL) {
+        mc_master_jrec_t r = {.type = MC_JREC_UNMOUNT, .client = s->owner, .segment_id = s->id};
+        journal(m, &r);
+    }
     s->state = SEG_UNMOUNTING;
     s->swept = 0;
     s->drain_until_us = 0;
@@ -470,6 +479,27 @@ static int try_alloc(mc_master_t *m, seg_t *s, uint64_t size, replica_t *r)
     r->offset = h.offset;
     atomic_fetch_add_explicit(&m->allocated, size, memory_order_relaxed);
     return 1;
+}
+
+mc_status_t replica_reserve(mc_master_t *m, mc_uuid_t id, uint64_t offset, uint64_t size,
+                            replica_t *r)
+{
+    seg_t *s = seg_find(m, id);
+    if (s == NULL || s->state != SEG_MOUNTED)
+        return MC_ERR_SEGMENT_NOT_FOUND;
+    mc_oalloc_handle_t h;
+    pthread_spin_lock(&s->lock);
+    mc_status_t st = mc_oalloc_reserve(s->alloc, offset, size, &h);
+    if (st == MC_OK)
+        s->used += size;
+    pthread_spin_unlock(&s->lock);
+    if (st != MC_OK)
+        return st;
+    r->slot = s->slot;
+    r->node = h.node;
+    r->offset = h.offset;
+    atomic_fetch_add_explicit(&m->allocated, size, memory_order_relaxed);
+    return MC_OK;
 }
 
 /* One replica per segment name: a name is a host (upstream: ip:port), and two

@@ -16,6 +16,7 @@
 #include "reactor/reactor.h"
 #include "rpc/methods.h"
 #include "rpc/rpc.h"
+#include "store/master_ha.h"
 #include "store/master_server_int.h"
 #include "store/proto.h"
 #include "util/log.h"
@@ -70,6 +71,11 @@ static mc_status_t scratch_reserve(scratch_t *sc, size_t n, uint32_t reps_per_ke
 
 static void scratch_fini(scratch_t *sc)
 {
+    /* held replies of a server being destroyed: their requests go with it */
+    mc_list_t *n;
+    while (sc->waiters.next != NULL && (n = mc_list_pop_head(&sc->waiters)) != NULL)
+        mc_free(MC_CONTAINER_OF(n, waiter_t, node));
+    mc_buf_fini(&sc->rbuf);
     mc_free(sc->keys);
     mc_free(sc->sizes);
     mc_free(sc->st);
@@ -275,10 +281,88 @@ static scratch_t *scratch_of(master_srv_t *s, mc_rpc_req_t *req)
     return &s->scratch[mc_reactor_index(mc_rpc_req_reactor(req))];
 }
 
+/* Reply to a call that changed metadata. With ha.sync = strict the reply is
+ * held until the journal records the call produced are in Redis (or this
+ * master stops leading: then NOT_LEADER, and the change may or may not
+ * survive). body (may be NULL) is the encoded reply body. */
+static void reply_durable(master_srv_t *s, mc_rpc_req_t *req, mc_status_t st, const mc_buf_t *body)
+{
+    uint64_t seq = 0;
+    size_t len = body != NULL ? mc_buf_used(body) : 0;
+    count(s, req, st);
+    if (!master_ha_must_wait(s, &seq)) {
+        mc_rpc_reply(req, st, len ? mc_buf_head(body) : NULL, len);
+        return;
+    }
+    waiter_t *wt = mc_malloc(sizeof(*wt) + len);
+    if (wt == NULL) {
+        mc_rpc_reply(req, MC_ERR_NOMEM, NULL, 0);
+        return;
+    }
+    wt->req = req;
+    wt->st = st;
+    wt->seq = seq;
+    wt->len = len;
+    if (len)
+        memcpy(wt->body, mc_buf_head(body), len);
+    scratch_t *sc = scratch_of(s, req);
+    mc_list_push_tail(&sc->waiters, &wt->node);
+    atomic_fetch_add(&sc->nwaiters, 1);
+    master_ha_kick(s);
+}
+
+void master_srv_complete_waiters(master_srv_t *s, scratch_t *sc)
+{
+    uint64_t flushed = master_ha_flushed(s);
+    int leading = master_ha_serving(s, mc_now_us());
+    mc_list_t *n = sc->waiters.next;
+    while (n != &sc->waiters) {
+        mc_list_t *next = n->next;
+        waiter_t *wt = MC_CONTAINER_OF(n, waiter_t, node);
+        int durable = wt->seq <= flushed;
+        if (durable || !leading) {
+            mc_list_del(n);
+            atomic_fetch_sub(&sc->nwaiters, 1);
+            mc_rpc_reply(wt->req, durable ? wt->st : MC_ERR_NOT_LEADER,
+                         durable && wt->len ? wt->body : NULL, durable ? wt->len : 0);
+            mc_free(wt);
+        }
+        n = next;
+    }
+}
+
+/* Status-only durable reply. */
+static void reply_status_durable(master_srv_t *s, mc_rpc_req_t *req, mc_status_t st)
+{
+    reply_durable(s, req, st, NULL);
+}
+
 /* Parse the body and check required fields; on failure reply and return 0. */
+/* A standby (or a leader whose lease may have run out) refuses every store
+ * call with NOT_LEADER and, when it knows it, the leader's address. */
+static void reply_not_leader(master_srv_t *s, mc_rpc_req_t *req)
+{
+    char leader[300];
+    master_ha_leader(s, leader, sizeof(leader));
+    count(s, req, MC_ERR_NOT_LEADER);
+    mc_mp_writer_t *w = mc_rpc_reply_begin(req);
+    mc_mp_write_map(w, leader[0] ? 2 : 1);
+    mc_mp_write_uint(w, MC_F_ERROR);
+    mc_mp_write_cstr(w, "not the leader");
+    if (leader[0]) {
+        mc_mp_write_uint(w, MC_F_LEADER);
+        mc_mp_write_cstr(w, leader);
+    }
+    mc_rpc_reply_end(req, MC_ERR_NOT_LEADER);
+}
+
 static int begin(master_srv_t *s, mc_rpc_req_t *req, fields_t *f, mc_proto_put_cfg_t *cfg,
                  uint64_t required)
 {
+    if (!master_ha_serving(s, mc_now_us())) {
+        reply_not_leader(s, req);
+        return 0;
+    }
     mc_status_t st = parse_fields(req, scratch_of(s, req), f, cfg);
     if (st == MC_OK)
         st = require(f, required);
@@ -346,8 +430,8 @@ static void h_put_end(void *ctx, mc_rpc_req_t *req)
     fields_t f;
     if (!begin(s, req, &f, NULL, BIT(MC_F_CLIENT_ID) | BIT(MC_F_KEY)))
         return;
-    reply_status(s, req, mc_master_put_end(s->m, f.client_id, f.key, f.key_len, mc_now_us()),
-                 NULL);
+    reply_status_durable(s, req,
+                         mc_master_put_end(s->m, f.client_id, f.key, f.key_len, mc_now_us()));
 }
 
 static void h_put_revoke(void *ctx, mc_rpc_req_t *req)
@@ -364,14 +448,20 @@ static void h_put_revoke(void *ctx, mc_rpc_req_t *req)
  * batch itself was processed (items carry their own). */
 static void reply_statuses(master_srv_t *s, mc_rpc_req_t *req, const mc_status_t *st, size_t n)
 {
-    count(s, req, MC_OK);
-    mc_mp_writer_t *w = mc_rpc_reply_begin(req);
-    mc_mp_write_map(w, 1);
-    mc_mp_write_uint(w, MC_F_STATUSES);
-    mc_mp_write_array(w, (uint32_t)n);
+    mc_buf_t *b = &scratch_of(s, req)->rbuf;
+    mc_buf_reset(b);
+    mc_mp_writer_t w;
+    mc_mp_writer_init(&w, b);
+    mc_mp_write_map(&w, 1);
+    mc_mp_write_uint(&w, MC_F_STATUSES);
+    mc_mp_write_array(&w, (uint32_t)n);
     for (size_t i = 0; i < n; i++)
-        mc_mp_write_int(w, st[i]);
-    mc_rpc_reply_end(req, MC_OK);
+        mc_mp_write_int(&w, st[i]);
+    if (w.err != MC_OK) {
+        reply_status(s, req, MC_ERR_NOMEM, "out of memory");
+        return;
+    }
+    reply_durable(s, req, MC_OK, b);
 }
 
 static void h_batch_put_start(void *ctx, mc_rpc_req_t *req)
@@ -635,7 +725,7 @@ static void h_remove(void *ctx, mc_rpc_req_t *req)
     fields_t f;
     if (!begin(s, req, &f, NULL, BIT(MC_F_KEY)))
         return;
-    reply_status(s, req, mc_master_remove(s->m, f.key, f.key_len, f.force, mc_now_us()), NULL);
+    reply_status_durable(s, req, mc_master_remove(s->m, f.key, f.key_len, f.force, mc_now_us()));
 }
 
 static void reply_count(master_srv_t *s, mc_rpc_req_t *req, mc_status_t st, long n)
@@ -644,12 +734,14 @@ static void reply_count(master_srv_t *s, mc_rpc_req_t *req, mc_status_t st, long
         reply_status(s, req, st, NULL);
         return;
     }
-    count(s, req, MC_OK);
-    mc_mp_writer_t *w = mc_rpc_reply_begin(req);
-    mc_mp_write_map(w, 1);
-    mc_mp_write_uint(w, MC_F_COUNT);
-    mc_mp_write_int(w, n);
-    mc_rpc_reply_end(req, MC_OK);
+    mc_buf_t *b = &scratch_of(s, req)->rbuf;
+    mc_buf_reset(b);
+    mc_mp_writer_t w;
+    mc_mp_writer_init(&w, b);
+    mc_mp_write_map(&w, 1);
+    mc_mp_write_uint(&w, MC_F_COUNT);
+    mc_mp_write_int(&w, n);
+    reply_durable(s, req, w.err == MC_OK ? MC_OK : MC_ERR_NOMEM, w.err == MC_OK ? b : NULL);
 }
 
 static void h_remove_by_regex(void *ctx, mc_rpc_req_t *req)
@@ -704,7 +796,7 @@ static void h_mount_segment(void *ctx, mc_rpc_req_t *req)
         MC_INFO(MASTER, "segment '%s' mounted by %s: %llu bytes at 0x%llx", f.seg.name,
                 mc_rpc_req_peer(req), (unsigned long long)f.seg.seg.size,
                 (unsigned long long)f.seg.seg.base);
-    reply_status(s, req, st, NULL);
+    reply_status_durable(s, req, st);
 }
 
 static void h_remount_segment(void *ctx, mc_rpc_req_t *req)
@@ -725,7 +817,7 @@ static void h_remount_segment(void *ctx, mc_rpc_req_t *req)
     mc_status_t st = mc_master_remount_segments(s->m, f.client_id, arr, f.nsegs, mc_now_us());
     if (arr != segs)
         mc_free(arr);
-    reply_status(s, req, st, NULL);
+    reply_status_durable(s, req, st);
 }
 
 static void h_unmount_segment(void *ctx, mc_rpc_req_t *req)
@@ -741,14 +833,16 @@ static void h_unmount_segment(void *ctx, mc_rpc_req_t *req)
         reply_status(s, req, st, NULL);
         return;
     }
-    count(s, req, MC_OK);
-    mc_mp_writer_t *w = mc_rpc_reply_begin(req);
-    mc_mp_write_map(w, 1);
-    mc_mp_write_uint(w, MC_F_DRAIN_UNTIL_US);
+    mc_buf_t *b = &scratch_of(s, req)->rbuf;
+    mc_buf_reset(b);
+    mc_mp_writer_t w;
+    mc_mp_writer_init(&w, b);
+    mc_mp_write_map(&w, 1);
+    mc_mp_write_uint(&w, MC_F_DRAIN_UNTIL_US);
     /* as a delay from now: the peer's clock is not ours */
     uint64_t now = mc_now_us();
-    mc_mp_write_uint(w, drain > now ? drain - now : 0);
-    mc_rpc_reply_end(req, MC_OK);
+    mc_mp_write_uint(&w, drain > now ? drain - now : 0);
+    reply_durable(s, req, w.err == MC_OK ? MC_OK : MC_ERR_NOMEM, w.err == MC_OK ? b : NULL);
 }
 
 static void h_ping(void *ctx, mc_rpc_req_t *req)
@@ -798,10 +892,9 @@ static void h_meta_put(void *ctx, mc_rpc_req_t *req)
     fields_t f;
     if (!begin(s, req, &f, NULL, BIT(MC_F_KEY) | BIT(MC_F_VALUE)))
         return;
-    reply_status(s, req,
-                 mc_master_meta_put(s->m, f.key, f.key_len, f.value, f.value_len, f.client_id,
-                                    mc_now_us()),
-                 NULL);
+    reply_status_durable(s, req,
+                         mc_master_meta_put(s->m, f.key, f.key_len, f.value, f.value_len,
+                                            f.client_id, mc_now_us()));
 }
 
 static void h_meta_del(void *ctx, mc_rpc_req_t *req)
@@ -810,7 +903,7 @@ static void h_meta_del(void *ctx, mc_rpc_req_t *req)
     fields_t f;
     if (!begin(s, req, &f, NULL, BIT(MC_F_KEY)))
         return;
-    reply_status(s, req, mc_master_meta_del(s->m, f.key, f.key_len), NULL);
+    reply_status_durable(s, req, mc_master_meta_del(s->m, f.key, f.key_len));
 }
 
 static int meta_entry(void *arg, const char *key, size_t key_len, const void *val,
@@ -906,7 +999,9 @@ static void on_tick(mc_timer_t *t, void *arg)
 {
     master_srv_t *s = arg;
     (void)t;
-    mc_master_tick(s->m, mc_now_us());
+    /* a standby's state changes only by the journal: no expiry, no eviction */
+    if (s->ha == NULL || master_ha_serving(s, mc_now_us()))
+        mc_master_tick(s->m, mc_now_us());
 }
 
 static void arm_tick(void *arg)
@@ -962,8 +1057,10 @@ mc_status_t mc_master_server_start(const mc_master_server_opts_t *o, mc_master_s
         st = MC_ERR_NOMEM;
         goto err_group;
     }
-    for (unsigned i = 0; i < n; i++)
+    for (unsigned i = 0; i < n; i++) {
         rs[i] = mc_reactor_group_get(s->g, i);
+        mc_list_init(&s->scratch[i].waiters);
+    }
     mc_rpc_server_opts_t so;
     mc_rpc_server_opts_init(&so);
     so.bind_addr = s->bind_address;
@@ -979,19 +1076,27 @@ mc_status_t mc_master_server_start(const mc_master_server_opts_t *o, mc_master_s
         MC_ERROR(MASTER, "cannot listen for RPC on %s:%u", s->bind_address, o->rpc_port);
         goto err_rpc;
     }
+    if (o->ha.sync != MC_HA_SYNC_OFF) {
+        st = master_ha_start(s);
+        if (st != MC_OK)
+            goto err_rpc;
+    }
     if (o->http_enabled) {
         st = master_http_start(s);
         if (st != MC_OK)
-            goto err_rpc;
+            goto err_ha;
     }
     mc_rpc_run_on(mc_reactor_group_get(s->g, 0), arm_tick, s);
     *out = (mc_master_server_t *)s;
     return MC_OK;
 
+err_ha:
+    master_ha_stop(s);
 err_rpc:
     mc_rpc_server_destroy(s->rpc);
 err_group:
     mc_reactor_group_destroy(s->g);
+    master_ha_free(s);
 err_master:
     mc_master_destroy(s->m);
 err_free:
@@ -1007,11 +1112,13 @@ void mc_master_server_stop(mc_master_server_t *ms)
     master_srv_t *s = (master_srv_t *)ms;
     if (s == NULL)
         return;
+    master_ha_stop(s);
     if (s->tick_armed)
         mc_rpc_run_on(mc_reactor_group_get(s->g, 0), disarm_tick, s);
     master_http_stop(s);
     mc_rpc_server_destroy(s->rpc);
     mc_reactor_group_destroy(s->g);
+    master_ha_free(s);
     for (unsigned i = 0; s->scratch != NULL && i < s->nscratch; i++)
         scratch_fini(&s->scratch[i]);
     mc_master_destroy(s->m);

@@ -27,6 +27,17 @@ typedef struct mc_master_server_opts {
     const char *fsdir;        /* answered by GetFsdir; "" = none */
     int64_t view_version;     /* 0 = derive from the wall clock (bumps on every start) */
     mc_master_opts_t master;
+    struct {
+        int sync;                /* mc_ha_sync_t (master_ha.h); 0 = off: no HA */
+        const char *backend;     /* "redis://host:port/db" */
+        const char *cluster_id;  /* "mooncake" */
+        uint64_t lease_ttl_us;   /* 5 s */
+        uint64_t flush_interval_us; /* async: records reach Redis within this (10 ms) */
+        uint64_t snapshot_records; /* a standby snapshots (and trims the journal) after
+                                    * this many new records; 0 = never */
+        const char *advertise;   /* "host:port" clients use; "" = bind address (or
+                                  * 127.0.0.1 for a wildcard bind) and the RPC port */
+    } ha;
 } mc_master_server_opts_t;
 
 void mc_master_server_opts_init(mc_master_server_opts_t *o);

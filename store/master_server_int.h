@@ -3,12 +3,14 @@
 #define MC_STORE_MASTER_SERVER_INT_H
 
 #include <stdatomic.h>
+#include <stdint.h>
 
 #include "reactor/reactor.h"
 #include "rpc/rpc.h"
 #include "store/master.h"
 #include "store/master_server.h"
 #include "store/proto.h"
+#include "util/list.h"
 
 #define MC_MASTER_VERSION "0.1.0"
 #define MASTER_MAX_METHOD 400 /* method ids counted per RPC (rpc/methods.h) */
@@ -25,7 +27,22 @@ typedef struct scratch {
     size_t dcap;
     mc_proto_segment_t *segs;
     size_t scap;
+    mc_buf_t rbuf;     /* replies encoded before they may be sent (strict HA) */
+    mc_list_t waiters; /* waiter_t: replies waiting for their journal records */
+    _Atomic uint64_t nwaiters;
 } scratch_t;
+
+/* A reply held until the journal records of its call are in Redis. */
+typedef struct waiter {
+    mc_list_t node;
+    mc_rpc_req_t *req;
+    mc_status_t st;
+    uint64_t seq; /* the call's records are <= seq */
+    size_t len;
+    uint8_t body[];
+} waiter_t;
+
+typedef struct ha ha_t;
 
 struct evhttp;
 
@@ -33,7 +50,7 @@ typedef struct master_srv {
     mc_master_server_opts_t opts;
     char *bind_address;
     char *fsdir;
-    int64_t view_version;
+    _Atomic int64_t view_version; /* the HA thread sets a new leader's */
     mc_master_t *m;
     mc_reactor_group_t *g;
     mc_rpc_server_t *rpc;
@@ -46,9 +63,48 @@ typedef struct master_srv {
     uint64_t started_us;
     _Atomic uint64_t req_total[MASTER_MAX_METHOD];
     _Atomic uint64_t req_fail[MASTER_MAX_METHOD];
+
+    /* high availability (master_ha.c); ha NULL when ha.sync = off */
+    ha_t *ha;
+    _Atomic int role;               /* mc_ha_role_t */
+    _Atomic uint64_t lease_until_us; /* leader: serve only before this (mc_now_us) */
 } master_srv_t;
 
 mc_status_t master_http_start(master_srv_t *s);
 void master_http_stop(master_srv_t *s);
+
+/* ---- master_ha.c ---- */
+/* Start the HA thread (s->opts.ha); the RPC server is up (its port known).
+ * The master starts as a standby. MC_OK, MC_ERR_CONFIG (bad backend URL:
+ * logged), MC_ERR_NOMEM. */
+mc_status_t master_ha_start(master_srv_t *s);
+/* Stop serving, flush what is pending, release the lease if ours, join the
+ * thread; handlers keep seeing a standby. Safe when HA is off. */
+void master_ha_stop(master_srv_t *s);
+/* Free it, once no reactor runs (after the reactors are destroyed). */
+void master_ha_free(master_srv_t *s);
+/* Whether store RPCs may be served now (always when HA is off). Any thread. */
+static inline int master_ha_serving(master_srv_t *s, uint64_t now_us)
+{
+    if (s->ha == NULL)
+        return 1;
+    return atomic_load_explicit(&s->role, memory_order_acquire) == 2 /* LEADER */ &&
+           now_us < atomic_load_explicit(&s->lease_until_us, memory_order_relaxed);
+}
+/* Strict mode: 1 when a reply must wait for records up to the current seq,
+ * which *seq receives. */
+int master_ha_must_wait(master_srv_t *s, uint64_t *seq);
+/* Records up to this number are in Redis. */
+uint64_t master_ha_flushed(master_srv_t *s);
+/* Wake the HA thread to flush now (a reply waits). */
+void master_ha_kick(master_srv_t *s);
+/* On reactor i: send the replies whose records are durable; fail the others
+ * with NOT_LEADER when this master no longer leads. */
+void master_srv_complete_waiters(master_srv_t *s, scratch_t *sc);
+/* The leader's address as far as we know ("" if unknown), into buf. */
+void master_ha_leader(master_srv_t *s, char *buf, size_t n);
+/* Text for /ha_status (JSON) and the HA part of /metrics (appended to b). */
+void master_ha_status_json(master_srv_t *s, mc_buf_t *b);
+void master_ha_metrics(master_srv_t *s, mc_buf_t *b);
 
 #endif /* MC_STORE_MASTER_SERVER_INT_H */

@@ -109,6 +109,7 @@ struct mc_oalloc {
     uint64_t bin_max[NUM_BINS];    /* upper bound of sizes in the bin (see top) */
     uint32_t bin_at_max[NUM_BINS]; /* ranges of size bin_max; 0: bound not exact */
     node_t *nodes;
+    uint32_t hint; /* a node near the last reserve (reserve's search start) */
 };
 
 /* ---- small float ---- */
@@ -350,6 +351,7 @@ mc_status_t mc_oalloc_create(uint64_t capacity, uint32_t max_allocs, mc_oalloc_t
     a->node_count = node_count;
     a->hwm = 0;
     a->nspare = 0;
+    a->hint = 0;
     a->top_bits = 0;
     for (uint32_t i = 0; i < TOP_BINS; i++)
         a->leaf_bits[i] = 0;
@@ -479,6 +481,94 @@ void mc_oalloc_free(mc_oalloc_t *a, mc_oalloc_handle_t h)
     }
     bin_insert(a, idx);
     bin_fix_highest(a);
+}
+
+/* A node in use (free or live) to start a neighbour walk from. */
+static uint32_t walk_start(const mc_oalloc_t *a)
+{
+    if (a->hint < a->hwm && a->nodes[a->hint].size != 0)
+        return a->hint;
+    for (uint32_t i = 0; i < a->hwm; i++)
+        if (a->nodes[i].size != 0)
+            return i;
+    return NONE; /* cannot happen: the nodes always cover the space */
+}
+
+mc_status_t mc_oalloc_reserve(mc_oalloc_t *a, uint64_t offset, uint64_t size,
+                              mc_oalloc_handle_t *out)
+{
+    if (size == 0 || out == NULL || (offset & (MC_OALLOC_ALIGN - 1)) != 0 ||
+        size > a->capacity << ALIGN_SHIFT)
+        return MC_ERR_INVALID_PARAMS;
+    uint64_t off = offset >> ALIGN_SHIFT;
+    uint64_t units = (size >> ALIGN_SHIFT) + ((size & (MC_OALLOC_ALIGN - 1)) != 0);
+    if (off >= a->capacity || units > a->capacity - off)
+        return MC_ERR_INVALID_PARAMS;
+    if (a->live == a->max_allocs)
+        return MC_ERR_NO_AVAILABLE_HANDLE;
+
+    /* the range (free or live) holding off: nodes are address-ordered */
+    uint32_t idx = walk_start(a);
+    while (idx != NONE) {
+        const node_t *n = &a->nodes[idx];
+        if (off < n->offset)
+            idx = n->nbr_prev;
+        else if (off >= n->offset + n->size)
+            idx = n->nbr_next;
+        else
+            break;
+    }
+    if (idx == NONE)
+        return MC_ERR_INVALID_PARAMS;
+    node_t *n = &a->nodes[idx];
+    if (!node_is_free(n) || off + units > n->offset + n->size) {
+        a->hint = idx;
+        return MC_ERR_EXISTS;
+    }
+
+    bin_remove(a, idx);
+    if (off > n->offset) {
+        /* the free part in front gets a node of its own */
+        uint32_t lidx = node_take(a);
+        node_t *l = &a->nodes[lidx];
+        l->offset = n->offset;
+        l->size = off - n->offset;
+        l->nbr_prev = n->nbr_prev;
+        l->nbr_next = idx;
+        if (n->nbr_prev != NONE)
+            a->nodes[n->nbr_prev].nbr_next = lidx;
+        n->nbr_prev = lidx;
+        n->offset = off;
+        n->size -= l->size;
+        bin_insert(a, lidx);
+    }
+    uint32_t uidx = idx;
+    if (n->size > units) {
+        /* as in alloc: the allocation takes the front, the rest stays free */
+        uidx = node_take(a);
+        node_t *u = &a->nodes[uidx];
+        u->offset = n->offset;
+        u->size = units;
+        u->bin_prev = u->bin_next = NONE;
+        u->nbr_prev = n->nbr_prev;
+        u->nbr_next = idx;
+        if (n->nbr_prev != NONE)
+            a->nodes[n->nbr_prev].nbr_next = uidx;
+        n->nbr_prev = uidx;
+        n->offset += units;
+        n->size -= units;
+        bin_insert(a, idx);
+        a->hint = idx; /* the next reserve is most likely right after this one */
+    } else {
+        a->hint = uidx;
+    }
+    bin_fix_highest(a);
+
+    a->used += units;
+    a->live++;
+    out->offset = a->nodes[uidx].offset << ALIGN_SHIFT;
+    out->node = uidx;
+    return MC_OK;
 }
 
 uint64_t mc_oalloc_size(const mc_oalloc_t *a, mc_oalloc_handle_t h)

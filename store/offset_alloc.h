@@ -49,6 +49,18 @@ void mc_oalloc_destroy(mc_oalloc_t *a);
 /* MC_OK, MC_ERR_INVALID_PARAMS (size 0 or > capacity), MC_ERR_NO_AVAILABLE_HANDLE. */
 mc_status_t mc_oalloc_alloc(mc_oalloc_t *a, uint64_t size, mc_oalloc_handle_t *out);
 
+/* Take exactly [offset, offset + size) (size rounded up to MC_OALLOC_ALIGN),
+ * as an earlier alloc placed it: replaying another master's journal must
+ * rebuild the same ranges. offset must be aligned. The search for the free
+ * range holding it starts at the range the previous reserve or alloc left
+ * and walks neighbours, so reserving in the order a replay sees them (a
+ * segment fills front to back) is O(1) each; O(ranges) at worst.
+ * MC_OK, MC_ERR_INVALID_PARAMS (size 0, misaligned, beyond the capacity),
+ * MC_ERR_EXISTS (some byte of the range is allocated already),
+ * MC_ERR_NO_AVAILABLE_HANDLE (max_allocs live). */
+mc_status_t mc_oalloc_reserve(mc_oalloc_t *a, uint64_t offset, uint64_t size,
+                              mc_oalloc_handle_t *out);
+
 /* Free a handle returned by alloc and not yet freed. */
 void mc_oalloc_free(mc_oalloc_t *a, mc_oalloc_handle_t h);
 

@@ -104,7 +104,7 @@ static void republish(meta_master_t *m);
 static int transient(mc_status_t st)
 {
     return st == MC_ERR_CONN_CLOSED || st == MC_ERR_RPC_TIMEOUT || st == MC_ERR_CANCELED ||
-           st == MC_ERR_NOMEM || st == MC_ERR_TIMEOUT;
+           st == MC_ERR_NOMEM || st == MC_ERR_TIMEOUT || st == MC_ERR_NOT_LEADER;
 }
 
 static void cb_enter(meta_master_t *m)
@@ -648,6 +648,17 @@ static void mm_close(mc_meta_t *b)
     mc_rpc_run_on(b->r, close_on_reactor, as_mm(b));
 }
 
+static mc_status_t mm_retarget(mc_meta_t *b, const char *host, uint16_t port)
+{
+    meta_master_t *m = (meta_master_t *)b;
+    if (m->stopped)
+        return MC_ERR_CANCELED;
+    mc_status_t st = mc_rpc_client_retarget(m->cli, host, port);
+    if (st == MC_OK)
+        snprintf(m->name, sizeof(m->name), "master://%s:%u", host, port);
+    return st;
+}
+
 static const mc_meta_ops_t master_ops = {
     .name = "master",
     .get = mm_get,
@@ -655,6 +666,7 @@ static const mc_meta_ops_t master_ops = {
     .del = mm_del,
     .list = mm_list,
     .close = mm_close,
+    .retarget = mm_retarget,
 };
 
 mc_status_t meta_master_open(const char *host, uint16_t port, mc_reactor_t *r,

@@ -210,6 +210,13 @@ void mc_meta_close(mc_meta_t *m)
         m->ops->close(m);
 }
 
+mc_status_t mc_meta_retarget(mc_meta_t *m, const char *host, uint16_t port)
+{
+    if (m == NULL || m->ops->retarget == NULL)
+        return MC_ERR_NOT_SUPPORTED;
+    return m->ops->retarget(m, host, port);
+}
+
 /* ------------------------------------------------------------ own entries */
 
 /* The entries this process published: key -> value copy. Reactor thread of

@@ -75,6 +75,9 @@ typedef struct mc_meta_ops {
     mc_status_t (*del)(mc_meta_t *m, const char *key, mc_meta_done_cb_t cb, void *arg);
     mc_status_t (*list)(mc_meta_t *m, const char *prefix, mc_meta_list_cb_t cb, void *arg);
     void (*close)(mc_meta_t *m);
+    /* Optional (NULL: not supported): talk to another server from now on
+     * (the master backend following a new HA leader). */
+    mc_status_t (*retarget)(mc_meta_t *m, const char *host, uint16_t port);
 } mc_meta_ops_t;
 
 /* Every backend's struct starts with this. */
@@ -91,6 +94,13 @@ mc_status_t mc_meta_open(const char *conn, mc_reactor_t *r, const mc_meta_opts_t
 
 /* Stop, cancel pending calls, and free. Safe on NULL. */
 void mc_meta_close(mc_meta_t *m);
+
+/* Point a master:// backend at another master (a new leader of HA masters;
+ * the new leader has the entries from its journal, and the backend puts its
+ * own again when it sees the new view version). Calls in flight fail with
+ * MC_ERR_CONN_CLOSED. m's reactor thread. MC_OK; MC_ERR_NOT_SUPPORTED (a
+ * backend without servers to move between: redis); the resolver's errors. */
+mc_status_t mc_meta_retarget(mc_meta_t *m, const char *host, uint16_t port);
 
 /* Blocking forms, from threads that are not m's reactor. get appends the
  * value to *val (MC_ERR_NOT_FOUND if absent); list calls fn for each entry

@@ -117,7 +117,8 @@ extern "C" {
     X(MC_ERR_STATE, -4009, "operation not allowed in the current state")                           \
     X(MC_ERR_NOT_FOUND, -4010, "not found")                                                        \
     X(MC_ERR_EXISTS, -4011, "already exists")                                                      \
-    X(MC_ERR_LIMIT, -4012, "limit exceeded")
+    X(MC_ERR_LIMIT, -4012, "limit exceeded")                                                      \
+    X(MC_ERR_NOT_LEADER, -4013, "this master is not the leader (a standby): ask the leader")
 
 typedef enum mc_status {
 #define MC_STATUS_ENUM(name, value, msg) name = (value),

@@ -513,6 +513,93 @@ static void random_operations_agree_with_a_reference_model(void **state)
     mc_free(m.b);
 }
 
+/* ---- reserve: rebuilding another allocator's exact ranges ---- */
+
+static void reserve_takes_exactly_the_range_asked_for(void **state)
+{
+    (void)state;
+    mc_oalloc_t *a = make(4096, 64);
+    mc_oalloc_handle_t h;
+    assert_int_equal(mc_oalloc_reserve(a, 1024, 100, &h), MC_OK);
+    assert_int_equal(h.offset, 1024);
+    assert_int_equal(mc_oalloc_size(a, h), 104); /* rounded up to the alignment */
+    assert_int_equal(mc_oalloc_used(a), 104);
+    /* the space in front and behind stays free: largest is what follows */
+    assert_int_equal(mc_oalloc_largest_free(a), 4096 - 1024 - 104);
+    mc_oalloc_handle_t front;
+    assert_int_equal(mc_oalloc_reserve(a, 0, 1024, &front), MC_OK);
+    mc_oalloc_free(a, h);
+    mc_oalloc_free(a, front);
+    assert_int_equal(mc_oalloc_largest_free(a), 4096); /* merged back whole */
+    mc_oalloc_destroy(a);
+}
+
+static void reserve_refuses_a_range_overlapping_a_live_one(void **state)
+{
+    (void)state;
+    mc_oalloc_t *a = make(4096, 64);
+    mc_oalloc_handle_t h, x;
+    assert_int_equal(mc_oalloc_reserve(a, 512, 512, &h), MC_OK);
+    assert_int_equal(mc_oalloc_reserve(a, 512, 8, &x), MC_ERR_EXISTS);
+    assert_int_equal(mc_oalloc_reserve(a, 256, 512, &x), MC_ERR_EXISTS); /* tail overlaps */
+    assert_int_equal(mc_oalloc_reserve(a, 1016, 16, &x), MC_ERR_EXISTS); /* head overlaps */
+    assert_int_equal(mc_oalloc_reserve(a, 1024, 8, &x), MC_OK);          /* adjacent is fine */
+    assert_int_equal(mc_oalloc_live(a), 2);
+    mc_oalloc_destroy(a);
+}
+
+static void reserve_rejects_misaligned_and_out_of_range_requests(void **state)
+{
+    (void)state;
+    mc_oalloc_t *a = make(4096, 64);
+    mc_oalloc_handle_t h;
+    assert_int_equal(mc_oalloc_reserve(a, 3, 8, &h), MC_ERR_INVALID_PARAMS);
+    assert_int_equal(mc_oalloc_reserve(a, 0, 0, &h), MC_ERR_INVALID_PARAMS);
+    assert_int_equal(mc_oalloc_reserve(a, 4096, 8, &h), MC_ERR_INVALID_PARAMS);
+    assert_int_equal(mc_oalloc_reserve(a, 4000, 200, &h), MC_ERR_INVALID_PARAMS);
+    assert_int_equal(mc_oalloc_reserve(a, UINT64_MAX - 7, 16, &h), MC_ERR_INVALID_PARAMS);
+    assert_int_equal(mc_oalloc_live(a), 0);
+    mc_oalloc_destroy(a);
+}
+
+static void reserve_respects_the_allocation_limit(void **state)
+{
+    (void)state;
+    mc_oalloc_t *a = make(4096, 2);
+    mc_oalloc_handle_t h;
+    assert_int_equal(mc_oalloc_reserve(a, 0, 8, &h), MC_OK);
+    assert_int_equal(mc_oalloc_reserve(a, 64, 8, &h), MC_OK);
+    assert_int_equal(mc_oalloc_reserve(a, 128, 8, &h), MC_ERR_NO_AVAILABLE_HANDLE);
+    mc_oalloc_destroy(a);
+}
+
+/* A replica allocator fed the (offset, size) of every allocation of a
+ * primary, in order, ends in the same state: same ranges, same free space,
+ * and it then hands out the same offsets as the primary. */
+static void replaying_allocations_rebuilds_an_identical_allocator(void **state)
+{
+    (void)state;
+    mc_oalloc_t *p = make(1 << 20, 4096), *r = make(1 << 20, 4096);
+    mc_oalloc_handle_t ph[512], rh[512];
+    uint64_t seed = 42;
+    for (int i = 0; i < 512; i++) {
+        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+        uint64_t sz = 8 + (seed >> 33) % 1500;
+        assert_int_equal(mc_oalloc_alloc(p, sz, &ph[i]), MC_OK);
+        assert_int_equal(mc_oalloc_reserve(r, ph[i].offset, sz, &rh[i]), MC_OK);
+        assert_int_equal(rh[i].offset, ph[i].offset);
+        if (i % 3 == 2) { /* frees in between make holes the replay must find */
+            mc_oalloc_free(p, ph[i - 1]);
+            mc_oalloc_free(r, rh[i - 1]);
+        }
+    }
+    assert_int_equal(mc_oalloc_used(p), mc_oalloc_used(r));
+    assert_int_equal(mc_oalloc_live(p), mc_oalloc_live(r));
+    assert_int_equal(mc_oalloc_largest_free(p), mc_oalloc_largest_free(r));
+    mc_oalloc_destroy(p);
+    mc_oalloc_destroy(r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -533,6 +620,11 @@ int main(void)
         cmocka_unit_test(a_terabyte_segment_serves_tens_of_gigabytes_per_allocation),
         cmocka_unit_test(the_whole_64_bit_range_works_without_overflow),
         cmocka_unit_test(random_operations_agree_with_a_reference_model),
+        cmocka_unit_test(reserve_takes_exactly_the_range_asked_for),
+        cmocka_unit_test(reserve_refuses_a_range_overlapping_a_live_one),
+        cmocka_unit_test(reserve_rejects_misaligned_and_out_of_range_requests),
+        cmocka_unit_test(reserve_respects_the_allocation_limit),
+        cmocka_unit_test(replaying_allocations_rebuilds_an_identical_allocator),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,69 @@
+/*
+ * ha_redis.h - the blocking Redis access of high availability: the masters'
+ * HA thread (master_ha.c) and the clients' leader discovery (client.c). The
+ * one wrapper around hiredis' synchronous API (STYLE.md §6): connection
+ * errors, timeouts and error replies become mc_status_t here.
+ *
+ * Only for threads that may block (never a reactor): every command has the
+ * connection's timeout.
+ */
+#ifndef MC_STORE_HA_REDIS_H
+#define MC_STORE_HA_REDIS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "mooncake/status.h"
+
+#define MC_HA_HOST_MAX 256
+#define MC_HA_CLUSTER_MAX 128
+#define MC_HA_ADDR_MAX 300
+
+/* redis://HOST[:PORT][/DB][?cluster=ID] */
+typedef struct mc_ha_url {
+    char host[MC_HA_HOST_MAX];
+    uint16_t port; /* 6379 */
+    int db;        /* 0 */
+    char cluster[MC_HA_CLUSTER_MAX]; /* "" when absent */
+} mc_ha_url_t;
+
+/* MC_OK or MC_ERR_INVALID_ARGUMENT with *why naming the problem. */
+mc_status_t mc_ha_url_parse(const char *s, mc_ha_url_t *out, const char **why);
+
+/* 1 when s starts with "redis://". */
+int mc_ha_url_is_redis(const char *s);
+
+typedef struct mc_ha_redis mc_ha_redis_t;
+
+/* Connect (and SELECT db) within timeout_us; commands then time out after
+ * timeout_us too. MC_OK, MC_ERR_CONN_CLOSED (refused, unreachable: logged at
+ * DEBUG with the cause; the caller decides how loud to be), MC_ERR_NOMEM. */
+mc_status_t mc_ha_redis_connect(const mc_ha_url_t *u, uint64_t timeout_us, mc_ha_redis_t **out);
+void mc_ha_redis_close(mc_ha_redis_t *c);
+/* Change the command timeout (e.g. around a blocking XREAD). */
+void mc_ha_redis_set_timeout(mc_ha_redis_t *c, uint64_t timeout_us);
+/* Text of the last failure ("connection refused", the server's error reply). */
+const char *mc_ha_redis_err(const mc_ha_redis_t *c);
+
+/* One command. *reply (a hiredis redisReply *, freed with mc_ha_redis_free)
+ * is set on MC_OK. MC_ERR_CONN_CLOSED (the connection failed or timed out:
+ * it is unusable now; reconnect), MC_ERR_ETCD_OPERATION_ERROR (an error
+ * reply: its text in mc_ha_redis_err). */
+mc_status_t mc_ha_redis_cmd(mc_ha_redis_t *c, void **reply, int argc, const char **argv,
+                            const size_t *lens);
+void mc_ha_redis_free(void *reply);
+
+/* Keys of a cluster: "mc/CLUSTER/ha/NAME". */
+void mc_ha_key(char *buf, size_t n, const char *cluster, const char *name);
+
+/* Parse a lease value "ADDR VIEW NONCE". MC_OK or MC_ERR_INVALID_PARAMS. */
+mc_status_t mc_ha_parse_lease(const char *v, size_t len, char *addr, size_t addr_len,
+                              int64_t *view);
+
+/* Connect, GET the lease, close: the leader's RPC address and view version.
+ * MC_OK; MC_ERR_NOT_FOUND (no leader now); MC_ERR_CONN_CLOSED;
+ * MC_ERR_INVALID_PARAMS (the lease holds something else: logged). */
+mc_status_t mc_ha_resolve_leader(const mc_ha_url_t *u, uint64_t timeout_us, char *addr,
+                                 size_t addr_len, int64_t *view);
+
+#endif /* MC_STORE_HA_REDIS_H */

@@ -1,0 +1,1143 @@
+/*
+ * master_ha.c - the HA thread of mooncake-master: election, lease renewal,
+ * journal appends (leader), journal following (standby). The scheme, the
+ * Redis keys and the guarantees are described in master_ha.h.
+ *
+ * Roles (s->role, written only by this thread, read by RPC handlers):
+ *
+ *   STANDBY --no lease seen, elect script won, caught up--> LEADER
+ *   LEADER --renewal refused, append FENCED, Redis unreachable past the
+ *            lease, append outcome unknown--> STANDBY (state rebuilt)
+ *   STANDBY --a journal record it cannot decode--> FAILED (for good)
+ *
+ * A leader that steps down cannot trust its in-memory state (it may hold
+ * mutations whose records never reached the stream), so it throws the master
+ * core away and replays the journal from the start into a fresh one. The
+ * swap happens after every reactor has run an empty message with the role
+ * already changed: from then on no RPC handler is inside the old core (they
+ * all check the role first), and the swap itself runs on reactor 0, where the
+ * tick and the HTTP handlers run.
+ */
+#include <inttypes.h>
+#include <stdarg.h>
+#include <unistd.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+
+#include <hiredis/hiredis.h>
+
+#include "store/ha_redis.h"
+#include "store/master_ha.h"
+#include "store/master_server_int.h"
+#include "util/log.h"
+#include "util/mem.h"
+#include "util/time.h"
+
+#define READ_COUNT 512           /* stream entries per XREAD */
+#define POLL_MAX_US 250000       /* a standby checks the lease at least this often */
+#define RECONNECT_US 100000      /* between connection attempts */
+#define LAT_BUCKETS 12           /* append latency histogram: 0.1 ms .. 204.8 ms, +Inf */
+
+static const char elect_lua[] =
+    "if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end "
+    "local v = redis.call('INCR', KEYS[2]) "
+    "redis.call('SET', KEYS[1], ARGV[1] .. ' ' .. v .. ' ' .. ARGV[2], 'PX', ARGV[3]) "
+    "return v";
+static const char renew_lua[] =
+    "if redis.call('GET', KEYS[1]) == ARGV[1] then "
+    "return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end return 0";
+static const char release_lua[] =
+    "if redis.call('GET', KEYS[1]) == ARGV[1] then "
+    "return redis.call('DEL', KEYS[1]) end return 0";
+/* The fencing check and the append in one script: nothing can run between
+ * them, so a record enters the stream only while its writer holds the lease. */
+/* Store a snapshot taken at stream entry ARGV[2] unless a newer one is
+ * there, then trim the stream up to it and say so in KEYS[4] (followers
+ * behind that point reload the snapshot instead of missing entries). */
+static const char snap_lua[] =
+    "local function id(s) local a, b = string.match(s, '^(%d+)-(%d+)$') "
+    "return tonumber(a), tonumber(b) end "
+    "local cur = redis.call('GET', KEYS[2]) "
+    "if cur then local a1, b1 = id(ARGV[2]) local a2, b2 = id(string.match(cur, '^(%S+)')) "
+    "if a1 < a2 or (a1 == a2 and b1 <= b2) then return 0 end end "
+    "redis.call('SET', KEYS[1], ARGV[1]) "
+    "redis.call('SET', KEYS[2], ARGV[2] .. ' ' .. ARGV[3]) "
+    "redis.call('XTRIM', KEYS[3], 'MINID', ARGV[2]) "
+    "redis.call('SET', KEYS[4], ARGV[2]) "
+    "return 1";
+static const char append_lua[] =
+    "if redis.call('GET', KEYS[1]) ~= ARGV[1] then "
+    "return redis.error_reply('FENCED the lease is not ours') end "
+    "local id = redis.call('XADD', KEYS[2], '*', 'r', ARGV[2], 's', ARGV[3]) "
+    "redis.call('SET', KEYS[3], ARGV[3]) "
+    "return id";
+
+struct ha {
+    master_srv_t *s;
+    mc_ha_url_t url;
+    char k_lease[MC_HA_CLUSTER_MAX + 32], k_view[MC_HA_CLUSTER_MAX + 32];
+    char k_journal[MC_HA_CLUSTER_MAX + 32], k_head[MC_HA_CLUSTER_MAX + 32];
+    char k_snap[MC_HA_CLUSTER_MAX + 32], k_snap_id[MC_HA_CLUSTER_MAX + 32];
+    char k_trimmed[MC_HA_CLUSTER_MAX + 32];
+    uint64_t snapshot_records; /* a standby snapshots after this many new records (0: never) */
+    uint64_t snap_seq;         /* record number of the newest snapshot we know of */
+    char addr[MC_HA_ADDR_MAX]; /* what clients dial */
+    char nonce[24];
+    char lease_val[MC_HA_ADDR_MAX + 64]; /* ours, while leading */
+    uint64_t ttl_us, flush_us;
+    int sync; /* mc_ha_sync_t */
+    pthread_t thread;
+    int started;
+    _Atomic int stop;
+    mc_ha_redis_t *rc;
+    int down_logged;
+
+    /* journal: records not yet sent, appended by the hook */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    mc_buf_t buf, sending;
+    uint64_t seq;              /* global number of the last record in buf (mu) */
+    _Atomic uint64_t seq_pub;  /* the same, for handlers */
+    _Atomic uint64_t flushed;  /* records up to this are in Redis */
+    int kicked;                /* mu */
+    int encode_failed;         /* mu: a record could not be encoded */
+
+    /* leader */
+    int64_t view;
+    uint64_t renew_at_us;
+
+    /* follower */
+    char last_id[48];     /* stream id applied last ("0-0": none) */
+    uint64_t applied_seq; /* global number of the last record applied */
+
+    pthread_mutex_t lmu;
+    char leader[MC_HA_ADDR_MAX]; /* lmu */
+
+    /* metrics */
+    _Atomic uint64_t elections, renew_ok, renew_fail, appends, append_fail, demotions;
+    _Atomic uint64_t records_applied, entries_applied, apply_errors, records_journaled;
+    _Atomic uint64_t lag_ms, lag_records, head_seq;
+    _Atomic uint64_t lat_buckets[LAT_BUCKETS + 1];
+    _Atomic uint64_t lat_sum_us, lat_count;
+    _Atomic uint64_t failover_last_us; /* time from first seeing no lease to serving */
+    _Atomic uint64_t snapshots_taken, snapshots_loaded, snapshot_bytes;
+};
+
+static void set_role(ha_t *h, mc_ha_role_t r)
+{
+    int old = atomic_exchange(&h->s->role, (int)r);
+    if (old != (int)r)
+        MC_INFO(HA, "role %s -> %s", mc_ha_role_name((mc_ha_role_t)old), mc_ha_role_name(r));
+}
+
+static mc_ha_role_t role(const ha_t *h)
+{
+    return (mc_ha_role_t)atomic_load(&h->s->role);
+}
+
+/* last_id is written by the HA thread only, read by /ha_status: lmu. */
+static void set_last_id(ha_t *h, const char *id)
+{
+    pthread_mutex_lock(&h->lmu);
+    snprintf(h->last_id, sizeof(h->last_id), "%s", id);
+    pthread_mutex_unlock(&h->lmu);
+}
+
+static void set_leader(ha_t *h, const char *addr)
+{
+    pthread_mutex_lock(&h->lmu);
+    snprintf(h->leader, sizeof(h->leader), "%s", addr);
+    pthread_mutex_unlock(&h->lmu);
+}
+
+void master_ha_leader(master_srv_t *s, char *buf, size_t n)
+{
+    if (s->ha == NULL) {
+        buf[0] = '\0';
+        return;
+    }
+    pthread_mutex_lock(&s->ha->lmu);
+    snprintf(buf, n, "%s", s->ha->leader);
+    pthread_mutex_unlock(&s->ha->lmu);
+}
+
+/* ------------------------------------------------------------- journal */
+
+/* The master core's hook: any RPC reactor, under the mutation's lock. */
+static void on_journal(void *arg, const mc_master_jrec_t *r)
+{
+    ha_t *h = arg;
+    pthread_mutex_lock(&h->mu);
+    size_t before = mc_buf_used(&h->buf);
+    mc_mp_writer_t w;
+    mc_mp_writer_init(&w, &h->buf);
+    mc_jrec_encode(&w, r);
+    if (w.err != MC_OK) {
+        /* the mutation happened but cannot be journaled: this leader's state
+         * and the journal now differ, so it must step down */
+        h->buf.len = h->buf.off + before;
+        h->encode_failed = 1;
+        pthread_cond_signal(&h->cv);
+    } else {
+        h->seq++;
+        atomic_store_explicit(&h->seq_pub, h->seq, memory_order_release);
+    }
+    pthread_mutex_unlock(&h->mu);
+}
+
+int master_ha_must_wait(master_srv_t *s, uint64_t *seq)
+{
+    ha_t *h = s->ha;
+    if (h == NULL || h->sync != MC_HA_SYNC_STRICT)
+        return 0;
+    uint64_t q = atomic_load_explicit(&h->seq_pub, memory_order_acquire);
+    if (q <= atomic_load_explicit(&h->flushed, memory_order_acquire))
+        return 0;
+    *seq = q;
+    return 1;
+}
+
+uint64_t master_ha_flushed(master_srv_t *s)
+{
+    return s->ha != NULL ? atomic_load_explicit(&s->ha->flushed, memory_order_acquire) : 0;
+}
+
+void master_ha_kick(master_srv_t *s)
+{
+    ha_t *h = s->ha;
+    pthread_mutex_lock(&h->mu);
+    h->kicked = 1;
+    pthread_cond_signal(&h->cv);
+    pthread_mutex_unlock(&h->mu);
+}
+
+static void waiters_on_reactor(mc_reactor_t *r, void *arg, mc_status_t st)
+{
+    master_srv_t *s = arg;
+    if (st != MC_OK)
+        return; /* the reactor stops: the requests go with the server */
+    master_srv_complete_waiters(s, &s->scratch[mc_reactor_index(r)]);
+}
+
+/* Tell every reactor with held replies to look at them again. */
+static void notify_waiters(ha_t *h)
+{
+    master_srv_t *s = h->s;
+    for (unsigned i = 0; i < s->nscratch; i++)
+        if (atomic_load(&s->scratch[i].nwaiters) > 0)
+            mc_reactor_call(mc_reactor_group_get(s->g, i), waiters_on_reactor, s);
+}
+
+/* ------------------------------------------------------------- redis */
+
+static int ensure_conn(ha_t *h)
+{
+    if (h->rc != NULL)
+        return 1;
+    uint64_t t = h->ttl_us / 3 < 1000000 ? h->ttl_us / 3 : 1000000;
+    mc_status_t st = mc_ha_redis_connect(&h->url, t, &h->rc);
+    if (st != MC_OK) {
+        if (!h->down_logged)
+            MC_WARN(HA, "redis %s:%u unreachable; retrying every %d ms", h->url.host, h->url.port,
+                    RECONNECT_US / 1000);
+        h->down_logged = 1;
+        h->rc = NULL;
+        return 0;
+    }
+    if (h->down_logged)
+        MC_INFO(HA, "redis %s:%u reachable again", h->url.host, h->url.port);
+    h->down_logged = 0;
+    return 1;
+}
+
+static void drop_conn(ha_t *h)
+{
+    mc_ha_redis_close(h->rc);
+    h->rc = NULL;
+}
+
+/* EVAL script with 1..3 keys and up to 3 args. */
+static mc_status_t eval(ha_t *h, const char *script, int nkeys, const char *const *keys,
+                        int nargs, const char *const *args, const size_t *arg_lens,
+                        redisReply **out)
+{
+    const char *argv[10];
+    size_t lens[10];
+    char nk[4];
+    snprintf(nk, sizeof(nk), "%d", nkeys);
+    int n = 0;
+    argv[n] = "EVAL";
+    lens[n++] = 4;
+    argv[n] = script;
+    lens[n++] = strlen(script);
+    argv[n] = nk;
+    lens[n++] = strlen(nk);
+    for (int i = 0; i < nkeys; i++) {
+        argv[n] = keys[i];
+        lens[n++] = strlen(keys[i]);
+    }
+    for (int i = 0; i < nargs; i++) {
+        argv[n] = args[i];
+        lens[n++] = arg_lens != NULL ? arg_lens[i] : strlen(args[i]);
+    }
+    void *r = NULL;
+    mc_status_t st = mc_ha_redis_cmd(h->rc, &r, n, argv, lens);
+    if (st == MC_ERR_CONN_CLOSED)
+        drop_conn(h);
+    if (st == MC_OK)
+        *out = r;
+    return st;
+}
+
+/* ------------------------------------------------------------- replay */
+
+/* Apply the records of one stream entry. Returns 0, or -1 when a record
+ * cannot be decoded (the caller stops following). */
+static int apply_entry(ha_t *h, const char *id, const uint8_t *p, size_t len, uint64_t seq)
+{
+    mc_mp_reader_t rd;
+    mc_mp_reader_init(&rd, p, len);
+    mc_jrec_scratch_t sc;
+    uint64_t now = mc_now_us();
+    size_t n = 0;
+    while (!mc_mp_at_end(&rd)) {
+        mc_master_jrec_t r;
+        const char *why = NULL;
+        size_t at = (size_t)(rd.p - p);
+        if (mc_jrec_decode(&rd, &r, &sc, &why) != MC_OK) {
+            MC_ERROR(HA,
+                     "journal entry %s: record %zu (byte %zu of %zu) is malformed: %s; this "
+                     "master stops following the journal and will not lead",
+                     id, n, at, len, why != NULL ? why : "?");
+            return -1;
+        }
+        mc_status_t st = mc_master_apply(h->s->m, &r, now);
+        if (st != MC_OK) {
+            atomic_fetch_add(&h->apply_errors, 1);
+            MC_ERROR(HA, "journal entry %s: record %zu (type %d, key '%.*s') does not apply: %s",
+                     id, n, (int)r.type, (int)(r.key_len < 64 ? r.key_len : 64),
+                     r.key ? r.key : "", mc_status_str(st));
+        }
+        n++;
+    }
+    atomic_fetch_add(&h->records_applied, n);
+    atomic_fetch_add(&h->entries_applied, 1);
+    set_last_id(h, id);
+    if (seq != 0)
+        h->applied_seq = seq;
+    return 0;
+}
+
+/* Order of two stream ids "MS-SEQ": <0, 0, >0. */
+static int id_cmp(const char *a, const char *b)
+{
+    unsigned long long am = 0, as = 0, bm = 0, bs = 0;
+    sscanf(a, "%llu-%llu", &am, &as);
+    sscanf(b, "%llu-%llu", &bm, &bs);
+    if (am != bm)
+        return am < bm ? -1 : 1;
+    return as < bs ? -1 : as > bs;
+}
+
+/* 1 when entries after last_id were trimmed (a snapshot must be loaded),
+ * 0 when not, -1 on a connection failure. */
+static int trimmed_past(ha_t *h)
+{
+    const char *argv[2] = {"GET", h->k_trimmed};
+    size_t lens[2] = {3, strlen(h->k_trimmed)};
+    void *v = NULL;
+    if (mc_ha_redis_cmd(h->rc, &v, 2, argv, lens) != MC_OK) {
+        drop_conn(h);
+        return -1;
+    }
+    redisReply *r = v;
+    int gap = r->type == REDIS_REPLY_STRING && id_cmp(r->str, h->last_id) > 0;
+    mc_ha_redis_free(r);
+    return gap;
+}
+
+static int is_str(const redisReply *r)
+{
+    return r != NULL && (r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_STATUS);
+}
+
+/* One XREAD (block_ms < 0: no BLOCK). Returns entries applied, or -1 on a
+ * connection failure or a bad reply (logged), -2 on a malformed record, -3
+ * when the entries after ours were trimmed (load the snapshot). */
+static long read_journal(ha_t *h, long block_ms)
+{
+    char cnt[16], blk[24];
+    snprintf(cnt, sizeof(cnt), "%d", READ_COUNT);
+    snprintf(blk, sizeof(blk), "%ld", block_ms);
+    const char *argv[9];
+    int n = 0;
+    argv[n++] = "XREAD";
+    argv[n++] = "COUNT";
+    argv[n++] = cnt;
+    if (block_ms >= 0) {
+        argv[n++] = "BLOCK";
+        argv[n++] = blk;
+        mc_ha_redis_set_timeout(h->rc, (uint64_t)block_ms * 1000 + 1000000);
+    }
+    argv[n++] = "STREAMS";
+    argv[n++] = h->k_journal;
+    argv[n++] = h->last_id;
+    size_t lens[9];
+    for (int i = 0; i < n; i++)
+        lens[i] = strlen(argv[i]);
+    void *v = NULL;
+    mc_status_t st = mc_ha_redis_cmd(h->rc, &v, n, argv, lens);
+    if (block_ms >= 0 && h->rc != NULL)
+        mc_ha_redis_set_timeout(h->rc, h->ttl_us / 3 < 1000000 ? h->ttl_us / 3 : 1000000);
+    if (st != MC_OK) {
+        MC_WARN(HA, "XREAD of %s failed: %s", h->k_journal, mc_ha_redis_err(h->rc));
+        drop_conn(h);
+        return -1;
+    }
+    redisReply *r = v;
+    long applied = 0;
+    if (r->type == REDIS_REPLY_NIL) {
+        mc_ha_redis_free(r);
+        return 0;
+    }
+    /* Read before checking: a trim after the check cannot remove what this
+     * reply already holds, and one before it is seen now. */
+    int gap = trimmed_past(h);
+    if (gap != 0) {
+        mc_ha_redis_free(r);
+        return gap < 0 ? -1 : -3;
+    }
+    /* [[key, [[id, [field, value, ...]], ...]]] */
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 1 ||
+        r->element[0]->type != REDIS_REPLY_ARRAY || r->element[0]->elements != 2 ||
+        r->element[0]->element[1]->type != REDIS_REPLY_ARRAY)
+        goto bad;
+    redisReply *ents = r->element[0]->element[1];
+    uint64_t wall_ms = mc_wall_us() / 1000;
+    for (size_t i = 0; i < ents->elements; i++) {
+        redisReply *e = ents->element[i];
+        if (e->type != REDIS_REPLY_ARRAY || e->elements != 2 || !is_str(e->element[0]) ||
+            e->element[1]->type != REDIS_REPLY_ARRAY)
+            goto bad;
+        const char *id = e->element[0]->str;
+        redisReply *f = e->element[1];
+        const uint8_t *rec = NULL;
+        size_t rlen = 0;
+        uint64_t seq = 0;
+        for (size_t k = 0; k + 1 < f->elements; k += 2) {
+            if (!is_str(f->element[k]) || !is_str(f->element[k + 1]))
+                goto bad;
+            if (strcmp(f->element[k]->str, "r") == 0) {
+                rec = (const uint8_t *)f->element[k + 1]->str;
+                rlen = f->element[k + 1]->len;
+            } else if (strcmp(f->element[k]->str, "s") == 0) {
+                seq = strtoull(f->element[k + 1]->str, NULL, 10);
+            }
+        }
+        if (rec == NULL) {
+            MC_ERROR(HA, "journal entry %s has no field r; this master stops following", id);
+            mc_ha_redis_free(r);
+            return -2;
+        }
+        if (apply_entry(h, id, rec, rlen, seq) != 0) {
+            mc_ha_redis_free(r);
+            return -2;
+        }
+        uint64_t id_ms = strtoull(id, NULL, 10);
+        atomic_store(&h->lag_ms, wall_ms > id_ms ? wall_ms - id_ms : 0);
+        applied++;
+    }
+    mc_ha_redis_free(r);
+    return applied;
+bad:
+    MC_ERROR(HA, "XREAD of %s: a reply of an unexpected shape (type %d); reconnecting",
+             h->k_journal, r->type);
+    mc_ha_redis_free(r);
+    drop_conn(h);
+    return -1;
+}
+
+/* ------------------------------------------------------------ snapshots */
+
+static void to_buf(void *arg, const mc_master_jrec_t *r)
+{
+    mc_mp_writer_t *w = arg;
+    mc_jrec_encode(w, r);
+}
+
+/* Standby: write our state (as of last_id) to Redis and trim the stream. */
+static void take_snapshot(ha_t *h)
+{
+    mc_buf_t b = MC_BUF_INIT;
+    mc_mp_writer_t w;
+    mc_mp_writer_init(&w, &b);
+    mc_master_snapshot(h->s->m, to_buf, &w);
+    if (w.err != MC_OK) {
+        MC_ERROR(HA, "snapshot: out of memory while encoding the state");
+        mc_buf_fini(&b);
+        return;
+    }
+    const char *keys[4] = {h->k_snap, h->k_snap_id, h->k_journal, h->k_trimmed};
+    char sq[24];
+    snprintf(sq, sizeof(sq), "%llu", (unsigned long long)h->applied_seq);
+    const char *args[3] = {mc_buf_used(&b) ? (const char *)mc_buf_head(&b) : "", h->last_id, sq};
+    size_t lens[3] = {mc_buf_used(&b), strlen(h->last_id), strlen(sq)};
+    redisReply *r = NULL;
+    uint64_t t0 = mc_now_us();
+    if (eval(h, snap_lua, 4, keys, 3, args, lens, &r) == MC_OK) {
+        if (r->type == REDIS_REPLY_INTEGER && r->integer == 1) {
+            atomic_fetch_add(&h->snapshots_taken, 1);
+            atomic_store(&h->snapshot_bytes, mc_buf_used(&b));
+            MC_INFO(HA, "snapshot at journal entry %s (record %llu): %zu bytes in %llu ms; "
+                        "journal trimmed",
+                    h->last_id, (unsigned long long)h->applied_seq, mc_buf_used(&b),
+                    (unsigned long long)((mc_now_us() - t0) / 1000));
+        }
+        mc_ha_redis_free(r);
+    } else if (h->rc != NULL) {
+        MC_WARN(HA, "snapshot not stored: %s", mc_ha_redis_err(h->rc));
+    }
+    h->snap_seq = h->applied_seq; /* ours, or a newer one is there */
+    mc_buf_fini(&b);
+}
+
+static void swap_master_on_r0(void *arg);
+
+/* Standby: start over from the snapshot (entries we had not read were
+ * trimmed, or we start). 0, or -1 (connection; retried), -2 (bad snapshot:
+ * FAILED). */
+static int load_snapshot(ha_t *h)
+{
+    const char *argv[3] = {"MGET", h->k_snap, h->k_snap_id};
+    size_t lens[3] = {4, strlen(h->k_snap), strlen(h->k_snap_id)};
+    void *v = NULL;
+    if (mc_ha_redis_cmd(h->rc, &v, 3, argv, lens) != MC_OK) {
+        drop_conn(h);
+        return -1;
+    }
+    redisReply *r = v;
+    char id[48];
+    unsigned long long seq = 0;
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+        r->element[0]->type != REDIS_REPLY_STRING || r->element[1]->type != REDIS_REPLY_STRING ||
+        sscanf(r->element[1]->str, "%47s %llu", id, &seq) != 2) {
+        MC_ERROR(HA, "the journal was trimmed but %s / %s hold no snapshot; this master "
+                     "cannot rebuild the state and stops following",
+                 h->k_snap, h->k_snap_id);
+        mc_ha_redis_free(r);
+        return -2;
+    }
+    /* a fresh core, then the snapshot's records */
+    mc_rpc_run_on(mc_reactor_group_get(h->s->g, 0), swap_master_on_r0, h->s);
+    int rc = apply_entry(h, "snapshot", (const uint8_t *)r->element[0]->str,
+                         r->element[0]->len, seq);
+    if (rc == 0) {
+        set_last_id(h, id);
+        h->applied_seq = seq;
+        h->snap_seq = seq;
+        atomic_fetch_add(&h->snapshots_loaded, 1);
+        mc_master_stats_t st;
+        mc_master_get_stats(h->s->m, &st);
+        MC_INFO(HA, "loaded the snapshot at journal entry %s: %llu objects, %llu segments", id,
+                (unsigned long long)st.key_count, (unsigned long long)st.segment_count);
+    }
+    mc_ha_redis_free(r);
+    return rc == 0 ? 0 : -2;
+}
+
+/* ------------------------------------------------------------- roles */
+
+static void noop_on(void *arg)
+{
+    (void)arg;
+}
+
+static void swap_master_on_r0(void *arg)
+{
+    master_srv_t *s = arg;
+    mc_master_t *fresh = NULL;
+    if (mc_master_create(&s->opts.master, s->view_version, &fresh) != MC_OK) {
+        /* keep the old one (never served again by this leader) */
+        MC_ERROR(HA, "cannot create a fresh master core; keeping the old state");
+        mc_master_set_journal(s->m, NULL, NULL);
+        return;
+    }
+    mc_master_t *old = s->m;
+    s->m = fresh;
+    mc_master_destroy(old);
+}
+
+/* Stop leading: refuse at once, fail held replies, rebuild from the journal. */
+static void demote(ha_t *h, const char *why)
+{
+    master_srv_t *s = h->s;
+    MC_WARN(HA, "no longer the leader (view %lld): %s; refusing store calls and rebuilding "
+                "the state from the journal",
+            (long long)h->view, why);
+    atomic_store(&s->lease_until_us, 0);
+    set_role(h, MC_HA_ROLE_STANDBY);
+    atomic_fetch_add(&h->demotions, 1);
+    set_leader(h, "");
+    for (unsigned i = 0; i < s->nscratch; i++)
+        mc_rpc_run_on(mc_reactor_group_get(s->g, i), noop_on, NULL);
+    notify_waiters(h);
+    mc_rpc_run_on(mc_reactor_group_get(s->g, 0), swap_master_on_r0, s);
+    pthread_mutex_lock(&h->mu);
+    mc_buf_reset(&h->buf);
+    h->encode_failed = 0;
+    pthread_mutex_unlock(&h->mu);
+    set_last_id(h, "0-0");
+    h->applied_seq = 0;
+    drop_conn(h);
+}
+
+static void promote(ha_t *h, int64_t view, uint64_t lease_until, uint64_t t_no_lease)
+{
+    master_srv_t *s = h->s;
+    uint64_t now = mc_now_us();
+    pthread_mutex_lock(&h->mu);
+    mc_buf_reset(&h->buf);
+    h->seq = h->applied_seq;
+    atomic_store(&h->seq_pub, h->seq);
+    atomic_store(&h->flushed, h->seq);
+    pthread_mutex_unlock(&h->mu);
+    h->view = view;
+    s->view_version = view;
+    mc_master_set_view_version(s->m, view);
+    mc_master_touch_clients(s->m, now);
+    mc_master_set_journal(s->m, on_journal, h);
+    h->renew_at_us = now + h->ttl_us / 3;
+    set_leader(h, h->addr);
+    atomic_store(&s->lease_until_us, lease_until);
+    atomic_fetch_add(&h->elections, 1);
+    if (t_no_lease != 0)
+        atomic_store(&h->failover_last_us, now - t_no_lease);
+    set_role(h, MC_HA_ROLE_LEADER);
+    mc_master_stats_t st;
+    mc_master_get_stats(s->m, &st);
+    MC_INFO(HA, "leader of cluster '%s' at %s, view %lld: %llu objects, %llu segments "
+                "from the journal (up to %s)",
+            h->url.cluster, h->addr, (long long)view, (unsigned long long)st.key_count,
+            (unsigned long long)st.segment_count, h->last_id);
+}
+
+static mc_status_t renew(ha_t *h)
+{
+    const char *keys[1] = {h->k_lease};
+    char ttl[24];
+    snprintf(ttl, sizeof(ttl), "%llu", (unsigned long long)(h->ttl_us / 1000));
+    const char *args[2] = {h->lease_val, ttl};
+    uint64_t t0 = mc_now_us();
+    redisReply *r = NULL;
+    mc_status_t st = eval(h, renew_lua, 1, keys, 2, args, NULL, &r);
+    if (st != MC_OK) {
+        atomic_fetch_add(&h->renew_fail, 1);
+        return st;
+    }
+    int ok = r->type == REDIS_REPLY_INTEGER && r->integer == 1;
+    mc_ha_redis_free(r);
+    if (!ok) {
+        atomic_fetch_add(&h->renew_fail, 1);
+        return MC_ERR_NOT_LEADER;
+    }
+    atomic_fetch_add(&h->renew_ok, 1);
+    atomic_store(&h->s->lease_until_us, t0 + h->ttl_us);
+    h->renew_at_us = t0 + h->ttl_us / 3;
+    return MC_OK;
+}
+
+/* Try to take the lease; on success catch up and lead. */
+static void try_elect(ha_t *h, uint64_t t_no_lease)
+{
+    const char *keys[2] = {h->k_lease, h->k_view};
+    char ttl[24];
+    snprintf(ttl, sizeof(ttl), "%llu", (unsigned long long)(h->ttl_us / 1000));
+    const char *args[3] = {h->addr, h->nonce, ttl};
+    uint64_t t0 = mc_now_us();
+    redisReply *r = NULL;
+    if (eval(h, elect_lua, 2, keys, 3, args, NULL, &r) != MC_OK) {
+        if (h->rc != NULL)
+            MC_WARN(HA, "election script failed: %s", mc_ha_redis_err(h->rc));
+        return;
+    }
+    long long v = r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
+    mc_ha_redis_free(r);
+    if (v <= 0)
+        return; /* another master was faster */
+    snprintf(h->lease_val, sizeof(h->lease_val), "%s %lld %s", h->addr, v, h->nonce);
+    atomic_store(&h->s->lease_until_us, t0 + h->ttl_us);
+    h->renew_at_us = t0 + h->ttl_us / 3;
+    /* No deposed leader can append now: read the stream to its end. */
+    for (;;) {
+        long n = read_journal(h, -1);
+        if (n == -3) {
+            int rc = load_snapshot(h);
+            n = rc == 0 ? READ_COUNT : rc; /* read on after it */
+        }
+        if (n < 0) {
+            if (n == -2)
+                set_role(h, MC_HA_ROLE_FAILED);
+            return; /* the lease runs out; another master takes over */
+        }
+        if (mc_now_us() >= h->renew_at_us) {
+            if (renew(h) != MC_OK)
+                return;
+        }
+        if (n < READ_COUNT)
+            break;
+    }
+    promote(h, v, atomic_load(&h->s->lease_until_us), t_no_lease);
+}
+
+/* Standby: follow the stream; when no lease exists, run for leader. */
+static void standby_step(ha_t *h, uint64_t *t_no_lease)
+{
+    uint64_t poll = h->ttl_us / 4 < POLL_MAX_US ? h->ttl_us / 4 : POLL_MAX_US;
+    long n = read_journal(h, (long)(poll / 1000 ? poll / 1000 : 1));
+    if (n == -3)
+        n = load_snapshot(h) == 0 ? READ_COUNT : -2;
+    if (n == -2) {
+        set_role(h, MC_HA_ROLE_FAILED);
+        return;
+    }
+    if (n > 0 && h->snapshot_records != 0 && h->rc != NULL &&
+        h->applied_seq >= h->snap_seq + h->snapshot_records)
+        take_snapshot(h);
+    if (n < 0 || n >= READ_COUNT)
+        return; /* reconnect, or more to read first */
+    const char *argv[4] = {"MGET", h->k_lease, h->k_head, h->k_snap_id};
+    size_t lens[4] = {4, strlen(h->k_lease), strlen(h->k_head), strlen(h->k_snap_id)};
+    void *v = NULL;
+    if (h->rc == NULL || mc_ha_redis_cmd(h->rc, &v, 4, argv, lens) != MC_OK) {
+        drop_conn(h);
+        return;
+    }
+    redisReply *r = v;
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 3) {
+        MC_WARN(HA, "MGET %s: a reply of an unexpected shape", h->k_lease);
+        mc_ha_redis_free(r);
+        return;
+    }
+    redisReply *lease = r->element[0], *head = r->element[1], *snap = r->element[2];
+    unsigned long long sseq = 0;
+    if (snap->type == REDIS_REPLY_STRING && sscanf(snap->str, "%*s %llu", &sseq) == 1 &&
+        sseq > h->snap_seq)
+        h->snap_seq = sseq; /* another standby's: no need for ours yet */
+    if (head->type == REDIS_REPLY_STRING) {
+        uint64_t hs = strtoull(head->str, NULL, 10);
+        atomic_store(&h->head_seq, hs);
+        atomic_store(&h->lag_records, hs > h->applied_seq ? hs - h->applied_seq : 0);
+        if (hs <= h->applied_seq)
+            atomic_store(&h->lag_ms, 0);
+    }
+    int no_lease = lease->type == REDIS_REPLY_NIL;
+    if (!no_lease) {
+        char addr[MC_HA_ADDR_MAX];
+        if (lease->type == REDIS_REPLY_STRING &&
+            mc_ha_parse_lease(lease->str, lease->len, addr, sizeof(addr), NULL) == MC_OK)
+            set_leader(h, addr);
+        else
+            MC_WARN(HA, "%s does not hold \"ADDR VIEW NONCE\"", h->k_lease);
+        *t_no_lease = 0;
+    }
+    mc_ha_redis_free(r);
+    if (no_lease && role(h) == MC_HA_ROLE_STANDBY && !atomic_load(&h->stop)) {
+        set_leader(h, "");
+        if (*t_no_lease == 0)
+            *t_no_lease = mc_now_us();
+        try_elect(h, *t_no_lease);
+        if (role(h) == MC_HA_ROLE_LEADER)
+            *t_no_lease = 0;
+    }
+}
+
+/* Append the records in h->sending (up to global number seq) with the
+ * fencing script. On failure the leader has been demoted. */
+static mc_status_t append_sending(ha_t *h, uint64_t seq)
+{
+    if (mc_buf_used(&h->sending) == 0)
+        return MC_OK;
+    const char *keys[3] = {h->k_lease, h->k_journal, h->k_head};
+    char sq[24];
+    snprintf(sq, sizeof(sq), "%llu", (unsigned long long)seq);
+    const char *args[3] = {h->lease_val, (const char *)mc_buf_head(&h->sending), sq};
+    size_t lens[3] = {strlen(h->lease_val), mc_buf_used(&h->sending), strlen(sq)};
+    uint64_t t0 = mc_now_us();
+    redisReply *r = NULL;
+    mc_status_t st = eval(h, append_lua, 3, keys, 3, args, lens, &r);
+    uint64_t dt = mc_now_us() - t0;
+    if (st != MC_OK) {
+        atomic_fetch_add(&h->append_fail, 1);
+        /* FENCED: a new leader holds the lease. A lost connection: the
+         * append may or may not have happened, and retrying could store it
+         * twice. Either way this leader must stop. */
+        char why[300];
+        snprintf(why, sizeof(why), "journal append refused or lost (%s)",
+                 h->rc != NULL ? mc_ha_redis_err(h->rc) : "connection lost");
+        mc_buf_reset(&h->sending);
+        demote(h, why);
+        return st;
+    }
+    mc_ha_redis_free(r);
+    atomic_fetch_add(&h->appends, 1);
+    atomic_fetch_add(&h->lat_sum_us, dt);
+    atomic_fetch_add(&h->lat_count, 1);
+    unsigned b = 0;
+    while (b < LAT_BUCKETS && dt > (100u << b))
+        b++;
+    atomic_fetch_add(&h->lat_buckets[b], 1);
+    atomic_store(&h->flushed, seq);
+    atomic_store(&h->head_seq, seq);
+    mc_buf_reset(&h->sending);
+    notify_waiters(h);
+    return MC_OK;
+}
+
+/* Take every pending record into h->sending; returns the global number of
+ * the last one, *failed when a record could not be encoded. */
+static uint64_t take_pending(ha_t *h, int *failed)
+{
+    pthread_mutex_lock(&h->mu);
+    h->kicked = 0;
+    *failed = h->encode_failed;
+    if (mc_buf_used(&h->sending) == 0) {
+        mc_buf_t tmp = h->sending;
+        h->sending = h->buf;
+        h->buf = tmp;
+        mc_buf_reset(&h->buf);
+    }
+    uint64_t seq = h->seq;
+    pthread_mutex_unlock(&h->mu);
+    return seq;
+}
+
+/* Leader: append what is pending, renew the lease in time. */
+static void leader_step(ha_t *h)
+{
+    uint64_t now = mc_now_us();
+    uint64_t until = atomic_load(&h->s->lease_until_us);
+    if (now >= until) {
+        demote(h, "the lease ran out before it could be renewed");
+        return;
+    }
+    /* wait for records (strict: a kick; async: the flush interval) or the
+     * renewal time, whichever comes first */
+    uint64_t wake = h->renew_at_us;
+    /* strict: replies that wait kick a flush at once; records no reply
+     * waits for (PutStart) still go within the flush interval */
+    if (now + h->flush_us < wake)
+        wake = now + h->flush_us;
+    pthread_mutex_lock(&h->mu);
+    if (!h->kicked && !h->encode_failed && !atomic_load(&h->stop) && wake > now) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        uint64_t ns = (uint64_t)ts.tv_nsec + (wake - now) * 1000;
+        ts.tv_sec += (time_t)(ns / 1000000000u);
+        ts.tv_nsec = (long)(ns % 1000000000u);
+        pthread_cond_timedwait(&h->cv, &h->mu, &ts);
+    }
+    pthread_mutex_unlock(&h->mu);
+    int failed = 0;
+    uint64_t seq = take_pending(h, &failed);
+    if (failed) {
+        demote(h, "a journal record could not be encoded (out of memory)");
+        return;
+    }
+    if (!ensure_conn(h)) {
+        if (mc_now_us() >= atomic_load(&h->s->lease_until_us))
+            demote(h, "redis unreachable until the lease ran out");
+        else
+            usleep(RECONNECT_US / 4);
+        /* records in `sending` are lost to this leader: it must not lead on */
+        if (mc_buf_used(&h->sending) > 0 && role(h) == MC_HA_ROLE_LEADER)
+            demote(h, "journal records could not be sent");
+        return;
+    }
+    if (append_sending(h, seq) != MC_OK)
+        return;
+    if (mc_now_us() >= h->renew_at_us) {
+        mc_status_t st = renew(h);
+        if (st == MC_ERR_NOT_LEADER)
+            demote(h, "the lease was taken by another master");
+        else if (st != MC_OK && mc_now_us() >= atomic_load(&h->s->lease_until_us))
+            demote(h, "the lease could not be renewed in time");
+        else if (st != MC_OK)
+            h->renew_at_us = mc_now_us() + RECONNECT_US;
+    }
+}
+
+static void *ha_main(void *arg)
+{
+    ha_t *h = arg;
+    uint64_t t_no_lease = 0;
+    while (!atomic_load(&h->stop)) {
+        mc_ha_role_t r = role(h);
+        if (r == MC_HA_ROLE_LEADER) {
+            leader_step(h);
+            continue;
+        }
+        if (r == MC_HA_ROLE_FAILED) {
+            usleep(POLL_MAX_US);
+            continue;
+        }
+        if (!ensure_conn(h)) {
+            usleep(RECONNECT_US);
+            continue;
+        }
+        standby_step(h, &t_no_lease);
+    }
+    return NULL;
+}
+
+mc_status_t master_ha_start(master_srv_t *s)
+{
+    const char *why = NULL;
+    ha_t *h = MC_NEW(ha_t);
+    if (h == NULL)
+        return MC_ERR_NOMEM;
+    h->s = s;
+    if (mc_ha_url_parse(s->opts.ha.backend ? s->opts.ha.backend : "", &h->url, &why) != MC_OK) {
+        MC_ERROR(HA, "ha.backend '%s': %s", s->opts.ha.backend ? s->opts.ha.backend : "", why);
+        mc_free(h);
+        return MC_ERR_CONFIG;
+    }
+    const char *cl = s->opts.ha.cluster_id && *s->opts.ha.cluster_id ? s->opts.ha.cluster_id
+                                                                      : "mooncake";
+    if (strlen(cl) >= sizeof(h->url.cluster) || strpbrk(cl, " /\t") != NULL) {
+        MC_ERROR(HA, "ha.cluster_id '%s': too long or contains '/' or blanks", cl);
+        mc_free(h);
+        return MC_ERR_CONFIG;
+    }
+    snprintf(h->url.cluster, sizeof(h->url.cluster), "%s", cl);
+    mc_ha_key(h->k_lease, sizeof(h->k_lease), cl, "lease");
+    mc_ha_key(h->k_view, sizeof(h->k_view), cl, "view");
+    mc_ha_key(h->k_journal, sizeof(h->k_journal), cl, "journal");
+    mc_ha_key(h->k_head, sizeof(h->k_head), cl, "head");
+    mc_ha_key(h->k_snap, sizeof(h->k_snap), cl, "snap");
+    mc_ha_key(h->k_snap_id, sizeof(h->k_snap_id), cl, "snap_id");
+    mc_ha_key(h->k_trimmed, sizeof(h->k_trimmed), cl, "trimmed");
+    h->snapshot_records = s->opts.ha.snapshot_records;
+    uint16_t port = mc_rpc_server_port(s->rpc);
+    if (s->opts.ha.advertise != NULL && *s->opts.ha.advertise) {
+        snprintf(h->addr, sizeof(h->addr), "%s", s->opts.ha.advertise);
+    } else {
+        const char *b = s->bind_address;
+        int wild = strcmp(b, "0.0.0.0") == 0 || strcmp(b, "::") == 0 || *b == '\0';
+        if (wild)
+            MC_WARN(HA, "server.bind_address is a wildcard: advertising 127.0.0.1:%u to "
+                        "clients; set ha.advertise_address for other hosts",
+                    port);
+        snprintf(h->addr, sizeof(h->addr), "%s:%u", wild ? "127.0.0.1" : b, port);
+    }
+    uint64_t rnd[2] = {0, 0};
+    if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd))
+        rnd[0] = mc_wall_us() ^ (uint64_t)(uintptr_t)h;
+    snprintf(h->nonce, sizeof(h->nonce), "%016llx", (unsigned long long)(rnd[0] ^ rnd[1]));
+    h->ttl_us = s->opts.ha.lease_ttl_us;
+    h->flush_us = s->opts.ha.flush_interval_us ? s->opts.ha.flush_interval_us : 10000;
+    h->sync = s->opts.ha.sync;
+    snprintf(h->last_id, sizeof(h->last_id), "0-0");
+    pthread_mutex_init(&h->mu, NULL);
+    pthread_mutex_init(&h->lmu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&h->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    atomic_store(&s->role, MC_HA_ROLE_STANDBY);
+    s->ha = h;
+    if (pthread_create(&h->thread, NULL, ha_main, h) != 0) {
+        MC_ERROR(HA, "cannot start the HA thread");
+        s->ha = NULL;
+        atomic_store(&s->role, MC_HA_ROLE_NONE);
+        pthread_mutex_destroy(&h->mu);
+        pthread_mutex_destroy(&h->lmu);
+        pthread_cond_destroy(&h->cv);
+        mc_free(h);
+        return MC_ERR_NOMEM;
+    }
+    h->started = 1;
+    MC_INFO(HA, "high availability: cluster '%s' on redis %s:%u/%d, lease %llu ms, sync %s, "
+                "advertising %s; starting as a standby",
+            cl, h->url.host, h->url.port, h->url.db, (unsigned long long)(h->ttl_us / 1000),
+            h->sync == MC_HA_SYNC_STRICT ? "strict" : "async", h->addr);
+    return MC_OK;
+}
+
+void master_ha_stop(master_srv_t *s)
+{
+    ha_t *h = s->ha;
+    if (h == NULL)
+        return;
+    atomic_store(&h->stop, 1);
+    pthread_mutex_lock(&h->mu);
+    pthread_cond_signal(&h->cv);
+    pthread_mutex_unlock(&h->mu);
+    if (h->started)
+        pthread_join(h->thread, NULL);
+    /* refuse new calls; once every reactor ran an empty message none is
+     * inside the core, so what is pending is all there will be */
+    atomic_store(&s->lease_until_us, 0);
+    for (unsigned i = 0; i < s->nscratch; i++)
+        mc_rpc_run_on(mc_reactor_group_get(s->g, i), noop_on, NULL);
+    if (role(h) == MC_HA_ROLE_LEADER && ensure_conn(h)) {
+        /* flush, then hand over at once instead of after the lease TTL */
+        int failed = 0;
+        uint64_t seq = take_pending(h, &failed);
+        if (!failed && append_sending(h, seq) == MC_OK) {
+            const char *keys[1] = {h->k_lease};
+            const char *args[1] = {h->lease_val};
+            redisReply *r = NULL;
+            if (eval(h, release_lua, 1, keys, 1, args, NULL, &r) == MC_OK) {
+                MC_INFO(HA, "journal flushed and lease released");
+                mc_ha_redis_free(r);
+            }
+        }
+    }
+    set_role(h, MC_HA_ROLE_STANDBY);
+    mc_master_set_journal(s->m, NULL, NULL);
+    drop_conn(h);
+    /* s->ha stays: handlers still running see a standby and refuse */
+}
+
+void master_ha_free(master_srv_t *s)
+{
+    ha_t *h = s->ha;
+    if (h == NULL)
+        return;
+    mc_buf_fini(&h->buf);
+    mc_buf_fini(&h->sending);
+    pthread_mutex_destroy(&h->mu);
+    pthread_mutex_destroy(&h->lmu);
+    pthread_cond_destroy(&h->cv);
+    s->ha = NULL;
+    mc_free(h);
+}
+
+/* ------------------------------------------------------------- status */
+
+static void appendf(mc_buf_t *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void appendf(mc_buf_t *b, const char *fmt, ...)
+{
+    char line[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(line, sizeof(line), fmt, ap);
+    va_end(ap);
+    if (n > 0)
+        mc_buf_append(b, line, (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1);
+}
+
+void master_ha_status_json(master_srv_t *s, mc_buf_t *b)
+{
+    ha_t *h = s->ha;
+    if (h == NULL) {
+        appendf(b, "{\"role\":\"single\",\"ha\":false,\"view_version\":%lld}\n",
+                (long long)s->view_version);
+        return;
+    }
+    char leader[MC_HA_ADDR_MAX], last_id[sizeof(h->last_id)];
+    master_ha_leader(s, leader, sizeof(leader));
+    pthread_mutex_lock(&h->lmu);
+    memcpy(last_id, h->last_id, sizeof(last_id));
+    pthread_mutex_unlock(&h->lmu);
+    uint64_t until = atomic_load(&s->lease_until_us), now = mc_now_us();
+    appendf(b,
+            "{\"role\":\"%s\",\"ha\":true,\"cluster\":\"%s\",\"address\":\"%s\","
+            "\"leader\":\"%s\",\"view_version\":%lld,\"sync\":\"%s\",\"lease_ttl_ms\":%llu,"
+            "\"lease_left_ms\":%llu,",
+            mc_ha_role_name(role(h)), h->url.cluster, h->addr, leader,
+            (long long)s->view_version, h->sync == MC_HA_SYNC_STRICT ? "strict" : "async",
+            (unsigned long long)(h->ttl_us / 1000),
+            (unsigned long long)(until > now && role(h) == MC_HA_ROLE_LEADER
+                                     ? (until - now) / 1000
+                                     : 0));
+    appendf(b,
+            "\"elections\":%llu,\"lease_renewals_ok\":%llu,\"lease_renewals_failed\":%llu,"
+            "\"journal_appends\":%llu,\"journal_append_failures\":%llu,"
+            "\"journal_records_pending\":%llu,\"journal_head_seq\":%llu,"
+            "\"records_applied\":%llu,\"apply_errors\":%llu,\"replication_lag_records\":%llu,"
+            "\"replication_lag_ms\":%llu,\"last_failover_ms\":%llu,\"snapshots_taken\":%llu,"
+            "\"snapshots_loaded\":%llu,\"last_applied_entry\":\"%s\"}\n",
+            (unsigned long long)atomic_load(&h->elections),
+            (unsigned long long)atomic_load(&h->renew_ok),
+            (unsigned long long)atomic_load(&h->renew_fail),
+            (unsigned long long)atomic_load(&h->appends),
+            (unsigned long long)atomic_load(&h->append_fail),
+            (unsigned long long)(atomic_load(&h->seq_pub) - atomic_load(&h->flushed)),
+            (unsigned long long)atomic_load(&h->head_seq),
+            (unsigned long long)atomic_load(&h->records_applied),
+            (unsigned long long)atomic_load(&h->apply_errors),
+            (unsigned long long)(role(h) == MC_HA_ROLE_LEADER ? 0 : atomic_load(&h->lag_records)),
+            (unsigned long long)(role(h) == MC_HA_ROLE_LEADER ? 0 : atomic_load(&h->lag_ms)),
+            (unsigned long long)(atomic_load(&h->failover_last_us) / 1000),
+            (unsigned long long)atomic_load(&h->snapshots_taken),
+            (unsigned long long)atomic_load(&h->snapshots_loaded), last_id);
+}
+
+void master_ha_metrics(master_srv_t *s, mc_buf_t *b)
+{
+    ha_t *h = s->ha;
+    int r = h != NULL ? (int)role(h) : MC_HA_ROLE_NONE;
+    appendf(b, "# HELP master_ha_role 0 single, 1 standby, 2 leader, 3 failed\n"
+               "# TYPE master_ha_role gauge\nmaster_ha_role %d\n",
+            r);
+    if (h == NULL)
+        return;
+    appendf(b, "# TYPE master_ha_elections_total counter\nmaster_ha_elections_total %llu\n",
+            (unsigned long long)atomic_load(&h->elections));
+    appendf(b, "# TYPE master_ha_demotions_total counter\nmaster_ha_demotions_total %llu\n",
+            (unsigned long long)atomic_load(&h->demotions));
+    appendf(b,
+            "# TYPE master_ha_lease_renewals_total counter\n"
+            "master_ha_lease_renewals_total{result=\"ok\"} %llu\n"
+            "master_ha_lease_renewals_total{result=\"failed\"} %llu\n",
+            (unsigned long long)atomic_load(&h->renew_ok),
+            (unsigned long long)atomic_load(&h->renew_fail));
+    appendf(b,
+            "# TYPE master_ha_journal_appends_total counter\n"
+            "master_ha_journal_appends_total{result=\"ok\"} %llu\n"
+            "master_ha_journal_appends_total{result=\"failed\"} %llu\n",
+            (unsigned long long)atomic_load(&h->appends),
+            (unsigned long long)atomic_load(&h->append_fail));
+    appendf(b, "# TYPE master_ha_journal_records_applied_total counter\n"
+               "master_ha_journal_records_applied_total %llu\n"
+               "# TYPE master_ha_journal_apply_errors_total counter\n"
+               "master_ha_journal_apply_errors_total %llu\n",
+            (unsigned long long)atomic_load(&h->records_applied),
+            (unsigned long long)atomic_load(&h->apply_errors));
+    appendf(b, "# TYPE master_ha_snapshots_total counter\n"
+               "master_ha_snapshots_total{op=\"taken\"} %llu\n"
+               "master_ha_snapshots_total{op=\"loaded\"} %llu\n"
+               "# TYPE master_ha_snapshot_bytes gauge\nmaster_ha_snapshot_bytes %llu\n",
+            (unsigned long long)atomic_load(&h->snapshots_taken),
+            (unsigned long long)atomic_load(&h->snapshots_loaded),
+            (unsigned long long)atomic_load(&h->snapshot_bytes));
+    int lead = r == MC_HA_ROLE_LEADER;
+    appendf(b, "# HELP master_ha_replication_lag_records journal records not yet applied\n"
+               "# TYPE master_ha_replication_lag_records gauge\n"
+               "master_ha_replication_lag_records %llu\n"
+               "# TYPE master_ha_replication_lag_ms gauge\nmaster_ha_replication_lag_ms %llu\n",
+            (unsigned long long)(lead ? 0 : atomic_load(&h->lag_records)),
+            (unsigned long long)(lead ? 0 : atomic_load(&h->lag_ms)));
+    appendf(b, "# HELP master_ha_journal_append_seconds time of one journal append script\n"
+               "# TYPE master_ha_journal_append_seconds histogram\n");
+    uint64_t cum = 0;
+    for (unsigned i = 0; i < LAT_BUCKETS; i++) {
+        cum += atomic_load(&h->lat_buckets[i]);
+        appendf(b, "master_ha_journal_append_seconds_bucket{le=\"%g\"} %llu\n",
+                (double)(100u << i) / 1e6, (unsigned long long)cum);
+    }
+    cum += atomic_load(&h->lat_buckets[LAT_BUCKETS]);
+    appendf(b,
+            "master_ha_journal_append_seconds_bucket{le=\"+Inf\"} %llu\n"
+            "master_ha_journal_append_seconds_sum %g\n"
+            "master_ha_journal_append_seconds_count %llu\n",
+            (unsigned long long)cum, (double)atomic_load(&h->lat_sum_us) / 1e6,
+            (unsigned long long)atomic_load(&h->lat_count));
+}

@@ -1,0 +1,773 @@
+/*
+ * High availability end to end: a real redis-server, three mooncake-master
+ * processes (ha.backend = that redis, ha.lease_ttl = 1 s, ha.sync = strict),
+ * two mooncake-store-server storage nodes and this process as a client, all
+ * finding the leader through master = redis://...?cluster=ID.
+ *
+ *  - exactly one master leads; the others answer NOT_LEADER and say where
+ *    the leader is; /role and /ha_status tell the same;
+ *  - the leader SIGKILLed during a stream of puts and gets: a standby leads
+ *    within 2 x the lease TTL; every put acknowledged (strict) before, during
+ *    or after is readable afterwards with its bytes; no call takes longer
+ *    than its time budget; puts work again on the new leader without any
+ *    node re-mounting by hand; the old leader restarted becomes a standby;
+ *  - a leader frozen (SIGSTOP) past its lease is deposed: on waking up it
+ *    refuses calls, and its late journal appends are refused by the fencing
+ *    check (the stream keeps one history: every acknowledged put survives);
+ *  - with metadata = master (the masters' embedded transfer-metadata
+ *    service), segment descriptors survive the failover and clients' metadata
+ *    backends follow the leader;
+ *  - a leader whose lease is taken by someone else cannot append one record:
+ *    the call it was about to acknowledge fails with NOT_LEADER.
+ *
+ * Timing: the lease is 1 s, standbys poll every 250 ms, so a failover takes
+ * about 1-1.3 s after the kill.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+
+#include <hiredis/hiredis.h>
+
+#include "mooncake/store.h"
+#include "proc.h"
+#include "rpc/fields.h"
+#include "rpc/methods.h"
+#include "rpc/rpc.h"
+#include "store/ha_redis.h"
+#include "store/master_client.h"
+#include "util/log.h"
+#include "util/mem.h"
+#include "util/time.h"
+
+#define NMASTERS 3
+#define NNODES 2
+#define LEASE_MS 1000
+#define RPC_TIMEOUT_US 2000000ull
+#define CLUSTER "hatest"
+#define MAXVAL 65536
+
+typedef struct master_proc {
+    test_proc_t p;
+    unsigned rpc_port, http_port;
+} master_proc_t;
+
+typedef struct env {
+    const char *redis_bin;
+    char dir[64];
+    test_proc_t redis;
+    unsigned redis_port;
+    char master_url[128], meta_url[128];
+    master_proc_t m[NMASTERS];
+    test_proc_t node[NNODES];
+    mc_store_t *s;
+} env_t;
+
+/* ------------------------------------------------------------ helpers */
+
+static void start_redis(env_t *e)
+{
+    char port[16], log[128];
+    e->redis_port = test_free_port();
+    snprintf(port, sizeof(port), "%u", e->redis_port);
+    snprintf(log, sizeof(log), "%s/redis.log", e->dir);
+    char *argv[] = {(char *)e->redis_bin, "--port", port, "--bind", "127.0.0.1", "--save", "",
+                    "--appendonly", "no", "--dir", e->dir, "--logfile", log, "--daemonize",
+                    "no", NULL};
+    assert_int_equal(test_proc_start(&e->redis, argv), 0);
+    for (int waited = 0; !test_port_open(e->redis_port); waited += 10) {
+        if (waited > 5000)
+            fail_msg("redis-server did not listen on port %u within 5 s", e->redis_port);
+        usleep(10000);
+    }
+    snprintf(e->master_url, sizeof(e->master_url), "redis://127.0.0.1:%u/0?cluster=" CLUSTER,
+             e->redis_port);
+    snprintf(e->meta_url, sizeof(e->meta_url), "redis://127.0.0.1:%u/1", e->redis_port);
+}
+
+/* Start master i on its ports (chosen the first time). 0 once it listens. */
+static int start_master(env_t *e, int i)
+{
+    master_proc_t *m = &e->m[i];
+    char bin[256], rpc[64], http[64], backend[128], log[160];
+    if (m->rpc_port == 0) {
+        m->rpc_port = test_free_port();
+        do
+            m->http_port = test_free_port();
+        while (m->http_port == m->rpc_port);
+    }
+    snprintf(rpc, sizeof(rpc), "server.rpc_port=%u", m->rpc_port);
+    snprintf(http, sizeof(http), "server.http_port=%u", m->http_port);
+    snprintf(backend, sizeof(backend), "ha.backend=redis://127.0.0.1:%u/0", e->redis_port);
+    snprintf(log, sizeof(log), "log.file=%s/master-%d.log", e->dir, i);
+    char *argv[] = {(char *)test_prog("mooncake-master", bin, sizeof(bin)),
+                    "--set", "server.bind_address=127.0.0.1",
+                    "--set", rpc,
+                    "--set", http,
+                    "--set", "server.reactors=1",
+                    "--set", "server.tick_interval=20ms",
+                    "--set", "master.client_ttl=10s",
+                    "--set", backend,
+                    "--set", "ha.cluster_id=" CLUSTER,
+                    "--set", "ha.lease_ttl=1s",
+                    "--set", "ha.sync=strict",
+                    "--set", "ha.snapshot_records=300",
+                    "--set", log,
+                    "--set", "log.level=info",
+                    NULL};
+    if (test_proc_start(&m->p, argv) != 0)
+        return -1;
+    for (int waited = 0; waited < 10000; waited += 10) {
+        int status;
+        if (waitpid(m->p.pid, &status, WNOHANG) == m->p.pid) {
+            close(m->p.out_fd);
+            m->p.pid = 0;
+            return -1;
+        }
+        if (test_port_open(m->rpc_port) && test_port_open(m->http_port))
+            return 0;
+        usleep(10000);
+    }
+    test_proc_stop(&m->p, SIGKILL, 1000);
+    return -1;
+}
+
+/* The leader per Redis: master index, or -1 (none / not one of ours). */
+static int leader(env_t *e, int64_t *view)
+{
+    mc_ha_url_t u;
+    const char *why;
+    assert_int_equal(mc_ha_url_parse(e->master_url, &u, &why), MC_OK);
+    char addr[MC_HA_ADDR_MAX];
+    if (mc_ha_resolve_leader(&u, 500000, addr, sizeof(addr), view) != MC_OK)
+        return -1;
+    for (int i = 0; i < NMASTERS; i++) {
+        char want[64];
+        snprintf(want, sizeof(want), "127.0.0.1:%u", e->m[i].rpc_port);
+        if (strcmp(addr, want) == 0)
+            return i;
+    }
+    return -1;
+}
+
+/* Wait until some master other than `not` leads; its index or -1. */
+static int wait_leader(env_t *e, int not, int timeout_ms, int64_t *view)
+{
+    uint64_t deadline = mc_now_ms() + (uint64_t)timeout_ms;
+    do {
+        int l = leader(e, view);
+        if (l >= 0 && l != not)
+            return l;
+        usleep(10000);
+    } while (mc_now_ms() < deadline);
+    return -1;
+}
+
+/* GET http://127.0.0.1:port/path; the status code, the body into buf. */
+static int http_get(unsigned port, const char *path, char *buf, size_t len)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+    if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof(a)) != 0) {
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    char req[256];
+    int n = snprintf(req, sizeof(req), "GET %s HTTP/1.0\r\nHost: x\r\n\r\n", path);
+    if (write(fd, req, (size_t)n) != n) {
+        close(fd);
+        return -1;
+    }
+    char resp[8192];
+    size_t got = 0;
+    ssize_t r;
+    while (got + 1 < sizeof(resp) && (r = read(fd, resp + got, sizeof(resp) - 1 - got)) > 0)
+        got += (size_t)r;
+    close(fd);
+    resp[got] = '\0';
+    int code = -1;
+    if (sscanf(resp, "HTTP/1.%*d %d", &code) != 1)
+        return -1;
+    const char *body = strstr(resp, "\r\n\r\n");
+    snprintf(buf, len, "%s", body ? body + 4 : "");
+    return code;
+}
+
+static int start_node(env_t *e, int i)
+{
+    char bin[256], master[160], meta[160], port[64], name[64];
+    unsigned p = test_free_port();
+    snprintf(master, sizeof(master), "store.master=%s", e->master_url);
+    snprintf(meta, sizeof(meta), "store.metadata=%s", e->meta_url);
+    snprintf(port, sizeof(port), "store.port=%u", p);
+    snprintf(name, sizeof(name), "store.local_hostname=127.0.0.1:%u", p);
+    char *argv[] = {(char *)test_prog("mooncake-store-server", bin, sizeof(bin)),
+                    "--set", master,
+                    "--set", meta,
+                    "--set", port,
+                    "--set", name,
+                    "--set", "store.global_segment_size=64MiB",
+                    "--set", "store.reactors=1",
+                    "--set", "store.rpc_timeout=2s",
+                    "--set", "log.level=error",
+                    NULL};
+    if (test_proc_start(&e->node[i], argv) != 0)
+        return -1;
+    char line[256];
+    if (test_proc_readline(&e->node[i], line, sizeof(line), 15000) != 0 ||
+        strncmp(line, "ready ", 6) != 0) {
+        test_proc_stop(&e->node[i], SIGKILL, 1000);
+        return -1;
+    }
+    return 0;
+}
+
+static void fill(uint8_t *p, size_t n, uint64_t seed)
+{
+    uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
+    for (size_t i = 0; i < n; i++) {
+        if ((i & 7) == 0) {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+        }
+        p[i] = (uint8_t)(x >> ((i & 7) * 8));
+    }
+}
+
+static size_t val_len(unsigned i)
+{
+    return 512 + (i * 7919u) % (MAXVAL - 512);
+}
+
+static int setup(void **state)
+{
+    static env_t e;
+    memset(&e, 0, sizeof(e));
+    signal(SIGPIPE, SIG_IGN);
+    e.redis_bin = getenv("TEST_REDIS_SERVER");
+    if (e.redis_bin == NULL)
+        e.redis_bin = "/usr/bin/redis-server";
+    if (access(e.redis_bin, X_OK) != 0) {
+        fprintf(stderr, "FATAL: %s not found: these tests need a real redis-server\n",
+                e.redis_bin);
+        return -1;
+    }
+    snprintf(e.dir, sizeof(e.dir), "/tmp/mc-ha-XXXXXX");
+    if (mkdtemp(e.dir) == NULL)
+        return -1;
+    start_redis(&e);
+    for (int i = 0; i < NMASTERS; i++) {
+        int ok = -1;
+        for (int attempt = 0; attempt < 3 && ok != 0; attempt++) {
+            if (attempt > 0)
+                e.m[i].rpc_port = 0;
+            ok = start_master(&e, i);
+        }
+        assert_int_equal(ok, 0);
+    }
+    int64_t view = 0;
+    assert_true(wait_leader(&e, -1, 5000, &view) >= 0);
+    for (int i = 0; i < NNODES; i++) {
+        int ok = -1;
+        for (int attempt = 0; attempt < 3 && ok != 0; attempt++)
+            ok = start_node(&e, i);
+        assert_int_equal(ok, 0);
+    }
+    mc_store_config_t c;
+    mc_store_config_init(&c);
+    c.master = e.master_url;
+    c.metadata = e.meta_url;
+    c.local_buffer_size = 8 << 20;
+    c.reactors = 1;
+    c.rpc_timeout_us = RPC_TIMEOUT_US;
+    c.transfer_timeout_us = 2000000;
+    assert_int_equal(mc_store_open(&c, &e.s), MC_OK);
+    *state = &e;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    env_t *e = *state;
+    mc_store_close(e->s);
+    for (int i = 0; i < NNODES; i++)
+        if (e->node[i].pid > 0)
+            test_proc_stop(&e->node[i], SIGTERM, 5000);
+    for (int i = 0; i < NMASTERS; i++)
+        if (e->m[i].p.pid > 0)
+            test_proc_stop(&e->m[i].p, SIGTERM, 5000);
+    test_proc_stop(&e->redis, SIGTERM, 5000);
+    if (getenv("TEST_KEEP_LOGS") == NULL) {
+        char cmd[128];
+        snprintf(cmd, sizeof(cmd), "rm -rf %s", e->dir);
+        if (system(cmd) != 0)
+            fprintf(stderr, "could not remove %s\n", e->dir);
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------ the load */
+
+typedef struct load {
+    env_t *e;
+    _Atomic int stop;
+    _Atomic unsigned next;       /* next key number */
+    unsigned char acked[100000]; /* key i was acknowledged */
+    _Atomic unsigned nacked, nfailed, gets_ok, gets_bad_bytes;
+    _Atomic uint64_t worst_call_us;
+    _Atomic unsigned acked_after_mark; /* puts acknowledged after `mark` was set */
+    _Atomic int mark;
+} load_t;
+
+static void note_time(load_t *l, uint64_t t0)
+{
+    uint64_t dt = mc_now_us() - t0;
+    uint64_t w = atomic_load(&l->worst_call_us);
+    while (dt > w && !atomic_compare_exchange_weak(&l->worst_call_us, &w, dt))
+        ;
+}
+
+static void *load_main(void *arg)
+{
+    load_t *l = arg;
+    uint8_t *buf = mc_malloc(MAXVAL), *got = mc_malloc(MAXVAL);
+    uint64_t x = 12345;
+    while (!atomic_load(&l->stop)) {
+        unsigned i = atomic_fetch_add(&l->next, 1);
+        if (i >= sizeof(l->acked))
+            break;
+        char key[32];
+        int kl = snprintf(key, sizeof(key), "ha-%06u", i);
+        size_t n = val_len(i);
+        fill(buf, n, i);
+        uint64_t t0 = mc_now_us();
+        mc_status_t st = mc_store_put(l->e->s, key, (size_t)kl, buf, n, NULL);
+        note_time(l, t0);
+        if (st == MC_OK) {
+            l->acked[i] = 1;
+            atomic_fetch_add(&l->nacked, 1);
+            if (atomic_load(&l->mark))
+                atomic_fetch_add(&l->acked_after_mark, 1);
+        } else {
+            atomic_fetch_add(&l->nfailed, 1);
+        }
+        /* read back an earlier acknowledged one */
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        unsigned j = (unsigned)(x % (i + 1));
+        if (!l->acked[j])
+            continue;
+        kl = snprintf(key, sizeof(key), "ha-%06u", j);
+        t0 = mc_now_us();
+        int64_t r = mc_store_get(l->e->s, key, (size_t)kl, got, MAXVAL, NULL);
+        note_time(l, t0);
+        if (r >= 0) {
+            fill(buf, val_len(j), j);
+            if ((size_t)r == val_len(j) && memcmp(got, buf, (size_t)r) == 0)
+                atomic_fetch_add(&l->gets_ok, 1);
+            else
+                atomic_fetch_add(&l->gets_bad_bytes, 1);
+        }
+    }
+    mc_free(buf);
+    mc_free(got);
+    return NULL;
+}
+
+/* Every acknowledged put reads back with its bytes (a get may meet the
+ * tail of a failover: retried a few times). */
+static void check_all_acked(load_t *l)
+{
+    uint8_t *want = mc_malloc(MAXVAL), *got = mc_malloc(MAXVAL);
+    unsigned n = atomic_load(&l->next), checked = 0;
+    for (unsigned i = 0; i < n && i < sizeof(l->acked); i++) {
+        if (!l->acked[i])
+            continue;
+        char key[32];
+        int kl = snprintf(key, sizeof(key), "ha-%06u", i);
+        int64_t r = -1;
+        for (int attempt = 0; attempt < 5 && r < 0; attempt++) {
+            r = mc_store_get(l->e->s, key, (size_t)kl, got, MAXVAL, NULL);
+            if (r < 0)
+                usleep(200000);
+        }
+        if (r < 0)
+            fail_msg("acknowledged put %s is not readable: %s", key, mc_status_str((int)r));
+        fill(want, val_len(i), i);
+        assert_int_equal(r, val_len(i));
+        assert_memory_equal(got, want, (size_t)r);
+        checked++;
+    }
+    print_message("%u acknowledged puts read back byte for byte\n", checked);
+    mc_free(want);
+    mc_free(got);
+}
+
+/* ------------------------------------------------------------ tests */
+
+static void one_master_leads_and_the_others_say_where_it_is(void **state)
+{
+    env_t *e = *state;
+    int64_t view = 0;
+    int l = wait_leader(e, -1, 3000, &view);
+    assert_true(l >= 0);
+    assert_true(view > 0);
+    char body[4096];
+    for (int i = 0; i < NMASTERS; i++) {
+        int code = http_get(e->m[i].http_port, "/role", body, sizeof(body));
+        if (i == l) {
+            assert_int_equal(code, 200);
+            assert_string_equal(body, "leader\n");
+        } else {
+            assert_int_equal(code, 503);
+            assert_string_equal(body, "standby\n");
+        }
+        assert_int_equal(http_get(e->m[i].http_port, "/ha_status", body, sizeof(body)), 200);
+        assert_non_null(strstr(body, i == l ? "\"role\":\"leader\"" : "\"role\":\"standby\""));
+    }
+    /* a standby refuses a store call with NOT_LEADER and the leader's address */
+    int sb = (l + 1) % NMASTERS;
+    mc_reactor_group_opts_t go;
+    mc_reactor_group_opts_init(&go);
+    go.count = 1;
+    mc_reactor_group_t *g;
+    assert_int_equal(mc_reactor_group_create(&go, &g), MC_OK);
+    mc_rpc_client_opts_t ro;
+    mc_rpc_client_opts_init(&ro);
+    ro.host = "127.0.0.1";
+    ro.port = (uint16_t)e->m[sb].rpc_port;
+    mc_rpc_client_t *c;
+    assert_int_equal(mc_rpc_client_create(mc_reactor_group_get(g, 0), &ro, &c), MC_OK);
+    mc_buf_t body_buf = MC_BUF_INIT, resp = MC_BUF_INIT;
+    mc_mp_writer_t w;
+    mc_mp_writer_init(&w, &body_buf);
+    mc_mcli_key(&w, "k", 1);
+    assert_int_equal(mc_rpc_call_sync(c, MC_RPC_EXIST_KEY, mc_buf_head(&body_buf),
+                                      mc_buf_used(&body_buf), 2000000, &resp),
+                     MC_ERR_NOT_LEADER);
+    char want[64];
+    snprintf(want, sizeof(want), "127.0.0.1:%u", e->m[l].rpc_port);
+    assert_non_null(memmem(mc_buf_head(&resp), mc_buf_used(&resp), want, strlen(want)));
+    mc_buf_fini(&body_buf);
+    mc_buf_fini(&resp);
+    mc_rpc_client_destroy(c);
+    mc_reactor_group_destroy(g);
+}
+
+static void killing_the_leader_under_load_loses_no_acknowledged_put(void **state)
+{
+    env_t *e = *state;
+    static load_t l;
+    memset(&l, 0, sizeof(l));
+    l.e = e;
+    int64_t v0 = 0;
+    int old = wait_leader(e, -1, 3000, &v0);
+    assert_true(old >= 0);
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, load_main, &l), 0);
+    /* let some puts through, then kill the leader mid-stream */
+    for (int waited = 0; atomic_load(&l.nacked) < 200 && waited < 10000; waited += 10)
+        usleep(10000);
+    assert_true(atomic_load(&l.nacked) >= 200);
+    uint64_t t_kill = mc_now_us();
+    kill(e->m[old].p.pid, SIGKILL);
+    int64_t v1 = 0;
+    int nl = wait_leader(e, old, 2 * LEASE_MS + 500, &v1);
+    uint64_t t_new = mc_now_us();
+    assert_true(nl >= 0);
+    assert_true(v1 > v0);
+    print_message("leader %d killed; %d leads (view %lld -> %lld) %llu ms later\n", old, nl,
+                  (long long)v0, (long long)v1, (unsigned long long)((t_new - t_kill) / 1000));
+    assert_true(t_new - t_kill <= 2ull * LEASE_MS * 1000);
+    /* keep the stream going on the new leader */
+    atomic_store(&l.mark, 1);
+    for (int waited = 0; atomic_load(&l.acked_after_mark) < 200 && waited < 10000; waited += 10)
+        usleep(10000);
+    atomic_store(&l.stop, 1);
+    pthread_join(t, NULL);
+    print_message("puts: %u acknowledged (%u after the new leader), %u failed; gets: %u ok; "
+                  "slowest call %llu ms\n",
+                  atomic_load(&l.nacked), atomic_load(&l.acked_after_mark),
+                  atomic_load(&l.nfailed), atomic_load(&l.gets_ok),
+                  (unsigned long long)(atomic_load(&l.worst_call_us) / 1000));
+    assert_true(atomic_load(&l.acked_after_mark) >= 200);
+    assert_int_equal(atomic_load(&l.gets_bad_bytes), 0);
+    /* a put is PutStart (<= rpc timeout) + transfer + PutEnd (<= rpc timeout,
+     * resent within it): nothing may take longer */
+    assert_true(atomic_load(&l.worst_call_us) < 2 * RPC_TIMEOUT_US + 2000000);
+    {
+        int status;
+        waitpid(e->m[old].p.pid, &status, 0);
+        close(e->m[old].p.out_fd);
+        e->m[old].p.pid = 0;
+    }
+    check_all_acked(&l);
+
+    /* the old leader comes back as a standby and follows */
+    assert_int_equal(start_master(e, old), 0);
+    char body[4096];
+    int code = -1;
+    for (int waited = 0; waited < 5000; waited += 50) {
+        code = http_get(e->m[old].http_port, "/role", body, sizeof(body));
+        if (code == 503 && strcmp(body, "standby\n") == 0)
+            break;
+        usleep(50000);
+    }
+    assert_int_equal(code, 503);
+    assert_string_equal(body, "standby\n");
+    int64_t v2 = 0;
+    assert_int_equal(leader(e, &v2), nl);
+    assert_int_equal(v2, v1);
+    /* the journal was trimmed behind snapshots (ha.snapshot_records = 300):
+     * the restarted master rebuilt from the snapshot plus the tail, and
+     * holds exactly the leader's objects */
+    char lsum[512], ssum[512];
+    unsigned long long lk = 0, sk = 1;
+    for (int waited = 0; waited < 3000 && lk != sk; waited += 100) {
+        assert_int_equal(http_get(e->m[nl].http_port, "/metrics/summary", lsum, sizeof(lsum)),
+                         200);
+        assert_int_equal(http_get(e->m[old].http_port, "/metrics/summary", ssum, sizeof(ssum)),
+                         200);
+        sscanf(lsum, "keys=%llu", &lk);
+        sscanf(ssum, "keys=%llu", &sk);
+        if (lk != sk)
+            usleep(100000);
+    }
+    print_message("leader: %sstandby: %s", lsum, ssum);
+    assert_true(lk >= atomic_load(&l.nacked));
+    assert_int_equal(sk, lk);
+    assert_int_equal(http_get(e->m[old].http_port, "/ha_status", body, sizeof(body)), 200);
+    assert_null(strstr(body, "\"snapshots_loaded\":0,"));
+}
+
+static void a_frozen_leader_is_deposed_and_its_late_writes_are_refused(void **state)
+{
+    env_t *e = *state;
+    int64_t v0 = 0;
+    int old = wait_leader(e, -1, 3000, &v0);
+    assert_true(old >= 0);
+    /* something to keep: acknowledged before the freeze */
+    uint8_t buf[4096], got[4096];
+    fill(buf, sizeof(buf), 777);
+    assert_int_equal(mc_store_put(e->s, "frozen-before", 13, buf, sizeof(buf), NULL), MC_OK);
+    assert_int_equal(test_proc_freeze(e->m[old].p.pid), 0);
+    int64_t v1 = 0;
+    int nl = wait_leader(e, old, 2 * LEASE_MS + 500, &v1);
+    assert_true(nl >= 0);
+    assert_true(v1 > v0);
+    /* the client follows; puts work on the new leader */
+    fill(buf, sizeof(buf), 778);
+    mc_status_t st = MC_ERR_NOT_LEADER;
+    for (int attempt = 0; attempt < 20 && st != MC_OK; attempt++) {
+        st = mc_store_put(e->s, "frozen-after", 12, buf, sizeof(buf), NULL);
+        if (st != MC_OK)
+            usleep(100000);
+    }
+    assert_int_equal(st, MC_OK);
+    /* wake the old leader: it must notice it lost the lease and refuse */
+    kill(e->m[old].p.pid, SIGCONT);
+    char body[4096];
+    int code = -1;
+    for (int waited = 0; waited < 3000; waited += 50) {
+        code = http_get(e->m[old].http_port, "/role", body, sizeof(body));
+        if (code == 503)
+            break;
+        usleep(50000);
+    }
+    assert_int_equal(code, 503);
+    assert_int_equal(http_get(e->m[old].http_port, "/ha_status", body, sizeof(body)), 200);
+    print_message("deposed leader: %s", body);
+    int64_t v2 = 0;
+    assert_int_equal(leader(e, &v2), nl);
+    assert_int_equal(v2, v1);
+    /* one history: both puts are there with their bytes */
+    assert_int_equal(mc_store_get(e->s, "frozen-after", 12, got, sizeof(got), NULL), 4096);
+    assert_memory_equal(got, buf, sizeof(buf));
+    fill(buf, sizeof(buf), 777);
+    assert_int_equal(mc_store_get(e->s, "frozen-before", 13, got, sizeof(got), NULL), 4096);
+    assert_memory_equal(got, buf, sizeof(buf));
+}
+
+static mc_store_t *open_embedded_meta_client(env_t *e, uint64_t segment)
+{
+    mc_store_config_t c;
+    mc_store_config_init(&c);
+    c.master = e->master_url;
+    c.metadata = "master"; /* the masters' embedded service, following the leader */
+    c.global_segment_size = segment;
+    c.local_buffer_size = 4 << 20;
+    c.reactors = 1;
+    c.rpc_timeout_us = RPC_TIMEOUT_US;
+    c.transfer_timeout_us = 2000000;
+    mc_store_t *s = NULL;
+    assert_int_equal(mc_store_open(&c, &s), MC_OK);
+    return s;
+}
+
+/* metadata = master with HA masters: the transfer-engine descriptors live in
+ * the leader's embedded KV, are journaled like everything else, and the
+ * clients' metadata backend follows the leader. A client that starts after
+ * the failover finds a segment published before it. */
+static void the_embedded_metadata_service_follows_the_leader(void **state)
+{
+    env_t *e = *state;
+    int64_t v0 = 0;
+    int old = wait_leader(e, -1, 3000, &v0);
+    assert_true(old >= 0);
+    mc_store_t *b = open_embedded_meta_client(e, 16 << 20);
+    mc_store_t *a = open_embedded_meta_client(e, 0);
+    const char *bname = mc_store_name(b);
+    mc_replicate_config_t rc;
+    mc_replicate_config_init(&rc);
+    rc.preferred_segments = &bname;
+    rc.n_preferred = 1;
+    uint8_t v[8192], got[8192];
+    fill(v, sizeof(v), 99);
+    mc_status_t st = MC_ERR_NOT_LEADER;
+    for (int attempt = 0; attempt < 30 && st != MC_OK; attempt++) {
+        st = mc_store_put(a, "on-b", 4, v, sizeof(v), &rc);
+        if (st != MC_OK)
+            usleep(100000);
+    }
+    assert_int_equal(st, MC_OK);
+    mc_store_replica_t r[2];
+    uint32_t n = 0;
+    assert_int_equal(mc_store_query(a, "on-b", 4, r, 2, &n), MC_OK);
+    assert_int_equal(n, 1);
+    assert_string_equal(r[0].segment, bname);
+
+    kill(e->m[old].p.pid, SIGKILL);
+    int64_t v1 = 0;
+    int nl = wait_leader(e, old, 2 * LEASE_MS + 500, &v1);
+    assert_true(nl >= 0);
+    {
+        int status;
+        waitpid(e->m[old].p.pid, &status, 0);
+        close(e->m[old].p.out_fd);
+        e->m[old].p.pid = 0;
+    }
+    /* a newcomer reads b's object: b's descriptor comes from the new leader */
+    mc_store_t *c = open_embedded_meta_client(e, 0);
+    int64_t got_n = -1;
+    for (int attempt = 0; attempt < 30 && got_n < 0; attempt++) {
+        got_n = mc_store_get(c, "on-b", 4, got, sizeof(got), NULL);
+        if (got_n < 0)
+            usleep(100000);
+    }
+    assert_int_equal(got_n, sizeof(v));
+    assert_memory_equal(got, v, sizeof(v));
+    /* and the old clients go on with the new leader */
+    assert_int_equal(mc_store_get(a, "on-b", 4, got, sizeof(got), NULL), sizeof(v));
+    mc_store_close(c);
+    mc_store_close(a);
+    mc_store_close(b);
+    assert_int_equal(start_master(e, old), 0);
+}
+
+static long long redis_int(env_t *e, const char *fmt, ...)
+{
+    redisContext *c = redisConnect("127.0.0.1", (int)e->redis_port);
+    assert_non_null(c);
+    assert_int_equal(c->err, 0);
+    va_list ap;
+    va_start(ap, fmt);
+    redisReply *r = redisvCommand(c, fmt, ap);
+    va_end(ap);
+    assert_non_null(r);
+    long long v = r->type == REDIS_REPLY_INTEGER ? r->integer : (r->type == REDIS_REPLY_STATUS);
+    freeReplyObject(r);
+    redisFree(c);
+    return v;
+}
+
+/* The fencing check: a leader whose lease another holder took (here written
+ * by hand, as a new leader's would be) cannot add a single record to the
+ * journal; the call it was acknowledging fails with NOT_LEADER; it steps
+ * down. Once that lease expires a master is elected and work goes on. */
+static void a_leader_whose_lease_was_taken_cannot_append(void **state)
+{
+    env_t *e = *state;
+    int64_t v0 = 0;
+    int l = wait_leader(e, -1, 3000, &v0);
+    assert_true(l >= 0);
+    mc_reactor_group_opts_t go;
+    mc_reactor_group_opts_init(&go);
+    go.count = 1;
+    mc_reactor_group_t *g;
+    assert_int_equal(mc_reactor_group_create(&go, &g), MC_OK);
+    mc_rpc_client_opts_t ro;
+    mc_rpc_client_opts_init(&ro);
+    ro.host = "127.0.0.1";
+    ro.port = (uint16_t)e->m[l].rpc_port;
+    mc_rpc_client_t *c;
+    assert_int_equal(mc_rpc_client_create(mc_reactor_group_get(g, 0), &ro, &c), MC_OK);
+    mc_buf_t body = MC_BUF_INIT, resp = MC_BUF_INIT;
+    mc_mp_writer_t w;
+    mc_mp_writer_init(&w, &body);
+    mc_mcli_meta_put(&w, "fenced-key", 10, "v", 1, (mc_uuid_t){0, 0});
+    /* warm the connection: the leader takes it */
+    assert_int_equal(mc_rpc_call_sync(c, MC_RPC_META_PUT, mc_buf_head(&body), mc_buf_used(&body),
+                                      2000000, &resp),
+                     MC_OK);
+    long long len0 = redis_int(e, "XLEN mc/%s/ha/journal", CLUSTER);
+    assert_true(len0 > 0);
+    redis_int(e, "SET mc/%s/ha/lease %s PX %d", CLUSTER, "127.0.0.1:1 999999 intruder", 1500);
+    mc_buf_reset(&resp);
+    mc_status_t st = mc_rpc_call_sync(c, MC_RPC_META_PUT, mc_buf_head(&body), mc_buf_used(&body),
+                                      2000000, &resp);
+    assert_int_equal(st, MC_ERR_NOT_LEADER);
+    /* nothing entered the journal after the lease changed hands */
+    assert_int_equal(redis_int(e, "XLEN mc/%s/ha/journal", CLUSTER), len0);
+    char sbody[4096];
+    assert_int_equal(http_get(e->m[l].http_port, "/role", sbody, sizeof(sbody)), 503);
+    mc_buf_fini(&body);
+    mc_buf_fini(&resp);
+    mc_rpc_client_destroy(c);
+    mc_reactor_group_destroy(g);
+    /* the intruder's lease runs out; a real master takes over */
+    int64_t v1 = 0;
+    int nl = -1;
+    for (int waited = 0; waited < 4000 && nl < 0; waited += 20) {
+        nl = leader(e, &v1);
+        if (nl < 0)
+            usleep(20000);
+    }
+    assert_true(nl >= 0);
+    assert_true(v1 > v0);
+    uint8_t buf[1000], got[1000];
+    fill(buf, sizeof(buf), 4242);
+    st = MC_ERR_NOT_LEADER;
+    for (int attempt = 0; attempt < 20 && st != MC_OK; attempt++) {
+        st = mc_store_put(e->s, "after-fencing", 13, buf, sizeof(buf), NULL);
+        if (st != MC_OK)
+            usleep(100000);
+    }
+    assert_int_equal(st, MC_OK);
+    assert_int_equal(mc_store_get(e->s, "after-fencing", 13, got, sizeof(got), NULL), 1000);
+    assert_memory_equal(got, buf, sizeof(buf));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(one_master_leads_and_the_others_say_where_it_is),
+        cmocka_unit_test(killing_the_leader_under_load_loses_no_acknowledged_put),
+        cmocka_unit_test(the_embedded_metadata_service_follows_the_leader),
+        cmocka_unit_test(a_frozen_leader_is_deposed_and_its_late_writes_are_refused),
+        cmocka_unit_test(a_leader_whose_lease_was_taken_cannot_append),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

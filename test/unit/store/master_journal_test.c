@@ -1,0 +1,401 @@
+/*
+ * The journal of high availability without Redis: the record codec (every
+ * type round-trips; malformed input is refused with a reason, at every
+ * truncation point, never a crash) and replay (a standby fed the records of
+ * a leader ends with the same objects, replicas at the same addresses, the
+ * same segments and metadata, and places later puts without overlapping).
+ */
+#include "master_test_util.h"
+
+#include "store/master_ha.h"
+#include "util/buf.h"
+
+/* A journal hook that keeps the encoded records. */
+typedef struct sink {
+    mc_buf_t buf;
+    unsigned n;
+} sink_t;
+
+static void to_sink(void *arg, const mc_master_jrec_t *r)
+{
+    sink_t *k = arg;
+    mc_mp_writer_t w;
+    mc_mp_writer_init(&w, &k->buf);
+    mc_jrec_encode(&w, r);
+    assert_int_equal(w.err, MC_OK);
+    k->n++;
+}
+
+/* Decode every record of buf and apply it to m; returns how many. */
+static unsigned replay(mc_master_t *m, const mc_buf_t *buf, uint64_t now)
+{
+    mc_mp_reader_t rd;
+    mc_mp_reader_init(&rd, mc_buf_head(buf), mc_buf_used(buf));
+    mc_jrec_scratch_t sc;
+    unsigned n = 0;
+    while (!mc_mp_at_end(&rd)) {
+        mc_master_jrec_t r;
+        const char *why = NULL;
+        assert_int_equal(mc_jrec_decode(&rd, &r, &sc, &why), MC_OK);
+        assert_int_equal(mc_master_apply(m, &r, now), MC_OK);
+        n++;
+    }
+    return n;
+}
+
+static void every_record_type_round_trips(void **state)
+{
+    (void)state;
+    mc_master_segment_t seg = {
+        .id = {7, 8}, .name = "node-a", .te_endpoint = "10.0.0.1:1", .base = 4096, .size = 1 << 20};
+    mc_master_jrec_t in[8] = {
+        {.type = MC_JREC_MOUNT, .client = C1, .seg = seg},
+        {.type = MC_JREC_UNMOUNT, .client = C1, .segment_id = {7, 8}},
+        {.type = MC_JREC_PUT_START,
+         .client = C2,
+         .key = "k\0ey",
+         .key_len = 4,
+         .size = 12345,
+         .pin_ttl_ms = 60000,
+         .nrep = 2,
+         .rep = {{{7, 8}, 64}, {{9, 10}, 1ull << 40}}},
+        {.type = MC_JREC_PUT_END, .client = C2, .key = "key", .key_len = 3},
+        {.type = MC_JREC_DROP, .key = "key", .key_len = 3, .park = 1},
+        {.type = MC_JREC_CLIENT_EXPIRE, .client = C3},
+        {.type = MC_JREC_META_PUT, .client = C1, .key = "mc/x", .key_len = 4, .val = "v\0v",
+         .val_len = 3},
+        {.type = MC_JREC_META_DEL, .key = "mc/x", .key_len = 4},
+    };
+    mc_buf_t b = MC_BUF_INIT;
+    mc_mp_writer_t w;
+    mc_mp_writer_init(&w, &b);
+    for (int i = 0; i < 8; i++)
+        mc_jrec_encode(&w, &in[i]);
+    assert_int_equal(w.err, MC_OK);
+    mc_mp_reader_t rd;
+    mc_mp_reader_init(&rd, mc_buf_head(&b), mc_buf_used(&b));
+    mc_jrec_scratch_t sc;
+    for (int i = 0; i < 8; i++) {
+        mc_master_jrec_t r;
+        const char *why = NULL;
+        assert_int_equal(mc_jrec_decode(&rd, &r, &sc, &why), MC_OK);
+        assert_int_equal(r.type, in[i].type);
+        assert_int_equal(r.client.hi, in[i].client.hi);
+        assert_int_equal(r.client.lo, in[i].client.lo);
+        assert_int_equal(r.key_len, in[i].key_len);
+        if (in[i].key_len)
+            assert_memory_equal(r.key, in[i].key, r.key_len);
+        assert_int_equal(r.size, in[i].size);
+        assert_int_equal(r.pin_ttl_ms, in[i].pin_ttl_ms);
+        assert_int_equal(r.nrep, in[i].nrep);
+        for (uint32_t k = 0; k < r.nrep; k++) {
+            assert_int_equal(r.rep[k].segment_id.lo, in[i].rep[k].segment_id.lo);
+            assert_int_equal(r.rep[k].offset, in[i].rep[k].offset);
+        }
+        assert_int_equal(r.segment_id.lo, in[i].segment_id.lo);
+        assert_int_equal(r.park, in[i].park);
+        assert_int_equal(r.val_len, in[i].val_len);
+        if (in[i].val_len)
+            assert_memory_equal(r.val, in[i].val, r.val_len);
+        if (r.type == MC_JREC_MOUNT) {
+            assert_string_equal(r.seg.name, "node-a");
+            assert_string_equal(r.seg.te_endpoint, "10.0.0.1:1");
+            assert_int_equal(r.seg.base, 4096);
+            assert_int_equal(r.seg.size, 1 << 20);
+            assert_int_equal(r.seg.id.hi, 7);
+        }
+    }
+    assert_true(mc_mp_at_end(&rd));
+    mc_buf_fini(&b);
+}
+
+static mc_status_t decode_bytes(const uint8_t *p, size_t n, const char **why)
+{
+    mc_mp_reader_t rd;
+    mc_mp_reader_init(&rd, p, n);
+    mc_jrec_scratch_t sc;
+    mc_master_jrec_t r;
+    *why = NULL;
+    return mc_jrec_decode(&rd, &r, &sc, why);
+}
+
+static void a_record_cut_anywhere_is_refused_with_a_reason(void **state)
+{
+    (void)state;
+    mc_master_jrec_t r = {.type = MC_JREC_PUT_START,
+                          .client = C2,
+                          .key = "some/key",
+                          .key_len = 8,
+                          .size = 4096,
+                          .nrep = 1,
+                          .rep = {{{1, 2}, 4096}}};
+    mc_buf_t b = MC_BUF_INIT;
+    mc_mp_writer_t w;
+    mc_mp_writer_init(&w, &b);
+    mc_jrec_encode(&w, &r);
+    for (size_t cut = 0; cut < mc_buf_used(&b); cut++) {
+        const char *why;
+        assert_int_equal(decode_bytes(mc_buf_head(&b), cut, &why), MC_ERR_DESERIALIZE_FAIL);
+        assert_non_null(why);
+    }
+    mc_buf_fini(&b);
+}
+
+static void malformed_records_are_refused_with_what_was_wrong(void **state)
+{
+    (void)state;
+    const char *why;
+    /* not an array */
+    static const uint8_t not_array[] = {0x05};
+    assert_int_equal(decode_bytes(not_array, sizeof(not_array), &why), MC_ERR_DESERIALIZE_FAIL);
+    assert_string_equal(why, "record is not an array");
+    /* [99]: unknown type */
+    static const uint8_t unknown[] = {0x91, 0x63};
+    assert_int_equal(decode_bytes(unknown, sizeof(unknown), &why), MC_ERR_DESERIALIZE_FAIL);
+    assert_string_equal(why, "unknown record type");
+    /* [5, "k"]: DROP with a field missing */
+    static const uint8_t short_drop[] = {0x92, 0x05, 0xa1, 'k'};
+    assert_int_equal(decode_bytes(short_drop, sizeof(short_drop), &why), MC_ERR_DESERIALIZE_FAIL);
+    assert_string_equal(why, "wrong number of fields for the record type");
+    /* [5, 7, true]: DROP whose key is a number */
+    static const uint8_t num_key[] = {0x93, 0x05, 0x07, 0xc3};
+    assert_int_equal(decode_bytes(num_key, sizeof(num_key), &why), MC_ERR_DESERIALIZE_FAIL);
+    assert_string_equal(why, "key is not bin");
+    /* [5, "", true]: empty key */
+    static const uint8_t empty_key[] = {0x93, 0x05, 0xa0, 0xc3};
+    assert_int_equal(decode_bytes(empty_key, sizeof(empty_key), &why), MC_ERR_DESERIALIZE_FAIL);
+    assert_string_equal(why, "key length out of range [1, 65535]");
+    /* [3, [1,2], "k", 8, 0, []]: a put with no replica */
+    static const uint8_t no_rep[] = {0x96, 0x03, 0x92, 0x01, 0x02, 0xa1, 'k', 0x08, 0x00, 0x90};
+    assert_int_equal(decode_bytes(no_rep, sizeof(no_rep), &why), MC_ERR_DESERIALIZE_FAIL);
+    assert_string_equal(why, "put_start: replica count out of range [1, 8]");
+    /* [3, [1,2], "k", -1, ...]: negative size */
+    static const uint8_t neg[] = {0x96, 0x03, 0x92, 0x01, 0x02, 0xa1, 'k', 0xff, 0x00, 0x90};
+    assert_int_equal(decode_bytes(neg, sizeof(neg), &why), MC_ERR_DESERIALIZE_FAIL);
+    assert_string_equal(why, "put_start: size is not an unsigned integer");
+    /* [4, "x", "k"]: client id of the wrong type */
+    static const uint8_t bad_client[] = {0x93, 0x04, 0xa1, 'x', 0xa1, 'k'};
+    assert_int_equal(decode_bytes(bad_client, sizeof(bad_client), &why),
+                     MC_ERR_DESERIALIZE_FAIL);
+    assert_string_equal(why, "put_end: client id is not [hi, lo]");
+}
+
+static void random_bytes_never_crash_the_decoder(void **state)
+{
+    (void)state;
+    uint8_t buf[64];
+    uint64_t x = 88172645463325252ull;
+    unsigned ok = 0;
+    for (int i = 0; i < 200000; i++) {
+        size_t n = (size_t)(x % sizeof(buf));
+        for (size_t k = 0; k < n; k++) {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            buf[k] = (uint8_t)x;
+        }
+        /* bias towards arrays with a valid type so the bodies get exercised */
+        if (n > 1 && (x & 1)) {
+            buf[0] = (uint8_t)(0x90 | (x >> 8 & 7));
+            buf[1] = (uint8_t)(1 + (x >> 16) % MC_JREC_TYPE_MAX);
+        }
+        const char *why;
+        mc_status_t st = decode_bytes(buf, n, &why);
+        if (st == MC_OK)
+            ok++;
+        else
+            assert_non_null(why);
+    }
+    (void)ok;
+}
+
+/* The leader's history replayed on a standby gives the same state. */
+static void a_replayed_journal_rebuilds_the_same_objects_segments_and_metadata(void **state)
+{
+    (void)state;
+    mc_master_t *a = master_new_immortal(), *b = master_new_immortal();
+    sink_t k = {MC_BUF_INIT, 0};
+    mc_master_set_journal(a, to_sink, &k);
+    uint64_t now = T0;
+    assert_int_equal(mount_seg(a, C1, 1, "n1", 64 << 20, now), MC_OK);
+    assert_int_equal(mount_seg(a, C2, 2, "n2", 64 << 20, now), MC_OK);
+    assert_int_equal(mount_seg(a, C3, 3, "n3", 64 << 20, now), MC_OK);
+    char key[32];
+    for (unsigned i = 0; i < 300; i++)
+        assert_int_equal(put_obj(a, C1, key_of(key, sizeof(key), "k", i), 1000 + i * 37,
+                                 1 + i % 2, now),
+                         MC_OK);
+    /* removed objects, and a revoked put */
+    for (unsigned i = 0; i < 300; i += 3)
+        assert_int_equal(rm(a, key_of(key, sizeof(key), "k", i), 0, now), MC_OK);
+    assert_int_equal(put_start_n(a, C2, "revoked", 5000, 1, now, NULL), MC_OK);
+    assert_int_equal(mc_master_put_revoke(a, C2, "revoked", 7, now), MC_OK);
+    /* segment 3 goes away with its replicas */
+    assert_int_equal(mc_master_unmount_segment(a, C3, seg_id(3), now, NULL), MC_OK);
+    assert_int_equal(mc_master_meta_put(a, "mc/c/seg/n1", 11, "desc", 4, C1, now), MC_OK);
+    assert_int_equal(mc_master_meta_put(a, "mc/c/tmp", 8, "x", 1, C1, now), MC_OK);
+    assert_int_equal(mc_master_meta_del(a, "mc/c/tmp", 8), MC_OK);
+    mc_master_tick(a, now); /* commits the drained unmount */
+    /* in progress at the "failover" */
+    assert_int_equal(put_start_n(a, C2, "unfinished", 5000, 1, now, NULL), MC_OK);
+
+    assert_true(k.n > 600);
+    assert_int_equal(replay(b, &k.buf, T0 + 5 * SEC), k.n);
+
+    mc_master_stats_t sa = stats(a), sb = stats(b);
+    assert_int_equal(sb.key_count, sa.key_count);
+    assert_int_equal(sb.processing_count, sa.processing_count);
+    assert_int_equal(sb.allocated_bytes, sa.allocated_bytes);
+    assert_int_equal(sb.capacity_bytes, sa.capacity_bytes);
+    assert_int_equal(sb.segment_count, sa.segment_count);
+    /* same replicas at the same addresses */
+    for (unsigned i = 0; i < 300; i++) {
+        key_of(key, sizeof(key), "k", i);
+        mc_master_replica_desc_t da[8], db[8];
+        uint32_t na = 0, nb = 0;
+        mc_status_t s1 = mc_master_get_replica_list(a, key, strlen(key), now, da, 8, &na, NULL);
+        mc_status_t s2 = mc_master_get_replica_list(b, key, strlen(key), now, db, 8, &nb, NULL);
+        assert_int_equal(s1, s2);
+        assert_int_equal(na, nb);
+        for (uint32_t r = 0; r < na; r++) {
+            assert_int_equal(da[r].address, db[r].address);
+            assert_int_equal(da[r].segment_id.lo, db[r].segment_id.lo);
+        }
+    }
+    void *v = NULL;
+    size_t vl = 0;
+    assert_int_equal(mc_master_meta_get(b, "mc/c/seg/n1", 11, &v, &vl), MC_OK);
+    assert_int_equal(vl, 4);
+    assert_memory_equal(v, "desc", 4);
+    mc_free(v);
+    assert_int_equal(mc_master_meta_get(b, "mc/c/tmp", 8, &v, &vl), MC_ERR_NOT_FOUND);
+    /* the unfinished put finishes on the standby (its PutEnd reaches it) */
+    assert_int_equal(mc_master_put_end(b, C2, "unfinished", 10, T0 + 6 * SEC), MC_OK);
+    /* and new puts on b never overlap what a placed: fill b up */
+    for (unsigned i = 0; i < 2000; i++) {
+        if (put_obj(b, C1, key_of(key, sizeof(key), "new", i), 40000, 1, T0 + 7 * SEC) != MC_OK)
+            break;
+    }
+    mc_master_stats_t sb2 = stats(b);
+    assert_true(sb2.allocated_bytes <= sb2.capacity_bytes);
+    mc_master_destroy(a);
+    mc_master_destroy(b);
+    mc_buf_fini(&k.buf);
+}
+
+/* A discarded put's space stays reserved on the standby until the leader
+ * frees it (RELEASE): never earlier (the slow writer may still write), never
+ * later (the leader places new puts there). */
+static void a_discarded_put_is_parked_then_released_on_the_standby_too(void **state)
+{
+    (void)state;
+    mc_master_t *a = master_new_immortal(), *b = master_new_immortal();
+    sink_t k = {MC_BUF_INIT, 0};
+    mc_master_set_journal(a, to_sink, &k);
+    assert_int_equal(mount_seg(a, C1, 1, "n1", 1 << 20, T0), MC_OK);
+    assert_int_equal(put_start_n(a, C2, "slow", 4096, 1, T0, NULL), MC_OK);
+    mc_master_tick(a, T0 + 31 * SEC); /* discarded, parked */
+    unsigned n1 = k.n;
+    assert_int_equal(replay(b, &k.buf, T0), n1);
+    assert_int_equal(stats(b).key_count, 0);
+    assert_int_equal(stats(b).parked_count, 1);
+    assert_int_equal(stats(b).allocated_bytes, stats(a).allocated_bytes);
+    mc_buf_reset(&k.buf);
+    mc_master_tick(a, T0 + 11 * 60 * SEC); /* released */
+    assert_int_equal(stats(a).parked_count, 0);
+    assert_true(k.n > n1);
+    replay(b, &k.buf, T0);
+    assert_int_equal(stats(b).parked_count, 0);
+    assert_int_equal(stats(b).allocated_bytes, 0);
+    mc_master_destroy(a);
+    mc_master_destroy(b);
+    mc_buf_fini(&k.buf);
+}
+
+/* A snapshot (the whole state as records) loaded into an empty master gives
+ * the same objects at the same addresses, parked space included. */
+static void a_snapshot_rebuilds_the_state_of_a_standby(void **state)
+{
+    (void)state;
+    mc_master_t *a = master_new_immortal(), *b = master_new_immortal();
+    uint64_t now = T0;
+    assert_int_equal(mount_seg(a, C1, 1, "n1", 8 << 20, now), MC_OK);
+    assert_int_equal(mount_seg(a, C2, 2, "n2", 8 << 20, now), MC_OK);
+    char key[32];
+    for (unsigned i = 0; i < 200; i++)
+        assert_int_equal(put_obj(a, C1, key_of(key, sizeof(key), "s", i), 5000 + i, 1 + i % 2,
+                                 now),
+                         MC_OK);
+    assert_int_equal(put_start_n(a, C2, "inflight", 3000, 1, now, NULL), MC_OK);
+    assert_int_equal(put_start_n(a, C2, "parked", 3000, 1, now, NULL), MC_OK);
+    mc_master_tick(a, now + 31 * SEC); /* both discarded: parked */
+    assert_int_equal(put_start_n(a, C2, "parked", 3000, 1, now + 31 * SEC, NULL), MC_OK);
+    assert_int_equal(mc_master_meta_put(a, "mc/k", 4, "val", 3, C1, now), MC_OK);
+    sink_t k = {MC_BUF_INIT, 0};
+    mc_master_snapshot(a, to_sink, &k);
+    assert_int_equal(replay(b, &k.buf, now), k.n);
+    mc_master_stats_t sa = stats(a), sb = stats(b);
+    assert_int_equal(sb.key_count, sa.key_count);
+    assert_int_equal(sb.processing_count, sa.processing_count);
+    assert_int_equal(sb.parked_count, sa.parked_count);
+    assert_int_equal(sb.allocated_bytes, sa.allocated_bytes);
+    assert_int_equal(sb.segment_count, sa.segment_count);
+    for (unsigned i = 0; i < 200; i++) {
+        key_of(key, sizeof(key), "s", i);
+        mc_master_replica_desc_t da[8], db[8];
+        uint32_t na = 0, nb = 0;
+        assert_int_equal(mc_master_get_replica_list(a, key, strlen(key), now, da, 8, &na, NULL),
+                         MC_OK);
+        assert_int_equal(mc_master_get_replica_list(b, key, strlen(key), now, db, 8, &nb, NULL),
+                         MC_OK);
+        assert_int_equal(na, nb);
+        for (uint32_t r = 0; r < na; r++)
+            assert_int_equal(da[r].address, db[r].address);
+    }
+    void *v = NULL;
+    size_t vl = 0;
+    assert_int_equal(mc_master_meta_get(b, "mc/k", 4, &v, &vl), MC_OK);
+    mc_free(v);
+    mc_master_destroy(a);
+    mc_master_destroy(b);
+    mc_buf_fini(&k.buf);
+}
+
+/* A record that disagrees with the standby's state is an error, not a crash:
+ * a put placed on a segment the standby never saw mounted. */
+static void a_record_that_contradicts_the_state_is_reported(void **state)
+{
+    (void)state;
+    mc_master_t *b = master_new_immortal();
+    mc_master_jrec_t r = {.type = MC_JREC_PUT_START,
+                          .client = C1,
+                          .key = "k",
+                          .key_len = 1,
+                          .size = 64,
+                          .nrep = 1,
+                          .rep = {{{0x5e6, 9}, 0}}};
+    assert_int_equal(mc_master_apply(b, &r, T0), MC_ERR_SEGMENT_NOT_FOUND);
+    assert_int_equal(mount_seg(b, C1, 9, "n9", 1 << 20, T0), MC_OK);
+    assert_int_equal(mc_master_apply(b, &r, T0), MC_OK);
+    /* the same range again: taken */
+    r.key = "k2";
+    r.key_len = 2;
+    assert_int_equal(mc_master_apply(b, &r, T0), MC_ERR_EXISTS);
+    assert_int_equal(stats(b).key_count, 1);
+    mc_master_destroy(b);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(every_record_type_round_trips),
+        cmocka_unit_test(a_record_cut_anywhere_is_refused_with_a_reason),
+        cmocka_unit_test(malformed_records_are_refused_with_what_was_wrong),
+        cmocka_unit_test(random_bytes_never_crash_the_decoder),
+        cmocka_unit_test(a_replayed_journal_rebuilds_the_same_objects_segments_and_metadata),
+        cmocka_unit_test(a_discarded_put_is_parked_then_released_on_the_standby_too),
+        cmocka_unit_test(a_snapshot_rebuilds_the_state_of_a_standby),
+        cmocka_unit_test(a_record_that_contradicts_the_state_is_reported),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
