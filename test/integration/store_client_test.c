@@ -340,20 +340,27 @@ static void values_round_trip_through_the_staging_buffer(void **state)
 {
     env_t *e = *state;
     mc_store_t *s;
+    char master[64];
+    snprintf(master, sizeof(master), "127.0.0.1:%u", e->rpc_port);
+    mc_store_config_t c;
+    mc_store_config_init(&c);
+    c.master = master;
+    c.local_buffer_size = 2 * MIB; /* small: the space these tests use stays parked a while */
+    c.reactors = 2;
     setenv("MC_STORE_STAGING", "always", 1);
-    mc_status_t st = open_client(e->rpc_port, RPC_TIMEOUT_US, &s);
+    mc_status_t st = mc_store_open(&c, &s);
     unsetenv("MC_STORE_STAGING");
     assert_int_equal(st, MC_OK);
-    static const size_t sizes[] = {1, 4097, 65537, 1 * MIB + 3, 16 * MIB};
+    static const size_t sizes[] = {1, 4097, 65537, 1 * MIB + 3, 2 * MIB};
     char key[64];
     for (size_t i = 0; i < MC_ARRAY_SIZE(sizes); i++) {
         key_of(key, sizeof(key), "staged", sizes[i]);
         round_trip(s, key, sizes[i], 1);
     }
-    /* 64 MiB: twice the staging buffer, so it travels in pieces both ways */
-    round_trip(s, "staged-64MiB", 64 * MIB, 1);
+    /* 5 MiB + 3: over twice the staging buffer, so it travels in pieces both ways */
+    round_trip(s, "staged-5MiB", 5 * MIB + 3, 1);
     /* a batch that does not fit the staging buffer at once */
-    enum { NB = 6 };
+    enum { NB = 3 };
     mc_slice_t keys[NB], vals[NB], outs[NB];
     mc_status_t sts[NB];
     int64_t res[NB];
@@ -361,16 +368,16 @@ static void values_round_trip_through_the_staging_buffer(void **state)
     for (int i = 0; i < NB; i++) {
         snprintf(names[i], sizeof(names[i]), "staged-b%d", i);
         keys[i] = (mc_slice_t){names[i], strlen(names[i])};
-        vals[i] = (mc_slice_t){malloc(8 * MIB), 8 * MIB};
-        outs[i] = (mc_slice_t){malloc(8 * MIB), 8 * MIB};
+        vals[i] = (mc_slice_t){malloc(1 * MIB), 1 * MIB};
+        outs[i] = (mc_slice_t){malloc(1 * MIB), 1 * MIB};
         fill(vals[i].ptr, vals[i].len, (uint64_t)i * 77);
     }
     assert_int_equal(mc_store_batch_put(s, keys, vals, NB, NULL, sts), MC_OK);
     assert_int_equal(mc_store_batch_get(s, keys, outs, NB, res), MC_OK);
     for (int i = 0; i < NB; i++) {
         assert_int_equal(sts[i], MC_OK);
-        assert_int_equal(res[i], (int64_t)(8 * MIB));
-        assert_memory_equal(outs[i].ptr, vals[i].ptr, 8 * MIB);
+        assert_int_equal(res[i], (int64_t)(1 * MIB));
+        assert_memory_equal(outs[i].ptr, vals[i].ptr, 1 * MIB);
         free(vals[i].ptr);
         free(outs[i].ptr);
     }
