@@ -364,6 +364,10 @@ mc_status_t mc_te_submit(mc_te_batch_t *b, const mc_te_request_t *reqs, size_t n
 
     in_submit = 1;
     size_t k = 0;
+    te_rdma_submit_t rsub;
+    int rdma_used = 0;
+    if (te->rdma != NULL)
+        memset(&rsub, 0, sizeof(rsub));
     for (size_t i = 0; i < n; i++) {
         const mc_te_request_t *q = &reqs[i];
         te_task_t *t = &b->tasks[first + i];
@@ -379,6 +383,8 @@ mc_status_t mc_te_submit(mc_te_batch_t *b, const mc_te_request_t *reqs, size_t n
             continue;
         }
         uint64_t off = 0, left = q->length, slice = te->o.slice_size;
+        int rdma = te->rdma != NULL && te_rdma_usable(te, segs[i]);
+        size_t k0 = k;
         while (left > 0) {
             uint64_t take = left <= slice + slice / 4 ? left : slice;
             te_slice_t *s = &chunk->slices[k++];
@@ -389,11 +395,18 @@ mc_status_t mc_te_submit(mc_te_batch_t *b, const mc_te_request_t *reqs, size_t n
             s->remote = q->remote + off;
             s->len = take;
             s->opcode = q->opcode;
-            te_tcp_post(s);
+            if (!rdma)
+                te_tcp_post(s);
             off += take;
             left -= take;
         }
+        if (rdma) {
+            te_rdma_add(te, &rsub, &chunk->slices[k0], k - k0);
+            rdma_used = 1;
+        }
     }
+    if (rdma_used)
+        te_rdma_submit_end(te, &rsub);
     in_submit = 0;
     if (segs != segs_small)
         mc_free(segs);

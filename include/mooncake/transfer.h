@@ -87,6 +87,22 @@ typedef struct mc_te_opts {
     uint64_t timeout_us;        /* per slice; 10 s */
     unsigned tcp_lanes;         /* connections per peer; 2 */
     uint64_t owner_hi, owner_lo; /* client id for metadata ownership; 0 = random */
+    /* rdma transport (mc_te_install_transport(te, "rdma")); the MC_* variables
+     * named here override these when set. */
+    const char *rdma_devices;   /* comma list of NICs to use; NULL = all (MC_RDMA_DEVICES) */
+    const char *rdma_matrix;    /* nic priority matrix; NULL = discovered
+                                   (MC_NIC_PRIORITY_MATRIX) */
+    unsigned rdma_emulated;     /* N > 0: N EMULATED NICs, for tests and demos only; 0 = real
+                                   devices (MC_RDMA_EMULATED) */
+    unsigned rdma_qps_per_ep;   /* QPs per endpoint; 4 (MC_NUM_QP_PER_EP) */
+    unsigned rdma_max_wr;       /* send queue depth per QP; 256 (MC_MAX_WR) */
+    unsigned rdma_max_cqe;      /* CQ depth per NIC; 4096 (MC_MAX_CQE_PER_CTX) */
+    unsigned rdma_max_eps;      /* endpoints per NIC before SIEVE evicts; 256
+                                   (MC_MAX_EP_PER_CTX) */
+    unsigned rdma_retry;        /* attempts after the first, per slice; 9 (MC_RETRY_CNT) */
+    unsigned rdma_mtu;          /* MTU cap in bytes; 4096 (MC_MTU) */
+    unsigned rdma_busy_poll_us; /* busy-poll the CQ this long after activity; 50
+                                   (MC_RDMA_BUSY_POLL_US) */
 } mc_te_opts_t;
 
 MC_API void mc_te_opts_init(mc_te_opts_t *o);
