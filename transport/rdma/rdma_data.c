@@ -211,7 +211,11 @@ void rd_slice_retry(rd_nic_t *n, te_slice_t *s, mc_status_t cause)
 {
     rd_transport_t *t = n->t;
     mc_te_t *te = t->te;
-    if (cause != MC_OK && cause != MC_ERR_CANCELED)
+    /* the reason reported is the first real one: a path skipped because it
+     * backs off (MC_ERR_ENDPOINT) does not hide the completion error that
+     * made it back off */
+    if (cause != MC_OK && cause != MC_ERR_CANCELED &&
+        (s->rd_err == 0 || (s->rd_err == MC_ERR_ENDPOINT && cause != MC_ERR_ENDPOINT)))
         s->rd_err = cause;
     if (s->rd_err == 0)
         s->rd_err = MC_ERR_TRANSFER_FAIL;

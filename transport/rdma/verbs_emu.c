@@ -40,6 +40,7 @@
 #define EMU_MAGIC 0x4d43454du /* "MCEM" */
 #define EMU_MAX_LEN (1u << 30)
 #define EMU_MAX_CONNS 64
+#define EMU_RETRY_MS 200 /* how long a WR waits for its target QP to reach RTR */
 
 /* ------------------------------------------------------ process state */
 
@@ -356,13 +357,26 @@ static void *srv_thread(void *arg)
                     q.magic, q.op, q.len);
             break;
         }
-        uint32_t st = RV_WC_SUCCESS;
-        pthread_mutex_lock(&c->mu);
-        rv_qp_t *qp = qp_lookup(c, q.dst_qpn);
-        int qs = qp ? atomic_load(&qp->state) : -1;
-        if (qp == NULL || (qs != RV_QPS_RTR && qs != RV_QPS_RTS) || qp->dest_qpn != q.src_qpn)
-            st = RV_WC_RETRY_EXC_ERR;
-        pthread_mutex_unlock(&c->mu);
+        /* The target QP must be RTR or RTS and connected to the sender. A
+         * QP still on its way there (INIT, e.g. the passive side of a
+         * handshake posts before the active side got its answer) is
+         * retried for up to EMU_RETRY_MS, as a NIC retransmits (retry_cnt x
+         * timeout) before it reports RETRY_EXC_ERR. */
+        uint32_t st = RV_WC_RETRY_EXC_ERR;
+        for (int waited = 0; waited <= EMU_RETRY_MS * 10; waited++) {
+            pthread_mutex_lock(&c->mu);
+            rv_qp_t *qp = qp_lookup(c, q.dst_qpn);
+            int qs = qp ? atomic_load(&qp->state) : -1;
+            int ok = qp != NULL && (qs == RV_QPS_RTR || qs == RV_QPS_RTS) &&
+                     qp->dest_qpn == q.src_qpn;
+            int hopeless = qp == NULL || qs == RV_QPS_ERR || c->stop;
+            pthread_mutex_unlock(&c->mu);
+            if (ok)
+                st = RV_WC_SUCCESS;
+            if (ok || hopeless)
+                break;
+            usleep(100);
+        }
         pthread_mutex_lock(&g_mu);
         if (g_dev[c->dev].down)
             st = RV_WC_RETRY_EXC_ERR;
