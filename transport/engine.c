@@ -227,6 +227,7 @@ mc_status_t mc_te_register_batch(mc_te_t *te, const mc_te_buffer_t *bufs, size_t
     st = bufs_insert(te, bufs, n, loc, remote_accessible);
     if (st == MC_OK && te->rdma != NULL)
         st = rdma_reg_new(te, bufs, n);
+    atomic_fetch_add(&te->buf_gen, 1);
     pthread_rwlock_unlock(&te->buf_lock);
     if (st != MC_OK) {
         if (st == MC_ERR_ADDRESS_OVERLAPPED)
@@ -256,6 +257,7 @@ mc_status_t mc_te_unregister(mc_te_t *te, void *addr)
     }
     int remote = te->bufs[i].remote;
     te_rdma_dereg_buf(te, &te->bufs[i]);
+    atomic_fetch_add(&te->buf_gen, 1);
     memmove(&te->bufs[i], &te->bufs[i + 1], (te->nbufs - (size_t)i - 1) * sizeof(te_buf_t));
     te->nbufs--;
     pthread_rwlock_unlock(&te->buf_lock);
@@ -402,6 +404,7 @@ mc_status_t te_desc_decode(te_seg_t *seg, const uint8_t *p, size_t len)
     mc_free(seg->bufs);
     seg->bufs = bufs;
     seg->nbufs = nb;
+    atomic_fetch_add(&seg->desc_gen, 1); /* path caches (rdma) look again */
     /* the old one stays readable (reactors may be choosing a path with it)
      * until the segment goes */
     te_rdma_peer_retire(&seg->rdma_old, seg->rdma);

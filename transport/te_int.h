@@ -37,6 +37,8 @@ typedef struct te_buf {
      * a peer's: its rkey on each of its NICs (nkeys of them) */
     struct rv_mr *mr;
     unsigned nkeys;
+    int rd_ent; /* 1 + index of its location's entry in the (local or the
+                   peer's) topology matrix; 0 = not looked up yet */
     uint32_t lkey[TE_MAX_NICS];
     uint32_t rkey[TE_MAX_NICS];
 } te_buf_t;
@@ -64,6 +66,7 @@ typedef struct te_seg {
      * none, TCP is used); replaced under seg_lock, old ones kept until the
      * engine goes (reactors may still read them) */
     struct rd_peer *rdma, *rdma_old;
+    _Atomic unsigned desc_gen; /* bumped at every descriptor decode */
 } te_seg_t;
 
 struct mc_te {
@@ -84,6 +87,7 @@ struct mc_te {
     size_t nsegs, cap_segs;
     int tcp;
     struct rd_transport *rdma; /* installed rdma transport, or NULL */
+    _Atomic unsigned buf_gen;  /* bumped at every (un)registration */
     _Atomic int stopping;
 };
 

@@ -282,6 +282,8 @@ mc_status_t te_rdma_reg_bufs(mc_te_t *te, te_buf_t *b, size_t n)
             b[k].rkey[i] = b[k].mr[i].rkey;
         }
         b[k].nkeys = t->nnics;
+        const rd_topo_entry_t *e = rd_topo_find(&t->topo, b[k].location);
+        b[k].rd_ent = e ? (int)(e - t->topo.ents) + 1 : -1;
     }
     return MC_OK;
 err:

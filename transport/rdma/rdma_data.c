@@ -47,7 +47,8 @@ static mc_status_t path_lookup(mc_te_t *te, const te_slice_t *s, path_ctx_t *pc)
     pthread_rwlock_rdlock(&te->buf_lock);
     long i = te_buf_index(te, (uint64_t)(uintptr_t)s->local);
     if (i >= 0 && te->bufs[i].nkeys == t->nnics) {
-        pc->le = rd_topo_find(&t->topo, te->bufs[i].location);
+        int ent = te->bufs[i].rd_ent; /* set at registration */
+        pc->le = ent > 0 ? &t->topo.ents[ent - 1] : NULL;
         memcpy(pc->lkeys, te->bufs[i].lkey, sizeof(pc->lkeys));
     }
     pthread_rwlock_unlock(&te->buf_lock);
@@ -60,7 +61,12 @@ static mc_status_t path_lookup(mc_te_t *te, const te_slice_t *s, path_ctx_t *pc)
         const te_buf_t *b = &seg->bufs[k];
         if (s->remote >= b->addr && s->remote + s->len <= b->addr + b->len &&
             b->nkeys == p->nnics) {
-            pc->re = rd_topo_find(&p->topo, b->location);
+            te_buf_t *wb = &seg->bufs[k];
+            if (wb->rd_ent == 0) { /* first use of this descriptor's buffer */
+                const rd_topo_entry_t *e = rd_topo_find(&p->topo, b->location);
+                wb->rd_ent = e ? (int)(e - p->topo.ents) + 1 : -1;
+            }
+            pc->re = wb->rd_ent > 0 ? &p->topo.ents[wb->rd_ent - 1] : NULL;
             memcpy(pc->rkeys, b->rkey, sizeof(pc->rkeys));
             break;
         }
@@ -104,13 +110,72 @@ static void chain_add(te_rdma_submit_t *sub, te_slice_t *s)
     sub->tail[k] = s;
 }
 
+/* The last path context this thread looked up, reused while the next
+ * request lies in the same two buffers and nothing was (un)registered or
+ * re-described since (the generation counters). */
+typedef struct path_cache {
+    mc_te_t *te;
+    te_seg_t *seg;
+    unsigned buf_gen, desc_gen;
+    uint64_t l0, l1, r0, r1; /* the buffers' ranges */
+    path_ctx_t pc;
+} path_cache_t;
+
+static _Thread_local path_cache_t tl_path;
+
+static mc_status_t path_lookup_cached(mc_te_t *te, const te_slice_t *s, uint64_t len,
+                                      path_ctx_t *pc)
+{
+    path_cache_t *c = &tl_path;
+    uint64_t la = (uint64_t)(uintptr_t)s->local;
+    unsigned bg = atomic_load_explicit(&te->buf_gen, memory_order_acquire);
+    unsigned dg = atomic_load_explicit(&s->seg->desc_gen, memory_order_acquire);
+    if (c->te == te && c->seg == s->seg && c->buf_gen == bg && c->desc_gen == dg &&
+        la >= c->l0 && la + len <= c->l1 && s->remote >= c->r0 && s->remote + len <= c->r1) {
+        *pc = c->pc;
+        return MC_OK;
+    }
+    mc_status_t st = path_lookup(te, s, pc);
+    if (st != MC_OK)
+        return st;
+    /* remember the two buffers' bounds */
+    c->te = NULL;
+    pthread_rwlock_rdlock(&te->buf_lock);
+    long i = te_buf_index(te, la);
+    if (i >= 0) {
+        c->l0 = te->bufs[i].addr;
+        c->l1 = te->bufs[i].addr + te->bufs[i].len;
+    }
+    pthread_rwlock_unlock(&te->buf_lock);
+    pthread_mutex_lock(&te->seg_lock);
+    int found = 0;
+    for (size_t k = 0; k < s->seg->nbufs && !found; k++) {
+        const te_buf_t *b = &s->seg->bufs[k];
+        if (s->remote >= b->addr && s->remote + len <= b->addr + b->len) {
+            c->r0 = b->addr;
+            c->r1 = b->addr + b->len;
+            found = 1;
+        }
+    }
+    pthread_mutex_unlock(&te->seg_lock);
+    if (i >= 0 && found) {
+        c->te = te;
+        c->seg = s->seg;
+        c->buf_gen = bg;
+        c->desc_gen = dg;
+        c->pc = *pc;
+    }
+    return MC_OK;
+}
+
 void te_rdma_add(mc_te_t *te, te_rdma_submit_t *sub, te_slice_t *s, size_t n)
 {
     rd_transport_t *t = te->rdma;
     uint32_t rr = atomic_fetch_add_explicit(&t->rr, (uint32_t)n, memory_order_relaxed);
-    /* the slices of one request share their buffers: one lookup */
+    /* the slices of one request share their buffers: one lookup, often none */
     path_ctx_t pc;
-    mc_status_t st = path_lookup(te, &s[0], &pc);
+    uint64_t len = (uint64_t)(s[n - 1].local - s[0].local) + s[n - 1].len;
+    mc_status_t st = path_lookup_cached(te, &s[0], len, &pc);
     for (size_t i = 0; i < n; i++) {
         te_slice_t *x = &s[i];
         x->rd_rr = rr + (uint32_t)i;

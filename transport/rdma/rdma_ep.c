@@ -51,11 +51,11 @@ static mc_status_t ep_set_state(rd_ep_t *ep, int to)
     return MC_FSM_SET(&rd_ep_fsm, ep, state, to);
 }
 
+/* Keys are made of the two names' hashes, so the data path can reuse a
+ * segment's (rd_peer_t.key) without formatting strings per slice. */
 uint64_t rd_ep_key(const char *peer, const char *nic)
 {
-    char buf[512];
-    int n = snprintf(buf, sizeof(buf), "%s@%s", peer, nic);
-    return mc_hash64(buf, n > 0 && (size_t)n < sizeof(buf) ? (size_t)n : sizeof(buf) - 1);
+    return mc_hash_u64(mc_hash64(peer, strlen(peer)) * 31 + mc_hash64(nic, strlen(nic)));
 }
 
 static rd_ep_t *ep_find(rd_nic_t *n, uint64_t key, const char *peer, const char *nic)
@@ -468,9 +468,27 @@ rd_ep_t *rd_ep_get(rd_nic_t *n, te_seg_t *seg, unsigned rnic, mc_status_t *why)
 {
     rd_peer_t *p = seg->rdma;
     const char *rname = p->nic[rnic].name;
-    uint64_t key = rd_ep_key(seg->name, rname);
+    /* computed once per descriptor and NIC (racing reactors store the same
+     * value) */
+    uint64_t key = atomic_load_explicit(&p->key[rnic], memory_order_relaxed);
+    if (key == 0) {
+        key = rd_ep_key(seg->name, rname);
+        atomic_store_explicit(&p->key[rnic], key, memory_order_relaxed);
+    }
+    /* fast path: the endpoint this descriptor's NIC resolved to last time */
+    mc_hnode_t *h;
+    MC_HMAP_FOREACH_HASH(&n->eps, h, key)
+    {
+        rd_ep_t *ep = MC_CONTAINER_OF(h, rd_ep_t, hnode);
+        if (ep->via == p && ep->via_nic == rnic) {
+            rd_sieve_touch(&ep->snode);
+            return ep;
+        }
+    }
     rd_ep_t *ep = ep_find(n, key, seg->name, rname);
     if (ep != NULL) {
+        ep->via = p;
+        ep->via_nic = rnic;
         rd_sieve_touch(&ep->snode);
         return ep;
     }
@@ -489,6 +507,8 @@ rd_ep_t *rd_ep_get(rd_nic_t *n, te_seg_t *seg, unsigned rnic, mc_status_t *why)
         return NULL;
     }
     ep->active = 1;
+    ep->via = p;
+    ep->via_nic = rnic;
     mc_status_t st = qps_create(ep, n->t->qps_per_ep);
     if (st == MC_OK)
         st = ep_set_state(ep, EP_CONNECTING);

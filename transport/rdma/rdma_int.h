@@ -53,6 +53,8 @@ typedef struct rd_ep {
     uint64_t key;           /* hash of "<peer segment>@<peer NIC>" */
     char *peer;             /* peer segment name */
     char peer_nic[RV_NAME_MAX];
+    const struct rd_peer *via; /* descriptor + NIC index it was last found by */
+    unsigned via_nic;
     char host[64];          /* the peer engine's RPC address */
     uint16_t port;
     int state;              /* enum rd_ep_state */
@@ -126,6 +128,7 @@ typedef struct rd_peer {
         uint16_t lid;
         uint32_t mtu;
     } nic[RD_MAX_NICS];
+    _Atomic uint64_t key[RD_MAX_NICS]; /* endpoint key of each NIC, 0 = not yet computed */
     rd_topo_t topo;
 } rd_peer_t;
 

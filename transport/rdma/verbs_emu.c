@@ -533,14 +533,19 @@ static void *init_thread(void *arg)
 
         rv_qp_t *qp = w->qp;
         sleep_until(w->post_ns + c->o.delay_us * 1000);
-        uint32_t st = execute(c, qp, &w->wr);
-        if (st == RV_WC_SUCCESS && c->o.bandwidth > 0) {
+        /* the link: this WR occupies it for length / bandwidth after the
+         * previous one; the copy itself overlaps that time */
+        uint64_t done_ns = 0;
+        if (c->o.bandwidth > 0) {
             uint64_t now = mc_now_ns();
             if (c->busy_until_ns < now)
                 c->busy_until_ns = now;
             c->busy_until_ns += (uint64_t)w->wr.length * 1000000000u / c->o.bandwidth;
-            sleep_until(c->busy_until_ns);
+            done_ns = c->busy_until_ns;
         }
+        uint32_t st = execute(c, qp, &w->wr);
+        if (st == RV_WC_SUCCESS && done_ns != 0)
+            sleep_until(done_ns);
         if (st != RV_WC_SUCCESS && st != RV_WC_WR_FLUSH_ERR)
             atomic_store(&qp->state, RV_QPS_ERR); /* an error moves an RC QP to ERR */
         pthread_mutex_lock(&g_mu);
