@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "reactor/reactor.h"
+#include "transport/cuda.h"
 #include "transport/rdma/topo.h"
 #include "transport/rdma/verbs.h"
 #include "util/log.h"
@@ -78,9 +79,20 @@ int main(int argc, char **argv)
     printf("numa nodes: %u\n", nodes);
     rd_topo_t t;
     char err[256] = "";
+    const char *why = "";
+    int ngpus = te_cuda_gpus(&why);
+    int gpu_numa[32];
+    if (ngpus > 32)
+        ngpus = 32;
+    for (int i = 0; i < ngpus; i++)
+        gpu_numa[i] = te_cuda_numa_node(i);
+    if (ngpus > 0)
+        printf("gpus: %d\n", ngpus);
+    else
+        printf("gpus: 0 (%s)\n", why);
     mc_status_t st = matrix ? rd_topo_parse(&t, matrix, err, sizeof(err))
-                            : rd_topo_discover(&t, devs, n, nodes, NULL, 0, filter, err,
-                                               sizeof(err));
+                            : rd_topo_discover(&t, devs, n, nodes, gpu_numa, (unsigned)ngpus,
+                                               filter, err, sizeof(err));
     if (st == MC_OK && matrix != NULL)
         st = rd_topo_check_devices(&t, devs, n, err, sizeof(err));
     if (st != MC_OK) {

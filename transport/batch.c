@@ -13,6 +13,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "transport/cuda.h"
 #include "transport/te_int.h"
 #include "util/log.h"
 #include "util/mem.h"
@@ -252,6 +253,28 @@ static size_t slice_count(uint64_t len, uint64_t slice)
     return n;
 }
 
+/* Is addr inside a cuda:N buffer of ours? */
+static int is_cuda(mc_te_t *te, const void *addr)
+{
+    pthread_rwlock_rdlock(&te->buf_lock);
+    long i = te_buf_index(te, (uint64_t)(uintptr_t)addr);
+    int cuda = i >= 0 && strncmp(te->bufs[i].location, "cuda:", 5) == 0;
+    pthread_rwlock_unlock(&te->buf_lock);
+    return cuda;
+}
+
+/* Does the peer describe [addr, addr+len) as GPU memory? */
+static int seg_is_cuda(mc_te_t *te, te_seg_t *seg, uint64_t addr, uint64_t len)
+{
+    int cuda = 0;
+    pthread_mutex_lock(&te->seg_lock);
+    for (size_t i = 0; i < seg->nbufs; i++)
+        if (addr >= seg->bufs[i].addr && addr + len <= seg->bufs[i].addr + seg->bufs[i].len)
+            cuda = strncmp(seg->bufs[i].location, "cuda:", 5) == 0;
+    pthread_mutex_unlock(&te->seg_lock);
+    return cuda;
+}
+
 /* Check every request; MC_OK or the first problem (logged with its index). */
 static mc_status_t validate(mc_te_batch_t *b, const mc_te_request_t *reqs, size_t n,
                             te_seg_t **segs)
@@ -301,6 +324,16 @@ static mc_status_t validate(mc_te_batch_t *b, const mc_te_request_t *reqs, size_
                          seg->name);
                 return MC_ERR_ADDRESS_NOT_REGISTERED;
             }
+        }
+        /* TCP moves bytes with socket calls straight into registered memory,
+         * which GPU memory is not reachable by: RDMA (GPUDirect) only */
+        if (!te_rdma_usable(te, seg) &&
+            ((atomic_load_explicit(&te->has_cuda, memory_order_relaxed) && is_cuda(te, q->local)) ||
+             seg_is_cuda(te, seg, q->remote, q->length))) {
+            MC_ERROR(TRANSPORT, "request %zu: GPU memory cannot travel over tcp to segment '%s' "
+                                "(needs the rdma transport on both sides)",
+                     i, seg->name);
+            return MC_ERR_NOT_SUPPORTED;
         }
         segs[i] = seg;
     }
@@ -372,14 +405,19 @@ mc_status_t mc_te_submit(mc_te_batch_t *b, const mc_te_request_t *reqs, size_t n
         const mc_te_request_t *q = &reqs[i];
         te_task_t *t = &b->tasks[first + i];
         if (segs[i] == NULL) {
-            /* local transport: the target is this process */
+            /* local transport: the target is this process; cudaMemcpy when
+             * either side is GPU memory */
             void *remote = (void *)(uintptr_t)q->remote;
-            if (q->opcode == MC_TE_WRITE)
-                memmove(remote, q->local, q->length);
+            void *dst = q->opcode == MC_TE_WRITE ? remote : q->local;
+            const void *src = q->opcode == MC_TE_WRITE ? q->local : remote;
+            mc_status_t cst = MC_OK;
+            if (atomic_load_explicit(&te->has_cuda, memory_order_relaxed) &&
+                (is_cuda(te, q->local) || is_cuda(te, remote)))
+                cst = te_cuda_memcpy(dst, src, q->length);
             else
-                memmove(q->local, remote, q->length);
+                memmove(dst, src, q->length);
             te_slice_t s = {.b = b, .task = t, .len = q->length};
-            te_slice_done(&s, MC_OK);
+            te_slice_done(&s, cst);
             continue;
         }
         uint64_t off = 0, left = q->length, slice = te->o.slice_size;

@@ -14,6 +14,7 @@
 
 #include "rpc/fields.h"
 #include "rpc/methods.h"
+#include "transport/cuda.h"
 #include "transport/te_int.h"
 #include "util/log.h"
 #include "util/mem.h"
@@ -179,15 +180,18 @@ static mc_status_t bufs_insert(mc_te_t *te, const mc_te_buffer_t *v, size_t n, c
     return MC_OK;
 }
 
-static mc_status_t check_location(const char *loc)
+/* cuda:N memory is checked buffer by buffer (transport/cuda.c). */
+static mc_status_t check_location(const char *loc, const mc_te_buffer_t *bufs, size_t n)
 {
     if (strncmp(loc, "cpu:", 4) == 0 || strcmp(loc, "*") == 0)
         return MC_OK;
     if (strncmp(loc, "cuda:", 5) == 0) {
-        MC_ERROR(TRANSPORT, "cannot register %s memory: no CUDA runtime in this build "
-                            "(GPU support is not available yet)",
-                 loc);
-        return MC_ERR_DEVICE_NOT_FOUND;
+        for (size_t k = 0; k < n; k++) {
+            mc_status_t st = te_cuda_check(loc, bufs[k].addr, bufs[k].len);
+            if (st != MC_OK)
+                return st;
+        }
+        return MC_OK;
     }
     MC_ERROR(TRANSPORT, "bad memory location '%s' (expected cpu:N or cuda:N)", loc);
     return MC_ERR_INVALID_ARGUMENT;
@@ -220,7 +224,7 @@ mc_status_t mc_te_register_batch(mc_te_t *te, const mc_te_buffer_t *bufs, size_t
         return MC_OK;
     if (bufs == NULL)
         return MC_ERR_INVALID_ARGUMENT;
-    mc_status_t st = check_location(loc);
+    mc_status_t st = check_location(loc, bufs, n);
     if (st != MC_OK)
         return st;
     pthread_rwlock_wrlock(&te->buf_lock);
@@ -228,6 +232,8 @@ mc_status_t mc_te_register_batch(mc_te_t *te, const mc_te_buffer_t *bufs, size_t
     if (st == MC_OK && te->rdma != NULL)
         st = rdma_reg_new(te, bufs, n);
     atomic_fetch_add(&te->buf_gen, 1);
+    if (st == MC_OK && strncmp(loc, "cuda:", 5) == 0)
+        atomic_store(&te->has_cuda, 1);
     pthread_rwlock_unlock(&te->buf_lock);
     if (st != MC_OK) {
         if (st == MC_ERR_ADDRESS_OVERLAPPED)

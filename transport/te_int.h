@@ -88,6 +88,7 @@ struct mc_te {
     int tcp;
     struct rd_transport *rdma; /* installed rdma transport, or NULL */
     _Atomic unsigned buf_gen;  /* bumped at every (un)registration */
+    _Atomic int has_cuda;      /* a cuda:N buffer was registered (local copies check) */
     _Atomic int stopping;
 };
 

@@ -17,9 +17,9 @@
  *    parallel (several in flight per connection, over a small pool of
  *    connections per peer).
  *
- * Transports: "local" (memcpy, when the target is this process) is always
- * installed; "tcp" by default; "rdma" is not available yet
- * (MC_ERR_TE_NOT_IMPLEMENTED).
+ * Transports: "local" (memcpy, when the target is this process; cudaMemcpy
+ * when either side is GPU memory) is always installed; "tcp" by default;
+ * "rdma" when installed and the peer's descriptor lists NICs (else tcp).
  *
  * Threads: every function may be called from any thread, except
  * mc_te_batch_wait (not from a callback or a reactor thread: it would
@@ -115,15 +115,21 @@ MC_API mc_status_t mc_te_create(const mc_te_opts_t *o, mc_te_t **out);
 /* Unpublish, stop, fail in-flight tasks with CANCELED, free. NULL is fine. */
 MC_API void mc_te_destroy(mc_te_t *te);
 
-/* "tcp" or "local": MC_OK (also when already installed); "rdma":
- * MC_ERR_TE_NOT_IMPLEMENTED; anything else MC_ERR_INVALID_ARGUMENT. */
+/* "tcp" or "local": MC_OK (also when already installed). "rdma": opens the
+ * NICs (rdma_* options), registers every buffer on each and republishes the
+ * descriptor: MC_OK; MC_ERR_DEVICE_NOT_FOUND (no usable NIC: "no RDMA
+ * devices"), MC_ERR_CONFIG (bad nic priority matrix), MC_ERR_INVALID_ARGUMENT
+ * (bad MTU), MC_ERR_CONTEXT / MC_ERR_MEMORY (a NIC or a registration failed),
+ * each logged with the reason. Anything else MC_ERR_INVALID_ARGUMENT. */
 MC_API mc_status_t mc_te_install_transport(mc_te_t *te, const char *proto);
 
 MC_API const char *mc_te_local_name(const mc_te_t *te);
 MC_API uint16_t mc_te_port(const mc_te_t *te);
 
-/* Register [addr, addr+len) at location ("cpu:N"; "cuda:N" fails with
- * MC_ERR_DEVICE_NOT_FOUND without a GPU runtime; NULL = "cpu:0"). With
+/* Register [addr, addr+len) at location ("cpu:N"; "cuda:N" for GPU memory,
+ * which needs the CUDA runtime (libcudart, loaded at run time) and GPU N:
+ * MC_ERR_DEVICE_NOT_FOUND without them, the reason logged; NULL = "cpu:0").
+ * With
  * remote_accessible, peers may read and write it. Large regions are
  * pre-touched in parallel. Publishes the updated descriptor.
  * MC_OK, MC_ERR_INVALID_ARGUMENT, MC_ERR_ADDRESS_OVERLAPPED, MC_ERR_NOMEM,

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "rpc/fields.h"
+#include "transport/cuda.h"
 #include "transport/rdma/rdma_int.h"
 #include "util/log.h"
 #include "util/mem.h"
@@ -159,8 +160,15 @@ mc_status_t te_rdma_install(mc_te_t *te)
         if (st == MC_OK)
             st = rd_topo_check_devices(&t->topo, devs, ndev, err, sizeof(err));
     } else {
-        st = rd_topo_discover(&t->topo, devs, ndev, mc_numa_node_count(), NULL, 0, devices, err,
-                              sizeof(err));
+        /* cuda:N entries prefer the NICs of GPU N's NUMA node */
+        int gpu_numa[RD_MAX_LOCS];
+        int ngpus = te_cuda_gpus(NULL);
+        if (ngpus > RD_MAX_LOCS / 2)
+            ngpus = RD_MAX_LOCS / 2;
+        for (int i = 0; i < ngpus; i++)
+            gpu_numa[i] = te_cuda_numa_node(i);
+        st = rd_topo_discover(&t->topo, devs, ndev, mc_numa_node_count(), gpu_numa,
+                              (unsigned)ngpus, devices, err, sizeof(err));
     }
     if (st != MC_OK) {
         if (st == MC_ERR_DEVICE_NOT_FOUND)
@@ -262,6 +270,12 @@ mc_status_t te_rdma_reg_bufs(mc_te_t *te, te_buf_t *b, size_t n)
     for (size_t k = 0; k < n; k++) {
         if (b[k].mr != NULL)
             continue;
+        int gpu = strncmp(b[k].location, "cuda:", 5) == 0;
+        if (gpu && t->v == &rv_emu_ops) {
+            MC_ERROR(RDMA, "cannot register %s memory on EMULATED NICs (they copy with memcpy)",
+                     b[k].location);
+            goto err;
+        }
         int access = RV_ACCESS_LOCAL_WRITE | RV_ACCESS_RELAXED_ORDERING;
         if (b[k].remote)
             access |= RV_ACCESS_REMOTE_READ | RV_ACCESS_REMOTE_WRITE;
@@ -272,9 +286,10 @@ mc_status_t te_rdma_reg_bufs(mc_te_t *te, te_buf_t *b, size_t n)
             mc_status_t st = t->v->reg_mr(t->nics[i].pd, (void *)(uintptr_t)b[k].addr, b[k].len,
                                           access, &b[k].mr[i]);
             if (st != MC_OK) {
-                MC_ERROR(RDMA, "cannot register 0x%llx+%llu on %s: %s",
+                MC_ERROR(RDMA, "cannot register 0x%llx+%llu (%s) on %s: %s%s",
                          (unsigned long long)b[k].addr, (unsigned long long)b[k].len,
-                         t->nics[i].name, mc_status_str(st));
+                         b[k].location, t->nics[i].name, mc_status_str(st),
+                         gpu ? " (GPUDirect needs the nvidia-peermem module)" : "");
                 b[k].nkeys = i;
                 goto err;
             }
