@@ -12,6 +12,7 @@
  * flushed ones too). wr_id is the slice.
  */
 #include <string.h>
+#include <unistd.h>
 
 #include "transport/rdma/rdma_int.h"
 #include "util/log.h"
@@ -452,6 +453,17 @@ static int poll_cq(rd_nic_t *n)
     if (total > 0)
         rd_flush_dirty(n);
     return total;
+}
+
+void rd_drain(rd_nic_t *n, uint64_t timeout_us)
+{
+    uint64_t end = mc_now_us() + timeout_us;
+    while (n->cq_outstanding > 0 && mc_now_us() < end) {
+        if (poll_cq(n) == 0)
+            usleep(100);
+    }
+    if (n->cq_outstanding > 0)
+        MC_WARN(RDMA, "%s: %u WRs still outstanding at shutdown", n->name, n->cq_outstanding);
 }
 
 /* Back to event mode: arm the channel, then look once more (a completion

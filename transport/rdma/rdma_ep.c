@@ -127,6 +127,9 @@ static void pool_remove(rd_ep_t *ep)
 static void ep_free(rd_ep_t *ep)
 {
     rd_nic_t *n = ep->nic;
+    /* destroying the client completes its pending calls (CANCELED), maybe
+     * right here: their callbacks must not touch ep again */
+    ep->freeing = 1;
     for (unsigned i = 0; i < ep->nqp; i++)
         n->t->v->destroy_qp(ep->qp[i]);
     mc_timer_fini(&ep->timer);
@@ -417,6 +420,8 @@ static void hs_reply(void *arg, const mc_rpc_resp_t *resp)
 {
     rd_ep_t *ep = arg;
     rd_nic_t *n = ep->nic;
+    if (ep->freeing)
+        return;
     ep->hs_inflight = 0;
     if (ep->state != EP_CONNECTING) {
         /* connected meanwhile by the peer's CONNECT, or closed */
@@ -528,6 +533,8 @@ static void disc_reply(void *arg, const mc_rpc_resp_t *resp)
 {
     rd_ep_t *ep = arg;
     (void)resp;
+    if (ep->freeing)
+        return;
     ep->hs_inflight = 0;
     rd_ep_maybe_free(ep);
 }
@@ -601,6 +608,9 @@ void rd_nic_close_all(rd_nic_t *n)
             break;
         rd_ep_close(ep, MC_ERR_CANCELED, 0);
     }
+    /* every QP is in ERR: what was in flight flushes; those slices end
+     * CANCELED (the engine is stopping), then the endpoints can go */
+    rd_drain(n, 2000000);
     while (n->closing != NULL) {
         rd_ep_t *ep = n->closing;
         n->closing = ep->next;

@@ -58,7 +58,7 @@ typedef struct rd_ep {
     char host[64];          /* the peer engine's RPC address */
     uint16_t port;
     int state;              /* enum rd_ep_state */
-    int in_pool, dirty, hs_inflight, active;
+    int in_pool, dirty, hs_inflight, active, freeing;
     unsigned nqp;
     rv_qp_t *qp[RD_MAX_QPS];
     uint32_t rqpn[RD_MAX_QPS]; /* the peer's QP numbers once connected */
@@ -157,5 +157,7 @@ void rd_slice_retry(rd_nic_t *n, te_slice_t *s, mc_status_t cause);
 mc_status_t rd_nic_events_start(rd_nic_t *n);
 void rd_nic_events_stop(rd_nic_t *n);
 void rd_poll_kick(rd_nic_t *n);
+/* Poll until no WR of n is outstanding or timeout_us passed (shutdown). */
+void rd_drain(rd_nic_t *n, uint64_t timeout_us);
 
 #endif /* MC_TRANSPORT_RDMA_RDMA_INT_H */

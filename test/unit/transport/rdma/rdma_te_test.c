@@ -31,6 +31,7 @@
 #include "transport/te_int.h"
 #include "util/log.h"
 #include "util/mem.h"
+#include "util/time.h"
 
 #define SZ (4u << 20)
 #define WAIT_US 10000000u
@@ -430,6 +431,64 @@ static void malformed_handshakes_are_refused_with_the_reason_and_nothing_breaks(
     eng_free(&b);
 }
 
+static void destroying_an_engine_with_transfers_in_flight_ends_them(void **state)
+{
+    (void)state;
+    rv_emu_opts_t slow = {.ndevices = 2, .mtu = 4096, .bandwidth = 20000000}; /* 20 MB/s */
+    rv_emu_configure(&slow);
+    eng_t a, b;
+    eng_make(&a, 2, 4096, NULL, 0);
+    eng_make(&b, 2, 4096, NULL, 0);
+    rv_emu_opts_t fast = {.ndevices = 2, .mtu = 4096};
+    rv_emu_configure(&fast);
+    mc_te_segment_t seg;
+    assert_int_equal(mc_te_open_segment(a.te, mc_te_local_name(b.te), &seg), MC_OK);
+    mc_te_batch_t *bt;
+    assert_int_equal(mc_te_batch_alloc(a.te, 1, &bt), MC_OK);
+    mc_te_request_t q = {.opcode = MC_TE_WRITE, .local = a.mem, .segment = seg,
+                         .remote = (uint64_t)(uintptr_t)b.mem, .length = SZ}; /* ~200 ms */
+    assert_int_equal(mc_te_submit(bt, &q, 1), MC_OK);
+    usleep(30000);
+    uint64_t t0 = mc_now_ms();
+    mc_te_destroy(a.te); /* WRs in flight flush; their slices end CANCELED */
+    assert_true(mc_now_ms() - t0 < 3000);
+    mc_te_status_t st;
+    assert_int_equal(mc_te_batch_status(bt, &st), MC_OK);
+    assert_int_equal(st.state, MC_TE_CANCELED);
+    assert_int_equal(mc_te_batch_free(bt), MC_OK);
+    mc_free(a.mem);
+    eng_free(&b);
+}
+
+static void a_peer_going_away_fails_transfers_in_flight_without_hanging(void **state)
+{
+    (void)state;
+    rv_emu_opts_t slow = {.ndevices = 1, .mtu = 4096, .bandwidth = 20000000};
+    rv_emu_configure(&slow);
+    eng_t a, b;
+    eng_make(&a, 1, 4096, NULL, 0);
+    eng_make(&b, 1, 4096, NULL, 0);
+    rv_emu_opts_t fast = {.ndevices = 2, .mtu = 4096};
+    rv_emu_configure(&fast);
+    mc_te_segment_t seg;
+    assert_int_equal(mc_te_open_segment(a.te, mc_te_local_name(b.te), &seg), MC_OK);
+    mc_te_batch_t *bt;
+    assert_int_equal(mc_te_batch_alloc(a.te, 1, &bt), MC_OK);
+    mc_te_request_t q = {.opcode = MC_TE_WRITE, .local = a.mem, .segment = seg,
+                         .remote = (uint64_t)(uintptr_t)b.mem, .length = SZ};
+    assert_int_equal(mc_te_submit(bt, &q, 1), MC_OK);
+    usleep(30000);
+    eng_free(&b);
+    mc_status_t st = mc_te_batch_wait(bt, WAIT_US);
+    assert_true(st == MC_ERR_ENDPOINT || st == MC_ERR_REJECT_HANDSHAKE);
+    mc_te_status_t ts;
+    mc_te_task_status(bt, 0, &ts);
+    assert_int_equal(ts.state, MC_TE_FAILED);
+    assert_true(ts.transferred > 0 && ts.transferred < SZ);
+    assert_int_equal(mc_te_batch_free(bt), MC_OK);
+    eng_free(&a);
+}
+
 int main(void)
 {
     mc_log_set_spec(getenv("TEST_LOG") ? getenv("TEST_LOG") : "error", NULL, 0);
@@ -441,6 +500,8 @@ int main(void)
         cmocka_unit_test(a_user_matrix_steers_slices_to_its_preferred_nics),
         cmocka_unit_test(install_without_devices_or_with_a_bad_matrix_fails_with_the_reason),
         cmocka_unit_test(malformed_handshakes_are_refused_with_the_reason_and_nothing_breaks),
+        cmocka_unit_test(destroying_an_engine_with_transfers_in_flight_ends_them),
+        cmocka_unit_test(a_peer_going_away_fails_transfers_in_flight_without_hanging),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
