@@ -227,6 +227,12 @@ mc_status_t mc_te_register_batch(mc_te_t *te, const mc_te_buffer_t *bufs, size_t
     mc_status_t st = check_location(loc, bufs, n);
     if (st != MC_OK)
         return st;
+    /* fault large regions in first (in parallel): the NICs' registrations
+     * then pin pages that exist */
+    if (strncmp(loc, "cuda:", 5) != 0)
+        for (size_t k = 0; k < n; k++)
+            if (bufs[k].addr != NULL)
+                pretouch(bufs[k].addr, bufs[k].len);
     pthread_rwlock_wrlock(&te->buf_lock);
     st = bufs_insert(te, bufs, n, loc, remote_accessible);
     if (st == MC_OK && te->rdma != NULL)
@@ -240,8 +246,6 @@ mc_status_t mc_te_register_batch(mc_te_t *te, const mc_te_buffer_t *bufs, size_t
             MC_ERROR(TRANSPORT, "register: range overlaps a registered buffer");
         return st;
     }
-    for (size_t k = 0; k < n; k++)
-        pretouch(bufs[k].addr, bufs[k].len);
     return remote_accessible ? publish(te) : MC_OK;
 }
 

@@ -14,6 +14,8 @@
 #include "util/log.h"
 #include "util/mem.h"
 
+#define RD_PARALLEL_REG_MIN (64u << 20) /* register on all NICs at once from this size */
+
 _Static_assert(TE_MAX_NICS == RD_MAX_NICS, "te_buf_t key arrays sized for RD_MAX_NICS");
 
 static unsigned env_uint(const char *name, unsigned def, unsigned lo, unsigned hi)
@@ -191,7 +193,7 @@ mc_status_t te_rdma_install(mc_te_t *te)
         rd_nic_t *n = &t->nics[i];
         n->t = t;
         n->idx = i;
-        snprintf(n->name, sizeof(n->name), "%.63s", t->topo.nics[i]);
+        memcpy(n->name, t->topo.nics[i], sizeof(n->name)); /* both RV_NAME_MAX, terminated */
         st = nic_open(t, n);
         t->nnics = i + 1;
         if (st != MC_OK) {
@@ -260,6 +262,43 @@ void te_rdma_dereg_buf(mc_te_t *te, te_buf_t *b)
     b->nkeys = 0;
 }
 
+typedef struct reg_job {
+    rd_transport_t *t;
+    unsigned nic;
+    te_buf_t *b;
+    int access;
+    mc_status_t *st;
+} reg_job_t;
+
+static void *reg_thread(void *arg)
+{
+    reg_job_t *j = arg;
+    j->st[j->nic] = j->t->v->reg_mr(j->t->nics[j->nic].pd, (void *)(uintptr_t)j->b->addr,
+                                    j->b->len, j->access, &j->b->mr[j->nic]);
+    return NULL;
+}
+
+/* Register b on every NIC, one thread per NIC for large regions (pinning
+ * and mapping a large region costs ~1 s per 100 GB per NIC; the NICs do it
+ * in parallel). st[i] is NIC i's result. */
+static void reg_all_nics(rd_transport_t *t, te_buf_t *b, int access, mc_status_t *st)
+{
+    reg_job_t jobs[RD_MAX_NICS];
+    pthread_t th[RD_MAX_NICS];
+    int started[RD_MAX_NICS] = {0};
+    int parallel = t->nnics > 1 && b->len >= RD_PARALLEL_REG_MIN;
+    for (unsigned i = 0; i < t->nnics; i++) {
+        jobs[i] = (reg_job_t){t, i, b, access, st};
+        if (parallel && pthread_create(&th[i], NULL, reg_thread, &jobs[i]) == 0)
+            started[i] = 1;
+        else
+            reg_thread(&jobs[i]);
+    }
+    for (unsigned i = 0; i < t->nnics; i++)
+        if (started[i])
+            pthread_join(th[i], NULL);
+}
+
 mc_status_t te_rdma_reg_bufs(mc_te_t *te, te_buf_t *b, size_t n)
 {
     rd_transport_t *t = te->rdma;
@@ -282,10 +321,15 @@ mc_status_t te_rdma_reg_bufs(mc_te_t *te, te_buf_t *b, size_t n)
         b[k].mr = mc_calloc(t->nnics, sizeof(rv_mr_t));
         if (b[k].mr == NULL)
             goto err;
+        mc_status_t pst[RD_MAX_NICS];
+        reg_all_nics(t, &b[k], access, pst);
         for (unsigned i = 0; i < t->nnics; i++) {
-            mc_status_t st = t->v->reg_mr(t->nics[i].pd, (void *)(uintptr_t)b[k].addr, b[k].len,
-                                          access, &b[k].mr[i]);
+            mc_status_t st = pst[i];
             if (st != MC_OK) {
+                /* undo the NICs after i that did register */
+                for (unsigned j = i + 1; j < t->nnics; j++)
+                    if (pst[j] == MC_OK)
+                        t->v->dereg_mr(&b[k].mr[j]);
                 MC_ERROR(RDMA, "cannot register 0x%llx+%llu (%s) on %s: %s%s",
                          (unsigned long long)b[k].addr, (unsigned long long)b[k].len,
                          b[k].location, t->nics[i].name, mc_status_str(st),
