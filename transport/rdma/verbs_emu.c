@@ -473,7 +473,7 @@ static void conn_drop(rv_ctx_t *c, int fd)
     }
 }
 
-static uint32_t execute(rv_ctx_t *c, rv_qp_t *qp, const rv_send_wr_t *wr)
+static uint32_t emu_execute(rv_ctx_t *c, rv_qp_t *qp, const rv_send_wr_t *wr)
 {
     if (atomic_load(&qp->state) != RV_QPS_RTS)
         return RV_WC_WR_FLUSH_ERR;
@@ -543,7 +543,7 @@ static void *init_thread(void *arg)
             c->busy_until_ns += (uint64_t)w->wr.length * 1000000000u / c->o.bandwidth;
             done_ns = c->busy_until_ns;
         }
-        uint32_t st = execute(c, qp, &w->wr);
+        uint32_t st = emu_execute(c, qp, &w->wr);
         if (st == RV_WC_SUCCESS && done_ns != 0)
             sleep_until(done_ns);
         if (st != RV_WC_SUCCESS && st != RV_WC_WR_FLUSH_ERR)
