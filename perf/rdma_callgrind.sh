@@ -9,15 +9,19 @@
 # completion accounting, te_slice_done). The emulated provider's own functions
 # reached from there (emu_post_send, emu_poll_cq, emu_req_notify, emu_cq_event)
 # are subtracted: on hardware those are libibverbs' (a few dozen instructions
-# each). Slices = calls of te_slice_done. Prints one line per block size.
+# each). Slices = calls of te_slice_done. Prints one line per block size and
+# CQ mode: busy polling (MC_RDMA_BUSY_POLL_US=50: completions reaped in
+# batches) and event mode (0, the emulated default: about one completion
+# per wake-up, so the arming and the empty re-poll count per slice).
 set -euo pipefail
 BUILD=${1:-build}
 bench=$(realpath "$BUILD/transfer_bench")
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 cd "$tmp"
+for mode in 50 0; do
 for bs in 64K 1M; do
-    valgrind --tool=callgrind --callgrind-out-file="cg.$bs.%p" --trace-children=no \
+    MC_RDMA_BUSY_POLL_US=$mode valgrind --tool=callgrind --callgrind-out-file="cg.$bs.%p" --trace-children=no \
         --toggle-collect=mc_te_submit --toggle-collect=nic_submit_msg \
         --toggle-collect=on_cq_event --toggle-collect=on_poll_timer \
         "$bench" --protocol rdma --emulated 1 --operation write --block_size "$bs" \
@@ -33,6 +37,8 @@ for bs in 64K 1M; do
     done
     slices=$(grep -B3 '\*  .*transport/batch.c:te_slice_done' "$f.txt" | grep '<' |
         sed -E 's/.*\(([0-9,]+)x\).*/\1/' | tr -d , | head -1)
-    echo "block $bs: $total instructions collected, $emu in the emulated provider," \
-        "$slices slices: $(((total - emu) / slices)) instructions per slice"
+    echo "busy_poll_us $mode, block $bs: $total instructions collected, $emu in the" \
+        "emulated provider, $slices slices: $(((total - emu) / slices)) instructions per slice"
+    rm -f cg."$bs".*
+done
 done

@@ -101,8 +101,8 @@ typedef struct mc_te_opts {
                                    (MC_MAX_EP_PER_CTX) */
     unsigned rdma_retry;        /* attempts after the first, per slice; 9 (MC_RETRY_CNT) */
     unsigned rdma_mtu;          /* MTU cap in bytes; 4096 (MC_MTU) */
-    unsigned rdma_busy_poll_us; /* busy-poll the CQ this long after activity; 50
-                                   (MC_RDMA_BUSY_POLL_US) */
+    unsigned rdma_busy_poll_us; /* busy-poll the CQ this long after activity; 50, 0 on
+                                   emulated NICs (MC_RDMA_BUSY_POLL_US) */
 } mc_te_opts_t;
 
 MC_API void mc_te_opts_init(mc_te_opts_t *o);

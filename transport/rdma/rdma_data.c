@@ -470,7 +470,10 @@ void rd_drain(rd_nic_t *n, uint64_t timeout_us)
  * that came before the arming raises no event). */
 static void to_event_mode(rd_nic_t *n)
 {
-    mc_timer_stop(&n->poll_timer);
+    if (n->polling) {
+        mc_timer_stop(&n->poll_timer);
+        n->polling = 0;
+    }
     n->t->v->req_notify(n->cq);
     if (poll_cq(n) > 0 && n->cq_outstanding > 0)
         rd_poll_kick(n);
@@ -478,8 +481,9 @@ static void to_event_mode(rd_nic_t *n)
 
 void rd_poll_kick(rd_nic_t *n)
 {
-    if (n->t->busy_poll_us == 0 || mc_timer_armed(&n->poll_timer))
+    if (n->t->busy_poll_us == 0 || n->polling)
         return;
+    n->polling = 1;
     n->busy_until_ns = mc_now_ns() + (uint64_t)n->t->busy_poll_us * 1000;
     /* 1 us, not 0: libevent does not re-arm a persistent event whose
      * timeout is zero, so a 0 period would fire once and then never */

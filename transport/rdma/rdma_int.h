@@ -94,6 +94,7 @@ struct rd_nic {
     mc_reactor_t *r;
     struct event *cq_ev;
     mc_timer_t poll_timer; /* busy polling while work is in flight */
+    int polling;           /* poll_timer armed (else the CQ is armed for an event) */
     uint64_t busy_until_ns;
     uint32_t cq_outstanding;
     mc_hmap_t eps;
