@@ -115,6 +115,7 @@ typedef struct te_slice {
     uint32_t rd_rr;           /* striping counter of its first attempt */
     uint8_t rd_lnic, rd_rnic, rd_qp, rd_attempt;
     int rd_err;               /* cause of the last failed attempt (mc_status_t) */
+    uint64_t rd_due_ns;       /* a deferred retry goes at this time */
 } te_slice_t;
 
 /* Slices of one submit, allocated together and kept until the batch is

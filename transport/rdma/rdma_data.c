@@ -99,6 +99,8 @@ static mc_status_t choose_path(mc_te_t *te, te_slice_t *s, unsigned attempt)
 }
 
 static void nic_submit_msg(mc_reactor_t *r, mc_reactor_msg_t *msg, mc_status_t st);
+static void dispatch(rd_nic_t *n, te_slice_t *s);
+static void on_retry_timer(mc_timer_t *tm, void *arg);
 
 static void chain_add(te_rdma_submit_t *sub, te_slice_t *s)
 {
@@ -308,15 +310,74 @@ void rd_slice_retry(rd_nic_t *n, te_slice_t *s, mc_status_t cause)
         te_slice_done(s, st);
         return;
     }
+    /* After each full sweep over the NICs, pause before the next one (10 ms,
+     * doubling, at most 160 ms): a path that failed a moment ago is backing
+     * off, and a transient fault (a peer restarting, a link flapping) gets
+     * time to clear before the budget is spent. */
+    unsigned cycle = t->nnics > 0 ? t->nnics : 1;
+    if (s->rd_attempt % cycle == 0) {
+        unsigned sweep = s->rd_attempt / cycle;
+        uint64_t pause_us = (uint64_t)RD_RETRY_PAUSE_US << (sweep > 5 ? 4 : sweep - 1);
+        s->rd_due_ns = mc_now_ns() + pause_us * 1000;
+        s->rd_next = n->deferred;
+        n->deferred = s;
+        if (!mc_timer_armed(&n->retry_timer))
+            mc_timer_start(&n->retry_timer, pause_us, 0);
+        return;
+    }
+    dispatch(n, s);
+}
+
+/* Send s (its path chosen) to its NIC: queue it here or hop. */
+static void dispatch(rd_nic_t *n, te_slice_t *s)
+{
     if (s->rd_lnic == n->idx) {
         enqueue(n, s);
         return;
     }
-    rd_nic_t *other = &t->nics[s->rd_lnic];
+    rd_nic_t *other = &n->t->nics[s->rd_lnic];
     s->rd_next = NULL;
     s->msg.fn = nic_submit_msg;
     if (mc_reactor_post(other->r, &s->msg) != MC_OK)
         te_slice_done(s, MC_ERR_CANCELED);
+}
+
+/* Deferred retries that are due go; the timer is re-armed for the rest. */
+static void on_retry_timer(mc_timer_t *tm, void *arg)
+{
+    rd_nic_t *n = arg;
+    (void)tm;
+    uint64_t now = mc_now_ns(), next = 0;
+    te_slice_t *due = NULL, **pp = &n->deferred;
+    while (*pp != NULL) {
+        te_slice_t *s = *pp;
+        if (s->rd_due_ns <= now) {
+            *pp = s->rd_next;
+            s->rd_next = due;
+            due = s;
+        } else {
+            if (next == 0 || s->rd_due_ns < next)
+                next = s->rd_due_ns;
+            pp = &s->rd_next;
+        }
+    }
+    if (next != 0)
+        mc_timer_start(&n->retry_timer, (next - now) / 1000 + 1, 0);
+    while (due != NULL) {
+        te_slice_t *s = due;
+        due = s->rd_next;
+        dispatch(n, s);
+    }
+    rd_flush_dirty(n);
+}
+
+void rd_deferred_cancel(rd_nic_t *n)
+{
+    while (n->deferred != NULL) {
+        te_slice_t *s = n->deferred;
+        n->deferred = s->rd_next;
+        te_slice_done(s, MC_ERR_CANCELED);
+    }
 }
 
 /* The pending slices that fit: one chain per QP, QPs in turn, each chain
@@ -522,7 +583,8 @@ mc_status_t rd_nic_events_start(rd_nic_t *n)
                          n);
     if (n->cq_ev == NULL || event_add(n->cq_ev, NULL) != 0)
         return MC_ERR_INTERNAL_ERROR;
-    if (mc_timer_init(&n->poll_timer, n->r, on_poll_timer, n) != MC_OK)
+    if (mc_timer_init(&n->poll_timer, n->r, on_poll_timer, n) != MC_OK ||
+        mc_timer_init(&n->retry_timer, n->r, on_retry_timer, n) != MC_OK)
         return MC_ERR_NOMEM;
     return v->req_notify(n->cq);
 }
@@ -533,4 +595,5 @@ void rd_nic_events_stop(rd_nic_t *n)
         event_free(n->cq_ev);
     n->cq_ev = NULL;
     mc_timer_fini(&n->poll_timer);
+    mc_timer_fini(&n->retry_timer);
 }

@@ -597,6 +597,7 @@ void rd_nic_close_all(rd_nic_t *n)
     size_t i;
     mc_hnode_t *h;
     /* graceful: no retries (the engine stops); slices fail CANCELED */
+    rd_deferred_cancel(n);
     for (;;) {
         rd_ep_t *ep = NULL;
         MC_HMAP_FOREACH(&n->eps, i, h)

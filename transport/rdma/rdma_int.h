@@ -37,6 +37,7 @@
 #define RD_BACKOFF_SLOTS 64
 #define RD_BACKOFF_MIN_US 10000u
 #define RD_BACKOFF_MAX_US 1000000u
+#define RD_RETRY_PAUSE_US 10000u /* first pause after a sweep of failed paths */
 
 typedef struct rd_nic rd_nic_t;
 typedef struct rd_transport rd_transport_t;
@@ -95,6 +96,8 @@ struct rd_nic {
     struct event *cq_ev;
     mc_timer_t poll_timer; /* busy polling while work is in flight */
     int polling;           /* poll_timer armed (else the CQ is armed for an event) */
+    te_slice_t *deferred;  /* retries waiting out a pause (rd_due_ns) */
+    mc_timer_t retry_timer;
     uint64_t busy_until_ns;
     uint32_t cq_outstanding;
     mc_hmap_t eps;
@@ -160,5 +163,7 @@ void rd_nic_events_stop(rd_nic_t *n);
 void rd_poll_kick(rd_nic_t *n);
 /* Poll until no WR of n is outstanding or timeout_us passed (shutdown). */
 void rd_drain(rd_nic_t *n, uint64_t timeout_us);
+/* Fail the deferred retries with CANCELED (shutdown). */
+void rd_deferred_cancel(rd_nic_t *n);
 
 #endif /* MC_TRANSPORT_RDMA_RDMA_INT_H */

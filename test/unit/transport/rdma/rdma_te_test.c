@@ -489,6 +489,29 @@ static void a_peer_going_away_fails_transfers_in_flight_without_hanging(void **s
     eng_free(&a);
 }
 
+static void a_transient_fault_on_the_only_path_is_ridden_out_within_the_budget(void **state)
+{
+    (void)state;
+    eng_t a, b;
+    eng_make(&a, 1, 4096, NULL, 0);
+    eng_make(&b, 1, 4096, NULL, 0);
+    assert_int_equal(xfer(&a, &b, MC_TE_WRITE, 0, 0, 4096), MC_OK); /* connected */
+    /* three failures in a row on the one path: each closes the endpoint and
+     * backs it off; the retries pause between sweeps and the fourth works */
+    rv_emu_fail_next("emu_0", 3, RV_WC_REM_OP_ERR);
+    uint64_t t0 = mc_now_ms();
+    assert_int_equal(xfer(&a, &b, MC_TE_WRITE, 100, 100, 50000), MC_OK);
+    assert_memory_equal(a.mem + 100, b.mem + 100, 50000);
+    te_rdma_nic_stats_t st;
+    te_rdma_stats(a.te, &st, 1);
+    assert_int_equal(st.errors, 3);
+    assert_true(st.retries >= 3 && st.retries <= 9);
+    assert_true(mc_now_ms() - t0 < 2000);
+    rv_emu_fail_next("emu_0", 0, RV_WC_SUCCESS);
+    eng_free(&a);
+    eng_free(&b);
+}
+
 int main(void)
 {
     mc_log_set_spec(getenv("TEST_LOG") ? getenv("TEST_LOG") : "error", NULL, 0);
@@ -500,6 +523,7 @@ int main(void)
         cmocka_unit_test(a_user_matrix_steers_slices_to_its_preferred_nics),
         cmocka_unit_test(install_without_devices_or_with_a_bad_matrix_fails_with_the_reason),
         cmocka_unit_test(malformed_handshakes_are_refused_with_the_reason_and_nothing_breaks),
+        cmocka_unit_test(a_transient_fault_on_the_only_path_is_ridden_out_within_the_budget),
         cmocka_unit_test(destroying_an_engine_with_transfers_in_flight_ends_them),
         cmocka_unit_test(a_peer_going_away_fails_transfers_in_flight_without_hanging),
     };
