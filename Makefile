@@ -24,6 +24,13 @@ PKG_CONFIG ?= pkg-config
 # libraries of the library proper; RDMA and CUDA come in at run time or via
 # their own detection (transport/).
 LIB_PKGS := libevent hiredis numa
+# The real verbs provider (transport/rdma/verbs_real.c) is built against
+# libibverbs when its headers exist; without them it reports no devices.
+HAVE_IBVERBS := $(shell test -f /usr/include/infiniband/verbs.h && echo 1)
+ifeq ($(HAVE_IBVERBS),1)
+LIB_PKGS += libibverbs
+RDMA_CPPFLAGS := -DMC_HAVE_IBVERBS
+endif
 TEST_PKGS := cmocka msgpack
 
 WARN := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
@@ -31,7 +38,7 @@ WARN := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes 
 # OPT is the optimisation level; CFLAGS/LDFLAGS given by the user are added
 # after the project's own flags (which a command-line CFLAGS cannot remove).
 OPT ?= -O2 -g
-MC_CPPFLAGS := -D_GNU_SOURCE -Iinclude -Isrc -I. $(CPPFLAGS)
+MC_CPPFLAGS := -D_GNU_SOURCE -Iinclude -Isrc -I. $(RDMA_CPPFLAGS) $(CPPFLAGS)
 MC_CFLAGS = $(OPT) -std=c11 -pthread -fPIC $(WARN) $(SAN_CFLAGS) $(CFLAGS)
 MC_LDFLAGS = $(SAN_CFLAGS) $(LDFLAGS)
 LIB_CFLAGS := -fvisibility=hidden

@@ -8,6 +8,8 @@
  *                  [--warmup 1] [--reps 3] [--buffer_size 1G] [--segment HOST:PORT]
  *                  [--port 0] [--host 127.0.0.1] [--reactors 0] [--tcp_lanes N]
  *                  [--slice_size N] [--check] [--csv FILE] [--sweep]
+ *                  [--device LIST] [--nic_priority_matrix JSON] [--emulated N]
+ *                  [--nics N[,..]] [--emu_bandwidth BYTES/S] [--emu_delay_us N]
  *
  * Modes:
  *  - target: an engine (p2p metadata) with --buffer_size registered; prints
@@ -21,6 +23,13 @@
  *    (MC_TE_LOCAL_SEGMENT, memcpy transport) between two registered buffers;
  *    plain memcpy over the same buffers, regions and pattern is measured in the
  *    same run for comparison.
+ *  - --protocol rdma: both sides install the rdma transport (real NICs, or
+ *    --emulated N emulated NICs: for tests and demos only, data moves over
+ *    unix sockets, optionally capped at --emu_bandwidth bytes/s per NIC and
+ *    delayed by --emu_delay_us per WR). --device keeps only the named NICs,
+ *    --nic_priority_matrix replaces the discovered matrix. --nics 1,2,4 runs
+ *    every point once per initiator NIC count (the first N NICs; the target
+ *    keeps all of them): a column of the table and of the CSV.
  *
  * Every point (operation x threads x block x batch) runs --reps times; the
  * median run (by GB/s) is reported. Each run: all threads warm up (--warmup
@@ -54,7 +63,8 @@
 #include <unistd.h>
 
 #include "mooncake/transfer.h"
-#include "transport/te_int.h" /* the target's buffer list: see remote_buffer() */
+#include "transport/rdma/verbs.h" /* --emulated, --nics: the provider's device list */
+#include "transport/te_int.h"     /* the target's buffer list: see remote_buffer() */
 #include "util/log.h"
 #include "util/mem.h"
 #include "util/time.h"
@@ -66,7 +76,7 @@
 #define SHORT_WARMUP_S 0.2           /* before the second and later runs of a point */
 
 enum { MODE_BOTH, MODE_TARGET, MODE_INITIATOR };
-enum { PROTO_TCP, PROTO_LOCAL };
+enum { PROTO_TCP, PROTO_LOCAL, PROTO_RDMA };
 
 typedef struct cfg {
     int mode, mode_set;
@@ -90,6 +100,13 @@ typedef struct cfg {
     uint64_t slice_size;
     int check, sweep;
     const char *csv;
+    /* rdma */
+    const char *device, *matrix;
+    unsigned emulated;
+    uint64_t nics[MAX_LIST];
+    unsigned nnics;
+    unsigned nic_cur; /* the initiator's NIC count for this pass; 0 = all */
+    uint64_t emu_bw, emu_delay_us;
 } cfg_t;
 
 /* ------------------------------------------------------------- parsing */
@@ -188,10 +205,13 @@ static void usage(FILE *f)
             "         [--threads N[,..]] [--duration S] [--warmup S] [--reps N]\n"
             "         [--buffer_size N] [--segment HOST:PORT] [--port P] [--host ADDR]\n"
             "         [--reactors N] [--tcp_lanes N] [--slice_size N] [--check] [--csv FILE]\n"
-            "         [--sweep]\n"
+            "         [--sweep] [--device LIST] [--nic_priority_matrix JSON] [--emulated N]\n"
+            "         [--nics N[,..]] [--emu_bandwidth BYTES/S] [--emu_delay_us N]\n"
             "Sizes take K/M/G suffixes (binary). With no --mode and no --segment a target\n"
             "process is forked and measured against; --sweep runs blocks 4KiB..64MiB (x4)\n"
-            "by batches 1,16,128 (unless --block_size/--batch_size are given), 2 s each.\n");
+            "by batches 1,16,128 (unless --block_size/--batch_size are given), 2 s each;\n"
+            "with --protocol rdma also over NIC counts 1,2,4.. (--nics). --emulated N uses\n"
+            "N emulated NICs (tests and demos only).\n");
 }
 
 static int parse_args(int argc, char **argv, cfg_t *c)
@@ -216,7 +236,13 @@ static int parse_args(int argc, char **argv, cfg_t *c)
         O_CHECK,
         O_CSV,
         O_SWEEP,
-        O_HELP
+        O_HELP,
+        O_DEVICE,
+        O_MATRIX,
+        O_EMULATED,
+        O_NICS,
+        O_EMU_BW,
+        O_EMU_DELAY
     };
     static const struct option lo[] = {
         {"mode", 1, 0, O_MODE},        {"protocol", 1, 0, O_PROTO},   {"operation", 1, 0, O_OP},
@@ -225,7 +251,10 @@ static int parse_args(int argc, char **argv, cfg_t *c)
         {"buffer_size", 1, 0, O_BUF},  {"segment", 1, 0, O_SEG},      {"port", 1, 0, O_PORT},
         {"host", 1, 0, O_HOST},        {"reactors", 1, 0, O_REACT},   {"tcp_lanes", 1, 0, O_LANES},
         {"slice_size", 1, 0, O_SLICE}, {"check", 0, 0, O_CHECK},      {"csv", 1, 0, O_CSV},
-        {"sweep", 0, 0, O_SWEEP},      {"help", 0, 0, O_HELP},        {0, 0, 0, 0}};
+        {"sweep", 0, 0, O_SWEEP},      {"help", 0, 0, O_HELP},        {"device", 1, 0, O_DEVICE},
+        {"nic_priority_matrix", 1, 0, O_MATRIX}, {"emulated", 1, 0, O_EMULATED},
+        {"nics", 1, 0, O_NICS},        {"emu_bandwidth", 1, 0, O_EMU_BW},
+        {"emu_delay_us", 1, 0, O_EMU_DELAY},     {0, 0, 0, 0}};
     mc_te_opts_t d;
     mc_te_opts_init(&d);
     *c = (cfg_t){.proto = PROTO_TCP,
@@ -265,11 +294,9 @@ static int parse_args(int argc, char **argv, cfg_t *c)
                 c->proto = PROTO_TCP;
             else if (strcmp(optarg, "local") == 0)
                 c->proto = PROTO_LOCAL;
-            else if (strcmp(optarg, "rdma") == 0) {
-                fprintf(stderr, "transfer_bench: --protocol rdma: the RDMA transport is not "
-                                "available in mooncake-c yet; use tcp or local\n");
-                return -1;
-            } else {
+            else if (strcmp(optarg, "rdma") == 0)
+                c->proto = PROTO_RDMA;
+            else {
                 fprintf(stderr, "transfer_bench: --protocol is tcp, local or rdma, got '%s'\n",
                         optarg);
                 return -1;
@@ -362,6 +389,29 @@ static int parse_args(int argc, char **argv, cfg_t *c)
         case O_CSV:
             c->csv = optarg;
             break;
+        case O_DEVICE:
+            c->device = optarg;
+            break;
+        case O_MATRIX:
+            c->matrix = optarg;
+            break;
+        case O_EMULATED:
+            if (parse_list("emulated", optarg, &v, 1, RV_MAX_DEVICES) != 1)
+                return -1;
+            c->emulated = (unsigned)v;
+            break;
+        case O_NICS:
+            if ((c->nnics = parse_list("nics", optarg, c->nics, 1, RV_MAX_DEVICES)) == 0)
+                return -1;
+            break;
+        case O_EMU_BW:
+            if (parse_list("emu_bandwidth", optarg, &c->emu_bw, 1, 1ull << 40) != 1)
+                return -1;
+            break;
+        case O_EMU_DELAY:
+            if (parse_list("emu_delay_us", optarg, &c->emu_delay_us, 0, 10000000) != 1)
+                return -1;
+            break;
         case O_SWEEP:
             c->sweep = 1;
             break;
@@ -386,7 +436,29 @@ static int parse_args(int argc, char **argv, cfg_t *c)
                         "target (--mode target) takes none\n");
         return -1;
     }
-    if (c->mode == MODE_INITIATOR && c->proto == PROTO_TCP && c->segment == NULL) {
+    if (c->proto != PROTO_RDMA && (c->device || c->matrix || c->emulated || c->nnics ||
+                                   c->emu_bw || c->emu_delay_us)) {
+        fprintf(stderr, "transfer_bench: --device, --nic_priority_matrix, --emulated, --nics and "
+                        "--emu_* go with --protocol rdma\n");
+        return -1;
+    }
+    if ((c->emu_bw || c->emu_delay_us) && c->emulated == 0) {
+        fprintf(stderr, "transfer_bench: --emu_bandwidth and --emu_delay_us need --emulated N\n");
+        return -1;
+    }
+    for (unsigned i = 0; i < c->nnics; i++) {
+        if (c->emulated && c->nics[i] > c->emulated) {
+            fprintf(stderr, "transfer_bench: --nics %" PRIu64 " is more than --emulated %u\n",
+                    c->nics[i], c->emulated);
+            return -1;
+        }
+    }
+    if (c->nnics > 0 && (c->device != NULL || c->matrix != NULL)) {
+        fprintf(stderr, "transfer_bench: --nics picks the first N NICs itself: not with --device "
+                        "or --nic_priority_matrix\n");
+        return -1;
+    }
+    if (c->mode == MODE_INITIATOR && c->proto != PROTO_LOCAL && c->segment == NULL) {
         fprintf(stderr, "transfer_bench: --mode initiator needs --segment HOST:PORT (what the "
                         "target printed)\n");
         return -1;
@@ -412,6 +484,10 @@ static int parse_args(int argc, char **argv, cfg_t *c)
         }
         if (!c->duration_set)
             c->duration = 2;
+        if (c->proto == PROTO_RDMA && c->nnics == 0 && c->emulated > 0) {
+            for (unsigned k = 1; k <= c->emulated && c->nnics < MAX_LIST; k *= 2)
+                c->nics[c->nnics++] = k;
+        }
     }
     return 0;
 }
@@ -442,11 +518,35 @@ static mc_te_t *make_engine(const cfg_t *c, uint16_t port, const char *listen)
     o.reactors = c->reactors;
     o.tcp_lanes = c->tcp_lanes;
     o.slice_size = c->slice_size;
+    char devs[RV_MAX_DEVICES * RV_NAME_MAX] = "";
+    if (c->proto == PROTO_RDMA) {
+        o.rdma_emulated = c->emulated;
+        o.rdma_matrix = c->matrix;
+        o.rdma_devices = c->device;
+        if (c->nic_cur > 0) { /* the first nic_cur NICs the provider lists */
+            rv_dev_info_t d[RV_MAX_DEVICES];
+            const mc_rdma_verbs_ops_t *v = c->emulated ? &rv_emu_ops : &rv_real_ops;
+            int n = v->get_devices(d, RV_MAX_DEVICES);
+            for (int i = 0; i < n && (unsigned)i < c->nic_cur; i++) {
+                if (i > 0)
+                    strcat(devs, ",");
+                strcat(devs, d[i].name);
+            }
+            o.rdma_devices = devs;
+        }
+    }
     mc_te_t *te = NULL;
     mc_status_t st = mc_te_create(&o, &te);
     if (st != MC_OK) {
         fprintf(stderr, "transfer_bench: cannot start the transfer engine: %s\n",
                 mc_status_str(st));
+        return NULL;
+    }
+    if (c->proto == PROTO_RDMA && (st = mc_te_install_transport(te, "rdma")) != MC_OK) {
+        fprintf(stderr, "transfer_bench: cannot install the rdma transport: %s (the log above "
+                        "says why; --emulated N runs on emulated NICs)\n",
+                mc_status_str(st));
+        mc_te_destroy(te);
         return NULL;
     }
     return te;
@@ -799,6 +899,7 @@ typedef struct bench {
     uint64_t remote_len;
     FILE *csv;
     uint64_t runs; /* counter for check patterns */
+    unsigned nics; /* rdma: NICs of the initiator's engine */
 } bench_t;
 
 /* Bytes each of n threads gets of both buffers (page multiple). */
@@ -921,14 +1022,16 @@ static int run_point(bench_t *B, const point_t *pt, result_t *res, result_t *mre
 
 #define CSV_HEADER                                                                                 \
     "protocol,operation,threads,block_size,batch_size,gbps,requests_per_s,p50_us,p99_us,"          \
-    "p999_us,avg_lat_us,slice_size,tcp_lanes,reactors,memcpy_gbps"
+    "p999_us,avg_lat_us,slice_size,tcp_lanes,reactors,memcpy_gbps,nics"
 
 static void print_row(bench_t *B, const point_t *pt, const result_t *r, const result_t *m)
 {
     const cfg_t *c = B->c;
     const char *op = pt->op == MC_TE_READ ? "read" : "write";
-    const char *proto = c->proto == PROTO_TCP ? "tcp" : "local";
+    const char *proto = c->proto == PROTO_TCP ? "tcp" : c->proto == PROTO_RDMA ? "rdma" : "local";
     char hb[32], row[512], mc[32] = "";
+    if (c->proto == PROTO_RDMA)
+        printf("%4u ", B->nics);
     printf("%-5s %3u %9s %6u %10.3f %12.0f %10.1f %10.1f %10.1f", op, pt->threads,
            human(pt->block, hb, sizeof(hb)), pt->batch, r->gbps, r->reqs_per_s, r->p50, r->p99,
            r->p999);
@@ -938,9 +1041,9 @@ static void print_row(bench_t *B, const point_t *pt, const result_t *r, const re
     }
     printf("\n");
     snprintf(row, sizeof(row),
-             "%s,%s,%u,%" PRIu64 ",%u,%.4f,%.0f,%.1f,%.1f,%.1f,%.1f,%" PRIu64 ",%u,%u,%s", proto,
+             "%s,%s,%u,%" PRIu64 ",%u,%.4f,%.0f,%.1f,%.1f,%.1f,%.1f,%" PRIu64 ",%u,%u,%s,%u", proto,
              op, pt->threads, pt->block, pt->batch, r->gbps, r->reqs_per_s, r->p50, r->p99, r->p999,
-             r->avg_lat, c->slice_size, c->tcp_lanes, B->te->nr, mc);
+             r->avg_lat, c->slice_size, c->tcp_lanes, B->te->nr, mc, B->nics);
     printf("csv,transfer_bench,%s\n", row);
     if (B->csv != NULL) {
         fprintf(B->csv, "%s\n", row);
@@ -960,7 +1063,11 @@ static int run_initiator(const cfg_t *c, pid_t target)
     B.te = make_engine(c, 0, "127.0.0.1");
     if (B.te == NULL)
         return 1;
-    if (c->proto == PROTO_TCP) {
+    if (c->proto == PROTO_RDMA) {
+        te_rdma_nic_stats_t ns[RV_MAX_DEVICES];
+        B.nics = te_rdma_stats(B.te, ns, RV_MAX_DEVICES);
+    }
+    if (c->proto != PROTO_LOCAL) {
         mc_status_t st = mc_te_open_segment(B.te, c->segment, &B.seg);
         if (st != MC_OK) {
             fprintf(stderr, "transfer_bench: cannot open segment '%s': %s\n", c->segment,
@@ -1024,7 +1131,13 @@ static int run_initiator(const cfg_t *c, pid_t target)
             fprintf(B.csv, "%s\n", CSV_HEADER);
     }
 
-    if (c->proto == PROTO_TCP)
+    if (c->proto == PROTO_RDMA)
+        printf("transfer_bench: rdma to segment %s%s over %u %sNIC(s), slice %s, %u reactor(s), "
+               "buffer %s",
+               c->segment, target > 0 ? " (forked target process)" : "", B.nics,
+               c->emulated ? "EMULATED " : "", human(c->slice_size, b1, sizeof(b1)), B.te->nr,
+               human(c->buffer_size, b2, sizeof(b2)));
+    else if (c->proto == PROTO_TCP)
         printf("transfer_bench: tcp to segment %s%s, slice %s, %u lane(s), %u reactor(s), "
                "buffer %s",
                c->segment, target > 0 ? " (forked target process)" : "",
@@ -1036,6 +1149,8 @@ static int run_initiator(const cfg_t *c, pid_t target)
                B.te->nr, human(c->buffer_size, b2, sizeof(b2)));
     printf(", %u x %.1f s per point after %.1f s warm-up, medians%s\n", c->reps, c->duration,
            c->warmup, c->check ? "; --check on" : "");
+    if (c->proto == PROTO_RDMA)
+        printf("%4s ", "nics");
     printf("%-5s %3s %9s %6s %10s %12s %10s %10s %10s", "op", "thr", "block", "batch", "GB/s",
            "req/s", "p50(us)", "p99(us)", "p999(us)");
     if (c->proto == PROTO_LOCAL)
@@ -1083,6 +1198,14 @@ int main(int argc, char **argv)
         return 2;
     mc_log_set_all(MC_LOG_WARN);
     signal(SIGPIPE, SIG_IGN);
+    if (c.emulated > 0) {
+        rv_emu_opts_t eo;
+        rv_emu_opts_get(&eo);
+        eo.ndevices = c.emulated;
+        eo.bandwidth = c.emu_bw;
+        eo.delay_us = c.emu_delay_us;
+        rv_emu_configure(&eo);
+    }
     if (c.mode == MODE_TARGET)
         return run_target(&c, STDOUT_FILENO, "0.0.0.0");
     pid_t target = 0;
@@ -1093,7 +1216,15 @@ int main(int argc, char **argv)
             return 1;
         c.segment = name;
     }
-    int rc = run_initiator(&c, target);
+    int rc = 0;
+    if (c.proto == PROTO_RDMA && c.nnics > 0) {
+        for (unsigned i = 0; i < c.nnics && rc == 0; i++) {
+            c.nic_cur = (unsigned)c.nics[i];
+            rc = run_initiator(&c, target);
+        }
+    } else {
+        rc = run_initiator(&c, target);
+    }
     if (target > 0) {
         kill(target, SIGTERM);
         waitpid(target, NULL, 0);

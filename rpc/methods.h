@@ -42,6 +42,15 @@ enum mc_rpc_method {
     MC_RPC_TE_READ = 402,  /* {ADDR, LENGTH} -> payload read from ADDR */
     MC_RPC_TE_READV = 403, /* {RANGES} -> payload: the ranges' bytes back to back */
 
+    /* rdma transport (transport/rdma/): endpoint handshake */
+    /* {NAME, HOST, PORT, NIC, PEER_NIC, GID, LID, MTU, QPNS} -> {NIC, GID, LID, MTU, QPNS};
+     * MC_ERR_REJECT_HANDSHAKE + {ERROR} when refused (simultaneous open that
+     * the receiver wins, unknown NIC), MC_ERR_INVALID_PARAMS + {ERROR} for a
+     * malformed body */
+    MC_RPC_RDMA_CONNECT = 410,
+    /* {NAME, NIC, PEER_NIC, QPNS}: the sender dropped that endpoint -> {} */
+    MC_RPC_RDMA_DISCONNECT = 411,
+
     /* embedded transfer-metadata service */
     MC_RPC_META_GET = 300,
     MC_RPC_META_PUT = 301,

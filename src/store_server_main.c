@@ -47,7 +47,7 @@ static const mc_conf_key_t store_keys[] = {
                 "transfer metadata: master (the master's embedded service), "
                 "redis://HOST:PORT[/DB] or p2p"),
     MC_CONF_ROW(store_conf_t, protocol, "protocol", MC_CONF_STRING, "tcp", 0, 0,
-                "transport: tcp (rdma is not available yet)"),
+                "transport: tcp or rdma (MC_RDMA_* variables: transport/README.md)"),
     MC_CONF_ROW(store_conf_t, advertise_host, "advertise_host", MC_CONF_STRING, "127.0.0.1", 0, 0,
                 "address other nodes reach this one at"),
     MC_CONF_ROW(store_conf_t, port, "port", MC_CONF_UINT, "0", 0, 65535,

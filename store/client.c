@@ -676,13 +676,8 @@ mc_status_t mc_store_open(const mc_store_config_t *c, mc_store_t **out)
         store_free(s);
         return MC_ERR_INVALID_ARGUMENT;
     }
-    if (strcmp(s->protocol, "rdma") == 0) {
-        MC_ERROR(CLIENT, "protocol rdma: the rdma transport is not available yet (use tcp)");
-        store_free(s);
-        return MC_ERR_TE_NOT_IMPLEMENTED;
-    }
-    if (strcmp(s->protocol, "tcp") != 0) {
-        MC_ERROR(CLIENT, "unknown protocol '%s' (expected tcp)", s->protocol);
+    if (strcmp(s->protocol, "tcp") != 0 && strcmp(s->protocol, "rdma") != 0) {
+        MC_ERROR(CLIENT, "unknown protocol '%s' (expected tcp or rdma)", s->protocol);
         store_free(s);
         return MC_ERR_INVALID_ARGUMENT;
     }

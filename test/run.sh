@@ -7,6 +7,8 @@ BUILD=${BUILD:-build}
 what=${1:-all}
 export TEST_BUILD_DIR="$BUILD"
 export TEST_BIN_DIR="$BUILD/test/bin"
+# ThreadSanitizer: the emulated RDMA NIC's copies stand for DMA (test/tsan.supp)
+export TSAN_OPTIONS="${TSAN_OPTIONS:-} suppressions=$(cd "$(dirname "$0")" && pwd)/tsan.supp"
 
 pass=0
 fail=0

@@ -1117,6 +1117,20 @@ static const char *field_name(uint64_t id)
         return "length";
     case MC_F_LOCATION:
         return "location";
+    case MC_F_RDMA:
+        return "rdma";
+    case MC_F_RKEYS:
+        return "rkeys";
+    case MC_F_NICS:
+        return "nics";
+    case MC_F_MATRIX:
+        return "matrix";
+    case MC_F_GID:
+        return "gid";
+    case MC_F_LID:
+        return "lid";
+    case MC_F_MTU:
+        return "mtu";
     case MC_F_SIZE:
         return "size";
     case MC_F_KEY:

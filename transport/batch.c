@@ -13,6 +13,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "transport/cuda.h"
 #include "transport/te_int.h"
 #include "util/log.h"
 #include "util/mem.h"
@@ -257,6 +258,28 @@ static size_t slice_count(uint64_t len, uint64_t slice)
     return n;
 }
 
+/* Is addr inside a cuda:N buffer of ours? */
+static int is_cuda(mc_te_t *te, const void *addr)
+{
+    pthread_rwlock_rdlock(&te->buf_lock);
+    long i = te_buf_index(te, (uint64_t)(uintptr_t)addr);
+    int cuda = i >= 0 && strncmp(te->bufs[i].location, "cuda:", 5) == 0;
+    pthread_rwlock_unlock(&te->buf_lock);
+    return cuda;
+}
+
+/* Does the peer describe [addr, addr+len) as GPU memory? */
+static int seg_is_cuda(mc_te_t *te, te_seg_t *seg, uint64_t addr, uint64_t len)
+{
+    int cuda = 0;
+    pthread_mutex_lock(&te->seg_lock);
+    for (size_t i = 0; i < seg->nbufs; i++)
+        if (addr >= seg->bufs[i].addr && addr + len <= seg->bufs[i].addr + seg->bufs[i].len)
+            cuda = strncmp(seg->bufs[i].location, "cuda:", 5) == 0;
+    pthread_mutex_unlock(&te->seg_lock);
+    return cuda;
+}
+
 /* Check every request; MC_OK or the first problem (logged with its index). */
 static mc_status_t validate(mc_te_batch_t *b, const mc_te_request_t *reqs, size_t n,
                             te_seg_t **segs)
@@ -307,6 +330,16 @@ static mc_status_t validate(mc_te_batch_t *b, const mc_te_request_t *reqs, size_
                          seg->name);
                 return MC_ERR_ADDRESS_NOT_REGISTERED;
             }
+        }
+        /* TCP moves bytes with socket calls straight into registered memory,
+         * which GPU memory is not reachable by: RDMA (GPUDirect) only */
+        if (!te_rdma_usable(te, seg) &&
+            ((atomic_load_explicit(&te->has_cuda, memory_order_relaxed) && is_cuda(te, q->local)) ||
+             seg_is_cuda(te, seg, q->remote, q->length))) {
+            MC_ERROR(TRANSPORT, "request %zu: GPU memory cannot travel over tcp to segment '%s' "
+                                "(needs the rdma transport on both sides)",
+                     i, seg->name);
+            return MC_ERR_NOT_SUPPORTED;
         }
         segs[i] = seg;
     }
@@ -369,22 +402,39 @@ mc_status_t mc_te_submit(mc_te_batch_t *b, const mc_te_request_t *reqs, size_t n
     atomic_store_explicit(&b->ntasks, first + n, memory_order_release);
 
     in_submit = 1;
-    size_t k = 0;
+    size_t k = 0, tcp_from = 0; /* TCP slices [tcp_from, k) are not posted yet */
+    te_rdma_submit_t rsub;
+    int rdma_used = 0;
+    if (te->rdma != NULL)
+        memset(&rsub, 0, sizeof(rsub));
     for (size_t i = 0; i < n; i++) {
         const mc_te_request_t *q = &reqs[i];
         te_task_t *t = &b->tasks[first + i];
         if (segs[i] == NULL) {
-            /* local transport: the target is this process */
+            /* local transport: the target is this process; cudaMemcpy when
+             * either side is GPU memory */
             void *remote = (void *)(uintptr_t)q->remote;
-            if (q->opcode == MC_TE_WRITE)
-                memmove(remote, q->local, q->length);
+            void *dst = q->opcode == MC_TE_WRITE ? remote : q->local;
+            const void *src = q->opcode == MC_TE_WRITE ? q->local : remote;
+            mc_status_t cst = MC_OK;
+            if (atomic_load_explicit(&te->has_cuda, memory_order_relaxed) &&
+                (is_cuda(te, q->local) || is_cuda(te, remote)))
+                cst = te_cuda_memcpy(dst, src, q->length);
             else
-                memmove(q->local, remote, q->length);
+                memmove(dst, src, q->length);
             te_slice_t s = {.b = b, .task = t, .len = q->length};
-            te_slice_done(&s, MC_OK);
+            te_slice_done(&s, cst);
             continue;
         }
         uint64_t off = 0, left = q->length, slice = te->o.slice_size;
+        int rdma = te->rdma != NULL && te_rdma_usable(te, segs[i]);
+        size_t k0 = k;
+        if (rdma && k > tcp_from) {
+            /* the TCP slices before this request go first (trains need
+             * their runs contiguous) */
+            te_tcp_post_run(&chunk->slices[tcp_from], k - tcp_from);
+            tcp_from = k;
+        }
         while (left > 0) {
             uint64_t take = left <= slice + slice / 4 ? left : slice;
             te_slice_t *s = &chunk->slices[k++];
@@ -400,9 +450,16 @@ mc_status_t mc_te_submit(mc_te_batch_t *b, const mc_te_request_t *reqs, size_t n
             off += take;
             left -= take;
         }
+        if (rdma) {
+            te_rdma_add(te, &rsub, &chunk->slices[k0], k - k0);
+            rdma_used = 1;
+            tcp_from = k;
+        }
     }
-    if (k > 0)
-        te_tcp_post_run(chunk->slices, k);
+    if (k > tcp_from)
+        te_tcp_post_run(&chunk->slices[tcp_from], k - tcp_from);
+    if (rdma_used)
+        te_rdma_submit_end(te, &rsub);
     in_submit = 0;
     if (segs != segs_small)
         mc_free(segs);

@@ -14,6 +14,7 @@
 
 #include "rpc/fields.h"
 #include "rpc/methods.h"
+#include "transport/cuda.h"
 #include "transport/te_int.h"
 #include "util/log.h"
 #include "util/mem.h"
@@ -63,6 +64,12 @@ static long buf_floor(const mc_te_t *te, uint64_t a)
     return ans;
 }
 
+long te_buf_index(mc_te_t *te, uint64_t a)
+{
+    long i = buf_floor(te, a);
+    return i >= 0 && a < te->bufs[i].addr + te->bufs[i].len ? i : -1;
+}
+
 /* [addr, addr+len) inside one registered buffer (remote-accessible if asked).
  * Overflow of addr + len counts as outside. */
 int te_local_range_ok(mc_te_t *te, const void *p, uint64_t len, int need_remote)
@@ -80,8 +87,8 @@ int te_local_range_ok(mc_te_t *te, const void *p, uint64_t len, int need_remote)
 
 int te_needs_local_reg(const mc_te_t *te)
 {
-    (void)te; /* tcp and local only, so far */
-    return 0;
+    /* RDMA posts need an lkey; tcp and local move bytes from any memory */
+    return te->rdma != NULL;
 }
 
 typedef struct touch_job {
@@ -179,18 +186,40 @@ static mc_status_t bufs_insert(mc_te_t *te, const mc_te_buffer_t *v, size_t n, c
     return MC_OK;
 }
 
-static mc_status_t check_location(const char *loc)
+/* cuda:N memory is checked buffer by buffer (transport/cuda.c). */
+static mc_status_t check_location(const char *loc, const mc_te_buffer_t *bufs, size_t n)
 {
     if (strncmp(loc, "cpu:", 4) == 0 || strcmp(loc, "*") == 0)
         return MC_OK;
     if (strncmp(loc, "cuda:", 5) == 0) {
-        MC_ERROR(TRANSPORT, "cannot register %s memory: no CUDA runtime in this build "
-                            "(GPU support is not available yet)",
-                 loc);
-        return MC_ERR_DEVICE_NOT_FOUND;
+        for (size_t k = 0; k < n; k++) {
+            mc_status_t st = te_cuda_check(loc, bufs[k].addr, bufs[k].len);
+            if (st != MC_OK)
+                return st;
+        }
+        return MC_OK;
     }
     MC_ERROR(TRANSPORT, "bad memory location '%s' (expected cpu:N or cuda:N)", loc);
     return MC_ERR_INVALID_ARGUMENT;
+}
+
+/* One MR per NIC for the buffers just inserted; on failure they are taken
+ * out again (all or nothing). buf_lock held for writing. */
+static mc_status_t rdma_reg_new(mc_te_t *te, const mc_te_buffer_t *v, size_t n)
+{
+    mc_status_t st = MC_OK;
+    size_t k = 0;
+    for (; k < n && st == MC_OK; k++)
+        st = te_rdma_reg_bufs(te, &te->bufs[buf_floor(te, (uint64_t)(uintptr_t)v[k].addr)], 1);
+    if (st == MC_OK)
+        return MC_OK;
+    for (size_t j = 0; j < n; j++) {
+        long i = buf_floor(te, (uint64_t)(uintptr_t)v[j].addr);
+        te_rdma_dereg_buf(te, &te->bufs[i]);
+        memmove(&te->bufs[i], &te->bufs[i + 1], (te->nbufs - (size_t)i - 1) * sizeof(te_buf_t));
+        te->nbufs--;
+    }
+    return st;
 }
 
 mc_status_t mc_te_register_batch(mc_te_t *te, const mc_te_buffer_t *bufs, size_t n,
@@ -201,19 +230,28 @@ mc_status_t mc_te_register_batch(mc_te_t *te, const mc_te_buffer_t *bufs, size_t
         return MC_OK;
     if (bufs == NULL)
         return MC_ERR_INVALID_ARGUMENT;
-    mc_status_t st = check_location(loc);
+    mc_status_t st = check_location(loc, bufs, n);
     if (st != MC_OK)
         return st;
+    /* fault large regions in first (in parallel): the NICs' registrations
+     * then pin pages that exist */
+    if (strncmp(loc, "cuda:", 5) != 0)
+        for (size_t k = 0; k < n; k++)
+            if (bufs[k].addr != NULL)
+                pretouch(bufs[k].addr, bufs[k].len);
     pthread_rwlock_wrlock(&te->buf_lock);
     st = bufs_insert(te, bufs, n, loc, remote_accessible);
+    if (st == MC_OK && te->rdma != NULL)
+        st = rdma_reg_new(te, bufs, n);
+    atomic_fetch_add(&te->buf_gen, 1);
+    if (st == MC_OK && strncmp(loc, "cuda:", 5) == 0)
+        atomic_store(&te->has_cuda, 1);
     pthread_rwlock_unlock(&te->buf_lock);
     if (st != MC_OK) {
         if (st == MC_ERR_ADDRESS_OVERLAPPED)
             MC_ERROR(TRANSPORT, "register: range overlaps a registered buffer");
         return st;
     }
-    for (size_t k = 0; k < n; k++)
-        pretouch(bufs[k].addr, bufs[k].len);
     return remote_accessible ? publish(te) : MC_OK;
 }
 
@@ -234,6 +272,8 @@ mc_status_t mc_te_unregister(mc_te_t *te, void *addr)
         return MC_ERR_ADDRESS_NOT_REGISTERED;
     }
     int remote = te->bufs[i].remote;
+    te_rdma_dereg_buf(te, &te->bufs[i]);
+    atomic_fetch_add(&te->buf_gen, 1);
     memmove(&te->bufs[i], &te->bufs[i + 1], (te->nbufs - (size_t)i - 1) * sizeof(te_buf_t));
     te->nbufs--;
     pthread_rwlock_unlock(&te->buf_lock);
@@ -249,7 +289,10 @@ void te_desc_encode(mc_te_t *te, mc_mp_writer_t *w)
     uint32_t nremote = 0;
     for (size_t i = 0; i < te->nbufs; i++)
         nremote += te->bufs[i].remote != 0;
-    mc_mp_write_map(w, 5);
+    /* rdma adds MC_F_RDMA and per-buffer MC_F_RKEYS: peers without it skip
+     * them (new fields, same format) */
+    int rdma = te->rdma != NULL;
+    mc_mp_write_map(w, rdma ? 6 : 5);
     mc_mp_write_uint(w, MC_F_NAME);
     mc_mp_write_cstr(w, te->name);
     mc_mp_write_uint(w, MC_F_HOST);
@@ -257,21 +300,34 @@ void te_desc_encode(mc_te_t *te, mc_mp_writer_t *w)
     mc_mp_write_uint(w, MC_F_PORT);
     mc_mp_write_uint(w, te->port);
     mc_mp_write_uint(w, MC_F_PROTOCOLS);
-    mc_mp_write_array(w, 2);
+    mc_mp_write_array(w, rdma ? 3 : 2);
     mc_mp_write_cstr(w, "tcp");
     mc_mp_write_cstr(w, "local");
+    if (rdma)
+        mc_mp_write_cstr(w, "rdma");
+    if (rdma) {
+        mc_mp_write_uint(w, MC_F_RDMA);
+        te_rdma_desc_encode(te, w);
+    }
     mc_mp_write_uint(w, MC_F_BUFFERS);
     mc_mp_write_array(w, nremote);
     for (size_t i = 0; i < te->nbufs; i++) {
         if (!te->bufs[i].remote)
             continue;
-        mc_mp_write_map(w, 3);
+        int keys = rdma && te->bufs[i].nkeys > 0;
+        mc_mp_write_map(w, keys ? 4 : 3);
         mc_mp_write_uint(w, MC_F_ADDR);
         mc_mp_write_uint(w, te->bufs[i].addr);
         mc_mp_write_uint(w, MC_F_LENGTH);
         mc_mp_write_uint(w, te->bufs[i].len);
         mc_mp_write_uint(w, MC_F_LOCATION);
         mc_mp_write_cstr(w, te->bufs[i].location);
+        if (keys) {
+            mc_mp_write_uint(w, MC_F_RKEYS);
+            mc_mp_write_array(w, te->bufs[i].nkeys);
+            for (unsigned k = 0; k < te->bufs[i].nkeys; k++)
+                mc_mp_write_uint(w, te->bufs[i].rkey[k]);
+        }
     }
     pthread_rwlock_unlock(&te->buf_lock);
 }
@@ -297,6 +353,7 @@ mc_status_t te_desc_decode(te_seg_t *seg, const uint8_t *p, size_t len)
     uint32_t nb = 0;
     char host[64] = "";
     uint16_t port = 0;
+    struct rd_peer *rdma = NULL;
     mc_mp_reader_init(&r, p, len);
     uint32_t n = mc_mp_read_map(&r);
     for (uint32_t i = 0; i < n && r.err == MC_OK; i++) {
@@ -324,16 +381,38 @@ mc_status_t te_desc_decode(te_seg_t *seg, const uint8_t *p, size_t len)
                     case MC_F_LOCATION:
                         copy_str(&r, bufs[k].location, sizeof(bufs[k].location));
                         break;
+                    case MC_F_RKEYS: {
+                        uint32_t nk = mc_mp_read_array(&r);
+                        if (nk > TE_MAX_NICS) {
+                            r.err = MC_ERR_PROTOCOL;
+                            break;
+                        }
+                        for (uint32_t j = 0; j < nk && r.err == MC_OK; j++)
+                            bufs[k].rkey[j] = (uint32_t)mc_mp_read_uint(&r);
+                        bufs[k].nkeys = nk;
+                        break;
+                    }
                     default: mc_mp_skip(&r); break;
                     }
                 }
                 bufs[k].remote = 1;
             }
             break;
+        case MC_F_RDMA:
+            te_rdma_peer_free(rdma);
+            rdma = NULL;
+            if (te_rdma_desc_decode(&r, &rdma) != MC_OK && r.err == MC_OK)
+                r.err = MC_ERR_PROTOCOL;
+            break;
         default: mc_mp_skip(&r); break;
         }
     }
+    /* every buffer carries one rkey per NIC, or the peer has no rdma */
+    for (uint32_t k = 0; rdma != NULL && k < nb && r.err == MC_OK; k++)
+        if (bufs[k].nkeys != te_rdma_peer_nics(rdma))
+            r.err = MC_ERR_PROTOCOL;
     if (r.err != MC_OK || host[0] == '\0' || port == 0) {
+        te_rdma_peer_free(rdma);
         mc_free(bufs);
         MC_ERROR(TRANSPORT, "segment '%s': malformed descriptor", seg->name);
         return MC_ERR_MALFORMED;
@@ -341,6 +420,11 @@ mc_status_t te_desc_decode(te_seg_t *seg, const uint8_t *p, size_t len)
     mc_free(seg->bufs);
     seg->bufs = bufs;
     seg->nbufs = nb;
+    atomic_fetch_add(&seg->desc_gen, 1); /* path caches (rdma) look again */
+    /* the old one stays readable (reactors may be choosing a path with it)
+     * until the segment goes */
+    te_rdma_peer_retire(&seg->rdma_old, seg->rdma);
+    seg->rdma = rdma;
     if (strcmp(seg->host, host) != 0 || seg->port != port)
         atomic_fetch_add(&seg->gen, 1); /* lanes follow (tcp.c) */
     snprintf(seg->host, sizeof(seg->host), "%s", host);
@@ -577,8 +661,10 @@ mc_status_t mc_te_install_transport(mc_te_t *te, const char *proto)
         return MC_OK;
     }
     if (strcmp(proto, "rdma") == 0) {
-        MC_ERROR(TRANSPORT, "the rdma transport is not available yet");
-        return MC_ERR_TE_NOT_IMPLEMENTED;
+        mc_status_t st = te_rdma_install(te);
+        if (st == MC_OK && te->nbufs > 0)
+            publish(te); /* the descriptor now carries NICs and rkeys */
+        return st;
     }
     MC_ERROR(TRANSPORT, "unknown transport '%s' (expected tcp, local or rdma)", proto);
     return MC_ERR_INVALID_ARGUMENT;
@@ -596,11 +682,18 @@ uint16_t mc_te_port(const mc_te_t *te)
 
 static void te_free(mc_te_t *te)
 {
+    /* handshakes stop arriving, then the NICs' endpoints go on their
+     * reactors; their contexts after the reactors stopped */
+    mc_rpc_server_destroy(te->srv);
+    te->srv = NULL;
+    te_rdma_shutdown(te);
     for (size_t i = 0; i < te->nsegs; i++) {
         te_seg_t *seg = te->segs[i];
         for (unsigned k = 0; k < seg->nlanes; k++)
             mc_rpc_client_destroy(seg->lanes[k]);
         mc_free(seg->bufs);
+        te_rdma_peer_free(seg->rdma);
+        te_rdma_peer_free(seg->rdma_old);
         mc_free(seg->name);
         mc_free(seg);
     }
@@ -610,6 +703,7 @@ static void te_free(mc_te_t *te)
     if (te->attached != NULL)
         mc_reactor_detach(te->attached);
     mc_reactor_group_destroy(te->g);
+    te_rdma_free(te);
     pthread_rwlock_destroy(&te->buf_lock);
     pthread_mutex_destroy(&te->seg_lock);
     mc_free(te->bufs);
@@ -703,6 +797,7 @@ mc_status_t mc_te_create(const mc_te_opts_t *o, mc_te_t **out)
         goto err;
     mc_rpc_server_register(te->srv, MC_RPC_TE_DESC, h_desc, te);
     te_tcp_register_server(te);
+    te_rdma_register_server(te);
     st = mc_rpc_server_start(te->srv);
     if (st != MC_OK)
         goto err;

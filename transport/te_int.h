@@ -23,11 +23,24 @@
 
 #define TE_MAX_LANES 16
 #define TE_LOCATION_MAX 24
+#define TE_MAX_NICS 16 /* = RD_MAX_NICS (transport/rdma/topo.h) */
+
+struct rv_mr;
+struct rd_transport;
+struct rd_peer;
 
 typedef struct te_buf {
     uint64_t addr, len;
     char location[TE_LOCATION_MAX];
     int remote;
+    /* rdma: local buffers: one MR per NIC (mr[nnics], lkey/rkey copies);
+     * a peer's: its rkey on each of its NICs (nkeys of them) */
+    struct rv_mr *mr;
+    unsigned nkeys;
+    int rd_ent; /* 1 + index of its location's entry in the (local or the
+                   peer's) topology matrix; 0 = not looked up yet */
+    uint32_t lkey[TE_MAX_NICS];
+    uint32_t rkey[TE_MAX_NICS];
 } te_buf_t;
 
 typedef struct te_seg {
@@ -49,6 +62,11 @@ typedef struct te_seg {
     _Atomic unsigned gen;
     unsigned lane_gen[TE_MAX_LANES];
     _Atomic int stale;
+    /* rdma: the segment's NICs and matrix as last described (NULL: it has
+     * none, TCP is used); replaced under seg_lock, old ones kept until the
+     * engine goes (reactors may still read them) */
+    struct rd_peer *rdma, *rdma_old;
+    _Atomic unsigned desc_gen; /* bumped at every descriptor decode */
 } te_seg_t;
 
 struct mc_te {
@@ -68,6 +86,9 @@ struct mc_te {
     te_seg_t **segs;        /* segs[id - 1] */
     size_t nsegs, cap_segs;
     int tcp;
+    struct rd_transport *rdma; /* installed rdma transport, or NULL */
+    _Atomic unsigned buf_gen;  /* bumped at every (un)registration */
+    _Atomic int has_cuda;      /* a cuda:N buffer was registered (local copies check) */
     _Atomic int stopping;
 };
 
@@ -91,6 +112,14 @@ typedef struct te_slice {
      * TE_READV; its first slice carries the count and the scatter list */
     unsigned ntrain;
     struct iovec *iov;
+    /* rdma (transport/rdma/): the path and its state, on the NIC's reactor */
+    struct te_slice *rd_next; /* in a submit chain or an endpoint's pending queue */
+    void *rd_ep;              /* endpoint it is posted on */
+    uint32_t rd_lkey, rd_rkey;
+    uint32_t rd_rr;           /* striping counter of its first attempt */
+    uint8_t rd_lnic, rd_rnic, rd_qp, rd_attempt;
+    int rd_err;               /* cause of the last failed attempt (mc_status_t) */
+    uint64_t rd_due_ns;       /* a deferred retry goes at this time */
 } te_slice_t;
 
 /* Slices of one submit, allocated together and kept until the batch is
@@ -118,14 +147,15 @@ struct mc_te_batch {
 };
 
 /* engine.c */
+long te_buf_index(mc_te_t *te, uint64_t addr); /* buffer holding addr, -1; buf_lock held */
 int te_local_range_ok(mc_te_t *te, const void *addr, uint64_t len, int need_remote);
 int te_seg_range_ok(mc_te_t *te, te_seg_t *seg, uint64_t addr, uint64_t len);
 te_seg_t *te_seg_get(mc_te_t *te, mc_te_segment_t id);
 mc_status_t te_seg_refresh(mc_te_t *te, te_seg_t *seg);
 int te_on_reactor(mc_te_t *te);
-/* Whether this engine's transports need the initiator's memory registered
- * (an RDMA lkey): 0 for tcp and local, which move bytes with syscalls and
- * memcpy from any mapped memory. */
+/* Whether this engine's transports need the initiator's memory registered:
+ * 1 with the rdma transport installed (a post needs an lkey), 0 for tcp and
+ * local, which move bytes with syscalls and memcpy from any mapped memory. */
 int te_needs_local_reg(const mc_te_t *te);
 
 /* batch.c: the caller (the store client, which borrows its caller's memory
@@ -136,6 +166,40 @@ void te_batch_allow_unregistered(mc_te_batch_t *b);
 
 /* batch.c */
 void te_slice_done(te_slice_t *s, mc_status_t st);
+
+/* rdma (transport/rdma/rdma.c, rdma_ep.c, rdma_data.c) */
+mc_status_t te_rdma_install(mc_te_t *te);
+void te_rdma_register_server(mc_te_t *te);
+void te_rdma_shutdown(mc_te_t *te); /* on the running reactors: endpoints, events */
+void te_rdma_free(mc_te_t *te);     /* after the reactors stopped */
+/* Give the new local buffers [first, first+n) of te->bufs (buf_lock held for
+ * writing) one MR per NIC; all or nothing. */
+mc_status_t te_rdma_reg_bufs(mc_te_t *te, te_buf_t *b, size_t n);
+void te_rdma_dereg_buf(mc_te_t *te, te_buf_t *b);
+void te_rdma_desc_encode(mc_te_t *te, mc_mp_writer_t *w); /* the MC_F_RDMA value */
+mc_status_t te_rdma_desc_decode(mc_mp_reader_t *r, struct rd_peer **out);
+void te_rdma_peer_free(struct rd_peer *p); /* and those retired after it */
+unsigned te_rdma_peer_nics(const struct rd_peer *p);
+void te_rdma_peer_retire(struct rd_peer **list, struct rd_peer *p);
+int te_rdma_usable(mc_te_t *te, te_seg_t *seg);
+/* Slices of one submit, gathered per NIC and posted once per NIC. */
+typedef struct te_rdma_submit {
+    te_slice_t *head[TE_MAX_NICS], *tail[TE_MAX_NICS];
+} te_rdma_submit_t;
+/* Choose paths for the n slices of one request (contiguous, same buffers)
+ * and add them to sub; te_rdma_submit_end posts them. */
+void te_rdma_add(mc_te_t *te, te_rdma_submit_t *sub, te_slice_t *s, size_t n);
+void te_rdma_submit_end(mc_te_t *te, te_rdma_submit_t *sub);
+
+/* Per-NIC counters of the installed rdma transport (tests, benchmarks). */
+typedef struct te_rdma_nic_stats {
+    char name[64];
+    uint64_t bytes, slices, retries, errors;
+    uint64_t eps, eps_created, evictions, handshakes;
+    uint32_t mtu; /* negotiated MTU of the last endpoint connected */
+} te_rdma_nic_stats_t;
+/* Number of NICs (0 without rdma); fills out[0..min(n, max)). */
+unsigned te_rdma_stats(mc_te_t *te, te_rdma_nic_stats_t *out, unsigned max);
 
 /* tcp.c */
 mc_status_t te_tcp_lanes_open(mc_te_t *te, te_seg_t *seg);

@@ -56,7 +56,8 @@ typedef struct mc_store_config {
     const char *local_hostname;   /* segment name; NULL = "<advertise_host>:<port>" */
     const char *metadata;         /* "master" (default: the master's embedded service),
                                      "redis://HOST:PORT[/DB]", or "p2p" */
-    const char *protocol;         /* "tcp" (default); "rdma" is not available yet */
+    const char *protocol;         /* "tcp" (default) or "rdma" (NICs, or MC_RDMA_EMULATED=N
+                                     emulated ones for tests; peers without rdma get tcp) */
     const char *master;           /* "HOST:PORT" of mooncake-master; "127.0.0.1:50051" */
     const char *advertise_host;   /* address peers reach this client at; "127.0.0.1" */
     uint16_t port;                /* transfer engine listen port; 0 = any */
@@ -75,7 +76,7 @@ MC_API void mc_store_config_init(mc_store_config_t *c);
 
 /* Connect (the master may be down: calls then fail until it is back), mount
  * the segment if any. MC_OK, MC_ERR_INVALID_ARGUMENT (named in the log),
- * MC_ERR_NOMEM, MC_ERR_SOCKET, MC_ERR_TE_NOT_IMPLEMENTED (protocol "rdma"),
+ * MC_ERR_NOMEM, MC_ERR_SOCKET, MC_ERR_DEVICE_NOT_FOUND (protocol "rdma" without a NIC),
  * or the master's refusal of the segment (e.g. MC_ERR_INVALID_PARAMS).
  * With host_base, call it on the thread that runs that loop; the segment is
  * then mounted asynchronously (at the first ping). */

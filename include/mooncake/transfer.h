@@ -17,9 +17,9 @@
  *    parallel (several in flight per connection, over a small pool of
  *    connections per peer).
  *
- * Transports: "local" (memcpy, when the target is this process) is always
- * installed; "tcp" by default; "rdma" is not available yet
- * (MC_ERR_TE_NOT_IMPLEMENTED).
+ * Transports: "local" (memcpy, when the target is this process; cudaMemcpy
+ * when either side is GPU memory) is always installed; "tcp" by default;
+ * "rdma" when installed and the peer's descriptor lists NICs (else tcp).
  *
  * Threads: every function may be called from any thread, except
  * mc_te_batch_wait (not from a callback or a reactor thread: it would
@@ -87,6 +87,22 @@ typedef struct mc_te_opts {
     uint64_t timeout_us;        /* per slice; 10 s */
     unsigned tcp_lanes;         /* connections per peer; 2 */
     uint64_t owner_hi, owner_lo; /* client id for metadata ownership; 0 = random */
+    /* rdma transport (mc_te_install_transport(te, "rdma")); the MC_* variables
+     * named here override these when set. */
+    const char *rdma_devices;   /* comma list of NICs to use; NULL = all (MC_RDMA_DEVICES) */
+    const char *rdma_matrix;    /* nic priority matrix; NULL = discovered
+                                   (MC_NIC_PRIORITY_MATRIX) */
+    unsigned rdma_emulated;     /* N > 0: N EMULATED NICs, for tests and demos only; 0 = real
+                                   devices (MC_RDMA_EMULATED) */
+    unsigned rdma_qps_per_ep;   /* QPs per endpoint; 4 (MC_NUM_QP_PER_EP) */
+    unsigned rdma_max_wr;       /* send queue depth per QP; 256 (MC_MAX_WR) */
+    unsigned rdma_max_cqe;      /* CQ depth per NIC; 4096 (MC_MAX_CQE_PER_CTX) */
+    unsigned rdma_max_eps;      /* endpoints per NIC before SIEVE evicts; 256
+                                   (MC_MAX_EP_PER_CTX) */
+    unsigned rdma_retry;        /* attempts after the first, per slice; 9 (MC_RETRY_CNT) */
+    unsigned rdma_mtu;          /* MTU cap in bytes; 4096 (MC_MTU) */
+    unsigned rdma_busy_poll_us; /* busy-poll the CQ this long after activity; 50, 0 on
+                                   emulated NICs (MC_RDMA_BUSY_POLL_US) */
 } mc_te_opts_t;
 
 MC_API void mc_te_opts_init(mc_te_opts_t *o);
@@ -99,15 +115,21 @@ MC_API mc_status_t mc_te_create(const mc_te_opts_t *o, mc_te_t **out);
 /* Unpublish, stop, fail in-flight tasks with CANCELED, free. NULL is fine. */
 MC_API void mc_te_destroy(mc_te_t *te);
 
-/* "tcp" or "local": MC_OK (also when already installed); "rdma":
- * MC_ERR_TE_NOT_IMPLEMENTED; anything else MC_ERR_INVALID_ARGUMENT. */
+/* "tcp" or "local": MC_OK (also when already installed). "rdma": opens the
+ * NICs (rdma_* options), registers every buffer on each and republishes the
+ * descriptor: MC_OK; MC_ERR_DEVICE_NOT_FOUND (no usable NIC: "no RDMA
+ * devices"), MC_ERR_CONFIG (bad nic priority matrix), MC_ERR_INVALID_ARGUMENT
+ * (bad MTU), MC_ERR_CONTEXT / MC_ERR_MEMORY (a NIC or a registration failed),
+ * each logged with the reason. Anything else MC_ERR_INVALID_ARGUMENT. */
 MC_API mc_status_t mc_te_install_transport(mc_te_t *te, const char *proto);
 
 MC_API const char *mc_te_local_name(const mc_te_t *te);
 MC_API uint16_t mc_te_port(const mc_te_t *te);
 
-/* Register [addr, addr+len) at location ("cpu:N"; "cuda:N" fails with
- * MC_ERR_DEVICE_NOT_FOUND without a GPU runtime; NULL = "cpu:0"). With
+/* Register [addr, addr+len) at location ("cpu:N"; "cuda:N" for GPU memory,
+ * which needs the CUDA runtime (libcudart, loaded at run time) and GPU N:
+ * MC_ERR_DEVICE_NOT_FOUND without them, the reason logged; NULL = "cpu:0").
+ * With
  * remote_accessible, peers may read and write it. Large regions are
  * pre-touched in parallel. Publishes the updated descriptor.
  * MC_OK, MC_ERR_INVALID_ARGUMENT, MC_ERR_ADDRESS_OVERLAPPED, MC_ERR_NOMEM,

@@ -3,6 +3,7 @@
  *
  *   te_target [--metadata CONN] [--name NAME] [--port N] [--size BYTES] [--seed N]
  *             [--reactors N] [--timeout-us N] [--no-aslr]
+ *             [--rdma NICS] [--matrix JSON] [--max-eps N]
  *
  * Creates an engine (listening on 127.0.0.1), maps one region laid out as
  *
@@ -21,6 +22,8 @@
  * changed: exit status 0 if intact, 3 if not (logged on stderr).
  * --no-aslr re-executes itself without address randomization, so that a
  * restart with the same options puts its buffers at the same addresses.
+ * --rdma NICS installs the rdma transport on NICS emulated NICs (with
+ * --matrix as its nic priority matrix, --max-eps as its endpoint cap).
  * TE_LOG=debug (a log spec) shows the engine's logs.
  */
 #include <getopt.h>
@@ -65,6 +68,8 @@ int main(int argc, char **argv)
     const char *metadata = "p2p", *name = NULL;
     unsigned long port = 0, reactors = 1;
     uint64_t size = 1u << 20, seed = 1, timeout_us = 0;
+    unsigned long rdma = 0, max_eps = 0;
+    const char *matrix = NULL;
     static const struct option longopts[] = {
         {"metadata", required_argument, NULL, 'm'},
         {"name", required_argument, NULL, 'n'},
@@ -74,6 +79,9 @@ int main(int argc, char **argv)
         {"reactors", required_argument, NULL, 'r'},
         {"timeout-us", required_argument, NULL, 't'},
         {"no-aslr", no_argument, NULL, 'A'},
+        {"rdma", required_argument, NULL, 'R'},
+        {"matrix", required_argument, NULL, 'M'},
+        {"max-eps", required_argument, NULL, 'E'},
         {NULL, 0, NULL, 0},
     };
     int no_aslr = 0;
@@ -104,10 +112,19 @@ int main(int argc, char **argv)
         case 'A':
             no_aslr = 1;
             break;
+        case 'R':
+            rdma = strtoul(optarg, NULL, 0);
+            break;
+        case 'M':
+            matrix = optarg;
+            break;
+        case 'E':
+            max_eps = strtoul(optarg, NULL, 0);
+            break;
         default:
             fprintf(stderr, "usage: te_target [--metadata CONN] [--name NAME] [--port N] "
                             "[--size BYTES] [--seed N] [--reactors N] [--timeout-us N] "
-                            "[--no-aslr]\n");
+                            "[--no-aslr] [--rdma NICS] [--matrix JSON] [--max-eps N]\n");
             return 2;
         }
     }
@@ -142,10 +159,18 @@ int main(int argc, char **argv)
     o.reactors = (unsigned)reactors;
     if (timeout_us)
         o.timeout_us = timeout_us;
+    o.rdma_emulated = (unsigned)rdma;
+    o.rdma_matrix = matrix;
+    o.rdma_max_eps = (unsigned)max_eps;
     mc_te_t *te = NULL;
     mc_status_t st = mc_te_create(&o, &te);
     if (st != MC_OK) {
         fprintf(stderr, "te_target: cannot create the engine: %s\n", mc_status_str(st));
+        return 1;
+    }
+
+    if (rdma > 0 && (st = mc_te_install_transport(te, "rdma")) != MC_OK) {
+        fprintf(stderr, "te_target: cannot install rdma: %s\n", mc_status_str(st));
         return 1;
     }
 

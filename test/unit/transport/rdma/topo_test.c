@@ -1,0 +1,189 @@
+/*
+ * Topology matrix (transport/rdma/topo.c): discovery from device facts
+ * (NUMA affinity, inactive ports, device filter), the user format and its
+ * errors (each names what is wrong), formatting round trips, and path
+ * selection: preferred first and striped, retries walking preferred then
+ * secondary NICs.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <string.h>
+
+#include "transport/rdma/topo.h"
+
+static void dev(rv_dev_info_t *d, const char *name, int numa, int active)
+{
+    memset(d, 0, sizeof(*d));
+    snprintf(d->name, sizeof(d->name), "%s", name);
+    d->numa_node = numa;
+    d->port_active = active;
+}
+
+static void discovery_prefers_nics_of_the_same_numa_node(void **state)
+{
+    (void)state;
+    rv_dev_info_t d[5];
+    dev(&d[0], "mlx5_0", 0, 1);
+    dev(&d[1], "mlx5_1", 0, 1);
+    dev(&d[2], "mlx5_2", 1, 1);
+    dev(&d[3], "mlx5_3", 1, 0); /* port down: left out */
+    dev(&d[4], "mlx5_4", -1, 1); /* unknown node: counts as node 0 */
+    int gpu_numa[1] = {1};
+    rd_topo_t t;
+    char err[200];
+    assert_int_equal(rd_topo_discover(&t, d, 5, 2, gpu_numa, 1, NULL, err, sizeof(err)), MC_OK);
+    assert_int_equal(t.nnics, 4);
+    char buf[1024];
+    rd_topo_format(&t, buf, sizeof(buf));
+    assert_string_equal(buf, "{\"cpu:0\": [[\"mlx5_0\",\"mlx5_1\",\"mlx5_4\"], [\"mlx5_2\"]], "
+                             "\"cpu:1\": [[\"mlx5_2\"], [\"mlx5_0\",\"mlx5_1\",\"mlx5_4\"]], "
+                             "\"cuda:0\": [[\"mlx5_2\"], [\"mlx5_0\",\"mlx5_1\",\"mlx5_4\"]], "
+                             "\"*\": [[\"mlx5_0\",\"mlx5_1\",\"mlx5_2\",\"mlx5_4\"], []]}");
+}
+
+static void discovery_honours_the_device_filter_and_reports_none(void **state)
+{
+    (void)state;
+    rv_dev_info_t d[2];
+    dev(&d[0], "mlx5_0", 0, 1);
+    dev(&d[1], "mlx5_1", 0, 1);
+    rd_topo_t t;
+    char err[200];
+    assert_int_equal(rd_topo_discover(&t, d, 2, 1, NULL, 0, "mlx5_1", err, sizeof(err)), MC_OK);
+    assert_int_equal(t.nnics, 1);
+    assert_string_equal(t.nics[0], "mlx5_1");
+    assert_int_equal(rd_topo_discover(&t, d, 2, 1, NULL, 0, "mlx5_7", err, sizeof(err)),
+                     MC_ERR_DEVICE_NOT_FOUND);
+    assert_non_null(strstr(err, "device filter"));
+    assert_int_equal(rd_topo_discover(&t, d, 0, 1, NULL, 0, NULL, err, sizeof(err)),
+                     MC_ERR_DEVICE_NOT_FOUND);
+    assert_string_equal(err, "no RDMA devices");
+}
+
+static void a_user_matrix_parses_and_formats_back(void **state)
+{
+    (void)state;
+    const char *m = " {\"cpu:0\": [[\"mlx5_0\", \"mlx5_1\"], [\"mlx5_2\",\"mlx5_3\"]],\n"
+                    "  \"cuda:0\": [[\"mlx5_2\"], []] } ";
+    rd_topo_t t;
+    char err[200] = "";
+    assert_int_equal(rd_topo_parse(&t, m, err, sizeof(err)), MC_OK);
+    assert_int_equal(t.nnics, 4);
+    assert_int_equal(rd_topo_nic_index(&t, "mlx5_3"), 3); /* first-seen order */
+    char buf[512];
+    rd_topo_format(&t, buf, sizeof(buf));
+    rd_topo_t back;
+    assert_int_equal(rd_topo_parse(&back, buf, err, sizeof(err)), MC_OK);
+    char buf2[512];
+    rd_topo_format(&back, buf2, sizeof(buf2));
+    assert_string_equal(buf, buf2);
+    const rd_topo_entry_t *e = rd_topo_find(&t, "cuda:0");
+    assert_int_equal(e->npref, 1);
+    assert_int_equal(e->nsec, 0);
+    e = rd_topo_find(&t, "cpu:7"); /* unknown location: the wildcard */
+    assert_string_equal(e->loc, "*");
+    assert_int_equal(e->npref, 4);
+}
+
+static void parse_error(const char *text, const char *needle)
+{
+    rd_topo_t t;
+    char err[256] = "";
+    assert_int_equal(rd_topo_parse(&t, text, err, sizeof(err)), MC_ERR_CONFIG);
+    if (strstr(err, needle) == NULL)
+        fail_msg("error for %s is '%s', expected it to mention '%s'", text, err, needle);
+}
+
+static void malformed_matrices_are_refused_with_the_reason(void **state)
+{
+    (void)state;
+    parse_error("", "expected '{'");
+    parse_error("[]", "expected '{'");
+    parse_error("{}", "no location");
+    parse_error("{\"gpu:0\": [[\"a\"],[]]}", "bad location 'gpu:0'");
+    parse_error("{\"cpu:0\": [[\"a\"]]}", "each location takes two lists");
+    parse_error("{\"cpu:0\": [[\"a\"],[\"b\"],[\"c\"]]}", "exactly two lists");
+    parse_error("{\"cpu:0\": [[\"a\",\"a\"],[]]}", "listed twice");
+    parse_error("{\"cpu:0\": [[\"a\"],[\"a\"]]}", "both preferred and secondary");
+    parse_error("{\"cpu:0\": [[],[]]}", "lists no NIC");
+    parse_error("{\"cpu:0\": [[\"a\"],[]], \"cpu:0\": [[\"b\"],[]]}", "appears twice");
+    parse_error("{\"cpu:0\": [[\"a],[]]}", "unterminated");
+    parse_error("{\"cpu:0\": [[\"a\"],[]]} x", "trailing characters");
+    parse_error("{\"cpu:0\" [[\"a\"],[]]}", "expected ':'");
+    parse_error("{\"cpu:0\": [[\"\"],[]]}", "empty or too long");
+}
+
+static void matrix_devices_must_exist(void **state)
+{
+    (void)state;
+    rv_dev_info_t d[1];
+    dev(&d[0], "emu_0", 0, 1);
+    rd_topo_t t;
+    char err[200];
+    assert_int_equal(rd_topo_parse(&t, "{\"cpu:0\": [[\"emu_0\"],[\"emu_9\"]]}", err, sizeof(err)),
+                     MC_OK);
+    assert_int_equal(rd_topo_check_devices(&t, d, 1, err, sizeof(err)), MC_ERR_CONFIG);
+    assert_non_null(strstr(err, "'emu_9'"));
+}
+
+static void first_attempts_stripe_over_the_preferred_nics_only(void **state)
+{
+    (void)state;
+    rd_topo_t t;
+    char err[200];
+    assert_int_equal(rd_topo_parse(&t, "{\"cpu:0\": [[\"a\",\"b\",\"c\"],[\"d\"]]}", err,
+                                   sizeof(err)),
+                     MC_OK);
+    const rd_topo_entry_t *e = rd_topo_find(&t, "cpu:0");
+    int seen[4] = {0};
+    for (unsigned rr = 0; rr < 30; rr++)
+        seen[rd_topo_select(e, rr, 0)]++;
+    assert_int_equal(seen[0], 10);
+    assert_int_equal(seen[1], 10);
+    assert_int_equal(seen[2], 10);
+    assert_int_equal(seen[3], 0); /* secondary: never on a first attempt */
+}
+
+static void retries_walk_preferred_then_secondary_from_the_failed_nic(void **state)
+{
+    (void)state;
+    rd_topo_t t;
+    char err[200];
+    assert_int_equal(rd_topo_parse(&t, "{\"cpu:0\": [[\"a\",\"b\"],[\"c\",\"d\"]]}", err,
+                                   sizeof(err)),
+                     MC_OK);
+    const rd_topo_entry_t *e = rd_topo_find(&t, "cpu:0");
+    /* first choice a (rr 0): then b, c, d, a, ... */
+    int want0[] = {0, 1, 2, 3, 0, 1};
+    for (unsigned k = 0; k < 6; k++)
+        assert_int_equal(rd_topo_select(e, 0, k), want0[k]);
+    /* first choice b (rr 1): then c, d, a, b */
+    int want1[] = {1, 2, 3, 0, 1};
+    for (unsigned k = 0; k < 5; k++)
+        assert_int_equal(rd_topo_select(e, 1, k), want1[k]);
+    /* only secondary NICs: they are used from the first attempt */
+    assert_int_equal(rd_topo_parse(&t, "{\"cpu:0\": [[],[\"x\",\"y\"]]}", err, sizeof(err)), MC_OK);
+    e = rd_topo_find(&t, "cpu:0");
+    assert_int_equal(rd_topo_select(e, 0, 0), 0);
+    assert_int_equal(rd_topo_select(e, 1, 0), 1);
+    assert_int_equal(rd_topo_select(e, 1, 1), 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(discovery_prefers_nics_of_the_same_numa_node),
+        cmocka_unit_test(discovery_honours_the_device_filter_and_reports_none),
+        cmocka_unit_test(a_user_matrix_parses_and_formats_back),
+        cmocka_unit_test(malformed_matrices_are_refused_with_the_reason),
+        cmocka_unit_test(matrix_devices_must_exist),
+        cmocka_unit_test(first_attempts_stripe_over_the_preferred_nics_only),
+        cmocka_unit_test(retries_walk_preferred_then_secondary_from_the_failed_nic),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

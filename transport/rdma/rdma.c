@@ -1,0 +1,516 @@
+/*
+ * rdma.c - the RDMA transport's set-up: provider choice, NIC contexts
+ * (PD, CQ with completion channel, reactor), the topology matrix, memory
+ * registration on every NIC, the RDMA part of the segment descriptor,
+ * counters and teardown. See rdma_int.h for threads and states.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rpc/fields.h"
+#include "transport/cuda.h"
+#include "transport/rdma/rdma_int.h"
+#include "util/log.h"
+#include "util/mem.h"
+
+#define RD_PARALLEL_REG_MIN (64u << 20) /* register on all NICs at once from this size */
+
+_Static_assert(TE_MAX_NICS == RD_MAX_NICS, "te_buf_t key arrays sized for RD_MAX_NICS");
+
+static unsigned env_uint(const char *name, unsigned def, unsigned lo, unsigned hi)
+{
+    const char *v = getenv(name);
+    if (v == NULL || *v == '\0')
+        return def;
+    char *end = NULL;
+    unsigned long x = strtoul(v, &end, 10);
+    if (end == v || *end != '\0' || x < lo || x > hi) {
+        MC_WARN(RDMA, "%s='%s' is not a number in %u..%u: using %u", name, v, lo, hi, def);
+        return def;
+    }
+    return (unsigned)x;
+}
+
+static unsigned opt_or(unsigned v, unsigned def)
+{
+    return v ? v : def;
+}
+
+static mc_reactor_t *reactor_for(mc_te_t *te, int numa, unsigned idx)
+{
+    for (unsigned i = 0; i < te->nr && numa >= 0; i++)
+        if (mc_reactor_numa_node(te->rs[i]) == numa)
+            return te->rs[i];
+    return te->rs[idx % te->nr];
+}
+
+static void nic_start_on_reactor(void *arg)
+{
+    rd_nic_t *n = arg;
+    if (mc_hmap_init(&n->eps, 64) != MC_OK || rd_nic_events_start(n) != MC_OK)
+        n->dead = 1;
+}
+
+static void nic_close(rd_transport_t *t, rd_nic_t *n)
+{
+    if (n->cq != NULL)
+        t->v->destroy_cq(n->cq);
+    if (n->pd != NULL)
+        t->v->dealloc_pd(n->pd);
+    if (n->ctx != NULL)
+        t->v->close(n->ctx);
+    n->cq = NULL;
+    n->pd = NULL;
+    n->ctx = NULL;
+}
+
+static mc_status_t nic_open(rd_transport_t *t, rd_nic_t *n)
+{
+    const mc_rdma_verbs_ops_t *v = t->v;
+    mc_status_t st = v->open(n->name, &n->ctx);
+    if (st != MC_OK)
+        return st;
+    if ((st = v->query(n->ctx, &n->info)) != MC_OK || (st = v->alloc_pd(n->ctx, &n->pd)) != MC_OK)
+        goto err;
+    unsigned cqe = t->max_cqe;
+    if (n->info.max_cqe && cqe > n->info.max_cqe)
+        cqe = n->info.max_cqe;
+    t->max_cqe = cqe;
+    if ((st = v->create_cq(n->ctx, (int)cqe, &n->cq)) != MC_OK)
+        goto err;
+    n->mtu = n->info.active_mtu < t->mtu ? n->info.active_mtu : t->mtu;
+    n->qp_wr = n->info.max_qp_wr && n->info.max_qp_wr < t->max_wr ? n->info.max_qp_wr : t->max_wr;
+    if (n->mtu < 256)
+        n->mtu = 256;
+    n->r = reactor_for(t->te, n->info.numa_node, n->idx);
+    rd_sieve_init(&n->sieve);
+    mc_rpc_run_on(n->r, nic_start_on_reactor, n);
+    if (n->dead) {
+        st = MC_ERR_CONTEXT;
+        goto err;
+    }
+    MC_INFO(RDMA, "%s: %s device, numa %d, mtu %u, reactor %s", n->name, v->name,
+            n->info.numa_node, n->mtu, mc_reactor_name(n->r));
+    return MC_OK;
+err:
+    MC_ERROR(RDMA, "cannot set up RDMA device %s: %s", n->name, mc_status_str(st));
+    nic_close(t, n);
+    return st;
+}
+
+static void transport_free(rd_transport_t *t)
+{
+    for (unsigned i = 0; i < t->nnics; i++)
+        nic_close(t, &t->nics[i]);
+    mc_free(t->matrix_json);
+    mc_free(t);
+}
+
+/* Register every local buffer on every NIC (install after registrations). */
+static mc_status_t reg_existing(mc_te_t *te)
+{
+    pthread_rwlock_wrlock(&te->buf_lock);
+    mc_status_t st = te_rdma_reg_bufs(te, te->bufs, te->nbufs);
+    pthread_rwlock_unlock(&te->buf_lock);
+    return st;
+}
+
+mc_status_t te_rdma_install(mc_te_t *te)
+{
+    if (te->rdma != NULL)
+        return MC_OK;
+    const mc_te_opts_t *o = &te->o;
+    rd_transport_t *t = mc_calloc(1, sizeof(*t));
+    if (t == NULL)
+        return MC_ERR_NOMEM;
+    t->te = te;
+    t->qps_per_ep = env_uint("MC_NUM_QP_PER_EP", opt_or(o->rdma_qps_per_ep, 4), 1, RD_MAX_QPS);
+    t->max_wr = env_uint("MC_MAX_WR", opt_or(o->rdma_max_wr, 256), 1, 16384);
+    t->max_cqe = env_uint("MC_MAX_CQE_PER_CTX", opt_or(o->rdma_max_cqe, 4096), 16, 1u << 20);
+    t->max_eps = env_uint("MC_MAX_EP_PER_CTX", opt_or(o->rdma_max_eps, 256), 1, 1u << 20);
+    t->retry = env_uint("MC_RETRY_CNT", opt_or(o->rdma_retry, 9), 0, 250);
+    t->mtu = env_uint("MC_MTU", opt_or(o->rdma_mtu, 4096), 256, 4096);
+    if (t->mtu & (t->mtu - 1)) {
+        MC_ERROR(RDMA, "bad MTU %u: expected 256, 512, 1024, 2048 or 4096", t->mtu);
+        transport_free(t);
+        return MC_ERR_INVALID_ARGUMENT;
+    }
+    unsigned emulated = env_uint("MC_RDMA_EMULATED", o->rdma_emulated, 0, RV_MAX_DEVICES);
+    /* Busy polling pays when completions come from hardware; emulated NICs
+     * are threads of these processes, and a spinning reactor takes the CPU
+     * they need (32 x 4 KiB writes: 8k requests/s busy-polling, 53k in
+     * event mode on 2 cores): events only unless asked. */
+    t->busy_poll_us = env_uint("MC_RDMA_BUSY_POLL_US",
+                               opt_or(o->rdma_busy_poll_us, emulated ? 0 : 50), 0, 1000000);
+    const char *devices = getenv("MC_RDMA_DEVICES") ? getenv("MC_RDMA_DEVICES") : o->rdma_devices;
+    const char *matrix = getenv("MC_NIC_PRIORITY_MATRIX") ? getenv("MC_NIC_PRIORITY_MATRIX")
+                                                           : o->rdma_matrix;
+    if (emulated > 0) {
+        rv_emu_opts_t eo;
+        rv_emu_opts_get(&eo);
+        eo.ndevices = emulated;
+        rv_emu_configure(&eo);
+        t->v = &rv_emu_ops;
+        MC_WARN(RDMA, "rdma transport on %u EMULATED NIC(s): for tests and demos only", emulated);
+    } else {
+        t->v = &rv_real_ops;
+    }
+
+    rv_dev_info_t devs[RV_MAX_DEVICES];
+    int ndev = t->v->get_devices(devs, RV_MAX_DEVICES);
+    char err[256] = "";
+    mc_status_t st;
+    if (matrix != NULL && *matrix != '\0') {
+        st = rd_topo_parse(&t->topo, matrix, err, sizeof(err));
+        if (st == MC_OK)
+            st = rd_topo_check_devices(&t->topo, devs, ndev, err, sizeof(err));
+    } else {
+        /* cuda:N entries prefer the NICs of GPU N's NUMA node */
+        int gpu_numa[RD_MAX_LOCS];
+        int ngpus = te_cuda_gpus(NULL);
+        if (ngpus > RD_MAX_LOCS / 2)
+            ngpus = RD_MAX_LOCS / 2;
+        for (int i = 0; i < ngpus; i++)
+            gpu_numa[i] = te_cuda_numa_node(i);
+        st = rd_topo_discover(&t->topo, devs, ndev, mc_numa_node_count(), gpu_numa,
+                              (unsigned)ngpus, devices, err, sizeof(err));
+    }
+    if (st != MC_OK) {
+        if (st == MC_ERR_DEVICE_NOT_FOUND)
+            MC_ERROR(RDMA, "cannot install the rdma transport: %s%s", err,
+                     emulated ? "" : " (MC_RDMA_EMULATED=N selects N emulated NICs, for tests "
+                                     "and demos only)");
+        else
+            MC_ERROR(RDMA, "cannot install the rdma transport: %s", err);
+        transport_free(t);
+        return st;
+    }
+    size_t need = rd_topo_format(&t->topo, NULL, 0);
+    t->matrix_json = mc_malloc(need);
+    if (t->matrix_json == NULL) {
+        transport_free(t);
+        return MC_ERR_NOMEM;
+    }
+    rd_topo_format(&t->topo, t->matrix_json, need);
+    for (unsigned i = 0; i < t->topo.nnics; i++) {
+        rd_nic_t *n = &t->nics[i];
+        n->t = t;
+        n->idx = i;
+        memcpy(n->name, t->topo.nics[i], sizeof(n->name)); /* both RV_NAME_MAX, terminated */
+        st = nic_open(t, n);
+        t->nnics = i + 1;
+        if (st != MC_OK) {
+            te->rdma = t;
+            te_rdma_shutdown(te);
+            te->rdma = NULL;
+            transport_free(t);
+            return st;
+        }
+    }
+    te->rdma = t;
+    st = reg_existing(te);
+    if (st != MC_OK) {
+        te_rdma_shutdown(te);
+        te->rdma = NULL;
+        transport_free(t);
+        return st;
+    }
+    MC_INFO(RDMA, "rdma transport on %u NIC(s) (%s): matrix %s", t->nnics, t->v->name,
+            t->matrix_json);
+    return MC_OK;
+}
+
+static void nic_shutdown_on_reactor(void *arg)
+{
+    rd_nic_t *n = arg;
+    rd_nic_close_all(n);
+    rd_nic_events_stop(n);
+    if (!n->dead)
+        mc_hmap_fini(&n->eps);
+    n->dead = 1;
+}
+
+void te_rdma_shutdown(mc_te_t *te)
+{
+    rd_transport_t *t = te->rdma;
+    if (t == NULL)
+        return;
+    for (unsigned i = 0; i < t->nnics; i++)
+        if (t->nics[i].r != NULL && t->nics[i].ctx != NULL)
+            mc_rpc_run_on(t->nics[i].r, nic_shutdown_on_reactor, &t->nics[i]);
+}
+
+void te_rdma_free(mc_te_t *te)
+{
+    if (te->rdma == NULL)
+        return;
+    /* local MRs go before their PDs */
+    for (size_t i = 0; i < te->nbufs; i++)
+        te_rdma_dereg_buf(te, &te->bufs[i]);
+    transport_free(te->rdma);
+    te->rdma = NULL;
+}
+
+/* ---------------------------------------------------------- memory */
+
+void te_rdma_dereg_buf(mc_te_t *te, te_buf_t *b)
+{
+    rd_transport_t *t = te->rdma;
+    if (t == NULL || b->mr == NULL)
+        return;
+    for (unsigned i = 0; i < b->nkeys; i++)
+        t->v->dereg_mr(&b->mr[i]);
+    mc_free(b->mr);
+    b->mr = NULL;
+    b->nkeys = 0;
+}
+
+typedef struct reg_job {
+    rd_transport_t *t;
+    unsigned nic;
+    te_buf_t *b;
+    int access;
+    mc_status_t *st;
+} reg_job_t;
+
+static void *reg_thread(void *arg)
+{
+    reg_job_t *j = arg;
+    j->st[j->nic] = j->t->v->reg_mr(j->t->nics[j->nic].pd, (void *)(uintptr_t)j->b->addr,
+                                    j->b->len, j->access, &j->b->mr[j->nic]);
+    return NULL;
+}
+
+/* Register b on every NIC, one thread per NIC for large regions (pinning
+ * and mapping a large region costs ~1 s per 100 GB per NIC; the NICs do it
+ * in parallel). st[i] is NIC i's result. */
+static void reg_all_nics(rd_transport_t *t, te_buf_t *b, int access, mc_status_t *st)
+{
+    reg_job_t jobs[RD_MAX_NICS];
+    pthread_t th[RD_MAX_NICS];
+    int started[RD_MAX_NICS] = {0};
+    int parallel = t->nnics > 1 && b->len >= RD_PARALLEL_REG_MIN;
+    for (unsigned i = 0; i < t->nnics; i++) {
+        jobs[i] = (reg_job_t){t, i, b, access, st};
+        if (parallel && pthread_create(&th[i], NULL, reg_thread, &jobs[i]) == 0)
+            started[i] = 1;
+        else
+            reg_thread(&jobs[i]);
+    }
+    for (unsigned i = 0; i < t->nnics; i++)
+        if (started[i])
+            pthread_join(th[i], NULL);
+}
+
+mc_status_t te_rdma_reg_bufs(mc_te_t *te, te_buf_t *b, size_t n)
+{
+    rd_transport_t *t = te->rdma;
+    if (t == NULL)
+        return MC_OK;
+    /* local-only buffers need LOCAL_WRITE (READ lands there); remote ones
+     * every right */
+    for (size_t k = 0; k < n; k++) {
+        if (b[k].mr != NULL)
+            continue;
+        int gpu = strncmp(b[k].location, "cuda:", 5) == 0;
+        if (gpu && t->v == &rv_emu_ops) {
+            MC_ERROR(RDMA, "cannot register %s memory on EMULATED NICs (they copy with memcpy)",
+                     b[k].location);
+            goto err;
+        }
+        int access = RV_ACCESS_LOCAL_WRITE | RV_ACCESS_RELAXED_ORDERING;
+        if (b[k].remote)
+            access |= RV_ACCESS_REMOTE_READ | RV_ACCESS_REMOTE_WRITE;
+        b[k].mr = mc_calloc(t->nnics, sizeof(rv_mr_t));
+        if (b[k].mr == NULL)
+            goto err;
+        mc_status_t pst[RD_MAX_NICS];
+        reg_all_nics(t, &b[k], access, pst);
+        for (unsigned i = 0; i < t->nnics; i++) {
+            mc_status_t st = pst[i];
+            if (st != MC_OK) {
+                /* undo the NICs after i that did register */
+                for (unsigned j = i + 1; j < t->nnics; j++)
+                    if (pst[j] == MC_OK)
+                        t->v->dereg_mr(&b[k].mr[j]);
+                MC_ERROR(RDMA, "cannot register 0x%llx+%llu (%s) on %s: %s%s",
+                         (unsigned long long)b[k].addr, (unsigned long long)b[k].len,
+                         b[k].location, t->nics[i].name, mc_status_str(st),
+                         gpu ? " (GPUDirect needs the nvidia-peermem module)" : "");
+                b[k].nkeys = i;
+                goto err;
+            }
+            b[k].lkey[i] = b[k].mr[i].lkey;
+            b[k].rkey[i] = b[k].mr[i].rkey;
+        }
+        b[k].nkeys = t->nnics;
+        const rd_topo_entry_t *e = rd_topo_find(&t->topo, b[k].location);
+        b[k].rd_ent = e ? (int)(e - t->topo.ents) + 1 : -1;
+    }
+    return MC_OK;
+err:
+    for (size_t k = 0; k < n; k++)
+        te_rdma_dereg_buf(te, &b[k]);
+    return MC_ERR_MEMORY;
+}
+
+/* ---------------------------------------------------------- descriptor */
+
+void te_rdma_desc_encode(mc_te_t *te, mc_mp_writer_t *w)
+{
+    rd_transport_t *t = te->rdma;
+    mc_mp_write_map(w, 2);
+    mc_mp_write_uint(w, MC_F_NICS);
+    mc_mp_write_array(w, t->nnics);
+    for (unsigned i = 0; i < t->nnics; i++) {
+        const rd_nic_t *n = &t->nics[i];
+        mc_mp_write_map(w, 4);
+        mc_mp_write_uint(w, MC_F_NAME);
+        mc_mp_write_cstr(w, n->name);
+        mc_mp_write_uint(w, MC_F_GID);
+        mc_mp_write_bin(w, n->info.gid, 16);
+        mc_mp_write_uint(w, MC_F_LID);
+        mc_mp_write_uint(w, n->info.lid);
+        mc_mp_write_uint(w, MC_F_MTU);
+        mc_mp_write_uint(w, n->mtu);
+    }
+    mc_mp_write_uint(w, MC_F_MATRIX);
+    mc_mp_write_cstr(w, t->matrix_json);
+}
+
+static void read_name(mc_mp_reader_t *r, char *dst, size_t room)
+{
+    uint32_t len = 0;
+    const char *s = mc_mp_read_str(r, &len);
+    if (r->err == MC_OK && len > 0 && len < room) {
+        memcpy(dst, s, len);
+        dst[len] = '\0';
+    } else if (r->err == MC_OK) {
+        r->err = MC_ERR_PROTOCOL;
+    }
+}
+
+mc_status_t te_rdma_desc_decode(mc_mp_reader_t *r, rd_peer_t **out)
+{
+    rd_peer_t *p = mc_calloc(1, sizeof(*p));
+    if (p == NULL)
+        return MC_ERR_NOMEM;
+    int have_matrix = 0;
+    uint32_t nf = mc_mp_read_map(r);
+    for (uint32_t f = 0; f < nf && r->err == MC_OK; f++) {
+        switch (mc_mp_read_uint(r)) {
+        case MC_F_NICS: {
+            uint32_t nn = mc_mp_read_array(r);
+            if (nn > RD_MAX_NICS) {
+                r->err = MC_ERR_PROTOCOL;
+                break;
+            }
+            p->nnics = nn;
+            for (uint32_t i = 0; i < nn && r->err == MC_OK; i++) {
+                uint32_t nk = mc_mp_read_map(r);
+                for (uint32_t k = 0; k < nk && r->err == MC_OK; k++) {
+                    switch (mc_mp_read_uint(r)) {
+                    case MC_F_NAME: read_name(r, p->nic[i].name, sizeof(p->nic[i].name)); break;
+                    case MC_F_GID: {
+                        uint32_t gl = 0;
+                        const void *g = mc_mp_read_bin(r, &gl);
+                        if (r->err == MC_OK && gl == 16)
+                            memcpy(p->nic[i].gid, g, 16);
+                        else if (r->err == MC_OK)
+                            r->err = MC_ERR_PROTOCOL;
+                        break;
+                    }
+                    case MC_F_LID: p->nic[i].lid = (uint16_t)mc_mp_read_uint(r); break;
+                    case MC_F_MTU: p->nic[i].mtu = (uint32_t)mc_mp_read_uint(r); break;
+                    default: mc_mp_skip(r); break;
+                    }
+                }
+            }
+            break;
+        }
+        case MC_F_MATRIX: {
+            uint32_t len = 0;
+            const char *s = mc_mp_read_str(r, &len);
+            if (r->err != MC_OK || len > 65536) {
+                r->err = MC_ERR_PROTOCOL;
+                break;
+            }
+            char *text = mc_strndup(s, len);
+            char err[200];
+            if (text == NULL || rd_topo_parse(&p->topo, text, err, sizeof(err)) != MC_OK) {
+                MC_WARN(RDMA, "peer descriptor: bad matrix: %s", text ? err : "no memory");
+                r->err = MC_ERR_PROTOCOL;
+            }
+            mc_free(text);
+            have_matrix = 1;
+            break;
+        }
+        default: mc_mp_skip(r); break;
+        }
+    }
+    /* the matrix must name exactly the NICs listed, in the same order */
+    int ok = r->err == MC_OK && have_matrix && p->nnics > 0 && p->topo.nnics == p->nnics;
+    for (unsigned i = 0; ok && i < p->nnics; i++)
+        ok = strcmp(p->topo.nics[i], p->nic[i].name) == 0;
+    if (!ok) {
+        mc_free(p);
+        if (r->err == MC_OK)
+            r->err = MC_ERR_PROTOCOL;
+        return MC_ERR_MALFORMED;
+    }
+    *out = p;
+    return MC_OK;
+}
+
+/* p and the descriptors it replaced (next_old): kept until the segment
+ * goes, since reactors may still read a replaced one. */
+void te_rdma_peer_free(rd_peer_t *p)
+{
+    while (p != NULL) {
+        rd_peer_t *next = p->next_old;
+        mc_free(p);
+        p = next;
+    }
+}
+
+unsigned te_rdma_peer_nics(const rd_peer_t *p)
+{
+    return p->nnics;
+}
+
+void te_rdma_peer_retire(rd_peer_t **list, rd_peer_t *p)
+{
+    if (p == NULL)
+        return;
+    p->next_old = *list;
+    *list = p;
+}
+
+int te_rdma_usable(mc_te_t *te, te_seg_t *seg)
+{
+    return te->rdma != NULL && seg->rdma != NULL;
+}
+
+unsigned te_rdma_stats(mc_te_t *te, te_rdma_nic_stats_t *out, unsigned max)
+{
+    rd_transport_t *t = te->rdma;
+    if (t == NULL)
+        return 0;
+    for (unsigned i = 0; i < t->nnics && i < max; i++) {
+        rd_nic_t *n = &t->nics[i];
+        te_rdma_nic_stats_t *s = &out[i];
+        memset(s, 0, sizeof(*s));
+        snprintf(s->name, sizeof(s->name), "%s", n->name);
+        s->bytes = atomic_load(&n->bytes);
+        s->slices = atomic_load(&n->slices);
+        s->retries = atomic_load(&n->retries);
+        s->errors = atomic_load(&n->errors);
+        s->eps = atomic_load(&n->neps);
+        s->eps_created = atomic_load(&n->eps_created);
+        s->evictions = atomic_load(&n->evictions);
+        s->handshakes = atomic_load(&n->handshakes);
+        s->mtu = atomic_load(&n->last_mtu);
+    }
+    return t->nnics;
+}

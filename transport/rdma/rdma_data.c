@@ -1,0 +1,599 @@
+/*
+ * rdma_data.c - the RDMA data path: path choice at submit, one mailbox
+ * message per NIC per submit, posting in chains bounded by QP and CQ depth
+ * (a pending queue per endpoint holds the rest), completions polled on the
+ * NIC's reactor (completion-channel fd in libevent while idle, busy polling
+ * for busy_poll_us after activity while WRs are in flight), retries on the
+ * next path and failure with the cause.
+ *
+ * Accounting: a slice owns one WR; ep->depth[qp], ep->outstanding and
+ * nic->cq_outstanding grow before ibv_post_send and shrink when its
+ * completion is polled (every WR is signalled, so every WR completes once,
+ * flushed ones too). wr_id is the slice.
+ */
+#include <string.h>
+#include <unistd.h>
+
+#include "transport/rdma/rdma_int.h"
+#include "util/log.h"
+#include "util/time.h"
+
+/* ------------------------------------------------------------ paths */
+
+static mc_status_t wc_cause(uint32_t st)
+{
+    switch (st) {
+    case RV_WC_REM_ACCESS_ERR:
+    case RV_WC_LOC_PROT_ERR:
+    case RV_WC_LOC_LEN_ERR: return MC_ERR_ADDRESS_NOT_REGISTERED;
+    case RV_WC_RETRY_EXC_ERR: return MC_ERR_ENDPOINT;
+    default: return MC_ERR_TRANSFER_FAIL;
+    }
+}
+
+/* What the path choice of a request needs: the matrix entries of its local
+ * and remote locations and the buffers' keys on every NIC. The entries
+ * point into the local topology and the peer's descriptor, both kept until
+ * the engine or segment goes. */
+typedef struct path_ctx {
+    const rd_topo_entry_t *le, *re;
+    uint32_t lkeys[RD_MAX_NICS], rkeys[RD_MAX_NICS];
+} path_ctx_t;
+
+/* Locks: buf_lock (read), then seg_lock. */
+static mc_status_t path_lookup(mc_te_t *te, const te_slice_t *s, path_ctx_t *pc)
+{
+    rd_transport_t *t = te->rdma;
+    pc->le = pc->re = NULL;
+    pthread_rwlock_rdlock(&te->buf_lock);
+    long i = te_buf_index(te, (uint64_t)(uintptr_t)s->local);
+    if (i >= 0 && te->bufs[i].nkeys == t->nnics) {
+        int ent = te->bufs[i].rd_ent; /* set at registration */
+        pc->le = ent > 0 ? &t->topo.ents[ent - 1] : NULL;
+        memcpy(pc->lkeys, te->bufs[i].lkey, sizeof(pc->lkeys));
+    }
+    pthread_rwlock_unlock(&te->buf_lock);
+    if (pc->le == NULL)
+        return MC_ERR_ADDRESS_NOT_REGISTERED;
+    pthread_mutex_lock(&te->seg_lock);
+    te_seg_t *seg = s->seg;
+    rd_peer_t *p = seg->rdma;
+    for (size_t k = 0; p != NULL && k < seg->nbufs; k++) {
+        const te_buf_t *b = &seg->bufs[k];
+        if (s->remote >= b->addr && s->remote + s->len <= b->addr + b->len &&
+            b->nkeys == p->nnics) {
+            te_buf_t *wb = &seg->bufs[k];
+            if (wb->rd_ent == 0) { /* first use of this descriptor's buffer */
+                const rd_topo_entry_t *e = rd_topo_find(&p->topo, b->location);
+                wb->rd_ent = e ? (int)(e - p->topo.ents) + 1 : -1;
+            }
+            pc->re = wb->rd_ent > 0 ? &p->topo.ents[wb->rd_ent - 1] : NULL;
+            memcpy(pc->rkeys, b->rkey, sizeof(pc->rkeys));
+            break;
+        }
+    }
+    pthread_mutex_unlock(&te->seg_lock);
+    return pc->re != NULL ? MC_OK : MC_ERR_ADDRESS_NOT_REGISTERED;
+}
+
+/* s's NICs and keys for attempt `attempt` (0: striped over the preferred
+ * NICs by s->rd_rr; then preferred, then secondary, from there on). */
+static inline mc_status_t path_apply(const path_ctx_t *pc, te_slice_t *s, unsigned attempt)
+{
+    int l = rd_topo_select(pc->le, s->rd_rr, attempt);
+    int r = rd_topo_select(pc->re, s->rd_rr, attempt);
+    if (l < 0 || r < 0)
+        return MC_ERR_DEVICE_NOT_FOUND;
+    s->rd_lnic = (uint8_t)l;
+    s->rd_rnic = (uint8_t)r;
+    s->rd_lkey = pc->lkeys[l];
+    s->rd_rkey = pc->rkeys[r];
+    return MC_OK;
+}
+
+static mc_status_t choose_path(mc_te_t *te, te_slice_t *s, unsigned attempt)
+{
+    path_ctx_t pc;
+    mc_status_t st = path_lookup(te, s, &pc);
+    return st == MC_OK ? path_apply(&pc, s, attempt) : st;
+}
+
+static void nic_submit_msg(mc_reactor_t *r, mc_reactor_msg_t *msg, mc_status_t st);
+static void dispatch(rd_nic_t *n, te_slice_t *s);
+static void on_retry_timer(mc_timer_t *tm, void *arg);
+
+static void chain_add(te_rdma_submit_t *sub, te_slice_t *s)
+{
+    unsigned k = s->rd_lnic;
+    s->rd_next = NULL;
+    if (sub->tail[k] != NULL)
+        sub->tail[k]->rd_next = s;
+    else
+        sub->head[k] = s;
+    sub->tail[k] = s;
+}
+
+/* The last path context this thread looked up, reused while the next
+ * request lies in the same two buffers and nothing was (un)registered or
+ * re-described since (the generation counters). */
+typedef struct path_cache {
+    mc_te_t *te;
+    te_seg_t *seg;
+    unsigned buf_gen, desc_gen;
+    uint64_t l0, l1, r0, r1; /* the buffers' ranges */
+    path_ctx_t pc;
+} path_cache_t;
+
+static _Thread_local path_cache_t tl_path;
+
+static mc_status_t path_lookup_cached(mc_te_t *te, const te_slice_t *s, uint64_t len,
+                                      path_ctx_t *pc)
+{
+    path_cache_t *c = &tl_path;
+    uint64_t la = (uint64_t)(uintptr_t)s->local;
+    unsigned bg = atomic_load_explicit(&te->buf_gen, memory_order_acquire);
+    unsigned dg = atomic_load_explicit(&s->seg->desc_gen, memory_order_acquire);
+    if (c->te == te && c->seg == s->seg && c->buf_gen == bg && c->desc_gen == dg &&
+        la >= c->l0 && la + len <= c->l1 && s->remote >= c->r0 && s->remote + len <= c->r1) {
+        *pc = c->pc;
+        return MC_OK;
+    }
+    mc_status_t st = path_lookup(te, s, pc);
+    if (st != MC_OK)
+        return st;
+    /* remember the two buffers' bounds */
+    c->te = NULL;
+    pthread_rwlock_rdlock(&te->buf_lock);
+    long i = te_buf_index(te, la);
+    if (i >= 0) {
+        c->l0 = te->bufs[i].addr;
+        c->l1 = te->bufs[i].addr + te->bufs[i].len;
+    }
+    pthread_rwlock_unlock(&te->buf_lock);
+    pthread_mutex_lock(&te->seg_lock);
+    int found = 0;
+    for (size_t k = 0; k < s->seg->nbufs && !found; k++) {
+        const te_buf_t *b = &s->seg->bufs[k];
+        if (s->remote >= b->addr && s->remote + len <= b->addr + b->len) {
+            c->r0 = b->addr;
+            c->r1 = b->addr + b->len;
+            found = 1;
+        }
+    }
+    pthread_mutex_unlock(&te->seg_lock);
+    if (i >= 0 && found) {
+        c->te = te;
+        c->seg = s->seg;
+        c->buf_gen = bg;
+        c->desc_gen = dg;
+        c->pc = *pc;
+    }
+    return MC_OK;
+}
+
+void te_rdma_add(mc_te_t *te, te_rdma_submit_t *sub, te_slice_t *s, size_t n)
+{
+    rd_transport_t *t = te->rdma;
+    uint32_t rr = atomic_fetch_add_explicit(&t->rr, (uint32_t)n, memory_order_relaxed);
+    /* the slices of one request share their buffers: one lookup, often none */
+    path_ctx_t pc;
+    uint64_t len = (uint64_t)(s[n - 1].local - s[0].local) + s[n - 1].len;
+    mc_status_t st = path_lookup_cached(te, &s[0], len, &pc);
+    for (size_t i = 0; i < n; i++) {
+        te_slice_t *x = &s[i];
+        x->rd_rr = rr + (uint32_t)i;
+        x->rd_attempt = 0;
+        x->rd_err = 0;
+        x->rd_ep = NULL;
+        mc_status_t xs = st == MC_OK ? path_apply(&pc, x, 0) : st;
+        if (xs != MC_OK)
+            te_slice_done(x, xs);
+        else
+            chain_add(sub, x);
+    }
+}
+
+void te_rdma_submit_end(mc_te_t *te, te_rdma_submit_t *sub)
+{
+    rd_transport_t *t = te->rdma;
+    for (unsigned k = 0; k < t->nnics; k++) {
+        te_slice_t *h = sub->head[k];
+        if (h == NULL)
+            continue;
+        sub->head[k] = sub->tail[k] = NULL;
+        h->msg.fn = nic_submit_msg;
+        if (mc_reactor_post(t->nics[k].r, &h->msg) != MC_OK) {
+            while (h != NULL) {
+                te_slice_t *next = h->rd_next;
+                te_slice_done(h, MC_ERR_CANCELED);
+                h = next;
+            }
+        }
+    }
+}
+
+/* ------------------------------------------------------------ NIC side */
+
+void rd_mark_dirty(rd_ep_t *ep)
+{
+    if (ep->dirty)
+        return;
+    ep->dirty = 1;
+    ep->dnext = ep->nic->dirty;
+    ep->nic->dirty = ep;
+}
+
+void rd_flush_dirty(rd_nic_t *n)
+{
+    while (n->dirty != NULL) {
+        rd_ep_t *ep = n->dirty;
+        n->dirty = ep->dnext;
+        ep->dirty = 0;
+        rd_ep_flush(ep);
+    }
+}
+
+/* Queue s on its endpoint (on s's NIC, which is n). */
+static void enqueue(rd_nic_t *n, te_slice_t *s)
+{
+    mc_status_t why = MC_ERR_ENDPOINT;
+    if (n->down_until_ns != 0 && mc_now_ns() < n->down_until_ns) {
+        rd_slice_retry(n, s, MC_ERR_ENDPOINT);
+        return;
+    }
+    rd_ep_t *ep = rd_ep_get(n, s->seg, s->rd_rnic, &why);
+    if (ep == NULL) {
+        rd_slice_retry(n, s, why);
+        return;
+    }
+    s->rd_ep = ep;
+    s->rd_next = NULL;
+    if (ep->pend_tail != NULL)
+        ep->pend_tail->rd_next = s;
+    else
+        ep->pend_head = s;
+    ep->pend_tail = s;
+    ep->npending++;
+    rd_mark_dirty(ep);
+}
+
+static void nic_submit_msg(mc_reactor_t *r, mc_reactor_msg_t *msg, mc_status_t st)
+{
+    te_slice_t *s = MC_CONTAINER_OF(msg, te_slice_t, msg);
+    rd_transport_t *t = s->b->te->rdma;
+    rd_nic_t *n = &t->nics[s->rd_lnic];
+    (void)r;
+    while (s != NULL) {
+        te_slice_t *next = s->rd_next;
+        if (st != MC_OK || n->dead)
+            te_slice_done(s, MC_ERR_CANCELED);
+        else
+            enqueue(n, s);
+        s = next;
+    }
+    if (!n->dead)
+        rd_flush_dirty(n);
+}
+
+void rd_slice_retry(rd_nic_t *n, te_slice_t *s, mc_status_t cause)
+{
+    rd_transport_t *t = n->t;
+    mc_te_t *te = t->te;
+    /* the reason reported is the first real one: a path skipped because it
+     * backs off (MC_ERR_ENDPOINT) does not hide the completion error that
+     * made it back off */
+    if (cause != MC_OK && cause != MC_ERR_CANCELED &&
+        (s->rd_err == 0 || (s->rd_err == MC_ERR_ENDPOINT && cause != MC_ERR_ENDPOINT)))
+        s->rd_err = cause;
+    if (s->rd_err == 0)
+        s->rd_err = MC_ERR_TRANSFER_FAIL;
+    s->rd_ep = NULL;
+    if (cause == MC_ERR_CANCELED || atomic_load(&te->stopping) || n->dead) {
+        te_slice_done(s, MC_ERR_CANCELED);
+        return;
+    }
+    if (s->rd_attempt >= t->retry) {
+        if (atomic_load_explicit(&s->task->error, memory_order_relaxed) == 0)
+            MC_ERROR(RDMA, "%s slice of %llu bytes to '%s' (0x%llx) failed after %u attempts: "
+                           "%s (last path %s -> %s)",
+                     s->opcode == MC_TE_WRITE ? "write" : "read", (unsigned long long)s->len,
+                     s->seg->name, (unsigned long long)s->remote, s->rd_attempt + 1,
+                     mc_status_str(s->rd_err), n->name,
+                     s->rd_rnic < s->seg->rdma->nnics ? s->seg->rdma->nic[s->rd_rnic].name : "?");
+        te_slice_done(s, s->rd_err);
+        return;
+    }
+    s->rd_attempt++;
+    atomic_fetch_add_explicit(&n->retries, 1, memory_order_relaxed);
+    mc_status_t st = choose_path(te, s, s->rd_attempt);
+    if (st != MC_OK) {
+        te_slice_done(s, st);
+        return;
+    }
+    /* After each full sweep over the NICs, pause before the next one (10 ms,
+     * doubling, at most 160 ms): a path that failed a moment ago is backing
+     * off, and a transient fault (a peer restarting, a link flapping) gets
+     * time to clear before the budget is spent. */
+    unsigned cycle = t->nnics > 0 ? t->nnics : 1;
+    if (s->rd_attempt % cycle == 0) {
+        unsigned sweep = s->rd_attempt / cycle;
+        uint64_t pause_us = (uint64_t)RD_RETRY_PAUSE_US << (sweep > 5 ? 4 : sweep - 1);
+        s->rd_due_ns = mc_now_ns() + pause_us * 1000;
+        s->rd_next = n->deferred;
+        n->deferred = s;
+        if (!mc_timer_armed(&n->retry_timer))
+            mc_timer_start(&n->retry_timer, pause_us, 0);
+        return;
+    }
+    dispatch(n, s);
+}
+
+/* Send s (its path chosen) to its NIC: queue it here or hop. */
+static void dispatch(rd_nic_t *n, te_slice_t *s)
+{
+    if (s->rd_lnic == n->idx) {
+        enqueue(n, s);
+        return;
+    }
+    rd_nic_t *other = &n->t->nics[s->rd_lnic];
+    s->rd_next = NULL;
+    s->msg.fn = nic_submit_msg;
+    if (mc_reactor_post(other->r, &s->msg) != MC_OK)
+        te_slice_done(s, MC_ERR_CANCELED);
+}
+
+/* Deferred retries that are due go; the timer is re-armed for the rest. */
+static void on_retry_timer(mc_timer_t *tm, void *arg)
+{
+    rd_nic_t *n = arg;
+    (void)tm;
+    uint64_t now = mc_now_ns(), next = 0;
+    te_slice_t *due = NULL, **pp = &n->deferred;
+    while (*pp != NULL) {
+        te_slice_t *s = *pp;
+        if (s->rd_due_ns <= now) {
+            *pp = s->rd_next;
+            s->rd_next = due;
+            due = s;
+        } else {
+            if (next == 0 || s->rd_due_ns < next)
+                next = s->rd_due_ns;
+            pp = &s->rd_next;
+        }
+    }
+    if (next != 0)
+        mc_timer_start(&n->retry_timer, (next - now) / 1000 + 1, 0);
+    while (due != NULL) {
+        te_slice_t *s = due;
+        due = s->rd_next;
+        dispatch(n, s);
+    }
+    rd_flush_dirty(n);
+}
+
+void rd_deferred_cancel(rd_nic_t *n)
+{
+    while (n->deferred != NULL) {
+        te_slice_t *s = n->deferred;
+        n->deferred = s->rd_next;
+        te_slice_done(s, MC_ERR_CANCELED);
+    }
+}
+
+/* The pending slices that fit: one chain per QP, QPs in turn, each chain
+ * bounded by the QP's free depth and the CQ's free entries. */
+void rd_ep_flush(rd_ep_t *ep)
+{
+    rd_nic_t *n = ep->nic;
+    rd_transport_t *t = n->t;
+    if (ep->state != EP_CONNECTED || ep->npending == 0)
+        return;
+    rv_send_wr_t wr[64];
+    int posted = 0;
+    while (ep->npending > 0) {
+        unsigned q = ep->next_qp, tries = 0;
+        while (ep->depth[q] >= n->qp_wr && tries++ < ep->nqp)
+            q = (q + 1) % ep->nqp;
+        if (ep->depth[q] >= n->qp_wr)
+            break; /* every QP full: the pending queue waits for completions */
+        uint32_t cq_room = t->max_cqe - n->cq_outstanding;
+        if (cq_room == 0)
+            break;
+        ep->next_qp = (q + 1) % ep->nqp;
+        /* spread what is pending evenly over the QPs */
+        uint32_t count = (ep->npending + ep->nqp - 1) / ep->nqp;
+        if (count > n->qp_wr - ep->depth[q])
+            count = n->qp_wr - ep->depth[q];
+        if (count > cq_room)
+            count = cq_room;
+        if (count > 64)
+            count = 64;
+        te_slice_t *s = ep->pend_head;
+        for (uint32_t i = 0; i < count; i++, s = s->rd_next) {
+            rv_send_wr_t *w = &wr[i];
+            w->next = i + 1 < count ? &wr[i + 1] : NULL;
+            w->wr_id = (uint64_t)(uintptr_t)s;
+            w->local_addr = (uint64_t)(uintptr_t)s->local;
+            w->remote_addr = s->remote;
+            w->length = (uint32_t)s->len;
+            w->lkey = s->rd_lkey;
+            w->rkey = s->rd_rkey;
+            w->opcode = s->opcode == MC_TE_WRITE ? RV_WR_RDMA_WRITE : RV_WR_RDMA_READ;
+            w->signaled = 1;
+            s->rd_qp = (uint8_t)q;
+        }
+        ep->depth[q] += count;
+        ep->outstanding += count;
+        n->cq_outstanding += count;
+        rv_send_wr_t *bad = NULL;
+        mc_status_t st = t->v->post_send(ep->qp[q], wr, &bad);
+        uint32_t ok = st == MC_OK ? count : (uint32_t)(bad - wr);
+        /* the posted ones leave the pending queue */
+        for (uint32_t i = 0; i < ok; i++) {
+            ep->pend_head = ep->pend_head->rd_next;
+            ep->npending--;
+        }
+        if (ep->pend_head == NULL)
+            ep->pend_tail = NULL;
+        posted += (int)ok;
+        if (st != MC_OK) {
+            uint32_t back = count - ok;
+            ep->depth[q] -= back;
+            ep->outstanding -= back;
+            n->cq_outstanding -= back;
+            if (st == MC_ERR_LIMIT)
+                break; /* the QP is fuller than we count: wait for completions */
+            MC_WARN(RDMA, "%s: post to %s@%s failed: %s", n->name, ep->peer, ep->peer_nic,
+                    mc_status_str(st));
+            if (posted)
+                rd_poll_kick(n);
+            rd_ep_close(ep, MC_ERR_ENDPOINT, 1); /* the rest is retried elsewhere */
+            return;
+        }
+    }
+    if (posted)
+        rd_poll_kick(n);
+}
+
+/* One completion. s may be freed by te_slice_done: read it first. */
+static void complete(rd_nic_t *n, const rv_wc_t *wc)
+{
+    te_slice_t *s = (te_slice_t *)(uintptr_t)wc->wr_id;
+    rd_ep_t *ep = s->rd_ep;
+    ep->depth[s->rd_qp]--;
+    ep->outstanding--;
+    n->cq_outstanding--;
+    if (wc->status == RV_WC_SUCCESS) {
+        atomic_fetch_add_explicit(&n->bytes, s->len, memory_order_relaxed);
+        atomic_fetch_add_explicit(&n->slices, 1, memory_order_relaxed);
+        te_slice_done(s, MC_OK);
+        if (ep->npending > 0)
+            rd_mark_dirty(ep);
+        else if (ep->state == EP_CLOSING)
+            rd_ep_maybe_free(ep);
+        return;
+    }
+    mc_status_t cause = wc->status == RV_WC_WR_FLUSH_ERR ? ep->cause : wc_cause(wc->status);
+    if (wc->status != RV_WC_WR_FLUSH_ERR) {
+        atomic_fetch_add_explicit(&n->errors, 1, memory_order_relaxed);
+        MC_WARN(RDMA, "%s: %s to %s@%s completed with %s", n->name,
+                s->opcode == MC_TE_WRITE ? "write" : "read", ep->peer, ep->peer_nic,
+                rv_wc_status_str(wc->status));
+        if (wc->status == RV_WC_RETRY_EXC_ERR) {
+            rv_dev_info_t info;
+            if (n->t->v->query(n->ctx, &info) == MC_OK && !info.port_active) {
+                MC_WARN(RDMA, "%s: port is down: using other NICs for 1 s", n->name);
+                n->down_until_ns = mc_now_ns() + 1000000000u;
+            }
+        }
+    }
+    if (ep->state != EP_CLOSING)
+        rd_ep_close(ep, cause, 1);
+    rd_slice_retry(n, s, cause == MC_OK ? MC_ERR_ENDPOINT : cause);
+    rd_ep_maybe_free(ep);
+}
+
+static int poll_cq(rd_nic_t *n)
+{
+    rv_wc_t wc[RD_POLL_BATCH];
+    int total = 0;
+    for (;;) {
+        int k = n->t->v->poll_cq(n->cq, RD_POLL_BATCH, wc);
+        if (k <= 0) {
+            if (k < 0)
+                MC_ERROR(RDMA, "%s: polling the CQ failed: %s", n->name,
+                         mc_status_str((mc_status_t)k));
+            break;
+        }
+        for (int i = 0; i < k; i++)
+            complete(n, &wc[i]);
+        total += k;
+        if (k < RD_POLL_BATCH)
+            break;
+    }
+    if (total > 0)
+        rd_flush_dirty(n);
+    return total;
+}
+
+void rd_drain(rd_nic_t *n, uint64_t timeout_us)
+{
+    uint64_t end = mc_now_us() + timeout_us;
+    while (n->cq_outstanding > 0 && mc_now_us() < end) {
+        if (poll_cq(n) == 0)
+            usleep(100);
+    }
+    if (n->cq_outstanding > 0)
+        MC_WARN(RDMA, "%s: %u WRs still outstanding at shutdown", n->name, n->cq_outstanding);
+}
+
+/* Back to event mode: arm the channel, then look once more (a completion
+ * that came before the arming raises no event). */
+static void to_event_mode(rd_nic_t *n)
+{
+    if (n->polling) {
+        mc_timer_stop(&n->poll_timer);
+        n->polling = 0;
+    }
+    n->t->v->req_notify(n->cq);
+    if (poll_cq(n) > 0 && n->cq_outstanding > 0)
+        rd_poll_kick(n);
+}
+
+void rd_poll_kick(rd_nic_t *n)
+{
+    if (n->t->busy_poll_us == 0 || n->polling)
+        return;
+    n->polling = 1;
+    n->busy_until_ns = mc_now_ns() + (uint64_t)n->t->busy_poll_us * 1000;
+    /* 1 us, not 0: libevent does not re-arm a persistent event whose
+     * timeout is zero, so a 0 period would fire once and then never */
+    mc_timer_start(&n->poll_timer, 1, 1);
+}
+
+static void on_poll_timer(mc_timer_t *tm, void *arg)
+{
+    rd_nic_t *n = arg;
+    (void)tm;
+    if (poll_cq(n) > 0)
+        n->busy_until_ns = mc_now_ns() + (uint64_t)n->t->busy_poll_us * 1000;
+    if (n->cq_outstanding == 0 || mc_now_ns() > n->busy_until_ns)
+        to_event_mode(n);
+}
+
+static void on_cq_event(evutil_socket_t fd, short what, void *arg)
+{
+    rd_nic_t *n = arg;
+    (void)fd;
+    (void)what;
+    mc_reactor_t *saved = mc_reactor_enter(n->r);
+    n->t->v->cq_event(n->cq);
+    poll_cq(n);
+    if (n->cq_outstanding > 0 && n->t->busy_poll_us > 0)
+        rd_poll_kick(n);
+    else
+        to_event_mode(n);
+    mc_reactor_leave(saved);
+}
+
+mc_status_t rd_nic_events_start(rd_nic_t *n)
+{
+    const mc_rdma_verbs_ops_t *v = n->t->v;
+    n->cq_ev = event_new(mc_reactor_base(n->r), v->cq_fd(n->cq), EV_READ | EV_PERSIST, on_cq_event,
+                         n);
+    if (n->cq_ev == NULL || event_add(n->cq_ev, NULL) != 0)
+        return MC_ERR_INTERNAL_ERROR;
+    if (mc_timer_init(&n->poll_timer, n->r, on_poll_timer, n) != MC_OK ||
+        mc_timer_init(&n->retry_timer, n->r, on_retry_timer, n) != MC_OK)
+        return MC_ERR_NOMEM;
+    return v->req_notify(n->cq);
+}
+
+void rd_nic_events_stop(rd_nic_t *n)
+{
+    if (n->cq_ev != NULL)
+        event_free(n->cq_ev);
+    n->cq_ev = NULL;
+    mc_timer_fini(&n->poll_timer);
+    mc_timer_fini(&n->retry_timer);
+}

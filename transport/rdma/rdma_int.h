@@ -1,0 +1,169 @@
+/*
+ * rdma_int.h - internals of the RDMA transport (rdma.c: install, NICs,
+ * registration, descriptor; rdma_ep.c: endpoints, handshake, SIEVE pools;
+ * rdma_data.c: posting, completions, retries).
+ *
+ * Threads: each NIC belongs to one reactor (the one on its NUMA node, else
+ * round-robin): its CQ, its endpoint pool, its endpoints and their QPs are
+ * touched only there. Submitters reach it with one mailbox message per NIC
+ * per submit (a chain of slices); handshake requests arriving on any RPC
+ * reactor hop to the NIC's reactor and back. Counters are atomics, read from
+ * anywhere.
+ *
+ * Endpoint states (ep_set_state is the one writer):
+ *   NEW         QPs created and in INIT; not yet announced to the peer
+ *   CONNECTING  our CONNECT is in flight (active side); slices queue
+ *   CONNECTED   QPs in RTS; slices are posted
+ *   CLOSING     out of the pool (failed, evicted, replaced or the peer
+ *               dropped it): QPs in ERR when it failed; freed once no WR is
+ *               outstanding and no handshake reply is due (QPs are
+ *               destroyed only after they drained)
+ */
+#ifndef MC_TRANSPORT_RDMA_RDMA_INT_H
+#define MC_TRANSPORT_RDMA_RDMA_INT_H
+
+#include <event2/event.h>
+#include <stdatomic.h>
+
+#include "reactor/fsm.h"
+#include "transport/rdma/sieve.h"
+#include "transport/rdma/topo.h"
+#include "transport/rdma/verbs.h"
+#include "transport/te_int.h"
+#include "util/hmap.h"
+
+#define RD_MAX_QPS 16
+#define RD_POLL_BATCH 32
+#define RD_BACKOFF_SLOTS 64
+#define RD_BACKOFF_MIN_US 10000u
+#define RD_BACKOFF_MAX_US 1000000u
+#define RD_RETRY_PAUSE_US 10000u /* first pause after a sweep of failed paths */
+
+typedef struct rd_nic rd_nic_t;
+typedef struct rd_transport rd_transport_t;
+
+enum rd_ep_state { EP_NEW, EP_CONNECTING, EP_CONNECTED, EP_CLOSING };
+
+typedef struct rd_ep {
+    mc_hnode_t hnode;       /* nic->eps, by key (while in the pool) */
+    rd_sieve_node_t snode;  /* nic->sieve (while in the pool) */
+    struct rd_ep *next;     /* nic->closing */
+    struct rd_ep *dnext;    /* nic->dirty: has pending slices and maybe room */
+    mc_status_t cause;      /* why it closed (MC_OK: evicted) */
+    rd_nic_t *nic;
+    uint64_t key;           /* hash of "<peer segment>@<peer NIC>" */
+    char *peer;             /* peer segment name */
+    char peer_nic[RV_NAME_MAX];
+    const struct rd_peer *via; /* descriptor + NIC index it was last found by */
+    unsigned via_nic;
+    char host[64];          /* the peer engine's RPC address */
+    uint16_t port;
+    int state;              /* enum rd_ep_state */
+    int in_pool, dirty, hs_inflight, active, freeing;
+    unsigned nqp;
+    rv_qp_t *qp[RD_MAX_QPS];
+    uint32_t rqpn[RD_MAX_QPS]; /* the peer's QP numbers once connected */
+    uint32_t depth[RD_MAX_QPS];
+    uint32_t outstanding;      /* WRs posted and not completed */
+    unsigned next_qp;
+    uint32_t mtu;
+    te_slice_t *pend_head, *pend_tail; /* waiting for connection or room */
+    uint32_t npending;
+    mc_rpc_client_t *rpc;      /* to the peer (handshake, disconnect) */
+    mc_timer_t timer;          /* handshake retry after a simultaneous open */
+    unsigned hs_tries;
+} rd_ep_t;
+
+/* Failed keys, remembered to back off reconnects (no storms). */
+typedef struct rd_backoff {
+    uint64_t key;
+    uint64_t until_ns;
+    uint32_t delay_us;
+} rd_backoff_t;
+
+struct rd_nic {
+    rd_transport_t *t;
+    unsigned idx;
+    char name[RV_NAME_MAX];
+    rv_ctx_t *ctx;
+    rv_pd_t *pd;
+    rv_cq_t *cq;
+    rv_dev_info_t info;
+    uint32_t mtu;          /* min(active, configured) */
+    uint32_t qp_wr;        /* send queue depth of its QPs */
+    uint64_t down_until_ns; /* port found down: skip this NIC until then */
+    mc_reactor_t *r;
+    struct event *cq_ev;
+    mc_timer_t poll_timer; /* busy polling while work is in flight */
+    int polling;           /* poll_timer armed (else the CQ is armed for an event) */
+    te_slice_t *deferred;  /* retries waiting out a pause (rd_due_ns) */
+    mc_timer_t retry_timer;
+    uint64_t busy_until_ns;
+    uint32_t cq_outstanding;
+    mc_hmap_t eps;
+    rd_sieve_t sieve;
+    rd_ep_t *closing;
+    rd_ep_t *dirty;
+    rd_backoff_t backoff[RD_BACKOFF_SLOTS];
+    int dead;              /* shut down: messages that arrive later cancel */
+    _Atomic uint64_t bytes, slices, retries, errors;
+    _Atomic uint64_t neps, eps_created, evictions, handshakes;
+    _Atomic uint32_t last_mtu;
+};
+
+struct rd_transport {
+    mc_te_t *te;
+    const mc_rdma_verbs_ops_t *v;
+    rd_topo_t topo;
+    char *matrix_json;
+    unsigned nnics;
+    rd_nic_t nics[RD_MAX_NICS];
+    unsigned qps_per_ep, max_wr, max_cqe, max_eps, retry, mtu, busy_poll_us;
+    _Atomic uint32_t rr;
+};
+
+/* A peer segment's RDMA side, from its descriptor. */
+typedef struct rd_peer {
+    struct rd_peer *next_old;
+    unsigned nnics;
+    struct {
+        char name[RV_NAME_MAX];
+        uint8_t gid[16];
+        uint16_t lid;
+        uint32_t mtu;
+    } nic[RD_MAX_NICS];
+    _Atomic uint64_t key[RD_MAX_NICS]; /* endpoint key of each NIC, 0 = not yet computed */
+    rd_topo_t topo;
+} rd_peer_t;
+
+extern const mc_fsm_desc_t rd_ep_fsm;
+
+/* rdma_ep.c (NIC reactor) */
+/* The pooled endpoint to seg's NIC rnic, made (and its handshake started)
+ * when missing; NULL when that path backs off after a failure or cannot be
+ * made (*why says why). */
+rd_ep_t *rd_ep_get(rd_nic_t *n, te_seg_t *seg, unsigned rnic, mc_status_t *why);
+/* Take ep out of service: out of the pool, QPs to ERR when failed (flushing
+ * what is in flight), the peer told, pending slices retried elsewhere; freed
+ * once drained. cause = MC_OK for a graceful close (eviction). */
+void rd_ep_close(rd_ep_t *ep, mc_status_t cause, int tell_peer);
+void rd_ep_maybe_free(rd_ep_t *ep);
+void rd_nic_close_all(rd_nic_t *n);
+void rd_ep_register_server(mc_te_t *te);
+uint64_t rd_ep_key(const char *peer, const char *nic);
+
+/* rdma_data.c (NIC reactor) */
+void rd_ep_flush(rd_ep_t *ep);
+void rd_flush_dirty(rd_nic_t *n);
+void rd_mark_dirty(rd_ep_t *ep);
+/* An attempt of s failed with cause: try the next path or fail the slice. */
+void rd_slice_retry(rd_nic_t *n, te_slice_t *s, mc_status_t cause);
+mc_status_t rd_nic_events_start(rd_nic_t *n);
+void rd_nic_events_stop(rd_nic_t *n);
+void rd_poll_kick(rd_nic_t *n);
+/* Poll until no WR of n is outstanding or timeout_us passed (shutdown). */
+void rd_drain(rd_nic_t *n, uint64_t timeout_us);
+/* Fail the deferred retries with CANCELED (shutdown). */
+void rd_deferred_cancel(rd_nic_t *n);
+
+#endif /* MC_TRANSPORT_RDMA_RDMA_INT_H */
