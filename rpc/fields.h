@@ -23,7 +23,7 @@ enum mc_proto_field {
     MC_F_PREFIX = 13,    /* bin */
 
     MC_F_REPLICAS = 20,  /* [{1: address, 2: size, 3: segment_id, 4: status, 5: segment_name,
-                             6: te_endpoint}] */
+                             6: te_endpoint, 7: kind (absent = 0 MEMORY, 1 DISK)}] */
     MC_F_LEASE_TTL_US = 21,
     MC_F_ITEMS = 22,
     MC_F_EXISTS = 23,    /* bool, or [bool] in batch responses */
@@ -59,6 +59,9 @@ enum mc_proto_field {
     MC_F_QPNS = 55,      /* [uint]: the sender's QP numbers, QP i pairs with QP i */
     MC_F_NIC = 56,       /* str: the sender's NIC */
     MC_F_PEER_NIC = 57,  /* str: the receiver's NIC */
+    /* persistent tier */
+    MC_F_CLUSTER_ID = 70, /* str */
+    MC_F_PERSIST = 71,    /* uint: 0 off, 1 async, 2 eager */
     MC_F_RANGES = 60,    /* [addr, length, addr, length, ...] (TE_READV) */
 };
 

@@ -35,6 +35,8 @@ enum mc_rpc_method {
     MC_RPC_UNMOUNT_SEGMENT = 118,
     MC_RPC_PING = 119,
     MC_RPC_GET_FSDIR = 120,
+    /* persistent tier (store/tier.h) */
+    MC_RPC_TIER_ADD = 130,
 
     /* transfer engine (transport/): descriptor and TCP data */
     MC_RPC_TE_DESC = 400,  /* {} -> {NAME, HOST, PORT, PROTOCOLS, BUFFERS} */

@@ -29,7 +29,12 @@ typedef struct server_conf {
     char *reactors;
     uint64_t tick_interval;
     char *fsdir;
+    char *cluster_id;
+    int persist;
+    uint64_t tier_scan_max;
 } server_conf_t;
+
+static const char *const persist_modes[] = {"off", "async", "eager", NULL};
 
 static const mc_conf_key_t server_keys[] = {
     MC_CONF_ROW(server_conf_t, bind_address, "bind_address", MC_CONF_STRING, "0.0.0.0", 0, 0,
@@ -45,7 +50,15 @@ static const mc_conf_key_t server_keys[] = {
     MC_CONF_ROW(server_conf_t, tick_interval, "tick_interval", MC_CONF_DURATION, "100ms", 1000,
                 10000000, "period of background work: eviction, abandoned puts, client expiry"),
     MC_CONF_ROW(server_conf_t, fsdir, "root_fs_dir", MC_CONF_STRING, "", 0, 0,
-                "shared file-system directory announced to clients (GetFsdir); empty = none"),
+                "persistent tier root (SSD or a file system shared by every node): objects are "
+                "also written to root_fs_dir/cluster_id; empty = no tier"),
+    MC_CONF_ROW(server_conf_t, cluster_id, "cluster_id", MC_CONF_STRING, "mooncake_cluster", 0,
+                0, "subdirectory of root_fs_dir for this cluster ([A-Za-z0-9._-])"),
+    MC_CONF_ENUM_ROW(server_conf_t, persist, "persist", persist_modes, "async",
+                     "when clients write an object's file: off, async (after the put returns, "
+                     "from a copy), eager (before the put returns)"),
+    MC_CONF_ROW(server_conf_t, tier_scan_max, "tier_scan_max", MC_CONF_UINT, "10000000", 0,
+                1e12, "files the startup scan of the tier restores at most"),
 };
 
 /* [master]: the semantics of the store. */
@@ -180,6 +193,9 @@ int main(int argc, char **argv)
     o.http_enabled = sc.http_enabled;
     o.tick_interval_us = sc.tick_interval;
     o.fsdir = sc.fsdir;
+    o.cluster_id = sc.cluster_id;
+    o.persist = sc.persist;
+    o.tier_scan_max = sc.tier_scan_max;
     if (mc_daemon_parse_reactors(sc.reactors, "server.reactors", &o.reactors, err, sizeof(err)) !=
         MC_OK) {
         fprintf(stderr, "mooncake-master: %s\n", err);

@@ -54,6 +54,7 @@ void mc_store_config_init(mc_store_config_t *c)
     c->local_buffer_size = 64ull << 20;
     c->rpc_timeout_us = 5000000;
     c->transfer_timeout_us = 10000000;
+    c->tier_queue_bytes = 256ull << 20;
 }
 
 void mc_replicate_config_init(mc_replicate_config_t *c)
@@ -576,6 +577,7 @@ mc_status_t mc_store_unregister_buffer(mc_store_t *s, void *buf)
 
 static void store_free(mc_store_t *s)
 {
+    store_tier_free(s);
     mc_list_t *n;
     while ((n = mc_list_pop_head(&s->segs)) != NULL)
         seg_destroy(s, MC_CONTAINER_OF(n, store_seg_t, node), 0);
@@ -791,6 +793,10 @@ mc_status_t mc_store_open(const mc_store_config_t *c, mc_store_t **out)
         s->need_remount = 1; /* registers the client: pings then answer OK */
     }
 
+    st = store_tier_open(s, c->persist, c->tier_queue_bytes ? c->tier_queue_bytes
+                                                             : d.tier_queue_bytes);
+    if (st != MC_OK)
+        goto err_te;
     timer_ctx_t tc = {.s = s, .st = MC_ERR_CANCELED};
     mc_rpc_run_on(s->r0, ping_arm, &tc);
     if (tc.st != MC_OK) {
@@ -806,6 +812,7 @@ mc_status_t mc_store_open(const mc_store_config_t *c, mc_store_t **out)
     return MC_OK;
 
 err_te:
+    store_tier_close(s);
     atomic_store(&s->closing, 1);
     stop_resolver(s);
     if (s->mcli != NULL)
@@ -825,6 +832,8 @@ void mc_store_close(mc_store_t *s)
                          "wait for its own thread); close from another thread");
         return;
     }
+    /* Finish the tier's file work (async writes report to the master). */
+    store_tier_close(s);
     /* Withdraw the segments while the master connection is up. A master that
      * is away forgets them anyway (its client expiry). */
     if (!attached(s) && (s->ha || !atomic_load(&s->master_down))) {

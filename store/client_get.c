@@ -41,6 +41,8 @@ typedef enum get_state {
     G_WAIT_REFRESH, /* waiting: a fresh descriptor of the replica's segment */
     G_WAIT_XFER,    /* waiting: the piece's transfer */
     G_NEXT,         /* copy the piece out; next piece, or done */
+    G_TIER,         /* no memory replica left to try: read the tier file */
+    G_WAIT_TIER,    /* waiting: the tier worker's read (checksum and key checked) */
     G_DONE,         /* report result */
 } get_state_t;
 
@@ -68,6 +70,8 @@ typedef struct get_op {
     struct get_defer *defer; /* sync get: own-segment copy left to the caller */
     uint64_t win, off, plen;
     mc_status_t last_err; /* why the last replica failed */
+    int disk;             /* the object has a DISK replica (and this client reads the tier) */
+    uint64_t got;         /* tier read: the file's data size */
     int64_t result;
 } get_op_t;
 
@@ -111,7 +115,18 @@ static int lease_over(const get_op_t *op)
     return op->lease_us > 0 && mc_now_us() > op->t_sent_us + op->lease_us;
 }
 
-/* Replicas to try, into order[]; returns how many: COMPLETE ones; our own
+/* The object's DISK replica, if the list has one (and this client reads the
+ * tier); NULL otherwise. */
+static const mc_master_replica_desc_t *disk_rep(mc_store_t *s, const mc_master_replica_desc_t *rep,
+                                                uint32_t nrep)
+{
+    for (uint32_t i = 0; i < nrep; i++)
+        if (rep[i].kind == MC_MASTER_REPLICA_DISK && rep[i].status == MC_MASTER_REPLICA_COMPLETE)
+            return store_tier_on(s) ? &rep[i] : NULL;
+    return NULL;
+}
+
+/* Memory replicas to try, into order[]; returns how many: COMPLETE ones; our own
  * segment's first, then the others in the master's order, those on
  * segments that failed us lately last (a dead node stays listed until the
  * master expires it). */
@@ -127,7 +142,8 @@ static uint32_t order_reps(mc_store_t *s, const mc_master_replica_desc_t *rep, u
     }
     for (int pass = 0; pass < 3; pass++)
         for (uint32_t i = 0; i < nrep; i++)
-            if (rep[i].status == MC_MASTER_REPLICA_COMPLETE && rank[i] == pass)
+            if (rep[i].status == MC_MASTER_REPLICA_COMPLETE &&
+                rep[i].kind == MC_MASTER_REPLICA_MEMORY && rank[i] == pass)
                 order[n++] = i;
     return n;
 }
@@ -163,11 +179,15 @@ static void get_step(store_op_t *h)
                 return;
             }
             op->norder = order_reps(s, op->rep, op->nrep, op->order);
-            if (op->norder == 0) {
-                get_finish(h, MC_ERR_OBJECT_NOT_FOUND);
-                return;
+            {
+                const mc_master_replica_desc_t *dk = disk_rep(s, op->rep, op->nrep);
+                op->disk = dk != NULL;
+                if (op->norder == 0 && dk == NULL) {
+                    get_finish(h, MC_ERR_OBJECT_NOT_FOUND);
+                    return;
+                }
+                op->size = op->norder > 0 ? op->rep[op->order[0]].size : dk->size;
             }
-            op->size = op->rep[op->order[0]].size;
             if (op->size > op->len) {
                 if (op->need != NULL)
                     *op->need = op->size;
@@ -186,6 +206,14 @@ static void get_step(store_op_t *h)
                 return;
             }
             if (op->tried >= op->norder) {
+                if (op->disk) {
+                    if (op->norder > 0)
+                        MC_INFO(CLIENT, "get: no memory replica could be read (%s); reading "
+                                        "the tier file",
+                                mc_status_str(op->last_err));
+                    op->state = G_TIER;
+                    break;
+                }
                 get_finish(h, op->last_err);
                 return;
             }
@@ -322,6 +350,28 @@ static void get_step(store_op_t *h)
                 return;
             }
             op->result = (int64_t)op->size;
+            op->state = G_DONE;
+            break;
+
+        case G_TIER:
+            st = store_tier_read_op(h, op->key, op->klen, op->buf, op->len, op->size, &op->got);
+            if (st != MC_OK) {
+                get_finish(h, st);
+                return;
+            }
+            op->state = G_WAIT_TIER;
+            return; /* waiting: the tier worker (it posts us) */
+
+        case G_WAIT_TIER:
+            /* No lease check: a file is never rewritten in place (a new one
+             * is renamed over it; an open one keeps its bytes), and the
+             * key and checksum in it were checked. */
+            if (h->wait_st != MC_OK) {
+                get_finish(h, h->wait_st == MC_ERR_FILE_NOT_FOUND ? MC_ERR_OBJECT_NOT_FOUND
+                                                                  : h->wait_st);
+                return;
+            }
+            op->result = (int64_t)op->got;
             op->state = G_DONE;
             break;
 
@@ -517,7 +567,10 @@ static void bget_plan(mc_store_t *s, bget_op_t *op, size_t i)
         return;
     }
     if (order_reps(s, rep, op->nrep[i], order) == 0) {
-        op->result[i] = MC_ERR_OBJECT_NOT_FOUND;
+        if (disk_rep(s, rep, op->nrep[i]) != NULL)
+            op->todo[i] = BG_KEY_RETRY; /* a single get reads the file */
+        else
+            op->result[i] = MC_ERR_OBJECT_NOT_FOUND;
         return;
     }
     const mc_master_replica_desc_t *d = &rep[order[0]];
@@ -866,6 +919,7 @@ mc_status_t mc_store_query(mc_store_t *s, const void *key, size_t klen, mc_store
         out[i].address = d[i].address;
         out[i].size = d[i].size;
         out[i].complete = d[i].status == MC_MASTER_REPLICA_COMPLETE;
+        out[i].disk = d[i].kind == MC_MASTER_REPLICA_DISK;
     }
     *n = cnt;
     return MC_OK;

@@ -96,8 +96,11 @@ struct store_op {
     mc_buf_t rpc_body;
 };
 
+typedef struct store_tier store_tier_t; /* client_tier.c */
+
 struct mc_store {
     mc_store_config_t cfg;
+    store_tier_t *tier; /* persistent tier: settings and worker threads */
     char *local_hostname, *metadata, *protocol, *master, *advertise_host; /* cfg strings */
     mc_te_t *te;
     mc_reactor_t *r0;
@@ -306,6 +309,31 @@ void store_master_trouble(mc_store_t *s);
 void store_retry_run(mc_store_t *s);
 /* r0, at close: fail them with MC_ERR_CANCELED. */
 void store_retry_cancel_all(mc_store_t *s);
+/* ----------------------------------------------------------- client_tier.c */
+
+/* Start the tier workers and ask the master for the tier settings (persist:
+ * the config's override, NULL/"" = the master's). MC_OK,
+ * MC_ERR_INVALID_ARGUMENT (bad persist, logged), MC_ERR_NOMEM. */
+mc_status_t store_tier_open(mc_store_t *s, const char *persist, uint64_t queue_bytes);
+/* Drain (bounded) and join the workers; later submissions are CANCELED.
+ * From a user thread, before the master client goes. */
+void store_tier_close(mc_store_t *s);
+void store_tier_free(mc_store_t *s);
+/* The persistence mode in effect (MC_MASTER_PERSIST_*; OFF until known). */
+int store_tier_mode(const mc_store_t *s);
+/* Whether tier files can be read (the settings name a directory). */
+int store_tier_on(const mc_store_t *s);
+/* Jobs (see client_tier.c). The *_op forms post op with op->wait_st when
+ * done; all return MC_OK (queued) or an error (nothing will run). */
+mc_status_t store_tier_write_op(store_op_t *op, const void *key, size_t klen,
+                                const mc_slice_t *parts, size_t nparts, uint64_t len);
+/* Async write from a copy: MC_OK, MC_ERR_LIMIT (queue full: write it with
+ * store_tier_write_op instead), MC_ERR_NOMEM, MC_ERR_CANCELED. */
+mc_status_t store_tier_write_async(mc_store_t *s, const void *key, size_t klen,
+                                   const mc_slice_t *parts, size_t nparts, uint64_t len);
+/* Read into buf; *got receives the file's data size (set before the post). */
+mc_status_t store_tier_read_op(store_op_t *op, const void *key, size_t klen, void *buf,
+                               uint64_t room, uint64_t expect, uint64_t *got);
 
 /* ---------------------------------------------------------------- client.c */
 

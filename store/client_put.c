@@ -155,8 +155,12 @@ typedef enum put_state {
     P_WAIT_REFRESH, /* waiting: a fresh descriptor of a replica's segment */
     P_WAIT_XFER,    /* waiting: the piece's transfer batch */
     P_NEXT,         /* piece written: copy the next one, or finish */
+    P_TIER,         /* persist = eager: write the tier file (client_tier.c) */
+    P_WAIT_TIER,    /* waiting: the file write and its TierAdd */
     P_END,          /* send PutEnd */
     P_WAIT_END,     /* waiting: PutEnd's answer */
+    P_PERSIST,      /* persist = async: queue a copy for the tier worker */
+    P_WAIT_PERSIST, /* waiting: our own file write (the async queue was full) */
     P_REVOKE,       /* a failure after PutStart: send PutRevoke */
     P_WAIT_REVOKE,  /* waiting: PutRevoke's answer */
     P_DONE,         /* report err */
@@ -184,6 +188,7 @@ typedef struct put_op {
     int copied;         /* the current piece is in the staging window */
     int started;        /* PutStart succeeded: failures revoke */
     int in_doubt;       /* a write timed out: no revoke (may_land_later) */
+    int persist;        /* MC_MASTER_PERSIST_* for this put, fixed at P_TIER */
     mc_status_t err;
 } put_op_t;
 
@@ -388,7 +393,7 @@ static void put_step(store_op_t *h)
         case P_NEXT:
             if (op->off >= op->len) {
                 store_stage_put(s, h); /* nothing more to send: let others use it */
-                op->state = P_END;
+                op->state = P_TIER;
                 break;
             }
             if (op->direct == NULL) {
@@ -397,6 +402,31 @@ static void put_step(store_op_t *h)
                 op->copied = 1;
             }
             op->state = P_SUBMIT;
+            break;
+
+        case P_TIER:
+            op->persist = store_tier_on(s) ? store_tier_mode(s) : MC_MASTER_PERSIST_OFF;
+            if (op->persist != MC_MASTER_PERSIST_EAGER) {
+                op->state = P_END;
+                break;
+            }
+            st = store_tier_write_op(h, op->key, op->klen, op->parts, op->nparts, op->len);
+            if (st != MC_OK) {
+                op->state = put_fail(op, st);
+                break;
+            }
+            op->state = P_WAIT_TIER;
+            return; /* waiting: the tier worker (it posts us) */
+
+        case P_WAIT_TIER:
+            if (h->wait_st != MC_OK) {
+                /* eager: a put that returns OK is on disk, so this one fails */
+                MC_WARN(CLIENT, "put '%s': writing its tier file failed: %s",
+                        key_str(op->key, op->klen, kb, sizeof(kb)), mc_status_str(h->wait_st));
+                op->state = put_fail(op, h->wait_st);
+                break;
+            }
+            op->state = P_END;
             break;
 
         case P_END:
@@ -418,6 +448,31 @@ static void put_step(store_op_t *h)
                 break;
             }
             op->err = MC_OK;
+            op->state = op->persist == MC_MASTER_PERSIST_ASYNC ? P_PERSIST : P_DONE;
+            break;
+
+        case P_PERSIST:
+            /* the put has succeeded; the file is best effort from here */
+            st = store_tier_write_async(s, op->key, op->klen, op->parts, op->nparts, op->len);
+            if (st == MC_ERR_LIMIT) {
+                /* queue full: write from the caller's memory and only then
+                 * return, so queued copies stay bounded and none is skipped */
+                st = store_tier_write_op(h, op->key, op->klen, op->parts, op->nparts, op->len);
+                if (st == MC_OK) {
+                    op->state = P_WAIT_PERSIST;
+                    return; /* waiting: the tier worker */
+                }
+            }
+            if (st != MC_OK)
+                MC_WARN(CLIENT, "put '%s': its tier file is not written: %s",
+                        key_str(op->key, op->klen, kb, sizeof(kb)), mc_status_str(st));
+            op->state = P_DONE;
+            break;
+
+        case P_WAIT_PERSIST:
+            if (h->wait_st != MC_OK)
+                MC_WARN(CLIENT, "put '%s': writing its tier file failed: %s",
+                        key_str(op->key, op->klen, kb, sizeof(kb)), mc_status_str(h->wait_st));
             op->state = P_DONE;
             break;
 
@@ -1008,8 +1063,10 @@ mc_status_t mc_store_batch_put(mc_store_t *s, const mc_slice_t *keys, const mc_s
     mc_status_t rc = MC_OK;
     if (nv == 0)
         goto out;
-    if (!all_direct && (s->stage_alloc == NULL || store_stage_window(s, total) < total)) {
-        if (s->stage_alloc == NULL) {
+    /* with a tier, keys go one by one: each put writes its own file */
+    int tier = store_tier_mode(s) != MC_MASTER_PERSIST_OFF;
+    if (tier || (!all_direct && (s->stage_alloc == NULL || store_stage_window(s, total) < total))) {
+        if (!all_direct && s->stage_alloc == NULL) {
             for (size_t j = 0; j < nv; j++)
                 st[idx[j]] = MC_ERR_STATE;
             goto out;

@@ -87,6 +87,12 @@ typedef struct mc_master_opts {
     uint32_t regex_max_results;            /* cap of get_replica_list_by_regex (10000) */
     uint32_t evict_sample_max;             /* eviction ranks at most this many (1 Mi) */
     uint64_t meta_max_value_len;           /* metadata KV value cap (16 MiB) */
+    /* Persistent tier (master_tier.c): called, with the key's shard lock
+     * held, whenever an object that has a DISK replica leaves the table
+     * (remove, revoke, discarded put): its file is to be deleted. It must be
+     * short (queue the key); the key is borrowed for the call. NULL = none. */
+    void (*disk_drop)(void *arg, const char *key, size_t key_len);
+    void *disk_drop_arg;
 } mc_master_opts_t;
 
 /* Fills the defaults above. */
@@ -176,12 +182,20 @@ typedef enum mc_master_replica_status {
     MC_MASTER_REPLICA_COMPLETE = 3,   /* written, readable */
 } mc_master_replica_status_t;
 
-/* Where one replica lives (upstream Replica::Descriptor of a memory replica). */
+/* Upstream ReplicaType numbering (LOCAL_DISK = 2 is not used). */
+typedef enum mc_master_replica_kind {
+    MC_MASTER_REPLICA_MEMORY = 0,
+    MC_MASTER_REPLICA_DISK = 1, /* a file of the persistent tier (store/tier.h) */
+} mc_master_replica_kind_t;
+
+/* Where one replica lives (upstream Replica::Descriptor). A DISK replica has
+ * only size and status: its file's place follows from the key (tier.h). */
 typedef struct mc_master_replica_desc {
     uint64_t address; /* remote address = segment base + offset */
     uint64_t size;    /* object size (the range is at least this long) */
     mc_uuid_t segment_id;
     mc_master_replica_status_t status;
+    mc_master_replica_kind_t kind;
     char segment_name[MC_MASTER_NAME_MAX];
     char te_endpoint[MC_MASTER_NAME_MAX];
 } mc_master_replica_desc_t;
@@ -315,6 +329,47 @@ mc_status_t mc_master_remove_by_regex(mc_master_t *m, const char *regex, int for
                                       long *count);
 mc_status_t mc_master_remove_all(mc_master_t *m, int force, uint64_t now_us, long *count);
 
+/* ---- persistent tier (master_tier.c) ----
+ *
+ * An object may have, besides its memory replicas, one DISK replica: a file
+ * under the tier directory written by a client (store/tier.h). It is listed
+ * after the memory replicas by get_replica_list (kind DISK), counts for
+ * exist, and takes no segment space. Eviction frees an object's memory
+ * replicas but keeps an object that has a DISK replica (readable from its
+ * file); an unmount likewise. When the object leaves the table otherwise
+ * (remove, revoke, discard) opts.disk_drop is told to delete the file. */
+
+/* When clients write an object's file (store/tier.h), announced by the
+ * master service with the tier directory: never, after the put returned (a
+ * background copy), or before the put returns. */
+typedef enum mc_master_persist {
+    MC_MASTER_PERSIST_OFF = 0,
+    MC_MASTER_PERSIST_ASYNC = 1,
+    MC_MASTER_PERSIST_EAGER = 2,
+} mc_master_persist_t;
+
+/* A client wrote key's file (size bytes). The object (complete, or a put in
+ * progress: eager persistence) gets its DISK replica.
+ * MC_OK, MC_ERR_INVALID_KEY, MC_ERR_OBJECT_NOT_FOUND (removed or evicted
+ * meanwhile: the file is an orphan, the caller deletes it),
+ * MC_ERR_INVALID_PARAMS (size differs from the object's). */
+mc_status_t mc_master_tier_add(mc_master_t *m, const char *key, size_t key_len, uint64_t size,
+                               uint64_t now_us);
+
+/* At start, from a scan of the tier directory: a complete object with only a
+ * DISK replica (or, if the key exists with that size, a DISK replica more).
+ * MC_OK, MC_ERR_INVALID_KEY, MC_ERR_INVALID_PARAMS (size 0 or too large, or
+ * another size than the existing object's), MC_ERR_NOMEM. */
+mc_status_t mc_master_tier_restore(mc_master_t *m, const char *key, size_t key_len, uint64_t size,
+                                   uint64_t now_us);
+
+/* Run fn(arg) with key's shard lock held, if no object of that key exists
+ * (so that a file deletion cannot race with a new put of the key, which
+ * creates the object before writing its file). MC_OK (fn ran),
+ * MC_ERR_OBJECT_ALREADY_EXISTS (fn did not run), MC_ERR_INVALID_KEY. */
+mc_status_t mc_master_tier_if_absent(mc_master_t *m, const char *key, size_t key_len,
+                                     void (*fn)(void *arg), void *arg);
+
 /* ---- background work ---- */
 
 /* Run from a timer (10-100 ms). In order: (1) expire clients silent for
@@ -401,7 +456,8 @@ typedef struct mc_master_key_info {
     const char *key;
     size_t key_len;
     uint64_t size;
-    uint32_t nrep;
+    uint32_t nrep; /* memory replicas */
+    int disk;      /* has a DISK replica */
     int complete;
     uint64_t lease_until_us;    /* 0 while in progress */
     uint64_t soft_pin_until_us; /* 0 = none */

@@ -133,6 +133,10 @@ static void evict_walk(mc_master_t *m, uint64_t now_us, int pinned, uint64_t thr
             *bytes += o->size * o->nrep;
             (*keys)++;
             (*left)--;
+            if (o->disk) {
+                obj_free_replicas(m, o); /* stays readable from its file */
+                continue;
+            }
             obj_unlink(m, sh, o, sh->tab.slots[j].hash);
             obj_destroy(m, o);
         }

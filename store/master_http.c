@@ -303,9 +303,10 @@ static int key_json(void *arg, const mc_master_key_info_t *ki)
     evbuffer_add_printf(b, "%s\n  {\"key\": \"", j->n++ ? "," : "");
     add_escaped(b, ki->key, ki->key_len);
     evbuffer_add_printf(b,
-                        "\", \"size\": %" PRIu64 ", \"replicas\": %u, \"complete\": %s"
-                        ", \"lease_ms_left\": %" PRIu64 "}",
-                        ki->size, ki->nrep, ki->complete ? "true" : "false",
+                        "\", \"size\": %" PRIu64 ", \"replicas\": %u, \"disk\": %s"
+                        ", \"complete\": %s, \"lease_ms_left\": %" PRIu64 "}",
+                        ki->size, ki->nrep, ki->disk ? "true" : "false",
+                        ki->complete ? "true" : "false",
                         ki->lease_until_us > now ? (ki->lease_until_us - now) / 1000 : 0);
     return 0;
 }

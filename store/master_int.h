@@ -68,6 +68,7 @@ struct obj {
     uint8_t nrep;    /* live replicas: rep[0 .. nrep) */
     uint8_t rep_cap; /* replica slots allocated; the key follows them */
     uint8_t state;   /* enum obj_state */
+    uint8_t disk;    /* 1: has a DISK replica (master_tier.c); fits in the padding */
     replica_t rep[];
 };
 
@@ -325,6 +326,12 @@ client_t *client_get_or_add(mc_master_t *m, mc_uuid_t id, uint64_t now_us, int s
 uint64_t evict_pass(mc_master_t *m, uint64_t now_us, double ratio, int on_demand);
 void sweep_processing(mc_master_t *m, uint64_t now_us);
 void release_parked(mc_master_t *m, uint64_t now_us);
+
+/* ---- master_tier.c ---- */
+/* o (with a DISK replica) leaves the table: tell opts.disk_drop. Shard lock held. */
+void tier_dropped(mc_master_t *m, obj_t *o);
+/* Describe o's DISK replica into d. */
+void tier_describe(const obj_t *o, mc_master_replica_desc_t *d);
 
 /* ---- master_meta.c ---- */
 void meta_drop_owner(mc_master_t *m, mc_uuid_t owner);

@@ -100,6 +100,8 @@ void obj_unlink_j(mc_master_t *m, shard_t *sh, obj_t *o, uint64_t h, int park)
         journal(m, &r);
     }
     otab_remove(&sh->tab, h, o);
+    if (o->disk)
+        tier_dropped(m, o); /* its file goes with it */
     if (o->state == OBJ_PROCESSING)
         proc_remove(m, sh, o);
     if (o->pin_ttl_ms != 0)
@@ -222,6 +224,7 @@ static mc_status_t put_start_locked(mc_master_t *m, shard_t *sh, uint64_t h, mc_
     o->nrep = (uint8_t)n;
     o->rep_cap = (uint8_t)want;
     o->state = OBJ_PROCESSING;
+    o->disk = 0;
     memcpy(obj_key(o), key, len);
     otab_insert(&sh->tab, h, o);
     proc_append(m, sh, o);
@@ -343,6 +346,7 @@ mc_status_t apply_put_start(mc_master_t *m, const mc_master_jrec_t *r, uint64_t 
     o->key_len = (uint16_t)r->key_len;
     o->rep_cap = (uint8_t)r->nrep;
     o->state = OBJ_PROCESSING;
+    o->disk = 0; /* the journal does not carry DISK replicas (yet): see README */
     memcpy(obj_key(o), r->key, r->key_len);
     otab_insert(&sh->tab, h, o);
     proc_append(m, sh, o);
@@ -473,6 +477,8 @@ static uint32_t read_grant(mc_master_t *m, obj_t *o, uint64_t now_us, mc_master_
         if (replica_readable(m, &o->rep[i]))
             replica_describe(m, &o->rep[i], o->size, MC_MASTER_REPLICA_COMPLETE, &out[n++]);
     pthread_rwlock_unlock(&m->seg_lock);
+    if (o->disk && n < room)
+        tier_describe(o, &out[n++]); /* after the memory ones: the slowest to read */
     if (n == 0)
         return 0;
     /* a lease never shrinks: another reader may hold the longer one */
@@ -1007,6 +1013,7 @@ mc_status_t mc_master_foreach_key(mc_master_t *m, const char *regex, size_t max,
                 .key_len = o->key_len,
                 .size = o->size,
                 .nrep = o->nrep,
+                .disk = o->disk,
                 .complete = complete,
                 .lease_until_us = complete ? o->lease_us : 0,
                 .soft_pin_until_us = complete ? o->pin_us : 0,

@@ -321,7 +321,7 @@ static void sweep_shard(mc_master_t *m, shard_t *sh, const uint32_t *slots, size
     {
         otab_walk_prefetch(&sh->tab, i);
         obj_t *o = sh->tab.slots[i].obj;
-        if (o != NULL && drop_replicas(m, o, slots, n, drain) == 0) {
+        if (o != NULL && drop_replicas(m, o, slots, n, drain) == 0 && !o->disk) {
             /* nothing left to read: the object is lost with its segment
              * (an unfinished put's PutEnd will get OBJECT_NOT_FOUND) */
             obj_unlink(m, sh, o, sh->tab.slots[i].hash);
@@ -576,6 +576,7 @@ void replica_describe(const mc_master_t *m, const replica_t *r, uint64_t size, i
     d->size = size;
     d->segment_id = s->id;
     d->status = (mc_master_replica_status_t)status;
+    d->kind = MC_MASTER_REPLICA_MEMORY;
     /* lengths checked at mount: < MC_MASTER_NAME_MAX */
     memcpy(d->segment_name, s->name, strlen(s->name) + 1);
     memcpy(d->te_endpoint, s->endpoint, strlen(s->endpoint) + 1);

@@ -395,10 +395,34 @@ static void h_get_fsdir(void *ctx, mc_rpc_req_t *req)
     master_srv_t *s = ctx;
     count(s, req, MC_OK);
     mc_mp_writer_t *w = mc_rpc_reply_begin(req);
-    mc_mp_write_map(w, 1);
+    /* upstream GetFsdir: root_fs_dir/cluster_id, "" without a tier */
+    mc_mp_write_map(w, 3);
     mc_mp_write_uint(w, MC_F_TEXT);
-    mc_mp_write_cstr(w, s->fsdir);
+    mc_mp_write_cstr(w, master_tier_dir(s));
+    mc_mp_write_uint(w, MC_F_CLUSTER_ID);
+    mc_mp_write_cstr(w, master_tier_cluster(s));
+    mc_mp_write_uint(w, MC_F_PERSIST);
+    mc_mp_write_uint(w, s->tier != NULL ? (uint64_t)s->opts.persist : 0);
     mc_rpc_reply_end(req, MC_OK);
+}
+
+/* A client wrote a key's tier file. An object gone meanwhile (removed, or
+ * evicted before an async write finished) leaves an orphan file: queued for
+ * deletion (it is deleted only if the key is still absent then). */
+static void h_tier_add(void *ctx, mc_rpc_req_t *req)
+{
+    master_srv_t *s = ctx;
+    fields_t f;
+    if (!begin(s, req, &f, NULL, BIT(MC_F_CLIENT_ID) | BIT(MC_F_KEY) | BIT(MC_F_SIZE)))
+        return;
+    mc_status_t st = s->tier == NULL ? MC_ERR_UNAVAILABLE_IN_CURRENT_MODE
+                                     : mc_master_tier_add(s->m, f.key, f.key_len, f.size,
+                                                          mc_now_us());
+    if (st == MC_ERR_OBJECT_NOT_FOUND || st == MC_ERR_INVALID_PARAMS)
+        master_tier_orphan(s, f.key, f.key_len);
+    reply_status(s, req, st, st == MC_ERR_UNAVAILABLE_IN_CURRENT_MODE ? "no tier (root_fs_dir)"
+                             : st == MC_ERR_INVALID_PARAMS ? "size differs from the object's"
+                                                           : NULL);
 }
 
 static void h_put_start(void *ctx, mc_rpc_req_t *req)
@@ -975,6 +999,7 @@ static const struct {
     {MC_RPC_UNMOUNT_SEGMENT, h_unmount_segment},
     {MC_RPC_PING, h_ping},
     {MC_RPC_GET_FSDIR, h_get_fsdir},
+    {MC_RPC_TIER_ADD, h_tier_add},
     {MC_RPC_META_GET, h_meta_get},
     {MC_RPC_META_PUT, h_meta_put},
     {MC_RPC_META_DEL, h_meta_del},
@@ -992,6 +1017,9 @@ void mc_master_server_opts_init(mc_master_server_opts_t *o)
     o->http_enabled = 1;
     o->tick_interval_us = 100000;
     o->fsdir = "";
+    o->cluster_id = "mooncake_cluster";
+    o->persist = MC_MASTER_PERSIST_ASYNC;
+    o->tier_scan_max = 10000000;
     mc_master_opts_init(&o->master);
 }
 
@@ -1036,11 +1064,17 @@ mc_status_t mc_master_server_start(const mc_master_server_opts_t *o, mc_master_s
      * re-mount and re-publish: wall-clock microseconds only grow. */
     s->view_version = o->view_version ? o->view_version : (int64_t)mc_wall_us();
 
+    st = master_tier_create(s);
+    if (st != MC_OK)
+        goto err_free;
     st = mc_master_create(&s->opts.master, s->view_version, &s->m);
     if (st != MC_OK) {
         MC_ERROR(MASTER, "cannot create the master: %s", mc_status_str(st));
         goto err_free;
     }
+    st = master_tier_start(s); /* restores DISK replicas before anyone can ask */
+    if (st != MC_OK)
+        goto err_master;
     mc_reactor_group_opts_t go;
     mc_reactor_group_opts_init(&go);
     go.count = o->reactors;
@@ -1098,8 +1132,10 @@ err_group:
     mc_reactor_group_destroy(s->g);
     master_ha_free(s);
 err_master:
+    master_tier_stop(s);
     mc_master_destroy(s->m);
 err_free:
+    master_tier_stop(s);
     mc_free(s->scratch);
     mc_free(s->bind_address);
     mc_free(s->fsdir);
@@ -1121,6 +1157,7 @@ void mc_master_server_stop(mc_master_server_t *ms)
     master_ha_free(s);
     for (unsigned i = 0; s->scratch != NULL && i < s->nscratch; i++)
         scratch_fini(&s->scratch[i]);
+    master_tier_stop(s); /* drains pending deletions while the master still exists */
     mc_master_destroy(s->m);
     mc_free(s->scratch);
     mc_free(s->bind_address);

@@ -24,7 +24,10 @@ typedef struct mc_master_server_opts {
     int http_enabled;         /* 1 */
     unsigned reactors;        /* 0 = one per NUMA node */
     uint64_t tick_interval_us; /* background work period (100 ms) */
-    const char *fsdir;        /* answered by GetFsdir; "" = none */
+    const char *fsdir;        /* root_fs_dir: the persistent tier's root; "" = no tier */
+    const char *cluster_id;   /* tier directory = fsdir/cluster_id ("mooncake_cluster") */
+    int persist;              /* mc_master_persist_t, announced to clients (ASYNC) */
+    uint64_t tier_scan_max;   /* files the startup scan restores at most (10 M) */
     int64_t view_version;     /* 0 = derive from the wall clock (bumps on every start) */
     mc_master_opts_t master;
     struct {
@@ -42,8 +45,13 @@ typedef struct mc_master_server_opts {
 
 void mc_master_server_opts_init(mc_master_server_opts_t *o);
 
-/* Start reactors, RPC and HTTP. MC_ERR_SOCKET when a port cannot be bound
- * (logged with the cause); nothing is left running on error. */
+
+/* Start reactors, RPC and HTTP. With a tier (fsdir set): create
+ * fsdir/cluster_id if missing, restore the objects of its files (a bounded,
+ * logged scan of their headers, before serving), and start the thread that
+ * deletes the files of removed objects. MC_ERR_SOCKET when a port cannot be
+ * bound (logged with the cause), MC_ERR_CONFIG (bad cluster_id or an
+ * unusable fsdir: logged); nothing is left running on error. */
 mc_status_t mc_master_server_start(const mc_master_server_opts_t *o, mc_master_server_t **out);
 
 /* Stop serving and free everything. Safe on NULL. */

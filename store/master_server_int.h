@@ -51,6 +51,7 @@ typedef struct master_srv {
     char *bind_address;
     char *fsdir;
     _Atomic int64_t view_version; /* the HA thread sets a new leader's */
+    struct master_tier *tier; /* master_server_tier.c; NULL = no tier */
     mc_master_t *m;
     mc_reactor_group_t *g;
     mc_rpc_server_t *rpc;
@@ -69,6 +70,18 @@ typedef struct master_srv {
     _Atomic int role;               /* mc_ha_role_t */
     _Atomic uint64_t lease_until_us; /* leader: serve only before this (mc_now_us) */
 } master_srv_t;
+
+/* master_server_tier.c. create: validate, make the directory (no thread yet;
+ * sets s->opts.master.disk_drop); start: after the master exists, scan and
+ * restore, start the deleter; stop: drain the deleter, join it, free. */
+mc_status_t master_tier_create(master_srv_t *s);
+mc_status_t master_tier_start(master_srv_t *s);
+void master_tier_stop(master_srv_t *s);
+/* The tier directory and its cluster id ("" without a tier). */
+const char *master_tier_dir(const master_srv_t *s);
+const char *master_tier_cluster(const master_srv_t *s);
+/* A client's file whose object is gone: delete it (queued). */
+void master_tier_orphan(master_srv_t *s, const char *key, size_t len);
 
 mc_status_t master_http_start(master_srv_t *s);
 void master_http_stop(master_srv_t *s);

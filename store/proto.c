@@ -62,7 +62,7 @@ static uint8_t *put_name(uint8_t *p, const char *s, size_t len)
 /* Most bytes one descriptor takes besides its two names: fixmap, six one-byte
  * keys, address and size (9 each), the uuid (fixarray + 2 x 9), the status
  * (9), the two names' headers (2 each). */
-#define DESC_FIXED_MAX (1 + 6 + 9 + 9 + 19 + 9 + 2 + 2)
+#define DESC_FIXED_MAX (1 + 6 + 9 + 9 + 19 + 9 + 2 + 2 + 2)
 
 /* The same bytes the mc_mp_write_* calls would produce, written directly: a
  * batch reply holds one descriptor per key, and a dozen writer calls per
@@ -84,7 +84,8 @@ void mc_proto_write_replicas(mc_mp_writer_t *w, const mc_master_replica_desc_t *
             }
         }
         uint8_t *p0 = mc_buf_tail(w->buf), *p = p0;
-        *p++ = 0x86; /* fixmap, 6 entries */
+        int disk = d[i].kind != MC_MASTER_REPLICA_MEMORY;
+        *p++ = disk ? 0x87 : 0x86; /* fixmap, 6 entries (7 with the kind) */
         *p++ = 1;
         p = put_uint(p, d[i].address);
         *p++ = 2;
@@ -99,6 +100,10 @@ void mc_proto_write_replicas(mc_mp_writer_t *w, const mc_master_replica_desc_t *
         p = put_name(p, d[i].segment_name, nl);
         *p++ = 6;
         p = put_name(p, d[i].te_endpoint, el);
+        if (disk) {
+            *p++ = 7; /* kind; absent = MEMORY, as older peers send */
+            *p++ = (uint8_t)d[i].kind; /* positive fixint: MC_MASTER_REPLICA_DISK */
+        }
         mc_buf_produce(w->buf, (size_t)(p - p0));
     }
 }
@@ -138,6 +143,13 @@ void mc_proto_read_replicas(mc_mp_reader_t *r, mc_master_replica_desc_t *d, uint
             case 4: d[i].status = (mc_master_replica_status_t)mc_mp_read_uint(r); break;
             case 5: read_name(r, d[i].segment_name, sizeof(d[i].segment_name)); break;
             case 6: read_name(r, d[i].te_endpoint, sizeof(d[i].te_endpoint)); break;
+            case 7: {
+                uint64_t k = mc_mp_read_uint(r);
+                if (k != MC_MASTER_REPLICA_MEMORY && k != MC_MASTER_REPLICA_DISK)
+                    r->err = MC_ERR_PROTOCOL; /* a kind we cannot read from */
+                d[i].kind = (mc_master_replica_kind_t)k;
+                break;
+            }
             default: mc_mp_skip(r); break;
             }
         }

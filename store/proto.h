@@ -24,7 +24,9 @@
  *   REMOUNT_SEGMENT    {CLIENT_ID, SEGMENTS}                 -> {}
  *   UNMOUNT_SEGMENT    {CLIENT_ID, SEGMENT_ID}               -> {DRAIN_UNTIL_US}
  *   PING               {CLIENT_ID}                           -> {VIEW_VERSION, CLIENT_STATUS}
- *   GET_FSDIR          {}                                    -> {TEXT}
+ *   GET_FSDIR          {}                                    -> {TEXT: tier dir or "", CLUSTER_ID,
+ *                                                               PERSIST: 0 off, 1 async, 2 eager}
+ *   TIER_ADD           {CLIENT_ID, KEY, SIZE}                -> {}   (the key's file is written)
  *   META_GET {KEY} -> {VALUE}; META_PUT {KEY, VALUE, CLIENT_ID} -> {};
  *   META_DEL {KEY} -> {}; META_LIST {PREFIX} -> {ENTRIES: [{KEY, VALUE}]}
  */

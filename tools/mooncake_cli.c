@@ -527,8 +527,12 @@ static int cmd_stat(cli_t *c, int argc, char **argv)
                (double)lease_us / 1e6);
         printf("  %-3s %-32s %-24s %-18s %s\n", "#", "SEGMENT", "ENDPOINT", "ADDRESS", "STATE");
         for (uint32_t i = 0; i < n; i++)
-            printf("  %-3u %-32s %-24s 0x%016" PRIx64 " %s\n", i, d[i].segment_name,
-                   d[i].te_endpoint, d[i].address, replica_state(d[i].status));
+            if (d[i].kind == MC_MASTER_REPLICA_DISK) /* a file of the persistent tier */
+                printf("  %-3u %-32s %-24s %-18s %s\n", i, "DISK (tier file)", "-", "-",
+                       replica_state(d[i].status));
+            else
+                printf("  %-3u %-32s %-24s 0x%016" PRIx64 " %s\n", i, d[i].segment_name,
+                       d[i].te_endpoint, d[i].address, replica_state(d[i].status));
         rc = 0;
     }
     mc_buf_fini(&body);
@@ -850,8 +854,13 @@ static int ls_row(void *arg, const jobj_t *o)
     char h[32];
     uint64_t size = jget_u64(o, "size");
     print_key_cell(k, klen, x->keyw);
-    printf("  %14" PRIu64 "  %10s  %8s  %-8s  %s\n", size, human(size, h, sizeof(h)),
-           jget(o, "replicas", NULL), strcmp(jget(o, "complete", NULL), "true") == 0 ? "yes" : "no",
+    /* memory replicas, "+D" when the object also has its tier file */
+    const char *dj = jget(o, "disk", NULL);
+    char reps[32];
+    snprintf(reps, sizeof(reps), "%s%s", jget(o, "replicas", NULL),
+             dj != NULL && strncmp(dj, "true", 4) == 0 ? "+D" : "");
+    printf("  %14" PRIu64 "  %10s  %8s  %-8s  %s\n", size, human(size, h, sizeof(h)), reps,
+           strcmp(jget(o, "complete", NULL), "true") == 0 ? "yes" : "no",
            jget(o, "lease_ms_left", NULL));
     x->n++;
     x->bytes += size;

@@ -67,6 +67,13 @@ typedef struct mc_store_config {
     struct event_base *host_base; /* embed into this libevent loop instead of threads */
     uint64_t rpc_timeout_us;      /* master calls; 5 s */
     uint64_t transfer_timeout_us; /* data transfers; 10 s */
+    /* Persistent tier (the master's root_fs_dir): when this client writes
+     * an object's file. NULL or "" = as the master says (server.persist);
+     * "off", "async" (after the put returns, from a copy of the value),
+     * "eager" (before the put returns: a put that returned is on disk). */
+    const char *persist;
+    uint64_t tier_queue_bytes; /* async copies queued at most (256 MiB); beyond,
+                                  a put waits for its own file write */
 } mc_store_config_t;
 
 /* Defaults: as noted per field; no segment (global_segment_size 0) and a
@@ -166,10 +173,11 @@ MC_API mc_status_t mc_store_unmount_segment(mc_store_t *s, void *buf);
  * *n receives how many replicas the object has; the first min(*n, room) are
  * written to out. */
 typedef struct mc_store_replica {
-    char segment[256];     /* segment name (the holder's local_hostname) */
+    char segment[256];     /* segment name (the holder's local_hostname); "" for disk */
     uint64_t address;
     uint64_t size;
     int complete;
+    int disk;              /* 1: the object's file in the persistent tier (address 0) */
 } mc_store_replica_t;
 
 MC_API mc_status_t mc_store_query(mc_store_t *s, const void *key, size_t klen,

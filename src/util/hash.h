@@ -13,6 +13,10 @@
 
 uint64_t mc_hash64(const void *data, size_t len);
 
+struct iovec;
+/* mc_hash64 of the concatenation of iov[0 .. n) (streaming: no copy). */
+uint64_t mc_hash64_iov(const struct iovec *iov, size_t n);
+
 static inline uint64_t mc_hash_u64(uint64_t x)
 {
     /* splitmix64 finaliser: a cheap, well-mixed hash for integer keys */

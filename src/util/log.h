@@ -38,6 +38,7 @@ typedef enum mc_log_level {
     X(METADATA, "metadata")                                                                        \
     X(MASTER, "master")                                                                            \
     X(CLIENT, "client")                                                                            \
+    X(TIER, "tier")                                                                                \
     X(HTTP, "http")                                                                                \
     X(HA, "ha")                                                                                    \
     X(TEST, "test")

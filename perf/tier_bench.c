@@ -1,0 +1,201 @@
+/*
+ * tier_bench - read bandwidth of the persistent tier (store/tier.h), for
+ * perf/compare_tier.sh, which runs it against dd on the same files.
+ *
+ *   tier_bench put  --master HOST:PORT [-n 64] [--size 4M]
+ *       eager puts of keys "tb/<i>" (each put returns once its file is
+ *       written): the files exist afterwards, whatever memory keeps.
+ *   tier_bench get  --master HOST:PORT [-n 64] [--size 4M] [--rounds 3]
+ *       gets of the same keys through the store client, verifying the
+ *       bytes; run it when the objects are only on disk (after a master
+ *       restart): every get is GetReplicaList + a worker's file read with
+ *       the key and checksum checks + the copy into the caller's buffer.
+ *   tier_bench read --dir TIERDIR [-n 64] [--size 4M] [--rounds 3]
+ *       the file path alone: mc_tier_read of the same keys' files (header,
+ *       key, pread of the data, XXH3 of the data), no master, no client.
+ *   tier_bench files --dir TIERDIR [-n 64]
+ *       prints the files' paths (for dd).
+ *
+ * Every timed round reads each object once, one at a time (one thread);
+ * prints GB/s per round (1 GB = 1e9 B of object data) and a csv line:
+ *   csv,tier_bench,MODE,size,n,round,gb_s
+ */
+#include <getopt.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "mooncake/store.h"
+#include "store/tier.h"
+#include "util/log.h"
+#include "util/time.h"
+
+static uint64_t parse_size(const char *s)
+{
+    char *end;
+    double v = strtod(s, &end);
+    switch (*end) {
+    case 'K': case 'k': v *= 1024; break;
+    case 'M': case 'm': v *= 1024 * 1024; break;
+    case 'G': case 'g': v *= 1024.0 * 1024 * 1024; break;
+    default: break;
+    }
+    return (uint64_t)v;
+}
+
+static void fill(uint8_t *p, size_t n, uint64_t seed)
+{
+    uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
+    for (size_t i = 0; i + 8 <= n; i += 8) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        memcpy(p + i, &x, 8);
+    }
+}
+
+static mc_store_t *open_store(const char *master)
+{
+    mc_store_config_t c;
+    mc_store_config_init(&c);
+    c.master = master;
+    c.reactors = 1;
+    c.persist = "eager";
+    c.local_buffer_size = 16ull << 20;
+    mc_store_t *s = NULL;
+    mc_status_t st = mc_store_open(&c, &s);
+    if (st != MC_OK) {
+        fprintf(stderr, "tier_bench: cannot open the store client: %s\n", mc_status_str(st));
+        exit(1);
+    }
+    return s;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fprintf(stderr, "usage: tier_bench put|get|read|files [--master H:P] [--dir D] [-n N] "
+                        "[--size S] [--rounds R]\n");
+        return 2;
+    }
+    const char *mode = argv[1];
+    const char *master = "127.0.0.1:50051", *dir = NULL;
+    unsigned n = 64, rounds = 3;
+    uint64_t size = 4ull << 20;
+    static const struct option lo[] = {{"master", 1, 0, 'm'}, {"dir", 1, 0, 'd'},
+                                       {"size", 1, 0, 's'},   {"rounds", 1, 0, 'r'},
+                                       {0, 0, 0, 0}};
+    int c;
+    optind = 2;
+    while ((c = getopt_long(argc, argv, "n:", lo, NULL)) != -1) {
+        switch (c) {
+        case 'm': master = optarg; break;
+        case 'd': dir = optarg; break;
+        case 's': size = parse_size(optarg); break;
+        case 'r': rounds = (unsigned)atoi(optarg); break;
+        case 'n': n = (unsigned)atoi(optarg); break;
+        default: return 2;
+        }
+    }
+    if (size == 0 || n == 0 || rounds == 0) {
+        fprintf(stderr, "tier_bench: -n, --size and --rounds must be > 0\n");
+        return 2;
+    }
+    mc_log_set_all(MC_LOG_WARN);
+    uint8_t *buf = malloc(size), *want = malloc(size);
+    if (buf == NULL || want == NULL)
+        return 1;
+    char key[64];
+
+    if (strcmp(mode, "files") == 0 || strcmp(mode, "read") == 0) {
+        if (dir == NULL) {
+            fprintf(stderr, "tier_bench: %s needs --dir\n", mode);
+            return 2;
+        }
+        if (mode[0] == 'f') {
+            for (unsigned i = 0; i < n; i++) {
+                char rel[MC_TIER_REL_MAX];
+                snprintf(key, sizeof(key), "tb/%u", i);
+                mc_tier_rel_path(key, strlen(key), 0, rel);
+                printf("%s/%s\n", dir, rel);
+            }
+            return 0;
+        }
+        for (unsigned r = 0; r < rounds; r++) {
+            uint64_t t0 = mc_now_us();
+            for (unsigned i = 0; i < n; i++) {
+                snprintf(key, sizeof(key), "tb/%u", i);
+                uint64_t got = 0;
+                mc_status_t st = mc_tier_read(dir, key, strlen(key), buf, size, size, &got);
+                if (st != MC_OK || got != size) {
+                    fprintf(stderr, "tier_bench: read %s: %s\n", key, mc_status_str(st));
+                    return 1;
+                }
+            }
+            double s = (double)(mc_now_us() - t0) / 1e6;
+            double gbs = (double)size * n / s / 1e9;
+            printf("read  %u x %llu B  round %u  %.3f GB/s\n", n, (unsigned long long)size, r,
+                   gbs);
+            printf("csv,tier_bench,read,%llu,%u,%u,%.4f\n", (unsigned long long)size, n, r, gbs);
+        }
+        return 0;
+    }
+
+    mc_store_t *s = open_store(master);
+    if (strcmp(mode, "put") == 0) {
+        for (unsigned i = 0; i < n; i++) {
+            snprintf(key, sizeof(key), "tb/%u", i);
+            fill(buf, size, i);
+            mc_status_t st = MC_ERR_NO_AVAILABLE_HANDLE;
+            for (int t = 0; t < 200 && st == MC_ERR_NO_AVAILABLE_HANDLE; t++) {
+                st = mc_store_put(s, key, strlen(key), buf, size, NULL);
+                if (st == MC_ERR_NO_AVAILABLE_HANDLE)
+                    usleep(20000); /* the pool is full until eviction runs */
+            }
+            if (st != MC_OK) {
+                fprintf(stderr, "tier_bench: put %s: %s\n", key, mc_status_str(st));
+                return 1;
+            }
+        }
+        printf("put %u x %llu B (eager)\n", n, (unsigned long long)size);
+    } else if (strcmp(mode, "get") == 0) {
+        mc_store_replica_t rep[8];
+        uint32_t nr = 0;
+        if (mc_store_query(s, "tb/0", 4, rep, 8, &nr) == MC_OK)
+            printf("tb/0: %u replica(s), first is %s\n", nr,
+                   nr > 0 && rep[0].disk ? "DISK" : "MEMORY");
+        for (unsigned r = 0; r < rounds; r++) {
+            uint64_t t0 = mc_now_us(), tcheck = 0;
+            for (unsigned i = 0; i < n; i++) {
+                snprintf(key, sizeof(key), "tb/%u", i);
+                int64_t got = mc_store_get(s, key, strlen(key), buf, size, NULL);
+                if (got != (int64_t)size) {
+                    fprintf(stderr, "tier_bench: get %s: %s\n", key,
+                            got < 0 ? mc_status_str((mc_status_t)got) : "short");
+                    return 1;
+                }
+                uint64_t c0 = mc_now_us();
+                fill(want, size, i);
+                if (memcmp(want, buf, size) != 0) {
+                    fprintf(stderr, "tier_bench: get %s: wrong bytes\n", key);
+                    return 1;
+                }
+                tcheck += mc_now_us() - c0; /* not counted */
+            }
+            double sec = (double)(mc_now_us() - t0 - tcheck) / 1e6;
+            double gbs = (double)size * n / sec / 1e9;
+            printf("get   %u x %llu B  round %u  %.3f GB/s\n", n, (unsigned long long)size, r,
+                   gbs);
+            printf("csv,tier_bench,get,%llu,%u,%u,%.4f\n", (unsigned long long)size, n, r, gbs);
+        }
+    } else {
+        fprintf(stderr, "tier_bench: unknown mode '%s'\n", mode);
+        return 2;
+    }
+    mc_store_close(s);
+    free(buf);
+    free(want);
+    return 0;
+}

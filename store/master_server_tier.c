@@ -1,0 +1,269 @@
+/*
+ * master_server_tier.c - the master service's side of the persistent tier
+ * (store/tier.h): the tier directory, the startup scan that rebuilds DISK
+ * replicas, and the thread that deletes the files of removed objects.
+ *
+ * Who deletes a file: the master, for every way an object with a DISK
+ * replica leaves (remove, remove by regex / all, revoke, discarded put; not
+ * eviction, which keeps the object on disk): the master core reports it
+ * under the shard lock (opts.disk_drop), this file queues the key and a
+ * thread of its own unlinks, so no reactor waits for a file system. Clients
+ * could not do it for remove_all or regex removes, whose keys they never
+ * see. The unlink runs under the key's shard lock and only while no object
+ * of that key exists (mc_master_tier_if_absent): a new put of the key
+ * creates its object before it writes its file, so a late deletion never
+ * takes a newer file. remove therefore returns before the file is gone;
+ * the queue is unbounded (one small node per key) and drained at stop.
+ *
+ * Restart: the scan reads every file's header (not its data: reads verify
+ * the data), at most tier_scan_max files, and logs what it restored, what it
+ * skipped and how long it took. It runs before the RPC port opens, so a
+ * client never sees a half-restored tier.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "store/master_server_int.h"
+#include "store/tier.h"
+#include "util/log.h"
+#include "util/mem.h"
+#include "util/time.h"
+
+typedef struct drop_node {
+    struct drop_node *next;
+    size_t len;
+    char key[];
+} drop_node_t;
+
+struct master_tier {
+    master_srv_t *srv;
+    char *dir; /* fsdir/cluster_id */
+    char *cluster;
+    pthread_t thread;
+    int started;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    drop_node_t *head, **tail; /* mu */
+    int stop;                  /* mu */
+    _Atomic uint64_t deleted, delete_failed, skipped;
+};
+
+const char *master_tier_dir(const master_srv_t *s)
+{
+    return s->tier != NULL ? s->tier->dir : "";
+}
+
+const char *master_tier_cluster(const master_srv_t *s)
+{
+    return s->tier != NULL ? s->tier->cluster : "";
+}
+
+static int cluster_id_ok(const char *c)
+{
+    size_t n = strlen(c);
+    if (n == 0 || n > 128 || strcmp(c, ".") == 0 || strcmp(c, "..") == 0)
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        char ch = c[i];
+        if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+              ch == '_' || ch == '-' || ch == '.'))
+            return 0;
+    }
+    return 1;
+}
+
+static void queue_drop(void *arg, const char *key, size_t len)
+{
+    struct master_tier *t = arg;
+    drop_node_t *n = mc_malloc(sizeof(*n) + len);
+    if (n == NULL) {
+        MC_ERROR(TIER, "out of memory while queueing the deletion of a file of '%.*s' "
+                       "(left on disk)",
+                 (int)(len > 64 ? 64 : len), key);
+        return;
+    }
+    n->next = NULL;
+    n->len = len;
+    memcpy(n->key, key, len);
+    pthread_mutex_lock(&t->mu);
+    *t->tail = n;
+    t->tail = &n->next;
+    pthread_cond_signal(&t->cv);
+    pthread_mutex_unlock(&t->mu);
+}
+
+void master_tier_orphan(master_srv_t *s, const char *key, size_t len)
+{
+    if (s->tier != NULL)
+        queue_drop(s->tier, key, len);
+}
+
+typedef struct unlink_ctx {
+    struct master_tier *t;
+    const drop_node_t *n;
+} unlink_ctx_t;
+
+static void do_unlink(void *arg)
+{
+    unlink_ctx_t *c = arg;
+    if (mc_tier_unlink(c->t->dir, c->n->key, c->n->len) == MC_OK)
+        atomic_fetch_add(&c->t->deleted, 1);
+    else
+        atomic_fetch_add(&c->t->delete_failed, 1);
+}
+
+static void *deleter_main(void *arg)
+{
+    struct master_tier *t = arg;
+    pthread_mutex_lock(&t->mu);
+    for (;;) {
+        while (t->head == NULL && !t->stop)
+            pthread_cond_wait(&t->cv, &t->mu);
+        drop_node_t *n = t->head;
+        if (n == NULL)
+            break; /* stopping, queue drained */
+        t->head = n->next;
+        if (t->head == NULL)
+            t->tail = &t->head;
+        pthread_mutex_unlock(&t->mu);
+        unlink_ctx_t c = {t, n};
+        if (mc_master_tier_if_absent(t->srv->m, n->key, n->len, do_unlink, &c) != MC_OK)
+            atomic_fetch_add(&t->skipped, 1); /* the key was put again: its file is new */
+        mc_free(n);
+        pthread_mutex_lock(&t->mu);
+    }
+    pthread_mutex_unlock(&t->mu);
+    return NULL;
+}
+
+mc_status_t master_tier_create(master_srv_t *s)
+{
+    const char *root = s->opts.fsdir;
+    if (root == NULL || root[0] == '\0')
+        return MC_OK;
+    const char *cid = s->opts.cluster_id != NULL ? s->opts.cluster_id : "mooncake_cluster";
+    if (!cluster_id_ok(cid)) {
+        MC_ERROR(TIER, "server.cluster_id '%s' must be 1..128 of [A-Za-z0-9._-], not . or ..",
+                 cid);
+        return MC_ERR_CONFIG;
+    }
+    if (s->opts.persist < MC_MASTER_PERSIST_OFF || s->opts.persist > MC_MASTER_PERSIST_EAGER) {
+        MC_ERROR(TIER, "server.persist must be off, async or eager");
+        return MC_ERR_CONFIG;
+    }
+    struct stat sb;
+    errno = 0;
+    if (root[0] != '/' || stat(root, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
+        MC_ERROR(TIER, "server.root_fs_dir '%s' must be an absolute path to a directory%s%s", root,
+                 errno ? ": " : "", errno ? strerror(errno) : "");
+        return MC_ERR_CONFIG;
+    }
+    struct master_tier *t = MC_NEW(struct master_tier);
+    if (t == NULL)
+        return MC_ERR_NOMEM;
+    size_t n = strlen(root) + 1 + strlen(cid) + 1;
+    t->dir = mc_malloc(n);
+    t->cluster = mc_strdup(cid);
+    if (t->dir == NULL || t->cluster == NULL) {
+        mc_free(t->dir);
+        mc_free(t->cluster);
+        mc_free(t);
+        return MC_ERR_NOMEM;
+    }
+    snprintf(t->dir, n, "%s/%s", root, cid);
+    if (strlen(t->dir) > 3800) {
+        MC_ERROR(TIER, "server.root_fs_dir is too long");
+        goto err_free;
+    }
+    if (mkdir(t->dir, 0755) != 0 && errno != EEXIST) {
+        MC_ERROR(TIER, "cannot create the tier directory '%s': %s", t->dir, strerror(errno));
+        goto err_free;
+    }
+    pthread_mutex_init(&t->mu, NULL);
+    pthread_cond_init(&t->cv, NULL);
+    t->tail = &t->head;
+    t->srv = s;
+    s->tier = t;
+    s->opts.master.disk_drop = queue_drop;
+    s->opts.master.disk_drop_arg = t;
+    return MC_OK;
+
+err_free:
+    mc_free(t->dir);
+    mc_free(t->cluster);
+    mc_free(t);
+    return MC_ERR_CONFIG;
+}
+
+typedef struct restore_ctx {
+    mc_master_t *m;
+    uint64_t now, ok, refused;
+} restore_ctx_t;
+
+static int restore_cb(void *arg, const void *key, size_t klen, uint64_t size)
+{
+    restore_ctx_t *c = arg;
+    mc_status_t st = mc_master_tier_restore(c->m, key, klen, size, c->now);
+    if (st == MC_OK) {
+        c->ok++;
+    } else if (c->refused++ < 10) {
+        MC_WARN(TIER, "scan: file of a %zu-byte key not restored: %s", klen, mc_status_str(st));
+    }
+    return 0;
+}
+
+mc_status_t master_tier_start(master_srv_t *s)
+{
+    struct master_tier *t = s->tier;
+    if (t == NULL)
+        return MC_OK;
+    uint64_t t0 = mc_now_us();
+    restore_ctx_t c = {.m = s->m, .now = t0};
+    mc_tier_scan_stats_t ss;
+    mc_status_t st = mc_tier_scan(t->dir, s->opts.tier_scan_max, restore_cb, &c, &ss);
+    if (st != MC_OK)
+        return MC_ERR_CONFIG;
+    MC_INFO(TIER,
+            "tier '%s' (persist %s): %llu objects restored from files in %llu ms; %llu files "
+            "skipped (corrupt or misplaced), %llu refused, %llu temp files left%s",
+            t->dir,
+            s->opts.persist == MC_MASTER_PERSIST_EAGER   ? "eager"
+            : s->opts.persist == MC_MASTER_PERSIST_ASYNC ? "async"
+                                                         : "off",
+            (unsigned long long)c.ok, (unsigned long long)((mc_now_us() - t0) / 1000),
+            (unsigned long long)ss.bad, (unsigned long long)c.refused,
+            (unsigned long long)ss.temps,
+            ss.truncated ? "; STOPPED at server.tier_scan_max: later files are not served" : "");
+    if (pthread_create(&t->thread, NULL, deleter_main, t) != 0) {
+        MC_ERROR(TIER, "cannot start the tier deletion thread");
+        return MC_ERR_NOMEM;
+    }
+    t->started = 1;
+    return MC_OK;
+}
+
+void master_tier_stop(master_srv_t *s)
+{
+    struct master_tier *t = s->tier;
+    if (t == NULL)
+        return;
+    pthread_mutex_lock(&t->mu);
+    t->stop = 1;
+    pthread_cond_signal(&t->cv);
+    pthread_mutex_unlock(&t->mu);
+    if (t->started)
+        pthread_join(t->thread, NULL);
+    for (drop_node_t *n = t->head, *next; n != NULL; n = next) {
+        next = n->next;
+        mc_free(n);
+    }
+    pthread_mutex_destroy(&t->mu);
+    pthread_cond_destroy(&t->cv);
+    mc_free(t->dir);
+    mc_free(t->cluster);
+    mc_free(t);
+    s->tier = NULL;
+}

@@ -1,0 +1,581 @@
+/*
+ * tier.c - the persistent tier's file names, file format and file I/O. See
+ * tier.h for the layout and the format.
+ */
+#include "store/tier.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "util/hash.h"
+#include "util/log.h"
+#include "util/mem.h"
+
+/* Room for a full path: the tier directory + '/' + the relative path. */
+#define PATH_ROOM (PATH_MAX + MC_TIER_REL_MAX)
+
+/* ------------------------------------------------------------- names */
+
+static int keeps(unsigned char c, size_t pos)
+{
+    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+        c == '-')
+        return 1;
+    return c == '.' && pos > 0; /* a leading '.' would allow ".", ".." and hidden names */
+}
+
+size_t mc_tier_name(const void *key, size_t klen, char *out)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    const unsigned char *k = key;
+    size_t o = 0, i = 0;
+    for (; i < klen; i++) {
+        size_t w = keeps(k[i], i) ? 1 : 3;
+        if (o + w > MC_TIER_NAME_KEEP)
+            break;
+        if (w == 1) {
+            out[o++] = (char)k[i];
+        } else {
+            out[o++] = '%';
+            out[o++] = hex[k[i] >> 4];
+            out[o++] = hex[k[i] & 15];
+        }
+    }
+    if (i < klen)
+        o += (size_t)snprintf(out + o, 18, "~%016llx", (unsigned long long)mc_hash64(key, klen));
+    out[o] = '\0';
+    return o;
+}
+
+size_t mc_tier_rel_path(const void *key, size_t klen, unsigned probe, char *out)
+{
+    uint64_t h = mc_hash64(key, klen);
+    int n = snprintf(out, 8, "%02x/%02x/", (unsigned)(h >> 56), (unsigned)((h >> 48) & 0xff));
+    size_t o = (size_t)n;
+    o += mc_tier_name(key, klen, out + o);
+    if (probe > 0)
+        o += (size_t)snprintf(out + o, 4, "~%u", probe % 10);
+    return o;
+}
+
+/* ------------------------------------------------------------- header */
+
+static void put16(uint8_t *p, uint16_t v)
+{
+    p[0] = (uint8_t)v;
+    p[1] = (uint8_t)(v >> 8);
+}
+
+static void put32(uint8_t *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static void put64(uint8_t *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint16_t get16(const uint8_t *p)
+{
+    return (uint16_t)(p[0] | (p[1] << 8));
+}
+
+static uint32_t get32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static uint64_t get64(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--)
+        v = v << 8 | p[i];
+    return v;
+}
+
+static uint64_t hdr_sum(const uint8_t *fixed, const void *key, size_t klen)
+{
+    struct iovec iov[2] = {{(void *)(uintptr_t)fixed, 40}, {(void *)(uintptr_t)key, klen}};
+    return mc_hash64_iov(iov, 2);
+}
+
+size_t mc_tier_hdr_encode(const void *key, size_t klen, uint64_t size, uint64_t checksum,
+                          uint8_t *out)
+{
+    memcpy(out, MC_TIER_MAGIC, 8);
+    put16(out + 8, MC_TIER_VERSION);
+    put16(out + 10, MC_TIER_HDR_FIXED);
+    put32(out + 12, (uint32_t)klen);
+    put64(out + 16, size);
+    put64(out + 24, checksum);
+    put64(out + 32, 0);
+    put64(out + 40, hdr_sum(out, key, klen));
+    memcpy(out + MC_TIER_HDR_FIXED, key, klen);
+    return MC_TIER_HDR_FIXED + klen;
+}
+
+mc_status_t mc_tier_hdr_decode(const uint8_t *p, size_t n, mc_tier_hdr_t *h, const char **why)
+{
+    const char *w = NULL;
+    if (n < MC_TIER_HDR_FIXED)
+        w = "shorter than the header";
+    else if (memcmp(p, MC_TIER_MAGIC, 8) != 0)
+        w = "bad magic (not a tier file)";
+    else if (get16(p + 8) != MC_TIER_VERSION)
+        w = "unknown version";
+    else if (get16(p + 10) != MC_TIER_HDR_FIXED)
+        w = "bad header length";
+    else if (get32(p + 12) == 0 || get32(p + 12) > MC_TIER_KEY_MAX)
+        w = "bad key length";
+    else if (n < MC_TIER_HDR_FIXED + (size_t)get32(p + 12))
+        w = "cut short inside the key";
+    else if (get64(p + 16) == 0)
+        w = "data size 0";
+    else if (hdr_sum(p, p + MC_TIER_HDR_FIXED, get32(p + 12)) != get64(p + 40))
+        w = "header checksum mismatch";
+    if (w != NULL) {
+        if (why != NULL)
+            *why = w;
+        return MC_ERR_CHECKSUM_MISMATCH;
+    }
+    h->key_len = get32(p + 12);
+    h->size = get64(p + 16);
+    h->checksum = get64(p + 24);
+    h->key = p + MC_TIER_HDR_FIXED;
+    return MC_OK;
+}
+
+/* ------------------------------------------------------------- file I/O */
+
+static int full_path(const char *dir, const void *key, size_t klen, unsigned probe, char *out)
+{
+    size_t dl = strlen(dir);
+    if (dl + 1 + MC_TIER_REL_MAX > PATH_ROOM)
+        return -1;
+    memcpy(out, dir, dl);
+    out[dl] = '/';
+    mc_tier_rel_path(key, klen, probe, out + dl + 1);
+    return 0;
+}
+
+/* Read the header (and key) of an open file into buf (room >=
+ * MC_TIER_HDR_FIXED + MC_TIER_KEY_MAX). Returns bytes read or -1 (errno). */
+static ssize_t read_head(int fd, uint8_t *buf)
+{
+    size_t got = 0, want = MC_TIER_HDR_FIXED;
+    while (got < want) {
+        ssize_t r = pread(fd, buf + got, want - got, (off_t)got);
+        if (r < 0) {
+            if (errno == EINTR)
+                continue;
+            return -1;
+        }
+        if (r == 0)
+            break;
+        got += (size_t)r;
+        if (got == MC_TIER_HDR_FIXED && memcmp(buf, MC_TIER_MAGIC, 8) == 0) {
+            uint32_t kl = get32(buf + 12);
+            if (kl <= MC_TIER_KEY_MAX)
+                want = MC_TIER_HDR_FIXED + kl;
+        }
+    }
+    return (ssize_t)got;
+}
+
+/* Open probe after probe until the file holding key: returns its fd (its
+ * header in head, decoded into *h) and its path; -1 with *st = FILE_NOT_FOUND
+ * (no file holds key; *free_probe = the first missing probe, or
+ * MC_TIER_PROBES), or another error. */
+static int open_key(const char *dir, const void *key, size_t klen, uint8_t *head, mc_tier_hdr_t *h,
+                    char *path, unsigned *free_probe, mc_status_t *st)
+{
+    *free_probe = MC_TIER_PROBES;
+    for (unsigned p = 0; p < MC_TIER_PROBES; p++) {
+        if (full_path(dir, key, klen, p, path) != 0) {
+            MC_ERROR(TIER, "tier directory path too long: '%s'", dir);
+            *st = MC_ERR_INVALID_PARAMS;
+            return -1;
+        }
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0) {
+            if (errno == ENOENT) {
+                /* probes are taken in order: a gap ends the chain */
+                *free_probe = p;
+                *st = MC_ERR_FILE_NOT_FOUND;
+                return -1;
+            }
+            MC_ERROR(TIER, "cannot open '%s': %s", path, strerror(errno));
+            *st = MC_ERR_FILE_OPEN_FAIL;
+            return -1;
+        }
+        ssize_t n = read_head(fd, head);
+        const char *why = NULL;
+        if (n < 0) {
+            MC_ERROR(TIER, "cannot read the header of '%s': %s", path, strerror(errno));
+            close(fd);
+            *st = MC_ERR_FILE_READ_FAIL;
+            return -1;
+        }
+        if (mc_tier_hdr_decode(head, (size_t)n, h, &why) != MC_OK) {
+            /* whose file it is cannot be told: not served, not overwritten */
+            MC_ERROR(TIER, "corrupt tier file '%s': %s", path, why);
+            close(fd);
+            *st = MC_ERR_CHECKSUM_MISMATCH;
+            return -1;
+        }
+        if (h->key_len == klen && memcmp(h->key, key, klen) == 0) {
+            *st = MC_OK;
+            return fd;
+        }
+        close(fd); /* another key with the same name (see tier.h): next probe */
+    }
+    *st = MC_ERR_FILE_NOT_FOUND;
+    return -1;
+}
+
+static int mkdirs(char *path)
+{
+    /* path is "<dir>/h1/h2/name": create <dir>/h1 and <dir>/h1/h2 */
+    char *leaf = strrchr(path, '/');
+    char *mid = NULL;
+    for (char *q = leaf - 1; q > path; q--)
+        if (*q == '/') {
+            mid = q;
+            break;
+        }
+    if (mid == NULL)
+        return -1;
+    *mid = '\0';
+    int rc = mkdir(path, 0755);
+    *mid = '/';
+    if (rc != 0 && errno != EEXIST)
+        return -1;
+    *leaf = '\0';
+    rc = mkdir(path, 0755);
+    *leaf = '/';
+    return rc != 0 && errno != EEXIST ? -1 : 0;
+}
+
+static int write_all(int fd, struct iovec *iov, int cnt)
+{
+    off_t off = 0;
+    while (cnt > 0) {
+        ssize_t r = pwritev(fd, iov, cnt > IOV_MAX ? IOV_MAX : cnt, off);
+        if (r < 0) {
+            if (errno == EINTR)
+                continue;
+            return -1;
+        }
+        off += r;
+        while (cnt > 0 && (size_t)r >= iov->iov_len) {
+            r -= (ssize_t)iov->iov_len;
+            iov++;
+            cnt--;
+        }
+        if (cnt > 0) {
+            iov->iov_base = (uint8_t *)iov->iov_base + r;
+            iov->iov_len -= (size_t)r;
+        }
+    }
+    return 0;
+}
+
+static _Atomic unsigned long tmp_seq;
+
+mc_status_t mc_tier_write(const char *dir, const void *key, size_t klen, const struct iovec *iov,
+                          size_t iovcnt, uint64_t size, int sync_dir)
+{
+    if (klen == 0 || klen > MC_TIER_KEY_MAX || memchr(key, '\0', klen) != NULL)
+        return MC_ERR_INVALID_KEY;
+    char path[PATH_ROOM], tmp[PATH_ROOM];
+    uint8_t *head = mc_malloc(MC_TIER_HDR_FIXED + MC_TIER_KEY_MAX);
+    struct iovec *v = mc_malloc((iovcnt + 1) * sizeof(*v));
+    mc_status_t st = MC_ERR_NOMEM;
+    int fd = -1;
+    if (head == NULL || v == NULL)
+        goto out;
+
+    /* which probe: ours if a file already holds key, else the first free */
+    mc_tier_hdr_t h;
+    unsigned free_probe;
+    fd = open_key(dir, key, klen, head, &h, path, &free_probe, &st);
+    if (fd >= 0) {
+        close(fd);
+        fd = -1;
+    } else if (st == MC_ERR_FILE_NOT_FOUND && free_probe < MC_TIER_PROBES) {
+        full_path(dir, key, klen, free_probe, path);
+    } else if (st == MC_ERR_FILE_NOT_FOUND) {
+        MC_ERROR(TIER, "every name of a key is taken by other keys (under '%s')", dir);
+        st = MC_ERR_REPLICA_ALREADY_EXISTS;
+        goto out;
+    } else if (st == MC_ERR_CHECKSUM_MISMATCH) {
+        st = MC_ERR_FILE_WRITE_FAIL; /* a corrupt file stays for the operator to look at */
+        goto out;
+    } else {
+        goto out;
+    }
+
+    if (mkdirs(path) != 0) {
+        MC_ERROR(TIER, "cannot create the directories of '%s': %s", path, strerror(errno));
+        st = MC_ERR_FILE_WRITE_FAIL;
+        goto out;
+    }
+    char *slash = strrchr(path, '/');
+    size_t dl = (size_t)(slash - path);
+    memcpy(tmp, path, dl);
+    snprintf(tmp + dl, sizeof(tmp) - dl, "/.tmp-%d-%lu", (int)getpid(),
+             atomic_fetch_add(&tmp_seq, 1));
+
+    v[0].iov_base = head;
+    v[0].iov_len = mc_tier_hdr_encode(key, klen, size, mc_hash64_iov(iov, iovcnt), head);
+    memcpy(v + 1, iov, iovcnt * sizeof(*v));
+    fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        MC_ERROR(TIER, "cannot create '%s': %s", tmp, strerror(errno));
+        st = MC_ERR_FILE_WRITE_FAIL;
+        goto out;
+    }
+    const char *what = "writing";
+    if (write_all(fd, v, (int)iovcnt + 1) != 0)
+        goto err_unlink;
+    what = "syncing";
+    if (fsync(fd) != 0)
+        goto err_unlink;
+    what = "closing";
+    int rc = close(fd);
+    fd = -1;
+    if (rc != 0)
+        goto err_unlink;
+    what = "renaming";
+    if (rename(tmp, path) != 0)
+        goto err_unlink;
+    if (sync_dir) {
+        *slash = '\0';
+        int dfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (dfd < 0 || fsync(dfd) != 0)
+            MC_WARN(TIER, "cannot sync directory '%s': %s", path, strerror(errno));
+        if (dfd >= 0)
+            close(dfd);
+        *slash = '/';
+    }
+    st = MC_OK;
+    goto out;
+
+err_unlink:
+    MC_ERROR(TIER, "%s '%s' failed: %s", what, tmp, strerror(errno));
+    if (fd >= 0)
+        close(fd);
+    fd = -1;
+    unlink(tmp);
+    st = MC_ERR_FILE_WRITE_FAIL;
+out:
+    if (fd >= 0)
+        close(fd);
+    mc_free(v);
+    mc_free(head);
+    return st;
+}
+
+mc_status_t mc_tier_read(const char *dir, const void *key, size_t klen, void *buf, uint64_t room,
+                         uint64_t expect, uint64_t *size)
+{
+    char path[PATH_ROOM];
+    uint8_t *head = mc_malloc(MC_TIER_HDR_FIXED + MC_TIER_KEY_MAX);
+    if (head == NULL)
+        return MC_ERR_NOMEM;
+    mc_tier_hdr_t h;
+    unsigned free_probe;
+    mc_status_t st;
+    int fd = open_key(dir, key, klen, head, &h, path, &free_probe, &st);
+    if (fd < 0)
+        goto out;
+    *size = h.size;
+    if (expect != 0 && h.size != expect) {
+        MC_ERROR(TIER, "tier file '%s' holds %llu bytes, the master says %llu", path,
+                 (unsigned long long)h.size, (unsigned long long)expect);
+        st = MC_ERR_CHECKSUM_MISMATCH;
+        goto out_close;
+    }
+    if (h.size > room) {
+        st = MC_ERR_BUFFER_OVERFLOW;
+        goto out_close;
+    }
+    off_t off = MC_TIER_HDR_FIXED + (off_t)h.key_len;
+    uint64_t got = 0;
+    while (got < h.size) {
+        ssize_t r = pread(fd, (uint8_t *)buf + got, h.size - got, off + (off_t)got);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0) {
+            MC_ERROR(TIER, "reading '%s' failed: %s", path, strerror(errno));
+            st = MC_ERR_FILE_READ_FAIL;
+            goto out_close;
+        }
+        if (r == 0)
+            break;
+        got += (uint64_t)r;
+    }
+    if (got < h.size) {
+        MC_ERROR(TIER, "corrupt tier file '%s': %llu of %llu data bytes (cut short)", path,
+                 (unsigned long long)got, (unsigned long long)h.size);
+        st = MC_ERR_CHECKSUM_MISMATCH;
+        goto out_close;
+    }
+    if (mc_hash64(buf, h.size) != h.checksum) {
+        MC_ERROR(TIER, "corrupt tier file '%s': data checksum mismatch", path);
+        st = MC_ERR_CHECKSUM_MISMATCH;
+        goto out_close;
+    }
+    st = MC_OK;
+out_close:
+    close(fd);
+out:
+    mc_free(head);
+    return st;
+}
+
+mc_status_t mc_tier_unlink(const char *dir, const void *key, size_t klen)
+{
+    char path[PATH_ROOM];
+    uint8_t *head = mc_malloc(MC_TIER_HDR_FIXED + MC_TIER_KEY_MAX);
+    if (head == NULL)
+        return MC_ERR_NOMEM;
+    mc_tier_hdr_t h;
+    unsigned free_probe;
+    mc_status_t st;
+    int fd = open_key(dir, key, klen, head, &h, path, &free_probe, &st);
+    mc_free(head);
+    if (fd < 0)
+        return st == MC_ERR_FILE_NOT_FOUND ? MC_OK : st;
+    close(fd);
+    if (unlink(path) != 0 && errno != ENOENT) {
+        MC_ERROR(TIER, "cannot delete '%s': %s", path, strerror(errno));
+        return MC_ERR_FILE_WRITE_FAIL;
+    }
+    return MC_OK;
+}
+
+/* ------------------------------------------------------------- scan */
+
+static int is_hex2(const char *n)
+{
+    for (int i = 0; i < 2; i++)
+        if (!((n[i] >= '0' && n[i] <= '9') || (n[i] >= 'a' && n[i] <= 'f')))
+            return 0;
+    return n[2] == '\0';
+}
+
+/* One leaf directory; returns 1 to stop. */
+static int scan_leaf(const char *ldir, const char *rel, uint8_t *head, uint64_t max,
+                     mc_tier_scan_cb_t cb, void *arg, mc_tier_scan_stats_t *s)
+{
+    DIR *d = opendir(ldir);
+    if (d == NULL)
+        return 0;
+    char path[PATH_ROOM], want[MC_TIER_REL_MAX];
+    struct dirent *de;
+    int stop = 0;
+    while (!stop && (de = readdir(d)) != NULL) {
+        if (de->d_name[0] == '.') {
+            if (strncmp(de->d_name, ".tmp-", 5) == 0)
+                s->temps++;
+            continue;
+        }
+        if (s->files >= max) {
+            s->truncated = 1;
+            stop = 1;
+            break;
+        }
+        if (snprintf(path, sizeof(path), "%s/%s", ldir, de->d_name) >= (int)sizeof(path)) {
+            s->bad++;
+            continue;
+        }
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0) {
+            s->bad++;
+            continue;
+        }
+        ssize_t n = read_head(fd, head);
+        close(fd);
+        mc_tier_hdr_t h;
+        const char *why = "unreadable";
+        if (n < 0 || mc_tier_hdr_decode(head, (size_t)n, &h, &why) != MC_OK) {
+            if (s->bad++ < 10)
+                MC_WARN(TIER, "scan: skipping '%s': %s", path, why);
+            continue;
+        }
+        /* it must sit where its key's name is (probe suffix aside) */
+        size_t wl = mc_tier_rel_path(h.key, h.key_len, 0, want);
+        size_t rl = strlen(rel);
+        size_t nl = strlen(de->d_name);
+        if (wl < rl || memcmp(want, rel, rl) != 0 || nl < wl - rl ||
+            memcmp(de->d_name, want + rl, wl - rl) != 0 ||
+            !(nl == wl - rl || (nl == wl - rl + 2 && de->d_name[wl - rl] == '~'))) {
+            if (s->bad++ < 10)
+                MC_WARN(TIER, "scan: skipping '%s': its name is not its key's", path);
+            continue;
+        }
+        s->files++;
+        if (cb(arg, h.key, h.key_len, h.size) != 0)
+            stop = 1;
+    }
+    closedir(d);
+    return stop;
+}
+
+mc_status_t mc_tier_scan(const char *dir, uint64_t max, mc_tier_scan_cb_t cb, void *arg,
+                         mc_tier_scan_stats_t *stats)
+{
+    mc_tier_scan_stats_t s = {0};
+    DIR *d1 = opendir(dir);
+    if (d1 == NULL) {
+        if (stats != NULL)
+            *stats = s;
+        if (errno == ENOENT)
+            return MC_OK;
+        MC_ERROR(TIER, "cannot list '%s': %s", dir, strerror(errno));
+        return MC_ERR_FILE_OPEN_FAIL;
+    }
+    uint8_t *head = mc_malloc(MC_TIER_HDR_FIXED + MC_TIER_KEY_MAX);
+    if (head == NULL) {
+        closedir(d1);
+        return MC_ERR_NOMEM;
+    }
+    char p1[PATH_ROOM], p2[PATH_ROOM], rel[8];
+    struct dirent *e1;
+    int stop = 0;
+    while (!stop && (e1 = readdir(d1)) != NULL) {
+        if (!is_hex2(e1->d_name))
+            continue;
+        if (snprintf(p1, sizeof(p1), "%s/%.2s", dir, e1->d_name) >= (int)sizeof(p1))
+            break;
+        DIR *d2 = opendir(p1);
+        if (d2 == NULL)
+            continue;
+        struct dirent *e2;
+        while (!stop && (e2 = readdir(d2)) != NULL) {
+            if (!is_hex2(e2->d_name))
+                continue;
+            if (snprintf(p2, sizeof(p2), "%s/%.2s", p1, e2->d_name) >= (int)sizeof(p2))
+                break;
+            snprintf(rel, sizeof(rel), "%.2s/%.2s/", e1->d_name, e2->d_name);
+            stop = scan_leaf(p2, rel, head, max, cb, arg, &s);
+        }
+        closedir(d2);
+    }
+    closedir(d1);
+    mc_free(head);
+    if (stats != NULL)
+        *stats = s;
+    return MC_OK;
+}

@@ -1,0 +1,135 @@
+/*
+ * tier.h - the persistent (SSD / shared file system) tier's files: where an
+ * object's file lives, what is in it, and the blocking calls that write,
+ * read, delete and scan them. Used by the master (startup scan, deletions)
+ * and by the store client (writes and reads, on its tier worker thread).
+ *
+ * Layout. Every object is one file under the tier directory
+ * D = <root_fs_dir>/<cluster_id>:
+ *
+ *     D/<h1>/<h2>/<name>[~<n>]
+ *
+ * h = XXH3-64 (seed 0) of the key bytes (mc_hash64, stable across hosts and
+ * versions); h1 = two lowercase hex digits of bits 56..63 of h, h2 of bits
+ * 48..55 (256 x 256 fan-out directories, created on demand). <name> is the
+ * key escaped byte by byte: [A-Za-z0-9_-] and '.' (except as the first byte)
+ * stay, every other byte becomes %XX (uppercase hex). So a name has no '/',
+ * no NUL, is never "." or "..", never starts with '.' (temp files do) and
+ * decodes back to the key: two keys never share a name. If the escaped key
+ * is longer than MC_TIER_NAME_KEEP bytes, <name> is its first
+ * MC_TIER_NAME_KEEP bytes (not cutting an escape) + '~' + 16 hex digits of
+ * h: at most 217 bytes, under NAME_MAX (255). A literal '~' never appears in
+ * an escaped key, so such names cannot equal a short key's name. Two long
+ * keys with the same prefix and the same 64-bit hash would share a name:
+ * the header holds the full key, readers compare it, and writers then use
+ * the first free suffix "~1".."~7" (probe n). Case-only differences give
+ * different names and, almost always, different hash directories; on a
+ * case-insensitive file system the header check and the suffixes keep
+ * them apart too.
+ *
+ * File format (little endian), MC_TIER_HDR_FIXED bytes, the key, the data:
+ *
+ *     0  magic "MCKVTIER"          8 bytes
+ *     8  version (1)               u16
+ *    10  header length (48)        u16
+ *    12  key length (1..4096)      u32
+ *    16  data size (> 0)           u64
+ *    24  data checksum             u64   XXH3-64 of the data
+ *    32  flags (0)                 u64
+ *    40  header checksum           u64   XXH3-64 of bytes 0..39 and the key
+ *    48  key, then data
+ *
+ * Writes are atomic: a temp file ".tmp-<pid>-<n>" in the leaf directory,
+ * pwritev, fsync, rename over the final name; with sync_dir the directory
+ * is fsynced too, so the rename itself survives a crash (eager puts). A
+ * reader therefore sees a whole old file or a whole new one, never a torn
+ * one. Reads use plain pread: one file per object, read once, sequentially,
+ * from a worker thread; liburing would only pay off with many reads in
+ * flight per thread (a batch get of small objects), which this path does
+ * not have yet.
+ *
+ * Threads: every function is reentrant; they block (file I/O).
+ */
+#ifndef MC_STORE_TIER_H
+#define MC_STORE_TIER_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#include "mooncake/status.h"
+
+#define MC_TIER_MAGIC "MCKVTIER"
+#define MC_TIER_VERSION 1
+#define MC_TIER_HDR_FIXED 48
+#define MC_TIER_KEY_MAX 4096
+/* Escaped key bytes kept in a file name before the hash takes over. */
+#define MC_TIER_NAME_KEEP 200
+/* Collision suffixes: probes 0 (none) .. MC_TIER_PROBES - 1. */
+#define MC_TIER_PROBES 8
+/* "hh/hh/" + name + "~n" + NUL */
+#define MC_TIER_REL_MAX 232
+
+/* The file name of key (no directories, probe 0) into out (room >=
+ * MC_TIER_REL_MAX); returns its length. */
+size_t mc_tier_name(const void *key, size_t klen, char *out);
+
+/* "h1/h2/name[~probe]" of key into out (room >= MC_TIER_REL_MAX); returns
+ * its length. */
+size_t mc_tier_rel_path(const void *key, size_t klen, unsigned probe, char *out);
+
+typedef struct mc_tier_hdr {
+    uint32_t key_len;
+    uint64_t size;
+    uint64_t checksum; /* of the data */
+    const uint8_t *key; /* inside the decoded bytes */
+} mc_tier_hdr_t;
+
+/* Write the header of (key, size, checksum) into out (room >=
+ * MC_TIER_HDR_FIXED + klen); returns the bytes written (= the data offset). */
+size_t mc_tier_hdr_encode(const void *key, size_t klen, uint64_t size, uint64_t checksum,
+                          uint8_t *out);
+
+/* Decode the first n bytes of a file. MC_OK (*h set, pointing into p),
+ * MC_ERR_CHECKSUM_MISMATCH (not a tier file, unknown version, bad lengths,
+ * header checksum wrong, or cut short: *why says which). */
+mc_status_t mc_tier_hdr_decode(const uint8_t *p, size_t n, mc_tier_hdr_t *h, const char **why);
+
+/* Write key's file under dir (the tier directory) with the data in iov (size
+ * bytes in all), atomically. sync_dir: also fsync the directory after the
+ * rename. MC_OK, MC_ERR_INVALID_KEY, MC_ERR_FILE_WRITE_FAIL (logged with
+ * the path and errno), MC_ERR_REPLICA_ALREADY_EXISTS (every probe holds
+ * another key: logged). */
+mc_status_t mc_tier_write(const char *dir, const void *key, size_t klen, const struct iovec *iov,
+                          size_t iovcnt, uint64_t size, int sync_dir);
+
+/* Read key's data into buf (room bytes). expect: the size the master
+ * reported, 0 = any. *size receives the data size. MC_OK,
+ * MC_ERR_FILE_NOT_FOUND, MC_ERR_CHECKSUM_MISMATCH (corrupt header or data,
+ * or a size other than expect: logged with the path; the bytes in buf are
+ * then not to be used), MC_ERR_BUFFER_OVERFLOW (room too small: *size set),
+ * MC_ERR_FILE_READ_FAIL. */
+mc_status_t mc_tier_read(const char *dir, const void *key, size_t klen, void *buf, uint64_t room,
+                         uint64_t expect, uint64_t *size);
+
+/* Delete key's file (the probe whose header holds key). MC_OK (also when
+ * there was none), MC_ERR_FILE_WRITE_FAIL. */
+mc_status_t mc_tier_unlink(const char *dir, const void *key, size_t klen);
+
+/* Return non-zero to stop. key is borrowed for the call. */
+typedef int (*mc_tier_scan_cb_t)(void *arg, const void *key, size_t klen, uint64_t size);
+
+typedef struct mc_tier_scan_stats {
+    uint64_t files;   /* object files reported */
+    uint64_t bad;     /* files skipped: unreadable, corrupt header, misplaced */
+    uint64_t temps;   /* temp files seen (left alone) */
+    int truncated;    /* stopped at max */
+} mc_tier_scan_stats_t;
+
+/* Every object file under dir (headers only: data is checked on read), at
+ * most max. MC_OK (also for a missing dir: nothing reported),
+ * MC_ERR_FILE_OPEN_FAIL (dir exists but cannot be listed). */
+mc_status_t mc_tier_scan(const char *dir, uint64_t max, mc_tier_scan_cb_t cb, void *arg,
+                         mc_tier_scan_stats_t *stats);
+
+#endif /* MC_STORE_TIER_H */

@@ -1,0 +1,537 @@
+/*
+ * The persistent tier end to end: a real mooncake-master with root_fs_dir (a
+ * mkdtemp directory) and cluster_id "tc", one real storage node with a small
+ * segment (16 MiB, so eviction runs), and clients in this process.
+ *
+ * An eager put's file exists when the put returns and the master lists a
+ * DISK replica; async puts reach disk shortly after and a closing client
+ * drains its queue; objects evicted from memory are served from their
+ * files byte for byte; keys such as ../x, a/b, /etc/passwd, a 4096-byte key,
+ * a binary key and keys differing in case land in distinct files inside
+ * the tier directory (the names on disk are checked); a restarted master
+ * rebuilds its DISK replicas from the files and the objects stay readable;
+ * a corrupt file is a clear error (CHECKSUM_MISMATCH) and is not served;
+ * remove deletes the file (the master does, shortly after).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <assert.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "mooncake/store.h"
+#include "proc.h"
+#include "store/tier.h"
+#include "util/time.h"
+
+#define MIB (1ull << 20)
+#if defined(__SANITIZE_THREAD__)
+#define SLOW 5
+#else
+#define SLOW 1
+#endif
+#define START_TIMEOUT_MS (15000 * SLOW)
+#define CLUSTER "tc"
+
+typedef struct env {
+    char root[64]; /* root_fs_dir */
+    char tierdir[256]; /* root/cluster */
+    test_proc_t master, node;
+    unsigned rpc_port, http_port;
+    mc_store_t *eager, *async;
+} env_t;
+
+static env_t E;
+
+static int start_master(env_t *e)
+{
+    char bin[256], rpc[64], http[64], root[128];
+    snprintf(rpc, sizeof(rpc), "server.rpc_port=%u", e->rpc_port);
+    snprintf(http, sizeof(http), "server.http_port=%u", e->http_port);
+    snprintf(root, sizeof(root), "server.root_fs_dir=%s", e->root);
+    char *argv[] = {(char *)test_prog("mooncake-master", bin, sizeof(bin)),
+                    "--set", "server.bind_address=127.0.0.1",
+                    "--set", rpc,
+                    "--set", http,
+                    "--set", root,
+                    "--set", "server.cluster_id=" CLUSTER,
+                    "--set", "server.persist=async",
+                    "--set", "server.reactors=1",
+                    "--set", "server.tick_interval=20ms",
+                    "--set", "master.client_ttl=3s",
+                    "--set", "master.lease_ttl=1s",
+                    "--set", "master.eviction_high_watermark_ratio=0.7",
+                    "--set", "master.eviction_ratio=0.3",
+                    "--set", getenv("TEST_MASTER_LOG") ? getenv("TEST_MASTER_LOG") : "log.level=error",
+                    NULL};
+    if (test_proc_start(&e->master, argv) != 0)
+        return -1;
+    uint64_t deadline = mc_now_ms() + START_TIMEOUT_MS;
+    while (mc_now_ms() < deadline) {
+        int status;
+        if (waitpid(e->master.pid, &status, WNOHANG) == e->master.pid) {
+            close(e->master.out_fd);
+            e->master.pid = 0;
+            return -1;
+        }
+        if (test_port_open(e->rpc_port))
+            return 0;
+        usleep(10000);
+    }
+    test_proc_stop(&e->master, SIGKILL, 1000);
+    return -1;
+}
+
+static int start_node(env_t *e)
+{
+    char bin[256], master[64], port[64], name[64];
+    unsigned p = test_free_port();
+    snprintf(master, sizeof(master), "store.master=127.0.0.1:%u", e->rpc_port);
+    snprintf(port, sizeof(port), "store.port=%u", p);
+    snprintf(name, sizeof(name), "store.local_hostname=127.0.0.1:%u", p);
+    char *argv[] = {(char *)test_prog("mooncake-store-server", bin, sizeof(bin)),
+                    "--set", master,
+                    "--set", port,
+                    "--set", name,
+                    "--set", "store.global_segment_size=16MiB",
+                    "--set", "store.reactors=1",
+                    "--set", "store.rpc_timeout=2s",
+                    "--set", "log.level=error",
+                    NULL};
+    if (test_proc_start(&e->node, argv) != 0)
+        return -1;
+    char line[256];
+    if (test_proc_readline(&e->node, line, sizeof(line), START_TIMEOUT_MS) != 0 ||
+        strncmp(line, "ready ", 6) != 0) {
+        test_proc_stop(&e->node, SIGKILL, 1000);
+        return -1;
+    }
+    return 0;
+}
+
+static mc_store_t *open_client(env_t *e, const char *persist, uint64_t queue_bytes)
+{
+    char master[64];
+    snprintf(master, sizeof(master), "127.0.0.1:%u", e->rpc_port);
+    mc_store_config_t c;
+    mc_store_config_init(&c);
+    c.master = master;
+    c.local_buffer_size = 8 * MIB;
+    c.reactors = 1;
+    c.rpc_timeout_us = 2000000 * SLOW;
+    c.persist = persist;
+    c.tier_queue_bytes = queue_bytes;
+    mc_store_t *s = NULL;
+    assert_int_equal(mc_store_open(&c, &s), MC_OK);
+    return s;
+}
+
+static int setup(void **state)
+{
+    env_t *e = &E;
+    signal(SIGPIPE, SIG_IGN);
+    snprintf(e->root, sizeof(e->root), "/tmp/mc_tier_test.XXXXXX");
+    if (mkdtemp(e->root) == NULL)
+        return -1;
+    snprintf(e->tierdir, sizeof(e->tierdir), "%.64s/%s", e->root, CLUSTER);
+    int ok = -1;
+    for (int attempt = 0; attempt < 5 && ok != 0; attempt++) {
+        e->rpc_port = test_free_port();
+        do
+            e->http_port = test_free_port();
+        while (e->http_port == e->rpc_port);
+        ok = start_master(e);
+    }
+    if (ok != 0 || start_node(e) != 0)
+        return -1;
+    e->eager = open_client(e, "eager", 0);
+    e->async = open_client(e, NULL, 0); /* the master's: async */
+    *state = e;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    env_t *e = *state;
+    mc_store_close(e->eager);
+    mc_store_close(e->async);
+    if (e->node.pid > 0)
+        test_proc_stop(&e->node, SIGTERM, 5000);
+    if (e->master.pid > 0)
+        test_proc_stop(&e->master, SIGTERM, 5000);
+    char cmd[128];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", e->root);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+/* --------------------------------------------------------------- helpers */
+
+static void fill(uint8_t *p, size_t n, uint64_t seed)
+{
+    uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
+    for (size_t i = 0; i < n; i++) {
+        if ((i & 7) == 0) {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+        }
+        p[i] = (uint8_t)(x >> ((i & 7) * 8));
+    }
+}
+
+static void file_of(const env_t *e, const void *key, size_t klen, char *out, size_t room)
+{
+    char rel[MC_TIER_REL_MAX];
+    mc_tier_rel_path(key, klen, 0, rel);
+    snprintf(out, room, "%s/%s", e->tierdir, rel);
+}
+
+static int file_exists(const env_t *e, const void *key, size_t klen)
+{
+    char p[PATH_MAX];
+    file_of(e, key, klen, p, sizeof(p));
+    return access(p, F_OK) == 0;
+}
+
+/* Wait until the key's file exists (want 1) or not (0): 1 if it did in time. */
+static int wait_file(const env_t *e, const void *key, size_t klen, int want)
+{
+    uint64_t deadline = mc_now_ms() + 3000 * SLOW;
+    while (file_exists(e, key, klen) != want) {
+        if (mc_now_ms() > deadline)
+            return 0;
+        usleep(5000);
+    }
+    return 1;
+}
+
+/* Replicas of key: how many memory ones and whether there is a DISK one. */
+static void replicas(mc_store_t *s, const void *key, size_t klen, uint32_t *mem, int *disk)
+{
+    mc_store_replica_t r[8];
+    uint32_t n = 0;
+    assert_int_equal(mc_store_query(s, key, klen, r, 8, &n), MC_OK);
+    *mem = 0;
+    *disk = 0;
+    for (uint32_t i = 0; i < n && i < 8; i++) {
+        if (r[i].disk)
+            (*disk)++;
+        else
+            (*mem)++;
+    }
+}
+
+/* A put that may find the pool full for a moment (eviction runs on the
+ * master's tick) or no segment yet (a node re-mounting after a master
+ * restart): retried for a while. */
+static mc_status_t put_retry(mc_store_t *s, const void *key, size_t klen, const void *v,
+                             size_t len)
+{
+    mc_status_t st = MC_ERR_NO_AVAILABLE_HANDLE;
+    for (int i = 0; i < 500 && st == MC_ERR_NO_AVAILABLE_HANDLE; i++) {
+        st = mc_store_put(s, key, klen, v, len, NULL);
+        if (st == MC_ERR_NO_AVAILABLE_HANDLE)
+            usleep(20000);
+    }
+    return st;
+}
+
+static void get_equals(mc_store_t *s, const void *key, size_t klen, const uint8_t *want,
+                       size_t len)
+{
+    uint8_t *got = malloc(len + 16);
+    assert_non_null(got);
+    assert_int_equal(mc_store_get(s, key, klen, got, len + 16, NULL), (int64_t)len);
+    assert_memory_equal(got, want, len);
+    free(got);
+}
+
+/* ----------------------------------------------------------------- tests */
+
+static void an_eager_put_is_on_disk_when_it_returns(void **state)
+{
+    env_t *e = *state;
+    uint8_t v[70000];
+    fill(v, sizeof(v), 1);
+    assert_int_equal(mc_store_put(e->eager, "eager/1", 7, v, sizeof(v), NULL), MC_OK);
+    assert_true(file_exists(e, "eager/1", 7)); /* no waiting: eager */
+    uint32_t mem;
+    int disk;
+    replicas(e->eager, "eager/1", 7, &mem, &disk);
+    assert_int_equal(mem, 1);
+    assert_int_equal(disk, 1);
+    get_equals(e->async, "eager/1", 7, v, sizeof(v));
+}
+
+static void async_puts_reach_disk_after_returning_and_close_drains_them(void **state)
+{
+    env_t *e = *state;
+    uint8_t v[50000];
+    fill(v, sizeof(v), 2);
+    assert_int_equal(mc_store_put(e->async, "async/1", 7, v, sizeof(v), NULL), MC_OK);
+    assert_true(wait_file(e, "async/1", 7, 1));
+    /* the master learns of the file from the client's TierAdd, after the put */
+    uint32_t mem = 0;
+    int disk = 0;
+    uint64_t deadline = mc_now_ms() + 3000 * SLOW;
+    while (disk == 0 && mc_now_ms() < deadline) {
+        replicas(e->async, "async/1", 7, &mem, &disk);
+        usleep(5000);
+    }
+    assert_int_equal(disk, 1);
+
+    /* a client with a one-byte queue: the puts after the first wait for
+     * their own write; closing right after the puts drains the rest */
+    mc_store_t *c = open_client(e, "async", 1);
+    char key[32];
+    for (int i = 0; i < 8; i++) {
+        snprintf(key, sizeof(key), "drain/%d", i);
+        fill(v, sizeof(v), 100 + (uint64_t)i);
+        assert_int_equal(mc_store_put(c, key, strlen(key), v, sizeof(v), NULL), MC_OK);
+    }
+    mc_store_close(c);
+    for (int i = 0; i < 8; i++) {
+        snprintf(key, sizeof(key), "drain/%d", i);
+        assert_true(file_exists(e, key, strlen(key)));
+    }
+}
+
+static void objects_evicted_from_memory_are_served_from_their_files(void **state)
+{
+    env_t *e = *state;
+    enum { N = 40 }; /* 40 MiB through a 16 MiB segment */
+    uint8_t *v = malloc(MIB);
+    char key[32];
+    for (int i = 0; i < N; i++) {
+        snprintf(key, sizeof(key), "evict/%d", i);
+        fill(v, MIB, 1000 + (uint64_t)i);
+        assert_int_equal(put_retry(e->eager, key, strlen(key), v, MIB), MC_OK);
+    }
+    int disk_only = 0;
+    for (int i = 0; i < N; i++) {
+        snprintf(key, sizeof(key), "evict/%d", i);
+        assert_int_equal(mc_store_exist(e->async, key, strlen(key)), 1);
+        uint32_t mem;
+        int disk;
+        replicas(e->async, key, strlen(key), &mem, &disk);
+        assert_int_equal(disk, 1);
+        if (mem == 0)
+            disk_only++;
+        fill(v, MIB, 1000 + (uint64_t)i);
+        get_equals(e->async, key, strlen(key), v, MIB);
+    }
+    print_message("%d of %d objects were only on disk\n", disk_only, N);
+    assert_true(disk_only >= N - 16);
+    /* a batch get reads them too (disk-only keys through single gets) */
+    mc_slice_t keys[4], bufs[4];
+    char kb[4][32];
+    int64_t res[4];
+    for (int i = 0; i < 4; i++) {
+        snprintf(kb[i], sizeof(kb[i]), "evict/%d", i);
+        keys[i] = (mc_slice_t){kb[i], strlen(kb[i])};
+        bufs[i] = (mc_slice_t){malloc(MIB), MIB};
+    }
+    assert_int_equal(mc_store_batch_get(e->async, keys, bufs, 4, res), MC_OK);
+    for (int i = 0; i < 4; i++) {
+        assert_int_equal(res[i], (int64_t)MIB);
+        fill(v, MIB, 1000 + (uint64_t)i);
+        assert_memory_equal(bufs[i].ptr, v, MIB);
+        free(bufs[i].ptr);
+    }
+    free(v);
+}
+
+/* every regular file under the tier directory */
+static struct {
+    int n;
+    char names[32][300];
+    int outside;
+} walk;
+static char walk_root[128];
+
+static int walk_cb(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb;
+    (void)ftw;
+    if (flag != FTW_F)
+        return 0;
+    if (strncmp(path, walk_root, strlen(walk_root)) != 0)
+        walk.outside++;
+    const char *base = strrchr(path, '/') + 1;
+    if (walk.n < 32)
+        snprintf(walk.names[walk.n], sizeof(walk.names[0]), "%s", base);
+    walk.n++;
+    return 0;
+}
+
+static void hostile_keys_map_to_safe_distinct_files_inside_the_directory(void **state)
+{
+    env_t *e = *state;
+    /* a fresh cluster directory would need a new master: use a prefix and
+     * count only files created here, by name */
+    static char longkey[4096], binkey[255];
+    memset(longkey, 'L', sizeof(longkey));
+    memcpy(longkey, "long/../", 8);
+    for (int i = 0; i < 255; i++)
+        binkey[i] = (char)(i + 1); /* every byte but NUL, '/' and '.' included */
+    struct {
+        const char *k;
+        size_t len;
+    } keys[] = {
+        {"../x", 4}, {"a/b", 3}, {"a_b", 3}, {"/etc/passwd", 11}, {"..", 2}, {".", 1},
+        {longkey, sizeof(longkey)}, {binkey, sizeof(binkey)}, {"Case", 4}, {"case", 4},
+        {"CASE", 4},
+    };
+    size_t nk = sizeof(keys) / sizeof(keys[0]);
+    uint8_t v[1000];
+    for (size_t i = 0; i < nk; i++) {
+        fill(v, sizeof(v), 5000 + i);
+        assert_int_equal(mc_store_put(e->eager, keys[i].k, keys[i].len, v, sizeof(v), NULL),
+                         MC_OK);
+    }
+    /* nothing escaped: no file next to the cluster directory or above it */
+    char p[PATH_MAX];
+    snprintf(p, sizeof(p), "%s/x", e->root);
+    assert_int_equal(access(p, F_OK), -1);
+    snprintf(p, sizeof(p), "%s/../x", e->tierdir);
+    assert_int_equal(access(p, F_OK), -1);
+    /* every key's file is where the naming rule puts it, with a safe name */
+    char seen[16][300];
+    for (size_t i = 0; i < nk; i++) {
+        file_of(e, keys[i].k, keys[i].len, p, sizeof(p));
+        struct stat sb;
+        assert_int_equal(stat(p, &sb), 0);
+        assert_true(S_ISREG(sb.st_mode));
+        assert_true(strncmp(p, e->tierdir, strlen(e->tierdir)) == 0);
+        const char *base = strrchr(p, '/') + 1;
+        assert_true(strlen(base) <= 255);
+        assert_true(base[0] != '.');
+        /* two levels of two hex digits, then the name: no other '/' */
+        const char *rel = p + strlen(e->tierdir) + 1;
+        assert_int_equal(rel[2], '/');
+        assert_int_equal(rel[5], '/');
+        assert_null(strchr(rel + 6, '/'));
+        snprintf(seen[i], sizeof(seen[i]), "%s", rel);
+        for (size_t j = 0; j < i; j++)
+            assert_string_not_equal(seen[i], seen[j]);
+        fill(v, sizeof(v), 5000 + i);
+        get_equals(e->async, keys[i].k, keys[i].len, v, sizeof(v));
+    }
+    print_message("names: %s | %s | %s | %s\n", seen[0], seen[1], seen[3], seen[6]);
+    /* and the walk of the whole directory finds them, nothing outside */
+    memset(&walk, 0, sizeof(walk));
+    snprintf(walk_root, sizeof(walk_root), "%s/", e->tierdir);
+    assert_int_equal(nftw(e->tierdir, walk_cb, 16, FTW_PHYS), 0);
+    assert_int_equal(walk.outside, 0);
+    for (size_t i = 0; i < nk; i++) {
+        const char *base = strrchr(seen[i], '/') + 1;
+        int found = 0;
+        for (int j = 0; j < walk.n && j < 32; j++)
+            found += strcmp(walk.names[j], base) == 0;
+        if (walk.n <= 32)
+            assert_int_equal(found, 1);
+    }
+}
+
+static void a_restarted_master_serves_objects_from_their_files(void **state)
+{
+    env_t *e = *state;
+    uint8_t v[70000];
+    fill(v, sizeof(v), 7);
+    assert_int_equal(mc_store_put(e->eager, "restart/1", 9, v, sizeof(v), NULL), MC_OK);
+    assert_int_equal(test_proc_stop(&e->master, SIGTERM, 5000) >= 0, 1);
+    e->master.pid = 0;
+    assert_int_equal(start_master(e), 0);
+    /* the object is back, with only its DISK replica (memory is gone) */
+    uint64_t deadline = mc_now_ms() + 10000 * SLOW;
+    int ex = -1;
+    while (mc_now_ms() < deadline && (ex = mc_store_exist(e->async, "restart/1", 9)) != 1)
+        usleep(50000);
+    assert_int_equal(ex, 1);
+    uint32_t mem;
+    int disk;
+    replicas(e->async, "restart/1", 9, &mem, &disk);
+    assert_int_equal(mem, 0);
+    assert_int_equal(disk, 1);
+    get_equals(e->async, "restart/1", 9, v, sizeof(v));
+    /* so is every object written before (hostile keys included) */
+    assert_int_equal(mc_store_exist(e->async, "../x", 4), 1);
+    assert_int_equal(mc_store_exist(e->async, "eager/1", 7), 1);
+    uint8_t w[70000];
+    fill(w, 70000, 1);
+    get_equals(e->async, "eager/1", 7, w, sizeof(w));
+    /* a new put of a restored key is refused: it exists */
+    assert_int_equal(mc_store_put(e->eager, "restart/1", 9, v, 10, NULL),
+                     MC_ERR_OBJECT_ALREADY_EXISTS);
+    /* puts work again once the node has re-mounted its segment */
+    assert_int_equal(put_retry(e->eager, "restart/2", 9, v, 100), MC_OK);
+}
+
+static void a_corrupt_file_is_a_clear_error_and_not_served(void **state)
+{
+    env_t *e = *state;
+    /* restart/1 is only on disk since the restart */
+    char p[PATH_MAX];
+    file_of(e, "restart/1", 9, p, sizeof(p));
+    int fd = open(p, O_RDWR);
+    assert_true(fd >= 0);
+    char c;
+    assert_int_equal(pread(fd, &c, 1, 30000), 1);
+    c ^= 0x5a;
+    assert_int_equal(pwrite(fd, &c, 1, 30000), 1);
+    close(fd);
+    uint8_t buf[70000];
+    assert_int_equal(mc_store_get(e->async, "restart/1", 9, buf, sizeof(buf), NULL),
+                     MC_ERR_CHECKSUM_MISMATCH);
+    /* a header cut short too */
+    assert_int_equal(truncate(p, 20), 0);
+    assert_int_equal(mc_store_get(e->async, "restart/1", 9, buf, sizeof(buf), NULL),
+                     MC_ERR_CHECKSUM_MISMATCH);
+}
+
+static void remove_deletes_the_file(void **state)
+{
+    env_t *e = *state;
+    uint8_t v[3000];
+    fill(v, sizeof(v), 9);
+    assert_int_equal(mc_store_put(e->eager, "rm/1", 4, v, sizeof(v), NULL), MC_OK);
+    assert_true(file_exists(e, "rm/1", 4));
+    assert_int_equal(mc_store_remove(e->async, "rm/1", 4, 1), MC_OK);
+    assert_true(wait_file(e, "rm/1", 4, 0)); /* the master deletes it, shortly after */
+    assert_int_equal(mc_store_exist(e->async, "rm/1", 4), 0);
+    /* remove_all takes the files of disk-only objects too */
+    assert_true(file_exists(e, "../x", 4));
+    assert_true(mc_store_remove_all(e->async, 1) > 0);
+    assert_true(wait_file(e, "../x", 4, 0));
+    assert_true(wait_file(e, "eager/1", 7, 0));
+    /* a put of a removed key writes a fresh file that stays */
+    assert_int_equal(mc_store_put(e->eager, "rm/1", 4, v, 100, NULL), MC_OK);
+    usleep(200000);
+    assert_true(file_exists(e, "rm/1", 4));
+    get_equals(e->async, "rm/1", 4, v, 100);
+}
+
+int main(int argc, char **argv)
+{
+    (void)argc;
+    (void)argv;
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(an_eager_put_is_on_disk_when_it_returns),
+        cmocka_unit_test(async_puts_reach_disk_after_returning_and_close_drains_them),
+        cmocka_unit_test(objects_evicted_from_memory_are_served_from_their_files),
+        cmocka_unit_test(hostile_keys_map_to_safe_distinct_files_inside_the_directory),
+        cmocka_unit_test(a_restarted_master_serves_objects_from_their_files),
+        cmocka_unit_test(a_corrupt_file_is_a_clear_error_and_not_served),
+        cmocka_unit_test(remove_deletes_the_file),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

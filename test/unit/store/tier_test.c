@@ -1,0 +1,315 @@
+/*
+ * store/tier.c: file names that cannot escape the tier directory nor
+ * collide, the file header codec, and write/read/unlink/scan of files in a
+ * temporary directory (corrupt and truncated files are refused).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "store/tier.h"
+#include "util/hash.h"
+
+static int name_ok(const char *n)
+{
+    size_t l = strlen(n);
+    if (l == 0 || l > 255 || n[0] == '.')
+        return 0;
+    return strchr(n, '/') == NULL;
+}
+
+static void names_are_safe_and_never_start_with_a_dot(void **state)
+{
+    (void)state;
+    const char *keys[] = {"..", ".", "../x", "a/b", "/etc/passwd", "a\\b", ".hidden", "~1", "%2E"};
+    char n[MC_TIER_REL_MAX];
+    for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+        mc_tier_name(keys[i], strlen(keys[i]), n);
+        assert_true(name_ok(n));
+        assert_null(strchr(n, '~')); /* short keys never show a literal '~' */
+    }
+    mc_tier_name("../x", 4, n);
+    assert_string_equal(n, "%2E.%2Fx");
+    mc_tier_name("a/b", 3, n);
+    assert_string_equal(n, "a%2Fb");
+    mc_tier_name("model.layer-1_x", 15, n);
+    assert_string_equal(n, "model.layer-1_x");
+}
+
+static void distinct_keys_get_distinct_names(void **state)
+{
+    (void)state;
+    const char *keys[] = {"a/b", "a_b", "a%2Fb", "A/b", "abc", "ABC", "Abc", "..", "%2E%2E", "~"};
+    size_t nk = sizeof(keys) / sizeof(keys[0]);
+    char a[MC_TIER_REL_MAX], b[MC_TIER_REL_MAX];
+    for (size_t i = 0; i < nk; i++)
+        for (size_t j = i + 1; j < nk; j++) {
+            mc_tier_name(keys[i], strlen(keys[i]), a);
+            mc_tier_name(keys[j], strlen(keys[j]), b);
+            assert_string_not_equal(a, b);
+        }
+}
+
+static void long_keys_end_in_their_hash_and_stay_under_name_max(void **state)
+{
+    (void)state;
+    char key[4096], n[MC_TIER_REL_MAX], m[MC_TIER_REL_MAX];
+    memset(key, '/', sizeof(key)); /* every byte escaped: the worst case */
+    size_t l = mc_tier_name(key, sizeof(key), n);
+    assert_true(l <= 217);
+    assert_true(name_ok(n));
+    char tail[20];
+    snprintf(tail, sizeof(tail), "~%016llx",
+             (unsigned long long)mc_hash64(key, sizeof(key)));
+    assert_string_equal(n + l - 17, tail);
+    key[4095] = 'x'; /* same prefix, other key: other hash */
+    mc_tier_name(key, sizeof(key), m);
+    assert_string_not_equal(n, m);
+    /* the relative path: two hex levels from the top bits of the hash */
+    char rel[MC_TIER_REL_MAX];
+    mc_tier_rel_path("abc", 3, 0, rel);
+    uint64_t h = mc_hash64("abc", 3);
+    char want[64];
+    snprintf(want, sizeof(want), "%02x/%02x/abc", (unsigned)(h >> 56),
+             (unsigned)((h >> 48) & 0xff));
+    assert_string_equal(rel, want);
+    mc_tier_rel_path("abc", 3, 3, rel);
+    strcat(want, "~3");
+    assert_string_equal(rel, want);
+}
+
+static void binary_keys_are_escaped(void **state)
+{
+    (void)state;
+    char key[255], n[MC_TIER_REL_MAX];
+    for (int i = 0; i < 255; i++)
+        key[i] = (char)(i + 1);
+    mc_tier_name(key, sizeof(key), n);
+    assert_true(name_ok(n));
+    for (const char *p = n; *p; p++)
+        assert_true(*p >= 0x21 && *p <= 0x7e);
+}
+
+static void headers_round_trip(void **state)
+{
+    (void)state;
+    uint8_t buf[MC_TIER_HDR_FIXED + 16];
+    size_t n = mc_tier_hdr_encode("key/1", 5, 1234, 0xabcdef, buf);
+    assert_int_equal(n, MC_TIER_HDR_FIXED + 5);
+    mc_tier_hdr_t h;
+    assert_int_equal(mc_tier_hdr_decode(buf, n, &h, NULL), MC_OK);
+    assert_int_equal(h.key_len, 5);
+    assert_int_equal(h.size, 1234);
+    assert_int_equal(h.checksum, 0xabcdef);
+    assert_memory_equal(h.key, "key/1", 5);
+}
+
+static void truncated_or_corrupt_headers_are_refused_with_a_reason(void **state)
+{
+    (void)state;
+    uint8_t buf[MC_TIER_HDR_FIXED + 16], bad[sizeof(buf)];
+    size_t n = mc_tier_hdr_encode("key/1", 5, 1234, 7, buf);
+    mc_tier_hdr_t h;
+    const char *why = NULL;
+    for (size_t cut = 0; cut < n; cut++) {
+        why = NULL;
+        assert_int_equal(mc_tier_hdr_decode(buf, cut, &h, &why), MC_ERR_CHECKSUM_MISMATCH);
+        assert_non_null(why);
+    }
+    for (size_t i = 0; i < n; i++) {
+        memcpy(bad, buf, n);
+        bad[i] ^= 0x40;
+        why = NULL;
+        assert_int_equal(mc_tier_hdr_decode(bad, n, &h, &why), MC_ERR_CHECKSUM_MISMATCH);
+        assert_non_null(why);
+    }
+    memcpy(bad, buf, n);
+    bad[12] = 0xff, bad[13] = 0xff; /* key length 65535 */
+    assert_int_equal(mc_tier_hdr_decode(bad, n, &h, &why), MC_ERR_CHECKSUM_MISMATCH);
+    assert_string_equal(why, "bad key length");
+}
+
+/* ---- files ---- */
+
+static char dir[64];
+
+static int setup(void **state)
+{
+    (void)state;
+    snprintf(dir, sizeof(dir), "/tmp/tier_test.XXXXXX");
+    return mkdtemp(dir) == NULL ? -1 : 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    char cmd[128];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+static mc_status_t put(const char *key, size_t klen, const void *data, size_t len)
+{
+    struct iovec v = {(void *)(uintptr_t)data, len};
+    return mc_tier_write(dir, key, klen, &v, 1, len, 0);
+}
+
+static void files_round_trip_and_are_refused_when_corrupt(void **state)
+{
+    (void)state;
+    char data[10000], out[10000];
+    for (size_t i = 0; i < sizeof(data); i++)
+        data[i] = (char)(i * 7);
+    /* two parts write the same file as one */
+    struct iovec v[2] = {{data, 3000}, {data + 3000, 7000}};
+    assert_int_equal(mc_tier_write(dir, "k1", 2, v, 2, sizeof(data), 1), MC_OK);
+    uint64_t size = 0;
+    assert_int_equal(mc_tier_read(dir, "k1", 2, out, sizeof(out), sizeof(data), &size), MC_OK);
+    assert_int_equal(size, sizeof(data));
+    assert_memory_equal(out, data, sizeof(data));
+    assert_int_equal(mc_tier_read(dir, "k1", 2, out, 10, 0, &size), MC_ERR_BUFFER_OVERFLOW);
+    assert_int_equal(mc_tier_read(dir, "k1", 2, out, sizeof(out), 5, &size),
+                     MC_ERR_CHECKSUM_MISMATCH);
+    assert_int_equal(mc_tier_read(dir, "k2", 2, out, sizeof(out), 0, &size),
+                     MC_ERR_FILE_NOT_FOUND);
+
+    /* flip one data byte */
+    char rel[MC_TIER_REL_MAX], path[512];
+    mc_tier_rel_path("k1", 2, 0, rel);
+    snprintf(path, sizeof(path), "%s/%s", dir, rel);
+    int fd = open(path, O_RDWR);
+    assert_true(fd >= 0);
+    char c;
+    assert_int_equal(pread(fd, &c, 1, 5000), 1);
+    c ^= 1;
+    assert_int_equal(pwrite(fd, &c, 1, 5000), 1);
+    assert_int_equal(mc_tier_read(dir, "k1", 2, out, sizeof(out), 0, &size),
+                     MC_ERR_CHECKSUM_MISMATCH);
+    /* cut it short */
+    assert_int_equal(ftruncate(fd, 4000), 0);
+    assert_int_equal(mc_tier_read(dir, "k1", 2, out, sizeof(out), 0, &size),
+                     MC_ERR_CHECKSUM_MISMATCH);
+    /* cut inside the header */
+    assert_int_equal(ftruncate(fd, 20), 0);
+    close(fd);
+    assert_int_equal(mc_tier_read(dir, "k1", 2, out, sizeof(out), 0, &size),
+                     MC_ERR_CHECKSUM_MISMATCH);
+    /* a rewrite refuses to overwrite a file it cannot attribute */
+    assert_int_equal(put("k1", 2, data, 10), MC_ERR_FILE_WRITE_FAIL);
+    assert_int_equal(unlink(path), 0);
+    assert_int_equal(put("k1", 2, data, 10), MC_OK);
+    assert_int_equal(mc_tier_read(dir, "k1", 2, out, sizeof(out), 0, &size), MC_OK);
+    assert_int_equal(size, 10);
+    assert_int_equal(mc_tier_unlink(dir, "k1", 2), MC_OK);
+    assert_int_equal(access(path, F_OK), -1);
+    assert_int_equal(mc_tier_unlink(dir, "k1", 2), MC_OK);
+}
+
+static void a_name_taken_by_another_key_moves_to_the_next_suffix(void **state)
+{
+    (void)state;
+    /* plant key "B"'s file under key "A"'s name, as a hash collision would */
+    assert_int_equal(put("B", 1, "bbbb", 4), MC_OK);
+    char ra[MC_TIER_REL_MAX], rb[MC_TIER_REL_MAX], pa[512], pb[512];
+    mc_tier_rel_path("A", 1, 0, ra);
+    mc_tier_rel_path("B", 1, 0, rb);
+    snprintf(pa, sizeof(pa), "%s/%s", dir, ra);
+    snprintf(pb, sizeof(pb), "%s/%s", dir, rb);
+    *strrchr(pa, '/') = '\0';
+    char cmd[2000];
+    snprintf(cmd, sizeof(cmd), "mkdir -p '%s' && mv '%s' '%s/A'", pa, pb, pa);
+    assert_int_equal(system(cmd), 0);
+
+    char out[8];
+    uint64_t size;
+    assert_int_equal(mc_tier_read(dir, "A", 1, out, sizeof(out), 0, &size), MC_ERR_FILE_NOT_FOUND);
+    assert_int_equal(put("A", 1, "aa", 2), MC_OK);
+    char p1[600];
+    snprintf(p1, sizeof(p1), "%s/A~1", pa);
+    assert_int_equal(access(p1, F_OK), 0);
+    assert_int_equal(mc_tier_read(dir, "A", 1, out, sizeof(out), 0, &size), MC_OK);
+    assert_int_equal(size, 2);
+    assert_memory_equal(out, "aa", 2);
+    /* a rewrite of A finds its own file at ~1 again */
+    assert_int_equal(put("A", 1, "ccc", 3), MC_OK);
+    snprintf(p1, sizeof(p1), "%s/A~2", pa);
+    assert_int_equal(access(p1, F_OK), -1);
+    assert_int_equal(mc_tier_unlink(dir, "A", 1), MC_OK);
+    snprintf(p1, sizeof(p1), "%s/A", pa);
+    assert_int_equal(access(p1, F_OK), 0); /* B's planted file is untouched */
+    assert_int_equal(unlink(p1), 0);
+}
+
+typedef struct seen {
+    int n;
+    uint64_t bytes;
+} seen_t;
+
+static int count_cb(void *arg, const void *key, size_t klen, uint64_t size)
+{
+    seen_t *s = arg;
+    (void)key;
+    (void)klen;
+    s->n++;
+    s->bytes += size;
+    return 0;
+}
+
+static void a_scan_reports_every_file_once_and_skips_bad_ones(void **state)
+{
+    (void)state;
+    char key[32];
+    for (int i = 0; i < 20; i++) {
+        snprintf(key, sizeof(key), "scan/%d", i);
+        assert_int_equal(put(key, strlen(key), "0123456789", 10), MC_OK);
+    }
+    /* a stray file with a valid-looking name but garbage inside */
+    char rel[MC_TIER_REL_MAX], path[512];
+    mc_tier_rel_path("junk", 4, 0, rel);
+    snprintf(path, sizeof(path), "%s/%s", dir, rel);
+    assert_int_equal(put("junk", 4, "x", 1), MC_OK);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs("garbage", f);
+    fclose(f);
+    seen_t s = {0};
+    mc_tier_scan_stats_t st;
+    assert_int_equal(mc_tier_scan(dir, 1000, count_cb, &s, &st), MC_OK);
+    assert_int_equal(s.n, 20);
+    assert_int_equal(s.bytes, 200);
+    assert_int_equal(st.files, 20);
+    assert_int_equal(st.bad, 1);
+    memset(&s, 0, sizeof(s));
+    assert_int_equal(mc_tier_scan(dir, 5, count_cb, &s, &st), MC_OK);
+    assert_int_equal(s.n, 5);
+    assert_true(st.truncated);
+    assert_int_equal(mc_tier_scan("/nonexistent/tier", 5, count_cb, &s, &st), MC_OK);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(names_are_safe_and_never_start_with_a_dot),
+        cmocka_unit_test(distinct_keys_get_distinct_names),
+        cmocka_unit_test(long_keys_end_in_their_hash_and_stay_under_name_max),
+        cmocka_unit_test(binary_keys_are_escaped),
+        cmocka_unit_test(headers_round_trip),
+        cmocka_unit_test(truncated_or_corrupt_headers_are_refused_with_a_reason),
+        cmocka_unit_test_setup_teardown(files_round_trip_and_are_refused_when_corrupt, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(a_name_taken_by_another_key_moves_to_the_next_suffix,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(a_scan_reports_every_file_once_and_skips_bad_ones, setup,
+                                        teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
