@@ -512,6 +512,34 @@ static void a_transient_fault_on_the_only_path_is_ridden_out_within_the_budget(v
     eng_free(&b);
 }
 
+static void a_failed_endpoint_is_dropped_on_both_sides(void **state)
+{
+    (void)state;
+    eng_t a, b;
+    setenv("MC_RETRY_CNT", "0", 1); /* a gives up at once: no reconnect hides the drop */
+    eng_make(&a, 1, 4096, NULL, 0);
+    unsetenv("MC_RETRY_CNT");
+    eng_make(&b, 1, 4096, NULL, 0);
+    assert_int_equal(xfer(&a, &b, MC_TE_WRITE, 0, 0, 4096), MC_OK);
+    te_rdma_nic_stats_t sa, sb;
+    te_rdma_stats(b.te, &sb, 1);
+    assert_int_equal(sb.eps, 1); /* b holds the passive side */
+    rv_emu_fail_next("emu_0", 1, RV_WC_REM_OP_ERR);
+    assert_int_equal(xfer(&a, &b, MC_TE_WRITE, 0, 0, 4096), MC_ERR_TRANSFER_FAIL);
+    te_rdma_stats(a.te, &sa, 1);
+    assert_int_equal(sa.eps, 0); /* a dropped its side ... */
+    uint64_t end = mc_now_ms() + 2000;
+    do {
+        te_rdma_stats(b.te, &sb, 1);
+        if (sb.eps == 0)
+            break;
+        usleep(5000);
+    } while (mc_now_ms() < end);
+    assert_int_equal(sb.eps, 0); /* ... and told b, which dropped its own */
+    eng_free(&a);
+    eng_free(&b);
+}
+
 int main(void)
 {
     mc_log_set_spec(getenv("TEST_LOG") ? getenv("TEST_LOG") : "error", NULL, 0);
@@ -524,6 +552,7 @@ int main(void)
         cmocka_unit_test(install_without_devices_or_with_a_bad_matrix_fails_with_the_reason),
         cmocka_unit_test(malformed_handshakes_are_refused_with_the_reason_and_nothing_breaks),
         cmocka_unit_test(a_transient_fault_on_the_only_path_is_ridden_out_within_the_budget),
+        cmocka_unit_test(a_failed_endpoint_is_dropped_on_both_sides),
         cmocka_unit_test(destroying_an_engine_with_transfers_in_flight_ends_them),
         cmocka_unit_test(a_peer_going_away_fails_transfers_in_flight_without_hanging),
     };
