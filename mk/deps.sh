@@ -9,7 +9,7 @@ pkgs=(
   libibverbs-dev librdmacm-dev liburing-dev
   libmsgpack-dev libcmocka-dev
   redis-server redis-tools
-  iperf3 gnuplot-nox procps curl
+  iperf3 gnuplot-nox procps curl valgrind
 )
 
 missing=()

@@ -576,9 +576,37 @@ static void on_cq_event(evutil_socket_t fd, short what, void *arg)
     mc_reactor_leave(saved);
 }
 
+/* Port events: a port that goes down is skipped (its slices go to other
+ * NICs at once, without waiting for error completions) until it is up. */
+static void on_async_event(evutil_socket_t fd, short what, void *arg)
+{
+    rd_nic_t *n = arg;
+    (void)fd;
+    (void)what;
+    mc_reactor_t *saved = mc_reactor_enter(n->r);
+    int active = 1;
+    while (n->t->v->async_event(n->ctx, &active)) {
+        if (!active && n->down_until_ns != UINT64_MAX) {
+            MC_WARN(RDMA, "%s: port down: its slices go to the other NICs", n->name);
+            n->down_until_ns = UINT64_MAX;
+        } else if (active && n->down_until_ns != 0) {
+            MC_INFO(RDMA, "%s: port active again", n->name);
+            n->down_until_ns = 0;
+        }
+    }
+    mc_reactor_leave(saved);
+}
+
 mc_status_t rd_nic_events_start(rd_nic_t *n)
 {
     const mc_rdma_verbs_ops_t *v = n->t->v;
+    int afd = v->async_fd(n->ctx);
+    if (afd >= 0) {
+        n->async_ev = event_new(mc_reactor_base(n->r), afd, EV_READ | EV_PERSIST, on_async_event,
+                                n);
+        if (n->async_ev == NULL || event_add(n->async_ev, NULL) != 0)
+            return MC_ERR_INTERNAL_ERROR;
+    }
     n->cq_ev = event_new(mc_reactor_base(n->r), v->cq_fd(n->cq), EV_READ | EV_PERSIST, on_cq_event,
                          n);
     if (n->cq_ev == NULL || event_add(n->cq_ev, NULL) != 0)
@@ -591,6 +619,9 @@ mc_status_t rd_nic_events_start(rd_nic_t *n)
 
 void rd_nic_events_stop(rd_nic_t *n)
 {
+    if (n->async_ev != NULL)
+        event_free(n->async_ev);
+    n->async_ev = NULL;
     if (n->cq_ev != NULL)
         event_free(n->cq_ev);
     n->cq_ev = NULL;

@@ -681,8 +681,6 @@ static void refuse(hs_job_t *j, mc_status_t st, const char *why)
 static void accept_on(rd_ep_t *ep, hs_job_t *j)
 {
     rd_nic_t *n = ep->nic;
-    const rv_qp_state_t st0 = ep->nqp ? n->t->v->qp_state(ep->qp[0]) : RV_QPS_RESET;
-    (void)st0;
     uint32_t mtu = j->b.mtu < n->mtu ? j->b.mtu : n->mtu;
     if (qps_connect(ep, j->b.gid, j->b.lid, mtu, j->b.qpns) != MC_OK) {
         refuse(j, MC_ERR_REJECT_HANDSHAKE, "cannot bring the QPs to RTS");
@@ -798,8 +796,9 @@ static void h_hs(void *ctx, mc_rpc_req_t *req, int method)
     j->method = method;
     size_t blen;
     const uint8_t *body = mc_rpc_req_body(req, &blen);
+    /* DISCONNECT names the pairing by its QPNS only (no GID/MTU) */
     int need = method == MC_RPC_RDMA_CONNECT ? NEED_NAME | NEED_NICS | NEED_ADDR | NEED_QP
-                                             : NEED_NAME | NEED_NICS | NEED_QP * 0;
+                                             : NEED_NAME | NEED_NICS;
     const char *bad = hs_parse(body, blen, need, &j->b);
     if (bad == NULL && method == MC_RPC_RDMA_DISCONNECT && j->b.nqpn == 0)
         bad = "QPNS missing";

@@ -94,6 +94,7 @@ struct rd_nic {
     uint64_t down_until_ns; /* port found down: skip this NIC until then */
     mc_reactor_t *r;
     struct event *cq_ev;
+    struct event *async_ev; /* port events */
     mc_timer_t poll_timer; /* busy polling while work is in flight */
     int polling;           /* poll_timer armed (else the CQ is armed for an event) */
     te_slice_t *deferred;  /* retries waiting out a pause (rd_due_ns) */

@@ -169,6 +169,12 @@ typedef struct mc_rdma_verbs_ops {
     mc_status_t (*modify_qp)(rv_qp_t *qp, rv_qp_state_t to, const rv_qp_attr_t *attr);
     rv_qp_state_t (*qp_state)(rv_qp_t *qp);
     mc_status_t (*post_send)(rv_qp_t *qp, rv_send_wr_t *wr, rv_send_wr_t **bad);
+    /* Device events (port up/down, fatal errors): an fd readable when one is
+     * pending (-1: none), and the next event, non-blocking: 1 and
+     * *port_active set (0 after PORT_ERR or a fatal error, 1 after
+     * PORT_ACTIVE), or 0 when none is pending. */
+    int (*async_fd)(rv_ctx_t *c);
+    int (*async_event)(rv_ctx_t *c, int *port_active);
 } mc_rdma_verbs_ops_t;
 
 extern const mc_rdma_verbs_ops_t rv_real_ops;
@@ -196,7 +202,8 @@ void rv_emu_configure(const rv_emu_opts_t *o);
  * ERR, as on hardware); */
 void rv_emu_fail_next(const char *dev, unsigned count, rv_wc_status_t status);
 /* the device's port goes down (1) or up (0): WRs in flight and new ones
- * complete with RETRY_EXC_ERR and their QPs go to ERR; */
+ * complete with RETRY_EXC_ERR and their QPs go to ERR, and every open
+ * context of the device gets a port event (async_fd); */
 void rv_emu_set_down(const char *dev, int down);
 /* move one QP to ERR from outside (its queued WRs flush). */
 void rv_emu_qp_error(rv_qp_t *qp);

@@ -56,6 +56,8 @@ static rv_emu_opts_t g_opts;
 static int g_opts_set;
 static emu_dev_t g_dev[RV_MAX_DEVICES];
 static uint32_t g_serial;
+static struct rv_ctx **g_ctxs; /* open contexts, for port events; g_mu */
+static size_t g_nctxs, g_cap_ctxs;
 static _Atomic uint32_t g_next_key = 0x100;
 static _Atomic uint32_t g_next_qpn = 0x40;
 
@@ -124,17 +126,6 @@ void rv_emu_fail_next(const char *dev, unsigned count, rv_wc_status_t status)
     pthread_mutex_unlock(&g_mu);
 }
 
-void rv_emu_set_down(const char *dev, int down)
-{
-    int k = dev_index(dev);
-    if (k < 0)
-        return;
-    pthread_mutex_lock(&g_mu);
-    g_dev[k].down = down;
-    pthread_mutex_unlock(&g_mu);
-    MC_WARN(RDMA, "emulated device %s: port %s", dev, down ? "DOWN" : "up");
-}
-
 void rv_emu_stats(const char *dev, rv_emu_stats_t *out)
 {
     int k = dev_index(dev);
@@ -189,6 +180,8 @@ struct rv_ctx {
     uint64_t busy_until_ns; /* bandwidth model; initiator thread only */
     rv_emu_opts_t o;
     int stop;
+    int async_efd;              /* port events (rv_emu_set_down) */
+    _Atomic int async_pending;
 };
 
 typedef struct emu_mr {
@@ -599,6 +592,15 @@ static void emu_close(rv_ctx_t *c)
 {
     if (c == NULL)
         return;
+    pthread_mutex_lock(&g_mu);
+    for (size_t i = 0; i < g_nctxs; i++) {
+        if (g_ctxs[i] == c) {
+            g_ctxs[i] = g_ctxs[--g_nctxs];
+            break;
+        }
+    }
+    pthread_mutex_unlock(&g_mu);
+    close(c->async_efd);
     pthread_mutex_lock(&c->mu);
     c->stop = 1;
     pthread_cond_broadcast(&c->cv);
@@ -690,6 +692,26 @@ static mc_status_t emu_open(const char *dev, rv_ctx_t **out)
         close(c->lfd);
         mc_free(c);
         return MC_ERR_CONTEXT;
+    }
+    c->async_efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    pthread_mutex_lock(&g_mu);
+    if (c->async_efd >= 0 && g_nctxs == g_cap_ctxs) {
+        size_t cap = g_cap_ctxs ? g_cap_ctxs * 2 : 16;
+        struct rv_ctx **nc = mc_realloc(g_ctxs, cap * sizeof(*nc));
+        if (nc != NULL) {
+            g_ctxs = nc;
+            g_cap_ctxs = cap;
+        }
+    }
+    int listed = c->async_efd >= 0 && g_nctxs < g_cap_ctxs;
+    if (listed)
+        g_ctxs[g_nctxs++] = c;
+    pthread_mutex_unlock(&g_mu);
+    if (!listed) {
+        if (c->async_efd < 0)
+            c->async_efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC); /* close() needs an fd */
+        emu_close(c);
+        return MC_ERR_NOMEM;
     }
     MC_WARN(RDMA, "opened EMULATED RDMA device %s (for tests and demos only: no NIC, data "
                   "moves over a unix socket)",
@@ -1017,6 +1039,44 @@ static mc_status_t emu_post_send(rv_qp_t *qp, rv_send_wr_t *wr, rv_send_wr_t **b
     return err;
 }
 
+void rv_emu_set_down(const char *dev, int down)
+{
+    int k = dev_index(dev);
+    if (k < 0)
+        return;
+    pthread_mutex_lock(&g_mu);
+    g_dev[k].down = down;
+    /* a port event for every context open on it */
+    for (size_t i = 0; i < g_nctxs; i++) {
+        if (g_ctxs[i]->dev == k) {
+            atomic_store(&g_ctxs[i]->async_pending, 1);
+            uint64_t one = 1;
+            ssize_t w = write(g_ctxs[i]->async_efd, &one, sizeof(one));
+            (void)w;
+        }
+    }
+    pthread_mutex_unlock(&g_mu);
+    MC_WARN(RDMA, "emulated device %s: port %s", dev, down ? "DOWN" : "up");
+}
+
+static int emu_async_fd(rv_ctx_t *c)
+{
+    return c->async_efd;
+}
+
+static int emu_async_event(rv_ctx_t *c, int *port_active)
+{
+    uint64_t v;
+    ssize_t r = read(c->async_efd, &v, sizeof(v));
+    (void)r;
+    if (!atomic_exchange(&c->async_pending, 0))
+        return 0;
+    pthread_mutex_lock(&g_mu);
+    *port_active = !g_dev[c->dev].down;
+    pthread_mutex_unlock(&g_mu);
+    return 1;
+}
+
 void rv_emu_qp_error(rv_qp_t *qp)
 {
     atomic_store(&qp->state, RV_QPS_ERR);
@@ -1044,4 +1104,6 @@ const mc_rdma_verbs_ops_t rv_emu_ops = {
     .modify_qp = emu_modify_qp,
     .qp_state = emu_qp_state,
     .post_send = emu_post_send,
+    .async_fd = emu_async_fd,
+    .async_event = emu_async_event,
 };

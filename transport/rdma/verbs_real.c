@@ -445,6 +445,34 @@ static rv_qp_state_t real_qp_state(rv_qp_t *qp)
     }
 }
 
+static int real_async_fd(rv_ctx_t *c)
+{
+    int fd = c->ctx->async_fd;
+    int fl = fcntl(fd, F_GETFL);
+    if (fl >= 0 && !(fl & O_NONBLOCK))
+        fcntl(fd, F_SETFL, fl | O_NONBLOCK); /* watched by libevent: never block */
+    return fd;
+}
+
+static int real_async_event(rv_ctx_t *c, int *port_active)
+{
+    struct ibv_async_event ev;
+    if (ibv_get_async_event(c->ctx, &ev) != 0)
+        return 0;
+    int handled = 1;
+    switch (ev.event_type) {
+    case IBV_EVENT_PORT_ACTIVE: *port_active = 1; break;
+    case IBV_EVENT_PORT_ERR:
+    case IBV_EVENT_DEVICE_FATAL: *port_active = 0; break;
+    default: handled = 0; break; /* QP/CQ events surface as completions */
+    }
+    ibv_ack_async_event(&ev);
+    if (!handled) { /* look at the next one, if any */
+        return real_async_event(c, port_active);
+    }
+    return 1;
+}
+
 /* Translate a chain in groups of 32 WRs, one ibv_post_send per group. */
 static mc_status_t real_post_send(rv_qp_t *qp, rv_send_wr_t *wr, rv_send_wr_t **bad)
 {
@@ -502,6 +530,8 @@ const mc_rdma_verbs_ops_t rv_real_ops = {
     .modify_qp = real_modify_qp,
     .qp_state = real_qp_state,
     .post_send = real_post_send,
+    .async_fd = real_async_fd,
+    .async_event = real_async_event,
 };
 
 #else /* !MC_HAVE_IBVERBS */

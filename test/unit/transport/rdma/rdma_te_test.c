@@ -512,6 +512,61 @@ static void a_transient_fault_on_the_only_path_is_ridden_out_within_the_budget(v
     eng_free(&b);
 }
 
+static void a_failed_endpoint_is_dropped_on_both_sides(void **state)
+{
+    (void)state;
+    eng_t a, b;
+    setenv("MC_RETRY_CNT", "0", 1); /* a gives up at once: no reconnect hides the drop */
+    eng_make(&a, 1, 4096, NULL, 0);
+    unsetenv("MC_RETRY_CNT");
+    eng_make(&b, 1, 4096, NULL, 0);
+    assert_int_equal(xfer(&a, &b, MC_TE_WRITE, 0, 0, 4096), MC_OK);
+    te_rdma_nic_stats_t sa, sb;
+    te_rdma_stats(b.te, &sb, 1);
+    assert_int_equal(sb.eps, 1); /* b holds the passive side */
+    rv_emu_fail_next("emu_0", 1, RV_WC_REM_OP_ERR);
+    assert_int_equal(xfer(&a, &b, MC_TE_WRITE, 0, 0, 4096), MC_ERR_TRANSFER_FAIL);
+    te_rdma_stats(a.te, &sa, 1);
+    assert_int_equal(sa.eps, 0); /* a dropped its side ... */
+    uint64_t end = mc_now_ms() + 2000;
+    do {
+        te_rdma_stats(b.te, &sb, 1);
+        if (sb.eps == 0)
+            break;
+        usleep(5000);
+    } while (mc_now_ms() < end);
+    assert_int_equal(sb.eps, 0); /* ... and told b, which dropped its own */
+    eng_free(&a);
+    eng_free(&b);
+}
+
+static void a_port_event_takes_a_nic_out_of_the_paths_and_back(void **state)
+{
+    (void)state;
+    eng_t a, b;
+    eng_make(&a, 2, 4096, NULL, 0);
+    eng_make(&b, 2, 4096, NULL, 0);
+    assert_int_equal(xfer(&a, &b, MC_TE_WRITE, 0, 0, 1u << 20), MC_OK); /* both NICs used */
+    te_rdma_nic_stats_t s0[2], s1[2];
+    te_rdma_stats(a.te, s0, 2);
+    assert_true(s0[0].slices > 0 && s0[1].slices > 0);
+    rv_emu_set_down("emu_0", 1); /* a's emu_0 (and b's) get a port event */
+    usleep(50000);               /* the NIC reactors take it */
+    assert_int_equal(xfer(&a, &b, MC_TE_WRITE, 0, 0, 1u << 20), MC_OK);
+    assert_memory_equal(a.mem, b.mem, 1u << 20);
+    te_rdma_stats(a.te, s1, 2);
+    assert_int_equal(s1[0].slices, s0[0].slices); /* nothing more on emu_0 ... */
+    assert_int_equal(s1[0].errors, 0);            /* ... and no WR failed on it */
+    assert_int_equal(s1[1].slices, s0[1].slices + 16);
+    rv_emu_set_down("emu_0", 0);
+    usleep(50000);
+    assert_int_equal(xfer(&a, &b, MC_TE_WRITE, 0, 0, 1u << 20), MC_OK);
+    te_rdma_stats(a.te, s0, 2);
+    assert_true(s0[0].slices > s1[0].slices); /* back in the paths */
+    eng_free(&a);
+    eng_free(&b);
+}
+
 int main(void)
 {
     mc_log_set_spec(getenv("TEST_LOG") ? getenv("TEST_LOG") : "error", NULL, 0);
@@ -524,6 +579,8 @@ int main(void)
         cmocka_unit_test(install_without_devices_or_with_a_bad_matrix_fails_with_the_reason),
         cmocka_unit_test(malformed_handshakes_are_refused_with_the_reason_and_nothing_breaks),
         cmocka_unit_test(a_transient_fault_on_the_only_path_is_ridden_out_within_the_budget),
+        cmocka_unit_test(a_failed_endpoint_is_dropped_on_both_sides),
+        cmocka_unit_test(a_port_event_takes_a_nic_out_of_the_paths_and_back),
         cmocka_unit_test(destroying_an_engine_with_transfers_in_flight_ends_them),
         cmocka_unit_test(a_peer_going_away_fails_transfers_in_flight_without_hanging),
     };
