@@ -189,7 +189,7 @@ static int http_get(unsigned port, const char *path, char *buf, size_t len)
         close(fd);
         return -1;
     }
-    char resp[8192];
+    static char resp[1 << 17]; /* /metrics is long */
     size_t got = 0;
     ssize_t r;
     while (got + 1 < sizeof(resp) && (r = read(fd, resp + got, sizeof(resp) - 1 - got)) > 0)
@@ -202,6 +202,18 @@ static int http_get(unsigned port, const char *path, char *buf, size_t len)
     const char *body = strstr(resp, "\r\n\r\n");
     snprintf(buf, len, "%s", body ? body + 4 : "");
     return code;
+}
+
+/* A counter of /metrics, or -1. */
+static long long metric(unsigned http_port, const char *name)
+{
+    static char body[1 << 17];
+    if (http_get(http_port, "/metrics", body, sizeof(body)) != 200)
+        return -1;
+    char pat[128];
+    snprintf(pat, sizeof(pat), "\n%s ", name);
+    const char *p = strstr(body, pat);
+    return p != NULL ? strtoll(p + strlen(pat), NULL, 10) : -1;
 }
 
 static int start_node(env_t *e, int i)
@@ -504,6 +516,13 @@ static void killing_the_leader_under_load_loses_no_acknowledged_put(void **state
                   atomic_load(&l.nfailed), atomic_load(&l.gets_ok),
                   (unsigned long long)(atomic_load(&l.worst_call_us) / 1000));
     assert_true(atomic_load(&l.acked_after_mark) >= 200);
+    /* the new leader knew the nodes' segments from the journal: nobody
+     * mounted again (only the pure client, which has no segment and so no
+     * record, registers with an empty ReMount when asked) */
+    assert_int_equal(metric(e->m[nl].http_port, "master_mount_segment_requests_total"), 0);
+    long long remounts = metric(e->m[nl].http_port, "master_remount_segment_requests_total");
+    print_message("re-mounts at the new leader: %lld\n", remounts);
+    assert_true(remounts >= 0 && remounts <= 1);
     assert_int_equal(atomic_load(&l.gets_bad_bytes), 0);
     /* a put is PutStart (<= rpc timeout) + transfer + PutEnd (<= rpc timeout,
      * resent within it): nothing may take longer */
