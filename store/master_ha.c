@@ -127,11 +127,27 @@ struct ha {
     _Atomic uint64_t snapshots_taken, snapshots_loaded, snapshot_bytes;
 };
 
+/* Legal role changes: bit `to` of role_moves[from]. */
+static const unsigned role_moves[] = {
+    [MC_HA_ROLE_NONE] = 1u << MC_HA_ROLE_STANDBY,
+    [MC_HA_ROLE_STANDBY] = 1u << MC_HA_ROLE_LEADER | 1u << MC_HA_ROLE_FAILED,
+    [MC_HA_ROLE_LEADER] = 1u << MC_HA_ROLE_STANDBY,
+    [MC_HA_ROLE_FAILED] = 0,
+};
+
+/* The only writer of s->role (the HA thread, and start/stop). */
 static void set_role(ha_t *h, mc_ha_role_t r)
 {
-    int old = atomic_exchange(&h->s->role, (int)r);
-    if (old != (int)r)
-        MC_INFO(HA, "role %s -> %s", mc_ha_role_name((mc_ha_role_t)old), mc_ha_role_name(r));
+    int old = atomic_load(&h->s->role);
+    if (old == (int)r)
+        return;
+    if (!(role_moves[old] & (1u << r))) {
+        MC_ERROR(HA, "illegal role change %s -> %s ignored", mc_ha_role_name((mc_ha_role_t)old),
+                 mc_ha_role_name(r));
+        return;
+    }
+    atomic_store(&h->s->role, (int)r);
+    MC_INFO(HA, "role %s -> %s", mc_ha_role_name((mc_ha_role_t)old), mc_ha_role_name(r));
 }
 
 static mc_ha_role_t role(const ha_t *h)
@@ -638,7 +654,13 @@ static mc_status_t renew(ha_t *h)
         atomic_fetch_add(&h->renew_fail, 1);
         return st;
     }
-    int ok = r->type == REDIS_REPLY_INTEGER && r->integer == 1;
+    if (r->type != REDIS_REPLY_INTEGER) {
+        MC_WARN(HA, "lease renewal: a reply of type %d instead of an integer", r->type);
+        mc_ha_redis_free(r);
+        atomic_fetch_add(&h->renew_fail, 1);
+        return MC_ERR_PROTOCOL;
+    }
+    int ok = r->integer == 1;
     mc_ha_redis_free(r);
     if (!ok) {
         atomic_fetch_add(&h->renew_fail, 1);
@@ -665,6 +687,8 @@ static void try_elect(ha_t *h, uint64_t t_no_lease)
         return;
     }
     long long v = r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
+    if (r->type != REDIS_REPLY_INTEGER)
+        MC_WARN(HA, "election script: a reply of type %d instead of an integer", r->type);
     mc_ha_redis_free(r);
     if (v <= 0)
         return; /* another master was faster */
@@ -998,7 +1022,8 @@ void master_ha_stop(master_srv_t *s)
             }
         }
     }
-    set_role(h, MC_HA_ROLE_STANDBY);
+    if (role(h) == MC_HA_ROLE_LEADER)
+        set_role(h, MC_HA_ROLE_STANDBY);
     mc_master_set_journal(s->m, NULL, NULL);
     drop_conn(h);
     /* s->ha stays: handlers still running see a standby and refuse */

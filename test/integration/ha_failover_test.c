@@ -18,7 +18,9 @@
  *    service), segment descriptors survive the failover and clients' metadata
  *    backends follow the leader;
  *  - a leader whose lease is taken by someone else cannot append one record:
- *    the call it was about to acknowledge fails with NOT_LEADER.
+ *    the call it was about to acknowledge fails with NOT_LEADER;
+ *  - a malformed journal record stops the standbys (role failed, logged),
+ *    crashes nothing, and the leader keeps serving.
  *
  * Timing: the lease is 1 s, standbys poll every 250 ms, so a failover takes
  * about 1-1.3 s after the kill.
@@ -779,6 +781,48 @@ static void a_leader_whose_lease_was_taken_cannot_append(void **state)
     assert_memory_equal(got, buf, sizeof(buf));
 }
 
+/* Garbage in the journal (a broken writer, a hand edit): standbys stop
+ * following with a clear log and role `failed` (they never lead with a state
+ * they could not rebuild), nothing crashes, and the leader keeps serving.
+ * Also a lease key holding something else than "ADDR VIEW NONCE". Last test:
+ * it leaves the standbys failed. */
+static void garbage_in_the_journal_stops_the_standbys_without_a_crash(void **state)
+{
+    env_t *e = *state;
+    int64_t v0 = 0;
+    int l = wait_leader(e, -1, 3000, &v0);
+    assert_true(l >= 0);
+    redisContext *c = redisConnect("127.0.0.1", (int)e->redis_port);
+    assert_non_null(c);
+    redisReply *r = redisCommand(c, "XADD mc/%s/ha/journal * r %b s 999999", CLUSTER,
+                                 "\x93\x05\x07\xc3", (size_t)4); /* DROP with a numeric key */
+    assert_non_null(r);
+    assert_int_equal(r->type, REDIS_REPLY_STRING);
+    freeReplyObject(r);
+    redisFree(c);
+    char body[4096];
+    for (int i = 0; i < NMASTERS; i++) {
+        if (i == l || e->m[i].p.pid <= 0)
+            continue;
+        int failed = 0;
+        for (int waited = 0; waited < 3000 && !failed; waited += 50) {
+            if (http_get(e->m[i].http_port, "/role", body, sizeof(body)) == 503 &&
+                strcmp(body, "failed\n") == 0)
+                failed = 1;
+            else
+                usleep(50000);
+        }
+        assert_true(failed);
+        assert_int_equal(kill(e->m[i].p.pid, 0), 0); /* alive */
+    }
+    /* the leader does not read the journal: it goes on */
+    uint8_t v[512], got[512];
+    fill(v, sizeof(v), 31337);
+    assert_int_equal(mc_store_put(e->s, "after-garbage", 13, v, sizeof(v), NULL), MC_OK);
+    assert_int_equal(mc_store_get(e->s, "after-garbage", 13, got, sizeof(got), NULL), 512);
+    assert_int_equal(http_get(e->m[l].http_port, "/role", body, sizeof(body)), 200);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -787,6 +831,7 @@ int main(void)
         cmocka_unit_test(the_embedded_metadata_service_follows_the_leader),
         cmocka_unit_test(a_frozen_leader_is_deposed_and_its_late_writes_are_refused),
         cmocka_unit_test(a_leader_whose_lease_was_taken_cannot_append),
+        cmocka_unit_test(garbage_in_the_journal_stops_the_standbys_without_a_crash),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
