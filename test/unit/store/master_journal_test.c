@@ -361,6 +361,51 @@ static void a_snapshot_rebuilds_the_state_of_a_standby(void **state)
     mc_buf_fini(&k.buf);
 }
 
+/* What the leader's tick does on its own (client expiry, eviction) reaches
+ * the standby through the journal: it runs no tick of its own. */
+static void expiry_and_eviction_on_the_leader_replay_on_the_standby(void **state)
+{
+    (void)state;
+    mc_master_opts_t o;
+    mc_master_opts_init(&o);
+    o.client_ttl_us = 10 * SEC;
+    o.eviction_high_watermark = 0.5;
+    o.eviction_ratio = 0.5;
+    mc_master_t *a = master_new(&o), *b = master_new(&o);
+    sink_t k = {MC_BUF_INIT, 0};
+    mc_master_set_journal(a, to_sink, &k);
+    uint64_t now = T0;
+    assert_int_equal(mount_seg(a, C1, 1, "n1", 1 << 20, now), MC_OK);
+    assert_int_equal(mount_seg(a, C2, 2, "n2", 1 << 20, now), MC_OK);
+    assert_int_equal(mc_master_meta_put(a, "mc/c/seg/n2", 11, "d", 1, C2, now), MC_OK);
+    char key[32];
+    for (unsigned i = 0; i < 300; i++) /* ~75% full: eviction above 50% */
+        put_obj(a, C1, key_of(key, sizeof(key), "e", i), 5000, 1, now);
+    mc_master_tick(a, now + SEC);
+    assert_true(stats(a).evicted_keys > 0);
+    /* C2 falls silent; C1 keeps pinging */
+    mc_master_ping(a, C1, now + 8 * SEC, NULL, NULL);
+    mc_master_tick(a, now + 12 * SEC);
+    assert_int_equal(stats(a).segment_count, 1);
+    replay(b, &k.buf, now);
+    mc_master_stats_t sa = stats(a), sb = stats(b);
+    assert_int_equal(sb.key_count, sa.key_count);
+    assert_int_equal(sb.allocated_bytes, sa.allocated_bytes);
+    assert_int_equal(sb.segment_count, 1);
+    void *v = NULL;
+    size_t vl = 0;
+    assert_int_equal(mc_master_meta_get(b, "mc/c/seg/n2", 11, &v, &vl), MC_ERR_NOT_FOUND);
+    /* C2 comes back: the standby-turned-leader asks it to mount again */
+    mc_master_client_status_t cs = MC_MASTER_CLIENT_OK;
+    mc_master_ping(b, C2, now + 13 * SEC, NULL, &cs);
+    assert_int_equal(cs, MC_MASTER_CLIENT_NEED_REMOUNT);
+    mc_master_ping(b, C1, now + 13 * SEC, NULL, &cs);
+    assert_int_equal(cs, MC_MASTER_CLIENT_OK);
+    mc_master_destroy(a);
+    mc_master_destroy(b);
+    mc_buf_fini(&k.buf);
+}
+
 /* A record that disagrees with the standby's state is an error, not a crash:
  * a put placed on a segment the standby never saw mounted. */
 static void a_record_that_contradicts_the_state_is_reported(void **state)
@@ -395,6 +440,7 @@ int main(void)
         cmocka_unit_test(a_replayed_journal_rebuilds_the_same_objects_segments_and_metadata),
         cmocka_unit_test(a_discarded_put_is_parked_then_released_on_the_standby_too),
         cmocka_unit_test(a_snapshot_rebuilds_the_state_of_a_standby),
+        cmocka_unit_test(expiry_and_eviction_on_the_leader_replay_on_the_standby),
         cmocka_unit_test(a_record_that_contradicts_the_state_is_reported),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
