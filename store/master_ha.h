@@ -51,7 +51,7 @@
  * A record is a msgpack array [type, fields...]:
  *   MOUNT        [1, client, segment]            segment as mc_proto_write_segment
  *   UNMOUNT      [2, client, segment_id]
- *   PUT_START    [3, client, key, size, pin_ttl_ms, [[segment_id, offset]...]]
+ *   PUT_START    [3, client, key, size, pin_ttl_ms, put_id, [[segment_id, offset]...]]
  *   PUT_END      [4, client, key]
  *   DROP         [5, key, park]
  *   CLIENT_EXPIRE[6, client]
