@@ -25,6 +25,15 @@
  * Fencing: every append is a script that first compares the lease value with
  * ours and refuses ("FENCED") otherwise, so once a new leader holds the
  * lease, no record of the old one can enter the stream, whatever its clocks.
+ * It also skips a batch whose last record number is not above
+ * mc/CLUSTER/ha/head (the last stored), so an unanswered append is retried
+ * safely while the lease lasts.
+ *
+ * Snapshots: a standby writes its whole state as journal records to
+ * mc/CLUSTER/ha/snap (+ snap_id "ENTRY SEQ") and trims the stream up to that
+ * entry (mc/CLUSTER/ha/trimmed) in one script, when the journal since the
+ * last snapshot is >= ha.snapshot_records and >= twice the state; a follower
+ * that finds entries after its position trimmed loads the snapshot.
  *
  * Durability (ha.sync): strict - a mutating RPC is answered only after the
  * records it produced are in Redis (group commit: one script call carries
