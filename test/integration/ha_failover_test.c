@@ -19,6 +19,8 @@
  *    backends follow the leader;
  *  - a leader whose lease is taken by someone else cannot append one record:
  *    the call it was about to acknowledge fails with NOT_LEADER;
+ *  - Redis frozen for 400 ms under strict puts: unanswered appends are sent
+ *    again and stored once (no standby applies a record twice);
  *  - a malformed journal record stops the standbys (role failed, logged),
  *    crashes nothing, and the leader keeps serving.
  *
@@ -803,6 +805,54 @@ static void a_leader_whose_lease_was_taken_cannot_append(void **state)
     assert_memory_equal(got, buf, sizeof(buf));
 }
 
+/* Redis stalls (frozen 400 ms) under a stream of strict puts: appends get no
+ * answer in time and are sent again; the script skips what is already
+ * stored, so no record is applied twice (a duplicate PUT_START of a complete
+ * object would be an apply error on the standbys) and every acknowledged put
+ * is readable. */
+static void an_append_retried_after_a_redis_stall_is_stored_once(void **state)
+{
+    env_t *e = *state;
+    static load_t l;
+    memset(&l, 0, sizeof(l));
+    l.e = e;
+    atomic_store(&l.next, 50000); /* keys of their own */
+    int64_t v0 = 0;
+    int ld = wait_leader(e, -1, 3000, &v0);
+    assert_true(ld >= 0);
+    long long fails0 = metric(e->m[ld].http_port, "master_ha_journal_appends_total{result=\"failed\"}");
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, load_main, &l), 0);
+    for (int waited = 0; atomic_load(&l.nacked) < 100 && waited < 10000; waited += 10)
+        usleep(10000);
+    assert_int_equal(test_proc_freeze(e->redis.pid), 0);
+    usleep(400000);
+    kill(e->redis.pid, SIGCONT);
+    unsigned at_resume = atomic_load(&l.nacked);
+    for (int waited = 0; atomic_load(&l.nacked) < at_resume + 100 && waited < 10000; waited += 10)
+        usleep(10000);
+    atomic_store(&l.stop, 1);
+    pthread_join(t, NULL);
+    int64_t v1 = 0;
+    int now_leader = wait_leader(e, -1, 3000, &v1);
+    long long fails1 = now_leader >= 0 ? metric(e->m[now_leader].http_port,
+                                                "master_ha_journal_appends_total{result=\"failed\"}")
+                                       : -1;
+    print_message("puts: %u acknowledged, %u failed; leader %d (view %lld) -> %d (view %lld); "
+                  "append retries %lld\n",
+                  atomic_load(&l.nacked), atomic_load(&l.nfailed), ld, (long long)v0,
+                  now_leader, (long long)v1, now_leader == ld ? fails1 - fails0 : -1);
+    check_all_acked(&l);
+    /* no standby met a record twice */
+    char body[4096];
+    for (int i = 0; i < NMASTERS; i++) {
+        if (e->m[i].p.pid <= 0)
+            continue;
+        assert_int_equal(http_get(e->m[i].http_port, "/ha_status", body, sizeof(body)), 200);
+        assert_non_null(strstr(body, "\"apply_errors\":0,"));
+    }
+}
+
 /* Garbage in the journal (a broken writer, a hand edit): standbys stop
  * following with a clear log and role `failed` (they never lead with a state
  * they could not rebuild), nothing crashes, and the leader keeps serving.
@@ -853,6 +903,7 @@ int main(void)
         cmocka_unit_test(the_embedded_metadata_service_follows_the_leader),
         cmocka_unit_test(a_frozen_leader_is_deposed_and_its_late_writes_are_refused),
         cmocka_unit_test(a_leader_whose_lease_was_taken_cannot_append),
+        cmocka_unit_test(an_append_retried_after_a_redis_stall_is_stored_once),
         cmocka_unit_test(garbage_in_the_journal_stops_the_standbys_without_a_crash),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
