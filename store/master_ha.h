@@ -41,10 +41,16 @@
  * flushed within flush_interval (a crash loses at most that window); off -
  * no HA at all.
  *
- * Threads: one HA thread per master (blocking hiredis with timeouts on its
- * own connections: the lease, appends and the standby's XREAD BLOCK never
- * run on a reactor). The journal hook runs on RPC reactors and appends to a
- * buffer under a mutex; strict-mode waiters are completed on their reactor.
+ * Threads: one HA thread per master, with one blocking hiredis connection
+ * (every command has a timeout: min(ttl/3, 1 s), XREAD BLOCK its block time
+ * + 1 s); nothing of it runs on a reactor. A thread rather than hiredis'
+ * async API on a reactor because everything it does is one sequence per
+ * role (read, apply, check the lease, elect, catch up, append, renew) whose
+ * steps must not interleave - an append must not overtake a renewal's
+ * outcome, a replay must not run during a catch-up - and because applying a
+ * large batch or writing a snapshot must not stall RPC handling. The journal
+ * hook runs on RPC reactors and appends to a buffer under a mutex;
+ * strict-mode waiters are completed on their reactor by a message.
  */
 #ifndef MC_STORE_MASTER_HA_H
 #define MC_STORE_MASTER_HA_H
