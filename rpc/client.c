@@ -665,6 +665,33 @@ mc_status_t mc_rpc_call_copy_body(mc_rpc_client_t *c, mc_buf_t *dst)
     return mc_buf_append(dst, mc_buf_head(out) + from, mc_buf_used(out) - from);
 }
 
+mc_status_t mc_rpc_call_add_uint(mc_rpc_client_t *c, unsigned field, uint64_t value)
+{
+    if (c->w.err != MC_OK)
+        return c->w.err;
+    mc_buf_t *out = &c->out.buf;
+    size_t from = c->call_hdr_pos + MC_FRAME_HDR_LEN;
+    if (mc_buf_used(out) <= from)
+        return MC_ERR_LIMIT;
+    uint8_t *p = mc_buf_head(out) + from;
+    if ((p[0] & 0xf0) == 0x80 && (p[0] & 0x0f) < 15) {
+        p[0]++;
+    } else if (p[0] == 0xde && mc_buf_used(out) >= from + 3) {
+        unsigned n = (unsigned)p[1] << 8 | p[2];
+        if (n == 0xffff)
+            return MC_ERR_LIMIT;
+        n++;
+        p[1] = (uint8_t)(n >> 8);
+        p[2] = (uint8_t)n;
+    } else {
+        return MC_ERR_LIMIT;
+    }
+    /* p may move when the buffer grows: not used after this */
+    mc_mp_write_uint(&c->w, field);
+    mc_mp_write_uint(&c->w, value);
+    return c->w.err;
+}
+
 mc_status_t mc_rpc_client_retarget(mc_rpc_client_t *c, const char *host, uint16_t port)
 {
     mc_sockaddr_t a;

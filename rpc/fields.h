@@ -38,6 +38,8 @@ enum mc_proto_field {
     MC_F_ENTRIES = 32,
     MC_F_STATUS = 33,    /* int, inside ITEMS */
     MC_F_LEADER = 34,    /* str: "host:port" of the leader, in NOT_LEADER replies (when known) */
+    MC_F_PUT_ID = 35,    /* uint: PutStart / BatchPutStart: the client's id of the put, so a
+                            resend is recognised (store/master.h put_id) */
 
     /* transfer engine */
     MC_F_ADDR = 40,      /* uint: absolute address in the target */

@@ -221,6 +221,12 @@ mc_status_t mc_rpc_call_sync(mc_rpc_client_t *c, uint16_t method, const void *bo
  * elsewhere later. MC_OK, MC_ERR_NOMEM, or the writer's error. Reactor thread. */
 mc_status_t mc_rpc_call_copy_body(mc_rpc_client_t *c, mc_buf_t *dst);
 
+/* Add the field `field` = value to the body map of the call being built
+ * (bodies are maps, rpc/README.md): its header count is raised in place.
+ * MC_OK; MC_ERR_LIMIT (a 15-field fixmap, or no map); the writer's error.
+ * Reactor thread. */
+mc_status_t mc_rpc_call_add_uint(mc_rpc_client_t *c, unsigned field, uint64_t value);
+
 /* Point the client at another server (a new leader). A connection to the old
  * one is closed: its calls complete with MC_ERR_CONN_CLOSED; later calls go
  * to the new address. MC_OK, or MC_ERR_DNS / MC_ERR_INVALID_PARAMS for an

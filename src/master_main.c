@@ -138,8 +138,8 @@ static const mc_conf_key_t ha_keys[] = {
                 1e6, "longest delay before a journal record no reply waits for reaches Redis "
                      "(async: every record; strict: PutStart)"),
     MC_CONF_ROW(ha_conf_t, snapshot_records, "snapshot_records", MC_CONF_UINT, "1000000", 0, 1e12,
-                "a standby writes a snapshot and trims the journal after this many new records "
-                "(bounds replay); 0 = never"),
+                "a standby writes a snapshot and trims the journal after at least this many new "
+                "records and twice the state (bounds replay); 0 = never"),
     MC_CONF_ROW(ha_conf_t, advertise_address, "advertise_address", MC_CONF_STRING, "", 0, 0,
                 "HOST:PORT clients reach this master at when it leads; empty = "
                 "server.bind_address (127.0.0.1 for 0.0.0.0) and the RPC port"),

@@ -354,11 +354,11 @@ int store_direct_ok(const mc_store_t *s, const void *p, uint64_t len)
  * with the call in flight: reads, and the calls that are idempotent at the
  * master (PutEnd of a complete object of the same client is OK; a PutEnd
  * whose PutStart record reached the journal completes the put there).
- * PutStart is not: the journal may already hold it, and a second one would
- * meet OBJECT_ALREADY_EXISTS; that put fails and the caller may retry it.
- * Remove is not either (a second one reports OBJECT_NOT_FOUND for an object
- * it did remove). A NOT_LEADER answer is resent for every call (see
- * resend_worthy). */
+ * PutStart carries a put id (added in keep_for_resend): if the journal
+ * already holds it, the new leader recognises the resend and answers with
+ * the same replicas instead of OBJECT_ALREADY_EXISTS. Remove is not resent
+ * (a second one reports OBJECT_NOT_FOUND for an object it did remove). A
+ * NOT_LEADER answer is resent for every call (see resend_worthy). */
 static int resendable(uint16_t method)
 {
     switch (method) {
@@ -366,6 +366,8 @@ static int resendable(uint16_t method)
     case MC_RPC_BATCH_GET_REPLICA_LIST:
     case MC_RPC_EXIST_KEY:
     case MC_RPC_BATCH_EXIST_KEY:
+    case MC_RPC_PUT_START:
+    case MC_RPC_BATCH_PUT_START:
     case MC_RPC_PUT_END:
     case MC_RPC_BATCH_PUT_END:
     case MC_RPC_PUT_REVOKE:
@@ -468,6 +470,16 @@ void store_retry_cancel_all(mc_store_t *s)
         retry_give_up(MC_CONTAINER_OF(n, store_op_t, node), MC_ERR_CANCELED);
 }
 
+/* A put id: unique enough among one client's unfinished puts of one key. */
+static uint64_t rng_put_id(void)
+{
+    static _Atomic uint64_t ctr;
+    uint64_t x = atomic_fetch_add(&ctr, 1) + 1;
+    x ^= mc_now_ns() << 20;
+    x *= 0x9e3779b97f4a7c15ull;
+    return x ^ (x >> 31);
+}
+
 /* Before a call ends: keep its body if a new leader may need it. */
 static void keep_for_resend(store_op_t *op, uint16_t method, const void *body, size_t len)
 {
@@ -476,6 +488,15 @@ static void keep_for_resend(store_op_t *op, uint16_t method, const void *body, s
     if (!s->ha)
         return;
     mc_buf_reset(&op->rpc_body);
+    if ((method == MC_RPC_PUT_START || method == MC_RPC_BATCH_PUT_START) && body == NULL) {
+        uint64_t id = 0;
+        while (id == 0)
+            id = rng_put_id();
+        if (mc_rpc_call_add_uint(s->mcli, MC_F_PUT_ID, id) != MC_OK)
+            return; /* sent once, without an id: not resent after a failure */
+    } else if (method == MC_RPC_PUT_START || method == MC_RPC_BATCH_PUT_START) {
+        return; /* a prepared body has no id: not resendable */
+    }
     mc_status_t st = body != NULL ? mc_buf_append(&op->rpc_body, body, len)
                                   : mc_rpc_call_copy_body(s->mcli, &op->rpc_body);
     if (st != MC_OK)

@@ -212,6 +212,11 @@ typedef struct mc_master_put_cfg {
     uint64_t soft_pin_ttl_us;              /* 0 = opts default; clamped to the max */
     const char *const *preferred_segments; /* segment names tried first, in order */
     size_t n_preferred;
+    /* 0, or an id the client chose for this put: a PutStart of the same key,
+     * client, size and put_id while that put is unfinished is a resend (the
+     * first answer was lost, e.g. in a failover) and gets the same replicas
+     * instead of OBJECT_ALREADY_EXISTS */
+    uint64_t put_id;
 } mc_master_put_cfg_t;
 
 /* replica_num 1, no soft pin, no preference. */
@@ -229,6 +234,7 @@ void mc_master_put_cfg_init(mc_master_put_cfg_t *c);
  * new put_start of the same key pre-empts it); its space is reused only after
  * put_start_release_timeout from its start, because the slow writer may still
  * be writing into it.
+ * A resend of an unfinished put (cfg->put_id, see there) gets its replicas.
  * MC_OK, MC_ERR_INVALID_KEY, MC_ERR_INVALID_PARAMS (size 0 or > max_object_size,
  * replica_num 0 or > max_replicas), MC_ERR_OBJECT_ALREADY_EXISTS (a complete
  * object, or an unfinished put younger than the discard timeout),
@@ -507,6 +513,7 @@ typedef struct mc_master_jrec {
     size_t key_len;
     uint64_t size;
     uint32_t pin_ttl_ms;
+    uint64_t put_id; /* PUT_START: the client's put id (0: none) */
     uint32_t nrep;
     mc_master_jrep_t rep[MC_MASTER_MAX_REPLICAS];
     mc_master_segment_t seg; /* MOUNT */

@@ -40,6 +40,7 @@
 #define READ_COUNT 512           /* stream entries per XREAD */
 #define POLL_MAX_US 250000       /* a standby checks the lease at least this often */
 #define RECONNECT_US 100000      /* between connection attempts */
+#define SNAPSHOT_MAX (500ull << 20) /* below Redis' 512 MB string limit */
 #define LAT_BUCKETS 12           /* append latency histogram: 0.1 ms .. 204.8 ms, +Inf */
 
 static const char elect_lua[] =
@@ -54,7 +55,10 @@ static const char release_lua[] =
     "if redis.call('GET', KEYS[1]) == ARGV[1] then "
     "return redis.call('DEL', KEYS[1]) end return 0";
 /* The fencing check and the append in one script: nothing can run between
- * them, so a record enters the stream only while its writer holds the lease. */
+ * them, so a record enters the stream only while its writer holds the lease.
+ * KEYS[3] (head) holds the number of the last record appended: a batch sent
+ * again after a lost answer (ARGV[3] <= head) is not stored twice, so an
+ * append whose outcome is unknown can simply be retried. */
 /* Store a snapshot taken at stream entry ARGV[2] unless a newer one is
  * there, then trim the stream up to it and say so in KEYS[4] (followers
  * behind that point reload the snapshot instead of missing entries). */
@@ -72,6 +76,8 @@ static const char snap_lua[] =
 static const char append_lua[] =
     "if redis.call('GET', KEYS[1]) ~= ARGV[1] then "
     "return redis.error_reply('FENCED the lease is not ours') end "
+    "local h = redis.call('GET', KEYS[3]) "
+    "if h and tonumber(h) >= tonumber(ARGV[3]) then return 'DUP' end "
     "local id = redis.call('XADD', KEYS[2], '*', 'r', ARGV[2], 's', ARGV[3]) "
     "redis.call('SET', KEYS[3], ARGV[3]) "
     "return id";
@@ -127,11 +133,27 @@ struct ha {
     _Atomic uint64_t snapshots_taken, snapshots_loaded, snapshot_bytes;
 };
 
+/* Legal role changes: bit `to` of role_moves[from]. */
+static const unsigned role_moves[] = {
+    [MC_HA_ROLE_NONE] = 1u << MC_HA_ROLE_STANDBY,
+    [MC_HA_ROLE_STANDBY] = 1u << MC_HA_ROLE_LEADER | 1u << MC_HA_ROLE_FAILED,
+    [MC_HA_ROLE_LEADER] = 1u << MC_HA_ROLE_STANDBY,
+    [MC_HA_ROLE_FAILED] = 0,
+};
+
+/* The only writer of s->role (the HA thread, and start/stop). */
 static void set_role(ha_t *h, mc_ha_role_t r)
 {
-    int old = atomic_exchange(&h->s->role, (int)r);
-    if (old != (int)r)
-        MC_INFO(HA, "role %s -> %s", mc_ha_role_name((mc_ha_role_t)old), mc_ha_role_name(r));
+    int old = atomic_load(&h->s->role);
+    if (old == (int)r)
+        return;
+    if (!(role_moves[old] & (1u << r))) {
+        MC_ERROR(HA, "illegal role change %s -> %s ignored", mc_ha_role_name((mc_ha_role_t)old),
+                 mc_ha_role_name(r));
+        return;
+    }
+    atomic_store(&h->s->role, (int)r);
+    MC_INFO(HA, "role %s -> %s", mc_ha_role_name((mc_ha_role_t)old), mc_ha_role_name(r));
 }
 
 static mc_ha_role_t role(const ha_t *h)
@@ -481,6 +503,14 @@ static void take_snapshot(ha_t *h)
         mc_buf_fini(&b);
         return;
     }
+    if (mc_buf_used(&b) > SNAPSHOT_MAX) {
+        /* a Redis string holds at most 512 MB */
+        MC_WARN(HA, "snapshot of %zu bytes exceeds %llu bytes: not stored, journal not trimmed",
+                mc_buf_used(&b), (unsigned long long)SNAPSHOT_MAX);
+        h->snap_seq = h->applied_seq;
+        mc_buf_fini(&b);
+        return;
+    }
     const char *keys[4] = {h->k_snap, h->k_snap_id, h->k_journal, h->k_trimmed};
     char sq[24];
     snprintf(sq, sizeof(sq), "%llu", (unsigned long long)h->applied_seq);
@@ -581,6 +611,14 @@ static void demote(ha_t *h, const char *why)
     atomic_store(&s->lease_until_us, 0);
     set_role(h, MC_HA_ROLE_STANDBY);
     atomic_fetch_add(&h->demotions, 1);
+    if (h->rc != NULL) {
+        /* if the lease is still ours, hand it over now rather than at its end */
+        const char *keys[1] = {h->k_lease};
+        const char *args[1] = {h->lease_val};
+        redisReply *r = NULL;
+        if (eval(h, release_lua, 1, keys, 1, args, NULL, &r) == MC_OK)
+            mc_ha_redis_free(r);
+    }
     set_leader(h, "");
     for (unsigned i = 0; i < s->nscratch; i++)
         mc_rpc_run_on(mc_reactor_group_get(s->g, i), noop_on, NULL);
@@ -638,7 +676,13 @@ static mc_status_t renew(ha_t *h)
         atomic_fetch_add(&h->renew_fail, 1);
         return st;
     }
-    int ok = r->type == REDIS_REPLY_INTEGER && r->integer == 1;
+    if (r->type != REDIS_REPLY_INTEGER) {
+        MC_WARN(HA, "lease renewal: a reply of type %d instead of an integer", r->type);
+        mc_ha_redis_free(r);
+        atomic_fetch_add(&h->renew_fail, 1);
+        return MC_ERR_PROTOCOL;
+    }
+    int ok = r->integer == 1;
     mc_ha_redis_free(r);
     if (!ok) {
         atomic_fetch_add(&h->renew_fail, 1);
@@ -665,6 +709,8 @@ static void try_elect(ha_t *h, uint64_t t_no_lease)
         return;
     }
     long long v = r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
+    if (r->type != REDIS_REPLY_INTEGER)
+        MC_WARN(HA, "election script: a reply of type %d instead of an integer", r->type);
     mc_ha_redis_free(r);
     if (v <= 0)
         return; /* another master was faster */
@@ -705,8 +751,16 @@ static void standby_step(ha_t *h, uint64_t *t_no_lease)
         return;
     }
     if (n > 0 && h->snapshot_records != 0 && h->rc != NULL &&
-        h->applied_seq >= h->snap_seq + h->snapshot_records)
-        take_snapshot(h);
+        h->applied_seq >= h->snap_seq + h->snapshot_records) {
+        /* a snapshot costs about the state's size: take one only when the
+         * journal since the last is at least twice that, so the cost per
+         * record stays bounded however large the state */
+        mc_master_stats_t st;
+        mc_master_get_stats(h->s->m, &st);
+        uint64_t state = 2 * st.key_count + st.segment_count;
+        if (h->applied_seq - h->snap_seq >= 2 * state)
+            take_snapshot(h);
+    }
     if (n < 0 || n >= READ_COUNT)
         return; /* reconnect, or more to read first */
     const char *argv[4] = {"MGET", h->k_lease, h->k_head, h->k_snap_id};
@@ -768,20 +822,40 @@ static mc_status_t append_sending(ha_t *h, uint64_t seq)
     size_t lens[3] = {strlen(h->lease_val), mc_buf_used(&h->sending), strlen(sq)};
     uint64_t t0 = mc_now_us();
     redisReply *r = NULL;
-    mc_status_t st = eval(h, append_lua, 3, keys, 3, args, lens, &r);
+    mc_status_t st;
+    int warned = 0;
+    for (;;) {
+        st = h->rc != NULL || ensure_conn(h) ? eval(h, append_lua, 3, keys, 3, args, lens, &r)
+                                             : MC_ERR_CONN_CLOSED;
+        if (st != MC_ERR_CONN_CLOSED || atomic_load(&h->stop))
+            break;
+        /* outcome unknown (Redis slow or gone): send the same batch again
+         * while the lease may still be ours; the script skips it if stored */
+        atomic_fetch_add(&h->append_fail, 1);
+        if (!warned)
+            MC_WARN(HA, "journal append of records up to %llu: no answer from redis; retrying "
+                        "until the lease runs out",
+                    (unsigned long long)seq);
+        warned = 1;
+        if (mc_now_us() >= atomic_load(&h->s->lease_until_us))
+            break;
+        usleep(RECONNECT_US / 4);
+    }
     uint64_t dt = mc_now_us() - t0;
     if (st != MC_OK) {
         atomic_fetch_add(&h->append_fail, 1);
-        /* FENCED: a new leader holds the lease. A lost connection: the
-         * append may or may not have happened, and retrying could store it
-         * twice. Either way this leader must stop. */
         char why[300];
-        snprintf(why, sizeof(why), "journal append refused or lost (%s)",
-                 h->rc != NULL ? mc_ha_redis_err(h->rc) : "connection lost");
+        snprintf(why, sizeof(why), "journal append refused (%s)",
+                 st == MC_ERR_CONN_CLOSED ? "redis unreachable until the lease ran out"
+                 : h->rc != NULL          ? mc_ha_redis_err(h->rc)
+                                          : "connection lost");
         mc_buf_reset(&h->sending);
         demote(h, why);
         return st;
     }
+    if (warned)
+        MC_INFO(HA, "journal append of records up to %llu went through after %llu ms",
+                (unsigned long long)seq, (unsigned long long)(dt / 1000));
     mc_ha_redis_free(r);
     atomic_fetch_add(&h->appends, 1);
     atomic_fetch_add(&h->lat_sum_us, dt);
@@ -847,14 +921,11 @@ static void leader_step(ha_t *h)
         demote(h, "a journal record could not be encoded (out of memory)");
         return;
     }
-    if (!ensure_conn(h)) {
+    if (!ensure_conn(h) && mc_buf_used(&h->sending) == 0) {
         if (mc_now_us() >= atomic_load(&h->s->lease_until_us))
             demote(h, "redis unreachable until the lease ran out");
         else
             usleep(RECONNECT_US / 4);
-        /* records in `sending` are lost to this leader: it must not lead on */
-        if (mc_buf_used(&h->sending) > 0 && role(h) == MC_HA_ROLE_LEADER)
-            demote(h, "journal records could not be sent");
         return;
     }
     if (append_sending(h, seq) != MC_OK)
@@ -998,7 +1069,8 @@ void master_ha_stop(master_srv_t *s)
             }
         }
     }
-    set_role(h, MC_HA_ROLE_STANDBY);
+    if (role(h) == MC_HA_ROLE_LEADER)
+        set_role(h, MC_HA_ROLE_STANDBY);
     mc_master_set_journal(s->m, NULL, NULL);
     drop_conn(h);
     /* s->ha stays: handlers still running see a standby and refuse */

@@ -25,6 +25,15 @@
  * Fencing: every append is a script that first compares the lease value with
  * ours and refuses ("FENCED") otherwise, so once a new leader holds the
  * lease, no record of the old one can enter the stream, whatever its clocks.
+ * It also skips a batch whose last record number is not above
+ * mc/CLUSTER/ha/head (the last stored), so an unanswered append is retried
+ * safely while the lease lasts.
+ *
+ * Snapshots: a standby writes its whole state as journal records to
+ * mc/CLUSTER/ha/snap (+ snap_id "ENTRY SEQ") and trims the stream up to that
+ * entry (mc/CLUSTER/ha/trimmed) in one script, when the journal since the
+ * last snapshot is >= ha.snapshot_records and >= twice the state; a follower
+ * that finds entries after its position trimmed loads the snapshot.
  *
  * Durability (ha.sync): strict - a mutating RPC is answered only after the
  * records it produced are in Redis (group commit: one script call carries
@@ -32,10 +41,16 @@
  * flushed within flush_interval (a crash loses at most that window); off -
  * no HA at all.
  *
- * Threads: one HA thread per master (blocking hiredis with timeouts on its
- * own connections: the lease, appends and the standby's XREAD BLOCK never
- * run on a reactor). The journal hook runs on RPC reactors and appends to a
- * buffer under a mutex; strict-mode waiters are completed on their reactor.
+ * Threads: one HA thread per master, with one blocking hiredis connection
+ * (every command has a timeout: min(ttl/3, 1 s), XREAD BLOCK its block time
+ * + 1 s); nothing of it runs on a reactor. A thread rather than hiredis'
+ * async API on a reactor because everything it does is one sequence per
+ * role (read, apply, check the lease, elect, catch up, append, renew) whose
+ * steps must not interleave - an append must not overtake a renewal's
+ * outcome, a replay must not run during a catch-up - and because applying a
+ * large batch or writing a snapshot must not stall RPC handling. The journal
+ * hook runs on RPC reactors and appends to a buffer under a mutex;
+ * strict-mode waiters are completed on their reactor by a message.
  */
 #ifndef MC_STORE_MASTER_HA_H
 #define MC_STORE_MASTER_HA_H
@@ -51,7 +66,7 @@
  * A record is a msgpack array [type, fields...]:
  *   MOUNT        [1, client, segment]            segment as mc_proto_write_segment
  *   UNMOUNT      [2, client, segment_id]
- *   PUT_START    [3, client, key, size, pin_ttl_ms, [[segment_id, offset]...]]
+ *   PUT_START    [3, client, key, size, pin_ttl_ms, put_id, [[segment_id, offset]...]]
  *   PUT_END      [4, client, key]
  *   DROP         [5, key, park]
  *   CLIENT_EXPIRE[6, client]

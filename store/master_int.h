@@ -60,7 +60,8 @@ struct obj {
     };
     uint64_t size;
     uint64_t access_us;  /* PROCESSING: put start time; else last access (LRU) */
-    uint64_t lease_us;   /* COMPLETE: read lease deadline; PARKED_*: release time */
+    uint64_t lease_us;   /* COMPLETE: read lease deadline; PARKED_*: release time;
+                          * PROCESSING: the client's put id (0: none) */
     uint64_t pin_us;     /* COMPLETE: soft pin deadline (0 = none) */
     uint32_t proc_idx;   /* PROCESSING: its slot in shard->proc[] */
     uint32_t pin_ttl_ms; /* soft pin window; 0 = not soft-pinned */

@@ -24,12 +24,13 @@ void mc_jrec_encode(mc_mp_writer_t *w, const mc_master_jrec_t *r)
         mc_proto_write_uuid(w, r->segment_id);
         return;
     case MC_JREC_PUT_START:
-        mc_mp_write_array(w, 6);
+        mc_mp_write_array(w, 7);
         mc_mp_write_uint(w, r->type);
         mc_proto_write_uuid(w, r->client);
         mc_mp_write_bin(w, r->key, r->key_len);
         mc_mp_write_uint(w, r->size);
         mc_mp_write_uint(w, r->pin_ttl_ms);
+        mc_mp_write_uint(w, r->put_id);
         mc_mp_write_array(w, r->nrep);
         for (uint32_t i = 0; i < r->nrep; i++) {
             mc_mp_write_array(w, 2);
@@ -79,7 +80,7 @@ void mc_jrec_encode(mc_mp_writer_t *w, const mc_master_jrec_t *r)
 
 /* Fields each type has after the type itself. */
 static const uint8_t nfields[MC_JREC_TYPE_MAX + 1] = {
-    [MC_JREC_MOUNT] = 2,      [MC_JREC_UNMOUNT] = 2,       [MC_JREC_PUT_START] = 5,
+    [MC_JREC_MOUNT] = 2,      [MC_JREC_UNMOUNT] = 2,       [MC_JREC_PUT_START] = 6,
     [MC_JREC_PUT_END] = 2,    [MC_JREC_DROP] = 2,          [MC_JREC_CLIENT_EXPIRE] = 1,
     [MC_JREC_META_PUT] = 3,   [MC_JREC_META_DEL] = 1,       [MC_JREC_RELEASE] = 3,
 };
@@ -143,6 +144,9 @@ static const char *decode_body(mc_mp_reader_t *rd, mc_master_jrec_t *r, mc_jrec_
         if (v > UINT32_MAX)
             return "put_start: pin_ttl_ms out of range";
         r->pin_ttl_ms = (uint32_t)v;
+        if ((why = read_uint(rd, &r->put_id, "put_start: put_id is not an unsigned integer")) !=
+            NULL)
+            return why;
         if (mc_mp_peek(rd) != MC_MP_ARRAY)
             return "put_start: replicas is not an array";
         uint32_t n = mc_mp_read_array(rd);

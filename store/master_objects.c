@@ -184,6 +184,16 @@ static mc_status_t put_start_locked(mc_master_t *m, shard_t *sh, uint64_t h, mc_
                                     mc_master_replica_desc_t *out, uint32_t *nrep)
 {
     obj_t *o = obj_find(sh, h, key, len);
+    if (o != NULL && o->state == OBJ_PROCESSING && cfg->put_id != 0 && o->lease_us == cfg->put_id &&
+        uuid_eq(o->owner, client) && o->size == size) {
+        /* the same put asked again (its answer was lost): the same replicas */
+        pthread_rwlock_rdlock(&m->seg_lock);
+        for (uint32_t i = 0; i < o->nrep; i++)
+            replica_describe(m, &o->rep[i], size, MC_MASTER_REPLICA_PROCESSING, &out[i]);
+        pthread_rwlock_unlock(&m->seg_lock);
+        *nrep = o->nrep;
+        return MC_OK;
+    }
     if (o != NULL) {
         /* a finished object is never overwritten (remove it first); neither is
          * a put in progress, unless its writer has gone quiet for longer than
@@ -217,7 +227,7 @@ static mc_status_t put_start_locked(mc_master_t *m, shard_t *sh, uint64_t h, mc_
     o->size = size;
     o->owner = client;
     o->access_us = now_us; /* put start, while PROCESSING */
-    o->lease_us = 0;
+    o->lease_us = cfg->put_id;
     o->pin_us = 0;
     o->pin_ttl_ms = pin_ttl_ms(m, cfg);
     o->key_len = (uint16_t)len;
@@ -238,6 +248,7 @@ static mc_status_t put_start_locked(mc_master_t *m, shard_t *sh, uint64_t h, mc_
                               .key_len = len,
                               .size = size,
                               .pin_ttl_ms = o->pin_ttl_ms,
+                              .put_id = cfg->put_id,
                               .nrep = n};
         for (uint32_t i = 0; i < n; i++) {
             r.rep[i].segment_id = out[i].segment_id;
@@ -340,7 +351,7 @@ mc_status_t apply_put_start(mc_master_t *m, const mc_master_jrec_t *r, uint64_t 
     o->size = r->size;
     o->owner = r->client;
     o->access_us = now_us;
-    o->lease_us = 0;
+    o->lease_us = r->put_id;
     o->pin_us = 0;
     o->pin_ttl_ms = r->pin_ttl_ms;
     o->key_len = (uint16_t)r->key_len;

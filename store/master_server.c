@@ -106,6 +106,7 @@ typedef struct fields {
     uint32_t value_len;
     const char *prefix;
     uint32_t prefix_len;
+    uint64_t put_id;
     const char *why; /* what was wrong with the body */
 } fields_t;
 
@@ -210,6 +211,9 @@ static mc_status_t parse_fields(mc_rpc_req_t *req, scratch_t *sc, fields_t *f,
             break;
         case MC_F_PREFIX:
             f->prefix = mc_mp_read_bin(&r, &f->prefix_len);
+            break;
+        case MC_F_PUT_ID:
+            f->put_id = mc_mp_read_uint(&r);
             break;
         default:
             mc_mp_skip(&r);
@@ -434,6 +438,7 @@ static void h_put_start(void *ctx, mc_rpc_req_t *req)
         return;
     mc_master_replica_desc_t d[MC_MASTER_MAX_REPLICAS];
     uint32_t n = 0;
+    cfg.cfg.put_id = f.put_id;
     mc_status_t st = mc_master_put_start(s->m, f.client_id, f.key, f.key_len, f.size, &cfg.cfg,
                                          mc_now_us(), d, &n);
     if (st != MC_OK) {
@@ -507,6 +512,7 @@ static void h_batch_put_start(void *ctx, mc_rpc_req_t *req)
         reply_status(s, req, MC_ERR_NOMEM, "out of memory");
         return;
     }
+    cfg.cfg.put_id = f.put_id;
     mc_status_t st = mc_master_batch_put_start(s->m, f.client_id, sc->keys, sc->sizes, f.nkeys,
                                                &cfg.cfg, mc_now_us(), sc->descs, sc->nrep, sc->st);
     if (st != MC_OK) {

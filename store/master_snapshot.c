@@ -20,6 +20,7 @@ static void object_records(mc_master_t *m, obj_t *o, mc_master_journal_fn_t fn, 
                           .key_len = o->key_len,
                           .size = o->size,
                           .pin_ttl_ms = o->pin_ttl_ms,
+                          .put_id = !parked && o->state == OBJ_PROCESSING ? o->lease_us : 0,
                           .nrep = o->nrep};
     for (uint32_t i = 0; i < o->nrep; i++) {
         seg_t *s = m->slots[o->rep[i].slot];

@@ -1,7 +1,8 @@
 /*
  * mooncake-cli - operator's command line for Mooncake Store.
  *
- *   mooncake-cli [--master HOST:PORT] [--http HOST:PORT] [--timeout S] [-v|-q] COMMAND ...
+ *   mooncake-cli [--master HOST:PORT|redis://HOST:PORT/DB?cluster=ID] [--http HOST:PORT]
+ *                [--timeout S] [-v|-q] COMMAND ...
  *
  *   put [--replicas N] [--soft-pin] KEY FILE|-   store FILE (or stdin) under KEY
  *   get KEY [FILE|-]                             write the value to FILE (default stdout)
@@ -43,6 +44,7 @@
 #include "rpc/fields.h"
 #include "rpc/methods.h"
 #include "rpc/rpc.h"
+#include "store/ha_redis.h"
 #include "store/master_client.h"
 #include "store/proto.h"
 #include "util/log.h"
@@ -64,6 +66,7 @@ typedef struct cli {
     uint64_t timeout_us;
     mc_reactor_group_t *g;
     mc_rpc_client_t *rpc;
+    const char *redis_master; /* --master redis://...: the store client follows the leader */
 } cli_t;
 
 static const char usage_text[] =
@@ -80,7 +83,8 @@ static const char usage_text[] =
     "  meta [PREFIX]                                decode the transfer-metadata entries\n"
     "                                               (default prefix \"mc/\")\n"
     "options:\n"
-    "  --master HOST:PORT   mooncake-master RPC ($MOONCAKE_MASTER, default 127.0.0.1:50051)\n"
+    "  --master HOST:PORT   mooncake-master RPC ($MOONCAKE_MASTER, default 127.0.0.1:50051);\n"
+    "                       redis://HOST:PORT/DB?cluster=ID: the leader of HA masters\n"
     "  --http HOST:PORT     mooncake-master HTTP ($MOONCAKE_HTTP, default 127.0.0.1:9003)\n"
     "  --timeout SECONDS    per call (default 5)\n"
     "  -v, --verbose        library log at info;  -q, --quiet  no library log at all\n"
@@ -218,7 +222,7 @@ static mc_status_t store_open(cli_t *c, mc_store_t **out)
     snprintf(master, sizeof(master), "%s:%u", c->mhost, c->mport);
     mc_store_config_t sc;
     mc_store_config_init(&sc);
-    sc.master = master;
+    sc.master = c->redis_master != NULL ? c->redis_master : master;
     sc.global_segment_size = 0; /* contributes nothing */
     sc.local_buffer_size = 0;   /* the value's memory is registered instead */
     sc.reactors = 1;
@@ -1408,8 +1412,28 @@ int main(int argc, char **argv)
             return EXIT_USAGE;
         }
     }
+    char leader[MC_HA_ADDR_MAX];
+    if (mc_ha_url_is_redis(master)) {
+        /* HA masters: ask Redis which one leads (put/get go through the
+         * store client, which follows the leader by itself) */
+        mc_ha_url_t u;
+        const char *why = NULL;
+        if (mc_ha_url_parse(master, &u, &why) != MC_OK)
+            return usage_error("--master: %s", why);
+        if (u.cluster[0] == '\0')
+            snprintf(u.cluster, sizeof(u.cluster), "mooncake");
+        mc_status_t rs = mc_ha_resolve_leader(&u, 2000000, leader, sizeof(leader), NULL);
+        if (rs != MC_OK) {
+            fprintf(stderr, PROG ": no leader of cluster '%s' in %s: %s\n", u.cluster, master,
+                    mc_status_str(rs));
+            return 1;
+        }
+        c.redis_master = master;
+        master = leader;
+    }
     if (parse_hostport(master, c.mhost, sizeof(c.mhost), &c.mport) != 0)
-        return usage_error("--master wants HOST:PORT, got '%s'", master);
+        return usage_error("--master wants HOST:PORT or redis://HOST:PORT/DB?cluster=ID, got '%s'",
+                           master);
     if (parse_hostport(http, c.hhost, sizeof(c.hhost), &c.hport) != 0)
         return usage_error("--http wants HOST:PORT, got '%s'", http);
     if (optind >= argc) {

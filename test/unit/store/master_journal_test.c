@@ -57,6 +57,7 @@ static void every_record_type_round_trips(void **state)
          .key_len = 4,
          .size = 12345,
          .pin_ttl_ms = 60000,
+         .put_id = 0xfeedfacecafebeefull,
          .nrep = 2,
          .rep = {{{7, 8}, 64}, {{9, 10}, 1ull << 40}}},
         {.type = MC_JREC_PUT_END, .client = C2, .key = "key", .key_len = 3},
@@ -87,6 +88,7 @@ static void every_record_type_round_trips(void **state)
             assert_memory_equal(r.key, in[i].key, r.key_len);
         assert_int_equal(r.size, in[i].size);
         assert_int_equal(r.pin_ttl_ms, in[i].pin_ttl_ms);
+        assert_int_equal(r.put_id, in[i].put_id);
         assert_int_equal(r.nrep, in[i].nrep);
         for (uint32_t k = 0; k < r.nrep; k++) {
             assert_int_equal(r.rep[k].segment_id.lo, in[i].rep[k].segment_id.lo);
@@ -165,12 +167,12 @@ static void malformed_records_are_refused_with_what_was_wrong(void **state)
     static const uint8_t empty_key[] = {0x93, 0x05, 0xa0, 0xc3};
     assert_int_equal(decode_bytes(empty_key, sizeof(empty_key), &why), MC_ERR_DESERIALIZE_FAIL);
     assert_string_equal(why, "key length out of range [1, 65535]");
-    /* [3, [1,2], "k", 8, 0, []]: a put with no replica */
-    static const uint8_t no_rep[] = {0x96, 0x03, 0x92, 0x01, 0x02, 0xa1, 'k', 0x08, 0x00, 0x90};
+    /* [3, [1,2], "k", 8, 0, 0, []]: a put with no replica */
+    static const uint8_t no_rep[] = {0x97, 0x03, 0x92, 0x01, 0x02, 0xa1, 'k', 0x08, 0x00, 0x00, 0x90};
     assert_int_equal(decode_bytes(no_rep, sizeof(no_rep), &why), MC_ERR_DESERIALIZE_FAIL);
     assert_string_equal(why, "put_start: replica count out of range [1, 8]");
     /* [3, [1,2], "k", -1, ...]: negative size */
-    static const uint8_t neg[] = {0x96, 0x03, 0x92, 0x01, 0x02, 0xa1, 'k', 0xff, 0x00, 0x90};
+    static const uint8_t neg[] = {0x97, 0x03, 0x92, 0x01, 0x02, 0xa1, 'k', 0xff, 0x00, 0x00, 0x90};
     assert_int_equal(decode_bytes(neg, sizeof(neg), &why), MC_ERR_DESERIALIZE_FAIL);
     assert_string_equal(why, "put_start: size is not an unsigned integer");
     /* [4, "x", "k"]: client id of the wrong type */
@@ -361,6 +363,95 @@ static void a_snapshot_rebuilds_the_state_of_a_standby(void **state)
     mc_buf_fini(&k.buf);
 }
 
+/* What the leader's tick does on its own (client expiry, eviction) reaches
+ * the standby through the journal: it runs no tick of its own. */
+static void expiry_and_eviction_on_the_leader_replay_on_the_standby(void **state)
+{
+    (void)state;
+    mc_master_opts_t o;
+    mc_master_opts_init(&o);
+    o.client_ttl_us = 10 * SEC;
+    o.eviction_high_watermark = 0.5;
+    o.eviction_ratio = 0.5;
+    mc_master_t *a = master_new(&o), *b = master_new(&o);
+    sink_t k = {MC_BUF_INIT, 0};
+    mc_master_set_journal(a, to_sink, &k);
+    uint64_t now = T0;
+    assert_int_equal(mount_seg(a, C1, 1, "n1", 1 << 20, now), MC_OK);
+    assert_int_equal(mount_seg(a, C2, 2, "n2", 1 << 20, now), MC_OK);
+    assert_int_equal(mc_master_meta_put(a, "mc/c/seg/n2", 11, "d", 1, C2, now), MC_OK);
+    char key[32];
+    for (unsigned i = 0; i < 300; i++) /* ~75% full: eviction above 50% */
+        put_obj(a, C1, key_of(key, sizeof(key), "e", i), 5000, 1, now);
+    mc_master_tick(a, now + SEC);
+    assert_true(stats(a).evicted_keys > 0);
+    /* C2 falls silent; C1 keeps pinging */
+    mc_master_ping(a, C1, now + 8 * SEC, NULL, NULL);
+    mc_master_tick(a, now + 12 * SEC);
+    assert_int_equal(stats(a).segment_count, 1);
+    replay(b, &k.buf, now);
+    mc_master_stats_t sa = stats(a), sb = stats(b);
+    assert_int_equal(sb.key_count, sa.key_count);
+    assert_int_equal(sb.allocated_bytes, sa.allocated_bytes);
+    assert_int_equal(sb.segment_count, 1);
+    void *v = NULL;
+    size_t vl = 0;
+    assert_int_equal(mc_master_meta_get(b, "mc/c/seg/n2", 11, &v, &vl), MC_ERR_NOT_FOUND);
+    /* C2 comes back: the standby-turned-leader asks it to mount again */
+    mc_master_client_status_t cs = MC_MASTER_CLIENT_OK;
+    mc_master_ping(b, C2, now + 13 * SEC, NULL, &cs);
+    assert_int_equal(cs, MC_MASTER_CLIENT_NEED_REMOUNT);
+    mc_master_ping(b, C1, now + 13 * SEC, NULL, &cs);
+    assert_int_equal(cs, MC_MASTER_CLIENT_OK);
+    mc_master_destroy(a);
+    mc_master_destroy(b);
+    mc_buf_fini(&k.buf);
+}
+
+static mc_status_t put_start_id(mc_master_t *m, mc_uuid_t c, const char *key, uint64_t size,
+                                uint64_t put_id, uint64_t now, mc_master_replica_desc_t *d)
+{
+    mc_master_put_cfg_t cfg;
+    mc_master_put_cfg_init(&cfg);
+    cfg.put_id = put_id;
+    uint32_t n = 0;
+    return mc_master_put_start(m, c, key, strlen(key), size, &cfg, now, d, &n);
+}
+
+/* A PutStart resent with its put id (the answer was lost in a failover) gets
+ * the same replicas, from the leader that started it or from a standby that
+ * replayed its record; anything else is still OBJECT_ALREADY_EXISTS. */
+static void a_resent_put_start_gets_the_same_replicas_even_after_failover(void **state)
+{
+    (void)state;
+    mc_master_t *a = master_new_immortal(), *b = master_new_immortal();
+    sink_t k = {MC_BUF_INIT, 0};
+    mc_master_set_journal(a, to_sink, &k);
+    assert_int_equal(mount_seg(a, C1, 1, "n1", 1 << 20, T0), MC_OK);
+    assert_int_equal(mount_seg(a, C2, 2, "n2", 1 << 20, T0), MC_OK);
+    mc_master_replica_desc_t d1[8], d2[8];
+    assert_int_equal(put_start_id(a, C1, "k", 4096, 77, T0, d1), MC_OK);
+    assert_int_equal(put_start_id(a, C1, "k", 4096, 77, T0, d2), MC_OK);
+    assert_int_equal(d2[0].address, d1[0].address);
+    assert_int_equal(put_start_id(a, C1, "k", 4096, 78, T0, d2), MC_ERR_OBJECT_ALREADY_EXISTS);
+    assert_int_equal(put_start_id(a, C2, "k", 4096, 77, T0, d2), MC_ERR_OBJECT_ALREADY_EXISTS);
+    assert_int_equal(put_start_id(a, C1, "k", 8192, 77, T0, d2), MC_ERR_OBJECT_ALREADY_EXISTS);
+    assert_int_equal(put_start_id(a, C1, "z", 4096, 0, T0, d2), MC_OK);
+    assert_int_equal(put_start_id(a, C1, "z", 4096, 0, T0, d2), MC_ERR_OBJECT_ALREADY_EXISTS);
+    /* the standby turned leader knows the put id from the journal */
+    replay(b, &k.buf, T0);
+    assert_int_equal(put_start_id(b, C1, "k", 4096, 77, T0 + SEC, d2), MC_OK);
+    assert_int_equal(d2[0].address, d1[0].address);
+    assert_int_equal(stats(b).processing_count, 2);
+    assert_int_equal(mc_master_put_end(b, C1, "k", 1, T0 + SEC), MC_OK);
+    /* complete now: a late resend is refused, not re-placed */
+    assert_int_equal(put_start_id(b, C1, "k", 4096, 77, T0 + SEC, d2),
+                     MC_ERR_OBJECT_ALREADY_EXISTS);
+    mc_master_destroy(a);
+    mc_master_destroy(b);
+    mc_buf_fini(&k.buf);
+}
+
 /* A record that disagrees with the standby's state is an error, not a crash:
  * a put placed on a segment the standby never saw mounted. */
 static void a_record_that_contradicts_the_state_is_reported(void **state)
@@ -395,6 +486,8 @@ int main(void)
         cmocka_unit_test(a_replayed_journal_rebuilds_the_same_objects_segments_and_metadata),
         cmocka_unit_test(a_discarded_put_is_parked_then_released_on_the_standby_too),
         cmocka_unit_test(a_snapshot_rebuilds_the_state_of_a_standby),
+        cmocka_unit_test(expiry_and_eviction_on_the_leader_replay_on_the_standby),
+        cmocka_unit_test(a_resent_put_start_gets_the_same_replicas_even_after_failover),
         cmocka_unit_test(a_record_that_contradicts_the_state_is_reported),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
