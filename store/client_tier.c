@@ -73,6 +73,7 @@ struct store_tier {
     tier_job_t *head, **tail; /* mu */
     int stop;                 /* mu: no new jobs; threads exit when the queue is empty */
     int drop;                 /* mu: drain deadline passed: drop async writes */
+    int fetching;             /* mu: a worker is asking the master for the settings */
     uint64_t queued_bytes;    /* mu: async copies queued */
     uint64_t queue_max;
     int override;             /* -1 = the master's mode, else MC_MASTER_PERSIST_* */
@@ -214,13 +215,15 @@ static void *worker_main(void *arg)
     uint64_t next_fetch = 0;
     pthread_mutex_lock(&t->mu);
     for (;;) {
-        if (!atomic_load(&t->known) && !t->stop && mc_now_us() >= next_fetch) {
+        if (!atomic_load(&t->known) && !t->stop && !t->fetching && mc_now_us() >= next_fetch) {
+            t->fetching = 1; /* one asker at a time: fetch writes dir and mode */
             pthread_mutex_unlock(&t->mu);
             /* short: close joins this thread */
             fetch(t, t->s->cfg.rpc_timeout_us < TIER_OPEN_FETCH_US ? t->s->cfg.rpc_timeout_us
                                                                    : TIER_OPEN_FETCH_US);
             next_fetch = mc_now_us() + TIER_FETCH_RETRY_US;
             pthread_mutex_lock(&t->mu);
+            t->fetching = 0;
             continue;
         }
         tier_job_t *j = t->head;

@@ -195,7 +195,11 @@ static ssize_t read_head(int fd, uint8_t *buf)
 /* Open probe after probe until the file holding key: returns its fd (its
  * header in head, decoded into *h) and its path; -1 with *st = FILE_NOT_FOUND
  * (no file holds key; *free_probe = the first missing probe, or
- * MC_TIER_PROBES), or another error. */
+ * MC_TIER_PROBES), CHECKSUM_MISMATCH (a corrupt file at path: whose it is
+ * cannot be told, but a short key's name is its key's alone, and a long
+ * key's shares a 64-bit hash and 200 bytes of key, so it is taken as the
+ * key's own: readers refuse it, writers replace it, unlink deletes it), or
+ * another error. */
 static int open_key(const char *dir, const void *key, size_t klen, uint8_t *head, mc_tier_hdr_t *h,
                     char *path, unsigned *free_probe, mc_status_t *st)
 {
@@ -319,8 +323,7 @@ mc_status_t mc_tier_write(const char *dir, const void *key, size_t klen, const s
         st = MC_ERR_REPLICA_ALREADY_EXISTS;
         goto out;
     } else if (st == MC_ERR_CHECKSUM_MISMATCH) {
-        st = MC_ERR_FILE_WRITE_FAIL; /* a corrupt file stays for the operator to look at */
-        goto out;
+        MC_WARN(TIER, "replacing the corrupt file '%s'", path); /* path: open_key's */
     } else {
         goto out;
     }
@@ -455,9 +458,10 @@ mc_status_t mc_tier_unlink(const char *dir, const void *key, size_t klen)
     mc_status_t st;
     int fd = open_key(dir, key, klen, head, &h, path, &free_probe, &st);
     mc_free(head);
-    if (fd < 0)
+    if (fd < 0 && st != MC_ERR_CHECKSUM_MISMATCH) /* a corrupt one goes too */
         return st == MC_ERR_FILE_NOT_FOUND ? MC_OK : st;
-    close(fd);
+    if (fd >= 0)
+        close(fd);
     if (unlink(path) != 0 && errno != ENOENT) {
         MC_ERROR(TIER, "cannot delete '%s': %s", path, strerror(errno));
         return MC_ERR_FILE_WRITE_FAIL;

@@ -96,8 +96,8 @@ size_t mc_tier_hdr_encode(const void *key, size_t klen, uint64_t size, uint64_t 
 mc_status_t mc_tier_hdr_decode(const uint8_t *p, size_t n, mc_tier_hdr_t *h, const char **why);
 
 /* Write key's file under dir (the tier directory) with the data in iov (size
- * bytes in all), atomically. sync_dir: also fsync the directory after the
- * rename. MC_OK, MC_ERR_INVALID_KEY, MC_ERR_FILE_WRITE_FAIL (logged with
+ * bytes in all), atomically, replacing the key's file (also a corrupt one:
+ * logged). sync_dir: also fsync the directory after the rename. MC_OK, MC_ERR_INVALID_KEY, MC_ERR_FILE_WRITE_FAIL (logged with
  * the path and errno), MC_ERR_REPLICA_ALREADY_EXISTS (every probe holds
  * another key: logged). */
 mc_status_t mc_tier_write(const char *dir, const void *key, size_t klen, const struct iovec *iov,
@@ -112,8 +112,8 @@ mc_status_t mc_tier_write(const char *dir, const void *key, size_t klen, const s
 mc_status_t mc_tier_read(const char *dir, const void *key, size_t klen, void *buf, uint64_t room,
                          uint64_t expect, uint64_t *size);
 
-/* Delete key's file (the probe whose header holds key). MC_OK (also when
- * there was none), MC_ERR_FILE_WRITE_FAIL. */
+/* Delete key's file (the probe whose header holds key, or a corrupt file in
+ * the way). MC_OK (also when there was none), MC_ERR_FILE_WRITE_FAIL. */
 mc_status_t mc_tier_unlink(const char *dir, const void *key, size_t klen);
 
 /* Return non-zero to stop. key is borrowed for the call. */

@@ -43,7 +43,8 @@
 #define CLUSTER "tc"
 
 typedef struct env {
-    char root[64]; /* root_fs_dir */
+    char parent[64]; /* a mkdtemp directory holding root: "../x" from root lands here */
+    char root[96];   /* root_fs_dir */
     char tierdir[256]; /* root/cluster */
     test_proc_t master, node;
     unsigned rpc_port, http_port;
@@ -139,10 +140,13 @@ static int setup(void **state)
 {
     env_t *e = &E;
     signal(SIGPIPE, SIG_IGN);
-    snprintf(e->root, sizeof(e->root), "/tmp/mc_tier_test.XXXXXX");
-    if (mkdtemp(e->root) == NULL)
+    snprintf(e->parent, sizeof(e->parent), "/tmp/mc_tier_test.XXXXXX");
+    if (mkdtemp(e->parent) == NULL)
         return -1;
-    snprintf(e->tierdir, sizeof(e->tierdir), "%.64s/%s", e->root, CLUSTER);
+    snprintf(e->root, sizeof(e->root), "%.64s/root", e->parent);
+    if (mkdir(e->root, 0755) != 0)
+        return -1;
+    snprintf(e->tierdir, sizeof(e->tierdir), "%.96s/%s", e->root, CLUSTER);
     int ok = -1;
     for (int attempt = 0; attempt < 5 && ok != 0; attempt++) {
         e->rpc_port = test_free_port();
@@ -169,7 +173,7 @@ static int teardown(void **state)
     if (e->master.pid > 0)
         test_proc_stop(&e->master, SIGTERM, 5000);
     char cmd[128];
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", e->root);
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", e->parent);
     return system(cmd) == 0 ? 0 : -1;
 }
 
@@ -356,7 +360,7 @@ static struct {
     char names[32][300];
     int outside;
 } walk;
-static char walk_root[128];
+static char walk_root[300];
 
 static int walk_cb(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
 {
@@ -402,7 +406,7 @@ static void hostile_keys_map_to_safe_distinct_files_inside_the_directory(void **
     char p[PATH_MAX];
     snprintf(p, sizeof(p), "%s/x", e->root);
     assert_int_equal(access(p, F_OK), -1);
-    snprintf(p, sizeof(p), "%s/../x", e->tierdir);
+    snprintf(p, sizeof(p), "%s/x", e->parent);
     assert_int_equal(access(p, F_OK), -1);
     /* every key's file is where the naming rule puts it, with a safe name */
     char seen[16][300];
@@ -513,11 +517,53 @@ static void remove_deletes_the_file(void **state)
     assert_true(mc_store_remove_all(e->async, 1) > 0);
     assert_true(wait_file(e, "../x", 4, 0));
     assert_true(wait_file(e, "eager/1", 7, 0));
+    assert_true(wait_file(e, "restart/1", 9, 0)); /* the corrupt one too */
     /* a put of a removed key writes a fresh file that stays */
     assert_int_equal(mc_store_put(e->eager, "rm/1", 4, v, 100, NULL), MC_OK);
     usleep(200000);
     assert_true(file_exists(e, "rm/1", 4));
     get_equals(e->async, "rm/1", 4, v, 100);
+}
+
+/* Run the master with one bad setting: it must exit non-zero and its
+ * output must name what was wrong. */
+static void master_refuses(const char *set, const char *named)
+{
+    char bin[256], cmd[1024], out[4096];
+    snprintf(cmd, sizeof(cmd),
+             "timeout 20 %s --set server.bind_address=127.0.0.1 --set server.rpc_port=0 "
+             "--set server.http_enabled=false --set server.reactors=1 %s 2>&1",
+             test_prog("mooncake-master", bin, sizeof(bin)), set);
+    FILE *f = popen(cmd, "r");
+    assert_non_null(f);
+    size_t n = fread(out, 1, sizeof(out) - 1, f);
+    out[n] = '\0';
+    int status = pclose(f);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) != 0 && WEXITSTATUS(status) != 124);
+    if (strstr(out, named) == NULL)
+        print_message("output was: %s\n", out);
+    assert_non_null(strstr(out, named));
+}
+
+static void bad_tier_settings_stop_the_master_and_name_the_key(void **state)
+{
+    env_t *e = *state;
+    char set[256];
+    master_refuses("--set server.root_fs_dir=/nonexistent/tier", "server.root_fs_dir");
+    master_refuses("--set server.root_fs_dir=relative/dir", "server.root_fs_dir");
+    snprintf(set, sizeof(set), "--set server.root_fs_dir=%s --set server.cluster_id=../x",
+             e->root);
+    master_refuses(set, "server.cluster_id");
+    snprintf(set, sizeof(set), "--set server.root_fs_dir=%s --set server.cluster_id=a/b",
+             e->root);
+    master_refuses(set, "server.cluster_id");
+    master_refuses("--set server.persist=sometimes", "server.persist");
+    /* and nothing was created outside the tier root */
+    char p[PATH_MAX];
+    snprintf(p, sizeof(p), "%s/x", e->parent);
+    assert_int_equal(access(p, F_OK), -1);
+    snprintf(p, sizeof(p), "%s/a", e->root);
+    assert_int_equal(access(p, F_OK), -1);
 }
 
 int main(int argc, char **argv)
@@ -532,6 +578,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(a_restarted_master_serves_objects_from_their_files),
         cmocka_unit_test(a_corrupt_file_is_a_clear_error_and_not_served),
         cmocka_unit_test(remove_deletes_the_file),
+        cmocka_unit_test(bad_tier_settings_stop_the_master_and_name_the_key),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
