@@ -446,6 +446,22 @@ static void hostile_keys_map_to_safe_distinct_files_inside_the_directory(void **
     }
 }
 
+/* Output of `mooncake-cli ARGS` against the test's master (exit 0 asserted). */
+static void cli_out(const env_t *e, const char *args, char *out, size_t room)
+{
+    char bin[256], cmd[768];
+    snprintf(cmd, sizeof(cmd), "timeout 20 %s --master 127.0.0.1:%u --http 127.0.0.1:%u %s 2>&1",
+             test_prog("mooncake-cli", bin, sizeof(bin)), e->rpc_port, e->http_port, args);
+    FILE *f = popen(cmd, "r");
+    assert_non_null(f);
+    size_t n = fread(out, 1, room - 1, f);
+    out[n] = '\0';
+    int status = pclose(f);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        print_message("%s: %s\n", cmd, out);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
 static void a_restarted_master_serves_objects_from_their_files(void **state)
 {
     env_t *e = *state;
@@ -467,6 +483,12 @@ static void a_restarted_master_serves_objects_from_their_files(void **state)
     assert_int_equal(mem, 0);
     assert_int_equal(disk, 1);
     get_equals(e->async, "restart/1", 9, v, sizeof(v));
+    /* mooncake-cli shows the DISK replica: stat, and ls (memory count "+D") */
+    char out[4096];
+    cli_out(e, "stat restart/1", out, sizeof(out));
+    assert_non_null(strstr(out, "DISK (tier file)"));
+    cli_out(e, "ls --regex ^restart/", out, sizeof(out));
+    assert_non_null(strstr(out, "0+D"));
     /* so is every object written before (hostile keys included) */
     assert_int_equal(mc_store_exist(e->async, "../x", 4), 1);
     assert_int_equal(mc_store_exist(e->async, "eager/1", 7), 1);
