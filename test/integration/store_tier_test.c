@@ -11,7 +11,9 @@
  * the tier directory (the names on disk are checked); a restarted master
  * rebuilds its DISK replicas from the files and the objects stay readable;
  * a corrupt file is a clear error (CHECKSUM_MISMATCH) and is not served;
- * remove deletes the file (the master does, shortly after).
+ * remove deletes the file (the master does, shortly after); a get whose
+ * memory replica cannot be read (its node killed) reads the file; bad tier
+ * settings stop the master with the key named.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -547,6 +549,27 @@ static void remove_deletes_the_file(void **state)
     get_equals(e->async, "rm/1", 4, v, 100);
 }
 
+static void a_get_whose_memory_replica_fails_reads_the_file(void **state)
+{
+    env_t *e = *state;
+    uint8_t v[200000];
+    fill(v, sizeof(v), 11);
+    assert_int_equal(put_retry(e->eager, "dead/1", 6, v, sizeof(v)), MC_OK);
+    uint32_t mem;
+    int disk;
+    replicas(e->async, "dead/1", 6, &mem, &disk);
+    assert_int_equal(mem, 1);
+    assert_int_equal(disk, 1);
+    /* the node holding the memory replica dies; the master still lists the
+     * replica (it expires the node only after client_ttl): the read from it
+     * fails, and the get goes on with the file */
+    assert_true(test_proc_stop(&e->node, SIGKILL, 5000) >= 0);
+    e->node.pid = 0;
+    replicas(e->async, "dead/1", 6, &mem, &disk);
+    assert_int_equal(mem, 1);
+    get_equals(e->async, "dead/1", 6, v, sizeof(v));
+}
+
 /* Run the master with one bad setting: it must exit non-zero and its
  * output must name what was wrong. */
 static void master_refuses(const char *set, const char *named)
@@ -600,6 +623,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(a_restarted_master_serves_objects_from_their_files),
         cmocka_unit_test(a_corrupt_file_is_a_clear_error_and_not_served),
         cmocka_unit_test(remove_deletes_the_file),
+        cmocka_unit_test(a_get_whose_memory_replica_fails_reads_the_file),
         cmocka_unit_test(bad_tier_settings_stop_the_master_and_name_the_key),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
