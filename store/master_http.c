@@ -57,6 +57,7 @@ static const struct {
     {MC_RPC_META_PUT, "meta_put", 0},
     {MC_RPC_META_DEL, "meta_del", 0},
     {MC_RPC_META_LIST, "meta_list", 0},
+    {MC_RPC_TIER_ADD, "tier_add", 0},
 };
 
 static void send_text(struct evhttp_request *req, int code, const char *reason,
@@ -166,6 +167,7 @@ static void on_metrics(struct evhttp_request *req, void *arg)
     COUNTER("master_rpc_protocol_errors_total", "RPC connections closed for a protocol error.",
             rs.conns_closed_protocol);
     COUNTER("master_rpc_requests_total", "RPC requests received.", rs.requests);
+    master_tier_metrics(s, b);
 #undef GAUGE
 #undef COUNTER
     send_text(req, 200, "OK", b, "text/plain; version=0.0.4");

@@ -21,10 +21,13 @@
  * client never sees a half-restored tier.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+
+#include <event2/buffer.h>
 
 #include "store/master_server_int.h"
 #include "store/tier.h"
@@ -49,6 +52,8 @@ struct master_tier {
     drop_node_t *head, **tail; /* mu */
     int stop;                  /* mu */
     _Atomic uint64_t deleted, delete_failed, skipped;
+    _Atomic uint64_t queued; /* deletions waiting */
+    uint64_t restored, scan_bad, scan_temps, scan_ms; /* startup scan, set before serving */
 };
 
 const char *master_tier_dir(const master_srv_t *s)
@@ -88,6 +93,7 @@ static void queue_drop(void *arg, const char *key, size_t len)
     n->next = NULL;
     n->len = len;
     memcpy(n->key, key, len);
+    atomic_fetch_add(&t->queued, 1);
     pthread_mutex_lock(&t->mu);
     *t->tail = n;
     t->tail = &n->next;
@@ -133,6 +139,7 @@ static void *deleter_main(void *arg)
         if (mc_master_tier_if_absent(t->srv->m, n->key, n->len, do_unlink, &c) != MC_OK)
             atomic_fetch_add(&t->skipped, 1); /* the key was put again: its file is new */
         mc_free(n);
+        atomic_fetch_sub(&t->queued, 1);
         pthread_mutex_lock(&t->mu);
     }
     pthread_mutex_unlock(&t->mu);
@@ -237,6 +244,10 @@ mc_status_t master_tier_start(master_srv_t *s)
             (unsigned long long)ss.bad, (unsigned long long)c.refused,
             (unsigned long long)ss.temps,
             ss.truncated ? "; STOPPED at server.tier_scan_max: later files are not served" : "");
+    t->restored = c.ok;
+    t->scan_bad = ss.bad;
+    t->scan_temps = ss.temps;
+    t->scan_ms = (mc_now_us() - t0) / 1000;
     if (pthread_create(&t->thread, NULL, deleter_main, t) != 0) {
         MC_ERROR(TIER, "cannot start the tier deletion thread");
         return MC_ERR_NOMEM;
@@ -266,4 +277,34 @@ void master_tier_stop(master_srv_t *s)
     mc_free(t->cluster);
     mc_free(t);
     s->tier = NULL;
+}
+
+void master_tier_metrics(const master_srv_t *s, struct evbuffer *b)
+{
+    const struct master_tier *t = s->tier;
+    if (t == NULL)
+        return;
+    struct {
+        const char *name, *type, *help;
+        uint64_t v;
+    } rows[] = {
+        {"master_tier_restored_objects", "gauge", "Objects rebuilt from tier files at start.",
+         t->restored},
+        {"master_tier_scan_skipped_files", "gauge",
+         "Tier files the startup scan skipped (corrupt or misplaced).", t->scan_bad},
+        {"master_tier_scan_temp_files", "gauge", "Temp files the startup scan saw.",
+         t->scan_temps},
+        {"master_tier_scan_duration_ms", "gauge", "Duration of the startup scan.", t->scan_ms},
+        {"master_tier_files_deleted_total", "counter", "Tier files deleted with their objects.",
+         atomic_load(&t->deleted)},
+        {"master_tier_file_delete_failures_total", "counter", "Tier file deletions that failed.",
+         atomic_load(&t->delete_failed)},
+        {"master_tier_deletions_skipped_total", "counter",
+         "Deletions skipped because the key was put again.", atomic_load(&t->skipped)},
+        {"master_tier_deletions_queued", "gauge", "Tier file deletions waiting.",
+         atomic_load(&t->queued)},
+    };
+    for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++)
+        evbuffer_add_printf(b, "# HELP %s %s\n# TYPE %s %s\n%s %" PRIu64 "\n", rows[i].name,
+                            rows[i].help, rows[i].name, rows[i].type, rows[i].name, rows[i].v);
 }

@@ -28,6 +28,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 
 #include "mooncake/store.h"
@@ -448,6 +451,29 @@ static void hostile_keys_map_to_safe_distinct_files_inside_the_directory(void **
     }
 }
 
+/* The value of a metric line "name V" on the master's /metrics, or -1. */
+static long long metric(const env_t *e, const char *name)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    assert_true(fd >= 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)e->http_port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+    const char *rq = "GET /metrics HTTP/1.0\r\n\r\n";
+    assert_int_equal(write(fd, rq, strlen(rq)), (ssize_t)strlen(rq));
+    static char body[1 << 18];
+    size_t n = 0;
+    ssize_t r;
+    while (n + 1 < sizeof(body) && (r = read(fd, body + n, sizeof(body) - 1 - n)) > 0)
+        n += (size_t)r;
+    body[n] = '\0';
+    close(fd);
+    char pat[128];
+    snprintf(pat, sizeof(pat), "\n%s ", name);
+    const char *p = strstr(body, pat);
+    return p != NULL ? strtoll(p + strlen(pat), NULL, 10) : -1;
+}
+
 /* Output of `mooncake-cli ARGS` against the test's master (exit 0 asserted). */
 static void cli_out(const env_t *e, const char *args, char *out, size_t room)
 {
@@ -485,6 +511,9 @@ static void a_restarted_master_serves_objects_from_their_files(void **state)
     assert_int_equal(mem, 0);
     assert_int_equal(disk, 1);
     get_equals(e->async, "restart/1", 9, v, sizeof(v));
+    /* the restart is visible in the master's metrics */
+    assert_true(metric(e, "master_tier_restored_objects") > 10);
+    assert_int_equal(metric(e, "master_tier_scan_skipped_files"), 0);
     /* mooncake-cli shows the DISK replica: stat, and ls (memory count "+D") */
     char out[4096];
     cli_out(e, "stat restart/1", out, sizeof(out));
@@ -542,6 +571,8 @@ static void remove_deletes_the_file(void **state)
     assert_true(wait_file(e, "../x", 4, 0));
     assert_true(wait_file(e, "eager/1", 7, 0));
     assert_true(wait_file(e, "restart/1", 9, 0)); /* the corrupt one too */
+    assert_true(metric(e, "master_tier_files_deleted_total") > 10);
+    assert_int_equal(metric(e, "master_tier_file_delete_failures_total"), 0);
     /* a put of a removed key writes a fresh file that stays */
     assert_int_equal(mc_store_put(e->eager, "rm/1", 4, v, 100, NULL), MC_OK);
     usleep(200000);
