@@ -513,6 +513,10 @@ mc_status_t mc_store_open(const mc_store_config_t *c, mc_store_t **out)
         store_free(s);
         return MC_ERR_INVALID_ARGUMENT;
     }
+    if (store_tier_parse_persist(c->persist) == -2) { /* named in the log */
+        store_free(s);
+        return MC_ERR_INVALID_ARGUMENT;
+    }
     if (strcmp(s->protocol, "rdma") == 0) {
         MC_ERROR(CLIENT, "protocol rdma: the rdma transport is not available yet (use tcp)");
         store_free(s);

@@ -373,23 +373,26 @@ mc_status_t store_tier_read_op(store_op_t *op, const void *key, size_t klen, voi
 
 /* ------------------------------------------------------------- lifetime */
 
+int store_tier_parse_persist(const char *persist)
+{
+    if (persist == NULL || persist[0] == '\0')
+        return -1;
+    if (strcmp(persist, "off") == 0)
+        return MC_MASTER_PERSIST_OFF;
+    if (strcmp(persist, "async") == 0)
+        return MC_MASTER_PERSIST_ASYNC;
+    if (strcmp(persist, "eager") == 0)
+        return MC_MASTER_PERSIST_EAGER;
+    MC_ERROR(CLIENT, "persist '%s': expected off, async or eager (or empty: the master's)",
+             persist);
+    return -2;
+}
+
 mc_status_t store_tier_open(mc_store_t *s, const char *persist, uint64_t queue_bytes)
 {
-    int override = -1;
-    if (persist != NULL && persist[0] != '\0') {
-        if (strcmp(persist, "off") == 0)
-            override = MC_MASTER_PERSIST_OFF;
-        else if (strcmp(persist, "async") == 0)
-            override = MC_MASTER_PERSIST_ASYNC;
-        else if (strcmp(persist, "eager") == 0)
-            override = MC_MASTER_PERSIST_EAGER;
-        else {
-            MC_ERROR(CLIENT, "persist '%s': expected off, async or eager (or empty: the "
-                             "master's)",
-                     persist);
-            return MC_ERR_INVALID_ARGUMENT;
-        }
-    }
+    int override = store_tier_parse_persist(persist);
+    if (override == -2)
+        return MC_ERR_INVALID_ARGUMENT;
     store_tier_t *t = MC_NEW(store_tier_t);
     if (t == NULL)
         return MC_ERR_NOMEM;

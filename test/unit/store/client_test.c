@@ -72,6 +72,8 @@ static void config_defaults_are_the_documented_ones(void **state)
     assert_int_equal(c.local_buffer_size, 64u << 20);
     assert_int_equal(c.rpc_timeout_us, 5000000);
     assert_int_equal(c.transfer_timeout_us, 10000000);
+    assert_null(c.persist); /* the master's */
+    assert_int_equal(c.tier_queue_bytes, 256u << 20);
     mc_replicate_config_t r;
     mc_replicate_config_init(&r);
     assert_int_equal(r.replica_num, 1);
@@ -88,6 +90,10 @@ static void open_rejects_bad_settings(void **state)
     assert_int_equal(open_with("127.0.0.1:x", 0, 1 << 20, "tcp", &s), MC_ERR_INVALID_ARGUMENT);
     assert_int_equal(open_with("127.0.0.1:1", 0, 1 << 20, "udp", &s), MC_ERR_INVALID_ARGUMENT);
     assert_int_equal(open_with("127.0.0.1:1", 0, 1 << 20, "rdma", &s), MC_ERR_TE_NOT_IMPLEMENTED);
+    mc_store_config_t c;
+    mc_store_config_init(&c);
+    c.persist = "sometimes"; /* persistent tier mode: off, async, eager or empty */
+    assert_int_equal(mc_store_open(&c, &s), MC_ERR_INVALID_ARGUMENT);
     assert_null(s);
     mc_store_close(NULL);
 }
