@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include <event2/buffer.h>
 
@@ -121,13 +122,34 @@ static void do_unlink(void *arg)
         atomic_fetch_add(&c->t->delete_failed, 1);
 }
 
+/* How often the quota is checked (a walk of every shard when exceeded). */
+#define QUOTA_CHECK_US 1000000
+
 static void *deleter_main(void *arg)
 {
     struct master_tier *t = arg;
+    uint64_t quota = t->srv->opts.tier_quota;
+    uint64_t next_check = 0;
     pthread_mutex_lock(&t->mu);
     for (;;) {
-        while (t->head == NULL && !t->stop)
-            pthread_cond_wait(&t->cv, &t->mu);
+        if (quota > 0 && !t->stop && mc_now_us() >= next_check) {
+            pthread_mutex_unlock(&t->mu);
+            mc_master_tier_enforce_quota(t->srv->m, quota, mc_now_us());
+            next_check = mc_now_us() + QUOTA_CHECK_US;
+            pthread_mutex_lock(&t->mu);
+            continue;
+        }
+        if (t->head == NULL && !t->stop) {
+            if (quota > 0) {
+                struct timespec ts;
+                clock_gettime(CLOCK_REALTIME, &ts);
+                ts.tv_sec += 1;
+                pthread_cond_timedwait(&t->cv, &t->mu, &ts);
+            } else {
+                pthread_cond_wait(&t->cv, &t->mu);
+            }
+            continue;
+        }
         drop_node_t *n = t->head;
         if (n == NULL)
             break; /* stopping, queue drained */
@@ -284,6 +306,8 @@ void master_tier_metrics(const master_srv_t *s, struct evbuffer *b)
     const struct master_tier *t = s->tier;
     if (t == NULL)
         return;
+    mc_master_tier_stats_t ts;
+    mc_master_tier_stats(s->m, &ts);
     struct {
         const char *name, *type, *help;
         uint64_t v;
@@ -303,6 +327,12 @@ void master_tier_metrics(const master_srv_t *s, struct evbuffer *b)
          "Deletions skipped because the key was put again.", atomic_load(&t->skipped)},
         {"master_tier_deletions_queued", "gauge", "Tier file deletions waiting.",
          atomic_load(&t->queued)},
+        {"master_tier_objects", "gauge", "Objects with a DISK replica.", ts.disk_objects},
+        {"master_tier_bytes", "gauge", "Bytes of objects with a DISK replica.", ts.disk_bytes},
+        {"master_tier_quota_bytes", "gauge", "server.tier_quota (0 = none).",
+         s->opts.tier_quota},
+        {"master_tier_quota_evicted_total", "counter",
+         "Disk-only objects removed to keep the tier under its quota.", ts.disk_evicted},
     };
     for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++)
         evbuffer_add_printf(b, "# HELP %s %s\n# TYPE %s %s\n%s %" PRIu64 "\n", rows[i].name,

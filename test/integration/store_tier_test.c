@@ -12,8 +12,9 @@
  * rebuilds its DISK replicas from the files and the objects stay readable;
  * a corrupt file is a clear error (CHECKSUM_MISMATCH) and is not served;
  * remove deletes the file (the master does, shortly after); a get whose
- * memory replica cannot be read (its node killed) reads the file; bad tier
- * settings stop the master with the key named.
+ * memory replica cannot be read (its node killed) reads the file; a master
+ * with a tier quota removes disk-only objects (and their files) until the
+ * tier fits; bad tier settings stop the master with the key named.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -54,6 +55,7 @@ typedef struct env {
     test_proc_t master, node;
     unsigned rpc_port, http_port;
     mc_store_t *eager, *async;
+    const char *master_extra; /* one more "--set" for the next master start */
 } env_t;
 
 static env_t E;
@@ -78,7 +80,10 @@ static int start_master(env_t *e)
                     "--set", "master.eviction_high_watermark_ratio=0.7",
                     "--set", "master.eviction_ratio=0.3",
                     "--set", getenv("TEST_MASTER_LOG") ? getenv("TEST_MASTER_LOG") : "log.level=error",
+                    "--set", (char *)e->master_extra,
                     NULL};
+    if (e->master_extra == NULL)
+        argv[sizeof(argv) / sizeof(argv[0]) - 3] = NULL;
     if (test_proc_start(&e->master, argv) != 0)
         return -1;
     uint64_t deadline = mc_now_ms() + START_TIMEOUT_MS;
@@ -601,6 +606,61 @@ static void a_get_whose_memory_replica_fails_reads_the_file(void **state)
     get_equals(e->async, "dead/1", 6, v, sizeof(v));
 }
 
+/* count the regular files under dir */
+static int nfiles;
+static int count_cb(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)path;
+    (void)sb;
+    (void)ftw;
+    nfiles += flag == FTW_F;
+    return 0;
+}
+
+static void a_master_with_a_quota_removes_the_oldest_disk_only_objects(void **state)
+{
+    env_t *e = *state;
+    /* 10 MiB of files, as clients would have written them; the restarted
+     * master finds them */
+    long long before = -1;
+    uint8_t *v = malloc(MIB);
+    char key[32];
+    for (int i = 0; i < 10; i++) {
+        snprintf(key, sizeof(key), "qt/%d", i);
+        fill(v, MIB, 300 + (uint64_t)i);
+        struct iovec iov = {v, MIB};
+        assert_int_equal(mc_tier_write(e->tierdir, key, strlen(key), &iov, 1, MIB, 0), MC_OK);
+    }
+    free(v);
+    e->master_extra = "server.tier_quota=4MiB";
+    assert_true(test_proc_stop(&e->master, SIGTERM, 5000) >= 0);
+    e->master.pid = 0;
+    assert_int_equal(start_master(e), 0);
+    e->master_extra = NULL;
+    before = metric(e, "master_tier_restored_objects");
+    assert_true(before >= 10);
+    assert_int_equal(metric(e, "master_tier_quota_bytes"), 4 << 20);
+    /* within a couple of checks (every second) the tier is under its quota */
+    uint64_t deadline = mc_now_ms() + 10000 * SLOW;
+    long long bytes;
+    while ((bytes = metric(e, "master_tier_bytes")) > (4 << 20) && mc_now_ms() < deadline)
+        usleep(100000);
+    assert_true(bytes >= 0 && bytes <= (4 << 20));
+    long long gone = metric(e, "master_tier_quota_evicted_total");
+    assert_true(gone > 0);
+    /* their files are deleted: as many files as objects left */
+    deadline = mc_now_ms() + 5000 * SLOW;
+    long long left = metric(e, "master_tier_objects");
+    do {
+        nfiles = 0;
+        assert_int_equal(nftw(e->tierdir, count_cb, 16, FTW_PHYS), 0);
+    } while (nfiles != left && mc_now_ms() < deadline && usleep(50000) == 0);
+    assert_int_equal(nfiles, left);
+    assert_int_equal(left + gone, before);
+    print_message("quota 4 MiB: %lld of %lld objects removed, %lld bytes left\n", gone, before,
+                  bytes);
+}
+
 /* Run the master with one bad setting: it must exit non-zero and its
  * output must name what was wrong. */
 static void master_refuses(const char *set, const char *named)
@@ -655,6 +715,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(a_corrupt_file_is_a_clear_error_and_not_served),
         cmocka_unit_test(remove_deletes_the_file),
         cmocka_unit_test(a_get_whose_memory_replica_fails_reads_the_file),
+        cmocka_unit_test(a_master_with_a_quota_removes_the_oldest_disk_only_objects),
         cmocka_unit_test(bad_tier_settings_stop_the_master_and_name_the_key),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
