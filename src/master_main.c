@@ -58,7 +58,7 @@ static const mc_conf_key_t server_keys[] = {
                      "from a copy), eager (before the put returns)"),
     MC_CONF_ROW(server_conf_t, tier_scan_max, "tier_scan_max", MC_CONF_UINT, "10000000", 0,
                 1e12, "files the startup scan of the tier restores at most"),
-    MC_CONF_ROW(server_conf_t, tier_quota, "tier_quota", MC_CONF_SIZE, "0", 0, 1e18,
+    MC_CONF_ROW(server_conf_t, tier_quota, "tier_quota", MC_CONF_SIZE, "0", 0, 1125899906842624.0,
                 "bytes of objects in the tier above which the least recently used objects "
                 "that are only on disk are removed (checked every second); 0 = no quota"),
 };
