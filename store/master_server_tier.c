@@ -257,14 +257,15 @@ mc_status_t master_tier_start(master_srv_t *s)
         return MC_ERR_CONFIG;
     MC_INFO(TIER,
             "tier '%s' (persist %s): %llu objects restored from files in %llu ms; %llu files "
-            "skipped (corrupt or misplaced), %llu refused, %llu temp files left%s",
+            "skipped (corrupt or misplaced), %llu refused, %llu temp files left, %llu stale "
+            "ones deleted%s",
             t->dir,
             s->opts.persist == MC_MASTER_PERSIST_EAGER   ? "eager"
             : s->opts.persist == MC_MASTER_PERSIST_ASYNC ? "async"
                                                          : "off",
             (unsigned long long)c.ok, (unsigned long long)((mc_now_us() - t0) / 1000),
             (unsigned long long)ss.bad, (unsigned long long)c.refused,
-            (unsigned long long)ss.temps,
+            (unsigned long long)ss.temps, (unsigned long long)ss.temps_removed,
             ss.truncated ? "; STOPPED at server.tier_scan_max: later files are not served" : "");
     t->restored = c.ok;
     t->scan_bad = ss.bad;

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "util/hash.h"
@@ -491,7 +492,16 @@ static int scan_leaf(const char *ldir, const char *rel, uint8_t *head, uint64_t 
     int stop = 0;
     while (!stop && (de = readdir(d)) != NULL) {
         if (de->d_name[0] == '.') {
-            if (strncmp(de->d_name, ".tmp-", 5) == 0)
+            if (strncmp(de->d_name, ".tmp-", 5) != 0)
+                continue;
+            /* a writer that crashed left it; one still writing has touched
+             * it within the hour (a write takes seconds at most) */
+            struct stat sb;
+            if (snprintf(path, sizeof(path), "%s/%s", ldir, de->d_name) < (int)sizeof(path) &&
+                stat(path, &sb) == 0 && sb.st_mtime + MC_TIER_TEMP_MAX_AGE_S < time(NULL) &&
+                unlink(path) == 0)
+                s->temps_removed++;
+            else
                 s->temps++;
             continue;
         }

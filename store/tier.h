@@ -122,12 +122,17 @@ typedef int (*mc_tier_scan_cb_t)(void *arg, const void *key, size_t klen, uint64
 typedef struct mc_tier_scan_stats {
     uint64_t files;   /* object files reported */
     uint64_t bad;     /* files skipped: unreadable, corrupt header, misplaced */
-    uint64_t temps;   /* temp files seen (left alone) */
+    uint64_t temps;   /* temp files seen and left (younger than MC_TIER_TEMP_MAX_AGE_S) */
+    uint64_t temps_removed; /* older temp files deleted (their writer is gone) */
     int truncated;    /* stopped at max */
 } mc_tier_scan_stats_t;
 
+/* Temp files older than this (seconds) are a crashed writer's: a scan
+ * deletes them. */
+#define MC_TIER_TEMP_MAX_AGE_S 3600
+
 /* Every object file under dir (headers only: data is checked on read), at
- * most max. MC_OK (also for a missing dir: nothing reported),
+ * most max; stale temp files are deleted on the way. MC_OK (also for a missing dir: nothing reported),
  * MC_ERR_FILE_OPEN_FAIL (dir exists but cannot be listed). */
 mc_status_t mc_tier_scan(const char *dir, uint64_t max, mc_tier_scan_cb_t cb, void *arg,
                          mc_tier_scan_stats_t *stats);

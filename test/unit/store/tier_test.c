@@ -14,6 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/time.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "store/tier.h"
@@ -267,7 +269,7 @@ static int count_cb(void *arg, const void *key, size_t klen, uint64_t size)
     return 0;
 }
 
-static void a_scan_reports_every_file_once_and_skips_bad_ones(void **state)
+static void a_scan_reports_every_file_once_skips_bad_ones_and_clears_stale_temps(void **state)
 {
     (void)state;
     char key[32];
@@ -284,6 +286,17 @@ static void a_scan_reports_every_file_once_and_skips_bad_ones(void **state)
     assert_non_null(f);
     fputs("garbage", f);
     fclose(f);
+    /* two temp files next to it: a crashed writer's (two hours old) and a
+     * live one's */
+    char tmp_old[600], tmp_new[600];
+    snprintf(tmp_old, sizeof(tmp_old), "%s", path);
+    strcpy(strrchr(tmp_old, '/'), "/.tmp-1-1");
+    snprintf(tmp_new, sizeof(tmp_new), "%s", path);
+    strcpy(strrchr(tmp_new, '/'), "/.tmp-1-2");
+    fclose(fopen(tmp_old, "w"));
+    fclose(fopen(tmp_new, "w"));
+    struct timeval tv[2] = {{time(NULL) - 7200, 0}, {time(NULL) - 7200, 0}};
+    assert_int_equal(utimes(tmp_old, tv), 0);
     seen_t s = {0};
     mc_tier_scan_stats_t st;
     assert_int_equal(mc_tier_scan(dir, 1000, count_cb, &s, &st), MC_OK);
@@ -291,6 +304,10 @@ static void a_scan_reports_every_file_once_and_skips_bad_ones(void **state)
     assert_int_equal(s.bytes, 200);
     assert_int_equal(st.files, 20);
     assert_int_equal(st.bad, 1);
+    assert_int_equal(st.temps, 1);
+    assert_int_equal(st.temps_removed, 1);
+    assert_int_equal(access(tmp_old, F_OK), -1);
+    assert_int_equal(access(tmp_new, F_OK), 0);
     memset(&s, 0, sizeof(s));
     assert_int_equal(mc_tier_scan(dir, 5, count_cb, &s, &st), MC_OK);
     assert_int_equal(s.n, 5);
@@ -311,8 +328,8 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(a_name_taken_by_another_key_moves_to_the_next_suffix,
                                         setup, teardown),
-        cmocka_unit_test_setup_teardown(a_scan_reports_every_file_once_and_skips_bad_ones, setup,
-                                        teardown),
+        cmocka_unit_test_setup_teardown(
+            a_scan_reports_every_file_once_skips_bad_ones_and_clears_stale_temps, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
