@@ -52,8 +52,8 @@ typedef enum { JOB_READ, JOB_WRITE } job_kind_t;
 typedef struct tier_job {
     struct tier_job *next;
     job_kind_t kind;
-    store_op_t *op;  /* NULL: async write */
-    char *key;       /* owned */
+    store_op_t *op; /* NULL: async write */
+    char *key;      /* owned */
     size_t klen;
     struct iovec *iov; /* owned array; the bytes: the caller's, or copy */
     size_t iovcnt;
@@ -76,9 +76,9 @@ struct store_tier {
     int fetching;             /* mu: a worker is asking the master for the settings */
     uint64_t queued_bytes;    /* mu: async copies queued */
     uint64_t queue_max;
-    int override;             /* -1 = the master's mode, else MC_MASTER_PERSIST_* */
-    _Atomic int known;        /* settings received (dir and mode valid) */
-    int mode;                 /* written before known is set */
+    int override;      /* -1 = the master's mode, else MC_MASTER_PERSIST_* */
+    _Atomic int known; /* settings received (dir and mode valid) */
+    int mode;          /* written before known is set */
     char dir[4096];
     _Atomic uint64_t written, write_failed, read_ok, read_failed, degraded;
 };
@@ -108,8 +108,7 @@ static mc_status_t fetch(store_tier_t *t, uint64_t timeout_us)
         memcpy(t->dir, p, n);
         t->dir[n] = '\0';
         /* an older master sends no mode: async, upstream's behaviour */
-        if (mc_mcli_dec_int(mc_buf_head(&resp), mc_buf_used(&resp), MC_F_PERSIST, &mode) !=
-            MC_OK)
+        if (mc_mcli_dec_int(mc_buf_head(&resp), mc_buf_used(&resp), MC_F_PERSIST, &mode) != MC_OK)
             mode = MC_MASTER_PERSIST_ASYNC;
         if (mode < MC_MASTER_PERSIST_OFF || mode > MC_MASTER_PERSIST_EAGER)
             mode = MC_MASTER_PERSIST_ASYNC;
@@ -142,7 +141,6 @@ int store_tier_on(const mc_store_t *s)
     const store_tier_t *t = s->tier;
     return t != NULL && atomic_load_explicit(&t->known, memory_order_acquire) && t->dir[0] != '\0';
 }
-
 
 /* ------------------------------------------------------------- jobs */
 
@@ -436,8 +434,9 @@ void store_tier_close(mc_store_t *s)
         pthread_mutex_lock(&t->mu);
         if (mc_now_ms() > deadline && !t->drop) {
             t->drop = 1;
-            MC_WARN(TIER, "close: async tier writes still queued after %d ms (%llu bytes): "
-                          "dropping them",
+            MC_WARN(TIER,
+                    "close: async tier writes still queued after %d ms (%llu bytes): "
+                    "dropping them",
                     TIER_DRAIN_MS, (unsigned long long)t->queued_bytes);
         }
     }

@@ -53,7 +53,7 @@ struct master_tier {
     drop_node_t *head, **tail; /* mu */
     int stop;                  /* mu */
     _Atomic uint64_t deleted, delete_failed, skipped;
-    _Atomic uint64_t queued; /* deletions waiting */
+    _Atomic uint64_t queued;                          /* deletions waiting */
     uint64_t restored, scan_bad, scan_temps, scan_ms; /* startup scan, set before serving */
 };
 
@@ -86,8 +86,9 @@ static void queue_drop(void *arg, const char *key, size_t len)
     struct master_tier *t = arg;
     drop_node_t *n = mc_malloc(sizeof(*n) + len);
     if (n == NULL) {
-        MC_ERROR(TIER, "out of memory while queueing the deletion of a file of '%.*s' "
-                       "(left on disk)",
+        MC_ERROR(TIER,
+                 "out of memory while queueing the deletion of a file of '%.*s' "
+                 "(left on disk)",
                  (int)(len > 64 ? 64 : len), key);
         return;
     }
@@ -175,8 +176,7 @@ mc_status_t master_tier_create(master_srv_t *s)
         return MC_OK;
     const char *cid = s->opts.cluster_id != NULL ? s->opts.cluster_id : "mooncake_cluster";
     if (!cluster_id_ok(cid)) {
-        MC_ERROR(TIER, "server.cluster_id '%s' must be 1..128 of [A-Za-z0-9._-], not . or ..",
-                 cid);
+        MC_ERROR(TIER, "server.cluster_id '%s' must be 1..128 of [A-Za-z0-9._-], not . or ..", cid);
         return MC_ERR_CONFIG;
     }
     if (s->opts.persist < MC_MASTER_PERSIST_OFF || s->opts.persist > MC_MASTER_PERSIST_EAGER) {
@@ -264,8 +264,8 @@ mc_status_t master_tier_start(master_srv_t *s)
             : s->opts.persist == MC_MASTER_PERSIST_ASYNC ? "async"
                                                          : "off",
             (unsigned long long)c.ok, (unsigned long long)((mc_now_us() - t0) / 1000),
-            (unsigned long long)ss.bad, (unsigned long long)c.refused,
-            (unsigned long long)ss.temps, (unsigned long long)ss.temps_removed,
+            (unsigned long long)ss.bad, (unsigned long long)c.refused, (unsigned long long)ss.temps,
+            (unsigned long long)ss.temps_removed,
             ss.truncated ? "; STOPPED at server.tier_scan_max: later files are not served" : "");
     t->restored = c.ok;
     t->scan_bad = ss.bad;
@@ -317,8 +317,7 @@ void master_tier_metrics(const master_srv_t *s, struct evbuffer *b)
          t->restored},
         {"master_tier_scan_skipped_files", "gauge",
          "Tier files the startup scan skipped (corrupt or misplaced).", t->scan_bad},
-        {"master_tier_scan_temp_files", "gauge", "Temp files the startup scan saw.",
-         t->scan_temps},
+        {"master_tier_scan_temp_files", "gauge", "Temp files the startup scan saw.", t->scan_temps},
         {"master_tier_scan_duration_ms", "gauge", "Duration of the startup scan.", t->scan_ms},
         {"master_tier_files_deleted_total", "counter", "Tier files deleted with their objects.",
          atomic_load(&t->deleted)},
@@ -330,8 +329,7 @@ void master_tier_metrics(const master_srv_t *s, struct evbuffer *b)
          atomic_load(&t->queued)},
         {"master_tier_objects", "gauge", "Objects with a DISK replica.", ts.disk_objects},
         {"master_tier_bytes", "gauge", "Bytes of objects with a DISK replica.", ts.disk_bytes},
-        {"master_tier_quota_bytes", "gauge", "server.tier_quota (0 = none).",
-         s->opts.tier_quota},
+        {"master_tier_quota_bytes", "gauge", "server.tier_quota (0 = none).", s->opts.tier_quota},
         {"master_tier_quota_evicted_total", "counter",
          "Disk-only objects removed to keep the tier under its quota.", ts.disk_evicted},
     };

@@ -183,8 +183,9 @@ uint64_t mc_master_tier_enforce_quota(mc_master_t *m, uint64_t quota_bytes, uint
     }
     mc_free(c);
     if (n == 0) {
-        MC_WARN(TIER, "tier over its quota (%llu > %llu bytes) but no object is only on disk "
-                      "(files of objects still in memory are kept)",
+        MC_WARN(TIER,
+                "tier over its quota (%llu > %llu bytes) but no object is only on disk "
+                "(files of objects still in memory are kept)",
                 (unsigned long long)used, (unsigned long long)quota_bytes);
         return 0;
     }
@@ -209,7 +210,8 @@ uint64_t mc_master_tier_enforce_quota(mc_master_t *m, uint64_t quota_bytes, uint
         shard_unlock(sh);
     }
     atomic_fetch_add(&m->disk_evicted, cnt);
-    MC_INFO(TIER, "tier quota: removed %llu disk-only objects (%llu bytes; %llu were in use, quota %llu)",
+    MC_INFO(TIER,
+            "tier quota: removed %llu disk-only objects (%llu bytes; %llu were in use, quota %llu)",
             (unsigned long long)cnt, (unsigned long long)freed, (unsigned long long)used,
             (unsigned long long)quota_bytes);
     return cnt;

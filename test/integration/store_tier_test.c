@@ -49,8 +49,8 @@
 #define CLUSTER "tc"
 
 typedef struct env {
-    char parent[64]; /* a mkdtemp directory holding root: "../x" from root lands here */
-    char root[96];   /* root_fs_dir */
+    char parent[64];   /* a mkdtemp directory holding root: "../x" from root lands here */
+    char root[96];     /* root_fs_dir */
     char tierdir[256]; /* root/cluster */
     test_proc_t master, node;
     unsigned rpc_port, http_port;
@@ -66,6 +66,7 @@ static int start_master(env_t *e)
     snprintf(rpc, sizeof(rpc), "server.rpc_port=%u", e->rpc_port);
     snprintf(http, sizeof(http), "server.http_port=%u", e->http_port);
     snprintf(root, sizeof(root), "server.root_fs_dir=%s", e->root);
+    /* clang-format off */
     char *argv[] = {(char *)test_prog("mooncake-master", bin, sizeof(bin)),
                     "--set", "server.bind_address=127.0.0.1",
                     "--set", rpc,
@@ -82,6 +83,7 @@ static int start_master(env_t *e)
                     "--set", getenv("TEST_MASTER_LOG") ? getenv("TEST_MASTER_LOG") : "log.level=error",
                     "--set", (char *)e->master_extra,
                     NULL};
+    /* clang-format on */
     if (e->master_extra == NULL)
         argv[sizeof(argv) / sizeof(argv[0]) - 3] = NULL;
     if (test_proc_start(&e->master, argv) != 0)
@@ -109,6 +111,7 @@ static int start_node(env_t *e)
     snprintf(master, sizeof(master), "store.master=127.0.0.1:%u", e->rpc_port);
     snprintf(port, sizeof(port), "store.port=%u", p);
     snprintf(name, sizeof(name), "store.local_hostname=127.0.0.1:%u", p);
+    /* clang-format off */
     char *argv[] = {(char *)test_prog("mooncake-store-server", bin, sizeof(bin)),
                     "--set", master,
                     "--set", port,
@@ -118,6 +121,7 @@ static int start_node(env_t *e)
                     "--set", "store.rpc_timeout=2s",
                     "--set", "log.level=error",
                     NULL};
+    /* clang-format on */
     if (test_proc_start(&e->node, argv) != 0)
         return -1;
     char line[256];
@@ -247,8 +251,7 @@ static void replicas(mc_store_t *s, const void *key, size_t klen, uint32_t *mem,
 /* A put that may find the pool full for a moment (eviction runs on the
  * master's tick) or no segment yet (a node re-mounting after a master
  * restart): retried for a while. */
-static mc_status_t put_retry(mc_store_t *s, const void *key, size_t klen, const void *v,
-                             size_t len)
+static mc_status_t put_retry(mc_store_t *s, const void *key, size_t klen, const void *v, size_t len)
 {
     mc_status_t st = MC_ERR_NO_AVAILABLE_HANDLE;
     for (int i = 0; i < 500 && st == MC_ERR_NO_AVAILABLE_HANDLE; i++) {
@@ -259,8 +262,7 @@ static mc_status_t put_retry(mc_store_t *s, const void *key, size_t klen, const 
     return st;
 }
 
-static void get_equals(mc_store_t *s, const void *key, size_t klen, const uint8_t *want,
-                       size_t len)
+static void get_equals(mc_store_t *s, const void *key, size_t klen, const uint8_t *want, size_t len)
 {
     uint8_t *got = malloc(len + 16);
     assert_non_null(got);
@@ -401,16 +403,23 @@ static void hostile_keys_map_to_safe_distinct_files_inside_the_directory(void **
         const char *k;
         size_t len;
     } keys[] = {
-        {"../x", 4}, {"a/b", 3}, {"a_b", 3}, {"/etc/passwd", 11}, {"..", 2}, {".", 1},
-        {longkey, sizeof(longkey)}, {binkey, sizeof(binkey)}, {"Case", 4}, {"case", 4},
+        {"../x", 4},
+        {"a/b", 3},
+        {"a_b", 3},
+        {"/etc/passwd", 11},
+        {"..", 2},
+        {".", 1},
+        {longkey, sizeof(longkey)},
+        {binkey, sizeof(binkey)},
+        {"Case", 4},
+        {"case", 4},
         {"CASE", 4},
     };
     size_t nk = sizeof(keys) / sizeof(keys[0]);
     uint8_t v[1000];
     for (size_t i = 0; i < nk; i++) {
         fill(v, sizeof(v), 5000 + i);
-        assert_int_equal(mc_store_put(e->eager, keys[i].k, keys[i].len, v, sizeof(v), NULL),
-                         MC_OK);
+        assert_int_equal(mc_store_put(e->eager, keys[i].k, keys[i].len, v, sizeof(v), NULL), MC_OK);
     }
     /* nothing escaped: no file next to the cluster directory or above it */
     char p[PATH_MAX];
@@ -687,11 +696,9 @@ static void bad_tier_settings_stop_the_master_and_name_the_key(void **state)
     char set[256];
     master_refuses("--set server.root_fs_dir=/nonexistent/tier", "server.root_fs_dir");
     master_refuses("--set server.root_fs_dir=relative/dir", "server.root_fs_dir");
-    snprintf(set, sizeof(set), "--set server.root_fs_dir=%s --set server.cluster_id=../x",
-             e->root);
+    snprintf(set, sizeof(set), "--set server.root_fs_dir=%s --set server.cluster_id=../x", e->root);
     master_refuses(set, "server.cluster_id");
-    snprintf(set, sizeof(set), "--set server.root_fs_dir=%s --set server.cluster_id=a/b",
-             e->root);
+    snprintf(set, sizeof(set), "--set server.root_fs_dir=%s --set server.cluster_id=a/b", e->root);
     master_refuses(set, "server.cluster_id");
     master_refuses("--set server.persist=sometimes", "server.persist");
     /* and nothing was created outside the tier root */

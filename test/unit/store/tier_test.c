@@ -70,8 +70,7 @@ static void long_keys_end_in_their_hash_and_stay_under_name_max(void **state)
     assert_true(l <= 217);
     assert_true(name_ok(n));
     char tail[20];
-    snprintf(tail, sizeof(tail), "~%016llx",
-             (unsigned long long)mc_hash64(key, sizeof(key)));
+    snprintf(tail, sizeof(tail), "~%016llx", (unsigned long long)mc_hash64(key, sizeof(key)));
     assert_string_equal(n + l - 17, tail);
     key[4095] = 'x'; /* same prefix, other key: other hash */
     mc_tier_name(key, sizeof(key), m);
@@ -181,8 +180,7 @@ static void files_round_trip_and_are_refused_when_corrupt(void **state)
     assert_int_equal(mc_tier_read(dir, "k1", 2, out, 10, 0, &size), MC_ERR_BUFFER_OVERFLOW);
     assert_int_equal(mc_tier_read(dir, "k1", 2, out, sizeof(out), 5, &size),
                      MC_ERR_CHECKSUM_MISMATCH);
-    assert_int_equal(mc_tier_read(dir, "k2", 2, out, sizeof(out), 0, &size),
-                     MC_ERR_FILE_NOT_FOUND);
+    assert_int_equal(mc_tier_read(dir, "k2", 2, out, sizeof(out), 0, &size), MC_ERR_FILE_NOT_FOUND);
 
     /* flip one data byte */
     char rel[MC_TIER_REL_MAX], path[512];
@@ -326,8 +324,8 @@ int main(void)
         cmocka_unit_test(truncated_or_corrupt_headers_are_refused_with_a_reason),
         cmocka_unit_test_setup_teardown(files_round_trip_and_are_refused_when_corrupt, setup,
                                         teardown),
-        cmocka_unit_test_setup_teardown(a_name_taken_by_another_key_moves_to_the_next_suffix,
-                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(a_name_taken_by_another_key_moves_to_the_next_suffix, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(
             a_scan_reports_every_file_once_skips_bad_ones_and_clears_stale_temps, setup, teardown),
     };
