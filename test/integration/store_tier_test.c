@@ -587,6 +587,22 @@ static void remove_deletes_the_file(void **state)
     assert_true(wait_file(e, "restart/1", 9, 0)); /* the corrupt one too */
     assert_true(metric(e, "master_tier_files_deleted_total") > 10);
     assert_int_equal(metric(e, "master_tier_file_delete_failures_total"), 0);
+    /* an async put removed at once: whether the remove or the file write
+     * comes first, no file is left behind (a late TierAdd finds no object and
+     * the master deletes the orphan) */
+    for (int i = 0; i < 5; i++) {
+        char k[32];
+        snprintf(k, sizeof(k), "orphan/%d", i);
+        assert_int_equal(mc_store_put(e->async, k, strlen(k), v, sizeof(v), NULL), MC_OK);
+        assert_int_equal(mc_store_remove(e->async, k, strlen(k), 1), MC_OK);
+    }
+    usleep(300000 * SLOW); /* the writes are done by now (the queue is short) */
+    for (int i = 0; i < 5; i++) {
+        char k[32];
+        snprintf(k, sizeof(k), "orphan/%d", i);
+        assert_true(wait_file(e, k, strlen(k), 0));
+        assert_int_equal(mc_store_exist(e->async, k, strlen(k)), 0);
+    }
     /* a put of a removed key writes a fresh file that stays */
     assert_int_equal(mc_store_put(e->eager, "rm/1", 4, v, 100, NULL), MC_OK);
     usleep(200000);
