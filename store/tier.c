@@ -213,7 +213,7 @@ static int open_key(const char *dir, const void *key, size_t klen, uint8_t *head
         }
         int fd = open(path, O_RDONLY | O_CLOEXEC);
         if (fd < 0) {
-            if (errno == ENOENT) {
+            if (errno == ENOENT || errno == ENOTDIR) { /* ENOTDIR: a file in the way */
                 /* probes are taken in order: a gap ends the chain */
                 *free_probe = p;
                 *st = MC_ERR_FILE_NOT_FOUND;

@@ -288,6 +288,41 @@ static void an_eager_put_is_on_disk_when_it_returns(void **state)
     get_equals(e->async, "eager/1", 7, v, sizeof(v));
 }
 
+static void an_eager_put_whose_file_cannot_be_written_fails_and_leaves_nothing(void **state)
+{
+    env_t *e = *state;
+    /* a key whose first fan-out directory does not exist yet: a plain file
+     * there makes its directory impossible to create */
+    char key[32], rel[MC_TIER_REL_MAX], block[PATH_MAX];
+    for (int i = 0;; i++) {
+        snprintf(key, sizeof(key), "nodir/%d", i);
+        mc_tier_rel_path(key, strlen(key), 0, rel);
+        snprintf(block, sizeof(block), "%s/%.2s", e->tierdir, rel);
+        if (access(block, F_OK) != 0)
+            break;
+    }
+    FILE *f = fopen(block, "w");
+    assert_non_null(f);
+    fclose(f);
+    uint8_t v[1000];
+    fill(v, sizeof(v), 3);
+    /* eager: the put fails with the file error and is revoked */
+    assert_int_equal(mc_store_put(e->eager, key, strlen(key), v, sizeof(v), NULL),
+                     MC_ERR_FILE_WRITE_FAIL);
+    assert_int_equal(mc_store_exist(e->async, key, strlen(key)), 0);
+    /* async: the put succeeds in memory; the file is best effort */
+    assert_int_equal(mc_store_put(e->async, key, strlen(key), v, sizeof(v), NULL), MC_OK);
+    usleep(200000);
+    uint32_t mem;
+    int disk;
+    replicas(e->async, key, strlen(key), &mem, &disk);
+    assert_int_equal(mem, 1);
+    assert_int_equal(disk, 0);
+    get_equals(e->eager, key, strlen(key), v, sizeof(v));
+    assert_int_equal(mc_store_remove(e->async, key, strlen(key), 1), MC_OK);
+    assert_int_equal(unlink(block), 0);
+}
+
 static void async_puts_reach_disk_after_returning_and_close_drains_them(void **state)
 {
     env_t *e = *state;
@@ -731,6 +766,7 @@ int main(int argc, char **argv)
     (void)argv;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(an_eager_put_is_on_disk_when_it_returns),
+        cmocka_unit_test(an_eager_put_whose_file_cannot_be_written_fails_and_leaves_nothing),
         cmocka_unit_test(async_puts_reach_disk_after_returning_and_close_drains_them),
         cmocka_unit_test(objects_evicted_from_memory_are_served_from_their_files),
         cmocka_unit_test(hostile_keys_map_to_safe_distinct_files_inside_the_directory),
