@@ -4,7 +4,8 @@
  * segment (16 MiB, so eviction runs), and clients in this process.
  *
  * An eager put's file exists when the put returns and the master lists a
- * DISK replica; async puts reach disk shortly after and a closing client
+ * DISK replica (an eager put whose file cannot be written fails and is
+ * revoked; an async one stays in memory only); async puts reach disk shortly after and a closing client
  * drains its queue; objects evicted from memory are served from their
  * files byte for byte; keys such as ../x, a/b, /etc/passwd, a 4096-byte key,
  * a binary key and keys differing in case land in distinct files inside
