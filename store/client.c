@@ -505,15 +505,15 @@ mc_status_t mc_store_open(const mc_store_config_t *c, mc_store_t **out)
     s->cfg.protocol = s->protocol;
     s->cfg.master = s->master;
     s->cfg.advertise_host = s->advertise_host;
+    if (store_tier_parse_persist(c->persist) == -2) { /* named in the log */
+        store_free(s);
+        return MC_ERR_INVALID_ARGUMENT;
+    }
 
     char mhost[256];
     uint16_t mport;
     if (parse_master(s->master, mhost, sizeof(mhost), &mport) != 0) {
         MC_ERROR(CLIENT, "bad master address '%s' (expected HOST:PORT)", s->master);
-        store_free(s);
-        return MC_ERR_INVALID_ARGUMENT;
-    }
-    if (store_tier_parse_persist(c->persist) == -2) { /* named in the log */
         store_free(s);
         return MC_ERR_INVALID_ARGUMENT;
     }

@@ -148,6 +148,7 @@ static void on_metrics(struct evhttp_request *req, void *arg)
     evbuffer_add_printf(b, "# TYPE segment_allocated_bytes gauge\n"
                            "# TYPE segment_total_capacity_bytes gauge\n");
     mc_master_foreach_segment(s->m, seg_metric, b);
+    master_tier_metrics(s, b);
 
     for (size_t i = 0; i < sizeof(rpc_names) / sizeof(rpc_names[0]); i++) {
         uint16_t m = rpc_names[i].method;
@@ -167,7 +168,6 @@ static void on_metrics(struct evhttp_request *req, void *arg)
     COUNTER("master_rpc_protocol_errors_total", "RPC connections closed for a protocol error.",
             rs.conns_closed_protocol);
     COUNTER("master_rpc_requests_total", "RPC requests received.", rs.requests);
-    master_tier_metrics(s, b);
 #undef GAUGE
 #undef COUNTER
     send_text(req, 200, "OK", b, "text/plain; version=0.0.4");
