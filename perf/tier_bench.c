@@ -37,10 +37,20 @@ static uint64_t parse_size(const char *s)
     char *end;
     double v = strtod(s, &end);
     switch (*end) {
-    case 'K': case 'k': v *= 1024; break;
-    case 'M': case 'm': v *= 1024 * 1024; break;
-    case 'G': case 'g': v *= 1024.0 * 1024 * 1024; break;
-    default: break;
+    case 'K':
+    case 'k':
+        v *= 1024;
+        break;
+    case 'M':
+    case 'm':
+        v *= 1024 * 1024;
+        break;
+    case 'G':
+    case 'g':
+        v *= 1024.0 * 1024 * 1024;
+        break;
+    default:
+        break;
     }
     return (uint64_t)v;
 }
@@ -84,19 +94,32 @@ int main(int argc, char **argv)
     const char *master = "127.0.0.1:50051", *dir = NULL;
     unsigned n = 64, rounds = 3;
     uint64_t size = 4ull << 20;
-    static const struct option lo[] = {{"master", 1, 0, 'm'}, {"dir", 1, 0, 'd'},
-                                       {"size", 1, 0, 's'},   {"rounds", 1, 0, 'r'},
+    static const struct option lo[] = {{"master", 1, 0, 'm'},
+                                       {"dir", 1, 0, 'd'},
+                                       {"size", 1, 0, 's'},
+                                       {"rounds", 1, 0, 'r'},
                                        {0, 0, 0, 0}};
     int c;
     optind = 2;
     while ((c = getopt_long(argc, argv, "n:", lo, NULL)) != -1) {
         switch (c) {
-        case 'm': master = optarg; break;
-        case 'd': dir = optarg; break;
-        case 's': size = parse_size(optarg); break;
-        case 'r': rounds = (unsigned)atoi(optarg); break;
-        case 'n': n = (unsigned)atoi(optarg); break;
-        default: return 2;
+        case 'm':
+            master = optarg;
+            break;
+        case 'd':
+            dir = optarg;
+            break;
+        case 's':
+            size = parse_size(optarg);
+            break;
+        case 'r':
+            rounds = (unsigned)atoi(optarg);
+            break;
+        case 'n':
+            n = (unsigned)atoi(optarg);
+            break;
+        default:
+            return 2;
         }
     }
     if (size == 0 || n == 0 || rounds == 0) {
@@ -136,8 +159,7 @@ int main(int argc, char **argv)
             }
             double s = (double)(mc_now_us() - t0) / 1e6;
             double gbs = (double)size * n / s / 1e9;
-            printf("read  %u x %llu B  round %u  %.3f GB/s\n", n, (unsigned long long)size, r,
-                   gbs);
+            printf("read  %u x %llu B  round %u  %.3f GB/s\n", n, (unsigned long long)size, r, gbs);
             printf("csv,tier_bench,read,%llu,%u,%u,%.4f\n", (unsigned long long)size, n, r, gbs);
         }
         return 0;
@@ -186,8 +208,7 @@ int main(int argc, char **argv)
             }
             double sec = (double)(mc_now_us() - t0 - tcheck) / 1e6;
             double gbs = (double)size * n / sec / 1e9;
-            printf("get   %u x %llu B  round %u  %.3f GB/s\n", n, (unsigned long long)size, r,
-                   gbs);
+            printf("get   %u x %llu B  round %u  %.3f GB/s\n", n, (unsigned long long)size, r, gbs);
             printf("csv,tier_bench,get,%llu,%u,%u,%.4f\n", (unsigned long long)size, n, r, gbs);
         }
     } else {

@@ -32,6 +32,7 @@ typedef struct server_conf {
     char *cluster_id;
     int persist;
     uint64_t tier_scan_max;
+    uint64_t tier_quota;
 } server_conf_t;
 
 static const char *const persist_modes[] = {"off", "async", "eager", NULL};
@@ -59,6 +60,9 @@ static const mc_conf_key_t server_keys[] = {
                      "from a copy), eager (before the put returns)"),
     MC_CONF_ROW(server_conf_t, tier_scan_max, "tier_scan_max", MC_CONF_UINT, "10000000", 0,
                 1e12, "files the startup scan of the tier restores at most"),
+    MC_CONF_ROW(server_conf_t, tier_quota, "tier_quota", MC_CONF_SIZE, "0", 0, 1125899906842624.0,
+                "bytes of objects in the tier above which the least recently used objects "
+                "that are only on disk are removed (checked every second); 0 = no quota"),
 };
 
 /* [master]: the semantics of the store. */
@@ -196,6 +200,7 @@ int main(int argc, char **argv)
     o.cluster_id = sc.cluster_id;
     o.persist = sc.persist;
     o.tier_scan_max = sc.tier_scan_max;
+    o.tier_quota = sc.tier_quota;
     if (mc_daemon_parse_reactors(sc.reactors, "server.reactors", &o.reactors, err, sizeof(err)) !=
         MC_OK) {
         fprintf(stderr, "mooncake-master: %s\n", err);

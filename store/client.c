@@ -646,6 +646,10 @@ mc_status_t mc_store_open(const mc_store_config_t *c, mc_store_t **out)
     s->cfg.protocol = s->protocol;
     s->cfg.master = s->master;
     s->cfg.advertise_host = s->advertise_host;
+    if (store_tier_parse_persist(c->persist) == -2) { /* named in the log */
+        store_free(s);
+        return MC_ERR_INVALID_ARGUMENT;
+    }
 
     char mhost[MC_HA_ADDR_MAX];
     uint16_t mport;

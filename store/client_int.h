@@ -315,6 +315,8 @@ void store_retry_cancel_all(mc_store_t *s);
  * the config's override, NULL/"" = the master's). MC_OK,
  * MC_ERR_INVALID_ARGUMENT (bad persist, logged), MC_ERR_NOMEM. */
 mc_status_t store_tier_open(mc_store_t *s, const char *persist, uint64_t queue_bytes);
+/* -1 (NULL or "": the master's), MC_MASTER_PERSIST_*, or -2 (invalid: logged). */
+int store_tier_parse_persist(const char *persist);
 /* Drain (bounded) and join the workers; later submissions are CANCELED.
  * From a user thread, before the master client goes. */
 void store_tier_close(mc_store_t *s);

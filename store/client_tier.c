@@ -52,8 +52,8 @@ typedef enum { JOB_READ, JOB_WRITE } job_kind_t;
 typedef struct tier_job {
     struct tier_job *next;
     job_kind_t kind;
-    store_op_t *op;  /* NULL: async write */
-    char *key;       /* owned */
+    store_op_t *op; /* NULL: async write */
+    char *key;      /* owned */
     size_t klen;
     struct iovec *iov; /* owned array; the bytes: the caller's, or copy */
     size_t iovcnt;
@@ -73,11 +73,12 @@ struct store_tier {
     tier_job_t *head, **tail; /* mu */
     int stop;                 /* mu: no new jobs; threads exit when the queue is empty */
     int drop;                 /* mu: drain deadline passed: drop async writes */
+    int fetching;             /* mu: a worker is asking the master for the settings */
     uint64_t queued_bytes;    /* mu: async copies queued */
     uint64_t queue_max;
-    int override;             /* -1 = the master's mode, else MC_MASTER_PERSIST_* */
-    _Atomic int known;        /* settings received (dir and mode valid) */
-    int mode;                 /* written before known is set */
+    int override;      /* -1 = the master's mode, else MC_MASTER_PERSIST_* */
+    _Atomic int known; /* settings received (dir and mode valid) */
+    int mode;          /* written before known is set */
     char dir[4096];
     _Atomic uint64_t written, write_failed, read_ok, read_failed, degraded;
 };
@@ -107,8 +108,7 @@ static mc_status_t fetch(store_tier_t *t, uint64_t timeout_us)
         memcpy(t->dir, p, n);
         t->dir[n] = '\0';
         /* an older master sends no mode: async, upstream's behaviour */
-        if (mc_mcli_dec_int(mc_buf_head(&resp), mc_buf_used(&resp), MC_F_PERSIST, &mode) !=
-            MC_OK)
+        if (mc_mcli_dec_int(mc_buf_head(&resp), mc_buf_used(&resp), MC_F_PERSIST, &mode) != MC_OK)
             mode = MC_MASTER_PERSIST_ASYNC;
         if (mode < MC_MASTER_PERSIST_OFF || mode > MC_MASTER_PERSIST_EAGER)
             mode = MC_MASTER_PERSIST_ASYNC;
@@ -141,7 +141,6 @@ int store_tier_on(const mc_store_t *s)
     const store_tier_t *t = s->tier;
     return t != NULL && atomic_load_explicit(&t->known, memory_order_acquire) && t->dir[0] != '\0';
 }
-
 
 /* ------------------------------------------------------------- jobs */
 
@@ -214,13 +213,15 @@ static void *worker_main(void *arg)
     uint64_t next_fetch = 0;
     pthread_mutex_lock(&t->mu);
     for (;;) {
-        if (!atomic_load(&t->known) && !t->stop && mc_now_us() >= next_fetch) {
+        if (!atomic_load(&t->known) && !t->stop && !t->fetching && mc_now_us() >= next_fetch) {
+            t->fetching = 1; /* one asker at a time: fetch writes dir and mode */
             pthread_mutex_unlock(&t->mu);
             /* short: close joins this thread */
             fetch(t, t->s->cfg.rpc_timeout_us < TIER_OPEN_FETCH_US ? t->s->cfg.rpc_timeout_us
                                                                    : TIER_OPEN_FETCH_US);
             next_fetch = mc_now_us() + TIER_FETCH_RETRY_US;
             pthread_mutex_lock(&t->mu);
+            t->fetching = 0;
             continue;
         }
         tier_job_t *j = t->head;
@@ -370,23 +371,26 @@ mc_status_t store_tier_read_op(store_op_t *op, const void *key, size_t klen, voi
 
 /* ------------------------------------------------------------- lifetime */
 
+int store_tier_parse_persist(const char *persist)
+{
+    if (persist == NULL || persist[0] == '\0')
+        return -1;
+    if (strcmp(persist, "off") == 0)
+        return MC_MASTER_PERSIST_OFF;
+    if (strcmp(persist, "async") == 0)
+        return MC_MASTER_PERSIST_ASYNC;
+    if (strcmp(persist, "eager") == 0)
+        return MC_MASTER_PERSIST_EAGER;
+    MC_ERROR(CLIENT, "persist '%s': expected off, async or eager (or empty: the master's)",
+             persist);
+    return -2;
+}
+
 mc_status_t store_tier_open(mc_store_t *s, const char *persist, uint64_t queue_bytes)
 {
-    int override = -1;
-    if (persist != NULL && persist[0] != '\0') {
-        if (strcmp(persist, "off") == 0)
-            override = MC_MASTER_PERSIST_OFF;
-        else if (strcmp(persist, "async") == 0)
-            override = MC_MASTER_PERSIST_ASYNC;
-        else if (strcmp(persist, "eager") == 0)
-            override = MC_MASTER_PERSIST_EAGER;
-        else {
-            MC_ERROR(CLIENT, "persist '%s': expected off, async or eager (or empty: the "
-                             "master's)",
-                     persist);
-            return MC_ERR_INVALID_ARGUMENT;
-        }
-    }
+    int override = store_tier_parse_persist(persist);
+    if (override == -2)
+        return MC_ERR_INVALID_ARGUMENT;
     store_tier_t *t = MC_NEW(store_tier_t);
     if (t == NULL)
         return MC_ERR_NOMEM;
@@ -430,8 +434,9 @@ void store_tier_close(mc_store_t *s)
         pthread_mutex_lock(&t->mu);
         if (mc_now_ms() > deadline && !t->drop) {
             t->drop = 1;
-            MC_WARN(TIER, "close: async tier writes still queued after %d ms (%llu bytes): "
-                          "dropping them",
+            MC_WARN(TIER,
+                    "close: async tier writes still queued after %d ms (%llu bytes): "
+                    "dropping them",
                     TIER_DRAIN_MS, (unsigned long long)t->queued_bytes);
         }
     }

@@ -376,6 +376,22 @@ mc_status_t mc_master_tier_restore(mc_master_t *m, const char *key, size_t key_l
 mc_status_t mc_master_tier_if_absent(mc_master_t *m, const char *key, size_t key_len,
                                      void (*fn)(void *arg), void *arg);
 
+typedef struct mc_master_tier_stats {
+    uint64_t disk_objects; /* objects with a DISK replica */
+    uint64_t disk_bytes;   /* their sizes (file headers not counted) */
+    uint64_t disk_evicted; /* disk-only objects removed by enforce_quota so far */
+} mc_master_tier_stats_t;
+
+void mc_master_tier_stats(mc_master_t *m, mc_master_tier_stats_t *out);
+
+/* When the objects with a DISK replica add up to more than quota_bytes:
+ * remove objects that are only on disk (no memory replica, no lease), least
+ * recently accessed first, until the total is 95% of the quota; their files
+ * go through opts.disk_drop. Files of objects still in memory are not
+ * touched (the quota can stay exceeded: logged). Walks every shard: for a
+ * background thread, not a reactor. Returns how many objects went. */
+uint64_t mc_master_tier_enforce_quota(mc_master_t *m, uint64_t quota_bytes, uint64_t now_us);
+
 /* ---- background work ---- */
 
 /* Run from a timer (10-100 ms). In order: (1) expire clients silent for

@@ -62,6 +62,7 @@ static const struct {
     {MC_RPC_META_PUT, "meta_put", 0},
     {MC_RPC_META_DEL, "meta_del", 0},
     {MC_RPC_META_LIST, "meta_list", 0},
+    {MC_RPC_TIER_ADD, "tier_add", 0},
 };
 
 static void send_text(struct evhttp_request *req, int code, const char *reason,
@@ -152,6 +153,7 @@ static void on_metrics(struct evhttp_request *req, void *arg)
     evbuffer_add_printf(b, "# TYPE segment_allocated_bytes gauge\n"
                            "# TYPE segment_total_capacity_bytes gauge\n");
     mc_master_foreach_segment(s->m, seg_metric, b);
+    master_tier_metrics(s, b);
 
     for (size_t i = 0; i < sizeof(rpc_names) / sizeof(rpc_names[0]); i++) {
         uint16_t m = rpc_names[i].method;

@@ -233,6 +233,8 @@ struct mc_master {
     _Atomic uint64_t ndraining;                  /* tick skips the commit at 0 */
 
     _Atomic uint64_t evict_attempts, evict_successes, evicted_keys, evicted_bytes;
+    _Atomic uint64_t disk_objects, disk_bytes; /* objects with a DISK replica (master_tier.c) */
+    _Atomic uint64_t disk_evicted;             /* disk-only objects removed for the quota */
     _Atomic uint64_t discards, releases;
 
     mc_master_journal_fn_t jfn; /* NULL: no journal (standby, single master) */

@@ -28,6 +28,8 @@ typedef struct mc_master_server_opts {
     const char *cluster_id;   /* tier directory = fsdir/cluster_id ("mooncake_cluster") */
     int persist;              /* mc_master_persist_t, announced to clients (ASYNC) */
     uint64_t tier_scan_max;   /* files the startup scan restores at most (10 M) */
+    uint64_t tier_quota;      /* bytes of objects on disk before the oldest disk-only
+                                 ones are removed; 0 = no quota (0) */
     int64_t view_version;     /* 0 = derive from the wall clock (bumps on every start) */
     mc_master_opts_t master;
     struct {

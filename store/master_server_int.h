@@ -82,6 +82,9 @@ const char *master_tier_dir(const master_srv_t *s);
 const char *master_tier_cluster(const master_srv_t *s);
 /* A client's file whose object is gone: delete it (queued). */
 void master_tier_orphan(master_srv_t *s, const char *key, size_t len);
+struct evbuffer;
+/* Prometheus lines of the tier (nothing without one). */
+void master_tier_metrics(const master_srv_t *s, struct evbuffer *b);
 
 mc_status_t master_http_start(master_srv_t *s);
 void master_http_stop(master_srv_t *s);

@@ -21,10 +21,14 @@
  * client never sees a half-restored tier.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
+
+#include <event2/buffer.h>
 
 #include "store/master_server_int.h"
 #include "store/tier.h"
@@ -49,6 +53,8 @@ struct master_tier {
     drop_node_t *head, **tail; /* mu */
     int stop;                  /* mu */
     _Atomic uint64_t deleted, delete_failed, skipped;
+    _Atomic uint64_t queued;                          /* deletions waiting */
+    uint64_t restored, scan_bad, scan_temps, scan_ms; /* startup scan, set before serving */
 };
 
 const char *master_tier_dir(const master_srv_t *s)
@@ -80,14 +86,16 @@ static void queue_drop(void *arg, const char *key, size_t len)
     struct master_tier *t = arg;
     drop_node_t *n = mc_malloc(sizeof(*n) + len);
     if (n == NULL) {
-        MC_ERROR(TIER, "out of memory while queueing the deletion of a file of '%.*s' "
-                       "(left on disk)",
+        MC_ERROR(TIER,
+                 "out of memory while queueing the deletion of a file of '%.*s' "
+                 "(left on disk)",
                  (int)(len > 64 ? 64 : len), key);
         return;
     }
     n->next = NULL;
     n->len = len;
     memcpy(n->key, key, len);
+    atomic_fetch_add(&t->queued, 1);
     pthread_mutex_lock(&t->mu);
     *t->tail = n;
     t->tail = &n->next;
@@ -115,13 +123,34 @@ static void do_unlink(void *arg)
         atomic_fetch_add(&c->t->delete_failed, 1);
 }
 
+/* How often the quota is checked (a walk of every shard when exceeded). */
+#define QUOTA_CHECK_US 1000000
+
 static void *deleter_main(void *arg)
 {
     struct master_tier *t = arg;
+    uint64_t quota = t->srv->opts.tier_quota;
+    uint64_t next_check = 0;
     pthread_mutex_lock(&t->mu);
     for (;;) {
-        while (t->head == NULL && !t->stop)
-            pthread_cond_wait(&t->cv, &t->mu);
+        if (quota > 0 && !t->stop && mc_now_us() >= next_check) {
+            pthread_mutex_unlock(&t->mu);
+            mc_master_tier_enforce_quota(t->srv->m, quota, mc_now_us());
+            next_check = mc_now_us() + QUOTA_CHECK_US;
+            pthread_mutex_lock(&t->mu);
+            continue;
+        }
+        if (t->head == NULL && !t->stop) {
+            if (quota > 0) {
+                struct timespec ts;
+                clock_gettime(CLOCK_REALTIME, &ts);
+                ts.tv_sec += 1;
+                pthread_cond_timedwait(&t->cv, &t->mu, &ts);
+            } else {
+                pthread_cond_wait(&t->cv, &t->mu);
+            }
+            continue;
+        }
         drop_node_t *n = t->head;
         if (n == NULL)
             break; /* stopping, queue drained */
@@ -133,6 +162,7 @@ static void *deleter_main(void *arg)
         if (mc_master_tier_if_absent(t->srv->m, n->key, n->len, do_unlink, &c) != MC_OK)
             atomic_fetch_add(&t->skipped, 1); /* the key was put again: its file is new */
         mc_free(n);
+        atomic_fetch_sub(&t->queued, 1);
         pthread_mutex_lock(&t->mu);
     }
     pthread_mutex_unlock(&t->mu);
@@ -146,8 +176,7 @@ mc_status_t master_tier_create(master_srv_t *s)
         return MC_OK;
     const char *cid = s->opts.cluster_id != NULL ? s->opts.cluster_id : "mooncake_cluster";
     if (!cluster_id_ok(cid)) {
-        MC_ERROR(TIER, "server.cluster_id '%s' must be 1..128 of [A-Za-z0-9._-], not . or ..",
-                 cid);
+        MC_ERROR(TIER, "server.cluster_id '%s' must be 1..128 of [A-Za-z0-9._-], not . or ..", cid);
         return MC_ERR_CONFIG;
     }
     if (s->opts.persist < MC_MASTER_PERSIST_OFF || s->opts.persist > MC_MASTER_PERSIST_EAGER) {
@@ -228,15 +257,20 @@ mc_status_t master_tier_start(master_srv_t *s)
         return MC_ERR_CONFIG;
     MC_INFO(TIER,
             "tier '%s' (persist %s): %llu objects restored from files in %llu ms; %llu files "
-            "skipped (corrupt or misplaced), %llu refused, %llu temp files left%s",
+            "skipped (corrupt or misplaced), %llu refused, %llu temp files left, %llu stale "
+            "ones deleted%s",
             t->dir,
             s->opts.persist == MC_MASTER_PERSIST_EAGER   ? "eager"
             : s->opts.persist == MC_MASTER_PERSIST_ASYNC ? "async"
                                                          : "off",
             (unsigned long long)c.ok, (unsigned long long)((mc_now_us() - t0) / 1000),
-            (unsigned long long)ss.bad, (unsigned long long)c.refused,
-            (unsigned long long)ss.temps,
+            (unsigned long long)ss.bad, (unsigned long long)c.refused, (unsigned long long)ss.temps,
+            (unsigned long long)ss.temps_removed,
             ss.truncated ? "; STOPPED at server.tier_scan_max: later files are not served" : "");
+    t->restored = c.ok;
+    t->scan_bad = ss.bad;
+    t->scan_temps = ss.temps;
+    t->scan_ms = (mc_now_us() - t0) / 1000;
     if (pthread_create(&t->thread, NULL, deleter_main, t) != 0) {
         MC_ERROR(TIER, "cannot start the tier deletion thread");
         return MC_ERR_NOMEM;
@@ -266,4 +300,40 @@ void master_tier_stop(master_srv_t *s)
     mc_free(t->cluster);
     mc_free(t);
     s->tier = NULL;
+}
+
+void master_tier_metrics(const master_srv_t *s, struct evbuffer *b)
+{
+    const struct master_tier *t = s->tier;
+    if (t == NULL)
+        return;
+    mc_master_tier_stats_t ts;
+    mc_master_tier_stats(s->m, &ts);
+    struct {
+        const char *name, *type, *help;
+        uint64_t v;
+    } rows[] = {
+        {"master_tier_restored_objects", "gauge", "Objects rebuilt from tier files at start.",
+         t->restored},
+        {"master_tier_scan_skipped_files", "gauge",
+         "Tier files the startup scan skipped (corrupt or misplaced).", t->scan_bad},
+        {"master_tier_scan_temp_files", "gauge", "Temp files the startup scan saw.", t->scan_temps},
+        {"master_tier_scan_duration_ms", "gauge", "Duration of the startup scan.", t->scan_ms},
+        {"master_tier_files_deleted_total", "counter", "Tier files deleted with their objects.",
+         atomic_load(&t->deleted)},
+        {"master_tier_file_delete_failures_total", "counter", "Tier file deletions that failed.",
+         atomic_load(&t->delete_failed)},
+        {"master_tier_deletions_skipped_total", "counter",
+         "Deletions skipped because the key was put again.", atomic_load(&t->skipped)},
+        {"master_tier_deletions_queued", "gauge", "Tier file deletions waiting.",
+         atomic_load(&t->queued)},
+        {"master_tier_objects", "gauge", "Objects with a DISK replica.", ts.disk_objects},
+        {"master_tier_bytes", "gauge", "Bytes of objects with a DISK replica.", ts.disk_bytes},
+        {"master_tier_quota_bytes", "gauge", "server.tier_quota (0 = none).", s->opts.tier_quota},
+        {"master_tier_quota_evicted_total", "counter",
+         "Disk-only objects removed to keep the tier under its quota.", ts.disk_evicted},
+    };
+    for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++)
+        evbuffer_add_printf(b, "# HELP %s %s\n# TYPE %s %s\n%s %" PRIu64 "\n", rows[i].name,
+                            rows[i].help, rows[i].name, rows[i].type, rows[i].name, rows[i].v);
 }

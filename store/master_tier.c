@@ -7,6 +7,7 @@
  * replica array: it holds no segment space and needs no allocator handle,
  * and its file's place follows from the key.
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "store/master_int.h"
@@ -14,8 +15,20 @@
 #include "util/log.h"
 #include "util/mem.h"
 
+/* o gets its DISK replica: count it. Shard lock held. */
+static void disk_set(mc_master_t *m, obj_t *o)
+{
+    if (o->disk)
+        return;
+    o->disk = 1;
+    atomic_fetch_add(&m->disk_objects, 1);
+    atomic_fetch_add(&m->disk_bytes, o->size);
+}
+
 void tier_dropped(mc_master_t *m, obj_t *o)
 {
+    atomic_fetch_sub(&m->disk_objects, 1);
+    atomic_fetch_sub(&m->disk_bytes, o->size);
     if (m->o.disk_drop != NULL)
         m->o.disk_drop(m->o.disk_drop_arg, obj_key(o), o->key_len);
 }
@@ -46,7 +59,7 @@ mc_status_t mc_master_tier_add(mc_master_t *m, const char *key, size_t key_len, 
     else if (o->size != size)
         st = MC_ERR_INVALID_PARAMS; /* a file of an older put of the key */
     else
-        o->disk = 1;
+        disk_set(m, o);
     shard_unlock(sh);
     return st;
 }
@@ -65,7 +78,7 @@ mc_status_t mc_master_tier_restore(mc_master_t *m, const char *key, size_t key_l
     obj_t *o = otab_find(&sh->tab, h, key, key_len);
     if (o != NULL) {
         if (o->size == size)
-            o->disk = 1;
+            disk_set(m, o);
         else
             st = MC_ERR_INVALID_PARAMS;
         goto out;
@@ -79,9 +92,9 @@ mc_status_t mc_master_tier_restore(mc_master_t *m, const char *key, size_t key_l
     o->access_us = now_us;
     o->key_len = (uint16_t)key_len;
     o->state = OBJ_COMPLETE;
-    o->disk = 1;
     memcpy(obj_key(o), key, key_len);
     otab_insert(&sh->tab, h, o);
+    disk_set(m, o);
 out:
     shard_unlock(sh);
     return st;
@@ -100,4 +113,106 @@ mc_status_t mc_master_tier_if_absent(mc_master_t *m, const char *key, size_t key
         fn(arg);
     shard_unlock(sh);
     return o == NULL ? MC_OK : MC_ERR_OBJECT_ALREADY_EXISTS;
+}
+
+void mc_master_tier_stats(mc_master_t *m, mc_master_tier_stats_t *out)
+{
+    out->disk_objects = atomic_load(&m->disk_objects);
+    out->disk_bytes = atomic_load(&m->disk_bytes);
+    out->disk_evicted = atomic_load(&m->disk_evicted);
+}
+
+/* ---- quota: removing disk-only objects, least recently used first ---- */
+
+typedef struct cand {
+    uint64_t access_us, size;
+} cand_t;
+
+static int cand_cmp(const void *a, const void *b)
+{
+    const cand_t *x = a, *y = b;
+    return x->access_us < y->access_us ? -1 : x->access_us > y->access_us;
+}
+
+/* An object the quota may take: complete, only on disk, no reader's lease. */
+static int quota_candidate(const obj_t *o, uint64_t now_us)
+{
+    return o != NULL && o->state == OBJ_COMPLETE && o->disk && o->nrep == 0 &&
+           !obj_leased(o, now_us);
+}
+
+uint64_t mc_master_tier_enforce_quota(mc_master_t *m, uint64_t quota_bytes, uint64_t now_us)
+{
+    uint64_t used = atomic_load(&m->disk_bytes);
+    if (quota_bytes == 0 || used <= quota_bytes)
+        return 0;
+    /* down to 95% of the quota, so that the next puts do not trigger it again */
+    uint64_t excess = used - quota_bytes + quota_bytes / 20;
+
+    /* 1: every candidate's access time and size (a background thread's
+     * work: the shard locks are held one at a time, briefly) */
+    size_t n = 0, cap = 1024;
+    cand_t *c = mc_malloc(cap * sizeof(*c));
+    if (c == NULL)
+        return 0;
+    for (unsigned s = 0; s < MC_MASTER_NUM_SHARDS; s++) {
+        shard_t *sh = &m->shards[s];
+        shard_lock(sh);
+        OTAB_WALK(&sh->tab, i, k)
+        {
+            obj_t *o = sh->tab.slots[i].obj;
+            if (!quota_candidate(o, now_us))
+                continue;
+            if (n == cap) {
+                cand_t *nc = mc_realloc(c, 2 * cap * sizeof(*c));
+                if (nc == NULL)
+                    break; /* go on with the ones we have */
+                c = nc;
+                cap *= 2;
+            }
+            c[n++] = (cand_t){o->access_us, o->size};
+        }
+        shard_unlock(sh);
+    }
+    /* 2: the access time up to which the oldest ones free enough */
+    qsort(c, n, sizeof(*c), cand_cmp);
+    uint64_t sum = 0, thr = 0;
+    for (size_t i = 0; i < n && sum < excess; i++) {
+        sum += c[i].size;
+        thr = c[i].access_us;
+    }
+    mc_free(c);
+    if (n == 0) {
+        MC_WARN(TIER,
+                "tier over its quota (%llu > %llu bytes) but no object is only on disk "
+                "(files of objects still in memory are kept)",
+                (unsigned long long)used, (unsigned long long)quota_bytes);
+        return 0;
+    }
+    /* 3: remove them (re-checked under the lock: a get may have read one) */
+    uint64_t freed = 0, cnt = 0;
+    for (unsigned s = 0; s < MC_MASTER_NUM_SHARDS && freed < excess; s++) {
+        shard_t *sh = &m->shards[s];
+        shard_lock(sh);
+        OTAB_WALK(&sh->tab, i, k)
+        {
+            obj_t *o = sh->tab.slots[i].obj;
+            if (freed >= excess)
+                break;
+            if (!quota_candidate(o, now_us) || o->access_us > thr)
+                continue;
+            freed += o->size;
+            cnt++;
+            obj_unlink(m, sh, o, sh->tab.slots[i].hash); /* its file is queued for deletion */
+            obj_destroy(m, o);
+        }
+        otab_shrink(&sh->tab);
+        shard_unlock(sh);
+    }
+    atomic_fetch_add(&m->disk_evicted, cnt);
+    MC_INFO(TIER,
+            "tier quota: removed %llu disk-only objects (%llu bytes; %llu were in use, quota %llu)",
+            (unsigned long long)cnt, (unsigned long long)freed, (unsigned long long)used,
+            (unsigned long long)quota_bytes);
+    return cnt;
 }

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "util/hash.h"
@@ -195,7 +196,11 @@ static ssize_t read_head(int fd, uint8_t *buf)
 /* Open probe after probe until the file holding key: returns its fd (its
  * header in head, decoded into *h) and its path; -1 with *st = FILE_NOT_FOUND
  * (no file holds key; *free_probe = the first missing probe, or
- * MC_TIER_PROBES), or another error. */
+ * MC_TIER_PROBES), CHECKSUM_MISMATCH (a corrupt file at path: whose it is
+ * cannot be told, but a short key's name is its key's alone, and a long
+ * key's shares a 64-bit hash and 200 bytes of key, so it is taken as the
+ * key's own: readers refuse it, writers replace it, unlink deletes it), or
+ * another error. */
 static int open_key(const char *dir, const void *key, size_t klen, uint8_t *head, mc_tier_hdr_t *h,
                     char *path, unsigned *free_probe, mc_status_t *st)
 {
@@ -208,7 +213,7 @@ static int open_key(const char *dir, const void *key, size_t klen, uint8_t *head
         }
         int fd = open(path, O_RDONLY | O_CLOEXEC);
         if (fd < 0) {
-            if (errno == ENOENT) {
+            if (errno == ENOENT || errno == ENOTDIR) { /* ENOTDIR: a file in the way */
                 /* probes are taken in order: a gap ends the chain */
                 *free_probe = p;
                 *st = MC_ERR_FILE_NOT_FOUND;
@@ -319,8 +324,7 @@ mc_status_t mc_tier_write(const char *dir, const void *key, size_t klen, const s
         st = MC_ERR_REPLICA_ALREADY_EXISTS;
         goto out;
     } else if (st == MC_ERR_CHECKSUM_MISMATCH) {
-        st = MC_ERR_FILE_WRITE_FAIL; /* a corrupt file stays for the operator to look at */
-        goto out;
+        MC_WARN(TIER, "replacing the corrupt file '%s'", path); /* path: open_key's */
     } else {
         goto out;
     }
@@ -455,9 +459,10 @@ mc_status_t mc_tier_unlink(const char *dir, const void *key, size_t klen)
     mc_status_t st;
     int fd = open_key(dir, key, klen, head, &h, path, &free_probe, &st);
     mc_free(head);
-    if (fd < 0)
+    if (fd < 0 && st != MC_ERR_CHECKSUM_MISMATCH) /* a corrupt one goes too */
         return st == MC_ERR_FILE_NOT_FOUND ? MC_OK : st;
-    close(fd);
+    if (fd >= 0)
+        close(fd);
     if (unlink(path) != 0 && errno != ENOENT) {
         MC_ERROR(TIER, "cannot delete '%s': %s", path, strerror(errno));
         return MC_ERR_FILE_WRITE_FAIL;
@@ -487,7 +492,16 @@ static int scan_leaf(const char *ldir, const char *rel, uint8_t *head, uint64_t 
     int stop = 0;
     while (!stop && (de = readdir(d)) != NULL) {
         if (de->d_name[0] == '.') {
-            if (strncmp(de->d_name, ".tmp-", 5) == 0)
+            if (strncmp(de->d_name, ".tmp-", 5) != 0)
+                continue;
+            /* a writer that crashed left it; one still writing has touched
+             * it within the hour (a write takes seconds at most) */
+            struct stat sb;
+            if (snprintf(path, sizeof(path), "%s/%s", ldir, de->d_name) < (int)sizeof(path) &&
+                stat(path, &sb) == 0 && sb.st_mtime + MC_TIER_TEMP_MAX_AGE_S < time(NULL) &&
+                unlink(path) == 0)
+                s->temps_removed++;
+            else
                 s->temps++;
             continue;
         }

@@ -81,7 +81,7 @@ size_t mc_tier_rel_path(const void *key, size_t klen, unsigned probe, char *out)
 typedef struct mc_tier_hdr {
     uint32_t key_len;
     uint64_t size;
-    uint64_t checksum; /* of the data */
+    uint64_t checksum;  /* of the data */
     const uint8_t *key; /* inside the decoded bytes */
 } mc_tier_hdr_t;
 
@@ -96,10 +96,10 @@ size_t mc_tier_hdr_encode(const void *key, size_t klen, uint64_t size, uint64_t 
 mc_status_t mc_tier_hdr_decode(const uint8_t *p, size_t n, mc_tier_hdr_t *h, const char **why);
 
 /* Write key's file under dir (the tier directory) with the data in iov (size
- * bytes in all), atomically. sync_dir: also fsync the directory after the
- * rename. MC_OK, MC_ERR_INVALID_KEY, MC_ERR_FILE_WRITE_FAIL (logged with
- * the path and errno), MC_ERR_REPLICA_ALREADY_EXISTS (every probe holds
- * another key: logged). */
+ * bytes in all), atomically, replacing the key's file (also a corrupt one:
+ * logged). sync_dir: also fsync the directory after the rename. MC_OK, MC_ERR_INVALID_KEY,
+ * MC_ERR_FILE_WRITE_FAIL (logged with the path and errno), MC_ERR_REPLICA_ALREADY_EXISTS (every
+ * probe holds another key: logged). */
 mc_status_t mc_tier_write(const char *dir, const void *key, size_t klen, const struct iovec *iov,
                           size_t iovcnt, uint64_t size, int sync_dir);
 
@@ -112,23 +112,28 @@ mc_status_t mc_tier_write(const char *dir, const void *key, size_t klen, const s
 mc_status_t mc_tier_read(const char *dir, const void *key, size_t klen, void *buf, uint64_t room,
                          uint64_t expect, uint64_t *size);
 
-/* Delete key's file (the probe whose header holds key). MC_OK (also when
- * there was none), MC_ERR_FILE_WRITE_FAIL. */
+/* Delete key's file (the probe whose header holds key, or a corrupt file in
+ * the way). MC_OK (also when there was none), MC_ERR_FILE_WRITE_FAIL. */
 mc_status_t mc_tier_unlink(const char *dir, const void *key, size_t klen);
 
 /* Return non-zero to stop. key is borrowed for the call. */
 typedef int (*mc_tier_scan_cb_t)(void *arg, const void *key, size_t klen, uint64_t size);
 
 typedef struct mc_tier_scan_stats {
-    uint64_t files;   /* object files reported */
-    uint64_t bad;     /* files skipped: unreadable, corrupt header, misplaced */
-    uint64_t temps;   /* temp files seen (left alone) */
-    int truncated;    /* stopped at max */
+    uint64_t files;         /* object files reported */
+    uint64_t bad;           /* files skipped: unreadable, corrupt header, misplaced */
+    uint64_t temps;         /* temp files seen and left (younger than MC_TIER_TEMP_MAX_AGE_S) */
+    uint64_t temps_removed; /* older temp files deleted (their writer is gone) */
+    int truncated;          /* stopped at max */
 } mc_tier_scan_stats_t;
 
+/* Temp files older than this (seconds) are a crashed writer's: a scan
+ * deletes them. */
+#define MC_TIER_TEMP_MAX_AGE_S 3600
+
 /* Every object file under dir (headers only: data is checked on read), at
- * most max. MC_OK (also for a missing dir: nothing reported),
- * MC_ERR_FILE_OPEN_FAIL (dir exists but cannot be listed). */
+ * most max; stale temp files are deleted on the way. MC_OK (also for a missing dir: nothing
+ * reported), MC_ERR_FILE_OPEN_FAIL (dir exists but cannot be listed). */
 mc_status_t mc_tier_scan(const char *dir, uint64_t max, mc_tier_scan_cb_t cb, void *arg,
                          mc_tier_scan_stats_t *stats);
 

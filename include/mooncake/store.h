@@ -34,6 +34,15 @@
  * (master unreachable), MC_ERR_TRANSFER_FAIL, MC_ERR_INVALID_PARAMS,
  * MC_ERR_STATE (a sync call from a reactor thread; put/get on a client with
  * local_buffer_size 0 and an unregistered buffer).
+ *
+ * Persistent tier: when the master has a root_fs_dir, every put also writes
+ * the object to a file there (persist "eager": before the put returns, and a
+ * failed write fails the put with e.g. MC_ERR_FILE_WRITE_FAIL; "async":
+ * after, from a copy). A get of an object that has no readable memory
+ * replica is served from its file; a corrupt file fails the get with
+ * MC_ERR_CHECKSUM_MISMATCH (its bytes are never returned). query reports the
+ * file as a replica with disk = 1; exist counts it. The client does its file
+ * I/O on worker threads of its own, never on a reactor.
  */
 #ifndef MOONCAKE_STORE_H
 #define MOONCAKE_STORE_H

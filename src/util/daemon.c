@@ -14,7 +14,7 @@
 static const mc_conf_key_t log_keys[] = {
     MC_CONF_ROW(mc_log_opts_t, level, "level", MC_CONF_STRING, "info", 0, 0,
                 "log levels: LEVEL or LEVEL,component=LEVEL,... (error|warn|info|debug|trace; "
-                "components core conf reactor rpc transport tcp rdma metadata master client "
+                "components core conf reactor rpc transport tcp rdma metadata master client tier "
                 "http ha)"),
     MC_CONF_ROW(mc_log_opts_t, file, "file", MC_CONF_STRING, "", 0, 0,
                 "append log lines to this file instead of stderr"),

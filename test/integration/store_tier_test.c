@@ -4,14 +4,18 @@
  * segment (16 MiB, so eviction runs), and clients in this process.
  *
  * An eager put's file exists when the put returns and the master lists a
- * DISK replica; async puts reach disk shortly after and a closing client
+ * DISK replica (an eager put whose file cannot be written fails and is
+ * revoked; an async one stays in memory only); async puts reach disk shortly after and a closing client
  * drains its queue; objects evicted from memory are served from their
  * files byte for byte; keys such as ../x, a/b, /etc/passwd, a 4096-byte key,
  * a binary key and keys differing in case land in distinct files inside
  * the tier directory (the names on disk are checked); a restarted master
  * rebuilds its DISK replicas from the files and the objects stay readable;
  * a corrupt file is a clear error (CHECKSUM_MISMATCH) and is not served;
- * remove deletes the file (the master does, shortly after).
+ * remove deletes the file (the master does, shortly after); a get whose
+ * memory replica cannot be read (its node killed) reads the file; a master
+ * with a tier quota removes disk-only objects (and their files) until the
+ * tier fits; bad tier settings stop the master with the key named.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -26,6 +30,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 
 #include "mooncake/store.h"
@@ -43,11 +50,13 @@
 #define CLUSTER "tc"
 
 typedef struct env {
-    char root[64]; /* root_fs_dir */
+    char parent[64];   /* a mkdtemp directory holding root: "../x" from root lands here */
+    char root[96];     /* root_fs_dir */
     char tierdir[256]; /* root/cluster */
     test_proc_t master, node;
     unsigned rpc_port, http_port;
     mc_store_t *eager, *async;
+    const char *master_extra; /* one more "--set" for the next master start */
 } env_t;
 
 static env_t E;
@@ -58,6 +67,7 @@ static int start_master(env_t *e)
     snprintf(rpc, sizeof(rpc), "server.rpc_port=%u", e->rpc_port);
     snprintf(http, sizeof(http), "server.http_port=%u", e->http_port);
     snprintf(root, sizeof(root), "server.root_fs_dir=%s", e->root);
+    /* clang-format off */
     char *argv[] = {(char *)test_prog("mooncake-master", bin, sizeof(bin)),
                     "--set", "server.bind_address=127.0.0.1",
                     "--set", rpc,
@@ -72,7 +82,11 @@ static int start_master(env_t *e)
                     "--set", "master.eviction_high_watermark_ratio=0.7",
                     "--set", "master.eviction_ratio=0.3",
                     "--set", getenv("TEST_MASTER_LOG") ? getenv("TEST_MASTER_LOG") : "log.level=error",
+                    "--set", (char *)e->master_extra,
                     NULL};
+    /* clang-format on */
+    if (e->master_extra == NULL)
+        argv[sizeof(argv) / sizeof(argv[0]) - 3] = NULL;
     if (test_proc_start(&e->master, argv) != 0)
         return -1;
     uint64_t deadline = mc_now_ms() + START_TIMEOUT_MS;
@@ -98,6 +112,7 @@ static int start_node(env_t *e)
     snprintf(master, sizeof(master), "store.master=127.0.0.1:%u", e->rpc_port);
     snprintf(port, sizeof(port), "store.port=%u", p);
     snprintf(name, sizeof(name), "store.local_hostname=127.0.0.1:%u", p);
+    /* clang-format off */
     char *argv[] = {(char *)test_prog("mooncake-store-server", bin, sizeof(bin)),
                     "--set", master,
                     "--set", port,
@@ -107,6 +122,7 @@ static int start_node(env_t *e)
                     "--set", "store.rpc_timeout=2s",
                     "--set", "log.level=error",
                     NULL};
+    /* clang-format on */
     if (test_proc_start(&e->node, argv) != 0)
         return -1;
     char line[256];
@@ -139,10 +155,13 @@ static int setup(void **state)
 {
     env_t *e = &E;
     signal(SIGPIPE, SIG_IGN);
-    snprintf(e->root, sizeof(e->root), "/tmp/mc_tier_test.XXXXXX");
-    if (mkdtemp(e->root) == NULL)
+    snprintf(e->parent, sizeof(e->parent), "/tmp/mc_tier_test.XXXXXX");
+    if (mkdtemp(e->parent) == NULL)
         return -1;
-    snprintf(e->tierdir, sizeof(e->tierdir), "%.64s/%s", e->root, CLUSTER);
+    snprintf(e->root, sizeof(e->root), "%.64s/root", e->parent);
+    if (mkdir(e->root, 0755) != 0)
+        return -1;
+    snprintf(e->tierdir, sizeof(e->tierdir), "%.96s/%s", e->root, CLUSTER);
     int ok = -1;
     for (int attempt = 0; attempt < 5 && ok != 0; attempt++) {
         e->rpc_port = test_free_port();
@@ -169,7 +188,7 @@ static int teardown(void **state)
     if (e->master.pid > 0)
         test_proc_stop(&e->master, SIGTERM, 5000);
     char cmd[128];
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", e->root);
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", e->parent);
     return system(cmd) == 0 ? 0 : -1;
 }
 
@@ -233,8 +252,7 @@ static void replicas(mc_store_t *s, const void *key, size_t klen, uint32_t *mem,
 /* A put that may find the pool full for a moment (eviction runs on the
  * master's tick) or no segment yet (a node re-mounting after a master
  * restart): retried for a while. */
-static mc_status_t put_retry(mc_store_t *s, const void *key, size_t klen, const void *v,
-                             size_t len)
+static mc_status_t put_retry(mc_store_t *s, const void *key, size_t klen, const void *v, size_t len)
 {
     mc_status_t st = MC_ERR_NO_AVAILABLE_HANDLE;
     for (int i = 0; i < 500 && st == MC_ERR_NO_AVAILABLE_HANDLE; i++) {
@@ -245,8 +263,7 @@ static mc_status_t put_retry(mc_store_t *s, const void *key, size_t klen, const 
     return st;
 }
 
-static void get_equals(mc_store_t *s, const void *key, size_t klen, const uint8_t *want,
-                       size_t len)
+static void get_equals(mc_store_t *s, const void *key, size_t klen, const uint8_t *want, size_t len)
 {
     uint8_t *got = malloc(len + 16);
     assert_non_null(got);
@@ -270,6 +287,41 @@ static void an_eager_put_is_on_disk_when_it_returns(void **state)
     assert_int_equal(mem, 1);
     assert_int_equal(disk, 1);
     get_equals(e->async, "eager/1", 7, v, sizeof(v));
+}
+
+static void an_eager_put_whose_file_cannot_be_written_fails_and_leaves_nothing(void **state)
+{
+    env_t *e = *state;
+    /* a key whose first fan-out directory does not exist yet: a plain file
+     * there makes its directory impossible to create */
+    char key[32], rel[MC_TIER_REL_MAX], block[PATH_MAX];
+    for (int i = 0;; i++) {
+        snprintf(key, sizeof(key), "nodir/%d", i);
+        mc_tier_rel_path(key, strlen(key), 0, rel);
+        snprintf(block, sizeof(block), "%s/%.2s", e->tierdir, rel);
+        if (access(block, F_OK) != 0)
+            break;
+    }
+    FILE *f = fopen(block, "w");
+    assert_non_null(f);
+    fclose(f);
+    uint8_t v[1000];
+    fill(v, sizeof(v), 3);
+    /* eager: the put fails with the file error and is revoked */
+    assert_int_equal(mc_store_put(e->eager, key, strlen(key), v, sizeof(v), NULL),
+                     MC_ERR_FILE_WRITE_FAIL);
+    assert_int_equal(mc_store_exist(e->async, key, strlen(key)), 0);
+    /* async: the put succeeds in memory; the file is best effort */
+    assert_int_equal(mc_store_put(e->async, key, strlen(key), v, sizeof(v), NULL), MC_OK);
+    usleep(200000);
+    uint32_t mem;
+    int disk;
+    replicas(e->async, key, strlen(key), &mem, &disk);
+    assert_int_equal(mem, 1);
+    assert_int_equal(disk, 0);
+    get_equals(e->eager, key, strlen(key), v, sizeof(v));
+    assert_int_equal(mc_store_remove(e->async, key, strlen(key), 1), MC_OK);
+    assert_int_equal(unlink(block), 0);
 }
 
 static void async_puts_reach_disk_after_returning_and_close_drains_them(void **state)
@@ -356,7 +408,7 @@ static struct {
     char names[32][300];
     int outside;
 } walk;
-static char walk_root[128];
+static char walk_root[300];
 
 static int walk_cb(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
 {
@@ -387,22 +439,29 @@ static void hostile_keys_map_to_safe_distinct_files_inside_the_directory(void **
         const char *k;
         size_t len;
     } keys[] = {
-        {"../x", 4}, {"a/b", 3}, {"a_b", 3}, {"/etc/passwd", 11}, {"..", 2}, {".", 1},
-        {longkey, sizeof(longkey)}, {binkey, sizeof(binkey)}, {"Case", 4}, {"case", 4},
+        {"../x", 4},
+        {"a/b", 3},
+        {"a_b", 3},
+        {"/etc/passwd", 11},
+        {"..", 2},
+        {".", 1},
+        {longkey, sizeof(longkey)},
+        {binkey, sizeof(binkey)},
+        {"Case", 4},
+        {"case", 4},
         {"CASE", 4},
     };
     size_t nk = sizeof(keys) / sizeof(keys[0]);
     uint8_t v[1000];
     for (size_t i = 0; i < nk; i++) {
         fill(v, sizeof(v), 5000 + i);
-        assert_int_equal(mc_store_put(e->eager, keys[i].k, keys[i].len, v, sizeof(v), NULL),
-                         MC_OK);
+        assert_int_equal(mc_store_put(e->eager, keys[i].k, keys[i].len, v, sizeof(v), NULL), MC_OK);
     }
     /* nothing escaped: no file next to the cluster directory or above it */
     char p[PATH_MAX];
     snprintf(p, sizeof(p), "%s/x", e->root);
     assert_int_equal(access(p, F_OK), -1);
-    snprintf(p, sizeof(p), "%s/../x", e->tierdir);
+    snprintf(p, sizeof(p), "%s/x", e->parent);
     assert_int_equal(access(p, F_OK), -1);
     /* every key's file is where the naming rule puts it, with a safe name */
     char seen[16][300];
@@ -442,6 +501,45 @@ static void hostile_keys_map_to_safe_distinct_files_inside_the_directory(void **
     }
 }
 
+/* The value of a metric line "name V" on the master's /metrics, or -1. */
+static long long metric(const env_t *e, const char *name)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    assert_true(fd >= 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)e->http_port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+    const char *rq = "GET /metrics HTTP/1.0\r\n\r\n";
+    assert_int_equal(write(fd, rq, strlen(rq)), (ssize_t)strlen(rq));
+    static char body[1 << 18];
+    size_t n = 0;
+    ssize_t r;
+    while (n + 1 < sizeof(body) && (r = read(fd, body + n, sizeof(body) - 1 - n)) > 0)
+        n += (size_t)r;
+    body[n] = '\0';
+    close(fd);
+    char pat[128];
+    snprintf(pat, sizeof(pat), "\n%s ", name);
+    const char *p = strstr(body, pat);
+    return p != NULL ? strtoll(p + strlen(pat), NULL, 10) : -1;
+}
+
+/* Output of `mooncake-cli ARGS` against the test's master (exit 0 asserted). */
+static void cli_out(const env_t *e, const char *args, char *out, size_t room)
+{
+    char bin[256], cmd[768];
+    snprintf(cmd, sizeof(cmd), "timeout 20 %s --master 127.0.0.1:%u --http 127.0.0.1:%u %s 2>&1",
+             test_prog("mooncake-cli", bin, sizeof(bin)), e->rpc_port, e->http_port, args);
+    FILE *f = popen(cmd, "r");
+    assert_non_null(f);
+    size_t n = fread(out, 1, room - 1, f);
+    out[n] = '\0';
+    int status = pclose(f);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        print_message("%s: %s\n", cmd, out);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
 static void a_restarted_master_serves_objects_from_their_files(void **state)
 {
     env_t *e = *state;
@@ -463,6 +561,15 @@ static void a_restarted_master_serves_objects_from_their_files(void **state)
     assert_int_equal(mem, 0);
     assert_int_equal(disk, 1);
     get_equals(e->async, "restart/1", 9, v, sizeof(v));
+    /* the restart is visible in the master's metrics */
+    assert_true(metric(e, "master_tier_restored_objects") > 10);
+    assert_int_equal(metric(e, "master_tier_scan_skipped_files"), 0);
+    /* mooncake-cli shows the DISK replica: stat, and ls (memory count "+D") */
+    char out[4096];
+    cli_out(e, "stat restart/1", out, sizeof(out));
+    assert_non_null(strstr(out, "DISK (tier file)"));
+    cli_out(e, "ls --regex ^restart/", out, sizeof(out));
+    assert_non_null(strstr(out, "0+D"));
     /* so is every object written before (hostile keys included) */
     assert_int_equal(mc_store_exist(e->async, "../x", 4), 1);
     assert_int_equal(mc_store_exist(e->async, "eager/1", 7), 1);
@@ -513,11 +620,145 @@ static void remove_deletes_the_file(void **state)
     assert_true(mc_store_remove_all(e->async, 1) > 0);
     assert_true(wait_file(e, "../x", 4, 0));
     assert_true(wait_file(e, "eager/1", 7, 0));
+    assert_true(wait_file(e, "restart/1", 9, 0)); /* the corrupt one too */
+    assert_true(metric(e, "master_tier_files_deleted_total") > 10);
+    assert_int_equal(metric(e, "master_tier_file_delete_failures_total"), 0);
+    /* an async put removed at once: whether the remove or the file write
+     * comes first, no file is left behind (a late TierAdd finds no object and
+     * the master deletes the orphan) */
+    for (int i = 0; i < 5; i++) {
+        char k[32];
+        snprintf(k, sizeof(k), "orphan/%d", i);
+        assert_int_equal(mc_store_put(e->async, k, strlen(k), v, sizeof(v), NULL), MC_OK);
+        assert_int_equal(mc_store_remove(e->async, k, strlen(k), 1), MC_OK);
+    }
+    usleep(300000 * SLOW); /* the writes are done by now (the queue is short) */
+    for (int i = 0; i < 5; i++) {
+        char k[32];
+        snprintf(k, sizeof(k), "orphan/%d", i);
+        assert_true(wait_file(e, k, strlen(k), 0));
+        assert_int_equal(mc_store_exist(e->async, k, strlen(k)), 0);
+    }
     /* a put of a removed key writes a fresh file that stays */
     assert_int_equal(mc_store_put(e->eager, "rm/1", 4, v, 100, NULL), MC_OK);
     usleep(200000);
     assert_true(file_exists(e, "rm/1", 4));
     get_equals(e->async, "rm/1", 4, v, 100);
+}
+
+static void a_get_whose_memory_replica_fails_reads_the_file(void **state)
+{
+    env_t *e = *state;
+    uint8_t v[200000];
+    fill(v, sizeof(v), 11);
+    assert_int_equal(put_retry(e->eager, "dead/1", 6, v, sizeof(v)), MC_OK);
+    uint32_t mem;
+    int disk;
+    replicas(e->async, "dead/1", 6, &mem, &disk);
+    assert_int_equal(mem, 1);
+    assert_int_equal(disk, 1);
+    /* the node holding the memory replica dies; the master still lists the
+     * replica (it expires the node only after client_ttl): the read from it
+     * fails, and the get goes on with the file */
+    assert_true(test_proc_stop(&e->node, SIGKILL, 5000) >= 0);
+    e->node.pid = 0;
+    replicas(e->async, "dead/1", 6, &mem, &disk);
+    assert_int_equal(mem, 1);
+    get_equals(e->async, "dead/1", 6, v, sizeof(v));
+}
+
+/* count the regular files under dir */
+static int nfiles;
+static int count_cb(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)path;
+    (void)sb;
+    (void)ftw;
+    nfiles += flag == FTW_F;
+    return 0;
+}
+
+static void a_master_with_a_quota_removes_the_oldest_disk_only_objects(void **state)
+{
+    env_t *e = *state;
+    /* 10 MiB of files, as clients would have written them; the restarted
+     * master finds them */
+    long long before = -1;
+    uint8_t *v = malloc(MIB);
+    char key[32];
+    for (int i = 0; i < 10; i++) {
+        snprintf(key, sizeof(key), "qt/%d", i);
+        fill(v, MIB, 300 + (uint64_t)i);
+        struct iovec iov = {v, MIB};
+        assert_int_equal(mc_tier_write(e->tierdir, key, strlen(key), &iov, 1, MIB, 0), MC_OK);
+    }
+    free(v);
+    e->master_extra = "server.tier_quota=4MiB";
+    assert_true(test_proc_stop(&e->master, SIGTERM, 5000) >= 0);
+    e->master.pid = 0;
+    assert_int_equal(start_master(e), 0);
+    e->master_extra = NULL;
+    before = metric(e, "master_tier_restored_objects");
+    assert_true(before >= 10);
+    assert_int_equal(metric(e, "master_tier_quota_bytes"), 4 << 20);
+    /* within a couple of checks (every second) the tier is under its quota */
+    uint64_t deadline = mc_now_ms() + 10000 * SLOW;
+    long long bytes;
+    while ((bytes = metric(e, "master_tier_bytes")) > (4 << 20) && mc_now_ms() < deadline)
+        usleep(100000);
+    assert_true(bytes >= 0 && bytes <= (4 << 20));
+    long long gone = metric(e, "master_tier_quota_evicted_total");
+    assert_true(gone > 0);
+    /* their files are deleted: as many files as objects left */
+    deadline = mc_now_ms() + 5000 * SLOW;
+    long long left = metric(e, "master_tier_objects");
+    do {
+        nfiles = 0;
+        assert_int_equal(nftw(e->tierdir, count_cb, 16, FTW_PHYS), 0);
+    } while (nfiles != left && mc_now_ms() < deadline && usleep(50000) == 0);
+    assert_int_equal(nfiles, left);
+    assert_int_equal(left + gone, before);
+    print_message("quota 4 MiB: %lld of %lld objects removed, %lld bytes left\n", gone, before,
+                  bytes);
+}
+
+/* Run the master with one bad setting: it must exit non-zero and its
+ * output must name what was wrong. */
+static void master_refuses(const char *set, const char *named)
+{
+    char bin[256], cmd[1024], out[4096];
+    snprintf(cmd, sizeof(cmd),
+             "timeout 20 %s --set server.bind_address=127.0.0.1 --set server.rpc_port=0 "
+             "--set server.http_enabled=false --set server.reactors=1 %s 2>&1",
+             test_prog("mooncake-master", bin, sizeof(bin)), set);
+    FILE *f = popen(cmd, "r");
+    assert_non_null(f);
+    size_t n = fread(out, 1, sizeof(out) - 1, f);
+    out[n] = '\0';
+    int status = pclose(f);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) != 0 && WEXITSTATUS(status) != 124);
+    if (strstr(out, named) == NULL)
+        print_message("output was: %s\n", out);
+    assert_non_null(strstr(out, named));
+}
+
+static void bad_tier_settings_stop_the_master_and_name_the_key(void **state)
+{
+    env_t *e = *state;
+    char set[256];
+    master_refuses("--set server.root_fs_dir=/nonexistent/tier", "server.root_fs_dir");
+    master_refuses("--set server.root_fs_dir=relative/dir", "server.root_fs_dir");
+    snprintf(set, sizeof(set), "--set server.root_fs_dir=%s --set server.cluster_id=../x", e->root);
+    master_refuses(set, "server.cluster_id");
+    snprintf(set, sizeof(set), "--set server.root_fs_dir=%s --set server.cluster_id=a/b", e->root);
+    master_refuses(set, "server.cluster_id");
+    master_refuses("--set server.persist=sometimes", "server.persist");
+    /* and nothing was created outside the tier root */
+    char p[PATH_MAX];
+    snprintf(p, sizeof(p), "%s/x", e->parent);
+    assert_int_equal(access(p, F_OK), -1);
+    snprintf(p, sizeof(p), "%s/a", e->root);
+    assert_int_equal(access(p, F_OK), -1);
 }
 
 int main(int argc, char **argv)
@@ -526,12 +767,16 @@ int main(int argc, char **argv)
     (void)argv;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(an_eager_put_is_on_disk_when_it_returns),
+        cmocka_unit_test(an_eager_put_whose_file_cannot_be_written_fails_and_leaves_nothing),
         cmocka_unit_test(async_puts_reach_disk_after_returning_and_close_drains_them),
         cmocka_unit_test(objects_evicted_from_memory_are_served_from_their_files),
         cmocka_unit_test(hostile_keys_map_to_safe_distinct_files_inside_the_directory),
         cmocka_unit_test(a_restarted_master_serves_objects_from_their_files),
         cmocka_unit_test(a_corrupt_file_is_a_clear_error_and_not_served),
         cmocka_unit_test(remove_deletes_the_file),
+        cmocka_unit_test(a_get_whose_memory_replica_fails_reads_the_file),
+        cmocka_unit_test(a_master_with_a_quota_removes_the_oldest_disk_only_objects),
+        cmocka_unit_test(bad_tier_settings_stop_the_master_and_name_the_key),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -72,6 +72,8 @@ static void config_defaults_are_the_documented_ones(void **state)
     assert_int_equal(c.local_buffer_size, 64u << 20);
     assert_int_equal(c.rpc_timeout_us, 5000000);
     assert_int_equal(c.transfer_timeout_us, 10000000);
+    assert_null(c.persist); /* the master's */
+    assert_int_equal(c.tier_queue_bytes, 256u << 20);
     mc_replicate_config_t r;
     mc_replicate_config_init(&r);
     assert_int_equal(r.replica_num, 1);
@@ -91,6 +93,17 @@ static void open_rejects_bad_settings(void **state)
     assert_int_equal(open_with("127.0.0.1:1", 0, 1 << 20, "rdma", &s), MC_ERR_DEVICE_NOT_FOUND);
     assert_null(s);
     mc_store_close(NULL);
+}
+
+static void open_rejects_a_bad_persist_mode(void **state)
+{
+    (void)state;
+    mc_store_t *s = NULL;
+    mc_store_config_t c;
+    mc_store_config_init(&c);
+    c.persist = "sometimes"; /* persistent tier mode: off, async, eager or empty */
+    assert_int_equal(mc_store_open(&c, &s), MC_ERR_INVALID_ARGUMENT);
+    assert_null(s);
 }
 
 static void without_a_master_open_works_and_calls_fail_in_time(void **state)
@@ -255,6 +268,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(config_defaults_are_the_documented_ones),
         cmocka_unit_test(open_rejects_bad_settings),
+        cmocka_unit_test(open_rejects_a_bad_persist_mode),
         cmocka_unit_test(without_a_master_open_works_and_calls_fail_in_time),
         cmocka_unit_test(a_client_without_staging_needs_registered_memory),
         cmocka_unit_test(sync_calls_and_close_from_a_callback_are_refused),

@@ -137,6 +137,53 @@ static void restored_objects_are_readable_and_file_deletion_waits_for_absence(vo
     mc_master_destroy(m);
 }
 
+static void the_quota_removes_the_oldest_disk_only_objects_first(void **state)
+{
+    (void)state;
+    drops_t d = {0};
+    mc_master_t *m = tier_master(&d, 0.95);
+    char k[16];
+    for (int i = 0; i < 10; i++) {
+        snprintf(k, sizeof(k), "q%d", i);
+        assert_int_equal(mc_master_tier_restore(m, k, strlen(k), OBJ, T0 + (uint64_t)i * SEC),
+                         MC_OK);
+    }
+    /* one in memory too (not a candidate), one being read (leased) */
+    assert_int_equal(mount_seg(m, C1, 1, "n1", 1 << 20, T0), MC_OK);
+    assert_int_equal(put_obj(m, C1, "mem", OBJ, 1, T0), MC_OK);
+    assert_int_equal(mc_master_tier_add(m, "mem", 3, OBJ, T0), MC_OK);
+    uint32_t n;
+    assert_int_equal(get_n(m, "q0", T0 + 20 * SEC, &n), MC_OK); /* leased until +21 s */
+    mc_master_tier_stats_t ts;
+    mc_master_tier_stats(m, &ts);
+    assert_int_equal(ts.disk_objects, 11);
+    assert_int_equal(ts.disk_bytes, 11 * OBJ);
+    /* under the quota: nothing */
+    assert_int_equal(mc_master_tier_enforce_quota(m, 20 * OBJ, T0 + 20 * SEC), 0);
+    assert_int_equal(mc_master_tier_enforce_quota(m, 0, T0 + 20 * SEC), 0);
+    /* quota 5 objects: down to 95% of it (4.75): 7 must go, oldest first,
+     * the leased q0 and the in-memory one staying */
+    assert_int_equal(mc_master_tier_enforce_quota(m, 5 * OBJ, T0 + 20 * SEC), 7);
+    assert_int_equal(d.n, 7);
+    assert_int_equal(exists(m, "q0", T0 + 20 * SEC), 1);
+    assert_int_equal(exists(m, "mem", T0 + 20 * SEC), 1);
+    for (int i = 1; i <= 7; i++) {
+        snprintf(k, sizeof(k), "q%d", i);
+        assert_int_equal(exists(m, k, T0 + 20 * SEC), 0);
+    }
+    assert_int_equal(exists(m, "q8", T0 + 20 * SEC), 1);
+    assert_int_equal(exists(m, "q9", T0 + 20 * SEC), 1);
+    mc_master_tier_stats(m, &ts);
+    assert_int_equal(ts.disk_objects, 4);
+    assert_int_equal(ts.disk_bytes, 4 * OBJ);
+    assert_int_equal(ts.disk_evicted, 7);
+    /* a removed object's bytes leave the count too */
+    assert_int_equal(rm(m, "q9", 0, T0 + 30 * SEC), MC_OK);
+    mc_master_tier_stats(m, &ts);
+    assert_int_equal(ts.disk_bytes, 3 * OBJ);
+    mc_master_destroy(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -144,6 +191,7 @@ int main(void)
         cmocka_unit_test(eviction_keeps_an_object_with_a_disk_replica_and_takes_no_space),
         cmocka_unit_test(a_revoked_put_drops_its_eagerly_written_file),
         cmocka_unit_test(restored_objects_are_readable_and_file_deletion_waits_for_absence),
+        cmocka_unit_test(the_quota_removes_the_oldest_disk_only_objects_first),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

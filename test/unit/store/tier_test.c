@@ -14,6 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/time.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "store/tier.h"
@@ -68,8 +70,7 @@ static void long_keys_end_in_their_hash_and_stay_under_name_max(void **state)
     assert_true(l <= 217);
     assert_true(name_ok(n));
     char tail[20];
-    snprintf(tail, sizeof(tail), "~%016llx",
-             (unsigned long long)mc_hash64(key, sizeof(key)));
+    snprintf(tail, sizeof(tail), "~%016llx", (unsigned long long)mc_hash64(key, sizeof(key)));
     assert_string_equal(n + l - 17, tail);
     key[4095] = 'x'; /* same prefix, other key: other hash */
     mc_tier_name(key, sizeof(key), m);
@@ -179,8 +180,7 @@ static void files_round_trip_and_are_refused_when_corrupt(void **state)
     assert_int_equal(mc_tier_read(dir, "k1", 2, out, 10, 0, &size), MC_ERR_BUFFER_OVERFLOW);
     assert_int_equal(mc_tier_read(dir, "k1", 2, out, sizeof(out), 5, &size),
                      MC_ERR_CHECKSUM_MISMATCH);
-    assert_int_equal(mc_tier_read(dir, "k2", 2, out, sizeof(out), 0, &size),
-                     MC_ERR_FILE_NOT_FOUND);
+    assert_int_equal(mc_tier_read(dir, "k2", 2, out, sizeof(out), 0, &size), MC_ERR_FILE_NOT_FOUND);
 
     /* flip one data byte */
     char rel[MC_TIER_REL_MAX], path[512];
@@ -203,15 +203,18 @@ static void files_round_trip_and_are_refused_when_corrupt(void **state)
     close(fd);
     assert_int_equal(mc_tier_read(dir, "k1", 2, out, sizeof(out), 0, &size),
                      MC_ERR_CHECKSUM_MISMATCH);
-    /* a rewrite refuses to overwrite a file it cannot attribute */
-    assert_int_equal(put("k1", 2, data, 10), MC_ERR_FILE_WRITE_FAIL);
-    assert_int_equal(unlink(path), 0);
+    /* a rewrite replaces the corrupt file (a short key's name is its own) */
     assert_int_equal(put("k1", 2, data, 10), MC_OK);
     assert_int_equal(mc_tier_read(dir, "k1", 2, out, sizeof(out), 0, &size), MC_OK);
     assert_int_equal(size, 10);
     assert_int_equal(mc_tier_unlink(dir, "k1", 2), MC_OK);
     assert_int_equal(access(path, F_OK), -1);
     assert_int_equal(mc_tier_unlink(dir, "k1", 2), MC_OK);
+    /* unlink takes a corrupt file too */
+    assert_int_equal(put("k1", 2, data, 10), MC_OK);
+    assert_int_equal(truncate(path, 30), 0);
+    assert_int_equal(mc_tier_unlink(dir, "k1", 2), MC_OK);
+    assert_int_equal(access(path, F_OK), -1);
 }
 
 static void a_name_taken_by_another_key_moves_to_the_next_suffix(void **state)
@@ -264,7 +267,7 @@ static int count_cb(void *arg, const void *key, size_t klen, uint64_t size)
     return 0;
 }
 
-static void a_scan_reports_every_file_once_and_skips_bad_ones(void **state)
+static void a_scan_reports_every_file_once_skips_bad_ones_and_clears_stale_temps(void **state)
 {
     (void)state;
     char key[32];
@@ -281,6 +284,17 @@ static void a_scan_reports_every_file_once_and_skips_bad_ones(void **state)
     assert_non_null(f);
     fputs("garbage", f);
     fclose(f);
+    /* two temp files next to it: a crashed writer's (two hours old) and a
+     * live one's */
+    char tmp_old[600], tmp_new[600];
+    snprintf(tmp_old, sizeof(tmp_old), "%s", path);
+    strcpy(strrchr(tmp_old, '/'), "/.tmp-1-1");
+    snprintf(tmp_new, sizeof(tmp_new), "%s", path);
+    strcpy(strrchr(tmp_new, '/'), "/.tmp-1-2");
+    fclose(fopen(tmp_old, "w"));
+    fclose(fopen(tmp_new, "w"));
+    struct timeval tv[2] = {{time(NULL) - 7200, 0}, {time(NULL) - 7200, 0}};
+    assert_int_equal(utimes(tmp_old, tv), 0);
     seen_t s = {0};
     mc_tier_scan_stats_t st;
     assert_int_equal(mc_tier_scan(dir, 1000, count_cb, &s, &st), MC_OK);
@@ -288,6 +302,10 @@ static void a_scan_reports_every_file_once_and_skips_bad_ones(void **state)
     assert_int_equal(s.bytes, 200);
     assert_int_equal(st.files, 20);
     assert_int_equal(st.bad, 1);
+    assert_int_equal(st.temps, 1);
+    assert_int_equal(st.temps_removed, 1);
+    assert_int_equal(access(tmp_old, F_OK), -1);
+    assert_int_equal(access(tmp_new, F_OK), 0);
     memset(&s, 0, sizeof(s));
     assert_int_equal(mc_tier_scan(dir, 5, count_cb, &s, &st), MC_OK);
     assert_int_equal(s.n, 5);
@@ -306,10 +324,10 @@ int main(void)
         cmocka_unit_test(truncated_or_corrupt_headers_are_refused_with_a_reason),
         cmocka_unit_test_setup_teardown(files_round_trip_and_are_refused_when_corrupt, setup,
                                         teardown),
-        cmocka_unit_test_setup_teardown(a_name_taken_by_another_key_moves_to_the_next_suffix,
-                                        setup, teardown),
-        cmocka_unit_test_setup_teardown(a_scan_reports_every_file_once_and_skips_bad_ones, setup,
+        cmocka_unit_test_setup_teardown(a_name_taken_by_another_key_moves_to_the_next_suffix, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(
+            a_scan_reports_every_file_once_skips_bad_ones_and_clears_stale_temps, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
