@@ -23,6 +23,9 @@
  *
  * One master and the nodes serve every test, in order (the last one kills
  * a node). master.client_ttl is 3 s; leases last 1 s.
+ *
+ * The rdma transport's environment is cleared at start (transport/README.md:
+ * those variables override the options), then MC_RDMA_EMULATED=2 is set.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -34,6 +37,7 @@
 
 #include "mooncake/store.h"
 #include "proc.h"
+#include "test/rdma_env.h"
 #include "store/client_int.h"
 #include "transport/te_int.h"
 #include "util/log.h"
@@ -520,6 +524,7 @@ static void a_killed_node_leaves_two_replica_objects_readable(void **state)
 
 int main(void)
 {
+    test_rdma_env_clear();
     const char *spec = getenv("TEST_LOG");
     mc_log_set_spec(spec != NULL ? spec : "error", NULL, 0);
     const struct CMUnitTest tests[] = {

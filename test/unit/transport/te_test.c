@@ -14,6 +14,10 @@
  * free, may not block, keeps its batch busy until it returned); bad requests
  * (unregistered or out-of-range memory, overflow, unknown segment, full
  * batch); engines and peers going away.
+ *
+ * Independent of the rdma transport's environment (MC_RDMA_EMULATED and
+ * the other variables of transport/README.md are cleared at start: some
+ * tests rely on there being no RDMA device).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -30,6 +34,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "test/rdma_env.h"
 #include "mooncake/transfer.h"
 #include "reactor/reactor.h"
 #include "rpc/fields.h"
@@ -1548,6 +1553,7 @@ static void destroying_the_peer_engine_leaves_no_task_waiting(void **state)
 
 int main(void)
 {
+    test_rdma_env_clear();
     /* TEST_LOG=debug (or "warn,transport=debug,tcp=debug") to see more */
     const char *spec = getenv("TEST_LOG");
     mc_log_set_spec(spec != NULL ? spec : "err", NULL, 0);

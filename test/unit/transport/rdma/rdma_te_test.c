@@ -10,6 +10,11 @@
  * endpoint cap with SIEVE evictions, error completions failing the task
  * with the cause after the retry budget, malformed handshakes refused with
  * the reason.
+ *
+ * Independent of the rdma transport's environment (MC_RDMA_EMULATED and
+ * the other variables of transport/README.md are cleared at start: they
+ * would override the NIC counts, retry budgets and matrices set here, and
+ * the no-device case).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -23,6 +28,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "test/rdma_env.h"
 #include "mooncake/transfer.h"
 #include "rpc/fields.h"
 #include "rpc/methods.h"
@@ -569,6 +575,7 @@ static void a_port_event_takes_a_nic_out_of_the_paths_and_back(void **state)
 
 int main(void)
 {
+    test_rdma_env_clear();
     mc_log_set_spec(getenv("TEST_LOG") ? getenv("TEST_LOG") : "error", NULL, 0);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(write_then_read_back_byte_exact),
