@@ -546,9 +546,8 @@ void rd_poll_kick(rd_nic_t *n)
         return;
     n->polling = 1;
     n->busy_until_ns = mc_now_ns() + (uint64_t)n->t->busy_poll_us * 1000;
-    /* 1 us, not 0: libevent does not re-arm a persistent event whose
-     * timeout is zero, so a 0 period would fire once and then never */
-    mc_timer_start(&n->poll_timer, 1, 1);
+    /* period 0: once per loop iteration, after the I/O ready in it */
+    mc_timer_start(&n->poll_timer, 0, 1);
 }
 
 static void on_poll_timer(mc_timer_t *tm, void *arg)
