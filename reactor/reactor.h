@@ -201,6 +201,7 @@ struct mc_timer {
     mc_timer_fn_t fn;
     void *arg;
     int periodic; /* kind (timer.c): one-shot, periodic, every loop iteration */
+    int added;    /* the event may be pending (timer.c): start skips event_del if not */
 };
 
 /* MC_OK or MC_ERR_NOMEM (the timer is then left zeroed-equivalent). */

@@ -26,6 +26,8 @@ static void timer_cb(evutil_socket_t fd, short what, void *arg)
      * zero, so a period of 0 would fire once and never again: re-arm it here,
      * before the callback (which may stop, restart or fini it). A zero
      * timeout fires at the next loop iteration, after pending I/O. */
+    if (t->periodic == T_ONCE)
+        t->added = 0; /* libevent removed it before calling us */
     if (t->periodic == T_EVERY && event_add(t->ev, &zero_tv) != 0)
         MC_ERROR(REACTOR, "%s: cannot re-arm a period-0 timer: event_add failed",
                  mc_reactor_name(t->r));
@@ -49,13 +51,15 @@ mc_status_t mc_timer_init(mc_timer_t *t, mc_reactor_t *r, mc_timer_fn_t fn, void
     t->fn = fn;
     t->arg = arg;
     t->periodic = T_ONCE;
+    t->added = 0;
     return MC_OK;
 }
 
 void mc_timer_start(mc_timer_t *t, uint64_t usec, int periodic)
 {
     assert(t->ev != NULL);
-    event_del(t->ev);
+    if (t->added) /* (a busy-poll kick starts a stopped timer: no del needed) */
+        event_del(t->ev);
     int kind = !periodic ? T_ONCE : usec > 0 ? T_PERSIST : T_EVERY;
     if (kind != t->periodic) {
         /* EV_PERSIST makes libevent re-arm from the scheduled time, so a
@@ -65,6 +69,7 @@ void mc_timer_start(mc_timer_t *t, uint64_t usec, int periodic)
         t->periodic = kind;
     }
     struct timeval tv = mc_us_to_timeval(usec);
+    t->added = 1;
     if (event_add(t->ev, &tv) != 0) /* only when libevent cannot grow its timer heap */
         MC_ERROR(REACTOR, "%s: cannot arm a timer (%llu us): event_add failed",
                  mc_reactor_name(t->r), (unsigned long long)usec);
@@ -72,8 +77,9 @@ void mc_timer_start(mc_timer_t *t, uint64_t usec, int periodic)
 
 void mc_timer_stop(mc_timer_t *t)
 {
-    if (t->ev != NULL)
+    if (t->ev != NULL && t->added)
         event_del(t->ev);
+    t->added = 0;
 }
 
 int mc_timer_armed(const mc_timer_t *t)
