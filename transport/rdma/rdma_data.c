@@ -115,9 +115,12 @@ static void chain_add(te_rdma_submit_t *sub, te_slice_t *s)
 
 /* The last path context this thread looked up, reused while the next
  * request lies in the same two buffers and nothing was (un)registered or
- * re-described since (the generation counters). */
+ * re-described since (the generation counters). Keyed by the engine's uid,
+ * not its address: a new engine may get a destroyed one's address, with
+ * its segment at the same address and the same generations (it then used
+ * the old engine's freed topology: wrong keys, or no NIC). */
 typedef struct path_cache {
-    mc_te_t *te;
+    uint64_t te_uid;
     te_seg_t *seg;
     unsigned buf_gen, desc_gen;
     uint64_t l0, l1, r0, r1; /* the buffers' ranges */
@@ -133,7 +136,7 @@ static mc_status_t path_lookup_cached(mc_te_t *te, const te_slice_t *s, uint64_t
     uint64_t la = (uint64_t)(uintptr_t)s->local;
     unsigned bg = atomic_load_explicit(&te->buf_gen, memory_order_acquire);
     unsigned dg = atomic_load_explicit(&s->seg->desc_gen, memory_order_acquire);
-    if (c->te == te && c->seg == s->seg && c->buf_gen == bg && c->desc_gen == dg &&
+    if (c->te_uid == te->uid && c->seg == s->seg && c->buf_gen == bg && c->desc_gen == dg &&
         la >= c->l0 && la + len <= c->l1 && s->remote >= c->r0 && s->remote + len <= c->r1) {
         *pc = c->pc;
         return MC_OK;
@@ -142,7 +145,7 @@ static mc_status_t path_lookup_cached(mc_te_t *te, const te_slice_t *s, uint64_t
     if (st != MC_OK)
         return st;
     /* remember the two buffers' bounds */
-    c->te = NULL;
+    c->te_uid = 0; /* invalid until filled in below */
     pthread_rwlock_rdlock(&te->buf_lock);
     long i = te_buf_index(te, la);
     if (i >= 0) {
@@ -162,7 +165,7 @@ static mc_status_t path_lookup_cached(mc_te_t *te, const te_slice_t *s, uint64_t
     }
     pthread_mutex_unlock(&te->seg_lock);
     if (i >= 0 && found) {
-        c->te = te;
+        c->te_uid = te->uid;
         c->seg = s->seg;
         c->buf_gen = bg;
         c->desc_gen = dg;
