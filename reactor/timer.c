@@ -22,12 +22,12 @@ static void timer_cb(evutil_socket_t fd, short what, void *arg)
     mc_timer_t *t = arg;
     (void)fd;
     (void)what;
+    if (t->periodic == T_ONCE)
+        t->added = 0; /* libevent removed it before calling us */
     /* libevent re-arms an EV_PERSIST timer only when its timeout is not
      * zero, so a period of 0 would fire once and never again: re-arm it here,
      * before the callback (which may stop, restart or fini it). A zero
      * timeout fires at the next loop iteration, after pending I/O. */
-    if (t->periodic == T_ONCE)
-        t->added = 0; /* libevent removed it before calling us */
     if (t->periodic == T_EVERY && event_add(t->ev, &zero_tv) != 0)
         MC_ERROR(REACTOR, "%s: cannot re-arm a period-0 timer: event_add failed",
                  mc_reactor_name(t->r));
