@@ -5,8 +5,11 @@
 # Collection is on only inside the path's entry points: mc_te_submit (the
 # submitting thread: validation, slicing, path choice, one mailbox message per
 # NIC), nic_submit_msg (the NIC's reactor: endpoint lookup, queueing, WR chains,
-# post) and on_cq_event / on_poll_timer (the NIC's reactor: CQ polling,
-# completion accounting, te_slice_done). The emulated provider's own functions
+# post) and on_cq_event / poll_work (the NIC's reactor: CQ polling,
+# completion accounting, te_slice_done). poll_work is the part of a busy
+# poll that found completions or ends the busy period: the polls that find
+# nothing (spinning while the NIC works; how many depends on the NIC's
+# speed, not on the slices) are not counted. The emulated provider's own functions
 # reached from there (emu_post_send, emu_poll_cq, emu_req_notify, emu_cq_event)
 # are subtracted: on hardware those are libibverbs' (a few dozen instructions
 # each). Slices = calls of te_slice_done. Prints one line per block size and
@@ -19,11 +22,11 @@ bench=$(realpath "$BUILD/transfer_bench")
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 cd "$tmp"
-for mode in 50 0; do
+for mode in ${MODES:-50 0}; do
 for bs in 64K 1M; do
     MC_RDMA_BUSY_POLL_US=$mode valgrind --tool=callgrind --callgrind-out-file="cg.$bs.%p" --trace-children=no \
         --toggle-collect=mc_te_submit --toggle-collect=nic_submit_msg \
-        --toggle-collect=on_cq_event --toggle-collect=on_poll_timer \
+        --toggle-collect=on_cq_event --toggle-collect=poll_work \
         "$bench" --protocol rdma --emulated 1 --operation write --block_size "$bs" \
         --batch_size 32 --duration 2 --reps 1 --warmup 0.1 --buffer_size 64M >/dev/null 2>&1
     f=$(ls -S cg."$bs".* | head -1) # the initiator (the forked target collects nothing)

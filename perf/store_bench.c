@@ -8,14 +8,22 @@
  *               [--batch 64] [--duration 2] [--warmup 0.5] [--reps 3]
  *               [--segment-size 2G] [--client-reactors 0] [--registered]
  *               [--verify] [--master HOST:PORT] [--lease-wait S]
+ *               [--protocol tcp|rdma] [--emulated N]
  *
  * Where the data is (--mode):
  *  - remote: on separate storage-node processes (mooncake-store-server),
- *    reached over TCP; the bench's client contributes no memory. There are
+ *    reached over --protocol; the bench's client contributes no memory. There are
  *    as many nodes as the largest --replicas (replicas go to distinct
  *    segments).
  *  - local: on the bench client's own segment (put with that segment
  *    preferred, one replica): gets are a master round trip plus a memcpy.
+ *
+ * Transport (--protocol, for the client and the nodes it starts): tcp (the
+ * default) or rdma: RDMA NICs, or with --emulated N (= MC_RDMA_EMULATED=N
+ * in the environment, which the nodes inherit) N EMULATED NICs per process,
+ * for tests and demos: data then moves over unix sockets, not a NIC. With
+ * rdma the client copies unregistered buffers through its staging buffer
+ * (the transport needs registered memory); --registered avoids that.
  *
  * Unless --master is given, a mooncake-master and the storage nodes run as
  * child processes (next to this program, on free ports, --segment-size
@@ -35,7 +43,9 @@
  * median run's ops/s, keys/s, GB/s (value bytes, 1 GB = 1e9 B, counted once
  * whatever the replica count) and its p50/p99 latency per call (a batch is
  * one call), as a table and as "csv," lines:
- *   csv,store_bench,mode,op,size,replicas,concurrency,batch,ops_s,keys_s,gb_s,p50_us,p99_us,errors
+ *   csv,store_bench,mode,op,size,replicas,concurrency,batch,ops_s,keys_s,gb_s,p50_us,p99_us,errors,
+ *   protocol
+ * (protocol: tcp, rdma, or rdma-emulated).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -89,7 +99,17 @@ typedef struct opts {
     int registered, verify;
     const char *master; /* external cluster, or NULL */
     double lease_wait;
+    const char *protocol; /* "tcp" or "rdma" */
+    unsigned emulated;    /* rdma: N emulated NICs per process (MC_RDMA_EMULATED) */
 } opts_t;
+
+/* "tcp", "rdma" or "rdma-emulated" (what the table and the CSV say). */
+static const char *proto_label(const opts_t *o)
+{
+    if (strcmp(o->protocol, "rdma") != 0)
+        return o->protocol;
+    return o->emulated > 0 ? "rdma-emulated" : "rdma";
+}
 
 typedef struct bench bench_t;
 
@@ -582,10 +602,12 @@ static int cluster_start(bench_t *b, const char *argv0, unsigned nodes)
     char a_master[200], a_size[64];
     snprintf(a_master, sizeof(a_master), "store.master=%s", b->master_addr);
     snprintf(a_size, sizeof(a_size), "store.global_segment_size=%" PRIu64, b->o->segment_size);
+    char a_proto[64];
+    snprintf(a_proto, sizeof(a_proto), "store.protocol=%s", b->o->protocol);
     for (unsigned i = 0; i < nodes; i++) {
-        const char *nargs[] = {
-            bin,     "--set",          a_master, "--set", a_size, "--set", "store.reactors=1",
-            "--set", "log.level=warn", NULL};
+        const char *nargs[] = {bin,     "--set",          a_master, "--set", a_size,
+                               "--set", "store.reactors=1", "--set", a_proto, "--set",
+                               "log.level=warn", NULL};
         int fd = -1;
         snprintf(log, sizeof(log), "%s/node%u.log", b->tmpdir, i);
         b->node_pid[i] = spawn(nargs, log, &fd);
@@ -724,9 +746,9 @@ static int point(bench_t *b, int op, uint64_t size, unsigned conc)
            errs ? mc_status_str(first) : "");
     if (bad)
         printf("        ^ %" PRIu64 " value(s) read back with wrong bytes\n", bad);
-    printf("csv,store_bench,%s,%s,%" PRIu64 ",%u,%u,%u,%.0f,%.0f,%.4f,%.0f,%.0f,%" PRIu64 "\n",
+    printf("csv,store_bench,%s,%s,%" PRIu64 ",%u,%u,%u,%.0f,%.0f,%.4f,%.0f,%.0f,%" PRIu64 ",%s\n",
            mode_names[b->mode], op_names[op], size, b->rc.replica_num, conc, b->batch, m.calls_s,
-           m.keys_s, m.gb_s, m.p50, m.p99, errs + bad);
+           m.keys_s, m.gb_s, m.p50, m.p99, errs + bad, proto_label(b->o));
     fflush(stdout);
     return 0;
 }
@@ -804,12 +826,16 @@ static const char usage[] =
     "                   [--concurrency 1,4] [--replicas 1,2] [--mode remote,local]\n"
     "                   [--batch 64] [--duration 2] [--warmup 0.5] [--reps 3]\n"
     "                   [--segment-size 2G] [--client-reactors 0] [--registered] [--verify]\n"
-    "                   [--master HOST:PORT] [--lease-wait S]\n"
-    "  --mode remote: data on separate mooncake-store-server processes (TCP);\n"
+    "                   [--master HOST:PORT] [--lease-wait S] [--protocol tcp|rdma]\n"
+    "                   [--emulated N]\n"
+    "  --mode remote: data on separate mooncake-store-server processes;\n"
     "         local: on the bench client's own segment\n"
     "  --concurrency N: N threads doing sync calls on one client\n"
     "  --registered: register the threads' buffers (over TCP unregistered ones are used in place too)\n"
-    "  --master: use a running cluster instead of starting one (nodes of --segment-size)\n";
+    "  --master: use a running cluster instead of starting one (nodes of --segment-size)\n"
+    "  --protocol: transport of the client and the nodes it starts (tcp by default)\n"
+    "  --emulated N: with rdma, N EMULATED NICs per process (MC_RDMA_EMULATED=N; tests and\n"
+    "         demos only: no NIC, data over unix sockets)\n";
 
 int main(int argc, char **argv)
 {
@@ -828,6 +854,7 @@ int main(int argc, char **argv)
         .reps = 3,
         .segment_size = 2ull << 30,
         .lease_wait = -1,
+        .protocol = "tcp",
     };
     static const struct option lo[] = {{"ops", 1, 0, 'o'},
                                        {"sizes", 1, 0, 's'},
@@ -844,6 +871,8 @@ int main(int argc, char **argv)
                                        {"verify", 0, 0, 'V'},
                                        {"master", 1, 0, 'm'},
                                        {"lease-wait", 1, 0, 'L'},
+                                       {"protocol", 1, 0, 'P'},
+                                       {"emulated", 1, 0, 'E'},
                                        {"help", 0, 0, 'h'},
                                        {0, 0, 0, 0}};
     int c;
@@ -902,6 +931,17 @@ int main(int argc, char **argv)
             o.lease_wait = strtod(optarg, NULL);
             bad = o.lease_wait < 0;
             break;
+        case 'P':
+            o.protocol = optarg;
+            bad = strcmp(optarg, "tcp") != 0 && strcmp(optarg, "rdma") != 0;
+            break;
+        case 'E': {
+            char *end = NULL;
+            unsigned long v = strtoul(optarg, &end, 10);
+            bad = end == optarg || *end != '\0' || v < 1 || v > 16;
+            o.emulated = (unsigned)v;
+            break;
+        }
         case 'h':
             fputs(usage, stdout);
             return 0;
@@ -918,6 +958,17 @@ int main(int argc, char **argv)
     }
     if (o.lease_wait < 0)
         o.lease_wait = o.master ? 5.1 : 1.1; /* the master's lease_ttl (ours: 1 s) */
+    if (o.emulated > 0) {
+        if (strcmp(o.protocol, "rdma") != 0) {
+            fprintf(stderr, "store_bench: --emulated needs --protocol rdma\n");
+            return 2;
+        }
+        char v[16];
+        snprintf(v, sizeof(v), "%u", o.emulated);
+        setenv("MC_RDMA_EMULATED", v, 1); /* the client, and the nodes inherit it */
+    } else if (getenv("MC_RDMA_EMULATED") != NULL && strcmp(o.protocol, "rdma") == 0) {
+        o.emulated = (unsigned)strtoul(getenv("MC_RDMA_EMULATED"), NULL, 10);
+    }
     mc_log_set_all(MC_LOG_WARN);
     signal(SIGPIPE, SIG_IGN);
 
@@ -941,11 +992,12 @@ int main(int argc, char **argv)
         snprintf(b.master_addr, sizeof(b.master_addr), "%s", o.master);
     }
 
-    printf("store_bench: master %s%s, %u storage node(s) of %" PRIu64 " MiB, %s buffers, "
-           "concurrency = threads doing sync calls on one client, batch %u, %u x %.1f s per "
-           "point (median run)\n",
+    printf("store_bench: master %s%s, %u storage node(s) of %" PRIu64 " MiB, protocol %s%s, "
+           "%s buffers, concurrency = threads doing sync calls on one client, batch %u, %u x "
+           "%.1f s per point (median run)\n",
            b.master_addr, o.master ? "" : " (child process)", o.master ? 0 : b.nnodes,
-           o.segment_size >> 20,
+           o.segment_size >> 20, o.protocol,
+           o.emulated > 0 ? " (EMULATED NICs: tests and demos only, not hardware)" : "",
            o.registered                   ? "registered"
            : getenv("MC_STORE_STAGING") != NULL ? "MC_STORE_STAGING, unregistered"
                                           : "unregistered",
@@ -960,6 +1012,7 @@ int main(int argc, char **argv)
         mc_store_config_t sc;
         mc_store_config_init(&sc);
         sc.master = b.master_addr;
+        sc.protocol = o.protocol;
         sc.reactors = o.client_reactors;
         sc.global_segment_size = mode == MODE_LOCAL ? o.segment_size : 0;
         uint64_t per_thread = max_size;

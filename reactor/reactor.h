@@ -184,7 +184,9 @@ int mc_reactor_stopping(const mc_reactor_t *r);
  * Timers: embed an mc_timer_t; callbacks run on the reactor's thread (with
  * mc_reactor_current() == the timer's reactor, attached or not).
  * A one-shot timer fires once per start; a periodic timer every period until
- * stopped (a period of 0 fires on every loop iteration). Restarting an armed
+ * stopped (a period of 0 fires once per loop iteration, after the I/O and
+ * messages ready in that iteration, so it busy-polls without starving
+ * them). Restarting an armed
  * timer re-arms it from now with the new period and kind. Reactor thread only.
  * The callback may stop, restart or fini its own timer and free its owner.
  * The event lives on the reactor's event_base: fini it before the base goes
@@ -198,7 +200,8 @@ struct mc_timer {
     mc_reactor_t *r;
     mc_timer_fn_t fn;
     void *arg;
-    int periodic;
+    int periodic; /* kind (timer.c): one-shot, periodic, every loop iteration */
+    int added;    /* the event may be pending (timer.c): start skips event_del if not */
 };
 
 /* MC_OK or MC_ERR_NOMEM (the timer is then left zeroed-equivalent). */

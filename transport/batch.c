@@ -216,7 +216,17 @@ void te_slice_done(te_slice_t *s, mc_status_t st)
     }
     if (atomic_fetch_sub_explicit(&t->remaining, 1, memory_order_acq_rel) != 1)
         return;
-    /* The task finished. Everything below that touches the batch happens
+    /* The task finished. A task that is not the last one unfinished is
+     * counted without mu: the batch stays busy (ntasks only grows), so
+     * nobody frees it, waits on it or calls back, and b is not touched
+     * after the count. */
+    size_t d = atomic_load_explicit(&b->tasks_done, memory_order_relaxed);
+    while (d + 1 < atomic_load_explicit(&b->ntasks, memory_order_acquire)) {
+        if (atomic_compare_exchange_weak_explicit(&b->tasks_done, &d, d + 1,
+                                                  memory_order_acq_rel, memory_order_relaxed))
+            return;
+    }
+    /* Possibly the last: everything below that touches the batch happens
      * under mu, so mc_te_batch_free (which checks under mu) never frees it
      * under our feet; a callback made due here keeps it busy until it ran. */
     pthread_mutex_lock(&b->mu);
@@ -249,13 +259,11 @@ void te_slice_done(te_slice_t *s, mc_status_t st)
  * rides with the previous slice instead of travelling alone. */
 static size_t slice_count(uint64_t len, uint64_t slice)
 {
-    size_t n = 0;
-    while (len > 0) {
-        uint64_t take = len <= slice + slice / 4 ? len : slice;
-        len -= take;
-        n++;
-    }
-    return n;
+    uint64_t last = slice + slice / 4; /* the most the last slice may carry */
+    if (len <= last)
+        return len > 0;
+    /* k full slices until at most `last` bytes are left, then that tail */
+    return (size_t)((len - last + slice - 1) / slice) + 1;
 }
 
 /* Is addr inside a cuda:N buffer of ours? */
@@ -268,81 +276,200 @@ static int is_cuda(mc_te_t *te, const void *addr)
     return cuda;
 }
 
-/* Does the peer describe [addr, addr+len) as GPU memory? */
-static int seg_is_cuda(mc_te_t *te, te_seg_t *seg, uint64_t addr, uint64_t len)
+/* The first bad request a validation pass found: its index, status and
+ * what to log (logged once, for the request reported). */
+typedef struct bad_req {
+    size_t i;
+    mc_status_t st;
+    enum { BAD_OP, BAD_LOCAL, BAD_LOCAL_TARGET, BAD_SEG, BAD_RANGE, BAD_CUDA } what;
+    te_seg_t *seg;
+} bad_req_t;
+
+static mc_status_t bad_log(const bad_req_t *e, const mc_te_request_t *reqs)
 {
-    int cuda = 0;
-    pthread_mutex_lock(&te->seg_lock);
-    for (size_t i = 0; i < seg->nbufs; i++)
-        if (addr >= seg->bufs[i].addr && addr + len <= seg->bufs[i].addr + seg->bufs[i].len)
-            cuda = strncmp(seg->bufs[i].location, "cuda:", 5) == 0;
-    pthread_mutex_unlock(&te->seg_lock);
-    return cuda;
+    const mc_te_request_t *q = &reqs[e->i];
+    switch (e->what) {
+    case BAD_OP:
+        MC_ERROR(TRANSPORT, "request %zu: bad opcode %d or zero length", e->i, (int)q->opcode);
+        break;
+    case BAD_LOCAL:
+        MC_ERROR(TRANSPORT, "request %zu: local range %p+%llu is not registered", e->i, q->local,
+                 (unsigned long long)q->length);
+        break;
+    case BAD_LOCAL_TARGET:
+        MC_ERROR(TRANSPORT,
+                 "request %zu: target range 0x%llx+%llu of the local segment is not registered",
+                 e->i, (unsigned long long)q->remote, (unsigned long long)q->length);
+        break;
+    case BAD_SEG:
+        MC_ERROR(TRANSPORT, "request %zu: unknown segment %llu", e->i,
+                 (unsigned long long)q->segment);
+        break;
+    case BAD_RANGE:
+        MC_ERROR(TRANSPORT, "request %zu: range 0x%llx+%llu is outside the buffers of segment '%s'",
+                 e->i, (unsigned long long)q->remote, (unsigned long long)q->length,
+                 e->seg->name);
+        break;
+    case BAD_CUDA:
+        MC_ERROR(TRANSPORT, "request %zu: GPU memory cannot travel over tcp to segment '%s' "
+                            "(needs the rdma transport on both sides)",
+                 e->i, e->seg->name);
+        break;
+    }
+    return e->st;
 }
 
-/* Check every request; MC_OK or the first problem (logged with its index). */
+/* [addr, addr+len) inside local buffer *hint (a guess, updated), else found
+ * by search. buf_lock held. The buffer's index or -1. */
+static long local_find(mc_te_t *te, uint64_t addr, uint64_t len, long *hint)
+{
+    if (len == 0 || addr + len < addr)
+        return -1;
+    long i = *hint;
+    if (i < 0 || (size_t)i >= te->nbufs || addr < te->bufs[i].addr ||
+        addr - te->bufs[i].addr >= te->bufs[i].len) {
+        i = te_buf_index(te, addr);
+        if (i < 0)
+            return -1;
+        *hint = i;
+    }
+    return addr + len <= te->bufs[i].addr + te->bufs[i].len ? i : -1;
+}
+
+/* Pass 1, under buf_lock: opcodes, lengths and the local ranges (and the
+ * target ranges of requests to the local segment). Stops at the first bad
+ * request (*bad) and returns its index, else n. */
+static size_t validate_local(mc_te_batch_t *b, const mc_te_request_t *reqs, size_t n,
+                             bad_req_t *bad)
+{
+    mc_te_t *te = b->te;
+    long hint = -1;
+    size_t i;
+    pthread_rwlock_rdlock(&te->buf_lock);
+    for (i = 0; i < n; i++) {
+        const mc_te_request_t *q = &reqs[i];
+        *bad = (bad_req_t){.i = i, .st = MC_ERR_ADDRESS_NOT_REGISTERED};
+        if ((q->opcode != MC_TE_READ && q->opcode != MC_TE_WRITE) || q->length == 0) {
+            bad->st = MC_ERR_INVALID_ARGUMENT;
+            bad->what = BAD_OP;
+            break;
+        }
+        if (!(b->local_unreg_ok && q->local != NULL) &&
+            local_find(te, (uint64_t)(uintptr_t)q->local, q->length, &hint) < 0) {
+            bad->what = BAD_LOCAL;
+            break;
+        }
+        if (q->segment == MC_TE_LOCAL_SEGMENT && local_find(te, q->remote, q->length, &hint) < 0) {
+            bad->what = BAD_LOCAL_TARGET;
+            break;
+        }
+    }
+    pthread_rwlock_unlock(&te->buf_lock);
+    return i;
+}
+
+/* Index in seg->bufs of the peer buffer holding [addr, addr+len), trying
+ * *hint first; -1 when none. seg_lock held. */
+static long seg_find(const te_seg_t *seg, uint64_t addr, uint64_t len, long *hint)
+{
+    if (len == 0 || addr + len < addr)
+        return -1;
+    long h = *hint;
+    if (h >= 0 && (size_t)h < seg->nbufs && addr >= seg->bufs[h].addr &&
+        addr + len <= seg->bufs[h].addr + seg->bufs[h].len)
+        return h;
+    for (size_t k = 0; k < seg->nbufs; k++)
+        if (addr >= seg->bufs[k].addr && addr + len <= seg->bufs[k].addr + seg->bufs[k].len) {
+            *hint = (long)k;
+            return (long)k;
+        }
+    return -1;
+}
+
+/* Check every request; MC_OK or the first problem (logged with its index).
+ * The common case takes buf_lock once, then seg_lock once, for the whole
+ * submit; a request that needs a blocking descriptor refresh (a stale
+ * segment, a range we do not know yet) drops seg_lock for it. */
 static mc_status_t validate(mc_te_batch_t *b, const mc_te_request_t *reqs, size_t n,
                             te_seg_t **segs)
 {
     mc_te_t *te = b->te;
-    for (size_t i = 0; i < n; i++) {
+    bad_req_t bad1, bad2;
+    size_t upto = validate_local(b, reqs, n, &bad1); /* requests [0, upto) are fine locally */
+    int on_reactor = te_on_reactor(te);
+    int has_cuda = atomic_load_explicit(&te->has_cuda, memory_order_relaxed);
+    te_seg_t *seg = NULL;
+    mc_te_segment_t seg_id = MC_TE_LOCAL_SEGMENT;
+    long hint = -1;
+    int failed = 0;
+    pthread_mutex_lock(&te->seg_lock);
+    for (size_t i = 0; i < upto && !failed; i++) {
         const mc_te_request_t *q = &reqs[i];
-        if ((q->opcode != MC_TE_READ && q->opcode != MC_TE_WRITE) || q->length == 0) {
-            MC_ERROR(TRANSPORT, "request %zu: bad opcode %d or zero length", i, (int)q->opcode);
-            return MC_ERR_INVALID_ARGUMENT;
-        }
-        if (!(b->local_unreg_ok && q->local != NULL) &&
-            !te_local_range_ok(te, q->local, q->length, 0)) {
-            MC_ERROR(TRANSPORT, "request %zu: local range %p+%llu is not registered", i,
-                     q->local, (unsigned long long)q->length);
-            return MC_ERR_ADDRESS_NOT_REGISTERED;
-        }
         if (q->segment == MC_TE_LOCAL_SEGMENT) {
             segs[i] = NULL;
-            if (!te_local_range_ok(te, (void *)(uintptr_t)q->remote, q->length, 0)) {
-                MC_ERROR(TRANSPORT, "request %zu: target range 0x%llx+%llu of the local "
-                                    "segment is not registered",
-                         i, (unsigned long long)q->remote, (unsigned long long)q->length);
-                return MC_ERR_ADDRESS_NOT_REGISTERED;
-            }
             continue;
         }
-        te_seg_t *seg = te_seg_get(te, q->segment);
-        if (seg == NULL) {
-            MC_ERROR(TRANSPORT, "request %zu: unknown segment %llu", i,
-                     (unsigned long long)q->segment);
-            return MC_ERR_INVALID_ARGUMENT;
+        bad2 = (bad_req_t){.i = i, .st = MC_ERR_ADDRESS_NOT_REGISTERED, .what = BAD_RANGE};
+        if (q->segment != seg_id || seg == NULL) {
+            seg = q->segment <= te->nsegs ? te->segs[q->segment - 1] : NULL;
+            seg_id = q->segment;
+            hint = -1;
+            if (seg == NULL) {
+                bad2.st = MC_ERR_INVALID_ARGUMENT;
+                bad2.what = BAD_SEG;
+                failed = 1;
+                break;
+            }
         }
+        bad2.seg = seg;
         /* a lane could not reach it: it may have restarted elsewhere (with
          * the same addresses), so look it up again (blocking: off the
          * reactors only) */
-        if (!te_on_reactor(te) && atomic_exchange(&seg->stale, 0) &&
-            te_seg_refresh(te, seg) != MC_OK)
-            atomic_store(&seg->stale, 1);
-        if (!te_seg_range_ok(te, seg, q->remote, q->length)) {
+        if (!on_reactor && atomic_load_explicit(&seg->stale, memory_order_relaxed)) {
+            pthread_mutex_unlock(&te->seg_lock);
+            if (atomic_exchange(&seg->stale, 0) && te_seg_refresh(te, seg) != MC_OK)
+                atomic_store(&seg->stale, 1);
+            pthread_mutex_lock(&te->seg_lock);
+        }
+        long k = seg_find(seg, q->remote, q->length, &hint);
+        if (k < 0) {
             /* the peer may have registered more since we looked: look again
              * (blocking, so only off the reactors) */
-            if (te_on_reactor(te) || te_seg_refresh(te, seg) != MC_OK ||
-                !te_seg_range_ok(te, seg, q->remote, q->length)) {
-                MC_ERROR(TRANSPORT, "request %zu: range 0x%llx+%llu is outside the buffers of "
-                                    "segment '%s'",
-                         i, (unsigned long long)q->remote, (unsigned long long)q->length,
-                         seg->name);
-                return MC_ERR_ADDRESS_NOT_REGISTERED;
+            if (on_reactor || q->length == 0 || q->remote + q->length < q->remote) {
+                failed = 1;
+                break;
+            }
+            pthread_mutex_unlock(&te->seg_lock);
+            mc_status_t rst = te_seg_refresh(te, seg);
+            pthread_mutex_lock(&te->seg_lock);
+            if (rst != MC_OK || (k = seg_find(seg, q->remote, q->length, &hint)) < 0) {
+                failed = 1;
+                break;
             }
         }
         /* TCP moves bytes with socket calls straight into registered memory,
          * which GPU memory is not reachable by: RDMA (GPUDirect) only */
-        if (!te_rdma_usable(te, seg) &&
-            ((atomic_load_explicit(&te->has_cuda, memory_order_relaxed) && is_cuda(te, q->local)) ||
-             seg_is_cuda(te, seg, q->remote, q->length))) {
-            MC_ERROR(TRANSPORT, "request %zu: GPU memory cannot travel over tcp to segment '%s' "
-                                "(needs the rdma transport on both sides)",
-                     i, seg->name);
-            return MC_ERR_NOT_SUPPORTED;
+        if (!(te->rdma != NULL && seg->rdma != NULL)) {
+            int cuda = strncmp(seg->bufs[k].location, "cuda:", 5) == 0;
+            if (!cuda && has_cuda) {
+                pthread_mutex_unlock(&te->seg_lock); /* is_cuda takes buf_lock */
+                cuda = is_cuda(te, q->local);
+                pthread_mutex_lock(&te->seg_lock);
+            }
+            if (cuda) {
+                bad2.st = MC_ERR_NOT_SUPPORTED;
+                bad2.what = BAD_CUDA;
+                failed = 1;
+                break;
+            }
         }
         segs[i] = seg;
     }
+    pthread_mutex_unlock(&te->seg_lock);
+    if (failed)
+        return bad_log(&bad2, reqs);
+    if (upto < n)
+        return bad_log(&bad1, reqs);
     return MC_OK;
 }
 

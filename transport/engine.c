@@ -727,9 +727,11 @@ mc_status_t mc_te_create(const mc_te_opts_t *o, mc_te_t **out)
                  TE_MAX_LANES);
         return MC_ERR_INVALID_ARGUMENT;
     }
+    static _Atomic uint64_t next_uid = 1;
     mc_te_t *te = MC_NEW(mc_te_t);
     if (te == NULL)
         return MC_ERR_NOMEM;
+    te->uid = atomic_fetch_add(&next_uid, 1);
     te->o = *o;
     if (te->o.timeout_us == 0)
         te->o.timeout_us = d.timeout_us;

@@ -90,6 +90,9 @@ struct mc_te {
     _Atomic unsigned buf_gen;  /* bumped at every (un)registration */
     _Atomic int has_cuda;      /* a cuda:N buffer was registered (local copies check) */
     _Atomic int stopping;
+    /* unique over the process's life (engines may reuse a freed one's
+     * address): keys per-thread caches such as rdma_data.c's path cache */
+    uint64_t uid;
 };
 
 typedef struct te_task {

@@ -1154,6 +1154,29 @@ err_free_path:
 
 /* ---- environment and --set ------------------------------------------------------------- */
 
+/* MC_ variables that library modules read themselves: they are not
+ * configuration keys, so a daemon must not call them typos. The rdma
+ * transport's knobs (transport/README.md: MC_RDMA_* and upstream's names),
+ * the CUDA runtime's path (transport/cuda.c) and the store client's staging
+ * switch (store/client.c). An entry ending in '_' is a prefix. */
+static const char *const module_env[] = {
+    "MC_RDMA_",          "MC_NIC_PRIORITY_MATRIX", "MC_NUM_QP_PER_EP", "MC_MAX_WR",
+    "MC_MAX_CQE_PER_CTX", "MC_MAX_EP_PER_CTX",      "MC_RETRY_CNT",     "MC_MTU",
+    "MC_IB_PORT",        "MC_GID_INDEX",           "MC_PKEY_INDEX",    "MC_IB_SL",
+    "MC_CUDA_LIBRARY",   "MC_STORE_STAGING",
+};
+
+static int is_module_env(const char *var, size_t len)
+{
+    for (size_t i = 0; i < sizeof(module_env) / sizeof(module_env[0]); i++) {
+        size_t n = strlen(module_env[i]);
+        if (module_env[i][n - 1] == '_' ? len > n && strncmp(var, module_env[i], n) == 0
+                                        : len == n && strncmp(var, module_env[i], n) == 0)
+            return 1;
+    }
+    return 0;
+}
+
 mc_status_t mc_conf_load_env(mc_conf_t *conf, char **envp, char *err, size_t errlen)
 {
     conf_batch_t batch = {0};
@@ -1177,6 +1200,8 @@ mc_status_t mc_conf_load_env(mc_conf_t *conf, char **envp, char *err, size_t err
             }
         }
         if (found == NULL) {
+            if (is_module_env(*e, src.varlen))
+                continue;
             MC_WARN(CONF, "environment %.*s matches no configuration key; ignored", (int)src.varlen,
                     *e);
             continue;

@@ -13,6 +13,10 @@
  * on demand); error completions failing the task with the cause after the
  * retry budget, and the path working again afterwards. The targets check
  * at exit that no guarded byte changed.
+ *
+ * Independent of the rdma transport's environment (MC_RDMA_EMULATED and
+ * the other variables of transport/README.md are cleared at start, before
+ * the targets inherit it: they would override the NIC counts set here).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -23,6 +27,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
+#include "test/rdma_env.h"
 #include "mooncake/transfer.h"
 #include "proc.h"
 #include "transport/rdma/verbs.h"
@@ -334,6 +339,7 @@ static void error_completions_fail_the_task_with_the_cause_after_the_retry_budge
 
 int main(void)
 {
+    test_rdma_env_clear();
     mc_log_set_spec(getenv("TEST_LOG") ? getenv("TEST_LOG") : "error", NULL, 0);
     signal(SIGPIPE, SIG_IGN);
     rv_emu_opts_t o = {.ndevices = 2, .mtu = 4096};

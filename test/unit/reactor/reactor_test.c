@@ -465,6 +465,50 @@ static void a_periodic_timer_may_fini_itself_in_its_callback(void **state)
     mc_reactor_group_destroy(g);
 }
 
+/* reactor.h: a period of 0 fires on every loop iteration (with libevent's
+ * EV_PERSIST it fired once and never again). */
+static void a_zero_period_timer_fires_on_every_loop_iteration_until_stopped(void **state)
+{
+    (void)state;
+    mc_reactor_group_t *g = start_group(1, "t");
+    mc_reactor_t *r = mc_reactor_group_get(g, 0);
+    tctx_t c = {.usec = 0, .periodic = 1};
+    assert_int_equal(run_sync(r, tctx_init, &c), MC_OK);
+    assert_int_equal(run_sync(r, tctx_start, &c), MC_OK);
+    assert_true(wait_ge(&c.fired, 1000));
+    /* messages still get through while it spins */
+    for (int i = 0; i < 20; i++)
+        assert_true(armed_on(r, &c));
+    int before = atomic_load(&c.fired);
+    assert_true(wait_ge(&c.fired, before + 1000));
+    assert_int_equal(run_sync(r, tctx_stop, &c), MC_OK);
+    int n = atomic_load(&c.fired);
+    nap_us(20000);
+    assert_int_equal(atomic_load(&c.fired), n);
+    assert_false(armed_on(r, &c));
+    /* restarted as a 1 ms periodic timer it keeps its period (EV_PERSIST) */
+    c.usec = 1000;
+    assert_int_equal(run_sync(r, tctx_start, &c), MC_OK);
+    assert_true(wait_ge(&c.fired, n + 3));
+    assert_int_equal(run_sync(r, tctx_stop, &c), MC_OK);
+    /* and back to period 0 */
+    c.usec = 0;
+    n = atomic_load(&c.fired);
+    assert_int_equal(run_sync(r, tctx_start, &c), MC_OK);
+    assert_true(wait_ge(&c.fired, n + 1000));
+    assert_int_equal(run_sync(r, tctx_fini, &c), MC_OK);
+    assert_true(c.current_ok); /* read once the timer is gone (no race) */
+    /* one that finis itself in its callback stops there */
+    tctx_t d = {.usec = 0, .periodic = 1, .fini_in_callback_after = 50};
+    assert_int_equal(run_sync(r, tctx_init, &d), MC_OK);
+    assert_int_equal(run_sync(r, tctx_start, &d), MC_OK);
+    assert_true(wait_ge(&d.fired, 50));
+    nap_us(10000);
+    assert_int_equal(atomic_load(&d.fired), 50);
+    assert_null(d.t.ev);
+    mc_reactor_group_destroy(g);
+}
+
 static void timer_fini_is_safe_on_a_zeroed_timer_and_twice(void **state)
 {
     (void)state;
@@ -1080,6 +1124,7 @@ int main(void)
         cmocka_unit_test(periodic_timer_fires_repeatedly_until_stopped),
         cmocka_unit_test(restarting_a_timer_rearms_it),
         cmocka_unit_test(a_periodic_timer_may_fini_itself_in_its_callback),
+        cmocka_unit_test(a_zero_period_timer_fires_on_every_loop_iteration_until_stopped),
         cmocka_unit_test(timer_fini_is_safe_on_a_zeroed_timer_and_twice),
         cmocka_unit_test(timer_init_without_memory_returns_nomem),
         cmocka_unit_test(stop_cancels_queued_messages_once_on_the_reactor_thread_after_hooks),

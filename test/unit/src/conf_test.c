@@ -475,6 +475,28 @@ static void unknown_mc_environment_variables_only_warn(void **state)
     free(text);
 }
 
+static void variables_read_by_library_modules_do_not_warn(void **state)
+{
+    fx_t *fx = *state;
+    const char *log = temp_file(fx, "");
+    FILE *f = fopen(log, "w");
+    assert_non_null(f);
+    mc_log_set_fd(fileno(f));
+    char *env[] = {"MC_RDMA_EMULATED=2", "MC_RDMA_EMU_DELAY_US=5", "MC_MTU=1024",
+                   "MC_STORE_STAGING=always", "MC_RDMA_=1", "MC_MTUX=1", NULL};
+    assert_int_equal(mc_conf_load_env(fx->conf, env, fx->err, sizeof(fx->err)), MC_OK);
+    mc_log_set_fd(2);
+    fclose(f);
+    char *text = slurp(log);
+    assert_null(strstr(text, "MC_RDMA_EMU"));
+    assert_null(strstr(text, "MC_MTU "));
+    assert_null(strstr(text, "MC_STORE_STAGING"));
+    /* a bare prefix and a near miss are still reported */
+    assert_non_null(strstr(text, "environment MC_RDMA_ matches no configuration key"));
+    assert_non_null(strstr(text, "environment MC_MTUX matches no configuration key"));
+    free(text);
+}
+
 static void failed_load_changes_nothing(void **state)
 {
     fx_t *fx = *state;
@@ -953,6 +975,7 @@ int main(void)
         T(environment_overrides_file),
         T(set_overrides_environment_whatever_the_argument_order),
         T(unknown_mc_environment_variables_only_warn),
+        T(variables_read_by_library_modules_do_not_warn),
         T(failed_load_changes_nothing),
         T(unknown_section_names_file_and_line),
         T(unknown_key_names_file_line_and_key),

@@ -5,6 +5,10 @@
  * client's threads). The "master" is a closed port, or a socket that accepts
  * connections and never answers. Metadata is p2p, so nothing else is needed.
  * The full protocol runs in test/integration/store_client_test.c.
+ *
+ * Independent of the rdma transport's environment (MC_RDMA_EMULATED and
+ * the other variables of transport/README.md are cleared at start: protocol
+ * "rdma" must fail here for want of a NIC).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -22,6 +26,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "test/rdma_env.h"
 #include "mooncake/store.h"
 #include "util/log.h"
 #include "util/time.h"
@@ -263,6 +268,7 @@ static void close_completes_every_pending_call_with_canceled(void **state)
 
 int main(void)
 {
+    test_rdma_env_clear();
     const char *spec = getenv("TEST_LOG");
     mc_log_set_spec(spec != NULL ? spec : "error", NULL, 0);
     const struct CMUnitTest tests[] = {

@@ -14,6 +14,10 @@
  * free, may not block, keeps its batch busy until it returned); bad requests
  * (unregistered or out-of-range memory, overflow, unknown segment, full
  * batch); engines and peers going away.
+ *
+ * Independent of the rdma transport's environment (MC_RDMA_EMULATED and
+ * the other variables of transport/README.md are cleared at start: some
+ * tests rely on there being no RDMA device).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -30,6 +34,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "test/rdma_env.h"
 #include "mooncake/transfer.h"
 #include "reactor/reactor.h"
 #include "rpc/fields.h"
@@ -1342,6 +1347,58 @@ static void bad_opcodes_zero_lengths_and_unknown_segments_are_invalid(void **sta
     mc_free(m);
 }
 
+/* Requests are checked in order: the first bad one decides the status,
+ * whichever of its checks (local range, opcode, segment, remote range)
+ * fails; a request to a known segment with the same buffers many times
+ * over is checked each time. */
+static void the_first_bad_request_of_a_submit_decides_the_status(void **state)
+{
+    (void)state;
+    mc_te_t *a = engine_new(0, 0, 0, 0), *b = engine_new(0, 0, 0, 0);
+    uint8_t *la = mc_malloc(64 * KIB), *rb = mc_calloc(1, 64 * KIB);
+    assert_int_equal(mc_te_register(a, la, 64 * KIB, NULL, 0), MC_OK);
+    assert_int_equal(mc_te_register(b, rb, 64 * KIB, NULL, 1), MC_OK);
+    mc_te_segment_t seg = open_port(a, mc_te_port(b));
+    mc_te_batch_t *bt = NULL;
+    assert_int_equal(mc_te_batch_alloc(a, 64, &bt), MC_OK);
+    const mc_te_request_t good = req(MC_TE_WRITE, la, seg, rb, 100);
+    mc_te_request_t bad_remote = req(MC_TE_WRITE, la, seg, rb + 64 * KIB, 1);
+    mc_te_request_t bad_op = good;
+    bad_op.opcode = (mc_te_opcode_t)9;
+    mc_te_request_t bad_seg = req(MC_TE_WRITE, la, 4242, rb, 10);
+    mc_te_request_t bad_local = req(MC_TE_WRITE, la + 64 * KIB, seg, rb, 1);
+    struct {
+        mc_te_request_t r[4];
+        mc_status_t want;
+    } cases[] = {
+        {{good, bad_remote, bad_op, good}, MC_ERR_ADDRESS_NOT_REGISTERED},
+        {{good, bad_op, bad_remote, good}, MC_ERR_INVALID_ARGUMENT},
+        {{good, good, bad_seg, bad_local}, MC_ERR_INVALID_ARGUMENT},
+        {{good, bad_local, bad_seg, good}, MC_ERR_ADDRESS_NOT_REGISTERED},
+        {{good, good, good, bad_remote}, MC_ERR_ADDRESS_NOT_REGISTERED},
+    };
+    for (size_t i = 0; i < MC_ARRAY_SIZE(cases); i++) {
+        mc_status_t st = mc_te_submit(bt, cases[i].r, 4);
+        if (st != cases[i].want)
+            fail_msg("case %zu: %s, want %s", i, mc_status_str(st), mc_status_str(cases[i].want));
+    }
+    /* nothing was submitted; 40 good ones to the same buffers go through */
+    mc_te_status_t ts;
+    assert_int_equal(mc_te_task_status(bt, 0, &ts), MC_ERR_INVALID_ARGUMENT);
+    mc_te_request_t many[40];
+    fill_random(la, 64 * KIB, 5);
+    for (int i = 0; i < 40; i++)
+        many[i] = req(MC_TE_WRITE, la + i * 1000, seg, rb + i * 1000, 1000);
+    assert_int_equal(mc_te_submit(bt, many, 40), MC_OK);
+    assert_int_equal(mc_te_batch_wait(bt, WAIT_US), MC_OK);
+    assert_memory_equal(rb, la, 40000);
+    assert_int_equal(mc_te_batch_free(bt), MC_OK);
+    mc_te_destroy(a);
+    mc_te_destroy(b);
+    mc_free(la);
+    mc_free(rb);
+}
+
 static void a_full_batch_refuses_more_requests(void **state)
 {
     (void)state;
@@ -1548,6 +1605,7 @@ static void destroying_the_peer_engine_leaves_no_task_waiting(void **state)
 
 int main(void)
 {
+    test_rdma_env_clear();
     /* TEST_LOG=debug (or "warn,transport=debug,tcp=debug") to see more */
     const char *spec = getenv("TEST_LOG");
     mc_log_set_spec(spec != NULL ? spec : "err", NULL, 0);
@@ -1574,6 +1632,7 @@ int main(void)
         cmocka_unit_test(a_batch_is_busy_until_its_callback_has_returned),
         cmocka_unit_test(requests_outside_registered_memory_are_refused_and_nothing_is_submitted),
         cmocka_unit_test(bad_opcodes_zero_lengths_and_unknown_segments_are_invalid),
+        cmocka_unit_test(the_first_bad_request_of_a_submit_decides_the_status),
         cmocka_unit_test(a_full_batch_refuses_more_requests),
         cmocka_unit_test(segment_names_are_checked_and_reopening_gives_the_same_handle),
         cmocka_unit_test(two_engines_move_bytes_both_ways_to_absolute_addresses),

@@ -10,6 +10,11 @@
  * endpoint cap with SIEVE evictions, error completions failing the task
  * with the cause after the retry budget, malformed handshakes refused with
  * the reason.
+ *
+ * Independent of the rdma transport's environment (MC_RDMA_EMULATED and
+ * the other variables of transport/README.md are cleared at start: they
+ * would override the NIC counts, retry budgets and matrices set here, and
+ * the no-device case).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -23,6 +28,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "test/rdma_env.h"
 #include "mooncake/transfer.h"
 #include "rpc/fields.h"
 #include "rpc/methods.h"
@@ -512,6 +518,33 @@ static void a_transient_fault_on_the_only_path_is_ridden_out_within_the_budget(v
     eng_free(&b);
 }
 
+/* Engines made one after the other tend to get the addresses of those
+ * destroyed before them, and the same registration and descriptor
+ * generations: the submitting thread's path cache must not take the new
+ * pair for the old one (it used the old engine's freed topology: the first
+ * transfer of a_failed_endpoint_is_dropped_on_both_sides failed with
+ * ADDRESS_NOT_REGISTERED or DEVICE_NOT_FOUND in ~1 run in 10). This loop
+ * did not hit the stale entry deterministically before the fix (the
+ * generations rarely line up); it guards the engine-reuse path. */
+static void an_engine_made_where_a_destroyed_one_was_gets_its_own_paths(void **state)
+{
+    (void)state;
+    for (int round = 0; round < 12; round++) {
+        eng_t a, b;
+        eng_make(&a, 1 + round % 2, 4096, NULL, 0);
+        eng_make(&b, 1 + round % 2, 4096, NULL, 0);
+        memset(b.mem, 0, 8192);
+        for (size_t i = 0; i < 8192; i++)
+            a.mem[i] = (uint8_t)(i * 7 + round);
+        mc_status_t st = xfer(&a, &b, MC_TE_WRITE, 0, 0, 8192);
+        if (st != MC_OK)
+            fail_msg("round %d: %s", round, mc_status_str(st));
+        assert_memory_equal(a.mem, b.mem, 8192);
+        eng_free(&b);
+        eng_free(&a);
+    }
+}
+
 static void a_failed_endpoint_is_dropped_on_both_sides(void **state)
 {
     (void)state;
@@ -569,6 +602,7 @@ static void a_port_event_takes_a_nic_out_of_the_paths_and_back(void **state)
 
 int main(void)
 {
+    test_rdma_env_clear();
     mc_log_set_spec(getenv("TEST_LOG") ? getenv("TEST_LOG") : "error", NULL, 0);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(write_then_read_back_byte_exact),
@@ -579,6 +613,7 @@ int main(void)
         cmocka_unit_test(install_without_devices_or_with_a_bad_matrix_fails_with_the_reason),
         cmocka_unit_test(malformed_handshakes_are_refused_with_the_reason_and_nothing_breaks),
         cmocka_unit_test(a_transient_fault_on_the_only_path_is_ridden_out_within_the_budget),
+        cmocka_unit_test(an_engine_made_where_a_destroyed_one_was_gets_its_own_paths),
         cmocka_unit_test(a_failed_endpoint_is_dropped_on_both_sides),
         cmocka_unit_test(a_port_event_takes_a_nic_out_of_the_paths_and_back),
         cmocka_unit_test(destroying_an_engine_with_transfers_in_flight_ends_them),
