@@ -633,6 +633,18 @@ static void demote(ha_t *h, const char *why)
     drop_conn(h);
 }
 
+static mc_status_t renew(ha_t *h);
+
+/* Every SCAN_TICK_FILES files of the tier scan in promote: a scan of a large
+ * tier may outlast the lease, so renew it on the way. A failed renewal is
+ * left to leader_step (it demotes when the lease runs out or was taken). */
+static void scan_tick(void *arg)
+{
+    ha_t *h = arg;
+    if (mc_now_us() >= h->renew_at_us && renew(h) != MC_OK)
+        h->renew_at_us = mc_now_us() + RECONNECT_US;
+}
+
 static void promote(ha_t *h, int64_t view, uint64_t lease_until, uint64_t t_no_lease)
 {
     master_srv_t *s = h->s;
@@ -654,6 +666,12 @@ static void promote(ha_t *h, int64_t view, uint64_t lease_until, uint64_t t_no_l
     atomic_fetch_add(&h->elections, 1);
     if (t_no_lease != 0)
         atomic_store(&h->failover_last_us, now - t_no_lease);
+    /* The tier's files: only the leader scans, with the journal hook on, so
+     * what it restores reaches the standbys as DISK records; before it
+     * serves, so that no client sees a half-restored tier. Files already
+     * known from the journal change nothing. */
+    if (master_tier_scan(s, scan_tick, h) != MC_OK)
+        MC_ERROR(HA, "tier scan failed: files not restored by this leader");
     set_role(h, MC_HA_ROLE_LEADER);
     mc_master_stats_t st;
     mc_master_get_stats(s->m, &st);

@@ -1078,7 +1078,9 @@ mc_status_t mc_master_server_start(const mc_master_server_opts_t *o, mc_master_s
         MC_ERROR(MASTER, "cannot create the master: %s", mc_status_str(st));
         goto err_free;
     }
-    st = master_tier_start(s); /* restores DISK replicas before anyone can ask */
+    /* restores DISK replicas before anyone can ask; with HA the leader does,
+     * when it takes over (master_ha.c), so that the journal has them */
+    st = master_tier_start(s, o->ha.sync == MC_HA_SYNC_OFF);
     if (st != MC_OK)
         goto err_master;
     mc_reactor_group_opts_t go;

@@ -73,9 +73,15 @@ typedef struct master_srv {
 
 /* master_server_tier.c. create: validate, make the directory (no thread yet;
  * sets s->opts.master.disk_drop); start: after the master exists, scan and
- * restore, start the deleter; stop: drain the deleter, join it, free. */
+ * restore (scan: without HA; with HA the leader scans when it takes over),
+ * start the deleter; stop: drain the deleter, join it, free. */
 mc_status_t master_tier_create(master_srv_t *s);
-mc_status_t master_tier_start(master_srv_t *s);
+mc_status_t master_tier_start(master_srv_t *s, int scan);
+/* The startup scan: restore DISK replicas from the files (journaled when
+ * the journal hook is on). tick(arg), if not NULL, runs every 1024 files (the
+ * HA thread renews its lease there). MC_OK (nothing without a tier),
+ * MC_ERR_CONFIG (the directory cannot be listed). */
+mc_status_t master_tier_scan(master_srv_t *s, void (*tick)(void *arg), void *arg);
 void master_tier_stop(master_srv_t *s);
 /* The tier directory and its cluster id ("" without a tier). */
 const char *master_tier_dir(const master_srv_t *s);

@@ -17,8 +17,18 @@
  *
  * Restart: the scan reads every file's header (not its data: reads verify
  * the data), at most tier_scan_max files, and logs what it restored, what it
- * skipped and how long it took. It runs before the RPC port opens, so a
- * client never sees a half-restored tier.
+ * skipped and how long it took. Without HA it runs before the RPC port
+ * opens, so a client never sees a half-restored tier. With HA only the
+ * leader scans, when it becomes the leader (master_ha.c, promote: caught up
+ * with the journal, journal hook installed, not yet serving), so what it
+ * restores reaches the standbys as DISK records; a standby's state is the
+ * journal's and nothing else.
+ *
+ * Only a master that serves (the leader, or a single master) deletes files
+ * or enforces the quota: a standby replaying a remove must not unlink (the
+ * leader does, and a lagging standby could take the file of a newer put of
+ * the key), and a quota removal on a standby would be a change the journal
+ * does not know.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -30,6 +40,7 @@
 
 #include <event2/buffer.h>
 
+#include "store/master_ha.h"
 #include "store/master_server_int.h"
 #include "store/tier.h"
 #include "util/log.h"
@@ -81,9 +92,18 @@ static int cluster_id_ok(const char *c)
     return 1;
 }
 
+/* The leader, or a single master (HA off): the one that owns the files. */
+static int owns_files(const struct master_tier *t)
+{
+    int r = atomic_load(&t->srv->role);
+    return r == MC_HA_ROLE_NONE || r == MC_HA_ROLE_LEADER;
+}
+
 static void queue_drop(void *arg, const char *key, size_t len)
 {
     struct master_tier *t = arg;
+    if (!owns_files(t))
+        return; /* a standby replaying a remove: the leader deletes the file */
     drop_node_t *n = mc_malloc(sizeof(*n) + len);
     if (n == NULL) {
         MC_ERROR(TIER,
@@ -135,7 +155,8 @@ static void *deleter_main(void *arg)
     for (;;) {
         if (quota > 0 && !t->stop && mc_now_us() >= next_check) {
             pthread_mutex_unlock(&t->mu);
-            mc_master_tier_enforce_quota(t->srv->m, quota, mc_now_us());
+            if (owns_files(t)) /* a standby's removals would not be journaled */
+                mc_master_tier_enforce_quota(t->srv->m, quota, mc_now_us());
             next_check = mc_now_us() + QUOTA_CHECK_US;
             pthread_mutex_lock(&t->mu);
             continue;
@@ -159,7 +180,9 @@ static void *deleter_main(void *arg)
             t->tail = &t->head;
         pthread_mutex_unlock(&t->mu);
         unlink_ctx_t c = {t, n};
-        if (mc_master_tier_if_absent(t->srv->m, n->key, n->len, do_unlink, &c) != MC_OK)
+        if (!owns_files(t))
+            atomic_fetch_add(&t->skipped, 1); /* demoted since: the new leader decides */
+        else if (mc_master_tier_if_absent(t->srv->m, n->key, n->len, do_unlink, &c) != MC_OK)
             atomic_fetch_add(&t->skipped, 1); /* the key was put again: its file is new */
         mc_free(n);
         atomic_fetch_sub(&t->queued, 1);
@@ -229,8 +252,13 @@ err_free:
 
 typedef struct restore_ctx {
     mc_master_t *m;
-    uint64_t now, ok, refused;
+    uint64_t now, ok, refused, seen;
+    void (*tick)(void *arg);
+    void *tick_arg;
 } restore_ctx_t;
+
+/* How many files between two calls of the scan's tick. */
+#define SCAN_TICK_FILES 1024
 
 static int restore_cb(void *arg, const void *key, size_t klen, uint64_t size)
 {
@@ -241,16 +269,18 @@ static int restore_cb(void *arg, const void *key, size_t klen, uint64_t size)
     } else if (c->refused++ < 10) {
         MC_WARN(TIER, "scan: file of a %zu-byte key not restored: %s", klen, mc_status_str(st));
     }
+    if (c->tick != NULL && ++c->seen % SCAN_TICK_FILES == 0)
+        c->tick(c->tick_arg);
     return 0;
 }
 
-mc_status_t master_tier_start(master_srv_t *s)
+mc_status_t master_tier_scan(master_srv_t *s, void (*tick)(void *arg), void *arg)
 {
     struct master_tier *t = s->tier;
     if (t == NULL)
         return MC_OK;
     uint64_t t0 = mc_now_us();
-    restore_ctx_t c = {.m = s->m, .now = t0};
+    restore_ctx_t c = {.m = s->m, .now = t0, .tick = tick, .tick_arg = arg};
     mc_tier_scan_stats_t ss;
     mc_status_t st = mc_tier_scan(t->dir, s->opts.tier_scan_max, restore_cb, &c, &ss);
     if (st != MC_OK)
@@ -271,6 +301,19 @@ mc_status_t master_tier_start(master_srv_t *s)
     t->scan_bad = ss.bad;
     t->scan_temps = ss.temps;
     t->scan_ms = (mc_now_us() - t0) / 1000;
+    return MC_OK;
+}
+
+mc_status_t master_tier_start(master_srv_t *s, int scan)
+{
+    struct master_tier *t = s->tier;
+    if (t == NULL)
+        return MC_OK;
+    if (scan) {
+        mc_status_t st = master_tier_scan(s, NULL, NULL);
+        if (st != MC_OK)
+            return st;
+    }
     if (pthread_create(&t->thread, NULL, deleter_main, t) != 0) {
         MC_ERROR(TIER, "cannot start the tier deletion thread");
         return MC_ERR_NOMEM;
