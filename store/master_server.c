@@ -424,6 +424,13 @@ static void h_tier_add(void *ctx, mc_rpc_req_t *req)
                                                           mc_now_us());
     if (st == MC_ERR_OBJECT_NOT_FOUND || st == MC_ERR_INVALID_PARAMS)
         master_tier_orphan(s, f.key, f.key_len);
+    if (st == MC_OK) {
+        /* its DISK record: an eager put's PutEnd comes after it anyway; an
+         * async file's report is acknowledged once a new leader would know
+         * it too (otherwise its scan finds the file) */
+        reply_status_durable(s, req, st);
+        return;
+    }
     reply_status(s, req, st, st == MC_ERR_UNAVAILABLE_IN_CURRENT_MODE ? "no tier (root_fs_dir)"
                              : st == MC_ERR_INVALID_PARAMS ? "size differs from the object's"
                                                            : NULL);
