@@ -91,10 +91,10 @@ void mc_jrec_encode(mc_mp_writer_t *w, const mc_master_jrec_t *r)
 
 /* Fields each type has after the type itself. */
 static const uint8_t nfields[MC_JREC_TYPE_MAX + 1] = {
-    [MC_JREC_MOUNT] = 2,      [MC_JREC_UNMOUNT] = 2,       [MC_JREC_PUT_START] = 6,
-    [MC_JREC_PUT_END] = 2,    [MC_JREC_DROP] = 2,          [MC_JREC_CLIENT_EXPIRE] = 1,
-    [MC_JREC_META_PUT] = 3,   [MC_JREC_META_DEL] = 1,       [MC_JREC_RELEASE] = 3,
-    [MC_JREC_DISK] = 2,       [MC_JREC_SPILL] = 1,
+    [MC_JREC_MOUNT] = 2,    [MC_JREC_UNMOUNT] = 2,  [MC_JREC_PUT_START] = 6,
+    [MC_JREC_PUT_END] = 2,  [MC_JREC_DROP] = 2,     [MC_JREC_CLIENT_EXPIRE] = 1,
+    [MC_JREC_META_PUT] = 3, [MC_JREC_META_DEL] = 1, [MC_JREC_RELEASE] = 3,
+    [MC_JREC_DISK] = 2,     [MC_JREC_SPILL] = 1,
 };
 
 static const char *read_key(mc_mp_reader_t *rd, mc_master_jrec_t *r)

@@ -886,8 +886,10 @@ static void with_ha_a_new_leader_serves_objects_evicted_to_files_and_deletes_the
     h.redis_port = test_free_port();
     snprintf(port, sizeof(port), "%u", h.redis_port);
     snprintf(rdir, sizeof(rdir), "%.64s", E.parent);
+    /* clang-format off */
     char *rargv[] = {(char *)redis_bin, "--port", port, "--bind", "127.0.0.1", "--save", "",
                      "--appendonly", "no", "--dir", rdir, "--daemonize", "no", NULL};
+    /* clang-format on */
     assert_int_equal(test_proc_start(&h.redis, rargv), 0);
     for (int waited = 0; !test_port_open(h.redis_port); waited += 10) {
         if (waited > 5000)
