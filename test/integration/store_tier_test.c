@@ -21,7 +21,9 @@
  * evicted down to their files on the leader, the leader SIGKILLed, the new
  * leader lists the same DISK replicas, serves every object with its bytes
  * (from memory or from the file, never from space the old leader reused),
- * keeps disk objects when it evicts, and a remove deletes the file.
+ * keeps disk objects when it evicts, and a remove deletes the file; a
+ * restarted master follows as a standby without scanning, and scans when it
+ * takes over (a file no master knew of becomes an object).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -508,12 +510,12 @@ static void hostile_keys_map_to_safe_distinct_files_inside_the_directory(void **
     }
 }
 
-/* The value of a metric line "name V" on the master's /metrics, or -1. */
-static long long metric(const env_t *e, const char *name)
+/* The value of a metric line "name V" on /metrics at http_port, or -1. */
+static long long metric_at(unsigned http_port, const char *name)
 {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     assert_true(fd >= 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)e->http_port)};
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)http_port)};
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
     const char *rq = "GET /metrics HTTP/1.0\r\n\r\n";
@@ -529,6 +531,12 @@ static long long metric(const env_t *e, const char *name)
     snprintf(pat, sizeof(pat), "\n%s ", name);
     const char *p = strstr(body, pat);
     return p != NULL ? strtoll(p + strlen(pat), NULL, 10) : -1;
+}
+
+/* The value of a metric line "name V" on the master's /metrics, or -1. */
+static long long metric(const env_t *e, const char *name)
+{
+    return metric_at(e->http_port, name);
 }
 
 /* Output of `mooncake-cli ARGS` against the test's master (exit 0 asserted). */
@@ -987,14 +995,33 @@ static void with_ha_a_new_leader_serves_objects_evicted_to_files_and_deletes_the
         usleep(5000);
     assert_false(ha_file_exists(&h, "ha/0"));
     assert_int_equal(mc_store_exist(s, "ha/0", 4), 0);
-    /* the old leader comes back as a standby: no scan, no deletions, the
-     * leader stays and keeps serving from the files */
+    /* the old leader comes back as a standby: it does not scan (its state
+     * is the journal's), the leader stays and keeps serving from the files */
     assert_int_equal(ha_start_master(&h, 0), 0);
     usleep(500000 * SLOW);
     assert_int_equal(ha_leader(&h), 1);
+    assert_int_equal(metric_at(h.http[0], "master_tier_restored_objects"), 0);
     assert_true(ha_file_exists(&h, "ha/1"));
     fill(v, MIB, 5001);
     get_equals(s, "ha/1", 4, v, MIB);
+    /* a file no master was told of (its TierAdd lost with a leader) */
+    uint8_t g[3000];
+    fill(g, sizeof(g), 77);
+    struct iovec iov = {g, sizeof(g)};
+    assert_int_equal(mc_tier_write(h.dir, "ghost", 5, &iov, 1, sizeof(g), 0), MC_OK);
+    /* master 1 dies: master 0 leads, scans, and the file becomes an object;
+     * the journal's objects are all there, with their bytes */
+    test_proc_stop(&h.m[1], SIGKILL, 1000);
+    assert_true(ha_wait_leader(&h, 0, 5000));
+    assert_int_equal(mc_store_exist(s, "ghost", 5), 1);
+    get_equals(s, "ghost", 5, g, sizeof(g));
+    assert_true(metric_at(h.http[0], "master_tier_restored_objects") >= 1);
+    for (int i = 1; i < N + 12; i++) {
+        snprintf(key, sizeof(key), "ha/%d", i);
+        fill(v, MIB, 5000 + (uint64_t)i);
+        get_equals(s, key, strlen(key), v, MIB);
+    }
+    assert_int_equal(mc_store_exist(s, "ha/0", 4), 0);
 
     free(v);
     mc_store_close(s);
