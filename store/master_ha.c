@@ -1078,6 +1078,9 @@ void master_ha_stop(master_srv_t *s)
         int failed = 0;
         uint64_t seq = take_pending(h, &failed);
         if (!failed && append_sending(h, seq) == MC_OK) {
+            /* still the leader: the files of what was removed go now, or
+             * the next leader's scan would bring them back */
+            master_tier_drain(s, h->ttl_us / 2);
             const char *keys[1] = {h->k_lease};
             const char *args[1] = {h->lease_val};
             redisReply *r = NULL;

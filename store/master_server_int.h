@@ -83,6 +83,11 @@ mc_status_t master_tier_start(master_srv_t *s, int scan);
  * MC_ERR_CONFIG (the directory cannot be listed). */
 mc_status_t master_tier_scan(master_srv_t *s, void (*tick)(void *arg), void *arg);
 void master_tier_stop(master_srv_t *s);
+/* Wait (at most max_us) until the queued file deletions are done: a leader
+ * handing over cleanly, after its last records are stored and before it
+ * releases the lease (a deletion skipped would leave a file the next
+ * leader's scan turns back into an object). */
+void master_tier_drain(master_srv_t *s, uint64_t max_us);
 /* The tier directory and its cluster id ("" without a tier). */
 const char *master_tier_dir(const master_srv_t *s);
 const char *master_tier_cluster(const master_srv_t *s);

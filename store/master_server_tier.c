@@ -37,6 +37,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <event2/buffer.h>
 
@@ -320,6 +321,19 @@ mc_status_t master_tier_start(master_srv_t *s, int scan)
     }
     t->started = 1;
     return MC_OK;
+}
+
+void master_tier_drain(master_srv_t *s, uint64_t max_us)
+{
+    struct master_tier *t = s->tier;
+    if (t == NULL || !t->started)
+        return;
+    uint64_t deadline = mc_now_us() + max_us;
+    while (atomic_load(&t->queued) > 0 && mc_now_us() < deadline)
+        usleep(1000); /* the deletion thread works through it */
+    if (atomic_load(&t->queued) > 0)
+        MC_WARN(TIER, "%llu file deletions still queued at the handover: those files stay",
+                (unsigned long long)atomic_load(&t->queued));
 }
 
 void master_tier_stop(master_srv_t *s)
