@@ -66,7 +66,8 @@ struct master_tier {
     int stop;                  /* mu */
     _Atomic uint64_t deleted, delete_failed, skipped;
     _Atomic uint64_t queued;                          /* deletions waiting */
-    uint64_t restored, scan_bad, scan_temps, scan_ms; /* startup scan, set before serving */
+    /* the last scan's figures: with HA it runs while the HTTP port serves */
+    _Atomic uint64_t restored, scan_bad, scan_temps, scan_ms;
 };
 
 const char *master_tier_dir(const master_srv_t *s)
