@@ -223,6 +223,11 @@ int master_ha_must_wait(master_srv_t *s, uint64_t *seq)
     return 1;
 }
 
+uint64_t master_ha_seq(master_srv_t *s)
+{
+    return s->ha != NULL ? atomic_load_explicit(&s->ha->seq_pub, memory_order_acquire) : 0;
+}
+
 uint64_t master_ha_flushed(master_srv_t *s)
 {
     return s->ha != NULL ? atomic_load_explicit(&s->ha->flushed, memory_order_acquire) : 0;
@@ -654,6 +659,7 @@ static void promote(ha_t *h, int64_t view, uint64_t lease_until, uint64_t t_no_l
     h->seq = h->applied_seq;
     atomic_store(&h->seq_pub, h->seq);
     atomic_store(&h->flushed, h->seq);
+    master_tier_flushed(s, h->seq);
     pthread_mutex_unlock(&h->mu);
     h->view = view;
     s->view_version = view;
@@ -883,6 +889,7 @@ static mc_status_t append_sending(ha_t *h, uint64_t seq)
         b++;
     atomic_fetch_add(&h->lat_buckets[b], 1);
     atomic_store(&h->flushed, seq);
+    master_tier_flushed(h->s, seq);
     atomic_store(&h->head_seq, seq);
     mc_buf_reset(&h->sending);
     notify_waiters(h);

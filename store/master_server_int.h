@@ -88,6 +88,9 @@ void master_tier_stop(master_srv_t *s);
  * releases the lease (a deletion skipped would leave a file the next
  * leader's scan turns back into an object). */
 void master_tier_drain(master_srv_t *s, uint64_t max_us);
+/* The HA thread: journal records up to seq are in Redis (a file is deleted
+ * only once its object's DROP record is). */
+void master_tier_flushed(master_srv_t *s, uint64_t seq);
 /* The tier directory and its cluster id ("" without a tier). */
 const char *master_tier_dir(const master_srv_t *s);
 const char *master_tier_cluster(const master_srv_t *s);
@@ -123,6 +126,9 @@ static inline int master_ha_serving(master_srv_t *s, uint64_t now_us)
 int master_ha_must_wait(master_srv_t *s, uint64_t *seq);
 /* Records up to this number are in Redis. */
 uint64_t master_ha_flushed(master_srv_t *s);
+/* The number of the last record journaled (0 without HA). Only where the
+ * HA state cannot be freed meanwhile: a reactor, under a mutation. */
+uint64_t master_ha_seq(master_srv_t *s);
 /* Wake the HA thread to flush now (a reply waits). */
 void master_ha_kick(master_srv_t *s);
 /* On reactor i: send the replies whose records are durable; fail the others

@@ -50,6 +50,7 @@
 
 typedef struct drop_node {
     struct drop_node *next;
+    uint64_t seq; /* with HA: the journal record number of its DROP */
     size_t len;
     char key[];
 } drop_node_t;
@@ -66,6 +67,7 @@ struct master_tier {
     int stop;                  /* mu */
     _Atomic uint64_t deleted, delete_failed, skipped;
     _Atomic uint64_t queued;                          /* deletions waiting */
+    _Atomic uint64_t flushed; /* with HA: journal records up to this are in Redis */
     /* the last scan's figures: with HA it runs while the HTTP port serves */
     _Atomic uint64_t restored, scan_bad, scan_temps, scan_ms;
 };
@@ -115,6 +117,8 @@ static void queue_drop(void *arg, const char *key, size_t len)
         return;
     }
     n->next = NULL;
+    /* obj_unlink journaled the DROP just before (same thread, same lock) */
+    n->seq = master_ha_seq(t->srv);
     n->len = len;
     memcpy(n->key, key, len);
     atomic_fetch_add(&t->queued, 1);
@@ -129,6 +133,26 @@ void master_tier_orphan(master_srv_t *s, const char *key, size_t len)
 {
     if (s->tier != NULL)
         queue_drop(s->tier, key, len);
+}
+
+void master_tier_flushed(master_srv_t *s, uint64_t seq)
+{
+    if (s->tier != NULL)
+        atomic_store(&s->tier->flushed, seq);
+}
+
+/* With HA, a file goes only once its DROP record is in Redis: a leader that
+ * died before would leave a new leader with the object and no file. 1 when
+ * it may go, 0 when this master stopped leading meanwhile. */
+static int durable(struct master_tier *t, const drop_node_t *n)
+{
+    for (;;) {
+        if (!owns_files(t))
+            return 0;
+        if (atomic_load(&t->flushed) >= n->seq)
+            return 1;
+        usleep(1000); /* strict: the append is under way; async: flush_interval */
+    }
 }
 
 typedef struct unlink_ctx {
@@ -182,7 +206,7 @@ static void *deleter_main(void *arg)
             t->tail = &t->head;
         pthread_mutex_unlock(&t->mu);
         unlink_ctx_t c = {t, n};
-        if (!owns_files(t))
+        if (!durable(t, n))
             atomic_fetch_add(&t->skipped, 1); /* demoted since: the new leader decides */
         else if (mc_master_tier_if_absent(t->srv->m, n->key, n->len, do_unlink, &c) != MC_OK)
             atomic_fetch_add(&t->skipped, 1); /* the key was put again: its file is new */
