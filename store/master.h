@@ -362,16 +362,25 @@ typedef enum mc_master_persist {
 mc_status_t mc_master_tier_add(mc_master_t *m, const char *key, size_t key_len, uint64_t size,
                                uint64_t now_us);
 
-/* At start (or, with HA, when this master becomes the leader), from a scan
- * of the tier directory: a complete object with only a DISK replica (or, if
- * a complete object of the key exists with that size, a DISK replica more).
- * Journaled (DISK) like mc_master_tier_add. MC_OK, MC_ERR_INVALID_KEY,
+/* At start (without HA), from a scan of the tier directory: a complete
+ * object with only a DISK replica (or, if a complete object of the key
+ * exists with that size, a DISK replica more). Journaled (DISK) like
+ * mc_master_tier_add. MC_OK, MC_ERR_INVALID_KEY,
  * MC_ERR_INVALID_PARAMS (size 0 or too large, or another size than the
  * existing object's), MC_ERR_OBJECT_ALREADY_EXISTS (an unfinished put of the
  * key: the file is of an older put, its writer reports its own),
  * MC_ERR_NOMEM. */
 mc_status_t mc_master_tier_restore(mc_master_t *m, const char *key, size_t key_len, uint64_t size,
                                    uint64_t now_us);
+
+/* The same for a scan on a master that already has objects (a new HA
+ * leader): only keys without an object become disk-only objects. The
+ * journal is authoritative for the others: their DISK replicas are in it,
+ * and a file of a key that exists may be of an older put of it. MC_OK,
+ * MC_ERR_INVALID_KEY, MC_ERR_INVALID_PARAMS (size 0 or too large),
+ * MC_ERR_OBJECT_ALREADY_EXISTS (the key has an object), MC_ERR_NOMEM. */
+mc_status_t mc_master_tier_restore_absent(mc_master_t *m, const char *key, size_t key_len,
+                                          uint64_t size, uint64_t now_us);
 
 /* Run fn(arg) with key's shard lock held, if no object of that key exists
  * (so that a file deletion cannot race with a new put of the key, which

@@ -22,7 +22,11 @@
  * leader scans, when it becomes the leader (master_ha.c, promote: caught up
  * with the journal, journal hook installed, not yet serving), so what it
  * restores reaches the standbys as DISK records; a standby's state is the
- * journal's and nothing else.
+ * journal's and nothing else. That scan restores only keys the master has
+ * no object of: for the others the journal is authoritative (their DISK
+ * records), and a file of an existing key may be of an older put of it.
+ * A leader deletes a removed object's file only once its DROP record is in
+ * Redis, and drains its deletions before it hands over cleanly.
  *
  * Only a master that serves (the leader, or a single master) deletes files
  * or enforces the quota: a standby replaying a remove must not unlink (the
@@ -278,7 +282,8 @@ err_free:
 
 typedef struct restore_ctx {
     mc_master_t *m;
-    uint64_t now, ok, refused, seen;
+    int absent_only; /* a new HA leader: keys it has are the journal's */
+    uint64_t now, ok, refused, known, seen;
     void (*tick)(void *arg);
     void *tick_arg;
 } restore_ctx_t;
@@ -289,9 +294,13 @@ typedef struct restore_ctx {
 static int restore_cb(void *arg, const void *key, size_t klen, uint64_t size)
 {
     restore_ctx_t *c = arg;
-    mc_status_t st = mc_master_tier_restore(c->m, key, klen, size, c->now);
+    mc_status_t st = c->absent_only
+                         ? mc_master_tier_restore_absent(c->m, key, klen, size, c->now)
+                         : mc_master_tier_restore(c->m, key, klen, size, c->now);
     if (st == MC_OK) {
         c->ok++;
+    } else if (st == MC_ERR_OBJECT_ALREADY_EXISTS && c->absent_only) {
+        c->known++;
     } else if (c->refused++ < 10) {
         MC_WARN(TIER, "scan: file of a %zu-byte key not restored: %s", klen, mc_status_str(st));
     }
@@ -306,21 +315,22 @@ mc_status_t master_tier_scan(master_srv_t *s, void (*tick)(void *arg), void *arg
     if (t == NULL)
         return MC_OK;
     uint64_t t0 = mc_now_us();
-    restore_ctx_t c = {.m = s->m, .now = t0, .tick = tick, .tick_arg = arg};
+    restore_ctx_t c = {
+        .m = s->m, .absent_only = s->ha != NULL, .now = t0, .tick = tick, .tick_arg = arg};
     mc_tier_scan_stats_t ss;
     mc_status_t st = mc_tier_scan(t->dir, s->opts.tier_scan_max, restore_cb, &c, &ss);
     if (st != MC_OK)
         return MC_ERR_CONFIG;
     MC_INFO(TIER,
-            "tier '%s' (persist %s): %llu objects restored from files in %llu ms; %llu files "
-            "skipped (corrupt or misplaced), %llu refused, %llu temp files left, %llu stale "
-            "ones deleted%s",
+            "tier '%s' (persist %s): %llu objects restored from files in %llu ms (%llu files "
+            "of known keys); %llu files skipped (corrupt or misplaced), %llu refused, %llu temp "
+            "files left, %llu stale ones deleted%s",
             t->dir,
             s->opts.persist == MC_MASTER_PERSIST_EAGER   ? "eager"
             : s->opts.persist == MC_MASTER_PERSIST_ASYNC ? "async"
                                                          : "off",
             (unsigned long long)c.ok, (unsigned long long)((mc_now_us() - t0) / 1000),
-            (unsigned long long)ss.bad, (unsigned long long)c.refused, (unsigned long long)ss.temps,
+            (unsigned long long)c.known, (unsigned long long)ss.bad, (unsigned long long)c.refused, (unsigned long long)ss.temps,
             (unsigned long long)ss.temps_removed,
             ss.truncated ? "; STOPPED at server.tier_scan_max: later files are not served" : "");
     t->restored = c.ok;

@@ -84,14 +84,19 @@ mc_status_t mc_master_tier_add(mc_master_t *m, const char *key, size_t key_len, 
     return st;
 }
 
+/* Which existing objects disk_restore may give a DISK replica. */
+enum restore_mode {
+    RESTORE_ANY,      /* replay: the leader did */
+    RESTORE_FINISHED, /* a scan: not an unfinished put (the file is of an older put) */
+    RESTORE_ABSENT,   /* a new HA leader's scan: none (the journal has theirs) */
+};
+
 /* The DISK replica of key: set on its object, or a disk-only object made.
- * finished_only: leave an unfinished put alone (a scan's file is then of an
- * older put of the key; the writer reports its own). MC_OK,
- * MC_ERR_INVALID_KEY, MC_ERR_INVALID_PARAMS (size 0 or too large),
+ * MC_OK, MC_ERR_INVALID_KEY, MC_ERR_INVALID_PARAMS (size 0 or too large),
  * MC_ERR_EXISTS (another size than the object's), MC_ERR_OBJECT_ALREADY_EXISTS
- * (unfinished, finished_only), MC_ERR_NOMEM. */
+ * (an object the mode leaves alone), MC_ERR_NOMEM. */
 static mc_status_t disk_restore(mc_master_t *m, const char *key, size_t key_len, uint64_t size,
-                                uint64_t now_us, int finished_only)
+                                uint64_t now_us, enum restore_mode mode)
 {
     if (!key_valid(m, key, key_len))
         return MC_ERR_INVALID_KEY;
@@ -103,9 +108,11 @@ static mc_status_t disk_restore(mc_master_t *m, const char *key, size_t key_len,
     shard_lock(sh);
     obj_t *o = otab_find(&sh->tab, h, key, key_len);
     if (o != NULL) {
-        if (o->size != size)
+        if (mode == RESTORE_ABSENT)
+            st = MC_ERR_OBJECT_ALREADY_EXISTS;
+        else if (o->size != size)
             st = MC_ERR_EXISTS;
-        else if (finished_only && o->state != OBJ_COMPLETE)
+        else if (mode == RESTORE_FINISHED && o->state != OBJ_COMPLETE)
             st = MC_ERR_OBJECT_ALREADY_EXISTS;
         else
             disk_set(m, o);
@@ -131,15 +138,21 @@ out:
 mc_status_t mc_master_tier_restore(mc_master_t *m, const char *key, size_t key_len, uint64_t size,
                                    uint64_t now_us)
 {
-    mc_status_t st = disk_restore(m, key, key_len, size, now_us, 1);
+    mc_status_t st = disk_restore(m, key, key_len, size, now_us, RESTORE_FINISHED);
     return st == MC_ERR_EXISTS ? MC_ERR_INVALID_PARAMS : st;
+}
+
+mc_status_t mc_master_tier_restore_absent(mc_master_t *m, const char *key, size_t key_len,
+                                          uint64_t size, uint64_t now_us)
+{
+    return disk_restore(m, key, key_len, size, now_us, RESTORE_ABSENT);
 }
 
 /* ---- journal replay (standby) ---- */
 
 mc_status_t apply_disk(mc_master_t *m, const mc_master_jrec_t *r, uint64_t now_us)
 {
-    mc_status_t st = disk_restore(m, r->key, r->key_len, r->size, now_us, 0);
+    mc_status_t st = disk_restore(m, r->key, r->key_len, r->size, now_us, RESTORE_ANY);
     return st == MC_ERR_INVALID_KEY ? MC_ERR_INVALID_PARAMS : st;
 }
 
