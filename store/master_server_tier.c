@@ -294,9 +294,8 @@ typedef struct restore_ctx {
 static int restore_cb(void *arg, const void *key, size_t klen, uint64_t size)
 {
     restore_ctx_t *c = arg;
-    mc_status_t st = c->absent_only
-                         ? mc_master_tier_restore_absent(c->m, key, klen, size, c->now)
-                         : mc_master_tier_restore(c->m, key, klen, size, c->now);
+    mc_status_t st = c->absent_only ? mc_master_tier_restore_absent(c->m, key, klen, size, c->now)
+                                    : mc_master_tier_restore(c->m, key, klen, size, c->now);
     if (st == MC_OK) {
         c->ok++;
     } else if (st == MC_ERR_OBJECT_ALREADY_EXISTS && c->absent_only) {
@@ -330,8 +329,8 @@ mc_status_t master_tier_scan(master_srv_t *s, void (*tick)(void *arg), void *arg
             : s->opts.persist == MC_MASTER_PERSIST_ASYNC ? "async"
                                                          : "off",
             (unsigned long long)c.ok, (unsigned long long)((mc_now_us() - t0) / 1000),
-            (unsigned long long)c.known, (unsigned long long)ss.bad, (unsigned long long)c.refused, (unsigned long long)ss.temps,
-            (unsigned long long)ss.temps_removed,
+            (unsigned long long)c.known, (unsigned long long)ss.bad, (unsigned long long)c.refused,
+            (unsigned long long)ss.temps, (unsigned long long)ss.temps_removed,
             ss.truncated ? "; STOPPED at server.tier_scan_max: later files are not served" : "");
     t->restored = c.ok;
     t->scan_bad = ss.bad;
