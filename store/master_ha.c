@@ -672,10 +672,12 @@ static void promote(ha_t *h, int64_t view, uint64_t lease_until, uint64_t t_no_l
     atomic_fetch_add(&h->elections, 1);
     if (t_no_lease != 0)
         atomic_store(&h->failover_last_us, now - t_no_lease);
-    /* The tier's files: only the leader scans, with the journal hook on, so
-     * what it restores reaches the standbys as DISK records; before it
-     * serves, so that no client sees a half-restored tier. Files already
-     * known from the journal change nothing. */
+    /* The tier's files: first those of objects removed lately (the old
+     * leader may have died before it deleted them; the scan would bring them
+     * back), then the scan: only the leader scans, with the journal hook on,
+     * so what it restores reaches the standbys as DISK records; before it
+     * serves, so that no client sees a half-restored tier. */
+    master_tier_takeover(s);
     if (master_tier_scan(s, scan_tick, h) != MC_OK)
         MC_ERROR(HA, "tier scan failed: files not restored by this leader");
     set_role(h, MC_HA_ROLE_LEADER);

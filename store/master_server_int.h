@@ -88,6 +88,10 @@ void master_tier_stop(master_srv_t *s);
  * releases the lease (a deletion skipped would leave a file the next
  * leader's scan turns back into an object). */
 void master_tier_drain(master_srv_t *s, uint64_t max_us);
+/* A standby becoming the leader (HA thread; caught up, not serving yet):
+ * delete the files of objects whose removal it replayed lately, if their
+ * keys are still absent. Before master_tier_scan. */
+void master_tier_takeover(master_srv_t *s);
 /* The HA thread: journal records up to seq are in Redis (a file is deleted
  * only once its object's DROP record is). */
 void master_tier_flushed(master_srv_t *s, uint64_t seq);

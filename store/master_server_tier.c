@@ -26,7 +26,11 @@
  * no object of: for the others the journal is authoritative (their DISK
  * records), and a file of an existing key may be of an older put of it.
  * A leader deletes a removed object's file only once its DROP record is in
- * Redis, and drains its deletions before it hands over cleanly.
+ * Redis, and drains its deletions before it hands over cleanly. A standby
+ * remembers the removals it replayed lately (a lease and 10 s; 8192 keys,
+ * 4 MiB at most): taking over, before its scan, it deletes the files of
+ * those keys still absent, which a leader that died or was deposed may not
+ * have deleted (the scan would bring them back).
  *
  * Only a master that serves (the leader, or a single master) deletes files
  * or enforces the quota: a standby replaying a remove must not unlink (the
@@ -54,7 +58,8 @@
 
 typedef struct drop_node {
     struct drop_node *next;
-    uint64_t seq; /* with HA: the journal record number of its DROP */
+    uint64_t seq;   /* with HA: the journal record number of its DROP */
+    uint64_t at_us; /* when it was queued (or, on a standby, replayed) */
     size_t len;
     char key[];
 } drop_node_t;
@@ -69,6 +74,10 @@ struct master_tier {
     pthread_cond_t cv;
     drop_node_t *head, **tail; /* mu */
     int stop;                  /* mu */
+    /* a standby's removals of objects with files replayed lately, oldest
+     * first (mu): the leader may have died before it deleted their files */
+    drop_node_t *recent, **rtail;
+    size_t nrecent, recent_bytes;
     _Atomic uint64_t deleted, delete_failed, skipped;
     _Atomic uint64_t queued;                          /* deletions waiting */
     _Atomic uint64_t flushed; /* with HA: journal records up to this are in Redis */
@@ -107,11 +116,46 @@ static int owns_files(const struct master_tier *t)
     return r == MC_HA_ROLE_NONE || r == MC_HA_ROLE_LEADER;
 }
 
+/* What a standby keeps of replayed removals: those of the last lease_ttl +
+ * RECENT_EXTRA_US (a leader deletes a file within milliseconds of the DROP
+ * record being stored; a new leader takes over within a lease), at most
+ * RECENT_MAX of them and RECENT_MAX_BYTES of keys. */
+#define RECENT_EXTRA_US 10000000ull
+#define RECENT_MAX 8192
+#define RECENT_MAX_BYTES (4u << 20)
+
+static uint64_t recent_window(const struct master_tier *t)
+{
+    return t->srv->opts.ha.lease_ttl_us + RECENT_EXTRA_US;
+}
+
+/* Standby: remember n (taken). */
+static void recent_add(struct master_tier *t, drop_node_t *n)
+{
+    uint64_t window = recent_window(t);
+    pthread_mutex_lock(&t->mu);
+    n->next = NULL;
+    *t->rtail = n;
+    t->rtail = &n->next;
+    t->nrecent++;
+    t->recent_bytes += n->len;
+    while (t->recent != n && (t->nrecent > RECENT_MAX || t->recent_bytes > RECENT_MAX_BYTES ||
+                              t->recent->at_us + window < n->at_us)) {
+        drop_node_t *o = t->recent;
+        t->recent = o->next;
+        t->nrecent--;
+        t->recent_bytes -= o->len;
+        mc_free(o);
+    }
+    pthread_mutex_unlock(&t->mu);
+}
+
 static void queue_drop(void *arg, const char *key, size_t len)
 {
     struct master_tier *t = arg;
-    if (!owns_files(t))
-        return; /* a standby replaying a remove: the leader deletes the file */
+    int role = atomic_load(&t->srv->role);
+    if (role == MC_HA_ROLE_FAILED)
+        return;
     drop_node_t *n = mc_malloc(sizeof(*n) + len);
     if (n == NULL) {
         MC_ERROR(TIER,
@@ -122,9 +166,17 @@ static void queue_drop(void *arg, const char *key, size_t len)
     }
     n->next = NULL;
     /* obj_unlink journaled the DROP just before (same thread, same lock) */
-    n->seq = master_ha_seq(t->srv);
+    n->seq = role == MC_HA_ROLE_STANDBY ? 0 : master_ha_seq(t->srv);
+    n->at_us = mc_now_us();
     n->len = len;
     memcpy(n->key, key, len);
+    if (role == MC_HA_ROLE_STANDBY) {
+        /* a standby replaying a remove: the leader deletes the file (a
+         * lagging standby could take the file of a newer put of the key);
+         * kept in case this master takes over before the leader did */
+        recent_add(t, n);
+        return;
+    }
     atomic_fetch_add(&t->queued, 1);
     pthread_mutex_lock(&t->mu);
     *t->tail = n;
@@ -267,6 +319,7 @@ mc_status_t master_tier_create(master_srv_t *s)
     pthread_mutex_init(&t->mu, NULL);
     pthread_cond_init(&t->cv, NULL);
     t->tail = &t->head;
+    t->rtail = &t->recent;
     t->srv = s;
     s->tier = t;
     s->opts.master.disk_drop = queue_drop;
@@ -370,6 +423,36 @@ void master_tier_drain(master_srv_t *s, uint64_t max_us)
                 (unsigned long long)atomic_load(&t->queued));
 }
 
+void master_tier_takeover(master_srv_t *s)
+{
+    struct master_tier *t = s->tier;
+    if (t == NULL)
+        return;
+    pthread_mutex_lock(&t->mu);
+    drop_node_t *list = t->recent;
+    t->recent = NULL;
+    t->rtail = &t->recent;
+    t->nrecent = 0;
+    t->recent_bytes = 0;
+    pthread_mutex_unlock(&t->mu);
+    uint64_t since = mc_now_us() - recent_window(t), tried = 0;
+    for (drop_node_t *n = list, *next; n != NULL; n = next) {
+        next = n->next;
+        if (n->at_us >= since) {
+            /* caught up and not serving yet: an absent key is removed for
+             * good, and no put of it can be writing a new file */
+            unlink_ctx_t c = {t, n};
+            if (mc_master_tier_if_absent(s->m, n->key, n->len, do_unlink, &c) == MC_OK)
+                tried++;
+        }
+        mc_free(n);
+    }
+    if (tried > 0)
+        MC_INFO(TIER, "taking over: %llu files of objects removed lately deleted (if the old "
+                      "leader had not)",
+                (unsigned long long)tried);
+}
+
 void master_tier_stop(master_srv_t *s)
 {
     struct master_tier *t = s->tier;
@@ -382,6 +465,10 @@ void master_tier_stop(master_srv_t *s)
     if (t->started)
         pthread_join(t->thread, NULL);
     for (drop_node_t *n = t->head, *next; n != NULL; n = next) {
+        next = n->next;
+        mc_free(n);
+    }
+    for (drop_node_t *n = t->recent, *next; n != NULL; n = next) {
         next = n->next;
         mc_free(n);
     }
