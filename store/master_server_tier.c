@@ -435,7 +435,8 @@ void master_tier_takeover(master_srv_t *s)
     t->nrecent = 0;
     t->recent_bytes = 0;
     pthread_mutex_unlock(&t->mu);
-    uint64_t since = mc_now_us() - recent_window(t), tried = 0;
+    uint64_t now = mc_now_us(), window = recent_window(t), tried = 0;
+    uint64_t since = now > window ? now - window : 0;
     for (drop_node_t *n = list, *next; n != NULL; n = next) {
         next = n->next;
         if (n->at_us >= since) {
@@ -448,8 +449,9 @@ void master_tier_takeover(master_srv_t *s)
         mc_free(n);
     }
     if (tried > 0)
-        MC_INFO(TIER, "taking over: %llu files of objects removed lately deleted (if the old "
-                      "leader had not)",
+        MC_INFO(TIER,
+                "taking over: %llu files of objects removed lately deleted (if the old "
+                "leader had not)",
                 (unsigned long long)tried);
 }
 
