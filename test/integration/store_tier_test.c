@@ -188,9 +188,12 @@ static int setup(void **state)
     return 0;
 }
 
+static void ha_cleanup(void);
+
 static int teardown(void **state)
 {
     env_t *e = *state;
+    ha_cleanup(); /* what a failed HA test left running */
     mc_store_close(e->eager);
     mc_store_close(e->async);
     if (e->node.pid > 0)
@@ -785,7 +788,25 @@ typedef struct ha_env {
     test_proc_t redis, m[2], node;
     unsigned redis_port, rpc[2], http[2];
     char dir[256], url[128];
+    mc_store_t *s;
 } ha_env_t;
+
+static ha_env_t H;
+
+static void ha_cleanup(void)
+{
+    ha_env_t *h = &H;
+    if (h->s != NULL)
+        mc_store_close(h->s);
+    h->s = NULL;
+    if (h->node.pid > 0)
+        test_proc_stop(&h->node, SIGTERM, 5000);
+    for (int i = 0; i < 2; i++)
+        if (h->m[i].pid > 0)
+            test_proc_stop(&h->m[i], SIGTERM, 5000);
+    if (h->redis.pid > 0)
+        test_proc_stop(&h->redis, SIGTERM, 5000);
+}
 
 static int ha_start_master(ha_env_t *h, int i)
 {
@@ -888,31 +909,30 @@ static void with_ha_a_new_leader_serves_objects_evicted_to_files_and_deletes_the
         print_message("skipped: %s not found\n", redis_bin);
         skip();
     }
-    static ha_env_t h;
-    memset(&h, 0, sizeof(h));
-    snprintf(h.dir, sizeof(h.dir), "%.96s/%s", E.root, HA_CLUSTER);
+    memset(&H, 0, sizeof(H));
+    snprintf(H.dir, sizeof(H.dir), "%.96s/%s", E.root, HA_CLUSTER);
     char port[16], rdir[128];
-    h.redis_port = test_free_port();
-    snprintf(port, sizeof(port), "%u", h.redis_port);
+    H.redis_port = test_free_port();
+    snprintf(port, sizeof(port), "%u", H.redis_port);
     snprintf(rdir, sizeof(rdir), "%.64s", E.parent);
     /* clang-format off */
     char *rargv[] = {(char *)redis_bin, "--port", port, "--bind", "127.0.0.1", "--save", "",
                      "--appendonly", "no", "--dir", rdir, "--daemonize", "no", NULL};
     /* clang-format on */
-    assert_int_equal(test_proc_start(&h.redis, rargv), 0);
-    for (int waited = 0; !test_port_open(h.redis_port); waited += 10) {
+    assert_int_equal(test_proc_start(&H.redis, rargv), 0);
+    for (int waited = 0; !test_port_open(H.redis_port); waited += 10) {
         if (waited > 5000)
-            fail_msg("redis-server did not listen on port %u within 5 s", h.redis_port);
+            fail_msg("redis-server did not listen on port %u within 5 s", H.redis_port);
         usleep(10000);
     }
-    snprintf(h.url, sizeof(h.url), "redis://127.0.0.1:%u/0?cluster=" HA_CLUSTER, h.redis_port);
+    snprintf(H.url, sizeof(H.url), "redis://127.0.0.1:%u/0?cluster=" HA_CLUSTER, H.redis_port);
     /* master 0 leads, master 1 follows */
-    assert_int_equal(ha_start_master(&h, 0), 0);
-    assert_true(ha_wait_leader(&h, 0, 5000));
-    assert_int_equal(ha_start_master(&h, 1), 0);
+    assert_int_equal(ha_start_master(&H, 0), 0);
+    assert_true(ha_wait_leader(&H, 0, 5000));
+    assert_int_equal(ha_start_master(&H, 1), 0);
     char bin[256], master[160], nport[64], name[64];
     unsigned p = test_free_port();
-    snprintf(master, sizeof(master), "store.master=%s", h.url);
+    snprintf(master, sizeof(master), "store.master=%s", H.url);
     snprintf(nport, sizeof(nport), "store.port=%u", p);
     snprintf(name, sizeof(name), "store.local_hostname=127.0.0.1:%u", p);
     /* clang-format off */
@@ -924,19 +944,19 @@ static void with_ha_a_new_leader_serves_objects_evicted_to_files_and_deletes_the
                      "--set", "log.level=error",
                      NULL};
     /* clang-format on */
-    assert_int_equal(test_proc_start(&h.node, nargv), 0);
+    assert_int_equal(test_proc_start(&H.node, nargv), 0);
     char line[256];
-    assert_int_equal(test_proc_readline(&h.node, line, sizeof(line), START_TIMEOUT_MS), 0);
+    assert_int_equal(test_proc_readline(&H.node, line, sizeof(line), START_TIMEOUT_MS), 0);
     assert_int_equal(strncmp(line, "ready ", 6), 0);
     mc_store_config_t c;
     mc_store_config_init(&c);
-    c.master = h.url;
+    c.master = H.url;
     c.local_buffer_size = 8 * MIB;
     c.reactors = 1;
     c.rpc_timeout_us = 3000000 * SLOW;
     c.persist = "eager";
-    mc_store_t *s = NULL;
-    assert_int_equal(mc_store_open(&c, &s), MC_OK);
+    assert_int_equal(mc_store_open(&c, &H.s), MC_OK);
+    mc_store_t *s = H.s;
 
     /* 30 MiB through a 16 MiB segment: the oldest are only on disk */
     enum { N = 30 };
@@ -947,7 +967,7 @@ static void with_ha_a_new_leader_serves_objects_evicted_to_files_and_deletes_the
         snprintf(key, sizeof(key), "ha/%d", i);
         fill(v, MIB, 5000 + (uint64_t)i);
         assert_int_equal(put_retry(s, key, strlen(key), v, MIB), MC_OK);
-        assert_true(ha_file_exists(&h, key));
+        assert_true(ha_file_exists(&H, key));
     }
     int was_disk_only[N], disk_only = 0;
     for (int i = 0; i < N; i++) {
@@ -963,8 +983,8 @@ static void with_ha_a_new_leader_serves_objects_evicted_to_files_and_deletes_the
     assert_true(disk_only > 0);
 
     /* the leader dies; master 1 takes over */
-    test_proc_stop(&h.m[0], SIGKILL, 1000);
-    assert_true(ha_wait_leader(&h, 1, 5000));
+    test_proc_stop(&H.m[0], SIGKILL, 1000);
+    assert_true(ha_wait_leader(&H, 1, 5000));
     for (int i = 0; i < N; i++) {
         snprintf(key, sizeof(key), "ha/%d", i);
         uint32_t mem = 0;
@@ -992,42 +1012,42 @@ static void with_ha_a_new_leader_serves_objects_evicted_to_files_and_deletes_the
     /* a remove on the new leader deletes the file (it knows there is one) */
     assert_int_equal(mc_store_remove(s, "ha/0", 4, 1), MC_OK);
     uint64_t deadline = mc_now_ms() + 3000 * SLOW;
-    while (ha_file_exists(&h, "ha/0") && mc_now_ms() < deadline)
+    while (ha_file_exists(&H, "ha/0") && mc_now_ms() < deadline)
         usleep(5000);
-    assert_false(ha_file_exists(&h, "ha/0"));
+    assert_false(ha_file_exists(&H, "ha/0"));
     assert_int_equal(mc_store_exist(s, "ha/0", 4), 0);
     /* the old leader comes back as a standby: it does not scan (its state
      * is the journal's), the leader stays and keeps serving from the files */
-    assert_int_equal(ha_start_master(&h, 0), 0);
+    assert_int_equal(ha_start_master(&H, 0), 0);
     usleep(500000 * SLOW);
-    assert_int_equal(ha_leader(&h), 1);
-    assert_int_equal(metric_at(h.http[0], "master_tier_restored_objects"), 0);
-    assert_true(ha_file_exists(&h, "ha/1"));
+    assert_int_equal(ha_leader(&H), 1);
+    assert_int_equal(metric_at(H.http[0], "master_tier_restored_objects"), 0);
+    assert_true(ha_file_exists(&H, "ha/1"));
     fill(v, MIB, 5001);
     get_equals(s, "ha/1", 4, v, MIB);
     /* a removed object's file the leader did not get to delete (as if it
      * died first): the next leader deletes it rather than restore it */
     assert_int_equal(mc_store_remove(s, "ha/2", 4, 1), MC_OK);
     deadline = mc_now_ms() + 3000 * SLOW;
-    while (ha_file_exists(&h, "ha/2") && mc_now_ms() < deadline)
+    while (ha_file_exists(&H, "ha/2") && mc_now_ms() < deadline)
         usleep(5000);
-    assert_false(ha_file_exists(&h, "ha/2"));
+    assert_false(ha_file_exists(&H, "ha/2"));
     struct iovec old = {v, MIB};
-    assert_int_equal(mc_tier_write(h.dir, "ha/2", 4, &old, 1, MIB, 0), MC_OK);
+    assert_int_equal(mc_tier_write(H.dir, "ha/2", 4, &old, 1, MIB, 0), MC_OK);
     /* a file no master was told of (its TierAdd lost with a leader) */
     uint8_t g[3000];
     fill(g, sizeof(g), 77);
     struct iovec iov = {g, sizeof(g)};
-    assert_int_equal(mc_tier_write(h.dir, "ghost", 5, &iov, 1, sizeof(g), 0), MC_OK);
+    assert_int_equal(mc_tier_write(H.dir, "ghost", 5, &iov, 1, sizeof(g), 0), MC_OK);
     /* master 1 dies: master 0 leads, scans, and the file becomes an object;
      * the journal's objects are all there, with their bytes */
-    test_proc_stop(&h.m[1], SIGKILL, 1000);
-    assert_true(ha_wait_leader(&h, 0, 5000));
+    test_proc_stop(&H.m[1], SIGKILL, 1000);
+    assert_true(ha_wait_leader(&H, 0, 5000));
     assert_int_equal(mc_store_exist(s, "ghost", 5), 1);
     get_equals(s, "ghost", 5, g, sizeof(g));
-    assert_true(metric_at(h.http[0], "master_tier_restored_objects") >= 1);
+    assert_true(metric_at(H.http[0], "master_tier_restored_objects") >= 1);
     assert_int_equal(mc_store_exist(s, "ha/2", 4), 0);
-    assert_false(ha_file_exists(&h, "ha/2"));
+    assert_false(ha_file_exists(&H, "ha/2"));
     for (int i = 1; i < N + 12; i++) {
         if (i == 2)
             continue;
@@ -1038,12 +1058,7 @@ static void with_ha_a_new_leader_serves_objects_evicted_to_files_and_deletes_the
     assert_int_equal(mc_store_exist(s, "ha/0", 4), 0);
 
     free(v);
-    mc_store_close(s);
-    test_proc_stop(&h.node, SIGTERM, 5000);
-    for (int i = 0; i < 2; i++)
-        if (h.m[i].pid > 0)
-            test_proc_stop(&h.m[i], SIGTERM, 5000);
-    test_proc_stop(&h.redis, SIGTERM, 5000);
+    ha_cleanup();
 }
 
 int main(int argc, char **argv)
