@@ -385,6 +385,10 @@ mc_status_t mc_master_apply(mc_master_t *m, const mc_master_jrec_t *r, uint64_t 
     case MC_JREC_META_DEL:
         st = mc_master_meta_del(m, r->key, r->key_len);
         return st == MC_ERR_NOT_FOUND ? MC_OK : st;
+    case MC_JREC_DISK:
+        return apply_disk(m, r, now_us);
+    case MC_JREC_SPILL:
+        return apply_spill(m, r);
     }
     return MC_ERR_INVALID_PARAMS;
 }

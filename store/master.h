@@ -355,19 +355,32 @@ typedef enum mc_master_persist {
 } mc_master_persist_t;
 
 /* A client wrote key's file (size bytes). The object (complete, or a put in
- * progress: eager persistence) gets its DISK replica.
+ * progress: eager persistence) gets its DISK replica (journaled: DISK).
  * MC_OK, MC_ERR_INVALID_KEY, MC_ERR_OBJECT_NOT_FOUND (removed or evicted
  * meanwhile: the file is an orphan, the caller deletes it),
  * MC_ERR_INVALID_PARAMS (size differs from the object's). */
 mc_status_t mc_master_tier_add(mc_master_t *m, const char *key, size_t key_len, uint64_t size,
                                uint64_t now_us);
 
-/* At start, from a scan of the tier directory: a complete object with only a
- * DISK replica (or, if the key exists with that size, a DISK replica more).
- * MC_OK, MC_ERR_INVALID_KEY, MC_ERR_INVALID_PARAMS (size 0 or too large, or
- * another size than the existing object's), MC_ERR_NOMEM. */
+/* At start (without HA), from a scan of the tier directory: a complete
+ * object with only a DISK replica (or, if a complete object of the key
+ * exists with that size, a DISK replica more). Journaled (DISK) like
+ * mc_master_tier_add. MC_OK, MC_ERR_INVALID_KEY,
+ * MC_ERR_INVALID_PARAMS (size 0 or too large, or another size than the
+ * existing object's), MC_ERR_OBJECT_ALREADY_EXISTS (an unfinished put of the
+ * key: the file is of an older put, its writer reports its own),
+ * MC_ERR_NOMEM. */
 mc_status_t mc_master_tier_restore(mc_master_t *m, const char *key, size_t key_len, uint64_t size,
                                    uint64_t now_us);
+
+/* The same for a scan on a master that already has objects (a new HA
+ * leader): only keys without an object become disk-only objects. The
+ * journal is authoritative for the others: their DISK replicas are in it,
+ * and a file of a key that exists may be of an older put of it. MC_OK,
+ * MC_ERR_INVALID_KEY, MC_ERR_INVALID_PARAMS (size 0 or too large),
+ * MC_ERR_OBJECT_ALREADY_EXISTS (the key has an object), MC_ERR_NOMEM. */
+mc_status_t mc_master_tier_restore_absent(mc_master_t *m, const char *key, size_t key_len,
+                                          uint64_t size, uint64_t now_us);
 
 /* Run fn(arg) with key's shard lock held, if no object of that key exists
  * (so that a file deletion cannot race with a new put of the key, which
@@ -512,9 +525,13 @@ typedef enum mc_master_jrec_type {
     MC_JREC_META_PUT = 7,      /* key, val, client (owner) */
     MC_JREC_META_DEL = 8,      /* key */
     MC_JREC_RELEASE = 9,       /* key, rep[0]: a parked object's space was freed */
+    MC_JREC_DISK = 10,         /* key, size: the object has its tier file (TierAdd, the
+                                * startup scan); creates a disk-only object when absent */
+    MC_JREC_SPILL = 11,        /* key: its memory replicas were freed (evicted down to
+                                * its file); it stays, readable from the file */
 } mc_master_jrec_type_t;
 
-#define MC_JREC_TYPE_MAX 9
+#define MC_JREC_TYPE_MAX 11
 
 typedef struct mc_master_jrep {
     mc_uuid_t segment_id;
@@ -527,7 +544,7 @@ typedef struct mc_master_jrec {
     mc_uuid_t client;
     const char *key;
     size_t key_len;
-    uint64_t size;
+    uint64_t size; /* PUT_START, DISK */
     uint32_t pin_ttl_ms;
     uint64_t put_id; /* PUT_START: the client's put id (0: none) */
     uint32_t nrep;
@@ -553,17 +570,23 @@ void mc_master_set_journal(mc_master_t *m, mc_master_journal_fn_t fn, void *arg)
 /* Apply one record to a master that has no journal hook (a standby), in
  * journal order. Records that find nothing to act on (a DROP of an absent
  * key, an UNMOUNT of an unknown segment) are no-ops: MC_OK. A PUT_START
- * reserves exactly the recorded ranges.
+ * reserves exactly the recorded ranges; a SPILL frees exactly the object's
+ * memory replicas, as the leader's eviction did.
  * MC_OK; MC_ERR_INVALID_PARAMS (a record that cannot be valid: bad key,
- * unknown type, zero ids); MC_ERR_SEGMENT_NOT_FOUND (a replica on a segment
- * this master does not have) or MC_ERR_EXISTS (its range is taken): the
- * journal and this master's state disagree; MC_ERR_NOMEM. */
+ * unknown type, zero ids, a DISK size of 0 or over max_object_size);
+ * MC_ERR_SEGMENT_NOT_FOUND (a replica on a segment this master does not
+ * have) or MC_ERR_EXISTS (its range is taken; a DISK record whose size
+ * differs from the object's; a SPILL of an absent or unfinished object, or
+ * of one without a DISK replica): the journal and this master's state
+ * disagree; MC_ERR_NOMEM. */
 mc_status_t mc_master_apply(mc_master_t *m, const mc_master_jrec_t *r, uint64_t now_us);
 
 /* The whole state as journal records, in an order mc_master_apply accepts
  * on an empty master: MOUNT of every mounted segment, PUT_START (+ PUT_END
- * when complete) of every object, PUT_START + DROP(park) of every parked
- * object whose space is still reserved, META_PUT of every metadata entry.
+ * when complete, + DISK when it has a file) of every object with memory
+ * replicas, DISK of every disk-only object, PUT_START + DROP(park) of every
+ * parked object whose space is still reserved, META_PUT of every metadata
+ * entry.
  * Applying them rebuilds the same objects at the same addresses (a
  * snapshot). For a master no other thread mutates (a standby): the records
  * of a master being changed meanwhile may not be one consistent state. */

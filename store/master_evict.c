@@ -134,7 +134,7 @@ static void evict_walk(mc_master_t *m, uint64_t now_us, int pinned, uint64_t thr
             (*keys)++;
             (*left)--;
             if (o->disk) {
-                obj_free_replicas(m, o); /* stays readable from its file */
+                obj_spill(m, o); /* stays readable from its file */
                 continue;
             }
             obj_unlink(m, sh, o, sh->tab.slots[j].hash);

@@ -223,6 +223,11 @@ int master_ha_must_wait(master_srv_t *s, uint64_t *seq)
     return 1;
 }
 
+uint64_t master_ha_seq(master_srv_t *s)
+{
+    return s->ha != NULL ? atomic_load_explicit(&s->ha->seq_pub, memory_order_acquire) : 0;
+}
+
 uint64_t master_ha_flushed(master_srv_t *s)
 {
     return s->ha != NULL ? atomic_load_explicit(&s->ha->flushed, memory_order_acquire) : 0;
@@ -633,6 +638,18 @@ static void demote(ha_t *h, const char *why)
     drop_conn(h);
 }
 
+static mc_status_t renew(ha_t *h);
+
+/* Every SCAN_TICK_FILES files of the tier scan in promote: a scan of a large
+ * tier may outlast the lease, so renew it on the way. A failed renewal is
+ * left to leader_step (it demotes when the lease runs out or was taken). */
+static void scan_tick(void *arg)
+{
+    ha_t *h = arg;
+    if (mc_now_us() >= h->renew_at_us && renew(h) != MC_OK)
+        h->renew_at_us = mc_now_us() + RECONNECT_US;
+}
+
 static void promote(ha_t *h, int64_t view, uint64_t lease_until, uint64_t t_no_lease)
 {
     master_srv_t *s = h->s;
@@ -642,6 +659,7 @@ static void promote(ha_t *h, int64_t view, uint64_t lease_until, uint64_t t_no_l
     h->seq = h->applied_seq;
     atomic_store(&h->seq_pub, h->seq);
     atomic_store(&h->flushed, h->seq);
+    master_tier_flushed(s, h->seq);
     pthread_mutex_unlock(&h->mu);
     h->view = view;
     s->view_version = view;
@@ -654,6 +672,14 @@ static void promote(ha_t *h, int64_t view, uint64_t lease_until, uint64_t t_no_l
     atomic_fetch_add(&h->elections, 1);
     if (t_no_lease != 0)
         atomic_store(&h->failover_last_us, now - t_no_lease);
+    /* The tier's files: first those of objects removed lately (the old
+     * leader may have died before it deleted them; the scan would bring them
+     * back), then the scan: only the leader scans, with the journal hook on,
+     * so what it restores reaches the standbys as DISK records; before it
+     * serves, so that no client sees a half-restored tier. */
+    master_tier_takeover(s);
+    if (master_tier_scan(s, scan_tick, h) != MC_OK)
+        MC_ERROR(HA, "tier scan failed: files not restored by this leader");
     set_role(h, MC_HA_ROLE_LEADER);
     mc_master_stats_t st;
     mc_master_get_stats(s->m, &st);
@@ -865,6 +891,7 @@ static mc_status_t append_sending(ha_t *h, uint64_t seq)
         b++;
     atomic_fetch_add(&h->lat_buckets[b], 1);
     atomic_store(&h->flushed, seq);
+    master_tier_flushed(h->s, seq);
     atomic_store(&h->head_seq, seq);
     mc_buf_reset(&h->sending);
     notify_waiters(h);
@@ -1060,6 +1087,9 @@ void master_ha_stop(master_srv_t *s)
         int failed = 0;
         uint64_t seq = take_pending(h, &failed);
         if (!failed && append_sending(h, seq) == MC_OK) {
+            /* still the leader: the files of what was removed go now, or
+             * the next leader's scan would bring them back */
+            master_tier_drain(s, h->ttl_us / 2);
             const char *keys[1] = {h->k_lease};
             const char *args[1] = {h->lease_val};
             redisReply *r = NULL;

@@ -73,6 +73,8 @@
  *   META_PUT     [7, client, key, value]
  *   META_DEL     [8, key]
  *   RELEASE      [9, key, segment_id, offset]    a parked object's space freed
+ *   DISK         [10, key, size]                 the object has its tier file
+ *   SPILL        [11, key]                       memory replicas freed, file kept
  * uuids are [hi, lo]; keys and values bin. */
 
 void mc_jrec_encode(mc_mp_writer_t *w, const mc_master_jrec_t *r);

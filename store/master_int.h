@@ -333,6 +333,12 @@ void release_parked(mc_master_t *m, uint64_t now_us);
 /* ---- master_tier.c ---- */
 /* o (with a DISK replica) leaves the table: tell opts.disk_drop. Shard lock held. */
 void tier_dropped(mc_master_t *m, obj_t *o);
+/* Evict o down to its file: journal SPILL, free its memory replicas; o stays
+ * (it has a DISK replica). Shard lock held. */
+void obj_spill(mc_master_t *m, obj_t *o);
+/* Replay of DISK and SPILL records (master_tier.c). */
+mc_status_t apply_disk(mc_master_t *m, const mc_master_jrec_t *r, uint64_t now_us);
+mc_status_t apply_spill(mc_master_t *m, const mc_master_jrec_t *r);
 /* Describe o's DISK replica into d. */
 void tier_describe(const obj_t *o, mc_master_replica_desc_t *d);
 

@@ -74,15 +74,27 @@ void mc_jrec_encode(mc_mp_writer_t *w, const mc_master_jrec_t *r)
         mc_proto_write_uuid(w, r->rep[0].segment_id);
         mc_mp_write_uint(w, r->rep[0].offset);
         return;
+    case MC_JREC_DISK:
+        mc_mp_write_array(w, 3);
+        mc_mp_write_uint(w, r->type);
+        mc_mp_write_bin(w, r->key, r->key_len);
+        mc_mp_write_uint(w, r->size);
+        return;
+    case MC_JREC_SPILL:
+        mc_mp_write_array(w, 2);
+        mc_mp_write_uint(w, r->type);
+        mc_mp_write_bin(w, r->key, r->key_len);
+        return;
     }
     w->err = MC_ERR_INVALID_PARAMS; /* a record type the encoder does not know */
 }
 
 /* Fields each type has after the type itself. */
 static const uint8_t nfields[MC_JREC_TYPE_MAX + 1] = {
-    [MC_JREC_MOUNT] = 2,      [MC_JREC_UNMOUNT] = 2,       [MC_JREC_PUT_START] = 6,
-    [MC_JREC_PUT_END] = 2,    [MC_JREC_DROP] = 2,          [MC_JREC_CLIENT_EXPIRE] = 1,
-    [MC_JREC_META_PUT] = 3,   [MC_JREC_META_DEL] = 1,       [MC_JREC_RELEASE] = 3,
+    [MC_JREC_MOUNT] = 2,    [MC_JREC_UNMOUNT] = 2,  [MC_JREC_PUT_START] = 6,
+    [MC_JREC_PUT_END] = 2,  [MC_JREC_DROP] = 2,     [MC_JREC_CLIENT_EXPIRE] = 1,
+    [MC_JREC_META_PUT] = 3, [MC_JREC_META_DEL] = 1, [MC_JREC_RELEASE] = 3,
+    [MC_JREC_DISK] = 2,     [MC_JREC_SPILL] = 1,
 };
 
 static const char *read_key(mc_mp_reader_t *rd, mc_master_jrec_t *r)
@@ -197,6 +209,13 @@ static const char *decode_body(mc_mp_reader_t *rd, mc_master_jrec_t *r, mc_jrec_
                              "release: segment id is not [hi, lo]")) != NULL)
             return why;
         return read_uint(rd, &r->rep[0].offset, "release: offset is not an unsigned integer");
+    case MC_JREC_DISK:
+        if ((why = read_key(rd, r)) != NULL ||
+            (why = read_uint(rd, &r->size, "disk: size is not an unsigned integer")) != NULL)
+            return why;
+        return r->size == 0 ? "disk: size is 0" : NULL;
+    case MC_JREC_SPILL:
+        return read_key(rd, r);
     }
     return "unknown record type";
 }

@@ -357,7 +357,7 @@ mc_status_t apply_put_start(mc_master_t *m, const mc_master_jrec_t *r, uint64_t 
     o->key_len = (uint16_t)r->key_len;
     o->rep_cap = (uint8_t)r->nrep;
     o->state = OBJ_PROCESSING;
-    o->disk = 0; /* the journal does not carry DISK replicas (yet): see README */
+    o->disk = 0; /* a DISK record follows when the object gets its file */
     memcpy(obj_key(o), r->key, r->key_len);
     otab_insert(&sh->tab, h, o);
     proc_append(m, sh, o);

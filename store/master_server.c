@@ -424,6 +424,13 @@ static void h_tier_add(void *ctx, mc_rpc_req_t *req)
                                                           mc_now_us());
     if (st == MC_ERR_OBJECT_NOT_FOUND || st == MC_ERR_INVALID_PARAMS)
         master_tier_orphan(s, f.key, f.key_len);
+    if (st == MC_OK) {
+        /* its DISK record: an eager put's PutEnd comes after it anyway; an
+         * async file's report is acknowledged once a new leader would know
+         * it too (otherwise its scan finds the file) */
+        reply_status_durable(s, req, st);
+        return;
+    }
     reply_status(s, req, st, st == MC_ERR_UNAVAILABLE_IN_CURRENT_MODE ? "no tier (root_fs_dir)"
                              : st == MC_ERR_INVALID_PARAMS ? "size differs from the object's"
                                                            : NULL);
@@ -1078,7 +1085,9 @@ mc_status_t mc_master_server_start(const mc_master_server_opts_t *o, mc_master_s
         MC_ERROR(MASTER, "cannot create the master: %s", mc_status_str(st));
         goto err_free;
     }
-    st = master_tier_start(s); /* restores DISK replicas before anyone can ask */
+    /* restores DISK replicas before anyone can ask; with HA the leader does,
+     * when it takes over (master_ha.c), so that the journal has them */
+    st = master_tier_start(s, o->ha.sync == MC_HA_SYNC_OFF);
     if (st != MC_OK)
         goto err_master;
     mc_reactor_group_opts_t go;

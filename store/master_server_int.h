@@ -73,10 +73,28 @@ typedef struct master_srv {
 
 /* master_server_tier.c. create: validate, make the directory (no thread yet;
  * sets s->opts.master.disk_drop); start: after the master exists, scan and
- * restore, start the deleter; stop: drain the deleter, join it, free. */
+ * restore (scan: without HA; with HA the leader scans when it takes over),
+ * start the deleter; stop: drain the deleter, join it, free. */
 mc_status_t master_tier_create(master_srv_t *s);
-mc_status_t master_tier_start(master_srv_t *s);
+mc_status_t master_tier_start(master_srv_t *s, int scan);
+/* The startup scan: restore DISK replicas from the files (journaled when
+ * the journal hook is on). tick(arg), if not NULL, runs every 1024 files (the
+ * HA thread renews its lease there). MC_OK (nothing without a tier),
+ * MC_ERR_CONFIG (the directory cannot be listed). */
+mc_status_t master_tier_scan(master_srv_t *s, void (*tick)(void *arg), void *arg);
 void master_tier_stop(master_srv_t *s);
+/* Wait (at most max_us) until the queued file deletions are done: a leader
+ * handing over cleanly, after its last records are stored and before it
+ * releases the lease (a deletion skipped would leave a file the next
+ * leader's scan turns back into an object). */
+void master_tier_drain(master_srv_t *s, uint64_t max_us);
+/* A standby becoming the leader (HA thread; caught up, not serving yet):
+ * delete the files of objects whose removal it replayed lately, if their
+ * keys are still absent. Before master_tier_scan. */
+void master_tier_takeover(master_srv_t *s);
+/* The HA thread: journal records up to seq are in Redis (a file is deleted
+ * only once its object's DROP record is). */
+void master_tier_flushed(master_srv_t *s, uint64_t seq);
 /* The tier directory and its cluster id ("" without a tier). */
 const char *master_tier_dir(const master_srv_t *s);
 const char *master_tier_cluster(const master_srv_t *s);
@@ -112,6 +130,9 @@ static inline int master_ha_serving(master_srv_t *s, uint64_t now_us)
 int master_ha_must_wait(master_srv_t *s, uint64_t *seq);
 /* Records up to this number are in Redis. */
 uint64_t master_ha_flushed(master_srv_t *s);
+/* The number of the last record journaled (0 without HA). Only where the
+ * HA state cannot be freed meanwhile: a reactor, under a mutation. */
+uint64_t master_ha_seq(master_srv_t *s);
 /* Wake the HA thread to flush now (a reply waits). */
 void master_ha_kick(master_srv_t *s);
 /* On reactor i: send the replies whose records are durable; fail the others

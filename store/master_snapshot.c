@@ -12,8 +12,15 @@
 static void object_records(mc_master_t *m, obj_t *o, mc_master_journal_fn_t fn, void *arg,
                            int parked)
 {
-    if (o->nrep == 0)
-        return; /* holds no space and (parked) is invisible: nothing to keep */
+    mc_master_jrec_t dr = {
+        .type = MC_JREC_DISK, .key = obj_key(o), .key_len = o->key_len, .size = o->size};
+    if (o->nrep == 0) {
+        /* only on disk: DISK alone makes it (complete, readable from its
+         * file); otherwise it holds no space and (parked) is invisible */
+        if (!parked && o->disk)
+            fn(arg, &dr);
+        return;
+    }
     mc_master_jrec_t r = {.type = MC_JREC_PUT_START,
                           .client = parked ? (mc_uuid_t){1, 1} : o->owner,
                           .key = obj_key(o),
@@ -39,6 +46,8 @@ static void object_records(mc_master_t *m, obj_t *o, mc_master_journal_fn_t fn, 
             .type = MC_JREC_PUT_END, .client = o->owner, .key = obj_key(o), .key_len = o->key_len};
         fn(arg, &e);
     }
+    if (!parked && o->disk)
+        fn(arg, &dr);
 }
 
 void mc_master_snapshot(mc_master_t *m, mc_master_journal_fn_t fn, void *arg)

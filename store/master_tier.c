@@ -15,7 +15,9 @@
 #include "util/log.h"
 #include "util/mem.h"
 
-/* o gets its DISK replica: count it. Shard lock held. */
+/* o gets its DISK replica: count it and journal it (a standby that takes
+ * over must keep the object on eviction, list the replica and delete the
+ * file on remove). Shard lock held. */
 static void disk_set(mc_master_t *m, obj_t *o)
 {
     if (o->disk)
@@ -23,6 +25,24 @@ static void disk_set(mc_master_t *m, obj_t *o)
     o->disk = 1;
     atomic_fetch_add(&m->disk_objects, 1);
     atomic_fetch_add(&m->disk_bytes, o->size);
+    if (m->jfn != NULL) {
+        mc_master_jrec_t r = {
+            .type = MC_JREC_DISK, .key = obj_key(o), .key_len = o->key_len, .size = o->size};
+        journal(m, &r);
+    }
+}
+
+void obj_spill(mc_master_t *m, obj_t *o)
+{
+    if (o->nrep == 0)
+        return;
+    if (m->jfn != NULL) {
+        /* before the space is freed: a later PUT_START placed in it must
+         * follow this record in the journal */
+        mc_master_jrec_t r = {.type = MC_JREC_SPILL, .key = obj_key(o), .key_len = o->key_len};
+        journal(m, &r);
+    }
+    obj_free_replicas(m, o);
 }
 
 void tier_dropped(mc_master_t *m, obj_t *o)
@@ -64,8 +84,19 @@ mc_status_t mc_master_tier_add(mc_master_t *m, const char *key, size_t key_len, 
     return st;
 }
 
-mc_status_t mc_master_tier_restore(mc_master_t *m, const char *key, size_t key_len, uint64_t size,
-                                   uint64_t now_us)
+/* Which existing objects disk_restore may give a DISK replica. */
+enum restore_mode {
+    RESTORE_ANY,      /* replay: the leader did */
+    RESTORE_FINISHED, /* a scan: not an unfinished put (the file is of an older put) */
+    RESTORE_ABSENT,   /* a new HA leader's scan: none (the journal has theirs) */
+};
+
+/* The DISK replica of key: set on its object, or a disk-only object made.
+ * MC_OK, MC_ERR_INVALID_KEY, MC_ERR_INVALID_PARAMS (size 0 or too large),
+ * MC_ERR_EXISTS (another size than the object's), MC_ERR_OBJECT_ALREADY_EXISTS
+ * (an object the mode leaves alone), MC_ERR_NOMEM. */
+static mc_status_t disk_restore(mc_master_t *m, const char *key, size_t key_len, uint64_t size,
+                                uint64_t now_us, enum restore_mode mode)
 {
     if (!key_valid(m, key, key_len))
         return MC_ERR_INVALID_KEY;
@@ -77,10 +108,14 @@ mc_status_t mc_master_tier_restore(mc_master_t *m, const char *key, size_t key_l
     shard_lock(sh);
     obj_t *o = otab_find(&sh->tab, h, key, key_len);
     if (o != NULL) {
-        if (o->size == size)
-            disk_set(m, o);
+        if (mode == RESTORE_ABSENT)
+            st = MC_ERR_OBJECT_ALREADY_EXISTS;
+        else if (o->size != size)
+            st = MC_ERR_EXISTS;
+        else if (mode == RESTORE_FINISHED && o->state != OBJ_COMPLETE)
+            st = MC_ERR_OBJECT_ALREADY_EXISTS;
         else
-            st = MC_ERR_INVALID_PARAMS;
+            disk_set(m, o);
         goto out;
     }
     if (otab_reserve(&sh->tab) != MC_OK || (o = mc_malloc(sizeof(*o) + key_len)) == NULL) {
@@ -96,6 +131,46 @@ mc_status_t mc_master_tier_restore(mc_master_t *m, const char *key, size_t key_l
     otab_insert(&sh->tab, h, o);
     disk_set(m, o);
 out:
+    shard_unlock(sh);
+    return st;
+}
+
+mc_status_t mc_master_tier_restore(mc_master_t *m, const char *key, size_t key_len, uint64_t size,
+                                   uint64_t now_us)
+{
+    mc_status_t st = disk_restore(m, key, key_len, size, now_us, RESTORE_FINISHED);
+    return st == MC_ERR_EXISTS ? MC_ERR_INVALID_PARAMS : st;
+}
+
+mc_status_t mc_master_tier_restore_absent(mc_master_t *m, const char *key, size_t key_len,
+                                          uint64_t size, uint64_t now_us)
+{
+    return disk_restore(m, key, key_len, size, now_us, RESTORE_ABSENT);
+}
+
+/* ---- journal replay (standby) ---- */
+
+mc_status_t apply_disk(mc_master_t *m, const mc_master_jrec_t *r, uint64_t now_us)
+{
+    mc_status_t st = disk_restore(m, r->key, r->key_len, r->size, now_us, RESTORE_ANY);
+    return st == MC_ERR_INVALID_KEY ? MC_ERR_INVALID_PARAMS : st;
+}
+
+mc_status_t apply_spill(mc_master_t *m, const mc_master_jrec_t *r)
+{
+    if (!key_valid(m, r->key, r->key_len))
+        return MC_ERR_INVALID_PARAMS;
+    uint64_t h = mc_hash64(r->key, r->key_len);
+    shard_t *sh = &m->shards[shard_of(h)];
+    mc_status_t st = MC_OK;
+    shard_lock(sh);
+    obj_t *o = otab_find(&sh->tab, h, r->key, r->key_len);
+    /* the leader spills only complete objects with a file: anything else
+     * means a record is missing, and freeing would be a guess */
+    if (o == NULL || o->state != OBJ_COMPLETE || !o->disk)
+        st = MC_ERR_EXISTS;
+    else
+        obj_spill(m, o);
     shard_unlock(sh);
     return st;
 }

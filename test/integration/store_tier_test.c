@@ -16,6 +16,15 @@
  * memory replica cannot be read (its node killed) reads the file; a master
  * with a tier quota removes disk-only objects (and their files) until the
  * tier fits; bad tier settings stop the master with the key named.
+ *
+ * With HA (a real redis-server, two masters sharing the tier): objects
+ * evicted down to their files on the leader, the leader SIGKILLed, the new
+ * leader lists the same DISK replicas, serves every object with its bytes
+ * (from memory or from the file, never from space the old leader reused),
+ * keeps disk objects when it evicts, and a remove deletes the file; a
+ * restarted master follows as a standby without scanning, and scans when it
+ * takes over (a file no master knew of becomes an object; the file of an
+ * object removed just before the failover is deleted, not restored).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -37,6 +46,7 @@
 
 #include "mooncake/store.h"
 #include "proc.h"
+#include "store/ha_redis.h"
 #include "store/tier.h"
 #include "util/time.h"
 
@@ -178,9 +188,12 @@ static int setup(void **state)
     return 0;
 }
 
+static void ha_cleanup(void);
+
 static int teardown(void **state)
 {
     env_t *e = *state;
+    ha_cleanup(); /* what a failed HA test left running */
     mc_store_close(e->eager);
     mc_store_close(e->async);
     if (e->node.pid > 0)
@@ -501,12 +514,12 @@ static void hostile_keys_map_to_safe_distinct_files_inside_the_directory(void **
     }
 }
 
-/* The value of a metric line "name V" on the master's /metrics, or -1. */
-static long long metric(const env_t *e, const char *name)
+/* The value of a metric line "name V" on /metrics at http_port, or -1. */
+static long long metric_at(unsigned http_port, const char *name)
 {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     assert_true(fd >= 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)e->http_port)};
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)http_port)};
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
     const char *rq = "GET /metrics HTTP/1.0\r\n\r\n";
@@ -522,6 +535,12 @@ static long long metric(const env_t *e, const char *name)
     snprintf(pat, sizeof(pat), "\n%s ", name);
     const char *p = strstr(body, pat);
     return p != NULL ? strtoll(p + strlen(pat), NULL, 10) : -1;
+}
+
+/* The value of a metric line "name V" on the master's /metrics, or -1. */
+static long long metric(const env_t *e, const char *name)
+{
+    return metric_at(e->http_port, name);
 }
 
 /* Output of `mooncake-cli ARGS` against the test's master (exit 0 asserted). */
@@ -761,6 +780,287 @@ static void bad_tier_settings_stop_the_master_and_name_the_key(void **state)
     assert_int_equal(access(p, F_OK), -1);
 }
 
+/* ------------------------------------------------------------------- HA */
+
+#define HA_CLUSTER "hatier" /* ha.cluster_id, and the tier's cluster_id */
+
+typedef struct ha_env {
+    test_proc_t redis, m[2], node;
+    unsigned redis_port, rpc[2], http[2];
+    char dir[256], url[128];
+    mc_store_t *s;
+} ha_env_t;
+
+static ha_env_t H;
+
+static void ha_cleanup(void)
+{
+    ha_env_t *h = &H;
+    if (h->s != NULL)
+        mc_store_close(h->s);
+    h->s = NULL;
+    if (h->node.pid > 0)
+        test_proc_stop(&h->node, SIGTERM, 5000);
+    for (int i = 0; i < 2; i++)
+        if (h->m[i].pid > 0)
+            test_proc_stop(&h->m[i], SIGTERM, 5000);
+    if (h->redis.pid > 0)
+        test_proc_stop(&h->redis, SIGTERM, 5000);
+}
+
+static int ha_start_master(ha_env_t *h, int i)
+{
+    char bin[256], rpc[64], http[64], root[128], backend[96];
+    if (h->rpc[i] == 0) {
+        h->rpc[i] = test_free_port();
+        do
+            h->http[i] = test_free_port();
+        while (h->http[i] == h->rpc[i]);
+    }
+    snprintf(rpc, sizeof(rpc), "server.rpc_port=%u", h->rpc[i]);
+    snprintf(http, sizeof(http), "server.http_port=%u", h->http[i]);
+    snprintf(root, sizeof(root), "server.root_fs_dir=%s", E.root);
+    snprintf(backend, sizeof(backend), "ha.backend=redis://127.0.0.1:%u/0", h->redis_port);
+    /* clang-format off */
+    char *argv[] = {(char *)test_prog("mooncake-master", bin, sizeof(bin)),
+                    "--set", "server.bind_address=127.0.0.1",
+                    "--set", rpc,
+                    "--set", http,
+                    "--set", root,
+                    "--set", "server.cluster_id=" HA_CLUSTER,
+                    "--set", "server.persist=eager",
+                    "--set", "server.reactors=1",
+                    "--set", "server.tick_interval=20ms",
+                    "--set", "master.client_ttl=10s",
+                    "--set", "master.lease_ttl=1s",
+                    "--set", "master.eviction_high_watermark_ratio=0.7",
+                    "--set", "master.eviction_ratio=0.3",
+                    "--set", backend,
+                    "--set", "ha.cluster_id=" HA_CLUSTER,
+                    "--set", "ha.lease_ttl=1s",
+                    "--set", "ha.sync=strict",
+                    "--set", getenv("TEST_MASTER_LOG") ? getenv("TEST_MASTER_LOG") : "log.level=error",
+                    NULL};
+    /* clang-format on */
+    if (test_proc_start(&h->m[i], argv) != 0)
+        return -1;
+    uint64_t deadline = mc_now_ms() + START_TIMEOUT_MS;
+    while (mc_now_ms() < deadline) {
+        int status;
+        if (waitpid(h->m[i].pid, &status, WNOHANG) == h->m[i].pid) {
+            close(h->m[i].out_fd);
+            h->m[i].pid = 0;
+            return -1;
+        }
+        if (test_port_open(h->rpc[i]))
+            return 0;
+        usleep(10000);
+    }
+    test_proc_stop(&h->m[i], SIGKILL, 1000);
+    return -1;
+}
+
+/* The master that leads per Redis (0 or 1), or -1. */
+static int ha_leader(const ha_env_t *h)
+{
+    mc_ha_url_t u;
+    const char *why;
+    if (mc_ha_url_parse(h->url, &u, &why) != MC_OK)
+        return -1;
+    char addr[MC_HA_ADDR_MAX];
+    int64_t view = 0;
+    if (mc_ha_resolve_leader(&u, 500000, addr, sizeof(addr), &view) != MC_OK)
+        return -1;
+    for (int i = 0; i < 2; i++) {
+        char want[64];
+        snprintf(want, sizeof(want), "127.0.0.1:%u", h->rpc[i]);
+        if (strcmp(addr, want) == 0)
+            return i;
+    }
+    return -1;
+}
+
+static int ha_wait_leader(const ha_env_t *h, int want, int timeout_ms)
+{
+    uint64_t deadline = mc_now_ms() + (uint64_t)timeout_ms * SLOW;
+    while (mc_now_ms() < deadline) {
+        if (ha_leader(h) == want)
+            return 1;
+        usleep(20000);
+    }
+    return 0;
+}
+
+static int ha_file_exists(const ha_env_t *h, const char *key)
+{
+    char rel[MC_TIER_REL_MAX], p[PATH_MAX];
+    mc_tier_rel_path(key, strlen(key), 0, rel);
+    snprintf(p, sizeof(p), "%s/%s", h->dir, rel);
+    return access(p, F_OK) == 0;
+}
+
+static void with_ha_a_new_leader_serves_objects_evicted_to_files_and_deletes_them(void **state)
+{
+    (void)state;
+    const char *redis_bin = getenv("TEST_REDIS_SERVER");
+    if (redis_bin == NULL)
+        redis_bin = "/usr/bin/redis-server";
+    if (access(redis_bin, X_OK) != 0) {
+        print_message("skipped: %s not found\n", redis_bin);
+        skip();
+    }
+    memset(&H, 0, sizeof(H));
+    snprintf(H.dir, sizeof(H.dir), "%.96s/%s", E.root, HA_CLUSTER);
+    char port[16], rdir[128];
+    H.redis_port = test_free_port();
+    snprintf(port, sizeof(port), "%u", H.redis_port);
+    snprintf(rdir, sizeof(rdir), "%.64s", E.parent);
+    /* clang-format off */
+    char *rargv[] = {(char *)redis_bin, "--port", port, "--bind", "127.0.0.1", "--save", "",
+                     "--appendonly", "no", "--dir", rdir, "--daemonize", "no", NULL};
+    /* clang-format on */
+    assert_int_equal(test_proc_start(&H.redis, rargv), 0);
+    for (int waited = 0; !test_port_open(H.redis_port); waited += 10) {
+        if (waited > 5000)
+            fail_msg("redis-server did not listen on port %u within 5 s", H.redis_port);
+        usleep(10000);
+    }
+    snprintf(H.url, sizeof(H.url), "redis://127.0.0.1:%u/0?cluster=" HA_CLUSTER, H.redis_port);
+    /* master 0 leads, master 1 follows */
+    assert_int_equal(ha_start_master(&H, 0), 0);
+    assert_true(ha_wait_leader(&H, 0, 5000));
+    assert_int_equal(ha_start_master(&H, 1), 0);
+    char bin[256], master[160], nport[64], name[64];
+    unsigned p = test_free_port();
+    snprintf(master, sizeof(master), "store.master=%s", H.url);
+    snprintf(nport, sizeof(nport), "store.port=%u", p);
+    snprintf(name, sizeof(name), "store.local_hostname=127.0.0.1:%u", p);
+    /* clang-format off */
+    char *nargv[] = {(char *)test_prog("mooncake-store-server", bin, sizeof(bin)),
+                     "--set", master, "--set", nport, "--set", name,
+                     "--set", "store.global_segment_size=16MiB",
+                     "--set", "store.reactors=1",
+                     "--set", "store.rpc_timeout=3s",
+                     "--set", "log.level=error",
+                     NULL};
+    /* clang-format on */
+    assert_int_equal(test_proc_start(&H.node, nargv), 0);
+    char line[256];
+    assert_int_equal(test_proc_readline(&H.node, line, sizeof(line), START_TIMEOUT_MS), 0);
+    assert_int_equal(strncmp(line, "ready ", 6), 0);
+    mc_store_config_t c;
+    mc_store_config_init(&c);
+    c.master = H.url;
+    c.local_buffer_size = 8 * MIB;
+    c.reactors = 1;
+    c.rpc_timeout_us = 3000000 * SLOW;
+    c.persist = "eager";
+    assert_int_equal(mc_store_open(&c, &H.s), MC_OK);
+    mc_store_t *s = H.s;
+
+    /* 30 MiB through a 16 MiB segment: the oldest are only on disk */
+    enum { N = 30 };
+    uint8_t *v = malloc(MIB);
+    assert_non_null(v);
+    char key[32];
+    for (int i = 0; i < N; i++) {
+        snprintf(key, sizeof(key), "ha/%d", i);
+        fill(v, MIB, 5000 + (uint64_t)i);
+        assert_int_equal(put_retry(s, key, strlen(key), v, MIB), MC_OK);
+        assert_true(ha_file_exists(&H, key));
+    }
+    int was_disk_only[N], disk_only = 0;
+    for (int i = 0; i < N; i++) {
+        snprintf(key, sizeof(key), "ha/%d", i);
+        uint32_t mem;
+        int disk;
+        replicas(s, key, strlen(key), &mem, &disk);
+        assert_int_equal(disk, 1);
+        was_disk_only[i] = mem == 0;
+        disk_only += mem == 0;
+    }
+    print_message("%d of %d objects were only on disk before the failover\n", disk_only, N);
+    assert_true(disk_only > 0);
+
+    /* the leader dies; master 1 takes over */
+    test_proc_stop(&H.m[0], SIGKILL, 1000);
+    assert_true(ha_wait_leader(&H, 1, 5000));
+    for (int i = 0; i < N; i++) {
+        snprintf(key, sizeof(key), "ha/%d", i);
+        uint32_t mem = 0;
+        int disk = 0;
+        replicas(s, key, strlen(key), &mem, &disk);
+        assert_int_equal(disk, 1);
+        if (was_disk_only[i])
+            assert_int_equal(mem, 0); /* its memory was freed on the standby too */
+        fill(v, MIB, 5000 + (uint64_t)i);
+        get_equals(s, key, strlen(key), v, MIB);
+    }
+    /* the new leader evicts too: puts into the space the old one freed, and
+     * disk objects stay readable with their bytes */
+    for (int i = N; i < N + 12; i++) {
+        snprintf(key, sizeof(key), "ha/%d", i);
+        fill(v, MIB, 5000 + (uint64_t)i);
+        assert_int_equal(put_retry(s, key, strlen(key), v, MIB), MC_OK);
+    }
+    for (int i = 0; i < N + 12; i++) {
+        snprintf(key, sizeof(key), "ha/%d", i);
+        assert_int_equal(mc_store_exist(s, key, strlen(key)), 1);
+        fill(v, MIB, 5000 + (uint64_t)i);
+        get_equals(s, key, strlen(key), v, MIB);
+    }
+    /* a remove on the new leader deletes the file (it knows there is one) */
+    assert_int_equal(mc_store_remove(s, "ha/0", 4, 1), MC_OK);
+    uint64_t deadline = mc_now_ms() + 3000 * SLOW;
+    while (ha_file_exists(&H, "ha/0") && mc_now_ms() < deadline)
+        usleep(5000);
+    assert_false(ha_file_exists(&H, "ha/0"));
+    assert_int_equal(mc_store_exist(s, "ha/0", 4), 0);
+    /* the old leader comes back as a standby: it does not scan (its state
+     * is the journal's), the leader stays and keeps serving from the files */
+    assert_int_equal(ha_start_master(&H, 0), 0);
+    usleep(500000 * SLOW);
+    assert_int_equal(ha_leader(&H), 1);
+    assert_int_equal(metric_at(H.http[0], "master_tier_restored_objects"), 0);
+    assert_true(ha_file_exists(&H, "ha/1"));
+    fill(v, MIB, 5001);
+    get_equals(s, "ha/1", 4, v, MIB);
+    /* a removed object's file the leader did not get to delete (as if it
+     * died first): the next leader deletes it rather than restore it */
+    assert_int_equal(mc_store_remove(s, "ha/2", 4, 1), MC_OK);
+    deadline = mc_now_ms() + 3000 * SLOW;
+    while (ha_file_exists(&H, "ha/2") && mc_now_ms() < deadline)
+        usleep(5000);
+    assert_false(ha_file_exists(&H, "ha/2"));
+    struct iovec old = {v, MIB};
+    assert_int_equal(mc_tier_write(H.dir, "ha/2", 4, &old, 1, MIB, 0), MC_OK);
+    /* a file no master was told of (its TierAdd lost with a leader) */
+    uint8_t g[3000];
+    fill(g, sizeof(g), 77);
+    struct iovec iov = {g, sizeof(g)};
+    assert_int_equal(mc_tier_write(H.dir, "ghost", 5, &iov, 1, sizeof(g), 0), MC_OK);
+    /* master 1 dies: master 0 leads, scans, and the file becomes an object;
+     * the journal's objects are all there, with their bytes */
+    test_proc_stop(&H.m[1], SIGKILL, 1000);
+    assert_true(ha_wait_leader(&H, 0, 5000));
+    assert_int_equal(mc_store_exist(s, "ghost", 5), 1);
+    get_equals(s, "ghost", 5, g, sizeof(g));
+    assert_true(metric_at(H.http[0], "master_tier_restored_objects") >= 1);
+    assert_int_equal(mc_store_exist(s, "ha/2", 4), 0);
+    assert_false(ha_file_exists(&H, "ha/2"));
+    for (int i = 1; i < N + 12; i++) {
+        if (i == 2)
+            continue;
+        snprintf(key, sizeof(key), "ha/%d", i);
+        fill(v, MIB, 5000 + (uint64_t)i);
+        get_equals(s, key, strlen(key), v, MIB);
+    }
+    assert_int_equal(mc_store_exist(s, "ha/0", 4), 0);
+
+    free(v);
+    ha_cleanup();
+}
+
 int main(int argc, char **argv)
 {
     (void)argc;
@@ -777,6 +1077,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(a_get_whose_memory_replica_fails_reads_the_file),
         cmocka_unit_test(a_master_with_a_quota_removes_the_oldest_disk_only_objects),
         cmocka_unit_test(bad_tier_settings_stop_the_master_and_name_the_key),
+        cmocka_unit_test(with_ha_a_new_leader_serves_objects_evicted_to_files_and_deletes_them),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

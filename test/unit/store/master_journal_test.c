@@ -476,6 +476,298 @@ static void a_record_that_contradicts_the_state_is_reported(void **state)
     mc_master_destroy(b);
 }
 
+static void disk_and_spill_records_round_trip(void **state)
+{
+    (void)state;
+    mc_master_jrec_t in[2] = {
+        {.type = MC_JREC_DISK, .key = "d\0isk", .key_len = 5, .size = 1ull << 33},
+        {.type = MC_JREC_SPILL, .key = "spilled", .key_len = 7},
+    };
+    mc_buf_t b = MC_BUF_INIT;
+    mc_mp_writer_t w;
+    mc_mp_writer_init(&w, &b);
+    for (int i = 0; i < 2; i++)
+        mc_jrec_encode(&w, &in[i]);
+    assert_int_equal(w.err, MC_OK);
+    mc_mp_reader_t rd;
+    mc_mp_reader_init(&rd, mc_buf_head(&b), mc_buf_used(&b));
+    mc_jrec_scratch_t sc;
+    for (int i = 0; i < 2; i++) {
+        mc_master_jrec_t r;
+        const char *why = NULL;
+        assert_int_equal(mc_jrec_decode(&rd, &r, &sc, &why), MC_OK);
+        assert_int_equal(r.type, in[i].type);
+        assert_int_equal(r.key_len, in[i].key_len);
+        assert_memory_equal(r.key, in[i].key, r.key_len);
+        assert_int_equal(r.size, in[i].size);
+    }
+    assert_true(mc_mp_at_end(&rd));
+    /* cut anywhere: refused with a reason */
+    for (size_t cut = 0; cut < mc_buf_used(&b); cut++) {
+        if (cut == 0)
+            continue;
+        mc_mp_reader_init(&rd, mc_buf_head(&b), cut);
+        mc_master_jrec_t r;
+        const char *why = NULL;
+        mc_status_t st = mc_jrec_decode(&rd, &r, &sc, &why);
+        if (st == MC_OK) /* the cut fell after the first record */
+            st = mc_jrec_decode(&rd, &r, &sc, &why);
+        assert_int_equal(st, MC_ERR_DESERIALIZE_FAIL);
+        assert_non_null(why);
+    }
+    mc_buf_fini(&b);
+}
+
+static void malformed_disk_and_spill_records_are_refused(void **state)
+{
+    (void)state;
+    const char *why;
+    /* [10, "k"]: DISK without its size */
+    static const uint8_t short_disk[] = {0x92, 0x0a, 0xa1, 'k'};
+    assert_int_equal(decode_bytes(short_disk, sizeof(short_disk), &why), MC_ERR_DESERIALIZE_FAIL);
+    assert_string_equal(why, "wrong number of fields for the record type");
+    /* [10, "k", 0] */
+    static const uint8_t zero[] = {0x93, 0x0a, 0xa1, 'k', 0x00};
+    assert_int_equal(decode_bytes(zero, sizeof(zero), &why), MC_ERR_DESERIALIZE_FAIL);
+    assert_string_equal(why, "disk: size is 0");
+    /* [10, "k", -1] */
+    static const uint8_t neg[] = {0x93, 0x0a, 0xa1, 'k', 0xff};
+    assert_int_equal(decode_bytes(neg, sizeof(neg), &why), MC_ERR_DESERIALIZE_FAIL);
+    assert_string_equal(why, "disk: size is not an unsigned integer");
+    /* [10, 7, 8]: key is a number */
+    static const uint8_t num_key[] = {0x93, 0x0a, 0x07, 0x08};
+    assert_int_equal(decode_bytes(num_key, sizeof(num_key), &why), MC_ERR_DESERIALIZE_FAIL);
+    assert_string_equal(why, "key is not bin");
+    /* [11, "", ]: SPILL with an empty key */
+    static const uint8_t empty[] = {0x92, 0x0b, 0xa0};
+    assert_int_equal(decode_bytes(empty, sizeof(empty), &why), MC_ERR_DESERIALIZE_FAIL);
+    assert_string_equal(why, "key length out of range [1, 65535]");
+    /* [11, "k", 1]: SPILL with a field too many */
+    static const uint8_t long_spill[] = {0x93, 0x0b, 0xa1, 'k', 0x01};
+    assert_int_equal(decode_bytes(long_spill, sizeof(long_spill), &why), MC_ERR_DESERIALIZE_FAIL);
+    assert_string_equal(why, "wrong number of fields for the record type");
+    /* [12]: past the last type */
+    static const uint8_t past[] = {0x91, 0x0c};
+    assert_int_equal(decode_bytes(past, sizeof(past), &why), MC_ERR_DESERIALIZE_FAIL);
+    assert_string_equal(why, "unknown record type");
+}
+
+/* Every key of one master describes the same on the other: status, memory
+ * replicas at the same addresses, the DISK replica or not. */
+static void assert_same_object(mc_master_t *a, mc_master_t *b, const char *key, uint64_t now)
+{
+    mc_master_replica_desc_t da[9], db[9];
+    uint32_t na = 0, nb = 0;
+    mc_status_t s1 = mc_master_get_replica_list(a, key, strlen(key), now, da, 9, &na, NULL);
+    mc_status_t s2 = mc_master_get_replica_list(b, key, strlen(key), now, db, 9, &nb, NULL);
+    assert_int_equal(s1, s2);
+    if (s1 != MC_OK)
+        return;
+    assert_int_equal(na, nb);
+    for (uint32_t r = 0; r < na; r++) {
+        assert_int_equal(da[r].kind, db[r].kind);
+        assert_int_equal(da[r].size, db[r].size);
+        if (da[r].kind == MC_MASTER_REPLICA_MEMORY) {
+            assert_int_equal(da[r].address, db[r].address);
+            assert_int_equal(da[r].segment_id.lo, db[r].segment_id.lo);
+        }
+    }
+}
+
+static void assert_same_tier(mc_master_t *a, mc_master_t *b)
+{
+    mc_master_stats_t sa = stats(a), sb = stats(b);
+    assert_int_equal(sb.key_count, sa.key_count);
+    assert_int_equal(sb.allocated_bytes, sa.allocated_bytes);
+    assert_int_equal(sb.segment_count, sa.segment_count);
+    mc_master_tier_stats_t ta, tb;
+    mc_master_tier_stats(a, &ta);
+    mc_master_tier_stats(b, &tb);
+    assert_int_equal(tb.disk_objects, ta.disk_objects);
+    assert_int_equal(tb.disk_bytes, ta.disk_bytes);
+}
+
+/* Memory replicas only, and whether a DISK one is listed. */
+static uint32_t mem_replicas(mc_master_t *m, const char *key, uint64_t now, int *disk)
+{
+    mc_master_replica_desc_t d[9];
+    uint32_t n = 0, mem = 0;
+    *disk = 0;
+    if (mc_master_get_replica_list(m, key, strlen(key), now, d, 9, &n, NULL) != MC_OK)
+        return 0;
+    for (uint32_t i = 0; i < n; i++) {
+        if (d[i].kind == MC_MASTER_REPLICA_DISK)
+            *disk = 1;
+        else
+            mem++;
+    }
+    return mem;
+}
+
+typedef struct drops {
+    unsigned n;
+} drops_t;
+
+static void count_drop(void *arg, const char *key, size_t len)
+{
+    (void)key;
+    (void)len;
+    ((drops_t *)arg)->n++;
+}
+
+/* A leader with a tier: files reported (TierAdd), restored by a scan,
+ * evictions down to files, removals. Its journal replayed on a standby
+ * gives the same objects, DISK replicas and free space; the standby turned
+ * leader then keeps disk objects on eviction and places new puts where the
+ * old leader freed space without overlapping anything. */
+static void tier_adds_evictions_to_files_and_removes_replay_on_the_standby(void **state)
+{
+    (void)state;
+    mc_master_opts_t o;
+    mc_master_opts_init(&o);
+    o.client_ttl_us = 1000000 * SEC;
+    o.eviction_high_watermark = 0.5;
+    o.eviction_ratio = 0.5;
+    drops_t da = {0}, db = {0};
+    o.disk_drop = count_drop;
+    o.disk_drop_arg = &da;
+    mc_master_t *a = master_new(&o);
+    o.disk_drop_arg = &db;
+    mc_master_t *b = master_new(&o);
+    sink_t k = {MC_BUF_INIT, 0};
+    mc_master_set_journal(a, to_sink, &k);
+    uint64_t now = T0;
+    assert_int_equal(mount_seg(a, C1, 1, "n1", 1 << 20, now), MC_OK);
+    char key[32];
+    for (unsigned i = 0; i < 150; i++) { /* ~72% full: eviction above 50% */
+        key_of(key, sizeof(key), "t", i);
+        assert_int_equal(put_obj(a, C1, key, 5000, 1, now), MC_OK);
+        if (i % 2 == 0)
+            assert_int_equal(mc_master_tier_add(a, key, strlen(key), 5000, now), MC_OK);
+    }
+    /* eager persistence: the file is reported before PutEnd */
+    assert_int_equal(put_start_n(a, C1, "eager", 5000, 1, now, NULL), MC_OK);
+    assert_int_equal(mc_master_tier_add(a, "eager", 5, 5000, now), MC_OK);
+    /* files found by a scan: disk-only objects, and a DISK replica more */
+    for (unsigned i = 0; i < 10; i++) {
+        key_of(key, sizeof(key), "r", i);
+        assert_int_equal(mc_master_tier_restore(a, key, strlen(key), 777, now), MC_OK);
+    }
+    assert_int_equal(mc_master_tier_restore(a, "t0001", 5, 5000, now), MC_OK);
+    mc_master_tick(a, now + SEC); /* evicts: objects with a file stay */
+    assert_true(stats(a).evicted_keys > 0);
+    unsigned spilled = 0;
+    for (unsigned i = 0; i < 150; i += 2) {
+        int disk = 0;
+        if (mem_replicas(a, key_of(key, sizeof(key), "t", i), now + SEC, &disk) == 0) {
+            assert_true(disk);
+            spilled++;
+        }
+    }
+    assert_true(spilled > 0);
+    /* removals of objects with files (their files go), after the leases of
+     * the gets above */
+    uint64_t later = now + 100 * SEC;
+    assert_int_equal(rm(a, "t0000", 0, later), MC_OK);
+    assert_int_equal(rm(a, "r0003", 0, later), MC_OK);
+    assert_int_equal(rm(a, "t0002", 0, later), MC_OK);
+    /* new puts in the space the evictions freed */
+    for (unsigned i = 0; i < 40; i++)
+        put_obj(a, C1, key_of(key, sizeof(key), "n", i), 5000, 1, later);
+
+    replay(b, &k.buf, now);
+    assert_same_tier(a, b);
+    uint64_t t = later + SEC;
+    for (unsigned i = 0; i < 150; i++)
+        assert_same_object(a, b, key_of(key, sizeof(key), "t", i), t);
+    for (unsigned i = 0; i < 10; i++)
+        assert_same_object(a, b, key_of(key, sizeof(key), "r", i), t);
+    for (unsigned i = 0; i < 40; i++)
+        assert_same_object(a, b, key_of(key, sizeof(key), "n", i), t);
+    assert_same_object(a, b, "eager", t);
+    /* the files of removed objects are dropped on the standby too */
+    assert_int_equal(db.n, da.n);
+    assert_true(da.n >= 3);
+
+    /* b leads now: its evictions keep what has a file, a remove drops it */
+    mc_master_t *lead = b;
+    mc_buf_reset(&k.buf);
+    mc_master_set_journal(lead, to_sink, &k);
+    assert_int_equal(mc_master_put_end(lead, C1, "eager", 5, t), MC_OK);
+    mc_master_tick(lead, t + 10 * SEC);
+    mc_master_tier_stats_t ts;
+    mc_master_tier_stats(lead, &ts);
+    for (unsigned i = 4; i < 150; i += 2)
+        assert_true(exists(lead, key_of(key, sizeof(key), "t", i), t + 11 * SEC));
+    unsigned before = db.n;
+    assert_int_equal(rm(lead, "t0004", 0, t + 100 * SEC), MC_OK);
+    assert_int_equal(db.n, before + 1);
+    mc_master_destroy(a);
+    mc_master_destroy(b);
+    mc_buf_fini(&k.buf);
+}
+
+/* A snapshot keeps objects with files: in memory and on disk, only on disk
+ * (evicted down to the file, or restored by a scan). */
+static void a_snapshot_keeps_disk_replicas_and_disk_only_objects(void **state)
+{
+    (void)state;
+    mc_master_opts_t o;
+    mc_master_opts_init(&o);
+    o.client_ttl_us = 1000000 * SEC;
+    o.eviction_high_watermark = 0.5;
+    o.eviction_ratio = 0.5;
+    mc_master_t *a = master_new(&o), *b = master_new(&o);
+    uint64_t now = T0;
+    assert_int_equal(mount_seg(a, C1, 1, "n1", 1 << 20, now), MC_OK);
+    char key[32];
+    for (unsigned i = 0; i < 150; i++) {
+        key_of(key, sizeof(key), "s", i);
+        assert_int_equal(put_obj(a, C1, key, 5000, 1, now), MC_OK);
+        if (i % 3 != 0)
+            assert_int_equal(mc_master_tier_add(a, key, strlen(key), 5000, now), MC_OK);
+    }
+    for (unsigned i = 0; i < 5; i++) {
+        key_of(key, sizeof(key), "r", i);
+        assert_int_equal(mc_master_tier_restore(a, key, strlen(key), 99, now), MC_OK);
+    }
+    mc_master_tick(a, now + SEC);
+    assert_true(stats(a).evicted_keys > 0);
+    sink_t k = {MC_BUF_INIT, 0};
+    mc_master_snapshot(a, to_sink, &k);
+    assert_int_equal(replay(b, &k.buf, now), k.n);
+    assert_same_tier(a, b);
+    for (unsigned i = 0; i < 150; i++)
+        assert_same_object(a, b, key_of(key, sizeof(key), "s", i), now + 2 * SEC);
+    for (unsigned i = 0; i < 5; i++)
+        assert_same_object(a, b, key_of(key, sizeof(key), "r", i), now + 2 * SEC);
+    mc_master_destroy(a);
+    mc_master_destroy(b);
+    mc_buf_fini(&k.buf);
+}
+
+/* DISK and SPILL that disagree with the standby's state are reported. */
+static void disk_and_spill_records_that_contradict_the_state_are_reported(void **state)
+{
+    (void)state;
+    mc_master_t *b = master_new_immortal();
+    mc_master_jrec_t spill = {.type = MC_JREC_SPILL, .key = "k", .key_len = 1};
+    assert_int_equal(mc_master_apply(b, &spill, T0), MC_ERR_EXISTS); /* no such object */
+    assert_int_equal(mount_seg(b, C1, 1, "n1", 1 << 20, T0), MC_OK);
+    assert_int_equal(put_obj(b, C1, "k", 4096, 1, T0), MC_OK);
+    assert_int_equal(mc_master_apply(b, &spill, T0), MC_ERR_EXISTS); /* it has no file */
+    mc_master_jrec_t disk = {.type = MC_JREC_DISK, .key = "k", .key_len = 1, .size = 4095};
+    assert_int_equal(mc_master_apply(b, &disk, T0), MC_ERR_EXISTS); /* another size */
+    disk.size = 4096;
+    assert_int_equal(mc_master_apply(b, &disk, T0), MC_OK);
+    assert_int_equal(mc_master_apply(b, &spill, T0), MC_OK);
+    assert_int_equal(stats(b).allocated_bytes, 0);
+    assert_true(exists(b, "k", T0));
+    disk.size = 0;
+    assert_int_equal(mc_master_apply(b, &disk, T0), MC_ERR_INVALID_PARAMS);
+    mc_master_destroy(b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -489,6 +781,11 @@ int main(void)
         cmocka_unit_test(expiry_and_eviction_on_the_leader_replay_on_the_standby),
         cmocka_unit_test(a_resent_put_start_gets_the_same_replicas_even_after_failover),
         cmocka_unit_test(a_record_that_contradicts_the_state_is_reported),
+        cmocka_unit_test(disk_and_spill_records_round_trip),
+        cmocka_unit_test(malformed_disk_and_spill_records_are_refused),
+        cmocka_unit_test(tier_adds_evictions_to_files_and_removes_replay_on_the_standby),
+        cmocka_unit_test(a_snapshot_keeps_disk_replicas_and_disk_only_objects),
+        cmocka_unit_test(disk_and_spill_records_that_contradict_the_state_are_reported),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

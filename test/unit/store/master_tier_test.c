@@ -184,6 +184,49 @@ static void the_quota_removes_the_oldest_disk_only_objects_first(void **state)
     mc_master_destroy(m);
 }
 
+/* A scan that finds the file of a key whose new put is unfinished (possible
+ * when a leader scans on taking over) leaves the put alone: the file is of
+ * an older put; the writer reports its own. */
+static void a_scan_leaves_an_unfinished_put_of_the_key_alone(void **state)
+{
+    (void)state;
+    drops_t d = {0};
+    mc_master_t *m = tier_master(&d, 0.95);
+    assert_int_equal(mount_seg(m, C1, 1, "n1", 1 << 20, T0), MC_OK);
+    assert_int_equal(put_start_n(m, C1, "k", OBJ, 1, T0, NULL), MC_OK);
+    assert_int_equal(mc_master_tier_restore(m, "k", 1, OBJ, T0), MC_ERR_OBJECT_ALREADY_EXISTS);
+    mc_master_tier_stats_t ts;
+    mc_master_tier_stats(m, &ts);
+    assert_int_equal(ts.disk_objects, 0);
+    /* finished: the file counts */
+    assert_int_equal(mc_master_put_end(m, C1, "k", 1, T0), MC_OK);
+    assert_int_equal(mc_master_tier_restore(m, "k", 1, OBJ, T0), MC_OK);
+    mc_master_tier_stats(m, &ts);
+    assert_int_equal(ts.disk_objects, 1);
+    mc_master_destroy(m);
+}
+
+/* A new HA leader's scan restores only keys it has no object of: the
+ * journal has the DISK replicas of the others, and their files may be of
+ * older puts. */
+static void a_new_leaders_scan_restores_only_absent_keys(void **state)
+{
+    (void)state;
+    drops_t d = {0};
+    mc_master_t *m = tier_master(&d, 0.95);
+    assert_int_equal(mount_seg(m, C1, 1, "n1", 1 << 20, T0), MC_OK);
+    assert_int_equal(put_obj(m, C1, "k", OBJ, 1, T0), MC_OK);
+    assert_int_equal(mc_master_tier_restore_absent(m, "k", 1, OBJ, T0),
+                     MC_ERR_OBJECT_ALREADY_EXISTS);
+    assert_int_equal(mc_master_tier_restore_absent(m, "new", 3, OBJ, T0), MC_OK);
+    assert_int_equal(mc_master_tier_restore_absent(m, "bad", 3, 0, T0), MC_ERR_INVALID_PARAMS);
+    mc_master_tier_stats_t ts;
+    mc_master_tier_stats(m, &ts);
+    assert_int_equal(ts.disk_objects, 1);
+    assert_true(exists(m, "new", T0));
+    mc_master_destroy(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -192,6 +235,8 @@ int main(void)
         cmocka_unit_test(a_revoked_put_drops_its_eagerly_written_file),
         cmocka_unit_test(restored_objects_are_readable_and_file_deletion_waits_for_absence),
         cmocka_unit_test(the_quota_removes_the_oldest_disk_only_objects_first),
+        cmocka_unit_test(a_scan_leaves_an_unfinished_put_of_the_key_alone),
+        cmocka_unit_test(a_new_leaders_scan_restores_only_absent_keys),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
