@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # compare_redis.sh - Mooncake Store vs Redis on this machine, in one run.
 #
-#   perf/compare_redis.sh [--sizes 4K,1M,4M] [--concurrency 4] [--reps 3] [--duration 2]
+#   perf/compare_redis.sh [--sizes 4K,1M,4M] [--concurrency 4] [--reps 3] [--duration 2] [--segment-size 6G]
 #
 # Starts redis-server on a free port (persistence off: --save "" --appendonly
 # no), runs `redis-benchmark -t set,get -c C -d SIZE -P 1 --csv` --reps times
@@ -19,12 +19,14 @@ SIZES=4K,1M,4M
 CONC=4
 REPS=3
 DURATION=2
+SEGMENT=6G # per storage node (and the client in local mode): put runs stop at half of it (a 4 MiB run in 1 GiB lasted 0.1 s)
 while [ $# -gt 0 ]; do
   case $1 in
     --sizes) SIZES=$2; shift 2 ;;
     --concurrency) CONC=$2; shift 2 ;;
     --reps) REPS=$2; shift 2 ;;
     --duration) DURATION=$2; shift 2 ;;
+    --segment-size) SEGMENT=$2; shift 2 ;;
     -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
     *) echo "compare_redis.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
@@ -102,7 +104,7 @@ fi
 
 echo "store_bench --sizes $SIZES --concurrency $CONC --replicas 1 --mode remote,local --reps $REPS --duration $DURATION"
 "$BUILD/store_bench" --ops put,get,batch_put,batch_get --sizes "$SIZES" --concurrency "$CONC" \
-  --replicas 1 --mode remote,local --reps "$REPS" --duration "$DURATION" --segment-size 1G \
+  --replicas 1 --mode remote,local --reps "$REPS" --duration "$DURATION" --segment-size "$SEGMENT" \
   | tee "$tmp/store.out" | grep -v '^csv,'
 [ "${PIPESTATUS[0]}" = 0 ] || { echo "compare_redis.sh: store_bench failed" >&2; exit 1; }
 
