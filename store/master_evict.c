@@ -118,7 +118,7 @@ static void evict_walk(mc_master_t *m, uint64_t now_us, int pinned, uint64_t thr
                        uint64_t *keys, uint64_t *bytes)
 {
     unsigned start = (unsigned)(rng_next() % MC_MASTER_NUM_SHARDS);
-    for (unsigned i = 0; i<MC_MASTER_NUM_SHARDS && * left> 0; i++) {
+    for (unsigned i = 0; i < MC_MASTER_NUM_SHARDS && *left > 0; i++) {
         shard_t *sh = &m->shards[(start + i) % MC_MASTER_NUM_SHARDS];
         shard_lock(sh);
         OTAB_WALK(&sh->tab, j, k)
