@@ -83,9 +83,10 @@ static void xfer_cb(void *arg, const mc_rpc_resp_t *resp)
     x->got = resp->payload_len;
     if (resp->payload_len > 0 && resp->payload != x->recv)
         x->st = MC_ERR_INTERNAL_ERROR; /* must have landed in place */
+    atomic_int *all = x->all_done; /* x may be gone once done is set */
     atomic_store(&x->done, 1);
-    if (x->all_done != NULL)
-        atomic_fetch_add(x->all_done, 1);
+    if (all != NULL)
+        atomic_fetch_add(all, 1);
 }
 
 static void xfer_issue(void *arg)
