@@ -490,10 +490,14 @@ static void complete(rd_nic_t *n, const rv_wc_t *wc)
             }
         }
     }
-    if (ep->state != EP_CLOSING)
+    /* rd_ep_close frees ep when nothing points at it any more (this was its
+     * last WR and no DISCONNECT could be sent): ep is not touched after it */
+    int closing = ep->state == EP_CLOSING;
+    if (!closing)
         rd_ep_close(ep, cause, 1);
     rd_slice_retry(n, s, cause == MC_OK ? MC_ERR_ENDPOINT : cause);
-    rd_ep_maybe_free(ep);
+    if (closing)
+        rd_ep_maybe_free(ep);
 }
 
 /* Completions wc[0..k) just polled (k = the poll's result), then whatever
