@@ -429,6 +429,7 @@ static void hs_reply(void *arg, const mc_rpc_resp_t *resp)
         return;
     }
     hs_body_t b;
+    memset(&b, 0, sizeof(b)); /* a failed call has no body: b.error stays "" */
     const char *bad = resp->body ? hs_parse(resp->body, resp->body_len, 0, &b) : NULL;
     if (resp->status == MC_ERR_REJECT_HANDSHAKE && bad == NULL &&
         strstr(b.error, "simultaneous open") != NULL && ep->hs_tries++ < 50) {
