@@ -296,13 +296,14 @@ void rd_slice_retry(rd_nic_t *n, te_slice_t *s, mc_status_t cause)
         return;
     }
     if (s->rd_attempt >= t->retry) {
+        const rd_peer_t *p = s->seg->rdma; /* NULL: re-described without rdma */
         if (atomic_load_explicit(&s->task->error, memory_order_relaxed) == 0)
             MC_ERROR(RDMA, "%s slice of %llu bytes to '%s' (0x%llx) failed after %u attempts: "
                            "%s (last path %s -> %s)",
                      s->opcode == MC_TE_WRITE ? "write" : "read", (unsigned long long)s->len,
                      s->seg->name, (unsigned long long)s->remote, s->rd_attempt + 1,
                      mc_status_str(s->rd_err), n->name,
-                     s->rd_rnic < s->seg->rdma->nnics ? s->seg->rdma->nic[s->rd_rnic].name : "?");
+                     p != NULL && s->rd_rnic < p->nnics ? p->nic[s->rd_rnic].name : "?");
         te_slice_done(s, s->rd_err);
         return;
     }

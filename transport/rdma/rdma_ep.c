@@ -473,6 +473,12 @@ static void hs_reply(void *arg, const mc_rpc_resp_t *resp)
 rd_ep_t *rd_ep_get(rd_nic_t *n, te_seg_t *seg, unsigned rnic, mc_status_t *why)
 {
     rd_peer_t *p = seg->rdma;
+    if (p == NULL || rnic >= p->nnics) {
+        /* re-described since the path was chosen: without rdma (it restarted
+         * with tcp only) or with fewer NICs; the retry looks the path up again */
+        *why = MC_ERR_ENDPOINT;
+        return NULL;
+    }
     const char *rname = p->nic[rnic].name;
     /* computed once per descriptor and NIC (racing reactors store the same
      * value) */

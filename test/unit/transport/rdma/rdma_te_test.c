@@ -630,6 +630,66 @@ static void a_wr_error_on_an_endpoint_whose_peer_cannot_be_told_frees_it_once(vo
     eng_free(&b);
 }
 
+/* A peer re-described without rdma (it restarted with tcp only) while a
+ * slice waited for a deferred retry: the retry went to rd_ep_get, which
+ * took the segment's NICs from its descriptor (seg->rdma, now NULL) and
+ * crashed. The slice now fails (no rdma path is left) instead. */
+static void a_retry_after_the_peer_dropped_rdma_fails_the_slice_without_crashing(void **state)
+{
+    (void)state;
+    eng_t a, b;
+    eng_make(&a, 1, 4096, NULL, 0);
+    eng_make(&b, 1, 4096, NULL, 0);
+    assert_int_equal(xfer(&a, &b, MC_TE_WRITE, 0, 0, 4096), MC_OK); /* connected */
+    mc_te_segment_t sid;
+    assert_int_equal(mc_te_open_segment(a.te, mc_te_local_name(b.te), &sid), MC_OK);
+    te_seg_t *seg = te_seg_get(a.te, sid);
+    assert_non_null(seg);
+    rv_emu_fail_next("emu_0", 6, RV_WC_REM_OP_ERR);
+    mc_te_batch_t *bt;
+    assert_int_equal(mc_te_batch_alloc(a.te, 1, &bt), MC_OK);
+    mc_te_request_t r = {.opcode = MC_TE_WRITE, .local = a.mem, .segment = sid,
+                         .remote = (uint64_t)(uintptr_t)b.mem, .length = 4096};
+    assert_int_equal(mc_te_submit(bt, &r, 1), MC_OK);
+    te_rdma_nic_stats_t st;
+    uint64_t end = mc_now_ms() + 2000;
+    do {
+        te_rdma_stats(a.te, &st, 1);
+        if (st.retries >= 1)
+            break;
+        usleep(100);
+    } while (mc_now_ms() < end);
+    assert_true(st.retries >= 1); /* the retry waits out its pause (10 ms) */
+    /* b's descriptor as a tcp-only b would publish it: no MC_F_RDMA, no rkeys */
+    mc_buf_t d = MC_BUF_INIT;
+    mc_mp_writer_t w;
+    mc_mp_writer_init(&w, &d);
+    pthread_mutex_lock(&a.te->seg_lock);
+    mc_mp_write_map(&w, 3);
+    mc_mp_write_uint(&w, MC_F_HOST);
+    mc_mp_write_cstr(&w, seg->host);
+    mc_mp_write_uint(&w, MC_F_PORT);
+    mc_mp_write_uint(&w, seg->port);
+    mc_mp_write_uint(&w, MC_F_BUFFERS);
+    mc_mp_write_array(&w, 1);
+    mc_mp_write_map(&w, 2);
+    mc_mp_write_uint(&w, MC_F_ADDR);
+    mc_mp_write_uint(&w, (uint64_t)(uintptr_t)b.mem);
+    mc_mp_write_uint(&w, MC_F_LENGTH);
+    mc_mp_write_uint(&w, SZ);
+    assert_int_equal(te_desc_decode(seg, mc_buf_head(&d), mc_buf_used(&d)), MC_OK);
+    pthread_mutex_unlock(&a.te->seg_lock);
+    mc_buf_fini(&d);
+    assert_null(seg->rdma);
+    mc_status_t ws = mc_te_batch_wait(bt, WAIT_US);
+    assert_int_not_equal(ws, MC_OK);
+    assert_int_not_equal(ws, MC_ERR_TIMEOUT);
+    assert_int_equal(mc_te_batch_free(bt), MC_OK);
+    rv_emu_fail_next("emu_0", 0, RV_WC_SUCCESS);
+    eng_free(&a);
+    eng_free(&b);
+}
+
 static void a_port_event_takes_a_nic_out_of_the_paths_and_back(void **state)
 {
     (void)state;
@@ -674,6 +734,7 @@ int main(void)
         cmocka_unit_test(a_failed_endpoint_is_dropped_on_both_sides),
         cmocka_unit_test(a_port_event_takes_a_nic_out_of_the_paths_and_back),
         cmocka_unit_test(a_wr_error_on_an_endpoint_whose_peer_cannot_be_told_frees_it_once),
+        cmocka_unit_test(a_retry_after_the_peer_dropped_rdma_fails_the_slice_without_crashing),
         cmocka_unit_test(destroying_an_engine_with_transfers_in_flight_ends_them),
         cmocka_unit_test(a_peer_going_away_fails_transfers_in_flight_without_hanging),
     };
