@@ -296,13 +296,14 @@ void rd_slice_retry(rd_nic_t *n, te_slice_t *s, mc_status_t cause)
         return;
     }
     if (s->rd_attempt >= t->retry) {
+        const rd_peer_t *p = s->seg->rdma; /* NULL: re-described without rdma */
         if (atomic_load_explicit(&s->task->error, memory_order_relaxed) == 0)
             MC_ERROR(RDMA, "%s slice of %llu bytes to '%s' (0x%llx) failed after %u attempts: "
                            "%s (last path %s -> %s)",
                      s->opcode == MC_TE_WRITE ? "write" : "read", (unsigned long long)s->len,
                      s->seg->name, (unsigned long long)s->remote, s->rd_attempt + 1,
                      mc_status_str(s->rd_err), n->name,
-                     s->rd_rnic < s->seg->rdma->nnics ? s->seg->rdma->nic[s->rd_rnic].name : "?");
+                     p != NULL && s->rd_rnic < p->nnics ? p->nic[s->rd_rnic].name : "?");
         te_slice_done(s, s->rd_err);
         return;
     }
@@ -490,10 +491,14 @@ static void complete(rd_nic_t *n, const rv_wc_t *wc)
             }
         }
     }
-    if (ep->state != EP_CLOSING)
+    /* rd_ep_close frees ep when nothing points at it any more (this was its
+     * last WR and no DISCONNECT could be sent): ep is not touched after it */
+    int closing = ep->state == EP_CLOSING;
+    if (!closing)
         rd_ep_close(ep, cause, 1);
     rd_slice_retry(n, s, cause == MC_OK ? MC_ERR_ENDPOINT : cause);
-    rd_ep_maybe_free(ep);
+    if (closing)
+        rd_ep_maybe_free(ep);
 }
 
 /* Completions wc[0..k) just polled (k = the poll's result), then whatever

@@ -130,6 +130,14 @@ static void ep_free(rd_ep_t *ep)
     /* destroying the client completes its pending calls (CANCELED), maybe
      * right here: their callbacks must not touch ep again */
     ep->freeing = 1;
+    if (ep->dirty) { /* closed before its NIC's next flush: not to be flushed */
+        for (rd_ep_t **pp = &n->dirty; *pp != NULL; pp = &(*pp)->dnext)
+            if (*pp == ep) {
+                *pp = ep->dnext;
+                break;
+            }
+        ep->dirty = 0;
+    }
     for (unsigned i = 0; i < ep->nqp; i++)
         n->t->v->destroy_qp(ep->qp[i]);
     mc_timer_fini(&ep->timer);
@@ -412,16 +420,32 @@ static void ep_timer_fn(mc_timer_t *tm, void *arg)
     if (ep->state != EP_CONNECTING)
         return;
     mc_status_t st = hs_send(ep);
-    if (st != MC_OK)
-        rd_ep_close(ep, st, 0);
+    if (st != MC_OK) {
+        rd_nic_t *n = ep->nic;
+        rd_ep_close(ep, st, 0); /* may free ep */
+        rd_flush_dirty(n);      /* its slices retried on other endpoints */
+    }
 }
 
+static void hs_reply_body(rd_ep_t *ep, const mc_rpc_resp_t *resp);
+
+/* An endpoint closed here retries its pending slices, maybe on other
+ * endpoints of this NIC (rd_mark_dirty): they go out now, not at the NIC's
+ * next completion or submit, which may never come. */
 static void hs_reply(void *arg, const mc_rpc_resp_t *resp)
 {
     rd_ep_t *ep = arg;
     rd_nic_t *n = ep->nic;
     if (ep->freeing)
         return;
+    hs_reply_body(ep, resp); /* may free ep */
+    if (!n->dead)
+        rd_flush_dirty(n);
+}
+
+static void hs_reply_body(rd_ep_t *ep, const mc_rpc_resp_t *resp)
+{
+    rd_nic_t *n = ep->nic;
     ep->hs_inflight = 0;
     if (ep->state != EP_CONNECTING) {
         /* connected meanwhile by the peer's CONNECT, or closed */
@@ -429,6 +453,7 @@ static void hs_reply(void *arg, const mc_rpc_resp_t *resp)
         return;
     }
     hs_body_t b;
+    memset(&b, 0, sizeof(b)); /* a failed call has no body: b.error stays "" */
     const char *bad = resp->body ? hs_parse(resp->body, resp->body_len, 0, &b) : NULL;
     if (resp->status == MC_ERR_REJECT_HANDSHAKE && bad == NULL &&
         strstr(b.error, "simultaneous open") != NULL && ep->hs_tries++ < 50) {
@@ -472,6 +497,12 @@ static void hs_reply(void *arg, const mc_rpc_resp_t *resp)
 rd_ep_t *rd_ep_get(rd_nic_t *n, te_seg_t *seg, unsigned rnic, mc_status_t *why)
 {
     rd_peer_t *p = seg->rdma;
+    if (p == NULL || rnic >= p->nnics) {
+        /* re-described since the path was chosen: without rdma (it restarted
+         * with tcp only) or with fewer NICs; the retry looks the path up again */
+        *why = MC_ERR_ENDPOINT;
+        return NULL;
+    }
     const char *rname = p->nic[rnic].name;
     /* computed once per descriptor and NIC (racing reactors store the same
      * value) */
@@ -698,11 +729,22 @@ static void accept_on(rd_ep_t *ep, hs_job_t *j)
     rd_ep_flush(ep); /* slices queued while we were connecting ourselves */
 }
 
+static void connect_body(hs_job_t *j, mc_status_t rst);
+
+/* As hs_reply: what endpoints closed here retried goes out now. */
 static void connect_on_nic(mc_reactor_t *r, void *arg, mc_status_t rst)
 {
     hs_job_t *j = arg;
     rd_nic_t *n = j->nic;
     (void)r;
+    connect_body(j, rst); /* j is gone after */
+    if (rst == MC_OK && !n->dead)
+        rd_flush_dirty(n);
+}
+
+static void connect_body(hs_job_t *j, mc_status_t rst)
+{
+    rd_nic_t *n = j->nic;
     if (rst != MC_OK || n->dead) {
         refuse(j, MC_ERR_REJECT_HANDSHAKE, "the engine is stopping");
         job_done(j);
@@ -776,6 +818,7 @@ static void disconnect_on_nic(mc_reactor_t *r, void *arg, mc_status_t rst)
                      j->b.nic);
             rd_ep_close(ep, MC_ERR_ENDPOINT, 0);
             backoff_ok(n, key); /* it went on purpose: reconnect at once when needed */
+            rd_flush_dirty(n);  /* its slices, retried on other endpoints */
         }
     }
     j->st = MC_OK;

@@ -573,6 +573,123 @@ static void a_failed_endpoint_is_dropped_on_both_sides(void **state)
     eng_free(&b);
 }
 
+/* A WR error on an endpoint whose peer cannot be told (its address does not
+ * resolve: the DISCONNECT is never sent) freed the endpoint inside
+ * rd_ep_close, which complete() then touched again (rd_ep_maybe_free: a
+ * double free). The endpoint here is b's passive side of a CONNECT naming a
+ * as the initiator with an unresolvable HOST; b's write to a then uses it. */
+static void a_wr_error_on_an_endpoint_whose_peer_cannot_be_told_frees_it_once(void **state)
+{
+    (void)state;
+    eng_t a, b;
+    eng_make(&a, 1, 4096, NULL, 0);
+    setenv("MC_RETRY_CNT", "0", 1);
+    eng_make(&b, 1, 4096, NULL, 0);
+    unsetenv("MC_RETRY_CNT");
+    mc_buf_t body = MC_BUF_INIT;
+    mc_mp_writer_t w;
+    mc_mp_writer_init(&w, &body);
+    mc_mp_write_map(&w, 9);
+    mc_mp_write_uint(&w, MC_F_NAME);
+    mc_mp_write_cstr(&w, mc_te_local_name(a.te));
+    mc_mp_write_uint(&w, MC_F_HOST);
+    mc_mp_write_cstr(&w, "no such host");
+    mc_mp_write_uint(&w, MC_F_PORT);
+    mc_mp_write_uint(&w, 1);
+    mc_mp_write_uint(&w, MC_F_NIC);
+    mc_mp_write_cstr(&w, "emu_0");
+    mc_mp_write_uint(&w, MC_F_PEER_NIC);
+    mc_mp_write_cstr(&w, "emu_0");
+    uint8_t gid[16] = {0xfe, 0x80, 1, 2, 3};
+    mc_mp_write_uint(&w, MC_F_GID);
+    mc_mp_write_bin(&w, gid, 16);
+    mc_mp_write_uint(&w, MC_F_LID);
+    mc_mp_write_uint(&w, 1);
+    mc_mp_write_uint(&w, MC_F_MTU);
+    mc_mp_write_uint(&w, 4096);
+    mc_mp_write_uint(&w, MC_F_QPNS);
+    mc_mp_write_array(&w, 1);
+    mc_mp_write_uint(&w, 9);
+    raw_t r;
+    char err[200];
+    raw_open(&r, b.te);
+    assert_int_equal(raw_call(&r, MC_RPC_RDMA_CONNECT, &body, err, sizeof(err)), MC_OK);
+    raw_close(&r);
+    te_rdma_nic_stats_t sb;
+    te_rdma_stats(b.te, &sb, 1);
+    assert_int_equal(sb.eps, 1);
+    rv_emu_fail_next("emu_0", 1, RV_WC_REM_OP_ERR);
+    assert_int_equal(xfer(&b, &a, MC_TE_WRITE, 0, 0, 4096), MC_ERR_TRANSFER_FAIL);
+    te_rdma_stats(b.te, &sb, 1);
+    assert_int_equal(sb.eps, 0);
+    assert_int_equal(sb.errors, 1);
+    /* and b still works (a new endpoint, made by b this time) */
+    usleep(20000); /* past the key's backoff */
+    assert_int_equal(xfer(&b, &a, MC_TE_WRITE, 0, 0, 4096), MC_OK);
+    eng_free(&a);
+    eng_free(&b);
+}
+
+/* A peer re-described without rdma (it restarted with tcp only) while a
+ * slice waited for a deferred retry: the retry went to rd_ep_get, which
+ * took the segment's NICs from its descriptor (seg->rdma, now NULL) and
+ * crashed. The slice now fails (no rdma path is left) instead. */
+static void a_retry_after_the_peer_dropped_rdma_fails_the_slice_without_crashing(void **state)
+{
+    (void)state;
+    eng_t a, b;
+    eng_make(&a, 1, 4096, NULL, 0);
+    eng_make(&b, 1, 4096, NULL, 0);
+    assert_int_equal(xfer(&a, &b, MC_TE_WRITE, 0, 0, 4096), MC_OK); /* connected */
+    mc_te_segment_t sid;
+    assert_int_equal(mc_te_open_segment(a.te, mc_te_local_name(b.te), &sid), MC_OK);
+    te_seg_t *seg = te_seg_get(a.te, sid);
+    assert_non_null(seg);
+    rv_emu_fail_next("emu_0", 6, RV_WC_REM_OP_ERR);
+    mc_te_batch_t *bt;
+    assert_int_equal(mc_te_batch_alloc(a.te, 1, &bt), MC_OK);
+    mc_te_request_t r = {.opcode = MC_TE_WRITE, .local = a.mem, .segment = sid,
+                         .remote = (uint64_t)(uintptr_t)b.mem, .length = 4096};
+    assert_int_equal(mc_te_submit(bt, &r, 1), MC_OK);
+    te_rdma_nic_stats_t st;
+    uint64_t end = mc_now_ms() + 2000;
+    do {
+        te_rdma_stats(a.te, &st, 1);
+        if (st.retries >= 1)
+            break;
+        usleep(100);
+    } while (mc_now_ms() < end);
+    assert_true(st.retries >= 1); /* the retry waits out its pause (10 ms) */
+    /* b's descriptor as a tcp-only b would publish it: no MC_F_RDMA, no rkeys */
+    mc_buf_t d = MC_BUF_INIT;
+    mc_mp_writer_t w;
+    mc_mp_writer_init(&w, &d);
+    pthread_mutex_lock(&a.te->seg_lock);
+    mc_mp_write_map(&w, 3);
+    mc_mp_write_uint(&w, MC_F_HOST);
+    mc_mp_write_cstr(&w, seg->host);
+    mc_mp_write_uint(&w, MC_F_PORT);
+    mc_mp_write_uint(&w, seg->port);
+    mc_mp_write_uint(&w, MC_F_BUFFERS);
+    mc_mp_write_array(&w, 1);
+    mc_mp_write_map(&w, 2);
+    mc_mp_write_uint(&w, MC_F_ADDR);
+    mc_mp_write_uint(&w, (uint64_t)(uintptr_t)b.mem);
+    mc_mp_write_uint(&w, MC_F_LENGTH);
+    mc_mp_write_uint(&w, SZ);
+    assert_int_equal(te_desc_decode(seg, mc_buf_head(&d), mc_buf_used(&d)), MC_OK);
+    pthread_mutex_unlock(&a.te->seg_lock);
+    mc_buf_fini(&d);
+    assert_null(seg->rdma);
+    mc_status_t ws = mc_te_batch_wait(bt, WAIT_US);
+    assert_int_not_equal(ws, MC_OK);
+    assert_int_not_equal(ws, MC_ERR_TIMEOUT);
+    assert_int_equal(mc_te_batch_free(bt), MC_OK);
+    rv_emu_fail_next("emu_0", 0, RV_WC_SUCCESS);
+    eng_free(&a);
+    eng_free(&b);
+}
+
 static void a_port_event_takes_a_nic_out_of_the_paths_and_back(void **state)
 {
     (void)state;
@@ -616,6 +733,8 @@ int main(void)
         cmocka_unit_test(an_engine_made_where_a_destroyed_one_was_gets_its_own_paths),
         cmocka_unit_test(a_failed_endpoint_is_dropped_on_both_sides),
         cmocka_unit_test(a_port_event_takes_a_nic_out_of_the_paths_and_back),
+        cmocka_unit_test(a_wr_error_on_an_endpoint_whose_peer_cannot_be_told_frees_it_once),
+        cmocka_unit_test(a_retry_after_the_peer_dropped_rdma_fails_the_slice_without_crashing),
         cmocka_unit_test(destroying_an_engine_with_transfers_in_flight_ends_them),
         cmocka_unit_test(a_peer_going_away_fails_transfers_in_flight_without_hanging),
     };
