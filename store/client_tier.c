@@ -18,7 +18,9 @@
  *    full): the caller's parts, borrowed until the put's callback; write the
  *    file, then TIER_ADD from this thread (a sync master call: not a
  *    reactor); the put continues on r0. A failed TIER_ADD deletes the file
- *    (the put fails, the file must not come back as an object at restart).
+ *    (the put fails, the file must not come back as an object at restart):
+ *    the master does when it answered (it checks the key is still absent),
+ *    this thread when it did not.
  *  - async write: a copy of the value, owned by the job; the put has
  *    already returned. Queued copies are bounded by tier_queue_bytes: a put
  *    that would exceed it waits for its own write instead (it degrades to
@@ -189,10 +191,19 @@ static void run_job(store_tier_t *t, tier_job_t *j)
         if (st == MC_OK) {
             mc_status_t ast = tier_add(t, j);
             if (ast != MC_OK && j->op != NULL) {
-                /* the put fails: its file must not be found at a restart */
-                MC_WARN(TIER, "eager put: TierAdd failed (%s); deleting its file",
-                        mc_status_str(ast));
-                mc_tier_unlink(t->dir, j->key, j->klen);
+                /* the put fails: its file must not be found at a restart.
+                 * When the master answered that the object is gone or is
+                 * another put's (OBJECT_NOT_FOUND, INVALID_PARAMS) it has
+                 * queued the deletion itself, done under the key's shard
+                 * lock and only while the key is absent: an unlink from
+                 * here could take the file of a newer put of the key that
+                 * started since (its object would claim a file that is
+                 * gone). Otherwise (no answer) the master may not know. */
+                int master_deletes = ast == MC_ERR_OBJECT_NOT_FOUND || ast == MC_ERR_INVALID_PARAMS;
+                MC_WARN(TIER, "eager put: TierAdd failed (%s); %s", mc_status_str(ast),
+                        master_deletes ? "the master deletes its file" : "deleting its file");
+                if (!master_deletes)
+                    mc_tier_unlink(t->dir, j->key, j->klen);
                 st = ast;
             } else if (ast != MC_OK && ast != MC_ERR_OBJECT_NOT_FOUND) {
                 MC_WARN(TIER, "async write: TierAdd failed (%s); the file stays for a restart",
