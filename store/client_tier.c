@@ -18,7 +18,9 @@
  *    full): the caller's parts, borrowed until the put's callback; write the
  *    file, then TIER_ADD from this thread (a sync master call: not a
  *    reactor); the put continues on r0. A failed TIER_ADD deletes the file
- *    (the put fails, the file must not come back as an object at restart).
+ *    (the put fails, the file must not come back as an object at restart):
+ *    the master does when it answered (it checks the key is still absent),
+ *    this thread when it did not.
  *  - async write: a copy of the value, owned by the job; the put has
  *    already returned. Queued copies are bounded by tier_queue_bytes: a put
  *    that would exceed it waits for its own write instead (it degrades to
@@ -38,6 +40,7 @@
 #include "store/client_int.h"
 #include "store/master_client.h"
 #include "store/tier.h"
+#include "util/hash.h"
 #include "util/log.h"
 #include "util/mem.h"
 #include "util/time.h"
@@ -55,6 +58,7 @@ typedef struct tier_job {
     store_op_t *op; /* NULL: async write */
     char *key;      /* owned */
     size_t klen;
+    uint64_t khash; /* mc_hash64 of the key */
     struct iovec *iov; /* owned array; the bytes: the caller's, or copy */
     size_t iovcnt;
     uint64_t len;
@@ -76,6 +80,12 @@ struct store_tier {
     int fetching;             /* mu: a worker is asking the master for the settings */
     uint64_t queued_bytes;    /* mu: async copies queued */
     uint64_t queue_max;
+    /* mu: key hashes of the writes running (wbusy[i] set): a write of a
+     * key waits for the one running, so the files of successive puts of a
+     * key (say an async put, a remove and a new put) are renamed in the
+     * order they were queued and the last put's file is the one left */
+    int wbusy[TIER_THREADS];
+    uint64_t whash[TIER_THREADS];
     int override;      /* -1 = the master's mode, else MC_MASTER_PERSIST_* */
     _Atomic int known; /* settings received (dir and mode valid) */
     int mode;          /* written before known is set */
@@ -181,10 +191,19 @@ static void run_job(store_tier_t *t, tier_job_t *j)
         if (st == MC_OK) {
             mc_status_t ast = tier_add(t, j);
             if (ast != MC_OK && j->op != NULL) {
-                /* the put fails: its file must not be found at a restart */
-                MC_WARN(TIER, "eager put: TierAdd failed (%s); deleting its file",
-                        mc_status_str(ast));
-                mc_tier_unlink(t->dir, j->key, j->klen);
+                /* the put fails: its file must not be found at a restart.
+                 * When the master answered that the object is gone or is
+                 * another put's (OBJECT_NOT_FOUND, INVALID_PARAMS) it has
+                 * queued the deletion itself, done under the key's shard
+                 * lock and only while the key is absent: an unlink from
+                 * here could take the file of a newer put of the key that
+                 * started since (its object would claim a file that is
+                 * gone). Otherwise (no answer) the master may not know. */
+                int master_deletes = ast == MC_ERR_OBJECT_NOT_FOUND || ast == MC_ERR_INVALID_PARAMS;
+                MC_WARN(TIER, "eager put: TierAdd failed (%s); %s", mc_status_str(ast),
+                        master_deletes ? "the master deletes its file" : "deleting its file");
+                if (!master_deletes)
+                    mc_tier_unlink(t->dir, j->key, j->klen);
                 st = ast;
             } else if (ast != MC_OK && ast != MC_ERR_OBJECT_NOT_FOUND) {
                 MC_WARN(TIER, "async write: TierAdd failed (%s); the file stays for a restart",
@@ -207,6 +226,26 @@ static void run_job(store_tier_t *t, tier_job_t *j)
     job_free(j);
 }
 
+/* mu held: unlink and return the first job that may run now (a write of a
+ * key that another worker is writing waits: jobs of a key keep their queue
+ * order), or NULL. */
+static tier_job_t *take_job(store_tier_t *t)
+{
+    for (tier_job_t **pp = &t->head; *pp != NULL; pp = &(*pp)->next) {
+        tier_job_t *j = *pp;
+        int busy = 0;
+        for (int i = 0; i < TIER_THREADS && j->kind == JOB_WRITE; i++)
+            busy |= t->wbusy[i] && t->whash[i] == j->khash;
+        if (busy)
+            continue;
+        *pp = j->next;
+        if (*pp == NULL)
+            t->tail = pp;
+        return j;
+    }
+    return NULL;
+}
+
 static void *worker_main(void *arg)
 {
     store_tier_t *t = arg;
@@ -224,9 +263,9 @@ static void *worker_main(void *arg)
             t->fetching = 0;
             continue;
         }
-        tier_job_t *j = t->head;
+        tier_job_t *j = take_job(t);
         if (j == NULL) {
-            if (t->stop)
+            if (t->stop && t->head == NULL)
                 break;
             if (!atomic_load(&t->known)) {
                 struct timespec ts;
@@ -238,9 +277,14 @@ static void *worker_main(void *arg)
             }
             continue;
         }
-        t->head = j->next;
-        if (t->head == NULL)
-            t->tail = &t->head;
+        int slot = -1;
+        for (int i = 0; i < TIER_THREADS && j->kind == JOB_WRITE && slot < 0; i++)
+            if (!t->wbusy[i])
+                slot = i; /* one per worker: always found */
+        if (slot >= 0) {
+            t->wbusy[slot] = 1;
+            t->whash[slot] = j->khash;
+        }
         int drop = t->drop && j->op == NULL;
         pthread_mutex_unlock(&t->mu);
         if (drop) {
@@ -252,6 +296,10 @@ static void *worker_main(void *arg)
             run_job(t, j);
         }
         pthread_mutex_lock(&t->mu);
+        if (slot >= 0) {
+            t->wbusy[slot] = 0;
+            pthread_cond_broadcast(&t->cv); /* a write of the key may wait */
+        }
     }
     pthread_mutex_unlock(&t->mu);
     return NULL;
@@ -294,6 +342,7 @@ static tier_job_t *job_new(job_kind_t kind, const void *key, size_t klen, size_t
     }
     memcpy(j->key, key, klen);
     j->klen = klen;
+    j->khash = mc_hash64(key, klen);
     j->iovcnt = iovcnt;
     return j;
 }

@@ -687,6 +687,36 @@ static inline void batch_prefetch_first(mc_master_t *m, const uint64_t *hs, cons
     shard_unlock(sh);                                                                              \
     }
 
+/* The keys a batch put start has started so far (open addressing on the key
+ * hash; a slot holds the item's index + 1). Only with a put id: there a key
+ * given twice in one batch would find its own first start and be taken for a
+ * resend of it (same put id, owner and size), and both items would get the
+ * same replicas. */
+typedef struct batch_seen {
+    uint32_t *slot;
+    size_t mask;
+} batch_seen_t;
+
+static int batch_seen_has(const batch_seen_t *bs, const mc_master_key_t *keys, const uint64_t *hs,
+                          size_t i)
+{
+    for (size_t p = hs[i] & bs->mask; bs->slot[p] != 0; p = (p + 1) & bs->mask) {
+        size_t j = bs->slot[p] - 1;
+        if (hs[j] == hs[i] && keys[j].len == keys[i].len &&
+            memcmp(keys[j].data, keys[i].data, keys[i].len) == 0)
+            return 1;
+    }
+    return 0;
+}
+
+static void batch_seen_add(batch_seen_t *bs, const uint64_t *hs, size_t i)
+{
+    size_t p = hs[i] & bs->mask;
+    while (bs->slot[p] != 0)
+        p = (p + 1) & bs->mask;
+    bs->slot[p] = (uint32_t)i + 1;
+}
+
 mc_status_t mc_master_batch_put_start(mc_master_t *m, mc_uuid_t client, const mc_master_key_t *keys,
                                       const uint64_t *sizes, size_t n,
                                       const mc_master_put_cfg_t *cfg, uint64_t now_us,
@@ -698,12 +728,23 @@ mc_status_t mc_master_batch_put_start(mc_master_t *m, mc_uuid_t client, const mc
         return MC_ERR_INVALID_PARAMS;
     if (n == 0)
         return MC_OK;
+    batch_seen_t seen = {NULL, 0};
+    if (cfg->put_id != 0) {
+        size_t cap = 16;
+        while (cap < 2 * n)
+            cap <<= 1;
+        if ((seen.slot = mc_calloc(cap, sizeof(*seen.slot))) == NULL)
+            return MC_ERR_NOMEM;
+        seen.mask = cap - 1;
+    }
     uint64_t *hs;
     uint32_t *ord;
     size_t nv;
     mc_status_t rc = batch_order(m, keys, n, st, &hs, &ord, &nv);
-    if (rc != MC_OK)
+    if (rc != MC_OK) {
+        mc_free(seen.slot);
         return rc;
+    }
     uint32_t rn = cfg->replica_num;
     size_t nfail = 0;
     for (size_t i = 0; i < n; i++)
@@ -714,10 +755,16 @@ mc_status_t mc_master_batch_put_start(mc_master_t *m, mc_uuid_t client, const mc
         st[i] = MC_ERR_INVALID_PARAMS;
         continue;
     }
+    if (seen.slot != NULL && batch_seen_has(&seen, keys, hs, i)) {
+        st[i] = MC_ERR_OBJECT_ALREADY_EXISTS; /* as without a put id */
+        continue;
+    }
     st[i] = put_start_locked(m, sh, h, client, keys[i].data, keys[i].len, sizes[i], cfg, now_us,
                              &descs[i * rn], &nrep[i]);
     if (st[i] == MC_ERR_NO_AVAILABLE_HANDLE)
         nfail++;
+    else if (st[i] == MC_OK && seen.slot != NULL)
+        batch_seen_add(&seen, hs, i);
     BATCH_LOOP_END
 
     if (nfail > 0 && m->o.eviction_ratio > 0.0) {
@@ -731,15 +778,22 @@ mc_status_t mc_master_batch_put_start(mc_master_t *m, mc_uuid_t client, const mc
                 ord[nf++] = ord[j];
         nfail = 0;
         BATCH_LOOP_BEGIN(m, hs, ord, nf)
+        if (seen.slot != NULL && batch_seen_has(&seen, keys, hs, i)) {
+            st[i] = MC_ERR_OBJECT_ALREADY_EXISTS;
+            continue;
+        }
         st[i] = put_start_locked(m, sh, h, client, keys[i].data, keys[i].len, sizes[i], cfg, now_us,
                                  &descs[i * rn], &nrep[i]);
         if (st[i] == MC_ERR_NO_AVAILABLE_HANDLE)
             nfail++;
+        else if (st[i] == MC_OK && seen.slot != NULL)
+            batch_seen_add(&seen, hs, i);
         BATCH_LOOP_END
     }
     if (nfail > 0)
         atomic_store(&m->need_eviction, 1);
     mc_free(hs);
+    mc_free(seen.slot);
     return MC_OK;
 }
 

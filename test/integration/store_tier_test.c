@@ -370,6 +370,41 @@ static void async_puts_reach_disk_after_returning_and_close_drains_them(void **s
     }
 }
 
+/* Put, remove and put again, from one client, async: the two file writes of
+ * the key are queued back to back and the tier has two worker threads. The
+ * second put's file must be the one left (a late rename of the first would
+ * put its bytes, or here its size, under the live object). */
+static void the_last_put_of_a_key_leaves_its_file_not_an_earlier_one(void **state)
+{
+    env_t *e = *state;
+    enum { TRIALS = 30, A = 256 * 1024, B = 256 * 1024 + 4096 };
+    mc_store_t *c = open_client(e, "async", 64u << 20);
+    uint8_t *va = malloc(A), *vb = malloc(B), *got = malloc(B + 16);
+    assert_true(va != NULL && vb != NULL && got != NULL);
+    char key[32];
+    for (int i = 0; i < TRIALS; i++) {
+        snprintf(key, sizeof(key), "order/%d", i);
+        fill(va, A, 300 + (uint64_t)i);
+        fill(vb, B, 600 + (uint64_t)i);
+        assert_int_equal(put_retry(c, key, strlen(key), va, A), MC_OK);
+        assert_int_equal(mc_store_remove(c, key, strlen(key), 1), MC_OK);
+        assert_int_equal(put_retry(c, key, strlen(key), vb, B), MC_OK);
+    }
+    mc_store_close(c); /* drains the writes */
+    for (int i = 0; i < TRIALS; i++) {
+        snprintf(key, sizeof(key), "order/%d", i);
+        fill(vb, B, 600 + (uint64_t)i);
+        uint64_t n = 0;
+        assert_int_equal(mc_tier_read(e->tierdir, key, strlen(key), got, B + 16, B, &n), MC_OK);
+        assert_int_equal(n, B);
+        assert_memory_equal(got, vb, B);
+        assert_int_equal(mc_store_remove(e->async, key, strlen(key), 1), MC_OK);
+    }
+    free(va);
+    free(vb);
+    free(got);
+}
+
 static void objects_evicted_from_memory_are_served_from_their_files(void **state)
 {
     env_t *e = *state;
@@ -1069,6 +1104,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(an_eager_put_is_on_disk_when_it_returns),
         cmocka_unit_test(an_eager_put_whose_file_cannot_be_written_fails_and_leaves_nothing),
         cmocka_unit_test(async_puts_reach_disk_after_returning_and_close_drains_them),
+        cmocka_unit_test(the_last_put_of_a_key_leaves_its_file_not_an_earlier_one),
         cmocka_unit_test(objects_evicted_from_memory_are_served_from_their_files),
         cmocka_unit_test(hostile_keys_map_to_safe_distinct_files_inside_the_directory),
         cmocka_unit_test(a_restarted_master_serves_objects_from_their_files),

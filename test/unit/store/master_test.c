@@ -676,6 +676,44 @@ static void batch_put_start_reports_each_item(void **state)
     mc_master_destroy(m);
 }
 
+/* With a put id (clients with master discovery send one so that a resend
+ * is recognised), a key given twice in one batch is still a duplicate: the
+ * second must not be taken for a resend of the first and get its replicas
+ * (two values written to the same space, both "put"). */
+static void batch_put_start_with_a_put_id_refuses_a_key_given_twice(void **state)
+{
+    (void)state;
+    mc_master_t *m = master_new(NULL);
+    mount_seg(m, C1, 1, "node1", MB, T0);
+    mc_master_key_t keys[] = {mk("a"), mk("b"), mk("a")};
+    uint64_t sizes[] = {10, 10, 10};
+    mc_master_put_cfg_t cfg;
+    mc_master_put_cfg_init(&cfg);
+    cfg.put_id = 0x1234;
+    mc_master_replica_desc_t d[3];
+    uint32_t nrep[3];
+    mc_status_t st[3];
+    assert_int_equal(mc_master_batch_put_start(m, C1, keys, sizes, 3, &cfg, T0, d, nrep, st),
+                     MC_OK);
+    assert_int_equal(st[0], MC_OK);
+    assert_int_equal(st[1], MC_OK);
+    assert_int_equal(st[2], MC_ERR_OBJECT_ALREADY_EXISTS);
+    assert_int_equal(nrep[2], 0);
+    /* the whole batch sent again (a lost answer): the same replicas, and
+     * the duplicate refused again */
+    mc_master_replica_desc_t d2[3];
+    assert_int_equal(mc_master_batch_put_start(m, C1, keys, sizes, 3, &cfg, T0 + 1000, d2, nrep,
+                                               st),
+                     MC_OK);
+    assert_int_equal(st[0], MC_OK);
+    assert_int_equal(st[1], MC_OK);
+    assert_int_equal(st[2], MC_ERR_OBJECT_ALREADY_EXISTS);
+    assert_int_equal(d2[0].address, d[0].address);
+    assert_int_equal(d2[1].address, d[1].address);
+    assert_int_equal(stats(m).processing_count, 2);
+    mc_master_destroy(m);
+}
+
 static void batch_put_start_rejects_a_bad_config_as_a_whole(void **state)
 {
     (void)state;
@@ -974,6 +1012,7 @@ int main(void)
         cmocka_unit_test(get_by_regex_stops_at_the_result_cap),
         cmocka_unit_test(foreach_key_lists_matching_keys_up_to_a_bound),
         cmocka_unit_test(batch_put_start_reports_each_item),
+        cmocka_unit_test(batch_put_start_with_a_put_id_refuses_a_key_given_twice),
         cmocka_unit_test(batch_put_start_rejects_a_bad_config_as_a_whole),
         cmocka_unit_test(batch_put_end_and_revoke_report_each_item),
         cmocka_unit_test(batch_get_reports_each_item),
