@@ -147,7 +147,9 @@ MC_API mc_status_t mc_te_register_batch(mc_te_t *te, const mc_te_buffer_t *bufs,
                                         const char *location, int remote_accessible);
 
 /* MC_OK or MC_ERR_ADDRESS_NOT_REGISTERED (addr is not the start of a
- * registered buffer). */
+ * registered buffer). It does not wait for transfers in flight (as
+ * upstream): a peer's read or write that passed its range check may still
+ * touch the memory, so unregister (and free) only memory no transfer uses. */
 MC_API mc_status_t mc_te_unregister(mc_te_t *te, void *addr);
 
 /* Open a segment by name: fetches and caches its descriptor. Opening the same
