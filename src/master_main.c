@@ -18,7 +18,6 @@
 #include "util/log.h"
 #include "util/mem.h"
 
-extern char **environ;
 
 /* [server] */
 typedef struct server_conf {
@@ -162,7 +161,6 @@ int main(int argc, char **argv)
     ha_conf_t hcf;
     mc_log_opts_t lo;
     int rc = 1;
-    int exit_now = 0;
 
     mc_conf_t *conf = mc_conf_create();
     if (conf == NULL ||
@@ -173,21 +171,10 @@ int main(int argc, char **argv)
         fprintf(stderr, "mooncake-master: cannot set up configuration\n");
         goto out;
     }
-    if (mc_conf_parse_args(conf, argc, argv, environ, usage, &exit_now, err, sizeof(err)) !=
-        MC_OK) {
-        fprintf(stderr, "mooncake-master: %s\n", err);
-        rc = 2;
+    rc = mc_daemon_configure(conf, &lo, argc, argv, usage, "mooncake-master");
+    if (rc >= 0)
         goto out;
-    }
-    if (exit_now) {
-        rc = 0;
-        goto out;
-    }
-    if (mc_daemon_apply_log(&lo, err, sizeof(err)) != MC_OK) {
-        fprintf(stderr, "mooncake-master: %s\n", err);
-        rc = 2;
-        goto out;
-    }
+    rc = 1;
 
     mc_master_server_opts_t o;
     mc_master_server_opts_init(&o);

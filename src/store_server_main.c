@@ -21,7 +21,6 @@
 #include "util/log.h"
 #include "util/mem.h"
 
-extern char **environ;
 
 /* [store] */
 typedef struct store_conf {
@@ -75,7 +74,6 @@ int main(int argc, char **argv)
     store_conf_t sc;
     mc_log_opts_t lo;
     int rc = 1;
-    int exit_now = 0;
 
     mc_conf_t *conf = mc_conf_create();
     if (conf == NULL ||
@@ -84,21 +82,10 @@ int main(int argc, char **argv)
         fprintf(stderr, "mooncake-store-server: cannot set up configuration\n");
         goto out;
     }
-    if (mc_conf_parse_args(conf, argc, argv, environ, usage, &exit_now, err, sizeof(err)) !=
-        MC_OK) {
-        fprintf(stderr, "mooncake-store-server: %s\n", err);
-        rc = 2;
+    rc = mc_daemon_configure(conf, &lo, argc, argv, usage, "mooncake-store-server");
+    if (rc >= 0)
         goto out;
-    }
-    if (exit_now) {
-        rc = 0;
-        goto out;
-    }
-    if (mc_daemon_apply_log(&lo, err, sizeof(err)) != MC_OK) {
-        fprintf(stderr, "mooncake-store-server: %s\n", err);
-        rc = 2;
-        goto out;
-    }
+    rc = 1;
 
     mc_store_config_t c;
     mc_store_config_init(&c);

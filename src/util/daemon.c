@@ -43,6 +43,22 @@ mc_status_t mc_daemon_apply_log(const mc_log_opts_t *o, char *err, size_t errlen
     return MC_OK;
 }
 
+extern char **environ;
+
+int mc_daemon_configure(mc_conf_t *conf, const mc_log_opts_t *lo, int argc, char **argv,
+                        const char *usage, const char *prog)
+{
+    char err[512];
+    int exit_now = 0;
+    if (mc_conf_parse_args(conf, argc, argv, environ, usage, &exit_now, err, sizeof(err)) !=
+            MC_OK ||
+        (!exit_now && mc_daemon_apply_log(lo, err, sizeof(err)) != MC_OK)) {
+        fprintf(stderr, "%s: %s\n", prog, err);
+        return 2;
+    }
+    return exit_now ? 0 : -1;
+}
+
 mc_status_t mc_daemon_parse_reactors(const char *value, const char *what, unsigned *out,
                                      char *err, size_t errlen)
 {

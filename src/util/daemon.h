@@ -23,6 +23,13 @@ mc_status_t mc_daemon_add_log_section(mc_conf_t *conf, mc_log_opts_t *o);
  * the key on a bad spec or an unopenable file. */
 mc_status_t mc_daemon_apply_log(const mc_log_opts_t *o, char *err, size_t errlen);
 
+/* What both daemons' main() do first: parse the command line and the
+ * environment (MC_<SECTION>_<KEY>) into conf, then apply the [log] section lo
+ * registered in it. Returns -1 to go on, or the exit code: 0 after --help or
+ * --dump-config, 2 for a bad configuration (printed as "prog: reason"). */
+int mc_daemon_configure(mc_conf_t *conf, const mc_log_opts_t *lo, int argc, char **argv,
+                        const char *usage, const char *prog);
+
 /* Parse "auto" (0) or a count 1..256 for key `what`. MC_ERR_CONFIG with a
  * message otherwise. */
 mc_status_t mc_daemon_parse_reactors(const char *value, const char *what, unsigned *out,
