@@ -231,6 +231,8 @@ mc_status_t store_xfer_submit(store_op_t *op, const mc_te_request_t *reqs, size_
  * registered, or any memory when the transports do not need registration
  * (tcp, local). Otherwise it goes through the staging buffer. */
 int store_direct_ok(const mc_store_t *s, const void *p, uint64_t len);
+/* The transport part of it: any caller memory can be used in place. */
+int store_inplace_ok(const mc_store_t *s);
 
 /* Receipt of a master RPC for an operation: op->wait_st = the status and the
  * decode hook (run during the callback, body valid) fills the rest. */

@@ -343,9 +343,14 @@ mc_status_t store_xfer_submit(store_op_t *op, const mc_te_request_t *reqs, size_
     return st;
 }
 
+int store_inplace_ok(const mc_store_t *s)
+{
+    return !s->always_stage && !te_needs_local_reg(s->te);
+}
+
 int store_direct_ok(const mc_store_t *s, const void *p, uint64_t len)
 {
-    return (!s->always_stage && !te_needs_local_reg(s->te)) || te_local_range_ok(s->te, p, len, 0);
+    return store_inplace_ok(s) || te_local_range_ok(s->te, p, len, 0);
 }
 
 /* ------------------------------------------------------------------ rpc */

@@ -538,7 +538,7 @@ mc_status_t store_put_submit(mc_store_t *s, const void *key, size_t klen, const 
         return MC_ERR_INVALID_PARAMS;
     int registered = nparts == 1 && te_local_range_ok(s->te, parts[0].ptr, len, 0);
     const uint8_t *direct = NULL;
-    if (nparts == 1 && (registered || (s->stage_alloc != NULL && store_direct_ok(s, parts[0].ptr, len))))
+    if (registered || (nparts == 1 && s->stage_alloc != NULL && store_inplace_ok(s)))
         direct = parts[0].ptr;
     if (zero_copy && !registered) {
         MC_ERROR(CLIENT, "put_from: %p+%llu is not inside a registered buffer", parts[0].ptr,
@@ -1057,7 +1057,7 @@ mc_status_t mc_store_batch_put(mc_store_t *s, const mc_slice_t *keys, const mc_s
         idx[nv++] = i;
         total += (values[i].len + MC_OALLOC_ALIGN - 1) & ~(uint64_t)(MC_OALLOC_ALIGN - 1);
         if (!te_local_range_ok(s->te, values[i].ptr, values[i].len, 0) &&
-            (s->stage_alloc == NULL || !store_direct_ok(s, values[i].ptr, values[i].len)))
+            (s->stage_alloc == NULL || !store_inplace_ok(s)))
             all_direct = 0;
     }
     mc_status_t rc = MC_OK;
