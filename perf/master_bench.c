@@ -64,6 +64,7 @@
 #include "store/master_client.h"
 #include "store/proto.h"
 #include "util/buf.h"
+#include "util/conf.h"
 #include "util/log.h"
 #include "util/mem.h"
 #include "util/time.h"
@@ -969,25 +970,10 @@ static int mount_segments(bench_t *b, unsigned nseg, uint64_t size)
 
 /* ------------------------------------------------------------ main */
 
+/* A size in the configuration's syntax (4096, 64K, 64KiB, 1.5GiB, 10MB). */
 static int parse_size(const char *s, uint64_t *out)
 {
-    char *end;
-    double v = strtod(s, &end);
-    uint64_t mul = 1;
-    if (*end == 'K' || *end == 'k')
-        mul = 1ull << 10;
-    else if (*end == 'M' || *end == 'm')
-        mul = 1ull << 20;
-    else if (*end == 'G' || *end == 'g')
-        mul = 1ull << 30;
-    else if (*end == 'T' || *end == 't')
-        mul = 1ull << 40;
-    else if (*end != '\0')
-        return -1;
-    if (v < 0)
-        return -1;
-    *out = (uint64_t)(v * (double)mul);
-    return 0;
+    return mc_conf_parse_size(s, out) == MC_OK ? 0 : -1;
 }
 
 static int parse_ops(const char *s, int *ops)

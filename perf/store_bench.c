@@ -64,6 +64,7 @@
 #include <unistd.h>
 
 #include "mooncake/store.h"
+#include "util/conf.h"
 #include "util/log.h"
 #include "util/time.h"
 
@@ -755,26 +756,10 @@ static int point(bench_t *b, int op, uint64_t size, unsigned conc)
 
 /* ------------------------------------------------------------ main */
 
+/* A size > 0 in the configuration's syntax (4096, 64K, 64KiB, 1.5GiB, 10MB). */
 static int parse_size(const char *s, uint64_t *out)
 {
-    char *end;
-    double v = strtod(s, &end);
-    uint64_t mul = 1;
-    if (*end == 'K' || *end == 'k')
-        mul = 1ull << 10;
-    else if (*end == 'M' || *end == 'm')
-        mul = 1ull << 20;
-    else if (*end == 'G' || *end == 'g')
-        mul = 1ull << 30;
-    else if (*end != '\0')
-        return -1;
-    if (*end != '\0' && end[1] != '\0' && strcasecmp(end + 1, "iB") != 0 &&
-        strcasecmp(end + 1, "B") != 0)
-        return -1;
-    if (!(v > 0))
-        return -1;
-    *out = (uint64_t)(v * (double)mul);
-    return 0;
+    return mc_conf_parse_size(s, out) == MC_OK && *out > 0 ? 0 : -1;
 }
 
 static int parse_sizes(const char *s, uint64_t *out, unsigned *n)

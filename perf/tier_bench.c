@@ -29,30 +29,15 @@
 
 #include "mooncake/store.h"
 #include "store/tier.h"
+#include "util/conf.h"
 #include "util/log.h"
 #include "util/time.h"
 
+/* A size in the configuration's syntax (4096, 4M, 4MiB); 0 when it is not one. */
 static uint64_t parse_size(const char *s)
 {
-    char *end;
-    double v = strtod(s, &end);
-    switch (*end) {
-    case 'K':
-    case 'k':
-        v *= 1024;
-        break;
-    case 'M':
-    case 'm':
-        v *= 1024 * 1024;
-        break;
-    case 'G':
-    case 'g':
-        v *= 1024.0 * 1024 * 1024;
-        break;
-    default:
-        break;
-    }
-    return (uint64_t)v;
+    uint64_t v = 0;
+    return mc_conf_parse_size(s, &v) == MC_OK ? v : 0;
 }
 
 static void fill(uint8_t *p, size_t n, uint64_t seed)

@@ -65,6 +65,7 @@
 #include "mooncake/transfer.h"
 #include "transport/rdma/verbs.h" /* --emulated, --nics: the provider's device list */
 #include "transport/te_int.h"     /* the target's buffer list: see remote_buffer() */
+#include "util/conf.h"
 #include "util/log.h"
 #include "util/mem.h"
 #include "util/time.h"
@@ -111,40 +112,11 @@ typedef struct cfg {
 
 /* ------------------------------------------------------------- parsing */
 
-/* "65536", "64K", "64KiB", "1M", "1G" (binary multiples). 0 on success. */
+/* A size in the configuration's syntax ("65536", "64K", "64KiB", "1M", "1G";
+ * "10MB" is decimal). 0 on success. */
 static int parse_size(const char *s, uint64_t *out)
 {
-    char *end = NULL;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (end == s || errno != 0 || *s == '-')
-        return -1;
-    uint64_t mul = 1;
-    switch (*end) {
-    case 'k':
-    case 'K':
-        mul = 1ull << 10;
-        end++;
-        break;
-    case 'm':
-    case 'M':
-        mul = 1ull << 20;
-        end++;
-        break;
-    case 'g':
-    case 'G':
-        mul = 1ull << 30;
-        end++;
-        break;
-    default:
-        break;
-    }
-    if (mul > 1 && (strcmp(end, "iB") == 0 || strcmp(end, "B") == 0))
-        end += strlen(end);
-    if (*end != '\0' || (v != 0 && mul > UINT64_MAX / v))
-        return -1;
-    *out = v * mul;
-    return 0;
+    return mc_conf_parse_size(s, out) == MC_OK ? 0 : -1;
 }
 
 /* A comma-separated list of sizes, each within [lo, hi]. Count, or 0 on error
