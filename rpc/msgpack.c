@@ -270,6 +270,24 @@ void mc_mp_write_map(mc_mp_writer_t *w, uint32_t n)
     write_container(w, 0x80, 0xde, n);
 }
 
+size_t mc_mp_write_array_later(mc_mp_writer_t *w)
+{
+    size_t at = mc_buf_used(w->buf);
+    uint8_t *p = wroom(w, 5);
+    if (p == NULL)
+        return at;
+    p[0] = 0xdd; /* array32: room for any count */
+    put32(p + 1, 0);
+    wcommit(w, 5);
+    return at;
+}
+
+void mc_mp_patch_array(mc_mp_writer_t *w, size_t at, uint32_t n)
+{
+    if (w->err == MC_OK)
+        put32(mc_buf_head(w->buf) + at + 1, n);
+}
+
 /* ---- reader -------------------------------------------------------------- */
 
 static const uint8_t type_of_byte_c0[32] = {

@@ -50,6 +50,11 @@ void mc_mp_write_cstr(mc_mp_writer_t *w, const char *s);
 void mc_mp_write_bin(mc_mp_writer_t *w, const void *p, size_t len);
 void mc_mp_write_array(mc_mp_writer_t *w, uint32_t n);
 void mc_mp_write_map(mc_mp_writer_t *w, uint32_t n);
+/* An array whose length is known only after its elements are written:
+ * reserve an array32 header (returns its position in the buffer), write the
+ * elements, then patch the count in (a no-op once the writer failed). */
+size_t mc_mp_write_array_later(mc_mp_writer_t *w);
+void mc_mp_patch_array(mc_mp_writer_t *w, size_t at, uint32_t n);
 
 typedef enum mc_mp_type {
     MC_MP_NONE = 0, /* end of input or error */

@@ -673,28 +673,18 @@ static void h_get_replica_list_by_regex(void *ctx, mc_rpc_req_t *req)
         reply_status(s, req, MC_ERR_INVALID_PARAMS, "regex too long (limit 4095 bytes)");
         return;
     }
-    /* Entries are written as the master finds them; the array header is
-     * patched afterwards (array32 reserved up front). */
+    /* Entries are written as the master finds them; the count is patched in. */
     mc_mp_writer_t *w = mc_rpc_reply_begin(req);
     size_t body_start = mc_buf_used(w->buf);
     mc_mp_write_map(w, 2);
     mc_mp_write_uint(w, MC_F_ENTRIES);
-    size_t at = mc_buf_used(w->buf);
-    static const uint8_t arr32[5] = {0xdd, 0, 0, 0, 0};
-    if (w->err == MC_OK && mc_buf_append(w->buf, arr32, sizeof(arr32)) != MC_OK)
-        w->err = MC_ERR_NOMEM;
+    size_t at = mc_mp_write_array_later(w);
     regex_out_t o = {.w = w};
     size_t cnt = 0;
     int truncated = 0;
     mc_status_t st = mc_master_get_replica_list_by_regex(s->m, re, mc_now_us(), regex_entry, &o,
                                                          &cnt, &truncated);
-    if (w->err == MC_OK) {
-        uint8_t *p = mc_buf_head(w->buf) + at;
-        p[1] = (uint8_t)(o.n >> 24);
-        p[2] = (uint8_t)(o.n >> 16);
-        p[3] = (uint8_t)(o.n >> 8);
-        p[4] = (uint8_t)o.n;
-    }
+    mc_mp_patch_array(w, at, (uint32_t)o.n);
     mc_mp_write_uint(w, MC_F_TRUNCATED);
     mc_mp_write_bool(w, truncated);
     if (st != MC_OK) {
@@ -966,21 +956,12 @@ static void h_meta_list(void *ctx, mc_rpc_req_t *req)
     size_t body_start = mc_buf_used(w->buf);
     mc_mp_write_map(w, 1);
     mc_mp_write_uint(w, MC_F_ENTRIES);
-    size_t at = mc_buf_used(w->buf);
-    static const uint8_t arr32[5] = {0xdd, 0, 0, 0, 0};
-    if (w->err == MC_OK && mc_buf_append(w->buf, arr32, sizeof(arr32)) != MC_OK)
-        w->err = MC_ERR_NOMEM;
+    size_t at = mc_mp_write_array_later(w);
     regex_out_t o = {.w = w};
     size_t cnt = 0;
     mc_status_t st =
         mc_master_meta_list(s->m, f.prefix ? f.prefix : "", f.prefix_len, meta_entry, &o, &cnt);
-    if (w->err == MC_OK) {
-        uint8_t *p = mc_buf_head(w->buf) + at;
-        p[1] = (uint8_t)(o.n >> 24);
-        p[2] = (uint8_t)(o.n >> 16);
-        p[3] = (uint8_t)(o.n >> 8);
-        p[4] = (uint8_t)o.n;
-    }
+    mc_mp_patch_array(w, at, (uint32_t)o.n);
     if (st != MC_OK && w->err == MC_OK)
         w->buf->len = w->buf->off + body_start;
     count(s, req, st);

@@ -284,6 +284,36 @@ static void every_boundary_value_round_trips_in_its_smallest_encoding(void **sta
     }
 }
 
+static void an_array_counted_afterwards_reads_back_with_its_count(void **state)
+{
+    mc_buf_t b = MC_BUF_INIT;
+    mc_mp_writer_t w;
+    (void)state;
+    mc_mp_writer_init(&w, &b);
+    mc_mp_write_map(&w, 2);
+    mc_mp_write_uint(&w, 1);
+    size_t at = mc_mp_write_array_later(&w);
+    for (unsigned i = 0; i < 70000; i++) /* over any 16-bit count */
+        mc_mp_write_uint(&w, i);
+    mc_mp_patch_array(&w, at, 70000);
+    mc_mp_write_uint(&w, 2);
+    size_t empty = mc_mp_write_array_later(&w);
+    mc_mp_patch_array(&w, empty, 0);
+    assert_int_equal(w.err, MC_OK);
+    mc_mp_reader_t r;
+    reader_over(&r, &b);
+    assert_int_equal(mc_mp_read_map(&r), 2);
+    assert_int_equal(mc_mp_read_uint(&r), 1);
+    assert_int_equal(mc_mp_read_array(&r), 70000);
+    for (unsigned i = 0; i < 70000; i++)
+        assert_int_equal(mc_mp_read_uint(&r), i);
+    assert_int_equal(mc_mp_read_uint(&r), 2);
+    assert_int_equal(mc_mp_read_array(&r), 0);
+    assert_int_equal(r.err, MC_OK);
+    assert_true(r.p == r.end);
+    mc_buf_fini(&b);
+}
+
 static void non_negative_ints_are_written_as_uints(void **state)
 {
     mc_buf_t b = MC_BUF_INIT;
@@ -907,6 +937,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(every_boundary_value_round_trips_in_its_smallest_encoding),
         cmocka_unit_test(non_negative_ints_are_written_as_uints),
+        cmocka_unit_test(an_array_counted_afterwards_reads_back_with_its_count),
         cmocka_unit_test(negative_ints_use_the_smallest_signed_encoding),
         cmocka_unit_test(nan_round_trips_as_nan),
         cmocka_unit_test(cstr_writes_the_string_and_null_as_nil),
