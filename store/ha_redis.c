@@ -10,6 +10,7 @@
 
 #include <hiredis/hiredis.h>
 
+#include "util/conf.h"
 #include "util/log.h"
 #include "util/mem.h"
 #include "util/time.h"
@@ -22,22 +23,6 @@ struct mc_ha_redis {
 int mc_ha_url_is_redis(const char *s)
 {
     return s != NULL && strncmp(s, "redis://", 8) == 0;
-}
-
-static int digits(const char *p, const char *end, unsigned long max, unsigned long *out)
-{
-    if (p == end || end - p > 10)
-        return 0;
-    unsigned long v = 0;
-    for (; p < end; p++) {
-        if (*p < '0' || *p > '9')
-            return 0;
-        v = v * 10 + (unsigned long)(*p - '0');
-    }
-    if (v > max)
-        return 0;
-    *out = v;
-    return 1;
 }
 
 mc_status_t mc_ha_url_parse(const char *s, mc_ha_url_t *out, const char **why)
@@ -63,7 +48,7 @@ mc_status_t mc_ha_url_parse(const char *s, mc_ha_url_t *out, const char **why)
         e = ++p;
         while (*e != '\0' && *e != '/' && *e != '?')
             e++;
-        if (!digits(p, e, 65535, &v) || v == 0) {
+        if (!mc_conf_parse_digits(p, e, 65535, &v) || v == 0) {
             *why = "the port is not a number in 1..65535";
             return MC_ERR_INVALID_ARGUMENT;
         }
@@ -75,7 +60,7 @@ mc_status_t mc_ha_url_parse(const char *s, mc_ha_url_t *out, const char **why)
         while (*e != '\0' && *e != '?')
             e++;
         if (e != p) {
-            if (!digits(p, e, 0x7fffffffUL, &v)) {
+            if (!mc_conf_parse_digits(p, e, 0x7fffffffUL, &v)) {
                 *why = "the database is not a decimal number";
                 return MC_ERR_INVALID_ARGUMENT;
             }

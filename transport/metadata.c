@@ -18,6 +18,7 @@
 #include "transport/metadata.h"
 #include "util/hash.h"
 #include "util/hmap.h"
+#include "util/conf.h"
 #include "util/log.h"
 #include "util/mem.h"
 
@@ -75,23 +76,6 @@ typedef struct conn_str {
     int db; /* -1 when absent */
 } conn_str_t;
 
-/* Decimal digits in [p, end) as an unsigned value <= max; 0 on anything else. */
-static int parse_uint(const char *p, const char *end, unsigned long max, unsigned long *out)
-{
-    if (p == end || end - p > 10)
-        return 0;
-    unsigned long v = 0;
-    for (; p < end; p++) {
-        if (*p < '0' || *p > '9')
-            return 0;
-        v = v * 10 + (unsigned long)(*p - '0');
-    }
-    if (v > max)
-        return 0;
-    *out = v;
-    return 1;
-}
-
 static int host_char(char c)
 {
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
@@ -148,7 +132,7 @@ static int parse_authority(const char *s, int allow_db, uint16_t default_port, c
         while (*pe != '\0' && *pe != '/')
             pe++;
         unsigned long port;
-        if (!parse_uint(p, pe, 65535, &port) || port == 0) {
+        if (!mc_conf_parse_digits(p, pe, 65535, &port) || port == 0) {
             *why = "the port is not a number in 1..65535";
             return 0;
         }
@@ -163,7 +147,7 @@ static int parse_authority(const char *s, int allow_db, uint16_t default_port, c
         }
         p++;
         unsigned long db;
-        if (!parse_uint(p, p + strlen(p), 0x7fffffffUL, &db)) {
+        if (!mc_conf_parse_digits(p, p + strlen(p), 0x7fffffffUL, &db)) {
             *why = "the database is not a decimal number";
             return 0;
         }

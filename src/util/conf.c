@@ -385,6 +385,22 @@ mc_status_t mc_conf_parse_bool(const char *s, bool *out)
     return MC_OK;
 }
 
+int mc_conf_parse_digits(const char *p, const char *end, unsigned long max, unsigned long *out)
+{
+    if (p == end || end - p > 10)
+        return 0;
+    unsigned long v = 0;
+    for (; p < end; p++) {
+        if (*p < '0' || *p > '9')
+            return 0;
+        v = v * 10 + (unsigned long)(*p - '0');
+    }
+    if (v > max)
+        return 0;
+    *out = v;
+    return 1;
+}
+
 mc_status_t mc_conf_parse_size(const char *s, uint64_t *bytes)
 {
     uint64_t v;

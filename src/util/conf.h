@@ -173,6 +173,9 @@ mc_status_t mc_conf_parse_args(mc_conf_t *conf, int argc, char **argv, char **en
  * MC_ERR_INVALID_PARAMS; the output is written only on success. */
 mc_status_t mc_conf_parse_bool(const char *s, bool *out);
 mc_status_t mc_conf_parse_size(const char *s, uint64_t *bytes);
+/* The decimal digits in [p, end) (1..10 of them, nothing else) as a value
+ * <= max: 1 and *out set, or 0. For ports and numbers inside URLs. */
+int mc_conf_parse_digits(const char *p, const char *end, unsigned long max, unsigned long *out);
 mc_status_t mc_conf_parse_duration(const char *s, uint64_t *us);
 
 /* Room for any formatted size, duration or value of a numeric type. */
