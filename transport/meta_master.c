@@ -34,25 +34,10 @@
 #include "rpc/msgpack.h"
 #include "rpc/rpc.h"
 #include "transport/metadata.h"
+#include "transport/meta_int.h"
 #include "util/log.h"
 #include "util/mem.h"
 
-/* ---- internal to transport/metadata*.c (defined in metadata.c; see there) */
-mc_status_t meta_master_open(const char *host, uint16_t port, mc_reactor_t *r,
-                             const mc_meta_opts_t *o, mc_meta_t **out);
-typedef struct meta_own meta_own_t;
-meta_own_t *meta_own_create(void);
-void meta_own_destroy(meta_own_t *s);
-mc_status_t meta_own_set(meta_own_t *s, const char *key, const void *val, size_t len,
-                         uint64_t *gen);
-void meta_own_forget(meta_own_t *s, const char *key, uint64_t gen);
-size_t meta_own_count(const meta_own_t *s);
-void meta_own_foreach(meta_own_t *s,
-                      void (*fn)(void *arg, const char *key, const void *val, size_t len,
-                                 uint64_t gen),
-                      void *arg);
-void meta_fill_defaults(mc_meta_opts_t *dst, const mc_meta_opts_t *src);
-/* ---- */
 
 /* mooncake-master's ClientStatus (store/master.h) */
 #define CLIENT_STATUS_NEED_REMOUNT 2
