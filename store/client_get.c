@@ -822,17 +822,20 @@ mc_status_t mc_store_batch_get(mc_store_t *s, const mc_slice_t *keys, mc_slice_t
     if (n == 0)
         return MC_OK;
     size_t chunk = n < BGET_CHUNK ? n : BGET_CHUNK;
-    size_t *idx = mc_malloc(n * sizeof(*idx));
-    mc_master_key_t *ck = mc_malloc(chunk * sizeof(*ck));
-    mc_slice_t *cb = mc_malloc(chunk * sizeof(*cb));
-    int64_t *cr = mc_malloc(chunk * sizeof(*cr));
-    size_t *ci = mc_malloc(chunk * sizeof(*ci));
-    uint8_t *retry = mc_malloc(chunk);
-    mc_status_t rc = MC_OK;
-    if (idx == NULL || ck == NULL || cb == NULL || cr == NULL || ci == NULL || retry == NULL) {
-        rc = MC_ERR_NOMEM;
-        goto out;
-    }
+    /* one allocation: idx[n], then per chunk keys, buffers, results, caller
+     * indexes and retry flags (most aligned first) */
+    size_t sz = n * sizeof(size_t) +
+                chunk * (sizeof(mc_master_key_t) + sizeof(mc_slice_t) + sizeof(int64_t) +
+                         sizeof(size_t) + 1);
+    uint8_t *mem = mc_malloc(sz);
+    if (mem == NULL)
+        return MC_ERR_NOMEM;
+    size_t *idx = (size_t *)mem;
+    mc_master_key_t *ck = (mc_master_key_t *)(idx + n);
+    mc_slice_t *cb = (mc_slice_t *)(ck + chunk);
+    int64_t *cr = (int64_t *)(cb + chunk);
+    size_t *ci = (size_t *)(cr + chunk);
+    uint8_t *retry = (uint8_t *)(ci + chunk);
     /* keys for single gets: those whose buffer cannot be used in place
      * (they need the staging buffer), and those a chunk left over */
     size_t nsingle = 0, i = 0;
@@ -859,14 +862,8 @@ mc_status_t mc_store_batch_get(mc_store_t *s, const mc_slice_t *keys, mc_slice_t
                 result[ci[j]] = st == MC_OK ? cr[j] : st;
         }
     }
-    rc = bget_singles(s, keys, bufs, idx, nsingle, result);
-out:
-    mc_free(idx);
-    mc_free(ck);
-    mc_free(cb);
-    mc_free(cr);
-    mc_free(ci);
-    mc_free(retry);
+    mc_status_t rc = bget_singles(s, keys, bufs, idx, nsingle, result);
+    mc_free(mem);
     return rc;
 }
 
