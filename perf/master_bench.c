@@ -526,8 +526,8 @@ static long long proc_cpu_us(pid_t pid)
     buf[n] = '\0';
     const char *p = strrchr(buf, ')'); /* the command name may hold spaces */
     unsigned long long ut, st;
-    if (p == NULL || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut,
-                            &st) != 2)
+    if (p == NULL ||
+        sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2)
         return -1;
     return (long long)((ut + st) * 1000000ull / (unsigned long long)sysconf(_SC_CLK_TCK));
 }

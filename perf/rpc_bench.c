@@ -49,9 +49,9 @@ struct bconn {
     unsigned *free_idx;
     uint64_t done;
     uint64_t errors;
-    uint32_t *hist;       /* per-connection: no sharing between reactors */
-    atomic_int *running;  /* 0: stop issuing */
-    atomic_int *idle;     /* connections that drained */
+    uint32_t *hist;      /* per-connection: no sharing between reactors */
+    atomic_int *running; /* 0: stop issuing */
+    atomic_int *idle;    /* connections that drained */
     int recording;
 };
 
@@ -264,22 +264,44 @@ int main(int argc, char **argv)
     double secs = 3, warmup = 0.5;
     char host[128] = "127.0.0.1";
     unsigned port = 0;
-    static const struct option lo[] = {
-        {"connections", 1, 0, 'c'}, {"depth", 1, 0, 'd'},   {"body", 1, 0, 'b'},
-        {"duration", 1, 0, 't'},    {"reps", 1, 0, 'n'},    {"warmup", 1, 0, 'w'},
-        {"server-reactors", 1, 0, 'S'}, {"client-reactors", 1, 0, 'C'},
-        {"connect", 1, 0, 'a'},     {"help", 0, 0, 'h'},    {0, 0, 0, 0}};
+    static const struct option lo[] = {{"connections", 1, 0, 'c'},
+                                       {"depth", 1, 0, 'd'},
+                                       {"body", 1, 0, 'b'},
+                                       {"duration", 1, 0, 't'},
+                                       {"reps", 1, 0, 'n'},
+                                       {"warmup", 1, 0, 'w'},
+                                       {"server-reactors", 1, 0, 'S'},
+                                       {"client-reactors", 1, 0, 'C'},
+                                       {"connect", 1, 0, 'a'},
+                                       {"help", 0, 0, 'h'},
+                                       {0, 0, 0, 0}};
     int o;
     while ((o = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
         switch (o) {
-        case 'c': nconns = parse_list(optarg, conns, 16); break;
-        case 'd': ndepths = parse_list(optarg, depths, 16); break;
-        case 'b': body = (unsigned)strtoul(optarg, NULL, 10); break;
-        case 't': secs = strtod(optarg, NULL); break;
-        case 'n': reps = (unsigned)strtoul(optarg, NULL, 10); break;
-        case 'w': warmup = strtod(optarg, NULL); break;
-        case 'S': sreactors = (unsigned)strtoul(optarg, NULL, 10); break;
-        case 'C': creactors = (unsigned)strtoul(optarg, NULL, 10); break;
+        case 'c':
+            nconns = parse_list(optarg, conns, 16);
+            break;
+        case 'd':
+            ndepths = parse_list(optarg, depths, 16);
+            break;
+        case 'b':
+            body = (unsigned)strtoul(optarg, NULL, 10);
+            break;
+        case 't':
+            secs = strtod(optarg, NULL);
+            break;
+        case 'n':
+            reps = (unsigned)strtoul(optarg, NULL, 10);
+            break;
+        case 'w':
+            warmup = strtod(optarg, NULL);
+            break;
+        case 'S':
+            sreactors = (unsigned)strtoul(optarg, NULL, 10);
+            break;
+        case 'C':
+            creactors = (unsigned)strtoul(optarg, NULL, 10);
+            break;
         case 'a':
             if (sscanf(optarg, "%127[^:]:%u", host, &port) != 2) {
                 fprintf(stderr, "rpc_bench: --connect wants HOST:PORT, got '%s'\n", optarg);
@@ -348,8 +370,8 @@ int main(int argc, char **argv)
         for (unsigned di = 0; di < ndepths; di++) {
             result_t rs[99];
             for (unsigned r = 0; r < reps; r++)
-                rs[r] = run_point(g, clients, conns[ci], depths[di], body,
-                                  r == 0 ? warmup : 0.1, secs);
+                rs[r] =
+                    run_point(g, clients, conns[ci], depths[di], body, r == 0 ? warmup : 0.1, secs);
             qsort(rs, reps, sizeof(rs[0]), cmp_res);
             result_t m = rs[reps / 2];
             uint64_t errs = 0;

@@ -606,9 +606,9 @@ static int cluster_start(bench_t *b, const char *argv0, unsigned nodes)
     char a_proto[64];
     snprintf(a_proto, sizeof(a_proto), "store.protocol=%s", b->o->protocol);
     for (unsigned i = 0; i < nodes; i++) {
-        const char *nargs[] = {bin,     "--set",          a_master, "--set", a_size,
-                               "--set", "store.reactors=1", "--set", a_proto, "--set",
-                               "log.level=warn", NULL};
+        const char *nargs[] = {bin,     "--set", a_master,           "--set",
+                               a_size,  "--set", "store.reactors=1", "--set",
+                               a_proto, "--set", "log.level=warn",   NULL};
         int fd = -1;
         snprintf(log, sizeof(log), "%s/node%u.log", b->tmpdir, i);
         b->node_pid[i] = spawn(nargs, log, &fd);
@@ -816,7 +816,8 @@ static const char usage[] =
     "  --mode remote: data on separate mooncake-store-server processes;\n"
     "         local: on the bench client's own segment\n"
     "  --concurrency N: N threads doing sync calls on one client\n"
-    "  --registered: register the threads' buffers (over TCP unregistered ones are used in place too)\n"
+    "  --registered: register the threads' buffers (over TCP unregistered ones are used in place "
+    "too)\n"
     "  --master: use a running cluster instead of starting one (nodes of --segment-size)\n"
     "  --protocol: transport of the client and the nodes it starts (tcp by default)\n"
     "  --emulated N: with rdma, N EMULATED NICs per process (MC_RDMA_EMULATED=N; tests and\n"
@@ -983,9 +984,9 @@ int main(int argc, char **argv)
            b.master_addr, o.master ? "" : " (child process)", o.master ? 0 : b.nnodes,
            o.segment_size >> 20, o.protocol,
            o.emulated > 0 ? " (EMULATED NICs: tests and demos only, not hardware)" : "",
-           o.registered                   ? "registered"
+           o.registered                         ? "registered"
            : getenv("MC_STORE_STAGING") != NULL ? "MC_STORE_STAGING, unregistered"
-                                          : "unregistered",
+                                                : "unregistered",
            o.batch, o.reps, o.duration);
     printf("%-7s %-10s %7s %5s %5s %6s %11s %11s %8s %10s %10s %7s\n", "mode", "op", "size", "repl",
            "conc", "batch", "calls/s", "keys/s", "GB/s", "p50(us)", "p99(us)", "errors");

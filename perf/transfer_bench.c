@@ -216,17 +216,33 @@ static int parse_args(int argc, char **argv, cfg_t *c)
         O_EMU_BW,
         O_EMU_DELAY
     };
-    static const struct option lo[] = {
-        {"mode", 1, 0, O_MODE},        {"protocol", 1, 0, O_PROTO},   {"operation", 1, 0, O_OP},
-        {"block_size", 1, 0, O_BLOCK}, {"batch_size", 1, 0, O_BATCH}, {"threads", 1, 0, O_THREADS},
-        {"duration", 1, 0, O_DUR},     {"warmup", 1, 0, O_WARM},      {"reps", 1, 0, O_REPS},
-        {"buffer_size", 1, 0, O_BUF},  {"segment", 1, 0, O_SEG},      {"port", 1, 0, O_PORT},
-        {"host", 1, 0, O_HOST},        {"reactors", 1, 0, O_REACT},   {"tcp_lanes", 1, 0, O_LANES},
-        {"slice_size", 1, 0, O_SLICE}, {"check", 0, 0, O_CHECK},      {"csv", 1, 0, O_CSV},
-        {"sweep", 0, 0, O_SWEEP},      {"help", 0, 0, O_HELP},        {"device", 1, 0, O_DEVICE},
-        {"nic_priority_matrix", 1, 0, O_MATRIX}, {"emulated", 1, 0, O_EMULATED},
-        {"nics", 1, 0, O_NICS},        {"emu_bandwidth", 1, 0, O_EMU_BW},
-        {"emu_delay_us", 1, 0, O_EMU_DELAY},     {0, 0, 0, 0}};
+    static const struct option lo[] = {{"mode", 1, 0, O_MODE},
+                                       {"protocol", 1, 0, O_PROTO},
+                                       {"operation", 1, 0, O_OP},
+                                       {"block_size", 1, 0, O_BLOCK},
+                                       {"batch_size", 1, 0, O_BATCH},
+                                       {"threads", 1, 0, O_THREADS},
+                                       {"duration", 1, 0, O_DUR},
+                                       {"warmup", 1, 0, O_WARM},
+                                       {"reps", 1, 0, O_REPS},
+                                       {"buffer_size", 1, 0, O_BUF},
+                                       {"segment", 1, 0, O_SEG},
+                                       {"port", 1, 0, O_PORT},
+                                       {"host", 1, 0, O_HOST},
+                                       {"reactors", 1, 0, O_REACT},
+                                       {"tcp_lanes", 1, 0, O_LANES},
+                                       {"slice_size", 1, 0, O_SLICE},
+                                       {"check", 0, 0, O_CHECK},
+                                       {"csv", 1, 0, O_CSV},
+                                       {"sweep", 0, 0, O_SWEEP},
+                                       {"help", 0, 0, O_HELP},
+                                       {"device", 1, 0, O_DEVICE},
+                                       {"nic_priority_matrix", 1, 0, O_MATRIX},
+                                       {"emulated", 1, 0, O_EMULATED},
+                                       {"nics", 1, 0, O_NICS},
+                                       {"emu_bandwidth", 1, 0, O_EMU_BW},
+                                       {"emu_delay_us", 1, 0, O_EMU_DELAY},
+                                       {0, 0, 0, 0}};
     mc_te_opts_t d;
     mc_te_opts_init(&d);
     *c = (cfg_t){.proto = PROTO_TCP,
@@ -408,8 +424,8 @@ static int parse_args(int argc, char **argv, cfg_t *c)
                         "target (--mode target) takes none\n");
         return -1;
     }
-    if (c->proto != PROTO_RDMA && (c->device || c->matrix || c->emulated || c->nnics ||
-                                   c->emu_bw || c->emu_delay_us)) {
+    if (c->proto != PROTO_RDMA &&
+        (c->device || c->matrix || c->emulated || c->nnics || c->emu_bw || c->emu_delay_us)) {
         fprintf(stderr, "transfer_bench: --device, --nic_priority_matrix, --emulated, --nics and "
                         "--emu_* go with --protocol rdma\n");
         return -1;
@@ -515,8 +531,9 @@ static mc_te_t *make_engine(const cfg_t *c, uint16_t port, const char *listen)
         return NULL;
     }
     if (c->proto == PROTO_RDMA && (st = mc_te_install_transport(te, "rdma")) != MC_OK) {
-        fprintf(stderr, "transfer_bench: cannot install the rdma transport: %s (the log above "
-                        "says why; --emulated N runs on emulated NICs)\n",
+        fprintf(stderr,
+                "transfer_bench: cannot install the rdma transport: %s (the log above "
+                "says why; --emulated N runs on emulated NICs)\n",
                 mc_status_str(st));
         mc_te_destroy(te);
         return NULL;

@@ -10,9 +10,9 @@
 
 /* t->periodic: */
 enum {
-    T_ONCE = 0,  /* one-shot */
-    T_PERSIST,   /* periodic, period > 0: EV_PERSIST re-arms it */
-    T_EVERY,     /* periodic, period 0: re-armed by timer_cb before each run */
+    T_ONCE = 0, /* one-shot */
+    T_PERSIST,  /* periodic, period > 0: EV_PERSIST re-arms it */
+    T_EVERY,    /* periodic, period 0: re-armed by timer_cb before each run */
 };
 
 static const struct timeval zero_tv = {0, 0};
@@ -64,8 +64,8 @@ void mc_timer_start(mc_timer_t *t, uint64_t usec, int periodic)
     if (kind != t->periodic) {
         /* EV_PERSIST makes libevent re-arm from the scheduled time, so a
          * periodic timer does not drift by its callbacks' run time */
-        event_assign(t->ev, mc_reactor_base(t->r), -1, kind == T_PERSIST ? EV_PERSIST : 0,
-                     timer_cb, t);
+        event_assign(t->ev, mc_reactor_base(t->r), -1, kind == T_PERSIST ? EV_PERSIST : 0, timer_cb,
+                     t);
         t->periodic = kind;
     }
     struct timeval tv = mc_us_to_timeval(usec);

@@ -46,8 +46,8 @@ typedef enum cli_state {
     CLI_IDLE,       /* no socket; the next call connects */
     CLI_CONNECTING, /* non-blocking connect in progress, conn_timer = connect timeout */
     CLI_CONNECTED,
-    CLI_BACKOFF,    /* waiting conn_timer before connecting again */
-    CLI_CLOSED,     /* destroyed or reactor stopped: calls are refused */
+    CLI_BACKOFF, /* waiting conn_timer before connecting again */
+    CLI_CLOSED,  /* destroyed or reactor stopped: calls are refused */
     CLI_NSTATES
 } cli_state_t;
 
@@ -64,17 +64,17 @@ static const unsigned cli_transitions[CLI_NSTATES] = {
 };
 
 typedef struct call {
-    mc_hnode_t hnode;    /* in c->calls by req_id */
-    mc_list_t dl;        /* in c->by_deadline */
+    mc_hnode_t hnode; /* in c->calls by req_id */
+    mc_list_t dl;     /* in c->by_deadline */
     uint64_t req_id;
-    uint64_t deadline;   /* monotonic us */
+    uint64_t deadline; /* monotonic us */
     mc_rpc_cb_t cb;
     void *arg;
-    void *recv;          /* response payload destination, or NULL */
+    void *recv; /* response payload destination, or NULL */
     size_t recv_room;
     const struct iovec *riov; /* or scattered over these (recv NULL) */
     unsigned nriov;
-    int has_payload;     /* sent a zero-copy payload */
+    int has_payload; /* sent a zero-copy payload */
     struct call *next_free;
 } call_t;
 
@@ -94,14 +94,14 @@ struct mc_rpc_client {
      * (or discarded): its header and body stay at the head of `in`. */
     struct {
         int active;
-        call_t *call;      /* NULL once the call timed out: discard */
-        uint8_t *dst;      /* next byte to fill, NULL: discard */
-        uint64_t dst_left; /* room at dst */
+        call_t *call;            /* NULL once the call timed out: discard */
+        uint8_t *dst;            /* next byte to fill, NULL: discard */
+        uint64_t dst_left;       /* room at dst */
         const struct iovec *iov; /* scatter: the pieces after dst's */
         unsigned niov;
         uint64_t left;
-        size_t hb;         /* bytes rx_finish consumes: header + body (+ the
-                              payload when it was buffered whole) */
+        size_t hb; /* bytes rx_finish consumes: header + body (+ the
+                      payload when it was buffered whole) */
         mc_frame_hdr_t hdr;
         mc_status_t st;
     } rx;
@@ -109,7 +109,7 @@ struct mc_rpc_client {
     mc_list_t by_deadline;
     size_t npending;
     mc_timer_t deadline_timer;
-    mc_timer_t conn_timer;   /* connect timeout or backoff, by state */
+    mc_timer_t conn_timer; /* connect timeout or backoff, by state */
     uint64_t backoff_us;
     uint64_t next_req_id;
     call_t *free_calls;
@@ -120,7 +120,7 @@ struct mc_rpc_client {
     int destroy_pending;
     int flush_queued;
     int in_read;
-    int hdr_read;        /* the last payload streamed (>= STREAM_MIN): read small */
+    int hdr_read; /* the last payload streamed (>= STREAM_MIN): read small */
     mc_reactor_hook_t stop_hook;
     int hooked;
 };
@@ -139,8 +139,8 @@ static void set_state(mc_rpc_client_t *c, cli_state_t to)
                  cli_state_names[to]);
         return;
     }
-    MC_DEBUG(RPC, "%p: %s -> %s (%s)", (void *)c, cli_state_names[c->state],
-             cli_state_names[to], c->name);
+    MC_DEBUG(RPC, "%p: %s -> %s (%s)", (void *)c, cli_state_names[c->state], cli_state_names[to],
+             c->name);
     c->state = to;
 }
 
@@ -256,8 +256,8 @@ static void conn_lost(mc_rpc_client_t *c, const char *why)
     if (c->state == CLI_CONNECTED)
         MC_WARN(RPC, "connection to %s lost: %s", c->name, why);
     else if (c->failed_connects++ == 0)
-        MC_WARN(RPC, "cannot connect to %s: %s (retrying with backoff up to %llu ms)", c->name,
-                why, (unsigned long long)(c->opts.backoff_max_us / 1000));
+        MC_WARN(RPC, "cannot connect to %s: %s (retrying with backoff up to %llu ms)", c->name, why,
+                (unsigned long long)(c->opts.backoff_max_us / 1000));
     else
         MC_DEBUG(RPC, "cannot connect to %s: %s (attempt %u)", c->name, why, c->failed_connects);
     drop_socket(c);
@@ -343,7 +343,9 @@ static mc_status_t rx_start(mc_rpc_client_t *c, const mc_frame_hdr_t *h, call_t 
     int fits = k != NULL && h->payload_len <= k->recv_room;
     MC_TRACE(RPC, "%s: response %llu: %u payload bytes %s (%zu buffered)", c->name,
              (unsigned long long)h->req_id, h->payload_len,
-             k == NULL ? "discarded (no call)" : fits ? "into the call's buffer" : "too large",
+             k == NULL ? "discarded (no call)"
+             : fits    ? "into the call's buffer"
+                       : "too large",
              used - hb);
     c->rx.active = 1;
     c->hdr_read = h->payload_len >= STREAM_MIN;
@@ -581,8 +583,7 @@ static void on_write_body(evutil_socket_t fd, short what, void *arg)
         mc_timer_stop(&c->conn_timer);
         c->backoff_us = c->opts.backoff_min_us;
         if (c->failed_connects > 0)
-            MC_INFO(RPC, "connected to %s after %u failed attempt(s)", c->name,
-                    c->failed_connects);
+            MC_INFO(RPC, "connected to %s after %u failed attempt(s)", c->name, c->failed_connects);
         else
             MC_DEBUG(RPC, "connected to %s", c->name);
         c->failed_connects = 0;
@@ -735,8 +736,7 @@ mc_status_t mc_rpc_call_end_xfer(mc_rpc_client_t *c, uint16_t method, uint64_t t
 }
 
 mc_status_t mc_rpc_call_end_scatter(mc_rpc_client_t *c, uint16_t method, uint64_t timeout_us,
-                                    const struct iovec *iov, unsigned n, mc_rpc_cb_t cb,
-                                    void *arg)
+                                    const struct iovec *iov, unsigned n, mc_rpc_cb_t cb, void *arg)
 {
     size_t room = 0;
     for (unsigned i = 0; i < n; i++)

@@ -8,38 +8,39 @@
 #define MC_RPC_FIELDS_H
 
 enum mc_proto_field {
-    MC_F_CLIENT_ID = 1,  /* [hi, lo] */
-    MC_F_KEY = 2,        /* bin */
-    MC_F_KEYS = 3,       /* [bin] */
-    MC_F_SIZE = 4,       /* uint, bytes */
-    MC_F_SIZES = 5,      /* [uint] */
-    MC_F_CONFIG = 6,     /* {1: replica_num, 2: with_soft_pin, 3: [preferred names], 4: soft_pin_ttl_us} */
-    MC_F_FORCE = 7,      /* bool */
-    MC_F_REGEX = 8,      /* str, POSIX ERE */
-    MC_F_SEGMENT = 9,    /* {1: id, 2: name, 3: base, 4: size, 5: te_endpoint} */
-    MC_F_SEGMENTS = 10,  /* [segment] */
+    MC_F_CLIENT_ID = 1, /* [hi, lo] */
+    MC_F_KEY = 2,       /* bin */
+    MC_F_KEYS = 3,      /* [bin] */
+    MC_F_SIZE = 4,      /* uint, bytes */
+    MC_F_SIZES = 5,     /* [uint] */
+    MC_F_CONFIG =
+        6, /* {1: replica_num, 2: with_soft_pin, 3: [preferred names], 4: soft_pin_ttl_us} */
+    MC_F_FORCE = 7,       /* bool */
+    MC_F_REGEX = 8,       /* str, POSIX ERE */
+    MC_F_SEGMENT = 9,     /* {1: id, 2: name, 3: base, 4: size, 5: te_endpoint} */
+    MC_F_SEGMENTS = 10,   /* [segment] */
     MC_F_SEGMENT_ID = 11, /* [hi, lo] */
-    MC_F_VALUE = 12,     /* bin */
-    MC_F_PREFIX = 13,    /* bin */
+    MC_F_VALUE = 12,      /* bin */
+    MC_F_PREFIX = 13,     /* bin */
 
-    MC_F_REPLICAS = 20,  /* [{1: address, 2: size, 3: segment_id, 4: status, 5: segment_name,
-                             6: te_endpoint, 7: kind (absent = 0 MEMORY, 1 DISK)}] */
+    MC_F_REPLICAS = 20, /* [{1: address, 2: size, 3: segment_id, 4: status, 5: segment_name,
+                            6: te_endpoint, 7: kind (absent = 0 MEMORY, 1 DISK)}] */
     MC_F_LEASE_TTL_US = 21,
     MC_F_ITEMS = 22,
-    MC_F_EXISTS = 23,    /* bool, or [bool] in batch responses */
+    MC_F_EXISTS = 23, /* bool, or [bool] in batch responses */
     MC_F_COUNT = 24,
     MC_F_VIEW_VERSION = 25,
     MC_F_CLIENT_STATUS = 26,
     MC_F_TEXT = 27,
     MC_F_TRUNCATED = 28,
     MC_F_DRAIN_UNTIL_US = 29,
-    MC_F_ERROR = 30,     /* str: why the call failed */
-    MC_F_STATUSES = 31,  /* [int] per item */
+    MC_F_ERROR = 30,    /* str: why the call failed */
+    MC_F_STATUSES = 31, /* [int] per item */
     MC_F_ENTRIES = 32,
-    MC_F_STATUS = 33,    /* int, inside ITEMS */
-    MC_F_LEADER = 34,    /* str: "host:port" of the leader, in NOT_LEADER replies (when known) */
-    MC_F_PUT_ID = 35,    /* uint: PutStart / BatchPutStart: the client's id of the put, so a
-                            resend is recognised (store/master.h put_id) */
+    MC_F_STATUS = 33, /* int, inside ITEMS */
+    MC_F_LEADER = 34, /* str: "host:port" of the leader, in NOT_LEADER replies (when known) */
+    MC_F_PUT_ID = 35, /* uint: PutStart / BatchPutStart: the client's id of the put, so a
+                         resend is recognised (store/master.h put_id) */
 
     /* transfer engine */
     MC_F_ADDR = 40,      /* uint: absolute address in the target */
@@ -51,20 +52,20 @@ enum mc_proto_field {
     MC_F_BUFFERS = 46,   /* [{ADDR, LENGTH, LOCATION}] */
     MC_F_LOCATION = 47,  /* str: "cpu:N", "cuda:N" */
     /* rdma transport: in the descriptor, and the handshake bodies */
-    MC_F_RDMA = 48,      /* {NICS, MATRIX}: the segment's NICs and topology matrix */
-    MC_F_RKEYS = 49,     /* [uint]: a buffer's rkey on each NIC of NICS, in order */
-    MC_F_NICS = 50,      /* [{NAME, GID, LID, MTU}] */
-    MC_F_MATRIX = 51,    /* str: {location: [[preferred NICs], [secondary NICs]]} */
-    MC_F_GID = 52,       /* bin 16 */
-    MC_F_LID = 53,       /* uint */
-    MC_F_MTU = 54,       /* uint, bytes: min(active MTU, configured MTU) of the sender */
-    MC_F_QPNS = 55,      /* [uint]: the sender's QP numbers, QP i pairs with QP i */
-    MC_F_NIC = 56,       /* str: the sender's NIC */
-    MC_F_PEER_NIC = 57,  /* str: the receiver's NIC */
+    MC_F_RDMA = 48,     /* {NICS, MATRIX}: the segment's NICs and topology matrix */
+    MC_F_RKEYS = 49,    /* [uint]: a buffer's rkey on each NIC of NICS, in order */
+    MC_F_NICS = 50,     /* [{NAME, GID, LID, MTU}] */
+    MC_F_MATRIX = 51,   /* str: {location: [[preferred NICs], [secondary NICs]]} */
+    MC_F_GID = 52,      /* bin 16 */
+    MC_F_LID = 53,      /* uint */
+    MC_F_MTU = 54,      /* uint, bytes: min(active MTU, configured MTU) of the sender */
+    MC_F_QPNS = 55,     /* [uint]: the sender's QP numbers, QP i pairs with QP i */
+    MC_F_NIC = 56,      /* str: the sender's NIC */
+    MC_F_PEER_NIC = 57, /* str: the receiver's NIC */
     /* persistent tier */
     MC_F_CLUSTER_ID = 70, /* str */
     MC_F_PERSIST = 71,    /* uint: 0 off, 1 async, 2 eager */
-    MC_F_RANGES = 60,    /* [addr, length, addr, length, ...] (TE_READV) */
+    MC_F_RANGES = 60,     /* [addr, length, addr, length, ...] (TE_READV) */
 };
 
 #endif /* MC_RPC_FIELDS_H */

@@ -39,10 +39,10 @@
 #define MC_FRAME_HDR_LEN 32
 
 typedef enum mc_frame_kind {
-    MC_FRAME_REQUEST = 1,  /* expects a RESPONSE with the same req_id */
+    MC_FRAME_REQUEST = 1, /* expects a RESPONSE with the same req_id */
     MC_FRAME_RESPONSE = 2,
-    MC_FRAME_NOTIFY = 3,   /* one-way, no response */
-    MC_FRAME_DATA = 4,     /* transport data (TCP transport); body + payload */
+    MC_FRAME_NOTIFY = 3, /* one-way, no response */
+    MC_FRAME_DATA = 4,   /* transport data (TCP transport); body + payload */
     MC_FRAME_KIND_MAX = 4,
 } mc_frame_kind_t;
 
@@ -59,11 +59,11 @@ typedef struct mc_frame_hdr {
 
 /* Limits enforced by the decoder. Zero fields mean "default". */
 typedef struct mc_frame_limits {
-    uint32_t max_body;      /* msgpack body bytes; default 64 MiB */
-    uint32_t max_payload;   /* raw payload bytes; default 64 MiB */
-    uint32_t max_str;       /* one msgpack str/bin; default 16 MiB */
-    uint32_t max_elems;     /* one msgpack array/map; default 1M entries */
-    uint32_t max_depth;     /* nesting of arrays/maps; default 16 */
+    uint32_t max_body;    /* msgpack body bytes; default 64 MiB */
+    uint32_t max_payload; /* raw payload bytes; default 64 MiB */
+    uint32_t max_str;     /* one msgpack str/bin; default 16 MiB */
+    uint32_t max_elems;   /* one msgpack array/map; default 1M entries */
+    uint32_t max_depth;   /* nesting of arrays/maps; default 16 */
 } mc_frame_limits_t;
 
 void mc_frame_limits_init(mc_frame_limits_t *l);

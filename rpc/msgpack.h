@@ -43,7 +43,7 @@ static inline void mc_mp_writer_init(mc_mp_writer_t *w, mc_buf_t *buf)
 void mc_mp_write_nil(mc_mp_writer_t *w);
 void mc_mp_write_bool(mc_mp_writer_t *w, int v);
 void mc_mp_write_uint(mc_mp_writer_t *w, uint64_t v);
-void mc_mp_write_int(mc_mp_writer_t *w, int64_t v);   /* smallest encoding; non-negative as uint */
+void mc_mp_write_int(mc_mp_writer_t *w, int64_t v); /* smallest encoding; non-negative as uint */
 void mc_mp_write_double(mc_mp_writer_t *w, double v);
 void mc_mp_write_str(mc_mp_writer_t *w, const void *s, size_t len);
 void mc_mp_write_cstr(mc_mp_writer_t *w, const char *s);
@@ -60,9 +60,9 @@ typedef enum mc_mp_type {
     MC_MP_NONE = 0, /* end of input or error */
     MC_MP_NIL,
     MC_MP_BOOL,
-    MC_MP_UINT,   /* positive fixint, uint8..64 */
-    MC_MP_INT,    /* negative fixint, int8..64 (may hold non-negative values) */
-    MC_MP_FLOAT,  /* float32 or float64 */
+    MC_MP_UINT,  /* positive fixint, uint8..64 */
+    MC_MP_INT,   /* negative fixint, int8..64 (may hold non-negative values) */
+    MC_MP_FLOAT, /* float32 or float64 */
     MC_MP_STR,
     MC_MP_BIN,
     MC_MP_ARRAY,
@@ -89,11 +89,11 @@ static inline int mc_mp_at_end(const mc_mp_reader_t *r)
 }
 
 mc_mp_type_t mc_mp_peek(const mc_mp_reader_t *r);
-int mc_mp_read_nil(mc_mp_reader_t *r);          /* 1 if a nil was consumed */
+int mc_mp_read_nil(mc_mp_reader_t *r); /* 1 if a nil was consumed */
 int mc_mp_read_bool(mc_mp_reader_t *r);
-uint64_t mc_mp_read_uint(mc_mp_reader_t *r);    /* accepts non-negative ints too */
-int64_t mc_mp_read_int(mc_mp_reader_t *r);      /* accepts uints <= INT64_MAX */
-double mc_mp_read_double(mc_mp_reader_t *r);    /* accepts float32/64 and integers */
+uint64_t mc_mp_read_uint(mc_mp_reader_t *r); /* accepts non-negative ints too */
+int64_t mc_mp_read_int(mc_mp_reader_t *r);   /* accepts uints <= INT64_MAX */
+double mc_mp_read_double(mc_mp_reader_t *r); /* accepts float32/64 and integers */
 const char *mc_mp_read_str(mc_mp_reader_t *r, uint32_t *len);
 const void *mc_mp_read_bin(mc_mp_reader_t *r, uint32_t *len); /* accepts str too */
 uint32_t mc_mp_read_array(mc_mp_reader_t *r);

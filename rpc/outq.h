@@ -18,7 +18,7 @@
 #include "util/buf.h"
 
 typedef struct mc_outq_ext {
-    uint64_t at;       /* framing offset this chunk follows */
+    uint64_t at; /* framing offset this chunk follows */
     const uint8_t *p;
     size_t len;
 } mc_outq_ext_t;
@@ -28,8 +28,8 @@ typedef struct mc_outq {
     uint64_t buf_base;  /* framing bytes sent so far (the offset of buf's head) */
     mc_outq_ext_t *ext; /* ring of external chunks */
     size_t ext_cap, ext_head, ext_n;
-    size_t ext_sent;    /* bytes of the head chunk already sent */
-    size_t ext_bytes;   /* unsent external bytes */
+    size_t ext_sent;  /* bytes of the head chunk already sent */
+    size_t ext_bytes; /* unsent external bytes */
 } mc_outq_t;
 
 void mc_outq_init(mc_outq_t *q);

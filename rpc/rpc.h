@@ -47,13 +47,13 @@ typedef struct mc_rpc_req mc_rpc_req_t;
 /* ---------------------------------------------------------------- server */
 
 typedef struct mc_rpc_server_opts {
-    const char *bind_addr;      /* IPv4/IPv6 literal or host name; default "0.0.0.0" */
-    uint16_t port;              /* 0 = an ephemeral port, the same on every reactor */
-    int backlog;                /* default 1024 */
-    mc_frame_limits_t limits;   /* zero fields = defaults */
-    size_t max_outbuf;          /* stop reading a connection whose unsent replies exceed
-                                   this (the peer is not reading); default 64 MiB.
-                                   Zero-copy reply payloads do not count. */
+    const char *bind_addr;    /* IPv4/IPv6 literal or host name; default "0.0.0.0" */
+    uint16_t port;            /* 0 = an ephemeral port, the same on every reactor */
+    int backlog;              /* default 1024 */
+    mc_frame_limits_t limits; /* zero fields = defaults */
+    size_t max_outbuf;        /* stop reading a connection whose unsent replies exceed
+                                 this (the peer is not reading); default 64 MiB.
+                                 Zero-copy reply payloads do not count. */
 } mc_rpc_server_opts_t;
 
 void mc_rpc_server_opts_init(mc_rpc_server_opts_t *o);
@@ -106,8 +106,8 @@ void mc_rpc_server_destroy(mc_rpc_server_t *s);
 /* Request accessors (valid until reply). */
 uint16_t mc_rpc_req_method(const mc_rpc_req_t *req);
 uint8_t mc_rpc_req_kind(const mc_rpc_req_t *req);
-const uint8_t *mc_rpc_req_body(const mc_rpc_req_t *req, size_t *len);       /* handler only */
-const uint8_t *mc_rpc_req_payload(const mc_rpc_req_t *req, size_t *len);    /* handler only */
+const uint8_t *mc_rpc_req_body(const mc_rpc_req_t *req, size_t *len);    /* handler only */
+const uint8_t *mc_rpc_req_payload(const mc_rpc_req_t *req, size_t *len); /* handler only */
 mc_reactor_t *mc_rpc_req_reactor(const mc_rpc_req_t *req);
 /* "ip:port" of the peer; static per connection. */
 const char *mc_rpc_req_peer(const mc_rpc_req_t *req);
@@ -124,8 +124,7 @@ void mc_rpc_reply_end(mc_rpc_req_t *req, mc_status_t st);
 
 /* reply_end with a payload sent straight from memory (zero-copy, writev):
  * payload must stay valid until it has been written to the socket. */
-void mc_rpc_reply_end_payload(mc_rpc_req_t *req, mc_status_t st, const void *payload,
-                              size_t plen);
+void mc_rpc_reply_end_payload(mc_rpc_req_t *req, mc_status_t st, const void *payload, size_t plen);
 /* The same with the payload gathered from iov[0..n) (each piece borrowed
  * as above); the total must fit the frame's 32-bit payload length. */
 void mc_rpc_reply_end_payloadv(mc_rpc_req_t *req, mc_status_t st, const struct iovec *iov,
@@ -144,12 +143,12 @@ void mc_rpc_server_stats(const mc_rpc_server_t *s, mc_rpc_server_stats_t *out);
 /* ---------------------------------------------------------------- client */
 
 typedef struct mc_rpc_client_opts {
-    const char *host;           /* IP literal or host name (resolved at create) */
+    const char *host; /* IP literal or host name (resolved at create) */
     uint16_t port;
-    uint64_t connect_timeout_us;  /* default 3 s */
-    uint64_t call_timeout_us;     /* default for calls given 0; default 5 s */
-    uint64_t backoff_min_us;      /* first reconnect delay; default 50 ms */
-    uint64_t backoff_max_us;      /* cap; default 2 s */
+    uint64_t connect_timeout_us; /* default 3 s */
+    uint64_t call_timeout_us;    /* default for calls given 0; default 5 s */
+    uint64_t backoff_min_us;     /* first reconnect delay; default 50 ms */
+    uint64_t backoff_max_us;     /* cap; default 2 s */
     mc_frame_limits_t limits;
 } mc_rpc_client_opts_t;
 
@@ -203,8 +202,7 @@ mc_status_t mc_rpc_call_end_xfer(mc_rpc_client_t *c, uint16_t method, uint64_t t
  * resp->payload_len the bytes received. MC_ERR_INVALID_ARGUMENT (frame
  * dropped) for no room at all. */
 mc_status_t mc_rpc_call_end_scatter(mc_rpc_client_t *c, uint16_t method, uint64_t timeout_us,
-                                    const struct iovec *iov, unsigned n, mc_rpc_cb_t cb,
-                                    void *arg);
+                                    const struct iovec *iov, unsigned n, mc_rpc_cb_t cb, void *arg);
 
 /* The same with a prepared body. */
 mc_status_t mc_rpc_call(mc_rpc_client_t *c, uint16_t method, const void *body, size_t len,

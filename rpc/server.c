@@ -22,9 +22,9 @@
 #include "util/log.h"
 #include "util/mem.h"
 
-#define MAX_METHODS 4096        /* method ids are below this (rpc/methods.h) */
-#define READ_CHUNK (64 * 1024)  /* bytes asked of read(2) at least */
-#define READ_BUDGET (4u << 20)  /* bytes read per readiness event, for fairness */
+#define MAX_METHODS 4096       /* method ids are below this (rpc/methods.h) */
+#define READ_CHUNK (64 * 1024) /* bytes asked of read(2) at least */
+#define READ_BUDGET (4u << 20) /* bytes read per readiness event, for fairness */
 /* Payloads from this size are worth a read(2) of their own: after one, the
  * next read asks for at most HDR_READ bytes (a header and a small body), so
  * that the next payload, likely as large, lands straight in its sink instead
@@ -88,26 +88,26 @@ struct conn {
     struct event *wev;
     mc_buf_t in;
     mc_outq_t out;
-    size_t need;        /* bytes the decoder wants before it can progress */
+    size_t need; /* bytes the decoder wants before it can progress */
     /* A request whose payload is read straight into a sink's memory: its
      * header and body stay at the head of `in` until it is dispatched. */
     struct {
         int active;
         mc_rpc_req_t *req;
-        uint8_t *dst;      /* NULL: discard the payload */
-        uint64_t left;     /* payload bytes still to read */
-        size_t hb;         /* header + body bytes at the head of in (+ the payload
-                              when it was buffered whole) */
-        mc_status_t st;    /* the sink's refusal, replied after draining */
+        uint8_t *dst;   /* NULL: discard the payload */
+        uint64_t left;  /* payload bytes still to read */
+        size_t hb;      /* header + body bytes at the head of in (+ the payload
+                           when it was buffered whole) */
+        mc_status_t st; /* the sink's refusal, replied after draining */
     } rx;
     int refs;
     int closed;
-    int in_read;        /* inside the read callback: flush happens at its end */
-    int flush_queued;   /* wev activated for a flush */
-    int read_paused;    /* out buffer over max_outbuf */
-    int hdr_read;       /* the last payload streamed (>= STREAM_MIN): read small */
+    int in_read;      /* inside the read callback: flush happens at its end */
+    int flush_queued; /* wev activated for a flush */
+    int read_paused;  /* out buffer over max_outbuf */
+    int hdr_read;     /* the last payload streamed (>= STREAM_MIN): read small */
     mc_rpc_req_t *free_reqs;
-    mc_list_t node;     /* in listener->conns */
+    mc_list_t node; /* in listener->conns */
     char peer[64];
 };
 
@@ -480,9 +480,9 @@ static ssize_t rx_read(conn_t *c)
 {
     uint8_t scratch[16384];
     uint8_t *p = c->rx.dst != NULL ? c->rx.dst : scratch;
-    size_t want = c->rx.dst != NULL ? (size_t)c->rx.left
-                                    : (c->rx.left < sizeof(scratch) ? (size_t)c->rx.left
-                                                                    : sizeof(scratch));
+    size_t want = c->rx.dst != NULL
+                      ? (size_t)c->rx.left
+                      : (c->rx.left < sizeof(scratch) ? (size_t)c->rx.left : sizeof(scratch));
     ssize_t n = read(c->fd, p, want);
     if (n > 0) {
         c->rx.left -= (uint64_t)n;
@@ -639,8 +639,7 @@ static void listener_on_accept_body(evutil_socket_t lfd, short what, void *arg)
     for (int i = 0; i < 64; i++) {
         mc_sockaddr_t peer;
         peer.len = sizeof(peer.ss);
-        int fd = accept4(lfd, (struct sockaddr *)&peer.ss, &peer.len,
-                         SOCK_NONBLOCK | SOCK_CLOEXEC);
+        int fd = accept4(lfd, (struct sockaddr *)&peer.ss, &peer.len, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
             if (errno == EINTR)
                 continue;
@@ -847,8 +846,7 @@ mc_status_t mc_rpc_server_start(mc_rpc_server_t *s)
         }
     }
     s->started = 1;
-    MC_DEBUG(RPC, "rpc server listening on %s:%u with %u reactor(s)", s->bind_addr, s->port,
-             s->n);
+    MC_DEBUG(RPC, "rpc server listening on %s:%u with %u reactor(s)", s->bind_addr, s->port, s->n);
     return MC_OK;
 
 err_close:

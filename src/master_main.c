@@ -18,7 +18,6 @@
 #include "util/log.h"
 #include "util/mem.h"
 
-
 /* [server] */
 typedef struct server_conf {
     char *bind_address;
@@ -52,13 +51,13 @@ static const mc_conf_key_t server_keys[] = {
     MC_CONF_ROW(server_conf_t, fsdir, "root_fs_dir", MC_CONF_STRING, "", 0, 0,
                 "persistent tier root (SSD or a file system shared by every node): objects are "
                 "also written to root_fs_dir/cluster_id; empty = no tier"),
-    MC_CONF_ROW(server_conf_t, cluster_id, "cluster_id", MC_CONF_STRING, "mooncake_cluster", 0,
-                0, "subdirectory of root_fs_dir for this cluster ([A-Za-z0-9._-])"),
+    MC_CONF_ROW(server_conf_t, cluster_id, "cluster_id", MC_CONF_STRING, "mooncake_cluster", 0, 0,
+                "subdirectory of root_fs_dir for this cluster ([A-Za-z0-9._-])"),
     MC_CONF_ENUM_ROW(server_conf_t, persist, "persist", persist_modes, "async",
                      "when clients write an object's file: off, async (after the put returns, "
                      "from a copy), eager (before the put returns)"),
-    MC_CONF_ROW(server_conf_t, tier_scan_max, "tier_scan_max", MC_CONF_UINT, "10000000", 0,
-                1e12, "files the startup scan of the tier restores at most"),
+    MC_CONF_ROW(server_conf_t, tier_scan_max, "tier_scan_max", MC_CONF_UINT, "10000000", 0, 1e12,
+                "files the startup scan of the tier restores at most"),
     MC_CONF_ROW(server_conf_t, tier_quota, "tier_quota", MC_CONF_SIZE, "0", 0, 1125899906842624.0,
                 "bytes of objects in the tier above which the least recently used objects "
                 "that are only on disk are removed (checked every second); 0 = no quota"),
@@ -85,19 +84,19 @@ static const mc_conf_key_t master_keys[] = {
                 "read lease a get grants; leased objects are not removed or evicted"),
     MC_CONF_ROW(master_conf_t, soft_pin_ttl, "soft_pin_ttl", MC_CONF_DURATION, "30m", 1000,
                 86400e6 * 7, "how long a put with soft pin is protected from eviction"),
-    MC_CONF_ROW(master_conf_t, max_soft_pin_ttl, "max_soft_pin_ttl", MC_CONF_DURATION, "24h",
-                1000, 86400e6 * 30, "upper bound of a per-put soft pin"),
+    MC_CONF_ROW(master_conf_t, max_soft_pin_ttl, "max_soft_pin_ttl", MC_CONF_DURATION, "24h", 1000,
+                86400e6 * 30, "upper bound of a per-put soft pin"),
     MC_CONF_ROW(master_conf_t, allow_evict_soft_pinned, "allow_evict_soft_pinned_objects",
                 MC_CONF_BOOL, "true", 0, 0,
                 "soft-pinned objects may be evicted, after every unpinned candidate"),
-    MC_CONF_ROW(master_conf_t, eviction_ratio, "eviction_ratio", MC_CONF_DOUBLE, "0.05", 0.001,
-                1.0, "share of eligible objects one eviction round removes"),
+    MC_CONF_ROW(master_conf_t, eviction_ratio, "eviction_ratio", MC_CONF_DOUBLE, "0.05", 0.001, 1.0,
+                "share of eligible objects one eviction round removes"),
     MC_CONF_ROW(master_conf_t, eviction_high_watermark_ratio, "eviction_high_watermark_ratio",
                 MC_CONF_DOUBLE, "0.95", 0.01, 1.0,
                 "used/capacity above which eviction runs in the background (1.0 = only when a "
                 "put fails for space)"),
-    MC_CONF_ROW(master_conf_t, client_ttl, "client_ttl", MC_CONF_DURATION, "10s", 100000,
-                3600e6, "a client silent this long is expired with its segments"),
+    MC_CONF_ROW(master_conf_t, client_ttl, "client_ttl", MC_CONF_DURATION, "10s", 100000, 3600e6,
+                "a client silent this long is expired with its segments"),
     MC_CONF_ROW(master_conf_t, put_start_discard_timeout, "put_start_discard_timeout",
                 MC_CONF_DURATION, "30s", 1000, 86400e6,
                 "an unfinished put becomes invisible (another put may take the key)"),
@@ -137,9 +136,9 @@ static const mc_conf_key_t ha_keys[] = {
     MC_CONF_ENUM_ROW(ha_conf_t, sync, "sync", sync_choices, "strict",
                      "strict: a change is acknowledged only once journaled in Redis; async: "
                      "journaled within flush_interval; off: no HA even with a backend"),
-    MC_CONF_ROW(ha_conf_t, flush_interval, "flush_interval", MC_CONF_DURATION, "10ms", 1000,
-                1e6, "longest delay before a journal record no reply waits for reaches Redis "
-                     "(async: every record; strict: PutStart)"),
+    MC_CONF_ROW(ha_conf_t, flush_interval, "flush_interval", MC_CONF_DURATION, "10ms", 1000, 1e6,
+                "longest delay before a journal record no reply waits for reaches Redis "
+                "(async: every record; strict: PutStart)"),
     MC_CONF_ROW(ha_conf_t, snapshot_records, "snapshot_records", MC_CONF_UINT, "1000000", 0, 1e12,
                 "a standby writes a snapshot and trims the journal after at least this many new "
                 "records and twice the state (bounds replay); 0 = never"),
@@ -164,8 +163,10 @@ int main(int argc, char **argv)
 
     mc_conf_t *conf = mc_conf_create();
     if (conf == NULL ||
-        mc_conf_add_section(conf, "server", server_keys, MC_ARRAY_SIZE(server_keys), &sc) != MC_OK ||
-        mc_conf_add_section(conf, "master", master_keys, MC_ARRAY_SIZE(master_keys), &mcf) != MC_OK ||
+        mc_conf_add_section(conf, "server", server_keys, MC_ARRAY_SIZE(server_keys), &sc) !=
+            MC_OK ||
+        mc_conf_add_section(conf, "master", master_keys, MC_ARRAY_SIZE(master_keys), &mcf) !=
+            MC_OK ||
         mc_conf_add_section(conf, "ha", ha_keys, MC_ARRAY_SIZE(ha_keys), &hcf) != MC_OK ||
         mc_daemon_add_log_section(conf, &lo) != MC_OK) {
         fprintf(stderr, "mooncake-master: cannot set up configuration\n");
@@ -207,9 +208,8 @@ int main(int argc, char **argv)
     o.master.max_object_size = mcf.max_object_size;
     o.master.max_replicas = (uint32_t)mcf.max_replicas;
     if (o.master.put_start_release_timeout_us <= o.master.put_start_discard_timeout_us) {
-        fprintf(stderr,
-                "mooncake-master: master.put_start_release_timeout must be longer than "
-                "master.put_start_discard_timeout\n");
+        fprintf(stderr, "mooncake-master: master.put_start_release_timeout must be longer than "
+                        "master.put_start_discard_timeout\n");
         rc = 2;
         goto out;
     }
@@ -225,8 +225,9 @@ int main(int argc, char **argv)
         }
         if (hcf.cluster_id[0] == '\0' || strpbrk(hcf.cluster_id, " /\t") != NULL ||
             strlen(hcf.cluster_id) >= MC_HA_CLUSTER_MAX) {
-            fprintf(stderr, "mooncake-master: ha.cluster_id \"%s\": empty, too long, or with "
-                            "'/' or blanks\n",
+            fprintf(stderr,
+                    "mooncake-master: ha.cluster_id \"%s\": empty, too long, or with "
+                    "'/' or blanks\n",
                     hcf.cluster_id);
             rc = 2;
             goto out;
@@ -248,10 +249,10 @@ int main(int argc, char **argv)
         fprintf(stderr, "mooncake-master: cannot start: %s\n", mc_status_msg(st));
         goto out;
     }
-    MC_INFO(MASTER, "mooncake-master %s ready: rpc %s:%u, http %s, %u reactor(s), view version %lld",
-            "0.1.0", sc.bind_address, mc_master_server_rpc_port(srv),
-            o.http_enabled ? "on" : "off", mc_master_server_reactors(srv),
-            (long long)mc_master_server_view_version(srv));
+    MC_INFO(MASTER,
+            "mooncake-master %s ready: rpc %s:%u, http %s, %u reactor(s), view version %lld",
+            "0.1.0", sc.bind_address, mc_master_server_rpc_port(srv), o.http_enabled ? "on" : "off",
+            mc_master_server_reactors(srv), (long long)mc_master_server_view_version(srv));
     if (o.http_enabled)
         MC_INFO(MASTER, "metrics at http://%s:%u/metrics", sc.bind_address,
                 mc_master_server_http_port(srv));

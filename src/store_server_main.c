@@ -21,7 +21,6 @@
 #include "util/log.h"
 #include "util/mem.h"
 
-
 /* [store] */
 typedef struct store_conf {
     char *local_hostname;

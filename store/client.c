@@ -284,7 +284,7 @@ mc_status_t mc_store_unmount_segment(mc_store_t *s, void *buf)
 
 /* ---------------------------------------------------- master discovery */
 
-#define RESOLVE_PERIOD_MS 5000 /* look again even when nothing went wrong */
+#define RESOLVE_PERIOD_MS 5000  /* look again even when nothing went wrong */
 #define RESOLVE_RETRY_US 100000 /* while there is no leader */
 
 static void ping_fire(mc_timer_t *t, void *arg);
@@ -797,8 +797,8 @@ mc_status_t mc_store_open(const mc_store_config_t *c, mc_store_t **out)
         s->need_remount = 1; /* registers the client: pings then answer OK */
     }
 
-    st = store_tier_open(s, c->persist, c->tier_queue_bytes ? c->tier_queue_bytes
-                                                             : d.tier_queue_bytes);
+    st = store_tier_open(s, c->persist,
+                         c->tier_queue_bytes ? c->tier_queue_bytes : d.tier_queue_bytes);
     if (st != MC_OK)
         goto err_te;
     timer_ctx_t tc = {.s = s, .st = MC_ERR_CANCELED};

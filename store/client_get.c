@@ -65,8 +65,8 @@ typedef struct get_op {
     mc_te_segment_t seg; /* of cur */
     uint64_t size;       /* the object's */
     uint64_t lease_us;
-    uint64_t t_sent_us; /* when GetReplicaList left */
-    int direct;         /* read straight into buf (store_direct_ok) */
+    uint64_t t_sent_us;      /* when GetReplicaList left */
+    int direct;              /* read straight into buf (store_direct_ok) */
     struct get_defer *defer; /* sync get: own-segment copy left to the caller */
     uint64_t win, off, plen;
     mc_status_t last_err; /* why the last replica failed */
@@ -208,8 +208,9 @@ static void get_step(store_op_t *h)
             if (op->tried >= op->norder) {
                 if (op->disk) {
                     if (op->norder > 0)
-                        MC_INFO(CLIENT, "get: no memory replica could be read (%s); reading "
-                                        "the tier file",
+                        MC_INFO(CLIENT,
+                                "get: no memory replica could be read (%s); reading "
+                                "the tier file",
                                 mc_status_str(op->last_err));
                     op->state = G_TIER;
                     break;
@@ -494,7 +495,14 @@ mc_status_t mc_store_get_async(mc_store_t *s, const void *key, size_t klen, void
  */
 #define BGET_CHUNK 4096
 
-typedef enum { BG_LIST, BG_WAIT_LIST, BG_RESOLVE, BG_WAIT_PEER, BG_SUBMIT, BG_WAIT_XFER } bget_state_t;
+typedef enum {
+    BG_LIST,
+    BG_WAIT_LIST,
+    BG_RESOLVE,
+    BG_WAIT_PEER,
+    BG_SUBMIT,
+    BG_WAIT_XFER
+} bget_state_t;
 
 /* bget_op_t.todo[i] */
 enum { BG_KEY_DONE, BG_KEY_READ, BG_KEY_RETRY };
@@ -503,11 +511,11 @@ typedef struct bget_op {
     store_op_t h;
     bget_state_t state;
     size_t n;
-    const mc_master_key_t *keys; /* the caller's (sync call) */
-    const mc_slice_t *bufs;      /* the caller's */
-    int64_t *result;             /* the caller's: bytes or a negative status */
-    uint8_t *todo;               /* BG_KEY_* */
-    mc_status_t *st;             /* the master's per key */
+    const mc_master_key_t *keys;   /* the caller's (sync call) */
+    const mc_slice_t *bufs;        /* the caller's */
+    int64_t *result;               /* the caller's: bytes or a negative status */
+    uint8_t *todo;                 /* BG_KEY_* */
+    mc_status_t *st;               /* the master's per key */
     mc_master_replica_desc_t *rep; /* n * STORE_MAX_REPLICAS */
     uint32_t *nrep, *pick;
     mc_te_segment_t *seg;
@@ -538,8 +546,8 @@ static void bget_decode_list(store_op_t *h, const mc_rpc_resp_t *resp)
 {
     bget_op_t *op = (bget_op_t *)h;
     size_t got = 0;
-    if (mc_mcli_dec_items(resp->body, resp->body_len, op->st, op->rep, STORE_MAX_REPLICAS,
-                          op->nrep, op->n, &got, &op->lease_us) != MC_OK ||
+    if (mc_mcli_dec_items(resp->body, resp->body_len, op->st, op->rep, STORE_MAX_REPLICAS, op->nrep,
+                          op->n, &got, &op->lease_us) != MC_OK ||
         got != op->n)
         h->wait_st = MC_ERR_PROTOCOL;
 }
@@ -713,8 +721,9 @@ static void bget_step(store_op_t *h)
                 }
             }
             if (expired) {
-                MC_WARN(CLIENT, "batch get: the read lease (%llu us) ran out before the reads "
-                                "finished",
+                MC_WARN(CLIENT,
+                        "batch get: the read lease (%llu us) ran out before the reads "
+                        "finished",
                         (unsigned long long)op->lease_us);
                 for (size_t i = 0; i < op->n; i++)
                     if (op->todo[i] == BG_KEY_DONE && op->result[i] >= 0)
@@ -736,11 +745,11 @@ static void bget_step(store_op_t *h)
 static mc_status_t bget_chunk(mc_store_t *s, const mc_master_key_t *keys, const mc_slice_t *bufs,
                               size_t n, int64_t *result, uint8_t *retry)
 {
-    size_t sz = sizeof(bget_op_t) +
-                n * (STORE_MAX_REPLICAS * sizeof(mc_master_replica_desc_t) +
-                     sizeof(mc_te_segment_t) + sizeof(size_t) + sizeof(mc_status_t) +
-                     2 * sizeof(uint32_t)) +
-                64;
+    size_t sz =
+        sizeof(bget_op_t) +
+        n * (STORE_MAX_REPLICAS * sizeof(mc_master_replica_desc_t) + sizeof(mc_te_segment_t) +
+             sizeof(size_t) + sizeof(mc_status_t) + 2 * sizeof(uint32_t)) +
+        64;
     bget_op_t *op = mc_malloc(sz);
     if (op == NULL)
         return MC_ERR_NOMEM;
@@ -824,9 +833,8 @@ mc_status_t mc_store_batch_get(mc_store_t *s, const mc_slice_t *keys, mc_slice_t
     size_t chunk = n < BGET_CHUNK ? n : BGET_CHUNK;
     /* one allocation: idx[n], then per chunk keys, buffers, results, caller
      * indexes and retry flags (most aligned first) */
-    size_t sz = n * sizeof(size_t) +
-                chunk * (sizeof(mc_master_key_t) + sizeof(mc_slice_t) + sizeof(int64_t) +
-                         sizeof(size_t) + 1);
+    size_t sz = n * sizeof(size_t) + chunk * (sizeof(mc_master_key_t) + sizeof(mc_slice_t) +
+                                              sizeof(int64_t) + sizeof(size_t) + 1);
     uint8_t *mem = mc_malloc(sz);
     if (mem == NULL)
         return MC_ERR_NOMEM;

@@ -155,10 +155,10 @@ struct mc_store {
     int resolver_started;
     pthread_mutex_t res_mu;
     pthread_cond_t res_cv;
-    int res_kick, res_stop; /* res_mu */
+    int res_kick, res_stop;        /* res_mu */
     char res_addr[MC_HA_ADDR_MAX]; /* resolver thread: the last address posted */
-    mc_list_t retry;        /* r0: store_op_t.node of calls waiting to be resent */
-    mc_timer_t retry_timer; /* r0 */
+    mc_list_t retry;               /* r0: store_op_t.node of calls waiting to be resent */
+    mc_timer_t retry_timer;        /* r0 */
     int retry_timer_ok;
 };
 

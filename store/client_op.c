@@ -395,8 +395,8 @@ static int resendable(uint16_t method)
 static int resend_worthy(uint16_t method, mc_status_t st)
 {
     return st == MC_ERR_NOT_LEADER ||
-           (resendable(method) && (st == MC_ERR_CONN_CLOSED || st == MC_ERR_RPC_TIMEOUT ||
-                                   st == MC_ERR_SOCKET));
+           (resendable(method) &&
+            (st == MC_ERR_CONN_CLOSED || st == MC_ERR_RPC_TIMEOUT || st == MC_ERR_SOCKET));
 }
 
 /* Outcomes that say "not this master" rather than anything about the call. */
@@ -413,8 +413,7 @@ static void op_rpc_cb(void *arg, const mc_rpc_resp_t *resp)
     store_op_t *op = arg;
     mc_store_t *s = op->s;
     if (op->rpc_method != 0 && resend_worthy(op->rpc_method, resp->status) &&
-        !store_op_closing(op) &&
-        mc_now_us() + RETRY_TICK_US < op->rpc_deadline_us) {
+        !store_op_closing(op) && mc_now_us() + RETRY_TICK_US < op->rpc_deadline_us) {
         /* park it; the retry timer (or a new leader) sends it again */
         store_master_trouble(s);
         op->wait_st = resp->status;
@@ -460,9 +459,9 @@ void store_retry_run(mc_store_t *s)
             retry_give_up(op, op->wait_st); /* the last outcome */
             continue;
         }
-        mc_status_t st = mc_rpc_call(s->mcli, op->rpc_method, mc_buf_head(&op->rpc_body),
-                                     mc_buf_used(&op->rpc_body), op->rpc_deadline_us - now,
-                                     op_rpc_cb, op);
+        mc_status_t st =
+            mc_rpc_call(s->mcli, op->rpc_method, mc_buf_head(&op->rpc_body),
+                        mc_buf_used(&op->rpc_body), op->rpc_deadline_us - now, op_rpc_cb, op);
         if (st != MC_INPROGRESS)
             retry_give_up(op, st);
     }

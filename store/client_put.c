@@ -479,9 +479,10 @@ static void put_step(store_op_t *h)
         case P_REVOKE:
             store_stage_put(s, h);
             if (op->in_doubt) {
-                MC_WARN(CLIENT, "put '%s': not revoked: a write timed out and may still land; "
-                                "the master discards the put after its "
-                                "put_start_discard_timeout",
+                MC_WARN(CLIENT,
+                        "put '%s': not revoked: a write timed out and may still land; "
+                        "the master discards the put after its "
+                        "put_start_discard_timeout",
                         key_str(op->key, op->klen, kb, sizeof(kb)));
                 op->state = P_DONE;
                 break;

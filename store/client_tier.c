@@ -58,7 +58,7 @@ typedef struct tier_job {
     store_op_t *op; /* NULL: async write */
     char *key;      /* owned */
     size_t klen;
-    uint64_t khash; /* mc_hash64 of the key */
+    uint64_t khash;    /* mc_hash64 of the key */
     struct iovec *iov; /* owned array; the bytes: the caller's, or copy */
     size_t iovcnt;
     uint64_t len;

@@ -165,8 +165,7 @@ mc_status_t mc_ha_redis_cmd(mc_ha_redis_t *c, void **reply, int argc, const char
     }
     redisReply *r = redisCommandArgv(c->ctx, argc, argv, lens);
     if (r == NULL) {
-        snprintf(c->err, sizeof(c->err), "%s",
-                 c->ctx->err ? c->ctx->errstr : "no reply");
+        snprintf(c->err, sizeof(c->err), "%s", c->ctx->err ? c->ctx->errstr : "no reply");
         return MC_ERR_CONN_CLOSED;
     }
     if (r->type == REDIS_REPLY_ERROR) {
@@ -184,8 +183,7 @@ void mc_ha_redis_free(void *reply)
         freeReplyObject(reply);
 }
 
-mc_status_t mc_ha_parse_lease(const char *v, size_t len, char *addr, size_t addr_len,
-                              int64_t *view)
+mc_status_t mc_ha_parse_lease(const char *v, size_t len, char *addr, size_t addr_len, int64_t *view)
 {
     char tmp[MC_HA_ADDR_MAX + 64];
     if (len == 0 || len >= sizeof(tmp))

@@ -22,8 +22,8 @@
 /* redis://HOST[:PORT][/DB][?cluster=ID] */
 typedef struct mc_ha_url {
     char host[MC_HA_HOST_MAX];
-    uint16_t port; /* 6379 */
-    int db;        /* 0 */
+    uint16_t port;                   /* 6379 */
+    int db;                          /* 0 */
     char cluster[MC_HA_CLUSTER_MAX]; /* "" when absent */
 } mc_ha_url_t;
 

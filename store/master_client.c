@@ -62,8 +62,7 @@ void mc_mcli_batch_put_start(mc_mp_writer_t *w, mc_uuid_t client, const mc_maste
     }
 }
 
-void mc_mcli_client_keys(mc_mp_writer_t *w, mc_uuid_t client, const mc_master_key_t *keys,
-                         size_t n)
+void mc_mcli_client_keys(mc_mp_writer_t *w, mc_uuid_t client, const mc_master_key_t *keys, size_t n)
 {
     mc_mp_write_map(w, 2);
     field_client(w, client);
@@ -122,8 +121,7 @@ void mc_mcli_mount(mc_mp_writer_t *w, mc_uuid_t client, const mc_master_segment_
     mc_proto_write_segment(w, seg);
 }
 
-void mc_mcli_remount(mc_mp_writer_t *w, mc_uuid_t client, const mc_master_segment_t *segs,
-                     size_t n)
+void mc_mcli_remount(mc_mp_writer_t *w, mc_uuid_t client, const mc_master_segment_t *segs, size_t n)
 {
     mc_mp_write_map(w, 2);
     field_client(w, client);
@@ -147,8 +145,8 @@ void mc_mcli_ping(mc_mp_writer_t *w, mc_uuid_t client)
     field_client(w, client);
 }
 
-void mc_mcli_meta_put(mc_mp_writer_t *w, const void *key, size_t klen, const void *val,
-                      size_t vlen, mc_uuid_t owner)
+void mc_mcli_meta_put(mc_mp_writer_t *w, const void *key, size_t klen, const void *val, size_t vlen,
+                      mc_uuid_t owner)
 {
     mc_mp_write_map(w, 3);
     field_key(w, MC_F_KEY, key, klen);
@@ -179,14 +177,18 @@ mc_status_t mc_mcli_dec_replicas(const uint8_t *body, size_t len, mc_master_repl
     uint32_t nf = len ? mc_mp_read_map(&r) : 0;
     for (uint32_t i = 0; i < nf && r.err == MC_OK; i++) {
         switch (mc_mp_read_uint(&r)) {
-        case MC_F_REPLICAS: mc_proto_read_replicas(&r, d, room, n); break;
+        case MC_F_REPLICAS:
+            mc_proto_read_replicas(&r, d, room, n);
+            break;
         case MC_F_LEASE_TTL_US: {
             uint64_t v = mc_mp_read_uint(&r);
             if (lease_us != NULL)
                 *lease_us = v;
             break;
         }
-        default: mc_mp_skip(&r); break;
+        default:
+            mc_mp_skip(&r);
+            break;
         }
     }
     return r.err == MC_OK ? MC_OK : MC_ERR_PROTOCOL;
@@ -216,7 +218,9 @@ mc_status_t mc_mcli_dec_items(const uint8_t *body, size_t len, mc_status_t *st,
             uint32_t inf = mc_mp_read_map(&r);
             for (uint32_t j = 0; j < inf && r.err == MC_OK; j++) {
                 switch (mc_mp_read_uint(&r)) {
-                case MC_F_STATUS: st[k] = (mc_status_t)mc_mp_read_int(&r); break;
+                case MC_F_STATUS:
+                    st[k] = (mc_status_t)mc_mp_read_int(&r);
+                    break;
                 case MC_F_REPLICAS:
                     mc_proto_read_replicas(&r, &d[(size_t)k * per_key], per_key, &nrep[k]);
                     break;
@@ -226,7 +230,9 @@ mc_status_t mc_mcli_dec_items(const uint8_t *body, size_t len, mc_status_t *st,
                         *lease_us = l;
                     break;
                 }
-                default: mc_mp_skip(&r); break;
+                default:
+                    mc_mp_skip(&r);
+                    break;
                 }
             }
         }

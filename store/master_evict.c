@@ -118,7 +118,7 @@ static void evict_walk(mc_master_t *m, uint64_t now_us, int pinned, uint64_t thr
                        uint64_t *keys, uint64_t *bytes)
 {
     unsigned start = (unsigned)(rng_next() % MC_MASTER_NUM_SHARDS);
-    for (unsigned i = 0; i < MC_MASTER_NUM_SHARDS && *left > 0; i++) {
+    for (unsigned i = 0; i<MC_MASTER_NUM_SHARDS && * left> 0; i++) {
         shard_t *sh = &m->shards[(start + i) % MC_MASTER_NUM_SHARDS];
         shard_lock(sh);
         OTAB_WALK(&sh->tab, j, k)
@@ -270,10 +270,8 @@ void release_parked(mc_master_t *m, uint64_t now_us)
             if (m->jfn != NULL && o->nrep > 0) {
                 /* a standby parked it too (DROP park): free it there as well,
                  * before this space can be placed again */
-                mc_master_jrec_t r = {.type = MC_JREC_RELEASE,
-                                      .key = obj_key(o),
-                                      .key_len = o->key_len,
-                                      .nrep = 1};
+                mc_master_jrec_t r = {
+                    .type = MC_JREC_RELEASE, .key = obj_key(o), .key_len = o->key_len, .nrep = 1};
                 pthread_rwlock_rdlock(&m->seg_lock);
                 seg_t *sg = m->slots[o->rep[0].slot];
                 pthread_rwlock_unlock(&m->seg_lock);

@@ -37,23 +37,21 @@
 #include "util/mem.h"
 #include "util/time.h"
 
-#define READ_COUNT 512           /* stream entries per XREAD */
-#define POLL_MAX_US 250000       /* a standby checks the lease at least this often */
-#define RECONNECT_US 100000      /* between connection attempts */
+#define READ_COUNT 512              /* stream entries per XREAD */
+#define POLL_MAX_US 250000          /* a standby checks the lease at least this often */
+#define RECONNECT_US 100000         /* between connection attempts */
 #define SNAPSHOT_MAX (500ull << 20) /* below Redis' 512 MB string limit */
-#define LAT_BUCKETS 12           /* append latency histogram: 0.1 ms .. 204.8 ms, +Inf */
+#define LAT_BUCKETS 12              /* append latency histogram: 0.1 ms .. 204.8 ms, +Inf */
 
 static const char elect_lua[] =
     "if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end "
     "local v = redis.call('INCR', KEYS[2]) "
     "redis.call('SET', KEYS[1], ARGV[1] .. ' ' .. v .. ' ' .. ARGV[2], 'PX', ARGV[3]) "
     "return v";
-static const char renew_lua[] =
-    "if redis.call('GET', KEYS[1]) == ARGV[1] then "
-    "return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end return 0";
-static const char release_lua[] =
-    "if redis.call('GET', KEYS[1]) == ARGV[1] then "
-    "return redis.call('DEL', KEYS[1]) end return 0";
+static const char renew_lua[] = "if redis.call('GET', KEYS[1]) == ARGV[1] then "
+                                "return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end return 0";
+static const char release_lua[] = "if redis.call('GET', KEYS[1]) == ARGV[1] then "
+                                  "return redis.call('DEL', KEYS[1]) end return 0";
 /* The fencing check and the append in one script: nothing can run between
  * them, so a record enters the stream only while its writer holds the lease.
  * KEYS[3] (head) holds the number of the last record appended: a batch sent
@@ -106,11 +104,11 @@ struct ha {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     mc_buf_t buf, sending;
-    uint64_t seq;              /* global number of the last record in buf (mu) */
-    _Atomic uint64_t seq_pub;  /* the same, for handlers */
-    _Atomic uint64_t flushed;  /* records up to this are in Redis */
-    int kicked;                /* mu */
-    int encode_failed;         /* mu: a record could not be encoded */
+    uint64_t seq;             /* global number of the last record in buf (mu) */
+    _Atomic uint64_t seq_pub; /* the same, for handlers */
+    _Atomic uint64_t flushed; /* records up to this are in Redis */
+    int kicked;               /* mu */
+    int encode_failed;        /* mu: a record could not be encoded */
 
     /* leader */
     int64_t view;
@@ -288,9 +286,8 @@ static void drop_conn(ha_t *h)
 }
 
 /* EVAL script with 1..3 keys and up to 3 args. */
-static mc_status_t eval(ha_t *h, const char *script, int nkeys, const char *const *keys,
-                        int nargs, const char *const *args, const size_t *arg_lens,
-                        redisReply **out)
+static mc_status_t eval(ha_t *h, const char *script, int nkeys, const char *const *keys, int nargs,
+                        const char *const *args, const size_t *arg_lens, redisReply **out)
 {
     const char *argv[10];
     size_t lens[10];
@@ -346,8 +343,8 @@ static int apply_entry(ha_t *h, const char *id, const uint8_t *p, size_t len, ui
         if (st != MC_OK) {
             atomic_fetch_add(&h->apply_errors, 1);
             MC_ERROR(HA, "journal entry %s: record %zu (type %d, key '%.*s') does not apply: %s",
-                     id, n, (int)r.type, (int)(r.key_len < 64 ? r.key_len : 64),
-                     r.key ? r.key : "", mc_status_str(st));
+                     id, n, (int)r.type, (int)(r.key_len < 64 ? r.key_len : 64), r.key ? r.key : "",
+                     mc_status_str(st));
         }
         n++;
     }
@@ -527,8 +524,9 @@ static void take_snapshot(ha_t *h)
         if (r->type == REDIS_REPLY_INTEGER && r->integer == 1) {
             atomic_fetch_add(&h->snapshots_taken, 1);
             atomic_store(&h->snapshot_bytes, mc_buf_used(&b));
-            MC_INFO(HA, "snapshot at journal entry %s (record %llu): %zu bytes in %llu ms; "
-                        "journal trimmed",
+            MC_INFO(HA,
+                    "snapshot at journal entry %s (record %llu): %zu bytes in %llu ms; "
+                    "journal trimmed",
                     h->last_id, (unsigned long long)h->applied_seq, mc_buf_used(&b),
                     (unsigned long long)((mc_now_us() - t0) / 1000));
         }
@@ -560,16 +558,17 @@ static int load_snapshot(ha_t *h)
     if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
         r->element[0]->type != REDIS_REPLY_STRING || r->element[1]->type != REDIS_REPLY_STRING ||
         sscanf(r->element[1]->str, "%47s %llu", id, &seq) != 2) {
-        MC_ERROR(HA, "the journal was trimmed but %s / %s hold no snapshot; this master "
-                     "cannot rebuild the state and stops following",
+        MC_ERROR(HA,
+                 "the journal was trimmed but %s / %s hold no snapshot; this master "
+                 "cannot rebuild the state and stops following",
                  h->k_snap, h->k_snap_id);
         mc_ha_redis_free(r);
         return -2;
     }
     /* a fresh core, then the snapshot's records */
     mc_rpc_run_on(mc_reactor_group_get(h->s->g, 0), swap_master_on_r0, h->s);
-    int rc = apply_entry(h, "snapshot", (const uint8_t *)r->element[0]->str,
-                         r->element[0]->len, seq);
+    int rc =
+        apply_entry(h, "snapshot", (const uint8_t *)r->element[0]->str, r->element[0]->len, seq);
     if (rc == 0) {
         set_last_id(h, id);
         h->applied_seq = seq;
@@ -610,8 +609,9 @@ static void swap_master_on_r0(void *arg)
 static void demote(ha_t *h, const char *why)
 {
     master_srv_t *s = h->s;
-    MC_WARN(HA, "no longer the leader (view %lld): %s; refusing store calls and rebuilding "
-                "the state from the journal",
+    MC_WARN(HA,
+            "no longer the leader (view %lld): %s; refusing store calls and rebuilding "
+            "the state from the journal",
             (long long)h->view, why);
     atomic_store(&s->lease_until_us, 0);
     set_role(h, MC_HA_ROLE_STANDBY);
@@ -683,8 +683,9 @@ static void promote(ha_t *h, int64_t view, uint64_t lease_until, uint64_t t_no_l
     set_role(h, MC_HA_ROLE_LEADER);
     mc_master_stats_t st;
     mc_master_get_stats(s->m, &st);
-    MC_INFO(HA, "leader of cluster '%s' at %s, view %lld: %llu objects, %llu segments "
-                "from the journal (up to %s)",
+    MC_INFO(HA,
+            "leader of cluster '%s' at %s, view %lld: %llu objects, %llu segments "
+            "from the journal (up to %s)",
             h->url.cluster, h->addr, (long long)view, (unsigned long long)st.key_count,
             (unsigned long long)st.segment_count, h->last_id);
 }
@@ -859,8 +860,9 @@ static mc_status_t append_sending(ha_t *h, uint64_t seq)
          * while the lease may still be ours; the script skips it if stored */
         atomic_fetch_add(&h->append_fail, 1);
         if (!warned)
-            MC_WARN(HA, "journal append of records up to %llu: no answer from redis; retrying "
-                        "until the lease runs out",
+            MC_WARN(HA,
+                    "journal append of records up to %llu: no answer from redis; retrying "
+                    "until the lease runs out",
                     (unsigned long long)seq);
         warned = 1;
         if (mc_now_us() >= atomic_load(&h->s->lease_until_us))
@@ -1003,8 +1005,8 @@ mc_status_t master_ha_start(master_srv_t *s)
         mc_free(h);
         return MC_ERR_CONFIG;
     }
-    const char *cl = s->opts.ha.cluster_id && *s->opts.ha.cluster_id ? s->opts.ha.cluster_id
-                                                                      : "mooncake";
+    const char *cl =
+        s->opts.ha.cluster_id && *s->opts.ha.cluster_id ? s->opts.ha.cluster_id : "mooncake";
     if (strlen(cl) >= sizeof(h->url.cluster) || strpbrk(cl, " /\t") != NULL) {
         MC_ERROR(HA, "ha.cluster_id '%s': too long or contains '/' or blanks", cl);
         mc_free(h);
@@ -1026,8 +1028,9 @@ mc_status_t master_ha_start(master_srv_t *s)
         const char *b = s->bind_address;
         int wild = strcmp(b, "0.0.0.0") == 0 || strcmp(b, "::") == 0 || *b == '\0';
         if (wild)
-            MC_WARN(HA, "server.bind_address is a wildcard: advertising 127.0.0.1:%u to "
-                        "clients; set ha.advertise_address for other hosts",
+            MC_WARN(HA,
+                    "server.bind_address is a wildcard: advertising 127.0.0.1:%u to "
+                    "clients; set ha.advertise_address for other hosts",
                     port);
         snprintf(h->addr, sizeof(h->addr), "%s:%u", wild ? "127.0.0.1" : b, port);
     }
@@ -1059,8 +1062,9 @@ mc_status_t master_ha_start(master_srv_t *s)
         return MC_ERR_NOMEM;
     }
     h->started = 1;
-    MC_INFO(HA, "high availability: cluster '%s' on redis %s:%u/%d, lease %llu ms, sync %s, "
-                "advertising %s; starting as a standby",
+    MC_INFO(HA,
+            "high availability: cluster '%s' on redis %s:%u/%d, lease %llu ms, sync %s, "
+            "advertising %s; starting as a standby",
             cl, h->url.host, h->url.port, h->url.db, (unsigned long long)(h->ttl_us / 1000),
             h->sync == MC_HA_SYNC_STRICT ? "strict" : "async", h->addr);
     return MC_OK;
@@ -1153,12 +1157,11 @@ void master_ha_status_json(master_srv_t *s, mc_buf_t *b)
             "{\"role\":\"%s\",\"ha\":true,\"cluster\":\"%s\",\"address\":\"%s\","
             "\"leader\":\"%s\",\"view_version\":%lld,\"sync\":\"%s\",\"lease_ttl_ms\":%llu,"
             "\"lease_left_ms\":%llu,",
-            mc_ha_role_name(role(h)), h->url.cluster, h->addr, leader,
-            (long long)s->view_version, h->sync == MC_HA_SYNC_STRICT ? "strict" : "async",
+            mc_ha_role_name(role(h)), h->url.cluster, h->addr, leader, (long long)s->view_version,
+            h->sync == MC_HA_SYNC_STRICT ? "strict" : "async",
             (unsigned long long)(h->ttl_us / 1000),
-            (unsigned long long)(until > now && role(h) == MC_HA_ROLE_LEADER
-                                     ? (until - now) / 1000
-                                     : 0));
+            (unsigned long long)(until > now && role(h) == MC_HA_ROLE_LEADER ? (until - now) / 1000
+                                                                             : 0));
     appendf(b,
             "\"elections\":%llu,\"lease_renewals_ok\":%llu,\"lease_renewals_failed\":%llu,"
             "\"journal_appends\":%llu,\"journal_append_failures\":%llu,"
@@ -1186,8 +1189,9 @@ void master_ha_metrics(master_srv_t *s, mc_buf_t *b)
 {
     ha_t *h = s->ha;
     int r = h != NULL ? (int)role(h) : MC_HA_ROLE_NONE;
-    appendf(b, "# HELP master_ha_role 0 single, 1 standby, 2 leader, 3 failed\n"
-               "# TYPE master_ha_role gauge\nmaster_ha_role %d\n",
+    appendf(b,
+            "# HELP master_ha_role 0 single, 1 standby, 2 leader, 3 failed\n"
+            "# TYPE master_ha_role gauge\nmaster_ha_role %d\n",
             r);
     if (h == NULL)
         return;
@@ -1207,24 +1211,27 @@ void master_ha_metrics(master_srv_t *s, mc_buf_t *b)
             "master_ha_journal_appends_total{result=\"failed\"} %llu\n",
             (unsigned long long)atomic_load(&h->appends),
             (unsigned long long)atomic_load(&h->append_fail));
-    appendf(b, "# TYPE master_ha_journal_records_applied_total counter\n"
-               "master_ha_journal_records_applied_total %llu\n"
-               "# TYPE master_ha_journal_apply_errors_total counter\n"
-               "master_ha_journal_apply_errors_total %llu\n",
+    appendf(b,
+            "# TYPE master_ha_journal_records_applied_total counter\n"
+            "master_ha_journal_records_applied_total %llu\n"
+            "# TYPE master_ha_journal_apply_errors_total counter\n"
+            "master_ha_journal_apply_errors_total %llu\n",
             (unsigned long long)atomic_load(&h->records_applied),
             (unsigned long long)atomic_load(&h->apply_errors));
-    appendf(b, "# TYPE master_ha_snapshots_total counter\n"
-               "master_ha_snapshots_total{op=\"taken\"} %llu\n"
-               "master_ha_snapshots_total{op=\"loaded\"} %llu\n"
-               "# TYPE master_ha_snapshot_bytes gauge\nmaster_ha_snapshot_bytes %llu\n",
+    appendf(b,
+            "# TYPE master_ha_snapshots_total counter\n"
+            "master_ha_snapshots_total{op=\"taken\"} %llu\n"
+            "master_ha_snapshots_total{op=\"loaded\"} %llu\n"
+            "# TYPE master_ha_snapshot_bytes gauge\nmaster_ha_snapshot_bytes %llu\n",
             (unsigned long long)atomic_load(&h->snapshots_taken),
             (unsigned long long)atomic_load(&h->snapshots_loaded),
             (unsigned long long)atomic_load(&h->snapshot_bytes));
     int lead = r == MC_HA_ROLE_LEADER;
-    appendf(b, "# HELP master_ha_replication_lag_records journal records not yet applied\n"
-               "# TYPE master_ha_replication_lag_records gauge\n"
-               "master_ha_replication_lag_records %llu\n"
-               "# TYPE master_ha_replication_lag_ms gauge\nmaster_ha_replication_lag_ms %llu\n",
+    appendf(b,
+            "# HELP master_ha_replication_lag_records journal records not yet applied\n"
+            "# TYPE master_ha_replication_lag_records gauge\n"
+            "master_ha_replication_lag_records %llu\n"
+            "# TYPE master_ha_replication_lag_ms gauge\nmaster_ha_replication_lag_ms %llu\n",
             (unsigned long long)(lead ? 0 : atomic_load(&h->lag_records)),
             (unsigned long long)(lead ? 0 : atomic_load(&h->lag_ms)));
     appendf(b, "# HELP master_ha_journal_append_seconds time of one journal append script\n"

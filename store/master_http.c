@@ -110,12 +110,13 @@ static void on_metrics(struct evhttp_request *req, void *arg)
         return;
     }
 #define GAUGE(name, help, v)                                                                       \
-    evbuffer_add_printf(b, "# HELP " name " " help "\n# TYPE " name " gauge\n" name " %" PRIu64 "\n", \
+    evbuffer_add_printf(b,                                                                         \
+                        "# HELP " name " " help "\n# TYPE " name " gauge\n" name " %" PRIu64 "\n", \
                         (uint64_t)(v))
 #define COUNTER(name, help, v)                                                                     \
-    evbuffer_add_printf(b, "# HELP " name " " help "\n# TYPE " name " counter\n" name " %" PRIu64  \
-                           "\n",                                                                   \
-                        (uint64_t)(v))
+    evbuffer_add_printf(                                                                           \
+        b, "# HELP " name " " help "\n# TYPE " name " counter\n" name " %" PRIu64 "\n",            \
+        (uint64_t)(v))
     GAUGE("master_key_count", "Objects stored (complete and in progress).", st.key_count);
     GAUGE("master_processing_key_count", "Objects whose put has not finished.",
           st.processing_count);
@@ -142,10 +143,12 @@ static void on_metrics(struct evhttp_request *req, void *arg)
     for (unsigned i = 0; i < MC_MASTER_VALUE_BUCKETS; i++) {
         cum += st.value_size_buckets[i];
         if (i + 1 < MC_MASTER_VALUE_BUCKETS)
-            evbuffer_add_printf(b, "master_value_size_bytes_bucket{le=\"%" PRIu64 "\"} %" PRIu64 "\n",
+            evbuffer_add_printf(b,
+                                "master_value_size_bytes_bucket{le=\"%" PRIu64 "\"} %" PRIu64 "\n",
                                 mc_master_value_bucket_bound(i), cum);
         else
-            evbuffer_add_printf(b, "master_value_size_bytes_bucket{le=\"+Inf\"} %" PRIu64 "\n", cum);
+            evbuffer_add_printf(b, "master_value_size_bytes_bucket{le=\"+Inf\"} %" PRIu64 "\n",
+                                cum);
     }
     evbuffer_add_printf(b, "master_value_size_bytes_sum %" PRIu64 "\n", st.value_size_sum);
     evbuffer_add_printf(b, "master_value_size_bytes_count %" PRIu64 "\n", st.value_size_count);
@@ -160,11 +163,11 @@ static void on_metrics(struct evhttp_request *req, void *arg)
         uint64_t t = atomic_load_explicit(&s->req_total[m], memory_order_relaxed);
         uint64_t f = atomic_load_explicit(&s->req_fail[m], memory_order_relaxed);
         const char *pre = rpc_names[i].batch ? "master_batch_" : "master_";
-        evbuffer_add_printf(b, "# TYPE %s%s_requests_total counter\n%s%s_requests_total %" PRIu64
-                               "\n",
+        evbuffer_add_printf(b,
+                            "# TYPE %s%s_requests_total counter\n%s%s_requests_total %" PRIu64 "\n",
                             pre, rpc_names[i].op, pre, rpc_names[i].op, t);
-        evbuffer_add_printf(b, "# TYPE %s%s_failures_total counter\n%s%s_failures_total %" PRIu64
-                               "\n",
+        evbuffer_add_printf(b,
+                            "# TYPE %s%s_failures_total counter\n%s%s_failures_total %" PRIu64 "\n",
                             pre, rpc_names[i].op, pre, rpc_names[i].op, f);
     }
     mc_rpc_server_stats_t rs;
@@ -193,17 +196,16 @@ static void on_summary(struct evhttp_request *req, void *arg)
         evhttp_send_error(req, 500, "out of memory");
         return;
     }
-    double used = st.capacity_bytes ? 100.0 * (double)st.allocated_bytes / (double)st.capacity_bytes
-                                    : 0.0;
+    double used =
+        st.capacity_bytes ? 100.0 * (double)st.allocated_bytes / (double)st.capacity_bytes : 0.0;
     evbuffer_add_printf(b,
                         "keys=%" PRIu64 " (in progress %" PRIu64 ", soft-pinned %" PRIu64
                         ") storage=%" PRIu64 "/%" PRIu64 " bytes (%.1f%%) segments=%" PRIu64
                         " clients=%" PRIu64 " evicted=%" PRIu64 " keys/%" PRIu64
                         " bytes uptime=%" PRIu64 "s\n",
-                        st.key_count, st.processing_count, st.soft_pinned_count,
-                        st.allocated_bytes, st.capacity_bytes, used, st.segment_count,
-                        st.active_clients, st.evicted_keys, st.evicted_bytes,
-                        (mc_now_us() - s->started_us) / 1000000);
+                        st.key_count, st.processing_count, st.soft_pinned_count, st.allocated_bytes,
+                        st.capacity_bytes, used, st.segment_count, st.active_clients,
+                        st.evicted_keys, st.evicted_bytes, (mc_now_us() - s->started_us) / 1000000);
     send_text(req, 200, "OK", b, "text/plain");
     evbuffer_free(b);
 }

@@ -54,8 +54,8 @@ typedef struct replica {
 typedef struct obj obj_t;
 struct obj {
     union {
-        mc_uuid_t owner; /* in the table: the PutStart caller, the only one that
-                          * may PutEnd/PutRevoke */
+        mc_uuid_t owner;    /* in the table: the PutStart caller, the only one that
+                             * may PutEnd/PutRevoke */
         obj_t *next_parked; /* PARKED_*: the shard's parked list (owner is moot) */
     };
     uint64_t size;
@@ -151,7 +151,7 @@ static inline void otab_prefetch(const otab_t *t, uint64_t h)
  * prefetches it for each key ahead of use. */
 typedef struct shard {
     _Alignas(64) pthread_mutex_t lock;
-    otab_t tab;   /* PROCESSING and COMPLETE objects */
+    otab_t tab; /* PROCESSING and COMPLETE objects */
     /* PROCESSING objects in start order, for the timeout sweep: a ring of
      * proc_cap (a power of two) slots, the used ones [proc_head, proc_head +
      * proc_len) wrapping, holes NULL. An ended put leaves a hole instead of
@@ -161,7 +161,7 @@ typedef struct shard {
     obj_t **proc;
     uint32_t proc_head, proc_len, proc_cap;
     uint32_t nproc; /* live entries */
-    obj_t *parked; /* PARKED_* objects, linked through next_parked */
+    obj_t *parked;  /* PARKED_* objects, linked through next_parked */
     /* counters, under lock; summed by mc_master_get_stats */
     uint64_t nparked, npinned;
     uint64_t locks;

@@ -149,8 +149,7 @@ static const char *decode_body(mc_mp_reader_t *rd, mc_master_jrec_t *r, mc_jrec_
     case MC_JREC_PUT_START: {
         if ((why = read_uuid(rd, &r->client, "put_start: client id is not [hi, lo]")) != NULL ||
             (why = read_key(rd, r)) != NULL ||
-            (why = read_uint(rd, &r->size, "put_start: size is not an unsigned integer")) !=
-                NULL ||
+            (why = read_uint(rd, &r->size, "put_start: size is not an unsigned integer")) != NULL ||
             (why = read_uint(rd, &v, "put_start: pin_ttl_ms is not an unsigned integer")) != NULL)
             return why;
         if (v > UINT32_MAX)
@@ -205,8 +204,8 @@ static const char *decode_body(mc_mp_reader_t *rd, mc_master_jrec_t *r, mc_jrec_
     case MC_JREC_RELEASE:
         r->nrep = 1;
         if ((why = read_key(rd, r)) != NULL ||
-            (why = read_uuid(rd, &r->rep[0].segment_id,
-                             "release: segment id is not [hi, lo]")) != NULL)
+            (why = read_uuid(rd, &r->rep[0].segment_id, "release: segment id is not [hi, lo]")) !=
+                NULL)
             return why;
         return read_uint(rd, &r->rep[0].offset, "release: offset is not an unsigned integer");
     case MC_JREC_DISK:
@@ -260,10 +259,14 @@ bad:
 const char *mc_ha_role_name(mc_ha_role_t r)
 {
     switch (r) {
-    case MC_HA_ROLE_NONE: return "single";
-    case MC_HA_ROLE_STANDBY: return "standby";
-    case MC_HA_ROLE_LEADER: return "leader";
-    case MC_HA_ROLE_FAILED: return "failed";
+    case MC_HA_ROLE_NONE:
+        return "single";
+    case MC_HA_ROLE_STANDBY:
+        return "standby";
+    case MC_HA_ROLE_LEADER:
+        return "leader";
+    case MC_HA_ROLE_FAILED:
+        return "failed";
     }
     return "unknown";
 }

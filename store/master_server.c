@@ -249,7 +249,7 @@ static mc_status_t require(fields_t *f, uint64_t mask)
         return MC_OK;
     unsigned id = (unsigned)__builtin_ctzll(missing);
     f->why = id < MC_ARRAY_SIZE(missing_msg) && missing_msg[id] != NULL ? missing_msg[id]
-                                                                         : "missing field";
+                                                                        : "missing field";
     return MC_ERR_INVALID_PARAMS;
 }
 
@@ -371,8 +371,7 @@ static int begin(master_srv_t *s, mc_rpc_req_t *req, fields_t *f, mc_proto_put_c
     if (st == MC_OK)
         st = require(f, required);
     if (st != MC_OK) {
-        MC_DEBUG(MASTER, "%s: method %u: %s", mc_rpc_req_peer(req), mc_rpc_req_method(req),
-                 f->why);
+        MC_DEBUG(MASTER, "%s: method %u: %s", mc_rpc_req_peer(req), mc_rpc_req_method(req), f->why);
         reply_status(s, req, st, f->why);
         return 0;
     }
@@ -419,9 +418,9 @@ static void h_tier_add(void *ctx, mc_rpc_req_t *req)
     fields_t f;
     if (!begin(s, req, &f, NULL, BIT(MC_F_CLIENT_ID) | BIT(MC_F_KEY) | BIT(MC_F_SIZE)))
         return;
-    mc_status_t st = s->tier == NULL ? MC_ERR_UNAVAILABLE_IN_CURRENT_MODE
-                                     : mc_master_tier_add(s->m, f.key, f.key_len, f.size,
-                                                          mc_now_us());
+    mc_status_t st = s->tier == NULL
+                         ? MC_ERR_UNAVAILABLE_IN_CURRENT_MODE
+                         : mc_master_tier_add(s->m, f.key, f.key_len, f.size, mc_now_us());
     if (st == MC_ERR_OBJECT_NOT_FOUND || st == MC_ERR_INVALID_PARAMS)
         master_tier_orphan(s, f.key, f.key_len);
     if (st == MC_OK) {
@@ -431,9 +430,10 @@ static void h_tier_add(void *ctx, mc_rpc_req_t *req)
         reply_status_durable(s, req, st);
         return;
     }
-    reply_status(s, req, st, st == MC_ERR_UNAVAILABLE_IN_CURRENT_MODE ? "no tier (root_fs_dir)"
-                             : st == MC_ERR_INVALID_PARAMS ? "size differs from the object's"
-                                                           : NULL);
+    reply_status(s, req, st,
+                 st == MC_ERR_UNAVAILABLE_IN_CURRENT_MODE ? "no tier (root_fs_dir)"
+                 : st == MC_ERR_INVALID_PARAMS            ? "size differs from the object's"
+                                                          : NULL);
 }
 
 static void h_put_start(void *ctx, mc_rpc_req_t *req)
@@ -605,9 +605,8 @@ static void h_batch_get_replica_list(void *ctx, mc_rpc_req_t *req)
         reply_status(s, req, MC_ERR_NOMEM, "out of memory");
         return;
     }
-    mc_status_t st =
-        mc_master_batch_get_replica_list(s->m, sc->keys, f.nkeys, mc_now_us(), sc->descs,
-                                         MC_MASTER_MAX_REPLICAS, sc->nrep, sc->st);
+    mc_status_t st = mc_master_batch_get_replica_list(
+        s->m, sc->keys, f.nkeys, mc_now_us(), sc->descs, MC_MASTER_MAX_REPLICAS, sc->nrep, sc->st);
     if (st != MC_OK) {
         reply_status(s, req, st, NULL);
         return;
@@ -625,8 +624,7 @@ static void h_batch_get_replica_list(void *ctx, mc_rpc_req_t *req)
         mc_mp_write_int(w, sc->st[i]);
         if (ok) {
             mc_mp_write_uint(w, MC_F_REPLICAS);
-            mc_proto_write_replicas(w, &sc->descs[(size_t)i * MC_MASTER_MAX_REPLICAS],
-                                    sc->nrep[i]);
+            mc_proto_write_replicas(w, &sc->descs[(size_t)i * MC_MASTER_MAX_REPLICAS], sc->nrep[i]);
             mc_mp_write_uint(w, MC_F_LEASE_TTL_US);
             mc_mp_write_uint(w, lease);
         }
@@ -919,9 +917,9 @@ static void h_meta_put(void *ctx, mc_rpc_req_t *req)
     fields_t f;
     if (!begin(s, req, &f, NULL, BIT(MC_F_KEY) | BIT(MC_F_VALUE)))
         return;
-    reply_status_durable(s, req,
-                         mc_master_meta_put(s->m, f.key, f.key_len, f.value, f.value_len,
-                                            f.client_id, mc_now_us()));
+    reply_status_durable(
+        s, req,
+        mc_master_meta_put(s->m, f.key, f.key_len, f.value, f.value_len, f.client_id, mc_now_us()));
 }
 
 static void h_meta_del(void *ctx, mc_rpc_req_t *req)
@@ -933,8 +931,7 @@ static void h_meta_del(void *ctx, mc_rpc_req_t *req)
     reply_status_durable(s, req, mc_master_meta_del(s->m, f.key, f.key_len));
 }
 
-static int meta_entry(void *arg, const char *key, size_t key_len, const void *val,
-                      size_t val_len)
+static int meta_entry(void *arg, const char *key, size_t key_len, const void *val, size_t val_len)
 {
     regex_out_t *o = arg;
     mc_mp_write_map(o->w, 2);

@@ -18,35 +18,34 @@
 typedef struct mc_master_server mc_master_server_t;
 
 typedef struct mc_master_server_opts {
-    const char *bind_address; /* "0.0.0.0" */
-    uint16_t rpc_port;        /* 50051; 0 = ephemeral */
-    uint16_t http_port;       /* 9003; 0 = ephemeral */
-    int http_enabled;         /* 1 */
-    unsigned reactors;        /* 0 = one per NUMA node */
+    const char *bind_address;  /* "0.0.0.0" */
+    uint16_t rpc_port;         /* 50051; 0 = ephemeral */
+    uint16_t http_port;        /* 9003; 0 = ephemeral */
+    int http_enabled;          /* 1 */
+    unsigned reactors;         /* 0 = one per NUMA node */
     uint64_t tick_interval_us; /* background work period (100 ms) */
-    const char *fsdir;        /* root_fs_dir: the persistent tier's root; "" = no tier */
-    const char *cluster_id;   /* tier directory = fsdir/cluster_id ("mooncake_cluster") */
-    int persist;              /* mc_master_persist_t, announced to clients (ASYNC) */
-    uint64_t tier_scan_max;   /* files the startup scan restores at most (10 M) */
-    uint64_t tier_quota;      /* bytes of objects on disk before the oldest disk-only
-                                 ones are removed; 0 = no quota (0) */
-    int64_t view_version;     /* 0 = derive from the wall clock (bumps on every start) */
+    const char *fsdir;         /* root_fs_dir: the persistent tier's root; "" = no tier */
+    const char *cluster_id;    /* tier directory = fsdir/cluster_id ("mooncake_cluster") */
+    int persist;               /* mc_master_persist_t, announced to clients (ASYNC) */
+    uint64_t tier_scan_max;    /* files the startup scan restores at most (10 M) */
+    uint64_t tier_quota;       /* bytes of objects on disk before the oldest disk-only
+                                  ones are removed; 0 = no quota (0) */
+    int64_t view_version;      /* 0 = derive from the wall clock (bumps on every start) */
     mc_master_opts_t master;
     struct {
-        int sync;                /* mc_ha_sync_t (master_ha.h); 0 = off: no HA */
-        const char *backend;     /* "redis://host:port/db" */
-        const char *cluster_id;  /* "mooncake" */
-        uint64_t lease_ttl_us;   /* 5 s */
+        int sync;                   /* mc_ha_sync_t (master_ha.h); 0 = off: no HA */
+        const char *backend;        /* "redis://host:port/db" */
+        const char *cluster_id;     /* "mooncake" */
+        uint64_t lease_ttl_us;      /* 5 s */
         uint64_t flush_interval_us; /* async: records reach Redis within this (10 ms) */
-        uint64_t snapshot_records; /* a standby snapshots (and trims the journal) after
-                                    * this many new records; 0 = never */
-        const char *advertise;   /* "host:port" clients use; "" = bind address (or
-                                  * 127.0.0.1 for a wildcard bind) and the RPC port */
+        uint64_t snapshot_records;  /* a standby snapshots (and trims the journal) after
+                                     * this many new records; 0 = never */
+        const char *advertise;      /* "host:port" clients use; "" = bind address (or
+                                     * 127.0.0.1 for a wildcard bind) and the RPC port */
     } ha;
 } mc_master_server_opts_t;
 
 void mc_master_server_opts_init(mc_master_server_opts_t *o);
-
 
 /* Start reactors, RPC and HTTP. With a tier (fsdir set): create
  * fsdir/cluster_id if missing, restore the objects of its files (a bounded,

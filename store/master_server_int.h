@@ -51,7 +51,7 @@ typedef struct master_srv {
     char *bind_address;
     char *fsdir;
     _Atomic int64_t view_version; /* the HA thread sets a new leader's */
-    struct master_tier *tier; /* master_server_tier.c; NULL = no tier */
+    struct master_tier *tier;     /* master_server_tier.c; NULL = no tier */
     mc_master_t *m;
     mc_reactor_group_t *g;
     mc_rpc_server_t *rpc;
@@ -67,7 +67,7 @@ typedef struct master_srv {
 
     /* high availability (master_ha.c); ha NULL when ha.sync = off */
     ha_t *ha;
-    _Atomic int role;               /* mc_ha_role_t */
+    _Atomic int role;                /* mc_ha_role_t */
     _Atomic uint64_t lease_until_us; /* leader: serve only before this (mc_now_us) */
 } master_srv_t;
 

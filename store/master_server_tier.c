@@ -79,7 +79,7 @@ struct master_tier {
     drop_node_t *recent, **rtail;
     size_t nrecent, recent_bytes;
     _Atomic uint64_t deleted, delete_failed, skipped;
-    _Atomic uint64_t queued;                          /* deletions waiting */
+    _Atomic uint64_t queued;  /* deletions waiting */
     _Atomic uint64_t flushed; /* with HA: journal records up to this are in Redis */
     /* the last scan's figures: with HA it runs while the HTTP port serves */
     _Atomic uint64_t restored, scan_bad, scan_temps, scan_ms;

@@ -14,10 +14,9 @@
  * otab_shrink() (after a bulk removal pass over the shard) halves it once if
  * the load is under 1/8, never below OTAB_MIN_SLOTS: one step per pass, so a
  * store emptied and refilled (RemoveAll, a flush) does not pay for the whole
- * regrowth, while repeated passes still give the memory back. 16 bytes per slot at loads between 3/8 and
- * 3/4 is 21-43 bytes per object; the chained map this replaced cost 16 bytes
- * in every object plus 8-16 of bucket array, and a miss walked every chained
- * object of the bucket.
+ * regrowth, while repeated passes still give the memory back. 16 bytes per slot at loads between
+ * 3/8 and 3/4 is 21-43 bytes per object; the chained map this replaced cost 16 bytes in every
+ * object plus 8-16 of bucket array, and a miss walked every chained object of the bucket.
  *
  * Home slot: the top bits of the hash (the shard takes the low ones). Entries
  * then sit in hash order, and doubling maps slot i to 2i or 2i + 1, so a

@@ -68,9 +68,9 @@ void mc_oalloc_free(mc_oalloc_t *a, mc_oalloc_handle_t h);
 uint64_t mc_oalloc_size(const mc_oalloc_t *a, mc_oalloc_handle_t h);
 
 uint64_t mc_oalloc_capacity(const mc_oalloc_t *a);
-uint64_t mc_oalloc_used(const mc_oalloc_t *a);        /* bytes in live allocations */
+uint64_t mc_oalloc_used(const mc_oalloc_t *a);         /* bytes in live allocations */
 uint64_t mc_oalloc_largest_free(const mc_oalloc_t *a); /* exact */
-double mc_oalloc_free_ratio(const mc_oalloc_t *a);    /* free bytes / capacity */
-uint32_t mc_oalloc_live(const mc_oalloc_t *a);        /* live allocations */
+double mc_oalloc_free_ratio(const mc_oalloc_t *a);     /* free bytes / capacity */
+uint32_t mc_oalloc_live(const mc_oalloc_t *a);         /* live allocations */
 
 #endif /* MC_STORE_OFFSET_ALLOC_H */

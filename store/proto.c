@@ -101,7 +101,7 @@ void mc_proto_write_replicas(mc_mp_writer_t *w, const mc_master_replica_desc_t *
         *p++ = 6;
         p = put_name(p, d[i].te_endpoint, el);
         if (disk) {
-            *p++ = 7; /* kind; absent = MEMORY, as older peers send */
+            *p++ = 7;                  /* kind; absent = MEMORY, as older peers send */
             *p++ = (uint8_t)d[i].kind; /* positive fixint: MC_MASTER_REPLICA_DISK */
         }
         mc_buf_produce(w->buf, (size_t)(p - p0));
@@ -137,12 +137,24 @@ void mc_proto_read_replicas(mc_mp_reader_t *r, mc_master_replica_desc_t *d, uint
         uint32_t nf = mc_mp_read_map(r);
         for (uint32_t f = 0; f < nf && r->err == MC_OK; f++) {
             switch (mc_mp_read_uint(r)) {
-            case 1: d[i].address = mc_mp_read_uint(r); break;
-            case 2: d[i].size = mc_mp_read_uint(r); break;
-            case 3: d[i].segment_id = mc_proto_read_uuid(r); break;
-            case 4: d[i].status = (mc_master_replica_status_t)mc_mp_read_uint(r); break;
-            case 5: read_name(r, d[i].segment_name, sizeof(d[i].segment_name)); break;
-            case 6: read_name(r, d[i].te_endpoint, sizeof(d[i].te_endpoint)); break;
+            case 1:
+                d[i].address = mc_mp_read_uint(r);
+                break;
+            case 2:
+                d[i].size = mc_mp_read_uint(r);
+                break;
+            case 3:
+                d[i].segment_id = mc_proto_read_uuid(r);
+                break;
+            case 4:
+                d[i].status = (mc_master_replica_status_t)mc_mp_read_uint(r);
+                break;
+            case 5:
+                read_name(r, d[i].segment_name, sizeof(d[i].segment_name));
+                break;
+            case 6:
+                read_name(r, d[i].te_endpoint, sizeof(d[i].te_endpoint));
+                break;
             case 7: {
                 uint64_t k = mc_mp_read_uint(r);
                 if (k != MC_MASTER_REPLICA_MEMORY && k != MC_MASTER_REPLICA_DISK)
@@ -150,7 +162,9 @@ void mc_proto_read_replicas(mc_mp_reader_t *r, mc_master_replica_desc_t *d, uint
                 d[i].kind = (mc_master_replica_kind_t)k;
                 break;
             }
-            default: mc_mp_skip(r); break;
+            default:
+                mc_mp_skip(r);
+                break;
             }
         }
     }
@@ -181,20 +195,28 @@ void mc_proto_read_segment(mc_mp_reader_t *r, mc_proto_segment_t *out, const cha
     uint32_t nf = mc_mp_read_map(r);
     for (uint32_t f = 0; f < nf && r->err == MC_OK; f++) {
         switch (mc_mp_read_uint(r)) {
-        case 1: out->seg.id = mc_proto_read_uuid(r); break;
+        case 1:
+            out->seg.id = mc_proto_read_uuid(r);
+            break;
         case 2:
             read_name(r, out->name, sizeof(out->name));
             if (r->err != MC_OK)
                 *why = "segment name too long or not text";
             break;
-        case 3: out->seg.base = mc_mp_read_uint(r); break;
-        case 4: out->seg.size = mc_mp_read_uint(r); break;
+        case 3:
+            out->seg.base = mc_mp_read_uint(r);
+            break;
+        case 4:
+            out->seg.size = mc_mp_read_uint(r);
+            break;
         case 5:
             read_name(r, out->te_endpoint, sizeof(out->te_endpoint));
             if (r->err != MC_OK)
                 *why = "segment te_endpoint too long or not text";
             break;
-        default: mc_mp_skip(r); break;
+        default:
+            mc_mp_skip(r);
+            break;
         }
     }
 }
@@ -227,8 +249,12 @@ void mc_proto_read_put_cfg(mc_mp_reader_t *r, mc_proto_put_cfg_t *out, const cha
     uint32_t nf = mc_mp_read_map(r);
     for (uint32_t f = 0; f < nf && r->err == MC_OK; f++) {
         switch (mc_mp_read_uint(r)) {
-        case 1: out->cfg.replica_num = (uint32_t)mc_mp_read_uint(r); break;
-        case 2: out->cfg.with_soft_pin = mc_mp_read_bool(r); break;
+        case 1:
+            out->cfg.replica_num = (uint32_t)mc_mp_read_uint(r);
+            break;
+        case 2:
+            out->cfg.with_soft_pin = mc_mp_read_bool(r);
+            break;
         case 3: {
             uint32_t n = mc_mp_read_array(r);
             if (n > MC_PROTO_MAX_PREFERRED) {
@@ -243,8 +269,12 @@ void mc_proto_read_put_cfg(mc_mp_reader_t *r, mc_proto_put_cfg_t *out, const cha
             out->cfg.n_preferred = n;
             break;
         }
-        case 4: out->cfg.soft_pin_ttl_us = mc_mp_read_uint(r); break;
-        default: mc_mp_skip(r); break;
+        case 4:
+            out->cfg.soft_pin_ttl_us = mc_mp_read_uint(r);
+            break;
+        default:
+            mc_mp_skip(r);
+            break;
         }
     }
 }

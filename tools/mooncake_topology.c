@@ -49,8 +49,12 @@ int main(int argc, char **argv)
                 return 2;
             }
             break;
-        case 'd': filter = optarg; break;
-        case 'm': matrix = optarg; break;
+        case 'd':
+            filter = optarg;
+            break;
+        case 'm':
+            matrix = optarg;
+            break;
         default:
             fprintf(stderr, "usage: mooncake-topology [--emulated N] [--device LIST] "
                             "[--nic_priority_matrix JSON]\n");

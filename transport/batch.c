@@ -222,8 +222,8 @@ void te_slice_done(te_slice_t *s, mc_status_t st)
      * after the count. */
     size_t d = atomic_load_explicit(&b->tasks_done, memory_order_relaxed);
     while (d + 1 < atomic_load_explicit(&b->ntasks, memory_order_acquire)) {
-        if (atomic_compare_exchange_weak_explicit(&b->tasks_done, &d, d + 1,
-                                                  memory_order_acq_rel, memory_order_relaxed))
+        if (atomic_compare_exchange_weak_explicit(&b->tasks_done, &d, d + 1, memory_order_acq_rel,
+                                                  memory_order_relaxed))
             return;
     }
     /* Possibly the last: everything below that touches the batch happens
@@ -307,12 +307,12 @@ static mc_status_t bad_log(const bad_req_t *e, const mc_te_request_t *reqs)
         break;
     case BAD_RANGE:
         MC_ERROR(TRANSPORT, "request %zu: range 0x%llx+%llu is outside the buffers of segment '%s'",
-                 e->i, (unsigned long long)q->remote, (unsigned long long)q->length,
-                 e->seg->name);
+                 e->i, (unsigned long long)q->remote, (unsigned long long)q->length, e->seg->name);
         break;
     case BAD_CUDA:
-        MC_ERROR(TRANSPORT, "request %zu: GPU memory cannot travel over tcp to segment '%s' "
-                            "(needs the rdma transport on both sides)",
+        MC_ERROR(TRANSPORT,
+                 "request %zu: GPU memory cannot travel over tcp to segment '%s' "
+                 "(needs the rdma transport on both sides)",
                  e->i, e->seg->name);
         break;
     }
@@ -521,10 +521,9 @@ mc_status_t mc_te_submit(mc_te_batch_t *b, const mc_te_request_t *reqs, size_t n
         te_task_t *t = &b->tasks[first + i];
         atomic_store_explicit(&t->bytes, 0, memory_order_relaxed);
         atomic_store_explicit(&t->error, 0, memory_order_relaxed);
-        atomic_store_explicit(&t->remaining,
-                              segs[i] ? (uint32_t)slice_count(reqs[i].length, te->o.slice_size)
-                                      : 1u,
-                              memory_order_relaxed);
+        atomic_store_explicit(
+            &t->remaining, segs[i] ? (uint32_t)slice_count(reqs[i].length, te->o.slice_size) : 1u,
+            memory_order_relaxed);
     }
     atomic_store_explicit(&b->ntasks, first + n, memory_order_release);
 

@@ -358,8 +358,12 @@ mc_status_t te_desc_decode(te_seg_t *seg, const uint8_t *p, size_t len)
     uint32_t n = mc_mp_read_map(&r);
     for (uint32_t i = 0; i < n && r.err == MC_OK; i++) {
         switch (mc_mp_read_uint(&r)) {
-        case MC_F_HOST: copy_str(&r, host, sizeof(host)); break;
-        case MC_F_PORT: port = (uint16_t)mc_mp_read_uint(&r); break;
+        case MC_F_HOST:
+            copy_str(&r, host, sizeof(host));
+            break;
+        case MC_F_PORT:
+            port = (uint16_t)mc_mp_read_uint(&r);
+            break;
         case MC_F_BUFFERS:
             nb = mc_mp_read_array(&r);
             if (nb > DESC_MAX_BUFFERS) {
@@ -376,8 +380,12 @@ mc_status_t te_desc_decode(te_seg_t *seg, const uint8_t *p, size_t len)
                 uint32_t nf = mc_mp_read_map(&r);
                 for (uint32_t f = 0; f < nf && r.err == MC_OK; f++) {
                     switch (mc_mp_read_uint(&r)) {
-                    case MC_F_ADDR: bufs[k].addr = mc_mp_read_uint(&r); break;
-                    case MC_F_LENGTH: bufs[k].len = mc_mp_read_uint(&r); break;
+                    case MC_F_ADDR:
+                        bufs[k].addr = mc_mp_read_uint(&r);
+                        break;
+                    case MC_F_LENGTH:
+                        bufs[k].len = mc_mp_read_uint(&r);
+                        break;
                     case MC_F_LOCATION:
                         copy_str(&r, bufs[k].location, sizeof(bufs[k].location));
                         break;
@@ -392,7 +400,9 @@ mc_status_t te_desc_decode(te_seg_t *seg, const uint8_t *p, size_t len)
                         bufs[k].nkeys = nk;
                         break;
                     }
-                    default: mc_mp_skip(&r); break;
+                    default:
+                        mc_mp_skip(&r);
+                        break;
                     }
                 }
                 bufs[k].remote = 1;
@@ -404,7 +414,9 @@ mc_status_t te_desc_decode(te_seg_t *seg, const uint8_t *p, size_t len)
             if (te_rdma_desc_decode(&r, &rdma) != MC_OK && r.err == MC_OK)
                 r.err = MC_ERR_PROTOCOL;
             break;
-        default: mc_mp_skip(&r); break;
+        default:
+            mc_mp_skip(&r);
+            break;
         }
     }
     /* every buffer carries one rkey per NIC, or the peer has no rdma */

@@ -38,7 +38,6 @@
 #include "util/log.h"
 #include "util/mem.h"
 
-
 /* mooncake-master's ClientStatus (store/master.h) */
 #define CLIENT_STATUS_NEED_REMOUNT 2
 

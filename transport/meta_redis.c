@@ -64,7 +64,6 @@
 #include "util/mem.h"
 #include "util/time.h"
 
-
 #define BACKOFF_MIN_US 50000
 #define BACKOFF_MAX_US 1000000
 #define CONNECT_TIMEOUT_MAX_US 3000000

@@ -23,7 +23,6 @@
 #include "util/log.h"
 #include "util/mem.h"
 
-
 #define META_HOST_MAX 256
 #define MASTER_DEFAULT_PORT 50051
 #define REDIS_DEFAULT_PORT 6379

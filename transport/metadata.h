@@ -43,10 +43,10 @@
 typedef struct mc_meta mc_meta_t;
 
 typedef struct mc_meta_opts {
-    uint64_t owner_hi, owner_lo;  /* owner id (the process's client id); not 0 */
-    uint64_t call_timeout_us;     /* default 5 s */
-    uint64_t ping_interval_us;    /* master backend; default 1 s */
-    uint64_t ttl_us;              /* redis backend: entry TTL; default 30 s */
+    uint64_t owner_hi, owner_lo; /* owner id (the process's client id); not 0 */
+    uint64_t call_timeout_us;    /* default 5 s */
+    uint64_t ping_interval_us;   /* master backend; default 1 s */
+    uint64_t ttl_us;             /* redis backend: entry TTL; default 30 s */
 } mc_meta_opts_t;
 
 void mc_meta_opts_init(mc_meta_opts_t *o);

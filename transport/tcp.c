@@ -103,7 +103,7 @@ static void slice_cb(void *arg, const mc_rpc_resp_t *resp)
                  (unsigned long long)s->len, s->seg->name, mc_status_str(st));
     if (st == MC_ERR_CONN_CLOSED && s->b->te->meta != NULL)
         atomic_store(&s->seg->stale, 1); /* maybe it moved: look it up again */
-    te_slice_done(s, st); /* may free the batch and s with it */
+    te_slice_done(s, st);                /* may free the batch and s with it */
 }
 
 /* Finish the n slices of a train with st. The last te_slice_done may free
@@ -191,16 +191,14 @@ static void slice_issue(mc_reactor_t *r, mc_reactor_msg_t *msg, mc_status_t st)
         mc_mp_write_map(w, 1);
         mc_mp_write_uint(w, MC_F_ADDR);
         mc_mp_write_uint(w, s->remote);
-        st = mc_rpc_call_end_xfer(lane, MC_RPC_TE_WRITE, 0, s->local, s->len, NULL, 0, slice_cb,
-                                  s);
+        st = mc_rpc_call_end_xfer(lane, MC_RPC_TE_WRITE, 0, s->local, s->len, NULL, 0, slice_cb, s);
     } else {
         mc_mp_write_map(w, 2);
         mc_mp_write_uint(w, MC_F_ADDR);
         mc_mp_write_uint(w, s->remote);
         mc_mp_write_uint(w, MC_F_LENGTH);
         mc_mp_write_uint(w, s->len);
-        st = mc_rpc_call_end_xfer(lane, MC_RPC_TE_READ, 0, NULL, 0, s->local, s->len, slice_cb,
-                                  s);
+        st = mc_rpc_call_end_xfer(lane, MC_RPC_TE_READ, 0, NULL, 0, s->local, s->len, slice_cb, s);
     }
     if (st != MC_INPROGRESS)
         te_slice_done(s, st);
@@ -252,8 +250,12 @@ static int read_addr_len(mc_rpc_req_t *req, uint64_t *addr, uint64_t *len)
             *addr = mc_mp_read_uint(&r);
             have_addr = 1;
             break;
-        case MC_F_LENGTH: *len = mc_mp_read_uint(&r); break;
-        default: mc_mp_skip(&r); break;
+        case MC_F_LENGTH:
+            *len = mc_mp_read_uint(&r);
+            break;
+        default:
+            mc_mp_skip(&r);
+            break;
         }
     }
     return r.err == MC_OK && have_addr ? 0 : -1;
@@ -266,8 +268,9 @@ static mc_status_t write_sink(void *ctx, mc_rpc_req_t *req, uint64_t plen, void 
     if (read_addr_len(req, &addr, &len) != 0)
         return MC_ERR_INVALID_PARAMS;
     if (!te_local_range_ok(te, (void *)(uintptr_t)addr, plen, 1)) {
-        MC_WARN(TCP, "%s: refused a write of %llu bytes at 0x%llx: not inside a registered "
-                     "remote-accessible buffer",
+        MC_WARN(TCP,
+                "%s: refused a write of %llu bytes at 0x%llx: not inside a registered "
+                "remote-accessible buffer",
                 mc_rpc_req_peer(req), (unsigned long long)plen, (unsigned long long)addr);
         return MC_ERR_ADDRESS_NOT_REGISTERED;
     }
@@ -303,8 +306,9 @@ static void h_read(void *ctx, mc_rpc_req_t *req)
         return;
     }
     if (!te_local_range_ok(te, (void *)(uintptr_t)addr, len, 1)) {
-        MC_WARN(TCP, "%s: refused a read of %llu bytes at 0x%llx: not inside a registered "
-                     "remote-accessible buffer",
+        MC_WARN(TCP,
+                "%s: refused a read of %llu bytes at 0x%llx: not inside a registered "
+                "remote-accessible buffer",
                 mc_rpc_req_peer(req), (unsigned long long)len, (unsigned long long)addr);
         mc_rpc_reply(req, MC_ERR_ADDRESS_NOT_REGISTERED, NULL, 0);
         return;
@@ -331,8 +335,9 @@ static void h_readv(void *ctx, mc_rpc_req_t *req)
         }
         uint32_t cnt = mc_mp_read_array(&r);
         if (r.err != MC_OK || cnt == 0 || cnt % 2 != 0 || cnt / 2 > TRAIN_MAX) {
-            MC_WARN(TCP, "%s: refused a vectored read: %u range numbers (want pairs, 1..%u "
-                         "ranges)",
+            MC_WARN(TCP,
+                    "%s: refused a vectored read: %u range numbers (want pairs, 1..%u "
+                    "ranges)",
                     mc_rpc_req_peer(req), cnt, TRAIN_MAX);
             mc_rpc_reply(req, MC_ERR_INVALID_PARAMS, NULL, 0);
             return;
@@ -361,8 +366,9 @@ static void h_readv(void *ctx, mc_rpc_req_t *req)
                 continue;
             }
             if (st == MC_OK && !te_local_range_ok(te, (void *)(uintptr_t)addr, len, 1)) {
-                MC_WARN(TCP, "%s: refused a vectored read of %llu bytes at 0x%llx: not inside a "
-                             "registered remote-accessible buffer",
+                MC_WARN(TCP,
+                        "%s: refused a vectored read of %llu bytes at 0x%llx: not inside a "
+                        "registered remote-accessible buffer",
                         mc_rpc_req_peer(req), (unsigned long long)len, (unsigned long long)addr);
                 st = MC_ERR_ADDRESS_NOT_REGISTERED;
             }

@@ -72,18 +72,18 @@ typedef struct te_seg {
 struct mc_te {
     mc_te_opts_t o;
     char *name, *cluster, *metadata, *listen_host, *advertise_host;
-    mc_reactor_group_t *g;  /* NULL in attach mode */
+    mc_reactor_group_t *g; /* NULL in attach mode */
     mc_reactor_t *attached;
     mc_reactor_t **rs;
     unsigned nr;
     mc_rpc_server_t *srv;
     uint16_t port;
-    mc_meta_t *meta;        /* NULL in p2p mode */
+    mc_meta_t *meta; /* NULL in p2p mode */
     pthread_rwlock_t buf_lock;
-    te_buf_t *bufs;         /* sorted by addr, non-overlapping */
+    te_buf_t *bufs; /* sorted by addr, non-overlapping */
     size_t nbufs, cap_bufs;
     pthread_mutex_t seg_lock;
-    te_seg_t **segs;        /* segs[id - 1] */
+    te_seg_t **segs; /* segs[id - 1] */
     size_t nsegs, cap_segs;
     int tcp;
     struct rd_transport *rdma; /* installed rdma transport, or NULL */
@@ -98,11 +98,11 @@ struct mc_te {
 typedef struct te_task {
     _Atomic uint32_t remaining; /* slices not finished */
     _Atomic uint64_t bytes;
-    _Atomic int error;          /* first failure, 0 = none */
+    _Atomic int error; /* first failure, 0 = none */
 } te_task_t;
 
 typedef struct te_slice {
-    mc_reactor_msg_t msg;       /* posts the slice to its lane's reactor */
+    mc_reactor_msg_t msg; /* posts the slice to its lane's reactor */
     struct mc_te_batch *b;
     te_task_t *task;
     te_seg_t *seg;
@@ -119,10 +119,10 @@ typedef struct te_slice {
     struct te_slice *rd_next; /* in a submit chain or an endpoint's pending queue */
     void *rd_ep;              /* endpoint it is posted on */
     uint32_t rd_lkey, rd_rkey;
-    uint32_t rd_rr;           /* striping counter of its first attempt */
+    uint32_t rd_rr; /* striping counter of its first attempt */
     uint8_t rd_lnic, rd_rnic, rd_qp, rd_attempt;
-    int rd_err;               /* cause of the last failed attempt (mc_status_t) */
-    uint64_t rd_due_ns;       /* a deferred retry goes at this time */
+    int rd_err;         /* cause of the last failed attempt (mc_status_t) */
+    uint64_t rd_due_ns; /* a deferred retry goes at this time */
 } te_slice_t;
 
 /* Slices of one submit, allocated together and kept until the batch is
@@ -142,8 +142,8 @@ struct mc_te_batch {
     te_chunk_t *chunks;
     mc_te_batch_cb_t cb;
     void *cb_arg;
-    mc_reactor_msg_t cb_msg;    /* fires cb from a reactor after a local submit */
-    _Atomic int cb_posted;      /* CB_* (batch.c): posted, running or idle; under mu */
+    mc_reactor_msg_t cb_msg; /* fires cb from a reactor after a local submit */
+    _Atomic int cb_posted;   /* CB_* (batch.c): posted, running or idle; under mu */
     pthread_mutex_t mu;
     pthread_cond_t cv;
     int local_unreg_ok; /* te_batch_allow_unregistered */

@@ -33,7 +33,7 @@ extern "C" {
 /* X(name, value, message) */
 #define MC_STATUS_TABLE(X)                                                                         \
     X(MC_OK, 0, "success")                                                                         \
-    X(MC_INPROGRESS, 1, "operation in progress; its callback will report the outcome")            \
+    X(MC_INPROGRESS, 1, "operation in progress; its callback will report the outcome")             \
     X(MC_AGAIN, 2, "would block or needs more input")                                              \
     /* store codes: upstream ErrorCode */                                                          \
     X(MC_ERR_INTERNAL_ERROR, -1, "internal error")                                                 \
@@ -43,12 +43,12 @@ extern "C" {
     X(MC_ERR_SEGMENT_NOT_FOUND, -101, "segment not found")                                         \
     X(MC_ERR_SEGMENT_ALREADY_EXISTS, -102, "segment already exists")                               \
     X(MC_ERR_CLIENT_NOT_FOUND, -103, "client not found")                                           \
-    X(MC_ERR_NO_AVAILABLE_HANDLE, -200, "no space available in any segment")                      \
+    X(MC_ERR_NO_AVAILABLE_HANDLE, -200, "no space available in any segment")                       \
     X(MC_ERR_INVALID_VERSION, -300, "invalid version")                                             \
     X(MC_ERR_INVALID_KEY, -400, "invalid key")                                                     \
     X(MC_ERR_WRITE_FAIL, -500, "write failed")                                                     \
     X(MC_ERR_INVALID_PARAMS, -600, "invalid parameters")                                           \
-    X(MC_ERR_ILLEGAL_CLIENT, -601, "request from a client that does not own the object")          \
+    X(MC_ERR_ILLEGAL_CLIENT, -601, "request from a client that does not own the object")           \
     X(MC_ERR_INVALID_WRITE, -700, "invalid write")                                                 \
     X(MC_ERR_INVALID_READ, -701, "invalid read")                                                   \
     X(MC_ERR_INVALID_REPLICA, -702, "invalid replica")                                             \
@@ -56,7 +56,7 @@ extern "C" {
     X(MC_ERR_OBJECT_NOT_FOUND, -704, "object not found")                                           \
     X(MC_ERR_OBJECT_ALREADY_EXISTS, -705, "object already exists")                                 \
     X(MC_ERR_OBJECT_HAS_LEASE, -706, "object has a lease")                                         \
-    X(MC_ERR_LEASE_EXPIRED, -707, "lease expired before the operation finished")                  \
+    X(MC_ERR_LEASE_EXPIRED, -707, "lease expired before the operation finished")                   \
     X(MC_ERR_OBJECT_HAS_REPLICATION_TASK, -708, "object has a replication task")                   \
     X(MC_ERR_OBJECT_NO_REPLICATION_TASK, -709, "object has no replication task")                   \
     X(MC_ERR_REPLICA_NOT_FOUND, -710, "replica not found")                                         \
@@ -93,7 +93,7 @@ extern "C" {
     X(MC_ERR_ADDRESS_NOT_REGISTERED, -3003, "address not registered")                              \
     X(MC_ERR_BATCH_BUSY, -3004, "batch still has requests in flight")                              \
     X(MC_ERR_DEVICE_NOT_FOUND, -3006, "device not found")                                          \
-    X(MC_ERR_ADDRESS_OVERLAPPED, -3007, "address range overlaps a registered range")              \
+    X(MC_ERR_ADDRESS_OVERLAPPED, -3007, "address range overlaps a registered range")               \
     X(MC_ERR_DNS, -3101, "name resolution failed")                                                 \
     X(MC_ERR_SOCKET, -3102, "socket error")                                                        \
     X(MC_ERR_MALFORMED, -3103, "malformed descriptor")                                             \
@@ -117,7 +117,7 @@ extern "C" {
     X(MC_ERR_STATE, -4009, "operation not allowed in the current state")                           \
     X(MC_ERR_NOT_FOUND, -4010, "not found")                                                        \
     X(MC_ERR_EXISTS, -4011, "already exists")                                                      \
-    X(MC_ERR_LIMIT, -4012, "limit exceeded")                                                      \
+    X(MC_ERR_LIMIT, -4012, "limit exceeded")                                                       \
     X(MC_ERR_NOT_LEADER, -4013, "this master is not the leader (a standby): ask the leader")
 
 typedef enum mc_status {

@@ -155,13 +155,12 @@ MC_API mc_status_t mc_store_batch_get(mc_store_t *s, const mc_slice_t *keys, mc_
                                       size_t n, int64_t *result);
 MC_API mc_status_t mc_store_batch_exist(mc_store_t *s, const mc_slice_t *keys, size_t n,
                                         int *result);
-MC_API mc_status_t mc_store_batch_remove(mc_store_t *s, const mc_slice_t *keys, size_t n,
-                                         int force, mc_status_t *st);
+MC_API mc_status_t mc_store_batch_remove(mc_store_t *s, const mc_slice_t *keys, size_t n, int force,
+                                         mc_status_t *st);
 
 /* Zero-copy forms: buf lies in memory registered with mc_store_register_buffer. */
-MC_API mc_status_t mc_store_put_from(mc_store_t *s, const void *key, size_t klen,
-                                     const void *buf, size_t len,
-                                     const mc_replicate_config_t *cfg);
+MC_API mc_status_t mc_store_put_from(mc_store_t *s, const void *key, size_t klen, const void *buf,
+                                     size_t len, const mc_replicate_config_t *cfg);
 MC_API int64_t mc_store_get_into(mc_store_t *s, const void *key, size_t klen, void *buf,
                                  size_t len);
 
@@ -182,11 +181,11 @@ MC_API mc_status_t mc_store_unmount_segment(mc_store_t *s, void *buf);
  * *n receives how many replicas the object has; the first min(*n, room) are
  * written to out. */
 typedef struct mc_store_replica {
-    char segment[256];     /* segment name (the holder's local_hostname); "" for disk */
+    char segment[256]; /* segment name (the holder's local_hostname); "" for disk */
     uint64_t address;
     uint64_t size;
     int complete;
-    int disk;              /* 1: the object's file in the persistent tier (address 0) */
+    int disk; /* 1: the object's file in the persistent tier (address 0) */
 } mc_store_replica_t;
 
 MC_API mc_status_t mc_store_query(mc_store_t *s, const void *key, size_t klen,
@@ -198,10 +197,9 @@ typedef void (*mc_store_cb_t)(void *arg, mc_status_t st);
 /* get: result = bytes read (>= 0) or a negative status. */
 typedef void (*mc_store_get_cb_t)(void *arg, int64_t result);
 
-MC_API mc_status_t mc_store_put_async(mc_store_t *s, const void *key, size_t klen,
-                                      const void *buf, size_t len,
-                                      const mc_replicate_config_t *cfg, mc_store_cb_t cb,
-                                      void *arg);
+MC_API mc_status_t mc_store_put_async(mc_store_t *s, const void *key, size_t klen, const void *buf,
+                                      size_t len, const mc_replicate_config_t *cfg,
+                                      mc_store_cb_t cb, void *arg);
 MC_API mc_status_t mc_store_get_async(mc_store_t *s, const void *key, size_t klen, void *buf,
                                       size_t len, mc_store_get_cb_t cb, void *arg);
 MC_API mc_status_t mc_store_remove_async(mc_store_t *s, const void *key, size_t klen, int force,

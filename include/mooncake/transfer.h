@@ -77,16 +77,16 @@ typedef struct mc_te_opts {
      * directly; the default), "master://HOST:PORT" (the embedded service of
      * mooncake-master) or "redis://HOST:PORT[/DB]". */
     const char *metadata;
-    const char *cluster;        /* key namespace in the metadata service; "default" */
-    const char *listen_host;    /* "0.0.0.0" */
-    uint16_t listen_port;       /* 0 = any free port */
-    const char *advertise_host; /* address peers connect to; "127.0.0.1" */
-    unsigned reactors;          /* event-loop threads; 0 = one per NUMA node */
+    const char *cluster;          /* key namespace in the metadata service; "default" */
+    const char *listen_host;      /* "0.0.0.0" */
+    uint16_t listen_port;         /* 0 = any free port */
+    const char *advertise_host;   /* address peers connect to; "127.0.0.1" */
+    unsigned reactors;            /* event-loop threads; 0 = one per NUMA node */
     struct event_base *host_base; /* embed in this loop instead of starting threads */
-    uint64_t slice_size;        /* bytes; 64 KiB */
-    uint64_t timeout_us;        /* per slice; 10 s */
-    unsigned tcp_lanes;         /* connections per peer; 2 */
-    uint64_t owner_hi, owner_lo; /* client id for metadata ownership; 0 = random */
+    uint64_t slice_size;          /* bytes; 64 KiB */
+    uint64_t timeout_us;          /* per slice; 10 s */
+    unsigned tcp_lanes;           /* connections per peer; 2 */
+    uint64_t owner_hi, owner_lo;  /* client id for metadata ownership; 0 = random */
     /* rdma transport (mc_te_install_transport(te, "rdma")); the MC_* variables
      * named here override these when set. */
     const char *rdma_devices;   /* comma list of NICs to use; NULL = all (MC_RDMA_DEVICES) */
@@ -175,10 +175,10 @@ MC_API void mc_te_batch_set_callback(mc_te_batch_t *b, mc_te_batch_cb_t cb, void
 
 typedef struct mc_te_request {
     mc_te_opcode_t opcode;
-    void *local;            /* inside a registered buffer */
+    void *local; /* inside a registered buffer */
     mc_te_segment_t segment;
-    uint64_t remote;        /* absolute address in the target */
-    uint64_t length;        /* > 0 */
+    uint64_t remote; /* absolute address in the target */
+    uint64_t length; /* > 0 */
 } mc_te_request_t;
 
 /* Submit n requests; they become tasks first_task .. first_task+n-1 where

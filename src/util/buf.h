@@ -21,7 +21,10 @@ typedef struct mc_buf {
     size_t cap;
 } mc_buf_t;
 
-#define MC_BUF_INIT {NULL, 0, 0, 0}
+#define MC_BUF_INIT                                                                                \
+    {                                                                                              \
+        NULL, 0, 0, 0                                                                              \
+    }
 
 void mc_buf_fini(mc_buf_t *b);
 

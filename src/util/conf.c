@@ -1176,10 +1176,10 @@ err_free_path:
  * the CUDA runtime's path (transport/cuda.c) and the store client's staging
  * switch (store/client.c). An entry ending in '_' is a prefix. */
 static const char *const module_env[] = {
-    "MC_RDMA_",          "MC_NIC_PRIORITY_MATRIX", "MC_NUM_QP_PER_EP", "MC_MAX_WR",
+    "MC_RDMA_",           "MC_NIC_PRIORITY_MATRIX", "MC_NUM_QP_PER_EP", "MC_MAX_WR",
     "MC_MAX_CQE_PER_CTX", "MC_MAX_EP_PER_CTX",      "MC_RETRY_CNT",     "MC_MTU",
-    "MC_IB_PORT",        "MC_GID_INDEX",           "MC_PKEY_INDEX",    "MC_IB_SL",
-    "MC_CUDA_LIBRARY",   "MC_STORE_STAGING",
+    "MC_IB_PORT",         "MC_GID_INDEX",           "MC_PKEY_INDEX",    "MC_IB_SL",
+    "MC_CUDA_LIBRARY",    "MC_STORE_STAGING",
 };
 
 static int is_module_env(const char *var, size_t len)

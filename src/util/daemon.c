@@ -59,8 +59,8 @@ int mc_daemon_configure(mc_conf_t *conf, const mc_log_opts_t *lo, int argc, char
     return exit_now ? 0 : -1;
 }
 
-mc_status_t mc_daemon_parse_reactors(const char *value, const char *what, unsigned *out,
-                                     char *err, size_t errlen)
+mc_status_t mc_daemon_parse_reactors(const char *value, const char *what, unsigned *out, char *err,
+                                     size_t errlen)
 {
     if (value == NULL || strcmp(value, "auto") == 0) {
         *out = 0;
@@ -70,8 +70,7 @@ mc_status_t mc_daemon_parse_reactors(const char *value, const char *what, unsign
     errno = 0;
     unsigned long n = strtoul(value, &end, 10);
     if (errno != 0 || end == value || *end != '\0' || n < 1 || n > 256 || value[0] == '-') {
-        snprintf(err, errlen, "%s: bad value \"%s\": expected auto or a count 1..256", what,
-                 value);
+        snprintf(err, errlen, "%s: bad value \"%s\": expected auto or a count 1..256", what, value);
         return MC_ERR_CONFIG;
     }
     *out = (unsigned)n;

@@ -12,8 +12,8 @@
 #include "util/conf.h"
 
 typedef struct mc_log_opts {
-    char *level;      /* "info", or a spec "warn,rpc=debug" (log.h) */
-    char *file;       /* append log lines here; "" = stderr */
+    char *level; /* "info", or a spec "warn,rpc=debug" (log.h) */
+    char *file;  /* append log lines here; "" = stderr */
 } mc_log_opts_t;
 
 /* Register the [log] section writing into o. */
@@ -32,8 +32,8 @@ int mc_daemon_configure(mc_conf_t *conf, const mc_log_opts_t *lo, int argc, char
 
 /* Parse "auto" (0) or a count 1..256 for key `what`. MC_ERR_CONFIG with a
  * message otherwise. */
-mc_status_t mc_daemon_parse_reactors(const char *value, const char *what, unsigned *out,
-                                     char *err, size_t errlen);
+mc_status_t mc_daemon_parse_reactors(const char *value, const char *what, unsigned *out, char *err,
+                                     size_t errlen);
 
 /* Block SIGINT/SIGTERM/SIGHUP in the calling thread (call before starting
  * threads, which inherit the mask) and ignore SIGPIPE. */

@@ -46,7 +46,7 @@ static inline size_t mc_hmap_count(const mc_hmap_t *m)
 }
 
 #define MC_HMAP_FOREACH_HASH(m, node, h)                                                           \
-    for ((node) = (m)->buckets[(h) & (m)->mask]; (node) != NULL; (node) = (node)->next)           \
+    for ((node) = (m)->buckets[(h) & (m)->mask]; (node) != NULL; (node) = (node)->next)            \
         if ((node)->hash == (h))
 
 /* Iteration over every node; the callback may not insert or remove. */

@@ -17,7 +17,10 @@ typedef struct mc_list {
 
 #define MC_CONTAINER_OF(ptr, type, member) ((type *)(void *)((char *)(ptr)-offsetof(type, member)))
 
-#define MC_LIST_INIT(name) {&(name), &(name)}
+#define MC_LIST_INIT(name)                                                                         \
+    {                                                                                              \
+        &(name), &(name)                                                                           \
+    }
 
 static inline void mc_list_init(mc_list_t *l)
 {
@@ -85,7 +88,8 @@ static inline void mc_list_splice_tail(mc_list_t *dst, mc_list_t *src)
 
 /* Safe against deletion of pos inside the loop. */
 #define MC_LIST_FOREACH_SAFE(pos, tmp, head)                                                       \
-    for ((pos) = (head)->next, (tmp) = (pos)->next; (pos) != (head); (pos) = (tmp), (tmp) = (pos)->next)
+    for ((pos) = (head)->next, (tmp) = (pos)->next; (pos) != (head);                               \
+         (pos) = (tmp), (tmp) = (pos)->next)
 
 #define MC_LIST_ENTRY(ptr, type, member) MC_CONTAINER_OF(ptr, type, member)
 

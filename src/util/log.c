@@ -71,7 +71,7 @@ static int parse_level(const char *s, size_t n, mc_log_level_t *out)
     static const struct {
         const char *name;
         mc_log_level_t level;
-    } names[] = {{"error", MC_LOG_ERR}, {"err", MC_LOG_ERR},     {"warn", MC_LOG_WARN},
+    } names[] = {{"error", MC_LOG_ERR},    {"err", MC_LOG_ERR},   {"warn", MC_LOG_WARN},
                  {"warning", MC_LOG_WARN}, {"info", MC_LOG_INFO}, {"debug", MC_LOG_DEBUG},
                  {"trace", MC_LOG_TRACE}};
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
@@ -145,8 +145,8 @@ void mc_log_write(mc_log_comp_t comp, mc_log_level_t level, const char *fmt, ...
     clock_gettime(CLOCK_REALTIME, &ts);
     gmtime_r(&ts.tv_sec, &tm);
     int n = snprintf(line, sizeof(line), "%04d-%02d-%02d %02d:%02d:%02d.%06ld %c [%s] (%s) ",
-                     tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
-                     tm.tm_sec, ts.tv_nsec / 1000, level_letters[level <= MC_LOG_TRACE ? level : 0],
+                     tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+                     ts.tv_nsec / 1000, level_letters[level <= MC_LOG_TRACE ? level : 0],
                      mc_log_comp_name(comp), thread_name);
     va_list ap;
     va_start(ap, fmt);

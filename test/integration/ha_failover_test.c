@@ -84,9 +84,22 @@ static void start_redis(env_t *e)
     e->redis_port = test_free_port();
     snprintf(port, sizeof(port), "%u", e->redis_port);
     snprintf(log, sizeof(log), "%s/redis.log", e->dir);
-    char *argv[] = {(char *)e->redis_bin, "--port", port, "--bind", "127.0.0.1", "--save", "",
-                    "--appendonly", "no", "--dir", e->dir, "--logfile", log, "--daemonize",
-                    "no", NULL};
+    char *argv[] = {(char *)e->redis_bin,
+                    "--port",
+                    port,
+                    "--bind",
+                    "127.0.0.1",
+                    "--save",
+                    "",
+                    "--appendonly",
+                    "no",
+                    "--dir",
+                    e->dir,
+                    "--logfile",
+                    log,
+                    "--daemonize",
+                    "no",
+                    NULL};
     assert_int_equal(test_proc_start(&e->redis, argv), 0);
     for (int waited = 0; !test_port_open(e->redis_port); waited += 10) {
         if (waited > 5000)
@@ -114,19 +127,32 @@ static int start_master(env_t *e, int i)
     snprintf(backend, sizeof(backend), "ha.backend=redis://127.0.0.1:%u/0", e->redis_port);
     snprintf(log, sizeof(log), "log.file=%s/master-%d.log", e->dir, i);
     char *argv[] = {(char *)test_prog("mooncake-master", bin, sizeof(bin)),
-                    "--set", "server.bind_address=127.0.0.1",
-                    "--set", rpc,
-                    "--set", http,
-                    "--set", "server.reactors=1",
-                    "--set", "server.tick_interval=20ms",
-                    "--set", "master.client_ttl=10s",
-                    "--set", backend,
-                    "--set", "ha.cluster_id=" CLUSTER,
-                    "--set", "ha.lease_ttl=1s",
-                    "--set", "ha.sync=strict",
-                    "--set", "ha.snapshot_records=300",
-                    "--set", log,
-                    "--set", "log.level=info",
+                    "--set",
+                    "server.bind_address=127.0.0.1",
+                    "--set",
+                    rpc,
+                    "--set",
+                    http,
+                    "--set",
+                    "server.reactors=1",
+                    "--set",
+                    "server.tick_interval=20ms",
+                    "--set",
+                    "master.client_ttl=10s",
+                    "--set",
+                    backend,
+                    "--set",
+                    "ha.cluster_id=" CLUSTER,
+                    "--set",
+                    "ha.lease_ttl=1s",
+                    "--set",
+                    "ha.sync=strict",
+                    "--set",
+                    "ha.snapshot_records=300",
+                    "--set",
+                    log,
+                    "--set",
+                    "log.level=info",
                     NULL};
     if (test_proc_start(&m->p, argv) != 0)
         return -1;
@@ -169,7 +195,7 @@ static int wait_leader(env_t *e, int not, int timeout_ms, int64_t *view)
     uint64_t deadline = mc_now_ms() + (uint64_t)timeout_ms;
     do {
         int l = leader(e, view);
-        if (l >= 0 && l != not)
+        if (l >= 0 && l != not )
             return l;
         usleep(10000);
     } while (mc_now_ms() < deadline);
@@ -229,14 +255,22 @@ static int start_node(env_t *e, int i)
     snprintf(port, sizeof(port), "store.port=%u", p);
     snprintf(name, sizeof(name), "store.local_hostname=127.0.0.1:%u", p);
     char *argv[] = {(char *)test_prog("mooncake-store-server", bin, sizeof(bin)),
-                    "--set", master,
-                    "--set", meta,
-                    "--set", port,
-                    "--set", name,
-                    "--set", "store.global_segment_size=64MiB",
-                    "--set", "store.reactors=1",
-                    "--set", "store.rpc_timeout=2s",
-                    "--set", "log.level=error",
+                    "--set",
+                    master,
+                    "--set",
+                    meta,
+                    "--set",
+                    port,
+                    "--set",
+                    name,
+                    "--set",
+                    "store.global_segment_size=64MiB",
+                    "--set",
+                    "store.reactors=1",
+                    "--set",
+                    "store.rpc_timeout=2s",
+                    "--set",
+                    "log.level=error",
                     NULL};
     if (test_proc_start(&e->node[i], argv) != 0)
         return -1;
@@ -276,8 +310,7 @@ static int setup(void **state)
     if (e.redis_bin == NULL)
         e.redis_bin = "/usr/bin/redis-server";
     if (access(e.redis_bin, X_OK) != 0) {
-        fprintf(stderr, "FATAL: %s not found: these tests need a real redis-server\n",
-                e.redis_bin);
+        fprintf(stderr, "FATAL: %s not found: these tests need a real redis-server\n", e.redis_bin);
         return -1;
     }
     snprintf(e.dir, sizeof(e.dir), "/tmp/mc-ha-XXXXXX");
@@ -516,8 +549,8 @@ static void killing_the_leader_under_load_loses_no_acknowledged_put(void **state
     pthread_join(t, NULL);
     print_message("puts: %u acknowledged (%u after the new leader), %u failed; gets: %u ok; "
                   "slowest call %llu ms\n",
-                  atomic_load(&l.nacked), atomic_load(&l.acked_after_mark),
-                  atomic_load(&l.nfailed), atomic_load(&l.gets_ok),
+                  atomic_load(&l.nacked), atomic_load(&l.acked_after_mark), atomic_load(&l.nfailed),
+                  atomic_load(&l.gets_ok),
                   (unsigned long long)(atomic_load(&l.worst_call_us) / 1000));
     assert_true(atomic_load(&l.acked_after_mark) >= 200);
     /* the new leader knew the nodes' segments from the journal: nobody
@@ -582,8 +615,7 @@ static void killing_the_leader_under_load_loses_no_acknowledged_put(void **state
     char lsum[512], ssum[512];
     unsigned long long lk = 0, sk = 1;
     for (int waited = 0; waited < 3000 && lk != sk; waited += 100) {
-        assert_int_equal(http_get(e->m[nl].http_port, "/metrics/summary", lsum, sizeof(lsum)),
-                         200);
+        assert_int_equal(http_get(e->m[nl].http_port, "/metrics/summary", lsum, sizeof(lsum)), 200);
         assert_int_equal(http_get(e->m[old].http_port, "/metrics/summary", ssum, sizeof(ssum)),
                          200);
         sscanf(lsum, "keys=%llu", &lk);
@@ -820,7 +852,8 @@ static void an_append_retried_after_a_redis_stall_is_stored_once(void **state)
     int64_t v0 = 0;
     int ld = wait_leader(e, -1, 3000, &v0);
     assert_true(ld >= 0);
-    long long fails0 = metric(e->m[ld].http_port, "master_ha_journal_appends_total{result=\"failed\"}");
+    long long fails0 =
+        metric(e->m[ld].http_port, "master_ha_journal_appends_total{result=\"failed\"}");
     pthread_t t;
     assert_int_equal(pthread_create(&t, NULL, load_main, &l), 0);
     for (int waited = 0; atomic_load(&l.nacked) < 100 && waited < 10000; waited += 10)
@@ -835,13 +868,14 @@ static void an_append_retried_after_a_redis_stall_is_stored_once(void **state)
     pthread_join(t, NULL);
     int64_t v1 = 0;
     int now_leader = wait_leader(e, -1, 3000, &v1);
-    long long fails1 = now_leader >= 0 ? metric(e->m[now_leader].http_port,
-                                                "master_ha_journal_appends_total{result=\"failed\"}")
-                                       : -1;
+    long long fails1 = now_leader >= 0
+                           ? metric(e->m[now_leader].http_port,
+                                    "master_ha_journal_appends_total{result=\"failed\"}")
+                           : -1;
     print_message("puts: %u acknowledged, %u failed; leader %d (view %lld) -> %d (view %lld); "
                   "append retries %lld\n",
-                  atomic_load(&l.nacked), atomic_load(&l.nfailed), ld, (long long)v0,
-                  now_leader, (long long)v1, now_leader == ld ? fails1 - fails0 : -1);
+                  atomic_load(&l.nacked), atomic_load(&l.nfailed), ld, (long long)v0, now_leader,
+                  (long long)v1, now_leader == ld ? fails1 - fails0 : -1);
     check_all_acked(&l);
     /* no standby met a record twice */
     char body[4096];

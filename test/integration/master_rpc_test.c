@@ -36,12 +36,12 @@
 
 #define NCLIENTS 4
 #define CYCLES_PER_CLIENT 2000
-#define DEPTH 32                   /* cycles in flight per connection */
+#define DEPTH 32 /* cycles in flight per connection */
 #define GIB (1ull << 30)
-#define CALL_TIMEOUT_US 3000000    /* generous: the ASan build is slower */
+#define CALL_TIMEOUT_US 3000000 /* generous: the ASan build is slower */
 #define PING_PERIOD_US 200000
 #define START_TIMEOUT_MS 10000
-#define EXPIRY_TIMEOUT_MS 5000     /* client_ttl (1 s) + ticks, with room */
+#define EXPIRY_TIMEOUT_MS 5000 /* client_ttl (1 s) + ticks, with room */
 
 static const mc_uuid_t CLIENT_M = {0x4d4d4d4d, 1}; /* pinged all along */
 static const mc_uuid_t CLIENT_A = {0x41414141, 2}; /* falls silent in the liveness test */
@@ -50,14 +50,22 @@ static const mc_uuid_t CLIENT_X = {0x58585858, 3}; /* never mounts; a stranger t
 /* M's segments: fake address ranges (the master never touches the memory);
  * distinct names because replicas of one object go to distinct names. */
 static const mc_master_segment_t SEG_M[2] = {
-    {.id = {0x5e65e6, 1}, .name = "node-m0:17001", .te_endpoint = "127.0.0.1:17001",
-     .base = 0x100000000ull, .size = GIB},
-    {.id = {0x5e65e6, 2}, .name = "node-m1:17002", .te_endpoint = "127.0.0.1:17002",
-     .base = 0x200000000ull, .size = GIB},
+    {.id = {0x5e65e6, 1},
+     .name = "node-m0:17001",
+     .te_endpoint = "127.0.0.1:17001",
+     .base = 0x100000000ull,
+     .size = GIB},
+    {.id = {0x5e65e6, 2},
+     .name = "node-m1:17002",
+     .te_endpoint = "127.0.0.1:17002",
+     .base = 0x200000000ull,
+     .size = GIB},
 };
-static const mc_master_segment_t SEG_A = {.id = {0x5e65e6, 0xa}, .name = "node-a:17003",
+static const mc_master_segment_t SEG_A = {.id = {0x5e65e6, 0xa},
+                                          .name = "node-a:17003",
                                           .te_endpoint = "127.0.0.1:17003",
-                                          .base = 0x400000000ull, .size = GIB};
+                                          .base = 0x400000000ull,
+                                          .size = GIB};
 
 /* --------------------------------------------------------------- pinger */
 
@@ -67,8 +75,8 @@ typedef struct pinger {
     mc_timer_t timer;
     mc_rpc_client_t *c;
     mc_uuid_t client;
-    int in_flight; /* reactor thread only */
-    int armed;     /* test thread only */
+    int in_flight;     /* reactor thread only */
+    int armed;         /* test thread only */
     atomic_int ok;     /* answers with client status OK */
     atomic_int not_ok; /* failed pings or any other client status */
 } pinger_t;
@@ -146,13 +154,20 @@ static int start_master_once(env_t *e)
     snprintf(rpc, sizeof(rpc), "server.rpc_port=%u", e->rpc_port);
     snprintf(http, sizeof(http), "server.http_port=%u", e->http_port);
     char *argv[] = {(char *)test_prog("mooncake-master", bin, sizeof(bin)),
-                    "--set", "server.bind_address=127.0.0.1",
-                    "--set", rpc,
-                    "--set", http,
-                    "--set", "server.reactors=2",
-                    "--set", "server.tick_interval=20ms",
-                    "--set", "master.client_ttl=1s",
-                    "--set", "log.level=warn",
+                    "--set",
+                    "server.bind_address=127.0.0.1",
+                    "--set",
+                    rpc,
+                    "--set",
+                    http,
+                    "--set",
+                    "server.reactors=2",
+                    "--set",
+                    "server.tick_interval=20ms",
+                    "--set",
+                    "master.client_ttl=1s",
+                    "--set",
+                    "log.level=warn",
                     NULL};
     if (test_proc_start(&e->master, argv) != 0)
         return -1;
@@ -195,9 +210,8 @@ static int setup(void **state)
         o.port = (uint16_t)e.rpc_port;
         o.backoff_min_us = 20000;
         o.backoff_max_us = 200000;
-        assert_int_equal(mc_rpc_client_create(mc_reactor_group_get(e.g, (unsigned)i % 2), &o,
-                                              &e.cli[i]),
-                         MC_OK);
+        assert_int_equal(
+            mc_rpc_client_create(mc_reactor_group_get(e.g, (unsigned)i % 2), &o, &e.cli[i]), MC_OK);
     }
     e.pinger.c = e.cli[0]; /* cli[0] lives on reactor 0, where the timer runs */
     e.pinger.client = CLIENT_M;
@@ -312,8 +326,7 @@ static char *get_segments(env_t *e)
 }
 
 /* Assert that /segments lists seg as mounted by owner, with its range. */
-static void assert_segment_listed(const char *json, const mc_master_segment_t *seg,
-                                  mc_uuid_t owner)
+static void assert_segment_listed(const char *json, const mc_master_segment_t *seg, mc_uuid_t owner)
 {
     char ent[1024], want[128];
     assert_true(segment_entry(json, seg->name, ent, sizeof(ent)));
@@ -336,7 +349,13 @@ typedef struct sync_call {
     mc_mp_writer_t w;
 } sync_call_t;
 
-#define SYNC_CALL_INIT {MC_BUF_INIT, MC_BUF_INIT, {0}}
+#define SYNC_CALL_INIT                                                                             \
+    {                                                                                              \
+        MC_BUF_INIT, MC_BUF_INIT,                                                                  \
+        {                                                                                          \
+            0                                                                                      \
+        }                                                                                          \
+    }
 
 static mc_mp_writer_t *sc_begin(sync_call_t *s)
 {
@@ -349,8 +368,8 @@ static mc_mp_writer_t *sc_begin(sync_call_t *s)
 static mc_status_t sc_end(sync_call_t *s, mc_rpc_client_t *c, uint16_t method)
 {
     assert_int_equal(s->w.err, MC_OK);
-    return mc_rpc_call_sync(c, method, mc_buf_head(&s->req), mc_buf_used(&s->req),
-                            CALL_TIMEOUT_US, &s->resp);
+    return mc_rpc_call_sync(c, method, mc_buf_head(&s->req), mc_buf_used(&s->req), CALL_TIMEOUT_US,
+                            &s->resp);
 }
 
 static void sc_fini(sync_call_t *s)
@@ -380,9 +399,9 @@ static mc_status_t ping(mc_rpc_client_t *c, mc_uuid_t client, int64_t *client_st
     return st;
 }
 
-static mc_status_t put_start(mc_rpc_client_t *c, mc_uuid_t client, const char *key,
-                             uint64_t size, const mc_master_put_cfg_t *cfg,
-                             mc_master_replica_desc_t *d, uint32_t *n)
+static mc_status_t put_start(mc_rpc_client_t *c, mc_uuid_t client, const char *key, uint64_t size,
+                             const mc_master_put_cfg_t *cfg, mc_master_replica_desc_t *d,
+                             uint32_t *n)
 {
     sync_call_t s = SYNC_CALL_INIT;
     mc_mcli_put_start(sc_begin(&s), client, key, strlen(key), size, cfg);
@@ -446,8 +465,7 @@ static mc_status_t mount(mc_rpc_client_t *c, mc_uuid_t client, const mc_master_s
     return sc_status(&s, c, MC_RPC_MOUNT_SEGMENT);
 }
 
-static mc_status_t meta_put(mc_rpc_client_t *c, const char *key, const char *val,
-                            mc_uuid_t owner)
+static mc_status_t meta_put(mc_rpc_client_t *c, const char *key, const char *val, mc_uuid_t owner)
 {
     sync_call_t s = SYNC_CALL_INIT;
     mc_mcli_meta_put(sc_begin(&s), key, strlen(key), val, strlen(val), owner);
@@ -464,9 +482,9 @@ static mc_status_t meta_get(mc_rpc_client_t *c, const char *key, char *val, size
     if (st == MC_OK) {
         const void *p = NULL;
         size_t len = 0;
-        assert_int_equal(mc_mcli_dec_bytes(mc_buf_head(&s.resp), mc_buf_used(&s.resp),
-                                           MC_F_VALUE, &p, &len),
-                         MC_OK);
+        assert_int_equal(
+            mc_mcli_dec_bytes(mc_buf_head(&s.resp), mc_buf_used(&s.resp), MC_F_VALUE, &p, &len),
+            MC_OK);
         assert_true(len < room);
         memcpy(val, p, len);
         val[len] = '\0';
@@ -527,9 +545,9 @@ static void a_client_mounts_two_segments_and_segments_lists_them(void **state)
         assert_int_equal(sc_end(&s, e->cli[i], MC_RPC_SERVICE_READY), MC_OK);
         const void *text = NULL;
         size_t tlen = 0;
-        assert_int_equal(mc_mcli_dec_bytes(mc_buf_head(&s.resp), mc_buf_used(&s.resp),
-                                           MC_F_TEXT, &text, &tlen),
-                         MC_OK);
+        assert_int_equal(
+            mc_mcli_dec_bytes(mc_buf_head(&s.resp), mc_buf_used(&s.resp), MC_F_TEXT, &text, &tlen),
+            MC_OK);
         assert_true(tlen > 10 && memcmp(text, "mooncake-c", 10) == 0);
         sc_fini(&s);
     }
@@ -557,8 +575,8 @@ static void a_client_mounts_two_segments_and_segments_lists_them(void **state)
     assert_int_equal(metric(e, "master_total_capacity_bytes"), (int64_t)(2 * GIB));
 }
 
-static void a_two_replica_put_lands_in_distinct_mounted_segments_and_reads_back_complete(
-    void **state)
+static void
+a_two_replica_put_lands_in_distinct_mounted_segments_and_reads_back_complete(void **state)
 {
     env_t *e = *state;
     mc_rpc_client_t *c = e->cli[1];
@@ -647,8 +665,7 @@ static void misused_puts_gets_and_removes_get_upstream_statuses(void **state)
     assert_int_equal(get_replicas(c, "", x, &xn, NULL), MC_ERR_INVALID_KEY);
     mc_mcli_key(sc_begin(&s), "a\0b", 3); /* a NUL inside */
     assert_int_equal(sc_end(&s, c, MC_RPC_GET_REPLICA_LIST), MC_ERR_INVALID_KEY);
-    assert_int_equal(put_start(c, CLIENT_M, "zero-size", 0, &cfg, x, &xn),
-                     MC_ERR_INVALID_PARAMS);
+    assert_int_equal(put_start(c, CLIENT_M, "zero-size", 0, &cfg, x, &xn), MC_ERR_INVALID_PARAMS);
     cfg.replica_num = 0;
     assert_int_equal(put_start(c, CLIENT_M, "zero-replicas", 8, &cfg, x, &xn),
                      MC_ERR_INVALID_PARAMS);
@@ -734,8 +751,7 @@ static void batch_calls_return_one_status_per_item(void **state)
     mc_mcli_client_keys(sc_begin(&s), CLIENT_M, end3, 3);
     assert_int_equal(sc_end(&s, c, MC_RPC_BATCH_PUT_END), MC_OK);
     assert_int_equal(
-        mc_mcli_dec_statuses(mc_buf_head(&s.resp), mc_buf_used(&s.resp), st, NULL, 8, &cnt),
-        MC_OK);
+        mc_mcli_dec_statuses(mc_buf_head(&s.resp), mc_buf_used(&s.resp), st, NULL, 8, &cnt), MC_OK);
     assert_int_equal(cnt, 3);
     assert_int_equal(st[0], MC_OK);
     assert_int_equal(st[1], MC_OK);
@@ -776,8 +792,7 @@ static void batch_calls_return_one_status_per_item(void **state)
     mc_mcli_batch_remove(sc_begin(&s), mixed, 4, 0);
     assert_int_equal(sc_end(&s, c, MC_RPC_BATCH_REMOVE), MC_OK);
     assert_int_equal(
-        mc_mcli_dec_statuses(mc_buf_head(&s.resp), mc_buf_used(&s.resp), st, NULL, 8, &cnt),
-        MC_OK);
+        mc_mcli_dec_statuses(mc_buf_head(&s.resp), mc_buf_used(&s.resp), st, NULL, 8, &cnt), MC_OK);
     assert_int_equal(cnt, 4);
     assert_int_equal(st[0], MC_ERR_OBJECT_HAS_LEASE);
     assert_int_equal(st[1], MC_ERR_OBJECT_NOT_FOUND);
@@ -787,8 +802,7 @@ static void batch_calls_return_one_status_per_item(void **state)
     mc_mcli_batch_remove(sc_begin(&s), mixed, 4, 1);
     assert_int_equal(sc_end(&s, c, MC_RPC_BATCH_REMOVE), MC_OK);
     assert_int_equal(
-        mc_mcli_dec_statuses(mc_buf_head(&s.resp), mc_buf_used(&s.resp), st, NULL, 8, &cnt),
-        MC_OK);
+        mc_mcli_dec_statuses(mc_buf_head(&s.resp), mc_buf_used(&s.resp), st, NULL, 8, &cnt), MC_OK);
     assert_int_equal(cnt, 4);
     assert_int_equal(st[0], MC_OK);
     assert_int_equal(st[1], MC_ERR_OBJECT_NOT_FOUND);
@@ -852,8 +866,8 @@ static int cycle_check(cycle_t *cy, const mc_rpc_resp_t *resp)
         return 0;
     switch (cy->state) {
     case CY_PUT_START:
-        if (mc_mcli_dec_replicas(resp->body, resp->body_len, d, MC_MASTER_MAX_REPLICAS, &n,
-                                 NULL) != MC_OK ||
+        if (mc_mcli_dec_replicas(resp->body, resp->body_len, d, MC_MASTER_MAX_REPLICAS, &n, NULL) !=
+                MC_OK ||
             n != 1 || d[0].status != MC_MASTER_REPLICA_PROCESSING || !replica_in_m(&d[0], cy->size))
             return 0;
         cy->address = d[0].address;
@@ -861,11 +875,14 @@ static int cycle_check(cycle_t *cy, const mc_rpc_resp_t *resp)
     case CY_GET:
         return mc_mcli_dec_replicas(resp->body, resp->body_len, d, MC_MASTER_MAX_REPLICAS, &n,
                                     &lease) == MC_OK &&
-               n == 1 && d[0].status == MC_MASTER_REPLICA_COMPLETE &&
-               d[0].address == cy->address && lease > 0;
+               n == 1 && d[0].status == MC_MASTER_REPLICA_COMPLETE && d[0].address == cy->address &&
+               lease > 0;
     case CY_PUT_END:
-    case CY_REMOVE: return 1;
-    default: assert(0); return 0;
+    case CY_REMOVE:
+        return 1;
+    default:
+        assert(0);
+        return 0;
     }
 }
 
@@ -894,7 +911,8 @@ static int cycle_send(cycle_t *cy)
         mc_mcli_remove(w, cy->key, cy->klen, 1);
         method = MC_RPC_REMOVE;
         break;
-    default: assert(0);
+    default:
+        assert(0);
     }
     return mc_rpc_call_end(d->c, method, 10000000, cycle_cb, cy) == MC_INPROGRESS;
 }
@@ -1147,8 +1165,11 @@ static void garbage_on_the_rpc_port_is_disconnected_while_a_client_keeps_working
 
     /* a valid header announcing a body far over the limit */
     uint8_t hdr[MC_FRAME_HDR_LEN];
-    mc_frame_hdr_t h = {.version = MC_FRAME_VERSION, .kind = MC_FRAME_REQUEST,
-                        .method = MC_RPC_PUT_START, .req_id = 1, .body_len = 0xFFFFFFF0u};
+    mc_frame_hdr_t h = {.version = MC_FRAME_VERSION,
+                        .kind = MC_FRAME_REQUEST,
+                        .method = MC_RPC_PUT_START,
+                        .req_id = 1,
+                        .body_len = 0xFFFFFFF0u};
     mc_frame_encode_hdr(hdr, &h);
     assert_true(raw_send_is_disconnected(e->rpc_port, hdr, sizeof(hdr)));
     sent++;
@@ -1162,7 +1183,7 @@ static void garbage_on_the_rpc_port_is_disconnected_while_a_client_keeps_working
     uint8_t frame[MC_FRAME_HDR_LEN + 2];
     h.body_len = 2;
     mc_frame_encode_hdr(frame, &h);
-    frame[MC_FRAME_HDR_LEN] = 0x92; /* fixarray of two... */
+    frame[MC_FRAME_HDR_LEN] = 0x92;     /* fixarray of two... */
     frame[MC_FRAME_HDR_LEN + 1] = 0x01; /* ...with one element */
     assert_true(raw_send_is_disconnected(e->rpc_port, frame, sizeof(frame)));
     sent++;
@@ -1181,8 +1202,8 @@ static void garbage_on_the_rpc_port_is_disconnected_while_a_client_keeps_working
 /* The smallest HTTP request is shorter than a frame header; its first byte
  * already rules out a frame, so waiting for 32 bytes (forever: connections
  * have no idle timeout) only holds a socket for nothing. */
-static void a_request_shorter_than_a_frame_header_is_disconnected_when_its_magic_is_wrong(
-    void **state)
+static void
+a_request_shorter_than_a_frame_header_is_disconnected_when_its_magic_is_wrong(void **state)
 {
     env_t *e = *state;
     const char req[] = "GET / HTTP/1.0\r\n\r\n"; /* 18 bytes */

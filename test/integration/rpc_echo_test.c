@@ -40,8 +40,7 @@ static void start_server(env_t *e, unsigned port)
 {
     char bin[256], pbuf[16];
     snprintf(pbuf, sizeof(pbuf), "%u", port);
-    char *argv[] = {(char *)test_bin("echo_server", bin, sizeof(bin)), "-r", "2", "-p", pbuf,
-                    NULL};
+    char *argv[] = {(char *)test_bin("echo_server", bin, sizeof(bin)), "-r", "2", "-p", pbuf, NULL};
     assert_int_equal(test_proc_start(&e->server, argv), 0);
     long p = test_proc_expect_num(&e->server, "port ", 5000);
     assert_true(p > 0);
@@ -66,9 +65,8 @@ static int setup(void **state)
         o.port = (uint16_t)e.port;
         o.backoff_min_us = 20000;
         o.backoff_max_us = 200000;
-        assert_int_equal(mc_rpc_client_create(mc_reactor_group_get(e.g, (unsigned)i % 2), &o,
-                                              &e.cli[i]),
-                         MC_OK);
+        assert_int_equal(
+            mc_rpc_client_create(mc_reactor_group_get(e.g, (unsigned)i % 2), &o, &e.cli[i]), MC_OK);
     }
     *state = &e;
     return 0;
@@ -205,8 +203,8 @@ static mc_status_t echo_sync(mc_rpc_client_t *c, const char *text)
     mc_mp_write_uint(&w, 1);
     mc_mp_write_cstr(&w, text);
     assert_true(mc_buf_used(&req) < sizeof(body));
-    mc_status_t st = mc_rpc_call_sync(c, MC_RPC_ECHO, mc_buf_head(&req), mc_buf_used(&req),
-                                      2000000, &resp);
+    mc_status_t st =
+        mc_rpc_call_sync(c, MC_RPC_ECHO, mc_buf_head(&req), mc_buf_used(&req), 2000000, &resp);
     if (st == MC_OK && (mc_buf_used(&resp) != mc_buf_used(&req) ||
                         memcmp(mc_buf_head(&resp), mc_buf_head(&req), mc_buf_used(&req)) != 0))
         st = MC_ERR_INTERNAL_ERROR;
@@ -245,8 +243,11 @@ static void garbage_senders_are_disconnected_while_others_continue(void **state)
 
     /* A valid header announcing a body over the 64 MiB limit. */
     uint8_t hdr[MC_FRAME_HDR_LEN];
-    mc_frame_hdr_t h = {.version = MC_FRAME_VERSION, .kind = MC_FRAME_REQUEST,
-                        .method = MC_RPC_ECHO, .req_id = 1, .body_len = 0xFFFFFFF0u};
+    mc_frame_hdr_t h = {.version = MC_FRAME_VERSION,
+                        .kind = MC_FRAME_REQUEST,
+                        .method = MC_RPC_ECHO,
+                        .req_id = 1,
+                        .body_len = 0xFFFFFFF0u};
     mc_frame_encode_hdr(hdr, &h);
     assert_true(raw_send_is_disconnected(e->port, hdr, sizeof(hdr)));
 
@@ -265,8 +266,7 @@ static void unknown_methods_get_a_clear_status(void **state)
 {
     env_t *e = *state;
     mc_buf_t resp = MC_BUF_INIT;
-    assert_int_equal(mc_rpc_call_sync(e->cli[1], 999, NULL, 0, 2000000, &resp),
-                     MC_ERR_NO_METHOD);
+    assert_int_equal(mc_rpc_call_sync(e->cli[1], 999, NULL, 0, 2000000, &resp), MC_ERR_NO_METHOD);
     mc_buf_fini(&resp);
 }
 
@@ -276,7 +276,7 @@ typedef struct slow_batch slow_batch_t;
 
 typedef struct slow_call {
     slow_batch_t *b;
-    atomic_int seen;    /* callbacks run for this call */
+    atomic_int seen; /* callbacks run for this call */
     atomic_int status;
 } slow_call_t;
 

@@ -83,7 +83,7 @@ static void xfer_cb(void *arg, const mc_rpc_resp_t *resp)
     x->got = resp->payload_len;
     if (resp->payload_len > 0 && resp->payload != x->recv)
         x->st = MC_ERR_INTERNAL_ERROR; /* must have landed in place */
-    atomic_int *all = x->all_done; /* x may be gone once done is set */
+    atomic_int *all = x->all_done;     /* x may be gone once done is set */
     atomic_store(&x->done, 1);
     if (all != NULL)
         atomic_fetch_add(all, 1);
@@ -118,10 +118,13 @@ static mc_status_t put_sync(env_t *e, uint64_t off, const void *p, size_t len)
     return x.st;
 }
 
-static mc_status_t get_sync(env_t *e, uint64_t off, void *dst, size_t len, size_t room,
-                            size_t *got)
+static mc_status_t get_sync(env_t *e, uint64_t off, void *dst, size_t len, size_t room, size_t *got)
 {
-    xfer_t x = {.c = e->cli, .method = MC_RPC_TEST_GET, .off = off, .len = len, .recv = dst,
+    xfer_t x = {.c = e->cli,
+                .method = MC_RPC_TEST_GET,
+                .off = off,
+                .len = len,
+                .recv = dst,
                 .recv_room = room};
     mc_rpc_run_on(e->r, xfer_issue, &x);
     assert_int_equal(x.issue_st, MC_INPROGRESS);
@@ -169,8 +172,12 @@ static void many_payload_calls_in_flight_all_land_in_place(void **state)
     memset(dst, 0, (size_t)N * SZ);
     atomic_int all = 0;
     for (int i = 0; i < N; i++) {
-        x[i] = (xfer_t){.c = e->cli, .method = MC_RPC_TEST_PUT, .off = (uint64_t)i * SZ,
-                        .payload = src + (size_t)i * SZ, .plen = SZ, .all_done = &all};
+        x[i] = (xfer_t){.c = e->cli,
+                        .method = MC_RPC_TEST_PUT,
+                        .off = (uint64_t)i * SZ,
+                        .payload = src + (size_t)i * SZ,
+                        .plen = SZ,
+                        .all_done = &all};
         mc_rpc_run_on(e->r, xfer_issue, &x[i]);
         assert_int_equal(x[i].issue_st, MC_INPROGRESS);
     }
@@ -178,8 +185,12 @@ static void many_payload_calls_in_flight_all_land_in_place(void **state)
     atomic_store(&all, 0);
     for (int i = 0; i < N; i++) {
         assert_int_equal(x[i].st, MC_OK);
-        x[i] = (xfer_t){.c = e->cli, .method = MC_RPC_TEST_GET, .off = (uint64_t)i * SZ,
-                        .len = SZ, .recv = dst + (size_t)i * SZ, .recv_room = SZ,
+        x[i] = (xfer_t){.c = e->cli,
+                        .method = MC_RPC_TEST_GET,
+                        .off = (uint64_t)i * SZ,
+                        .len = SZ,
+                        .recv = dst + (size_t)i * SZ,
+                        .recv_room = SZ,
                         .all_done = &all};
         mc_rpc_run_on(e->r, xfer_issue, &x[i]);
     }
@@ -212,8 +223,12 @@ static void mixed_payload_sizes_in_flight_all_land_in_place(void **state)
     memset(dst, 0, total);
     atomic_int all = 0;
     for (int i = 0; i < N; i++) {
-        x[i] = (xfer_t){.c = e->cli, .method = MC_RPC_TEST_PUT, .off = off[i],
-                        .payload = src + off[i], .plen = off[i + 1] - off[i], .all_done = &all};
+        x[i] = (xfer_t){.c = e->cli,
+                        .method = MC_RPC_TEST_PUT,
+                        .off = off[i],
+                        .payload = src + off[i],
+                        .plen = off[i + 1] - off[i],
+                        .all_done = &all};
         mc_rpc_run_on(e->r, xfer_issue, &x[i]);
         assert_int_equal(x[i].issue_st, MC_INPROGRESS);
     }
@@ -222,8 +237,13 @@ static void mixed_payload_sizes_in_flight_all_land_in_place(void **state)
     for (int i = 0; i < N; i++) {
         assert_int_equal(x[i].st, MC_OK);
         size_t len = off[i + 1] - off[i];
-        x[i] = (xfer_t){.c = e->cli, .method = MC_RPC_TEST_GET, .off = off[i], .len = len,
-                        .recv = dst + off[i], .recv_room = len, .all_done = &all};
+        x[i] = (xfer_t){.c = e->cli,
+                        .method = MC_RPC_TEST_GET,
+                        .off = off[i],
+                        .len = len,
+                        .recv = dst + off[i],
+                        .recv_room = len,
+                        .all_done = &all};
         mc_rpc_run_on(e->r, xfer_issue, &x[i]);
     }
     wait_done(&all, N);
@@ -258,8 +278,7 @@ static void a_response_larger_than_the_buffer_fails_only_that_call(void **state)
 {
     env_t *e = *state;
     uint8_t small[4096];
-    assert_int_equal(get_sync(e, 0, small, 1u << 20, sizeof(small), NULL),
-                     MC_ERR_BUFFER_OVERFLOW);
+    assert_int_equal(get_sync(e, 0, small, 1u << 20, sizeof(small), NULL), MC_ERR_BUFFER_OVERFLOW);
     size_t got = 0;
     assert_int_equal(get_sync(e, 0, small, sizeof(small), sizeof(small), &got), MC_OK);
     assert_int_equal(got, sizeof(small));

@@ -114,16 +114,26 @@ static int start_master(env_t *e)
     snprintf(rpc, sizeof(rpc), "server.rpc_port=%u", e->rpc_port);
     snprintf(http, sizeof(http), "server.http_port=%u", e->http_port);
     char *argv[] = {(char *)test_prog("mooncake-master", bin, sizeof(bin)),
-                    "--set", "server.bind_address=127.0.0.1",
-                    "--set", rpc,
-                    "--set", http,
-                    "--set", "server.reactors=1",
-                    "--set", "server.tick_interval=20ms",
-                    "--set", ttl,
-                    "--set", discard,
-                    "--set", release,
-                    "--set", lease,
-                    "--set", getenv("TEST_MASTER_LOG") ? getenv("TEST_MASTER_LOG") : "log.level=error",
+                    "--set",
+                    "server.bind_address=127.0.0.1",
+                    "--set",
+                    rpc,
+                    "--set",
+                    http,
+                    "--set",
+                    "server.reactors=1",
+                    "--set",
+                    "server.tick_interval=20ms",
+                    "--set",
+                    ttl,
+                    "--set",
+                    discard,
+                    "--set",
+                    release,
+                    "--set",
+                    lease,
+                    "--set",
+                    getenv("TEST_MASTER_LOG") ? getenv("TEST_MASTER_LOG") : "log.level=error",
                     NULL};
     if (test_proc_start(&e->master, argv) != 0)
         return -1;
@@ -153,13 +163,20 @@ static int start_node(env_t *e, int i)
     snprintf(port, sizeof(port), "store.port=%u", p);
     snprintf(name, sizeof(name), "store.local_hostname=127.0.0.1:%u", p);
     char *argv[] = {(char *)test_prog("mooncake-store-server", bin, sizeof(bin)),
-                    "--set", master,
-                    "--set", port,
-                    "--set", name,
-                    "--set", "store.global_segment_size=" NODE_SEGMENT,
-                    "--set", "store.reactors=1",
-                    "--set", rpc_to,
-                    "--set", "log.level=error",
+                    "--set",
+                    master,
+                    "--set",
+                    port,
+                    "--set",
+                    name,
+                    "--set",
+                    "store.global_segment_size=" NODE_SEGMENT,
+                    "--set",
+                    "store.reactors=1",
+                    "--set",
+                    rpc_to,
+                    "--set",
+                    "log.level=error",
                     NULL};
     if (test_proc_start(&e->node[i], argv) != 0)
         return -1;
@@ -283,8 +300,7 @@ static void bad_keys_and_values_fail_at_once_without_asking_the_master(void **st
         mc_store_t *s = both[i];
         uint64_t t0 = mc_now_ms();
         assert_int_equal(mc_store_put(s, "", 0, v, sizeof(v), NULL), MC_ERR_INVALID_KEY);
-        assert_int_equal(mc_store_put(s, big, sizeof(big), v, sizeof(v), NULL),
-                         MC_ERR_INVALID_KEY);
+        assert_int_equal(mc_store_put(s, big, sizeof(big), v, sizeof(v), NULL), MC_ERR_INVALID_KEY);
         assert_int_equal(mc_store_put(s, "a\0b", 3, v, sizeof(v), NULL), MC_ERR_INVALID_KEY);
         assert_int_equal(mc_store_put(s, "k", 1, v, 0, NULL), MC_ERR_INVALID_PARAMS);
         mc_replicate_config_t rc;
@@ -319,8 +335,9 @@ static void bad_keys_and_values_fail_at_once_without_asking_the_master(void **st
 static void values_of_many_sizes_round_trip_byte_for_byte(void **state)
 {
     env_t *e = *state;
-    static const size_t sizes[] = {1, 2, 7, 8, 9, 100, 4095, 4096, 4097, 65535, 65536, 65537,
-                                   81920, 1 * MIB + 3, 4 * MIB, 16 * MIB - 1, 16 * MIB};
+    static const size_t sizes[] = {
+        1,     2,     7,     8,     9,           100,     4095,         4096,    4097,
+        65535, 65536, 65537, 81920, 1 * MIB + 3, 4 * MIB, 16 * MIB - 1, 16 * MIB};
     char key[64];
     for (size_t i = 0; i < MC_ARRAY_SIZE(sizes); i++) {
         key_of(key, sizeof(key), "size", sizes[i]);
@@ -402,8 +419,7 @@ static void registered_buffers_and_parts_round_trip_without_staging(void **state
     uint8_t plain[64];
     assert_int_equal(mc_store_put_from(e->s, "zc2", 3, plain, sizeof(plain), NULL),
                      MC_ERR_INVALID_PARAMS);
-    assert_int_equal(mc_store_get_into(e->s, "zc", 2, plain, sizeof(plain)),
-                     MC_ERR_INVALID_PARAMS);
+    assert_int_equal(mc_store_get_into(e->s, "zc", 2, plain, sizeof(plain)), MC_ERR_INVALID_PARAMS);
     /* a plain get into too small a registered buffer reports the size */
     uint64_t need = 0;
     assert_int_equal(mc_store_get(e->s, "zc", 2, dst, 100, &need), MC_ERR_BUFFER_OVERFLOW);
@@ -677,9 +693,9 @@ static void closing_a_busy_client_completes_every_call_once(void **state)
     for (int i = 0; i < 16; i++) {
         args[i] = (inflight_arg_t){&f, i};
         key_of(key, sizeof(key), "busy", (unsigned long)i);
-        assert_int_equal(mc_store_put_async(c, key, strlen(key), v, len, NULL, inflight_cb,
-                                            &args[i]),
-                         MC_INPROGRESS);
+        assert_int_equal(
+            mc_store_put_async(c, key, strlen(key), v, len, NULL, inflight_cb, &args[i]),
+            MC_INPROGRESS);
     }
     /* at once: some are transferring, some wait for staging or the master */
     mc_store_close(c);

@@ -78,14 +78,22 @@ static int start_master(env_t *e)
     snprintf(rpc, sizeof(rpc), "server.rpc_port=%u", e->rpc_port);
     snprintf(http, sizeof(http), "server.http_port=%u", e->http_port);
     char *argv[] = {(char *)test_prog("mooncake-master", bin, sizeof(bin)),
-                    "--set", "server.bind_address=127.0.0.1",
-                    "--set", rpc,
-                    "--set", http,
-                    "--set", "server.reactors=1",
-                    "--set", "server.tick_interval=20ms",
-                    "--set", "master.client_ttl=3s",
-                    "--set", "master.lease_ttl=1s",
-                    "--set", "log.level=error",
+                    "--set",
+                    "server.bind_address=127.0.0.1",
+                    "--set",
+                    rpc,
+                    "--set",
+                    http,
+                    "--set",
+                    "server.reactors=1",
+                    "--set",
+                    "server.tick_interval=20ms",
+                    "--set",
+                    "master.client_ttl=3s",
+                    "--set",
+                    "master.lease_ttl=1s",
+                    "--set",
+                    "log.level=error",
                     NULL};
     if (test_proc_start(&e->master, argv) != 0)
         return -1;
@@ -115,14 +123,22 @@ static int start_node(env_t *e, int i, const char *proto)
     snprintf(name, sizeof(name), "store.local_hostname=127.0.0.1:%u", p);
     snprintf(protocol, sizeof(protocol), "store.protocol=%s", proto);
     char *argv[] = {(char *)test_prog("mooncake-store-server", bin, sizeof(bin)),
-                    "--set", master,
-                    "--set", port,
-                    "--set", name,
-                    "--set", protocol,
-                    "--set", "store.global_segment_size=" NODE_SEGMENT,
-                    "--set", "store.reactors=1",
-                    "--set", "store.rpc_timeout=2s",
-                    "--set", "log.level=error",
+                    "--set",
+                    master,
+                    "--set",
+                    port,
+                    "--set",
+                    name,
+                    "--set",
+                    protocol,
+                    "--set",
+                    "store.global_segment_size=" NODE_SEGMENT,
+                    "--set",
+                    "store.reactors=1",
+                    "--set",
+                    "store.rpc_timeout=2s",
+                    "--set",
+                    "log.level=error",
                     NULL};
     if (test_proc_start(&e->node[i], argv) != 0)
         return -1;
@@ -258,10 +274,10 @@ static void the_client_runs_rdma_on_emulated_nics(void **state)
 static void values_of_many_sizes_round_trip_over_rdma(void **state)
 {
     env_t *e = *state;
-    static const size_t sizes[] = {1,         2,         7,        8,       9,
-                                   100,       4095,      4096,     4097,    65535,
-                                   65536,     65537,     81920,    MIB + 3, 4 * MIB - 1,
-                                   4 * MIB,   4 * MIB + 1, 9 * MIB + 7, 16 * MIB};
+    static const size_t sizes[] = {1,       2,           7,           8,       9,
+                                   100,     4095,        4096,        4097,    65535,
+                                   65536,   65537,       81920,       MIB + 3, 4 * MIB - 1,
+                                   4 * MIB, 4 * MIB + 1, 9 * MIB + 7, 16 * MIB};
     char key[64];
     for (size_t i = 0; i < MC_ARRAY_SIZE(sizes); i++) {
         /* alternate the nodes so both rdma peers serve */
@@ -298,8 +314,7 @@ static void registered_buffers_travel_without_staging(void **state)
     uint8_t plain[64];
     assert_int_equal(mc_store_put_from(e->s, "zc2", 3, plain, sizeof(plain), NULL),
                      MC_ERR_INVALID_PARAMS);
-    assert_int_equal(mc_store_get_into(e->s, "zc", 2, plain, sizeof(plain)),
-                     MC_ERR_INVALID_PARAMS);
+    assert_int_equal(mc_store_get_into(e->s, "zc", 2, plain, sizeof(plain)), MC_ERR_INVALID_PARAMS);
     /* a plain get into registered memory works in place too */
     memset(dst, 0, len);
     assert_int_equal(mc_store_get(e->s, "zc", 2, dst, len, NULL), (int64_t)len);
@@ -436,8 +451,7 @@ static void a_node_without_rdma_is_served_over_tcp(void **state)
     uint32_t n = 0;
     assert_int_equal(mc_store_query(e->s, "mixed", 5, r, 2, &n), MC_OK);
     assert_int_equal(n, 2);
-    assert_int_equal(mc_store_get(e->s, "mixed", 5, back, sizeof(back), NULL),
-                     (int64_t)sizeof(v));
+    assert_int_equal(mc_store_get(e->s, "mixed", 5, back, sizeof(back), NULL), (int64_t)sizeof(v));
     assert_memory_equal(back, v, sizeof(v));
     assert_true(mc_store_remove_by_regex(e->s, "^(tcp-|mixed)", 1) == 5);
 

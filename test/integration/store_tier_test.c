@@ -5,17 +5,15 @@
  *
  * An eager put's file exists when the put returns and the master lists a
  * DISK replica (an eager put whose file cannot be written fails and is
- * revoked; an async one stays in memory only); async puts reach disk shortly after and a closing client
- * drains its queue; objects evicted from memory are served from their
- * files byte for byte; keys such as ../x, a/b, /etc/passwd, a 4096-byte key,
- * a binary key and keys differing in case land in distinct files inside
- * the tier directory (the names on disk are checked); a restarted master
- * rebuilds its DISK replicas from the files and the objects stay readable;
- * a corrupt file is a clear error (CHECKSUM_MISMATCH) and is not served;
- * remove deletes the file (the master does, shortly after); a get whose
- * memory replica cannot be read (its node killed) reads the file; a master
- * with a tier quota removes disk-only objects (and their files) until the
- * tier fits; bad tier settings stop the master with the key named.
+ * revoked; an async one stays in memory only); async puts reach disk shortly after and a closing
+ * client drains its queue; objects evicted from memory are served from their files byte for byte;
+ * keys such as ../x, a/b, /etc/passwd, a 4096-byte key, a binary key and keys differing in case
+ * land in distinct files inside the tier directory (the names on disk are checked); a restarted
+ * master rebuilds its DISK replicas from the files and the objects stay readable; a corrupt file is
+ * a clear error (CHECKSUM_MISMATCH) and is not served; remove deletes the file (the master does,
+ * shortly after); a get whose memory replica cannot be read (its node killed) reads the file; a
+ * master with a tier quota removes disk-only objects (and their files) until the tier fits; bad
+ * tier settings stop the master with the key named.
  *
  * With HA (a real redis-server, two masters sharing the tier): objects
  * evicted down to their files on the leader, the leader SIGKILLed, the new

@@ -61,7 +61,12 @@ static void target_start(target_t *t, unsigned nics, const char *matrix, unsigne
     snprintf(sb, sizeof(sb), "%u", TARGET_SIZE);
     snprintf(seedb, sizeof(seedb), "%u", seed);
     char *argv[16] = {(char *)test_bin("te_target", bin, sizeof(bin)),
-                      "--rdma", nb, "--size", sb, "--seed", seedb};
+                      "--rdma",
+                      nb,
+                      "--size",
+                      sb,
+                      "--seed",
+                      seedb};
     int n = 7;
     if (matrix != NULL) {
         argv[n++] = "--matrix";
@@ -143,8 +148,8 @@ static mc_status_t run(env_t *e, int op, uint8_t *local, mc_te_segment_t seg, ui
 {
     mc_te_batch_t *b = NULL;
     assert_int_equal(mc_te_batch_alloc(e->te, 1, &b), MC_OK);
-    mc_te_request_t r = {.opcode = op, .local = local, .segment = seg, .remote = remote,
-                         .length = len};
+    mc_te_request_t r = {
+        .opcode = op, .local = local, .segment = seg, .remote = remote, .length = len};
     assert_int_equal(mc_te_submit(b, &r, 1), MC_OK);
     mc_status_t st = mc_te_batch_wait(b, WAIT_US);
     if (st == MC_ERR_TIMEOUT)
@@ -167,8 +172,8 @@ static void sizes_round_trip(unsigned nics)
     for (size_t i = 0; i < 3 * MIB + 5; i++)
         if (e.dst[1 + i] != te_target_pattern(5, 3 + i))
             fail_msg("read byte %zu differs from the target's pattern", i);
-    static const uint64_t sizes[] = {1, 7, 4096, 65535, 65536, 65537, 81920, 81921, 300001,
-                                     MIB, 3 * MIB + 11, 8 * MIB};
+    static const uint64_t sizes[] = {1,     7,     4096,   65535, 65536,        65537,
+                                     81920, 81921, 300001, MIB,   3 * MIB + 11, 8 * MIB};
     uint64_t off = 0;
     for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
         uint64_t len = sizes[k], loff = (k * 4099) % 8192 + 1, roff = (k * 131) % 4096;
@@ -306,8 +311,8 @@ static void error_completions_fail_the_task_with_the_cause_after_the_retry_budge
     rv_emu_fail_next("emu_1", 100000, RV_WC_REM_ACCESS_ERR);
     mc_te_batch_t *b = NULL;
     assert_int_equal(mc_te_batch_alloc(e.te, 1, &b), MC_OK);
-    mc_te_request_t r = {.opcode = MC_TE_WRITE, .local = e.src, .segment = seg,
-                         .remote = t.addr, .length = 65536};
+    mc_te_request_t r = {
+        .opcode = MC_TE_WRITE, .local = e.src, .segment = seg, .remote = t.addr, .length = 65536};
     assert_int_equal(mc_te_submit(b, &r, 1), MC_OK);
     assert_int_equal(mc_te_batch_wait(b, WAIT_US), MC_ERR_ADDRESS_NOT_REGISTERED);
     mc_te_status_t ts;

@@ -90,8 +90,8 @@ static mc_status_t nic_open(rd_transport_t *t, rd_nic_t *n)
         st = MC_ERR_CONTEXT;
         goto err;
     }
-    MC_INFO(RDMA, "%s: %s device, numa %d, mtu %u, reactor %s", n->name, v->name,
-            n->info.numa_node, n->mtu, mc_reactor_name(n->r));
+    MC_INFO(RDMA, "%s: %s device, numa %d, mtu %u, reactor %s", n->name, v->name, n->info.numa_node,
+            n->mtu, mc_reactor_name(n->r));
     return MC_OK;
 err:
     MC_ERROR(RDMA, "cannot set up RDMA device %s: %s", n->name, mc_status_str(st));
@@ -144,8 +144,8 @@ mc_status_t te_rdma_install(mc_te_t *te)
     t->busy_poll_us = env_uint("MC_RDMA_BUSY_POLL_US",
                                opt_or(o->rdma_busy_poll_us, emulated ? 0 : 50), 0, 1000000);
     const char *devices = getenv("MC_RDMA_DEVICES") ? getenv("MC_RDMA_DEVICES") : o->rdma_devices;
-    const char *matrix = getenv("MC_NIC_PRIORITY_MATRIX") ? getenv("MC_NIC_PRIORITY_MATRIX")
-                                                           : o->rdma_matrix;
+    const char *matrix =
+        getenv("MC_NIC_PRIORITY_MATRIX") ? getenv("MC_NIC_PRIORITY_MATRIX") : o->rdma_matrix;
     if (emulated > 0) {
         rv_emu_opts_t eo;
         rv_emu_opts_get(&eo);
@@ -173,14 +173,15 @@ mc_status_t te_rdma_install(mc_te_t *te)
             ngpus = RD_MAX_LOCS / 2;
         for (int i = 0; i < ngpus; i++)
             gpu_numa[i] = te_cuda_numa_node(i);
-        st = rd_topo_discover(&t->topo, devs, ndev, mc_numa_node_count(), gpu_numa,
-                              (unsigned)ngpus, devices, err, sizeof(err));
+        st = rd_topo_discover(&t->topo, devs, ndev, mc_numa_node_count(), gpu_numa, (unsigned)ngpus,
+                              devices, err, sizeof(err));
     }
     if (st != MC_OK) {
         if (st == MC_ERR_DEVICE_NOT_FOUND)
             MC_ERROR(RDMA, "cannot install the rdma transport: %s%s", err,
-                     emulated ? "" : " (MC_RDMA_EMULATED=N selects N emulated NICs, for tests "
-                                     "and demos only)");
+                     emulated ? ""
+                              : " (MC_RDMA_EMULATED=N selects N emulated NICs, for tests "
+                                "and demos only)");
         else
             MC_ERROR(RDMA, "cannot install the rdma transport: %s", err);
         transport_free(t);
@@ -277,8 +278,8 @@ typedef struct reg_job {
 static void *reg_thread(void *arg)
 {
     reg_job_t *j = arg;
-    j->st[j->nic] = j->t->v->reg_mr(j->t->nics[j->nic].pd, (void *)(uintptr_t)j->b->addr,
-                                    j->b->len, j->access, &j->b->mr[j->nic]);
+    j->st[j->nic] = j->t->v->reg_mr(j->t->nics[j->nic].pd, (void *)(uintptr_t)j->b->addr, j->b->len,
+                                    j->access, &j->b->mr[j->nic]);
     return NULL;
 }
 
@@ -335,8 +336,8 @@ mc_status_t te_rdma_reg_bufs(mc_te_t *te, te_buf_t *b, size_t n)
                     if (pst[j] == MC_OK)
                         t->v->dereg_mr(&b[k].mr[j]);
                 MC_ERROR(RDMA, "cannot register 0x%llx+%llu (%s) on %s: %s%s",
-                         (unsigned long long)b[k].addr, (unsigned long long)b[k].len,
-                         b[k].location, t->nics[i].name, mc_status_str(st),
+                         (unsigned long long)b[k].addr, (unsigned long long)b[k].len, b[k].location,
+                         t->nics[i].name, mc_status_str(st),
                          gpu ? " (GPUDirect needs the nvidia-peermem module)" : "");
                 b[k].nkeys = i;
                 goto err;
@@ -411,7 +412,9 @@ mc_status_t te_rdma_desc_decode(mc_mp_reader_t *r, rd_peer_t **out)
                 uint32_t nk = mc_mp_read_map(r);
                 for (uint32_t k = 0; k < nk && r->err == MC_OK; k++) {
                     switch (mc_mp_read_uint(r)) {
-                    case MC_F_NAME: read_name(r, p->nic[i].name, sizeof(p->nic[i].name)); break;
+                    case MC_F_NAME:
+                        read_name(r, p->nic[i].name, sizeof(p->nic[i].name));
+                        break;
                     case MC_F_GID: {
                         uint32_t gl = 0;
                         const void *g = mc_mp_read_bin(r, &gl);
@@ -421,9 +424,15 @@ mc_status_t te_rdma_desc_decode(mc_mp_reader_t *r, rd_peer_t **out)
                             r->err = MC_ERR_PROTOCOL;
                         break;
                     }
-                    case MC_F_LID: p->nic[i].lid = (uint16_t)mc_mp_read_uint(r); break;
-                    case MC_F_MTU: p->nic[i].mtu = (uint32_t)mc_mp_read_uint(r); break;
-                    default: mc_mp_skip(r); break;
+                    case MC_F_LID:
+                        p->nic[i].lid = (uint16_t)mc_mp_read_uint(r);
+                        break;
+                    case MC_F_MTU:
+                        p->nic[i].mtu = (uint32_t)mc_mp_read_uint(r);
+                        break;
+                    default:
+                        mc_mp_skip(r);
+                        break;
                     }
                 }
             }
@@ -446,7 +455,9 @@ mc_status_t te_rdma_desc_decode(mc_mp_reader_t *r, rd_peer_t **out)
             have_matrix = 1;
             break;
         }
-        default: mc_mp_skip(r); break;
+        default:
+            mc_mp_skip(r);
+            break;
         }
     }
     /* the matrix must name exactly the NICs listed, in the same order */

@@ -25,9 +25,12 @@ static mc_status_t wc_cause(uint32_t st)
     switch (st) {
     case RV_WC_REM_ACCESS_ERR:
     case RV_WC_LOC_PROT_ERR:
-    case RV_WC_LOC_LEN_ERR: return MC_ERR_ADDRESS_NOT_REGISTERED;
-    case RV_WC_RETRY_EXC_ERR: return MC_ERR_ENDPOINT;
-    default: return MC_ERR_TRANSFER_FAIL;
+    case RV_WC_LOC_LEN_ERR:
+        return MC_ERR_ADDRESS_NOT_REGISTERED;
+    case RV_WC_RETRY_EXC_ERR:
+        return MC_ERR_ENDPOINT;
+    default:
+        return MC_ERR_TRANSFER_FAIL;
     }
 }
 
@@ -298,8 +301,9 @@ void rd_slice_retry(rd_nic_t *n, te_slice_t *s, mc_status_t cause)
     if (s->rd_attempt >= t->retry) {
         const rd_peer_t *p = s->seg->rdma; /* NULL: re-described without rdma */
         if (atomic_load_explicit(&s->task->error, memory_order_relaxed) == 0)
-            MC_ERROR(RDMA, "%s slice of %llu bytes to '%s' (0x%llx) failed after %u attempts: "
-                           "%s (last path %s -> %s)",
+            MC_ERROR(RDMA,
+                     "%s slice of %llu bytes to '%s' (0x%llx) failed after %u attempts: "
+                     "%s (last path %s -> %s)",
                      s->opcode == MC_TE_WRITE ? "write" : "read", (unsigned long long)s->len,
                      s->seg->name, (unsigned long long)s->remote, s->rd_attempt + 1,
                      mc_status_str(s->rd_err), n->name,
@@ -629,13 +633,13 @@ mc_status_t rd_nic_events_start(rd_nic_t *n)
     const mc_rdma_verbs_ops_t *v = n->t->v;
     int afd = v->async_fd(n->ctx);
     if (afd >= 0) {
-        n->async_ev = event_new(mc_reactor_base(n->r), afd, EV_READ | EV_PERSIST, on_async_event,
-                                n);
+        n->async_ev =
+            event_new(mc_reactor_base(n->r), afd, EV_READ | EV_PERSIST, on_async_event, n);
         if (n->async_ev == NULL || event_add(n->async_ev, NULL) != 0)
             return MC_ERR_INTERNAL_ERROR;
     }
-    n->cq_ev = event_new(mc_reactor_base(n->r), v->cq_fd(n->cq), EV_READ | EV_PERSIST, on_cq_event,
-                         n);
+    n->cq_ev =
+        event_new(mc_reactor_base(n->r), v->cq_fd(n->cq), EV_READ | EV_PERSIST, on_cq_event, n);
     if (n->cq_ev == NULL || event_add(n->cq_ev, NULL) != 0)
         return MC_ERR_INTERNAL_ERROR;
     if (mc_timer_init(&n->poll_timer, n->r, on_poll_timer, n) != MC_OK ||

@@ -168,8 +168,8 @@ static mc_status_t qps_create(rd_ep_t *ep, unsigned nqp)
     rd_transport_t *t = n->t;
     rv_qp_caps_t caps = {.max_send_wr = n->qp_wr, .max_inline = 0};
     rv_qp_attr_t a = {.port = n->info.port ? n->info.port : 1,
-                      .access = RV_ACCESS_LOCAL_WRITE | RV_ACCESS_REMOTE_READ |
-                                RV_ACCESS_REMOTE_WRITE};
+                      .access =
+                          RV_ACCESS_LOCAL_WRITE | RV_ACCESS_REMOTE_READ | RV_ACCESS_REMOTE_WRITE};
     for (unsigned i = 0; i < nqp; i++) {
         mc_status_t st = t->v->create_qp(n->pd, n->cq, &caps, &ep->qp[i]);
         if (st == MC_OK)
@@ -195,8 +195,8 @@ static mc_status_t qps_connect(rd_ep_t *ep, const uint8_t gid[16], uint16_t lid,
 {
     rd_nic_t *n = ep->nic;
     const mc_rdma_verbs_ops_t *v = n->t->v;
-    rv_qp_attr_t a = {.port = n->info.port ? n->info.port : 1, .dlid = lid, .path_mtu = mtu,
-                      .sgid_index = 0};
+    rv_qp_attr_t a = {
+        .port = n->info.port ? n->info.port : 1, .dlid = lid, .path_mtu = mtu, .sgid_index = 0};
     memcpy(a.dgid, gid, 16);
     for (unsigned i = 0; i < ep->nqp; i++) {
         a.dest_qp_num = rqpn[i];
@@ -244,8 +244,7 @@ static rd_ep_t *ep_new(rd_nic_t *n, uint64_t key, const char *peer, const char *
             break;
         }
         rd_ep_t *v = MC_CONTAINER_OF(victim, rd_ep_t, snode);
-        MC_DEBUG(RDMA, "%s: evicting the endpoint to %s@%s (SIEVE)", n->name, v->peer,
-                 v->peer_nic);
+        MC_DEBUG(RDMA, "%s: evicting the endpoint to %s@%s (SIEVE)", n->name, v->peer, v->peer_nic);
         atomic_fetch_add(&n->evictions, 1);
         rd_ep_close(v, MC_OK, 1);
     }
@@ -304,12 +303,24 @@ static const char *hs_parse(const uint8_t *p, size_t len, int need, hs_body_t *b
     uint32_t nf = len ? mc_mp_read_map(&r) : 0;
     for (uint32_t i = 0; i < nf && r.err == MC_OK; i++) {
         switch (mc_mp_read_uint(&r)) {
-        case MC_F_NAME: body_str(&r, b->name, sizeof(b->name)); break;
-        case MC_F_HOST: body_str(&r, b->host, sizeof(b->host)); break;
-        case MC_F_PORT: b->port = (uint16_t)mc_mp_read_uint(&r); break;
-        case MC_F_NIC: body_str(&r, b->nic, sizeof(b->nic)); break;
-        case MC_F_PEER_NIC: body_str(&r, b->peer_nic, sizeof(b->peer_nic)); break;
-        case MC_F_ERROR: body_str(&r, b->error, sizeof(b->error)); break;
+        case MC_F_NAME:
+            body_str(&r, b->name, sizeof(b->name));
+            break;
+        case MC_F_HOST:
+            body_str(&r, b->host, sizeof(b->host));
+            break;
+        case MC_F_PORT:
+            b->port = (uint16_t)mc_mp_read_uint(&r);
+            break;
+        case MC_F_NIC:
+            body_str(&r, b->nic, sizeof(b->nic));
+            break;
+        case MC_F_PEER_NIC:
+            body_str(&r, b->peer_nic, sizeof(b->peer_nic));
+            break;
+        case MC_F_ERROR:
+            body_str(&r, b->error, sizeof(b->error));
+            break;
         case MC_F_GID: {
             uint32_t gl = 0;
             const void *g = mc_mp_read_bin(&r, &gl);
@@ -320,7 +331,9 @@ static const char *hs_parse(const uint8_t *p, size_t len, int need, hs_body_t *b
             b->have_gid = 1;
             break;
         }
-        case MC_F_LID: b->lid = (uint16_t)mc_mp_read_uint(&r); break;
+        case MC_F_LID:
+            b->lid = (uint16_t)mc_mp_read_uint(&r);
+            break;
         case MC_F_MTU:
             b->mtu = (uint32_t)mc_mp_read_uint(&r);
             have_mtu = 1;
@@ -338,7 +351,9 @@ static const char *hs_parse(const uint8_t *p, size_t len, int need, hs_body_t *b
             b->nqpn = nq;
             break;
         }
-        default: mc_mp_skip(&r); break;
+        default:
+            mc_mp_skip(&r);
+            break;
         }
     }
     if (r.err != MC_OK || !mc_mp_at_end(&r))
@@ -465,9 +480,9 @@ static void hs_reply_body(rd_ep_t *ep, const mc_rpc_resp_t *resp)
         MC_WARN(RDMA, "%s: handshake with %s@%s failed: %s%s%s", n->name, ep->peer, ep->peer_nic,
                 mc_status_str(resp->status), bad == NULL && b.error[0] ? ": " : "",
                 bad == NULL ? b.error : "");
-        rd_ep_close(ep, resp->status == MC_ERR_REJECT_HANDSHAKE ? MC_ERR_REJECT_HANDSHAKE
-                                                                 : MC_ERR_ENDPOINT,
-                    0);
+        rd_ep_close(
+            ep, resp->status == MC_ERR_REJECT_HANDSHAKE ? MC_ERR_REJECT_HANDSHAKE : MC_ERR_ENDPOINT,
+            0);
         return;
     }
     if (bad == NULL)
@@ -724,8 +739,8 @@ static void accept_on(rd_ep_t *ep, hs_job_t *j)
         j->qpns[i] = n->t->v->qp_num(ep->qp[i]);
     j->nqp = ep->nqp;
     j->st = MC_OK;
-    MC_DEBUG(RDMA, "%s: accepted %s@%s (%u QPs, MTU %u)", n->name, ep->peer, ep->peer_nic,
-             ep->nqp, mtu);
+    MC_DEBUG(RDMA, "%s: accepted %s@%s (%u QPs, MTU %u)", n->name, ep->peer, ep->peer_nic, ep->nqp,
+             mtu);
     rd_ep_flush(ep); /* slices queued while we were connecting ourselves */
 }
 
@@ -754,8 +769,8 @@ static void connect_body(hs_job_t *j, mc_status_t rst)
     uint64_t key = rd_ep_key(j->b.name, j->b.nic);
     rd_ep_t *ep = ep_find(n, key, j->b.name, j->b.nic);
     if (ep != NULL && ep->state == EP_CONNECTED) {
-        int same = ep->nqp == j->b.nqpn &&
-                   memcmp(ep->rqpn, j->b.qpns, ep->nqp * sizeof(uint32_t)) == 0;
+        int same =
+            ep->nqp == j->b.nqpn && memcmp(ep->rqpn, j->b.qpns, ep->nqp * sizeof(uint32_t)) == 0;
         if (same) { /* a repeated CONNECT (simultaneous open): same answer */
             for (unsigned i = 0; i < ep->nqp; i++)
                 j->qpns[i] = n->t->v->qp_num(ep->qp[i]);

@@ -45,32 +45,32 @@ typedef struct rd_transport rd_transport_t;
 enum rd_ep_state { EP_NEW, EP_CONNECTING, EP_CONNECTED, EP_CLOSING };
 
 typedef struct rd_ep {
-    mc_hnode_t hnode;       /* nic->eps, by key (while in the pool) */
-    rd_sieve_node_t snode;  /* nic->sieve (while in the pool) */
-    struct rd_ep *next;     /* nic->closing */
-    struct rd_ep *dnext;    /* nic->dirty: has pending slices and maybe room */
-    mc_status_t cause;      /* why it closed (MC_OK: evicted) */
+    mc_hnode_t hnode;      /* nic->eps, by key (while in the pool) */
+    rd_sieve_node_t snode; /* nic->sieve (while in the pool) */
+    struct rd_ep *next;    /* nic->closing */
+    struct rd_ep *dnext;   /* nic->dirty: has pending slices and maybe room */
+    mc_status_t cause;     /* why it closed (MC_OK: evicted) */
     rd_nic_t *nic;
-    uint64_t key;           /* hash of "<peer segment>@<peer NIC>" */
-    char *peer;             /* peer segment name */
+    uint64_t key; /* hash of "<peer segment>@<peer NIC>" */
+    char *peer;   /* peer segment name */
     char peer_nic[RV_NAME_MAX];
     const struct rd_peer *via; /* descriptor + NIC index it was last found by */
     unsigned via_nic;
-    char host[64];          /* the peer engine's RPC address */
+    char host[64]; /* the peer engine's RPC address */
     uint16_t port;
-    int state;              /* enum rd_ep_state */
+    int state; /* enum rd_ep_state */
     int in_pool, dirty, hs_inflight, active, freeing;
     unsigned nqp;
     rv_qp_t *qp[RD_MAX_QPS];
     uint32_t rqpn[RD_MAX_QPS]; /* the peer's QP numbers once connected */
     uint32_t depth[RD_MAX_QPS];
-    uint32_t outstanding;      /* WRs posted and not completed */
+    uint32_t outstanding; /* WRs posted and not completed */
     unsigned next_qp;
     uint32_t mtu;
     te_slice_t *pend_head, *pend_tail; /* waiting for connection or room */
     uint32_t npending;
-    mc_rpc_client_t *rpc;      /* to the peer (handshake, disconnect) */
-    mc_timer_t timer;          /* handshake retry after a simultaneous open */
+    mc_rpc_client_t *rpc; /* to the peer (handshake, disconnect) */
+    mc_timer_t timer;     /* handshake retry after a simultaneous open */
     unsigned hs_tries;
 } rd_ep_t;
 
@@ -89,15 +89,15 @@ struct rd_nic {
     rv_pd_t *pd;
     rv_cq_t *cq;
     rv_dev_info_t info;
-    uint32_t mtu;          /* min(active, configured) */
-    uint32_t qp_wr;        /* send queue depth of its QPs */
+    uint32_t mtu;           /* min(active, configured) */
+    uint32_t qp_wr;         /* send queue depth of its QPs */
     uint64_t down_until_ns; /* port found down: skip this NIC until then */
     mc_reactor_t *r;
     struct event *cq_ev;
     struct event *async_ev; /* port events */
-    mc_timer_t poll_timer; /* busy polling while work is in flight */
-    int polling;           /* poll_timer armed (else the CQ is armed for an event) */
-    te_slice_t *deferred;  /* retries waiting out a pause (rd_due_ns) */
+    mc_timer_t poll_timer;  /* busy polling while work is in flight */
+    int polling;            /* poll_timer armed (else the CQ is armed for an event) */
+    te_slice_t *deferred;   /* retries waiting out a pause (rd_due_ns) */
     mc_timer_t retry_timer;
     uint64_t busy_until_ns;
     uint32_t cq_outstanding;
@@ -106,7 +106,7 @@ struct rd_nic {
     rd_ep_t *closing;
     rd_ep_t *dirty;
     rd_backoff_t backoff[RD_BACKOFF_SLOTS];
-    int dead;              /* shut down: messages that arrive later cancel */
+    int dead; /* shut down: messages that arrive later cancel */
     _Atomic uint64_t bytes, slices, retries, errors;
     _Atomic uint64_t neps, eps_created, evictions, handshakes;
     _Atomic uint32_t last_mtu;

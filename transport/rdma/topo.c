@@ -71,9 +71,10 @@ mc_status_t rd_topo_discover(rd_topo_t *t, const rv_dev_info_t *devs, int ndevs,
         numa[t->nnics++] = devs[i].numa_node < 0 ? 0 : devs[i].numa_node;
     }
     if (t->nnics == 0) {
-        errf(err, errlen, "%s", ndevs == 0 ? "no RDMA devices"
-                                           : "no RDMA device with an active port matches the "
-                                             "device filter",
+        errf(err, errlen, "%s",
+             ndevs == 0 ? "no RDMA devices"
+                        : "no RDMA device with an active port matches the "
+                          "device filter",
              0);
         return MC_ERR_DEVICE_NOT_FOUND;
     }
@@ -148,8 +149,8 @@ static int pstring(pstate_t *p, char *out, size_t room, const char *what)
     }
     size_t len = p->i - start;
     if (len == 0 || len >= room) {
-        errf(p->err, p->errlen, "nic priority matrix: %s at offset %zu is empty or too long",
-             what, start);
+        errf(p->err, p->errlen, "nic priority matrix: %s at offset %zu is empty or too long", what,
+             start);
         return -1;
     }
     memcpy(out, p->s + start, len);
@@ -176,8 +177,9 @@ static int pnic_list(pstate_t *p, rd_topo_t *t, uint8_t *out, uint8_t *n)
         int k = rd_topo_nic_index(t, name);
         if (k < 0) {
             if (t->nnics == RD_MAX_NICS) {
-                errf(p->err, p->errlen, "nic priority matrix: more than 16 NICs ('%s' at offset "
-                                        "%zu)",
+                errf(p->err, p->errlen,
+                     "nic priority matrix: more than 16 NICs ('%s' at offset "
+                     "%zu)",
                      name, at);
                 return -1;
             }
@@ -219,8 +221,9 @@ mc_status_t rd_topo_parse(rd_topo_t *t, const char *text, char *err, size_t errl
             return MC_ERR_CONFIG;
         if (strncmp(loc, "cpu:", 4) != 0 && strncmp(loc, "cuda:", 5) != 0 &&
             strcmp(loc, "*") != 0) {
-            errf(err, errlen, "nic priority matrix: bad location '%s' at offset %zu (expected "
-                              "cpu:N, cuda:N or *)",
+            errf(err, errlen,
+                 "nic priority matrix: bad location '%s' at offset %zu (expected "
+                 "cpu:N, cuda:N or *)",
                  loc, at);
             return MC_ERR_CONFIG;
         }
@@ -233,31 +236,32 @@ mc_status_t rd_topo_parse(rd_topo_t *t, const char *text, char *err, size_t errl
         }
         rd_topo_entry_t *e = add_entry(t, loc);
         if (e == NULL) {
-            errf(err, errlen, "nic priority matrix: more than 64 locations ('%s' at %zu)", loc,
-                 at);
+            errf(err, errlen, "nic priority matrix: more than 64 locations ('%s' at %zu)", loc, at);
             return MC_ERR_CONFIG;
         }
         if (expect(&p, ':', "':' after a location") != 0 ||
             expect(&p, '[', "'[' opening [[preferred], [secondary]]") != 0 ||
             pnic_list(&p, t, e->pref, &e->npref) != 0 ||
-            expect(&p, ',', "',' then the list of secondary NICs (each location takes two "
-                            "lists)") != 0 ||
+            expect(&p, ',',
+                   "',' then the list of secondary NICs (each location takes two "
+                   "lists)") != 0 ||
             pnic_list(&p, t, e->sec, &e->nsec) != 0 ||
             expect(&p, ']', "']' closing [[preferred], [secondary]] (exactly two lists)") != 0)
             return MC_ERR_CONFIG;
         for (unsigned a = 0; a < e->npref; a++) {
             for (unsigned b = 0; b < e->nsec; b++) {
                 if (e->pref[a] == e->sec[b]) {
-                    errf(err, errlen, "nic priority matrix: NIC '%s' is both preferred and "
-                                      "secondary for location at offset %zu",
+                    errf(err, errlen,
+                         "nic priority matrix: NIC '%s' is both preferred and "
+                         "secondary for location at offset %zu",
                          t->nics[e->pref[a]], at);
                     return MC_ERR_CONFIG;
                 }
             }
         }
         if (e->npref + e->nsec == 0) {
-            errf(err, errlen, "nic priority matrix: location '%s' at offset %zu lists no NIC",
-                 loc, at);
+            errf(err, errlen, "nic priority matrix: location '%s' at offset %zu lists no NIC", loc,
+                 at);
             return MC_ERR_CONFIG;
         }
         ws(&p);
@@ -287,8 +291,9 @@ mc_status_t rd_topo_check_devices(const rd_topo_t *t, const rv_dev_info_t *devs,
             found = strcmp(devs[k].name, t->nics[i]) == 0;
         if (!found) {
             if (err != NULL && errlen > 0)
-                snprintf(err, errlen, "nic priority matrix names device '%s', which does not "
-                                      "exist here",
+                snprintf(err, errlen,
+                         "nic priority matrix names device '%s', which does not "
+                         "exist here",
                          t->nics[i]);
             return MC_ERR_CONFIG;
         }

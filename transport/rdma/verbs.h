@@ -160,8 +160,7 @@ typedef struct mc_rdma_verbs_ops {
     /* Consume the channel's events (non-blocking; acked inside). */
     void (*cq_event)(rv_cq_t *cq);
     int (*poll_cq)(rv_cq_t *cq, int n, rv_wc_t *wc);
-    mc_status_t (*create_qp)(rv_pd_t *pd, rv_cq_t *cq, const rv_qp_caps_t *caps,
-                             rv_qp_t **out);
+    mc_status_t (*create_qp)(rv_pd_t *pd, rv_cq_t *cq, const rv_qp_caps_t *caps, rv_qp_t **out);
     void (*destroy_qp)(rv_qp_t *qp);
     uint32_t (*qp_num)(rv_qp_t *qp);
     /* One legal transition (RESET->INIT->RTR->RTS, any->ERR, any->RESET);
@@ -185,10 +184,10 @@ extern const mc_rdma_verbs_ops_t rv_emu_ops;
 /* Settings of the emulated provider (process-wide; read when a context
  * opens, except the fault knobs, which act at once). */
 typedef struct rv_emu_opts {
-    unsigned ndevices;     /* emu_0 .. emu_{n-1}; 1..RV_MAX_DEVICES */
-    uint64_t delay_us;     /* added to every WR's completion */
-    uint64_t bandwidth;    /* bytes/s per device, 0 = unlimited */
-    uint32_t mtu;          /* active MTU the devices report; 4096 */
+    unsigned ndevices;  /* emu_0 .. emu_{n-1}; 1..RV_MAX_DEVICES */
+    uint64_t delay_us;  /* added to every WR's completion */
+    uint64_t bandwidth; /* bytes/s per device, 0 = unlimited */
+    uint32_t mtu;       /* active MTU the devices report; 4096 */
 } rv_emu_opts_t;
 
 /* Defaults, then MC_RDMA_EMULATED (device count), MC_RDMA_EMU_DELAY_US,

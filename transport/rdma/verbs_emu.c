@@ -180,7 +180,7 @@ struct rv_ctx {
     uint64_t busy_until_ns; /* bandwidth model; initiator thread only */
     rv_emu_opts_t o;
     int stop;
-    int async_efd;              /* port events (rv_emu_set_down) */
+    int async_efd; /* port events (rv_emu_set_down) */
     _Atomic int async_pending;
 };
 
@@ -219,8 +219,8 @@ struct rv_qp {
 
 const char *rv_wc_status_str(uint32_t st)
 {
-    static const char *const names[] = {"SUCCESS",      "LOC_LEN_ERR",  "LOC_PROT_ERR",
-                                        "WR_FLUSH_ERR", "REM_ACCESS_ERR", "REM_OP_ERR",
+    static const char *const names[] = {"SUCCESS",       "LOC_LEN_ERR",    "LOC_PROT_ERR",
+                                        "WR_FLUSH_ERR",  "REM_ACCESS_ERR", "REM_OP_ERR",
                                         "RETRY_EXC_ERR", "GENERAL_ERR"};
     return st < sizeof(names) / sizeof(names[0]) ? names[st] : "UNKNOWN";
 }
@@ -360,8 +360,8 @@ static void *srv_thread(void *arg)
             pthread_mutex_lock(&c->mu);
             rv_qp_t *qp = qp_lookup(c, q.dst_qpn);
             int qs = qp ? atomic_load(&qp->state) : -1;
-            int ok = qp != NULL && (qs == RV_QPS_RTR || qs == RV_QPS_RTS) &&
-                     qp->dest_qpn == q.src_qpn;
+            int ok =
+                qp != NULL && (qs == RV_QPS_RTR || qs == RV_QPS_RTS) && qp->dest_qpn == q.src_qpn;
             int hopeless = qp == NULL || qs == RV_QPS_ERR || c->stop;
             pthread_mutex_unlock(&c->mu);
             if (ok)
@@ -491,8 +491,8 @@ static uint32_t emu_execute(rv_ctx_t *c, rv_qp_t *qp, const rv_send_wr_t *wr)
     int fd = conn_get(c, qp->dgid);
     if (fd < 0)
         return RV_WC_RETRY_EXC_ERR;
-    emu_req_t q = {EMU_MAGIC, wr->opcode, qp->qpn, qp->dest_qpn,
-                   wr->remote_addr, wr->rkey, wr->length};
+    emu_req_t q = {EMU_MAGIC,       wr->opcode, qp->qpn,   qp->dest_qpn,
+                   wr->remote_addr, wr->rkey,   wr->length};
     void *local = (void *)(uintptr_t)wr->local_addr;
     int bad = io_full(fd, &q, sizeof(q), 1);
     if (!bad && wr->opcode == RV_WR_RDMA_WRITE)
@@ -550,8 +550,11 @@ static void *init_thread(void *arg)
         }
         pthread_mutex_unlock(&g_mu);
         if (w->wr.signaled || st != RV_WC_SUCCESS) {
-            rv_wc_t wc = {.wr_id = w->wr.wr_id, .status = st, .byte_len = w->wr.length,
-                          .qp_num = qp->qpn, .opcode = w->wr.opcode};
+            rv_wc_t wc = {.wr_id = w->wr.wr_id,
+                          .status = st,
+                          .byte_len = w->wr.length,
+                          .qp_num = qp->qpn,
+                          .opcode = w->wr.opcode};
             cq_push(qp->cq, &wc);
         }
         atomic_fetch_sub(&qp->outstanding, 1);
@@ -671,8 +674,7 @@ static mc_status_t emu_open(const char *dev, rv_ctx_t **out)
     sock_name(c->gid, &a, &alen);
     c->lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (c->lfd < 0 || bind(c->lfd, (struct sockaddr *)&a, alen) != 0 || listen(c->lfd, 64) != 0) {
-        MC_ERROR(RDMA, "emulated device %s: cannot listen on its socket: %s", dev,
-                 strerror(errno));
+        MC_ERROR(RDMA, "emulated device %s: cannot listen on its socket: %s", dev, strerror(errno));
         if (c->lfd >= 0)
             close(c->lfd);
         pthread_rwlock_destroy(&c->mr_lock);
@@ -713,8 +715,9 @@ static mc_status_t emu_open(const char *dev, rv_ctx_t **out)
         emu_close(c);
         return MC_ERR_NOMEM;
     }
-    MC_WARN(RDMA, "opened EMULATED RDMA device %s (for tests and demos only: no NIC, data "
-                  "moves over a unix socket)",
+    MC_WARN(RDMA,
+            "opened EMULATED RDMA device %s (for tests and demos only: no NIC, data "
+            "moves over a unix socket)",
             dev);
     *out = c;
     return MC_OK;
@@ -878,8 +881,7 @@ static int emu_poll_cq(rv_cq_t *cq, int n, rv_wc_t *wc)
     return k;
 }
 
-static mc_status_t emu_create_qp(rv_pd_t *pd, rv_cq_t *cq, const rv_qp_caps_t *caps,
-                                 rv_qp_t **out)
+static mc_status_t emu_create_qp(rv_pd_t *pd, rv_cq_t *cq, const rv_qp_caps_t *caps, rv_qp_t **out)
 {
     rv_ctx_t *c = pd->ctx;
     if (caps->max_send_wr == 0 || caps->max_send_wr > 16384)
@@ -949,7 +951,8 @@ static uint32_t emu_qp_num(rv_qp_t *qp)
 static mc_status_t emu_modify_qp(rv_qp_t *qp, rv_qp_state_t to, const rv_qp_attr_t *attr)
 {
     int from = atomic_load(&qp->state);
-    int ok = to == RV_QPS_ERR || to == RV_QPS_RESET || (from == RV_QPS_RESET && to == RV_QPS_INIT) ||
+    int ok = to == RV_QPS_ERR || to == RV_QPS_RESET ||
+             (from == RV_QPS_RESET && to == RV_QPS_INIT) ||
              (from == RV_QPS_INIT && to == RV_QPS_RTR) || (from == RV_QPS_RTR && to == RV_QPS_RTS);
     if (!ok) {
         MC_DEBUG(RDMA, "emulated qp %u: illegal transition %s -> %s", qp->qpn,

@@ -48,12 +48,17 @@ struct rv_qp {
 static mc_status_t from_errno(int e)
 {
     switch (e) {
-    case 0: return MC_OK;
-    case ENOMEM: return MC_ERR_NOMEM;
-    case EINVAL: return MC_ERR_INVALID_ARGUMENT;
+    case 0:
+        return MC_OK;
+    case ENOMEM:
+        return MC_ERR_NOMEM;
+    case EINVAL:
+        return MC_ERR_INVALID_ARGUMENT;
     case ENODEV:
-    case ENOENT: return MC_ERR_DEVICE_NOT_FOUND;
-    default: return MC_ERR_CONTEXT;
+    case ENOENT:
+        return MC_ERR_DEVICE_NOT_FOUND;
+    default:
+        return MC_ERR_CONTEXT;
     }
 }
 
@@ -65,11 +70,16 @@ static uint32_t mtu_bytes(enum ibv_mtu m)
 static enum ibv_mtu mtu_enum(uint32_t b)
 {
     switch (b) {
-    case 256: return IBV_MTU_256;
-    case 512: return IBV_MTU_512;
-    case 1024: return IBV_MTU_1024;
-    case 2048: return IBV_MTU_2048;
-    default: return IBV_MTU_4096;
+    case 256:
+        return IBV_MTU_256;
+    case 512:
+        return IBV_MTU_512;
+    case 1024:
+        return IBV_MTU_1024;
+    case 2048:
+        return IBV_MTU_2048;
+    default:
+        return IBV_MTU_4096;
     }
 }
 
@@ -306,14 +316,22 @@ static void real_cq_event(rv_cq_t *cq)
 static uint32_t wc_status(enum ibv_wc_status s)
 {
     switch (s) {
-    case IBV_WC_SUCCESS: return RV_WC_SUCCESS;
-    case IBV_WC_LOC_LEN_ERR: return RV_WC_LOC_LEN_ERR;
-    case IBV_WC_LOC_PROT_ERR: return RV_WC_LOC_PROT_ERR;
-    case IBV_WC_WR_FLUSH_ERR: return RV_WC_WR_FLUSH_ERR;
-    case IBV_WC_REM_ACCESS_ERR: return RV_WC_REM_ACCESS_ERR;
-    case IBV_WC_REM_OP_ERR: return RV_WC_REM_OP_ERR;
-    case IBV_WC_RETRY_EXC_ERR: return RV_WC_RETRY_EXC_ERR;
-    default: return RV_WC_GENERAL_ERR;
+    case IBV_WC_SUCCESS:
+        return RV_WC_SUCCESS;
+    case IBV_WC_LOC_LEN_ERR:
+        return RV_WC_LOC_LEN_ERR;
+    case IBV_WC_LOC_PROT_ERR:
+        return RV_WC_LOC_PROT_ERR;
+    case IBV_WC_WR_FLUSH_ERR:
+        return RV_WC_WR_FLUSH_ERR;
+    case IBV_WC_REM_ACCESS_ERR:
+        return RV_WC_REM_ACCESS_ERR;
+    case IBV_WC_REM_OP_ERR:
+        return RV_WC_REM_OP_ERR;
+    case IBV_WC_RETRY_EXC_ERR:
+        return RV_WC_RETRY_EXC_ERR;
+    default:
+        return RV_WC_GENERAL_ERR;
     }
 }
 
@@ -335,8 +353,7 @@ static int real_poll_cq(rv_cq_t *cq, int n, rv_wc_t *wc)
     return k;
 }
 
-static mc_status_t real_create_qp(rv_pd_t *pd, rv_cq_t *cq, const rv_qp_caps_t *caps,
-                                  rv_qp_t **out)
+static mc_status_t real_create_qp(rv_pd_t *pd, rv_cq_t *cq, const rv_qp_caps_t *caps, rv_qp_t **out)
 {
     struct ibv_qp_init_attr ia;
     memset(&ia, 0, sizeof(ia));
@@ -383,14 +400,18 @@ static mc_status_t real_modify_qp(rv_qp_t *qp, rv_qp_state_t to, const rv_qp_att
     int mask = IBV_QP_STATE;
     memset(&a, 0, sizeof(a));
     switch (to) {
-    case RV_QPS_RESET: a.qp_state = IBV_QPS_RESET; break;
-    case RV_QPS_ERR: a.qp_state = IBV_QPS_ERR; break;
+    case RV_QPS_RESET:
+        a.qp_state = IBV_QPS_RESET;
+        break;
+    case RV_QPS_ERR:
+        a.qp_state = IBV_QPS_ERR;
+        break;
     case RV_QPS_INIT:
         a.qp_state = IBV_QPS_INIT;
         a.port_num = attr->port;
         a.pkey_index = (uint16_t)env_int("MC_PKEY_INDEX", 0);
-        a.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ |
-                            IBV_ACCESS_REMOTE_WRITE;
+        a.qp_access_flags =
+            IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE;
         mask |= IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS;
         break;
     case RV_QPS_RTR:
@@ -437,11 +458,16 @@ static rv_qp_state_t real_qp_state(rv_qp_t *qp)
     if (ibv_query_qp(qp->qp, &a, IBV_QP_STATE, &ia) != 0)
         return RV_QPS_ERR;
     switch (a.qp_state) {
-    case IBV_QPS_RESET: return RV_QPS_RESET;
-    case IBV_QPS_INIT: return RV_QPS_INIT;
-    case IBV_QPS_RTR: return RV_QPS_RTR;
-    case IBV_QPS_RTS: return RV_QPS_RTS;
-    default: return RV_QPS_ERR;
+    case IBV_QPS_RESET:
+        return RV_QPS_RESET;
+    case IBV_QPS_INIT:
+        return RV_QPS_INIT;
+    case IBV_QPS_RTR:
+        return RV_QPS_RTR;
+    case IBV_QPS_RTS:
+        return RV_QPS_RTS;
+    default:
+        return RV_QPS_ERR;
     }
 }
 
@@ -461,10 +487,16 @@ static int real_async_event(rv_ctx_t *c, int *port_active)
         return 0;
     int handled = 1;
     switch (ev.event_type) {
-    case IBV_EVENT_PORT_ACTIVE: *port_active = 1; break;
+    case IBV_EVENT_PORT_ACTIVE:
+        *port_active = 1;
+        break;
     case IBV_EVENT_PORT_ERR:
-    case IBV_EVENT_DEVICE_FATAL: *port_active = 0; break;
-    default: handled = 0; break; /* QP/CQ events surface as completions */
+    case IBV_EVENT_DEVICE_FATAL:
+        *port_active = 0;
+        break;
+    default:
+        handled = 0;
+        break; /* QP/CQ events surface as completions */
     }
     ibv_ack_async_event(&ev);
     if (!handled) { /* look at the next one, if any */

@@ -79,9 +79,15 @@ static int read_range(mc_rpc_req_t *req, uint64_t *off, uint64_t *len)
     uint32_t n = mc_mp_read_map(&r);
     for (uint32_t i = 0; i < n; i++) {
         switch (mc_mp_read_uint(&r)) {
-        case 1: *off = mc_mp_read_uint(&r); break;
-        case 2: *len = mc_mp_read_uint(&r); break;
-        default: mc_mp_skip(&r); break;
+        case 1:
+            *off = mc_mp_read_uint(&r);
+            break;
+        case 2:
+            *len = mc_mp_read_uint(&r);
+            break;
+        default:
+            mc_mp_skip(&r);
+            break;
         }
     }
     return r.err == MC_OK ? 0 : -1;

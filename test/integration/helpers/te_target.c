@@ -71,18 +71,12 @@ int main(int argc, char **argv)
     unsigned long rdma = 0, max_eps = 0;
     const char *matrix = NULL;
     static const struct option longopts[] = {
-        {"metadata", required_argument, NULL, 'm'},
-        {"name", required_argument, NULL, 'n'},
-        {"port", required_argument, NULL, 'p'},
-        {"size", required_argument, NULL, 's'},
-        {"seed", required_argument, NULL, 'S'},
-        {"reactors", required_argument, NULL, 'r'},
-        {"timeout-us", required_argument, NULL, 't'},
-        {"no-aslr", no_argument, NULL, 'A'},
-        {"rdma", required_argument, NULL, 'R'},
-        {"matrix", required_argument, NULL, 'M'},
-        {"max-eps", required_argument, NULL, 'E'},
-        {NULL, 0, NULL, 0},
+        {"metadata", required_argument, NULL, 'm'},   {"name", required_argument, NULL, 'n'},
+        {"port", required_argument, NULL, 'p'},       {"size", required_argument, NULL, 's'},
+        {"seed", required_argument, NULL, 'S'},       {"reactors", required_argument, NULL, 'r'},
+        {"timeout-us", required_argument, NULL, 't'}, {"no-aslr", no_argument, NULL, 'A'},
+        {"rdma", required_argument, NULL, 'R'},       {"matrix", required_argument, NULL, 'M'},
+        {"max-eps", required_argument, NULL, 'E'},    {NULL, 0, NULL, 0},
     };
     int no_aslr = 0;
     int opt;

@@ -482,8 +482,13 @@ static void variables_read_by_library_modules_do_not_warn(void **state)
     FILE *f = fopen(log, "w");
     assert_non_null(f);
     mc_log_set_fd(fileno(f));
-    char *env[] = {"MC_RDMA_EMULATED=2", "MC_RDMA_EMU_DELAY_US=5", "MC_MTU=1024",
-                   "MC_STORE_STAGING=always", "MC_RDMA_=1", "MC_MTUX=1", NULL};
+    char *env[] = {"MC_RDMA_EMULATED=2",
+                   "MC_RDMA_EMU_DELAY_US=5",
+                   "MC_MTU=1024",
+                   "MC_STORE_STAGING=always",
+                   "MC_RDMA_=1",
+                   "MC_MTUX=1",
+                   NULL};
     assert_int_equal(mc_conf_load_env(fx->conf, env, fx->err, sizeof(fx->err)), MC_OK);
     mc_log_set_fd(2);
     fclose(f);

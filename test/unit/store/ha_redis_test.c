@@ -65,8 +65,8 @@ static void a_lease_value_gives_the_leader_and_its_view(void **state)
     assert_int_equal(mc_ha_parse_lease(v, strlen(v), addr, sizeof(addr), &view), MC_OK);
     assert_string_equal(addr, "10.0.0.11:50051");
     assert_int_equal(view, 42);
-    static const char *const bad[] = {"", "nospace", "a:1 x n", "a:1 0 n", "a:1 -3 n", " 5 n",
-                                      "a:1 7"};
+    static const char *const bad[] = {"",         "nospace", "a:1 x n", "a:1 0 n",
+                                      "a:1 -3 n", " 5 n",    "a:1 7"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
         assert_int_equal(mc_ha_parse_lease(bad[i], strlen(bad[i]), addr, sizeof(addr), &view),
                          MC_ERR_INVALID_PARAMS);

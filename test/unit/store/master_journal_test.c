@@ -63,7 +63,11 @@ static void every_record_type_round_trips(void **state)
         {.type = MC_JREC_PUT_END, .client = C2, .key = "key", .key_len = 3},
         {.type = MC_JREC_DROP, .key = "key", .key_len = 3, .park = 1},
         {.type = MC_JREC_CLIENT_EXPIRE, .client = C3},
-        {.type = MC_JREC_META_PUT, .client = C1, .key = "mc/x", .key_len = 4, .val = "v\0v",
+        {.type = MC_JREC_META_PUT,
+         .client = C1,
+         .key = "mc/x",
+         .key_len = 4,
+         .val = "v\0v",
          .val_len = 3},
         {.type = MC_JREC_META_DEL, .key = "mc/x", .key_len = 4},
     };
@@ -168,7 +172,8 @@ static void malformed_records_are_refused_with_what_was_wrong(void **state)
     assert_int_equal(decode_bytes(empty_key, sizeof(empty_key), &why), MC_ERR_DESERIALIZE_FAIL);
     assert_string_equal(why, "key length out of range [1, 65535]");
     /* [3, [1,2], "k", 8, 0, 0, []]: a put with no replica */
-    static const uint8_t no_rep[] = {0x97, 0x03, 0x92, 0x01, 0x02, 0xa1, 'k', 0x08, 0x00, 0x00, 0x90};
+    static const uint8_t no_rep[] = {0x97, 0x03, 0x92, 0x01, 0x02, 0xa1,
+                                     'k',  0x08, 0x00, 0x00, 0x90};
     assert_int_equal(decode_bytes(no_rep, sizeof(no_rep), &why), MC_ERR_DESERIALIZE_FAIL);
     assert_string_equal(why, "put_start: replica count out of range [1, 8]");
     /* [3, [1,2], "k", -1, ...]: negative size */
@@ -177,8 +182,7 @@ static void malformed_records_are_refused_with_what_was_wrong(void **state)
     assert_string_equal(why, "put_start: size is not an unsigned integer");
     /* [4, "x", "k"]: client id of the wrong type */
     static const uint8_t bad_client[] = {0x93, 0x04, 0xa1, 'x', 0xa1, 'k'};
-    assert_int_equal(decode_bytes(bad_client, sizeof(bad_client), &why),
-                     MC_ERR_DESERIALIZE_FAIL);
+    assert_int_equal(decode_bytes(bad_client, sizeof(bad_client), &why), MC_ERR_DESERIALIZE_FAIL);
     assert_string_equal(why, "put_end: client id is not [hi, lo]");
 }
 
@@ -224,9 +228,8 @@ static void a_replayed_journal_rebuilds_the_same_objects_segments_and_metadata(v
     assert_int_equal(mount_seg(a, C3, 3, "n3", 64 << 20, now), MC_OK);
     char key[32];
     for (unsigned i = 0; i < 300; i++)
-        assert_int_equal(put_obj(a, C1, key_of(key, sizeof(key), "k", i), 1000 + i * 37,
-                                 1 + i % 2, now),
-                         MC_OK);
+        assert_int_equal(
+            put_obj(a, C1, key_of(key, sizeof(key), "k", i), 1000 + i * 37, 1 + i % 2, now), MC_OK);
     /* removed objects, and a revoked put */
     for (unsigned i = 0; i < 300; i += 3)
         assert_int_equal(rm(a, key_of(key, sizeof(key), "k", i), 0, now), MC_OK);
@@ -325,8 +328,7 @@ static void a_snapshot_rebuilds_the_state_of_a_standby(void **state)
     assert_int_equal(mount_seg(a, C2, 2, "n2", 8 << 20, now), MC_OK);
     char key[32];
     for (unsigned i = 0; i < 200; i++)
-        assert_int_equal(put_obj(a, C1, key_of(key, sizeof(key), "s", i), 5000 + i, 1 + i % 2,
-                                 now),
+        assert_int_equal(put_obj(a, C1, key_of(key, sizeof(key), "s", i), 5000 + i, 1 + i % 2, now),
                          MC_OK);
     assert_int_equal(put_start_n(a, C2, "inflight", 3000, 1, now, NULL), MC_OK);
     assert_int_equal(put_start_n(a, C2, "parked", 3000, 1, now, NULL), MC_OK);

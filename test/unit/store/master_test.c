@@ -702,9 +702,8 @@ static void batch_put_start_with_a_put_id_refuses_a_key_given_twice(void **state
     /* the whole batch sent again (a lost answer): the same replicas, and
      * the duplicate refused again */
     mc_master_replica_desc_t d2[3];
-    assert_int_equal(mc_master_batch_put_start(m, C1, keys, sizes, 3, &cfg, T0 + 1000, d2, nrep,
-                                               st),
-                     MC_OK);
+    assert_int_equal(
+        mc_master_batch_put_start(m, C1, keys, sizes, 3, &cfg, T0 + 1000, d2, nrep, st), MC_OK);
     assert_int_equal(st[0], MC_OK);
     assert_int_equal(st[1], MC_OK);
     assert_int_equal(st[2], MC_ERR_OBJECT_ALREADY_EXISTS);

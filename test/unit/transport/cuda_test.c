@@ -64,8 +64,11 @@ static void registering_gpu_memory_fails_cleanly_and_registers_nothing(void **st
     assert_int_equal(mc_te_register(te, other, sizeof(other), "cpu:0", 1), MC_OK);
     mc_te_batch_t *b = NULL;
     assert_int_equal(mc_te_batch_alloc(te, 1, &b), MC_OK);
-    mc_te_request_t r = {.opcode = MC_TE_WRITE, .local = other, .segment = MC_TE_LOCAL_SEGMENT,
-                         .remote = (uint64_t)(uintptr_t)buf, .length = 16};
+    mc_te_request_t r = {.opcode = MC_TE_WRITE,
+                         .local = other,
+                         .segment = MC_TE_LOCAL_SEGMENT,
+                         .remote = (uint64_t)(uintptr_t)buf,
+                         .length = 16};
     assert_int_equal(mc_te_submit(b, &r, 1), MC_ERR_ADDRESS_NOT_REGISTERED);
     assert_int_equal(mc_te_batch_free(b), MC_OK);
     /* the same memory registers fine as host memory */

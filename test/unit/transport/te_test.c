@@ -46,7 +46,6 @@
 
 #include "test/unit/transport/te_test_util.h"
 
-
 /* ------------------------------------------------------------ helpers */
 
 static int wait_int(atomic_int *v, int want, int timeout_ms)

@@ -26,7 +26,8 @@ static inline void fill_random(uint8_t *p, size_t n, unsigned seed)
     }
 }
 
-static inline mc_te_t *engine_new(uint64_t slice, uint64_t timeout_us, unsigned reactors, unsigned lanes)
+static inline mc_te_t *engine_new(uint64_t slice, uint64_t timeout_us, unsigned reactors,
+                                  unsigned lanes)
 {
     mc_te_opts_t o;
     mc_te_opts_init(&o);
@@ -54,8 +55,8 @@ static inline mc_te_segment_t open_port(mc_te_t *te, uint16_t port)
     return seg;
 }
 
-static inline mc_te_request_t req(mc_te_opcode_t op, void *local, mc_te_segment_t seg, const void *remote,
-                           uint64_t len)
+static inline mc_te_request_t req(mc_te_opcode_t op, void *local, mc_te_segment_t seg,
+                                  const void *remote, uint64_t len)
 {
     mc_te_request_t r = {.opcode = op,
                          .local = local,
@@ -67,7 +68,8 @@ static inline mc_te_request_t req(mc_te_opcode_t op, void *local, mc_te_segment_
 
 /* Submit reqs as a new batch and wait for it; returns the batch (to inspect
  * and free) and the wait status in *st. */
-static inline mc_te_batch_t *run_batch(mc_te_t *te, const mc_te_request_t *reqs, size_t n, mc_status_t *st)
+static inline mc_te_batch_t *run_batch(mc_te_t *te, const mc_te_request_t *reqs, size_t n,
+                                       mc_status_t *st)
 {
     mc_te_batch_t *b = NULL;
     assert_int_equal(mc_te_batch_alloc(te, n, &b), MC_OK);

@@ -67,8 +67,7 @@ static void many_small_reads_travel_in_a_few_calls_byte_for_byte(void **state)
     uint64_t calls = requests_served(b) - before;
     for (size_t i = 0; i < n; i++)
         if (reqs[i].opcode == MC_TE_READ)
-            assert_memory_equal(reqs[i].local, (void *)(uintptr_t)reqs[i].remote,
-                                 reqs[i].length);
+            assert_memory_equal(reqs[i].local, (void *)(uintptr_t)reqs[i].remote, reqs[i].length);
     assert_memory_equal(rb + region - 4096, la + region - 200, 100);
     /* 320 small reads of ~1.9 MiB in trains of at most 1 MiB / 256 reads,
      * the large read in 64 KiB slices (17), the write: far fewer than the
@@ -121,8 +120,17 @@ static void a_train_the_target_refuses_is_sent_again_read_by_read(void **state)
     mc_free(la);
 }
 
-typedef enum { BODY_EMPTY, BODY_ODD, BODY_TOO_MANY, BODY_ZERO_LEN, BODY_OUTSIDE, BODY_STRING,
-               BODY_TOO_BIG, BODY_NOT_A_MAP, BODY_COUNT } bad_body_t;
+typedef enum {
+    BODY_EMPTY,
+    BODY_ODD,
+    BODY_TOO_MANY,
+    BODY_ZERO_LEN,
+    BODY_OUTSIDE,
+    BODY_STRING,
+    BODY_TOO_BIG,
+    BODY_NOT_A_MAP,
+    BODY_COUNT
+} bad_body_t;
 
 static void bad_body(mc_buf_t *buf, bad_body_t kind, uint64_t region)
 {
@@ -171,7 +179,8 @@ static void bad_body(mc_buf_t *buf, bad_body_t kind, uint64_t region)
         mc_mp_write_uint(&w, region);
         mc_mp_write_uint(&w, 1 * MIB);
         break;
-    default: break;
+    default:
+        break;
     }
 }
 
@@ -190,9 +199,12 @@ static void malformed_vectored_reads_are_refused_and_the_target_keeps_serving(vo
     mc_rpc_client_t *c = NULL;
     assert_int_equal(mc_rpc_client_create(a->rs[0], &o, &c), MC_OK);
     static const mc_status_t want[BODY_COUNT] = {
-        [BODY_EMPTY] = MC_ERR_INVALID_PARAMS,     [BODY_ODD] = MC_ERR_INVALID_PARAMS,
-        [BODY_TOO_MANY] = MC_ERR_INVALID_PARAMS,  [BODY_ZERO_LEN] = MC_ERR_INVALID_PARAMS,
-        [BODY_OUTSIDE] = MC_ERR_ADDRESS_NOT_REGISTERED, [BODY_STRING] = MC_ERR_INVALID_PARAMS,
+        [BODY_EMPTY] = MC_ERR_INVALID_PARAMS,
+        [BODY_ODD] = MC_ERR_INVALID_PARAMS,
+        [BODY_TOO_MANY] = MC_ERR_INVALID_PARAMS,
+        [BODY_ZERO_LEN] = MC_ERR_INVALID_PARAMS,
+        [BODY_OUTSIDE] = MC_ERR_ADDRESS_NOT_REGISTERED,
+        [BODY_STRING] = MC_ERR_INVALID_PARAMS,
         [BODY_TOO_BIG] = MC_ERR_LIMIT,
         /* the RPC layer's own check: that connection is closed (last) */
         [BODY_NOT_A_MAP] = MC_ERR_CONN_CLOSED,
@@ -200,8 +212,8 @@ static void malformed_vectored_reads_are_refused_and_the_target_keeps_serving(vo
     for (int k = 0; k < BODY_COUNT; k++) {
         mc_buf_t body = MC_BUF_INIT;
         bad_body(&body, (bad_body_t)k, (uint64_t)(uintptr_t)rb);
-        mc_status_t st = mc_rpc_call_sync(c, MC_RPC_TE_READV, mc_buf_head(&body),
-                                          mc_buf_used(&body), 0, NULL);
+        mc_status_t st =
+            mc_rpc_call_sync(c, MC_RPC_TE_READV, mc_buf_head(&body), mc_buf_used(&body), 0, NULL);
         print_message("bad body %d -> %s\n", k, mc_status_str(st));
         assert_int_equal(st, want[k]);
         mc_buf_fini(&body);

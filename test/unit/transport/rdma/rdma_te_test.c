@@ -47,8 +47,8 @@ typedef struct eng {
     uint8_t *mem;
 } eng_t;
 
-static void eng_make_opts(eng_t *e, unsigned nics, unsigned mtu, const char *matrix,
-                          unsigned cap, unsigned qps, unsigned max_wr, unsigned max_cqe)
+static void eng_make_opts(eng_t *e, unsigned nics, unsigned mtu, const char *matrix, unsigned cap,
+                          unsigned qps, unsigned max_wr, unsigned max_cqe)
 {
     mc_te_opts_t o;
     mc_te_opts_init(&o);
@@ -91,8 +91,11 @@ static mc_status_t xfer(eng_t *from, eng_t *to, int op, size_t loff, size_t roff
         return st;
     mc_te_batch_t *b;
     assert_int_equal(mc_te_batch_alloc(from->te, 4, &b), MC_OK);
-    mc_te_request_t r = {.opcode = op, .local = from->mem + loff, .segment = seg,
-                         .remote = (uint64_t)(uintptr_t)(to->mem + roff), .length = len};
+    mc_te_request_t r = {.opcode = op,
+                         .local = from->mem + loff,
+                         .segment = seg,
+                         .remote = (uint64_t)(uintptr_t)(to->mem + roff),
+                         .length = len};
     assert_int_equal(mc_te_submit(b, &r, 1), MC_OK);
     st = mc_te_batch_wait(b, WAIT_US);
     if (st != MC_OK) {
@@ -133,7 +136,6 @@ static void write_then_read_back_byte_exact(void **state)
     eng_free(&b);
 }
 
-
 static void the_mtu_is_negotiated_down_to_the_smaller_side(void **state)
 {
     (void)state;
@@ -171,7 +173,9 @@ static void *race(void *arg)
         r->st = MC_ERR_NOMEM;
         return NULL;
     }
-    mc_te_request_t q = {.opcode = MC_TE_WRITE, .local = r->from->mem + r->off, .segment = seg,
+    mc_te_request_t q = {.opcode = MC_TE_WRITE,
+                         .local = r->from->mem + r->off,
+                         .segment = seg,
                          .remote = (uint64_t)(uintptr_t)(r->to->mem + r->off + SZ / 2),
                          .length = 300000};
     r->st = mc_te_submit(b, &q, 1);
@@ -227,7 +231,8 @@ static void shallow_queues_park_slices_and_every_one_completes(void **state)
     mc_te_request_t q[8];
     for (int i = 0; i < 8; i++)
         q[i] = (mc_te_request_t){.opcode = i % 2 ? MC_TE_READ : MC_TE_WRITE,
-                                 .local = a.mem + (size_t)i * 512 * 1024, .segment = seg,
+                                 .local = a.mem + (size_t)i * 512 * 1024,
+                                 .segment = seg,
                                  .remote = (uint64_t)(uintptr_t)(b.mem + (size_t)i * 512 * 1024),
                                  .length = 512 * 1024};
     assert_int_equal(mc_te_submit(bt, q, 8), MC_OK);
@@ -319,8 +324,8 @@ static void raw_close(raw_t *r)
 static mc_status_t raw_call(raw_t *r, int method, mc_buf_t *body, char *err, size_t errlen)
 {
     mc_buf_t resp = MC_BUF_INIT;
-    mc_status_t st = mc_rpc_call_sync(r->c, (uint16_t)method, mc_buf_head(body),
-                                      mc_buf_used(body), WAIT_US, &resp);
+    mc_status_t st = mc_rpc_call_sync(r->c, (uint16_t)method, mc_buf_head(body), mc_buf_used(body),
+                                      WAIT_US, &resp);
     err[0] = '\0';
     mc_mp_reader_t rd;
     mc_mp_reader_init(&rd, mc_buf_head(&resp), mc_buf_used(&resp));
@@ -451,8 +456,11 @@ static void destroying_an_engine_with_transfers_in_flight_ends_them(void **state
     assert_int_equal(mc_te_open_segment(a.te, mc_te_local_name(b.te), &seg), MC_OK);
     mc_te_batch_t *bt;
     assert_int_equal(mc_te_batch_alloc(a.te, 1, &bt), MC_OK);
-    mc_te_request_t q = {.opcode = MC_TE_WRITE, .local = a.mem, .segment = seg,
-                         .remote = (uint64_t)(uintptr_t)b.mem, .length = SZ}; /* ~200 ms */
+    mc_te_request_t q = {.opcode = MC_TE_WRITE,
+                         .local = a.mem,
+                         .segment = seg,
+                         .remote = (uint64_t)(uintptr_t)b.mem,
+                         .length = SZ}; /* ~200 ms */
     assert_int_equal(mc_te_submit(bt, &q, 1), MC_OK);
     usleep(30000);
     uint64_t t0 = mc_now_ms();
@@ -480,8 +488,11 @@ static void a_peer_going_away_fails_transfers_in_flight_without_hanging(void **s
     assert_int_equal(mc_te_open_segment(a.te, mc_te_local_name(b.te), &seg), MC_OK);
     mc_te_batch_t *bt;
     assert_int_equal(mc_te_batch_alloc(a.te, 1, &bt), MC_OK);
-    mc_te_request_t q = {.opcode = MC_TE_WRITE, .local = a.mem, .segment = seg,
-                         .remote = (uint64_t)(uintptr_t)b.mem, .length = SZ};
+    mc_te_request_t q = {.opcode = MC_TE_WRITE,
+                         .local = a.mem,
+                         .segment = seg,
+                         .remote = (uint64_t)(uintptr_t)b.mem,
+                         .length = SZ};
     assert_int_equal(mc_te_submit(bt, &q, 1), MC_OK);
     usleep(30000);
     eng_free(&b);
@@ -648,8 +659,11 @@ static void a_retry_after_the_peer_dropped_rdma_fails_the_slice_without_crashing
     rv_emu_fail_next("emu_0", 6, RV_WC_REM_OP_ERR);
     mc_te_batch_t *bt;
     assert_int_equal(mc_te_batch_alloc(a.te, 1, &bt), MC_OK);
-    mc_te_request_t r = {.opcode = MC_TE_WRITE, .local = a.mem, .segment = sid,
-                         .remote = (uint64_t)(uintptr_t)b.mem, .length = 4096};
+    mc_te_request_t r = {.opcode = MC_TE_WRITE,
+                         .local = a.mem,
+                         .segment = sid,
+                         .remote = (uint64_t)(uintptr_t)b.mem,
+                         .length = 4096};
     assert_int_equal(mc_te_submit(bt, &r, 1), MC_OK);
     te_rdma_nic_stats_t st;
     uint64_t end = mc_now_ms() + 2000;

@@ -31,7 +31,7 @@ static void discovery_prefers_nics_of_the_same_numa_node(void **state)
     dev(&d[0], "mlx5_0", 0, 1);
     dev(&d[1], "mlx5_1", 0, 1);
     dev(&d[2], "mlx5_2", 1, 1);
-    dev(&d[3], "mlx5_3", 1, 0); /* port down: left out */
+    dev(&d[3], "mlx5_3", 1, 0);  /* port down: left out */
     dev(&d[4], "mlx5_4", -1, 1); /* unknown node: counts as node 0 */
     int gpu_numa[1] = {1};
     rd_topo_t t;
@@ -136,9 +136,8 @@ static void first_attempts_stripe_over_the_preferred_nics_only(void **state)
     (void)state;
     rd_topo_t t;
     char err[200];
-    assert_int_equal(rd_topo_parse(&t, "{\"cpu:0\": [[\"a\",\"b\",\"c\"],[\"d\"]]}", err,
-                                   sizeof(err)),
-                     MC_OK);
+    assert_int_equal(
+        rd_topo_parse(&t, "{\"cpu:0\": [[\"a\",\"b\",\"c\"],[\"d\"]]}", err, sizeof(err)), MC_OK);
     const rd_topo_entry_t *e = rd_topo_find(&t, "cpu:0");
     int seen[4] = {0};
     for (unsigned rr = 0; rr < 30; rr++)
@@ -154,9 +153,8 @@ static void retries_walk_preferred_then_secondary_from_the_failed_nic(void **sta
     (void)state;
     rd_topo_t t;
     char err[200];
-    assert_int_equal(rd_topo_parse(&t, "{\"cpu:0\": [[\"a\",\"b\"],[\"c\",\"d\"]]}", err,
-                                   sizeof(err)),
-                     MC_OK);
+    assert_int_equal(
+        rd_topo_parse(&t, "{\"cpu:0\": [[\"a\",\"b\"],[\"c\",\"d\"]]}", err, sizeof(err)), MC_OK);
     const rd_topo_entry_t *e = rd_topo_find(&t, "cpu:0");
     /* first choice a (rr 0): then b, c, d, a, ... */
     int want0[] = {0, 1, 2, 3, 0, 1};

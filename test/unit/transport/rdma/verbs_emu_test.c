@@ -84,9 +84,14 @@ static rv_wc_t wait_wc(side_t *s)
 static void post(side_t *s, int op, void *local, uint32_t lkey, uint64_t remote, uint32_t rkey,
                  uint32_t len, uint64_t id, mc_status_t expect)
 {
-    rv_send_wr_t wr = {.wr_id = id, .local_addr = (uint64_t)(uintptr_t)local,
-                       .remote_addr = remote, .length = len, .lkey = lkey, .rkey = rkey,
-                       .opcode = (uint8_t)op, .signaled = 1};
+    rv_send_wr_t wr = {.wr_id = id,
+                       .local_addr = (uint64_t)(uintptr_t)local,
+                       .remote_addr = remote,
+                       .length = len,
+                       .lkey = lkey,
+                       .rkey = rkey,
+                       .opcode = (uint8_t)op,
+                       .signaled = 1};
     rv_send_wr_t *bad = NULL;
     assert_int_equal(V->post_send(s->qp, &wr, &bad), expect);
 }
@@ -187,7 +192,7 @@ static void remote_access_is_checked_against_rkey_range_and_flags(void **state)
     const int rw = 7, ro = RV_ACCESS_LOCAL_WRITE | RV_ACCESS_REMOTE_READ;
     expect_failure(RV_WR_RDMA_WRITE, ro, 0, 64, 0, 0, RV_WC_REM_ACCESS_ERR); /* no REMOTE_WRITE */
     expect_failure(RV_WR_RDMA_READ, RV_ACCESS_LOCAL_WRITE | RV_ACCESS_REMOTE_WRITE, 0, 64, 0, 0,
-                   RV_WC_REM_ACCESS_ERR);                                 /* no REMOTE_READ */
+                   RV_WC_REM_ACCESS_ERR); /* no REMOTE_READ */
     expect_failure(RV_WR_RDMA_WRITE, rw, 4000, 200, 0, 0, RV_WC_REM_ACCESS_ERR); /* past end */
     expect_failure(RV_WR_RDMA_READ, rw, -8, 64, 0, 0, RV_WC_REM_ACCESS_ERR);     /* before */
     expect_failure(RV_WR_RDMA_WRITE, rw, 0, 64, 1, 0, RV_WC_REM_ACCESS_ERR);     /* bad rkey */
@@ -284,10 +289,14 @@ static void send_queue_depth_is_enforced(void **state)
     assert_int_equal(V->reg_mr(b.pd, r, sizeof(r), 7, &mr), MC_OK);
     rv_send_wr_t wr[17];
     for (int i = 0; i < 17; i++) {
-        wr[i] = (rv_send_wr_t){.next = i < 16 ? &wr[i + 1] : NULL, .wr_id = (uint64_t)i,
+        wr[i] = (rv_send_wr_t){.next = i < 16 ? &wr[i + 1] : NULL,
+                               .wr_id = (uint64_t)i,
                                .local_addr = (uint64_t)(uintptr_t)l,
-                               .remote_addr = (uint64_t)(uintptr_t)r, .length = 8,
-                               .lkey = ml.lkey, .rkey = mr.rkey, .opcode = RV_WR_RDMA_WRITE,
+                               .remote_addr = (uint64_t)(uintptr_t)r,
+                               .length = 8,
+                               .lkey = ml.lkey,
+                               .rkey = mr.rkey,
+                               .opcode = RV_WR_RDMA_WRITE,
                                .signaled = 1};
     }
     rv_send_wr_t *bad = NULL;
