@@ -63,8 +63,7 @@ static const mc_conf_key_t server_keys[] = {
     MC_CONF_ROW(server_conf_t, tier_quota, "tier_quota", MC_CONF_SIZE, "0", 0, 1125899906842624.0,
                 "bytes of objects in the tier above which the least recently used objects "
                 "that are only on disk are removed (checked every second); 0 = no quota"),
-    MC_CONF_ROW(server_conf_t, regex_timeout, "regex_timeout", MC_CONF_DURATION, "3s", 1000,
-                600e6,
+    MC_CONF_ROW(server_conf_t, regex_timeout, "regex_timeout", MC_CONF_DURATION, "3s", 1000, 600e6,
                 "deadline of one regex scan (by-regex RPCs, HTTP /keys), from when it is queued; "
                 "a scan over it is answered INVALID_PARAMS and does nothing"),
     MC_CONF_ROW(server_conf_t, regex_queue, "regex_queue", MC_CONF_UINT, "16", 1, 4096,

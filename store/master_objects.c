@@ -480,7 +480,7 @@ mc_status_t mc_master_put_revoke(mc_master_t *m, mc_uuid_t client, const char *k
 /* Describe the readable replicas of a complete object and grant the read
  * lease; 0 replicas when all of them are on segments being unmounted. */
 uint32_t read_grant(mc_master_t *m, obj_t *o, uint64_t now_us, mc_master_replica_desc_t *out,
-                           uint32_t room)
+                    uint32_t room)
 {
     uint32_t n = 0;
     pthread_rwlock_rdlock(&m->seg_lock);
@@ -542,8 +542,8 @@ static mc_status_t remove_obj(mc_master_t *m, shard_t *sh, obj_t *o, uint64_t h,
     return MC_OK;
 }
 
-mc_status_t remove_locked(mc_master_t *m, shard_t *sh, uint64_t h, const char *key,
-                                 size_t len, int force, uint64_t now_us)
+mc_status_t remove_locked(mc_master_t *m, shard_t *sh, uint64_t h, const char *key, size_t len,
+                          int force, uint64_t now_us)
 {
     obj_t *o = obj_find(sh, h, key, len);
     if (o == NULL)

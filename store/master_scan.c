@@ -61,7 +61,8 @@ mc_status_t mc_master_scan_create(mc_master_t *m, mc_master_scan_kind_t kind, co
 {
     if (why != NULL && whylen > 0)
         why[0] = '\0';
-    if (kind > MC_MASTER_SCAN_KEYS || out == NULL || (regex == NULL && kind != MC_MASTER_SCAN_KEYS)) {
+    if (kind > MC_MASTER_SCAN_KEYS || out == NULL ||
+        (regex == NULL && kind != MC_MASTER_SCAN_KEYS)) {
         if (why != NULL && whylen > 0)
             snprintf(why, whylen, "no regex given");
         return MC_ERR_INVALID_PARAMS;

@@ -109,7 +109,7 @@ void master_tier_metrics(const master_srv_t *s, struct evbuffer *b);
 /* ---- master_server_scan.c: regex scans on a worker thread ---- */
 typedef struct scan_job scan_job_t;
 struct scan_job {
-    mc_list_t node;      /* in the worker's queue */
+    mc_list_t node;       /* in the worker's queue */
     mc_reactor_msg_t msg; /* back to r for done() */
     master_srv_t *s;
     mc_master_scan_t *sc; /* owned by the job */
@@ -142,8 +142,7 @@ void scan_job_free(scan_job_t *j);
 mc_status_t master_scan_submit(master_srv_t *s, scan_job_t *j, char *why, size_t whylen);
 /* Scans finished, those over budget (time or regex limits), those refused
  * because the queue was full. */
-void master_scan_stats(master_srv_t *s, uint64_t *total, uint64_t *over_budget,
-                       uint64_t *refused);
+void master_scan_stats(master_srv_t *s, uint64_t *total, uint64_t *over_budget, uint64_t *refused);
 
 mc_status_t master_http_start(master_srv_t *s);
 void master_http_stop(master_srv_t *s);

@@ -171,8 +171,8 @@ static mc_status_t call(env_t *e, uint16_t method, const mc_buf_t *body, mc_buf_
                         size_t room)
 {
     mc_buf_reset(resp);
-    mc_status_t st = mc_rpc_call_sync(e->c, method, mc_buf_head(body), mc_buf_used(body),
-                                      CALL_TIMEOUT_US, resp);
+    mc_status_t st =
+        mc_rpc_call_sync(e->c, method, mc_buf_head(body), mc_buf_used(body), CALL_TIMEOUT_US, resp);
     const void *p = NULL;
     size_t len = 0;
     if (why != NULL) {

@@ -70,9 +70,9 @@ static void compiling_is_refused_past_its_memory_budget(void **state)
     mc_regex_t *re = NULL;
     /* a few hundred bytes of compiled code: over 512 bytes with PCRE2's own
      * structures */
-    assert_int_equal(compile("(abc|def|ghi|jkl|mno|pqr|stu|vwx|yz0|123|456|789){3}", &l, &re, why,
-                             sizeof(why)),
-                     MC_ERR_INVALID_PARAMS);
+    assert_int_equal(
+        compile("(abc|def|ghi|jkl|mno|pqr|stu|vwx|yz0|123|456|789){3}", &l, &re, why, sizeof(why)),
+        MC_ERR_INVALID_PARAMS);
     assert_non_null(strstr(why, "512 bytes"));
 }
 
