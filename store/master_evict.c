@@ -615,10 +615,10 @@ int evict_for(mc_master_t *m, uint64_t size, uint64_t now_us, char *seg_name)
             atomic_fetch_add(&m->evicted_bytes, bytes);
         }
     }
-    MC_DEBUG(MASTER, "room for %llu bytes on '%s': evicted %llu objects (%llu bytes) in [%llu, %llu)",
-             (unsigned long long)size, seg_name, (unsigned long long)keys,
-             (unsigned long long)bytes, (unsigned long long)best_at,
-             (unsigned long long)(best_at + best_w));
+    MC_DEBUG(
+        MASTER, "room for %llu bytes on '%s': evicted %llu objects (%llu bytes) in [%llu, %llu)",
+        (unsigned long long)size, seg_name, (unsigned long long)keys, (unsigned long long)bytes,
+        (unsigned long long)best_at, (unsigned long long)(best_at + best_w));
     made = 1;
 out:
     pthread_mutex_unlock(&m->evict_lock);

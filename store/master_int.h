@@ -225,8 +225,8 @@ struct mc_master {
     pthread_mutex_t meta_lock;
     mc_hmap_t meta;
 
-    pthread_mutex_t evict_lock;                  /* one eviction pass at a time */
-    _Atomic uint64_t evict_idle_until_us;        /* no pass before: the last found nothing */
+    pthread_mutex_t evict_lock;           /* one eviction pass at a time */
+    _Atomic uint64_t evict_idle_until_us; /* no pass before: the last found nothing */
     /* evict_for found no window for a put of this size or larger: it does
      * not walk again for those before nofit_until_us (evict_lock) */
     uint64_t evict_nofit_size, evict_nofit_until_us;

@@ -275,8 +275,7 @@ static void a_put_no_eviction_can_make_room_for_evicts_nothing(void **state)
     for (unsigned i = 0; i < SLOTS; i += 4) /* leased: k000, k004, k008, ... */
         assert_int_equal(get_n(m, kname(i), now, NULL), MC_OK);
     /* four slots between two leased objects: never */
-    assert_int_equal(put_start_n(m, C1, "four", 4 * OBJ, 1, now, NULL),
-                     MC_ERR_NO_AVAILABLE_HANDLE);
+    assert_int_equal(put_start_n(m, C1, "four", 4 * OBJ, 1, now, NULL), MC_ERR_NO_AVAILABLE_HANDLE);
     assert_int_equal(stats(m).evicted_keys, 0);
     assert_int_equal(stats(m).key_count, SLOTS);
     /* three fit between two: exactly three go (the window's size) */
