@@ -1,7 +1,9 @@
 # mooncake-c - build, test, run, install.
 #
 #   make              libmooncake.{a,so} and every program into $(BUILD)/
-#   make check        unit + integration tests (test/run.sh)
+#   make check        format-check, check-layers, unit + integration tests (test/run.sh)
+#   make format-check every .c/.h as .clang-format writes it (make format rewrites them)
+#   make check-layers who includes whom, against the layers block of each folder README
 #   make asan|ubsan|tsan   the same tests under a sanitizer, in build/<san>/
 #   make run          mooncake-master on conf/ defaults (see README.md)
 #   make deps         install missing Debian packages (no-op when all present)
@@ -23,7 +25,7 @@ CC ?= cc
 PKG_CONFIG ?= pkg-config
 # libraries of the library proper; RDMA and CUDA come in at run time or via
 # their own detection (transport/).
-LIB_PKGS := libevent hiredis numa
+LIB_PKGS := libevent hiredis numa libpcre2-8
 # The real verbs provider (transport/rdma/verbs_real.c) is built against
 # libibverbs when its headers exist; without them it reports no devices.
 HAVE_IBVERBS := $(shell test -f /usr/include/infiniband/verbs.h && echo 1)
@@ -87,7 +89,7 @@ INTEG_TESTS := $(INTEG_TEST_SRCS:%.c=$(BUILD)/%)
 FAKE_CUDA := $(BUILD)/test/lib/libfakecuda.so
 
 .PHONY: all lib programs tests check unit integration asan ubsan tsan run deps fuzz \
-        install uninstall clean format help
+        install uninstall clean format format-check check-layers help
 .DEFAULT_GOAL := all
 
 all: lib programs
@@ -122,8 +124,14 @@ $(FAKE_CUDA): test/fake/fake_libcuda.c
 	@mkdir -p $(dir $@)
 	$(CC) $(MC_CFLAGS) -Wno-missing-prototypes $(MC_LDFLAGS) -shared -o $@ $<
 
-check: tests
+check: tests format-check check-layers
 	BUILD=$(BUILD) test/run.sh
+
+format-check:
+	mk/check-format.sh
+
+check-layers:
+	mk/check-layers.sh
 
 unit: tests
 	BUILD=$(BUILD) test/run.sh unit
@@ -190,6 +198,6 @@ clean:
 	rm -rf build
 
 help:
-	@sed -n '2,12p' Makefile
+	@sed -n '2,14p' Makefile
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

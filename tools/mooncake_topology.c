@@ -73,17 +73,11 @@ int main(int argc, char **argv)
         rv_emu_configure(&o);
         v = &rv_emu_ops;
     }
-    const char *root = getenv("MC_SYSFS_ROOT");
-    root = root && *root ? root : "/sys";
-    rv_open_opts_t oo = {.port = 1, .gid_index = -1, .sysfs_root = root};
-    const char *gi = getenv("MC_GID_INDEX");
-    if (gi != NULL && *gi)
-        oo.gid_index = atoi(gi);
-    const char *port = getenv("MC_IB_PORT");
-    if (port != NULL && *port)
-        oo.port = (uint8_t)atoi(port);
     rv_dev_info_t devs[RV_MAX_DEVICES];
-    int n = v->get_devices(&oo, devs, RV_MAX_DEVICES);
+    rv_port_opts_t po; /* MC_IB_PORT, MC_GID_INDEX, MC_SYSFS_ROOT */
+    rv_port_opts_init(&po);
+    const char *root = po.sysfs_root;
+    int n = v->get_devices(&po, devs, RV_MAX_DEVICES);
     printf("provider: %s%s\n", v->name,
            v == &rv_emu_ops ? " (EMULATED: for tests and demos only)" : "");
     printf("devices: %d\n", n);

@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "transport/cuda.h"
+#include "util/conf.h"
 #include "util/log.h"
 
 /* The driver ABI (cuda.h): CUresult 0 = CUDA_SUCCESS; handles are ints and
@@ -150,9 +151,9 @@ static void *sym(const char *name)
 
 static void load(void)
 {
-    const char *env = getenv("MC_CUDA_LIBRARY");
+    const char *env = mc_conf_env_str("MC_CUDA_LIBRARY"); /* the loader's configuration */
     static const char *const names[] = {"libcuda.so.1", "libcuda.so"};
-    if (env != NULL && *env != '\0') {
+    if (env != NULL) {
         snprintf(g.path, sizeof(g.path), "%s", env);
         g.lib = dlopen(env, RTLD_NOW | RTLD_LOCAL);
     } else {
@@ -163,7 +164,7 @@ static void load(void)
     }
     if (g.lib == NULL) {
         snprintf(g.why, sizeof(g.why), "the CUDA driver library (%s) is not installed",
-                 env && *env ? env : "libcuda.so.1");
+                 env ? env : "libcuda.so.1");
         g.path[0] = '\0';
         return;
     }

@@ -15,6 +15,7 @@
 #include "transport/cuda.h"
 #include "transport/rdma/gid.h"
 #include "transport/rdma/rdma_int.h"
+#include "util/conf.h"
 #include "util/log.h"
 #include "util/mem.h"
 
@@ -24,31 +25,15 @@ _Static_assert(TE_MAX_NICS == RD_MAX_NICS, "te_buf_t key arrays sized for RD_MAX
 
 static unsigned env_uint(const char *name, unsigned def, unsigned lo, unsigned hi)
 {
-    const char *v = getenv(name);
-    if (v == NULL || *v == '\0')
-        return def;
-    char *end = NULL;
-    unsigned long x = strtoul(v, &end, 10);
-    if (end == v || *end != '\0' || x < lo || x > hi) {
-        MC_WARN(RDMA, "%s='%s' is not a number in %u..%u: using %u", name, v, lo, hi, def);
-        return def;
-    }
-    return (unsigned)x;
+    return (unsigned)mc_conf_env_uint(name, def, lo, hi);
 }
 
-/* A signed setting where -1 means "not set" (MC_IB_TC, MC_GID_INDEX). */
-static int env_int_or_unset(const char *name, int lo, int hi)
+/* A setting where -1 means "not set" (MC_IB_TC): unset or malformed (then
+ * logged) is -1. */
+static int env_int_or_unset(const char *name, unsigned lo, unsigned hi)
 {
-    const char *v = getenv(name);
-    if (v == NULL || *v == '\0')
-        return -1;
-    char *end = NULL;
-    long x = strtol(v, &end, 10);
-    if (end == v || *end != '\0' || x < lo || x > hi) {
-        MC_WARN(RDMA, "%s='%s' is not a number in %d..%d: ignored", name, v, lo, hi);
-        return -1;
-    }
-    return (int)x;
+    uint64_t v = mc_conf_env_uint(name, (uint64_t)hi + 1, lo, hi);
+    return v > hi ? -1 : (int)v;
 }
 
 static unsigned opt_or(unsigned v, unsigned def)
@@ -87,7 +72,7 @@ static void nic_close(rd_transport_t *t, rd_nic_t *n)
 static mc_status_t nic_open(rd_transport_t *t, rd_nic_t *n)
 {
     const mc_rdma_verbs_ops_t *v = t->v;
-    mc_status_t st = v->open(n->name, &t->oo, &n->ctx);
+    mc_status_t st = v->open(n->name, &t->port_opts, &n->ctx);
     if (st != MC_OK)
         return st;
     if ((st = v->query(n->ctx, &n->info)) != MC_OK)
@@ -203,7 +188,7 @@ static int peermem_loaded(const rd_transport_t *t)
     char path[384];
     static const char *const mods[] = {"nvidia_peermem", "nv_peer_mem"};
     for (size_t i = 0; i < sizeof(mods) / sizeof(mods[0]); i++) {
-        snprintf(path, sizeof(path), "%s/module/%s", t->sysfs_root, mods[i]);
+        snprintf(path, sizeof(path), "%s/module/%s", t->port_opts.sysfs_root, mods[i]);
         if (access(path, F_OK) == 0)
             return 1;
     }
@@ -222,7 +207,7 @@ static int gpu_reg_mode(rd_transport_t *t)
     for (int i = 0; i < ngpus && dmabuf; i++)
         dmabuf = te_cuda_dmabuf_supported(i);
     int peermem = peermem_loaded(t);
-    const char *force = getenv("MC_GPU_REG");
+    const char *force = mc_conf_env_str("MC_GPU_REG");
     int mode = dmabuf ? RD_GPU_REG_DMABUF : peermem ? RD_GPU_REG_PEERMEM : RD_GPU_REG_NONE;
     if (force != NULL && strcmp(force, "dmabuf") == 0)
         mode = RD_GPU_REG_DMABUF;
@@ -266,15 +251,7 @@ mc_status_t te_rdma_install(mc_te_t *te)
     t->max_eps = env_uint("MC_MAX_EP_PER_CTX", opt_or(o->rdma_max_eps, 256), 1, 1u << 20);
     t->retry = env_uint("MC_RETRY_CNT", opt_or(o->rdma_retry, 9), 0, 250);
     t->mtu = env_uint("MC_MTU", opt_or(o->rdma_mtu, 4096), 256, 4096);
-    /* addressing and QP settings, upstream's names (NCCL_IB_GID_INDEX as
-     * upstream falls back to it) */
-    const char *root = getenv("MC_SYSFS_ROOT");
-    snprintf(t->sysfs_root, sizeof(t->sysfs_root), "%s", root && *root ? root : "/sys");
-    t->oo.port = (uint8_t)env_uint("MC_IB_PORT", 1, 1, 255);
-    t->oo.gid_index = env_int_or_unset("MC_GID_INDEX", 0, RD_GID_TBL_MAX - 1);
-    if (t->oo.gid_index < 0)
-        t->oo.gid_index = env_int_or_unset("NCCL_IB_GID_INDEX", 0, RD_GID_TBL_MAX - 1);
-    t->oo.sysfs_root = t->sysfs_root;
+    /* QP settings, upstream's names */
     rd_qp_settings_init(&t->qs);
     t->qs.traffic_class = env_int_or_unset("MC_IB_TC", 0, 255);
     t->qs.service_level = (uint8_t)env_uint("MC_IB_SL", 0, 0, 15);
@@ -293,9 +270,13 @@ mc_status_t te_rdma_install(mc_te_t *te)
      * event mode on 2 cores): events only unless asked. */
     t->busy_poll_us = env_uint("MC_RDMA_BUSY_POLL_US",
                                opt_or(o->rdma_busy_poll_us, emulated ? 0 : 50), 0, 1000000);
-    const char *devices = getenv("MC_RDMA_DEVICES") ? getenv("MC_RDMA_DEVICES") : o->rdma_devices;
-    const char *matrix =
-        getenv("MC_NIC_PRIORITY_MATRIX") ? getenv("MC_NIC_PRIORITY_MATRIX") : o->rdma_matrix;
+    const char *devices = mc_conf_env_str("MC_RDMA_DEVICES");
+    const char *matrix = mc_conf_env_str("MC_NIC_PRIORITY_MATRIX");
+    if (devices == NULL)
+        devices = o->rdma_devices;
+    if (matrix == NULL)
+        matrix = o->rdma_matrix;
+    rv_port_opts_init(&t->port_opts); /* the real provider's addressing, for every context */
     if (emulated > 0) {
         rv_emu_opts_t eo;
         rv_emu_opts_get(&eo);
@@ -309,7 +290,7 @@ mc_status_t te_rdma_install(mc_te_t *te)
 
     env_checks(t);
     rv_dev_info_t devs[RV_MAX_DEVICES];
-    int ndev = t->v->get_devices(&t->oo, devs, RV_MAX_DEVICES);
+    int ndev = t->v->get_devices(&t->port_opts, devs, RV_MAX_DEVICES);
     char err[256] = "";
     mc_status_t st;
     if (matrix != NULL && *matrix != '\0') {
@@ -328,7 +309,7 @@ mc_status_t te_rdma_install(mc_te_t *te)
                 gpus[i].pci[0] = '\0';
         }
         st = rd_topo_discover(&t->topo, devs, ndev, mc_numa_node_count(), gpus, (unsigned)ngpus,
-                              t->sysfs_root, devices, err, sizeof(err));
+                              t->port_opts.sysfs_root, devices, err, sizeof(err));
     }
     if (st != MC_OK) {
         if (st == MC_ERR_DEVICE_NOT_FOUND)

@@ -127,8 +127,6 @@ enum rd_gpu_reg {
 struct rd_transport {
     mc_te_t *te;
     const mc_rdma_verbs_ops_t *v;
-    rv_open_opts_t oo; /* port, GID index (-1: chosen), sysfs root */
-    char sysfs_root[256];
     rd_qp_settings_t qs; /* MC_IB_TC, MC_IB_SL, MC_IB_TIMEOUT, MC_IB_RETRY_CNT, MC_PKEY_INDEX */
     int gpu_reg;         /* enum rd_gpu_reg */
     rd_topo_t topo;
@@ -136,6 +134,7 @@ struct rd_transport {
     unsigned nnics;
     rd_nic_t nics[RD_MAX_NICS];
     unsigned qps_per_ep, max_wr, max_cqe, max_eps, retry, mtu, busy_poll_us;
+    rv_port_opts_t port_opts; /* MC_IB_PORT, MC_GID_INDEX, MC_SYSFS_ROOT */
     _Atomic uint32_t rr;
 };
 

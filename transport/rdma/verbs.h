@@ -67,14 +67,6 @@ enum rv_gid_type {
     RV_GID_TYPE_ROCE_V2 = 3,
 };
 
-/* How a provider opens devices: which port, which GID (transport/rdma/gid.h
- * chooses when gid_index < 0), and where sysfs is. */
-typedef struct rv_open_opts {
-    uint8_t port;           /* 1.. */
-    int gid_index;          /* -1: choose */
-    const char *sysfs_root; /* "/sys"; tests point it at a fake tree */
-} rv_open_opts_t;
-
 /* A device as discovery sees it. */
 typedef struct rv_dev_info {
     char name[RV_NAME_MAX];
@@ -157,6 +149,23 @@ typedef struct rv_qp_attr {
     uint8_t max_rd_atomic; /* READs in flight as initiator */
 } rv_qp_attr_t;
 
+/* How a context addresses its port, passed to get_devices and open (NULL:
+ * the defaults): which port, which GID (transport/rdma/gid.h chooses when
+ * gid_index < 0, and the QPs then use that slot as sgid_index), and where
+ * sysfs is. P_Key index and service level are QP settings
+ * (transport/rdma/qp_attr.h). */
+typedef struct rv_port_opts {
+    uint8_t port;         /* 1 */
+    int gid_index;        /* -1: chosen */
+    char sysfs_root[128]; /* "/sys"; tests point it at a fake tree */
+} rv_port_opts_t;
+/* The defaults, overridden by MC_IB_PORT, MC_GID_INDEX (else
+ * NCCL_IB_GID_INDEX, as upstream) and MC_SYSFS_ROOT (a malformed value is
+ * logged and ignored): the one place they are read. */
+void rv_port_opts_init(rv_port_opts_t *o);
+/* The defaults alone (no environment). */
+void rv_port_opts_default(rv_port_opts_t *o);
+
 typedef struct rv_qp_caps {
     uint32_t max_send_wr;
     uint32_t max_inline;
@@ -225,10 +234,10 @@ typedef struct mc_rdma_verbs_ops {
     const char *name;
     /* Devices this provider sees, with the port and GID o selects: count
      * (0 = none) into out[0..max). */
-    int (*get_devices)(const rv_open_opts_t *o, rv_dev_info_t *out, int max);
+    int (*get_devices)(const rv_port_opts_t *o, rv_dev_info_t *out, int max);
     /* Open dev for port o->port; the GID is chosen here (or o->gid_index)
      * and kept: query reports it, and QPs must use it as sgid_index. */
-    mc_status_t (*open)(const char *dev, const rv_open_opts_t *o, rv_ctx_t **out);
+    mc_status_t (*open)(const char *dev, const rv_port_opts_t *o, rv_ctx_t **out);
     void (*close)(rv_ctx_t *c);
     /* Fresh port state, link layer, GID, LID, MTU, limits of an open context. */
     mc_status_t (*query)(rv_ctx_t *c, rv_dev_info_t *out);

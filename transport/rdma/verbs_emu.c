@@ -54,6 +54,7 @@
 #include "transport/rdma/qp_attr.h"
 #include "transport/rdma/verbs.h"
 #include "transport/rdma/verbs_emu_int.h"
+#include "util/conf.h"
 #include "util/log.h"
 #include "util/mem.h"
 #include "util/time.h"
@@ -69,18 +70,11 @@ static struct rv_ctx **g_ctxs; /* open contexts, for port events; emu_mu */
 static size_t g_nctxs, g_cap_ctxs;
 static _Atomic uint32_t g_next_key = 0x100;
 
+/* The emulator's configuration: a number from the environment (malformed:
+ * logged, def). */
 static uint64_t env_u64(const char *name, uint64_t def)
 {
-    const char *v = getenv(name);
-    if (v == NULL || *v == '\0')
-        return def;
-    char *end = NULL;
-    unsigned long long x = strtoull(v, &end, 0);
-    if (end == v || *end != '\0') {
-        MC_WARN(RDMA, "%s='%s' is not a number: using %llu", name, v, (unsigned long long)def);
-        return def;
-    }
-    return x;
+    return mc_conf_env_uint(name, def, 0, UINT64_MAX);
 }
 
 /* "emu_K" -> K, or -1. */
@@ -98,7 +92,7 @@ static int dev_index(const char *name)
 /* Apply fn to each device named in a comma list (emu_mu held). */
 static void env_devices(const char *name, void (*fn)(emu_dev_t *))
 {
-    const char *v = getenv(name);
+    const char *v = mc_conf_env_str(name);
     char one[RV_NAME_MAX];
     while (v != NULL && *v != '\0') {
         const char *c = strchr(v, ',');
@@ -136,7 +130,7 @@ void rv_emu_opts_get(rv_emu_opts_t *o)
         g_opts.delay_us = env_u64("MC_RDMA_EMU_DELAY_US", 0);
         g_opts.bandwidth = env_u64("MC_RDMA_EMU_BANDWIDTH", 0);
         g_opts.mtu = (uint32_t)env_u64("MC_RDMA_EMU_MTU", 4096);
-        const char *ll = getenv("MC_RDMA_EMU_LINK_LAYER");
+        const char *ll = mc_conf_env_str("MC_RDMA_EMU_LINK_LAYER");
         g_opts.link_layer = ll != NULL && strcmp(ll, "ib") == 0 ? RV_LL_IB : RV_LL_ETH;
         if (ll != NULL && *ll && strcmp(ll, "ib") != 0 && strcmp(ll, "eth") != 0)
             MC_WARN(RDMA, "MC_RDMA_EMU_LINK_LAYER='%s' is neither eth nor ib: using eth", ll);
@@ -321,7 +315,7 @@ uint8_t *emu_mr_host(const emu_mr_t *m, uint64_t addr)
 
 /* ---------------------------------------------------------- the ops */
 
-static int emu_get_devices(const rv_open_opts_t *oo, rv_dev_info_t *out, int max)
+static int emu_get_devices(const rv_port_opts_t *oo, rv_dev_info_t *out, int max)
 {
     rv_emu_opts_t o;
     rv_emu_opts_get(&o);
@@ -431,7 +425,7 @@ static int bind_id(rv_ctx_t *c, uint32_t seed)
     return -1;
 }
 
-static mc_status_t emu_open(const char *dev, const rv_open_opts_t *oo, rv_ctx_t **out)
+static mc_status_t emu_open(const char *dev, const rv_port_opts_t *oo, rv_ctx_t **out)
 {
     rv_emu_opts_t o;
     rv_emu_opts_get(&o);

@@ -18,6 +18,7 @@
 
 #include "transport/rdma/gid.h"
 #include "transport/rdma/verbs.h"
+#include "util/conf.h"
 #include "util/log.h"
 #include "util/mem.h"
 
@@ -182,13 +183,18 @@ static void fill_port(struct ibv_context *ctx, const char *dev, const char *root
     out->gid_type = tab[k].type;
 }
 
-static const char *opt_root(const rv_open_opts_t *o)
+static const char *opt_root(const rv_port_opts_t *o)
 {
-    return o->sysfs_root && *o->sysfs_root ? o->sysfs_root : "/sys";
+    return o->sysfs_root[0] ? o->sysfs_root : "/sys";
 }
 
-static int real_get_devices(const rv_open_opts_t *o, rv_dev_info_t *out, int max)
+static int real_get_devices(const rv_port_opts_t *o, rv_dev_info_t *out, int max)
 {
+    rv_port_opts_t def;
+    if (o == NULL) {
+        rv_port_opts_default(&def);
+        o = &def;
+    }
     int n = 0;
     struct ibv_device **list = ibv_get_device_list(&n);
     if (list == NULL) {
@@ -214,8 +220,13 @@ static int real_get_devices(const rv_open_opts_t *o, rv_dev_info_t *out, int max
     return k;
 }
 
-static mc_status_t real_open(const char *dev, const rv_open_opts_t *o, rv_ctx_t **out)
+static mc_status_t real_open(const char *dev, const rv_port_opts_t *o, rv_ctx_t **out)
 {
+    rv_port_opts_t def;
+    if (o == NULL) {
+        rv_port_opts_default(&def);
+        o = &def;
+    }
     int n = 0;
     struct ibv_device **list = ibv_get_device_list(&n);
     if (list == NULL)
@@ -701,7 +712,7 @@ const mc_rdma_verbs_ops_t rv_real_ops = {
 
 #else /* !MC_HAVE_IBVERBS */
 
-static int none_get_devices(const rv_open_opts_t *o, rv_dev_info_t *out, int max)
+static int none_get_devices(const rv_port_opts_t *o, rv_dev_info_t *out, int max)
 {
     (void)o;
     (void)out;
@@ -710,7 +721,7 @@ static int none_get_devices(const rv_open_opts_t *o, rv_dev_info_t *out, int max
     return 0;
 }
 
-static mc_status_t none_open(const char *dev, const rv_open_opts_t *o, rv_ctx_t **out)
+static mc_status_t none_open(const char *dev, const rv_port_opts_t *o, rv_ctx_t **out)
 {
     (void)dev;
     (void)o;
@@ -726,3 +737,25 @@ const mc_rdma_verbs_ops_t rv_real_ops = {
 };
 
 #endif
+
+void rv_port_opts_default(rv_port_opts_t *o)
+{
+    memset(o, 0, sizeof(*o));
+    o->port = 1;
+    o->gid_index = -1;
+    snprintf(o->sysfs_root, sizeof(o->sysfs_root), "/sys");
+}
+
+void rv_port_opts_init(rv_port_opts_t *o)
+{
+    rv_port_opts_default(o);
+    o->port = (uint8_t)mc_conf_env_uint("MC_IB_PORT", 1, 1, 255);
+    /* unset (or malformed: logged) = chosen */
+    const char *name = mc_conf_env_str("MC_GID_INDEX") ? "MC_GID_INDEX" : "NCCL_IB_GID_INDEX";
+    o->gid_index = (int)mc_conf_env_uint(name, RD_GID_TBL_MAX, 0, RD_GID_TBL_MAX - 1);
+    if (o->gid_index == RD_GID_TBL_MAX)
+        o->gid_index = -1;
+    const char *root = mc_conf_env_str("MC_SYSFS_ROOT");
+    if (root != NULL)
+        snprintf(o->sysfs_root, sizeof(o->sysfs_root), "%s", root);
+}

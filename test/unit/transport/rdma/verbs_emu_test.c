@@ -32,7 +32,7 @@
 #include "util/time.h"
 
 static const mc_rdma_verbs_ops_t *V = &rv_emu_ops;
-static const rv_open_opts_t OO = {.port = 1, .gid_index = -1, .sysfs_root = "/sys"};
+static const rv_port_opts_t OO = {.port = 1, .gid_index = -1, .sysfs_root = "/sys"};
 
 typedef struct side {
     rv_ctx_t *ctx;
@@ -530,7 +530,7 @@ static void the_emulated_port_advertises_its_roce_v2_ipv4_gid(void **state)
     assert_int_equal(rd_dev_validate(&a.info, why, sizeof(why)), MC_OK);
     side_close(&a);
     /* a configured index is what it advertises */
-    rv_open_opts_t oo = OO;
+    rv_port_opts_t oo = OO;
     oo.gid_index = 1;
     rv_ctx_t *c;
     rv_dev_info_t info;
