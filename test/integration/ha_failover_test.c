@@ -783,7 +783,7 @@ static void a_journal_that_lost_its_tail_makes_every_master_rebuild_from_it(void
             usleep(100000);
     }
     assert_int_equal(st, MC_OK);
-    redisContext *rc = redisConnect("127.0.0.1", (int)e->redis_port);
+    redisContext *rc = redisConnect("127.0.0.1", (int)e->redis.port);
     assert_non_null(rc);
     assert_int_equal(rc->err, 0);
     redisReply *r = redisCommand(rc, "XREVRANGE mc/%s/ha/journal + - COUNT 1", CLUSTER);
@@ -835,7 +835,7 @@ static void a_journal_that_lost_its_tail_makes_every_master_rebuild_from_it(void
     char lsum[512], sum[512];
     long long rewinds = 0;
     for (int i = 0; i < NMASTERS; i++) {
-        if (e->m[i].p.pid <= 0 || i == nl)
+        if (e->m[i].proc.pid <= 0 || i == nl)
             continue;
         unsigned long long lk = 0, k = 1;
         for (int waited = 0; waited < 3000 && lk != k; waited += 100) {
