@@ -1,7 +1,9 @@
 # mooncake-c - build, test, run, install.
 #
 #   make              libmooncake.{a,so} and every program into $(BUILD)/
-#   make check        unit + integration tests (test/run.sh)
+#   make check        format-check, check-layers, unit + integration tests (test/run.sh)
+#   make format-check every .c/.h as .clang-format writes it (make format rewrites them)
+#   make check-layers who includes whom, against the layers block of each folder README
 #   make asan|ubsan|tsan   the same tests under a sanitizer, in build/<san>/
 #   make run          mooncake-master on conf/ defaults (see README.md)
 #   make deps         install missing Debian packages (no-op when all present)
@@ -84,7 +86,7 @@ INTEG_TEST_SRCS := $(sort $(wildcard test/integration/*_test.c))
 INTEG_TESTS := $(INTEG_TEST_SRCS:%.c=$(BUILD)/%)
 
 .PHONY: all lib programs tests check unit integration asan ubsan tsan run deps fuzz \
-        install uninstall clean format help
+        install uninstall clean format format-check check-layers help
 .DEFAULT_GOAL := all
 
 all: lib programs
@@ -115,8 +117,14 @@ $(BUILD)/test/bin/%: $(BUILD)/obj/test/integration/helpers/%.o $(STATIC_LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(MC_CFLAGS) $(MC_LDFLAGS) -o $@ $< $(STATIC_LIB) $(LDLIBS_TEST) $(LDLIBS_LIB)
 
-check: tests
+check: tests format-check check-layers
 	BUILD=$(BUILD) test/run.sh
+
+format-check:
+	mk/check-format.sh
+
+check-layers:
+	mk/check-layers.sh
 
 unit: tests
 	BUILD=$(BUILD) test/run.sh unit
@@ -183,6 +191,6 @@ clean:
 	rm -rf build
 
 help:
-	@sed -n '2,12p' Makefile
+	@sed -n '2,14p' Makefile
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

@@ -4,7 +4,7 @@
 set -euo pipefail
 
 pkgs=(
-  build-essential pkg-config clang
+  build-essential pkg-config clang clang-format
   libevent-dev libhiredis-dev libnuma-dev libxxhash-dev
   libibverbs-dev librdmacm-dev liburing-dev
   libmsgpack-dev libcmocka-dev

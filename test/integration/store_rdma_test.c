@@ -39,7 +39,7 @@
 #include "proc.h"
 #include "test/rdma_env.h"
 #include "store/client_int.h"
-#include "transport/te_int.h"
+#include "transport/te.h"
 #include "util/log.h"
 #include "util/mem.h"
 #include "util/time.h"

@@ -31,7 +31,7 @@
 #include "mooncake/transfer.h"
 #include "proc.h"
 #include "transport/rdma/verbs.h"
-#include "transport/te_int.h"
+#include "transport/te.h"
 #include "util/log.h"
 #include "util/mem.h"
 #include "util/time.h"
