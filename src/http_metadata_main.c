@@ -8,22 +8,16 @@
  * Serves /metadata?key=K (GET/PUT/DELETE) and /health on
  * server.bind_address:server.port (0.0.0.0:8080 as upstream). Entries live
  * in memory, bounded by metadata.max_keys and metadata.max_total_bytes
- * (upstream's MC_METADATA_MAX_KEYS / MC_METADATA_MAX_TOTAL_BYTES, which set
- * them from the environment too); metadata.http_token (or
- * MC_METADATA_HTTP_TOKEN) makes every request carry that Bearer token.
- * When it listens it prints "listening <port>" on stdout (for scripts and
- * tests). Stops cleanly on SIGINT/SIGTERM.
+ * (upstream's MC_METADATA_MAX_KEYS / MC_METADATA_MAX_TOTAL_BYTES set them
+ * from the environment too); metadata.http_token (or MC_METADATA_HTTP_TOKEN)
+ * makes every request carry that Bearer token. When it listens it prints
+ * "listening <port>" on stdout (for scripts and tests). Stops cleanly on
+ * SIGINT/SIGTERM.
  */
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
-#include <event2/buffer.h>
-#include <event2/http.h>
-
-#include "reactor/reactor.h"
-#include "rpc/net.h"
-#include "rpc/rpc.h"
 #include "transport/meta_http_srv.h"
 #include "util/conf.h"
 #include "util/daemon.h"
@@ -69,73 +63,11 @@ static const char usage[] =
     "Upstream Mooncake's HTTP metadata server: GET/PUT/DELETE /metadata?key=K, for transfer\n"
     "engines configured with metadata_server = http://HOST:PORT/metadata.\n";
 
-typedef struct srv {
-    server_conf_t *sc;
-    meta_conf_t *mc;
-    mc_meta_http_store_t *store;
-    struct evhttp *http;
-    struct event_base *base;
-    uint16_t port;
-    mc_status_t st;
-} srv_t;
-
-static void on_health(struct evhttp_request *req, void *arg)
-{
-    (void)arg;
-    if (mc_meta_http_read_only(req))
-        return;
-    struct evbuffer *b = evbuffer_new();
-    if (b != NULL)
-        evbuffer_add_printf(b, "OK\n");
-    evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type", "text/plain");
-    evhttp_send_reply(req, 200, "OK", b);
-    if (b != NULL)
-        evbuffer_free(b);
-}
-
-static void start_on_reactor(void *arg)
-{
-    srv_t *s = arg;
-    s->http = evhttp_new(s->base);
-    if (s->http == NULL) {
-        s->st = MC_ERR_NOMEM;
-        return;
-    }
-    evhttp_set_allowed_methods(s->http, mc_meta_http_methods());
-    evhttp_set_max_headers_size(s->http, 16384);
-    evhttp_set_max_body_size(s->http, (ev_ssize_t)s->mc->max_value);
-    evhttp_set_timeout(s->http, 30);
-    evhttp_set_cb(s->http, "/metadata", mc_meta_http_serve, s->store);
-    evhttp_set_cb(s->http, "/health", on_health, s);
-    struct evhttp_bound_socket *bs =
-        evhttp_bind_socket_with_handle(s->http, s->sc->bind_address, (uint16_t)s->sc->port);
-    if (bs == NULL) {
-        MC_ERROR(HTTP, "cannot listen for HTTP on %s:%u (address in use?)", s->sc->bind_address,
-                 (unsigned)s->sc->port);
-        evhttp_free(s->http);
-        s->http = NULL;
-        s->st = MC_ERR_SOCKET;
-        return;
-    }
-    s->port = mc_net_local_port(evhttp_bound_socket_get_fd(bs));
-    s->st = MC_OK;
-}
-
-static void stop_on_reactor(void *arg)
-{
-    srv_t *s = arg;
-    if (s->http != NULL)
-        evhttp_free(s->http);
-    s->http = NULL;
-}
-
 int main(int argc, char **argv)
 {
     server_conf_t sc;
     meta_conf_t mcf;
     mc_log_opts_t lo;
-    mc_reactor_group_t *g = NULL;
-    srv_t s = {.sc = &sc, .mc = &mcf, .st = MC_ERR_CANCELED};
     int rc = 1;
 
     mc_conf_t *conf = mc_conf_create();
@@ -152,38 +84,31 @@ int main(int argc, char **argv)
         goto out;
     rc = 1;
 
-    s.store = mc_meta_http_mem_create(mcf.max_keys, mcf.max_total_bytes, mcf.http_token);
-    if (s.store == NULL) {
-        fprintf(stderr, "mooncake-http-metadata-server: out of memory\n");
-        goto out;
-    }
+    mc_meta_http_server_opts_t o;
+    mc_meta_http_server_opts_init(&o);
+    o.bind_address = sc.bind_address;
+    o.port = (uint16_t)sc.port;
+    o.token = mcf.http_token;
+    o.max_keys = mcf.max_keys;
+    o.max_bytes = mcf.max_total_bytes;
+    o.max_value = mcf.max_value;
+
     sigset_t sigs;
     mc_daemon_block_signals(&sigs);
-    mc_reactor_group_opts_t go;
-    mc_reactor_group_opts_init(&go);
-    go.count = 1;
-    go.pin = 0;
-    go.name = "httpmeta";
-    if (mc_reactor_group_create(&go, &g) != MC_OK)
-        goto out_store;
-    s.base = mc_reactor_base(mc_reactor_group_get(g, 0));
-    mc_rpc_run_on(mc_reactor_group_get(g, 0), start_on_reactor, &s);
-    if (s.st != MC_OK) {
-        fprintf(stderr, "mooncake-http-metadata-server: cannot start: %s\n", mc_status_msg(s.st));
-        goto out_group;
+    mc_meta_http_server_t *srv = NULL;
+    mc_status_t st = mc_meta_http_server_start(&o, &srv);
+    if (st != MC_OK) {
+        fprintf(stderr, "mooncake-http-metadata-server: cannot start: %s\n", mc_status_msg(st));
+        goto out;
     }
     MC_INFO(HTTP, "mooncake-http-metadata-server ready: http://%s:%u/metadata%s", sc.bind_address,
-            s.port, mcf.http_token[0] != '\0' ? " (token required)" : "");
-    printf("listening %u\n", s.port);
+            mc_meta_http_server_port(srv), mcf.http_token[0] != '\0' ? " (token required)" : "");
+    printf("listening %u\n", mc_meta_http_server_port(srv));
     fflush(stdout);
     int sig = mc_daemon_wait_signal(&sigs);
     MC_INFO(HTTP, "signal %d (%s): shutting down", sig, strsignal(sig));
-    mc_rpc_run_on(mc_reactor_group_get(g, 0), stop_on_reactor, &s);
+    mc_meta_http_server_stop(srv);
     rc = 0;
-out_group:
-    mc_reactor_group_destroy(g);
-out_store:
-    mc_meta_http_mem_destroy(s.store);
 out:
     mc_conf_destroy(conf);
     return rc;

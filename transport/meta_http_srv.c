@@ -11,7 +11,10 @@
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
 
+#include "reactor/reactor.h"
 #include "rpc/msgpack.h"
+#include "rpc/net.h"
+#include "rpc/rpc.h"
 #include "util/buf.h"
 #include "util/hash.h"
 #include "util/hmap.h"
@@ -405,4 +408,129 @@ void mc_meta_http_mem_usage(const mc_meta_http_store_t *st, uint64_t *keys, uint
     const mem_store_t *ms = (const mem_store_t *)st;
     *keys = mc_hmap_count(&ms->map);
     *bytes = ms->bytes;
+}
+
+/* ------------------------------------------------------ standalone server */
+
+struct mc_meta_http_server {
+    mc_meta_http_server_opts_t o;
+    char *bind_address;
+    mc_meta_http_store_t *store;
+    mc_reactor_group_t *g;
+    struct evhttp *http;
+    uint16_t port;
+    mc_status_t st;
+};
+
+void mc_meta_http_server_opts_init(mc_meta_http_server_opts_t *o)
+{
+    memset(o, 0, sizeof(*o));
+    o->bind_address = "0.0.0.0";
+    o->port = 8080;
+    o->max_keys = 65536;
+    o->max_bytes = 1ull << 30;
+    o->max_value = 16u << 20;
+}
+
+static void on_health(struct evhttp_request *req, void *arg)
+{
+    (void)arg;
+    if (mc_meta_http_read_only(req))
+        return;
+    struct evbuffer *b = evbuffer_new();
+    if (b != NULL)
+        evbuffer_add_printf(b, "OK\n");
+    evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type", "text/plain");
+    evhttp_send_reply(req, 200, "OK", b);
+    if (b != NULL)
+        evbuffer_free(b);
+}
+
+static void srv_start_on_reactor(void *arg)
+{
+    mc_meta_http_server_t *s = arg;
+    s->http = evhttp_new(mc_reactor_base(mc_reactor_group_get(s->g, 0)));
+    if (s->http == NULL) {
+        s->st = MC_ERR_NOMEM;
+        return;
+    }
+    evhttp_set_allowed_methods(s->http, mc_meta_http_methods());
+    evhttp_set_max_headers_size(s->http, 16384);
+    evhttp_set_max_body_size(s->http, (ev_ssize_t)s->o.max_value);
+    evhttp_set_timeout(s->http, 30);
+    evhttp_set_cb(s->http, "/metadata", mc_meta_http_serve, s->store);
+    evhttp_set_cb(s->http, "/health", on_health, s);
+    struct evhttp_bound_socket *bs =
+        evhttp_bind_socket_with_handle(s->http, s->bind_address, s->o.port);
+    if (bs == NULL) {
+        MC_ERROR(HTTP, "cannot listen for HTTP on %s:%u (address in use?)", s->bind_address,
+                 s->o.port);
+        evhttp_free(s->http);
+        s->http = NULL;
+        s->st = MC_ERR_SOCKET;
+        return;
+    }
+    s->port = mc_net_local_port(evhttp_bound_socket_get_fd(bs));
+    s->st = MC_OK;
+}
+
+static void srv_stop_on_reactor(void *arg)
+{
+    mc_meta_http_server_t *s = arg;
+    if (s->http != NULL)
+        evhttp_free(s->http);
+    s->http = NULL;
+}
+
+mc_status_t mc_meta_http_server_start(const mc_meta_http_server_opts_t *o,
+                                      mc_meta_http_server_t **out)
+{
+    mc_status_t st = MC_ERR_NOMEM;
+    mc_meta_http_server_t *s = MC_NEW(mc_meta_http_server_t);
+    if (s == NULL)
+        return MC_ERR_NOMEM;
+    s->o = *o;
+    s->bind_address = mc_strdup(o->bind_address != NULL ? o->bind_address : "0.0.0.0");
+    s->store = mc_meta_http_mem_create(o->max_keys, o->max_bytes, o->token);
+    if (s->bind_address == NULL || s->store == NULL)
+        goto err_free;
+    mc_reactor_group_opts_t go;
+    mc_reactor_group_opts_init(&go);
+    go.count = 1;
+    go.pin = 0;
+    go.name = "httpmeta";
+    st = mc_reactor_group_create(&go, &s->g);
+    if (st != MC_OK)
+        goto err_free;
+    s->st = MC_ERR_CANCELED;
+    mc_rpc_run_on(mc_reactor_group_get(s->g, 0), srv_start_on_reactor, s);
+    st = s->st;
+    if (st != MC_OK)
+        goto err_group;
+    *out = s;
+    return MC_OK;
+
+err_group:
+    mc_reactor_group_destroy(s->g);
+err_free:
+    mc_meta_http_mem_destroy(s->store);
+    mc_free(s->bind_address);
+    mc_free(s);
+    return st;
+}
+
+uint16_t mc_meta_http_server_port(const mc_meta_http_server_t *s)
+{
+    return s->port;
+}
+
+void mc_meta_http_server_stop(mc_meta_http_server_t *s)
+{
+    if (s == NULL)
+        return;
+    mc_rpc_run_on(mc_reactor_group_get(s->g, 0), srv_stop_on_reactor, s);
+    mc_reactor_group_destroy(s->g);
+    mc_meta_http_mem_destroy(s->store);
+    mc_free(s->bind_address);
+    mc_free(s);
 }

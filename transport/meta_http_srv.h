@@ -101,4 +101,27 @@ void mc_meta_http_mem_destroy(mc_meta_http_store_t *st);
 /* Entries and bytes of values held. */
 void mc_meta_http_mem_usage(const mc_meta_http_store_t *st, uint64_t *keys, uint64_t *bytes);
 
+/* The standalone server (mooncake-http-metadata-server): its own reactor
+ * thread, an evhttp serving /metadata on an in-memory store and /health. */
+typedef struct mc_meta_http_server mc_meta_http_server_t;
+
+typedef struct mc_meta_http_server_opts {
+    const char *bind_address; /* "0.0.0.0" */
+    uint16_t port;            /* 8080; 0 = any free port */
+    const char *token;        /* Bearer token required; NULL/"" = none */
+    uint64_t max_keys;        /* 65536 */
+    uint64_t max_bytes;       /* bytes of values, 1 GiB */
+    uint64_t max_value;       /* longest PUT body, 16 MiB */
+} mc_meta_http_server_opts_t;
+
+void mc_meta_http_server_opts_init(mc_meta_http_server_opts_t *o);
+
+/* Start serving. MC_OK; MC_ERR_SOCKET (the port cannot be bound: logged);
+ * MC_ERR_NOMEM; the reactor's errors. Any thread but the server's. */
+mc_status_t mc_meta_http_server_start(const mc_meta_http_server_opts_t *o,
+                                      mc_meta_http_server_t **out);
+uint16_t mc_meta_http_server_port(const mc_meta_http_server_t *s);
+/* Stop and free. Safe on NULL. */
+void mc_meta_http_server_stop(mc_meta_http_server_t *s);
+
 #endif /* MC_TRANSPORT_META_HTTP_SRV_H */
