@@ -156,7 +156,59 @@ const char *mc_ha_redis_err(const mc_ha_redis_t *c)
     return c->err;
 }
 
-mc_status_t mc_ha_redis_cmd(mc_ha_redis_t *c, void **reply, int argc, const char **argv,
+/* mc_ha_reply_t is hiredis' redisReply under another name */
+static const redisReply *rep(const mc_ha_reply_t *r)
+{
+    return (const redisReply *)r;
+}
+
+mc_ha_reply_type_t mc_ha_reply_type(const mc_ha_reply_t *r)
+{
+    if (r == NULL)
+        return MC_HA_REPLY_OTHER;
+    switch (rep(r)->type) {
+    case REDIS_REPLY_NIL:
+        return MC_HA_REPLY_NIL;
+    case REDIS_REPLY_INTEGER:
+        return MC_HA_REPLY_INT;
+    case REDIS_REPLY_STRING:
+        return MC_HA_REPLY_STR;
+    case REDIS_REPLY_STATUS:
+        return MC_HA_REPLY_STATUS;
+    case REDIS_REPLY_ARRAY:
+        return MC_HA_REPLY_ARRAY;
+    default:
+        return MC_HA_REPLY_OTHER;
+    }
+}
+
+long long mc_ha_reply_int(const mc_ha_reply_t *r)
+{
+    return mc_ha_reply_type(r) == MC_HA_REPLY_INT ? rep(r)->integer : 0;
+}
+
+const char *mc_ha_reply_str(const mc_ha_reply_t *r)
+{
+    mc_ha_reply_type_t t = mc_ha_reply_type(r);
+    return t == MC_HA_REPLY_STR || t == MC_HA_REPLY_STATUS ? rep(r)->str : NULL;
+}
+
+size_t mc_ha_reply_strlen(const mc_ha_reply_t *r)
+{
+    return mc_ha_reply_str(r) != NULL ? rep(r)->len : 0;
+}
+
+size_t mc_ha_reply_count(const mc_ha_reply_t *r)
+{
+    return mc_ha_reply_type(r) == MC_HA_REPLY_ARRAY ? rep(r)->elements : 0;
+}
+
+const mc_ha_reply_t *mc_ha_reply_at(const mc_ha_reply_t *r, size_t i)
+{
+    return i < mc_ha_reply_count(r) ? (const mc_ha_reply_t *)rep(r)->element[i] : NULL;
+}
+
+mc_status_t mc_ha_redis_cmd(mc_ha_redis_t *c, mc_ha_reply_t **reply, int argc, const char **argv,
                             const size_t *lens)
 {
     if (c->ctx->err) {
@@ -173,11 +225,11 @@ mc_status_t mc_ha_redis_cmd(mc_ha_redis_t *c, void **reply, int argc, const char
         freeReplyObject(r);
         return MC_ERR_ETCD_OPERATION_ERROR;
     }
-    *reply = r;
+    *reply = (mc_ha_reply_t *)r;
     return MC_OK;
 }
 
-void mc_ha_redis_free(void *reply)
+void mc_ha_redis_free(mc_ha_reply_t *reply)
 {
     if (reply != NULL)
         freeReplyObject(reply);
@@ -216,13 +268,14 @@ mc_status_t mc_ha_resolve_leader(const mc_ha_url_t *u, uint64_t timeout_us, char
     mc_ha_key(key, sizeof(key), u->cluster, "lease");
     const char *argv[2] = {"GET", key};
     size_t lens[2] = {3, strlen(key)};
-    redisReply *r = NULL;
-    st = mc_ha_redis_cmd(c, (void **)&r, 2, argv, lens);
+    mc_ha_reply_t *r = NULL;
+    st = mc_ha_redis_cmd(c, &r, 2, argv, lens);
     if (st == MC_OK) {
-        if (r->type == REDIS_REPLY_NIL) {
+        if (mc_ha_reply_type(r) == MC_HA_REPLY_NIL) {
             st = MC_ERR_NOT_FOUND;
-        } else if (r->type != REDIS_REPLY_STRING ||
-                   mc_ha_parse_lease(r->str, r->len, addr, addr_len, view) != MC_OK) {
+        } else if (mc_ha_reply_type(r) != MC_HA_REPLY_STR ||
+                   mc_ha_parse_lease(mc_ha_reply_str(r), mc_ha_reply_strlen(r), addr, addr_len,
+                                     view) != MC_OK) {
             MC_WARN(HA, "redis key %s does not hold a lease \"ADDR VIEW NONCE\"", key);
             st = MC_ERR_INVALID_PARAMS;
         }

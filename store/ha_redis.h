@@ -45,13 +45,39 @@ void mc_ha_redis_set_timeout(mc_ha_redis_t *c, uint64_t timeout_us);
 /* Text of the last failure ("connection refused", the server's error reply). */
 const char *mc_ha_redis_err(const mc_ha_redis_t *c);
 
-/* One command. *reply (a hiredis redisReply *, freed with mc_ha_redis_free)
- * is set on MC_OK. MC_ERR_CONN_CLOSED (the connection failed or timed out:
- * it is unusable now; reconnect), MC_ERR_ETCD_OPERATION_ERROR (an error
- * reply: its text in mc_ha_redis_err). */
-mc_status_t mc_ha_redis_cmd(mc_ha_redis_t *c, void **reply, int argc, const char **argv,
+/* A reply, read through the accessors below (hiredis' own type stays in
+ * ha_redis.c). Error replies never reach the caller: mc_ha_redis_cmd turns
+ * them into MC_ERR_ETCD_OPERATION_ERROR. */
+typedef struct mc_ha_reply mc_ha_reply_t;
+typedef enum mc_ha_reply_type {
+    MC_HA_REPLY_OTHER, /* a type HA never asks for (RESP3 doubles, maps, ...) */
+    MC_HA_REPLY_NIL,
+    MC_HA_REPLY_INT,
+    MC_HA_REPLY_STR,    /* a bulk string */
+    MC_HA_REPLY_STATUS, /* a status line ("OK") */
+    MC_HA_REPLY_ARRAY,
+} mc_ha_reply_type_t;
+
+/* MC_HA_REPLY_OTHER for NULL (an array element out of range). */
+mc_ha_reply_type_t mc_ha_reply_type(const mc_ha_reply_t *r);
+/* An INT reply's value; 0 for other types. */
+long long mc_ha_reply_int(const mc_ha_reply_t *r);
+/* A STR or STATUS reply's bytes, NUL-terminated (binary values may hold
+ * NULs: use the length), owned by the reply; NULL and 0 for other types. */
+const char *mc_ha_reply_str(const mc_ha_reply_t *r);
+size_t mc_ha_reply_strlen(const mc_ha_reply_t *r);
+/* An ARRAY reply's elements (0 for other types) and element i (NULL when
+ * out of range), owned by the reply. */
+size_t mc_ha_reply_count(const mc_ha_reply_t *r);
+const mc_ha_reply_t *mc_ha_reply_at(const mc_ha_reply_t *r, size_t i);
+
+/* One command. *reply (freed with mc_ha_redis_free) is set on MC_OK.
+ * MC_ERR_CONN_CLOSED (the connection failed or timed out: it is unusable
+ * now; reconnect), MC_ERR_ETCD_OPERATION_ERROR (an error reply: its text in
+ * mc_ha_redis_err). */
+mc_status_t mc_ha_redis_cmd(mc_ha_redis_t *c, mc_ha_reply_t **reply, int argc, const char **argv,
                             const size_t *lens);
-void mc_ha_redis_free(void *reply);
+void mc_ha_redis_free(mc_ha_reply_t *reply);
 
 /* Keys of a cluster: "mc/CLUSTER/ha/NAME". */
 void mc_ha_key(char *buf, size_t n, const char *cluster, const char *name);

@@ -28,8 +28,6 @@
 #include <sys/random.h>
 #include <time.h>
 
-#include <hiredis/hiredis.h>
-
 #include "store/ha_redis.h"
 #include "store/master_ha.h"
 #include "store/master_server_int.h"
@@ -287,7 +285,7 @@ static void drop_conn(ha_t *h)
 
 /* EVAL script with 1..3 keys and up to 3 args. */
 static mc_status_t eval(ha_t *h, const char *script, int nkeys, const char *const *keys, int nargs,
-                        const char *const *args, const size_t *arg_lens, redisReply **out)
+                        const char *const *args, const size_t *arg_lens, mc_ha_reply_t **out)
 {
     const char *argv[10];
     size_t lens[10];
@@ -308,7 +306,7 @@ static mc_status_t eval(ha_t *h, const char *script, int nkeys, const char *cons
         argv[n] = args[i];
         lens[n++] = arg_lens != NULL ? arg_lens[i] : strlen(args[i]);
     }
-    void *r = NULL;
+    mc_ha_reply_t *r = NULL;
     mc_status_t st = mc_ha_redis_cmd(h->rc, &r, n, argv, lens);
     if (st == MC_ERR_CONN_CLOSED)
         drop_conn(h);
@@ -373,20 +371,19 @@ static int trimmed_past(ha_t *h)
 {
     const char *argv[2] = {"GET", h->k_trimmed};
     size_t lens[2] = {3, strlen(h->k_trimmed)};
-    void *v = NULL;
-    if (mc_ha_redis_cmd(h->rc, &v, 2, argv, lens) != MC_OK) {
+    mc_ha_reply_t *r = NULL;
+    if (mc_ha_redis_cmd(h->rc, &r, 2, argv, lens) != MC_OK) {
         drop_conn(h);
         return -1;
     }
-    redisReply *r = v;
-    int gap = r->type == REDIS_REPLY_STRING && id_cmp(r->str, h->last_id) > 0;
+    int gap = mc_ha_reply_type(r) == MC_HA_REPLY_STR && id_cmp(mc_ha_reply_str(r), h->last_id) > 0;
     mc_ha_redis_free(r);
     return gap;
 }
 
-static int is_str(const redisReply *r)
+static int is_str(const mc_ha_reply_t *r)
 {
-    return r != NULL && (r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_STATUS);
+    return mc_ha_reply_str(r) != NULL; /* a string or a status */
 }
 
 /* One XREAD (block_ms < 0: no BLOCK). Returns entries applied, or -1 on a
@@ -413,8 +410,8 @@ static long read_journal(ha_t *h, long block_ms)
     size_t lens[9];
     for (int i = 0; i < n; i++)
         lens[i] = strlen(argv[i]);
-    void *v = NULL;
-    mc_status_t st = mc_ha_redis_cmd(h->rc, &v, n, argv, lens);
+    mc_ha_reply_t *r = NULL;
+    mc_status_t st = mc_ha_redis_cmd(h->rc, &r, n, argv, lens);
     if (block_ms >= 0 && h->rc != NULL)
         mc_ha_redis_set_timeout(h->rc, h->ttl_us / 3 < 1000000 ? h->ttl_us / 3 : 1000000);
     if (st != MC_OK) {
@@ -422,9 +419,8 @@ static long read_journal(ha_t *h, long block_ms)
         drop_conn(h);
         return -1;
     }
-    redisReply *r = v;
     long applied = 0;
-    if (r->type == REDIS_REPLY_NIL) {
+    if (mc_ha_reply_type(r) == MC_HA_REPLY_NIL) {
         mc_ha_redis_free(r);
         return 0;
     }
@@ -436,30 +432,31 @@ static long read_journal(ha_t *h, long block_ms)
         return gap < 0 ? -1 : -3;
     }
     /* [[key, [[id, [field, value, ...]], ...]]] */
-    if (r->type != REDIS_REPLY_ARRAY || r->elements != 1 ||
-        r->element[0]->type != REDIS_REPLY_ARRAY || r->element[0]->elements != 2 ||
-        r->element[0]->element[1]->type != REDIS_REPLY_ARRAY)
+    const mc_ha_reply_t *stream = mc_ha_reply_at(r, 0);
+    if (mc_ha_reply_count(r) != 1 || mc_ha_reply_count(stream) != 2 ||
+        mc_ha_reply_type(mc_ha_reply_at(stream, 1)) != MC_HA_REPLY_ARRAY)
         goto bad;
-    redisReply *ents = r->element[0]->element[1];
+    const mc_ha_reply_t *ents = mc_ha_reply_at(stream, 1);
     uint64_t wall_ms = mc_wall_us() / 1000;
-    for (size_t i = 0; i < ents->elements; i++) {
-        redisReply *e = ents->element[i];
-        if (e->type != REDIS_REPLY_ARRAY || e->elements != 2 || !is_str(e->element[0]) ||
-            e->element[1]->type != REDIS_REPLY_ARRAY)
+    for (size_t i = 0; i < mc_ha_reply_count(ents); i++) {
+        const mc_ha_reply_t *e = mc_ha_reply_at(ents, i);
+        if (mc_ha_reply_count(e) != 2 || !is_str(mc_ha_reply_at(e, 0)) ||
+            mc_ha_reply_type(mc_ha_reply_at(e, 1)) != MC_HA_REPLY_ARRAY)
             goto bad;
-        const char *id = e->element[0]->str;
-        redisReply *f = e->element[1];
+        const char *id = mc_ha_reply_str(mc_ha_reply_at(e, 0));
+        const mc_ha_reply_t *f = mc_ha_reply_at(e, 1);
         const uint8_t *rec = NULL;
         size_t rlen = 0;
         uint64_t seq = 0;
-        for (size_t k = 0; k + 1 < f->elements; k += 2) {
-            if (!is_str(f->element[k]) || !is_str(f->element[k + 1]))
+        for (size_t k = 0; k + 1 < mc_ha_reply_count(f); k += 2) {
+            const mc_ha_reply_t *name = mc_ha_reply_at(f, k), *val = mc_ha_reply_at(f, k + 1);
+            if (!is_str(name) || !is_str(val))
                 goto bad;
-            if (strcmp(f->element[k]->str, "r") == 0) {
-                rec = (const uint8_t *)f->element[k + 1]->str;
-                rlen = f->element[k + 1]->len;
-            } else if (strcmp(f->element[k]->str, "s") == 0) {
-                seq = strtoull(f->element[k + 1]->str, NULL, 10);
+            if (strcmp(mc_ha_reply_str(name), "r") == 0) {
+                rec = (const uint8_t *)mc_ha_reply_str(val);
+                rlen = mc_ha_reply_strlen(val);
+            } else if (strcmp(mc_ha_reply_str(name), "s") == 0) {
+                seq = strtoull(mc_ha_reply_str(val), NULL, 10);
             }
         }
         if (rec == NULL) {
@@ -479,7 +476,7 @@ static long read_journal(ha_t *h, long block_ms)
     return applied;
 bad:
     MC_ERROR(HA, "XREAD of %s: a reply of an unexpected shape (type %d); reconnecting",
-             h->k_journal, r->type);
+             h->k_journal, (int)mc_ha_reply_type(r));
     mc_ha_redis_free(r);
     drop_conn(h);
     return -1;
@@ -518,10 +515,10 @@ static void take_snapshot(ha_t *h)
     snprintf(sq, sizeof(sq), "%llu", (unsigned long long)h->applied_seq);
     const char *args[3] = {mc_buf_used(&b) ? (const char *)mc_buf_head(&b) : "", h->last_id, sq};
     size_t lens[3] = {mc_buf_used(&b), strlen(h->last_id), strlen(sq)};
-    redisReply *r = NULL;
+    mc_ha_reply_t *r = NULL;
     uint64_t t0 = mc_now_us();
     if (eval(h, snap_lua, 4, keys, 3, args, lens, &r) == MC_OK) {
-        if (r->type == REDIS_REPLY_INTEGER && r->integer == 1) {
+        if (mc_ha_reply_type(r) == MC_HA_REPLY_INT && mc_ha_reply_int(r) == 1) {
             atomic_fetch_add(&h->snapshots_taken, 1);
             atomic_store(&h->snapshot_bytes, mc_buf_used(&b));
             MC_INFO(HA,
@@ -547,17 +544,17 @@ static int load_snapshot(ha_t *h)
 {
     const char *argv[3] = {"MGET", h->k_snap, h->k_snap_id};
     size_t lens[3] = {4, strlen(h->k_snap), strlen(h->k_snap_id)};
-    void *v = NULL;
-    if (mc_ha_redis_cmd(h->rc, &v, 3, argv, lens) != MC_OK) {
+    mc_ha_reply_t *r = NULL;
+    if (mc_ha_redis_cmd(h->rc, &r, 3, argv, lens) != MC_OK) {
         drop_conn(h);
         return -1;
     }
-    redisReply *r = v;
     char id[48];
     unsigned long long seq = 0;
-    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
-        r->element[0]->type != REDIS_REPLY_STRING || r->element[1]->type != REDIS_REPLY_STRING ||
-        sscanf(r->element[1]->str, "%47s %llu", id, &seq) != 2) {
+    const mc_ha_reply_t *snap = mc_ha_reply_at(r, 0), *snap_id = mc_ha_reply_at(r, 1);
+    if (mc_ha_reply_count(r) != 2 || mc_ha_reply_type(snap) != MC_HA_REPLY_STR ||
+        mc_ha_reply_type(snap_id) != MC_HA_REPLY_STR ||
+        sscanf(mc_ha_reply_str(snap_id), "%47s %llu", id, &seq) != 2) {
         MC_ERROR(HA,
                  "the journal was trimmed but %s / %s hold no snapshot; this master "
                  "cannot rebuild the state and stops following",
@@ -567,8 +564,8 @@ static int load_snapshot(ha_t *h)
     }
     /* a fresh core, then the snapshot's records */
     mc_rpc_run_on(mc_reactor_group_get(h->s->g, 0), swap_master_on_r0, h->s);
-    int rc =
-        apply_entry(h, "snapshot", (const uint8_t *)r->element[0]->str, r->element[0]->len, seq);
+    int rc = apply_entry(h, "snapshot", (const uint8_t *)mc_ha_reply_str(snap),
+                         mc_ha_reply_strlen(snap), seq);
     if (rc == 0) {
         set_last_id(h, id);
         h->applied_seq = seq;
@@ -620,7 +617,7 @@ static void demote(ha_t *h, const char *why)
         /* if the lease is still ours, hand it over now rather than at its end */
         const char *keys[1] = {h->k_lease};
         const char *args[1] = {h->lease_val};
-        redisReply *r = NULL;
+        mc_ha_reply_t *r = NULL;
         if (eval(h, release_lua, 1, keys, 1, args, NULL, &r) == MC_OK)
             mc_ha_redis_free(r);
     }
@@ -697,19 +694,20 @@ static mc_status_t renew(ha_t *h)
     snprintf(ttl, sizeof(ttl), "%llu", (unsigned long long)(h->ttl_us / 1000));
     const char *args[2] = {h->lease_val, ttl};
     uint64_t t0 = mc_now_us();
-    redisReply *r = NULL;
+    mc_ha_reply_t *r = NULL;
     mc_status_t st = eval(h, renew_lua, 1, keys, 2, args, NULL, &r);
     if (st != MC_OK) {
         atomic_fetch_add(&h->renew_fail, 1);
         return st;
     }
-    if (r->type != REDIS_REPLY_INTEGER) {
-        MC_WARN(HA, "lease renewal: a reply of type %d instead of an integer", r->type);
+    if (mc_ha_reply_type(r) != MC_HA_REPLY_INT) {
+        MC_WARN(HA, "lease renewal: a reply of type %d instead of an integer",
+                (int)mc_ha_reply_type(r));
         mc_ha_redis_free(r);
         atomic_fetch_add(&h->renew_fail, 1);
         return MC_ERR_PROTOCOL;
     }
-    int ok = r->integer == 1;
+    int ok = mc_ha_reply_int(r) == 1;
     mc_ha_redis_free(r);
     if (!ok) {
         atomic_fetch_add(&h->renew_fail, 1);
@@ -729,15 +727,16 @@ static void try_elect(ha_t *h, uint64_t t_no_lease)
     snprintf(ttl, sizeof(ttl), "%llu", (unsigned long long)(h->ttl_us / 1000));
     const char *args[3] = {h->addr, h->nonce, ttl};
     uint64_t t0 = mc_now_us();
-    redisReply *r = NULL;
+    mc_ha_reply_t *r = NULL;
     if (eval(h, elect_lua, 2, keys, 3, args, NULL, &r) != MC_OK) {
         if (h->rc != NULL)
             MC_WARN(HA, "election script failed: %s", mc_ha_redis_err(h->rc));
         return;
     }
-    long long v = r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
-    if (r->type != REDIS_REPLY_INTEGER)
-        MC_WARN(HA, "election script: a reply of type %d instead of an integer", r->type);
+    long long v = mc_ha_reply_type(r) == MC_HA_REPLY_INT ? mc_ha_reply_int(r) : -1;
+    if (mc_ha_reply_type(r) != MC_HA_REPLY_INT)
+        MC_WARN(HA, "election script: a reply of type %d instead of an integer",
+                (int)mc_ha_reply_type(r));
     mc_ha_redis_free(r);
     if (v <= 0)
         return; /* another master was faster */
@@ -792,34 +791,35 @@ static void standby_step(ha_t *h, uint64_t *t_no_lease)
         return; /* reconnect, or more to read first */
     const char *argv[4] = {"MGET", h->k_lease, h->k_head, h->k_snap_id};
     size_t lens[4] = {4, strlen(h->k_lease), strlen(h->k_head), strlen(h->k_snap_id)};
-    void *v = NULL;
-    if (h->rc == NULL || mc_ha_redis_cmd(h->rc, &v, 4, argv, lens) != MC_OK) {
+    mc_ha_reply_t *r = NULL;
+    if (h->rc == NULL || mc_ha_redis_cmd(h->rc, &r, 4, argv, lens) != MC_OK) {
         drop_conn(h);
         return;
     }
-    redisReply *r = v;
-    if (r->type != REDIS_REPLY_ARRAY || r->elements != 3) {
+    if (mc_ha_reply_count(r) != 3) {
         MC_WARN(HA, "MGET %s: a reply of an unexpected shape", h->k_lease);
         mc_ha_redis_free(r);
         return;
     }
-    redisReply *lease = r->element[0], *head = r->element[1], *snap = r->element[2];
+    const mc_ha_reply_t *lease = mc_ha_reply_at(r, 0), *head = mc_ha_reply_at(r, 1),
+                        *snap = mc_ha_reply_at(r, 2);
     unsigned long long sseq = 0;
-    if (snap->type == REDIS_REPLY_STRING && sscanf(snap->str, "%*s %llu", &sseq) == 1 &&
-        sseq > h->snap_seq)
+    if (mc_ha_reply_type(snap) == MC_HA_REPLY_STR &&
+        sscanf(mc_ha_reply_str(snap), "%*s %llu", &sseq) == 1 && sseq > h->snap_seq)
         h->snap_seq = sseq; /* another standby's: no need for ours yet */
-    if (head->type == REDIS_REPLY_STRING) {
-        uint64_t hs = strtoull(head->str, NULL, 10);
+    if (mc_ha_reply_type(head) == MC_HA_REPLY_STR) {
+        uint64_t hs = strtoull(mc_ha_reply_str(head), NULL, 10);
         atomic_store(&h->head_seq, hs);
         atomic_store(&h->lag_records, hs > h->applied_seq ? hs - h->applied_seq : 0);
         if (hs <= h->applied_seq)
             atomic_store(&h->lag_ms, 0);
     }
-    int no_lease = lease->type == REDIS_REPLY_NIL;
+    int no_lease = mc_ha_reply_type(lease) == MC_HA_REPLY_NIL;
     if (!no_lease) {
         char addr[MC_HA_ADDR_MAX];
-        if (lease->type == REDIS_REPLY_STRING &&
-            mc_ha_parse_lease(lease->str, lease->len, addr, sizeof(addr), NULL) == MC_OK)
+        if (mc_ha_reply_type(lease) == MC_HA_REPLY_STR &&
+            mc_ha_parse_lease(mc_ha_reply_str(lease), mc_ha_reply_strlen(lease), addr, sizeof(addr),
+                              NULL) == MC_OK)
             set_leader(h, addr);
         else
             MC_WARN(HA, "%s does not hold \"ADDR VIEW NONCE\"", h->k_lease);
@@ -848,7 +848,7 @@ static mc_status_t append_sending(ha_t *h, uint64_t seq)
     const char *args[3] = {h->lease_val, (const char *)mc_buf_head(&h->sending), sq};
     size_t lens[3] = {strlen(h->lease_val), mc_buf_used(&h->sending), strlen(sq)};
     uint64_t t0 = mc_now_us();
-    redisReply *r = NULL;
+    mc_ha_reply_t *r = NULL;
     mc_status_t st;
     int warned = 0;
     for (;;) {
@@ -1096,7 +1096,7 @@ void master_ha_stop(master_srv_t *s)
             master_tier_drain(s, h->ttl_us / 2);
             const char *keys[1] = {h->k_lease};
             const char *args[1] = {h->lease_val};
-            redisReply *r = NULL;
+            mc_ha_reply_t *r = NULL;
             if (eval(h, release_lua, 1, keys, 1, args, NULL, &r) == MC_OK) {
                 MC_INFO(HA, "journal flushed and lease released");
                 mc_ha_redis_free(r);

@@ -54,6 +54,7 @@
 #include "rpc/rpc.h"
 #include "transport/meta_int.h"
 #include "transport/metadata.h"
+#include "util/conf.h"
 #include "util/list.h"
 #include "util/log.h"
 #include "util/mem.h"
@@ -755,7 +756,7 @@ mc_status_t meta_http_open(const char *host, uint16_t port, const char *path, mc
     m->path = mc_strdup(path);
     const char *tok = m->o.http_token;
     if (tok == NULL)
-        tok = getenv("MC_METADATA_HTTP_TOKEN");
+        tok = mc_conf_env_str("MC_METADATA_HTTP_TOKEN"); /* upstream's variable */
     if (tok != NULL && tok[0] != '\0') {
         size_t n = strlen(tok) + 8;
         m->auth = mc_malloc(n);
