@@ -40,6 +40,7 @@ void mc_master_opts_init(mc_master_opts_t *o)
     o->max_allocs_per_segment = 0;
     o->placement_max_tries = 100; /* upstream kMaxRetryLimit */
     o->regex_max_results = 10000;
+    mc_regex_limits_init(&o->regex);
     o->evict_sample_max = 1u << 20;
     o->meta_max_value_len = 16u << 20;
 }
@@ -71,6 +72,9 @@ static mc_status_t check_opts(const mc_master_opts_t *o)
     if (o->max_replicas == 0 || o->max_replicas > MC_MASTER_MAX_REPLICAS)
         return MC_ERR_INVALID_PARAMS;
     if (o->placement_max_tries == 0 || o->evict_sample_max == 0)
+        return MC_ERR_INVALID_PARAMS;
+    if (o->regex.max_len == 0 || o->regex.match_limit == 0 || o->regex.depth_limit == 0 ||
+        o->regex.heap_limit_kib == 0 || o->regex.compile_mem == 0)
         return MC_ERR_INVALID_PARAMS;
     return MC_OK;
 }

@@ -289,6 +289,14 @@ void obj_destroy(mc_master_t *m, obj_t *o);
 int obj_leased(const obj_t *o, uint64_t now_us);
 int obj_pinned(const obj_t *o, uint64_t now_us);
 
+/* Describe a complete object's readable replicas into out[0..room) and grant
+ * the read lease; 0 when none is readable. Shard lock held. */
+uint32_t read_grant(mc_master_t *m, obj_t *o, uint64_t now_us, mc_master_replica_desc_t *out,
+                    uint32_t room);
+/* mc_master_remove of one key, shard lock held; h = mc_hash64 of the key. */
+mc_status_t remove_locked(mc_master_t *m, shard_t *sh, uint64_t h, const char *key, size_t len,
+                          int force, uint64_t now_us);
+
 /* Journal replay (master.c dispatches mc_master_apply). */
 mc_status_t apply_put_start(mc_master_t *m, const mc_master_jrec_t *r, uint64_t now_us);
 mc_status_t apply_drop(mc_master_t *m, const mc_master_jrec_t *r);

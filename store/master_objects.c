@@ -1,12 +1,12 @@
 /*
- * master_objects.c - objects: put (start/end/revoke), get, exist, remove, their
- * batch and regex forms, and key listing. See master.h.
+ * master_objects.c - objects: put (start/end/revoke), get, exist, remove and
+ * their batch forms. See master.h. The regex forms and key listing are in
+ * master_scan.c.
  *
  * Every per-key operation is a *_locked() function run with the key's shard
  * lock held; the single-key API locks around one call, the batch API sorts
  * its keys by shard and locks each shard once for all of its keys.
  */
-#include <regex.h>
 #include <string.h>
 
 #include "store/master_int.h"
@@ -479,8 +479,8 @@ mc_status_t mc_master_put_revoke(mc_master_t *m, mc_uuid_t client, const char *k
 
 /* Describe the readable replicas of a complete object and grant the read
  * lease; 0 replicas when all of them are on segments being unmounted. */
-static uint32_t read_grant(mc_master_t *m, obj_t *o, uint64_t now_us, mc_master_replica_desc_t *out,
-                           uint32_t room)
+uint32_t read_grant(mc_master_t *m, obj_t *o, uint64_t now_us, mc_master_replica_desc_t *out,
+                    uint32_t room)
 {
     uint32_t n = 0;
     pthread_rwlock_rdlock(&m->seg_lock);
@@ -542,8 +542,8 @@ static mc_status_t remove_obj(mc_master_t *m, shard_t *sh, obj_t *o, uint64_t h,
     return MC_OK;
 }
 
-static mc_status_t remove_locked(mc_master_t *m, shard_t *sh, uint64_t h, const char *key,
-                                 size_t len, int force, uint64_t now_us)
+mc_status_t remove_locked(mc_master_t *m, shard_t *sh, uint64_t h, const char *key, size_t len,
+                          int force, uint64_t now_us)
 {
     obj_t *o = obj_find(sh, h, key, len);
     if (o == NULL)
@@ -905,193 +905,5 @@ mc_status_t mc_master_batch_remove(mc_master_t *m, const mc_master_key_t *keys, 
     st[i] = remove_locked(m, sh, h, keys[i].data, keys[i].len, force, now_us);
     BATCH_LOOP_END
     mc_free(hs);
-    return MC_OK;
-}
-
-/* ---- regex walks ---- */
-
-/* A compiled pattern plus a buffer to NUL-terminate keys (regexec needs a C
- * string; REG_STARTEND would avoid the copy but sanitizers strlen the input). */
-typedef struct matcher {
-    int active;
-    regex_t re;
-    char *buf;
-} matcher_t;
-
-static mc_status_t matcher_init(const mc_master_t *m, matcher_t *mt, const char *regex)
-{
-    mt->active = 0;
-    mt->buf = NULL;
-    if (regex == NULL)
-        return MC_OK;
-    int rc = regcomp(&mt->re, regex, REG_EXTENDED | REG_NOSUB);
-    if (rc != 0) {
-        char msg[128];
-        regerror(rc, &mt->re, msg, sizeof(msg));
-        MC_WARN(MASTER, "bad regex '%s': %s", regex, msg);
-        return MC_ERR_INVALID_PARAMS;
-    }
-    mt->buf = mc_malloc((size_t)m->o.max_key_len + 1);
-    if (mt->buf == NULL) {
-        regfree(&mt->re);
-        return MC_ERR_NOMEM;
-    }
-    mt->active = 1;
-    return MC_OK;
-}
-
-static int matcher_match(matcher_t *mt, obj_t *o)
-{
-    if (!mt->active)
-        return 1;
-    memcpy(mt->buf, obj_key(o), o->key_len);
-    mt->buf[o->key_len] = '\0';
-    return regexec(&mt->re, mt->buf, 0, NULL, 0) == 0;
-}
-
-static void matcher_fini(matcher_t *mt)
-{
-    if (mt->active)
-        regfree(&mt->re);
-    mc_free(mt->buf);
-}
-
-mc_status_t mc_master_get_replica_list_by_regex(mc_master_t *m, const char *regex, uint64_t now_us,
-                                                mc_master_replicas_cb_t cb, void *arg,
-                                                size_t *count, int *truncated)
-{
-    if (regex == NULL || cb == NULL)
-        return MC_ERR_INVALID_PARAMS;
-    matcher_t mt;
-    mc_status_t st = matcher_init(m, &mt, regex);
-    if (st != MC_OK)
-        return st;
-    mc_master_replica_desc_t reps[MC_MASTER_MAX_REPLICAS];
-    size_t cnt = 0;
-    int trunc = 0, stop = 0;
-    for (unsigned s = 0; s < MC_MASTER_NUM_SHARDS && !stop; s++) {
-        shard_t *sh = &m->shards[s];
-        shard_lock(sh);
-        OTAB_WALK(&sh->tab, i, k)
-        {
-            obj_t *o = sh->tab.slots[i].obj;
-            if (stop)
-                break;
-            if (o == NULL || o->state != OBJ_COMPLETE || !matcher_match(&mt, o))
-                continue;
-            if (cnt == m->o.regex_max_results) {
-                trunc = stop = 1;
-                continue;
-            }
-            uint32_t nr = read_grant(m, o, now_us, reps, MC_MASTER_MAX_REPLICAS);
-            if (nr == 0)
-                continue;
-            cnt++;
-            if (cb(arg, obj_key(o), o->key_len, reps, nr) != 0)
-                stop = 1;
-        }
-        shard_unlock(sh);
-    }
-    matcher_fini(&mt);
-    if (count != NULL)
-        *count = cnt;
-    if (truncated != NULL)
-        *truncated = trunc;
-    return MC_OK;
-}
-
-/* Remove every object of the shard that matches and may go; returns how many. */
-static long remove_matching(mc_master_t *m, shard_t *sh, matcher_t *mt, int force, uint64_t now_us)
-{
-    long cnt = 0;
-    OTAB_WALK(&sh->tab, i, k)
-    {
-        otab_walk_prefetch(&sh->tab, i);
-        obj_t *o = sh->tab.slots[i].obj;
-        if (o != NULL && matcher_match(mt, o) &&
-            remove_obj(m, sh, o, sh->tab.slots[i].hash, force, now_us) == MC_OK)
-            cnt++;
-    }
-    otab_shrink(&sh->tab);
-    return cnt;
-}
-
-mc_status_t mc_master_remove_by_regex(mc_master_t *m, const char *regex, int force, uint64_t now_us,
-                                      long *count)
-{
-    if (regex == NULL)
-        return MC_ERR_INVALID_PARAMS;
-    matcher_t mt;
-    mc_status_t st = matcher_init(m, &mt, regex);
-    if (st != MC_OK)
-        return st;
-    long cnt = 0;
-    for (unsigned s = 0; s < MC_MASTER_NUM_SHARDS; s++) {
-        shard_lock(&m->shards[s]);
-        cnt += remove_matching(m, &m->shards[s], &mt, force, now_us);
-        shard_unlock(&m->shards[s]);
-    }
-    matcher_fini(&mt);
-    if (count != NULL)
-        *count = cnt;
-    return MC_OK;
-}
-
-mc_status_t mc_master_remove_all(mc_master_t *m, int force, uint64_t now_us, long *count)
-{
-    matcher_t mt = {0};
-    long cnt = 0;
-    for (unsigned s = 0; s < MC_MASTER_NUM_SHARDS; s++) {
-        shard_lock(&m->shards[s]);
-        cnt += remove_matching(m, &m->shards[s], &mt, force, now_us);
-        shard_unlock(&m->shards[s]);
-    }
-    if (count != NULL)
-        *count = cnt;
-    return MC_OK;
-}
-
-mc_status_t mc_master_foreach_key(mc_master_t *m, const char *regex, size_t max,
-                                  mc_master_key_cb_t cb, void *arg, size_t *count)
-{
-    if (cb == NULL)
-        return MC_ERR_INVALID_PARAMS;
-    matcher_t mt;
-    mc_status_t st = matcher_init(m, &mt, regex);
-    if (st != MC_OK)
-        return st;
-    size_t cnt = 0;
-    int stop = max == 0;
-    for (unsigned s = 0; s < MC_MASTER_NUM_SHARDS && !stop; s++) {
-        shard_t *sh = &m->shards[s];
-        shard_lock(sh);
-        OTAB_WALK(&sh->tab, i, k)
-        {
-            obj_t *o = sh->tab.slots[i].obj;
-            if (stop)
-                break;
-            if (o == NULL || !matcher_match(&mt, o))
-                continue;
-            int complete = o->state == OBJ_COMPLETE;
-            mc_master_key_info_t ki = {
-                .key = obj_key(o),
-                .key_len = o->key_len,
-                .size = o->size,
-                .nrep = o->nrep,
-                .disk = o->disk,
-                .complete = complete,
-                .lease_until_us = complete ? o->lease_us : 0,
-                .soft_pin_until_us = complete ? o->pin_us : 0,
-                .last_access_us = o->access_us,
-            };
-            cnt++;
-            if (cb(arg, &ki) != 0 || cnt == max)
-                stop = 1;
-        }
-        shard_unlock(sh);
-    }
-    matcher_fini(&mt);
-    if (count != NULL)
-        *count = cnt;
     return MC_OK;
 }

@@ -28,6 +28,8 @@ typedef struct mc_master_server_opts {
     const char *http_metadata_token; /* Bearer token /metadata requires; NULL/"" = none */
     unsigned reactors;               /* 0 = one per NUMA node */
     uint64_t tick_interval_us;       /* background work period (100 ms) */
+    uint64_t regex_timeout_us;       /* a regex scan's deadline, from when it is queued (3 s) */
+    unsigned regex_queue;            /* regex scans waiting at most; more are refused (16) */
     const char *fsdir;               /* root_fs_dir: the persistent tier's root; "" = no tier */
     const char *cluster_id;          /* tier directory = fsdir/cluster_id ("mooncake_cluster") */
     int persist;                     /* mc_master_persist_t, announced to clients (ASYNC) */

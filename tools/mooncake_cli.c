@@ -76,7 +76,7 @@ static const char usage_text[] =
     "  put [--replicas N] [--soft-pin] KEY FILE|-   store FILE (- = stdin) under KEY\n"
     "  get KEY [FILE|-]                             write KEY's value to FILE (default stdout)\n"
     "  rm [--force] KEY                             remove KEY\n"
-    "  rm [--force] --regex RE                      remove every key matching RE (POSIX ERE)\n"
+    "  rm [--force] --regex RE                      remove every key matching RE (PCRE2 syntax)\n"
     "  ls [--regex RE] [--limit N] [--rpc]          list keys (HTTP /keys; --rpc: master RPC)\n"
     "  stat KEY                                     size, replicas, segments, lease of KEY\n"
     "  segments                                     mounted segments: capacity and use\n"
