@@ -160,13 +160,16 @@ typedef struct ha_conf {
     uint64_t flush_interval;
     uint64_t snapshot_records;
     char *advertise_address;
+    uint64_t wait_replicas;
 } ha_conf_t;
 
 static const char *const sync_choices[] = {"off", "async", "strict", NULL};
 
 static const mc_conf_key_t ha_keys[] = {
     MC_CONF_ROW(ha_conf_t, backend, "backend", MC_CONF_STRING, "", 0, 0,
-                "coordinator of several masters: redis://HOST[:PORT][/DB]; empty = a single "
+                "coordinator of several masters: redis://HOST[:PORT][/DB], or "
+                "redis-sentinel://HOST[:PORT][,HOST[:PORT]...]/NAME[/DB] for the primary that "
+                "Redis Sentinels watch as NAME (followed across failovers); empty = a single "
                 "master (no HA)"),
     MC_CONF_ROW(ha_conf_t, cluster_id, "cluster_id", MC_CONF_STRING, "mooncake", 0, 0,
                 "masters (and clients, master = redis://...?cluster=ID) of one cluster share it"),
@@ -184,6 +187,11 @@ static const mc_conf_key_t ha_keys[] = {
     MC_CONF_ROW(ha_conf_t, advertise_address, "advertise_address", MC_CONF_STRING, "", 0, 0,
                 "HOST:PORT clients reach this master at when it leads; empty = "
                 "server.bind_address (127.0.0.1 for 0.0.0.0) and the RPC port"),
+    MC_CONF_ROW(ha_conf_t, wait_replicas, "wait_replicas", MC_CONF_UINT, "1", 0, 16,
+                "with a redis-sentinel:// backend and sync = strict: a change is acknowledged "
+                "only once this many Redis replicas have its journal record (WAIT), so a Redis "
+                "failover loses none; while fewer are reachable nothing is acknowledged; "
+                "0 = once the primary has it; ignored with redis://"),
 };
 
 static const char usage[] =
@@ -289,6 +297,7 @@ int main(int argc, char **argv)
         o.ha.flush_interval_us = hcf.flush_interval;
         o.ha.advertise = hcf.advertise_address;
         o.ha.snapshot_records = hcf.snapshot_records;
+        o.ha.wait_replicas = (unsigned)hcf.wait_replicas;
     }
 
     sigset_t sigs;

@@ -69,11 +69,16 @@ static const char snap_lua[] =
     "redis.call('XTRIM', KEYS[3], 'MINID', ARGV[2]) "
     "redis.call('SET', KEYS[4], ARGV[2]) "
     "return 1";
+/* ARGV[4] is the number of the last record the leader stored before this
+ * batch: a head behind it means the journal lost records (a Redis failover
+ * to a replica that never got them): GAP, and the leader steps down. */
 static const char append_lua[] =
     "if redis.call('GET', KEYS[1]) ~= ARGV[1] then "
     "return redis.error_reply('FENCED the lease is not ours') end "
     "local h = redis.call('GET', KEYS[3]) "
     "if h and tonumber(h) >= tonumber(ARGV[3]) then return 'DUP' end "
+    "if (h and tonumber(h) or 0) < tonumber(ARGV[4]) then "
+    "return redis.error_reply('GAP the journal lost records up to ' .. ARGV[4]) end "
     "local id = redis.call('XADD', KEYS[2], '*', 'r', ARGV[2], 's', ARGV[3]) "
     "redis.call('SET', KEYS[3], ARGV[3]) "
     "return id";
@@ -97,6 +102,12 @@ struct ha {
     _Atomic int stop;
     mc_ha_redis_t *rc;
     int down_logged;
+    char desc[MC_HA_HOST_MAX * 2]; /* the backend, for log lines */
+    char peer[MC_HA_HOST_MAX + 8]; /* the Redis server of the last connection (written
+                                    * under lmu) */
+    int check_pos;                 /* a new connection: is our journal position still there? */
+    unsigned wait_n;               /* replicas that must have a write before it counts */
+    int wait_logged;
 
     /* journal: records not yet sent, appended by the hook */
     pthread_mutex_t mu;
@@ -127,6 +138,7 @@ struct ha {
     _Atomic uint64_t lat_sum_us, lat_count;
     _Atomic uint64_t failover_last_us; /* time from first seeing no lease to serving */
     _Atomic uint64_t snapshots_taken, snapshots_loaded, snapshot_bytes;
+    _Atomic uint64_t wait_fail, rewinds;
 };
 
 /* Legal role changes: bit `to` of role_moves[from]. */
@@ -265,16 +277,58 @@ static int ensure_conn(ha_t *h)
     mc_status_t st = mc_ha_redis_connect(&h->url, t, &h->rc);
     if (st != MC_OK) {
         if (!h->down_logged)
-            MC_WARN(HA, "redis %s:%u unreachable; retrying every %d ms", h->url.host, h->url.port,
-                    RECONNECT_US / 1000);
+            MC_WARN(HA, "%s unreachable (%s); retrying every %d ms", h->desc,
+                    mc_ha_redis_connect_err(), RECONNECT_US / 1000);
         h->down_logged = 1;
         h->rc = NULL;
         return 0;
     }
+    const char *peer = mc_ha_redis_peer(h->rc);
     if (h->down_logged)
-        MC_INFO(HA, "redis %s:%u reachable again", h->url.host, h->url.port);
+        MC_INFO(HA, "%s reachable again (%s)", h->desc, peer);
+    else if (h->url.sentinel && h->peer[0] != '\0' && strcmp(peer, h->peer) != 0)
+        MC_INFO(HA, "redis primary of '%s' moved from %s to %s", h->url.sent.name, h->peer, peer);
+    pthread_mutex_lock(&h->lmu); /* /ha_status reads it */
+    snprintf(h->peer, sizeof(h->peer), "%s", peer);
+    pthread_mutex_unlock(&h->lmu);
     h->down_logged = 0;
+    h->check_pos = 1;
     return 1;
+}
+
+/* Strict with Sentinels: 1 once wait_n replicas have every write this
+ * connection made (Redis WAIT), so a failover to one of them keeps it;
+ * 0 when they did not confirm within a third of the lease (at most 1 s):
+ * the caller drops the connection, and the next one asks the Sentinels
+ * again in case the primary changed. */
+static int replicated(ha_t *h)
+{
+    if (h->wait_n == 0)
+        return 1;
+    if (h->rc == NULL)
+        return 0;
+    uint64_t ms = h->ttl_us / 3000;
+    ms = ms > 1000 ? 1000 : ms < 10 ? 10 : ms;
+    unsigned acked = 0;
+    mc_status_t st = mc_ha_redis_wait(h->rc, h->wait_n, ms, &acked);
+    if (st == MC_OK && acked >= h->wait_n) {
+        if (h->wait_logged)
+            MC_INFO(HA, "redis %s: writes reach %u replica(s) again", h->peer, acked);
+        h->wait_logged = 0;
+        return 1;
+    }
+    atomic_fetch_add(&h->wait_fail, 1);
+    if (!h->wait_logged)
+        MC_WARN(HA,
+                "redis %s: %s; nothing is acknowledged until %u replica(s) confirm "
+                "(ha.wait_replicas)",
+                h->peer,
+                st == MC_OK ? (acked == 0 ? "no replica confirmed a write within the WAIT"
+                                          : "too few replicas confirmed a write within the WAIT")
+                            : mc_ha_redis_err(h->rc),
+                h->wait_n);
+    h->wait_logged = 1;
+    return 0;
 }
 
 static void drop_conn(ha_t *h)
@@ -283,12 +337,12 @@ static void drop_conn(ha_t *h)
     h->rc = NULL;
 }
 
-/* EVAL script with 1..3 keys and up to 3 args. */
+/* EVAL script with 1..4 keys and up to 4 args. */
 static mc_status_t eval(ha_t *h, const char *script, int nkeys, const char *const *keys, int nargs,
                         const char *const *args, const size_t *arg_lens, mc_ha_reply_t **out)
 {
-    const char *argv[10];
-    size_t lens[10];
+    const char *argv[11];
+    size_t lens[11];
     char nk[4];
     snprintf(nk, sizeof(nk), "%d", nkeys);
     int n = 0;
@@ -713,6 +767,13 @@ static mc_status_t renew(ha_t *h)
         atomic_fetch_add(&h->renew_fail, 1);
         return MC_ERR_NOT_LEADER;
     }
+    if (!replicated(h)) {
+        /* a renewal a failover could undo would let a standby take over
+         * while we still think we lead: it counts only once replicated */
+        drop_conn(h);
+        atomic_fetch_add(&h->renew_fail, 1);
+        return MC_ERR_CONN_CLOSED;
+    }
     atomic_fetch_add(&h->renew_ok, 1);
     atomic_store(&h->s->lease_until_us, t0 + h->ttl_us);
     h->renew_at_us = t0 + h->ttl_us / 3;
@@ -741,6 +802,16 @@ static void try_elect(ha_t *h, uint64_t t_no_lease)
     if (v <= 0)
         return; /* another master was faster */
     snprintf(h->lease_val, sizeof(h->lease_val), "%s %lld %s", h->addr, v, h->nonce);
+    if (!replicated(h)) {
+        /* a failover could undo this election and hand the same view to
+         * another master: give the lease back and try again later */
+        const char *rkeys[1] = {h->k_lease};
+        const char *rargs[1] = {h->lease_val};
+        if (eval(h, release_lua, 1, rkeys, 1, rargs, NULL, &r) == MC_OK)
+            mc_ha_redis_free(r);
+        drop_conn(h);
+        return;
+    }
     atomic_store(&h->s->lease_until_us, t0 + h->ttl_us);
     h->renew_at_us = t0 + h->ttl_us / 3;
     /* No deposed leader can append now: read the stream to its end. */
@@ -765,9 +836,59 @@ static void try_elect(ha_t *h, uint64_t t_no_lease)
     promote(h, v, atomic_load(&h->s->lease_until_us), t_no_lease);
 }
 
+/* Standby: the journal lost entries this standby applied (a Redis
+ * failover to a replica that never got them - records no reply waited for,
+ * or any record with ha.wait_replicas = 0 - or a Redis restarted without
+ * persistence). Our state holds changes the journal does not: start over
+ * from the journal, as the leader does when it steps down. */
+static void rebuild(ha_t *h, const char *why)
+{
+    MC_WARN(HA, "%s; rebuilding the state from the journal", why);
+    atomic_fetch_add(&h->rewinds, 1);
+    mc_rpc_run_on(mc_reactor_group_get(h->s->g, 0), swap_master_on_r0, h->s);
+    set_last_id(h, "0-0");
+    h->applied_seq = 0;
+    h->snap_seq = 0;
+}
+
+/* After a (re)connection: is the entry we applied last still in the stream
+ * (or trimmed behind a snapshot, which the next read handles)? 1 yes, 0 no,
+ * -1 connection lost. */
+static int position_kept(ha_t *h)
+{
+    const char *argv[6] = {"XRANGE", h->k_journal, h->last_id, h->last_id, "COUNT", "1"};
+    size_t lens[6];
+    for (int i = 0; i < 6; i++)
+        lens[i] = strlen(argv[i]);
+    mc_ha_reply_t *r = NULL;
+    if (mc_ha_redis_cmd(h->rc, &r, 6, argv, lens) != MC_OK) {
+        drop_conn(h);
+        return -1;
+    }
+    int found = mc_ha_reply_type(r) == MC_HA_REPLY_ARRAY && mc_ha_reply_count(r) == 1;
+    mc_ha_redis_free(r);
+    if (found)
+        return 1;
+    int gap = trimmed_past(h);
+    return gap < 0 ? -1 : gap;
+}
+
 /* Standby: follow the stream; when no lease exists, run for leader. */
 static void standby_step(ha_t *h, uint64_t *t_no_lease)
 {
+    if (h->check_pos && strcmp(h->last_id, "0-0") != 0) {
+        int kept = position_kept(h);
+        if (kept < 0)
+            return;
+        if (kept == 0) {
+            char why[512];
+            snprintf(why, sizeof(why),
+                     "journal entry %s, applied here, is not in the journal at %s", h->last_id,
+                     h->peer);
+            rebuild(h, why);
+        }
+    }
+    h->check_pos = 0;
     uint64_t poll = h->ttl_us / 4 < POLL_MAX_US ? h->ttl_us / 4 : POLL_MAX_US;
     long n = read_journal(h, (long)(poll / 1000 ? poll / 1000 : 1));
     if (n == -3)
@@ -814,6 +935,16 @@ static void standby_step(ha_t *h, uint64_t *t_no_lease)
         if (hs <= h->applied_seq)
             atomic_store(&h->lag_ms, 0);
     }
+    if (h->applied_seq > 0 && (mc_ha_reply_type(head) == MC_HA_REPLY_NIL ||
+                               (mc_ha_reply_type(head) == MC_HA_REPLY_STR &&
+                                strtoull(mc_ha_reply_str(head), NULL, 10) < h->applied_seq))) {
+        char why[512];
+        snprintf(why, sizeof(why), "the journal at %s ends before record %llu, applied here",
+                 h->peer, (unsigned long long)h->applied_seq);
+        mc_ha_redis_free(r);
+        rebuild(h, why);
+        return;
+    }
     int no_lease = mc_ha_reply_type(lease) == MC_HA_REPLY_NIL;
     if (!no_lease) {
         char addr[MC_HA_ADDR_MAX];
@@ -843,17 +974,27 @@ static mc_status_t append_sending(ha_t *h, uint64_t seq)
     if (mc_buf_used(&h->sending) == 0)
         return MC_OK;
     const char *keys[3] = {h->k_lease, h->k_journal, h->k_head};
-    char sq[24];
+    char sq[24], pq[24];
     snprintf(sq, sizeof(sq), "%llu", (unsigned long long)seq);
-    const char *args[3] = {h->lease_val, (const char *)mc_buf_head(&h->sending), sq};
-    size_t lens[3] = {strlen(h->lease_val), mc_buf_used(&h->sending), strlen(sq)};
+    snprintf(pq, sizeof(pq), "%llu", (unsigned long long)atomic_load(&h->flushed));
+    const char *args[4] = {h->lease_val, (const char *)mc_buf_head(&h->sending), sq, pq};
+    size_t lens[4] = {strlen(h->lease_val), mc_buf_used(&h->sending), strlen(sq), strlen(pq)};
     uint64_t t0 = mc_now_us();
     mc_ha_reply_t *r = NULL;
     mc_status_t st;
     int warned = 0;
     for (;;) {
-        st = h->rc != NULL || ensure_conn(h) ? eval(h, append_lua, 3, keys, 3, args, lens, &r)
+        st = h->rc != NULL || ensure_conn(h) ? eval(h, append_lua, 3, keys, 4, args, lens, &r)
                                              : MC_ERR_CONN_CLOSED;
+        if (st == MC_OK && !replicated(h)) {
+            /* stored on the primary only: a failover now could lose it, so
+             * it is not acknowledged; sent again (to the new primary, if
+             * one took over: there the head check lets it in) */
+            mc_ha_redis_free(r);
+            r = NULL;
+            drop_conn(h);
+            st = MC_ERR_CONN_CLOSED;
+        }
         if (st != MC_ERR_CONN_CLOSED || atomic_load(&h->stop))
             break;
         /* outcome unknown (Redis slow or gone): send the same batch again
@@ -1013,6 +1154,7 @@ mc_status_t master_ha_start(master_srv_t *s)
         return MC_ERR_CONFIG;
     }
     snprintf(h->url.cluster, sizeof(h->url.cluster), "%s", cl);
+    mc_ha_url_describe(&h->url, h->desc, sizeof(h->desc));
     mc_ha_key(h->k_lease, sizeof(h->k_lease), cl, "lease");
     mc_ha_key(h->k_view, sizeof(h->k_view), cl, "view");
     mc_ha_key(h->k_journal, sizeof(h->k_journal), cl, "journal");
@@ -1041,6 +1183,8 @@ mc_status_t master_ha_start(master_srv_t *s)
     h->ttl_us = s->opts.ha.lease_ttl_us;
     h->flush_us = s->opts.ha.flush_interval_us ? s->opts.ha.flush_interval_us : 10000;
     h->sync = s->opts.ha.sync;
+    /* a lone Redis has no replica to wait for */
+    h->wait_n = h->url.sentinel && h->sync == MC_HA_SYNC_STRICT ? s->opts.ha.wait_replicas : 0;
     snprintf(h->last_id, sizeof(h->last_id), "0-0");
     pthread_mutex_init(&h->mu, NULL);
     pthread_mutex_init(&h->lmu, NULL);
@@ -1063,10 +1207,14 @@ mc_status_t master_ha_start(master_srv_t *s)
     }
     h->started = 1;
     MC_INFO(HA,
-            "high availability: cluster '%s' on redis %s:%u/%d, lease %llu ms, sync %s, "
+            "high availability: cluster '%s' on %s, lease %llu ms, sync %s%s, "
             "advertising %s; starting as a standby",
-            cl, h->url.host, h->url.port, h->url.db, (unsigned long long)(h->ttl_us / 1000),
-            h->sync == MC_HA_SYNC_STRICT ? "strict" : "async", h->addr);
+            cl, h->desc, (unsigned long long)(h->ttl_us / 1000),
+            h->sync == MC_HA_SYNC_STRICT ? "strict" : "async",
+            h->wait_n == 0   ? ""
+            : h->wait_n == 1 ? " (acknowledged once a replica has it)"
+                             : " (acknowledged once replicas have it)",
+            h->addr);
     return MC_OK;
 }
 
@@ -1147,10 +1295,11 @@ void master_ha_status_json(master_srv_t *s, mc_buf_t *b)
                 (long long)s->view_version);
         return;
     }
-    char leader[MC_HA_ADDR_MAX], last_id[sizeof(h->last_id)];
+    char leader[MC_HA_ADDR_MAX], last_id[sizeof(h->last_id)], peer[sizeof(h->peer)];
     master_ha_leader(s, leader, sizeof(leader));
     pthread_mutex_lock(&h->lmu);
     memcpy(last_id, h->last_id, sizeof(last_id));
+    memcpy(peer, h->peer, sizeof(peer));
     pthread_mutex_unlock(&h->lmu);
     uint64_t until = atomic_load(&s->lease_until_us), now = mc_now_us();
     appendf(b,
@@ -1168,7 +1317,8 @@ void master_ha_status_json(master_srv_t *s, mc_buf_t *b)
             "\"journal_records_pending\":%llu,\"journal_head_seq\":%llu,"
             "\"records_applied\":%llu,\"apply_errors\":%llu,\"replication_lag_records\":%llu,"
             "\"replication_lag_ms\":%llu,\"last_failover_ms\":%llu,\"snapshots_taken\":%llu,"
-            "\"snapshots_loaded\":%llu,\"last_applied_entry\":\"%s\"}\n",
+            "\"snapshots_loaded\":%llu,\"replica_waits_failed\":%llu,\"journal_rewinds\":%llu,"
+            "\"redis\":\"%s\",\"last_applied_entry\":\"%s\"}\n",
             (unsigned long long)atomic_load(&h->elections),
             (unsigned long long)atomic_load(&h->renew_ok),
             (unsigned long long)atomic_load(&h->renew_fail),
@@ -1182,7 +1332,9 @@ void master_ha_status_json(master_srv_t *s, mc_buf_t *b)
             (unsigned long long)(role(h) == MC_HA_ROLE_LEADER ? 0 : atomic_load(&h->lag_ms)),
             (unsigned long long)(atomic_load(&h->failover_last_us) / 1000),
             (unsigned long long)atomic_load(&h->snapshots_taken),
-            (unsigned long long)atomic_load(&h->snapshots_loaded), last_id);
+            (unsigned long long)atomic_load(&h->snapshots_loaded),
+            (unsigned long long)atomic_load(&h->wait_fail),
+            (unsigned long long)atomic_load(&h->rewinds), peer, last_id);
 }
 
 void master_ha_metrics(master_srv_t *s, mc_buf_t *b)
@@ -1226,6 +1378,17 @@ void master_ha_metrics(master_srv_t *s, mc_buf_t *b)
             (unsigned long long)atomic_load(&h->snapshots_taken),
             (unsigned long long)atomic_load(&h->snapshots_loaded),
             (unsigned long long)atomic_load(&h->snapshot_bytes));
+    appendf(b,
+            "# HELP master_ha_replica_waits_failed_total journal writes not confirmed by "
+            "ha.wait_replicas replicas in time (sent again)\n"
+            "# TYPE master_ha_replica_waits_failed_total counter\n"
+            "master_ha_replica_waits_failed_total %llu\n"
+            "# HELP master_ha_journal_rewinds_total a standby found the journal without entries "
+            "it had applied and rebuilt its state\n"
+            "# TYPE master_ha_journal_rewinds_total counter\n"
+            "master_ha_journal_rewinds_total %llu\n",
+            (unsigned long long)atomic_load(&h->wait_fail),
+            (unsigned long long)atomic_load(&h->rewinds));
     int lead = r == MC_HA_ROLE_LEADER;
     appendf(b,
             "# HELP master_ha_replication_lag_records journal records not yet applied\n"

@@ -1048,6 +1048,7 @@ void mc_master_server_opts_init(mc_master_server_opts_t *o)
     o->cluster_id = "mooncake_cluster";
     o->persist = MC_MASTER_PERSIST_ASYNC;
     o->tier_scan_max = 10000000;
+    o->ha.wait_replicas = 1;
     mc_master_opts_init(&o->master);
 }
 

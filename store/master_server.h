@@ -48,6 +48,9 @@ typedef struct mc_master_server_opts {
                                      * this many new records; 0 = never */
         const char *advertise;      /* "host:port" clients use; "" = bind address (or
                                      * 127.0.0.1 for a wildcard bind) and the RPC port */
+        unsigned wait_replicas;     /* redis-sentinel:// backend and sync strict: a record
+                                     * is acknowledged once this many replicas have it
+                                     * (Redis WAIT); 1; 0 = once the primary has it */
     } ha;
 } mc_master_server_opts_t;
 

@@ -21,6 +21,9 @@
  *    the call it was about to acknowledge fails with NOT_LEADER;
  *  - Redis frozen for 400 ms under strict puts: unanswered appends are sent
  *    again and stored once (no standby applies a record twice);
+ *  - a journal that lost its tail (a Redis failover to a replica without the
+ *    last records) makes the leader step down and every master rebuild: they
+ *    all agree with the journal again;
  *  - a malformed journal record stops the standbys (role failed, logged),
  *    crashes nothing, and the leader keeps serving.
  *
@@ -887,6 +890,106 @@ static void an_append_retried_after_a_redis_stall_is_stored_once(void **state)
     }
 }
 
+/* The journal loses its tail, as it does when Redis fails over to a replica
+ * that never got the last records (a Sentinel setup with ha.wait_replicas =
+ * 0): simulated here by deleting the entries after a point and moving the
+ * head back. Every master must then agree with the journal again: the
+ * leader's next append finds the head behind what it stored (GAP) and it
+ * steps down and rebuilds; standbys see the head behind what they applied and
+ * rebuild. The lost put is gone everywhere (not served by one master and
+ * unknown to another); what the journal still holds, and what comes after,
+ * is readable. */
+static void a_journal_that_lost_its_tail_makes_every_master_rebuild_from_it(void **state)
+{
+    env_t *e = *state;
+    int64_t v0 = 0;
+    int l = wait_leader(e, -1, 3000, &v0);
+    assert_true(l >= 0);
+    uint8_t a[2000], b[2000], c[2000], got[2000];
+    fill(a, sizeof(a), 9001);
+    fill(b, sizeof(b), 9002);
+    fill(c, sizeof(c), 9003);
+    mc_status_t st = MC_ERR_NOT_LEADER;
+    for (int attempt = 0; attempt < 20 && st != MC_OK; attempt++) {
+        st = mc_store_put(e->s, "tail-a", 6, a, sizeof(a), NULL);
+        if (st != MC_OK)
+            usleep(100000);
+    }
+    assert_int_equal(st, MC_OK);
+    redisContext *rc = redisConnect("127.0.0.1", (int)e->redis_port);
+    assert_non_null(rc);
+    assert_int_equal(rc->err, 0);
+    redisReply *r = redisCommand(rc, "XREVRANGE mc/%s/ha/journal + - COUNT 1", CLUSTER);
+    assert_non_null(r);
+    assert_int_equal(r->type, REDIS_REPLY_ARRAY);
+    assert_int_equal(r->elements, 1);
+    char id_a[64];
+    snprintf(id_a, sizeof(id_a), "%s", r->element[0]->element[0]->str);
+    freeReplyObject(r);
+    r = redisCommand(rc, "GET mc/%s/ha/head", CLUSTER);
+    assert_non_null(r);
+    assert_int_equal(r->type, REDIS_REPLY_STRING);
+    char head_a[32];
+    snprintf(head_a, sizeof(head_a), "%s", r->str);
+    freeReplyObject(r);
+    assert_int_equal(mc_store_put(e->s, "tail-b", 6, b, sizeof(b), NULL), MC_OK);
+    usleep(600000); /* the standbys apply it */
+    r = redisCommand(rc, "EVAL %s 2 mc/%s/ha/journal mc/%s/ha/head %s %s",
+                     "local ids = redis.call('XRANGE', KEYS[1], '(' .. ARGV[1], '+') "
+                     "for _, x in ipairs(ids) do redis.call('XDEL', KEYS[1], x[1]) end "
+                     "redis.call('SET', KEYS[2], ARGV[2]) return #ids",
+                     CLUSTER, CLUSTER, id_a, head_a);
+    assert_non_null(r);
+    assert_int_equal(r->type, REDIS_REPLY_INTEGER);
+    print_message("journal entries after %s (record %s) deleted: %lld\n", id_a, head_a, r->integer);
+    assert_true(r->integer >= 1);
+    freeReplyObject(r);
+    redisFree(rc);
+    usleep(700000); /* the standbys' polls see the head behind them */
+    st = MC_ERR_NOT_LEADER;
+    for (int attempt = 0; attempt < 50 && st != MC_OK; attempt++) {
+        st = mc_store_put(e->s, "tail-c", 6, c, sizeof(c), NULL);
+        if (st != MC_OK)
+            usleep(100000);
+    }
+    assert_int_equal(st, MC_OK);
+    int64_t v1 = 0;
+    int nl = wait_leader(e, -1, 5000, &v1);
+    assert_true(nl >= 0);
+    print_message("leader %d (view %lld) -> %d (view %lld)\n", l, (long long)v0, nl, (long long)v1);
+    assert_true(v1 > v0); /* the old leader stepped down */
+    assert_int_equal(mc_store_get(e->s, "tail-a", 6, got, sizeof(got), NULL), sizeof(a));
+    assert_memory_equal(got, a, sizeof(a));
+    assert_int_equal(mc_store_get(e->s, "tail-c", 6, got, sizeof(got), NULL), sizeof(c));
+    assert_memory_equal(got, c, sizeof(c));
+    assert_int_equal(mc_store_get(e->s, "tail-b", 6, got, sizeof(got), NULL),
+                     MC_ERR_OBJECT_NOT_FOUND);
+    /* every master holds what the leader holds */
+    char lsum[512], sum[512];
+    long long rewinds = 0;
+    for (int i = 0; i < NMASTERS; i++) {
+        if (e->m[i].p.pid <= 0 || i == nl)
+            continue;
+        unsigned long long lk = 0, k = 1;
+        for (int waited = 0; waited < 3000 && lk != k; waited += 100) {
+            assert_int_equal(http_get(e->m[nl].http_port, "/metrics/summary", lsum, sizeof(lsum)),
+                             200);
+            assert_int_equal(http_get(e->m[i].http_port, "/metrics/summary", sum, sizeof(sum)),
+                             200);
+            sscanf(lsum, "keys=%llu", &lk);
+            sscanf(sum, "keys=%llu", &k);
+            if (lk != k)
+                usleep(100000);
+        }
+        assert_int_equal(k, lk);
+        long long rw = metric(e->m[i].http_port, "master_ha_journal_rewinds_total");
+        assert_true(rw >= 0);
+        rewinds += rw;
+    }
+    print_message("standbys' journal rewinds: %lld\n", rewinds);
+    assert_true(rewinds >= 1);
+}
+
 /* Garbage in the journal (a broken writer, a hand edit): standbys stop
  * following with a clear log and role `failed` (they never lead with a state
  * they could not rebuild), nothing crashes, and the leader keeps serving.
@@ -938,6 +1041,7 @@ int main(void)
         cmocka_unit_test(a_frozen_leader_is_deposed_and_its_late_writes_are_refused),
         cmocka_unit_test(a_leader_whose_lease_was_taken_cannot_append),
         cmocka_unit_test(an_append_retried_after_a_redis_stall_is_stored_once),
+        cmocka_unit_test(a_journal_that_lost_its_tail_makes_every_master_rebuild_from_it),
         cmocka_unit_test(garbage_in_the_journal_stops_the_standbys_without_a_crash),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
