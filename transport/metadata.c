@@ -7,6 +7,10 @@
  * Connection strings:
  *   master://HOST[:PORT]        PORT defaults to 50051 (mooncake-master's RPC port)
  *   redis://HOST[:PORT][/DB]    PORT defaults to 6379; DB is a decimal index
+ *   redis-sentinel://HOST[:PORT][,HOST[:PORT]...]/NAME[/DB]
+ *                               the primary Redis Sentinels (port 26379 by
+ *                               default) watch as NAME, followed across
+ *                               failovers
  * HOST is a name, an IPv4 literal or a bracketed IPv6 literal ("[::1]").
  * Anything else (empty host, a port that is not 1..65535, trailing bytes, an
  * unknown scheme) is MC_ERR_INVALID_ARGUMENT, logged naming the string.
@@ -162,8 +166,17 @@ mc_status_t mc_meta_open(const char *conn, mc_reactor_t *r, const mc_meta_opts_t
     } else if (strncmp(conn, redis_pfx, sizeof(redis_pfx) - 1) == 0) {
         if (parse_authority(conn + sizeof(redis_pfx) - 1, 1, REDIS_DEFAULT_PORT, &cs, &why))
             return meta_redis_open(cs.host, cs.port, cs.db, r, o, out);
+    } else if (mc_sentinel_url_is(conn)) {
+        mc_sentinel_url_t su;
+        const char *rest = NULL;
+        if (mc_sentinel_url_parse(conn, &su, &rest, &why)) {
+            if (*rest == '\0')
+                return meta_redis_open_sentinel(&su, r, o, out);
+            why = "unexpected characters after the address";
+        }
     } else {
-        why = "unknown scheme (expected master://HOST:PORT or redis://HOST:PORT[/DB])";
+        why = "unknown scheme (expected master://HOST:PORT, redis://HOST:PORT[/DB] or "
+              "redis-sentinel://HOST[:PORT],.../NAME[/DB])";
     }
     MC_ERROR(METADATA, "bad metadata connection string '%s': %s", conn, why);
     return MC_ERR_INVALID_ARGUMENT;

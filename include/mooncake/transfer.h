@@ -75,7 +75,9 @@ typedef struct mc_te_opts {
     const char *local_hostname; /* segment name; NULL = "<advertise_host>:<port>" */
     /* Metadata service: "p2p" (peers are opened by "host:port" and asked
      * directly; the default), "master://HOST:PORT" (the embedded service of
-     * mooncake-master) or "redis://HOST:PORT[/DB]". */
+     * mooncake-master), "redis://HOST:PORT[/DB]" or
+     * "redis-sentinel://H1:P1,H2:P2/NAME[/DB]" (the primary Redis Sentinels
+     * watch as NAME, followed across failovers). */
     const char *metadata;
     const char *cluster;          /* key namespace in the metadata service; "default" */
     const char *listen_host;      /* "0.0.0.0" */
