@@ -411,9 +411,10 @@ void mc_master_tick(mc_master_t *m, uint64_t now_us)
     uint64_t cap = atomic_load_explicit(&m->capacity, memory_order_relaxed);
     uint64_t used = atomic_load_explicit(&m->allocated, memory_order_relaxed);
     double ratio = cap ? (double)used / (double)cap : 0.0;
-    int need = atomic_exchange(&m->need_eviction, 0);
     double er = m->o.eviction_ratio, hw = m->o.eviction_high_watermark;
-    if (er <= 0.0 || (ratio <= hw && !need))
+    /* only above the watermark: a put that found no room made its own room
+     * already if any eviction could (evict_for); nothing is remembered */
+    if (er <= 0.0 || ratio <= hw)
         return;
     /* upstream: evict more the further past the watermark we are */
     double target = er;
@@ -421,7 +422,7 @@ void mc_master_tick(mc_master_t *m, uint64_t now_us)
         target = ratio - hw + er;
     if (target > 1.0)
         target = 1.0;
-    evict_pass(m, now_us, target, 0);
+    evict_pass(m, now_us, target);
 }
 
 /* ---- statistics ---- */

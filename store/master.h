@@ -228,9 +228,12 @@ void mc_master_put_cfg_init(mc_master_put_cfg_t *c);
  * distinct segments (preferred names first, then random MOUNTED segments with
  * room). Best effort: *nrep (1..replica_num) says how many were placed; out[]
  * (room for cfg->replica_num) receives them, status PROCESSING. If nothing can
- * be placed, an eviction pass runs (unless one ran within the last 10 ms, is
- * running, or found nothing to evict in the last 100 ms) and the placement is
- * retried once.
+ * be placed, objects are evicted only if that makes room for one replica: a
+ * window of `size` bytes on one segment holding only free space and objects
+ * eviction may take (least recently used first; a bit more than size, up to
+ * eviction_ratio of the segment, so the next puts fit too); the put is then
+ * placed there. A value larger than what eviction could free on any segment
+ * is refused without evicting anything (master_evict.c, evict_for).
  * The object is invisible to gets until mc_master_put_end.
  * A put left unfinished for put_start_discard_timeout is discarded (tick, or a
  * new put_start of the same key pre-empts it); its space is reused only after
@@ -419,10 +422,11 @@ uint64_t mc_master_tier_enforce_quota(mc_master_t *m, uint64_t quota_bytes, uint
  * (2) finish drained unmounts; (3) discard puts unfinished for
  * put_start_discard_timeout (the key becomes free; the space stays reserved);
  * (4) free reserved space whose time has come; (5) evict when allocated /
- * capacity > eviction_high_watermark, or after an allocation failed: about
- * max(eviction_ratio, excess + eviction_ratio) of the eligible objects (complete,
- * no lease), least recently accessed first, soft-pinned ones only after all
- * others and only if allow_evict_soft_pinned. */
+ * capacity > eviction_high_watermark (and only then: a failed put evicts for
+ * itself, see put_start): about max(eviction_ratio, excess + eviction_ratio)
+ * of the eligible objects (complete, no lease), least recently accessed
+ * first, soft-pinned ones only after all others and only if
+ * allow_evict_soft_pinned. */
 void mc_master_tick(mc_master_t *m, uint64_t now_us);
 
 /* ---- metadata KV (transfer-engine metadata in `metadata = master` mode) ---- */

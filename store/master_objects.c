@@ -420,6 +420,15 @@ mc_status_t apply_drop(mc_master_t *m, const mc_master_jrec_t *r)
     return MC_OK;
 }
 
+/* cfg with the one segment evict_for made room on as the only preference
+ * (the caller's preferences had no room). */
+static void prefer(const mc_master_put_cfg_t *cfg, mc_master_put_cfg_t *out, const char **name)
+{
+    *out = *cfg;
+    out->preferred_segments = name;
+    out->n_preferred = 1;
+}
+
 mc_status_t mc_master_put_start(mc_master_t *m, mc_uuid_t client, const char *key, size_t key_len,
                                 uint64_t size, const mc_master_put_cfg_t *cfg, uint64_t now_us,
                                 mc_master_replica_desc_t *out, uint32_t *nrep)
@@ -436,15 +445,19 @@ mc_status_t mc_master_put_start(mc_master_t *m, mc_uuid_t client, const char *ke
     st = put_start_locked(m, sh, h, client, key, key_len, size, cfg, now_us, out, nrep);
     shard_unlock(sh);
     if (st == MC_ERR_NO_AVAILABLE_HANDLE && m->o.eviction_ratio > 0.0) {
-        /* upstream only flags the eviction thread and fails; evicting now and
-         * retrying once turns most of those failures into successes */
-        evict_pass(m, now_us, m->o.eviction_ratio, 1);
-        shard_lock(sh);
-        st = put_start_locked(m, sh, h, client, key, key_len, size, cfg, now_us, out, nrep);
-        shard_unlock(sh);
+        /* upstream only flags the eviction thread and fails; here the put
+         * evicts what makes room for it, if anything can, and is retried on
+         * the segment that has the room */
+        char seg[MC_MASTER_NAME_MAX];
+        if (evict_for(m, size, now_us, seg)) {
+            mc_master_put_cfg_t there;
+            const char *pref[1] = {seg};
+            prefer(cfg, &there, pref);
+            shard_lock(sh);
+            st = put_start_locked(m, sh, h, client, key, key_len, size, &there, now_us, out, nrep);
+            shard_unlock(sh);
+        }
     }
-    if (st == MC_ERR_NO_AVAILABLE_HANDLE)
-        atomic_store(&m->need_eviction, 1);
     return st;
 }
 
@@ -717,6 +730,9 @@ static void batch_seen_add(batch_seen_t *bs, const uint64_t *hs, size_t i)
     bs->slot[p] = (uint32_t)i + 1;
 }
 
+/* Items of one batch put start that may evict to make room for themselves. */
+#define BATCH_EVICTIONS 8
+
 mc_status_t mc_master_batch_put_start(mc_master_t *m, mc_uuid_t client, const mc_master_key_t *keys,
                                       const uint64_t *sizes, size_t n,
                                       const mc_master_put_cfg_t *cfg, uint64_t now_us,
@@ -768,30 +784,42 @@ mc_status_t mc_master_batch_put_start(mc_master_t *m, mc_uuid_t client, const mc
     BATCH_LOOP_END
 
     if (nfail > 0 && m->o.eviction_ratio > 0.0) {
-        /* one eviction pass for the whole batch, then one retry of the items
-         * that found no space, again in shard order (ord[] keeps the order;
-         * compact it to the failed ones) */
-        evict_pass(m, now_us, m->o.eviction_ratio, 1);
-        size_t nf = 0;
-        for (size_t j = 0; j < nv; j++)
-            if (st[ord[j]] == MC_ERR_NO_AVAILABLE_HANDLE)
-                ord[nf++] = ord[j];
-        nfail = 0;
-        BATCH_LOOP_BEGIN(m, hs, ord, nf)
-        if (seen.slot != NULL && batch_seen_has(&seen, keys, hs, i)) {
-            st[i] = MC_ERR_OBJECT_ALREADY_EXISTS;
-            continue;
+        /* the items that found no room, in shard order: each is retried
+         * (an eviction for an earlier one may have made room for it too), and
+         * one that still finds none evicts what makes room for it, if
+         * anything can (at most BATCH_EVICTIONS of those per call: each walks
+         * the table; the tick and later puts do the rest) */
+        unsigned evictions = 0;
+        for (size_t j = 0; j < nv; j++) {
+            size_t i = ord[j];
+            if (st[i] != MC_ERR_NO_AVAILABLE_HANDLE)
+                continue;
+            uint64_t h = hs[i];
+            shard_t *sh = &m->shards[shard_of(h)];
+            if (seen.slot != NULL && batch_seen_has(&seen, keys, hs, i)) {
+                st[i] = MC_ERR_OBJECT_ALREADY_EXISTS;
+                continue;
+            }
+            shard_lock(sh);
+            st[i] = put_start_locked(m, sh, h, client, keys[i].data, keys[i].len, sizes[i], cfg,
+                                     now_us, &descs[i * rn], &nrep[i]);
+            shard_unlock(sh);
+            char seg[MC_MASTER_NAME_MAX];
+            if (st[i] == MC_ERR_NO_AVAILABLE_HANDLE && evictions < BATCH_EVICTIONS &&
+                evict_for(m, sizes[i], now_us, seg)) {
+                evictions++;
+                mc_master_put_cfg_t there;
+                const char *pref[1] = {seg};
+                prefer(cfg, &there, pref);
+                shard_lock(sh);
+                st[i] = put_start_locked(m, sh, h, client, keys[i].data, keys[i].len, sizes[i],
+                                         &there, now_us, &descs[i * rn], &nrep[i]);
+                shard_unlock(sh);
+            }
+            if (st[i] == MC_OK && seen.slot != NULL)
+                batch_seen_add(&seen, hs, i);
         }
-        st[i] = put_start_locked(m, sh, h, client, keys[i].data, keys[i].len, sizes[i], cfg, now_us,
-                                 &descs[i * rn], &nrep[i]);
-        if (st[i] == MC_ERR_NO_AVAILABLE_HANDLE)
-            nfail++;
-        else if (st[i] == MC_OK && seen.slot != NULL)
-            batch_seen_add(&seen, hs, i);
-        BATCH_LOOP_END
     }
-    if (nfail > 0)
-        atomic_store(&m->need_eviction, 1);
     mc_free(hs);
     mc_free(seen.slot);
     return MC_OK;

@@ -52,17 +52,12 @@
 #define MAXVAL 16384
 #define MAXKEYS 50000
 
-typedef struct master_proc {
-    test_proc_t p;
-    unsigned rpc_port, http_port;
-} master_proc_t;
-
 typedef struct env {
     char dir[64];
     test_sentinels_t ts;
     char master_url[512], meta_url[512];
-    master_proc_t m[NMASTERS];
-    test_proc_t node[NNODES];
+    tc_master_t m[NMASTERS];
+    tc_node_t node[NNODES];
     mc_store_t *s;
     unsigned wait_replicas;
 } env_t;
@@ -71,63 +66,21 @@ typedef struct env {
 
 static int start_master(env_t *e, int i)
 {
-    master_proc_t *m = &e->m[i];
-    char bin[256], rpc[64], http[64], backend[400], log[160], wait[64];
-    if (m->rpc_port == 0) {
-        m->rpc_port = test_free_port();
-        do
-            m->http_port = test_free_port();
-        while (m->http_port == m->rpc_port);
-    }
-    snprintf(rpc, sizeof(rpc), "server.rpc_port=%u", m->rpc_port);
-    snprintf(http, sizeof(http), "server.http_port=%u", m->http_port);
+    char backend[400], log[160], wait[64];
     snprintf(backend, sizeof(backend), "ha.backend=redis-sentinel://%s/" PRIMARY_NAME "/0",
              e->ts.list);
     snprintf(log, sizeof(log), "log.file=%s/master-%d.log", e->dir, i);
     snprintf(wait, sizeof(wait), "ha.wait_replicas=%u", e->wait_replicas);
-    char *argv[] = {(char *)test_prog("mooncake-master", bin, sizeof(bin)),
-                    "--set",
-                    "server.bind_address=127.0.0.1",
-                    "--set",
-                    rpc,
-                    "--set",
-                    http,
-                    "--set",
-                    "server.reactors=1",
-                    "--set",
-                    "server.tick_interval=20ms",
-                    "--set",
-                    "master.client_ttl=20s",
-                    "--set",
-                    backend,
-                    "--set",
-                    "ha.cluster_id=" CLUSTER,
-                    "--set",
-                    "ha.lease_ttl=2s",
-                    "--set",
-                    "ha.sync=strict",
-                    "--set",
-                    wait,
-                    "--set",
-                    log,
-                    "--set",
-                    "log.level=info",
-                    NULL};
-    if (test_proc_start(&m->p, argv) != 0)
-        return -1;
-    for (int waited = 0; waited < 10000; waited += 10) {
-        int status;
-        if (waitpid(m->p.pid, &status, WNOHANG) == m->p.pid) {
-            close(m->p.out_fd);
-            m->p.pid = 0;
-            return -1;
-        }
-        if (test_port_open(m->rpc_port) && test_port_open(m->http_port))
-            return 0;
-        usleep(10000);
-    }
-    test_proc_stop(&m->p, SIGKILL, 1000);
-    return -1;
+    const char *const sets[] = {"master.client_ttl=20s",
+                                backend,
+                                "ha.cluster_id=" CLUSTER,
+                                "ha.lease_ttl=2s",
+                                "ha.sync=strict",
+                                wait,
+                                log,
+                                "log.level=info",
+                                NULL};
+    return tc_master_start(&e->m[i], sets);
 }
 
 /* The leading master per Redis (through the Sentinels), or -1. */
@@ -162,39 +115,10 @@ static int wait_leader(env_t *e, int not, int timeout_ms)
 
 static int start_node(env_t *e, int i)
 {
-    char bin[256], master[560], meta[560], port[64], name[64];
-    unsigned p = test_free_port();
-    snprintf(master, sizeof(master), "store.master=%s", e->master_url);
+    char meta[560];
     snprintf(meta, sizeof(meta), "store.metadata=%s", e->meta_url);
-    snprintf(port, sizeof(port), "store.port=%u", p);
-    snprintf(name, sizeof(name), "store.local_hostname=127.0.0.1:%u", p);
-    char *argv[] = {(char *)test_prog("mooncake-store-server", bin, sizeof(bin)),
-                    "--set",
-                    master,
-                    "--set",
-                    meta,
-                    "--set",
-                    port,
-                    "--set",
-                    name,
-                    "--set",
-                    "store.global_segment_size=64MiB",
-                    "--set",
-                    "store.reactors=1",
-                    "--set",
-                    "store.rpc_timeout=2s",
-                    "--set",
-                    "log.level=error",
-                    NULL};
-    if (test_proc_start(&e->node[i], argv) != 0)
-        return -1;
-    char line[256];
-    if (test_proc_readline(&e->node[i], line, sizeof(line), 15000) != 0 ||
-        strncmp(line, "ready ", 6) != 0) {
-        test_proc_stop(&e->node[i], SIGKILL, 1000);
-        return -1;
-    }
-    return 0;
+    const char *const sets[] = {meta, NULL};
+    return tc_node_start(&e->node[i], e->master_url, sets);
 }
 
 static void fill(uint8_t *p, size_t n, uint64_t seed)
@@ -230,22 +154,11 @@ static int setup(void **state)
     snprintf(e.master_url, sizeof(e.master_url),
              "redis-sentinel://%s/" PRIMARY_NAME "/0?cluster=" CLUSTER, e.ts.list);
     snprintf(e.meta_url, sizeof(e.meta_url), "redis-sentinel://%s/" PRIMARY_NAME "/1", e.ts.list);
-    for (int i = 0; i < NMASTERS; i++) {
-        int ok = -1;
-        for (int attempt = 0; attempt < 3 && ok != 0; attempt++) {
-            if (attempt > 0)
-                e.m[i].rpc_port = 0;
-            ok = start_master(&e, i);
-        }
-        assert_int_equal(ok, 0);
-    }
+    for (int i = 0; i < NMASTERS; i++)
+        assert_int_equal(start_master(&e, i), 0);
     assert_true(wait_leader(&e, -1, 8000) >= 0);
-    for (int i = 0; i < NNODES; i++) {
-        int ok = -1;
-        for (int attempt = 0; attempt < 3 && ok != 0; attempt++)
-            ok = start_node(&e, i);
-        assert_int_equal(ok, 0);
-    }
+    for (int i = 0; i < NNODES; i++)
+        assert_int_equal(start_node(&e, i), 0);
     mc_store_config_t c;
     mc_store_config_init(&c);
     c.master = e.master_url;
@@ -264,11 +177,9 @@ static int teardown(void **state)
     env_t *e = *state;
     mc_store_close(e->s);
     for (int i = 0; i < NNODES; i++)
-        if (e->node[i].pid > 0)
-            test_proc_stop(&e->node[i], SIGTERM, 5000);
+        tc_node_stop(&e->node[i], SIGTERM);
     for (int i = 0; i < NMASTERS; i++)
-        if (e->m[i].p.pid > 0)
-            test_proc_stop(&e->m[i].p, SIGTERM, 5000);
+        tc_master_stop(&e->m[i], SIGTERM);
     ts_stop(&e->ts);
     if (getenv("TEST_KEEP_LOGS") == NULL) {
         char cmd[128];
@@ -438,19 +349,14 @@ static void killing_the_redis_primary_loses_no_acknowledged_put(void **state)
     /* The master leader dies too: its successor knows only what the
      * promoted replica's journal holds. */
     atomic_store(&l.phase, PH_NEW_LEADER);
-    print_message("killing master %d (pid %d), the leader\n", lead, (int)e->m[lead].p.pid);
-    kill(e->m[lead].p.pid, SIGKILL);
+    print_message("killing master %d (pid %d), the leader\n", lead, (int)e->m[lead].proc.pid);
+    kill(e->m[lead].proc.pid, SIGKILL);
     int nl = wait_leader(e, lead, 15000);
     assert_true(nl >= 0);
     wait_acks_in(&l, PH_NEW_LEADER, 100, 20000, "after the master failover");
     atomic_store(&l.stop, 1);
     pthread_join(t, NULL);
-    {
-        int status;
-        waitpid(e->m[lead].p.pid, &status, 0);
-        close(e->m[lead].p.out_fd);
-        e->m[lead].p.pid = 0;
-    }
+    tc_master_stop(&e->m[lead], SIGKILL); /* reaps the killed one */
     print_message("puts acknowledged: %u before the cut, %u during it, %u during the failover, "
                   "%u after the promotion, %u after the master failover; %u failed cleanly\n",
                   atomic_load(&l.acked_in[PH_BEFORE]), during_cut,

@@ -1,7 +1,9 @@
 /*
- * sentinel.h - a Redis primary, its replica and three Redis Sentinels on
- * free ports of 127.0.0.1, for tests and the chaos driver (no cmocka here:
- * functions return 0 or -1 and say why on stderr). Header-only, like proc.h.
+ * sentinel.h - cluster.h's Redis with Sentinels: a primary, its replica and
+ * three Redis Sentinels on free ports of 127.0.0.1, for tests and the chaos
+ * driver (no cmocka here: functions return 0 or -1 and say why on stderr).
+ * Processes are started with cluster.h's tc_spawn, so the exit hook stops
+ * whatever a failed test left running. Header-only.
  *
  * Sentinels watch the primary as TEST_SENTINEL_NAME with down-after 1 s and
  * a failover timeout of 5 s, so a killed primary is replaced within a few
@@ -18,30 +20,20 @@
 
 #include <hiredis/hiredis.h>
 
-#include "proc.h"
+#include "cluster.h"
 
 #define TEST_SENTINEL_NAME "mcprimary"
 #define TEST_NSENTINELS 3
 
 typedef struct test_sentinels {
     const char *redis_bin, *sentinel_bin;
-    char dir[128];
+    char dir[64];         /* logs, configuration files */
     test_proc_t redis[2]; /* [0] the first primary, [1] its replica */
     unsigned redis_port[2];
     test_proc_t sent[TEST_NSENTINELS];
     unsigned sent_port[TEST_NSENTINELS];
     char list[256]; /* "127.0.0.1:P1,127.0.0.1:P2,..." for redis-sentinel:// URLs */
 } test_sentinels_t;
-
-static inline int ts_wait_port(unsigned port, int ms)
-{
-    for (int waited = 0; !test_port_open(port); waited += 10) {
-        if (waited > ms)
-            return -1;
-        usleep(10000);
-    }
-    return 0;
-}
 
 /* One command to 127.0.0.1:port; the reply (freeReplyObject) or NULL. */
 static inline redisReply *ts_cmd(unsigned port, const char *fmt, ...)
@@ -80,7 +72,8 @@ static inline int ts_start_redis(test_sentinels_t *t, int i, unsigned replica_of
                      * replicas to share one) */
                     "--repl-diskless-sync-delay", "0", replica_of ? "--replicaof" : NULL,
                     "127.0.0.1", master, NULL};
-    if (test_proc_start(&t->redis[i], argv) != 0 || ts_wait_port(t->redis_port[i], 5000) != 0) {
+    if (tc_spawn(&t->redis[i], argv) != 0 ||
+        tc_wait_listening(&t->redis[i], t->redis_port[i], 5000 * TC_SLOW) != 0) {
         fprintf(stderr, "redis-server did not listen on port %u within 5 s (%s)\n",
                 t->redis_port[i], log);
         return -1;
@@ -132,7 +125,8 @@ static inline int ts_start_sentinel(test_sentinels_t *t, int i)
             t->sent_port[i], t->dir, t->dir, i, t->redis_port[0]);
     fclose(f);
     char *argv[] = {(char *)t->sentinel_bin, conf, NULL};
-    if (test_proc_start(&t->sent[i], argv) != 0 || ts_wait_port(t->sent_port[i], 5000) != 0) {
+    if (tc_spawn(&t->sent[i], argv) != 0 ||
+        tc_wait_listening(&t->sent[i], t->sent_port[i], 5000 * TC_SLOW) != 0) {
         fprintf(stderr, "redis-sentinel did not listen on port %u within 5 s\n", t->sent_port[i]);
         return -1;
     }
@@ -174,14 +168,27 @@ static inline int ts_wait_ready(test_sentinels_t *t, int ms)
 
 /* Find the binaries (TEST_REDIS_SERVER, TEST_REDIS_SENTINEL override) and
  * start the primary, the replica (in sync) and the Sentinels in dir (which
- * exists), and wait until the Sentinels could fail over. 0 or -1. */
+ * exists; NULL: a temporary one, removed at exit), and wait until the
+ * Sentinels could fail over. 0 or -1. */
 static inline int ts_start(test_sentinels_t *t, const char *dir)
 {
     memset(t, 0, sizeof(*t));
-    snprintf(t->dir, sizeof(t->dir), "%s", dir);
-    t->redis_bin = getenv("TEST_REDIS_SERVER");
-    if (t->redis_bin == NULL)
-        t->redis_bin = "/usr/bin/redis-server";
+    if (dir != NULL) {
+        snprintf(t->dir, sizeof(t->dir), "%s", dir);
+    } else {
+        snprintf(t->dir, sizeof(t->dir), "/tmp/mc-test-sentinel-XXXXXX");
+        if (mkdtemp(t->dir) == NULL) {
+            fprintf(stderr, "sentinel.h: mkdtemp: %s\n", strerror(errno));
+            return -1;
+        }
+        tc_hook();
+        for (size_t i = 0; i < sizeof(tc_reg.dirs) / sizeof(tc_reg.dirs[0]); i++)
+            if (tc_reg.dirs[i][0] == '\0') {
+                snprintf(tc_reg.dirs[i], sizeof(tc_reg.dirs[i]), "%s", t->dir);
+                break;
+            }
+    }
+    t->redis_bin = tc_redis_bin();
     t->sentinel_bin = getenv("TEST_REDIS_SENTINEL");
     if (t->sentinel_bin == NULL)
         t->sentinel_bin = "/usr/bin/redis-sentinel";
@@ -261,18 +268,15 @@ static inline int ts_cut_replication(unsigned port)
 /* SIGKILL redis-server i and reap it. */
 static inline void ts_kill_redis(test_sentinels_t *t, int i)
 {
-    if (t->redis[i].pid > 0)
-        test_proc_stop(&t->redis[i], SIGKILL, 1000);
+    tc_stop_ms(&t->redis[i], SIGKILL, 1000);
 }
 
 static inline void ts_stop(test_sentinels_t *t)
 {
     for (int i = 0; i < TEST_NSENTINELS; i++)
-        if (t->sent[i].pid > 0)
-            test_proc_stop(&t->sent[i], SIGTERM, 5000);
+        tc_stop(&t->sent[i], SIGTERM);
     for (int i = 0; i < 2; i++)
-        if (t->redis[i].pid > 0)
-            test_proc_stop(&t->redis[i], SIGTERM, 5000);
+        tc_stop(&t->redis[i], SIGTERM);
 }
 
 #endif /* MC_TEST_SENTINEL_H */
