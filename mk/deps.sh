@@ -5,10 +5,10 @@ set -euo pipefail
 
 pkgs=(
   build-essential pkg-config clang clang-format
-  libevent-dev libhiredis-dev libnuma-dev libxxhash-dev
+  libevent-dev libhiredis-dev libnuma-dev libxxhash-dev libpcre2-dev
   libibverbs-dev librdmacm-dev liburing-dev
   libmsgpack-dev libcmocka-dev
-  redis-server redis-tools
+  redis-server redis-tools redis-sentinel
   iperf3 gnuplot-nox procps curl valgrind
 )
 

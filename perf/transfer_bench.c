@@ -514,7 +514,9 @@ static mc_te_t *make_engine(const cfg_t *c, uint16_t port, const char *listen)
         if (c->nic_cur > 0) { /* the first nic_cur NICs the provider lists */
             rv_dev_info_t d[RV_MAX_DEVICES];
             const mc_rdma_verbs_ops_t *v = c->emulated ? &rv_emu_ops : &rv_real_ops;
-            int n = v->get_devices(d, RV_MAX_DEVICES);
+            rv_port_opts_t po;
+            rv_port_opts_init(&po);
+            int n = v->get_devices(&po, d, RV_MAX_DEVICES);
             for (int i = 0; i < n && (unsigned)i < c->nic_cur; i++) {
                 if (i > 0)
                     strcat(devs, ",");

@@ -31,6 +31,7 @@
 #include "rpc/methods.h"
 #include "store/client_int.h"
 #include "store/master_client.h"
+#include "util/conf.h"
 #include "util/log.h"
 #include "util/mem.h"
 #include "util/time.h"
@@ -758,7 +759,7 @@ mc_status_t mc_store_open(const mc_store_config_t *c, mc_store_t **out)
             goto err_te;
         /* for tests and comparisons: copy as a transport that needs
          * registered memory (RDMA) would */
-        const char *env = getenv("MC_STORE_STAGING");
+        const char *env = mc_conf_env_str("MC_STORE_STAGING");
         s->always_stage = env != NULL && strcmp(env, "always") == 0;
         if (s->always_stage)
             MC_INFO(CLIENT, "MC_STORE_STAGING=always: unregistered buffers go through the "
