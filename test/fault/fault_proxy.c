@@ -32,6 +32,7 @@
  */
 #include <errno.h>
 #include <getopt.h>
+#include <pthread.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
@@ -48,7 +49,6 @@
 #include "reactor/reactor.h"
 #include "rpc/net.h"
 #include "rpc/rpc.h"
-#include "util/daemon.h"
 #include "util/list.h"
 #include "util/log.h"
 #include "util/mem.h"
@@ -788,8 +788,12 @@ int main(int argc, char **argv)
         return 2;
     }
     signal(SIGPIPE, SIG_IGN);
+    /* blocked here, so the reactor thread inherits the mask; sigwait below */
     sigset_t sigs;
-    mc_daemon_block_signals(&sigs);
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGTERM);
+    sigaddset(&sigs, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
     mc_reactor_group_opts_t go;
     mc_reactor_group_opts_init(&go);
     go.count = 1;
@@ -814,7 +818,8 @@ int main(int argc, char **argv)
         printf(" %u", P.routes[i].lport);
     printf("\n");
     fflush(stdout);
-    mc_daemon_wait_signal(&sigs);
+    int sig = 0;
+    sigwait(&sigs, &sig);
     mc_rpc_run_on(P.r, teardown_on_reactor, NULL);
     mc_reactor_group_destroy(P.g);
     return 0;
