@@ -62,6 +62,11 @@ enum mc_proto_field {
     MC_F_QPNS = 55,     /* [uint]: the sender's QP numbers, QP i pairs with QP i */
     MC_F_NIC = 56,      /* str: the sender's NIC */
     MC_F_PEER_NIC = 57, /* str: the receiver's NIC */
+    /* shm transport: in the descriptor */
+    MC_F_SHM = 80,     /* {HOST, BOOT_ID, SOCKET, REGIONS}: the segment's shared memory */
+    MC_F_BOOT_ID = 81, /* str: the kernel's boot id (with HOST: which host it runs on) */
+    MC_F_SOCKET = 82,  /* str: abstract unix socket name (without the leading NUL) */
+    MC_F_REGIONS = 83, /* [id, addr, length, ...]: memfd regions, by the owner's addresses */
     /* persistent tier */
     MC_F_CLUSTER_ID = 70, /* str */
     MC_F_PERSIST = 71,    /* uint: 0 off, 1 async, 2 eager */

@@ -619,6 +619,17 @@ int te_seg_range_ok(mc_te_t *te, te_seg_t *seg, uint64_t addr, uint64_t len)
     return ok;
 }
 
+/* Wait (bounded) for what the transports started when seg was described
+ * (shm: mapping the owner's memory), so the next submit uses it. Blocking:
+ * not on a reactor. */
+static void seg_settle(mc_te_t *te, te_seg_t *seg)
+{
+    for (unsigned id = 0; id < TE_TP_COUNT; id++)
+        if (te_tp_on(te, id) && te_transports[id]->seg_wait != NULL)
+            te_transports[id]->seg_wait(te, seg,
+                                        te->o.timeout_us < 3000000 ? te->o.timeout_us : 3000000);
+}
+
 /* Fetch the segment's descriptor again (blocking: not on a reactor). */
 mc_status_t te_seg_refresh(mc_te_t *te, te_seg_t *seg)
 {
@@ -635,6 +646,8 @@ mc_status_t te_seg_refresh(mc_te_t *te, te_seg_t *seg)
         pthread_mutex_lock(&te->seg_lock);
         st = te_desc_decode(te, seg, mc_buf_head(&b), mc_buf_used(&b));
         pthread_mutex_unlock(&te->seg_lock);
+        if (st == MC_OK)
+            seg_settle(te, seg);
     } else {
         MC_WARN(TRANSPORT, "cannot fetch the descriptor of segment '%s': %s", seg->name,
                 mc_status_str(st));
@@ -928,6 +941,10 @@ mc_status_t mc_te_create(const mc_te_opts_t *o, mc_te_t **out)
         st = MC_ERR_NOMEM;
         goto err;
     }
+    /* transports on by default (shm): a failure only leaves one out */
+    for (unsigned id = 0; id < TE_TP_COUNT; id++)
+        if ((te_transports[id]->flags & TE_TP_AUTO) && te_transports[id]->install(te) == MC_OK)
+            te->tp_on |= 1u << id;
 
     if (strcmp(te->metadata, "p2p") != 0 && strcmp(te->metadata, "") != 0 &&
         strcmp(te->metadata, "P2PHANDSHAKE") != 0) {

@@ -35,6 +35,7 @@ typedef enum mc_log_level {
     X(TRANSPORT, "transport")                                                                      \
     X(TCP, "tcp")                                                                                  \
     X(RDMA, "rdma")                                                                                \
+    X(SHM, "shm")                                                                                  \
     X(METADATA, "metadata")                                                                        \
     X(MASTER, "master")                                                                            \
     X(CLIENT, "client")                                                                            \
