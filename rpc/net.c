@@ -79,13 +79,16 @@ mc_status_t mc_net_listen(const mc_sockaddr_t *addr, int backlog, int *fd)
         MC_ERROR(RPC, "socket() for %s failed: %s", name, strerror(errno));
         return MC_ERR_SOCKET;
     }
-    if (setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0 ||
-        setsockopt(s, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) != 0) {
-        MC_ERROR(RPC, "setsockopt(SO_REUSEPORT) on %s failed: %s", name, strerror(errno));
+    /* SO_REUSEADDR only: a restart may bind while old connections linger in
+     * TIME_WAIT, but a second listener on the port fails (SO_REUSEPORT would
+     * let another process of the same user share it: rpc/server.c) */
+    if (setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0) {
+        MC_ERROR(RPC, "setsockopt(SO_REUSEADDR) on %s failed: %s", name, strerror(errno));
         goto err_close;
     }
     if (bind(s, (const struct sockaddr *)&addr->ss, addr->len) != 0) {
-        MC_ERROR(RPC, "bind to %s failed: %s", name, strerror(errno));
+        MC_ERROR(RPC, "cannot listen on %s: %s%s", name, strerror(errno),
+                 errno == EADDRINUSE ? " (another process has this port)" : "");
         goto err_close;
     }
     if (listen(s, backlog) != 0) {

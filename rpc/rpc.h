@@ -1,12 +1,14 @@
 /*
  * rpc.h - msgpack-framed RPC over TCP, on reactors.
  *
- * Server: listens on every reactor it is given (SO_REUSEPORT, one listening
- * socket per reactor, the kernel spreads connections), reads frames
- * (rpc/frame.h), and dispatches requests by method id to handlers. A handler
- * may reply at once or later (asynchronously), always on the connection's
- * reactor thread. Frames that break the protocol or the limits close that one
- * connection, with a logged reason; the server keeps serving the others.
+ * Server: listens on every reactor it is given, reads frames (rpc/frame.h),
+ * and dispatches requests by method id to handlers. A handler may reply at
+ * once or later (asynchronously), always on the connection's reactor thread.
+ * Frames that break the protocol or the limits close that one connection,
+ * with a logged reason; the server keeps serving the others. Resources are
+ * bounded (opts: connections, input buffers, the time to a first frame), and
+ * running out of file descriptors pauses accepting with a backoff instead of
+ * spinning.
  *
  * Client: one connection to one endpoint, owned by one reactor. Calls are
  * pipelined (many in flight), matched to responses by request id, and each has
@@ -54,6 +56,18 @@ typedef struct mc_rpc_server_opts {
     size_t max_outbuf;        /* stop reading a connection whose unsent replies exceed
                                  this (the peer is not reading); default 64 MiB.
                                  Zero-copy reply payloads do not count. */
+    /* Resource bounds (issue 13). A connection over a limit is closed with a
+     * logged reason; the others go on. */
+    unsigned max_conns;              /* open connections at most; more are closed at
+                                        accept (default 10000) */
+    size_t max_inbuf;                /* bytes one connection may hold buffered (a frame
+                                        being received); default: the largest frame the
+                                        limits allow. Payloads read into a sink do not count */
+    size_t max_inbuf_total;          /* bytes all connections may hold; over it, the
+                                        biggest holder is closed (default 256 MiB). Split
+                                        evenly over the reactors, each enforcing its share */
+    uint64_t first_frame_timeout_us; /* a connection that has not completed its first
+                                        frame by then is closed (default 10 s) */
 } mc_rpc_server_opts_t;
 
 void mc_rpc_server_opts_init(mc_rpc_server_opts_t *o);
@@ -136,6 +150,12 @@ typedef struct mc_rpc_server_stats {
     uint64_t conns_closed_protocol; /* closed for a protocol error */
     uint64_t requests;
     uint64_t unknown_method;
+    uint64_t conns_open;         /* now */
+    uint64_t conns_refused;      /* closed at accept: max_conns, or no fd left */
+    uint64_t accept_errors;      /* accept(2) failures (EMFILE, ENFILE, ...) */
+    uint64_t conns_closed_inbuf; /* closed for max_inbuf / max_inbuf_total */
+    uint64_t conns_closed_idle;  /* closed for first_frame_timeout */
+    uint64_t inbuf_bytes;        /* input buffers held now */
 } mc_rpc_server_stats_t;
 
 void mc_rpc_server_stats(const mc_rpc_server_t *s, mc_rpc_server_stats_t *out);

@@ -1,6 +1,29 @@
 /*
- * server.c - RPC server: one listening socket per reactor, connections owned
- * by the reactor that accepted them. See rpc.h for the contract.
+ * server.c - RPC server: one listening socket, watched by every reactor;
+ * connections owned by the reactor that accepted them. See rpc.h for the
+ * contract.
+ *
+ * One socket, not one per reactor with SO_REUSEPORT: the kernel lets sockets
+ * of the same user share a port that way, so a second process (a second
+ * master by mistake) would bind the port too and get a share of the
+ * connections. Without SO_REUSEPORT a second bind fails with "address in
+ * use". Every reactor polls the one socket; a new connection wakes them all
+ * and one accept wins (the others get EAGAIN): a few wasted wakeups per
+ * connection with one reactor per NUMA node, none on the data path.
+ *
+ * Resource bounds (issue 13):
+ *  - accept failing for want of file descriptors (EMFILE, ENFILE) or memory
+ *    pauses this reactor's accepting for a backoff (10 ms doubling to 1 s),
+ *    with one log line per 10 s; a spare descriptor (nginx's trick) is
+ *    released to accept and close the pending connection, so its client
+ *    sees a refusal instead of a hang, then taken again. A level-triggered
+ *    listener that just logged and returned spun at 100% CPU;
+ *  - at most max_conns connections: more are accepted and closed at once;
+ *  - input buffers: one connection holds at most max_inbuf bytes (a frame
+ *    being received), all of a reactor's at most its share of
+ *    max_inbuf_total: over it, the reactor's biggest holder is closed;
+ *  - a connection that has not completed a first frame within
+ *    first_frame_timeout is closed (checked every second).
  *
  * Connection lifetime: a connection holds one reference for being open and
  * one per request handed to a handler and not yet replied. Closing (peer EOF,
@@ -9,6 +32,7 @@
  * on a closed connection are discarded.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdatomic.h>
 #include <string.h>
 #include <sys/uio.h>
@@ -21,6 +45,7 @@
 #include "rpc/rpc.h"
 #include "util/log.h"
 #include "util/mem.h"
+#include "util/time.h"
 
 #define MAX_METHODS 4096       /* method ids are below this (rpc/methods.h) */
 #define READ_CHUNK (64 * 1024) /* bytes asked of read(2) at least */
@@ -32,6 +57,10 @@
  * this much). */
 #define STREAM_MIN (16 * 1024)
 #define HDR_READ 256
+#define ACCEPT_BACKOFF_MIN_US 10000u
+#define ACCEPT_BACKOFF_MAX_US 1000000u
+#define LIMIT_LOG_PERIOD_US 10000000u /* refusals are logged once per this */
+#define IDLE_CHECK_US 1000000u        /* the first-frame timeout's resolution */
 
 typedef struct handler {
     mc_rpc_handler_t fn;
@@ -48,19 +77,34 @@ struct mc_rpc_server {
     handler_t *handlers; /* MAX_METHODS entries */
     unsigned n;
     listener_t *ls;
+    int fd; /* the listening socket every reactor polls */
     uint16_t port;
     int started;
+    size_t inbuf_share; /* max_inbuf_total / reactors */
     _Atomic uint64_t conns_accepted;
     _Atomic uint64_t conns_closed_protocol;
     _Atomic uint64_t requests;
     _Atomic uint64_t unknown_method;
+    _Atomic uint64_t nconns;
+    _Atomic uint64_t conns_refused;
+    _Atomic uint64_t accept_errors;
+    _Atomic uint64_t conns_closed_inbuf;
+    _Atomic uint64_t conns_closed_idle;
+    _Atomic uint64_t inbuf_bytes;
+    _Atomic uint64_t refuse_logged_us; /* rate limit of the refusal log */
+    _Atomic uint64_t refused_unlogged;
 };
 
 struct listener {
     mc_rpc_server_t *s;
     mc_reactor_t *r;
-    int fd;
-    struct event *ev;
+    int fd;              /* s->fd, not owned */
+    int spare_fd;        /* held to be released when descriptors run out; -1 none */
+    struct event *ev;    /* readable listening socket */
+    struct event *retry; /* accepting paused: resume */
+    struct event *idle;  /* periodic first-frame timeout check */
+    uint64_t backoff_us; /* current pause; 0 = accepting normally */
+    size_t inbuf;        /* bytes of input buffers of this reactor's connections */
     mc_list_t conns;
     mc_reactor_hook_t stop_hook;
     int hooked;
@@ -106,6 +150,9 @@ struct conn {
     int flush_queued; /* wev activated for a flush */
     int read_paused;  /* out buffer over max_outbuf */
     int hdr_read;     /* the last payload streamed (>= STREAM_MIN): read small */
+    int framed;       /* a first frame completed */
+    uint64_t accepted_us;
+    size_t in_acct; /* c->in.cap as counted in the listener's and server's totals */
     mc_rpc_req_t *free_reqs;
     mc_list_t node; /* in listener->conns */
     char peer[64];
@@ -277,6 +324,41 @@ void mc_rpc_reply(mc_rpc_req_t *req, mc_status_t st, const void *body, size_t le
 
 /* ------------------------------------------------------------ connection */
 
+/* Count c->in's allocation in the totals (after it grew or shrank). */
+static void conn_in_sync(conn_t *c, listener_t *l)
+{
+    size_t cap = c->in.cap;
+    if (cap == c->in_acct || l == NULL)
+        return;
+    if (cap > c->in_acct) {
+        l->inbuf += cap - c->in_acct;
+        atomic_fetch_add_explicit(&l->s->inbuf_bytes, cap - c->in_acct, memory_order_relaxed);
+    } else {
+        l->inbuf -= c->in_acct - cap;
+        atomic_fetch_sub_explicit(&l->s->inbuf_bytes, c->in_acct - cap, memory_order_relaxed);
+    }
+    c->in_acct = cap;
+}
+
+/* Log a refusal at most once per LIMIT_LOG_PERIOD_US per server, with how
+ * many went unlogged since. */
+static void log_limited(mc_rpc_server_t *s, const char *what, const char *detail)
+{
+    uint64_t now = mc_now_us();
+    uint64_t last = atomic_load_explicit(&s->refuse_logged_us, memory_order_relaxed);
+    if (last != 0 && now - last < LIMIT_LOG_PERIOD_US) {
+        atomic_fetch_add_explicit(&s->refused_unlogged, 1, memory_order_relaxed);
+        return;
+    }
+    if (!atomic_compare_exchange_strong(&s->refuse_logged_us, &last, now)) {
+        atomic_fetch_add_explicit(&s->refused_unlogged, 1, memory_order_relaxed);
+        return;
+    }
+    uint64_t more = atomic_exchange(&s->refused_unlogged, 0);
+    MC_WARN(RPC, "rpc port %u: %s: %s (%llu more like it in the last %u s)", s->port, what, detail,
+            (unsigned long long)more, LIMIT_LOG_PERIOD_US / 1000000);
+}
+
 static void conn_close(conn_t *c, const char *why)
 {
     if (c->closed)
@@ -289,12 +371,15 @@ static void conn_close(conn_t *c, const char *why)
     close(c->fd);
     c->fd = -1;
     mc_list_del(&c->node);
+    listener_t *l = c->l;
     c->l = NULL;
     if (c->rx.active) {
         req_release(c->rx.req);
         c->rx.active = 0;
     }
     mc_buf_fini(&c->in);
+    conn_in_sync(c, l);
+    atomic_fetch_sub_explicit(&l->s->nconns, 1, memory_order_relaxed);
     mc_outq_reset(&c->out);
     conn_unref(c);
 }
@@ -319,6 +404,7 @@ static mc_rpc_req_t *req_new(conn_t *c, const mc_frame_hdr_t *h, const uint8_t *
     req->payload = NULL;
     req->payload_len = h->payload_len;
     c->refs++;
+    c->framed = 1;
     return req;
 }
 
@@ -492,6 +578,34 @@ static ssize_t rx_read(conn_t *c)
     return n;
 }
 
+/* The reactor's connections hold more input than its share of
+ * max_inbuf_total: close the biggest holders until under it (as Redis closes
+ * the client over its buffer limit). Returns 1 if `self` was closed. */
+static int inbuf_enforce(listener_t *l, conn_t *self)
+{
+    int self_closed = 0;
+    while (l->inbuf > l->s->inbuf_share) {
+        conn_t *big = NULL;
+        mc_list_t *pos;
+        MC_LIST_FOREACH(pos, &l->conns)
+        {
+            conn_t *c = MC_LIST_ENTRY(pos, conn_t, node);
+            if (big == NULL || c->in_acct > big->in_acct)
+                big = c;
+        }
+        if (big == NULL || big->in_acct == 0)
+            break;
+        char detail[160];
+        snprintf(detail, sizeof(detail), "closing %s, which holds %zu bytes", big->peer,
+                 big->in_acct);
+        log_limited(l->s, "input buffers over their share of max_inbuf_total", detail);
+        atomic_fetch_add_explicit(&l->s->conns_closed_inbuf, 1, memory_order_relaxed);
+        self_closed |= big == self;
+        conn_close(big, "input buffers over max_inbuf_total: the biggest holder");
+    }
+    return self_closed;
+}
+
 static void conn_on_read_body(evutil_socket_t fd, short what, void *arg)
 {
     conn_t *c = arg;
@@ -529,10 +643,20 @@ static void conn_on_read_body(evutil_socket_t fd, short what, void *arg)
         size_t used = mc_buf_used(&c->in);
         size_t missing = c->need > used ? c->need - used : 0;
         size_t want = missing < READ_CHUNK ? READ_CHUNK : missing;
+        if (used + want > c->l->s->opts.max_inbuf) {
+            atomic_fetch_add_explicit(&c->l->s->conns_closed_inbuf, 1, memory_order_relaxed);
+            MC_WARN(RPC, "closing connection from %s: it would buffer %zu bytes (max_inbuf %zu)",
+                    c->peer, used + want, c->l->s->opts.max_inbuf);
+            conn_close(c, "input buffer over max_inbuf");
+            break;
+        }
         if (mc_buf_reserve(&c->in, want) != MC_OK) {
             conn_close(c, "out of memory for input");
             break;
         }
+        conn_in_sync(c, c->l);
+        if (c->l->inbuf > c->l->s->inbuf_share && inbuf_enforce(c->l, c))
+            break; /* c itself was the biggest */
         size_t room = mc_buf_room(&c->in);
         if (c->hdr_read && room > HDR_READ && missing <= HDR_READ)
             room = HDR_READ; /* see STREAM_MIN */
@@ -561,8 +685,10 @@ static void conn_on_read_body(evutil_socket_t fd, short what, void *arg)
     }
     c->in_read = 0;
     if (!c->closed) {
-        if (mc_buf_used(&c->in) == 0)
+        if (mc_buf_used(&c->in) == 0) {
             mc_buf_shrink(&c->in, 1u << 20);
+            conn_in_sync(c, c->l);
+        }
         conn_flush(c);
     }
     conn_unref(c);
@@ -630,9 +756,77 @@ static void conn_on_write(evutil_socket_t fd, short what, void *arg)
     mc_reactor_leave(saved);
 }
 
+/* Accepting failed for want of descriptors or memory: free the pending
+ * connection with the spare descriptor (its client sees a close, not a
+ * hang), and stop polling the socket on this reactor for a backoff. */
+static void accept_pause(listener_t *l, int err)
+{
+    mc_rpc_server_t *s = l->s;
+    atomic_fetch_add_explicit(&s->accept_errors, 1, memory_order_relaxed);
+    if ((err == EMFILE || err == ENFILE) && l->spare_fd >= 0) {
+        close(l->spare_fd);
+        l->spare_fd = -1;
+        int fd = accept4(l->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd >= 0) {
+            close(fd);
+            atomic_fetch_add_explicit(&s->conns_refused, 1, memory_order_relaxed);
+        }
+        l->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    }
+    l->backoff_us = l->backoff_us == 0 ? ACCEPT_BACKOFF_MIN_US : l->backoff_us * 2;
+    if (l->backoff_us > ACCEPT_BACKOFF_MAX_US)
+        l->backoff_us = ACCEPT_BACKOFF_MAX_US;
+    char detail[96];
+    snprintf(detail, sizeof(detail), "%s; accepting again in %llu ms", strerror(err),
+             (unsigned long long)(l->backoff_us / 1000));
+    log_limited(s, "accept failed", detail);
+    struct timeval tv = {.tv_sec = (time_t)(l->backoff_us / 1000000),
+                         .tv_usec = (suseconds_t)(l->backoff_us % 1000000)};
+    event_del(l->ev);
+    evtimer_add(l->retry, &tv);
+}
+
+static void listener_on_retry(evutil_socket_t fd, short what, void *arg)
+{
+    listener_t *l = arg;
+    mc_reactor_t *saved = mc_reactor_enter(l->r);
+    (void)fd;
+    (void)what;
+    if (l->spare_fd < 0)
+        l->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    event_add(l->ev, NULL); /* the backoff stays until an accept succeeds */
+    mc_reactor_leave(saved);
+}
+
+/* Every second: close connections that have not completed a first frame
+ * within first_frame_timeout (they hold a descriptor and maybe a buffer). */
+static void listener_on_idle(evutil_socket_t fd, short what, void *arg)
+{
+    listener_t *l = arg;
+    mc_reactor_t *saved = mc_reactor_enter(l->r);
+    (void)fd;
+    (void)what;
+    uint64_t now = mc_now_us(), limit = l->s->opts.first_frame_timeout_us;
+    mc_list_t *pos, *tmp;
+    MC_LIST_FOREACH_SAFE(pos, tmp, &l->conns)
+    {
+        conn_t *c = MC_LIST_ENTRY(pos, conn_t, node);
+        if (c->framed || now - c->accepted_us <= limit)
+            continue;
+        char detail[128];
+        snprintf(detail, sizeof(detail), "closing %s: no complete frame in %llu ms", c->peer,
+                 (unsigned long long)(limit / 1000));
+        log_limited(l->s, "idle connection", detail);
+        atomic_fetch_add_explicit(&l->s->conns_closed_idle, 1, memory_order_relaxed);
+        conn_close(c, "no complete frame within first_frame_timeout");
+    }
+    mc_reactor_leave(saved);
+}
+
 static void listener_on_accept_body(evutil_socket_t lfd, short what, void *arg)
 {
     listener_t *l = arg;
+    mc_rpc_server_t *s = l->s;
     (void)what;
     /* Accept a bounded number per event so one busy listener cannot starve
      * the connections already open on this reactor. */
@@ -641,11 +835,29 @@ static void listener_on_accept_body(evutil_socket_t lfd, short what, void *arg)
         peer.len = sizeof(peer.ss);
         int fd = accept4(lfd, (struct sockaddr *)&peer.ss, &peer.len, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
-            if (errno == EINTR)
+            if (errno == EINTR || errno == ECONNABORTED)
                 continue;
-            if (errno != EAGAIN && errno != EWOULDBLOCK)
-                MC_WARN(RPC, "accept failed: %s", strerror(errno));
+            if (errno == EAGAIN || errno == EWOULDBLOCK)
+                return; /* another reactor took it, or none left */
+            if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+                accept_pause(l, errno);
+                return;
+            }
+            log_limited(s, "accept failed", strerror(errno));
+            atomic_fetch_add_explicit(&s->accept_errors, 1, memory_order_relaxed);
             return;
+        }
+        l->backoff_us = 0;
+        char name[64];
+        mc_net_addr_str(&peer, name, sizeof(name));
+        if (atomic_load_explicit(&s->nconns, memory_order_relaxed) >= s->opts.max_conns) {
+            char detail[128];
+            snprintf(detail, sizeof(detail), "closing %s at once (max_conns %u)", name,
+                     s->opts.max_conns);
+            log_limited(s, "too many connections", detail);
+            atomic_fetch_add_explicit(&s->conns_refused, 1, memory_order_relaxed);
+            close(fd);
+            continue;
         }
         mc_net_tune(fd);
         conn_t *c = MC_NEW(conn_t);
@@ -658,8 +870,9 @@ static void listener_on_accept_body(evutil_socket_t lfd, short what, void *arg)
         c->r = l->r;
         c->fd = fd;
         c->refs = 1;
+        c->accepted_us = mc_now_us();
         mc_outq_init(&c->out);
-        mc_net_addr_str(&peer, c->peer, sizeof(c->peer));
+        memcpy(c->peer, name, sizeof(c->peer));
         struct event_base *base = mc_reactor_base(l->r);
         c->rev = event_new(base, fd, EV_READ | EV_PERSIST, conn_on_read, c);
         c->wev = event_new(base, fd, EV_WRITE | EV_PERSIST, conn_on_write, c);
@@ -674,7 +887,8 @@ static void listener_on_accept_body(evutil_socket_t lfd, short what, void *arg)
             continue;
         }
         mc_list_push_tail(&l->conns, &c->node);
-        atomic_fetch_add_explicit(&l->s->conns_accepted, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&s->nconns, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&s->conns_accepted, 1, memory_order_relaxed);
         MC_DEBUG(RPC, "%p: accepted connection from %s", (void *)c, c->peer);
     }
 }
@@ -695,6 +909,10 @@ void mc_rpc_server_opts_init(mc_rpc_server_opts_t *o)
     o->backlog = 1024;
     mc_frame_limits_init(&o->limits);
     o->max_outbuf = 64u << 20;
+    o->max_conns = 10000;
+    o->max_inbuf = 0; /* the largest frame: set at create from the limits */
+    o->max_inbuf_total = 256u << 20;
+    o->first_frame_timeout_us = 10000000;
 }
 
 mc_status_t mc_rpc_server_create(mc_reactor_t *const *reactors, unsigned n,
@@ -713,6 +931,23 @@ mc_status_t mc_rpc_server_create(mc_reactor_t *const *reactors, unsigned n,
         s->opts.max_outbuf = 64u << 20;
     if (s->opts.backlog <= 0)
         s->opts.backlog = 1024;
+    mc_frame_limits_t fl = s->opts.limits;
+    if (fl.max_body == 0 || fl.max_payload == 0) {
+        mc_frame_limits_t d;
+        mc_frame_limits_init(&d);
+        fl.max_body = fl.max_body ? fl.max_body : d.max_body;
+        fl.max_payload = fl.max_payload ? fl.max_payload : d.max_payload;
+    }
+    if (s->opts.max_inbuf == 0) /* a whole frame, and one read beyond it */
+        s->opts.max_inbuf = MC_FRAME_HDR_LEN + (size_t)fl.max_body + fl.max_payload + READ_CHUNK;
+    if (s->opts.max_conns == 0)
+        s->opts.max_conns = 10000;
+    if (s->opts.max_inbuf_total == 0)
+        s->opts.max_inbuf_total = 256u << 20;
+    if (s->opts.first_frame_timeout_us == 0)
+        s->opts.first_frame_timeout_us = 10000000;
+    s->inbuf_share = s->opts.max_inbuf_total / n;
+    s->fd = -1;
     s->bind_addr = mc_strdup(s->opts.bind_addr ? s->opts.bind_addr : "0.0.0.0");
     s->handlers = mc_calloc(MAX_METHODS, sizeof(*s->handlers));
     s->ls = mc_calloc(n, sizeof(*s->ls));
@@ -724,6 +959,7 @@ mc_status_t mc_rpc_server_create(mc_reactor_t *const *reactors, unsigned n,
         s->ls[i].s = s;
         s->ls[i].r = reactors[i];
         s->ls[i].fd = -1;
+        s->ls[i].spare_fd = -1;
         mc_list_init(&s->ls[i].conns);
     }
     *out = s;
@@ -766,10 +1002,19 @@ static void listener_shutdown(listener_t *l)
         event_free(l->ev);
         l->ev = NULL;
     }
-    if (l->fd >= 0) {
-        close(l->fd);
-        l->fd = -1;
+    if (l->retry != NULL) {
+        event_free(l->retry);
+        l->retry = NULL;
     }
+    if (l->idle != NULL) {
+        event_free(l->idle);
+        l->idle = NULL;
+    }
+    if (l->spare_fd >= 0) {
+        close(l->spare_fd);
+        l->spare_fd = -1;
+    }
+    l->fd = -1; /* the server's: closed once every reactor stopped polling it */
     mc_list_t *pos, *tmp;
     MC_LIST_FOREACH_SAFE(pos, tmp, &l->conns)
     {
@@ -798,11 +1043,17 @@ static void listener_arm(void *arg)
 {
     arm_ctx_t *a = arg;
     listener_t *l = a->l;
-    l->ev = event_new(mc_reactor_base(l->r), l->fd, EV_READ | EV_PERSIST, listener_on_accept, l);
-    if (l->ev == NULL || event_add(l->ev, NULL) != 0) {
+    struct event_base *base = mc_reactor_base(l->r);
+    l->ev = event_new(base, l->fd, EV_READ | EV_PERSIST, listener_on_accept, l);
+    l->retry = evtimer_new(base, listener_on_retry, l);
+    l->idle = event_new(base, -1, EV_PERSIST, listener_on_idle, l);
+    struct timeval tv = {.tv_sec = IDLE_CHECK_US / 1000000, .tv_usec = IDLE_CHECK_US % 1000000};
+    if (l->ev == NULL || l->retry == NULL || l->idle == NULL || event_add(l->ev, NULL) != 0 ||
+        event_add(l->idle, &tv) != 0) {
         a->st = MC_ERR_SOCKET;
         return;
     }
+    l->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
     l->stop_hook.fn = listener_on_reactor_stop;
     mc_reactor_on_stop(l->r, &l->stop_hook);
     l->hooked = 1;
@@ -820,22 +1071,12 @@ mc_status_t mc_rpc_server_start(mc_rpc_server_t *s)
     mc_status_t st = mc_net_resolve(s->bind_addr, s->opts.port, &addr);
     if (st != MC_OK)
         return st;
-    /* Bind reactor 0 first so that port 0 becomes a concrete port the others
-     * then share through SO_REUSEPORT. */
-    for (unsigned i = 0; i < s->n; i++) {
-        st = mc_net_listen(&addr, s->opts.backlog, &s->ls[i].fd);
-        if (st != MC_OK)
-            goto err_close;
-        if (i == 0) {
-            s->port = mc_net_local_port(s->ls[0].fd);
-            struct sockaddr_in *in4 = (struct sockaddr_in *)&addr.ss;
-            struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&addr.ss;
-            if (addr.ss.ss_family == AF_INET)
-                in4->sin_port = htons(s->port);
-            else
-                in6->sin6_port = htons(s->port);
-        }
-    }
+    st = mc_net_listen(&addr, s->opts.backlog, &s->fd);
+    if (st != MC_OK)
+        return st;
+    s->port = mc_net_local_port(s->fd);
+    for (unsigned i = 0; i < s->n; i++)
+        s->ls[i].fd = s->fd;
     for (unsigned i = 0; i < s->n; i++) {
         arm_ctx_t a = {.l = &s->ls[i], .st = MC_ERR_SOCKET};
         mc_rpc_run_on(s->ls[i].r, listener_arm, &a);
@@ -852,6 +1093,8 @@ mc_status_t mc_rpc_server_start(mc_rpc_server_t *s)
 err_close:
     for (unsigned i = 0; i < s->n; i++)
         mc_rpc_run_on(s->ls[i].r, listener_disarm, &s->ls[i]);
+    close(s->fd);
+    s->fd = -1;
     return st;
 }
 
@@ -866,6 +1109,8 @@ void mc_rpc_server_destroy(mc_rpc_server_t *s)
         return;
     for (unsigned i = 0; i < s->n; i++)
         mc_rpc_run_on(s->ls[i].r, listener_disarm, &s->ls[i]);
+    if (s->fd >= 0)
+        close(s->fd);
     mc_free(s->ls);
     mc_free(s->handlers);
     mc_free(s->bind_addr);
@@ -879,4 +1124,10 @@ void mc_rpc_server_stats(const mc_rpc_server_t *s, mc_rpc_server_stats_t *out)
         atomic_load_explicit(&s->conns_closed_protocol, memory_order_relaxed);
     out->requests = atomic_load_explicit(&s->requests, memory_order_relaxed);
     out->unknown_method = atomic_load_explicit(&s->unknown_method, memory_order_relaxed);
+    out->conns_open = atomic_load_explicit(&s->nconns, memory_order_relaxed);
+    out->conns_refused = atomic_load_explicit(&s->conns_refused, memory_order_relaxed);
+    out->accept_errors = atomic_load_explicit(&s->accept_errors, memory_order_relaxed);
+    out->conns_closed_inbuf = atomic_load_explicit(&s->conns_closed_inbuf, memory_order_relaxed);
+    out->conns_closed_idle = atomic_load_explicit(&s->conns_closed_idle, memory_order_relaxed);
+    out->inbuf_bytes = atomic_load_explicit(&s->inbuf_bytes, memory_order_relaxed);
 }

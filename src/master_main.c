@@ -33,6 +33,10 @@ typedef struct server_conf {
     uint64_t tier_quota;
     uint64_t regex_timeout;
     uint64_t regex_queue;
+    uint64_t max_clients;
+    uint64_t max_client_input;
+    uint64_t max_input_total;
+    uint64_t first_frame_timeout;
 } server_conf_t;
 
 static const char *const persist_modes[] = {"off", "async", "eager", NULL};
@@ -69,6 +73,19 @@ static const mc_conf_key_t server_keys[] = {
     MC_CONF_ROW(server_conf_t, regex_queue, "regex_queue", MC_CONF_UINT, "16", 1, 4096,
                 "regex scans waiting for the scan thread at most; more are refused (status LIMIT, "
                 "HTTP 503)"),
+    MC_CONF_ROW(server_conf_t, max_clients, "max_clients", MC_CONF_UINT, "10000", 1, 1000000,
+                "RPC connections at most; more are closed as they come (logged once per 10 s)"),
+    MC_CONF_ROW(server_conf_t, max_client_input, "max_client_input", MC_CONF_SIZE, "0", 0,
+                1099511627776.0,
+                "bytes one RPC connection may hold buffered (a frame being received); over it "
+                "the connection is closed; 0 = the largest frame (64 MiB body + 64 MiB payload)"),
+    MC_CONF_ROW(server_conf_t, max_input_total, "max_input_total", MC_CONF_SIZE, "256MiB", 1048576,
+                1099511627776.0,
+                "bytes all RPC connections may hold buffered; over it the biggest holder is "
+                "closed (split evenly over the reactors)"),
+    MC_CONF_ROW(server_conf_t, first_frame_timeout, "first_frame_timeout", MC_CONF_DURATION, "10s",
+                100000, 3600e6,
+                "an RPC connection that has not sent a complete first frame by then is closed"),
 };
 
 /* [master]: the semantics of the store. */
@@ -219,6 +236,10 @@ int main(int argc, char **argv)
     o.tier_quota = sc.tier_quota;
     o.regex_timeout_us = sc.regex_timeout;
     o.regex_queue = (unsigned)sc.regex_queue;
+    o.max_clients = (unsigned)sc.max_clients;
+    o.max_client_input = sc.max_client_input;
+    o.max_input_total = sc.max_input_total;
+    o.first_frame_timeout_us = sc.first_frame_timeout;
     if (mc_daemon_parse_reactors(sc.reactors, "server.reactors", &o.reactors, err, sizeof(err)) !=
         MC_OK) {
         fprintf(stderr, "mooncake-master: %s\n", err);

@@ -180,6 +180,19 @@ static void on_metrics(struct evhttp_request *req, void *arg)
     COUNTER("master_rpc_protocol_errors_total", "RPC connections closed for a protocol error.",
             rs.conns_closed_protocol);
     COUNTER("master_rpc_requests_total", "RPC requests received.", rs.requests);
+    GAUGE("master_rpc_connections_open", "RPC connections open.", rs.conns_open);
+    COUNTER("master_rpc_connections_refused_total",
+            "RPC connections closed at accept (server.max_clients, no descriptor left).",
+            rs.conns_refused);
+    COUNTER("master_rpc_accept_errors_total", "accept(2) failures (EMFILE, ENFILE, ...).",
+            rs.accept_errors);
+    COUNTER("master_rpc_connections_closed_input_total",
+            "RPC connections closed for server.max_client_input or max_input_total.",
+            rs.conns_closed_inbuf);
+    COUNTER("master_rpc_connections_closed_idle_total",
+            "RPC connections closed for server.first_frame_timeout.", rs.conns_closed_idle);
+    GAUGE("master_rpc_input_buffer_bytes", "Bytes the RPC connections hold buffered.",
+          rs.inbuf_bytes);
     uint64_t scans, over, refused;
     master_scan_stats(s, &scans, &over, &refused);
     COUNTER("master_regex_scans_total", "Regex scans run (by-regex RPCs, /keys).", scans);

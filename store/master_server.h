@@ -26,13 +26,18 @@ typedef struct mc_master_server_opts {
     uint64_t tick_interval_us; /* background work period (100 ms) */
     uint64_t regex_timeout_us; /* a regex scan's deadline, from when it is queued (3 s) */
     unsigned regex_queue;      /* regex scans waiting at most; more are refused (16) */
-    const char *fsdir;         /* root_fs_dir: the persistent tier's root; "" = no tier */
-    const char *cluster_id;    /* tier directory = fsdir/cluster_id ("mooncake_cluster") */
-    int persist;               /* mc_master_persist_t, announced to clients (ASYNC) */
-    uint64_t tier_scan_max;    /* files the startup scan restores at most (10 M) */
-    uint64_t tier_quota;       /* bytes of objects on disk before the oldest disk-only
-                                  ones are removed; 0 = no quota (0) */
-    int64_t view_version;      /* 0 = derive from the wall clock (bumps on every start) */
+    /* RPC resource bounds (rpc.h, mc_rpc_server_opts_t); 0 = its default */
+    unsigned max_clients;            /* connections (10000) */
+    uint64_t max_client_input;       /* bytes one connection may buffer (a whole frame) */
+    uint64_t max_input_total;        /* bytes all connections may buffer (256 MiB) */
+    uint64_t first_frame_timeout_us; /* a connection silent this long is closed (10 s) */
+    const char *fsdir;               /* root_fs_dir: the persistent tier's root; "" = no tier */
+    const char *cluster_id;          /* tier directory = fsdir/cluster_id ("mooncake_cluster") */
+    int persist;                     /* mc_master_persist_t, announced to clients (ASYNC) */
+    uint64_t tier_scan_max;          /* files the startup scan restores at most (10 M) */
+    uint64_t tier_quota;             /* bytes of objects on disk before the oldest disk-only
+                                        ones are removed; 0 = no quota (0) */
+    int64_t view_version;            /* 0 = derive from the wall clock (bumps on every start) */
     mc_master_opts_t master;
     struct {
         int sync;                   /* mc_ha_sync_t (master_ha.h); 0 = off: no HA */
