@@ -16,7 +16,7 @@ enum mc_proto_field {
     MC_F_CONFIG =
         6, /* {1: replica_num, 2: with_soft_pin, 3: [preferred names], 4: soft_pin_ttl_us} */
     MC_F_FORCE = 7,       /* bool */
-    MC_F_REGEX = 8,       /* str, POSIX ERE */
+    MC_F_REGEX = 8,       /* str, PCRE2 (src/util/regex.h) */
     MC_F_SEGMENT = 9,     /* {1: id, 2: name, 3: base, 4: size, 5: te_endpoint} */
     MC_F_SEGMENTS = 10,   /* [segment] */
     MC_F_SEGMENT_ID = 11, /* [hi, lo] */
@@ -66,6 +66,9 @@ enum mc_proto_field {
     MC_F_CLUSTER_ID = 70, /* str */
     MC_F_PERSIST = 71,    /* uint: 0 off, 1 async, 2 eager */
     MC_F_RANGES = 60,     /* [addr, length, addr, length, ...] (TE_READV) */
+    /* metadata listing, paged (META_LIST) */
+    MC_F_AFTER = 80, /* bin: list the keys after this one (the last key of the previous page) */
+    MC_F_MORE = 81,  /* bool: more entries follow; ask again with AFTER = the last key */
 };
 
 #endif /* MC_RPC_FIELDS_H */

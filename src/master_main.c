@@ -106,6 +106,8 @@ typedef struct master_conf {
     uint64_t regex_match_limit;
     uint64_t regex_depth_limit;
     uint64_t regex_heap_limit;
+    uint64_t meta_max_entries;
+    uint64_t meta_max_bytes;
 } master_conf_t;
 
 static const mc_conf_key_t master_keys[] = {
@@ -147,6 +149,11 @@ static const mc_conf_key_t master_keys[] = {
                 1e9, "nested backtracking one regex may reach on one key (PCRE2 depth limit)"),
     MC_CONF_ROW(master_conf_t, regex_heap_limit, "regex_heap_limit", MC_CONF_SIZE, "4MiB", 1024,
                 4294967296.0, "heap one regex may use on one key (PCRE2 heap limit)"),
+    MC_CONF_ROW(master_conf_t, meta_max_entries, "meta_max_entries", MC_CONF_UINT, "65536", 1, 1e8,
+                "entries the embedded metadata store holds at most"),
+    MC_CONF_ROW(master_conf_t, meta_max_bytes, "meta_max_bytes", MC_CONF_SIZE, "256MiB", 1024,
+                1099511627776.0,
+                "bytes of keys and values the embedded metadata store holds at most"),
 };
 
 /* [ha]: several masters, one leader, no metadata lost on failover. */
@@ -262,6 +269,8 @@ int main(int argc, char **argv)
     o.master.regex.match_limit = (uint32_t)mcf.regex_match_limit;
     o.master.regex.depth_limit = (uint32_t)mcf.regex_depth_limit;
     o.master.regex.heap_limit_kib = (uint32_t)(mcf.regex_heap_limit / 1024);
+    o.master.meta_max_entries = mcf.meta_max_entries;
+    o.master.meta_max_bytes = mcf.meta_max_bytes;
     if (o.master.put_start_release_timeout_us <= o.master.put_start_discard_timeout_us) {
         fprintf(stderr, "mooncake-master: master.put_start_release_timeout must be longer than "
                         "master.put_start_discard_timeout\n");

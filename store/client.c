@@ -173,8 +173,17 @@ static mc_status_t mount_sync(mc_store_t *s, const store_seg_t *g)
     seg_desc(s, g, &d);
     mc_mp_writer_init(&w, &body);
     mc_mcli_mount(&w, s->client_id, &d);
-    mc_status_t st = w.err != MC_OK ? w.err : store_call_sync(s, MC_RPC_MOUNT_SEGMENT, &body, NULL);
+    mc_buf_t resp = MC_BUF_INIT;
+    mc_status_t st =
+        w.err != MC_OK ? w.err : store_call_sync(s, MC_RPC_MOUNT_SEGMENT, &body, &resp);
+    const void *why = NULL;
+    size_t wl = 0;
+    if (st != MC_OK && mc_buf_used(&resp) > 0 &&
+        mc_mcli_dec_bytes(mc_buf_head(&resp), mc_buf_used(&resp), MC_F_ERROR, &why, &wl) == MC_OK)
+        MC_ERROR(CLIENT, "mounting segment '%s' refused: %s: %.*s", d.name, mc_status_str(st),
+                 (int)wl, (const char *)why);
     mc_buf_fini(&body);
+    mc_buf_fini(&resp);
     return st;
 }
 

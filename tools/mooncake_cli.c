@@ -1292,6 +1292,7 @@ static void print_meta_value(const uint8_t *v, size_t len)
     printf("%s\n", len > 512 ? "..." : "");
 }
 
+/* META_LIST is paged: {ENTRIES, MORE}; ask again with the last key. */
 static int cmd_meta(cli_t *c, int argc, char **argv)
 {
     if (argc > 2)
@@ -1299,57 +1300,77 @@ static int cmd_meta(cli_t *c, int argc, char **argv)
     const char *prefix = argc == 2 ? argv[1] : "mc/";
     if (rpc_open(c) != 0)
         return EXIT_FAIL;
-    mc_buf_t body = MC_BUF_INIT, resp = MC_BUF_INIT;
-    mc_mp_writer_t w;
-    mc_mp_writer_init(&w, &body);
-    mc_mcli_meta_list(&w, prefix, strlen(prefix));
-    int rc = EXIT_FAIL;
-    if (rpc_call(c, MC_RPC_META_LIST, &body, &resp, "meta", prefix) != MC_OK)
-        goto out;
-    mc_mp_reader_t r;
-    mc_mp_reader_init(&r, mc_buf_head(&resp), mc_buf_used(&resp));
+    mc_buf_t body = MC_BUF_INIT, resp = MC_BUF_INIT, last = MC_BUF_INIT;
+    int rc = EXIT_FAIL, more = 1, first = 1;
     size_t count = 0;
-    uint32_t nf = mc_mp_read_map(&r);
-    for (uint32_t f = 0; f < nf && r.err == MC_OK; f++) {
-        if (mc_mp_read_uint(&r) != MC_F_ENTRIES) {
-            mc_mp_skip(&r);
-            continue;
-        }
-        uint32_t ne = mc_mp_read_array(&r);
-        for (uint32_t e = 0; e < ne && r.err == MC_OK; e++) {
-            const void *k = NULL, *v = NULL;
-            uint32_t klen = 0, vlen = 0;
-            uint32_t m = mc_mp_read_map(&r);
-            for (uint32_t i = 0; i < m && r.err == MC_OK; i++) {
-                switch (mc_mp_read_uint(&r)) {
-                case MC_F_KEY:
-                    k = mc_mp_read_bin(&r, &klen);
-                    break;
-                case MC_F_VALUE:
-                    v = mc_mp_read_bin(&r, &vlen);
-                    break;
-                default:
-                    mc_mp_skip(&r);
-                    break;
-                }
+    while (more) {
+        mc_buf_reset(&body);
+        mc_mp_writer_t w;
+        mc_mp_writer_init(&w, &body);
+        mc_mcli_meta_list_after(&w, prefix, strlen(prefix), first ? NULL : mc_buf_head(&last),
+                                mc_buf_used(&last));
+        first = 0;
+        if (rpc_call(c, MC_RPC_META_LIST, &body, &resp, "meta", prefix) != MC_OK)
+            goto out;
+        mc_mp_reader_t r;
+        mc_mp_reader_init(&r, mc_buf_head(&resp), mc_buf_used(&resp));
+        more = 0;
+        uint32_t nf = mc_mp_read_map(&r), got = 0;
+        for (uint32_t f = 0; f < nf && r.err == MC_OK; f++) {
+            uint64_t id = mc_mp_read_uint(&r);
+            if (id == MC_F_MORE) {
+                more = mc_mp_read_bool(&r);
+                continue;
             }
-            if (r.err != MC_OK || k == NULL)
-                break;
-            put_escaped(stdout, k, klen);
-            putchar('\n');
-            print_meta_value(v, v != NULL ? vlen : 0);
-            count++;
+            if (id != MC_F_ENTRIES) {
+                mc_mp_skip(&r);
+                continue;
+            }
+            uint32_t ne = mc_mp_read_array(&r);
+            for (uint32_t e = 0; e < ne && r.err == MC_OK; e++) {
+                const void *k = NULL, *v = NULL;
+                uint32_t klen = 0, vlen = 0;
+                uint32_t m = mc_mp_read_map(&r);
+                for (uint32_t i = 0; i < m && r.err == MC_OK; i++) {
+                    switch (mc_mp_read_uint(&r)) {
+                    case MC_F_KEY:
+                        k = mc_mp_read_bin(&r, &klen);
+                        break;
+                    case MC_F_VALUE:
+                        v = mc_mp_read_bin(&r, &vlen);
+                        break;
+                    default:
+                        mc_mp_skip(&r);
+                        break;
+                    }
+                }
+                if (r.err != MC_OK || k == NULL)
+                    break;
+                put_escaped(stdout, k, klen);
+                putchar('\n');
+                print_meta_value(v, v != NULL ? vlen : 0);
+                mc_buf_reset(&last);
+                if (mc_buf_append(&last, k, klen) != MC_OK) {
+                    fail_st("meta", "(the cursor)", MC_ERR_NOMEM);
+                    goto out;
+                }
+                count++;
+                got++;
+            }
         }
-    }
-    if (r.err != MC_OK) {
-        fail_st("meta", "(decoding the answer)", r.err);
-        goto out;
+        if (r.err != MC_OK) {
+            fail_st("meta", "(decoding the answer)", r.err);
+            goto out;
+        }
+        if (got == 0)
+            more = 0; /* an empty page ends it, whatever MORE says */
     }
     printf("%zu entr%s under \"%s\"\n", count, count == 1 ? "y" : "ies", prefix);
     rc = 0;
 out:
     mc_buf_fini(&body);
     mc_buf_fini(&resp);
+    mc_buf_fini(&last);
     rpc_close(c);
     return rc;
 }

@@ -10,7 +10,9 @@
  *    total stays under the limit;
  *  - a connection that sends no complete frame within
  *    server.first_frame_timeout is closed, one that did stays;
- *  - a second master on the same RPC port fails to start ("address in use").
+ *  - a second master on the same RPC port fails to start ("address in use");
+ *  - metadata entries need an owner; many large ones are listed in pages
+ *    (`mooncake-cli meta` used to fail: one reply above the frame limit).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -51,11 +53,11 @@ static int master_start(master_t *m, unsigned nofile, const char *const *sets)
     char limit[32] = "";
     if (nofile)
         snprintf(limit, sizeof(limit), "ulimit -n %u && ", nofile);
-    int n = snprintf(cmd, sizeof(cmd),
-                     "%sexec %s --set server.bind_address=127.0.0.1 --set server.rpc_port=%u "
-                     "--set server.http_port=%u --set server.reactors=1 --set log.level=warn",
-                     limit, test_prog("mooncake-master", bin, sizeof(bin)), m->rpc_port,
-                     m->http_port);
+    int n =
+        snprintf(cmd, sizeof(cmd),
+                 "%sexec %s --set server.bind_address=127.0.0.1 --set server.rpc_port=%u "
+                 "--set server.http_port=%u --set server.reactors=1 --set log.level=warn",
+                 limit, test_prog("mooncake-master", bin, sizeof(bin)), m->rpc_port, m->http_port);
     for (const char *const *s = sets; s != NULL && *s != NULL; s++)
         n += snprintf(cmd + n, sizeof(cmd) - (size_t)n, " --set %s", *s);
     snprintf(cmd + n, sizeof(cmd) - (size_t)n, " 2>%s", m->errlog);
@@ -209,8 +211,8 @@ static double cpu_seconds(pid_t pid)
     assert_non_null(p);
     unsigned long ut = 0, st = 0;
     /* state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime */
-    assert_int_equal(
-        sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st), 2);
+    assert_int_equal(sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st),
+                     2);
     return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
 }
 
@@ -248,6 +250,57 @@ static int send_partial_frame(int fd, uint32_t body_len, size_t send_len)
             return -1;
         send_len -= (size_t)n;
     }
+    return 0;
+}
+
+/* One request frame with body on fd; the response's status in *st and its
+ * body (the first room bytes) in out. 0 when a response came. */
+static int raw_call(int fd, uint16_t method, const mc_buf_t *body, int32_t *st, char *out,
+                    size_t room)
+{
+    uint8_t hdr[MC_FRAME_HDR_LEN];
+    mc_frame_hdr_t h = {.version = MC_FRAME_VERSION,
+                        .kind = MC_FRAME_REQUEST,
+                        .method = method,
+                        .req_id = 9,
+                        .body_len = (uint32_t)mc_buf_used(body)};
+    mc_frame_encode_hdr(hdr, &h);
+    if (send(fd, hdr, sizeof(hdr), MSG_NOSIGNAL) != (ssize_t)sizeof(hdr))
+        return -1;
+    size_t off = 0;
+    while (off < mc_buf_used(body)) {
+        ssize_t n = send(fd, mc_buf_head(body) + off, mc_buf_used(body) - off, MSG_NOSIGNAL);
+        if (n <= 0)
+            return -1;
+        off += (size_t)n;
+    }
+    uint8_t rh[MC_FRAME_HDR_LEN];
+    for (size_t got = 0; got < sizeof(rh);) {
+        ssize_t n = recv(fd, rh + got, sizeof(rh) - got, 0);
+        if (n <= 0)
+            return -1;
+        got += (size_t)n;
+    }
+    uint32_t blen, plen;
+    memcpy(st, rh + 16, 4);
+    memcpy(&blen, rh + 20, 4);
+    memcpy(&plen, rh + 24, 4);
+    size_t left = (size_t)blen + plen, kept = 0;
+    char junk[4096];
+    while (left > 0) {
+        char *dst = kept + 1 < room ? out + kept : junk;
+        size_t want = kept + 1 < room ? room - 1 - kept : sizeof(junk);
+        if (want > left)
+            want = left;
+        ssize_t n = recv(fd, dst, want, 0);
+        if (n <= 0)
+            return -1;
+        if (dst != junk)
+            kept += (size_t)n;
+        left -= (size_t)n;
+    }
+    if (room > 0)
+        out[kept] = '\0';
     return 0;
 }
 
@@ -408,6 +461,51 @@ static void a_second_master_on_the_same_rpc_port_fails_to_start(void **state)
     master_down(&m);
 }
 
+static void metadata_needs_an_owner_and_many_large_entries_list_in_pages(void **state)
+{
+    (void)state;
+    master_t m;
+    const char *sets[] = {"master.client_ttl=60s", NULL};
+    master_up(&m, 0, sets);
+    int fd = tcp_connect(m.rpc_port);
+    assert_true(fd >= 0);
+    mc_buf_t body = MC_BUF_INIT;
+    mc_mp_writer_t w;
+    int32_t st = 0;
+    char out[512];
+    /* no owner: it would never be deleted (32 x 16 MiB were kept forever) */
+    mc_mp_writer_init(&w, &body);
+    mc_mcli_meta_put(&w, "mc/orphan", 9, "v", 1, (mc_uuid_t){0, 0});
+    assert_int_equal(raw_call(fd, MC_RPC_META_PUT, &body, &st, out, sizeof(out)), 0);
+    assert_int_equal(st, MC_ERR_INVALID_PARAMS);
+    assert_non_null(strstr(out, "owner"));
+    /* 24 x 4 MiB under one owner: 96 MiB, above the 64 MiB frame limit */
+    static char val[4 * MIB];
+    for (unsigned i = 0; i < 24; i++) {
+        char key[32];
+        snprintf(key, sizeof(key), "mc/big/%02u", i);
+        memset(val, 'a' + (int)i, sizeof(val));
+        mc_buf_reset(&body);
+        mc_mp_writer_init(&w, &body);
+        mc_mcli_meta_put(&w, key, strlen(key), val, sizeof(val), (mc_uuid_t){0xb16, 1});
+        assert_int_equal(raw_call(fd, MC_RPC_META_PUT, &body, &st, out, sizeof(out)), 0);
+        assert_int_equal(st, MC_OK);
+    }
+    mc_buf_fini(&body);
+    close(fd);
+    char bin[256], cmd[512], line[256];
+    snprintf(cmd, sizeof(cmd), "%s --master 127.0.0.1:%u meta mc/big/ 2>&1",
+             test_prog("mooncake-cli", bin, sizeof(bin)), m.rpc_port);
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    int saw = 0;
+    while (fgets(line, sizeof(line), p) != NULL)
+        saw |= strstr(line, "24 entries under \"mc/big/\"") != NULL;
+    assert_int_equal(pclose(p), 0);
+    assert_true(saw);
+    master_down(&m);
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -433,6 +531,7 @@ int main(void)
         cmocka_unit_test(input_buffers_are_bounded_per_connection_and_in_total),
         cmocka_unit_test(a_connection_without_a_first_frame_is_closed_after_the_timeout),
         cmocka_unit_test(a_second_master_on_the_same_rpc_port_fails_to_start),
+        cmocka_unit_test(metadata_needs_an_owner_and_many_large_entries_list_in_pages),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -292,6 +292,30 @@ static void put_get_del_list_round_trip_keeps_binary_values(void **state)
     mc_meta_close(m);
 }
 
+/* Issue 13 finding 7: a second process with the same name took the key, and
+ * the first one's delete (at its stop) removed the second's entry. The
+ * delete is a compare-and-delete script: only the value we put goes. */
+static void a_delete_removes_only_the_value_this_process_put(void **state)
+{
+    env_t *e = *state;
+    mc_meta_t *a = open_meta(e, -1, 1, 0, 0);
+    mc_meta_t *b = open_meta(e, -1, 2, 0, 0);
+    assert_int_equal(mc_meta_put_sync(a, "mc/c1/seg/n", bin1, sizeof(bin1)), MC_OK);
+    assert_int_equal(mc_meta_put_sync(b, "mc/c1/seg/n", bin2, sizeof(bin2)), MC_OK);
+    /* a's delete finds b's value: left alone */
+    assert_int_equal(mc_meta_del_sync(a, "mc/c1/seg/n"), MC_OK);
+    check_value(a, "mc/c1/seg/n", bin2, sizeof(bin2));
+    /* a key a never put: left alone too */
+    assert_int_equal(mc_meta_put_sync(b, "mc/c1/seg/m", bin1, sizeof(bin1)), MC_OK);
+    assert_int_equal(mc_meta_del_sync(a, "mc/c1/seg/m"), MC_OK);
+    check_value(a, "mc/c1/seg/m", bin1, sizeof(bin1));
+    /* the owner's delete works */
+    assert_int_equal(mc_meta_del_sync(b, "mc/c1/seg/n"), MC_OK);
+    check_value(a, "mc/c1/seg/n", NULL, 0);
+    mc_meta_close(a);
+    mc_meta_close(b);
+}
+
 static void get_of_a_missing_key_is_not_found(void **state)
 {
     env_t *e = *state;
@@ -593,6 +617,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(put_get_del_list_round_trip_keeps_binary_values, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(get_of_a_missing_key_is_not_found, setup, teardown),
+        cmocka_unit_test_setup_teardown(a_delete_removes_only_the_value_this_process_put, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(list_by_prefix_matches_glob_characters_literally, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(a_database_index_selects_its_own_keyspace, setup, teardown),
