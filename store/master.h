@@ -451,13 +451,20 @@ void mc_master_tick(mc_master_t *m, uint64_t now_us);
 mc_status_t mc_master_meta_put(mc_master_t *m, const char *key, size_t key_len, const void *val,
                                size_t val_len, mc_uuid_t owner, uint64_t now_us);
 
+/* The same for upstream's HTTP metadata protocol, which has no owners: the
+ * entry has none and stays until deleted (with owner {0,0}); an owned
+ * entry is not replaced (MC_ERR_ILLEGAL_CLIENT); bounds as above. */
+mc_status_t mc_master_meta_put_unowned(mc_master_t *m, const char *key, size_t key_len,
+                                       const void *val, size_t val_len, uint64_t now_us);
+
 /* *val receives a copy (mc_malloc; the caller mc_free()s it; NULL when
  * val_len is 0). MC_OK, MC_ERR_INVALID_KEY, MC_ERR_NOT_FOUND, MC_ERR_NOMEM. */
 mc_status_t mc_master_meta_get(mc_master_t *m, const char *key, size_t key_len, void **val,
                                size_t *val_len);
 
-/* Delete an entry of owner. MC_OK, MC_ERR_INVALID_KEY, MC_ERR_INVALID_PARAMS
- * (owner {0,0}), MC_ERR_NOT_FOUND, MC_ERR_ILLEGAL_CLIENT (another owner's). */
+/* Delete an entry of owner ({0,0}: an unowned entry). MC_OK,
+ * MC_ERR_INVALID_KEY, MC_ERR_NOT_FOUND, MC_ERR_ILLEGAL_CLIENT (another
+ * owner's). */
 mc_status_t mc_master_meta_del(mc_master_t *m, const char *key, size_t key_len, mc_uuid_t owner);
 
 /* Return non-zero to stop. */

@@ -513,14 +513,15 @@ static mc_status_t meta_get(void *ctx, const char *key, size_t klen, void **val,
 static mc_status_t meta_put(void *ctx, const char *key, size_t klen, const void *val, size_t len)
 {
     master_srv_t *s = ctx;
-    mc_uuid_t none = {0, 0}; /* no owner: stays until deleted */
-    return mc_master_meta_put(s->m, key, klen, val, len, none, mc_now_us());
+    /* upstream's protocol has no owner: the entry stays until deleted */
+    return mc_master_meta_put_unowned(s->m, key, klen, val, len, mc_now_us());
 }
 
 static mc_status_t meta_del(void *ctx, const char *key, size_t klen)
 {
     master_srv_t *s = ctx;
-    return mc_master_meta_del(s->m, key, klen);
+    mc_uuid_t none = {0, 0}; /* unowned entries only: an owner's are its own */
+    return mc_master_meta_del(s->m, key, klen, none);
 }
 
 static mc_status_t meta_list(void *ctx, const char *prefix, size_t plen,

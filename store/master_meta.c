@@ -6,14 +6,15 @@
  * client expires, so a crashed node's descriptors do not linger (upstream
  * #1078, stale entries after client crashes).
  *
- * Identities and bounds (issue 13): every entry has an owner (a put without
- * one is refused: it could never be cleaned up); only its owner replaces or
- * deletes it, so a second process that takes the same name cannot overwrite
- * or delete the first one's descriptors while the first is alive (its
- * entries go when it expires). The store holds at most meta_max_entries
- * entries and meta_max_bytes of keys and values. Listings are paged: keys in
- * byte order, after a cursor, up to a byte budget (the whole list could
- * exceed a frame: 32 x 16 MiB did).
+ * Identities and bounds (issue 13): every entry put over RPC has an owner (a
+ * put without one is refused: it could never be cleaned up; only upstream's
+ * HTTP metadata protocol, which has no notion of owner, stores unowned
+ * entries, which live until deleted); only its owner replaces or deletes an
+ * entry (an unowned one: only an unowned put or delete), so a second process that takes the same
+ * name cannot overwrite or delete the first one's descriptors while the first is alive (its entries
+ * go when it expires). The store holds at most meta_max_entries entries and meta_max_bytes of keys
+ * and values. Listings are paged: keys in byte order, after a cursor, up to a byte budget (the
+ * whole list could exceed a frame: 32 x 16 MiB did).
  *
  * Lock order: client_lock -> meta_lock (a put with an owner registers the
  * owner and inserts in one step, so a concurrent expiry cannot miss it).
@@ -45,8 +46,11 @@ static meta_entry_t *meta_find(mc_master_t *m, uint64_t h, const char *key, size
     return NULL;
 }
 
-/* Put; `check` (the API, not a journal replay): owner required, another
- * owner's entry refused, bounds enforced. */
+/* What a put checks: nothing (a journal replay: the leader decided), or
+ * another owner's entry and the bounds, and (CHECK_OWNED) that it has an
+ * owner. */
+enum { CHECK_NONE = 0, CHECK_OWNED, CHECK_UNOWNED };
+
 static mc_status_t meta_put(mc_master_t *m, const char *key, size_t key_len, const void *val,
                             size_t val_len, mc_uuid_t owner, uint64_t now_us, int check)
 {
@@ -55,7 +59,7 @@ static mc_status_t meta_put(mc_master_t *m, const char *key, size_t key_len, con
     if (val_len > m->o.meta_max_value_len || (val_len > 0 && val == NULL))
         return MC_ERR_INVALID_PARAMS;
     int owned = !uuid_is_zero(owner);
-    if (check && !owned)
+    if (check == CHECK_OWNED && !owned)
         return MC_ERR_INVALID_PARAMS;
     meta_entry_t *e = mc_malloc(sizeof(*e) + key_len + val_len);
     if (e == NULL)
@@ -128,12 +132,18 @@ err_nomem:
 mc_status_t mc_master_meta_put(mc_master_t *m, const char *key, size_t key_len, const void *val,
                                size_t val_len, mc_uuid_t owner, uint64_t now_us)
 {
-    return meta_put(m, key, key_len, val, val_len, owner, now_us, 1);
+    return meta_put(m, key, key_len, val, val_len, owner, now_us, CHECK_OWNED);
+}
+
+mc_status_t mc_master_meta_put_unowned(mc_master_t *m, const char *key, size_t key_len,
+                                       const void *val, size_t val_len, uint64_t now_us)
+{
+    return meta_put(m, key, key_len, val, val_len, (mc_uuid_t){0, 0}, now_us, CHECK_UNOWNED);
 }
 
 mc_status_t meta_apply_put(mc_master_t *m, const mc_master_jrec_t *r, uint64_t now_us)
 {
-    return meta_put(m, r->key, r->key_len, r->val, r->val_len, r->client, now_us, 0);
+    return meta_put(m, r->key, r->key_len, r->val, r->val_len, r->client, now_us, CHECK_NONE);
 }
 
 mc_status_t mc_master_meta_get(mc_master_t *m, const char *key, size_t key_len, void **val,
@@ -171,8 +181,6 @@ static mc_status_t meta_del(mc_master_t *m, const char *key, size_t key_len, mc_
 {
     if (!key_valid(m, key, key_len))
         return MC_ERR_INVALID_KEY;
-    if (check && uuid_is_zero(owner))
-        return MC_ERR_INVALID_PARAMS;
     uint64_t h = mc_hash64(key, key_len);
     mc_status_t st = MC_OK;
     pthread_mutex_lock(&m->meta_lock);

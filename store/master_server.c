@@ -1000,6 +1000,10 @@ static void h_meta_del(void *ctx, mc_rpc_req_t *req)
     fields_t f;
     if (!begin(s, req, &f, NULL, BIT(MC_F_KEY) | BIT(MC_F_CLIENT_ID)))
         return;
+    if (f.client_id.hi == 0 && f.client_id.lo == 0) {
+        reply_status(s, req, MC_ERR_INVALID_PARAMS, "client_id {0,0} owns nothing");
+        return;
+    }
     mc_status_t st = mc_master_meta_del(s->m, f.key, f.key_len, f.client_id);
     if (st == MC_ERR_ILLEGAL_CLIENT) {
         reply_status(s, req, st, "only the entry's owner may delete it");

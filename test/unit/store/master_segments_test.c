@@ -579,7 +579,10 @@ static void meta_entries_are_replaced_and_deleted_only_by_their_owner(void **sta
                      MC_ERR_ILLEGAL_CLIENT);
     assert_int_equal(mc_master_meta_del(m, "mc/seg/n", 8, C2), MC_ERR_ILLEGAL_CLIENT);
     assert_int_equal(mc_master_meta_del(m, "mc/seg/n", 8, (mc_uuid_t){0, 0}),
-                     MC_ERR_INVALID_PARAMS);
+                     MC_ERR_ILLEGAL_CLIENT);
+    /* upstream's HTTP protocol (no owners) cannot take it either */
+    assert_int_equal(mc_master_meta_put_unowned(m, "mc/seg/n", 8, "http", 4, T0),
+                     MC_ERR_ILLEGAL_CLIENT);
     void *v;
     size_t vl;
     assert_int_equal(mc_master_meta_get(m, "mc/seg/n", 8, &v, &vl), MC_OK);
