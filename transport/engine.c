@@ -579,6 +579,14 @@ static mc_status_t publish(mc_te_t *te)
     }
     mc_buf_fini(&sv);
     mc_buf_fini(&rv);
+    if (st == MC_ERR_ILLEGAL_CLIENT) {
+        /* another live process holds the name (the backend logged it and
+         * retries until that one expires); a store node's mount is refused
+         * too and it stops, naming the holder */
+        MC_WARN(TRANSPORT, "segment '%s' not published yet: the name is another process's",
+                te->name);
+        return MC_OK;
+    }
     if (st != MC_OK) {
         MC_ERROR(TRANSPORT, "cannot publish segment '%s': %s", te->name, mc_status_str(st));
         return MC_ERR_METADATA;

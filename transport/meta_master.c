@@ -61,6 +61,7 @@ typedef struct meta_master {
     int have_view; /* view is the version of the master we last reached */
     int64_t view;
     int republish_needed; /* some re-put failed in transit: do it again at the next ping */
+    int held_logged;      /* a key held by another live owner was reported */
     size_t reputs_inflight;
     int stopped;      /* closing or reactor stopping: calls are refused */
     int in_callback;  /* depth of our callbacks on the stack */
@@ -370,12 +371,32 @@ static void reply_ping(mop_t *op, const mc_rpc_resp_t *resp)
         republish(m);
 }
 
+/* The key is another live owner's (a process with our name that has not
+ * expired yet, e.g. our own predecessor killed a moment ago): keep ours and
+ * put it again at every ping until that owner expires and the master takes
+ * it. Logged once per state change. */
+static void held_elsewhere(meta_master_t *m, const char *key, const mc_rpc_resp_t *resp)
+{
+    char why[160];
+    if (!m->held_logged)
+        MC_WARN(METADATA,
+                "%s: '%s' is held by another live client (%s); retrying at every ping until "
+                "it expires (master.client_ttl)",
+                m->name, key, error_text(resp, why, sizeof(why)));
+    m->held_logged = 1;
+    m->republish_needed = 1;
+}
+
 static void reply_reput(mop_t *op, const mc_rpc_resp_t *resp)
 {
     meta_master_t *m = op->m;
     m->reputs_inflight--;
     if (resp->status == MC_OK)
         return;
+    if (resp->status == MC_ERR_ILLEGAL_CLIENT) {
+        held_elsewhere(m, op->key, resp);
+        return;
+    }
     if (transient(resp->status)) {
         if (resp->status != MC_ERR_CANCELED)
             m->republish_needed = 1;
@@ -403,7 +424,9 @@ static void on_reply(void *arg, const mc_rpc_resp_t *resp)
         reply_list(op, resp);
         break;
     case OP_PUT:
-        if (st != MC_OK && !transient(st)) {
+        if (st == MC_ERR_ILLEGAL_CLIENT) {
+            held_elsewhere(m, op->key, resp);
+        } else if (st != MC_OK && !transient(st)) {
             MC_WARN(METADATA, "%s: put '%s' rejected: %s%s%s", m->name, op->key, mc_status_str(st),
                     resp->body != NULL ? ": " : "", error_text(resp, why, sizeof(why)));
             meta_own_forget(m->own, op->key, op->gen);
