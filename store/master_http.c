@@ -207,6 +207,8 @@ static void on_metrics(struct evhttp_request *req, void *arg)
             "RPC connections closed for server.first_frame_timeout.", rs.conns_closed_idle);
     GAUGE("master_rpc_input_buffer_bytes", "Bytes the RPC connections hold buffered.",
           rs.inbuf_bytes);
+    COUNTER("master_log_write_errors_total", "Log lines lost to failed writes (log.file).",
+            mc_log_write_errors());
     uint64_t scans, over, refused;
     master_scan_stats(s, &scans, &over, &refused);
     COUNTER("master_regex_scans_total", "Regex scans run (by-regex RPCs, /keys).", scans);

@@ -39,6 +39,15 @@ mc_status_t mc_daemon_apply_log(const mc_log_opts_t *o, char *err, size_t errlen
             return MC_ERR_CONFIG;
         }
         mc_log_set_fd(fd); /* kept open for the life of the process */
+        /* a file that takes no line (a full disk, /dev/full) fails the start:
+         * running without a log is silently losing everything */
+        int e = mc_log_probe();
+        if (e != 0) {
+            mc_log_set_fd(2);
+            close(fd);
+            snprintf(err, errlen, "log.file: cannot write '%s': %s", o->file, strerror(e));
+            return MC_ERR_CONFIG;
+        }
     }
     return MC_OK;
 }

@@ -26,6 +26,11 @@ static const char *const level_names[] = {"error", "warn", "info", "debug", "tra
 static const char level_letters[] = "EWIDT";
 
 static _Atomic int log_fd = 2;
+/* write(2) failures of log lines (lines lost), and whether the first one was
+ * reported on stderr: once per log file, since stderr may be all that is
+ * left to say it */
+static _Atomic uint64_t write_errors;
+static atomic_int write_error_reported;
 static _Thread_local char thread_name[16] = "main";
 
 const char *mc_log_comp_name(mc_log_comp_t comp)
@@ -41,6 +46,7 @@ const char *mc_log_level_name(mc_log_level_t level)
 void mc_log_set_fd(int fd)
 {
     atomic_store(&log_fd, fd);
+    atomic_store(&write_error_reported, 0); /* a new file: its first failure is news */
 }
 
 void mc_log_set_thread_name(const char *name)
@@ -135,12 +141,13 @@ mc_status_t mc_log_set_spec(const char *spec, char *errbuf, size_t errlen)
     return MC_OK;
 }
 
-void mc_log_write(mc_log_comp_t comp, mc_log_level_t level, const char *fmt, ...)
+/* Format one line and write it to fd; the errno of a failed or short write,
+ * else 0. */
+static int log_vline(int fd, mc_log_comp_t comp, mc_log_level_t level, const char *fmt, va_list ap)
 {
     char line[2048];
     struct timespec ts;
     struct tm tm;
-    int saved_errno = errno;
 
     clock_gettime(CLOCK_REALTIME, &ts);
     gmtime_r(&ts.tv_sec, &tm);
@@ -148,10 +155,7 @@ void mc_log_write(mc_log_comp_t comp, mc_log_level_t level, const char *fmt, ...
                      tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
                      ts.tv_nsec / 1000, level_letters[level <= MC_LOG_TRACE ? level : 0],
                      mc_log_comp_name(comp), thread_name);
-    va_list ap;
-    va_start(ap, fmt);
     int m = vsnprintf(line + n, sizeof(line) - (size_t)n - 1, fmt, ap);
-    va_end(ap);
     size_t len;
     if (m < 0) {
         len = (size_t)n;
@@ -164,7 +168,54 @@ void mc_log_write(mc_log_comp_t comp, mc_log_level_t level, const char *fmt, ...
         len = (size_t)(n + m);
     }
     line[len++] = '\n';
-    ssize_t w = write(atomic_load(&log_fd), line, len);
-    (void)w; /* nowhere left to report a failed log write */
+    ssize_t w = write(fd, line, len);
+    if (w == (ssize_t)len)
+        return 0;
+    return w < 0 ? errno : ENOSPC; /* a short write lost the rest of the line */
+}
+
+void mc_log_write(mc_log_comp_t comp, mc_log_level_t level, const char *fmt, ...)
+{
+    int saved_errno = errno;
+    int fd = atomic_load(&log_fd);
+    va_list ap;
+    va_start(ap, fmt);
+    int err = log_vline(fd, comp, level, fmt, ap);
+    va_end(ap);
+    if (err != 0) {
+        atomic_fetch_add(&write_errors, 1);
+        /* said once on stderr (unless stderr is the log), then only counted */
+        if (fd != 2 && atomic_exchange(&write_error_reported, 1) == 0) {
+            char msg[256];
+            int k = snprintf(msg, sizeof(msg),
+                             "mooncake: cannot write the log file: %s; log lines are being lost "
+                             "(counted in the log write errors; said once)\n",
+                             strerror(err));
+            if (k > 0 && write(2, msg, (size_t)k) < 0) {
+                /* nowhere left to say it */
+            }
+        }
+    }
     errno = saved_errno;
+}
+
+/* A line through log_vline with its arguments packed as a va_list. */
+static int log_line(int fd, mc_log_comp_t comp, mc_log_level_t level, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int err = log_vline(fd, comp, level, fmt, ap);
+    va_end(ap);
+    return err;
+}
+
+int mc_log_probe(void)
+{
+    return log_line(atomic_load(&log_fd), MC_LOGC_CORE, MC_LOG_INFO, "log opened (pid %d)",
+                    (int)getpid());
+}
+
+uint64_t mc_log_write_errors(void)
+{
+    return atomic_load(&write_errors);
 }

@@ -15,6 +15,7 @@
 
 #include <stdatomic.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "mooncake/status.h"
 
@@ -83,8 +84,18 @@ void mc_log_set_all(mc_log_level_t level);
 const char *mc_log_comp_name(mc_log_comp_t comp);
 const char *mc_log_level_name(mc_log_level_t level);
 
-/* Send log lines to fd (default 2, stderr). The fd stays owned by the caller. */
+/* Send log lines to fd (default 2, stderr). The fd stays owned by the caller.
+ * A line that cannot be written is lost: the first such failure per fd is
+ * said once on stderr (unless fd is stderr), and every one is counted. */
 void mc_log_set_fd(int fd);
+
+/* Write one INFO line ("log opened (pid N)") to the log whatever the levels,
+ * to find out at start whether it can be written: 0, or the errno of the
+ * failed write (not counted as a write error). */
+int mc_log_probe(void);
+
+/* Log lines lost to failed writes since start (a metric). */
+uint64_t mc_log_write_errors(void);
 
 /* Name of the calling thread in log lines (and in ps/top via pthread_setname_np;
  * truncated to 15 bytes there). */
