@@ -84,6 +84,9 @@ UNIT_TEST_SRCS := $(sort $(shell find test/unit -name '*_test.c' 2>/dev/null))
 UNIT_TESTS := $(UNIT_TEST_SRCS:%.c=$(BUILD)/%)
 INTEG_TEST_SRCS := $(sort $(wildcard test/integration/*_test.c))
 INTEG_TESTS := $(INTEG_TEST_SRCS:%.c=$(BUILD)/%)
+# A fake CUDA driver for the GPU paths' tests (test/fake/fake_libcuda.c;
+# tests load it through MC_CUDA_LIBRARY).
+FAKE_CUDA := $(BUILD)/test/lib/libfakecuda.so
 
 .PHONY: all lib programs tests check unit integration asan ubsan tsan run deps fuzz \
         install uninstall clean format format-check check-layers help
@@ -92,7 +95,7 @@ INTEG_TESTS := $(INTEG_TEST_SRCS:%.c=$(BUILD)/%)
 all: lib programs
 lib: $(STATIC_LIB) $(SHARED_LIB)
 programs: $(PROGRAMS)
-tests: all $(UNIT_TESTS) $(INTEG_TESTS) $(TEST_HELPERS)
+tests: all $(UNIT_TESTS) $(INTEG_TESTS) $(TEST_HELPERS) $(FAKE_CUDA)
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -116,6 +119,10 @@ $(BUILD)/test/%: $(BUILD)/obj/test/%.o $(STATIC_LIB)
 $(BUILD)/test/bin/%: $(BUILD)/obj/test/integration/helpers/%.o $(STATIC_LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(MC_CFLAGS) $(MC_LDFLAGS) -o $@ $< $(STATIC_LIB) $(LDLIBS_TEST) $(LDLIBS_LIB)
+
+$(FAKE_CUDA): test/fake/fake_libcuda.c
+	@mkdir -p $(dir $@)
+	$(CC) $(MC_CFLAGS) -Wno-missing-prototypes $(MC_LDFLAGS) -shared -o $@ $<
 
 check: tests format-check check-layers
 	BUILD=$(BUILD) test/run.sh
