@@ -17,15 +17,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "mooncake/log.h" /* the public half: levels, spec, fd, sink */
 #include "mooncake/status.h"
-
-typedef enum mc_log_level {
-    MC_LOG_ERR = 0,
-    MC_LOG_WARN,
-    MC_LOG_INFO,
-    MC_LOG_DEBUG,
-    MC_LOG_TRACE,
-} mc_log_level_t;
 
 /* X(enumerator suffix, name used in specs and in log lines) */
 #define MC_LOG_COMPONENTS(X)                                                                       \
@@ -73,29 +66,26 @@ void mc_log_write(mc_log_comp_t comp, mc_log_level_t level, const char *fmt, ...
 #define MC_LOG_ENABLED(comp, level)                                                                \
     ((int)(level) <= atomic_load_explicit(&mc_log_levels[MC_LOGC_##comp], memory_order_relaxed))
 
-/* Set levels from a spec: "info" (every component), "warn,rpc=debug,tcp=trace".
- * Level names: error|err, warn|warning, info, debug, trace. On a bad spec
- * nothing changes and MC_ERR_INVALID_PARAMS is returned; if errbuf is not NULL
- * it receives a message naming the bad part. */
-mc_status_t mc_log_set_spec(const char *spec, char *errbuf, size_t errlen);
-
+/* mc_log_set_spec, mc_log_set_all, mc_log_set_fd, mc_log_set_sink: see
+ * mooncake/log.h. */
 void mc_log_set_level(mc_log_comp_t comp, mc_log_level_t level);
-void mc_log_set_all(mc_log_level_t level);
 const char *mc_log_comp_name(mc_log_comp_t comp);
 const char *mc_log_level_name(mc_log_level_t level);
 
-/* Send log lines to fd (default 2, stderr). The fd stays owned by the caller.
- * A line that cannot be written is lost: the first such failure per fd is
- * said once on stderr (unless fd is stderr), and every one is counted. */
-void mc_log_set_fd(int fd);
-
-/* Write one INFO line ("log opened (pid N)") to the log whatever the levels,
- * to find out at start whether it can be written: 0, or the errno of the
- * failed write (not counted as a write error). */
-int mc_log_probe(void);
-
-/* Log lines lost to failed writes since start (a metric). */
+/* A log line that cannot be written is lost: the first such failure after
+ * each mc_log_set_fd is said once on stderr (unless the log is stderr), and
+ * every one is counted here (a metric). */
 uint64_t mc_log_write_errors(void);
+
+/* Write one INFO line ("log opened (pid N)") to fd whatever the levels, to
+ * find out whether a log file can be written before using it: 0, or the
+ * errno of the failed write (not counted as a write error). */
+int mc_log_probe(int fd);
+
+/* Apply MC_LOG_LEVEL once per process, unless levels were set explicitly
+ * before (mooncake/log.h). Called where a library client starts
+ * (mc_te_create); cheap after the first call. */
+void mc_log_env_once(void);
 
 /* Name of the calling thread in log lines (and in ps/top via pthread_setname_np;
  * truncated to 15 bytes there). */
