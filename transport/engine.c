@@ -15,6 +15,7 @@
 #include "rpc/fields.h"
 #include "rpc/methods.h"
 #include "transport/cuda.h"
+#include "transport/te.h"
 #include "transport/te_int.h"
 #include "util/log.h"
 #include "util/mem.h"
@@ -242,7 +243,17 @@ static mc_status_t tp_reg_new(mc_te_t *te, const mc_te_buffer_t *v, size_t n)
 mc_status_t mc_te_register_batch(mc_te_t *te, const mc_te_buffer_t *bufs, size_t n,
                                  const char *location, int remote_accessible)
 {
-    const char *loc = location ? location : "cpu:0";
+    /* NULL: where the memory is (cuda:N for GPU memory, else cpu:0) */
+    char found[TE_LOCATION_MAX];
+    const char *loc = location;
+    if (loc == NULL) {
+        int gpu = n > 0 && bufs != NULL ? te_gpu_of(bufs[0].addr) : -1;
+        if (gpu >= 0)
+            snprintf(found, sizeof(found), "cuda:%d", gpu);
+        else
+            snprintf(found, sizeof(found), "cpu:0");
+        loc = found;
+    }
     if (n == 0)
         return MC_OK;
     if (bufs == NULL)

@@ -132,9 +132,10 @@ MC_API const char *mc_te_local_name(const mc_te_t *te);
 MC_API uint16_t mc_te_port(const mc_te_t *te);
 
 /* Register [addr, addr+len) at location ("cpu:N"; "cuda:N" for GPU memory,
- * which needs the CUDA runtime (libcudart, loaded at run time) and GPU N:
- * MC_ERR_DEVICE_NOT_FOUND without them, the reason logged; NULL = "cpu:0").
- * With
+ * which needs the CUDA driver (libcuda.so.1, loaded at run time) and GPU N:
+ * MC_ERR_DEVICE_NOT_FOUND without them, the reason logged; NULL = where the
+ * memory is, as the CUDA driver tells when one is loaded: "cuda:N" for GPU
+ * memory, else "cpu:0"). With
  * remote_accessible, peers may read and write it. Large regions are
  * pre-touched in parallel. Publishes the updated descriptor.
  * MC_OK, MC_ERR_INVALID_ARGUMENT, MC_ERR_ADDRESS_OVERLAPPED, MC_ERR_NOMEM,
