@@ -638,6 +638,17 @@ int te_seg_range_ok(mc_te_t *te, te_seg_t *seg, uint64_t addr, uint64_t len)
     return ok;
 }
 
+/* Wait (bounded) for what the transports started when seg was described
+ * (shm: mapping the owner's memory), so the next submit uses it. Blocking:
+ * not on a reactor. */
+static void seg_settle(mc_te_t *te, te_seg_t *seg)
+{
+    for (unsigned id = 0; id < TE_TP_COUNT; id++)
+        if (te_tp_on(te, id) && te_transports[id]->seg_wait != NULL)
+            te_transports[id]->seg_wait(te, seg,
+                                        te->o.timeout_us < 3000000 ? te->o.timeout_us : 3000000);
+}
+
 /* Fetch the segment's descriptor again (blocking: not on a reactor). */
 mc_status_t te_seg_refresh(mc_te_t *te, te_seg_t *seg)
 {
@@ -654,6 +665,8 @@ mc_status_t te_seg_refresh(mc_te_t *te, te_seg_t *seg)
         pthread_mutex_lock(&te->seg_lock);
         st = te_desc_decode(te, seg, mc_buf_head(&b), mc_buf_used(&b));
         pthread_mutex_unlock(&te->seg_lock);
+        if (st == MC_OK)
+            seg_settle(te, seg);
     } else {
         MC_WARN(TRANSPORT, "cannot fetch the descriptor of segment '%s': %s", seg->name,
                 mc_status_str(st));
@@ -955,6 +968,14 @@ static mc_status_t te_start_server(mc_te_t *te, const mc_te_opts_t *o)
     return (te->name = mc_strdup(name)) != NULL ? MC_OK : MC_ERR_NOMEM;
 }
 
+/* Transports on by default (shm): a failure only leaves one out. */
+static void te_install_auto(mc_te_t *te)
+{
+    for (unsigned id = 0; id < TE_TP_COUNT; id++)
+        if ((te_transports[id]->flags & TE_TP_AUTO) && te_transports[id]->install(te) == MC_OK)
+            te->tp_on |= 1u << id;
+}
+
 /* The metadata backend (not in p2p mode), and the first publication. */
 static mc_status_t te_open_meta(mc_te_t *te)
 {
@@ -988,8 +1009,10 @@ mc_status_t mc_te_create(const mc_te_opts_t *o, mc_te_t **out)
     st = te_start_reactors(te, o);
     if (st == MC_OK)
         st = te_start_server(te, o);
-    if (st == MC_OK)
+    if (st == MC_OK) {
+        te_install_auto(te); /* before the first publication: its descriptor field */
         st = te_open_meta(te);
+    }
     if (st != MC_OK) {
         te_free(te);
         return st;
