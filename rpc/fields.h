@@ -79,9 +79,9 @@ enum mc_proto_field {
     MC_F_CLUSTER_ID = 70, /* str */
     MC_F_PERSIST = 71,    /* uint: 0 off, 1 async, 2 eager */
     MC_F_RANGES = 60,     /* [addr, length, addr, length, ...] (TE_READV) */
-    /* metadata listing, paged (META_LIST) */
-    MC_F_AFTER = 80, /* bin: list the keys after this one (the last key of the previous page) */
-    MC_F_MORE = 81,  /* bool: more entries follow; ask again with AFTER = the last key */
+    /* metadata listing, paged (META_LIST; 100..109 are the metadata service's) */
+    MC_F_AFTER = 100, /* bin: list the keys after this one (the last key of the previous page) */
+    MC_F_MORE = 101,  /* bool: more entries follow; ask again with AFTER = the last key */
 };
 
 #endif /* MC_RPC_FIELDS_H */
