@@ -82,6 +82,9 @@ enum mc_proto_field {
     /* metadata listing, paged (META_LIST; 100..109 are the metadata service's) */
     MC_F_AFTER = 100, /* bin: list the keys after this one (the last key of the previous page) */
     MC_F_MORE = 101,  /* bool: more entries follow; ask again with AFTER = the last key */
+    /* authentication handshake (AUTH_HELLO, AUTH_PROOF; 110..119 are its) */
+    MC_F_NONCE = 110, /* bin 32: the sender's fresh nonce */
+    MC_F_PROOF = 111, /* bin 32: HMAC-SHA256 proof (util/auth.h) */
 };
 
 #endif /* MC_RPC_FIELDS_H */

@@ -50,6 +50,15 @@ mc_status_t mc_net_resolve(const char *host, uint16_t port, mc_sockaddr_t *out)
     return MC_OK;
 }
 
+int mc_net_is_loopback(const mc_sockaddr_t *a)
+{
+    if (a->ss.ss_family == AF_INET)
+        return (ntohl(((const struct sockaddr_in *)&a->ss)->sin_addr.s_addr) >> 24) == 127;
+    if (a->ss.ss_family == AF_INET6)
+        return IN6_IS_ADDR_LOOPBACK(&((const struct sockaddr_in6 *)&a->ss)->sin6_addr);
+    return 0;
+}
+
 void mc_net_addr_str(const mc_sockaddr_t *a, char *out, size_t len)
 {
     char ip[INET6_ADDRSTRLEN] = "?";

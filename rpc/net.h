@@ -39,6 +39,9 @@ mc_status_t mc_net_connect_result(int fd, int *err);
 /* TCP_NODELAY and non-blocking/cloexec on an accepted socket. */
 void mc_net_tune(int fd);
 
+/* 1 when a is a loopback address (127.0.0.0/8, ::1): only this host reaches it. */
+int mc_net_is_loopback(const mc_sockaddr_t *a);
+
 /* "ip:port" */
 void mc_net_addr_str(const mc_sockaddr_t *a, char *out, size_t len);
 

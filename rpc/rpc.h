@@ -38,6 +38,7 @@
 #include "reactor/reactor.h"
 #include "rpc/frame.h"
 #include "rpc/msgpack.h"
+#include "util/auth.h"
 #include "util/buf.h"
 
 struct iovec;
@@ -68,6 +69,11 @@ typedef struct mc_rpc_server_opts {
                                         evenly over the reactors, each enforcing its share */
     uint64_t first_frame_timeout_us; /* a connection that has not completed its first
                                         frame by then is closed (default 10 s) */
+    /* Authentication (util/auth.h, rpc/README.md): NULL = none, and a warning
+     * at start when the port listens beyond loopback. With a key, every
+     * connection completes the challenge-response before any other frame is
+     * processed. Copied at create. */
+    const mc_auth_key_t *auth_key;
 } mc_rpc_server_opts_t;
 
 void mc_rpc_server_opts_init(mc_rpc_server_opts_t *o);
@@ -156,6 +162,8 @@ typedef struct mc_rpc_server_stats {
     uint64_t conns_closed_inbuf; /* closed for max_inbuf / max_inbuf_total */
     uint64_t conns_closed_idle;  /* closed for first_frame_timeout */
     uint64_t inbuf_bytes;        /* input buffers held now */
+    uint64_t auth_ok;            /* handshakes completed */
+    uint64_t auth_failed;        /* connections refused by the handshake */
 } mc_rpc_server_stats_t;
 
 void mc_rpc_server_stats(const mc_rpc_server_t *s, mc_rpc_server_stats_t *out);
@@ -170,6 +178,10 @@ typedef struct mc_rpc_client_opts {
     uint64_t backoff_min_us;     /* first reconnect delay; default 50 ms */
     uint64_t backoff_max_us;     /* cap; default 2 s */
     mc_frame_limits_t limits;
+    /* Authentication: NULL = none. With a key, each connection proves the
+     * server holds it, then proves we do, before a call is sent; a failed
+     * handshake fails the calls with MC_ERR_REJECT_HANDSHAKE. Copied at create. */
+    const mc_auth_key_t *auth_key;
 } mc_rpc_client_opts_t;
 
 void mc_rpc_client_opts_init(mc_rpc_client_opts_t *o);

@@ -25,6 +25,14 @@
  *  - a connection that has not completed a first frame within
  *    first_frame_timeout is closed (checked every second).
  *
+ * Authentication (opts.auth_key): a connection starts in AUTH_HELLO and
+ * only the handshake's frames are read (small, buffered whole, never
+ * dispatched): HELLO {client nonce} is answered {server nonce, server
+ * proof}; the PROOF notify that follows must carry the client's proof for
+ * these two nonces. Only then is the connection open (and its first frame
+ * counted). Any other frame first is answered MC_ERR_REJECT_HANDSHAKE with
+ * the reason and the connection closed: it is never processed.
+ *
  * Connection lifetime: a connection holds one reference for being open and
  * one per request handed to a handler and not yet replied. Closing (peer EOF,
  * socket error, protocol error, server destroy) frees the socket and events at
@@ -40,6 +48,8 @@
 
 #include <event2/event.h>
 
+#include "rpc/fields.h"
+#include "rpc/methods.h"
 #include "rpc/net.h"
 #include "rpc/outq.h"
 #include "rpc/reader.h"
@@ -53,6 +63,14 @@
 #define ACCEPT_BACKOFF_MAX_US 1000000u
 #define LIMIT_LOG_PERIOD_US 10000000u /* refusals are logged once per this */
 #define IDLE_CHECK_US 1000000u        /* the first-frame timeout's resolution */
+#define AUTH_BODY_MAX 256u            /* handshake bodies are ~80 bytes */
+
+/* A connection's authentication (opts.auth_key set). */
+enum conn_auth {
+    AUTH_OPEN = 0, /* done, or no key: frames are dispatched */
+    AUTH_HELLO,    /* waiting for the client's HELLO */
+    AUTH_PROOF,    /* HELLO answered: waiting for the client's PROOF */
+};
 
 typedef struct handler {
     mc_rpc_handler_t fn;
@@ -83,6 +101,9 @@ struct mc_rpc_server {
     _Atomic uint64_t conns_closed_inbuf;
     _Atomic uint64_t conns_closed_idle;
     _Atomic uint64_t inbuf_bytes;
+    _Atomic uint64_t auth_ok, auth_failed;
+    int has_key;
+    mc_auth_key_t key;
     _Atomic uint64_t refuse_logged_us; /* rate limit of the refusal log */
     _Atomic uint64_t refused_unlogged;
 };
@@ -134,7 +155,9 @@ struct conn {
     int in_read;      /* inside the read callback: flush happens at its end */
     int flush_queued; /* wev activated for a flush */
     int read_paused;  /* out buffer over max_outbuf */
-    int framed;       /* a first frame completed */
+    int framed;       /* a first frame completed (with a key: the handshake) */
+    int auth;         /* enum conn_auth */
+    uint8_t nonce_peer[MC_AUTH_NONCE_LEN], nonce_own[MC_AUTH_NONCE_LEN];
     uint64_t accepted_us;
     size_t in_acct; /* c->rd.in.cap as counted in the listener's and server's totals */
     mc_rpc_req_t *free_reqs;
@@ -357,6 +380,8 @@ static void conn_close(conn_t *c, const char *why)
     mc_list_del(&c->node);
     listener_t *l = c->l;
     c->l = NULL;
+    if (c->auth == AUTH_PROOF) /* answered our hello, never proved itself */
+        atomic_fetch_add_explicit(&l->s->auth_failed, 1, memory_order_relaxed);
     if (c->rx_req != NULL) {
         req_release(c->rx_req);
         c->rx_req = NULL;
@@ -388,7 +413,8 @@ static mc_rpc_req_t *req_new(conn_t *c, const mc_frame_hdr_t *h, const uint8_t *
     req->payload = NULL;
     req->payload_len = h->payload_len;
     c->refs++;
-    c->framed = 1;
+    if (c->auth == AUTH_OPEN)
+        c->framed = 1;
     return req;
 }
 
@@ -435,6 +461,15 @@ static int rd_on_header(void *owner, const mc_frame_hdr_t *h, const char **why)
         *why = "unexpected frame kind";
         return -1;
     }
+    if (c->auth != AUTH_OPEN) {
+        /* before the handshake only its small frames are read (whole) */
+        if (h->payload_len != 0 || h->body_len > AUTH_BODY_MAX) {
+            atomic_fetch_add_explicit(&c->l->s->auth_failed, 1, memory_order_relaxed);
+            *why = "a large frame before the authentication handshake";
+            return -1;
+        }
+        return 0;
+    }
     handler_t *hd = handler_of(c->l->s, h->method);
     return h->payload_len > 0 && h->kind == MC_FRAME_REQUEST && hd != NULL && hd->sink != NULL;
 }
@@ -462,10 +497,117 @@ static void rd_stream_begin(void *owner, const mc_frame_hdr_t *h, const uint8_t 
     }
 }
 
+/* The handshake failed, or a frame came before it: answer a request with
+ * MC_ERR_REJECT_HANDSHAKE and the reason (written at once: the connection
+ * closes), never processing it; close. */
+static void auth_refuse(conn_t *c, const mc_frame_t *f, const char *why)
+{
+    mc_rpc_server_t *s = c->l->s;
+    atomic_fetch_add_explicit(&s->auth_failed, 1, memory_order_relaxed);
+    char detail[192];
+    snprintf(detail, sizeof(detail), "%s: %s", c->peer, why);
+    log_limited(s, "authentication failed", detail);
+    if (f->hdr.kind == MC_FRAME_REQUEST) {
+        mc_buf_t b = MC_BUF_INIT;
+        if (mc_buf_reserve(&b, MC_FRAME_HDR_LEN) == MC_OK) {
+            mc_buf_produce(&b, MC_FRAME_HDR_LEN);
+            mc_mp_writer_t w;
+            mc_mp_writer_init(&w, &b);
+            mc_mp_write_map(&w, 1);
+            mc_mp_write_uint(&w, MC_F_ERROR);
+            mc_mp_write_cstr(&w, why);
+            mc_frame_hdr_t h = {.version = MC_FRAME_VERSION,
+                                .kind = MC_FRAME_RESPONSE,
+                                .method = f->hdr.method,
+                                .req_id = f->hdr.req_id,
+                                .status = MC_ERR_REJECT_HANDSHAKE,
+                                .body_len = (uint32_t)(mc_buf_used(&b) - MC_FRAME_HDR_LEN)};
+            mc_frame_encode_hdr(mc_buf_head(&b), &h);
+            if (w.err == MC_OK && write(c->fd, mc_buf_head(&b), mc_buf_used(&b)) < 0)
+                MC_DEBUG(RPC, "%s: cannot send the refusal: %s", c->peer, strerror(errno));
+        }
+        mc_buf_fini(&b);
+    }
+    c->auth = AUTH_HELLO; /* counted above, not again at the close */
+    conn_close(c, why);
+}
+
+/* The bin field `id` of a handshake body, exactly len bytes; NULL if absent. */
+static const uint8_t *auth_field(const mc_frame_t *f, unsigned id, uint32_t len)
+{
+    mc_mp_reader_t r;
+    mc_mp_reader_init(&r, f->body, f->hdr.body_len);
+    uint32_t n = f->hdr.body_len ? mc_mp_read_map(&r) : 0;
+    const uint8_t *found = NULL;
+    for (uint32_t i = 0; i < n && r.err == MC_OK; i++) {
+        if (mc_mp_read_uint(&r) == id) {
+            uint32_t l = 0;
+            const void *p = mc_mp_read_bin(&r, &l);
+            if (r.err == MC_OK && l == len)
+                found = p;
+        } else {
+            mc_mp_skip(&r);
+        }
+    }
+    return r.err == MC_OK ? found : NULL;
+}
+
+/* One frame of the handshake (c->auth != AUTH_OPEN). */
+static void auth_step(conn_t *c, const mc_frame_t *f)
+{
+    mc_rpc_server_t *s = c->l->s;
+    if (c->auth == AUTH_HELLO && f->hdr.method == MC_RPC_AUTH_HELLO &&
+        f->hdr.kind == MC_FRAME_REQUEST) {
+        const uint8_t *nc = auth_field(f, MC_F_NONCE, MC_AUTH_NONCE_LEN);
+        if (nc == NULL) {
+            auth_refuse(c, f, "malformed authentication hello");
+            return;
+        }
+        memcpy(c->nonce_peer, nc, MC_AUTH_NONCE_LEN);
+        mc_auth_nonce(c->nonce_own);
+        uint8_t proof[MC_AUTH_PROOF_LEN];
+        mc_auth_proof(&s->key, MC_AUTH_SERVER, c->nonce_peer, c->nonce_own, proof);
+        mc_rpc_req_t *req = req_new(c, &f->hdr, f->body);
+        if (req == NULL)
+            return; /* closed */
+        c->auth = AUTH_PROOF;
+        mc_mp_writer_t *w = mc_rpc_reply_begin(req);
+        mc_mp_write_map(w, 2);
+        mc_mp_write_uint(w, MC_F_NONCE);
+        mc_mp_write_bin(w, c->nonce_own, MC_AUTH_NONCE_LEN);
+        mc_mp_write_uint(w, MC_F_PROOF);
+        mc_mp_write_bin(w, proof, MC_AUTH_PROOF_LEN);
+        mc_rpc_reply_end(req, MC_OK);
+        return;
+    }
+    if (c->auth == AUTH_PROOF && f->hdr.method == MC_RPC_AUTH_PROOF &&
+        f->hdr.kind == MC_FRAME_NOTIFY) {
+        const uint8_t *p = auth_field(f, MC_F_PROOF, MC_AUTH_PROOF_LEN);
+        if (!mc_auth_check(&s->key, MC_AUTH_CLIENT, c->nonce_own, c->nonce_peer, p,
+                           p != NULL ? MC_AUTH_PROOF_LEN : 0)) {
+            auth_refuse(c, f, "wrong authentication proof (another secret?)");
+            return;
+        }
+        c->auth = AUTH_OPEN;
+        c->framed = 1;
+        atomic_fetch_add_explicit(&s->auth_ok, 1, memory_order_relaxed);
+        MC_DEBUG(RPC, "%s: authenticated", c->peer);
+        return;
+    }
+    auth_refuse(c, f,
+                c->auth == AUTH_HELLO
+                    ? "authentication required: this server has a secret ([security] secret_file)"
+                    : "unexpected frame during the authentication handshake");
+}
+
 static void rd_on_frame(void *owner, const mc_frame_t *f, int streamed)
 {
     conn_t *c = owner;
     mc_rpc_req_t *req;
+    if (c->auth != AUTH_OPEN) {
+        auth_step(c, f);
+        return;
+    }
     if (streamed) {
         req = c->rx_req;
         c->rx_req = NULL;
@@ -737,6 +879,7 @@ static void listener_on_accept_body(evutil_socket_t lfd, short what, void *arg)
         c->fd = fd;
         c->refs = 1;
         c->accepted_us = mc_now_us();
+        c->auth = s->has_key ? AUTH_HELLO : AUTH_OPEN;
         mc_rpc_reader_init(&c->rd, &rd_ops, c, &s->opts.limits);
         c->rd.max_in = s->opts.max_inbuf;
         mc_outq_init(&c->out);
@@ -816,6 +959,11 @@ mc_status_t mc_rpc_server_create(mc_reactor_t *const *reactors, unsigned n,
     if (s->opts.first_frame_timeout_us == 0)
         s->opts.first_frame_timeout_us = 10000000;
     s->inbuf_share = s->opts.max_inbuf_total / n;
+    if (s->opts.auth_key != NULL) {
+        s->key = *s->opts.auth_key;
+        s->has_key = 1;
+    }
+    s->opts.auth_key = NULL; /* the caller's copy is not ours to keep */
     s->fd = -1;
     s->bind_addr = mc_strdup(s->opts.bind_addr ? s->opts.bind_addr : "0.0.0.0");
     s->handlers = mc_calloc(MAX_METHODS, sizeof(*s->handlers));
@@ -944,6 +1092,11 @@ mc_status_t mc_rpc_server_start(mc_rpc_server_t *s)
     if (st != MC_OK)
         return st;
     s->port = mc_net_local_port(s->fd);
+    if (!s->has_key && !mc_net_is_loopback(&addr))
+        MC_WARN(RPC,
+                "rpc port %u listens on %s without a secret: anyone who reaches it is trusted "
+                "(set [security] secret_file on every process of the cluster)",
+                s->port, s->bind_addr);
     for (unsigned i = 0; i < s->n; i++)
         s->ls[i].fd = s->fd;
     for (unsigned i = 0; i < s->n; i++) {
@@ -999,4 +1152,6 @@ void mc_rpc_server_stats(const mc_rpc_server_t *s, mc_rpc_server_stats_t *out)
     out->conns_closed_inbuf = atomic_load_explicit(&s->conns_closed_inbuf, memory_order_relaxed);
     out->conns_closed_idle = atomic_load_explicit(&s->conns_closed_idle, memory_order_relaxed);
     out->inbuf_bytes = atomic_load_explicit(&s->inbuf_bytes, memory_order_relaxed);
+    out->auth_ok = atomic_load_explicit(&s->auth_ok, memory_order_relaxed);
+    out->auth_failed = atomic_load_explicit(&s->auth_failed, memory_order_relaxed);
 }

@@ -219,6 +219,18 @@ static const mc_conf_key_t ha_keys[] = {
                 "0 = once the primary has it; ignored with redis://"),
 };
 
+/* [security] */
+typedef struct security_conf {
+    char *secret_file;
+} security_conf_t;
+
+static const mc_conf_key_t security_keys[] = {
+    MC_CONF_ROW(security_conf_t, secret_file, "secret_file", MC_CONF_STRING, "", 0, 0,
+                "file holding the cluster's secret (the same on every process; >= 16 bytes; "
+                "mode 600): every RPC connection then proves both sides hold it "
+                "(HMAC-SHA256 challenge-response) before any other frame; empty = none"),
+};
+
 static const char usage[] =
     "usage: mooncake-master [-c FILE] [--set section.key=value]... [--dump-config] [--help]\n"
     "The store's control plane: object metadata, allocation, leases, eviction, liveness,\n"
@@ -231,6 +243,8 @@ int main(int argc, char **argv)
     master_conf_t mcf;
     ha_conf_t hcf;
     meta_conf_t mtc;
+    security_conf_t secf;
+    mc_auth_key_t key;
     mc_log_opts_t lo;
     int rc = 1;
 
@@ -242,6 +256,8 @@ int main(int argc, char **argv)
             MC_OK ||
         mc_conf_add_section(conf, "ha", ha_keys, MC_ARRAY_SIZE(ha_keys), &hcf) != MC_OK ||
         mc_conf_add_section(conf, "metadata", meta_keys, MC_ARRAY_SIZE(meta_keys), &mtc) != MC_OK ||
+        mc_conf_add_section(conf, "security", security_keys, MC_ARRAY_SIZE(security_keys), &secf) !=
+            MC_OK ||
         mc_daemon_add_log_section(conf, &lo) != MC_OK) {
         fprintf(stderr, "mooncake-master: cannot set up configuration\n");
         goto out;
@@ -253,6 +269,14 @@ int main(int argc, char **argv)
 
     mc_master_server_opts_t o;
     mc_master_server_opts_init(&o);
+    if (secf.secret_file[0] != '\0') {
+        if (mc_auth_key_load(secf.secret_file, &key, err, sizeof(err)) != MC_OK) {
+            fprintf(stderr, "mooncake-master: security.secret_file: %s\n", err);
+            rc = 2;
+            goto out;
+        }
+        o.auth_key = &key;
+    }
     o.bind_address = sc.bind_address;
     o.rpc_port = (uint16_t)sc.rpc_port;
     o.http_port = (uint16_t)sc.http_port;

@@ -757,6 +757,7 @@ static mc_status_t open_engine(mc_store_t *s, const mc_store_config_t *c, const 
     to.timeout_us = s->cfg.transfer_timeout_us;
     to.shm_off = !s->shm;
     to.shm_group = c->shm_group;
+    to.secret_file = c->secret_file;
     mc_status_t st = mc_te_create(&to, &s->te);
     if (st != MC_OK)
         return st;
@@ -779,6 +780,7 @@ static mc_status_t open_master_conn(mc_store_t *s, const char *host, uint16_t po
     if (ro.connect_timeout_us > s->cfg.rpc_timeout_us)
         ro.connect_timeout_us = s->cfg.rpc_timeout_us;
     ro.backoff_max_us = 1000000;
+    ro.auth_key = te_auth_key(s->te); /* the engine's: one secret file per process */
     mc_status_t st = mc_rpc_client_create(s->r0, &ro, &s->mcli);
     if (st != MC_OK) {
         MC_ERROR(CLIENT, "cannot set up the connection to master %s: %s", s->master,

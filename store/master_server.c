@@ -1194,6 +1194,7 @@ mc_status_t mc_master_server_start(const mc_master_server_opts_t *o, mc_master_s
     so.max_inbuf = o->max_client_input;
     so.max_inbuf_total = o->max_input_total;
     so.first_frame_timeout_us = o->first_frame_timeout_us;
+    so.auth_key = o->auth_key;
     st = mc_rpc_server_create(rs, n, &so, &s->rpc);
     mc_free(rs);
     if (st != MC_OK)

@@ -68,6 +68,8 @@ typedef struct cli {
     mc_reactor_group_t *g;
     mc_rpc_client_t *rpc;
     const char *redis_master; /* --master redis://...: the store client follows the leader */
+    const char *secret_file;  /* --secret-file: authenticate (the cluster's secret) */
+    mc_auth_key_t key;
 } cli_t;
 
 static const char usage_text[] =
@@ -90,6 +92,8 @@ static const char usage_text[] =
     "                       HA masters\n"
     "  --http HOST:PORT     mooncake-master HTTP ($MOONCAKE_HTTP, default 127.0.0.1:9003)\n"
     "  --timeout SECONDS    per call (default 5)\n"
+    "  --secret-file FILE   the cluster's secret ([security] secret_file;\n"
+    "                       $MOONCAKE_SECRET_FILE): authenticate to the master and nodes\n"
     "  -v, --verbose        library log at info;  -q, --quiet  no library log at all\n"
     "  -h, --help           this text;  -V, --version  print the version\n"
     "exit status: 0 ok, 1 the operation failed, 2 usage error\n";
@@ -174,6 +178,7 @@ static int rpc_open(cli_t *c)
     co.port = c->mport;
     co.call_timeout_us = c->timeout_us;
     co.connect_timeout_us = c->timeout_us < 3000000 ? c->timeout_us : 3000000;
+    co.auth_key = c->secret_file != NULL ? &c->key : NULL;
     mc_status_t st = mc_rpc_client_create(mc_reactor_group_get(c->g, 0), &co, &c->rpc);
     if (st != MC_OK) {
         fprintf(stderr, PROG ": master %s:%u: %s (%s)\n", c->mhost, c->mport, mc_status_str(st),
@@ -231,6 +236,7 @@ static mc_status_t store_open(cli_t *c, mc_store_t **out)
     sc.local_buffer_size = 0;   /* the value's memory is registered instead */
     sc.reactors = 1;
     sc.rpc_timeout_us = c->timeout_us;
+    sc.secret_file = c->secret_file;
     return mc_store_open(&sc, out);
 }
 
@@ -1391,6 +1397,9 @@ int main(int argc, char **argv)
 {
     cli_t c = {.timeout_us = 5000000};
     const char *master = getenv("MOONCAKE_MASTER"), *http = getenv("MOONCAKE_HTTP");
+    c.secret_file = getenv("MOONCAKE_SECRET_FILE");
+    if (c.secret_file != NULL && c.secret_file[0] == '\0')
+        c.secret_file = NULL;
     int verbose = 0, quiet = 0;
     c.http_given = http != NULL && http[0] != '\0';
     if (master == NULL || master[0] == '\0')
@@ -1398,8 +1407,9 @@ int main(int argc, char **argv)
     if (!c.http_given)
         http = "127.0.0.1:9003";
     static const struct option lo[] = {
-        {"master", 1, 0, 'm'}, {"http", 1, 0, 'H'}, {"timeout", 1, 0, 't'}, {"verbose", 0, 0, 'v'},
-        {"quiet", 0, 0, 'q'},  {"help", 0, 0, 'h'}, {"version", 0, 0, 'V'}, {0, 0, 0, 0}};
+        {"master", 1, 0, 'm'},  {"http", 1, 0, 'H'},        {"timeout", 1, 0, 't'},
+        {"verbose", 0, 0, 'v'}, {"quiet", 0, 0, 'q'},       {"help", 0, 0, 'h'},
+        {"version", 0, 0, 'V'}, {"secret-file", 1, 0, 'S'}, {0, 0, 0, 0}};
     int o;
     /* "+": stop at the command, whose own options follow it */
     while ((o = getopt_long(argc, argv, "+m:t:vqhV", lo, NULL)) != -1) {
@@ -1419,6 +1429,9 @@ int main(int argc, char **argv)
             c.timeout_us = (uint64_t)(s * 1e6);
             break;
         }
+        case 'S':
+            c.secret_file = optarg;
+            break;
         case 'v':
             verbose = 1;
             break;
@@ -1433,6 +1446,13 @@ int main(int argc, char **argv)
             return 0;
         default:
             fputs(usage_text, stderr);
+            return EXIT_USAGE;
+        }
+    }
+    if (c.secret_file != NULL) {
+        char why[300];
+        if (mc_auth_key_load(c.secret_file, &c.key, why, sizeof(why)) != MC_OK) {
+            fprintf(stderr, PROG ": --secret-file: %s\n", why);
             return EXIT_USAGE;
         }
     }

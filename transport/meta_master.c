@@ -754,6 +754,7 @@ mc_status_t meta_master_open(const char *host, uint16_t port, mc_reactor_t *r,
     mc_rpc_client_opts_init(&ro);
     ro.host = host;
     ro.port = port;
+    ro.auth_key = m->o.auth_key;
     ro.call_timeout_us = m->o.call_timeout_us;
     ro.connect_timeout_us = m->o.call_timeout_us < CONNECT_TIMEOUT_MAX_US ? m->o.call_timeout_us
                                                                           : CONNECT_TIMEOUT_MAX_US;
