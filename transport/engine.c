@@ -509,7 +509,8 @@ mc_status_t te_desc_decode(mc_te_t *te, te_seg_t *seg, const uint8_t *p, size_t 
             ret[id]->next = seg->retired;
             seg->retired = ret[id];
         }
-        seg->tp[id] = peers[id];
+        /* atomic: transports' reactors read it without seg_lock (rdma_ep.c) */
+        __atomic_store_n(&seg->tp[id], peers[id], __ATOMIC_RELEASE);
     }
     if (strcmp(seg->host, host) != 0 || seg->port != port)
         atomic_fetch_add(&seg->gen, 1); /* lanes follow (tcp.c) */

@@ -84,7 +84,7 @@ _Static_assert(sizeof(rd_submit_t) <= TE_SUBMIT_PRIV, "rd_submit_t fits te_submi
 /* The engine's rdma transport (NULL when not installed) and a segment's
  * NICs as last described (NULL: none, it is reached otherwise). */
 #define RD_OF(te) ((rd_transport_t *)(te)->tp[TE_TP_RDMA])
-#define RD_PEER(seg) ((rd_peer_t *)(seg)->tp[TE_TP_RDMA])
+#define RD_PEER(seg) ((rd_peer_t *)__atomic_load_n(&(seg)->tp[TE_TP_RDMA], __ATOMIC_ACQUIRE))
 
 /* An endpoint's machine (rd_ep_fsm, rdma_ep.c: ep_set_state is the only
  * writer after creation):

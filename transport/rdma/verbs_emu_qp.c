@@ -119,7 +119,7 @@ static int drain(int fd, uint64_t len)
     return 0;
 }
 
-/* Is the packet addressed to this port (its destination GID in our table,
+/* Is the packet addressed to this port (c->mu held: its destination GID in our table,
  * of the source's GID type; or our LID without a GRH on IB)? */
 static int addressed_here(const rv_ctx_t *c, const emu_req_t *q)
 {
@@ -167,7 +167,10 @@ static void *srv_thread(void *arg)
             break;
         }
         uint32_t st = EMU_DROP;
-        if (addressed_here(c, &q)) {
+        pthread_mutex_lock(&c->mu); /* the table changes at a query (GID events) */
+        int here = addressed_here(c, &q);
+        pthread_mutex_unlock(&c->mu);
+        if (here) {
             /* a QP still on its way to RTR (the passive side of a handshake
              * posts before the active side got its answer) is waited for
              * up to EMU_RETRY_MS, as a NIC retransmits before it reports
@@ -332,8 +335,10 @@ static uint32_t emu_execute(rv_ctx_t *c, rv_qp_t *qp, const rv_send_wr_t *wr)
     q.psn = qp->next_psn;
     q.global = qp->is_global;
     if (qp->is_global) {
+        pthread_mutex_lock(&c->mu); /* the table changes at a query (GID events) */
         memcpy(q.src_gid, c->gids[qp->sgid_index].gid, 16);
         q.src_type = c->gids[qp->sgid_index].type;
+        pthread_mutex_unlock(&c->mu);
         memcpy(q.dst_gid, qp->dgid, 16);
     }
     q.src_lid = c->ll == RV_LL_IB ? (uint16_t)c->id : 0;

@@ -24,11 +24,14 @@
 
 #include <pthread.h>
 #include <stdio.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "test/rdma_env.h"
+#include "mooncake/log.h"
 #include "mooncake/transfer.h"
 #include "rpc/fields.h"
 #include "rpc/methods.h"
@@ -765,6 +768,8 @@ static void a_gid_change_is_requeried_and_republished_and_other_ports_are_ignore
     assert_int_equal(xfer(&b, &a, MC_TE_WRITE, 0, 0, 1u << 20), MC_OK);
     const rd_peer_t *p = peer_of(&b, mc_te_local_name(a.te));
     assert_true(rd_gid_is_v4mapped(p->nic[0].gid)); /* RoCE v2, IPv4 */
+    assert_int_equal(p->nic[0].link_layer, RV_LL_ETH);
+    assert_int_equal(p->nic[0].gid_type, RV_GID_TYPE_ROCE_V2);
     assert_int_not_equal(p->instance, 0);
     te_rdma_nic_stats_t s0, s1;
     te_rdma_stats(a.te, &s0, 1);
@@ -891,6 +896,107 @@ static void a_restarted_peer_s_pooled_endpoint_is_dropped_not_waited_out(void **
     lossy_fabric(0);
 }
 
+/* Captures log lines (the refusals name device, port and reason). */
+static char g_log[8192];
+static size_t g_log_len;
+
+static void log_sink(void *arg, mc_log_level_t level, const char *comp, const char *line,
+                     size_t len)
+{
+    (void)arg;
+    (void)level;
+    (void)comp;
+    if (g_log_len + len + 1 < sizeof(g_log)) {
+        memcpy(g_log + g_log_len, line, len);
+        g_log_len += len;
+        g_log[g_log_len++] = '\n';
+        g_log[g_log_len] = '\0';
+    }
+}
+
+static mc_status_t install_logged(const char *matrix)
+{
+    mc_te_opts_t o;
+    mc_te_opts_init(&o);
+    o.listen_host = "127.0.0.1";
+    o.reactors = 1;
+    o.rdma_emulated = 2;
+    o.rdma_matrix = matrix;
+    mc_te_t *te;
+    assert_int_equal(mc_te_create(&o, &te), MC_OK);
+    g_log_len = 0;
+    g_log[0] = '\0';
+    mc_log_set_spec("error", NULL, 0); /* the refusals are errors */
+    mc_log_set_sink(log_sink, NULL);
+    mc_status_t st = mc_te_install_transport(te, "rdma");
+    mc_log_set_sink(NULL, NULL);
+    mc_te_destroy(te);
+    return st;
+}
+
+static void a_device_that_is_not_usable_is_refused_at_open_naming_device_and_port(void **state)
+{
+    (void)state;
+    /* a user matrix names a NIC whose port is down (it was not checked) */
+    rv_emu_set_down("emu_1", 1);
+    assert_int_equal(install_logged("{\"cpu:0\": [[\"emu_0\", \"emu_1\"], []]}"),
+                     MC_ERR_DEVICE_NOT_FOUND);
+    assert_non_null(strstr(g_log, "RDMA device emu_1 port 1 is not usable: port 1 is DOWN"));
+    rv_emu_set_down("emu_1", 0);
+    /* a NIC whose GID table has nothing usable */
+    rv_emu_dev_opts_t nogid = {.no_gid = 1};
+    rv_emu_set_device("emu_0", &nogid);
+    assert_int_equal(install_logged(NULL), MC_ERR_DEVICE_NOT_FOUND);
+    assert_non_null(strstr(g_log, "RDMA device emu_0 port 1 is not usable"));
+    assert_non_null(strstr(g_log, "no usable GID"));
+    rv_emu_set_device("emu_0", NULL);
+    /* an InfiniBand port works, its LID in the descriptor */
+    rv_emu_dev_opts_t ib = {.link_layer = RV_LL_IB};
+    rv_emu_set_device("emu_0", &ib);
+    rv_emu_set_device("emu_1", &ib);
+    eng_t a, b;
+    eng_make(&a, 2, 4096, NULL, 0);
+    eng_make(&b, 2, 4096, NULL, 0);
+    assert_int_equal(xfer(&a, &b, MC_TE_WRITE, 0, 0, 1u << 20), MC_OK);
+    assert_memory_equal(a.mem, b.mem, 1u << 20);
+    mc_te_segment_t id;
+    assert_int_equal(mc_te_open_segment(a.te, mc_te_local_name(b.te), &id), MC_OK);
+    const rd_peer_t *p = RD_PEER(te_seg_get(a.te, id));
+    assert_int_equal(p->nic[0].link_layer, RV_LL_IB);
+    assert_int_not_equal(p->nic[0].lid, 0);
+    eng_free(&a);
+    eng_free(&b);
+    rv_emu_set_device("emu_0", NULL);
+    rv_emu_set_device("emu_1", NULL);
+}
+
+static void a_memlock_limit_below_a_registration_is_named_with_the_fix(void **state)
+{
+    (void)state;
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        struct rlimit rl;
+        getrlimit(RLIMIT_MEMLOCK, &rl);
+        rl.rlim_cur = 64 << 10; /* lowering the soft limit needs no privilege */
+        if (setrlimit(RLIMIT_MEMLOCK, &rl) != 0)
+            _exit(2);
+        char why[400];
+        if (rd_memlock_check(32 << 10, why, sizeof(why)) != MC_OK)
+            _exit(3);
+        if (rd_memlock_check(1 << 20, why, sizeof(why)) != MC_ERR_MEMORY)
+            _exit(4);
+        _exit(strstr(why, "RLIMIT_MEMLOCK is 64 KiB") && strstr(why, "ulimit -l unlimited") &&
+                      strstr(why, "LimitMEMLOCK=infinity")
+                  ? 0
+                  : 5);
+    }
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+}
+
 int main(void)
 {
     test_rdma_env_clear();
@@ -914,6 +1020,8 @@ int main(void)
         cmocka_unit_test(a_gid_change_is_requeried_and_republished_and_other_ports_are_ignored),
         cmocka_unit_test(a_stuck_endpoint_fails_its_slices_at_the_slice_timeout),
         cmocka_unit_test(a_restarted_peer_s_pooled_endpoint_is_dropped_not_waited_out),
+        cmocka_unit_test(a_device_that_is_not_usable_is_refused_at_open_naming_device_and_port),
+        cmocka_unit_test(a_memlock_limit_below_a_registration_is_named_with_the_fix),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
