@@ -26,7 +26,7 @@ CC ?= cc
 PKG_CONFIG ?= pkg-config
 # libraries of the library proper; RDMA and CUDA come in at run time or via
 # their own detection (transport/).
-LIB_PKGS := libevent hiredis numa libpcre2-8
+LIB_PKGS := libevent hiredis numa libpcre2-8 libsodium
 # The real verbs provider (transport/rdma/verbs_real.c) is built against
 # libibverbs when its headers exist; without them it reports no devices.
 HAVE_IBVERBS := $(shell test -f /usr/include/infiniband/verbs.h && echo 1)
