@@ -5,10 +5,11 @@
  * which is sent after every byte of every replica was written; any failure
  * after PutStart sends PutRevoke (once no write is in flight any more) and
  * reports the failure's cause, not the revoke's outcome. Except after a
- * write that timed out: it may still land (a slow target, not a dead one),
- * so its space must not be reused at once; such a put is left to the
- * master, which discards it after put_start_discard_timeout (the key is
- * busy until then: OBJECT_ALREADY_EXISTS) and frees its space after
+ * write that timed out or whose connection was lost: it may still land (a
+ * slow or stopped target, a partition that heals, bytes a closed socket
+ * still sends), so its space must not be reused at once; such a put is left
+ * to the master, which discards it after put_start_discard_timeout (the key
+ * is busy until then: OBJECT_ALREADY_EXISTS) and frees its space after
  * put_start_release_timeout.
  *
  * A source that the transports can use in place (registered memory, or any
@@ -78,16 +79,20 @@ static mc_status_t xfer_status(mc_status_t st)
     return st == MC_ERR_CANCELED ? st : MC_ERR_TRANSFER_FAIL;
 }
 
-/* A write that failed this way may still land later (the target may be
- * slow, not gone): its space must not be handed out again at once, so such
- * a put is not revoked but left to the master, which discards it after
- * put_start_discard_timeout and reuses the space after
- * put_start_release_timeout. Other failures (connection refused or lost,
- * range refused by the target) leave nothing in flight. */
+/* A write that failed this way may still land later: its space must not be
+ * handed out again at once, so such a put is not revoked but left to the
+ * master, which discards it after put_start_discard_timeout and reuses the
+ * space after put_start_release_timeout. A timeout: the target may be slow
+ * or stopped, not gone. A lost connection: the bytes already handed to the
+ * kernel are sent even after the socket is closed (the lane of a timed-out
+ * write is dropped with other writes' bytes in it) and a stopped target or
+ * a healed partition delivers them later, over an object the space was
+ * given to meanwhile (the chaos driver found exactly that). Only a target
+ * that refused the range answered for every byte. */
 static int may_land_later(const mc_te_status_t *ts)
 {
     return ts->state == MC_TE_TIMEOUT || ts->error == MC_ERR_RPC_TIMEOUT ||
-           ts->error == MC_ERR_TIMEOUT;
+           ts->error == MC_ERR_TIMEOUT || ts->error == MC_ERR_CONN_CLOSED;
 }
 
 static const char *replica_endpoint(const mc_master_replica_desc_t *d)

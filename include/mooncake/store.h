@@ -23,8 +23,9 @@
  * Keys: 1..4096 bytes (any bytes but NUL). Values: > 0 bytes. Every write is
  * all-or-nothing: an object becomes readable only when every byte of every
  * replica is written (PutStart -> transfers -> PutEnd; any failure revokes,
- * except a write that timed out, which may still land: that put is left to
- * the master's put_start_discard_timeout, and the key stays busy until then).
+ * except a write that timed out or lost its connection, which may still
+ * land: that put is left to the master's put_start_discard_timeout, and the
+ * key stays busy until then).
  *
  * Statuses are mc_status_t with upstream's store codes: e.g.
  * MC_ERR_OBJECT_NOT_FOUND, MC_ERR_OBJECT_ALREADY_EXISTS, MC_ERR_INVALID_KEY,

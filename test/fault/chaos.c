@@ -1337,7 +1337,7 @@ static void report(void)
            (unsigned long long)atomic_load(&G.ops[OP_PUT]),
            (unsigned long long)atomic_load(&G.ops[OP_GET]),
            (unsigned long long)atomic_load(&G.ops[OP_REMOVE]));
-    printf("acknowledged puts: %llu; keys checked after acknowledgement: %llu\n",
+    printf("acknowledged puts: %llu; checks of acknowledged keys: %llu\n",
            (unsigned long long)atomic_load(&G.acked), (unsigned long long)atomic_load(&G.verified));
     printf("failed cleanly: %llu (", (unsigned long long)atomic_load(&G.failed_clean));
     for (int i = 0; i < G.nfails; i++)

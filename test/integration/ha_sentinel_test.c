@@ -55,6 +55,7 @@
 typedef struct env {
     char dir[64];
     test_sentinels_t ts;
+    unsigned dead_sentinel; /* a port nothing listens on */
     char master_url[512], meta_url[512];
     tc_master_t m[NMASTERS];
     tc_node_t node[NNODES];
@@ -67,7 +68,9 @@ typedef struct env {
 static int start_master(env_t *e, int i)
 {
     char backend[400], log[160], wait[64];
-    snprintf(backend, sizeof(backend), "ha.backend=redis-sentinel://%s/" PRIMARY_NAME "/0",
+    /* the list starts with a Sentinel that does not run: the others are asked */
+    snprintf(backend, sizeof(backend),
+             "ha.backend=redis-sentinel://127.0.0.1:%u,%s/" PRIMARY_NAME "/0", e->dead_sentinel,
              e->ts.list);
     snprintf(log, sizeof(log), "log.file=%s/master-%d.log", e->dir, i);
     snprintf(wait, sizeof(wait), "ha.wait_replicas=%u", e->wait_replicas);
@@ -151,6 +154,7 @@ static int setup(void **state)
         return -1;
     if (ts_start(&e.ts, e.dir) != 0)
         return -1;
+    e.dead_sentinel = test_free_port();
     snprintf(e.master_url, sizeof(e.master_url),
              "redis-sentinel://%s/" PRIMARY_NAME "/0?cluster=" CLUSTER, e.ts.list);
     snprintf(e.meta_url, sizeof(e.meta_url), "redis-sentinel://%s/" PRIMARY_NAME "/1", e.ts.list);

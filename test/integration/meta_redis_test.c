@@ -157,10 +157,15 @@ static int sentinel_teardown(void **state)
     return 0;
 }
 
-static mc_meta_t *open_sentinel_meta(meta_env_t *e, const char *name, int db, uint64_t timeout_us)
+/* dead_first: the list starts with a Sentinel that is not running (the
+ * next ones are asked). */
+static mc_meta_t *open_sentinel_meta(meta_env_t *e, const char *name, int db, uint64_t timeout_us,
+                                     int dead_first)
 {
-    char conn[400];
-    snprintf(conn, sizeof(conn), "redis-sentinel://%s/%s/%d", TS.list, name, db);
+    char conn[400], dead[64] = "";
+    if (dead_first)
+        snprintf(dead, sizeof(dead), "127.0.0.1:%u,", test_free_port());
+    snprintf(conn, sizeof(conn), "redis-sentinel://%s%s/%s/%d", dead, TS.list, name, db);
     mc_meta_opts_t o;
     mc_meta_opts_init(&o);
     o.owner_hi = 7;
@@ -175,9 +180,6 @@ static mc_meta_t *open_sentinel_meta(meta_env_t *e, const char *name, int db, ui
 /* The value of key in db on the redis-server at port, straight from it. */
 static int redis_has(unsigned port, int db, const char *key, const char *want)
 {
-    redisReply *r = ts_cmd(port, "SELECT %d", db); /* a connection of its own: no effect */
-    if (r != NULL)
-        freeReplyObject(r);
     struct timeval tv = {1, 0};
     redisContext *c = redisConnectWithTimeout("127.0.0.1", (int)port, tv);
     if (c == NULL || c->err) {
@@ -186,7 +188,7 @@ static int redis_has(unsigned port, int db, const char *key, const char *want)
         return 0;
     }
     int ok = 0;
-    r = redisCommand(c, "SELECT %d", db);
+    redisReply *r = redisCommand(c, "SELECT %d", db);
     if (r != NULL)
         freeReplyObject(r);
     r = redisCommand(c, "GET %s", key);
@@ -210,10 +212,11 @@ static int put_within(mc_meta_t *m, const char *key, const char *val, int ms)
     return 0;
 }
 
+/* (the first Sentinel of the list is not running: the others are asked) */
 static void the_sentinels_lead_to_the_primary_and_a_killed_one_is_replaced(void **state)
 {
     meta_env_t *e = *state;
-    mc_meta_t *m = open_sentinel_meta(e, TEST_SENTINEL_NAME, 2, 2000000);
+    mc_meta_t *m = open_sentinel_meta(e, TEST_SENTINEL_NAME, 2, 2000000, 1);
     unsigned p0 = TS.redis_port[0], p1 = TS.redis_port[1];
     assert_int_equal(mc_meta_put_sync(m, "mc/s/seg/a", "one", 3), MC_OK);
     meta_check_value(m, "mc/s/seg/a", "one", 3);
@@ -236,7 +239,7 @@ static void the_sentinels_lead_to_the_primary_and_a_killed_one_is_replaced(void 
 static void a_switchover_moves_the_backend_to_the_new_primary(void **state)
 {
     meta_env_t *e = *state;
-    mc_meta_t *m = open_sentinel_meta(e, TEST_SENTINEL_NAME, 3, 2000000);
+    mc_meta_t *m = open_sentinel_meta(e, TEST_SENTINEL_NAME, 3, 2000000, 0);
     unsigned p0 = TS.redis_port[0], p1 = TS.redis_port[1];
     assert_int_equal(mc_meta_put_sync(m, "mc/s/seg/c", "three", 5), MC_OK);
     assert_int_equal(ts_wait_replicas(p0, 1, 5000), 0);
@@ -266,7 +269,7 @@ static void a_switchover_moves_the_backend_to_the_new_primary(void **state)
 static void an_unknown_primary_name_fails_calls_within_their_timeout(void **state)
 {
     meta_env_t *e = *state;
-    mc_meta_t *m = open_sentinel_meta(e, "nosuchprimary", 0, 500000);
+    mc_meta_t *m = open_sentinel_meta(e, "nosuchprimary", 0, 500000, 0);
     uint64_t t0 = mc_now_us();
     mc_status_t st = mc_meta_put_sync(m, "mc/s/seg/x", "x", 1);
     uint64_t dt = mc_now_us() - t0;
