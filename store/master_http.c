@@ -13,6 +13,16 @@
  *                     200 for the leader and a single master, 503 otherwise,
  *                     so a load balancer's health check finds the leader
  *   /ha_status        JSON: role, leader, view version, lease, journal, lag
+ *   /auth             {"nonce": HEX}: a challenge for the endpoints below
+ *                     that need authentication (with [security] secret_file)
+ *
+ * Authentication (a secret set): /keys lists keys, so it needs a proof. The
+ * client takes a fresh server nonce from GET /auth (valid 30 s, once), picks
+ * its own, and sends "X-Mooncake-Auth: SERVER_NONCE.CLIENT_NONCE.PROOF"
+ * (hex; PROOF = the client proof of util/auth.h over the two nonces); the
+ * answer carries "X-Mooncake-Auth-Server: PROOF" (the server's, over the
+ * same nonces) so the client knows whom it talked to. Anything else is 401
+ * with the reason. A replayed header finds its nonce used.
  *   /metadata?key=K   upstream's HTTP metadata protocol (GET/PUT/DELETE; see
  *                     transport/meta_http_srv.h) on the embedded metadata KV,
  *                     unless server.http_metadata is off; also on the extra
@@ -433,11 +443,75 @@ static void done_keys(scan_job_t *j)
     scan_job_free(j);
 }
 
+#define HTTP_CHALLENGE_TTL_US 30000000u
+
+static void on_auth(struct evhttp_request *req, void *arg)
+{
+    master_srv_t *s = arg;
+    struct http_challenge *ch = &s->challenges[s->next_challenge++ % MC_ARRAY_SIZE(s->challenges)];
+    mc_auth_nonce(ch->nonce);
+    ch->until_us = mc_now_us() + HTTP_CHALLENGE_TTL_US;
+    char hex[2 * MC_AUTH_NONCE_LEN + 1];
+    mc_auth_hex(ch->nonce, MC_AUTH_NONCE_LEN, hex);
+    struct evbuffer *b = evbuffer_new();
+    if (b == NULL) {
+        evhttp_send_error(req, 500, "out of memory");
+        return;
+    }
+    evbuffer_add_printf(b, "{\"nonce\": \"%s\"}\n", hex);
+    send_text(req, 200, "OK", b, "application/json");
+    evbuffer_free(b);
+}
+
+/* With a key: the request's X-Mooncake-Auth proves the secret over a live
+ * challenge (used up here); the server's proof goes into the answer's
+ * headers. 1 when admitted; otherwise 401 was sent. */
+static int http_admit(master_srv_t *s, struct evhttp_request *req)
+{
+    if (!s->has_key)
+        return 1;
+    const char *h = evhttp_find_header(evhttp_request_get_input_headers(req), "X-Mooncake-Auth");
+    const char *why = "authentication required: GET /auth, then X-Mooncake-Auth";
+    uint8_t ns[MC_AUTH_NONCE_LEN], nc[MC_AUTH_NONCE_LEN], proof[MC_AUTH_PROOF_LEN];
+    const char *d1 = h ? strchr(h, '.') : NULL, *d2 = d1 ? strchr(d1 + 1, '.') : NULL;
+    if (h != NULL) {
+        why = "malformed X-Mooncake-Auth";
+        if (d1 != NULL && d2 != NULL && mc_auth_unhex(h, (size_t)(d1 - h), ns, sizeof(ns)) == 0 &&
+            mc_auth_unhex(d1 + 1, (size_t)(d2 - d1 - 1), nc, sizeof(nc)) == 0 &&
+            mc_auth_unhex(d2 + 1, strlen(d2 + 1), proof, sizeof(proof)) == 0) {
+            why = "unknown, expired or used challenge";
+            uint64_t now = mc_now_us();
+            for (size_t i = 0; i < MC_ARRAY_SIZE(s->challenges); i++) {
+                struct http_challenge *ch = &s->challenges[i];
+                if (ch->until_us <= now || memcmp(ch->nonce, ns, sizeof(ns)) != 0)
+                    continue;
+                ch->until_us = 0; /* once */
+                why = "wrong proof (another secret?)";
+                if (mc_auth_check(&s->key, MC_AUTH_CLIENT, ns, nc, proof, sizeof(proof))) {
+                    uint8_t mine[MC_AUTH_PROOF_LEN];
+                    char hex[2 * MC_AUTH_PROOF_LEN + 1];
+                    mc_auth_proof(&s->key, MC_AUTH_SERVER, nc, ns, mine);
+                    mc_auth_hex(mine, sizeof(mine), hex);
+                    evhttp_add_header(evhttp_request_get_output_headers(req),
+                                      "X-Mooncake-Auth-Server", hex);
+                    return 1;
+                }
+                break;
+            }
+        }
+    }
+    MC_DEBUG(HTTP, "refused %s: %s", evhttp_request_get_uri(req), why);
+    evhttp_send_error(req, 401, why);
+    return 0;
+}
+
 static void on_keys(struct evhttp_request *req, void *arg)
 {
     if (mc_meta_http_read_only(req))
         return;
     master_srv_t *s = arg;
+    if (!http_admit(s, req))
+        return;
     struct evkeyvalq q;
     const char *query = evhttp_uri_get_query(evhttp_request_get_evhttp_uri(req));
     q.tqh_first = NULL; /* TAILQ_INIT, without <sys/queue.h> */
@@ -605,6 +679,7 @@ static void http_start_on_reactor(void *arg)
     evhttp_set_cb(s->http, "/health", on_health, s);
     evhttp_set_cb(s->http, "/segments", on_segments, s);
     evhttp_set_cb(s->http, "/keys", on_keys, s);
+    evhttp_set_cb(s->http, "/auth", on_auth, s);
     evhttp_set_cb(s->http, "/role", on_role, s);
     evhttp_set_cb(s->http, "/ha_status", on_ha_status, s);
     if (s->opts.http_metadata)

@@ -1142,6 +1142,11 @@ mc_status_t mc_master_server_start(const mc_master_server_opts_t *o, mc_master_s
     if (s == NULL)
         return MC_ERR_NOMEM;
     s->opts = *o;
+    if (o->auth_key != NULL) {
+        s->key = *o->auth_key;
+        s->has_key = 1;
+    }
+    s->opts.auth_key = s->has_key ? &s->key : NULL; /* the caller's copy is not ours to keep */
     s->bind_address = mc_strdup(o->bind_address ? o->bind_address : "0.0.0.0");
     s->fsdir = mc_strdup(o->fsdir ? o->fsdir : "");
     mc_status_t st = MC_ERR_NOMEM;

@@ -66,6 +66,16 @@ typedef struct master_srv {
     mc_timer_t tick;
     int tick_armed;
     struct evhttp *http;
+    /* HTTP authentication (master_http.c): with a key, /keys needs a proof
+     * over a nonce from GET /auth (single use, HTTP_CHALLENGE_TTL_US);
+     * reactor 0 only */
+    int has_key;
+    mc_auth_key_t key;
+    struct http_challenge {
+        uint8_t nonce[MC_AUTH_NONCE_LEN];
+        uint64_t until_us; /* 0: free or used */
+    } challenges[64];
+    unsigned next_challenge;
     uint16_t http_port;
     uint16_t http_meta_port;           /* the extra metadata port, 0 = none */
     struct mc_meta_http_store *hstore; /* /metadata's view of the embedded KV */

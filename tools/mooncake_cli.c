@@ -559,7 +559,11 @@ static int cmd_stat(cli_t *c, int argc, char **argv)
 
 /* GET path from the master's HTTP port; the body (NUL-terminated) into *out.
  * Returns the HTTP status, or -1 with *err set (connect/read failure). */
-static int http_get(const cli_t *c, const char *path, mc_buf_t *out, const char **err)
+/* GET path; extra (NULL = none) is more header lines ("Name: value\r\n"),
+ * the answer's body goes to out and, if hdrs is not NULL, its header block
+ * to hdrs (NUL-terminated). The status code, or -1 with *err. */
+static int http_get_x(const cli_t *c, const char *path, const char *extra, mc_buf_t *out,
+                      mc_buf_t *hdrs, const char **err)
 {
     char port[8];
     snprintf(port, sizeof(port), "%u", c->hport);
@@ -596,7 +600,8 @@ static int http_get(const cli_t *c, const char *path, mc_buf_t *out, const char 
         return -1;
     }
     char req[2048];
-    int rl = snprintf(req, sizeof(req), "GET %s HTTP/1.0\r\nHost: %s\r\n\r\n", path, c->hhost);
+    int rl = snprintf(req, sizeof(req), "GET %s HTTP/1.0\r\nHost: %s\r\n%s\r\n", path, c->hhost,
+                      extra != NULL ? extra : "");
     if (rl <= 0 || (size_t)rl >= sizeof(req)) {
         *err = "request too long";
         goto out;
@@ -651,7 +656,9 @@ static int http_get(const cli_t *c, const char *path, mc_buf_t *out, const char 
             code = -1;
         } else {
             size_t off = (size_t)(sep + 4 - h);
-            if (mc_buf_append(out, h + off, hl - off) != MC_OK ||
+            if ((hdrs != NULL &&
+                 (mc_buf_append(hdrs, h, off) != MC_OK || mc_buf_append(hdrs, "", 1) != MC_OK)) ||
+                mc_buf_append(out, h + off, hl - off) != MC_OK ||
                 mc_buf_append(out, "", 1) != MC_OK) {
                 *err = "out of memory";
                 code = -1;
@@ -662,6 +669,53 @@ static int http_get(const cli_t *c, const char *path, mc_buf_t *out, const char 
 out:
     close(fd);
     return *err != NULL ? -1 : code;
+}
+
+static int http_get(const cli_t *c, const char *path, mc_buf_t *out, const char **err)
+{
+    return http_get_x(c, path, NULL, out, NULL, err);
+}
+
+/* GET path proving the secret (--secret-file) to the master's HTTP port: a
+ * challenge from /auth, our nonce and proof in X-Mooncake-Auth, the
+ * server's proof checked in the answer. Without a secret: a plain GET. */
+static int http_get_auth(const cli_t *c, const char *path, mc_buf_t *out, const char **err)
+{
+    if (c->secret_file == NULL)
+        return http_get(c, path, out, err);
+    mc_buf_t ch = MC_BUF_INIT, hdrs = MC_BUF_INIT;
+    int code = http_get(c, "/auth", &ch, err);
+    uint8_t ns[MC_AUTH_NONCE_LEN], nc[MC_AUTH_NONCE_LEN], proof[MC_AUTH_PROOF_LEN];
+    const char *q = code == 200 ? strstr((const char *)mc_buf_head(&ch), "\"nonce\": \"") : NULL;
+    if (code >= 0 &&
+        (q == NULL || mc_auth_unhex(q + 10, 2 * MC_AUTH_NONCE_LEN, ns, sizeof(ns)) != 0)) {
+        *err = "the master's HTTP port gave no challenge (/auth): an older master?";
+        code = -1;
+    }
+    mc_buf_fini(&ch);
+    if (code < 0)
+        return -1;
+    mc_auth_nonce(nc);
+    mc_auth_proof(&c->key, MC_AUTH_CLIENT, ns, nc, proof);
+    char hn[2 * MC_AUTH_NONCE_LEN + 1], hc[2 * MC_AUTH_NONCE_LEN + 1],
+        hp[2 * MC_AUTH_PROOF_LEN + 1];
+    char extra[300];
+    mc_auth_hex(ns, sizeof(ns), hn);
+    mc_auth_hex(nc, sizeof(nc), hc);
+    mc_auth_hex(proof, sizeof(proof), hp);
+    snprintf(extra, sizeof(extra), "X-Mooncake-Auth: %s.%s.%s\r\n", hn, hc, hp);
+    code = http_get_x(c, path, extra, out, &hdrs, err);
+    if (code == 200) {
+        const char *s = strcasestr((const char *)mc_buf_head(&hdrs), "X-Mooncake-Auth-Server: ");
+        uint8_t sp[MC_AUTH_PROOF_LEN];
+        if (s == NULL || mc_auth_unhex(s + 24, 2 * MC_AUTH_PROOF_LEN, sp, sizeof(sp)) != 0 ||
+            !mc_auth_check(&c->key, MC_AUTH_SERVER, nc, ns, sp, sizeof(sp))) {
+            *err = "the master's HTTP port did not prove the secret";
+            code = -1;
+        }
+    }
+    mc_buf_fini(&hdrs);
+    return code;
 }
 
 /* A flat JSON object as the master's HTTP port writes them: string, number
@@ -895,7 +949,7 @@ static int ls_http(cli_t *c, const char *regex, unsigned long limit, int *tried)
     snprintf(path, sizeof(path), "/keys?limit=%lu%s%s", limit, regex ? "&regex=" : "", enc);
     mc_buf_t body = MC_BUF_INIT;
     const char *err = NULL;
-    int code = http_get(c, path, &body, &err);
+    int code = http_get_auth(c, path, &body, &err);
     *tried = code >= 0;
     if (code < 0) {
         mc_buf_fini(&body);

@@ -102,3 +102,16 @@ int mc_auth_check(const mc_auth_key_t *key, mc_auth_role_t role,
     sodium_memzero(want, sizeof(want));
     return ok;
 }
+
+void mc_auth_hex(const uint8_t *b, size_t n, char *out)
+{
+    sodium_bin2hex(out, 2 * n + 1, b, n);
+}
+
+int mc_auth_unhex(const char *s, size_t slen, uint8_t *out, size_t n)
+{
+    size_t got = 0;
+    if (slen != 2 * n || sodium_hex2bin(out, n, s, slen, NULL, &got, NULL) != 0 || got != n)
+        return -1;
+    return 0;
+}

@@ -58,4 +58,10 @@ int mc_auth_check(const mc_auth_key_t *key, mc_auth_role_t role,
                   const uint8_t peer_nonce[MC_AUTH_NONCE_LEN],
                   const uint8_t own_nonce[MC_AUTH_NONCE_LEN], const void *proof, size_t len);
 
+/* Lowercase hex of b[0..n) into out (2n + 1 bytes, NUL-terminated). */
+void mc_auth_hex(const uint8_t *b, size_t n, char *out);
+
+/* Exactly n bytes from 2n hex digits s[0..slen): 0, or -1. */
+int mc_auth_unhex(const char *s, size_t slen, uint8_t *out, size_t n);
+
 #endif /* MC_UTIL_AUTH_H */
