@@ -96,6 +96,10 @@ $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(MC_CPPFLAGS) $(MC_CFLAGS) $(if $(filter $(LIB_SRCS),$<),$(LIB_CFLAGS)) -MMD -MP -c -o $@ $<
 
+# mc_version() (mooncake/version.h) is the Makefile's VERSION.
+$(BUILD)/obj/src/util/version.o: MC_CPPFLAGS += -DMC_VERSION_STRING='"$(VERSION)"'
+$(BUILD)/obj/src/util/version.o: Makefile
+
 $(STATIC_LIB): $(LIB_OBJS)
 	@mkdir -p $(dir $@)
 	rm -f $@

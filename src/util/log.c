@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <time.h>
@@ -28,6 +29,17 @@ static const char level_letters[] = "EWIDT";
 static _Atomic int log_fd = 2;
 static _Thread_local char thread_name[16] = "main";
 
+/* The sink (mooncake/log.h): read-held while it runs, so that replacing it
+ * (write lock) waits for running calls and its arg can be freed after. */
+static pthread_rwlock_t sink_lock = PTHREAD_RWLOCK_INITIALIZER;
+static mc_log_sink_t sink_fn;
+static void *sink_arg;
+static _Atomic int sink_set; /* sink_fn != NULL, read without the lock first */
+
+/* Levels were set by the program: MC_LOG_LEVEL must not override them. */
+static _Atomic int levels_explicit;
+static pthread_once_t env_once = PTHREAD_ONCE_INIT;
+
 const char *mc_log_comp_name(mc_log_comp_t comp)
 {
     return (unsigned)comp < MC_LOGC_COUNT ? comp_names[comp] : "?";
@@ -41,6 +53,31 @@ const char *mc_log_level_name(mc_log_level_t level)
 void mc_log_set_fd(int fd)
 {
     atomic_store(&log_fd, fd);
+    mc_log_set_sink(NULL, NULL);
+}
+
+void mc_log_set_sink(mc_log_sink_t sink, void *arg)
+{
+    pthread_rwlock_wrlock(&sink_lock);
+    sink_fn = sink;
+    sink_arg = arg;
+    atomic_store(&sink_set, sink != NULL);
+    pthread_rwlock_unlock(&sink_lock);
+}
+
+static void env_apply(void)
+{
+    const char *spec = getenv("MC_LOG_LEVEL");
+    if (spec == NULL || atomic_load(&levels_explicit))
+        return;
+    char why[160];
+    if (mc_log_set_spec(spec, why, sizeof(why)) != MC_OK)
+        MC_WARN(CORE, "MC_LOG_LEVEL ignored: %s", why);
+}
+
+void mc_log_env_once(void)
+{
+    pthread_once(&env_once, env_apply);
 }
 
 void mc_log_set_thread_name(const char *name)
@@ -56,6 +93,7 @@ const char *mc_log_thread_name(void)
 
 void mc_log_set_level(mc_log_comp_t comp, mc_log_level_t level)
 {
+    atomic_store(&levels_explicit, 1);
     if ((unsigned)comp < MC_LOGC_COUNT)
         atomic_store_explicit(&mc_log_levels[comp], (int)level, memory_order_relaxed);
 }
@@ -132,6 +170,7 @@ mc_status_t mc_log_set_spec(const char *spec, char *errbuf, size_t errlen)
     }
     for (int c = 0; c < MC_LOGC_COUNT; c++)
         atomic_store(&mc_log_levels[c], levels[c]);
+    atomic_store(&levels_explicit, 1);
     return MC_OK;
 }
 
@@ -162,6 +201,17 @@ void mc_log_write(mc_log_comp_t comp, mc_log_level_t level, const char *fmt, ...
         len += 3;
     } else {
         len = (size_t)(n + m);
+    }
+    if (atomic_load_explicit(&sink_set, memory_order_relaxed)) {
+        pthread_rwlock_rdlock(&sink_lock);
+        if (sink_fn != NULL) {
+            line[len] = '\0';
+            sink_fn(sink_arg, level, mc_log_comp_name(comp), line, len);
+            pthread_rwlock_unlock(&sink_lock);
+            errno = saved_errno;
+            return;
+        }
+        pthread_rwlock_unlock(&sink_lock);
     }
     line[len++] = '\n';
     ssize_t w = write(atomic_load(&log_fd), line, len);

@@ -16,15 +16,8 @@
 #include <stdatomic.h>
 #include <stddef.h>
 
+#include "mooncake/log.h" /* the public half: levels, spec, fd, sink */
 #include "mooncake/status.h"
-
-typedef enum mc_log_level {
-    MC_LOG_ERR = 0,
-    MC_LOG_WARN,
-    MC_LOG_INFO,
-    MC_LOG_DEBUG,
-    MC_LOG_TRACE,
-} mc_log_level_t;
 
 /* X(enumerator suffix, name used in specs and in log lines) */
 #define MC_LOG_COMPONENTS(X)                                                                       \
@@ -72,19 +65,16 @@ void mc_log_write(mc_log_comp_t comp, mc_log_level_t level, const char *fmt, ...
 #define MC_LOG_ENABLED(comp, level)                                                                \
     ((int)(level) <= atomic_load_explicit(&mc_log_levels[MC_LOGC_##comp], memory_order_relaxed))
 
-/* Set levels from a spec: "info" (every component), "warn,rpc=debug,tcp=trace".
- * Level names: error|err, warn|warning, info, debug, trace. On a bad spec
- * nothing changes and MC_ERR_INVALID_PARAMS is returned; if errbuf is not NULL
- * it receives a message naming the bad part. */
-mc_status_t mc_log_set_spec(const char *spec, char *errbuf, size_t errlen);
-
+/* mc_log_set_spec, mc_log_set_all, mc_log_set_fd, mc_log_set_sink: see
+ * mooncake/log.h. */
 void mc_log_set_level(mc_log_comp_t comp, mc_log_level_t level);
-void mc_log_set_all(mc_log_level_t level);
 const char *mc_log_comp_name(mc_log_comp_t comp);
 const char *mc_log_level_name(mc_log_level_t level);
 
-/* Send log lines to fd (default 2, stderr). The fd stays owned by the caller. */
-void mc_log_set_fd(int fd);
+/* Apply MC_LOG_LEVEL once per process, unless levels were set explicitly
+ * before (mooncake/log.h). Called where a library client starts
+ * (mc_te_create); cheap after the first call. */
+void mc_log_env_once(void);
 
 /* Name of the calling thread in log lines (and in ps/top via pthread_setname_np;
  * truncated to 15 bytes there). */
