@@ -563,7 +563,7 @@ mc_status_t mc_store_register_buffer(mc_store_t *s, void *buf, size_t len)
 {
     if (s == NULL || buf == NULL || len == 0)
         return MC_ERR_INVALID_PARAMS;
-    return mc_te_register(s->te, buf, len, "cpu:0", 0);
+    return mc_te_register(s->te, buf, len, NULL, 0); /* the engine tells where it lives */
 }
 
 mc_status_t mc_store_unregister_buffer(mc_store_t *s, void *buf)
@@ -596,6 +596,7 @@ static void store_free(mc_store_t *s)
     mc_free(s->protocol);
     mc_free(s->master);
     mc_free(s->advertise_host);
+    mc_free(s->rdma_devices);
     mc_free(s);
 }
 
@@ -606,6 +607,7 @@ static char *dup_or(const char *v, const char *def)
 
 mc_status_t mc_store_open(const mc_store_config_t *c, mc_store_t **out)
 {
+    mc_log_env_once(); /* MC_LOG_LEVEL, before the first line of a host program */
     mc_store_config_t d;
     mc_store_config_init(&d);
     if (c == NULL || out == NULL) {
@@ -635,9 +637,12 @@ mc_status_t mc_store_open(const mc_store_config_t *c, mc_store_t **out)
     s->protocol = dup_or(c->protocol, d.protocol);
     s->master = dup_or(c->master, d.master);
     s->advertise_host = dup_or(c->advertise_host, d.advertise_host);
+    if (c->rdma_devices != NULL && c->rdma_devices[0] != '\0')
+        s->rdma_devices = mc_strdup(c->rdma_devices);
     mc_status_t st = MC_ERR_NOMEM;
     if ((c->local_hostname != NULL && s->local_hostname == NULL) || s->metadata == NULL ||
-        s->protocol == NULL || s->master == NULL || s->advertise_host == NULL) {
+        s->protocol == NULL || s->master == NULL || s->advertise_host == NULL ||
+        (c->rdma_devices != NULL && c->rdma_devices[0] != '\0' && s->rdma_devices == NULL)) {
         store_free(s);
         return st;
     }
@@ -703,6 +708,7 @@ mc_status_t mc_store_open(const mc_store_config_t *c, mc_store_t **out)
     to.reactors = c->reactors;
     to.host_base = c->host_base;
     to.timeout_us = s->cfg.transfer_timeout_us;
+    to.rdma_devices = s->rdma_devices; /* the engine keeps the pointer: ours lives as long */
     st = mc_te_create(&to, &s->te);
     if (st != MC_OK) {
         store_free(s);

@@ -16,6 +16,7 @@
 #include "rpc/methods.h"
 #include "transport/cuda.h"
 #include "transport/te_int.h"
+#include "transport/location.h"
 #include "util/log.h"
 #include "util/mem.h"
 #include "util/time.h"
@@ -189,7 +190,7 @@ static mc_status_t bufs_insert(mc_te_t *te, const mc_te_buffer_t *v, size_t n, c
 /* cuda:N memory is checked buffer by buffer (transport/cuda.c). */
 static mc_status_t check_location(const char *loc, const mc_te_buffer_t *bufs, size_t n)
 {
-    if (strncmp(loc, "cpu:", 4) == 0 || strcmp(loc, "*") == 0)
+    if (strncmp(loc, "cpu:", 4) == 0)
         return MC_OK;
     if (strncmp(loc, "cuda:", 5) == 0) {
         for (size_t k = 0; k < n; k++) {
@@ -225,11 +226,17 @@ static mc_status_t rdma_reg_new(mc_te_t *te, const mc_te_buffer_t *v, size_t n)
 mc_status_t mc_te_register_batch(mc_te_t *te, const mc_te_buffer_t *bufs, size_t n,
                                  const char *location, int remote_accessible)
 {
-    const char *loc = location ? location : "cpu:0";
     if (n == 0)
         return MC_OK;
     if (bufs == NULL)
         return MC_ERR_INVALID_ARGUMENT;
+    /* NULL or upstream's wildcard "*": ask the memory (of the first buffer) */
+    char detected[24]; /* te_buf_t.location */
+    const char *loc = location;
+    if (loc == NULL || strcmp(loc, "*") == 0) {
+        te_location_detect(bufs[0].addr, bufs[0].len, detected, sizeof(detected));
+        loc = detected;
+    }
     mc_status_t st = check_location(loc, bufs, n);
     if (st != MC_OK)
         return st;
@@ -530,6 +537,47 @@ int te_seg_range_ok(mc_te_t *te, te_seg_t *seg, uint64_t addr, uint64_t len)
     return ok;
 }
 
+mc_status_t mc_te_segment_buffer(mc_te_t *te, mc_te_segment_t seg, size_t i, int refresh,
+                                 uint64_t *addr, uint64_t *len)
+{
+    if (te == NULL)
+        return MC_ERR_INVALID_ARGUMENT;
+    uint64_t a = 0, l = 0;
+    mc_status_t st = MC_ERR_NOT_FOUND;
+    if (seg == MC_TE_LOCAL_SEGMENT) {
+        pthread_rwlock_rdlock(&te->buf_lock);
+        for (size_t k = 0, n = 0; k < te->nbufs; k++)
+            if (te->bufs[k].remote && n++ == i) {
+                a = te->bufs[k].addr;
+                l = te->bufs[k].len;
+                st = MC_OK;
+                break;
+            }
+        pthread_rwlock_unlock(&te->buf_lock);
+    } else {
+        te_seg_t *s = te_seg_get(te, seg);
+        if (s == NULL)
+            return MC_ERR_INVALID_ARGUMENT;
+        if (refresh && (st = te_seg_refresh(te, s)) != MC_OK)
+            return st;
+        st = MC_ERR_NOT_FOUND;
+        pthread_mutex_lock(&te->seg_lock);
+        if (i < s->nbufs) {
+            a = s->bufs[i].addr;
+            l = s->bufs[i].len;
+            st = MC_OK;
+        }
+        pthread_mutex_unlock(&te->seg_lock);
+    }
+    if (st == MC_OK) {
+        if (addr != NULL)
+            *addr = a;
+        if (len != NULL)
+            *len = l;
+    }
+    return st;
+}
+
 /* Fetch the segment's descriptor again (blocking: not on a reactor). */
 mc_status_t te_seg_refresh(mc_te_t *te, te_seg_t *seg)
 {
@@ -730,6 +778,7 @@ static void te_free(mc_te_t *te)
 
 mc_status_t mc_te_create(const mc_te_opts_t *o, mc_te_t **out)
 {
+    mc_log_env_once(); /* MC_LOG_LEVEL, before the first line of a host program */
     mc_te_opts_t d;
     mc_te_opts_init(&d);
     if (o == NULL)
