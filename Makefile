@@ -6,6 +6,7 @@
 #   make run          mooncake-master on conf/ defaults (see README.md)
 #   make deps         install missing Debian packages (no-op when all present)
 #   make fuzz         libFuzzer targets (clang), each for FUZZ_TIME seconds
+#   make python       the Python package into $(BUILD)/python (PYTHONPATH=build/python)
 #   make install PREFIX=/usr/local
 #
 # Sources are found by folder: every .c under the library folders goes into
@@ -84,13 +85,16 @@ INTEG_TEST_SRCS := $(sort $(wildcard test/integration/*_test.c))
 INTEG_TESTS := $(INTEG_TEST_SRCS:%.c=$(BUILD)/%)
 
 .PHONY: all lib programs tests check unit integration asan ubsan tsan run deps fuzz \
-        install uninstall clean format help
+        install uninstall clean format help python
 .DEFAULT_GOAL := all
 
 all: lib programs
 lib: $(STATIC_LIB) $(SHARED_LIB)
 programs: $(PROGRAMS)
-tests: all $(UNIT_TESTS) $(INTEG_TESTS) $(TEST_HELPERS)
+# The Python package is part of the tests (test/python), except in sanitizer
+# builds: an instrumented extension would need the runtime preloaded into
+# the interpreter.
+tests: all $(UNIT_TESTS) $(INTEG_TESTS) $(TEST_HELPERS) $(if $(SAN),,python)
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -118,6 +122,32 @@ $(BUILD)/test/%: $(BUILD)/obj/test/%.o $(STATIC_LIB)
 $(BUILD)/test/bin/%: $(BUILD)/obj/test/integration/helpers/%.o $(STATIC_LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(MC_CFLAGS) $(MC_LDFLAGS) -o $@ $< $(STATIC_LIB) $(LDLIBS_TEST) $(LDLIBS_LIB)
+
+# Python package (python/README.md): the C extension links the static
+# library (its objects are -fPIC) so the module needs no libmooncake.so at
+# run time; the pure-Python modules are copied next to it.
+PYTHON ?= /usr/bin/python3
+PY_INCLUDE := $(shell $(PYTHON) -c 'import sysconfig; print(sysconfig.get_paths()["include"])' 2>/dev/null)
+PY_EXT_SUFFIX := $(shell $(PYTHON) -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))' 2>/dev/null)
+PY_CSRCS := $(sort $(wildcard python/csrc/*.c))
+PY_COBJS := $(PY_CSRCS:%.c=$(BUILD)/obj/%.o)
+PY_MODS := $(sort $(wildcard python/mooncake/*.py))
+PY_OUT := $(BUILD)/python/mooncake
+PY_EXT := $(PY_OUT)/_mooncake$(PY_EXT_SUFFIX)
+
+python: $(PY_EXT) $(PY_MODS:python/mooncake/%=$(PY_OUT)/%)
+
+$(PY_COBJS): MC_CPPFLAGS += -isystem $(PY_INCLUDE) -fvisibility=hidden
+
+$(PY_EXT): $(PY_COBJS) $(STATIC_LIB)
+	@test -n "$(PY_EXT_SUFFIX)" || { echo "make python: $(PYTHON) not usable (install python3-dev)"; exit 1; }
+	@mkdir -p $(dir $@)
+	$(CC) $(MC_CFLAGS) $(MC_LDFLAGS) -shared -Wl,--exclude-libs,ALL -o $@ $(PY_COBJS) \
+	      $(STATIC_LIB) $(LDLIBS_LIB)
+
+$(PY_OUT)/%.py: python/mooncake/%.py
+	@mkdir -p $(dir $@)
+	cp $< $@
 
 check: tests
 	BUILD=$(BUILD) test/run.sh
@@ -187,6 +217,10 @@ clean:
 	rm -rf build
 
 help:
-	@sed -n '2,12p' Makefile
+	@sed -n '2,13p' Makefile
+
+# make -s print-VAR: a variable's value (python/setup.py reads LDLIBS_LIB).
+print-%:
+	@echo $($*)
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
