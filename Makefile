@@ -1,7 +1,9 @@
 # mooncake-c - build, test, run, install.
 #
 #   make              libmooncake.{a,so} and every program into $(BUILD)/
-#   make check        unit + integration tests (test/run.sh)
+#   make check        format-check, check-layers, unit + integration + Python tests (test/run.sh)
+#   make format-check every .c/.h as .clang-format writes it (make format rewrites them)
+#   make check-layers who includes whom, against the layers block of each folder README
 #   make asan|ubsan|tsan   the same tests under a sanitizer, in build/<san>/
 #   make run          mooncake-master on conf/ defaults (see README.md)
 #   make deps         install missing Debian packages (no-op when all present)
@@ -24,7 +26,7 @@ CC ?= cc
 PKG_CONFIG ?= pkg-config
 # libraries of the library proper; RDMA and CUDA come in at run time or via
 # their own detection (transport/).
-LIB_PKGS := libevent hiredis numa
+LIB_PKGS := libevent hiredis numa libpcre2-8
 # The real verbs provider (transport/rdma/verbs_real.c) is built against
 # libibverbs when its headers exist; without them it reports no devices.
 HAVE_IBVERBS := $(shell test -f /usr/include/infiniband/verbs.h && echo 1)
@@ -85,7 +87,7 @@ INTEG_TEST_SRCS := $(sort $(wildcard test/integration/*_test.c))
 INTEG_TESTS := $(INTEG_TEST_SRCS:%.c=$(BUILD)/%)
 
 .PHONY: all lib programs tests check unit integration asan ubsan tsan run deps fuzz \
-        install uninstall clean format help python
+        install uninstall clean format format-check check-layers help python
 .DEFAULT_GOAL := all
 
 all: lib programs
@@ -149,8 +151,14 @@ $(PY_OUT)/%.py: python/mooncake/%.py
 	@mkdir -p $(dir $@)
 	cp $< $@
 
-check: tests
+check: tests format-check check-layers
 	BUILD=$(BUILD) test/run.sh
+
+format-check:
+	mk/check-format.sh
+
+check-layers:
+	mk/check-layers.sh
 
 unit: tests
 	BUILD=$(BUILD) test/run.sh unit
@@ -217,7 +225,7 @@ clean:
 	rm -rf build
 
 help:
-	@sed -n '2,13p' Makefile
+	@sed -n '2,15p' Makefile
 
 # make -s print-VAR: a variable's value (python/setup.py reads LDLIBS_LIB).
 print-%:

@@ -4,11 +4,11 @@
 set -euo pipefail
 
 pkgs=(
-  build-essential pkg-config clang
-  libevent-dev libhiredis-dev libnuma-dev libxxhash-dev
+  build-essential pkg-config clang clang-format
+  libevent-dev libhiredis-dev libnuma-dev libxxhash-dev libpcre2-dev
   libibverbs-dev librdmacm-dev liburing-dev
   libmsgpack-dev libcmocka-dev
-  redis-server redis-tools
+  redis-server redis-tools redis-sentinel
   iperf3 gnuplot-nox procps curl valgrind
   python3-dev python3-setuptools python3-pip python3-pytest python3-numpy python3-redis
 )

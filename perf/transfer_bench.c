@@ -64,7 +64,7 @@
 
 #include "mooncake/transfer.h"
 #include "transport/rdma/verbs.h" /* --emulated, --nics: the provider's device list */
-#include "transport/te_int.h"     /* the target's buffer list: see remote_buffer() */
+#include "transport/te.h"
 #include "util/conf.h"
 #include "util/log.h"
 #include "util/mem.h"
@@ -514,7 +514,9 @@ static mc_te_t *make_engine(const cfg_t *c, uint16_t port, const char *listen)
         if (c->nic_cur > 0) { /* the first nic_cur NICs the provider lists */
             rv_dev_info_t d[RV_MAX_DEVICES];
             const mc_rdma_verbs_ops_t *v = c->emulated ? &rv_emu_ops : &rv_real_ops;
-            int n = v->get_devices(d, RV_MAX_DEVICES);
+            rv_port_opts_t po;
+            rv_port_opts_init(&po);
+            int n = v->get_devices(&po, d, RV_MAX_DEVICES);
             for (int i = 0; i < n && (unsigned)i < c->nic_cur; i++) {
                 if (i > 0)
                     strcat(devs, ",");
@@ -543,22 +545,19 @@ static mc_te_t *make_engine(const cfg_t *c, uint16_t port, const char *listen)
 
 /*
  * The target's largest buffer. transfer.h has no descriptor accessor yet
- * (upstream has getSegmentDescByID), so the bench reads the segment cache
- * through the engine's internal header, under the lock te_int.h names.
+ * (upstream has getSegmentDescByID); transport/te.h lists a segment's
+ * buffers as last described.
  */
 static int remote_buffer(mc_te_t *te, mc_te_segment_t id, uint64_t *addr, uint64_t *len)
 {
-    te_seg_t *seg = te_seg_get(te, id);
-    if (seg == NULL)
-        return -1;
+    te_range_t bufs[64];
+    size_t n = te_segment_buffers(te, id, bufs, 64);
     *addr = *len = 0;
-    pthread_mutex_lock(&te->seg_lock);
-    for (size_t i = 0; i < seg->nbufs; i++)
-        if (seg->bufs[i].len > *len) {
-            *addr = seg->bufs[i].addr;
-            *len = seg->bufs[i].len;
+    for (size_t i = 0; i < n && i < 64; i++)
+        if (bufs[i].len > *len) {
+            *addr = bufs[i].addr;
+            *len = bufs[i].len;
         }
-    pthread_mutex_unlock(&te->seg_lock);
     return *len > 0 ? 0 : -1;
 }
 
@@ -1032,7 +1031,7 @@ static void print_row(bench_t *B, const point_t *pt, const result_t *r, const re
     snprintf(row, sizeof(row),
              "%s,%s,%u,%" PRIu64 ",%u,%.4f,%.0f,%.1f,%.1f,%.1f,%.1f,%" PRIu64 ",%u,%u,%s,%u", proto,
              op, pt->threads, pt->block, pt->batch, r->gbps, r->reqs_per_s, r->p50, r->p99, r->p999,
-             r->avg_lat, c->slice_size, c->tcp_lanes, B->te->nr, mc, B->nics);
+             r->avg_lat, c->slice_size, c->tcp_lanes, te_nreactors(B->te), mc, B->nics);
     printf("csv,transfer_bench,%s\n", row);
     if (B->csv != NULL) {
         fprintf(B->csv, "%s\n", row);
@@ -1124,18 +1123,18 @@ static int run_initiator(const cfg_t *c, pid_t target)
         printf("transfer_bench: rdma to segment %s%s over %u %sNIC(s), slice %s, %u reactor(s), "
                "buffer %s",
                c->segment, target > 0 ? " (forked target process)" : "", B.nics,
-               c->emulated ? "EMULATED " : "", human(c->slice_size, b1, sizeof(b1)), B.te->nr,
-               human(c->buffer_size, b2, sizeof(b2)));
+               c->emulated ? "EMULATED " : "", human(c->slice_size, b1, sizeof(b1)),
+               te_nreactors(B.te), human(c->buffer_size, b2, sizeof(b2)));
     else if (c->proto == PROTO_TCP)
         printf("transfer_bench: tcp to segment %s%s, slice %s, %u lane(s), %u reactor(s), "
                "buffer %s",
                c->segment, target > 0 ? " (forked target process)" : "",
-               human(c->slice_size, b1, sizeof(b1)), c->tcp_lanes, B.te->nr,
+               human(c->slice_size, b1, sizeof(b1)), c->tcp_lanes, te_nreactors(B.te),
                human(c->buffer_size, b2, sizeof(b2)));
     else
         printf("transfer_bench: local (memcpy transport, own segment), %u reactor(s), 2 "
                "buffers of %s",
-               B.te->nr, human(c->buffer_size, b2, sizeof(b2)));
+               te_nreactors(B.te), human(c->buffer_size, b2, sizeof(b2)));
     printf(", %u x %.1f s per point after %.1f s warm-up, medians%s\n", c->reps, c->duration,
            c->warmup, c->check ? "; --check on" : "");
     if (c->proto == PROTO_RDMA)

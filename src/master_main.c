@@ -31,6 +31,8 @@ typedef struct server_conf {
     int persist;
     uint64_t tier_scan_max;
     uint64_t tier_quota;
+    uint64_t regex_timeout;
+    uint64_t regex_queue;
 } server_conf_t;
 
 static const char *const persist_modes[] = {"off", "async", "eager", NULL};
@@ -61,6 +63,12 @@ static const mc_conf_key_t server_keys[] = {
     MC_CONF_ROW(server_conf_t, tier_quota, "tier_quota", MC_CONF_SIZE, "0", 0, 1125899906842624.0,
                 "bytes of objects in the tier above which the least recently used objects "
                 "that are only on disk are removed (checked every second); 0 = no quota"),
+    MC_CONF_ROW(server_conf_t, regex_timeout, "regex_timeout", MC_CONF_DURATION, "3s", 1000, 600e6,
+                "deadline of one regex scan (by-regex RPCs, HTTP /keys), from when it is queued; "
+                "a scan over it is answered INVALID_PARAMS and does nothing"),
+    MC_CONF_ROW(server_conf_t, regex_queue, "regex_queue", MC_CONF_UINT, "16", 1, 4096,
+                "regex scans waiting for the scan thread at most; more are refused (status LIMIT, "
+                "HTTP 503)"),
 };
 
 /* [master]: the semantics of the store. */
@@ -77,6 +85,10 @@ typedef struct master_conf {
     uint64_t max_key_len;
     uint64_t max_object_size;
     uint64_t max_replicas;
+    uint64_t regex_max_len;
+    uint64_t regex_match_limit;
+    uint64_t regex_depth_limit;
+    uint64_t regex_heap_limit;
 } master_conf_t;
 
 static const mc_conf_key_t master_keys[] = {
@@ -110,6 +122,14 @@ static const mc_conf_key_t master_keys[] = {
                 1099511627776.0, "largest object"),
     MC_CONF_ROW(master_conf_t, max_replicas, "max_replicas", MC_CONF_UINT, "8", 1, 8,
                 "most replicas one object may ask for"),
+    MC_CONF_ROW(master_conf_t, regex_max_len, "regex_max_len", MC_CONF_UINT, "1024", 1, 65535,
+                "longest regex (PCRE2 syntax) the by-regex calls and /keys accept, bytes"),
+    MC_CONF_ROW(master_conf_t, regex_match_limit, "regex_match_limit", MC_CONF_UINT, "100000", 1,
+                1e9, "backtracking steps one regex may take on one key (PCRE2 match limit)"),
+    MC_CONF_ROW(master_conf_t, regex_depth_limit, "regex_depth_limit", MC_CONF_UINT, "10000", 1,
+                1e9, "nested backtracking one regex may reach on one key (PCRE2 depth limit)"),
+    MC_CONF_ROW(master_conf_t, regex_heap_limit, "regex_heap_limit", MC_CONF_SIZE, "4MiB", 1024,
+                4294967296.0, "heap one regex may use on one key (PCRE2 heap limit)"),
 };
 
 /* [ha]: several masters, one leader, no metadata lost on failover. */
@@ -121,13 +141,16 @@ typedef struct ha_conf {
     uint64_t flush_interval;
     uint64_t snapshot_records;
     char *advertise_address;
+    uint64_t wait_replicas;
 } ha_conf_t;
 
 static const char *const sync_choices[] = {"off", "async", "strict", NULL};
 
 static const mc_conf_key_t ha_keys[] = {
     MC_CONF_ROW(ha_conf_t, backend, "backend", MC_CONF_STRING, "", 0, 0,
-                "coordinator of several masters: redis://HOST[:PORT][/DB]; empty = a single "
+                "coordinator of several masters: redis://HOST[:PORT][/DB], or "
+                "redis-sentinel://HOST[:PORT][,HOST[:PORT]...]/NAME[/DB] for the primary that "
+                "Redis Sentinels watch as NAME (followed across failovers); empty = a single "
                 "master (no HA)"),
     MC_CONF_ROW(ha_conf_t, cluster_id, "cluster_id", MC_CONF_STRING, "mooncake", 0, 0,
                 "masters (and clients, master = redis://...?cluster=ID) of one cluster share it"),
@@ -145,6 +168,11 @@ static const mc_conf_key_t ha_keys[] = {
     MC_CONF_ROW(ha_conf_t, advertise_address, "advertise_address", MC_CONF_STRING, "", 0, 0,
                 "HOST:PORT clients reach this master at when it leads; empty = "
                 "server.bind_address (127.0.0.1 for 0.0.0.0) and the RPC port"),
+    MC_CONF_ROW(ha_conf_t, wait_replicas, "wait_replicas", MC_CONF_UINT, "1", 0, 16,
+                "with a redis-sentinel:// backend and sync = strict: a change is acknowledged "
+                "only once this many Redis replicas have its journal record (WAIT), so a Redis "
+                "failover loses none; while fewer are reachable nothing is acknowledged; "
+                "0 = once the primary has it; ignored with redis://"),
 };
 
 static const char usage[] =
@@ -189,6 +217,8 @@ int main(int argc, char **argv)
     o.persist = sc.persist;
     o.tier_scan_max = sc.tier_scan_max;
     o.tier_quota = sc.tier_quota;
+    o.regex_timeout_us = sc.regex_timeout;
+    o.regex_queue = (unsigned)sc.regex_queue;
     if (mc_daemon_parse_reactors(sc.reactors, "server.reactors", &o.reactors, err, sizeof(err)) !=
         MC_OK) {
         fprintf(stderr, "mooncake-master: %s\n", err);
@@ -207,6 +237,10 @@ int main(int argc, char **argv)
     o.master.max_key_len = (uint32_t)mcf.max_key_len;
     o.master.max_object_size = mcf.max_object_size;
     o.master.max_replicas = (uint32_t)mcf.max_replicas;
+    o.master.regex.max_len = (uint32_t)mcf.regex_max_len;
+    o.master.regex.match_limit = (uint32_t)mcf.regex_match_limit;
+    o.master.regex.depth_limit = (uint32_t)mcf.regex_depth_limit;
+    o.master.regex.heap_limit_kib = (uint32_t)(mcf.regex_heap_limit / 1024);
     if (o.master.put_start_release_timeout_us <= o.master.put_start_discard_timeout_us) {
         fprintf(stderr, "mooncake-master: master.put_start_release_timeout must be longer than "
                         "master.put_start_discard_timeout\n");
@@ -239,6 +273,7 @@ int main(int argc, char **argv)
         o.ha.flush_interval_us = hcf.flush_interval;
         o.ha.advertise = hcf.advertise_address;
         o.ha.snapshot_records = hcf.snapshot_records;
+        o.ha.wait_replicas = (unsigned)hcf.wait_replicas;
     }
 
     sigset_t sigs;

@@ -39,8 +39,9 @@ static const mc_conf_key_t store_keys[] = {
     MC_CONF_ROW(store_conf_t, local_hostname, "local_hostname", MC_CONF_STRING, "", 0, 0,
                 "name of this node's segment; empty = advertise_host:port"),
     MC_CONF_ROW(store_conf_t, master, "master", MC_CONF_STRING, "127.0.0.1:50051", 0, 0,
-                "HOST:PORT of mooncake-master, or redis://HOST:PORT/DB?cluster=ID to follow "
-                "the leader of HA masters"),
+                "HOST:PORT of mooncake-master, or redis://HOST:PORT/DB?cluster=ID (or "
+                "redis-sentinel://H1:P1,H2:P2/NAME/DB?cluster=ID) to follow the leader of HA "
+                "masters"),
     MC_CONF_ROW(store_conf_t, metadata, "metadata", MC_CONF_STRING, "master", 0, 0,
                 "transfer metadata: master (the master's embedded service), "
                 "redis://HOST:PORT[/DB] or p2p"),

@@ -31,6 +31,7 @@
 #include "rpc/methods.h"
 #include "store/client_int.h"
 #include "store/master_client.h"
+#include "util/conf.h"
 #include "util/log.h"
 #include "util/mem.h"
 #include "util/time.h"
@@ -305,8 +306,7 @@ static void retarget_on_r0(mc_reactor_t *r, void *arg, mc_status_t st)
         parse_master(m->addr, host, sizeof(host), &port) == 0) {
         MC_INFO(CLIENT, "master leader of cluster '%s' is now %s", s->ha_url.cluster, m->addr);
         /* the embedded metadata service moves with the leader */
-        if (strcmp(s->metadata, "master") == 0 && s->te->meta != NULL &&
-            mc_meta_retarget(s->te->meta, host, port) != MC_OK)
+        if (strcmp(s->metadata, "master") == 0 && te_meta_retarget(s->te, host, port) != MC_OK)
             MC_WARN(CLIENT, "the transfer metadata backend cannot follow the leader to %s",
                     m->addr);
         if (mc_rpc_client_retarget(s->mcli, host, port) == MC_OK) {
@@ -717,9 +717,8 @@ mc_status_t mc_store_open(const mc_store_config_t *c, mc_store_t **out)
     st = mc_te_install_transport(s->te, s->protocol);
     if (st != MC_OK)
         goto err_te;
-    s->r0 = s->te->rs[0];
-    s->client_id.hi = s->te->o.owner_hi;
-    s->client_id.lo = s->te->o.owner_lo;
+    s->r0 = te_reactor(s->te, 0);
+    te_owner_id(s->te, &s->client_id.hi, &s->client_id.lo);
 
     /* the master */
     mc_rpc_client_opts_t ro;
@@ -766,7 +765,7 @@ mc_status_t mc_store_open(const mc_store_config_t *c, mc_store_t **out)
             goto err_te;
         /* for tests and comparisons: copy as a transport that needs
          * registered memory (RDMA) would */
-        const char *env = getenv("MC_STORE_STAGING");
+        const char *env = mc_conf_env_str("MC_STORE_STAGING");
         s->always_stage = env != NULL && strcmp(env, "always") == 0;
         if (s->always_stage)
             MC_INFO(CLIENT, "MC_STORE_STAGING=always: unregistered buffers go through the "

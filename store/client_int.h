@@ -34,7 +34,7 @@
 #include "store/ha_redis.h"
 #include "store/master.h"
 #include "store/offset_alloc.h"
-#include "transport/te_int.h"
+#include "transport/te.h"
 #include "util/list.h"
 
 #define STORE_MAX_KEY 4096

@@ -306,10 +306,7 @@ mc_status_t store_seg_refresh(store_op_t *op, mc_te_segment_t h)
 
 int store_range_ok(mc_store_t *s, mc_te_segment_t h, uint64_t remote, uint64_t len)
 {
-    if (h == MC_TE_LOCAL_SEGMENT)
-        return te_local_range_ok(s->te, (const void *)(uintptr_t)remote, len, 1);
-    te_seg_t *seg = te_seg_get(s->te, h);
-    return seg != NULL && te_seg_range_ok(s->te, seg, remote, len);
+    return te_segment_range_ok(s->te, h, remote, len);
 }
 
 void store_xfer_cb(void *arg, mc_te_batch_t *b, const mc_te_status_t *st)

@@ -40,6 +40,7 @@ void mc_master_opts_init(mc_master_opts_t *o)
     o->max_allocs_per_segment = 0;
     o->placement_max_tries = 100; /* upstream kMaxRetryLimit */
     o->regex_max_results = 10000;
+    mc_regex_limits_init(&o->regex);
     o->evict_sample_max = 1u << 20;
     o->meta_max_value_len = 16u << 20;
 }
@@ -71,6 +72,9 @@ static mc_status_t check_opts(const mc_master_opts_t *o)
     if (o->max_replicas == 0 || o->max_replicas > MC_MASTER_MAX_REPLICAS)
         return MC_ERR_INVALID_PARAMS;
     if (o->placement_max_tries == 0 || o->evict_sample_max == 0)
+        return MC_ERR_INVALID_PARAMS;
+    if (o->regex.max_len == 0 || o->regex.match_limit == 0 || o->regex.depth_limit == 0 ||
+        o->regex.heap_limit_kib == 0 || o->regex.compile_mem == 0)
         return MC_ERR_INVALID_PARAMS;
     return MC_OK;
 }
@@ -407,9 +411,10 @@ void mc_master_tick(mc_master_t *m, uint64_t now_us)
     uint64_t cap = atomic_load_explicit(&m->capacity, memory_order_relaxed);
     uint64_t used = atomic_load_explicit(&m->allocated, memory_order_relaxed);
     double ratio = cap ? (double)used / (double)cap : 0.0;
-    int need = atomic_exchange(&m->need_eviction, 0);
     double er = m->o.eviction_ratio, hw = m->o.eviction_high_watermark;
-    if (er <= 0.0 || (ratio <= hw && !need))
+    /* only above the watermark: a put that found no room made its own room
+     * already if any eviction could (evict_for); nothing is remembered */
+    if (er <= 0.0 || ratio <= hw)
         return;
     /* upstream: evict more the further past the watermark we are */
     double target = er;
@@ -417,7 +422,7 @@ void mc_master_tick(mc_master_t *m, uint64_t now_us)
         target = ratio - hw + er;
     if (target > 1.0)
         target = 1.0;
-    evict_pass(m, now_us, target, 0);
+    evict_pass(m, now_us, target);
 }
 
 /* ---- statistics ---- */

@@ -53,6 +53,7 @@
 #include <stdint.h>
 
 #include "mooncake/status.h"
+#include "util/regex.h"
 
 #define MC_MASTER_NUM_SHARDS 1024
 /* Most replicas one object can have; descriptors arrays are sized by it. */
@@ -85,6 +86,7 @@ typedef struct mc_master_opts {
     uint32_t max_allocs_per_segment;       /* 0 = clamp(size / 4096, 1024, 16 Mi) */
     uint32_t placement_max_tries;          /* segments tried at random per put (100) */
     uint32_t regex_max_results;            /* cap of get_replica_list_by_regex (10000) */
+    mc_regex_limits_t regex;               /* what one regex may cost (util/regex.h) */
     uint32_t evict_sample_max;             /* eviction ranks at most this many (1 Mi) */
     uint64_t meta_max_value_len;           /* metadata KV value cap (16 MiB) */
     /* Persistent tier (master_tier.c): called, with the key's shard lock
@@ -248,9 +250,12 @@ void mc_master_put_cfg_init(mc_master_put_cfg_t *c);
  * distinct segments (preferred names first, then random MOUNTED segments with
  * room). Best effort: *nrep (1..replica_num) says how many were placed; out[]
  * (room for cfg->replica_num) receives them, status PROCESSING. If nothing can
- * be placed, an eviction pass runs (unless one ran within the last 10 ms, is
- * running, or found nothing to evict in the last 100 ms) and the placement is
- * retried once.
+ * be placed, objects are evicted only if that makes room for one replica: a
+ * window of `size` bytes on one segment holding only free space and objects
+ * eviction may take (least recently used first; a bit more than size, up to
+ * eviction_ratio of the segment, so the next puts fit too); the put is then
+ * placed there. A value larger than what eviction could free on any segment
+ * is refused without evicting anything (master_evict.c, evict_for).
  * The object is invisible to gets until mc_master_put_end.
  * A put left unfinished for put_start_discard_timeout is discarded (tick, or a
  * new put_start of the same key pre-empts it); its space is reused only after
@@ -320,12 +325,15 @@ mc_status_t mc_master_batch_get_replica_list(mc_master_t *m, const mc_master_key
 typedef int (*mc_master_replicas_cb_t)(void *arg, const char *key, size_t key_len,
                                        const mc_master_replica_desc_t *reps, uint32_t nrep);
 
-/* Every readable object whose key matches the POSIX extended regex (unanchored
- * unless the pattern says so), as get_replica_list does for one key (leases
+/* Every readable object whose key matches regex (the PCRE2 dialect of
+ * util/regex.h: a search, unanchored unless the pattern says so, like
+ * upstream's std::regex_search), as get_replica_list does for one key (leases
  * included), at most opts.regex_max_results of them. *count (may be NULL)
  * receives how many were reported; *truncated (may be NULL) whether the cap
- * cut the list short. Order is unspecified.
- * MC_OK, MC_ERR_INVALID_PARAMS (bad regex), MC_ERR_NOMEM. */
+ * cut the list short. Order is unspecified. The whole walk in one call (see
+ * mc_master_scan_* for the stepwise form a service runs off its reactors).
+ * MC_OK, MC_ERR_INVALID_PARAMS (a regex refused or over its budget; the
+ * reason is logged at debug), MC_ERR_NOMEM. */
 mc_status_t mc_master_get_replica_list_by_regex(mc_master_t *m, const char *regex, uint64_t now_us,
                                                 mc_master_replicas_cb_t cb, void *arg,
                                                 size_t *count, int *truncated);
@@ -353,8 +361,9 @@ mc_status_t mc_master_batch_remove(mc_master_t *m, const mc_master_key_t *keys, 
 
 /* Remove every matching (every, for remove_all) object that mc_master_remove
  * would remove with the same force; the others stay. *count (may be NULL)
- * receives how many went.
- * MC_OK, MC_ERR_INVALID_PARAMS (bad regex). */
+ * receives how many went. Every key is matched first: a regex refused or
+ * over its budget removes nothing.
+ * MC_OK, MC_ERR_INVALID_PARAMS (bad regex, or over its budget). */
 mc_status_t mc_master_remove_by_regex(mc_master_t *m, const char *regex, int force, uint64_t now_us,
                                       long *count);
 mc_status_t mc_master_remove_all(mc_master_t *m, int force, uint64_t now_us, long *count);
@@ -437,10 +446,11 @@ uint64_t mc_master_tier_enforce_quota(mc_master_t *m, uint64_t quota_bytes, uint
  * (2) finish drained unmounts; (3) discard puts unfinished for
  * put_start_discard_timeout (the key becomes free; the space stays reserved);
  * (4) free reserved space whose time has come; (5) evict when allocated /
- * capacity > eviction_high_watermark, or after an allocation failed: about
- * max(eviction_ratio, excess + eviction_ratio) of the eligible objects (complete,
- * no lease), least recently accessed first, soft-pinned ones only after all
- * others and only if allow_evict_soft_pinned. */
+ * capacity > eviction_high_watermark (and only then: a failed put evicts for
+ * itself, see put_start): about max(eviction_ratio, excess + eviction_ratio)
+ * of the eligible objects (complete, no lease), least recently accessed
+ * first, soft-pinned ones only after all others and only if
+ * allow_evict_soft_pinned. */
 void mc_master_tick(mc_master_t *m, uint64_t now_us);
 
 /* ---- metadata KV (transfer-engine metadata in `metadata = master` mode) ---- */
@@ -528,9 +538,63 @@ typedef int (*mc_master_key_cb_t)(void *arg, const mc_master_key_info_t *info);
 
 /* Objects whose key matches regex (NULL = all), at most max of them (for
  * /keys). No lease, no access recorded. One shard lock held per callback.
- * MC_OK, MC_ERR_INVALID_PARAMS (bad regex). */
+ * MC_OK, MC_ERR_INVALID_PARAMS (bad regex, or over its budget). */
 mc_status_t mc_master_foreach_key(mc_master_t *m, const char *regex, size_t max,
                                   mc_master_key_cb_t cb, void *arg, size_t *count);
+
+/* ---- regex scans, step by step (master_scan.c) ----
+ *
+ * What the *_by_regex calls and foreach_key do, cut into steps so that a
+ * service can run them on a worker thread, check a deadline between steps,
+ * and give up (the master has no clock of its own). Two phases:
+ *   1. matching: each step copies the keys of the next shard (under its lock,
+ *      briefly), then runs the regex on up to `keys` of them with no lock
+ *      held, so a costly pattern never holds a shard lock;
+ *   2. acting (one call): every matched key is looked up again under its
+ *      shard lock and reported (leases granted), listed, or removed; an
+ *      object that changed meanwhile is judged as it is now.
+ * A step that finds the regex over one of its limits ends the scan with
+ * MC_ERR_INVALID_PARAMS and nothing was acted on. Each key of the store is
+ * copied once, so phase 1 holds at most one shard's keys plus the matches.
+ * A scan is used by one thread at a time. */
+typedef struct mc_master_scan mc_master_scan_t;
+
+typedef enum mc_master_scan_kind {
+    MC_MASTER_SCAN_REPLICAS = 0, /* get_replica_list_by_regex: complete objects, capped */
+    MC_MASTER_SCAN_REMOVE = 1,   /* remove_by_regex */
+    MC_MASTER_SCAN_KEYS = 2,     /* foreach_key: every object, at most max */
+} mc_master_scan_kind_t;
+
+/* regex[0..len) (NULL: every key, KEYS only); force for REMOVE; max for KEYS
+ * (REPLICAS uses opts.regex_max_results). MC_OK, MC_ERR_INVALID_PARAMS (a
+ * refused pattern: the sentence in why[0..whylen)), MC_ERR_NOMEM. */
+mc_status_t mc_master_scan_create(mc_master_t *m, mc_master_scan_kind_t kind, const char *regex,
+                                  size_t len, int force, size_t max, mc_master_scan_t **out,
+                                  char *why, size_t whylen);
+
+/* Phase 1, at most `keys` regex runs (0 = no limit). MC_INPROGRESS (call
+ * again), MC_OK (matching is over: act), MC_ERR_INVALID_PARAMS (over budget:
+ * why), MC_ERR_NOMEM. */
+mc_status_t mc_master_scan_step(mc_master_t *m, mc_master_scan_t *sc, size_t keys, char *why,
+                                size_t whylen);
+
+/* Phase 2, once step returned MC_OK; the call that fits the kind.
+ * replicas: cb per object (shard lock held), *count, *truncated (may be NULL).
+ * remove: *count removed. keys: cb per object, *count. MC_OK (or
+ * MC_ERR_STATE when called before matching ended or for another kind). */
+mc_status_t mc_master_scan_replicas(mc_master_t *m, mc_master_scan_t *sc, uint64_t now_us,
+                                    mc_master_replicas_cb_t cb, void *arg, size_t *count,
+                                    int *truncated);
+mc_status_t mc_master_scan_remove(mc_master_t *m, mc_master_scan_t *sc, uint64_t now_us,
+                                  long *count);
+mc_status_t mc_master_scan_keys(mc_master_t *m, mc_master_scan_t *sc, mc_master_key_cb_t cb,
+                                void *arg, size_t *count);
+
+/* Keys matched so far. */
+size_t mc_master_scan_matched(const mc_master_scan_t *sc);
+
+/* Accepts NULL. */
+void mc_master_scan_destroy(mc_master_scan_t *sc);
 
 /* ---- journal: replication to standby masters (store/master_ha.c) ---- */
 

@@ -2,7 +2,11 @@
  * master_evict.c - eviction, abandoned puts and reserved ("parked") space.
  * See master.h (mc_master_tick) and seed-store-spec.md §6.
  *
- * Eviction is approximate LRU on last access (put end or get). One pass:
+ * Eviction runs for two reasons only: use above the high watermark (the
+ * tick: an LRU pass, below) and a put that eviction can make room for
+ * (evict_for, further down: it evicts only when the put then fits).
+ *
+ * The tick's eviction is approximate LRU on last access (put end or get). One pass:
  *   1. visit every shard and sample the access times of the eligible objects
  *      (complete, with a replica, lease expired) into two reservoirs, unpinned
  *      and soft-pinned, of at most evict_sample_max entries each (reservoir
@@ -21,6 +25,8 @@
  * quantity meant. Exist-checks do not count as accesses (master.h).
  */
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "store/master_int.h"
@@ -146,31 +152,16 @@ static void evict_walk(mc_master_t *m, uint64_t now_us, int pinned, uint64_t thr
     }
 }
 
-/* A pass visits every object, so it must not run once per failing put: when
- * nothing is evictable (everything leased or in progress) every PutStart would
- * scan the whole table. A pass that evicted nothing holds further passes off
- * for IDLE_BACKOFF_US; an on-demand pass (PutStart) reuses one that ended
- * less than FRESH_US ago or is running right now. */
+/* A pass visits every object: one that evicted nothing (everything leased or
+ * in progress) holds further passes off for IDLE_BACKOFF_US, so a full pool
+ * of leased objects does not cost a walk every tick. */
 #define IDLE_BACKOFF_US 100000u
-#define FRESH_US 10000u
 
-uint64_t evict_pass(mc_master_t *m, uint64_t now_us, double ratio, int on_demand)
+uint64_t evict_pass(mc_master_t *m, uint64_t now_us, double ratio)
 {
     if (now_us < atomic_load(&m->evict_idle_until_us))
         return 0;
-    if (on_demand) {
-        uint64_t last = atomic_load(&m->evict_last_us);
-        if (last != 0 && now_us >= last && now_us - last < FRESH_US)
-            return 0;
-        if (pthread_mutex_trylock(&m->evict_lock) != 0) {
-            /* someone is evicting: wait for that pass rather than run another */
-            pthread_mutex_lock(&m->evict_lock);
-            pthread_mutex_unlock(&m->evict_lock);
-            return 0;
-        }
-    } else {
-        pthread_mutex_lock(&m->evict_lock);
-    }
+    pthread_mutex_lock(&m->evict_lock);
 
     int allow_pinned = m->o.allow_evict_soft_pinned;
     sample_t su = {.max = m->o.evict_sample_max}, sp = {.max = m->o.evict_sample_max};
@@ -208,7 +199,6 @@ uint64_t evict_pass(mc_master_t *m, uint64_t now_us, double ratio, int on_demand
             evict_walk(m, now_us, 1, thr_p, &left, &keys, &bytes);
         }
     }
-    atomic_store(&m->evict_last_us, now_us);
     atomic_store(&m->evict_idle_until_us, keys > 0 ? 0 : now_us + IDLE_BACKOFF_US);
     pthread_mutex_unlock(&m->evict_lock);
     mc_free(su.v);
@@ -225,6 +215,417 @@ uint64_t evict_pass(mc_master_t *m, uint64_t now_us, double ratio, int on_demand
                  (unsigned long long)total);
     }
     return keys;
+}
+
+/* ---- eviction for one put (evict_for) ----
+ *
+ * A put that finds no room evicts only if that makes room for it: below the
+ * high watermark nothing else justifies removing an object (issue 13: puts
+ * that could never fit evicted objects in bulk, and a sticky flag made the
+ * next tick evict again whatever the fill). The offset allocator admits an
+ * allocation exactly when a free range of its size exists (offset_alloc.h),
+ * so the question is exact: is there, on some mounted segment, a window of
+ * `size` bytes that holds only free space and objects eviction may take
+ * (complete, unleased, soft-pinned only if allowed)? Three walks, under
+ * evict_lock:
+ *   1. every range eviction may not take (unfinished puts, leased objects,
+ *      parked space, protected soft pins): the gaps between them, per
+ *      segment; the segment with the largest gap that fits is chosen (none:
+ *      nothing is evicted, and puts of this size or larger skip the walk
+ *      for IDLE_BACKOFF_US);
+ *   2. the evictable replicas on that segment, sorted by offset: among the
+ *      windows of W = max(size, eviction_ratio of the segment, capped by its
+ *      gap) bytes inside a gap, the one whose most recently accessed object
+ *      is oldest (soft-pinned ones last; then the fewest bytes): W above
+ *      size leaves room for the next puts, so a full pool does not walk per
+ *      put;
+ *   3. the objects with a replica in that window are evicted (each checked
+ *      again under its lock) and the put is placed on that segment.
+ * Single-threaded (the property test) the put then always succeeds. With
+ * several reactors, a concurrent put may take the room first; that put then
+ * needed it as much. A value larger than any segment is refused without a
+ * walk.
+ */
+
+typedef struct fixed_rng {
+    uint32_t slot;
+    uint64_t off, end;
+} fixed_rng_t;
+
+typedef struct ev_rng {
+    uint64_t off, end;
+    uint64_t access_us;
+    uint64_t pinned; /* 0 or 1; a uint64_t for the prefix sums */
+} ev_rng_t;
+
+typedef struct vec {
+    void *v;
+    size_t n, cap, elem;
+} vec_t;
+
+static void *vec_push(vec_t *a)
+{
+    if (a->n == a->cap) {
+        size_t ncap = a->cap ? a->cap * 2 : 256;
+        void *nv = mc_realloc(a->v, ncap * a->elem);
+        if (nv == NULL)
+            return NULL;
+        a->v = nv;
+        a->cap = ncap;
+    }
+    return (char *)a->v + a->n++ * a->elem;
+}
+
+static int evictable(const mc_master_t *m, const obj_t *o, uint64_t now_us)
+{
+    return eligible(o, now_us) && (m->o.allow_evict_soft_pinned || !obj_pinned(o, now_us));
+}
+
+static uint64_t round_up8(uint64_t x)
+{
+    return (x + MC_OALLOC_ALIGN - 1) & ~(uint64_t)(MC_OALLOC_ALIGN - 1);
+}
+
+static int fixed_cmp(const void *a, const void *b)
+{
+    const fixed_rng_t *x = a, *y = b;
+    if (x->slot != y->slot)
+        return x->slot < y->slot ? -1 : 1;
+    return x->off < y->off ? -1 : x->off > y->off;
+}
+
+static int ev_cmp(const void *a, const void *b)
+{
+    const ev_rng_t *x = a, *y = b;
+    return x->off < y->off ? -1 : x->off > y->off;
+}
+
+static int u64_cmp(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Walk 1: the ranges eviction may not free, on mounted segments. */
+static mc_status_t collect_fixed(mc_master_t *m, uint64_t now_us, vec_t *out)
+{
+    for (unsigned s = 0; s < MC_MASTER_NUM_SHARDS; s++) {
+        shard_t *sh = &m->shards[s];
+        shard_lock(sh);
+        pthread_rwlock_rdlock(&m->seg_lock);
+        mc_status_t st = MC_OK;
+        OTAB_WALK(&sh->tab, i, k)
+        {
+            otab_walk_prefetch(&sh->tab, i);
+            obj_t *o = sh->tab.slots[i].obj;
+            if (o == NULL || evictable(m, o, now_us))
+                continue;
+            for (uint32_t r = 0; r < o->nrep && st == MC_OK; r++) {
+                fixed_rng_t *f = vec_push(out);
+                if (f == NULL)
+                    st = MC_ERR_NOMEM;
+                else
+                    *f = (fixed_rng_t){o->rep[r].slot, o->rep[r].offset,
+                                       o->rep[r].offset + round_up8(o->size)};
+            }
+        }
+        for (obj_t *o = sh->parked; o != NULL && st == MC_OK; o = o->next_parked)
+            for (uint32_t r = 0; r < o->nrep && st == MC_OK; r++) {
+                fixed_rng_t *f = vec_push(out);
+                if (f == NULL)
+                    st = MC_ERR_NOMEM;
+                else
+                    *f = (fixed_rng_t){o->rep[r].slot, o->rep[r].offset,
+                                       o->rep[r].offset + round_up8(o->size)};
+            }
+        pthread_rwlock_unlock(&m->seg_lock);
+        shard_unlock(sh);
+        if (st != MC_OK)
+            return st;
+    }
+    return MC_OK;
+}
+
+/* Walk 2: the evictable replicas on segment slot `slot`. */
+static mc_status_t collect_evictable(mc_master_t *m, uint32_t slot, uint64_t now_us, vec_t *out)
+{
+    for (unsigned s = 0; s < MC_MASTER_NUM_SHARDS; s++) {
+        shard_t *sh = &m->shards[s];
+        mc_status_t st = MC_OK;
+        shard_lock(sh);
+        OTAB_WALK(&sh->tab, i, k)
+        {
+            otab_walk_prefetch(&sh->tab, i);
+            obj_t *o = sh->tab.slots[i].obj;
+            if (o == NULL || !evictable(m, o, now_us))
+                continue;
+            for (uint32_t r = 0; r < o->nrep; r++) {
+                if (o->rep[r].slot != slot)
+                    continue;
+                ev_rng_t *e = vec_push(out);
+                if (e == NULL) {
+                    st = MC_ERR_NOMEM;
+                    break;
+                }
+                *e = (ev_rng_t){o->rep[r].offset, o->rep[r].offset + round_up8(o->size),
+                                o->access_us, (uint64_t)obj_pinned(o, now_us)};
+            }
+            if (st != MC_OK)
+                break;
+        }
+        shard_unlock(sh);
+        if (st != MC_OK)
+            return st;
+    }
+    return MC_OK;
+}
+
+/* The cost of evicting a window: protected pins last, then the newest
+ * access in it (older is better), then bytes. */
+typedef struct wcost {
+    uint64_t pinned, newest, bytes;
+} wcost_t;
+
+static int wcost_less(const wcost_t *a, const wcost_t *b)
+{
+    if ((a->pinned > 0) != (b->pinned > 0))
+        return a->pinned == 0;
+    if (a->newest != b->newest)
+        return a->newest < b->newest;
+    return a->bytes < b->bytes;
+}
+
+/* The best window of w bytes inside [g0, g1) over the evictable ranges
+ * e[0..n) (sorted, all inside the gap); updates *best / *best_at. Windows
+ * worth trying start at g0 or at a range's start, or end at g1 or at a
+ * range's end; their overlapped ranges [lo, hi) only move forward as the
+ * start grows, so a monotone deque gives the newest access of each. */
+static mc_status_t best_window(const ev_rng_t *e, size_t n, uint64_t g0, uint64_t g1, uint64_t w,
+                               wcost_t *best, uint64_t *best_at, uint64_t *best_w, int *found)
+{
+    uint64_t *cand = mc_malloc((2 * n + 2) * sizeof(*cand));
+    size_t *dq = mc_malloc((n + 1) * sizeof(*dq));
+    uint64_t *pin = mc_malloc((n + 1) * sizeof(*pin)), *byt = mc_malloc((n + 1) * sizeof(*byt));
+    if (cand == NULL || dq == NULL || pin == NULL || byt == NULL) {
+        mc_free(cand), mc_free(dq), mc_free(pin), mc_free(byt);
+        return MC_ERR_NOMEM;
+    }
+    size_t nc = 0;
+    cand[nc++] = g0;
+    cand[nc++] = g1 - w;
+    pin[0] = byt[0] = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (e[i].off + w <= g1)
+            cand[nc++] = e[i].off;
+        if (e[i].end >= g0 + w)
+            cand[nc++] = e[i].end - w;
+        pin[i + 1] = pin[i] + e[i].pinned;
+        byt[i + 1] = byt[i] + (e[i].end - e[i].off);
+    }
+    qsort(cand, nc, sizeof(*cand), u64_cmp);
+    size_t lo = 0, hi = 0, qh = 0, qt = 0; /* deque dq[qh..qt) of indices */
+    for (size_t c = 0; c < nc; c++) {
+        uint64_t at = cand[c];
+        if (c > 0 && at == cand[c - 1])
+            continue;
+        while (hi < n && e[hi].off < at + w) {
+            while (qt > qh && e[dq[qt - 1]].access_us <= e[hi].access_us)
+                qt--;
+            dq[qt++] = hi++;
+        }
+        while (lo < hi && e[lo].end <= at)
+            lo++;
+        while (qt > qh && dq[qh] < lo)
+            qh++;
+        wcost_t wc = {pin[hi] - pin[lo], qt > qh ? e[dq[qh]].access_us : 0, byt[hi] - byt[lo]};
+        if (!*found || wcost_less(&wc, best)) {
+            *best = wc;
+            *best_at = at;
+            *best_w = w;
+            *found = 1;
+        }
+    }
+    mc_free(cand), mc_free(dq), mc_free(pin), mc_free(byt);
+    return MC_OK;
+}
+
+/* Walk 3: evict the evictable objects with a replica on slot overlapping
+ * [w0, w1). */
+static void evict_window(mc_master_t *m, uint32_t slot, uint64_t w0, uint64_t w1, uint64_t now_us,
+                         uint64_t *keys, uint64_t *bytes)
+{
+    for (unsigned s = 0; s < MC_MASTER_NUM_SHARDS; s++) {
+        shard_t *sh = &m->shards[s];
+        shard_lock(sh);
+        OTAB_WALK(&sh->tab, i, k)
+        {
+            otab_walk_prefetch(&sh->tab, i);
+            obj_t *o = sh->tab.slots[i].obj;
+            if (o == NULL || !evictable(m, o, now_us))
+                continue;
+            int hit = 0;
+            for (uint32_t r = 0; r < o->nrep && !hit; r++)
+                hit = o->rep[r].slot == slot && o->rep[r].offset < w1 &&
+                      o->rep[r].offset + round_up8(o->size) > w0;
+            if (!hit)
+                continue;
+            *bytes += o->size * o->nrep;
+            (*keys)++;
+            if (o->disk) {
+                obj_spill(m, o); /* stays readable from its file */
+                continue;
+            }
+            obj_unlink(m, sh, o, sh->tab.slots[i].hash);
+            obj_destroy(m, o);
+        }
+        otab_shrink(&sh->tab);
+        shard_unlock(sh);
+    }
+}
+
+/* Walk 1 and the choice of a segment: its slot, id and capacity, and its
+ * non-evictable ranges (sorted) in fixed[*f0 .. *f1). 0: no gap fits. */
+static int choose_segment(mc_master_t *m, const vec_t *fixedv, uint64_t need, uint32_t *slot,
+                          mc_uuid_t *id, uint64_t *cap, size_t *f0, size_t *f1)
+{
+    const fixed_rng_t *f = fixedv->v;
+    size_t nf = fixedv->n;
+    uint64_t best_gap = 0;
+    int found = 0;
+    pthread_rwlock_rdlock(&m->seg_lock);
+    for (uint32_t k = 0; k < m->nmounted; k++) {
+        uint32_t sl = m->mounted[k];
+        seg_t *sg = m->slots[sl];
+        uint64_t c = mc_oalloc_capacity(sg->alloc);
+        /* this slot's run of fixed ranges (binary search on the sorted array) */
+        size_t a = 0, b = nf;
+        while (a < b) {
+            size_t mid = (a + b) / 2;
+            if (f[mid].slot < sl)
+                a = mid + 1;
+            else
+                b = mid;
+        }
+        size_t z = a;
+        while (z < nf && f[z].slot == sl)
+            z++;
+        uint64_t prev = 0, gap = 0;
+        for (size_t i = a; i < z; i++) {
+            if (f[i].off > prev && f[i].off - prev > gap)
+                gap = f[i].off - prev;
+            if (f[i].end > prev)
+                prev = f[i].end;
+        }
+        if (c > prev && c - prev > gap)
+            gap = c - prev;
+        if (gap >= need && gap > best_gap) {
+            best_gap = gap;
+            *slot = sl;
+            *id = sg->id;
+            *cap = c;
+            *f0 = a;
+            *f1 = z;
+            found = 1;
+        }
+    }
+    pthread_rwlock_unlock(&m->seg_lock);
+    return found;
+}
+
+int evict_for(mc_master_t *m, uint64_t size, uint64_t now_us, char *seg_name)
+{
+    uint64_t need = round_up8(size);
+    int made = 0;
+    /* larger than every segment: no eviction can help, and no walk either */
+    uint64_t largest = 0;
+    pthread_rwlock_rdlock(&m->seg_lock);
+    for (uint32_t k = 0; k < m->nmounted; k++) {
+        uint64_t c = mc_oalloc_capacity(m->slots[m->mounted[k]]->alloc);
+        largest = c > largest ? c : largest;
+    }
+    pthread_rwlock_unlock(&m->seg_lock);
+    if (need > largest)
+        return 0;
+
+    pthread_mutex_lock(&m->evict_lock);
+    vec_t fixedv = {.elem = sizeof(fixed_rng_t)}, evv = {.elem = sizeof(ev_rng_t)};
+    if (now_us < m->evict_nofit_until_us && need >= m->evict_nofit_size)
+        goto out;
+    if (collect_fixed(m, now_us, &fixedv) != MC_OK)
+        goto out;
+    qsort(fixedv.v, fixedv.n, sizeof(fixed_rng_t), fixed_cmp);
+    uint32_t slot = 0;
+    mc_uuid_t id = {0, 0};
+    uint64_t cap = 0;
+    size_t f0 = 0, f1 = 0;
+    if (!choose_segment(m, &fixedv, need, &slot, &id, &cap, &f0, &f1)) {
+        MC_DEBUG(MASTER, "no eviction can make room for %llu bytes", (unsigned long long)size);
+        if (now_us >= m->evict_nofit_until_us || need < m->evict_nofit_size)
+            m->evict_nofit_size = need;
+        m->evict_nofit_until_us = now_us + IDLE_BACKOFF_US;
+        goto out;
+    }
+    if (collect_evictable(m, slot, now_us, &evv) != MC_OK)
+        goto out;
+    ev_rng_t *e = evv.v;
+    qsort(e, evv.n, sizeof(ev_rng_t), ev_cmp);
+    uint64_t target = round_up8((uint64_t)(m->o.eviction_ratio * (double)cap));
+    if (target < need)
+        target = need;
+    /* the gaps of this segment, each with the evictable ranges inside it */
+    const fixed_rng_t *f = fixedv.v;
+    wcost_t best = {0};
+    uint64_t best_at = 0, best_w = 0;
+    int found = 0;
+    uint64_t prev = 0;
+    size_t ei = 0;
+    for (size_t i = f0; i <= f1; i++) {
+        uint64_t g0 = prev, g1 = i < f1 ? f[i].off : cap;
+        if (i < f1 && f[i].end > prev)
+            prev = f[i].end;
+        if (g1 <= g0 || g1 - g0 < need)
+            continue;
+        while (ei < evv.n && e[ei].off < g0)
+            ei++;
+        size_t ej = ei;
+        while (ej < evv.n && e[ej].end <= g1)
+            ej++;
+        uint64_t w = target < g1 - g0 ? target : g1 - g0;
+        if (best_window(e + ei, ej - ei, g0, g1, w, &best, &best_at, &best_w, &found) != MC_OK)
+            goto out;
+        ei = ej;
+    }
+    if (!found)
+        goto out;
+
+    pthread_rwlock_rdlock(&m->seg_lock);
+    seg_t *sg = m->slots[slot];
+    int same = sg != NULL && sg->state == SEG_MOUNTED && uuid_eq(sg->id, id);
+    if (same)
+        snprintf(seg_name, MC_MASTER_NAME_MAX, "%s", sg->name);
+    pthread_rwlock_unlock(&m->seg_lock);
+    if (!same)
+        goto out; /* unmounted meanwhile: nothing was evicted */
+    uint64_t keys = 0, bytes = 0;
+    if (best.bytes > 0) {
+        atomic_fetch_add(&m->evict_attempts, 1);
+        evict_window(m, slot, best_at, best_at + best_w, now_us, &keys, &bytes);
+        if (keys > 0) {
+            atomic_fetch_add(&m->evict_successes, 1);
+            atomic_fetch_add(&m->evicted_keys, keys);
+            atomic_fetch_add(&m->evicted_bytes, bytes);
+        }
+    }
+    MC_DEBUG(
+        MASTER, "room for %llu bytes on '%s': evicted %llu objects (%llu bytes) in [%llu, %llu)",
+        (unsigned long long)size, seg_name, (unsigned long long)keys, (unsigned long long)bytes,
+        (unsigned long long)best_at, (unsigned long long)(best_at + best_w));
+    made = 1;
+out:
+    pthread_mutex_unlock(&m->evict_lock);
+    mc_free(fixedv.v);
+    mc_free(evv.v);
+    return made;
 }
 
 /* Puts unfinished for put_start_discard_timeout are taken out of sight: the

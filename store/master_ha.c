@@ -28,8 +28,6 @@
 #include <sys/random.h>
 #include <time.h>
 
-#include <hiredis/hiredis.h>
-
 #include "store/ha_redis.h"
 #include "store/master_ha.h"
 #include "store/master_server_int.h"
@@ -71,11 +69,16 @@ static const char snap_lua[] =
     "redis.call('XTRIM', KEYS[3], 'MINID', ARGV[2]) "
     "redis.call('SET', KEYS[4], ARGV[2]) "
     "return 1";
+/* ARGV[4] is the number of the last record the leader stored before this
+ * batch: a head behind it means the journal lost records (a Redis failover
+ * to a replica that never got them): GAP, and the leader steps down. */
 static const char append_lua[] =
     "if redis.call('GET', KEYS[1]) ~= ARGV[1] then "
     "return redis.error_reply('FENCED the lease is not ours') end "
     "local h = redis.call('GET', KEYS[3]) "
     "if h and tonumber(h) >= tonumber(ARGV[3]) then return 'DUP' end "
+    "if (h and tonumber(h) or 0) < tonumber(ARGV[4]) then "
+    "return redis.error_reply('GAP the journal lost records up to ' .. ARGV[4]) end "
     "local id = redis.call('XADD', KEYS[2], '*', 'r', ARGV[2], 's', ARGV[3]) "
     "redis.call('SET', KEYS[3], ARGV[3]) "
     "return id";
@@ -99,6 +102,12 @@ struct ha {
     _Atomic int stop;
     mc_ha_redis_t *rc;
     int down_logged;
+    char desc[MC_HA_HOST_MAX * 2]; /* the backend, for log lines */
+    char peer[MC_HA_HOST_MAX + 8]; /* the Redis server of the last connection (written
+                                    * under lmu) */
+    int check_pos;                 /* a new connection: is our journal position still there? */
+    unsigned wait_n;               /* replicas that must have a write before it counts */
+    int wait_logged;
 
     /* journal: records not yet sent, appended by the hook */
     pthread_mutex_t mu;
@@ -129,6 +138,7 @@ struct ha {
     _Atomic uint64_t lat_sum_us, lat_count;
     _Atomic uint64_t failover_last_us; /* time from first seeing no lease to serving */
     _Atomic uint64_t snapshots_taken, snapshots_loaded, snapshot_bytes;
+    _Atomic uint64_t wait_fail, rewinds;
 };
 
 /* Legal role changes: bit `to` of role_moves[from]. */
@@ -267,16 +277,58 @@ static int ensure_conn(ha_t *h)
     mc_status_t st = mc_ha_redis_connect(&h->url, t, &h->rc);
     if (st != MC_OK) {
         if (!h->down_logged)
-            MC_WARN(HA, "redis %s:%u unreachable; retrying every %d ms", h->url.host, h->url.port,
-                    RECONNECT_US / 1000);
+            MC_WARN(HA, "%s unreachable (%s); retrying every %d ms", h->desc,
+                    mc_ha_redis_connect_err(), RECONNECT_US / 1000);
         h->down_logged = 1;
         h->rc = NULL;
         return 0;
     }
+    const char *peer = mc_ha_redis_peer(h->rc);
     if (h->down_logged)
-        MC_INFO(HA, "redis %s:%u reachable again", h->url.host, h->url.port);
+        MC_INFO(HA, "%s reachable again (%s)", h->desc, peer);
+    else if (h->url.sentinel && h->peer[0] != '\0' && strcmp(peer, h->peer) != 0)
+        MC_INFO(HA, "redis primary of '%s' moved from %s to %s", h->url.sent.name, h->peer, peer);
+    pthread_mutex_lock(&h->lmu); /* /ha_status reads it */
+    snprintf(h->peer, sizeof(h->peer), "%s", peer);
+    pthread_mutex_unlock(&h->lmu);
     h->down_logged = 0;
+    h->check_pos = 1;
     return 1;
+}
+
+/* Strict with Sentinels: 1 once wait_n replicas have every write this
+ * connection made (Redis WAIT), so a failover to one of them keeps it;
+ * 0 when they did not confirm within a third of the lease (at most 1 s):
+ * the caller drops the connection, and the next one asks the Sentinels
+ * again in case the primary changed. */
+static int replicated(ha_t *h)
+{
+    if (h->wait_n == 0)
+        return 1;
+    if (h->rc == NULL)
+        return 0;
+    uint64_t ms = h->ttl_us / 3000;
+    ms = ms > 1000 ? 1000 : ms < 10 ? 10 : ms;
+    unsigned acked = 0;
+    mc_status_t st = mc_ha_redis_wait(h->rc, h->wait_n, ms, &acked);
+    if (st == MC_OK && acked >= h->wait_n) {
+        if (h->wait_logged)
+            MC_INFO(HA, "redis %s: writes reach %u replica(s) again", h->peer, acked);
+        h->wait_logged = 0;
+        return 1;
+    }
+    atomic_fetch_add(&h->wait_fail, 1);
+    if (!h->wait_logged)
+        MC_WARN(HA,
+                "redis %s: %s; nothing is acknowledged until %u replica(s) confirm "
+                "(ha.wait_replicas)",
+                h->peer,
+                st == MC_OK ? (acked == 0 ? "no replica confirmed a write within the WAIT"
+                                          : "too few replicas confirmed a write within the WAIT")
+                            : mc_ha_redis_err(h->rc),
+                h->wait_n);
+    h->wait_logged = 1;
+    return 0;
 }
 
 static void drop_conn(ha_t *h)
@@ -285,12 +337,12 @@ static void drop_conn(ha_t *h)
     h->rc = NULL;
 }
 
-/* EVAL script with 1..3 keys and up to 3 args. */
+/* EVAL script with 1..4 keys and up to 4 args. */
 static mc_status_t eval(ha_t *h, const char *script, int nkeys, const char *const *keys, int nargs,
-                        const char *const *args, const size_t *arg_lens, redisReply **out)
+                        const char *const *args, const size_t *arg_lens, mc_ha_reply_t **out)
 {
-    const char *argv[10];
-    size_t lens[10];
+    const char *argv[11];
+    size_t lens[11];
     char nk[4];
     snprintf(nk, sizeof(nk), "%d", nkeys);
     int n = 0;
@@ -308,7 +360,7 @@ static mc_status_t eval(ha_t *h, const char *script, int nkeys, const char *cons
         argv[n] = args[i];
         lens[n++] = arg_lens != NULL ? arg_lens[i] : strlen(args[i]);
     }
-    void *r = NULL;
+    mc_ha_reply_t *r = NULL;
     mc_status_t st = mc_ha_redis_cmd(h->rc, &r, n, argv, lens);
     if (st == MC_ERR_CONN_CLOSED)
         drop_conn(h);
@@ -373,20 +425,19 @@ static int trimmed_past(ha_t *h)
 {
     const char *argv[2] = {"GET", h->k_trimmed};
     size_t lens[2] = {3, strlen(h->k_trimmed)};
-    void *v = NULL;
-    if (mc_ha_redis_cmd(h->rc, &v, 2, argv, lens) != MC_OK) {
+    mc_ha_reply_t *r = NULL;
+    if (mc_ha_redis_cmd(h->rc, &r, 2, argv, lens) != MC_OK) {
         drop_conn(h);
         return -1;
     }
-    redisReply *r = v;
-    int gap = r->type == REDIS_REPLY_STRING && id_cmp(r->str, h->last_id) > 0;
+    int gap = mc_ha_reply_type(r) == MC_HA_REPLY_STR && id_cmp(mc_ha_reply_str(r), h->last_id) > 0;
     mc_ha_redis_free(r);
     return gap;
 }
 
-static int is_str(const redisReply *r)
+static int is_str(const mc_ha_reply_t *r)
 {
-    return r != NULL && (r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_STATUS);
+    return mc_ha_reply_str(r) != NULL; /* a string or a status */
 }
 
 /* One XREAD (block_ms < 0: no BLOCK). Returns entries applied, or -1 on a
@@ -413,8 +464,8 @@ static long read_journal(ha_t *h, long block_ms)
     size_t lens[9];
     for (int i = 0; i < n; i++)
         lens[i] = strlen(argv[i]);
-    void *v = NULL;
-    mc_status_t st = mc_ha_redis_cmd(h->rc, &v, n, argv, lens);
+    mc_ha_reply_t *r = NULL;
+    mc_status_t st = mc_ha_redis_cmd(h->rc, &r, n, argv, lens);
     if (block_ms >= 0 && h->rc != NULL)
         mc_ha_redis_set_timeout(h->rc, h->ttl_us / 3 < 1000000 ? h->ttl_us / 3 : 1000000);
     if (st != MC_OK) {
@@ -422,9 +473,8 @@ static long read_journal(ha_t *h, long block_ms)
         drop_conn(h);
         return -1;
     }
-    redisReply *r = v;
     long applied = 0;
-    if (r->type == REDIS_REPLY_NIL) {
+    if (mc_ha_reply_type(r) == MC_HA_REPLY_NIL) {
         mc_ha_redis_free(r);
         return 0;
     }
@@ -436,30 +486,31 @@ static long read_journal(ha_t *h, long block_ms)
         return gap < 0 ? -1 : -3;
     }
     /* [[key, [[id, [field, value, ...]], ...]]] */
-    if (r->type != REDIS_REPLY_ARRAY || r->elements != 1 ||
-        r->element[0]->type != REDIS_REPLY_ARRAY || r->element[0]->elements != 2 ||
-        r->element[0]->element[1]->type != REDIS_REPLY_ARRAY)
+    const mc_ha_reply_t *stream = mc_ha_reply_at(r, 0);
+    if (mc_ha_reply_count(r) != 1 || mc_ha_reply_count(stream) != 2 ||
+        mc_ha_reply_type(mc_ha_reply_at(stream, 1)) != MC_HA_REPLY_ARRAY)
         goto bad;
-    redisReply *ents = r->element[0]->element[1];
+    const mc_ha_reply_t *ents = mc_ha_reply_at(stream, 1);
     uint64_t wall_ms = mc_wall_us() / 1000;
-    for (size_t i = 0; i < ents->elements; i++) {
-        redisReply *e = ents->element[i];
-        if (e->type != REDIS_REPLY_ARRAY || e->elements != 2 || !is_str(e->element[0]) ||
-            e->element[1]->type != REDIS_REPLY_ARRAY)
+    for (size_t i = 0; i < mc_ha_reply_count(ents); i++) {
+        const mc_ha_reply_t *e = mc_ha_reply_at(ents, i);
+        if (mc_ha_reply_count(e) != 2 || !is_str(mc_ha_reply_at(e, 0)) ||
+            mc_ha_reply_type(mc_ha_reply_at(e, 1)) != MC_HA_REPLY_ARRAY)
             goto bad;
-        const char *id = e->element[0]->str;
-        redisReply *f = e->element[1];
+        const char *id = mc_ha_reply_str(mc_ha_reply_at(e, 0));
+        const mc_ha_reply_t *f = mc_ha_reply_at(e, 1);
         const uint8_t *rec = NULL;
         size_t rlen = 0;
         uint64_t seq = 0;
-        for (size_t k = 0; k + 1 < f->elements; k += 2) {
-            if (!is_str(f->element[k]) || !is_str(f->element[k + 1]))
+        for (size_t k = 0; k + 1 < mc_ha_reply_count(f); k += 2) {
+            const mc_ha_reply_t *name = mc_ha_reply_at(f, k), *val = mc_ha_reply_at(f, k + 1);
+            if (!is_str(name) || !is_str(val))
                 goto bad;
-            if (strcmp(f->element[k]->str, "r") == 0) {
-                rec = (const uint8_t *)f->element[k + 1]->str;
-                rlen = f->element[k + 1]->len;
-            } else if (strcmp(f->element[k]->str, "s") == 0) {
-                seq = strtoull(f->element[k + 1]->str, NULL, 10);
+            if (strcmp(mc_ha_reply_str(name), "r") == 0) {
+                rec = (const uint8_t *)mc_ha_reply_str(val);
+                rlen = mc_ha_reply_strlen(val);
+            } else if (strcmp(mc_ha_reply_str(name), "s") == 0) {
+                seq = strtoull(mc_ha_reply_str(val), NULL, 10);
             }
         }
         if (rec == NULL) {
@@ -479,7 +530,7 @@ static long read_journal(ha_t *h, long block_ms)
     return applied;
 bad:
     MC_ERROR(HA, "XREAD of %s: a reply of an unexpected shape (type %d); reconnecting",
-             h->k_journal, r->type);
+             h->k_journal, (int)mc_ha_reply_type(r));
     mc_ha_redis_free(r);
     drop_conn(h);
     return -1;
@@ -518,10 +569,10 @@ static void take_snapshot(ha_t *h)
     snprintf(sq, sizeof(sq), "%llu", (unsigned long long)h->applied_seq);
     const char *args[3] = {mc_buf_used(&b) ? (const char *)mc_buf_head(&b) : "", h->last_id, sq};
     size_t lens[3] = {mc_buf_used(&b), strlen(h->last_id), strlen(sq)};
-    redisReply *r = NULL;
+    mc_ha_reply_t *r = NULL;
     uint64_t t0 = mc_now_us();
     if (eval(h, snap_lua, 4, keys, 3, args, lens, &r) == MC_OK) {
-        if (r->type == REDIS_REPLY_INTEGER && r->integer == 1) {
+        if (mc_ha_reply_type(r) == MC_HA_REPLY_INT && mc_ha_reply_int(r) == 1) {
             atomic_fetch_add(&h->snapshots_taken, 1);
             atomic_store(&h->snapshot_bytes, mc_buf_used(&b));
             MC_INFO(HA,
@@ -547,17 +598,17 @@ static int load_snapshot(ha_t *h)
 {
     const char *argv[3] = {"MGET", h->k_snap, h->k_snap_id};
     size_t lens[3] = {4, strlen(h->k_snap), strlen(h->k_snap_id)};
-    void *v = NULL;
-    if (mc_ha_redis_cmd(h->rc, &v, 3, argv, lens) != MC_OK) {
+    mc_ha_reply_t *r = NULL;
+    if (mc_ha_redis_cmd(h->rc, &r, 3, argv, lens) != MC_OK) {
         drop_conn(h);
         return -1;
     }
-    redisReply *r = v;
     char id[48];
     unsigned long long seq = 0;
-    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
-        r->element[0]->type != REDIS_REPLY_STRING || r->element[1]->type != REDIS_REPLY_STRING ||
-        sscanf(r->element[1]->str, "%47s %llu", id, &seq) != 2) {
+    const mc_ha_reply_t *snap = mc_ha_reply_at(r, 0), *snap_id = mc_ha_reply_at(r, 1);
+    if (mc_ha_reply_count(r) != 2 || mc_ha_reply_type(snap) != MC_HA_REPLY_STR ||
+        mc_ha_reply_type(snap_id) != MC_HA_REPLY_STR ||
+        sscanf(mc_ha_reply_str(snap_id), "%47s %llu", id, &seq) != 2) {
         MC_ERROR(HA,
                  "the journal was trimmed but %s / %s hold no snapshot; this master "
                  "cannot rebuild the state and stops following",
@@ -567,8 +618,8 @@ static int load_snapshot(ha_t *h)
     }
     /* a fresh core, then the snapshot's records */
     mc_rpc_run_on(mc_reactor_group_get(h->s->g, 0), swap_master_on_r0, h->s);
-    int rc =
-        apply_entry(h, "snapshot", (const uint8_t *)r->element[0]->str, r->element[0]->len, seq);
+    int rc = apply_entry(h, "snapshot", (const uint8_t *)mc_ha_reply_str(snap),
+                         mc_ha_reply_strlen(snap), seq);
     if (rc == 0) {
         set_last_id(h, id);
         h->applied_seq = seq;
@@ -620,7 +671,7 @@ static void demote(ha_t *h, const char *why)
         /* if the lease is still ours, hand it over now rather than at its end */
         const char *keys[1] = {h->k_lease};
         const char *args[1] = {h->lease_val};
-        redisReply *r = NULL;
+        mc_ha_reply_t *r = NULL;
         if (eval(h, release_lua, 1, keys, 1, args, NULL, &r) == MC_OK)
             mc_ha_redis_free(r);
     }
@@ -697,23 +748,31 @@ static mc_status_t renew(ha_t *h)
     snprintf(ttl, sizeof(ttl), "%llu", (unsigned long long)(h->ttl_us / 1000));
     const char *args[2] = {h->lease_val, ttl};
     uint64_t t0 = mc_now_us();
-    redisReply *r = NULL;
+    mc_ha_reply_t *r = NULL;
     mc_status_t st = eval(h, renew_lua, 1, keys, 2, args, NULL, &r);
     if (st != MC_OK) {
         atomic_fetch_add(&h->renew_fail, 1);
         return st;
     }
-    if (r->type != REDIS_REPLY_INTEGER) {
-        MC_WARN(HA, "lease renewal: a reply of type %d instead of an integer", r->type);
+    if (mc_ha_reply_type(r) != MC_HA_REPLY_INT) {
+        MC_WARN(HA, "lease renewal: a reply of type %d instead of an integer",
+                (int)mc_ha_reply_type(r));
         mc_ha_redis_free(r);
         atomic_fetch_add(&h->renew_fail, 1);
         return MC_ERR_PROTOCOL;
     }
-    int ok = r->integer == 1;
+    int ok = mc_ha_reply_int(r) == 1;
     mc_ha_redis_free(r);
     if (!ok) {
         atomic_fetch_add(&h->renew_fail, 1);
         return MC_ERR_NOT_LEADER;
+    }
+    if (!replicated(h)) {
+        /* a renewal a failover could undo would let a standby take over
+         * while we still think we lead: it counts only once replicated */
+        drop_conn(h);
+        atomic_fetch_add(&h->renew_fail, 1);
+        return MC_ERR_CONN_CLOSED;
     }
     atomic_fetch_add(&h->renew_ok, 1);
     atomic_store(&h->s->lease_until_us, t0 + h->ttl_us);
@@ -729,19 +788,30 @@ static void try_elect(ha_t *h, uint64_t t_no_lease)
     snprintf(ttl, sizeof(ttl), "%llu", (unsigned long long)(h->ttl_us / 1000));
     const char *args[3] = {h->addr, h->nonce, ttl};
     uint64_t t0 = mc_now_us();
-    redisReply *r = NULL;
+    mc_ha_reply_t *r = NULL;
     if (eval(h, elect_lua, 2, keys, 3, args, NULL, &r) != MC_OK) {
         if (h->rc != NULL)
             MC_WARN(HA, "election script failed: %s", mc_ha_redis_err(h->rc));
         return;
     }
-    long long v = r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
-    if (r->type != REDIS_REPLY_INTEGER)
-        MC_WARN(HA, "election script: a reply of type %d instead of an integer", r->type);
+    long long v = mc_ha_reply_type(r) == MC_HA_REPLY_INT ? mc_ha_reply_int(r) : -1;
+    if (mc_ha_reply_type(r) != MC_HA_REPLY_INT)
+        MC_WARN(HA, "election script: a reply of type %d instead of an integer",
+                (int)mc_ha_reply_type(r));
     mc_ha_redis_free(r);
     if (v <= 0)
         return; /* another master was faster */
     snprintf(h->lease_val, sizeof(h->lease_val), "%s %lld %s", h->addr, v, h->nonce);
+    if (!replicated(h)) {
+        /* a failover could undo this election and hand the same view to
+         * another master: give the lease back and try again later */
+        const char *rkeys[1] = {h->k_lease};
+        const char *rargs[1] = {h->lease_val};
+        if (eval(h, release_lua, 1, rkeys, 1, rargs, NULL, &r) == MC_OK)
+            mc_ha_redis_free(r);
+        drop_conn(h);
+        return;
+    }
     atomic_store(&h->s->lease_until_us, t0 + h->ttl_us);
     h->renew_at_us = t0 + h->ttl_us / 3;
     /* No deposed leader can append now: read the stream to its end. */
@@ -766,9 +836,59 @@ static void try_elect(ha_t *h, uint64_t t_no_lease)
     promote(h, v, atomic_load(&h->s->lease_until_us), t_no_lease);
 }
 
+/* Standby: the journal lost entries this standby applied (a Redis
+ * failover to a replica that never got them - records no reply waited for,
+ * or any record with ha.wait_replicas = 0 - or a Redis restarted without
+ * persistence). Our state holds changes the journal does not: start over
+ * from the journal, as the leader does when it steps down. */
+static void rebuild(ha_t *h, const char *why)
+{
+    MC_WARN(HA, "%s; rebuilding the state from the journal", why);
+    atomic_fetch_add(&h->rewinds, 1);
+    mc_rpc_run_on(mc_reactor_group_get(h->s->g, 0), swap_master_on_r0, h->s);
+    set_last_id(h, "0-0");
+    h->applied_seq = 0;
+    h->snap_seq = 0;
+}
+
+/* After a (re)connection: is the entry we applied last still in the stream
+ * (or trimmed behind a snapshot, which the next read handles)? 1 yes, 0 no,
+ * -1 connection lost. */
+static int position_kept(ha_t *h)
+{
+    const char *argv[6] = {"XRANGE", h->k_journal, h->last_id, h->last_id, "COUNT", "1"};
+    size_t lens[6];
+    for (int i = 0; i < 6; i++)
+        lens[i] = strlen(argv[i]);
+    mc_ha_reply_t *r = NULL;
+    if (mc_ha_redis_cmd(h->rc, &r, 6, argv, lens) != MC_OK) {
+        drop_conn(h);
+        return -1;
+    }
+    int found = mc_ha_reply_type(r) == MC_HA_REPLY_ARRAY && mc_ha_reply_count(r) == 1;
+    mc_ha_redis_free(r);
+    if (found)
+        return 1;
+    int gap = trimmed_past(h);
+    return gap < 0 ? -1 : gap;
+}
+
 /* Standby: follow the stream; when no lease exists, run for leader. */
 static void standby_step(ha_t *h, uint64_t *t_no_lease)
 {
+    if (h->check_pos && strcmp(h->last_id, "0-0") != 0) {
+        int kept = position_kept(h);
+        if (kept < 0)
+            return;
+        if (kept == 0) {
+            char why[512];
+            snprintf(why, sizeof(why),
+                     "journal entry %s, applied here, is not in the journal at %s", h->last_id,
+                     h->peer);
+            rebuild(h, why);
+        }
+    }
+    h->check_pos = 0;
     uint64_t poll = h->ttl_us / 4 < POLL_MAX_US ? h->ttl_us / 4 : POLL_MAX_US;
     long n = read_journal(h, (long)(poll / 1000 ? poll / 1000 : 1));
     if (n == -3)
@@ -792,34 +912,45 @@ static void standby_step(ha_t *h, uint64_t *t_no_lease)
         return; /* reconnect, or more to read first */
     const char *argv[4] = {"MGET", h->k_lease, h->k_head, h->k_snap_id};
     size_t lens[4] = {4, strlen(h->k_lease), strlen(h->k_head), strlen(h->k_snap_id)};
-    void *v = NULL;
-    if (h->rc == NULL || mc_ha_redis_cmd(h->rc, &v, 4, argv, lens) != MC_OK) {
+    mc_ha_reply_t *r = NULL;
+    if (h->rc == NULL || mc_ha_redis_cmd(h->rc, &r, 4, argv, lens) != MC_OK) {
         drop_conn(h);
         return;
     }
-    redisReply *r = v;
-    if (r->type != REDIS_REPLY_ARRAY || r->elements != 3) {
+    if (mc_ha_reply_count(r) != 3) {
         MC_WARN(HA, "MGET %s: a reply of an unexpected shape", h->k_lease);
         mc_ha_redis_free(r);
         return;
     }
-    redisReply *lease = r->element[0], *head = r->element[1], *snap = r->element[2];
+    const mc_ha_reply_t *lease = mc_ha_reply_at(r, 0), *head = mc_ha_reply_at(r, 1),
+                        *snap = mc_ha_reply_at(r, 2);
     unsigned long long sseq = 0;
-    if (snap->type == REDIS_REPLY_STRING && sscanf(snap->str, "%*s %llu", &sseq) == 1 &&
-        sseq > h->snap_seq)
+    if (mc_ha_reply_type(snap) == MC_HA_REPLY_STR &&
+        sscanf(mc_ha_reply_str(snap), "%*s %llu", &sseq) == 1 && sseq > h->snap_seq)
         h->snap_seq = sseq; /* another standby's: no need for ours yet */
-    if (head->type == REDIS_REPLY_STRING) {
-        uint64_t hs = strtoull(head->str, NULL, 10);
+    if (mc_ha_reply_type(head) == MC_HA_REPLY_STR) {
+        uint64_t hs = strtoull(mc_ha_reply_str(head), NULL, 10);
         atomic_store(&h->head_seq, hs);
         atomic_store(&h->lag_records, hs > h->applied_seq ? hs - h->applied_seq : 0);
         if (hs <= h->applied_seq)
             atomic_store(&h->lag_ms, 0);
     }
-    int no_lease = lease->type == REDIS_REPLY_NIL;
+    if (h->applied_seq > 0 && (mc_ha_reply_type(head) == MC_HA_REPLY_NIL ||
+                               (mc_ha_reply_type(head) == MC_HA_REPLY_STR &&
+                                strtoull(mc_ha_reply_str(head), NULL, 10) < h->applied_seq))) {
+        char why[512];
+        snprintf(why, sizeof(why), "the journal at %s ends before record %llu, applied here",
+                 h->peer, (unsigned long long)h->applied_seq);
+        mc_ha_redis_free(r);
+        rebuild(h, why);
+        return;
+    }
+    int no_lease = mc_ha_reply_type(lease) == MC_HA_REPLY_NIL;
     if (!no_lease) {
         char addr[MC_HA_ADDR_MAX];
-        if (lease->type == REDIS_REPLY_STRING &&
-            mc_ha_parse_lease(lease->str, lease->len, addr, sizeof(addr), NULL) == MC_OK)
+        if (mc_ha_reply_type(lease) == MC_HA_REPLY_STR &&
+            mc_ha_parse_lease(mc_ha_reply_str(lease), mc_ha_reply_strlen(lease), addr, sizeof(addr),
+                              NULL) == MC_OK)
             set_leader(h, addr);
         else
             MC_WARN(HA, "%s does not hold \"ADDR VIEW NONCE\"", h->k_lease);
@@ -843,17 +974,27 @@ static mc_status_t append_sending(ha_t *h, uint64_t seq)
     if (mc_buf_used(&h->sending) == 0)
         return MC_OK;
     const char *keys[3] = {h->k_lease, h->k_journal, h->k_head};
-    char sq[24];
+    char sq[24], pq[24];
     snprintf(sq, sizeof(sq), "%llu", (unsigned long long)seq);
-    const char *args[3] = {h->lease_val, (const char *)mc_buf_head(&h->sending), sq};
-    size_t lens[3] = {strlen(h->lease_val), mc_buf_used(&h->sending), strlen(sq)};
+    snprintf(pq, sizeof(pq), "%llu", (unsigned long long)atomic_load(&h->flushed));
+    const char *args[4] = {h->lease_val, (const char *)mc_buf_head(&h->sending), sq, pq};
+    size_t lens[4] = {strlen(h->lease_val), mc_buf_used(&h->sending), strlen(sq), strlen(pq)};
     uint64_t t0 = mc_now_us();
-    redisReply *r = NULL;
+    mc_ha_reply_t *r = NULL;
     mc_status_t st;
     int warned = 0;
     for (;;) {
-        st = h->rc != NULL || ensure_conn(h) ? eval(h, append_lua, 3, keys, 3, args, lens, &r)
+        st = h->rc != NULL || ensure_conn(h) ? eval(h, append_lua, 3, keys, 4, args, lens, &r)
                                              : MC_ERR_CONN_CLOSED;
+        if (st == MC_OK && !replicated(h)) {
+            /* stored on the primary only: a failover now could lose it, so
+             * it is not acknowledged; sent again (to the new primary, if
+             * one took over: there the head check lets it in) */
+            mc_ha_redis_free(r);
+            r = NULL;
+            drop_conn(h);
+            st = MC_ERR_CONN_CLOSED;
+        }
         if (st != MC_ERR_CONN_CLOSED || atomic_load(&h->stop))
             break;
         /* outcome unknown (Redis slow or gone): send the same batch again
@@ -1013,6 +1154,7 @@ mc_status_t master_ha_start(master_srv_t *s)
         return MC_ERR_CONFIG;
     }
     snprintf(h->url.cluster, sizeof(h->url.cluster), "%s", cl);
+    mc_ha_url_describe(&h->url, h->desc, sizeof(h->desc));
     mc_ha_key(h->k_lease, sizeof(h->k_lease), cl, "lease");
     mc_ha_key(h->k_view, sizeof(h->k_view), cl, "view");
     mc_ha_key(h->k_journal, sizeof(h->k_journal), cl, "journal");
@@ -1041,6 +1183,8 @@ mc_status_t master_ha_start(master_srv_t *s)
     h->ttl_us = s->opts.ha.lease_ttl_us;
     h->flush_us = s->opts.ha.flush_interval_us ? s->opts.ha.flush_interval_us : 10000;
     h->sync = s->opts.ha.sync;
+    /* a lone Redis has no replica to wait for */
+    h->wait_n = h->url.sentinel && h->sync == MC_HA_SYNC_STRICT ? s->opts.ha.wait_replicas : 0;
     snprintf(h->last_id, sizeof(h->last_id), "0-0");
     pthread_mutex_init(&h->mu, NULL);
     pthread_mutex_init(&h->lmu, NULL);
@@ -1063,10 +1207,14 @@ mc_status_t master_ha_start(master_srv_t *s)
     }
     h->started = 1;
     MC_INFO(HA,
-            "high availability: cluster '%s' on redis %s:%u/%d, lease %llu ms, sync %s, "
+            "high availability: cluster '%s' on %s, lease %llu ms, sync %s%s, "
             "advertising %s; starting as a standby",
-            cl, h->url.host, h->url.port, h->url.db, (unsigned long long)(h->ttl_us / 1000),
-            h->sync == MC_HA_SYNC_STRICT ? "strict" : "async", h->addr);
+            cl, h->desc, (unsigned long long)(h->ttl_us / 1000),
+            h->sync == MC_HA_SYNC_STRICT ? "strict" : "async",
+            h->wait_n == 0   ? ""
+            : h->wait_n == 1 ? " (acknowledged once a replica has it)"
+                             : " (acknowledged once replicas have it)",
+            h->addr);
     return MC_OK;
 }
 
@@ -1096,7 +1244,7 @@ void master_ha_stop(master_srv_t *s)
             master_tier_drain(s, h->ttl_us / 2);
             const char *keys[1] = {h->k_lease};
             const char *args[1] = {h->lease_val};
-            redisReply *r = NULL;
+            mc_ha_reply_t *r = NULL;
             if (eval(h, release_lua, 1, keys, 1, args, NULL, &r) == MC_OK) {
                 MC_INFO(HA, "journal flushed and lease released");
                 mc_ha_redis_free(r);
@@ -1147,10 +1295,11 @@ void master_ha_status_json(master_srv_t *s, mc_buf_t *b)
                 (long long)s->view_version);
         return;
     }
-    char leader[MC_HA_ADDR_MAX], last_id[sizeof(h->last_id)];
+    char leader[MC_HA_ADDR_MAX], last_id[sizeof(h->last_id)], peer[sizeof(h->peer)];
     master_ha_leader(s, leader, sizeof(leader));
     pthread_mutex_lock(&h->lmu);
     memcpy(last_id, h->last_id, sizeof(last_id));
+    memcpy(peer, h->peer, sizeof(peer));
     pthread_mutex_unlock(&h->lmu);
     uint64_t until = atomic_load(&s->lease_until_us), now = mc_now_us();
     appendf(b,
@@ -1168,7 +1317,8 @@ void master_ha_status_json(master_srv_t *s, mc_buf_t *b)
             "\"journal_records_pending\":%llu,\"journal_head_seq\":%llu,"
             "\"records_applied\":%llu,\"apply_errors\":%llu,\"replication_lag_records\":%llu,"
             "\"replication_lag_ms\":%llu,\"last_failover_ms\":%llu,\"snapshots_taken\":%llu,"
-            "\"snapshots_loaded\":%llu,\"last_applied_entry\":\"%s\"}\n",
+            "\"snapshots_loaded\":%llu,\"replica_waits_failed\":%llu,\"journal_rewinds\":%llu,"
+            "\"redis\":\"%s\",\"last_applied_entry\":\"%s\"}\n",
             (unsigned long long)atomic_load(&h->elections),
             (unsigned long long)atomic_load(&h->renew_ok),
             (unsigned long long)atomic_load(&h->renew_fail),
@@ -1182,7 +1332,9 @@ void master_ha_status_json(master_srv_t *s, mc_buf_t *b)
             (unsigned long long)(role(h) == MC_HA_ROLE_LEADER ? 0 : atomic_load(&h->lag_ms)),
             (unsigned long long)(atomic_load(&h->failover_last_us) / 1000),
             (unsigned long long)atomic_load(&h->snapshots_taken),
-            (unsigned long long)atomic_load(&h->snapshots_loaded), last_id);
+            (unsigned long long)atomic_load(&h->snapshots_loaded),
+            (unsigned long long)atomic_load(&h->wait_fail),
+            (unsigned long long)atomic_load(&h->rewinds), peer, last_id);
 }
 
 void master_ha_metrics(master_srv_t *s, mc_buf_t *b)
@@ -1226,6 +1378,17 @@ void master_ha_metrics(master_srv_t *s, mc_buf_t *b)
             (unsigned long long)atomic_load(&h->snapshots_taken),
             (unsigned long long)atomic_load(&h->snapshots_loaded),
             (unsigned long long)atomic_load(&h->snapshot_bytes));
+    appendf(b,
+            "# HELP master_ha_replica_waits_failed_total journal writes not confirmed by "
+            "ha.wait_replicas replicas in time (sent again)\n"
+            "# TYPE master_ha_replica_waits_failed_total counter\n"
+            "master_ha_replica_waits_failed_total %llu\n"
+            "# HELP master_ha_journal_rewinds_total a standby found the journal without entries "
+            "it had applied and rebuilt its state\n"
+            "# TYPE master_ha_journal_rewinds_total counter\n"
+            "master_ha_journal_rewinds_total %llu\n",
+            (unsigned long long)atomic_load(&h->wait_fail),
+            (unsigned long long)atomic_load(&h->rewinds));
     int lead = r == MC_HA_ROLE_LEADER;
     appendf(b,
             "# HELP master_ha_replication_lag_records journal records not yet applied\n"

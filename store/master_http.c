@@ -5,7 +5,10 @@
  *   /metrics/summary  one human line
  *   /health           "OK"
  *   /segments         JSON array of mounted segments with capacity and use
- *   /keys?regex=RE&limit=N   JSON array of keys (bounded: limit <= 100000)
+ *   /keys?regex=RE&limit=N   JSON array of keys (bounded: limit <= 100000); the
+ *                     scan runs on the regex worker (master_server_scan.c):
+ *                     400 for a regex refused or over its budget, 503 when
+ *                     too many scans wait
  *   /role             "leader", "standby", "failed" or "single" (HA off); HTTP
  *                     200 for the leader and a single master, 503 otherwise,
  *                     so a load balancer's health check finds the leader
@@ -15,6 +18,7 @@
  * its thread-safe API.
  */
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -176,6 +180,13 @@ static void on_metrics(struct evhttp_request *req, void *arg)
     COUNTER("master_rpc_protocol_errors_total", "RPC connections closed for a protocol error.",
             rs.conns_closed_protocol);
     COUNTER("master_rpc_requests_total", "RPC requests received.", rs.requests);
+    uint64_t scans, over, refused;
+    master_scan_stats(s, &scans, &over, &refused);
+    COUNTER("master_regex_scans_total", "Regex scans run (by-regex RPCs, /keys).", scans);
+    COUNTER("master_regex_scans_over_budget_total",
+            "Regex scans stopped by a regex limit or server.regex_timeout.", over);
+    COUNTER("master_regex_scans_refused_total",
+            "Regex scans refused because server.regex_queue were waiting.", refused);
     mc_buf_t hb = MC_BUF_INIT;
     master_ha_metrics(s, &hb);
     evbuffer_add(b, mc_buf_head(&hb), mc_buf_used(&hb));
@@ -299,20 +310,88 @@ static void on_segments(struct evhttp_request *req, void *arg)
     evbuffer_free(j.b);
 }
 
+/* /keys rows, encoded on the scan worker into a plain buffer. */
+typedef struct keys_out {
+    mc_buf_t *b;
+    size_t n;
+    uint64_t now;
+    mc_status_t err;
+} keys_out_t;
+
+static void out_str(keys_out_t *o, const char *p, size_t n)
+{
+    if (o->err == MC_OK)
+        o->err = mc_buf_append(o->b, p, n);
+}
+
+static void out_fmt(keys_out_t *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void out_fmt(keys_out_t *o, const char *fmt, ...)
+{
+    char tmp[256];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(tmp, sizeof(tmp), fmt, ap);
+    va_end(ap);
+    if (n > 0)
+        out_str(o, tmp, (size_t)n < sizeof(tmp) ? (size_t)n : sizeof(tmp) - 1);
+}
+
+/* JSON string content, escaped as add_escaped does. */
+static void out_escaped(keys_out_t *o, const char *s, size_t len)
+{
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c == '"' || c == '\\')
+            out_fmt(o, "\\%c", c);
+        else if (c < 0x20 || c >= 0x7f)
+            out_fmt(o, "\\u%04x", c);
+        else
+            out_str(o, (const char *)&c, 1);
+    }
+}
+
 static int key_json(void *arg, const mc_master_key_info_t *ki)
 {
-    json_ctx_t *j = arg;
-    struct evbuffer *b = j->b;
-    uint64_t now = mc_now_us();
-    evbuffer_add_printf(b, "%s\n  {\"key\": \"", j->n++ ? "," : "");
-    add_escaped(b, ki->key, ki->key_len);
-    evbuffer_add_printf(b,
-                        "\", \"size\": %" PRIu64 ", \"replicas\": %u, \"disk\": %s"
-                        ", \"complete\": %s, \"lease_ms_left\": %" PRIu64 "}",
-                        ki->size, ki->nrep, ki->disk ? "true" : "false",
-                        ki->complete ? "true" : "false",
-                        ki->lease_until_us > now ? (ki->lease_until_us - now) / 1000 : 0);
+    keys_out_t *o = arg;
+    out_fmt(o, "%s\n  {\"key\": \"", o->n++ ? "," : "");
+    out_escaped(o, ki->key, ki->key_len);
+    out_fmt(o,
+            "\", \"size\": %" PRIu64 ", \"replicas\": %u, \"disk\": %s"
+            ", \"complete\": %s, \"lease_ms_left\": %" PRIu64 "}",
+            ki->size, ki->nrep, ki->disk ? "true" : "false", ki->complete ? "true" : "false",
+            ki->lease_until_us > o->now ? (ki->lease_until_us - o->now) / 1000 : 0);
     return 0;
+}
+
+/* Phase 2 of /keys on the scan worker: the JSON array into j->out. */
+static mc_status_t act_keys(scan_job_t *j)
+{
+    keys_out_t o = {.b = &j->out, .now = mc_now_us()};
+    out_str(&o, "[", 1);
+    mc_status_t st = mc_master_scan_keys(j->s->m, j->sc, key_json, &o, NULL);
+    out_fmt(&o, "%s]\n", o.n ? "\n" : "");
+    return st != MC_OK ? st : o.err;
+}
+
+/* On reactor 0: answer the request (a client that went away meanwhile is
+ * handled by libevent: the reply then only frees the request). */
+static void done_keys(scan_job_t *j)
+{
+    struct evhttp_request *req = j->req;
+    if (j->st == MC_OK) {
+        struct evbuffer *b = evbuffer_new();
+        if (b == NULL || evbuffer_add(b, mc_buf_head(&j->out), mc_buf_used(&j->out)) != 0) {
+            evhttp_send_error(req, 500, "out of memory");
+        } else {
+            send_text(req, 200, "OK", b, "application/json");
+        }
+        if (b != NULL)
+            evbuffer_free(b);
+    } else {
+        int code = j->st == MC_ERR_INVALID_PARAMS ? 400 : j->st == MC_ERR_LIMIT ? 503 : 500;
+        evhttp_send_error(req, code, j->why[0] ? j->why : mc_status_str(j->st));
+    }
+    scan_job_free(j);
 }
 
 static void on_keys(struct evhttp_request *req, void *arg)
@@ -339,24 +418,30 @@ static void on_keys(struct evhttp_request *req, void *arg)
         }
         limit = v;
     }
-    json_ctx_t j = {.b = evbuffer_new()};
-    if (j.b == NULL) {
-        evhttp_clear_headers(&q);
+    char why[256];
+    mc_master_scan_t *sc = NULL;
+    mc_status_t st = mc_master_scan_create(s->m, MC_MASTER_SCAN_KEYS, re, re ? strlen(re) : 0, 0,
+                                           limit, &sc, why, sizeof(why));
+    evhttp_clear_headers(&q);
+    if (st != MC_OK) {
+        evhttp_send_error(req, st == MC_ERR_INVALID_PARAMS ? 400 : 500,
+                          why[0] ? why : mc_status_str(st));
+        return;
+    }
+    scan_job_t *j = scan_job_new(s, sc, mc_reactor_group_get(s->g, 0));
+    if (j == NULL) {
+        mc_master_scan_destroy(sc);
         evhttp_send_error(req, 500, "out of memory");
         return;
     }
-    evbuffer_add_printf(j.b, "[");
-    size_t cnt = 0;
-    mc_status_t st = mc_master_foreach_key(s->m, re, limit, key_json, &j, &cnt);
-    evhttp_clear_headers(&q);
+    j->act = act_keys;
+    j->done = done_keys;
+    j->req = req;
+    st = master_scan_submit(s, j, why, sizeof(why));
     if (st != MC_OK) {
-        evbuffer_free(j.b);
-        evhttp_send_error(req, 400, st == MC_ERR_INVALID_PARAMS ? "bad regex" : mc_status_str(st));
-        return;
+        scan_job_free(j);
+        evhttp_send_error(req, st == MC_ERR_LIMIT ? 503 : 500, why);
     }
-    evbuffer_add_printf(j.b, "%s]\n", j.n ? "\n" : "");
-    send_text(req, 200, "OK", j.b, "application/json");
-    evbuffer_free(j.b);
 }
 
 typedef struct http_start {

@@ -225,10 +225,11 @@ struct mc_master {
     pthread_mutex_t meta_lock;
     mc_hmap_t meta;
 
-    pthread_mutex_t evict_lock;                  /* one eviction pass at a time */
-    _Atomic int need_eviction;                   /* an allocation failed since the last pass */
-    _Atomic uint64_t evict_last_us;              /* when the last pass ran */
-    _Atomic uint64_t evict_idle_until_us;        /* no pass before: the last found nothing */
+    pthread_mutex_t evict_lock;           /* one eviction pass at a time */
+    _Atomic uint64_t evict_idle_until_us; /* no pass before: the last found nothing */
+    /* evict_for found no window for a put of this size or larger: it does
+     * not walk again for those before nofit_until_us (evict_lock) */
+    uint64_t evict_nofit_size, evict_nofit_until_us;
     _Atomic uint64_t nproc_total, nparked_total; /* tick skips sweeps at 0 */
     _Atomic uint64_t ndraining;                  /* tick skips the commit at 0 */
 
@@ -289,6 +290,14 @@ void obj_destroy(mc_master_t *m, obj_t *o);
 int obj_leased(const obj_t *o, uint64_t now_us);
 int obj_pinned(const obj_t *o, uint64_t now_us);
 
+/* Describe a complete object's readable replicas into out[0..room) and grant
+ * the read lease; 0 when none is readable. Shard lock held. */
+uint32_t read_grant(mc_master_t *m, obj_t *o, uint64_t now_us, mc_master_replica_desc_t *out,
+                    uint32_t room);
+/* mc_master_remove of one key, shard lock held; h = mc_hash64 of the key. */
+mc_status_t remove_locked(mc_master_t *m, shard_t *sh, uint64_t h, const char *key, size_t len,
+                          int force, uint64_t now_us);
+
 /* Journal replay (master.c dispatches mc_master_apply). */
 mc_status_t apply_put_start(mc_master_t *m, const mc_master_jrec_t *r, uint64_t now_us);
 mc_status_t apply_drop(mc_master_t *m, const mc_master_jrec_t *r);
@@ -323,10 +332,16 @@ void segs_commit_drained(mc_master_t *m, uint64_t now_us);
 client_t *client_get_or_add(mc_master_t *m, mc_uuid_t id, uint64_t now_us, int status);
 
 /* ---- master_evict.c ---- */
-/* One eviction pass removing about ratio of the eligible objects. Returns how
- * many objects went. on_demand (an allocation failed): skipped when a pass
- * just ran or is running. Takes shard locks: the caller holds none. */
-uint64_t evict_pass(mc_master_t *m, uint64_t now_us, double ratio, int on_demand);
+/* One eviction pass removing about ratio of the eligible objects (the tick,
+ * above the high watermark). Returns how many objects went. Takes shard
+ * locks: the caller holds none. */
+uint64_t evict_pass(mc_master_t *m, uint64_t now_us, double ratio);
+/* A put of size bytes found no room: evict, if and only if that makes room
+ * for one replica of it (see master_evict.c). Returns 1 with the name of the
+ * segment that has room now in seg_name (MC_MASTER_NAME_MAX bytes), 0 when
+ * nothing was evicted (no eviction can make room). Takes shard locks: the
+ * caller holds none. */
+int evict_for(mc_master_t *m, uint64_t size, uint64_t now_us, char *seg_name);
 void sweep_processing(mc_master_t *m, uint64_t now_us);
 void release_parked(mc_master_t *m, uint64_t now_us);
 

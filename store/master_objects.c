@@ -1,12 +1,12 @@
 /*
- * master_objects.c - objects: put (start/end/revoke), get, exist, remove, their
- * batch and regex forms, and key listing. See master.h.
+ * master_objects.c - objects: put (start/end/revoke), get, exist, remove and
+ * their batch forms. See master.h. The regex forms and key listing are in
+ * master_scan.c.
  *
  * Every per-key operation is a *_locked() function run with the key's shard
  * lock held; the single-key API locks around one call, the batch API sorts
  * its keys by shard and locks each shard once for all of its keys.
  */
-#include <regex.h>
 #include <string.h>
 
 #include "store/master_int.h"
@@ -444,6 +444,15 @@ mc_status_t apply_drop(mc_master_t *m, const mc_master_jrec_t *r)
     return MC_OK;
 }
 
+/* cfg with the one segment evict_for made room on as the only preference
+ * (the caller's preferences had no room). */
+static void prefer(const mc_master_put_cfg_t *cfg, mc_master_put_cfg_t *out, const char **name)
+{
+    *out = *cfg;
+    out->preferred_segments = name;
+    out->n_preferred = 1;
+}
+
 mc_status_t mc_master_put_start(mc_master_t *m, mc_uuid_t client, const char *key, size_t key_len,
                                 uint64_t size, const mc_master_put_cfg_t *cfg, uint64_t now_us,
                                 mc_master_replica_desc_t *out, uint32_t *nrep)
@@ -460,15 +469,19 @@ mc_status_t mc_master_put_start(mc_master_t *m, mc_uuid_t client, const char *ke
     st = put_start_locked(m, sh, h, client, key, key_len, size, cfg, now_us, out, nrep);
     shard_unlock(sh);
     if (st == MC_ERR_NO_AVAILABLE_HANDLE && m->o.eviction_ratio > 0.0) {
-        /* upstream only flags the eviction thread and fails; evicting now and
-         * retrying once turns most of those failures into successes */
-        evict_pass(m, now_us, m->o.eviction_ratio, 1);
-        shard_lock(sh);
-        st = put_start_locked(m, sh, h, client, key, key_len, size, cfg, now_us, out, nrep);
-        shard_unlock(sh);
+        /* upstream only flags the eviction thread and fails; here the put
+         * evicts what makes room for it, if anything can, and is retried on
+         * the segment that has the room */
+        char seg[MC_MASTER_NAME_MAX];
+        if (evict_for(m, size, now_us, seg)) {
+            mc_master_put_cfg_t there;
+            const char *pref[1] = {seg};
+            prefer(cfg, &there, pref);
+            shard_lock(sh);
+            st = put_start_locked(m, sh, h, client, key, key_len, size, &there, now_us, out, nrep);
+            shard_unlock(sh);
+        }
     }
-    if (st == MC_ERR_NO_AVAILABLE_HANDLE)
-        atomic_store(&m->need_eviction, 1);
     return st;
 }
 
@@ -503,8 +516,8 @@ mc_status_t mc_master_put_revoke(mc_master_t *m, mc_uuid_t client, const char *k
 
 /* Describe the readable replicas of a complete object and grant the read
  * lease; 0 replicas when all of them are on segments being unmounted. */
-static uint32_t read_grant(mc_master_t *m, obj_t *o, uint64_t now_us, mc_master_replica_desc_t *out,
-                           uint32_t room)
+uint32_t read_grant(mc_master_t *m, obj_t *o, uint64_t now_us, mc_master_replica_desc_t *out,
+                    uint32_t room)
 {
     uint32_t n = 0;
     pthread_rwlock_rdlock(&m->seg_lock);
@@ -566,8 +579,8 @@ static mc_status_t remove_obj(mc_master_t *m, shard_t *sh, obj_t *o, uint64_t h,
     return MC_OK;
 }
 
-static mc_status_t remove_locked(mc_master_t *m, shard_t *sh, uint64_t h, const char *key,
-                                 size_t len, int force, uint64_t now_us)
+mc_status_t remove_locked(mc_master_t *m, shard_t *sh, uint64_t h, const char *key, size_t len,
+                          int force, uint64_t now_us)
 {
     obj_t *o = obj_find(sh, h, key, len);
     if (o == NULL)
@@ -741,6 +754,9 @@ static void batch_seen_add(batch_seen_t *bs, const uint64_t *hs, size_t i)
     bs->slot[p] = (uint32_t)i + 1;
 }
 
+/* Items of one batch put start that may evict to make room for themselves. */
+#define BATCH_EVICTIONS 8
+
 mc_status_t mc_master_batch_put_start(mc_master_t *m, mc_uuid_t client, const mc_master_key_t *keys,
                                       const uint64_t *sizes, size_t n,
                                       const mc_master_put_cfg_t *cfg, uint64_t now_us,
@@ -792,30 +808,42 @@ mc_status_t mc_master_batch_put_start(mc_master_t *m, mc_uuid_t client, const mc
     BATCH_LOOP_END
 
     if (nfail > 0 && m->o.eviction_ratio > 0.0) {
-        /* one eviction pass for the whole batch, then one retry of the items
-         * that found no space, again in shard order (ord[] keeps the order;
-         * compact it to the failed ones) */
-        evict_pass(m, now_us, m->o.eviction_ratio, 1);
-        size_t nf = 0;
-        for (size_t j = 0; j < nv; j++)
-            if (st[ord[j]] == MC_ERR_NO_AVAILABLE_HANDLE)
-                ord[nf++] = ord[j];
-        nfail = 0;
-        BATCH_LOOP_BEGIN(m, hs, ord, nf)
-        if (seen.slot != NULL && batch_seen_has(&seen, keys, hs, i)) {
-            st[i] = MC_ERR_OBJECT_ALREADY_EXISTS;
-            continue;
+        /* the items that found no room, in shard order: each is retried
+         * (an eviction for an earlier one may have made room for it too), and
+         * one that still finds none evicts what makes room for it, if
+         * anything can (at most BATCH_EVICTIONS of those per call: each walks
+         * the table; the tick and later puts do the rest) */
+        unsigned evictions = 0;
+        for (size_t j = 0; j < nv; j++) {
+            size_t i = ord[j];
+            if (st[i] != MC_ERR_NO_AVAILABLE_HANDLE)
+                continue;
+            uint64_t h = hs[i];
+            shard_t *sh = &m->shards[shard_of(h)];
+            if (seen.slot != NULL && batch_seen_has(&seen, keys, hs, i)) {
+                st[i] = MC_ERR_OBJECT_ALREADY_EXISTS;
+                continue;
+            }
+            shard_lock(sh);
+            st[i] = put_start_locked(m, sh, h, client, keys[i].data, keys[i].len, sizes[i], cfg,
+                                     now_us, &descs[i * rn], &nrep[i]);
+            shard_unlock(sh);
+            char seg[MC_MASTER_NAME_MAX];
+            if (st[i] == MC_ERR_NO_AVAILABLE_HANDLE && evictions < BATCH_EVICTIONS &&
+                evict_for(m, sizes[i], now_us, seg)) {
+                evictions++;
+                mc_master_put_cfg_t there;
+                const char *pref[1] = {seg};
+                prefer(cfg, &there, pref);
+                shard_lock(sh);
+                st[i] = put_start_locked(m, sh, h, client, keys[i].data, keys[i].len, sizes[i],
+                                         &there, now_us, &descs[i * rn], &nrep[i]);
+                shard_unlock(sh);
+            }
+            if (st[i] == MC_OK && seen.slot != NULL)
+                batch_seen_add(&seen, hs, i);
         }
-        st[i] = put_start_locked(m, sh, h, client, keys[i].data, keys[i].len, sizes[i], cfg, now_us,
-                                 &descs[i * rn], &nrep[i]);
-        if (st[i] == MC_ERR_NO_AVAILABLE_HANDLE)
-            nfail++;
-        else if (st[i] == MC_OK && seen.slot != NULL)
-            batch_seen_add(&seen, hs, i);
-        BATCH_LOOP_END
     }
-    if (nfail > 0)
-        atomic_store(&m->need_eviction, 1);
     mc_free(hs);
     mc_free(seen.slot);
     return MC_OK;
@@ -929,193 +957,5 @@ mc_status_t mc_master_batch_remove(mc_master_t *m, const mc_master_key_t *keys, 
     st[i] = remove_locked(m, sh, h, keys[i].data, keys[i].len, force, now_us);
     BATCH_LOOP_END
     mc_free(hs);
-    return MC_OK;
-}
-
-/* ---- regex walks ---- */
-
-/* A compiled pattern plus a buffer to NUL-terminate keys (regexec needs a C
- * string; REG_STARTEND would avoid the copy but sanitizers strlen the input). */
-typedef struct matcher {
-    int active;
-    regex_t re;
-    char *buf;
-} matcher_t;
-
-static mc_status_t matcher_init(const mc_master_t *m, matcher_t *mt, const char *regex)
-{
-    mt->active = 0;
-    mt->buf = NULL;
-    if (regex == NULL)
-        return MC_OK;
-    int rc = regcomp(&mt->re, regex, REG_EXTENDED | REG_NOSUB);
-    if (rc != 0) {
-        char msg[128];
-        regerror(rc, &mt->re, msg, sizeof(msg));
-        MC_WARN(MASTER, "bad regex '%s': %s", regex, msg);
-        return MC_ERR_INVALID_PARAMS;
-    }
-    mt->buf = mc_malloc((size_t)m->o.max_key_len + 1);
-    if (mt->buf == NULL) {
-        regfree(&mt->re);
-        return MC_ERR_NOMEM;
-    }
-    mt->active = 1;
-    return MC_OK;
-}
-
-static int matcher_match(matcher_t *mt, obj_t *o)
-{
-    if (!mt->active)
-        return 1;
-    memcpy(mt->buf, obj_key(o), o->key_len);
-    mt->buf[o->key_len] = '\0';
-    return regexec(&mt->re, mt->buf, 0, NULL, 0) == 0;
-}
-
-static void matcher_fini(matcher_t *mt)
-{
-    if (mt->active)
-        regfree(&mt->re);
-    mc_free(mt->buf);
-}
-
-mc_status_t mc_master_get_replica_list_by_regex(mc_master_t *m, const char *regex, uint64_t now_us,
-                                                mc_master_replicas_cb_t cb, void *arg,
-                                                size_t *count, int *truncated)
-{
-    if (regex == NULL || cb == NULL)
-        return MC_ERR_INVALID_PARAMS;
-    matcher_t mt;
-    mc_status_t st = matcher_init(m, &mt, regex);
-    if (st != MC_OK)
-        return st;
-    mc_master_replica_desc_t reps[MC_MASTER_MAX_REPLICAS];
-    size_t cnt = 0;
-    int trunc = 0, stop = 0;
-    for (unsigned s = 0; s < MC_MASTER_NUM_SHARDS && !stop; s++) {
-        shard_t *sh = &m->shards[s];
-        shard_lock(sh);
-        OTAB_WALK(&sh->tab, i, k)
-        {
-            obj_t *o = sh->tab.slots[i].obj;
-            if (stop)
-                break;
-            if (o == NULL || o->state != OBJ_COMPLETE || !matcher_match(&mt, o))
-                continue;
-            if (cnt == m->o.regex_max_results) {
-                trunc = stop = 1;
-                continue;
-            }
-            uint32_t nr = read_grant(m, o, now_us, reps, MC_MASTER_MAX_REPLICAS);
-            if (nr == 0)
-                continue;
-            cnt++;
-            if (cb(arg, obj_key(o), o->key_len, reps, nr) != 0)
-                stop = 1;
-        }
-        shard_unlock(sh);
-    }
-    matcher_fini(&mt);
-    if (count != NULL)
-        *count = cnt;
-    if (truncated != NULL)
-        *truncated = trunc;
-    return MC_OK;
-}
-
-/* Remove every object of the shard that matches and may go; returns how many. */
-static long remove_matching(mc_master_t *m, shard_t *sh, matcher_t *mt, int force, uint64_t now_us)
-{
-    long cnt = 0;
-    OTAB_WALK(&sh->tab, i, k)
-    {
-        otab_walk_prefetch(&sh->tab, i);
-        obj_t *o = sh->tab.slots[i].obj;
-        if (o != NULL && matcher_match(mt, o) &&
-            remove_obj(m, sh, o, sh->tab.slots[i].hash, force, now_us) == MC_OK)
-            cnt++;
-    }
-    otab_shrink(&sh->tab);
-    return cnt;
-}
-
-mc_status_t mc_master_remove_by_regex(mc_master_t *m, const char *regex, int force, uint64_t now_us,
-                                      long *count)
-{
-    if (regex == NULL)
-        return MC_ERR_INVALID_PARAMS;
-    matcher_t mt;
-    mc_status_t st = matcher_init(m, &mt, regex);
-    if (st != MC_OK)
-        return st;
-    long cnt = 0;
-    for (unsigned s = 0; s < MC_MASTER_NUM_SHARDS; s++) {
-        shard_lock(&m->shards[s]);
-        cnt += remove_matching(m, &m->shards[s], &mt, force, now_us);
-        shard_unlock(&m->shards[s]);
-    }
-    matcher_fini(&mt);
-    if (count != NULL)
-        *count = cnt;
-    return MC_OK;
-}
-
-mc_status_t mc_master_remove_all(mc_master_t *m, int force, uint64_t now_us, long *count)
-{
-    matcher_t mt = {0};
-    long cnt = 0;
-    for (unsigned s = 0; s < MC_MASTER_NUM_SHARDS; s++) {
-        shard_lock(&m->shards[s]);
-        cnt += remove_matching(m, &m->shards[s], &mt, force, now_us);
-        shard_unlock(&m->shards[s]);
-    }
-    if (count != NULL)
-        *count = cnt;
-    return MC_OK;
-}
-
-mc_status_t mc_master_foreach_key(mc_master_t *m, const char *regex, size_t max,
-                                  mc_master_key_cb_t cb, void *arg, size_t *count)
-{
-    if (cb == NULL)
-        return MC_ERR_INVALID_PARAMS;
-    matcher_t mt;
-    mc_status_t st = matcher_init(m, &mt, regex);
-    if (st != MC_OK)
-        return st;
-    size_t cnt = 0;
-    int stop = max == 0;
-    for (unsigned s = 0; s < MC_MASTER_NUM_SHARDS && !stop; s++) {
-        shard_t *sh = &m->shards[s];
-        shard_lock(sh);
-        OTAB_WALK(&sh->tab, i, k)
-        {
-            obj_t *o = sh->tab.slots[i].obj;
-            if (stop)
-                break;
-            if (o == NULL || !matcher_match(&mt, o))
-                continue;
-            int complete = o->state == OBJ_COMPLETE;
-            mc_master_key_info_t ki = {
-                .key = obj_key(o),
-                .key_len = o->key_len,
-                .size = o->size,
-                .nrep = o->nrep,
-                .disk = o->disk,
-                .complete = complete,
-                .lease_until_us = complete ? o->lease_us : 0,
-                .soft_pin_until_us = complete ? o->pin_us : 0,
-                .last_access_us = o->access_us,
-            };
-            cnt++;
-            if (cb(arg, &ki) != 0 || cnt == max)
-                stop = 1;
-        }
-        shard_unlock(sh);
-    }
-    matcher_fini(&mt);
-    if (count != NULL)
-        *count = cnt;
     return MC_OK;
 }

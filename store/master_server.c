@@ -650,51 +650,92 @@ static int regex_entry(void *arg, const char *key, size_t key_len,
     return 0;
 }
 
-/* Copy a str field into a NUL-terminated buffer (regexes, prefixes). */
-static int cstr_field(const char *p, uint32_t len, char *buf, size_t room)
+/* ---- regex scans: matched on the scan worker (master_server_scan.c) ---- */
+
+/* Phase 2 of GetReplicaListByRegex on the worker: {ENTRIES, TRUNCATED}. */
+static mc_status_t act_replicas(scan_job_t *j)
 {
-    if (len >= room || memchr(p, '\0', len) != NULL)
-        return -1;
-    memcpy(buf, p, len);
-    buf[len] = '\0';
-    return 0;
+    mc_mp_writer_t w;
+    mc_mp_writer_init(&w, &j->out);
+    mc_mp_write_map(&w, 2);
+    mc_mp_write_uint(&w, MC_F_ENTRIES);
+    size_t at = mc_mp_write_array_later(&w);
+    regex_out_t o = {.w = &w};
+    size_t cnt = 0;
+    int truncated = 0;
+    mc_status_t st =
+        mc_master_scan_replicas(j->s->m, j->sc, mc_now_us(), regex_entry, &o, &cnt, &truncated);
+    mc_mp_patch_array(&w, at, o.n);
+    mc_mp_write_uint(&w, MC_F_TRUNCATED);
+    mc_mp_write_bool(&w, truncated);
+    return st != MC_OK ? st : w.err;
+}
+
+/* Phase 2 of RemoveByRegex on the worker: {COUNT}. */
+static mc_status_t act_remove(scan_job_t *j)
+{
+    long n = 0;
+    mc_status_t st = mc_master_scan_remove(j->s->m, j->sc, mc_now_us(), &n);
+    mc_mp_writer_t w;
+    mc_mp_writer_init(&w, &j->out);
+    mc_mp_write_map(&w, 1);
+    mc_mp_write_uint(&w, MC_F_COUNT);
+    mc_mp_write_int(&w, n);
+    j->count = n;
+    return st != MC_OK ? st : w.err;
+}
+
+/* On the request's reactor: answer and free. A remove waits for its
+ * journal records in strict HA mode, like every other change. */
+static void done_rpc(scan_job_t *j)
+{
+    master_srv_t *s = j->s;
+    mc_rpc_req_t *req = j->req;
+    if (j->st != MC_OK)
+        reply_status(s, req, j->st, j->why[0] ? j->why : NULL);
+    else if (j->act == act_remove)
+        reply_durable(s, req, MC_OK, &j->out);
+    else {
+        count(s, req, MC_OK);
+        mc_rpc_reply(req, MC_OK, mc_buf_head(&j->out), mc_buf_used(&j->out));
+    }
+    scan_job_free(j);
+}
+
+static void submit_scan(master_srv_t *s, mc_rpc_req_t *req, mc_master_scan_kind_t kind,
+                        mc_status_t (*act)(scan_job_t *j))
+{
+    fields_t f;
+    if (!begin(s, req, &f, NULL, BIT(MC_F_REGEX)))
+        return;
+    char why[256];
+    mc_master_scan_t *sc = NULL;
+    mc_status_t st =
+        mc_master_scan_create(s->m, kind, f.regex, f.regex_len, f.force, 0, &sc, why, sizeof(why));
+    if (st != MC_OK) {
+        MC_DEBUG(MASTER, "%s: regex refused: %s", mc_rpc_req_peer(req), why);
+        reply_status(s, req, st, why[0] ? why : NULL);
+        return;
+    }
+    scan_job_t *j = scan_job_new(s, sc, mc_rpc_req_reactor(req));
+    if (j == NULL) {
+        mc_master_scan_destroy(sc);
+        reply_status(s, req, MC_ERR_NOMEM, "out of memory");
+        return;
+    }
+    j->act = act;
+    j->done = done_rpc;
+    j->req = req;
+    st = master_scan_submit(s, j, why, sizeof(why));
+    if (st != MC_OK) {
+        scan_job_free(j);
+        reply_status(s, req, st, why);
+    }
 }
 
 static void h_get_replica_list_by_regex(void *ctx, mc_rpc_req_t *req)
 {
-    master_srv_t *s = ctx;
-    fields_t f;
-    char re[4096];
-    if (!begin(s, req, &f, NULL, BIT(MC_F_REGEX)))
-        return;
-    if (cstr_field(f.regex, f.regex_len, re, sizeof(re)) != 0) {
-        reply_status(s, req, MC_ERR_INVALID_PARAMS, "regex too long (limit 4095 bytes)");
-        return;
-    }
-    /* Entries are written as the master finds them; the count is patched in. */
-    mc_mp_writer_t *w = mc_rpc_reply_begin(req);
-    size_t body_start = mc_buf_used(w->buf);
-    mc_mp_write_map(w, 2);
-    mc_mp_write_uint(w, MC_F_ENTRIES);
-    size_t at = mc_mp_write_array_later(w);
-    regex_out_t o = {.w = w};
-    size_t cnt = 0;
-    int truncated = 0;
-    mc_status_t st = mc_master_get_replica_list_by_regex(s->m, re, mc_now_us(), regex_entry, &o,
-                                                         &cnt, &truncated);
-    mc_mp_patch_array(w, at, (uint32_t)o.n);
-    mc_mp_write_uint(w, MC_F_TRUNCATED);
-    mc_mp_write_bool(w, truncated);
-    if (st != MC_OK) {
-        /* drop the partial body: answer with the status alone */
-        if (w->err == MC_OK)
-            w->buf->len = w->buf->off + body_start;
-        count(s, req, st);
-        mc_rpc_reply_end(req, st);
-        return;
-    }
-    count(s, req, MC_OK);
-    mc_rpc_reply_end(req, MC_OK);
+    submit_scan(ctx, req, MC_MASTER_SCAN_REPLICAS, act_replicas);
 }
 
 static void h_exist_key(void *ctx, mc_rpc_req_t *req)
@@ -771,18 +812,7 @@ static void reply_count(master_srv_t *s, mc_rpc_req_t *req, mc_status_t st, long
 
 static void h_remove_by_regex(void *ctx, mc_rpc_req_t *req)
 {
-    master_srv_t *s = ctx;
-    fields_t f;
-    char re[4096];
-    if (!begin(s, req, &f, NULL, BIT(MC_F_REGEX)))
-        return;
-    if (cstr_field(f.regex, f.regex_len, re, sizeof(re)) != 0) {
-        reply_status(s, req, MC_ERR_INVALID_PARAMS, "regex too long (limit 4095 bytes)");
-        return;
-    }
-    long n = 0;
-    mc_status_t st = mc_master_remove_by_regex(s->m, re, f.force, mc_now_us(), &n);
-    reply_count(s, req, st, n);
+    submit_scan(ctx, req, MC_MASTER_SCAN_REMOVE, act_remove);
 }
 
 static void h_remove_all(void *ctx, mc_rpc_req_t *req)
@@ -1007,10 +1037,13 @@ void mc_master_server_opts_init(mc_master_server_opts_t *o)
     o->http_port = 9003;
     o->http_enabled = 1;
     o->tick_interval_us = 100000;
+    o->regex_timeout_us = 3000000; /* under the clients' default call timeout (5 s) */
+    o->regex_queue = 16;
     o->fsdir = "";
     o->cluster_id = "mooncake_cluster";
     o->persist = MC_MASTER_PERSIST_ASYNC;
     o->tier_scan_max = 10000000;
+    o->ha.wait_replicas = 1;
     mc_master_opts_init(&o->master);
 }
 
@@ -1103,10 +1136,13 @@ mc_status_t mc_master_server_start(const mc_master_server_opts_t *o, mc_master_s
         MC_ERROR(MASTER, "cannot listen for RPC on %s:%u", s->bind_address, o->rpc_port);
         goto err_rpc;
     }
+    st = master_scan_start(s);
+    if (st != MC_OK)
+        goto err_rpc;
     if (o->ha.sync != MC_HA_SYNC_OFF) {
         st = master_ha_start(s);
         if (st != MC_OK)
-            goto err_rpc;
+            goto err_scan;
     }
     if (o->http_enabled) {
         st = master_http_start(s);
@@ -1119,11 +1155,14 @@ mc_status_t mc_master_server_start(const mc_master_server_opts_t *o, mc_master_s
 
 err_ha:
     master_ha_stop(s);
+err_scan:
+    master_scan_stop(s);
 err_rpc:
     mc_rpc_server_destroy(s->rpc);
 err_group:
     mc_reactor_group_destroy(s->g);
     master_ha_free(s);
+    master_scan_free(s);
 err_master:
     master_tier_stop(s);
     mc_master_destroy(s->m);
@@ -1141,6 +1180,8 @@ void mc_master_server_stop(mc_master_server_t *ms)
     master_srv_t *s = (master_srv_t *)ms;
     if (s == NULL)
         return;
+    /* first: its answers go out on the reactors and the HTTP server */
+    master_scan_stop(s);
     master_ha_stop(s);
     if (s->tick_armed)
         mc_rpc_run_on(mc_reactor_group_get(s->g, 0), disarm_tick, s);
@@ -1148,6 +1189,7 @@ void mc_master_server_stop(mc_master_server_t *ms)
     mc_rpc_server_destroy(s->rpc);
     mc_reactor_group_destroy(s->g);
     master_ha_free(s);
+    master_scan_free(s);
     for (unsigned i = 0; s->scratch != NULL && i < s->nscratch; i++)
         scratch_fini(&s->scratch[i]);
     master_tier_stop(s); /* drains pending deletions while the master still exists */

@@ -24,6 +24,8 @@ typedef struct mc_master_server_opts {
     int http_enabled;          /* 1 */
     unsigned reactors;         /* 0 = one per NUMA node */
     uint64_t tick_interval_us; /* background work period (100 ms) */
+    uint64_t regex_timeout_us; /* a regex scan's deadline, from when it is queued (3 s) */
+    unsigned regex_queue;      /* regex scans waiting at most; more are refused (16) */
     const char *fsdir;         /* root_fs_dir: the persistent tier's root; "" = no tier */
     const char *cluster_id;    /* tier directory = fsdir/cluster_id ("mooncake_cluster") */
     int persist;               /* mc_master_persist_t, announced to clients (ASYNC) */
@@ -42,6 +44,9 @@ typedef struct mc_master_server_opts {
                                      * this many new records; 0 = never */
         const char *advertise;      /* "host:port" clients use; "" = bind address (or
                                      * 127.0.0.1 for a wildcard bind) and the RPC port */
+        unsigned wait_replicas;     /* redis-sentinel:// backend and sync strict: a record
+                                     * is acknowledged once this many replicas have it
+                                     * (Redis WAIT); 1; 0 = once the primary has it */
     } ha;
 } mc_master_server_opts_t;
 

@@ -43,6 +43,7 @@ typedef struct waiter {
 } waiter_t;
 
 typedef struct ha ha_t;
+typedef struct master_scan master_scan_t;
 
 struct evhttp;
 
@@ -52,6 +53,7 @@ typedef struct master_srv {
     char *fsdir;
     _Atomic int64_t view_version; /* the HA thread sets a new leader's */
     struct master_tier *tier;     /* master_server_tier.c; NULL = no tier */
+    master_scan_t *scan;          /* master_server_scan.c: the regex scan worker */
     mc_master_t *m;
     mc_reactor_group_t *g;
     mc_rpc_server_t *rpc;
@@ -103,6 +105,44 @@ void master_tier_orphan(master_srv_t *s, const char *key, size_t len);
 struct evbuffer;
 /* Prometheus lines of the tier (nothing without one). */
 void master_tier_metrics(const master_srv_t *s, struct evbuffer *b);
+
+/* ---- master_server_scan.c: regex scans on a worker thread ---- */
+typedef struct scan_job scan_job_t;
+struct scan_job {
+    mc_list_t node;       /* in the worker's queue */
+    mc_reactor_msg_t msg; /* back to r for done() */
+    master_srv_t *s;
+    mc_master_scan_t *sc; /* owned by the job */
+    mc_reactor_t *r;      /* the reactor that took the request */
+    uint64_t deadline_us; /* set when queued */
+    /* On the worker, once matching ended: phase 2 (mc_master_scan_*) and the
+     * reply body into out; returns the reply's status. */
+    mc_status_t (*act)(scan_job_t *j);
+    /* On r, exactly once: answer (j->st, j->why, j->out), then scan_job_free. */
+    void (*done)(scan_job_t *j);
+    mc_status_t st;
+    char why[256]; /* the reason of a failure */
+    mc_buf_t out;  /* the reply body act() encoded */
+    void *req;     /* the mc_rpc_req_t or evhttp_request to answer */
+    int force;
+    long count;
+};
+
+mc_status_t master_scan_start(master_srv_t *s);
+/* Cancel what is queued or running and wait until every job was answered
+ * on its reactor (which must still run). */
+void master_scan_stop(master_srv_t *s);
+void master_scan_free(master_srv_t *s);
+/* A job for scan sc (ownership moves to the job), answered on r. NULL: out of memory. */
+scan_job_t *scan_job_new(master_srv_t *s, mc_master_scan_t *sc, mc_reactor_t *r);
+void scan_job_free(scan_job_t *j);
+/* Queue j (set act and done first). MC_OK: done() will run on j->r.
+ * MC_ERR_LIMIT (queue full) or MC_ERR_CANCELED (stopping), with a sentence
+ * in why: the caller answers and frees j. */
+mc_status_t master_scan_submit(master_srv_t *s, scan_job_t *j, char *why, size_t whylen);
+/* Scans finished, those over budget (time or regex limits), those refused
+ * because the queue was full. */
+void master_scan_stats(master_srv_t *s, uint64_t *total, uint64_t *over_budget, uint64_t *refused);
 
 mc_status_t master_http_start(master_srv_t *s);
 void master_http_stop(master_srv_t *s);

@@ -43,6 +43,9 @@ if [ "$what" = unit ] || [ "$what" = all ]; then
   for t in $(find "$BUILD/test/unit" -type f -name '*_test' 2>/dev/null | sort); do
     run_one "$t" 120
   done
+  for t in $(find test/unit -type f -name '*_test.sh' 2>/dev/null | sort); do
+    run_one "$t" 120
+  done
 fi
 if [ "$what" = integration ] || [ "$what" = all ]; then
   for t in $(find "$BUILD/test/integration" -maxdepth 1 -type f -name '*_test' 2>/dev/null | sort); do

@@ -71,7 +71,9 @@ int main(int argc, char **argv)
         v = &rv_emu_ops;
     }
     rv_dev_info_t devs[RV_MAX_DEVICES];
-    int n = v->get_devices(devs, RV_MAX_DEVICES);
+    rv_port_opts_t po;
+    rv_port_opts_init(&po);
+    int n = v->get_devices(&po, devs, RV_MAX_DEVICES);
     printf("provider: %s%s\n", v->name,
            v == &rv_emu_ops ? " (EMULATED: for tests and demos only)" : "");
     printf("devices: %d\n", n);

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "transport/cuda.h"
+#include "util/conf.h"
 #include "util/log.h"
 
 /* The few runtime entry points used, by their C ABI (cuda_runtime_api.h):
@@ -52,9 +53,9 @@ static struct {
 
 static void load(void)
 {
-    const char *env = getenv("MC_CUDA_LIBRARY");
+    const char *env = mc_conf_env_str("MC_CUDA_LIBRARY"); /* the loader's configuration */
     static const char *const names[] = {"libcudart.so", "libcudart.so.12", "libcudart.so.11.0"};
-    if (env != NULL && *env != '\0') {
+    if (env != NULL) {
         g.lib = dlopen(env, RTLD_NOW | RTLD_LOCAL);
     } else {
         for (size_t i = 0; i < sizeof(names) / sizeof(names[0]) && g.lib == NULL; i++)

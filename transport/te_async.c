@@ -1,6 +1,6 @@
 /*
  * te_async.c - opening and refreshing peer segments without blocking, for
- * state machines that run on the engine's reactors (see te_int.h for the
+ * state machines that run on the engine's reactors (see te.h for the
  * contract). mc_te_open_segment / te_seg_refresh do the same with blocking
  * waits and are refused on reactor threads.
  *

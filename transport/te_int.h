@@ -1,8 +1,9 @@
 /*
  * te_int.h - internals of the transfer engine shared by engine.c (engine,
  * registration, segments, descriptors, server side of TCP), batch.c
- * (batches, slicing, completion, the local transport) and tcp.c (the
- * initiator side of the TCP transport).
+ * (batches, slicing, completion, the local transport), tcp.c (the
+ * initiator side of the TCP transport), te_async.c and rdma/. Private to
+ * transport/: the rest of the tree uses transport/te.h, which this includes.
  *
  * Locking: te->buf_lock (rwlock) guards the local buffer table: readers are
  * submitters and the TCP server's range checks, writers (un)registration.
@@ -20,8 +21,8 @@
 #include "reactor/reactor.h"
 #include "rpc/rpc.h"
 #include "transport/metadata.h"
+#include "transport/te.h"
 
-#define TE_MAX_LANES 16
 #define TE_LOCATION_MAX 24
 #define TE_MAX_NICS 16 /* = RD_MAX_NICS (transport/rdma/topo.h) */
 
@@ -149,25 +150,13 @@ struct mc_te_batch {
     int local_unreg_ok; /* te_batch_allow_unregistered */
 };
 
-/* engine.c */
+/* engine.c (and te.h's te_on_reactor, te_local_range_ok, te_needs_local_reg) */
 long te_buf_index(mc_te_t *te, uint64_t addr); /* buffer holding addr, -1; buf_lock held */
-int te_local_range_ok(mc_te_t *te, const void *addr, uint64_t len, int need_remote);
 int te_seg_range_ok(mc_te_t *te, te_seg_t *seg, uint64_t addr, uint64_t len);
 te_seg_t *te_seg_get(mc_te_t *te, mc_te_segment_t id);
 mc_status_t te_seg_refresh(mc_te_t *te, te_seg_t *seg);
-int te_on_reactor(mc_te_t *te);
-/* Whether this engine's transports need the initiator's memory registered:
- * 1 with the rdma transport installed (a post needs an lkey), 0 for tcp and
- * local, which move bytes with syscalls and memcpy from any mapped memory. */
-int te_needs_local_reg(const mc_te_t *te);
 
-/* batch.c: the caller (the store client, which borrows its caller's memory
- * for the duration of an operation) vouches for the local ranges of b's
- * requests; they are then not required to be registered, where
- * te_needs_local_reg says no transport of the engine needs that. */
-void te_batch_allow_unregistered(mc_te_batch_t *b);
-
-/* batch.c */
+/* batch.c (and te.h's te_batch_allow_unregistered) */
 void te_slice_done(te_slice_t *s, mc_status_t st);
 
 /* rdma (transport/rdma/rdma.c, rdma_ep.c, rdma_data.c) */
@@ -193,16 +182,7 @@ typedef struct te_rdma_submit {
  * and add them to sub; te_rdma_submit_end posts them. */
 void te_rdma_add(mc_te_t *te, te_rdma_submit_t *sub, te_slice_t *s, size_t n);
 void te_rdma_submit_end(mc_te_t *te, te_rdma_submit_t *sub);
-
-/* Per-NIC counters of the installed rdma transport (tests, benchmarks). */
-typedef struct te_rdma_nic_stats {
-    char name[64];
-    uint64_t bytes, slices, retries, errors;
-    uint64_t eps, eps_created, evictions, handshakes;
-    uint32_t mtu; /* negotiated MTU of the last endpoint connected */
-} te_rdma_nic_stats_t;
-/* Number of NICs (0 without rdma); fills out[0..min(n, max)). */
-unsigned te_rdma_stats(mc_te_t *te, te_rdma_nic_stats_t *out, unsigned max);
+/* te_rdma_stats: te.h */
 
 /* tcp.c */
 mc_status_t te_tcp_lanes_open(mc_te_t *te, te_seg_t *seg);
@@ -212,41 +192,8 @@ void te_tcp_post(te_slice_t *s);
 void te_tcp_post_run(te_slice_t *ss, size_t n);
 void te_tcp_register_server(mc_te_t *te);
 
-/* ------------------------------------------------------------------------
- * Non-blocking segment lookups (te_async.c), for code that runs on the
- * engine's reactors (the store client's state machines): the descriptor is
- * fetched with async calls (p2p: MC_RPC_TE_DESC on the segment's first lane;
- * metadata modes: te->meta->ops->get), never with a blocking wait.
- *
- * Contract (STYLE.md §11): from any thread; returns an error (cb never runs)
- * or MC_INPROGRESS, and then cb runs exactly once, later, on te->rs[0] (the
- * reactor of the first lanes and of the metadata backend). When the engine
- * is being destroyed cb gets MC_ERR_CANCELED. Segment handles are those of
- * mc_te_open_segment (same cache, same reference counting).
- *
- * Users outside transport/ may read te->rs / te->nr (the engine's reactors)
- * and te->o.owner_hi/lo (the client id), and call te_on_reactor,
- * te_seg_get, te_seg_range_ok and te_local_range_ok. */
-typedef void (*te_open_cb_t)(void *arg, mc_status_t st, mc_te_segment_t seg);
-typedef void (*te_done_cb_t)(void *arg, mc_status_t st);
-
-/* Open a segment by name without blocking: MC_TE_LOCAL_SEGMENT for our own
- * name, the cached handle when open, else fetch the descriptor and connect.
- * Errors in the callback as mc_te_open_segment's. Immediate errors:
- * MC_ERR_INVALID_ARGUMENT (bad name), MC_ERR_NOMEM, MC_ERR_CANCELED. */
-mc_status_t te_open_segment_async(mc_te_t *te, const char *name, te_open_cb_t cb, void *arg);
-
-/* Fetch an open segment's descriptor again (its owner registered more
- * memory, or restarted): used when a remote range is outside what we knew.
- * MC_ERR_INVALID_ARGUMENT for MC_TE_LOCAL_SEGMENT or an unknown handle. */
-mc_status_t te_seg_refresh_async(mc_te_t *te, mc_te_segment_t seg, te_done_cb_t cb, void *arg);
-
-/* Publish this engine's descriptor and RPC address again (metadata modes;
- * MC_OK without doing anything in p2p mode), without blocking: for a store
- * client whose owner id the master expired and re-admitted (its entries went
- * with the expiry). Fire and forget: the backend retries what fails in
- * transit. Call on te->rs[0]. */
-mc_status_t te_publish_async(mc_te_t *te);
+/* te_async.c: te.h's te_open_segment_async, te_seg_refresh_async,
+ * te_publish_async */
 
 /* engine.c, for te_async.c */
 mc_status_t te_desc_decode(te_seg_t *seg, const uint8_t *p, size_t len);

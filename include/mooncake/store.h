@@ -184,7 +184,11 @@ MC_API int mc_store_exist(mc_store_t *s, const void *key, size_t klen);
 MC_API int64_t mc_store_get_size(mc_store_t *s, const void *key, size_t klen);
 
 MC_API mc_status_t mc_store_remove(mc_store_t *s, const void *key, size_t klen, int force);
-/* Number removed (>= 0) or a negative status. */
+/* Number removed (>= 0) or a negative status. regex is PCRE2 syntax, searched
+ * in each key (unanchored unless it says ^/$, as upstream's std::regex_search);
+ * MC_ERR_INVALID_PARAMS for a pattern the master refuses or that goes over
+ * its budget (length, backtracking, server.regex_timeout): then nothing was
+ * removed. */
 MC_API int64_t mc_store_remove_by_regex(mc_store_t *s, const char *regex, int force);
 MC_API int64_t mc_store_remove_all(mc_store_t *s, int force);
 

@@ -1505,3 +1505,27 @@ mc_status_t mc_conf_parse_args(mc_conf_t *conf, int argc, char **argv, char **en
     }
     return MC_OK;
 }
+
+/* ---- the library's environment variables ------------------------------------------------ */
+
+const char *mc_conf_env_str(const char *name)
+{
+    const char *v = getenv(name);
+    return v != NULL && *v != '\0' ? v : NULL;
+}
+
+uint64_t mc_conf_env_uint(const char *name, uint64_t def, uint64_t lo, uint64_t hi)
+{
+    const char *v = mc_conf_env_str(name);
+    if (v == NULL)
+        return def;
+    char *end = NULL;
+    errno = 0;
+    unsigned long long x = strtoull(v, &end, 10);
+    if (end == v || *end != '\0' || errno != 0 || *v == '-' || x < lo || x > hi) {
+        MC_WARN(CONF, "%s='%s' is not a number in %" PRIu64 "..%" PRIu64 ": using %" PRIu64, name,
+                v, lo, hi, def);
+        return def;
+    }
+    return x;
+}

@@ -190,4 +190,15 @@ char *mc_conf_format_duration(uint64_t us, char *buf, size_t len);
 /* "bool", "int", "uint", "double", "size", "duration", "string", "enum". */
 const char *mc_conf_type_name(mc_conf_type_t type);
 
+/* The library's own environment variables (transport/README.md: they win
+ * over the options they name). Read only where options are resolved (the
+ * rdma transport's install, the emulated provider's defaults, the CUDA
+ * loader, the store client's open) and passed down from there: leaf code
+ * never reads the environment. */
+/* name's value; NULL when unset or empty. */
+const char *mc_conf_env_str(const char *name);
+/* name's value as a decimal number in lo..hi; def when unset or empty, and
+ * def with a WARN naming the variable and the range when it is not one. */
+uint64_t mc_conf_env_uint(const char *name, uint64_t def, uint64_t lo, uint64_t hi);
+
 #endif /* MC_UTIL_CONF_H */

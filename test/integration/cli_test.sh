@@ -54,6 +54,16 @@ expect 0 ls --rpc --regex 'key'
 has "$T/out" '^key1 +3000001 '
 has "$T/out" '^2 key\(s\)'
 expect 1 ls --regex '('
+# the regex of death (glibc's regcomp overflowed its stack: the master died)
+# is refused with the reason, over HTTP and RPC, and for rm; the master lives
+expect 1 ls --regex '(.*){1,32767}'
+has "$T/err" 'too large'
+expect 1 ls --rpc --regex '(.*){1,32767}'
+has "$T/err" 'master says: regex error at offset [0-9]+: regular expression is too large'
+expect 1 rm --regex '(.*){1,32767}'
+has "$T/err" 'too large'
+expect 0 ls --rpc --regex '^key\d$'
+has "$T/out" '^2 key\(s\)'
 
 # segments: one, 64 MiB, with our bytes in use
 expect 0 segments

@@ -21,6 +21,9 @@
  *    the call it was about to acknowledge fails with NOT_LEADER;
  *  - Redis frozen for 400 ms under strict puts: unanswered appends are sent
  *    again and stored once (no standby applies a record twice);
+ *  - a journal that lost its tail (a Redis failover to a replica without the
+ *    last records) makes the leader step down and every master rebuild: they
+ *    all agree with the journal again;
  *  - a malformed journal record stops the standbys (role failed, logged),
  *    crashes nothing, and the leader keeps serving.
  *
@@ -43,7 +46,7 @@
 #include <hiredis/hiredis.h>
 
 #include "mooncake/store.h"
-#include "proc.h"
+#include "cluster.h"
 #include "rpc/fields.h"
 #include "rpc/methods.h"
 #include "rpc/rpc.h"
@@ -60,19 +63,12 @@
 #define CLUSTER "hatest"
 #define MAXVAL 65536
 
-typedef struct master_proc {
-    test_proc_t p;
-    unsigned rpc_port, http_port;
-} master_proc_t;
-
 typedef struct env {
-    const char *redis_bin;
-    char dir[64];
-    test_proc_t redis;
-    unsigned redis_port;
+    char dir[64]; /* the masters' logs (TEST_KEEP_LOGS=1 keeps them) */
+    tc_redis_t redis;
     char master_url[128], meta_url[128];
-    master_proc_t m[NMASTERS];
-    test_proc_t node[NNODES];
+    tc_master_t m[NMASTERS];
+    tc_node_t node[NNODES];
     mc_store_t *s;
 } env_t;
 
@@ -80,95 +76,28 @@ typedef struct env {
 
 static void start_redis(env_t *e)
 {
-    char port[16], log[128];
-    e->redis_port = test_free_port();
-    snprintf(port, sizeof(port), "%u", e->redis_port);
-    snprintf(log, sizeof(log), "%s/redis.log", e->dir);
-    char *argv[] = {(char *)e->redis_bin,
-                    "--port",
-                    port,
-                    "--bind",
-                    "127.0.0.1",
-                    "--save",
-                    "",
-                    "--appendonly",
-                    "no",
-                    "--dir",
-                    e->dir,
-                    "--logfile",
-                    log,
-                    "--daemonize",
-                    "no",
-                    NULL};
-    assert_int_equal(test_proc_start(&e->redis, argv), 0);
-    for (int waited = 0; !test_port_open(e->redis_port); waited += 10) {
-        if (waited > 5000)
-            fail_msg("redis-server did not listen on port %u within 5 s", e->redis_port);
-        usleep(10000);
-    }
+    assert_int_equal(tc_redis_start(&e->redis), 0);
     snprintf(e->master_url, sizeof(e->master_url), "redis://127.0.0.1:%u/0?cluster=" CLUSTER,
-             e->redis_port);
-    snprintf(e->meta_url, sizeof(e->meta_url), "redis://127.0.0.1:%u/1", e->redis_port);
+             e->redis.port);
+    snprintf(e->meta_url, sizeof(e->meta_url), "redis://127.0.0.1:%u/1", e->redis.port);
 }
 
-/* Start master i on its ports (chosen the first time). 0 once it listens. */
+/* Start master i (its ports are kept by restarts). 0 once it listens. */
 static int start_master(env_t *e, int i)
 {
-    master_proc_t *m = &e->m[i];
-    char bin[256], rpc[64], http[64], backend[128], log[160];
-    if (m->rpc_port == 0) {
-        m->rpc_port = test_free_port();
-        do
-            m->http_port = test_free_port();
-        while (m->http_port == m->rpc_port);
-    }
-    snprintf(rpc, sizeof(rpc), "server.rpc_port=%u", m->rpc_port);
-    snprintf(http, sizeof(http), "server.http_port=%u", m->http_port);
-    snprintf(backend, sizeof(backend), "ha.backend=redis://127.0.0.1:%u/0", e->redis_port);
+    char backend[128], log[160];
+    snprintf(backend, sizeof(backend), "ha.backend=redis://127.0.0.1:%u/0", e->redis.port);
     snprintf(log, sizeof(log), "log.file=%s/master-%d.log", e->dir, i);
-    char *argv[] = {(char *)test_prog("mooncake-master", bin, sizeof(bin)),
-                    "--set",
-                    "server.bind_address=127.0.0.1",
-                    "--set",
-                    rpc,
-                    "--set",
-                    http,
-                    "--set",
-                    "server.reactors=1",
-                    "--set",
-                    "server.tick_interval=20ms",
-                    "--set",
-                    "master.client_ttl=10s",
-                    "--set",
-                    backend,
-                    "--set",
-                    "ha.cluster_id=" CLUSTER,
-                    "--set",
-                    "ha.lease_ttl=1s",
-                    "--set",
-                    "ha.sync=strict",
-                    "--set",
-                    "ha.snapshot_records=300",
-                    "--set",
-                    log,
-                    "--set",
-                    "log.level=info",
-                    NULL};
-    if (test_proc_start(&m->p, argv) != 0)
-        return -1;
-    for (int waited = 0; waited < 10000; waited += 10) {
-        int status;
-        if (waitpid(m->p.pid, &status, WNOHANG) == m->p.pid) {
-            close(m->p.out_fd);
-            m->p.pid = 0;
-            return -1;
-        }
-        if (test_port_open(m->rpc_port) && test_port_open(m->http_port))
-            return 0;
-        usleep(10000);
-    }
-    test_proc_stop(&m->p, SIGKILL, 1000);
-    return -1;
+    const char *const sets[] = {"master.client_ttl=10s",
+                                backend,
+                                "ha.cluster_id=" CLUSTER,
+                                "ha.lease_ttl=1s",
+                                "ha.sync=strict",
+                                "ha.snapshot_records=300",
+                                log,
+                                "log.level=info",
+                                NULL};
+    return tc_master_start(&e->m[i], sets);
 }
 
 /* The leader per Redis: master index, or -1 (none / not one of ours). */
@@ -248,39 +177,10 @@ static long long metric(unsigned http_port, const char *name)
 
 static int start_node(env_t *e, int i)
 {
-    char bin[256], master[160], meta[160], port[64], name[64];
-    unsigned p = test_free_port();
-    snprintf(master, sizeof(master), "store.master=%s", e->master_url);
+    char meta[160];
     snprintf(meta, sizeof(meta), "store.metadata=%s", e->meta_url);
-    snprintf(port, sizeof(port), "store.port=%u", p);
-    snprintf(name, sizeof(name), "store.local_hostname=127.0.0.1:%u", p);
-    char *argv[] = {(char *)test_prog("mooncake-store-server", bin, sizeof(bin)),
-                    "--set",
-                    master,
-                    "--set",
-                    meta,
-                    "--set",
-                    port,
-                    "--set",
-                    name,
-                    "--set",
-                    "store.global_segment_size=64MiB",
-                    "--set",
-                    "store.reactors=1",
-                    "--set",
-                    "store.rpc_timeout=2s",
-                    "--set",
-                    "log.level=error",
-                    NULL};
-    if (test_proc_start(&e->node[i], argv) != 0)
-        return -1;
-    char line[256];
-    if (test_proc_readline(&e->node[i], line, sizeof(line), 15000) != 0 ||
-        strncmp(line, "ready ", 6) != 0) {
-        test_proc_stop(&e->node[i], SIGKILL, 1000);
-        return -1;
-    }
-    return 0;
+    const char *const sets[] = {meta, NULL};
+    return tc_node_start(&e->node[i], e->master_url, sets);
 }
 
 static void fill(uint8_t *p, size_t n, uint64_t seed)
@@ -306,34 +206,16 @@ static int setup(void **state)
     static env_t e;
     memset(&e, 0, sizeof(e));
     signal(SIGPIPE, SIG_IGN);
-    e.redis_bin = getenv("TEST_REDIS_SERVER");
-    if (e.redis_bin == NULL)
-        e.redis_bin = "/usr/bin/redis-server";
-    if (access(e.redis_bin, X_OK) != 0) {
-        fprintf(stderr, "FATAL: %s not found: these tests need a real redis-server\n", e.redis_bin);
-        return -1;
-    }
     snprintf(e.dir, sizeof(e.dir), "/tmp/mc-ha-XXXXXX");
     if (mkdtemp(e.dir) == NULL)
         return -1;
     start_redis(&e);
-    for (int i = 0; i < NMASTERS; i++) {
-        int ok = -1;
-        for (int attempt = 0; attempt < 3 && ok != 0; attempt++) {
-            if (attempt > 0)
-                e.m[i].rpc_port = 0;
-            ok = start_master(&e, i);
-        }
-        assert_int_equal(ok, 0);
-    }
+    for (int i = 0; i < NMASTERS; i++)
+        assert_int_equal(start_master(&e, i), 0);
     int64_t view = 0;
     assert_true(wait_leader(&e, -1, 5000, &view) >= 0);
-    for (int i = 0; i < NNODES; i++) {
-        int ok = -1;
-        for (int attempt = 0; attempt < 3 && ok != 0; attempt++)
-            ok = start_node(&e, i);
-        assert_int_equal(ok, 0);
-    }
+    for (int i = 0; i < NNODES; i++)
+        assert_int_equal(start_node(&e, i), 0);
     mc_store_config_t c;
     mc_store_config_init(&c);
     c.master = e.master_url;
@@ -352,12 +234,10 @@ static int teardown(void **state)
     env_t *e = *state;
     mc_store_close(e->s);
     for (int i = 0; i < NNODES; i++)
-        if (e->node[i].pid > 0)
-            test_proc_stop(&e->node[i], SIGTERM, 5000);
+        tc_node_stop(&e->node[i], SIGTERM);
     for (int i = 0; i < NMASTERS; i++)
-        if (e->m[i].p.pid > 0)
-            test_proc_stop(&e->m[i].p, SIGTERM, 5000);
-    test_proc_stop(&e->redis, SIGTERM, 5000);
+        tc_master_stop(&e->m[i], SIGTERM);
+    tc_redis_stop(&e->redis, SIGTERM);
     if (getenv("TEST_KEEP_LOGS") == NULL) {
         char cmd[128];
         snprintf(cmd, sizeof(cmd), "rm -rf %s", e->dir);
@@ -532,7 +412,7 @@ static void killing_the_leader_under_load_loses_no_acknowledged_put(void **state
         usleep(10000);
     assert_true(atomic_load(&l.nacked) >= 200);
     uint64_t t_kill = mc_now_us();
-    kill(e->m[old].p.pid, SIGKILL);
+    kill(e->m[old].proc.pid, SIGKILL);
     int64_t v1 = 0;
     int nl = wait_leader(e, old, 2 * LEASE_MS + 500, &v1);
     uint64_t t_new = mc_now_us();
@@ -564,12 +444,7 @@ static void killing_the_leader_under_load_loses_no_acknowledged_put(void **state
     /* a put is PutStart (<= rpc timeout) + transfer + PutEnd (<= rpc timeout,
      * resent within it): nothing may take longer */
     assert_true(atomic_load(&l.worst_call_us) < 2 * RPC_TIMEOUT_US + 2000000);
-    {
-        int status;
-        waitpid(e->m[old].p.pid, &status, 0);
-        close(e->m[old].p.out_fd);
-        e->m[old].p.pid = 0;
-    }
+    tc_master_stop(&e->m[old], SIGKILL); /* reaps the killed one */
     check_all_acked(&l);
 
     /* remove every other key: journal records pile up beyond twice the
@@ -640,7 +515,7 @@ static void a_frozen_leader_is_deposed_and_its_late_writes_are_refused(void **st
     uint8_t buf[4096], got[4096];
     fill(buf, sizeof(buf), 777);
     assert_int_equal(mc_store_put(e->s, "frozen-before", 13, buf, sizeof(buf), NULL), MC_OK);
-    assert_int_equal(test_proc_freeze(e->m[old].p.pid), 0);
+    assert_int_equal(test_proc_freeze(e->m[old].proc.pid), 0);
     int64_t v1 = 0;
     int nl = wait_leader(e, old, 2 * LEASE_MS + 500, &v1);
     assert_true(nl >= 0);
@@ -655,7 +530,7 @@ static void a_frozen_leader_is_deposed_and_its_late_writes_are_refused(void **st
     }
     assert_int_equal(st, MC_OK);
     /* wake the old leader: it must notice it lost the lease and refuse */
-    kill(e->m[old].p.pid, SIGCONT);
+    kill(e->m[old].proc.pid, SIGCONT);
     char body[4096];
     int code = -1;
     for (int waited = 0; waited < 3000; waited += 50) {
@@ -726,16 +601,11 @@ static void the_embedded_metadata_service_follows_the_leader(void **state)
     assert_int_equal(n, 1);
     assert_string_equal(r[0].segment, bname);
 
-    kill(e->m[old].p.pid, SIGKILL);
+    kill(e->m[old].proc.pid, SIGKILL);
     int64_t v1 = 0;
     int nl = wait_leader(e, old, 2 * LEASE_MS + 500, &v1);
     assert_true(nl >= 0);
-    {
-        int status;
-        waitpid(e->m[old].p.pid, &status, 0);
-        close(e->m[old].p.out_fd);
-        e->m[old].p.pid = 0;
-    }
+    tc_master_stop(&e->m[old], SIGKILL); /* reaps the killed one */
     /* a newcomer reads b's object: b's descriptor comes from the new leader */
     mc_store_t *c = open_embedded_meta_client(e, 0);
     int64_t got_n = -1;
@@ -756,7 +626,7 @@ static void the_embedded_metadata_service_follows_the_leader(void **state)
 
 static long long redis_int(env_t *e, const char *fmt, ...)
 {
-    redisContext *c = redisConnect("127.0.0.1", (int)e->redis_port);
+    redisContext *c = redisConnect("127.0.0.1", (int)e->redis.port);
     assert_non_null(c);
     assert_int_equal(c->err, 0);
     va_list ap;
@@ -858,9 +728,9 @@ static void an_append_retried_after_a_redis_stall_is_stored_once(void **state)
     assert_int_equal(pthread_create(&t, NULL, load_main, &l), 0);
     for (int waited = 0; atomic_load(&l.nacked) < 100 && waited < 10000; waited += 10)
         usleep(10000);
-    assert_int_equal(test_proc_freeze(e->redis.pid), 0);
+    assert_int_equal(test_proc_freeze(e->redis.proc.pid), 0);
     usleep(400000);
-    kill(e->redis.pid, SIGCONT);
+    kill(e->redis.proc.pid, SIGCONT);
     unsigned at_resume = atomic_load(&l.nacked);
     for (int waited = 0; atomic_load(&l.nacked) < at_resume + 100 && waited < 10000; waited += 10)
         usleep(10000);
@@ -880,11 +750,111 @@ static void an_append_retried_after_a_redis_stall_is_stored_once(void **state)
     /* no standby met a record twice */
     char body[4096];
     for (int i = 0; i < NMASTERS; i++) {
-        if (e->m[i].p.pid <= 0)
+        if (e->m[i].proc.pid <= 0)
             continue;
         assert_int_equal(http_get(e->m[i].http_port, "/ha_status", body, sizeof(body)), 200);
         assert_non_null(strstr(body, "\"apply_errors\":0,"));
     }
+}
+
+/* The journal loses its tail, as it does when Redis fails over to a replica
+ * that never got the last records (a Sentinel setup with ha.wait_replicas =
+ * 0): simulated here by deleting the entries after a point and moving the
+ * head back. Every master must then agree with the journal again: the
+ * leader's next append finds the head behind what it stored (GAP) and it
+ * steps down and rebuilds; standbys see the head behind what they applied and
+ * rebuild. The lost put is gone everywhere (not served by one master and
+ * unknown to another); what the journal still holds, and what comes after,
+ * is readable. */
+static void a_journal_that_lost_its_tail_makes_every_master_rebuild_from_it(void **state)
+{
+    env_t *e = *state;
+    int64_t v0 = 0;
+    int l = wait_leader(e, -1, 3000, &v0);
+    assert_true(l >= 0);
+    uint8_t a[2000], b[2000], c[2000], got[2000];
+    fill(a, sizeof(a), 9001);
+    fill(b, sizeof(b), 9002);
+    fill(c, sizeof(c), 9003);
+    mc_status_t st = MC_ERR_NOT_LEADER;
+    for (int attempt = 0; attempt < 20 && st != MC_OK; attempt++) {
+        st = mc_store_put(e->s, "tail-a", 6, a, sizeof(a), NULL);
+        if (st != MC_OK)
+            usleep(100000);
+    }
+    assert_int_equal(st, MC_OK);
+    redisContext *rc = redisConnect("127.0.0.1", (int)e->redis.port);
+    assert_non_null(rc);
+    assert_int_equal(rc->err, 0);
+    redisReply *r = redisCommand(rc, "XREVRANGE mc/%s/ha/journal + - COUNT 1", CLUSTER);
+    assert_non_null(r);
+    assert_int_equal(r->type, REDIS_REPLY_ARRAY);
+    assert_int_equal(r->elements, 1);
+    char id_a[64];
+    snprintf(id_a, sizeof(id_a), "%s", r->element[0]->element[0]->str);
+    freeReplyObject(r);
+    r = redisCommand(rc, "GET mc/%s/ha/head", CLUSTER);
+    assert_non_null(r);
+    assert_int_equal(r->type, REDIS_REPLY_STRING);
+    char head_a[32];
+    snprintf(head_a, sizeof(head_a), "%s", r->str);
+    freeReplyObject(r);
+    assert_int_equal(mc_store_put(e->s, "tail-b", 6, b, sizeof(b), NULL), MC_OK);
+    usleep(600000); /* the standbys apply it */
+    r = redisCommand(rc, "EVAL %s 2 mc/%s/ha/journal mc/%s/ha/head %s %s",
+                     "local ids = redis.call('XRANGE', KEYS[1], '(' .. ARGV[1], '+') "
+                     "for _, x in ipairs(ids) do redis.call('XDEL', KEYS[1], x[1]) end "
+                     "redis.call('SET', KEYS[2], ARGV[2]) return #ids",
+                     CLUSTER, CLUSTER, id_a, head_a);
+    assert_non_null(r);
+    assert_int_equal(r->type, REDIS_REPLY_INTEGER);
+    print_message("journal entries after %s (record %s) deleted: %lld\n", id_a, head_a, r->integer);
+    assert_true(r->integer >= 1);
+    freeReplyObject(r);
+    redisFree(rc);
+    usleep(700000); /* the standbys' polls see the head behind them */
+    st = MC_ERR_NOT_LEADER;
+    for (int attempt = 0; attempt < 50 && st != MC_OK; attempt++) {
+        st = mc_store_put(e->s, "tail-c", 6, c, sizeof(c), NULL);
+        if (st != MC_OK)
+            usleep(100000);
+    }
+    assert_int_equal(st, MC_OK);
+    int64_t v1 = 0;
+    int nl = wait_leader(e, -1, 5000, &v1);
+    assert_true(nl >= 0);
+    print_message("leader %d (view %lld) -> %d (view %lld)\n", l, (long long)v0, nl, (long long)v1);
+    assert_true(v1 > v0); /* the old leader stepped down */
+    assert_int_equal(mc_store_get(e->s, "tail-a", 6, got, sizeof(got), NULL), sizeof(a));
+    assert_memory_equal(got, a, sizeof(a));
+    assert_int_equal(mc_store_get(e->s, "tail-c", 6, got, sizeof(got), NULL), sizeof(c));
+    assert_memory_equal(got, c, sizeof(c));
+    assert_int_equal(mc_store_get(e->s, "tail-b", 6, got, sizeof(got), NULL),
+                     MC_ERR_OBJECT_NOT_FOUND);
+    /* every master holds what the leader holds */
+    char lsum[512], sum[512];
+    long long rewinds = 0;
+    for (int i = 0; i < NMASTERS; i++) {
+        if (e->m[i].proc.pid <= 0 || i == nl)
+            continue;
+        unsigned long long lk = 0, k = 1;
+        for (int waited = 0; waited < 3000 && lk != k; waited += 100) {
+            assert_int_equal(http_get(e->m[nl].http_port, "/metrics/summary", lsum, sizeof(lsum)),
+                             200);
+            assert_int_equal(http_get(e->m[i].http_port, "/metrics/summary", sum, sizeof(sum)),
+                             200);
+            sscanf(lsum, "keys=%llu", &lk);
+            sscanf(sum, "keys=%llu", &k);
+            if (lk != k)
+                usleep(100000);
+        }
+        assert_int_equal(k, lk);
+        long long rw = metric(e->m[i].http_port, "master_ha_journal_rewinds_total");
+        assert_true(rw >= 0);
+        rewinds += rw;
+    }
+    print_message("standbys' journal rewinds: %lld\n", rewinds);
+    assert_true(rewinds >= 1);
 }
 
 /* Garbage in the journal (a broken writer, a hand edit): standbys stop
@@ -898,7 +868,7 @@ static void garbage_in_the_journal_stops_the_standbys_without_a_crash(void **sta
     int64_t v0 = 0;
     int l = wait_leader(e, -1, 3000, &v0);
     assert_true(l >= 0);
-    redisContext *c = redisConnect("127.0.0.1", (int)e->redis_port);
+    redisContext *c = redisConnect("127.0.0.1", (int)e->redis.port);
     assert_non_null(c);
     redisReply *r = redisCommand(c, "XADD mc/%s/ha/journal * r %b s 999999", CLUSTER,
                                  "\x93\x05\x07\xc3", (size_t)4); /* DROP with a numeric key */
@@ -908,7 +878,7 @@ static void garbage_in_the_journal_stops_the_standbys_without_a_crash(void **sta
     redisFree(c);
     char body[4096];
     for (int i = 0; i < NMASTERS; i++) {
-        if (i == l || e->m[i].p.pid <= 0)
+        if (i == l || e->m[i].proc.pid <= 0)
             continue;
         int failed = 0;
         for (int waited = 0; waited < 3000 && !failed; waited += 50) {
@@ -919,7 +889,7 @@ static void garbage_in_the_journal_stops_the_standbys_without_a_crash(void **sta
                 usleep(50000);
         }
         assert_true(failed);
-        assert_int_equal(kill(e->m[i].p.pid, 0), 0); /* alive */
+        assert_int_equal(kill(e->m[i].proc.pid, 0), 0); /* alive */
     }
     /* the leader does not read the journal: it goes on */
     uint8_t v[512], got[512];
@@ -938,6 +908,7 @@ int main(void)
         cmocka_unit_test(a_frozen_leader_is_deposed_and_its_late_writes_are_refused),
         cmocka_unit_test(a_leader_whose_lease_was_taken_cannot_append),
         cmocka_unit_test(an_append_retried_after_a_redis_stall_is_stored_once),
+        cmocka_unit_test(a_journal_that_lost_its_tail_makes_every_master_rebuild_from_it),
         cmocka_unit_test(garbage_in_the_journal_stops_the_standbys_without_a_crash),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -27,7 +27,7 @@
 #include <stdatomic.h>
 #include <sys/socket.h>
 
-#include "proc.h"
+#include "cluster.h"
 #include "reactor/reactor.h"
 #include "rpc/methods.h"
 #include "rpc/rpc.h"
@@ -40,7 +40,6 @@
 #define GIB (1ull << 30)
 #define CALL_TIMEOUT_US 3000000 /* generous: the ASan build is slower */
 #define PING_PERIOD_US 200000
-#define START_TIMEOUT_MS 10000
 #define EXPIRY_TIMEOUT_MS 5000 /* client_ttl (1 s) + ticks, with room */
 
 static const mc_uuid_t CLIENT_M = {0x4d4d4d4d, 1}; /* pinged all along */
@@ -82,8 +81,7 @@ typedef struct pinger {
 } pinger_t;
 
 typedef struct env {
-    test_proc_t master;
-    unsigned rpc_port, http_port;
+    tc_master_t master;
     mc_reactor_group_t *g;
     mc_rpc_client_t *cli[NCLIENTS];
     pinger_t pinger;
@@ -143,60 +141,15 @@ static int tcp_connect(unsigned port)
     return fd;
 }
 
-/* Start the master on two fresh ports; 0 once both ports accept. */
-static int start_master_once(env_t *e)
-{
-    char bin[256], rpc[64], http[64];
-    e->rpc_port = test_free_port();
-    do
-        e->http_port = test_free_port();
-    while (e->http_port == e->rpc_port);
-    snprintf(rpc, sizeof(rpc), "server.rpc_port=%u", e->rpc_port);
-    snprintf(http, sizeof(http), "server.http_port=%u", e->http_port);
-    char *argv[] = {(char *)test_prog("mooncake-master", bin, sizeof(bin)),
-                    "--set",
-                    "server.bind_address=127.0.0.1",
-                    "--set",
-                    rpc,
-                    "--set",
-                    http,
-                    "--set",
-                    "server.reactors=2",
-                    "--set",
-                    "server.tick_interval=20ms",
-                    "--set",
-                    "master.client_ttl=1s",
-                    "--set",
-                    "log.level=warn",
-                    NULL};
-    if (test_proc_start(&e->master, argv) != 0)
-        return -1;
-    uint64_t deadline = mc_now_ms() + START_TIMEOUT_MS;
-    while (mc_now_ms() < deadline) {
-        int status;
-        if (waitpid(e->master.pid, &status, WNOHANG) == e->master.pid) {
-            /* exited: most likely a port was taken meanwhile */
-            close(e->master.out_fd);
-            e->master.pid = 0;
-            return -1;
-        }
-        if (test_port_open(e->rpc_port) && test_port_open(e->http_port))
-            return 0;
-        usleep(10000);
-    }
-    test_proc_stop(&e->master, SIGKILL, 1000);
-    return -1;
-}
+static const char *const master_sets[] = {"server.reactors=2", "master.client_ttl=1s",
+                                          "log.level=warn", NULL};
 
 static int setup(void **state)
 {
     static env_t e;
     memset(&e, 0, sizeof(e));
     signal(SIGPIPE, SIG_IGN);
-    int started = -1;
-    for (int attempt = 0; attempt < 5 && started != 0; attempt++)
-        started = start_master_once(&e);
-    assert_int_equal(started, 0);
+    assert_int_equal(tc_master_start(&e.master, master_sets), 0);
 
     mc_reactor_group_opts_t go;
     mc_reactor_group_opts_init(&go);
@@ -207,7 +160,7 @@ static int setup(void **state)
         mc_rpc_client_opts_t o;
         mc_rpc_client_opts_init(&o);
         o.host = "127.0.0.1";
-        o.port = (uint16_t)e.rpc_port;
+        o.port = (uint16_t)e.master.rpc_port;
         o.backoff_min_us = 20000;
         o.backoff_max_us = 200000;
         assert_int_equal(
@@ -227,8 +180,7 @@ static int teardown(void **state)
     for (int i = 0; i < NCLIENTS; i++)
         mc_rpc_client_destroy(e->cli[i]);
     mc_reactor_group_destroy(e->g);
-    if (e->master.pid > 0)
-        test_proc_stop(&e->master, SIGTERM, 5000);
+    tc_master_stop(&e->master, SIGTERM);
     return 0;
 }
 
@@ -294,7 +246,7 @@ static int64_t metric_value(const char *text, const char *name)
 static int64_t metric(env_t *e, const char *name)
 {
     char *text = NULL;
-    assert_int_equal(http_get(e->http_port, "/metrics", &text), 200);
+    assert_int_equal(http_get(e->master.http_port, "/metrics", &text), 200);
     int64_t v = metric_value(text, name);
     free(text);
     return v;
@@ -321,7 +273,7 @@ static int segment_entry(const char *json, const char *name, char *out, size_t r
 static char *get_segments(env_t *e)
 {
     char *json = NULL;
-    assert_int_equal(http_get(e->http_port, "/segments", &json), 200);
+    assert_int_equal(http_get(e->master.http_port, "/segments", &json), 200);
     return json;
 }
 
@@ -1160,7 +1112,7 @@ static void garbage_on_the_rpc_port_is_disconnected_while_a_client_keeps_working
     for (size_t i = 0; i < sizeof(junk); i++)
         junk[i] = (uint8_t)rand_r(&seed);
     junk[0] = 'x'; /* not the magic, whatever the seed gives */
-    assert_true(raw_send_is_disconnected(e->rpc_port, junk, sizeof(junk)));
+    assert_true(raw_send_is_disconnected(e->master.rpc_port, junk, sizeof(junk)));
     sent++;
 
     /* a valid header announcing a body far over the limit */
@@ -1171,12 +1123,12 @@ static void garbage_on_the_rpc_port_is_disconnected_while_a_client_keeps_working
                         .req_id = 1,
                         .body_len = 0xFFFFFFF0u};
     mc_frame_encode_hdr(hdr, &h);
-    assert_true(raw_send_is_disconnected(e->rpc_port, hdr, sizeof(hdr)));
+    assert_true(raw_send_is_disconnected(e->master.rpc_port, hdr, sizeof(hdr)));
     sent++;
 
     /* someone pointing a browser at the RPC port */
     const char http[] = "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: */*\r\n\r\n";
-    assert_true(raw_send_is_disconnected(e->rpc_port, http, sizeof(http) - 1));
+    assert_true(raw_send_is_disconnected(e->master.rpc_port, http, sizeof(http) - 1));
     sent++;
 
     /* a complete frame whose body is not a msgpack map */
@@ -1185,7 +1137,7 @@ static void garbage_on_the_rpc_port_is_disconnected_while_a_client_keeps_working
     mc_frame_encode_hdr(frame, &h);
     frame[MC_FRAME_HDR_LEN] = 0x92;     /* fixarray of two... */
     frame[MC_FRAME_HDR_LEN + 1] = 0x01; /* ...with one element */
-    assert_true(raw_send_is_disconnected(e->rpc_port, frame, sizeof(frame)));
+    assert_true(raw_send_is_disconnected(e->master.rpc_port, frame, sizeof(frame)));
     sent++;
 
     assert_int_equal(put_end(c, CLIENT_M, "garbage-before"), MC_OK);
@@ -1207,7 +1159,7 @@ a_request_shorter_than_a_frame_header_is_disconnected_when_its_magic_is_wrong(vo
 {
     env_t *e = *state;
     const char req[] = "GET / HTTP/1.0\r\n\r\n"; /* 18 bytes */
-    assert_true(raw_send_is_disconnected(e->rpc_port, req, sizeof(req) - 1));
+    assert_true(raw_send_is_disconnected(e->master.rpc_port, req, sizeof(req) - 1));
 }
 
 /* -------------------------------------------------------------- shutdown */
@@ -1217,7 +1169,7 @@ static void the_master_exits_zero_on_sigterm_within_five_seconds(void **state)
     env_t *e = *state;
     uint64_t t0 = mc_now_ms();
     /* with clients connected and the pinger still calling */
-    int status = test_proc_stop(&e->master, SIGTERM, 5000);
+    int status = tc_stop_ms(&e->master.proc, SIGTERM, 5000);
     print_message("master stopped in %llu ms\n", (unsigned long long)(mc_now_ms() - t0));
     assert_int_not_equal(status, -1);
     assert_true(WIFEXITED(status));

@@ -17,7 +17,7 @@
 #include <stdatomic.h>
 #include <sys/socket.h>
 
-#include "proc.h"
+#include "cluster.h"
 #include "reactor/reactor.h"
 #include "rpc/methods.h"
 #include "rpc/rpc.h"
@@ -41,7 +41,7 @@ static void start_server(env_t *e, unsigned port)
     char bin[256], pbuf[16];
     snprintf(pbuf, sizeof(pbuf), "%u", port);
     char *argv[] = {(char *)test_bin("echo_server", bin, sizeof(bin)), "-r", "2", "-p", pbuf, NULL};
-    assert_int_equal(test_proc_start(&e->server, argv), 0);
+    assert_int_equal(tc_spawn(&e->server, argv), 0);
     long p = test_proc_expect_num(&e->server, "port ", 5000);
     assert_true(p > 0);
     e->port = (unsigned)p;
@@ -79,7 +79,7 @@ static int teardown(void **state)
         mc_rpc_client_destroy(e->cli[i]);
     mc_reactor_group_destroy(e->g);
     if (e->server.pid > 0)
-        test_proc_stop(&e->server, SIGTERM, 5000);
+        tc_stop_ms(&e->server, SIGTERM, 5000);
     return 0;
 }
 
@@ -333,7 +333,7 @@ static void killing_the_server_fails_every_pending_call_exactly_once(void **stat
         assert_int_equal(echo_sync(e->cli[i], "behind the slow calls"), MC_OK);
     assert_int_equal(atomic_load(&completed), 0);
 
-    test_proc_stop(&e->server, SIGKILL, 5000);
+    tc_stop_ms(&e->server, SIGKILL, 5000);
     uint64_t t0 = mc_now_us();
     assert_true(wait_count(&completed, NCLIENTS * SLOW_CALLS, 5000));
     uint64_t took = mc_now_us() - t0;

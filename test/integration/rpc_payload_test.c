@@ -14,7 +14,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
-#include "proc.h"
+#include "cluster.h"
 #include "reactor/reactor.h"
 #include "rpc/methods.h"
 #include "rpc/rpc.h"
@@ -35,7 +35,7 @@ static int setup(void **state)
     char bin[256];
     char *argv[] = {(char *)test_bin("echo_server", bin, sizeof(bin)), "-r", "1", NULL};
     memset(&e, 0, sizeof(e));
-    assert_int_equal(test_proc_start(&e.server, argv), 0);
+    assert_int_equal(tc_spawn(&e.server, argv), 0);
     long port = test_proc_expect_num(&e.server, "port ", 5000);
     assert_true(port > 0);
     mc_reactor_group_opts_t go;
@@ -56,7 +56,7 @@ static int teardown(void **state)
     env_t *e = *state;
     mc_rpc_client_destroy(e->cli);
     mc_reactor_group_destroy(e->g);
-    test_proc_stop(&e->server, SIGTERM, 5000);
+    tc_stop_ms(&e->server, SIGTERM, 5000);
     return 0;
 }
 

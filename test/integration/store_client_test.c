@@ -22,6 +22,9 @@
  * restart the master and kill a node). master.client_ttl is 3 s so that a
  * dead node is noticed quickly; put_start_discard_timeout is 1 s; leases
  * last 1 s (unmounting waits for them).
+ *
+ * The cases every transport must pass are in store_cases.h (run here over
+ * tcp, and by store_rdma_test over rdma); the rest are the client's own.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -38,7 +41,7 @@
 #include <sys/socket.h>
 
 #include "mooncake/store.h"
-#include "proc.h"
+#include "store_cases.h"
 #include "rpc/methods.h"
 #include "rpc/rpc.h"
 #include "store/master_client.h"
@@ -53,142 +56,32 @@
 /* ThreadSanitizer slows everything ~5-10x: stretch the master's clocks
  * (puts must finish within the discard timeout, reads within the lease) and
  * the waits with it. */
-#if defined(__SANITIZE_THREAD__)
-#define SLOW 5
-#else
-#define SLOW 1
-#endif
+#define SLOW TC_SLOW
 #define RPC_TIMEOUT_US (2000000 * SLOW)
-#define START_TIMEOUT_MS (15000 * SLOW)
 #define NNODES 2
 
-typedef struct env {
-    test_proc_t master;
-    unsigned rpc_port, http_port;
-    test_proc_t node[NNODES];
-    char node_name[NNODES][256];
-    mc_store_t *s;
-    char self[256]; /* path of this test binary (for the zombie helper) */
-} env_t;
+typedef store_env_t env_t;
+
+static char g_self[256]; /* path of this test binary (for the zombie helper) */
+
+/* The master's settings (kept for its restart): clients expire after 3 s
+ * (a dead node is noticed quickly), abandoned puts are discarded after 1 s,
+ * leases last 1 s (unmounting waits for them). */
+static char g_ms_buf[4][64];
+static const char *g_ms[5];
+
+static void master_sets_init(void)
+{
+    snprintf(g_ms_buf[0], sizeof(g_ms_buf[0]), "master.client_ttl=%ds", 3 * SLOW);
+    snprintf(g_ms_buf[1], sizeof(g_ms_buf[1]), "master.put_start_discard_timeout=%ds", 1 * SLOW);
+    snprintf(g_ms_buf[2], sizeof(g_ms_buf[2]), "master.put_start_release_timeout=%ds", 2 * SLOW);
+    snprintf(g_ms_buf[3], sizeof(g_ms_buf[3]), "master.lease_ttl=%ds", 1 * SLOW);
+    for (int i = 0; i < 4; i++)
+        g_ms[i] = g_ms_buf[i];
+    g_ms[4] = NULL;
+}
 
 /* --------------------------------------------------------------- helpers */
-
-static unsigned free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    assert_true(fd >= 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = 0};
-    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
-    assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
-    socklen_t alen = sizeof(a);
-    assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &alen), 0);
-    close(fd);
-    return ntohs(a.sin_port);
-}
-
-static int port_open(unsigned port)
-{
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return 0;
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
-    int ok = connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0;
-    close(fd);
-    return ok;
-}
-
-/* Start the master on e->rpc_port (chosen here when 0). 0 once it accepts. */
-static int start_master(env_t *e)
-{
-    char bin[256], rpc[64], http[64], ttl[64], discard[64], release[64], lease[64];
-    snprintf(ttl, sizeof(ttl), "master.client_ttl=%ds", 3 * SLOW);
-    snprintf(discard, sizeof(discard), "master.put_start_discard_timeout=%ds", 1 * SLOW);
-    snprintf(release, sizeof(release), "master.put_start_release_timeout=%ds", 2 * SLOW);
-    snprintf(lease, sizeof(lease), "master.lease_ttl=%ds", 1 * SLOW);
-    if (e->rpc_port == 0)
-        e->rpc_port = free_port();
-    do
-        e->http_port = free_port();
-    while (e->http_port == e->rpc_port);
-    snprintf(rpc, sizeof(rpc), "server.rpc_port=%u", e->rpc_port);
-    snprintf(http, sizeof(http), "server.http_port=%u", e->http_port);
-    char *argv[] = {(char *)test_prog("mooncake-master", bin, sizeof(bin)),
-                    "--set",
-                    "server.bind_address=127.0.0.1",
-                    "--set",
-                    rpc,
-                    "--set",
-                    http,
-                    "--set",
-                    "server.reactors=1",
-                    "--set",
-                    "server.tick_interval=20ms",
-                    "--set",
-                    ttl,
-                    "--set",
-                    discard,
-                    "--set",
-                    release,
-                    "--set",
-                    lease,
-                    "--set",
-                    getenv("TEST_MASTER_LOG") ? getenv("TEST_MASTER_LOG") : "log.level=error",
-                    NULL};
-    if (test_proc_start(&e->master, argv) != 0)
-        return -1;
-    uint64_t deadline = mc_now_ms() + START_TIMEOUT_MS;
-    while (mc_now_ms() < deadline) {
-        int status;
-        if (waitpid(e->master.pid, &status, WNOHANG) == e->master.pid) {
-            close(e->master.out_fd);
-            e->master.pid = 0;
-            return -1;
-        }
-        if (port_open(e->rpc_port))
-            return 0;
-        usleep(10000);
-    }
-    test_proc_stop(&e->master, SIGKILL, 1000);
-    return -1;
-}
-
-/* Start storage node i; 0 once it printed "ready <name>". */
-static int start_node(env_t *e, int i)
-{
-    char bin[256], master[64], port[64], name[64], rpc_to[64];
-    unsigned p = free_port();
-    snprintf(rpc_to, sizeof(rpc_to), "store.rpc_timeout=%ds", 2 * SLOW);
-    snprintf(master, sizeof(master), "store.master=127.0.0.1:%u", e->rpc_port);
-    snprintf(port, sizeof(port), "store.port=%u", p);
-    snprintf(name, sizeof(name), "store.local_hostname=127.0.0.1:%u", p);
-    char *argv[] = {(char *)test_prog("mooncake-store-server", bin, sizeof(bin)),
-                    "--set",
-                    master,
-                    "--set",
-                    port,
-                    "--set",
-                    name,
-                    "--set",
-                    "store.global_segment_size=" NODE_SEGMENT,
-                    "--set",
-                    "store.reactors=1",
-                    "--set",
-                    rpc_to,
-                    "--set",
-                    "log.level=error",
-                    NULL};
-    if (test_proc_start(&e->node[i], argv) != 0)
-        return -1;
-    char line[256];
-    if (test_proc_readline(&e->node[i], line, sizeof(line), START_TIMEOUT_MS) != 0 ||
-        strncmp(line, "ready ", 6) != 0) {
-        test_proc_stop(&e->node[i], SIGKILL, 1000);
-        return -1;
-    }
-    snprintf(e->node_name[i], sizeof(e->node_name[i]), "%s", line + 6);
-    return 0;
-}
 
 static mc_status_t open_client(unsigned master_port, uint64_t rpc_timeout, mc_store_t **out)
 {
@@ -207,24 +100,18 @@ static mc_status_t open_client(unsigned master_port, uint64_t rpc_timeout, mc_st
 
 static int setup(void **state)
 {
-    static env_t e;
+    static env_t e = {.protocol = "tcp",
+                      .staging = STAGING,
+                      .big = 64 * MIB, /* twice the staging buffer */
+                      .batch_big = 20 * MIB};
     signal(SIGPIPE, SIG_IGN);
-    ssize_t sl = readlink("/proc/self/exe", e.self, sizeof(e.self) - 1);
+    ssize_t sl = readlink("/proc/self/exe", g_self, sizeof(g_self) - 1);
     assert_true(sl > 0);
-    e.self[sl] = '\0';
-    int ok = -1;
-    for (int attempt = 0; attempt < 5 && ok != 0; attempt++) {
-        e.rpc_port = 0;
-        ok = start_master(&e);
-    }
-    assert_int_equal(ok, 0);
-    for (int i = 0; i < NNODES; i++) {
-        ok = -1;
-        for (int attempt = 0; attempt < 3 && ok != 0; attempt++)
-            ok = start_node(&e, i);
-        assert_int_equal(ok, 0);
-    }
-    assert_int_equal(open_client(e.rpc_port, RPC_TIMEOUT_US, &e.s), MC_OK);
+    g_self[sl] = '\0';
+    master_sets_init();
+    const char *const ns[] = {"store.global_segment_size=" NODE_SEGMENT, NULL};
+    assert_int_equal(tc_cluster_start(&e.c, NNODES, g_ms, ns), 0);
+    assert_int_equal(open_client(e.c.master.rpc_port, RPC_TIMEOUT_US, &e.s), MC_OK);
     *state = &e;
     return 0;
 }
@@ -233,51 +120,13 @@ static int teardown(void **state)
 {
     env_t *e = *state;
     mc_store_close(e->s);
-    for (int i = 0; i < NNODES; i++)
-        if (e->node[i].pid > 0)
-            test_proc_stop(&e->node[i], SIGTERM, 5000);
-    if (e->master.pid > 0)
-        test_proc_stop(&e->master, SIGTERM, 5000);
+    tc_cluster_stop(&e->c, SIGTERM);
     return 0;
-}
-
-/* Deterministic bytes for (seed, offset). */
-static void fill(uint8_t *p, size_t n, uint64_t seed)
-{
-    uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
-    for (size_t i = 0; i < n; i++) {
-        if ((i & 7) == 0) {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-        }
-        p[i] = (uint8_t)(x >> ((i & 7) * 8));
-    }
 }
 
 static void key_of(char *k, size_t room, const char *prefix, unsigned long i)
 {
     snprintf(k, room, "%s-%lu", prefix, i);
-}
-
-/* Put then get back, byte for byte. */
-static void round_trip(mc_store_t *s, const char *key, size_t len, uint32_t replicas)
-{
-    uint8_t *v = malloc(len), *back = malloc(len + 16);
-    assert_non_null(v);
-    assert_non_null(back);
-    fill(v, len, len ^ strlen(key));
-    mc_replicate_config_t rc;
-    mc_replicate_config_init(&rc);
-    rc.replica_num = replicas;
-    assert_int_equal(mc_store_put(s, key, strlen(key), v, len, &rc), MC_OK);
-    memset(back, 0xee, len + 16);
-    int64_t got = mc_store_get(s, key, strlen(key), back, len + 16, NULL);
-    assert_int_equal(got, (int64_t)len);
-    assert_memory_equal(back, v, len);
-    assert_int_equal(back[len], 0xee); /* nothing written past the object */
-    free(v);
-    free(back);
 }
 
 /* ------------------------------------------------------------------ tests */
@@ -289,7 +138,7 @@ static void bad_keys_and_values_fail_at_once_without_asking_the_master(void **st
      * connection status, so these statuses prove none was sent. Opening
      * works anyway (the master may come later). */
     mc_store_t *lost;
-    unsigned dead = free_port();
+    unsigned dead = test_free_port();
     assert_int_equal(open_client(dead, RPC_TIMEOUT_US, &lost), MC_OK);
     char big[4097];
     memset(big, 'k', sizeof(big));
@@ -316,11 +165,11 @@ static void bad_keys_and_values_fail_at_once_without_asking_the_master(void **st
         assert_true(mc_now_ms() - t0 < 200 * SLOW);
     }
     /* the longest legal key is fine */
-    round_trip(e->s, "x", 1, 1);
+    sc_round_trip(e->s, "x", 1, 1, NULL);
     char *k4096 = malloc(4097);
     memset(k4096, 'q', 4096);
     k4096[4096] = '\0';
-    round_trip(e->s, k4096, 100, 1);
+    sc_round_trip(e->s, k4096, 100, 1, NULL);
     assert_int_equal(mc_store_remove(e->s, k4096, 4096, 1), MC_OK);
     assert_int_equal(mc_store_remove(e->s, "x", 1, 1), MC_OK);
     free(k4096);
@@ -332,24 +181,6 @@ static void bad_keys_and_values_fail_at_once_without_asking_the_master(void **st
     mc_store_close(lost);
 }
 
-static void values_of_many_sizes_round_trip_byte_for_byte(void **state)
-{
-    env_t *e = *state;
-    static const size_t sizes[] = {
-        1,     2,     7,     8,     9,           100,     4095,         4096,    4097,
-        65535, 65536, 65537, 81920, 1 * MIB + 3, 4 * MIB, 16 * MIB - 1, 16 * MIB};
-    char key[64];
-    for (size_t i = 0; i < MC_ARRAY_SIZE(sizes); i++) {
-        key_of(key, sizeof(key), "size", sizes[i]);
-        round_trip(e->s, key, sizes[i], 1);
-        assert_int_equal(mc_store_get_size(e->s, key, strlen(key)), (int64_t)sizes[i]);
-    }
-    /* 64 MiB: twice the staging buffer, so it travels in pieces both ways */
-    round_trip(e->s, "size-64MiB", 64 * MIB, 1);
-    assert_int_equal(mc_store_remove(e->s, "size-64MiB", 10, 1), MC_OK);
-    assert_true(mc_store_remove_by_regex(e->s, "^size-", 1) >= (int64_t)MC_ARRAY_SIZE(sizes));
-}
-
 /* Over tcp, unregistered buffers are used in place; a transport that needs
  * registered memory copies through the staging buffer instead, in windows
  * of its size: MC_STORE_STAGING=always makes this client do the same. */
@@ -358,7 +189,7 @@ static void values_round_trip_through_the_staging_buffer(void **state)
     env_t *e = *state;
     mc_store_t *s;
     char master[64];
-    snprintf(master, sizeof(master), "127.0.0.1:%u", e->rpc_port);
+    snprintf(master, sizeof(master), "127.0.0.1:%u", e->c.master.rpc_port);
     mc_store_config_t c;
     mc_store_config_init(&c);
     c.master = master;
@@ -372,10 +203,10 @@ static void values_round_trip_through_the_staging_buffer(void **state)
     char key[64];
     for (size_t i = 0; i < MC_ARRAY_SIZE(sizes); i++) {
         key_of(key, sizeof(key), "staged", sizes[i]);
-        round_trip(s, key, sizes[i], 1);
+        sc_round_trip(s, key, sizes[i], 1, NULL);
     }
     /* 5 MiB + 3: over twice the staging buffer, so it travels in pieces both ways */
-    round_trip(s, "staged-5MiB", 5 * MIB + 3, 1);
+    sc_round_trip(s, "staged-5MiB", 5 * MIB + 3, 1, NULL);
     /* a batch that does not fit the staging buffer at once */
     enum { NB = 3 };
     mc_slice_t keys[NB], vals[NB], outs[NB];
@@ -387,7 +218,7 @@ static void values_round_trip_through_the_staging_buffer(void **state)
         keys[i] = (mc_slice_t){names[i], strlen(names[i])};
         vals[i] = (mc_slice_t){malloc(1 * MIB), 1 * MIB};
         outs[i] = (mc_slice_t){malloc(1 * MIB), 1 * MIB};
-        fill(vals[i].ptr, vals[i].len, (uint64_t)i * 77);
+        sc_fill(vals[i].ptr, vals[i].len, (uint64_t)i * 77);
     }
     assert_int_equal(mc_store_batch_put(s, keys, vals, NB, NULL, sts), MC_OK);
     assert_int_equal(mc_store_batch_get(s, keys, outs, NB, res), MC_OK);
@@ -402,50 +233,11 @@ static void values_round_trip_through_the_staging_buffer(void **state)
     mc_store_close(s);
 }
 
-static void registered_buffers_and_parts_round_trip_without_staging(void **state)
-{
-    env_t *e = *state;
-    size_t len = 3 * MIB + 5;
-    uint8_t *reg = aligned_alloc(4096, 8 * MIB);
-    assert_non_null(reg);
-    assert_int_equal(mc_store_register_buffer(e->s, reg, 8 * MIB), MC_OK);
-    fill(reg, len, 42);
-    assert_int_equal(mc_store_put_from(e->s, "zc", 2, reg, len, NULL), MC_OK);
-    uint8_t *dst = reg + 4 * MIB;
-    memset(dst, 0, len);
-    assert_int_equal(mc_store_get_into(e->s, "zc", 2, dst, 4 * MIB), (int64_t)len);
-    assert_memory_equal(dst, reg, len);
-    /* the zero-copy forms insist on registered memory */
-    uint8_t plain[64];
-    assert_int_equal(mc_store_put_from(e->s, "zc2", 3, plain, sizeof(plain), NULL),
-                     MC_ERR_INVALID_PARAMS);
-    assert_int_equal(mc_store_get_into(e->s, "zc", 2, plain, sizeof(plain)), MC_ERR_INVALID_PARAMS);
-    /* a plain get into too small a registered buffer reports the size */
-    uint64_t need = 0;
-    assert_int_equal(mc_store_get(e->s, "zc", 2, dst, 100, &need), MC_ERR_BUFFER_OVERFLOW);
-    assert_int_equal(need, len);
-    assert_int_equal(mc_store_unregister_buffer(e->s, reg), MC_OK);
-    assert_int_equal(mc_store_unregister_buffer(e->s, reg), MC_ERR_ADDRESS_NOT_REGISTERED);
-
-    /* gather: the value is the concatenation of the parts */
-    uint8_t *whole = malloc(len), *back = malloc(len);
-    fill(whole, len, 7);
-    mc_slice_t parts[3] = {{whole, 1}, {whole + 1, MIB}, {whole + 1 + MIB, len - 1 - MIB}};
-    assert_int_equal(mc_store_put_parts(e->s, "parts", 5, parts, 3, NULL), MC_OK);
-    assert_int_equal(mc_store_get(e->s, "parts", 5, back, len, NULL), (int64_t)len);
-    assert_memory_equal(back, whole, len);
-    free(whole);
-    free(back);
-    free(reg);
-    assert_int_equal(mc_store_remove(e->s, "zc", 2, 1), MC_OK);
-    assert_int_equal(mc_store_remove(e->s, "parts", 5, 1), MC_OK);
-}
-
 static void misuse_gets_upstream_statuses(void **state)
 {
     env_t *e = *state;
     uint8_t buf[256], v[200];
-    fill(v, sizeof(v), 1);
+    sc_fill(v, sizeof(v), 1);
     assert_int_equal(mc_store_get(e->s, "missing", 7, buf, sizeof(buf), NULL),
                      MC_ERR_OBJECT_NOT_FOUND);
     assert_int_equal(mc_store_exist(e->s, "missing", 7), 0);
@@ -467,229 +259,6 @@ static void misuse_gets_upstream_statuses(void **state)
     assert_int_equal(mc_store_exist(e->s, "m2", 2), 1);
     assert_int_equal(mc_store_remove(e->s, "m2", 2, 0), MC_OK);
     assert_int_equal(mc_store_remove_by_regex(e->s, "(", 0), MC_ERR_INVALID_PARAMS);
-}
-
-/* Space of objects force-removed while leased (by the tests before) is
- * reused only when their lease (1 s) ends: wait for it before tests that
- * need most of the pool, or they fail for space when the machine is fast. */
-static void wait_parked_space(void)
-{
-    usleep(1100000 * SLOW);
-}
-
-static void two_replicas_land_on_the_two_nodes(void **state)
-{
-    env_t *e = *state;
-    wait_parked_space();
-    round_trip(e->s, "two", 5 * MIB, 2);
-    mc_store_replica_t r[4];
-    uint32_t n = 0;
-    assert_int_equal(mc_store_query(e->s, "two", 3, r, 4, &n), MC_OK);
-    assert_int_equal(n, 2);
-    assert_string_not_equal(r[0].segment, r[1].segment);
-    for (uint32_t i = 0; i < n; i++) {
-        assert_true(r[i].complete);
-        assert_int_equal(r[i].size, 5 * MIB);
-        assert_true(strcmp(r[i].segment, e->node_name[0]) == 0 ||
-                    strcmp(r[i].segment, e->node_name[1]) == 0);
-    }
-    /* more replicas than nodes: best effort */
-    round_trip(e->s, "three", 1000, 3);
-    assert_int_equal(mc_store_query(e->s, "three", 5, r, 4, &n), MC_OK);
-    assert_int_equal(n, 2);
-    assert_int_equal(mc_store_remove_all(e->s, 1), 2);
-}
-
-static void batch_calls_report_each_key(void **state)
-{
-    env_t *e = *state;
-    enum { N = 6 };
-    char kbuf[N][16];
-    mc_slice_t keys[N], vals[N], bufs[N];
-    uint8_t *data[N], *back[N];
-    for (int i = 0; i < N; i++) {
-        snprintf(kbuf[i], sizeof(kbuf[i]), "b%d", i);
-        keys[i] = (mc_slice_t){kbuf[i], strlen(kbuf[i])};
-        size_t len = (size_t)(i + 1) * 100000;
-        data[i] = malloc(len);
-        back[i] = malloc(len);
-        fill(data[i], len, (uint64_t)i);
-        vals[i] = (mc_slice_t){data[i], len};
-        bufs[i] = (mc_slice_t){back[i], len};
-    }
-    keys[3] = (mc_slice_t){"", 0}; /* one bad key */
-    mc_status_t st[N];
-    assert_int_equal(mc_store_batch_put(e->s, keys, vals, N, NULL, st), MC_OK);
-    for (int i = 0; i < N; i++)
-        assert_int_equal(st[i], i == 3 ? MC_ERR_INVALID_KEY : MC_OK);
-    /* again: they exist now */
-    assert_int_equal(mc_store_batch_put(e->s, keys, vals, 2, NULL, st), MC_OK);
-    assert_int_equal(st[0], MC_ERR_OBJECT_ALREADY_EXISTS);
-    int ex[N];
-    assert_int_equal(mc_store_batch_exist(e->s, keys, N, ex), MC_OK);
-    for (int i = 0; i < N; i++)
-        assert_int_equal(ex[i], i == 3 ? MC_ERR_INVALID_KEY : 1);
-    int64_t res[N];
-    assert_int_equal(mc_store_batch_get(e->s, keys, bufs, N, res), MC_OK);
-    for (int i = 0; i < N; i++) {
-        if (i == 3) {
-            assert_int_equal(res[i], MC_ERR_INVALID_KEY);
-            continue;
-        }
-        assert_int_equal(res[i], (int64_t)vals[i].len);
-        assert_memory_equal(back[i], data[i], vals[i].len);
-    }
-    assert_int_equal(mc_store_batch_remove(e->s, keys, N, 1, st), MC_OK);
-    for (int i = 0; i < N; i++)
-        assert_int_equal(st[i], i == 3 ? MC_ERR_INVALID_KEY : MC_OK);
-    assert_int_equal(mc_store_batch_exist(e->s, keys, N, ex), MC_OK);
-    assert_int_equal(ex[0], 0);
-
-    /* values that do not fit the staging buffer together: still one call */
-    wait_parked_space();
-    mc_slice_t bk[3], bv[3];
-    uint8_t *big = malloc(20 * MIB);
-    fill(big, 20 * MIB, 99);
-    for (int i = 0; i < 3; i++) {
-        snprintf(kbuf[i], sizeof(kbuf[i]), "big%d", i);
-        bk[i] = (mc_slice_t){kbuf[i], strlen(kbuf[i])};
-        bv[i] = (mc_slice_t){big, 20 * MIB};
-    }
-    assert_int_equal(mc_store_batch_put(e->s, bk, bv, 3, NULL, st), MC_OK);
-    for (int i = 0; i < 3; i++)
-        assert_int_equal(st[i], MC_OK);
-    uint8_t *bb = malloc(20 * MIB);
-    assert_int_equal(mc_store_get(e->s, "big2", 4, bb, 20 * MIB, NULL), (int64_t)(20 * MIB));
-    assert_memory_equal(bb, big, 20 * MIB);
-    free(bb);
-    free(big);
-    assert_int_equal(mc_store_remove_by_regex(e->s, "^big", 1), 3);
-    for (int i = 0; i < N; i++) {
-        free(data[i]);
-        free(back[i]);
-    }
-}
-
-/* mc_store_get_alloc's allocator: records the size it was asked for. */
-typedef struct alloc_rec {
-    uint64_t size;
-    int calls;
-    void *p;
-} alloc_rec_t;
-
-static void *rec_alloc(void *arg, uint64_t size)
-{
-    alloc_rec_t *r = arg;
-    r->size = size;
-    r->calls++;
-    r->p = malloc(size);
-    return r->p;
-}
-
-static void upserts_pieces_allocs_and_sizes(void **state)
-{
-    env_t *e = *state;
-    uint8_t a[1000], b[3000], out[4000];
-    fill(a, sizeof(a), 1);
-    fill(b, sizeof(b), 2);
-    /* upsert replaces what put keeps */
-    assert_int_equal(mc_store_put(e->s, "u", 1, a, sizeof(a), NULL), MC_OK);
-    assert_int_equal(mc_store_put(e->s, "u", 1, b, sizeof(b), NULL), MC_ERR_OBJECT_ALREADY_EXISTS);
-    assert_int_equal(mc_store_upsert(e->s, "u", 1, b, sizeof(b), NULL), MC_OK);
-    assert_int_equal(mc_store_get(e->s, "u", 1, out, sizeof(out), NULL), (int64_t)sizeof(b));
-    assert_memory_equal(out, b, sizeof(b));
-    mc_slice_t two[2] = {{a, 10}, {b, 20}};
-    assert_int_equal(mc_store_upsert_parts(e->s, "u", 1, two, 2, NULL), MC_OK);
-    assert_int_equal(mc_store_get(e->s, "u", 1, out, sizeof(out), NULL), 30);
-    assert_memory_equal(out, a, 10);
-    assert_memory_equal(out + 10, b, 20);
-
-    /* upstream's soft pin rules, checked before any RPC */
-    mc_replicate_config_t rc;
-    mc_replicate_config_init(&rc);
-    rc.has_soft_pin_ttl = 1;
-    rc.soft_pin_ttl_ms = 1000;
-    assert_int_equal(mc_store_put(e->s, "p", 1, a, 10, &rc), MC_ERR_INVALID_PARAMS);
-    rc.soft_pin_action = 7;
-    assert_int_equal(mc_store_put(e->s, "p", 1, a, 10, &rc), MC_ERR_INVALID_PARAMS);
-    rc.soft_pin_action = MC_SOFT_PIN_ENABLE;
-    rc.with_hard_pin = 1;
-    assert_int_equal(mc_store_put(e->s, "p", 1, a, 10, &rc), MC_OK);
-
-    /* values in pieces: key i in i + 1 pieces, read back into other layouts */
-    enum { N = 3 };
-    mc_slice_t keys[N] = {{"pa", 2}, {"pb", 2}, {"pc", 2}};
-    mc_slice_t parts[6];
-    size_t np[N] = {1, 2, 3};
-    uint8_t *src = malloc(600000), *dst = malloc(600000);
-    fill(src, 600000, 3);
-    size_t at = 0, off = 0;
-    for (int i = 0; i < N; i++)
-        for (size_t q = 0; q < np[i]; q++) {
-            size_t len = 1000 * (at + 1) + 7;
-            parts[at++] = (mc_slice_t){src + off, len};
-            off += len;
-        }
-    mc_status_t st[N];
-    assert_int_equal(mc_store_batch_put_parts(e->s, keys, parts, np, N, NULL, st), MC_OK);
-    for (int i = 0; i < N; i++)
-        assert_int_equal(st[i], MC_OK);
-    /* back as one piece each: the concatenations */
-    int64_t sizes[N + 1];
-    mc_slice_t sk[N + 1] = {keys[0], keys[1], keys[2], {"nosuch", 6}};
-    assert_int_equal(mc_store_batch_get_size(e->s, sk, N + 1, sizes), MC_OK);
-    assert_int_equal(sizes[0], 1007);
-    assert_int_equal(sizes[1], 2007 + 3007);
-    assert_int_equal(sizes[2], 4007 + 5007 + 6007);
-    assert_int_equal(sizes[3], MC_ERR_OBJECT_NOT_FOUND);
-    mc_slice_t one[N];
-    for (int i = 0, o = 0; i < N; i++) {
-        one[i] = (mc_slice_t){dst + o, (size_t)sizes[i]};
-        o += (int)sizes[i];
-    }
-    int64_t res[N];
-    memset(dst, 0, 600000);
-    assert_int_equal(mc_store_batch_get_parts(e->s, keys, one, (size_t[]){1, 1, 1}, N, res),
-                     MC_OK);
-    for (int i = 0; i < N; i++)
-        assert_int_equal(res[i], sizes[i]);
-    assert_memory_equal(dst, src, off);
-    /* scattered over pieces of other sizes (key pc: 3 pieces -> 2, the
-     * second one larger than needed) */
-    mc_slice_t sc[2] = {{dst, 100}, {dst + 100, 20000}};
-    memset(dst, 0, 600000);
-    assert_int_equal(mc_store_batch_get_parts(e->s, &keys[2], sc, (size_t[]){2}, 1, res), MC_OK);
-    assert_int_equal(res[0], sizes[2]);
-    assert_memory_equal(dst, src + 1007 + 2007 + 3007, (size_t)sizes[2]);
-    /* too little room: BUFFER_OVERFLOW */
-    mc_slice_t small[1] = {{dst, 10}};
-    assert_int_equal(mc_store_batch_get_parts(e->s, &keys[1], small, (size_t[]){1}, 1, res),
-                     MC_OK);
-    assert_int_equal(res[0], MC_ERR_BUFFER_OVERFLOW);
-    /* a batch upsert of pieces replaces them */
-    assert_int_equal(mc_store_batch_upsert_parts(e->s, keys, parts + 3, (size_t[]){1, 1, 1}, N,
-                                                 NULL, st),
-                     MC_OK);
-    assert_int_equal(mc_store_batch_get_size(e->s, keys, N, sizes), MC_OK);
-    assert_int_equal(sizes[0], 4007);
-    assert_int_equal(sizes[2], 6007);
-
-    /* get into memory allocated once the size is known */
-    alloc_rec_t r = {0};
-    assert_int_equal(mc_store_get_alloc(e->s, "pb", 2, rec_alloc, &r), 5007);
-    assert_int_equal(r.calls, 1);
-    assert_int_equal(r.size, 5007);
-    assert_memory_equal(r.p, parts[4].ptr, 5007);
-    free(r.p);
-    alloc_rec_t none = {0};
-    assert_int_equal(mc_store_get_alloc(e->s, "nosuch", 6, rec_alloc, &none),
-                     MC_ERR_OBJECT_NOT_FOUND);
-    assert_int_equal(none.calls, 0);
-    assert_int_equal(mc_store_get_alloc(e->s, "", 0, rec_alloc, &none), MC_ERR_INVALID_KEY);
-
-    free(src);
-    free(dst);
-    assert_true(mc_store_remove_all(e->s, 1) >= 5);
 }
 
 /* ------------------------------------------------------------------ async */
@@ -739,7 +308,7 @@ static void async_calls_call_back_once_and_never_inside_the_call(void **state)
     env_t *e = *state;
     async_ctx_t a = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
     uint8_t v[5000], back[5000];
-    fill(v, sizeof(v), 5);
+    sc_fill(v, sizeof(v), 5);
     int calls = 0;
 #define SUBMIT(expr)                                                                               \
     do {                                                                                           \
@@ -802,12 +371,12 @@ static void inflight_cb(void *arg, mc_status_t st)
 static void closing_a_busy_client_completes_every_call_once(void **state)
 {
     env_t *e = *state;
-    wait_parked_space();
+    sc_wait_parked_space();
     mc_store_t *c;
-    assert_int_equal(open_client(e->rpc_port, RPC_TIMEOUT_US, &c), MC_OK);
+    assert_int_equal(open_client(e->c.master.rpc_port, RPC_TIMEOUT_US, &c), MC_OK);
     size_t len = 6 * MIB;
     uint8_t *v = malloc(len);
-    fill(v, len, 77);
+    sc_fill(v, len, 77);
     static inflight_t f;
     memset(&f, 0, sizeof(f));
     inflight_arg_t args[16];
@@ -846,7 +415,7 @@ static void a_segment_mounted_at_run_time_serves_local_replicas_until_unmounted(
     rc.preferred_segments = &self;
     rc.n_preferred = 1;
     uint8_t *v = malloc(len), *back = malloc(len);
-    fill(v, len, 31);
+    sc_fill(v, len, 31);
     /* written by the local transport (memcpy), read back by memcpy */
     assert_int_equal(mc_store_put(e->s, "local", 5, v, len, &rc), MC_OK);
     mc_store_replica_t r[2];
@@ -897,7 +466,7 @@ static void *worker_main(void *arg)
     for (int i = 0; i < 40; i++) {
         size_t len = 1000 + (size_t)((i * 7919 + w->id * 104729) % (int)(1 * MIB));
         snprintf(key, sizeof(key), "t%d-%d", w->id, i);
-        fill(v, len, (uint64_t)(w->id * 1000 + i));
+        sc_fill(v, len, (uint64_t)(w->id * 1000 + i));
         if (mc_store_put(w->s, key, strlen(key), v, len, NULL) != MC_OK) {
             w->failures++;
             continue;
@@ -964,14 +533,14 @@ static void a_put_whose_client_died_before_put_end_is_discarded(void **state)
 {
     env_t *e = *state;
     char port[16];
-    snprintf(port, sizeof(port), "%u", e->rpc_port);
-    char *argv[] = {e->self, "--zombie-put", port, "zombie", NULL};
+    snprintf(port, sizeof(port), "%u", e->c.master.rpc_port);
+    char *argv[] = {g_self, "--zombie-put", port, "zombie", NULL};
     test_proc_t z = {0};
-    assert_int_equal(test_proc_start(&z, argv), 0);
+    assert_int_equal(tc_spawn(&z, argv), 0);
     assert_int_equal(test_proc_expect_num(&z, "started ", 5000 * SLOW), MC_OK);
-    test_proc_stop(&z, SIGKILL, 1000);
+    tc_stop_ms(&z, SIGKILL, 1000);
     uint8_t v[1000], back[1000];
-    fill(v, sizeof(v), 3);
+    sc_fill(v, sizeof(v), 3);
     /* in progress: not readable, not overwritable */
     assert_int_equal(mc_store_exist(e->s, "zombie", 6), 0);
     int64_t g = mc_store_get(e->s, "zombie", 6, back, sizeof(back), NULL);
@@ -995,7 +564,7 @@ static void a_put_whose_write_timed_out_is_left_to_the_master_not_revoked(void *
 {
     env_t *e = *state;
     char master[64];
-    snprintf(master, sizeof(master), "127.0.0.1:%u", e->rpc_port);
+    snprintf(master, sizeof(master), "127.0.0.1:%u", e->c.master.rpc_port);
     mc_store_config_t c;
     mc_store_config_init(&c);
     c.master = master;
@@ -1005,24 +574,24 @@ static void a_put_whose_write_timed_out_is_left_to_the_master_not_revoked(void *
     c.transfer_timeout_us = 300000 * SLOW;
     mc_store_t *s;
     assert_int_equal(mc_store_open(&c, &s), MC_OK);
-    const char *target = e->node_name[0];
+    const char *target = e->c.node[0].name;
     mc_replicate_config_t rc;
     mc_replicate_config_init(&rc);
     rc.preferred_segments = &target;
     rc.n_preferred = 1;
     size_t len = 2 * MIB;
     uint8_t *v = malloc(len), *back = malloc(len);
-    fill(v, len, 4242);
+    sc_fill(v, len, 4242);
     /* a node that hangs (not dead): the write times out */
-    kill(e->node[0].pid, SIGSTOP);
+    kill(e->c.node[0].proc.pid, SIGSTOP);
     int ws;
-    assert_int_equal(waitpid(e->node[0].pid, &ws, WUNTRACED), e->node[0].pid);
+    assert_int_equal(waitpid(e->c.node[0].proc.pid, &ws, WUNTRACED), e->c.node[0].proc.pid);
     assert_int_equal(mc_store_put(s, "slow", 4, v, len, &rc), MC_ERR_TRANSFER_FAIL);
     /* not revoked: the write may still land, so the key stays taken (and
      * unreadable) until the master discards the put */
     assert_int_equal(mc_store_put(s, "slow", 4, v, len, &rc), MC_ERR_OBJECT_ALREADY_EXISTS);
     assert_int_equal(mc_store_exist(s, "slow", 4), 0);
-    kill(e->node[0].pid, SIGCONT);
+    kill(e->c.node[0].proc.pid, SIGCONT);
     uint64_t deadline = mc_now_ms() + 5000 * SLOW;
     mc_status_t st;
     while ((st = mc_store_put(e->s, "slow", 4, v, len, &rc)) == MC_ERR_OBJECT_ALREADY_EXISTS &&
@@ -1049,7 +618,7 @@ static void a_full_pool_evicts_old_objects_and_keeps_serving(void **state)
     char key[32];
     for (int i = 0; i < n; i++) {
         key_of(key, sizeof(key), "ev", (unsigned long)i);
-        fill(v, len, (uint64_t)i);
+        sc_fill(v, len, (uint64_t)i);
         mc_status_t st = mc_store_put(e->s, key, strlen(key), v, len, NULL);
         if (st == MC_OK) {
             ok++;
@@ -1069,7 +638,7 @@ static void a_full_pool_evicts_old_objects_and_keeps_serving(void **state)
     }
     assert_true(gone > 10);
     key_of(key, sizeof(key), "ev", (unsigned long)last_ok);
-    fill(v, len, (uint64_t)last_ok);
+    sc_fill(v, len, (uint64_t)last_ok);
     assert_int_equal(mc_store_get(e->s, key, strlen(key), back, len, NULL), (int64_t)len);
     assert_memory_equal(back, v, len);
     mc_store_remove_all(e->s, 1);
@@ -1084,23 +653,24 @@ static void with_the_master_down_calls_fail_in_time_and_work_after_it_returns(vo
 {
     env_t *e = *state;
     uint8_t v[4096], back[4096];
-    fill(v, sizeof(v), 11);
+    sc_fill(v, sizeof(v), 11);
     assert_int_equal(mc_store_put(e->s, "before", 6, v, sizeof(v), NULL), MC_OK);
 
     /* a master that hangs: calls give up after rpc_timeout */
-    kill(e->master.pid, SIGSTOP);
+    kill(e->c.master.proc.pid, SIGSTOP);
     int ws;
-    assert_int_equal(waitpid(e->master.pid, &ws, WUNTRACED), e->master.pid); /* stopped now */
+    assert_int_equal(waitpid(e->c.master.proc.pid, &ws, WUNTRACED),
+                     e->c.master.proc.pid); /* stopped now */
     assert_true(WIFSTOPPED(ws));
     uint64_t t0 = mc_now_ms();
     assert_int_equal(mc_store_exist(e->s, "before", 6), MC_ERR_RPC_TIMEOUT);
     uint64_t took = mc_now_ms() - t0;
-    kill(e->master.pid, SIGCONT);
+    kill(e->c.master.proc.pid, SIGCONT);
     assert_true(took + 100 >= RPC_TIMEOUT_US / 1000 && took < RPC_TIMEOUT_US / 1000 + 1000);
     assert_int_equal(mc_store_exist(e->s, "before", 6), 1);
 
     /* a master that is gone: calls fail at once (connection refused) */
-    test_proc_stop(&e->master, SIGKILL, 2000);
+    tc_stop_ms(&e->c.master.proc, SIGKILL, 2000);
     t0 = mc_now_ms();
     mc_status_t st = mc_store_put(e->s, "during", 6, v, sizeof(v), NULL);
     assert_true(st == MC_ERR_CONN_CLOSED || st == MC_ERR_RPC_TIMEOUT);
@@ -1112,10 +682,7 @@ static void with_the_master_down_calls_fail_in_time_and_work_after_it_returns(vo
 
     /* a new master on the same port: it knows nothing; the nodes re-mount
      * when their ping says NEED_REMOUNT, then puts land again */
-    int ok = -1;
-    for (int attempt = 0; attempt < 5 && ok != 0; attempt++)
-        ok = start_master(e);
-    assert_int_equal(ok, 0);
+    assert_int_equal(tc_master_start(&e->c.master, g_ms), 0);
     uint64_t deadline = mc_now_ms() + 15000 * SLOW;
     while ((st = mc_store_put(e->s, "after", 5, v, sizeof(v), NULL)) != MC_OK &&
            mc_now_ms() < deadline)
@@ -1145,59 +712,10 @@ static void with_the_master_down_calls_fail_in_time_and_work_after_it_returns(vo
 
 /* -------------------------------------------------------------- node death */
 
-static void a_killed_node_leaves_two_replica_objects_readable_and_puts_go_on(void **state)
-{
-    env_t *e = *state;
-    size_t len = 2 * MIB;
-    uint8_t *v = malloc(len), *back = malloc(len);
-    mc_replicate_config_t rc;
-    mc_replicate_config_init(&rc);
-    rc.replica_num = 2;
-    char key[32];
-    for (int i = 0; i < 8; i++) {
-        key_of(key, sizeof(key), "dual", (unsigned long)i);
-        fill(v, len, (uint64_t)i + 500);
-        assert_int_equal(mc_store_put(e->s, key, strlen(key), v, len, &rc), MC_OK);
-    }
-    test_proc_stop(&e->node[0], SIGKILL, 2000);
-    /* every object has a replica on the dead node: gets fail over */
-    for (int i = 0; i < 8; i++) {
-        key_of(key, sizeof(key), "dual", (unsigned long)i);
-        fill(v, len, (uint64_t)i + 500);
-        memset(back, 0, len);
-        assert_int_equal(mc_store_get(e->s, key, strlen(key), back, len, NULL), (int64_t)len);
-        assert_memory_equal(back, v, len);
-    }
-    /* once the master expired the node (client_ttl 3 s), puts place one
-     * replica on the survivor */
-    uint64_t deadline = mc_now_ms() + 15000 * SLOW;
-    mc_store_replica_t r[2];
-    uint32_t n = 2;
-    while (mc_now_ms() < deadline) {
-        assert_int_equal(mc_store_query(e->s, "dual-0", 6, r, 2, &n), MC_OK);
-        if (n == 1)
-            break;
-        usleep(200000);
-    }
-    assert_int_equal(n, 1);
-    assert_string_equal(r[0].segment, e->node_name[1]);
-    for (int i = 0; i < 8; i++) {
-        key_of(key, sizeof(key), "after-kill", (unsigned long)i);
-        fill(v, len, (uint64_t)i + 900);
-        assert_int_equal(mc_store_put(e->s, key, strlen(key), v, len, &rc), MC_OK);
-        assert_int_equal(mc_store_query(e->s, key, strlen(key), r, 2, &n), MC_OK);
-        assert_int_equal(n, 1);
-        assert_int_equal(mc_store_get(e->s, key, strlen(key), back, len, NULL), (int64_t)len);
-        assert_memory_equal(back, v, len);
-    }
-    free(v);
-    free(back);
-}
-
 static void a_node_exits_zero_on_sigterm(void **state)
 {
     env_t *e = *state;
-    int status = test_proc_stop(&e->node[1], SIGTERM, 5000 * SLOW);
+    int status = tc_stop(&e->c.node[1].proc, SIGTERM);
     assert_true(WIFEXITED(status));
     assert_int_equal(WEXITSTATUS(status), 0);
 }

@@ -43,26 +43,21 @@
 #include <sys/stat.h>
 
 #include "mooncake/store.h"
-#include "proc.h"
+#include "cluster.h"
 #include "store/ha_redis.h"
 #include "store/tier.h"
 #include "util/time.h"
 
 #define MIB (1ull << 20)
-#if defined(__SANITIZE_THREAD__)
-#define SLOW 5
-#else
-#define SLOW 1
-#endif
-#define START_TIMEOUT_MS (15000 * SLOW)
+#define SLOW TC_SLOW
 #define CLUSTER "tc"
 
 typedef struct env {
     char parent[64];   /* a mkdtemp directory holding root: "../x" from root lands here */
     char root[96];     /* root_fs_dir */
     char tierdir[256]; /* root/cluster */
-    test_proc_t master, node;
-    unsigned rpc_port, http_port;
+    tc_master_t master;
+    tc_node_t node;
     mc_store_t *eager, *async;
     const char *master_extra; /* one more "--set" for the next master start */
 } env_t;
@@ -71,81 +66,31 @@ static env_t E;
 
 static int start_master(env_t *e)
 {
-    char bin[256], rpc[64], http[64], root[128];
-    snprintf(rpc, sizeof(rpc), "server.rpc_port=%u", e->rpc_port);
-    snprintf(http, sizeof(http), "server.http_port=%u", e->http_port);
+    char root[128];
     snprintf(root, sizeof(root), "server.root_fs_dir=%s", e->root);
-    /* clang-format off */
-    char *argv[] = {(char *)test_prog("mooncake-master", bin, sizeof(bin)),
-                    "--set", "server.bind_address=127.0.0.1",
-                    "--set", rpc,
-                    "--set", http,
-                    "--set", root,
-                    "--set", "server.cluster_id=" CLUSTER,
-                    "--set", "server.persist=async",
-                    "--set", "server.reactors=1",
-                    "--set", "server.tick_interval=20ms",
-                    "--set", "master.client_ttl=3s",
-                    "--set", "master.lease_ttl=1s",
-                    "--set", "master.eviction_high_watermark_ratio=0.7",
-                    "--set", "master.eviction_ratio=0.3",
-                    "--set", getenv("TEST_MASTER_LOG") ? getenv("TEST_MASTER_LOG") : "log.level=error",
-                    "--set", (char *)e->master_extra,
-                    NULL};
-    /* clang-format on */
-    if (e->master_extra == NULL)
-        argv[sizeof(argv) / sizeof(argv[0]) - 3] = NULL;
-    if (test_proc_start(&e->master, argv) != 0)
-        return -1;
-    uint64_t deadline = mc_now_ms() + START_TIMEOUT_MS;
-    while (mc_now_ms() < deadline) {
-        int status;
-        if (waitpid(e->master.pid, &status, WNOHANG) == e->master.pid) {
-            close(e->master.out_fd);
-            e->master.pid = 0;
-            return -1;
-        }
-        if (test_port_open(e->rpc_port))
-            return 0;
-        usleep(10000);
-    }
-    test_proc_stop(&e->master, SIGKILL, 1000);
-    return -1;
+    const char *const sets[] = {root,
+                                "server.cluster_id=" CLUSTER,
+                                "server.persist=async",
+                                "master.client_ttl=3s",
+                                "master.lease_ttl=1s",
+                                "master.eviction_high_watermark_ratio=0.7",
+                                "master.eviction_ratio=0.3",
+                                e->master_extra,
+                                NULL};
+    return tc_master_start(&e->master, sets);
 }
 
 static int start_node(env_t *e)
 {
-    char bin[256], master[64], port[64], name[64];
-    unsigned p = test_free_port();
-    snprintf(master, sizeof(master), "store.master=127.0.0.1:%u", e->rpc_port);
-    snprintf(port, sizeof(port), "store.port=%u", p);
-    snprintf(name, sizeof(name), "store.local_hostname=127.0.0.1:%u", p);
-    /* clang-format off */
-    char *argv[] = {(char *)test_prog("mooncake-store-server", bin, sizeof(bin)),
-                    "--set", master,
-                    "--set", port,
-                    "--set", name,
-                    "--set", "store.global_segment_size=16MiB",
-                    "--set", "store.reactors=1",
-                    "--set", "store.rpc_timeout=2s",
-                    "--set", "log.level=error",
-                    NULL};
-    /* clang-format on */
-    if (test_proc_start(&e->node, argv) != 0)
-        return -1;
-    char line[256];
-    if (test_proc_readline(&e->node, line, sizeof(line), START_TIMEOUT_MS) != 0 ||
-        strncmp(line, "ready ", 6) != 0) {
-        test_proc_stop(&e->node, SIGKILL, 1000);
-        return -1;
-    }
-    return 0;
+    char master[64];
+    const char *const sets[] = {"store.global_segment_size=16MiB", NULL};
+    return tc_node_start(&e->node, tc_master_addr(&e->master, master, sizeof(master)), sets);
 }
 
 static mc_store_t *open_client(env_t *e, const char *persist, uint64_t queue_bytes)
 {
     char master[64];
-    snprintf(master, sizeof(master), "127.0.0.1:%u", e->rpc_port);
+    tc_master_addr(&e->master, master, sizeof(master));
     mc_store_config_t c;
     mc_store_config_init(&c);
     c.master = master;
@@ -170,15 +115,7 @@ static int setup(void **state)
     if (mkdir(e->root, 0755) != 0)
         return -1;
     snprintf(e->tierdir, sizeof(e->tierdir), "%.96s/%s", e->root, CLUSTER);
-    int ok = -1;
-    for (int attempt = 0; attempt < 5 && ok != 0; attempt++) {
-        e->rpc_port = test_free_port();
-        do
-            e->http_port = test_free_port();
-        while (e->http_port == e->rpc_port);
-        ok = start_master(e);
-    }
-    if (ok != 0 || start_node(e) != 0)
+    if (start_master(e) != 0 || start_node(e) != 0)
         return -1;
     e->eager = open_client(e, "eager", 0);
     e->async = open_client(e, NULL, 0); /* the master's: async */
@@ -194,10 +131,8 @@ static int teardown(void **state)
     ha_cleanup(); /* what a failed HA test left running */
     mc_store_close(e->eager);
     mc_store_close(e->async);
-    if (e->node.pid > 0)
-        test_proc_stop(&e->node, SIGTERM, 5000);
-    if (e->master.pid > 0)
-        test_proc_stop(&e->master, SIGTERM, 5000);
+    tc_node_stop(&e->node, SIGTERM);
+    tc_master_stop(&e->master, SIGTERM);
     char cmd[128];
     snprintf(cmd, sizeof(cmd), "rm -rf '%s'", e->parent);
     return system(cmd) == 0 ? 0 : -1;
@@ -573,7 +508,7 @@ static long long metric_at(unsigned http_port, const char *name)
 /* The value of a metric line "name V" on the master's /metrics, or -1. */
 static long long metric(const env_t *e, const char *name)
 {
-    return metric_at(e->http_port, name);
+    return metric_at(e->master.http_port, name);
 }
 
 /* Output of `mooncake-cli ARGS` against the test's master (exit 0 asserted). */
@@ -581,7 +516,8 @@ static void cli_out(const env_t *e, const char *args, char *out, size_t room)
 {
     char bin[256], cmd[768];
     snprintf(cmd, sizeof(cmd), "timeout 20 %s --master 127.0.0.1:%u --http 127.0.0.1:%u %s 2>&1",
-             test_prog("mooncake-cli", bin, sizeof(bin)), e->rpc_port, e->http_port, args);
+             test_prog("mooncake-cli", bin, sizeof(bin)), e->master.rpc_port, e->master.http_port,
+             args);
     FILE *f = popen(cmd, "r");
     assert_non_null(f);
     size_t n = fread(out, 1, room - 1, f);
@@ -598,8 +534,7 @@ static void a_restarted_master_serves_objects_from_their_files(void **state)
     uint8_t v[70000];
     fill(v, sizeof(v), 7);
     assert_int_equal(mc_store_put(e->eager, "restart/1", 9, v, sizeof(v), NULL), MC_OK);
-    assert_int_equal(test_proc_stop(&e->master, SIGTERM, 5000) >= 0, 1);
-    e->master.pid = 0;
+    assert_int_equal(tc_master_stop(&e->master, SIGTERM) >= 0, 1);
     assert_int_equal(start_master(e), 0);
     /* the object is back, with only its DISK replica (memory is gone) */
     uint64_t deadline = mc_now_ms() + 10000 * SLOW;
@@ -712,8 +647,7 @@ static void a_get_whose_memory_replica_fails_reads_the_file(void **state)
     /* the node holding the memory replica dies; the master still lists the
      * replica (it expires the node only after client_ttl): the read from it
      * fails, and the get goes on with the file */
-    assert_true(test_proc_stop(&e->node, SIGKILL, 5000) >= 0);
-    e->node.pid = 0;
+    assert_true(tc_node_stop(&e->node, SIGKILL) >= 0);
     replicas(e->async, "dead/1", 6, &mem, &disk);
     assert_int_equal(mem, 1);
     get_equals(e->async, "dead/1", 6, v, sizeof(v));
@@ -746,8 +680,7 @@ static void a_master_with_a_quota_removes_the_oldest_disk_only_objects(void **st
     }
     free(v);
     e->master_extra = "server.tier_quota=4MiB";
-    assert_true(test_proc_stop(&e->master, SIGTERM, 5000) >= 0);
-    e->master.pid = 0;
+    assert_true(tc_master_stop(&e->master, SIGTERM) >= 0);
     assert_int_equal(start_master(e), 0);
     e->master_extra = NULL;
     before = metric(e, "master_tier_restored_objects");
@@ -818,8 +751,9 @@ static void bad_tier_settings_stop_the_master_and_name_the_key(void **state)
 #define HA_CLUSTER "hatier" /* ha.cluster_id, and the tier's cluster_id */
 
 typedef struct ha_env {
-    test_proc_t redis, m[2], node;
-    unsigned redis_port, rpc[2], http[2];
+    tc_redis_t redis;
+    tc_master_t m[2];
+    tc_node_t node;
     char dir[256], url[128];
     mc_store_t *s;
 } ha_env_t;
@@ -832,65 +766,30 @@ static void ha_cleanup(void)
     if (h->s != NULL)
         mc_store_close(h->s);
     h->s = NULL;
-    if (h->node.pid > 0)
-        test_proc_stop(&h->node, SIGTERM, 5000);
+    tc_node_stop(&h->node, SIGTERM);
     for (int i = 0; i < 2; i++)
-        if (h->m[i].pid > 0)
-            test_proc_stop(&h->m[i], SIGTERM, 5000);
-    if (h->redis.pid > 0)
-        test_proc_stop(&h->redis, SIGTERM, 5000);
+        tc_master_stop(&h->m[i], SIGTERM);
+    tc_redis_stop(&h->redis, SIGTERM);
 }
 
 static int ha_start_master(ha_env_t *h, int i)
 {
-    char bin[256], rpc[64], http[64], root[128], backend[96];
-    if (h->rpc[i] == 0) {
-        h->rpc[i] = test_free_port();
-        do
-            h->http[i] = test_free_port();
-        while (h->http[i] == h->rpc[i]);
-    }
-    snprintf(rpc, sizeof(rpc), "server.rpc_port=%u", h->rpc[i]);
-    snprintf(http, sizeof(http), "server.http_port=%u", h->http[i]);
+    char root[128], backend[96];
     snprintf(root, sizeof(root), "server.root_fs_dir=%s", E.root);
-    snprintf(backend, sizeof(backend), "ha.backend=redis://127.0.0.1:%u/0", h->redis_port);
-    /* clang-format off */
-    char *argv[] = {(char *)test_prog("mooncake-master", bin, sizeof(bin)),
-                    "--set", "server.bind_address=127.0.0.1",
-                    "--set", rpc,
-                    "--set", http,
-                    "--set", root,
-                    "--set", "server.cluster_id=" HA_CLUSTER,
-                    "--set", "server.persist=eager",
-                    "--set", "server.reactors=1",
-                    "--set", "server.tick_interval=20ms",
-                    "--set", "master.client_ttl=10s",
-                    "--set", "master.lease_ttl=1s",
-                    "--set", "master.eviction_high_watermark_ratio=0.7",
-                    "--set", "master.eviction_ratio=0.3",
-                    "--set", backend,
-                    "--set", "ha.cluster_id=" HA_CLUSTER,
-                    "--set", "ha.lease_ttl=1s",
-                    "--set", "ha.sync=strict",
-                    "--set", getenv("TEST_MASTER_LOG") ? getenv("TEST_MASTER_LOG") : "log.level=error",
-                    NULL};
-    /* clang-format on */
-    if (test_proc_start(&h->m[i], argv) != 0)
-        return -1;
-    uint64_t deadline = mc_now_ms() + START_TIMEOUT_MS;
-    while (mc_now_ms() < deadline) {
-        int status;
-        if (waitpid(h->m[i].pid, &status, WNOHANG) == h->m[i].pid) {
-            close(h->m[i].out_fd);
-            h->m[i].pid = 0;
-            return -1;
-        }
-        if (test_port_open(h->rpc[i]))
-            return 0;
-        usleep(10000);
-    }
-    test_proc_stop(&h->m[i], SIGKILL, 1000);
-    return -1;
+    snprintf(backend, sizeof(backend), "ha.backend=redis://127.0.0.1:%u/0", h->redis.port);
+    const char *const sets[] = {root,
+                                "server.cluster_id=" HA_CLUSTER,
+                                "server.persist=eager",
+                                "master.client_ttl=10s",
+                                "master.lease_ttl=1s",
+                                "master.eviction_high_watermark_ratio=0.7",
+                                "master.eviction_ratio=0.3",
+                                backend,
+                                "ha.cluster_id=" HA_CLUSTER,
+                                "ha.lease_ttl=1s",
+                                "ha.sync=strict",
+                                NULL};
+    return tc_master_start(&h->m[i], sets);
 }
 
 /* The master that leads per Redis (0 or 1), or -1. */
@@ -906,7 +805,7 @@ static int ha_leader(const ha_env_t *h)
         return -1;
     for (int i = 0; i < 2; i++) {
         char want[64];
-        snprintf(want, sizeof(want), "127.0.0.1:%u", h->rpc[i]);
+        snprintf(want, sizeof(want), "127.0.0.1:%u", h->m[i].rpc_port);
         if (strcmp(addr, want) == 0)
             return i;
     }
@@ -935,52 +834,21 @@ static int ha_file_exists(const ha_env_t *h, const char *key)
 static void with_ha_a_new_leader_serves_objects_evicted_to_files_and_deletes_them(void **state)
 {
     (void)state;
-    const char *redis_bin = getenv("TEST_REDIS_SERVER");
-    if (redis_bin == NULL)
-        redis_bin = "/usr/bin/redis-server";
+    const char *redis_bin = tc_redis_bin();
     if (access(redis_bin, X_OK) != 0) {
         print_message("skipped: %s not found\n", redis_bin);
         skip();
     }
     memset(&H, 0, sizeof(H));
     snprintf(H.dir, sizeof(H.dir), "%.96s/%s", E.root, HA_CLUSTER);
-    char port[16], rdir[128];
-    H.redis_port = test_free_port();
-    snprintf(port, sizeof(port), "%u", H.redis_port);
-    snprintf(rdir, sizeof(rdir), "%.64s", E.parent);
-    /* clang-format off */
-    char *rargv[] = {(char *)redis_bin, "--port", port, "--bind", "127.0.0.1", "--save", "",
-                     "--appendonly", "no", "--dir", rdir, "--daemonize", "no", NULL};
-    /* clang-format on */
-    assert_int_equal(test_proc_start(&H.redis, rargv), 0);
-    for (int waited = 0; !test_port_open(H.redis_port); waited += 10) {
-        if (waited > 5000)
-            fail_msg("redis-server did not listen on port %u within 5 s", H.redis_port);
-        usleep(10000);
-    }
-    snprintf(H.url, sizeof(H.url), "redis://127.0.0.1:%u/0?cluster=" HA_CLUSTER, H.redis_port);
+    assert_int_equal(tc_redis_start(&H.redis), 0);
+    snprintf(H.url, sizeof(H.url), "redis://127.0.0.1:%u/0?cluster=" HA_CLUSTER, H.redis.port);
     /* master 0 leads, master 1 follows */
     assert_int_equal(ha_start_master(&H, 0), 0);
     assert_true(ha_wait_leader(&H, 0, 5000));
     assert_int_equal(ha_start_master(&H, 1), 0);
-    char bin[256], master[160], nport[64], name[64];
-    unsigned p = test_free_port();
-    snprintf(master, sizeof(master), "store.master=%s", H.url);
-    snprintf(nport, sizeof(nport), "store.port=%u", p);
-    snprintf(name, sizeof(name), "store.local_hostname=127.0.0.1:%u", p);
-    /* clang-format off */
-    char *nargv[] = {(char *)test_prog("mooncake-store-server", bin, sizeof(bin)),
-                     "--set", master, "--set", nport, "--set", name,
-                     "--set", "store.global_segment_size=16MiB",
-                     "--set", "store.reactors=1",
-                     "--set", "store.rpc_timeout=3s",
-                     "--set", "log.level=error",
-                     NULL};
-    /* clang-format on */
-    assert_int_equal(test_proc_start(&H.node, nargv), 0);
-    char line[256];
-    assert_int_equal(test_proc_readline(&H.node, line, sizeof(line), START_TIMEOUT_MS), 0);
-    assert_int_equal(strncmp(line, "ready ", 6), 0);
+    const char *const ns[] = {"store.global_segment_size=16MiB", "store.rpc_timeout=3s", NULL};
+    assert_int_equal(tc_node_start(&H.node, H.url, ns), 0);
     mc_store_config_t c;
     mc_store_config_init(&c);
     c.master = H.url;
@@ -1016,7 +884,7 @@ static void with_ha_a_new_leader_serves_objects_evicted_to_files_and_deletes_the
     assert_true(disk_only > 0);
 
     /* the leader dies; master 1 takes over */
-    test_proc_stop(&H.m[0], SIGKILL, 1000);
+    tc_stop_ms(&H.m[0].proc, SIGKILL, 1000);
     assert_true(ha_wait_leader(&H, 1, 5000));
     for (int i = 0; i < N; i++) {
         snprintf(key, sizeof(key), "ha/%d", i);
@@ -1054,7 +922,7 @@ static void with_ha_a_new_leader_serves_objects_evicted_to_files_and_deletes_the
     assert_int_equal(ha_start_master(&H, 0), 0);
     usleep(500000 * SLOW);
     assert_int_equal(ha_leader(&H), 1);
-    assert_int_equal(metric_at(H.http[0], "master_tier_restored_objects"), 0);
+    assert_int_equal(metric_at(H.m[0].http_port, "master_tier_restored_objects"), 0);
     assert_true(ha_file_exists(&H, "ha/1"));
     fill(v, MIB, 5001);
     get_equals(s, "ha/1", 4, v, MIB);
@@ -1074,11 +942,11 @@ static void with_ha_a_new_leader_serves_objects_evicted_to_files_and_deletes_the
     assert_int_equal(mc_tier_write(H.dir, "ghost", 5, &iov, 1, sizeof(g), 0), MC_OK);
     /* master 1 dies: master 0 leads, scans, and the file becomes an object;
      * the journal's objects are all there, with their bytes */
-    test_proc_stop(&H.m[1], SIGKILL, 1000);
+    tc_stop_ms(&H.m[1].proc, SIGKILL, 1000);
     assert_true(ha_wait_leader(&H, 0, 5000));
     assert_int_equal(mc_store_exist(s, "ghost", 5), 1);
     get_equals(s, "ghost", 5, g, sizeof(g));
-    assert_true(metric_at(H.http[0], "master_tier_restored_objects") >= 1);
+    assert_true(metric_at(H.m[0].http_port, "master_tier_restored_objects") >= 1);
     assert_int_equal(mc_store_exist(s, "ha/2", 4), 0);
     assert_false(ha_file_exists(&H, "ha/2"));
     for (int i = 1; i < N + 12; i++) {

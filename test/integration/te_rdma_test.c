@@ -29,9 +29,9 @@
 
 #include "test/rdma_env.h"
 #include "mooncake/transfer.h"
-#include "proc.h"
+#include "cluster.h"
 #include "transport/rdma/verbs.h"
-#include "transport/te_int.h"
+#include "transport/te.h"
 #include "util/log.h"
 #include "util/mem.h"
 #include "util/time.h"
@@ -74,7 +74,7 @@ static void target_start(target_t *t, unsigned nics, const char *matrix, unsigne
     }
     argv[n] = NULL;
     memset(t, 0, sizeof(*t));
-    assert_int_equal(test_proc_start(&t->p, argv), 0);
+    assert_int_equal(tc_spawn(&t->p, argv), 0);
     char line[256];
     for (;;) {
         if (test_proc_readline(&t->p, line, sizeof(line), 10000) != 0)
@@ -97,7 +97,7 @@ static void target_start(target_t *t, unsigned nics, const char *matrix, unsigne
 
 static void target_stop_intact(target_t *t)
 {
-    int status = test_proc_stop(&t->p, SIGTERM, 10000);
+    int status = tc_stop_ms(&t->p, SIGTERM, 10000);
     assert_true(WIFEXITED(status));
     if (WEXITSTATUS(status) != 0)
         fail_msg("te_target exited with %d: memory it guards changed", WEXITSTATUS(status));

@@ -28,7 +28,7 @@
 #include <sys/socket.h>
 
 #include "mooncake/transfer.h"
-#include "proc.h"
+#include "cluster.h"
 #include "reactor/reactor.h"
 #include "rpc/fields.h"
 #include "rpc/frame.h"
@@ -63,9 +63,9 @@ typedef struct env {
     mc_te_t *te;        /* p2p */
     uint8_t *src, *dst; /* LOCAL_SIZE each, registered */
     target_t t;
-    test_proc_t svc;       /* mooncake-master or redis-server of the metadata tests */
+    tc_master_t master;    /* the metadata service of the master:// tests */
+    tc_redis_t redis;      /* and of the redis:// test */
     mc_reactor_group_t *g; /* for raw RPC clients */
-    char dir[64];          /* redis-server's working directory */
 } env_t;
 
 /* ------------------------------------------------------------ helpers */
@@ -111,7 +111,7 @@ static void target_start_opt(target_t *t, const char *metadata, const char *name
     argv[n] = NULL;
     memset(t, 0, sizeof(*t));
     t->seed = seed;
-    assert_int_equal(test_proc_start(&t->p, argv), 0);
+    assert_int_equal(tc_spawn(&t->p, argv), 0);
     char line[256];
     for (;;) {
         if (test_proc_readline(&t->p, line, sizeof(line), 10000) != 0)
@@ -149,7 +149,7 @@ static void target_start(target_t *t, const char *metadata, const char *name, un
 /* Stop with SIGTERM: the target exits 0 only if no byte it guards changed. */
 static void target_stop_intact(target_t *t)
 {
-    int status = test_proc_stop(&t->p, SIGTERM, 10000);
+    int status = tc_stop_ms(&t->p, SIGTERM, 10000);
     assert_true(WIFEXITED(status));
     if (WEXITSTATUS(status) != 0)
         fail_msg("te_target exited with %d: memory it guards changed", WEXITSTATUS(status));
@@ -157,8 +157,7 @@ static void target_stop_intact(target_t *t)
 
 static void target_kill(target_t *t)
 {
-    if (t->p.pid > 0)
-        test_proc_stop(&t->p, SIGKILL, 5000);
+    tc_stop(&t->p, SIGKILL);
 }
 
 static mc_te_t *engine_new(const char *metadata, const char *name)
@@ -453,17 +452,10 @@ static int teardown(void **state)
 {
     env_t *e = *state;
     target_kill(&e->t);
-    if (e->svc.pid > 0)
-        test_proc_stop(&e->svc, SIGKILL, 5000);
-    if (e->dir[0] != '\0') {
-        char path[128];
-        snprintf(path, sizeof(path), "%s/dump.rdb", e->dir);
-        unlink(path);
-        snprintf(path, sizeof(path), "%s/redis.log", e->dir);
-        unlink(path);
-        rmdir(e->dir);
-        e->dir[0] = '\0';
-    }
+    tc_master_stop(&e->master, SIGKILL);
+    e->master.rpc_port = 0; /* the next test's master: fresh ports */
+    tc_redis_stop(&e->redis, SIGKILL);
+    e->redis.port = 0;
     return 0;
 }
 
@@ -867,28 +859,10 @@ static void transfer_through_metadata(env_t *e, const char *conn, const char *ta
 
 static void start_master(env_t *e, char *conn, size_t len)
 {
-    char bin[256], portset[48];
-    unsigned port = test_free_port();
-    snprintf(portset, sizeof(portset), "server.rpc_port=%u", port);
-    char *argv[] = {(char *)test_prog("mooncake-master", bin, sizeof(bin)),
-                    "--set",
-                    portset,
-                    "--set",
-                    "server.http_enabled=false",
-                    "--set",
-                    "server.reactors=1",
-                    "--set",
-                    "log.level=warn",
-                    NULL};
-    if (access(bin, X_OK) != 0)
-        fail_msg("%s not found: build it first (make)", bin);
-    assert_int_equal(test_proc_start(&e->svc, argv), 0);
-    for (int waited = 0; !test_port_open(port); waited += 10) {
-        if (waited > 5000)
-            fail_msg("mooncake-master did not listen on port %u within 5 s", port);
-        usleep(10000);
-    }
-    snprintf(conn, len, "master://127.0.0.1:%u", port);
+    const char *const ms[] = {"server.http_enabled=false", "server.tick_interval=100ms",
+                              "log.level=warn", NULL};
+    assert_int_equal(tc_master_start(&e->master, ms), 0);
+    snprintf(conn, len, "master://127.0.0.1:%u", e->master.rpc_port);
 }
 
 static void master_mode_end_to_end(void **state)
@@ -952,31 +926,9 @@ static void master_mode_a_target_restarted_elsewhere_is_reached_again(void **sta
 static void redis_mode_end_to_end(void **state)
 {
     env_t *e = *state;
-    const char *redis = getenv("TEST_REDIS_SERVER");
-    if (redis == NULL)
-        redis = "/usr/bin/redis-server";
-    if (access(redis, X_OK) != 0)
-        fail_msg("%s not found: these tests need a real redis-server (make deps, or set "
-                 "TEST_REDIS_SERVER)",
-                 redis);
-    snprintf(e->dir, sizeof(e->dir), "/tmp/mc-te-redis-XXXXXX");
-    assert_non_null(mkdtemp(e->dir));
-    unsigned port = test_free_port();
-    char portb[16], conn[64];
-    snprintf(portb, sizeof(portb), "%u", port);
-    char log[128];
-    snprintf(log, sizeof(log), "%s/redis.log", e->dir);
-    char *argv[] = {(char *)redis, "--port",      portb,  "--bind",
-                    "127.0.0.1",   "--save",      "",     "--appendonly",
-                    "no",          "--dir",       e->dir, "--logfile",
-                    log,           "--daemonize", "no",   NULL};
-    assert_int_equal(test_proc_start(&e->svc, argv), 0);
-    for (int waited = 0; !test_port_open(port); waited += 10) {
-        if (waited > 5000)
-            fail_msg("redis-server did not listen on port %u within 5 s", port);
-        usleep(10000);
-    }
-    snprintf(conn, sizeof(conn), "redis://127.0.0.1:%u", port);
+    char conn[64];
+    assert_int_equal(tc_redis_start(&e->redis), 0);
+    snprintf(conn, sizeof(conn), "redis://127.0.0.1:%u", e->redis.port);
     transfer_through_metadata(e, conn, "redis");
 }
 

@@ -11,6 +11,7 @@
 #include "rpc/fields.h"
 #include "transport/cuda.h"
 #include "transport/rdma/rdma_int.h"
+#include "util/conf.h"
 #include "util/log.h"
 #include "util/mem.h"
 
@@ -20,16 +21,7 @@ _Static_assert(TE_MAX_NICS == RD_MAX_NICS, "te_buf_t key arrays sized for RD_MAX
 
 static unsigned env_uint(const char *name, unsigned def, unsigned lo, unsigned hi)
 {
-    const char *v = getenv(name);
-    if (v == NULL || *v == '\0')
-        return def;
-    char *end = NULL;
-    unsigned long x = strtoul(v, &end, 10);
-    if (end == v || *end != '\0' || x < lo || x > hi) {
-        MC_WARN(RDMA, "%s='%s' is not a number in %u..%u: using %u", name, v, lo, hi, def);
-        return def;
-    }
-    return (unsigned)x;
+    return (unsigned)mc_conf_env_uint(name, def, lo, hi);
 }
 
 static unsigned opt_or(unsigned v, unsigned def)
@@ -68,7 +60,7 @@ static void nic_close(rd_transport_t *t, rd_nic_t *n)
 static mc_status_t nic_open(rd_transport_t *t, rd_nic_t *n)
 {
     const mc_rdma_verbs_ops_t *v = t->v;
-    mc_status_t st = v->open(n->name, &n->ctx);
+    mc_status_t st = v->open(n->name, &n->t->port_opts, &n->ctx);
     if (st != MC_OK)
         return st;
     if ((st = v->query(n->ctx, &n->info)) != MC_OK || (st = v->alloc_pd(n->ctx, &n->pd)) != MC_OK)
@@ -143,9 +135,13 @@ mc_status_t te_rdma_install(mc_te_t *te)
      * event mode on 2 cores): events only unless asked. */
     t->busy_poll_us = env_uint("MC_RDMA_BUSY_POLL_US",
                                opt_or(o->rdma_busy_poll_us, emulated ? 0 : 50), 0, 1000000);
-    const char *devices = getenv("MC_RDMA_DEVICES") ? getenv("MC_RDMA_DEVICES") : o->rdma_devices;
-    const char *matrix =
-        getenv("MC_NIC_PRIORITY_MATRIX") ? getenv("MC_NIC_PRIORITY_MATRIX") : o->rdma_matrix;
+    const char *devices = mc_conf_env_str("MC_RDMA_DEVICES");
+    const char *matrix = mc_conf_env_str("MC_NIC_PRIORITY_MATRIX");
+    if (devices == NULL)
+        devices = o->rdma_devices;
+    if (matrix == NULL)
+        matrix = o->rdma_matrix;
+    rv_port_opts_init(&t->port_opts); /* the real provider's addressing, for every context */
     if (emulated > 0) {
         rv_emu_opts_t eo;
         rv_emu_opts_get(&eo);
@@ -158,7 +154,7 @@ mc_status_t te_rdma_install(mc_te_t *te)
     }
 
     rv_dev_info_t devs[RV_MAX_DEVICES];
-    int ndev = t->v->get_devices(devs, RV_MAX_DEVICES);
+    int ndev = t->v->get_devices(&t->port_opts, devs, RV_MAX_DEVICES);
     char err[256] = "";
     mc_status_t st;
     if (matrix != NULL && *matrix != '\0') {

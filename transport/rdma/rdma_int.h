@@ -120,6 +120,7 @@ struct rd_transport {
     unsigned nnics;
     rd_nic_t nics[RD_MAX_NICS];
     unsigned qps_per_ep, max_wr, max_cqe, max_eps, retry, mtu, busy_poll_us;
+    rv_port_opts_t port_opts; /* MC_IB_PORT, MC_GID_INDEX, MC_PKEY_INDEX, MC_IB_SL */
     _Atomic uint32_t rr;
 };
 

@@ -89,6 +89,20 @@ typedef struct rv_qp_attr {
     uint32_t path_mtu; /* bytes */
 } rv_qp_attr_t;
 
+/* How a context addresses its port (the real provider; the emulated one has
+ * port 1 and GID index 0 whatever these say), passed to get_devices and
+ * open (NULL: port 1, the rest 0). */
+typedef struct rv_port_opts {
+    uint8_t port;        /* 1 */
+    int gid_index;       /* 0: the GID discovery and the descriptor report */
+    uint16_t pkey_index; /* 0: set at the INIT transition */
+    uint8_t sl;          /* 0: service level of the RTR address vector */
+} rv_port_opts_t;
+/* The defaults, overridden by MC_IB_PORT, MC_GID_INDEX, MC_PKEY_INDEX and
+ * MC_IB_SL (a malformed value is logged and ignored): the one place they
+ * are read. */
+void rv_port_opts_init(rv_port_opts_t *o);
+
 typedef struct rv_qp_caps {
     uint32_t max_send_wr;
     uint32_t max_inline;
@@ -142,8 +156,8 @@ const char *rv_qp_state_str(int st);
 typedef struct mc_rdma_verbs_ops {
     const char *name;
     /* Devices this provider sees: count (0 = none) into out[0..max). */
-    int (*get_devices)(rv_dev_info_t *out, int max);
-    mc_status_t (*open)(const char *dev, rv_ctx_t **out);
+    int (*get_devices)(const rv_port_opts_t *po, rv_dev_info_t *out, int max);
+    mc_status_t (*open)(const char *dev, const rv_port_opts_t *po, rv_ctx_t **out);
     void (*close)(rv_ctx_t *c);
     /* Fresh port state, GID, LID, MTU of an open context. */
     mc_status_t (*query)(rv_ctx_t *c, rv_dev_info_t *out);

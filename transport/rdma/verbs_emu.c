@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include "transport/rdma/verbs.h"
+#include "util/conf.h"
 #include "util/log.h"
 #include "util/mem.h"
 #include "util/time.h"
@@ -61,30 +62,17 @@ static size_t g_nctxs, g_cap_ctxs;
 static _Atomic uint32_t g_next_key = 0x100;
 static _Atomic uint32_t g_next_qpn = 0x40;
 
-static uint64_t env_u64(const char *name, uint64_t def)
-{
-    const char *v = getenv(name);
-    if (v == NULL || *v == '\0')
-        return def;
-    char *end = NULL;
-    unsigned long long x = strtoull(v, &end, 0);
-    if (end == v || *end != '\0') {
-        MC_WARN(RDMA, "%s='%s' is not a number: using %llu", name, v, (unsigned long long)def);
-        return def;
-    }
-    return x;
-}
-
 void rv_emu_opts_get(rv_emu_opts_t *o)
 {
     pthread_mutex_lock(&g_mu);
     if (!g_opts_set) {
-        g_opts.ndevices = (unsigned)env_u64("MC_RDMA_EMULATED", 2);
-        if (g_opts.ndevices == 0 || g_opts.ndevices > RV_MAX_DEVICES)
+        /* the emulator's configuration: defaults, then the environment */
+        g_opts.ndevices = (unsigned)mc_conf_env_uint("MC_RDMA_EMULATED", 2, 0, RV_MAX_DEVICES);
+        if (g_opts.ndevices == 0) /* the rdma transport's "no emulation" */
             g_opts.ndevices = 2;
-        g_opts.delay_us = env_u64("MC_RDMA_EMU_DELAY_US", 0);
-        g_opts.bandwidth = env_u64("MC_RDMA_EMU_BANDWIDTH", 0);
-        g_opts.mtu = (uint32_t)env_u64("MC_RDMA_EMU_MTU", 4096);
+        g_opts.delay_us = mc_conf_env_uint("MC_RDMA_EMU_DELAY_US", 0, 0, UINT64_MAX);
+        g_opts.bandwidth = mc_conf_env_uint("MC_RDMA_EMU_BANDWIDTH", 0, 0, UINT64_MAX);
+        g_opts.mtu = (uint32_t)mc_conf_env_uint("MC_RDMA_EMU_MTU", 4096, 0, UINT32_MAX);
         g_opts_set = 1;
     }
     *o = g_opts;
@@ -569,8 +557,9 @@ static void *init_thread(void *arg)
 
 /* ---------------------------------------------------------- the ops */
 
-static int emu_get_devices(rv_dev_info_t *out, int max)
+static int emu_get_devices(const rv_port_opts_t *po, rv_dev_info_t *out, int max)
 {
+    (void)po; /* port 1, GID index 0 */
     rv_emu_opts_t o;
     rv_emu_opts_get(&o);
     int n = (int)o.ndevices < max ? (int)o.ndevices : max;
@@ -641,8 +630,9 @@ static void emu_close(rv_ctx_t *c)
     mc_free(c);
 }
 
-static mc_status_t emu_open(const char *dev, rv_ctx_t **out)
+static mc_status_t emu_open(const char *dev, const rv_port_opts_t *po, rv_ctx_t **out)
 {
+    (void)po;
     rv_emu_opts_t o;
     rv_emu_opts_get(&o);
     int k = dev_index(dev);

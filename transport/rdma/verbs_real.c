@@ -17,17 +17,25 @@
 #include <unistd.h>
 
 #include "transport/rdma/verbs.h"
+#include "util/conf.h"
 #include "util/log.h"
 #include "util/mem.h"
 
 #ifdef MC_HAVE_IBVERBS
 #include <infiniband/verbs.h>
 
+static void port_opts_default(rv_port_opts_t *o)
+{
+    o->port = 1;
+    o->gid_index = 0;
+    o->pkey_index = 0;
+    o->sl = 0;
+}
+
 struct rv_ctx {
     struct ibv_context *ctx;
     char name[RV_NAME_MAX];
-    uint8_t port;
-    int gid_index;
+    rv_port_opts_t po;
 };
 
 struct rv_pd {
@@ -121,14 +129,13 @@ static void fill_port(struct ibv_context *ctx, uint8_t port, int gid_index, rv_d
         memcpy(out->gid, gid.raw, 16);
 }
 
-static int env_int(const char *name, int def)
+static int real_get_devices(const rv_port_opts_t *po, rv_dev_info_t *out, int max)
 {
-    const char *v = getenv(name);
-    return v && *v ? atoi(v) : def;
-}
-
-static int real_get_devices(rv_dev_info_t *out, int max)
-{
+    rv_port_opts_t def;
+    if (po == NULL) {
+        port_opts_default(&def);
+        po = &def;
+    }
     int n = 0;
     struct ibv_device **list = ibv_get_device_list(&n);
     if (list == NULL) {
@@ -142,7 +149,7 @@ static int real_get_devices(rv_dev_info_t *out, int max)
         sysfs_info(out[k].name, &out[k]);
         struct ibv_context *ctx = ibv_open_device(list[i]);
         if (ctx != NULL) {
-            fill_port(ctx, (uint8_t)env_int("MC_IB_PORT", 1), env_int("MC_GID_INDEX", 0), &out[k]);
+            fill_port(ctx, po->port, po->gid_index, &out[k]);
             ibv_close_device(ctx);
         }
         k++;
@@ -153,7 +160,7 @@ static int real_get_devices(rv_dev_info_t *out, int max)
     return k;
 }
 
-static mc_status_t real_open(const char *dev, rv_ctx_t **out)
+static mc_status_t real_open(const char *dev, const rv_port_opts_t *po, rv_ctx_t **out)
 {
     int n = 0;
     struct ibv_device **list = ibv_get_device_list(&n);
@@ -175,8 +182,10 @@ static mc_status_t real_open(const char *dev, rv_ctx_t **out)
         return MC_ERR_NOMEM;
     }
     c->ctx = ctx;
-    c->port = (uint8_t)env_int("MC_IB_PORT", 1);
-    c->gid_index = env_int("MC_GID_INDEX", 0);
+    if (po != NULL)
+        c->po = *po;
+    else
+        port_opts_default(&c->po);
     snprintf(c->name, sizeof(c->name), "%s", dev);
     *out = c;
     return MC_OK;
@@ -195,7 +204,7 @@ static mc_status_t real_query(rv_ctx_t *c, rv_dev_info_t *out)
     memset(out, 0, sizeof(*out));
     snprintf(out->name, sizeof(out->name), "%s", c->name);
     sysfs_info(c->name, out);
-    fill_port(c->ctx, c->port, c->gid_index, out);
+    fill_port(c->ctx, c->po.port, c->po.gid_index, out);
     return MC_OK;
 }
 
@@ -409,7 +418,7 @@ static mc_status_t real_modify_qp(rv_qp_t *qp, rv_qp_state_t to, const rv_qp_att
     case RV_QPS_INIT:
         a.qp_state = IBV_QPS_INIT;
         a.port_num = attr->port;
-        a.pkey_index = (uint16_t)env_int("MC_PKEY_INDEX", 0);
+        a.pkey_index = qp->c->po.pkey_index;
         a.qp_access_flags =
             IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE;
         mask |= IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS;
@@ -426,7 +435,7 @@ static mc_status_t real_modify_qp(rv_qp_t *qp, rv_qp_state_t to, const rv_qp_att
         a.ah_attr.grh.sgid_index = (uint8_t)(attr->sgid_index < 0 ? 0 : attr->sgid_index);
         a.ah_attr.grh.hop_limit = 255;
         a.ah_attr.dlid = attr->dlid;
-        a.ah_attr.sl = (uint8_t)env_int("MC_IB_SL", 0);
+        a.ah_attr.sl = qp->c->po.sl;
         a.ah_attr.port_num = attr->port;
         mask |= IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
                 IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
@@ -568,17 +577,19 @@ const mc_rdma_verbs_ops_t rv_real_ops = {
 
 #else /* !MC_HAVE_IBVERBS */
 
-static int none_get_devices(rv_dev_info_t *out, int max)
+static int none_get_devices(const rv_port_opts_t *po, rv_dev_info_t *out, int max)
 {
+    (void)po;
     (void)out;
     (void)max;
     MC_INFO(RDMA, "no RDMA devices (built without libibverbs)");
     return 0;
 }
 
-static mc_status_t none_open(const char *dev, rv_ctx_t **out)
+static mc_status_t none_open(const char *dev, const rv_port_opts_t *po, rv_ctx_t **out)
 {
     (void)dev;
+    (void)po;
     (void)out;
     return MC_ERR_DEVICE_NOT_FOUND;
 }
@@ -591,3 +602,11 @@ const mc_rdma_verbs_ops_t rv_real_ops = {
 };
 
 #endif
+
+void rv_port_opts_init(rv_port_opts_t *o)
+{
+    o->port = (uint8_t)mc_conf_env_uint("MC_IB_PORT", 1, 1, 255);
+    o->gid_index = (int)mc_conf_env_uint("MC_GID_INDEX", 0, 0, 255);
+    o->pkey_index = (uint16_t)mc_conf_env_uint("MC_PKEY_INDEX", 0, 0, 65535);
+    o->sl = (uint8_t)mc_conf_env_uint("MC_IB_SL", 0, 0, 15);
+}

@@ -32,13 +32,44 @@ static void a_full_url_gives_host_port_db_and_cluster(void **state)
     assert_string_equal(u.cluster, "c");
 }
 
+static void a_sentinel_url_gives_the_sentinels_the_primary_name_db_and_cluster(void **state)
+{
+    (void)state;
+    mc_ha_url_t u;
+    const char *why = NULL;
+    assert_int_equal(
+        mc_ha_url_parse("redis-sentinel://10.0.0.1:26380,sent2/mymaster/3?cluster=prod", &u, &why),
+        MC_OK);
+    assert_true(u.sentinel);
+    assert_int_equal(u.sent.n, 2);
+    assert_string_equal(u.sent.s[0].host, "10.0.0.1");
+    assert_int_equal(u.sent.s[0].port, 26380);
+    assert_string_equal(u.sent.s[1].host, "sent2");
+    assert_int_equal(u.sent.s[1].port, 26379);
+    assert_string_equal(u.sent.name, "mymaster");
+    assert_int_equal(u.db, 3);
+    assert_string_equal(u.cluster, "prod");
+    assert_true(mc_ha_url_is_redis("redis-sentinel://s/p"));
+    assert_int_equal(mc_ha_url_parse("redis-sentinel://s/p", &u, &why), MC_OK);
+    assert_int_equal(u.db, 0);
+    assert_string_equal(u.cluster, "");
+    char d[256];
+    mc_ha_url_describe(&u, d, sizeof(d));
+    assert_string_equal(d, "sentinels s:26379 (primary p, db 0)");
+    assert_int_equal(mc_ha_url_parse("redis://h:7/2", &u, &why), MC_OK);
+    assert_false(u.sentinel);
+    mc_ha_url_describe(&u, d, sizeof(d));
+    assert_string_equal(d, "redis h:7/2");
+}
+
 static void bad_urls_are_refused_naming_the_problem(void **state)
 {
     (void)state;
     static const struct {
         const char *url, *why;
     } bad[] = {
-        {"10.0.0.5:6379", "expected redis://HOST[:PORT][/DB][?cluster=ID]"},
+        {"10.0.0.5:6379", "expected redis://HOST[:PORT][/DB][?cluster=ID] or "
+                          "redis-sentinel://HOST[:PORT][,HOST[:PORT]...]/NAME[/DB][?cluster=ID]"},
         {"redis://", "no host"},
         {"redis://h:0", "the port is not a number in 1..65535"},
         {"redis://h:70000", "the port is not a number in 1..65535"},
@@ -47,6 +78,10 @@ static void bad_urls_are_refused_naming_the_problem(void **state)
         {"redis://h/0?db=1", "the only query parameter is cluster=ID"},
         {"redis://h/0?cluster=", "cluster id empty, too long or with '&', '?' or blanks"},
         {"redis://h/0?cluster=a&b=c", "cluster id empty, too long or with '&', '?' or blanks"},
+        {"redis-sentinel://s1/", "no NAME of the watched primary after the sentinels"},
+        {"redis-sentinel://s1/p?db=2", "the only query parameter is cluster=ID"},
+        {"redis-sentinel://s1/p/0?cluster=",
+         "cluster id empty, too long or with '&', '?' or blanks"},
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         mc_ha_url_t u;
@@ -86,6 +121,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(a_full_url_gives_host_port_db_and_cluster),
+        cmocka_unit_test(a_sentinel_url_gives_the_sentinels_the_primary_name_db_and_cluster),
         cmocka_unit_test(bad_urls_are_refused_naming_the_problem),
         cmocka_unit_test(a_lease_value_gives_the_leader_and_its_view),
         cmocka_unit_test(keys_are_namespaced_by_cluster),

@@ -227,11 +227,61 @@ static void put_start_fails_when_nothing_can_be_evicted(void **state)
         assert_int_equal(get_n(m, kname(i), now, NULL), MC_OK);
     assert_int_equal(put_start_n(m, C1, "new", OBJ, 1, now, NULL), MC_ERR_NO_AVAILABLE_HANDLE);
     assert_int_equal(stats(m).key_count, SLOTS);
-    /* the failure asks the next tick for an eviction pass, even below the
-     * watermark; with the leases gone it frees room */
+    assert_int_equal(stats(m).eviction_attempts, 0);
+    /* the failure leaves nothing behind: the next tick, below the watermark,
+     * evicts nothing even once the leases are gone (it used to: a sticky
+     * "need eviction" flag) */
     mc_master_tick(m, now + 5 * SEC);
-    assert_int_equal(stats(m).evicted_keys, 5);
+    assert_int_equal(stats(m).evicted_keys, 0);
+    /* the next put makes its own room: the least recently used window */
     assert_int_equal(put_start_n(m, C1, "new", OBJ, 1, now + 5 * SEC, NULL), MC_OK);
+    assert_int_equal(stats(m).evicted_keys, 5);
+    mc_master_destroy(m);
+}
+
+/* Issue 13 finding 3: 20 PutStarts of 1 GiB into a 64 MiB segment that was
+ * 0.03% used each failed, yet evicted 182 of 200 objects. */
+static void a_put_larger_than_any_segment_evicts_nothing(void **state)
+{
+    (void)state;
+    mc_master_opts_t o;
+    mc_master_opts_init(&o);
+    o.client_ttl_us = 1000000 * SEC;
+    mc_master_t *m = master_new(&o);
+    assert_int_equal(mount_seg(m, C1, 1, "node1", 64 << 20, T0), MC_OK);
+    for (unsigned i = 0; i < 200; i++)
+        assert_int_equal(put_obj(m, C1, kname(i), 100, 1, T0 + i * MS), MC_OK);
+    uint64_t now = T0 + 100 * SEC;
+    for (unsigned i = 0; i < 20; i++) {
+        assert_int_equal(put_start_n(m, C1, "huge", 1ull << 30, 1, now + i * MS, NULL),
+                         MC_ERR_NO_AVAILABLE_HANDLE);
+        mc_master_tick(m, now + i * MS);
+    }
+    assert_int_equal(stats(m).key_count, 200);
+    assert_int_equal(stats(m).evicted_keys, 0);
+    assert_int_equal(stats(m).eviction_attempts, 0);
+    mc_master_destroy(m);
+}
+
+/* A value that fits the segment but no window eviction could clear (leased
+ * objects every few slots) is refused without evicting; one that fits
+ * between two leased objects evicts only what lies there. */
+static void a_put_no_eviction_can_make_room_for_evicts_nothing(void **state)
+{
+    (void)state;
+    mc_master_t *m = evict_master(1.0, 0.05, 1);
+    fill(m, SLOTS);
+    uint64_t now = T0 + 200 * SEC;
+    for (unsigned i = 0; i < SLOTS; i += 4) /* leased: k000, k004, k008, ... */
+        assert_int_equal(get_n(m, kname(i), now, NULL), MC_OK);
+    /* four slots between two leased objects: never */
+    assert_int_equal(put_start_n(m, C1, "four", 4 * OBJ, 1, now, NULL), MC_ERR_NO_AVAILABLE_HANDLE);
+    assert_int_equal(stats(m).evicted_keys, 0);
+    assert_int_equal(stats(m).key_count, SLOTS);
+    /* three fit between two: exactly three go (the window's size) */
+    assert_int_equal(put_start_n(m, C1, "three", 3 * OBJ, 1, now, NULL), MC_OK);
+    assert_int_equal(stats(m).evicted_keys, 3);
+    assert_int_equal(count_present(m, 0, SLOTS, now), SLOTS - 3);
     mc_master_destroy(m);
 }
 
@@ -334,6 +384,132 @@ static void a_put_finished_in_time_is_not_discarded(void **state)
     mc_master_destroy(m);
 }
 
+/* ---- property: eviction only for a reason ----
+ *
+ * Random sequences of puts (fitting, needing eviction, impossible), gets
+ * (leases), removes, soft pins, clock steps and ticks, on three segments of
+ * different sizes. After every operation: if objects were evicted, either
+ * use was above the watermark when the tick ran, or the operation was a put
+ * that needed room and succeeded. Every object that disappeared was removed
+ * or counted as evicted, and no leased object ever disappears. */
+
+#define PROP_KEYS 64
+#define PROP_STEPS 2000
+
+typedef struct model {
+    int present[PROP_KEYS];
+    uint64_t lease_until[PROP_KEYS];
+} model_t;
+
+static uint64_t prop_rand(uint64_t *s)
+{
+    /* xorshift64*: the sequence depends only on the seed */
+    *s ^= *s >> 12;
+    *s ^= *s << 25;
+    *s ^= *s >> 27;
+    return *s * 0x2545F4914F6CDD1Dull;
+}
+
+static void run_property(uint64_t seed, double hw, int allow_pinned)
+{
+    mc_master_opts_t o;
+    mc_master_opts_init(&o);
+    o.eviction_high_watermark = hw;
+    o.eviction_ratio = 0.05;
+    o.allow_evict_soft_pinned = allow_pinned;
+    o.client_ttl_us = 1000000 * SEC;
+    o.lease_ttl_us = 2 * SEC;
+    mc_master_t *m = master_new(&o);
+    assert_int_equal(mount_seg(m, C1, 1, "s1", 32 * 1024, T0), MC_OK);
+    assert_int_equal(mount_seg(m, C1, 2, "s2", 48 * 1024, T0), MC_OK);
+    assert_int_equal(mount_seg(m, C1, 3, "s3", 16 * 1024, T0), MC_OK);
+    model_t md = {{0}, {0}};
+    uint64_t now = T0, rs = seed;
+    char key[16];
+    for (unsigned step = 0; step < PROP_STEPS; step++) {
+        mc_master_stats_t before = stats(m);
+        double ratio = (double)before.allocated_bytes / (double)before.capacity_bytes;
+        unsigned k = (unsigned)(prop_rand(&rs) % PROP_KEYS);
+        snprintf(key, sizeof(key), "p%02u", k);
+        unsigned op = (unsigned)(prop_rand(&rs) % 100);
+        int was_put = 0, put_ok = 0, was_tick = 0, removed = 0;
+        if (op < 45) {
+            /* sizes: mostly small, some large, a few larger than any segment */
+            unsigned r = (unsigned)(prop_rand(&rs) % 100);
+            uint64_t size = r < 70   ? 64 + prop_rand(&rs) % 2048
+                            : r < 95 ? 4096 + prop_rand(&rs) % 12288
+                                     : 64 * 1024 + prop_rand(&rs) % (1 << 20);
+            mc_master_put_cfg_t cfg;
+            mc_master_put_cfg_init(&cfg);
+            cfg.with_soft_pin = prop_rand(&rs) % 8 == 0;
+            cfg.replica_num = 1 + (uint32_t)(prop_rand(&rs) % 2);
+            mc_master_replica_desc_t d[MC_MASTER_MAX_REPLICAS];
+            uint32_t n = 0;
+            was_put = 1;
+            mc_status_t st = mc_master_put_start(m, C1, key, strlen(key), size, &cfg, now, d, &n);
+            if (st == MC_OK) {
+                assert_int_equal(mc_master_put_end(m, C1, key, strlen(key), now), MC_OK);
+                put_ok = 1;
+                md.present[k] = 1;
+            } else {
+                assert_true(st == MC_ERR_NO_AVAILABLE_HANDLE || st == MC_ERR_OBJECT_ALREADY_EXISTS);
+            }
+        } else if (op < 70) {
+            if (get_n(m, key, now, NULL) == MC_OK)
+                md.lease_until[k] = now + 2 * SEC;
+        } else if (op < 82) {
+            if (mc_master_remove(m, key, strlen(key), 0, now) == MC_OK) {
+                md.present[k] = 0;
+                removed = 1;
+            }
+        } else if (op < 92) {
+            now += (prop_rand(&rs) % 1500) * MS;
+        } else {
+            was_tick = 1;
+            mc_master_tick(m, now);
+        }
+        mc_master_stats_t after = stats(m);
+        uint64_t evicted = after.evicted_keys - before.evicted_keys;
+        if (evicted > 0) {
+            int reason = (was_tick && ratio > hw) || (was_put && put_ok);
+            if (!reason)
+                fail_msg("seed %llu step %u: %llu evicted (op %u, ratio %.3f, put %d ok %d)",
+                         (unsigned long long)seed, step, (unsigned long long)evicted, op, ratio,
+                         was_put, put_ok);
+        }
+        /* every object the model holds that vanished was evicted, and none
+         * of them was leased */
+        uint64_t gone = 0;
+        for (unsigned i = 0; i < PROP_KEYS; i++) {
+            if (!md.present[i])
+                continue;
+            snprintf(key, sizeof(key), "p%02u", i);
+            if (!exists(m, key, now)) {
+                assert_true(md.lease_until[i] <= now);
+                md.present[i] = 0;
+                gone++;
+            }
+        }
+        assert_int_equal(gone, evicted);
+        (void)removed;
+    }
+    /* the run exercised what it is about */
+    mc_master_stats_t s = stats(m);
+    assert_true(s.evicted_keys > 0);
+    mc_master_destroy(m);
+}
+
+static void random_operations_evict_only_for_a_reason(void **state)
+{
+    (void)state;
+    static const uint64_t seeds[] = {1, 2, 3, 42, 1234567, 0x9e3779b97f4a7c15ull};
+    for (size_t i = 0; i < MC_ARRAY_SIZE(seeds); i++) {
+        run_property(seeds[i], 0.9, 1);
+        run_property(seeds[i], 1.0, 0);
+        run_property(seeds[i], 0.6, 1);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -349,6 +525,9 @@ int main(void)
         cmocka_unit_test(put_start_evicts_and_retries_when_space_runs_out),
         cmocka_unit_test(put_start_fails_when_nothing_can_be_evicted),
         cmocka_unit_test(batch_put_start_evicts_once_and_retries_the_items_without_room),
+        cmocka_unit_test(a_put_larger_than_any_segment_evicts_nothing),
+        cmocka_unit_test(a_put_no_eviction_can_make_room_for_evicts_nothing),
+        cmocka_unit_test(random_operations_evict_only_for_a_reason),
         cmocka_unit_test(an_abandoned_put_is_discarded_after_the_discard_timeout),
         cmocka_unit_test(discarded_space_is_reused_only_after_the_release_timeout),
         cmocka_unit_test(a_new_put_start_pre_empts_a_stale_unfinished_put),

@@ -36,7 +36,7 @@ typedef struct side {
 static void side_open(side_t *s, const char *dev)
 {
     memset(s, 0, sizeof(*s));
-    assert_int_equal(V->open(dev, &s->ctx), MC_OK);
+    assert_int_equal(V->open(dev, NULL, &s->ctx), MC_OK);
     assert_int_equal(V->query(s->ctx, &s->info), MC_OK);
     assert_int_equal(V->alloc_pd(s->ctx, &s->pd), MC_OK);
     assert_int_equal(V->create_cq(s->ctx, 64, &s->cq), MC_OK);
@@ -369,7 +369,7 @@ static int child(int rfd, int wfd)
     side_t b;
     rv_emu_opts_t o;
     rv_emu_opts_get(&o);
-    if (V->open("emu_1", &b.ctx) != MC_OK || V->query(b.ctx, &b.info) != MC_OK ||
+    if (V->open("emu_1", NULL, &b.ctx) != MC_OK || V->query(b.ctx, &b.info) != MC_OK ||
         V->alloc_pd(b.ctx, &b.pd) != MC_OK || V->create_cq(b.ctx, 16, &b.cq) != MC_OK)
         return 10;
     rv_qp_caps_t caps = {.max_send_wr = 4};
@@ -450,7 +450,7 @@ static void real_provider_discovery_reports_no_devices_cleanly(void **state)
 {
     (void)state;
     rv_dev_info_t devs[RV_MAX_DEVICES];
-    int n = rv_real_ops.get_devices(devs, RV_MAX_DEVICES);
+    int n = rv_real_ops.get_devices(NULL, devs, RV_MAX_DEVICES);
     assert_true(n >= 0); /* 0 on machines without a NIC: no crash, no error */
     assert_string_equal(rv_real_ops.name, "verbs");
     assert_string_equal(rv_emu_ops.name, "emulated");

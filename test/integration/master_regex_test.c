@@ -1,0 +1,420 @@
+/*
+ * Regexes cannot hurt the master (issue 13, findings 1 and 2), against a real
+ * mooncake-master with one reactor (the default on a one-node machine):
+ *  - the regex of death `(.*){1,32767}` (glibc's regcomp overflowed its
+ *    stack: SIGSEGV) is refused with the reason over RPC and HTTP, and the
+ *    master keeps serving;
+ *  - a backtracking pattern over thousands of keys (glibc's regexec froze the
+ *    only reactor for as long as the walk took) runs off the reactor: a ping
+ *    sent on the same connection after it is answered before it, HTTP is
+ *    answered meanwhile, and the scan stops at server.regex_timeout with
+ *    INVALID_PARAMS naming the budget; a remove by that regex removes nothing.
+ * Responsiveness is asserted by order (the ping's answer comes first), not by
+ * timing thresholds.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdatomic.h>
+
+#include "proc.h"
+#include "reactor/reactor.h"
+#include "rpc/methods.h"
+#include "rpc/rpc.h"
+#include "store/master_client.h"
+#include "util/mem.h"
+#include "util/time.h"
+
+#define NKEYS 8000
+#define NAS 13 /* a's per key: ~1 ms of backtracking each, under the match limit */
+#define CALL_TIMEOUT_US 30000000
+#define START_TIMEOUT_MS 10000
+
+static const mc_uuid_t CLIENT = {0x5ca7, 1};
+static const mc_master_segment_t SEG = {.id = {0x5e6, 1},
+                                        .name = "node-r:17001",
+                                        .te_endpoint = "127.0.0.1:17001",
+                                        .base = 0x100000000ull,
+                                        .size = 1ull << 30};
+
+typedef struct env {
+    test_proc_t master;
+    unsigned rpc_port, http_port;
+    mc_reactor_group_t *g;
+    mc_rpc_client_t *c;
+} env_t;
+
+/* ---------------------------------------------------------- the master */
+
+static int start_master_once(env_t *e)
+{
+    char bin[256], rpc[64], http[64];
+    e->rpc_port = test_free_port();
+    do
+        e->http_port = test_free_port();
+    while (e->http_port == e->rpc_port);
+    snprintf(rpc, sizeof(rpc), "server.rpc_port=%u", e->rpc_port);
+    snprintf(http, sizeof(http), "server.http_port=%u", e->http_port);
+    char *argv[] = {(char *)test_prog("mooncake-master", bin, sizeof(bin)),
+                    "--set",
+                    "server.bind_address=127.0.0.1",
+                    "--set",
+                    rpc,
+                    "--set",
+                    http,
+                    "--set",
+                    "server.reactors=1",
+                    "--set",
+                    "server.regex_timeout=1s",
+                    "--set",
+                    "master.client_ttl=60s",
+                    "--set",
+                    "master.regex_max_len=200",
+                    "--set",
+                    "log.level=warn",
+                    NULL};
+    if (test_proc_start(&e->master, argv) != 0)
+        return -1;
+    uint64_t deadline = mc_now_ms() + START_TIMEOUT_MS;
+    while (mc_now_ms() < deadline) {
+        int status;
+        if (waitpid(e->master.pid, &status, WNOHANG) == e->master.pid) {
+            close(e->master.out_fd);
+            e->master.pid = 0;
+            return -1;
+        }
+        if (test_port_open(e->rpc_port) && test_port_open(e->http_port))
+            return 0;
+        usleep(10000);
+    }
+    test_proc_stop(&e->master, SIGKILL, 1000);
+    return -1;
+}
+
+static int master_alive(env_t *e)
+{
+    int status;
+    return e->master.pid > 0 && waitpid(e->master.pid, &status, WNOHANG) == 0;
+}
+
+/* GET path over HTTP/1.0; the status code, the body in *body (free it). */
+static int http_get(unsigned port, const char *path, char **body)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+    if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof(a)) != 0) {
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    char req[512];
+    int rl = snprintf(req, sizeof(req), "GET %s HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n", path);
+    if (write(fd, req, (size_t)rl) != rl) {
+        close(fd);
+        return -1;
+    }
+    size_t cap = 65536, len = 0;
+    char *buf = malloc(cap);
+    assert_non_null(buf);
+    uint64_t deadline = mc_now_ms() + 10000;
+    for (;;) {
+        struct pollfd pfd = {.fd = fd, .events = POLLIN};
+        uint64_t now = mc_now_ms();
+        if (now >= deadline || poll(&pfd, 1, (int)(deadline - now)) != 1)
+            break;
+        if (len + 1 == cap) {
+            cap *= 2;
+            buf = realloc(buf, cap);
+            assert_non_null(buf);
+        }
+        ssize_t n = read(fd, buf + len, cap - len - 1);
+        if (n <= 0)
+            break;
+        len += (size_t)n;
+    }
+    close(fd);
+    buf[len] = '\0';
+    int code = -1;
+    char *sep = strstr(buf, "\r\n\r\n");
+    if (sscanf(buf, "HTTP/1.%*d %d", &code) != 1 || sep == NULL) {
+        free(buf);
+        return -1;
+    }
+    memmove(buf, sep + 4, len - (size_t)(sep + 4 - buf) + 1);
+    *body = buf;
+    return code;
+}
+
+static int64_t metric(env_t *e, const char *name)
+{
+    char *text = NULL;
+    assert_int_equal(http_get(e->http_port, "/metrics", &text), 200);
+    size_t nl = strlen(name);
+    int64_t v = -1;
+    for (const char *p = text; p != NULL && *p != '\0'; p = strchr(p, '\n'), p = p ? p + 1 : p)
+        if (strncmp(p, name, nl) == 0 && p[nl] == ' ') {
+            v = strtoll(p + nl + 1, NULL, 10);
+            break;
+        }
+    free(text);
+    return v;
+}
+
+/* ----------------------------------------------------------- RPC calls */
+
+/* A blocking call; MC_F_ERROR (if any) NUL-terminated in why. */
+static mc_status_t call(env_t *e, uint16_t method, const mc_buf_t *body, mc_buf_t *resp, char *why,
+                        size_t room)
+{
+    mc_buf_reset(resp);
+    mc_status_t st =
+        mc_rpc_call_sync(e->c, method, mc_buf_head(body), mc_buf_used(body), CALL_TIMEOUT_US, resp);
+    const void *p = NULL;
+    size_t len = 0;
+    if (why != NULL) {
+        why[0] = '\0';
+        if (mc_mcli_dec_bytes(mc_buf_head(resp), mc_buf_used(resp), MC_F_ERROR, &p, &len) ==
+                MC_OK &&
+            len < room) {
+            memcpy(why, p, len);
+            why[len] = '\0';
+        }
+    }
+    return st;
+}
+
+static mc_status_t regex_call(env_t *e, uint16_t method, const char *re, char *why, size_t room)
+{
+    mc_buf_t body = MC_BUF_INIT, resp = MC_BUF_INIT;
+    mc_mp_writer_t w;
+    mc_mp_writer_init(&w, &body);
+    mc_mcli_regex(&w, re, 1);
+    mc_status_t st = call(e, method, &body, &resp, why, room);
+    mc_buf_fini(&body);
+    mc_buf_fini(&resp);
+    return st;
+}
+
+static mc_status_t ping(env_t *e)
+{
+    mc_buf_t body = MC_BUF_INIT, resp = MC_BUF_INIT;
+    mc_mp_writer_t w;
+    mc_mp_writer_init(&w, &body);
+    mc_mcli_ping(&w, CLIENT);
+    mc_status_t st = call(e, MC_RPC_PING, &body, &resp, NULL, 0);
+    mc_buf_fini(&body);
+    mc_buf_fini(&resp);
+    return st;
+}
+
+/* Mount a segment and put NKEYS keys that make `(a*)*\1z` backtrack. */
+static void fill(env_t *e)
+{
+    mc_buf_t body = MC_BUF_INIT, resp = MC_BUF_INIT;
+    mc_mp_writer_t w;
+    mc_mp_writer_init(&w, &body);
+    mc_mcli_mount(&w, CLIENT, &SEG);
+    assert_int_equal(call(e, MC_RPC_MOUNT_SEGMENT, &body, &resp, NULL, 0), MC_OK);
+
+    static char keybuf[NKEYS][32];
+    static mc_master_key_t keys[NKEYS];
+    static uint64_t sizes[NKEYS];
+    for (unsigned i = 0; i < NKEYS; i++) {
+        memset(keybuf[i], 'a', NAS);
+        snprintf(keybuf[i] + NAS, sizeof(keybuf[i]) - NAS, "b z/%05u", i);
+        keys[i].data = keybuf[i];
+        keys[i].len = strlen(keybuf[i]);
+        sizes[i] = 64;
+    }
+    mc_master_put_cfg_t cfg;
+    mc_master_put_cfg_init(&cfg);
+    mc_buf_reset(&body);
+    mc_mp_writer_init(&w, &body);
+    mc_mcli_batch_put_start(&w, CLIENT, keys, sizes, NKEYS, &cfg);
+    assert_int_equal(call(e, MC_RPC_BATCH_PUT_START, &body, &resp, NULL, 0), MC_OK);
+    mc_buf_reset(&body);
+    mc_mp_writer_init(&w, &body);
+    mc_mcli_client_keys(&w, CLIENT, keys, NKEYS);
+    assert_int_equal(call(e, MC_RPC_BATCH_PUT_END, &body, &resp, NULL, 0), MC_OK);
+    mc_buf_fini(&body);
+    mc_buf_fini(&resp);
+    assert_int_equal(metric(e, "master_key_count"), NKEYS);
+}
+
+/* Two calls pipelined on one connection from its reactor: a regex call,
+ * then a ping. Completion order is recorded. */
+typedef struct race {
+    env_t *e;
+    uint16_t method;
+    const char *re;
+    atomic_int seq;
+    atomic_int regex_at, ping_at; /* completion order, 0 = not yet */
+    mc_status_t regex_st, ping_st;
+    char why[512];
+} race_t;
+
+static void regex_done(void *arg, const mc_rpc_resp_t *resp)
+{
+    race_t *r = arg;
+    const void *p = NULL;
+    size_t len = 0;
+    r->regex_st = resp->status;
+    if (resp->body != NULL &&
+        mc_mcli_dec_bytes(resp->body, resp->body_len, MC_F_ERROR, &p, &len) == MC_OK &&
+        len < sizeof(r->why)) {
+        memcpy(r->why, p, len);
+        r->why[len] = '\0';
+    }
+    atomic_store(&r->regex_at, atomic_fetch_add(&r->seq, 1) + 1);
+}
+
+static void ping_done(void *arg, const mc_rpc_resp_t *resp)
+{
+    race_t *r = arg;
+    r->ping_st = resp->status;
+    atomic_store(&r->ping_at, atomic_fetch_add(&r->seq, 1) + 1);
+}
+
+static void race_send(void *arg)
+{
+    race_t *r = arg;
+    mc_mcli_regex(mc_rpc_call_begin(r->e->c), r->re, 1);
+    assert_int_equal(mc_rpc_call_end(r->e->c, r->method, CALL_TIMEOUT_US, regex_done, r),
+                     MC_INPROGRESS);
+    mc_mcli_ping(mc_rpc_call_begin(r->e->c), CLIENT);
+    assert_int_equal(mc_rpc_call_end(r->e->c, MC_RPC_PING, CALL_TIMEOUT_US, ping_done, r),
+                     MC_INPROGRESS);
+}
+
+/* Wait (bounded) until *flag is set. */
+static void wait_set(atomic_int *flag, uint64_t ms)
+{
+    uint64_t deadline = mc_now_ms() + ms;
+    while (atomic_load(flag) == 0 && mc_now_ms() < deadline)
+        usleep(2000);
+    assert_int_not_equal(atomic_load(flag), 0);
+}
+
+/* ---------------------------------------------------------- fixtures */
+
+static int setup(void **state)
+{
+    static env_t e;
+    memset(&e, 0, sizeof(e));
+    signal(SIGPIPE, SIG_IGN);
+    int started = -1;
+    for (int attempt = 0; attempt < 5 && started != 0; attempt++)
+        started = start_master_once(&e);
+    assert_int_equal(started, 0);
+    mc_reactor_group_opts_t go;
+    mc_reactor_group_opts_init(&go);
+    go.count = 1;
+    go.name = "cli";
+    assert_int_equal(mc_reactor_group_create(&go, &e.g), MC_OK);
+    mc_rpc_client_opts_t o;
+    mc_rpc_client_opts_init(&o);
+    o.host = "127.0.0.1";
+    o.port = (uint16_t)e.rpc_port;
+    assert_int_equal(mc_rpc_client_create(mc_reactor_group_get(e.g, 0), &o, &e.c), MC_OK);
+    *state = &e;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    env_t *e = *state;
+    mc_rpc_client_destroy(e->c);
+    mc_reactor_group_destroy(e->g);
+    if (e->master.pid > 0)
+        assert_int_equal(test_proc_stop(&e->master, SIGTERM, 10000), 0);
+    return 0;
+}
+
+/* ------------------------------------------------------------- tests */
+
+static void the_regex_of_death_is_refused_with_a_reason_and_the_master_lives(void **state)
+{
+    env_t *e = *state;
+    char why[512];
+    const char *death = "(.*){1,32767}";
+    assert_int_equal(regex_call(e, MC_RPC_GET_REPLICA_LIST_BY_REGEX, death, why, sizeof(why)),
+                     MC_ERR_INVALID_PARAMS);
+    assert_non_null(strstr(why, "too large"));
+    assert_int_equal(regex_call(e, MC_RPC_REMOVE_BY_REGEX, death, why, sizeof(why)),
+                     MC_ERR_INVALID_PARAMS);
+    assert_non_null(strstr(why, "too large"));
+
+    char *body = NULL;
+    assert_int_equal(http_get(e->http_port, "/keys?regex=%28.%2A%29%7B1%2C32767%7D", &body), 400);
+    assert_non_null(strstr(body, "too large"));
+    free(body);
+
+    /* longer than master.regex_max_len (200 here) */
+    char longre[300];
+    memset(longre, 'x', 250);
+    longre[250] = '\0';
+    assert_int_equal(regex_call(e, MC_RPC_GET_REPLICA_LIST_BY_REGEX, longre, why, sizeof(why)),
+                     MC_ERR_INVALID_PARAMS);
+    assert_non_null(strstr(why, "limit (200 bytes)"));
+
+    assert_true(master_alive(e));
+    assert_int_equal(ping(e), MC_OK);
+}
+
+static void a_backtracking_scan_runs_off_the_reactor_and_stops_at_its_deadline(void **state)
+{
+    env_t *e = *state;
+    fill(e);
+    static const uint16_t methods[] = {MC_RPC_GET_REPLICA_LIST_BY_REGEX, MC_RPC_REMOVE_BY_REGEX};
+    for (size_t i = 0; i < MC_ARRAY_SIZE(methods); i++) {
+        static race_t r;
+        memset(&r, 0, sizeof(r));
+        r.e = e;
+        r.method = methods[i];
+        r.re = "(a*)*\\1z";
+        mc_rpc_run_on(mc_reactor_group_get(e->g, 0), race_send, &r);
+        /* the ping was sent after the scan request, on the same connection:
+         * it is answered first, while the scan runs */
+        wait_set(&r.ping_at, 20000);
+        assert_int_equal(r.ping_st, MC_OK);
+        assert_int_equal(atomic_load(&r.regex_at), 0);
+        /* so is HTTP, on the same (only) reactor */
+        char *body = NULL;
+        assert_int_equal(http_get(e->http_port, "/health", &body), 200);
+        free(body);
+        assert_int_equal(atomic_load(&r.regex_at), 0);
+        /* ~8 s of backtracking: the 1 s budget ends it */
+        wait_set(&r.regex_at, 20000);
+        assert_int_equal(r.regex_st, MC_ERR_INVALID_PARAMS);
+        assert_non_null(strstr(r.why, "time budget"));
+        assert_true(atomic_load(&r.ping_at) < atomic_load(&r.regex_at));
+    }
+    /* the remove that went over its budget removed nothing */
+    assert_int_equal(metric(e, "master_key_count"), NKEYS);
+    assert_true(metric(e, "master_regex_scans_over_budget_total") >= 2);
+
+    /* /keys with the same pattern: 400 naming the budget */
+    char *body = NULL;
+    assert_int_equal(http_get(e->http_port, "/keys?regex=%28a%2A%29%2A%5C1z", &body), 400);
+    assert_non_null(strstr(body, "time budget"));
+    free(body);
+
+    /* a cheap pattern over the same keys is answered whole */
+    char why[512];
+    assert_int_equal(regex_call(e, MC_RPC_REMOVE_BY_REGEX, "/0000[0-9]$", why, sizeof(why)), MC_OK);
+    assert_int_equal(metric(e, "master_key_count"), NKEYS - 10);
+    assert_true(master_alive(e));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(the_regex_of_death_is_refused_with_a_reason_and_the_master_lives),
+        cmocka_unit_test(a_backtracking_scan_runs_off_the_reactor_and_stops_at_its_deadline),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

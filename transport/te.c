@@ -1,0 +1,52 @@
+/*
+ * te.c - the accessors of transport/te.h: what the rest of the tree may
+ * know of an engine, read from its private structures here.
+ */
+#include "transport/te.h"
+#include "transport/te_int.h"
+
+unsigned te_nreactors(const mc_te_t *te)
+{
+    return te->nr;
+}
+
+mc_reactor_t *te_reactor(const mc_te_t *te, unsigned i)
+{
+    return i < te->nr ? te->rs[i] : NULL;
+}
+
+void te_owner_id(const mc_te_t *te, uint64_t *hi, uint64_t *lo)
+{
+    *hi = te->o.owner_hi;
+    *lo = te->o.owner_lo;
+}
+
+mc_status_t te_meta_retarget(mc_te_t *te, const char *host, uint16_t port)
+{
+    if (te->meta == NULL)
+        return MC_ERR_NOT_SUPPORTED;
+    return mc_meta_retarget(te->meta, host, port);
+}
+
+int te_segment_range_ok(mc_te_t *te, mc_te_segment_t id, uint64_t addr, uint64_t len)
+{
+    if (id == MC_TE_LOCAL_SEGMENT)
+        return te_local_range_ok(te, (const void *)(uintptr_t)addr, len, 1);
+    te_seg_t *seg = te_seg_get(te, id);
+    return seg != NULL && te_seg_range_ok(te, seg, addr, len);
+}
+
+size_t te_segment_buffers(mc_te_t *te, mc_te_segment_t id, te_range_t *out, size_t max)
+{
+    te_seg_t *seg = te_seg_get(te, id);
+    if (seg == NULL)
+        return 0;
+    pthread_mutex_lock(&te->seg_lock); /* guards seg->bufs (te_int.h) */
+    size_t n = seg->nbufs;
+    for (size_t i = 0; i < n && i < max; i++) {
+        out[i].addr = seg->bufs[i].addr;
+        out[i].len = seg->bufs[i].len;
+    }
+    pthread_mutex_unlock(&te->seg_lock);
+    return n;
+}
