@@ -555,8 +555,8 @@ typedef struct bget_op {
     store_op_t h;
     bget_state_t state;
     size_t n;
-    const mc_master_key_t *keys;   /* the caller's (sync call) */
-    const mc_slice_t *parts;       /* the caller's: key i's are pcount[i] from pfirst[i] */
+    const mc_master_key_t *keys; /* the caller's (sync call) */
+    const mc_slice_t *parts;     /* the caller's: key i's are pcount[i] from pfirst[i] */
     const size_t *pfirst, *pcount;
     int64_t *result;               /* the caller's: bytes or a negative status */
     uint8_t *todo;                 /* BG_KEY_* */
@@ -819,14 +819,13 @@ static void bget_step(store_op_t *h)
  * of them): results into result[], and retry[i] = 1 for the keys left to
  * single gets. */
 static mc_status_t bget_chunk(mc_store_t *s, const mc_master_key_t *keys, const mc_slice_t *parts,
-                              const size_t *pfirst, const size_t *pcount, size_t npieces,
-                              size_t n, int64_t *result, uint8_t *retry)
+                              const size_t *pfirst, const size_t *pcount, size_t npieces, size_t n,
+                              int64_t *result, uint8_t *retry)
 {
-    size_t sz =
-        sizeof(bget_op_t) +
-        n * (STORE_MAX_REPLICAS * sizeof(mc_master_replica_desc_t) + sizeof(mc_te_segment_t) +
-             sizeof(mc_status_t) + 2 * sizeof(uint32_t)) +
-        npieces * sizeof(size_t) + 64;
+    size_t sz = sizeof(bget_op_t) +
+                n * (STORE_MAX_REPLICAS * sizeof(mc_master_replica_desc_t) +
+                     sizeof(mc_te_segment_t) + sizeof(mc_status_t) + 2 * sizeof(uint32_t)) +
+                npieces * sizeof(size_t) + 64;
     bget_op_t *op = mc_malloc(sz);
     if (op == NULL)
         return MC_ERR_NOMEM;
@@ -1006,17 +1005,15 @@ mc_status_t mc_store_batch_get(mc_store_t *s, const mc_slice_t *keys, mc_slice_t
     return batch_get(s, keys, bufs, NULL, n, result);
 }
 
-mc_status_t mc_store_batch_get_parts(mc_store_t *s, const mc_slice_t *keys,
-                                     const mc_slice_t *parts, const size_t *nparts, size_t n,
-                                     int64_t *result)
+mc_status_t mc_store_batch_get_parts(mc_store_t *s, const mc_slice_t *keys, const mc_slice_t *parts,
+                                     const size_t *nparts, size_t n, int64_t *result)
 {
     if (n > 0 && nparts == NULL)
         return MC_ERR_INVALID_PARAMS;
     return batch_get(s, keys, parts, nparts, n, result);
 }
 
-mc_status_t mc_store_batch_get_size(mc_store_t *s, const mc_slice_t *keys, size_t n,
-                                    int64_t *sizes)
+mc_status_t mc_store_batch_get_size(mc_store_t *s, const mc_slice_t *keys, size_t n, int64_t *sizes)
 {
     if (s == NULL || sizes == NULL || (n > 0 && keys == NULL))
         return MC_ERR_INVALID_PARAMS;
@@ -1056,10 +1053,9 @@ mc_status_t mc_store_batch_get_size(mc_store_t *s, const mc_slice_t *keys, size_
         size_t got = 0;
         rc = w.err != MC_OK ? w.err
                             : store_call_sync(s, MC_RPC_BATCH_GET_REPLICA_LIST, &body, &resp);
-        if (rc == MC_OK &&
-            (mc_mcli_dec_items(mc_buf_head(&resp), mc_buf_used(&resp), cst, d, STORE_MAX_REPLICAS,
-                               nrep, m, &got, NULL) != MC_OK ||
-             got != m))
+        if (rc == MC_OK && (mc_mcli_dec_items(mc_buf_head(&resp), mc_buf_used(&resp), cst, d,
+                                              STORE_MAX_REPLICAS, nrep, m, &got, NULL) != MC_OK ||
+                            got != m))
             rc = MC_ERR_PROTOCOL;
         mc_buf_fini(&body);
         mc_buf_fini(&resp);

@@ -125,8 +125,8 @@ static mc_status_t cfg_pin(mc_master_put_cfg_t *o, const mc_replicate_config_t *
         if (c->soft_pin_ttl_ms == 0)
             action = MC_SOFT_PIN_DISABLE;
         else
-            o->soft_pin_ttl_us = c->soft_pin_ttl_ms > UINT64_MAX / 1000 ? UINT64_MAX
-                                                                       : c->soft_pin_ttl_ms * 1000;
+            o->soft_pin_ttl_us =
+                c->soft_pin_ttl_ms > UINT64_MAX / 1000 ? UINT64_MAX : c->soft_pin_ttl_ms * 1000;
     }
     o->pin_action = (uint8_t)action;
     o->with_soft_pin = action == MC_SOFT_PIN_ENABLE; /* masters before pin actions */
@@ -718,7 +718,7 @@ typedef enum bput_state {
 typedef struct bput_op {
     store_op_t h;
     bput_state_t state;
-    size_t n;               /* keys sent (the valid ones) */
+    size_t n;                /* keys sent (the valid ones) */
     mc_master_key_t *keys;   /* caller's memory (sync call) */
     const mc_slice_t *parts; /* the caller's pieces; key i's: pcount[i] from pfirst[i] */
     size_t *pfirst, *pcount;
@@ -1175,8 +1175,8 @@ static mc_status_t batch_put(mc_store_t *s, const mc_slice_t *keys, const mc_sli
         goto out;
     uint32_t per = oc.cfg.replica_num;
     size_t sz = sizeof(bput_op_t) +
-                nv * (sizeof(mc_master_key_t) * 2 + sizeof(uint64_t) * 2 +
-                      sizeof(mc_status_t) * 2 + 1 + sizeof(uint32_t) + sizeof(size_t) * 4) +
+                nv * (sizeof(mc_master_key_t) * 2 + sizeof(uint64_t) * 2 + sizeof(mc_status_t) * 2 +
+                      1 + sizeof(uint32_t) + sizeof(size_t) * 4) +
                 nv * per * (sizeof(mc_master_replica_desc_t) + sizeof(mc_te_segment_t)) +
                 npieces * per * sizeof(size_t) + 64;
     bput_op_t *op = mc_calloc(1, sz);
@@ -1278,8 +1278,8 @@ mc_status_t mc_store_batch_upsert(mc_store_t *s, const mc_slice_t *keys, const m
     return batch_put(s, keys, values, NULL, n, cfg, PUT_UPSERT, st);
 }
 
-mc_status_t mc_store_batch_put_parts(mc_store_t *s, const mc_slice_t *keys,
-                                     const mc_slice_t *parts, const size_t *nparts, size_t n,
+mc_status_t mc_store_batch_put_parts(mc_store_t *s, const mc_slice_t *keys, const mc_slice_t *parts,
+                                     const size_t *nparts, size_t n,
                                      const mc_replicate_config_t *cfg, mc_status_t *st)
 {
     if (n > 0 && nparts == NULL)

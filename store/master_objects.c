@@ -214,8 +214,8 @@ static mc_status_t put_start_locked(mc_master_t *m, shard_t *sh, uint64_t h, mc_
          * pre-empted now; a hard pin stays, PRESERVE keeps a running soft pin */
         if (o->state == OBJ_COMPLETE && o->pin_ttl_ms == MC_MASTER_PIN_HARD)
             pin = MC_MASTER_PIN_HARD;
-        else if (o->state == OBJ_COMPLETE && pin == 0 && cfg->pin_action == MC_MASTER_PIN_PRESERVE &&
-                 obj_pinned(o, now_us))
+        else if (o->state == OBJ_COMPLETE && pin == 0 &&
+                 cfg->pin_action == MC_MASTER_PIN_PRESERVE && obj_pinned(o, now_us))
             pin = o->pin_ttl_ms;
         remove_obj(m, sh, o, h, 1, now_us);
     } else if (o != NULL) {

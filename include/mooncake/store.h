@@ -212,9 +212,8 @@ MC_API mc_status_t mc_store_batch_remove(mc_store_t *s, const mc_slice_t *keys, 
  * in registered memory (or any memory over tcp) are used in place. The
  * upsert forms replace existing objects (mc_store_upsert). */
 MC_API mc_status_t mc_store_batch_put_parts(mc_store_t *s, const mc_slice_t *keys,
-                                            const mc_slice_t *parts, const size_t *nparts,
-                                            size_t n, const mc_replicate_config_t *cfg,
-                                            mc_status_t *st);
+                                            const mc_slice_t *parts, const size_t *nparts, size_t n,
+                                            const mc_replicate_config_t *cfg, mc_status_t *st);
 MC_API mc_status_t mc_store_batch_upsert_parts(mc_store_t *s, const mc_slice_t *keys,
                                                const mc_slice_t *parts, const size_t *nparts,
                                                size_t n, const mc_replicate_config_t *cfg,
@@ -223,8 +222,8 @@ MC_API mc_status_t mc_store_batch_upsert(mc_store_t *s, const mc_slice_t *keys,
                                          const mc_slice_t *values, size_t n,
                                          const mc_replicate_config_t *cfg, mc_status_t *st);
 MC_API mc_status_t mc_store_batch_get_parts(mc_store_t *s, const mc_slice_t *keys,
-                                            const mc_slice_t *parts, const size_t *nparts,
-                                            size_t n, int64_t *result);
+                                            const mc_slice_t *parts, const size_t *nparts, size_t n,
+                                            int64_t *result);
 
 /* Object sizes (>= 0) or negative statuses per key, with one master call
  * (it grants read leases, as a get's first step). MC_OK when the batch was

@@ -173,8 +173,8 @@ int mcpy_u64_list(PyObject *o, const char *fname, const char *arg, uint64_t **ou
     return 0;
 }
 
-int mcpy_key_list(PyObject *o, const char *fname, const char *arg, mcpy_key_t **keys,
-                  Py_ssize_t *n, PyObject **hold)
+int mcpy_key_list(PyObject *o, const char *fname, const char *arg, mcpy_key_t **keys, Py_ssize_t *n,
+                  PyObject **hold)
 {
     PyObject *s = mcpy_seq(o, fname, arg, n);
     if (s == NULL)

@@ -13,8 +13,7 @@
 #define MMAP_MIN (1u << 20)
 
 typedef struct handle {
-    PyObject_HEAD
-    void *p;
+    PyObject_HEAD void *p;
     size_t len;
 } handle_t;
 

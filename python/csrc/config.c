@@ -7,11 +7,9 @@
  * attribute lookups.
  */
 #include "py.h"
-#include "structmember.h"
 
 typedef struct rc {
-    PyObject_HEAD
-    uint64_t replica_num;
+    PyObject_HEAD uint64_t replica_num;
     int soft_pin_action; /* MC_SOFT_PIN_* */
     int has_ttl;
     uint64_t ttl_ms;
@@ -289,8 +287,7 @@ static PyGetSetDef rc_getset[] = {
     {"replica_num", get_replica_num, set_replica_num, "replicas to place (default 1)", NULL},
     {"soft_pin_action", get_action, set_action,
      "SoftPinAction: PRESERVE (default), ENABLE, DISABLE", NULL},
-    {"soft_pin_ttl_ms", get_ttl, set_ttl, "None (the master's default) or ms; ENABLE only",
-     NULL},
+    {"soft_pin_ttl_ms", get_ttl, set_ttl, "None (the master's default) or ms; ENABLE only", NULL},
     {"with_soft_pin", get_with_soft_pin, set_with_soft_pin,
      "older spelling: True = soft_pin_action ENABLE", NULL},
     {"with_hard_pin", get_hard, set_hard, "never evicted", NULL},
@@ -320,8 +317,8 @@ static int rc_init(PyObject *self, PyObject *args, PyObject *kw)
         for (const PyGetSetDef *g = rc_getset; g->name != NULL && !known; g++)
             known = PyUnicode_Check(k) && PyUnicode_CompareWithASCIIString(k, g->name) == 0;
         if (!known) {
-            PyErr_Format(PyExc_TypeError, "ReplicateConfig() got an unexpected keyword argument '%U'",
-                         k);
+            PyErr_Format(PyExc_TypeError,
+                         "ReplicateConfig() got an unexpected keyword argument '%U'", k);
             return -1;
         }
         if (PyObject_SetAttr(self, k, v) != 0)

@@ -29,8 +29,7 @@ typedef struct range {
 } range_t;
 
 typedef struct engine {
-    PyObject_HEAD
-    pthread_mutex_t mu;
+    PyObject_HEAD pthread_mutex_t mu;
     pthread_cond_t cv;
     mc_te_t *te;
     int calls, closing;
@@ -208,8 +207,8 @@ static PyObject *py_initialize(PyObject *o, PyObject *const *args, Py_ssize_t na
                                PyObject *kwnames)
 {
     engine_t *e = (engine_t *)o;
-    static const char *const names[] = {"local_hostname", "metadata",       "protocol",
-                                        "rdma_devices",   "port",           "advertise_host"};
+    static const char *const names[] = {"local_hostname", "metadata", "protocol",
+                                        "rdma_devices",   "port",     "advertise_host"};
     PyObject *a[6];
     const char *host, *meta, *proto, *devs, *adv;
     uint64_t port;
@@ -421,8 +420,8 @@ static PyObject *py_batch_unregister_memory(PyObject *o, PyObject *const *args, 
             if (r.managed)
                 add_range(e, r.lo, r.hi - r.lo, 1);
             pthread_mutex_unlock(&e->mu);
-            mc_status_t s1 =
-                r.managed ? MC_ERR_INVALID_ARGUMENT : mc_te_unregister(te, (void *)(uintptr_t)ps[i]);
+            mc_status_t s1 = r.managed ? MC_ERR_INVALID_ARGUMENT
+                                       : mc_te_unregister(te, (void *)(uintptr_t)ps[i]);
             if (st == MC_OK)
                 st = s1;
         }
@@ -579,17 +578,19 @@ static PyObject *transfer(PyObject *o, PyObject *const *args, Py_ssize_t nargs, 
     engine_t *e = (engine_t *)o;
     static const char *const single_names[] = {"target_hostname", "buffer", "peer_buffer_address",
                                                "length", "transport_hint"};
-    static const char *const batch_names[] = {"target_hostname", "buffers",
-                                              "peer_buffer_addresses", "lengths", "transport_hint"};
+    static const char *const batch_names[] = {"target_hostname", "buffers", "peer_buffer_addresses",
+                                              "lengths", "transport_hint"};
     static const char *const single_op[] = {"target_hostname", "buffer", "peer_buffer_address",
-                                            "length", "opcode", "notify", "transport_hint"};
+                                            "length",          "opcode", "notify",
+                                            "transport_hint"};
     static const char *const batch_op[] = {"target_hostname", "buffers", "peer_buffer_addresses",
-                                           "lengths", "opcode", "notify", "transport_hint"};
-    const char *const *names = op >= 0 ? (batch ? batch_names : single_names)
-                                       : (batch ? batch_op : single_op);
+                                           "lengths",         "opcode",  "notify",
+                                           "transport_hint"};
+    const char *const *names =
+        op >= 0 ? (batch ? batch_names : single_names) : (batch ? batch_op : single_op);
     /* batch_transfer_async(.., opcode, transport_hint): no notify */
     static const char *const async_op[] = {"target_hostname", "buffers", "peer_buffer_addresses",
-                                           "lengths", "opcode", "transport_hint"};
+                                           "lengths",         "opcode",  "transport_hint"};
     int n = op >= 0 ? 5 : 7, nreq = op >= 0 ? 4 : 5;
     if (op < 0 && mode == X_ASYNC) {
         names = async_op;
@@ -620,8 +621,8 @@ static PyObject *transfer(PyObject *o, PyObject *const *args, Py_ssize_t nargs, 
             st = submit(te, &x, &b);
             if (st == MC_OK) {
                 pthread_mutex_lock(&e->mu);
-                if (grow((void **)&e->batches, &e->cap_batches, e->nbatches,
-                         sizeof(*e->batches)) == 0)
+                if (grow((void **)&e->batches, &e->cap_batches, e->nbatches, sizeof(*e->batches)) ==
+                    0)
                     e->batches[e->nbatches++] = b;
                 else
                     st = MC_ERR_NOMEM;
@@ -644,8 +645,8 @@ static PyObject *transfer(PyObject *o, PyObject *const *args, Py_ssize_t nargs, 
     return PyLong_FromUnsignedLongLong((uint64_t)(uintptr_t)b);
 }
 
-#define XFER(fn, name, batch, op, mode)                                                           \
-    static PyObject *fn(PyObject *o, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)  \
+#define XFER(fn, name, batch, op, mode)                                                            \
+    static PyObject *fn(PyObject *o, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)   \
     {                                                                                              \
         return transfer(o, args, nargs, kwnames, name, batch, op, mode);                           \
     }

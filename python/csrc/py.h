@@ -27,7 +27,9 @@
 /* Method table entry of a METH_FASTCALL | METH_KEYWORDS function (the cast
  * through void (*)(void) is the documented way to store it). */
 #define MCPY_FAST(name, fn, doc)                                                                   \
-    {name, (PyCFunction)(void (*)(void))(fn), METH_FASTCALL | METH_KEYWORDS, doc}
+    {                                                                                              \
+        name, (PyCFunction)(void (*)(void))(fn), METH_FASTCALL | METH_KEYWORDS, doc                \
+    }
 
 typedef PyObject *(*mcpy_fast_fn)(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
 
@@ -74,8 +76,8 @@ int mcpy_u64_list(PyObject *o, const char *fname, const char *arg, uint64_t **ou
 
 /* Keys of a list argument: *keys PyMem_Malloc'd (mcpy_key each); the list
  * reference (*hold) keeps the key bytes alive until the caller drops it. */
-int mcpy_key_list(PyObject *o, const char *fname, const char *arg, mcpy_key_t **keys,
-                  Py_ssize_t *n, PyObject **hold);
+int mcpy_key_list(PyObject *o, const char *fname, const char *arg, mcpy_key_t **keys, Py_ssize_t *n,
+                  PyObject **hold);
 
 /* Python list of n ints. */
 PyObject *mcpy_int_list_i64(const int64_t *v, Py_ssize_t n);
@@ -113,9 +115,9 @@ extern PyTypeObject mcpy_store_type;
 
 typedef struct mcpy_store {
     PyObject_HEAD
-    /* Life of the handle: calls take s under mu and count themselves;
-     * close waits (GIL released) until no call runs, then closes. */
-    pthread_mutex_t mu;
+        /* Life of the handle: calls take s under mu and count themselves;
+         * close waits (GIL released) until no call runs, then closes. */
+        pthread_mutex_t mu;
     pthread_cond_t cv;
     mc_store_t *s;
     int calls;
@@ -125,7 +127,7 @@ typedef struct mcpy_store {
      * calls refuse ranges outside them instead of touching wild memory */
     struct mcpy_range {
         uint64_t lo, hi;
-    } *regs;
+    } * regs;
     size_t nregs, cap_regs;
 } mcpy_store_t;
 

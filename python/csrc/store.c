@@ -93,13 +93,19 @@ static void store_dealloc(PyObject *o)
  *        protocol, rdma_devices, master, port, advertise_host) -> int
  * Everything already checked and normalised by store.py; an open store is
  * closed first (upstream replaces it). */
-static PyObject *py_setup(PyObject *o, PyObject *const *args, Py_ssize_t nargs,
-                          PyObject *kwnames)
+static PyObject *py_setup(PyObject *o, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     mcpy_store_t *self = (mcpy_store_t *)o;
     static const char *const names[] = {
-        "local_hostname", "metadata", "global_segment_size", "local_buffer_size", "protocol",
-        "rdma_devices",   "master",   "port",                "advertise_host",
+        "local_hostname",
+        "metadata",
+        "global_segment_size",
+        "local_buffer_size",
+        "protocol",
+        "rdma_devices",
+        "master",
+        "port",
+        "advertise_host",
     };
     PyObject *a[9];
     const char *host, *meta, *proto, *rdma, *master, *adv;
@@ -187,8 +193,8 @@ static int get_value(PyObject *v, const char *fname, const char *arg, Py_buffer 
 }
 
 /* put / upsert (key, value, config=None) */
-static PyObject *put_common(PyObject *o, PyObject *const *args, Py_ssize_t nargs,
-                            PyObject *kwnames, const char *fname, int upsert)
+static PyObject *put_common(PyObject *o, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
+                            const char *fname, int upsert)
 {
     mcpy_store_t *self = (mcpy_store_t *)o;
     static const char *const names[] = {"key", "value", "config"};
@@ -222,8 +228,7 @@ static PyObject *py_put(PyObject *o, PyObject *const *args, Py_ssize_t nargs, Py
     return put_common(o, args, nargs, kwnames, "put", 0);
 }
 
-static PyObject *py_upsert(PyObject *o, PyObject *const *args, Py_ssize_t nargs,
-                           PyObject *kwnames)
+static PyObject *py_upsert(PyObject *o, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     return put_common(o, args, nargs, kwnames, "upsert", 1);
 }
@@ -438,8 +443,7 @@ static PyObject *py_is_exist(PyObject *o, PyObject *const *args, Py_ssize_t narg
 
 /* -------------------------------------------------------------- removes */
 
-static PyObject *py_remove(PyObject *o, PyObject *const *args, Py_ssize_t nargs,
-                           PyObject *kwnames)
+static PyObject *py_remove(PyObject *o, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     mcpy_store_t *self = (mcpy_store_t *)o;
     static const char *const names[] = {"key", "force"};
@@ -506,8 +510,7 @@ static PyObject *py_remove_all(PyObject *o, PyObject *const *args, Py_ssize_t na
 
 /* _query(key) -> [(segment, address, size, complete, disk)] or a negative
  * int (store.py builds get_replica_desc from it) */
-static PyObject *py_query(PyObject *o, PyObject *const *args, Py_ssize_t nargs,
-                          PyObject *kwnames)
+static PyObject *py_query(PyObject *o, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     mcpy_store_t *self = (mcpy_store_t *)o;
     mcpy_key_t k;
@@ -529,10 +532,10 @@ static PyObject *py_query(PyObject *o, PyObject *const *args, Py_ssize_t nargs,
         n = 8;
     PyObject *l = PyList_New(n);
     for (uint32_t i = 0; l != NULL && i < n; i++) {
-        PyObject *t = Py_BuildValue("(sKKOO)", reps[i].segment, (unsigned long long)reps[i].address,
-                                    (unsigned long long)reps[i].size,
-                                    reps[i].complete ? Py_True : Py_False,
-                                    reps[i].disk ? Py_True : Py_False);
+        PyObject *t =
+            Py_BuildValue("(sKKOO)", reps[i].segment, (unsigned long long)reps[i].address,
+                          (unsigned long long)reps[i].size, reps[i].complete ? Py_True : Py_False,
+                          reps[i].disk ? Py_True : Py_False);
         if (t == NULL) {
             Py_CLEAR(l);
             break;

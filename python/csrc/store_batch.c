@@ -455,8 +455,7 @@ static int pbatch_single(pbatch_t *b, mcpy_store_t *self, PyObject *const *a, co
     if (mcpy_u64_list(a[1], fname, "buffer_ptrs", &ptrs, &np) != 0 ||
         mcpy_u64_list(a[2], fname, "sizes", &sz, &ns) != 0 ||
         mcpy_same_len(fname, "keys", b->n, "buffer_ptrs", np) != 0 ||
-        mcpy_same_len(fname, "keys", b->n, "sizes", ns) != 0 ||
-        pbatch_alloc(b, (size_t)b->n) != 0)
+        mcpy_same_len(fname, "keys", b->n, "sizes", ns) != 0 || pbatch_alloc(b, (size_t)b->n) != 0)
         goto out;
     for (Py_ssize_t i = 0; i < b->n; i++) {
         b->parts[i] = (mc_slice_t){(void *)(uintptr_t)ptrs[i], sz[i]};

@@ -400,8 +400,7 @@ static void upserts_pieces_allocs_and_sizes(void **state)
     }
     int64_t res[N];
     memset(dst, 0, 600000);
-    assert_int_equal(mc_store_batch_get_parts(e->s, keys, one, (size_t[]){1, 1, 1}, N, res),
-                     MC_OK);
+    assert_int_equal(mc_store_batch_get_parts(e->s, keys, one, (size_t[]){1, 1, 1}, N, res), MC_OK);
     for (int i = 0; i < N; i++)
         assert_int_equal(res[i], sizes[i]);
     assert_memory_equal(dst, src, off);
@@ -414,13 +413,12 @@ static void upserts_pieces_allocs_and_sizes(void **state)
     assert_memory_equal(dst, src + 1007 + 2007 + 3007, (size_t)sizes[2]);
     /* too little room: BUFFER_OVERFLOW */
     mc_slice_t small[1] = {{dst, 10}};
-    assert_int_equal(mc_store_batch_get_parts(e->s, &keys[1], small, (size_t[]){1}, 1, res),
-                     MC_OK);
+    assert_int_equal(mc_store_batch_get_parts(e->s, &keys[1], small, (size_t[]){1}, 1, res), MC_OK);
     assert_int_equal(res[0], MC_ERR_BUFFER_OVERFLOW);
     /* a batch upsert of pieces replaces them */
-    assert_int_equal(mc_store_batch_upsert_parts(e->s, keys, parts + 3, (size_t[]){1, 1, 1}, N,
-                                                 NULL, st),
-                     MC_OK);
+    assert_int_equal(
+        mc_store_batch_upsert_parts(e->s, keys, parts + 3, (size_t[]){1, 1, 1}, N, NULL, st),
+        MC_OK);
     assert_int_equal(mc_store_batch_get_size(e->s, keys, N, sizes), MC_OK);
     assert_int_equal(sizes[0], 4007);
     assert_int_equal(sizes[2], 6007);
