@@ -43,7 +43,7 @@ static const mc_conf_key_t server_keys[] = {
     MC_CONF_ROW(server_conf_t, rpc_port, "rpc_port", MC_CONF_UINT, "50051", 0, 65535,
                 "RPC port (clients, storage nodes, embedded metadata); 0 = any free port"),
     MC_CONF_ROW(server_conf_t, http_port, "http_port", MC_CONF_UINT, "9003", 0, 65535,
-                "HTTP port: /metrics, /metrics/summary, /health, /segments, /keys"),
+                "HTTP port: /metrics, /metrics/summary, /health, /segments, /keys, /metadata"),
     MC_CONF_ROW(server_conf_t, http_enabled, "http_enabled", MC_CONF_BOOL, "true", 0, 0,
                 "serve the HTTP port"),
     MC_CONF_ROW(server_conf_t, reactors, "reactors", MC_CONF_STRING, "auto", 0, 0,
@@ -69,6 +69,25 @@ static const mc_conf_key_t server_keys[] = {
     MC_CONF_ROW(server_conf_t, regex_queue, "regex_queue", MC_CONF_UINT, "16", 1, 4096,
                 "regex scans waiting for the scan thread at most; more are refused (status LIMIT, "
                 "HTTP 503)"),
+};
+
+/* [metadata]: upstream's HTTP metadata protocol on the HTTP port(s). */
+typedef struct meta_conf {
+    bool http;
+    uint64_t http_port;
+    char *http_token;
+} meta_conf_t;
+
+static const mc_conf_key_t meta_keys[] = {
+    MC_CONF_ROW(meta_conf_t, http, "http", MC_CONF_BOOL, "true", 0, 0,
+                "serve upstream's HTTP metadata protocol (GET/PUT/DELETE /metadata?key=K) on "
+                "the HTTP port, backed by the embedded metadata service"),
+    MC_CONF_ROW(meta_conf_t, http_port, "http_port", MC_CONF_UINT, "0", 0, 65535,
+                "one more HTTP port with the same paths, for upstream-style configurations "
+                "(http://HOST:8080/metadata); 0 = none"),
+    MC_CONF_ROW(meta_conf_t, http_token, "http_token", MC_CONF_STRING, "", 0, 0,
+                "Bearer token /metadata requires (upstream's MC_METADATA_HTTP_TOKEN); "
+                "empty = none"),
 };
 
 /* [master]: the semantics of the store. */
@@ -186,6 +205,7 @@ int main(int argc, char **argv)
     server_conf_t sc;
     master_conf_t mcf;
     ha_conf_t hcf;
+    meta_conf_t mtc;
     mc_log_opts_t lo;
     int rc = 1;
 
@@ -196,6 +216,7 @@ int main(int argc, char **argv)
         mc_conf_add_section(conf, "master", master_keys, MC_ARRAY_SIZE(master_keys), &mcf) !=
             MC_OK ||
         mc_conf_add_section(conf, "ha", ha_keys, MC_ARRAY_SIZE(ha_keys), &hcf) != MC_OK ||
+        mc_conf_add_section(conf, "metadata", meta_keys, MC_ARRAY_SIZE(meta_keys), &mtc) != MC_OK ||
         mc_daemon_add_log_section(conf, &lo) != MC_OK) {
         fprintf(stderr, "mooncake-master: cannot set up configuration\n");
         goto out;
@@ -211,6 +232,9 @@ int main(int argc, char **argv)
     o.rpc_port = (uint16_t)sc.rpc_port;
     o.http_port = (uint16_t)sc.http_port;
     o.http_enabled = sc.http_enabled;
+    o.http_metadata = mtc.http;
+    o.http_metadata_port = (uint16_t)mtc.http_port;
+    o.http_metadata_token = mtc.http_token;
     o.tick_interval_us = sc.tick_interval;
     o.fsdir = sc.fsdir;
     o.cluster_id = sc.cluster_id;
@@ -289,8 +313,11 @@ int main(int argc, char **argv)
             "0.1.0", sc.bind_address, mc_master_server_rpc_port(srv), o.http_enabled ? "on" : "off",
             mc_master_server_reactors(srv), (long long)mc_master_server_view_version(srv));
     if (o.http_enabled)
-        MC_INFO(MASTER, "metrics at http://%s:%u/metrics", sc.bind_address,
-                mc_master_server_http_port(srv));
+        MC_INFO(MASTER, "metrics at http://%s:%u/metrics%s", sc.bind_address,
+                mc_master_server_http_port(srv), o.http_metadata ? ", metadata at /metadata" : "");
+    if (o.http_enabled && o.http_metadata && mc_master_server_http_metadata_port(srv) != 0)
+        MC_INFO(MASTER, "HTTP metadata also at http://%s:%u/metadata", sc.bind_address,
+                mc_master_server_http_metadata_port(srv));
     int sig = mc_daemon_wait_signal(&sigs);
     MC_INFO(MASTER, "signal %d (%s): shutting down", sig, strsignal(sig));
     mc_master_server_stop(srv);

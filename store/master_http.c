@@ -13,6 +13,16 @@
  *                     200 for the leader and a single master, 503 otherwise,
  *                     so a load balancer's health check finds the leader
  *   /ha_status        JSON: role, leader, view version, lease, journal, lag
+ *   /metadata?key=K   upstream's HTTP metadata protocol (GET/PUT/DELETE; see
+ *                     transport/meta_http_srv.h) on the embedded metadata KV,
+ *                     unless server.http_metadata is off; also on the extra
+ *                     port metadata.http_port when set. A standby answers 503
+ *                     (X-Mooncake-Leader names the leader when known); with
+ *                     ha.sync = strict a PUT or DELETE is answered once
+ *                     journaled, like the Meta RPCs. Entries put over HTTP
+ *                     have no owner: they stay until deleted (as upstream)
+ *
+ * Paths other than /metadata answer PUT and DELETE with 405.
  *
  * Requests are served on reactor 0's thread; they read the master through
  * its thread-safe API.
@@ -31,6 +41,8 @@
 #include "rpc/net.h"
 #include "store/master_ha.h"
 #include "store/master_server_int.h"
+#include "transport/meta_http_srv.h"
+#include "util/mem.h"
 #include "util/log.h"
 #include "util/time.h"
 
@@ -105,6 +117,8 @@ static int seg_metric(void *arg, const mc_master_segment_info_t *si)
 
 static void on_metrics(struct evhttp_request *req, void *arg)
 {
+    if (mc_meta_http_read_only(req))
+        return;
     master_srv_t *s = arg;
     mc_master_stats_t st;
     mc_master_get_stats(s->m, &st);
@@ -199,6 +213,8 @@ static void on_metrics(struct evhttp_request *req, void *arg)
 
 static void on_summary(struct evhttp_request *req, void *arg)
 {
+    if (mc_meta_http_read_only(req))
+        return;
     master_srv_t *s = arg;
     mc_master_stats_t st;
     mc_master_get_stats(s->m, &st);
@@ -223,6 +239,8 @@ static void on_summary(struct evhttp_request *req, void *arg)
 
 static void on_role(struct evhttp_request *req, void *arg)
 {
+    if (mc_meta_http_read_only(req))
+        return;
     master_srv_t *s = arg;
     struct evbuffer *b = evbuffer_new();
     if (b == NULL) {
@@ -238,6 +256,8 @@ static void on_role(struct evhttp_request *req, void *arg)
 
 static void on_ha_status(struct evhttp_request *req, void *arg)
 {
+    if (mc_meta_http_read_only(req))
+        return;
     master_srv_t *s = arg;
     struct evbuffer *b = evbuffer_new();
     if (b == NULL) {
@@ -254,6 +274,8 @@ static void on_ha_status(struct evhttp_request *req, void *arg)
 
 static void on_health(struct evhttp_request *req, void *arg)
 {
+    if (mc_meta_http_read_only(req))
+        return;
     (void)arg;
     struct evbuffer *b = evbuffer_new();
     if (b == NULL) {
@@ -297,6 +319,8 @@ static int seg_json(void *arg, const mc_master_segment_info_t *si)
 
 static void on_segments(struct evhttp_request *req, void *arg)
 {
+    if (mc_meta_http_read_only(req))
+        return;
     master_srv_t *s = arg;
     json_ctx_t j = {.b = evbuffer_new()};
     if (j.b == NULL) {
@@ -396,6 +420,8 @@ static void done_keys(scan_job_t *j)
 
 static void on_keys(struct evhttp_request *req, void *arg)
 {
+    if (mc_meta_http_read_only(req))
+        return;
     master_srv_t *s = arg;
     struct evkeyvalq q;
     const char *query = evhttp_uri_get_query(evhttp_request_get_evhttp_uri(req));
@@ -444,6 +470,98 @@ static void on_keys(struct evhttp_request *req, void *arg)
     }
 }
 
+/* ------------------------------------------------------------ /metadata */
+
+static int meta_admit(void *ctx, struct evhttp_request *req)
+{
+    master_srv_t *s = ctx;
+    if (master_ha_serving(s, mc_now_us()))
+        return 0;
+    char leader[300];
+    master_ha_leader(s, leader, sizeof(leader));
+    struct evkeyvalq *h = evhttp_request_get_output_headers(req);
+    if (leader[0] != '\0')
+        evhttp_add_header(h, "X-Mooncake-Leader", leader);
+    struct evbuffer *b = evbuffer_new();
+    if (b != NULL)
+        evbuffer_add_printf(b, "not the leader%s%s", leader[0] ? ": " : "", leader);
+    evhttp_send_reply(req, 503, "Service Unavailable", b);
+    if (b != NULL)
+        evbuffer_free(b);
+    return 1;
+}
+
+static mc_status_t meta_get(void *ctx, const char *key, size_t klen, void **val, size_t *len)
+{
+    master_srv_t *s = ctx;
+    return mc_master_meta_get(s->m, key, klen, val, len);
+}
+
+static mc_status_t meta_put(void *ctx, const char *key, size_t klen, const void *val, size_t len)
+{
+    master_srv_t *s = ctx;
+    mc_uuid_t none = {0, 0}; /* no owner: stays until deleted */
+    return mc_master_meta_put(s->m, key, klen, val, len, none, mc_now_us());
+}
+
+static mc_status_t meta_del(void *ctx, const char *key, size_t klen)
+{
+    master_srv_t *s = ctx;
+    return mc_master_meta_del(s->m, key, klen);
+}
+
+static mc_status_t meta_list(void *ctx, const char *prefix, size_t plen,
+                             int (*fn)(void *, const char *, size_t, const void *, size_t),
+                             void *arg)
+{
+    master_srv_t *s = ctx;
+    return mc_master_meta_list(s->m, prefix, plen, fn, arg, NULL);
+}
+
+/* A PUT or DELETE changed the KV: with strict HA the answer waits for its
+ * journal record, like reply_durable does for the Meta RPCs. */
+static void meta_reply_change(void *ctx, struct evhttp_request *req, int code, const char *reason,
+                              struct evbuffer *body)
+{
+    master_srv_t *s = ctx;
+    uint64_t seq = 0;
+    if (!master_ha_must_wait(s, &seq)) {
+        evhttp_send_reply(req, code, reason, body);
+        return;
+    }
+    size_t len = evbuffer_get_length(body);
+    waiter_t *wt = mc_malloc(sizeof(*wt) + len);
+    if (wt == NULL) {
+        evhttp_send_error(req, 500, "out of memory");
+        return;
+    }
+    memset(wt, 0, sizeof(*wt));
+    wt->hreq = req;
+    wt->hcode = code;
+    wt->seq = seq;
+    wt->len = len;
+    evbuffer_copyout(body, wt->body, len);
+    scratch_t *sc = &s->scratch[0]; /* the HTTP server runs on reactor 0 */
+    mc_list_push_tail(&sc->waiters, &wt->node);
+    atomic_fetch_add(&sc->nwaiters, 1);
+    master_ha_kick(s);
+}
+
+void master_http_held_reply(waiter_t *wt, int durable)
+{
+    struct evbuffer *b = evbuffer_new();
+    if (b != NULL) {
+        if (durable)
+            evbuffer_add(b, wt->body, wt->len);
+        else
+            evbuffer_add_printf(b, "not the leader any more: the change may be lost");
+    }
+    evhttp_send_reply(wt->hreq, durable ? wt->hcode : 503, durable ? "OK" : "Service Unavailable",
+                      b);
+    if (b != NULL)
+        evbuffer_free(b);
+}
+
 typedef struct http_start {
     master_srv_t *s;
     mc_status_t st;
@@ -459,9 +577,12 @@ static void http_start_on_reactor(void *arg)
         hs->st = MC_ERR_NOMEM;
         return;
     }
-    evhttp_set_allowed_methods(s->http, EVHTTP_REQ_GET | EVHTTP_REQ_HEAD);
+    evhttp_set_allowed_methods(s->http, s->opts.http_metadata ? mc_meta_http_methods()
+                                                              : EVHTTP_REQ_GET | EVHTTP_REQ_HEAD);
     evhttp_set_max_headers_size(s->http, 16384);
-    evhttp_set_max_body_size(s->http, 4096);
+    /* bodies: /metadata values (the KV's own cap refuses longer ones) */
+    evhttp_set_max_body_size(
+        s->http, s->opts.http_metadata ? (ev_ssize_t)s->opts.master.meta_max_value_len + 1 : 4096);
     evhttp_set_timeout(s->http, 30);
     evhttp_set_cb(s->http, "/metrics", on_metrics, s);
     evhttp_set_cb(s->http, "/metrics/summary", on_summary, s);
@@ -470,23 +591,59 @@ static void http_start_on_reactor(void *arg)
     evhttp_set_cb(s->http, "/keys", on_keys, s);
     evhttp_set_cb(s->http, "/role", on_role, s);
     evhttp_set_cb(s->http, "/ha_status", on_ha_status, s);
+    if (s->opts.http_metadata)
+        evhttp_set_cb(s->http, "/metadata", mc_meta_http_serve, s->hstore);
     struct evhttp_bound_socket *bs =
         evhttp_bind_socket_with_handle(s->http, s->bind_address, s->opts.http_port);
     if (bs == NULL) {
         MC_ERROR(HTTP, "cannot listen for HTTP on %s:%u (address in use?)", s->bind_address,
                  s->opts.http_port);
-        evhttp_free(s->http);
-        s->http = NULL;
-        hs->st = MC_ERR_SOCKET;
-        return;
+        goto err_free;
     }
     s->http_port = mc_net_local_port(evhttp_bound_socket_get_fd(bs));
+    if (s->opts.http_metadata && s->opts.http_metadata_port != 0) {
+        bs = evhttp_bind_socket_with_handle(s->http, s->bind_address, s->opts.http_metadata_port);
+        if (bs == NULL) {
+            MC_ERROR(HTTP, "cannot listen for HTTP metadata on %s:%u (address in use?)",
+                     s->bind_address, s->opts.http_metadata_port);
+            goto err_free;
+        }
+        s->http_meta_port = mc_net_local_port(evhttp_bound_socket_get_fd(bs));
+    }
     hs->st = MC_OK;
+    return;
+
+err_free:
+    evhttp_free(s->http);
+    s->http = NULL;
+    hs->st = MC_ERR_SOCKET;
+}
+
+static void master_http_free(master_srv_t *s)
+{
+    if (s->hstore != NULL)
+        mc_free((char *)s->hstore->token);
+    mc_free(s->hstore);
+    s->hstore = NULL;
 }
 
 static void http_stop_on_reactor(void *arg)
 {
     master_srv_t *s = arg;
+    /* held /metadata answers go out (503) before their requests are freed */
+    scratch_t *sc = &s->scratch[0];
+    mc_list_t *n = sc->waiters.next;
+    while (n != &sc->waiters) {
+        mc_list_t *next = n->next;
+        waiter_t *wt = MC_CONTAINER_OF(n, waiter_t, node);
+        if (wt->hreq != NULL) {
+            mc_list_del(n);
+            atomic_fetch_sub(&sc->nwaiters, 1);
+            master_http_held_reply(wt, 0);
+            mc_free(wt);
+        }
+        n = next;
+    }
     if (s->http != NULL)
         evhttp_free(s->http);
     s->http = NULL;
@@ -496,7 +653,29 @@ mc_status_t master_http_start(master_srv_t *s)
 {
     http_start_t hs = {.s = s, .st = MC_ERR_CANCELED};
     s->started_us = mc_now_us();
+    if (s->opts.http_metadata) {
+        mc_meta_http_store_t *hst = MC_NEW(mc_meta_http_store_t);
+        char *tok =
+            mc_strdup(s->opts.http_metadata_token != NULL ? s->opts.http_metadata_token : "");
+        if (hst == NULL || tok == NULL) {
+            mc_free(hst);
+            mc_free(tok);
+            return MC_ERR_NOMEM;
+        }
+        hst->ctx = s;
+        hst->admit = meta_admit;
+        hst->get = meta_get;
+        hst->put = meta_put;
+        hst->del = meta_del;
+        hst->list = meta_list;
+        hst->reply_change = meta_reply_change;
+        hst->token = tok;
+        hst->instance = mc_meta_http_instance_id();
+        s->hstore = hst;
+    }
     mc_rpc_run_on(mc_reactor_group_get(s->g, 0), http_start_on_reactor, &hs);
+    if (hs.st != MC_OK)
+        master_http_free(s);
     return hs.st;
 }
 
@@ -504,4 +683,5 @@ void master_http_stop(master_srv_t *s)
 {
     if (s->http != NULL)
         mc_rpc_run_on(mc_reactor_group_get(s->g, 0), http_stop_on_reactor, s);
+    master_http_free(s);
 }

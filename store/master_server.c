@@ -304,6 +304,7 @@ static void reply_durable(master_srv_t *s, mc_rpc_req_t *req, mc_status_t st, co
         return;
     }
     wt->req = req;
+    wt->hreq = NULL;
     wt->st = st;
     wt->seq = seq;
     wt->len = len;
@@ -327,8 +328,11 @@ void master_srv_complete_waiters(master_srv_t *s, scratch_t *sc)
         if (durable || !leading) {
             mc_list_del(n);
             atomic_fetch_sub(&sc->nwaiters, 1);
-            mc_rpc_reply(wt->req, durable ? wt->st : MC_ERR_NOT_LEADER,
-                         durable && wt->len ? wt->body : NULL, durable ? wt->len : 0);
+            if (wt->hreq != NULL)
+                master_http_held_reply(wt, durable);
+            else
+                mc_rpc_reply(wt->req, durable ? wt->st : MC_ERR_NOT_LEADER,
+                             durable && wt->len ? wt->body : NULL, durable ? wt->len : 0);
             mc_free(wt);
         }
         n = next;
@@ -1036,6 +1040,7 @@ void mc_master_server_opts_init(mc_master_server_opts_t *o)
     o->rpc_port = 50051;
     o->http_port = 9003;
     o->http_enabled = 1;
+    o->http_metadata = 1;
     o->tick_interval_us = 100000;
     o->regex_timeout_us = 3000000; /* under the clients' default call timeout (5 s) */
     o->regex_queue = 16;
@@ -1208,6 +1213,11 @@ uint16_t mc_master_server_rpc_port(const mc_master_server_t *ms)
 uint16_t mc_master_server_http_port(const mc_master_server_t *ms)
 {
     return ((const master_srv_t *)ms)->http_port;
+}
+
+uint16_t mc_master_server_http_metadata_port(const mc_master_server_t *ms)
+{
+    return ((const master_srv_t *)ms)->http_meta_port;
 }
 
 int64_t mc_master_server_view_version(const mc_master_server_t *ms)

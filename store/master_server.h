@@ -18,21 +18,25 @@
 typedef struct mc_master_server mc_master_server_t;
 
 typedef struct mc_master_server_opts {
-    const char *bind_address;  /* "0.0.0.0" */
-    uint16_t rpc_port;         /* 50051; 0 = ephemeral */
-    uint16_t http_port;        /* 9003; 0 = ephemeral */
-    int http_enabled;          /* 1 */
-    unsigned reactors;         /* 0 = one per NUMA node */
-    uint64_t tick_interval_us; /* background work period (100 ms) */
-    uint64_t regex_timeout_us; /* a regex scan's deadline, from when it is queued (3 s) */
-    unsigned regex_queue;      /* regex scans waiting at most; more are refused (16) */
-    const char *fsdir;         /* root_fs_dir: the persistent tier's root; "" = no tier */
-    const char *cluster_id;    /* tier directory = fsdir/cluster_id ("mooncake_cluster") */
-    int persist;               /* mc_master_persist_t, announced to clients (ASYNC) */
-    uint64_t tier_scan_max;    /* files the startup scan restores at most (10 M) */
-    uint64_t tier_quota;       /* bytes of objects on disk before the oldest disk-only
-                                  ones are removed; 0 = no quota (0) */
-    int64_t view_version;      /* 0 = derive from the wall clock (bumps on every start) */
+    const char *bind_address;        /* "0.0.0.0" */
+    uint16_t rpc_port;               /* 50051; 0 = ephemeral */
+    uint16_t http_port;              /* 9003; 0 = ephemeral */
+    int http_enabled;                /* 1 */
+    int http_metadata;               /* serve upstream's HTTP metadata protocol at /metadata (1) */
+    uint16_t http_metadata_port;     /* one more HTTP port with the same paths (upstream's
+                                        8080); 0 = none (0) */
+    const char *http_metadata_token; /* Bearer token /metadata requires; NULL/"" = none */
+    unsigned reactors;               /* 0 = one per NUMA node */
+    uint64_t tick_interval_us;       /* background work period (100 ms) */
+    uint64_t regex_timeout_us;       /* a regex scan's deadline, from when it is queued (3 s) */
+    unsigned regex_queue;            /* regex scans waiting at most; more are refused (16) */
+    const char *fsdir;               /* root_fs_dir: the persistent tier's root; "" = no tier */
+    const char *cluster_id;          /* tier directory = fsdir/cluster_id ("mooncake_cluster") */
+    int persist;                     /* mc_master_persist_t, announced to clients (ASYNC) */
+    uint64_t tier_scan_max;          /* files the startup scan restores at most (10 M) */
+    uint64_t tier_quota;             /* bytes of objects on disk before the oldest disk-only
+                                        ones are removed; 0 = no quota (0) */
+    int64_t view_version;            /* 0 = derive from the wall clock (bumps on every start) */
     mc_master_opts_t master;
     struct {
         int sync;                   /* mc_ha_sync_t (master_ha.h); 0 = off: no HA */
@@ -65,6 +69,8 @@ void mc_master_server_stop(mc_master_server_t *s);
 
 uint16_t mc_master_server_rpc_port(const mc_master_server_t *s);
 uint16_t mc_master_server_http_port(const mc_master_server_t *s);
+/* The extra metadata port (http_metadata_port; 0 when none). */
+uint16_t mc_master_server_http_metadata_port(const mc_master_server_t *s);
 int64_t mc_master_server_view_version(const mc_master_server_t *s);
 unsigned mc_master_server_reactors(const mc_master_server_t *s);
 

@@ -32,10 +32,15 @@ typedef struct scratch {
     _Atomic uint64_t nwaiters;
 } scratch_t;
 
-/* A reply held until the journal records of its call are in Redis. */
+struct evhttp_request;
+
+/* A reply held until the journal records of its call are in Redis: an RPC
+ * reply (req) or, on reactor 0, an HTTP one (hreq, /metadata). */
 typedef struct waiter {
     mc_list_t node;
     mc_rpc_req_t *req;
+    struct evhttp_request *hreq;
+    int hcode; /* HTTP status to send once durable */
     mc_status_t st;
     uint64_t seq; /* the call's records are <= seq */
     size_t len;
@@ -63,6 +68,8 @@ typedef struct master_srv {
     int tick_armed;
     struct evhttp *http;
     uint16_t http_port;
+    uint16_t http_meta_port;           /* the extra metadata port, 0 = none */
+    struct mc_meta_http_store *hstore; /* /metadata's view of the embedded KV */
     uint64_t started_us;
     _Atomic uint64_t req_total[MASTER_MAX_METHOD];
     _Atomic uint64_t req_fail[MASTER_MAX_METHOD];
@@ -146,6 +153,9 @@ void master_scan_stats(master_srv_t *s, uint64_t *total, uint64_t *over_budget, 
 
 mc_status_t master_http_start(master_srv_t *s);
 void master_http_stop(master_srv_t *s);
+/* Send a held /metadata answer: its own when durable, else 503 (no longer
+ * the leader, or shutting down). Frees nothing. Reactor 0. */
+void master_http_held_reply(waiter_t *wt, int durable);
 
 /* ---- master_ha.c ---- */
 /* Start the HA thread (s->opts.ha); the RPC server is up (its port known).

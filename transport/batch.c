@@ -8,6 +8,10 @@
  * half-submitted batch as idle. Slices of one submit are allocated in one
  * chunk that lives until the batch is freed: messages and RPC callbacks point
  * into it.
+ *
+ * Each request goes over the first installed transport of the table
+ * (transport.h) that can reach its segment; one that cannot carry GPU
+ * memory is passed over for a request that touches some.
  */
 #include <errno.h>
 #include <string.h>
@@ -259,6 +263,8 @@ void te_slice_done(te_slice_t *s, mc_status_t st)
  * rides with the previous slice instead of travelling alone. */
 static size_t slice_count(uint64_t len, uint64_t slice)
 {
+    if (slice == UINT64_MAX)
+        return len > 0;                /* never cut */
     uint64_t last = slice + slice / 4; /* the most the last slice may carry */
     if (len <= last)
         return len > 0;
@@ -283,6 +289,7 @@ typedef struct bad_req {
     mc_status_t st;
     enum { BAD_OP, BAD_LOCAL, BAD_LOCAL_TARGET, BAD_SEG, BAD_RANGE, BAD_CUDA } what;
     te_seg_t *seg;
+    unsigned tp; /* BAD_CUDA: the transport that cannot */
 } bad_req_t;
 
 static mc_status_t bad_log(const bad_req_t *e, const mc_te_request_t *reqs)
@@ -311,9 +318,9 @@ static mc_status_t bad_log(const bad_req_t *e, const mc_te_request_t *reqs)
         break;
     case BAD_CUDA:
         MC_ERROR(TRANSPORT,
-                 "request %zu: GPU memory cannot travel over tcp to segment '%s' "
+                 "request %zu: GPU memory cannot travel over %s to segment '%s' "
                  "(needs the rdma transport on both sides)",
-                 e->i, e->seg->name);
+                 e->i, te_transports[e->tp]->name, e->seg->name);
         break;
     }
     return e->st;
@@ -386,12 +393,24 @@ static long seg_find(const te_seg_t *seg, uint64_t addr, uint64_t len, long *hin
     return -1;
 }
 
-/* Check every request; MC_OK or the first problem (logged with its index).
- * The common case takes buf_lock once, then seg_lock once, for the whole
- * submit; a request that needs a blocking descriptor refresh (a stale
- * segment, a range we do not know yet) drops seg_lock for it. */
+/* The first installed transport from `from` on that reaches seg (NULL:
+ * this process); seg_lock held. tcp reaches every peer, local this
+ * process; TE_TP_COUNT when none does. */
+static unsigned pick(mc_te_t *te, te_seg_t *seg, unsigned from)
+{
+    for (unsigned id = from; id < TE_TP_COUNT; id++)
+        if (te_tp_on(te, id) && te_transports[id]->usable(te, seg))
+            return id;
+    return TE_TP_COUNT;
+}
+
+/* Check every request and choose its transport; MC_OK or the first problem
+ * (logged with its index). The common case takes buf_lock once, then
+ * seg_lock once, for the whole submit; a request that needs a blocking
+ * descriptor refresh (a stale segment, a range we do not know yet) drops
+ * seg_lock for it. */
 static mc_status_t validate(mc_te_batch_t *b, const mc_te_request_t *reqs, size_t n,
-                            te_seg_t **segs)
+                            te_seg_t **segs, uint8_t *tps)
 {
     mc_te_t *te = b->te;
     bad_req_t bad1, bad2;
@@ -407,6 +426,7 @@ static mc_status_t validate(mc_te_batch_t *b, const mc_te_request_t *reqs, size_
         const mc_te_request_t *q = &reqs[i];
         if (q->segment == MC_TE_LOCAL_SEGMENT) {
             segs[i] = NULL;
+            tps[i] = TE_TP_LOCAL;
             continue;
         }
         bad2 = (bad_req_t){.i = i, .st = MC_ERR_ADDRESS_NOT_REGISTERED, .what = BAD_RANGE};
@@ -447,23 +467,30 @@ static mc_status_t validate(mc_te_batch_t *b, const mc_te_request_t *reqs, size_
                 break;
             }
         }
-        /* TCP moves bytes with socket calls straight into registered memory,
-         * which GPU memory is not reachable by: RDMA (GPUDirect) only */
-        if (!(te->rdma != NULL && seg->rdma != NULL)) {
+        unsigned tp = pick(te, seg, 0);
+        /* tcp moves bytes with socket calls (and shm with memcpy), which GPU
+         * memory is not reachable by: RDMA (GPUDirect) only */
+        if (!(te_transports[tp]->flags & TE_TP_CAN_GPU)) {
             int cuda = strncmp(seg->bufs[k].location, "cuda:", 5) == 0;
             if (!cuda && has_cuda) {
                 pthread_mutex_unlock(&te->seg_lock); /* is_cuda takes buf_lock */
                 cuda = is_cuda(te, q->local);
                 pthread_mutex_lock(&te->seg_lock);
             }
-            if (cuda) {
+            unsigned alt = tp;
+            while (cuda && alt < TE_TP_COUNT && !(te_transports[alt]->flags & TE_TP_CAN_GPU))
+                alt = pick(te, seg, alt + 1);
+            if (cuda && alt == TE_TP_COUNT) {
                 bad2.st = MC_ERR_NOT_SUPPORTED;
                 bad2.what = BAD_CUDA;
+                bad2.tp = tp;
                 failed = 1;
                 break;
             }
+            tp = alt;
         }
         segs[i] = seg;
+        tps[i] = (uint8_t)tp;
     }
     pthread_mutex_unlock(&te->seg_lock);
     if (failed)
@@ -471,6 +498,12 @@ static mc_status_t validate(mc_te_batch_t *b, const mc_te_request_t *reqs, size_
     if (upto < n)
         return bad_log(&bad1, reqs);
     return MC_OK;
+}
+
+static uint64_t tp_slice_size(const mc_te_t *te, unsigned tp)
+{
+    uint64_t z = te_transports[tp]->slice_size;
+    return z != 0 ? z : te->o.slice_size;
 }
 
 mc_status_t mc_te_submit(mc_te_batch_t *b, const mc_te_request_t *reqs, size_t n)
@@ -489,80 +522,68 @@ mc_status_t mc_te_submit(mc_te_batch_t *b, const mc_te_request_t *reqs, size_t n
         return MC_ERR_TOO_MANY_REQUESTS;
     }
     te_seg_t *segs_small[64];
-    te_seg_t **segs = n <= 64 ? segs_small : mc_calloc(n, sizeof(*segs));
-    if (segs == NULL)
-        return MC_ERR_NOMEM;
-    mc_status_t st = validate(b, reqs, n, segs);
+    uint8_t tps_small[64];
+    te_seg_t **segs = segs_small;
+    uint8_t *tps = tps_small;
+    if (n > 64) {
+        /* one allocation for both arrays */
+        segs = mc_malloc(n * (sizeof(*segs) + sizeof(*tps)));
+        if (segs == NULL)
+            return MC_ERR_NOMEM;
+        tps = (uint8_t *)(segs + n);
+    }
+    mc_status_t st = validate(b, reqs, n, segs, tps);
     size_t total = 0;
     te_chunk_t *chunk = NULL;
     if (st == MC_OK) {
         for (size_t i = 0; i < n; i++)
-            if (segs[i] != NULL)
-                total += slice_count(reqs[i].length, te->o.slice_size);
-        if (total > 0) {
-            chunk = mc_malloc(sizeof(*chunk) + total * sizeof(te_slice_t));
-            if (chunk == NULL)
-                st = MC_ERR_NOMEM;
-        }
+            total += slice_count(reqs[i].length, tp_slice_size(te, tps[i]));
+        chunk = mc_malloc(sizeof(*chunk) + total * sizeof(te_slice_t));
+        if (chunk == NULL)
+            st = MC_ERR_NOMEM;
     }
     if (st != MC_OK) {
         if (segs != segs_small)
             mc_free(segs);
         return st;
     }
-    if (chunk != NULL) {
-        chunk->n = total;
-        chunk->next = b->chunks;
-        b->chunks = chunk;
-    }
+    chunk->n = total;
+    chunk->next = b->chunks;
+    b->chunks = chunk;
 
     /* Tasks first, counted before any slice can complete. */
     for (size_t i = 0; i < n; i++) {
         te_task_t *t = &b->tasks[first + i];
         atomic_store_explicit(&t->bytes, 0, memory_order_relaxed);
         atomic_store_explicit(&t->error, 0, memory_order_relaxed);
-        atomic_store_explicit(
-            &t->remaining, segs[i] ? (uint32_t)slice_count(reqs[i].length, te->o.slice_size) : 1u,
-            memory_order_relaxed);
+        atomic_store_explicit(&t->remaining,
+                              (uint32_t)slice_count(reqs[i].length, tp_slice_size(te, tps[i])),
+                              memory_order_relaxed);
     }
     atomic_store_explicit(&b->ntasks, first + n, memory_order_release);
 
+    /* Slices, handed to their transport request by request. Transports
+     * that gather their posts (and send them in submit_end) take slices from
+     * the chunk's front, the others from its back: a gathering transport's
+     * slices of consecutive requests stay contiguous (tcp's trains span
+     * requests) across, say, a local request between them. */
     in_submit = 1;
-    size_t k = 0, tcp_from = 0; /* TCP slices [tcp_from, k) are not posted yet */
-    te_rdma_submit_t rsub;
-    int rdma_used = 0;
-    if (te->rdma != NULL)
-        memset(&rsub, 0, sizeof(rsub));
+    te_submit_t sub;
+    sub.used = 0;
+    size_t front = 0, back = total;
     for (size_t i = 0; i < n; i++) {
         const mc_te_request_t *q = &reqs[i];
         te_task_t *t = &b->tasks[first + i];
-        if (segs[i] == NULL) {
-            /* local transport: the target is this process; cudaMemcpy when
-             * either side is GPU memory */
-            void *remote = (void *)(uintptr_t)q->remote;
-            void *dst = q->opcode == MC_TE_WRITE ? remote : q->local;
-            const void *src = q->opcode == MC_TE_WRITE ? q->local : remote;
-            mc_status_t cst = MC_OK;
-            if (atomic_load_explicit(&te->has_cuda, memory_order_relaxed) &&
-                (is_cuda(te, q->local) || is_cuda(te, remote)))
-                cst = te_cuda_memcpy(dst, src, q->length);
-            else
-                memmove(dst, src, q->length);
-            te_slice_t s = {.b = b, .task = t, .len = q->length};
-            te_slice_done(&s, cst);
-            continue;
-        }
-        uint64_t off = 0, left = q->length, slice = te->o.slice_size;
-        int rdma = te->rdma != NULL && te_rdma_usable(te, segs[i]);
-        size_t k0 = k;
-        if (rdma && k > tcp_from) {
-            /* the TCP slices before this request go first (trains need
-             * their runs contiguous) */
-            te_tcp_post_run(&chunk->slices[tcp_from], k - tcp_from);
-            tcp_from = k;
-        }
+        unsigned tp = tps[i];
+        uint64_t off = 0, left = q->length, slice = tp_slice_size(te, tp);
+        size_t ns = slice_count(q->length, slice);
+        size_t k0 = te_transports[tp]->submit_end != NULL ? front : back - ns, k = k0;
+        if (k0 == front)
+            front += ns;
+        else
+            back -= ns;
         while (left > 0) {
-            uint64_t take = left <= slice + slice / 4 ? left : slice;
+            uint64_t take = slice == UINT64_MAX || left <= slice + slice / 4 ? left : slice;
             te_slice_t *s = &chunk->slices[k++];
             s->b = b;
             s->task = t;
@@ -571,21 +592,19 @@ mc_status_t mc_te_submit(mc_te_batch_t *b, const mc_te_request_t *reqs, size_t n
             s->remote = q->remote + off;
             s->len = take;
             s->opcode = q->opcode;
-            s->ntrain = 1;
-            s->iov = NULL;
+            s->tp = tp;
             off += take;
             left -= take;
         }
-        if (rdma) {
-            te_rdma_add(te, &rsub, &chunk->slices[k0], k - k0);
-            rdma_used = 1;
-            tcp_from = k;
+        if (!(sub.used & (1u << tp))) {
+            sub.used |= 1u << tp;
+            memset(sub.priv[tp], 0, sizeof(sub.priv[tp]));
         }
+        te_transports[tp]->post(te, &sub, &chunk->slices[k0], ns);
     }
-    if (k > tcp_from)
-        te_tcp_post_run(&chunk->slices[tcp_from], k - tcp_from);
-    if (rdma_used)
-        te_rdma_submit_end(te, &rsub);
+    for (unsigned tp = 0; tp < TE_TP_COUNT; tp++)
+        if ((sub.used & (1u << tp)) && te_transports[tp]->submit_end != NULL)
+            te_transports[tp]->submit_end(te, &sub);
     in_submit = 0;
     if (segs != segs_small)
         mc_free(segs);
@@ -615,3 +634,38 @@ mc_status_t mc_te_batch_wait(mc_te_batch_t *b, uint64_t timeout_us)
     mc_te_batch_status(b, &st);
     return st.state == MC_TE_COMPLETED ? MC_OK : st.error;
 }
+
+/* ------------------------------------------------------- local transport */
+
+/* The target is this process: memmove, or cudaMemcpy when either side is
+ * GPU memory. Requests are not cut: one slice each, done in the post. */
+static void local_post(mc_te_t *te, te_submit_t *sub, te_slice_t *s, size_t n)
+{
+    (void)sub;
+    for (size_t i = 0; i < n; i++) {
+        void *remote = (void *)(uintptr_t)s[i].remote;
+        void *dst = s[i].opcode == MC_TE_WRITE ? remote : s[i].local;
+        const void *src = s[i].opcode == MC_TE_WRITE ? s[i].local : remote;
+        mc_status_t cst = MC_OK;
+        if (atomic_load_explicit(&te->has_cuda, memory_order_relaxed) &&
+            (is_cuda(te, s[i].local) || is_cuda(te, remote)))
+            cst = te_cuda_memcpy(dst, src, s[i].len);
+        else
+            memmove(dst, src, s[i].len);
+        te_slice_done(&s[i], cst);
+    }
+}
+
+static int local_usable(mc_te_t *te, te_seg_t *seg)
+{
+    (void)te;
+    return seg == NULL;
+}
+
+const te_transport_ops_t te_local_ops = {
+    .name = "local",
+    .flags = TE_TP_BUILTIN | TE_TP_CAN_GPU,
+    .usable = local_usable,
+    .slice_size = UINT64_MAX,
+    .post = local_post,
+};

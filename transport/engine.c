@@ -89,7 +89,10 @@ int te_local_range_ok(mc_te_t *te, const void *p, uint64_t len, int need_remote)
 int te_needs_local_reg(const mc_te_t *te)
 {
     /* RDMA posts need an lkey; tcp and local move bytes from any memory */
-    return te->rdma != NULL;
+    for (unsigned id = 0; id < TE_TP_COUNT; id++)
+        if (te_tp_on(te, id) && (te_transports[id]->flags & TE_TP_LOCAL_REG))
+            return 1;
+    return 0;
 }
 
 typedef struct touch_job {
@@ -204,19 +207,33 @@ static mc_status_t check_location(const char *loc, const mc_te_buffer_t *bufs, s
     return MC_ERR_INVALID_ARGUMENT;
 }
 
-/* One MR per NIC for the buffers just inserted; on failure they are taken
- * out again (all or nothing). buf_lock held for writing. */
-static mc_status_t rdma_reg_new(mc_te_t *te, const mc_te_buffer_t *v, size_t n)
+/* The installed transports' registrations of a buffer undone. buf_lock
+ * held for writing. */
+static void dereg_all(mc_te_t *te, te_buf_t *b)
+{
+    for (unsigned id = 0; id < TE_TP_COUNT; id++)
+        if (te_tp_on(te, id) && te_transports[id]->dereg_buf != NULL)
+            te_transports[id]->dereg_buf(te, b);
+}
+
+/* The installed transports register the buffers just inserted (rdma: one
+ * MR per NIC); on failure they are taken out again (all or nothing).
+ * buf_lock held for writing. */
+static mc_status_t tp_reg_new(mc_te_t *te, const mc_te_buffer_t *v, size_t n)
 {
     mc_status_t st = MC_OK;
-    size_t k = 0;
-    for (; k < n && st == MC_OK; k++)
-        st = te_rdma_reg_bufs(te, &te->bufs[buf_floor(te, (uint64_t)(uintptr_t)v[k].addr)], 1);
+    for (unsigned id = 0; id < TE_TP_COUNT && st == MC_OK; id++) {
+        const te_transport_ops_t *ops = te_transports[id];
+        if (!te_tp_on(te, id) || ops->reg_bufs == NULL)
+            continue;
+        for (size_t k = 0; k < n && st == MC_OK; k++)
+            st = ops->reg_bufs(te, &te->bufs[buf_floor(te, (uint64_t)(uintptr_t)v[k].addr)], 1);
+    }
     if (st == MC_OK)
         return MC_OK;
     for (size_t j = 0; j < n; j++) {
         long i = buf_floor(te, (uint64_t)(uintptr_t)v[j].addr);
-        te_rdma_dereg_buf(te, &te->bufs[i]);
+        dereg_all(te, &te->bufs[i]);
         memmove(&te->bufs[i], &te->bufs[i + 1], (te->nbufs - (size_t)i - 1) * sizeof(te_buf_t));
         te->nbufs--;
     }
@@ -248,8 +265,8 @@ mc_status_t mc_te_register_batch(mc_te_t *te, const mc_te_buffer_t *bufs, size_t
                 pretouch(bufs[k].addr, bufs[k].len);
     pthread_rwlock_wrlock(&te->buf_lock);
     st = bufs_insert(te, bufs, n, loc, remote_accessible);
-    if (st == MC_OK && te->rdma != NULL)
-        st = rdma_reg_new(te, bufs, n);
+    if (st == MC_OK)
+        st = tp_reg_new(te, bufs, n);
     atomic_fetch_add(&te->buf_gen, 1);
     if (st == MC_OK && strncmp(loc, "cuda:", 5) == 0)
         atomic_store(&te->has_cuda, 1);
@@ -279,7 +296,7 @@ mc_status_t mc_te_unregister(mc_te_t *te, void *addr)
         return MC_ERR_ADDRESS_NOT_REGISTERED;
     }
     int remote = te->bufs[i].remote;
-    te_rdma_dereg_buf(te, &te->bufs[i]);
+    dereg_all(te, &te->bufs[i]);
     atomic_fetch_add(&te->buf_gen, 1);
     memmove(&te->bufs[i], &te->bufs[i + 1], (te->nbufs - (size_t)i - 1) * sizeof(te_buf_t));
     te->nbufs--;
@@ -289,52 +306,63 @@ mc_status_t mc_te_unregister(mc_te_t *te, void *addr)
 
 /* ----------------------------------------------------------- descriptors */
 
-/* Encode this engine's descriptor: the remote-accessible buffers. */
+/* Encode this engine's descriptor: the remote-accessible buffers, and each
+ * installed transport's field (rdma: MC_F_RDMA, and MC_F_RKEYS per buffer;
+ * peers that do not know a field skip it: new fields, same format). */
 void te_desc_encode(mc_te_t *te, mc_mp_writer_t *w)
 {
     pthread_rwlock_rdlock(&te->buf_lock);
-    uint32_t nremote = 0;
+    uint32_t nremote = 0, nfields = 5, nproto = 0;
     for (size_t i = 0; i < te->nbufs; i++)
         nremote += te->bufs[i].remote != 0;
-    /* rdma adds MC_F_RDMA and per-buffer MC_F_RKEYS: peers without it skip
-     * them (new fields, same format) */
-    int rdma = te->rdma != NULL;
-    mc_mp_write_map(w, rdma ? 6 : 5);
+    for (unsigned id = 0; id < TE_TP_COUNT; id++) {
+        if (!te_tp_on(te, id))
+            continue;
+        nproto++;
+        nfields += te_transports[id]->desc_key != 0;
+    }
+    mc_mp_write_map(w, nfields);
     mc_mp_write_uint(w, MC_F_NAME);
     mc_mp_write_cstr(w, te->name);
     mc_mp_write_uint(w, MC_F_HOST);
     mc_mp_write_cstr(w, te->advertise_host);
     mc_mp_write_uint(w, MC_F_PORT);
     mc_mp_write_uint(w, te->port);
+    /* tcp first, as before the table (some tools print the list) */
     mc_mp_write_uint(w, MC_F_PROTOCOLS);
-    mc_mp_write_array(w, rdma ? 3 : 2);
+    mc_mp_write_array(w, nproto);
     mc_mp_write_cstr(w, "tcp");
-    mc_mp_write_cstr(w, "local");
-    if (rdma)
-        mc_mp_write_cstr(w, "rdma");
-    if (rdma) {
-        mc_mp_write_uint(w, MC_F_RDMA);
-        te_rdma_desc_encode(te, w);
+    for (unsigned id = 0; id < TE_TP_COUNT; id++)
+        if (te_tp_on(te, id) && id != TE_TP_TCP)
+            mc_mp_write_cstr(w, te_transports[id]->name);
+    for (unsigned id = 0; id < TE_TP_COUNT; id++) {
+        const te_transport_ops_t *ops = te_transports[id];
+        if (te_tp_on(te, id) && ops->desc_key != 0) {
+            mc_mp_write_uint(w, ops->desc_key);
+            ops->desc_encode(te, w);
+        }
     }
     mc_mp_write_uint(w, MC_F_BUFFERS);
     mc_mp_write_array(w, nremote);
     for (size_t i = 0; i < te->nbufs; i++) {
-        if (!te->bufs[i].remote)
+        const te_buf_t *b = &te->bufs[i];
+        if (!b->remote)
             continue;
-        int keys = rdma && te->bufs[i].nkeys > 0;
-        mc_mp_write_map(w, keys ? 4 : 3);
+        unsigned extra = 0;
+        for (unsigned id = 0; id < TE_TP_COUNT; id++)
+            if (te_tp_on(te, id) && te_transports[id]->buf_nfields != NULL)
+                extra += te_transports[id]->buf_nfields(te, b);
+        mc_mp_write_map(w, 3 + extra);
         mc_mp_write_uint(w, MC_F_ADDR);
-        mc_mp_write_uint(w, te->bufs[i].addr);
+        mc_mp_write_uint(w, b->addr);
         mc_mp_write_uint(w, MC_F_LENGTH);
-        mc_mp_write_uint(w, te->bufs[i].len);
+        mc_mp_write_uint(w, b->len);
         mc_mp_write_uint(w, MC_F_LOCATION);
-        mc_mp_write_cstr(w, te->bufs[i].location);
-        if (keys) {
-            mc_mp_write_uint(w, MC_F_RKEYS);
-            mc_mp_write_array(w, te->bufs[i].nkeys);
-            for (unsigned k = 0; k < te->bufs[i].nkeys; k++)
-                mc_mp_write_uint(w, te->bufs[i].rkey[k]);
-        }
+        mc_mp_write_cstr(w, b->location);
+        for (unsigned id = 0; id < TE_TP_COUNT && extra > 0; id++)
+            if (te_tp_on(te, id) && te_transports[id]->buf_nfields != NULL &&
+                te_transports[id]->buf_nfields(te, b) > 0)
+                te_transports[id]->buf_encode(te, b, w);
     }
     pthread_rwlock_unlock(&te->buf_lock);
 }
@@ -351,20 +379,71 @@ static void copy_str(mc_mp_reader_t *r, char *dst, size_t room)
     }
 }
 
-/* Decode a peer's descriptor into seg (host, port, buffers); seg_lock held
- * when seg is shared. */
-mc_status_t te_desc_decode(te_seg_t *seg, const uint8_t *p, size_t len)
+/* A transport whose descriptor field is `key`, or -1. */
+static int tp_of_key(uint64_t key)
+{
+    for (int id = 0; id < TE_TP_COUNT; id++)
+        if (te_transports[id]->desc_key != 0 && te_transports[id]->desc_key == key)
+            return id;
+    return -1;
+}
+
+static void peers_free(void **peers)
+{
+    for (unsigned id = 0; id < TE_TP_COUNT; id++)
+        if (peers[id] != NULL)
+            te_transports[id]->peer_free(peers[id]);
+}
+
+/* One buffer of a peer's descriptor: the engine's fields, and those the
+ * transports know (every transport of the table reads its own, installed
+ * or not: the view is kept for when it is). */
+static void buf_decode(mc_mp_reader_t *r, te_buf_t *b)
+{
+    uint32_t nf = mc_mp_read_map(r);
+    for (uint32_t f = 0; f < nf && r->err == MC_OK; f++) {
+        uint64_t key = mc_mp_read_uint(r);
+        switch (key) {
+        case MC_F_ADDR:
+            b->addr = mc_mp_read_uint(r);
+            break;
+        case MC_F_LENGTH:
+            b->len = mc_mp_read_uint(r);
+            break;
+        case MC_F_LOCATION:
+            copy_str(r, b->location, sizeof(b->location));
+            break;
+        default: {
+            int used = 0;
+            for (unsigned id = 0; id < TE_TP_COUNT && !used && r->err == MC_OK; id++)
+                if (te_transports[id]->buf_decode != NULL)
+                    used = te_transports[id]->buf_decode(key, r, b);
+            if (!used)
+                mc_mp_skip(r);
+            break;
+        }
+        }
+    }
+    b->remote = 1;
+}
+
+/* Decode a peer's descriptor into seg (host, port, buffers, the transports'
+ * views); seg_lock held when seg is shared. All or nothing. */
+mc_status_t te_desc_decode(mc_te_t *te, te_seg_t *seg, const uint8_t *p, size_t len)
 {
     mc_mp_reader_t r;
     te_buf_t *bufs = NULL;
     uint32_t nb = 0;
     char host[64] = "";
     uint16_t port = 0;
-    struct rd_peer *rdma = NULL;
+    void *peers[TE_TP_COUNT] = {0};
+    te_retired_t *ret[TE_TP_COUNT] = {0};
     mc_mp_reader_init(&r, p, len);
     uint32_t n = mc_mp_read_map(&r);
     for (uint32_t i = 0; i < n && r.err == MC_OK; i++) {
-        switch (mc_mp_read_uint(&r)) {
+        uint64_t key = mc_mp_read_uint(&r);
+        int tp;
+        switch (key) {
         case MC_F_HOST:
             copy_str(&r, host, sizeof(host));
             break;
@@ -383,55 +462,34 @@ mc_status_t te_desc_decode(te_seg_t *seg, const uint8_t *p, size_t len)
                 r.err = MC_ERR_NOMEM;
                 break;
             }
-            for (uint32_t k = 0; k < nb && r.err == MC_OK; k++) {
-                uint32_t nf = mc_mp_read_map(&r);
-                for (uint32_t f = 0; f < nf && r.err == MC_OK; f++) {
-                    switch (mc_mp_read_uint(&r)) {
-                    case MC_F_ADDR:
-                        bufs[k].addr = mc_mp_read_uint(&r);
-                        break;
-                    case MC_F_LENGTH:
-                        bufs[k].len = mc_mp_read_uint(&r);
-                        break;
-                    case MC_F_LOCATION:
-                        copy_str(&r, bufs[k].location, sizeof(bufs[k].location));
-                        break;
-                    case MC_F_RKEYS: {
-                        uint32_t nk = mc_mp_read_array(&r);
-                        if (nk > TE_MAX_NICS) {
-                            r.err = MC_ERR_PROTOCOL;
-                            break;
-                        }
-                        for (uint32_t j = 0; j < nk && r.err == MC_OK; j++)
-                            bufs[k].rkey[j] = (uint32_t)mc_mp_read_uint(&r);
-                        bufs[k].nkeys = nk;
-                        break;
-                    }
-                    default:
-                        mc_mp_skip(&r);
-                        break;
-                    }
-                }
-                bufs[k].remote = 1;
-            }
-            break;
-        case MC_F_RDMA:
-            te_rdma_peer_free(rdma);
-            rdma = NULL;
-            if (te_rdma_desc_decode(&r, &rdma) != MC_OK && r.err == MC_OK)
-                r.err = MC_ERR_PROTOCOL;
+            for (uint32_t k = 0; k < nb && r.err == MC_OK; k++)
+                buf_decode(&r, &bufs[k]);
             break;
         default:
-            mc_mp_skip(&r);
+            if ((tp = tp_of_key(key)) < 0) {
+                mc_mp_skip(&r);
+                break;
+            }
+            if (peers[tp] != NULL)
+                te_transports[tp]->peer_free(peers[tp]);
+            peers[tp] = NULL;
+            if (te_transports[tp]->desc_decode(te, &r, &peers[tp]) != MC_OK && r.err == MC_OK)
+                r.err = MC_ERR_PROTOCOL;
             break;
         }
     }
-    /* every buffer carries one rkey per NIC, or the peer has no rdma */
-    for (uint32_t k = 0; rdma != NULL && k < nb && r.err == MC_OK; k++)
-        if (bufs[k].nkeys != te_rdma_peer_nics(rdma))
+    for (unsigned id = 0; id < TE_TP_COUNT && r.err == MC_OK; id++) {
+        if (peers[id] != NULL && te_transports[id]->desc_check != NULL &&
+            te_transports[id]->desc_check(peers[id], bufs, nb) != MC_OK)
             r.err = MC_ERR_PROTOCOL;
+        /* a view it replaces is kept until the segment goes */
+        if (seg->tp[id] != NULL && (ret[id] = MC_NEW(te_retired_t)) == NULL)
+            r.err = MC_ERR_NOMEM;
+    }
     if (r.err != MC_OK || host[0] == '\0' || port == 0) {
-        te_rdma_peer_free(rdma);
+        peers_free(peers);
+        for (unsigned id = 0; id < TE_TP_COUNT; id++)
+            mc_free(ret[id]);
         mc_free(bufs);
         MC_ERROR(TRANSPORT, "segment '%s': malformed descriptor", seg->name);
         return MC_ERR_MALFORMED;
@@ -440,15 +498,46 @@ mc_status_t te_desc_decode(te_seg_t *seg, const uint8_t *p, size_t len)
     seg->bufs = bufs;
     seg->nbufs = nb;
     atomic_fetch_add(&seg->desc_gen, 1); /* path caches (rdma) look again */
-    /* the old one stays readable (reactors may be choosing a path with it)
-     * until the segment goes */
-    te_rdma_peer_retire(&seg->rdma_old, seg->rdma);
-    seg->rdma = rdma;
+    for (unsigned id = 0; id < TE_TP_COUNT; id++) {
+        if (ret[id] != NULL) {
+            ret[id]->tp = id;
+            ret[id]->peer = seg->tp[id];
+            ret[id]->next = seg->retired;
+            seg->retired = ret[id];
+        }
+        seg->tp[id] = peers[id];
+    }
     if (strcmp(seg->host, host) != 0 || seg->port != port)
         atomic_fetch_add(&seg->gen, 1); /* lanes follow (tcp.c) */
     snprintf(seg->host, sizeof(seg->host), "%s", host);
     seg->port = port;
+    for (unsigned id = 0; id < TE_TP_COUNT; id++)
+        if (te_transports[id]->seg_described != NULL)
+            te_transports[id]->seg_described(te, seg);
     return MC_OK;
+}
+
+void te_seg_free(mc_te_t *te, te_seg_t *seg)
+{
+    if (seg == NULL)
+        return;
+    for (unsigned id = 0; id < TE_TP_COUNT; id++)
+        if (te_transports[id]->seg_release != NULL)
+            te_transports[id]->seg_release(te, seg);
+    for (unsigned k = 0; k < seg->nlanes; k++)
+        mc_rpc_client_destroy(seg->lanes[k]);
+    for (unsigned id = 0; id < TE_TP_COUNT; id++)
+        if (seg->tp[id] != NULL)
+            te_transports[id]->peer_free(seg->tp[id]);
+    while (seg->retired != NULL) {
+        te_retired_t *x = seg->retired;
+        seg->retired = x->next;
+        te_transports[x->tp]->peer_free(x->peer);
+        mc_free(x);
+    }
+    mc_free(seg->bufs);
+    mc_free(seg->name);
+    mc_free(seg);
 }
 
 static void key_of(const mc_te_t *te, const char *kind, const char *name, char *out, size_t len)
@@ -592,7 +681,7 @@ mc_status_t te_seg_refresh(mc_te_t *te, te_seg_t *seg)
     }
     if (st == MC_OK) {
         pthread_mutex_lock(&te->seg_lock);
-        st = te_desc_decode(seg, mc_buf_head(&b), mc_buf_used(&b));
+        st = te_desc_decode(te, seg, mc_buf_head(&b), mc_buf_used(&b));
         pthread_mutex_unlock(&te->seg_lock);
     } else {
         MC_WARN(TRANSPORT, "cannot fetch the descriptor of segment '%s': %s", seg->name,
@@ -661,11 +750,7 @@ mc_status_t mc_te_open_segment(mc_te_t *te, const char *name, mc_te_segment_t *o
             st = te_tcp_lanes_open(te, seg);
     }
     if (st != MC_OK) {
-        for (unsigned i = 0; i < seg->nlanes; i++)
-            mc_rpc_client_destroy(seg->lanes[i]);
-        mc_free(seg->bufs);
-        mc_free(seg->name);
-        mc_free(seg);
+        te_seg_free(te, seg);
         return st;
     }
     pthread_mutex_lock(&te->seg_lock);
@@ -674,11 +759,7 @@ mc_status_t mc_te_open_segment(mc_te_t *te, const char *name, mc_te_segment_t *o
         te_seg_t **ns = mc_realloc(te->segs, cap * sizeof(*ns));
         if (ns == NULL) {
             pthread_mutex_unlock(&te->seg_lock);
-            for (unsigned i = 0; i < seg->nlanes; i++)
-                mc_rpc_client_destroy(seg->lanes[i]);
-            mc_free(seg->bufs);
-            mc_free(seg->name);
-            mc_free(seg);
+            te_seg_free(te, seg);
             return MC_ERR_NOMEM;
         }
         te->segs = ns;
@@ -714,20 +795,42 @@ mc_status_t mc_te_install_transport(mc_te_t *te, const char *proto)
 {
     if (proto == NULL)
         return MC_ERR_INVALID_ARGUMENT;
-    if (strcmp(proto, "local") == 0)
-        return MC_OK;
-    if (strcmp(proto, "tcp") == 0) {
-        te->tcp = 1;
-        return MC_OK;
+    int id = te_tp_find(proto);
+    if (id < 0) {
+        char names[128] = "";
+        size_t used = 0;
+        for (unsigned i = 0; i < TE_TP_COUNT && used < sizeof(names); i++)
+            used += (size_t)snprintf(names + used, sizeof(names) - used, "%s%s", i ? ", " : "",
+                                     te_transports[i]->name);
+        MC_ERROR(TRANSPORT, "unknown transport '%s' (expected one of %s)", proto, names);
+        return MC_ERR_INVALID_ARGUMENT;
     }
-    if (strcmp(proto, "rdma") == 0) {
-        mc_status_t st = te_rdma_install(te);
-        if (st == MC_OK && te->nbufs > 0)
-            publish(te); /* the descriptor now carries NICs and rkeys */
+    if (te_tp_on(te, (unsigned)id))
+        return MC_OK;
+    const te_transport_ops_t *ops = te_transports[id];
+    mc_status_t st = ops->install(te);
+    if (st != MC_OK)
+        return st;
+    /* it takes the buffers registered so far, and is on for those to come
+     * (under buf_lock: no registration slips between) */
+    pthread_rwlock_wrlock(&te->buf_lock);
+    if (ops->reg_bufs != NULL)
+        st = ops->reg_bufs(te, te->bufs, te->nbufs);
+    if (st == MC_OK) {
+        te->tp_on |= 1u << id;
+        atomic_fetch_add(&te->buf_gen, 1);
+    }
+    pthread_rwlock_unlock(&te->buf_lock);
+    if (st != MC_OK) {
+        if (ops->shutdown != NULL)
+            ops->shutdown(te);
+        if (ops->free != NULL)
+            ops->free(te);
         return st;
     }
-    MC_ERROR(TRANSPORT, "unknown transport '%s' (expected tcp, local or rdma)", proto);
-    return MC_ERR_INVALID_ARGUMENT;
+    if (te->nbufs > 0 && ops->desc_key != 0)
+        publish(te); /* the descriptor now carries its field */
+    return MC_OK;
 }
 
 const char *mc_te_local_name(const mc_te_t *te)
@@ -746,24 +849,20 @@ static void te_free(mc_te_t *te)
      * reactors; their contexts after the reactors stopped */
     mc_rpc_server_destroy(te->srv);
     te->srv = NULL;
-    te_rdma_shutdown(te);
-    for (size_t i = 0; i < te->nsegs; i++) {
-        te_seg_t *seg = te->segs[i];
-        for (unsigned k = 0; k < seg->nlanes; k++)
-            mc_rpc_client_destroy(seg->lanes[k]);
-        mc_free(seg->bufs);
-        te_rdma_peer_free(seg->rdma);
-        te_rdma_peer_free(seg->rdma_old);
-        mc_free(seg->name);
-        mc_free(seg);
-    }
+    for (unsigned id = 0; id < TE_TP_COUNT; id++)
+        if (te_tp_on(te, id) && te_transports[id]->shutdown != NULL)
+            te_transports[id]->shutdown(te);
+    for (size_t i = 0; i < te->nsegs; i++)
+        te_seg_free(te, te->segs[i]);
     mc_free(te->segs);
     mc_rpc_server_destroy(te->srv);
     mc_meta_close(te->meta);
     if (te->attached != NULL)
         mc_reactor_detach(te->attached);
     mc_reactor_group_destroy(te->g);
-    te_rdma_free(te);
+    for (unsigned id = 0; id < TE_TP_COUNT; id++)
+        if (te_tp_on(te, id) && te_transports[id]->free != NULL)
+            te_transports[id]->free(te);
     pthread_rwlock_destroy(&te->buf_lock);
     pthread_mutex_destroy(&te->seg_lock);
     mc_free(te->bufs);
@@ -809,7 +908,9 @@ mc_status_t mc_te_create(const mc_te_opts_t *o, mc_te_t **out)
     }
     pthread_rwlock_init(&te->buf_lock, NULL);
     pthread_mutex_init(&te->seg_lock, NULL);
-    te->tcp = 1;
+    for (unsigned id = 0; id < TE_TP_COUNT; id++)
+        if (te_transports[id]->flags & TE_TP_BUILTIN)
+            te->tp_on |= 1u << id;
     te->cluster = mc_strdup(o->cluster ? o->cluster : d.cluster);
     te->metadata = mc_strdup(o->metadata ? o->metadata : d.metadata);
     te->listen_host = mc_strdup(o->listen_host ? o->listen_host : d.listen_host);
@@ -859,8 +960,9 @@ mc_status_t mc_te_create(const mc_te_opts_t *o, mc_te_t **out)
     if (st != MC_OK)
         goto err;
     mc_rpc_server_register(te->srv, MC_RPC_TE_DESC, h_desc, te);
-    te_tcp_register_server(te);
-    te_rdma_register_server(te);
+    for (unsigned id = 0; id < TE_TP_COUNT; id++)
+        if (te_transports[id]->register_server != NULL)
+            te_transports[id]->register_server(te);
     st = mc_rpc_server_start(te->srv);
     if (st != MC_OK)
         goto err;

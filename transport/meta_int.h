@@ -1,6 +1,6 @@
 /*
  * meta_int.h - internals shared by the metadata backends (transport/
- * metadata.c, meta_master.c, meta_redis.c): the backends' constructors, the
+ * metadata.c, meta_master.c, meta_redis.c, meta_http.c): the backends' constructors, the
  * set of entries this process published ("own entries", re-published after a
  * service restart or an owner expiry) and the option defaults. Defined in
  * metadata.c except the two *_open functions.
@@ -15,6 +15,9 @@
 
 mc_status_t meta_master_open(const char *host, uint16_t port, mc_reactor_t *r,
                              const mc_meta_opts_t *o, mc_meta_t **out);
+/* path: the URL's path ("/metadata"), NUL-terminated. */
+mc_status_t meta_http_open(const char *host, uint16_t port, const char *path, mc_reactor_t *r,
+                           const mc_meta_opts_t *o, mc_meta_t **out);
 mc_status_t meta_redis_open(const char *host, uint16_t port, int db, mc_reactor_t *r,
                             const mc_meta_opts_t *o, mc_meta_t **out);
 

@@ -7,6 +7,9 @@
  * Connection strings:
  *   master://HOST[:PORT]        PORT defaults to 50051 (mooncake-master's RPC port)
  *   redis://HOST[:PORT][/DB]    PORT defaults to 6379; DB is a decimal index
+ *   http://HOST[:PORT][/PATH]   PORT defaults to 80, PATH to /metadata (upstream's
+ *                               servers serve that path); PATH is [A-Za-z0-9/._~-]
+ *                               and has no query ("?key=" is added per call)
  * HOST is a name, an IPv4 literal or a bracketed IPv6 literal ("[::1]").
  * Anything else (empty host, a port that is not 1..65535, trailing bytes, an
  * unknown scheme) is MC_ERR_INVALID_ARGUMENT, logged naming the string.
@@ -26,6 +29,9 @@
 #define META_HOST_MAX 256
 #define MASTER_DEFAULT_PORT 50051
 #define REDIS_DEFAULT_PORT 6379
+#define HTTP_DEFAULT_PORT 80
+#define HTTP_DEFAULT_PATH "/metadata"
+#define HTTP_PATH_MAX 256
 
 void mc_meta_opts_init(mc_meta_opts_t *o)
 {
@@ -142,10 +148,53 @@ static int parse_authority(const char *s, int allow_db, uint16_t default_port, c
     return 1;
 }
 
+/* "HOST[:PORT][/PATH]" of an http:// string: the authority goes through
+ * parse_authority, the path is checked here. */
+static int parse_http(const char *s, conn_str_t *out, char *path, const char **why)
+{
+    const char *slash = strchr(s, '/');
+    const char *bad = strpbrk(s, "?#");
+    if (bad != NULL && (slash == NULL || bad < slash)) {
+        *why = "a query or fragment after the host (write http://HOST:PORT/metadata)";
+        return 0;
+    }
+    size_t alen = slash != NULL ? (size_t)(slash - s) : strlen(s);
+    char auth[META_HOST_MAX + 16];
+    if (alen >= sizeof(auth)) {
+        *why = "host name too long";
+        return 0;
+    }
+    memcpy(auth, s, alen);
+    auth[alen] = '\0';
+    if (!parse_authority(auth, 0, HTTP_DEFAULT_PORT, out, why))
+        return 0;
+    if (slash == NULL || strcmp(slash, "/") == 0) {
+        snprintf(path, HTTP_PATH_MAX, "%s", HTTP_DEFAULT_PATH);
+        return 1;
+    }
+    size_t plen = strlen(slash);
+    if (plen >= HTTP_PATH_MAX) {
+        *why = "path too long";
+        return 0;
+    }
+    for (size_t i = 0; i < plen; i++) {
+        char c = slash[i];
+        if (!host_char(c) && c != '/' && c != '~') {
+            *why = c == '?' || c == '#' ? "a query or fragment in the path (the backend adds "
+                                          "?key= itself)"
+                                        : "a character in the path that needs escaping";
+            return 0;
+        }
+    }
+    memcpy(path, slash, plen + 1);
+    return 1;
+}
+
 mc_status_t mc_meta_open(const char *conn, mc_reactor_t *r, const mc_meta_opts_t *o,
                          mc_meta_t **out)
 {
-    static const char master_pfx[] = "master://", redis_pfx[] = "redis://";
+    static const char master_pfx[] = "master://", redis_pfx[] = "redis://", http_pfx[] = "http://";
+    char path[HTTP_PATH_MAX];
     conn_str_t cs;
     const char *why = NULL;
 
@@ -162,8 +211,14 @@ mc_status_t mc_meta_open(const char *conn, mc_reactor_t *r, const mc_meta_opts_t
     } else if (strncmp(conn, redis_pfx, sizeof(redis_pfx) - 1) == 0) {
         if (parse_authority(conn + sizeof(redis_pfx) - 1, 1, REDIS_DEFAULT_PORT, &cs, &why))
             return meta_redis_open(cs.host, cs.port, cs.db, r, o, out);
+    } else if (strncmp(conn, http_pfx, sizeof(http_pfx) - 1) == 0) {
+        if (parse_http(conn + sizeof(http_pfx) - 1, &cs, path, &why))
+            return meta_http_open(cs.host, cs.port, path, r, o, out);
+    } else if (strncmp(conn, "https://", 8) == 0) {
+        why = "https is not supported (no TLS here): use http://HOST:PORT/metadata";
     } else {
-        why = "unknown scheme (expected master://HOST:PORT or redis://HOST:PORT[/DB])";
+        why = "unknown scheme (expected master://HOST:PORT, redis://HOST:PORT[/DB] or "
+              "http://HOST:PORT/metadata)";
     }
     MC_ERROR(METADATA, "bad metadata connection string '%s': %s", conn, why);
     return MC_ERR_INVALID_ARGUMENT;

@@ -2,9 +2,12 @@
  * metadata.h - transfer metadata: where segment descriptors and RPC
  * addresses of processes are published and looked up (DESIGN.md §5).
  *
- * One vtable (mc_meta_ops_t), two backends chosen by connection string:
+ * One vtable (mc_meta_ops_t), three backends chosen by connection string:
  *   "master://HOST:PORT"           the embedded KV of mooncake-master (Meta RPCs)
  *   "redis://HOST:PORT[/DB]"       Redis, through hiredis' async API on the reactor
+ *   "http://HOST[:PORT]/PATH"      upstream's HTTP metadata protocol (mooncake-master's
+ *                                  HTTP port, mooncake-http-metadata-server, upstream's
+ *                                  mooncake_http_metadata_server), evhttp on the reactor
  * Keys are the caller's ("mc/<cluster>/seg/<name>", "mc/<cluster>/rpc/<name>");
  * values are opaque bytes (msgpack descriptors).
  *
@@ -17,6 +20,10 @@
  *    master) or the ping answers NEED_REMOUNT;
  *  - redis: writes every entry with a TTL (ttl_us) and refreshes it every
  *    ttl/3; on reconnect it re-puts everything.
+ *  - http: the protocol has no owners or TTLs (entries stay until deleted,
+ *    as with upstream); the backend re-puts its entries every ttl/3, when the
+ *    server answers again after a failure and when it restarted (our
+ *    servers' X-Mooncake-Instance header).
  * A backend that cannot reach its service keeps retrying with backoff (no
  * crash, no busy loop); calls made meanwhile fail with a clear status
  * (MC_ERR_CONN_CLOSED / MC_ERR_RPC_TIMEOUT / MC_ERR_METADATA) within
@@ -46,7 +53,8 @@ typedef struct mc_meta_opts {
     uint64_t owner_hi, owner_lo; /* owner id (the process's client id); not 0 */
     uint64_t call_timeout_us;    /* default 5 s */
     uint64_t ping_interval_us;   /* master backend; default 1 s */
-    uint64_t ttl_us;             /* redis backend: entry TTL; default 30 s */
+    uint64_t ttl_us;             /* redis: entry TTL; http: re-put period x3; default 30 s */
+    const char *http_token;      /* http: Bearer token; NULL = $MC_METADATA_HTTP_TOKEN */
 } mc_meta_opts_t;
 
 void mc_meta_opts_init(mc_meta_opts_t *o);
@@ -66,7 +74,7 @@ typedef struct mc_meta_entry {
 typedef void (*mc_meta_list_cb_t)(void *arg, mc_status_t st, const mc_meta_entry_t *e, size_t n);
 
 typedef struct mc_meta_ops {
-    const char *name; /* "master", "redis" */
+    const char *name; /* "master", "redis", "http" */
     mc_status_t (*get)(mc_meta_t *m, const char *key, mc_meta_get_cb_t cb, void *arg);
     /* Publish (and remember as our own, for re-publishing). */
     mc_status_t (*put)(mc_meta_t *m, const char *key, const void *val, size_t len,

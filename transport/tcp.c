@@ -37,6 +37,25 @@
 #define TRAIN_MAX 256u
 #define TRAIN_BYTES_MAX (1u << 20)
 
+/* A slice's tcp state: a train is a run of small reads of one segment sent
+ * as one TE_READV; its first slice carries the count and the scatter list. */
+typedef struct tcp_slice {
+    unsigned ntrain; /* slices in the train it heads (1: travels alone) */
+    struct iovec *iov;
+} tcp_slice_t;
+_Static_assert(sizeof(tcp_slice_t) <= TE_SLICE_PRIV, "tcp_slice_t fits te_slice_t.priv");
+#define TS(s) TE_SLICE_PRIV_OF(tcp_slice_t, s)
+
+/* A submit's slices not posted yet: one run, contiguous in the chunk, so
+ * that trains can form across requests. */
+typedef struct tcp_submit {
+    te_slice_t *run;
+    size_t n;
+} tcp_submit_t;
+_Static_assert(sizeof(tcp_submit_t) <= TE_SUBMIT_PRIV, "tcp_submit_t fits te_submit_t.priv");
+
+static void tcp_post_one(te_slice_t *s);
+
 static void lane_opts(const mc_te_t *te, mc_rpc_client_opts_t *o)
 {
     mc_rpc_client_opts_init(o);
@@ -110,8 +129,8 @@ static void slice_cb(void *arg, const mc_rpc_resp_t *resp)
  * the batch and the slices with it: nothing is touched after it. */
 static void train_done(te_slice_t *s, unsigned n, mc_status_t st)
 {
-    mc_free(s->iov);
-    s->iov = NULL;
+    mc_free(TS(s)->iov);
+    TS(s)->iov = NULL;
     for (unsigned i = 0; i < n; i++)
         te_slice_done(&s[i], st);
 }
@@ -119,7 +138,7 @@ static void train_done(te_slice_t *s, unsigned n, mc_status_t st)
 static void train_cb(void *arg, const mc_rpc_resp_t *resp)
 {
     te_slice_t *s = arg;
-    unsigned n = s->ntrain;
+    unsigned n = TS(s)->ntrain;
     uint64_t want = 0;
     for (unsigned i = 0; i < n; i++)
         want += s[i].len;
@@ -131,11 +150,11 @@ static void train_cb(void *arg, const mc_rpc_resp_t *resp)
         /* refused as a whole: again one by one, for each slice's own outcome */
         MC_DEBUG(TCP, "train of %u reads on '%s' refused (%s): sending them one by one", n,
                  s->seg->name, mc_status_str(st));
-        mc_free(s->iov);
-        s->iov = NULL;
+        mc_free(TS(s)->iov);
+        TS(s)->iov = NULL;
         for (unsigned i = 0; i < n; i++) {
-            s[i].ntrain = 1;
-            te_tcp_post(&s[i]);
+            TS(&s[i])->ntrain = 1;
+            tcp_post_one(&s[i]);
         }
         return;
     }
@@ -148,9 +167,10 @@ static void train_cb(void *arg, const mc_rpc_resp_t *resp)
 
 static void train_issue(te_slice_t *s, mc_rpc_client_t *lane)
 {
-    unsigned n = s->ntrain;
-    s->iov = mc_malloc(n * sizeof(*s->iov));
-    if (s->iov == NULL) {
+    unsigned n = TS(s)->ntrain;
+    struct iovec *iov = mc_malloc(n * sizeof(*iov));
+    TS(s)->iov = iov;
+    if (iov == NULL) {
         train_done(s, n, MC_ERR_NOMEM);
         return;
     }
@@ -161,10 +181,10 @@ static void train_issue(te_slice_t *s, mc_rpc_client_t *lane)
     for (unsigned i = 0; i < n; i++) {
         mc_mp_write_uint(w, s[i].remote);
         mc_mp_write_uint(w, s[i].len);
-        s->iov[i].iov_base = s[i].local;
-        s->iov[i].iov_len = s[i].len;
+        iov[i].iov_base = s[i].local;
+        iov[i].iov_len = s[i].len;
     }
-    mc_status_t st = mc_rpc_call_end_scatter(lane, MC_RPC_TE_READV, 0, s->iov, n, train_cb, s);
+    mc_status_t st = mc_rpc_call_end_scatter(lane, MC_RPC_TE_READV, 0, iov, n, train_cb, s);
     if (st != MC_INPROGRESS)
         train_done(s, n, st);
 }
@@ -175,14 +195,14 @@ static void slice_issue(mc_reactor_t *r, mc_reactor_msg_t *msg, mc_status_t st)
     te_slice_t *s = MC_CONTAINER_OF(msg, te_slice_t, msg);
     (void)r;
     if (st != MC_OK) {
-        train_done(s, s->ntrain, st);
+        train_done(s, TS(s)->ntrain, st);
         return;
     }
     te_seg_t *seg = s->seg;
     if (s->b->te->meta != NULL && atomic_load(&seg->gen) != seg->lane_gen[s->lane])
         lane_follow(s->b->te, seg, s->lane);
     mc_rpc_client_t *lane = seg->lanes[s->lane];
-    if (s->ntrain > 1) {
+    if (TS(s)->ntrain > 1) {
         train_issue(s, lane);
         return;
     }
@@ -204,7 +224,7 @@ static void slice_issue(mc_reactor_t *r, mc_reactor_msg_t *msg, mc_status_t st)
         te_slice_done(s, st);
 }
 
-void te_tcp_post(te_slice_t *s)
+static void tcp_post_one(te_slice_t *s)
 {
     te_seg_t *seg = s->seg;
     /* Round-robin over the lanes: slices of one request travel in parallel. */
@@ -212,10 +232,12 @@ void te_tcp_post(te_slice_t *s)
     s->msg.fn = slice_issue;
     mc_reactor_t *r = s->b->te->rs[s->lane % s->b->te->nr];
     if (mc_reactor_post(r, &s->msg) != MC_OK)
-        train_done(s, s->ntrain, MC_ERR_CANCELED);
+        train_done(s, TS(s)->ntrain, MC_ERR_CANCELED);
 }
 
-void te_tcp_post_run(te_slice_t *ss, size_t n)
+/* Post slices ss[0..n) of one submit: runs of small reads of the same
+ * segment travel as trains (one RPC each), the others one by one. */
+static void post_run(te_slice_t *ss, size_t n)
 {
     size_t i = 0;
     while (i < n) {
@@ -228,10 +250,46 @@ void te_tcp_post_run(te_slice_t *ss, size_t n)
                    bytes + ss[j].len <= TRAIN_BYTES_MAX)
                 bytes += ss[j++].len;
         }
-        s->ntrain = (unsigned)(j - i);
-        te_tcp_post(s);
+        TS(s)->ntrain = (unsigned)(j - i);
+        tcp_post_one(s);
         i = j;
     }
+}
+
+/* Slices of consecutive requests gather into one run (trains may span
+ * requests); a gap in the chunk (another transport's slices between) posts
+ * the run so far. */
+static void tcp_post(mc_te_t *te, te_submit_t *sub, te_slice_t *s, size_t n)
+{
+    tcp_submit_t *ts = TE_SUBMIT_PRIV_OF(tcp_submit_t, sub, TE_TP_TCP);
+    (void)te;
+    for (size_t i = 0; i < n; i++) {
+        TS(&s[i])->ntrain = 1;
+        TS(&s[i])->iov = NULL;
+    }
+    if (ts->run != NULL && ts->run + ts->n != s) {
+        post_run(ts->run, ts->n);
+        ts->run = NULL;
+    }
+    if (ts->run == NULL) {
+        ts->run = s;
+        ts->n = 0;
+    }
+    ts->n += n;
+}
+
+static void tcp_submit_end(mc_te_t *te, te_submit_t *sub)
+{
+    tcp_submit_t *ts = TE_SUBMIT_PRIV_OF(tcp_submit_t, sub, TE_TP_TCP);
+    (void)te;
+    if (ts->run != NULL)
+        post_run(ts->run, ts->n);
+}
+
+static int tcp_usable(mc_te_t *te, te_seg_t *seg)
+{
+    (void)te;
+    return seg != NULL;
 }
 
 /* ----------------------------------------------------------- target side */
@@ -388,9 +446,18 @@ static void h_readv(void *ctx, mc_rpc_req_t *req)
     mc_free(iov);
 }
 
-void te_tcp_register_server(mc_te_t *te)
+static void tcp_register_server(mc_te_t *te)
 {
     mc_rpc_server_register(te->srv, MC_RPC_TE_READV, h_readv, te);
     mc_rpc_server_register_sink(te->srv, MC_RPC_TE_WRITE, write_sink, h_write, te);
     mc_rpc_server_register(te->srv, MC_RPC_TE_READ, h_read, te);
 }
+
+const te_transport_ops_t te_tcp_ops = {
+    .name = "tcp",
+    .flags = TE_TP_BUILTIN,
+    .register_server = tcp_register_server,
+    .usable = tcp_usable,
+    .post = tcp_post,
+    .submit_end = tcp_submit_end,
+};

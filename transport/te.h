@@ -43,8 +43,9 @@ void te_owner_id(const mc_te_t *te, uint64_t *hi, uint64_t *lo);
 mc_status_t te_meta_retarget(mc_te_t *te, const char *host, uint16_t port);
 
 /* Whether this engine's transports need the initiator's memory registered:
- * 1 with the rdma transport installed (a post needs an lkey), 0 for tcp and
- * local, which move bytes with syscalls and memcpy from any mapped memory. */
+ * 1 with a transport installed that does (rdma: a post needs an lkey), 0 for
+ * tcp and local, which move bytes with syscalls and memcpy from any
+ * mapped memory. */
 int te_needs_local_reg(const mc_te_t *te);
 
 /* ---------------------------------------------------------------- ranges */

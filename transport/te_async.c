@@ -70,23 +70,12 @@ static int split_host_port(const char *name, char *host, size_t hl, uint16_t *po
     return 0;
 }
 
-static void seg_discard(te_seg_t *seg)
-{
-    if (seg == NULL)
-        return;
-    for (unsigned i = 0; i < seg->nlanes; i++)
-        mc_rpc_client_destroy(seg->lanes[i]);
-    mc_free(seg->bufs);
-    mc_free(seg->name);
-    mc_free(seg);
-}
-
 /* The end of every request: report and free. On rs[0] (or on a stopping
  * reactor with MC_ERR_CANCELED). */
 static void aop_finish(aop_t *op, mc_status_t st, mc_te_segment_t id)
 {
     if (op->kind == AOP_OPEN) {
-        seg_discard(op->seg);
+        te_seg_free(op->te, op->seg);
         op->cb.open(op->arg, st, st == MC_OK ? id : 0);
     } else {
         op->cb.done(op->arg, st);
@@ -161,12 +150,12 @@ static void got_desc(aop_t *op, mc_status_t st, const void *val, size_t len)
     }
     if (op->kind == AOP_REFRESH) {
         pthread_mutex_lock(&te->seg_lock);
-        st = te_desc_decode(op->seg, val, len);
+        st = te_desc_decode(te, op->seg, val, len);
         pthread_mutex_unlock(&te->seg_lock);
         aop_finish(op, st, op->id);
         return;
     }
-    st = te_desc_decode(op->seg, val, len); /* not shared yet: no lock */
+    st = te_desc_decode(te, op->seg, val, len); /* not shared yet: no lock */
     if (st == MC_OK && te->meta != NULL)
         st = te_tcp_lanes_open(te, op->seg); /* p2p opened them before asking */
     if (st != MC_OK) {

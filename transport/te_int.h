@@ -1,9 +1,10 @@
 /*
  * te_int.h - internals of the transfer engine shared by engine.c (engine,
- * registration, segments, descriptors, server side of TCP), batch.c
- * (batches, slicing, completion, the local transport), tcp.c (the
- * initiator side of the TCP transport), te_async.c and rdma/. Private to
- * transport/: the rest of the tree uses transport/te.h, which this includes.
+ * registration, segments, descriptors), batch.c (batches, slicing,
+ * completion, the local transport), te_async.c and the transports
+ * (transport.h: the ops table each of them fills in; tcp.c, rdma/). Private
+ * to transport/: the rest of the tree uses transport/te.h, which this
+ * includes.
  *
  * Locking: te->buf_lock (rwlock) guards the local buffer table: readers are
  * submitters and the TCP server's range checks, writers (un)registration.
@@ -21,28 +22,27 @@
 #include "reactor/reactor.h"
 #include "rpc/rpc.h"
 #include "transport/metadata.h"
+#include "transport/transport.h"
 #include "transport/te.h"
 
 #define TE_LOCATION_MAX 24
-#define TE_MAX_NICS 16 /* = RD_MAX_NICS (transport/rdma/topo.h) */
-
-struct rv_mr;
-struct rd_transport;
-struct rd_peer;
 
 typedef struct te_buf {
     uint64_t addr, len;
     char location[TE_LOCATION_MAX];
     int remote;
-    /* rdma: local buffers: one MR per NIC (mr[nnics], lkey/rkey copies);
-     * a peer's: its rkey on each of its NICs (nkeys of them) */
-    struct rv_mr *mr;
-    unsigned nkeys;
-    int rd_ent; /* 1 + index of its location's entry in the (local or the
-                   peer's) topology matrix; 0 = not looked up yet */
-    uint32_t lkey[TE_MAX_NICS];
-    uint32_t rkey[TE_MAX_NICS];
+    /* the one transport with TE_TP_BUF_PRIV keeps its state here (rdma: a
+     * local buffer's MRs and keys, a peer's rkeys); zeroed when the buffer
+     * is registered or decoded */
+    _Alignas(8) unsigned char priv[TE_BUF_PRIV];
 } te_buf_t;
+
+/* Replaced views of a segment kept until it goes (transport.h). */
+typedef struct te_retired {
+    struct te_retired *next;
+    unsigned tp;
+    void *peer;
+} te_retired_t;
 
 typedef struct te_seg {
     mc_te_segment_t id;
@@ -63,10 +63,12 @@ typedef struct te_seg {
     _Atomic unsigned gen;
     unsigned lane_gen[TE_MAX_LANES];
     _Atomic int stale;
-    /* rdma: the segment's NICs and matrix as last described (NULL: it has
-     * none, TCP is used); replaced under seg_lock, old ones kept until the
-     * engine goes (reactors may still read them) */
-    struct rd_peer *rdma, *rdma_old;
+    /* each transport's view of the segment as last described (what its
+     * desc_decode made of its descriptor field; NULL: none, so it cannot
+     * reach the segment), replaced under seg_lock; replaced ones are kept
+     * on `retired` until the segment goes (reactors may still read them) */
+    void *tp[TE_TP_COUNT];
+    te_retired_t *retired;
     _Atomic unsigned desc_gen; /* bumped at every descriptor decode */
 } te_seg_t;
 
@@ -86,10 +88,11 @@ struct mc_te {
     pthread_mutex_t seg_lock;
     te_seg_t **segs; /* segs[id - 1] */
     size_t nsegs, cap_segs;
-    int tcp;
-    struct rd_transport *rdma; /* installed rdma transport, or NULL */
-    _Atomic unsigned buf_gen;  /* bumped at every (un)registration */
-    _Atomic int has_cuda;      /* a cuda:N buffer was registered (local copies check) */
+    /* installed transports: bit (1 << id) in tp_on, each one's state in tp[id] */
+    unsigned tp_on;
+    void *tp[TE_TP_COUNT];
+    _Atomic unsigned buf_gen; /* bumped at every (un)registration */
+    _Atomic int has_cuda;     /* a cuda:N buffer was registered (local copies check) */
     _Atomic int stopping;
     /* unique over the process's life (engines may reuse a freed one's
      * address): keys per-thread caches such as rdma_data.c's path cache */
@@ -112,18 +115,9 @@ typedef struct te_slice {
     uint64_t len;
     int opcode;
     unsigned lane;
-    /* tcp.c: a train is a run of small reads of one segment sent as one
-     * TE_READV; its first slice carries the count and the scatter list */
-    unsigned ntrain;
-    struct iovec *iov;
-    /* rdma (transport/rdma/): the path and its state, on the NIC's reactor */
-    struct te_slice *rd_next; /* in a submit chain or an endpoint's pending queue */
-    void *rd_ep;              /* endpoint it is posted on */
-    uint32_t rd_lkey, rd_rkey;
-    uint32_t rd_rr; /* striping counter of its first attempt */
-    uint8_t rd_lnic, rd_rnic, rd_qp, rd_attempt;
-    int rd_err;         /* cause of the last failed attempt (mc_status_t) */
-    uint64_t rd_due_ns; /* a deferred retry goes at this time */
+    unsigned tp; /* the transport it is posted on (te_tp_id_t) */
+    /* that transport's state for it (tcp: the train; rdma: the path) */
+    _Alignas(8) unsigned char priv[TE_SLICE_PRIV];
 } te_slice_t;
 
 /* Slices of one submit, allocated together and kept until the batch is
@@ -155,48 +149,27 @@ long te_buf_index(mc_te_t *te, uint64_t addr); /* buffer holding addr, -1; buf_l
 int te_seg_range_ok(mc_te_t *te, te_seg_t *seg, uint64_t addr, uint64_t len);
 te_seg_t *te_seg_get(mc_te_t *te, mc_te_segment_t id);
 mc_status_t te_seg_refresh(mc_te_t *te, te_seg_t *seg);
+/* Is transport id installed on te? */
+static inline int te_tp_on(const mc_te_t *te, unsigned id)
+{
+    return (te->tp_on >> id) & 1u;
+}
+/* Free a segment record that is not (or no longer) in the engine's table:
+ * lanes, buffers, the transports' views. */
+void te_seg_free(mc_te_t *te, te_seg_t *seg);
 
 /* batch.c (and te.h's te_batch_allow_unregistered) */
 void te_slice_done(te_slice_t *s, mc_status_t st);
 
-/* rdma (transport/rdma/rdma.c, rdma_ep.c, rdma_data.c) */
-mc_status_t te_rdma_install(mc_te_t *te);
-void te_rdma_register_server(mc_te_t *te);
-void te_rdma_shutdown(mc_te_t *te); /* on the running reactors: endpoints, events */
-void te_rdma_free(mc_te_t *te);     /* after the reactors stopped */
-/* Give the new local buffers [first, first+n) of te->bufs (buf_lock held for
- * writing) one MR per NIC; all or nothing. */
-mc_status_t te_rdma_reg_bufs(mc_te_t *te, te_buf_t *b, size_t n);
-void te_rdma_dereg_buf(mc_te_t *te, te_buf_t *b);
-void te_rdma_desc_encode(mc_te_t *te, mc_mp_writer_t *w); /* the MC_F_RDMA value */
-mc_status_t te_rdma_desc_decode(mc_mp_reader_t *r, struct rd_peer **out);
-void te_rdma_peer_free(struct rd_peer *p); /* and those retired after it */
-unsigned te_rdma_peer_nics(const struct rd_peer *p);
-void te_rdma_peer_retire(struct rd_peer **list, struct rd_peer *p);
-int te_rdma_usable(mc_te_t *te, te_seg_t *seg);
-/* Slices of one submit, gathered per NIC and posted once per NIC. */
-typedef struct te_rdma_submit {
-    te_slice_t *head[TE_MAX_NICS], *tail[TE_MAX_NICS];
-} te_rdma_submit_t;
-/* Choose paths for the n slices of one request (contiguous, same buffers)
- * and add them to sub; te_rdma_submit_end posts them. */
-void te_rdma_add(mc_te_t *te, te_rdma_submit_t *sub, te_slice_t *s, size_t n);
-void te_rdma_submit_end(mc_te_t *te, te_rdma_submit_t *sub);
-/* te_rdma_stats: te.h */
-
-/* tcp.c */
+/* tcp.c: the segment's lanes (its RPC connections: tcp data, and the
+ * descriptor in p2p mode) */
 mc_status_t te_tcp_lanes_open(mc_te_t *te, te_seg_t *seg);
-void te_tcp_post(te_slice_t *s);
-/* Post slices ss[0..n) of one submit: runs of small reads of the same
- * segment travel as trains (one RPC each), the others one by one. */
-void te_tcp_post_run(te_slice_t *ss, size_t n);
-void te_tcp_register_server(mc_te_t *te);
 
 /* te_async.c: te.h's te_open_segment_async, te_seg_refresh_async,
  * te_publish_async */
 
 /* engine.c, for te_async.c */
-mc_status_t te_desc_decode(te_seg_t *seg, const uint8_t *p, size_t len);
+mc_status_t te_desc_decode(mc_te_t *te, te_seg_t *seg, const uint8_t *p, size_t len);
 void te_desc_encode(mc_te_t *te, mc_mp_writer_t *w);
 mc_status_t te_publish_encode(mc_te_t *te, mc_buf_t *seg_val, mc_buf_t *rpc_val);
 

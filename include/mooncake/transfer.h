@@ -75,7 +75,10 @@ typedef struct mc_te_opts {
     const char *local_hostname; /* segment name; NULL = "<advertise_host>:<port>" */
     /* Metadata service: "p2p" (peers are opened by "host:port" and asked
      * directly; the default), "master://HOST:PORT" (the embedded service of
-     * mooncake-master) or "redis://HOST:PORT[/DB]". */
+     * mooncake-master), "redis://HOST:PORT[/DB]" or "http://HOST:PORT/metadata"
+     * (upstream's HTTP metadata protocol: mooncake-master's HTTP port,
+     * mooncake-http-metadata-server, or upstream's server; a Bearer token
+     * from $MC_METADATA_HTTP_TOKEN when set). */
     const char *metadata;
     const char *cluster;          /* key namespace in the metadata service; "default" */
     const char *listen_host;      /* "0.0.0.0" */

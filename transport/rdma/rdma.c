@@ -17,7 +17,10 @@
 
 #define RD_PARALLEL_REG_MIN (64u << 20) /* register on all NICs at once from this size */
 
-_Static_assert(TE_MAX_NICS == RD_MAX_NICS, "te_buf_t key arrays sized for RD_MAX_NICS");
+static void rd_shutdown(mc_te_t *te);
+static void rd_free(mc_te_t *te);
+static mc_status_t rd_reg_bufs(mc_te_t *te, te_buf_t *b, size_t n);
+static void rd_dereg_buf(mc_te_t *te, te_buf_t *b);
 
 static unsigned env_uint(const char *name, unsigned def, unsigned lo, unsigned hi)
 {
@@ -99,18 +102,11 @@ static void transport_free(rd_transport_t *t)
     mc_free(t);
 }
 
-/* Register every local buffer on every NIC (install after registrations). */
-static mc_status_t reg_existing(mc_te_t *te)
+/* The engine registers the buffers it has on the NICs once this returned
+ * (reg_bufs), and the ones to come. */
+static mc_status_t rd_install(mc_te_t *te)
 {
-    pthread_rwlock_wrlock(&te->buf_lock);
-    mc_status_t st = te_rdma_reg_bufs(te, te->bufs, te->nbufs);
-    pthread_rwlock_unlock(&te->buf_lock);
-    return st;
-}
-
-mc_status_t te_rdma_install(mc_te_t *te)
-{
-    if (te->rdma != NULL)
+    if (RD_OF(te) != NULL)
         return MC_OK;
     const mc_te_opts_t *o = &te->o;
     rd_transport_t *t = mc_calloc(1, sizeof(*t));
@@ -198,21 +194,14 @@ mc_status_t te_rdma_install(mc_te_t *te)
         st = nic_open(t, n);
         t->nnics = i + 1;
         if (st != MC_OK) {
-            te->rdma = t;
-            te_rdma_shutdown(te);
-            te->rdma = NULL;
+            te->tp[TE_TP_RDMA] = t;
+            rd_shutdown(te);
+            te->tp[TE_TP_RDMA] = NULL;
             transport_free(t);
             return st;
         }
     }
-    te->rdma = t;
-    st = reg_existing(te);
-    if (st != MC_OK) {
-        te_rdma_shutdown(te);
-        te->rdma = NULL;
-        transport_free(t);
-        return st;
-    }
+    te->tp[TE_TP_RDMA] = t;
     MC_INFO(RDMA, "rdma transport on %u NIC(s) (%s): matrix %s", t->nnics, t->v->name,
             t->matrix_json);
     return MC_OK;
@@ -228,9 +217,9 @@ static void nic_shutdown_on_reactor(void *arg)
     n->dead = 1;
 }
 
-void te_rdma_shutdown(mc_te_t *te)
+static void rd_shutdown(mc_te_t *te)
 {
-    rd_transport_t *t = te->rdma;
+    rd_transport_t *t = RD_OF(te);
     if (t == NULL)
         return;
     for (unsigned i = 0; i < t->nnics; i++)
@@ -238,22 +227,23 @@ void te_rdma_shutdown(mc_te_t *te)
             mc_rpc_run_on(t->nics[i].r, nic_shutdown_on_reactor, &t->nics[i]);
 }
 
-void te_rdma_free(mc_te_t *te)
+static void rd_free(mc_te_t *te)
 {
-    if (te->rdma == NULL)
+    if (RD_OF(te) == NULL)
         return;
     /* local MRs go before their PDs */
     for (size_t i = 0; i < te->nbufs; i++)
-        te_rdma_dereg_buf(te, &te->bufs[i]);
-    transport_free(te->rdma);
-    te->rdma = NULL;
+        rd_dereg_buf(te, &te->bufs[i]);
+    transport_free(RD_OF(te));
+    te->tp[TE_TP_RDMA] = NULL;
 }
 
 /* ---------------------------------------------------------- memory */
 
-void te_rdma_dereg_buf(mc_te_t *te, te_buf_t *b)
+static void rd_dereg_buf(mc_te_t *te, te_buf_t *tb)
 {
-    rd_transport_t *t = te->rdma;
+    rd_transport_t *t = RD_OF(te);
+    rd_buf_t *b = RD_BUF(tb);
     if (t == NULL || b->mr == NULL)
         return;
     for (unsigned i = 0; i < b->nkeys; i++)
@@ -275,7 +265,7 @@ static void *reg_thread(void *arg)
 {
     reg_job_t *j = arg;
     j->st[j->nic] = j->t->v->reg_mr(j->t->nics[j->nic].pd, (void *)(uintptr_t)j->b->addr, j->b->len,
-                                    j->access, &j->b->mr[j->nic]);
+                                    j->access, &RD_BUF(j->b)->mr[j->nic]);
     return NULL;
 }
 
@@ -300,15 +290,16 @@ static void reg_all_nics(rd_transport_t *t, te_buf_t *b, int access, mc_status_t
             pthread_join(th[i], NULL);
 }
 
-mc_status_t te_rdma_reg_bufs(mc_te_t *te, te_buf_t *b, size_t n)
+static mc_status_t rd_reg_bufs(mc_te_t *te, te_buf_t *b, size_t n)
 {
-    rd_transport_t *t = te->rdma;
+    rd_transport_t *t = RD_OF(te);
     if (t == NULL)
         return MC_OK;
     /* local-only buffers need LOCAL_WRITE (READ lands there); remote ones
      * every right */
     for (size_t k = 0; k < n; k++) {
-        if (b[k].mr != NULL)
+        rd_buf_t *rb = RD_BUF(&b[k]);
+        if (rb->mr != NULL)
             continue;
         int gpu = strncmp(b[k].location, "cuda:", 5) == 0;
         if (gpu && t->v == &rv_emu_ops) {
@@ -319,8 +310,8 @@ mc_status_t te_rdma_reg_bufs(mc_te_t *te, te_buf_t *b, size_t n)
         int access = RV_ACCESS_LOCAL_WRITE | RV_ACCESS_RELAXED_ORDERING;
         if (b[k].remote)
             access |= RV_ACCESS_REMOTE_READ | RV_ACCESS_REMOTE_WRITE;
-        b[k].mr = mc_calloc(t->nnics, sizeof(rv_mr_t));
-        if (b[k].mr == NULL)
+        rb->mr = mc_calloc(t->nnics, sizeof(rv_mr_t));
+        if (rb->mr == NULL)
             goto err;
         mc_status_t pst[RD_MAX_NICS];
         reg_all_nics(t, &b[k], access, pst);
@@ -330,33 +321,33 @@ mc_status_t te_rdma_reg_bufs(mc_te_t *te, te_buf_t *b, size_t n)
                 /* undo the NICs after i that did register */
                 for (unsigned j = i + 1; j < t->nnics; j++)
                     if (pst[j] == MC_OK)
-                        t->v->dereg_mr(&b[k].mr[j]);
+                        t->v->dereg_mr(&rb->mr[j]);
                 MC_ERROR(RDMA, "cannot register 0x%llx+%llu (%s) on %s: %s%s",
                          (unsigned long long)b[k].addr, (unsigned long long)b[k].len, b[k].location,
                          t->nics[i].name, mc_status_str(st),
                          gpu ? " (GPUDirect needs the nvidia-peermem module)" : "");
-                b[k].nkeys = i;
+                rb->nkeys = i;
                 goto err;
             }
-            b[k].lkey[i] = b[k].mr[i].lkey;
-            b[k].rkey[i] = b[k].mr[i].rkey;
+            rb->lkey[i] = rb->mr[i].lkey;
+            rb->rkey[i] = rb->mr[i].rkey;
         }
-        b[k].nkeys = t->nnics;
+        rb->nkeys = t->nnics;
         const rd_topo_entry_t *e = rd_topo_find(&t->topo, b[k].location);
-        b[k].rd_ent = e ? (int)(e - t->topo.ents) + 1 : -1;
+        rb->ent = e ? (int)(e - t->topo.ents) + 1 : -1;
     }
     return MC_OK;
 err:
     for (size_t k = 0; k < n; k++)
-        te_rdma_dereg_buf(te, &b[k]);
+        rd_dereg_buf(te, &b[k]);
     return MC_ERR_MEMORY;
 }
 
 /* ---------------------------------------------------------- descriptor */
 
-void te_rdma_desc_encode(mc_te_t *te, mc_mp_writer_t *w)
+static void rd_desc_encode(mc_te_t *te, mc_mp_writer_t *w)
 {
-    rd_transport_t *t = te->rdma;
+    rd_transport_t *t = RD_OF(te);
     mc_mp_write_map(w, 2);
     mc_mp_write_uint(w, MC_F_NICS);
     mc_mp_write_array(w, t->nnics);
@@ -388,8 +379,9 @@ static void read_name(mc_mp_reader_t *r, char *dst, size_t room)
     }
 }
 
-mc_status_t te_rdma_desc_decode(mc_mp_reader_t *r, rd_peer_t **out)
+static mc_status_t rd_desc_decode(mc_te_t *te, mc_mp_reader_t *r, void **out)
 {
+    (void)te;
     rd_peer_t *p = mc_calloc(1, sizeof(*p));
     if (p == NULL)
         return MC_ERR_NOMEM;
@@ -470,38 +462,62 @@ mc_status_t te_rdma_desc_decode(mc_mp_reader_t *r, rd_peer_t **out)
     return MC_OK;
 }
 
-/* p and the descriptors it replaced (next_old): kept until the segment
- * goes, since reactors may still read a replaced one. */
-void te_rdma_peer_free(rd_peer_t *p)
+static void rd_peer_free(void *p)
 {
-    while (p != NULL) {
-        rd_peer_t *next = p->next_old;
-        mc_free(p);
-        p = next;
+    mc_free(p);
+}
+
+/* Every buffer of the peer carries one rkey per NIC. */
+static mc_status_t rd_desc_check(const void *peer, const te_buf_t *bufs, size_t n)
+{
+    const rd_peer_t *p = peer;
+    for (size_t k = 0; k < n; k++)
+        if (RD_CBUF(&bufs[k])->nkeys != p->nnics)
+            return MC_ERR_MALFORMED;
+    return MC_OK;
+}
+
+/* A local buffer's rkeys, one per NIC (MC_F_RKEYS in its map). */
+static unsigned rd_buf_nfields(mc_te_t *te, const te_buf_t *b)
+{
+    (void)te;
+    return RD_CBUF(b)->nkeys > 0;
+}
+
+static void rd_buf_encode(mc_te_t *te, const te_buf_t *b, mc_mp_writer_t *w)
+{
+    const rd_buf_t *rb = RD_CBUF(b);
+    (void)te;
+    mc_mp_write_uint(w, MC_F_RKEYS);
+    mc_mp_write_array(w, rb->nkeys);
+    for (unsigned k = 0; k < rb->nkeys; k++)
+        mc_mp_write_uint(w, rb->rkey[k]);
+}
+
+static int rd_buf_decode(uint64_t key, mc_mp_reader_t *r, te_buf_t *b)
+{
+    if (key != MC_F_RKEYS)
+        return 0;
+    rd_buf_t *rb = RD_BUF(b);
+    uint32_t nk = mc_mp_read_array(r);
+    if (nk > RD_MAX_NICS) {
+        r->err = MC_ERR_PROTOCOL;
+        return 1;
     }
+    for (uint32_t j = 0; j < nk && r->err == MC_OK; j++)
+        rb->rkey[j] = (uint32_t)mc_mp_read_uint(r);
+    rb->nkeys = nk;
+    return 1;
 }
 
-unsigned te_rdma_peer_nics(const rd_peer_t *p)
+static int rd_usable(mc_te_t *te, te_seg_t *seg)
 {
-    return p->nnics;
-}
-
-void te_rdma_peer_retire(rd_peer_t **list, rd_peer_t *p)
-{
-    if (p == NULL)
-        return;
-    p->next_old = *list;
-    *list = p;
-}
-
-int te_rdma_usable(mc_te_t *te, te_seg_t *seg)
-{
-    return te->rdma != NULL && seg->rdma != NULL;
+    return seg != NULL && RD_OF(te) != NULL && RD_PEER(seg) != NULL;
 }
 
 unsigned te_rdma_stats(mc_te_t *te, te_rdma_nic_stats_t *out, unsigned max)
 {
-    rd_transport_t *t = te->rdma;
+    rd_transport_t *t = RD_OF(te);
     if (t == NULL)
         return 0;
     for (unsigned i = 0; i < t->nnics && i < max; i++) {
@@ -521,3 +537,25 @@ unsigned te_rdma_stats(mc_te_t *te, te_rdma_nic_stats_t *out, unsigned max)
     }
     return t->nnics;
 }
+
+const te_transport_ops_t te_rdma_ops = {
+    .name = "rdma",
+    .flags = TE_TP_CAN_GPU | TE_TP_LOCAL_REG | TE_TP_BUF_PRIV,
+    .desc_key = MC_F_RDMA,
+    .register_server = rd_ep_register_server,
+    .install = rd_install,
+    .shutdown = rd_shutdown,
+    .free = rd_free,
+    .reg_bufs = rd_reg_bufs,
+    .dereg_buf = rd_dereg_buf,
+    .desc_encode = rd_desc_encode,
+    .buf_nfields = rd_buf_nfields,
+    .buf_encode = rd_buf_encode,
+    .buf_decode = rd_buf_decode,
+    .desc_decode = rd_desc_decode,
+    .desc_check = rd_desc_check,
+    .peer_free = rd_peer_free,
+    .usable = rd_usable,
+    .post = rd_post,
+    .submit_end = rd_submit_end,
+};

@@ -46,32 +46,33 @@ typedef struct path_ctx {
 /* Locks: buf_lock (read), then seg_lock. */
 static mc_status_t path_lookup(mc_te_t *te, const te_slice_t *s, path_ctx_t *pc)
 {
-    rd_transport_t *t = te->rdma;
+    rd_transport_t *t = RD_OF(te);
     pc->le = pc->re = NULL;
     pthread_rwlock_rdlock(&te->buf_lock);
     long i = te_buf_index(te, (uint64_t)(uintptr_t)s->local);
-    if (i >= 0 && te->bufs[i].nkeys == t->nnics) {
-        int ent = te->bufs[i].rd_ent; /* set at registration */
+    if (i >= 0 && RD_BUF(&te->bufs[i])->nkeys == t->nnics) {
+        const rd_buf_t *rb = RD_BUF(&te->bufs[i]);
+        int ent = rb->ent; /* set at registration */
         pc->le = ent > 0 ? &t->topo.ents[ent - 1] : NULL;
-        memcpy(pc->lkeys, te->bufs[i].lkey, sizeof(pc->lkeys));
+        memcpy(pc->lkeys, rb->lkey, sizeof(pc->lkeys));
     }
     pthread_rwlock_unlock(&te->buf_lock);
     if (pc->le == NULL)
         return MC_ERR_ADDRESS_NOT_REGISTERED;
     pthread_mutex_lock(&te->seg_lock);
     te_seg_t *seg = s->seg;
-    rd_peer_t *p = seg->rdma;
+    rd_peer_t *p = RD_PEER(seg);
     for (size_t k = 0; p != NULL && k < seg->nbufs; k++) {
-        const te_buf_t *b = &seg->bufs[k];
+        te_buf_t *b = &seg->bufs[k];
+        rd_buf_t *rb = RD_BUF(b);
         if (s->remote >= b->addr && s->remote + s->len <= b->addr + b->len &&
-            b->nkeys == p->nnics) {
-            te_buf_t *wb = &seg->bufs[k];
-            if (wb->rd_ent == 0) { /* first use of this descriptor's buffer */
+            rb->nkeys == p->nnics) {
+            if (rb->ent == 0) { /* first use of this descriptor's buffer */
                 const rd_topo_entry_t *e = rd_topo_find(&p->topo, b->location);
-                wb->rd_ent = e ? (int)(e - p->topo.ents) + 1 : -1;
+                rb->ent = e ? (int)(e - p->topo.ents) + 1 : -1;
             }
-            pc->re = wb->rd_ent > 0 ? &p->topo.ents[wb->rd_ent - 1] : NULL;
-            memcpy(pc->rkeys, b->rkey, sizeof(pc->rkeys));
+            pc->re = rb->ent > 0 ? &p->topo.ents[rb->ent - 1] : NULL;
+            memcpy(pc->rkeys, rb->rkey, sizeof(pc->rkeys));
             break;
         }
     }
@@ -80,17 +81,17 @@ static mc_status_t path_lookup(mc_te_t *te, const te_slice_t *s, path_ctx_t *pc)
 }
 
 /* s's NICs and keys for attempt `attempt` (0: striped over the preferred
- * NICs by s->rd_rr; then preferred, then secondary, from there on). */
+ * NICs by RS(s)->rr; then preferred, then secondary, from there on). */
 static inline mc_status_t path_apply(const path_ctx_t *pc, te_slice_t *s, unsigned attempt)
 {
-    int l = rd_topo_select(pc->le, s->rd_rr, attempt);
-    int r = rd_topo_select(pc->re, s->rd_rr, attempt);
+    int l = rd_topo_select(pc->le, RS(s)->rr, attempt);
+    int r = rd_topo_select(pc->re, RS(s)->rr, attempt);
     if (l < 0 || r < 0)
         return MC_ERR_DEVICE_NOT_FOUND;
-    s->rd_lnic = (uint8_t)l;
-    s->rd_rnic = (uint8_t)r;
-    s->rd_lkey = pc->lkeys[l];
-    s->rd_rkey = pc->rkeys[r];
+    RS(s)->lnic = (uint8_t)l;
+    RS(s)->rnic = (uint8_t)r;
+    RS(s)->lkey = pc->lkeys[l];
+    RS(s)->rkey = pc->rkeys[r];
     return MC_OK;
 }
 
@@ -105,12 +106,12 @@ static void nic_submit_msg(mc_reactor_t *r, mc_reactor_msg_t *msg, mc_status_t s
 static void dispatch(rd_nic_t *n, te_slice_t *s);
 static void on_retry_timer(mc_timer_t *tm, void *arg);
 
-static void chain_add(te_rdma_submit_t *sub, te_slice_t *s)
+static void chain_add(rd_submit_t *sub, te_slice_t *s)
 {
-    unsigned k = s->rd_lnic;
-    s->rd_next = NULL;
+    unsigned k = RS(s)->lnic;
+    RS(s)->next = NULL;
     if (sub->tail[k] != NULL)
-        sub->tail[k]->rd_next = s;
+        RS(sub->tail[k])->next = s;
     else
         sub->head[k] = s;
     sub->tail[k] = s;
@@ -177,9 +178,10 @@ static mc_status_t path_lookup_cached(mc_te_t *te, const te_slice_t *s, uint64_t
     return MC_OK;
 }
 
-void te_rdma_add(mc_te_t *te, te_rdma_submit_t *sub, te_slice_t *s, size_t n)
+void rd_post(mc_te_t *te, te_submit_t *tsub, te_slice_t *s, size_t n)
 {
-    rd_transport_t *t = te->rdma;
+    rd_transport_t *t = RD_OF(te);
+    rd_submit_t *sub = TE_SUBMIT_PRIV_OF(rd_submit_t, tsub, TE_TP_RDMA);
     uint32_t rr = atomic_fetch_add_explicit(&t->rr, (uint32_t)n, memory_order_relaxed);
     /* the slices of one request share their buffers: one lookup, often none */
     path_ctx_t pc;
@@ -187,10 +189,10 @@ void te_rdma_add(mc_te_t *te, te_rdma_submit_t *sub, te_slice_t *s, size_t n)
     mc_status_t st = path_lookup_cached(te, &s[0], len, &pc);
     for (size_t i = 0; i < n; i++) {
         te_slice_t *x = &s[i];
-        x->rd_rr = rr + (uint32_t)i;
-        x->rd_attempt = 0;
-        x->rd_err = 0;
-        x->rd_ep = NULL;
+        RS(x)->rr = rr + (uint32_t)i;
+        RS(x)->attempt = 0;
+        RS(x)->err = 0;
+        RS(x)->ep = NULL;
         mc_status_t xs = st == MC_OK ? path_apply(&pc, x, 0) : st;
         if (xs != MC_OK)
             te_slice_done(x, xs);
@@ -199,9 +201,10 @@ void te_rdma_add(mc_te_t *te, te_rdma_submit_t *sub, te_slice_t *s, size_t n)
     }
 }
 
-void te_rdma_submit_end(mc_te_t *te, te_rdma_submit_t *sub)
+void rd_submit_end(mc_te_t *te, te_submit_t *tsub)
 {
-    rd_transport_t *t = te->rdma;
+    rd_transport_t *t = RD_OF(te);
+    rd_submit_t *sub = TE_SUBMIT_PRIV_OF(rd_submit_t, tsub, TE_TP_RDMA);
     for (unsigned k = 0; k < t->nnics; k++) {
         te_slice_t *h = sub->head[k];
         if (h == NULL)
@@ -210,7 +213,7 @@ void te_rdma_submit_end(mc_te_t *te, te_rdma_submit_t *sub)
         h->msg.fn = nic_submit_msg;
         if (mc_reactor_post(t->nics[k].r, &h->msg) != MC_OK) {
             while (h != NULL) {
-                te_slice_t *next = h->rd_next;
+                te_slice_t *next = RS(h)->next;
                 te_slice_done(h, MC_ERR_CANCELED);
                 h = next;
             }
@@ -247,15 +250,15 @@ static void enqueue(rd_nic_t *n, te_slice_t *s)
         rd_slice_retry(n, s, MC_ERR_ENDPOINT);
         return;
     }
-    rd_ep_t *ep = rd_ep_get(n, s->seg, s->rd_rnic, &why);
+    rd_ep_t *ep = rd_ep_get(n, s->seg, RS(s)->rnic, &why);
     if (ep == NULL) {
         rd_slice_retry(n, s, why);
         return;
     }
-    s->rd_ep = ep;
-    s->rd_next = NULL;
+    RS(s)->ep = ep;
+    RS(s)->next = NULL;
     if (ep->pend_tail != NULL)
-        ep->pend_tail->rd_next = s;
+        RS(ep->pend_tail)->next = s;
     else
         ep->pend_head = s;
     ep->pend_tail = s;
@@ -266,11 +269,11 @@ static void enqueue(rd_nic_t *n, te_slice_t *s)
 static void nic_submit_msg(mc_reactor_t *r, mc_reactor_msg_t *msg, mc_status_t st)
 {
     te_slice_t *s = MC_CONTAINER_OF(msg, te_slice_t, msg);
-    rd_transport_t *t = s->b->te->rdma;
-    rd_nic_t *n = &t->nics[s->rd_lnic];
+    rd_transport_t *t = RD_OF(s->b->te);
+    rd_nic_t *n = &t->nics[RS(s)->lnic];
     (void)r;
     while (s != NULL) {
-        te_slice_t *next = s->rd_next;
+        te_slice_t *next = RS(s)->next;
         if (st != MC_OK || n->dead)
             te_slice_done(s, MC_ERR_CANCELED);
         else
@@ -289,31 +292,31 @@ void rd_slice_retry(rd_nic_t *n, te_slice_t *s, mc_status_t cause)
      * backs off (MC_ERR_ENDPOINT) does not hide the completion error that
      * made it back off */
     if (cause != MC_OK && cause != MC_ERR_CANCELED &&
-        (s->rd_err == 0 || (s->rd_err == MC_ERR_ENDPOINT && cause != MC_ERR_ENDPOINT)))
-        s->rd_err = cause;
-    if (s->rd_err == 0)
-        s->rd_err = MC_ERR_TRANSFER_FAIL;
-    s->rd_ep = NULL;
+        (RS(s)->err == 0 || (RS(s)->err == MC_ERR_ENDPOINT && cause != MC_ERR_ENDPOINT)))
+        RS(s)->err = cause;
+    if (RS(s)->err == 0)
+        RS(s)->err = MC_ERR_TRANSFER_FAIL;
+    RS(s)->ep = NULL;
     if (cause == MC_ERR_CANCELED || atomic_load(&te->stopping) || n->dead) {
         te_slice_done(s, MC_ERR_CANCELED);
         return;
     }
-    if (s->rd_attempt >= t->retry) {
-        const rd_peer_t *p = s->seg->rdma; /* NULL: re-described without rdma */
+    if (RS(s)->attempt >= t->retry) {
+        const rd_peer_t *p = RD_PEER(s->seg); /* NULL: re-described without rdma */
         if (atomic_load_explicit(&s->task->error, memory_order_relaxed) == 0)
             MC_ERROR(RDMA,
                      "%s slice of %llu bytes to '%s' (0x%llx) failed after %u attempts: "
                      "%s (last path %s -> %s)",
                      s->opcode == MC_TE_WRITE ? "write" : "read", (unsigned long long)s->len,
-                     s->seg->name, (unsigned long long)s->remote, s->rd_attempt + 1,
-                     mc_status_str(s->rd_err), n->name,
-                     p != NULL && s->rd_rnic < p->nnics ? p->nic[s->rd_rnic].name : "?");
-        te_slice_done(s, s->rd_err);
+                     s->seg->name, (unsigned long long)s->remote, RS(s)->attempt + 1,
+                     mc_status_str(RS(s)->err), n->name,
+                     p != NULL && RS(s)->rnic < p->nnics ? p->nic[RS(s)->rnic].name : "?");
+        te_slice_done(s, RS(s)->err);
         return;
     }
-    s->rd_attempt++;
+    RS(s)->attempt++;
     atomic_fetch_add_explicit(&n->retries, 1, memory_order_relaxed);
-    mc_status_t st = choose_path(te, s, s->rd_attempt);
+    mc_status_t st = choose_path(te, s, RS(s)->attempt);
     if (st != MC_OK) {
         te_slice_done(s, st);
         return;
@@ -323,11 +326,11 @@ void rd_slice_retry(rd_nic_t *n, te_slice_t *s, mc_status_t cause)
      * off, and a transient fault (a peer restarting, a link flapping) gets
      * time to clear before the budget is spent. */
     unsigned cycle = t->nnics > 0 ? t->nnics : 1;
-    if (s->rd_attempt % cycle == 0) {
-        unsigned sweep = s->rd_attempt / cycle;
+    if (RS(s)->attempt % cycle == 0) {
+        unsigned sweep = RS(s)->attempt / cycle;
         uint64_t pause_us = (uint64_t)RD_RETRY_PAUSE_US << (sweep > 5 ? 4 : sweep - 1);
-        s->rd_due_ns = mc_now_ns() + pause_us * 1000;
-        s->rd_next = n->deferred;
+        RS(s)->due_ns = mc_now_ns() + pause_us * 1000;
+        RS(s)->next = n->deferred;
         n->deferred = s;
         if (!mc_timer_armed(&n->retry_timer))
             mc_timer_start(&n->retry_timer, pause_us, 0);
@@ -339,12 +342,12 @@ void rd_slice_retry(rd_nic_t *n, te_slice_t *s, mc_status_t cause)
 /* Send s (its path chosen) to its NIC: queue it here or hop. */
 static void dispatch(rd_nic_t *n, te_slice_t *s)
 {
-    if (s->rd_lnic == n->idx) {
+    if (RS(s)->lnic == n->idx) {
         enqueue(n, s);
         return;
     }
-    rd_nic_t *other = &n->t->nics[s->rd_lnic];
-    s->rd_next = NULL;
+    rd_nic_t *other = &n->t->nics[RS(s)->lnic];
+    RS(s)->next = NULL;
     s->msg.fn = nic_submit_msg;
     if (mc_reactor_post(other->r, &s->msg) != MC_OK)
         te_slice_done(s, MC_ERR_CANCELED);
@@ -359,21 +362,21 @@ static void on_retry_timer(mc_timer_t *tm, void *arg)
     te_slice_t *due = NULL, **pp = &n->deferred;
     while (*pp != NULL) {
         te_slice_t *s = *pp;
-        if (s->rd_due_ns <= now) {
-            *pp = s->rd_next;
-            s->rd_next = due;
+        if (RS(s)->due_ns <= now) {
+            *pp = RS(s)->next;
+            RS(s)->next = due;
             due = s;
         } else {
-            if (next == 0 || s->rd_due_ns < next)
-                next = s->rd_due_ns;
-            pp = &s->rd_next;
+            if (next == 0 || RS(s)->due_ns < next)
+                next = RS(s)->due_ns;
+            pp = &RS(s)->next;
         }
     }
     if (next != 0)
         mc_timer_start(&n->retry_timer, (next - now) / 1000 + 1, 0);
     while (due != NULL) {
         te_slice_t *s = due;
-        due = s->rd_next;
+        due = RS(s)->next;
         dispatch(n, s);
     }
     rd_flush_dirty(n);
@@ -383,7 +386,7 @@ void rd_deferred_cancel(rd_nic_t *n)
 {
     while (n->deferred != NULL) {
         te_slice_t *s = n->deferred;
-        n->deferred = s->rd_next;
+        n->deferred = RS(s)->next;
         te_slice_done(s, MC_ERR_CANCELED);
     }
 }
@@ -417,18 +420,18 @@ void rd_ep_flush(rd_ep_t *ep)
         if (count > 64)
             count = 64;
         te_slice_t *s = ep->pend_head;
-        for (uint32_t i = 0; i < count; i++, s = s->rd_next) {
+        for (uint32_t i = 0; i < count; i++, s = RS(s)->next) {
             rv_send_wr_t *w = &wr[i];
             w->next = i + 1 < count ? &wr[i + 1] : NULL;
             w->wr_id = (uint64_t)(uintptr_t)s;
             w->local_addr = (uint64_t)(uintptr_t)s->local;
             w->remote_addr = s->remote;
             w->length = (uint32_t)s->len;
-            w->lkey = s->rd_lkey;
-            w->rkey = s->rd_rkey;
+            w->lkey = RS(s)->lkey;
+            w->rkey = RS(s)->rkey;
             w->opcode = s->opcode == MC_TE_WRITE ? RV_WR_RDMA_WRITE : RV_WR_RDMA_READ;
             w->signaled = 1;
-            s->rd_qp = (uint8_t)q;
+            RS(s)->qp = (uint8_t)q;
         }
         ep->depth[q] += count;
         ep->outstanding += count;
@@ -438,7 +441,7 @@ void rd_ep_flush(rd_ep_t *ep)
         uint32_t ok = st == MC_OK ? count : (uint32_t)(bad - wr);
         /* the posted ones leave the pending queue */
         for (uint32_t i = 0; i < ok; i++) {
-            ep->pend_head = ep->pend_head->rd_next;
+            ep->pend_head = RS(ep->pend_head)->next;
             ep->npending--;
         }
         if (ep->pend_head == NULL)
@@ -467,8 +470,8 @@ void rd_ep_flush(rd_ep_t *ep)
 static void complete(rd_nic_t *n, const rv_wc_t *wc)
 {
     te_slice_t *s = (te_slice_t *)(uintptr_t)wc->wr_id;
-    rd_ep_t *ep = s->rd_ep;
-    ep->depth[s->rd_qp]--;
+    rd_ep_t *ep = RS(s)->ep;
+    ep->depth[RS(s)->qp]--;
     ep->outstanding--;
     n->cq_outstanding--;
     if (wc->status == RV_WC_SUCCESS) {

@@ -511,7 +511,7 @@ static void hs_reply_body(rd_ep_t *ep, const mc_rpc_resp_t *resp)
 
 rd_ep_t *rd_ep_get(rd_nic_t *n, te_seg_t *seg, unsigned rnic, mc_status_t *why)
 {
-    rd_peer_t *p = seg->rdma;
+    rd_peer_t *p = RD_PEER(seg);
     if (p == NULL || rnic >= p->nnics) {
         /* re-described since the path was chosen: without rdma (it restarted
          * with tcp only) or with fewer NICs; the retry looks the path up again */
@@ -629,7 +629,7 @@ void rd_ep_close(rd_ep_t *ep, mc_status_t cause, int tell)
     ep->pend_head = ep->pend_tail = NULL;
     ep->npending = 0;
     while (s != NULL) {
-        te_slice_t *next = s->rd_next;
+        te_slice_t *next = RS(s)->next;
         rd_slice_retry(n, s, cause != MC_OK ? cause : MC_ERR_ENDPOINT);
         s = next;
     }
@@ -843,7 +843,7 @@ static void disconnect_on_nic(mc_reactor_t *r, void *arg, mc_status_t rst)
 static void h_hs(void *ctx, mc_rpc_req_t *req, int method)
 {
     mc_te_t *te = ctx;
-    rd_transport_t *t = te->rdma;
+    rd_transport_t *t = RD_OF(te);
     hs_job_t *j = mc_calloc(1, sizeof(*j));
     if (j == NULL) {
         mc_rpc_reply(req, MC_ERR_NOMEM, NULL, 0);
@@ -902,9 +902,4 @@ void rd_ep_register_server(mc_te_t *te)
 {
     mc_rpc_server_register(te->srv, MC_RPC_RDMA_CONNECT, h_connect, te);
     mc_rpc_server_register(te->srv, MC_RPC_RDMA_DISCONNECT, h_disconnect, te);
-}
-
-void te_rdma_register_server(mc_te_t *te)
-{
-    rd_ep_register_server(te);
 }

@@ -42,6 +42,47 @@
 typedef struct rd_nic rd_nic_t;
 typedef struct rd_transport rd_transport_t;
 
+/* The rdma state of a buffer (te_buf_t.priv): a local buffer's MR on each
+ * NIC (mr[nnics], with copies of their keys); a peer's rkey on each of its
+ * NICs (nkeys of them). */
+typedef struct rd_buf {
+    struct rv_mr *mr;
+    unsigned nkeys;
+    int ent; /* 1 + index of its location's entry in the (local or the peer's)
+                topology matrix; 0 = not looked up yet, -1 = none */
+    uint32_t lkey[RD_MAX_NICS];
+    uint32_t rkey[RD_MAX_NICS];
+} rd_buf_t;
+_Static_assert(sizeof(rd_buf_t) <= TE_BUF_PRIV, "rd_buf_t fits te_buf_t.priv");
+#define RD_BUF(b) ((rd_buf_t *)(void *)(b)->priv)
+#define RD_CBUF(b) ((const rd_buf_t *)(const void *)(b)->priv)
+
+/* The rdma state of a slice (te_slice_t.priv): its path, on the NIC's
+ * reactor. */
+typedef struct rd_slice {
+    te_slice_t *next; /* in a submit chain or an endpoint's pending queue */
+    void *ep;         /* endpoint it is posted on */
+    uint32_t lkey, rkey;
+    uint32_t rr; /* striping counter of its first attempt */
+    uint8_t lnic, rnic, qp, attempt;
+    int err;         /* cause of the last failed attempt (mc_status_t) */
+    uint64_t due_ns; /* a deferred retry goes at this time */
+} rd_slice_t;
+_Static_assert(sizeof(rd_slice_t) <= TE_SLICE_PRIV, "rd_slice_t fits te_slice_t.priv");
+#define RS(s) TE_SLICE_PRIV_OF(rd_slice_t, s)
+
+/* Slices of one submit, gathered per NIC and posted once per NIC
+ * (te_submit_t.priv). */
+typedef struct rd_submit {
+    te_slice_t *head[RD_MAX_NICS], *tail[RD_MAX_NICS];
+} rd_submit_t;
+_Static_assert(sizeof(rd_submit_t) <= TE_SUBMIT_PRIV, "rd_submit_t fits te_submit_t.priv");
+
+/* The engine's rdma transport (NULL when not installed) and a segment's
+ * NICs as last described (NULL: none, it is reached otherwise). */
+#define RD_OF(te) ((rd_transport_t *)(te)->tp[TE_TP_RDMA])
+#define RD_PEER(seg) ((rd_peer_t *)(seg)->tp[TE_TP_RDMA])
+
 enum rd_ep_state { EP_NEW, EP_CONNECTING, EP_CONNECTED, EP_CLOSING };
 
 typedef struct rd_ep {
@@ -126,7 +167,6 @@ struct rd_transport {
 
 /* A peer segment's RDMA side, from its descriptor. */
 typedef struct rd_peer {
-    struct rd_peer *next_old;
     unsigned nnics;
     struct {
         char name[RV_NAME_MAX];
@@ -153,6 +193,11 @@ void rd_ep_maybe_free(rd_ep_t *ep);
 void rd_nic_close_all(rd_nic_t *n);
 void rd_ep_register_server(mc_te_t *te);
 uint64_t rd_ep_key(const char *peer, const char *nic);
+
+/* rdma_data.c: choose the paths of one request's slices and gather them
+ * in sub per NIC (submitter); rd_submit_end posts one chain per NIC. */
+void rd_post(mc_te_t *te, te_submit_t *sub, te_slice_t *s, size_t n);
+void rd_submit_end(mc_te_t *te, te_submit_t *sub);
 
 /* rdma_data.c (NIC reactor) */
 void rd_ep_flush(rd_ep_t *ep);

@@ -643,7 +643,7 @@ static void a_wr_error_on_an_endpoint_whose_peer_cannot_be_told_frees_it_once(vo
 
 /* A peer re-described without rdma (it restarted with tcp only) while a
  * slice waited for a deferred retry: the retry went to rd_ep_get, which
- * took the segment's NICs from its descriptor (seg->rdma, now NULL) and
+ * took the segment's NICs from its descriptor (seg->tp[TE_TP_RDMA], now NULL) and
  * crashed. The slice now fails (no rdma path is left) instead. */
 static void a_retry_after_the_peer_dropped_rdma_fails_the_slice_without_crashing(void **state)
 {
@@ -691,10 +691,10 @@ static void a_retry_after_the_peer_dropped_rdma_fails_the_slice_without_crashing
     mc_mp_write_uint(&w, (uint64_t)(uintptr_t)b.mem);
     mc_mp_write_uint(&w, MC_F_LENGTH);
     mc_mp_write_uint(&w, SZ);
-    assert_int_equal(te_desc_decode(seg, mc_buf_head(&d), mc_buf_used(&d)), MC_OK);
+    assert_int_equal(te_desc_decode(a.te, seg, mc_buf_head(&d), mc_buf_used(&d)), MC_OK);
     pthread_mutex_unlock(&a.te->seg_lock);
     mc_buf_fini(&d);
-    assert_null(seg->rdma);
+    assert_null(seg->tp[TE_TP_RDMA]);
     mc_status_t ws = mc_te_batch_wait(bt, WAIT_US);
     assert_int_not_equal(ws, MC_OK);
     assert_int_not_equal(ws, MC_ERR_TIMEOUT);

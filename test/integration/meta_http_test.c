@@ -1,0 +1,993 @@
+/*
+ * The http:// metadata backend (upstream's HTTP metadata protocol) against
+ * both servers that speak it here: mooncake-master's /metadata (on its HTTP
+ * port and on the extra metadata.http_port) and the standalone
+ * mooncake-http-metadata-server. Every test runs once per server (two cmocka
+ * groups).
+ *
+ * Covered: round trip with binary values and keys that need escaping;
+ * missing keys and deletes of missing keys; listing by prefix (our
+ * servers' extension); the exact status codes and texts of the protocol
+ * (curl-free: a raw socket speaks HTTP/1.1); re-publishing after the server
+ * restarts; calls while no server listens; a server that stops answering
+ * (call timeout); pending calls failing or being canceled exactly once; the
+ * Bearer token; the standalone server's budget; bad URLs refused at open; a
+ * store node and client that use http://master/metadata end to end.
+ *
+ * Written in the shape of the other backends' tests (meta_master_test.c,
+ * meta_redis_test.c) so the cases fold into a shared conformance suite.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdatomic.h>
+
+#include "mooncake/store.h"
+#include "proc.h"
+#include "reactor/reactor.h"
+#include "transport/metadata.h"
+#include "util/log.h"
+#include "util/time.h"
+
+typedef enum { SRV_MASTER, SRV_MASTER_EXTRA_PORT, SRV_STANDALONE } srv_kind_t;
+
+typedef struct env {
+    srv_kind_t kind;
+    mc_reactor_group_t *g;
+    mc_reactor_t *r;
+    test_proc_t srv;
+    unsigned port;     /* the HTTP port /metadata is served on */
+    unsigned rpc_port; /* master only */
+    const char *token; /* the server's; NULL = none */
+    const char *extra; /* one more --set for the server, or NULL */
+} env_t;
+
+/* ------------------------------------------------------------ helpers */
+
+static void start_server(env_t *e)
+{
+    char bin[256], port[64], rpc[64], tok[128];
+    char *argv[24];
+    int n = 0;
+    if (e->kind == SRV_STANDALONE) {
+        argv[n++] = (char *)test_prog("mooncake-http-metadata-server", bin, sizeof(bin));
+        snprintf(port, sizeof(port), "server.port=%u", e->port);
+        argv[n++] = "--set";
+        argv[n++] = "server.bind_address=127.0.0.1";
+    } else {
+        argv[n++] = (char *)test_prog("mooncake-master", bin, sizeof(bin));
+        if (e->kind == SRV_MASTER)
+            snprintf(port, sizeof(port), "server.http_port=%u", e->port);
+        else
+            snprintf(port, sizeof(port), "metadata.http_port=%u", e->port);
+        snprintf(rpc, sizeof(rpc), "server.rpc_port=%u", e->rpc_port);
+        argv[n++] = "--set";
+        argv[n++] = rpc;
+        argv[n++] = "--set";
+        argv[n++] = "server.bind_address=127.0.0.1";
+        argv[n++] = "--set";
+        argv[n++] = "server.reactors=1";
+        if (e->kind == SRV_MASTER_EXTRA_PORT) {
+            argv[n++] = "--set";
+            argv[n++] = "server.http_port=0";
+        }
+    }
+    argv[n++] = "--set";
+    argv[n++] = port;
+    argv[n++] = "--set";
+    argv[n++] = "log.level=warn";
+    if (e->token != NULL) {
+        snprintf(tok, sizeof(tok), "metadata.http_token=%s", e->token);
+        argv[n++] = "--set";
+        argv[n++] = tok;
+    }
+    if (e->extra != NULL) {
+        argv[n++] = "--set";
+        argv[n++] = (char *)e->extra;
+    }
+    argv[n] = NULL;
+    assert_int_equal(test_proc_start(&e->srv, argv), 0);
+    for (int waited = 0; !test_port_open(e->port); waited += 10) {
+        if (waited > 5000)
+            fail_msg("%s did not listen on port %u within 5 s", argv[0], e->port);
+        usleep(10000);
+    }
+}
+
+static void stop_server(env_t *e, int sig)
+{
+    if (e->srv.pid > 0)
+        test_proc_stop(&e->srv, sig, 5000);
+}
+
+static mc_meta_t *open_meta_tok(env_t *e, uint64_t timeout_us, uint64_t ttl_us, const char *tok)
+{
+    char conn[96];
+    snprintf(conn, sizeof(conn), "http://127.0.0.1:%u/metadata", e->port);
+    mc_meta_opts_t o;
+    mc_meta_opts_init(&o);
+    o.owner_hi = 9;
+    o.owner_lo = 1;
+    if (timeout_us)
+        o.call_timeout_us = timeout_us;
+    if (ttl_us)
+        o.ttl_us = ttl_us;
+    o.http_token = tok != NULL ? tok : "";
+    mc_meta_t *m = NULL;
+    assert_int_equal(mc_meta_open(conn, e->r, &o, &m), MC_OK);
+    assert_non_null(m);
+    return m;
+}
+
+static mc_meta_t *open_meta(env_t *e, uint64_t timeout_us, uint64_t ttl_us)
+{
+    return open_meta_tok(e, timeout_us, ttl_us, e->token);
+}
+
+static void check_value(mc_meta_t *m, const char *key, const void *want, size_t len)
+{
+    mc_buf_t v = MC_BUF_INIT;
+    mc_status_t st = mc_meta_get_sync(m, key, &v);
+    if (want == NULL) {
+        assert_int_equal(st, MC_ERR_NOT_FOUND);
+    } else {
+        if (st != MC_OK)
+            fail_msg("get '%s': %s", key, mc_status_str(st));
+        assert_int_equal(mc_buf_used(&v), len);
+        if (len > 0)
+            assert_memory_equal(mc_buf_head(&v), want, len);
+    }
+    mc_buf_fini(&v);
+}
+
+static int wait_get(mc_meta_t *m, const char *key, mc_status_t want_st, const void *want,
+                    size_t len, int timeout_ms)
+{
+    uint64_t end = mc_now_ms() + (uint64_t)timeout_ms;
+    do {
+        mc_buf_t v = MC_BUF_INIT;
+        mc_status_t st = mc_meta_get_sync(m, key, &v);
+        int ok = st == want_st &&
+                 (st != MC_OK || (mc_buf_used(&v) == len &&
+                                  (len == 0 || memcmp(mc_buf_head(&v), want, len) == 0)));
+        mc_buf_fini(&v);
+        if (ok)
+            return 1;
+        usleep(20000);
+    } while (mc_now_ms() < end);
+    return 0;
+}
+
+#define MAX_KEYS 32
+
+typedef struct keys {
+    int n;
+    char key[MAX_KEYS][128];
+    size_t len[MAX_KEYS];
+    uint8_t val[MAX_KEYS][64];
+} keys_t;
+
+static void collect(void *arg, const char *key, const void *val, size_t len)
+{
+    keys_t *k = arg;
+    if (k->n == MAX_KEYS)
+        return;
+    snprintf(k->key[k->n], sizeof(k->key[0]), "%s", key);
+    k->len[k->n] = len;
+    memcpy(k->val[k->n], val, len < sizeof(k->val[0]) ? len : sizeof(k->val[0]));
+    k->n++;
+}
+
+static int keys_has(const keys_t *k, const char *key)
+{
+    for (int i = 0; i < k->n; i++)
+        if (strcmp(k->key[i], key) == 0)
+            return i;
+    return -1;
+}
+
+static void check_list(mc_meta_t *m, const char *prefix, const char *const *want, int n)
+{
+    keys_t k;
+    memset(&k, 0, sizeof(k));
+    assert_int_equal(mc_meta_list_sync(m, prefix, collect, &k), MC_OK);
+    if (k.n != n) {
+        for (int i = 0; i < k.n; i++)
+            print_message("  listed '%s'\n", k.key[i]);
+        fail_msg("list '%s': %d keys, want %d", prefix, k.n, n);
+    }
+    for (int i = 0; i < n; i++)
+        if (keys_has(&k, want[i]) < 0)
+            fail_msg("list '%s': '%s' missing", prefix, want[i]);
+}
+
+/* One HTTP/1.1 exchange over a raw socket (Connection: close): the status
+ * code, and the body into body (NUL-terminated). */
+static int http_raw(unsigned port, const char *method, const char *target, const char *extra_hdr,
+                    const char *body, char *out, size_t outlen)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_port = htons((uint16_t)port),
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    assert_true(fd >= 0);
+    assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+    char req[2048];
+    size_t bl = body != NULL ? strlen(body) : 0;
+    int n = snprintf(req, sizeof(req),
+                     "%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n%s"
+                     "Content-Length: %zu\r\n\r\n%s",
+                     method, target, extra_hdr != NULL ? extra_hdr : "", bl, body ? body : "");
+    assert_int_equal(write(fd, req, (size_t)n), n);
+    char resp[8192];
+    size_t got = 0;
+    ssize_t r;
+    while (got + 1 < sizeof(resp) && (r = read(fd, resp + got, sizeof(resp) - 1 - got)) > 0)
+        got += (size_t)r;
+    close(fd);
+    resp[got] = '\0';
+    int code = 0;
+    assert_int_equal(sscanf(resp, "HTTP/1.1 %d", &code), 1);
+    const char *b = strstr(resp, "\r\n\r\n");
+    snprintf(out, outlen, "%s", b != NULL ? b + 4 : "");
+    return code;
+}
+
+/* ------------------------------------------------------- setup/teardown */
+
+static env_t master_env = {.kind = SRV_MASTER};
+static env_t extra_env = {.kind = SRV_MASTER_EXTRA_PORT};
+static env_t standalone_env = {.kind = SRV_STANDALONE};
+
+static int group_setup_common(env_t *e, void **state)
+{
+    signal(SIGPIPE, SIG_IGN);
+    char bin[256];
+    const char *prog =
+        e->kind == SRV_STANDALONE ? "mooncake-http-metadata-server" : "mooncake-master";
+    if (access(test_prog(prog, bin, sizeof(bin)), X_OK) != 0) {
+        fprintf(stderr, "FATAL: %s not found: build it first (make)\n", bin);
+        return -1;
+    }
+    mc_reactor_group_opts_t go;
+    mc_reactor_group_opts_init(&go);
+    go.count = 1;
+    go.pin = 0;
+    go.name = "meta";
+    if (mc_reactor_group_create(&go, &e->g) != MC_OK)
+        return -1;
+    e->r = mc_reactor_group_get(e->g, 0);
+    *state = e;
+    return 0;
+}
+
+static int group_setup_master(void **state)
+{
+    return group_setup_common(&master_env, state);
+}
+
+static int group_setup_extra(void **state)
+{
+    return group_setup_common(&extra_env, state);
+}
+
+static int group_setup_standalone(void **state)
+{
+    return group_setup_common(&standalone_env, state);
+}
+
+static int group_teardown(void **state)
+{
+    env_t *e = *state;
+    if (e != NULL)
+        mc_reactor_group_destroy(e->g);
+    return 0;
+}
+
+static int setup(void **state)
+{
+    env_t *e = *state;
+    e->port = test_free_port();
+    e->rpc_port = test_free_port();
+    e->token = NULL;
+    e->extra = NULL;
+    start_server(e);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    env_t *e = *state;
+    stop_server(e, SIGKILL);
+    e->token = NULL;
+    e->extra = NULL;
+    return 0;
+}
+
+/* ---------------------------------------------------------------- tests */
+
+static const uint8_t bin1[] = {0x00, 0x01, 0x00, 0xff, 'a', 0x00};
+static const uint8_t bin2[] = {0xde, 0xad, 0x00, 0xbe, 0xef};
+
+static void put_get_del_list_round_trip_keeps_binary_values(void **state)
+{
+    env_t *e = *state;
+    mc_meta_t *m = open_meta(e, 0, 0);
+    assert_int_equal(mc_meta_put_sync(m, "mc/c1/seg/a", bin1, sizeof(bin1)), MC_OK);
+    assert_int_equal(mc_meta_put_sync(m, "mc/c1/seg/b", bin2, sizeof(bin2)), MC_OK);
+    assert_int_equal(mc_meta_put_sync(m, "mc/c1/rpc/a", "", 0), MC_OK);
+    check_value(m, "mc/c1/seg/a", bin1, sizeof(bin1));
+    check_value(m, "mc/c1/seg/b", bin2, sizeof(bin2));
+    check_value(m, "mc/c1/rpc/a", "", 0);
+
+    keys_t k;
+    memset(&k, 0, sizeof(k));
+    assert_int_equal(mc_meta_list_sync(m, "mc/c1/seg/", collect, &k), MC_OK);
+    assert_int_equal(k.n, 2);
+    int i = keys_has(&k, "mc/c1/seg/a");
+    assert_true(i >= 0);
+    assert_int_equal(k.len[i], sizeof(bin1));
+    assert_memory_equal(k.val[i], bin1, sizeof(bin1));
+
+    assert_int_equal(mc_meta_put_sync(m, "mc/c1/seg/a", bin2, sizeof(bin2)), MC_OK);
+    check_value(m, "mc/c1/seg/a", bin2, sizeof(bin2));
+    assert_int_equal(mc_meta_del_sync(m, "mc/c1/seg/a"), MC_OK);
+    assert_int_equal(mc_meta_del_sync(m, "mc/c1/seg/a"), MC_OK); /* missing: still OK */
+    check_value(m, "mc/c1/seg/a", NULL, 0);
+    const char *left[] = {"mc/c1/seg/b"};
+    check_list(m, "mc/c1/seg/", left, 1);
+
+    mc_meta_t *m2 = open_meta(e, 0, 0);
+    check_value(m2, "mc/c1/seg/b", bin2, sizeof(bin2));
+    mc_meta_close(m2);
+    mc_meta_close(m);
+}
+
+static void keys_that_need_escaping_travel_intact(void **state)
+{
+    env_t *e = *state;
+    mc_meta_t *m = open_meta(e, 0, 0);
+    static const char *const keys[] = {
+        "a b/c",      "k&key=x", "p%41q", "plus+sign", "q?r#s", "utf8/\xc3\xa9\xe2\x82\xac",
+        "semi;colon",
+    };
+    for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
+        assert_int_equal(mc_meta_put_sync(m, keys[i], keys[i], strlen(keys[i])), MC_OK);
+    for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
+        check_value(m, keys[i], keys[i], strlen(keys[i]));
+    check_value(m, "pAq", NULL, 0); /* %41 was not decoded twice */
+    check_value(m, "plus sign", NULL, 0);
+    check_list(m, "", keys, (int)(sizeof(keys) / sizeof(keys[0])));
+    mc_meta_close(m);
+}
+
+static void list_by_prefix_returns_exactly_the_matching_keys(void **state)
+{
+    env_t *e = *state;
+    mc_meta_t *m = open_meta(e, 0, 0);
+    const char *all[] = {"mc/c1/seg/a", "mc/c1/seg/b", "mc/c1/rpc/a", "mc/c2/seg/a",
+                         "mc/c1/seg",   "p*x/1",       "pax/1"};
+    for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
+        assert_int_equal(mc_meta_put_sync(m, all[i], all[i], strlen(all[i])), MC_OK);
+    const char *seg[] = {"mc/c1/seg/a", "mc/c1/seg/b"};
+    check_list(m, "mc/c1/seg/", seg, 2);
+    const char *c1[] = {"mc/c1/seg/a", "mc/c1/seg/b", "mc/c1/rpc/a", "mc/c1/seg"};
+    check_list(m, "mc/c1/", c1, 4);
+    const char *star[] = {"p*x/1"};
+    check_list(m, "p*x/", star, 1);
+    check_list(m, "", all, 7);
+    mc_meta_close(m);
+}
+
+/* What an upstream client (curl) sees: codes and texts of the protocol. */
+static void the_server_answers_with_upstreams_codes_and_texts(void **state)
+{
+    env_t *e = *state;
+    char body[4096];
+    assert_int_equal(http_raw(e->port, "GET", "/metadata?key=nope", NULL, NULL, body, sizeof(body)),
+                     404);
+    assert_string_equal(body, "metadata not found");
+    assert_int_equal(http_raw(e->port, "PUT", "/metadata?key=mooncake/ram/n1", NULL,
+                              "{\"segment\":1}", body, sizeof(body)),
+                     200);
+    assert_string_equal(body, "metadata updated");
+    assert_int_equal(http_raw(e->port, "GET", "/metadata?key=mooncake%2Fram%2Fn1", NULL, NULL, body,
+                              sizeof(body)),
+                     200);
+    assert_string_equal(body, "{\"segment\":1}");
+    /* rpc_meta: first come first served; the same value again is fine */
+    assert_int_equal(http_raw(e->port, "PUT", "/metadata?key=mooncake/rpc_meta/n1", NULL,
+                              "{\"p\":1}", body, sizeof(body)),
+                     200);
+    assert_int_equal(http_raw(e->port, "PUT", "/metadata?key=mooncake/rpc_meta/n1", NULL,
+                              "{\"p\":1}", body, sizeof(body)),
+                     200);
+    assert_string_equal(body, "metadata unchanged");
+    assert_int_equal(http_raw(e->port, "PUT", "/metadata?key=mooncake/rpc_meta/n1", NULL,
+                              "{\"p\":2}", body, sizeof(body)),
+                     400);
+    assert_string_equal(body, "Duplicate rpc_meta key not allowed");
+    assert_int_equal(http_raw(e->port, "DELETE", "/metadata?key=mooncake/ram/n1", NULL, NULL, body,
+                              sizeof(body)),
+                     200);
+    assert_string_equal(body, "metadata deleted");
+    assert_int_equal(http_raw(e->port, "DELETE", "/metadata?key=mooncake/ram/n1", NULL, NULL, body,
+                              sizeof(body)),
+                     404);
+    assert_int_equal(http_raw(e->port, "GET", "/metadata", NULL, NULL, body, sizeof(body)), 400);
+    assert_string_equal(body, "Missing key parameter");
+    assert_int_equal(http_raw(e->port, "GET", "/metadata?key=", NULL, NULL, body, sizeof(body)),
+                     400);
+    assert_int_equal(http_raw(e->port, "POST", "/metadata?key=x", NULL, "v", body, sizeof(body)),
+                     405);
+    /* the other paths stay read-only */
+    assert_int_equal(http_raw(e->port, "PUT", "/health", NULL, "x", body, sizeof(body)), 405);
+    assert_int_equal(http_raw(e->port, "GET", "/health", NULL, NULL, body, sizeof(body)), 200);
+    /* and the server keeps serving after all that */
+    mc_meta_t *m = open_meta(e, 0, 0);
+    check_value(m, "mooncake/rpc_meta/n1", "{\"p\":1}", 7);
+    mc_meta_close(m);
+}
+
+static void entries_are_republished_after_the_server_restarts(void **state)
+{
+    env_t *e = *state;
+    mc_meta_t *a = open_meta(e, 1000000, 0);
+    mc_meta_t *b = open_meta(e, 1000000, 0);
+    assert_int_equal(mc_meta_put_sync(a, "mc/c1/seg/a", bin1, sizeof(bin1)), MC_OK);
+    assert_int_equal(mc_meta_put_sync(a, "mc/c1/rpc/a", bin2, sizeof(bin2)), MC_OK);
+    assert_int_equal(mc_meta_put_sync(a, "mc/c1/rpc/gone", bin2, sizeof(bin2)), MC_OK);
+    assert_int_equal(mc_meta_del_sync(a, "mc/c1/rpc/gone"), MC_OK);
+    check_value(b, "mc/c1/seg/a", bin1, sizeof(bin1));
+
+    stop_server(e, SIGKILL);
+    start_server(e); /* empty */
+    check_value(b, "mc/c1/seg/a", NULL, 0);
+
+    /* a's next call sees the new instance (or the failure and the recovery)
+     * and re-publishes without waiting for the periodic round (ttl/3 = 10 s) */
+    uint64_t t0 = mc_now_ms();
+    check_value(a, "nothing", NULL, 0);
+    assert_true(wait_get(b, "mc/c1/seg/a", MC_OK, bin1, sizeof(bin1), 3000));
+    assert_true(wait_get(b, "mc/c1/rpc/a", MC_OK, bin2, sizeof(bin2), 1000));
+    check_value(b, "mc/c1/rpc/gone", NULL, 0); /* deleted before: not re-published */
+    print_message("entries back %llu ms after the server restarted\n",
+                  (unsigned long long)(mc_now_ms() - t0));
+    mc_meta_close(a);
+    mc_meta_close(b);
+}
+
+static void entries_are_republished_periodically_without_other_calls(void **state)
+{
+    env_t *e = *state;
+    mc_meta_t *a = open_meta(e, 1000000, 600000); /* re-put every 200 ms */
+    mc_meta_t *b = open_meta(e, 1000000, 0);
+    assert_int_equal(mc_meta_put_sync(a, "mc/c1/seg/a", bin1, sizeof(bin1)), MC_OK);
+    stop_server(e, SIGKILL);
+    start_server(e);
+    assert_true(wait_get(b, "mc/c1/seg/a", MC_OK, bin1, sizeof(bin1), 3000));
+    mc_meta_close(a);
+    mc_meta_close(b);
+}
+
+static void calls_fail_while_no_server_listens_then_succeed(void **state)
+{
+    env_t *e = *state;
+    stop_server(e, SIGKILL);
+    mc_meta_t *a = open_meta(e, 500000, 0);
+    for (int i = 0; i < 3; i++) {
+        uint64_t t0 = mc_now_us();
+        mc_buf_t v = MC_BUF_INIT;
+        mc_status_t st = mc_meta_get_sync(a, "k", &v);
+        uint64_t took = mc_now_us() - t0;
+        assert_int_equal(st, MC_ERR_CONN_CLOSED);
+        assert_true(took < 1500000);
+        st = mc_meta_put_sync(a, "mc/c1/seg/a", bin2, sizeof(bin2));
+        assert_int_equal(st, MC_ERR_CONN_CLOSED);
+        keys_t k = {.n = 0};
+        assert_int_equal(mc_meta_list_sync(a, "", collect, &k), MC_ERR_CONN_CLOSED);
+    }
+    start_server(e);
+    mc_meta_t *b = open_meta(e, 0, 0);
+    /* the failed put was remembered: a's next answered call re-puts it */
+    check_value(a, "k", NULL, 0);
+    assert_true(wait_get(b, "mc/c1/seg/a", MC_OK, bin2, sizeof(bin2), 3000));
+    assert_int_equal(mc_meta_put_sync(a, "mc/c1/seg/x", bin1, sizeof(bin1)), MC_OK);
+    check_value(b, "mc/c1/seg/x", bin1, sizeof(bin1));
+    mc_meta_close(a);
+    mc_meta_close(b);
+}
+
+static void a_server_that_stops_answering_times_calls_out_and_the_next_one_works(void **state)
+{
+    env_t *e = *state;
+    mc_meta_t *a = open_meta(e, 400000, 0);
+    assert_int_equal(mc_meta_put_sync(a, "warm", "up", 2), MC_OK);
+    assert_int_equal(test_proc_freeze(e->srv.pid), 0);
+    uint64_t t0 = mc_now_us();
+    mc_buf_t v = MC_BUF_INIT;
+    assert_int_equal(mc_meta_get_sync(a, "warm", &v), MC_ERR_RPC_TIMEOUT);
+    uint64_t took = mc_now_us() - t0;
+    assert_true(took >= 350000 && took < 2000000);
+    kill(e->srv.pid, SIGCONT);
+    check_value(a, "warm", "up", 2);
+    mc_buf_fini(&v);
+    mc_meta_close(a);
+}
+
+/* Async driver: issue N gets, puts, dels and lists on the reactor, count
+ * callbacks. */
+#define NCALLS 40
+
+typedef struct driver {
+    mc_meta_t *m;
+    atomic_int in_submit;
+    atomic_int calls[NCALLS];
+    atomic_int status[NCALLS];
+    atomic_int refused;
+    atomic_int done;
+    atomic_int early;
+} driver_t;
+
+typedef struct slot {
+    driver_t *d;
+    int i;
+} slot_t;
+
+static slot_t slots[NCALLS];
+
+static void drv_get_cb(void *arg, mc_status_t st, const void *val, size_t len)
+{
+    slot_t *s = arg;
+    (void)val;
+    (void)len;
+    if (atomic_load(&s->d->in_submit))
+        atomic_fetch_add(&s->d->early, 1);
+    atomic_fetch_add(&s->d->calls[s->i], 1);
+    atomic_store(&s->d->status[s->i], st);
+    atomic_fetch_add(&s->d->done, 1);
+}
+
+static void drv_done_cb(void *arg, mc_status_t st)
+{
+    drv_get_cb(arg, st, NULL, 0);
+}
+
+static void drv_list_cb(void *arg, mc_status_t st, const mc_meta_entry_t *e, size_t n)
+{
+    (void)e;
+    (void)n;
+    drv_get_cb(arg, st, NULL, 0);
+}
+
+static void drv_issue(mc_reactor_t *r, void *arg, mc_status_t st)
+{
+    driver_t *d = arg;
+    (void)r;
+    assert_int_equal(st, MC_OK);
+    for (int i = 0; i < NCALLS; i++) {
+        slot_t *s = &slots[i];
+        mc_status_t rc;
+        atomic_store(&d->in_submit, 1);
+        switch (i % 4) {
+        case 0:
+            rc = d->m->ops->put(d->m, "mc/c1/seg/p", "v", 1, drv_done_cb, s);
+            break;
+        case 1:
+            rc = d->m->ops->get(d->m, "mc/c1/seg/p", drv_get_cb, s);
+            break;
+        case 2:
+            rc = d->m->ops->del(d->m, "mc/c1/seg/q", drv_done_cb, s);
+            break;
+        default:
+            rc = d->m->ops->list(d->m, "mc/", drv_list_cb, s);
+            break;
+        }
+        atomic_store(&d->in_submit, 0);
+        if (rc != MC_INPROGRESS)
+            atomic_fetch_add(&d->refused, 1);
+    }
+}
+
+static void drv_init(driver_t *d, mc_meta_t *m)
+{
+    memset(d, 0, sizeof(*d));
+    d->m = m;
+    for (int i = 0; i < NCALLS; i++) {
+        slots[i].d = d;
+        slots[i].i = i;
+    }
+}
+
+static int wait_done(driver_t *d, int n, int timeout_ms)
+{
+    for (int waited = 0; waited < timeout_ms; waited += 5) {
+        if (atomic_load(&d->done) >= n)
+            return 1;
+        usleep(5000);
+    }
+    return atomic_load(&d->done) >= n;
+}
+
+static void check_all_once(driver_t *d, mc_status_t want)
+{
+    assert_int_equal(atomic_load(&d->refused), 0);
+    assert_int_equal(atomic_load(&d->early), 0);
+    for (int i = 0; i < NCALLS; i++) {
+        assert_int_equal(atomic_load(&d->calls[i]), 1);
+        if (want != MC_OK)
+            assert_int_equal(atomic_load(&d->status[i]), want);
+    }
+}
+
+static void every_call_completes_once_and_never_inside_the_submit(void **state)
+{
+    env_t *e = *state;
+    static driver_t d;
+    mc_meta_t *a = open_meta(e, 0, 0);
+    drv_init(&d, a);
+    assert_int_equal(mc_reactor_call(e->r, drv_issue, &d), MC_OK);
+    assert_true(wait_done(&d, NCALLS, 10000));
+    usleep(50000);
+    check_all_once(&d, MC_OK);
+    for (int i = 0; i < NCALLS; i++)
+        if (i % 4 != 1) /* gets may run before the first put: NOT_FOUND */
+            assert_int_equal(atomic_load(&d.status[i]), MC_OK);
+    mc_meta_close(a);
+}
+
+static void pending_calls_fail_exactly_once_when_the_server_dies(void **state)
+{
+    env_t *e = *state;
+    static driver_t d;
+    mc_meta_t *a = open_meta(e, 10000000, 0);
+    assert_int_equal(mc_meta_put_sync(a, "warm", "up", 2), MC_OK);
+    assert_int_equal(test_proc_freeze(e->srv.pid), 0);
+    drv_init(&d, a);
+    assert_int_equal(mc_reactor_call(e->r, drv_issue, &d), MC_OK);
+    usleep(100000);
+    assert_int_equal(atomic_load(&d.done), 0);
+    stop_server(e, SIGKILL);
+    assert_true(wait_done(&d, NCALLS, 5000));
+    usleep(100000);
+    check_all_once(&d, MC_ERR_CONN_CLOSED);
+    mc_meta_close(a);
+}
+
+static void close_cancels_pending_calls_exactly_once(void **state)
+{
+    env_t *e = *state;
+    static driver_t d;
+    mc_meta_t *a = open_meta(e, 10000000, 0);
+    assert_int_equal(mc_meta_put_sync(a, "warm", "up", 2), MC_OK);
+    assert_int_equal(test_proc_freeze(e->srv.pid), 0);
+    drv_init(&d, a);
+    assert_int_equal(mc_reactor_call(e->r, drv_issue, &d), MC_OK);
+    usleep(100000);
+    assert_int_equal(atomic_load(&d.done), 0);
+    mc_meta_close(a);
+    assert_int_equal(atomic_load(&d.done), NCALLS);
+    usleep(50000);
+    check_all_once(&d, MC_ERR_CANCELED);
+    kill(e->srv.pid, SIGCONT);
+}
+
+static void a_token_is_required_when_the_server_has_one(void **state)
+{
+    env_t *e = *state;
+    stop_server(e, SIGKILL);
+    e->token = "s3cret";
+    start_server(e);
+    mc_meta_t *none = open_meta_tok(e, 0, 0, "");
+    mc_meta_t *wrong = open_meta_tok(e, 0, 0, "s3cres");
+    mc_meta_t *good = open_meta_tok(e, 0, 0, "s3cret");
+    assert_int_equal(mc_meta_put_sync(none, "k", "v", 1), MC_ERR_METADATA);
+    assert_int_equal(mc_meta_put_sync(wrong, "k", "v", 1), MC_ERR_METADATA);
+    assert_int_equal(mc_meta_put_sync(good, "k", "v", 1), MC_OK);
+    mc_buf_t v = MC_BUF_INIT;
+    assert_int_equal(mc_meta_get_sync(none, "k", &v), MC_ERR_METADATA);
+    mc_buf_fini(&v);
+    check_value(good, "k", "v", 1);
+    char body[256];
+    assert_int_equal(http_raw(e->port, "GET", "/metadata?key=k", NULL, NULL, body, sizeof(body)),
+                     401);
+    assert_string_equal(body, "unauthorized");
+    assert_int_equal(http_raw(e->port, "GET", "/metadata?key=k", "Authorization: Bearer s3cret\r\n",
+                              NULL, body, sizeof(body)),
+                     200);
+    mc_meta_close(none);
+    mc_meta_close(wrong);
+    mc_meta_close(good);
+}
+
+static void a_full_standalone_server_refuses_new_keys_and_keeps_serving(void **state)
+{
+    env_t *e = *state;
+    if (e->kind != SRV_STANDALONE) {
+        skip(); /* the master's KV has its own bounds */
+        return;
+    }
+    stop_server(e, SIGKILL);
+    e->extra = "metadata.max_keys=2";
+    start_server(e);
+    mc_meta_t *m = open_meta(e, 0, 0);
+    assert_int_equal(mc_meta_put_sync(m, "a", "1", 1), MC_OK);
+    assert_int_equal(mc_meta_put_sync(m, "b", "2", 1), MC_OK);
+    assert_int_equal(mc_meta_put_sync(m, "c", "3", 1), MC_ERR_METADATA);
+    assert_int_equal(mc_meta_put_sync(m, "a", "11", 2), MC_OK); /* replacing is fine */
+    char body[256];
+    assert_int_equal(http_raw(e->port, "PUT", "/metadata?key=d", NULL, "4", body, sizeof(body)),
+                     507);
+    assert_int_equal(mc_meta_del_sync(m, "b"), MC_OK);
+    assert_int_equal(mc_meta_put_sync(m, "c", "3", 1), MC_OK);
+    check_value(m, "a", "11", 2);
+    mc_meta_close(m);
+}
+
+static void malformed_urls_are_refused_at_open(void **state)
+{
+    env_t *e = *state;
+    static const char *const bad[] = {
+        "http://",
+        "http:///metadata",
+        "http://h:0/metadata",
+        "http://h:99999/metadata",
+        "http://h:x/metadata",
+        "http://h/metadata?key=x",
+        "http://h?key=x",
+        "http://h:8080/meta data",
+        "https://h:8080/metadata",
+        "http:/h:8080/metadata",
+    };
+    mc_meta_opts_t o;
+    mc_meta_opts_init(&o);
+    o.owner_lo = 1;
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        mc_meta_t *m = (mc_meta_t *)&o;
+        mc_status_t st = mc_meta_open(bad[i], e->r, &o, &m);
+        if (st != MC_ERR_INVALID_ARGUMENT)
+            fail_msg("'%s' gave %s", bad[i], mc_status_str(st));
+        assert_ptr_equal(m, (mc_meta_t *)&o);
+    }
+    /* no path: upstream's /metadata */
+    char conn[64];
+    snprintf(conn, sizeof(conn), "http://127.0.0.1:%u", e->port);
+    mc_meta_t *m = NULL;
+    assert_int_equal(mc_meta_open(conn, e->r, &o, &m), MC_OK);
+    assert_int_equal(mc_meta_put_sync(m, "k", "v", 1), MC_OK);
+    mc_meta_t *m2 = open_meta(e, 0, 0);
+    check_value(m2, "k", "v", 1);
+    mc_meta_close(m2);
+    mc_meta_close(m);
+}
+
+/* The upstream-style configuration: node and client use
+ * metadata = http://master/metadata and nothing else runs. */
+static void a_store_works_with_http_metadata_on_the_master(void **state)
+{
+    env_t *e = *state;
+    if (e->kind == SRV_STANDALONE) {
+        skip(); /* covered with the master; the standalone server is the same protocol */
+        return;
+    }
+    char bin[256], master[64], meta[96], line[256];
+    snprintf(master, sizeof(master), "store.master=127.0.0.1:%u", e->rpc_port);
+    snprintf(meta, sizeof(meta), "store.metadata=http://127.0.0.1:%u/metadata", e->port);
+    char *argv[] = {(char *)test_prog("mooncake-store-server", bin, sizeof(bin)),
+                    "--set",
+                    master,
+                    "--set",
+                    meta,
+                    "--set",
+                    "store.global_segment_size=16MiB",
+                    "--set",
+                    "store.reactors=1",
+                    "--set",
+                    "log.level=warn",
+                    NULL};
+    test_proc_t node = {0, -1};
+    assert_int_equal(test_proc_start(&node, argv), 0);
+    assert_int_equal(test_proc_readline(&node, line, sizeof(line), 10000), 0);
+    assert_true(strncmp(line, "ready ", 6) == 0);
+
+    mc_store_config_t c;
+    mc_store_config_init(&c);
+    char maddr[32], murl[96];
+    snprintf(maddr, sizeof(maddr), "127.0.0.1:%u", e->rpc_port);
+    snprintf(murl, sizeof(murl), "http://127.0.0.1:%u/metadata", e->port);
+    c.master = maddr;
+    c.metadata = murl;
+    c.local_buffer_size = 1 << 20;
+    c.global_segment_size = 0;
+    c.reactors = 1;
+    mc_store_t *s = NULL;
+    assert_int_equal(mc_store_open(&c, &s), MC_OK);
+    char val[4096], out[4096];
+    for (size_t i = 0; i < sizeof(val); i++)
+        val[i] = (char)(i * 7);
+    assert_int_equal(mc_store_put(s, "k1", 2, val, sizeof(val), NULL), MC_OK);
+    assert_int_equal(mc_store_get(s, "k1", 2, out, sizeof(out), NULL), (int64_t)sizeof(val));
+    assert_memory_equal(out, val, sizeof(val));
+    mc_store_close(s);
+    test_proc_stop(&node, SIGTERM, 5000);
+}
+
+/* ---------------------------------------------------------- HA masters */
+
+/* Two masters with ha.sync = strict on a real redis-server: /metadata is
+ * served by the leader only (a standby answers 503 naming it), a PUT is
+ * answered once journaled, and the entry survives the leader's death. */
+typedef struct ha_env {
+    char dir[64];
+    test_proc_t redis;
+    unsigned redis_port;
+    test_proc_t m[2];
+    unsigned rpc[2], http[2];
+} ha_env_t;
+
+static void ha_start_master(ha_env_t *h, int i)
+{
+    char bin[256], rpc[64], http[64], backend[96];
+    snprintf(rpc, sizeof(rpc), "server.rpc_port=%u", h->rpc[i]);
+    snprintf(http, sizeof(http), "server.http_port=%u", h->http[i]);
+    snprintf(backend, sizeof(backend), "ha.backend=redis://127.0.0.1:%u/0", h->redis_port);
+    char *argv[] = {(char *)test_prog("mooncake-master", bin, sizeof(bin)),
+                    "--set",
+                    "server.bind_address=127.0.0.1",
+                    "--set",
+                    rpc,
+                    "--set",
+                    http,
+                    "--set",
+                    "server.reactors=1",
+                    "--set",
+                    backend,
+                    "--set",
+                    "ha.cluster_id=httpmeta",
+                    "--set",
+                    "ha.lease_ttl=1s",
+                    "--set",
+                    "ha.sync=strict",
+                    "--set",
+                    "log.level=error",
+                    NULL};
+    assert_int_equal(test_proc_start(&h->m[i], argv), 0);
+    for (int waited = 0; !test_port_open(h->http[i]); waited += 10) {
+        if (waited > 5000)
+            fail_msg("master %d did not listen within 5 s", i);
+        usleep(10000);
+    }
+}
+
+/* The index of the master whose /role answers 200, waiting up to 10 s. */
+static int ha_leader(ha_env_t *h, int not )
+{
+    char body[256];
+    for (int waited = 0; waited < 10000; waited += 20) {
+        for (int i = 0; i < 2; i++)
+            if (i != not &&h->m[i].pid > 0 &&
+                http_raw(h->http[i], "GET", "/role", NULL, NULL, body, sizeof(body)) == 200)
+                return i;
+        usleep(20000);
+    }
+    fail_msg("no leader within 10 s");
+    return -1;
+}
+
+static void http_metadata_on_ha_masters_is_the_leaders_and_survives_a_failover(void **state)
+{
+    (void)state;
+    const char *redis_bin = getenv("TEST_REDIS_SERVER");
+    if (redis_bin == NULL)
+        redis_bin = "/usr/bin/redis-server";
+    if (access(redis_bin, X_OK) != 0)
+        fail_msg("%s not found: this test needs a real redis-server (make deps)", redis_bin);
+    static ha_env_t h;
+    memset(&h, 0, sizeof(h));
+    snprintf(h.dir, sizeof(h.dir), "/tmp/mc-httpmeta-XXXXXX");
+    assert_non_null(mkdtemp(h.dir));
+    h.redis_port = test_free_port();
+    char port[16];
+    snprintf(port, sizeof(port), "%u", h.redis_port);
+    char *rargv[] = {(char *)redis_bin, "--port", port,    "--bind", "127.0.0.1",   "--save", "",
+                     "--appendonly",    "no",     "--dir", h.dir,    "--daemonize", "no",     NULL};
+    assert_int_equal(test_proc_start(&h.redis, rargv), 0);
+    for (int waited = 0; !test_port_open(h.redis_port); waited += 10) {
+        if (waited > 5000)
+            fail_msg("redis-server did not listen within 5 s");
+        usleep(10000);
+    }
+    for (int i = 0; i < 2; i++) {
+        h.rpc[i] = test_free_port();
+        h.http[i] = test_free_port();
+    }
+    ha_start_master(&h, 0);
+    int l = ha_leader(&h, -1); /* the first one leads before the second starts */
+    ha_start_master(&h, 1);
+    int sb = 1 - l;
+
+    char body[512], target[64];
+    assert_int_equal(http_raw(h.http[l], "PUT", "/metadata?key=mooncake/ram/n1", NULL, "{\"v\":1}",
+                              body, sizeof(body)),
+                     200);
+    assert_string_equal(body, "metadata updated");
+    assert_int_equal(
+        http_raw(h.http[l], "GET", "/metadata?key=mooncake/ram/n1", NULL, NULL, body, sizeof(body)),
+        200);
+    assert_string_equal(body, "{\"v\":1}");
+    /* the standby refuses, and names the leader once it has looked it up
+     * in Redis (its first poll after it started) */
+    snprintf(target, sizeof(target), "127.0.0.1:%u", h.rpc[l]);
+    int named = 0;
+    for (int waited = 0; waited < 5000 && !named; waited += 50) {
+        assert_int_equal(http_raw(h.http[sb], "GET", "/metadata?key=mooncake/ram/n1", NULL, NULL,
+                                  body, sizeof(body)),
+                         503);
+        named = strstr(body, target) != NULL;
+        if (!named)
+            usleep(50000);
+    }
+    if (!named)
+        fail_msg("the standby's 503 does not name the leader %s: '%s'", target, body);
+
+    test_proc_stop(&h.m[l], SIGKILL, 5000);
+    assert_int_equal(ha_leader(&h, l), sb);
+    /* an acknowledged PUT was journaled: the new leader has it */
+    assert_int_equal(http_raw(h.http[sb], "GET", "/metadata?key=mooncake/ram/n1", NULL, NULL, body,
+                              sizeof(body)),
+                     200);
+    assert_string_equal(body, "{\"v\":1}");
+    assert_int_equal(http_raw(h.http[sb], "DELETE", "/metadata?key=mooncake/ram/n1", NULL, NULL,
+                              body, sizeof(body)),
+                     200);
+
+    test_proc_stop(&h.m[sb], SIGTERM, 5000);
+    test_proc_stop(&h.redis, SIGKILL, 5000);
+    char cmd[128];
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", h.dir);
+    assert_int_equal(system(cmd), 0);
+}
+
+#define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
+
+int main(void)
+{
+    /* TEST_LOG=debug (or "warn,metadata=debug") to see more */
+    const char *spec = getenv("TEST_LOG");
+    mc_log_set_spec(spec != NULL ? spec : "error", NULL, 0);
+    const struct CMUnitTest tests[] = {
+        T(put_get_del_list_round_trip_keeps_binary_values),
+        T(keys_that_need_escaping_travel_intact),
+        T(list_by_prefix_returns_exactly_the_matching_keys),
+        T(the_server_answers_with_upstreams_codes_and_texts),
+        T(entries_are_republished_after_the_server_restarts),
+        T(entries_are_republished_periodically_without_other_calls),
+        T(calls_fail_while_no_server_listens_then_succeed),
+        T(a_server_that_stops_answering_times_calls_out_and_the_next_one_works),
+        T(every_call_completes_once_and_never_inside_the_submit),
+        T(pending_calls_fail_exactly_once_when_the_server_dies),
+        T(close_cancels_pending_calls_exactly_once),
+        T(a_token_is_required_when_the_server_has_one),
+        T(a_full_standalone_server_refuses_new_keys_and_keeps_serving),
+        T(malformed_urls_are_refused_at_open),
+        T(a_store_works_with_http_metadata_on_the_master),
+    };
+    const struct CMUnitTest extra[] = {
+        T(put_get_del_list_round_trip_keeps_binary_values),
+        T(the_server_answers_with_upstreams_codes_and_texts),
+    };
+    int rc =
+        cmocka_run_group_tests_name("master /metadata", tests, group_setup_master, group_teardown);
+    rc |= cmocka_run_group_tests_name("master metadata.http_port", extra, group_setup_extra,
+                                      group_teardown);
+    rc |= cmocka_run_group_tests_name("mooncake-http-metadata-server", tests,
+                                      group_setup_standalone, group_teardown);
+    const struct CMUnitTest ha[] = {
+        cmocka_unit_test(http_metadata_on_ha_masters_is_the_leaders_and_survives_a_failover),
+    };
+    rc |= cmocka_run_group_tests_name("HA masters", ha, NULL, NULL);
+    return rc;
+}
