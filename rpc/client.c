@@ -27,20 +27,13 @@
 
 #include "rpc/net.h"
 #include "rpc/outq.h"
+#include "rpc/reader.h"
 #include "rpc/rpc.h"
 #include "util/hash.h"
 #include "util/hmap.h"
 #include "util/log.h"
 #include "util/mem.h"
 #include "util/time.h"
-
-#define READ_CHUNK (64 * 1024)
-#define READ_BUDGET (4u << 20)
-/* As in server.c: after a response payload of this size streamed into its
- * call's buffer, read at most HDR_READ bytes next, so that the next payload
- * streams too instead of being read into `in` and copied. */
-#define STREAM_MIN (16 * 1024)
-#define HDR_READ 256
 
 typedef enum cli_state {
     CLI_IDLE,       /* no socket; the next call connects */
@@ -87,24 +80,13 @@ struct mc_rpc_client {
     int fd;
     struct event *rev;
     struct event *wev;
-    mc_buf_t in;
+    mc_rpc_reader_t rd; /* the input: buffer, frames, streamed payloads */
     mc_outq_t out;
-    size_t need;
-    /* A response whose payload is read straight into its call's recv buffer
-     * (or discarded): its header and body stay at the head of `in`. */
-    struct {
-        int active;
-        call_t *call;            /* NULL once the call timed out: discard */
-        uint8_t *dst;            /* next byte to fill, NULL: discard */
-        uint64_t dst_left;       /* room at dst */
-        const struct iovec *iov; /* scatter: the pieces after dst's */
-        unsigned niov;
-        uint64_t left;
-        size_t hb; /* bytes rx_finish consumes: header + body (+ the
-                      payload when it was buffered whole) */
-        mc_frame_hdr_t hdr;
-        mc_status_t st;
-    } rx;
+    /* The response whose payload streams into its call's buffer (or is
+     * discarded): its call (NULL once it timed out: discard) and status. */
+    call_t *rx_call;
+    mc_status_t rx_st;
+    call_t *hdr_call; /* the call of the header on_header just saw */
     mc_hmap_t calls;
     mc_list_t by_deadline;
     size_t npending;
@@ -120,7 +102,6 @@ struct mc_rpc_client {
     int destroy_pending;
     int flush_queued;
     int in_read;
-    int hdr_read; /* the last payload streamed (>= STREAM_MIN): read small */
     mc_reactor_hook_t stop_hook;
     int hooked;
 };
@@ -211,10 +192,10 @@ static void on_deadline(mc_timer_t *t, void *arg)
         if (k->deadline > now)
             break;
         MC_DEBUG(RPC, "%s: call %llu timed out", c->name, (unsigned long long)k->req_id);
-        if (c->rx.active && c->rx.call == k) {
+        if (mc_rpc_reader_streaming(&c->rd) && c->rx_call == k) {
             /* its response is arriving: keep reading it, into nowhere */
-            c->rx.call = NULL;
-            c->rx.dst = NULL;
+            c->rx_call = NULL;
+            mc_rpc_reader_discard(&c->rd);
         }
         if (k->has_payload && mc_outq_used(&c->out) > 0)
             payload_queued = 1;
@@ -243,11 +224,9 @@ static void drop_socket(mc_rpc_client_t *c)
         close(c->fd);
     c->fd = -1;
     c->flush_queued = 0;
-    mc_buf_reset(&c->in);
+    mc_rpc_reader_reset(&c->rd);
     mc_outq_reset(&c->out);
-    c->need = 0;
-    c->rx.active = 0;
-    c->rx.call = NULL;
+    c->rx_call = NULL;
 }
 
 /* The connection failed or died: fail the calls, wait, maybe reconnect. */
@@ -284,248 +263,117 @@ static call_t *call_find(mc_rpc_client_t *c, uint64_t req_id)
     return NULL;
 }
 
-/* The payload of the response in c->rx is complete: run its call's callback
- * (unless it timed out meanwhile) and drop its header and body. */
-static void rx_finish(mc_rpc_client_t *c)
+/* ------------------------------------------------- the reader's callbacks */
+
+static int rd_open(void *owner)
 {
-    c->rx.active = 0;
-    call_t *k = c->rx.call;
-    if (k != NULL) {
-        mc_rpc_resp_t resp = {.status = c->rx.st,
-                              .body = mc_buf_head(&c->in) + MC_FRAME_HDR_LEN,
-                              .body_len = c->rx.hdr.body_len,
-                              .payload = c->rx.st == MC_OK ? k->recv : NULL,
-                              .payload_len = c->rx.st == MC_OK ? c->rx.hdr.payload_len : 0};
-        call_complete(c, k, &resp);
-    }
-    if (c->state == CLI_CONNECTED)
-        mc_buf_consume(&c->in, c->rx.hb);
+    mc_rpc_client_t *c = owner;
+    return c->state == CLI_CONNECTED && !c->destroy_pending;
 }
 
-/* n bytes of the payload arrived: into dst (memcpy'd from src unless src
- * is NULL: read(2) put them there), moving on to the next scatter piece. */
-static void rx_put(mc_rpc_client_t *c, const uint8_t *src, size_t n)
+/* Responses only; a payload streams into its call's buffer (or scatter
+ * list), or is discarded when its call is gone. */
+static int rd_on_header(void *owner, const mc_frame_hdr_t *h, const char **why)
 {
-    while (n > 0 && c->rx.dst != NULL) {
-        size_t take = n < c->rx.dst_left ? n : (size_t)c->rx.dst_left;
-        if (src != NULL) {
-            memcpy(c->rx.dst, src, take);
-            src += take;
-        }
-        c->rx.dst += take;
-        c->rx.dst_left -= take;
-        n -= take;
-        if (c->rx.dst_left == 0 && c->rx.niov > 0) {
-            c->rx.dst = c->rx.iov->iov_base;
-            c->rx.dst_left = c->rx.iov->iov_len;
-            c->rx.iov++;
-            c->rx.niov--;
-        }
+    mc_rpc_client_t *c = owner;
+    if (h->kind != MC_FRAME_RESPONSE) {
+        *why = "unexpected frame kind";
+        return -1;
     }
+    call_t *k = c->hdr_call = call_find(c, h->req_id);
+    return k == NULL || k->recv != NULL || k->riov != NULL;
 }
 
-/* Start reading a response payload straight into its call's buffer. MC_AGAIN
- * until header and body are in; MC_OK; or MC_ERR_PROTOCOL. */
-static mc_status_t rx_start(mc_rpc_client_t *c, const mc_frame_hdr_t *h, call_t *k)
+static void rd_stream_begin(void *owner, const mc_frame_hdr_t *h, const uint8_t *body,
+                            mc_rpc_rx_dst_t *d)
 {
-    size_t hb = MC_FRAME_HDR_LEN + (size_t)h->body_len;
-    size_t used = mc_buf_used(&c->in);
-    const char *reason = NULL;
-    if (used < hb) {
-        c->need = hb;
-        return MC_AGAIN;
-    }
-    if (mc_mp_validate(mc_buf_head(&c->in) + MC_FRAME_HDR_LEN, h->body_len, &c->opts.limits,
-                       &reason) != MC_OK) {
-        MC_ERROR(RPC, "protocol error from %s: %s", c->name, reason);
-        return MC_ERR_PROTOCOL;
-    }
+    mc_rpc_client_t *c = owner;
+    call_t *k = c->hdr_call; /* found for this very header */
+    (void)body;
     int fits = k != NULL && h->payload_len <= k->recv_room;
-    MC_TRACE(RPC, "%s: response %llu: %u payload bytes %s (%zu buffered)", c->name,
-             (unsigned long long)h->req_id, h->payload_len,
+    MC_TRACE(RPC, "%s: response %llu: %u payload bytes %s", c->name, (unsigned long long)h->req_id,
+             h->payload_len,
              k == NULL ? "discarded (no call)"
              : fits    ? "into the call's buffer"
-                       : "too large",
-             used - hb);
-    c->rx.active = 1;
-    c->hdr_read = h->payload_len >= STREAM_MIN;
-    c->rx.call = k;
-    c->rx.dst = NULL;
-    c->rx.niov = 0;
+                       : "too large");
+    c->rx_call = k;
+    c->rx_st = k == NULL ? MC_OK : fits ? (mc_status_t)h->status : MC_ERR_BUFFER_OVERFLOW;
     if (fits && k->riov != NULL) {
-        c->rx.dst = k->riov[0].iov_base;
-        c->rx.dst_left = k->riov[0].iov_len;
-        c->rx.iov = k->riov + 1;
-        c->rx.niov = k->nriov - 1;
+        d->dst = k->riov[0].iov_base;
+        d->dst_len = k->riov[0].iov_len;
+        d->iov = k->riov + 1;
+        d->niov = k->nriov - 1;
     } else if (fits) {
-        c->rx.dst = k->recv;
-        c->rx.dst_left = h->payload_len;
+        d->dst = k->recv;
+        d->dst_len = h->payload_len;
     }
-    c->rx.st = k == NULL ? MC_OK : fits ? (mc_status_t)h->status : MC_ERR_BUFFER_OVERFLOW;
-    c->rx.left = h->payload_len;
-    c->rx.hb = hb;
-    c->rx.hdr = *h;
-    size_t avail = used - hb;
-    size_t n = avail < c->rx.left ? avail : (size_t)c->rx.left;
-    if (c->rx.dst != NULL)
-        rx_put(c, mc_buf_head(&c->in) + hb, n);
-    c->rx.left -= n;
-    if (c->rx.left == 0) {
-        /* The whole payload was buffered: it goes with header and body when
-         * rx_finish consumes them. Nothing moves: sliding the bytes after it
-         * down instead cost a memmove of the rest of the input per response,
-         * quadratic in the responses one read(2) brings in. */
-        c->rx.hb = hb + n;
-        rx_finish(c);
-    } else {
-        c->in.len -= n; /* every buffered byte after the body was payload */
-    }
-    return MC_OK;
 }
 
-/* Complete every response in c->in (stopping at a streamed payload). */
-static void process_input(mc_rpc_client_t *c)
+static void rd_on_frame(void *owner, const mc_frame_t *f, int streamed)
 {
-    while (c->state == CLI_CONNECTED && !c->destroy_pending && !c->rx.active) {
-        mc_frame_t f;
-        mc_frame_hdr_t h;
-        size_t need = 0;
-        const char *reason = NULL;
-        const uint8_t *head = mc_buf_head(&c->in);
-        size_t used = mc_buf_used(&c->in);
-        mc_status_t hs = mc_frame_decode_hdr(head, used, &c->opts.limits, &h, &reason);
-        if (hs == MC_AGAIN) {
-            c->need = MC_FRAME_HDR_LEN;
-            return;
-        }
-        if (hs != MC_OK || h.kind != MC_FRAME_RESPONSE) {
-            MC_ERROR(RPC, "protocol error from %s: %s", c->name,
-                     reason ? reason : "unexpected frame kind");
-            conn_lost(c, "protocol error");
-            return;
-        }
-        call_t *k = call_find(c, h.req_id);
-        if (h.payload_len > 0 && (k == NULL || k->recv != NULL || k->riov != NULL)) {
-            mc_status_t st = rx_start(c, &h, k);
-            if (st == MC_AGAIN)
-                return;
-            if (st != MC_OK) {
-                conn_lost(c, "protocol error");
-                return;
-            }
-            continue;
-        }
-        mc_status_t st = mc_frame_decode(head, used, &c->opts.limits, &f, &need, &reason);
-        if (st == MC_AGAIN) {
-            c->need = need;
-            return;
-        }
-        if (st != MC_OK) {
-            MC_ERROR(RPC, "protocol error from %s: %s", c->name, reason);
-            conn_lost(c, "protocol error");
-            return;
-        }
-        c->hdr_read = 0;
+    mc_rpc_client_t *c = owner;
+    if (streamed) {
+        call_t *k = c->rx_call;
+        c->rx_call = NULL;
         if (k != NULL) {
-            /* The frame's bytes stay in place during the callback. */
-            mc_rpc_resp_t resp = {.status = f.hdr.status,
-                                  .body = f.body,
-                                  .body_len = f.hdr.body_len,
-                                  .payload = f.payload,
-                                  .payload_len = f.hdr.payload_len};
+            mc_rpc_resp_t resp = {.status = c->rx_st,
+                                  .body = f->body,
+                                  .body_len = f->hdr.body_len,
+                                  .payload = c->rx_st == MC_OK ? k->recv : NULL,
+                                  .payload_len = c->rx_st == MC_OK ? f->hdr.payload_len : 0};
             call_complete(c, k, &resp);
-        } else {
-            MC_DEBUG(RPC, "%s: response to unknown call %llu (timed out?)", c->name,
-                     (unsigned long long)f.hdr.req_id);
         }
-        if (c->state != CLI_CONNECTED)
-            return; /* a callback's action dropped the connection */
-        mc_buf_consume(&c->in, f.frame_len);
-        c->need = 0;
+        return;
+    }
+    call_t *k = c->hdr_call;
+    if (k != NULL) {
+        mc_rpc_resp_t resp = {.status = f->hdr.status,
+                              .body = f->body,
+                              .body_len = f->hdr.body_len,
+                              .payload = f->payload,
+                              .payload_len = f->hdr.payload_len};
+        call_complete(c, k, &resp);
+    } else {
+        MC_DEBUG(RPC, "%s: response to unknown call %llu (timed out?)", c->name,
+                 (unsigned long long)f->hdr.req_id);
     }
 }
 
-/* Read the rest of a streamed response payload. >0 bytes, 0 EOF, -1 errno. */
-static ssize_t rx_read(mc_rpc_client_t *c)
-{
-    uint8_t scratch[16384];
-    ssize_t n;
-    if (c->rx.dst == NULL) {
-        size_t want = c->rx.left < sizeof(scratch) ? (size_t)c->rx.left : sizeof(scratch);
-        n = read(c->fd, scratch, want);
-    } else if (c->rx.niov == 0) {
-        n = read(c->fd, c->rx.dst, c->rx.dst_left < c->rx.left ? c->rx.dst_left : c->rx.left);
-    } else {
-        struct iovec iov[64];
-        int k = 0;
-        uint64_t want = c->rx.left;
-        iov[k].iov_base = c->rx.dst;
-        iov[k].iov_len = c->rx.dst_left < want ? c->rx.dst_left : want;
-        want -= iov[k++].iov_len;
-        for (unsigned i = 0; i < c->rx.niov && k < 64 && want > 0; i++, k++) {
-            iov[k] = c->rx.iov[i];
-            if (iov[k].iov_len > want)
-                iov[k].iov_len = want;
-            want -= iov[k].iov_len;
-        }
-        n = readv(c->fd, iov, k);
-    }
-    if (n > 0) {
-        c->rx.left -= (uint64_t)n;
-        rx_put(c, NULL, (size_t)n);
-    }
-    return n;
-}
+static const mc_rpc_reader_ops_t rd_ops = {
+    .on_header = rd_on_header,
+    .stream_begin = rd_stream_begin,
+    .on_frame = rd_on_frame,
+    .open = rd_open,
+};
 
 static void on_read_body(evutil_socket_t fd, short what, void *arg)
 {
     mc_rpc_client_t *c = arg;
-    size_t budget = READ_BUDGET;
+    const char *why = NULL;
     (void)what;
 
     c->in_callback++;
     c->in_read = 1;
-    while (budget > 0 && c->state == CLI_CONNECTED && !c->destroy_pending) {
-        ssize_t n;
-        size_t room = 0;
-        if (c->rx.active) {
-            n = rx_read(c);
-        } else {
-            size_t used = mc_buf_used(&c->in);
-            size_t missing = c->need > used ? c->need - used : 0;
-            size_t want = missing < READ_CHUNK ? READ_CHUNK : missing;
-            if (mc_buf_reserve(&c->in, want) != MC_OK) {
-                conn_lost(c, "out of memory for input");
-                break;
-            }
-            room = mc_buf_room(&c->in);
-            if (c->hdr_read && room > HDR_READ && missing <= HDR_READ)
-                room = HDR_READ; /* see STREAM_MIN */
-            n = read(fd, mc_buf_tail(&c->in), room);
-        }
-        if (n == 0) {
+    mc_status_t st = mc_rpc_reader_read(&c->rd, fd, &why);
+    if (c->state == CLI_CONNECTED && !c->destroy_pending) {
+        switch (st) {
+        case MC_OK:
+            break;
+        case MC_ERR_CONN_CLOSED:
             conn_lost(c, "peer closed the connection");
             break;
-        }
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            if (errno != EAGAIN && errno != EWOULDBLOCK)
-                conn_lost(c, strerror(errno));
+        case MC_ERR_PROTOCOL:
+            MC_ERROR(RPC, "protocol error from %s: %s", c->name,
+                     why != NULL ? why : mc_status_str(st));
+            conn_lost(c, "protocol error");
+            break;
+        case MC_ERR_NOMEM:
+            conn_lost(c, "out of memory for input");
+            break;
+        default:
+            conn_lost(c, strerror(errno));
             break;
         }
-        budget = (size_t)n >= budget ? 0 : budget - (size_t)n;
-        if (c->rx.active) {
-            if (c->rx.left == 0)
-                rx_finish(c);
-            else
-                continue;
-        } else {
-            mc_buf_produce(&c->in, (size_t)n);
-        }
-        process_input(c);
-        if (room > 0 && (size_t)n < room && !c->rx.active)
-            break; /* drained; level-triggered events call again if more comes */
     }
     c->in_read = 0;
     c->in_callback--;
@@ -912,6 +760,7 @@ mc_status_t mc_rpc_client_create(mc_reactor_t *r, const mc_rpc_client_opts_t *o,
     c->backoff_us = c->opts.backoff_min_us;
     c->fd = -1;
     c->state = CLI_IDLE;
+    mc_rpc_reader_init(&c->rd, &rd_ops, c, &c->opts.limits);
     mc_outq_init(&c->out);
     c->opts.host = NULL; /* not kept: resolved below */
     mc_list_init(&c->by_deadline);
@@ -955,7 +804,7 @@ static void cli_free(mc_rpc_client_t *c)
         mc_free(k);
         k = next;
     }
-    mc_buf_fini(&c->in);
+    mc_rpc_reader_fini(&c->rd);
     mc_outq_fini(&c->out);
     mc_free(c);
 }

@@ -18,20 +18,12 @@
 
 #include "rpc/net.h"
 #include "rpc/outq.h"
+#include "rpc/reader.h"
 #include "rpc/rpc.h"
 #include "util/log.h"
 #include "util/mem.h"
 
-#define MAX_METHODS 4096       /* method ids are below this (rpc/methods.h) */
-#define READ_CHUNK (64 * 1024) /* bytes asked of read(2) at least */
-#define READ_BUDGET (4u << 20) /* bytes read per readiness event, for fairness */
-/* Payloads from this size are worth a read(2) of their own: after one, the
- * next read asks for at most HDR_READ bytes (a header and a small body), so
- * that the next payload, likely as large, lands straight in its sink instead
- * of being read into `in` and copied (a syscall costs less than copying
- * this much). */
-#define STREAM_MIN (16 * 1024)
-#define HDR_READ 256
+#define MAX_METHODS 4096 /* method ids are below this (rpc/methods.h) */
 
 typedef struct handler {
     mc_rpc_handler_t fn;
@@ -86,26 +78,18 @@ struct conn {
     int fd;
     struct event *rev;
     struct event *wev;
-    mc_buf_t in;
+    mc_rpc_reader_t rd; /* the input: buffer, frames, streamed payloads */
     mc_outq_t out;
-    size_t need; /* bytes the decoder wants before it can progress */
-    /* A request whose payload is read straight into a sink's memory: its
-     * header and body stay at the head of `in` until it is dispatched. */
-    struct {
-        int active;
-        mc_rpc_req_t *req;
-        uint8_t *dst;   /* NULL: discard the payload */
-        uint64_t left;  /* payload bytes still to read */
-        size_t hb;      /* header + body bytes at the head of in (+ the payload
-                           when it was buffered whole) */
-        mc_status_t st; /* the sink's refusal, replied after draining */
-    } rx;
+    /* A request whose payload streams into its sink's memory (or is
+     * discarded): made when its body arrived, dispatched when the payload is
+     * in. */
+    mc_rpc_req_t *rx_req;
+    mc_status_t rx_st; /* the sink's refusal, replied after draining */
     int refs;
     int closed;
     int in_read;      /* inside the read callback: flush happens at its end */
     int flush_queued; /* wev activated for a flush */
     int read_paused;  /* out buffer over max_outbuf */
-    int hdr_read;     /* the last payload streamed (>= STREAM_MIN): read small */
     mc_rpc_req_t *free_reqs;
     mc_list_t node; /* in listener->conns */
     char peer[64];
@@ -158,7 +142,7 @@ static void conn_unref(conn_t *c)
         mc_free(req);
         req = next;
     }
-    mc_buf_fini(&c->in);
+    mc_rpc_reader_fini(&c->rd);
     mc_outq_fini(&c->out);
     mc_free(c);
 }
@@ -290,11 +274,11 @@ static void conn_close(conn_t *c, const char *why)
     c->fd = -1;
     mc_list_del(&c->node);
     c->l = NULL;
-    if (c->rx.active) {
-        req_release(c->rx.req);
-        c->rx.active = 0;
+    if (c->rx_req != NULL) {
+        req_release(c->rx_req);
+        c->rx_req = NULL;
     }
-    mc_buf_fini(&c->in);
+    mc_rpc_reader_fini(&c->rd);
     mc_outq_reset(&c->out);
     conn_unref(c);
 }
@@ -343,228 +327,115 @@ static void dispatch(conn_t *c, mc_rpc_req_t *req)
     h->fn(h->ctx, req);
 }
 
-static mc_status_t protocol_error(conn_t *c, const char *reason)
+static void protocol_error(conn_t *c, const char *reason)
 {
     atomic_fetch_add_explicit(&c->l->s->conns_closed_protocol, 1, memory_order_relaxed);
     MC_WARN(RPC, "closing connection from %s: protocol error: %s", c->peer, reason);
-    return MC_ERR_PROTOCOL;
 }
 
-/* The payload of the request in c->rx is complete: dispatch it (or answer
- * the sink's refusal) and drop its header and body from the input. */
-static void rx_finish(conn_t *c)
+/* ------------------------------------------------- the reader's callbacks */
+
+static int rd_open(void *owner)
 {
-    mc_rpc_req_t *req = c->rx.req;
-    size_t hb = c->rx.hb;
-    c->rx.active = 0;
-    if (c->rx.st != MC_OK) {
-        atomic_fetch_add_explicit(&c->l->s->requests, 1, memory_order_relaxed);
-        mc_rpc_reply(req, c->rx.st, NULL, 0);
-    } else {
-        req->payload = c->rx.dst;
-        dispatch(c, req);
-    }
-    if (!c->closed)
-        mc_buf_consume(&c->in, hb);
+    return !((conn_t *)owner)->closed;
 }
 
-/* A request for a method with a sink: once header and body are in, ask the
- * sink where the payload goes, take the payload bytes already buffered, and
- * let the read loop put the rest straight there. Returns MC_AGAIN (need more
- * of header/body), MC_OK, or a protocol error. */
-static mc_status_t rx_start(conn_t *c, const mc_frame_hdr_t *h, handler_t *hd)
+/* Requests and notifications only; a request with a payload for a method
+ * with a sink streams into the sink's memory. */
+static int rd_on_header(void *owner, const mc_frame_hdr_t *h, const char **why)
 {
-    mc_rpc_server_t *s = c->l->s;
-    size_t hb = MC_FRAME_HDR_LEN + (size_t)h->body_len;
-    size_t used = mc_buf_used(&c->in);
-    const char *reason = NULL;
-    if (used < hb) {
-        c->need = hb;
-        return MC_AGAIN;
+    conn_t *c = owner;
+    if (h->kind != MC_FRAME_REQUEST && h->kind != MC_FRAME_NOTIFY) {
+        *why = "unexpected frame kind";
+        return -1;
     }
-    const uint8_t *body = mc_buf_head(&c->in) + MC_FRAME_HDR_LEN;
-    if (mc_mp_validate(body, h->body_len, &s->opts.limits, &reason) != MC_OK)
-        return protocol_error(c, reason);
+    handler_t *hd = handler_of(c->l->s, h->method);
+    return h->payload_len > 0 && h->kind == MC_FRAME_REQUEST && hd != NULL && hd->sink != NULL;
+}
+
+/* Header and body are in: ask the sink where the payload goes. */
+static void rd_stream_begin(void *owner, const mc_frame_hdr_t *h, const uint8_t *body,
+                            mc_rpc_rx_dst_t *d)
+{
+    conn_t *c = owner;
+    handler_t *hd = handler_of(c->l->s, h->method);
     mc_rpc_req_t *req = req_new(c, h, body);
     if (req == NULL)
-        return MC_ERR_CONN_CLOSED;
+        return; /* closed */
     void *dst = NULL;
     mc_status_t st = hd->sink(hd->ctx, req, h->payload_len, &dst);
-    MC_TRACE(RPC, "%s: request %llu method %u: %u payload bytes %s (%zu buffered)", c->peer,
+    MC_TRACE(RPC, "%s: request %llu method %u: %u payload bytes %s", c->peer,
              (unsigned long long)h->req_id, h->method, h->payload_len,
-             st == MC_OK ? "into the sink" : "discarded", used - hb);
-    c->rx.active = 1;
-    c->hdr_read = h->payload_len >= STREAM_MIN;
-    c->rx.req = req;
-    c->rx.dst = st == MC_OK ? dst : NULL;
-    c->rx.st = st;
-    c->rx.left = h->payload_len;
-    c->rx.hb = hb;
-    size_t avail = used - hb;
-    size_t k = avail < c->rx.left ? avail : (size_t)c->rx.left;
-    if (c->rx.dst != NULL)
-        memcpy(c->rx.dst, mc_buf_head(&c->in) + hb, k);
-    if (c->rx.dst != NULL)
-        c->rx.dst += k;
-    c->rx.left -= k;
-    if (c->rx.left == 0) {
-        if (c->rx.dst != NULL)
-            c->rx.dst -= h->payload_len;
-        /* The whole payload was buffered: rx_finish drops it with header
-         * and body. Nothing moves: sliding the bytes after it down instead
-         * cost a memmove of the rest of the input per request, quadratic in
-         * the requests one read(2) brings in. */
-        c->rx.hb = hb + k;
-        rx_finish(c);
-        return MC_OK;
+             st == MC_OK ? "into the sink" : "discarded");
+    c->rx_req = req;
+    c->rx_st = st;
+    req->payload = st == MC_OK ? dst : NULL;
+    if (st == MC_OK) {
+        d->dst = dst;
+        d->dst_len = h->payload_len;
     }
-    /* every buffered byte after the body was payload: drop them */
-    c->in.len = c->in.off + hb;
-    return MC_OK;
 }
 
-/* Decode and dispatch every complete frame in c->in. Returns MC_OK, or an
- * error after which the connection must close. */
-static mc_status_t conn_process(conn_t *c)
+static void rd_on_frame(void *owner, const mc_frame_t *f, int streamed)
 {
-    mc_rpc_server_t *s = c->l->s;
-    while (!c->rx.active && !c->closed) {
-        mc_frame_t f;
-        mc_frame_hdr_t h;
-        size_t need = 0;
-        const char *reason = NULL;
-        const uint8_t *head = mc_buf_head(&c->in);
-        size_t used = mc_buf_used(&c->in);
-        mc_status_t hs = mc_frame_decode_hdr(head, used, &s->opts.limits, &h, &reason);
-        if (hs == MC_AGAIN) {
-            c->need = MC_FRAME_HDR_LEN;
-            return MC_OK;
+    conn_t *c = owner;
+    mc_rpc_req_t *req;
+    if (streamed) {
+        req = c->rx_req;
+        c->rx_req = NULL;
+        if (c->rx_st != MC_OK) {
+            atomic_fetch_add_explicit(&c->l->s->requests, 1, memory_order_relaxed);
+            mc_rpc_reply(req, c->rx_st, NULL, 0);
+            return;
         }
-        if (hs != MC_OK)
-            return protocol_error(c, reason);
-        if (h.kind != MC_FRAME_REQUEST && h.kind != MC_FRAME_NOTIFY)
-            return protocol_error(c, "unexpected frame kind");
-        handler_t *hd = handler_of(s, h.method);
-        if (h.payload_len > 0 && h.kind == MC_FRAME_REQUEST && hd != NULL && hd->sink != NULL) {
-            mc_status_t st = rx_start(c, &h, hd);
-            if (st == MC_AGAIN)
-                return MC_OK;
-            if (st != MC_OK)
-                return st;
-            continue;
-        }
-        mc_status_t st = mc_frame_decode(head, used, &s->opts.limits, &f, &need, &reason);
-        if (st == MC_AGAIN) {
-            c->need = need;
-            return MC_OK;
-        }
-        if (st != MC_OK)
-            return protocol_error(c, reason ? reason : mc_status_str(st));
-        mc_rpc_req_t *req = req_new(c, &f.hdr, f.body);
+    } else {
+        req = req_new(c, &f->hdr, f->body);
         if (req == NULL)
-            return MC_ERR_CONN_CLOSED;
-        c->hdr_read = 0;
-        req->payload = f.payload;
-        dispatch(c, req);
-        if (c->closed)
-            return MC_ERR_CONN_CLOSED;
-        mc_buf_consume(&c->in, f.frame_len);
-        c->need = 0;
+            return; /* closed */
+        req->payload = f->payload;
     }
-    return c->closed ? MC_ERR_CONN_CLOSED : MC_OK;
+    dispatch(c, req);
 }
 
-/* Read payload bytes of c->rx straight into the sink's memory (or a scratch
- * area when discarding). Returns bytes read, 0 at EOF, -1 with errno. */
-static ssize_t rx_read(conn_t *c)
-{
-    uint8_t scratch[16384];
-    uint8_t *p = c->rx.dst != NULL ? c->rx.dst : scratch;
-    size_t want = c->rx.dst != NULL
-                      ? (size_t)c->rx.left
-                      : (c->rx.left < sizeof(scratch) ? (size_t)c->rx.left : sizeof(scratch));
-    ssize_t n = read(c->fd, p, want);
-    if (n > 0) {
-        c->rx.left -= (uint64_t)n;
-        if (c->rx.dst != NULL)
-            c->rx.dst += n;
-    }
-    return n;
-}
+static const mc_rpc_reader_ops_t rd_ops = {
+    .on_header = rd_on_header,
+    .stream_begin = rd_stream_begin,
+    .on_frame = rd_on_frame,
+    .open = rd_open,
+};
 
 static void conn_on_read_body(evutil_socket_t fd, short what, void *arg)
 {
     conn_t *c = arg;
-    size_t budget = READ_BUDGET;
+    const char *why = NULL;
     (void)what;
 
     c->refs++; /* keep c alive until the end of this callback */
     c->in_read = 1;
-    while (budget > 0 && !c->closed) {
-        if (c->rx.active) {
-            ssize_t rn = rx_read(c);
-            if (rn > 0) {
-                budget = (size_t)rn >= budget ? 0 : budget - (size_t)rn;
-                if (c->rx.left == 0) {
-                    if (c->rx.dst != NULL)
-                        c->rx.dst -= c->rx.req->payload_len;
-                    rx_finish(c);
-                    if (!c->closed && conn_process(c) != MC_OK) {
-                        conn_close(c, "protocol error");
-                        break;
-                    }
-                }
-                continue;
-            }
-            if (rn == 0) {
-                conn_close(c, "peer closed");
-                break;
-            }
-            if (errno == EINTR)
-                continue;
-            if (errno != EAGAIN && errno != EWOULDBLOCK)
-                conn_close(c, "read error");
+    mc_status_t st = mc_rpc_reader_read(&c->rd, fd, &why);
+    if (!c->closed) {
+        switch (st) {
+        case MC_OK:
             break;
-        }
-        size_t used = mc_buf_used(&c->in);
-        size_t missing = c->need > used ? c->need - used : 0;
-        size_t want = missing < READ_CHUNK ? READ_CHUNK : missing;
-        if (mc_buf_reserve(&c->in, want) != MC_OK) {
-            conn_close(c, "out of memory for input");
-            break;
-        }
-        size_t room = mc_buf_room(&c->in);
-        if (c->hdr_read && room > HDR_READ && missing <= HDR_READ)
-            room = HDR_READ; /* see STREAM_MIN */
-        ssize_t n = read(fd, mc_buf_tail(&c->in), room);
-        if (n > 0) {
-            mc_buf_produce(&c->in, (size_t)n);
-            budget = (size_t)n >= budget ? 0 : budget - (size_t)n;
-            if (conn_process(c) != MC_OK) {
-                conn_close(c, "protocol error");
-                break;
-            }
-            if ((size_t)n < room && !c->rx.active)
-                break; /* drained; level-triggered events call again if more comes */
-        } else if (n == 0) {
+        case MC_ERR_CONN_CLOSED:
             conn_close(c, "peer closed");
             break;
-        } else if (errno == EINTR) {
-            continue;
-        } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
+        case MC_ERR_PROTOCOL:
+            protocol_error(c, why != NULL ? why : mc_status_str(st));
+            conn_close(c, "protocol error");
             break;
-        } else {
+        case MC_ERR_NOMEM:
+            conn_close(c, "out of memory for input");
+            break;
+        default:
             MC_DEBUG(RPC, "read from %s failed: %s", c->peer, strerror(errno));
             conn_close(c, "read error");
             break;
         }
     }
     c->in_read = 0;
-    if (!c->closed) {
-        if (mc_buf_used(&c->in) == 0)
-            mc_buf_shrink(&c->in, 1u << 20);
+    if (!c->closed)
         conn_flush(c);
-    }
     conn_unref(c);
 }
 
@@ -658,6 +529,7 @@ static void listener_on_accept_body(evutil_socket_t lfd, short what, void *arg)
         c->r = l->r;
         c->fd = fd;
         c->refs = 1;
+        mc_rpc_reader_init(&c->rd, &rd_ops, c, &l->s->opts.limits);
         mc_outq_init(&c->out);
         mc_net_addr_str(&peer, c->peer, sizeof(c->peer));
         struct event_base *base = mc_reactor_base(l->r);
