@@ -185,7 +185,7 @@ def test_blocking_calls_release_the_gil_and_a_hung_master_times_out(cluster):
         counted, t0 = 0, time.monotonic()
         while time.monotonic() - t0 < 0.5:
             counted += 1  # Python code runs while the call waits
-        assert t.is_alive()
+        assert t.is_alive(), result
         t.join(RPC_TIMEOUT + 5)
         assert not t.is_alive()
     finally:
