@@ -85,6 +85,9 @@ UNIT_TEST_SRCS := $(sort $(shell find test/unit -name '*_test.c' 2>/dev/null))
 UNIT_TESTS := $(UNIT_TEST_SRCS:%.c=$(BUILD)/%)
 INTEG_TEST_SRCS := $(sort $(wildcard test/integration/*_test.c))
 INTEG_TESTS := $(INTEG_TEST_SRCS:%.c=$(BUILD)/%)
+# A fake CUDA driver for the GPU paths' tests (test/fake/fake_libcuda.c;
+# tests load it through MC_CUDA_LIBRARY).
+FAKE_CUDA := $(BUILD)/test/lib/libfakecuda.so
 
 .PHONY: all lib programs tests check unit integration asan ubsan tsan run deps fuzz \
         install uninstall clean format format-check check-layers help python
@@ -96,7 +99,7 @@ programs: $(PROGRAMS)
 # The Python package is part of the tests (test/python), except in sanitizer
 # builds: an instrumented extension would need the runtime preloaded into
 # the interpreter.
-tests: all $(UNIT_TESTS) $(INTEG_TESTS) $(TEST_HELPERS) $(if $(SAN),,python)
+tests: all $(UNIT_TESTS) $(INTEG_TESTS) $(TEST_HELPERS) $(FAKE_CUDA) $(if $(SAN),,python)
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -150,6 +153,10 @@ $(PY_EXT): $(PY_COBJS) $(STATIC_LIB)
 $(PY_OUT)/%.py: python/mooncake/%.py
 	@mkdir -p $(dir $@)
 	cp $< $@
+
+$(FAKE_CUDA): test/fake/fake_libcuda.c
+	@mkdir -p $(dir $@)
+	$(CC) $(MC_CFLAGS) -Wno-missing-prototypes $(MC_LDFLAGS) -shared -o $@ $<
 
 check: tests format-check check-layers
 	BUILD=$(BUILD) test/run.sh

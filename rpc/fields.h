@@ -53,16 +53,21 @@ enum mc_proto_field {
     MC_F_BUFFERS = 46,   /* [{ADDR, LENGTH, LOCATION}] */
     MC_F_LOCATION = 47,  /* str: "cpu:N", "cuda:N" */
     /* rdma transport: in the descriptor, and the handshake bodies */
-    MC_F_RDMA = 48,     /* {NICS, MATRIX}: the segment's NICs and topology matrix */
-    MC_F_RKEYS = 49,    /* [uint]: a buffer's rkey on each NIC of NICS, in order */
-    MC_F_NICS = 50,     /* [{NAME, GID, LID, MTU}] */
-    MC_F_MATRIX = 51,   /* str: {location: [[preferred NICs], [secondary NICs]]} */
-    MC_F_GID = 52,      /* bin 16 */
-    MC_F_LID = 53,      /* uint */
-    MC_F_MTU = 54,      /* uint, bytes: min(active MTU, configured MTU) of the sender */
-    MC_F_QPNS = 55,     /* [uint]: the sender's QP numbers, QP i pairs with QP i */
-    MC_F_NIC = 56,      /* str: the sender's NIC */
-    MC_F_PEER_NIC = 57, /* str: the receiver's NIC */
+    MC_F_RDMA = 48,       /* {NICS, MATRIX}: the segment's NICs and topology matrix */
+    MC_F_RKEYS = 49,      /* [uint]: a buffer's rkey on each NIC of NICS, in order */
+    MC_F_NICS = 50,       /* [{NAME, GID, LID, MTU}] */
+    MC_F_MATRIX = 51,     /* str: {location: [[preferred NICs], [secondary NICs]]} */
+    MC_F_GID = 52,        /* bin 16 */
+    MC_F_LID = 53,        /* uint */
+    MC_F_MTU = 54,        /* uint, bytes: min(active MTU, configured MTU) of the sender */
+    MC_F_QPNS = 55,       /* [uint]: the sender's QP numbers, QP i pairs with QP i */
+    MC_F_NIC = 56,        /* str: the sender's NIC */
+    MC_F_PEER_NIC = 57,   /* str: the receiver's NIC */
+    MC_F_LINK_LAYER = 58, /* uint: 1 InfiniBand, 2 Ethernet (verbs.h rv_link_layer) */
+    MC_F_GID_TYPE = 59,   /* uint: type of the GID sent (verbs.h rv_gid_type) */
+    /* rdma handshake, continued (90..99 are the rdma transport's) */
+    MC_F_PSN = 90,     /* uint: the sender's first send PSN (24 bits) on every QP */
+    MC_F_RD_ATOM = 91, /* uint: RDMA READs the sender serves at once per QP */
     /* persistent tier */
     MC_F_CLUSTER_ID = 70, /* str */
     MC_F_PERSIST = 71,    /* uint: 0 off, 1 async, 2 eager */

@@ -19,9 +19,11 @@ extern char **environ;
 static inline void test_rdma_env_clear(void)
 {
     static const char *const names[] = {
-        "MC_NIC_PRIORITY_MATRIX", "MC_NUM_QP_PER_EP", "MC_MAX_WR", "MC_MAX_CQE_PER_CTX",
-        "MC_MAX_EP_PER_CTX",      "MC_RETRY_CNT",     "MC_MTU",    "MC_IB_PORT",
-        "MC_GID_INDEX",           "MC_PKEY_INDEX",    "MC_IB_SL",  "MC_STORE_STAGING",
+        "MC_NIC_PRIORITY_MATRIX", "MC_NUM_QP_PER_EP", "MC_MAX_WR",        "MC_MAX_CQE_PER_CTX",
+        "MC_MAX_EP_PER_CTX",      "MC_RETRY_CNT",     "MC_MTU",           "MC_IB_PORT",
+        "MC_GID_INDEX",           "MC_PKEY_INDEX",    "MC_IB_SL",         "MC_STORE_STAGING",
+        "NCCL_IB_GID_INDEX",      "MC_IB_TC",         "MC_IB_TIMEOUT",    "MC_IB_RETRY_CNT",
+        "MC_SYSFS_ROOT",          "MC_GPU_REG",       "MC_SLICE_TIMEOUT",
     };
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
         unsetenv(names[i]);

@@ -19,6 +19,9 @@
 
 #include "reactor/reactor.h"
 #include "transport/cuda.h"
+#include "transport/rdma/gid.h"
+#include "transport/rdma/pci.h"
+#include "transport/rdma/qp_attr.h"
 #include "transport/rdma/topo.h"
 #include "transport/rdma/verbs.h"
 #include "util/log.h"
@@ -71,33 +74,59 @@ int main(int argc, char **argv)
         v = &rv_emu_ops;
     }
     rv_dev_info_t devs[RV_MAX_DEVICES];
-    rv_port_opts_t po;
+    rv_port_opts_t po; /* MC_IB_PORT, MC_GID_INDEX, MC_SYSFS_ROOT */
     rv_port_opts_init(&po);
+    const char *root = po.sysfs_root;
     int n = v->get_devices(&po, devs, RV_MAX_DEVICES);
     printf("provider: %s%s\n", v->name,
            v == &rv_emu_ops ? " (EMULATED: for tests and demos only)" : "");
     printf("devices: %d\n", n);
-    for (int i = 0; i < n; i++)
-        printf("  %-12s port %u %-6s pci %-14s numa %d mtu %u\n", devs[i].name, devs[i].port,
-               devs[i].port_active ? "ACTIVE" : "DOWN", devs[i].pci[0] ? devs[i].pci : "-",
-               devs[i].numa_node, devs[i].active_mtu);
+    for (int i = 0; i < n; i++) {
+        const rv_dev_info_t *d = &devs[i];
+        char gs[RD_GID_STR_MAX], why[256];
+        printf("  %-12s port %u %-6s %-10s pci %-14s numa %d mtu %u lid %u\n", d->name, d->port,
+               d->port_active ? "ACTIVE" : "DOWN", rd_link_layer_str(d->link_layer),
+               d->pci[0] ? d->pci : "-", d->numa_node, d->active_mtu, d->lid);
+        if (d->gid_index >= 0)
+            printf("  %-12s gid index %d of %u: %s (%s)%s%s\n", "", d->gid_index, d->gid_tbl_len,
+                   rd_gid_str(d->gid, gs, sizeof(gs)), rd_gid_type_str(d->gid_type),
+                   d->gid_why[0] ? ": " : "", d->gid_why);
+        else
+            printf("  %-12s gid: none (%s)\n", "", d->gid_why);
+        if (rd_dev_validate(d, why, sizeof(why)) != MC_OK)
+            printf("  %-12s NOT USABLE: %s\n", "", why);
+    }
     unsigned nodes = mc_numa_node_count();
     printf("numa nodes: %u\n", nodes);
     rd_topo_t t;
     char err[256] = "";
     const char *why = "";
     int ngpus = te_cuda_gpus(&why);
-    int gpu_numa[32];
+    rd_gpu_facts_t gpus[32];
     if (ngpus > 32)
         ngpus = 32;
-    for (int i = 0; i < ngpus; i++)
-        gpu_numa[i] = te_cuda_numa_node(i);
     if (ngpus > 0)
-        printf("gpus: %d\n", ngpus);
+        printf("gpus: %d (%s)\n", ngpus, te_cuda_library());
     else
         printf("gpus: 0 (%s)\n", why);
+    for (int i = 0; i < ngpus; i++) {
+        gpus[i].numa = -1;
+        if (te_cuda_pci_bus_id(i, gpus[i].pci, sizeof(gpus[i].pci)) != MC_OK)
+            gpus[i].pci[0] = '\0';
+        rd_pci_chain_t gc;
+        int found = gpus[i].pci[0] && rd_pci_chain(root, gpus[i].pci, &gc) == 0;
+        printf("  cuda:%-3d pci %-14s numa %d dma-buf %s\n", i, gpus[i].pci[0] ? gpus[i].pci : "-",
+               found ? gc.numa : -1, te_cuda_dmabuf_supported(i) ? "yes" : "no");
+        for (int k = 0; k < n && found; k++) {
+            rd_pci_chain_t nc;
+            unsigned hops;
+            if (devs[k].pci[0] && rd_pci_chain(root, devs[k].pci, &nc) == 0)
+                printf("    %-12s %s, %u bridge(s)\n", devs[k].name,
+                       rd_pci_dist_str(rd_pci_distance(&gc, &nc, &hops)), hops);
+        }
+    }
     mc_status_t st = matrix ? rd_topo_parse(&t, matrix, err, sizeof(err))
-                            : rd_topo_discover(&t, devs, n, nodes, gpu_numa, (unsigned)ngpus,
+                            : rd_topo_discover(&t, devs, n, nodes, gpus, (unsigned)ngpus, root,
                                                filter, err, sizeof(err));
     if (st == MC_OK && matrix != NULL)
         st = rd_topo_check_devices(&t, devs, n, err, sizeof(err));

@@ -113,7 +113,8 @@ typedef struct te_rdma_nic_stats {
     char name[64];
     uint64_t bytes, slices, retries, errors;
     uint64_t eps, eps_created, evictions, handshakes;
-    uint32_t mtu; /* negotiated MTU of the last endpoint connected */
+    uint64_t requeries; /* port facts read again after a port event */
+    uint32_t mtu;       /* negotiated MTU of the last endpoint connected */
 } te_rdma_nic_stats_t;
 /* Number of NICs (0 without rdma); fills out[0..min(n, max)). */
 unsigned te_rdma_stats(mc_te_t *te, te_rdma_nic_stats_t *out, unsigned max);

@@ -5,17 +5,16 @@
  * mooncake-http-metadata-server. Every test runs once per server (two cmocka
  * groups).
  *
- * Covered: round trip with binary values and keys that need escaping;
- * missing keys and deletes of missing keys; listing by prefix (our
- * servers' extension); the exact status codes and texts of the protocol
- * (curl-free: a raw socket speaks HTTP/1.1); re-publishing after the server
- * restarts; calls while no server listens; a server that stops answering
- * (call timeout); pending calls failing or being canceled exactly once; the
- * Bearer token; the standalone server's budget; bad URLs refused at open; a
- * store node and client that use http://master/metadata end to end.
- *
- * Written in the shape of the other backends' tests (meta_master_test.c,
- * meta_redis_test.c) so the cases fold into a shared conformance suite.
+ * First the conformance suite of every metadata backend (meta_cases.h)
+ * against both servers; the protocol keeps entries until they are deleted
+ * (keeps_entries), and a "fast" owner re-puts its entries every 100 ms.
+ * Then what only HTTP has: the exact status codes and texts of the protocol
+ * (curl-free: a raw socket speaks HTTP/1.1), keys that need escaping,
+ * re-publishing as soon as the server's instance changes, a server that
+ * stops answering (call timeout), the Bearer token, the standalone server's
+ * budget, a URL without a path, HA masters (a standby answers 503, an
+ * acknowledged PUT survives a failover), and a store node and client that
+ * use http://master/metadata end to end.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -25,6 +24,7 @@
 
 #include <stdatomic.h>
 
+#include "meta_cases.h"
 #include "mooncake/store.h"
 #include "proc.h"
 #include "reactor/reactor.h"
@@ -312,40 +312,6 @@ static int teardown(void **state)
 static const uint8_t bin1[] = {0x00, 0x01, 0x00, 0xff, 'a', 0x00};
 static const uint8_t bin2[] = {0xde, 0xad, 0x00, 0xbe, 0xef};
 
-static void put_get_del_list_round_trip_keeps_binary_values(void **state)
-{
-    env_t *e = *state;
-    mc_meta_t *m = open_meta(e, 0, 0);
-    assert_int_equal(mc_meta_put_sync(m, "mc/c1/seg/a", bin1, sizeof(bin1)), MC_OK);
-    assert_int_equal(mc_meta_put_sync(m, "mc/c1/seg/b", bin2, sizeof(bin2)), MC_OK);
-    assert_int_equal(mc_meta_put_sync(m, "mc/c1/rpc/a", "", 0), MC_OK);
-    check_value(m, "mc/c1/seg/a", bin1, sizeof(bin1));
-    check_value(m, "mc/c1/seg/b", bin2, sizeof(bin2));
-    check_value(m, "mc/c1/rpc/a", "", 0);
-
-    keys_t k;
-    memset(&k, 0, sizeof(k));
-    assert_int_equal(mc_meta_list_sync(m, "mc/c1/seg/", collect, &k), MC_OK);
-    assert_int_equal(k.n, 2);
-    int i = keys_has(&k, "mc/c1/seg/a");
-    assert_true(i >= 0);
-    assert_int_equal(k.len[i], sizeof(bin1));
-    assert_memory_equal(k.val[i], bin1, sizeof(bin1));
-
-    assert_int_equal(mc_meta_put_sync(m, "mc/c1/seg/a", bin2, sizeof(bin2)), MC_OK);
-    check_value(m, "mc/c1/seg/a", bin2, sizeof(bin2));
-    assert_int_equal(mc_meta_del_sync(m, "mc/c1/seg/a"), MC_OK);
-    assert_int_equal(mc_meta_del_sync(m, "mc/c1/seg/a"), MC_OK); /* missing: still OK */
-    check_value(m, "mc/c1/seg/a", NULL, 0);
-    const char *left[] = {"mc/c1/seg/b"};
-    check_list(m, "mc/c1/seg/", left, 1);
-
-    mc_meta_t *m2 = open_meta(e, 0, 0);
-    check_value(m2, "mc/c1/seg/b", bin2, sizeof(bin2));
-    mc_meta_close(m2);
-    mc_meta_close(m);
-}
-
 static void keys_that_need_escaping_travel_intact(void **state)
 {
     env_t *e = *state;
@@ -361,24 +327,6 @@ static void keys_that_need_escaping_travel_intact(void **state)
     check_value(m, "pAq", NULL, 0); /* %41 was not decoded twice */
     check_value(m, "plus sign", NULL, 0);
     check_list(m, "", keys, (int)(sizeof(keys) / sizeof(keys[0])));
-    mc_meta_close(m);
-}
-
-static void list_by_prefix_returns_exactly_the_matching_keys(void **state)
-{
-    env_t *e = *state;
-    mc_meta_t *m = open_meta(e, 0, 0);
-    const char *all[] = {"mc/c1/seg/a", "mc/c1/seg/b", "mc/c1/rpc/a", "mc/c2/seg/a",
-                         "mc/c1/seg",   "p*x/1",       "pax/1"};
-    for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
-        assert_int_equal(mc_meta_put_sync(m, all[i], all[i], strlen(all[i])), MC_OK);
-    const char *seg[] = {"mc/c1/seg/a", "mc/c1/seg/b"};
-    check_list(m, "mc/c1/seg/", seg, 2);
-    const char *c1[] = {"mc/c1/seg/a", "mc/c1/seg/b", "mc/c1/rpc/a", "mc/c1/seg"};
-    check_list(m, "mc/c1/", c1, 4);
-    const char *star[] = {"p*x/1"};
-    check_list(m, "p*x/", star, 1);
-    check_list(m, "", all, 7);
     mc_meta_close(m);
 }
 
@@ -456,47 +404,6 @@ static void entries_are_republished_after_the_server_restarts(void **state)
     check_value(b, "mc/c1/rpc/gone", NULL, 0); /* deleted before: not re-published */
     print_message("entries back %llu ms after the server restarted\n",
                   (unsigned long long)(mc_now_ms() - t0));
-    mc_meta_close(a);
-    mc_meta_close(b);
-}
-
-static void entries_are_republished_periodically_without_other_calls(void **state)
-{
-    env_t *e = *state;
-    mc_meta_t *a = open_meta(e, 1000000, 600000); /* re-put every 200 ms */
-    mc_meta_t *b = open_meta(e, 1000000, 0);
-    assert_int_equal(mc_meta_put_sync(a, "mc/c1/seg/a", bin1, sizeof(bin1)), MC_OK);
-    stop_server(e, SIGKILL);
-    start_server(e);
-    assert_true(wait_get(b, "mc/c1/seg/a", MC_OK, bin1, sizeof(bin1), 3000));
-    mc_meta_close(a);
-    mc_meta_close(b);
-}
-
-static void calls_fail_while_no_server_listens_then_succeed(void **state)
-{
-    env_t *e = *state;
-    stop_server(e, SIGKILL);
-    mc_meta_t *a = open_meta(e, 500000, 0);
-    for (int i = 0; i < 3; i++) {
-        uint64_t t0 = mc_now_us();
-        mc_buf_t v = MC_BUF_INIT;
-        mc_status_t st = mc_meta_get_sync(a, "k", &v);
-        uint64_t took = mc_now_us() - t0;
-        assert_int_equal(st, MC_ERR_CONN_CLOSED);
-        assert_true(took < 1500000);
-        st = mc_meta_put_sync(a, "mc/c1/seg/a", bin2, sizeof(bin2));
-        assert_int_equal(st, MC_ERR_CONN_CLOSED);
-        keys_t k = {.n = 0};
-        assert_int_equal(mc_meta_list_sync(a, "", collect, &k), MC_ERR_CONN_CLOSED);
-    }
-    start_server(e);
-    mc_meta_t *b = open_meta(e, 0, 0);
-    /* the failed put was remembered: a's next answered call re-puts it */
-    check_value(a, "k", NULL, 0);
-    assert_true(wait_get(b, "mc/c1/seg/a", MC_OK, bin2, sizeof(bin2), 3000));
-    assert_int_equal(mc_meta_put_sync(a, "mc/c1/seg/x", bin1, sizeof(bin1)), MC_OK);
-    check_value(b, "mc/c1/seg/x", bin1, sizeof(bin1));
     mc_meta_close(a);
     mc_meta_close(b);
 }
@@ -639,42 +546,6 @@ static void every_call_completes_once_and_never_inside_the_submit(void **state)
     mc_meta_close(a);
 }
 
-static void pending_calls_fail_exactly_once_when_the_server_dies(void **state)
-{
-    env_t *e = *state;
-    static driver_t d;
-    mc_meta_t *a = open_meta(e, 10000000, 0);
-    assert_int_equal(mc_meta_put_sync(a, "warm", "up", 2), MC_OK);
-    assert_int_equal(test_proc_freeze(e->srv.pid), 0);
-    drv_init(&d, a);
-    assert_int_equal(mc_reactor_call(e->r, drv_issue, &d), MC_OK);
-    usleep(100000);
-    assert_int_equal(atomic_load(&d.done), 0);
-    stop_server(e, SIGKILL);
-    assert_true(wait_done(&d, NCALLS, 5000));
-    usleep(100000);
-    check_all_once(&d, MC_ERR_CONN_CLOSED);
-    mc_meta_close(a);
-}
-
-static void close_cancels_pending_calls_exactly_once(void **state)
-{
-    env_t *e = *state;
-    static driver_t d;
-    mc_meta_t *a = open_meta(e, 10000000, 0);
-    assert_int_equal(mc_meta_put_sync(a, "warm", "up", 2), MC_OK);
-    assert_int_equal(test_proc_freeze(e->srv.pid), 0);
-    drv_init(&d, a);
-    assert_int_equal(mc_reactor_call(e->r, drv_issue, &d), MC_OK);
-    usleep(100000);
-    assert_int_equal(atomic_load(&d.done), 0);
-    mc_meta_close(a);
-    assert_int_equal(atomic_load(&d.done), NCALLS);
-    usleep(50000);
-    check_all_once(&d, MC_ERR_CANCELED);
-    kill(e->srv.pid, SIGCONT);
-}
-
 static void a_token_is_required_when_the_server_has_one(void **state)
 {
     env_t *e = *state;
@@ -724,43 +595,6 @@ static void a_full_standalone_server_refuses_new_keys_and_keeps_serving(void **s
     assert_int_equal(mc_meta_del_sync(m, "b"), MC_OK);
     assert_int_equal(mc_meta_put_sync(m, "c", "3", 1), MC_OK);
     check_value(m, "a", "11", 2);
-    mc_meta_close(m);
-}
-
-static void malformed_urls_are_refused_at_open(void **state)
-{
-    env_t *e = *state;
-    static const char *const bad[] = {
-        "http://",
-        "http:///metadata",
-        "http://h:0/metadata",
-        "http://h:99999/metadata",
-        "http://h:x/metadata",
-        "http://h/metadata?key=x",
-        "http://h?key=x",
-        "http://h:8080/meta data",
-        "https://h:8080/metadata",
-        "http:/h:8080/metadata",
-    };
-    mc_meta_opts_t o;
-    mc_meta_opts_init(&o);
-    o.owner_lo = 1;
-    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-        mc_meta_t *m = (mc_meta_t *)&o;
-        mc_status_t st = mc_meta_open(bad[i], e->r, &o, &m);
-        if (st != MC_ERR_INVALID_ARGUMENT)
-            fail_msg("'%s' gave %s", bad[i], mc_status_str(st));
-        assert_ptr_equal(m, (mc_meta_t *)&o);
-    }
-    /* no path: upstream's /metadata */
-    char conn[64];
-    snprintf(conn, sizeof(conn), "http://127.0.0.1:%u", e->port);
-    mc_meta_t *m = NULL;
-    assert_int_equal(mc_meta_open(conn, e->r, &o, &m), MC_OK);
-    assert_int_equal(mc_meta_put_sync(m, "k", "v", 1), MC_OK);
-    mc_meta_t *m2 = open_meta(e, 0, 0);
-    check_value(m2, "k", "v", 1);
-    mc_meta_close(m2);
     mc_meta_close(m);
 }
 
@@ -814,6 +648,161 @@ static void a_store_works_with_http_metadata_on_the_master(void **state)
     mc_store_close(s);
     test_proc_stop(&node, SIGTERM, 5000);
 }
+
+static void a_url_without_a_path_uses_upstreams_metadata_path(void **state)
+{
+    env_t *e = *state;
+    char conn[64];
+    snprintf(conn, sizeof(conn), "http://127.0.0.1:%u", e->port);
+    mc_meta_opts_t o;
+    mc_meta_opts_init(&o);
+    o.owner_lo = 1;
+    mc_meta_t *m = NULL;
+    assert_int_equal(mc_meta_open(conn, e->r, &o, &m), MC_OK);
+    assert_int_equal(mc_meta_put_sync(m, "k", "v", 1), MC_OK);
+    char body[64];
+    assert_int_equal(http_raw(e->port, "GET", "/metadata?key=k", NULL, NULL, body, sizeof(body)),
+                     200);
+    assert_string_equal(body, "v");
+    mc_meta_close(m);
+}
+
+/* ------------------------------------- the conformance suite's backends */
+
+static int http_master_start(meta_env_t *e, int fast_expiry)
+{
+    (void)fast_expiry; /* nothing expires over HTTP */
+    const char *const sets[] = {"log.level=warn", NULL};
+    return tc_master_start(&e->master, sets);
+}
+
+static void http_master_stop(meta_env_t *e, int sig)
+{
+    tc_master_stop(&e->master, sig);
+}
+
+static pid_t http_master_pid(meta_env_t *e)
+{
+    return e->master.proc.pid;
+}
+
+static unsigned http_master_port(meta_env_t *e)
+{
+    return e->master.http_port;
+}
+
+static void http_master_conn(meta_env_t *e, int space, char *buf, size_t len)
+{
+    (void)space;
+    snprintf(buf, len, "http://127.0.0.1:%u/metadata", e->master.http_port);
+}
+
+static int standalone_start(meta_env_t *e, int fast_expiry)
+{
+    (void)fast_expiry;
+    char bin[256];
+    int fresh = e->own_port == 0;
+    for (int attempt = 0; attempt < 5; attempt++) {
+        if (fresh)
+            e->own_port = test_free_port();
+        tc_args_t a;
+        tc_args_init(&a, test_prog("mooncake-http-metadata-server", bin, sizeof(bin)));
+        tc_args_add(&a, "--set");
+        tc_args_add(&a, "server.bind_address=127.0.0.1");
+        tc_args_add(&a, "--set");
+        tc_args_add(&a, "server.port=%u", e->own_port);
+        tc_args_add(&a, "--set");
+        tc_args_add(&a, "log.level=warn");
+        if (tc_spawn(&e->own, a.argv) == 0 &&
+            tc_wait_listening(&e->own, e->own_port, TC_START_TIMEOUT_MS) == 0)
+            return 0;
+        tc_stop(&e->own, SIGKILL);
+        if (!fresh)
+            usleep(100000); /* the same port: the old server may still hold it */
+    }
+    fprintf(stderr, "mooncake-http-metadata-server did not start on port %u\n", e->own_port);
+    return -1;
+}
+
+static void standalone_stop(meta_env_t *e, int sig)
+{
+    tc_stop(&e->own, sig);
+}
+
+static pid_t standalone_pid(meta_env_t *e)
+{
+    return e->own.pid;
+}
+
+static unsigned standalone_port(meta_env_t *e)
+{
+    return e->own_port;
+}
+
+static void standalone_conn(meta_env_t *e, int space, char *buf, size_t len)
+{
+    (void)space;
+    snprintf(buf, len, "http://127.0.0.1:%u/metadata", e->own_port);
+}
+
+/* a "fast" owner re-puts its entries every 100 ms */
+static void http_fast_liveness(mc_meta_opts_t *o)
+{
+    o->ttl_us = 300000;
+}
+
+static const char *const http_bad[] = {
+    "http://",
+    "http:///metadata",
+    "http://h:0/metadata",
+    "http://h:99999/metadata",
+    "http://h:x/metadata",
+    "http://h/metadata?key=x",
+    "http://h?key=x",
+    "http://h:8080/meta data",
+    "https://h:8080/metadata",
+    "http:/h:8080/metadata",
+    "",
+    NULL,
+};
+
+static const char *const http_good[] = {
+    "http://127.0.0.1:%u",
+    "http://127.0.0.1:%u/",
+    "http://127.0.0.1:%u/metadata",
+    "http://localhost:%u/metadata",
+    "http://[::1]:%u/metadata",
+    "http://127.0.0.1/metadata",
+    NULL,
+};
+
+static const meta_backend_t http_master_backend = {
+    .name = "http (mooncake-master /metadata)",
+    .start = http_master_start,
+    .stop = http_master_stop,
+    .pid = http_master_pid,
+    .port = http_master_port,
+    .conn = http_master_conn,
+    .fast_liveness = http_fast_liveness,
+    .owner_hi = 9,
+    .keeps_entries = 1,
+    .bad_conns = http_bad,
+    .good_conns = http_good,
+};
+
+static const meta_backend_t http_standalone_backend = {
+    .name = "http (mooncake-http-metadata-server)",
+    .start = standalone_start,
+    .stop = standalone_stop,
+    .pid = standalone_pid,
+    .port = standalone_port,
+    .conn = standalone_conn,
+    .fast_liveness = http_fast_liveness,
+    .owner_hi = 9,
+    .keeps_entries = 1,
+    .bad_conns = http_bad,
+    .good_conns = http_good,
+};
 
 /* ---------------------------------------------------------- HA masters */
 
@@ -959,27 +948,24 @@ int main(void)
     const char *spec = getenv("TEST_LOG");
     mc_log_set_spec(spec != NULL ? spec : "error", NULL, 0);
     const struct CMUnitTest tests[] = {
-        T(put_get_del_list_round_trip_keeps_binary_values),
         T(keys_that_need_escaping_travel_intact),
-        T(list_by_prefix_returns_exactly_the_matching_keys),
         T(the_server_answers_with_upstreams_codes_and_texts),
         T(entries_are_republished_after_the_server_restarts),
-        T(entries_are_republished_periodically_without_other_calls),
-        T(calls_fail_while_no_server_listens_then_succeed),
         T(a_server_that_stops_answering_times_calls_out_and_the_next_one_works),
         T(every_call_completes_once_and_never_inside_the_submit),
-        T(pending_calls_fail_exactly_once_when_the_server_dies),
-        T(close_cancels_pending_calls_exactly_once),
         T(a_token_is_required_when_the_server_has_one),
         T(a_full_standalone_server_refuses_new_keys_and_keeps_serving),
-        T(malformed_urls_are_refused_at_open),
+        T(a_url_without_a_path_uses_upstreams_metadata_path),
         T(a_store_works_with_http_metadata_on_the_master),
     };
     const struct CMUnitTest extra[] = {
-        T(put_get_del_list_round_trip_keeps_binary_values),
         T(the_server_answers_with_upstreams_codes_and_texts),
+        T(a_url_without_a_path_uses_upstreams_metadata_path),
     };
-    int rc =
+    int rc = meta_run(&http_master_backend, NULL, 0);
+    rc |= meta_run(&http_standalone_backend, NULL, 0);
+    mc_log_set_spec(spec != NULL ? spec : "error", NULL, 0);
+    rc |=
         cmocka_run_group_tests_name("master /metadata", tests, group_setup_master, group_teardown);
     rc |= cmocka_run_group_tests_name("master metadata.http_port", extra, group_setup_extra,
                                       group_teardown);

@@ -4,12 +4,16 @@
  * registration on every NIC, the RDMA part of the segment descriptor,
  * counters and teardown. See rdma_int.h for threads and states.
  */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include "rpc/fields.h"
 #include "transport/cuda.h"
+#include "transport/rdma/gid.h"
 #include "transport/rdma/rdma_int.h"
 #include "util/conf.h"
 #include "util/log.h"
@@ -25,6 +29,14 @@ static void rd_dereg_buf(mc_te_t *te, te_buf_t *b);
 static unsigned env_uint(const char *name, unsigned def, unsigned lo, unsigned hi)
 {
     return (unsigned)mc_conf_env_uint(name, def, lo, hi);
+}
+
+/* A setting where -1 means "not set" (MC_IB_TC): unset or malformed (then
+ * logged) is -1. */
+static int env_int_or_unset(const char *name, unsigned lo, unsigned hi)
+{
+    uint64_t v = mc_conf_env_uint(name, (uint64_t)hi + 1, lo, hi);
+    return v > hi ? -1 : (int)v;
 }
 
 static unsigned opt_or(unsigned v, unsigned def)
@@ -63,10 +75,21 @@ static void nic_close(rd_transport_t *t, rd_nic_t *n)
 static mc_status_t nic_open(rd_transport_t *t, rd_nic_t *n)
 {
     const mc_rdma_verbs_ops_t *v = t->v;
-    mc_status_t st = v->open(n->name, &n->t->port_opts, &n->ctx);
+    mc_status_t st = v->open(n->name, &t->port_opts, &n->ctx);
     if (st != MC_OK)
         return st;
-    if ((st = v->query(n->ctx, &n->info)) != MC_OK || (st = v->alloc_pd(n->ctx, &n->pd)) != MC_OK)
+    if ((st = v->query(n->ctx, &n->info)) != MC_OK)
+        goto err;
+    char why[256];
+    if (rd_dev_validate(&n->info, why, sizeof(why)) != MC_OK) {
+        MC_ERROR(RDMA, "RDMA device %s port %u is not usable: %s", n->name, n->info.port, why);
+        st = MC_ERR_DEVICE_NOT_FOUND;
+        nic_close(t, n);
+        return st;
+    }
+    if (n->info.gid_why[0] != '\0')
+        MC_WARN(RDMA, "%s port %u: %s", n->name, n->info.port, n->info.gid_why);
+    if ((st = v->alloc_pd(n->ctx, &n->pd)) != MC_OK)
         goto err;
     unsigned cqe = t->max_cqe;
     if (n->info.max_cqe && cqe > n->info.max_cqe)
@@ -85,8 +108,14 @@ static mc_status_t nic_open(rd_transport_t *t, rd_nic_t *n)
         st = MC_ERR_CONTEXT;
         goto err;
     }
-    MC_INFO(RDMA, "%s: %s device, numa %d, mtu %u, reactor %s", n->name, v->name, n->info.numa_node,
-            n->mtu, mc_reactor_name(n->r));
+    char gs[RD_GID_STR_MAX];
+    MC_INFO(RDMA,
+            "%s: %s device, port %u %s, GID index %d %s (%s), LID %u, numa %d, mtu %u, "
+            "max_qp_rd_atom %u, reactor %s",
+            n->name, v->name, n->info.port, rd_link_layer_str(n->info.link_layer),
+            n->info.gid_index, rd_gid_str(n->info.gid, gs, sizeof(gs)),
+            rd_gid_type_str(n->info.gid_type), n->info.lid, n->info.numa_node, n->mtu,
+            n->info.max_qp_rd_atom, mc_reactor_name(n->r));
     return MC_OK;
 err:
     MC_ERROR(RDMA, "cannot set up RDMA device %s: %s", n->name, mc_status_str(st));
@@ -98,8 +127,105 @@ static void transport_free(rd_transport_t *t)
 {
     for (unsigned i = 0; i < t->nnics; i++)
         nic_close(t, &t->nics[i]);
+    for (unsigned i = 0; i < RD_MAX_NICS; i++)
+        pthread_mutex_destroy(&t->nics[i].info_mu);
     mc_free(t->matrix_json);
     mc_free(t);
+}
+
+/* What a host needs before memory is pinned: fork safety once per process
+ * (Python hosts fork), and a locked-memory limit that lets registrations
+ * through (the usual first failure on a new machine). */
+static void env_checks(rd_transport_t *t)
+{
+    static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+    static int prepared;
+    char note[400] = "";
+    pthread_mutex_lock(&mu);
+    if (!prepared) {
+        mc_status_t st = t->v->prepare(note, sizeof(note));
+        if (st == MC_OK)
+            MC_INFO(RDMA, "%s", note);
+        else
+            MC_WARN(RDMA, "%s", note);
+        prepared = 1;
+    }
+    pthread_mutex_unlock(&mu);
+    if (t->v == &rv_emu_ops)
+        return; /* emulated NICs pin nothing */
+    if (rd_memlock_check(RD_MEMLOCK_WARN, note, sizeof(note)) != MC_OK)
+        MC_WARN(RDMA, "%s", note);
+}
+
+mc_status_t rd_memlock_check(uint64_t len, char *why, size_t whylen)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_MEMLOCK, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY ||
+        (uint64_t)rl.rlim_cur >= len)
+        return MC_OK;
+    snprintf(why, whylen,
+             "RLIMIT_MEMLOCK is %llu KiB: registering %llu KiB of memory for RDMA will fail "
+             "(raise it: 'ulimit -l unlimited', LimitMEMLOCK=infinity in a systemd unit, "
+             "--ulimit memlock=-1 for docker, memlock in /etc/security/limits.conf)",
+             (unsigned long long)rl.rlim_cur / 1024, (unsigned long long)len / 1024);
+    return MC_ERR_MEMORY;
+}
+
+/* Is nvidia-peermem (or its predecessor nv_peer_mem) loaded? */
+static int peermem_loaded(const rd_transport_t *t)
+{
+    if (t->v == &rv_emu_ops) {
+        rv_emu_opts_t eo;
+        rv_emu_opts_get(&eo);
+        return !eo.no_peermem;
+    }
+    char path[384];
+    static const char *const mods[] = {"nvidia_peermem", "nv_peer_mem"};
+    for (size_t i = 0; i < sizeof(mods) / sizeof(mods[0]); i++) {
+        snprintf(path, sizeof(path), "%s/module/%s", t->port_opts.sysfs_root, mods[i]);
+        if (access(path, F_OK) == 0)
+            return 1;
+    }
+    return 0;
+}
+
+/* How GPU memory will be registered: dma-buf when the driver exports it
+ * for every GPU and the provider imports it, else nvidia-peermem when
+ * loaded; MC_GPU_REG=dmabuf|peermem forces one. Said once, at start. */
+static int gpu_reg_mode(rd_transport_t *t)
+{
+    int ngpus = te_cuda_gpus(NULL);
+    if (ngpus == 0)
+        return RD_GPU_REG_NONE;
+    int dmabuf = t->v->reg_dmabuf_mr != NULL;
+    for (int i = 0; i < ngpus && dmabuf; i++)
+        dmabuf = te_cuda_dmabuf_supported(i);
+    int peermem = peermem_loaded(t);
+    const char *force = mc_conf_env_str("MC_GPU_REG");
+    int mode = dmabuf ? RD_GPU_REG_DMABUF : peermem ? RD_GPU_REG_PEERMEM : RD_GPU_REG_NONE;
+    if (force != NULL && strcmp(force, "dmabuf") == 0)
+        mode = RD_GPU_REG_DMABUF;
+    else if (force != NULL && strcmp(force, "peermem") == 0)
+        mode = RD_GPU_REG_PEERMEM;
+    else if (force != NULL && *force && strcmp(force, "auto") != 0)
+        MC_WARN(RDMA, "MC_GPU_REG='%s' is not auto, dmabuf or peermem: using auto", force);
+    if (mode == RD_GPU_REG_DMABUF)
+        MC_INFO(RDMA,
+                "GPU memory: registered as dma-buf (cuMemGetHandleForAddressRange + "
+                "ibv_reg_dmabuf_mr)%s",
+                dmabuf ? "" : " as MC_GPU_REG asks, though the driver reports no support");
+    else if (mode == RD_GPU_REG_PEERMEM)
+        MC_INFO(RDMA,
+                "GPU memory: registered through nvidia-peermem (ibv_reg_mr on device "
+                "pointers)%s",
+                peermem ? "" : " as MC_GPU_REG asks, though the module is not loaded");
+    else
+        MC_WARN(RDMA,
+                "GPU memory cannot be registered on the NICs: %s and no nvidia-peermem "
+                "module is loaded (GPU buffers will be refused)",
+                t->v->reg_dmabuf_mr == NULL ? "the verbs provider has no ibv_reg_dmabuf_mr"
+                                            : "the CUDA driver exports no dma-buf");
+    return mode;
 }
 
 /* The engine registers the buffers it has on the NICs once this returned
@@ -113,12 +239,21 @@ static mc_status_t rd_install(mc_te_t *te)
     if (t == NULL)
         return MC_ERR_NOMEM;
     t->te = te;
+    for (unsigned i = 0; i < RD_MAX_NICS; i++)
+        pthread_mutex_init(&t->nics[i].info_mu, NULL);
     t->qps_per_ep = env_uint("MC_NUM_QP_PER_EP", opt_or(o->rdma_qps_per_ep, 4), 1, RD_MAX_QPS);
     t->max_wr = env_uint("MC_MAX_WR", opt_or(o->rdma_max_wr, 256), 1, 16384);
     t->max_cqe = env_uint("MC_MAX_CQE_PER_CTX", opt_or(o->rdma_max_cqe, 4096), 16, 1u << 20);
     t->max_eps = env_uint("MC_MAX_EP_PER_CTX", opt_or(o->rdma_max_eps, 256), 1, 1u << 20);
     t->retry = env_uint("MC_RETRY_CNT", opt_or(o->rdma_retry, 9), 0, 250);
     t->mtu = env_uint("MC_MTU", opt_or(o->rdma_mtu, 4096), 256, 4096);
+    /* QP settings, upstream's names */
+    rd_qp_settings_init(&t->qs);
+    t->qs.traffic_class = env_int_or_unset("MC_IB_TC", 0, 255);
+    t->qs.service_level = (uint8_t)env_uint("MC_IB_SL", 0, 0, 15);
+    t->qs.timeout = (uint8_t)env_uint("MC_IB_TIMEOUT", RD_QP_DEFAULT_TIMEOUT, 1, 31);
+    t->qs.retry_cnt = (uint8_t)env_uint("MC_IB_RETRY_CNT", RD_QP_DEFAULT_RETRY_CNT, 0, 7);
+    t->qs.pkey_index = (uint16_t)env_uint("MC_PKEY_INDEX", 0, 0, 65535);
     if (t->mtu & (t->mtu - 1)) {
         MC_ERROR(RDMA, "bad MTU %u: expected 256, 512, 1024, 2048 or 4096", t->mtu);
         transport_free(t);
@@ -149,6 +284,7 @@ static mc_status_t rd_install(mc_te_t *te)
         t->v = &rv_real_ops;
     }
 
+    env_checks(t);
     rv_dev_info_t devs[RV_MAX_DEVICES];
     int ndev = t->v->get_devices(&t->port_opts, devs, RV_MAX_DEVICES);
     char err[256] = "";
@@ -158,15 +294,18 @@ static mc_status_t rd_install(mc_te_t *te)
         if (st == MC_OK)
             st = rd_topo_check_devices(&t->topo, devs, ndev, err, sizeof(err));
     } else {
-        /* cuda:N entries prefer the NICs of GPU N's NUMA node */
-        int gpu_numa[RD_MAX_LOCS];
+        /* cuda:N entries prefer the NICs closest to GPU N on the PCIe tree */
+        rd_gpu_facts_t gpus[RD_MAX_LOCS / 2];
         int ngpus = te_cuda_gpus(NULL);
         if (ngpus > RD_MAX_LOCS / 2)
             ngpus = RD_MAX_LOCS / 2;
-        for (int i = 0; i < ngpus; i++)
-            gpu_numa[i] = te_cuda_numa_node(i);
-        st = rd_topo_discover(&t->topo, devs, ndev, mc_numa_node_count(), gpu_numa, (unsigned)ngpus,
-                              devices, err, sizeof(err));
+        for (int i = 0; i < ngpus; i++) {
+            gpus[i].numa = -1;
+            if (te_cuda_pci_bus_id(i, gpus[i].pci, sizeof(gpus[i].pci)) != MC_OK)
+                gpus[i].pci[0] = '\0';
+        }
+        st = rd_topo_discover(&t->topo, devs, ndev, mc_numa_node_count(), gpus, (unsigned)ngpus,
+                              t->port_opts.sysfs_root, devices, err, sizeof(err));
     }
     if (st != MC_OK) {
         if (st == MC_ERR_DEVICE_NOT_FOUND)
@@ -201,6 +340,7 @@ static mc_status_t rd_install(mc_te_t *te)
             return st;
         }
     }
+    t->gpu_reg = gpu_reg_mode(t);
     te->tp[TE_TP_RDMA] = t;
     MC_INFO(RDMA, "rdma transport on %u NIC(s) (%s): matrix %s", t->nnics, t->v->name,
             t->matrix_json);
@@ -258,28 +398,37 @@ typedef struct reg_job {
     unsigned nic;
     te_buf_t *b;
     int access;
+    int dmabuf_fd; /* >= 0: register this dma-buf (GPU memory) */
+    uint64_t dmabuf_off;
     mc_status_t *st;
 } reg_job_t;
 
 static void *reg_thread(void *arg)
 {
     reg_job_t *j = arg;
-    j->st[j->nic] = j->t->v->reg_mr(j->t->nics[j->nic].pd, (void *)(uintptr_t)j->b->addr, j->b->len,
-                                    j->access, &RD_BUF(j->b)->mr[j->nic]);
+    const mc_rdma_verbs_ops_t *v = j->t->v;
+    rv_pd_t *pd = j->t->nics[j->nic].pd;
+    if (j->dmabuf_fd >= 0)
+        j->st[j->nic] = v->reg_dmabuf_mr(pd, j->dmabuf_fd, j->dmabuf_off, j->b->len, j->b->addr,
+                                         j->access, &RD_BUF(j->b)->mr[j->nic]);
+    else
+        j->st[j->nic] = v->reg_mr(pd, (void *)(uintptr_t)j->b->addr, j->b->len, j->access,
+                                  &RD_BUF(j->b)->mr[j->nic]);
     return NULL;
 }
 
 /* Register b on every NIC, one thread per NIC for large regions (pinning
  * and mapping a large region costs ~1 s per 100 GB per NIC; the NICs do it
  * in parallel). st[i] is NIC i's result. */
-static void reg_all_nics(rd_transport_t *t, te_buf_t *b, int access, mc_status_t *st)
+static void reg_all_nics(rd_transport_t *t, te_buf_t *b, int access, int fd, uint64_t off,
+                         mc_status_t *st)
 {
     reg_job_t jobs[RD_MAX_NICS];
     pthread_t th[RD_MAX_NICS];
     int started[RD_MAX_NICS] = {0};
     int parallel = t->nnics > 1 && b->len >= RD_PARALLEL_REG_MIN;
     for (unsigned i = 0; i < t->nnics; i++) {
-        jobs[i] = (reg_job_t){t, i, b, access, st};
+        jobs[i] = (reg_job_t){t, i, b, access, fd, off, st};
         if (parallel && pthread_create(&th[i], NULL, reg_thread, &jobs[i]) == 0)
             started[i] = 1;
         else
@@ -288,6 +437,31 @@ static void reg_all_nics(rd_transport_t *t, te_buf_t *b, int access, mc_status_t
     for (unsigned i = 0; i < t->nnics; i++)
         if (started[i])
             pthread_join(th[i], NULL);
+}
+
+/* GPU memory's way onto the NICs: the dma-buf of its allocation (fd >= 0)
+ * or its address (peermem). */
+static mc_status_t gpu_source(rd_transport_t *t, const te_buf_t *b, int *fd, uint64_t *off)
+{
+    *fd = -1;
+    switch (t->gpu_reg) {
+    case RD_GPU_REG_DMABUF: {
+        mc_status_t st = te_cuda_dmabuf((const void *)(uintptr_t)b->addr, b->len, fd, off);
+        if (st != MC_OK)
+            MC_ERROR(RDMA, "cannot export 0x%llx+%llu (%s) as dma-buf: %s",
+                     (unsigned long long)b->addr, (unsigned long long)b->len, b->location,
+                     mc_status_str(st));
+        return st;
+    }
+    case RD_GPU_REG_PEERMEM:
+        return MC_OK;
+    default:
+        MC_ERROR(RDMA,
+                 "cannot register %s memory on the NICs: neither dma-buf nor "
+                 "nvidia-peermem is available (see the log at start)",
+                 b->location);
+        return MC_ERR_NOT_SUPPORTED;
+    }
 }
 
 static mc_status_t rd_reg_bufs(mc_te_t *te, te_buf_t *b, size_t n)
@@ -302,19 +476,29 @@ static mc_status_t rd_reg_bufs(mc_te_t *te, te_buf_t *b, size_t n)
         if (rb->mr != NULL)
             continue;
         int gpu = strncmp(b[k].location, "cuda:", 5) == 0;
-        if (gpu && t->v == &rv_emu_ops) {
-            MC_ERROR(RDMA, "cannot register %s memory on EMULATED NICs (they copy with memcpy)",
-                     b[k].location);
+        int fd = -1;
+        uint64_t off = 0;
+        if (gpu && gpu_source(t, &b[k], &fd, &off) != MC_OK)
+            goto err;
+        char why[400];
+        if (!gpu && t->v != &rv_emu_ops && rd_memlock_check(b[k].len, why, sizeof(why)) != MC_OK) {
+            MC_ERROR(RDMA, "cannot register 0x%llx+%llu: %s", (unsigned long long)b[k].addr,
+                     (unsigned long long)b[k].len, why);
             goto err;
         }
         int access = RV_ACCESS_LOCAL_WRITE | RV_ACCESS_RELAXED_ORDERING;
         if (b[k].remote)
             access |= RV_ACCESS_REMOTE_READ | RV_ACCESS_REMOTE_WRITE;
         rb->mr = mc_calloc(t->nnics, sizeof(rv_mr_t));
-        if (rb->mr == NULL)
+        if (rb->mr == NULL) {
+            if (fd >= 0)
+                close(fd);
             goto err;
+        }
         mc_status_t pst[RD_MAX_NICS];
-        reg_all_nics(t, &b[k], access, pst);
+        reg_all_nics(t, &b[k], access, fd, off, pst);
+        if (fd >= 0)
+            close(fd); /* the registrations hold the buffer */
         for (unsigned i = 0; i < t->nnics; i++) {
             mc_status_t st = pst[i];
             if (st != MC_OK) {
@@ -325,7 +509,9 @@ static mc_status_t rd_reg_bufs(mc_te_t *te, te_buf_t *b, size_t n)
                 MC_ERROR(RDMA, "cannot register 0x%llx+%llu (%s) on %s: %s%s",
                          (unsigned long long)b[k].addr, (unsigned long long)b[k].len, b[k].location,
                          t->nics[i].name, mc_status_str(st),
-                         gpu ? " (GPUDirect needs the nvidia-peermem module)" : "");
+                         !gpu                               ? ""
+                         : t->gpu_reg == RD_GPU_REG_PEERMEM ? " (through nvidia-peermem)"
+                                                            : " (as dma-buf)");
                 rb->nkeys = i;
                 goto err;
             }
@@ -352,8 +538,9 @@ static void rd_desc_encode(mc_te_t *te, mc_mp_writer_t *w)
     mc_mp_write_uint(w, MC_F_NICS);
     mc_mp_write_array(w, t->nnics);
     for (unsigned i = 0; i < t->nnics; i++) {
-        const rd_nic_t *n = &t->nics[i];
-        mc_mp_write_map(w, 4);
+        rd_nic_t *n = &t->nics[i];
+        pthread_mutex_lock(&n->info_mu);
+        mc_mp_write_map(w, 6);
         mc_mp_write_uint(w, MC_F_NAME);
         mc_mp_write_cstr(w, n->name);
         mc_mp_write_uint(w, MC_F_GID);
@@ -362,6 +549,11 @@ static void rd_desc_encode(mc_te_t *te, mc_mp_writer_t *w)
         mc_mp_write_uint(w, n->info.lid);
         mc_mp_write_uint(w, MC_F_MTU);
         mc_mp_write_uint(w, n->mtu);
+        mc_mp_write_uint(w, MC_F_LINK_LAYER);
+        mc_mp_write_uint(w, (uint64_t)n->info.link_layer);
+        mc_mp_write_uint(w, MC_F_GID_TYPE);
+        mc_mp_write_uint(w, n->info.gid_type);
+        pthread_mutex_unlock(&n->info_mu);
     }
     mc_mp_write_uint(w, MC_F_MATRIX);
     mc_mp_write_cstr(w, t->matrix_json);
@@ -418,6 +610,16 @@ static mc_status_t rd_desc_decode(mc_te_t *te, mc_mp_reader_t *r, void **out)
                     case MC_F_MTU:
                         p->nic[i].mtu = (uint32_t)mc_mp_read_uint(r);
                         break;
+                    case MC_F_LINK_LAYER: {
+                        uint64_t ll = mc_mp_read_uint(r);
+                        p->nic[i].link_layer = ll == RV_LL_IB || ll == RV_LL_ETH ? (int)ll : 0;
+                        break;
+                    }
+                    case MC_F_GID_TYPE: {
+                        uint64_t gt = mc_mp_read_uint(r);
+                        p->nic[i].gid_type = gt <= RV_GID_TYPE_ROCE_V2 ? (uint8_t)gt : 0;
+                        break;
+                    }
                     default:
                         mc_mp_skip(r);
                         break;
@@ -533,6 +735,7 @@ unsigned te_rdma_stats(mc_te_t *te, te_rdma_nic_stats_t *out, unsigned max)
         s->eps_created = atomic_load(&n->eps_created);
         s->evictions = atomic_load(&n->evictions);
         s->handshakes = atomic_load(&n->handshakes);
+        s->requeries = atomic_load(&n->requeries);
         s->mtu = atomic_load(&n->last_mtu);
     }
     return t->nnics;

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "transport/rdma/gid.h"
 #include "transport/rdma/rdma_int.h"
 #include "util/log.h"
 #include "util/time.h"
@@ -612,20 +613,82 @@ static void on_cq_event(evutil_socket_t fd, short what, void *arg)
 
 /* Port events: a port that goes down is skipped (its slices go to other
  * NICs at once, without waiting for error completions) until it is up. */
+static void republish_on_r0(mc_reactor_t *r, void *arg, mc_status_t st)
+{
+    mc_te_t *te = arg;
+    (void)r;
+    if (st == MC_OK && !atomic_load(&te->stopping))
+        te_publish_async(te);
+}
+
+/* The port's facts again (its LID or GID table changed, or it came back):
+ * a new GID or LID is published, so peers reach us at the new address
+ * (their endpoints to the old one fail and are made again). */
+static void nic_requery(rd_nic_t *n, const char *why)
+{
+    rv_dev_info_t info;
+    if (n->t->v->query(n->ctx, &info) != MC_OK)
+        return;
+    int changed = memcmp(info.gid, n->info.gid, 16) != 0 || info.lid != n->info.lid ||
+                  info.gid_index != n->info.gid_index;
+    pthread_mutex_lock(&n->info_mu);
+    n->info = info;
+    pthread_mutex_unlock(&n->info_mu);
+    atomic_fetch_add(&n->requeries, 1);
+    if (!changed)
+        return;
+    char gs[RD_GID_STR_MAX];
+    if (info.gid_index < 0) {
+        MC_WARN(RDMA,
+                "%s port %u: %s: no usable GID any more (%s): its slices go to the other "
+                "NICs",
+                n->name, info.port, why, info.gid_why);
+        n->down_until_ns = UINT64_MAX;
+    } else {
+        MC_INFO(RDMA, "%s port %u: %s: now GID index %d %s (%s), LID %u: publishing it", n->name,
+                info.port, why, info.gid_index, rd_gid_str(info.gid, gs, sizeof(gs)),
+                rd_gid_type_str(info.gid_type), info.lid);
+    }
+    mc_te_t *te = n->t->te;
+    if (mc_reactor_call(te->rs[0], republish_on_r0, te) != MC_OK)
+        MC_DEBUG(RDMA, "%s: the engine stops: not re-publishing", n->name);
+}
+
 static void on_async_event(evutil_socket_t fd, short what, void *arg)
 {
     rd_nic_t *n = arg;
     (void)fd;
     (void)what;
     mc_reactor_t *saved = mc_reactor_enter(n->r);
-    int active = 1;
-    while (n->t->v->async_event(n->ctx, &active)) {
-        if (!active && n->down_until_ns != UINT64_MAX) {
-            MC_WARN(RDMA, "%s: port down: its slices go to the other NICs", n->name);
+    rv_async_event_t ev;
+    while (n->t->v->async_event(n->ctx, &ev)) {
+        if (ev.port != 0 && ev.port != n->info.port) {
+            MC_DEBUG(RDMA, "%s: event %d for port %u (we use port %u): ignored", n->name, ev.type,
+                     ev.port, n->info.port);
+            continue;
+        }
+        switch (ev.type) {
+        case RV_EV_PORT_ERR:
+        case RV_EV_DEVICE_FATAL:
+            if (n->down_until_ns != UINT64_MAX)
+                MC_WARN(RDMA, "%s: %s: its slices go to the other NICs", n->name,
+                        ev.type == RV_EV_PORT_ERR ? "port down" : "device failed");
             n->down_until_ns = UINT64_MAX;
-        } else if (active && n->down_until_ns != 0) {
-            MC_INFO(RDMA, "%s: port active again", n->name);
+            break;
+        case RV_EV_PORT_ACTIVE:
+            if (n->down_until_ns != 0)
+                MC_INFO(RDMA, "%s: port active again", n->name);
             n->down_until_ns = 0;
+            nic_requery(n, "port active again");
+            break;
+        case RV_EV_LID_CHANGE:
+            nic_requery(n, "LID changed");
+            break;
+        case RV_EV_GID_CHANGE:
+            nic_requery(n, "GID table changed");
+            break;
+        default:
+            break;
         }
     }
     mc_reactor_leave(saved);

@@ -28,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 
 #include "rpc/fields.h"
 #include "rpc/methods.h"
@@ -162,14 +163,22 @@ void rd_ep_maybe_free(rd_ep_t *ep)
     ep_free(ep);
 }
 
+#define QP_ACCESS (RV_ACCESS_LOCAL_WRITE | RV_ACCESS_REMOTE_READ | RV_ACCESS_REMOTE_WRITE)
+
 static mc_status_t qps_create(rd_ep_t *ep, unsigned nqp)
 {
     rd_nic_t *n = ep->nic;
     rd_transport_t *t = n->t;
     rv_qp_caps_t caps = {.max_send_wr = n->qp_wr, .max_inline = 0};
-    rv_qp_attr_t a = {.port = n->info.port ? n->info.port : 1,
-                      .access =
-                          RV_ACCESS_LOCAL_WRITE | RV_ACCESS_REMOTE_READ | RV_ACCESS_REMOTE_WRITE};
+    rd_port_facts_t lf;
+    rd_port_facts_from_info(&n->info, n->mtu, &lf);
+    rv_qp_attr_t a;
+    char why[200];
+    mc_status_t bst = rd_qp_build(RV_QPS_INIT, &lf, NULL, &t->qs, QP_ACCESS, &a, why, sizeof(why));
+    if (bst != MC_OK) {
+        MC_ERROR(RDMA, "%s: QP attributes for INIT: %s", n->name, why);
+        return bst;
+    }
     for (unsigned i = 0; i < nqp; i++) {
         mc_status_t st = t->v->create_qp(n->pd, n->cq, &caps, &ep->qp[i]);
         if (st == MC_OK)
@@ -185,33 +194,6 @@ static mc_status_t qps_create(rd_ep_t *ep, unsigned nqp)
         }
         ep->nqp = i + 1;
     }
-    return MC_OK;
-}
-
-/* INIT -> RTR -> RTS against the peer's QPs, one function per transition
- * (rc_pingpong). */
-static mc_status_t qps_connect(rd_ep_t *ep, const uint8_t gid[16], uint16_t lid, uint32_t mtu,
-                               const uint32_t *rqpn)
-{
-    rd_nic_t *n = ep->nic;
-    const mc_rdma_verbs_ops_t *v = n->t->v;
-    rv_qp_attr_t a = {
-        .port = n->info.port ? n->info.port : 1, .dlid = lid, .path_mtu = mtu, .sgid_index = 0};
-    memcpy(a.dgid, gid, 16);
-    for (unsigned i = 0; i < ep->nqp; i++) {
-        a.dest_qp_num = rqpn[i];
-        mc_status_t st = v->modify_qp(ep->qp[i], RV_QPS_RTR, &a);
-        if (st == MC_OK)
-            st = v->modify_qp(ep->qp[i], RV_QPS_RTS, &a);
-        if (st != MC_OK) {
-            MC_ERROR(RDMA, "%s: QP %u to %s@%s: cannot reach RTS: %s", n->name,
-                     v->qp_num(ep->qp[i]), ep->peer, ep->peer_nic, mc_status_str(st));
-            return st;
-        }
-        ep->rqpn[i] = rqpn[i];
-    }
-    ep->mtu = mtu;
-    atomic_store(&n->last_mtu, mtu);
     return MC_OK;
 }
 
@@ -231,6 +213,11 @@ static rd_ep_t *ep_new(rd_nic_t *n, uint64_t key, const char *peer, const char *
     snprintf(ep->host, sizeof(ep->host), "%s", host);
     ep->port = port;
     ep->state = EP_NEW;
+    /* a random first PSN: a stale packet of an earlier pairing of the same
+     * QP numbers does not fall into the new one's window */
+    if (getrandom(&ep->psn, sizeof(ep->psn), 0) != (ssize_t)sizeof(ep->psn))
+        ep->psn = (uint32_t)mc_now_ns();
+    ep->psn &= 0xffffff;
     if (mc_timer_init(&ep->timer, n->r, ep_timer_fn, ep) != MC_OK) {
         mc_free(ep->peer);
         mc_free(ep);
@@ -273,6 +260,11 @@ typedef struct hs_body {
     int have_gid;
     uint16_t lid;
     uint32_t mtu;
+    int link_layer;   /* 0: not sent (an older peer) */
+    uint8_t gid_type; /* 0: not sent */
+    int has_psn;
+    uint32_t psn;
+    uint32_t rd_atom; /* 0: not sent */
     uint32_t qpns[RD_MAX_QPS];
     unsigned nqpn;
     char error[160];
@@ -338,6 +330,35 @@ static const char *hs_parse(const uint8_t *p, size_t len, int need, hs_body_t *b
             b->mtu = (uint32_t)mc_mp_read_uint(&r);
             have_mtu = 1;
             break;
+        case MC_F_LINK_LAYER: {
+            uint64_t ll = mc_mp_read_uint(&r);
+            if (r.err == MC_OK && ll != RV_LL_IB && ll != RV_LL_ETH)
+                return "LINK_LAYER is neither 1 (InfiniBand) nor 2 (Ethernet)";
+            b->link_layer = (int)ll;
+            break;
+        }
+        case MC_F_GID_TYPE: {
+            uint64_t gt = mc_mp_read_uint(&r);
+            if (r.err == MC_OK && (gt == RV_GID_TYPE_NONE || gt > RV_GID_TYPE_ROCE_V2))
+                return "GID_TYPE is not 1 (IB), 2 (RoCE v1) or 3 (RoCE v2)";
+            b->gid_type = (uint8_t)gt;
+            break;
+        }
+        case MC_F_PSN: {
+            uint64_t psn = mc_mp_read_uint(&r);
+            if (r.err == MC_OK && psn > 0xffffff)
+                return "PSN is over 24 bits";
+            b->psn = (uint32_t)psn;
+            b->has_psn = 1;
+            break;
+        }
+        case MC_F_RD_ATOM: {
+            uint64_t rd = mc_mp_read_uint(&r);
+            if (r.err == MC_OK && (rd == 0 || rd > 255))
+                return "RD_ATOM is not 1..255";
+            b->rd_atom = (uint32_t)rd;
+            break;
+        }
         case MC_F_QPNS: {
             uint32_t nq = mc_mp_read_array(&r);
             if (r.err == MC_OK && (nq == 0 || nq > RD_MAX_QPS))
@@ -374,6 +395,61 @@ static const char *hs_parse(const uint8_t *p, size_t len, int need, hs_body_t *b
     return NULL;
 }
 
+/* The peer's facts from its CONNECT or its answer. */
+static void peer_facts(const hs_body_t *b, rd_peer_facts_t *pf)
+{
+    memset(pf, 0, sizeof(*pf));
+    memcpy(pf->gid, b->gid, 16);
+    pf->lid = b->lid;
+    pf->link_layer = b->link_layer;
+    pf->gid_type = b->gid_type;
+    pf->mtu = b->mtu;
+    pf->has_psn = b->has_psn;
+    pf->psn = b->psn;
+    pf->rd_atom = b->rd_atom;
+}
+
+/* INIT -> RTR -> RTS against the peer's QPs, one transition at a time
+ * (rc_pingpong), with the attributes transport/rdma/qp_attr.c builds from
+ * both ports' facts. */
+static mc_status_t qps_connect(rd_ep_t *ep, const hs_body_t *b)
+{
+    rd_nic_t *n = ep->nic;
+    rd_transport_t *t = n->t;
+    const mc_rdma_verbs_ops_t *v = t->v;
+    rd_port_facts_t lf;
+    rd_peer_facts_t pf;
+    rd_port_facts_from_info(&n->info, n->mtu, &lf);
+    peer_facts(b, &pf);
+    rd_qp_settings_t qs = t->qs;
+    qs.psn = ep->psn;
+    char why[200];
+    for (unsigned i = 0; i < ep->nqp; i++) {
+        rv_qp_attr_t rtr, rts;
+        pf.qpn = b->qpns[i];
+        mc_status_t st = rd_qp_build(RV_QPS_RTR, &lf, &pf, &qs, QP_ACCESS, &rtr, why, sizeof(why));
+        if (st == MC_OK)
+            st = rd_qp_build(RV_QPS_RTS, &lf, &pf, &qs, QP_ACCESS, &rts, why, sizeof(why));
+        if (st != MC_OK) {
+            MC_ERROR(RDMA, "%s: cannot connect to %s@%s: %s", n->name, ep->peer, ep->peer_nic, why);
+            return st;
+        }
+        st = v->modify_qp(ep->qp[i], RV_QPS_RTR, &rtr);
+        if (st == MC_OK)
+            st = v->modify_qp(ep->qp[i], RV_QPS_RTS, &rts);
+        if (st != MC_OK) {
+            MC_ERROR(RDMA, "%s: QP %u to %s@%s: cannot reach RTS: %s", n->name,
+                     v->qp_num(ep->qp[i]), ep->peer, ep->peer_nic, mc_status_str(st));
+            return st;
+        }
+        ep->rqpn[i] = pf.qpn;
+        if (i == 0)
+            ep->mtu = rtr.path_mtu;
+    }
+    atomic_store(&n->last_mtu, ep->mtu);
+    return MC_OK;
+}
+
 /* ------------------------------------------------------------ active */
 
 static mc_status_t ep_client(rd_ep_t *ep)
@@ -390,6 +466,33 @@ static mc_status_t ep_client(rd_ep_t *ep)
     return mc_rpc_client_create(ep->nic->r, &o, &ep->rpc);
 }
 
+/* Our side of a handshake message: GID, LID, MTU, link layer, GID type,
+ * first PSN and read depth (6 map entries after the caller's). */
+static void write_facts(mc_mp_writer_t *w, rd_nic_t *n, uint32_t psn)
+{
+    pthread_mutex_lock(&n->info_mu); /* a port event may be rewriting it */
+    mc_mp_write_uint(w, MC_F_GID);
+    mc_mp_write_bin(w, n->info.gid, 16);
+    mc_mp_write_uint(w, MC_F_LID);
+    mc_mp_write_uint(w, n->info.lid);
+    mc_mp_write_uint(w, MC_F_MTU);
+    mc_mp_write_uint(w, n->mtu);
+    mc_mp_write_uint(w, MC_F_LINK_LAYER);
+    mc_mp_write_uint(w, (uint64_t)n->info.link_layer);
+    mc_mp_write_uint(w, MC_F_GID_TYPE);
+    mc_mp_write_uint(w, n->info.gid_type);
+    mc_mp_write_uint(w, MC_F_PSN);
+    mc_mp_write_uint(w, psn);
+    mc_mp_write_uint(w, MC_F_RD_ATOM);
+    /* what our QPs will serve: the cap, bounded by the device */
+    uint32_t rd = n->t->qs.rd_atom_cap;
+    if (n->info.max_qp_rd_atom && n->info.max_qp_rd_atom < rd)
+        rd = n->info.max_qp_rd_atom;
+    mc_mp_write_uint(w, rd ? rd : 1);
+    pthread_mutex_unlock(&n->info_mu);
+}
+#define FACTS_ENTRIES 7
+
 static void hs_reply(void *arg, const mc_rpc_resp_t *resp);
 
 static mc_status_t hs_send(rd_ep_t *ep)
@@ -400,7 +503,7 @@ static mc_status_t hs_send(rd_ep_t *ep)
     if (st != MC_OK)
         return st;
     mc_mp_writer_t *w = mc_rpc_call_begin(ep->rpc);
-    mc_mp_write_map(w, 9);
+    mc_mp_write_map(w, 6 + FACTS_ENTRIES);
     mc_mp_write_uint(w, MC_F_NAME);
     mc_mp_write_cstr(w, te->name);
     mc_mp_write_uint(w, MC_F_HOST);
@@ -411,12 +514,7 @@ static mc_status_t hs_send(rd_ep_t *ep)
     mc_mp_write_cstr(w, n->name);
     mc_mp_write_uint(w, MC_F_PEER_NIC);
     mc_mp_write_cstr(w, ep->peer_nic);
-    mc_mp_write_uint(w, MC_F_GID);
-    mc_mp_write_bin(w, n->info.gid, 16);
-    mc_mp_write_uint(w, MC_F_LID);
-    mc_mp_write_uint(w, n->info.lid);
-    mc_mp_write_uint(w, MC_F_MTU);
-    mc_mp_write_uint(w, n->mtu);
+    write_facts(w, n, ep->psn);
     mc_mp_write_uint(w, MC_F_QPNS);
     write_qpns(w, ep);
     st = mc_rpc_call_end(ep->rpc, MC_RPC_RDMA_CONNECT, 0, hs_reply, ep);
@@ -497,15 +595,14 @@ static void hs_reply_body(rd_ep_t *ep, const mc_rpc_resp_t *resp)
         rd_ep_close(ep, MC_ERR_REJECT_HANDSHAKE, 1);
         return;
     }
-    uint32_t mtu = b.mtu < n->mtu ? b.mtu : n->mtu;
-    if (qps_connect(ep, b.gid, b.lid, mtu, b.qpns) != MC_OK) {
+    if (qps_connect(ep, &b) != MC_OK) {
         rd_ep_close(ep, MC_ERR_ENDPOINT, 1);
         return;
     }
     ep_set_state(ep, EP_CONNECTED);
     backoff_ok(n, ep->key);
     MC_DEBUG(RDMA, "%s: connected to %s@%s (%u QPs, MTU %u)", n->name, ep->peer, ep->peer_nic,
-             ep->nqp, mtu);
+             ep->nqp, ep->mtu);
     rd_ep_flush(ep);
 }
 
@@ -678,6 +775,7 @@ typedef struct hs_job {
     char error[160];
     uint32_t qpns[RD_MAX_QPS];
     unsigned nqp;
+    uint32_t psn; /* the endpoint's first PSN, for the answer */
 } hs_job_t;
 
 static void job_reply(mc_reactor_t *r, void *arg, mc_status_t st)
@@ -692,15 +790,10 @@ static void job_reply(mc_reactor_t *r, void *arg, mc_status_t st)
         mc_mp_write_cstr(w, j->error);
     } else if (j->method == MC_RPC_RDMA_CONNECT) {
         rd_nic_t *n = j->nic;
-        mc_mp_write_map(w, 5);
+        mc_mp_write_map(w, 2 + FACTS_ENTRIES);
         mc_mp_write_uint(w, MC_F_NIC);
         mc_mp_write_cstr(w, n->name);
-        mc_mp_write_uint(w, MC_F_GID);
-        mc_mp_write_bin(w, n->info.gid, 16);
-        mc_mp_write_uint(w, MC_F_LID);
-        mc_mp_write_uint(w, n->info.lid);
-        mc_mp_write_uint(w, MC_F_MTU);
-        mc_mp_write_uint(w, n->mtu);
+        write_facts(w, n, j->psn);
         mc_mp_write_uint(w, MC_F_QPNS);
         mc_mp_write_array(w, j->nqp);
         for (unsigned i = 0; i < j->nqp; i++)
@@ -727,9 +820,9 @@ static void refuse(hs_job_t *j, mc_status_t st, const char *why)
 static void accept_on(rd_ep_t *ep, hs_job_t *j)
 {
     rd_nic_t *n = ep->nic;
-    uint32_t mtu = j->b.mtu < n->mtu ? j->b.mtu : n->mtu;
-    if (qps_connect(ep, j->b.gid, j->b.lid, mtu, j->b.qpns) != MC_OK) {
-        refuse(j, MC_ERR_REJECT_HANDSHAKE, "cannot bring the QPs to RTS");
+    if (qps_connect(ep, &j->b) != MC_OK) {
+        refuse(j, MC_ERR_REJECT_HANDSHAKE,
+               "cannot bring the QPs to RTS (link layer, GID type or limits differ: see its log)");
         rd_ep_close(ep, MC_ERR_ENDPOINT, 0);
         return;
     }
@@ -738,9 +831,10 @@ static void accept_on(rd_ep_t *ep, hs_job_t *j)
     for (unsigned i = 0; i < ep->nqp; i++)
         j->qpns[i] = n->t->v->qp_num(ep->qp[i]);
     j->nqp = ep->nqp;
+    j->psn = ep->psn;
     j->st = MC_OK;
     MC_DEBUG(RDMA, "%s: accepted %s@%s (%u QPs, MTU %u)", n->name, ep->peer, ep->peer_nic, ep->nqp,
-             mtu);
+             ep->mtu);
     rd_ep_flush(ep); /* slices queued while we were connecting ourselves */
 }
 
@@ -775,6 +869,7 @@ static void connect_body(hs_job_t *j, mc_status_t rst)
             for (unsigned i = 0; i < ep->nqp; i++)
                 j->qpns[i] = n->t->v->qp_num(ep->qp[i]);
             j->nqp = ep->nqp;
+            j->psn = ep->psn;
             j->st = MC_OK;
             job_done(j);
             return;

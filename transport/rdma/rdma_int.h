@@ -26,6 +26,7 @@
 #include <stdatomic.h>
 
 #include "reactor/fsm.h"
+#include "transport/rdma/qp_attr.h"
 #include "transport/rdma/sieve.h"
 #include "transport/rdma/topo.h"
 #include "transport/rdma/verbs.h"
@@ -102,6 +103,7 @@ typedef struct rd_ep {
     int state; /* enum rd_ep_state */
     int in_pool, dirty, hs_inflight, active, freeing;
     unsigned nqp;
+    uint32_t psn; /* our first send PSN on every QP (random, announced) */
     rv_qp_t *qp[RD_MAX_QPS];
     uint32_t rqpn[RD_MAX_QPS]; /* the peer's QP numbers once connected */
     uint32_t depth[RD_MAX_QPS];
@@ -129,7 +131,9 @@ struct rd_nic {
     rv_ctx_t *ctx;
     rv_pd_t *pd;
     rv_cq_t *cq;
-    rv_dev_info_t info;
+    rv_dev_info_t info; /* written on its reactor (port events) under info_mu; other
+                           threads read it under info_mu */
+    pthread_mutex_t info_mu;
     uint32_t mtu;           /* min(active, configured) */
     uint32_t qp_wr;         /* send queue depth of its QPs */
     uint64_t down_until_ns; /* port found down: skip this NIC until then */
@@ -150,18 +154,28 @@ struct rd_nic {
     int dead; /* shut down: messages that arrive later cancel */
     _Atomic uint64_t bytes, slices, retries, errors;
     _Atomic uint64_t neps, eps_created, evictions, handshakes;
+    _Atomic uint64_t requeries; /* port facts read again after an event */
     _Atomic uint32_t last_mtu;
+};
+
+/* How GPU memory is registered on the NICs. */
+enum rd_gpu_reg {
+    RD_GPU_REG_NONE = 0, /* it cannot be (no GPU, or neither way works) */
+    RD_GPU_REG_DMABUF,   /* cuMemGetHandleForAddressRange + ibv_reg_dmabuf_mr */
+    RD_GPU_REG_PEERMEM,  /* ibv_reg_mr on the device pointer (nvidia-peermem) */
 };
 
 struct rd_transport {
     mc_te_t *te;
     const mc_rdma_verbs_ops_t *v;
+    rd_qp_settings_t qs; /* MC_IB_TC, MC_IB_SL, MC_IB_TIMEOUT, MC_IB_RETRY_CNT, MC_PKEY_INDEX */
+    int gpu_reg;         /* enum rd_gpu_reg */
     rd_topo_t topo;
     char *matrix_json;
     unsigned nnics;
     rd_nic_t nics[RD_MAX_NICS];
     unsigned qps_per_ep, max_wr, max_cqe, max_eps, retry, mtu, busy_poll_us;
-    rv_port_opts_t port_opts; /* MC_IB_PORT, MC_GID_INDEX, MC_PKEY_INDEX, MC_IB_SL */
+    rv_port_opts_t port_opts; /* MC_IB_PORT, MC_GID_INDEX, MC_SYSFS_ROOT */
     _Atomic uint32_t rr;
 };
 
@@ -173,12 +187,20 @@ typedef struct rd_peer {
         uint8_t gid[16];
         uint16_t lid;
         uint32_t mtu;
+        int link_layer;   /* 0: not described (an older peer) */
+        uint8_t gid_type; /* 0: not described */
     } nic[RD_MAX_NICS];
     _Atomic uint64_t key[RD_MAX_NICS]; /* endpoint key of each NIC, 0 = not yet computed */
     rd_topo_t topo;
 } rd_peer_t;
 
 extern const mc_fsm_desc_t rd_ep_fsm;
+
+/* rdma.c */
+#define RD_MEMLOCK_WARN (1ull << 30) /* warn at start below 1 GiB of lockable memory */
+/* MC_OK when RLIMIT_MEMLOCK lets len bytes be pinned; else MC_ERR_MEMORY
+ * with why saying the limit and how to raise it. */
+mc_status_t rd_memlock_check(uint64_t len, char *why, size_t whylen);
 
 /* rdma_ep.c (NIC reactor) */
 /* The pooled endpoint to seg's NIC rnic, made (and its handshake started)

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "transport/rdma/pci.h"
 #include "transport/rdma/topo.h"
 
 static void errf(char *err, size_t len, const char *fmt, const char *a, size_t off)
@@ -58,16 +59,34 @@ static void add_wildcard(rd_topo_t *t)
         e->pref[e->npref++] = (uint8_t)i;
 }
 
+/* Rank of NIC i for GPU g, lower is closer: the PCIe distance class then
+ * the bridges between them when both chains are known, else whether they
+ * share a NUMA node (a NIC or GPU of unknown node counting as node 0). */
+static unsigned gpu_nic_rank(const rd_pci_chain_t *gc, int gnuma, const rd_pci_chain_t *nc,
+                             int nnuma)
+{
+    if (gc->n > 0 && nc->n > 0) {
+        unsigned hops;
+        int d = rd_pci_distance(gc, nc, &hops);
+        return (unsigned)d * 64u + (hops < 63 ? hops : 63);
+    }
+    return (unsigned)(gnuma == nnuma ? RD_PCI_NUMA : RD_PCI_FAR) * 64u;
+}
+
 mc_status_t rd_topo_discover(rd_topo_t *t, const rv_dev_info_t *devs, int ndevs,
-                             unsigned numa_nodes, const int *gpu_numa, unsigned ngpus,
-                             const char *filter, char *err, size_t errlen)
+                             unsigned numa_nodes, const rd_gpu_facts_t *gpus, unsigned ngpus,
+                             const char *sysfs_root, const char *filter, char *err, size_t errlen)
 {
     int numa[RD_MAX_NICS];
+    rd_pci_chain_t nic_chain[RD_MAX_NICS]; /* ~6 KiB */
     memset(t, 0, sizeof(*t));
     for (int i = 0; i < ndevs && t->nnics < RD_MAX_NICS; i++) {
         if (!devs[i].port_active || !in_filter(filter, devs[i].name))
             continue;
         cpy(t->nics[t->nnics], RV_NAME_MAX, devs[i].name);
+        nic_chain[t->nnics].n = 0;
+        if (sysfs_root != NULL && devs[i].pci[0] != '\0')
+            rd_pci_chain(sysfs_root, devs[i].pci, &nic_chain[t->nnics]);
         numa[t->nnics++] = devs[i].numa_node < 0 ? 0 : devs[i].numa_node;
     }
     if (t->nnics == 0) {
@@ -79,20 +98,47 @@ mc_status_t rd_topo_discover(rd_topo_t *t, const rv_dev_info_t *devs, int ndevs,
         return MC_ERR_DEVICE_NOT_FOUND;
     }
     char loc[RD_LOC_MAX];
-    for (unsigned pass = 0; pass < 2; pass++) {
-        unsigned n = pass == 0 ? (numa_nodes ? numa_nodes : 1) : ngpus;
-        for (unsigned k = 0; k < n; k++) {
-            snprintf(loc, sizeof(loc), pass == 0 ? "cpu:%u" : "cuda:%u", k);
-            int node = pass == 0 ? (int)k : (gpu_numa[k] < 0 ? 0 : gpu_numa[k]);
-            rd_topo_entry_t *e = add_entry(t, loc);
-            if (e == NULL)
-                break;
-            for (unsigned i = 0; i < t->nnics; i++) {
-                if (numa[i] == node)
-                    e->pref[e->npref++] = (uint8_t)i;
-                else
-                    e->sec[e->nsec++] = (uint8_t)i;
+    for (unsigned k = 0; k < (numa_nodes ? numa_nodes : 1); k++) {
+        snprintf(loc, sizeof(loc), "cpu:%u", k);
+        rd_topo_entry_t *e = add_entry(t, loc);
+        if (e == NULL)
+            break;
+        for (unsigned i = 0; i < t->nnics; i++) {
+            if (numa[i] == (int)k)
+                e->pref[e->npref++] = (uint8_t)i;
+            else
+                e->sec[e->nsec++] = (uint8_t)i;
+        }
+    }
+    for (unsigned g = 0; g < ngpus; g++) {
+        snprintf(loc, sizeof(loc), "cuda:%u", g);
+        rd_topo_entry_t *e = add_entry(t, loc);
+        if (e == NULL)
+            break;
+        rd_pci_chain_t gc = {.n = 0, .numa = -1};
+        if (sysfs_root != NULL && gpus[g].pci[0] != '\0')
+            rd_pci_chain(sysfs_root, gpus[g].pci, &gc);
+        int gnuma = gpus[g].numa >= 0 ? gpus[g].numa : gc.numa >= 0 ? gc.numa : 0;
+        unsigned rank[RD_MAX_NICS], best = ~0u;
+        for (unsigned i = 0; i < t->nnics; i++) {
+            rank[i] = gpu_nic_rank(&gc, gnuma, &nic_chain[i], numa[i]);
+            if (rank[i] < best)
+                best = rank[i];
+        }
+        /* the closest NICs preferred; the others secondary, closer first
+         * (insertion by rank keeps index order among equals) */
+        for (unsigned i = 0; i < t->nnics; i++) {
+            if (rank[i] == best) {
+                e->pref[e->npref++] = (uint8_t)i;
+                continue;
             }
+            unsigned at = e->nsec;
+            while (at > 0 && rank[e->sec[at - 1]] > rank[i]) {
+                e->sec[at] = e->sec[at - 1];
+                at--;
+            }
+            e->sec[at] = (uint8_t)i;
+            e->nsec++;
         }
     }
     add_wildcard(t);

@@ -36,16 +36,26 @@ typedef struct rd_topo {
     rd_topo_entry_t ents[RD_MAX_LOCS];
 } rd_topo_t;
 
+/* A GPU as discovery sees it. */
+typedef struct rd_gpu_facts {
+    int numa;              /* -1 unknown (then read from sysfs) */
+    char pci[RV_NAME_MAX]; /* PCI bus id, "" unknown */
+} rd_gpu_facts_t;
+
 /* From discovered devices: only those whose port is active (and, when
  * filter is a non-empty comma list, named in it); for each NUMA node N in
  * 0..numa_nodes-1 an entry "cpu:N" preferring the NICs on node N (a NIC of
  * unknown node counts as node 0) with all others secondary; for each GPU
- * g in 0..ngpus-1 with gpu_numa[g] an entry "cuda:g" preferring the NICs of
- * the GPU's node; and "*" with every NIC preferred. MC_ERR_DEVICE_NOT_FOUND
- * when no device is usable (err says why). */
+ * g in 0..ngpus-1 an entry "cuda:g" preferring the NICs closest to it on
+ * the PCIe tree under sysfs_root (transport/rdma/pci.h: same switch, then
+ * same root complex, then same NUMA node, fewer bridges first), the others
+ * secondary, closer first; without PCI facts (sysfs_root NULL, a bus id
+ * unknown) the NICs of the GPU's NUMA node; and "*" with every NIC
+ * preferred. MC_ERR_DEVICE_NOT_FOUND when no device is usable (err says
+ * why). Reads sysfs only under sysfs_root. */
 mc_status_t rd_topo_discover(rd_topo_t *t, const rv_dev_info_t *devs, int ndevs,
-                             unsigned numa_nodes, const int *gpu_numa, unsigned ngpus,
-                             const char *filter, char *err, size_t errlen);
+                             unsigned numa_nodes, const rd_gpu_facts_t *gpus, unsigned ngpus,
+                             const char *sysfs_root, const char *filter, char *err, size_t errlen);
 
 /* Parse a user matrix; "*" is added (every NIC preferred) when absent.
  * MC_ERR_CONFIG with err naming what is wrong and where. */

@@ -1,94 +1,80 @@
 /*
  * verbs_emu.c - the emulated verbs provider (verbs.h). FOR TESTS AND DEMOS
  * ONLY: nothing here is fast or secure; it lets every state machine, fault
- * and retry path of the RDMA transport run where no NIC exists.
+ * and retry path of the RDMA transport run where no NIC exists, and it is
+ * strict where hardware is (verbs.h, rv_emu_opts_t).
  *
- * A context = one emulated NIC as seen by one opener: a GID made of the
- * process id and a serial, a unix socket in the abstract namespace named
- * after the GID, an accept thread (one server thread per connection) and
- * an initiator thread that executes the context's posted WRs in order.
+ * A context = one emulated port as seen by one opener: an id unique on the
+ * machine (24 bits on Ethernet, a LID on InfiniBand) that its GIDs encode,
+ * a unix socket in the abstract namespace named after it, an accept thread
+ * (one server thread per connection) and an initiator thread that executes
+ * the context's posted WRs in order.
  *
- * A WR travels as {magic, op, src qpn, dst qpn, remote addr, rkey, length}
- * (+ the bytes of a WRITE) to the target context; the server checks the
- * target QP (exists, RTR or RTS, connected to the source QP; otherwise the
- * initiator sees RETRY_EXC_ERR, as when a real peer never acknowledges),
- * then the MR (rkey known, range inside, REMOTE_READ / REMOTE_WRITE granted;
- * otherwise REM_ACCESS_ERR), executes it with memcpy (socket I/O straight
- * into / out of the MR, under the MR table's read lock so a deregistration
- * waits) and answers {status} (+ the bytes of a READ). The completion lands
- * in the initiator's CQ; an error completion moves the QP to ERR and every
- * later WR of that QP is flushed (WR_FLUSH_ERR), as on hardware.
+ *   Ethernet (RoCE) GID table, like mlx5's for one IPv4 address:
+ *     0 fe80::0200:5eff:feXX:XXXX  RoCE v1    1 the same  RoCE v2
+ *     2 ::ffff:10.X.X.X            RoCE v1    3 the same  RoCE v2
+ *   InfiniBand: 0 fe80::2:c903:0:LLLL (the port GID), LID LLLL.
+ *
+ * A WR travels as {magic, op, QP numbers, PSN, source and destination GID
+ * and LID, remote addr, rkey, length} (+ the bytes of a WRITE) to the
+ * target context; the server checks the destination GID is one of its
+ * table of the source's type, the target QP (exists, RTR or RTS, connected
+ * to the source QP and GID, expecting this PSN; otherwise the packet is
+ * dropped and the initiator sees RETRY_EXC_ERR, as when a real peer never
+ * acknowledges), then the MR (rkey known, range inside, REMOTE_READ /
+ * REMOTE_WRITE granted; otherwise REM_ACCESS_ERR), executes it with memcpy
+ * (socket I/O straight into / out of the MR's host view, under the MR
+ * table's read lock so a deregistration waits) and answers {status} (+ the
+ * bytes of a READ). The completion lands in the initiator's CQ; an error
+ * completion moves the QP to ERR and every later WR of that QP is flushed
+ * (WR_FLUSH_ERR), as on hardware.
+ *
+ * GPU memory: a dma-buf registration maps the buffer's fd (what a NIC
+ * does through the exporter); a plain registration of GPU memory stands
+ * for nvidia-peermem and reaches it through the CUDA library's host view
+ * (only the tests' fake driver has one), unless no_peermem is set.
  */
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "transport/cuda.h"
+#include "transport/rdma/gid.h"
+#include "transport/rdma/qp_attr.h"
 #include "transport/rdma/verbs.h"
+#include "transport/rdma/verbs_emu_int.h"
 #include "util/conf.h"
 #include "util/log.h"
 #include "util/mem.h"
 #include "util/time.h"
 
-#define EMU_MAGIC 0x4d43454du /* "MCEM" */
-#define EMU_MAX_LEN (1u << 30)
-#define EMU_MAX_CONNS 64
-#define EMU_RETRY_MS 200 /* how long a WR waits for its target QP to reach RTR */
-
 /* ------------------------------------------------------ process state */
 
-typedef struct emu_dev {
-    unsigned fail_count;
-    uint32_t fail_status;
-    int down;
-    rv_emu_stats_t st;
-} emu_dev_t;
-
-static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
+pthread_mutex_t emu_mu = PTHREAD_MUTEX_INITIALIZER;
 static rv_emu_opts_t g_opts;
 static int g_opts_set;
-static emu_dev_t g_dev[RV_MAX_DEVICES];
+emu_dev_t emu_devs[RV_MAX_DEVICES];
 static uint32_t g_serial;
-static struct rv_ctx **g_ctxs; /* open contexts, for port events; g_mu */
+static struct rv_ctx **g_ctxs; /* open contexts, for port events; emu_mu */
 static size_t g_nctxs, g_cap_ctxs;
 static _Atomic uint32_t g_next_key = 0x100;
-static _Atomic uint32_t g_next_qpn = 0x40;
 
-void rv_emu_opts_get(rv_emu_opts_t *o)
+/* The emulator's configuration: a number from the environment (malformed:
+ * logged, def). */
+static uint64_t env_u64(const char *name, uint64_t def)
 {
-    pthread_mutex_lock(&g_mu);
-    if (!g_opts_set) {
-        /* the emulator's configuration: defaults, then the environment */
-        g_opts.ndevices = (unsigned)mc_conf_env_uint("MC_RDMA_EMULATED", 2, 0, RV_MAX_DEVICES);
-        if (g_opts.ndevices == 0) /* the rdma transport's "no emulation" */
-            g_opts.ndevices = 2;
-        g_opts.delay_us = mc_conf_env_uint("MC_RDMA_EMU_DELAY_US", 0, 0, UINT64_MAX);
-        g_opts.bandwidth = mc_conf_env_uint("MC_RDMA_EMU_BANDWIDTH", 0, 0, UINT64_MAX);
-        g_opts.mtu = (uint32_t)mc_conf_env_uint("MC_RDMA_EMU_MTU", 4096, 0, UINT32_MAX);
-        g_opts_set = 1;
-    }
-    *o = g_opts;
-    pthread_mutex_unlock(&g_mu);
-}
-
-void rv_emu_configure(const rv_emu_opts_t *o)
-{
-    pthread_mutex_lock(&g_mu);
-    g_opts = *o;
-    if (g_opts.ndevices == 0 || g_opts.ndevices > RV_MAX_DEVICES)
-        g_opts.ndevices = 2;
-    if (g_opts.mtu == 0)
-        g_opts.mtu = 4096;
-    g_opts_set = 1;
-    pthread_mutex_unlock(&g_mu);
+    return mc_conf_env_uint(name, def, 0, UINT64_MAX);
 }
 
 /* "emu_K" -> K, or -1. */
@@ -103,15 +89,100 @@ static int dev_index(const char *name)
     return (int)k;
 }
 
+/* Apply fn to each device named in a comma list (emu_mu held). */
+static void env_devices(const char *name, void (*fn)(emu_dev_t *))
+{
+    const char *v = mc_conf_env_str(name);
+    char one[RV_NAME_MAX];
+    while (v != NULL && *v != '\0') {
+        const char *c = strchr(v, ',');
+        size_t l = c ? (size_t)(c - v) : strlen(v);
+        if (l < sizeof(one)) {
+            memcpy(one, v, l);
+            one[l] = '\0';
+            int k = dev_index(one);
+            if (k >= 0)
+                fn(&emu_devs[k]);
+            else
+                MC_WARN(RDMA, "%s: '%s' is not an emulated device (emu_N): ignored", name, one);
+        }
+        v = c ? c + 1 : NULL;
+    }
+}
+
+static void set_no_gid(emu_dev_t *d)
+{
+    d->o.no_gid = 1;
+}
+
+static void set_down(emu_dev_t *d)
+{
+    d->down = 1;
+}
+
+void rv_emu_opts_get(rv_emu_opts_t *o)
+{
+    pthread_mutex_lock(&emu_mu);
+    if (!g_opts_set) {
+        g_opts.ndevices = (unsigned)env_u64("MC_RDMA_EMULATED", 2);
+        if (g_opts.ndevices == 0 || g_opts.ndevices > RV_MAX_DEVICES)
+            g_opts.ndevices = 2;
+        g_opts.delay_us = env_u64("MC_RDMA_EMU_DELAY_US", 0);
+        g_opts.bandwidth = env_u64("MC_RDMA_EMU_BANDWIDTH", 0);
+        g_opts.mtu = (uint32_t)env_u64("MC_RDMA_EMU_MTU", 4096);
+        const char *ll = mc_conf_env_str("MC_RDMA_EMU_LINK_LAYER");
+        g_opts.link_layer = ll != NULL && strcmp(ll, "ib") == 0 ? RV_LL_IB : RV_LL_ETH;
+        if (ll != NULL && *ll && strcmp(ll, "ib") != 0 && strcmp(ll, "eth") != 0)
+            MC_WARN(RDMA, "MC_RDMA_EMU_LINK_LAYER='%s' is neither eth nor ib: using eth", ll);
+        g_opts.max_rd_atom = (uint32_t)env_u64("MC_RDMA_EMU_MAX_RD_ATOM", RD_QP_DEFAULT_RD_ATOM);
+        g_opts.blackhole = env_u64("MC_RDMA_EMU_BLACKHOLE", 0) != 0;
+        g_opts.no_peermem = env_u64("MC_RDMA_EMU_NO_PEERMEM", 0) != 0;
+        env_devices("MC_RDMA_EMU_NO_GID", set_no_gid);
+        env_devices("MC_RDMA_EMU_DOWN", set_down);
+        g_opts_set = 1;
+    }
+    *o = g_opts;
+    pthread_mutex_unlock(&emu_mu);
+}
+
+void rv_emu_configure(const rv_emu_opts_t *o)
+{
+    pthread_mutex_lock(&emu_mu);
+    g_opts = *o;
+    if (g_opts.ndevices == 0 || g_opts.ndevices > RV_MAX_DEVICES)
+        g_opts.ndevices = 2;
+    if (g_opts.mtu == 0)
+        g_opts.mtu = 4096;
+    if (g_opts.link_layer == RV_LL_UNKNOWN)
+        g_opts.link_layer = RV_LL_ETH;
+    if (g_opts.max_rd_atom == 0)
+        g_opts.max_rd_atom = RD_QP_DEFAULT_RD_ATOM;
+    g_opts_set = 1;
+    pthread_mutex_unlock(&emu_mu);
+}
+
+void rv_emu_set_device(const char *dev, const rv_emu_dev_opts_t *o)
+{
+    int k = dev_index(dev);
+    if (k < 0)
+        return;
+    pthread_mutex_lock(&emu_mu);
+    if (o != NULL)
+        emu_devs[k].o = *o;
+    else
+        memset(&emu_devs[k].o, 0, sizeof(emu_devs[k].o));
+    pthread_mutex_unlock(&emu_mu);
+}
+
 void rv_emu_fail_next(const char *dev, unsigned count, rv_wc_status_t status)
 {
     int k = dev_index(dev);
     if (k < 0)
         return;
-    pthread_mutex_lock(&g_mu);
-    g_dev[k].fail_count = count;
-    g_dev[k].fail_status = status;
-    pthread_mutex_unlock(&g_mu);
+    pthread_mutex_lock(&emu_mu);
+    emu_devs[k].fail_count = count;
+    emu_devs[k].fail_status = status;
+    pthread_mutex_unlock(&emu_mu);
 }
 
 void rv_emu_stats(const char *dev, rv_emu_stats_t *out)
@@ -120,146 +191,109 @@ void rv_emu_stats(const char *dev, rv_emu_stats_t *out)
     memset(out, 0, sizeof(*out));
     if (k < 0)
         return;
-    pthread_mutex_lock(&g_mu);
-    *out = g_dev[k].st;
-    pthread_mutex_unlock(&g_mu);
+    pthread_mutex_lock(&emu_mu);
+    *out = emu_devs[k].st;
+    pthread_mutex_unlock(&emu_mu);
 }
 
-/* ---------------------------------------------------------- objects */
-
-typedef struct emu_wr {
-    struct emu_wr *next;
-    rv_qp_t *qp;
-    rv_send_wr_t wr;
-    uint64_t post_ns;
-} emu_wr_t;
-
-typedef struct emu_conn {
-    uint8_t gid[16];
-    int fd;
-} emu_conn_t;
-
-typedef struct emu_srv {
-    struct emu_srv *next;
-    rv_ctx_t *ctx;
-    int fd;
-    pthread_t th;
-} emu_srv_t;
-
-struct rv_ctx {
-    int dev;
-    char name[RV_NAME_MAX];
-    uint8_t gid[16];
-    uint16_t lid;
-    int lfd;
-    pthread_t acc_th, init_th;
-    pthread_mutex_t mu; /* WR queue, QP table, server list */
-    pthread_cond_t cv;
-    emu_wr_t *head, *tail;
-    rv_qp_t *busy_qp; /* the QP whose WR the initiator executes right now */
-    rv_qp_t **qps;
-    size_t nqps, cap_qps;
-    emu_srv_t *srvs;
-    pthread_rwlock_t mr_lock; /* the MR table; servers read it around memcpy */
-    struct emu_mr **mrs;
-    size_t nmrs, cap_mrs;
-    emu_conn_t conns[EMU_MAX_CONNS]; /* initiator thread only */
-    unsigned nconns;
-    uint64_t busy_until_ns; /* bandwidth model; initiator thread only */
-    rv_emu_opts_t o;
-    int stop;
-    int async_efd; /* port events (rv_emu_set_down) */
-    _Atomic int async_pending;
-};
-
-typedef struct emu_mr {
-    rv_ctx_t *ctx;
-    uint64_t addr, len;
-    uint32_t lkey, rkey;
-    int access;
-} emu_mr_t;
-
-struct rv_pd {
-    rv_ctx_t *ctx;
-};
-
-struct rv_cq {
-    pthread_mutex_t mu;
-    rv_wc_t *ring;
-    int cap, head, count;
-    int efd;
-    int armed;
-    int overrun;
-};
-
-struct rv_qp {
-    rv_ctx_t *ctx;
-    rv_cq_t *cq;
-    uint32_t qpn;
-    _Atomic int state;
-    uint32_t dest_qpn;
-    uint8_t dgid[16];
-    uint32_t mtu;
-    int access;
-    uint32_t max_wr;
-    _Atomic uint32_t outstanding;
-};
-
-const char *rv_wc_status_str(uint32_t st)
+/* A device's effective settings (emu_mu held). */
+static void dev_config(int k, const rv_emu_opts_t *o, int *ll, uint32_t *rd, int *table)
 {
-    static const char *const names[] = {"SUCCESS",       "LOC_LEN_ERR",    "LOC_PROT_ERR",
-                                        "WR_FLUSH_ERR",  "REM_ACCESS_ERR", "REM_OP_ERR",
-                                        "RETRY_EXC_ERR", "GENERAL_ERR"};
-    return st < sizeof(names) / sizeof(names[0]) ? names[st] : "UNKNOWN";
+    const rv_emu_dev_opts_t *d = &emu_devs[k].o;
+    *ll = d->link_layer ? d->link_layer : o->link_layer;
+    *rd = d->max_rd_atom ? d->max_rd_atom : o->max_rd_atom;
+    *table = d->no_gid ? TABLE_EMPTY : d->no_ipv4 ? TABLE_NO_IPV4 : TABLE_FULL;
 }
 
-const char *rv_qp_state_str(int st)
+/* ---------------------------------------------------------- addresses */
+
+static const uint8_t eth_iid[5] = {0x02, 0x00, 0x5e, 0xff, 0xfe};
+static const uint8_t ib_iid[6] = {0x00, 0x02, 0xc9, 0x03, 0x00, 0x00};
+
+static void gid_ll(uint8_t g[16], int ib, uint32_t id)
 {
-    static const char *const names[] = {"RESET", "INIT", "RTR", "RTS", "ERR"};
-    return st >= 0 && st <= RV_QPS_ERR ? names[st] : "?";
+    memset(g, 0, 16);
+    g[0] = 0xfe;
+    g[1] = 0x80;
+    if (ib) {
+        memcpy(g + 8, ib_iid, 6);
+        g[14] = (uint8_t)(id >> 8);
+        g[15] = (uint8_t)id;
+    } else {
+        memcpy(g + 8, eth_iid, 5);
+        g[13] = (uint8_t)(id >> 16);
+        g[14] = (uint8_t)(id >> 8);
+        g[15] = (uint8_t)id;
+    }
 }
 
-/* ------------------------------------------------------------ helpers */
+static void gid_v4(uint8_t g[16], uint32_t id)
+{
+    memset(g, 0, 16);
+    g[10] = g[11] = 0xff;
+    g[12] = 10;
+    g[13] = (uint8_t)(id >> 16);
+    g[14] = (uint8_t)(id >> 8);
+    g[15] = (uint8_t)id;
+}
 
-static void sock_name(const uint8_t gid[16], struct sockaddr_un *a, socklen_t *alen)
+/* Which emulated port a GID belongs to: RV_LL_ETH or RV_LL_IB with *id,
+ * RV_LL_UNKNOWN when it is no emulated GID. */
+int emu_gid_owner(const uint8_t g[16], uint32_t *id)
+{
+    if (rd_gid_is_v4mapped(g) && g[12] == 10) {
+        *id = (uint32_t)g[13] << 16 | (uint32_t)g[14] << 8 | g[15];
+        return RV_LL_ETH;
+    }
+    if (g[0] == 0xfe && g[1] == 0x80 && memcmp(g + 8, eth_iid, 5) == 0) {
+        *id = (uint32_t)g[13] << 16 | (uint32_t)g[14] << 8 | g[15];
+        return RV_LL_ETH;
+    }
+    if (g[0] == 0xfe && g[1] == 0x80 && memcmp(g + 8, ib_iid, 6) == 0) {
+        *id = (uint32_t)g[14] << 8 | g[15];
+        return RV_LL_IB;
+    }
+    return RV_LL_UNKNOWN;
+}
+
+void emu_sock_name(int ll, uint32_t id, struct sockaddr_un *a, socklen_t *alen)
 {
     memset(a, 0, sizeof(*a));
     a->sun_family = AF_UNIX;
-    int n = snprintf(a->sun_path + 1, sizeof(a->sun_path) - 1, "mc-emu-");
-    for (int i = 8; i < 16; i++)
-        n += snprintf(a->sun_path + 1 + n, sizeof(a->sun_path) - 1 - (size_t)n, "%02x", gid[i]);
+    int n = snprintf(a->sun_path + 1, sizeof(a->sun_path) - 1, "mc-emu-%c-%06x",
+                     ll == RV_LL_IB ? 'i' : 'e', id);
     *alen = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n);
 }
 
-static int io_full(int fd, void *p, size_t len, int wr)
+/* The table of a port with this id (ETH: mlx5's four entries, the two
+ * IPv4 ones only while its netdev has an address; IB: one). */
+static void fill_table(rv_ctx_t *c, int table)
 {
-    uint8_t *b = p;
-    while (len > 0) {
-        ssize_t k = wr ? send(fd, b, len, MSG_NOSIGNAL) : recv(fd, b, len, 0);
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k <= 0)
-            return -1;
-        b += k;
-        len -= (size_t)k;
+    memset(c->gids, 0, sizeof(c->gids));
+    c->ngids = EMU_GIDS; /* an empty table still has its slots, all null */
+    if (table == TABLE_EMPTY)
+        return;
+    if (c->ll == RV_LL_IB) {
+        gid_ll(c->gids[0].gid, 1, c->id);
+        c->gids[0].type = RV_GID_TYPE_IB;
+        return;
     }
-    return 0;
+    for (int i = 0; i < (table == TABLE_NO_IPV4 ? 2 : EMU_GIDS); i++) {
+        if (i < 2)
+            gid_ll(c->gids[i].gid, 0, c->id);
+        else
+            gid_v4(c->gids[i].gid, c->id);
+        c->gids[i].type = i % 2 ? RV_GID_TYPE_ROCE_V2 : RV_GID_TYPE_ROCE_V1;
+        snprintf(c->gids[i].ndev, sizeof(c->gids[i].ndev), "emueth%d", c->dev);
+    }
 }
 
-static void sleep_until(uint64_t t_ns)
-{
-    uint64_t now = mc_now_ns();
-    if (t_ns <= now)
-        return;
-    struct timespec ts = {(time_t)((t_ns - now) / 1000000000u), (long)((t_ns - now) % 1000000000u)};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-    }
-}
+/* ---------------------------------------------------------- memory */
 
 /* MR of ctx with this key covering [addr, addr+len) with access; mr_lock
  * held. */
-static emu_mr_t *mr_find(rv_ctx_t *c, uint32_t key, int remote, uint64_t addr, uint64_t len,
-                         int access)
+emu_mr_t *emu_mr_find(rv_ctx_t *c, uint32_t key, int remote, uint64_t addr, uint64_t len,
+                      int access)
 {
     for (size_t i = 0; i < c->nmrs; i++) {
         emu_mr_t *m = c->mrs[i];
@@ -274,308 +308,44 @@ static emu_mr_t *mr_find(rv_ctx_t *c, uint32_t key, int remote, uint64_t addr, u
     return NULL;
 }
 
-static void cq_push(rv_cq_t *cq, const rv_wc_t *wc)
+uint8_t *emu_mr_host(const emu_mr_t *m, uint64_t addr)
 {
-    pthread_mutex_lock(&cq->mu);
-    if (cq->count == cq->cap) {
-        cq->overrun = 1; /* hardware would raise a CQ error; the transport bounds it */
-        pthread_mutex_unlock(&cq->mu);
-        MC_ERROR(RDMA, "emulated CQ overrun: a completion was lost");
-        return;
-    }
-    cq->ring[(cq->head + cq->count) % cq->cap] = *wc;
-    cq->count++;
-    int signal = cq->armed;
-    cq->armed = 0;
-    pthread_mutex_unlock(&cq->mu);
-    if (signal) {
-        uint64_t one = 1;
-        ssize_t k = write(cq->efd, &one, sizeof(one));
-        (void)k;
-    }
-}
-
-/* ---------------------------------------------------------- the wire */
-
-typedef struct emu_req {
-    uint32_t magic;
-    uint32_t op;
-    uint32_t src_qpn, dst_qpn;
-    uint64_t raddr;
-    uint32_t rkey;
-    uint32_t len;
-} emu_req_t;
-
-static rv_qp_t *qp_lookup(rv_ctx_t *c, uint32_t qpn)
-{
-    for (size_t i = 0; i < c->nqps; i++)
-        if (c->qps[i]->qpn == qpn)
-            return c->qps[i];
-    return NULL;
-}
-
-static int drain(int fd, uint64_t len)
-{
-    uint8_t scratch[4096];
-    while (len > 0) {
-        size_t k = len < sizeof(scratch) ? (size_t)len : sizeof(scratch);
-        if (io_full(fd, scratch, k, 0) != 0)
-            return -1;
-        len -= k;
-    }
-    return 0;
-}
-
-/* Serve one peer context: one request at a time, in order. */
-static void *srv_thread(void *arg)
-{
-    emu_srv_t *s = arg;
-    rv_ctx_t *c = s->ctx;
-    emu_req_t q;
-    while (io_full(s->fd, &q, sizeof(q), 0) == 0) {
-        if (q.magic != EMU_MAGIC || q.op > RV_WR_RDMA_WRITE || q.len > EMU_MAX_LEN) {
-            MC_WARN(RDMA, "%s: malformed emulated WR (magic %#x op %u len %u): closing", c->name,
-                    q.magic, q.op, q.len);
-            break;
-        }
-        /* The target QP must be RTR or RTS and connected to the sender. A
-         * QP still on its way there (INIT, e.g. the passive side of a
-         * handshake posts before the active side got its answer) is
-         * retried for up to EMU_RETRY_MS, as a NIC retransmits (retry_cnt x
-         * timeout) before it reports RETRY_EXC_ERR. */
-        uint32_t st = RV_WC_RETRY_EXC_ERR;
-        for (int waited = 0; waited <= EMU_RETRY_MS * 10; waited++) {
-            pthread_mutex_lock(&c->mu);
-            rv_qp_t *qp = qp_lookup(c, q.dst_qpn);
-            int qs = qp ? atomic_load(&qp->state) : -1;
-            int ok =
-                qp != NULL && (qs == RV_QPS_RTR || qs == RV_QPS_RTS) && qp->dest_qpn == q.src_qpn;
-            int hopeless = qp == NULL || qs == RV_QPS_ERR || c->stop;
-            pthread_mutex_unlock(&c->mu);
-            if (ok)
-                st = RV_WC_SUCCESS;
-            if (ok || hopeless)
-                break;
-            usleep(100);
-        }
-        pthread_mutex_lock(&g_mu);
-        if (g_dev[c->dev].down)
-            st = RV_WC_RETRY_EXC_ERR;
-        pthread_mutex_unlock(&g_mu);
-        pthread_rwlock_rdlock(&c->mr_lock);
-        int need = q.op == RV_WR_RDMA_WRITE ? RV_ACCESS_REMOTE_WRITE : RV_ACCESS_REMOTE_READ;
-        if (st == RV_WC_SUCCESS && mr_find(c, q.rkey, 1, q.raddr, q.len, need) == NULL)
-            st = RV_WC_REM_ACCESS_ERR;
-        int bad = 0;
-        void *mem = (void *)(uintptr_t)q.raddr;
-        if (q.op == RV_WR_RDMA_WRITE)
-            bad = st == RV_WC_SUCCESS ? io_full(s->fd, mem, q.len, 0) : drain(s->fd, q.len);
-        if (!bad)
-            bad = io_full(s->fd, &st, sizeof(st), 1);
-        if (!bad && q.op == RV_WR_RDMA_READ && st == RV_WC_SUCCESS)
-            bad = io_full(s->fd, mem, q.len, 1);
-        pthread_rwlock_unlock(&c->mr_lock);
-        if (bad)
-            break;
-    }
-    return NULL;
-}
-
-static void *acc_thread(void *arg)
-{
-    rv_ctx_t *c = arg;
-    for (;;) {
-        int fd = accept(c->lfd, NULL, NULL);
-        if (fd < 0) {
-            if (errno == EINTR || errno == ECONNABORTED)
-                continue;
-            break;
-        }
-        pthread_mutex_lock(&c->mu);
-        if (c->stop) {
-            pthread_mutex_unlock(&c->mu);
-            close(fd);
-            break;
-        }
-        emu_srv_t *s = mc_calloc(1, sizeof(*s));
-        if (s == NULL) {
-            pthread_mutex_unlock(&c->mu);
-            close(fd);
-            continue;
-        }
-        s->ctx = c;
-        s->fd = fd;
-        if (pthread_create(&s->th, NULL, srv_thread, s) != 0) {
-            pthread_mutex_unlock(&c->mu);
-            close(fd);
-            mc_free(s);
-            continue;
-        }
-        s->next = c->srvs;
-        c->srvs = s;
-        pthread_mutex_unlock(&c->mu);
-    }
-    return NULL;
-}
-
-/* Initiator: a connection to the context with this GID (cached). */
-static int conn_get(rv_ctx_t *c, const uint8_t gid[16])
-{
-    for (unsigned i = 0; i < c->nconns; i++)
-        if (memcmp(c->conns[i].gid, gid, 16) == 0)
-            return c->conns[i].fd;
-    if (c->nconns == EMU_MAX_CONNS) {
-        close(c->conns[0].fd);
-        c->conns[0] = c->conns[--c->nconns];
-    }
-    struct sockaddr_un a;
-    socklen_t alen;
-    sock_name(gid, &a, &alen);
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return -1;
-    if (connect(fd, (struct sockaddr *)&a, alen) != 0) {
-        close(fd);
-        return -1;
-    }
-    memcpy(c->conns[c->nconns].gid, gid, 16);
-    c->conns[c->nconns++].fd = fd;
-    return fd;
-}
-
-static void conn_drop(rv_ctx_t *c, int fd)
-{
-    for (unsigned i = 0; i < c->nconns; i++) {
-        if (c->conns[i].fd == fd) {
-            close(fd);
-            c->conns[i] = c->conns[--c->nconns];
-            return;
-        }
-    }
-}
-
-static uint32_t emu_execute(rv_ctx_t *c, rv_qp_t *qp, const rv_send_wr_t *wr)
-{
-    if (atomic_load(&qp->state) != RV_QPS_RTS)
-        return RV_WC_WR_FLUSH_ERR;
-    pthread_mutex_lock(&g_mu);
-    emu_dev_t *d = &g_dev[c->dev];
-    uint32_t st = RV_WC_SUCCESS;
-    if (d->down) {
-        st = RV_WC_RETRY_EXC_ERR;
-    } else if (d->fail_count > 0) {
-        d->fail_count--;
-        st = d->fail_status;
-    }
-    pthread_mutex_unlock(&g_mu);
-    if (st != RV_WC_SUCCESS)
-        return st;
-    int need = wr->opcode == RV_WR_RDMA_READ ? RV_ACCESS_LOCAL_WRITE : 0;
-    pthread_rwlock_rdlock(&c->mr_lock);
-    emu_mr_t *m = mr_find(c, wr->lkey, 0, wr->local_addr, wr->length, need);
-    pthread_rwlock_unlock(&c->mr_lock);
-    if (m == NULL)
-        return RV_WC_LOC_PROT_ERR;
-    int fd = conn_get(c, qp->dgid);
-    if (fd < 0)
-        return RV_WC_RETRY_EXC_ERR;
-    emu_req_t q = {EMU_MAGIC,       wr->opcode, qp->qpn,   qp->dest_qpn,
-                   wr->remote_addr, wr->rkey,   wr->length};
-    void *local = (void *)(uintptr_t)wr->local_addr;
-    int bad = io_full(fd, &q, sizeof(q), 1);
-    if (!bad && wr->opcode == RV_WR_RDMA_WRITE)
-        bad = io_full(fd, local, wr->length, 1);
-    if (!bad)
-        bad = io_full(fd, &st, sizeof(st), 0);
-    if (!bad && st == RV_WC_SUCCESS && wr->opcode == RV_WR_RDMA_READ)
-        bad = io_full(fd, local, wr->length, 0);
-    if (bad) {
-        conn_drop(c, fd);
-        return RV_WC_RETRY_EXC_ERR;
-    }
-    return st;
-}
-
-static void *init_thread(void *arg)
-{
-    rv_ctx_t *c = arg;
-    pthread_mutex_lock(&c->mu);
-    for (;;) {
-        while (c->head == NULL && !c->stop)
-            pthread_cond_wait(&c->cv, &c->mu);
-        if (c->stop)
-            break;
-        emu_wr_t *w = c->head;
-        c->head = w->next;
-        if (c->head == NULL)
-            c->tail = NULL;
-        c->busy_qp = w->qp;
-        pthread_mutex_unlock(&c->mu);
-
-        rv_qp_t *qp = w->qp;
-        sleep_until(w->post_ns + c->o.delay_us * 1000);
-        /* the link: this WR occupies it for length / bandwidth after the
-         * previous one; the copy itself overlaps that time */
-        uint64_t done_ns = 0;
-        if (c->o.bandwidth > 0) {
-            uint64_t now = mc_now_ns();
-            if (c->busy_until_ns < now)
-                c->busy_until_ns = now;
-            c->busy_until_ns += (uint64_t)w->wr.length * 1000000000u / c->o.bandwidth;
-            done_ns = c->busy_until_ns;
-        }
-        uint32_t st = emu_execute(c, qp, &w->wr);
-        if (st == RV_WC_SUCCESS && done_ns != 0)
-            sleep_until(done_ns);
-        if (st != RV_WC_SUCCESS && st != RV_WC_WR_FLUSH_ERR)
-            atomic_store(&qp->state, RV_QPS_ERR); /* an error moves an RC QP to ERR */
-        pthread_mutex_lock(&g_mu);
-        if (st == RV_WC_SUCCESS) {
-            g_dev[c->dev].st.bytes += w->wr.length;
-            g_dev[c->dev].st.wrs++;
-        } else {
-            g_dev[c->dev].st.errors++;
-        }
-        pthread_mutex_unlock(&g_mu);
-        if (w->wr.signaled || st != RV_WC_SUCCESS) {
-            rv_wc_t wc = {.wr_id = w->wr.wr_id,
-                          .status = st,
-                          .byte_len = w->wr.length,
-                          .qp_num = qp->qpn,
-                          .opcode = w->wr.opcode};
-            cq_push(qp->cq, &wc);
-        }
-        atomic_fetch_sub(&qp->outstanding, 1);
-        mc_free(w);
-        pthread_mutex_lock(&c->mu);
-        c->busy_qp = NULL;
-        pthread_cond_broadcast(&c->cv);
-    }
-    pthread_mutex_unlock(&c->mu);
-    return NULL;
+    return m->host + (addr - m->addr);
 }
 
 /* ---------------------------------------------------------- the ops */
 
-static int emu_get_devices(const rv_port_opts_t *po, rv_dev_info_t *out, int max)
+static int emu_get_devices(const rv_port_opts_t *oo, rv_dev_info_t *out, int max)
 {
-    (void)po; /* port 1, GID index 0 */
     rv_emu_opts_t o;
     rv_emu_opts_get(&o);
     int n = (int)o.ndevices < max ? (int)o.ndevices : max;
     for (int i = 0; i < n; i++) {
-        memset(&out[i], 0, sizeof(out[i]));
-        snprintf(out[i].name, sizeof(out[i].name), "emu_%d", i);
-        snprintf(out[i].pci, sizeof(out[i].pci), "emulated:%02x", i);
-        out[i].numa_node = -1;
-        pthread_mutex_lock(&g_mu);
-        out[i].port_active = !g_dev[i].down;
-        pthread_mutex_unlock(&g_mu);
-        out[i].port = 1;
-        out[i].lid = (uint16_t)(i + 1);
-        out[i].active_mtu = o.mtu;
-        out[i].max_qp_wr = 16384;
-        out[i].max_cqe = 65536;
+        rv_dev_info_t *d = &out[i];
+        memset(d, 0, sizeof(*d));
+        snprintf(d->name, sizeof(d->name), "emu_%d", i);
+        snprintf(d->pci, sizeof(d->pci), "emulated:%02x", i);
+        d->numa_node = -1;
+        uint32_t rd;
+        int table;
+        pthread_mutex_lock(&emu_mu);
+        d->port_active = !emu_devs[i].down;
+        dev_config(i, &o, &d->link_layer, &rd, &table);
+        pthread_mutex_unlock(&emu_mu);
+        d->port_state = d->port_active ? 4 : 1;
+        d->port = 1;
+        d->active_mtu = o.mtu;
+        d->max_qp_wr = 16384;
+        d->max_cqe = 65536;
+        d->max_qp_rd_atom = d->max_qp_init_rd_atom = rd;
+        /* ids are given at open: the table's shape is known, not its values */
+        rv_ctx_t shape = {.dev = i, .ll = d->link_layer, .id = 1};
+        fill_table(&shape, table);
+        d->gid_tbl_len = (uint16_t)shape.ngids;
+        d->gid_index = rd_gid_select(shape.gids, shape.ngids, d->link_layer,
+                                     oo ? oo->gid_index : -1, d->gid_why, sizeof(d->gid_why));
+        if (d->gid_index >= 0)
+            d->gid_type = shape.gids[d->gid_index].type;
     }
     return n;
 }
@@ -584,14 +354,14 @@ static void emu_close(rv_ctx_t *c)
 {
     if (c == NULL)
         return;
-    pthread_mutex_lock(&g_mu);
+    pthread_mutex_lock(&emu_mu);
     for (size_t i = 0; i < g_nctxs; i++) {
         if (g_ctxs[i] == c) {
             g_ctxs[i] = g_ctxs[--g_nctxs];
             break;
         }
     }
-    pthread_mutex_unlock(&g_mu);
+    pthread_mutex_unlock(&emu_mu);
     close(c->async_efd);
     pthread_mutex_lock(&c->mu);
     c->stop = 1;
@@ -620,8 +390,12 @@ static void emu_close(rv_ctx_t *c)
         c->head = w->next;
         mc_free(w);
     }
-    for (size_t i = 0; i < c->nmrs; i++)
-        mc_free(c->mrs[i]); /* registrations still open die with their context */
+    emu_late_free_all(c);
+    for (size_t i = 0; i < c->nmrs; i++) { /* registrations still open die with their context */
+        if (c->mrs[i]->map != NULL)
+            munmap(c->mrs[i]->map, c->mrs[i]->map_len);
+        mc_free(c->mrs[i]);
+    }
     pthread_rwlock_destroy(&c->mr_lock);
     pthread_mutex_destroy(&c->mu);
     pthread_cond_destroy(&c->cv);
@@ -630,9 +404,29 @@ static void emu_close(rv_ctx_t *c)
     mc_free(c);
 }
 
-static mc_status_t emu_open(const char *dev, const rv_port_opts_t *po, rv_ctx_t **out)
+/* Bind the listening socket under a free id (the abstract namespace makes
+ * the id unique on the machine). */
+static int bind_id(rv_ctx_t *c, uint32_t seed)
 {
-    (void)po;
+    uint32_t range = c->ll == RV_LL_IB ? 0xbffe : 0xfffffe; /* LIDs 1..0xbfff */
+    c->lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (c->lfd < 0)
+        return -1;
+    for (uint32_t k = 0; k < 4096; k++) {
+        c->id = 1 + (seed + k) % range;
+        struct sockaddr_un a;
+        socklen_t alen;
+        emu_sock_name(c->ll, c->id, &a, &alen);
+        if (bind(c->lfd, (struct sockaddr *)&a, alen) == 0)
+            return listen(c->lfd, 64);
+        if (errno != EADDRINUSE)
+            break;
+    }
+    return -1;
+}
+
+static mc_status_t emu_open(const char *dev, const rv_port_opts_t *oo, rv_ctx_t **out)
+{
     rv_emu_opts_t o;
     rv_emu_opts_get(&o);
     int k = dev_index(dev);
@@ -641,29 +435,32 @@ static mc_status_t emu_open(const char *dev, const rv_port_opts_t *po, rv_ctx_t 
                  o.ndevices - 1);
         return MC_ERR_DEVICE_NOT_FOUND;
     }
+    uint8_t port = oo && oo->port ? oo->port : 1;
+    if (port != 1) {
+        MC_ERROR(RDMA, "emulated device %s has one port (1), not %u", dev, port);
+        return MC_ERR_DEVICE_NOT_FOUND;
+    }
     rv_ctx_t *c = mc_calloc(1, sizeof(*c));
     if (c == NULL)
         return MC_ERR_NOMEM;
     c->dev = k;
     c->o = o;
+    c->port = port;
     snprintf(c->name, sizeof(c->name), "%s", dev);
-    pthread_mutex_lock(&g_mu);
+    int table;
+    pthread_mutex_lock(&emu_mu);
     uint32_t serial = ++g_serial;
-    pthread_mutex_unlock(&g_mu);
-    uint32_t pid = (uint32_t)getpid();
-    c->gid[0] = 0xfe;
-    c->gid[1] = 0x80;
-    memcpy(&c->gid[8], &pid, 4);
-    memcpy(&c->gid[12], &serial, 4);
-    c->lid = (uint16_t)(k + 1);
+    dev_config(k, &o, &c->ll, &c->max_rd_atom, &table);
+    pthread_mutex_unlock(&emu_mu);
     pthread_mutex_init(&c->mu, NULL);
-    pthread_cond_init(&c->cv, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&c->cv, &ca);
+    pthread_condattr_destroy(&ca);
     pthread_rwlock_init(&c->mr_lock, NULL);
-    struct sockaddr_un a;
-    socklen_t alen;
-    sock_name(c->gid, &a, &alen);
-    c->lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (c->lfd < 0 || bind(c->lfd, (struct sockaddr *)&a, alen) != 0 || listen(c->lfd, 64) != 0) {
+    uint32_t seed = (uint32_t)getpid() * 2654435761u + serial * 40503u + (uint32_t)k;
+    if (bind_id(c, seed) != 0) {
         MC_ERROR(RDMA, "emulated device %s: cannot listen on its socket: %s", dev, strerror(errno));
         if (c->lfd >= 0)
             close(c->lfd);
@@ -673,12 +470,16 @@ static mc_status_t emu_open(const char *dev, const rv_port_opts_t *po, rv_ctx_t 
         mc_free(c);
         return MC_ERR_CONTEXT;
     }
-    if (pthread_create(&c->acc_th, NULL, acc_thread, c) != 0) {
+    c->gid_cfg = oo ? oo->gid_index : -1;
+    fill_table(c, table);
+    c->gid_index =
+        rd_gid_select(c->gids, c->ngids, c->ll, c->gid_cfg, c->gid_why, sizeof(c->gid_why));
+    if (pthread_create(&c->acc_th, NULL, emu_acc_thread, c) != 0) {
         close(c->lfd);
         mc_free(c);
         return MC_ERR_CONTEXT;
     }
-    if (pthread_create(&c->init_th, NULL, init_thread, c) != 0) {
+    if (pthread_create(&c->init_th, NULL, emu_init_thread, c) != 0) {
         shutdown(c->lfd, SHUT_RDWR);
         pthread_join(c->acc_th, NULL);
         close(c->lfd);
@@ -686,7 +487,7 @@ static mc_status_t emu_open(const char *dev, const rv_port_opts_t *po, rv_ctx_t 
         return MC_ERR_CONTEXT;
     }
     c->async_efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    pthread_mutex_lock(&g_mu);
+    pthread_mutex_lock(&emu_mu);
     if (c->async_efd >= 0 && g_nctxs == g_cap_ctxs) {
         size_t cap = g_cap_ctxs ? g_cap_ctxs * 2 : 16;
         struct rv_ctx **nc = mc_realloc(g_ctxs, cap * sizeof(*nc));
@@ -698,7 +499,7 @@ static mc_status_t emu_open(const char *dev, const rv_port_opts_t *po, rv_ctx_t 
     int listed = c->async_efd >= 0 && g_nctxs < g_cap_ctxs;
     if (listed)
         g_ctxs[g_nctxs++] = c;
-    pthread_mutex_unlock(&g_mu);
+    pthread_mutex_unlock(&emu_mu);
     if (!listed) {
         if (c->async_efd < 0)
             c->async_efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC); /* close() needs an fd */
@@ -706,28 +507,49 @@ static mc_status_t emu_open(const char *dev, const rv_port_opts_t *po, rv_ctx_t 
         return MC_ERR_NOMEM;
     }
     MC_WARN(RDMA,
-            "opened EMULATED RDMA device %s (for tests and demos only: no NIC, data "
+            "opened EMULATED RDMA device %s (%s; for tests and demos only: no NIC, data "
             "moves over a unix socket)",
-            dev);
+            dev, rd_link_layer_str(c->ll));
     *out = c;
     return MC_OK;
 }
 
 static mc_status_t emu_query(rv_ctx_t *c, rv_dev_info_t *out)
 {
+    /* the table as the device has it now (rv_emu_set_device may have
+     * changed it): chosen again, as the real provider does at each query */
+    int ll, table;
+    uint32_t rd;
+    pthread_mutex_lock(&emu_mu);
+    dev_config(c->dev, &c->o, &ll, &rd, &table);
+    pthread_mutex_unlock(&emu_mu);
+    pthread_mutex_lock(&c->mu); /* servers read the table */
+    fill_table(c, table);
+    c->gid_index =
+        rd_gid_select(c->gids, c->ngids, c->ll, c->gid_cfg, c->gid_why, sizeof(c->gid_why));
+    pthread_mutex_unlock(&c->mu);
     memset(out, 0, sizeof(*out));
     snprintf(out->name, sizeof(out->name), "%s", c->name);
     snprintf(out->pci, sizeof(out->pci), "emulated:%02x", c->dev);
     out->numa_node = -1;
-    pthread_mutex_lock(&g_mu);
-    out->port_active = !g_dev[c->dev].down;
-    pthread_mutex_unlock(&g_mu);
-    out->port = 1;
-    memcpy(out->gid, c->gid, 16);
-    out->lid = c->lid;
+    pthread_mutex_lock(&emu_mu);
+    out->port_active = !emu_devs[c->dev].down;
+    pthread_mutex_unlock(&emu_mu);
+    out->port_state = out->port_active ? 4 : 1;
+    out->port = c->port;
+    out->link_layer = c->ll;
+    out->gid_index = c->gid_index;
+    out->gid_tbl_len = (uint16_t)c->ngids;
+    snprintf(out->gid_why, sizeof(out->gid_why), "%s", c->gid_why);
+    if (c->gid_index >= 0) {
+        memcpy(out->gid, c->gids[c->gid_index].gid, 16);
+        out->gid_type = c->gids[c->gid_index].type;
+    }
+    out->lid = c->ll == RV_LL_IB ? (uint16_t)c->id : 0; /* RoCE ports have no LID */
     out->active_mtu = c->o.mtu;
     out->max_qp_wr = 16384;
     out->max_cqe = 65536;
+    out->max_qp_rd_atom = out->max_qp_init_rd_atom = c->max_rd_atom;
     return MC_OK;
 }
 
@@ -746,20 +568,19 @@ static void emu_dealloc_pd(rv_pd_t *pd)
     mc_free(pd);
 }
 
-static mc_status_t emu_reg_mr(rv_pd_t *pd, void *addr, uint64_t len, int access, rv_mr_t *out)
+static mc_status_t mr_add(rv_pd_t *pd, uint64_t addr, uint64_t len, uint8_t *host, void *map,
+                          size_t map_len, int access, rv_mr_t *out)
 {
     rv_ctx_t *c = pd->ctx;
-    if (addr == NULL || len == 0 || (uint64_t)(uintptr_t)addr + len < (uint64_t)(uintptr_t)addr)
-        return MC_ERR_INVALID_ARGUMENT;
-    /* as the verbs spec: remote write needs local write */
-    if ((access & RV_ACCESS_REMOTE_WRITE) && !(access & RV_ACCESS_LOCAL_WRITE))
-        return MC_ERR_INVALID_ARGUMENT;
     emu_mr_t *m = mc_calloc(1, sizeof(*m));
     if (m == NULL)
         return MC_ERR_NOMEM;
     uint32_t key = atomic_fetch_add(&g_next_key, 1);
-    m->addr = (uint64_t)(uintptr_t)addr;
+    m->addr = addr;
     m->len = len;
+    m->host = host;
+    m->map = map;
+    m->map_len = map_len;
     m->lkey = key;
     m->rkey = key ^ 0x5a5a0000u;
     m->access = access;
@@ -778,12 +599,73 @@ static mc_status_t emu_reg_mr(rv_pd_t *pd, void *addr, uint64_t len, int access,
     }
     c->mrs[c->nmrs++] = m;
     pthread_rwlock_unlock(&c->mr_lock);
-    out->addr = addr;
+    out->addr = (void *)(uintptr_t)addr;
     out->len = len;
     out->lkey = m->lkey;
     out->rkey = m->rkey;
     out->impl = m;
     return MC_OK;
+}
+
+static mc_status_t check_access(uint64_t addr, uint64_t len, int access)
+{
+    if (addr == 0 || len == 0 || addr + len < addr)
+        return MC_ERR_INVALID_ARGUMENT;
+    /* as the verbs spec: remote write needs local write */
+    if ((access & RV_ACCESS_REMOTE_WRITE) && !(access & RV_ACCESS_LOCAL_WRITE))
+        return MC_ERR_INVALID_ARGUMENT;
+    return MC_OK;
+}
+
+static mc_status_t emu_reg_mr(rv_pd_t *pd, void *addr, uint64_t len, int access, rv_mr_t *out)
+{
+    mc_status_t st = check_access((uint64_t)(uintptr_t)addr, len, access);
+    if (st != MC_OK)
+        return st;
+    uint8_t *host = addr;
+    int gpu = -1;
+    if (te_cuda_ptr_gpu(addr, &gpu) != MC_OK)
+        return MC_ERR_MEMORY;
+    if (gpu >= 0) {
+        /* GPU memory by its virtual address: what nvidia-peermem resolves
+         * for a NIC */
+        if (pd->ctx->o.no_peermem) {
+            MC_ERROR(RDMA, "%s: cannot register GPU memory %p+%llu: no nvidia-peermem (emulated)",
+                     pd->ctx->name, addr, (unsigned long long)len);
+            return MC_ERR_MEMORY;
+        }
+        host = te_cuda_host_view(addr, len);
+        if (host == NULL) {
+            MC_ERROR(RDMA,
+                     "%s: cannot reach GPU memory %p+%llu: the emulated NIC copies with "
+                     "the CPU and this CUDA library gives no host view",
+                     pd->ctx->name, addr, (unsigned long long)len);
+            return MC_ERR_MEMORY;
+        }
+    }
+    return mr_add(pd, (uint64_t)(uintptr_t)addr, len, host, NULL, 0, access, out);
+}
+
+static mc_status_t emu_reg_dmabuf_mr(rv_pd_t *pd, int fd, uint64_t offset, uint64_t len,
+                                     uint64_t iova, int access, rv_mr_t *out)
+{
+    mc_status_t st = check_access(iova, len, access);
+    if (st != MC_OK)
+        return st;
+    /* the NIC reaches the buffer through its exporter: here, a mapping */
+    uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+    uint64_t base = offset & ~(page - 1);
+    size_t map_len = (size_t)((offset - base + len + page - 1) & ~(page - 1));
+    void *map = mmap(NULL, map_len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t)base);
+    if (map == MAP_FAILED) {
+        MC_ERROR(RDMA, "%s: cannot map dma-buf fd %d (offset %llu, %llu bytes): %s", pd->ctx->name,
+                 fd, (unsigned long long)offset, (unsigned long long)len, strerror(errno));
+        return MC_ERR_MEMORY;
+    }
+    st = mr_add(pd, iova, len, (uint8_t *)map + (offset - base), map, map_len, access, out);
+    if (st != MC_OK)
+        munmap(map, map_len);
+    return st;
 }
 
 static void emu_dereg_mr(rv_mr_t *mr)
@@ -801,6 +683,8 @@ static void emu_dereg_mr(rv_mr_t *mr)
         }
     }
     pthread_rwlock_unlock(&c->mr_lock);
+    if (m->map != NULL)
+        munmap(m->map, m->map_len);
     mc_free(m);
     mr->impl = NULL;
 }
@@ -871,165 +755,22 @@ static int emu_poll_cq(rv_cq_t *cq, int n, rv_wc_t *wc)
     return k;
 }
 
-static mc_status_t emu_create_qp(rv_pd_t *pd, rv_cq_t *cq, const rv_qp_caps_t *caps, rv_qp_t **out)
+/* Queue ev for every open context of device k (emu_mu held). */
+static void post_event(int k, int type, uint8_t port)
 {
-    rv_ctx_t *c = pd->ctx;
-    if (caps->max_send_wr == 0 || caps->max_send_wr > 16384)
-        return MC_ERR_INVALID_ARGUMENT;
-    rv_qp_t *qp = mc_calloc(1, sizeof(*qp));
-    if (qp == NULL)
-        return MC_ERR_NOMEM;
-    qp->ctx = c;
-    qp->cq = cq;
-    qp->qpn = atomic_fetch_add(&g_next_qpn, 1) & 0xffffff;
-    qp->max_wr = caps->max_send_wr;
-    atomic_store(&qp->state, RV_QPS_RESET);
-    pthread_mutex_lock(&c->mu);
-    if (c->nqps == c->cap_qps) {
-        size_t cap = c->cap_qps ? c->cap_qps * 2 : 16;
-        rv_qp_t **nq = mc_realloc(c->qps, cap * sizeof(*nq));
-        if (nq == NULL) {
-            pthread_mutex_unlock(&c->mu);
-            mc_free(qp);
-            return MC_ERR_NOMEM;
+    for (size_t i = 0; i < g_nctxs; i++) {
+        rv_ctx_t *c = g_ctxs[i];
+        if (c->dev != k)
+            continue;
+        if (c->nevents < EMU_EVENTS) {
+            c->events[c->nevents].type = type;
+            c->events[c->nevents].port = type == RV_EV_DEVICE_FATAL ? 0 : port ? port : c->port;
+            c->nevents++;
         }
-        c->qps = nq;
-        c->cap_qps = cap;
+        uint64_t one = 1;
+        ssize_t w = write(c->async_efd, &one, sizeof(one));
+        (void)w;
     }
-    c->qps[c->nqps++] = qp;
-    pthread_mutex_unlock(&c->mu);
-    *out = qp;
-    return MC_OK;
-}
-
-static void emu_destroy_qp(rv_qp_t *qp)
-{
-    if (qp == NULL)
-        return;
-    rv_ctx_t *c = qp->ctx;
-    pthread_mutex_lock(&c->mu);
-    /* WRs not executed yet go without completions (as a destroyed QP's) */
-    emu_wr_t **pp = &c->head;
-    c->tail = NULL;
-    while (*pp != NULL) {
-        emu_wr_t *w = *pp;
-        if (w->qp == qp) {
-            *pp = w->next;
-            mc_free(w);
-        } else {
-            c->tail = w;
-            pp = &w->next;
-        }
-    }
-    while (c->busy_qp == qp)
-        pthread_cond_wait(&c->cv, &c->mu);
-    for (size_t i = 0; i < c->nqps; i++) {
-        if (c->qps[i] == qp) {
-            c->qps[i] = c->qps[--c->nqps];
-            break;
-        }
-    }
-    pthread_mutex_unlock(&c->mu);
-    mc_free(qp);
-}
-
-static uint32_t emu_qp_num(rv_qp_t *qp)
-{
-    return qp->qpn;
-}
-
-static mc_status_t emu_modify_qp(rv_qp_t *qp, rv_qp_state_t to, const rv_qp_attr_t *attr)
-{
-    int from = atomic_load(&qp->state);
-    int ok = to == RV_QPS_ERR || to == RV_QPS_RESET ||
-             (from == RV_QPS_RESET && to == RV_QPS_INIT) ||
-             (from == RV_QPS_INIT && to == RV_QPS_RTR) || (from == RV_QPS_RTR && to == RV_QPS_RTS);
-    if (!ok) {
-        MC_DEBUG(RDMA, "emulated qp %u: illegal transition %s -> %s", qp->qpn,
-                 rv_qp_state_str(from), rv_qp_state_str(to));
-        return MC_ERR_STATE;
-    }
-    if (to == RV_QPS_INIT) {
-        if (attr == NULL || attr->port != 1)
-            return MC_ERR_INVALID_ARGUMENT;
-        qp->access = attr->access;
-    } else if (to == RV_QPS_RTR) {
-        static const uint8_t zero[16];
-        if (attr == NULL || attr->dest_qp_num == 0 || memcmp(attr->dgid, zero, 16) == 0)
-            return MC_ERR_INVALID_ARGUMENT;
-        uint32_t m = attr->path_mtu;
-        if (m != 256 && m != 512 && m != 1024 && m != 2048 && m != 4096)
-            return MC_ERR_INVALID_ARGUMENT;
-        if (m > qp->ctx->o.mtu)
-            return MC_ERR_INVALID_ARGUMENT; /* above the port's active MTU */
-        qp->dest_qpn = attr->dest_qp_num;
-        memcpy(qp->dgid, attr->dgid, 16);
-        qp->mtu = m;
-    } else if (to == RV_QPS_RESET) {
-        qp->dest_qpn = 0;
-    }
-    atomic_store(&qp->state, to);
-    return MC_OK;
-}
-
-static rv_qp_state_t emu_qp_state(rv_qp_t *qp)
-{
-    return (rv_qp_state_t)atomic_load(&qp->state);
-}
-
-static mc_status_t emu_post_send(rv_qp_t *qp, rv_send_wr_t *wr, rv_send_wr_t **bad)
-{
-    rv_ctx_t *c = qp->ctx;
-    int st = atomic_load(&qp->state);
-    if (st != RV_QPS_RTS && st != RV_QPS_ERR) {
-        *bad = wr;
-        return MC_ERR_STATE;
-    }
-    uint64_t now = mc_now_ns();
-    emu_wr_t *first = NULL, *last = NULL;
-    uint32_t n = 0;
-    mc_status_t err = MC_OK;
-    rv_send_wr_t *w = wr;
-    for (; w != NULL; w = w->next) {
-        if (w->opcode > RV_WR_RDMA_WRITE || w->length == 0 || w->length > EMU_MAX_LEN) {
-            err = MC_ERR_INVALID_ARGUMENT;
-            break;
-        }
-        if (atomic_load(&qp->outstanding) + n + 1 > qp->max_wr) {
-            err = MC_ERR_LIMIT;
-            break;
-        }
-        emu_wr_t *e = mc_malloc(sizeof(*e));
-        if (e == NULL) {
-            err = MC_ERR_NOMEM;
-            break;
-        }
-        e->next = NULL;
-        e->qp = qp;
-        e->wr = *w;
-        e->wr.next = NULL;
-        e->post_ns = now;
-        if (last)
-            last->next = e;
-        else
-            first = e;
-        last = e;
-        n++;
-    }
-    if (first != NULL) {
-        atomic_fetch_add(&qp->outstanding, n);
-        pthread_mutex_lock(&c->mu);
-        if (c->tail)
-            c->tail->next = first;
-        else
-            c->head = first;
-        c->tail = last;
-        pthread_cond_signal(&c->cv);
-        pthread_mutex_unlock(&c->mu);
-    }
-    if (err != MC_OK)
-        *bad = w;
-    return err;
 }
 
 void rv_emu_set_down(const char *dev, int down)
@@ -1037,19 +778,21 @@ void rv_emu_set_down(const char *dev, int down)
     int k = dev_index(dev);
     if (k < 0)
         return;
-    pthread_mutex_lock(&g_mu);
-    g_dev[k].down = down;
-    /* a port event for every context open on it */
-    for (size_t i = 0; i < g_nctxs; i++) {
-        if (g_ctxs[i]->dev == k) {
-            atomic_store(&g_ctxs[i]->async_pending, 1);
-            uint64_t one = 1;
-            ssize_t w = write(g_ctxs[i]->async_efd, &one, sizeof(one));
-            (void)w;
-        }
-    }
-    pthread_mutex_unlock(&g_mu);
+    pthread_mutex_lock(&emu_mu);
+    emu_devs[k].down = down;
+    post_event(k, down ? RV_EV_PORT_ERR : RV_EV_PORT_ACTIVE, 0);
+    pthread_mutex_unlock(&emu_mu);
     MC_WARN(RDMA, "emulated device %s: port %s", dev, down ? "DOWN" : "up");
+}
+
+void rv_emu_post_event(const char *dev, int type, uint8_t port)
+{
+    int k = dev_index(dev);
+    if (k < 0)
+        return;
+    pthread_mutex_lock(&emu_mu);
+    post_event(k, type, port);
+    pthread_mutex_unlock(&emu_mu);
 }
 
 static int emu_async_fd(rv_ctx_t *c)
@@ -1057,22 +800,26 @@ static int emu_async_fd(rv_ctx_t *c)
     return c->async_efd;
 }
 
-static int emu_async_event(rv_ctx_t *c, int *port_active)
+static int emu_async_event(rv_ctx_t *c, rv_async_event_t *ev)
 {
     uint64_t v;
     ssize_t r = read(c->async_efd, &v, sizeof(v));
     (void)r;
-    if (!atomic_exchange(&c->async_pending, 0))
-        return 0;
-    pthread_mutex_lock(&g_mu);
-    *port_active = !g_dev[c->dev].down;
-    pthread_mutex_unlock(&g_mu);
-    return 1;
+    pthread_mutex_lock(&emu_mu);
+    int got = c->nevents > 0;
+    if (got) {
+        *ev = c->events[0];
+        memmove(&c->events[0], &c->events[1], (c->nevents - 1) * sizeof(c->events[0]));
+        c->nevents--;
+    }
+    pthread_mutex_unlock(&emu_mu);
+    return got;
 }
 
-void rv_emu_qp_error(rv_qp_t *qp)
+static mc_status_t emu_prepare(char *note, size_t len)
 {
-    atomic_store(&qp->state, RV_QPS_ERR);
+    snprintf(note, len, "fork safety: nothing to do (emulated NICs pin nothing)");
+    return MC_OK;
 }
 
 const mc_rdma_verbs_ops_t rv_emu_ops = {
@@ -1084,6 +831,7 @@ const mc_rdma_verbs_ops_t rv_emu_ops = {
     .alloc_pd = emu_alloc_pd,
     .dealloc_pd = emu_dealloc_pd,
     .reg_mr = emu_reg_mr,
+    .reg_dmabuf_mr = emu_reg_dmabuf_mr,
     .dereg_mr = emu_dereg_mr,
     .create_cq = emu_create_cq,
     .destroy_cq = emu_destroy_cq,
@@ -1099,4 +847,5 @@ const mc_rdma_verbs_ops_t rv_emu_ops = {
     .post_send = emu_post_send,
     .async_fd = emu_async_fd,
     .async_event = emu_async_event,
+    .prepare = emu_prepare,
 };

@@ -16,26 +16,23 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "transport/rdma/gid.h"
 #include "transport/rdma/verbs.h"
 #include "util/conf.h"
 #include "util/log.h"
 #include "util/mem.h"
 
 #ifdef MC_HAVE_IBVERBS
-#include <infiniband/verbs.h>
+#include <net/if.h>
 
-static void port_opts_default(rv_port_opts_t *o)
-{
-    o->port = 1;
-    o->gid_index = 0;
-    o->pkey_index = 0;
-    o->sl = 0;
-}
+#include <infiniband/verbs.h>
 
 struct rv_ctx {
     struct ibv_context *ctx;
     char name[RV_NAME_MAX];
-    rv_port_opts_t po;
+    uint8_t port;
+    int gid_cfg; /* configured GID index, -1: choose */
+    char root[256];
 };
 
 struct rv_pd {
@@ -92,15 +89,15 @@ static enum ibv_mtu mtu_enum(uint32_t b)
 }
 
 /* sysfs: PCI bus id (basename of the device link's target) and NUMA node. */
-static void sysfs_info(const char *dev, rv_dev_info_t *out)
+static void sysfs_info(const char *root, const char *dev, rv_dev_info_t *out)
 {
-    char path[256], real[PATH_MAX];
-    snprintf(path, sizeof(path), "/sys/class/infiniband/%s/device", dev);
+    char path[384], real[PATH_MAX];
+    snprintf(path, sizeof(path), "%s/class/infiniband/%s/device", root, dev);
     if (realpath(path, real) != NULL) {
         const char *b = strrchr(real, '/');
         snprintf(out->pci, sizeof(out->pci), "%.63s", b ? b + 1 : real);
     }
-    snprintf(path, sizeof(path), "/sys/class/infiniband/%s/device/numa_node", dev);
+    snprintf(path, sizeof(path), "%s/class/infiniband/%s/device/numa_node", root, dev);
     FILE *f = fopen(path, "r");
     out->numa_node = -1;
     if (f != NULL) {
@@ -110,31 +107,93 @@ static void sysfs_info(const char *dev, rv_dev_info_t *out)
     }
 }
 
-static void fill_port(struct ibv_context *ctx, uint8_t port, int gid_index, rv_dev_info_t *out)
+/* The GID table through ibv_query_gid_ex, for when sysfs has none (a
+ * container without /sys/class/infiniband): same entries, same choice. */
+static int verbs_gid_table(struct ibv_context *ctx, uint8_t port, int len, int link_layer,
+                           rd_gid_entry_t *tab, int max)
+{
+    int n = len < max ? len : max;
+    for (int i = 0; i < n; i++) {
+        struct ibv_gid_entry e;
+        memset(&tab[i], 0, sizeof(tab[i]));
+        if (ibv_query_gid_ex(ctx, port, (uint32_t)i, &e, 0) != 0)
+            continue; /* ENODATA: an empty slot */
+        memcpy(tab[i].gid, e.gid.raw, 16);
+        if (rd_gid_is_null(tab[i].gid))
+            continue;
+        tab[i].type = e.gid_type == IBV_GID_TYPE_ROCE_V2 ? RV_GID_TYPE_ROCE_V2
+                      : link_layer == RV_LL_IB           ? RV_GID_TYPE_IB
+                                                         : RV_GID_TYPE_ROCE_V1;
+        if (e.ndev_ifindex != 0) {
+            char ifn[IF_NAMESIZE];
+            if (if_indextoname(e.ndev_ifindex, ifn) != NULL)
+                snprintf(tab[i].ndev, sizeof(tab[i].ndev), "%s", ifn);
+        }
+    }
+    return n;
+}
+
+/* Port, device limits and the GID to use (gid.h) of an open device. */
+static void fill_port(struct ibv_context *ctx, const char *dev, const char *root, uint8_t port,
+                      int gid_cfg, rv_dev_info_t *out)
 {
     struct ibv_port_attr pa;
     struct ibv_device_attr da;
     out->port = port;
+    out->gid_index = -1;
+    int tbl_len = 0;
     if (ibv_query_port(ctx, port, &pa) == 0) {
         out->port_active = pa.state == IBV_PORT_ACTIVE;
+        out->port_state = pa.state;
         out->lid = pa.lid;
         out->active_mtu = mtu_bytes(pa.active_mtu);
+        out->link_layer = pa.link_layer == IBV_LINK_LAYER_INFINIBAND ? RV_LL_IB
+                          : pa.link_layer == IBV_LINK_LAYER_ETHERNET ? RV_LL_ETH
+                                                                     : RV_LL_UNKNOWN;
+        tbl_len = pa.gid_tbl_len;
+    } else {
+        snprintf(out->gid_why, sizeof(out->gid_why), "ibv_query_port(%u) failed: %s", port,
+                 strerror(errno));
+        return;
     }
     if (ibv_query_device(ctx, &da) == 0) {
         out->max_qp_wr = (uint32_t)da.max_qp_wr;
         out->max_cqe = (uint32_t)da.max_cqe;
+        out->max_qp_rd_atom = (uint32_t)da.max_qp_rd_atom;
+        out->max_qp_init_rd_atom = (uint32_t)da.max_qp_init_rd_atom;
     }
+    if (out->link_layer == RV_LL_UNKNOWN) /* very old providers report 0 for IB */
+        out->link_layer = rd_gid_link_layer_sysfs(root, dev, port);
+    static _Thread_local rd_gid_entry_t tab[RD_GID_TBL_MAX];
+    int n = rd_gid_read_sysfs(root, dev, port, out->link_layer, tab, RD_GID_TBL_MAX);
+    if (n == 0 && tbl_len > 0)
+        n = verbs_gid_table(ctx, port, tbl_len, out->link_layer, tab, RD_GID_TBL_MAX);
+    out->gid_tbl_len = (uint16_t)n;
+    int k = rd_gid_select(tab, n, out->link_layer, gid_cfg, out->gid_why, sizeof(out->gid_why));
+    if (k < 0)
+        return;
     union ibv_gid gid;
-    if (ibv_query_gid(ctx, port, gid_index < 0 ? 0 : gid_index, &gid) == 0)
-        memcpy(out->gid, gid.raw, 16);
+    if (ibv_query_gid(ctx, port, k, &gid) != 0) {
+        snprintf(out->gid_why, sizeof(out->gid_why), "ibv_query_gid(port %u, index %d) failed: %s",
+                 port, k, strerror(errno));
+        return;
+    }
+    memcpy(out->gid, gid.raw, 16);
+    out->gid_index = k;
+    out->gid_type = tab[k].type;
 }
 
-static int real_get_devices(const rv_port_opts_t *po, rv_dev_info_t *out, int max)
+static const char *opt_root(const rv_port_opts_t *o)
+{
+    return o->sysfs_root[0] ? o->sysfs_root : "/sys";
+}
+
+static int real_get_devices(const rv_port_opts_t *o, rv_dev_info_t *out, int max)
 {
     rv_port_opts_t def;
-    if (po == NULL) {
-        port_opts_default(&def);
-        po = &def;
+    if (o == NULL) {
+        rv_port_opts_default(&def);
+        o = &def;
     }
     int n = 0;
     struct ibv_device **list = ibv_get_device_list(&n);
@@ -146,10 +205,11 @@ static int real_get_devices(const rv_port_opts_t *po, rv_dev_info_t *out, int ma
     for (int i = 0; i < n && k < max; i++) {
         memset(&out[k], 0, sizeof(out[k]));
         snprintf(out[k].name, sizeof(out[k].name), "%s", ibv_get_device_name(list[i]));
-        sysfs_info(out[k].name, &out[k]);
+        sysfs_info(opt_root(o), out[k].name, &out[k]);
+        out[k].gid_index = -1;
         struct ibv_context *ctx = ibv_open_device(list[i]);
         if (ctx != NULL) {
-            fill_port(ctx, po->port, po->gid_index, &out[k]);
+            fill_port(ctx, out[k].name, opt_root(o), o->port, o->gid_index, &out[k]);
             ibv_close_device(ctx);
         }
         k++;
@@ -160,8 +220,13 @@ static int real_get_devices(const rv_port_opts_t *po, rv_dev_info_t *out, int ma
     return k;
 }
 
-static mc_status_t real_open(const char *dev, const rv_port_opts_t *po, rv_ctx_t **out)
+static mc_status_t real_open(const char *dev, const rv_port_opts_t *o, rv_ctx_t **out)
 {
+    rv_port_opts_t def;
+    if (o == NULL) {
+        rv_port_opts_default(&def);
+        o = &def;
+    }
     int n = 0;
     struct ibv_device **list = ibv_get_device_list(&n);
     if (list == NULL)
@@ -182,10 +247,9 @@ static mc_status_t real_open(const char *dev, const rv_port_opts_t *po, rv_ctx_t
         return MC_ERR_NOMEM;
     }
     c->ctx = ctx;
-    if (po != NULL)
-        c->po = *po;
-    else
-        port_opts_default(&c->po);
+    c->port = o->port ? o->port : 1;
+    c->gid_cfg = o->gid_index;
+    snprintf(c->root, sizeof(c->root), "%s", opt_root(o));
     snprintf(c->name, sizeof(c->name), "%s", dev);
     *out = c;
     return MC_OK;
@@ -203,8 +267,8 @@ static mc_status_t real_query(rv_ctx_t *c, rv_dev_info_t *out)
 {
     memset(out, 0, sizeof(*out));
     snprintf(out->name, sizeof(out->name), "%s", c->name);
-    sysfs_info(c->name, out);
-    fill_port(c->ctx, c->po.port, c->po.gid_index, out);
+    sysfs_info(c->root, c->name, out);
+    fill_port(c->ctx, c->name, c->root, c->port, c->gid_cfg, out);
     return MC_OK;
 }
 
@@ -231,7 +295,7 @@ static void real_dealloc_pd(rv_pd_t *pd)
     mc_free(pd);
 }
 
-static mc_status_t real_reg_mr(rv_pd_t *pd, void *addr, uint64_t len, int access, rv_mr_t *out)
+static int access_flags(int access)
 {
     int a = 0;
     if (access & RV_ACCESS_LOCAL_WRITE)
@@ -244,13 +308,39 @@ static mc_status_t real_reg_mr(rv_pd_t *pd, void *addr, uint64_t len, int access
     if (access & RV_ACCESS_RELAXED_ORDERING)
         a |= IBV_ACCESS_RELAXED_ORDERING;
 #endif
-    struct ibv_mr *mr = ibv_reg_mr(pd->pd, addr, len, a);
+    return a;
+}
+
+static mc_status_t real_reg_mr(rv_pd_t *pd, void *addr, uint64_t len, int access, rv_mr_t *out)
+{
+    struct ibv_mr *mr = ibv_reg_mr(pd->pd, addr, len, access_flags(access));
     if (mr == NULL) {
-        MC_ERROR(RDMA, "ibv_reg_mr(%p, %llu) failed: %s", addr, (unsigned long long)len,
+        int e = errno;
+        MC_ERROR(RDMA, "ibv_reg_mr(%p, %llu) failed: %s%s", addr, (unsigned long long)len,
+                 strerror(e),
+                 e == ENOMEM || e == EPERM ? " (is RLIMIT_MEMLOCK large enough? ulimit -l)" : "");
+        return from_errno(e);
+    }
+    out->addr = addr;
+    out->len = len;
+    out->lkey = mr->lkey;
+    out->rkey = mr->rkey;
+    out->impl = mr;
+    return MC_OK;
+}
+
+static mc_status_t real_reg_dmabuf_mr(rv_pd_t *pd, int fd, uint64_t offset, uint64_t len,
+                                      uint64_t iova, int access, rv_mr_t *out)
+{
+    int a = access_flags(access);
+    struct ibv_mr *mr = ibv_reg_dmabuf_mr(pd->pd, offset, len, iova, fd, a);
+    if (mr == NULL) {
+        MC_ERROR(RDMA, "ibv_reg_dmabuf_mr(fd %d, offset %llu, %llu bytes at 0x%llx) failed: %s", fd,
+                 (unsigned long long)offset, (unsigned long long)len, (unsigned long long)iova,
                  strerror(errno));
         return from_errno(errno);
     }
-    out->addr = addr;
+    out->addr = (void *)(uintptr_t)iova;
     out->len = len;
     out->lkey = mr->lkey;
     out->rkey = mr->rkey;
@@ -403,59 +493,66 @@ static uint32_t real_qp_num(rv_qp_t *qp)
     return qp->qp->qp_num;
 }
 
+/* Apply attributes as built by transport/rdma/qp_attr.c: no policy here. */
 static mc_status_t real_modify_qp(rv_qp_t *qp, rv_qp_state_t to, const rv_qp_attr_t *attr)
 {
+    static const struct {
+        int rv, ibv;
+    } bits[] = {
+        {RV_QP_PKEY_INDEX, IBV_QP_PKEY_INDEX},
+        {RV_QP_PORT, IBV_QP_PORT},
+        {RV_QP_ACCESS_FLAGS, IBV_QP_ACCESS_FLAGS},
+        {RV_QP_AV, IBV_QP_AV},
+        {RV_QP_PATH_MTU, IBV_QP_PATH_MTU},
+        {RV_QP_DEST_QPN, IBV_QP_DEST_QPN},
+        {RV_QP_RQ_PSN, IBV_QP_RQ_PSN},
+        {RV_QP_MAX_DEST_RD_ATOMIC, IBV_QP_MAX_DEST_RD_ATOMIC},
+        {RV_QP_MIN_RNR_TIMER, IBV_QP_MIN_RNR_TIMER},
+        {RV_QP_SQ_PSN, IBV_QP_SQ_PSN},
+        {RV_QP_TIMEOUT, IBV_QP_TIMEOUT},
+        {RV_QP_RETRY_CNT, IBV_QP_RETRY_CNT},
+        {RV_QP_RNR_RETRY, IBV_QP_RNR_RETRY},
+        {RV_QP_MAX_QP_RD_ATOMIC, IBV_QP_MAX_QP_RD_ATOMIC},
+    };
+    static const enum ibv_qp_state states[] = {
+        [RV_QPS_RESET] = IBV_QPS_RESET, [RV_QPS_INIT] = IBV_QPS_INIT, [RV_QPS_RTR] = IBV_QPS_RTR,
+        [RV_QPS_RTS] = IBV_QPS_RTS,     [RV_QPS_ERR] = IBV_QPS_ERR,
+    };
     struct ibv_qp_attr a;
-    int mask = IBV_QP_STATE;
     memset(&a, 0, sizeof(a));
-    switch (to) {
-    case RV_QPS_RESET:
-        a.qp_state = IBV_QPS_RESET;
-        break;
-    case RV_QPS_ERR:
-        a.qp_state = IBV_QPS_ERR;
-        break;
-    case RV_QPS_INIT:
-        a.qp_state = IBV_QPS_INIT;
+    a.qp_state = states[to];
+    int mask = IBV_QP_STATE;
+    if (attr != NULL) {
+        for (size_t i = 0; i < sizeof(bits) / sizeof(bits[0]); i++)
+            if (attr->mask & bits[i].rv)
+                mask |= bits[i].ibv;
+        a.pkey_index = attr->pkey_index;
         a.port_num = attr->port;
-        a.pkey_index = qp->c->po.pkey_index;
-        a.qp_access_flags =
-            IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE;
-        mask |= IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS;
-        break;
-    case RV_QPS_RTR:
-        a.qp_state = IBV_QPS_RTR;
+        a.qp_access_flags = (unsigned)access_flags(attr->access);
         a.path_mtu = mtu_enum(attr->path_mtu);
         a.dest_qp_num = attr->dest_qp_num;
-        a.rq_psn = 0;
-        a.max_dest_rd_atomic = 16;
-        a.min_rnr_timer = 12;
-        a.ah_attr.is_global = 1;
-        memcpy(a.ah_attr.grh.dgid.raw, attr->dgid, 16);
-        a.ah_attr.grh.sgid_index = (uint8_t)(attr->sgid_index < 0 ? 0 : attr->sgid_index);
-        a.ah_attr.grh.hop_limit = 255;
-        a.ah_attr.dlid = attr->dlid;
-        a.ah_attr.sl = qp->c->po.sl;
-        a.ah_attr.port_num = attr->port;
-        mask |= IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-                IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
-        break;
-    case RV_QPS_RTS:
-        a.qp_state = IBV_QPS_RTS;
-        a.timeout = 14;
-        a.retry_cnt = 7;
-        a.rnr_retry = 7;
-        a.sq_psn = 0;
-        a.max_rd_atomic = 16;
-        mask |= IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
-                IBV_QP_MAX_QP_RD_ATOMIC;
-        break;
+        a.rq_psn = attr->rq_psn;
+        a.max_dest_rd_atomic = attr->max_dest_rd_atomic;
+        a.min_rnr_timer = attr->min_rnr_timer;
+        a.ah_attr.is_global = attr->ah.is_global;
+        memcpy(a.ah_attr.grh.dgid.raw, attr->ah.dgid, 16);
+        a.ah_attr.grh.sgid_index = attr->ah.sgid_index;
+        a.ah_attr.grh.hop_limit = attr->ah.hop_limit;
+        a.ah_attr.grh.traffic_class = attr->ah.traffic_class;
+        a.ah_attr.dlid = attr->ah.dlid;
+        a.ah_attr.sl = attr->ah.sl;
+        a.ah_attr.port_num = attr->ah.port;
+        a.sq_psn = attr->sq_psn;
+        a.timeout = attr->timeout;
+        a.retry_cnt = attr->retry_cnt;
+        a.rnr_retry = attr->rnr_retry;
+        a.max_rd_atomic = attr->max_rd_atomic;
     }
     int rc = ibv_modify_qp(qp->qp, &a, mask);
     if (rc != 0) {
         MC_ERROR(RDMA, "%s: ibv_modify_qp(qp %u -> %s) failed: %s", qp->c->name, qp->qp->qp_num,
                  rv_qp_state_str(to), strerror(rc));
-        return rc == EINVAL ? MC_ERR_STATE : from_errno(rc);
+        return rc == EINVAL ? MC_ERR_INVALID_ARGUMENT : from_errno(rc);
     }
     return MC_OK;
 }
@@ -489,29 +586,65 @@ static int real_async_fd(rv_ctx_t *c)
     return fd;
 }
 
-static int real_async_event(rv_ctx_t *c, int *port_active)
+static int real_async_event(rv_ctx_t *c, rv_async_event_t *out)
 {
     struct ibv_async_event ev;
-    if (ibv_get_async_event(c->ctx, &ev) != 0)
-        return 0;
-    int handled = 1;
-    switch (ev.event_type) {
-    case IBV_EVENT_PORT_ACTIVE:
-        *port_active = 1;
-        break;
-    case IBV_EVENT_PORT_ERR:
-    case IBV_EVENT_DEVICE_FATAL:
-        *port_active = 0;
-        break;
-    default:
-        handled = 0;
-        break; /* QP/CQ events surface as completions */
+    for (;;) {
+        if (ibv_get_async_event(c->ctx, &ev) != 0)
+            return 0;
+        int type = 0;
+        switch (ev.event_type) {
+        case IBV_EVENT_PORT_ACTIVE:
+            type = RV_EV_PORT_ACTIVE;
+            break;
+        case IBV_EVENT_PORT_ERR:
+            type = RV_EV_PORT_ERR;
+            break;
+        case IBV_EVENT_LID_CHANGE:
+            type = RV_EV_LID_CHANGE;
+            break;
+        case IBV_EVENT_GID_CHANGE:
+            type = RV_EV_GID_CHANGE;
+            break;
+        case IBV_EVENT_DEVICE_FATAL:
+            type = RV_EV_DEVICE_FATAL;
+            break;
+        default:
+            break; /* QP/CQ events surface as completions */
+        }
+        out->type = type;
+        out->port = type == RV_EV_DEVICE_FATAL ? 0 : (uint8_t)ev.element.port_num;
+        ibv_ack_async_event(&ev);
+        if (type != 0)
+            return 1;
     }
-    ibv_ack_async_event(&ev);
-    if (!handled) { /* look at the next one, if any */
-        return real_async_event(c, port_active);
+}
+
+/* A process that forks (Python hosts do, for workers and subprocesses)
+ * must not let a child's copy-on-write break the pages a NIC DMAs into:
+ * ibv_fork_init marks registered memory MADV_DONTFORK, unless the kernel
+ * copies DMA pages on fork by itself (5.12+: then it is not needed). */
+static mc_status_t real_prepare(char *note, size_t len)
+{
+    enum ibv_fork_status fs = ibv_is_fork_initialized();
+    if (fs == IBV_FORK_UNNEEDED) {
+        snprintf(note, len, "fork safety: not needed (the kernel copies DMA pages on fork)");
+        return MC_OK;
     }
-    return 1;
+    if (fs == IBV_FORK_ENABLED) {
+        snprintf(note, len, "fork safety: already enabled (ibv_fork_init)");
+        return MC_OK;
+    }
+    int rc = ibv_fork_init();
+    if (rc != 0) {
+        snprintf(note, len,
+                 "fork safety: ibv_fork_init failed: %s (memory was registered before; a fork "
+                 "may corrupt RDMA buffers)",
+                 strerror(rc));
+        return MC_ERR_CONTEXT;
+    }
+    snprintf(note, len, "fork safety: ibv_fork_init done");
+    return MC_OK;
 }
 
 /* Translate a chain in groups of 32 WRs, one ibv_post_send per group. */
@@ -558,6 +691,7 @@ const mc_rdma_verbs_ops_t rv_real_ops = {
     .alloc_pd = real_alloc_pd,
     .dealloc_pd = real_dealloc_pd,
     .reg_mr = real_reg_mr,
+    .reg_dmabuf_mr = real_reg_dmabuf_mr,
     .dereg_mr = real_dereg_mr,
     .create_cq = real_create_cq,
     .destroy_cq = real_destroy_cq,
@@ -573,23 +707,24 @@ const mc_rdma_verbs_ops_t rv_real_ops = {
     .post_send = real_post_send,
     .async_fd = real_async_fd,
     .async_event = real_async_event,
+    .prepare = real_prepare,
 };
 
 #else /* !MC_HAVE_IBVERBS */
 
-static int none_get_devices(const rv_port_opts_t *po, rv_dev_info_t *out, int max)
+static int none_get_devices(const rv_port_opts_t *o, rv_dev_info_t *out, int max)
 {
-    (void)po;
+    (void)o;
     (void)out;
     (void)max;
     MC_INFO(RDMA, "no RDMA devices (built without libibverbs)");
     return 0;
 }
 
-static mc_status_t none_open(const char *dev, const rv_port_opts_t *po, rv_ctx_t **out)
+static mc_status_t none_open(const char *dev, const rv_port_opts_t *o, rv_ctx_t **out)
 {
     (void)dev;
-    (void)po;
+    (void)o;
     (void)out;
     return MC_ERR_DEVICE_NOT_FOUND;
 }
@@ -603,10 +738,24 @@ const mc_rdma_verbs_ops_t rv_real_ops = {
 
 #endif
 
+void rv_port_opts_default(rv_port_opts_t *o)
+{
+    memset(o, 0, sizeof(*o));
+    o->port = 1;
+    o->gid_index = -1;
+    snprintf(o->sysfs_root, sizeof(o->sysfs_root), "/sys");
+}
+
 void rv_port_opts_init(rv_port_opts_t *o)
 {
+    rv_port_opts_default(o);
     o->port = (uint8_t)mc_conf_env_uint("MC_IB_PORT", 1, 1, 255);
-    o->gid_index = (int)mc_conf_env_uint("MC_GID_INDEX", 0, 0, 255);
-    o->pkey_index = (uint16_t)mc_conf_env_uint("MC_PKEY_INDEX", 0, 0, 65535);
-    o->sl = (uint8_t)mc_conf_env_uint("MC_IB_SL", 0, 0, 15);
+    /* unset (or malformed: logged) = chosen */
+    const char *name = mc_conf_env_str("MC_GID_INDEX") ? "MC_GID_INDEX" : "NCCL_IB_GID_INDEX";
+    o->gid_index = (int)mc_conf_env_uint(name, RD_GID_TBL_MAX, 0, RD_GID_TBL_MAX - 1);
+    if (o->gid_index == RD_GID_TBL_MAX)
+        o->gid_index = -1;
+    const char *root = mc_conf_env_str("MC_SYSFS_ROOT");
+    if (root != NULL)
+        snprintf(o->sysfs_root, sizeof(o->sysfs_root), "%s", root);
 }

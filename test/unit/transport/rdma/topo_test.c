@@ -31,12 +31,12 @@ static void discovery_prefers_nics_of_the_same_numa_node(void **state)
     dev(&d[0], "mlx5_0", 0, 1);
     dev(&d[1], "mlx5_1", 0, 1);
     dev(&d[2], "mlx5_2", 1, 1);
-    dev(&d[3], "mlx5_3", 1, 0);  /* port down: left out */
-    dev(&d[4], "mlx5_4", -1, 1); /* unknown node: counts as node 0 */
-    int gpu_numa[1] = {1};
+    dev(&d[3], "mlx5_3", 1, 0);            /* port down: left out */
+    dev(&d[4], "mlx5_4", -1, 1);           /* unknown node: counts as node 0 */
+    rd_gpu_facts_t gpu[1] = {{.numa = 1}}; /* no PCI facts: by NUMA node */
     rd_topo_t t;
     char err[200];
-    assert_int_equal(rd_topo_discover(&t, d, 5, 2, gpu_numa, 1, NULL, err, sizeof(err)), MC_OK);
+    assert_int_equal(rd_topo_discover(&t, d, 5, 2, gpu, 1, NULL, NULL, err, sizeof(err)), MC_OK);
     assert_int_equal(t.nnics, 4);
     char buf[1024];
     rd_topo_format(&t, buf, sizeof(buf));
@@ -54,13 +54,14 @@ static void discovery_honours_the_device_filter_and_reports_none(void **state)
     dev(&d[1], "mlx5_1", 0, 1);
     rd_topo_t t;
     char err[200];
-    assert_int_equal(rd_topo_discover(&t, d, 2, 1, NULL, 0, "mlx5_1", err, sizeof(err)), MC_OK);
+    assert_int_equal(rd_topo_discover(&t, d, 2, 1, NULL, 0, NULL, "mlx5_1", err, sizeof(err)),
+                     MC_OK);
     assert_int_equal(t.nnics, 1);
     assert_string_equal(t.nics[0], "mlx5_1");
-    assert_int_equal(rd_topo_discover(&t, d, 2, 1, NULL, 0, "mlx5_7", err, sizeof(err)),
+    assert_int_equal(rd_topo_discover(&t, d, 2, 1, NULL, 0, NULL, "mlx5_7", err, sizeof(err)),
                      MC_ERR_DEVICE_NOT_FOUND);
     assert_non_null(strstr(err, "device filter"));
-    assert_int_equal(rd_topo_discover(&t, d, 0, 1, NULL, 0, NULL, err, sizeof(err)),
+    assert_int_equal(rd_topo_discover(&t, d, 0, 1, NULL, 0, NULL, NULL, err, sizeof(err)),
                      MC_ERR_DEVICE_NOT_FOUND);
     assert_string_equal(err, "no RDMA devices");
 }
