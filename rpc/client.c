@@ -25,6 +25,8 @@
 
 #include <event2/event.h>
 
+#include "reactor/fsm.h"
+#include "reactor/guard.h"
 #include "rpc/net.h"
 #include "rpc/outq.h"
 #include "rpc/reader.h"
@@ -47,14 +49,17 @@ typedef enum cli_state {
 static const char *const cli_state_names[CLI_NSTATES] = {"IDLE", "CONNECTING", "CONNECTED",
                                                          "BACKOFF", "CLOSED"};
 
-/* Legal transitions, one bit per target state. */
-static const unsigned cli_transitions[CLI_NSTATES] = {
-    [CLI_IDLE] = 1u << CLI_CONNECTING | 1u << CLI_CLOSED,
-    [CLI_CONNECTING] = 1u << CLI_CONNECTED | 1u << CLI_BACKOFF | 1u << CLI_CLOSED,
-    [CLI_CONNECTED] = 1u << CLI_BACKOFF | 1u << CLI_CLOSED,
-    [CLI_BACKOFF] = 1u << CLI_CONNECTING | 1u << CLI_IDLE | 1u << CLI_CLOSED,
+/* Legal transitions (reactor/fsm.h), one bit per target state. */
+static const uint64_t cli_moves[CLI_NSTATES] = {
+    [CLI_IDLE] = MC_FSM_BIT(CLI_CONNECTING) | MC_FSM_BIT(CLI_CLOSED),
+    [CLI_CONNECTING] = MC_FSM_BIT(CLI_CONNECTED) | MC_FSM_BIT(CLI_BACKOFF) | MC_FSM_BIT(CLI_CLOSED),
+    [CLI_CONNECTED] = MC_FSM_BIT(CLI_BACKOFF) | MC_FSM_BIT(CLI_CLOSED),
+    [CLI_BACKOFF] = MC_FSM_BIT(CLI_CONNECTING) | MC_FSM_BIT(CLI_IDLE) | MC_FSM_BIT(CLI_CLOSED),
     [CLI_CLOSED] = 0,
 };
+
+static const mc_fsm_desc_t cli_fsm =
+    MC_FSM_DESC("rpc_client", MC_LOGC_RPC, cli_state_names, cli_moves);
 
 typedef struct call {
     mc_hnode_t hnode; /* in c->calls by req_id */
@@ -98,8 +103,7 @@ struct mc_rpc_client {
     size_t call_hdr_pos;
     mc_mp_writer_t w;
     unsigned failed_connects; /* in a row; logged at WARN once per outage */
-    int in_callback;
-    int destroy_pending;
+    mc_guard_t guard; /* callbacks on the stack: a destroy inside one waits (reactor/guard.h) */
     int flush_queued;
     int in_read;
     mc_reactor_hook_t stop_hook;
@@ -111,18 +115,12 @@ static void cli_flush(mc_rpc_client_t *c);
 static void cli_free(mc_rpc_client_t *c);
 static void conn_lost(mc_rpc_client_t *c, const char *why);
 
+/* The one writer of c->state. An illegal move is a bug: fsm.h logs it at
+ * ERROR and the state stays (every caller's next step copes with that). */
 static void set_state(mc_rpc_client_t *c, cli_state_t to)
 {
-    if (c->state == to)
-        return;
-    if (!(cli_transitions[c->state] & (1u << to))) {
-        MC_ERROR(RPC, "%p: illegal transition %s -> %s", (void *)c, cli_state_names[c->state],
-                 cli_state_names[to]);
-        return;
-    }
-    MC_DEBUG(RPC, "%p: %s -> %s (%s)", (void *)c, cli_state_names[c->state], cli_state_names[to],
-             c->name);
-    c->state = to;
+    if (c->state != to)
+        (void)MC_FSM_SET(&cli_fsm, c, state, to);
 }
 
 /* ----------------------------------------------------------- completion */
@@ -153,9 +151,9 @@ static void call_complete(mc_rpc_client_t *c, call_t *k, const mc_rpc_resp_t *re
     mc_rpc_cb_t cb = k->cb;
     void *arg = k->arg;
     call_put(c, k);
-    c->in_callback++;
+    mc_guard_enter(&c->guard);
     cb(arg, resp);
-    c->in_callback--;
+    mc_guard_exit(&c->guard);
 }
 
 /* Fail every pending call with st. Calls made by the callbacks are kept. */
@@ -176,7 +174,7 @@ static void fail_all(mc_rpc_client_t *c, mc_status_t st)
 
 static void after_callbacks(mc_rpc_client_t *c)
 {
-    if (c->destroy_pending && c->in_callback == 0)
+    if (mc_guard_due(&c->guard))
         cli_free(c);
 }
 
@@ -186,7 +184,7 @@ static void on_deadline(mc_timer_t *t, void *arg)
     (void)t;
     uint64_t now = mc_now_us();
     int payload_queued = 0;
-    c->in_callback++; /* hold off a destroy from inside a callback */
+    mc_guard_enter(&c->guard); /* hold off a destroy from inside a callback */
     while (!mc_list_empty(&c->by_deadline)) {
         call_t *k = MC_LIST_ENTRY(c->by_deadline.next, call_t, dl);
         if (k->deadline > now)
@@ -205,7 +203,7 @@ static void on_deadline(mc_timer_t *t, void *arg)
     if (payload_queued && c->state == CLI_CONNECTED)
         /* the caller may reuse the memory now: it must not be sent later */
         conn_lost(c, "a timed-out call's payload was still queued");
-    c->in_callback--;
+    mc_guard_exit(&c->guard);
     if (c->state != CLI_CLOSED)
         arm_deadline(c);
     after_callbacks(c);
@@ -245,9 +243,9 @@ static void conn_lost(mc_rpc_client_t *c, const char *why)
     c->backoff_us *= 2;
     if (c->backoff_us > c->opts.backoff_max_us)
         c->backoff_us = c->opts.backoff_max_us;
-    c->in_callback++;
+    mc_guard_enter(&c->guard);
     fail_all(c, MC_ERR_CONN_CLOSED);
-    c->in_callback--;
+    mc_guard_exit(&c->guard);
 }
 
 static call_t *call_find(mc_rpc_client_t *c, uint64_t req_id)
@@ -268,7 +266,7 @@ static call_t *call_find(mc_rpc_client_t *c, uint64_t req_id)
 static int rd_open(void *owner)
 {
     mc_rpc_client_t *c = owner;
-    return c->state == CLI_CONNECTED && !c->destroy_pending;
+    return c->state == CLI_CONNECTED && !mc_guard_closing(&c->guard);
 }
 
 /* Responses only; a payload streams into its call's buffer (or scatter
@@ -352,10 +350,10 @@ static void on_read_body(evutil_socket_t fd, short what, void *arg)
     const char *why = NULL;
     (void)what;
 
-    c->in_callback++;
+    mc_guard_enter(&c->guard);
     c->in_read = 1;
     mc_status_t st = mc_rpc_reader_read(&c->rd, fd, &why);
-    if (c->state == CLI_CONNECTED && !c->destroy_pending) {
+    if (c->state == CLI_CONNECTED && !mc_guard_closing(&c->guard)) {
         switch (st) {
         case MC_OK:
             break;
@@ -376,8 +374,8 @@ static void on_read_body(evutil_socket_t fd, short what, void *arg)
         }
     }
     c->in_read = 0;
-    c->in_callback--;
-    if (c->state == CLI_CONNECTED && !c->destroy_pending) {
+    mc_guard_exit(&c->guard);
+    if (c->state == CLI_CONNECTED && !mc_guard_closing(&c->guard)) {
         arm_deadline(c);
         cli_flush(c);
     }
@@ -405,9 +403,9 @@ static void cli_flush(mc_rpc_client_t *c)
         return;
     }
     if (st != MC_OK) {
-        c->in_callback++;
+        mc_guard_enter(&c->guard);
         conn_lost(c, strerror(errno));
-        c->in_callback--;
+        mc_guard_exit(&c->guard);
         after_callbacks(c);
         return;
     }
@@ -469,9 +467,9 @@ static void cli_connect(mc_rpc_client_t *c)
     mc_status_t st = mc_net_connect(&c->addr, &fd);
     set_state(c, CLI_CONNECTING);
     if (st != MC_OK && st != MC_INPROGRESS) {
-        c->in_callback++;
+        mc_guard_enter(&c->guard);
         conn_lost(c, strerror(errno));
-        c->in_callback--;
+        mc_guard_exit(&c->guard);
         after_callbacks(c);
         return;
     }
@@ -481,9 +479,9 @@ static void cli_connect(mc_rpc_client_t *c)
     c->wev = event_new(base, fd, EV_WRITE | EV_PERSIST, on_write, c);
     if (c->rev == NULL || c->wev == NULL || event_add(c->rev, NULL) != 0 ||
         event_add(c->wev, NULL) != 0) {
-        c->in_callback++;
+        mc_guard_enter(&c->guard);
         conn_lost(c, "cannot register socket events");
-        c->in_callback--;
+        mc_guard_exit(&c->guard);
         after_callbacks(c);
         return;
     }
@@ -549,9 +547,9 @@ mc_status_t mc_rpc_client_retarget(mc_rpc_client_t *c, const char *host, uint16_
         return st;
     if (c->state == CLI_CONNECTING || c->state == CLI_CONNECTED) {
         /* the old connection goes first, logged under the old name */
-        c->in_callback++;
+        mc_guard_enter(&c->guard);
         conn_lost(c, "the server moved");
-        c->in_callback--;
+        mc_guard_exit(&c->guard);
     }
     char old[sizeof(c->name)];
     memcpy(old, c->name, sizeof(old));
@@ -605,7 +603,7 @@ static mc_status_t call_end(mc_rpc_client_t *c, uint16_t method, uint64_t timeou
     mc_status_t st = c->w.err;
     call_t *k = NULL;
 
-    if (st == MC_OK && (c->state == CLI_CLOSED || c->destroy_pending))
+    if (st == MC_OK && (c->state == CLI_CLOSED || mc_guard_closing(&c->guard)))
         st = MC_ERR_CANCELED;
     if (st == MC_OK) {
         k = c->free_calls;
@@ -712,9 +710,9 @@ static void on_reactor_stop(mc_reactor_t *r, mc_reactor_hook_t *hook)
     drop_socket(c);
     mc_timer_stop(&c->conn_timer);
     set_state(c, CLI_CLOSED);
-    c->in_callback++;
+    mc_guard_enter(&c->guard);
     fail_all(c, MC_ERR_CANCELED);
-    c->in_callback--;
+    mc_guard_exit(&c->guard);
 }
 
 typedef struct {
@@ -814,14 +812,11 @@ static void cli_destroy_on_reactor(void *arg)
     mc_rpc_client_t *c = arg;
     if (c->state != CLI_CLOSED)
         set_state(c, CLI_CLOSED);
-    c->in_callback++;
+    mc_guard_enter(&c->guard);
     fail_all(c, MC_ERR_CANCELED);
-    c->in_callback--;
-    if (c->in_callback > 0) {
-        c->destroy_pending = 1; /* freed when the outer callback returns */
-        return;
-    }
-    cli_free(c);
+    mc_guard_exit(&c->guard);
+    if (mc_guard_close(&c->guard)) /* else freed when the outer callback returns */
+        cli_free(c);
 }
 
 void mc_rpc_client_destroy(mc_rpc_client_t *c)

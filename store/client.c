@@ -28,6 +28,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "reactor/fsm.h"
 #include "rpc/methods.h"
 #include "store/client_int.h"
 #include "store/master_client.h"
@@ -404,15 +405,40 @@ static void retry_fire(mc_timer_t *t, void *arg)
 
 /* -------------------------------------------------------- ping, remount */
 
+static const char *const reg_names[STORE_NREG] = {"UNREGISTERED", "MOUNTING", "REGISTERED"};
+static const uint64_t reg_moves[STORE_NREG] = {
+    [STORE_UNREGISTERED] = MC_FSM_BIT(STORE_MOUNTING),
+    [STORE_MOUNTING] = MC_FSM_BIT(STORE_REGISTERED) | MC_FSM_BIT(STORE_UNREGISTERED),
+    [STORE_REGISTERED] = MC_FSM_BIT(STORE_UNREGISTERED),
+};
+static const mc_fsm_desc_t reg_fsm =
+    MC_FSM_DESC("store_registration", MC_LOGC_CLIENT, reg_names, reg_moves);
+
+/* The only writer of s->reg (r0; open sets the first state before the
+ * ping timer runs). An illegal move is a bug: logged and refused. */
+static void set_reg(mc_store_t *s, store_reg_t to)
+{
+    if (s->reg != to)
+        (void)MC_FSM_SET(&reg_fsm, s, reg, to);
+}
+
+/* The master does not know us (any more): mount at the next chance, with
+ * an INFO line when loud. A ReMount in flight registers us anyway. */
+static void want_mount(mc_store_t *s, int loud)
+{
+    if (s->reg == STORE_REGISTERED)
+        set_reg(s, STORE_UNREGISTERED);
+    s->mount_loud |= loud;
+}
+
 static void remount_cb(void *arg, const mc_rpc_resp_t *resp)
 {
     mc_store_t *s = arg;
-    s->remount_inflight = 0;
-    if (resp->status == MC_ERR_CANCELED)
-        return;
     if (resp->status != MC_OK) {
-        MC_WARN(CLIENT, "re-mount at the master failed: %s; retrying at the next ping",
-                mc_status_str(resp->status));
+        set_reg(s, STORE_UNREGISTERED);
+        if (resp->status != MC_ERR_CANCELED)
+            MC_WARN(CLIENT, "re-mount at the master failed: %s; retrying at the next ping",
+                    mc_status_str(resp->status));
         return;
     }
     size_t n = 0;
@@ -420,19 +446,20 @@ static void remount_cb(void *arg, const mc_rpc_resp_t *resp)
     for (mc_list_t *l = s->segs.next; l != &s->segs; l = l->next)
         n++;
     pthread_mutex_unlock(&s->seg_mu);
-    if (n > 0 && s->remount_loud)
+    if (n > 0 && s->mount_loud)
         MC_INFO(CLIENT, "segment '%s': %zu segment(s) mounted at the master",
                 mc_te_local_name(s->te), n);
     else
         MC_DEBUG(CLIENT, "re-mounted %zu segment(s) at the master", n);
-    s->need_remount = 0;
-    s->remount_loud = 0;
+    set_reg(s, STORE_REGISTERED);
+    s->mount_loud = 0;
     te_publish_async(s->te);
 }
 
+/* UNREGISTERED: send our segments (ReMount) and wait in MOUNTING. */
 void store_remount(mc_store_t *s)
 {
-    if (s->remount_inflight || s->mcli == NULL || atomic_load(&s->closing))
+    if (s->reg != STORE_UNREGISTERED || s->mcli == NULL || atomic_load(&s->closing))
         return;
     mc_master_segment_t small[8], *d = small;
     size_t n = 0, cap = MC_ARRAY_SIZE(small);
@@ -452,7 +479,7 @@ void store_remount(mc_store_t *s)
         mc_free(d);
     if (mc_rpc_call_end(s->mcli, MC_RPC_REMOUNT_SEGMENT, s->cfg.rpc_timeout_us, remount_cb, s) ==
         MC_INPROGRESS)
-        s->remount_inflight = 1;
+        set_reg(s, STORE_MOUNTING);
 }
 
 static void ping_cb(void *arg, const mc_rpc_resp_t *resp)
@@ -482,28 +509,24 @@ static void ping_cb(void *arg, const mc_rpc_resp_t *resp)
         /* Right after our own mount this is the master's bookkeeping (the
          * metadata backend's first put registered us); later it means the
          * master expired us. */
-        if (s->ping_ok_seen && !s->need_remount)
+        if (s->ping_ok_seen && s->reg != STORE_UNREGISTERED)
             MC_WARN(CLIENT, "the master expired this client (silent too long): mounting again");
-        s->remount_loud |= s->ping_ok_seen;
-        s->need_remount = 1;
+        want_mount(s, s->ping_ok_seen);
     } else {
         s->ping_ok_seen = 1;
     }
-    if (s->have_view && view != s->view && s->ha) {
+    if (s->view != 0 && view != s->view && s->ha) {
         /* a new leader that replayed the journal knows our segments; it says
          * NEED_REMOUNT if it does not */
         MC_INFO(CLIENT, "master view version %lld -> %lld (a new leader)", (long long)s->view,
                 (long long)view);
-    } else if (s->have_view && view != s->view) {
+    } else if (s->view != 0 && view != s->view) {
         MC_INFO(CLIENT, "master view version %lld -> %lld (a new master): mounting again",
                 (long long)s->view, (long long)view);
-        s->need_remount = 1;
-        s->remount_loud = 1;
+        want_mount(s, 1);
     }
-    s->have_view = 1;
-    s->view = view;
-    if (s->need_remount)
-        store_remount(s);
+    s->view = view;   /* a master's view version is never 0 (master_server.c) */
+    store_remount(s); /* when UNREGISTERED */
 }
 
 static void ping_fire(mc_timer_t *t, void *arg)
@@ -535,7 +558,7 @@ static void ping_arm(void *arg)
     }
     if (tc->st == MC_OK) {
         mc_timer_start(&tc->s->ping_timer, PING_INTERVAL_US, 1);
-        if (tc->s->need_remount)
+        if (tc->s->reg == STORE_UNREGISTERED)
             ping_fire(&tc->s->ping_timer, tc->s); /* mount now, not in a second */
     }
 }
@@ -779,9 +802,11 @@ mc_status_t mc_store_open(const mc_store_config_t *c, mc_store_t **out)
         if (st != MC_OK)
             goto err_te;
         mc_list_push_tail(&s->segs, &g->node);
+        s->reg = STORE_REGISTERED; /* mount_sync does it now, or ... */
         if (attached(s)) {
-            s->need_remount = 1; /* a sync call would wait for the host's loop: mount async */
-            s->remount_loud = 1;
+            /* a sync call would wait for the host's loop: mount async */
+            s->reg = STORE_UNREGISTERED;
+            s->mount_loud = 1;
         } else {
             st = mount_sync(s, g);
             if (transient(st)) {
@@ -789,8 +814,8 @@ mc_status_t mc_store_open(const mc_store_config_t *c, mc_store_t **out)
                         "master %s unreachable (%s): the segment is mounted when it "
                         "is back",
                         s->master, mc_status_str(st));
-                s->need_remount = 1;
-                s->remount_loud = 1;
+                s->reg = STORE_UNREGISTERED; /* mounted at the first ping answered */
+                s->mount_loud = 1;
                 s->master_down = 1;
             } else if (st != MC_OK) {
                 MC_ERROR(CLIENT, "cannot mount segment '%s' (%llu bytes): %s",
@@ -799,7 +824,7 @@ mc_status_t mc_store_open(const mc_store_config_t *c, mc_store_t **out)
             }
         }
     } else {
-        s->need_remount = 1; /* registers the client: pings then answer OK */
+        s->reg = STORE_UNREGISTERED; /* a ReMount registers the client: pings then answer OK */
     }
 
     st = store_tier_open(s, c->persist,

@@ -53,6 +53,30 @@ typedef struct store_seg {
     uint64_t map_len; /* owned: mmap'd by us (munmap at unmount), else 0 */
 } store_seg_t;
 
+/*
+ * The client's registration at the master (its segments, or, for a pure
+ * client, its id), one machine (reactor/fsm.h) on r0:
+ *
+ *   UNREGISTERED --ReMount sent--> MOUNTING --answered OK--> REGISTERED
+ *        ^  ^                         | failed: retried at the next ping
+ *        |  +-------------------------+
+ *        +--- a ping says NEED_REMOUNT (the master expired us), or a new
+ *             master's view (not HA: it knows nothing) --- REGISTERED
+ *
+ * A client starts UNREGISTERED (its mount waits for the first ping: pure
+ * clients, attach mode, a master away at open) or REGISTERED (mounted
+ * synchronously at open). While MOUNTING, a NEED_REMOUNT changes nothing:
+ * the ReMount in flight registers us. Whether the master answers at all is
+ * master_down, orthogonal: a client stays REGISTERED while its master is
+ * away and is mounted again only if the master says it forgot it.
+ */
+typedef enum store_reg {
+    STORE_UNREGISTERED, /* the master does not know our segments: mount at the next ping */
+    STORE_MOUNTING,     /* a ReMount call is in flight (woken by remount_cb) */
+    STORE_REGISTERED,   /* the master has our segments; pings answer OK */
+    STORE_NREG
+} store_reg_t;
+
 /* Peer segment cache entry: name -> transfer-engine handle. r0 only. */
 typedef enum { PEER_OPENING, PEER_OPEN } peer_state_t;
 
@@ -137,13 +161,14 @@ struct mc_store {
     pthread_mutex_t seg_mu;
     mc_list_t segs;
 
-    /* liveness (r0) */
+    /* liveness (r0): the registration machine, and whether the master
+     * answers at all beside it (see store_reg_t) */
     mc_timer_t ping_timer;
-    int ping_inflight, remount_inflight, need_remount;
-    int have_view;
-    int64_t view;
+    store_reg_t reg;         /* STORE_* (client.c's set_reg is the only writer) */
+    int ping_inflight;       /* one ping at a time */
+    int64_t view;            /* the master's view version; 0 until a ping answered */
     int ping_ok_seen;        /* a ping answered OK: a later NEED_REMOUNT is news */
-    int remount_loud;        /* the pending remount is worth an INFO line */
+    int mount_loud;          /* the pending (re-)mount is worth an INFO line */
     _Atomic int master_down; /* the last ping failed (read at close too) */
 
     /* master discovery (master = redis://HOST:PORT/DB?cluster=ID): a

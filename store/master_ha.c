@@ -28,6 +28,7 @@
 #include <sys/random.h>
 #include <time.h>
 
+#include "reactor/fsm.h"
 #include "store/ha_redis.h"
 #include "store/master_ha.h"
 #include "store/master_server_int.h"
@@ -141,25 +142,29 @@ struct ha {
     _Atomic uint64_t wait_fail, rewinds;
 };
 
-/* Legal role changes: bit `to` of role_moves[from]. */
-static const unsigned role_moves[] = {
-    [MC_HA_ROLE_NONE] = 1u << MC_HA_ROLE_STANDBY,
-    [MC_HA_ROLE_STANDBY] = 1u << MC_HA_ROLE_LEADER | 1u << MC_HA_ROLE_FAILED,
-    [MC_HA_ROLE_LEADER] = 1u << MC_HA_ROLE_STANDBY,
+/* The role machine (reactor/fsm.h; the diagram at the top of this file). */
+static const char *const role_names[] = {
+    [MC_HA_ROLE_NONE] = "single",
+    [MC_HA_ROLE_STANDBY] = "standby",
+    [MC_HA_ROLE_LEADER] = "leader",
+    [MC_HA_ROLE_FAILED] = "failed",
+};
+static const uint64_t role_moves[] = {
+    [MC_HA_ROLE_NONE] = MC_FSM_BIT(MC_HA_ROLE_STANDBY),
+    [MC_HA_ROLE_STANDBY] = MC_FSM_BIT(MC_HA_ROLE_LEADER) | MC_FSM_BIT(MC_HA_ROLE_FAILED),
+    [MC_HA_ROLE_LEADER] = MC_FSM_BIT(MC_HA_ROLE_STANDBY),
     [MC_HA_ROLE_FAILED] = 0,
 };
+static const mc_fsm_desc_t role_fsm = MC_FSM_DESC("ha_role", MC_LOGC_HA, role_names, role_moves);
 
-/* The only writer of s->role (the HA thread, and start/stop). */
+/* The only writer of s->role while the HA thread runs (start sets STANDBY
+ * before it, a failed start puts NONE back). An illegal change is a bug:
+ * logged at ERROR and ignored. */
 static void set_role(ha_t *h, mc_ha_role_t r)
 {
     int old = atomic_load(&h->s->role);
-    if (old == (int)r)
+    if (old == (int)r || mc_fsm_check(&role_fsm, h, (unsigned)old, (unsigned)r) != MC_OK)
         return;
-    if (!(role_moves[old] & (1u << r))) {
-        MC_ERROR(HA, "illegal role change %s -> %s ignored", mc_ha_role_name((mc_ha_role_t)old),
-                 mc_ha_role_name(r));
-        return;
-    }
     atomic_store(&h->s->role, (int)r);
     MC_INFO(HA, "role %s -> %s", mc_ha_role_name((mc_ha_role_t)old), mc_ha_role_name(r));
 }

@@ -49,6 +49,7 @@
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
 
+#include "reactor/guard.h"
 #include "rpc/msgpack.h"
 #include "rpc/net.h"
 #include "rpc/rpc.h"
@@ -89,8 +90,7 @@ typedef struct meta_http {
     int closed;
     mc_reactor_hook_t stop_hook;
     int hooked;
-    int in_callback;
-    int free_pending;
+    mc_guard_t guard; /* our callbacks on the stack: a close inside one waits (reactor/guard.h) */
 } meta_http_t;
 
 typedef struct hop {
@@ -123,13 +123,13 @@ static meta_http_t *as_mh(mc_meta_t *b)
 
 static void cb_enter(meta_http_t *m)
 {
-    m->in_callback++;
+    mc_guard_enter(&m->guard);
 }
 
 /* After this, m may be gone. */
 static void cb_leave(meta_http_t *m)
 {
-    if (--m->in_callback == 0 && m->free_pending)
+    if (mc_guard_leave(&m->guard))
         mh_free(m);
 }
 
@@ -668,11 +668,9 @@ static void close_on_reactor(void *arg)
     }
     cb_enter(m);
     shutdown_conn(m);
-    if (m->in_callback > 1)
-        m->free_pending = 1; /* closed from inside one of our callbacks */
-    cb_leave(m);
-    if (!m->free_pending)
-        mh_free(m);
+    mc_guard_exit(&m->guard);
+    if (mc_guard_close(&m->guard)) /* else closed from inside one of our callbacks: */
+        mh_free(m);                /* the outermost cb_leave frees m */
 }
 
 static void mh_close(mc_meta_t *b)

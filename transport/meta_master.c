@@ -29,6 +29,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "reactor/guard.h"
 #include "rpc/fields.h"
 #include "rpc/methods.h"
 #include "rpc/msgpack.h"
@@ -60,8 +61,7 @@ typedef struct meta_master {
     int republish_needed; /* some re-put failed in transit: do it again at the next ping */
     size_t reputs_inflight;
     int stopped;      /* closing or reactor stopping: calls are refused */
-    int in_callback;  /* depth of our callbacks on the stack */
-    int free_pending; /* closed from inside a callback: free when it returns */
+    mc_guard_t guard; /* our callbacks on the stack: a close inside one waits (reactor/guard.h) */
 } meta_master_t;
 
 typedef enum { OP_GET, OP_PUT, OP_DEL, OP_LIST, OP_PING, OP_REPUT } op_kind_t;
@@ -93,13 +93,13 @@ static int transient(mc_status_t st)
 
 static void cb_enter(meta_master_t *m)
 {
-    m->in_callback++;
+    mc_guard_enter(&m->guard);
 }
 
 /* After this, m may be gone. */
 static void cb_leave(meta_master_t *m)
 {
-    if (--m->in_callback == 0 && m->free_pending)
+    if (mc_guard_leave(&m->guard))
         mm_free(m);
 }
 
@@ -620,11 +620,9 @@ static void close_on_reactor(void *arg)
     /* completes every call in flight with MC_ERR_CANCELED, through on_reply */
     mc_rpc_client_destroy(m->cli);
     m->cli = NULL;
-    if (m->in_callback > 1)
-        m->free_pending = 1; /* closed from inside one of our callbacks */
-    cb_leave(m);
-    if (!m->free_pending)
-        mm_free(m);
+    mc_guard_exit(&m->guard);
+    if (mc_guard_close(&m->guard)) /* else closed from inside one of our callbacks: */
+        mm_free(m);                /* the outermost cb_leave frees m */
 }
 
 static void mm_close(mc_meta_t *b)

@@ -52,6 +52,7 @@
 #include <hiredis/hiredis.h>
 #include <hiredis/adapters/libevent.h>
 
+#include "reactor/guard.h"
 #include "reactor/fsm.h"
 #include "rpc/net.h"
 #include "rpc/rpc.h"
@@ -120,8 +121,7 @@ typedef struct meta_redis {
     int refresh_err_logged;
     mc_reactor_hook_t stop_hook;
     int hooked;
-    int in_callback;  /* depth of our callbacks on the stack */
-    int free_pending; /* closed from inside a callback: free when it returns */
+    mc_guard_t guard; /* our callbacks on the stack: a close inside one waits (reactor/guard.h) */
 } meta_redis_t;
 
 typedef enum { R_GET, R_PUT, R_DEL, R_LIST, R_SELECT, R_REFRESH } rkind_t;
@@ -183,13 +183,13 @@ static void set_state(meta_redis_t *m, rc_state_t to)
 
 static void cb_enter(meta_redis_t *m)
 {
-    m->in_callback++;
+    mc_guard_enter(&m->guard);
 }
 
 /* After this, m may be gone. */
 static void cb_leave(meta_redis_t *m)
 {
-    if (--m->in_callback == 0 && m->free_pending)
+    if (mc_guard_leave(&m->guard))
         mr_free(m);
 }
 
@@ -1013,11 +1013,9 @@ static void close_on_reactor(void *arg)
     }
     cb_enter(m);
     shutdown_conn(m);
-    if (m->in_callback > 1)
-        m->free_pending = 1; /* closed from inside one of our callbacks */
-    cb_leave(m);
-    if (!m->free_pending)
-        mr_free(m);
+    mc_guard_exit(&m->guard);
+    if (mc_guard_close(&m->guard)) /* else closed from inside one of our callbacks: */
+        mr_free(m);                /* the outermost cb_leave frees m */
 }
 
 static void mr_close(mc_meta_t *b)

@@ -595,11 +595,10 @@ static void hs_reply_body(rd_ep_t *ep, const mc_rpc_resp_t *resp)
         rd_ep_close(ep, MC_ERR_REJECT_HANDSHAKE, 1);
         return;
     }
-    if (qps_connect(ep, &b) != MC_OK) {
+    if (qps_connect(ep, &b) != MC_OK || ep_set_state(ep, EP_CONNECTED) != MC_OK) {
         rd_ep_close(ep, MC_ERR_ENDPOINT, 1);
         return;
     }
-    ep_set_state(ep, EP_CONNECTED);
     backoff_ok(n, ep->key);
     MC_DEBUG(RDMA, "%s: connected to %s@%s (%u QPs, MTU %u)", n->name, ep->peer, ep->peer_nic,
              ep->nqp, ep->mtu);
@@ -704,11 +703,10 @@ static void tell_peer(rd_ep_t *ep)
 void rd_ep_close(rd_ep_t *ep, mc_status_t cause, int tell)
 {
     rd_nic_t *n = ep->nic;
-    if (ep->state == EP_CLOSING)
-        return;
     int was_connected = ep->state == EP_CONNECTED;
+    if (ep->state == EP_CLOSING || ep_set_state(ep, EP_CLOSING) != MC_OK)
+        return; /* closed already (every other state may close) */
     pool_remove(ep);
-    ep_set_state(ep, EP_CLOSING);
     mc_timer_stop(&ep->timer);
     ep->cause = cause;
     if (cause != MC_OK) {
@@ -820,13 +818,12 @@ static void refuse(hs_job_t *j, mc_status_t st, const char *why)
 static void accept_on(rd_ep_t *ep, hs_job_t *j)
 {
     rd_nic_t *n = ep->nic;
-    if (qps_connect(ep, &j->b) != MC_OK) {
+    if (qps_connect(ep, &j->b) != MC_OK || ep_set_state(ep, EP_CONNECTED) != MC_OK) {
         refuse(j, MC_ERR_REJECT_HANDSHAKE,
                "cannot bring the QPs to RTS (link layer, GID type or limits differ: see its log)");
         rd_ep_close(ep, MC_ERR_ENDPOINT, 0);
         return;
     }
-    ep_set_state(ep, EP_CONNECTED);
     backoff_ok(n, ep->key);
     for (unsigned i = 0; i < ep->nqp; i++)
         j->qpns[i] = n->t->v->qp_num(ep->qp[i]);

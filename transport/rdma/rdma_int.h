@@ -84,7 +84,18 @@ _Static_assert(sizeof(rd_submit_t) <= TE_SUBMIT_PRIV, "rd_submit_t fits te_submi
 #define RD_OF(te) ((rd_transport_t *)(te)->tp[TE_TP_RDMA])
 #define RD_PEER(seg) ((rd_peer_t *)(seg)->tp[TE_TP_RDMA])
 
-enum rd_ep_state { EP_NEW, EP_CONNECTING, EP_CONNECTED, EP_CLOSING };
+/* An endpoint's machine (rd_ep_fsm, rdma_ep.c: ep_set_state is the only
+ * writer after creation):
+ *   NEW --our CONNECT sent--> CONNECTING --answer, QPs at RTS--> CONNECTED
+ *   NEW/CONNECTING --the peer's CONNECT accepted--> CONNECTED
+ *   any --a failure, eviction, the peer's DISCONNECT--> CLOSING (freed once
+ *   nothing points at it) */
+enum rd_ep_state {
+    EP_NEW,        /* made, QPs created, no handshake yet */
+    EP_CONNECTING, /* our CONNECT in flight (or waiting to retry a simultaneous open) */
+    EP_CONNECTED,  /* QPs at RTS both sides: slices post */
+    EP_CLOSING,    /* QPs to ERR, in-flight WRs flushing; out of the pool */
+};
 
 typedef struct rd_ep {
     mc_hnode_t hnode;      /* nic->eps, by key (while in the pool) */
