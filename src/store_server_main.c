@@ -44,8 +44,9 @@ static const mc_conf_key_t store_keys[] = {
                 "masters"),
     MC_CONF_ROW(store_conf_t, metadata, "metadata", MC_CONF_STRING, "master", 0, 0,
                 "transfer metadata: master (the master's embedded service), "
-                "redis://HOST:PORT[/DB], http://HOST:PORT/metadata (upstream's protocol; the "
-                "master's HTTP port serves it) or p2p"),
+                "redis://HOST:PORT[/DB], redis-sentinel://H1:P1,H2:P2/NAME[/DB], "
+                "http://HOST:PORT/metadata (upstream's protocol; the master's HTTP port serves "
+                "it) or p2p"),
     MC_CONF_ROW(store_conf_t, protocol, "protocol", MC_CONF_STRING, "tcp", 0, 0,
                 "transport: tcp or rdma (MC_RDMA_* variables: transport/README.md)"),
     MC_CONF_ROW(store_conf_t, advertise_host, "advertise_host", MC_CONF_STRING, "127.0.0.1", 0, 0,

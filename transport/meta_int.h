@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "transport/metadata.h"
+#include "util/sentinel_url.h"
 
 mc_status_t meta_master_open(const char *host, uint16_t port, mc_reactor_t *r,
                              const mc_meta_opts_t *o, mc_meta_t **out);
@@ -20,6 +21,9 @@ mc_status_t meta_http_open(const char *host, uint16_t port, const char *path, mc
                            const mc_meta_opts_t *o, mc_meta_t **out);
 mc_status_t meta_redis_open(const char *host, uint16_t port, int db, mc_reactor_t *r,
                             const mc_meta_opts_t *o, mc_meta_t **out);
+/* The primary the Sentinels of u watch; u is copied. */
+mc_status_t meta_redis_open_sentinel(const mc_sentinel_url_t *u, mc_reactor_t *r,
+                                     const mc_meta_opts_t *o, mc_meta_t **out);
 
 typedef struct meta_own meta_own_t;
 meta_own_t *meta_own_create(void);

@@ -20,8 +20,22 @@
  *     SELECTING (when /DB was given) --SELECT ok--> READY
  *     (or straight to READY)
  *   CONNECTING/CONNECTED/SELECTING --failure, conn_timer (connect timeout)--> DOWN
- *   READY --connection lost, a reply overdue--> DOWN
+ *   READY --connection lost, a reply overdue, READONLY/LOADING/MASTERDOWN--> DOWN
  *   any --close / reactor stop--> CLOSED
+ *
+ * With Sentinels ("redis-sentinel://S1,S2/NAME[/DB]") two steps come in:
+ *
+ *   DOWN --conn_timer--> ASKING (SENTINEL get-master-addr-by-name NAME to one
+ *     Sentinel; conn_timer = its timeout) --an address--> CONNECTING ...
+ *     CONNECTED --timer 0--> ROLE (is it a primary?) --"master"--> SELECTING
+ *     or READY
+ *   ASKING --no answer, an error, no such name--> ASKING (the next Sentinel),
+ *     or DOWN once every Sentinel was asked in this round
+ *   ROLE --not a primary (a failover under way)--> DOWN
+ *
+ * So every connection (the first, and each one after a failure, which is
+ * how a failover shows: the old primary dies, or answers READONLY once it
+ * is a replica) goes to the primary the Sentinels name now.
  *
  * DOWN waits conn_timer (exponential backoff, 50 ms .. 1 s) before the next
  * attempt. Trouble is logged once per state change (WARN when the connection
@@ -44,8 +58,10 @@
  * close op->m is cleared (the op is detached) and hiredis' late callback
  * only frees it.
  */
+#include <arpa/inet.h>
 #include <assert.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <hiredis/async.h>
@@ -63,6 +79,7 @@
 #include "transport/meta_int.h"
 #include "util/log.h"
 #include "util/mem.h"
+#include "util/sentinel_url.h"
 #include "util/time.h"
 
 #define BACKOFF_MIN_US 50000
@@ -73,22 +90,27 @@
 
 typedef enum rc_state {
     RC_DOWN,       /* no context; conn_timer = backoff before the next attempt */
+    RC_ASKING,     /* Sentinels only: one is asked for the primary (sac);
+                    * conn_timer = its timeout */
     RC_CONNECTING, /* redisAsyncConnect issued; conn_timer = connect timeout */
     RC_CONNECTED,  /* TCP up; conn_timer fires at once to go on outside hiredis */
+    RC_ROLE,       /* Sentinels only: ROLE sent; conn_timer still the connect timeout */
     RC_SELECTING,  /* SELECT sent; conn_timer still the connect timeout */
     RC_READY,      /* calls are sent; refresh_timer armed */
     RC_CLOSED,     /* closed or reactor stopped: calls are refused */
     RC_NSTATES
 } rc_state_t;
 
-static const char *const rc_state_names[] = {"DOWN",      "CONNECTING", "CONNECTED",
-                                             "SELECTING", "READY",      "CLOSED"};
+static const char *const rc_state_names[] = {"DOWN", "ASKING",    "CONNECTING", "CONNECTED",
+                                             "ROLE", "SELECTING", "READY",      "CLOSED"};
 
 #define B MC_FSM_BIT
 static const uint64_t rc_moves[] = {
-    [RC_DOWN] = B(RC_CONNECTING) | B(RC_CLOSED),
+    [RC_DOWN] = B(RC_ASKING) | B(RC_CONNECTING) | B(RC_CLOSED),
+    [RC_ASKING] = B(RC_CONNECTING) | B(RC_DOWN) | B(RC_CLOSED),
     [RC_CONNECTING] = B(RC_CONNECTED) | B(RC_DOWN) | B(RC_CLOSED),
-    [RC_CONNECTED] = B(RC_SELECTING) | B(RC_READY) | B(RC_DOWN) | B(RC_CLOSED),
+    [RC_CONNECTED] = B(RC_ROLE) | B(RC_SELECTING) | B(RC_READY) | B(RC_DOWN) | B(RC_CLOSED),
+    [RC_ROLE] = B(RC_SELECTING) | B(RC_READY) | B(RC_DOWN) | B(RC_CLOSED),
     [RC_SELECTING] = B(RC_READY) | B(RC_DOWN) | B(RC_CLOSED),
     [RC_READY] = B(RC_DOWN) | B(RC_CLOSED),
     [RC_CLOSED] = 0,
@@ -101,10 +123,18 @@ static const mc_fsm_desc_t rc_fsm =
 typedef struct meta_redis {
     mc_meta_t base; /* first: mc_meta_t * <-> meta_redis_t * */
     mc_meta_opts_t o;
-    char name[300]; /* "redis://host:port[/db]" for log lines */
-    char ip[64];    /* resolved at open: hiredis would resolve on the reactor thread */
+    char name[600]; /* "redis://host:port[/db]" for log lines */
+    char ip[64];    /* resolved at open: hiredis would resolve on the reactor thread
+                     * (with Sentinels: the primary they named last) */
     uint16_t port;
     int db; /* -1 or 0: no SELECT */
+    /* redis-sentinel:// (sen == NULL for redis://) */
+    mc_sentinel_url_t *sen;
+    char (*sen_ip)[64];     /* the Sentinels' addresses, resolved at open */
+    unsigned sen_next;      /* the Sentinel to ask next (the last that answered) */
+    unsigned sen_tried;     /* asked in this round, without an answer */
+    redisAsyncContext *sac; /* the Sentinel being asked (ASKING) */
+    char sen_why[200];      /* what the last Sentinel said, for the log */
     rc_state_t state;
     redisAsyncContext *ac; /* NULL unless CONNECTING..READY */
     meta_own_t *own;
@@ -124,9 +154,9 @@ typedef struct meta_redis {
     mc_guard_t guard; /* our callbacks on the stack: a close inside one waits (reactor/guard.h) */
 } meta_redis_t;
 
-typedef enum { R_GET, R_PUT, R_DEL, R_LIST, R_SELECT, R_REFRESH } rkind_t;
+typedef enum { R_GET, R_PUT, R_DEL, R_LIST, R_SELECT, R_REFRESH, R_ROLE } rkind_t;
 
-static const char *const rkind_names[] = {"get", "put", "del", "list", "select", "refresh"};
+static const char *const rkind_names[] = {"get", "put", "del", "list", "select", "refresh", "role"};
 
 /* A list in progress: keys found so far (deduplicated), then their values. */
 typedef struct lkey {
@@ -166,6 +196,8 @@ typedef struct rop {
 
 static void mr_free(meta_redis_t *m);
 static void conn_down(meta_redis_t *m, const char *why);
+static void conn_start(meta_redis_t *m);
+static void handshake_next(meta_redis_t *m);
 static void arm_deadline(meta_redis_t *m);
 static int op_send(meta_redis_t *m, rop_t *op);
 static void op_free(rop_t *op);
@@ -262,6 +294,7 @@ static void op_complete(meta_redis_t *m, rop_t *op, mc_status_t st, const void *
         m->refresh_inflight--;
         break;
     case R_SELECT:
+    case R_ROLE:
         break;
     }
     if (!op->in_redis)
@@ -469,6 +502,9 @@ static void handle_reply(meta_redis_t *m, rop_t *op, const redisReply *rep)
     case R_LIST:
         list_reply(m, op, rep);
         break;
+    case R_ROLE:
+        op_fail(m, op, MC_OK); /* answered in on_reply */
+        break;
     }
 }
 
@@ -497,6 +533,34 @@ static void on_reply(redisAsyncContext *ac, void *r, void *privdata)
             conn_down(m, ac->err ? ac->errstr : "connection closed");
         if (!op->done)
             op_fail(m, op, op->kind == R_SELECT ? MC_OK : MC_ERR_CONN_CLOSED);
+    } else if (op->kind == R_ROLE) {
+        int primary = rep->type == REDIS_REPLY_ARRAY && rep->elements >= 1 &&
+                      rep->element[0]->type == REDIS_REPLY_STRING &&
+                      strcmp(rep->element[0]->str, "master") == 0;
+        op_fail(m, op, MC_OK);
+        if (m->state == RC_ROLE && ac == m->ac) {
+            if (primary) {
+                handshake_next(m);
+            } else {
+                char why[160];
+                snprintf(why, sizeof(why),
+                         "%s:%u, named by a sentinel, is not a primary (a failover under way?)",
+                         m->ip, m->port);
+                conn_down(m, why);
+                redisAsyncFree(ac); /* hiredis frees it once this callback returns */
+            }
+        }
+    } else if (rep->type == REDIS_REPLY_ERROR && m->state == RC_READY && ac == m->ac &&
+               (strncmp(rep->str, "READONLY", 8) == 0 || strncmp(rep->str, "LOADING", 7) == 0 ||
+                strncmp(rep->str, "MASTERDOWN", 10) == 0)) {
+        /* a primary turned replica by a failover, one still loading, a
+         * replica that lost its primary: the call fails and the next
+         * connection goes where the Sentinels (or the address) say now */
+        char why[160];
+        snprintf(why, sizeof(why), "%.*s", (int)(rep->len < 120 ? rep->len : 120), rep->str);
+        op_fail(m, op, MC_ERR_CONN_CLOSED);
+        conn_down(m, why);
+        redisAsyncFree(ac); /* what else was sent fails with MC_ERR_CONN_CLOSED */
     } else if (op->kind == R_SELECT) {
         char why[160] = "";
         if (rep->type != REDIS_REPLY_STATUS)
@@ -558,6 +622,9 @@ static int op_send(meta_redis_t *m, rop_t *op)
         snprintf(db, sizeof(db), "%d", m->db);
         ARG("SELECT", 6);
         ARG(db, strlen(db));
+        break;
+    case R_ROLE:
+        ARG("ROLE", 4);
         break;
     case R_LIST:
         if (op->scanning) {
@@ -841,6 +908,140 @@ static void conn_start(meta_redis_t *m)
     mc_timer_start(&m->conn_timer, m->connect_timeout_us, 0);
 }
 
+/* ------------------------------------------------------------ sentinels */
+
+static void ask_start(meta_redis_t *m);
+
+/* The Sentinel asked last gave no usable answer (m->sen_why says why):
+ * ask the next one, or wait for the next round once all were asked. */
+static void ask_failed(meta_redis_t *m)
+{
+    m->sen_next = (m->sen_next + 1) % m->sen->n;
+    if (++m->sen_tried < m->sen->n) {
+        ask_start(m);
+        return;
+    }
+    m->sen_tried = 0;
+    char why[sizeof(m->sen_why) + 64];
+    snprintf(why, sizeof(why), "no sentinel named a primary (last: %s)", m->sen_why);
+    conn_down(m, why);
+}
+
+/* hiredis reply callback of the Sentinel being asked; also runs (with
+ * r = NULL) when hiredis drops that context: connection refused, our free. */
+static void on_sentinel_reply(redisAsyncContext *ac, void *r, void *privdata)
+{
+    meta_redis_t *m = privdata;
+    if (ac != m->sac)
+        return; /* one we gave up on (timeout, close): m->sac moved on */
+    mc_reactor_t *saved = mc_reactor_enter(m->base.r);
+    cb_enter(m);
+    m->sac = NULL;
+    const redisReply *rep = r;
+    unsigned i = m->sen_next % m->sen->n;
+    unsigned long port = 0;
+    unsigned char bin[16];
+    int ok = rep != NULL && rep->type == REDIS_REPLY_ARRAY && rep->elements == 2 &&
+             rep->element[0]->type == REDIS_REPLY_STRING &&
+             rep->element[1]->type == REDIS_REPLY_STRING && rep->element[0]->len < sizeof(m->ip);
+    if (ok) {
+        port = strtoul(rep->element[1]->str, NULL, 10);
+        ok = port > 0 && port < 65536 &&
+             (inet_pton(AF_INET, rep->element[0]->str, bin) == 1 ||
+              inet_pton(AF_INET6, rep->element[0]->str, bin) == 1);
+        if (!ok)
+            snprintf(m->sen_why, sizeof(m->sen_why),
+                     "sentinel %s:%u named '%.64s:%.8s', not an IP address and port",
+                     m->sen->s[i].host, m->sen->s[i].port, rep->element[0]->str,
+                     rep->element[1]->str);
+    } else {
+        snprintf(m->sen_why, sizeof(m->sen_why), "sentinel %s:%u: %.120s", m->sen->s[i].host,
+                 m->sen->s[i].port,
+                 rep == NULL                      ? (ac->errstr[0] ? ac->errstr : "connection lost")
+                 : rep->type == REDIS_REPLY_NIL   ? "does not know the primary's name"
+                 : rep->type == REDIS_REPLY_ERROR ? rep->str
+                                                  : "a reply of an unexpected shape");
+    }
+    if (ok) {
+        if (strcmp(m->ip, rep->element[0]->str) != 0 || m->port != port)
+            MC_INFO(METADATA, "%s: the primary is %s:%lu", m->name, rep->element[0]->str, port);
+        snprintf(m->ip, sizeof(m->ip), "%s", rep->element[0]->str);
+        m->port = (uint16_t)port;
+    }
+    if (rep != NULL)
+        redisAsyncFree(ac); /* inside its callback: hiredis frees it on return */
+    if (ok) {
+        m->sen_tried = 0;
+        conn_start(m);
+    } else {
+        MC_DEBUG(METADATA, "%s: %s", m->name, m->sen_why);
+        ask_failed(m);
+    }
+    cb_leave(m);
+    mc_reactor_leave(saved);
+}
+
+/* DOWN (or ASKING, after a Sentinel failed us): ask Sentinel sent_next. */
+static void ask_start(meta_redis_t *m)
+{
+    unsigned i = m->sen_next % m->sen->n;
+    set_state(m, RC_ASKING);
+    mc_timer_start(&m->conn_timer, m->connect_timeout_us, 0);
+    redisAsyncContext *ac = redisAsyncConnect(m->sen_ip[i], m->sen->s[i].port);
+    const char *why = NULL;
+    if (ac == NULL) {
+        why = "out of memory";
+    } else if (ac->err) {
+        snprintf(m->sen_why, sizeof(m->sen_why), "sentinel %s:%u: %s", m->sen->s[i].host,
+                 m->sen->s[i].port, ac->errstr);
+        redisAsyncFree(ac);
+        ask_failed(m);
+        return;
+    } else if (redisLibeventAttach(ac, mc_reactor_base(m->base.r)) != REDIS_OK) {
+        why = "cannot attach to the event loop";
+    } else {
+        m->sac = ac;
+        if (redisAsyncCommand(ac, on_sentinel_reply, m, "SENTINEL get-master-addr-by-name %s",
+                              m->sen->name) == REDIS_OK)
+            return; /* sent once connected; on_sentinel_reply goes on */
+        m->sac = NULL;
+        why = "cannot queue the command";
+    }
+    if (ac != NULL)
+        redisAsyncFree(ac);
+    snprintf(m->sen_why, sizeof(m->sen_why), "sentinel %s:%u: %s", m->sen->s[i].host,
+             m->sen->s[i].port, why);
+    ask_failed(m);
+}
+
+/* CONNECTED (or ROLE answered): the next handshake step, or READY. */
+static void handshake_next(meta_redis_t *m)
+{
+    rkind_t kind;
+    rc_state_t next;
+    if (m->sen != NULL && m->state == RC_CONNECTED) {
+        kind = R_ROLE;
+        next = RC_ROLE;
+    } else if (m->db > 0) {
+        kind = R_SELECT;
+        next = RC_SELECTING;
+    } else {
+        on_ready(m);
+        return;
+    }
+    rop_t *op = op_new(m, kind, NULL, NULL, 0, NULL);
+    if (op != NULL && op_send(m, op) == 0) {
+        sent_insert(m, op);
+        set_state(m, next);
+        arm_deadline(m);
+        return;
+    }
+    mc_free(op);
+    redisAsyncContext *ac = m->ac;
+    conn_down(m, kind == R_ROLE ? "cannot send ROLE" : "cannot send SELECT");
+    redisAsyncFree(ac);
+}
+
 static void on_conn_timer(mc_timer_t *t, void *arg)
 {
     meta_redis_t *m = arg;
@@ -848,27 +1049,29 @@ static void on_conn_timer(mc_timer_t *t, void *arg)
     cb_enter(m);
     switch (m->state) {
     case RC_DOWN:
-        conn_start(m);
+        if (m->sen != NULL)
+            ask_start(m);
+        else
+            conn_start(m);
         break;
+    case RC_ASKING: {
+        redisAsyncContext *ac = m->sac;
+        unsigned i = m->sen_next % m->sen->n;
+        m->sac = NULL; /* its callback, run by the free, finds it is not ours any more */
+        snprintf(m->sen_why, sizeof(m->sen_why), "sentinel %s:%u: no answer within %llu ms",
+                 m->sen->s[i].host, m->sen->s[i].port,
+                 (unsigned long long)(m->connect_timeout_us / 1000));
+        if (ac != NULL)
+            redisAsyncFree(ac);
+        ask_failed(m);
+        break;
+    }
     case RC_CONNECTED:
         mc_timer_start(&m->conn_timer, m->connect_timeout_us, 0);
-        if (m->db > 0) {
-            rop_t *op = op_new(m, R_SELECT, NULL, NULL, 0, NULL);
-            if (op != NULL && op_send(m, op) == 0) {
-                sent_insert(m, op);
-                set_state(m, RC_SELECTING);
-                arm_deadline(m);
-                break;
-            }
-            mc_free(op);
-            redisAsyncContext *ac = m->ac;
-            conn_down(m, "cannot send SELECT");
-            redisAsyncFree(ac);
-            break;
-        }
-        on_ready(m);
+        handshake_next(m);
         break;
     case RC_CONNECTING:
+    case RC_ROLE:
     case RC_SELECTING: {
         redisAsyncContext *ac = m->ac;
         conn_down(m, "connect timed out");
@@ -985,6 +1188,11 @@ static void shutdown_conn(meta_redis_t *m)
         m->ac = NULL;
         redisAsyncFree(ac); /* deferred by hiredis when inside its callback */
     }
+    if (m->sac != NULL) {
+        ac = m->sac;
+        m->sac = NULL; /* its callback, run by the free, ignores it */
+        redisAsyncFree(ac);
+    }
     cb_leave(m);
 }
 
@@ -1001,6 +1209,8 @@ static void on_reactor_stop(mc_reactor_t *r, mc_reactor_hook_t *hook)
 static void mr_free(meta_redis_t *m)
 {
     meta_own_destroy(m->own);
+    mc_free(m->sen);
+    mc_free(m->sen_ip);
     mc_free(m);
 }
 
@@ -1078,22 +1288,15 @@ static void ip_of(const char *addr, char *ip, size_t len)
     ip[n] = '\0';
 }
 
-mc_status_t meta_redis_open(const char *host, uint16_t port, int db, mc_reactor_t *r,
-                            const mc_meta_opts_t *o, mc_meta_t **out)
+/* A meta_redis_t with its names and addresses filled in: options, timers,
+ * the reactor. Frees m on failure. */
+static mc_status_t open_common(meta_redis_t *m, mc_reactor_t *r, const mc_meta_opts_t *o,
+                               mc_meta_t **out)
 {
     mc_status_t st;
-    meta_redis_t *m = MC_NEW(meta_redis_t);
-    if (m == NULL)
-        return MC_ERR_NOMEM;
     m->base.ops = &redis_ops;
     m->base.r = r;
     meta_fill_defaults(&m->o, o);
-    if (db >= 0)
-        snprintf(m->name, sizeof(m->name), "redis://%s:%u/%d", host, port, db);
-    else
-        snprintf(m->name, sizeof(m->name), "redis://%s:%u", host, port);
-    m->port = port;
-    m->db = db;
     m->state = RC_DOWN;
     m->backoff_us = BACKOFF_MIN_US;
     m->connect_timeout_us = m->o.call_timeout_us < CONNECT_TIMEOUT_MAX_US ? m->o.call_timeout_us
@@ -1101,15 +1304,6 @@ mc_status_t meta_redis_open(const char *host, uint16_t port, int db, mc_reactor_
     m->ttl_ms = m->o.ttl_us / 1000 > 0 ? m->o.ttl_us / 1000 : 1;
     mc_list_init(&m->queue);
     mc_list_init(&m->sent);
-
-    mc_sockaddr_t sa;
-    st = mc_net_resolve(host, port, &sa); /* logs why it failed */
-    if (st != MC_OK)
-        goto err_free;
-    char addr[96];
-    mc_net_addr_str(&sa, addr, sizeof(addr));
-    ip_of(addr, m->ip, sizeof(m->ip));
-
     m->own = meta_own_create();
     if (m->own == NULL) {
         st = MC_ERR_NOMEM;
@@ -1122,7 +1316,7 @@ mc_status_t meta_redis_open(const char *host, uint16_t port, int db, mc_reactor_
         MC_ERROR(METADATA, "%s: cannot start: %s", m->name, mc_status_str(st));
         goto err_own;
     }
-    MC_DEBUG(METADATA, "%s: opened (%s, ttl %llu ms)", m->name, m->ip,
+    MC_DEBUG(METADATA, "%s: opened (%s, ttl %llu ms)", m->name, m->sen ? "sentinels" : m->ip,
              (unsigned long long)m->ttl_ms);
     *out = &m->base;
     return MC_OK;
@@ -1130,6 +1324,72 @@ mc_status_t meta_redis_open(const char *host, uint16_t port, int db, mc_reactor_
 err_own:
     meta_own_destroy(m->own);
 err_free:
+    mc_free(m->sen);
+    mc_free(m->sen_ip);
     mc_free(m);
     return st;
+}
+
+mc_status_t meta_redis_open(const char *host, uint16_t port, int db, mc_reactor_t *r,
+                            const mc_meta_opts_t *o, mc_meta_t **out)
+{
+    meta_redis_t *m = MC_NEW(meta_redis_t);
+    if (m == NULL)
+        return MC_ERR_NOMEM;
+    if (db >= 0)
+        snprintf(m->name, sizeof(m->name), "redis://%s:%u/%d", host, port, db);
+    else
+        snprintf(m->name, sizeof(m->name), "redis://%s:%u", host, port);
+    m->port = port;
+    m->db = db;
+    mc_sockaddr_t sa;
+    mc_status_t st = mc_net_resolve(host, port, &sa); /* logs why it failed */
+    if (st != MC_OK) {
+        mc_free(m);
+        return st;
+    }
+    char addr[96];
+    mc_net_addr_str(&sa, addr, sizeof(addr));
+    ip_of(addr, m->ip, sizeof(m->ip));
+    return open_common(m, r, o, out);
+}
+
+mc_status_t meta_redis_open_sentinel(const mc_sentinel_url_t *u, mc_reactor_t *r,
+                                     const mc_meta_opts_t *o, mc_meta_t **out)
+{
+    meta_redis_t *m = MC_NEW(meta_redis_t);
+    if (m == NULL)
+        return MC_ERR_NOMEM;
+    m->sen = mc_malloc(sizeof(*u));
+    m->sen_ip = mc_calloc(u->n, sizeof(*m->sen_ip));
+    if (m->sen == NULL || m->sen_ip == NULL) {
+        mc_free(m->sen);
+        mc_free(m->sen_ip);
+        mc_free(m);
+        return MC_ERR_NOMEM;
+    }
+    *m->sen = *u;
+    m->db = u->db;
+    size_t at = (size_t)snprintf(m->name, sizeof(m->name), "redis-sentinel://");
+    for (unsigned i = 0; i < u->n; i++) {
+        mc_sockaddr_t sa;
+        mc_status_t st = mc_net_resolve(u->s[i].host, u->s[i].port, &sa); /* logs why */
+        if (st != MC_OK) {
+            mc_free(m->sen);
+            mc_free(m->sen_ip);
+            mc_free(m);
+            return st;
+        }
+        char addr[96];
+        mc_net_addr_str(&sa, addr, sizeof(addr));
+        ip_of(addr, m->sen_ip[i], sizeof(m->sen_ip[i]));
+        if (at < sizeof(m->name))
+            at += (size_t)snprintf(m->name + at, sizeof(m->name) - at, "%s%s:%u", i ? "," : "",
+                                   u->s[i].host, u->s[i].port);
+    }
+    if (at < sizeof(m->name))
+        at += (size_t)snprintf(m->name + at, sizeof(m->name) - at, "/%s", u->name);
+    if (u->db >= 0 && at < sizeof(m->name))
+        snprintf(m->name + at, sizeof(m->name) - at, "/%d", u->db);
+    return open_common(m, r, o, out);
 }

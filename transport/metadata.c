@@ -7,6 +7,10 @@
  * Connection strings:
  *   master://HOST[:PORT]        PORT defaults to 50051 (mooncake-master's RPC port)
  *   redis://HOST[:PORT][/DB]    PORT defaults to 6379; DB is a decimal index
+ *   redis-sentinel://HOST[:PORT][,HOST[:PORT]...]/NAME[/DB]
+ *                               the primary Redis Sentinels (port 26379 by
+ *                               default) watch as NAME, followed across
+ *                               failovers
  *   http://HOST[:PORT][/PATH]   PORT defaults to 80, PATH to /metadata (upstream's
  *                               servers serve that path); PATH is [A-Za-z0-9/._~-]
  *                               and has no query ("?key=" is added per call)
@@ -211,14 +215,22 @@ mc_status_t mc_meta_open(const char *conn, mc_reactor_t *r, const mc_meta_opts_t
     } else if (strncmp(conn, redis_pfx, sizeof(redis_pfx) - 1) == 0) {
         if (parse_authority(conn + sizeof(redis_pfx) - 1, 1, REDIS_DEFAULT_PORT, &cs, &why))
             return meta_redis_open(cs.host, cs.port, cs.db, r, o, out);
+    } else if (mc_sentinel_url_is(conn)) {
+        mc_sentinel_url_t su;
+        const char *rest = NULL;
+        if (mc_sentinel_url_parse(conn, &su, &rest, &why)) {
+            if (*rest == '\0')
+                return meta_redis_open_sentinel(&su, r, o, out);
+            why = "unexpected characters after the address";
+        }
     } else if (strncmp(conn, http_pfx, sizeof(http_pfx) - 1) == 0) {
         if (parse_http(conn + sizeof(http_pfx) - 1, &cs, path, &why))
             return meta_http_open(cs.host, cs.port, path, r, o, out);
     } else if (strncmp(conn, "https://", 8) == 0) {
         why = "https is not supported (no TLS here): use http://HOST:PORT/metadata";
     } else {
-        why = "unknown scheme (expected master://HOST:PORT, redis://HOST:PORT[/DB] or "
-              "http://HOST:PORT/metadata)";
+        why = "unknown scheme (expected master://HOST:PORT, redis://HOST:PORT[/DB], "
+              "redis-sentinel://HOST[:PORT],.../NAME[/DB] or http://HOST:PORT/metadata)";
     }
     MC_ERROR(METADATA, "bad metadata connection string '%s': %s", conn, why);
     return MC_ERR_INVALID_ARGUMENT;

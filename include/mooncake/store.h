@@ -64,7 +64,9 @@ typedef struct mc_store mc_store_t;
 typedef struct mc_store_config {
     const char *local_hostname;   /* segment name; NULL = "<advertise_host>:<port>" */
     const char *metadata;         /* "master" (default: the master's embedded service),
-                                     "redis://HOST:PORT[/DB]", "http://HOST:PORT/metadata"
+                                     "redis://HOST:PORT[/DB]",
+                                     "redis-sentinel://H1:P1,H2:P2/NAME[/DB]" (the primary
+                                     Redis Sentinels watch as NAME), "http://HOST:PORT/metadata"
                                      (upstream's protocol; the master serves it on its
                                      HTTP port), or "p2p" */
     const char *protocol;         /* "tcp" (default) or "rdma" (NICs, or MC_RDMA_EMULATED=N

@@ -75,7 +75,9 @@ typedef struct mc_te_opts {
     const char *local_hostname; /* segment name; NULL = "<advertise_host>:<port>" */
     /* Metadata service: "p2p" (peers are opened by "host:port" and asked
      * directly; the default), "master://HOST:PORT" (the embedded service of
-     * mooncake-master), "redis://HOST:PORT[/DB]" or "http://HOST:PORT/metadata"
+     * mooncake-master), "redis://HOST:PORT[/DB]",
+     * "redis-sentinel://H1:P1,H2:P2/NAME[/DB]" (the primary Redis Sentinels
+     * watch as NAME, followed across failovers) or "http://HOST:PORT/metadata"
      * (upstream's HTTP metadata protocol: mooncake-master's HTTP port,
      * mooncake-http-metadata-server, or upstream's server; a Bearer token
      * from $MC_METADATA_HTTP_TOKEN when set). */

@@ -4,7 +4,9 @@
  * ha.backend = redis-sentinel://S1,S2,S3/NAME, ha.sync = strict and the
  * default ha.wait_replicas = 1, two storage nodes and this process as a
  * client, all finding the Redis primary through the Sentinels and the
- * master leader through it.
+ * master leader through it; the transfer metadata is in the same Redis
+ * (metadata = redis-sentinel://S1,S2,S3/NAME/1), so the nodes' and the
+ * client's metadata backends follow the failover too.
  *
  *  - the Redis primary SIGKILLed under a stream of puts right after its
  *    replication link was cut (so it held journal records its replica never
@@ -36,6 +38,7 @@
 
 #include "mooncake/store.h"
 #include "proc.h"
+#include "sentinel.h"
 #include "store/ha_redis.h"
 #include "util/log.h"
 #include "util/mem.h"
@@ -43,197 +46,41 @@
 
 #define NMASTERS 2
 #define NNODES 2
-#define NSENT 3
 #define RPC_TIMEOUT_US 2000000ull
 #define CLUSTER "sentest"
-#define PRIMARY_NAME "mcprimary"
+#define PRIMARY_NAME TEST_SENTINEL_NAME
 #define MAXVAL 16384
 #define MAXKEYS 50000
 
-typedef struct master_proc {
-    test_proc_t p;
-    unsigned rpc_port, http_port;
-} master_proc_t;
-
 typedef struct env {
-    const char *redis_bin, *sentinel_bin;
     char dir[64];
-    test_proc_t redis[2]; /* [0] the first primary, [1] its replica */
-    unsigned redis_port[2];
-    test_proc_t sent[NSENT];
-    unsigned sent_port[NSENT];
-    char sentinels[256]; /* "127.0.0.1:P1,127.0.0.1:P2,..." */
-    char master_url[512];
-    master_proc_t m[NMASTERS];
-    test_proc_t node[NNODES];
+    test_sentinels_t ts;
+    char master_url[512], meta_url[512];
+    tc_master_t m[NMASTERS];
+    tc_node_t node[NNODES];
     mc_store_t *s;
     unsigned wait_replicas;
 } env_t;
-
-/* ------------------------------------------------------------ redis */
-
-static int wait_port(unsigned port, int ms)
-{
-    for (int waited = 0; !test_port_open(port); waited += 10) {
-        if (waited > ms)
-            return -1;
-        usleep(10000);
-    }
-    return 0;
-}
-
-/* redis-server i on its port; replica_of: 0 = a primary, else that port. */
-static void start_redis(env_t *e, int i, unsigned replica_of)
-{
-    char port[16], log[128], db[32], master[16];
-    if (e->redis_port[i] == 0)
-        e->redis_port[i] = test_free_port();
-    snprintf(port, sizeof(port), "%u", e->redis_port[i]);
-    snprintf(log, sizeof(log), "%s/redis-%d.log", e->dir, i);
-    snprintf(db, sizeof(db), "dump-%d.rdb", i);
-    snprintf(master, sizeof(master), "%u", replica_of);
-    char *argv[] = {(char *)e->redis_bin, "--port", port, "--bind", "127.0.0.1", "--save", "",
-                    "--appendonly", "no", "--dir", e->dir, "--dbfilename", db, "--logfile", log,
-                    "--daemonize", "no",
-                    /* full syncs start at once (the default waits 5 s for more
-                     * replicas to share one) */
-                    "--repl-diskless-sync-delay", "0", replica_of ? "--replicaof" : NULL,
-                    "127.0.0.1", master, NULL};
-    assert_int_equal(test_proc_start(&e->redis[i], argv), 0);
-    if (wait_port(e->redis_port[i], 5000) != 0)
-        fail_msg("redis-server did not listen on port %u within 5 s", e->redis_port[i]);
-}
-
-/* One command to 127.0.0.1:port; the reply (freeReplyObject) or NULL. */
-static redisReply *rcmd(unsigned port, const char *fmt, ...)
-{
-    struct timeval tv = {1, 0};
-    redisContext *c = redisConnectWithTimeout("127.0.0.1", (int)port, tv);
-    if (c == NULL || c->err) {
-        if (c != NULL)
-            redisFree(c);
-        return NULL;
-    }
-    redisSetTimeout(c, tv);
-    va_list ap;
-    va_start(ap, fmt);
-    redisReply *r = redisvCommand(c, fmt, ap);
-    va_end(ap);
-    redisFree(c);
-    return r;
-}
-
-static void start_sentinel(env_t *e, int i)
-{
-    char conf[128], port[16];
-    e->sent_port[i] = test_free_port();
-    snprintf(conf, sizeof(conf), "%s/sentinel-%d.conf", e->dir, i);
-    FILE *f = fopen(conf, "w");
-    assert_non_null(f);
-    fprintf(f,
-            "port %u\nbind 127.0.0.1\ndaemonize no\ndir %s\nlogfile %s/sentinel-%d.log\n"
-            "sentinel monitor " PRIMARY_NAME " 127.0.0.1 %u 2\n"
-            "sentinel down-after-milliseconds " PRIMARY_NAME " 1000\n"
-            "sentinel failover-timeout " PRIMARY_NAME " 5000\n"
-            "sentinel parallel-syncs " PRIMARY_NAME " 1\n",
-            e->sent_port[i], e->dir, e->dir, i, e->redis_port[0]);
-    fclose(f);
-    snprintf(port, sizeof(port), "%u", e->sent_port[i]);
-    char *argv[] = {(char *)e->sentinel_bin, conf, NULL};
-    assert_int_equal(test_proc_start(&e->sent[i], argv), 0);
-    if (wait_port(e->sent_port[i], 5000) != 0)
-        fail_msg("redis-sentinel did not listen on port %u within 5 s", e->sent_port[i]);
-}
-
-/* The primary's port per Sentinel i, or 0. */
-static unsigned sentinel_primary(env_t *e, int i)
-{
-    redisReply *r = rcmd(e->sent_port[i], "SENTINEL get-master-addr-by-name %s", PRIMARY_NAME);
-    unsigned port = 0;
-    if (r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
-        r->element[1]->type == REDIS_REPLY_STRING)
-        port = (unsigned)strtoul(r->element[1]->str, NULL, 10);
-    if (r != NULL)
-        freeReplyObject(r);
-    return port;
-}
-
-/* Number of replicas of the primary on port that are in sync, or -1. */
-static int connected_replicas(unsigned port)
-{
-    redisReply *r = rcmd(port, "INFO replication");
-    int n = -1;
-    if (r != NULL && r->type == REDIS_REPLY_STRING) {
-        n = 0;
-        for (const char *p = r->str; (p = strstr(p, "state=online")) != NULL; p++)
-            n++;
-    }
-    if (r != NULL)
-        freeReplyObject(r);
-    return n;
-}
 
 /* ------------------------------------------------------------ mooncake */
 
 static int start_master(env_t *e, int i)
 {
-    master_proc_t *m = &e->m[i];
-    char bin[256], rpc[64], http[64], backend[400], log[160], wait[64];
-    if (m->rpc_port == 0) {
-        m->rpc_port = test_free_port();
-        do
-            m->http_port = test_free_port();
-        while (m->http_port == m->rpc_port);
-    }
-    snprintf(rpc, sizeof(rpc), "server.rpc_port=%u", m->rpc_port);
-    snprintf(http, sizeof(http), "server.http_port=%u", m->http_port);
+    char backend[400], log[160], wait[64];
     snprintf(backend, sizeof(backend), "ha.backend=redis-sentinel://%s/" PRIMARY_NAME "/0",
-             e->sentinels);
+             e->ts.list);
     snprintf(log, sizeof(log), "log.file=%s/master-%d.log", e->dir, i);
     snprintf(wait, sizeof(wait), "ha.wait_replicas=%u", e->wait_replicas);
-    char *argv[] = {(char *)test_prog("mooncake-master", bin, sizeof(bin)),
-                    "--set",
-                    "server.bind_address=127.0.0.1",
-                    "--set",
-                    rpc,
-                    "--set",
-                    http,
-                    "--set",
-                    "server.reactors=1",
-                    "--set",
-                    "server.tick_interval=20ms",
-                    "--set",
-                    "master.client_ttl=20s",
-                    "--set",
-                    backend,
-                    "--set",
-                    "ha.cluster_id=" CLUSTER,
-                    "--set",
-                    "ha.lease_ttl=2s",
-                    "--set",
-                    "ha.sync=strict",
-                    "--set",
-                    wait,
-                    "--set",
-                    log,
-                    "--set",
-                    "log.level=info",
-                    NULL};
-    if (test_proc_start(&m->p, argv) != 0)
-        return -1;
-    for (int waited = 0; waited < 10000; waited += 10) {
-        int status;
-        if (waitpid(m->p.pid, &status, WNOHANG) == m->p.pid) {
-            close(m->p.out_fd);
-            m->p.pid = 0;
-            return -1;
-        }
-        if (test_port_open(m->rpc_port) && test_port_open(m->http_port))
-            return 0;
-        usleep(10000);
-    }
-    test_proc_stop(&m->p, SIGKILL, 1000);
-    return -1;
+    const char *const sets[] = {"master.client_ttl=20s",
+                                backend,
+                                "ha.cluster_id=" CLUSTER,
+                                "ha.lease_ttl=2s",
+                                "ha.sync=strict",
+                                wait,
+                                log,
+                                "log.level=info",
+                                NULL};
+    return tc_master_start(&e->m[i], sets);
 }
 
 /* The leading master per Redis (through the Sentinels), or -1. */
@@ -268,38 +115,10 @@ static int wait_leader(env_t *e, int not, int timeout_ms)
 
 static int start_node(env_t *e, int i)
 {
-    char bin[256], master[560], port[64], name[64];
-    unsigned p = test_free_port();
-    snprintf(master, sizeof(master), "store.master=%s", e->master_url);
-    snprintf(port, sizeof(port), "store.port=%u", p);
-    snprintf(name, sizeof(name), "store.local_hostname=127.0.0.1:%u", p);
-    char *argv[] = {(char *)test_prog("mooncake-store-server", bin, sizeof(bin)),
-                    "--set",
-                    master,
-                    "--set",
-                    "store.metadata=master",
-                    "--set",
-                    port,
-                    "--set",
-                    name,
-                    "--set",
-                    "store.global_segment_size=64MiB",
-                    "--set",
-                    "store.reactors=1",
-                    "--set",
-                    "store.rpc_timeout=2s",
-                    "--set",
-                    "log.level=error",
-                    NULL};
-    if (test_proc_start(&e->node[i], argv) != 0)
-        return -1;
-    char line[256];
-    if (test_proc_readline(&e->node[i], line, sizeof(line), 15000) != 0 ||
-        strncmp(line, "ready ", 6) != 0) {
-        test_proc_stop(&e->node[i], SIGKILL, 1000);
-        return -1;
-    }
-    return 0;
+    char meta[560];
+    snprintf(meta, sizeof(meta), "store.metadata=%s", e->meta_url);
+    const char *const sets[] = {meta, NULL};
+    return tc_node_start(&e->node[i], e->master_url, sets);
 }
 
 static void fill(uint8_t *p, size_t n, uint64_t seed)
@@ -325,58 +144,25 @@ static int setup(void **state)
     static env_t e;
     memset(&e, 0, sizeof(e));
     signal(SIGPIPE, SIG_IGN);
-    e.redis_bin = getenv("TEST_REDIS_SERVER");
-    if (e.redis_bin == NULL)
-        e.redis_bin = "/usr/bin/redis-server";
-    e.sentinel_bin = getenv("TEST_REDIS_SENTINEL");
-    if (e.sentinel_bin == NULL)
-        e.sentinel_bin = "/usr/bin/redis-sentinel";
-    if (access(e.redis_bin, X_OK) != 0 || access(e.sentinel_bin, X_OK) != 0) {
-        fprintf(stderr,
-                "FATAL: %s or %s not found: these tests need redis-server and "
-                "redis-sentinel (make deps)\n",
-                e.redis_bin, e.sentinel_bin);
-        return -1;
-    }
     const char *w = getenv("MC_TEST_WAIT_REPLICAS");
     e.wait_replicas = w != NULL ? (unsigned)atoi(w) : 1;
     snprintf(e.dir, sizeof(e.dir), "/tmp/mc-sent-XXXXXX");
     if (mkdtemp(e.dir) == NULL)
         return -1;
-    start_redis(&e, 0, 0);
-    start_redis(&e, 1, e.redis_port[0]);
-    for (int waited = 0; connected_replicas(e.redis_port[0]) < 1; waited += 20) {
-        if (waited > 5000)
-            fail_msg("the replica did not connect to the primary within 5 s");
-        usleep(20000);
-    }
-    size_t at = 0;
-    for (int i = 0; i < NSENT; i++) {
-        start_sentinel(&e, i);
-        at += (size_t)snprintf(e.sentinels + at, sizeof(e.sentinels) - at, "%s127.0.0.1:%u",
-                               i ? "," : "", e.sent_port[i]);
-    }
+    if (ts_start(&e.ts, e.dir) != 0)
+        return -1;
     snprintf(e.master_url, sizeof(e.master_url),
-             "redis-sentinel://%s/" PRIMARY_NAME "/0?cluster=" CLUSTER, e.sentinels);
-    for (int i = 0; i < NMASTERS; i++) {
-        int ok = -1;
-        for (int attempt = 0; attempt < 3 && ok != 0; attempt++) {
-            if (attempt > 0)
-                e.m[i].rpc_port = 0;
-            ok = start_master(&e, i);
-        }
-        assert_int_equal(ok, 0);
-    }
+             "redis-sentinel://%s/" PRIMARY_NAME "/0?cluster=" CLUSTER, e.ts.list);
+    snprintf(e.meta_url, sizeof(e.meta_url), "redis-sentinel://%s/" PRIMARY_NAME "/1", e.ts.list);
+    for (int i = 0; i < NMASTERS; i++)
+        assert_int_equal(start_master(&e, i), 0);
     assert_true(wait_leader(&e, -1, 8000) >= 0);
-    for (int i = 0; i < NNODES; i++) {
-        int ok = -1;
-        for (int attempt = 0; attempt < 3 && ok != 0; attempt++)
-            ok = start_node(&e, i);
-        assert_int_equal(ok, 0);
-    }
+    for (int i = 0; i < NNODES; i++)
+        assert_int_equal(start_node(&e, i), 0);
     mc_store_config_t c;
     mc_store_config_init(&c);
     c.master = e.master_url;
+    c.metadata = e.meta_url;
     c.local_buffer_size = 8 << 20;
     c.reactors = 1;
     c.rpc_timeout_us = RPC_TIMEOUT_US;
@@ -391,17 +177,10 @@ static int teardown(void **state)
     env_t *e = *state;
     mc_store_close(e->s);
     for (int i = 0; i < NNODES; i++)
-        if (e->node[i].pid > 0)
-            test_proc_stop(&e->node[i], SIGTERM, 5000);
+        tc_node_stop(&e->node[i], SIGTERM);
     for (int i = 0; i < NMASTERS; i++)
-        if (e->m[i].p.pid > 0)
-            test_proc_stop(&e->m[i].p, SIGTERM, 5000);
-    for (int i = 0; i < NSENT; i++)
-        if (e->sent[i].pid > 0)
-            test_proc_stop(&e->sent[i], SIGTERM, 5000);
-    for (int i = 0; i < 2; i++)
-        if (e->redis[i].pid > 0)
-            test_proc_stop(&e->redis[i], SIGTERM, 5000);
+        tc_master_stop(&e->m[i], SIGTERM);
+    ts_stop(&e->ts);
     if (getenv("TEST_KEEP_LOGS") == NULL) {
         char cmd[128];
         snprintf(cmd, sizeof(cmd), "rm -rf %s", e->dir);
@@ -546,34 +325,21 @@ static void killing_the_redis_primary_loses_no_acknowledged_put(void **state)
     /* Cut the replication link: the replica may not sync any more (ACL),
      * its connection is dropped. From here on the primary holds journal
      * records the replica never sees. */
-    unsigned p0 = e->redis_port[0], p1 = e->redis_port[1];
+    unsigned p1 = e->ts.redis_port[1];
     atomic_store(&l.phase, PH_CUT);
-    redisReply *r = rcmd(p0, "ACL SETUSER default -psync -sync -replconf");
-    assert_non_null(r);
-    assert_int_equal(r->type, REDIS_REPLY_STATUS);
-    freeReplyObject(r);
-    r = rcmd(p0, "CLIENT KILL TYPE replica");
-    assert_non_null(r);
-    freeReplyObject(r);
+    assert_int_equal(ts_cut_replication(e->ts.redis_port[0]), 0);
     usleep(1500000);
     unsigned during_cut = atomic_load(&l.acked_in[PH_CUT]);
 
     /* The primary dies with what only it had. */
     atomic_store(&l.phase, PH_FAILOVER);
     uint64_t t_kill = mc_now_us();
-    kill(e->redis[0].pid, SIGKILL);
-    waitpid(e->redis[0].pid, NULL, 0);
-    close(e->redis[0].out_fd);
-    e->redis[0].pid = 0;
-    for (int waited = 0; sentinel_primary(e, 0) != p1; waited += 50) {
-        if (waited > 15000)
-            fail_msg("the Sentinels did not promote the replica within 15 s");
-        usleep(50000);
-    }
+    ts_kill_redis(&e->ts, 0);
+    assert_int_equal(ts_wait_primary(&e->ts, p1, 15000), 0);
     uint64_t t_promoted = mc_now_us();
     /* The old primary comes back (empty: no persistence) as the new
      * primary's replica, so that writes can be confirmed again. */
-    start_redis(e, 0, p1);
+    assert_int_equal(ts_start_redis(&e->ts, 0, p1), 0);
     atomic_store(&l.phase, PH_PROMOTED);
     int lead = wait_leader(e, -1, 15000);
     assert_true(lead >= 0);
@@ -583,19 +349,14 @@ static void killing_the_redis_primary_loses_no_acknowledged_put(void **state)
     /* The master leader dies too: its successor knows only what the
      * promoted replica's journal holds. */
     atomic_store(&l.phase, PH_NEW_LEADER);
-    print_message("killing master %d (pid %d), the leader\n", lead, (int)e->m[lead].p.pid);
-    kill(e->m[lead].p.pid, SIGKILL);
+    print_message("killing master %d (pid %d), the leader\n", lead, (int)e->m[lead].proc.pid);
+    kill(e->m[lead].proc.pid, SIGKILL);
     int nl = wait_leader(e, lead, 15000);
     assert_true(nl >= 0);
     wait_acks_in(&l, PH_NEW_LEADER, 100, 20000, "after the master failover");
     atomic_store(&l.stop, 1);
     pthread_join(t, NULL);
-    {
-        int status;
-        waitpid(e->m[lead].p.pid, &status, 0);
-        close(e->m[lead].p.out_fd);
-        e->m[lead].p.pid = 0;
-    }
+    tc_master_stop(&e->m[lead], SIGKILL); /* reaps the killed one */
     print_message("puts acknowledged: %u before the cut, %u during it, %u during the failover, "
                   "%u after the promotion, %u after the master failover; %u failed cleanly\n",
                   atomic_load(&l.acked_in[PH_BEFORE]), during_cut,
@@ -621,9 +382,9 @@ static void without_a_replica_puts_fail_cleanly_instead_of_being_acknowledged(vo
 {
     env_t *e = *state;
     /* the current primary per the Sentinels; stop its replica */
-    unsigned prim = sentinel_primary(e, 0);
-    int ri = prim == e->redis_port[0] ? 1 : 0;
-    assert_true(e->redis[ri].pid > 0);
+    unsigned prim = ts_primary(&e->ts, 0);
+    int ri = 1 - ts_index(&e->ts, prim);
+    assert_true(ri >= 0 && ri <= 1 && e->ts.redis[ri].pid > 0);
     /* a put works now */
     uint8_t v[1000];
     fill(v, sizeof(v), 4242);
@@ -635,7 +396,7 @@ static void without_a_replica_puts_fail_cleanly_instead_of_being_acknowledged(vo
             usleep(200000);
     }
     assert_int_equal(st, MC_OK);
-    test_proc_stop(&e->redis[ri], SIGKILL, 1000);
+    ts_kill_redis(&e->ts, ri);
     uint64_t t0 = mc_now_us();
     st = mc_store_put(e->s, "alone-1", 7, v, sizeof(v), NULL);
     uint64_t dt = mc_now_us() - t0;
