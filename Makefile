@@ -35,6 +35,13 @@ LIB_PKGS += libibverbs
 RDMA_CPPFLAGS := -DMC_HAVE_IBVERBS
 endif
 TEST_PKGS := cmocka msgpack
+# The daemons (src/daemon.c, not the library) tell systemd when they are
+# ready through libsystemd's sd_notify when its headers exist.
+HAVE_SYSTEMD := $(shell $(PKG_CONFIG) --exists libsystemd 2>/dev/null && echo 1)
+ifeq ($(HAVE_SYSTEMD),1)
+DAEMON_CPPFLAGS := -DMC_HAVE_SYSTEMD
+DAEMON_LIBS := $(shell $(PKG_CONFIG) --libs libsystemd)
+endif
 
 WARN := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
         -Wpointer-arith -Wvla -Wno-missing-field-initializers
@@ -67,14 +74,17 @@ STATIC_LIB := $(BUILD)/libmooncake.a
 SONAME := libmooncake.so.$(VERSION_MAJOR)
 SHARED_LIB := $(BUILD)/libmooncake.so.$(VERSION)
 
-# Programs: name := sources. Each links the static library.
+# Programs: name := sources [, extra libraries]. Each links the static
+# library; daemons add src/daemon.c and $(DAEMON_LIBS).
 PROGRAMS :=
 define program
 PROGRAMS += $(BUILD)/$(1)
 $(BUILD)/$(1): $(2:%.c=$(BUILD)/obj/%.o) $(STATIC_LIB)
 	@mkdir -p $$(dir $$@)
-	$$(CC) $$(MC_CFLAGS) $$(MC_LDFLAGS) -o $$@ $$(filter %.o,$$^) $(STATIC_LIB) $$(LDLIBS_LIB)
+	$$(CC) $$(MC_CFLAGS) $$(MC_LDFLAGS) -o $$@ $$(filter %.o,$$^) $(STATIC_LIB) $$(LDLIBS_LIB) $(3)
 endef
+DAEMON_SRCS := src/daemon.c
+$(BUILD)/obj/src/daemon.o: MC_CPPFLAGS += $(DAEMON_CPPFLAGS)
 
 -include mk/programs.mk
 

@@ -20,7 +20,7 @@
 
 #include "transport/meta_http_srv.h"
 #include "util/conf.h"
-#include "util/daemon.h"
+#include "daemon.h"
 #include "util/log.h"
 #include "util/mem.h"
 
@@ -105,7 +105,9 @@ int main(int argc, char **argv)
             mc_meta_http_server_port(srv), mcf.http_token[0] != '\0' ? " (token required)" : "");
     printf("listening %u\n", mc_meta_http_server_port(srv));
     fflush(stdout);
+    mc_daemon_ready("serving /metadata");
     int sig = mc_daemon_wait_signal(&sigs);
+    mc_daemon_stopping();
     MC_INFO(HTTP, "signal %d (%s): shutting down", sig, strsignal(sig));
     mc_meta_http_server_stop(srv);
     rc = 0;

@@ -13,8 +13,9 @@
 #include "store/ha_redis.h"
 #include "store/master_ha.h"
 #include "store/master_server.h"
+#include "mooncake/version.h"
 #include "util/conf.h"
-#include "util/daemon.h"
+#include "daemon.h"
 #include "util/log.h"
 #include "util/mem.h"
 
@@ -297,6 +298,17 @@ int main(int argc, char **argv)
         o.ha.flush_interval_us = hcf.flush_interval;
         o.ha.advertise = hcf.advertise_address;
         o.ha.snapshot_records = hcf.snapshot_records;
+        /* what clients are told to dial when this master leads */
+        char adv[256];
+        snprintf(adv, sizeof(adv), "%s",
+                 hcf.advertise_address[0] != '\0' ? hcf.advertise_address
+                 : strcmp(sc.bind_address, "0.0.0.0") == 0 || strcmp(sc.bind_address, "::") == 0
+                     ? "127.0.0.1"
+                     : sc.bind_address);
+        char *colon = strrchr(adv, ':');
+        if (hcf.advertise_address[0] != '\0' && colon != NULL && strchr(adv, ']') < colon)
+            *colon = '\0'; /* HOST:PORT -> HOST */
+        mc_daemon_check_advertise("mooncake-master", sc.bind_address, adv, "ha.advertise_address");
         o.ha.wait_replicas = (unsigned)hcf.wait_replicas;
     }
 
@@ -310,15 +322,21 @@ int main(int argc, char **argv)
     }
     MC_INFO(MASTER,
             "mooncake-master %s ready: rpc %s:%u, http %s, %u reactor(s), view version %lld",
-            "0.1.0", sc.bind_address, mc_master_server_rpc_port(srv), o.http_enabled ? "on" : "off",
-            mc_master_server_reactors(srv), (long long)mc_master_server_view_version(srv));
+            mc_version(), sc.bind_address, mc_master_server_rpc_port(srv),
+            o.http_enabled ? "on" : "off", mc_master_server_reactors(srv),
+            (long long)mc_master_server_view_version(srv));
     if (o.http_enabled)
         MC_INFO(MASTER, "metrics at http://%s:%u/metrics%s", sc.bind_address,
                 mc_master_server_http_port(srv), o.http_metadata ? ", metadata at /metadata" : "");
     if (o.http_enabled && o.http_metadata && mc_master_server_http_metadata_port(srv) != 0)
         MC_INFO(MASTER, "HTTP metadata also at http://%s:%u/metadata", sc.bind_address,
                 mc_master_server_http_metadata_port(srv));
+    char ready[160];
+    snprintf(ready, sizeof(ready), "serving: rpc port %u, http port %u",
+             mc_master_server_rpc_port(srv), mc_master_server_http_port(srv));
+    mc_daemon_ready(ready);
     int sig = mc_daemon_wait_signal(&sigs);
+    mc_daemon_stopping();
     MC_INFO(MASTER, "signal %d (%s): shutting down", sig, strsignal(sig));
     mc_master_server_stop(srv);
     MC_INFO(MASTER, "stopped");

@@ -17,7 +17,7 @@
 
 #include "mooncake/store.h"
 #include "util/conf.h"
-#include "util/daemon.h"
+#include "daemon.h"
 #include "util/log.h"
 #include "util/mem.h"
 
@@ -123,7 +123,11 @@ int main(int argc, char **argv)
             sc.master, sc.metadata);
     printf("ready %s\n", mc_store_name(s));
     fflush(stdout);
+    char ready[320];
+    snprintf(ready, sizeof(ready), "serving segment %s", mc_store_name(s));
+    mc_daemon_ready(ready);
     int sig = mc_daemon_wait_signal(&sigs);
+    mc_daemon_stopping();
     MC_INFO(CLIENT, "signal %d (%s): unmounting and shutting down", sig, strsignal(sig));
     mc_store_close(s);
     MC_INFO(CLIENT, "stopped");

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "reactor/reactor.h"
+#include "mooncake/version.h"
 #include "rpc/methods.h"
 #include "rpc/rpc.h"
 #include "store/master_ha.h"
@@ -391,7 +392,9 @@ static void h_service_ready(void *ctx, mc_rpc_req_t *req)
     mc_mp_writer_t *w = mc_rpc_reply_begin(req);
     mc_mp_write_map(w, 2);
     mc_mp_write_uint(w, MC_F_TEXT);
-    mc_mp_write_cstr(w, "mooncake-c " MC_MASTER_VERSION);
+    char text[64];
+    snprintf(text, sizeof(text), "mooncake-c %s", mc_version());
+    mc_mp_write_cstr(w, text);
     mc_mp_write_uint(w, MC_F_VIEW_VERSION);
     mc_mp_write_int(w, s->view_version);
     mc_rpc_reply_end(req, MC_OK);

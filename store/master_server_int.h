@@ -12,7 +12,6 @@
 #include "store/proto.h"
 #include "util/list.h"
 
-#define MC_MASTER_VERSION "0.1.0"
 #define MASTER_MAX_METHOD 400 /* method ids counted per RPC (rpc/methods.h) */
 
 /* Per-reactor arrays for batch calls, grown on demand and reused. */

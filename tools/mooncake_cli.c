@@ -40,6 +40,7 @@
 #include <unistd.h>
 
 #include "mooncake/store.h"
+#include "mooncake/version.h"
 #include "reactor/reactor.h"
 #include "rpc/fields.h"
 #include "rpc/methods.h"
@@ -90,6 +91,7 @@ static const char usage_text[] =
     "  --http HOST:PORT     mooncake-master HTTP ($MOONCAKE_HTTP, default 127.0.0.1:9003)\n"
     "  --timeout SECONDS    per call (default 5)\n"
     "  -v, --verbose        library log at info;  -q, --quiet  no library log at all\n"
+    "  -h, --help           this text;  -V, --version  print the version\n"
     "exit status: 0 ok, 1 the operation failed, 2 usage error\n";
 
 static int usage_error(const char *fmt, const char *arg)
@@ -1374,16 +1376,12 @@ int main(int argc, char **argv)
         master = "127.0.0.1:50051";
     if (!c.http_given)
         http = "127.0.0.1:9003";
-    static const struct option lo[] = {{"master", 1, 0, 'm'},
-                                       {"http", 1, 0, 'H'},
-                                       {"timeout", 1, 0, 't'},
-                                       {"verbose", 0, 0, 'v'},
-                                       {"quiet", 0, 0, 'q'},
-                                       {"help", 0, 0, 'h'},
-                                       {0, 0, 0, 0}};
+    static const struct option lo[] = {
+        {"master", 1, 0, 'm'}, {"http", 1, 0, 'H'}, {"timeout", 1, 0, 't'}, {"verbose", 0, 0, 'v'},
+        {"quiet", 0, 0, 'q'},  {"help", 0, 0, 'h'}, {"version", 0, 0, 'V'}, {0, 0, 0, 0}};
     int o;
     /* "+": stop at the command, whose own options follow it */
-    while ((o = getopt_long(argc, argv, "+m:t:vqh", lo, NULL)) != -1) {
+    while ((o = getopt_long(argc, argv, "+m:t:vqhV", lo, NULL)) != -1) {
         switch (o) {
         case 'm':
             master = optarg;
@@ -1408,6 +1406,9 @@ int main(int argc, char **argv)
             break;
         case 'h':
             fputs(usage_text, stdout);
+            return 0;
+        case 'V':
+            printf(PROG " %s\n", mc_version());
             return 0;
         default:
             fputs(usage_text, stderr);

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "mooncake/version.h"
 #include "reactor/reactor.h"
 #include "transport/cuda.h"
 #include "transport/rdma/gid.h"
@@ -33,6 +34,7 @@ int main(int argc, char **argv)
         {"device", required_argument, NULL, 'd'},
         {"nic_priority_matrix", required_argument, NULL, 'm'},
         {"help", no_argument, NULL, 'h'},
+        {"version", no_argument, NULL, 'V'},
         {NULL, 0, NULL, 0},
     };
     const char *filter = NULL, *matrix = NULL;
@@ -41,7 +43,7 @@ int main(int argc, char **argv)
     if (env != NULL && *env != '\0')
         emulated = atol(env);
     int opt;
-    while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+    while ((opt = getopt_long(argc, argv, "hV", longopts, NULL)) != -1) {
         char *end = NULL;
         switch (opt) {
         case 'e':
@@ -58,9 +60,20 @@ int main(int argc, char **argv)
         case 'm':
             matrix = optarg;
             break;
+        case 'V':
+            printf("mooncake-topology %s\n", mc_version());
+            return 0;
         default:
-            fprintf(stderr, "usage: mooncake-topology [--emulated N] [--device LIST] "
-                            "[--nic_priority_matrix JSON]\n");
+            fprintf(opt == 'h' ? stdout : stderr,
+                    "usage: mooncake-topology [--emulated N] [--device LIST] "
+                    "[--nic_priority_matrix JSON]\n"
+                    "Print the RDMA devices and the NIC priority matrix the transfer engine "
+                    "would use.\n"
+                    "  --emulated N                 N emulated NICs (tests and demos)\n"
+                    "  --device LIST                only these devices (comma list)\n"
+                    "  --nic_priority_matrix JSON   this matrix instead of the discovered one\n"
+                    "  -h, --help                   this text\n"
+                    "  -V, --version                print the version\n");
             return opt == 'h' ? 0 : 2;
         }
     }

@@ -74,6 +74,7 @@ struct mc_conf {
     conf_section_t *sections; /* in registration order: dump and help follow it */
     conf_section_t **tail;
     conf_path_t *paths; /* file paths named by origins */
+    bool partial;       /* sections not registered are skipped (mc_conf_set_partial) */
 };
 
 typedef union conf_val {
@@ -771,6 +772,11 @@ mc_conf_t *mc_conf_create(void)
     return conf;
 }
 
+void mc_conf_set_partial(mc_conf_t *conf, int on)
+{
+    conf->partial = on != 0;
+}
+
 static void section_free(conf_section_t *sec)
 {
     for (size_t i = 0; i < sec->nkeys; i++)
@@ -1025,6 +1031,7 @@ typedef struct file_ctx {
     conf_src_t src;
     conf_origin_t origin;
     conf_section_t *sec; /* current [section] */
+    bool skipping;       /* in a section a partial conf does not have */
     char *err;
     size_t errlen;
 } file_ctx_t;
@@ -1083,7 +1090,8 @@ static mc_status_t file_line(file_ctx_t *c, char *s, char *e)
                         "malformed section header \"%.60s\" (expected \"[section]\")", s);
         char *name = trim(s + 1, close);
         c->sec = find_section(c->conf, name, strlen(name));
-        if (c->sec == NULL)
+        c->skipping = c->sec == NULL && c->conf->partial;
+        if (c->sec == NULL && !c->skipping)
             return fail(c->err, c->errlen, &c->src, MC_ERR_CONFIG, "unknown section [%s]", name);
         return MC_OK;
     }
@@ -1095,6 +1103,8 @@ static mc_status_t file_line(file_ctx_t *c, char *s, char *e)
                     "comment)",
                     s);
     char *key = trim(s, eq);
+    if (c->skipping)
+        return MC_OK;
     if (c->sec == NULL)
         return fail(c->err, c->errlen, &c->src, MC_ERR_CONFIG, "%s: key before any [section]", key);
     size_t idx;
@@ -1216,7 +1226,7 @@ mc_status_t mc_conf_load_env(mc_conf_t *conf, char **envp, char *err, size_t err
             }
         }
         if (found == NULL) {
-            if (is_module_env(*e, src.varlen))
+            if (is_module_env(*e, src.varlen) || conf->partial)
                 continue;
             MC_WARN(CONF, "environment %.*s matches no configuration key; ignored", (int)src.varlen,
                     *e);
@@ -1252,6 +1262,8 @@ mc_status_t mc_conf_set(mc_conf_t *conf, const char *assignment, char *err, size
         ke--;
     int slen = (int)(se - s), klen = (int)(ke - k);
     conf_section_t *sec = find_section(conf, s, (size_t)slen);
+    if (sec == NULL && conf->partial)
+        return MC_OK;
     if (sec == NULL)
         return fail(err, errlen, &src, MC_ERR_CONFIG, "%.*s.%.*s: unknown section [%.*s]", slen, s,
                     klen, k, slen, s);
@@ -1411,6 +1423,7 @@ void mc_conf_help(const mc_conf_t *conf, const char *usage, FILE *out)
           "      --set SECTION.KEY=VALUE  set one key (repeatable)\n"
           "      --dump-config            print the effective configuration and exit\n"
           "  -h, --help                   print this help and exit\n"
+          "  -V, --version                print the version and exit\n"
           "\n"
           "Configuration keys. Later sources win: defaults, the --config file\n"
           "([section] then key = value), environment MC_SECTION_KEY=value,\n"

@@ -114,6 +114,11 @@ typedef struct mc_conf mc_conf_t;
 /* NULL when out of memory. */
 mc_conf_t *mc_conf_create(void);
 
+/* Partial mode, for reading one section again (a daemon's SIGHUP re-reads
+ * [log]): sections that are not registered are skipped in files, the
+ * environment and --set, instead of being errors. Off by default. */
+void mc_conf_set_partial(mc_conf_t *conf, int on);
+
 /* Frees every string the conf owns (string fields of registered structs then
  * dangle). Accepts NULL. */
 void mc_conf_destroy(mc_conf_t *conf);
@@ -160,6 +165,8 @@ void mc_conf_help(const mc_conf_t *conf, const char *usage, FILE *out);
  *   --set section.key=value | --set=...       repeatable, applied in order
  *   --dump-config                             print the result to stdout
  *   -h | --help                               print help to stdout
+ * (-V / --version is the daemons' own, answered before this: src/daemon.h;
+ * the help text lists it.)
  * Any other argument is an error naming it. The layers are applied as file,
  * then envp (see mc_conf_load_env), then every --set, whatever the argument
  * order. *exit_now is set to 1 when --help or --dump-config was handled (the

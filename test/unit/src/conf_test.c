@@ -515,6 +515,37 @@ static void failed_load_changes_nothing(void **state)
 
 /* ---- errors ---------------------------------------------------------------------------- */
 
+/* A partial conf (a daemon's SIGHUP re-reading [log]) reads its own
+ * sections from every source and skips the others, but stays strict inside
+ * its own. */
+static void a_partial_conf_reads_its_sections_and_skips_the_others(void **state)
+{
+    fx_t *fx = *state;
+    mc_conf_t *c = mc_conf_create();
+    assert_non_null(c);
+    rpc_opts_t rpc;
+    assert_int_equal(mc_conf_add_section(c, "rpc", rpc_keys, MC_ARRAY_SIZE(rpc_keys), &rpc), MC_OK);
+    mc_conf_set_partial(c, 1);
+    const char *path = temp_file(fx, "[other]\nwhatever = 1\n[rpc]\nport = 7000\n[more]\nx = y\n");
+    assert_int_equal(mc_conf_load_file(c, path, fx->err, sizeof(fx->err)), MC_OK);
+    assert_int_equal(rpc.port, 7000);
+    char *envp[] = {"MC_OTHER_THING=1", "MC_RPC_OFFSET=7", NULL};
+    assert_int_equal(mc_conf_load_env(c, envp, fx->err, sizeof(fx->err)), MC_OK);
+    assert_int_equal(rpc.offset, 7);
+    assert_int_equal(mc_conf_set(c, "other.key=1", fx->err, sizeof(fx->err)), MC_OK);
+    assert_int_equal(mc_conf_set(c, "rpc.port=7001", fx->err, sizeof(fx->err)), MC_OK);
+    assert_int_equal(rpc.port, 7001);
+    /* its own sections stay strict */
+    assert_int_equal(mc_conf_set(c, "rpc.nope=1", fx->err, sizeof(fx->err)), MC_ERR_CONFIG);
+    assert_string_equal(fx->err, "--set: rpc.nope: unknown key");
+    path = temp_file(fx, "[rpc]\nport = 0\n");
+    assert_int_equal(mc_conf_load_file(c, path, fx->err, sizeof(fx->err)), MC_ERR_CONFIG);
+    assert_int_equal(rpc.port, 7001);
+    mc_conf_destroy(c);
+    /* and a conf that is not partial still refuses other sections */
+    assert_int_equal(set(fx, "other.key=1"), MC_ERR_CONFIG);
+}
+
 static void unknown_section_names_file_and_line(void **state)
 {
     assert_file_error(*state, "[rpc]\nport = 1\n[nope]\nx = 1\n", "3: unknown section [nope]");
@@ -982,6 +1013,7 @@ int main(void)
         T(unknown_mc_environment_variables_only_warn),
         T(variables_read_by_library_modules_do_not_warn),
         T(failed_load_changes_nothing),
+        T(a_partial_conf_reads_its_sections_and_skips_the_others),
         T(unknown_section_names_file_and_line),
         T(unknown_key_names_file_line_and_key),
         T(key_before_any_section_is_an_error),
