@@ -586,7 +586,9 @@ mc_status_t mc_store_register_buffer(mc_store_t *s, void *buf, size_t len)
 {
     if (s == NULL || buf == NULL || len == 0)
         return MC_ERR_INVALID_PARAMS;
-    return mc_te_register(s->te, buf, len, NULL, 0); /* the engine tells where it lives */
+    /* located by the engine: GPU memory registers as cuda:N (the NICs then
+     * register it as GPU memory), host memory as cpu:<its NUMA node> */
+    return mc_te_register(s->te, buf, len, NULL, 0);
 }
 
 mc_status_t mc_store_unregister_buffer(mc_store_t *s, void *buf)

@@ -53,8 +53,10 @@ typedef struct get_op {
     void *arg;
     char *key;
     size_t klen;
-    uint8_t *buf; /* the caller's, borrowed until cb */
+    uint8_t *buf; /* the caller's, borrowed until cb (or the bounce) */
     size_t len;
+    uint8_t *gpu_dst; /* the caller's GPU memory: buf is a host bounce (owned), copied
+                         there at the end */
     uint64_t *need;
     mc_master_replica_desc_t rep[STORE_MAX_REPLICAS];
     uint32_t nrep;
@@ -96,6 +98,11 @@ static void get_finish(store_op_t *h, mc_status_t st)
     store_stage_put(s, h);
     if (h->batch != NULL && mc_te_batch_free(h->batch) != MC_OK)
         MC_ERROR(CLIENT, "get: transfer batch still busy at the end (leaked)");
+    if (op->gpu_dst != NULL) { /* the value is in the host bounce: to the GPU */
+        if (st == MC_OK && op->result > 0)
+            st = te_gpu_copy(op->gpu_dst, op->buf, (size_t)op->result);
+        mc_free(op->buf);
+    }
     op->cb(op->arg, st != MC_OK ? (int64_t)st : op->result);
     mc_free(op->key);
     mc_free(op);
@@ -409,6 +416,14 @@ static mc_status_t get_submit(mc_store_t *s, const void *key, size_t klen, void 
         MC_ERROR(CLIENT, "get_into: %p+%zu is not inside a registered buffer", buf, len);
         return MC_ERR_INVALID_PARAMS;
     }
+    /* GPU memory: read into host memory, copied to the GPU at the end (no
+     * path of the get touches it with the CPU) */
+    uint8_t *gpu_dst = NULL;
+    if (len > 0 && te_gpu_of(buf) >= 0) {
+        gpu_dst = buf;
+        registered = 0;
+        defer = NULL; /* the own-segment copy happens here, before the GPU copy */
+    }
     if (!registered && s->stage_alloc == NULL) {
         MC_ERROR(CLIENT, "get: the buffer is not registered and the client has no staging "
                          "buffer (local_buffer_size = 0)");
@@ -422,6 +437,12 @@ static mc_status_t get_submit(mc_store_t *s, const void *key, size_t klen, void 
     memcpy(op->key, key, klen);
     op->klen = klen;
     op->buf = buf;
+    if (gpu_dst != NULL && (op->buf = mc_malloc(len)) == NULL) {
+        mc_free(op->key);
+        mc_free(op);
+        return MC_ERR_NOMEM;
+    }
+    op->gpu_dst = gpu_dst;
     op->len = len;
     op->need = need;
     op->defer = defer;
@@ -441,6 +462,8 @@ static mc_status_t get_submit(mc_store_t *s, const void *key, size_t klen, void 
     }
     st = store_op_submit(&op->h);
     if (st != MC_INPROGRESS) {
+        if (op->gpu_dst != NULL)
+            mc_free(op->buf);
         mc_free(op->key);
         mc_free(op);
     }

@@ -347,6 +347,8 @@ int store_inplace_ok(const mc_store_t *s)
 
 int store_direct_ok(const mc_store_t *s, const void *p, uint64_t len)
 {
+    if (te_gpu_of(p) >= 0)
+        return 0; /* GPU memory goes through a host bounce buffer (store_put/get) */
     return store_inplace_ok(s) || te_local_range_ok(s->te, p, len, 0);
 }
 

@@ -210,6 +210,7 @@ typedef struct put_op {
     size_t klen;
     mc_slice_t *parts; /* the caller's memory, borrowed until cb */
     size_t nparts;
+    uint8_t *bounce; /* host copy of a value in GPU memory (owned), or NULL */
     uint64_t len;
     const uint8_t *direct; /* registered source: written without staging */
     own_cfg_t cfg;
@@ -237,9 +238,43 @@ static void put_finish(store_op_t *h, mc_status_t st)
     op->cb(op->arg, st);
     mc_free(op->cfg.names);
     mc_free(op->parts);
+    mc_free(op->bounce);
     mc_free(op->key);
     mc_free(op);
     store_live_dec(s);
+}
+
+/* A value with a part in GPU memory: copied to host memory first (one
+ * cuMemcpy per GPU part), so every path of the put (staging, TCP, the
+ * tier's files) reads host memory; *out owned by the caller. MC_OK with
+ * *out NULL when no part is GPU memory. */
+static mc_status_t gpu_bounce_in(const mc_slice_t *parts, size_t nparts, uint64_t len,
+                                 uint8_t **out)
+{
+    *out = NULL;
+    size_t i = 0;
+    while (i < nparts && (parts[i].len == 0 || te_gpu_of(parts[i].ptr) < 0))
+        i++;
+    if (i == nparts)
+        return MC_OK;
+    uint8_t *b = mc_malloc(len);
+    if (b == NULL)
+        return MC_ERR_NOMEM;
+    uint64_t off = 0;
+    for (i = 0; i < nparts; i++) {
+        mc_status_t st = MC_OK;
+        if (parts[i].len > 0 && te_gpu_of(parts[i].ptr) >= 0)
+            st = te_gpu_copy(b + off, parts[i].ptr, parts[i].len);
+        else if (parts[i].len > 0)
+            memcpy(b + off, parts[i].ptr, parts[i].len);
+        if (st != MC_OK) {
+            mc_free(b);
+            return st;
+        }
+        off += parts[i].len;
+    }
+    *out = b;
+    return MC_OK;
 }
 
 /* In the transfer callback: whether a failed write may still land. */
@@ -574,23 +609,38 @@ mc_status_t store_put_submit(mc_store_t *s, const void *key, size_t klen, const 
     if (len == 0)
         return MC_ERR_INVALID_PARAMS;
     int registered = nparts == 1 && te_local_range_ok(s->te, parts[0].ptr, len, 0);
-    const uint8_t *direct = NULL;
-    if (registered || (nparts == 1 && s->stage_alloc != NULL && store_inplace_ok(s)))
-        direct = parts[0].ptr;
     if (zero_copy && !registered) {
         MC_ERROR(CLIENT, "put_from: %p+%llu is not inside a registered buffer", parts[0].ptr,
                  (unsigned long long)len);
         return MC_ERR_INVALID_PARAMS;
     }
+    uint8_t *bounce = NULL;
+    st = gpu_bounce_in(parts, nparts, len, &bounce);
+    if (st != MC_OK)
+        return st;
+    mc_slice_t host = {bounce, len};
+    if (bounce != NULL) { /* from here on the value is the host copy */
+        parts = &host;
+        nparts = 1;
+        zero_copy = 0;
+        registered = 0;
+    }
+    const uint8_t *direct = NULL;
+    if (registered || (nparts == 1 && s->stage_alloc != NULL && store_inplace_ok(s)))
+        direct = parts[0].ptr;
     if (direct == NULL && s->stage_alloc == NULL) {
         MC_ERROR(CLIENT, "put: the value is not in registered memory and the client has no "
                          "staging buffer (local_buffer_size = 0)");
+        mc_free(bounce);
         return MC_ERR_STATE;
     }
 
     put_op_t *op = MC_NEW(put_op_t);
-    if (op == NULL)
+    if (op == NULL) {
+        mc_free(bounce);
         return MC_ERR_NOMEM;
+    }
+    op->bounce = bounce;
     op->key = mc_malloc(klen);
     op->parts = mc_malloc(nparts * sizeof(*parts));
     st = op->key == NULL || op->parts == NULL ? MC_ERR_NOMEM : cfg_copy(&op->cfg, cfg, flags);
@@ -622,6 +672,7 @@ mc_status_t store_put_submit(mc_store_t *s, const void *key, size_t klen, const 
 err:
     mc_free(op->cfg.names);
     mc_free(op->parts);
+    mc_free(op->bounce);
     mc_free(op->key);
     mc_free(op);
     return st;
@@ -1127,7 +1178,7 @@ static mc_status_t batch_put(mc_store_t *s, const mc_slice_t *keys, const mc_sli
     size_t *pf = idx + n, *pc = idx + 2 * n;
     size_t nv = 0, npieces = 0, at = 0;
     uint64_t total = 0;
-    int all_direct = 1;
+    int all_direct = 1, gpu = 0;
     for (size_t i = 0; i < n; i++) {
         pf[i] = at;
         pc[i] = nparts != NULL ? nparts[i] : 1;
@@ -1152,14 +1203,18 @@ static mc_status_t batch_put(mc_store_t *s, const mc_slice_t *keys, const mc_sli
         total += (len + MC_OALLOC_ALIGN - 1) & ~(uint64_t)(MC_OALLOC_ALIGN - 1);
         if (!direct && (s->stage_alloc == NULL || !store_inplace_ok(s)))
             all_direct = 0;
+        if (te_gpu_of(values[i].ptr) >= 0)
+            gpu = 1;
     }
     mc_status_t rc = MC_OK;
     if (nv == 0)
         goto out;
-    /* with a tier, keys go one by one: each put writes its own file */
+    /* with a tier, keys go one by one: each put writes its own file; GPU
+     * values too: each single put bounces its value through host memory */
     int tier = store_tier_mode(s) != MC_MASTER_PERSIST_OFF;
-    if (tier || (!all_direct && (s->stage_alloc == NULL || store_stage_window(s, total) < total))) {
-        if (!all_direct && s->stage_alloc == NULL) {
+    if (tier || gpu ||
+        (!all_direct && (s->stage_alloc == NULL || store_stage_window(s, total) < total))) {
+        if ((!all_direct || gpu) && s->stage_alloc == NULL) {
             for (size_t j = 0; j < nv; j++)
                 st[idx[j]] = MC_ERR_STATE;
             goto out;

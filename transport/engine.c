@@ -15,6 +15,7 @@
 #include "rpc/fields.h"
 #include "rpc/methods.h"
 #include "transport/cuda.h"
+#include "transport/te.h"
 #include "transport/te_int.h"
 #include "transport/location.h"
 #include "util/log.h"
@@ -247,8 +248,9 @@ mc_status_t mc_te_register_batch(mc_te_t *te, const mc_te_buffer_t *bufs, size_t
         return MC_OK;
     if (bufs == NULL)
         return MC_ERR_INVALID_ARGUMENT;
-    /* NULL or upstream's wildcard "*": ask the memory (of the first buffer) */
-    char detected[24]; /* te_buf_t.location */
+    /* NULL or upstream's wildcard "*": where the memory (of the first buffer)
+     * is: cuda:N for GPU memory, else cpu:<its NUMA node> */
+    char detected[TE_LOCATION_MAX];
     const char *loc = location;
     if (loc == NULL || strcmp(loc, "*") == 0) {
         te_location_detect(bufs[0].addr, bufs[0].len, detected, sizeof(detected));

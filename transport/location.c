@@ -3,11 +3,18 @@
 
 #include <numaif.h>
 #include <stdint.h>
+
+#include "transport/te.h"
 #include <stdio.h>
 
 void te_location_detect(const void *addr, size_t len, char *out, size_t room)
 {
     (void)len;
+    int gpu = addr != NULL ? te_gpu_of(addr) : -1; /* the CUDA driver's answer */
+    if (gpu >= 0) {
+        snprintf(out, room, "cuda:%d", gpu);
+        return;
+    }
     int node = -1;
     /* MPOL_F_NODE | MPOL_F_ADDR: the node the page at addr is on (a page
      * not yet allocated is allocated as by a read first) */

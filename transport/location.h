@@ -10,9 +10,9 @@
 #include <stddef.h>
 
 /* Write the location of [addr, addr+len) into out (room >= 16 bytes):
- * "cpu:N" with N the NUMA node of the first page (faulting it in if it was
- * never touched), "cpu:0" when that cannot be told. GPU memory (which needs
- * the CUDA runtime's pointer attributes) is to be recognised here too. */
+ * "cuda:N" when the CUDA driver says it is memory of GPU N (te_gpu_of),
+ * else "cpu:N" with N the NUMA node of the first page (faulting it in if
+ * it was never touched), "cpu:0" when that cannot be told. */
 void te_location_detect(const void *addr, size_t len, char *out, size_t room);
 
 #endif /* MC_TRANSPORT_LOCATION_H */

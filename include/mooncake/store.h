@@ -244,10 +244,14 @@ MC_API mc_status_t mc_store_upsert_from(mc_store_t *s, const void *key, size_t k
 MC_API int64_t mc_store_get_into(mc_store_t *s, const void *key, size_t klen, void *buf,
                                  size_t len);
 
-/* Register [buf, buf+len) for zero-copy puts and gets. Its location (which
- * NUMA node's DRAM, or which GPU) is found by the transfer engine
- * (mc_te_register with location NULL). MC_OK, MC_ERR_INVALID_PARAMS,
- * MC_ERR_ADDRESS_OVERLAPPED, or the engine's refusal. */
+/* Register caller memory for the zero-copy forms. Where it lives is found
+ * by the transfer engine (transfer.h, location NULL): GPU memory registers
+ * as "cuda:N" when a CUDA driver is loaded (on RDMA NICs as GPU memory:
+ * dma-buf or nvidia-peermem), host memory as "cpu:<its NUMA node>". Values
+ * in GPU memory (these or any other, registered or not) travel through host
+ * memory inside the store: one cuMemcpy each way, never a CPU access to GPU
+ * memory. MC_OK, MC_ERR_INVALID_PARAMS, MC_ERR_ADDRESS_OVERLAPPED, or the
+ * engine's refusal. */
 MC_API mc_status_t mc_store_register_buffer(mc_store_t *s, void *buf, size_t len);
 MC_API mc_status_t mc_store_unregister_buffer(mc_store_t *s, void *buf);
 

@@ -132,11 +132,11 @@ MC_API const char *mc_te_local_name(const mc_te_t *te);
 MC_API uint16_t mc_te_port(const mc_te_t *te);
 
 /* Register [addr, addr+len) at location ("cpu:N"; "cuda:N" for GPU memory,
- * which needs the CUDA runtime (libcudart, loaded at run time) and GPU N:
+ * which needs the CUDA driver (libcuda.so.1, loaded at run time) and GPU N:
  * MC_ERR_DEVICE_NOT_FOUND without them, the reason logged). NULL or "*"
- * (upstream's wildcard): found out from the memory itself, "cpu:N" with N
- * the NUMA node of its first page (0 when unknown).
- * With
+ * (upstream's wildcard): where the memory is: "cuda:N" when the CUDA driver
+ * (if one is loaded) says it is GPU memory, else "cpu:N", N the NUMA node of
+ * its first page (0 when unknown). With
  * remote_accessible, peers may read and write it. Large regions are
  * pre-touched in parallel. Publishes the updated descriptor.
  * MC_OK, MC_ERR_INVALID_ARGUMENT, MC_ERR_ADDRESS_OVERLAPPED, MC_ERR_NOMEM,
