@@ -1193,6 +1193,8 @@ static mc_status_t batch_put(mc_store_t *s, const mc_slice_t *keys, const mc_sli
             len += p->len;
             if (p->len > 0 && !te_local_range_ok(s->te, p->ptr, p->len, 0))
                 direct = 0;
+            if (p->len > 0 && te_gpu_of(p->ptr) >= 0)
+                gpu = 1;
         }
         if (st[i] == MC_OK && len == 0)
             st[i] = MC_ERR_INVALID_PARAMS;
@@ -1203,8 +1205,6 @@ static mc_status_t batch_put(mc_store_t *s, const mc_slice_t *keys, const mc_sli
         total += (len + MC_OALLOC_ALIGN - 1) & ~(uint64_t)(MC_OALLOC_ALIGN - 1);
         if (!direct && (s->stage_alloc == NULL || !store_inplace_ok(s)))
             all_direct = 0;
-        if (te_gpu_of(values[i].ptr) >= 0)
-            gpu = 1;
     }
     mc_status_t rc = MC_OK;
     if (nv == 0)
