@@ -95,6 +95,12 @@ UNIT_TEST_SRCS := $(sort $(shell find test/unit -name '*_test.c' 2>/dev/null))
 UNIT_TESTS := $(UNIT_TEST_SRCS:%.c=$(BUILD)/%)
 INTEG_TEST_SRCS := $(sort $(wildcard test/integration/*_test.c))
 INTEG_TESTS := $(INTEG_TEST_SRCS:%.c=$(BUILD)/%)
+# test/fault/: the fault proxy and the chaos driver (programs, into
+# $(BUILD)/test/bin) and their tests (run with the integration tests).
+FAULT_PROG_SRCS := $(filter-out %_test.c,$(sort $(wildcard test/fault/*.c)))
+FAULT_PROGS := $(FAULT_PROG_SRCS:test/fault/%.c=$(BUILD)/test/bin/%)
+FAULT_TEST_SRCS := $(sort $(wildcard test/fault/*_test.c))
+FAULT_TESTS := $(FAULT_TEST_SRCS:%.c=$(BUILD)/%)
 # A fake CUDA driver for the GPU paths' tests (test/fake/fake_libcuda.c;
 # tests load it through MC_CUDA_LIBRARY).
 FAKE_CUDA := $(BUILD)/test/lib/libfakecuda.so
@@ -109,7 +115,8 @@ programs: $(PROGRAMS)
 # The Python package is part of the tests (test/python), except in sanitizer
 # builds: an instrumented extension would need the runtime preloaded into
 # the interpreter.
-tests: all $(UNIT_TESTS) $(INTEG_TESTS) $(TEST_HELPERS) $(FAKE_CUDA) $(if $(SAN),,python)
+tests: all $(UNIT_TESTS) $(INTEG_TESTS) $(TEST_HELPERS) $(FAKE_CUDA) $(FAULT_PROGS) $(FAULT_TESTS) \
+       $(if $(SAN),,python)
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -138,31 +145,12 @@ $(BUILD)/test/bin/%: $(BUILD)/obj/test/integration/helpers/%.o $(STATIC_LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(MC_CFLAGS) $(MC_LDFLAGS) -o $@ $< $(STATIC_LIB) $(LDLIBS_TEST) $(LDLIBS_LIB)
 
-# Python package (python/README.md): the C extension links the static
-# library (its objects are -fPIC) so the module needs no libmooncake.so at
-# run time; the pure-Python modules are copied next to it.
-PYTHON ?= /usr/bin/python3
-PY_INCLUDE := $(shell $(PYTHON) -c 'import sysconfig; print(sysconfig.get_paths()["include"])' 2>/dev/null)
-PY_EXT_SUFFIX := $(shell $(PYTHON) -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))' 2>/dev/null)
-PY_CSRCS := $(sort $(wildcard python/csrc/*.c))
-PY_COBJS := $(PY_CSRCS:%.c=$(BUILD)/obj/%.o)
-PY_MODS := $(sort $(wildcard python/mooncake/*.py))
-PY_OUT := $(BUILD)/python/mooncake
-PY_EXT := $(PY_OUT)/_mooncake$(PY_EXT_SUFFIX)
+# make python: the Python package (mk/python.mk)
+include mk/python.mk
 
-python: $(PY_EXT) $(PY_MODS:python/mooncake/%=$(PY_OUT)/%)
-
-$(PY_COBJS): MC_CPPFLAGS += -isystem $(PY_INCLUDE) -fvisibility=hidden
-
-$(PY_EXT): $(PY_COBJS) $(STATIC_LIB)
-	@test -n "$(PY_EXT_SUFFIX)" || { echo "make python: $(PYTHON) not usable (install python3-dev)"; exit 1; }
+$(BUILD)/test/bin/%: $(BUILD)/obj/test/fault/%.o $(STATIC_LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(MC_CFLAGS) $(MC_LDFLAGS) -shared -Wl,--exclude-libs,ALL -o $@ $(PY_COBJS) \
-	      $(STATIC_LIB) $(LDLIBS_LIB)
-
-$(PY_OUT)/%.py: python/mooncake/%.py
-	@mkdir -p $(dir $@)
-	cp $< $@
+	$(CC) $(MC_CFLAGS) $(MC_LDFLAGS) -o $@ $< $(STATIC_LIB) $(LDLIBS_LIB)
 
 $(FAKE_CUDA): test/fake/fake_libcuda.c
 	@mkdir -p $(dir $@)
