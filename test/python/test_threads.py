@@ -177,8 +177,16 @@ def test_blocking_calls_release_the_gil_and_a_hung_master_times_out(cluster):
         result["rc"] = s.is_exist("gil")
         result["took"] = time.monotonic() - t0
 
-    os.kill(cluster.master_proc.p.pid, signal.SIGSTOP)
+    pid = cluster.master_proc.p.pid
+    os.kill(pid, signal.SIGSTOP)
     try:
+        # every thread of it stopped (a busy one stops at its next return to
+        # user space) before the call starts
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and any(
+                open(f"/proc/{pid}/task/{t}/stat").read().split(")")[-1].split()[0] != "T"
+                for t in os.listdir(f"/proc/{pid}/task")):
+            time.sleep(0.01)
         t = threading.Thread(target=blocked)
         t.start()
         time.sleep(0.2)  # the call is waiting for the master now
@@ -189,7 +197,7 @@ def test_blocking_calls_release_the_gil_and_a_hung_master_times_out(cluster):
         t.join(RPC_TIMEOUT + 5)
         assert not t.is_alive()
     finally:
-        os.kill(cluster.master_proc.p.pid, signal.SIGCONT)
+        os.kill(pid, signal.SIGCONT)
     assert counted > 10000
     assert result["rc"] < 0
     assert result["took"] < RPC_TIMEOUT + 3
