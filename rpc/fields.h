@@ -68,6 +68,11 @@ enum mc_proto_field {
     /* rdma handshake, continued (90..99 are the rdma transport's) */
     MC_F_PSN = 90,     /* uint: the sender's first send PSN (24 bits) on every QP */
     MC_F_RD_ATOM = 91, /* uint: RDMA READs the sender serves at once per QP */
+    /* shm transport: in the descriptor (80..89 are the shm transport's) */
+    MC_F_SHM = 80,     /* {HOST, BOOT_ID, SOCKET, REGIONS}: the segment's shared memory */
+    MC_F_BOOT_ID = 81, /* str: the kernel's boot id (with HOST: which host it runs on) */
+    MC_F_SOCKET = 82,  /* str: abstract unix socket name (without the leading NUL) */
+    MC_F_REGIONS = 83, /* [id, addr, length, ...]: memfd regions, by the owner's addresses */
     /* persistent tier */
     MC_F_CLUSTER_ID = 70, /* str */
     MC_F_PERSIST = 71,    /* uint: 0 off, 1 async, 2 eager */

@@ -127,7 +127,19 @@ static mc_status_t seg_create(mc_store_t *s, void *buf, uint64_t len, store_seg_
     }
     g->id.hi |= 1; /* never {0,0} */
     g->size = len;
-    if (buf == NULL) {
+    void *shm = NULL;
+    mc_status_t st = MC_ERR_NOT_SUPPORTED;
+    if (buf == NULL && s->shm) {
+        /* same-host peers reach it with memcpy (the shm transport) */
+        if ((st = mc_te_alloc_shared(s->te, len, 0, &shm)) == MC_OK) {
+            g->base = shm;
+            g->shared = 1;
+        } else if (st != MC_ERR_NOT_SUPPORTED) {
+            mc_free(g); /* out of memory or a limit: the log says which */
+            return st;
+        }
+    }
+    if (buf == NULL && shm == NULL) {
         long page = sysconf(_SC_PAGESIZE);
         g->map_len = (len + (uint64_t)page - 1) & ~(uint64_t)(page - 1);
         void *p =
@@ -139,10 +151,10 @@ static mc_status_t seg_create(mc_store_t *s, void *buf, uint64_t len, store_seg_
             return MC_ERR_NOMEM;
         }
         g->base = p;
-    } else {
+    } else if (buf != NULL) {
         g->base = buf;
     }
-    mc_status_t st = mc_te_register(s->te, g->base, len, "cpu:0", 1);
+    st = mc_te_register(s->te, g->base, len, "cpu:0", 1);
     if (st == MC_ERR_METADATA)
         st = MC_OK;
     if (st != MC_OK) {
@@ -150,6 +162,8 @@ static mc_status_t seg_create(mc_store_t *s, void *buf, uint64_t len, store_seg_
                  (unsigned long long)len, (void *)g->base, mc_status_str(st));
         if (g->map_len > 0)
             munmap(g->base, g->map_len);
+        if (g->shared)
+            mc_te_free_shared(s->te, g->base);
         mc_free(g);
         return st;
     }
@@ -163,6 +177,8 @@ static void seg_destroy(mc_store_t *s, store_seg_t *g, int unregister)
         mc_te_unregister(s->te, g->base);
     if (g->map_len > 0)
         munmap(g->base, g->map_len);
+    if (g->shared && s->te != NULL) /* else it went with the engine */
+        mc_te_free_shared(s->te, g->base);
     mc_free(g);
 }
 
@@ -672,6 +688,14 @@ static mc_status_t store_new(const mc_store_config_t *c, const mc_store_config_t
     s->cfg.protocol = s->protocol;
     s->cfg.master = s->master;
     s->cfg.advertise_host = s->advertise_host;
+    if (c->shm == NULL || c->shm[0] == '\0' || strcmp(c->shm, "on") == 0) {
+        s->shm = 1;
+    } else if (strcmp(c->shm, "off") != 0) {
+        MC_ERROR(CLIENT, "bad shm '%s' (expected on or off)", c->shm);
+        store_free(s);
+        return MC_ERR_INVALID_ARGUMENT;
+    }
+    s->cfg.shm = s->cfg.shm_group = NULL; /* the caller's: used during open only */
     *out = s;
     return MC_OK;
 }
@@ -726,7 +750,12 @@ static mc_status_t open_engine(mc_store_t *s, const mc_store_config_t *c, const 
     to.reactors = c->reactors;
     to.host_base = c->host_base;
     to.timeout_us = s->cfg.transfer_timeout_us;
+<<<<<<< HEAD
     to.rdma_devices = s->rdma_devices; /* the engine keeps the pointer: ours lives as long */
+=======
+    to.shm_off = !s->shm;
+    to.shm_group = c->shm_group;
+>>>>>>> main
     mc_status_t st = mc_te_create(&to, &s->te);
     if (st != MC_OK)
         return st;

@@ -51,6 +51,7 @@ typedef struct store_seg {
     uint8_t *base;
     uint64_t size;
     uint64_t map_len; /* owned: mmap'd by us (munmap at unmount), else 0 */
+    int shared;       /* owned, from mc_te_alloc_shared (freed with the engine at the latest) */
 } store_seg_t;
 
 /*
@@ -128,6 +129,7 @@ struct mc_store {
     char *local_hostname, *metadata, *protocol, *master, *advertise_host; /* cfg strings */
     char *rdma_devices;                                                   /* or NULL */
     mc_te_t *te;
+    int shm; /* shared memory with same-host peers (cfg.shm): our segments from it */
     mc_reactor_t *r0;
     mc_uuid_t client_id;
     mc_rpc_client_t *mcli; /* r0; NULL once closing destroyed it */

@@ -628,45 +628,15 @@ int te_seg_range_ok(mc_te_t *te, te_seg_t *seg, uint64_t addr, uint64_t len)
     return ok;
 }
 
-mc_status_t mc_te_segment_buffer(mc_te_t *te, mc_te_segment_t seg, size_t i, int refresh,
-                                 uint64_t *addr, uint64_t *len)
+/* Wait (bounded) for what the transports started when seg was described
+ * (shm: mapping the owner's memory), so the next submit uses it. Blocking:
+ * not on a reactor. */
+static void seg_settle(mc_te_t *te, te_seg_t *seg)
 {
-    if (te == NULL)
-        return MC_ERR_INVALID_ARGUMENT;
-    uint64_t a = 0, l = 0;
-    mc_status_t st = MC_ERR_NOT_FOUND;
-    if (seg == MC_TE_LOCAL_SEGMENT) {
-        pthread_rwlock_rdlock(&te->buf_lock);
-        for (size_t k = 0, n = 0; k < te->nbufs; k++)
-            if (te->bufs[k].remote && n++ == i) {
-                a = te->bufs[k].addr;
-                l = te->bufs[k].len;
-                st = MC_OK;
-                break;
-            }
-        pthread_rwlock_unlock(&te->buf_lock);
-    } else {
-        te_seg_t *s = te_seg_get(te, seg);
-        if (s == NULL)
-            return MC_ERR_INVALID_ARGUMENT;
-        if (refresh && (st = te_seg_refresh(te, s)) != MC_OK)
-            return st;
-        st = MC_ERR_NOT_FOUND;
-        pthread_mutex_lock(&te->seg_lock);
-        if (i < s->nbufs) {
-            a = s->bufs[i].addr;
-            l = s->bufs[i].len;
-            st = MC_OK;
-        }
-        pthread_mutex_unlock(&te->seg_lock);
-    }
-    if (st == MC_OK) {
-        if (addr != NULL)
-            *addr = a;
-        if (len != NULL)
-            *len = l;
-    }
-    return st;
+    for (unsigned id = 0; id < TE_TP_COUNT; id++)
+        if (te_tp_on(te, id) && te_transports[id]->seg_wait != NULL)
+            te_transports[id]->seg_wait(te, seg,
+                                        te->o.timeout_us < 3000000 ? te->o.timeout_us : 3000000);
 }
 
 /* Fetch the segment's descriptor again (blocking: not on a reactor). */
@@ -685,6 +655,8 @@ mc_status_t te_seg_refresh(mc_te_t *te, te_seg_t *seg)
         pthread_mutex_lock(&te->seg_lock);
         st = te_desc_decode(te, seg, mc_buf_head(&b), mc_buf_used(&b));
         pthread_mutex_unlock(&te->seg_lock);
+        if (st == MC_OK)
+            seg_settle(te, seg);
     } else {
         MC_WARN(TRANSPORT, "cannot fetch the descriptor of segment '%s': %s", seg->name,
                 mc_status_str(st));
@@ -986,6 +958,14 @@ static mc_status_t te_start_server(mc_te_t *te, const mc_te_opts_t *o)
     return (te->name = mc_strdup(name)) != NULL ? MC_OK : MC_ERR_NOMEM;
 }
 
+/* Transports on by default (shm): a failure only leaves one out. */
+static void te_install_auto(mc_te_t *te)
+{
+    for (unsigned id = 0; id < TE_TP_COUNT; id++)
+        if ((te_transports[id]->flags & TE_TP_AUTO) && te_transports[id]->install(te) == MC_OK)
+            te->tp_on |= 1u << id;
+}
+
 /* The metadata backend (not in p2p mode), and the first publication. */
 static mc_status_t te_open_meta(mc_te_t *te)
 {
@@ -1020,8 +1000,10 @@ mc_status_t mc_te_create(const mc_te_opts_t *o, mc_te_t **out)
     st = te_start_reactors(te, o);
     if (st == MC_OK)
         st = te_start_server(te, o);
-    if (st == MC_OK)
+    if (st == MC_OK) {
+        te_install_auto(te); /* before the first publication: its descriptor field */
         st = te_open_meta(te);
+    }
     if (st != MC_OK) {
         te_free(te);
         return st;

@@ -106,6 +106,14 @@ mc_status_t te_seg_refresh_async(mc_te_t *te, mc_te_segment_t seg, te_done_cb_t 
  * transit. Call on te_reactor(te, 0). */
 mc_status_t te_publish_async(mc_te_t *te);
 
+/* ------------------------------------------------------------------- shm */
+
+/* 1 when open segment seg is reached over shared memory now (its owner is
+ * on this host and its regions are mapped), else 0 (tests, benchmarks). */
+int te_shm_ready(mc_te_t *te, mc_te_segment_t seg);
+/* Bytes this engine moved over shared memory so far, both ways. */
+uint64_t te_shm_bytes(mc_te_t *te);
+
 /* ------------------------------------------------------------------- gpu */
 
 /* The GPU whose memory p is (the CUDA driver's answer, transport/cuda.h):

@@ -712,8 +712,10 @@ static int rd_buf_decode(uint64_t key, mc_mp_reader_t *r, te_buf_t *b)
     return 1;
 }
 
-static int rd_usable(mc_te_t *te, te_seg_t *seg)
+static int rd_usable(mc_te_t *te, te_seg_t *seg, uint64_t remote, uint64_t len)
 {
+    (void)remote;
+    (void)len;
     return seg != NULL && RD_OF(te) != NULL && RD_PEER(seg) != NULL;
 }
 
