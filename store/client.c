@@ -750,12 +750,9 @@ static mc_status_t open_engine(mc_store_t *s, const mc_store_config_t *c, const 
     to.reactors = c->reactors;
     to.host_base = c->host_base;
     to.timeout_us = s->cfg.transfer_timeout_us;
-<<<<<<< HEAD
-    to.rdma_devices = s->rdma_devices; /* the engine keeps the pointer: ours lives as long */
-=======
     to.shm_off = !s->shm;
     to.shm_group = c->shm_group;
->>>>>>> main
+    to.rdma_devices = s->rdma_devices; /* the engine keeps the pointer: ours lives as long */
     mc_status_t st = mc_te_create(&to, &s->te);
     if (st != MC_OK)
         return st;

@@ -87,17 +87,14 @@ typedef struct mc_store_config {
     const char *persist;
     uint64_t tier_queue_bytes; /* async copies queued at most (256 MiB); beyond,
                                   a put waits for its own file write */
-<<<<<<< HEAD
-    const char *rdma_devices;  /* protocol "rdma": comma list of NICs; NULL or "" = all
-                                  (MC_RDMA_DEVICES in the environment wins) */
-=======
     /* Shared memory with processes of this host (the shm transport): "on"
      * (NULL or "": the default) makes the segment shared memory and reaches
      * same-host peers' segments with memcpy; "off" keeps tcp/rdma for them. */
     const char *shm;
-    const char *shm_group; /* group admitted to our shared memory besides our user;
-                              NULL = our user only */
->>>>>>> main
+    const char *shm_group;    /* group admitted to our shared memory besides our user;
+                                 NULL = our user only */
+    const char *rdma_devices; /* protocol "rdma": comma list of NICs; NULL or "" = all
+                                 (MC_RDMA_DEVICES in the environment wins) */
 } mc_store_config_t;
 
 /* Defaults: as noted per field; no segment (global_segment_size 0) and a
