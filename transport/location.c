@@ -24,3 +24,8 @@ void te_location_detect(const void *addr, size_t len, char *out, size_t room)
         node = 0;
     snprintf(out, room, "cpu:%d", node);
 }
+
+void mc_te_memory_location(const void *addr, size_t len, char *out, size_t room)
+{
+    te_location_detect(addr, len, out, room);
+}

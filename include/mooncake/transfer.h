@@ -155,6 +155,12 @@ MC_API uint16_t mc_te_port(const mc_te_t *te);
 MC_API mc_status_t mc_te_register(mc_te_t *te, void *addr, size_t len, const char *location,
                                   int remote_accessible);
 
+/* Where [addr, addr+len) of this process lives, as mc_te_register with a
+ * NULL location would register it: "cuda:N" (the CUDA driver, when one is
+ * loaded, says it is memory of GPU N), else "cpu:N" (its first page's NUMA
+ * node). Written to out (room >= 16). Any thread; no engine needed. */
+MC_API void mc_te_memory_location(const void *addr, size_t len, char *out, size_t room);
+
 typedef struct mc_te_buffer {
     void *addr;
     size_t len;

@@ -95,6 +95,8 @@ static range_t del_range(engine_t *e, uint64_t p)
     return (range_t){0, 0, 0};
 }
 
+/* Whether [p, p+n) is host memory registered through this engine (the byte
+ * copies touch it with the CPU: GPU memory is refused). */
 static int in_ranges(engine_t *e, uint64_t p, uint64_t n)
 {
     int ok = 0;
@@ -102,6 +104,11 @@ static int in_ranges(engine_t *e, uint64_t p, uint64_t n)
     for (size_t i = 0; i < e->nranges && !ok; i++)
         ok = p >= e->ranges[i].lo && p + n >= p && p + n <= e->ranges[i].hi;
     pthread_mutex_unlock(&e->mu);
+    char loc[32];
+    if (ok) {
+        mc_te_memory_location((const void *)(uintptr_t)p, n, loc, sizeof(loc));
+        ok = strncmp(loc, "cpu:", 4) == 0;
+    }
     return ok;
 }
 
@@ -882,8 +889,8 @@ static PyObject *py_read_bytes(PyObject *o, PyObject *const *args, Py_ssize_t na
         return NULL;
     if (n > (uint64_t)PY_SSIZE_T_MAX || !in_ranges(e, p, n)) {
         PyErr_Format(PyExc_ValueError,
-                     "read_bytes_from_buffer(): 0x%llx+%llu is not in memory registered with this "
-                     "engine",
+                     "read_bytes_from_buffer(): 0x%llx+%llu is not host memory registered with "
+                     "this engine",
                      (unsigned long long)p, (unsigned long long)n);
         return NULL;
     }

@@ -181,6 +181,14 @@ def map_flags(argv, flags, prog):
                 out += ["--set", f"{k}={v}"]
         except FlagError as e:
             raise FlagError(f"--{name}: {e}") from None
+    if flags is MASTER_FLAGS and "metadata.http=true" in out and \
+            not any(a.startswith("metadata.http_port=") for a in out):
+        # upstream serves it on its own port, 8080 by default
+        out += ["--set", "metadata.http_port=8080"]
+    if "metadata.http=false" in out:  # upstream ignores the port then
+        while any(a.startswith("metadata.http_port=") for a in out):
+            i = next(i for i, a in enumerate(out) if a.startswith("metadata.http_port="))
+            del out[i - 1:i + 1]
     return out
 
 

@@ -110,7 +110,7 @@ def test_managed_buffers_and_byte_copies(pair):
     assert b.unregister_memory(m) != 0
     assert b.free_managed_buffer(m, 1 << 16) == 0
     assert b.free_managed_buffer(m, 1 << 16) != 0
-    with pytest.raises(ValueError, match="not in memory registered"):
+    with pytest.raises(ValueError, match="not host memory registered"):
         b.read_bytes_from_buffer(m, 11)  # freed: refused, not read
     assert b.write_bytes_to_buffer(0x1000, b"x", 1) != 0
     assert a.free_managed_buffer(src, 4096) == 0
@@ -177,3 +177,40 @@ def test_initialize_ext_composes_the_metadata_string():
     assert e.initialize_ext("127.0.0.1", "P2PHANDSHAKE", "tcp", "", "") == 0
     e._close()
     assert e.initialize_ext("127.0.0.1", "127.0.0.1:2379", "tcp", "", "etcd") != 0
+
+
+def test_engines_publish_through_an_http_metadata_server(tmp_path):
+    import socket
+    import subprocess
+    import sys
+    BUILD = os.environ.get("TEST_BUILD_DIR", "build")
+    with socket.socket() as sk:
+        sk.bind(("127.0.0.1", 0))
+        port = sk.getsockname()[1]
+    env = dict(os.environ, MOONCAKE_BIN_DIR=os.path.abspath(BUILD))
+    code = "import sys; from mooncake import cli; sys.exit(cli.http_metadata_main())"
+    p = subprocess.Popen([sys.executable, "-c", code, "--port", str(port), "--host", "127.0.0.1"],
+                         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        import urllib.error
+        import urllib.request
+        meta = f"http://127.0.0.1:{port}/metadata"
+        deadline = time.time() + 10
+        while time.time() < deadline:  # the server is starting
+            try:
+                urllib.request.urlopen(meta + "?key=none", timeout=2)
+            except urllib.error.HTTPError:
+                break  # it answers (404: no such key)
+            except OSError:
+                time.sleep(0.05)
+        a, b = engine(meta), engine(meta)
+        m = b.allocate_managed_buffer(4096)
+        src = a.allocate_managed_buffer(4096)
+        a.write_bytes_to_buffer(src, b"hello", 5)
+        assert a.transfer_sync_write(b.get_local_hostname(), src, m, 5) == 0
+        assert b.read_bytes_from_buffer(m, 5) == b"hello"
+        a._close()
+        b._close()
+    finally:
+        p.terminate()
+        p.wait(10)

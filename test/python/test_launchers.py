@@ -33,11 +33,15 @@ def test_both_gflags_spellings_map_to_set():
          "master.eviction_high_watermark_ratio=0.9"]
     assert sets(["--root_fs_dir=/mnt/ssd", "--cluster_id", "prod", "--rpc_address=10.0.0.1"]) == \
         ["server.root_fs_dir=/mnt/ssd", "server.cluster_id=prod", "server.bind_address=10.0.0.1"]
-    assert sets(["--enable_http_metadata_server", "--http_metadata_server_port=8080"]) == \
+    assert sets(["--enable_http_metadata_server", "--http_metadata_server_port=8090"]) == \
+        ["metadata.http=true", "metadata.http_port=8090"]
+    # upstream's default port of its HTTP metadata server
+    assert sets(["--enable_http_metadata_server=true"]) == \
         ["metadata.http=true", "metadata.http_port=8080"]
+    assert sets(["--http_metadata_server_port=8090", "--enable_http_metadata_server=0"]) == \
+        ["metadata.http=false"]
     assert sets(["--noallow_evict_soft_pinned_objects"]) == \
         ["master.allow_evict_soft_pinned_objects=false"]
-    assert sets(["--enable_http_metadata_server=false"]) == ["metadata.http=false"]
     # mooncake-c's own options pass through
     assert cli.map_flags(["--set", "log.level=warn", "-c", "f.conf", "--dump-config"],
                          cli.MASTER_FLAGS, "m") == \
@@ -104,15 +108,34 @@ def test_mooncake_master_serves_on_the_mapped_port():
         assert p.wait(10) == 0  # exec'd: the program's own clean exit
 
 
-def test_http_metadata_server_launcher():
-    if cli.find_program("mooncake-http-metadata-server") is None and \
-            not os.path.exists(os.path.join(BUILD, "mooncake-http-metadata-server")):
-        r = launcher("--port", "0", fn="http_metadata_main")
-        assert r.returncode == 127 and "not found" in r.stderr
-        pytest.skip("mooncake-http-metadata-server is not built here")
+def test_http_metadata_server_launcher_serves_upstreams_protocol():
+    import socket
+    import time
+    import urllib.request
     r = launcher("--port", "18080", "--host", "127.0.0.1", "--dump-config",
                  fn="http_metadata_main")
     assert r.returncode == 0, r.stderr
     assert re.search(r"^port = 18080$", r.stdout, re.M)
+    assert re.search(r"^bind_address = 127.0.0.1$", r.stdout, re.M)
     r = launcher("--prot=1", fn="http_metadata_main")
     assert r.returncode == 2 and "unknown flag --prot" in r.stderr
+    with socket.socket() as sk:
+        sk.bind(("127.0.0.1", 0))
+        port = sk.getsockname()[1]
+    code = "import sys; from mooncake import cli; sys.exit(cli.http_metadata_main())"
+    p = subprocess.Popen([sys.executable, "-c", code, "--port", str(port), "--host",
+                          "127.0.0.1"], env=ENV, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL)
+    try:
+        url = f"http://127.0.0.1:{port}/metadata?key=k1"
+        for _ in range(100):
+            try:
+                req = urllib.request.Request(url, data=b"v1", method="PUT")
+                urllib.request.urlopen(req, timeout=2).read()
+                break
+            except OSError:
+                time.sleep(0.05)
+        assert urllib.request.urlopen(url, timeout=2).read() == b"v1"
+    finally:
+        p.terminate()
+        assert p.wait(10) == 0

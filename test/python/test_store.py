@@ -414,3 +414,14 @@ def test_error_codes_are_upstream_numbers():
     assert ms.INVALID_PARAMS == -600
     assert ms.OBJECT_ALREADY_EXISTS == -705
     assert ms.ErrorCode(-704).name == "OBJECT_NOT_FOUND"
+
+
+def test_http_metadata_strings_of_upstream(cluster):
+    # the master serves upstream's HTTP metadata protocol on its HTTP port
+    s = new_store(cluster, meta=f"http://{cluster.http}/metadata", segment=16 * MIB)
+    try:
+        assert s.put("hm", b"via http metadata") == 0
+        assert s.get("hm") == b"via http metadata"
+    finally:
+        s.remove_all(force=True)
+        s.close()
