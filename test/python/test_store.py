@@ -18,16 +18,24 @@ from conftest import make_cluster
 MIB = 1 << 20
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    c = make_cluster(tmp_path_factory, nodes=2)
+@pytest.fixture(scope="module", params=["tcp", "rdma"])
+def cluster(request, tmp_path_factory):
+    """The module runs twice: over tcp, and over the rdma transport on its
+    EMULATED provider (MC_RDMA_EMULATED=2: two emulated NICs per process,
+    no RDMA hardware)."""
+    proto = request.param
+    if proto == "rdma":
+        os.environ["MC_RDMA_EMULATED"] = "2"  # this process and the nodes it starts
+    c = make_cluster(tmp_path_factory, nodes=2, protocol=proto, env=dict(os.environ))
+    c.protocol = proto
     yield c
     c.stop()
+    os.environ.pop("MC_RDMA_EMULATED", None)
 
 
 def new_store(cluster, hostname="127.0.0.1", meta="P2PHANDSHAKE", segment=0, buf=16 * MIB):
     s = MooncakeDistributedStore()
-    rc = s.setup(hostname, meta, segment, buf, "tcp", "", cluster.master)
+    rc = s.setup(hostname, meta, segment, buf, cluster.protocol, "", cluster.master)
     assert rc == 0
     return s
 
@@ -299,15 +307,16 @@ def test_setup_close_setup_and_calls_on_a_closed_store(cluster):
     assert s.get_hostname() == ""
     assert s.close() == 0
     for _ in range(2):
-        assert s.setup("127.0.0.1", "P2PHANDSHAKE", 0, 16 * MIB, "tcp", "", cluster.master) == 0
+        assert s.setup("127.0.0.1", "P2PHANDSHAKE", 0, 16 * MIB, cluster.protocol, "",
+                       cluster.master) == 0
         assert s.put("cc", b"1") in (0,) and s.get("cc") == b"1"
         s.remove("cc", force=True)
         assert s.close() == 0
         assert s.put("k", b"v") == ms.INVALID_PARAMS and s.get("cc") == b""
     # setup on a set-up store replaces the client
-    assert s.setup("127.0.0.1", "master", 0, 16 * MIB, "tcp", "", cluster.master) == 0
+    assert s.setup("127.0.0.1", "master", 0, 16 * MIB, cluster.protocol, "", cluster.master) == 0
     first = s.get_hostname()
-    assert s.setup("localhost", "master", 0, 16 * MIB, "tcp", "", cluster.master) == 0
+    assert s.setup("localhost", "master", 0, 16 * MIB, cluster.protocol, "", cluster.master) == 0
     assert s.get_hostname() != first
     s.close()
 
@@ -315,7 +324,7 @@ def test_setup_close_setup_and_calls_on_a_closed_store(cluster):
 def test_setup_with_a_config_dict(cluster):
     s = MooncakeDistributedStore()
     cfg = {"local_hostname": "localhost", "metadata_server": "master",
-           "global_segment_size": "16MB", "local_buffer_size": "16 MB", "protocol": "tcp",
+           "global_segment_size": "16MB", "local_buffer_size": "16 MB", "protocol": cluster.protocol,
            "rdma_devices": "", "master_server_addr": cluster.master}
     assert s.setup(cfg) == 0
     assert s.get_hostname().startswith("localhost:")
@@ -345,10 +354,12 @@ def test_setup_extra_upstream_arguments(cluster, caplog):
                    engine=object()) == ms.NOT_SUPPORTED
     assert s.setup("127.0.0.1", "master", 0, MIB, "tcp", "", cluster.master,
                    tenant_id="t1") == ms.NOT_SUPPORTED
+    MooncakeDistributedStore._warned.clear()  # one warning per process: the first
     with caplog.at_level("WARNING", logger="mooncake"):
-        assert s.setup("127.0.0.1", "master", 0, MIB, "tcp", "", cluster.master,
-                       enable_ssd_offload=True) == 0
-    assert "ignored" in caplog.text
+        for _ in range(2):
+            assert s.setup("127.0.0.1", "master", 0, MIB, "tcp", "", cluster.master,
+                           enable_ssd_offload=True) == 0
+    assert caplog.text.count("ignored") == 1
     s.close()
     with pytest.raises(TypeError):
         s.setup("127.0.0.1", "master", 0, MIB, "tcp", "", cluster.master, bogus=1)
