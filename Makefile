@@ -1,7 +1,7 @@
 # mooncake-c - build, test, run, install.
 #
 #   make              libmooncake.{a,so} and every program into $(BUILD)/
-#   make check        format-check, check-layers, unit + integration tests (test/run.sh)
+#   make check        format-check, check-layers, unit + integration + Python tests (test/run.sh)
 #   make format-check every .c/.h as .clang-format writes it (make format rewrites them)
 #   make check-layers who includes whom, against the layers block of each folder README
 #   make asan|ubsan|tsan   the same tests under a sanitizer, in build/<san>/
@@ -9,6 +9,7 @@
 #   make deps         install missing Debian packages (no-op when all present)
 #   make fuzz         libFuzzer targets (clang), each for FUZZ_TIME seconds
 #   make chaos        the chaos driver (test/fault/README.md), CHAOS_ARGS="--duration 600"
+#   make python       the Python package into $(BUILD)/python (PYTHONPATH=build/python)
 #   make install PREFIX=/usr/local
 #
 # Sources are found by folder: every .c under the library folders goes into
@@ -106,13 +107,17 @@ FAULT_TESTS := $(FAULT_TEST_SRCS:%.c=$(BUILD)/%)
 FAKE_CUDA := $(BUILD)/test/lib/libfakecuda.so
 
 .PHONY: all lib programs tests check unit integration asan ubsan tsan run deps fuzz \
-        install uninstall clean format format-check check-layers help chaos
+        install uninstall clean format format-check check-layers help chaos python
 .DEFAULT_GOAL := all
 
 all: lib programs
 lib: $(STATIC_LIB) $(SHARED_LIB)
 programs: $(PROGRAMS)
-tests: all $(UNIT_TESTS) $(INTEG_TESTS) $(TEST_HELPERS) $(FAKE_CUDA) $(FAULT_PROGS) $(FAULT_TESTS)
+# The Python package is part of the tests (test/python), except in sanitizer
+# builds: an instrumented extension would need the runtime preloaded into
+# the interpreter.
+tests: all $(UNIT_TESTS) $(INTEG_TESTS) $(TEST_HELPERS) $(FAKE_CUDA) $(FAULT_PROGS) $(FAULT_TESTS) \
+       $(if $(SAN),,python)
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -140,6 +145,9 @@ $(BUILD)/test/%: $(BUILD)/obj/test/%.o $(STATIC_LIB)
 $(BUILD)/test/bin/%: $(BUILD)/obj/test/integration/helpers/%.o $(STATIC_LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(MC_CFLAGS) $(MC_LDFLAGS) -o $@ $< $(STATIC_LIB) $(LDLIBS_TEST) $(LDLIBS_LIB)
+
+# make python: the Python package (mk/python.mk)
+include mk/python.mk
 
 $(BUILD)/test/bin/%: $(BUILD)/obj/test/fault/%.o $(STATIC_LIB)
 	@mkdir -p $(dir $@)
@@ -228,6 +236,10 @@ clean:
 	rm -rf build
 
 help:
-	@sed -n '2,14p' Makefile
+	@sed -n '2,16p' Makefile
+
+# make -s print-VAR: a variable's value (python/setup.py reads LDLIBS_LIB).
+print-%:
+	@echo $($*)
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

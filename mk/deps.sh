@@ -10,6 +10,7 @@ pkgs=(
   libmsgpack-dev libcmocka-dev
   redis-server redis-tools redis-sentinel
   iperf3 gnuplot-nox procps curl valgrind
+  python3-dev python3-setuptools python3-pip python3-pytest python3-numpy python3-redis
 )
 
 missing=()

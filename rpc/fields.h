@@ -13,8 +13,9 @@ enum mc_proto_field {
     MC_F_KEYS = 3,      /* [bin] */
     MC_F_SIZE = 4,      /* uint, bytes */
     MC_F_SIZES = 5,     /* [uint] */
-    MC_F_CONFIG =
-        6, /* {1: replica_num, 2: with_soft_pin, 3: [preferred names], 4: soft_pin_ttl_us} */
+    /* {1: replica_num, 2: with_soft_pin, 3: [preferred names], 4: soft_pin_ttl_us,
+        5: soft pin action (0 preserve, 1 enable, 2 disable), 6: hard_pin, 7: upsert} */
+    MC_F_CONFIG = 6,
     MC_F_FORCE = 7,       /* bool */
     MC_F_REGEX = 8,       /* str, PCRE2 (src/util/regex.h) */
     MC_F_SEGMENT = 9,     /* {1: id, 2: name, 3: base, 4: size, 5: te_endpoint} */

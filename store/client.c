@@ -611,8 +611,8 @@ mc_status_t mc_store_register_buffer(mc_store_t *s, void *buf, size_t len)
 {
     if (s == NULL || buf == NULL || len == 0)
         return MC_ERR_INVALID_PARAMS;
-    /* located by the CUDA driver: GPU memory registers as cuda:N (the NICs
-     * then register it as GPU memory), host memory as cpu:0 */
+    /* located by the engine: GPU memory registers as cuda:N (the NICs then
+     * register it as GPU memory), host memory as cpu:<its NUMA node> */
     return mc_te_register(s->te, buf, len, NULL, 0);
 }
 
@@ -646,6 +646,7 @@ static void store_free(mc_store_t *s)
     mc_free(s->protocol);
     mc_free(s->master);
     mc_free(s->advertise_host);
+    mc_free(s->rdma_devices);
     mc_free(s);
 }
 
@@ -683,8 +684,11 @@ static mc_status_t store_new(const mc_store_config_t *c, const mc_store_config_t
     s->protocol = dup_or(c->protocol, d->protocol);
     s->master = dup_or(c->master, d->master);
     s->advertise_host = dup_or(c->advertise_host, d->advertise_host);
+    if (c->rdma_devices != NULL && c->rdma_devices[0] != '\0')
+        s->rdma_devices = mc_strdup(c->rdma_devices);
     if ((c->local_hostname != NULL && s->local_hostname == NULL) || s->metadata == NULL ||
-        s->protocol == NULL || s->master == NULL || s->advertise_host == NULL) {
+        s->protocol == NULL || s->master == NULL || s->advertise_host == NULL ||
+        (c->rdma_devices != NULL && c->rdma_devices[0] != '\0' && s->rdma_devices == NULL)) {
         store_free(s);
         return MC_ERR_NOMEM;
     }
@@ -758,6 +762,7 @@ static mc_status_t open_engine(mc_store_t *s, const mc_store_config_t *c, const 
     to.shm_off = !s->shm;
     to.shm_group = c->shm_group;
     to.secret_file = c->secret_file;
+    to.rdma_devices = s->rdma_devices; /* the engine keeps the pointer: ours lives as long */
     mc_status_t st = mc_te_create(&to, &s->te);
     if (st != MC_OK)
         return st;
@@ -864,6 +869,7 @@ static mc_status_t open_segment(mc_store_t *s, uint64_t size)
 
 mc_status_t mc_store_open(const mc_store_config_t *c, mc_store_t **out)
 {
+    mc_log_env_once(); /* MC_LOG_LEVEL, before the first line of a host program */
     mc_store_config_t d;
     mc_store_config_init(&d);
     if (c == NULL || out == NULL) {

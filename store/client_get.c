@@ -415,9 +415,17 @@ static void get_step(store_op_t *h)
     }
 }
 
+/* A replica list the caller already has (mc_store_get_alloc): the get
+ * starts where GetReplicaList's answer is handled. */
+typedef struct get_preset {
+    const mc_master_replica_desc_t *rep;
+    uint32_t nrep;
+    uint64_t lease_us, t_sent_us;
+} get_preset_t;
+
 static mc_status_t get_submit(mc_store_t *s, const void *key, size_t klen, void *buf, size_t len,
                               int zero_copy, uint64_t *need, get_defer_t *defer,
-                              mc_store_get_cb_t cb, void *arg)
+                              const get_preset_t *pre, mc_store_get_cb_t cb, void *arg)
 {
     if (s == NULL || cb == NULL || (buf == NULL && len > 0))
         return MC_ERR_INVALID_PARAMS;
@@ -465,6 +473,14 @@ static mc_status_t get_submit(mc_store_t *s, const void *key, size_t klen, void 
     op->h.step = get_step;
     op->h.fail = get_finish;
     op->state = G_LIST;
+    if (pre != NULL) {
+        memcpy(op->rep, pre->rep, pre->nrep * sizeof(*pre->rep));
+        op->nrep = pre->nrep;
+        op->lease_us = pre->lease_us;
+        op->t_sent_us = pre->t_sent_us;
+        op->h.wait_st = MC_OK;
+        op->state = G_WAIT_LIST;
+    }
     st = store_op_submit(&op->h);
     if (st != MC_INPROGRESS) {
         if (op->gpu_dst != NULL)
@@ -478,11 +494,11 @@ static mc_status_t get_submit(mc_store_t *s, const void *key, size_t klen, void 
 mc_status_t store_get_submit(mc_store_t *s, const void *key, size_t klen, void *buf, size_t len,
                              int zero_copy, uint64_t *need, mc_store_get_cb_t cb, void *arg)
 {
-    return get_submit(s, key, klen, buf, len, zero_copy, need, NULL, cb, arg);
+    return get_submit(s, key, klen, buf, len, zero_copy, need, NULL, NULL, cb, arg);
 }
 
 static int64_t get_sync(mc_store_t *s, const void *key, size_t klen, void *buf, size_t len,
-                        int zero_copy, uint64_t *need)
+                        int zero_copy, uint64_t *need, const get_preset_t *pre)
 {
     if (s == NULL)
         return MC_ERR_INVALID_PARAMS;
@@ -492,7 +508,7 @@ static int64_t get_sync(mc_store_t *s, const void *key, size_t klen, void *buf, 
     get_defer_t d = {0};
     store_waiter_init(&w);
     mc_status_t st =
-        get_submit(s, key, klen, buf, len, zero_copy, need, &d, store_waiter_get_cb, &w);
+        get_submit(s, key, klen, buf, len, zero_copy, need, &d, pre, store_waiter_get_cb, &w);
     if (st != MC_INPROGRESS) {
         w.done = 1;
         store_waiter_wait(&w);
@@ -512,12 +528,40 @@ static int64_t get_sync(mc_store_t *s, const void *key, size_t klen, void *buf, 
 int64_t mc_store_get(mc_store_t *s, const void *key, size_t klen, void *buf, size_t len,
                      uint64_t *need)
 {
-    return get_sync(s, key, klen, buf, len, 0, need);
+    return get_sync(s, key, klen, buf, len, 0, need, NULL);
 }
 
 int64_t mc_store_get_into(mc_store_t *s, const void *key, size_t klen, void *buf, size_t len)
 {
-    return get_sync(s, key, klen, buf, len, 1, NULL);
+    return get_sync(s, key, klen, buf, len, 1, NULL, NULL);
+}
+
+static mc_status_t replica_list_sync(mc_store_t *s, const void *key, size_t klen,
+                                     mc_master_replica_desc_t *d, uint32_t *n, uint64_t *lease_us);
+
+int64_t mc_store_get_alloc(mc_store_t *s, const void *key, size_t klen, mc_store_alloc_fn alloc,
+                           void *arg)
+{
+    if (s == NULL || alloc == NULL)
+        return MC_ERR_INVALID_PARAMS;
+    if (store_on_reactor(s))
+        return MC_ERR_STATE;
+    mc_master_replica_desc_t d[STORE_MAX_REPLICAS];
+    get_preset_t pre = {.rep = d, .t_sent_us = mc_now_us()};
+    mc_status_t st = replica_list_sync(s, key, klen, d, &pre.nrep, &pre.lease_us);
+    if (st != MC_OK)
+        return st;
+    /* the size every replica has (the get checks it again) */
+    uint64_t size = 0;
+    for (uint32_t i = 0; i < pre.nrep && size == 0; i++)
+        if (d[i].status == MC_MASTER_REPLICA_COMPLETE)
+            size = d[i].size;
+    if (size == 0)
+        return MC_ERR_OBJECT_NOT_FOUND;
+    void *buf = alloc(arg, size);
+    if (buf == NULL)
+        return MC_ERR_NOMEM;
+    return get_sync(s, key, klen, buf, size, 0, NULL, &pre);
 }
 
 mc_status_t mc_store_get_async(mc_store_t *s, const void *key, size_t klen, void *buf, size_t len,
@@ -558,15 +602,16 @@ typedef struct bget_op {
     store_op_t h;
     bget_state_t state;
     size_t n;
-    const mc_master_key_t *keys;   /* the caller's (sync call) */
-    const mc_slice_t *bufs;        /* the caller's */
+    const mc_master_key_t *keys; /* the caller's (sync call) */
+    const mc_slice_t *parts;     /* the caller's: key i's are pcount[i] from pfirst[i] */
+    const size_t *pfirst, *pcount;
     int64_t *result;               /* the caller's: bytes or a negative status */
     uint8_t *todo;                 /* BG_KEY_* */
     mc_status_t *st;               /* the master's per key */
     mc_master_replica_desc_t *rep; /* n * STORE_MAX_REPLICAS */
     uint32_t *nrep, *pick;
     mc_te_segment_t *seg;
-    mc_te_request_t *reqs; /* n: the transfer's requests (allocated with the op) */
+    mc_te_request_t *reqs; /* one per piece: the transfer's requests (allocated with the op) */
     size_t *task_key;
     size_t rk; /* resolve cursor */
     size_t ntasks;
@@ -612,6 +657,27 @@ static void bget_harvest(store_op_t *h, mc_te_batch_t *b)
     }
 }
 
+/* Room of key i's pieces. */
+static uint64_t bget_room(const bget_op_t *op, size_t i)
+{
+    uint64_t room = 0;
+    for (size_t q = 0; q < op->pcount[i]; q++)
+        room += op->parts[op->pfirst[i] + q].len;
+    return room;
+}
+
+/* Copy n bytes from src over key i's pieces, in order. */
+static void bget_scatter(const bget_op_t *op, size_t i, const uint8_t *src, uint64_t n)
+{
+    for (size_t q = 0; q < op->pcount[i] && n > 0; q++) {
+        const mc_slice_t *pc = &op->parts[op->pfirst[i] + q];
+        uint64_t take = pc->len < n ? pc->len : n;
+        memcpy(pc->ptr, src, take);
+        src += take;
+        n -= take;
+    }
+}
+
 /* Key i after the master answered: done (copied from our own segment, or
  * an error), to be read (op->pick[i]), or left to a single get. */
 static void bget_plan(mc_store_t *s, bget_op_t *op, size_t i)
@@ -631,7 +697,7 @@ static void bget_plan(mc_store_t *s, bget_op_t *op, size_t i)
         return;
     }
     const mc_master_replica_desc_t *d = &rep[order[0]];
-    if (d->size > op->bufs[i].len) {
+    if (d->size > bget_room(op, i)) {
         op->result[i] = MC_ERR_BUFFER_OVERFLOW;
         return;
     }
@@ -644,7 +710,7 @@ static void bget_plan(mc_store_t *s, bget_op_t *op, size_t i)
         op->todo[i] = BG_KEY_RETRY; /* the single get says why */
         return;
     }
-    memcpy(op->bufs[i].ptr, (const void *)(uintptr_t)d->address, d->size);
+    bget_scatter(op, i, (const uint8_t *)(uintptr_t)d->address, d->size);
     op->result[i] = (int64_t)d->size;
 }
 
@@ -721,12 +787,20 @@ static bget_state_t bget_submit(bget_op_t *op)
             op->todo[i] = BG_KEY_RETRY; /* the single get refreshes */
             continue;
         }
-        op->reqs[k] = (mc_te_request_t){.opcode = MC_TE_READ,
-                                        .local = op->bufs[i].ptr,
-                                        .segment = op->seg[i],
-                                        .remote = d->address,
-                                        .length = d->size};
-        op->task_key[k++] = i;
+        uint64_t off = 0; /* one read per piece, in order */
+        for (size_t q = 0; q < op->pcount[i] && off < d->size; q++) {
+            const mc_slice_t *pc = &op->parts[op->pfirst[i] + q];
+            uint64_t take = pc->len < d->size - off ? pc->len : d->size - off;
+            if (take == 0)
+                continue;
+            op->reqs[k] = (mc_te_request_t){.opcode = MC_TE_READ,
+                                            .local = pc->ptr,
+                                            .segment = op->seg[i],
+                                            .remote = d->address + off,
+                                            .length = take};
+            op->task_key[k++] = i;
+            off += take;
+        }
     }
     op->ntasks = k;
     if (k == 0)
@@ -801,16 +875,17 @@ static void bget_step(store_op_t *h)
     }
 }
 
-/* One chunk (n <= BGET_CHUNK keys, valid, buffers usable in place): results
- * into result[], and retry[i] = 1 for the keys left to single gets. */
-static mc_status_t bget_chunk(mc_store_t *s, const mc_master_key_t *keys, const mc_slice_t *bufs,
-                              size_t n, int64_t *result, uint8_t *retry)
+/* One chunk (n <= BGET_CHUNK keys, valid, pieces usable in place, npieces
+ * of them): results into result[], and retry[i] = 1 for the keys left to
+ * single gets. */
+static mc_status_t bget_chunk(mc_store_t *s, const mc_master_key_t *keys, const mc_slice_t *parts,
+                              const size_t *pfirst, const size_t *pcount, size_t npieces, size_t n,
+                              int64_t *result, uint8_t *retry)
 {
     size_t sz = sizeof(bget_op_t) +
                 n * (STORE_MAX_REPLICAS * sizeof(mc_master_replica_desc_t) +
-                     sizeof(mc_te_request_t) + sizeof(mc_te_segment_t) + sizeof(size_t) +
-                     sizeof(mc_status_t) + 2 * sizeof(uint32_t)) +
-                64;
+                     sizeof(mc_te_segment_t) + sizeof(mc_status_t) + 2 * sizeof(uint32_t)) +
+                npieces * (sizeof(mc_te_request_t) + sizeof(size_t)) + 64;
     bget_op_t *op = mc_malloc(sz);
     if (op == NULL)
         return MC_ERR_NOMEM;
@@ -819,11 +894,11 @@ static mc_status_t bget_chunk(mc_store_t *s, const mc_master_key_t *keys, const 
     op->rep = (mc_master_replica_desc_t *)p;
     p += n * STORE_MAX_REPLICAS * sizeof(mc_master_replica_desc_t);
     op->reqs = (mc_te_request_t *)p;
-    p += n * sizeof(mc_te_request_t);
+    p += npieces * sizeof(mc_te_request_t);
     op->seg = (mc_te_segment_t *)p;
     p += n * sizeof(mc_te_segment_t);
     op->task_key = (size_t *)p;
-    p += n * sizeof(size_t);
+    p += npieces * sizeof(size_t);
     op->st = (mc_status_t *)p;
     p += n * sizeof(mc_status_t);
     op->nrep = (uint32_t *)p;
@@ -833,7 +908,9 @@ static mc_status_t bget_chunk(mc_store_t *s, const mc_master_key_t *keys, const 
     memset(retry, BG_KEY_DONE, n);
     op->n = n;
     op->keys = keys;
-    op->bufs = bufs;
+    op->parts = parts;
+    op->pfirst = pfirst;
+    op->pcount = pcount;
     op->result = result;
     op->h.s = s;
     op->h.step = bget_step;
@@ -857,22 +934,39 @@ static mc_status_t bget_chunk(mc_store_t *s, const mc_master_key_t *keys, const 
     return st;
 }
 
-/* Keys idx[0..n) as single gets, all in flight at once. */
-static mc_status_t bget_singles(mc_store_t *s, const mc_slice_t *keys, mc_slice_t *bufs,
-                                const size_t *idx, size_t n, int64_t *result)
+/* Keys idx[0..n) as single gets, all in flight at once. A key in one piece
+ * is read into it; one in several pieces into a temporary buffer of their
+ * total size, then scattered over them. */
+static mc_status_t bget_singles(mc_store_t *s, const mc_slice_t *keys, const mc_slice_t *parts,
+                                const size_t *pf, const size_t *pc, const size_t *idx, size_t n,
+                                int64_t *result)
 {
     if (n == 0)
         return MC_OK;
     store_fanout_item_t *items = mc_calloc(n, sizeof(*items));
-    if (items == NULL)
+    mc_slice_t *tmp = mc_calloc(n, sizeof(*tmp));
+    if (items == NULL || tmp == NULL) {
+        mc_free(items);
+        mc_free(tmp);
         return MC_ERR_NOMEM;
+    }
     store_fanout_t f;
     store_fanout_init(&f);
     for (size_t j = 0; j < n; j++) {
         size_t i = idx[j];
+        tmp[j] = pc[i] == 1 ? parts[pf[i]] : (mc_slice_t){NULL, 0};
+        if (pc[i] != 1) {
+            for (size_t q = 0; q < pc[i]; q++)
+                tmp[j].len += parts[pf[i] + q].len;
+            tmp[j].ptr = tmp[j].len > 0 ? mc_malloc(tmp[j].len) : NULL;
+            if (tmp[j].len > 0 && tmp[j].ptr == NULL) {
+                result[i] = MC_ERR_NOMEM;
+                continue;
+            }
+        }
         items[j] = (store_fanout_item_t){&f, &result[i]};
         store_fanout_add(&f);
-        mc_status_t st = store_get_submit(s, keys[i].ptr, keys[i].len, bufs[i].ptr, bufs[i].len, 0,
+        mc_status_t st = store_get_submit(s, keys[i].ptr, keys[i].len, tmp[j].ptr, tmp[j].len, 0,
                                           NULL, store_fanout_get_cb, &items[j]);
         if (st != MC_INPROGRESS) {
             result[i] = st;
@@ -880,44 +974,76 @@ static mc_status_t bget_singles(mc_store_t *s, const mc_slice_t *keys, mc_slice_
         }
     }
     store_fanout_wait(&f);
+    for (size_t j = 0; j < n; j++) {
+        size_t i = idx[j];
+        if (pc[i] == 1)
+            continue;
+        const uint8_t *src = tmp[j].ptr;
+        for (uint64_t left = result[i] > 0 ? (uint64_t)result[i] : 0, q = 0; q < pc[i] && left > 0;
+             q++) {
+            const mc_slice_t *p = &parts[pf[i] + q];
+            uint64_t take = p->len < left ? p->len : left;
+            if (te_gpu_of(p->ptr) < 0)
+                memcpy(p->ptr, src, take);
+            else if (te_gpu_copy(p->ptr, src, take) != MC_OK) /* logged */
+                result[i] = MC_ERR_TRANSFER_FAIL;
+            src += take;
+            left -= take;
+        }
+        mc_free(tmp[j].ptr);
+    }
+    mc_free(tmp);
     mc_free(items);
     return MC_OK;
 }
 
-mc_status_t mc_store_batch_get(mc_store_t *s, const mc_slice_t *keys, mc_slice_t *bufs, size_t n,
-                               int64_t *result)
+/* Batch get of n keys into pieces: key i's are parts[pfirst .. + nparts[i])
+ * in order (nparts NULL: one piece each, parts[i]). */
+static mc_status_t batch_get(mc_store_t *s, const mc_slice_t *keys, const mc_slice_t *parts,
+                             const size_t *nparts, size_t n, int64_t *result)
 {
-    if (s == NULL || result == NULL || (n > 0 && (keys == NULL || bufs == NULL)))
+    if (s == NULL || result == NULL || (n > 0 && (keys == NULL || parts == NULL)))
         return MC_ERR_INVALID_PARAMS;
     if (store_on_reactor(s))
         return MC_ERR_STATE;
     if (n == 0)
         return MC_OK;
     size_t chunk = n < BGET_CHUNK ? n : BGET_CHUNK;
-    /* one allocation: idx[n], then per chunk keys, buffers, results, caller
-     * indexes and retry flags (most aligned first) */
-    size_t sz = n * sizeof(size_t) + chunk * (sizeof(mc_master_key_t) + sizeof(mc_slice_t) +
-                                              sizeof(int64_t) + sizeof(size_t) + 1);
+    /* one allocation: idx, pf, pc [n], then per chunk keys, results, caller
+     * indexes, first pieces and counts, retry flags (most aligned first) */
+    size_t sz = 3 * n * sizeof(size_t) +
+                chunk * (sizeof(mc_master_key_t) + sizeof(int64_t) + 3 * sizeof(size_t) + 1);
     uint8_t *mem = mc_malloc(sz);
     if (mem == NULL)
         return MC_ERR_NOMEM;
     size_t *idx = (size_t *)mem;
-    mc_master_key_t *ck = (mc_master_key_t *)(idx + n);
-    mc_slice_t *cb = (mc_slice_t *)(ck + chunk);
-    int64_t *cr = (int64_t *)(cb + chunk);
+    size_t *pf = idx + n, *pc = idx + 2 * n;
+    mc_master_key_t *ck = (mc_master_key_t *)(idx + 3 * n);
+    int64_t *cr = (int64_t *)(ck + chunk);
     size_t *ci = (size_t *)(cr + chunk);
-    uint8_t *retry = (uint8_t *)(ci + chunk);
-    /* keys for single gets: those whose buffer cannot be used in place
+    size_t *cf = ci + chunk, *cc = cf + chunk;
+    uint8_t *retry = (uint8_t *)(cc + chunk);
+    for (size_t i = 0, at = 0; i < n; i++) {
+        pf[i] = at;
+        pc[i] = nparts != NULL ? nparts[i] : 1;
+        at += pc[i];
+    }
+    /* keys for single gets: those whose pieces cannot be used in place
      * (they need the staging buffer), and those a chunk left over */
     size_t nsingle = 0, i = 0;
     while (i < n) {
-        size_t m = 0;
+        size_t m = 0, npieces = 0;
         for (; i < n && m < chunk; i++) {
-            if (bufs[i].len > 0 && bufs[i].ptr != NULL &&
-                store_check_key(keys[i].ptr, keys[i].len) == MC_OK &&
-                store_direct_ok(s, bufs[i].ptr, bufs[i].len)) {
+            int ok = pc[i] > 0 && store_check_key(keys[i].ptr, keys[i].len) == MC_OK;
+            for (size_t q = 0; q < pc[i] && ok; q++) {
+                const mc_slice_t *p = &parts[pf[i] + q];
+                ok = p->len > 0 && p->ptr != NULL && store_direct_ok(s, p->ptr, p->len);
+            }
+            if (ok) {
                 ck[m] = (mc_master_key_t){keys[i].ptr, keys[i].len};
-                cb[m] = bufs[i];
+                cf[m] = pf[i];
+                cc[m] = pc[i];
+                npieces += pc[i];
                 ci[m++] = i;
             } else {
                 idx[nsingle++] = i; /* a single get checks it and says what is wrong */
@@ -925,7 +1051,7 @@ mc_status_t mc_store_batch_get(mc_store_t *s, const mc_slice_t *keys, mc_slice_t
         }
         if (m == 0)
             continue;
-        mc_status_t st = bget_chunk(s, ck, cb, m, cr, retry);
+        mc_status_t st = bget_chunk(s, ck, parts, cf, cc, npieces, m, cr, retry);
         for (size_t j = 0; j < m; j++) {
             if (st == MC_OK && retry[j])
                 idx[nsingle++] = ci[j];
@@ -933,16 +1059,92 @@ mc_status_t mc_store_batch_get(mc_store_t *s, const mc_slice_t *keys, mc_slice_t
                 result[ci[j]] = st == MC_OK ? cr[j] : st;
         }
     }
-    mc_status_t rc = bget_singles(s, keys, bufs, idx, nsingle, result);
+    mc_status_t rc = bget_singles(s, keys, parts, pf, pc, idx, nsingle, result);
     mc_free(mem);
     return rc;
 }
 
+mc_status_t mc_store_batch_get(mc_store_t *s, const mc_slice_t *keys, mc_slice_t *bufs, size_t n,
+                               int64_t *result)
+{
+    return batch_get(s, keys, bufs, NULL, n, result);
+}
+
+mc_status_t mc_store_batch_get_parts(mc_store_t *s, const mc_slice_t *keys, const mc_slice_t *parts,
+                                     const size_t *nparts, size_t n, int64_t *result)
+{
+    if (n > 0 && nparts == NULL)
+        return MC_ERR_INVALID_PARAMS;
+    return batch_get(s, keys, parts, nparts, n, result);
+}
+
+mc_status_t mc_store_batch_get_size(mc_store_t *s, const mc_slice_t *keys, size_t n, int64_t *sizes)
+{
+    if (s == NULL || sizes == NULL || (n > 0 && keys == NULL))
+        return MC_ERR_INVALID_PARAMS;
+    if (n == 0)
+        return MC_OK;
+    /* the valid keys go to the master, in chunks */
+    size_t chunk = n < BGET_CHUNK ? n : BGET_CHUNK;
+    size_t sz = chunk * (sizeof(mc_master_key_t) + sizeof(size_t) + sizeof(mc_status_t) +
+                         sizeof(uint32_t) + STORE_MAX_REPLICAS * sizeof(mc_master_replica_desc_t));
+    uint8_t *mem = mc_malloc(sz);
+    if (mem == NULL)
+        return MC_ERR_NOMEM;
+    mc_master_replica_desc_t *d = (mc_master_replica_desc_t *)mem;
+    mc_master_key_t *ck = (mc_master_key_t *)(d + chunk * STORE_MAX_REPLICAS);
+    size_t *ci = (size_t *)(ck + chunk);
+    mc_status_t *cst = (mc_status_t *)(ci + chunk);
+    uint32_t *nrep = (uint32_t *)(cst + chunk);
+    mc_status_t rc = MC_OK;
+    size_t i = 0;
+    while (i < n && rc == MC_OK) {
+        size_t m = 0;
+        for (; i < n && m < chunk; i++) {
+            mc_status_t st = store_check_key(keys[i].ptr, keys[i].len);
+            if (st != MC_OK) {
+                sizes[i] = st;
+                continue;
+            }
+            ck[m] = (mc_master_key_t){keys[i].ptr, keys[i].len};
+            ci[m++] = i;
+        }
+        if (m == 0)
+            break;
+        mc_buf_t body = MC_BUF_INIT, resp = MC_BUF_INIT;
+        mc_mp_writer_t w;
+        mc_mp_writer_init(&w, &body);
+        mc_mcli_keys(&w, ck, m);
+        size_t got = 0;
+        rc = w.err != MC_OK ? w.err
+                            : store_call_sync(s, MC_RPC_BATCH_GET_REPLICA_LIST, &body, &resp);
+        if (rc == MC_OK && (mc_mcli_dec_items(mc_buf_head(&resp), mc_buf_used(&resp), cst, d,
+                                              STORE_MAX_REPLICAS, nrep, m, &got, NULL) != MC_OK ||
+                            got != m))
+            rc = MC_ERR_PROTOCOL;
+        mc_buf_fini(&body);
+        mc_buf_fini(&resp);
+        for (size_t j = 0; j < m; j++) {
+            int64_t v = rc != MC_OK ? rc : cst[j] != MC_OK ? cst[j] : MC_ERR_OBJECT_NOT_FOUND;
+            for (uint32_t r = 0; rc == MC_OK && cst[j] == MC_OK && r < nrep[j]; r++)
+                if (d[j * STORE_MAX_REPLICAS + r].status == MC_MASTER_REPLICA_COMPLETE) {
+                    v = (int64_t)d[j * STORE_MAX_REPLICAS + r].size;
+                    break;
+                }
+            sizes[ci[j]] = v;
+        }
+    }
+    for (; i < n; i++) /* after a failed call: the keys not asked fail alike */
+        sizes[i] = rc;
+    mc_free(mem);
+    return MC_OK;
+}
+
 /* ------------------------------------------------------ size and query */
 
-/* GetReplicaList from the caller's thread. */
+/* GetReplicaList from the caller's thread (*lease_us may be NULL). */
 static mc_status_t replica_list_sync(mc_store_t *s, const void *key, size_t klen,
-                                     mc_master_replica_desc_t *d, uint32_t *n)
+                                     mc_master_replica_desc_t *d, uint32_t *n, uint64_t *lease_us)
 {
     if (s == NULL)
         return MC_ERR_INVALID_PARAMS;
@@ -955,7 +1157,7 @@ static mc_status_t replica_list_sync(mc_store_t *s, const void *key, size_t klen
     mc_mcli_key(&w, key, klen);
     st = w.err != MC_OK ? w.err : store_call_sync(s, MC_RPC_GET_REPLICA_LIST, &body, &resp);
     if (st == MC_OK && mc_mcli_dec_replicas(mc_buf_head(&resp), mc_buf_used(&resp), d,
-                                            STORE_MAX_REPLICAS, n, NULL) != MC_OK)
+                                            STORE_MAX_REPLICAS, n, lease_us) != MC_OK)
         st = MC_ERR_PROTOCOL;
     if (st == MC_OK && *n == 0)
         st = MC_ERR_OBJECT_NOT_FOUND;
@@ -968,7 +1170,7 @@ int64_t mc_store_get_size(mc_store_t *s, const void *key, size_t klen)
 {
     mc_master_replica_desc_t d[STORE_MAX_REPLICAS];
     uint32_t n = 0;
-    mc_status_t st = replica_list_sync(s, key, klen, d, &n);
+    mc_status_t st = replica_list_sync(s, key, klen, d, &n, NULL);
     return st != MC_OK ? st : (int64_t)d[0].size;
 }
 
@@ -979,7 +1181,7 @@ mc_status_t mc_store_query(mc_store_t *s, const void *key, size_t klen, mc_store
         return MC_ERR_INVALID_PARAMS;
     mc_master_replica_desc_t d[STORE_MAX_REPLICAS];
     uint32_t cnt = 0;
-    mc_status_t st = replica_list_sync(s, key, klen, d, &cnt);
+    mc_status_t st = replica_list_sync(s, key, klen, d, &cnt, NULL);
     if (st != MC_OK)
         return st;
     for (uint32_t i = 0; i < cnt && i < room; i++) {

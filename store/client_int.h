@@ -127,6 +127,7 @@ struct mc_store {
     mc_store_config_t cfg;
     store_tier_t *tier; /* persistent tier: settings and worker threads */
     char *local_hostname, *metadata, *protocol, *master, *advertise_host; /* cfg strings */
+    char *rdma_devices;                                                   /* or NULL */
     mc_te_t *te;
     int shm; /* shared memory with same-host peers (cfg.shm): our segments from it */
     mc_reactor_t *r0;
@@ -320,9 +321,12 @@ mc_status_t store_call_sync_timeout(mc_store_t *s, uint16_t method, const mc_buf
 
 /* ------------------------------------------------------------ client_put.c */
 
-/* put_from: require a registered source (no staging). */
+/* flags: PUT_ZERO_COPY (put_from: require a registered source, no
+ * staging), PUT_UPSERT (replace an existing object). */
+#define PUT_ZERO_COPY 1u
+#define PUT_UPSERT 2u
 mc_status_t store_put_submit(mc_store_t *s, const void *key, size_t klen, const mc_slice_t *parts,
-                             size_t nparts, const mc_replicate_config_t *cfg, int zero_copy,
+                             size_t nparts, const mc_replicate_config_t *cfg, unsigned flags,
                              mc_store_cb_t cb, void *arg);
 
 /* ------------------------------------------------------------ client_get.c */

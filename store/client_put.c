@@ -107,10 +107,43 @@ typedef struct own_cfg {
     char *names; /* the preferred names, back to back */
 } own_cfg_t;
 
-static mc_status_t cfg_copy(own_cfg_t *o, const mc_replicate_config_t *c)
+/* The soft pin of a put as the master takes it: the action (with_soft_pin is
+ * ENABLE), and upstream's rules: a TTL only with ENABLE, ENABLE with a TTL
+ * of 0 pins nothing (sent as DISABLE, which on an upsert also drops the
+ * replaced object's pin, as upstream). */
+static mc_status_t cfg_pin(mc_master_put_cfg_t *o, const mc_replicate_config_t *c)
+{
+    int action = c->soft_pin_action;
+    if (action < MC_SOFT_PIN_PRESERVE || action > MC_SOFT_PIN_DISABLE ||
+        (c->with_soft_pin && action == MC_SOFT_PIN_DISABLE)) {
+        MC_ERROR(CLIENT, "put: soft_pin_action %d is not PRESERVE (0), ENABLE (1) or DISABLE (2)%s",
+                 action, c->with_soft_pin ? " (with_soft_pin asks ENABLE)" : "");
+        return MC_ERR_INVALID_PARAMS;
+    }
+    if (c->with_soft_pin)
+        action = MC_SOFT_PIN_ENABLE;
+    if (c->has_soft_pin_ttl) {
+        if (action != MC_SOFT_PIN_ENABLE) {
+            MC_ERROR(CLIENT, "put: a soft_pin_ttl_ms needs soft_pin_action ENABLE");
+            return MC_ERR_INVALID_PARAMS;
+        }
+        if (c->soft_pin_ttl_ms == 0)
+            action = MC_SOFT_PIN_DISABLE;
+        else
+            o->soft_pin_ttl_us =
+                c->soft_pin_ttl_ms > UINT64_MAX / 1000 ? UINT64_MAX : c->soft_pin_ttl_ms * 1000;
+    }
+    o->pin_action = (uint8_t)action;
+    o->with_soft_pin = action == MC_SOFT_PIN_ENABLE; /* masters before pin actions */
+    o->hard_pin = c->with_hard_pin != 0;
+    return MC_OK;
+}
+
+static mc_status_t cfg_copy(own_cfg_t *o, const mc_replicate_config_t *c, unsigned flags)
 {
     mc_master_put_cfg_init(&o->cfg);
     o->names = NULL;
+    o->cfg.upsert = (flags & PUT_UPSERT) != 0;
     if (c == NULL)
         return MC_OK;
     if (c->replica_num == 0 || c->replica_num > STORE_MAX_REPLICAS ||
@@ -121,7 +154,9 @@ static mc_status_t cfg_copy(own_cfg_t *o, const mc_replicate_config_t *c)
         return MC_ERR_INVALID_PARAMS;
     }
     o->cfg.replica_num = c->replica_num;
-    o->cfg.with_soft_pin = c->with_soft_pin != 0;
+    mc_status_t st = cfg_pin(&o->cfg, c);
+    if (st != MC_OK)
+        return st;
     size_t total = 0;
     for (size_t i = 0; i < c->n_preferred; i++) {
         const char *n = c->preferred_segments[i];
@@ -580,9 +615,10 @@ static void put_step(store_op_t *h)
 }
 
 mc_status_t store_put_submit(mc_store_t *s, const void *key, size_t klen, const mc_slice_t *parts,
-                             size_t nparts, const mc_replicate_config_t *cfg, int zero_copy,
+                             size_t nparts, const mc_replicate_config_t *cfg, unsigned flags,
                              mc_store_cb_t cb, void *arg)
 {
+    int zero_copy = (flags & PUT_ZERO_COPY) != 0;
     if (s == NULL || cb == NULL)
         return MC_ERR_INVALID_PARAMS;
     mc_status_t st = store_check_key(key, klen);
@@ -635,7 +671,7 @@ mc_status_t store_put_submit(mc_store_t *s, const void *key, size_t klen, const 
     op->bounce = bounce;
     op->key = mc_malloc(klen);
     op->parts = mc_malloc(nparts * sizeof(*parts));
-    st = op->key == NULL || op->parts == NULL ? MC_ERR_NOMEM : cfg_copy(&op->cfg, cfg);
+    st = op->key == NULL || op->parts == NULL ? MC_ERR_NOMEM : cfg_copy(&op->cfg, cfg, flags);
     if (st != MC_OK)
         goto err;
     memcpy(op->key, key, klen);
@@ -673,7 +709,7 @@ err:
 /* ----------------------------------------------------------- public: put */
 
 static mc_status_t put_sync(mc_store_t *s, const void *key, size_t klen, const mc_slice_t *parts,
-                            size_t nparts, const mc_replicate_config_t *cfg, int zero_copy)
+                            size_t nparts, const mc_replicate_config_t *cfg, unsigned flags)
 {
     if (s == NULL)
         return MC_ERR_INVALID_PARAMS;
@@ -682,7 +718,7 @@ static mc_status_t put_sync(mc_store_t *s, const void *key, size_t klen, const m
     store_waiter_t w;
     store_waiter_init(&w);
     mc_status_t st =
-        store_put_submit(s, key, klen, parts, nparts, cfg, zero_copy, store_waiter_status_cb, &w);
+        store_put_submit(s, key, klen, parts, nparts, cfg, flags, store_waiter_status_cb, &w);
     if (st != MC_INPROGRESS) {
         w.done = 1;
         store_waiter_wait(&w);
@@ -708,7 +744,28 @@ mc_status_t mc_store_put_from(mc_store_t *s, const void *key, size_t klen, const
                               size_t len, const mc_replicate_config_t *cfg)
 {
     mc_slice_t part = {(void *)(uintptr_t)buf, len};
-    return put_sync(s, key, klen, &part, 1, cfg, 1);
+    return put_sync(s, key, klen, &part, 1, cfg, PUT_ZERO_COPY);
+}
+
+mc_status_t mc_store_upsert(mc_store_t *s, const void *key, size_t klen, const void *buf,
+                            size_t len, const mc_replicate_config_t *cfg)
+{
+    mc_slice_t part = {(void *)(uintptr_t)buf, len};
+    return put_sync(s, key, klen, &part, 1, cfg, PUT_UPSERT);
+}
+
+mc_status_t mc_store_upsert_parts(mc_store_t *s, const void *key, size_t klen,
+                                  const mc_slice_t *parts, size_t nparts,
+                                  const mc_replicate_config_t *cfg)
+{
+    return put_sync(s, key, klen, parts, nparts, cfg, PUT_UPSERT);
+}
+
+mc_status_t mc_store_upsert_from(mc_store_t *s, const void *key, size_t klen, const void *buf,
+                                 size_t len, const mc_replicate_config_t *cfg)
+{
+    mc_slice_t part = {(void *)(uintptr_t)buf, len};
+    return put_sync(s, key, klen, &part, 1, cfg, PUT_ZERO_COPY | PUT_UPSERT);
 }
 
 mc_status_t mc_store_put_async(mc_store_t *s, const void *key, size_t klen, const void *buf,
@@ -741,9 +798,10 @@ typedef enum bput_state {
 typedef struct bput_op {
     store_op_t h;
     bput_state_t state;
-    size_t n;               /* keys sent (the valid ones) */
-    mc_master_key_t *keys;  /* caller's memory (sync call) */
-    const mc_slice_t *vals; /* per key */
+    size_t n;                /* keys sent (the valid ones) */
+    mc_master_key_t *keys;   /* caller's memory (sync call) */
+    const mc_slice_t *parts; /* the caller's pieces; key i's: pcount[i] from pfirst[i] */
+    size_t *pfirst, *pcount;
     uint64_t *sizes;
     uint64_t *offs; /* staging offset of each value */
     int direct;     /* every value registered */
@@ -870,7 +928,7 @@ static bput_state_t bput_stage(bput_op_t *op)
         }
     }
     for (size_t i = 0; i < op->n; i++)
-        memcpy(h->stage + op->offs[i], op->vals[i].ptr, op->sizes[i]);
+        gather(op->parts + op->pfirst[i], op->pcount[i], 0, h->stage + op->offs[i], op->sizes[i]);
     return B_START;
 }
 
@@ -950,7 +1008,6 @@ static int bput_requests(bput_op_t *op, size_t *nreq)
     for (size_t i = 0; i < op->n; i++) {
         if (op->st[i] != MC_OK)
             continue;
-        const uint8_t *src = op->direct ? (const uint8_t *)op->vals[i].ptr : h->stage + op->offs[i];
         size_t first = k;
         for (uint32_t j = 0; j < op->nrep[i]; j++) {
             size_t at = i * op->per + j;
@@ -965,12 +1022,28 @@ static int bput_requests(bput_op_t *op, size_t *nreq)
                 k = first;
                 break;
             }
-            op->reqs[k] = (mc_te_request_t){.opcode = MC_TE_WRITE,
-                                            .local = (void *)(uintptr_t)src,
-                                            .segment = op->seg[at],
-                                            .remote = op->rep[at].address,
-                                            .length = op->sizes[i]};
-            op->task_key[k++] = i;
+            if (!op->direct) { /* one write from the staged copy */
+                op->reqs[k] = (mc_te_request_t){.opcode = MC_TE_WRITE,
+                                                .local = h->stage + op->offs[i],
+                                                .segment = op->seg[at],
+                                                .remote = op->rep[at].address,
+                                                .length = op->sizes[i]};
+                op->task_key[k++] = i;
+                continue;
+            }
+            uint64_t off = 0; /* in place: one write per piece */
+            for (size_t q = 0; q < op->pcount[i]; q++) {
+                const mc_slice_t *pc = &op->parts[op->pfirst[i] + q];
+                if (pc->len == 0)
+                    continue;
+                op->reqs[k] = (mc_te_request_t){.opcode = MC_TE_WRITE,
+                                                .local = pc->ptr,
+                                                .segment = op->seg[at],
+                                                .remote = op->rep[at].address + off,
+                                                .length = pc->len};
+                op->task_key[k++] = i;
+                off += pc->len;
+            }
         }
     }
     *nreq = k;
@@ -1102,8 +1175,9 @@ static void fanout_put_cb(void *arg, mc_status_t st)
     store_fanout_get_cb(arg, st);
 }
 
-static mc_status_t batch_put_fanout(mc_store_t *s, const mc_slice_t *keys, const mc_slice_t *values,
-                                    const size_t *idx, size_t nv, const mc_replicate_config_t *cfg,
+static mc_status_t batch_put_fanout(mc_store_t *s, const mc_slice_t *keys, const mc_slice_t *parts,
+                                    const size_t *pfirst, const size_t *pcount, const size_t *idx,
+                                    size_t nv, const mc_replicate_config_t *cfg, unsigned flags,
                                     mc_status_t *st)
 {
     store_fanout_item_t *items = mc_calloc(nv, sizeof(*items));
@@ -1119,8 +1193,8 @@ static mc_status_t batch_put_fanout(mc_store_t *s, const mc_slice_t *keys, const
         size_t i = idx[j];
         items[j] = (store_fanout_item_t){&f, &res[j]};
         store_fanout_add(&f);
-        mc_status_t r = store_put_submit(s, keys[i].ptr, keys[i].len, &values[i], 1, cfg, 0,
-                                         fanout_put_cb, &items[j]);
+        mc_status_t r = store_put_submit(s, keys[i].ptr, keys[i].len, parts + pfirst[i], pcount[i],
+                                         cfg, flags, fanout_put_cb, &items[j]);
         if (r != MC_INPROGRESS) {
             res[j] = r;
             store_fanout_cancel(&f);
@@ -1136,22 +1210,26 @@ static mc_status_t batch_put_fanout(mc_store_t *s, const mc_slice_t *keys, const
 
 /* The batch put op for the nv valid keys idx[] of keys/values: one
  * allocation for the op and its arrays. MC_OK and *out, or an error. */
-static mc_status_t bput_op_new(mc_store_t *s, const mc_slice_t *keys, const mc_slice_t *values,
+/* The operation of a batch put of the keys idx[0 .. nv): key i's value is
+ * parts[pf[i] .. + pc[i]), npieces pieces in all; one allocation for it and
+ * its arrays. */
+static mc_status_t bput_op_new(mc_store_t *s, const mc_slice_t *keys, const mc_slice_t *parts,
+                               const size_t *pf, const size_t *pc, size_t npieces,
                                const size_t *idx, size_t nv, const mc_replicate_config_t *cfg,
-                               int all_direct, mc_status_t *st, bput_op_t **out)
+                               unsigned flags, int all_direct, mc_status_t *st, bput_op_t **out)
 {
     own_cfg_t oc;
-    mc_status_t rc = cfg_copy(&oc, cfg);
+    mc_status_t rc = cfg_copy(&oc, cfg, flags);
     if (rc != MC_OK)
         return rc;
     uint32_t per = oc.cfg.replica_num;
+    /* one write per replica of each value, or per replica of each piece */
+    size_t nreq = npieces > nv ? npieces : nv;
     size_t sz = sizeof(bput_op_t) +
-                nv * (sizeof(mc_master_key_t) * 2 + sizeof(mc_slice_t) + sizeof(uint64_t) * 2 +
-                      sizeof(mc_status_t) * 2 + 1 + sizeof(uint32_t) + sizeof(size_t) * 2) +
-                nv * per *
-                    (sizeof(mc_te_request_t) + sizeof(mc_master_replica_desc_t) +
-                     sizeof(mc_te_segment_t) + sizeof(size_t)) +
-                64;
+                nv * (sizeof(mc_master_key_t) * 2 + sizeof(uint64_t) * 2 + sizeof(mc_status_t) * 2 +
+                      1 + sizeof(uint32_t) + sizeof(size_t) * 4) +
+                nv * per * (sizeof(mc_master_replica_desc_t) + sizeof(mc_te_segment_t)) +
+                nreq * per * (sizeof(mc_te_request_t) + sizeof(size_t)) + 64;
     bput_op_t *op = mc_calloc(1, sz);
     if (op == NULL) {
         mc_free(oc.names);
@@ -1160,15 +1238,13 @@ static mc_status_t bput_op_new(mc_store_t *s, const mc_slice_t *keys, const mc_s
     /* carve, most aligned first */
     uint8_t *p = (uint8_t *)(op + 1);
     op->reqs = (mc_te_request_t *)p;
-    p += nv * per * sizeof(mc_te_request_t);
+    p += nreq * per * sizeof(mc_te_request_t);
     op->rep = (mc_master_replica_desc_t *)p;
     p += nv * per * sizeof(mc_master_replica_desc_t);
     op->keys = (mc_master_key_t *)p;
     p += nv * sizeof(mc_master_key_t);
     op->sub = (mc_master_key_t *)p;
     p += nv * sizeof(mc_master_key_t);
-    mc_slice_t *vals = (mc_slice_t *)p;
-    p += nv * sizeof(mc_slice_t);
     op->sizes = (uint64_t *)p;
     p += nv * sizeof(uint64_t);
     op->offs = (uint64_t *)p;
@@ -1176,10 +1252,14 @@ static mc_status_t bput_op_new(mc_store_t *s, const mc_slice_t *keys, const mc_s
     op->seg = (mc_te_segment_t *)p;
     p += nv * per * sizeof(mc_te_segment_t);
     op->task_key = (size_t *)p;
-    p += nv * per * sizeof(size_t);
+    p += nreq * per * sizeof(size_t);
     op->sub_idx = (size_t *)p;
     p += nv * sizeof(size_t);
     size_t *orig = (size_t *)p;
+    p += nv * sizeof(size_t);
+    op->pfirst = (size_t *)p;
+    p += nv * sizeof(size_t);
+    op->pcount = (size_t *)p;
     p += nv * sizeof(size_t);
     op->st = (mc_status_t *)p;
     p += nv * sizeof(mc_status_t);
@@ -1195,12 +1275,16 @@ static mc_status_t bput_op_new(mc_store_t *s, const mc_slice_t *keys, const mc_s
         orig[j] = i;
         op->keys[j].data = keys[i].ptr;
         op->keys[j].len = keys[i].len;
-        vals[j] = values[i];
-        op->sizes[j] = values[i].len;
+        op->pfirst[j] = pf[i];
+        op->pcount[j] = pc[i];
+        uint64_t len = 0;
+        for (size_t q = 0; q < pc[i]; q++)
+            len += parts[pf[i] + q].len;
+        op->sizes[j] = len;
         op->offs[j] = off;
-        off += (values[i].len + MC_OALLOC_ALIGN - 1) & ~(uint64_t)(MC_OALLOC_ALIGN - 1);
+        off += (len + MC_OALLOC_ALIGN - 1) & ~(uint64_t)(MC_OALLOC_ALIGN - 1);
     }
-    op->vals = vals;
+    op->parts = parts;
     op->n = nv;
     op->direct = all_direct;
     op->cfg = oc;
@@ -1218,35 +1302,53 @@ static mc_status_t bput_op_new(mc_store_t *s, const mc_slice_t *keys, const mc_s
     return MC_OK;
 }
 
-mc_status_t mc_store_batch_put(mc_store_t *s, const mc_slice_t *keys, const mc_slice_t *values,
-                               size_t n, const mc_replicate_config_t *cfg, mc_status_t *st)
+/* Batch put of n keys whose values are pieces: key i's are parts[pfirst[i]
+ * .. + pcount[i]) (pfirst/pcount NULL: one piece each, parts[i]). */
+static mc_status_t batch_put(mc_store_t *s, const mc_slice_t *keys, const mc_slice_t *parts,
+                             const size_t *nparts, size_t n, const mc_replicate_config_t *cfg,
+                             unsigned flags, mc_status_t *st)
 {
-    if (s == NULL || st == NULL || (n > 0 && (keys == NULL || values == NULL)))
+    if (s == NULL || st == NULL || (n > 0 && (keys == NULL || parts == NULL)))
         return MC_ERR_INVALID_PARAMS;
     if (store_on_reactor(s))
         return MC_ERR_STATE;
     if (n == 0)
         return MC_OK;
-    /* Per key checks; the valid ones go on. */
-    size_t *idx = mc_calloc(n, sizeof(*idx));
+    /* Per key checks; the valid ones go on. idx: the valid keys; pf, pc: every
+     * key's first piece and count. */
+    size_t *idx = mc_calloc(3 * n, sizeof(*idx));
     if (idx == NULL)
         return MC_ERR_NOMEM;
-    size_t nv = 0;
+    size_t *pf = idx + n, *pc = idx + 2 * n;
+    size_t nv = 0, npieces = 0, at = 0;
     uint64_t total = 0;
     int all_direct = 1, gpu = 0;
     for (size_t i = 0; i < n; i++) {
+        pf[i] = at;
+        pc[i] = nparts != NULL ? nparts[i] : 1;
+        at += pc[i];
         st[i] = store_check_key(keys[i].ptr, keys[i].len);
-        if (st[i] == MC_OK && (values[i].len == 0 || values[i].ptr == NULL))
+        uint64_t len = 0;
+        int direct = 1;
+        for (size_t q = 0; q < pc[i] && st[i] == MC_OK; q++) {
+            const mc_slice_t *p = &parts[pf[i] + q];
+            if ((p->len > 0 && p->ptr == NULL) || len + p->len < len)
+                st[i] = MC_ERR_INVALID_PARAMS;
+            len += p->len;
+            if (p->len > 0 && !te_local_range_ok(s->te, p->ptr, p->len, 0))
+                direct = 0;
+            if (p->len > 0 && te_gpu_of(p->ptr) >= 0)
+                gpu = 1;
+        }
+        if (st[i] == MC_OK && len == 0)
             st[i] = MC_ERR_INVALID_PARAMS;
         if (st[i] != MC_OK)
             continue;
         idx[nv++] = i;
-        total += (values[i].len + MC_OALLOC_ALIGN - 1) & ~(uint64_t)(MC_OALLOC_ALIGN - 1);
-        if (!te_local_range_ok(s->te, values[i].ptr, values[i].len, 0) &&
-            (s->stage_alloc == NULL || !store_inplace_ok(s)))
+        npieces += pc[i];
+        total += (len + MC_OALLOC_ALIGN - 1) & ~(uint64_t)(MC_OALLOC_ALIGN - 1);
+        if (!direct && (s->stage_alloc == NULL || !store_inplace_ok(s)))
             all_direct = 0;
-        if (te_gpu_of(values[i].ptr) >= 0)
-            gpu = 1;
     }
     mc_status_t rc = MC_OK;
     if (nv == 0)
@@ -1261,12 +1363,12 @@ mc_status_t mc_store_batch_put(mc_store_t *s, const mc_slice_t *keys, const mc_s
                 st[idx[j]] = MC_ERR_STATE;
             goto out;
         }
-        rc = batch_put_fanout(s, keys, values, idx, nv, cfg, st);
+        rc = batch_put_fanout(s, keys, parts, pf, pc, idx, nv, cfg, flags, st);
         goto out;
     }
 
     bput_op_t *op;
-    rc = bput_op_new(s, keys, values, idx, nv, cfg, all_direct, st, &op);
+    rc = bput_op_new(s, keys, parts, pf, pc, npieces, idx, nv, cfg, flags, all_direct, st, &op);
     if (rc != MC_OK)
         goto out;
     store_waiter_t w;
@@ -1287,4 +1389,34 @@ mc_status_t mc_store_batch_put(mc_store_t *s, const mc_slice_t *keys, const mc_s
 out:
     mc_free(idx);
     return rc;
+}
+
+mc_status_t mc_store_batch_put(mc_store_t *s, const mc_slice_t *keys, const mc_slice_t *values,
+                               size_t n, const mc_replicate_config_t *cfg, mc_status_t *st)
+{
+    return batch_put(s, keys, values, NULL, n, cfg, 0, st);
+}
+
+mc_status_t mc_store_batch_upsert(mc_store_t *s, const mc_slice_t *keys, const mc_slice_t *values,
+                                  size_t n, const mc_replicate_config_t *cfg, mc_status_t *st)
+{
+    return batch_put(s, keys, values, NULL, n, cfg, PUT_UPSERT, st);
+}
+
+mc_status_t mc_store_batch_put_parts(mc_store_t *s, const mc_slice_t *keys, const mc_slice_t *parts,
+                                     const size_t *nparts, size_t n,
+                                     const mc_replicate_config_t *cfg, mc_status_t *st)
+{
+    if (n > 0 && nparts == NULL)
+        return MC_ERR_INVALID_PARAMS;
+    return batch_put(s, keys, parts, nparts, n, cfg, 0, st);
+}
+
+mc_status_t mc_store_batch_upsert_parts(mc_store_t *s, const mc_slice_t *keys,
+                                        const mc_slice_t *parts, const size_t *nparts, size_t n,
+                                        const mc_replicate_config_t *cfg, mc_status_t *st)
+{
+    if (n > 0 && nparts == NULL)
+        return MC_ERR_INVALID_PARAMS;
+    return batch_put(s, keys, parts, nparts, n, cfg, PUT_UPSERT, st);
 }

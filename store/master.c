@@ -58,7 +58,7 @@ static mc_status_t check_opts(const mc_master_opts_t *o)
     if (o->lease_ttl_us == 0 || o->client_ttl_us == 0)
         return MC_ERR_INVALID_PARAMS;
     if (o->soft_pin_ttl_us > o->max_soft_pin_ttl_us ||
-        o->max_soft_pin_ttl_us / 1000 > UINT32_MAX) /* pin_ttl_ms is 32 bits */
+        o->max_soft_pin_ttl_us / 1000 >= MC_MASTER_PIN_HARD) /* pin_ttl_ms is 32 bits */
         return MC_ERR_INVALID_PARAMS;
     if (!(o->eviction_ratio >= 0.0 && o->eviction_ratio <= 1.0) ||
         !(o->eviction_high_watermark >= 0.0 && o->eviction_high_watermark <= 1.0))

@@ -217,10 +217,32 @@ typedef struct mc_master_key {
     size_t len;
 } mc_master_key_t;
 
+/* What a put does to the object's soft pin (upstream SoftPinAction). */
+typedef enum mc_master_pin_action {
+    MC_MASTER_PIN_PRESERVE = 0, /* a new object: not pinned; an upsert keeps the pin the
+                                   replaced object had (if it was still running) */
+    MC_MASTER_PIN_ENABLE = 1,   /* pinned for soft_pin_ttl_us (0: opts default) */
+    MC_MASTER_PIN_DISABLE = 2,  /* not pinned; an upsert drops the replaced object's pin */
+} mc_master_pin_action_t;
+
+/* pin_ttl_ms of a hard-pinned object (never evicted; upstream with_hard_pin):
+ * above every soft pin window (max_soft_pin_ttl is checked to stay below). */
+#define MC_MASTER_PIN_HARD UINT32_MAX
+
 typedef struct mc_master_put_cfg {
     uint32_t replica_num; /* wanted; 1..max_replicas */
-    int with_soft_pin;
-    uint64_t soft_pin_ttl_us;              /* 0 = opts default; clamped to the max */
+    int with_soft_pin;    /* = pin_action ENABLE (the older spelling) */
+    uint8_t pin_action;   /* mc_master_pin_action_t */
+    int hard_pin;         /* never evicted (an upsert keeps a hard pin too) */
+    /* replace an existing object of the key (upstream Upsert): a complete one
+     * is removed as by a forced remove (readers holding a lease keep its
+     * space until the lease ends), an unfinished put is pre-empted at once;
+     * then the put starts as a new one. Readers see REPLICA_IS_NOT_READY
+     * until its PutEnd; a revoked upsert leaves no object (as upstream). */
+    int upsert;
+    /* 0 = opts default; clamped to the max. Only with ENABLE (else
+     * INVALID_PARAMS, as upstream). */
+    uint64_t soft_pin_ttl_us;
     const char *const *preferred_segments; /* segment names tried first, in order */
     size_t n_preferred;
     /* 0, or an id the client chose for this put: a PutStart of the same key,
@@ -230,7 +252,7 @@ typedef struct mc_master_put_cfg {
     uint64_t put_id;
 } mc_master_put_cfg_t;
 
-/* replica_num 1, no soft pin, no preference. */
+/* replica_num 1, PRESERVE (no soft pin), no preference, no upsert. */
 void mc_master_put_cfg_init(mc_master_put_cfg_t *c);
 
 /* Start a put: allocate up to cfg->replica_num replicas of `size` bytes on
@@ -249,8 +271,10 @@ void mc_master_put_cfg_init(mc_master_put_cfg_t *c);
  * put_start_release_timeout from its start, because the slow writer may still
  * be writing into it.
  * A resend of an unfinished put (cfg->put_id, see there) gets its replicas.
+ * With cfg->upsert an existing object of the key is replaced (see there).
  * MC_OK, MC_ERR_INVALID_KEY, MC_ERR_INVALID_PARAMS (size 0 or > max_object_size,
- * replica_num 0 or > max_replicas), MC_ERR_OBJECT_ALREADY_EXISTS (a complete
+ * replica_num 0 or > max_replicas, a bad pin_action, a soft_pin_ttl without
+ * ENABLE), MC_ERR_OBJECT_ALREADY_EXISTS (without upsert: a complete
  * object, or an unfinished put younger than the discard timeout),
  * MC_ERR_NO_AVAILABLE_HANDLE, MC_ERR_NOMEM. */
 mc_status_t mc_master_put_start(mc_master_t *m, mc_uuid_t client, const char *key, size_t key_len,

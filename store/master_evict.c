@@ -115,7 +115,8 @@ static uint64_t threshold(sample_t *s, uint64_t want, uint64_t total)
 
 static int eligible(const obj_t *o, uint64_t now_us)
 {
-    return o->state == OBJ_COMPLETE && o->nrep > 0 && !obj_leased(o, now_us);
+    return o->state == OBJ_COMPLETE && o->nrep > 0 && !obj_leased(o, now_us) &&
+           o->pin_ttl_ms != MC_MASTER_PIN_HARD;
 }
 
 /* Evict from every shard, starting at a random one, the eligible objects of

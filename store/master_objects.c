@@ -156,18 +156,28 @@ static void observe_size(shard_t *sh, uint64_t size)
     sh->vsum += size;
 }
 
+static int pin_enabled(const mc_master_put_cfg_t *cfg)
+{
+    return cfg->with_soft_pin || cfg->pin_action == MC_MASTER_PIN_ENABLE;
+}
+
 static mc_status_t check_cfg(const mc_master_t *m, const mc_master_put_cfg_t *cfg)
 {
     if (cfg == NULL || cfg->replica_num == 0 || cfg->replica_num > m->o.max_replicas)
         return MC_ERR_INVALID_PARAMS;
     if (cfg->n_preferred > 0 && cfg->preferred_segments == NULL)
         return MC_ERR_INVALID_PARAMS;
+    /* upstream's checks: a known action, a TTL only with ENABLE */
+    if (cfg->pin_action > MC_MASTER_PIN_DISABLE ||
+        (cfg->with_soft_pin && cfg->pin_action == MC_MASTER_PIN_DISABLE) ||
+        (cfg->soft_pin_ttl_us != 0 && !pin_enabled(cfg)))
+        return MC_ERR_INVALID_PARAMS;
     return MC_OK;
 }
 
 static uint32_t pin_ttl_ms(const mc_master_t *m, const mc_master_put_cfg_t *cfg)
 {
-    if (!cfg->with_soft_pin)
+    if (!pin_enabled(cfg))
         return 0;
     uint64_t ttl = cfg->soft_pin_ttl_us ? cfg->soft_pin_ttl_us : m->o.soft_pin_ttl_us;
     if (ttl > m->o.max_soft_pin_ttl_us)
@@ -175,6 +185,9 @@ static uint32_t pin_ttl_ms(const mc_master_t *m, const mc_master_put_cfg_t *cfg)
     ttl /= 1000;
     return ttl ? (uint32_t)ttl : 1; /* checked at create: fits in 32 bits */
 }
+
+static mc_status_t remove_obj(mc_master_t *m, shard_t *sh, obj_t *o, uint64_t h, int force,
+                              uint64_t now_us);
 
 /* ---- put ---- */
 
@@ -194,7 +207,18 @@ static mc_status_t put_start_locked(mc_master_t *m, shard_t *sh, uint64_t h, mc_
         *nrep = o->nrep;
         return MC_OK;
     }
-    if (o != NULL) {
+    uint32_t pin = cfg->hard_pin ? MC_MASTER_PIN_HARD : pin_ttl_ms(m, cfg);
+    if (o != NULL && cfg->upsert) {
+        /* replace: the old object goes as by a forced remove (a leased one
+         * keeps its space until the lease ends), a put in progress is
+         * pre-empted now; a hard pin stays, PRESERVE keeps a running soft pin */
+        if (o->state == OBJ_COMPLETE && o->pin_ttl_ms == MC_MASTER_PIN_HARD)
+            pin = MC_MASTER_PIN_HARD;
+        else if (o->state == OBJ_COMPLETE && pin == 0 &&
+                 cfg->pin_action == MC_MASTER_PIN_PRESERVE && obj_pinned(o, now_us))
+            pin = o->pin_ttl_ms;
+        remove_obj(m, sh, o, h, 1, now_us);
+    } else if (o != NULL) {
         /* a finished object is never overwritten (remove it first); neither is
          * a put in progress, unless its writer has gone quiet for longer than
          * the discard timeout */
@@ -229,7 +253,7 @@ static mc_status_t put_start_locked(mc_master_t *m, shard_t *sh, uint64_t h, mc_
     o->access_us = now_us; /* put start, while PROCESSING */
     o->lease_us = cfg->put_id;
     o->pin_us = 0;
-    o->pin_ttl_ms = pin_ttl_ms(m, cfg);
+    o->pin_ttl_ms = pin;
     o->key_len = (uint16_t)len;
     o->nrep = (uint8_t)n;
     o->rep_cap = (uint8_t)want;

@@ -223,7 +223,7 @@ void mc_proto_read_segment(mc_mp_reader_t *r, mc_proto_segment_t *out, const cha
 
 void mc_proto_write_put_cfg(mc_mp_writer_t *w, const mc_master_put_cfg_t *c)
 {
-    mc_mp_write_map(w, 4);
+    mc_mp_write_map(w, 7);
     mc_mp_write_uint(w, 1);
     mc_mp_write_uint(w, c->replica_num);
     mc_mp_write_uint(w, 2);
@@ -234,6 +234,12 @@ void mc_proto_write_put_cfg(mc_mp_writer_t *w, const mc_master_put_cfg_t *c)
         mc_mp_write_cstr(w, c->preferred_segments[i]);
     mc_mp_write_uint(w, 4);
     mc_mp_write_uint(w, c->soft_pin_ttl_us);
+    mc_mp_write_uint(w, 5);
+    mc_mp_write_uint(w, c->pin_action);
+    mc_mp_write_uint(w, 6);
+    mc_mp_write_bool(w, c->hard_pin);
+    mc_mp_write_uint(w, 7);
+    mc_mp_write_bool(w, c->upsert);
 }
 
 void mc_proto_put_cfg_init(mc_proto_put_cfg_t *out)
@@ -271,6 +277,18 @@ void mc_proto_read_put_cfg(mc_mp_reader_t *r, mc_proto_put_cfg_t *out, const cha
         }
         case 4:
             out->cfg.soft_pin_ttl_us = mc_mp_read_uint(r);
+            break;
+        case 5: {
+            uint64_t a = mc_mp_read_uint(r);
+            /* out of range stays out of range: the master refuses it */
+            out->cfg.pin_action = a > 255 ? 255 : (uint8_t)a;
+            break;
+        }
+        case 6:
+            out->cfg.hard_pin = mc_mp_read_bool(r);
+            break;
+        case 7:
+            out->cfg.upsert = mc_mp_read_bool(r);
             break;
         default:
             mc_mp_skip(r);

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Run the test binaries of $BUILD: unit tests, then integration tests.
-#   test/run.sh [unit|integration|all]
+# Run the test binaries of $BUILD: unit tests, integration tests, then the
+# Python tests (test/python, one pytest run per file, when $BUILD/python
+# holds the package: not in sanitizer builds).
+#   test/run.sh [unit|integration|python|all]
 # Each test runs under a time limit; the last line is "N passed, N failed".
 set -u
 BUILD=${BUILD:-build}
@@ -14,13 +16,17 @@ pass=0
 fail=0
 failed=()
 
+# run_one PATH LIMIT [COMMAND...]: run COMMAND (default: PATH itself), named
+# by PATH, under a time limit.
 run_one() {
   local t=$1 limit=$2
+  shift 2
+  [ $# -gt 0 ] || set -- "$t"
   local name=${t#$BUILD/}
   local log
   log=$(mktemp)
   local start=$SECONDS
-  if timeout --signal=KILL "$limit" "$t" >"$log" 2>&1; then
+  if timeout --signal=KILL "$limit" "$@" >"$log" 2>&1; then
     pass=$((pass + 1))
     printf 'PASS %-50s %3ds\n' "$name" $((SECONDS - start))
   else
@@ -54,6 +60,17 @@ if [ "$what" = integration ] || [ "$what" = all ]; then
   for t in $(find test/fault -maxdepth 1 -type f -name '*_test.sh' 2>/dev/null | sort); do
     run_one "$t" 300
   done
+fi
+if [ "$what" = python ] || [ "$what" = all ]; then
+  if [ -f "$BUILD/python/mooncake/__init__.py" ]; then
+    for t in $(find test/python -maxdepth 1 -type f -name 'test_*.py' 2>/dev/null | sort); do
+      run_one "$t" 300 env PYTHONPATH="$BUILD/python" /usr/bin/python3 -m pytest -q \
+        -p no:cacheprovider "$t"
+    done
+  elif [ "$what" = python ]; then
+    echo "no Python package in $BUILD/python (make python)"
+    fail=$((fail + 1))
+  fi
 fi
 
 echo

@@ -17,6 +17,7 @@
 #include "transport/cuda.h"
 #include "transport/te.h"
 #include "transport/te_int.h"
+#include "transport/location.h"
 #include "util/log.h"
 #include "util/mem.h"
 #include "util/time.h"
@@ -193,7 +194,7 @@ static mc_status_t bufs_insert(mc_te_t *te, const mc_te_buffer_t *v, size_t n, c
 /* cuda:N memory is checked buffer by buffer (transport/cuda.c). */
 static mc_status_t check_location(const char *loc, const mc_te_buffer_t *bufs, size_t n)
 {
-    if (strncmp(loc, "cpu:", 4) == 0 || strcmp(loc, "*") == 0)
+    if (strncmp(loc, "cpu:", 4) == 0)
         return MC_OK;
     if (strncmp(loc, "cuda:", 5) == 0) {
         for (size_t k = 0; k < n; k++) {
@@ -243,21 +244,18 @@ static mc_status_t tp_reg_new(mc_te_t *te, const mc_te_buffer_t *v, size_t n)
 mc_status_t mc_te_register_batch(mc_te_t *te, const mc_te_buffer_t *bufs, size_t n,
                                  const char *location, int remote_accessible)
 {
-    /* NULL: where the memory is (cuda:N for GPU memory, else cpu:0) */
-    char found[TE_LOCATION_MAX];
-    const char *loc = location;
-    if (loc == NULL) {
-        int gpu = n > 0 && bufs != NULL ? te_gpu_of(bufs[0].addr) : -1;
-        if (gpu >= 0)
-            snprintf(found, sizeof(found), "cuda:%d", gpu);
-        else
-            snprintf(found, sizeof(found), "cpu:0");
-        loc = found;
-    }
     if (n == 0)
         return MC_OK;
     if (bufs == NULL)
         return MC_ERR_INVALID_ARGUMENT;
+    /* NULL or upstream's wildcard "*": where the memory (of the first buffer)
+     * is: cuda:N for GPU memory, else cpu:<its NUMA node> */
+    char detected[TE_LOCATION_MAX];
+    const char *loc = location;
+    if (loc == NULL || strcmp(loc, "*") == 0) {
+        te_location_detect(bufs[0].addr, bufs[0].len, detected, sizeof(detected));
+        loc = detected;
+    }
     mc_status_t st = check_location(loc, bufs, n);
     if (st != MC_OK)
         return st;
@@ -1011,6 +1009,7 @@ static mc_status_t te_open_meta(mc_te_t *te)
 
 mc_status_t mc_te_create(const mc_te_opts_t *o, mc_te_t **out)
 {
+    mc_log_env_once(); /* MC_LOG_LEVEL, before the first line of a host program */
     mc_te_opts_t d;
     mc_te_opts_init(&d);
     if (o == NULL)

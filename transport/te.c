@@ -69,3 +69,44 @@ mc_status_t te_gpu_copy(void *dst, const void *src, size_t n)
 {
     return te_cuda_memcpy(dst, src, n);
 }
+
+mc_status_t mc_te_segment_buffer(mc_te_t *te, mc_te_segment_t seg, size_t i, int refresh,
+                                 uint64_t *addr, uint64_t *len)
+{
+    if (te == NULL)
+        return MC_ERR_INVALID_ARGUMENT;
+    uint64_t a = 0, l = 0;
+    mc_status_t st = MC_ERR_NOT_FOUND;
+    if (seg == MC_TE_LOCAL_SEGMENT) {
+        pthread_rwlock_rdlock(&te->buf_lock);
+        for (size_t k = 0, n = 0; k < te->nbufs; k++)
+            if (te->bufs[k].remote && n++ == i) {
+                a = te->bufs[k].addr;
+                l = te->bufs[k].len;
+                st = MC_OK;
+                break;
+            }
+        pthread_rwlock_unlock(&te->buf_lock);
+    } else {
+        te_seg_t *s = te_seg_get(te, seg);
+        if (s == NULL)
+            return MC_ERR_INVALID_ARGUMENT;
+        if (refresh && (st = te_seg_refresh(te, s)) != MC_OK)
+            return st;
+        st = MC_ERR_NOT_FOUND;
+        pthread_mutex_lock(&te->seg_lock);
+        if (i < s->nbufs) {
+            a = s->bufs[i].addr;
+            l = s->bufs[i].len;
+            st = MC_OK;
+        }
+        pthread_mutex_unlock(&te->seg_lock);
+    }
+    if (st == MC_OK) {
+        if (addr != NULL)
+            *addr = a;
+        if (len != NULL)
+            *len = l;
+    }
+    return st;
+}

@@ -95,8 +95,10 @@ typedef struct mc_store_config {
      * (NULL or "": the default) makes the segment shared memory and reaches
      * same-host peers' segments with memcpy; "off" keeps tcp/rdma for them. */
     const char *shm;
-    const char *shm_group; /* group admitted to our shared memory besides our user;
-                              NULL = our user only */
+    const char *shm_group;    /* group admitted to our shared memory besides our user;
+                                 NULL = our user only */
+    const char *rdma_devices; /* protocol "rdma": comma list of NICs; NULL or "" = all
+                                 (MC_RDMA_DEVICES in the environment wins) */
 } mc_store_config_t;
 
 /* Defaults: as noted per field; no segment (global_segment_size 0) and a
@@ -117,13 +119,30 @@ MC_API mc_status_t mc_store_open(const mc_store_config_t *c, mc_store_t **out);
  * refused there, with an error logged). */
 MC_API void mc_store_close(mc_store_t *s);
 
-/* Where replicas go. */
+/* What a put does to the object's soft pin (upstream SoftPinAction). A
+ * soft-pinned object is evicted only after every unpinned one (and not at
+ * all when the master disallows it); its window restarts at each read. */
+typedef enum mc_soft_pin_action {
+    MC_SOFT_PIN_PRESERVE = 0, /* a new object is not pinned; an upsert keeps the pin
+                                 the replaced object had */
+    MC_SOFT_PIN_ENABLE = 1,   /* pinned for soft_pin_ttl_ms (the master's default
+                                 soft_pin_ttl when not given; 0 = not pinned) */
+    MC_SOFT_PIN_DISABLE = 2,  /* not pinned; an upsert drops the replaced object's pin */
+} mc_soft_pin_action_t;
+
+/* Where replicas go, and how they are protected. */
 typedef struct mc_replicate_config {
     uint32_t replica_num;                  /* 1 by default; best effort above the
                                               number of segments */
-    int with_soft_pin;                     /* protect from eviction for a while */
+    int with_soft_pin;                     /* = soft_pin_action ENABLE (older spelling) */
     const char *const *preferred_segments; /* segment names tried first */
     size_t n_preferred;
+    int soft_pin_action;      /* mc_soft_pin_action_t, PRESERVE by default */
+    int has_soft_pin_ttl;     /* soft_pin_ttl_ms is given; only with ENABLE, else the
+                                 put fails with MC_ERR_INVALID_PARAMS (as upstream) */
+    uint64_t soft_pin_ttl_ms; /* clamped by the master to its max_soft_pin_ttl */
+    int with_hard_pin;        /* never evicted (removed only by remove); an upsert
+                                 keeps a hard pin */
 } mc_replicate_config_t;
 
 MC_API void mc_replicate_config_init(mc_replicate_config_t *c);
@@ -143,11 +162,34 @@ MC_API mc_status_t mc_store_put_parts(mc_store_t *s, const void *key, size_t kle
                                       const mc_slice_t *parts, size_t nparts,
                                       const mc_replicate_config_t *cfg);
 
+/* Upsert (upstream): like put, but an existing object of the key is
+ * replaced instead of kept (put returns MC_ERR_OBJECT_ALREADY_EXISTS). The
+ * old object disappears when the upsert starts (readers that hold a lease
+ * on it finish reading its bytes, which are not reused before their lease
+ * ends; new readers get MC_ERR_REPLICA_IS_NOT_READY until the new value is
+ * complete); a failed upsert leaves no object. An unfinished put of the key
+ * is pre-empted. The soft pin follows cfg->soft_pin_action: PRESERVE keeps
+ * the replaced object's. */
+MC_API mc_status_t mc_store_upsert(mc_store_t *s, const void *key, size_t klen, const void *buf,
+                                   size_t len, const mc_replicate_config_t *cfg);
+MC_API mc_status_t mc_store_upsert_parts(mc_store_t *s, const void *key, size_t klen,
+                                         const mc_slice_t *parts, size_t nparts,
+                                         const mc_replicate_config_t *cfg);
+
 /* Read into buf (len bytes of room). Returns the object size (>= 0) or a
  * negative status; MC_ERR_BUFFER_OVERFLOW when it does not fit, with the
  * needed size in *need (may be NULL). */
 MC_API int64_t mc_store_get(mc_store_t *s, const void *key, size_t klen, void *buf, size_t len,
                             uint64_t *need);
+
+/* Get into memory the caller provides once the size is known: after the
+ * master answered, alloc(arg, size) runs on the calling thread and returns
+ * where to put the size bytes (NULL fails the get with MC_ERR_NOMEM). One
+ * master call, as mc_store_get. Returns the size read or a negative status;
+ * memory alloc returned stays the caller's also when the read then fails. */
+typedef void *(*mc_store_alloc_fn)(void *arg, uint64_t size);
+MC_API int64_t mc_store_get_alloc(mc_store_t *s, const void *key, size_t klen,
+                                  mc_store_alloc_fn alloc, void *arg);
 
 /* 1 exists, 0 not, or a negative status. Does not extend the object's life. */
 MC_API int mc_store_exist(mc_store_t *s, const void *key, size_t klen);
@@ -176,18 +218,50 @@ MC_API mc_status_t mc_store_batch_exist(mc_store_t *s, const mc_slice_t *keys, s
 MC_API mc_status_t mc_store_batch_remove(mc_store_t *s, const mc_slice_t *keys, size_t n, int force,
                                          mc_status_t *st);
 
+/* The batch forms with values in several pieces: key i's value is the
+ * concatenation of nparts[i] slices, taken in order from parts (key 0's
+ * first, then key 1's, ...); gets scatter the object over them in the
+ * same way (result[i]: the object size, which must fit in the pieces'
+ * total, else MC_ERR_BUFFER_OVERFLOW). As the single-buffer forms, pieces
+ * in registered memory (or any memory over tcp) are used in place. The
+ * upsert forms replace existing objects (mc_store_upsert). */
+MC_API mc_status_t mc_store_batch_put_parts(mc_store_t *s, const mc_slice_t *keys,
+                                            const mc_slice_t *parts, const size_t *nparts, size_t n,
+                                            const mc_replicate_config_t *cfg, mc_status_t *st);
+MC_API mc_status_t mc_store_batch_upsert_parts(mc_store_t *s, const mc_slice_t *keys,
+                                               const mc_slice_t *parts, const size_t *nparts,
+                                               size_t n, const mc_replicate_config_t *cfg,
+                                               mc_status_t *st);
+MC_API mc_status_t mc_store_batch_upsert(mc_store_t *s, const mc_slice_t *keys,
+                                         const mc_slice_t *values, size_t n,
+                                         const mc_replicate_config_t *cfg, mc_status_t *st);
+MC_API mc_status_t mc_store_batch_get_parts(mc_store_t *s, const mc_slice_t *keys,
+                                            const mc_slice_t *parts, const size_t *nparts, size_t n,
+                                            int64_t *result);
+
+/* Object sizes (>= 0) or negative statuses per key, with one master call
+ * (it grants read leases, as a get's first step). MC_OK when the batch was
+ * processed. */
+MC_API mc_status_t mc_store_batch_get_size(mc_store_t *s, const mc_slice_t *keys, size_t n,
+                                           int64_t *sizes);
+
 /* Zero-copy forms: buf lies in memory registered with mc_store_register_buffer. */
 MC_API mc_status_t mc_store_put_from(mc_store_t *s, const void *key, size_t klen, const void *buf,
                                      size_t len, const mc_replicate_config_t *cfg);
+MC_API mc_status_t mc_store_upsert_from(mc_store_t *s, const void *key, size_t klen,
+                                        const void *buf, size_t len,
+                                        const mc_replicate_config_t *cfg);
 MC_API int64_t mc_store_get_into(mc_store_t *s, const void *key, size_t klen, void *buf,
                                  size_t len);
 
-/* Register caller memory for the zero-copy forms. Where it lives is asked of
- * the CUDA driver when one is loaded (transfer.h, location NULL): GPU
- * memory registers as "cuda:N" (on RDMA NICs as GPU memory: dma-buf or
- * nvidia-peermem), anything else as "cpu:0". Values in GPU memory (these
- * or any other, registered or not) travel through host memory inside the
- * store: one cuMemcpy each way, never a CPU access to GPU memory. */
+/* Register caller memory for the zero-copy forms. Where it lives is found
+ * by the transfer engine (transfer.h, location NULL): GPU memory registers
+ * as "cuda:N" when a CUDA driver is loaded (on RDMA NICs as GPU memory:
+ * dma-buf or nvidia-peermem), host memory as "cpu:<its NUMA node>". Values
+ * in GPU memory (these or any other, registered or not) travel through host
+ * memory inside the store: one cuMemcpy each way, never a CPU access to GPU
+ * memory. MC_OK, MC_ERR_INVALID_PARAMS, MC_ERR_ADDRESS_OVERLAPPED, or the
+ * engine's refusal. */
 MC_API mc_status_t mc_store_register_buffer(mc_store_t *s, void *buf, size_t len);
 MC_API mc_status_t mc_store_unregister_buffer(mc_store_t *s, void *buf);
 

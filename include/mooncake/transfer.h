@@ -151,15 +151,22 @@ MC_API uint16_t mc_te_port(const mc_te_t *te);
 
 /* Register [addr, addr+len) at location ("cpu:N"; "cuda:N" for GPU memory,
  * which needs the CUDA driver (libcuda.so.1, loaded at run time) and GPU N:
- * MC_ERR_DEVICE_NOT_FOUND without them, the reason logged; NULL = where the
- * memory is, as the CUDA driver tells when one is loaded: "cuda:N" for GPU
- * memory, else "cpu:0"). With
+ * MC_ERR_DEVICE_NOT_FOUND without them, the reason logged). NULL or "*"
+ * (upstream's wildcard): where the memory is: "cuda:N" when the CUDA driver
+ * (if one is loaded) says it is GPU memory, else "cpu:N", N the NUMA node of
+ * its first page (0 when unknown). With
  * remote_accessible, peers may read and write it. Large regions are
  * pre-touched in parallel. Publishes the updated descriptor.
  * MC_OK, MC_ERR_INVALID_ARGUMENT, MC_ERR_ADDRESS_OVERLAPPED, MC_ERR_NOMEM,
  * MC_ERR_METADATA (registered locally but not published). */
 MC_API mc_status_t mc_te_register(mc_te_t *te, void *addr, size_t len, const char *location,
                                   int remote_accessible);
+
+/* Where [addr, addr+len) of this process lives, as mc_te_register with a
+ * NULL location would register it: "cuda:N" (the CUDA driver, when one is
+ * loaded, says it is memory of GPU N), else "cpu:N" (its first page's NUMA
+ * node). Written to out (room >= 16). Any thread; no engine needed. */
+MC_API void mc_te_memory_location(const void *addr, size_t len, char *out, size_t room);
 
 typedef struct mc_te_buffer {
     void *addr;
@@ -199,6 +206,15 @@ MC_API mc_status_t mc_te_unregister(mc_te_t *te, void *addr);
  * MC_TE_LOCAL_SEGMENT. */
 MC_API mc_status_t mc_te_open_segment(mc_te_t *te, const char *name, mc_te_segment_t *out);
 MC_API mc_status_t mc_te_close_segment(mc_te_t *te, mc_te_segment_t seg);
+
+/* Buffer i (in address order) of the ones a segment's descriptor lists
+ * (for MC_TE_LOCAL_SEGMENT: this engine's remote-accessible buffers): its
+ * address and length (each may be NULL). With refresh, the descriptor is
+ * fetched again first (blocking: not from a reactor thread or callback).
+ * MC_OK, MC_ERR_NOT_FOUND (fewer buffers), MC_ERR_INVALID_ARGUMENT (unknown
+ * segment), or the status of the fetch. */
+MC_API mc_status_t mc_te_segment_buffer(mc_te_t *te, mc_te_segment_t seg, size_t i, int refresh,
+                                        uint64_t *addr, uint64_t *len);
 
 /* A batch holds up to capacity requests over its life (submits append). */
 MC_API mc_status_t mc_te_batch_alloc(mc_te_t *te, size_t capacity, mc_te_batch_t **out);

@@ -321,6 +321,126 @@ static void batch_calls_report_each_key(void **state)
     assert_int_equal(mc_store_remove_by_regex(e->s, "^big", 1), 3);
 }
 
+/* mc_store_get_alloc's allocator: records the size it was asked for. */
+typedef struct sc_alloc_rec {
+    uint64_t size;
+    int calls;
+    void *p;
+} sc_alloc_rec_t;
+
+static inline void *sc_rec_alloc(void *arg, uint64_t size)
+{
+    sc_alloc_rec_t *r = arg;
+    r->size = size;
+    r->calls++;
+    r->p = malloc(size);
+    return r->p;
+}
+
+static void upserts_pieces_allocs_and_sizes(void **state)
+{
+    store_env_t *e = *state;
+    uint8_t a[1000], b[3000], out[4000];
+    sc_fill(a, sizeof(a), 1);
+    sc_fill(b, sizeof(b), 2);
+    /* upsert replaces what put keeps */
+    assert_int_equal(mc_store_put(e->s, "u", 1, a, sizeof(a), NULL), MC_OK);
+    assert_int_equal(mc_store_put(e->s, "u", 1, b, sizeof(b), NULL), MC_ERR_OBJECT_ALREADY_EXISTS);
+    assert_int_equal(mc_store_upsert(e->s, "u", 1, b, sizeof(b), NULL), MC_OK);
+    assert_int_equal(mc_store_get(e->s, "u", 1, out, sizeof(out), NULL), (int64_t)sizeof(b));
+    assert_memory_equal(out, b, sizeof(b));
+    mc_slice_t two[2] = {{a, 10}, {b, 20}};
+    assert_int_equal(mc_store_upsert_parts(e->s, "u", 1, two, 2, NULL), MC_OK);
+    assert_int_equal(mc_store_get(e->s, "u", 1, out, sizeof(out), NULL), 30);
+    assert_memory_equal(out, a, 10);
+    assert_memory_equal(out + 10, b, 20);
+
+    /* upstream's soft pin rules, checked before any RPC */
+    mc_replicate_config_t rc;
+    mc_replicate_config_init(&rc);
+    rc.has_soft_pin_ttl = 1;
+    rc.soft_pin_ttl_ms = 1000;
+    assert_int_equal(mc_store_put(e->s, "p", 1, a, 10, &rc), MC_ERR_INVALID_PARAMS);
+    rc.soft_pin_action = 7;
+    assert_int_equal(mc_store_put(e->s, "p", 1, a, 10, &rc), MC_ERR_INVALID_PARAMS);
+    rc.soft_pin_action = MC_SOFT_PIN_ENABLE;
+    rc.with_hard_pin = 1;
+    assert_int_equal(mc_store_put(e->s, "p", 1, a, 10, &rc), MC_OK);
+
+    /* values in pieces: key i in i + 1 pieces, read back into other layouts */
+    enum { N = 3 };
+    mc_slice_t keys[N] = {{"pa", 2}, {"pb", 2}, {"pc", 2}};
+    mc_slice_t parts[6];
+    size_t np[N] = {1, 2, 3};
+    uint8_t *src = malloc(600000), *dst = malloc(600000);
+    sc_fill(src, 600000, 3);
+    size_t at = 0, off = 0;
+    for (int i = 0; i < N; i++)
+        for (size_t q = 0; q < np[i]; q++) {
+            size_t len = 1000 * (at + 1) + 7;
+            parts[at++] = (mc_slice_t){src + off, len};
+            off += len;
+        }
+    mc_status_t st[N];
+    assert_int_equal(mc_store_batch_put_parts(e->s, keys, parts, np, N, NULL, st), MC_OK);
+    for (int i = 0; i < N; i++)
+        assert_int_equal(st[i], MC_OK);
+    /* back as one piece each: the concatenations */
+    int64_t sizes[N + 1];
+    mc_slice_t sk[N + 1] = {keys[0], keys[1], keys[2], {"nosuch", 6}};
+    assert_int_equal(mc_store_batch_get_size(e->s, sk, N + 1, sizes), MC_OK);
+    assert_int_equal(sizes[0], 1007);
+    assert_int_equal(sizes[1], 2007 + 3007);
+    assert_int_equal(sizes[2], 4007 + 5007 + 6007);
+    assert_int_equal(sizes[3], MC_ERR_OBJECT_NOT_FOUND);
+    mc_slice_t one[N];
+    for (int i = 0, o = 0; i < N; i++) {
+        one[i] = (mc_slice_t){dst + o, (size_t)sizes[i]};
+        o += (int)sizes[i];
+    }
+    int64_t res[N];
+    memset(dst, 0, 600000);
+    assert_int_equal(mc_store_batch_get_parts(e->s, keys, one, (size_t[]){1, 1, 1}, N, res), MC_OK);
+    for (int i = 0; i < N; i++)
+        assert_int_equal(res[i], sizes[i]);
+    assert_memory_equal(dst, src, off);
+    /* scattered over pieces of other sizes (key pc: 3 pieces -> 2, the
+     * second one larger than needed) */
+    mc_slice_t sc[2] = {{dst, 100}, {dst + 100, 20000}};
+    memset(dst, 0, 600000);
+    assert_int_equal(mc_store_batch_get_parts(e->s, &keys[2], sc, (size_t[]){2}, 1, res), MC_OK);
+    assert_int_equal(res[0], sizes[2]);
+    assert_memory_equal(dst, src + 1007 + 2007 + 3007, (size_t)sizes[2]);
+    /* too little room: BUFFER_OVERFLOW */
+    mc_slice_t small[1] = {{dst, 10}};
+    assert_int_equal(mc_store_batch_get_parts(e->s, &keys[1], small, (size_t[]){1}, 1, res), MC_OK);
+    assert_int_equal(res[0], MC_ERR_BUFFER_OVERFLOW);
+    /* a batch upsert of pieces replaces them */
+    assert_int_equal(
+        mc_store_batch_upsert_parts(e->s, keys, parts + 3, (size_t[]){1, 1, 1}, N, NULL, st),
+        MC_OK);
+    assert_int_equal(mc_store_batch_get_size(e->s, keys, N, sizes), MC_OK);
+    assert_int_equal(sizes[0], 4007);
+    assert_int_equal(sizes[2], 6007);
+
+    /* get into memory allocated once the size is known */
+    sc_alloc_rec_t r = {0};
+    assert_int_equal(mc_store_get_alloc(e->s, "pb", 2, sc_rec_alloc, &r), 5007);
+    assert_int_equal(r.calls, 1);
+    assert_int_equal(r.size, 5007);
+    assert_memory_equal(r.p, parts[4].ptr, 5007);
+    free(r.p);
+    sc_alloc_rec_t none = {0};
+    assert_int_equal(mc_store_get_alloc(e->s, "nosuch", 6, sc_rec_alloc, &none),
+                     MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(none.calls, 0);
+    assert_int_equal(mc_store_get_alloc(e->s, "", 0, sc_rec_alloc, &none), MC_ERR_INVALID_KEY);
+
+    free(src);
+    free(dst);
+    assert_int_equal(mc_store_remove_all(e->s, 1), 5);
+}
+
 /* Kills node 0: list it last (but for tests of the other nodes). */
 static void a_killed_node_leaves_two_replica_objects_readable_and_puts_go_on(void **state)
 {

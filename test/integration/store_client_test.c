@@ -738,6 +738,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(misuse_gets_upstream_statuses),
         cmocka_unit_test(two_replicas_land_on_the_two_nodes),
         cmocka_unit_test(batch_calls_report_each_key),
+        cmocka_unit_test(upserts_pieces_allocs_and_sizes),
         cmocka_unit_test(async_calls_call_back_once_and_never_inside_the_call),
         cmocka_unit_test(closing_a_busy_client_completes_every_call_once),
         cmocka_unit_test(a_segment_mounted_at_run_time_serves_local_replicas_until_unmounted),

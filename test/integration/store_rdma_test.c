@@ -208,6 +208,7 @@ int main(void)
         cmocka_unit_test(values_of_many_sizes_round_trip_byte_for_byte),
         cmocka_unit_test(registered_buffers_and_parts_round_trip_without_staging),
         cmocka_unit_test(batch_calls_report_each_key),
+        cmocka_unit_test(upserts_pieces_allocs_and_sizes),
         cmocka_unit_test(two_replicas_land_on_the_two_nodes),
         /* rdma only */
         cmocka_unit_test(a_node_without_rdma_is_served_over_tcp),

@@ -887,6 +887,184 @@ static void soft_pin_ttl_is_clamped_to_the_maximum(void **state)
     mc_master_destroy(m);
 }
 
+/* PutStart+PutEnd with a config; the key's info (foreach_key) after. */
+static mc_status_t put_cfg(mc_master_t *m, mc_uuid_t c, const char *key, uint64_t size,
+                           const mc_master_put_cfg_t *cfg, uint64_t now, uint64_t *addr)
+{
+    mc_master_replica_desc_t d[MC_MASTER_MAX_REPLICAS];
+    uint32_t n = 0;
+    mc_status_t st = mc_master_put_start(m, c, key, strlen(key), size, cfg, now, d, &n);
+    if (st != MC_OK)
+        return st;
+    if (addr != NULL)
+        *addr = d[0].address;
+    return mc_master_put_end(m, c, key, strlen(key), now);
+}
+
+static mc_master_key_info_t key_info(mc_master_t *m, const char *key)
+{
+    mc_master_key_info_t ki;
+    size_t c = 0;
+    char re[64];
+    snprintf(re, sizeof(re), "^%s$", key);
+    assert_int_equal(mc_master_foreach_key(m, re, 10, capture_key, &ki, &c), MC_OK);
+    assert_int_equal(c, 1);
+    return ki;
+}
+
+static void a_soft_pin_ttl_without_enable_is_invalid_params(void **state)
+{
+    (void)state;
+    mc_master_t *m = master_new(NULL);
+    mount_seg(m, C1, 1, "node1", MB, T0);
+    mc_master_put_cfg_t cfg;
+    mc_master_put_cfg_init(&cfg);
+    cfg.soft_pin_ttl_us = 10 * SEC; /* PRESERVE + ttl */
+    assert_int_equal(put_cfg(m, C1, "a", 10, &cfg, T0, NULL), MC_ERR_INVALID_PARAMS);
+    cfg.pin_action = MC_MASTER_PIN_DISABLE; /* DISABLE + ttl */
+    assert_int_equal(put_cfg(m, C1, "a", 10, &cfg, T0, NULL), MC_ERR_INVALID_PARAMS);
+    cfg.soft_pin_ttl_us = 0;
+    cfg.pin_action = 3; /* no such action */
+    assert_int_equal(put_cfg(m, C1, "a", 10, &cfg, T0, NULL), MC_ERR_INVALID_PARAMS);
+    cfg.pin_action = MC_MASTER_PIN_ENABLE;
+    cfg.soft_pin_ttl_us = 10 * SEC;
+    assert_int_equal(put_cfg(m, C1, "a", 10, &cfg, T0, NULL), MC_OK);
+    assert_int_equal(key_info(m, "a").soft_pin_until_us, T0 + 10 * SEC);
+    assert_int_equal(stats(m).key_count, 1);
+    mc_master_destroy(m);
+}
+
+static void an_upsert_replaces_a_complete_object_with_a_new_size(void **state)
+{
+    (void)state;
+    mc_master_t *m = master_new(NULL);
+    mount_seg(m, C1, 1, "node1", MB, T0);
+    mc_master_put_cfg_t cfg;
+    mc_master_put_cfg_init(&cfg);
+    assert_int_equal(put_cfg(m, C1, "k", 100, &cfg, T0, NULL), MC_OK);
+    /* a plain put of the key is refused, an upsert (by another client) is not */
+    assert_int_equal(put_cfg(m, C2, "k", 200, &cfg, T0, NULL), MC_ERR_OBJECT_ALREADY_EXISTS);
+    cfg.upsert = 1;
+    mc_master_replica_desc_t d[1];
+    uint32_t n;
+    assert_int_equal(mc_master_put_start(m, C2, "k", 1, 200, &cfg, T0 + 1, d, &n), MC_OK);
+    /* readers wait for the new value; the old writer cannot finish it */
+    assert_int_equal(get_n(m, "k", T0 + 2, NULL), MC_ERR_REPLICA_IS_NOT_READY);
+    assert_int_equal(mc_master_put_end(m, C1, "k", 1, T0 + 2), MC_ERR_ILLEGAL_CLIENT);
+    assert_int_equal(mc_master_put_end(m, C2, "k", 1, T0 + 2), MC_OK);
+    assert_int_equal(key_info(m, "k").size, 200);
+    assert_int_equal(stats(m).key_count, 1);
+    assert_int_equal(stats(m).allocated_bytes, 200);
+    /* on a new key an upsert is a put */
+    assert_int_equal(put_cfg(m, C1, "new", 10, &cfg, T0 + 3, NULL), MC_OK);
+    assert_int_equal(exists(m, "new", T0 + 3), 1);
+    mc_master_destroy(m);
+}
+
+static void an_upsert_of_a_leased_object_keeps_its_space_until_the_lease_ends(void **state)
+{
+    (void)state;
+    mc_master_t *m = master_new(NULL); /* lease 5 s */
+    mount_seg(m, C1, 1, "node1", MB, T0);
+    mc_master_put_cfg_t cfg;
+    mc_master_put_cfg_init(&cfg);
+    uint64_t a1 = 0, a2 = 0;
+    assert_int_equal(put_cfg(m, C1, "k", 100, &cfg, T0, &a1), MC_OK);
+    assert_int_equal(get_n(m, "k", T0, NULL), MC_OK); /* a reader holds a lease */
+    cfg.upsert = 1;
+    assert_int_equal(put_cfg(m, C1, "k", 100, &cfg, T0 + 1, &a2), MC_OK);
+    assert_int_not_equal(a1, a2); /* the reader's bytes are not overwritten */
+    assert_int_equal(stats(m).parked_count, 1);
+    mc_master_tick(m, T0 + 6 * SEC);
+    assert_int_equal(stats(m).parked_count, 0);
+    assert_int_equal(stats(m).allocated_bytes, 100);
+    mc_master_destroy(m);
+}
+
+static void an_upsert_pre_empts_a_put_in_progress(void **state)
+{
+    (void)state;
+    mc_master_t *m = master_new(NULL);
+    mount_seg(m, C1, 1, "node1", MB, T0);
+    assert_int_equal(put_start_n(m, C1, "k", 100, 1, T0, NULL), MC_OK);
+    mc_master_put_cfg_t cfg;
+    mc_master_put_cfg_init(&cfg);
+    cfg.upsert = 1;
+    assert_int_equal(put_cfg(m, C2, "k", 50, &cfg, T0 + 1, NULL), MC_OK);
+    assert_int_equal(mc_master_put_end(m, C1, "k", 1, T0 + 2), MC_ERR_ILLEGAL_CLIENT);
+    assert_int_equal(key_info(m, "k").size, 50);
+    /* the pre-empted writer's space waits for its release timeout */
+    assert_int_equal(stats(m).parked_count, 1);
+    mc_master_destroy(m);
+}
+
+static void upsert_pin_actions_preserve_enable_and_disable(void **state)
+{
+    (void)state;
+    mc_master_t *m = master_new(NULL);
+    mount_seg(m, C1, 1, "node1", MB, T0);
+    mc_master_put_cfg_t cfg;
+    mc_master_put_cfg_init(&cfg);
+    cfg.pin_action = MC_MASTER_PIN_ENABLE;
+    cfg.soft_pin_ttl_us = 60 * SEC;
+    assert_int_equal(put_cfg(m, C1, "k", 10, &cfg, T0, NULL), MC_OK);
+    assert_int_equal(stats(m).soft_pinned_count, 1);
+    /* PRESERVE: the replacement keeps the pin's window */
+    mc_master_put_cfg_init(&cfg);
+    cfg.upsert = 1;
+    assert_int_equal(put_cfg(m, C1, "k", 10, &cfg, T0 + SEC, NULL), MC_OK);
+    assert_int_equal(key_info(m, "k").soft_pin_until_us, T0 + SEC + 60 * SEC);
+    assert_int_equal(stats(m).soft_pinned_count, 1);
+    /* DISABLE: it drops it */
+    cfg.pin_action = MC_MASTER_PIN_DISABLE;
+    assert_int_equal(put_cfg(m, C1, "k", 10, &cfg, T0 + 2 * SEC, NULL), MC_OK);
+    assert_int_equal(key_info(m, "k").soft_pin_until_us, 0);
+    assert_int_equal(stats(m).soft_pinned_count, 0);
+    /* PRESERVE of an unpinned object: still unpinned; ENABLE: the default TTL */
+    cfg.pin_action = MC_MASTER_PIN_PRESERVE;
+    assert_int_equal(put_cfg(m, C1, "k", 10, &cfg, T0 + 3 * SEC, NULL), MC_OK);
+    assert_int_equal(key_info(m, "k").soft_pin_until_us, 0);
+    cfg.pin_action = MC_MASTER_PIN_ENABLE;
+    assert_int_equal(put_cfg(m, C1, "k", 10, &cfg, T0 + 4 * SEC, NULL), MC_OK);
+    assert_int_equal(key_info(m, "k").soft_pin_until_us, T0 + 4 * SEC + 30 * 60 * SEC);
+    /* an expired pin is not carried over by PRESERVE */
+    cfg.pin_action = MC_MASTER_PIN_PRESERVE;
+    uint64_t later = T0 + 4 * SEC + 31 * 60 * SEC;
+    assert_int_equal(put_cfg(m, C1, "k", 10, &cfg, later, NULL), MC_OK);
+    assert_int_equal(key_info(m, "k").soft_pin_until_us, 0);
+    mc_master_destroy(m);
+}
+
+static void a_hard_pinned_object_is_never_evicted_and_stays_pinned_through_upserts(void **state)
+{
+    (void)state;
+    mc_master_opts_t o;
+    mc_master_opts_init(&o);
+    o.eviction_ratio = 1.0;
+    o.client_ttl_us = 1000000 * SEC;
+    mc_master_t *m = master_new(&o);
+    mount_seg(m, C1, 1, "node1", MB, T0);
+    mc_master_put_cfg_t cfg;
+    mc_master_put_cfg_init(&cfg);
+    cfg.hard_pin = 1;
+    assert_int_equal(put_cfg(m, C1, "hard", 400 * KB, &cfg, T0, NULL), MC_OK);
+    mc_master_put_cfg_init(&cfg);
+    assert_int_equal(put_cfg(m, C1, "soft", 400 * KB, &cfg, T0, NULL), MC_OK);
+    /* no room for a third: eviction makes some, never from the hard pin */
+    assert_int_equal(put_cfg(m, C1, "third", 400 * KB, &cfg, T0 + 10 * SEC, NULL), MC_OK);
+    assert_int_equal(exists(m, "hard", T0 + 10 * SEC), 1);
+    assert_int_equal(exists(m, "soft", T0 + 10 * SEC), 0);
+    /* an upsert with DISABLE keeps a hard pin (upstream: immutable) */
+    cfg.upsert = 1;
+    cfg.pin_action = MC_MASTER_PIN_DISABLE;
+    assert_int_equal(put_cfg(m, C1, "hard", 400 * KB, &cfg, T0 + 11 * SEC, NULL), MC_OK);
+    mc_master_put_cfg_init(&cfg);
+    assert_int_equal(put_cfg(m, C1, "fourth", 400 * KB, &cfg, T0 + 20 * SEC, NULL), MC_OK);
+    assert_int_equal(exists(m, "hard", T0 + 20 * SEC), 1);
+    assert_int_equal(exists(m, "third", T0 + 20 * SEC), 0);
+    mc_master_destroy(m);
+}
+
 static void stats_count_keys_bytes_and_value_sizes(void **state)
 {
     (void)state;
@@ -1019,6 +1197,12 @@ int main(void)
         cmocka_unit_test(batch_remove_reports_each_item),
         cmocka_unit_test(batch_calls_take_each_shard_lock_once),
         cmocka_unit_test(soft_pin_ttl_is_clamped_to_the_maximum),
+        cmocka_unit_test(a_soft_pin_ttl_without_enable_is_invalid_params),
+        cmocka_unit_test(an_upsert_replaces_a_complete_object_with_a_new_size),
+        cmocka_unit_test(an_upsert_of_a_leased_object_keeps_its_space_until_the_lease_ends),
+        cmocka_unit_test(an_upsert_pre_empts_a_put_in_progress),
+        cmocka_unit_test(upsert_pin_actions_preserve_enable_and_disable),
+        cmocka_unit_test(a_hard_pinned_object_is_never_evicted_and_stays_pinned_through_upserts),
         cmocka_unit_test(stats_count_keys_bytes_and_value_sizes),
         cmocka_unit_test(allocation_failures_in_put_start_leave_no_trace),
         cmocka_unit_test(create_rejects_inconsistent_options),

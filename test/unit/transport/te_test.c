@@ -609,10 +609,11 @@ static void the_descriptor_lists_the_remote_buffers_in_address_order(void **stat
     assert_int_equal(d.n, 3);
     assert_int_equal(d.addr[0], (uintptr_t)m);
     assert_int_equal(d.len[0], 7);
-    assert_string_equal(d.loc[0], "cpu:0");
+    /* no location (NULL, or upstream's "*"): the memory's own, cpu:<its NUMA node> */
+    assert_int_equal(strncmp(d.loc[0], "cpu:", 4), 0);
     assert_int_equal(d.addr[1], (uintptr_t)(m + 30 * KIB));
     assert_int_equal(d.len[1], 333);
-    assert_string_equal(d.loc[1], "*");
+    assert_int_equal(strncmp(d.loc[1], "cpu:", 4), 0);
     assert_int_equal(d.addr[2], (uintptr_t)(m + 40 * KIB));
     assert_int_equal(d.len[2], 100);
     assert_string_equal(d.loc[2], "cpu:1");

@@ -1,0 +1,224 @@
+"""mooncake.store: upstream Mooncake's store API over mooncake-c.
+
+    from mooncake.store import MooncakeDistributedStore, ReplicateConfig
+
+    store = MooncakeDistributedStore()
+    store.setup("localhost", "P2PHANDSHAKE", 512 << 20, 128 << 20, "tcp", "",
+                "127.0.0.1:50051")
+    store.put("k", b"v")
+    store.get("k")            # b"v"; b"" when absent
+    store.close()
+
+Every data method is implemented in C (mooncake._mooncake.Store) and
+releases the GIL while it waits; the object may be shared by threads.
+Return conventions are upstream's: 0 or a negative error code (the
+constants of this module, e.g. OBJECT_NOT_FOUND == -704), a put of an
+existing key returns 0 and keeps the object (upsert replaces it).
+"""
+
+import enum
+import logging
+
+from . import _mooncake, _util
+from ._mooncake import BufferHandle, ReplicateConfig
+
+log = logging.getLogger("mooncake")
+
+# Upstream's ErrorCode numbers (and mooncake-c's own codes), by name.
+ErrorCode = enum.IntEnum("ErrorCode", _mooncake._status_table())
+globals().update({e.name: int(e) for e in ErrorCode})
+
+
+class SoftPinAction(enum.IntEnum):
+    """What a put does to the object's soft pin (ReplicateConfig.soft_pin_action)."""
+    PRESERVE = 0  # new object: none; upsert: keep the replaced object's pin
+    ENABLE = 1    # pinned for soft_pin_ttl_ms (None: the master's default)
+    DISABLE = 2   # not pinned; an upsert drops the replaced object's pin
+
+
+_mooncake._set_soft_pin_enum(SoftPinAction)
+
+
+class ReplicaStatus(enum.IntEnum):
+    UNDEFINED = 0
+    INITIALIZED = 1
+    PROCESSING = 2
+    COMPLETE = 3
+    REMOVED = 4
+    FAILED = 5
+
+
+class BufferDescriptor:
+    """Where a memory replica lives (upstream AllocatedBuffer::Descriptor)."""
+
+    def __init__(self, size, address, endpoint):
+        self.size_ = size
+        self.buffer_address_ = address
+        self.transport_endpoint_ = endpoint
+
+    def __repr__(self):
+        return (f"<Descriptor size={self.size_} buffer_address={self.buffer_address_} "
+                f"transport_endpoint={self.transport_endpoint_}>")
+
+
+class MemoryDescriptor:
+    def __init__(self, buffer_descriptor):
+        self.buffer_descriptor = buffer_descriptor
+
+
+class DiskDescriptor:
+    def __init__(self, file_path, object_size):
+        self.file_path = file_path
+        self.object_size = object_size
+
+
+class ReplicaDescriptor:
+    """One replica of an object (get_replica_desc)."""
+
+    def __init__(self, segment, address, size, complete, disk):
+        self.status = ReplicaStatus.COMPLETE if complete else ReplicaStatus.PROCESSING
+        self._disk = disk
+        self._mem = MemoryDescriptor(BufferDescriptor(size, address, segment))
+        self._file = DiskDescriptor("", size)
+
+    def is_memory_replica(self):
+        return not self._disk
+
+    def is_disk_replica(self):
+        return self._disk
+
+    def get_memory_descriptor(self):
+        if self._disk:
+            raise RuntimeError("not a memory replica")
+        return self._mem
+
+    def get_disk_descriptor(self):
+        if not self._disk:
+            raise RuntimeError("not a disk replica")
+        return self._file
+
+
+_SETUP_KEYS = ("local_hostname", "metadata_server", "global_segment_size", "local_buffer_size",
+               "protocol", "rdma_devices", "master_server_addr")
+_DEFAULT_SEGMENT = 16 << 20
+_DEFAULT_BUFFER = 16 << 20
+
+
+class MooncakeDistributedStore(_mooncake.Store):
+    """Upstream's MooncakeDistributedStore (see the module docstring)."""
+
+    _warned = set()
+
+    def setup(self, local_hostname, metadata_server=None, global_segment_size=_DEFAULT_SEGMENT,
+              local_buffer_size=_DEFAULT_BUFFER, protocol="tcp", rdma_devices="",
+              master_server_addr="127.0.0.1:50051", engine=None, *, enable_ssd_offload=False,
+              ssd_offload_path="", tenant_id="default"):
+        """setup(local_hostname, metadata_server, global_segment_size=16 MiB,
+        local_buffer_size=16 MiB, protocol="tcp", rdma_devices="",
+        master_server_addr="127.0.0.1:50051") -> 0 or a negative error code.
+
+        Also setup(config: dict) with the same keys; sizes there may be
+        strings ("16MB", "1 GiB": binary units). local_hostname without a
+        port gets a free one in 12300-14300; get_hostname() says which.
+        metadata_server: "P2PHANDSHAKE", "redis://HOST:PORT",
+        "http://HOST:PORT/metadata", "master" or "master://HOST:PORT".
+        A store that is set up is closed first."""
+        if isinstance(local_hostname, dict):
+            if metadata_server is not None:
+                raise TypeError("setup(config): no other argument with a config dict")
+            cfg = dict(local_hostname)
+            unknown = sorted(set(cfg) - set(_SETUP_KEYS))
+            if unknown:
+                self._warn_once(f"setup(config): keys {unknown} are not used by mooncake-c "
+                                "and are ignored")
+            if "local_hostname" not in cfg or "metadata_server" not in cfg:
+                log.error("setup(config): 'local_hostname' and 'metadata_server' are required")
+                return int(ErrorCode.INVALID_PARAMS)
+            local_hostname = cfg["local_hostname"]
+            metadata_server = cfg["metadata_server"]
+            global_segment_size = cfg.get("global_segment_size", _DEFAULT_SEGMENT)
+            local_buffer_size = cfg.get("local_buffer_size", _DEFAULT_BUFFER)
+            protocol = cfg.get("protocol", "tcp")
+            rdma_devices = cfg.get("rdma_devices", "")
+            master_server_addr = cfg.get("master_server_addr", "127.0.0.1:50051")
+        elif metadata_server is None:
+            raise TypeError("setup() missing required argument 'metadata_server' (pos 2)")
+        for name, v in (("local_hostname", local_hostname), ("protocol", protocol),
+                        ("rdma_devices", rdma_devices), ("master_server_addr", master_server_addr),
+                        ("ssd_offload_path", ssd_offload_path), ("tenant_id", tenant_id)):
+            if not isinstance(v, str):
+                raise TypeError(f"setup() argument '{name}' must be str, not {type(v).__name__}")
+        # upstream arguments mooncake-c does not implement
+        if engine is not None:
+            log.error("setup(): sharing a TransferEngine (engine=...) is not supported by "
+                      "mooncake-c: the store runs its own engine")
+            return int(ErrorCode.NOT_SUPPORTED)
+        if tenant_id != "default":
+            log.error("setup(): tenants are not supported by mooncake-c (tenant_id=%r): "
+                      "every client shares one key space", tenant_id)
+            return int(ErrorCode.NOT_SUPPORTED)
+        if enable_ssd_offload or ssd_offload_path:
+            self._warn_once("setup(): enable_ssd_offload / ssd_offload_path are ignored "
+                            "(node-local SSD offload is not in mooncake-c; the master's "
+                            "root_fs_dir tier persists objects instead)")
+        try:
+            gseg = _util.parse_size(global_segment_size, "global_segment_size")
+            lbuf = _util.parse_size(local_buffer_size, "local_buffer_size")
+            host, port = _util.split_host_port(local_hostname)
+        except ValueError as e:
+            log.error("setup(): %s", e)
+            return int(ErrorCode.INVALID_PARAMS)
+        meta = _util.store_metadata(metadata_server)
+        if meta is None:
+            return int(ErrorCode.INVALID_PARAMS)
+        if not host:
+            log.error("setup(): local_hostname %r has no host", local_hostname)
+            return int(ErrorCode.INVALID_PARAMS)
+        rc = ErrorCode.SOCKET
+        for p in _util.candidate_ports(port):
+            rc = self._setup(_util.join_host_port(host, p), meta, gseg, lbuf, protocol,
+                             rdma_devices, master_server_addr, p, host)
+            if rc != ErrorCode.SOCKET or port is not None:
+                break  # only a port taken meanwhile is worth another one
+        return rc
+
+    @classmethod
+    def _warn_once(cls, msg):
+        if msg not in cls._warned:
+            cls._warned.add(msg)
+            log.warning("%s", msg)
+
+    def setup_dummy(self, mem_pool_size, local_buffer_size, server_address):
+        """Upstream's client of a standalone store service: not in this
+        build (returns NOT_SUPPORTED)."""
+        log.error("setup_dummy(): the standalone store service client is not supported by "
+                  "this build of mooncake-c; use setup()")
+        return int(ErrorCode.NOT_SUPPORTED)
+
+    def get_replica_desc(self, key):
+        """[ReplicaDescriptor] of key ([] when absent or on error)."""
+        r = self._query(key)
+        if isinstance(r, int):
+            return []
+        return [ReplicaDescriptor(*t) for t in r]
+
+    def batch_get_replica_desc(self, keys):
+        """{key: [ReplicaDescriptor]} for the keys that exist."""
+        out = {}
+        for k in keys:
+            d = self.get_replica_desc(k)
+            if d:
+                out[k] = d
+        return out
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+
+__all__ = ["MooncakeDistributedStore", "ReplicateConfig", "SoftPinAction", "BufferHandle",
+           "ErrorCode", "ReplicaStatus", "ReplicaDescriptor", "MemoryDescriptor",
+           "DiskDescriptor"] + [e.name for e in ErrorCode]
