@@ -89,6 +89,7 @@ enum { PIN_NONE, PIN_PREFIX, PIN_REUSED };
 
 typedef struct opts {
     const char *trace, *master, *master_http, *label, *key_prefix, *log;
+    const char *transport; /* "tcp" (same-host peers too) or "shm" */
     unsigned workers, nodes;
     unsigned inflight;    /* requests in flight at most (workers that take them) */
     unsigned put_retries; /* resends of a put refused for want of space */
@@ -396,6 +397,7 @@ static int worker_setup(replay_t *r, worker_t *w, unsigned id)
     c.master = o->master;
     c.reactors = 1;
     c.local_buffer_size = 8u << 20; /* TCP uses the worker's buffer in place */
+    c.shm = strcmp(o->transport, "shm") == 0 ? "on" : "off";
     mc_status_t st = mc_store_open(&c, &w->s);
     if (st != MC_OK) {
         fprintf(stderr, "trace_replay: worker %u: cannot open a client of %s: %s\n", id, o->master,
@@ -892,6 +894,8 @@ static void usage(FILE *f)
            "  --label TEXT         free text for the CSV's last column\n"
            "  --key-prefix P       key = P<hash id> (\"tr/\")\n"
            "  --log SPEC           the library's log levels, as [log] level (warn)\n"
+           "  --transport T        tcp: the nodes are reached over TCP as if on other hosts\n"
+           "                       (default); shm: same-host shared memory (store.shm)\n"
            "  --baseline-only      the LRU baselines alone, no store\n"
            "  --core               no cluster: the master's core in this process, a simulated\n"
            "                       clock at trace time / --speedup (1), one request at a time\n"
@@ -905,21 +909,38 @@ static void usage(FILE *f)
 
 static int parse_opts(int argc, char **argv, opts_t *o)
 {
-    static const struct option lo[] = {
-        {"trace", 1, 0, 't'},       {"master", 1, 0, 'm'},      {"workers", 1, 0, 'w'},
-        {"capacity", 1, 0, 'c'},    {"block-size", 1, 0, 'b'},  {"afap", 0, 0, 'a'},
-        {"speedup", 1, 0, 'x'},     {"limit", 1, 0, 'l'},       {"max-inflight", 1, 0, 'I'},
-        {"put-retries", 1, 0, 'R'}, {"core", 0, 0, 'K'},        {"core-set", 1, 0, 'S'},
-        {"soft-pin", 1, 0, 'p'},    {"master-http", 1, 0, 'H'}, {"master-pid", 1, 0, 'P'},
-        {"node-pids", 1, 0, 'N'},   {"nodes", 1, 0, 'n'},       {"label", 1, 0, 'L'},
-        {"key-prefix", 1, 0, 'k'},  {"log", 1, 0, 'g'},         {"baseline-only", 0, 0, 'B'},
-        {"csv-header", 0, 0, 'C'},  {"help", 0, 0, 'h'},        {0, 0, 0, 0}};
+    static const struct option lo[] = {{"trace", 1, 0, 't'},
+                                       {"master", 1, 0, 'm'},
+                                       {"workers", 1, 0, 'w'},
+                                       {"capacity", 1, 0, 'c'},
+                                       {"block-size", 1, 0, 'b'},
+                                       {"afap", 0, 0, 'a'},
+                                       {"speedup", 1, 0, 'x'},
+                                       {"limit", 1, 0, 'l'},
+                                       {"max-inflight", 1, 0, 'I'},
+                                       {"put-retries", 1, 0, 'R'},
+                                       {"core", 0, 0, 'K'},
+                                       {"core-set", 1, 0, 'S'},
+                                       {"soft-pin", 1, 0, 'p'},
+                                       {"master-http", 1, 0, 'H'},
+                                       {"master-pid", 1, 0, 'P'},
+                                       {"node-pids", 1, 0, 'N'},
+                                       {"nodes", 1, 0, 'n'},
+                                       {"label", 1, 0, 'L'},
+                                       {"key-prefix", 1, 0, 'k'},
+                                       {"log", 1, 0, 'g'},
+                                       {"transport", 1, 0, 'T'},
+                                       {"baseline-only", 0, 0, 'B'},
+                                       {"csv-header", 0, 0, 'C'},
+                                       {"help", 0, 0, 'h'},
+                                       {0, 0, 0, 0}};
     o->workers = 4;
     o->capacity = 2000;
     o->block_size = 64u << 10;
     o->label = "";
     o->key_prefix = "tr/";
     o->log = "warn";
+    o->transport = "tcp";
     mc_master_opts_init(&o->core_opts);
     o->core_opts.client_ttl_us = UINT64_MAX / 4; /* the simulated client never pings */
     o->core_tick_us = 100000;                    /* mooncake-master's server.tick_interval */
@@ -1039,6 +1060,11 @@ static int parse_opts(int argc, char **argv, opts_t *o)
             break;
         case 'g':
             o->log = optarg;
+            break;
+        case 'T':
+            if (strcmp(optarg, "tcp") != 0 && strcmp(optarg, "shm") != 0)
+                bad = "--transport: expected tcp or shm";
+            o->transport = optarg;
             break;
         case 'B':
             o->baseline_only = 1;

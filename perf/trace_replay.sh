@@ -8,7 +8,7 @@
 #   perf/trace_replay.sh [-t conversation,synthetic] [-n 4,8,16]
 #                        [-c 500,1000,2000,4000] [-b 64K] [-s 4] [-x afap|X]
 #                        [-o perf/results] [-p PREFIX] [-m section.key=value]...
-#                        [-k] [-- trace_replay flags]
+#                        [-T tcp|shm] [-k] [-- trace_replay flags]
 #
 #   -t  traces: names of perf/traces/NAME_trace.jsonl.gz, or paths of
 #       .jsonl / .jsonl.gz files
@@ -18,6 +18,8 @@
 #   -x  afap (as fast as possible, the default) or a speed-up factor
 #   -o  where PREFIX_NAME.csv and PREFIX_NAME.png go (prefix "trace")
 #   -m  --set for every mooncake-master (repeatable), e.g. -m master.lease_ttl=1s
+#   -T  tcp (default): clients reach the nodes over TCP, as if they were other
+#       hosts (store.shm = off); shm: same-host shared memory
 #   -k  no cluster: trace_replay --core (the master's core in-process, a
 #       simulated clock at trace time / the -x factor (default 1), one request
 #       at a time: the eviction policy alone, deterministic, seconds per run);
@@ -43,6 +45,7 @@ prefix=trace
 msets=()
 csets=()
 core=0
+transport=tcp
 while [ $# -gt 0 ]; do
     case "$1" in
     -t) traces=$2; shift 2 ;;
@@ -55,8 +58,9 @@ while [ $# -gt 0 ]; do
     -p) prefix=$2; shift 2 ;;
     -m) msets+=(--set "$2"); csets+=(--core-set "$2"); shift 2 ;;
     -k) core=1; shift ;;
+    -T) transport=$2; shift 2 ;;
     --) shift; break ;;
-    -h|--help) sed -n '2,31p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
     *) echo "perf/trace_replay.sh: unknown argument '$1' (see -h)" >&2; exit 2 ;;
     esac
 done
@@ -126,6 +130,7 @@ start_cluster() {
     for i in $(seq "$nodes"); do
         "$b/mooncake-store-server" --set "store.master=$MASTER" \
             --set "store.global_segment_size=$seg" --set store.reactors=1 --set log.level=warn \
+            --set "store.shm=$([ "$transport" = shm ] && echo on || echo off)" \
             >"$tmp/node$i.out" 2>"$tmp/node$i.log" &
         pids+=($!)
         NPIDS=${NPIDS:+$NPIDS,}$!
@@ -171,8 +176,8 @@ for tr in "${tlist[@]}"; do
                 start_cluster "$seg"
                 "$b/trace_replay" --trace "$file" --master "$MASTER" --master-http "$HTTP" \
                     --master-pid "$MPID" --node-pids "$NPIDS" --nodes "$nodes" --workers "$n" \
-                    --capacity "$c" --block-size "$block" "${mode[@]}" "${extra[@]}" \
-                    >"$tmp/run.out" 2>"$tmp/run.err"
+                    --capacity "$c" --block-size "$block" --transport "$transport" \
+                    "${mode[@]}" "${extra[@]}" >"$tmp/run.out" 2>"$tmp/run.err"
                 rc=$?
             fi
             set -e

@@ -300,7 +300,11 @@ mc_status_t mc_master_put_revoke(mc_master_t *m, mc_uuid_t client, const char *k
  * report each item in st[i]; MC_ERR_INVALID_PARAMS (bad cfg, n and arrays) or
  * MC_ERR_NOMEM otherwise (st[] untouched). Items are processed grouped by shard,
  * in key order within a shard, so a key repeated in one batch_put_start gets
- * OBJECT_ALREADY_EXISTS the second time.
+ * OBJECT_ALREADY_EXISTS the second time. batch_put_end and
+ * batch_get_replica_list record key i's access (for LRU) i microseconds
+ * before now: a batch's later keys rank as less recently used, and eviction
+ * takes a batch's tail first (a KV cache's blocks come in prefix order;
+ * master_objects.c, BATCH_RANK). Leases and soft pins run from now.
  * batch_put_start: descs[] has room for n * cfg->replica_num; item i's replicas
  * are descs[i * replica_num ...], nrep[i] of them. */
 mc_status_t mc_master_batch_put_start(mc_master_t *m, mc_uuid_t client, const mc_master_key_t *keys,

