@@ -20,6 +20,7 @@
  */
 #include <dlfcn.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -219,6 +220,22 @@ static void load(void)
     g.ngpus = n > TE_CUDA_MAX_GPUS ? TE_CUDA_MAX_GPUS : n;
     MC_INFO(TRANSPORT, "CUDA driver %s loaded: %d GPU(s)%s", g.path, g.ngpus,
             g.host_view ? " (a FAKE driver for tests: host memory stands for GPU memory)" : "");
+}
+
+int te_cuda_in_process(void)
+{
+    static _Atomic int seen;
+    if (atomic_load_explicit(&seen, memory_order_acquire))
+        return te_cuda_gpus(NULL) > 0;
+    /* GPU memory exists only where the driver was loaded (by the host or by
+     * us): without it there is nothing to ask, and nothing is loaded */
+    const char *env = mc_conf_env_str("MC_CUDA_LIBRARY");
+    void *h = dlopen(env != NULL ? env : "libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    if (h == NULL)
+        return 0;
+    dlclose(h);
+    atomic_store_explicit(&seen, 1, memory_order_release);
+    return te_cuda_gpus(NULL) > 0;
 }
 
 int te_cuda_gpus(const char **why)

@@ -30,6 +30,10 @@
 
 /* GPUs visible (0 without the driver or a GPU; *why then says which). */
 int te_cuda_gpus(const char **why);
+/* 1 when the CUDA driver is in this process (the host loaded it, or we
+ * did) and sees a GPU: only then can memory be GPU memory. Never loads the
+ * driver itself: processes that do not use CUDA stay without it. */
+int te_cuda_in_process(void);
 /* The library loaded ("" none). */
 const char *te_cuda_library(void);
 /* "cuda:N" -> N. MC_ERR_INVALID_ARGUMENT otherwise. */

@@ -60,7 +60,7 @@ size_t te_segment_buffers(mc_te_t *te, mc_te_segment_t id, te_range_t *out, size
 int te_gpu_of(const void *p)
 {
     int gpu = -1;
-    if (te_cuda_gpus(NULL) == 0 || te_cuda_ptr_gpu(p, &gpu) != MC_OK)
+    if (!te_cuda_in_process() || te_cuda_ptr_gpu(p, &gpu) != MC_OK)
         return -1;
     return gpu;
 }

@@ -121,8 +121,10 @@ uint64_t te_shm_bytes(mc_te_t *te);
 /* ------------------------------------------------------------------- gpu */
 
 /* The GPU whose memory p is (the CUDA driver's answer, transport/cuda.h):
- * its ordinal, or -1 for host memory, without a driver or GPU, or when the
- * library misbehaved (logged). Costs a driver call when GPUs exist. */
+ * its ordinal, or -1 for host memory, when the driver is not in the
+ * process (it is never loaded for this: without it no GPU memory exists),
+ * without a GPU, or when the library misbehaved (logged). Costs a driver
+ * call when GPUs exist. */
 int te_gpu_of(const void *p);
 /* Copy n bytes where either side may be GPU memory (cuMemcpy with the
  * GPU's context current, the caller's put back). MC_OK;

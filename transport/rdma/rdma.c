@@ -140,21 +140,20 @@ static void transport_free(rd_transport_t *t)
  * through (the usual first failure on a new machine). */
 static void env_checks(rd_transport_t *t)
 {
+    if (t->v == &rv_emu_ops)
+        return; /* emulated NICs pin nothing */
     static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
     static int prepared;
     char note[400] = "";
     pthread_mutex_lock(&mu);
-    if (!prepared) {
-        mc_status_t st = t->v->prepare(note, sizeof(note));
-        if (st == MC_OK)
+    if (!prepared && t->v->prepare != NULL) {
+        if (t->v->prepare(note, sizeof(note)) == MC_OK)
             MC_INFO(RDMA, "%s", note);
         else
             MC_WARN(RDMA, "%s", note);
         prepared = 1;
     }
     pthread_mutex_unlock(&mu);
-    if (t->v == &rv_emu_ops)
-        return; /* emulated NICs pin nothing */
     if (rd_memlock_check(RD_MEMLOCK_WARN, note, sizeof(note)) != MC_OK)
         MC_WARN(RDMA, "%s", note);
 }

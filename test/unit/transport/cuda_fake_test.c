@@ -327,6 +327,14 @@ static int child(const char *mode)
         uint8_t *d = dev_alloc(0, 4096);
         return te_cuda_check("cuda:0", d, 4096) == MC_ERR_NOT_SUPPORTED ? 0 : 3;
     }
+    if (strcmp(mode, "not_loaded") == 0) {
+        /* a process that never loaded the driver: asking where memory is
+         * does not load it (nothing there can be GPU memory) */
+        static uint8_t host[64];
+        if (te_gpu_of(host) != -1)
+            return 7;
+        return dlopen(lib_path, RTLD_NOW | RTLD_NOLOAD) == NULL ? 0 : 8;
+    }
     if (strcmp(mode, "no_way") == 0) {
         /* no dma-buf export and no peermem: GPU memory is refused on the
          * NICs (the install said so), host memory still works */
@@ -376,6 +384,12 @@ static void without_dma_buf_or_peermem_gpu_memory_is_refused_on_the_nics(void **
     run_child("no_way", "FAKE_CUDA_NO_DMABUF", "1");
 }
 
+static void asking_where_memory_is_never_loads_the_driver(void **state)
+{
+    (void)state;
+    run_child("not_loaded", "FAKE_CUDA_GPUS", "2");
+}
+
 int main(int argc, char **argv)
 {
     test_rdma_env_clear();
@@ -388,6 +402,8 @@ int main(int argc, char **argv)
     }
     setenv("MC_CUDA_LIBRARY", lib_path, 1);
     unsetenv("MC_GPU_REG");
+    if (argc == 3 && strcmp(argv[1], "--child") == 0 && strcmp(argv[2], "not_loaded") == 0)
+        return child(argv[2]);
     lib = dlopen(lib_path, RTLD_NOW | RTLD_LOCAL);
     if (lib == NULL) {
         fprintf(stderr, "cuda_fake_test: %s\n", dlerror());
@@ -406,6 +422,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(gpu_memory_registers_through_peermem_when_asked),
         cmocka_unit_test(a_library_writing_past_its_values_is_refused),
         cmocka_unit_test(without_dma_buf_or_peermem_gpu_memory_is_refused_on_the_nics),
+        cmocka_unit_test(asking_where_memory_is_never_loads_the_driver),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
