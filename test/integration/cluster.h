@@ -194,6 +194,71 @@ static inline int tc_wait_listening(test_proc_t *p, unsigned port, int timeout_m
     return -1;
 }
 
+/* GET http://127.0.0.1:port/path (HTTP/1.0) within timeout_ms: the status
+ * code and the body in *body (malloc'd, NUL-terminated: free it), or -1
+ * (no connection, no answer, not HTTP; *body untouched). */
+static inline int tc_http_get(unsigned port, const char *path, char **body, int timeout_ms)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_port = htons((uint16_t)port),
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof(a)) != 0) {
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    char req[512];
+    int rl = snprintf(req, sizeof(req), "GET %s HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n", path);
+    size_t cap = 65536, len = 0;
+    char *buf = write(fd, req, (size_t)rl) == rl ? malloc(cap) : NULL;
+    uint64_t deadline = mc_now_ms() + (uint64_t)timeout_ms;
+    while (buf != NULL) {
+        struct pollfd pfd = {.fd = fd, .events = POLLIN};
+        uint64_t now = mc_now_ms();
+        if (now >= deadline || poll(&pfd, 1, (int)(deadline - now)) != 1)
+            break;
+        if (len + 1 == cap) {
+            char *more = realloc(buf, cap * 2);
+            if (more == NULL)
+                break;
+            buf = more;
+            cap *= 2;
+        }
+        ssize_t n = read(fd, buf + len, cap - len - 1);
+        if (n <= 0)
+            break;
+        len += (size_t)n;
+    }
+    close(fd);
+    if (buf == NULL)
+        return -1;
+    buf[len] = '\0';
+    int code = -1;
+    char *sep = strstr(buf, "\r\n\r\n");
+    if (sscanf(buf, "HTTP/1.%*d %d", &code) != 1 || sep == NULL) {
+        free(buf);
+        return -1;
+    }
+    memmove(buf, sep + 4, len - (size_t)(sep + 4 - buf) + 1);
+    *body = buf;
+    return code;
+}
+
+/* Deterministic bytes for (seed, offset), the values tests write and check. */
+static inline void tc_fill(uint8_t *p, size_t n, uint64_t seed)
+{
+    uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
+    for (size_t i = 0; i < n; i++) {
+        if ((i & 7) == 0) {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+        }
+        p[i] = (uint8_t)(x >> ((i & 7) * 8));
+    }
+}
+
 /* ------------------------------------------------------- argument lists */
 
 typedef struct tc_args {

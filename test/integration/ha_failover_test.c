@@ -183,19 +183,6 @@ static int start_node(env_t *e, int i)
     return tc_node_start(&e->node[i], e->master_url, sets);
 }
 
-static void fill(uint8_t *p, size_t n, uint64_t seed)
-{
-    uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
-    for (size_t i = 0; i < n; i++) {
-        if ((i & 7) == 0) {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-        }
-        p[i] = (uint8_t)(x >> ((i & 7) * 8));
-    }
-}
-
 static size_t val_len(unsigned i)
 {
     return 512 + (i * 7919u) % (MAXVAL - 512);
@@ -280,7 +267,7 @@ static void *load_main(void *arg)
         char key[32];
         int kl = snprintf(key, sizeof(key), "ha-%06u", i);
         size_t n = val_len(i);
-        fill(buf, n, i);
+        tc_fill(buf, n, i);
         uint64_t t0 = mc_now_us();
         mc_status_t st = mc_store_put(l->e->s, key, (size_t)kl, buf, n, NULL);
         note_time(l, t0);
@@ -304,7 +291,7 @@ static void *load_main(void *arg)
         int64_t r = mc_store_get(l->e->s, key, (size_t)kl, got, MAXVAL, NULL);
         note_time(l, t0);
         if (r >= 0) {
-            fill(buf, val_len(j), j);
+            tc_fill(buf, val_len(j), j);
             if ((size_t)r == val_len(j) && memcmp(got, buf, (size_t)r) == 0)
                 atomic_fetch_add(&l->gets_ok, 1);
             else
@@ -335,7 +322,7 @@ static void check_all_acked(load_t *l)
         }
         if (r < 0)
             fail_msg("acknowledged put %s is not readable: %s", key, mc_status_str((int)r));
-        fill(want, val_len(i), i);
+        tc_fill(want, val_len(i), i);
         assert_int_equal(r, val_len(i));
         assert_memory_equal(got, want, (size_t)r);
         checked++;
@@ -513,7 +500,7 @@ static void a_frozen_leader_is_deposed_and_its_late_writes_are_refused(void **st
     assert_true(old >= 0);
     /* something to keep: acknowledged before the freeze */
     uint8_t buf[4096], got[4096];
-    fill(buf, sizeof(buf), 777);
+    tc_fill(buf, sizeof(buf), 777);
     assert_int_equal(mc_store_put(e->s, "frozen-before", 13, buf, sizeof(buf), NULL), MC_OK);
     assert_int_equal(test_proc_freeze(e->m[old].proc.pid), 0);
     int64_t v1 = 0;
@@ -521,7 +508,7 @@ static void a_frozen_leader_is_deposed_and_its_late_writes_are_refused(void **st
     assert_true(nl >= 0);
     assert_true(v1 > v0);
     /* the client follows; puts work on the new leader */
-    fill(buf, sizeof(buf), 778);
+    tc_fill(buf, sizeof(buf), 778);
     mc_status_t st = MC_ERR_NOT_LEADER;
     for (int attempt = 0; attempt < 20 && st != MC_OK; attempt++) {
         st = mc_store_put(e->s, "frozen-after", 12, buf, sizeof(buf), NULL);
@@ -548,7 +535,7 @@ static void a_frozen_leader_is_deposed_and_its_late_writes_are_refused(void **st
     /* one history: both puts are there with their bytes */
     assert_int_equal(mc_store_get(e->s, "frozen-after", 12, got, sizeof(got), NULL), 4096);
     assert_memory_equal(got, buf, sizeof(buf));
-    fill(buf, sizeof(buf), 777);
+    tc_fill(buf, sizeof(buf), 777);
     assert_int_equal(mc_store_get(e->s, "frozen-before", 13, got, sizeof(got), NULL), 4096);
     assert_memory_equal(got, buf, sizeof(buf));
 }
@@ -587,7 +574,7 @@ static void the_embedded_metadata_service_follows_the_leader(void **state)
     rc.preferred_segments = &bname;
     rc.n_preferred = 1;
     uint8_t v[8192], got[8192];
-    fill(v, sizeof(v), 99);
+    tc_fill(v, sizeof(v), 99);
     mc_status_t st = MC_ERR_NOT_LEADER;
     for (int attempt = 0; attempt < 30 && st != MC_OK; attempt++) {
         st = mc_store_put(a, "on-b", 4, v, sizeof(v), &rc);
@@ -695,7 +682,7 @@ static void a_leader_whose_lease_was_taken_cannot_append(void **state)
     assert_true(nl >= 0);
     assert_true(v1 > v0);
     uint8_t buf[1000], got[1000];
-    fill(buf, sizeof(buf), 4242);
+    tc_fill(buf, sizeof(buf), 4242);
     st = MC_ERR_NOT_LEADER;
     for (int attempt = 0; attempt < 20 && st != MC_OK; attempt++) {
         st = mc_store_put(e->s, "after-fencing", 13, buf, sizeof(buf), NULL);
@@ -773,9 +760,9 @@ static void a_journal_that_lost_its_tail_makes_every_master_rebuild_from_it(void
     int l = wait_leader(e, -1, 3000, &v0);
     assert_true(l >= 0);
     uint8_t a[2000], b[2000], c[2000], got[2000];
-    fill(a, sizeof(a), 9001);
-    fill(b, sizeof(b), 9002);
-    fill(c, sizeof(c), 9003);
+    tc_fill(a, sizeof(a), 9001);
+    tc_fill(b, sizeof(b), 9002);
+    tc_fill(c, sizeof(c), 9003);
     mc_status_t st = MC_ERR_NOT_LEADER;
     for (int attempt = 0; attempt < 20 && st != MC_OK; attempt++) {
         st = mc_store_put(e->s, "tail-a", 6, a, sizeof(a), NULL);
@@ -893,7 +880,7 @@ static void garbage_in_the_journal_stops_the_standbys_without_a_crash(void **sta
     }
     /* the leader does not read the journal: it goes on */
     uint8_t v[512], got[512];
-    fill(v, sizeof(v), 31337);
+    tc_fill(v, sizeof(v), 31337);
     assert_int_equal(mc_store_put(e->s, "after-garbage", 13, v, sizeof(v), NULL), MC_OK);
     assert_int_equal(mc_store_get(e->s, "after-garbage", 13, got, sizeof(got), NULL), 512);
     assert_int_equal(http_get(e->m[l].http_port, "/role", body, sizeof(body)), 200);

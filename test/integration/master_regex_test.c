@@ -20,7 +20,7 @@
 
 #include <stdatomic.h>
 
-#include "proc.h"
+#include "cluster.h"
 #include "reactor/reactor.h"
 #include "rpc/methods.h"
 #include "rpc/rpc.h"
@@ -31,7 +31,6 @@
 #define NKEYS 8000
 #define NAS 13 /* a's per key: ~1 ms of backtracking each, under the match limit */
 #define CALL_TIMEOUT_US 30000000
-#define START_TIMEOUT_MS 10000
 
 static const mc_uuid_t CLIENT = {0x5ca7, 1};
 static const mc_master_segment_t SEG = {.id = {0x5e6, 1},
@@ -41,118 +40,31 @@ static const mc_master_segment_t SEG = {.id = {0x5e6, 1},
                                         .size = 1ull << 30};
 
 typedef struct env {
-    test_proc_t master;
-    unsigned rpc_port, http_port;
+    tc_master_t master;
     mc_reactor_group_t *g;
     mc_rpc_client_t *c;
 } env_t;
 
 /* ---------------------------------------------------------- the master */
 
-static int start_master_once(env_t *e)
-{
-    char bin[256], rpc[64], http[64];
-    e->rpc_port = test_free_port();
-    do
-        e->http_port = test_free_port();
-    while (e->http_port == e->rpc_port);
-    snprintf(rpc, sizeof(rpc), "server.rpc_port=%u", e->rpc_port);
-    snprintf(http, sizeof(http), "server.http_port=%u", e->http_port);
-    char *argv[] = {(char *)test_prog("mooncake-master", bin, sizeof(bin)),
-                    "--set",
-                    "server.bind_address=127.0.0.1",
-                    "--set",
-                    rpc,
-                    "--set",
-                    http,
-                    "--set",
-                    "server.reactors=1",
-                    "--set",
-                    "server.regex_timeout=1s",
-                    "--set",
-                    "master.client_ttl=60s",
-                    "--set",
-                    "master.regex_max_len=200",
-                    "--set",
-                    "log.level=warn",
-                    NULL};
-    if (test_proc_start(&e->master, argv) != 0)
-        return -1;
-    uint64_t deadline = mc_now_ms() + START_TIMEOUT_MS;
-    while (mc_now_ms() < deadline) {
-        int status;
-        if (waitpid(e->master.pid, &status, WNOHANG) == e->master.pid) {
-            close(e->master.out_fd);
-            e->master.pid = 0;
-            return -1;
-        }
-        if (test_port_open(e->rpc_port) && test_port_open(e->http_port))
-            return 0;
-        usleep(10000);
-    }
-    test_proc_stop(&e->master, SIGKILL, 1000);
-    return -1;
-}
+static const char *const master_sets[] = {"server.regex_timeout=1s", "master.client_ttl=60s",
+                                          "master.regex_max_len=200", "log.level=warn", NULL};
 
 static int master_alive(env_t *e)
 {
-    int status;
-    return e->master.pid > 0 && waitpid(e->master.pid, &status, WNOHANG) == 0;
+    return tc_alive(&e->master.proc, NULL);
 }
 
 /* GET path over HTTP/1.0; the status code, the body in *body (free it). */
 static int http_get(unsigned port, const char *path, char **body)
 {
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
-    if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof(a)) != 0) {
-        if (fd >= 0)
-            close(fd);
-        return -1;
-    }
-    char req[512];
-    int rl = snprintf(req, sizeof(req), "GET %s HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n", path);
-    if (write(fd, req, (size_t)rl) != rl) {
-        close(fd);
-        return -1;
-    }
-    size_t cap = 65536, len = 0;
-    char *buf = malloc(cap);
-    assert_non_null(buf);
-    uint64_t deadline = mc_now_ms() + 10000;
-    for (;;) {
-        struct pollfd pfd = {.fd = fd, .events = POLLIN};
-        uint64_t now = mc_now_ms();
-        if (now >= deadline || poll(&pfd, 1, (int)(deadline - now)) != 1)
-            break;
-        if (len + 1 == cap) {
-            cap *= 2;
-            buf = realloc(buf, cap);
-            assert_non_null(buf);
-        }
-        ssize_t n = read(fd, buf + len, cap - len - 1);
-        if (n <= 0)
-            break;
-        len += (size_t)n;
-    }
-    close(fd);
-    buf[len] = '\0';
-    int code = -1;
-    char *sep = strstr(buf, "\r\n\r\n");
-    if (sscanf(buf, "HTTP/1.%*d %d", &code) != 1 || sep == NULL) {
-        free(buf);
-        return -1;
-    }
-    memmove(buf, sep + 4, len - (size_t)(sep + 4 - buf) + 1);
-    *body = buf;
-    return code;
+    return tc_http_get(port, path, body, 10000);
 }
 
 static int64_t metric(env_t *e, const char *name)
 {
     char *text = NULL;
-    assert_int_equal(http_get(e->http_port, "/metrics", &text), 200);
+    assert_int_equal(http_get(e->master.http_port, "/metrics", &text), 200);
     size_t nl = strlen(name);
     int64_t v = -1;
     for (const char *p = text; p != NULL && *p != '\0'; p = strchr(p, '\n'), p = p ? p + 1 : p)
@@ -306,10 +218,7 @@ static int setup(void **state)
     static env_t e;
     memset(&e, 0, sizeof(e));
     signal(SIGPIPE, SIG_IGN);
-    int started = -1;
-    for (int attempt = 0; attempt < 5 && started != 0; attempt++)
-        started = start_master_once(&e);
-    assert_int_equal(started, 0);
+    assert_int_equal(tc_master_start(&e.master, master_sets), 0);
     mc_reactor_group_opts_t go;
     mc_reactor_group_opts_init(&go);
     go.count = 1;
@@ -318,7 +227,7 @@ static int setup(void **state)
     mc_rpc_client_opts_t o;
     mc_rpc_client_opts_init(&o);
     o.host = "127.0.0.1";
-    o.port = (uint16_t)e.rpc_port;
+    o.port = (uint16_t)e.master.rpc_port;
     assert_int_equal(mc_rpc_client_create(mc_reactor_group_get(e.g, 0), &o, &e.c), MC_OK);
     *state = &e;
     return 0;
@@ -329,8 +238,8 @@ static int teardown(void **state)
     env_t *e = *state;
     mc_rpc_client_destroy(e->c);
     mc_reactor_group_destroy(e->g);
-    if (e->master.pid > 0)
-        assert_int_equal(test_proc_stop(&e->master, SIGTERM, 10000), 0);
+    if (e->master.proc.pid > 0)
+        assert_int_equal(tc_stop_ms(&e->master.proc, SIGTERM, 10000), 0);
     return 0;
 }
 
@@ -349,7 +258,8 @@ static void the_regex_of_death_is_refused_with_a_reason_and_the_master_lives(voi
     assert_non_null(strstr(why, "too large"));
 
     char *body = NULL;
-    assert_int_equal(http_get(e->http_port, "/keys?regex=%28.%2A%29%7B1%2C32767%7D", &body), 400);
+    assert_int_equal(http_get(e->master.http_port, "/keys?regex=%28.%2A%29%7B1%2C32767%7D", &body),
+                     400);
     assert_non_null(strstr(body, "too large"));
     free(body);
 
@@ -384,7 +294,7 @@ static void a_backtracking_scan_runs_off_the_reactor_and_stops_at_its_deadline(v
         assert_int_equal(atomic_load(&r.regex_at), 0);
         /* so is HTTP, on the same (only) reactor */
         char *body = NULL;
-        assert_int_equal(http_get(e->http_port, "/health", &body), 200);
+        assert_int_equal(http_get(e->master.http_port, "/health", &body), 200);
         free(body);
         assert_int_equal(atomic_load(&r.regex_at), 0);
         /* ~8 s of backtracking: the 1 s budget ends it */
@@ -401,8 +311,8 @@ static void a_backtracking_scan_runs_off_the_reactor_and_stops_at_its_deadline(v
      * (at its "z", after ~1 ms of backtracking), so the limit must exceed
      * NKEYS: the default (1000) would end the scan, full, near the budget. */
     char *body = NULL;
-    assert_int_equal(http_get(e->http_port, "/keys?regex=%28a%2A%29%2A%5C1z&limit=100000", &body),
-                     400);
+    assert_int_equal(
+        http_get(e->master.http_port, "/keys?regex=%28a%2A%29%2A%5C1z&limit=100000", &body), 400);
     assert_non_null(strstr(body, "time budget"));
     free(body);
 

@@ -191,45 +191,7 @@ static int teardown(void **state)
  * in *body, or -1. */
 static int http_get(unsigned port, const char *path, char **body)
 {
-    int fd = tcp_connect(port);
-    if (fd < 0)
-        return -1;
-    char req[256];
-    int rl = snprintf(req, sizeof(req), "GET %s HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n", path);
-    if (write(fd, req, (size_t)rl) != rl) {
-        close(fd);
-        return -1;
-    }
-    size_t cap = 65536, len = 0;
-    char *buf = malloc(cap);
-    assert_non_null(buf);
-    uint64_t deadline = mc_now_ms() + 3000;
-    for (;;) {
-        struct pollfd pfd = {.fd = fd, .events = POLLIN};
-        uint64_t now = mc_now_ms();
-        if (now >= deadline || poll(&pfd, 1, (int)(deadline - now)) != 1)
-            break;
-        if (len + 1 == cap) {
-            cap *= 2;
-            buf = realloc(buf, cap);
-            assert_non_null(buf);
-        }
-        ssize_t n = read(fd, buf + len, cap - len - 1);
-        if (n <= 0)
-            break;
-        len += (size_t)n;
-    }
-    close(fd);
-    buf[len] = '\0';
-    int code = -1;
-    char *sep = strstr(buf, "\r\n\r\n");
-    if (sscanf(buf, "HTTP/1.%*d %d", &code) != 1 || sep == NULL) {
-        free(buf);
-        return -1;
-    }
-    memmove(buf, sep + 4, len - (size_t)(sep + 4 - buf) + 1);
-    *body = buf;
-    return code;
+    return tc_http_get(port, path, body, 3000);
 }
 
 /* The value of an unlabelled Prometheus sample, or -1 when absent. */

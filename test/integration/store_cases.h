@@ -33,18 +33,10 @@ typedef struct store_env {
     uint64_t (*moved)(struct store_env *e);
 } store_env_t;
 
-/* Deterministic bytes for (seed, offset). */
+/* Deterministic bytes for (seed, offset) (cluster.h's tc_fill). */
 static inline void sc_fill(uint8_t *p, size_t n, uint64_t seed)
 {
-    uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
-    for (size_t i = 0; i < n; i++) {
-        if ((i & 7) == 0) {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-        }
-        p[i] = (uint8_t)(x >> ((i & 7) * 8));
-    }
+    tc_fill(p, n, seed);
 }
 
 static inline uint64_t sc_moved(store_env_t *e)
@@ -68,7 +60,7 @@ static inline void sc_round_trip(mc_store_t *s, const char *key, size_t len, uin
     uint8_t *v = malloc(len), *back = malloc(len + 16);
     assert_non_null(v);
     assert_non_null(back);
-    sc_fill(v, len, len ^ strlen(key));
+    tc_fill(v, len, len ^ strlen(key));
     mc_replicate_config_t rc;
     mc_replicate_config_init(&rc);
     rc.replica_num = replicas;
@@ -155,7 +147,7 @@ static void registered_buffers_and_parts_round_trip_without_staging(void **state
     uint8_t *reg = aligned_alloc(4096, 20 * SC_MIB);
     assert_non_null(reg);
     assert_int_equal(mc_store_register_buffer(e->s, reg, 20 * SC_MIB), MC_OK);
-    sc_fill(reg, len, 42);
+    tc_fill(reg, len, 42);
     uint64_t before = sc_moved(e);
     assert_int_equal(mc_store_put_from(e->s, "zc", 2, reg, len, NULL), MC_OK);
     uint8_t *dst = reg + 10 * SC_MIB;
@@ -187,7 +179,7 @@ static void registered_buffers_and_parts_round_trip_without_staging(void **state
     /* gather: the value is the concatenation of the parts */
     size_t plen = 3 * SC_MIB + 5;
     uint8_t *whole = malloc(plen), *back = malloc(plen);
-    sc_fill(whole, plen, 7);
+    tc_fill(whole, plen, 7);
     mc_slice_t parts[3] = {
         {whole, 1}, {whole + 1, SC_MIB}, {whole + 1 + SC_MIB, plen - 1 - SC_MIB}};
     assert_int_equal(mc_store_put_parts(e->s, "parts", 5, parts, 3, NULL), MC_OK);
@@ -212,7 +204,7 @@ static void two_replicas_land_on_the_two_nodes(void **state)
     rc.n_preferred = 2;
     size_t len = 5 * SC_MIB + 1;
     uint8_t *v = malloc(len), *back = malloc(len);
-    sc_fill(v, len, 5);
+    tc_fill(v, len, 5);
     uint64_t before = sc_moved(e);
     assert_int_equal(mc_store_put(e->s, "two", 3, v, len, &rc), MC_OK);
     sc_check_moved(e, before, 2 * len); /* each replica written */
@@ -251,7 +243,7 @@ static void batch_calls_report_each_key(void **state)
         size_t len = (size_t)(i + 1) * 100003;
         data[i] = malloc(len);
         back[i] = malloc(len);
-        sc_fill(data[i], len, (uint64_t)i);
+        tc_fill(data[i], len, (uint64_t)i);
         vals[i] = (mc_slice_t){data[i], len};
         bufs[i] = (mc_slice_t){back[i], len};
     }
@@ -300,7 +292,7 @@ static void batch_calls_report_each_key(void **state)
         bk[i] = (mc_slice_t){kbuf[i], strlen(kbuf[i])};
         bv[i] = (mc_slice_t){malloc(blen), blen};
         bo[i] = (mc_slice_t){malloc(blen), blen};
-        sc_fill(bv[i].ptr, blen, (uint64_t)i + 99);
+        tc_fill(bv[i].ptr, blen, (uint64_t)i + 99);
     }
     assert_int_equal(mc_store_batch_put(e->s, bk, bv, 3, NULL, st), MC_OK);
     for (int i = 0; i < 3; i++)
@@ -458,7 +450,7 @@ static void a_killed_node_leaves_two_replica_objects_readable_and_puts_go_on(voi
     uint32_t n = 0;
     for (int i = 0; i < 8; i++) {
         snprintf(key, sizeof(key), "dual-%d", i);
-        sc_fill(v, len, (uint64_t)i + 500);
+        tc_fill(v, len, (uint64_t)i + 500);
         assert_int_equal(mc_store_put(e->s, key, strlen(key), v, len, &rc), MC_OK);
         assert_int_equal(mc_store_query(e->s, key, strlen(key), r, 2, &n), MC_OK);
         assert_int_equal(n, 2);
@@ -468,7 +460,7 @@ static void a_killed_node_leaves_two_replica_objects_readable_and_puts_go_on(voi
     uint64_t before = sc_moved(e);
     for (int i = 0; i < 8; i++) {
         snprintf(key, sizeof(key), "dual-%d", i);
-        sc_fill(v, len, (uint64_t)i + 500);
+        tc_fill(v, len, (uint64_t)i + 500);
         memset(back, 0, len);
         assert_int_equal(mc_store_get(e->s, key, strlen(key), back, len, NULL), (int64_t)len);
         assert_memory_equal(back, v, len);
@@ -493,7 +485,7 @@ static void a_killed_node_leaves_two_replica_objects_readable_and_puts_go_on(voi
     rc.n_preferred = 0;
     for (int i = 0; i < 8; i++) {
         snprintf(key, sizeof(key), "after-kill-%d", i);
-        sc_fill(v, len, (uint64_t)i + 900);
+        tc_fill(v, len, (uint64_t)i + 900);
         assert_int_equal(mc_store_put(e->s, key, strlen(key), v, len, &rc), MC_OK);
         assert_int_equal(mc_store_query(e->s, key, strlen(key), r, 2, &n), MC_OK);
         assert_int_equal(n, alive < 2 ? alive : 2);

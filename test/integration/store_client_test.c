@@ -220,7 +220,7 @@ static void values_round_trip_through_the_staging_buffer(void **state)
         keys[i] = (mc_slice_t){names[i], strlen(names[i])};
         vals[i] = (mc_slice_t){malloc(1 * MIB), 1 * MIB};
         outs[i] = (mc_slice_t){malloc(1 * MIB), 1 * MIB};
-        sc_fill(vals[i].ptr, vals[i].len, (uint64_t)i * 77);
+        tc_fill(vals[i].ptr, vals[i].len, (uint64_t)i * 77);
     }
     assert_int_equal(mc_store_batch_put(s, keys, vals, NB, NULL, sts), MC_OK);
     assert_int_equal(mc_store_batch_get(s, keys, outs, NB, res), MC_OK);
@@ -239,7 +239,7 @@ static void misuse_gets_upstream_statuses(void **state)
 {
     env_t *e = *state;
     uint8_t buf[256], v[200];
-    sc_fill(v, sizeof(v), 1);
+    tc_fill(v, sizeof(v), 1);
     assert_int_equal(mc_store_get(e->s, "missing", 7, buf, sizeof(buf), NULL),
                      MC_ERR_OBJECT_NOT_FOUND);
     assert_int_equal(mc_store_exist(e->s, "missing", 7), 0);
@@ -310,7 +310,7 @@ static void async_calls_call_back_once_and_never_inside_the_call(void **state)
     env_t *e = *state;
     async_ctx_t a = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
     uint8_t v[5000], back[5000];
-    sc_fill(v, sizeof(v), 5);
+    tc_fill(v, sizeof(v), 5);
     int calls = 0;
 #define SUBMIT(expr)                                                                               \
     do {                                                                                           \
@@ -378,7 +378,7 @@ static void closing_a_busy_client_completes_every_call_once(void **state)
     assert_int_equal(open_client(e->c.master.rpc_port, RPC_TIMEOUT_US, &c), MC_OK);
     size_t len = 6 * MIB;
     uint8_t *v = malloc(len);
-    sc_fill(v, len, 77);
+    tc_fill(v, len, 77);
     static inflight_t f;
     memset(&f, 0, sizeof(f));
     inflight_arg_t args[16];
@@ -417,7 +417,7 @@ static void a_segment_mounted_at_run_time_serves_local_replicas_until_unmounted(
     rc.preferred_segments = &self;
     rc.n_preferred = 1;
     uint8_t *v = malloc(len), *back = malloc(len);
-    sc_fill(v, len, 31);
+    tc_fill(v, len, 31);
     /* written by the local transport (memcpy), read back by memcpy */
     assert_int_equal(mc_store_put(e->s, "local", 5, v, len, &rc), MC_OK);
     mc_store_replica_t r[2];
@@ -468,7 +468,7 @@ static void *worker_main(void *arg)
     for (int i = 0; i < 40; i++) {
         size_t len = 1000 + (size_t)((i * 7919 + w->id * 104729) % (int)(1 * MIB));
         snprintf(key, sizeof(key), "t%d-%d", w->id, i);
-        sc_fill(v, len, (uint64_t)(w->id * 1000 + i));
+        tc_fill(v, len, (uint64_t)(w->id * 1000 + i));
         if (mc_store_put(w->s, key, strlen(key), v, len, NULL) != MC_OK) {
             w->failures++;
             continue;
@@ -542,7 +542,7 @@ static void a_put_whose_client_died_before_put_end_is_discarded(void **state)
     assert_int_equal(test_proc_expect_num(&z, "started ", 5000 * SLOW), MC_OK);
     tc_stop_ms(&z, SIGKILL, 1000);
     uint8_t v[1000], back[1000];
-    sc_fill(v, sizeof(v), 3);
+    tc_fill(v, sizeof(v), 3);
     /* in progress: not readable, not overwritable */
     assert_int_equal(mc_store_exist(e->s, "zombie", 6), 0);
     int64_t g = mc_store_get(e->s, "zombie", 6, back, sizeof(back), NULL);
@@ -584,7 +584,7 @@ static void a_put_whose_write_timed_out_is_left_to_the_master_not_revoked(void *
     rc.n_preferred = 1;
     size_t len = 2 * MIB;
     uint8_t *v = malloc(len), *back = malloc(len);
-    sc_fill(v, len, 4242);
+    tc_fill(v, len, 4242);
     /* a node that hangs (not dead): the write times out */
     kill(e->c.node[0].proc.pid, SIGSTOP);
     int ws;
@@ -621,7 +621,7 @@ static void a_full_pool_evicts_old_objects_and_keeps_serving(void **state)
     char key[32];
     for (int i = 0; i < n; i++) {
         key_of(key, sizeof(key), "ev", (unsigned long)i);
-        sc_fill(v, len, (uint64_t)i);
+        tc_fill(v, len, (uint64_t)i);
         mc_status_t st = mc_store_put(e->s, key, strlen(key), v, len, NULL);
         if (st == MC_OK) {
             ok++;
@@ -641,7 +641,7 @@ static void a_full_pool_evicts_old_objects_and_keeps_serving(void **state)
     }
     assert_true(gone > 10);
     key_of(key, sizeof(key), "ev", (unsigned long)last_ok);
-    sc_fill(v, len, (uint64_t)last_ok);
+    tc_fill(v, len, (uint64_t)last_ok);
     assert_int_equal(mc_store_get(e->s, key, strlen(key), back, len, NULL), (int64_t)len);
     assert_memory_equal(back, v, len);
     mc_store_remove_all(e->s, 1);
@@ -656,7 +656,7 @@ static void with_the_master_down_calls_fail_in_time_and_work_after_it_returns(vo
 {
     env_t *e = *state;
     uint8_t v[4096], back[4096];
-    sc_fill(v, sizeof(v), 11);
+    tc_fill(v, sizeof(v), 11);
     assert_int_equal(mc_store_put(e->s, "before", 6, v, sizeof(v), NULL), MC_OK);
 
     /* a master that hangs: calls give up after rpc_timeout */

@@ -154,7 +154,7 @@ static void a_node_without_rdma_is_served_over_tcp(void **state)
     rc.preferred_segments = pref;
     rc.n_preferred = 2;
     uint8_t v[100000], back[100000];
-    sc_fill(v, sizeof(v), 3);
+    tc_fill(v, sizeof(v), 3);
     assert_int_equal(mc_store_put(e->s, "mixed", 5, v, sizeof(v), &rc), MC_OK);
     mc_store_replica_t r[2];
     uint32_t n = 0;
@@ -188,7 +188,7 @@ static void a_node_without_rdma_is_served_over_tcp(void **state)
                          (int64_t)(5 * MIB + 1));
         assert_true(rdma_bytes(e) - before >= 5 * MIB + 1);
         uint8_t *v2 = malloc(5 * MIB + 1);
-        sc_fill(v2, 5 * MIB + 1, (5 * MIB + 1) ^ strlen(key));
+        tc_fill(v2, 5 * MIB + 1, (5 * MIB + 1) ^ strlen(key));
         assert_memory_equal(back2, v2, 5 * MIB + 1);
         free(v2);
         free(back2);

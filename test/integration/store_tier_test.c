@@ -140,19 +140,6 @@ static int teardown(void **state)
 
 /* --------------------------------------------------------------- helpers */
 
-static void fill(uint8_t *p, size_t n, uint64_t seed)
-{
-    uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
-    for (size_t i = 0; i < n; i++) {
-        if ((i & 7) == 0) {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-        }
-        p[i] = (uint8_t)(x >> ((i & 7) * 8));
-    }
-}
-
 static void file_of(const env_t *e, const void *key, size_t klen, char *out, size_t room)
 {
     char rel[MC_TIER_REL_MAX];
@@ -224,7 +211,7 @@ static void an_eager_put_is_on_disk_when_it_returns(void **state)
 {
     env_t *e = *state;
     uint8_t v[70000];
-    fill(v, sizeof(v), 1);
+    tc_fill(v, sizeof(v), 1);
     assert_int_equal(mc_store_put(e->eager, "eager/1", 7, v, sizeof(v), NULL), MC_OK);
     assert_true(file_exists(e, "eager/1", 7)); /* no waiting: eager */
     uint32_t mem;
@@ -252,7 +239,7 @@ static void an_eager_put_whose_file_cannot_be_written_fails_and_leaves_nothing(v
     assert_non_null(f);
     fclose(f);
     uint8_t v[1000];
-    fill(v, sizeof(v), 3);
+    tc_fill(v, sizeof(v), 3);
     /* eager: the put fails with the file error and is revoked */
     assert_int_equal(mc_store_put(e->eager, key, strlen(key), v, sizeof(v), NULL),
                      MC_ERR_FILE_WRITE_FAIL);
@@ -274,7 +261,7 @@ static void async_puts_reach_disk_after_returning_and_close_drains_them(void **s
 {
     env_t *e = *state;
     uint8_t v[50000];
-    fill(v, sizeof(v), 2);
+    tc_fill(v, sizeof(v), 2);
     assert_int_equal(mc_store_put(e->async, "async/1", 7, v, sizeof(v), NULL), MC_OK);
     assert_true(wait_file(e, "async/1", 7, 1));
     /* the master learns of the file from the client's TierAdd, after the put */
@@ -293,7 +280,7 @@ static void async_puts_reach_disk_after_returning_and_close_drains_them(void **s
     char key[32];
     for (int i = 0; i < 8; i++) {
         snprintf(key, sizeof(key), "drain/%d", i);
-        fill(v, sizeof(v), 100 + (uint64_t)i);
+        tc_fill(v, sizeof(v), 100 + (uint64_t)i);
         assert_int_equal(mc_store_put(c, key, strlen(key), v, sizeof(v), NULL), MC_OK);
     }
     mc_store_close(c);
@@ -317,8 +304,8 @@ static void the_last_put_of_a_key_leaves_its_file_not_an_earlier_one(void **stat
     char key[32];
     for (int i = 0; i < TRIALS; i++) {
         snprintf(key, sizeof(key), "order/%d", i);
-        fill(va, A, 300 + (uint64_t)i);
-        fill(vb, B, 600 + (uint64_t)i);
+        tc_fill(va, A, 300 + (uint64_t)i);
+        tc_fill(vb, B, 600 + (uint64_t)i);
         assert_int_equal(put_retry(c, key, strlen(key), va, A), MC_OK);
         assert_int_equal(mc_store_remove(c, key, strlen(key), 1), MC_OK);
         assert_int_equal(put_retry(c, key, strlen(key), vb, B), MC_OK);
@@ -326,7 +313,7 @@ static void the_last_put_of_a_key_leaves_its_file_not_an_earlier_one(void **stat
     mc_store_close(c); /* drains the writes */
     for (int i = 0; i < TRIALS; i++) {
         snprintf(key, sizeof(key), "order/%d", i);
-        fill(vb, B, 600 + (uint64_t)i);
+        tc_fill(vb, B, 600 + (uint64_t)i);
         uint64_t n = 0;
         assert_int_equal(mc_tier_read(e->tierdir, key, strlen(key), got, B + 16, B, &n), MC_OK);
         assert_int_equal(n, B);
@@ -346,7 +333,7 @@ static void objects_evicted_from_memory_are_served_from_their_files(void **state
     char key[32];
     for (int i = 0; i < N; i++) {
         snprintf(key, sizeof(key), "evict/%d", i);
-        fill(v, MIB, 1000 + (uint64_t)i);
+        tc_fill(v, MIB, 1000 + (uint64_t)i);
         assert_int_equal(put_retry(e->eager, key, strlen(key), v, MIB), MC_OK);
     }
     int disk_only = 0;
@@ -359,7 +346,7 @@ static void objects_evicted_from_memory_are_served_from_their_files(void **state
         assert_int_equal(disk, 1);
         if (mem == 0)
             disk_only++;
-        fill(v, MIB, 1000 + (uint64_t)i);
+        tc_fill(v, MIB, 1000 + (uint64_t)i);
         get_equals(e->async, key, strlen(key), v, MIB);
     }
     print_message("%d of %d objects were only on disk\n", disk_only, N);
@@ -376,7 +363,7 @@ static void objects_evicted_from_memory_are_served_from_their_files(void **state
     assert_int_equal(mc_store_batch_get(e->async, keys, bufs, 4, res), MC_OK);
     for (int i = 0; i < 4; i++) {
         assert_int_equal(res[i], (int64_t)MIB);
-        fill(v, MIB, 1000 + (uint64_t)i);
+        tc_fill(v, MIB, 1000 + (uint64_t)i);
         assert_memory_equal(bufs[i].ptr, v, MIB);
         free(bufs[i].ptr);
     }
@@ -435,7 +422,7 @@ static void hostile_keys_map_to_safe_distinct_files_inside_the_directory(void **
     size_t nk = sizeof(keys) / sizeof(keys[0]);
     uint8_t v[1000];
     for (size_t i = 0; i < nk; i++) {
-        fill(v, sizeof(v), 5000 + i);
+        tc_fill(v, sizeof(v), 5000 + i);
         assert_int_equal(mc_store_put(e->eager, keys[i].k, keys[i].len, v, sizeof(v), NULL), MC_OK);
     }
     /* nothing escaped: no file next to the cluster directory or above it */
@@ -463,7 +450,7 @@ static void hostile_keys_map_to_safe_distinct_files_inside_the_directory(void **
         snprintf(seen[i], sizeof(seen[i]), "%s", rel);
         for (size_t j = 0; j < i; j++)
             assert_string_not_equal(seen[i], seen[j]);
-        fill(v, sizeof(v), 5000 + i);
+        tc_fill(v, sizeof(v), 5000 + i);
         get_equals(e->async, keys[i].k, keys[i].len, v, sizeof(v));
     }
     print_message("names: %s | %s | %s | %s\n", seen[0], seen[1], seen[3], seen[6]);
@@ -532,7 +519,7 @@ static void a_restarted_master_serves_objects_from_their_files(void **state)
 {
     env_t *e = *state;
     uint8_t v[70000];
-    fill(v, sizeof(v), 7);
+    tc_fill(v, sizeof(v), 7);
     assert_int_equal(mc_store_put(e->eager, "restart/1", 9, v, sizeof(v), NULL), MC_OK);
     assert_int_equal(tc_master_stop(&e->master, SIGTERM) >= 0, 1);
     assert_int_equal(start_master(e), 0);
@@ -561,7 +548,7 @@ static void a_restarted_master_serves_objects_from_their_files(void **state)
     assert_int_equal(mc_store_exist(e->async, "../x", 4), 1);
     assert_int_equal(mc_store_exist(e->async, "eager/1", 7), 1);
     uint8_t w[70000];
-    fill(w, 70000, 1);
+    tc_fill(w, 70000, 1);
     get_equals(e->async, "eager/1", 7, w, sizeof(w));
     /* a new put of a restored key is refused: it exists */
     assert_int_equal(mc_store_put(e->eager, "restart/1", 9, v, 10, NULL),
@@ -596,7 +583,7 @@ static void remove_deletes_the_file(void **state)
 {
     env_t *e = *state;
     uint8_t v[3000];
-    fill(v, sizeof(v), 9);
+    tc_fill(v, sizeof(v), 9);
     assert_int_equal(mc_store_put(e->eager, "rm/1", 4, v, sizeof(v), NULL), MC_OK);
     assert_true(file_exists(e, "rm/1", 4));
     assert_int_equal(mc_store_remove(e->async, "rm/1", 4, 1), MC_OK);
@@ -637,7 +624,7 @@ static void a_get_whose_memory_replica_fails_reads_the_file(void **state)
 {
     env_t *e = *state;
     uint8_t v[200000];
-    fill(v, sizeof(v), 11);
+    tc_fill(v, sizeof(v), 11);
     assert_int_equal(put_retry(e->eager, "dead/1", 6, v, sizeof(v)), MC_OK);
     uint32_t mem;
     int disk;
@@ -674,7 +661,7 @@ static void a_master_with_a_quota_removes_the_oldest_disk_only_objects(void **st
     char key[32];
     for (int i = 0; i < 10; i++) {
         snprintf(key, sizeof(key), "qt/%d", i);
-        fill(v, MIB, 300 + (uint64_t)i);
+        tc_fill(v, MIB, 300 + (uint64_t)i);
         struct iovec iov = {v, MIB};
         assert_int_equal(mc_tier_write(e->tierdir, key, strlen(key), &iov, 1, MIB, 0), MC_OK);
     }
@@ -866,7 +853,7 @@ static void with_ha_a_new_leader_serves_objects_evicted_to_files_and_deletes_the
     char key[32];
     for (int i = 0; i < N; i++) {
         snprintf(key, sizeof(key), "ha/%d", i);
-        fill(v, MIB, 5000 + (uint64_t)i);
+        tc_fill(v, MIB, 5000 + (uint64_t)i);
         assert_int_equal(put_retry(s, key, strlen(key), v, MIB), MC_OK);
         assert_true(ha_file_exists(&H, key));
     }
@@ -894,20 +881,20 @@ static void with_ha_a_new_leader_serves_objects_evicted_to_files_and_deletes_the
         assert_int_equal(disk, 1);
         if (was_disk_only[i])
             assert_int_equal(mem, 0); /* its memory was freed on the standby too */
-        fill(v, MIB, 5000 + (uint64_t)i);
+        tc_fill(v, MIB, 5000 + (uint64_t)i);
         get_equals(s, key, strlen(key), v, MIB);
     }
     /* the new leader evicts too: puts into the space the old one freed, and
      * disk objects stay readable with their bytes */
     for (int i = N; i < N + 12; i++) {
         snprintf(key, sizeof(key), "ha/%d", i);
-        fill(v, MIB, 5000 + (uint64_t)i);
+        tc_fill(v, MIB, 5000 + (uint64_t)i);
         assert_int_equal(put_retry(s, key, strlen(key), v, MIB), MC_OK);
     }
     for (int i = 0; i < N + 12; i++) {
         snprintf(key, sizeof(key), "ha/%d", i);
         assert_int_equal(mc_store_exist(s, key, strlen(key)), 1);
-        fill(v, MIB, 5000 + (uint64_t)i);
+        tc_fill(v, MIB, 5000 + (uint64_t)i);
         get_equals(s, key, strlen(key), v, MIB);
     }
     /* a remove on the new leader deletes the file (it knows there is one) */
@@ -924,7 +911,7 @@ static void with_ha_a_new_leader_serves_objects_evicted_to_files_and_deletes_the
     assert_int_equal(ha_leader(&H), 1);
     assert_int_equal(metric_at(H.m[0].http_port, "master_tier_restored_objects"), 0);
     assert_true(ha_file_exists(&H, "ha/1"));
-    fill(v, MIB, 5001);
+    tc_fill(v, MIB, 5001);
     get_equals(s, "ha/1", 4, v, MIB);
     /* a removed object's file the leader did not get to delete (as if it
      * died first): the next leader deletes it rather than restore it */
@@ -937,7 +924,7 @@ static void with_ha_a_new_leader_serves_objects_evicted_to_files_and_deletes_the
     assert_int_equal(mc_tier_write(H.dir, "ha/2", 4, &old, 1, MIB, 0), MC_OK);
     /* a file no master was told of (its TierAdd lost with a leader) */
     uint8_t g[3000];
-    fill(g, sizeof(g), 77);
+    tc_fill(g, sizeof(g), 77);
     struct iovec iov = {g, sizeof(g)};
     assert_int_equal(mc_tier_write(H.dir, "ghost", 5, &iov, 1, sizeof(g), 0), MC_OK);
     /* master 1 dies: master 0 leads, scans, and the file becomes an object;
@@ -953,7 +940,7 @@ static void with_ha_a_new_leader_serves_objects_evicted_to_files_and_deletes_the
         if (i == 2)
             continue;
         snprintf(key, sizeof(key), "ha/%d", i);
-        fill(v, MIB, 5000 + (uint64_t)i);
+        tc_fill(v, MIB, 5000 + (uint64_t)i);
         get_equals(s, key, strlen(key), v, MIB);
     }
     assert_int_equal(mc_store_exist(s, "ha/0", 4), 0);
