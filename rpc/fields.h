@@ -71,6 +71,17 @@ enum mc_proto_field {
     MC_F_CLUSTER_ID = 70, /* str */
     MC_F_PERSIST = 71,    /* uint: 0 off, 1 async, 2 eager */
     MC_F_RANGES = 60,     /* [addr, length, addr, length, ...] (TE_READV) */
+    /* operators' queries (QUERY_KEY, LIST_SEGMENTS, LIST_KEYS): 100..119 */
+    MC_F_COMPLETE = 100,      /* bool: the put finished */
+    MC_F_LEASE_LEFT_US = 101, /* uint: read lease left (0 = none) */
+    MC_F_PIN_LEFT_US = 102,   /* uint: soft pin left (0 = none) */
+    MC_F_IDLE_US = 103,       /* uint: since the last access */
+    MC_F_DISK = 104,          /* bool: has a DISK replica (persistent tier) */
+    MC_F_NREP = 105,          /* uint: memory replicas */
+    MC_F_ENDPOINT = 106,      /* str: a segment's transfer-engine endpoint */
+    MC_F_USED = 107,          /* uint: bytes of live allocations */
+    MC_F_ALLOCS = 108,        /* uint: live allocations */
+    MC_F_STATE = 109,         /* str: "MOUNTED" or "UNMOUNTING" */
 };
 
 #endif /* MC_RPC_FIELDS_H */
