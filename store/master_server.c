@@ -108,7 +108,7 @@ typedef struct fields {
     const char *prefix;
     uint32_t prefix_len;
     uint64_t put_id;
-    uint64_t count; /* LIST_KEYS: limit */
+    uint64_t count;  /* LIST_KEYS: limit */
     const char *why; /* what was wrong with the body */
 } fields_t;
 
@@ -895,9 +895,9 @@ static void h_list_keys(void *ctx, mc_rpc_req_t *req)
     }
     char why[256];
     mc_master_scan_t *sc = NULL;
-    mc_status_t st = mc_master_scan_create(s->m, MC_MASTER_SCAN_KEYS, f.regex,
-                                           f.regex != NULL ? f.regex_len : 0, 0, (size_t)limit,
-                                           &sc, why, sizeof(why));
+    mc_status_t st =
+        mc_master_scan_create(s->m, MC_MASTER_SCAN_KEYS, f.regex, f.regex != NULL ? f.regex_len : 0,
+                              0, (size_t)limit, &sc, why, sizeof(why));
     if (st != MC_OK) {
         reply_status(s, req, st, st == MC_ERR_INVALID_PARAMS ? why : NULL);
         return;
