@@ -113,9 +113,14 @@ jexpect 1 'not d["ok"] and d["error"] == "OBJECT_NOT_FOUND" and d["status"] == -
 jexpect 1 'not d["ok"] and d["error"] == "OBJECT_NOT_FOUND"' get nokey
 jexpect 1 'not d["ok"] and d["error"] == "IO"' put k "$T/does-not-exist"
 
-# stat takes no lease: rm right after it works
-expect 0 stat key3
-jexpect 0 'd["removed"] == 1 and d["key"] == "key3"' rm key3
+# stat takes no lease: rm right after it works (a fresh key: a get's lease
+# would refuse it)
+expect 0 put key4 "$T/small"
+expect 0 stat key4
+expect 0 ls
+jexpect 0 'd["removed"] == 1 and d["key"] == "key4"' rm key4
+sleep 1.2
+expect 0 rm key3
 
 # rm: a get's lease protects the key; after it ends rm works, get fails (1)
 expect 0 get key1 "$T/back"
