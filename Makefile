@@ -94,6 +94,12 @@ UNIT_TEST_SRCS := $(sort $(shell find test/unit -name '*_test.c' 2>/dev/null))
 UNIT_TESTS := $(UNIT_TEST_SRCS:%.c=$(BUILD)/%)
 INTEG_TEST_SRCS := $(sort $(wildcard test/integration/*_test.c))
 INTEG_TESTS := $(INTEG_TEST_SRCS:%.c=$(BUILD)/%)
+# test/fault/: the fault proxy and the chaos driver (programs, into
+# $(BUILD)/test/bin) and their tests (run with the integration tests).
+FAULT_PROG_SRCS := $(filter-out %_test.c,$(sort $(wildcard test/fault/*.c)))
+FAULT_PROGS := $(FAULT_PROG_SRCS:test/fault/%.c=$(BUILD)/test/bin/%)
+FAULT_TEST_SRCS := $(sort $(wildcard test/fault/*_test.c))
+FAULT_TESTS := $(FAULT_TEST_SRCS:%.c=$(BUILD)/%)
 # A fake CUDA driver for the GPU paths' tests (test/fake/fake_libcuda.c;
 # tests load it through MC_CUDA_LIBRARY).
 FAKE_CUDA := $(BUILD)/test/lib/libfakecuda.so
@@ -105,7 +111,7 @@ FAKE_CUDA := $(BUILD)/test/lib/libfakecuda.so
 all: lib programs
 lib: $(STATIC_LIB) $(SHARED_LIB)
 programs: $(PROGRAMS)
-tests: all $(UNIT_TESTS) $(INTEG_TESTS) $(TEST_HELPERS) $(FAKE_CUDA)
+tests: all $(UNIT_TESTS) $(INTEG_TESTS) $(TEST_HELPERS) $(FAKE_CUDA) $(FAULT_PROGS) $(FAULT_TESTS)
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -133,6 +139,10 @@ $(BUILD)/test/%: $(BUILD)/obj/test/%.o $(STATIC_LIB)
 $(BUILD)/test/bin/%: $(BUILD)/obj/test/integration/helpers/%.o $(STATIC_LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(MC_CFLAGS) $(MC_LDFLAGS) -o $@ $< $(STATIC_LIB) $(LDLIBS_TEST) $(LDLIBS_LIB)
+
+$(BUILD)/test/bin/%: $(BUILD)/obj/test/fault/%.o $(STATIC_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(MC_CFLAGS) $(MC_LDFLAGS) -o $@ $< $(STATIC_LIB) $(LDLIBS_LIB)
 
 $(FAKE_CUDA): test/fake/fake_libcuda.c
 	@mkdir -p $(dir $@)

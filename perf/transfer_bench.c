@@ -77,7 +77,7 @@
 #define SHORT_WARMUP_S 0.2           /* before the second and later runs of a point */
 
 enum { MODE_BOTH, MODE_TARGET, MODE_INITIATOR };
-enum { PROTO_TCP, PROTO_LOCAL, PROTO_RDMA };
+enum { PROTO_TCP, PROTO_LOCAL, PROTO_RDMA, PROTO_SHM };
 
 typedef struct cfg {
     int mode, mode_set;
@@ -99,7 +99,7 @@ typedef struct cfg {
     const char *host;
     unsigned reactors, tcp_lanes;
     uint64_t slice_size;
-    int check, sweep;
+    int check, sweep, cold;
     const char *csv;
     /* rdma */
     const char *device, *matrix;
@@ -172,18 +172,22 @@ static const char *human(uint64_t v, char *buf, size_t len)
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: transfer_bench [--mode target|initiator] [--protocol tcp|local|rdma]\n"
+            "usage: transfer_bench [--mode target|initiator] [--protocol tcp|local|rdma|shm]\n"
             "         [--operation read|write[,..]] [--block_size N[,..]] [--batch_size N[,..]]\n"
             "         [--threads N[,..]] [--duration S] [--warmup S] [--reps N]\n"
             "         [--buffer_size N] [--segment HOST:PORT] [--port P] [--host ADDR]\n"
             "         [--reactors N] [--tcp_lanes N] [--slice_size N] [--check] [--csv FILE]\n"
             "         [--sweep] [--device LIST] [--nic_priority_matrix JSON] [--emulated N]\n"
-            "         [--nics N[,..]] [--emu_bandwidth BYTES/S] [--emu_delay_us N]\n"
+            "         [--nics N[,..]] [--emu_bandwidth BYTES/S] [--emu_delay_us N] [--cold]\n"
             "Sizes take K/M/G suffixes (binary). With no --mode and no --segment a target\n"
             "process is forked and measured against; --sweep runs blocks 4KiB..64MiB (x4)\n"
             "by batches 1,16,128 (unless --block_size/--batch_size are given), 2 s each;\n"
             "with --protocol rdma also over NIC counts 1,2,4.. (--nics). --emulated N uses\n"
-            "N emulated NICs (tests and demos only).\n");
+            "N emulated NICs (tests and demos only). --protocol shm: the target's buffer is\n"
+            "shared memory (mc_te_alloc_shared) reached over the shm transport, and each\n"
+            "point also runs plain memcpy of the same sizes between two local buffers\n"
+            "(interleaved, as --protocol local does). --cold: every batch moves to fresh\n"
+            "memory of the thread's share of the buffers (no cache-hot repeats).\n");
 }
 
 static int parse_args(int argc, char **argv, cfg_t *c)
@@ -214,7 +218,8 @@ static int parse_args(int argc, char **argv, cfg_t *c)
         O_EMULATED,
         O_NICS,
         O_EMU_BW,
-        O_EMU_DELAY
+        O_EMU_DELAY,
+        O_COLD
     };
     static const struct option lo[] = {{"mode", 1, 0, O_MODE},
                                        {"protocol", 1, 0, O_PROTO},
@@ -242,6 +247,7 @@ static int parse_args(int argc, char **argv, cfg_t *c)
                                        {"nics", 1, 0, O_NICS},
                                        {"emu_bandwidth", 1, 0, O_EMU_BW},
                                        {"emu_delay_us", 1, 0, O_EMU_DELAY},
+                                       {"cold", 0, 0, O_COLD},
                                        {0, 0, 0, 0}};
     mc_te_opts_t d;
     mc_te_opts_init(&d);
@@ -284,8 +290,10 @@ static int parse_args(int argc, char **argv, cfg_t *c)
                 c->proto = PROTO_LOCAL;
             else if (strcmp(optarg, "rdma") == 0)
                 c->proto = PROTO_RDMA;
+            else if (strcmp(optarg, "shm") == 0)
+                c->proto = PROTO_SHM;
             else {
-                fprintf(stderr, "transfer_bench: --protocol is tcp, local or rdma, got '%s'\n",
+                fprintf(stderr, "transfer_bench: --protocol is tcp, local, rdma or shm, got '%s'\n",
                         optarg);
                 return -1;
             }
@@ -403,6 +411,9 @@ static int parse_args(int argc, char **argv, cfg_t *c)
         case O_SWEEP:
             c->sweep = 1;
             break;
+        case O_COLD:
+            c->cold = 1;
+            break;
         case O_HELP:
         case 'h':
             usage(stdout);
@@ -458,6 +469,10 @@ static int parse_args(int argc, char **argv, cfg_t *c)
     }
     if (c->proto == PROTO_LOCAL)
         c->mode = MODE_INITIATOR;
+    if (c->cold && c->check) {
+        fprintf(stderr, "transfer_bench: --check verifies fixed places: not with --cold\n");
+        return -1;
+    }
     if (c->sweep) {
         static const uint64_t sb[] = {4096,    16384,   65536,    262144,
                                       1 << 20, 4 << 20, 16 << 20, 64 << 20};
@@ -574,10 +589,21 @@ static int run_target(const cfg_t *c, int fd, const char *listen)
     mc_te_t *te = make_engine(c, (uint16_t)c->port, listen);
     if (te == NULL)
         return 1;
-    void *buf = alloc_buffer(c->buffer_size);
-    if (buf == NULL)
+    void *buf = NULL;
+    char hb[32];
+    mc_status_t st;
+    if (c->proto == PROTO_SHM) {
+        /* shared memory: peers on this host map it (freed with the engine) */
+        if ((st = mc_te_alloc_shared(te, c->buffer_size, 0, &buf)) != MC_OK) {
+            fprintf(stderr, "transfer_bench: cannot allocate %s of shared memory: %s\n",
+                    human(c->buffer_size, hb, sizeof(hb)), mc_status_str(st));
+            goto out_destroy;
+        }
+        madvise(buf, c->buffer_size, MADV_HUGEPAGE); /* as alloc_buffer's */
+    } else if ((buf = alloc_buffer(c->buffer_size)) == NULL) {
         goto out_destroy;
-    mc_status_t st = mc_te_register(te, buf, c->buffer_size, "cpu:0", 1);
+    }
+    st = mc_te_register(te, buf, c->buffer_size, "cpu:0", 1);
     if (st != MC_OK) {
         fprintf(stderr, "transfer_bench: cannot register the target buffer: %s\n",
                 mc_status_str(st));
@@ -598,9 +624,10 @@ static int run_target(const cfg_t *c, int fd, const char *listen)
     sigwait(&set, &sig);
     rc = 0;
 out_unmap:
-    mc_te_destroy(te); /* before the memory it serves goes */
+    mc_te_destroy(te); /* before the memory it serves goes (shared memory with it) */
     te = NULL;
-    munmap(buf, c->buffer_size);
+    if (c->proto != PROTO_SHM)
+        munmap(buf, c->buffer_size);
 out_destroy:
     mc_te_destroy(te);
     return rc;
@@ -663,7 +690,7 @@ typedef struct point {
     int op;
     uint64_t block;
     unsigned batch, threads;
-    int use_memcpy; /* the plain-memcpy comparison (local protocol) */
+    int use_memcpy; /* the plain-memcpy comparison (local and shm protocols) */
 } point_t;
 
 typedef struct result {
@@ -680,6 +707,8 @@ typedef struct worker {
     unsigned tid;
     uint8_t *local;  /* this thread's region, local side */
     uint64_t remote; /* and target side (an address in the target) */
+    uint64_t region; /* bytes of each */
+    uint64_t off;    /* --cold: where the next batch goes in the region */
     mc_te_request_t *reqs;
     uint64_t *lat_ns;
     size_t nlat, cap;
@@ -691,7 +720,7 @@ struct run {
     mc_te_segment_t seg;
     point_t pt;
     uint64_t salt; /* makes each run's check pattern different */
-    int check;
+    int check, cold;
     uint64_t warm_end_ns;
     uint64_t dur_ns;
     _Atomic uint64_t stop_ns;
@@ -721,11 +750,21 @@ static uint64_t one_batch(worker_t *w, int op)
 {
     run_t *r = w->run;
     const point_t *pt = &r->pt;
+    uint64_t off = 0;
+    if (r->cold) {
+        uint64_t span = pt->block * pt->batch;
+        w->off = w->off + 2 * span <= w->region ? w->off + span : 0;
+        off = w->off;
+        for (unsigned i = 0; i < pt->batch && !pt->use_memcpy; i++) {
+            w->reqs[i].local = w->local + off + i * pt->block;
+            w->reqs[i].remote = w->remote + off + i * pt->block;
+        }
+    }
     if (pt->use_memcpy) {
         uint64_t t0 = mc_now_ns();
         for (unsigned i = 0; i < pt->batch; i++) {
-            uint8_t *l = w->local + i * pt->block;
-            uint8_t *t = (uint8_t *)(uintptr_t)(w->remote + i * pt->block);
+            uint8_t *l = w->local + off + i * pt->block;
+            uint8_t *t = (uint8_t *)(uintptr_t)(w->remote + off + i * pt->block);
             if (op == MC_TE_WRITE)
                 memcpy(t, l, pt->block);
             else
@@ -885,6 +924,7 @@ typedef struct bench {
     uint64_t local_len;
     uint64_t remote; /* the target buffer (own second buffer for local) */
     uint64_t remote_len;
+    uint8_t *twin; /* the memcpy comparison's "remote" buffer (local, shm) */
     FILE *csv;
     uint64_t runs; /* counter for check patterns */
     unsigned nics; /* rdma: NICs of the initiator's engine */
@@ -906,6 +946,7 @@ static int run_once(bench_t *B, const point_t *pt, double warmup, result_t *out)
                .pt = *pt,
                .salt = ++B->runs * 0x9e3779b97f4a7c15ull,
                .check = B->c->check && !pt->use_memcpy,
+               .cold = B->c->cold,
                .dur_ns = (uint64_t)(B->c->duration * 1e9)};
     uint64_t region = region_of(B, pt->threads);
     pthread_mutex_init(&r.err_mu, NULL);
@@ -913,8 +954,12 @@ static int run_once(bench_t *B, const point_t *pt, double warmup, result_t *out)
     r.warm_end_ns = mc_now_ns() + (uint64_t)(warmup * 1e9);
     for (unsigned t = 0; t < pt->threads; t++) {
         worker_t *w = &ws[t];
-        *w = (worker_t){
-            .run = &r, .tid = t, .local = B->local + t * region, .remote = B->remote + t * region};
+        uint64_t rbase = pt->use_memcpy ? (uint64_t)(uintptr_t)B->twin : B->remote;
+        *w = (worker_t){.run = &r,
+                        .tid = t,
+                        .local = B->local + t * region,
+                        .remote = rbase + t * region,
+                        .region = region};
         w->reqs = calloc(pt->batch, sizeof(*w->reqs));
         if (w->reqs == NULL) {
             fprintf(stderr, "transfer_bench: out of memory\n");
@@ -1016,7 +1061,10 @@ static void print_row(bench_t *B, const point_t *pt, const result_t *r, const re
 {
     const cfg_t *c = B->c;
     const char *op = pt->op == MC_TE_READ ? "read" : "write";
-    const char *proto = c->proto == PROTO_TCP ? "tcp" : c->proto == PROTO_RDMA ? "rdma" : "local";
+    const char *proto = c->proto == PROTO_TCP    ? "tcp"
+                        : c->proto == PROTO_RDMA ? "rdma"
+                        : c->proto == PROTO_SHM  ? "shm"
+                                                 : "local";
     char hb[32], row[512], mc[32] = "";
     if (c->proto == PROTO_RDMA)
         printf("%4u ", B->nics);
@@ -1066,6 +1114,19 @@ static int run_initiator(const cfg_t *c, pid_t target)
             fprintf(stderr, "transfer_bench: segment '%s' has no registered buffer\n", c->segment);
             goto out;
         }
+        if (c->proto == PROTO_SHM && !te_shm_ready(B.te, B.seg)) {
+            fprintf(stderr,
+                    "transfer_bench: segment '%s' is not reached over shared memory (another "
+                    "host, or shm off there: the log says why)\n",
+                    c->segment);
+            goto out;
+        }
+        if (c->proto == PROTO_SHM) {
+            if ((mem2 = alloc_buffer(c->buffer_size)) == NULL)
+                goto out;
+            memset(mem2, 1, c->buffer_size); /* faulted in, as the registered buffers are */
+            B.twin = mem2;
+        }
     } else {
         B.seg = MC_TE_LOCAL_SEGMENT;
         if ((mem2 = alloc_buffer(c->buffer_size)) == NULL)
@@ -1078,6 +1139,7 @@ static int run_initiator(const cfg_t *c, pid_t target)
         }
         B.remote = (uint64_t)(uintptr_t)mem2;
         B.remote_len = c->buffer_size;
+        B.twin = mem2;
     }
     B.local_len = c->buffer_size;
     if ((B.local = alloc_buffer(B.local_len)) == NULL)
@@ -1131,17 +1193,23 @@ static int run_initiator(const cfg_t *c, pid_t target)
                c->segment, target > 0 ? " (forked target process)" : "",
                human(c->slice_size, b1, sizeof(b1)), c->tcp_lanes, te_nreactors(B.te),
                human(c->buffer_size, b2, sizeof(b2)));
+    else if (c->proto == PROTO_SHM)
+        printf("transfer_bench: shm to segment %s%s (its shared memory, mapped here), "
+               "buffer %s",
+               c->segment, target > 0 ? " (forked target process)" : "",
+               human(c->buffer_size, b2, sizeof(b2)));
     else
         printf("transfer_bench: local (memcpy transport, own segment), %u reactor(s), 2 "
                "buffers of %s",
                te_nreactors(B.te), human(c->buffer_size, b2, sizeof(b2)));
-    printf(", %u x %.1f s per point after %.1f s warm-up, medians%s\n", c->reps, c->duration,
-           c->warmup, c->check ? "; --check on" : "");
+    printf(", %u x %.1f s per point after %.1f s warm-up, medians%s%s\n", c->reps, c->duration,
+           c->warmup, c->check ? "; --check on" : "", c->cold ? "; cold buffers" : "");
     if (c->proto == PROTO_RDMA)
         printf("%4s ", "nics");
     printf("%-5s %3s %9s %6s %10s %12s %10s %10s %10s", "op", "thr", "block", "batch", "GB/s",
            "req/s", "p50(us)", "p99(us)", "p999(us)");
-    if (c->proto == PROTO_LOCAL)
+    int twin = c->proto == PROTO_LOCAL || c->proto == PROTO_SHM;
+    if (twin)
         printf(" %12s %7s", "memcpy GB/s", "ratio");
     printf("\n");
     fflush(stdout);
@@ -1160,9 +1228,9 @@ static int run_initiator(const cfg_t *c, pid_t target)
                         continue;
                     }
                     result_t r, m;
-                    if (run_point(&B, &pt, &r, c->proto == PROTO_LOCAL ? &m : NULL) != 0)
+                    if (run_point(&B, &pt, &r, twin ? &m : NULL) != 0)
                         goto out;
-                    print_row(&B, &pt, &r, c->proto == PROTO_LOCAL ? &m : NULL);
+                    print_row(&B, &pt, &r, twin ? &m : NULL);
                 }
     if (skipped > 0)
         printf("(%u point(s) skipped: batch x block larger than %s / threads)\n", skipped,

@@ -33,7 +33,11 @@ typedef struct store_conf {
     char *reactors;
     uint64_t rpc_timeout;
     uint64_t transfer_timeout;
+    int shm; /* index in shm_choices */
+    char *shm_group;
 } store_conf_t;
+
+static const char *const shm_choices[] = {"on", "off", NULL};
 
 static const mc_conf_key_t store_keys[] = {
     MC_CONF_ROW(store_conf_t, local_hostname, "local_hostname", MC_CONF_STRING, "", 0, 0,
@@ -62,6 +66,12 @@ static const mc_conf_key_t store_keys[] = {
                 "calls to the master"),
     MC_CONF_ROW(store_conf_t, transfer_timeout, "transfer_timeout", MC_CONF_DURATION, "10s", 1000,
                 600e6, "data transfers, per slice"),
+    MC_CONF_ENUM_ROW(store_conf_t, shm, "shm", shm_choices, "on",
+                     "on: the segment is shared memory that processes of this host reach with "
+                     "memcpy (others use tcp/rdma); off: tcp/rdma for everyone"),
+    MC_CONF_ROW(store_conf_t, shm_group, "shm_group", MC_CONF_STRING, "", 0, 0,
+                "group (name or number) admitted to the shared memory besides this user; "
+                "empty = this user only"),
 };
 
 static const char usage[] =
@@ -101,6 +111,8 @@ int main(int argc, char **argv)
     c.local_buffer_size = 0; /* a storage node reads and writes nothing itself */
     c.rpc_timeout_us = sc.rpc_timeout;
     c.transfer_timeout_us = sc.transfer_timeout;
+    c.shm = shm_choices[sc.shm];
+    c.shm_group = sc.shm_group[0] != '\0' ? sc.shm_group : NULL;
     if (mc_daemon_parse_reactors(sc.reactors, "store.reactors", &c.reactors, err, sizeof(err)) !=
         MC_OK) {
         fprintf(stderr, "mooncake-store-server: %s\n", err);

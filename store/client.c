@@ -127,7 +127,19 @@ static mc_status_t seg_create(mc_store_t *s, void *buf, uint64_t len, store_seg_
     }
     g->id.hi |= 1; /* never {0,0} */
     g->size = len;
-    if (buf == NULL) {
+    void *shm = NULL;
+    mc_status_t st = MC_ERR_NOT_SUPPORTED;
+    if (buf == NULL && s->shm) {
+        /* same-host peers reach it with memcpy (the shm transport) */
+        if ((st = mc_te_alloc_shared(s->te, len, 0, &shm)) == MC_OK) {
+            g->base = shm;
+            g->shared = 1;
+        } else if (st != MC_ERR_NOT_SUPPORTED) {
+            mc_free(g); /* out of memory or a limit: the log says which */
+            return st;
+        }
+    }
+    if (buf == NULL && shm == NULL) {
         long page = sysconf(_SC_PAGESIZE);
         g->map_len = (len + (uint64_t)page - 1) & ~(uint64_t)(page - 1);
         void *p =
@@ -139,10 +151,10 @@ static mc_status_t seg_create(mc_store_t *s, void *buf, uint64_t len, store_seg_
             return MC_ERR_NOMEM;
         }
         g->base = p;
-    } else {
+    } else if (buf != NULL) {
         g->base = buf;
     }
-    mc_status_t st = mc_te_register(s->te, g->base, len, "cpu:0", 1);
+    st = mc_te_register(s->te, g->base, len, "cpu:0", 1);
     if (st == MC_ERR_METADATA)
         st = MC_OK;
     if (st != MC_OK) {
@@ -150,6 +162,8 @@ static mc_status_t seg_create(mc_store_t *s, void *buf, uint64_t len, store_seg_
                  (unsigned long long)len, (void *)g->base, mc_status_str(st));
         if (g->map_len > 0)
             munmap(g->base, g->map_len);
+        if (g->shared)
+            mc_te_free_shared(s->te, g->base);
         mc_free(g);
         return st;
     }
@@ -163,6 +177,8 @@ static void seg_destroy(mc_store_t *s, store_seg_t *g, int unregister)
         mc_te_unregister(s->te, g->base);
     if (g->map_len > 0)
         munmap(g->base, g->map_len);
+    if (g->shared && s->te != NULL) /* else it went with the engine */
+        mc_te_free_shared(s->te, g->base);
     mc_free(g);
 }
 
@@ -586,7 +602,9 @@ mc_status_t mc_store_register_buffer(mc_store_t *s, void *buf, size_t len)
 {
     if (s == NULL || buf == NULL || len == 0)
         return MC_ERR_INVALID_PARAMS;
-    return mc_te_register(s->te, buf, len, "cpu:0", 0);
+    /* located by the CUDA driver: GPU memory registers as cuda:N (the NICs
+     * then register it as GPU memory), host memory as cpu:0 */
+    return mc_te_register(s->te, buf, len, NULL, 0);
 }
 
 mc_status_t mc_store_unregister_buffer(mc_store_t *s, void *buf)
@@ -627,14 +645,12 @@ static char *dup_or(const char *v, const char *def)
     return mc_strdup(v != NULL ? v : def);
 }
 
-mc_status_t mc_store_open(const mc_store_config_t *c, mc_store_t **out)
+/* The client's struct, its locks and lists, and its copies of the
+ * configuration's strings (defaults filled in). MC_OK and *out, or an
+ * error (nothing left behind). */
+static mc_status_t store_new(const mc_store_config_t *c, const mc_store_config_t *d,
+                             mc_store_t **out)
 {
-    mc_store_config_t d;
-    mc_store_config_init(&d);
-    if (c == NULL || out == NULL) {
-        MC_ERROR(CLIENT, "mc_store_open: config and out must not be NULL");
-        return MC_ERR_INVALID_ARGUMENT;
-    }
     mc_store_t *s = MC_NEW(mc_store_t);
     if (s == NULL)
         return MC_ERR_NOMEM;
@@ -650,73 +666,77 @@ mc_status_t mc_store_open(const mc_store_config_t *c, mc_store_t **out)
     pthread_mutex_init(&s->res_mu, NULL);
     pthread_cond_init(&s->res_cv, NULL);
     if (s->cfg.rpc_timeout_us == 0)
-        s->cfg.rpc_timeout_us = d.rpc_timeout_us;
+        s->cfg.rpc_timeout_us = d->rpc_timeout_us;
     if (s->cfg.transfer_timeout_us == 0)
-        s->cfg.transfer_timeout_us = d.transfer_timeout_us;
+        s->cfg.transfer_timeout_us = d->transfer_timeout_us;
     s->local_hostname = c->local_hostname != NULL ? mc_strdup(c->local_hostname) : NULL;
-    s->metadata = dup_or(c->metadata, d.metadata);
-    s->protocol = dup_or(c->protocol, d.protocol);
-    s->master = dup_or(c->master, d.master);
-    s->advertise_host = dup_or(c->advertise_host, d.advertise_host);
-    mc_status_t st = MC_ERR_NOMEM;
+    s->metadata = dup_or(c->metadata, d->metadata);
+    s->protocol = dup_or(c->protocol, d->protocol);
+    s->master = dup_or(c->master, d->master);
+    s->advertise_host = dup_or(c->advertise_host, d->advertise_host);
     if ((c->local_hostname != NULL && s->local_hostname == NULL) || s->metadata == NULL ||
         s->protocol == NULL || s->master == NULL || s->advertise_host == NULL) {
         store_free(s);
-        return st;
+        return MC_ERR_NOMEM;
     }
     s->cfg.local_hostname = s->local_hostname;
     s->cfg.metadata = s->metadata;
     s->cfg.protocol = s->protocol;
     s->cfg.master = s->master;
     s->cfg.advertise_host = s->advertise_host;
-    if (store_tier_parse_persist(c->persist) == -2) { /* named in the log */
+    if (c->shm == NULL || c->shm[0] == '\0' || strcmp(c->shm, "on") == 0) {
+        s->shm = 1;
+    } else if (strcmp(c->shm, "off") != 0) {
+        MC_ERROR(CLIENT, "bad shm '%s' (expected on or off)", c->shm);
         store_free(s);
         return MC_ERR_INVALID_ARGUMENT;
     }
+    s->cfg.shm = s->cfg.shm_group = NULL; /* the caller's: used during open only */
+    *out = s;
+    return MC_OK;
+}
 
-    char mhost[MC_HA_ADDR_MAX];
-    uint16_t mport;
-    char leader[MC_HA_ADDR_MAX];
-    const char *maddr = s->master;
+/* The master to talk to now: s->master itself, or with HA (redis://) the
+ * leader Redis names (s->ha set). Its HOST:PORT into maddr, host, port.
+ * Also checks the protocol. Errors are logged. */
+static mc_status_t open_master_addr(mc_store_t *s, char *maddr, size_t mlen, char *host,
+                                    size_t hlen, uint16_t *port)
+{
+    snprintf(maddr, mlen, "%s", s->master);
     if (mc_ha_url_is_redis(s->master)) {
         const char *why = NULL;
         if (mc_ha_url_parse(s->master, &s->ha_url, &why) != MC_OK) {
             MC_ERROR(CLIENT, "bad master address '%s': %s", s->master, why);
-            store_free(s);
             return MC_ERR_INVALID_ARGUMENT;
         }
         if (s->ha_url.cluster[0] == '\0')
             snprintf(s->ha_url.cluster, sizeof(s->ha_url.cluster), "mooncake");
-        st = resolve_at_open(s, s->cfg.rpc_timeout_us, leader, sizeof(leader));
+        mc_status_t st = resolve_at_open(s, s->cfg.rpc_timeout_us, maddr, mlen);
         if (st != MC_OK) {
             MC_ERROR(CLIENT, "master %s: no leader of cluster '%s' found within %llu ms: %s",
                      s->master, s->ha_url.cluster,
                      (unsigned long long)(s->cfg.rpc_timeout_us / 1000), mc_status_str(st));
-            store_free(s);
             return st == MC_ERR_NOT_FOUND ? MC_ERR_NOT_LEADER : st;
         }
         s->ha = 1;
-        snprintf(s->res_addr, sizeof(s->res_addr), "%s", leader);
-        maddr = leader;
-        MC_INFO(CLIENT, "master leader of cluster '%s' is %s", s->ha_url.cluster, leader);
+        snprintf(s->res_addr, sizeof(s->res_addr), "%s", maddr);
+        MC_INFO(CLIENT, "master leader of cluster '%s' is %s", s->ha_url.cluster, maddr);
     }
-    if (parse_master(maddr, mhost, sizeof(mhost), &mport) != 0) {
+    if (parse_master(maddr, host, hlen, port) != 0) {
         MC_ERROR(CLIENT, "bad master address '%s' (expected HOST:PORT)", s->master);
-        store_free(s);
         return MC_ERR_INVALID_ARGUMENT;
     }
     if (strcmp(s->protocol, "tcp") != 0 && strcmp(s->protocol, "rdma") != 0) {
         MC_ERROR(CLIENT, "unknown protocol '%s' (expected tcp or rdma)", s->protocol);
-        store_free(s);
         return MC_ERR_INVALID_ARGUMENT;
     }
+    return MC_OK;
+}
 
-    /* the transfer engine: reactors, listener, metadata */
-    char meta[512];
-    if (strcmp(s->metadata, "master") == 0)
-        snprintf(meta, sizeof(meta), "master://%s", maddr); /* the leader, with HA */
-    else
-        snprintf(meta, sizeof(meta), "%s", s->metadata);
+/* The transfer engine (reactors, listener, metadata at meta) and its
+ * transport; s->r0 and the client id come from it. */
+static mc_status_t open_engine(mc_store_t *s, const mc_store_config_t *c, const char *meta)
+{
     mc_te_opts_t to;
     mc_te_opts_init(&to);
     to.local_hostname = s->local_hostname;
@@ -726,114 +746,158 @@ mc_status_t mc_store_open(const mc_store_config_t *c, mc_store_t **out)
     to.reactors = c->reactors;
     to.host_base = c->host_base;
     to.timeout_us = s->cfg.transfer_timeout_us;
-    st = mc_te_create(&to, &s->te);
-    if (st != MC_OK) {
-        store_free(s);
+    to.shm_off = !s->shm;
+    to.shm_group = c->shm_group;
+    mc_status_t st = mc_te_create(&to, &s->te);
+    if (st != MC_OK)
         return st;
-    }
     st = mc_te_install_transport(s->te, s->protocol);
     if (st != MC_OK)
-        goto err_te;
+        return st;
     s->r0 = te_reactor(s->te, 0);
     te_owner_id(s->te, &s->client_id.hi, &s->client_id.lo);
+    return MC_OK;
+}
 
-    /* the master */
+/* The RPC client of the master on r0, and with HA the resolver thread. */
+static mc_status_t open_master_conn(mc_store_t *s, const char *host, uint16_t port)
+{
     mc_rpc_client_opts_t ro;
     mc_rpc_client_opts_init(&ro);
-    ro.host = mhost;
-    ro.port = mport;
+    ro.host = host;
+    ro.port = port;
     ro.call_timeout_us = s->cfg.rpc_timeout_us;
     if (ro.connect_timeout_us > s->cfg.rpc_timeout_us)
         ro.connect_timeout_us = s->cfg.rpc_timeout_us;
     ro.backoff_max_us = 1000000;
-    st = mc_rpc_client_create(s->r0, &ro, &s->mcli);
+    mc_status_t st = mc_rpc_client_create(s->r0, &ro, &s->mcli);
     if (st != MC_OK) {
         MC_ERROR(CLIENT, "cannot set up the connection to master %s: %s", s->master,
                  mc_status_str(st));
-        goto err_te;
+        return st;
     }
     if (s->ha) {
         if (pthread_create(&s->resolver, NULL, resolver_main, s) != 0) {
             MC_ERROR(CLIENT, "cannot start the master resolver thread");
-            st = MC_ERR_NOMEM;
-            goto err_te;
+            return MC_ERR_NOMEM;
         }
         s->resolver_started = 1;
     }
+    return MC_OK;
+}
 
-    /* staging */
-    if (c->local_buffer_size > 0) {
-        long page = sysconf(_SC_PAGESIZE);
-        s->stage_size = (c->local_buffer_size + (uint64_t)page - 1) & ~(uint64_t)(page - 1);
-        void *p =
-            mmap(NULL, s->stage_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        if (p == MAP_FAILED) {
-            MC_ERROR(CLIENT, "cannot map a staging buffer of %llu bytes: %s",
-                     (unsigned long long)s->stage_size, strerror(errno));
-            s->stage_size = 0;
-            st = MC_ERR_NOMEM;
-            goto err_te;
-        }
-        s->stage_base = p;
-        st = mc_te_register(s->te, p, s->stage_size, "cpu:0", 0);
-        if (st == MC_OK)
-            st = mc_oalloc_create(c->local_buffer_size, STAGE_MAX_ALLOCS, &s->stage_alloc);
-        if (st != MC_OK)
-            goto err_te;
-        /* for tests and comparisons: copy as a transport that needs
-         * registered memory (RDMA) would */
-        const char *env = mc_conf_env_str("MC_STORE_STAGING");
-        s->always_stage = env != NULL && strcmp(env, "always") == 0;
-        if (s->always_stage)
-            MC_INFO(CLIENT, "MC_STORE_STAGING=always: unregistered buffers go through the "
-                            "staging buffer");
+/* The staging buffer: mapped, registered with the engine, its allocator. */
+static mc_status_t open_staging(mc_store_t *s, uint64_t size)
+{
+    long page = sysconf(_SC_PAGESIZE);
+    s->stage_size = (size + (uint64_t)page - 1) & ~(uint64_t)(page - 1);
+    void *p = mmap(NULL, s->stage_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) {
+        MC_ERROR(CLIENT, "cannot map a staging buffer of %llu bytes: %s",
+                 (unsigned long long)s->stage_size, strerror(errno));
+        s->stage_size = 0;
+        return MC_ERR_NOMEM;
     }
+    s->stage_base = p;
+    mc_status_t st = mc_te_register(s->te, p, s->stage_size, "cpu:0", 0);
+    if (st == MC_OK)
+        st = mc_oalloc_create(size, STAGE_MAX_ALLOCS, &s->stage_alloc);
+    if (st != MC_OK)
+        return st;
+    /* for tests and comparisons: copy as a transport that needs registered
+     * memory (RDMA) would */
+    const char *env = mc_conf_env_str("MC_STORE_STAGING");
+    s->always_stage = env != NULL && strcmp(env, "always") == 0;
+    if (s->always_stage)
+        MC_INFO(CLIENT, "MC_STORE_STAGING=always: unregistered buffers go through the staging "
+                        "buffer");
+    return MC_OK;
+}
 
-    /* the segment */
-    if (c->global_segment_size > 0) {
-        store_seg_t *g;
-        st = seg_create(s, NULL, c->global_segment_size, &g);
-        if (st != MC_OK)
-            goto err_te;
-        mc_list_push_tail(&s->segs, &g->node);
-        s->reg = STORE_REGISTERED; /* mount_sync does it now, or ... */
-        if (attached(s)) {
-            /* a sync call would wait for the host's loop: mount async */
-            s->reg = STORE_UNREGISTERED;
-            s->mount_loud = 1;
-        } else {
-            st = mount_sync(s, g);
-            if (transient(st)) {
-                MC_WARN(CLIENT,
-                        "master %s unreachable (%s): the segment is mounted when it "
-                        "is back",
-                        s->master, mc_status_str(st));
-                s->reg = STORE_UNREGISTERED; /* mounted at the first ping answered */
-                s->mount_loud = 1;
-                s->master_down = 1;
-            } else if (st != MC_OK) {
-                MC_ERROR(CLIENT, "cannot mount segment '%s' (%llu bytes): %s",
-                         mc_te_local_name(s->te), (unsigned long long)g->size, mc_status_str(st));
-                goto err_te;
-            }
-        }
-    } else {
+/* The contributed segment (size > 0), mounted now when a blocking call may
+ * be made and the master answers; else at the first ping (s->reg says
+ * which). A pure client registers at the first ping too. */
+static mc_status_t open_segment(mc_store_t *s, uint64_t size)
+{
+    if (size == 0) {
         s->reg = STORE_UNREGISTERED; /* a ReMount registers the client: pings then answer OK */
+        return MC_OK;
     }
+    store_seg_t *g;
+    mc_status_t st = seg_create(s, NULL, size, &g);
+    if (st != MC_OK)
+        return st;
+    mc_list_push_tail(&s->segs, &g->node);
+    if (attached(s)) {
+        /* a sync call would wait for the host's loop: mount async */
+        s->reg = STORE_UNREGISTERED;
+        s->mount_loud = 1;
+        return MC_OK;
+    }
+    st = mount_sync(s, g);
+    if (st == MC_OK) {
+        s->reg = STORE_REGISTERED;
+    } else if (transient(st)) {
+        MC_WARN(CLIENT, "master %s unreachable (%s): the segment is mounted when it is back",
+                s->master, mc_status_str(st));
+        s->reg = STORE_UNREGISTERED; /* mounted at the first ping answered */
+        s->mount_loud = 1;
+        s->master_down = 1;
+    } else {
+        MC_ERROR(CLIENT, "cannot mount segment '%s' (%llu bytes): %s", mc_te_local_name(s->te),
+                 (unsigned long long)g->size, mc_status_str(st));
+        return st;
+    }
+    return MC_OK;
+}
 
-    st = store_tier_open(s, c->persist,
-                         c->tier_queue_bytes ? c->tier_queue_bytes : d.tier_queue_bytes);
+mc_status_t mc_store_open(const mc_store_config_t *c, mc_store_t **out)
+{
+    mc_store_config_t d;
+    mc_store_config_init(&d);
+    if (c == NULL || out == NULL) {
+        MC_ERROR(CLIENT, "mc_store_open: config and out must not be NULL");
+        return MC_ERR_INVALID_ARGUMENT;
+    }
+    mc_store_t *s;
+    mc_status_t st = store_new(c, &d, &s);
+    if (st != MC_OK)
+        return st;
+    char maddr[MC_HA_ADDR_MAX], mhost[MC_HA_ADDR_MAX], meta[512];
+    uint16_t mport;
+    if (store_tier_parse_persist(c->persist) == -2) /* named in the log */
+        st = MC_ERR_INVALID_ARGUMENT;
+    else
+        st = open_master_addr(s, maddr, sizeof(maddr), mhost, sizeof(mhost), &mport);
+    if (st != MC_OK) {
+        store_free(s);
+        return st;
+    }
+    /* the transfer engine: reactors, listener, metadata (the master's
+     * embedded one follows the leader with HA) */
+    if (strcmp(s->metadata, "master") == 0)
+        snprintf(meta, sizeof(meta), "master://%s", maddr);
+    else
+        snprintf(meta, sizeof(meta), "%s", s->metadata);
+    st = open_engine(s, c, meta);
+    if (st == MC_OK)
+        st = open_master_conn(s, mhost, mport);
+    if (st == MC_OK && c->local_buffer_size > 0)
+        st = open_staging(s, c->local_buffer_size);
+    if (st == MC_OK)
+        st = open_segment(s, c->global_segment_size);
+    if (st == MC_OK)
+        st = store_tier_open(s, c->persist,
+                             c->tier_queue_bytes ? c->tier_queue_bytes : d.tier_queue_bytes);
+    if (st == MC_OK) {
+        timer_ctx_t tc = {.s = s, .st = MC_ERR_CANCELED};
+        mc_rpc_run_on(s->r0, ping_arm, &tc);
+        st = tc.st;
+    }
     if (st != MC_OK)
         goto err_te;
-    timer_ctx_t tc = {.s = s, .st = MC_ERR_CANCELED};
-    mc_rpc_run_on(s->r0, ping_arm, &tc);
-    if (tc.st != MC_OK) {
-        st = tc.st;
-        goto err_te;
-    }
     MC_INFO(CLIENT,
-            "store client '%s': master %s, metadata %s, segment %llu bytes, staging "
-            "%llu bytes",
+            "store client '%s': master %s, metadata %s, segment %llu bytes, staging %llu bytes",
             mc_te_local_name(s->te), s->master, meta, (unsigned long long)c->global_segment_size,
             (unsigned long long)c->local_buffer_size);
     *out = s;

@@ -43,7 +43,8 @@ typedef enum get_state {
     G_NEXT,         /* copy the piece out; next piece, or done */
     G_TIER,         /* no memory replica left to try: read the tier file */
     G_WAIT_TIER,    /* waiting: the tier worker's read (checksum and key checked) */
-    G_DONE,         /* report result */
+    G_DONE,         /* report err, or result */
+    G_NSTATES
 } get_state_t;
 
 typedef struct get_op {
@@ -53,8 +54,10 @@ typedef struct get_op {
     void *arg;
     char *key;
     size_t klen;
-    uint8_t *buf; /* the caller's, borrowed until cb */
+    uint8_t *buf; /* the caller's, borrowed until cb (or the bounce) */
     size_t len;
+    uint8_t *gpu_dst; /* the caller's GPU memory: buf is a host bounce (owned), copied
+                         there at the end */
     uint64_t *need;
     mc_master_replica_desc_t rep[STORE_MAX_REPLICAS];
     uint32_t nrep;
@@ -73,6 +76,7 @@ typedef struct get_op {
     int disk;             /* the object has a DISK replica (and this client reads the tier) */
     uint64_t got;         /* tier read: the file's data size */
     int64_t result;
+    mc_status_t err; /* the get failed (G_DONE reports it) */
 } get_op_t;
 
 /* A sync get's own-segment copy, done by the calling thread after the
@@ -96,6 +100,11 @@ static void get_finish(store_op_t *h, mc_status_t st)
     store_stage_put(s, h);
     if (h->batch != NULL && mc_te_batch_free(h->batch) != MC_OK)
         MC_ERROR(CLIENT, "get: transfer batch still busy at the end (leaked)");
+    if (op->gpu_dst != NULL) { /* the value is in the host bounce: to the GPU */
+        if (st == MC_OK && op->result > 0)
+            st = te_gpu_copy(op->gpu_dst, op->buf, (size_t)op->result);
+        mc_free(op->buf);
+    }
     op->cb(op->arg, st != MC_OK ? (int64_t)st : op->result);
     mc_free(op->key);
     mc_free(op);
@@ -148,242 +157,261 @@ static uint32_t order_reps(mc_store_t *s, const mc_master_replica_desc_t *rep, u
     return n;
 }
 
+/* The state handlers of get_step: each does its state's work and returns
+ * the next state; one that starts an asynchronous step returns the
+ * G_WAIT_* state that receives its outcome (h->wait_st); G_STAGE returns
+ * itself while it waits for staging room. Failures go to G_DONE with err. */
+
+static get_state_t get_fail(get_op_t *op, mc_status_t st)
+{
+    op->err = st;
+    return G_DONE;
+}
+
+static get_state_t get_list(get_op_t *op)
+{
+    mc_mp_writer_t *w = mc_rpc_call_begin(op->h.s->mcli);
+    mc_mcli_key(w, op->key, op->klen);
+    op->t_sent_us = mc_now_us();
+    mc_status_t st = store_rpc_end(&op->h, MC_RPC_GET_REPLICA_LIST, get_decode_list);
+    return st == MC_INPROGRESS ? G_WAIT_LIST /* waiting: the master */ : get_fail(op, st);
+}
+
+/* The replicas are in: the order to try them, the size, the window. */
+static get_state_t get_listed(get_op_t *op)
+{
+    mc_store_t *s = op->h.s;
+    if (op->h.wait_st != MC_OK)
+        return get_fail(op, op->h.wait_st);
+    op->norder = order_reps(s, op->rep, op->nrep, op->order);
+    const mc_master_replica_desc_t *dk = disk_rep(s, op->rep, op->nrep);
+    op->disk = dk != NULL;
+    if (op->norder == 0 && dk == NULL)
+        return get_fail(op, MC_ERR_OBJECT_NOT_FOUND);
+    op->size = op->norder > 0 ? op->rep[op->order[0]].size : dk->size;
+    if (op->size > op->len) {
+        if (op->need != NULL)
+            *op->need = op->size;
+        return get_fail(op, MC_ERR_BUFFER_OVERFLOW);
+    }
+    op->direct = store_direct_ok(s, op->buf, op->size);
+    op->win = op->direct ? op->size : store_stage_window(s, op->size);
+    op->last_err = MC_ERR_TRANSFER_FAIL;
+    return G_PICK;
+}
+
+/* A replica on our own segment: copy it (a sync get leaves the copy to its
+ * thread), after checking it is memory we expose. 0: it is not; try the
+ * next replica. */
+static int get_own(get_op_t *op, get_state_t *next)
+{
+    mc_store_t *s = op->h.s;
+    const mc_master_replica_desc_t *d = &op->rep[op->cur];
+    if (!te_local_range_ok(s->te, (const void *)(uintptr_t)d->address, op->size, 1)) {
+        MC_WARN(CLIENT, "get: replica 0x%llx+%llu is not in a segment of ours",
+                (unsigned long long)d->address, (unsigned long long)op->size);
+        return 0;
+    }
+    const uint8_t *src = (const uint8_t *)(uintptr_t)d->address + op->off;
+    if (op->defer != NULL) {
+        op->defer->src = src;
+        op->defer->dst = op->buf + op->off;
+        op->defer->n = op->size - op->off;
+        op->defer->deadline_us = op->lease_us ? op->t_sent_us + op->lease_us : 0;
+        op->result = (int64_t)op->size;
+        *next = G_DONE; /* get_sync copies and checks the lease */
+        return 1;
+    }
+    memcpy(op->buf + op->off, src, op->size - op->off);
+    op->off = op->size;
+    op->plen = 0;
+    *next = G_NEXT;
+    return 1;
+}
+
+/* The next replica to read from (own segment first), or the tier file. */
+static get_state_t get_pick(get_op_t *op)
+{
+    mc_store_t *s = op->h.s;
+    for (;;) {
+        if (lease_over(op))
+            return get_fail(op, MC_ERR_LEASE_EXPIRED);
+        if (op->tried >= op->norder) {
+            if (!op->disk)
+                return get_fail(op, op->last_err);
+            if (op->norder > 0)
+                MC_INFO(CLIENT, "get: no memory replica could be read (%s); reading the tier file",
+                        mc_status_str(op->last_err));
+            return G_TIER;
+        }
+        op->cur = op->order[op->tried++];
+        get_state_t next;
+        if (strcmp(endpoint(&op->rep[op->cur]), mc_te_local_name(s->te)) == 0) {
+            if (get_own(op, &next))
+                return next;
+            continue;
+        }
+        mc_status_t st = store_peer_resolve(s, &op->h, endpoint(&op->rep[op->cur]), &op->seg);
+        if (st == MC_INPROGRESS)
+            return G_WAIT_PEER; /* waiting: the segment open (peer_open_cb steps us) */
+        if (st == MC_OK)
+            return G_STAGE;
+        op->last_err = st;
+    }
+}
+
+static get_state_t get_peer_opened(get_op_t *op)
+{
+    if (op->h.wait_st != MC_OK) {
+        MC_WARN(CLIENT, "get: cannot open segment '%s': %s; trying the next replica",
+                endpoint(&op->rep[op->cur]), mc_status_str(op->h.wait_st));
+        store_peer_note(op->h.s, endpoint(&op->rep[op->cur]), 1);
+        op->last_err = MC_ERR_TRANSFER_FAIL;
+        return G_PICK;
+    }
+    op->seg = op->h.opened;
+    return G_STAGE;
+}
+
+static get_state_t get_stage(get_op_t *op)
+{
+    if (!op->direct && op->h.stage == NULL) {
+        mc_status_t st = store_stage_get(op->h.s, &op->h, op->win);
+        if (st == MC_INPROGRESS)
+            return G_STAGE; /* waiting: staging room (stage_kick steps us) */
+        if (st != MC_OK)
+            return get_fail(op, st);
+    }
+    return G_SUBMIT;
+}
+
+/* Read the current piece (one refresh of the segment's descriptor when the
+ * replica is outside what we know of it). */
+static get_state_t get_fetch(get_op_t *op)
+{
+    store_op_t *h = &op->h;
+    const mc_master_replica_desc_t *d = &op->rep[op->cur];
+    op->plen = op->size - op->off < op->win ? op->size - op->off : op->win;
+    mc_te_request_t req = {.opcode = MC_TE_READ,
+                           .local = op->direct ? op->buf + op->off : h->stage,
+                           .segment = op->seg,
+                           .remote = d->address + op->off,
+                           .length = op->plen};
+    if (!store_range_ok(h->s, op->seg, req.remote, op->plen)) {
+        if (!(op->refreshed & (1u << op->cur)) && store_seg_refresh(h, op->seg) == MC_INPROGRESS) {
+            op->refreshed |= 1u << op->cur;
+            return G_WAIT_REFRESH; /* waiting: the refresh (refresh_cb steps us) */
+        }
+        MC_WARN(CLIENT,
+                "get: replica 0x%llx+%llu is outside the buffers of segment '%s'; trying the "
+                "next replica",
+                (unsigned long long)d->address, (unsigned long long)op->size, endpoint(d));
+        op->last_err = MC_ERR_TRANSFER_FAIL;
+        return G_PICK;
+    }
+    mc_status_t st = store_xfer_submit(h, &req, 1);
+    if (st != MC_OK) {
+        op->last_err = st == MC_ERR_CANCELED ? st : MC_ERR_TRANSFER_FAIL;
+        return G_PICK;
+    }
+    return G_WAIT_XFER; /* waiting: the transfer (store_xfer_cb posts us) */
+}
+
+static get_state_t get_refreshed(get_op_t *op)
+{
+    (void)op;
+    return G_SUBMIT; /* a failed refresh shows as a bad range again */
+}
+
+static get_state_t get_read(get_op_t *op)
+{
+    store_op_t *h = &op->h;
+    if (h->wait_st != MC_OK) {
+        MC_WARN(CLIENT, "get: reading from segment '%s' failed: %s; trying the next replica",
+                endpoint(&op->rep[op->cur]), mc_status_str(h->wait_st));
+        store_peer_note(h->s, endpoint(&op->rep[op->cur]), 1);
+        op->last_err = h->wait_st == MC_ERR_CANCELED ? h->wait_st : MC_ERR_TRANSFER_FAIL;
+        return G_PICK;
+    }
+    if (op->off == 0)
+        store_peer_note(h->s, endpoint(&op->rep[op->cur]), 0);
+    if (!op->direct)
+        memcpy(op->buf + op->off, h->stage, op->plen);
+    op->off += op->plen;
+    return G_NEXT;
+}
+
+/* The next piece, or done (if the lease still holds). */
+static get_state_t get_next(get_op_t *op)
+{
+    if (op->off < op->size)
+        return G_SUBMIT;
+    if (lease_over(op)) {
+        MC_WARN(CLIENT, "get: the read lease (%llu us) ran out before the read finished",
+                (unsigned long long)op->lease_us);
+        return get_fail(op, MC_ERR_LEASE_EXPIRED);
+    }
+    op->result = (int64_t)op->size;
+    return G_DONE;
+}
+
+static get_state_t get_tier(get_op_t *op)
+{
+    mc_status_t st =
+        store_tier_read_op(&op->h, op->key, op->klen, op->buf, op->len, op->size, &op->got);
+    return st == MC_OK ? G_WAIT_TIER /* waiting: the tier worker (it posts us) */
+                       : get_fail(op, st);
+}
+
+static get_state_t get_tier_read(get_op_t *op)
+{
+    /* No lease check: a file is never rewritten in place (a new one is
+     * renamed over it; an open one keeps its bytes), and the key and
+     * checksum in it were checked. */
+    mc_status_t st = op->h.wait_st;
+    if (st != MC_OK)
+        return get_fail(op, st == MC_ERR_FILE_NOT_FOUND ? MC_ERR_OBJECT_NOT_FOUND : st);
+    op->result = (int64_t)op->got;
+    return G_DONE;
+}
+
+/* The machine's table: each state's handler and whether get_step stops
+ * there. G_DONE has no handler: it reports. */
+static const struct {
+    get_state_t (*fn)(get_op_t *op);
+    int wait;
+} get_table[G_NSTATES] = {
+    [G_LIST] = {get_list, 0},
+    [G_WAIT_LIST] = {get_listed, 1},
+    [G_PICK] = {get_pick, 0},
+    [G_WAIT_PEER] = {get_peer_opened, 1},
+    [G_STAGE] = {get_stage, 0},
+    [G_SUBMIT] = {get_fetch, 0},
+    [G_WAIT_REFRESH] = {get_refreshed, 1},
+    [G_WAIT_XFER] = {get_read, 1},
+    [G_NEXT] = {get_next, 0},
+    [G_TIER] = {get_tier, 0},
+    [G_WAIT_TIER] = {get_tier_read, 1},
+};
+
 static void get_step(store_op_t *h)
 {
     get_op_t *op = (get_op_t *)h;
-    mc_store_t *s = h->s;
-    mc_status_t st;
-
     for (;;) {
         if (store_op_closing(h)) {
             get_finish(h, MC_ERR_CANCELED);
             return;
         }
-        switch (op->state) {
-        case G_LIST: {
-            mc_mp_writer_t *w = mc_rpc_call_begin(s->mcli);
-            mc_mcli_key(w, op->key, op->klen);
-            op->t_sent_us = mc_now_us();
-            st = store_rpc_end(h, MC_RPC_GET_REPLICA_LIST, get_decode_list);
-            if (st != MC_INPROGRESS) {
-                get_finish(h, st);
-                return;
-            }
-            op->state = G_WAIT_LIST;
-            return; /* waiting: the master */
-        }
-
-        case G_WAIT_LIST:
-            if (h->wait_st != MC_OK) {
-                get_finish(h, h->wait_st);
-                return;
-            }
-            op->norder = order_reps(s, op->rep, op->nrep, op->order);
-            {
-                const mc_master_replica_desc_t *dk = disk_rep(s, op->rep, op->nrep);
-                op->disk = dk != NULL;
-                if (op->norder == 0 && dk == NULL) {
-                    get_finish(h, MC_ERR_OBJECT_NOT_FOUND);
-                    return;
-                }
-                op->size = op->norder > 0 ? op->rep[op->order[0]].size : dk->size;
-            }
-            if (op->size > op->len) {
-                if (op->need != NULL)
-                    *op->need = op->size;
-                get_finish(h, MC_ERR_BUFFER_OVERFLOW);
-                return;
-            }
-            op->direct = store_direct_ok(s, op->buf, op->size);
-            op->win = op->direct ? op->size : store_stage_window(s, op->size);
-            op->last_err = MC_ERR_TRANSFER_FAIL;
-            op->state = G_PICK;
-            break;
-
-        case G_PICK:
-            if (lease_over(op)) {
-                get_finish(h, MC_ERR_LEASE_EXPIRED);
-                return;
-            }
-            if (op->tried >= op->norder) {
-                if (op->disk) {
-                    if (op->norder > 0)
-                        MC_INFO(CLIENT,
-                                "get: no memory replica could be read (%s); reading "
-                                "the tier file",
-                                mc_status_str(op->last_err));
-                    op->state = G_TIER;
-                    break;
-                }
-                get_finish(h, op->last_err);
-                return;
-            }
-            op->cur = op->order[op->tried++];
-            if (strcmp(endpoint(&op->rep[op->cur]), mc_te_local_name(s->te)) == 0) {
-                /* our own segment: copy, after checking it is memory we expose */
-                const mc_master_replica_desc_t *d = &op->rep[op->cur];
-                if (te_local_range_ok(s->te, (const void *)(uintptr_t)d->address, op->size, 1)) {
-                    const uint8_t *src = (const uint8_t *)(uintptr_t)d->address + op->off;
-                    if (op->defer != NULL) {
-                        op->defer->src = src;
-                        op->defer->dst = op->buf + op->off;
-                        op->defer->n = op->size - op->off;
-                        op->defer->deadline_us = op->lease_us ? op->t_sent_us + op->lease_us : 0;
-                        op->result = (int64_t)op->size;
-                        op->state = G_DONE; /* get_sync copies and checks the lease */
-                        break;
-                    }
-                    memcpy(op->buf + op->off, src, op->size - op->off);
-                    op->off = op->size;
-                    op->plen = 0;
-                    op->state = G_NEXT;
-                    break;
-                }
-                MC_WARN(CLIENT, "get: replica 0x%llx+%llu is not in a segment of ours",
-                        (unsigned long long)d->address, (unsigned long long)op->size);
-                break; /* next replica */
-            }
-            {
-                int r = store_peer_resolve(s, h, endpoint(&op->rep[op->cur]), &op->seg);
-                if (r == 0) {
-                    op->state = G_WAIT_PEER;
-                    return; /* waiting: the segment open */
-                }
-                if (r < 0) {
-                    op->last_err = r;
-                    break;
-                }
-            }
-            op->state = G_STAGE;
-            break;
-
-        case G_WAIT_PEER:
-            if (h->wait_st != MC_OK) {
-                MC_WARN(CLIENT, "get: cannot open segment '%s': %s; trying the next replica",
-                        endpoint(&op->rep[op->cur]), mc_status_str(h->wait_st));
-                store_peer_note(s, endpoint(&op->rep[op->cur]), 1);
-                op->last_err = MC_ERR_TRANSFER_FAIL;
-                op->state = G_PICK;
-                break;
-            }
-            op->seg = h->opened;
-            op->state = G_STAGE;
-            break;
-
-        case G_STAGE:
-            if (!op->direct && h->stage == NULL) {
-                int r = store_stage_get(s, h, op->win);
-                if (r < 0) {
-                    get_finish(h, r);
-                    return;
-                }
-                if (r == 0)
-                    return; /* waiting: staging room */
-            }
-            op->state = G_SUBMIT;
-            break;
-
-        case G_SUBMIT: {
-            const mc_master_replica_desc_t *d = &op->rep[op->cur];
-            op->plen = op->size - op->off < op->win ? op->size - op->off : op->win;
-            mc_te_request_t req = {.opcode = MC_TE_READ,
-                                   .local = op->direct ? op->buf + op->off : h->stage,
-                                   .segment = op->seg,
-                                   .remote = d->address + op->off,
-                                   .length = op->plen};
-            if (!store_range_ok(s, op->seg, req.remote, op->plen)) {
-                if (!(op->refreshed & (1u << op->cur)) &&
-                    store_seg_refresh(h, op->seg) == MC_INPROGRESS) {
-                    op->refreshed |= 1u << op->cur;
-                    op->state = G_WAIT_REFRESH;
-                    return; /* waiting: the refresh */
-                }
-                MC_WARN(CLIENT,
-                        "get: replica 0x%llx+%llu is outside the buffers of segment "
-                        "'%s'; trying the next replica",
-                        (unsigned long long)d->address, (unsigned long long)op->size, endpoint(d));
-                op->last_err = MC_ERR_TRANSFER_FAIL;
-                op->state = G_PICK;
-                break;
-            }
-            st = store_xfer_submit(h, &req, 1);
-            if (st != MC_OK) {
-                op->last_err = st == MC_ERR_CANCELED ? st : MC_ERR_TRANSFER_FAIL;
-                op->state = G_PICK;
-                break;
-            }
-            op->state = G_WAIT_XFER;
-            return; /* waiting: the transfer */
-        }
-
-        case G_WAIT_REFRESH:
-            op->state = G_SUBMIT; /* a failed refresh shows as a bad range again */
-            break;
-
-        case G_WAIT_XFER:
-            if (h->wait_st != MC_OK) {
-                MC_WARN(CLIENT,
-                        "get: reading from segment '%s' failed: %s; trying the next "
-                        "replica",
-                        endpoint(&op->rep[op->cur]), mc_status_str(h->wait_st));
-                store_peer_note(s, endpoint(&op->rep[op->cur]), 1);
-                op->last_err = h->wait_st == MC_ERR_CANCELED ? h->wait_st : MC_ERR_TRANSFER_FAIL;
-                op->state = G_PICK;
-                break;
-            }
-            if (op->off == 0)
-                store_peer_note(s, endpoint(&op->rep[op->cur]), 0);
-            if (!op->direct)
-                memcpy(op->buf + op->off, h->stage, op->plen);
-            op->off += op->plen;
-            op->state = G_NEXT;
-            break;
-
-        case G_NEXT:
-            if (op->off < op->size) {
-                op->state = G_SUBMIT;
-                break;
-            }
-            if (lease_over(op)) {
-                MC_WARN(CLIENT, "get: the read lease (%llu us) ran out before the read finished",
-                        (unsigned long long)op->lease_us);
-                get_finish(h, MC_ERR_LEASE_EXPIRED);
-                return;
-            }
-            op->result = (int64_t)op->size;
-            op->state = G_DONE;
-            break;
-
-        case G_TIER:
-            st = store_tier_read_op(h, op->key, op->klen, op->buf, op->len, op->size, &op->got);
-            if (st != MC_OK) {
-                get_finish(h, st);
-                return;
-            }
-            op->state = G_WAIT_TIER;
-            return; /* waiting: the tier worker (it posts us) */
-
-        case G_WAIT_TIER:
-            /* No lease check: a file is never rewritten in place (a new one
-             * is renamed over it; an open one keeps its bytes), and the
-             * key and checksum in it were checked. */
-            if (h->wait_st != MC_OK) {
-                get_finish(h, h->wait_st == MC_ERR_FILE_NOT_FOUND ? MC_ERR_OBJECT_NOT_FOUND
-                                                                  : h->wait_st);
-                return;
-            }
-            op->result = (int64_t)op->got;
-            op->state = G_DONE;
-            break;
-
-        case G_DONE:
-            get_finish(h, MC_OK);
-            return;
-
-        default:
-            assert(0);
+        get_state_t from = op->state;
+        if (from == G_DONE) {
+            get_finish(h, op->err);
             return;
         }
+        assert(from < G_NSTATES && get_table[from].fn != NULL);
+        get_state_t to = get_table[from].fn(op);
+        op->state = to;
+        if (to == from || get_table[to].wait)
+            return;
     }
 }
 
@@ -401,6 +429,14 @@ static mc_status_t get_submit(mc_store_t *s, const void *key, size_t klen, void 
         MC_ERROR(CLIENT, "get_into: %p+%zu is not inside a registered buffer", buf, len);
         return MC_ERR_INVALID_PARAMS;
     }
+    /* GPU memory: read into host memory, copied to the GPU at the end (no
+     * path of the get touches it with the CPU) */
+    uint8_t *gpu_dst = NULL;
+    if (len > 0 && te_gpu_of(buf) >= 0) {
+        gpu_dst = buf;
+        registered = 0;
+        defer = NULL; /* the own-segment copy happens here, before the GPU copy */
+    }
     if (!registered && s->stage_alloc == NULL) {
         MC_ERROR(CLIENT, "get: the buffer is not registered and the client has no staging "
                          "buffer (local_buffer_size = 0)");
@@ -414,6 +450,12 @@ static mc_status_t get_submit(mc_store_t *s, const void *key, size_t klen, void 
     memcpy(op->key, key, klen);
     op->klen = klen;
     op->buf = buf;
+    if (gpu_dst != NULL && (op->buf = mc_malloc(len)) == NULL) {
+        mc_free(op->key);
+        mc_free(op);
+        return MC_ERR_NOMEM;
+    }
+    op->gpu_dst = gpu_dst;
     op->len = len;
     op->need = need;
     op->defer = defer;
@@ -425,6 +467,8 @@ static mc_status_t get_submit(mc_store_t *s, const void *key, size_t klen, void 
     op->state = G_LIST;
     st = store_op_submit(&op->h);
     if (st != MC_INPROGRESS) {
+        if (op->gpu_dst != NULL)
+            mc_free(op->buf);
         mc_free(op->key);
         mc_free(op);
     }
@@ -495,13 +539,16 @@ mc_status_t mc_store_get_async(mc_store_t *s, const void *key, size_t klen, void
  */
 #define BGET_CHUNK 4096
 
-typedef enum {
-    BG_LIST,
-    BG_WAIT_LIST,
-    BG_RESOLVE,
-    BG_WAIT_PEER,
-    BG_SUBMIT,
-    BG_WAIT_XFER
+typedef enum bget_state {
+    BG_LIST,      /* send BatchGetReplicaList for the chunk */
+    BG_WAIT_LIST, /* waiting: per-key statuses, replicas and the lease; plan each key */
+    BG_RESOLVE,   /* open the picked replica's segment of every key to read, one at a time */
+    BG_WAIT_PEER, /* waiting: a segment open */
+    BG_SUBMIT,    /* one transfer batch reading every key to read into its buffer */
+    BG_WAIT_XFER, /* waiting: the batch (bget_harvest marks the keys that failed) */
+    BG_CHECK,     /* the lease check of the reads done */
+    BG_DONE,      /* report err (MC_OK: per-key results are in result[]) */
+    BG_NSTATES
 } bget_state_t;
 
 /* bget_op_t.todo[i] */
@@ -519,10 +566,12 @@ typedef struct bget_op {
     mc_master_replica_desc_t *rep; /* n * STORE_MAX_REPLICAS */
     uint32_t *nrep, *pick;
     mc_te_segment_t *seg;
+    mc_te_request_t *reqs; /* n: the transfer's requests (allocated with the op) */
     size_t *task_key;
     size_t rk; /* resolve cursor */
     size_t ntasks;
     uint64_t lease_us, t_sent_us;
+    mc_status_t err; /* the chunk failed as a whole (BG_DONE reports it) */
     store_waiter_t *w;
 } bget_op_t;
 
@@ -599,144 +648,156 @@ static void bget_plan(mc_store_t *s, bget_op_t *op, size_t i)
     op->result[i] = (int64_t)d->size;
 }
 
+/* The state handlers of bget_step, as get's: each returns the next state;
+ * one that starts an asynchronous step returns the BG_WAIT_* state that
+ * receives its outcome. */
+
+static bget_state_t bget_list(bget_op_t *op)
+{
+    mc_mp_writer_t *w = mc_rpc_call_begin(op->h.s->mcli);
+    mc_mcli_keys(w, op->keys, op->n);
+    op->t_sent_us = mc_now_us();
+    mc_status_t st = store_rpc_end(&op->h, MC_RPC_BATCH_GET_REPLICA_LIST, bget_decode_list);
+    if (st != MC_INPROGRESS) {
+        op->err = st;
+        return BG_DONE;
+    }
+    return BG_WAIT_LIST; /* waiting: the master */
+}
+
+static bget_state_t bget_listed(bget_op_t *op)
+{
+    if (op->h.wait_st != MC_OK) {
+        op->err = op->h.wait_st;
+        return BG_DONE;
+    }
+    for (size_t i = 0; i < op->n; i++)
+        bget_plan(op->h.s, op, i);
+    return BG_RESOLVE;
+}
+
+static const mc_master_replica_desc_t *bget_picked(const bget_op_t *op, size_t i)
+{
+    return &op->rep[i * STORE_MAX_REPLICAS + op->pick[i]];
+}
+
+static bget_state_t bget_resolve(bget_op_t *op)
+{
+    for (; op->rk < op->n; op->rk++) {
+        size_t i = op->rk;
+        if (op->todo[i] != BG_KEY_READ)
+            continue;
+        mc_status_t st =
+            store_peer_resolve(op->h.s, &op->h, endpoint(bget_picked(op, i)), &op->seg[i]);
+        if (st == MC_INPROGRESS)
+            return BG_WAIT_PEER; /* waiting: a segment open (peer_open_cb steps us) */
+        if (st != MC_OK)
+            op->todo[i] = BG_KEY_RETRY;
+    }
+    return BG_SUBMIT;
+}
+
+static bget_state_t bget_peer_opened(bget_op_t *op)
+{
+    if (op->h.wait_st == MC_OK) {
+        op->seg[op->rk] = op->h.opened;
+    } else {
+        store_peer_note(op->h.s, endpoint(bget_picked(op, op->rk)), 1);
+        op->todo[op->rk] = BG_KEY_RETRY;
+    }
+    op->rk++;
+    return BG_RESOLVE;
+}
+
+static bget_state_t bget_submit(bget_op_t *op)
+{
+    store_op_t *h = &op->h;
+    size_t k = 0;
+    for (size_t i = 0; i < op->n; i++) {
+        if (op->todo[i] != BG_KEY_READ)
+            continue;
+        const mc_master_replica_desc_t *d = bget_picked(op, i);
+        if (!store_range_ok(h->s, op->seg[i], d->address, d->size)) {
+            op->todo[i] = BG_KEY_RETRY; /* the single get refreshes */
+            continue;
+        }
+        op->reqs[k] = (mc_te_request_t){.opcode = MC_TE_READ,
+                                        .local = op->bufs[i].ptr,
+                                        .segment = op->seg[i],
+                                        .remote = d->address,
+                                        .length = d->size};
+        op->task_key[k++] = i;
+    }
+    op->ntasks = k;
+    if (k == 0)
+        return BG_CHECK;
+    if (store_xfer_submit(h, op->reqs, k) != MC_OK) {
+        for (size_t t = 0; t < k; t++)
+            op->todo[op->task_key[t]] = BG_KEY_RETRY;
+        op->ntasks = 0;
+        return BG_CHECK;
+    }
+    return BG_WAIT_XFER; /* waiting: the transfers (store_xfer_cb posts us) */
+}
+
+/* The reads are in (bget_harvest marked those that failed). */
+static bget_state_t bget_read(bget_op_t *op)
+{
+    for (size_t t = 0; t < op->ntasks; t++) {
+        size_t i = op->task_key[t];
+        if (op->todo[i] == BG_KEY_READ) {
+            op->todo[i] = BG_KEY_DONE;
+            op->result[i] = (int64_t)bget_picked(op, i)->size;
+        } else {
+            store_peer_note(op->h.s, endpoint(bget_picked(op, i)), 1);
+        }
+    }
+    return BG_CHECK;
+}
+
+/* As a single get's: reads that ended after the lease are not trusted. */
+static bget_state_t bget_check(bget_op_t *op)
+{
+    if (op->lease_us > 0 && mc_now_us() > op->t_sent_us + op->lease_us) {
+        MC_WARN(CLIENT, "batch get: the read lease (%llu us) ran out before the reads finished",
+                (unsigned long long)op->lease_us);
+        for (size_t i = 0; i < op->n; i++)
+            if (op->todo[i] == BG_KEY_DONE && op->result[i] >= 0)
+                op->result[i] = MC_ERR_LEASE_EXPIRED;
+    }
+    return BG_DONE;
+}
+
+/* The machine's table: each state's handler and whether bget_step stops
+ * there. BG_DONE has no handler: it reports. */
+static const struct {
+    bget_state_t (*fn)(bget_op_t *op);
+    int wait;
+} bget_table[BG_NSTATES] = {
+    [BG_LIST] = {bget_list, 0},       [BG_WAIT_LIST] = {bget_listed, 1},
+    [BG_RESOLVE] = {bget_resolve, 0}, [BG_WAIT_PEER] = {bget_peer_opened, 1},
+    [BG_SUBMIT] = {bget_submit, 0},   [BG_WAIT_XFER] = {bget_read, 1},
+    [BG_CHECK] = {bget_check, 0},
+};
+
 static void bget_step(store_op_t *h)
 {
     bget_op_t *op = (bget_op_t *)h;
-    mc_store_t *s = h->s;
-    mc_status_t st;
-
     for (;;) {
         if (store_op_closing(h)) {
             bget_finish(h, MC_ERR_CANCELED);
             return;
         }
-        switch (op->state) {
-        case BG_LIST: {
-            mc_mp_writer_t *w = mc_rpc_call_begin(s->mcli);
-            mc_mcli_keys(w, op->keys, op->n);
-            op->t_sent_us = mc_now_us();
-            st = store_rpc_end(h, MC_RPC_BATCH_GET_REPLICA_LIST, bget_decode_list);
-            if (st != MC_INPROGRESS) {
-                bget_finish(h, st);
-                return;
-            }
-            op->state = BG_WAIT_LIST;
-            return; /* waiting: the master */
-        }
-
-        case BG_WAIT_LIST:
-            if (h->wait_st != MC_OK) {
-                bget_finish(h, h->wait_st);
-                return;
-            }
-            for (size_t i = 0; i < op->n; i++)
-                bget_plan(s, op, i);
-            op->state = BG_RESOLVE;
-            break;
-
-        case BG_RESOLVE:
-            while (op->rk < op->n) {
-                size_t i = op->rk;
-                if (op->todo[i] != BG_KEY_READ) {
-                    op->rk++;
-                    continue;
-                }
-                const mc_master_replica_desc_t *d = &op->rep[i * STORE_MAX_REPLICAS + op->pick[i]];
-                int r = store_peer_resolve(s, h, endpoint(d), &op->seg[i]);
-                if (r == 0) {
-                    op->state = BG_WAIT_PEER;
-                    return; /* waiting: a segment open */
-                }
-                if (r < 0)
-                    op->todo[i] = BG_KEY_RETRY;
-                op->rk++;
-            }
-            op->state = BG_SUBMIT;
-            break;
-
-        case BG_WAIT_PEER:
-            if (h->wait_st == MC_OK) {
-                op->seg[op->rk] = h->opened;
-            } else {
-                const mc_master_replica_desc_t *d =
-                    &op->rep[op->rk * STORE_MAX_REPLICAS + op->pick[op->rk]];
-                store_peer_note(s, endpoint(d), 1);
-                op->todo[op->rk] = BG_KEY_RETRY;
-            }
-            op->rk++;
-            op->state = BG_RESOLVE;
-            break;
-
-        case BG_SUBMIT: {
-            size_t k = 0;
-            for (size_t i = 0; i < op->n; i++)
-                k += op->todo[i] == BG_KEY_READ;
-            mc_te_request_t *reqs = k ? mc_malloc(k * sizeof(*reqs)) : NULL;
-            if (k > 0 && reqs == NULL) {
-                bget_finish(h, MC_ERR_NOMEM);
-                return;
-            }
-            k = 0;
-            for (size_t i = 0; i < op->n; i++) {
-                if (op->todo[i] != BG_KEY_READ)
-                    continue;
-                const mc_master_replica_desc_t *d = &op->rep[i * STORE_MAX_REPLICAS + op->pick[i]];
-                if (!store_range_ok(s, op->seg[i], d->address, d->size)) {
-                    op->todo[i] = BG_KEY_RETRY; /* the single get refreshes */
-                    continue;
-                }
-                reqs[k] = (mc_te_request_t){.opcode = MC_TE_READ,
-                                            .local = op->bufs[i].ptr,
-                                            .segment = op->seg[i],
-                                            .remote = d->address,
-                                            .length = d->size};
-                op->task_key[k++] = i;
-            }
-            op->ntasks = k;
-            st = k > 0 ? store_xfer_submit(h, reqs, k) : MC_OK;
-            mc_free(reqs);
-            if (st != MC_OK || k == 0) {
-                if (st != MC_OK)
-                    for (size_t t = 0; t < k; t++)
-                        op->todo[op->task_key[t]] = BG_KEY_RETRY;
-                h->wait_st = MC_OK;
-                op->ntasks = 0;
-                op->state = BG_WAIT_XFER;
-                break;
-            }
-            op->state = BG_WAIT_XFER;
-            return; /* waiting: the transfers (bget_harvest marks failures) */
-        }
-
-        case BG_WAIT_XFER: {
-            int expired = op->lease_us > 0 && mc_now_us() > op->t_sent_us + op->lease_us;
-            for (size_t t = 0; t < op->ntasks; t++) {
-                size_t i = op->task_key[t];
-                const mc_master_replica_desc_t *d = &op->rep[i * STORE_MAX_REPLICAS + op->pick[i]];
-                if (op->todo[i] == BG_KEY_READ) {
-                    op->todo[i] = BG_KEY_DONE;
-                    op->result[i] = (int64_t)d->size;
-                } else {
-                    store_peer_note(s, endpoint(d), 1);
-                }
-            }
-            if (expired) {
-                MC_WARN(CLIENT,
-                        "batch get: the read lease (%llu us) ran out before the reads "
-                        "finished",
-                        (unsigned long long)op->lease_us);
-                for (size_t i = 0; i < op->n; i++)
-                    if (op->todo[i] == BG_KEY_DONE && op->result[i] >= 0)
-                        op->result[i] = MC_ERR_LEASE_EXPIRED;
-            }
-            bget_finish(h, MC_OK);
+        bget_state_t from = op->state;
+        if (from == BG_DONE) {
+            bget_finish(h, op->err);
             return;
         }
-
-        default:
-            assert(0);
+        assert(from < BG_NSTATES && bget_table[from].fn != NULL);
+        bget_state_t to = bget_table[from].fn(op);
+        op->state = to;
+        if (to == from || bget_table[to].wait)
             return;
-        }
     }
 }
 
@@ -745,11 +806,11 @@ static void bget_step(store_op_t *h)
 static mc_status_t bget_chunk(mc_store_t *s, const mc_master_key_t *keys, const mc_slice_t *bufs,
                               size_t n, int64_t *result, uint8_t *retry)
 {
-    size_t sz =
-        sizeof(bget_op_t) +
-        n * (STORE_MAX_REPLICAS * sizeof(mc_master_replica_desc_t) + sizeof(mc_te_segment_t) +
-             sizeof(size_t) + sizeof(mc_status_t) + 2 * sizeof(uint32_t)) +
-        64;
+    size_t sz = sizeof(bget_op_t) +
+                n * (STORE_MAX_REPLICAS * sizeof(mc_master_replica_desc_t) +
+                     sizeof(mc_te_request_t) + sizeof(mc_te_segment_t) + sizeof(size_t) +
+                     sizeof(mc_status_t) + 2 * sizeof(uint32_t)) +
+                64;
     bget_op_t *op = mc_malloc(sz);
     if (op == NULL)
         return MC_ERR_NOMEM;
@@ -757,6 +818,8 @@ static mc_status_t bget_chunk(mc_store_t *s, const mc_master_key_t *keys, const 
     uint8_t *p = (uint8_t *)(op + 1);
     op->rep = (mc_master_replica_desc_t *)p;
     p += n * STORE_MAX_REPLICAS * sizeof(mc_master_replica_desc_t);
+    op->reqs = (mc_te_request_t *)p;
+    p += n * sizeof(mc_te_request_t);
     op->seg = (mc_te_segment_t *)p;
     p += n * sizeof(mc_te_segment_t);
     op->task_key = (size_t *)p;

@@ -51,6 +51,7 @@ typedef struct store_seg {
     uint8_t *base;
     uint64_t size;
     uint64_t map_len; /* owned: mmap'd by us (munmap at unmount), else 0 */
+    int shared;       /* owned, from mc_te_alloc_shared (freed with the engine at the latest) */
 } store_seg_t;
 
 /*
@@ -127,6 +128,7 @@ struct mc_store {
     store_tier_t *tier; /* persistent tier: settings and worker threads */
     char *local_hostname, *metadata, *protocol, *master, *advertise_host; /* cfg strings */
     mc_te_t *te;
+    int shm; /* shared memory with same-host peers (cfg.shm): our segments from it */
     mc_reactor_t *r0;
     mc_uuid_t client_id;
     mc_rpc_client_t *mcli; /* r0; NULL once closing destroyed it */
@@ -211,22 +213,23 @@ static inline int store_op_closing(const store_op_t *op)
 }
 
 /* Staging. store_stage_try: take `want` bytes now (any thread) if nobody is
- * queued; 1 on success. store_stage_get (r0): take them or queue op, which
- * is stepped again when room appears; returns 1 if taken, 0 if queued, or a
- * negative status (more than the whole buffer: MC_ERR_INVALID_PARAMS).
- * store_stage_put: give op's window back (any thread). */
+ * queued; 1 on success, 0 not now. store_stage_get (r0): take them or queue
+ * op, which is stepped again when room appears: MC_OK (taken),
+ * MC_INPROGRESS (queued), MC_ERR_INVALID_PARAMS (more than the whole
+ * buffer), MC_ERR_STATE (no staging buffer). store_stage_put: give op's
+ * window back (any thread). */
 int store_stage_try(mc_store_t *s, store_op_t *op, uint64_t want);
-int store_stage_get(mc_store_t *s, store_op_t *op, uint64_t want);
+mc_status_t store_stage_get(mc_store_t *s, store_op_t *op, uint64_t want);
 void store_stage_put(mc_store_t *s, store_op_t *op);
 /* Largest window an operation may take. */
 uint64_t store_stage_window(const mc_store_t *s, uint64_t len);
 /* Fail every queued operation (close, on r0). */
 void store_stage_cancel_all(mc_store_t *s);
 
-/* Peer segments (r0). Resolve name to a handle: returns 1 with *h set when
- * known (our own name, or open), 0 when op now waits (op->step runs again
- * with op->wait_st / op->opened set), or a negative status. */
-int store_peer_resolve(mc_store_t *s, store_op_t *op, const char *name, mc_te_segment_t *h);
+/* Peer segments (r0). Resolve name to a handle: MC_OK with *h set when
+ * known (our own name, or open), MC_INPROGRESS when op now waits (op->step
+ * runs again with op->wait_st / op->opened set), or an error. */
+mc_status_t store_peer_resolve(mc_store_t *s, store_op_t *op, const char *name, mc_te_segment_t *h);
 void store_peer_cancel_all(mc_store_t *s); /* close, on r0: fail the waiters */
 void store_peer_free_all(mc_store_t *s);   /* after the engine is gone */
 /* A transfer with segment name failed (suspect = 1) or worked (0). r0. */

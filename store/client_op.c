@@ -106,7 +106,7 @@ int store_stage_try(mc_store_t *s, store_op_t *op, uint64_t want)
     return ok;
 }
 
-int store_stage_get(mc_store_t *s, store_op_t *op, uint64_t want)
+mc_status_t store_stage_get(mc_store_t *s, store_op_t *op, uint64_t want)
 {
     if (s->stage_alloc == NULL)
         return MC_ERR_STATE;
@@ -117,14 +117,14 @@ int store_stage_get(mc_store_t *s, store_op_t *op, uint64_t want)
         int ok = stage_take(s, op, want);
         pthread_mutex_unlock(&s->stage_mu);
         if (ok)
-            return 1;
+            return MC_OK;
     }
     /* FIFO: once someone waits, later operations queue behind it, so a
      * large window is not starved by a stream of small ones. */
     op->stage_want = want;
     mc_list_push_tail(&s->stage_queue, &op->node);
     atomic_fetch_add(&s->stage_waiting, 1);
-    return 0;
+    return MC_INPROGRESS;
 }
 
 /* r0: hand freed room to the queue, in order. */
@@ -216,16 +216,16 @@ static void peer_open_cb(void *arg, mc_status_t st, mc_te_segment_t seg)
     }
 }
 
-int store_peer_resolve(mc_store_t *s, store_op_t *op, const char *name, mc_te_segment_t *h)
+mc_status_t store_peer_resolve(mc_store_t *s, store_op_t *op, const char *name, mc_te_segment_t *h)
 {
     if (strcmp(name, mc_te_local_name(s->te)) == 0) {
         *h = MC_TE_LOCAL_SEGMENT;
-        return 1;
+        return MC_OK;
     }
     peer_t *p = peer_find(s, name);
     if (p != NULL && p->state == PEER_OPEN) {
         *h = p->handle;
-        return 1;
+        return MC_OK;
     }
     if (p == NULL) {
         if (strlen(name) >= sizeof(p->name))
@@ -245,7 +245,7 @@ int store_peer_resolve(mc_store_t *s, store_op_t *op, const char *name, mc_te_se
         mc_list_push_tail(&s->peers, &p->node);
     }
     mc_list_push_tail(&p->waiters, &op->node);
-    return 0;
+    return MC_INPROGRESS;
 }
 
 void store_peer_cancel_all(mc_store_t *s)
@@ -347,6 +347,8 @@ int store_inplace_ok(const mc_store_t *s)
 
 int store_direct_ok(const mc_store_t *s, const void *p, uint64_t len)
 {
+    if (te_gpu_of(p) >= 0)
+        return 0; /* GPU memory goes through a host bounce buffer (store_put/get) */
     return store_inplace_ok(s) || te_local_range_ok(s->te, p, len, 0);
 }
 

@@ -164,6 +164,7 @@ typedef enum put_state {
     P_REVOKE,       /* a failure after PutStart: send PutRevoke */
     P_WAIT_REVOKE,  /* waiting: PutRevoke's answer */
     P_DONE,         /* report err */
+    P_NSTATES
 } put_state_t;
 
 typedef struct put_op {
@@ -175,6 +176,7 @@ typedef struct put_op {
     size_t klen;
     mc_slice_t *parts; /* the caller's memory, borrowed until cb */
     size_t nparts;
+    uint8_t *bounce; /* host copy of a value in GPU memory (owned), or NULL */
     uint64_t len;
     const uint8_t *direct; /* registered source: written without staging */
     own_cfg_t cfg;
@@ -202,9 +204,43 @@ static void put_finish(store_op_t *h, mc_status_t st)
     op->cb(op->arg, st);
     mc_free(op->cfg.names);
     mc_free(op->parts);
+    mc_free(op->bounce);
     mc_free(op->key);
     mc_free(op);
     store_live_dec(s);
+}
+
+/* A value with a part in GPU memory: copied to host memory first (one
+ * cuMemcpy per GPU part), so every path of the put (staging, TCP, the
+ * tier's files) reads host memory; *out owned by the caller. MC_OK with
+ * *out NULL when no part is GPU memory. */
+static mc_status_t gpu_bounce_in(const mc_slice_t *parts, size_t nparts, uint64_t len,
+                                 uint8_t **out)
+{
+    *out = NULL;
+    size_t i = 0;
+    while (i < nparts && (parts[i].len == 0 || te_gpu_of(parts[i].ptr) < 0))
+        i++;
+    if (i == nparts)
+        return MC_OK;
+    uint8_t *b = mc_malloc(len);
+    if (b == NULL)
+        return MC_ERR_NOMEM;
+    uint64_t off = 0;
+    for (i = 0; i < nparts; i++) {
+        mc_status_t st = MC_OK;
+        if (parts[i].len > 0 && te_gpu_of(parts[i].ptr) >= 0)
+            st = te_gpu_copy(b + off, parts[i].ptr, parts[i].len);
+        else if (parts[i].len > 0)
+            memcpy(b + off, parts[i].ptr, parts[i].len);
+        if (st != MC_OK) {
+            mc_free(b);
+            return st;
+        }
+        off += parts[i].len;
+    }
+    *out = b;
+    return MC_OK;
 }
 
 /* In the transfer callback: whether a failed write may still land. */
@@ -234,285 +270,307 @@ static put_state_t put_fail(put_op_t *op, mc_status_t st)
     return op->started ? P_REVOKE : P_DONE;
 }
 
+/* The op's key for log lines (kb: at least 96 bytes). */
+#define PUT_KEY(op, kb) key_str((op)->key, (op)->klen, (kb), sizeof(kb))
+
+/*
+ * The state handlers of put_step: each does its state's work and returns
+ * the next state. A handler that starts an asynchronous step returns the
+ * P_WAIT_* state that receives its outcome (in h->wait_st); P_STAGE returns
+ * itself while it waits for staging room. put_step stops there (see
+ * put_waits) until the completion steps the op again.
+ */
+
+static put_state_t put_stage(put_op_t *op)
+{
+    store_op_t *h = &op->h;
+    if (op->direct == NULL && h->stage == NULL) {
+        mc_status_t st = store_stage_get(h->s, h, op->win);
+        if (st == MC_INPROGRESS)
+            return P_STAGE; /* waiting: staging room (stage_kick steps us) */
+        if (st != MC_OK)
+            return put_fail(op, st);
+    }
+    if (op->direct == NULL && !op->copied) {
+        gather(op->parts, op->nparts, 0, h->stage, op->win);
+        op->copied = 1;
+    }
+    return P_START;
+}
+
+static put_state_t put_start(put_op_t *op)
+{
+    mc_store_t *s = op->h.s;
+    mc_mp_writer_t *w = mc_rpc_call_begin(s->mcli);
+    mc_mcli_put_start(w, s->client_id, op->key, op->klen, op->len, &op->cfg.cfg);
+    mc_status_t st = store_rpc_end(&op->h, MC_RPC_PUT_START, put_decode_start);
+    return st == MC_INPROGRESS ? P_WAIT_START : put_fail(op, st);
+}
+
+static put_state_t put_started(put_op_t *op)
+{
+    char kb[96];
+    if (op->h.wait_st != MC_OK) {
+        MC_DEBUG(CLIENT, "put '%s': PutStart: %s", PUT_KEY(op, kb), mc_status_str(op->h.wait_st));
+        return put_fail(op, op->h.wait_st);
+    }
+    op->started = 1;
+    if (op->nrep == 0) {
+        MC_ERROR(CLIENT, "put '%s': the master placed no replica", PUT_KEY(op, kb));
+        return put_fail(op, MC_ERR_INTERNAL_ERROR);
+    }
+    return P_RESOLVE;
+}
+
+/* Open the replicas' segments, one at a time. */
+static put_state_t put_resolve(put_op_t *op)
+{
+    while (op->nres < op->nrep) {
+        mc_status_t st = store_peer_resolve(op->h.s, &op->h, replica_endpoint(&op->rep[op->nres]),
+                                            &op->seg[op->nres]);
+        if (st == MC_INPROGRESS)
+            return P_WAIT_PEER; /* waiting: the segment open (peer_open_cb steps us) */
+        if (st != MC_OK)
+            return put_fail(op, st);
+        op->nres++;
+    }
+    return P_SUBMIT;
+}
+
+static put_state_t put_peer_opened(put_op_t *op)
+{
+    char kb[96];
+    mc_status_t st = op->h.wait_st;
+    if (st != MC_OK) {
+        MC_WARN(CLIENT, "put '%s': cannot open segment '%s': %s", PUT_KEY(op, kb),
+                replica_endpoint(&op->rep[op->nres]), mc_status_str(st));
+        return put_fail(op, st == MC_ERR_CANCELED ? st : MC_ERR_TRANSFER_FAIL);
+    }
+    op->seg[op->nres++] = op->h.opened;
+    return P_RESOLVE;
+}
+
+/* Write the current piece to every replica in one batch. A replica's range
+ * outside what we know of its segment gets one descriptor refresh. */
+static put_state_t put_submit(put_op_t *op)
+{
+    store_op_t *h = &op->h;
+    char kb[96];
+    op->plen = op->len - op->off < op->win ? op->len - op->off : op->win;
+    const uint8_t *src = op->direct != NULL ? op->direct + op->off : h->stage;
+    mc_te_request_t reqs[STORE_MAX_REPLICAS];
+    for (uint32_t i = 0; i < op->nrep; i++) {
+        reqs[i] = (mc_te_request_t){.opcode = MC_TE_WRITE,
+                                    .local = (void *)(uintptr_t)src,
+                                    .segment = op->seg[i],
+                                    .remote = op->rep[i].address + op->off,
+                                    .length = op->plen};
+        if (store_range_ok(h->s, op->seg[i], reqs[i].remote, op->plen))
+            continue;
+        /* The descriptor we hold predates this memory: look again, once. */
+        if (op->seg[i] != MC_TE_LOCAL_SEGMENT && !(op->refreshed & (1u << i)) &&
+            store_seg_refresh(h, op->seg[i]) == MC_INPROGRESS) {
+            op->refreshed |= 1u << i;
+            return P_WAIT_REFRESH; /* waiting: the refresh (refresh_cb steps us) */
+        }
+        MC_WARN(CLIENT, "put '%s': replica 0x%llx+%llu is outside the buffers of segment '%s'",
+                PUT_KEY(op, kb), (unsigned long long)reqs[i].remote, (unsigned long long)op->plen,
+                replica_endpoint(&op->rep[i]));
+        return put_fail(op, MC_ERR_TRANSFER_FAIL);
+    }
+    mc_status_t st = store_xfer_submit(h, reqs, op->nrep);
+    if (st != MC_OK) {
+        MC_WARN(CLIENT, "put '%s': cannot submit the transfer: %s", PUT_KEY(op, kb),
+                mc_status_str(st));
+        return put_fail(op, st == MC_ERR_CANCELED ? st : MC_ERR_TRANSFER_FAIL);
+    }
+    return P_WAIT_XFER; /* waiting: the batch (store_xfer_cb posts us) */
+}
+
+static put_state_t put_written(put_op_t *op)
+{
+    char kb[96];
+    if (op->h.wait_st != MC_OK) {
+        MC_WARN(CLIENT, "put '%s': writing %llu bytes at offset %llu to %u replica(s) failed: %s",
+                PUT_KEY(op, kb), (unsigned long long)op->plen, (unsigned long long)op->off,
+                op->nrep, mc_status_str(op->h.wait_st));
+        return put_fail(op, xfer_status(op->h.wait_st));
+    }
+    op->off += op->plen;
+    op->copied = 0;
+    return P_NEXT;
+}
+
+/* The piece is written: copy the next one, or go on to the tier and PutEnd. */
+static put_state_t put_next(put_op_t *op)
+{
+    store_op_t *h = &op->h;
+    if (op->off >= op->len) {
+        store_stage_put(h->s, h); /* nothing more to send: let others use it */
+        return P_TIER;
+    }
+    if (op->direct == NULL) {
+        uint64_t n = op->len - op->off < op->win ? op->len - op->off : op->win;
+        gather(op->parts, op->nparts, op->off, h->stage, n);
+        op->copied = 1;
+    }
+    return P_SUBMIT;
+}
+
+static put_state_t put_tier(put_op_t *op)
+{
+    mc_store_t *s = op->h.s;
+    op->persist = store_tier_on(s) ? store_tier_mode(s) : MC_MASTER_PERSIST_OFF;
+    if (op->persist != MC_MASTER_PERSIST_EAGER)
+        return P_END;
+    mc_status_t st = store_tier_write_op(&op->h, op->key, op->klen, op->parts, op->nparts, op->len);
+    return st == MC_OK ? P_WAIT_TIER /* waiting: the tier worker (it posts us) */
+                       : put_fail(op, st);
+}
+
+static put_state_t put_tier_written(put_op_t *op)
+{
+    char kb[96];
+    if (op->h.wait_st != MC_OK) {
+        /* eager: a put that returns OK is on disk, so this one fails */
+        MC_WARN(CLIENT, "put '%s': writing its tier file failed: %s", PUT_KEY(op, kb),
+                mc_status_str(op->h.wait_st));
+        return put_fail(op, op->h.wait_st);
+    }
+    return P_END;
+}
+
+static put_state_t put_end(put_op_t *op)
+{
+    mc_store_t *s = op->h.s;
+    mc_mp_writer_t *w = mc_rpc_call_begin(s->mcli);
+    mc_mcli_client_key(w, s->client_id, op->key, op->klen);
+    mc_status_t st = store_rpc_end(&op->h, MC_RPC_PUT_END, NULL);
+    return st == MC_INPROGRESS ? P_WAIT_END : put_fail(op, st);
+}
+
+static put_state_t put_ended(put_op_t *op)
+{
+    char kb[96];
+    if (op->h.wait_st != MC_OK) {
+        MC_WARN(CLIENT, "put '%s': PutEnd: %s", PUT_KEY(op, kb), mc_status_str(op->h.wait_st));
+        return put_fail(op, op->h.wait_st);
+    }
+    op->err = MC_OK;
+    return op->persist == MC_MASTER_PERSIST_ASYNC ? P_PERSIST : P_DONE;
+}
+
+/* persist = async: the put has succeeded; the file is best effort. */
+static put_state_t put_persist(put_op_t *op)
+{
+    char kb[96];
+    mc_store_t *s = op->h.s;
+    mc_status_t st = store_tier_write_async(s, op->key, op->klen, op->parts, op->nparts, op->len);
+    if (st == MC_ERR_LIMIT) {
+        /* queue full: write from the caller's memory and only then return,
+         * so queued copies stay bounded and none is skipped */
+        st = store_tier_write_op(&op->h, op->key, op->klen, op->parts, op->nparts, op->len);
+        if (st == MC_OK)
+            return P_WAIT_PERSIST; /* waiting: the tier worker */
+    }
+    if (st != MC_OK)
+        MC_WARN(CLIENT, "put '%s': its tier file is not written: %s", PUT_KEY(op, kb),
+                mc_status_str(st));
+    return P_DONE;
+}
+
+static put_state_t put_persisted(put_op_t *op)
+{
+    char kb[96];
+    if (op->h.wait_st != MC_OK)
+        MC_WARN(CLIENT, "put '%s': writing its tier file failed: %s", PUT_KEY(op, kb),
+                mc_status_str(op->h.wait_st));
+    return P_DONE;
+}
+
+/* A failure after PutStart: revoke, unless a write may still land. */
+static put_state_t put_revoke(put_op_t *op)
+{
+    char kb[96];
+    mc_store_t *s = op->h.s;
+    store_stage_put(s, &op->h);
+    if (op->in_doubt) {
+        MC_WARN(CLIENT,
+                "put '%s': not revoked: a write timed out and may still land; the master "
+                "discards the put after its put_start_discard_timeout",
+                PUT_KEY(op, kb));
+        return P_DONE;
+    }
+    mc_mp_writer_t *w = mc_rpc_call_begin(s->mcli);
+    mc_mcli_client_key(w, s->client_id, op->key, op->klen);
+    return store_rpc_end(&op->h, MC_RPC_PUT_REVOKE, NULL) == MC_INPROGRESS ? P_WAIT_REVOKE : P_DONE;
+}
+
+static put_state_t put_revoked(put_op_t *op)
+{
+    char kb[96];
+    mc_status_t st = op->h.wait_st;
+    if (st != MC_OK && st != MC_ERR_OBJECT_NOT_FOUND)
+        MC_WARN(CLIENT,
+                "put '%s': PutRevoke: %s (the master discards the put after its "
+                "put_start_discard_timeout)",
+                PUT_KEY(op, kb), mc_status_str(st));
+    return P_DONE;
+}
+
+/* A failed refresh shows as a bad range again, in put_submit. */
+static put_state_t put_refreshed(put_op_t *op)
+{
+    (void)op;
+    return P_SUBMIT;
+}
+
+/* The machine's table: the handler of each state, and whether put_step
+ * stops there (an asynchronous step's completion steps the op again; each
+ * handler above names its waker). P_DONE has no handler: it reports. */
+static const struct {
+    put_state_t (*fn)(put_op_t *op);
+    int wait;
+} put_table[P_NSTATES] = {
+    [P_STAGE] = {put_stage, 0},
+    [P_START] = {put_start, 0},
+    [P_WAIT_START] = {put_started, 1},
+    [P_RESOLVE] = {put_resolve, 0},
+    [P_WAIT_PEER] = {put_peer_opened, 1},
+    [P_SUBMIT] = {put_submit, 0},
+    [P_WAIT_REFRESH] = {put_refreshed, 1},
+    [P_WAIT_XFER] = {put_written, 1},
+    [P_NEXT] = {put_next, 0},
+    [P_TIER] = {put_tier, 0},
+    [P_WAIT_TIER] = {put_tier_written, 1},
+    [P_END] = {put_end, 0},
+    [P_WAIT_END] = {put_ended, 1},
+    [P_PERSIST] = {put_persist, 0},
+    [P_WAIT_PERSIST] = {put_persisted, 1},
+    [P_REVOKE] = {put_revoke, 0},
+    [P_WAIT_REVOKE] = {put_revoked, 1},
+};
+
+/* The put machine: runs handlers while the state changes; stops in a
+ * waiting state, or in P_STAGE waiting for room, until stepped again. */
 static void put_step(store_op_t *h)
 {
     put_op_t *op = (put_op_t *)h;
-    mc_store_t *s = h->s;
-    char kb[96];
-    mc_status_t st;
-    mc_mp_writer_t *w;
-
     for (;;) {
         if (store_op_closing(h)) {
             put_finish(h, MC_ERR_CANCELED);
             return;
         }
-        switch (op->state) {
-        case P_STAGE:
-            if (op->direct == NULL && h->stage == NULL) {
-                int r = store_stage_get(s, h, op->win);
-                if (r < 0) {
-                    op->state = put_fail(op, r);
-                    break;
-                }
-                if (r == 0)
-                    return; /* waiting: staging room (stage_kick steps us) */
-            }
-            if (op->direct == NULL && !op->copied) {
-                gather(op->parts, op->nparts, 0, h->stage, op->win);
-                op->copied = 1;
-            }
-            op->state = P_START;
-            break;
-
-        case P_START:
-            w = mc_rpc_call_begin(s->mcli);
-            mc_mcli_put_start(w, s->client_id, op->key, op->klen, op->len, &op->cfg.cfg);
-            st = store_rpc_end(h, MC_RPC_PUT_START, put_decode_start);
-            if (st != MC_INPROGRESS) {
-                op->state = put_fail(op, st);
-                break;
-            }
-            op->state = P_WAIT_START;
-            return;
-
-        case P_WAIT_START:
-            if (h->wait_st != MC_OK) {
-                MC_DEBUG(CLIENT, "put '%s': PutStart: %s",
-                         key_str(op->key, op->klen, kb, sizeof(kb)), mc_status_str(h->wait_st));
-                op->state = put_fail(op, h->wait_st);
-                break;
-            }
-            op->started = 1;
-            if (op->nrep == 0) {
-                MC_ERROR(CLIENT, "put '%s': the master placed no replica",
-                         key_str(op->key, op->klen, kb, sizeof(kb)));
-                op->state = put_fail(op, MC_ERR_INTERNAL_ERROR);
-                break;
-            }
-            op->state = P_RESOLVE;
-            break;
-
-        case P_RESOLVE:
-            while (op->nres < op->nrep) {
-                int r = store_peer_resolve(s, h, replica_endpoint(&op->rep[op->nres]),
-                                           &op->seg[op->nres]);
-                if (r == 0) {
-                    op->state = P_WAIT_PEER;
-                    return; /* waiting: the segment open (peer_open_cb steps us) */
-                }
-                if (r < 0) {
-                    op->err = r;
-                    break;
-                }
-                op->nres++;
-            }
-            op->state = op->nres < op->nrep ? put_fail(op, op->err) : P_SUBMIT;
-            break;
-
-        case P_WAIT_PEER:
-            if (h->wait_st != MC_OK) {
-                MC_WARN(CLIENT, "put '%s': cannot open segment '%s': %s",
-                        key_str(op->key, op->klen, kb, sizeof(kb)),
-                        replica_endpoint(&op->rep[op->nres]), mc_status_str(h->wait_st));
-                op->state =
-                    put_fail(op, h->wait_st == MC_ERR_CANCELED ? h->wait_st : MC_ERR_TRANSFER_FAIL);
-                break;
-            }
-            op->seg[op->nres++] = h->opened;
-            op->state = P_RESOLVE;
-            break;
-
-        case P_SUBMIT: {
-            op->plen = op->len - op->off < op->win ? op->len - op->off : op->win;
-            const uint8_t *src = op->direct != NULL ? op->direct + op->off : h->stage;
-            mc_te_request_t reqs[STORE_MAX_REPLICAS];
-            int waiting = 0;
-            for (uint32_t i = 0; i < op->nrep; i++) {
-                reqs[i] = (mc_te_request_t){.opcode = MC_TE_WRITE,
-                                            .local = (void *)(uintptr_t)src,
-                                            .segment = op->seg[i],
-                                            .remote = op->rep[i].address + op->off,
-                                            .length = op->plen};
-                if (store_range_ok(s, op->seg[i], reqs[i].remote, op->plen))
-                    continue;
-                /* The descriptor we hold predates this memory: look again, once. */
-                if (op->seg[i] != MC_TE_LOCAL_SEGMENT && !(op->refreshed & (1u << i)) &&
-                    store_seg_refresh(h, op->seg[i]) == MC_INPROGRESS) {
-                    op->refreshed |= 1u << i;
-                    waiting = 1;
-                    break;
-                }
-                MC_WARN(CLIENT,
-                        "put '%s': replica 0x%llx+%llu is outside the buffers of "
-                        "segment '%s'",
-                        key_str(op->key, op->klen, kb, sizeof(kb)),
-                        (unsigned long long)reqs[i].remote, (unsigned long long)op->plen,
-                        replica_endpoint(&op->rep[i]));
-                op->err = MC_ERR_TRANSFER_FAIL;
-                break;
-            }
-            if (waiting) {
-                op->state = P_WAIT_REFRESH;
-                return; /* waiting: the refresh (refresh_cb steps us) */
-            }
-            if (op->err != MC_OK) {
-                op->state = put_fail(op, op->err);
-                break;
-            }
-            st = store_xfer_submit(h, reqs, op->nrep);
-            if (st != MC_OK) {
-                MC_WARN(CLIENT, "put '%s': cannot submit the transfer: %s",
-                        key_str(op->key, op->klen, kb, sizeof(kb)), mc_status_str(st));
-                op->state = put_fail(op, st == MC_ERR_CANCELED ? st : MC_ERR_TRANSFER_FAIL);
-                break;
-            }
-            op->state = P_WAIT_XFER;
-            return; /* waiting: the batch (store_xfer_cb posts us) */
-        }
-
-        case P_WAIT_REFRESH:
-            op->state = P_SUBMIT; /* a failed refresh shows as a bad range again */
-            break;
-
-        case P_WAIT_XFER:
-            if (h->wait_st != MC_OK) {
-                MC_WARN(CLIENT,
-                        "put '%s': writing %llu bytes at offset %llu to %u replica(s) "
-                        "failed: %s",
-                        key_str(op->key, op->klen, kb, sizeof(kb)), (unsigned long long)op->plen,
-                        (unsigned long long)op->off, op->nrep, mc_status_str(h->wait_st));
-                op->state = put_fail(op, xfer_status(h->wait_st));
-                break;
-            }
-            op->off += op->plen;
-            op->copied = 0;
-            op->state = P_NEXT;
-            break;
-
-        case P_NEXT:
-            if (op->off >= op->len) {
-                store_stage_put(s, h); /* nothing more to send: let others use it */
-                op->state = P_TIER;
-                break;
-            }
-            if (op->direct == NULL) {
-                uint64_t n = op->len - op->off < op->win ? op->len - op->off : op->win;
-                gather(op->parts, op->nparts, op->off, h->stage, n);
-                op->copied = 1;
-            }
-            op->state = P_SUBMIT;
-            break;
-
-        case P_TIER:
-            op->persist = store_tier_on(s) ? store_tier_mode(s) : MC_MASTER_PERSIST_OFF;
-            if (op->persist != MC_MASTER_PERSIST_EAGER) {
-                op->state = P_END;
-                break;
-            }
-            st = store_tier_write_op(h, op->key, op->klen, op->parts, op->nparts, op->len);
-            if (st != MC_OK) {
-                op->state = put_fail(op, st);
-                break;
-            }
-            op->state = P_WAIT_TIER;
-            return; /* waiting: the tier worker (it posts us) */
-
-        case P_WAIT_TIER:
-            if (h->wait_st != MC_OK) {
-                /* eager: a put that returns OK is on disk, so this one fails */
-                MC_WARN(CLIENT, "put '%s': writing its tier file failed: %s",
-                        key_str(op->key, op->klen, kb, sizeof(kb)), mc_status_str(h->wait_st));
-                op->state = put_fail(op, h->wait_st);
-                break;
-            }
-            op->state = P_END;
-            break;
-
-        case P_END:
-            w = mc_rpc_call_begin(s->mcli);
-            mc_mcli_client_key(w, s->client_id, op->key, op->klen);
-            st = store_rpc_end(h, MC_RPC_PUT_END, NULL);
-            if (st != MC_INPROGRESS) {
-                op->state = put_fail(op, st);
-                break;
-            }
-            op->state = P_WAIT_END;
-            return;
-
-        case P_WAIT_END:
-            if (h->wait_st != MC_OK) {
-                MC_WARN(CLIENT, "put '%s': PutEnd: %s", key_str(op->key, op->klen, kb, sizeof(kb)),
-                        mc_status_str(h->wait_st));
-                op->state = put_fail(op, h->wait_st);
-                break;
-            }
-            op->err = MC_OK;
-            op->state = op->persist == MC_MASTER_PERSIST_ASYNC ? P_PERSIST : P_DONE;
-            break;
-
-        case P_PERSIST:
-            /* the put has succeeded; the file is best effort from here */
-            st = store_tier_write_async(s, op->key, op->klen, op->parts, op->nparts, op->len);
-            if (st == MC_ERR_LIMIT) {
-                /* queue full: write from the caller's memory and only then
-                 * return, so queued copies stay bounded and none is skipped */
-                st = store_tier_write_op(h, op->key, op->klen, op->parts, op->nparts, op->len);
-                if (st == MC_OK) {
-                    op->state = P_WAIT_PERSIST;
-                    return; /* waiting: the tier worker */
-                }
-            }
-            if (st != MC_OK)
-                MC_WARN(CLIENT, "put '%s': its tier file is not written: %s",
-                        key_str(op->key, op->klen, kb, sizeof(kb)), mc_status_str(st));
-            op->state = P_DONE;
-            break;
-
-        case P_WAIT_PERSIST:
-            if (h->wait_st != MC_OK)
-                MC_WARN(CLIENT, "put '%s': writing its tier file failed: %s",
-                        key_str(op->key, op->klen, kb, sizeof(kb)), mc_status_str(h->wait_st));
-            op->state = P_DONE;
-            break;
-
-        case P_REVOKE:
-            store_stage_put(s, h);
-            if (op->in_doubt) {
-                MC_WARN(CLIENT,
-                        "put '%s': not revoked: a write timed out and may still land; "
-                        "the master discards the put after its "
-                        "put_start_discard_timeout",
-                        key_str(op->key, op->klen, kb, sizeof(kb)));
-                op->state = P_DONE;
-                break;
-            }
-            w = mc_rpc_call_begin(s->mcli);
-            mc_mcli_client_key(w, s->client_id, op->key, op->klen);
-            if (store_rpc_end(h, MC_RPC_PUT_REVOKE, NULL) != MC_INPROGRESS) {
-                op->state = P_DONE;
-                break;
-            }
-            op->state = P_WAIT_REVOKE;
-            return;
-
-        case P_WAIT_REVOKE:
-            if (h->wait_st != MC_OK && h->wait_st != MC_ERR_OBJECT_NOT_FOUND)
-                MC_WARN(CLIENT,
-                        "put '%s': PutRevoke: %s (the master discards the put after "
-                        "its put_start_discard_timeout)",
-                        key_str(op->key, op->klen, kb, sizeof(kb)), mc_status_str(h->wait_st));
-            op->state = P_DONE;
-            break;
-
-        case P_DONE:
+        put_state_t from = op->state;
+        if (from == P_DONE) {
             put_finish(h, op->err);
             return;
-
-        default:
-            assert(0);
-            return;
         }
+        assert(from < P_NSTATES && put_table[from].fn != NULL);
+        put_state_t to = put_table[from].fn(op);
+        op->state = to;
+        if (to == from || put_table[to].wait)
+            return;
     }
 }
 
@@ -538,23 +596,38 @@ mc_status_t store_put_submit(mc_store_t *s, const void *key, size_t klen, const 
     if (len == 0)
         return MC_ERR_INVALID_PARAMS;
     int registered = nparts == 1 && te_local_range_ok(s->te, parts[0].ptr, len, 0);
-    const uint8_t *direct = NULL;
-    if (registered || (nparts == 1 && s->stage_alloc != NULL && store_inplace_ok(s)))
-        direct = parts[0].ptr;
     if (zero_copy && !registered) {
         MC_ERROR(CLIENT, "put_from: %p+%llu is not inside a registered buffer", parts[0].ptr,
                  (unsigned long long)len);
         return MC_ERR_INVALID_PARAMS;
     }
+    uint8_t *bounce = NULL;
+    st = gpu_bounce_in(parts, nparts, len, &bounce);
+    if (st != MC_OK)
+        return st;
+    mc_slice_t host = {bounce, len};
+    if (bounce != NULL) { /* from here on the value is the host copy */
+        parts = &host;
+        nparts = 1;
+        zero_copy = 0;
+        registered = 0;
+    }
+    const uint8_t *direct = NULL;
+    if (registered || (nparts == 1 && s->stage_alloc != NULL && store_inplace_ok(s)))
+        direct = parts[0].ptr;
     if (direct == NULL && s->stage_alloc == NULL) {
         MC_ERROR(CLIENT, "put: the value is not in registered memory and the client has no "
                          "staging buffer (local_buffer_size = 0)");
+        mc_free(bounce);
         return MC_ERR_STATE;
     }
 
     put_op_t *op = MC_NEW(put_op_t);
-    if (op == NULL)
+    if (op == NULL) {
+        mc_free(bounce);
         return MC_ERR_NOMEM;
+    }
+    op->bounce = bounce;
     op->key = mc_malloc(klen);
     op->parts = mc_malloc(nparts * sizeof(*parts));
     st = op->key == NULL || op->parts == NULL ? MC_ERR_NOMEM : cfg_copy(&op->cfg, cfg);
@@ -586,6 +659,7 @@ mc_status_t store_put_submit(mc_store_t *s, const void *key, size_t klen, const 
 err:
     mc_free(op->cfg.names);
     mc_free(op->parts);
+    mc_free(op->bounce);
     mc_free(op->key);
     mc_free(op);
     return st;
@@ -652,10 +726,11 @@ typedef enum bput_state {
     B_WAIT_REFRESH, /* waiting: a fresh descriptor */
     B_WAIT_XFER,    /* waiting: the transfer batch */
     B_END,          /* BatchPutEnd for the keys fully written */
-    B_WAIT_END,
-    B_REVOKE, /* BatchPutRevoke for the started keys that failed */
-    B_WAIT_REVOKE,
-    B_DONE,
+    B_WAIT_END,     /* waiting: per-key statuses of BatchPutEnd */
+    B_REVOKE,       /* BatchPutRevoke for the started keys that failed */
+    B_WAIT_REVOKE,  /* waiting: BatchPutRevoke's answer */
+    B_DONE,         /* report: err for the keys still OK, else their own status */
+    B_NSTATES
 } bput_state_t;
 
 typedef struct bput_op {
@@ -677,8 +752,10 @@ typedef struct bput_op {
     size_t rk, rj;        /* resolve cursor: key, replica */
     mc_te_segment_t refreshed[16];
     unsigned nrefreshed;
-    size_t *task_key; /* transfer task -> key */
+    mc_te_request_t *reqs; /* n * per: the transfer's requests (no allocation per submit) */
+    size_t *task_key;      /* transfer task -> key */
     size_t ntasks;
+    mc_status_t err;      /* the whole batch failed before the transfer (B_DONE reports it) */
     mc_master_key_t *sub; /* keys of an End/Revoke call */
     size_t *sub_idx;
     size_t nsub;
@@ -768,229 +845,248 @@ static int bput_was_refreshed(const bput_op_t *op, mc_te_segment_t h)
     return 0;
 }
 
+/* The state handlers of bput_step, as put's: each returns the next state;
+ * one that starts an asynchronous step returns the B_WAIT_* state that
+ * receives its outcome; B_STAGE returns itself while it waits for room. */
+
+static bput_state_t bput_stage(bput_op_t *op)
+{
+    store_op_t *h = &op->h;
+    if (op->direct)
+        return B_START;
+    if (h->stage == NULL) {
+        uint64_t total = op->offs[op->n - 1] + op->sizes[op->n - 1];
+        mc_status_t st = store_stage_get(h->s, h, total);
+        if (st == MC_INPROGRESS)
+            return B_STAGE; /* waiting: staging room (stage_kick steps us) */
+        if (st != MC_OK) {
+            op->err = st;
+            return B_DONE;
+        }
+    }
+    for (size_t i = 0; i < op->n; i++)
+        memcpy(h->stage + op->offs[i], op->vals[i].ptr, op->sizes[i]);
+    return B_START;
+}
+
+static bput_state_t bput_start(bput_op_t *op)
+{
+    mc_store_t *s = op->h.s;
+    mc_mp_writer_t *w = mc_rpc_call_begin(s->mcli);
+    mc_mcli_batch_put_start(w, s->client_id, op->keys, op->sizes, op->n, &op->cfg.cfg);
+    mc_status_t st = store_rpc_end(&op->h, MC_RPC_BATCH_PUT_START, bput_decode_start);
+    if (st != MC_INPROGRESS) {
+        op->err = st;
+        return B_DONE;
+    }
+    return B_WAIT_START;
+}
+
+static bput_state_t bput_started(bput_op_t *op)
+{
+    if (op->h.wait_st != MC_OK) {
+        MC_DEBUG(CLIENT, "batch put of %zu keys: BatchPutStart: %s", op->n,
+                 mc_status_str(op->h.wait_st));
+        op->err = op->h.wait_st;
+        return B_DONE;
+    }
+    for (size_t i = 0; i < op->n; i++) {
+        op->started[i] = op->st[i] == MC_OK;
+        if (op->started[i] && op->nrep[i] == 0)
+            op->st[i] = MC_ERR_INTERNAL_ERROR;
+    }
+    return B_RESOLVE;
+}
+
+/* Open every replica's segment, one at a time (cursor rk, rj). */
+static bput_state_t bput_resolve(bput_op_t *op)
+{
+    while (op->rk < op->n) {
+        if (op->st[op->rk] != MC_OK || op->rj >= op->nrep[op->rk]) {
+            op->rk++;
+            op->rj = 0;
+            continue;
+        }
+        size_t at = op->rk * op->per + op->rj;
+        mc_status_t st =
+            store_peer_resolve(op->h.s, &op->h, replica_endpoint(&op->rep[at]), &op->seg[at]);
+        if (st == MC_INPROGRESS)
+            return B_WAIT_PEER; /* waiting: a segment open (peer_open_cb steps us) */
+        if (st != MC_OK)
+            op->st[op->rk] = st;
+        else
+            op->rj++;
+    }
+    return B_SUBMIT;
+}
+
+static bput_state_t bput_peer_opened(bput_op_t *op)
+{
+    size_t at = op->rk * op->per + op->rj;
+    if (op->h.wait_st != MC_OK) {
+        MC_WARN(CLIENT, "batch put: cannot open segment '%s': %s", replica_endpoint(&op->rep[at]),
+                mc_status_str(op->h.wait_st));
+        op->st[op->rk] = MC_ERR_TRANSFER_FAIL;
+    } else {
+        op->seg[at] = op->h.opened;
+        op->rj++;
+    }
+    return B_RESOLVE;
+}
+
+/* Fill op->reqs with a write per replica of every key still OK; a key with
+ * a replica outside what we know of its segment fails, unless that segment
+ * can still be refreshed once: then 0 (a refresh is in flight). Else the
+ * number of requests. */
+static int bput_requests(bput_op_t *op, size_t *nreq)
+{
+    store_op_t *h = &op->h;
+    size_t k = 0;
+    for (size_t i = 0; i < op->n; i++) {
+        if (op->st[i] != MC_OK)
+            continue;
+        const uint8_t *src = op->direct ? (const uint8_t *)op->vals[i].ptr : h->stage + op->offs[i];
+        size_t first = k;
+        for (uint32_t j = 0; j < op->nrep[i]; j++) {
+            size_t at = i * op->per + j;
+            if (!store_range_ok(h->s, op->seg[at], op->rep[at].address, op->sizes[i])) {
+                if (op->seg[at] != MC_TE_LOCAL_SEGMENT && !bput_was_refreshed(op, op->seg[at]) &&
+                    op->nrefreshed < MC_ARRAY_SIZE(op->refreshed) &&
+                    store_seg_refresh(h, op->seg[at]) == MC_INPROGRESS) {
+                    op->refreshed[op->nrefreshed++] = op->seg[at];
+                    return 0;
+                }
+                op->st[i] = MC_ERR_TRANSFER_FAIL;
+                k = first;
+                break;
+            }
+            op->reqs[k] = (mc_te_request_t){.opcode = MC_TE_WRITE,
+                                            .local = (void *)(uintptr_t)src,
+                                            .segment = op->seg[at],
+                                            .remote = op->rep[at].address,
+                                            .length = op->sizes[i]};
+            op->task_key[k++] = i;
+        }
+    }
+    *nreq = k;
+    return 1;
+}
+
+/* One transfer batch for every replica of every started key. */
+static bput_state_t bput_submit(bput_op_t *op)
+{
+    size_t k = 0;
+    if (!bput_requests(op, &k))
+        return B_WAIT_REFRESH; /* waiting: a refresh (refresh_cb steps us) */
+    op->ntasks = k;
+    if (k == 0)
+        return B_REVOKE;
+    mc_status_t st = store_xfer_submit(&op->h, op->reqs, k);
+    if (st != MC_OK) {
+        MC_WARN(CLIENT, "batch put: cannot submit the transfer: %s", mc_status_str(st));
+        for (size_t i = 0; i < op->n; i++)
+            if (op->st[i] == MC_OK)
+                op->st[i] = xfer_status(st);
+        return B_REVOKE;
+    }
+    return B_WAIT_XFER; /* waiting: the batch (store_xfer_cb posts us) */
+}
+
+static bput_state_t bput_refreshed(bput_op_t *op)
+{
+    (void)op;
+    return B_SUBMIT; /* a failed refresh shows as a bad range again */
+}
+
+static bput_state_t bput_written(bput_op_t *op)
+{
+    store_stage_put(op->h.s, &op->h); /* bput_harvest marked the keys that failed */
+    return B_END;
+}
+
+static bput_state_t bput_ended(bput_op_t *op)
+{
+    for (size_t k = 0; k < op->nsub; k++)
+        op->st[op->sub_idx[k]] = op->h.wait_st != MC_OK ? op->h.wait_st : op->sub_st[k];
+    return B_REVOKE;
+}
+
+/* BatchPutEnd for the keys fully written. */
+static bput_state_t bput_end(bput_op_t *op)
+{
+    mc_store_t *s = op->h.s;
+    if (bput_select(op, 1) == 0)
+        return B_REVOKE;
+    mc_mp_writer_t *w = mc_rpc_call_begin(s->mcli);
+    mc_mcli_client_keys(w, s->client_id, op->sub, op->nsub);
+    mc_status_t st = store_rpc_end(&op->h, MC_RPC_BATCH_PUT_END, bput_decode_statuses);
+    if (st != MC_INPROGRESS) {
+        op->h.wait_st = st; /* every key of the call failed so */
+        return bput_ended(op);
+    }
+    return B_WAIT_END;
+}
+
+/* BatchPutRevoke for the started keys that failed. */
+static bput_state_t bput_revoke(bput_op_t *op)
+{
+    mc_store_t *s = op->h.s;
+    store_stage_put(s, &op->h);
+    if (bput_select(op, 0) == 0)
+        return B_DONE;
+    mc_mp_writer_t *w = mc_rpc_call_begin(s->mcli);
+    mc_mcli_client_keys(w, s->client_id, op->sub, op->nsub);
+    return store_rpc_end(&op->h, MC_RPC_BATCH_PUT_REVOKE, bput_decode_statuses) == MC_INPROGRESS
+               ? B_WAIT_REVOKE
+               : B_DONE;
+}
+
+static bput_state_t bput_revoked(bput_op_t *op)
+{
+    if (op->h.wait_st != MC_OK)
+        MC_WARN(CLIENT, "batch put: BatchPutRevoke of %zu keys: %s", op->nsub,
+                mc_status_str(op->h.wait_st));
+    return B_DONE;
+}
+
+/* The machine's table: each state's handler and whether bput_step stops
+ * there. B_DONE has no handler: it reports. */
+static const struct {
+    bput_state_t (*fn)(bput_op_t *op);
+    int wait;
+} bput_table[B_NSTATES] = {
+    [B_STAGE] = {bput_stage, 0},
+    [B_START] = {bput_start, 0},
+    [B_WAIT_START] = {bput_started, 1},
+    [B_RESOLVE] = {bput_resolve, 0},
+    [B_WAIT_PEER] = {bput_peer_opened, 1},
+    [B_SUBMIT] = {bput_submit, 0},
+    [B_WAIT_REFRESH] = {bput_refreshed, 1},
+    [B_WAIT_XFER] = {bput_written, 1},
+    [B_END] = {bput_end, 0},
+    [B_WAIT_END] = {bput_ended, 1},
+    [B_REVOKE] = {bput_revoke, 0},
+    [B_WAIT_REVOKE] = {bput_revoked, 1},
+};
+
 static void bput_step(store_op_t *h)
 {
     bput_op_t *op = (bput_op_t *)h;
-    mc_store_t *s = h->s;
-    mc_mp_writer_t *w;
-    mc_status_t st;
-
     for (;;) {
         if (store_op_closing(h)) {
             bput_finish(h, MC_ERR_CANCELED);
             return;
         }
-        switch (op->state) {
-        case B_STAGE:
-            if (!op->direct) {
-                if (h->stage == NULL) {
-                    uint64_t total = op->offs[op->n - 1] + op->sizes[op->n - 1];
-                    int r = store_stage_get(s, h, total);
-                    if (r < 0) {
-                        bput_finish(h, r);
-                        return;
-                    }
-                    if (r == 0)
-                        return; /* waiting: staging room */
-                }
-                for (size_t i = 0; i < op->n; i++)
-                    memcpy(h->stage + op->offs[i], op->vals[i].ptr, op->sizes[i]);
-            }
-            op->state = B_START;
-            break;
-
-        case B_START:
-            w = mc_rpc_call_begin(s->mcli);
-            mc_mcli_batch_put_start(w, s->client_id, op->keys, op->sizes, op->n, &op->cfg.cfg);
-            st = store_rpc_end(h, MC_RPC_BATCH_PUT_START, bput_decode_start);
-            if (st != MC_INPROGRESS) {
-                bput_finish(h, st);
-                return;
-            }
-            op->state = B_WAIT_START;
-            return;
-
-        case B_WAIT_START:
-            if (h->wait_st != MC_OK) {
-                MC_DEBUG(CLIENT, "batch put of %zu keys: BatchPutStart: %s", op->n,
-                         mc_status_str(h->wait_st));
-                bput_finish(h, h->wait_st);
-                return;
-            }
-            for (size_t i = 0; i < op->n; i++) {
-                op->started[i] = op->st[i] == MC_OK;
-                if (op->started[i] && op->nrep[i] == 0)
-                    op->st[i] = MC_ERR_INTERNAL_ERROR;
-            }
-            op->state = B_RESOLVE;
-            break;
-
-        case B_RESOLVE:
-            while (op->rk < op->n) {
-                if (op->st[op->rk] != MC_OK || op->rj >= op->nrep[op->rk]) {
-                    op->rk++;
-                    op->rj = 0;
-                    continue;
-                }
-                size_t at = op->rk * op->per + op->rj;
-                int r = store_peer_resolve(s, h, replica_endpoint(&op->rep[at]), &op->seg[at]);
-                if (r == 0) {
-                    op->state = B_WAIT_PEER;
-                    return; /* waiting: a segment open */
-                }
-                if (r < 0)
-                    op->st[op->rk] = r;
-                else
-                    op->rj++;
-            }
-            op->state = B_SUBMIT;
-            break;
-
-        case B_WAIT_PEER: {
-            size_t at = op->rk * op->per + op->rj;
-            if (h->wait_st != MC_OK) {
-                MC_WARN(CLIENT, "batch put: cannot open segment '%s': %s",
-                        replica_endpoint(&op->rep[at]), mc_status_str(h->wait_st));
-                op->st[op->rk] = MC_ERR_TRANSFER_FAIL;
-            } else {
-                op->seg[at] = h->opened;
-                op->rj++;
-            }
-            op->state = B_RESOLVE;
-            break;
-        }
-
-        case B_SUBMIT: {
-            size_t cap = 0;
-            for (size_t i = 0; i < op->n; i++)
-                if (op->st[i] == MC_OK)
-                    cap += op->nrep[i];
-            mc_te_request_t *reqs = cap ? mc_calloc(cap, sizeof(*reqs)) : NULL;
-            if (cap > 0 && reqs == NULL) {
-                for (size_t i = 0; i < op->n; i++)
-                    if (op->st[i] == MC_OK)
-                        op->st[i] = MC_ERR_NOMEM;
-                op->state = B_REVOKE;
-                break;
-            }
-            size_t k = 0;
-            int waiting = 0;
-            for (size_t i = 0; i < op->n && !waiting; i++) {
-                if (op->st[i] != MC_OK)
-                    continue;
-                const uint8_t *src =
-                    op->direct ? (const uint8_t *)op->vals[i].ptr : h->stage + op->offs[i];
-                size_t first = k;
-                for (uint32_t j = 0; j < op->nrep[i]; j++) {
-                    size_t at = i * op->per + j;
-                    if (!store_range_ok(s, op->seg[at], op->rep[at].address, op->sizes[i])) {
-                        if (op->seg[at] != MC_TE_LOCAL_SEGMENT &&
-                            !bput_was_refreshed(op, op->seg[at]) &&
-                            op->nrefreshed < MC_ARRAY_SIZE(op->refreshed) &&
-                            store_seg_refresh(h, op->seg[at]) == MC_INPROGRESS) {
-                            op->refreshed[op->nrefreshed++] = op->seg[at];
-                            waiting = 1;
-                            break;
-                        }
-                        op->st[i] = MC_ERR_TRANSFER_FAIL;
-                        k = first;
-                        break;
-                    }
-                    reqs[k] = (mc_te_request_t){.opcode = MC_TE_WRITE,
-                                                .local = (void *)(uintptr_t)src,
-                                                .segment = op->seg[at],
-                                                .remote = op->rep[at].address,
-                                                .length = op->sizes[i]};
-                    op->task_key[k++] = i;
-                }
-            }
-            if (waiting) {
-                mc_free(reqs);
-                op->state = B_WAIT_REFRESH;
-                return; /* waiting: a refresh */
-            }
-            op->ntasks = k;
-            st = MC_OK;
-            if (k > 0)
-                st = store_xfer_submit(h, reqs, k);
-            mc_free(reqs);
-            if (st != MC_OK) {
-                MC_WARN(CLIENT, "batch put: cannot submit the transfer: %s", mc_status_str(st));
-                for (size_t i = 0; i < op->n; i++)
-                    if (op->st[i] == MC_OK)
-                        op->st[i] = xfer_status(st);
-                op->state = B_REVOKE;
-                break;
-            }
-            if (k == 0) {
-                op->state = B_REVOKE;
-                break;
-            }
-            op->state = B_WAIT_XFER;
-            return; /* waiting: the batch */
-        }
-
-        case B_WAIT_REFRESH:
-            op->state = B_SUBMIT;
-            break;
-
-        case B_WAIT_XFER: /* bput_harvest marked the keys that failed */
-            store_stage_put(s, h);
-            op->state = B_END;
-            break;
-
-        case B_END:
-            if (bput_select(op, 1) == 0) {
-                op->state = B_REVOKE;
-                break;
-            }
-            w = mc_rpc_call_begin(s->mcli);
-            mc_mcli_client_keys(w, s->client_id, op->sub, op->nsub);
-            st = store_rpc_end(h, MC_RPC_BATCH_PUT_END, bput_decode_statuses);
-            if (st != MC_INPROGRESS) {
-                h->wait_st = st;
-                op->state = B_WAIT_END;
-                break;
-            }
-            op->state = B_WAIT_END;
-            return;
-
-        case B_WAIT_END:
-            for (size_t k = 0; k < op->nsub; k++)
-                op->st[op->sub_idx[k]] = h->wait_st != MC_OK ? h->wait_st : op->sub_st[k];
-            op->state = B_REVOKE;
-            break;
-
-        case B_REVOKE:
-            store_stage_put(s, h);
-            if (bput_select(op, 0) == 0) {
-                op->state = B_DONE;
-                break;
-            }
-            w = mc_rpc_call_begin(s->mcli);
-            mc_mcli_client_keys(w, s->client_id, op->sub, op->nsub);
-            if (store_rpc_end(h, MC_RPC_BATCH_PUT_REVOKE, bput_decode_statuses) != MC_INPROGRESS) {
-                op->state = B_DONE;
-                break;
-            }
-            op->state = B_WAIT_REVOKE;
-            return;
-
-        case B_WAIT_REVOKE:
-            if (h->wait_st != MC_OK)
-                MC_WARN(CLIENT, "batch put: BatchPutRevoke of %zu keys: %s", op->nsub,
-                        mc_status_str(h->wait_st));
-            op->state = B_DONE;
-            break;
-
-        case B_DONE:
-            bput_finish(h, MC_OK);
-            return;
-
-        default:
-            assert(0);
+        bput_state_t from = op->state;
+        if (from == B_DONE) {
+            bput_finish(h, op->err);
             return;
         }
+        assert(from < B_NSTATES && bput_table[from].fn != NULL);
+        bput_state_t to = bput_table[from].fn(op);
+        op->state = to;
+        if (to == from || bput_table[to].wait)
+            return;
     }
 }
 
@@ -1033,69 +1129,33 @@ static mc_status_t batch_put_fanout(mc_store_t *s, const mc_slice_t *keys, const
     return MC_OK;
 }
 
-mc_status_t mc_store_batch_put(mc_store_t *s, const mc_slice_t *keys, const mc_slice_t *values,
-                               size_t n, const mc_replicate_config_t *cfg, mc_status_t *st)
+/* The batch put op for the nv valid keys idx[] of keys/values: one
+ * allocation for the op and its arrays. MC_OK and *out, or an error. */
+static mc_status_t bput_op_new(mc_store_t *s, const mc_slice_t *keys, const mc_slice_t *values,
+                               const size_t *idx, size_t nv, const mc_replicate_config_t *cfg,
+                               int all_direct, mc_status_t *st, bput_op_t **out)
 {
-    if (s == NULL || st == NULL || (n > 0 && (keys == NULL || values == NULL)))
-        return MC_ERR_INVALID_PARAMS;
-    if (store_on_reactor(s))
-        return MC_ERR_STATE;
-    if (n == 0)
-        return MC_OK;
-    /* Per key checks; the valid ones go on. */
-    size_t *idx = mc_calloc(n, sizeof(*idx));
-    if (idx == NULL)
-        return MC_ERR_NOMEM;
-    size_t nv = 0;
-    uint64_t total = 0;
-    int all_direct = 1;
-    for (size_t i = 0; i < n; i++) {
-        st[i] = store_check_key(keys[i].ptr, keys[i].len);
-        if (st[i] == MC_OK && (values[i].len == 0 || values[i].ptr == NULL))
-            st[i] = MC_ERR_INVALID_PARAMS;
-        if (st[i] != MC_OK)
-            continue;
-        idx[nv++] = i;
-        total += (values[i].len + MC_OALLOC_ALIGN - 1) & ~(uint64_t)(MC_OALLOC_ALIGN - 1);
-        if (!te_local_range_ok(s->te, values[i].ptr, values[i].len, 0) &&
-            (s->stage_alloc == NULL || !store_inplace_ok(s)))
-            all_direct = 0;
-    }
-    mc_status_t rc = MC_OK;
-    if (nv == 0)
-        goto out;
-    /* with a tier, keys go one by one: each put writes its own file */
-    int tier = store_tier_mode(s) != MC_MASTER_PERSIST_OFF;
-    if (tier || (!all_direct && (s->stage_alloc == NULL || store_stage_window(s, total) < total))) {
-        if (!all_direct && s->stage_alloc == NULL) {
-            for (size_t j = 0; j < nv; j++)
-                st[idx[j]] = MC_ERR_STATE;
-            goto out;
-        }
-        rc = batch_put_fanout(s, keys, values, idx, nv, cfg, st);
-        goto out;
-    }
-
-    /* One allocation for the operation and its arrays. */
     own_cfg_t oc;
-    rc = cfg_copy(&oc, cfg);
+    mc_status_t rc = cfg_copy(&oc, cfg);
     if (rc != MC_OK)
-        goto out;
+        return rc;
     uint32_t per = oc.cfg.replica_num;
-    size_t sz =
-        sizeof(bput_op_t) +
-        nv * (sizeof(mc_master_key_t) * 2 + sizeof(mc_slice_t) + sizeof(uint64_t) * 2 +
-              sizeof(mc_status_t) * 2 + 1 + sizeof(uint32_t) + sizeof(size_t) * 2) +
-        nv * per * (sizeof(mc_master_replica_desc_t) + sizeof(mc_te_segment_t) + sizeof(size_t)) +
-        64;
+    size_t sz = sizeof(bput_op_t) +
+                nv * (sizeof(mc_master_key_t) * 2 + sizeof(mc_slice_t) + sizeof(uint64_t) * 2 +
+                      sizeof(mc_status_t) * 2 + 1 + sizeof(uint32_t) + sizeof(size_t) * 2) +
+                nv * per *
+                    (sizeof(mc_te_request_t) + sizeof(mc_master_replica_desc_t) +
+                     sizeof(mc_te_segment_t) + sizeof(size_t)) +
+                64;
     bput_op_t *op = mc_calloc(1, sz);
     if (op == NULL) {
         mc_free(oc.names);
-        rc = MC_ERR_NOMEM;
-        goto out;
+        return MC_ERR_NOMEM;
     }
     /* carve, most aligned first */
     uint8_t *p = (uint8_t *)(op + 1);
+    op->reqs = (mc_te_request_t *)p;
+    p += nv * per * sizeof(mc_te_request_t);
     op->rep = (mc_master_replica_desc_t *)p;
     p += nv * per * sizeof(mc_master_replica_desc_t);
     op->keys = (mc_master_key_t *)p;
@@ -1149,6 +1209,61 @@ mc_status_t mc_store_batch_put(mc_store_t *s, const mc_slice_t *keys, const mc_s
     op->h.fail = bput_finish;
     op->h.harvest = bput_harvest;
     op->state = B_STAGE;
+    *out = op;
+    return MC_OK;
+}
+
+mc_status_t mc_store_batch_put(mc_store_t *s, const mc_slice_t *keys, const mc_slice_t *values,
+                               size_t n, const mc_replicate_config_t *cfg, mc_status_t *st)
+{
+    if (s == NULL || st == NULL || (n > 0 && (keys == NULL || values == NULL)))
+        return MC_ERR_INVALID_PARAMS;
+    if (store_on_reactor(s))
+        return MC_ERR_STATE;
+    if (n == 0)
+        return MC_OK;
+    /* Per key checks; the valid ones go on. */
+    size_t *idx = mc_calloc(n, sizeof(*idx));
+    if (idx == NULL)
+        return MC_ERR_NOMEM;
+    size_t nv = 0;
+    uint64_t total = 0;
+    int all_direct = 1, gpu = 0;
+    for (size_t i = 0; i < n; i++) {
+        st[i] = store_check_key(keys[i].ptr, keys[i].len);
+        if (st[i] == MC_OK && (values[i].len == 0 || values[i].ptr == NULL))
+            st[i] = MC_ERR_INVALID_PARAMS;
+        if (st[i] != MC_OK)
+            continue;
+        idx[nv++] = i;
+        total += (values[i].len + MC_OALLOC_ALIGN - 1) & ~(uint64_t)(MC_OALLOC_ALIGN - 1);
+        if (!te_local_range_ok(s->te, values[i].ptr, values[i].len, 0) &&
+            (s->stage_alloc == NULL || !store_inplace_ok(s)))
+            all_direct = 0;
+        if (te_gpu_of(values[i].ptr) >= 0)
+            gpu = 1;
+    }
+    mc_status_t rc = MC_OK;
+    if (nv == 0)
+        goto out;
+    /* with a tier, keys go one by one: each put writes its own file; GPU
+     * values too: each single put bounces its value through host memory */
+    int tier = store_tier_mode(s) != MC_MASTER_PERSIST_OFF;
+    if (tier || gpu ||
+        (!all_direct && (s->stage_alloc == NULL || store_stage_window(s, total) < total))) {
+        if ((!all_direct || gpu) && s->stage_alloc == NULL) {
+            for (size_t j = 0; j < nv; j++)
+                st[idx[j]] = MC_ERR_STATE;
+            goto out;
+        }
+        rc = batch_put_fanout(s, keys, values, idx, nv, cfg, st);
+        goto out;
+    }
+
+    bput_op_t *op;
+    rc = bput_op_new(s, keys, values, idx, nv, cfg, all_direct, st, &op);
+    if (rc != MC_OK)
+        goto out;
     store_waiter_t w;
     store_waiter_init(&w);
     op->cb = store_waiter_status_cb;

@@ -48,6 +48,12 @@ if [ "$what" = integration ] || [ "$what" = all ]; then
   for t in $(find test/integration -maxdepth 1 -type f -name '*_test.sh' 2>/dev/null | sort); do
     run_one "$t" 300
   done
+  for t in $(find "$BUILD/test/fault" -maxdepth 1 -type f -name '*_test' 2>/dev/null | sort); do
+    run_one "$t" 300
+  done
+  for t in $(find test/fault -maxdepth 1 -type f -name '*_test.sh' 2>/dev/null | sort); do
+    run_one "$t" 300
+  done
 fi
 
 echo

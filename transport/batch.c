@@ -396,10 +396,10 @@ static long seg_find(const te_seg_t *seg, uint64_t addr, uint64_t len, long *hin
 /* The first installed transport from `from` on that reaches seg (NULL:
  * this process); seg_lock held. tcp reaches every peer, local this
  * process; TE_TP_COUNT when none does. */
-static unsigned pick(mc_te_t *te, te_seg_t *seg, unsigned from)
+static unsigned pick(mc_te_t *te, te_seg_t *seg, const mc_te_request_t *q, unsigned from)
 {
     for (unsigned id = from; id < TE_TP_COUNT; id++)
-        if (te_tp_on(te, id) && te_transports[id]->usable(te, seg))
+        if (te_tp_on(te, id) && te_transports[id]->usable(te, seg, q->remote, q->length))
             return id;
     return TE_TP_COUNT;
 }
@@ -467,7 +467,7 @@ static mc_status_t validate(mc_te_batch_t *b, const mc_te_request_t *reqs, size_
                 break;
             }
         }
-        unsigned tp = pick(te, seg, 0);
+        unsigned tp = pick(te, seg, q, 0);
         /* tcp moves bytes with socket calls (and shm with memcpy), which GPU
          * memory is not reachable by: RDMA (GPUDirect) only */
         if (!(te_transports[tp]->flags & TE_TP_CAN_GPU)) {
@@ -479,7 +479,7 @@ static mc_status_t validate(mc_te_batch_t *b, const mc_te_request_t *reqs, size_
             }
             unsigned alt = tp;
             while (cuda && alt < TE_TP_COUNT && !(te_transports[alt]->flags & TE_TP_CAN_GPU))
-                alt = pick(te, seg, alt + 1);
+                alt = pick(te, seg, q, alt + 1);
             if (cuda && alt == TE_TP_COUNT) {
                 bad2.st = MC_ERR_NOT_SUPPORTED;
                 bad2.what = BAD_CUDA;
@@ -656,9 +656,11 @@ static void local_post(mc_te_t *te, te_submit_t *sub, te_slice_t *s, size_t n)
     }
 }
 
-static int local_usable(mc_te_t *te, te_seg_t *seg)
+static int local_usable(mc_te_t *te, te_seg_t *seg, uint64_t remote, uint64_t len)
 {
     (void)te;
+    (void)remote;
+    (void)len;
     return seg == NULL;
 }
 

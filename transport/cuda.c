@@ -50,6 +50,7 @@ typedef cu_result_t (*dev_attr_fn)(int *, int, cu_device_t);
 typedef cu_result_t (*bus_id_fn)(char *, int, cu_device_t);
 typedef cu_result_t (*ctx_retain_fn)(cu_context_t *, cu_device_t);
 typedef cu_result_t (*ctx_set_fn)(cu_context_t);
+typedef cu_result_t (*ctx_get_fn)(cu_context_t *);
 typedef cu_result_t (*ptr_attr_fn)(void *, int, cu_deviceptr_t);
 typedef cu_result_t (*range_fn)(cu_deviceptr_t *, size_t *, cu_deviceptr_t);
 typedef cu_result_t (*handle_fn)(void *, cu_deviceptr_t, size_t, int, unsigned long long);
@@ -71,6 +72,7 @@ static struct {
     bus_id_fn bus_id;
     ctx_retain_fn ctx_retain;
     ctx_set_fn ctx_set;
+    ctx_get_fn ctx_get;
     ptr_attr_fn ptr_attr;
     range_fn range;
     handle_fn handle; /* optional */
@@ -79,8 +81,6 @@ static struct {
     host_view_fn host_view; /* the tests' fake only */
     cu_context_t ctx[TE_CUDA_MAX_GPUS];
 } g = {.once = PTHREAD_ONCE_INIT, .mu = PTHREAD_MUTEX_INITIALIZER};
-
-static _Thread_local int tl_gpu = -1; /* GPU whose primary context is current here */
 
 /* ------------------------------------------------------- guarded outputs */
 
@@ -175,6 +175,7 @@ static void load(void)
     g.bus_id = (bus_id_fn)sym("cuDeviceGetPCIBusId");
     g.ctx_retain = (ctx_retain_fn)sym("cuDevicePrimaryCtxRetain");
     g.ctx_set = (ctx_set_fn)sym("cuCtxSetCurrent");
+    g.ctx_get = (ctx_get_fn)sym("cuCtxGetCurrent");
     g.ptr_attr = (ptr_attr_fn)sym("cuPointerGetAttribute");
     g.range = (range_fn)sym("cuMemGetAddressRange_v2");
     g.memcpy = (memcpy_fn)sym("cuMemcpy");
@@ -183,7 +184,7 @@ static void load(void)
     g.host_view = (host_view_fn)sym("mcFakeCudaHostView");
     /* the _v2 release marks a CUDA 11+ driver (the ABI coded here) */
     if (!g.init || !g.count || !g.dev_get || !g.dev_attr || !g.bus_id || !g.ctx_retain ||
-        !g.ctx_set || !g.ptr_attr || !g.range || !g.memcpy || !g.err_str ||
+        !g.ctx_set || !g.ctx_get || !g.ptr_attr || !g.range || !g.memcpy || !g.err_str ||
         !sym("cuDevicePrimaryCtxRelease_v2")) {
         snprintf(g.why, sizeof(g.why),
                  "the CUDA library %s lacks an expected symbol (not a CUDA 11+ driver)", g.path);
@@ -242,22 +243,21 @@ mc_status_t te_cuda_parse(const char *loc, int *gpu)
 
 /* ------------------------------------------------------------ contexts */
 
-/* GPU n's primary context current on this thread (retained once per
- * process, kept for its life). */
-static mc_status_t use_gpu(int n)
+/* GPU n's primary context (retained once per process, kept for its life)
+ * current on this thread for one operation; *prev gets what was current, for
+ * use_gpu_end: the caller's thread may be a host thread with its own current
+ * context (PyTorch's device), which must be left as it was. */
+static mc_status_t use_gpu(int n, cu_context_t *prev)
 {
     if (n < 0 || n >= g.ngpus)
         return MC_ERR_DEVICE_NOT_FOUND;
-    if (tl_gpu == n)
-        return MC_OK;
     pthread_mutex_lock(&g.mu);
     cu_result_t rc = 0;
     if (g.ctx[n] == NULL) {
-        slot_t o;
+        slot_t o, d;
         slot_arm(&o);
-        cu_device_t dev = 0;
-        slot_t d;
         slot_arm(&d);
+        cu_device_t dev = 0;
         rc = g.dev_get((cu_device_t *)(void *)d.b, n);
         if (rc == 0 && slot_ok(&d, sizeof(cu_device_t), "cuDeviceGet")) {
             memcpy(&dev, d.b, sizeof(dev));
@@ -277,13 +277,28 @@ static mc_status_t use_gpu(int n)
                  rc > 0 ? cu_err(rc) : "the library misbehaved");
         return MC_ERR_DEVICE_NOT_FOUND;
     }
+    slot_t cur;
+    slot_arm(&cur);
+    rc = g.ctx_get((cu_context_t *)(void *)cur.b);
+    if (rc != 0 || !slot_ok(&cur, sizeof(cu_context_t), "cuCtxGetCurrent")) {
+        MC_ERROR(TRANSPORT, "cuCtxGetCurrent: %s", rc ? cu_err(rc) : "the library misbehaved");
+        return MC_ERR_DEVICE_NOT_FOUND;
+    }
+    memcpy(prev, cur.b, sizeof(*prev));
+    if (*prev == c)
+        return MC_OK;
     rc = g.ctx_set(c);
     if (rc != 0) {
         MC_ERROR(TRANSPORT, "cuCtxSetCurrent(GPU %d): %s", n, cu_err(rc));
         return MC_ERR_DEVICE_NOT_FOUND;
     }
-    tl_gpu = n;
     return MC_OK;
+}
+
+static void use_gpu_end(int n, cu_context_t prev)
+{
+    if (prev != g.ctx[n])
+        g.ctx_set(prev); /* what the thread had, NULL included */
 }
 
 /* ------------------------------------------------------------ pointers */
@@ -396,9 +411,11 @@ mc_status_t te_cuda_memcpy(void *dst, const void *src, size_t len)
         return MC_ERR_TRANSFER_FAIL;
     /* a context of a GPU involved must be current (the copy runs on it) */
     int gpu = gd >= 0 ? gd : gs >= 0 ? gs : 0;
-    if (use_gpu(gpu) != MC_OK)
+    cu_context_t prev;
+    if (use_gpu(gpu, &prev) != MC_OK)
         return MC_ERR_DEVICE_NOT_FOUND;
     cu_result_t rc = g.memcpy((cu_deviceptr_t)(uintptr_t)dst, (cu_deviceptr_t)(uintptr_t)src, len);
+    use_gpu_end(gpu, prev);
     if (rc != 0) {
         MC_ERROR(TRANSPORT, "cuMemcpy of %zu bytes failed: %s", len, cu_err(rc));
         return MC_ERR_TRANSFER_FAIL;
@@ -466,13 +483,15 @@ mc_status_t te_cuda_dmabuf(const void *addr, size_t len, int *fd, uint64_t *offs
     size_t size;
     if ((st = alloc_range(addr, &base, &size)) != MC_OK)
         return st;
-    if (use_gpu(gpu) != MC_OK)
+    cu_context_t prev;
+    if (use_gpu(gpu, &prev) != MC_OK)
         return MC_ERR_DEVICE_NOT_FOUND;
     /* the handle covers the whole allocation (the driver wants its exact
      * bounds); the registration takes addr's part of it */
     slot_t o;
     slot_arm(&o);
     cu_result_t rc = g.handle(o.b, base, size, CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, 0);
+    use_gpu_end(gpu, prev);
     if (rc != 0) {
         MC_ERROR(TRANSPORT, "cuMemGetHandleForAddressRange(0x%llx, %zu): %s",
                  (unsigned long long)base, size, cu_err(rc));

@@ -14,8 +14,9 @@
  * the documented size is refused, never trusted.
  *
  * Contexts: each GPU's primary context is retained on first use and made
- * current on the calling thread before a copy or an export (what
- * cudaSetDevice does for runtime users).
+ * current on the calling thread around a copy or an export (what
+ * cudaSetDevice does for runtime users); the thread's own current context
+ * (a host's, e.g. PyTorch's device) is put back afterwards.
  */
 #ifndef MC_TRANSPORT_CUDA_H
 #define MC_TRANSPORT_CUDA_H

@@ -15,6 +15,7 @@
 #include "rpc/fields.h"
 #include "rpc/methods.h"
 #include "transport/cuda.h"
+#include "transport/te.h"
 #include "transport/te_int.h"
 #include "util/log.h"
 #include "util/mem.h"
@@ -242,7 +243,17 @@ static mc_status_t tp_reg_new(mc_te_t *te, const mc_te_buffer_t *v, size_t n)
 mc_status_t mc_te_register_batch(mc_te_t *te, const mc_te_buffer_t *bufs, size_t n,
                                  const char *location, int remote_accessible)
 {
-    const char *loc = location ? location : "cpu:0";
+    /* NULL: where the memory is (cuda:N for GPU memory, else cpu:0) */
+    char found[TE_LOCATION_MAX];
+    const char *loc = location;
+    if (loc == NULL) {
+        int gpu = n > 0 && bufs != NULL ? te_gpu_of(bufs[0].addr) : -1;
+        if (gpu >= 0)
+            snprintf(found, sizeof(found), "cuda:%d", gpu);
+        else
+            snprintf(found, sizeof(found), "cpu:0");
+        loc = found;
+    }
     if (n == 0)
         return MC_OK;
     if (bufs == NULL)
@@ -619,6 +630,17 @@ int te_seg_range_ok(mc_te_t *te, te_seg_t *seg, uint64_t addr, uint64_t len)
     return ok;
 }
 
+/* Wait (bounded) for what the transports started when seg was described
+ * (shm: mapping the owner's memory), so the next submit uses it. Blocking:
+ * not on a reactor. */
+static void seg_settle(mc_te_t *te, te_seg_t *seg)
+{
+    for (unsigned id = 0; id < TE_TP_COUNT; id++)
+        if (te_tp_on(te, id) && te_transports[id]->seg_wait != NULL)
+            te_transports[id]->seg_wait(te, seg,
+                                        te->o.timeout_us < 3000000 ? te->o.timeout_us : 3000000);
+}
+
 /* Fetch the segment's descriptor again (blocking: not on a reactor). */
 mc_status_t te_seg_refresh(mc_te_t *te, te_seg_t *seg)
 {
@@ -635,6 +657,8 @@ mc_status_t te_seg_refresh(mc_te_t *te, te_seg_t *seg)
         pthread_mutex_lock(&te->seg_lock);
         st = te_desc_decode(te, seg, mc_buf_head(&b), mc_buf_used(&b));
         pthread_mutex_unlock(&te->seg_lock);
+        if (st == MC_OK)
+            seg_settle(te, seg);
     } else {
         MC_WARN(TRANSPORT, "cannot fetch the descriptor of segment '%s': %s", seg->name,
                 mc_status_str(st));
@@ -827,12 +851,10 @@ static void te_free(mc_te_t *te)
     mc_free(te);
 }
 
-mc_status_t mc_te_create(const mc_te_opts_t *o, mc_te_t **out)
+/* The engine's struct from options o (defaults d): checked options, the
+ * strings copied, the owner id chosen. MC_OK and *out, or an error. */
+static mc_status_t te_new(const mc_te_opts_t *o, const mc_te_opts_t *d, mc_te_t **out)
 {
-    mc_te_opts_t d;
-    mc_te_opts_init(&d);
-    if (o == NULL)
-        o = &d;
     if (o->slice_size < 4096 || o->tcp_lanes == 0 || o->tcp_lanes > TE_MAX_LANES) {
         MC_ERROR(TRANSPORT, "bad options: slice_size must be >= 4096 and tcp_lanes 1..%d",
                  TE_MAX_LANES);
@@ -845,7 +867,7 @@ mc_status_t mc_te_create(const mc_te_opts_t *o, mc_te_t **out)
     te->uid = atomic_fetch_add(&next_uid, 1);
     te->o = *o;
     if (te->o.timeout_us == 0)
-        te->o.timeout_us = d.timeout_us;
+        te->o.timeout_us = d->timeout_us;
     /* A slice travels as one frame payload, and slices are up to 1.25 x
      * slice_size (batch.c): larger ones would make the peer drop the
      * connection (frame limit), failing every slice on it. */
@@ -862,14 +884,15 @@ mc_status_t mc_te_create(const mc_te_opts_t *o, mc_te_t **out)
     for (unsigned id = 0; id < TE_TP_COUNT; id++)
         if (te_transports[id]->flags & TE_TP_BUILTIN)
             te->tp_on |= 1u << id;
-    te->cluster = mc_strdup(o->cluster ? o->cluster : d.cluster);
-    te->metadata = mc_strdup(o->metadata ? o->metadata : d.metadata);
-    te->listen_host = mc_strdup(o->listen_host ? o->listen_host : d.listen_host);
-    te->advertise_host = mc_strdup(o->advertise_host ? o->advertise_host : d.advertise_host);
-    mc_status_t st = MC_ERR_NOMEM;
+    te->cluster = mc_strdup(o->cluster ? o->cluster : d->cluster);
+    te->metadata = mc_strdup(o->metadata ? o->metadata : d->metadata);
+    te->listen_host = mc_strdup(o->listen_host ? o->listen_host : d->listen_host);
+    te->advertise_host = mc_strdup(o->advertise_host ? o->advertise_host : d->advertise_host);
     if (te->cluster == NULL || te->metadata == NULL || te->listen_host == NULL ||
-        te->advertise_host == NULL)
-        goto err;
+        te->advertise_host == NULL) {
+        te_free(te);
+        return MC_ERR_NOMEM;
+    }
     if (te->o.owner_hi == 0 && te->o.owner_lo == 0) {
         uint64_t id[2];
         if (getrandom(id, sizeof(id), 0) != (ssize_t)sizeof(id)) {
@@ -879,11 +902,18 @@ mc_status_t mc_te_create(const mc_te_opts_t *o, mc_te_t **out)
         te->o.owner_hi = id[0] | 1; /* never the zero id */
         te->o.owner_lo = id[1];
     }
+    *out = te;
+    return MC_OK;
+}
 
+/* The engine's reactors: the host's (attach mode) or a group of its own. */
+static mc_status_t te_start_reactors(mc_te_t *te, const mc_te_opts_t *o)
+{
+    mc_status_t st;
     if (o->host_base != NULL) {
         st = mc_reactor_attach(o->host_base, "te", &te->attached);
         if (st != MC_OK)
-            goto err;
+            return st;
         te->nr = 1;
     } else {
         mc_reactor_group_opts_t go;
@@ -892,65 +922,97 @@ mc_status_t mc_te_create(const mc_te_opts_t *o, mc_te_t **out)
         go.name = "te";
         st = mc_reactor_group_create(&go, &te->g);
         if (st != MC_OK)
-            goto err;
+            return st;
         te->nr = mc_reactor_group_count(te->g);
     }
     te->rs = mc_calloc(te->nr, sizeof(*te->rs));
-    if (te->rs == NULL) {
-        st = MC_ERR_NOMEM;
-        goto err;
-    }
+    if (te->rs == NULL)
+        return MC_ERR_NOMEM;
     for (unsigned i = 0; i < te->nr; i++)
         te->rs[i] = te->attached ? te->attached : mc_reactor_group_get(te->g, i);
+    return MC_OK;
+}
 
+/* The RPC server on every reactor (descriptor and the transports' methods)
+ * and the engine's name: local_hostname, else ADVERTISE_HOST:PORT. */
+static mc_status_t te_start_server(mc_te_t *te, const mc_te_opts_t *o)
+{
     mc_rpc_server_opts_t so;
     mc_rpc_server_opts_init(&so);
     so.bind_addr = te->listen_host;
     so.port = o->listen_port;
-    st = mc_rpc_server_create(te->rs, te->nr, &so, &te->srv);
+    mc_status_t st = mc_rpc_server_create(te->rs, te->nr, &so, &te->srv);
     if (st != MC_OK)
-        goto err;
+        return st;
     mc_rpc_server_register(te->srv, MC_RPC_TE_DESC, h_desc, te);
     for (unsigned id = 0; id < TE_TP_COUNT; id++)
         if (te_transports[id]->register_server != NULL)
             te_transports[id]->register_server(te);
     st = mc_rpc_server_start(te->srv);
     if (st != MC_OK)
-        goto err;
+        return st;
     te->port = mc_rpc_server_port(te->srv);
-
     char name[300];
     if (o->local_hostname != NULL && o->local_hostname[0] != '\0')
         snprintf(name, sizeof(name), "%s", o->local_hostname);
     else
         snprintf(name, sizeof(name), "%s:%u", te->advertise_host, te->port);
-    if ((te->name = mc_strdup(name)) == NULL) {
-        st = MC_ERR_NOMEM;
-        goto err;
-    }
+    return (te->name = mc_strdup(name)) != NULL ? MC_OK : MC_ERR_NOMEM;
+}
 
-    if (strcmp(te->metadata, "p2p") != 0 && strcmp(te->metadata, "") != 0 &&
-        strcmp(te->metadata, "P2PHANDSHAKE") != 0) {
-        mc_meta_opts_t mo;
-        mc_meta_opts_init(&mo);
-        mo.owner_hi = te->o.owner_hi;
-        mo.owner_lo = te->o.owner_lo;
-        mo.call_timeout_us = te->o.timeout_us < 5000000 ? te->o.timeout_us : 5000000;
-        st = mc_meta_open(te->metadata, te->rs[0], &mo, &te->meta);
-        if (st != MC_OK)
-            goto err;
-        if (publish(te) != MC_OK)
-            MC_WARN(TRANSPORT, "segment '%s' not published yet; the metadata backend retries",
-                    te->name);
+/* Transports on by default (shm): a failure only leaves one out. */
+static void te_install_auto(mc_te_t *te)
+{
+    for (unsigned id = 0; id < TE_TP_COUNT; id++)
+        if ((te_transports[id]->flags & TE_TP_AUTO) && te_transports[id]->install(te) == MC_OK)
+            te->tp_on |= 1u << id;
+}
+
+/* The metadata backend (not in p2p mode), and the first publication. */
+static mc_status_t te_open_meta(mc_te_t *te)
+{
+    if (strcmp(te->metadata, "p2p") == 0 || strcmp(te->metadata, "") == 0 ||
+        strcmp(te->metadata, "P2PHANDSHAKE") == 0)
+        return MC_OK;
+    mc_meta_opts_t mo;
+    mc_meta_opts_init(&mo);
+    mo.owner_hi = te->o.owner_hi;
+    mo.owner_lo = te->o.owner_lo;
+    mo.call_timeout_us = te->o.timeout_us < 5000000 ? te->o.timeout_us : 5000000;
+    mc_status_t st = mc_meta_open(te->metadata, te->rs[0], &mo, &te->meta);
+    if (st != MC_OK)
+        return st;
+    if (publish(te) != MC_OK)
+        MC_WARN(TRANSPORT, "segment '%s' not published yet; the metadata backend retries",
+                te->name);
+    return MC_OK;
+}
+
+mc_status_t mc_te_create(const mc_te_opts_t *o, mc_te_t **out)
+{
+    mc_te_opts_t d;
+    mc_te_opts_init(&d);
+    if (o == NULL)
+        o = &d;
+    mc_te_t *te;
+    mc_status_t st = te_new(o, &d, &te);
+    if (st != MC_OK)
+        return st;
+    st = te_start_reactors(te, o);
+    if (st == MC_OK)
+        st = te_start_server(te, o);
+    if (st == MC_OK) {
+        te_install_auto(te); /* before the first publication: its descriptor field */
+        st = te_open_meta(te);
+    }
+    if (st != MC_OK) {
+        te_free(te);
+        return st;
     }
     MC_INFO(TRANSPORT, "transfer engine '%s' listening on %s:%u, metadata %s, %u reactor(s)",
             te->name, te->listen_host, te->port, te->metadata, te->nr);
     *out = te;
     return MC_OK;
-
-err:
-    te_free(te);
-    return st;
 }
 
 void mc_te_destroy(mc_te_t *te)

@@ -2,6 +2,7 @@
  * te.c - the accessors of transport/te.h: what the rest of the tree may
  * know of an engine, read from its private structures here.
  */
+#include "transport/cuda.h"
 #include "transport/te.h"
 #include "transport/te_int.h"
 
@@ -49,4 +50,17 @@ size_t te_segment_buffers(mc_te_t *te, mc_te_segment_t id, te_range_t *out, size
     }
     pthread_mutex_unlock(&te->seg_lock);
     return n;
+}
+
+int te_gpu_of(const void *p)
+{
+    int gpu = -1;
+    if (te_cuda_gpus(NULL) == 0 || te_cuda_ptr_gpu(p, &gpu) != MC_OK)
+        return -1;
+    return gpu;
+}
+
+mc_status_t te_gpu_copy(void *dst, const void *src, size_t n)
+{
+    return te_cuda_memcpy(dst, src, n);
 }

@@ -106,6 +106,25 @@ mc_status_t te_seg_refresh_async(mc_te_t *te, mc_te_segment_t seg, te_done_cb_t 
  * transit. Call on te_reactor(te, 0). */
 mc_status_t te_publish_async(mc_te_t *te);
 
+/* ------------------------------------------------------------------- shm */
+
+/* 1 when open segment seg is reached over shared memory now (its owner is
+ * on this host and its regions are mapped), else 0 (tests, benchmarks). */
+int te_shm_ready(mc_te_t *te, mc_te_segment_t seg);
+/* Bytes this engine moved over shared memory so far, both ways. */
+uint64_t te_shm_bytes(mc_te_t *te);
+
+/* ------------------------------------------------------------------- gpu */
+
+/* The GPU whose memory p is (the CUDA driver's answer, transport/cuda.h):
+ * its ordinal, or -1 for host memory, without a driver or GPU, or when the
+ * library misbehaved (logged). Costs a driver call when GPUs exist. */
+int te_gpu_of(const void *p);
+/* Copy n bytes where either side may be GPU memory (cuMemcpy with the
+ * GPU's context current, the caller's put back). MC_OK;
+ * MC_ERR_DEVICE_NOT_FOUND (no driver), MC_ERR_TRANSFER_FAIL; logged. */
+mc_status_t te_gpu_copy(void *dst, const void *src, size_t n);
+
 /* ------------------------------------------------------------------ rdma */
 
 /* Per-NIC counters of the installed rdma transport (tests, benchmarks). */

@@ -36,7 +36,8 @@
 typedef enum { AOP_OPEN, AOP_REFRESH } aop_kind_t;
 
 typedef struct aop {
-    mc_reactor_msg_t msg; /* START, posted to rs[0] */
+    mc_reactor_msg_t msg; /* START, posted to rs[0]; then the wake-up after a wait */
+    te_waiter_t wait;     /* waiting for a transport to set the segment up (shm) */
     mc_te_t *te;
     aop_kind_t kind;
     te_seg_t *seg;      /* open: ours until inserted; refresh: the cached record */
@@ -135,6 +136,49 @@ static void open_insert(aop_t *op)
     aop_finish(op, MC_OK, id);
 }
 
+static void described(aop_t *op);
+
+/* A transport finished setting the segment up: on rs[0] again. */
+static void wait_msg(mc_reactor_t *r, mc_reactor_msg_t *msg, mc_status_t st)
+{
+    aop_t *op = MC_CONTAINER_OF(msg, aop_t, msg);
+    (void)r;
+    if (st != MC_OK || atomic_load(&op->te->stopping)) {
+        aop_finish(op, MC_ERR_CANCELED, 0);
+        return;
+    }
+    described(op);
+}
+
+static void wait_done(te_waiter_t *w)
+{
+    aop_t *op = MC_CONTAINER_OF(w, aop_t, wait);
+    op->msg.fn = wait_msg;
+    if (mc_reactor_post(op->te->rs[0], &op->msg) != MC_OK)
+        aop_finish(op, MC_ERR_CANCELED, 0); /* the engine is going */
+}
+
+/* The descriptor is decoded: wait (without blocking) until the transports
+ * are done with it (shm maps a same-host owner's memory), so the first
+ * transfers use them; then finish. */
+static void described(aop_t *op)
+{
+    mc_te_t *te = op->te;
+    te_seg_t *seg = op->seg;
+    for (unsigned id = 0; id < TE_TP_COUNT; id++) {
+        const te_transport_ops_t *ops = te_transports[id];
+        if (te_tp_on(te, id) && ops->seg_pending != NULL) {
+            op->wait.fn = wait_done;
+            if (ops->seg_pending(te, seg, &op->wait))
+                return; /* wait_done goes on */
+        }
+    }
+    if (op->kind == AOP_REFRESH)
+        aop_finish(op, MC_OK, op->id);
+    else
+        open_insert(op);
+}
+
 /* A descriptor arrived (or did not). */
 static void got_desc(aop_t *op, mc_status_t st, const void *val, size_t len)
 {
@@ -152,7 +196,10 @@ static void got_desc(aop_t *op, mc_status_t st, const void *val, size_t len)
         pthread_mutex_lock(&te->seg_lock);
         st = te_desc_decode(te, op->seg, val, len);
         pthread_mutex_unlock(&te->seg_lock);
-        aop_finish(op, st, op->id);
+        if (st != MC_OK)
+            aop_finish(op, st, op->id);
+        else
+            described(op);
         return;
     }
     st = te_desc_decode(te, op->seg, val, len); /* not shared yet: no lock */
@@ -162,7 +209,7 @@ static void got_desc(aop_t *op, mc_status_t st, const void *val, size_t len)
         aop_finish(op, st, 0);
         return;
     }
-    open_insert(op);
+    described(op);
 }
 
 static void meta_cb(void *arg, mc_status_t st, const void *val, size_t len)

@@ -69,7 +69,8 @@ typedef struct te_seg {
      * on `retired` until the segment goes (reactors may still read them) */
     void *tp[TE_TP_COUNT];
     te_retired_t *retired;
-    _Atomic unsigned desc_gen; /* bumped at every descriptor decode */
+    void *tp_state[TE_TP_COUNT]; /* what a transport keeps for it across descriptions */
+    _Atomic unsigned desc_gen;   /* bumped at every descriptor decode */
 } te_seg_t;
 
 struct mc_te {

@@ -8,6 +8,7 @@
 
 const te_transport_ops_t *const te_transports[TE_TP_COUNT] = {
     [TE_TP_LOCAL] = &te_local_ops,
+    [TE_TP_SHM] = &te_shm_ops,
     [TE_TP_RDMA] = &te_rdma_ops,
     [TE_TP_TCP] = &te_tcp_ops,
 };

@@ -5,7 +5,7 @@
  * A transport is one file (or folder) that defines one te_transport_ops_t
  * and lists it in te_transports[] (transport.c) under its id below. The
  * table's order is the order of preference: a request goes over the first
- * installed transport that can reach its segment (`usable`), so the local
+ * installed transport that can reach its range (`usable`), so the local
  * memcpy beats shared memory, which beats rdma, which beats tcp (always
  * installed: the fallback for every peer).
  *
@@ -14,8 +14,10 @@
  *     private state: per engine in te->tp[id] (set by install), per peer
  *     segment in seg->tp[id] (what desc_decode returned; replaced views are
  *     kept on a retired list until the segment goes, since reactors may
- *     still read one), per slice in s->priv (TE_SLICE_PRIV bytes, its own
- *     while the slice is posted on it), per submit in sub->priv[id];
+ *     still read one) and seg->tp_state[id] (what it keeps for the segment
+ *     across descriptions; freed by seg_release), per slice in s->priv
+ *     (TE_SLICE_PRIV bytes, its own while the slice is posted on it), per
+ *     submit in sub->priv[id];
  *  2. an id in te_tp_id_t and a row in te_transports[] at its place of
  *     preference;
  *  3. if peers must learn something about it, an MC_F_* key (rpc/fields.h)
@@ -39,6 +41,7 @@
 /* Ids, in the order of preference. */
 typedef enum te_tp_id {
     TE_TP_LOCAL = 0, /* the target is this process: memcpy (cudaMemcpy for GPU memory) */
+    TE_TP_SHM,       /* a process of this host: memcpy in its shared memory (shm.c) */
     TE_TP_RDMA,      /* verbs READ/WRITE (transport/rdma/) */
     TE_TP_TCP,       /* RPC calls over the segment's lanes (tcp.c) */
     TE_TP_COUNT
@@ -54,6 +57,8 @@ enum {
     TE_TP_CAN_GPU = 1u << 1,   /* moves cuda:N memory */
     TE_TP_LOCAL_REG = 1u << 2, /* the initiator's memory must be registered with it (lkeys) */
     TE_TP_BUF_PRIV = 1u << 3,  /* keeps state in te_buf_t.priv (at most one transport may) */
+    TE_TP_AUTO = 1u << 4,      /* mc_te_create installs it; a failure (or an option that
+                                  turns it off) only leaves it out */
 };
 
 struct mc_te;
@@ -67,6 +72,13 @@ typedef struct te_submit {
     unsigned used; /* bit (1 << id) per transport given slices */
     _Alignas(16) unsigned char priv[TE_TP_COUNT][TE_SUBMIT_PRIV];
 } te_submit_t;
+
+/* Someone waiting for a transport to finish setting a segment up
+ * (seg_pending): embedded in the waiting request. */
+typedef struct te_waiter {
+    struct te_waiter *next;
+    void (*fn)(struct te_waiter *w); /* called once, on any thread */
+} te_waiter_t;
 
 typedef struct te_transport_ops {
     const char *name; /* for mc_te_install_transport and the descriptor's PROTOCOLS */
@@ -107,15 +119,26 @@ typedef struct te_transport_ops {
     /* The whole descriptor read: does peer agree with the buffers? */
     mc_status_t (*desc_check)(const void *peer, const struct te_buf *bufs, size_t n);
     void (*peer_free)(void *peer);
-    /* A segment was (re)described (seg_lock held): seg->tp[id] is current. */
+    /* A segment was (re)described (seg_lock held): seg->tp[id] is current.
+     * Must not block. */
     void (*seg_described)(struct mc_te *te, struct te_seg *seg);
+    /* For callers that may block (mc_te_open_segment, te_seg_refresh, off
+     * the reactors): wait, at most timeout_us, until what seg_described
+     * started is done (shm: the mapping), so the next submit can use it. */
+    void (*seg_wait)(struct mc_te *te, struct te_seg *seg, uint64_t timeout_us);
+    /* The same for the non-blocking opens (te_async.c): 1 when what
+     * seg_described started is still going, and w->fn will be called once,
+     * on any thread, when it is done (or given up: engine shutdown); 0 when
+     * nothing is pending (w is not kept). */
+    int (*seg_pending)(struct mc_te *te, struct te_seg *seg, te_waiter_t *w);
     /* The segment record goes (engine teardown): drop what it keeps for it
      * besides the peer views. */
     void (*seg_release)(struct mc_te *te, struct te_seg *seg);
 
     /* ---- data path ---- */
-    /* Can it move bytes to and from seg now? (seg NULL: this process) */
-    int (*usable)(struct mc_te *te, struct te_seg *seg);
+    /* Can it move bytes to and from [remote, remote+len) of seg now? (seg
+     * NULL: this process.) seg_lock held; must not block. */
+    int (*usable)(struct mc_te *te, struct te_seg *seg, uint64_t remote, uint64_t len);
     /* Slice size for its requests (0: te's slice_size; UINT64_MAX: never
      * cut a request). */
     uint64_t slice_size;
@@ -129,6 +152,7 @@ typedef struct te_transport_ops {
 extern const te_transport_ops_t *const te_transports[TE_TP_COUNT];
 
 extern const te_transport_ops_t te_local_ops; /* batch.c */
+extern const te_transport_ops_t te_shm_ops;   /* shm.c */
 extern const te_transport_ops_t te_rdma_ops;  /* rdma/rdma.c */
 extern const te_transport_ops_t te_tcp_ops;   /* tcp.c */
 

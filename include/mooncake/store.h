@@ -87,6 +87,12 @@ typedef struct mc_store_config {
     const char *persist;
     uint64_t tier_queue_bytes; /* async copies queued at most (256 MiB); beyond,
                                   a put waits for its own file write */
+    /* Shared memory with processes of this host (the shm transport): "on"
+     * (NULL or "": the default) makes the segment shared memory and reaches
+     * same-host peers' segments with memcpy; "off" keeps tcp/rdma for them. */
+    const char *shm;
+    const char *shm_group; /* group admitted to our shared memory besides our user;
+                              NULL = our user only */
 } mc_store_config_t;
 
 /* Defaults: as noted per field; no segment (global_segment_size 0) and a
@@ -172,6 +178,12 @@ MC_API mc_status_t mc_store_put_from(mc_store_t *s, const void *key, size_t klen
 MC_API int64_t mc_store_get_into(mc_store_t *s, const void *key, size_t klen, void *buf,
                                  size_t len);
 
+/* Register caller memory for the zero-copy forms. Where it lives is asked of
+ * the CUDA driver when one is loaded (transfer.h, location NULL): GPU
+ * memory registers as "cuda:N" (on RDMA NICs as GPU memory: dma-buf or
+ * nvidia-peermem), anything else as "cpu:0". Values in GPU memory (these
+ * or any other, registered or not) travel through host memory inside the
+ * store: one cuMemcpy each way, never a CPU access to GPU memory. */
 MC_API mc_status_t mc_store_register_buffer(mc_store_t *s, void *buf, size_t len);
 MC_API mc_status_t mc_store_unregister_buffer(mc_store_t *s, void *buf);
 

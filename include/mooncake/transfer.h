@@ -18,8 +18,12 @@
  *    connections per peer).
  *
  * Transports: "local" (memcpy, when the target is this process; cudaMemcpy
- * when either side is GPU memory) is always installed; "tcp" by default;
- * "rdma" when installed and the peer's descriptor lists NICs (else tcp).
+ * when either side is GPU memory) is always installed; "shm" (memcpy in the
+ * shared memory of a peer on the same host: ranges inside its
+ * mc_te_alloc_shared memory; on unless mc_te_opts_t.shm_off); "tcp" by
+ * default; "rdma" when installed and the peer's descriptor lists NICs (else
+ * tcp). A request goes over the first of local, shm, rdma, tcp that
+ * reaches its range.
  *
  * Threads: every function may be called from any thread, except
  * mc_te_batch_wait (not from a callback or a reactor thread: it would
@@ -108,6 +112,12 @@ typedef struct mc_te_opts {
     unsigned rdma_mtu;          /* MTU cap in bytes; 4096 (MC_MTU) */
     unsigned rdma_busy_poll_us; /* busy-poll the CQ this long after activity; 50, 0 on
                                    emulated NICs (MC_RDMA_BUSY_POLL_US) */
+    /* shm transport: peers on this host reach our shared memory
+     * (mc_te_alloc_shared) with memcpy, and we theirs; on unless shm_off. */
+    int shm_off;           /* 1: neither offer our shared memory nor use a peer's */
+    unsigned shm_threads;  /* copy threads; 0 = min(4, CPUs) */
+    const char *shm_group; /* a group (name or number) admitted besides our own user;
+                              NULL = our user only */
 } mc_te_opts_t;
 
 MC_API void mc_te_opts_init(mc_te_opts_t *o);
@@ -120,7 +130,8 @@ MC_API mc_status_t mc_te_create(const mc_te_opts_t *o, mc_te_t **out);
 /* Unpublish, stop, fail in-flight tasks with CANCELED, free. NULL is fine. */
 MC_API void mc_te_destroy(mc_te_t *te);
 
-/* "tcp" or "local": MC_OK (also when already installed). "rdma": opens the
+/* "tcp", "local" or "shm": MC_OK (also when already installed; shm is
+ * installed by mc_te_create unless shm_off). "rdma": opens the
  * NICs (rdma_* options), registers every buffer on each and republishes the
  * descriptor: MC_OK; MC_ERR_DEVICE_NOT_FOUND (no usable NIC: "no RDMA
  * devices"), MC_ERR_CONFIG (bad nic priority matrix), MC_ERR_INVALID_ARGUMENT
@@ -132,9 +143,10 @@ MC_API const char *mc_te_local_name(const mc_te_t *te);
 MC_API uint16_t mc_te_port(const mc_te_t *te);
 
 /* Register [addr, addr+len) at location ("cpu:N"; "cuda:N" for GPU memory,
- * which needs the CUDA runtime (libcudart, loaded at run time) and GPU N:
- * MC_ERR_DEVICE_NOT_FOUND without them, the reason logged; NULL = "cpu:0").
- * With
+ * which needs the CUDA driver (libcuda.so.1, loaded at run time) and GPU N:
+ * MC_ERR_DEVICE_NOT_FOUND without them, the reason logged; NULL = where the
+ * memory is, as the CUDA driver tells when one is loaded: "cuda:N" for GPU
+ * memory, else "cpu:0"). With
  * remote_accessible, peers may read and write it. Large regions are
  * pre-touched in parallel. Publishes the updated descriptor.
  * MC_OK, MC_ERR_INVALID_ARGUMENT, MC_ERR_ADDRESS_OVERLAPPED, MC_ERR_NOMEM,
@@ -150,6 +162,22 @@ typedef struct mc_te_buffer {
 /* Register several buffers, publishing once. All or nothing. */
 MC_API mc_status_t mc_te_register_batch(mc_te_t *te, const mc_te_buffer_t *bufs, size_t n,
                                         const char *location, int remote_accessible);
+
+/* Shared memory: len bytes (rounded up to pages) of a memfd, mapped here,
+ * zeroed, reserved at once. Registered remote-accessible (mc_te_register),
+ * it is what same-host peers reach over the shm transport (others keep
+ * using tcp or rdma); unregistered it is plain memory. huge: hugetlb pages
+ * when the host has them free (else normal pages, logged). MC_OK;
+ * MC_ERR_NOMEM (more than the host has, or the cgroup's limit: the log says
+ * how much there is); MC_ERR_LIMIT (open-file or file-size limit);
+ * MC_ERR_NOT_SUPPORTED (the shm transport could not start: logged; with
+ * shm_off this still works, peers just do not map it);
+ * MC_ERR_INVALID_ARGUMENT. */
+MC_API mc_status_t mc_te_alloc_shared(mc_te_t *te, size_t len, int huge, void **out);
+/* Free memory of mc_te_alloc_shared (unregister it first); mc_te_destroy
+ * frees what is left. Peers that mapped it keep it until they let go. MC_OK
+ * or MC_ERR_INVALID_ARGUMENT (not such memory). */
+MC_API mc_status_t mc_te_free_shared(mc_te_t *te, void *addr);
 
 /* MC_OK or MC_ERR_ADDRESS_NOT_REGISTERED (addr is not the start of a
  * registered buffer). It does not wait for transfers in flight (as

@@ -28,6 +28,7 @@
     X(TRANSPORT, "transport")                                                                      \
     X(TCP, "tcp")                                                                                  \
     X(RDMA, "rdma")                                                                                \
+    X(SHM, "shm")                                                                                  \
     X(METADATA, "metadata")                                                                        \
     X(MASTER, "master")                                                                            \
     X(CLIENT, "client")                                                                            \

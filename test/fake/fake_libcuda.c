@@ -22,10 +22,10 @@
  * Knobs (environment, read at cuInit): FAKE_CUDA_GPUS=N (2),
  * FAKE_CUDA_PCI="0000:3D:00.0,..." (bus ids of GPU 0, 1, ...; default
  * 0000:N0:00.0), FAKE_CUDA_NO_DMABUF=1 (CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED
- * 0 and no export), FAKE_CUDA_OVERSIZE=1 (every value is written as 16
- * bytes, as a library of another ABI might: a caller with a 4-byte
- * variable on its stack gets it smashed). mcFakeCudaCount("memcpy" |
- * "export" | "no_ctx") counts calls, for assertions.
+ * 0 and no export), FAKE_CUDA_OVERSIZE=all|attr (every value, or
+ * the pointer attributes only, written as 16 bytes, as a library of another
+ * ABI might: a caller with a 4-byte variable on its stack gets it smashed).
+ * mcFakeCudaCount("memcpy" | "export" | "no_ctx") counts calls, for assertions.
  *
  * Not part of the library; tests only.
  */
@@ -75,17 +75,23 @@ static struct {
 
 static __thread int cur_gpu = -1;
 
-/* A value out: its size, or 16 bytes when FAKE_CUDA_OVERSIZE is set. */
-static void put(void *dst, const void *v, size_t size)
+/* A value out: its size, or 16 bytes in an oversize mode (attr: pointer
+ * attributes only). */
+static void put_as(void *dst, const void *v, size_t size, int attr)
 {
     unsigned char b[16] = {0};
     memcpy(b, v, size);
-    if (f.oversize) {
+    if (f.oversize == 1 || (f.oversize == 2 && attr)) {
         memset(b + size, 0x5c, sizeof(b) - size);
         memcpy(dst, b, sizeof(b));
     } else {
         memcpy(dst, b, size);
     }
+}
+
+static void put(void *dst, const void *v, size_t size)
+{
+    put_as(dst, v, size, 0);
 }
 
 EXPORT CUresult cuInit(unsigned flags)
@@ -98,7 +104,8 @@ EXPORT CUresult cuInit(unsigned flags)
         if (f.ngpus < 0 || f.ngpus > MAX_GPUS)
             f.ngpus = 2;
         f.no_dmabuf = getenv("FAKE_CUDA_NO_DMABUF") != NULL;
-        f.oversize = getenv("FAKE_CUDA_OVERSIZE") != NULL;
+        const char *ov = getenv("FAKE_CUDA_OVERSIZE");
+        f.oversize = ov == NULL ? 0 : strcmp(ov, "attr") == 0 ? 2 : 1;
         for (int i = 0; i < MAX_GPUS; i++)
             snprintf(f.pci[i], sizeof(f.pci[i]), "0000:%X0:00.0", i + 1);
         const char *p = getenv("FAKE_CUDA_PCI");
@@ -288,10 +295,10 @@ EXPORT CUresult cuPointerGetAttribute(void *data, int attr, CUdeviceptr p)
         return ERR_INVALID_VALUE; /* memory the driver does not know */
     switch (attr) {
     case 2: /* MEMORY_TYPE: CU_MEMORYTYPE_DEVICE */
-        put(data, &type, sizeof(type));
+        put_as(data, &type, sizeof(type), 1);
         return SUCCESS;
     case 9: /* DEVICE_ORDINAL */
-        put(data, &gpu, sizeof(gpu));
+        put_as(data, &gpu, sizeof(gpu), 1);
         return SUCCESS;
     default:
         return ERR_INVALID_VALUE;

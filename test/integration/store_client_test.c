@@ -90,6 +90,7 @@ static mc_status_t open_client(unsigned master_port, uint64_t rpc_timeout, mc_st
     mc_store_config_t c;
     mc_store_config_init(&c);
     c.master = master;
+    c.shm = "off"; /* over tcp (store_shm_test runs the cases over shm) */
     c.global_segment_size = 0;
     c.local_buffer_size = STAGING;
     c.reactors = 2;
@@ -193,6 +194,7 @@ static void values_round_trip_through_the_staging_buffer(void **state)
     mc_store_config_t c;
     mc_store_config_init(&c);
     c.master = master;
+    c.shm = "off";                 /* over tcp (store_shm_test runs the cases over shm) */
     c.local_buffer_size = 2 * MIB; /* small: the space these tests use stays parked a while */
     c.reactors = 2;
     setenv("MC_STORE_STAGING", "always", 1);
@@ -568,6 +570,7 @@ static void a_put_whose_write_timed_out_is_left_to_the_master_not_revoked(void *
     mc_store_config_t c;
     mc_store_config_init(&c);
     c.master = master;
+    c.shm = "off"; /* over tcp (store_shm_test runs the cases over shm) */
     c.local_buffer_size = 4 * MIB;
     c.reactors = 1;
     c.rpc_timeout_us = RPC_TIMEOUT_US;

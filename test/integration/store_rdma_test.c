@@ -92,6 +92,7 @@ static int setup(void **state)
     mc_store_config_init(&c);
     c.master = tc_master_addr(&e.c.master, master, sizeof(master));
     c.protocol = "rdma";
+    c.shm = "off"; /* the nodes are on this host: shm would come first */
     c.local_buffer_size = STAGING;
     c.reactors = 2;
     c.rpc_timeout_us = RPC_TIMEOUT_US;
@@ -169,6 +170,7 @@ static void a_node_without_rdma_is_served_over_tcp(void **state)
     mc_store_config_init(&c);
     c.master = tc_master_addr(&e->c.master, master, sizeof(master));
     c.protocol = "tcp";
+    c.shm = "off";
     c.local_buffer_size = STAGING;
     c.reactors = 1;
     c.rpc_timeout_us = RPC_TIMEOUT_US;

@@ -3,7 +3,7 @@
  *
  *   te_target [--metadata CONN] [--name NAME] [--port N] [--size BYTES] [--seed N]
  *             [--reactors N] [--timeout-us N] [--no-aslr]
- *             [--rdma NICS] [--matrix JSON] [--max-eps N]
+ *             [--rdma NICS] [--matrix JSON] [--max-eps N] [--shm] [--shm-off]
  *
  * Creates an engine (listening on 127.0.0.1), maps one region laid out as
  *
@@ -24,6 +24,9 @@
  * restart with the same options puts its buffers at the same addresses.
  * --rdma NICS installs the rdma transport on NICS emulated NICs (with
  * --matrix as its nic priority matrix, --max-eps as its endpoint cap).
+ * --shm makes the region shared memory (mc_te_alloc_shared), so peers on
+ * this host reach A and B over the shm transport; --shm-off turns the shm
+ * transport off (mc_te_opts_t.shm_off).
  * TE_LOG=debug (a log spec) shows the engine's logs.
  */
 #include <getopt.h>
@@ -76,9 +79,10 @@ int main(int argc, char **argv)
         {"seed", required_argument, NULL, 'S'},       {"reactors", required_argument, NULL, 'r'},
         {"timeout-us", required_argument, NULL, 't'}, {"no-aslr", no_argument, NULL, 'A'},
         {"rdma", required_argument, NULL, 'R'},       {"matrix", required_argument, NULL, 'M'},
-        {"max-eps", required_argument, NULL, 'E'},    {NULL, 0, NULL, 0},
+        {"max-eps", required_argument, NULL, 'E'},    {"shm", no_argument, NULL, 'H'},
+        {"shm-off", no_argument, NULL, 'O'},          {NULL, 0, NULL, 0},
     };
-    int no_aslr = 0;
+    int no_aslr = 0, shm = 0, shm_off = 0;
     int opt;
     while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
         switch (opt) {
@@ -115,10 +119,17 @@ int main(int argc, char **argv)
         case 'E':
             max_eps = strtoul(optarg, NULL, 0);
             break;
+        case 'H':
+            shm = 1;
+            break;
+        case 'O':
+            shm_off = 1;
+            break;
         default:
             fprintf(stderr, "usage: te_target [--metadata CONN] [--name NAME] [--port N] "
                             "[--size BYTES] [--seed N] [--reactors N] [--timeout-us N] "
-                            "[--no-aslr] [--rdma NICS] [--matrix JSON] [--max-eps N]\n");
+                            "[--no-aslr] [--rdma NICS] [--matrix JSON] [--max-eps N] [--shm] "
+                            "[--shm-off]\n");
             return 2;
         }
     }
@@ -156,6 +167,7 @@ int main(int argc, char **argv)
     o.rdma_emulated = (unsigned)rdma;
     o.rdma_matrix = matrix;
     o.rdma_max_eps = (unsigned)max_eps;
+    o.shm_off = shm_off;
     mc_te_t *te = NULL;
     mc_status_t st = mc_te_create(&o, &te);
     if (st != MC_OK) {
@@ -169,10 +181,20 @@ int main(int argc, char **argv)
     }
 
     size_t total = GUARD + A_SKEW + size + GUARD + SIZE_B + GUARD;
-    uint8_t *base = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (base == MAP_FAILED) {
-        perror("te_target: mmap");
-        return 1;
+    uint8_t *base = NULL;
+    if (shm) {
+        void *p = NULL;
+        if ((st = mc_te_alloc_shared(te, total, 0, &p)) != MC_OK) {
+            fprintf(stderr, "te_target: cannot allocate shared memory: %s\n", mc_status_str(st));
+            return 1;
+        }
+        base = p;
+    } else {
+        base = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (base == MAP_FAILED) {
+            perror("te_target: mmap");
+            return 1;
+        }
     }
     uint8_t *g0 = base, *a = base + GUARD + A_SKEW, *g1 = a + size, *b = g1 + GUARD,
             *g2 = b + SIZE_B;
@@ -212,12 +234,17 @@ int main(int argc, char **argv)
         }
         fflush(stdout);
     }
-    mc_te_destroy(te);
-
+    /* shared memory goes with the engine: checked before (the test's
+     * requests are over when it stops us) */
+    if (!shm)
+        mc_te_destroy(te);
     int intact = check_part("guard0", g0, g0len, seed + 2) &&
                  check_part("guard1", g1, GUARD, seed + 2) &&
                  check_part("guard2", g2, GUARD, seed + 2) &&
                  (b_registered || check_part("unregistered buffer B", b, SIZE_B, seed + 1));
-    munmap(base, total);
+    if (shm)
+        mc_te_destroy(te);
+    else
+        munmap(base, total);
     return intact ? 0 : 3;
 }

@@ -14,6 +14,11 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "transport/rdma/pci.h"
 #include "transport/rdma/topo.h"
 
 static void dev(rv_dev_info_t *d, const char *name, int numa, int active)
@@ -173,6 +178,138 @@ static void retries_walk_preferred_then_secondary_from_the_failed_nic(void **sta
     assert_int_equal(rd_topo_select(e, 1, 1), 0);
 }
 
+/* ------------------------------------------------ PCIe affinity (fake HGX) */
+
+static void mkdirs(const char *path)
+{
+    char p[1024];
+    snprintf(p, sizeof(p), "%s", path);
+    for (char *s = p + 1; *s; s++) {
+        if (*s == '/') {
+            *s = '\0';
+            mkdir(p, 0755);
+            *s = '/';
+        }
+    }
+    mkdir(p, 0755);
+}
+
+/* A PCI device at chain (components under <root>/devices, the device
+ * last), its bus/pci/devices link and numa_node, as the kernel lays them
+ * out. */
+static void pci_dev(const char *root, const char *chain, int numa)
+{
+    char dir[1024], link[1024], target[1024], f[1100];
+    snprintf(dir, sizeof(dir), "%s/devices/%s", root, chain);
+    mkdirs(dir);
+    snprintf(f, sizeof(f), "%s/numa_node", dir);
+    FILE *fp = fopen(f, "w");
+    assert_non_null(fp);
+    fprintf(fp, "%d\n", numa);
+    fclose(fp);
+    const char *bdf = strrchr(chain, '/') + 1;
+    snprintf(link, sizeof(link), "%s/bus/pci/devices", root);
+    mkdirs(link);
+    snprintf(link, sizeof(link), "%s/bus/pci/devices/%s", root, bdf);
+    snprintf(target, sizeof(target), "../../../devices/%s", chain);
+    assert_int_equal(symlink(target, link), 0);
+}
+
+/* An 8-GPU / 8-NIC server with 2 sockets: per socket two host bridges,
+ * per host bridge two root ports, each with a PCIe switch holding one GPU
+ * and one NIC. Slot s (0..7): socket s/4, bridge s/2, GPU s and mlx5_s
+ * under the same switch. */
+static void hgx_tree(const char *root, char gpu_bus[8][16], char nic_bus[8][16])
+{
+    static const char *const bridge[4] = {"10", "30", "90", "b0"};
+    for (int s = 0; s < 8; s++) {
+        const char *hb = bridge[s / 2];
+        int bus = (int)strtol(hb, NULL, 16) + (s % 2) * 8;
+        char chain[512];
+        /* host bridge / root port / switch up / switch down / device */
+        snprintf(gpu_bus[s], 16, "0000:%02x:00.0", bus + 3);
+        snprintf(nic_bus[s], 16, "0000:%02x:00.0", bus + 4);
+        snprintf(chain, sizeof(chain), "pci0000:%s/0000:%s:%02x.0/0000:%02x:00.0/0000:%02x:00.0/%s",
+                 hb, hb, 1 + s % 2, bus + 1, bus + 2, gpu_bus[s]);
+        pci_dev(root, chain, s / 4);
+        snprintf(chain, sizeof(chain), "pci0000:%s/0000:%s:%02x.0/0000:%02x:00.0/0000:%02x:01.0/%s",
+                 hb, hb, 1 + s % 2, bus + 1, bus + 2, nic_bus[s]);
+        pci_dev(root, chain, s / 4);
+    }
+}
+
+static void each_gpu_prefers_the_nic_behind_its_own_pcie_switch(void **state)
+{
+    (void)state;
+    char root[64] = "/tmp/mc-pci-XXXXXX";
+    assert_non_null(mkdtemp(root));
+    char gpu_bus[8][16], nic_bus[8][16];
+    hgx_tree(root, gpu_bus, nic_bus);
+    /* the NICs listed in another order than the slots (as verbs may) */
+    static const int order[8] = {4, 0, 5, 1, 6, 2, 7, 3};
+    rv_dev_info_t d[8];
+    for (int i = 0; i < 8; i++) {
+        char name[16];
+        snprintf(name, sizeof(name), "mlx5_%d", order[i]);
+        dev(&d[i], name, order[i] / 4, 1);
+        snprintf(d[i].pci, sizeof(d[i].pci), "%s", nic_bus[order[i]]);
+    }
+    rd_gpu_facts_t gpus[8];
+    for (int g = 0; g < 8; g++) {
+        gpus[g].numa = -1; /* read from sysfs */
+        /* the driver reports upper case */
+        for (size_t k = 0; k < sizeof(gpus[g].pci); k++) {
+            char c = k < 16 ? gpu_bus[g][k] : '\0';
+            gpus[g].pci[k] = (char)(c >= 'a' && c <= 'f' ? c - 'a' + 'A' : c);
+            if (c == '\0')
+                break;
+        }
+    }
+    rd_topo_t t;
+    char err[200];
+    assert_int_equal(rd_topo_discover(&t, d, 8, 2, gpus, 8, root, NULL, err, sizeof(err)), MC_OK);
+    for (int g = 0; g < 8; g++) {
+        char loc[16], want[16];
+        snprintf(loc, sizeof(loc), "cuda:%d", g);
+        const rd_topo_entry_t *e = rd_topo_find(&t, loc);
+        assert_string_equal(e->loc, loc);
+        snprintf(want, sizeof(want), "mlx5_%d", g);
+        assert_int_equal(e->npref, 1);
+        assert_string_equal(t.nics[e->pref[0]], want);
+        assert_int_equal(e->nsec, 7);
+        /* then the NIC under the same host bridge, then the socket's
+         * other two, then the other socket's four */
+        snprintf(want, sizeof(want), "mlx5_%d", g ^ 1);
+        assert_string_equal(t.nics[e->sec[0]], want);
+        for (int k = 1; k < 3; k++)
+            assert_int_equal(t.nics[e->sec[k]][5] - '0', (g / 4) * 4 + ((g / 2) % 2 ? 0 : 2) +
+                                                             (t.nics[e->sec[k]][5] - '0') % 2);
+        for (int k = 3; k < 7; k++)
+            assert_int_equal((t.nics[e->sec[k]][5] - '0') / 4, 1 - g / 4);
+    }
+    /* the classes themselves */
+    rd_pci_chain_t a, b, c, x;
+    assert_int_equal(rd_pci_chain(root, gpu_bus[0], &a), 0);
+    assert_int_equal(rd_pci_chain(root, nic_bus[0], &b), 0);
+    assert_int_equal(rd_pci_chain(root, nic_bus[1], &c), 0);
+    assert_int_equal(rd_pci_chain(root, nic_bus[2], &x), 0);
+    assert_int_equal(a.n, 5);
+    assert_int_equal(a.numa, 0);
+    unsigned hops;
+    assert_int_equal(rd_pci_distance(&a, &b, &hops), RD_PCI_SWITCH);
+    assert_int_equal(hops, 2); /* its switch port, the NIC's */
+    assert_int_equal(rd_pci_distance(&a, &c, &hops), RD_PCI_ROOT);
+    assert_int_equal(rd_pci_distance(&a, &x, &hops), RD_PCI_NUMA);
+    rd_pci_chain_t far;
+    assert_int_equal(rd_pci_chain(root, nic_bus[7], &far), 0);
+    assert_int_equal(rd_pci_distance(&a, &far, &hops), RD_PCI_FAR);
+    assert_int_equal(rd_pci_chain(root, "0000:ff:00.0", &x), -1); /* not there */
+    assert_int_equal(rd_pci_chain(root, "../../etc", &x), -1);
+    char cmd[128];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", root);
+    assert_int_equal(system(cmd), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -183,6 +320,7 @@ int main(void)
         cmocka_unit_test(matrix_devices_must_exist),
         cmocka_unit_test(first_attempts_stripe_over_the_preferred_nics_only),
         cmocka_unit_test(retries_walk_preferred_then_secondary_from_the_failed_nic),
+        cmocka_unit_test(each_gpu_prefers_the_nic_behind_its_own_pcie_switch),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

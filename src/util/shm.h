@@ -1,0 +1,79 @@
+/*
+ * shm.h - shared memory between processes of one host: memfd-backed
+ * regions, abstract unix sockets that pass file descriptors (SCM_RIGHTS),
+ * the peer's credentials, and this host's identity (hostname + boot id).
+ *
+ * The one wrapper of these syscalls: every failure comes back as an
+ * mc_status_t, logged once here with the cause and what was being done
+ * ("cannot create 4 GiB of shared memory: ..."), so callers only decide.
+ *
+ * Threads: every function may be called from any thread; the socket calls
+ * block (bounded by their timeout).
+ */
+#ifndef MC_UTIL_SHM_H
+#define MC_UTIL_SHM_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "mooncake/status.h"
+
+/* A mapped memfd. */
+typedef struct mc_shm {
+    int fd;
+    void *base;
+    uint64_t len; /* mapped bytes (a multiple of the page size used) */
+    int huge;     /* backed by hugetlb pages */
+} mc_shm_t;
+
+/* Make len bytes (rounded up to pages) of shared memory, mapped read-write,
+ * zeroed. huge: try a hugetlb memfd first (2 MiB pages; falls back to normal
+ * pages, logged at INFO, when the host has none free). The memory is
+ * reserved at once (fallocate), so a shortage shows here and not as SIGBUS
+ * later. MC_OK; MC_ERR_INVALID_ARGUMENT (len 0); MC_ERR_NOMEM (more than the
+ * host has available, or the memory limit of the process or its cgroup: the
+ * message says which and how much there is); MC_ERR_LIMIT (the open-file
+ * limit, or RLIMIT_FSIZE); MC_ERR_NOT_SUPPORTED (no memfd in this kernel). */
+mc_status_t mc_shm_create(const char *name, uint64_t len, int huge, mc_shm_t *out);
+
+/* Map a region received from another process: fd must be a memfd of at
+ * least len bytes (checked with fstat). The fd is not closed. MC_OK,
+ * MC_ERR_INVALID_ARGUMENT (too small, not a memfd), MC_ERR_NOMEM. */
+mc_status_t mc_shm_map(int fd, uint64_t len, int writable, void **out);
+
+/* Unmap and close. NULL and a zeroed struct are fine. */
+void mc_shm_destroy(mc_shm_t *s);
+
+/* Abstract unix sockets (SOCK_SEQPACKET: message boundaries kept). `name`
+ * is the abstract name without its leading NUL (at most 100 bytes).
+ * Listening on a name another process holds is MC_ERR_ADDRESS_IN_USE. */
+mc_status_t mc_unix_listen(const char *name, int *fd_out);
+/* Connect, with a send/receive timeout on the socket. MC_OK;
+ * MC_ERR_CONN_CLOSED (nobody listens there); MC_ERR_SOCKET. */
+mc_status_t mc_unix_connect(const char *name, uint64_t timeout_us, int *fd_out);
+
+/* One message, with a descriptor attached when fd >= 0. MC_OK,
+ * MC_ERR_CONN_CLOSED, MC_ERR_TIMEOUT, MC_ERR_SOCKET. */
+mc_status_t mc_unix_send(int sock, const void *msg, size_t len, int fd);
+/* One message (truncated to cap: MC_ERR_PROTOCOL) and the descriptor it
+ * carried (*fd = -1 when none; extra ones are closed). MC_OK,
+ * MC_ERR_CONN_CLOSED (peer gone), MC_ERR_TIMEOUT, MC_ERR_PROTOCOL,
+ * MC_ERR_SOCKET. */
+mc_status_t mc_unix_recv(int sock, void *msg, size_t cap, size_t *got, int *fd);
+
+/* The connected peer's credentials (SO_PEERCRED). */
+mc_status_t mc_unix_peer(int sock, pid_t *pid, uid_t *uid, gid_t *gid);
+/* May the peer on sock use what we share? Same effective uid, or (group !=
+ * (gid_t)-1) the group is its primary or one of its supplementary groups.
+ * *why gets a reason when it may not. */
+int mc_unix_peer_allowed(int sock, gid_t group, char *why, size_t whylen);
+/* A group name or number -> gid. MC_OK or MC_ERR_INVALID_ARGUMENT. */
+mc_status_t mc_group_id(const char *name, gid_t *out);
+
+/* This host: hostname and the kernel's boot id (/proc/sys/kernel/random/
+ * boot_id). Two processes share memory only when both match. The boot id
+ * can be faked with $MC_SHM_BOOT_ID (tests of the cross-host path). */
+void mc_host_identity(char *host, size_t hostlen, char *boot, size_t bootlen);
+
+#endif /* MC_UTIL_SHM_H */
