@@ -67,6 +67,8 @@ typedef struct cli {
     const char *redis_master; /* --master redis://...: the store client follows the leader */
     const char *cmd;          /* the command, for --json documents */
     int json;
+    const char *secret_file; /* --secret-file: authenticate (the cluster's secret) */
+    mc_auth_key_t key;
 } cli_t;
 
 static cli_t *g_cli; /* for fail_st's JSON document */
@@ -91,9 +93,12 @@ static const char usage_text[] =
     "                       HA masters\n"
     "  --timeout SECONDS    per call (default 5)\n"
     "  --json               one JSON document on stdout per command (tools/README.md)\n"
+    "  --secret-file FILE   the cluster's secret ([security] secret_file;\n"
+    "                       $MOONCAKE_SECRET_FILE): authenticate to the master and nodes\n"
     "  -v, --verbose        library log at info;  -q, --quiet  no library log at all\n"
     "  -h, --help           this text;  -V, --version  print the version\n"
-    "No configuration file: these flags and $MOONCAKE_MASTER are all it reads.\n"
+    "No configuration file: these flags, $MOONCAKE_MASTER and $MOONCAKE_SECRET_FILE are all\n"
+    "it reads.\n"
     "exit status: 0 ok, 1 the operation failed, 2 usage error\n";
 
 /* {"command": ..., "ok": true, ... (the caller adds its fields, then j_end('}')) */
@@ -176,6 +181,7 @@ static int rpc_open(cli_t *c)
     co.port = c->mport;
     co.call_timeout_us = c->timeout_us;
     co.connect_timeout_us = c->timeout_us < 3000000 ? c->timeout_us : 3000000;
+    co.auth_key = c->secret_file != NULL ? &c->key : NULL;
     mc_status_t st = mc_rpc_client_create(mc_reactor_group_get(c->g, 0), &co, &c->rpc);
     if (st != MC_OK) {
         char d[320];
@@ -234,6 +240,7 @@ static mc_status_t store_open(cli_t *c, mc_store_t **out)
     sc.local_buffer_size = 0;   /* the value's memory is registered instead */
     sc.reactors = 1;
     sc.rpc_timeout_us = c->timeout_us;
+    sc.secret_file = c->secret_file;
     return mc_store_open(&sc, out);
 }
 
@@ -965,39 +972,44 @@ out:
 
 /* ------------------------------------------------------------ meta */
 
-static int cmd_meta(cli_t *c, int argc, char **argv)
+/* One page's entries: called for each {KEY, VALUE}; 0 to go on. */
+typedef int (*meta_entry_fn_t)(void *arg, const void *k, uint32_t klen, const void *v,
+                               uint32_t vlen);
+
+/* META_LIST is paged: {ENTRIES, MORE}; ask again after the last key. fn
+ * sees every entry in order. MC_OK or the failure (reported). */
+static mc_status_t meta_walk(cli_t *c, const char *prefix, meta_entry_fn_t fn, void *arg)
 {
-    if (argc > 2)
-        return usage_error("meta wants [PREFIX]%s", "");
-    const char *prefix = argc == 2 ? argv[1] : "mc/";
-    if (rpc_open(c) != 0)
-        return EXIT_FAIL;
-    mc_buf_t body = MC_BUF_INIT, resp = MC_BUF_INIT;
-    mc_mp_writer_t w;
-    mc_mp_writer_init(&w, &body);
-    mc_mcli_meta_list(&w, prefix, strlen(prefix));
-    int rc = EXIT_FAIL;
-    if (rpc_call(c, MC_RPC_META_LIST, &body, &resp, "meta", prefix) != MC_OK)
-        goto out;
-    const char *why = NULL;
-    if (mc_mp_validate(mc_buf_head(&resp), mc_buf_used(&resp), NULL, &why) != MC_OK) {
-        fail_msg("meta", "(decoding the answer)", MC_ERR_PROTOCOL, why);
-        goto out;
-    }
-    /* two passes over the answer: check and count, then print */
-    for (int pass = 0; pass < 2; pass++) {
+    mc_buf_t body = MC_BUF_INIT, resp = MC_BUF_INIT, last = MC_BUF_INIT;
+    int more = 1, first = 1;
+    mc_status_t st = MC_OK;
+    while (more && st == MC_OK) {
+        mc_buf_reset(&body);
+        mc_mp_writer_t w;
+        mc_mp_writer_init(&w, &body);
+        mc_mcli_meta_list_after(&w, prefix, strlen(prefix), first ? NULL : mc_buf_head(&last),
+                                mc_buf_used(&last));
+        first = 0;
+        st = rpc_call(c, MC_RPC_META_LIST, &body, &resp, "meta", prefix);
+        if (st != MC_OK)
+            break;
+        const char *why = NULL;
+        if (mc_mp_validate(mc_buf_head(&resp), mc_buf_used(&resp), NULL, &why) != MC_OK) {
+            st = MC_ERR_PROTOCOL;
+            fail_msg("meta", "(decoding the answer)", st, why);
+            break;
+        }
         mc_mp_reader_t r;
         mc_mp_reader_init(&r, mc_buf_head(&resp), mc_buf_used(&resp));
-        size_t count = 0;
-        if (pass == 1 && c->json) {
-            j_doc(c);
-            jk_cstr("prefix", prefix);
-            j_key("entries");
-            j_begin('[');
-        }
-        uint32_t nf = mc_mp_read_map(&r);
+        more = 0;
+        uint32_t nf = mc_mp_read_map(&r), got = 0;
         for (uint32_t f = 0; f < nf && r.err == MC_OK; f++) {
-            if (mc_mp_read_uint(&r) != MC_F_ENTRIES) {
+            uint64_t id = mc_mp_read_uint(&r);
+            if (id == MC_F_MORE) {
+                more = mc_mp_read_bool(&r);
+                continue;
+            }
+            if (id != MC_F_ENTRIES) {
                 mc_mp_skip(&r);
                 continue;
             }
@@ -1023,54 +1035,99 @@ static int cmd_meta(cli_t *c, int argc, char **argv)
                     r.err = MC_ERR_PROTOCOL;
                     break;
                 }
-                count++;
-                if (pass == 0)
-                    continue;
-                if (!c->json) {
-                    put_escaped(stdout, k, klen);
-                    putchar('\n');
-                    print_meta_value(v, v != NULL ? vlen : 0);
-                    continue;
-                }
-                j_begin('{');
-                j_key("key");
-                j_str(k, klen);
-                jk_u64("size", vlen);
-                j_key("value");
-                mc_mp_reader_t vr;
-                mc_mp_reader_init(&vr, v, vlen);
-                if (vlen > 0 && mc_mp_validate(v, vlen, NULL, &why) == MC_OK) {
-                    j_mp_value(&vr, 0);
-                } else {
-                    /* not one of ours: the raw bytes */
-                    j_begin('{');
-                    j_key("base64");
-                    j_base64(v, vlen);
-                    j_end('}');
-                }
-                j_end('}');
+                fn(arg, k, klen, v, v != NULL ? vlen : 0);
+                mc_buf_reset(&last);
+                if (mc_buf_append(&last, k, klen) != MC_OK)
+                    r.err = MC_ERR_NOMEM;
+                got++;
             }
         }
         if (r.err != MC_OK) {
-            fail_st("meta", "(decoding the answer)", r.err);
-            goto out;
+            st = r.err;
+            fail_st("meta", "(decoding the answer)", st);
         }
-        if (pass == 1) {
-            if (c->json) {
-                j_end(']');
-                jk_u64("count", count);
-                j_end('}');
-            } else {
-                printf("%zu entr%s under \"%s\"\n", count, count == 1 ? "y" : "ies", prefix);
-            }
-        }
+        if (got == 0)
+            more = 0; /* an empty page ends it, whatever MORE says */
     }
-    rc = 0;
-out:
     mc_buf_fini(&body);
     mc_buf_fini(&resp);
+    mc_buf_fini(&last);
+    return st;
+}
+
+typedef struct meta_out {
+    int json;
+    size_t count;
+} meta_out_t;
+
+static int meta_print(void *arg, const void *k, uint32_t klen, const void *v, uint32_t vlen)
+{
+    meta_out_t *o = arg;
+    o->count++;
+    if (!o->json) {
+        put_escaped(stdout, k, klen);
+        putchar('\n');
+        print_meta_value(v, vlen);
+        return 0;
+    }
+    const char *why = NULL;
+    j_begin('{');
+    j_key("key");
+    j_str(k, klen);
+    jk_u64("size", vlen);
+    j_key("value");
+    if (vlen > 0 && mc_mp_validate(v, vlen, NULL, &why) == MC_OK) {
+        mc_mp_reader_t vr;
+        mc_mp_reader_init(&vr, v, vlen);
+        j_mp_value(&vr, 0);
+    } else {
+        /* not one of ours: the raw bytes */
+        j_begin('{');
+        j_key("base64");
+        j_base64(v, vlen);
+        j_end('}');
+    }
+    j_end('}');
+    return 0;
+}
+
+static int meta_count(void *arg, const void *k, uint32_t klen, const void *v, uint32_t vlen)
+{
+    (void)k, (void)klen, (void)v, (void)vlen;
+    ((meta_out_t *)arg)->count++;
+    return 0;
+}
+
+static int cmd_meta(cli_t *c, int argc, char **argv)
+{
+    if (argc > 2)
+        return usage_error("meta wants [PREFIX]%s", "");
+    const char *prefix = argc == 2 ? argv[1] : "mc/";
+    if (rpc_open(c) != 0)
+        return EXIT_FAIL;
+    meta_out_t o = {.json = c->json};
+    /* --json: walk once to check the answers (a failure is then one
+     * document of its own), once to print */
+    mc_status_t st = c->json ? meta_walk(c, prefix, meta_count, &o) : MC_OK;
+    if (st == MC_OK) {
+        o.count = 0;
+        if (c->json) {
+            j_doc(c);
+            jk_cstr("prefix", prefix);
+            j_key("entries");
+            j_begin('[');
+        }
+        st = meta_walk(c, prefix, meta_print, &o);
+        if (c->json) {
+            j_end(']');
+            jk_u64("count", o.count);
+            j_end('}');
+        } else if (st == MC_OK) {
+            printf("%zu entr%s under \"%s\"\n", o.count, o.count == 1 ? "y" : "ies", prefix);
+        }
+    }
     rpc_close(c);
-    return rc;
+    return st == MC_OK ? 0 : EXIT_FAIL;
 }
 
 /* ------------------------------------------------------------ main */
@@ -1087,13 +1144,16 @@ int main(int argc, char **argv)
 {
     cli_t c = {.timeout_us = 5000000};
     const char *master = getenv("MOONCAKE_MASTER");
+    c.secret_file = getenv("MOONCAKE_SECRET_FILE");
+    if (c.secret_file != NULL && c.secret_file[0] == '\0')
+        c.secret_file = NULL;
     int verbose = 0, quiet = 0;
     if (master == NULL || master[0] == '\0')
         master = "127.0.0.1:50051";
-    static const struct option lo[] = {{"master", 1, 0, 'm'},  {"timeout", 1, 0, 't'},
-                                       {"json", 0, 0, 'j'},    {"verbose", 0, 0, 'v'},
-                                       {"quiet", 0, 0, 'q'},   {"help", 0, 0, 'h'},
-                                       {"version", 0, 0, 'V'}, {0, 0, 0, 0}};
+    static const struct option lo[] = {
+        {"master", 1, 0, 'm'},  {"timeout", 1, 0, 't'},     {"json", 0, 0, 'j'},
+        {"verbose", 0, 0, 'v'}, {"quiet", 0, 0, 'q'},       {"help", 0, 0, 'h'},
+        {"version", 0, 0, 'V'}, {"secret-file", 1, 0, 'S'}, {0, 0, 0, 0}};
     int o;
     /* "+": stop at the command, whose own options follow it */
     while ((o = getopt_long(argc, argv, "+m:t:vqhV", lo, NULL)) != -1) {
@@ -1111,6 +1171,9 @@ int main(int argc, char **argv)
         }
         case 'j':
             c.json = 1;
+            break;
+        case 'S':
+            c.secret_file = optarg;
             break;
         case 'v':
             verbose = 1;
@@ -1135,6 +1198,13 @@ int main(int argc, char **argv)
     }
     c.cmd = argv[optind];
     g_cli = &c;
+    if (c.secret_file != NULL) {
+        char why[300];
+        if (mc_auth_key_load(c.secret_file, &c.key, why, sizeof(why)) != MC_OK) {
+            fprintf(stderr, PROG ": --secret-file: %s\n", why);
+            return EXIT_USAGE;
+        }
+    }
     char leader[MC_HA_ADDR_MAX];
     if (mc_ha_url_is_redis(master)) {
         /* HA masters: ask Redis which one leads (put/get go through the
