@@ -677,6 +677,8 @@ static int cmd_ls(cli_t *c, int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--regex") == 0 && i + 1 < argc) {
             regex = argv[++i];
+        } else if (strcmp(argv[i], "--rpc") == 0) {
+            /* always over RPC now: accepted for old scripts */
         } else if (strcmp(argv[i], "--limit") == 0 && i + 1 < argc) {
             char *end;
             limit = strtoul(argv[++i], &end, 10);
@@ -1150,10 +1152,11 @@ int main(int argc, char **argv)
     int verbose = 0, quiet = 0;
     if (master == NULL || master[0] == '\0')
         master = "127.0.0.1:50051";
-    static const struct option lo[] = {
-        {"master", 1, 0, 'm'},  {"timeout", 1, 0, 't'},     {"json", 0, 0, 'j'},
-        {"verbose", 0, 0, 'v'}, {"quiet", 0, 0, 'q'},       {"help", 0, 0, 'h'},
-        {"version", 0, 0, 'V'}, {"secret-file", 1, 0, 'S'}, {0, 0, 0, 0}};
+    static const struct option lo[] = {{"master", 1, 0, 'm'},  {"timeout", 1, 0, 't'},
+                                       {"json", 0, 0, 'j'},    {"verbose", 0, 0, 'v'},
+                                       {"quiet", 0, 0, 'q'},   {"help", 0, 0, 'h'},
+                                       {"version", 0, 0, 'V'}, {"secret-file", 1, 0, 'S'},
+                                       {"http", 1, 0, 'H'},    {0, 0, 0, 0}};
     int o;
     /* "+": stop at the command, whose own options follow it */
     while ((o = getopt_long(argc, argv, "+m:t:vqhV", lo, NULL)) != -1) {
@@ -1175,6 +1178,8 @@ int main(int argc, char **argv)
         case 'S':
             c.secret_file = optarg;
             break;
+        case 'H':
+            break; /* the HTTP port is not used any more: accepted for old scripts */
         case 'v':
             verbose = 1;
             break;
