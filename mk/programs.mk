@@ -5,7 +5,7 @@ $(eval $(call program,mooncake-master,src/master_main.c $(DAEMON_SRCS),$(DAEMON_
 $(eval $(call program,master_bench,perf/master_bench.c perf/bench_opt.c))
 $(eval $(call program,transfer_bench,perf/transfer_bench.c))
 $(eval $(call program,mooncake-store-server,src/store_server_main.c $(DAEMON_SRCS),$(DAEMON_LIBS)))
-$(eval $(call program,mooncake-cli,tools/mooncake_cli.c))
+$(eval $(call program,mooncake-cli,tools/mooncake_cli.c tools/cli_out.c))
 $(eval $(call program,embed_example,tools/embed_example.c))
 $(eval $(call program,store_bench,perf/store_bench.c perf/bench_opt.c))
 $(eval $(call program,mooncake-topology,tools/mooncake_topology.c))

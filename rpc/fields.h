@@ -86,6 +86,17 @@ enum mc_proto_field {
     /* authentication handshake (AUTH_HELLO, AUTH_PROOF; 110..119 are its) */
     MC_F_NONCE = 110, /* bin 32: the sender's fresh nonce */
     MC_F_PROOF = 111, /* bin 32: HMAC-SHA256 proof (util/auth.h) */
+    /* operators' queries (QUERY_KEY, LIST_SEGMENTS, LIST_KEYS): 120..129 */
+    MC_F_COMPLETE = 120,      /* bool: the put finished */
+    MC_F_LEASE_LEFT_US = 121, /* uint: read lease left (0 = none) */
+    MC_F_PIN_LEFT_US = 122,   /* uint: soft pin left (0 = none) */
+    MC_F_IDLE_US = 123,       /* uint: since the last access */
+    MC_F_DISK = 124,          /* bool: has a DISK replica (persistent tier) */
+    MC_F_NREP = 125,          /* uint: memory replicas */
+    MC_F_ENDPOINT = 126,      /* str: a segment's transfer-engine endpoint */
+    MC_F_USED = 127,          /* uint: bytes of live allocations */
+    MC_F_ALLOCS = 128,        /* uint: live allocations */
+    MC_F_STATE = 129,         /* str: "MOUNTED" or "UNMOUNTING" */
 };
 
 #endif /* MC_RPC_FIELDS_H */

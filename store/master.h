@@ -357,6 +357,15 @@ mc_status_t mc_master_get_replica_list_by_regex(mc_master_t *m, const char *rege
  * MC_OK (*exists set), MC_ERR_INVALID_KEY. */
 mc_status_t mc_master_exist_key(mc_master_t *m, const char *key, size_t key_len, uint64_t now_us,
                                 int *exists);
+
+struct mc_master_key_info;
+/* Look at one object without touching it (no lease, no access): up to room
+ * replicas (memory ones in their current state, then the DISK one) into out,
+ * *nrep of them, and *info (its key field NULL: the caller has the key).
+ * MC_OK, MC_ERR_OBJECT_NOT_FOUND, MC_ERR_INVALID_KEY, MC_ERR_INVALID_PARAMS. */
+mc_status_t mc_master_query_key(mc_master_t *m, const char *key, size_t key_len,
+                                mc_master_replica_desc_t *out, uint32_t room, uint32_t *nrep,
+                                struct mc_master_key_info *info);
 mc_status_t mc_master_batch_exist_key(mc_master_t *m, const mc_master_key_t *keys, size_t n,
                                       uint64_t now_us, int *exists, mc_status_t *st);
 

@@ -9,6 +9,9 @@
  *                     scan runs on the regex worker (master_server_scan.c):
  *                     400 for a regex refused or over its budget, 503 when
  *                     too many scans wait
+ *   /get_all_segments, /get_all_keys, /query_key?key=K   upstream's admin
+ *                     endpoints, in upstream's formats (text, a line per
+ *                     segment / key / memory replica)
  *   /role             "leader", "standby", "failed" or "single" (HA off); HTTP
  *                     200 for the leader and a single master, 503 otherwise,
  *                     so a load balancer's health check finds the leader
@@ -16,7 +19,8 @@
  *   /auth             {"nonce": HEX}: a challenge for the endpoints below
  *                     that need authentication (with [security] secret_file)
  *
- * Authentication (a secret set): /keys lists keys, so it needs a proof. The
+ * Authentication (a secret set): /keys, /get_all_keys and /query_key tell
+ * keys, so they need a proof (the segment list and metrics stay open). The
  * client takes a fresh server nonce from GET /auth (valid 30 s, once), picks
  * its own, and sends "X-Mooncake-Auth: SERVER_NONCE.CLIENT_NONCE.PROOF"
  * (hex; PROOF = the client proof of util/auth.h over the two nonces); the
@@ -559,6 +563,156 @@ static void on_keys(struct evhttp_request *req, void *arg)
     }
 }
 
+/* ------------------------------------------- upstream's admin endpoints */
+
+/* Upstream answers these on a standby with 503 "service plane is not
+ * active"; so do we. 1 when answered. */
+static int admin_standby(master_srv_t *s, struct evhttp_request *req)
+{
+    if (master_ha_serving(s, mc_now_us()))
+        return 0;
+    struct evbuffer *b = evbuffer_new();
+    if (b != NULL)
+        evbuffer_add_printf(b, "service plane is not active");
+    send_text(req, 503, "Service Unavailable", b, "text/plain");
+    if (b != NULL)
+        evbuffer_free(b);
+    return 1;
+}
+
+static int seg_name_line(void *arg, const mc_master_segment_info_t *si)
+{
+    if (!si->unmounting)
+        evbuffer_add_printf(arg, "%s\n", si->name);
+    return 0;
+}
+
+/* /get_all_segments: the mounted segments' names, one per line (what
+ * SGLang polls). */
+static void on_get_all_segments(struct evhttp_request *req, void *arg)
+{
+    master_srv_t *s = arg;
+    if (mc_meta_http_read_only(req) || admin_standby(s, req))
+        return;
+    struct evbuffer *b = evbuffer_new();
+    if (b == NULL) {
+        evhttp_send_error(req, 500, "out of memory");
+        return;
+    }
+    mc_master_foreach_segment(s->m, seg_name_line, b);
+    send_text(req, 200, "OK", b, "text/plain; version=0.0.4");
+    evbuffer_free(b);
+}
+
+static int key_line(void *arg, const mc_master_key_info_t *ki)
+{
+    keys_out_t *o = arg;
+    out_str(o, ki->key, ki->key_len);
+    out_str(o, "\n", 1);
+    return o->err != MC_OK;
+}
+
+static mc_status_t act_all_keys(scan_job_t *j)
+{
+    keys_out_t o = {.b = &j->out};
+    mc_status_t st = mc_master_scan_keys(j->s->m, j->sc, key_line, &o, NULL);
+    return st != MC_OK ? st : o.err;
+}
+
+static void done_text(scan_job_t *j)
+{
+    struct evhttp_request *req = j->req;
+    struct evbuffer *b = evbuffer_new();
+    if (j->st != MC_OK || b == NULL ||
+        evbuffer_add(b, mc_buf_head(&j->out), mc_buf_used(&j->out)) != 0) {
+        evhttp_send_error(req, j->st == MC_ERR_LIMIT ? 503 : 500, "Failed to get all keys");
+    } else {
+        send_text(req, 200, "OK", b, "text/plain; version=0.0.4");
+    }
+    if (b != NULL)
+        evbuffer_free(b);
+    scan_job_free(j);
+}
+
+/* /get_all_keys: every object's key, one per line, raw bytes as upstream
+ * (a key with a newline in it spans two lines). On the scan worker, like
+ * /keys. */
+static void on_get_all_keys(struct evhttp_request *req, void *arg)
+{
+    master_srv_t *s = arg;
+    if (mc_meta_http_read_only(req) || admin_standby(s, req) || !http_admit(s, req))
+        return;
+    char why[256];
+    mc_master_scan_t *sc = NULL;
+    mc_status_t st =
+        mc_master_scan_create(s->m, MC_MASTER_SCAN_KEYS, NULL, 0, 0, 0, &sc, why, sizeof(why));
+    scan_job_t *j = st == MC_OK ? scan_job_new(s, sc, mc_reactor_group_get(s->g, 0)) : NULL;
+    if (j == NULL) {
+        mc_master_scan_destroy(sc);
+        evhttp_send_error(req, 500, "Failed to get all keys");
+        return;
+    }
+    j->act = act_all_keys;
+    j->done = done_text;
+    j->req = req;
+    st = master_scan_submit(s, j, why, sizeof(why));
+    if (st != MC_OK) {
+        scan_job_free(j);
+        evhttp_send_error(req, st == MC_ERR_LIMIT ? 503 : 500, why);
+    }
+}
+
+/* /query_key?key=K: one line of JSON per memory replica, upstream's
+ * AllocatedBuffer::Descriptor ({"size_", "buffer_address_",
+ * "transport_endpoint_"}); 404 and the error's name when there is no such
+ * object. Unlike upstream it grants no lease (looking must not keep an
+ * object from eviction). */
+static void on_query_key(struct evhttp_request *req, void *arg)
+{
+    master_srv_t *s = arg;
+    if (mc_meta_http_read_only(req) || admin_standby(s, req) || !http_admit(s, req))
+        return;
+    struct evkeyvalq q;
+    const char *query = evhttp_uri_get_query(evhttp_request_get_evhttp_uri(req));
+    q.tqh_first = NULL; /* TAILQ_INIT, without <sys/queue.h> */
+    q.tqh_last = &q.tqh_first;
+    if (query != NULL && evhttp_parse_query_str(query, &q) != 0) {
+        evhttp_send_error(req, 400, "malformed query string");
+        return;
+    }
+    const char *key = evhttp_find_header(&q, "key");
+    mc_master_replica_desc_t d[MC_MASTER_MAX_REPLICAS + 1];
+    uint32_t n = 0;
+    mc_master_key_info_t ki;
+    mc_status_t st = key != NULL ? mc_master_query_key(s->m, key, strlen(key), d,
+                                                       MC_MASTER_MAX_REPLICAS + 1, &n, &ki)
+                                 : MC_ERR_INVALID_KEY;
+    struct evbuffer *b = evbuffer_new();
+    if (b == NULL) {
+        evhttp_clear_headers(&q);
+        evhttp_send_error(req, 500, "out of memory");
+        return;
+    }
+    if (st != MC_OK) {
+        evbuffer_add_printf(b, "%s", mc_status_str(st));
+        send_text(req, 404, "Not Found", b, "text/plain; version=0.0.4");
+    } else {
+        for (uint32_t i = 0; i < n; i++) {
+            if (d[i].kind != MC_MASTER_REPLICA_MEMORY)
+                continue;
+            evbuffer_add_printf(b,
+                                "{\"size_\":%" PRIu64 ",\"buffer_address_\":%" PRIu64
+                                ",\"transport_endpoint_\":\"",
+                                d[i].size, d[i].address);
+            add_escaped(b, d[i].te_endpoint, strlen(d[i].te_endpoint));
+            evbuffer_add_printf(b, "\"}\n");
+        }
+        send_text(req, 200, "OK", b, "text/plain; version=0.0.4");
+    }
+    evbuffer_free(b);
+    evhttp_clear_headers(&q);
+}
+
 /* ------------------------------------------------------------ /metadata */
 
 static int meta_admit(void *ctx, struct evhttp_request *req)
@@ -680,6 +834,9 @@ static void http_start_on_reactor(void *arg)
     evhttp_set_cb(s->http, "/segments", on_segments, s);
     evhttp_set_cb(s->http, "/keys", on_keys, s);
     evhttp_set_cb(s->http, "/auth", on_auth, s);
+    evhttp_set_cb(s->http, "/get_all_segments", on_get_all_segments, s);
+    evhttp_set_cb(s->http, "/get_all_keys", on_get_all_keys, s);
+    evhttp_set_cb(s->http, "/query_key", on_query_key, s);
     evhttp_set_cb(s->http, "/role", on_role, s);
     evhttp_set_cb(s->http, "/ha_status", on_ha_status, s);
     if (s->opts.http_metadata)

@@ -621,6 +621,49 @@ mc_status_t mc_master_get_replica_list(mc_master_t *m, const char *key, size_t k
     return st;
 }
 
+mc_status_t mc_master_query_key(mc_master_t *m, const char *key, size_t key_len,
+                                mc_master_replica_desc_t *out, uint32_t room, uint32_t *nrep,
+                                mc_master_key_info_t *info)
+{
+    /* For operators and tools (stat, /query_key): what a get would see, and
+     * no more. No lease and no access: looking must not keep an object from
+     * being removed or evicted, nor reorder the LRU. */
+    if (!key_valid(m, key, key_len))
+        return MC_ERR_INVALID_KEY;
+    if ((room > 0 && out == NULL) || nrep == NULL || info == NULL)
+        return MC_ERR_INVALID_PARAMS;
+    uint64_t h = mc_hash64(key, key_len);
+    shard_t *sh = &m->shards[shard_of(h)];
+    shard_lock(sh);
+    obj_t *o = obj_find(sh, h, key, key_len);
+    if (o == NULL) {
+        shard_unlock(sh);
+        return MC_ERR_OBJECT_NOT_FOUND;
+    }
+    int complete = o->state == OBJ_COMPLETE;
+    mc_master_replica_status_t rs =
+        complete ? MC_MASTER_REPLICA_COMPLETE : MC_MASTER_REPLICA_PROCESSING;
+    uint32_t n = 0;
+    pthread_rwlock_rdlock(&m->seg_lock);
+    for (uint32_t i = 0; i < o->nrep && n < room; i++)
+        replica_describe(m, &o->rep[i], o->size, rs, &out[n++]);
+    pthread_rwlock_unlock(&m->seg_lock);
+    if (o->disk && n < room)
+        tier_describe(o, &out[n++]);
+    *nrep = n;
+    info->key = NULL; /* the key lives under the shard lock: the caller has it */
+    info->key_len = key_len;
+    info->size = o->size;
+    info->nrep = o->nrep;
+    info->disk = o->disk;
+    info->complete = complete;
+    info->lease_until_us = complete ? o->lease_us : 0;
+    info->soft_pin_until_us = complete ? o->pin_us : 0;
+    info->last_access_us = o->access_us;
+    shard_unlock(sh);
+    return MC_OK;
+}
+
 mc_status_t mc_master_exist_key(mc_master_t *m, const char *key, size_t key_len, uint64_t now_us,
                                 int *exists)
 {

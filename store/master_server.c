@@ -110,6 +110,7 @@ typedef struct fields {
     const char *after;
     uint32_t after_len;
     uint64_t put_id;
+    uint64_t count;  /* LIST_KEYS: limit */
     const char *why; /* what was wrong with the body */
 } fields_t;
 
@@ -217,6 +218,9 @@ static mc_status_t parse_fields(mc_rpc_req_t *req, scratch_t *sc, fields_t *f,
             break;
         case MC_F_PUT_ID:
             f->put_id = mc_mp_read_uint(&r);
+            break;
+        case MC_F_COUNT:
+            f->count = mc_mp_read_uint(&r);
             break;
         case MC_F_AFTER:
             f->after = mc_mp_read_bin(&r, &f->after_len);
@@ -750,6 +754,176 @@ static void h_get_replica_list_by_regex(void *ctx, mc_rpc_req_t *req)
     submit_scan(ctx, req, MC_MASTER_SCAN_REPLICAS, act_replicas);
 }
 
+/* ---- operators' queries (mooncake-cli): nothing granted, nothing recorded */
+
+static uint64_t left_us(uint64_t until, uint64_t now)
+{
+    return until > now ? until - now : 0;
+}
+
+static void h_query_key(void *ctx, mc_rpc_req_t *req)
+{
+    master_srv_t *s = ctx;
+    fields_t f;
+    if (!begin(s, req, &f, NULL, BIT(MC_F_KEY)))
+        return;
+    mc_master_replica_desc_t d[MC_MASTER_MAX_REPLICAS + 1];
+    uint32_t n = 0;
+    mc_master_key_info_t ki;
+    mc_status_t st =
+        mc_master_query_key(s->m, f.key, f.key_len, d, MC_MASTER_MAX_REPLICAS + 1, &n, &ki);
+    if (st != MC_OK) {
+        reply_status(s, req, st, NULL);
+        return;
+    }
+    uint64_t now = mc_now_us();
+    count(s, req, MC_OK);
+    mc_mp_writer_t *w = mc_rpc_reply_begin(req);
+    mc_mp_write_map(w, 7);
+    mc_mp_write_uint(w, MC_F_SIZE);
+    mc_mp_write_uint(w, ki.size);
+    mc_mp_write_uint(w, MC_F_COMPLETE);
+    mc_mp_write_bool(w, ki.complete);
+    mc_mp_write_uint(w, MC_F_DISK);
+    mc_mp_write_bool(w, ki.disk);
+    mc_mp_write_uint(w, MC_F_REPLICAS);
+    mc_proto_write_replicas(w, d, n);
+    mc_mp_write_uint(w, MC_F_LEASE_LEFT_US);
+    mc_mp_write_uint(w, left_us(ki.lease_until_us, now));
+    mc_mp_write_uint(w, MC_F_PIN_LEFT_US);
+    mc_mp_write_uint(w, left_us(ki.soft_pin_until_us, now));
+    mc_mp_write_uint(w, MC_F_IDLE_US);
+    mc_mp_write_uint(w, now > ki.last_access_us ? now - ki.last_access_us : 0);
+    mc_rpc_reply_end(req, MC_OK);
+}
+
+static int seg_entry(void *arg, const mc_master_segment_info_t *si)
+{
+    regex_out_t *o = arg;
+    mc_mp_writer_t *w = o->w;
+    mc_mp_write_map(w, 9);
+    mc_mp_write_uint(w, MC_F_SEGMENT_ID);
+    mc_proto_write_uuid(w, si->id);
+    mc_mp_write_uint(w, MC_F_NAME);
+    mc_mp_write_cstr(w, si->name);
+    mc_mp_write_uint(w, MC_F_ENDPOINT);
+    mc_mp_write_cstr(w, si->te_endpoint != NULL ? si->te_endpoint : "");
+    mc_mp_write_uint(w, MC_F_ADDR);
+    mc_mp_write_uint(w, si->base);
+    mc_mp_write_uint(w, MC_F_SIZE);
+    mc_mp_write_uint(w, si->size);
+    mc_mp_write_uint(w, MC_F_USED);
+    mc_mp_write_uint(w, si->used);
+    mc_mp_write_uint(w, MC_F_ALLOCS);
+    mc_mp_write_uint(w, si->allocs);
+    mc_mp_write_uint(w, MC_F_STATE);
+    mc_mp_write_cstr(w, si->unmounting ? "UNMOUNTING" : "MOUNTED");
+    mc_mp_write_uint(w, MC_F_CLIENT_ID);
+    mc_proto_write_uuid(w, si->owner);
+    o->n++;
+    return 0;
+}
+
+static void h_list_segments(void *ctx, mc_rpc_req_t *req)
+{
+    master_srv_t *s = ctx;
+    fields_t f;
+    if (!begin(s, req, &f, NULL, 0))
+        return;
+    count(s, req, MC_OK);
+    mc_mp_writer_t *w = mc_rpc_reply_begin(req);
+    mc_mp_write_map(w, 1);
+    mc_mp_write_uint(w, MC_F_SEGMENTS);
+    size_t at = mc_mp_write_array_later(w);
+    regex_out_t o = {.w = w};
+    mc_master_foreach_segment(s->m, seg_entry, &o);
+    mc_mp_patch_array(w, at, o.n);
+    mc_rpc_reply_end(req, MC_OK);
+}
+
+typedef struct keys_rpc_out {
+    mc_mp_writer_t w;
+    uint32_t n;
+    uint64_t now;
+} keys_rpc_out_t;
+
+static int key_entry(void *arg, const mc_master_key_info_t *ki)
+{
+    keys_rpc_out_t *o = arg;
+    mc_mp_writer_t *w = &o->w;
+    mc_mp_write_map(w, 6);
+    mc_mp_write_uint(w, MC_F_KEY);
+    mc_mp_write_bin(w, ki->key, ki->key_len);
+    mc_mp_write_uint(w, MC_F_SIZE);
+    mc_mp_write_uint(w, ki->size);
+    mc_mp_write_uint(w, MC_F_NREP);
+    mc_mp_write_uint(w, ki->nrep);
+    mc_mp_write_uint(w, MC_F_DISK);
+    mc_mp_write_bool(w, ki->disk);
+    mc_mp_write_uint(w, MC_F_COMPLETE);
+    mc_mp_write_bool(w, ki->complete);
+    mc_mp_write_uint(w, MC_F_LEASE_LEFT_US);
+    mc_mp_write_uint(w, left_us(ki->lease_until_us, o->now));
+    o->n++;
+    return w->err != MC_OK;
+}
+
+/* Phase 2 of ListKeys on the worker: {ENTRIES, TRUNCATED}. */
+static mc_status_t act_list_keys(scan_job_t *j)
+{
+    keys_rpc_out_t o = {.now = mc_now_us()};
+    mc_mp_writer_init(&o.w, &j->out);
+    mc_mp_write_map(&o.w, 2);
+    mc_mp_write_uint(&o.w, MC_F_ENTRIES);
+    size_t at = mc_mp_write_array_later(&o.w);
+    size_t cnt = 0;
+    mc_status_t st = mc_master_scan_keys(j->s->m, j->sc, key_entry, &o, &cnt);
+    mc_mp_patch_array(&o.w, at, o.n);
+    mc_mp_write_uint(&o.w, MC_F_TRUNCATED);
+    mc_mp_write_bool(&o.w, (uint64_t)o.n >= (uint64_t)j->count);
+    return st != MC_OK ? st : o.w.err;
+}
+
+#define LIST_KEYS_DEFAULT 1000
+#define LIST_KEYS_MAX 100000
+
+static void h_list_keys(void *ctx, mc_rpc_req_t *req)
+{
+    master_srv_t *s = ctx;
+    fields_t f;
+    if (!begin(s, req, &f, NULL, 0))
+        return;
+    uint64_t limit = HAVE(&f, MC_F_COUNT) ? f.count : LIST_KEYS_DEFAULT;
+    if (limit == 0 || limit > LIST_KEYS_MAX) {
+        reply_status(s, req, MC_ERR_INVALID_PARAMS, "the limit (count) must be 1..100000");
+        return;
+    }
+    char why[256];
+    mc_master_scan_t *sc = NULL;
+    mc_status_t st =
+        mc_master_scan_create(s->m, MC_MASTER_SCAN_KEYS, f.regex, f.regex != NULL ? f.regex_len : 0,
+                              0, (size_t)limit, &sc, why, sizeof(why));
+    if (st != MC_OK) {
+        reply_status(s, req, st, st == MC_ERR_INVALID_PARAMS ? why : NULL);
+        return;
+    }
+    scan_job_t *j = scan_job_new(s, sc, mc_rpc_req_reactor(req));
+    if (j == NULL) {
+        mc_master_scan_destroy(sc);
+        reply_status(s, req, MC_ERR_NOMEM, "out of memory");
+        return;
+    }
+    j->act = act_list_keys;
+    j->done = done_rpc;
+    j->req = req;
+    j->count = (long)limit;
+    st = master_scan_submit(s, j, why, sizeof(why));
+    if (st != MC_OK) {
+        scan_job_free(j);
+        reply_status(s, req, st, why);
+    }
+}
+
 static void h_exist_key(void *ctx, mc_rpc_req_t *req)
 {
     master_srv_t *s = ctx;
@@ -1073,6 +1247,9 @@ static const struct {
     {MC_RPC_GET_REPLICA_LIST, h_get_replica_list},
     {MC_RPC_BATCH_GET_REPLICA_LIST, h_batch_get_replica_list},
     {MC_RPC_GET_REPLICA_LIST_BY_REGEX, h_get_replica_list_by_regex},
+    {MC_RPC_QUERY_KEY, h_query_key},
+    {MC_RPC_LIST_SEGMENTS, h_list_segments},
+    {MC_RPC_LIST_KEYS, h_list_keys},
     {MC_RPC_EXIST_KEY, h_exist_key},
     {MC_RPC_BATCH_EXIST_KEY, h_batch_exist_key},
     {MC_RPC_REMOVE, h_remove},

@@ -31,6 +31,13 @@
  *   TIER_ADD           {CLIENT_ID, KEY, SIZE}                -> {}   (the key's file is written)
  *   META_GET {KEY} -> {VALUE}; META_PUT {KEY, VALUE, CLIENT_ID} -> {};
  *   META_DEL {KEY} -> {}; META_LIST {PREFIX} -> {ENTRIES: [{KEY, VALUE}]}
+ *   QUERY_KEY          {KEY}          -> {SIZE, COMPLETE, DISK, REPLICAS, LEASE_LEFT_US,
+ *                                         PIN_LEFT_US, IDLE_US}   (no lease, no access)
+ *   LIST_SEGMENTS      {}             -> {SEGMENTS: [{SEGMENT_ID, NAME, ENDPOINT, ADDR: base,
+ *                                         SIZE: capacity, USED, ALLOCS, STATE, CLIENT_ID}]}
+ *   LIST_KEYS          {[REGEX], [COUNT: limit 1..100000, 1000]}
+ *                                     -> {ENTRIES: [{KEY, SIZE, NREP, DISK, COMPLETE,
+ *                                         LEASE_LEFT_US}], TRUNCATED}   (no lease)
  */
 #ifndef MC_STORE_PROTO_H
 #define MC_STORE_PROTO_H

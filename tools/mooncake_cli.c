@@ -1,41 +1,42 @@
 /*
  * mooncake-cli - operator's command line for Mooncake Store.
  *
- *   mooncake-cli [--master HOST:PORT|redis://HOST:PORT/DB?cluster=ID] [--http HOST:PORT]
- *                [--timeout S] [-v|-q] COMMAND ...
+ *   mooncake-cli [--master HOST:PORT|redis://...] [--timeout S] [--json] [-v|-q] COMMAND ...
  *
  *   put [--replicas N] [--soft-pin] KEY FILE|-   store FILE (or stdin) under KEY
  *   get KEY [FILE|-]                             write the value to FILE (default stdout)
  *   rm [--force] KEY | rm [--force] --regex RE   remove one key / every key matching RE
- *   ls [--regex RE] [--limit N] [--rpc]          keys with size, replicas, lease
+ *   ls [--regex RE] [--limit N]                  keys with size, replicas, lease
  *   stat KEY                                     size, replicas, their segments, lease
  *   segments                                     mounted segments: capacity, used
  *   meta [PREFIX]                                the master's transfer-metadata entries
  *
- * A pure client: put and get open a store client (mooncake/store.h) that
- * contributes no memory and has no staging buffer; the value's own memory is
- * registered instead (zero copy). Everything else is one raw master RPC
- * (store/master_client.h) or one GET on the master's HTTP port (ls,
- * segments), so no transfer engine is started for them.
+ * A pure client of one address, the master's RPC port: put and get open a
+ * store client (mooncake/store.h) that contributes no memory and has no
+ * staging buffer (the value's own memory is registered instead: zero copy);
+ * everything else is one raw master RPC (store/master_client.h, store/proto.h)
+ * and starts no transfer engine. stat, ls and segments grant no lease and
+ * record no access (QUERY_KEY, LIST_KEYS, LIST_SEGMENTS), so an rm right
+ * after them is not refused with OBJECT_HAS_LEASE.
+ *
+ * --json: every command prints one JSON document on stdout (fields in
+ * tools/README.md), also when it fails ({"ok": false, "error": NAME, ...});
+ * the human lines on stderr stay.
  *
  * Exit status: 0 success, 1 the operation failed (one line on stderr:
  * "mooncake-cli: get KEY: OBJECT_NOT_FOUND (object not found)"), 2 usage.
- * --master defaults to $MOONCAKE_MASTER, then 127.0.0.1:50051; --http to
- * $MOONCAKE_HTTP, then 127.0.0.1:9003.
+ * --master defaults to $MOONCAKE_MASTER, then 127.0.0.1:50051. The CLI reads
+ * no configuration file: flags and those variables are all it takes.
  */
-#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
-#include <netdb.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -51,52 +52,64 @@
 #include "util/log.h"
 #include "util/mem.h"
 #include "util/time.h"
+#include "tools/cli_out.h"
 
 #define PROG "mooncake-cli"
 #define EXIT_FAIL 1
 #define EXIT_USAGE 2
-/* Largest HTTP answer we read (/keys at its limit of 100000 keys of ~100 B). */
-#define HTTP_MAX_BODY (64u << 20)
 
 typedef struct cli {
     char mhost[256];
     uint16_t mport;
-    char hhost[256];
-    uint16_t hport;
-    int http_given; /* --http or $MOONCAKE_HTTP: no fallback to RPC */
     uint64_t timeout_us;
     mc_reactor_group_t *g;
     mc_rpc_client_t *rpc;
     const char *redis_master; /* --master redis://...: the store client follows the leader */
-    const char *secret_file;  /* --secret-file: authenticate (the cluster's secret) */
+    const char *cmd;          /* the command, for --json documents */
+    int json;
+    const char *secret_file; /* --secret-file: authenticate (the cluster's secret) */
     mc_auth_key_t key;
 } cli_t;
 
+static cli_t *g_cli; /* for fail_st's JSON document */
+
 static const char usage_text[] =
-    "usage: " PROG " [--master HOST:PORT] [--http HOST:PORT] [--timeout SECONDS] [-v|-q] "
-    "COMMAND ...\n"
+    "usage: " PROG " [--master HOST:PORT] [--timeout SECONDS] [--json] [-v|-q] COMMAND ...\n"
     "commands:\n"
     "  put [--replicas N] [--soft-pin] KEY FILE|-   store FILE (- = stdin) under KEY\n"
     "  get KEY [FILE|-]                             write KEY's value to FILE (default stdout)\n"
     "  rm [--force] KEY                             remove KEY\n"
     "  rm [--force] --regex RE                      remove every key matching RE (PCRE2 syntax)\n"
-    "  ls [--regex RE] [--limit N] [--rpc]          list keys (HTTP /keys; --rpc: master RPC)\n"
+    "  ls [--regex RE] [--limit N]                  list keys (1..100000, default 1000)\n"
     "  stat KEY                                     size, replicas, segments, lease of KEY\n"
     "  segments                                     mounted segments: capacity and use\n"
     "  meta [PREFIX]                                decode the transfer-metadata entries\n"
     "                                               (default prefix \"mc/\")\n"
+    "stat, ls and segments take no lease: an rm right after them works.\n"
     "options:\n"
     "  --master HOST:PORT   mooncake-master RPC ($MOONCAKE_MASTER, default 127.0.0.1:50051);\n"
     "                       redis://HOST:PORT/DB?cluster=ID or\n"
     "                       redis-sentinel://H1:P1,H2:P2/NAME/DB?cluster=ID: the leader of\n"
     "                       HA masters\n"
-    "  --http HOST:PORT     mooncake-master HTTP ($MOONCAKE_HTTP, default 127.0.0.1:9003)\n"
     "  --timeout SECONDS    per call (default 5)\n"
+    "  --json               one JSON document on stdout per command (tools/README.md)\n"
     "  --secret-file FILE   the cluster's secret ([security] secret_file;\n"
     "                       $MOONCAKE_SECRET_FILE): authenticate to the master and nodes\n"
     "  -v, --verbose        library log at info;  -q, --quiet  no library log at all\n"
     "  -h, --help           this text;  -V, --version  print the version\n"
+    "No configuration file: these flags, $MOONCAKE_MASTER and $MOONCAKE_SECRET_FILE are all\n"
+    "it reads.\n"
     "exit status: 0 ok, 1 the operation failed, 2 usage error\n";
+
+/* {"command": ..., "ok": true, ... (the caller adds its fields, then j_end('}')) */
+static void j_doc(const cli_t *c)
+{
+    j_begin('{');
+    jk_cstr("command", c->cmd);
+    jk_bool("ok", 1);
+}
+
+/* ------------------------------------------------------------ messages */
 
 static int usage_error(const char *fmt, const char *arg)
 {
@@ -106,12 +119,32 @@ static int usage_error(const char *fmt, const char *arg)
     return EXIT_USAGE;
 }
 
-/* "mooncake-cli: get KEY: OBJECT_NOT_FOUND (object not found)" */
+/* "mooncake-cli: get KEY: OBJECT_NOT_FOUND (object not found)"; with
+ * --json also the failure's document on stdout (once per command). */
+static int fail_msg(const char *op, const char *what, mc_status_t st, const char *detail)
+{
+    fprintf(stderr, PROG ": %s%s%s: %s (%s)%s%s\n", op, what ? " " : "", what ? what : "",
+            mc_status_str(st), mc_status_msg(st), detail ? ": " : "", detail ? detail : "");
+    if (g_cli != NULL && g_cli->json && j_depth() == 0) {
+        j_begin('{');
+        jk_cstr("command", g_cli->cmd);
+        jk_bool("ok", 0);
+        jk_cstr("error", mc_status_str(st));
+        j_key("status");
+        j_i64(st);
+        jk_cstr("message", mc_status_msg(st));
+        if (what != NULL)
+            jk_cstr("subject", what);
+        if (detail != NULL)
+            jk_cstr("detail", detail);
+        j_end('}');
+    }
+    return EXIT_FAIL;
+}
+
 static int fail_st(const char *op, const char *what, mc_status_t st)
 {
-    fprintf(stderr, PROG ": %s%s%s: %s (%s)\n", op, what ? " " : "", what ? what : "",
-            mc_status_str(st), mc_status_msg(st));
-    return EXIT_FAIL;
+    return fail_msg(op, what, st, NULL);
 }
 
 static int parse_hostport(const char *s, char *host, size_t hlen, uint16_t *port)
@@ -129,36 +162,6 @@ static int parse_hostport(const char *s, char *host, size_t hlen, uint16_t *port
     return 0;
 }
 
-static const char *human(uint64_t v, char *buf, size_t len)
-{
-    static const char *unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-    double d = (double)v;
-    unsigned u = 0;
-    while (d >= 1024 && u < 4) {
-        d /= 1024;
-        u++;
-    }
-    if (u == 0)
-        snprintf(buf, len, "%" PRIu64 " B", v);
-    else
-        snprintf(buf, len, "%.1f %s", d, unit[u]);
-    return buf;
-}
-
-/* Print bytes as text, escaping what a terminal should not see. */
-static void put_escaped(FILE *f, const void *p, size_t len)
-{
-    const unsigned char *s = p;
-    for (size_t i = 0; i < len; i++) {
-        if (s[i] == '\\')
-            fputs("\\\\", f);
-        else if (s[i] < 0x20 || s[i] >= 0x7f)
-            fprintf(f, "\\x%02x", s[i]);
-        else
-            fputc(s[i], f);
-    }
-}
-
 /* ------------------------------------------------------------ raw RPC */
 
 static int rpc_open(cli_t *c)
@@ -169,7 +172,7 @@ static int rpc_open(cli_t *c)
     go.pin = 0;
     go.name = "cli";
     if (mc_reactor_group_create(&go, &c->g) != MC_OK) {
-        fprintf(stderr, PROG ": cannot start an event loop\n");
+        fail_msg(c->cmd, NULL, MC_ERR_INTERNAL_ERROR, "cannot start an event loop");
         return -1;
     }
     mc_rpc_client_opts_t co;
@@ -181,8 +184,9 @@ static int rpc_open(cli_t *c)
     co.auth_key = c->secret_file != NULL ? &c->key : NULL;
     mc_status_t st = mc_rpc_client_create(mc_reactor_group_get(c->g, 0), &co, &c->rpc);
     if (st != MC_OK) {
-        fprintf(stderr, PROG ": master %s:%u: %s (%s)\n", c->mhost, c->mport, mc_status_str(st),
-                mc_status_msg(st));
+        char d[320];
+        snprintf(d, sizeof(d), "master %s:%u", c->mhost, c->mport);
+        fail_msg(c->cmd, NULL, st, d);
         return -1;
     }
     return 0;
@@ -208,17 +212,17 @@ static mc_status_t rpc_call(cli_t *c, uint16_t method, const mc_buf_t *body, mc_
     if (st != MC_OK) {
         const void *why = NULL;
         size_t wlen = 0;
-        fail_st(op, what, st);
+        char detail[512] = "";
         if (mc_buf_used(resp) > 0 &&
             mc_mcli_dec_bytes(mc_buf_head(resp), mc_buf_used(resp), MC_F_ERROR, &why, &wlen) ==
                 MC_OK &&
-            wlen > 0) {
-            fprintf(stderr, PROG ": master says: ");
-            put_escaped(stderr, why, wlen);
-            fputc('\n', stderr);
-        }
-        if (st == MC_ERR_CONN_CLOSED || st == MC_ERR_RPC_TIMEOUT)
-            fprintf(stderr, PROG ": is mooncake-master running at %s:%u?\n", c->mhost, c->mport);
+            wlen > 0)
+            snprintf(detail, sizeof(detail), "master says: %.*s", (int)(wlen < 400 ? wlen : 400),
+                     (const char *)why);
+        else if (st == MC_ERR_CONN_CLOSED || st == MC_ERR_RPC_TIMEOUT)
+            snprintf(detail, sizeof(detail), "is mooncake-master running at %s:%u?", c->mhost,
+                     c->mport);
+        fail_msg(op, what, st, detail[0] ? detail : NULL);
     }
     return st;
 }
@@ -342,8 +346,9 @@ static int cmd_put(cli_t *c, int argc, char **argv)
 
     int fd = strcmp(file, "-") == 0 ? 0 : open(file, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
-        fprintf(stderr, PROG ": put %s: cannot open %s: %s\n", key, file, strerror(errno));
-        return EXIT_FAIL;
+        char d[320];
+        snprintf(d, sizeof(d), "cannot open %s: %s", file, strerror(errno));
+        return fail_msg("put", key, MC_ERR_IO, d);
     }
     value_t v = {0};
     int r = read_all(fd, &v);
@@ -351,13 +356,15 @@ static int cmd_put(cli_t *c, int argc, char **argv)
     if (fd != 0)
         close(fd);
     if (r != 0) {
-        fprintf(stderr, PROG ": put %s: cannot read %s: %s\n", key, file, strerror(e));
-        return EXIT_FAIL;
+        char d[320];
+        snprintf(d, sizeof(d), "cannot read %s: %s", file, strerror(e));
+        return fail_msg("put", key, MC_ERR_IO, d);
     }
     if (v.len == 0) {
         value_free(&v);
-        fprintf(stderr, PROG ": put %s: %s is empty (values are at least 1 byte)\n", key, file);
-        return EXIT_FAIL;
+        char d[320];
+        snprintf(d, sizeof(d), "%s is empty (values are at least 1 byte)", file);
+        return fail_msg("put", key, MC_ERR_INVALID_PARAMS, d);
     }
 
     mc_store_t *s = NULL;
@@ -376,6 +383,15 @@ static int cmd_put(cli_t *c, int argc, char **argv)
     value_free(&v);
     if (st != MC_OK)
         return fail_st("put", key, st);
+    if (c->json) {
+        j_doc(c);
+        jk_cstr("key", key);
+        jk_u64("size", len);
+        jk_u64("replicas_requested", rc.replica_num);
+        jk_bool("soft_pin", rc.with_soft_pin);
+        j_end('}');
+        return 0;
+    }
     char h[32];
     printf("put %s: %zu bytes (%s), %u replica(s) requested\n", key, len, human(len, h, sizeof(h)),
            rc.replica_num);
@@ -425,21 +441,40 @@ static int cmd_get(cli_t *c, int argc, char **argv)
     }
 
     int rc = 0;
+    if (c->json && strcmp(file, "-") == 0) {
+        /* the document carries the value */
+        j_doc(c);
+        jk_cstr("key", key);
+        jk_u64("size", (uint64_t)got);
+        j_key("value_base64");
+        j_base64(v.p, (size_t)got);
+        j_end('}');
+        value_free(&v);
+        return 0;
+    }
     int fd =
         strcmp(file, "-") == 0 ? 1 : open(file, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0 || write_all(fd, v.p, (size_t)got) != 0) {
-        fprintf(stderr, PROG ": get %s: cannot write %s: %s\n", key, file, strerror(errno));
-        rc = EXIT_FAIL;
-    }
-    if (fd > 1 && close(fd) != 0 && rc == 0) {
-        fprintf(stderr, PROG ": get %s: cannot write %s: %s\n", key, file, strerror(errno));
-        rc = EXIT_FAIL;
+    int werr = 0;
+    if (fd < 0 || write_all(fd, v.p, (size_t)got) != 0)
+        werr = errno;
+    if (fd > 1 && close(fd) != 0 && werr == 0)
+        werr = errno;
+    if (werr != 0) {
+        char d[320];
+        snprintf(d, sizeof(d), "cannot write %s: %s", file, strerror(werr));
+        rc = fail_msg("get", key, MC_ERR_IO, d);
+    } else if (c->json) {
+        j_doc(c);
+        jk_cstr("key", key);
+        jk_u64("size", (uint64_t)got);
+        jk_cstr("file", file);
+        j_end('}');
     }
     value_free(&v);
     return rc;
 }
 
-/* ------------------------------------------------------------ rm / stat */
+/* ------------------------------------------------------------ rm */
 
 static int cmd_rm(cli_t *c, int argc, char **argv)
 {
@@ -465,36 +500,49 @@ static int cmd_rm(cli_t *c, int argc, char **argv)
     mc_mp_writer_t w;
     mc_mp_writer_init(&w, &body);
     mc_status_t st;
-    int rc = 0;
+    int64_t n = 0;
     if (key != NULL) {
         mc_mcli_remove(&w, key, strlen(key), force);
         st = rpc_call(c, MC_RPC_REMOVE, &body, &resp, "rm", key);
-        if (st == MC_OK)
-            printf("removed %s\n", key);
-        else if (st == MC_ERR_OBJECT_HAS_LEASE)
+        n = st == MC_OK;
+        if (st == MC_ERR_OBJECT_HAS_LEASE)
             fprintf(stderr,
-                    PROG ": a reader's lease (e.g. of a recent get or stat) protects "
-                         "%s for up to master.lease_ttl: retry later, or rm --force\n",
+                    PROG ": a reader's lease (a get in progress or just done) protects %s for "
+                         "up to master.lease_ttl: retry later, or rm --force\n",
                     key);
     } else {
         mc_mcli_regex(&w, regex, force);
         st = rpc_call(c, MC_RPC_REMOVE_BY_REGEX, &body, &resp, "rm --regex", regex);
-        int64_t n = 0;
         if (st == MC_OK) {
             st = mc_mcli_dec_int(mc_buf_head(&resp), mc_buf_used(&resp), MC_F_COUNT, &n);
             if (st != MC_OK)
                 fail_st("rm --regex", regex, st);
         }
-        if (st == MC_OK)
-            printf("removed %lld key(s) matching %s\n", (long long)n, regex);
     }
-    if (st != MC_OK)
-        rc = EXIT_FAIL;
+    if (st == MC_OK) {
+        if (c->json) {
+            j_doc(c);
+            if (key != NULL)
+                jk_cstr("key", key);
+            else
+                jk_cstr("regex", regex);
+            jk_bool("force", force);
+            j_key("removed");
+            j_i64(n);
+            j_end('}');
+        } else if (key != NULL) {
+            printf("removed %s\n", key);
+        } else {
+            printf("removed %lld key(s) matching %s\n", (long long)n, regex);
+        }
+    }
     mc_buf_fini(&body);
     mc_buf_fini(&resp);
     rpc_close(c);
-    return rc;
+    return st == MC_OK ? 0 : EXIT_FAIL;
 }
+
+/* ------------------------------------------------------------ stat */
 
 static const char *replica_state(mc_master_replica_status_t s)
 {
@@ -519,861 +567,440 @@ static int cmd_stat(cli_t *c, int argc, char **argv)
     mc_mp_writer_t w;
     mc_mp_writer_init(&w, &body);
     mc_mcli_key(&w, key, strlen(key));
-    static mc_master_replica_desc_t d[MC_MASTER_MAX_REPLICAS];
+    static mc_master_replica_desc_t d[MC_MASTER_MAX_REPLICAS + 1];
     uint32_t n = 0;
-    uint64_t lease_us = 0;
+    uint64_t size = 0, lease = 0, pin = 0, idle = 0;
+    int complete = 0, disk = 0;
     int rc = EXIT_FAIL;
-    mc_status_t st = rpc_call(c, MC_RPC_GET_REPLICA_LIST, &body, &resp, "stat", key);
-    if (st == MC_OK) {
-        st = mc_mcli_dec_replicas(mc_buf_head(&resp), mc_buf_used(&resp), d, MC_MASTER_MAX_REPLICAS,
-                                  &n, &lease_us);
-        if (st != MC_OK)
-            fail_st("stat", key, st);
+    mc_status_t st = rpc_call(c, MC_RPC_QUERY_KEY, &body, &resp, "stat", key);
+    if (st != MC_OK)
+        goto out;
+    mc_mp_reader_t r;
+    mc_mp_reader_init(&r, mc_buf_head(&resp), mc_buf_used(&resp));
+    uint32_t nf = mc_mp_read_map(&r);
+    for (uint32_t f = 0; f < nf && r.err == MC_OK; f++) {
+        switch (mc_mp_read_uint(&r)) {
+        case MC_F_SIZE:
+            size = mc_mp_read_uint(&r);
+            break;
+        case MC_F_COMPLETE:
+            complete = mc_mp_read_bool(&r);
+            break;
+        case MC_F_DISK:
+            disk = mc_mp_read_bool(&r);
+            break;
+        case MC_F_REPLICAS:
+            mc_proto_read_replicas(&r, d, MC_MASTER_MAX_REPLICAS + 1, &n);
+            break;
+        case MC_F_LEASE_LEFT_US:
+            lease = mc_mp_read_uint(&r);
+            break;
+        case MC_F_PIN_LEFT_US:
+            pin = mc_mp_read_uint(&r);
+            break;
+        case MC_F_IDLE_US:
+            idle = mc_mp_read_uint(&r);
+            break;
+        default:
+            mc_mp_skip(&r);
+            break;
+        }
     }
-    if (st == MC_OK) {
-        char h[32];
-        uint64_t size = n > 0 ? d[0].size : 0;
-        printf("key       %s\n", key);
-        printf("size      %" PRIu64 " (%s)\n", size, human(size, h, sizeof(h)));
-        printf("replicas  %u\n", n);
-        printf("lease     %.3f s (granted by this stat: the object is not removed or "
-               "evicted before it ends)\n",
-               (double)lease_us / 1e6);
-        printf("  %-3s %-32s %-24s %-18s %s\n", "#", "SEGMENT", "ENDPOINT", "ADDRESS", "STATE");
-        for (uint32_t i = 0; i < n; i++)
-            if (d[i].kind == MC_MASTER_REPLICA_DISK) /* a file of the persistent tier */
-                printf("  %-3u %-32s %-24s %-18s %s\n", i, "DISK (tier file)", "-", "-",
-                       replica_state(d[i].status));
-            else
-                printf("  %-3u %-32s %-24s 0x%016" PRIx64 " %s\n", i, d[i].segment_name,
-                       d[i].te_endpoint, d[i].address, replica_state(d[i].status));
-        rc = 0;
+    if (r.err != MC_OK) {
+        fail_st("stat", key, r.err);
+        goto out;
     }
+    rc = 0;
+    if (c->json) {
+        j_doc(c);
+        jk_cstr("key", key);
+        jk_u64("size", size);
+        jk_bool("complete", complete);
+        jk_bool("disk", disk);
+        jk_u64("lease_ms_left", lease / 1000);
+        jk_u64("soft_pin_ms_left", pin / 1000);
+        jk_u64("idle_ms", idle / 1000);
+        j_key("replicas");
+        j_begin('[');
+        for (uint32_t i = 0; i < n; i++) {
+            int is_disk = d[i].kind == MC_MASTER_REPLICA_DISK;
+            j_begin('{');
+            jk_cstr("kind", is_disk ? "disk" : "memory");
+            jk_cstr("segment", is_disk ? NULL : d[i].segment_name);
+            jk_cstr("endpoint", is_disk ? NULL : d[i].te_endpoint);
+            jk_u64("address", is_disk ? 0 : d[i].address);
+            jk_cstr("state", replica_state(d[i].status));
+            j_end('}');
+        }
+        j_end(']');
+        j_end('}');
+        goto out;
+    }
+    char h[32];
+    printf("key       %s\n", key);
+    printf("size      %" PRIu64 " (%s)\n", size, human(size, h, sizeof(h)));
+    printf("state     %s\n", complete ? "complete" : "put in progress");
+    printf("replicas  %u\n", n);
+    printf("lease     %.3f s left (stat takes none)\n", (double)lease / 1e6);
+    if (pin > 0)
+        printf("soft pin  %.3f s left\n", (double)pin / 1e6);
+    printf("idle      %.3f s since the last access\n", (double)idle / 1e6);
+    printf("  %-3s %-32s %-24s %-18s %s\n", "#", "SEGMENT", "ENDPOINT", "ADDRESS", "STATE");
+    for (uint32_t i = 0; i < n; i++)
+        if (d[i].kind == MC_MASTER_REPLICA_DISK) /* a file of the persistent tier */
+            printf("  %-3u %-32s %-24s %-18s %s\n", i, "DISK (tier file)", "-", "-",
+                   replica_state(d[i].status));
+        else
+            printf("  %-3u %-32s %-24s 0x%016" PRIx64 " %s\n", i, d[i].segment_name,
+                   d[i].te_endpoint, d[i].address, replica_state(d[i].status));
+out:
     mc_buf_fini(&body);
     mc_buf_fini(&resp);
     rpc_close(c);
     return rc;
-}
-
-/* ------------------------------------------------------------ HTTP + JSON */
-
-/* GET path from the master's HTTP port; the body (NUL-terminated) into *out.
- * Returns the HTTP status, or -1 with *err set (connect/read failure). */
-/* GET path; extra (NULL = none) is more header lines ("Name: value\r\n"),
- * the answer's body goes to out and, if hdrs is not NULL, its header block
- * to hdrs (NUL-terminated). The status code, or -1 with *err. */
-static int http_get_x(const cli_t *c, const char *path, const char *extra, mc_buf_t *out,
-                      mc_buf_t *hdrs, const char **err)
-{
-    char port[8];
-    snprintf(port, sizeof(port), "%u", c->hport);
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *ai = NULL;
-    *err = NULL;
-    int gai = getaddrinfo(c->hhost, port, &hints, &ai);
-    if (gai != 0) {
-        *err = gai_strerror(gai);
-        return -1;
-    }
-    int fd = -1, code = -1;
-    for (struct addrinfo *a = ai; a != NULL && fd < 0; a = a->ai_next) {
-        fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-        if (fd < 0)
-            continue;
-        if (connect(fd, a->ai_addr, a->ai_addrlen) != 0 && errno != EINPROGRESS) {
-            close(fd);
-            fd = -1;
-            continue;
-        }
-        struct pollfd pfd = {.fd = fd, .events = POLLOUT};
-        int soerr = 0;
-        socklen_t sl = sizeof(soerr);
-        if (poll(&pfd, 1, (int)(c->timeout_us / 1000)) != 1 ||
-            getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) != 0 || soerr != 0) {
-            errno = soerr ? soerr : ETIMEDOUT;
-            close(fd);
-            fd = -1;
-        }
-    }
-    freeaddrinfo(ai);
-    if (fd < 0) {
-        *err = strerror(errno);
-        return -1;
-    }
-    char req[2048];
-    int rl = snprintf(req, sizeof(req), "GET %s HTTP/1.0\r\nHost: %s\r\n%s\r\n", path, c->hhost,
-                      extra != NULL ? extra : "");
-    if (rl <= 0 || (size_t)rl >= sizeof(req)) {
-        *err = "request too long";
-        goto out;
-    }
-    for (int sent = 0; sent < rl;) {
-        struct pollfd pfd = {.fd = fd, .events = POLLOUT};
-        ssize_t n = poll(&pfd, 1, (int)(c->timeout_us / 1000)) == 1
-                        ? send(fd, req + sent, (size_t)(rl - sent), MSG_NOSIGNAL)
-                        : -1;
-        if (n < 0 && errno == EAGAIN)
-            continue;
-        if (n <= 0) {
-            *err = n < 0 ? strerror(errno) : "timeout";
-            goto out;
-        }
-        sent += (int)n;
-    }
-    mc_buf_t raw = MC_BUF_INIT;
-    uint64_t deadline = mc_now_us() + c->timeout_us;
-    for (;;) {
-        if (mc_buf_used(&raw) > HTTP_MAX_BODY) {
-            *err = "answer too large";
-            break;
-        }
-        if (mc_buf_reserve(&raw, 65536) != MC_OK) {
-            *err = "out of memory";
-            break;
-        }
-        uint64_t now = mc_now_us();
-        struct pollfd pfd = {.fd = fd, .events = POLLIN};
-        if (now >= deadline || poll(&pfd, 1, (int)((deadline - now) / 1000) + 1) != 1) {
-            *err = "timeout";
-            break;
-        }
-        ssize_t n = recv(fd, mc_buf_tail(&raw), mc_buf_room(&raw), 0);
-        if (n < 0 && (errno == EAGAIN || errno == EINTR))
-            continue;
-        if (n < 0) {
-            *err = strerror(errno);
-            break;
-        }
-        if (n == 0)
-            break;
-        mc_buf_produce(&raw, (size_t)n);
-    }
-    if (*err == NULL) {
-        const char *h = (const char *)mc_buf_head(&raw);
-        size_t hl = mc_buf_used(&raw);
-        const char *sep = memmem(h, hl, "\r\n\r\n", 4);
-        if (sep == NULL || sscanf(h, "HTTP/%*d.%*d %d", &code) != 1) {
-            *err = "malformed HTTP answer";
-            code = -1;
-        } else {
-            size_t off = (size_t)(sep + 4 - h);
-            if ((hdrs != NULL &&
-                 (mc_buf_append(hdrs, h, off) != MC_OK || mc_buf_append(hdrs, "", 1) != MC_OK)) ||
-                mc_buf_append(out, h + off, hl - off) != MC_OK ||
-                mc_buf_append(out, "", 1) != MC_OK) {
-                *err = "out of memory";
-                code = -1;
-            }
-        }
-    }
-    mc_buf_fini(&raw);
-out:
-    close(fd);
-    return *err != NULL ? -1 : code;
-}
-
-static int http_get(const cli_t *c, const char *path, mc_buf_t *out, const char **err)
-{
-    return http_get_x(c, path, NULL, out, NULL, err);
-}
-
-/* GET path proving the secret (--secret-file) to the master's HTTP port: a
- * challenge from /auth, our nonce and proof in X-Mooncake-Auth, the
- * server's proof checked in the answer. Without a secret: a plain GET. */
-static int http_get_auth(const cli_t *c, const char *path, mc_buf_t *out, const char **err)
-{
-    if (c->secret_file == NULL)
-        return http_get(c, path, out, err);
-    mc_buf_t ch = MC_BUF_INIT, hdrs = MC_BUF_INIT;
-    int code = http_get(c, "/auth", &ch, err);
-    uint8_t ns[MC_AUTH_NONCE_LEN], nc[MC_AUTH_NONCE_LEN], proof[MC_AUTH_PROOF_LEN];
-    const char *q = code == 200 ? strstr((const char *)mc_buf_head(&ch), "\"nonce\": \"") : NULL;
-    if (code >= 0 &&
-        (q == NULL || mc_auth_unhex(q + 10, 2 * MC_AUTH_NONCE_LEN, ns, sizeof(ns)) != 0)) {
-        *err = "the master's HTTP port gave no challenge (/auth): an older master?";
-        code = -1;
-    }
-    mc_buf_fini(&ch);
-    if (code < 0)
-        return -1;
-    mc_auth_nonce(nc);
-    mc_auth_proof(&c->key, MC_AUTH_CLIENT, ns, nc, proof);
-    char hn[2 * MC_AUTH_NONCE_LEN + 1], hc[2 * MC_AUTH_NONCE_LEN + 1],
-        hp[2 * MC_AUTH_PROOF_LEN + 1];
-    char extra[300];
-    mc_auth_hex(ns, sizeof(ns), hn);
-    mc_auth_hex(nc, sizeof(nc), hc);
-    mc_auth_hex(proof, sizeof(proof), hp);
-    snprintf(extra, sizeof(extra), "X-Mooncake-Auth: %s.%s.%s\r\n", hn, hc, hp);
-    code = http_get_x(c, path, extra, out, &hdrs, err);
-    if (code == 200) {
-        const char *s = strcasestr((const char *)mc_buf_head(&hdrs), "X-Mooncake-Auth-Server: ");
-        uint8_t sp[MC_AUTH_PROOF_LEN];
-        if (s == NULL || mc_auth_unhex(s + 24, 2 * MC_AUTH_PROOF_LEN, sp, sizeof(sp)) != 0 ||
-            !mc_auth_check(&c->key, MC_AUTH_SERVER, nc, ns, sp, sizeof(sp))) {
-            *err = "the master's HTTP port did not prove the secret";
-            code = -1;
-        }
-    }
-    mc_buf_fini(&hdrs);
-    return code;
-}
-
-/* A flat JSON object as the master's HTTP port writes them: string, number
- * and boolean members only. Strings are unescaped into val (bytes; \u00XX
- * gives back the byte the master escaped). */
-#define JF_MAX 16
-#define JV_MAX 8192
-typedef struct jfield {
-    char name[32];
-    char val[JV_MAX];
-    size_t vlen;
-} jfield_t;
-
-typedef struct jobj {
-    jfield_t f[JF_MAX];
-    int n;
-} jobj_t;
-
-static const char *jget(const jobj_t *o, const char *name, size_t *len)
-{
-    for (int i = 0; i < o->n; i++)
-        if (strcmp(o->f[i].name, name) == 0) {
-            if (len != NULL)
-                *len = o->f[i].vlen;
-            return o->f[i].val;
-        }
-    if (len != NULL)
-        *len = 1;
-    return "-";
-}
-
-static uint64_t jget_u64(const jobj_t *o, const char *name)
-{
-    return strtoull(jget(o, name, NULL), NULL, 10);
-}
-
-static const char *skip_ws(const char *p)
-{
-    while (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t')
-        p++;
-    return p;
-}
-
-/* Parse one string at p (at the quote) into dst; returns past it or NULL. */
-static const char *jstring(const char *p, char *dst, size_t room, size_t *len)
-{
-    size_t n = 0;
-    if (*p++ != '"')
-        return NULL;
-    while (*p != '"') {
-        unsigned ch;
-        if (*p == '\0')
-            return NULL;
-        if (*p == '\\') {
-            p++;
-            switch (*p) {
-            case 'n':
-                ch = '\n';
-                break;
-            case 't':
-                ch = '\t';
-                break;
-            case 'r':
-                ch = '\r';
-                break;
-            case 'b':
-                ch = '\b';
-                break;
-            case 'f':
-                ch = '\f';
-                break;
-            case 'u':
-                if (sscanf(p + 1, "%4x", &ch) != 1)
-                    return NULL;
-                p += 4;
-                break;
-            case '\0':
-                return NULL;
-            default:
-                ch = (unsigned char)*p;
-                break;
-            }
-            p++;
-        } else {
-            ch = (unsigned char)*p++;
-        }
-        if (n + 1 < room)
-            dst[n++] = (char)ch; /* the master escapes single bytes only */
-    }
-    dst[n] = '\0';
-    *len = n;
-    return p + 1;
-}
-
-/* Call fn for every object of a top-level array. -1 on malformed input. */
-static int json_each(const char *p, int (*fn)(void *arg, const jobj_t *o), void *arg)
-{
-    static jobj_t o;
-    p = skip_ws(p);
-    if (*p++ != '[')
-        return -1;
-    p = skip_ws(p);
-    if (*p == ']')
-        return 0;
-    for (;;) {
-        p = skip_ws(p);
-        if (*p++ != '{')
-            return -1;
-        o.n = 0;
-        p = skip_ws(p);
-        while (*p != '}') {
-            jfield_t *f = &o.f[o.n < JF_MAX ? o.n : JF_MAX - 1];
-            size_t nl;
-            p = jstring(p, f->name, sizeof(f->name), &nl);
-            if (p == NULL)
-                return -1;
-            p = skip_ws(p);
-            if (*p++ != ':')
-                return -1;
-            p = skip_ws(p);
-            if (*p == '"') {
-                p = jstring(p, f->val, sizeof(f->val), &f->vlen);
-                if (p == NULL)
-                    return -1;
-            } else {
-                size_t n = strcspn(p, ",} \n\r\t");
-                if (n == 0 || n >= sizeof(f->val))
-                    return -1;
-                memcpy(f->val, p, n);
-                f->val[n] = '\0';
-                f->vlen = n;
-                p += n;
-            }
-            if (o.n < JF_MAX)
-                o.n++;
-            p = skip_ws(p);
-            if (*p == ',')
-                p = skip_ws(p + 1);
-            else if (*p != '}')
-                return -1;
-        }
-        p = skip_ws(p + 1);
-        if (fn(arg, &o) != 0)
-            return 0;
-        if (*p == ',') {
-            p++;
-            continue;
-        }
-        return *p == ']' ? 0 : -1;
-    }
-}
-
-static void url_encode(const char *s, char *out, size_t room)
-{
-    size_t n = 0;
-    for (; *s && n + 4 < room; s++) {
-        unsigned char ch = (unsigned char)*s;
-        if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
-            ch == '-' || ch == '_' || ch == '.' || ch == '~')
-            out[n++] = (char)ch;
-        else
-            n += (size_t)snprintf(out + n, room - n, "%%%02X", ch);
-    }
-    out[n] = '\0';
 }
 
 /* ------------------------------------------------------------ ls */
 
-typedef struct ls_ctx {
-    int pass; /* 0: measure the key column, 1: print */
-    size_t keyw;
-    size_t n;
-    uint64_t bytes;
-} ls_ctx_t;
-
-static size_t escaped_len(const char *p, size_t len)
-{
-    size_t n = 0;
-    for (size_t i = 0; i < len; i++) {
-        unsigned char ch = (unsigned char)p[i];
-        n += ch == '\\' ? 2 : (ch < 0x20 || ch >= 0x7f) ? 4 : 1;
-    }
-    return n;
-}
-
-static void print_key_cell(const char *k, size_t klen, size_t width)
-{
-    put_escaped(stdout, k, klen);
-    for (size_t w = escaped_len(k, klen); w < width; w++)
-        putchar(' ');
-}
-
-static int ls_row(void *arg, const jobj_t *o)
-{
-    ls_ctx_t *x = arg;
-    size_t klen;
-    const char *k = jget(o, "key", &klen);
-    if (x->pass == 0) {
-        size_t w = escaped_len(k, klen);
-        if (w > x->keyw)
-            x->keyw = w;
-        return 0;
-    }
-    char h[32];
-    uint64_t size = jget_u64(o, "size");
-    print_key_cell(k, klen, x->keyw);
-    /* memory replicas, "+D" when the object also has its tier file */
-    const char *dj = jget(o, "disk", NULL);
-    char reps[32];
-    snprintf(reps, sizeof(reps), "%s%s", jget(o, "replicas", NULL),
-             dj != NULL && strncmp(dj, "true", 4) == 0 ? "+D" : "");
-    printf("  %14" PRIu64 "  %10s  %8s  %-8s  %s\n", size, human(size, h, sizeof(h)), reps,
-           strcmp(jget(o, "complete", NULL), "true") == 0 ? "yes" : "no",
-           jget(o, "lease_ms_left", NULL));
-    x->n++;
-    x->bytes += size;
-    return 0;
-}
-
-static void ls_header(size_t keyw)
-{
-    printf("%-*s  %14s  %10s  %8s  %-8s  %s\n", (int)keyw, "KEY", "SIZE", "", "REPLICAS",
-           "COMPLETE", "LEASE_MS");
-}
-
-static int ls_http(cli_t *c, const char *regex, unsigned long limit, int *tried)
-{
-    char path[1400], enc[1100] = "";
-    if (regex != NULL)
-        url_encode(regex, enc, sizeof(enc));
-    snprintf(path, sizeof(path), "/keys?limit=%lu%s%s", limit, regex ? "&regex=" : "", enc);
-    mc_buf_t body = MC_BUF_INIT;
-    const char *err = NULL;
-    int code = http_get_auth(c, path, &body, &err);
-    *tried = code >= 0;
-    if (code < 0) {
-        mc_buf_fini(&body);
-        if (!c->http_given)
-            return -1; /* let the caller fall back to RPC */
-        fprintf(stderr, PROG ": ls: http://%s:%u%s: %s\n", c->hhost, c->hport, path, err);
-        return EXIT_FAIL;
-    }
-    const char *text = (const char *)mc_buf_head(&body);
-    if (code != 200) {
-        /* evhttp's error page: the reason is its <TITLE> */
-        const char *t = text ? strstr(text, "<TITLE>") : NULL;
-        int tl = t ? (int)strcspn(t + 7, "<") : 0;
-        fprintf(stderr, PROG ": ls: the master's HTTP port answered %.*s\n", t ? tl : 3,
-                t ? t + 7 : "an error");
-        mc_buf_fini(&body);
-        return EXIT_FAIL;
-    }
-    ls_ctx_t x = {.keyw = 3};
-    int rc = json_each(text, ls_row, &x);
-    if (rc == 0) {
-        x.pass = 1;
-        ls_header(x.keyw);
-        json_each(text, ls_row, &x);
-        char h[32];
-        printf("%zu key(s), %s%s\n", x.n, human(x.bytes, h, sizeof(h)),
-               x.n >= limit ? " (limit reached: --limit N shows more)" : "");
-    } else {
-        fprintf(stderr, PROG ": ls: cannot parse the master's /keys answer\n");
-    }
-    mc_buf_fini(&body);
-    return rc == 0 ? 0 : EXIT_FAIL;
-}
-
-/* GET_REPLICA_LIST_BY_REGEX: {ENTRIES: [{KEY, REPLICAS}], TRUNCATED}. */
-static int ls_rpc(cli_t *c, const char *regex, unsigned long limit)
-{
-    if (rpc_open(c) != 0)
-        return EXIT_FAIL;
-    mc_buf_t body = MC_BUF_INIT, resp = MC_BUF_INIT;
-    mc_mp_writer_t w;
-    mc_mp_writer_init(&w, &body);
-    mc_mcli_regex(&w, regex ? regex : ".*", 0);
-    int rc = EXIT_FAIL;
-    if (rpc_call(c, MC_RPC_GET_REPLICA_LIST_BY_REGEX, &body, &resp, "ls", regex) != MC_OK)
-        goto out;
-    static mc_master_replica_desc_t d[MC_MASTER_MAX_REPLICAS];
-    for (int pass = 0; pass < 2; pass++) {
-        mc_mp_reader_t r;
-        size_t keyw = 3, n = 0;
-        uint64_t bytes = 0;
-        int truncated = 0;
-        mc_mp_reader_init(&r, mc_buf_head(&resp), mc_buf_used(&resp));
-        uint32_t nf = mc_mp_read_map(&r);
-        if (pass == 1)
-            ls_header((size_t)rc);
-        for (uint32_t f = 0; f < nf && r.err == MC_OK; f++) {
-            switch (mc_mp_read_uint(&r)) {
-            case MC_F_ENTRIES: {
-                uint32_t ne = mc_mp_read_array(&r);
-                for (uint32_t e = 0; e < ne && r.err == MC_OK; e++) {
-                    const char *k = NULL;
-                    uint32_t klen = 0, nrep = 0;
-                    uint32_t m = mc_mp_read_map(&r);
-                    for (uint32_t i = 0; i < m && r.err == MC_OK; i++) {
-                        switch (mc_mp_read_uint(&r)) {
-                        case MC_F_KEY:
-                            k = mc_mp_read_bin(&r, &klen);
-                            break;
-                        case MC_F_REPLICAS:
-                            mc_proto_read_replicas(&r, d, MC_MASTER_MAX_REPLICAS, &nrep);
-                            break;
-                        default:
-                            mc_mp_skip(&r);
-                            break;
-                        }
-                    }
-                    if (r.err != MC_OK || k == NULL || n >= limit)
-                        continue;
-                    n++;
-                    if (pass == 0) {
-                        size_t kw = escaped_len(k, klen);
-                        keyw = kw > keyw ? kw : keyw;
-                        continue;
-                    }
-                    int complete = nrep > 0;
-                    for (uint32_t i = 0; i < nrep; i++)
-                        complete &= d[i].status == MC_MASTER_REPLICA_COMPLETE;
-                    uint64_t size = nrep > 0 ? d[0].size : 0;
-                    char h[32];
-                    print_key_cell(k, klen, (size_t)rc);
-                    printf("  %14" PRIu64 "  %10s  %8u  %-8s  %s\n", size,
-                           human(size, h, sizeof(h)), nrep, complete ? "yes" : "no", "-");
-                    bytes += size;
-                }
-                break;
-            }
-            case MC_F_TRUNCATED:
-                truncated = mc_mp_read_bool(&r);
-                break;
-            default:
-                mc_mp_skip(&r);
-                break;
-            }
-        }
-        if (r.err != MC_OK) {
-            fail_st("ls", "(decoding the answer)", r.err);
-            rc = EXIT_FAIL;
-            goto out;
-        }
-        if (pass == 0) {
-            rc = (int)keyw; /* carried to pass 1 */
-        } else {
-            char h[32];
-            printf("%zu key(s), %s%s\n", n, human(bytes, h, sizeof(h)),
-                   truncated || n >= limit ? " (list truncated)" : "");
-        }
-    }
-    rc = 0;
-out:
-    mc_buf_fini(&body);
-    mc_buf_fini(&resp);
-    rpc_close(c);
-    return rc;
-}
+typedef struct key_row {
+    const char *key; /* into the answer */
+    uint32_t klen;
+    uint64_t size, lease_us;
+    uint32_t nrep;
+    int disk, complete;
+} key_row_t;
 
 static int cmd_ls(cli_t *c, int argc, char **argv)
 {
     const char *regex = NULL;
     unsigned long limit = 1000;
-    int use_rpc = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--regex") == 0 && i + 1 < argc) {
             regex = argv[++i];
+        } else if (strcmp(argv[i], "--rpc") == 0) {
+            /* always over RPC now: accepted for old scripts */
         } else if (strcmp(argv[i], "--limit") == 0 && i + 1 < argc) {
             char *end;
             limit = strtoul(argv[++i], &end, 10);
             if (*end != '\0' || limit == 0 || limit > 100000)
                 return usage_error("ls: --limit wants 1..100000, got '%s'", argv[i]);
-        } else if (strcmp(argv[i], "--rpc") == 0) {
-            use_rpc = 1;
         } else {
             return usage_error("ls: unexpected '%s'", argv[i]);
         }
     }
-    if (!use_rpc) {
-        int tried = 0;
-        int rc = ls_http(c, regex, limit, &tried);
-        if (rc >= 0)
-            return rc;
-        /* no HTTP port where we looked, and none was named: ask over RPC */
+    if (rpc_open(c) != 0)
+        return EXIT_FAIL;
+    mc_buf_t body = MC_BUF_INIT, resp = MC_BUF_INIT;
+    mc_mp_writer_t w;
+    mc_mp_writer_init(&w, &body);
+    mc_mp_write_map(&w, regex != NULL ? 2 : 1);
+    mc_mp_write_uint(&w, MC_F_COUNT);
+    mc_mp_write_uint(&w, limit);
+    if (regex != NULL) {
+        mc_mp_write_uint(&w, MC_F_REGEX);
+        mc_mp_write_cstr(&w, regex);
     }
-    return ls_rpc(c, regex, limit);
+    key_row_t *rows = NULL;
+    size_t n = 0;
+    int truncated = 0, rc = EXIT_FAIL;
+    if (rpc_call(c, MC_RPC_LIST_KEYS, &body, &resp, "ls", regex) != MC_OK)
+        goto out;
+    mc_mp_reader_t r;
+    mc_mp_reader_init(&r, mc_buf_head(&resp), mc_buf_used(&resp));
+    uint32_t nf = mc_mp_read_map(&r);
+    for (uint32_t f = 0; f < nf && r.err == MC_OK; f++) {
+        switch (mc_mp_read_uint(&r)) {
+        case MC_F_ENTRIES: {
+            uint32_t ne = mc_mp_read_array(&r);
+            if (r.err != MC_OK || ne > 100000)
+                break;
+            rows = mc_calloc(ne ? ne : 1, sizeof(*rows));
+            if (rows == NULL) {
+                r.err = MC_ERR_NOMEM;
+                break;
+            }
+            for (uint32_t e = 0; e < ne && r.err == MC_OK; e++) {
+                key_row_t *k = &rows[n];
+                uint32_t m = mc_mp_read_map(&r);
+                for (uint32_t i = 0; i < m && r.err == MC_OK; i++) {
+                    switch (mc_mp_read_uint(&r)) {
+                    case MC_F_KEY:
+                        k->key = mc_mp_read_bin(&r, &k->klen);
+                        break;
+                    case MC_F_SIZE:
+                        k->size = mc_mp_read_uint(&r);
+                        break;
+                    case MC_F_NREP:
+                        k->nrep = (uint32_t)mc_mp_read_uint(&r);
+                        break;
+                    case MC_F_DISK:
+                        k->disk = mc_mp_read_bool(&r);
+                        break;
+                    case MC_F_COMPLETE:
+                        k->complete = mc_mp_read_bool(&r);
+                        break;
+                    case MC_F_LEASE_LEFT_US:
+                        k->lease_us = mc_mp_read_uint(&r);
+                        break;
+                    default:
+                        mc_mp_skip(&r);
+                        break;
+                    }
+                }
+                if (k->key != NULL)
+                    n++;
+            }
+            break;
+        }
+        case MC_F_TRUNCATED:
+            truncated = mc_mp_read_bool(&r);
+            break;
+        default:
+            mc_mp_skip(&r);
+            break;
+        }
+    }
+    if (r.err != MC_OK) {
+        fail_st("ls", "(decoding the answer)", r.err);
+        goto out;
+    }
+    rc = 0;
+    uint64_t bytes = 0;
+    for (size_t i = 0; i < n; i++)
+        bytes += rows[i].size;
+    if (c->json) {
+        j_doc(c);
+        jk_cstr("regex", regex);
+        jk_u64("limit", limit);
+        j_key("keys");
+        j_begin('[');
+        for (size_t i = 0; i < n; i++) {
+            j_begin('{');
+            j_key("key");
+            j_str(rows[i].key, rows[i].klen);
+            jk_u64("size", rows[i].size);
+            jk_u64("replicas", rows[i].nrep);
+            jk_bool("disk", rows[i].disk);
+            jk_bool("complete", rows[i].complete);
+            jk_u64("lease_ms_left", rows[i].lease_us / 1000);
+            j_end('}');
+        }
+        j_end(']');
+        jk_u64("count", n);
+        jk_u64("bytes", bytes);
+        jk_bool("truncated", truncated);
+        j_end('}');
+        goto out;
+    }
+    size_t keyw = 3;
+    for (size_t i = 0; i < n; i++) {
+        size_t kw = escaped_len(rows[i].key, rows[i].klen);
+        keyw = kw > keyw ? kw : keyw;
+    }
+    printf("%-*s  %14s  %10s  %8s  %-8s  %s\n", (int)keyw, "KEY", "SIZE", "", "REPLICAS",
+           "COMPLETE", "LEASE");
+    for (size_t i = 0; i < n; i++) {
+        char h[32], lease[32] = "-";
+        if (rows[i].lease_us > 0)
+            snprintf(lease, sizeof(lease), "%.1fs", (double)rows[i].lease_us / 1e6);
+        print_cell(rows[i].key, rows[i].klen, keyw);
+        printf("  %14" PRIu64 "  %10s  %8u%s  %-8s  %s\n", rows[i].size,
+               human(rows[i].size, h, sizeof(h)), rows[i].nrep, rows[i].disk ? "+D" : "  ",
+               rows[i].complete ? "yes" : "no", lease);
+    }
+    char h[32];
+    printf("%zu key(s), %s%s\n", n, human(bytes, h, sizeof(h)),
+           truncated ? " (list truncated: --limit)" : "");
+out:
+    mc_free(rows);
+    mc_buf_fini(&body);
+    mc_buf_fini(&resp);
+    rpc_close(c);
+    return rc;
 }
 
 /* ------------------------------------------------------------ segments */
 
-typedef struct seg_ctx {
-    int pass;
-    size_t namew, epw;
-    size_t n;
-    uint64_t cap, used;
-} seg_ctx_t;
-
-static int seg_row(void *arg, const jobj_t *o)
-{
-    seg_ctx_t *x = arg;
-    size_t nl, el;
-    const char *name = jget(o, "name", &nl), *ep = jget(o, "te_endpoint", &el);
-    if (x->pass == 0) {
-        x->namew = escaped_len(name, nl) > x->namew ? escaped_len(name, nl) : x->namew;
-        x->epw = el > x->epw ? el : x->epw;
-        return 0;
-    }
-    uint64_t cap = jget_u64(o, "capacity"), used = jget_u64(o, "used");
-    char hc[32], hu[32];
-    print_key_cell(name, nl, x->namew);
-    printf("  %-*s  %12s  %12s  %5.1f%%  %8s  %s\n", (int)x->epw, ep, human(cap, hc, sizeof(hc)),
-           human(used, hu, sizeof(hu)), cap ? 100.0 * (double)used / (double)cap : 0.0,
-           jget(o, "allocations", NULL), jget(o, "state", NULL));
-    x->n++;
-    x->cap += cap;
-    x->used += used;
-    return 0;
-}
+typedef struct seg_row {
+    mc_uuid_t id, client;
+    const char *name, *ep, *state;
+    uint32_t nlen, elen, slen;
+    uint64_t base, cap, used, allocs;
+} seg_row_t;
 
 static int cmd_segments(cli_t *c, int argc, char **argv)
 {
     (void)argv;
     if (argc != 1)
         return usage_error("segments takes no arguments%s", "");
-    mc_buf_t body = MC_BUF_INIT;
-    const char *err = NULL;
-    int code = http_get(c, "/segments", &body, &err);
-    if (code != 200) {
-        if (code < 0)
-            fprintf(stderr,
-                    PROG ": segments: http://%s:%u/segments: %s (is the master's HTTP "
-                         "port elsewhere? --http HOST:PORT)\n",
-                    c->hhost, c->hport, err);
-        else
-            fprintf(stderr, PROG ": segments: HTTP %d from the master\n", code);
-        mc_buf_fini(&body);
+    if (rpc_open(c) != 0)
         return EXIT_FAIL;
+    mc_buf_t body = MC_BUF_INIT, resp = MC_BUF_INIT;
+    mc_mp_writer_t w;
+    mc_mp_writer_init(&w, &body);
+    mc_mcli_empty(&w);
+    seg_row_t *rows = NULL;
+    size_t n = 0;
+    int rc = EXIT_FAIL;
+    if (rpc_call(c, MC_RPC_LIST_SEGMENTS, &body, &resp, "segments", NULL) != MC_OK)
+        goto out;
+    mc_mp_reader_t r;
+    mc_mp_reader_init(&r, mc_buf_head(&resp), mc_buf_used(&resp));
+    uint32_t nf = mc_mp_read_map(&r);
+    for (uint32_t f = 0; f < nf && r.err == MC_OK; f++) {
+        if (mc_mp_read_uint(&r) != MC_F_SEGMENTS) {
+            mc_mp_skip(&r);
+            continue;
+        }
+        uint32_t ns = mc_mp_read_array(&r);
+        if (r.err != MC_OK || ns > 1000000)
+            break;
+        rows = mc_calloc(ns ? ns : 1, sizeof(*rows));
+        if (rows == NULL) {
+            r.err = MC_ERR_NOMEM;
+            break;
+        }
+        for (uint32_t e = 0; e < ns && r.err == MC_OK; e++) {
+            seg_row_t *s = &rows[n++];
+            uint32_t m = mc_mp_read_map(&r);
+            for (uint32_t i = 0; i < m && r.err == MC_OK; i++) {
+                switch (mc_mp_read_uint(&r)) {
+                case MC_F_SEGMENT_ID:
+                    s->id = mc_proto_read_uuid(&r);
+                    break;
+                case MC_F_CLIENT_ID:
+                    s->client = mc_proto_read_uuid(&r);
+                    break;
+                case MC_F_NAME:
+                    s->name = mc_mp_read_str(&r, &s->nlen);
+                    break;
+                case MC_F_ENDPOINT:
+                    s->ep = mc_mp_read_str(&r, &s->elen);
+                    break;
+                case MC_F_STATE:
+                    s->state = mc_mp_read_str(&r, &s->slen);
+                    break;
+                case MC_F_ADDR:
+                    s->base = mc_mp_read_uint(&r);
+                    break;
+                case MC_F_SIZE:
+                    s->cap = mc_mp_read_uint(&r);
+                    break;
+                case MC_F_USED:
+                    s->used = mc_mp_read_uint(&r);
+                    break;
+                case MC_F_ALLOCS:
+                    s->allocs = mc_mp_read_uint(&r);
+                    break;
+                default:
+                    mc_mp_skip(&r);
+                    break;
+                }
+            }
+            if (s->name == NULL || s->ep == NULL || s->state == NULL)
+                r.err = MC_ERR_PROTOCOL;
+        }
     }
-    const char *text = (const char *)mc_buf_head(&body);
-    seg_ctx_t x = {.namew = 7, .epw = 8};
-    int rc = json_each(text, seg_row, &x);
-    if (rc == 0) {
-        x.pass = 1;
-        printf("%-*s  %-*s  %12s  %12s  %6s  %8s  %s\n", (int)x.namew, "SEGMENT", (int)x.epw,
-               "ENDPOINT", "CAPACITY", "USED", "USE", "ALLOCS", "STATE");
-        json_each(text, seg_row, &x);
+    if (r.err != MC_OK) {
+        fail_st("segments", "(decoding the answer)", r.err);
+        goto out;
+    }
+    rc = 0;
+    uint64_t cap = 0, used = 0;
+    for (size_t i = 0; i < n; i++) {
+        cap += rows[i].cap;
+        used += rows[i].used;
+    }
+    if (c->json) {
+        j_doc(c);
+        j_key("segments");
+        j_begin('[');
+        for (size_t i = 0; i < n; i++) {
+            char id[40], cl[40];
+            snprintf(id, sizeof(id), "%016" PRIx64 "%016" PRIx64, rows[i].id.hi, rows[i].id.lo);
+            snprintf(cl, sizeof(cl), "%016" PRIx64 "%016" PRIx64, rows[i].client.hi,
+                     rows[i].client.lo);
+            j_begin('{');
+            j_key("name");
+            j_str(rows[i].name, rows[i].nlen);
+            jk_cstr("id", id);
+            jk_cstr("client", cl);
+            j_key("endpoint");
+            j_str(rows[i].ep, rows[i].elen);
+            jk_u64("base", rows[i].base);
+            jk_u64("capacity", rows[i].cap);
+            jk_u64("used", rows[i].used);
+            jk_u64("allocations", rows[i].allocs);
+            j_key("state");
+            j_str(rows[i].state, rows[i].slen);
+            j_end('}');
+        }
+        j_end(']');
+        jk_u64("count", n);
+        jk_u64("capacity", cap);
+        jk_u64("used", used);
+        j_end('}');
+        goto out;
+    }
+    size_t namew = 7, epw = 8;
+    for (size_t i = 0; i < n; i++) {
+        size_t a = escaped_len(rows[i].name, rows[i].nlen),
+               b = escaped_len(rows[i].ep, rows[i].elen);
+        namew = a > namew ? a : namew;
+        epw = b > epw ? b : epw;
+    }
+    printf("%-*s  %-*s  %12s  %12s  %6s  %8s  %s\n", (int)namew, "SEGMENT", (int)epw, "ENDPOINT",
+           "CAPACITY", "USED", "USE", "ALLOCS", "STATE");
+    for (size_t i = 0; i < n; i++) {
         char hc[32], hu[32];
-        printf("%zu segment(s), %s used of %s (%.1f%%)\n", x.n, human(x.used, hu, sizeof(hu)),
-               human(x.cap, hc, sizeof(hc)), x.cap ? 100.0 * (double)x.used / (double)x.cap : 0.0);
-    } else {
-        fprintf(stderr, PROG ": segments: cannot parse the master's answer\n");
+        print_cell(rows[i].name, rows[i].nlen, namew);
+        printf("  ");
+        print_cell(rows[i].ep, rows[i].elen, epw);
+        printf("  %12s  %12s  %5.1f%%  %8" PRIu64 "  %.*s\n", human(rows[i].cap, hc, sizeof(hc)),
+               human(rows[i].used, hu, sizeof(hu)),
+               rows[i].cap ? 100.0 * (double)rows[i].used / (double)rows[i].cap : 0.0,
+               rows[i].allocs, (int)rows[i].slen, rows[i].state);
     }
+    char hc[32], hu[32];
+    printf("%zu segment(s), %s used of %s (%.1f%%)\n", n, human(used, hu, sizeof(hu)),
+           human(cap, hc, sizeof(hc)), cap ? 100.0 * (double)used / (double)cap : 0.0);
+out:
+    mc_free(rows);
     mc_buf_fini(&body);
-    return rc == 0 ? 0 : EXIT_FAIL;
+    mc_buf_fini(&resp);
+    rpc_close(c);
+    return rc;
 }
 
 /* ------------------------------------------------------------ meta */
 
-static const char *field_name(uint64_t id)
-{
-    switch (id) {
-    case MC_F_NAME:
-        return "name";
-    case MC_F_HOST:
-        return "host";
-    case MC_F_PORT:
-        return "port";
-    case MC_F_PROTOCOLS:
-        return "protocols";
-    case MC_F_BUFFERS:
-        return "buffers";
-    case MC_F_ADDR:
-        return "addr";
-    case MC_F_LENGTH:
-        return "length";
-    case MC_F_LOCATION:
-        return "location";
-    case MC_F_RDMA:
-        return "rdma";
-    case MC_F_RKEYS:
-        return "rkeys";
-    case MC_F_NICS:
-        return "nics";
-    case MC_F_MATRIX:
-        return "matrix";
-    case MC_F_GID:
-        return "gid";
-    case MC_F_LID:
-        return "lid";
-    case MC_F_MTU:
-        return "mtu";
-    case MC_F_SIZE:
-        return "size";
-    case MC_F_KEY:
-        return "key";
-    case MC_F_VALUE:
-        return "value";
-    case MC_F_TEXT:
-        return "text";
-    default:
-        return NULL;
-    }
-}
+/* One page's entries: called for each {KEY, VALUE}; 0 to go on. */
+typedef int (*meta_entry_fn_t)(void *arg, const void *k, uint32_t klen, const void *v,
+                               uint32_t vlen);
 
-/* One scalar (or an array of scalars, comma-joined) on the current line.
- * Returns 0 when the value was not a scalar (and nothing was consumed). */
-static int print_scalar(mc_mp_reader_t *r, uint64_t field)
+/* META_LIST is paged: {ENTRIES, MORE}; ask again after the last key. fn
+ * sees every entry in order. MC_OK or the failure (reported). */
+static mc_status_t meta_walk(cli_t *c, const char *prefix, meta_entry_fn_t fn, void *arg)
 {
-    char h[32];
-    uint32_t len;
-    const char *s;
-    switch (mc_mp_peek(r)) {
-    case MC_MP_UINT: {
-        uint64_t v = mc_mp_read_uint(r);
-        if (field == MC_F_ADDR)
-            printf("0x%" PRIx64, v);
-        else if (field == MC_F_LENGTH || field == MC_F_SIZE)
-            printf("%" PRIu64 " (%s)", v, human(v, h, sizeof(h)));
-        else
-            printf("%" PRIu64, v);
-        return 1;
-    }
-    case MC_MP_INT:
-        printf("%" PRId64, mc_mp_read_int(r));
-        return 1;
-    case MC_MP_BOOL:
-        printf("%s", mc_mp_read_bool(r) ? "true" : "false");
-        return 1;
-    case MC_MP_NIL:
-        mc_mp_read_nil(r);
-        printf("nil");
-        return 1;
-    case MC_MP_FLOAT:
-        printf("%g", mc_mp_read_double(r));
-        return 1;
-    case MC_MP_STR:
-        s = mc_mp_read_str(r, &len);
-        put_escaped(stdout, s, len);
-        return 1;
-    case MC_MP_BIN:
-        s = mc_mp_read_bin(r, &len);
-        printf("bin:");
-        put_escaped(stdout, s, len);
-        return 1;
-    default:
-        return 0;
-    }
-}
-
-static void print_value(mc_mp_reader_t *r, uint64_t field, int indent);
-
-/* A map with unsigned keys: "name: value" lines; buffers-like arrays of
- * small maps: one line per element. */
-static void print_map(mc_mp_reader_t *r, int indent)
-{
-    uint32_t n = mc_mp_read_map(r);
-    for (uint32_t i = 0; i < n && r->err == MC_OK; i++) {
-        uint64_t id = mc_mp_read_uint(r);
-        const char *nm = field_name(id);
-        if (nm != NULL)
-            printf("%*s%-10s ", indent, "", nm);
-        else
-            printf("%*sfield %-4" PRIu64 " ", indent, "", id);
-        print_value(r, id, indent);
-    }
-}
-
-static void print_value(mc_mp_reader_t *r, uint64_t field, int indent)
-{
-    if (print_scalar(r, field)) {
-        putchar('\n');
-        return;
-    }
-    if (mc_mp_peek(r) == MC_MP_MAP) {
-        putchar('\n');
-        print_map(r, indent + 2);
-        return;
-    }
-    if (mc_mp_peek(r) != MC_MP_ARRAY) {
-        mc_mp_skip(r);
-        printf("(?)\n");
-        return;
-    }
-    uint32_t n = mc_mp_read_array(r);
-    if (field == MC_F_BUFFERS)
-        printf("%u\n", n);
-    for (uint32_t i = 0; i < n && r->err == MC_OK; i++) {
-        if (mc_mp_peek(r) == MC_MP_MAP) {
-            /* one line per element: "[i] addr 0x.. length .. location .." */
-            if (i == 0 && field != MC_F_BUFFERS)
-                putchar('\n');
-            printf("%*s[%u]", indent + 2, "", i);
-            uint32_t m = mc_mp_read_map(r);
-            for (uint32_t k = 0; k < m && r->err == MC_OK; k++) {
-                uint64_t id = mc_mp_read_uint(r);
-                const char *nm = field_name(id);
-                if (nm != NULL)
-                    printf(" %s ", nm);
-                else
-                    printf(" field%" PRIu64 " ", id);
-                if (!print_scalar(r, id)) {
-                    mc_mp_skip(r);
-                    printf("(...)");
-                }
-            }
-            putchar('\n');
-        } else {
-            if (i > 0)
-                printf(", ");
-            if (!print_scalar(r, field)) {
-                mc_mp_skip(r);
-                printf("(...)");
-            }
-            if (i + 1 == n)
-                putchar('\n');
-        }
-    }
-    if (n == 0 && field != MC_F_BUFFERS)
-        printf("(none)\n");
-}
-
-static void print_meta_value(const uint8_t *v, size_t len)
-{
-    const char *why = NULL;
-    if (len > 0 && mc_mp_validate(v, len, NULL, &why) == MC_OK) {
-        mc_mp_reader_t r;
-        mc_mp_reader_init(&r, v, len);
-        print_map(&r, 2);
-        if (r.err == MC_OK)
-            return;
-    }
-    /* not one of ours: show the raw bytes */
-    printf("  raw (%zu bytes): ", len);
-    put_escaped(stdout, v, len > 512 ? 512 : len);
-    printf("%s\n", len > 512 ? "..." : "");
-}
-
-/* META_LIST is paged: {ENTRIES, MORE}; ask again with the last key. */
-static int cmd_meta(cli_t *c, int argc, char **argv)
-{
-    if (argc > 2)
-        return usage_error("meta wants [PREFIX]%s", "");
-    const char *prefix = argc == 2 ? argv[1] : "mc/";
-    if (rpc_open(c) != 0)
-        return EXIT_FAIL;
     mc_buf_t body = MC_BUF_INIT, resp = MC_BUF_INIT, last = MC_BUF_INIT;
-    int rc = EXIT_FAIL, more = 1, first = 1;
-    size_t count = 0;
-    while (more) {
+    int more = 1, first = 1;
+    mc_status_t st = MC_OK;
+    while (more && st == MC_OK) {
         mc_buf_reset(&body);
         mc_mp_writer_t w;
         mc_mp_writer_init(&w, &body);
         mc_mcli_meta_list_after(&w, prefix, strlen(prefix), first ? NULL : mc_buf_head(&last),
                                 mc_buf_used(&last));
         first = 0;
-        if (rpc_call(c, MC_RPC_META_LIST, &body, &resp, "meta", prefix) != MC_OK)
-            goto out;
+        st = rpc_call(c, MC_RPC_META_LIST, &body, &resp, "meta", prefix);
+        if (st != MC_OK)
+            break;
+        const char *why = NULL;
+        if (mc_mp_validate(mc_buf_head(&resp), mc_buf_used(&resp), NULL, &why) != MC_OK) {
+            st = MC_ERR_PROTOCOL;
+            fail_msg("meta", "(decoding the answer)", st, why);
+            break;
+        }
         mc_mp_reader_t r;
         mc_mp_reader_init(&r, mc_buf_head(&resp), mc_buf_used(&resp));
         more = 0;
@@ -1406,35 +1033,103 @@ static int cmd_meta(cli_t *c, int argc, char **argv)
                         break;
                     }
                 }
-                if (r.err != MC_OK || k == NULL)
+                if (r.err != MC_OK || k == NULL) {
+                    r.err = MC_ERR_PROTOCOL;
                     break;
-                put_escaped(stdout, k, klen);
-                putchar('\n');
-                print_meta_value(v, v != NULL ? vlen : 0);
-                mc_buf_reset(&last);
-                if (mc_buf_append(&last, k, klen) != MC_OK) {
-                    fail_st("meta", "(the cursor)", MC_ERR_NOMEM);
-                    goto out;
                 }
-                count++;
+                fn(arg, k, klen, v, v != NULL ? vlen : 0);
+                mc_buf_reset(&last);
+                if (mc_buf_append(&last, k, klen) != MC_OK)
+                    r.err = MC_ERR_NOMEM;
                 got++;
             }
         }
         if (r.err != MC_OK) {
-            fail_st("meta", "(decoding the answer)", r.err);
-            goto out;
+            st = r.err;
+            fail_st("meta", "(decoding the answer)", st);
         }
         if (got == 0)
             more = 0; /* an empty page ends it, whatever MORE says */
     }
-    printf("%zu entr%s under \"%s\"\n", count, count == 1 ? "y" : "ies", prefix);
-    rc = 0;
-out:
     mc_buf_fini(&body);
     mc_buf_fini(&resp);
     mc_buf_fini(&last);
+    return st;
+}
+
+typedef struct meta_out {
+    int json;
+    size_t count;
+} meta_out_t;
+
+static int meta_print(void *arg, const void *k, uint32_t klen, const void *v, uint32_t vlen)
+{
+    meta_out_t *o = arg;
+    o->count++;
+    if (!o->json) {
+        put_escaped(stdout, k, klen);
+        putchar('\n');
+        print_meta_value(v, vlen);
+        return 0;
+    }
+    const char *why = NULL;
+    j_begin('{');
+    j_key("key");
+    j_str(k, klen);
+    jk_u64("size", vlen);
+    j_key("value");
+    if (vlen > 0 && mc_mp_validate(v, vlen, NULL, &why) == MC_OK) {
+        mc_mp_reader_t vr;
+        mc_mp_reader_init(&vr, v, vlen);
+        j_mp_value(&vr, 0);
+    } else {
+        /* not one of ours: the raw bytes */
+        j_begin('{');
+        j_key("base64");
+        j_base64(v, vlen);
+        j_end('}');
+    }
+    j_end('}');
+    return 0;
+}
+
+static int meta_count(void *arg, const void *k, uint32_t klen, const void *v, uint32_t vlen)
+{
+    (void)k, (void)klen, (void)v, (void)vlen;
+    ((meta_out_t *)arg)->count++;
+    return 0;
+}
+
+static int cmd_meta(cli_t *c, int argc, char **argv)
+{
+    if (argc > 2)
+        return usage_error("meta wants [PREFIX]%s", "");
+    const char *prefix = argc == 2 ? argv[1] : "mc/";
+    if (rpc_open(c) != 0)
+        return EXIT_FAIL;
+    meta_out_t o = {.json = c->json};
+    /* --json: walk once to check the answers (a failure is then one
+     * document of its own), once to print */
+    mc_status_t st = c->json ? meta_walk(c, prefix, meta_count, &o) : MC_OK;
+    if (st == MC_OK) {
+        o.count = 0;
+        if (c->json) {
+            j_doc(c);
+            jk_cstr("prefix", prefix);
+            j_key("entries");
+            j_begin('[');
+        }
+        st = meta_walk(c, prefix, meta_print, &o);
+        if (c->json) {
+            j_end(']');
+            jk_u64("count", o.count);
+            j_end('}');
+        } else if (st == MC_OK) {
+            printf("%zu entr%s under \"%s\"\n", o.count, o.count == 1 ? "y" : "ies", prefix);
+        }
+    }
     rpc_close(c);
-    return rc;
+    return st == MC_OK ? 0 : EXIT_FAIL;
 }
 
 /* ------------------------------------------------------------ main */
@@ -1450,30 +1145,24 @@ static const struct {
 int main(int argc, char **argv)
 {
     cli_t c = {.timeout_us = 5000000};
-    const char *master = getenv("MOONCAKE_MASTER"), *http = getenv("MOONCAKE_HTTP");
+    const char *master = getenv("MOONCAKE_MASTER");
     c.secret_file = getenv("MOONCAKE_SECRET_FILE");
     if (c.secret_file != NULL && c.secret_file[0] == '\0')
         c.secret_file = NULL;
     int verbose = 0, quiet = 0;
-    c.http_given = http != NULL && http[0] != '\0';
     if (master == NULL || master[0] == '\0')
         master = "127.0.0.1:50051";
-    if (!c.http_given)
-        http = "127.0.0.1:9003";
-    static const struct option lo[] = {
-        {"master", 1, 0, 'm'},  {"http", 1, 0, 'H'},        {"timeout", 1, 0, 't'},
-        {"verbose", 0, 0, 'v'}, {"quiet", 0, 0, 'q'},       {"help", 0, 0, 'h'},
-        {"version", 0, 0, 'V'}, {"secret-file", 1, 0, 'S'}, {0, 0, 0, 0}};
+    static const struct option lo[] = {{"master", 1, 0, 'm'},  {"timeout", 1, 0, 't'},
+                                       {"json", 0, 0, 'j'},    {"verbose", 0, 0, 'v'},
+                                       {"quiet", 0, 0, 'q'},   {"help", 0, 0, 'h'},
+                                       {"version", 0, 0, 'V'}, {"secret-file", 1, 0, 'S'},
+                                       {"http", 1, 0, 'H'},    {0, 0, 0, 0}};
     int o;
     /* "+": stop at the command, whose own options follow it */
     while ((o = getopt_long(argc, argv, "+m:t:vqhV", lo, NULL)) != -1) {
         switch (o) {
         case 'm':
             master = optarg;
-            break;
-        case 'H':
-            http = optarg;
-            c.http_given = 1;
             break;
         case 't': {
             char *end;
@@ -1483,9 +1172,14 @@ int main(int argc, char **argv)
             c.timeout_us = (uint64_t)(s * 1e6);
             break;
         }
+        case 'j':
+            c.json = 1;
+            break;
         case 'S':
             c.secret_file = optarg;
             break;
+        case 'H':
+            break; /* the HTTP port is not used any more: accepted for old scripts */
         case 'v':
             verbose = 1;
             break;
@@ -1503,6 +1197,12 @@ int main(int argc, char **argv)
             return EXIT_USAGE;
         }
     }
+    if (optind >= argc) {
+        fputs(usage_text, stderr);
+        return EXIT_USAGE;
+    }
+    c.cmd = argv[optind];
+    g_cli = &c;
     if (c.secret_file != NULL) {
         char why[300];
         if (mc_auth_key_load(c.secret_file, &c.key, why, sizeof(why)) != MC_OK) {
@@ -1522,9 +1222,9 @@ int main(int argc, char **argv)
             snprintf(u.cluster, sizeof(u.cluster), "mooncake");
         mc_status_t rs = mc_ha_resolve_leader(&u, 2000000, leader, sizeof(leader), NULL);
         if (rs != MC_OK) {
-            fprintf(stderr, PROG ": no leader of cluster '%s' in %s: %s\n", u.cluster, master,
-                    mc_status_str(rs));
-            return 1;
+            char d[300];
+            snprintf(d, sizeof(d), "no leader of cluster '%s' in %s", u.cluster, master);
+            return fail_msg(c.cmd, NULL, rs, d);
         }
         c.redis_master = master;
         master = leader;
@@ -1532,25 +1232,18 @@ int main(int argc, char **argv)
     if (parse_hostport(master, c.mhost, sizeof(c.mhost), &c.mport) != 0)
         return usage_error("--master wants HOST:PORT or redis://HOST:PORT/DB?cluster=ID, got '%s'",
                            master);
-    if (parse_hostport(http, c.hhost, sizeof(c.hhost), &c.hport) != 0)
-        return usage_error("--http wants HOST:PORT, got '%s'", http);
-    if (optind >= argc) {
-        fputs(usage_text, stderr);
-        return EXIT_USAGE;
-    }
     signal(SIGPIPE, SIG_IGN);
     mc_log_set_all(verbose ? MC_LOG_INFO : MC_LOG_ERR);
     int devnull = -1;
     if (quiet && (devnull = open("/dev/null", O_WRONLY | O_CLOEXEC)) >= 0)
         mc_log_set_fd(devnull);
 
-    const char *cmd = argv[optind];
     int rc = -1;
     for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
-        if (strcmp(cmd, commands[i].name) == 0)
+        if (strcmp(c.cmd, commands[i].name) == 0)
             rc = commands[i].fn(&c, argc - optind, argv + optind);
     if (rc < 0)
-        rc = usage_error("unknown command '%s'", cmd);
+        rc = usage_error("unknown command '%s'", c.cmd);
     if (fflush(stdout) != 0 && rc == 0) {
         fprintf(stderr, PROG ": writing the output: %s\n", strerror(errno));
         rc = EXIT_FAIL;

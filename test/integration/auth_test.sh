@@ -42,11 +42,16 @@ chmod 600 "$T/other"
 [ $? != 0 ] || cluster_die "a node with another secret started"
 grep -q 'authentication with .* failed' "$T/bad.log" || cluster_die "no reason: $(tail -3 "$T/bad.log")"
 
-# HTTP /keys lists keys: it needs the proof too
-cli --secret-file "$T/secret" ls >"$T/out" 2>&1 || cluster_die "HTTP ls with the secret: $(cat "$T/out")"
-grep -q '^k1 ' "$T/out" || cluster_die "HTTP ls does not list k1"
-cli ls >"$T/out" 2>&1 && cluster_die "HTTP ls without the secret succeeded"
-grep -q 'authentication required' "$T/out" || cluster_die "no reason: $(cat "$T/out")"
+# ls (an RPC) with and without the secret
+cli --secret-file "$T/secret" ls >"$T/out" 2>&1 || cluster_die "ls with the secret: $(cat "$T/out")"
+grep -q '^k1 ' "$T/out" || cluster_die "ls does not list k1"
+cli ls >"$T/out" 2>&1 && cluster_die "ls without the secret succeeded"
+# HTTP endpoints that tell keys need a proof too; the reason is given
+for ep in keys get_all_keys 'query_key?key=k1'; do
+  [ "$(curl -s -o "$T/out" -w '%{http_code}' "http://$HTTP/$ep")" = 401 ] ||
+    cluster_die "/$ep without a proof was not refused"
+  grep -q 'authentication required' "$T/out" || cluster_die "/$ep: no reason: $(cat "$T/out")"
+done
 # a valid header works once; replayed, its challenge is used up
 hdr=$(/usr/bin/python3 - "$T/secret" "$HTTP" <<'PY'
 import hashlib, hmac, json, os, sys, urllib.request

@@ -502,9 +502,8 @@ static long long metric(const env_t *e, const char *name)
 static void cli_out(const env_t *e, const char *args, char *out, size_t room)
 {
     char bin[256], cmd[768];
-    snprintf(cmd, sizeof(cmd), "timeout 20 %s --master 127.0.0.1:%u --http 127.0.0.1:%u %s 2>&1",
-             test_prog("mooncake-cli", bin, sizeof(bin)), e->master.rpc_port, e->master.http_port,
-             args);
+    snprintf(cmd, sizeof(cmd), "timeout 20 %s --master 127.0.0.1:%u %s 2>&1",
+             test_prog("mooncake-cli", bin, sizeof(bin)), e->master.rpc_port, args);
     FILE *f = popen(cmd, "r");
     assert_non_null(f);
     size_t n = fread(out, 1, room - 1, f);

@@ -524,6 +524,43 @@ static void exist_reports_only_complete_objects(void **state)
     mc_master_destroy(m);
 }
 
+/* stat and /query_key look without touching: no lease (an rm right after
+ * works), no access (the LRU order stays), and they see puts in progress. */
+static void query_key_describes_an_object_without_a_lease_or_an_access(void **state)
+{
+    (void)state;
+    mc_master_t *m = master_new(NULL);
+    mount_seg(m, C1, 1, "node1", MB, T0);
+    mount_seg(m, C1, 2, "node2", MB, T0);
+    mc_master_replica_desc_t d[MC_MASTER_MAX_REPLICAS + 1];
+    uint32_t n = 99;
+    mc_master_key_info_t ki;
+    assert_int_equal(mc_master_query_key(m, "k", 1, d, MC_MASTER_MAX_REPLICAS + 1, &n, &ki),
+                     MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(put_start_n(m, C1, "k", 10, 2, T0, NULL), MC_OK);
+    assert_int_equal(mc_master_query_key(m, "k", 1, d, MC_MASTER_MAX_REPLICAS + 1, &n, &ki), MC_OK);
+    assert_int_equal(n, 2);
+    assert_false(ki.complete);
+    assert_int_equal(d[0].status, MC_MASTER_REPLICA_PROCESSING);
+    assert_int_equal(mc_master_put_end(m, C1, "k", 1, T0), MC_OK);
+    assert_int_equal(mc_master_query_key(m, "k", 1, d, MC_MASTER_MAX_REPLICAS + 1, &n, &ki), MC_OK);
+    assert_true(ki.complete);
+    assert_int_equal(ki.size, 10);
+    assert_int_equal(n, 2);
+    assert_int_equal(d[0].status, MC_MASTER_REPLICA_COMPLETE);
+    assert_int_equal(d[0].size, 10);
+    assert_true(strcmp(d[0].segment_name, "node1") == 0 || strcmp(d[0].segment_name, "node2") == 0);
+    assert_int_equal(ki.lease_until_us, 0);
+    uint64_t access = ki.last_access_us;
+    assert_int_equal(mc_master_query_key(m, "k", 1, d, MC_MASTER_MAX_REPLICAS + 1, &n, &ki), MC_OK);
+    assert_int_equal(ki.last_access_us, access);
+    /* no lease: removable at once (a get's lease would refuse this) */
+    assert_int_equal(rm(m, "k", 0, T0 + 1), MC_OK);
+    assert_int_equal(mc_master_query_key(m, "", 0, d, MC_MASTER_MAX_REPLICAS + 1, &n, &ki),
+                     MC_ERR_INVALID_KEY);
+    mc_master_destroy(m);
+}
+
 static void exist_grants_no_lease(void **state)
 {
     (void)state;
@@ -1185,6 +1222,7 @@ int main(void)
         cmocka_unit_test(remove_all_skips_leased_and_unfinished_objects_unless_forced),
         cmocka_unit_test(exist_reports_only_complete_objects),
         cmocka_unit_test(exist_grants_no_lease),
+        cmocka_unit_test(query_key_describes_an_object_without_a_lease_or_an_access),
         cmocka_unit_test(get_by_regex_reports_complete_matches_and_leases_them),
         cmocka_unit_test(get_by_regex_stops_at_the_result_cap),
         cmocka_unit_test(foreach_key_lists_matching_keys_up_to_a_bound),
