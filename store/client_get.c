@@ -478,6 +478,8 @@ static mc_status_t get_submit(mc_store_t *s, const void *key, size_t klen, void 
 mc_status_t store_get_submit(mc_store_t *s, const void *key, size_t klen, void *buf, size_t len,
                              int zero_copy, uint64_t *need, mc_store_get_cb_t cb, void *arg)
 {
+    if (s != NULL && s->svc != NULL) /* co-located: the service gets */
+        return store_dummy_async(s, 1, key, klen, NULL, buf, len, 0, NULL, NULL, cb, arg);
     return get_submit(s, key, klen, buf, len, zero_copy, need, NULL, cb, arg);
 }
 
@@ -486,6 +488,8 @@ static int64_t get_sync(mc_store_t *s, const void *key, size_t klen, void *buf, 
 {
     if (s == NULL)
         return MC_ERR_INVALID_PARAMS;
+    if (s->svc != NULL)
+        return store_dummy_get(s, key, klen, buf, len, need);
     if (store_on_reactor(s))
         return MC_ERR_STATE;
     store_waiter_t w;
@@ -889,6 +893,8 @@ mc_status_t mc_store_batch_get(mc_store_t *s, const mc_slice_t *keys, mc_slice_t
 {
     if (s == NULL || result == NULL || (n > 0 && (keys == NULL || bufs == NULL)))
         return MC_ERR_INVALID_PARAMS;
+    if (s->svc != NULL)
+        return n == 0 ? MC_OK : store_dummy_batch_get(s, keys, bufs, n, result);
     if (store_on_reactor(s))
         return MC_ERR_STATE;
     if (n == 0)
@@ -966,6 +972,8 @@ static mc_status_t replica_list_sync(mc_store_t *s, const void *key, size_t klen
 
 int64_t mc_store_get_size(mc_store_t *s, const void *key, size_t klen)
 {
+    if (s != NULL && s->svc != NULL)
+        return store_dummy_get_size(s, key, klen);
     mc_master_replica_desc_t d[STORE_MAX_REPLICAS];
     uint32_t n = 0;
     mc_status_t st = replica_list_sync(s, key, klen, d, &n);
@@ -977,6 +985,8 @@ mc_status_t mc_store_query(mc_store_t *s, const void *key, size_t klen, mc_store
 {
     if (n == NULL || (room > 0 && out == NULL))
         return MC_ERR_INVALID_PARAMS;
+    if (s != NULL && s->svc != NULL)
+        return store_dummy_query(s, key, klen, out, room, n);
     mc_master_replica_desc_t d[STORE_MAX_REPLICAS];
     uint32_t cnt = 0;
     mc_status_t st = replica_list_sync(s, key, klen, d, &cnt);

@@ -580,6 +580,10 @@ mc_status_t store_put_submit(mc_store_t *s, const void *key, size_t klen, const 
 {
     if (s == NULL || cb == NULL)
         return MC_ERR_INVALID_PARAMS;
+    if (s->svc != NULL) /* co-located: the service puts */
+        return nparts == 1 ? store_dummy_async(s, 0, key, klen, parts[0].ptr, NULL, parts[0].len, 0,
+                                               cfg, cb, NULL, arg)
+                           : MC_ERR_NOT_SUPPORTED;
     mc_status_t st = store_check_key(key, klen);
     if (st != MC_OK)
         return st;
@@ -672,6 +676,8 @@ static mc_status_t put_sync(mc_store_t *s, const void *key, size_t klen, const m
 {
     if (s == NULL)
         return MC_ERR_INVALID_PARAMS;
+    if (s->svc != NULL)
+        return store_dummy_put(s, key, klen, parts, nparts, cfg);
     if (store_on_reactor(s))
         return MC_ERR_STATE;
     store_waiter_t w;
@@ -1218,6 +1224,8 @@ mc_status_t mc_store_batch_put(mc_store_t *s, const mc_slice_t *keys, const mc_s
 {
     if (s == NULL || st == NULL || (n > 0 && (keys == NULL || values == NULL)))
         return MC_ERR_INVALID_PARAMS;
+    if (s->svc != NULL)
+        return n == 0 ? MC_OK : store_dummy_batch_put(s, keys, values, n, cfg, st);
     if (store_on_reactor(s))
         return MC_ERR_STATE;
     if (n == 0)
