@@ -38,7 +38,7 @@
  * requests of block bytes, wait, free. Thread t works on its own disjoint
  * region of the local and of the target buffer.
  *
- * Figures (seed spec §6.4): GB/s is decimal (1e9) bytes moved over the mean
+ * Figures (as upstream's transfer_engine_bench): GB/s is decimal (1e9) bytes moved over the mean
  * per-thread wall time of the timed loop; requests/s likewise; latency is per
  * batch, submit to completion, in µs (p50/p99/p999 interpolated over every
  * sample of every thread). Output: a table, "csv,transfer_bench,..." lines,
@@ -696,7 +696,7 @@ typedef struct point {
 typedef struct result {
     double gbps, reqs_per_s;
     double p50, p99, p999; /* µs per batch */
-    double avg_lat;        /* µs: wall time x threads / batches (seed spec §6.4) */
+    double avg_lat;        /* µs: wall time x threads / batches */
 } result_t;
 
 typedef struct run run_t;
@@ -900,7 +900,7 @@ static int cmp_u64(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* Seed spec §6.4: linear interpolation between the closest ranks. */
+/* Percentiles: linear interpolation between the closest ranks. */
 static double percentile(const uint64_t *sorted, size_t n, double p)
 {
     if (n == 0)

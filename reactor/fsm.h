@@ -1,6 +1,6 @@
 /*
  * fsm.h - checked state changes for per-connection state machines
- * (STYLE.md §10).
+ * (docs/ARCHITECTURE.md §7).
  *
  * A machine is described once, statically: its name, the names of its states
  * (indexed by the state enum) and, per from-state, a bitmask of the states it

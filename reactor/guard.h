@@ -1,6 +1,6 @@
 /*
  * guard.h - the re-entrancy guard of objects that call user callbacks
- * (STYLE.md §12, hiredis' REDIS_IN_CALLBACK): while one of the object's
+ * (docs/ARCHITECTURE.md §3; hiredis' REDIS_IN_CALLBACK): while one of the object's
  * callbacks runs, a close or free of the object asked from inside it is
  * deferred until the outermost callback has returned.
  *

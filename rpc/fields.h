@@ -65,8 +65,11 @@ enum mc_proto_field {
     MC_F_LINK_LAYER = 58, /* uint: 1 InfiniBand, 2 Ethernet (verbs.h rv_link_layer) */
     MC_F_GID_TYPE = 59,   /* uint: type of the GID sent (verbs.h rv_gid_type) */
     /* rdma handshake, continued (90..99 are the rdma transport's) */
-    MC_F_PSN = 90,     /* uint: the sender's first send PSN (24 bits) on every QP */
-    MC_F_RD_ATOM = 91, /* uint: RDMA READs the sender serves at once per QP */
+    MC_F_PSN = 90,      /* uint: the sender's first send PSN (24 bits) on every QP */
+    MC_F_RD_ATOM = 91,  /* uint: RDMA READs the sender serves at once per QP */
+    MC_F_INSTANCE = 92, /* uint: the sender's rdma transport instance (random at install): a
+                           new one means the peer restarted and its old QPs are gone */
+    MC_F_READY = 93,    /* bool, in a CONNECT: the sender sends RDMA_READY once at RTS */
     /* shm transport: in the descriptor (80..89 are the shm transport's) */
     MC_F_SHM = 80,     /* {HOST, BOOT_ID, SOCKET, REGIONS}: the segment's shared memory */
     MC_F_BOOT_ID = 81, /* str: the kernel's boot id (with HOST: which host it runs on) */

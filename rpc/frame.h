@@ -1,5 +1,5 @@
 /*
- * frame.h - the wire frame of every mooncake-c connection (DESIGN.md §4).
+ * frame.h - the wire frame of every mooncake-c connection (docs/ARCHITECTURE.md §4).
  *
  * A frame is a fixed 32-byte header, a msgpack body of body_len bytes, then
  * payload_len raw bytes (bulk data; 0 for ordinary RPC). All header integers

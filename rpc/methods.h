@@ -46,13 +46,18 @@ enum mc_rpc_method {
     MC_RPC_TE_READV = 403, /* {RANGES} -> payload: the ranges' bytes back to back */
 
     /* rdma transport (transport/rdma/): endpoint handshake */
-    /* {NAME, HOST, PORT, NIC, PEER_NIC, GID, LID, MTU, QPNS} -> {NIC, GID, LID, MTU, QPNS};
+    /* {NAME, HOST, PORT, NIC, PEER_NIC, GID, LID, MTU, LINK_LAYER, GID_TYPE, PSN, RD_ATOM,
+     *  INSTANCE, READY, QPNS} -> {NIC, GID, LID, MTU, LINK_LAYER, GID_TYPE, PSN, RD_ATOM,
+     *  INSTANCE, QPNS} (older peers send and read the first ones only);
      * MC_ERR_REJECT_HANDSHAKE + {ERROR} when refused (simultaneous open that
      * the receiver wins, unknown NIC), MC_ERR_INVALID_PARAMS + {ERROR} for a
      * malformed body */
     MC_RPC_RDMA_CONNECT = 410,
     /* {NAME, NIC, PEER_NIC, QPNS}: the sender dropped that endpoint -> {} */
     MC_RPC_RDMA_DISCONNECT = 411,
+    /* {NAME, NIC, PEER_NIC, QPNS}: the active side's QPs are at RTS: the
+     * passive side may post (it holds its queue until then) */
+    MC_RPC_RDMA_READY = 412,
 
     /* store service (store/svc_proto.h): co-located clients' calls */
     MC_RPC_SVC_PING = 500,

@@ -1,5 +1,5 @@
 /*
- * net.h - the one wrapper around BSD sockets (STYLE.md §6): every socket call
+ * net.h - the one wrapper around BSD sockets (docs/ARCHITECTURE.md §1): every socket call
  * of the project goes through here and errno becomes an mc_status_t plus a
  * logged cause.
  */

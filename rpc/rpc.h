@@ -14,7 +14,7 @@
  * exponential backoff after it fails. When the connection dies, every call in
  * flight or queued on it completes with MC_ERR_CONN_CLOSED.
  *
- * Async contract (STYLE.md §11): a call either returns an error (its callback
+ * Async contract (docs/ARCHITECTURE.md §3): a call either returns an error (its callback
  * never runs) or MC_INPROGRESS (its callback runs exactly once, never inside
  * the call, on the client's reactor thread). Destroying a client completes
  * every pending callback with MC_ERR_CANCELED. Callbacks may issue new calls

@@ -1,7 +1,7 @@
 /*
  * ha_redis.h - the blocking Redis access of high availability: the masters'
  * HA thread (master_ha.c) and the clients' leader discovery (client.c). The
- * one wrapper around hiredis' synchronous API (STYLE.md §6): connection
+ * one wrapper around hiredis' synchronous API (docs/ARCHITECTURE.md §1): connection
  * errors, timeouts and error replies become mc_status_t here.
  *
  * Only for threads that may block (never a reactor): every command has the

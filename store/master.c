@@ -62,7 +62,7 @@ static mc_status_t check_opts(const mc_master_opts_t *o)
         !(o->eviction_high_watermark >= 0.0 && o->eviction_high_watermark <= 1.0))
         return MC_ERR_INVALID_PARAMS;
     /* the release must come after the discard: the point of the gap is that a
-     * slow writer is never overlapped by a new allocation (seed §6.4) */
+     * slow writer is never overlapped by a new allocation */
     if (o->put_start_release_timeout_us <= o->put_start_discard_timeout_us)
         return MC_ERR_INVALID_PARAMS;
     if (o->max_key_len == 0 || o->max_key_len > UINT16_MAX)

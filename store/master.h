@@ -4,7 +4,7 @@
  * What it is: clients, the segments they mount, the objects stored in those
  * segments (key -> replicas -> buffer handles), leases, soft pins, eviction,
  * client liveness and the embedded transfer-metadata KV store
- * (`metadata = master`). Semantics follow reference/seed-store-spec.md; error
+ * (`metadata = master`). Semantics follow upstream Mooncake's documented behaviour; error
  * codes keep upstream's names and numbers (mooncake/status.h).
  *
  * What it is not: no RPC, no sockets, no threads and no clock of its own. Every

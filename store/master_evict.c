@@ -1,6 +1,6 @@
 /*
  * master_evict.c - eviction, abandoned puts and reserved ("parked") space.
- * See master.h (mc_master_tick) and seed-store-spec.md §6.
+ * See master.h (mc_master_tick).
  *
  * Eviction runs for two reasons only: use above the high watermark (the
  * tick: an LRU pass, below) and a put that eviction can make room for

@@ -14,8 +14,10 @@
  *   BATCH_PUT_END/REVOKE {CLIENT_ID, KEYS}                   -> {STATUSES}
  *   GET_REPLICA_LIST   {KEY}                                 -> {REPLICAS, LEASE_TTL_US}
  *   BATCH_GET_REPLICA_LIST {KEYS}                            -> {ITEMS: [{STATUS, REPLICAS,
- * LEASE_TTL_US}]} GET_REPLICA_LIST_BY_REGEX {REGEX}                        -> {ENTRIES: [{KEY,
- * REPLICAS}], TRUNCATED} EXIST_KEY          {KEY}                                 -> {EXISTS}
+ *                                                               LEASE_TTL_US}]}
+ *   GET_REPLICA_LIST_BY_REGEX {REGEX}                        -> {ENTRIES: [{KEY, REPLICAS}],
+ *                                                               TRUNCATED}
+ *   EXIST_KEY          {KEY}                                 -> {EXISTS}
  *   BATCH_EXIST_KEY    {KEYS}                                -> {STATUSES, EXISTS: [bool]}
  *   REMOVE             {KEY, FORCE}                          -> {}
  *   REMOVE_BY_REGEX    {REGEX, FORCE} / REMOVE_ALL {FORCE}   -> {COUNT}

@@ -1,7 +1,7 @@
 /*
  * meta_redis.c - the "redis://" metadata backend: hiredis' async API on the
  * reactor's event_base (hiredis' own libevent adapter). The one wrapper
- * around hiredis (STYLE.md §6): its conventions (ac->err/errstr, NULL replies,
+ * around hiredis (docs/ARCHITECTURE.md §1): its conventions (ac->err/errstr, NULL replies,
  * REDIS_REPLY_ERROR) become mc_status_t here and nowhere else.
  *
  * Commands: get = GET, put = SET key val PX ttl, del = DEL, list = SCAN

@@ -1,6 +1,6 @@
 /*
  * metadata.h - transfer metadata: where segment descriptors and RPC
- * addresses of processes are published and looked up (DESIGN.md §5).
+ * addresses of processes are published and looked up (docs/ARCHITECTURE.md §5).
  *
  * One vtable (mc_meta_ops_t), three backends chosen by connection string:
  *   "master://HOST:PORT"           the embedded KV of mooncake-master (Meta RPCs)

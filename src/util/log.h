@@ -8,7 +8,7 @@
  * Levels can be changed at run time from any thread (mc_log_set_spec).
  *
  * Log an error once, where it is decided, with its cause and what was being
- * done (STYLE.md §8).
+ * done (docs/ARCHITECTURE.md §2).
  */
 #ifndef MC_UTIL_LOG_H
 #define MC_UTIL_LOG_H

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -18,6 +19,7 @@
 #include "util/conf.h"
 #include "util/log.h"
 #include "util/mem.h"
+#include "util/time.h"
 
 #define RD_PARALLEL_REG_MIN (64u << 20) /* register on all NICs at once from this size */
 
@@ -254,6 +256,12 @@ static mc_status_t rd_install(mc_te_t *te)
     t->qs.timeout = (uint8_t)env_uint("MC_IB_TIMEOUT", RD_QP_DEFAULT_TIMEOUT, 1, 31);
     t->qs.retry_cnt = (uint8_t)env_uint("MC_IB_RETRY_CNT", RD_QP_DEFAULT_RETRY_CNT, 0, 7);
     t->qs.pkey_index = (uint16_t)env_uint("MC_PKEY_INDEX", 0, 0, 65535);
+    /* upstream's per-slice deadline, in seconds; unset: none */
+    int slice_s = env_int_or_unset("MC_SLICE_TIMEOUT", 1, 65535);
+    t->slice_timeout_ms = slice_s > 0 ? (uint32_t)slice_s * 1000u : 0;
+    if (getrandom(&t->instance, sizeof(t->instance), 0) != (ssize_t)sizeof(t->instance))
+        t->instance = mc_now_ns() ^ ((uint64_t)getpid() << 32);
+    t->instance |= 1; /* never 0 ("not described") */
     if (t->mtu & (t->mtu - 1)) {
         MC_ERROR(RDMA, "bad MTU %u: expected 256, 512, 1024, 2048 or 4096", t->mtu);
         transport_free(t);
@@ -534,7 +542,9 @@ err:
 static void rd_desc_encode(mc_te_t *te, mc_mp_writer_t *w)
 {
     rd_transport_t *t = RD_OF(te);
-    mc_mp_write_map(w, 2);
+    mc_mp_write_map(w, 3);
+    mc_mp_write_uint(w, MC_F_INSTANCE);
+    mc_mp_write_uint(w, t->instance);
     mc_mp_write_uint(w, MC_F_NICS);
     mc_mp_write_array(w, t->nnics);
     for (unsigned i = 0; i < t->nnics; i++) {
@@ -628,6 +638,9 @@ static mc_status_t rd_desc_decode(mc_te_t *te, mc_mp_reader_t *r, void **out)
             }
             break;
         }
+        case MC_F_INSTANCE:
+            p->instance = mc_mp_read_uint(r);
+            break;
         case MC_F_MATRIX: {
             uint32_t len = 0;
             const char *s = mc_mp_read_str(r, &len);

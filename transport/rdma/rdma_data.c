@@ -192,6 +192,7 @@ void rd_post(mc_te_t *te, te_submit_t *tsub, te_slice_t *s, size_t n)
         te_slice_t *x = &s[i];
         RS(x)->rr = rr + (uint32_t)i;
         RS(x)->attempt = 0;
+        RS(x)->first_ms = (uint32_t)mc_now_ms();
         RS(x)->err = 0;
         RS(x)->ep = NULL;
         mc_status_t xs = st == MC_OK ? path_apply(&pc, x, 0) : st;
@@ -302,6 +303,19 @@ void rd_slice_retry(rd_nic_t *n, te_slice_t *s, mc_status_t cause)
         te_slice_done(s, MC_ERR_CANCELED);
         return;
     }
+    /* MC_SLICE_TIMEOUT: past its deadline a slice is not tried again */
+    if (t->slice_timeout_ms != 0 &&
+        (uint32_t)mc_now_ms() - RS(s)->first_ms >= t->slice_timeout_ms) {
+        if (atomic_load_explicit(&s->task->error, memory_order_relaxed) == 0)
+            MC_ERROR(RDMA,
+                     "%s slice of %llu bytes to '%s' (0x%llx) timed out after %u attempt(s) "
+                     "(MC_SLICE_TIMEOUT %u s; last: %s)",
+                     s->opcode == MC_TE_WRITE ? "write" : "read", (unsigned long long)s->len,
+                     s->seg->name, (unsigned long long)s->remote, RS(s)->attempt + 1,
+                     t->slice_timeout_ms / 1000, mc_status_str(RS(s)->err));
+        te_slice_done(s, MC_ERR_TIMEOUT);
+        return;
+    }
     if (RS(s)->attempt >= t->retry) {
         const rd_peer_t *p = RD_PEER(s->seg); /* NULL: re-described without rdma */
         if (atomic_load_explicit(&s->task->error, memory_order_relaxed) == 0)
@@ -398,8 +412,8 @@ void rd_ep_flush(rd_ep_t *ep)
 {
     rd_nic_t *n = ep->nic;
     rd_transport_t *t = n->t;
-    if (ep->state != EP_CONNECTED || ep->npending == 0)
-        return;
+    if (ep->state != EP_CONNECTED || !ep->peer_ready || ep->npending == 0)
+        return; /* waiting: the connection, or the active side's RDMA_READY */
     rv_send_wr_t wr[64];
     int posted = 0;
     while (ep->npending > 0) {
@@ -434,6 +448,8 @@ void rd_ep_flush(rd_ep_t *ep)
             w->signaled = 1;
             RS(s)->qp = (uint8_t)q;
         }
+        if (ep->outstanding == 0)
+            ep->progress_ns = mc_now_ns(); /* the watchdog measures from here */
         ep->depth[q] += count;
         ep->outstanding += count;
         n->cq_outstanding += count;
@@ -472,6 +488,8 @@ static void complete(rd_nic_t *n, const rv_wc_t *wc)
 {
     te_slice_t *s = (te_slice_t *)(uintptr_t)wc->wr_id;
     rd_ep_t *ep = RS(s)->ep;
+    if (n->t->slice_timeout_ms != 0)
+        ep->progress_ns = mc_now_ns();
     ep->depth[RS(s)->qp]--;
     ep->outstanding--;
     n->cq_outstanding--;
@@ -694,6 +712,45 @@ static void on_async_event(evutil_socket_t fd, short what, void *arg)
     mc_reactor_leave(saved);
 }
 
+/* MC_SLICE_TIMEOUT: an endpoint with WRs outstanding and no completion for
+ * that long is stuck (a peer that vanished: on hardware its QPs retry for
+ * timeout x retry_cnt, which MC_IB_TIMEOUT may make minutes). It is closed
+ * with MC_ERR_TIMEOUT: its QPs go to ERR, what was posted flushes, and each
+ * slice is retried elsewhere or, past its own deadline, fails TIMEOUT. */
+static uint64_t watchdog_period_us(const rd_transport_t *t)
+{
+    uint64_t us = (uint64_t)t->slice_timeout_ms * 1000 / 4;
+    return us < 10000 ? 10000 : us;
+}
+
+static void on_watchdog(mc_timer_t *tm, void *arg)
+{
+    rd_nic_t *n = arg;
+    (void)tm;
+    uint64_t now = mc_now_ns(), limit = (uint64_t)n->t->slice_timeout_ms * 1000000u;
+    rd_ep_t *stuck[16];
+    unsigned k = 0;
+    size_t i;
+    mc_hnode_t *h;
+    MC_HMAP_FOREACH(&n->eps, i, h)
+    {
+        rd_ep_t *ep = MC_CONTAINER_OF(h, rd_ep_t, hnode);
+        if (k < 16 && ep->state == EP_CONNECTED && ep->outstanding > 0 &&
+            now - ep->progress_ns > limit)
+            stuck[k++] = ep;
+    }
+    for (unsigned j = 0; j < k; j++) { /* closing edits the pool: after the walk */
+        MC_WARN(RDMA,
+                "%s: endpoint to %s@%s: %u WR(s) and no completion for %u ms "
+                "(MC_SLICE_TIMEOUT): closing it",
+                stuck[j]->nic->name, stuck[j]->peer, stuck[j]->peer_nic, stuck[j]->outstanding,
+                n->t->slice_timeout_ms);
+        rd_ep_close(stuck[j], MC_ERR_TIMEOUT, 1);
+    }
+    if (k > 0)
+        rd_flush_dirty(n);
+}
+
 mc_status_t rd_nic_events_start(rd_nic_t *n)
 {
     const mc_rdma_verbs_ops_t *v = n->t->v;
@@ -709,8 +766,11 @@ mc_status_t rd_nic_events_start(rd_nic_t *n)
     if (n->cq_ev == NULL || event_add(n->cq_ev, NULL) != 0)
         return MC_ERR_INTERNAL_ERROR;
     if (mc_timer_init(&n->poll_timer, n->r, on_poll_timer, n) != MC_OK ||
-        mc_timer_init(&n->retry_timer, n->r, on_retry_timer, n) != MC_OK)
+        mc_timer_init(&n->retry_timer, n->r, on_retry_timer, n) != MC_OK ||
+        mc_timer_init(&n->watchdog, n->r, on_watchdog, n) != MC_OK)
         return MC_ERR_NOMEM;
+    if (n->t->slice_timeout_ms != 0)
+        mc_timer_start(&n->watchdog, watchdog_period_us(n->t), 1);
     return v->req_notify(n->cq);
 }
 
@@ -724,4 +784,5 @@ void rd_nic_events_stop(rd_nic_t *n)
     n->cq_ev = NULL;
     mc_timer_fini(&n->poll_timer);
     mc_timer_fini(&n->retry_timer);
+    mc_timer_fini(&n->watchdog);
 }

@@ -264,7 +264,9 @@ typedef struct hs_body {
     uint8_t gid_type; /* 0: not sent */
     int has_psn;
     uint32_t psn;
-    uint32_t rd_atom; /* 0: not sent */
+    uint32_t rd_atom;  /* 0: not sent */
+    uint64_t instance; /* 0: not sent */
+    int will_ready;    /* a CONNECT whose sender sends RDMA_READY at RTS */
     uint32_t qpns[RD_MAX_QPS];
     unsigned nqpn;
     char error[160];
@@ -352,6 +354,12 @@ static const char *hs_parse(const uint8_t *p, size_t len, int need, hs_body_t *b
             b->has_psn = 1;
             break;
         }
+        case MC_F_INSTANCE:
+            b->instance = mc_mp_read_uint(&r);
+            break;
+        case MC_F_READY:
+            b->will_ready = mc_mp_read_bool(&r);
+            break;
         case MC_F_RD_ATOM: {
             uint64_t rd = mc_mp_read_uint(&r);
             if (r.err == MC_OK && (rd == 0 || rd > 255))
@@ -489,9 +497,11 @@ static void write_facts(mc_mp_writer_t *w, rd_nic_t *n, uint32_t psn)
     if (n->info.max_qp_rd_atom && n->info.max_qp_rd_atom < rd)
         rd = n->info.max_qp_rd_atom;
     mc_mp_write_uint(w, rd ? rd : 1);
+    mc_mp_write_uint(w, MC_F_INSTANCE);
+    mc_mp_write_uint(w, n->t->instance);
     pthread_mutex_unlock(&n->info_mu);
 }
-#define FACTS_ENTRIES 7
+#define FACTS_ENTRIES 8
 
 static void hs_reply(void *arg, const mc_rpc_resp_t *resp);
 
@@ -503,7 +513,9 @@ static mc_status_t hs_send(rd_ep_t *ep)
     if (st != MC_OK)
         return st;
     mc_mp_writer_t *w = mc_rpc_call_begin(ep->rpc);
-    mc_mp_write_map(w, 6 + FACTS_ENTRIES);
+    mc_mp_write_map(w, 7 + FACTS_ENTRIES);
+    mc_mp_write_uint(w, MC_F_READY); /* we send RDMA_READY once at RTS */
+    mc_mp_write_bool(w, 1);
     mc_mp_write_uint(w, MC_F_NAME);
     mc_mp_write_cstr(w, te->name);
     mc_mp_write_uint(w, MC_F_HOST);
@@ -530,6 +542,16 @@ static void ep_timer_fn(mc_timer_t *tm, void *arg)
 {
     rd_ep_t *ep = arg;
     (void)tm;
+    if (ep->state == EP_CONNECTED && !ep->peer_ready) {
+        /* no RDMA_READY (lost, or the peer closed meanwhile): post anyway;
+         * the QPs retransmit if the peer is not at RTR */
+        MC_DEBUG(RDMA, "%s: no RDMA_READY from %s@%s in %u ms: posting", ep->nic->name, ep->peer,
+                 ep->peer_nic, RD_READY_WAIT_MS);
+        ep->peer_ready = 1;
+        rd_ep_flush(ep);
+        rd_flush_dirty(ep->nic);
+        return;
+    }
     if (ep->state != EP_CONNECTING)
         return;
     mc_status_t st = hs_send(ep);
@@ -541,6 +563,37 @@ static void ep_timer_fn(mc_timer_t *tm, void *arg)
 }
 
 static void hs_reply_body(rd_ep_t *ep, const mc_rpc_resp_t *resp);
+
+static void ready_reply(void *arg, const mc_rpc_resp_t *resp)
+{
+    rd_ep_t *ep = arg;
+    if (ep->freeing || resp->status == MC_OK)
+        return;
+    /* not delivered: the peer posts after its fallback delay */
+    MC_DEBUG(RDMA, "%s: RDMA_READY to %s@%s: %s", ep->nic->name, ep->peer, ep->peer_nic,
+             mc_status_str(resp->status));
+}
+
+/* Our QPs are at RTS: the passive side may post now (fire and forget: an
+ * endpoint freed before it is sent cancels it, and the peer then waits
+ * out its fallback). */
+static void ready_send(rd_ep_t *ep)
+{
+    if (ep_client(ep) != MC_OK)
+        return;
+    rd_nic_t *n = ep->nic;
+    mc_mp_writer_t *w = mc_rpc_call_begin(ep->rpc);
+    mc_mp_write_map(w, 4);
+    mc_mp_write_uint(w, MC_F_NAME);
+    mc_mp_write_cstr(w, n->t->te->name);
+    mc_mp_write_uint(w, MC_F_NIC);
+    mc_mp_write_cstr(w, n->name);
+    mc_mp_write_uint(w, MC_F_PEER_NIC);
+    mc_mp_write_cstr(w, ep->peer_nic);
+    mc_mp_write_uint(w, MC_F_QPNS);
+    write_qpns(w, ep);
+    mc_rpc_call_end(ep->rpc, MC_RPC_RDMA_READY, 0, ready_reply, ep);
+}
 
 /* An endpoint closed here retries its pending slices, maybe on other
  * endpoints of this NIC (rd_mark_dirty): they go out now, not at the NIC's
@@ -595,6 +648,9 @@ static void hs_reply_body(rd_ep_t *ep, const mc_rpc_resp_t *resp)
         rd_ep_close(ep, MC_ERR_REJECT_HANDSHAKE, 1);
         return;
     }
+    if (b.instance != 0)
+        ep->peer_instance = b.instance;
+    ep->peer_ready = 1; /* the passive side answered from RTS */
     if (qps_connect(ep, &b) != MC_OK || ep_set_state(ep, EP_CONNECTED) != MC_OK) {
         rd_ep_close(ep, MC_ERR_ENDPOINT, 1);
         return;
@@ -602,6 +658,7 @@ static void hs_reply_body(rd_ep_t *ep, const mc_rpc_resp_t *resp)
     backoff_ok(n, ep->key);
     MC_DEBUG(RDMA, "%s: connected to %s@%s (%u QPs, MTU %u)", n->name, ep->peer, ep->peer_nic,
              ep->nqp, ep->mtu);
+    ready_send(ep);
     rd_ep_flush(ep);
 }
 
@@ -633,6 +690,19 @@ rd_ep_t *rd_ep_get(rd_nic_t *n, te_seg_t *seg, unsigned rnic, mc_status_t *why)
         }
     }
     rd_ep_t *ep = ep_find(n, key, seg->name, rname);
+    if (ep != NULL && ep->peer_instance != 0 && p->instance != 0 &&
+        ep->peer_instance != p->instance) {
+        /* the peer restarted (its descriptor says so): its QPs are gone, and
+         * on hardware this endpoint would only fail after timeout x retries */
+        MC_INFO(RDMA,
+                "%s: %s restarted (instance %016llx -> %016llx): dropping the endpoint to "
+                "%s",
+                n->name, seg->name, (unsigned long long)ep->peer_instance,
+                (unsigned long long)p->instance, rname);
+        rd_ep_close(ep, MC_ERR_ENDPOINT, 0);
+        backoff_ok(n, key);
+        ep = NULL;
+    }
     if (ep != NULL) {
         ep->via = p;
         ep->via_nic = rnic;
@@ -656,6 +726,7 @@ rd_ep_t *rd_ep_get(rd_nic_t *n, te_seg_t *seg, unsigned rnic, mc_status_t *why)
     ep->active = 1;
     ep->via = p;
     ep->via_nic = rnic;
+    ep->peer_instance = p->instance;
     mc_status_t st = qps_create(ep, n->t->qps_per_ep);
     if (st == MC_OK)
         st = ep_set_state(ep, EP_CONNECTING);
@@ -818,6 +889,14 @@ static void refuse(hs_job_t *j, mc_status_t st, const char *why)
 static void accept_on(rd_ep_t *ep, hs_job_t *j)
 {
     rd_nic_t *n = ep->nic;
+    if (j->b.instance != 0)
+        ep->peer_instance = j->b.instance;
+    /* the active side reaches RTR only when our answer arrives: what we post
+     * before then is dropped by its NIC (and costs an ack timeout); a peer
+     * that sends RDMA_READY tells us when */
+    ep->peer_ready = !j->b.will_ready;
+    if (!ep->peer_ready)
+        mc_timer_start(&ep->timer, (uint64_t)RD_READY_WAIT_MS * 1000, 0);
     if (qps_connect(ep, &j->b) != MC_OK || ep_set_state(ep, EP_CONNECTED) != MC_OK) {
         refuse(j, MC_ERR_REJECT_HANDSHAKE,
                "cannot bring the QPs to RTS (link layer, GID type or limits differ: see its log)");
@@ -836,6 +915,30 @@ static void accept_on(rd_ep_t *ep, hs_job_t *j)
 }
 
 static void connect_body(hs_job_t *j, mc_status_t rst);
+
+/* A CONNECT from a new instance of peer: it restarted, and every endpoint
+ * of this NIC to its old instance (whatever its NIC) is dead. */
+static void drop_restarted(rd_nic_t *n, const char *peer, uint64_t instance)
+{
+    rd_ep_t *old[16];
+    unsigned k = 0;
+    size_t i;
+    mc_hnode_t *h;
+    MC_HMAP_FOREACH(&n->eps, i, h)
+    {
+        rd_ep_t *ep = MC_CONTAINER_OF(h, rd_ep_t, hnode);
+        if (k < 16 && ep->peer_instance != 0 && ep->peer_instance != instance &&
+            strcmp(ep->peer, peer) == 0)
+            old[k++] = ep;
+    }
+    for (unsigned m = 0; m < k; m++) {
+        MC_INFO(RDMA, "%s: %s restarted: dropping its old endpoint to %s", n->name, peer,
+                old[m]->peer_nic);
+        uint64_t key = old[m]->key;
+        rd_ep_close(old[m], MC_ERR_ENDPOINT, 0);
+        backoff_ok(n, key); /* it went on purpose: reconnect at once */
+    }
+}
 
 /* As hs_reply: what endpoints closed here retried goes out now. */
 static void connect_on_nic(mc_reactor_t *r, void *arg, mc_status_t rst)
@@ -857,6 +960,8 @@ static void connect_body(hs_job_t *j, mc_status_t rst)
         return;
     }
     mc_te_t *te = n->t->te;
+    if (j->b.instance != 0)
+        drop_restarted(n, j->b.name, j->b.instance);
     uint64_t key = rd_ep_key(j->b.name, j->b.nic);
     rd_ep_t *ep = ep_find(n, key, j->b.name, j->b.nic);
     if (ep != NULL && ep->state == EP_CONNECTED) {
@@ -932,6 +1037,27 @@ static void disconnect_on_nic(mc_reactor_t *r, void *arg, mc_status_t rst)
     job_done(j);
 }
 
+static void ready_on_nic(mc_reactor_t *r, void *arg, mc_status_t rst)
+{
+    hs_job_t *j = arg;
+    rd_nic_t *n = j->nic;
+    (void)r;
+    if (rst == MC_OK && !n->dead) {
+        uint64_t key = rd_ep_key(j->b.name, j->b.nic);
+        rd_ep_t *ep = ep_find(n, key, j->b.name, j->b.nic);
+        /* only the pairing it names */
+        if (ep != NULL && ep->state == EP_CONNECTED && ep->rqpn[0] == j->b.qpns[0] &&
+            !ep->peer_ready) {
+            ep->peer_ready = 1;
+            mc_timer_stop(&ep->timer);
+            rd_ep_flush(ep);
+            rd_flush_dirty(n);
+        }
+    }
+    j->st = MC_OK;
+    job_done(j);
+}
+
 static void h_hs(void *ctx, mc_rpc_req_t *req, int method)
 {
     mc_te_t *te = ctx;
@@ -950,7 +1076,7 @@ static void h_hs(void *ctx, mc_rpc_req_t *req, int method)
     int need = method == MC_RPC_RDMA_CONNECT ? NEED_NAME | NEED_NICS | NEED_ADDR | NEED_QP
                                              : NEED_NAME | NEED_NICS;
     const char *bad = hs_parse(body, blen, need, &j->b);
-    if (bad == NULL && method == MC_RPC_RDMA_DISCONNECT && j->b.nqpn == 0)
+    if (bad == NULL && method != MC_RPC_RDMA_CONNECT && j->b.nqpn == 0)
         bad = "QPNS missing";
     if (bad != NULL) {
         MC_WARN(RDMA, "%s: refused a handshake message: %s", mc_rpc_req_peer(req), bad);
@@ -973,7 +1099,9 @@ static void h_hs(void *ctx, mc_rpc_req_t *req, int method)
         job_reply(NULL, j, MC_OK);
         return;
     }
-    mc_reactor_call_fn_t fn = method == MC_RPC_RDMA_CONNECT ? connect_on_nic : disconnect_on_nic;
+    mc_reactor_call_fn_t fn = method == MC_RPC_RDMA_CONNECT      ? connect_on_nic
+                              : method == MC_RPC_RDMA_DISCONNECT ? disconnect_on_nic
+                                                                 : ready_on_nic;
     if (mc_reactor_call(j->nic->r, fn, j) != MC_OK) {
         refuse(j, MC_ERR_REJECT_HANDSHAKE, "the engine is stopping");
         job_reply(NULL, j, MC_OK);
@@ -990,8 +1118,14 @@ static void h_disconnect(void *ctx, mc_rpc_req_t *req)
     h_hs(ctx, req, MC_RPC_RDMA_DISCONNECT);
 }
 
+static void h_ready(void *ctx, mc_rpc_req_t *req)
+{
+    h_hs(ctx, req, MC_RPC_RDMA_READY);
+}
+
 void rd_ep_register_server(mc_te_t *te)
 {
     mc_rpc_server_register(te->srv, MC_RPC_RDMA_CONNECT, h_connect, te);
     mc_rpc_server_register(te->srv, MC_RPC_RDMA_DISCONNECT, h_disconnect, te);
+    mc_rpc_server_register(te->srv, MC_RPC_RDMA_READY, h_ready, te);
 }

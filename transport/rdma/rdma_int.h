@@ -39,6 +39,7 @@
 #define RD_BACKOFF_MIN_US 10000u
 #define RD_BACKOFF_MAX_US 1000000u
 #define RD_RETRY_PAUSE_US 10000u /* first pause after a sweep of failed paths */
+#define RD_READY_WAIT_MS 1000u   /* a passive endpoint posts without RDMA_READY after this */
 
 typedef struct rd_nic rd_nic_t;
 typedef struct rd_transport rd_transport_t;
@@ -66,8 +67,9 @@ typedef struct rd_slice {
     uint32_t lkey, rkey;
     uint32_t rr; /* striping counter of its first attempt */
     uint8_t lnic, rnic, qp, attempt;
-    int err;         /* cause of the last failed attempt (mc_status_t) */
-    uint64_t due_ns; /* a deferred retry goes at this time */
+    int err;           /* cause of the last failed attempt (mc_status_t) */
+    uint32_t first_ms; /* when its first attempt was chosen (mc_now_ms, wrapping) */
+    uint64_t due_ns;   /* a deferred retry goes at this time */
 } rd_slice_t;
 _Static_assert(sizeof(rd_slice_t) <= TE_SLICE_PRIV, "rd_slice_t fits te_slice_t.priv");
 #define RS(s) TE_SLICE_PRIV_OF(rd_slice_t, s)
@@ -108,6 +110,10 @@ typedef struct rd_ep {
     char *peer;   /* peer segment name */
     char peer_nic[RV_NAME_MAX];
     const struct rd_peer *via; /* descriptor + NIC index it was last found by */
+    uint64_t peer_instance;    /* the peer transport's instance it was made with, 0 unknown */
+    uint64_t progress_ns;      /* last post into an idle endpoint or completion (watchdog) */
+    int peer_ready;            /* the peer's QPs are at RTR: slices may be posted (the
+                                  passive side waits for the active side's RDMA_READY) */
     unsigned via_nic;
     char host[64]; /* the peer engine's RPC address */
     uint16_t port;
@@ -155,6 +161,7 @@ struct rd_nic {
     int polling;            /* poll_timer armed (else the CQ is armed for an event) */
     te_slice_t *deferred;   /* retries waiting out a pause (rd_due_ns) */
     mc_timer_t retry_timer;
+    mc_timer_t watchdog; /* slice_timeout: endpoints with WRs and no progress */
     uint64_t busy_until_ns;
     uint32_t cq_outstanding;
     mc_hmap_t eps;
@@ -180,7 +187,9 @@ struct rd_transport {
     mc_te_t *te;
     const mc_rdma_verbs_ops_t *v;
     rd_qp_settings_t qs; /* MC_IB_TC, MC_IB_SL, MC_IB_TIMEOUT, MC_IB_RETRY_CNT, MC_PKEY_INDEX */
-    int gpu_reg;         /* enum rd_gpu_reg */
+    uint64_t instance;   /* random at install, published: peers notice a restart */
+    uint32_t slice_timeout_ms; /* MC_SLICE_TIMEOUT (seconds, upstream's); 0 = none */
+    int gpu_reg;               /* enum rd_gpu_reg */
     rd_topo_t topo;
     char *matrix_json;
     unsigned nnics;
@@ -193,6 +202,7 @@ struct rd_transport {
 /* A peer segment's RDMA side, from its descriptor. */
 typedef struct rd_peer {
     unsigned nnics;
+    uint64_t instance; /* 0: not described (an older peer) */
     struct {
         char name[RV_NAME_MAX];
         uint8_t gid[16];

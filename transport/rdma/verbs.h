@@ -349,6 +349,8 @@ void rv_emu_qp_error(rv_qp_t *qp);
  * initiator, WRs completed with an error). */
 typedef struct rv_emu_stats {
     uint64_t bytes, wrs, errors;
+    uint64_t early; /* packets that reached a QP not yet at RTR (hardware drops them: the
+                       sender waits an ack timeout before it sends again) */
 } rv_emu_stats_t;
 void rv_emu_stats(const char *dev, rv_emu_stats_t *out);
 

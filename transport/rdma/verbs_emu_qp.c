@@ -181,6 +181,13 @@ static void *srv_thread(void *arg)
                     st = RV_WC_SUCCESS;
                 if (v != 0)
                     break;
+                if (waited == 0) {
+                    pthread_mutex_lock(&emu_mu);
+                    emu_devs[c->dev].st.early++;
+                    pthread_mutex_unlock(&emu_mu);
+                    MC_DEBUG(RDMA, "%s: a packet for qp %u before it is at RTR", c->name,
+                             q.dst_qpn);
+                }
                 usleep(100);
             }
         }
@@ -711,6 +718,34 @@ mc_status_t emu_modify_qp(rv_qp_t *qp, rv_qp_state_t to, const rv_qp_attr_t *att
         qp->dest_qpn = 0;
         qp->stall_ns = 0;
         pthread_mutex_unlock(&qp->ctx->mu);
+    } else if (to == RV_QPS_ERR) {
+        /* what waits out its retries flushes now, as on hardware */
+        rv_ctx_t *c = qp->ctx;
+        pthread_mutex_lock(&c->mu);
+        uint64_t now = mc_now_ns();
+        emu_late_t *mine = NULL, **tail = &mine, **pp = &c->late;
+        while (*pp != NULL) { /* this QP's, in order */
+            emu_late_t *l = *pp;
+            if (l->qp == qp) {
+                *pp = l->next;
+                l->next = NULL;
+                *tail = l;
+                tail = &l->next;
+            } else {
+                pp = &l->next;
+            }
+        }
+        while (mine != NULL) {
+            emu_late_t *l = mine;
+            mine = l->next;
+            l->due_ns = now;
+            l->wc.status = RV_WC_WR_FLUSH_ERR;
+            late_add(c, l);
+        }
+        if (qp->stall_ns != 0)
+            qp->stall_ns = now;
+        pthread_cond_broadcast(&c->cv);
+        pthread_mutex_unlock(&c->mu);
     }
     atomic_store(&qp->state, to);
     return MC_OK;

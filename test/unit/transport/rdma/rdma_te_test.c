@@ -33,6 +33,8 @@
 #include "rpc/fields.h"
 #include "rpc/methods.h"
 #include "rpc/rpc.h"
+#include "transport/rdma/gid.h"
+#include "transport/rdma/rdma_int.h"
 #include "transport/rdma/verbs.h"
 #include "transport/te_int.h"
 #include "util/log.h"
@@ -185,9 +187,17 @@ static void *race(void *arg)
     return NULL;
 }
 
+static uint64_t early_packets(void)
+{
+    rv_emu_stats_t es;
+    rv_emu_stats("emu_0", &es);
+    return es.early;
+}
+
 static void simultaneous_opens_connect_once_and_both_transfers_complete(void **state)
 {
     (void)state;
+    uint64_t early = early_packets();
     for (int round = 0; round < 5; round++) {
         eng_t a, b;
         eng_make(&a, 1, 4096, NULL, 0);
@@ -215,6 +225,10 @@ static void simultaneous_opens_connect_once_and_both_transfers_complete(void **s
         eng_free(&a);
         eng_free(&b);
     }
+    /* the side that accepted held what it had queued until the other side
+     * was at RTR (RDMA_READY): no packet reached a QP before RTR (on
+     * hardware each would cost an ack timeout) */
+    assert_int_equal(early_packets(), early);
 }
 
 static void shallow_queues_park_slices_and_every_one_completes(void **state)
@@ -731,6 +745,152 @@ static void a_port_event_takes_a_nic_out_of_the_paths_and_back(void **state)
     eng_free(&b);
 }
 
+/* The segment of e as engine from sees it now (re-read from e). */
+static const rd_peer_t *peer_of(eng_t *from, const char *name)
+{
+    mc_te_segment_t id;
+    assert_int_equal(mc_te_open_segment(from->te, name, &id), MC_OK);
+    te_seg_t *seg = te_seg_get(from->te, id);
+    assert_non_null(seg);
+    assert_int_equal(te_seg_refresh(from->te, seg), MC_OK);
+    return RD_PEER(seg);
+}
+
+static void a_gid_change_is_requeried_and_republished_and_other_ports_are_ignored(void **state)
+{
+    (void)state;
+    eng_t a, b;
+    eng_make(&a, 1, 4096, NULL, 0);
+    eng_make(&b, 1, 4096, NULL, 0);
+    assert_int_equal(xfer(&b, &a, MC_TE_WRITE, 0, 0, 1u << 20), MC_OK);
+    const rd_peer_t *p = peer_of(&b, mc_te_local_name(a.te));
+    assert_true(rd_gid_is_v4mapped(p->nic[0].gid)); /* RoCE v2, IPv4 */
+    assert_int_not_equal(p->instance, 0);
+    te_rdma_nic_stats_t s0, s1;
+    te_rdma_stats(a.te, &s0, 1);
+    /* an event for another port changes nothing */
+    rv_emu_post_event("emu_0", RV_EV_GID_CHANGE, 2);
+    usleep(50000);
+    te_rdma_stats(a.te, &s1, 1);
+    assert_int_equal(s1.requeries, s0.requeries);
+    /* the netdev lost its IPv4 address: the port's GID table changes */
+    rv_emu_dev_opts_t no4 = {.no_ipv4 = 1};
+    rv_emu_set_device("emu_0", &no4);
+    rv_emu_post_event("emu_0", RV_EV_GID_CHANGE, 0);
+    uint64_t end = mc_now_ms() + 5000;
+    do {
+        usleep(10000);
+        te_rdma_stats(a.te, &s1, 1);
+    } while (s1.requeries == s0.requeries && mc_now_ms() < end);
+    assert_true(s1.requeries > s0.requeries);
+    /* what a peer reads now: the new GID (RoCE v2, link-local: the best left) */
+    p = peer_of(&b, mc_te_local_name(a.te));
+    assert_true(rd_gid_is_link_local(p->nic[0].gid));
+    assert_int_equal(p->nic[0].gid_type, RV_GID_TYPE_ROCE_V2);
+    /* and transfers go on: the old endpoint fails, a new one is made */
+    assert_int_equal(xfer(&b, &a, MC_TE_WRITE, 0, 0, 1u << 20), MC_OK);
+    assert_int_equal(xfer(&a, &b, MC_TE_READ, 0, 0, 1u << 20), MC_OK);
+    assert_memory_equal(a.mem, b.mem, 1u << 20);
+    rv_emu_set_device("emu_0", NULL);
+    eng_free(&a);
+    eng_free(&b);
+}
+
+/* Lost packets take timeout x retries on hardware: with MC_IB_TIMEOUT 20
+ * (4.3 s per try, 8 tries) a vanished peer holds a slice 34 s. */
+static void lossy_fabric(int on)
+{
+    static rv_emu_opts_t saved;
+    if (on) {
+        rv_emu_opts_get(&saved);
+        rv_emu_opts_t bh = saved;
+        bh.blackhole = 1;
+        rv_emu_configure(&bh);
+        setenv("MC_IB_TIMEOUT", "20", 1);
+    } else {
+        rv_emu_configure(&saved);
+        unsetenv("MC_IB_TIMEOUT");
+    }
+}
+
+static mc_status_t xfer_to(eng_t *from, const char *name, uint64_t remote, size_t len)
+{
+    mc_te_segment_t seg;
+    mc_status_t st = mc_te_open_segment(from->te, name, &seg);
+    if (st != MC_OK)
+        return st;
+    mc_te_batch_t *b;
+    assert_int_equal(mc_te_batch_alloc(from->te, 1, &b), MC_OK);
+    mc_te_request_t r = {
+        .opcode = MC_TE_WRITE, .local = from->mem, .segment = seg, .remote = remote, .length = len};
+    assert_int_equal(mc_te_submit(b, &r, 1), MC_OK);
+    st = mc_te_batch_wait(b, WAIT_US);
+    assert_int_equal(mc_te_batch_free(b), MC_OK);
+    return st;
+}
+
+static void a_stuck_endpoint_fails_its_slices_at_the_slice_timeout(void **state)
+{
+    (void)state;
+    lossy_fabric(1);
+    setenv("MC_SLICE_TIMEOUT", "1", 1);
+    eng_t a, b;
+    eng_make(&a, 1, 4096, NULL, 0);
+    eng_make(&b, 1, 4096, NULL, 0);
+    char name[128];
+    snprintf(name, sizeof(name), "%s", mc_te_local_name(b.te));
+    uint64_t remote = (uint64_t)(uintptr_t)b.mem;
+    assert_int_equal(xfer_to(&a, name, remote, 64 << 10), MC_OK);
+    eng_free(&b); /* its QPs vanish; a is not told */
+    uint64_t t0 = mc_now_ms();
+    assert_int_equal(xfer_to(&a, name, remote, 64 << 10), MC_ERR_TIMEOUT);
+    uint64_t ms = mc_now_ms() - t0;
+    print_message("failed after %llu ms\n", (unsigned long long)ms);
+    assert_true(ms >= 1000);     /* not before the deadline */
+    assert_true(ms < 34000 / 4); /* far before the QP would have given up */
+    eng_free(&a);
+    unsetenv("MC_SLICE_TIMEOUT");
+    lossy_fabric(0);
+}
+
+static void a_restarted_peer_s_pooled_endpoint_is_dropped_not_waited_out(void **state)
+{
+    (void)state;
+    lossy_fabric(1);
+    eng_t a, b;
+    eng_make(&a, 1, 4096, NULL, 0);
+    eng_make(&b, 1, 4096, NULL, 0);
+    char name[128];
+    snprintf(name, sizeof(name), "%s", mc_te_local_name(b.te));
+    uint16_t port = mc_te_port(b.te);
+    assert_int_equal(xfer_to(&a, name, (uint64_t)(uintptr_t)b.mem, 64 << 10), MC_OK);
+    uint64_t old = peer_of(&a, name)->instance;
+    eng_free(&b);
+    /* the same segment again: same name and port, a new instance */
+    mc_te_opts_t o;
+    mc_te_opts_init(&o);
+    o.listen_host = "127.0.0.1";
+    o.listen_port = port;
+    o.reactors = 1;
+    o.timeout_us = 3000000;
+    o.rdma_emulated = 1;
+    assert_int_equal(mc_te_create(&o, &b.te), MC_OK);
+    assert_int_equal(mc_te_install_transport(b.te, "rdma"), MC_OK);
+    b.mem = mc_malloc(SZ);
+    assert_non_null(b.mem);
+    assert_int_equal(mc_te_register(b.te, b.mem, SZ, "cpu:0", 1), MC_OK);
+    assert_string_equal(mc_te_local_name(b.te), name);
+    /* a reads its descriptor again (as after any failure): a new instance */
+    assert_int_not_equal(peer_of(&a, name)->instance, old);
+    uint64_t t0 = mc_now_ms();
+    assert_int_equal(xfer_to(&a, name, (uint64_t)(uintptr_t)b.mem, 64 << 10), MC_OK);
+    assert_true(mc_now_ms() - t0 < 4300); /* not one try of the stale endpoint */
+    assert_memory_equal(a.mem, b.mem, 64 << 10);
+    eng_free(&a);
+    eng_free(&b);
+    lossy_fabric(0);
+}
+
 int main(void)
 {
     test_rdma_env_clear();
@@ -751,6 +911,9 @@ int main(void)
         cmocka_unit_test(a_retry_after_the_peer_dropped_rdma_fails_the_slice_without_crashing),
         cmocka_unit_test(destroying_an_engine_with_transfers_in_flight_ends_them),
         cmocka_unit_test(a_peer_going_away_fails_transfers_in_flight_without_hanging),
+        cmocka_unit_test(a_gid_change_is_requeried_and_republished_and_other_ports_are_ignored),
+        cmocka_unit_test(a_stuck_endpoint_fails_its_slices_at_the_slice_timeout),
+        cmocka_unit_test(a_restarted_peer_s_pooled_endpoint_is_dropped_not_waited_out),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
