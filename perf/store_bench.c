@@ -8,7 +8,7 @@
  *               [--batch 64] [--duration 2] [--warmup 0.5] [--reps 3]
  *               [--segment-size 2G] [--client-reactors 0] [--registered]
  *               [--verify] [--master HOST:PORT] [--lease-wait S]
- *               [--protocol tcp|rdma] [--emulated N]
+ *               [--protocol tcp|rdma] [--emulated N] [--shm on|off]
  *
  * Where the data is (--mode):
  *  - remote: on separate storage-node processes (mooncake-store-server),
@@ -17,6 +17,15 @@
  *    segments).
  *  - local: on the bench client's own segment (put with that segment
  *    preferred, one replica): gets are a master round trip plus a memcpy.
+ *  - service: the bench client is a co-located client (mc_store_config_t.
+ *    service) of storage node 0, started with service.enabled: the node
+ *    runs the puts and gets straight on the threads' buffers, which come
+ *    from mc_store_alloc_from_mem_pool (memory shared with the node), and
+ *    keeps the data in its own segment (one replica).
+ *
+ * Shared memory (--shm, default on as the library's): clients and nodes of
+ * this host reach each other's segments over the shm transport; --shm off
+ * keeps them on --protocol (what compare_redis.sh measures).
  *
  * Transport (--protocol, for the client and the nodes it starts): tcp (the
  * default) or rdma: RDMA NICs, or with --emulated N (= MC_RDMA_EMULATED=N
@@ -82,8 +91,8 @@
 
 enum { OP_PUT, OP_GET, OP_BATCH_PUT, OP_BATCH_GET, OP_COUNT };
 static const char *const op_names[OP_COUNT] = {"put", "get", "batch_put", "batch_get"};
-enum { MODE_REMOTE, MODE_LOCAL, MODE_COUNT };
-static const char *const mode_names[MODE_COUNT] = {"remote", "local"};
+enum { MODE_REMOTE, MODE_LOCAL, MODE_SERVICE, MODE_COUNT };
+static const char *const mode_names[MODE_COUNT] = {"remote", "local", "service"};
 
 typedef struct opts {
     int ops[OP_COUNT];
@@ -102,6 +111,7 @@ typedef struct opts {
     double lease_wait;
     const char *protocol; /* "tcp" or "rdma" */
     unsigned emulated;    /* rdma: N emulated NICs per process (MC_RDMA_EMULATED) */
+    const char *shm;      /* "on" or "off": the client's and the nodes' store.shm */
 } opts_t;
 
 /* "tcp", "rdma" or "rdma-emulated" (what the table and the CSV say). */
@@ -149,6 +159,7 @@ struct bench {
     /* cluster */
     pid_t master_pid, node_pid[MAX_NODES];
     unsigned nnodes;
+    char service[64]; /* node 0's service "127.0.0.1:PORT" (mode service) */
     char master_addr[128];
     char tmpdir[64];
 };
@@ -417,11 +428,20 @@ static int workers_setup(bench_t *b, uint64_t size, unsigned batch, unsigned con
         if (w->buf_len < need) {
             if (w->buf != NULL && b->o->registered)
                 mc_store_unregister_buffer(b->s, w->buf);
-            free(w->buf);
+            if (b->mode == MODE_SERVICE)
+                mc_store_free_to_mem_pool(b->s, w->buf);
+            else
+                free(w->buf);
             w->buf = NULL;
             w->buf_len = 0;
-            if (posix_memalign((void **)&w->buf, 4096, need) != 0)
+            if (b->mode == MODE_SERVICE) {
+                /* memory shared with the service: in place, no copy */
+                w->buf = mc_store_alloc_from_mem_pool(b->s, need);
+                if (w->buf == NULL)
+                    return -1;
+            } else if (posix_memalign((void **)&w->buf, 4096, need) != 0) {
                 return -1;
+            }
             w->buf_len = need;
             memset(w->buf, 0, need);
             if (b->o->registered) {
@@ -453,7 +473,10 @@ static void workers_free(bench_t *b)
         worker_t *w = &b->w[i];
         if (w->buf != NULL && b->o->registered && b->s != NULL)
             mc_store_unregister_buffer(b->s, w->buf);
-        free(w->buf);
+        if (b->mode == MODE_SERVICE && b->s != NULL)
+            mc_store_free_to_mem_pool(b->s, w->buf);
+        else
+            free(w->buf);
         free(w->lat);
         memset(w, 0, sizeof(*w));
     }
@@ -603,12 +626,35 @@ static int cluster_start(bench_t *b, const char *argv0, unsigned nodes)
     char a_master[200], a_size[64];
     snprintf(a_master, sizeof(a_master), "store.master=%s", b->master_addr);
     snprintf(a_size, sizeof(a_size), "store.global_segment_size=%" PRIu64, b->o->segment_size);
-    char a_proto[64];
+    char a_proto[64], a_shm[32], a_svc[64] = "service.enabled=false";
     snprintf(a_proto, sizeof(a_proto), "store.protocol=%s", b->o->protocol);
+    snprintf(a_shm, sizeof(a_shm), "store.shm=%s", b->o->shm);
     for (unsigned i = 0; i < nodes; i++) {
-        const char *nargs[] = {bin,     "--set", a_master,           "--set",
-                               a_size,  "--set", "store.reactors=1", "--set",
-                               a_proto, "--set", "log.level=warn",   NULL};
+        if (i == 0 && b->o->modes[MODE_SERVICE]) {
+            /* node 0 serves the co-located bench client */
+            unsigned port = 30000 + (unsigned)(getpid() % 20000);
+            snprintf(a_svc, sizeof(a_svc), "service.port=%u", port);
+            snprintf(b->service, sizeof(b->service), "127.0.0.1:%u", port);
+        }
+        const char *nargs[] = {bin,
+                               "--set",
+                               a_master,
+                               "--set",
+                               a_size,
+                               "--set",
+                               "store.reactors=1",
+                               "--set",
+                               a_proto,
+                               "--set",
+                               a_shm,
+                               "--set",
+                               "log.level=warn",
+                               "--set",
+                               a_svc,
+                               "--set",
+                               i == 0 && b->o->modes[MODE_SERVICE] ? "service.enabled=true"
+                                                                   : "service.enabled=false",
+                               NULL};
         int fd = -1;
         snprintf(log, sizeof(log), "%s/node%u.log", b->tmpdir, i);
         b->node_pid[i] = spawn(nargs, log, &fd);
@@ -651,7 +697,7 @@ static const char *fmt_size(uint64_t v, char *buf, size_t len)
 static uint64_t capacity(const bench_t *b)
 {
     unsigned nodes = b->o->master ? b->o->nrepl : b->nnodes;
-    return b->mode == MODE_LOCAL ? b->o->segment_size : b->o->segment_size * (nodes ? nodes : 1);
+    return b->mode != MODE_REMOTE ? b->o->segment_size : b->o->segment_size * (nodes ? nodes : 1);
 }
 
 /* Preload the keys gets read: GET_KEYS objects (get) or BATCH_GET_SETS sets
@@ -812,9 +858,12 @@ static const char usage[] =
     "                   [--batch 64] [--duration 2] [--warmup 0.5] [--reps 3]\n"
     "                   [--segment-size 2G] [--client-reactors 0] [--registered] [--verify]\n"
     "                   [--master HOST:PORT] [--lease-wait S] [--protocol tcp|rdma]\n"
-    "                   [--emulated N]\n"
+    "                   [--emulated N] [--shm on|off]\n"
     "  --mode remote: data on separate mooncake-store-server processes;\n"
-    "         local: on the bench client's own segment\n"
+    "         local: on the bench client's own segment;\n"
+    "         service: the bench client is a co-located client of node 0's service\n"
+    "         (values in mc_store_alloc_from_mem_pool memory, data in node 0's segment)\n"
+    "  --shm off: clients and nodes of this host use --protocol, not shared memory\n"
     "  --concurrency N: N threads doing sync calls on one client\n"
     "  --registered: register the threads' buffers (over TCP unregistered ones are used in place "
     "too)\n"
@@ -841,6 +890,7 @@ int main(int argc, char **argv)
         .segment_size = 2ull << 30,
         .lease_wait = -1,
         .protocol = "tcp",
+        .shm = "on",
     };
     static const struct option lo[] = {{"ops", 1, 0, 'o'},
                                        {"sizes", 1, 0, 's'},
@@ -859,6 +909,7 @@ int main(int argc, char **argv)
                                        {"lease-wait", 1, 0, 'L'},
                                        {"protocol", 1, 0, 'P'},
                                        {"emulated", 1, 0, 'E'},
+                                       {"shm", 1, 0, 'H'},
                                        {"help", 0, 0, 'h'},
                                        {0, 0, 0, 0}};
     int c;
@@ -928,6 +979,10 @@ int main(int argc, char **argv)
             o.emulated = (unsigned)v;
             break;
         }
+        case 'H':
+            o.shm = optarg;
+            bad = strcmp(optarg, "on") != 0 && strcmp(optarg, "off") != 0;
+            break;
         case 'h':
             fputs(usage, stdout);
             return 0;
@@ -970,7 +1025,10 @@ int main(int argc, char **argv)
         max_size = o.sizes[i] > max_size ? o.sizes[i] : max_size;
     int rc = 0;
     if (o.master == NULL) {
-        if (cluster_start(&b, argv[0], o.modes[MODE_REMOTE] ? max_repl : 0) != 0) {
+        unsigned nodes = o.modes[MODE_REMOTE] ? max_repl : 0;
+        if (o.modes[MODE_SERVICE] && nodes == 0)
+            nodes = 1;
+        if (cluster_start(&b, argv[0], nodes) != 0) {
             cluster_stop(&b);
             return 1;
         }
@@ -999,12 +1057,24 @@ int main(int argc, char **argv)
         mc_store_config_init(&sc);
         sc.master = b.master_addr;
         sc.protocol = o.protocol;
+        sc.shm = o.shm;
         sc.reactors = o.client_reactors;
         sc.global_segment_size = mode == MODE_LOCAL ? o.segment_size : 0;
         uint64_t per_thread = max_size;
         if ((o.ops[OP_BATCH_PUT] || o.ops[OP_BATCH_GET]) && o.batch * 65536ull > per_thread)
             per_thread = o.batch * 65536ull; /* batches of small values stage at once */
         sc.local_buffer_size = o.registered ? (1u << 20) : per_thread * max_conc + (1u << 20);
+        if (mode == MODE_SERVICE) {
+            if (b.service[0] == '\0') {
+                fprintf(stderr, "store_bench: --mode service starts its own node (no --master)\n");
+                rc = 1;
+                break;
+            }
+            /* the threads' buffers from the shared pool; staging unused */
+            sc.service = b.service;
+            sc.local_buffer_size = 1u << 20;
+            sc.mem_pool_size = (per_thread + 4096) * max_conc * 2 + (1u << 20);
+        }
         mc_status_t st = mc_store_open(&sc, &b.s);
         if (st != MC_OK) {
             fprintf(stderr, "store_bench: mc_store_open: %s\n", mc_status_str(st));
@@ -1015,7 +1085,7 @@ int main(int argc, char **argv)
         for (unsigned ri = 0; ri < o.nrepl && rc == 0; ri++) {
             mc_replicate_config_init(&b.rc);
             b.rc.replica_num = o.repl[ri];
-            if (mode == MODE_LOCAL) {
+            if (mode == MODE_LOCAL || mode == MODE_SERVICE) {
                 if (o.repl[ri] > 1)
                     continue; /* one own segment: one replica */
                 b.rc.preferred_segments = b.pref;
