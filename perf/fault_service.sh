@@ -34,15 +34,16 @@ done
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/fault_service.XXXXXX")
 pids=()
+keep=0
 cleanup() {
   for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null; done
   for p in "${pids[@]}"; do wait "$p" 2>/dev/null; done
-  rm -rf "$tmp"
+  if [ "$keep" = 1 ]; then echo "logs kept in $tmp" >&2; else rm -rf "$tmp"; fi
 }
 trap cleanup EXIT
 
-wait_line() { # file ERE -> the line (10 s)
-  for _ in $(seq 200); do
+wait_line() { # file ERE -> the line (30 s: the machine may be loaded)
+  for _ in $(seq 600); do
     grep -E -m1 -- "$2" "$1" 2>/dev/null && return 0
     sleep 0.05
   done
@@ -74,17 +75,21 @@ echo "fault_service: $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) CPU(s), $CYCLES 
 start=$(date +%s)
 base=""
 for i in $(seq 1 "$CYCLES"); do
-  "$BIN/store_dummy" --service "127.0.0.1:$port" --mode churn --id "$i" --size "$SIZE" \
-    --pool $((4 * SIZE + 1048576)) --staging 1048576 >"$tmp/d.out" 2>>"$tmp/d.err" &
+  out="$tmp/d.$i.out" # its own file: no stale line of the cycle before
+  TEST_LOG=warn "$BIN/store_dummy" --service "127.0.0.1:$port" --mode churn --id "$i" --size "$SIZE" \
+    --pool $((4 * SIZE + 1048576)) --staging 1048576 >"$out" 2>>"$tmp/d.err" &
   d=$!
-  if ! wait_line "$tmp/d.out" '^(running|fail)' >/dev/null || ! grep -q running "$tmp/d.out"; then
+  if ! wait_line "$out" '^(running|fail)' >/dev/null || ! grep -q running "$out"; then
     kill -KILL "$d" 2>/dev/null; wait "$d" 2>/dev/null
-    echo "cycle $i: the client did not start: $(cat "$tmp/d.out")" >&2
+    echo "cycle $i: the client did not start within 30 s: $(cat "$out")" >&2
+    tail -n 20 "$tmp/d.err" "$tmp/node.log" >&2
+    keep=1
     exit 1
   fi
   sleep "0.0$((RANDOM % 20))"
   kill -KILL "$d"
   wait "$d" 2>/dev/null
+  rm -f "$out"
   if [ "$i" = "$WARM" ]; then
     sleep 0.2
     base=$(usage_of "$svc")
