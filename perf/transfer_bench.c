@@ -10,6 +10,7 @@
  *                  [--slice_size N] [--check] [--csv FILE] [--sweep]
  *                  [--device LIST] [--nic_priority_matrix JSON] [--emulated N]
  *                  [--nics N[,..]] [--emu_bandwidth BYTES/S] [--emu_delay_us N]
+ *                  [--gpu N]
  *
  * Modes:
  *  - target: an engine (p2p metadata) with --buffer_size registered; prints
@@ -30,6 +31,11 @@
  *    --nic_priority_matrix replaces the discovered matrix. --nics 1,2,4 runs
  *    every point once per initiator NIC count (the first N NICs; the target
  *    keeps all of them): a column of the table and of the CSV.
+ *  - --gpu N: this process's buffers (the target's, the initiator's, or
+ *    both when it runs both) are memory of GPU N, allocated through the CUDA
+ *    driver (cuMemAlloc) and registered as cuda:N; with --protocol rdma only:
+ *    GPUDirect (dma-buf or nvidia-peermem, the log says which). Not with
+ *    --check or --cold (the CPU cannot touch it).
  *
  * Every point (operation x threads x block x batch) runs --reps times; the
  * median run (by GB/s) is reported. Each run: all threads warm up (--warmup
@@ -63,6 +69,7 @@
 #include <unistd.h>
 
 #include "mooncake/transfer.h"
+#include "transport/cuda.h"       /* --gpu: GPU memory through the CUDA driver */
 #include "transport/rdma/verbs.h" /* --emulated, --nics: the provider's device list */
 #include "transport/te.h"
 #include "util/conf.h"
@@ -108,6 +115,7 @@ typedef struct cfg {
     unsigned nnics;
     unsigned nic_cur; /* the initiator's NIC count for this pass; 0 = all */
     uint64_t emu_bw, emu_delay_us;
+    int gpu; /* --gpu N: buffers in GPU N's memory; -1 host */
 } cfg_t;
 
 /* ------------------------------------------------------------- parsing */
@@ -179,6 +187,7 @@ static void usage(FILE *f)
             "         [--reactors N] [--tcp_lanes N] [--slice_size N] [--check] [--csv FILE]\n"
             "         [--sweep] [--device LIST] [--nic_priority_matrix JSON] [--emulated N]\n"
             "         [--nics N[,..]] [--emu_bandwidth BYTES/S] [--emu_delay_us N] [--cold]\n"
+            "         [--gpu N]\n"
             "Sizes take K/M/G suffixes (binary). With no --mode and no --segment a target\n"
             "process is forked and measured against; --sweep runs blocks 4KiB..64MiB (x4)\n"
             "by batches 1,16,128 (unless --block_size/--batch_size are given), 2 s each;\n"
@@ -187,7 +196,8 @@ static void usage(FILE *f)
             "shared memory (mc_te_alloc_shared) reached over the shm transport, and each\n"
             "point also runs plain memcpy of the same sizes between two local buffers\n"
             "(interleaved, as --protocol local does). --cold: every batch moves to fresh\n"
-            "memory of the thread's share of the buffers (no cache-hot repeats).\n");
+            "memory of the thread's share of the buffers (no cache-hot repeats).\n"
+            "--gpu N: the buffers are GPU N's memory (CUDA driver; rdma: GPUDirect).\n");
 }
 
 static int parse_args(int argc, char **argv, cfg_t *c)
@@ -216,6 +226,7 @@ static int parse_args(int argc, char **argv, cfg_t *c)
         O_DEVICE,
         O_MATRIX,
         O_EMULATED,
+        O_GPU,
         O_NICS,
         O_EMU_BW,
         O_EMU_DELAY,
@@ -244,6 +255,7 @@ static int parse_args(int argc, char **argv, cfg_t *c)
                                        {"device", 1, 0, O_DEVICE},
                                        {"nic_priority_matrix", 1, 0, O_MATRIX},
                                        {"emulated", 1, 0, O_EMULATED},
+                                       {"gpu", 1, 0, O_GPU},
                                        {"nics", 1, 0, O_NICS},
                                        {"emu_bandwidth", 1, 0, O_EMU_BW},
                                        {"emu_delay_us", 1, 0, O_EMU_DELAY},
@@ -264,6 +276,7 @@ static int parse_args(int argc, char **argv, cfg_t *c)
                  .warmup = 1,
                  .reps = 3,
                  .buffer_size = 1ull << 30,
+                 .gpu = -1,
                  .host = "127.0.0.1",
                  .tcp_lanes = d.tcp_lanes,
                  .slice_size = d.slice_size};
@@ -396,6 +409,11 @@ static int parse_args(int argc, char **argv, cfg_t *c)
                 return -1;
             c->emulated = (unsigned)v;
             break;
+        case O_GPU:
+            if (parse_list("gpu", optarg, &v, 0, TE_CUDA_MAX_GPUS - 1) != 1)
+                return -1;
+            c->gpu = (int)v;
+            break;
         case O_NICS:
             if ((c->nnics = parse_list("nics", optarg, c->nics, 1, RV_MAX_DEVICES)) == 0)
                 return -1;
@@ -439,6 +457,16 @@ static int parse_args(int argc, char **argv, cfg_t *c)
         (c->device || c->matrix || c->emulated || c->nnics || c->emu_bw || c->emu_delay_us)) {
         fprintf(stderr, "transfer_bench: --device, --nic_priority_matrix, --emulated, --nics and "
                         "--emu_* go with --protocol rdma\n");
+        return -1;
+    }
+    if (c->gpu >= 0 && c->proto != PROTO_RDMA) {
+        fprintf(stderr, "transfer_bench: --gpu goes with --protocol rdma (GPUDirect): tcp and "
+                        "shm do not move GPU memory, local compares with a CPU memcpy\n");
+        return -1;
+    }
+    if (c->gpu >= 0 && (c->check || c->cold)) {
+        fprintf(stderr, "transfer_bench: --gpu: not with --check or --cold (the CPU cannot "
+                        "touch GPU memory)\n");
         return -1;
     }
     if ((c->emu_bw || c->emu_delay_us) && c->emulated == 0) {
@@ -497,8 +525,20 @@ static int parse_args(int argc, char **argv, cfg_t *c)
 
 /* -------------------------------------------------------------- engine */
 
+/* The process's buffers: GPU memory with --gpu, else anonymous memory. */
+static int g_gpu = -1;
+
 static void *alloc_buffer(uint64_t len)
 {
+    if (g_gpu >= 0) {
+        void *d = NULL;
+        if (te_cuda_alloc(g_gpu, len, &d) != MC_OK) {
+            fprintf(stderr, "transfer_bench: cannot allocate %" PRIu64 " bytes on GPU %d (%s)\n",
+                    len, g_gpu, te_cuda_gpus(NULL) ? "see the log" : "no CUDA driver or GPU");
+            return NULL;
+        }
+        return d;
+    }
     void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) {
         fprintf(stderr, "transfer_bench: cannot map %" PRIu64 " bytes: %s\n", len, strerror(errno));
@@ -508,6 +548,25 @@ static void *alloc_buffer(uint64_t len)
      * for the kernel's copies alike (both sides of the comparison share it). */
     madvise(p, len, MADV_HUGEPAGE);
     return p;
+}
+
+static void free_buffer(void *p, uint64_t len)
+{
+    if (p == NULL)
+        return;
+    if (g_gpu >= 0)
+        te_cuda_free(p);
+    else
+        munmap(p, len);
+}
+
+/* Where the buffers are, for registration. */
+static const char *buffer_location(char *buf, size_t len)
+{
+    if (g_gpu < 0)
+        return "cpu:0";
+    snprintf(buf, len, "cuda:%d", g_gpu);
+    return buf;
 }
 
 static mc_te_t *make_engine(const cfg_t *c, uint16_t port, const char *listen)
@@ -603,7 +662,8 @@ static int run_target(const cfg_t *c, int fd, const char *listen)
     } else if ((buf = alloc_buffer(c->buffer_size)) == NULL) {
         goto out_destroy;
     }
-    st = mc_te_register(te, buf, c->buffer_size, "cpu:0", 1);
+    char loc[24];
+    st = mc_te_register(te, buf, c->buffer_size, buffer_location(loc, sizeof(loc)), 1);
     if (st != MC_OK) {
         fprintf(stderr, "transfer_bench: cannot register the target buffer: %s\n",
                 mc_status_str(st));
@@ -627,7 +687,7 @@ out_unmap:
     mc_te_destroy(te); /* before the memory it serves goes (shared memory with it) */
     te = NULL;
     if (c->proto != PROTO_SHM)
-        munmap(buf, c->buffer_size);
+        free_buffer(buf, c->buffer_size);
 out_destroy:
     mc_te_destroy(te);
     return rc;
@@ -1131,7 +1191,9 @@ static int run_initiator(const cfg_t *c, pid_t target)
         B.seg = MC_TE_LOCAL_SEGMENT;
         if ((mem2 = alloc_buffer(c->buffer_size)) == NULL)
             goto out;
-        mc_status_t st = mc_te_register(B.te, mem2, c->buffer_size, "cpu:0", 1);
+        char loc2[24];
+        mc_status_t st =
+            mc_te_register(B.te, mem2, c->buffer_size, buffer_location(loc2, sizeof(loc2)), 1);
         if (st != MC_OK) {
             fprintf(stderr, "transfer_bench: cannot register the target buffer: %s\n",
                     mc_status_str(st));
@@ -1144,7 +1206,9 @@ static int run_initiator(const cfg_t *c, pid_t target)
     B.local_len = c->buffer_size;
     if ((B.local = alloc_buffer(B.local_len)) == NULL)
         goto out;
-    mc_status_t st = mc_te_register(B.te, B.local, B.local_len, "cpu:0", 0);
+    char loc[24];
+    mc_status_t st =
+        mc_te_register(B.te, B.local, B.local_len, buffer_location(loc, sizeof(loc)), 0);
     if (st != MC_OK) {
         fprintf(stderr, "transfer_bench: cannot register the local buffer: %s\n",
                 mc_status_str(st));
@@ -1240,10 +1304,11 @@ out:
     if (B.csv != NULL)
         fclose(B.csv);
     mc_te_destroy(B.te);
-    if (B.local != NULL)
-        munmap(B.local, B.local_len);
-    if (mem2 != NULL)
+    free_buffer(B.local, B.local_len);
+    if (mem2 != NULL && c->proto == PROTO_SHM)
         munmap(mem2, c->buffer_size);
+    else
+        free_buffer(mem2, c->buffer_size);
     return rc;
 }
 
@@ -1252,7 +1317,9 @@ int main(int argc, char **argv)
     cfg_t c;
     if (parse_args(argc, argv, &c) != 0)
         return 2;
-    mc_log_set_all(MC_LOG_WARN);
+    g_gpu = c.gpu; /* the driver loads later, in each process (never across a fork) */
+    if (mc_conf_env_str("MC_LOG_LEVEL") == NULL) /* e.g. "warn,rdma=info" on hardware */
+        mc_log_set_all(MC_LOG_WARN);
     signal(SIGPIPE, SIG_IGN);
     if (c.emulated > 0) {
         rv_emu_opts_t eo;

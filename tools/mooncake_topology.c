@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "mooncake/version.h"
 #include "reactor/reactor.h"
@@ -102,8 +103,9 @@ int main(int argc, char **argv)
                d->pci[0] ? d->pci : "-", d->numa_node, d->active_mtu, d->lid);
         if (d->gid_index >= 0)
             printf("  %-12s gid index %d of %u: %s (%s)%s%s\n", "", d->gid_index, d->gid_tbl_len,
-                   rd_gid_str(d->gid, gs, sizeof(gs)), rd_gid_type_str(d->gid_type),
-                   d->gid_why[0] ? ": " : "", d->gid_why);
+                   rd_gid_is_null(d->gid) ? "address given at open" /* emulated */
+                                          : rd_gid_str(d->gid, gs, sizeof(gs)),
+                   rd_gid_type_str(d->gid_type), d->gid_why[0] ? ": " : "", d->gid_why);
         else
             printf("  %-12s gid: none (%s)\n", "", d->gid_why);
         if (rd_dev_validate(d, why, sizeof(why)) != MC_OK)
@@ -118,10 +120,19 @@ int main(int argc, char **argv)
     rd_gpu_facts_t gpus[32];
     if (ngpus > 32)
         ngpus = 32;
-    if (ngpus > 0)
-        printf("gpus: %d (%s)\n", ngpus, te_cuda_library());
-    else
+    if (ngpus > 0) {
+        char mod[256];
+        int peermem = 0;
+        static const char *const mods[] = {"nvidia_peermem", "nv_peer_mem"};
+        for (size_t k = 0; k < 2 && !peermem; k++) {
+            snprintf(mod, sizeof(mod), "%s/module/%s", root, mods[k]);
+            peermem = access(mod, F_OK) == 0;
+        }
+        printf("gpus: %d (%s); nvidia-peermem %s\n", ngpus, te_cuda_library(),
+               peermem ? "loaded" : "not loaded");
+    } else {
         printf("gpus: 0 (%s)\n", why);
+    }
     for (int i = 0; i < ngpus; i++) {
         gpus[i].numa = -1;
         if (te_cuda_pci_bus_id(i, gpus[i].pci, sizeof(gpus[i].pci)) != MC_OK)

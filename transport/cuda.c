@@ -57,6 +57,8 @@ typedef cu_result_t (*handle_fn)(void *, cu_deviceptr_t, size_t, int, unsigned l
 typedef cu_result_t (*memcpy_fn)(cu_deviceptr_t, cu_deviceptr_t, size_t);
 typedef cu_result_t (*err_str_fn)(cu_result_t, const char **);
 typedef void *(*host_view_fn)(cu_deviceptr_t, size_t);
+typedef cu_result_t (*alloc_fn)(cu_deviceptr_t *, size_t);
+typedef cu_result_t (*free_fn)(cu_deviceptr_t);
 
 static struct {
     pthread_once_t once;
@@ -79,6 +81,8 @@ static struct {
     memcpy_fn memcpy;
     err_str_fn err_str;
     host_view_fn host_view; /* the tests' fake only */
+    alloc_fn alloc;         /* tools and benchmarks */
+    free_fn free;
     cu_context_t ctx[TE_CUDA_MAX_GPUS];
 } g = {.once = PTHREAD_ONCE_INIT, .mu = PTHREAD_MUTEX_INITIALIZER};
 
@@ -182,6 +186,8 @@ static void load(void)
     g.err_str = (err_str_fn)sym("cuGetErrorString");
     g.handle = (handle_fn)sym("cuMemGetHandleForAddressRange");
     g.host_view = (host_view_fn)sym("mcFakeCudaHostView");
+    g.alloc = (alloc_fn)sym("cuMemAlloc_v2");
+    g.free = (free_fn)sym("cuMemFree_v2");
     /* the _v2 release marks a CUDA 11+ driver (the ABI coded here) */
     if (!g.init || !g.count || !g.dev_get || !g.dev_attr || !g.bus_id || !g.ctx_retain ||
         !g.ctx_set || !g.ctx_get || !g.ptr_attr || !g.range || !g.memcpy || !g.err_str ||
@@ -510,4 +516,37 @@ void *te_cuda_host_view(const void *addr, size_t len)
     if (te_cuda_gpus(NULL) == 0 || g.host_view == NULL)
         return NULL;
     return g.host_view((cu_deviceptr_t)(uintptr_t)addr, len);
+}
+
+mc_status_t te_cuda_alloc(int gpu, size_t len, void **out)
+{
+    const char *why;
+    if (te_cuda_gpus(&why) == 0 || g.alloc == NULL) {
+        MC_ERROR(TRANSPORT, "cannot allocate GPU memory: %s",
+                 g.alloc == NULL && why[0] == '\0' ? "the library has no cuMemAlloc_v2" : why);
+        return MC_ERR_DEVICE_NOT_FOUND;
+    }
+    cu_context_t prev;
+    if (use_gpu(gpu, &prev) != MC_OK)
+        return MC_ERR_DEVICE_NOT_FOUND;
+    slot_t o;
+    slot_arm(&o);
+    cu_result_t rc = g.alloc((cu_deviceptr_t *)(void *)o.b, len);
+    use_gpu_end(gpu, prev);
+    if (rc != 0) {
+        MC_ERROR(TRANSPORT, "cuMemAlloc of %zu bytes on GPU %d: %s", len, gpu, cu_err(rc));
+        return MC_ERR_NOMEM;
+    }
+    if (!slot_ok(&o, sizeof(cu_deviceptr_t), "cuMemAlloc_v2"))
+        return MC_ERR_NOT_SUPPORTED;
+    cu_deviceptr_t d;
+    memcpy(&d, o.b, sizeof(d));
+    *out = (void *)(uintptr_t)d;
+    return MC_OK;
+}
+
+void te_cuda_free(void *p)
+{
+    if (p != NULL && g.free != NULL)
+        g.free((cu_deviceptr_t)(uintptr_t)p);
 }

@@ -57,6 +57,11 @@ int te_cuda_dmabuf_supported(int gpu);
  * offset in it; the caller closes *fd. MC_OK; MC_ERR_NOT_SUPPORTED (no
  * dma-buf export), MC_ERR_INVALID_ARGUMENT (not GPU memory), logged. */
 mc_status_t te_cuda_dmabuf(const void *addr, size_t len, int *fd, uint64_t *offset);
+/* GPU memory for tools and benchmarks (cuMemAlloc_v2 on GPU n, its
+ * context made current around it): MC_OK and *out; MC_ERR_DEVICE_NOT_FOUND
+ * (no driver, no GPU n), MC_ERR_NOMEM; logged. te_cuda_free(NULL) is a no-op. */
+mc_status_t te_cuda_alloc(int gpu, size_t len, void **out);
+void te_cuda_free(void *p);
 /* For the EMULATED NIC only, which stands for a NIC plus nvidia-peermem: a
  * host view of GPU memory when the loaded library offers one (the tests'
  * fake libcuda does; a real driver does not: NULL). */
