@@ -1070,9 +1070,9 @@ int main(int argc, char **argv)
                 rc = 1;
                 break;
             }
-            /* the threads' buffers from the shared pool; staging unused */
+            /* the threads' buffers from the shared pool (staging only for
+             * the preload's buffer) */
             sc.service = b.service;
-            sc.local_buffer_size = 1u << 20;
             sc.mem_pool_size = (per_thread + 4096) * max_conc * 2 + (1u << 20);
         }
         mc_status_t st = mc_store_open(&sc, &b.s);

@@ -48,6 +48,8 @@
 #define SVC_IO_TIMEOUT_US 2000000u /* the hello/welcome exchange */
 #define SVC_MAX_KEYS 65536u        /* keys in one batch call */
 #define SVC_MAX_REGIONS_LEN (1ull << 40)
+#define SVC_JOB_BODY 16384u /* bodies up to this reuse cached jobs (no malloc per call) */
+#define SVC_JOB_CACHE 64u   /* cached jobs kept */
 
 typedef struct svc_session {
     struct svc_session *next; /* svc->sessions (while open) */
@@ -87,10 +89,15 @@ struct mc_store_service {
     unsigned nworkers;
     _Atomic int stop;
     _Atomic long inflight; /* jobs queued, running or replying */
+    /* jobs with room for SVC_JOB_BODY, kept for the next calls */
+    pthread_mutex_t cmu;
+    svc_job_t *cache;
+    unsigned ncache;
 };
 
 struct svc_job {
     mc_reactor_msg_t msg; /* the reply, on the request's reactor */
+    size_t room;          /* bytes of body[] */
     svc_job_t *next;
     mc_store_service_t *svc;
     mc_rpc_req_t *req;
@@ -110,6 +117,54 @@ void mc_store_service_opts_init(mc_store_service_opts_t *o)
     o->threads = 4;
     o->max_sessions = 256;
     o->prefer_local = 1;
+}
+
+/* ---------------------------------------------------------------- jobs */
+
+/* A job with room for blen bytes of body: a cached one when it fits. */
+static svc_job_t *job_get(mc_store_service_t *svc, size_t blen)
+{
+    svc_job_t *j = NULL;
+    if (blen <= SVC_JOB_BODY) {
+        pthread_mutex_lock(&svc->cmu);
+        if ((j = svc->cache) != NULL) {
+            svc->cache = j->next;
+            svc->ncache--;
+        }
+        pthread_mutex_unlock(&svc->cmu);
+    }
+    if (j == NULL) {
+        size_t room = blen <= SVC_JOB_BODY ? SVC_JOB_BODY : blen;
+        if ((j = mc_malloc(sizeof(*j) + room)) == NULL)
+            return NULL;
+        j->room = room;
+        j->reply = (mc_buf_t)MC_BUF_INIT;
+    }
+    size_t room = j->room;
+    mc_buf_t reply = j->reply; /* its buffer is kept too */
+    memset(j, 0, sizeof(*j));
+    j->room = room;
+    j->reply = reply;
+    mc_buf_reset(&j->reply);
+    return j;
+}
+
+static void job_put(mc_store_service_t *svc, svc_job_t *j)
+{
+    if (j->room == SVC_JOB_BODY && mc_buf_used(&j->reply) <= SVC_JOB_BODY) {
+        pthread_mutex_lock(&svc->cmu);
+        if (svc->ncache < SVC_JOB_CACHE) {
+            j->next = svc->cache;
+            svc->cache = j;
+            svc->ncache++;
+            j = NULL;
+        }
+        pthread_mutex_unlock(&svc->cmu);
+    }
+    if (j != NULL) {
+        mc_buf_fini(&j->reply);
+        mc_free(j);
+    }
 }
 
 /* ------------------------------------------------------------ sessions */
@@ -655,8 +710,7 @@ static void reply_msg(mc_reactor_t *r, mc_reactor_msg_t *msg, mc_status_t rst)
     (void)rst; /* a stopping reactor: the server drops the request itself */
     mc_rpc_reply(j->req, j->st, mc_buf_head(&j->reply), mc_buf_used(&j->reply));
     session_put(svc, j->sess);
-    mc_buf_fini(&j->reply);
-    mc_free(j);
+    job_put(svc, j);
     atomic_fetch_sub(&svc->inflight, 1);
 }
 
@@ -682,10 +736,10 @@ static void job_run(svc_job_t *j)
     j->msg.fn = reply_msg;
     if (mc_reactor_post(mc_rpc_req_reactor(j->req), &j->msg) != MC_OK) {
         /* the service is stopping: the server drops the request */
-        session_put(j->svc, j->sess);
-        mc_buf_fini(&j->reply);
-        atomic_fetch_sub(&j->svc->inflight, 1);
-        mc_free(j);
+        mc_store_service_t *svc = j->svc;
+        session_put(svc, j->sess);
+        job_put(svc, j);
+        atomic_fetch_sub(&svc->inflight, 1);
     }
 }
 
@@ -767,20 +821,18 @@ static void h_call(void *ctx, mc_rpc_req_t *req)
         mc_rpc_reply(req, MC_ERR_CLIENT_NOT_FOUND, NULL, 0);
         return;
     }
-    svc_job_t *j = mc_malloc(sizeof(*j) + blen);
+    svc_job_t *j = job_get(svc, blen);
     if (j == NULL) {
         session_put(svc, ss);
         mc_rpc_reply(req, MC_ERR_NOMEM, NULL, 0);
         return;
     }
-    memset(j, 0, sizeof(*j));
     j->svc = svc;
     j->req = req;
     j->method = mc_rpc_req_method(req);
     j->sess = ss;
     j->blen = blen;
     memcpy(j->body, body, blen);
-    j->reply = (mc_buf_t)MC_BUF_INIT;
     atomic_fetch_add(&svc->inflight, 1);
     pthread_mutex_lock(&svc->qmu);
     if (svc->qtail != NULL)
@@ -803,6 +855,13 @@ static void svc_free(mc_store_service_t *svc)
     if (svc->wake[1] >= 0)
         close(svc->wake[1]);
     mc_free(svc->workers);
+    while (svc->cache != NULL) {
+        svc_job_t *j = svc->cache;
+        svc->cache = j->next;
+        mc_buf_fini(&j->reply);
+        mc_free(j);
+    }
+    pthread_mutex_destroy(&svc->cmu);
     pthread_mutex_destroy(&svc->mu);
     pthread_mutex_destroy(&svc->qmu);
     pthread_cond_destroy(&svc->qcv);
@@ -830,6 +889,7 @@ mc_status_t mc_store_service_start(mc_store_t *store, const mc_store_service_opt
     svc->lfd = svc->wake[0] = svc->wake[1] = -1;
     svc->group = (gid_t)-1;
     pthread_mutex_init(&svc->mu, NULL);
+    pthread_mutex_init(&svc->cmu, NULL);
     pthread_mutex_init(&svc->qmu, NULL);
     pthread_cond_init(&svc->qcv, NULL);
     snprintf(svc->bind, sizeof(svc->bind), "%s", o->bind ? o->bind : d.bind);

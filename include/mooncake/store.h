@@ -10,6 +10,22 @@
  * does this) and may read and write objects (local_buffer_size > 0: a
  * registered staging buffer for caller memory that is not registered).
  *
+ * A co-located client (mc_store_config_t.service = "HOST:PORT") is the
+ * other kind: it runs no transfer engine and no master connection; every
+ * call below goes to the store service of its host (a mooncake-store-server
+ * with service.enabled, or tools/mooncake_client), which reads and writes
+ * the client's buffers in memory shared at open (upstream's dummy client /
+ * real client pair; Python's setup_dummy). Same calls, same statuses, plus:
+ * values outside the shared memory are copied through the shared staging
+ * buffer (local_buffer_size; a larger value is MC_ERR_INVALID_PARAMS: use
+ * mc_store_alloc_from_mem_pool memory, which travels without a copy);
+ * mount/unmount are MC_ERR_NOT_SUPPORTED; register_buffer is accepted and
+ * changes nothing; a service that is gone fails calls within
+ * rpc_timeout_us (MC_ERR_CONN_CLOSED, MC_ERR_RPC_TIMEOUT) and the next
+ * call after it is back shares the memory again; a service that refuses
+ * the client (another user, not in store.shm_group) fails the open with
+ * MC_ERR_ILLEGAL_CLIENT.
+ *
  * Operations come in two forms with the same semantics:
  *  - sync (mc_store_put, ...): from any thread that is not one of the
  *    client's reactor threads or inside one of its callbacks; returns the
