@@ -8,6 +8,7 @@
 #   make run          mooncake-master on conf/ defaults (see README.md)
 #   make deps         install missing Debian packages (no-op when all present)
 #   make fuzz         libFuzzer targets (clang), each for FUZZ_TIME seconds
+#   make chaos        the chaos driver (test/fault/README.md), CHAOS_ARGS="--duration 600"
 #   make install PREFIX=/usr/local
 #
 # Sources are found by folder: every .c under the library folders goes into
@@ -25,7 +26,7 @@ CC ?= cc
 PKG_CONFIG ?= pkg-config
 # libraries of the library proper; RDMA and CUDA come in at run time or via
 # their own detection (transport/).
-LIB_PKGS := libevent hiredis numa libpcre2-8
+LIB_PKGS := libevent hiredis numa libpcre2-8 libsodium
 # The real verbs provider (transport/rdma/verbs_real.c) is built against
 # libibverbs when its headers exist; without them it reports no devices.
 HAVE_IBVERBS := $(shell test -f /usr/include/infiniband/verbs.h && echo 1)
@@ -105,7 +106,7 @@ FAULT_TESTS := $(FAULT_TEST_SRCS:%.c=$(BUILD)/%)
 FAKE_CUDA := $(BUILD)/test/lib/libfakecuda.so
 
 .PHONY: all lib programs tests check unit integration asan ubsan tsan run deps fuzz \
-        install uninstall clean format format-check check-layers help
+        install uninstall clean format format-check check-layers help chaos
 .DEFAULT_GOAL := all
 
 all: lib programs
@@ -147,6 +148,11 @@ $(BUILD)/test/bin/%: $(BUILD)/obj/test/fault/%.o $(STATIC_LIB)
 $(FAKE_CUDA): test/fake/fake_libcuda.c
 	@mkdir -p $(dir $@)
 	$(CC) $(MC_CFLAGS) -Wno-missing-prototypes $(MC_LDFLAGS) -shared -o $@ $<
+
+# The chaos driver for as long as CHAOS_ARGS say (test/fault/README.md).
+CHAOS_ARGS ?= --duration 600
+chaos: tests
+	TEST_BUILD_DIR=$(BUILD) TEST_BIN_DIR=$(BUILD)/test/bin $(BUILD)/test/bin/chaos $(CHAOS_ARGS)
 
 check: tests format-check check-layers
 	BUILD=$(BUILD) test/run.sh

@@ -5,7 +5,7 @@ set -euo pipefail
 
 pkgs=(
   build-essential pkg-config clang clang-format
-  libevent-dev libhiredis-dev libnuma-dev libxxhash-dev libpcre2-dev
+  libevent-dev libhiredis-dev libnuma-dev libxxhash-dev libpcre2-dev libsodium-dev
   libibverbs-dev librdmacm-dev liburing-dev
   libmsgpack-dev libcmocka-dev
   redis-server redis-tools redis-sentinel

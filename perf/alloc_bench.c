@@ -10,12 +10,13 @@
  *            (this is the figure fragmentation costs);
  *   query  - ns per largest_free() on the fragmented space.
  *
- *   make && build/alloc_bench [churn_pairs (default 2000000)]
+ *   make && build/alloc_bench [--pairs N (default 2000000)]
  */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "perf/bench_opt.h"
 #include "store/offset_alloc.h"
 #include "util/mem.h"
 #include "util/time.h"
@@ -126,9 +127,30 @@ static void run(const char *name, uint64_t (*size)(void), uint64_t pairs)
     mc_oalloc_destroy(a);
 }
 
+/* The command line (perf/bench_opt.h). */
+typedef struct cli {
+    uint64_t pairs;
+} cli_t;
+
+static const mc_conf_key_t cli_rows[] = {
+    MC_CONF_ROW(cli_t, pairs, "pairs", MC_CONF_UINT, "2000000", 1, 1e10,
+                "free+alloc pairs of the churn phase"),
+};
+
 int main(int argc, char **argv)
 {
-    uint64_t pairs = argc > 1 ? strtoull(argv[1], NULL, 10) : 2000000;
+    static cli_t o;
+    char pairs_arg[64];
+    if (argc == 2 && argv[1][0] != '-') { /* the old form: alloc_bench PAIRS */
+        snprintf(pairs_arg, sizeof(pairs_arg), "--pairs=%s", argv[1]);
+        argv[1] = pairs_arg;
+    }
+    int rc = bench_opts_parse("usage: alloc_bench [--pairs N]\n"
+                              "offset allocator: fill, churn, refill and query speed and use",
+                              cli_rows, MC_ARRAY_SIZE(cli_rows), &o, argc, argv);
+    if (rc != 0)
+        return rc == 1 ? 0 : 2;
+    uint64_t pairs = o.pairs;
     if (pairs == 0)
         pairs = 1;
     printf("offset allocator: %llu GiB space, %u max allocations, sizes %llu KiB..%llu MiB\n",

@@ -45,7 +45,6 @@
 #include <assert.h>
 #include <errno.h>
 #include <arpa/inet.h>
-#include <getopt.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -53,11 +52,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "perf/bench_opt.h"
+#include "test/integration/proc.h"
 #include "reactor/reactor.h"
 #include "rpc/methods.h"
 #include "rpc/rpc.h"
@@ -894,21 +894,15 @@ static pid_t start_master(opts_t *o, const char *argv0)
         args[na++] = o->master_sets[i];
     }
     args[na] = NULL;
-    fflush(stdout);
-    pid_t pid = fork();
-    if (pid < 0) {
-        fprintf(stderr, "master_bench: fork: %s\n", strerror(errno));
+    /* stdout and stderr are ours; it dies with us (test/integration/proc.h) */
+    static test_proc_t p;
+    if (test_proc_start_log(&p, (char *const *)args, NULL, 0) != 0) {
+        fprintf(stderr, "master_bench: cannot start %s: %s\n", bin, strerror(errno));
         return -1;
-    }
-    if (pid == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGTERM); /* never outlive the bench */
-        execv(bin, (char *const *)args);
-        fprintf(stderr, "master_bench: cannot run %s: %s\n", bin, strerror(errno));
-        _exit(127);
     }
     snprintf(o->host, sizeof(o->host), "127.0.0.1");
     o->port = rpc;
-    return pid;
+    return p.pid;
 }
 
 /* Wait until the master answers SERVICE_READY (10 s). */
@@ -970,12 +964,6 @@ static int mount_segments(bench_t *b, unsigned nseg, uint64_t size)
 
 /* ------------------------------------------------------------ main */
 
-/* A size in the configuration's syntax (4096, 64K, 64KiB, 1.5GiB, 10MB). */
-static int parse_size(const char *s, uint64_t *out)
-{
-    return mc_conf_parse_size(s, out) == MC_OK ? 0 : -1;
-}
-
 static int parse_ops(const char *s, int *ops)
 {
     memset(ops, 0, OP_COUNT * sizeof(*ops));
@@ -999,158 +987,113 @@ static int parse_ops(const char *s, int *ops)
     return rc;
 }
 
-static const char usage[] =
-    "usage: master_bench [options]\n"
-    "  --master HOST:PORT      use a running master (default: start build/mooncake-master)\n"
-    "  --master_bin PATH       master program to start (default: next to master_bench)\n"
-    "  --master_reactors N     server.reactors of the started master (default: its own)\n"
-    "  --master_set S.K=V      extra --set for the started master (repeatable)\n"
-    "  --master_pid PID        read VmRSS of this pid (with --master)\n"
-    "  --operation OPS         Put|Get|BatchPut|BatchGet|Exist|Remove, comma list, or all\n"
-    "                          (default BatchPut)\n"
-    "  --clients N             connections, each its own client id (4)\n"
-    "  --threads N             client reactors (1)\n"
-    "  --depth N               operations in flight per connection (32)\n"
-    "  --batch_size N          keys per batch operation (128)\n"
-    "  --value_size BYTES      object size (4096)\n"
-    "  --replica_num N         replicas per object (1)\n"
-    "  --num_keys N            key space for Get/BatchGet/Exist/Remove (100000)\n"
-    "  --prefill               put the key space before Get/BatchGet/Exist\n"
-    "  --num_segments N        fake segments mounted (128)\n"
-    "  --segment_size BYTES    size of each (64G)\n"
-    "  --duration S            seconds per repetition (5)\n"
-    "  --reps N                repetitions; the median is reported (3)\n"
-    "  --warmup S              warm-up before the first repetition (1)\n"
-    "  --rss_objects N         instead: RSS of the master holding N objects\n";
+/* The command line (perf/bench_opt.h). */
+typedef struct cli {
+    char *master, *master_bin, *master_set, *operation;
+    uint64_t master_reactors, master_pid, clients, threads, depth, batch_size, value_size;
+    uint64_t replica_num, num_keys, num_segments, segment_size, reps, rss_objects;
+    bool prefill;
+    double duration, warmup;
+} cli_t;
+
+static const mc_conf_key_t cli_rows[] = {
+    MC_CONF_ROW(cli_t, master, "master", MC_CONF_STRING, "", 0, 0,
+                "HOST:PORT of a running master (default: start build/mooncake-master)"),
+    MC_CONF_ROW(cli_t, master_bin, "master_bin", MC_CONF_STRING, "", 0, 0,
+                "master program to start (default: next to master_bench)"),
+    MC_CONF_ROW(cli_t, master_reactors, "master_reactors", MC_CONF_UINT, "0", 0, 64,
+                "server.reactors of the started master (0: its own default)"),
+    MC_CONF_ROW(cli_t, master_set, "master_set", MC_CONF_STRING, "", 0, 0,
+                "extra S.K=V --set for the started master (repeatable)"),
+    MC_CONF_ROW(cli_t, master_pid, "master_pid", MC_CONF_UINT, "0", 0, 4194304,
+                "read VmRSS of this pid (with --master)"),
+    MC_CONF_ROW(cli_t, operation, "operation", MC_CONF_STRING, "BatchPut", 0, 0,
+                "Put|Get|BatchPut|BatchGet|Exist|Remove, a comma list, or all"),
+    MC_CONF_ROW(cli_t, clients, "clients", MC_CONF_UINT, "4", 1, MAX_CONNS,
+                "connections, each its own client id"),
+    MC_CONF_ROW(cli_t, threads, "threads", MC_CONF_UINT, "1", 1, 64, "client reactors"),
+    MC_CONF_ROW(cli_t, depth, "depth", MC_CONF_UINT, "32", 1, MAX_DEPTH,
+                "operations in flight per connection"),
+    MC_CONF_ROW(cli_t, batch_size, "batch_size", MC_CONF_UINT, "128", 1, MAX_BATCH,
+                "keys per batch operation"),
+    MC_CONF_ROW(cli_t, value_size, "value_size", MC_CONF_SIZE, "4096", 1, 0x1p40, "object size"),
+    MC_CONF_ROW(cli_t, replica_num, "replica_num", MC_CONF_UINT, "1", 1, MC_MASTER_MAX_REPLICAS,
+                "replicas per object"),
+    MC_CONF_ROW(cli_t, num_keys, "num_keys", MC_CONF_UINT, "100000", 1, 1e12,
+                "key space for Get/BatchGet/Exist/Remove"),
+    MC_CONF_ROW(cli_t, prefill, "prefill", MC_CONF_BOOL, "false", 0, 0,
+                "put the key space before Get/BatchGet/Exist"),
+    MC_CONF_ROW(cli_t, num_segments, "num_segments", MC_CONF_UINT, "128", 1, 1e6,
+                "fake segments mounted"),
+    MC_CONF_ROW(cli_t, segment_size, "segment_size", MC_CONF_SIZE, "64GiB", 4096, 0x1p60,
+                "size of each fake segment"),
+    MC_CONF_ROW(cli_t, duration, "duration", MC_CONF_DOUBLE, "5", 0.001, 3600,
+                "seconds per repetition"),
+    MC_CONF_ROW(cli_t, reps, "reps", MC_CONF_UINT, "3", 1, 99,
+                "repetitions; the median is reported"),
+    MC_CONF_ROW(cli_t, warmup, "warmup", MC_CONF_DOUBLE, "1", 0, 3600,
+                "seconds of warm-up before the first repetition"),
+    MC_CONF_ROW(cli_t, rss_objects, "rss_objects", MC_CONF_UINT, "0", 0, 1e12,
+                "instead: RSS of the master holding this many objects"),
+};
+
+/* The command line into o: 0, or the exit code (help: 0, error: 2) + 1. */
+static int parse_cli(int argc, char **argv, opts_t *o)
+{
+    static cli_t c;
+    static const char *const repeatable[] = {"master_set", NULL};
+    int rc = bench_opts_parse_ex("usage: master_bench [options]\n"
+                                 "mooncake-master metadata ops/s and p50/p99 latency",
+                                 cli_rows, MC_ARRAY_SIZE(cli_rows), &c, repeatable, argc, argv);
+    if (rc != 0)
+        return rc == 1 ? 1 : 3;
+    if (c.master[0] != '\0' && (sscanf(c.master, "%127[^:]:%u", o->host, &o->port) != 2 ||
+                                o->port == 0 || o->port > 65535)) {
+        fprintf(stderr, "master_bench: --master wants HOST:PORT, got '%s'\n", c.master);
+        return 3;
+    }
+    o->master_bin = c.master_bin[0] != '\0' ? c.master_bin : NULL;
+    o->master_reactors = (unsigned)c.master_reactors;
+    for (char *p = c.master_set; *p != '\0';) { /* repeated values joined with '\n' */
+        char *nl = strchr(p, '\n');
+        if (o->n_master_sets == MAX_MASTER_SETS) {
+            fprintf(stderr, "master_bench: at most %d --master_set\n", MAX_MASTER_SETS);
+            return 3;
+        }
+        o->master_sets[o->n_master_sets++] = p;
+        if (nl == NULL)
+            break;
+        *nl = '\0';
+        p = nl + 1;
+    }
+    o->master_pid = (pid_t)c.master_pid;
+    if (parse_ops(c.operation, o->ops) != 0) {
+        fprintf(stderr, "master_bench: --operation: '%s' names no operation\n", c.operation);
+        return 3;
+    }
+    o->clients = (unsigned)c.clients;
+    o->threads = (unsigned)c.threads;
+    o->depth = (unsigned)c.depth;
+    o->batch = (unsigned)c.batch_size;
+    o->value_size = c.value_size;
+    o->replica_num = (unsigned)c.replica_num;
+    o->num_keys = c.num_keys;
+    o->prefill = c.prefill;
+    o->num_segments = (unsigned)c.num_segments;
+    o->segment_size = c.segment_size;
+    o->duration = c.duration;
+    o->reps = (unsigned)c.reps;
+    o->warmup = c.warmup;
+    o->rss_objects = c.rss_objects;
+    return 0;
+}
 
 int main(int argc, char **argv)
 {
-    opts_t o = {.host = "127.0.0.1",
-                .num_segments = 128,
-                .segment_size = 64ull << 30,
-                .clients = 4,
-                .threads = 1,
-                .depth = 32,
-                .batch = 128,
-                .value_size = 4096,
-                .num_keys = 100000,
-                .replica_num = 1,
-                .duration = 5,
-                .warmup = 1,
-                .reps = 3};
-    o.ops[OP_BATCH_PUT] = 1;
-    static const struct option lo[] = {{"master", 1, 0, 'm'},
-                                       {"master_bin", 1, 0, 'B'},
-                                       {"master_reactors", 1, 0, 'R'},
-                                       {"master_set", 1, 0, 'X'},
-                                       {"master_pid", 1, 0, 'P'},
-                                       {"operation", 1, 0, 'o'},
-                                       {"clients", 1, 0, 'c'},
-                                       {"threads", 1, 0, 'T'},
-                                       {"depth", 1, 0, 'd'},
-                                       {"batch_size", 1, 0, 'b'},
-                                       {"value_size", 1, 0, 'v'},
-                                       {"replica_num", 1, 0, 'r'},
-                                       {"num_keys", 1, 0, 'k'},
-                                       {"prefill", 0, 0, 'p'},
-                                       {"num_segments", 1, 0, 's'},
-                                       {"segment_size", 1, 0, 'S'},
-                                       {"duration", 1, 0, 't'},
-                                       {"reps", 1, 0, 'n'},
-                                       {"warmup", 1, 0, 'w'},
-                                       {"rss_objects", 1, 0, 'O'},
-                                       {"help", 0, 0, 'h'},
-                                       {0, 0, 0, 0}};
-    int opt;
-    while ((opt = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
-        int bad = 0;
-        switch (opt) {
-        case 'm':
-            bad = sscanf(optarg, "%127[^:]:%u", o.host, &o.port) != 2;
-            break;
-        case 'B':
-            o.master_bin = optarg;
-            break;
-        case 'R':
-            o.master_reactors = (unsigned)strtoul(optarg, NULL, 10);
-            break;
-        case 'X':
-            bad = o.n_master_sets == MAX_MASTER_SETS;
-            if (!bad)
-                o.master_sets[o.n_master_sets++] = optarg;
-            break;
-        case 'P':
-            o.master_pid = (pid_t)strtol(optarg, NULL, 10);
-            break;
-        case 'o':
-            bad = parse_ops(optarg, o.ops) != 0;
-            break;
-        case 'c':
-            o.clients = (unsigned)strtoul(optarg, NULL, 10);
-            break;
-        case 'T':
-            o.threads = (unsigned)strtoul(optarg, NULL, 10);
-            break;
-        case 'd':
-            o.depth = (unsigned)strtoul(optarg, NULL, 10);
-            break;
-        case 'b':
-            o.batch = (unsigned)strtoul(optarg, NULL, 10);
-            break;
-        case 'v':
-            bad = parse_size(optarg, &o.value_size) != 0;
-            break;
-        case 'r':
-            o.replica_num = (unsigned)strtoul(optarg, NULL, 10);
-            break;
-        case 'k':
-            o.num_keys = strtoull(optarg, NULL, 10);
-            break;
-        case 'p':
-            o.prefill = 1;
-            break;
-        case 's':
-            o.num_segments = (unsigned)strtoul(optarg, NULL, 10);
-            break;
-        case 'S':
-            bad = parse_size(optarg, &o.segment_size) != 0;
-            break;
-        case 't':
-            o.duration = strtod(optarg, NULL);
-            break;
-        case 'n':
-            o.reps = (unsigned)strtoul(optarg, NULL, 10);
-            break;
-        case 'w':
-            o.warmup = strtod(optarg, NULL);
-            break;
-        case 'O':
-            o.rss_objects = strtoull(optarg, NULL, 10);
-            break;
-        case 'h':
-            fputs(usage, stdout);
-            return 0;
-        default:
-            bad = 1;
-            break;
-        }
-        if (bad) {
-            fprintf(stderr, "master_bench: bad option%s%s\n%s", optarg ? " value " : "",
-                    optarg ? optarg : "", usage);
-            return 2;
-        }
-    }
-    if (o.clients == 0 || o.clients > MAX_CONNS || o.threads == 0 || o.threads > 64 ||
-        o.depth == 0 || o.depth > MAX_DEPTH || o.batch == 0 || o.batch > MAX_BATCH ||
-        o.value_size == 0 || o.reps == 0 || o.reps > 99 || o.duration <= 0 || o.warmup < 0 ||
-        o.num_segments == 0 || o.segment_size < 4096 || o.replica_num == 0 ||
-        o.replica_num > MC_MASTER_MAX_REPLICAS) {
-        fprintf(stderr,
-                "master_bench: --clients 1..%d, --threads 1..64, --depth 1..%d, "
-                "--batch_size 1..%d, --reps 1..99, --duration > 0, --replica_num 1..%d\n",
-                MAX_CONNS, MAX_DEPTH, MAX_BATCH, MC_MASTER_MAX_REPLICAS);
-        return 2;
-    }
+    opts_t o = {.host = "127.0.0.1"};
+    int cli_rc = parse_cli(argc, argv, &o);
+    if (cli_rc != 0)
+        return cli_rc - 1;
     if (o.num_keys < o.clients)
         o.num_keys = o.clients;
     if (o.rss_objects != 0) {

@@ -11,7 +11,6 @@
  * median calls/s and the p50/p99 latency of the median run, as a table and as
  * "csv," lines.
  */
-#include <getopt.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -20,6 +19,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "perf/bench_opt.h"
 #include "reactor/reactor.h"
 #include "rpc/methods.h"
 #include "rpc/rpc.h"
@@ -188,16 +188,6 @@ static int cmp_res(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-static unsigned parse_list(const char *s, unsigned *out, unsigned max)
-{
-    unsigned n = 0;
-    char *dup = strdup(s), *save = NULL;
-    for (char *t = strtok_r(dup, ",", &save); t && n < max; t = strtok_r(NULL, ",", &save))
-        out[n++] = (unsigned)strtoul(t, NULL, 10);
-    free(dup);
-    return n;
-}
-
 static void rpc_bench_echo(void *ctx, mc_rpc_req_t *req)
 {
     size_t len;
@@ -256,79 +246,56 @@ static pid_t start_server(unsigned reactors, uint16_t *port)
     _exit(0);
 }
 
+/* The command line (perf/bench_opt.h). */
+typedef struct opts {
+    char *connections, *depth; /* comma lists */
+    uint64_t body, reps, server_reactors, client_reactors;
+    double duration, warmup;
+    char *connect; /* HOST:PORT, or "" for a forked echo server */
+} opts_t;
+
+static const mc_conf_key_t opt_rows[] = {
+    MC_CONF_ROW(opts_t, connections, "connections", MC_CONF_STRING, "1,2,4", 0, 0,
+                "connections per point, a comma list (1..64)"),
+    MC_CONF_ROW(opts_t, depth, "depth", MC_CONF_STRING, "1,16,128", 0, 0,
+                "calls in flight per connection, a comma list (1..4096)"),
+    MC_CONF_ROW(opts_t, body, "body", MC_CONF_UINT, "16", 5, 4096, "request body bytes"),
+    MC_CONF_ROW(opts_t, duration, "duration", MC_CONF_DOUBLE, "3", 0.001, 3600, "seconds per run"),
+    MC_CONF_ROW(opts_t, reps, "reps", MC_CONF_UINT, "3", 1, 99,
+                "runs per point (the median counts)"),
+    MC_CONF_ROW(opts_t, warmup, "warmup", MC_CONF_DOUBLE, "0.5", 0, 3600,
+                "seconds of warm-up before a point's first run"),
+    MC_CONF_ROW(opts_t, server_reactors, "server-reactors", MC_CONF_UINT, "1", 1, 64,
+                "reactors of the forked echo server"),
+    MC_CONF_ROW(opts_t, client_reactors, "client-reactors", MC_CONF_UINT, "1", 1, 64,
+                "reactors of the clients"),
+    MC_CONF_ROW(opts_t, connect, "connect", MC_CONF_STRING, "", 0, 0,
+                "HOST:PORT of a running echo server instead of a forked one"),
+};
+
 int main(int argc, char **argv)
 {
-    unsigned conns[16] = {1, 2, 4}, nconns = 3;
-    unsigned depths[16] = {1, 16, 128}, ndepths = 3;
-    unsigned body = 16, reps = 3, sreactors = 1, creactors = 1;
-    double secs = 3, warmup = 0.5;
+    opts_t o;
+    int rc = bench_opts_parse("usage: rpc_bench [options]\n"
+                              "echo RPC calls/s and p50/p99 latency per connections x depth",
+                              opt_rows, MC_ARRAY_SIZE(opt_rows), &o, argc, argv);
+    if (rc != 0)
+        return rc == 1 ? 0 : 2;
+    uint64_t conns[16], depths[16];
+    unsigned nconns = bench_list("connections", o.connections, 0, 1, MAX_CONNS, conns, 16);
+    unsigned ndepths = bench_list("depth", o.depth, 0, 1, MAX_DEPTH, depths, 16);
+    if (nconns == 0 || ndepths == 0)
+        return 2;
+    unsigned body = (unsigned)o.body, reps = (unsigned)o.reps;
+    unsigned sreactors = (unsigned)o.server_reactors, creactors = (unsigned)o.client_reactors;
+    double secs = o.duration, warmup = o.warmup;
     char host[128] = "127.0.0.1";
     unsigned port = 0;
-    static const struct option lo[] = {{"connections", 1, 0, 'c'},
-                                       {"depth", 1, 0, 'd'},
-                                       {"body", 1, 0, 'b'},
-                                       {"duration", 1, 0, 't'},
-                                       {"reps", 1, 0, 'n'},
-                                       {"warmup", 1, 0, 'w'},
-                                       {"server-reactors", 1, 0, 'S'},
-                                       {"client-reactors", 1, 0, 'C'},
-                                       {"connect", 1, 0, 'a'},
-                                       {"help", 0, 0, 'h'},
-                                       {0, 0, 0, 0}};
-    int o;
-    while ((o = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
-        switch (o) {
-        case 'c':
-            nconns = parse_list(optarg, conns, 16);
-            break;
-        case 'd':
-            ndepths = parse_list(optarg, depths, 16);
-            break;
-        case 'b':
-            body = (unsigned)strtoul(optarg, NULL, 10);
-            break;
-        case 't':
-            secs = strtod(optarg, NULL);
-            break;
-        case 'n':
-            reps = (unsigned)strtoul(optarg, NULL, 10);
-            break;
-        case 'w':
-            warmup = strtod(optarg, NULL);
-            break;
-        case 'S':
-            sreactors = (unsigned)strtoul(optarg, NULL, 10);
-            break;
-        case 'C':
-            creactors = (unsigned)strtoul(optarg, NULL, 10);
-            break;
-        case 'a':
-            if (sscanf(optarg, "%127[^:]:%u", host, &port) != 2) {
-                fprintf(stderr, "rpc_bench: --connect wants HOST:PORT, got '%s'\n", optarg);
-                return 2;
-            }
-            break;
-        default:
-            fprintf(stderr, "usage: rpc_bench [--connections L] [--depth L] [--body B] "
-                            "[--duration S] [--reps N] [--warmup S] [--server-reactors N] "
-                            "[--client-reactors N] [--connect HOST:PORT]\n");
-            return o == 'h' ? 0 : 2;
-        }
-    }
-    if (body < 5 || body > 4096 || reps == 0 || reps > 99 || secs <= 0) {
-        fprintf(stderr, "rpc_bench: --body must be 5..4096, --reps 1..99, --duration > 0\n");
+    if (o.connect[0] != '\0' &&
+        (sscanf(o.connect, "%127[^:]:%u", host, &port) != 2 || port == 0 || port > 65535)) {
+        fprintf(stderr, "rpc_bench: --connect wants HOST:PORT, got '%s'\n", o.connect);
         return 2;
     }
-    for (unsigned i = 0; i < nconns; i++)
-        if (conns[i] == 0 || conns[i] > MAX_CONNS) {
-            fprintf(stderr, "rpc_bench: connections must be 1..%d\n", MAX_CONNS);
-            return 2;
-        }
-    for (unsigned i = 0; i < ndepths; i++)
-        if (depths[i] == 0 || depths[i] > MAX_DEPTH) {
-            fprintf(stderr, "rpc_bench: depth must be 1..%d\n", MAX_DEPTH);
-            return 2;
-        }
     mc_log_set_all(MC_LOG_WARN);
     signal(SIGPIPE, SIG_IGN);
 
@@ -370,17 +337,19 @@ int main(int argc, char **argv)
         for (unsigned di = 0; di < ndepths; di++) {
             result_t rs[99];
             for (unsigned r = 0; r < reps; r++)
-                rs[r] =
-                    run_point(g, clients, conns[ci], depths[di], body, r == 0 ? warmup : 0.1, secs);
+                rs[r] = run_point(g, clients, (unsigned)conns[ci], (unsigned)depths[di], body,
+                                  r == 0 ? warmup : 0.1, secs);
             qsort(rs, reps, sizeof(rs[0]), cmp_res);
             result_t m = rs[reps / 2];
             uint64_t errs = 0;
             for (unsigned r = 0; r < reps; r++)
                 errs += rs[r].errors;
-            printf("%6u %6u %14.0f %10.1f %10.1f %8llu\n", conns[ci], depths[di], m.calls_per_s,
-                   m.p50_us, m.p99_us, (unsigned long long)errs);
-            printf("csv,rpc_bench,%u,%u,%u,%.0f,%.1f,%.1f,%llu\n", conns[ci], depths[di], body,
-                   m.calls_per_s, m.p50_us, m.p99_us, (unsigned long long)errs);
+            printf("%6u %6u %14.0f %10.1f %10.1f %8llu\n", (unsigned)conns[ci],
+                   (unsigned)depths[di], m.calls_per_s, m.p50_us, m.p99_us,
+                   (unsigned long long)errs);
+            printf("csv,rpc_bench,%u,%u,%u,%.0f,%.1f,%.1f,%llu\n", (unsigned)conns[ci],
+                   (unsigned)depths[di], body, m.calls_per_s, m.p50_us, m.p99_us,
+                   (unsigned long long)errs);
             fflush(stdout);
         }
     }

@@ -58,7 +58,6 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <poll.h>
 #include <pthread.h>
@@ -68,13 +67,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "mooncake/store.h"
+#include "perf/bench_opt.h"
+#include "test/integration/proc.h"
 #include "util/conf.h"
 #include "util/log.h"
+#include "util/mem.h"
 #include "util/time.h"
 
 #define MAX_LIST 16
@@ -157,7 +158,7 @@ struct bench {
     int recording;
     worker_t w[MAX_CONC];
     /* cluster */
-    pid_t master_pid, node_pid[MAX_NODES];
+    test_proc_t master, node[MAX_NODES]; /* test/integration/proc.h */
     unsigned nnodes;
     char service[64]; /* node 0's service "127.0.0.1:PORT" (mode service) */
     char master_addr[128];
@@ -436,8 +437,7 @@ static int workers_setup(bench_t *b, uint64_t size, unsigned batch, unsigned con
             w->buf_len = 0;
             if (b->mode == MODE_SERVICE) {
                 /* memory shared with the service: in place, no copy */
-                w->buf = mc_store_alloc_from_mem_pool(b->s, need);
-                if (w->buf == NULL)
+                if ((w->buf = mc_store_alloc_from_mem_pool(b->s, need)) == NULL)
                     return -1;
             } else if (posix_memalign((void **)&w->buf, 4096, need) != 0) {
                 return -1;
@@ -490,35 +490,6 @@ static void sleep_s(double s)
         usleep((useconds_t)(s * 1e6));
 }
 
-static pid_t spawn(const char *const *args, const char *log, int *out_fd)
-{
-    int fds[2] = {-1, -1};
-    if (out_fd != NULL && pipe2(fds, O_CLOEXEC) != 0)
-        return -1;
-    fflush(stdout);
-    pid_t pid = fork();
-    if (pid < 0)
-        return -1;
-    if (pid == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGTERM); /* never outlive the bench */
-        int lfd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        if (lfd >= 0)
-            dup2(lfd, 2);
-        if (out_fd != NULL)
-            dup2(fds[1], 1);
-        else if (lfd >= 0)
-            dup2(lfd, 1);
-        execv(args[0], (char *const *)args);
-        fprintf(stderr, "store_bench: cannot run %s: %s\n", args[0], strerror(errno));
-        _exit(127);
-    }
-    if (out_fd != NULL) {
-        close(fds[1]);
-        *out_fd = fds[0];
-    }
-    return pid;
-}
-
 /* Wait (timeout_ms) for a line of fd starting with prefix; copy the rest. */
 static int read_prefixed_line(int fd, const char *prefix, char *rest, size_t room, int timeout_ms)
 {
@@ -567,8 +538,8 @@ static int wait_master(bench_t *b, const char *log)
         }
         if (f != NULL)
             fclose(f);
-        if (waitpid(b->master_pid, NULL, WNOHANG) == b->master_pid) {
-            b->master_pid = 0;
+        if (waitpid(b->master.pid, NULL, WNOHANG) == b->master.pid) {
+            b->master.pid = 0;
             break;
         }
         usleep(20000);
@@ -580,17 +551,12 @@ static int wait_master(bench_t *b, const char *log)
 static void cluster_stop(bench_t *b)
 {
     for (unsigned i = 0; i < b->nnodes; i++)
-        if (b->node_pid[i] > 0)
-            kill(b->node_pid[i], SIGTERM);
+        if (b->node[i].pid > 0)
+            kill(b->node[i].pid, SIGTERM); /* all at once, then reap */
     for (unsigned i = 0; i < b->nnodes; i++)
-        if (b->node_pid[i] > 0)
-            waitpid(b->node_pid[i], NULL, 0);
-    if (b->master_pid > 0) {
-        kill(b->master_pid, SIGTERM);
-        waitpid(b->master_pid, NULL, 0);
-    }
+        test_proc_stop(&b->node[i], SIGTERM, 30000);
+    test_proc_stop(&b->master, SIGTERM, 30000);
     b->nnodes = 0;
-    b->master_pid = 0;
 }
 
 static int cluster_start(bench_t *b, const char *argv0, unsigned nodes)
@@ -607,66 +573,62 @@ static int cluster_start(bench_t *b, const char *argv0, unsigned nodes)
     snprintf(bin, sizeof(bin), "%s/mooncake-master", dir);
     snprintf(log, sizeof(log), "%s/master.log", b->tmpdir);
     /* lease_ttl 1s: space of removed-while-leased objects comes back soon */
-    const char *margs[] = {bin,
-                           "--set",
-                           "server.bind_address=127.0.0.1",
-                           "--set",
-                           "server.rpc_port=0",
-                           "--set",
-                           "server.http_enabled=false",
-                           "--set",
-                           "master.lease_ttl=1s",
-                           "--set",
-                           "log.level=info",
-                           NULL};
-    b->master_pid = spawn(margs, log, NULL);
-    if (b->master_pid < 0 || wait_master(b, log) != 0)
+    char *margs[] = {bin,
+                     "--set",
+                     "server.bind_address=127.0.0.1",
+                     "--set",
+                     "server.rpc_port=0",
+                     "--set",
+                     "server.http_enabled=false",
+                     "--set",
+                     "master.lease_ttl=1s",
+                     "--set",
+                     "log.level=info",
+                     NULL};
+    if (test_proc_start_log(&b->master, margs, log, 0) != 0 || wait_master(b, log) != 0)
         return -1;
     snprintf(bin, sizeof(bin), "%s/mooncake-store-server", dir);
     char a_master[200], a_size[64];
     snprintf(a_master, sizeof(a_master), "store.master=%s", b->master_addr);
     snprintf(a_size, sizeof(a_size), "store.global_segment_size=%" PRIu64, b->o->segment_size);
-    char a_proto[64], a_shm[32], a_svc[64] = "service.enabled=false";
+    char a_proto[64], a_shm[32], a_port[64] = "service.port=50052";
     snprintf(a_proto, sizeof(a_proto), "store.protocol=%s", b->o->protocol);
     snprintf(a_shm, sizeof(a_shm), "store.shm=%s", b->o->shm);
     for (unsigned i = 0; i < nodes; i++) {
-        if (i == 0 && b->o->modes[MODE_SERVICE]) {
+        int svc = i == 0 && b->o->modes[MODE_SERVICE];
+        if (svc) {
             /* node 0 serves the co-located bench client */
             unsigned port = 30000 + (unsigned)(getpid() % 20000);
-            snprintf(a_svc, sizeof(a_svc), "service.port=%u", port);
+            snprintf(a_port, sizeof(a_port), "service.port=%u", port);
             snprintf(b->service, sizeof(b->service), "127.0.0.1:%u", port);
         }
-        const char *nargs[] = {bin,
-                               "--set",
-                               a_master,
-                               "--set",
-                               a_size,
-                               "--set",
-                               "store.reactors=1",
-                               "--set",
-                               a_proto,
-                               "--set",
-                               a_shm,
-                               "--set",
-                               "log.level=warn",
-                               "--set",
-                               a_svc,
-                               "--set",
-                               i == 0 && b->o->modes[MODE_SERVICE] ? "service.enabled=true"
-                                                                   : "service.enabled=false",
-                               NULL};
-        int fd = -1;
+        char *nargs[] = {bin,
+                         "--set",
+                         a_master,
+                         "--set",
+                         a_size,
+                         "--set",
+                         "store.reactors=1",
+                         "--set",
+                         a_proto,
+                         "--set",
+                         a_shm,
+                         "--set",
+                         "log.level=warn",
+                         "--set",
+                         a_port,
+                         "--set",
+                         svc ? "service.enabled=true" : "service.enabled=false",
+                         NULL};
         snprintf(log, sizeof(log), "%s/node%u.log", b->tmpdir, i);
-        b->node_pid[i] = spawn(nargs, log, &fd);
+        int started = test_proc_start_log(&b->node[i], nargs, log, 1) == 0;
         b->nnodes = i + 1;
         char name[256];
-        if (b->node_pid[i] < 0 || read_prefixed_line(fd, "ready ", name, sizeof(name), 30000)) {
+        if (!started ||
+            read_prefixed_line(b->node[i].out_fd, "ready ", name, sizeof(name), 30000) != 0) {
             fprintf(stderr, "store_bench: storage node %u did not start (log: %s)\n", i, log);
-            if (fd >= 0)
-                close(fd);
             return -1;
         }
-        close(fd);
     }
     return 0;
 }
@@ -802,40 +764,6 @@ static int point(bench_t *b, int op, uint64_t size, unsigned conc)
 
 /* ------------------------------------------------------------ main */
 
-/* A size > 0 in the configuration's syntax (4096, 64K, 64KiB, 1.5GiB, 10MB). */
-static int parse_size(const char *s, uint64_t *out)
-{
-    return mc_conf_parse_size(s, out) == MC_OK && *out > 0 ? 0 : -1;
-}
-
-static int parse_sizes(const char *s, uint64_t *out, unsigned *n)
-{
-    char *dup = strdup(s), *save = NULL;
-    int rc = 0;
-    *n = 0;
-    for (char *t = strtok_r(dup, ",", &save); t && rc == 0; t = strtok_r(NULL, ",", &save))
-        rc = *n < MAX_LIST ? parse_size(t, &out[(*n)++]) : -1;
-    free(dup);
-    return rc == 0 && *n > 0 ? 0 : -1;
-}
-
-static int parse_uints(const char *s, unsigned *out, unsigned *n, unsigned lo, unsigned hi)
-{
-    char *dup = strdup(s), *save = NULL;
-    int rc = 0;
-    *n = 0;
-    for (char *t = strtok_r(dup, ",", &save); t && rc == 0; t = strtok_r(NULL, ",", &save)) {
-        char *end;
-        unsigned long v = strtoul(t, &end, 10);
-        if (*end != '\0' || v < lo || v > hi || *n >= MAX_LIST)
-            rc = -1;
-        else
-            out[(*n)++] = (unsigned)v;
-    }
-    free(dup);
-    return rc == 0 && *n > 0 ? 0 : -1;
-}
-
 static int parse_names(const char *s, const char *const *names, int count, int *on)
 {
     char *dup = strdup(s), *save = NULL;
@@ -852,151 +780,113 @@ static int parse_names(const char *s, const char *const *names, int count, int *
     return rc;
 }
 
-static const char usage[] =
-    "usage: store_bench [--ops put,get,batch_put,batch_get] [--sizes 4K,64K,1M,4M,64M]\n"
-    "                   [--concurrency 1,4] [--replicas 1,2] [--mode remote,local]\n"
-    "                   [--batch 64] [--duration 2] [--warmup 0.5] [--reps 3]\n"
-    "                   [--segment-size 2G] [--client-reactors 0] [--registered] [--verify]\n"
-    "                   [--master HOST:PORT] [--lease-wait S] [--protocol tcp|rdma]\n"
-    "                   [--emulated N] [--shm on|off]\n"
-    "  --mode remote: data on separate mooncake-store-server processes;\n"
-    "         local: on the bench client's own segment;\n"
-    "         service: the bench client is a co-located client of node 0's service\n"
-    "         (values in mc_store_alloc_from_mem_pool memory, data in node 0's segment)\n"
-    "  --shm off: clients and nodes of this host use --protocol, not shared memory\n"
-    "  --concurrency N: N threads doing sync calls on one client\n"
-    "  --registered: register the threads' buffers (over TCP unregistered ones are used in place "
-    "too)\n"
-    "  --master: use a running cluster instead of starting one (nodes of --segment-size)\n"
-    "  --protocol: transport of the client and the nodes it starts (tcp by default)\n"
-    "  --emulated N: with rdma, N EMULATED NICs per process (MC_RDMA_EMULATED=N; tests and\n"
-    "         demos only: no NIC, data over unix sockets)\n";
+/* The command line (perf/bench_opt.h). */
+typedef struct cli {
+    char *ops, *sizes, *concurrency, *replicas, *mode, *master, *protocol, *shm;
+    uint64_t batch, reps, segment_size, client_reactors, emulated;
+    double duration, warmup, lease_wait;
+    bool registered, verify;
+} cli_t;
+
+static const mc_conf_key_t cli_rows[] = {
+    MC_CONF_ROW(cli_t, ops, "ops", MC_CONF_STRING, "put,get,batch_put,batch_get", 0, 0,
+                "operations, a comma list (or all)"),
+    MC_CONF_ROW(cli_t, sizes, "sizes", MC_CONF_STRING, "4K,64K,1M,4M,64M", 0, 0,
+                "value sizes, a comma list"),
+    MC_CONF_ROW(cli_t, concurrency, "concurrency", MC_CONF_STRING, "1,4", 0, 0,
+                "threads doing sync calls on one client, a comma list"),
+    MC_CONF_ROW(cli_t, replicas, "replicas", MC_CONF_STRING, "1,2", 0, 0,
+                "replicas per object, a comma list"),
+    MC_CONF_ROW(cli_t, mode, "mode", MC_CONF_STRING, "remote,local", 0, 0,
+                "remote: data on separate mooncake-store-server processes; local: on the "
+                "client's own segment; service: the client is a co-located client of node 0's "
+                "store service (values in mc_store_alloc_from_mem_pool memory, data in node 0's "
+                "segment)"),
+    MC_CONF_ROW(cli_t, batch, "batch", MC_CONF_UINT, "64", 1, MAX_BATCH, "keys per batch call"),
+    MC_CONF_ROW(cli_t, duration, "duration", MC_CONF_DOUBLE, "2", 0.001, 3600, "seconds per run"),
+    MC_CONF_ROW(cli_t, warmup, "warmup", MC_CONF_DOUBLE, "0.5", 0, 3600,
+                "seconds of warm-up before a point's first run"),
+    MC_CONF_ROW(cli_t, reps, "reps", MC_CONF_UINT, "3", 1, 99,
+                "runs per point (the median counts)"),
+    MC_CONF_ROW(cli_t, segment_size, "segment-size", MC_CONF_SIZE, "2GiB", 1, 0x1p50,
+                "segment of each node (and of the client in local mode)"),
+    MC_CONF_ROW(cli_t, client_reactors, "client-reactors", MC_CONF_UINT, "0", 0, 64,
+                "reactors of the client (0: one per NUMA node)"),
+    MC_CONF_ROW(cli_t, registered, "registered", MC_CONF_BOOL, "false", 0, 0,
+                "register the threads' buffers (over TCP unregistered ones are used in place too)"),
+    MC_CONF_ROW(cli_t, verify, "verify", MC_CONF_BOOL, "false", 0, 0,
+                "check every value read back"),
+    MC_CONF_ROW(cli_t, master, "master", MC_CONF_STRING, "", 0, 0,
+                "HOST:PORT of a running cluster instead of starting one"),
+    MC_CONF_ROW(cli_t, lease_wait, "lease-wait", MC_CONF_DOUBLE, "-1", -1, 3600,
+                "seconds to wait for leases before removing (-1: the master's lease_ttl)"),
+    MC_CONF_ROW(cli_t, protocol, "protocol", MC_CONF_STRING, "tcp", 0, 0,
+                "transport of the client and the nodes it starts: tcp or rdma"),
+    MC_CONF_ROW(cli_t, emulated, "emulated", MC_CONF_UINT, "0", 0, 16,
+                "with rdma, N EMULATED NICs per process (MC_RDMA_EMULATED=N; tests and demos "
+                "only: no NIC, data over unix sockets)"),
+    MC_CONF_ROW(cli_t, shm, "shm", MC_CONF_STRING, "on", 0, 0,
+                "on: clients and nodes of this host share memory (the shm transport); off: they "
+                "use --protocol"),
+};
+
+/* The command line into o: 0, or the exit code (help: 0, error: 2) + 1. */
+static int parse_cli(int argc, char **argv, opts_t *o)
+{
+    static cli_t c;
+    int rc = bench_opts_parse("usage: store_bench [options]\n"
+                              "store client Put/Get/BatchPut/BatchGet: calls/s, keys/s, GB/s, "
+                              "p50/p99 per call",
+                              cli_rows, MC_ARRAY_SIZE(cli_rows), &c, argc, argv);
+    if (rc != 0)
+        return rc == 1 ? 1 : 3;
+    uint64_t v[MAX_LIST];
+    if (parse_names(c.ops, op_names, OP_COUNT, o->ops) != 0 ||
+        parse_names(c.mode, mode_names, MODE_COUNT, o->modes) != 0) {
+        fprintf(stderr, "store_bench: --ops or --mode names an unknown entry ('%s', '%s')\n", c.ops,
+                c.mode);
+        return 3;
+    }
+    if ((o->nsizes = bench_list("sizes", c.sizes, 1, 1, 1ull << 40, o->sizes, MAX_LIST)) == 0)
+        return 3;
+    if ((o->nconc = bench_list("concurrency", c.concurrency, 0, 1, MAX_CONC, v, MAX_LIST)) == 0)
+        return 3;
+    for (unsigned i = 0; i < o->nconc; i++)
+        o->conc[i] = (unsigned)v[i];
+    if ((o->nrepl = bench_list("replicas", c.replicas, 0, 1, MAX_NODES, v, MAX_LIST)) == 0)
+        return 3;
+    for (unsigned i = 0; i < o->nrepl; i++)
+        o->repl[i] = (unsigned)v[i];
+    if (strcmp(c.protocol, "tcp") != 0 && strcmp(c.protocol, "rdma") != 0) {
+        fprintf(stderr, "store_bench: --protocol: '%s' is not tcp or rdma\n", c.protocol);
+        return 3;
+    }
+    if (strcmp(c.shm, "on") != 0 && strcmp(c.shm, "off") != 0) {
+        fprintf(stderr, "store_bench: --shm: '%s' is not on or off\n", c.shm);
+        return 3;
+    }
+    o->shm = c.shm;
+    o->batch = (unsigned)c.batch;
+    o->duration = c.duration;
+    o->warmup = c.warmup;
+    o->reps = (unsigned)c.reps;
+    o->segment_size = c.segment_size;
+    o->client_reactors = (unsigned)c.client_reactors;
+    o->registered = c.registered;
+    o->verify = c.verify;
+    o->master = c.master[0] != '\0' ? c.master : NULL;
+    o->lease_wait = c.lease_wait;
+    o->protocol = c.protocol;
+    o->emulated = (unsigned)c.emulated;
+    return 0;
+}
 
 int main(int argc, char **argv)
 {
-    static opts_t o = {
-        .ops = {1, 1, 1, 1},
-        .modes = {1, 1},
-        .sizes = {4096, 65536, 1 << 20, 4 << 20, 64 << 20},
-        .nsizes = 5,
-        .conc = {1, 4},
-        .nconc = 2,
-        .repl = {1, 2},
-        .nrepl = 2,
-        .batch = 64,
-        .duration = 2,
-        .warmup = 0.5,
-        .reps = 3,
-        .segment_size = 2ull << 30,
-        .lease_wait = -1,
-        .protocol = "tcp",
-        .shm = "on",
-    };
-    static const struct option lo[] = {{"ops", 1, 0, 'o'},
-                                       {"sizes", 1, 0, 's'},
-                                       {"concurrency", 1, 0, 'c'},
-                                       {"replicas", 1, 0, 'r'},
-                                       {"mode", 1, 0, 'M'},
-                                       {"batch", 1, 0, 'b'},
-                                       {"duration", 1, 0, 't'},
-                                       {"warmup", 1, 0, 'w'},
-                                       {"reps", 1, 0, 'n'},
-                                       {"segment-size", 1, 0, 'S'},
-                                       {"client-reactors", 1, 0, 'R'},
-                                       {"registered", 0, 0, 'G'},
-                                       {"verify", 0, 0, 'V'},
-                                       {"master", 1, 0, 'm'},
-                                       {"lease-wait", 1, 0, 'L'},
-                                       {"protocol", 1, 0, 'P'},
-                                       {"emulated", 1, 0, 'E'},
-                                       {"shm", 1, 0, 'H'},
-                                       {"help", 0, 0, 'h'},
-                                       {0, 0, 0, 0}};
-    int c;
-    while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
-        int bad = 0;
-        switch (c) {
-        case 'o':
-            bad = parse_names(optarg, op_names, OP_COUNT, o.ops);
-            break;
-        case 'M':
-            bad = parse_names(optarg, mode_names, MODE_COUNT, o.modes);
-            break;
-        case 's':
-            bad = parse_sizes(optarg, o.sizes, &o.nsizes);
-            break;
-        case 'c':
-            bad = parse_uints(optarg, o.conc, &o.nconc, 1, MAX_CONC);
-            break;
-        case 'r':
-            bad = parse_uints(optarg, o.repl, &o.nrepl, 1, MAX_NODES);
-            break;
-        case 'b': {
-            unsigned n = 0, v[MAX_LIST];
-            bad = parse_uints(optarg, v, &n, 1, MAX_BATCH) || n != 1;
-            o.batch = v[0];
-            break;
-        }
-        case 't':
-            o.duration = strtod(optarg, NULL);
-            bad = !(o.duration > 0);
-            break;
-        case 'w':
-            o.warmup = strtod(optarg, NULL);
-            bad = o.warmup < 0;
-            break;
-        case 'n':
-            o.reps = (unsigned)strtoul(optarg, NULL, 10);
-            bad = o.reps < 1 || o.reps > 99;
-            break;
-        case 'S':
-            bad = parse_size(optarg, &o.segment_size);
-            break;
-        case 'R':
-            o.client_reactors = (unsigned)strtoul(optarg, NULL, 10);
-            break;
-        case 'G':
-            o.registered = 1;
-            break;
-        case 'V':
-            o.verify = 1;
-            break;
-        case 'm':
-            o.master = optarg;
-            break;
-        case 'L':
-            o.lease_wait = strtod(optarg, NULL);
-            bad = o.lease_wait < 0;
-            break;
-        case 'P':
-            o.protocol = optarg;
-            bad = strcmp(optarg, "tcp") != 0 && strcmp(optarg, "rdma") != 0;
-            break;
-        case 'E': {
-            char *end = NULL;
-            unsigned long v = strtoul(optarg, &end, 10);
-            bad = end == optarg || *end != '\0' || v < 1 || v > 16;
-            o.emulated = (unsigned)v;
-            break;
-        }
-        case 'H':
-            o.shm = optarg;
-            bad = strcmp(optarg, "on") != 0 && strcmp(optarg, "off") != 0;
-            break;
-        case 'h':
-            fputs(usage, stdout);
-            return 0;
-        default:
-            bad = 1;
-            break;
-        }
-        if (bad) {
-            if (c != '?')
-                fprintf(stderr, "store_bench: bad option value '%s'\n", optarg ? optarg : "");
-            fputs(usage, stderr);
-            return 2;
-        }
-    }
+    static opts_t o;
+    int cli_rc = parse_cli(argc, argv, &o);
+    if (cli_rc != 0)
+        return cli_rc - 1;
     if (o.lease_wait < 0)
         o.lease_wait = o.master ? 5.1 : 1.1; /* the master's lease_ttl (ours: 1 s) */
     if (o.emulated > 0) {
@@ -1007,8 +897,8 @@ int main(int argc, char **argv)
         char v[16];
         snprintf(v, sizeof(v), "%u", o.emulated);
         setenv("MC_RDMA_EMULATED", v, 1); /* the client, and the nodes inherit it */
-    } else if (getenv("MC_RDMA_EMULATED") != NULL && strcmp(o.protocol, "rdma") == 0) {
-        o.emulated = (unsigned)strtoul(getenv("MC_RDMA_EMULATED"), NULL, 10);
+    } else if (strcmp(o.protocol, "rdma") == 0) {
+        o.emulated = (unsigned)mc_conf_env_uint("MC_RDMA_EMULATED", 0, 0, 16);
     }
     mc_log_set_all(MC_LOG_WARN);
     signal(SIGPIPE, SIG_IGN);

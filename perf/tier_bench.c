@@ -20,7 +20,6 @@
  * prints GB/s per round (1 GB = 1e9 B of object data) and a csv line:
  *   csv,tier_bench,MODE,size,n,round,gb_s
  */
-#include <getopt.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,17 +27,28 @@
 #include <unistd.h>
 
 #include "mooncake/store.h"
+#include "perf/bench_opt.h"
 #include "store/tier.h"
 #include "util/conf.h"
 #include "util/log.h"
+#include "util/mem.h"
 #include "util/time.h"
 
 /* A size in the configuration's syntax (4096, 4M, 4MiB); 0 when it is not one. */
-static uint64_t parse_size(const char *s)
-{
-    uint64_t v = 0;
-    return mc_conf_parse_size(s, &v) == MC_OK ? v : 0;
-}
+/* The command line after the mode (perf/bench_opt.h). */
+typedef struct cli {
+    char *master, *dir;
+    uint64_t n, size, rounds;
+} cli_t;
+
+static const mc_conf_key_t cli_rows[] = {
+    MC_CONF_ROW(cli_t, master, "master", MC_CONF_STRING, "127.0.0.1:50051", 0, 0,
+                "HOST:PORT of the master"),
+    MC_CONF_ROW(cli_t, dir, "dir", MC_CONF_STRING, "", 0, 0, "the tier's directory (read, files)"),
+    MC_CONF_ROW(cli_t, n, "n", MC_CONF_UINT, "64", 1, 1e9, "objects"),
+    MC_CONF_ROW(cli_t, size, "size", MC_CONF_SIZE, "4MiB", 1, 0x1p40, "bytes per object"),
+    MC_CONF_ROW(cli_t, rounds, "rounds", MC_CONF_UINT, "3", 1, 1000, "rounds of reads"),
+};
 
 static void fill(uint8_t *p, size_t n, uint64_t seed)
 {
@@ -70,47 +80,25 @@ static mc_store_t *open_store(const char *master)
 
 int main(int argc, char **argv)
 {
-    if (argc < 2) {
-        fprintf(stderr, "usage: tier_bench put|get|read|files [--master H:P] [--dir D] [-n N] "
-                        "[--size S] [--rounds R]\n");
+    static const char usage[] = "usage: tier_bench put|get|read|files [options]\n"
+                                "persistent tier: eager puts, store gets, raw file reads";
+    if (argc < 2 || argv[1][0] == '-') {
+        if (argc >= 2 && (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0)) {
+            bench_opts_parse(usage, cli_rows, MC_ARRAY_SIZE(cli_rows), &(cli_t){0}, argc, argv);
+            return 0;
+        }
+        fprintf(stderr, "%s\n(--help lists the options)\n", usage);
         return 2;
     }
     const char *mode = argv[1];
-    const char *master = "127.0.0.1:50051", *dir = NULL;
-    unsigned n = 64, rounds = 3;
-    uint64_t size = 4ull << 20;
-    static const struct option lo[] = {{"master", 1, 0, 'm'},
-                                       {"dir", 1, 0, 'd'},
-                                       {"size", 1, 0, 's'},
-                                       {"rounds", 1, 0, 'r'},
-                                       {0, 0, 0, 0}};
-    int c;
-    optind = 2;
-    while ((c = getopt_long(argc, argv, "n:", lo, NULL)) != -1) {
-        switch (c) {
-        case 'm':
-            master = optarg;
-            break;
-        case 'd':
-            dir = optarg;
-            break;
-        case 's':
-            size = parse_size(optarg);
-            break;
-        case 'r':
-            rounds = (unsigned)atoi(optarg);
-            break;
-        case 'n':
-            n = (unsigned)atoi(optarg);
-            break;
-        default:
-            return 2;
-        }
-    }
-    if (size == 0 || n == 0 || rounds == 0) {
-        fprintf(stderr, "tier_bench: -n, --size and --rounds must be > 0\n");
-        return 2;
-    }
+    static cli_t o;
+    argv[1] = argv[0]; /* the options follow the mode */
+    int rc = bench_opts_parse(usage, cli_rows, MC_ARRAY_SIZE(cli_rows), &o, argc - 1, argv + 1);
+    if (rc != 0)
+        return rc == 1 ? 0 : 2;
+    const char *master = o.master, *dir = o.dir[0] != '\0' ? o.dir : NULL;
+    unsigned n = (unsigned)o.n, rounds = (unsigned)o.rounds;
+    uint64_t size = o.size;
     mc_log_set_all(MC_LOG_WARN);
     uint8_t *buf = malloc(size), *want = malloc(size);
     if (buf == NULL || want == NULL)

@@ -48,6 +48,7 @@
 #include <netdb.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -60,6 +61,7 @@
 
 #include "mooncake/store.h"
 #include "perf/trace_sim.h"
+#include "store/master.h"
 #include "util/conf.h"
 #include "util/hash.h"
 #include "util/log.h"
@@ -79,7 +81,8 @@
     "pooled_vs_local,pooled_vs_affinity,store_vs_local,"                                           \
     "tokens_saved_local,tokens_saved_global,tokens_saved_store,gb_get,gb_put,exist_p50_us,"        \
     "exist_p99_us,get_p50_us,get_p99_us,put_p50_us,put_p99_us,req_p50_us,req_p99_us,lag_p99_ms,"   \
-    "evictions,errors,checksum_mismatches,put_exists,put_no_space,get_raced,wall_s,req_s,"         \
+    "evictions,fill_mean,errors,checksum_mismatches,put_exists,put_no_space,get_raced,wall_s,req_" \
+    "s,"                                                                                           \
     "blocks_s,gb_s,replay_cpu_s,master_cpu_s,nodes_cpu_s,label"
 
 enum { PIN_NONE, PIN_PREFIX, PIN_REUSED };
@@ -87,6 +90,12 @@ enum { PIN_NONE, PIN_PREFIX, PIN_REUSED };
 typedef struct opts {
     const char *trace, *master, *master_http, *label, *key_prefix, *log;
     unsigned workers, nodes;
+    unsigned inflight;    /* requests in flight at most (workers that take them) */
+    unsigned put_retries; /* resends of a put refused for want of space */
+    int core;             /* --core: the master's core in-process, simulated clock */
+    int afap_given;
+    mc_master_opts_t core_opts;
+    uint64_t core_tick_us;
     uint32_t capacity;
     uint64_t block_size;
     double speedup; /* 0 = as fast as possible */
@@ -121,7 +130,7 @@ typedef struct worker {
     uint32_t *pidx;
     lat_t exist, get, put, req, lag;
     uint64_t hit_blocks, tokens_saved, get_blocks, put_blocks;
-    uint64_t errors, mismatches, put_exists, put_nospace, get_raced;
+    uint64_t errors, mismatches, put_exists, put_nospace, get_raced, put_retries;
     mc_status_t first_err;
     const char *first_err_op;
 } worker_t;
@@ -133,6 +142,9 @@ struct replay {
     _Atomic uint8_t *seen;  /* dense id was requested before (soft pin "reused") */
     atomic_size_t next;     /* next request index to take */
     _Atomic uint64_t t0_us; /* 0 until the workers may go */
+    atomic_int done;        /* the workers are done (the sampler stops) */
+    double fill_sum, fill_min;
+    uint64_t fill_n;
     worker_t w[MAX_WORKERS];
 };
 
@@ -182,32 +194,44 @@ static size_t make_key(const replay_t *r, char *k, uint64_t id)
     return (size_t)snprintf(k, KEY_MAX, "%s%" PRIu64, r->o->key_prefix, id);
 }
 
-/* batch_put of the blocks pidx[0..n) with one replicate config. */
-static void put_blocks(worker_t *w, const uint32_t *pidx, uint32_t n, int pin)
+/* batch_put of the blocks pidx[0..n) with one replicate config; the ones
+ * refused for want of space are sent again up to --put-retries times,
+ * after 1, 2, 4, ... ms (pidx is reordered). */
+static void put_blocks(worker_t *w, uint32_t *pidx, uint32_t n, int pin)
 {
-    if (n == 0)
-        return;
     mc_replicate_config_t rc;
     mc_replicate_config_init(&rc);
     rc.with_soft_pin = pin;
-    for (uint32_t j = 0; j < n; j++) {
-        w->pkeys[j] = w->keys[pidx[j]];
-        w->pvals[j] = w->vals[pidx[j]];
-    }
-    mc_status_t st = mc_store_batch_put(w->s, w->pkeys, w->pvals, n, &rc, w->pst);
-    if (st != MC_OK) {
-        note_error(w, "batch_put", st);
-        return;
-    }
-    for (uint32_t j = 0; j < n; j++) {
-        if (w->pst[j] == MC_OK) {
-            w->put_blocks++;
-        } else if (w->pst[j] == MC_ERR_OBJECT_ALREADY_EXISTS) {
-            w->put_exists++;
-        } else if (w->pst[j] == MC_ERR_NO_AVAILABLE_HANDLE) {
-            w->put_nospace++;
-        } else {
-            note_error(w, "put", w->pst[j]);
+    for (unsigned attempt = 0; n > 0; attempt++) {
+        for (uint32_t j = 0; j < n; j++) {
+            w->pkeys[j] = w->keys[pidx[j]];
+            w->pvals[j] = w->vals[pidx[j]];
+        }
+        mc_status_t st = mc_store_batch_put(w->s, w->pkeys, w->pvals, n, &rc, w->pst);
+        if (st != MC_OK) {
+            note_error(w, "batch_put", st);
+            return;
+        }
+        int last = attempt == w->r->o->put_retries;
+        uint32_t again = 0;
+        for (uint32_t j = 0; j < n; j++) {
+            if (w->pst[j] == MC_OK) {
+                w->put_blocks++;
+            } else if (w->pst[j] == MC_ERR_OBJECT_ALREADY_EXISTS) {
+                w->put_exists++;
+            } else if (w->pst[j] == MC_ERR_NO_AVAILABLE_HANDLE) {
+                if (last)
+                    w->put_nospace++;
+                else
+                    pidx[again++] = pidx[j];
+            } else {
+                note_error(w, "put", w->pst[j]);
+            }
+        }
+        n = again;
+        if (n > 0) {
+            w->put_retries++;
+            usleep(1000u << (attempt < 6 ? attempt : 6));
         }
     }
 }
@@ -318,7 +342,7 @@ static void *worker_main(void *arg)
     replay_t *r = w->r;
     while (atomic_load(&r->t0_us) == 0)
         usleep(100); /* every client is open before the clock starts */
-    for (;;) {
+    for (; w->id < r->o->inflight;) {
         size_t i = atomic_fetch_add(&r->next, 1);
         if (i >= r->t.nreq)
             break;
@@ -365,7 +389,7 @@ static int worker_setup(replay_t *r, worker_t *w, unsigned id)
         return -1;
     }
     memset(w->buf, 0, (size_t)mb * o->block_size); /* fault it in before the clock runs */
-    if (o->baseline_only)
+    if (o->baseline_only || o->core)
         return 0;
     mc_store_config_t c;
     mc_store_config_init(&c);
@@ -461,10 +485,12 @@ static double self_cpu_s(void)
            ru.ru_stime.tv_usec / 1e6;
 }
 
-/* The value of a counter on the master's /metrics (HOST:PORT); -1 when
- * the page or the line cannot be had. */
-static double http_metric(const char *hostport, const char *name)
+/* Values of n lines of the master's /metrics (HOST:PORT) into v[] (-1
+ * for a line not found); -1 when the page cannot be had. */
+static int http_metrics(const char *hostport, const char *const *names, double *v, unsigned n)
 {
+    for (unsigned i = 0; i < n; i++)
+        v[i] = -1;
     char host[256], *colon;
     snprintf(host, sizeof(host), "%s", hostport);
     if ((colon = strrchr(host, ':')) == NULL)
@@ -475,8 +501,8 @@ static double http_metric(const char *hostport, const char *name)
         return -1;
     int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
     struct timeval tv = {.tv_sec = 5};
-    double v = -1;
-    size_t cap = 1u << 22, n = 0;
+    int rc = -1;
+    size_t cap = 1u << 20, got = 0;
     char *page = malloc(cap + 1);
     if (fd < 0 || page == NULL)
         goto out;
@@ -488,25 +514,62 @@ static double http_metric(const char *hostport, const char *name)
     int rl = snprintf(req, sizeof(req), "GET /metrics HTTP/1.0\r\nHost: %s\r\n\r\n", hostport);
     if (write(fd, req, (size_t)rl) != rl)
         goto out;
-    ssize_t got;
-    while (n < cap && (got = read(fd, page + n, cap - n)) > 0)
-        n += (size_t)got;
-    page[n] = '\0';
-    size_t nl = strlen(name);
-    for (char *p = page; (p = strstr(p, name)) != NULL; p += nl) {
-        if ((p == page || p[-1] == '\n') && (p[nl] == ' ' || p[nl] == '{')) {
-            char *sp = strchr(p, ' ');
-            if (sp != NULL)
-                v = strtod(sp + 1, NULL);
-            break;
+    ssize_t r;
+    while (got < cap && (r = read(fd, page + got, cap - got)) > 0)
+        got += (size_t)r;
+    page[got] = '\0';
+    for (unsigned i = 0; i < n; i++) {
+        size_t nl = strlen(names[i]);
+        for (char *p = page; (p = strstr(p, names[i])) != NULL; p += nl) {
+            if ((p == page || p[-1] == '\n') && (p[nl] == ' ' || p[nl] == '{')) {
+                char *sp = strchr(p, ' ');
+                if (sp != NULL)
+                    v[i] = strtod(sp + 1, NULL);
+                break;
+            }
         }
     }
+    rc = 0;
 out:
     if (fd >= 0)
         close(fd);
     free(page);
     freeaddrinfo(ai);
+    return rc;
+}
+
+static double http_metric(const char *hostport, const char *name)
+{
+    double v;
+    http_metrics(hostport, &name, &v, 1);
     return v;
+}
+
+/* While the replay runs: the store's fill (allocated / capacity) every
+ * SAMPLE_MS, counted once the first eviction happened (the pool full). */
+#define SAMPLE_MS 100
+static void *sampler_main(void *arg)
+{
+    replay_t *r = arg;
+    static const char *const names[] = {"master_allocated_bytes", "master_total_capacity_bytes",
+                                        "master_evicted_key_count"};
+    double ev0 = -1;
+    while (!atomic_load(&r->done)) {
+        double v[3];
+        if (http_metrics(r->o->master_http, names, v, 3) == 0 && v[1] > 0 && v[2] >= 0) {
+            if (ev0 < 0)
+                ev0 = v[2];
+            else if (v[2] > ev0) {
+                double f = v[0] / v[1];
+                r->fill_sum += f;
+                r->fill_n++;
+                if (r->fill_n == 1 || f < r->fill_min)
+                    r->fill_min = f;
+            }
+        }
+        usleep(SAMPLE_MS * 1000);
+    }
+    return NULL;
 }
 
 static double nodes_cpu_s(const opts_t *o)
@@ -532,6 +595,212 @@ static const char *base_name(const char *p)
     return s ? s + 1 : p;
 }
 
+/* What one replay of the trace measured besides the workers' counters. */
+typedef struct run {
+    double wall, replay_cpu, master_cpu, nodes_cpu; /* seconds; < 0 unknown */
+    double evictions;                               /* < 0 unknown */
+    double fill_mean, fill_min;                     /* NAN unknown */
+    const char *fill_every;                         /* the fill's sampling period */
+} run_t;
+
+/* The replay against the live store: the workers' threads, the sampler. */
+static int run_live(replay_t *r, run_t *out)
+{
+    const opts_t *o = r->o;
+    double ev0 = o->master_http ? http_metric(o->master_http, "master_evicted_key_count") : -1;
+    double mc0 = o->master_pid ? proc_cpu_s(o->master_pid) : -1;
+    double nc0 = nodes_cpu_s(o);
+    double sc0 = self_cpu_s();
+    unsigned started = 0;
+    for (; started < o->workers; started++)
+        if (pthread_create(&r->w[started].thread, NULL, worker_main, &r->w[started]) != 0)
+            break;
+    if (started < o->workers) {
+        fprintf(stderr, "trace_replay: cannot start worker thread %u: %s\n", started,
+                strerror(errno));
+        atomic_store(&r->next, r->t.nreq); /* the ones started find nothing to do */
+    }
+    pthread_t sampler;
+    int sampling = o->master_http != NULL && started == o->workers &&
+                   pthread_create(&sampler, NULL, sampler_main, r) == 0;
+    atomic_store(&r->t0_us, mc_now_us());
+    for (unsigned k = 0; k < started; k++)
+        pthread_join(r->w[k].thread, NULL);
+    atomic_store(&r->done, 1);
+    if (sampling)
+        pthread_join(sampler, NULL);
+    out->wall = (double)(mc_now_us() - r->t0_us) / 1e6;
+    out->replay_cpu = self_cpu_s() - sc0;
+    out->master_cpu = mc0 >= 0 ? proc_cpu_s(o->master_pid) - mc0 : -1;
+    out->nodes_cpu = nc0 >= 0 ? nodes_cpu_s(o) - nc0 : -1;
+    double ev1 = o->master_http ? http_metric(o->master_http, "master_evicted_key_count") : -1;
+    out->evictions = ev0 >= 0 && ev1 >= 0 ? ev1 - ev0 : -1;
+    out->fill_mean = r->fill_n ? r->fill_sum / (double)r->fill_n : 0.0 / 0.0;
+    out->fill_min = r->fill_n ? r->fill_min : 0.0 / 0.0;
+    out->fill_every = "100 ms";
+    return started < o->workers ? -1 : 0;
+}
+
+/* --core: the master's core (store/master.h) in this process, with fake
+ * segments of N x C blocks and a simulated clock: request i at
+ * ts_i / --speedup, in trace order, one at a time; mc_master_tick every
+ * tick_interval of that clock. The same calls a client makes (batch exist,
+ * batch get replica list, batch put start + end), no data: the eviction
+ * policy alone, deterministic, at trace time (leases and ticks keep their
+ * meaning, unlike in a replay compressed 100x). */
+#define CORE_T0 (1000ull * 1000000) /* clock origin: far from 0 */
+static int run_core(replay_t *r, run_t *out)
+{
+    const opts_t *o = r->o;
+    worker_t *w = &r->w[0];
+    const trace_t *t = &r->t;
+    mc_master_t *m = NULL;
+    mc_status_t st = mc_master_create(&o->core_opts, 1, &m);
+    if (st != MC_OK) {
+        fprintf(stderr, "trace_replay: --core: the master refused its options: %s\n",
+                mc_status_str(st));
+        return -1;
+    }
+    const mc_uuid_t client = {0x7ace, 1};
+    unsigned nodes = o->nodes ? o->nodes : 1;
+    uint64_t total = (uint64_t)o->workers * o->capacity * o->block_size;
+    for (unsigned i = 0; i < nodes; i++) {
+        char name[32];
+        snprintf(name, sizeof(name), "node%u", i);
+        mc_master_segment_t seg = {.id = {0x5e6, i + 1},
+                                   .name = name,
+                                   .te_endpoint = "",
+                                   .base = (uint64_t)(i + 1) << 40,
+                                   .size = total / nodes};
+        if ((st = mc_master_mount_segment(m, client, &seg, CORE_T0)) != MC_OK) {
+            fprintf(stderr, "trace_replay: --core: mount of %s: %s\n", name, mc_status_str(st));
+            mc_master_destroy(m);
+            return -1;
+        }
+    }
+    uint32_t mb = t->max_blocks;
+    mc_master_key_t *keys = calloc(mb, sizeof(*keys)), *pk = calloc(mb, sizeof(*pk));
+    uint64_t *sizes = calloc(mb, sizeof(*sizes));
+    mc_master_replica_desc_t *descs = calloc(mb, sizeof(*descs));
+    uint32_t *nrep = calloc(mb, sizeof(*nrep));
+    mc_status_t *sts = calloc(mb, sizeof(*sts));
+    int rc = -1;
+    if (keys == NULL || pk == NULL || sizes == NULL || descs == NULL || nrep == NULL ||
+        sts == NULL) {
+        fprintf(stderr, "trace_replay: out of memory\n");
+        goto out;
+    }
+    mc_master_put_cfg_t plain, pinned;
+    mc_master_put_cfg_init(&plain);
+    mc_master_put_cfg_init(&pinned);
+    pinned.with_soft_pin = 1;
+    double sc0 = self_cpu_s();
+    uint64_t t0 = mc_now_us(), next_tick = CORE_T0, ticks = 0;
+    double speed = o->speedup > 0 ? o->speedup : 1.0;
+    for (size_t i = 0; i < t->nreq; i++) {
+        const trace_req_t *q = &t->req[i];
+        const uint32_t *b = t->blocks + q->first;
+        uint32_t n = q->n;
+        uint64_t now = CORE_T0 + (uint64_t)((double)q->ts_us / speed);
+        for (; next_tick <= now; next_tick += o->core_tick_us) {
+            mc_master_tick(m, next_tick);
+            mc_master_stats_t ms;
+            mc_master_get_stats(m, &ms);
+            if (ms.evicted_keys > 0 && ms.capacity_bytes > 0) {
+                double f = (double)ms.allocated_bytes / (double)ms.capacity_bytes;
+                r->fill_sum += f;
+                if (r->fill_n++ == 0 || f < r->fill_min)
+                    r->fill_min = f;
+            }
+            ticks++;
+        }
+        for (uint32_t j = 0; j < n; j++) {
+            char *k = w->keybuf + (size_t)j * KEY_MAX;
+            keys[j].data = k;
+            keys[j].len = make_key(r, k, t->ids[b[j]]);
+        }
+        if (mc_master_batch_exist_key(m, keys, n, now, w->ex, sts) != MC_OK) {
+            fprintf(stderr, "trace_replay: --core: batch exist refused\n");
+            goto out;
+        }
+        uint32_t run = 0;
+        while (run < n && sts[run] == MC_OK && w->ex[run] == 1)
+            run++;
+        uint32_t hit = 0;
+        if (run > 0) {
+            if (mc_master_batch_get_replica_list(m, keys, run, now, descs, 1, nrep, sts) != MC_OK) {
+                fprintf(stderr, "trace_replay: --core: batch get refused\n");
+                goto out;
+            }
+            while (hit < run && sts[hit] == MC_OK)
+                hit++;
+            w->get_blocks += hit;
+        }
+        /* the blocks to write, plain then pinned, as the live workers do */
+        for (int pass = 0; pass < 2; pass++) {
+            uint32_t np = 0;
+            for (uint32_t j = hit; j < n; j++) {
+                if (w->ex[j] == 1)
+                    continue;
+                int p = (o->pin_mode == PIN_PREFIX && j < o->pin_prefix) ||
+                        (o->pin_mode == PIN_REUSED && atomic_load(&r->seen[b[j]]));
+                if (p != pass)
+                    continue;
+                pk[np] = keys[j];
+                sizes[np++] = o->block_size;
+            }
+            if (np == 0)
+                continue;
+            if (mc_master_batch_put_start(m, client, pk, sizes, np, pass ? &pinned : &plain, now,
+                                          descs, nrep, sts) != MC_OK) {
+                fprintf(stderr, "trace_replay: --core: batch put start refused\n");
+                goto out;
+            }
+            uint32_t ok = 0;
+            for (uint32_t j = 0; j < np; j++) {
+                if (sts[j] == MC_OK)
+                    pk[ok++] = pk[j];
+                else if (sts[j] == MC_ERR_OBJECT_ALREADY_EXISTS)
+                    w->put_exists++;
+                else if (sts[j] == MC_ERR_NO_AVAILABLE_HANDLE)
+                    w->put_nospace++;
+                else
+                    note_error(w, "put start", sts[j]);
+            }
+            if (ok > 0 && mc_master_batch_put_end(m, client, pk, ok, now, sts) != MC_OK) {
+                fprintf(stderr, "trace_replay: --core: batch put end refused\n");
+                goto out;
+            }
+            w->put_blocks += ok;
+        }
+        if (o->pin_mode == PIN_REUSED)
+            for (uint32_t j = 0; j < n; j++)
+                atomic_store(&r->seen[b[j]], 1);
+        w->hit_blocks += hit;
+        w->tokens_saved += trace_tokens_saved(q, hit);
+    }
+    mc_master_stats_t ms;
+    mc_master_get_stats(m, &ms);
+    out->wall = (double)(mc_now_us() - t0) / 1e6;
+    out->replay_cpu = self_cpu_s() - sc0;
+    out->master_cpu = out->nodes_cpu = -1;
+    out->evictions = (double)ms.evicted_keys;
+    out->fill_mean = r->fill_n ? r->fill_sum / (double)r->fill_n : 0.0 / 0.0;
+    out->fill_min = r->fill_n ? r->fill_min : 0.0 / 0.0;
+    out->fill_every = "tick";
+    (void)ticks;
+    rc = 0;
+out:
+    free(keys);
+    free(pk);
+    free(sizes);
+    free(descs);
+    free(nrep);
+    free(sts);
+    mc_master_destroy(m);
+    return rc;
+}
+
 /* One CSV row after its first seven fields (CSV_HEADER): values with their
  * decimals; NAN (or a negative CPU time or count: unknown) prints empty. */
 typedef struct cell {
@@ -554,46 +823,106 @@ static void print_row(const opts_t *o, const char *mode, const char *pin, const 
 
 /* ------------------------------------------------------------ main */
 
+/* One --core-set KEY=VALUE; NULL, or what was wrong. */
+static const char *core_set(opts_t *o, const char *kv)
+{
+    const char *eq = strchr(kv, '=');
+    if (eq == NULL)
+        return "--core-set: expected KEY=VALUE";
+    size_t kl = (size_t)(eq - kv);
+    const char *v = eq + 1;
+    char *e;
+    uint64_t us;
+    bool b;
+    mc_master_opts_t *c = &o->core_opts;
+#define KEY(s) (kl == sizeof(s) - 1 && memcmp(kv, s, kl) == 0)
+    if (KEY("master.lease_ttl") || KEY("master.soft_pin_ttl") || KEY("server.tick_interval")) {
+        if (mc_conf_parse_duration(v, &us) != MC_OK || us == 0)
+            return "--core-set: expected a duration > 0 (e.g. 500ms, 5s)";
+        if (KEY("master.lease_ttl"))
+            c->lease_ttl_us = us;
+        else if (KEY("master.soft_pin_ttl"))
+            c->soft_pin_ttl_us = us;
+        else
+            o->core_tick_us = us;
+    } else if (KEY("master.eviction_ratio") || KEY("master.eviction_high_watermark_ratio")) {
+        double d = strtod(v, &e);
+        if (*v == '\0' || *e != '\0' || !(d >= 0 && d <= 1))
+            return "--core-set: expected a ratio in [0, 1]";
+        if (KEY("master.eviction_ratio"))
+            c->eviction_ratio = d;
+        else
+            c->eviction_high_watermark = d;
+    } else if (KEY("master.allow_evict_soft_pinned_objects")) {
+        if (mc_conf_parse_bool(v, &b) != MC_OK)
+            return "--core-set: expected true or false";
+        c->allow_evict_soft_pinned = b;
+    } else if (KEY("master.evict_sample_max")) {
+        unsigned long long n = strtoull(v, &e, 10);
+        if (*v == '\0' || *e != '\0' || n < 1 || n > UINT32_MAX)
+            return "--core-set: expected a count >= 1";
+        c->evict_sample_max = (uint32_t)n;
+    } else {
+        return "--core-set: unknown key (see --help)";
+    }
+#undef KEY
+    return NULL;
+}
+
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: trace_replay --trace FILE --master HOST:PORT [options]\n"
-               "  --workers N          simulated prefill workers, each its own client (4)\n"
-               "  --capacity C         blocks per worker: local LRU C each, global LRU N x C;\n"
-               "                       the store is to hold N x C blocks (2000)\n"
-               "  --block-size SIZE    bytes per block of 512 tokens (64K; >= 64)\n"
-               "  --afap               start each request as soon as a worker is free (default)\n"
-               "  --speedup X          start request i at its timestamp / X\n"
-               "  --limit N            the first N requests only\n"
-               "  --soft-pin MODE      none, prefix:K (the first K blocks of each request) or\n"
-               "                       reused (blocks some earlier request asked for) (none)\n"
-               "  --master-http H:P    the master's HTTP port, for the eviction count\n"
-               "  --master-pid PID     its CPU time is reported; --node-pids P,P,... the nodes'\n"
-               "  --nodes S            storage nodes (labels the CSV)\n"
-               "  --label TEXT         free text for the CSV's last column\n"
-               "  --key-prefix P       key = P<hash id> (\"tr/\")\n"
-               "  --log SPEC           the library's log levels, as [log] level (warn)\n"
-               "  --baseline-only      the LRU baselines alone, no store\n"
-               "  --csv-header         print the CSV header line and exit\n");
+    fprintf(
+        f, "usage: trace_replay --trace FILE --master HOST:PORT [options]\n"
+           "  --workers N          simulated prefill workers, each its own client (4)\n"
+           "  --capacity C         blocks per worker: local LRU C each, global LRU N x C;\n"
+           "                       the store is to hold N x C blocks (2000)\n"
+           "  --block-size SIZE    bytes per block of 512 tokens (64K; >= 64)\n"
+           "  --afap               start each request as soon as a worker is free (default)\n"
+           "  --speedup X          start request i at its timestamp / X\n"
+           "  --limit N            the first N requests only\n"
+           "  --max-inflight K     only K workers take requests (K <= N; diagnostic: the\n"
+           "                       store's hit rate without the concurrency of N)\n"
+           "  --put-retries K      resend a put refused for want of space up to K times,\n"
+           "                       after 1, 2, 4, ... ms (0)\n"
+           "  --soft-pin MODE      none, prefix:K (the first K blocks of each request) or\n"
+           "                       reused (blocks some earlier request asked for) (none)\n"
+           "  --master-http H:P    the master's HTTP port, for the eviction count\n"
+           "  --master-pid PID     its CPU time is reported; --node-pids P,P,... the nodes'\n"
+           "  --nodes S            storage nodes (labels the CSV)\n"
+           "  --label TEXT         free text for the CSV's last column\n"
+           "  --key-prefix P       key = P<hash id> (\"tr/\")\n"
+           "  --log SPEC           the library's log levels, as [log] level (warn)\n"
+           "  --baseline-only      the LRU baselines alone, no store\n"
+           "  --core               no cluster: the master's core in this process, a simulated\n"
+           "                       clock at trace time / --speedup (1), one request at a time\n"
+           "  --core-set K=V       a master option for --core, named as mooncake-master's:\n"
+           "                       master.lease_ttl, master.soft_pin_ttl,\n"
+           "                       master.allow_evict_soft_pinned_objects, master.eviction_ratio,\n"
+           "                       master.eviction_high_watermark_ratio, master.evict_sample_max,\n"
+           "                       server.tick_interval\n"
+           "  --csv-header         print the CSV header line and exit\n");
 }
 
 static int parse_opts(int argc, char **argv, opts_t *o)
 {
-    static const struct option lo[] = {{"trace", 1, 0, 't'},         {"master", 1, 0, 'm'},
-                                       {"workers", 1, 0, 'w'},       {"capacity", 1, 0, 'c'},
-                                       {"block-size", 1, 0, 'b'},    {"afap", 0, 0, 'a'},
-                                       {"speedup", 1, 0, 'x'},       {"limit", 1, 0, 'l'},
-                                       {"soft-pin", 1, 0, 'p'},      {"master-http", 1, 0, 'H'},
-                                       {"master-pid", 1, 0, 'P'},    {"node-pids", 1, 0, 'N'},
-                                       {"nodes", 1, 0, 'n'},         {"label", 1, 0, 'L'},
-                                       {"key-prefix", 1, 0, 'k'},    {"log", 1, 0, 'g'},
-                                       {"baseline-only", 0, 0, 'B'}, {"csv-header", 0, 0, 'C'},
-                                       {"help", 0, 0, 'h'},          {0, 0, 0, 0}};
+    static const struct option lo[] = {
+        {"trace", 1, 0, 't'},       {"master", 1, 0, 'm'},      {"workers", 1, 0, 'w'},
+        {"capacity", 1, 0, 'c'},    {"block-size", 1, 0, 'b'},  {"afap", 0, 0, 'a'},
+        {"speedup", 1, 0, 'x'},     {"limit", 1, 0, 'l'},       {"max-inflight", 1, 0, 'I'},
+        {"put-retries", 1, 0, 'R'}, {"core", 0, 0, 'K'},        {"core-set", 1, 0, 'S'},
+        {"soft-pin", 1, 0, 'p'},    {"master-http", 1, 0, 'H'}, {"master-pid", 1, 0, 'P'},
+        {"node-pids", 1, 0, 'N'},   {"nodes", 1, 0, 'n'},       {"label", 1, 0, 'L'},
+        {"key-prefix", 1, 0, 'k'},  {"log", 1, 0, 'g'},         {"baseline-only", 0, 0, 'B'},
+        {"csv-header", 0, 0, 'C'},  {"help", 0, 0, 'h'},        {0, 0, 0, 0}};
     o->workers = 4;
     o->capacity = 2000;
     o->block_size = 64u << 10;
     o->label = "";
     o->key_prefix = "tr/";
     o->log = "warn";
+    mc_master_opts_init(&o->core_opts);
+    o->core_opts.client_ttl_us = UINT64_MAX / 4; /* the simulated client never pings */
+    o->core_tick_us = 100000;                    /* mooncake-master's server.tick_interval */
     int c;
     while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
         char *e = NULL;
@@ -625,6 +954,7 @@ static int parse_opts(int argc, char **argv, opts_t *o)
             break;
         case 'a':
             o->speedup = 0;
+            o->afap_given = 1;
             break;
         case 'x':
             o->speedup = strtod(optarg, &e);
@@ -636,6 +966,24 @@ static int parse_opts(int argc, char **argv, opts_t *o)
             if (*optarg == '\0' || *e != '\0' || v < 1)
                 bad = "--limit: expected a request count >= 1";
             o->limit = (size_t)v;
+            break;
+        case 'I':
+            v = strtoull(optarg, &e, 10);
+            if (*optarg == '\0' || *e != '\0' || v < 1 || v > MAX_WORKERS)
+                bad = "--max-inflight: expected 1..256";
+            o->inflight = (unsigned)v;
+            break;
+        case 'K':
+            o->core = 1;
+            break;
+        case 'S':
+            bad = core_set(o, optarg);
+            break;
+        case 'R':
+            v = strtoull(optarg, &e, 10);
+            if (*optarg == '\0' || *e != '\0' || v > 20)
+                bad = "--put-retries: expected 0..20";
+            o->put_retries = (unsigned)v;
             break;
         case 'p':
             if (strcmp(optarg, "none") == 0) {
@@ -710,6 +1058,8 @@ static int parse_opts(int argc, char **argv, opts_t *o)
             return -1;
         }
     }
+    if (o->inflight == 0 || o->inflight > o->workers)
+        o->inflight = o->workers;
     if (optind < argc) {
         fprintf(stderr, "trace_replay: unexpected argument '%s'\n", argv[optind]);
         return -1;
@@ -718,7 +1068,11 @@ static int parse_opts(int argc, char **argv, opts_t *o)
         fprintf(stderr, "trace_replay: --trace FILE is required\n");
         return -1;
     }
-    if (o->master == NULL && !o->baseline_only) {
+    if (o->core && o->afap_given) {
+        fprintf(stderr, "trace_replay: --core replays at trace time / --speedup, not --afap\n");
+        return -1;
+    }
+    if (o->master == NULL && !o->baseline_only && !o->core) {
         fprintf(stderr, "trace_replay: --master HOST:PORT is required (or --baseline-only)\n");
         return -1;
     }
@@ -761,7 +1115,9 @@ int main(int argc, char **argv)
         goto out;
     }
     char mode[32];
-    if (o.speedup > 0)
+    if (o.core)
+        snprintf(mode, sizeof(mode), "core-x%g", o.speedup > 0 ? o.speedup : 1.0);
+    else if (o.speedup > 0)
         snprintf(mode, sizeof(mode), "x%g", o.speedup);
     else
         snprintf(mode, sizeof(mode), "afap");
@@ -803,7 +1159,7 @@ int main(int argc, char **argv)
         cell_t row[44];
         size_t nc = sizeof(c) / sizeof(c[0]);
         memcpy(row, c, sizeof(c));
-        for (; nc < 39; nc++)
+        for (; nc < 40; nc++)
             row[nc] = (cell_t){nan, 0};
         print_row(&o, mode, pin, row, nc);
         rc = 0;
@@ -831,33 +1187,14 @@ int main(int argc, char **argv)
             goto out_workers;
         }
     }
-    double ev0 = o.master_http ? http_metric(o.master_http, "master_evicted_key_count") : -1;
-    double mc0 = o.master_pid ? proc_cpu_s(o.master_pid) : -1;
-    double nc0 = nodes_cpu_s(&o);
-    double sc0 = self_cpu_s();
-    unsigned started = 0;
-    for (; started < o.workers; started++)
-        if (pthread_create(&r.w[started].thread, NULL, worker_main, &r.w[started]) != 0)
-            break;
-    if (started < o.workers) {
-        fprintf(stderr, "trace_replay: cannot start worker thread %u: %s\n", started,
-                strerror(errno));
-        atomic_store(&r.next, r.t.nreq); /* the ones started find nothing to do */
-    }
-    atomic_store(&r.t0_us, mc_now_us());
-    for (unsigned k = 0; k < started; k++)
-        pthread_join(r.w[k].thread, NULL);
-    uint64_t t1 = mc_now_us();
-    double wall = (double)(t1 - r.t0_us) / 1e6;
-    double sc = self_cpu_s() - sc0;
-    double mc = mc0 >= 0 ? proc_cpu_s(o.master_pid) - mc0 : -1;
-    double nc = nc0 >= 0 ? nodes_cpu_s(&o) - nc0 : -1;
-    double ev1 = o.master_http ? http_metric(o.master_http, "master_evicted_key_count") : -1;
-    double evictions = ev0 >= 0 && ev1 >= 0 ? ev1 - ev0 : -1;
-    if (started < o.workers)
+    run_t run;
+    if ((o.core ? run_core(&r, &run) : run_live(&r, &run)) != 0)
         goto out_workers;
+    double wall = run.wall, sc = run.replay_cpu, mc = run.master_cpu, nc = run.nodes_cpu;
+    double evictions = run.evictions, fill = run.fill_mean;
 
     uint64_t hit = 0, tok = 0, gblk = 0, pblk = 0, errs = 0, bad = 0, pex = 0, pns = 0, race = 0;
+    uint64_t retries = 0;
     mc_status_t first = MC_OK;
     const char *first_op = "";
     for (unsigned k = 0; k < o.workers; k++) {
@@ -871,6 +1208,7 @@ int main(int argc, char **argv)
         pex += w->put_exists;
         pns += w->put_nospace;
         race += w->get_raced;
+        retries += w->put_retries;
         if (first == MC_OK && w->first_err != MC_OK) {
             first = w->first_err;
             first_op = w->first_err_op;
@@ -902,9 +1240,11 @@ int main(int argc, char **argv)
            pe50, pe99, pg50, pg99, pp50, pp99, pr50, pr99);
     if (o.speedup > 0)
         printf("; start lag ms p50/p99 %.0f/%.0f", pl50, pl99);
+    printf("\nstore fill once full (every %s): mean %.3f, min %.3f of capacity", run.fill_every,
+           fill, run.fill_min);
     printf("\nevictions: %.0f; put of an existing key %" PRIu64 ", put without space %" PRIu64
-           ", get raced an eviction %" PRIu64 "\n",
-           evictions, pex, pns, race);
+           " (batches resent %" PRIu64 "), get raced an eviction %" PRIu64 "\n",
+           evictions, pex, pns, retries, race);
     if (errs)
         printf("errors: %" PRIu64 " (first: %s %s), checksum mismatches: %" PRIu64 "\n", errs,
                first_op, mc_status_str(first), bad);
@@ -941,6 +1281,7 @@ int main(int argc, char **argv)
                     {pr99, 0},
                     {o.speedup > 0 ? pl99 : 0.0 / 0.0, 0},
                     {evictions, 0},
+                    {fill, 3},
                     {(double)errs, 0},
                     {(double)bad, 0},
                     {(double)pex, 0},

@@ -8,7 +8,7 @@
 #   perf/trace_replay.sh [-t conversation,synthetic] [-n 4,8,16]
 #                        [-c 500,1000,2000,4000] [-b 64K] [-s 4] [-x afap|X]
 #                        [-o perf/results] [-p PREFIX] [-m section.key=value]...
-#                        [-- trace_replay flags]
+#                        [-k] [-- trace_replay flags]
 #
 #   -t  traces: names of perf/traces/NAME_trace.jsonl.gz, or paths of
 #       .jsonl / .jsonl.gz files
@@ -18,6 +18,10 @@
 #   -x  afap (as fast as possible, the default) or a speed-up factor
 #   -o  where PREFIX_NAME.csv and PREFIX_NAME.png go (prefix "trace")
 #   -m  --set for every mooncake-master (repeatable), e.g. -m master.lease_ttl=1s
+#   -k  no cluster: trace_replay --core (the master's core in-process, a
+#       simulated clock at trace time / the -x factor (default 1), one request
+#       at a time: the eviction policy alone, deterministic, seconds per run);
+#       -m settings become --core-set
 #   --  the rest goes to every trace_replay (e.g. --soft-pin prefix:4, --limit 2000)
 #
 # Every run is on 127.0.0.1 with ports the processes pick (no port races);
@@ -37,6 +41,8 @@ speed=afap
 out=$here/perf/results
 prefix=trace
 msets=()
+csets=()
+core=0
 while [ $# -gt 0 ]; do
     case "$1" in
     -t) traces=$2; shift 2 ;;
@@ -47,9 +53,10 @@ while [ $# -gt 0 ]; do
     -x) speed=$2; shift 2 ;;
     -o) out=$2; shift 2 ;;
     -p) prefix=$2; shift 2 ;;
-    -m) msets+=(--set "$2"); shift 2 ;;
+    -m) msets+=(--set "$2"); csets+=(--core-set "$2"); shift 2 ;;
+    -k) core=1; shift ;;
     --) shift; break ;;
-    -h|--help) sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,31p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "perf/trace_replay.sh: unknown argument '$1' (see -h)" >&2; exit 2 ;;
     esac
 done
@@ -66,7 +73,14 @@ case "$block" in
 *) echo "perf/trace_replay.sh: -b: expected a size such as 65536, 64K or 1MiB, got '$block'" >&2
    exit 2 ;;
 esac
-if [ "$speed" = afap ]; then mode=(--afap); else mode=(--speedup "$speed"); fi
+if [ "$core" = 1 ]; then
+    mode=(--core "${csets[@]}")
+    [ "$speed" = afap ] || mode+=(--speedup "$speed")
+elif [ "$speed" = afap ]; then
+    mode=(--afap)
+else
+    mode=(--speedup "$speed")
+fi
 mkdir -p "$out"
 
 tmp=$(mktemp -d /tmp/trace_replay.XXXXXX)
@@ -147,19 +161,26 @@ for tr in "${tlist[@]}"; do
             seg=$((total / nodes * bytes))
             if [ "$seg" -lt $((1 << 20)) ]; then seg=$((1 << 20)); fi
             echo "== $name: $n workers x $c blocks of $block, $nodes nodes of $seg B, $speed"
-            start_cluster "$seg"
             set +e
-            "$b/trace_replay" --trace "$file" --master "$MASTER" --master-http "$HTTP" \
-                --master-pid "$MPID" --node-pids "$NPIDS" --nodes "$nodes" --workers "$n" \
-                --capacity "$c" --block-size "$block" "${mode[@]}" "${extra[@]}" \
-                >"$tmp/run.out" 2>"$tmp/run.err"
-            rc=$?
+            if [ "$core" = 1 ]; then
+                "$b/trace_replay" --trace "$file" --nodes "$nodes" --workers "$n" \
+                    --capacity "$c" --block-size "$block" "${mode[@]}" "${extra[@]}" \
+                    >"$tmp/run.out" 2>"$tmp/run.err"
+                rc=$?
+            else
+                start_cluster "$seg"
+                "$b/trace_replay" --trace "$file" --master "$MASTER" --master-http "$HTTP" \
+                    --master-pid "$MPID" --node-pids "$NPIDS" --nodes "$nodes" --workers "$n" \
+                    --capacity "$c" --block-size "$block" "${mode[@]}" "${extra[@]}" \
+                    >"$tmp/run.out" 2>"$tmp/run.err"
+                rc=$?
+            fi
             set -e
             sed 's/^/   /' "$tmp/run.out" | grep -v '^   csv,'
             [ -s "$tmp/run.err" ] && sed 's/^/   stderr: /' "$tmp/run.err" | head -20
             grep '^csv,trace_replay,' "$tmp/run.out" | sed 's/^csv,trace_replay,//' >>"$csv" || true
             if [ "$rc" -ne 0 ]; then status=1; keep=1; fi
-            stop_cluster
+            [ "$core" = 1 ] || stop_cluster
         done
     done
     echo

@@ -7,7 +7,7 @@
  *                  [--batch_size 128[,..]] [--threads 1[,..]] [--duration 5]
  *                  [--warmup 1] [--reps 3] [--buffer_size 1G] [--segment HOST:PORT]
  *                  [--port 0] [--host 127.0.0.1] [--reactors 0] [--tcp_lanes N]
- *                  [--slice_size N] [--check] [--csv FILE] [--sweep]
+ *                  [--slice_size N] [--secret_file FILE] [--check] [--csv FILE] [--sweep]
  *                  [--device LIST] [--nic_priority_matrix JSON] [--emulated N]
  *                  [--nics N[,..]] [--emu_bandwidth BYTES/S] [--emu_delay_us N]
  *                  [--gpu N]
@@ -106,6 +106,7 @@ typedef struct cfg {
     const char *host;
     unsigned reactors, tcp_lanes;
     uint64_t slice_size;
+    const char *secret_file; /* authenticate every connection (both processes) */
     int check, sweep, cold;
     const char *csv;
     /* rdma */
@@ -184,7 +185,8 @@ static void usage(FILE *f)
             "         [--operation read|write[,..]] [--block_size N[,..]] [--batch_size N[,..]]\n"
             "         [--threads N[,..]] [--duration S] [--warmup S] [--reps N]\n"
             "         [--buffer_size N] [--segment HOST:PORT] [--port P] [--host ADDR]\n"
-            "         [--reactors N] [--tcp_lanes N] [--slice_size N] [--check] [--csv FILE]\n"
+            "         [--reactors N] [--tcp_lanes N] [--slice_size N] [--secret_file FILE]\n"
+            "         [--check] [--csv FILE]\n"
             "         [--sweep] [--device LIST] [--nic_priority_matrix JSON] [--emulated N]\n"
             "         [--nics N[,..]] [--emu_bandwidth BYTES/S] [--emu_delay_us N] [--cold]\n"
             "         [--gpu N]\n"
@@ -219,6 +221,7 @@ static int parse_args(int argc, char **argv, cfg_t *c)
         O_REACT,
         O_LANES,
         O_SLICE,
+        O_SECRET,
         O_CHECK,
         O_CSV,
         O_SWEEP,
@@ -248,6 +251,7 @@ static int parse_args(int argc, char **argv, cfg_t *c)
                                        {"reactors", 1, 0, O_REACT},
                                        {"tcp_lanes", 1, 0, O_LANES},
                                        {"slice_size", 1, 0, O_SLICE},
+                                       {"secret_file", 1, 0, O_SECRET},
                                        {"check", 0, 0, O_CHECK},
                                        {"csv", 1, 0, O_CSV},
                                        {"sweep", 0, 0, O_SWEEP},
@@ -391,6 +395,9 @@ static int parse_args(int argc, char **argv, cfg_t *c)
         case O_SLICE:
             if (parse_list("slice_size", optarg, &c->slice_size, 4096, 1ull << 30) != 1)
                 return -1;
+            break;
+        case O_SECRET:
+            c->secret_file = optarg;
             break;
         case O_CHECK:
             c->check = 1;
@@ -580,6 +587,7 @@ static mc_te_t *make_engine(const cfg_t *c, uint16_t port, const char *listen)
     o.reactors = c->reactors;
     o.tcp_lanes = c->tcp_lanes;
     o.slice_size = c->slice_size;
+    o.secret_file = c->secret_file;
     char devs[RV_MAX_DEVICES * RV_NAME_MAX] = "";
     if (c->proto == PROTO_RDMA) {
         o.rdma_emulated = c->emulated;

@@ -3,13 +3,20 @@
  *
  * Connection states (changed only by set_state):
  *
- *   IDLE ----call----> CONNECTING --ok--> CONNECTED
- *    ^                   |  fail            | error / peer closed
- *    |                   v                  v
- *    +--no calls---- BACKOFF <--------------+
+ *   IDLE ----call----> CONNECTING --ok--> [AUTH --proofs ok-->] CONNECTED
+ *    ^                   |  fail            | refused           | error / peer closed
+ *    |                   v                  v                   v
+ *    +--no calls---- BACKOFF <--------------+-------------------+
  *                        |  timer, calls waiting
  *                        +--> CONNECTING
  *   any --destroy/reactor stop--> CLOSED
+ *
+ * AUTH (opts.auth_key set): HELLO {our nonce} is written straight to the
+ * new socket (its send buffer is empty, so the small frame goes whole);
+ * the answer must carry the server's nonce and its proof for both nonces;
+ * then our PROOF goes the same way and the queued calls follow. A server
+ * without the secret, a wrong proof or a refusal fails the calls with
+ * MC_ERR_REJECT_HANDSHAKE; the handshake has connect_timeout to finish.
  *
  * Calls are encoded straight into the out buffer whatever the state; they
  * leave when the connection is up. A connection that fails or dies fails every
@@ -27,6 +34,8 @@
 
 #include "reactor/fsm.h"
 #include "reactor/guard.h"
+#include "rpc/fields.h"
+#include "rpc/methods.h"
 #include "rpc/net.h"
 #include "rpc/outq.h"
 #include "rpc/reader.h"
@@ -40,19 +49,22 @@
 typedef enum cli_state {
     CLI_IDLE,       /* no socket; the next call connects */
     CLI_CONNECTING, /* non-blocking connect in progress, conn_timer = connect timeout */
+    CLI_AUTH,       /* connected, handshake in progress, conn_timer = connect timeout */
     CLI_CONNECTED,
     CLI_BACKOFF, /* waiting conn_timer before connecting again */
     CLI_CLOSED,  /* destroyed or reactor stopped: calls are refused */
     CLI_NSTATES
 } cli_state_t;
 
-static const char *const cli_state_names[CLI_NSTATES] = {"IDLE", "CONNECTING", "CONNECTED",
-                                                         "BACKOFF", "CLOSED"};
+static const char *const cli_state_names[CLI_NSTATES] = {"IDLE",      "CONNECTING", "AUTH",
+                                                         "CONNECTED", "BACKOFF",    "CLOSED"};
 
 /* Legal transitions (reactor/fsm.h), one bit per target state. */
 static const uint64_t cli_moves[CLI_NSTATES] = {
     [CLI_IDLE] = MC_FSM_BIT(CLI_CONNECTING) | MC_FSM_BIT(CLI_CLOSED),
-    [CLI_CONNECTING] = MC_FSM_BIT(CLI_CONNECTED) | MC_FSM_BIT(CLI_BACKOFF) | MC_FSM_BIT(CLI_CLOSED),
+    [CLI_CONNECTING] = MC_FSM_BIT(CLI_AUTH) | MC_FSM_BIT(CLI_CONNECTED) | MC_FSM_BIT(CLI_BACKOFF) |
+                       MC_FSM_BIT(CLI_CLOSED),
+    [CLI_AUTH] = MC_FSM_BIT(CLI_CONNECTED) | MC_FSM_BIT(CLI_BACKOFF) | MC_FSM_BIT(CLI_CLOSED),
     [CLI_CONNECTED] = MC_FSM_BIT(CLI_BACKOFF) | MC_FSM_BIT(CLI_CLOSED),
     [CLI_BACKOFF] = MC_FSM_BIT(CLI_CONNECTING) | MC_FSM_BIT(CLI_IDLE) | MC_FSM_BIT(CLI_CLOSED),
     [CLI_CLOSED] = 0,
@@ -108,6 +120,9 @@ struct mc_rpc_client {
     int in_read;
     mc_reactor_hook_t stop_hook;
     int hooked;
+    int has_key; /* opts.auth_key was given: key holds it */
+    mc_auth_key_t key;
+    uint8_t nonce[MC_AUTH_NONCE_LEN]; /* ours, this connection's */
 };
 
 static void cli_connect(mc_rpc_client_t *c);
@@ -227,8 +242,16 @@ static void drop_socket(mc_rpc_client_t *c)
     c->rx_call = NULL;
 }
 
+static void conn_lost_st(mc_rpc_client_t *c, const char *why, mc_status_t st);
+
 /* The connection failed or died: fail the calls, wait, maybe reconnect. */
 static void conn_lost(mc_rpc_client_t *c, const char *why)
+{
+    conn_lost_st(c, why, MC_ERR_CONN_CLOSED);
+}
+
+/* The same, failing the calls with st. */
+static void conn_lost_st(mc_rpc_client_t *c, const char *why, mc_status_t st)
 {
     if (c->state == CLI_CONNECTED)
         MC_WARN(RPC, "connection to %s lost: %s", c->name, why);
@@ -244,7 +267,7 @@ static void conn_lost(mc_rpc_client_t *c, const char *why)
     if (c->backoff_us > c->opts.backoff_max_us)
         c->backoff_us = c->opts.backoff_max_us;
     mc_guard_enter(&c->guard);
-    fail_all(c, MC_ERR_CONN_CLOSED);
+    fail_all(c, st);
     mc_guard_exit(&c->guard);
 }
 
@@ -266,7 +289,107 @@ static call_t *call_find(mc_rpc_client_t *c, uint64_t req_id)
 static int rd_open(void *owner)
 {
     mc_rpc_client_t *c = owner;
-    return c->state == CLI_CONNECTED && !mc_guard_closing(&c->guard);
+    return (c->state == CLI_CONNECTED || c->state == CLI_AUTH) && !mc_guard_closing(&c->guard);
+}
+
+/* Write one small frame straight to the socket (the handshake: nothing else
+ * is queued ahead of it, so it goes whole). 0 or -1. */
+static int send_now(mc_rpc_client_t *c, uint16_t method, uint8_t kind, unsigned field,
+                    const uint8_t *bin, uint32_t len)
+{
+    uint8_t frame[MC_FRAME_HDR_LEN + 64];
+    mc_buf_t b = {frame, 0, MC_FRAME_HDR_LEN, sizeof(frame)};
+    mc_mp_writer_t w;
+    mc_mp_writer_init(&w, &b);
+    mc_mp_write_map(&w, 1);
+    mc_mp_write_uint(&w, field);
+    mc_mp_write_bin(&w, bin, len);
+    if (w.err != MC_OK || b.data != frame)
+        return -1;
+    mc_frame_hdr_t h = {.version = MC_FRAME_VERSION,
+                        .kind = kind,
+                        .method = method,
+                        .body_len = (uint32_t)(b.len - MC_FRAME_HDR_LEN)};
+    mc_frame_encode_hdr(frame, &h);
+    return write(c->fd, frame, b.len) == (ssize_t)b.len ? 0 : -1;
+}
+
+/* Connected with a key: say hello and wait for the server's proof. */
+static void auth_start(mc_rpc_client_t *c)
+{
+    set_state(c, CLI_AUTH);
+    event_del(c->wev); /* nothing may leave before the handshake */
+    mc_timer_start(&c->conn_timer, c->opts.connect_timeout_us, 0);
+    mc_auth_nonce(c->nonce);
+    if (send_now(c, MC_RPC_AUTH_HELLO, MC_FRAME_REQUEST, MC_F_NONCE, c->nonce, MC_AUTH_NONCE_LEN) !=
+        0) {
+        mc_guard_enter(&c->guard);
+        conn_lost(c, "cannot send the authentication hello");
+        mc_guard_exit(&c->guard);
+    }
+}
+
+static void auth_fail(mc_rpc_client_t *c, const char *why)
+{
+    MC_WARN(RPC, "authentication with %s failed: %s", c->name, why);
+    conn_lost_st(c, why, MC_ERR_REJECT_HANDSHAKE);
+}
+
+/* The server's answer to our HELLO. */
+static void auth_reply(mc_rpc_client_t *c, const mc_frame_t *f)
+{
+    char why[200];
+    const uint8_t *ns = NULL, *proof = NULL;
+    const char *err = NULL;
+    uint32_t errlen = 0;
+    mc_mp_reader_t r;
+    mc_mp_reader_init(&r, f->body, f->hdr.body_len);
+    uint32_t n = f->hdr.body_len ? mc_mp_read_map(&r) : 0;
+    for (uint32_t i = 0; i < n && r.err == MC_OK; i++) {
+        uint64_t id = mc_mp_read_uint(&r);
+        uint32_t l = 0;
+        const void *p = NULL;
+        if (id == MC_F_NONCE || id == MC_F_PROOF) {
+            p = mc_mp_read_bin(&r, &l);
+            if (l == MC_AUTH_NONCE_LEN && id == MC_F_NONCE)
+                ns = p;
+            else if (l == MC_AUTH_PROOF_LEN && id == MC_F_PROOF)
+                proof = p;
+        } else if (id == MC_F_ERROR) {
+            err = mc_mp_read_str(&r, &errlen);
+        } else {
+            mc_mp_skip(&r);
+        }
+    }
+    if (f->hdr.status == MC_ERR_NO_METHOD) {
+        auth_fail(c, "the server does not authenticate (no secret there?)");
+        return;
+    }
+    if (f->hdr.status != MC_OK) {
+        snprintf(why, sizeof(why), "refused: %s%s%.*s", mc_status_str((mc_status_t)f->hdr.status),
+                 err ? ": " : "", err ? (int)errlen : 0, err ? err : "");
+        auth_fail(c, why);
+        return;
+    }
+    if (r.err != MC_OK || ns == NULL || proof == NULL) {
+        auth_fail(c, "malformed answer to the authentication hello");
+        return;
+    }
+    if (!mc_auth_check(&c->key, MC_AUTH_SERVER, c->nonce, ns, proof, MC_AUTH_PROOF_LEN)) {
+        auth_fail(c, "the server's proof is wrong (another secret?)");
+        return;
+    }
+    uint8_t mine[MC_AUTH_PROOF_LEN];
+    mc_auth_proof(&c->key, MC_AUTH_CLIENT, ns, c->nonce, mine);
+    if (send_now(c, MC_RPC_AUTH_PROOF, MC_FRAME_NOTIFY, MC_F_PROOF, mine, MC_AUTH_PROOF_LEN) != 0) {
+        conn_lost(c, "cannot send the authentication proof");
+        return;
+    }
+    set_state(c, CLI_CONNECTED);
+    mc_timer_stop(&c->conn_timer);
+    c->backoff_us = c->opts.backoff_min_us;
+    MC_DEBUG(RPC, "authenticated with %s", c->name);
+    c->failed_connects = 0;
 }
 
 /* Responses only; a payload streams into its call's buffer (or scatter
@@ -277,6 +400,14 @@ static int rd_on_header(void *owner, const mc_frame_hdr_t *h, const char **why)
     if (h->kind != MC_FRAME_RESPONSE) {
         *why = "unexpected frame kind";
         return -1;
+    }
+    if (c->state == CLI_AUTH) {
+        if (h->method != MC_RPC_AUTH_HELLO || h->payload_len != 0 || h->body_len > 1024) {
+            *why = "unexpected frame during the authentication handshake";
+            return -1;
+        }
+        c->hdr_call = NULL;
+        return 0;
     }
     call_t *k = c->hdr_call = call_find(c, h->req_id);
     return k == NULL || k->recv != NULL || k->riov != NULL;
@@ -310,6 +441,10 @@ static void rd_stream_begin(void *owner, const mc_frame_hdr_t *h, const uint8_t 
 static void rd_on_frame(void *owner, const mc_frame_t *f, int streamed)
 {
     mc_rpc_client_t *c = owner;
+    if (c->state == CLI_AUTH) {
+        auth_reply(c, f);
+        return;
+    }
     if (streamed) {
         call_t *k = c->rx_call;
         c->rx_call = NULL;
@@ -353,7 +488,7 @@ static void on_read_body(evutil_socket_t fd, short what, void *arg)
     mc_guard_enter(&c->guard);
     c->in_read = 1;
     mc_status_t st = mc_rpc_reader_read(&c->rd, fd, &why);
-    if (c->state == CLI_CONNECTED && !mc_guard_closing(&c->guard)) {
+    if ((c->state == CLI_CONNECTED || c->state == CLI_AUTH) && !mc_guard_closing(&c->guard)) {
         switch (st) {
         case MC_OK:
             break;
@@ -425,6 +560,11 @@ static void on_write_body(evutil_socket_t fd, short what, void *arg)
             after_callbacks(c);
             return;
         }
+        if (c->has_key) {
+            auth_start(c);
+            after_callbacks(c);
+            return;
+        }
         set_state(c, CLI_CONNECTED);
         mc_timer_stop(&c->conn_timer);
         c->backoff_us = c->opts.backoff_min_us;
@@ -451,6 +591,9 @@ static void on_conn_timer(mc_timer_t *t, void *arg)
     (void)t;
     if (c->state == CLI_CONNECTING) {
         conn_lost(c, "connect timed out");
+        after_callbacks(c);
+    } else if (c->state == CLI_AUTH) {
+        auth_fail(c, "the authentication handshake timed out");
         after_callbacks(c);
     } else if (c->state == CLI_BACKOFF || c->state == CLI_IDLE) {
         if (c->npending > 0) {
@@ -745,6 +888,11 @@ mc_status_t mc_rpc_client_create(mc_reactor_t *r, const mc_rpc_client_opts_t *o,
         c->opts = *o;
     else
         mc_rpc_client_opts_init(&c->opts);
+    if (c->opts.auth_key != NULL) {
+        c->key = *c->opts.auth_key;
+        c->has_key = 1;
+    }
+    c->opts.auth_key = NULL; /* the caller's copy is not ours to keep */
     mc_rpc_client_opts_t d;
     mc_rpc_client_opts_init(&d);
     if (c->opts.connect_timeout_us == 0)

@@ -16,7 +16,7 @@ enum mc_proto_field {
     MC_F_CONFIG =
         6, /* {1: replica_num, 2: with_soft_pin, 3: [preferred names], 4: soft_pin_ttl_us} */
     MC_F_FORCE = 7,       /* bool */
-    MC_F_REGEX = 8,       /* str, POSIX ERE */
+    MC_F_REGEX = 8,       /* str, PCRE2 (src/util/regex.h) */
     MC_F_SEGMENT = 9,     /* {1: id, 2: name, 3: base, 4: size, 5: te_endpoint} */
     MC_F_SEGMENTS = 10,   /* [segment] */
     MC_F_SEGMENT_ID = 11, /* [hi, lo] */
@@ -83,6 +83,12 @@ enum mc_proto_field {
     MC_F_CLUSTER_ID = 70, /* str */
     MC_F_PERSIST = 71,    /* uint: 0 off, 1 async, 2 eager */
     MC_F_RANGES = 60,     /* [addr, length, addr, length, ...] (TE_READV) */
+    /* metadata listing, paged (META_LIST; 100..109 are the metadata service's) */
+    MC_F_AFTER = 100, /* bin: list the keys after this one (the last key of the previous page) */
+    MC_F_MORE = 101,  /* bool: more entries follow; ask again with AFTER = the last key */
+    /* authentication handshake (AUTH_HELLO, AUTH_PROOF; 110..119 are its) */
+    MC_F_NONCE = 110, /* bin 32: the sender's fresh nonce */
+    MC_F_PROOF = 111, /* bin 32: HMAC-SHA256 proof (util/auth.h) */
 };
 
 #endif /* MC_RPC_FIELDS_H */

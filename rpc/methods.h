@@ -13,6 +13,12 @@ enum mc_rpc_method {
     MC_RPC_ECHO_SLOW = 2, /* echo after {1: delay_us} (tests) */
     MC_RPC_TEST_PUT = 3,  /* {1: offset} + payload stored into the server's region (tests) */
     MC_RPC_TEST_GET = 4,  /* {1: offset, 2: length} -> payload from the region (tests) */
+    /* authentication (util/auth.h): the first frames of a connection to a
+     * server with a secret. HELLO request {NONCE} -> {NONCE, PROOF} (the
+     * server's); PROOF notify {PROOF} (the client's); anything else first is
+     * answered MC_ERR_REJECT_HANDSHAKE + {ERROR} and the connection closed */
+    MC_RPC_AUTH_HELLO = 10,
+    MC_RPC_AUTH_PROOF = 11,
 
     /* store master (store/proto.h documents each body) */
     MC_RPC_SERVICE_READY = 100,

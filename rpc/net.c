@@ -50,6 +50,15 @@ mc_status_t mc_net_resolve(const char *host, uint16_t port, mc_sockaddr_t *out)
     return MC_OK;
 }
 
+int mc_net_is_loopback(const mc_sockaddr_t *a)
+{
+    if (a->ss.ss_family == AF_INET)
+        return (ntohl(((const struct sockaddr_in *)&a->ss)->sin_addr.s_addr) >> 24) == 127;
+    if (a->ss.ss_family == AF_INET6)
+        return IN6_IS_ADDR_LOOPBACK(&((const struct sockaddr_in6 *)&a->ss)->sin6_addr);
+    return 0;
+}
+
 void mc_net_addr_str(const mc_sockaddr_t *a, char *out, size_t len)
 {
     char ip[INET6_ADDRSTRLEN] = "?";
@@ -79,13 +88,16 @@ mc_status_t mc_net_listen(const mc_sockaddr_t *addr, int backlog, int *fd)
         MC_ERROR(RPC, "socket() for %s failed: %s", name, strerror(errno));
         return MC_ERR_SOCKET;
     }
-    if (setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0 ||
-        setsockopt(s, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) != 0) {
-        MC_ERROR(RPC, "setsockopt(SO_REUSEPORT) on %s failed: %s", name, strerror(errno));
+    /* SO_REUSEADDR only: a restart may bind while old connections linger in
+     * TIME_WAIT, but a second listener on the port fails (SO_REUSEPORT would
+     * let another process of the same user share it: rpc/server.c) */
+    if (setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0) {
+        MC_ERROR(RPC, "setsockopt(SO_REUSEADDR) on %s failed: %s", name, strerror(errno));
         goto err_close;
     }
     if (bind(s, (const struct sockaddr *)&addr->ss, addr->len) != 0) {
-        MC_ERROR(RPC, "bind to %s failed: %s", name, strerror(errno));
+        MC_ERROR(RPC, "cannot listen on %s: %s%s", name, strerror(errno),
+                 errno == EADDRINUSE ? " (another process has this port)" : "");
         goto err_close;
     }
     if (listen(s, backlog) != 0) {

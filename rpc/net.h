@@ -21,8 +21,9 @@ typedef struct mc_sockaddr {
  * reactor thread). MC_ERR_DNS when it cannot be resolved. */
 mc_status_t mc_net_resolve(const char *host, uint16_t port, mc_sockaddr_t *out);
 
-/* Non-blocking, close-on-exec listening socket with SO_REUSEADDR and
- * SO_REUSEPORT. *fd on success. MC_ERR_SOCKET with the cause logged. */
+/* Non-blocking, close-on-exec listening socket with SO_REUSEADDR (never
+ * SO_REUSEPORT: a port in use is an error). *fd on success. MC_ERR_SOCKET
+ * with the cause logged ("Address already in use"). */
 mc_status_t mc_net_listen(const mc_sockaddr_t *addr, int backlog, int *fd);
 
 /* Bound port of a socket. */
@@ -37,6 +38,9 @@ mc_status_t mc_net_connect_result(int fd, int *err);
 
 /* TCP_NODELAY and non-blocking/cloexec on an accepted socket. */
 void mc_net_tune(int fd);
+
+/* 1 when a is a loopback address (127.0.0.0/8, ::1): only this host reaches it. */
+int mc_net_is_loopback(const mc_sockaddr_t *a);
 
 /* "ip:port" */
 void mc_net_addr_str(const mc_sockaddr_t *a, char *out, size_t len);

@@ -221,6 +221,10 @@ mc_status_t mc_rpc_reader_read(mc_rpc_reader_t *r, int fd, const char **why)
             size_t used = mc_buf_used(&r->in);
             size_t missing = r->need > used ? r->need - used : 0;
             size_t want = missing < MC_RPC_READ_CHUNK ? MC_RPC_READ_CHUNK : missing;
+            if (r->max_in != 0 && used + want > r->max_in) {
+                *why = "a frame larger than this connection may buffer";
+                return MC_ERR_LIMIT;
+            }
             if (mc_buf_reserve(&r->in, want) != MC_OK)
                 return MC_ERR_NOMEM;
             room = mc_buf_room(&r->in);

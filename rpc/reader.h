@@ -55,8 +55,9 @@ typedef struct mc_rpc_reader {
     void *owner;
     const mc_frame_limits_t *limits;
     mc_buf_t in;
-    size_t need;  /* bytes the decoder wants before it can progress */
-    int hdr_read; /* the last payload streamed (>= MC_RPC_STREAM_MIN): read small */
+    size_t need;   /* bytes the decoder wants before it can progress */
+    size_t max_in; /* the buffer never holds more (0: as frames allow; set by the owner) */
+    int hdr_read;  /* the last payload streamed (>= MC_RPC_STREAM_MIN): read small */
     /* A frame whose payload streams: its header and body stay at the head
      * of `in` until it completes. */
     struct {
@@ -89,8 +90,9 @@ void mc_rpc_reader_fini(mc_rpc_reader_t *r);
 /* fd is readable: read (up to MC_RPC_READ_BUDGET bytes) and deliver every
  * complete frame. MC_OK: drained, out of budget, or the owner closed;
  * MC_ERR_CONN_CLOSED: the peer closed; MC_ERR_SOCKET: read(2) failed (errno
- * says why); MC_ERR_PROTOCOL: *why says what the peer broke; MC_ERR_NOMEM:
- * no room for the input. After an error the owner closes the connection. */
+ * says why); MC_ERR_PROTOCOL: *why says what the peer broke; MC_ERR_LIMIT:
+ * the input would exceed max_in (*why); MC_ERR_NOMEM: no room for the input. After an error the
+ * owner closes the connection. */
 mc_status_t mc_rpc_reader_read(mc_rpc_reader_t *r, int fd, const char **why);
 
 /* Deliver the frames already buffered (after the owner resumed reading).

@@ -1,12 +1,14 @@
 /*
  * rpc.h - msgpack-framed RPC over TCP, on reactors.
  *
- * Server: listens on every reactor it is given (SO_REUSEPORT, one listening
- * socket per reactor, the kernel spreads connections), reads frames
- * (rpc/frame.h), and dispatches requests by method id to handlers. A handler
- * may reply at once or later (asynchronously), always on the connection's
- * reactor thread. Frames that break the protocol or the limits close that one
- * connection, with a logged reason; the server keeps serving the others.
+ * Server: listens on every reactor it is given, reads frames (rpc/frame.h),
+ * and dispatches requests by method id to handlers. A handler may reply at
+ * once or later (asynchronously), always on the connection's reactor thread.
+ * Frames that break the protocol or the limits close that one connection,
+ * with a logged reason; the server keeps serving the others. Resources are
+ * bounded (opts: connections, input buffers, the time to a first frame), and
+ * running out of file descriptors pauses accepting with a backoff instead of
+ * spinning.
  *
  * Client: one connection to one endpoint, owned by one reactor. Calls are
  * pipelined (many in flight), matched to responses by request id, and each has
@@ -36,6 +38,7 @@
 #include "reactor/reactor.h"
 #include "rpc/frame.h"
 #include "rpc/msgpack.h"
+#include "util/auth.h"
 #include "util/buf.h"
 
 struct iovec;
@@ -54,6 +57,23 @@ typedef struct mc_rpc_server_opts {
     size_t max_outbuf;        /* stop reading a connection whose unsent replies exceed
                                  this (the peer is not reading); default 64 MiB.
                                  Zero-copy reply payloads do not count. */
+    /* Resource bounds (issue 13). A connection over a limit is closed with a
+     * logged reason; the others go on. */
+    unsigned max_conns;              /* open connections at most; more are closed at
+                                        accept (default 10000) */
+    size_t max_inbuf;                /* bytes one connection may hold buffered (a frame
+                                        being received); default: the largest frame the
+                                        limits allow. Payloads read into a sink do not count */
+    size_t max_inbuf_total;          /* bytes all connections may hold; over it, the
+                                        biggest holder is closed (default 256 MiB). Split
+                                        evenly over the reactors, each enforcing its share */
+    uint64_t first_frame_timeout_us; /* a connection that has not completed its first
+                                        frame by then is closed (default 10 s) */
+    /* Authentication (util/auth.h, rpc/README.md): NULL = none, and a warning
+     * at start when the port listens beyond loopback. With a key, every
+     * connection completes the challenge-response before any other frame is
+     * processed. Copied at create. */
+    const mc_auth_key_t *auth_key;
 } mc_rpc_server_opts_t;
 
 void mc_rpc_server_opts_init(mc_rpc_server_opts_t *o);
@@ -136,6 +156,14 @@ typedef struct mc_rpc_server_stats {
     uint64_t conns_closed_protocol; /* closed for a protocol error */
     uint64_t requests;
     uint64_t unknown_method;
+    uint64_t conns_open;         /* now */
+    uint64_t conns_refused;      /* closed at accept: max_conns, or no fd left */
+    uint64_t accept_errors;      /* accept(2) failures (EMFILE, ENFILE, ...) */
+    uint64_t conns_closed_inbuf; /* closed for max_inbuf / max_inbuf_total */
+    uint64_t conns_closed_idle;  /* closed for first_frame_timeout */
+    uint64_t inbuf_bytes;        /* input buffers held now */
+    uint64_t auth_ok;            /* handshakes completed */
+    uint64_t auth_failed;        /* connections refused by the handshake */
 } mc_rpc_server_stats_t;
 
 void mc_rpc_server_stats(const mc_rpc_server_t *s, mc_rpc_server_stats_t *out);
@@ -150,6 +178,10 @@ typedef struct mc_rpc_client_opts {
     uint64_t backoff_min_us;     /* first reconnect delay; default 50 ms */
     uint64_t backoff_max_us;     /* cap; default 2 s */
     mc_frame_limits_t limits;
+    /* Authentication: NULL = none. With a key, each connection proves the
+     * server holds it, then proves we do, before a call is sent; a failed
+     * handshake fails the calls with MC_ERR_REJECT_HANDSHAKE. Copied at create. */
+    const mc_auth_key_t *auth_key;
 } mc_rpc_client_opts_t;
 
 void mc_rpc_client_opts_init(mc_rpc_client_opts_t *o);

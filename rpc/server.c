@@ -1,6 +1,37 @@
 /*
- * server.c - RPC server: one listening socket per reactor, connections owned
- * by the reactor that accepted them. See rpc.h for the contract.
+ * server.c - RPC server: one listening socket, watched by every reactor;
+ * connections owned by the reactor that accepted them. See rpc.h for the
+ * contract.
+ *
+ * One socket, not one per reactor with SO_REUSEPORT: the kernel lets sockets
+ * of the same user share a port that way, so a second process (a second
+ * master by mistake) would bind the port too and get a share of the
+ * connections. Without SO_REUSEPORT a second bind fails with "address in
+ * use". Every reactor polls the one socket; a new connection wakes them all
+ * and one accept wins (the others get EAGAIN): a few wasted wakeups per
+ * connection with one reactor per NUMA node, none on the data path.
+ *
+ * Resource bounds (issue 13):
+ *  - accept failing for want of file descriptors (EMFILE, ENFILE) or memory
+ *    pauses this reactor's accepting for a backoff (10 ms doubling to 1 s),
+ *    with one log line per 10 s; a spare descriptor (nginx's trick) is
+ *    released to accept and close the pending connection, so its client
+ *    sees a refusal instead of a hang, then taken again. A level-triggered
+ *    listener that just logged and returned spun at 100% CPU;
+ *  - at most max_conns connections: more are accepted and closed at once;
+ *  - input buffers: one connection holds at most max_inbuf bytes (a frame
+ *    being received), all of a reactor's at most its share of
+ *    max_inbuf_total: over it, the reactor's biggest holder is closed;
+ *  - a connection that has not completed a first frame within
+ *    first_frame_timeout is closed (checked every second).
+ *
+ * Authentication (opts.auth_key): a connection starts in AUTH_HELLO and
+ * only the handshake's frames are read (small, buffered whole, never
+ * dispatched): HELLO {client nonce} is answered {server nonce, server
+ * proof}; the PROOF notify that follows must carry the client's proof for
+ * these two nonces. Only then is the connection open (and its first frame
+ * counted). Any other frame first is answered MC_ERR_REJECT_HANDSHAKE with
+ * the reason and the connection closed: it is never processed.
  *
  * Connection lifetime: a connection holds one reference for being open and
  * one per request handed to a handler and not yet replied. Closing (peer EOF,
@@ -9,6 +40,7 @@
  * on a closed connection are discarded.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdatomic.h>
 #include <string.h>
 #include <sys/uio.h>
@@ -16,14 +48,29 @@
 
 #include <event2/event.h>
 
+#include "rpc/fields.h"
+#include "rpc/methods.h"
 #include "rpc/net.h"
 #include "rpc/outq.h"
 #include "rpc/reader.h"
 #include "rpc/rpc.h"
 #include "util/log.h"
 #include "util/mem.h"
+#include "util/time.h"
 
 #define MAX_METHODS 4096 /* method ids are below this (rpc/methods.h) */
+#define ACCEPT_BACKOFF_MIN_US 10000u
+#define ACCEPT_BACKOFF_MAX_US 1000000u
+#define LIMIT_LOG_PERIOD_US 10000000u /* refusals are logged once per this */
+#define IDLE_CHECK_US 1000000u        /* the first-frame timeout's resolution */
+#define AUTH_BODY_MAX 256u            /* handshake bodies are ~80 bytes */
+
+/* A connection's authentication (opts.auth_key set). */
+enum conn_auth {
+    AUTH_OPEN = 0, /* done, or no key: frames are dispatched */
+    AUTH_HELLO,    /* waiting for the client's HELLO */
+    AUTH_PROOF,    /* HELLO answered: waiting for the client's PROOF */
+};
 
 typedef struct handler {
     mc_rpc_handler_t fn;
@@ -40,19 +87,37 @@ struct mc_rpc_server {
     handler_t *handlers; /* MAX_METHODS entries */
     unsigned n;
     listener_t *ls;
+    int fd; /* the listening socket every reactor polls */
     uint16_t port;
     int started;
+    size_t inbuf_share; /* max_inbuf_total / reactors */
     _Atomic uint64_t conns_accepted;
     _Atomic uint64_t conns_closed_protocol;
     _Atomic uint64_t requests;
     _Atomic uint64_t unknown_method;
+    _Atomic uint64_t nconns;
+    _Atomic uint64_t conns_refused;
+    _Atomic uint64_t accept_errors;
+    _Atomic uint64_t conns_closed_inbuf;
+    _Atomic uint64_t conns_closed_idle;
+    _Atomic uint64_t inbuf_bytes;
+    _Atomic uint64_t auth_ok, auth_failed;
+    int has_key;
+    mc_auth_key_t key;
+    _Atomic uint64_t refuse_logged_us; /* rate limit of the refusal log */
+    _Atomic uint64_t refused_unlogged;
 };
 
 struct listener {
     mc_rpc_server_t *s;
     mc_reactor_t *r;
-    int fd;
-    struct event *ev;
+    int fd;              /* s->fd, not owned */
+    int spare_fd;        /* held to be released when descriptors run out; -1 none */
+    struct event *ev;    /* readable listening socket */
+    struct event *retry; /* accepting paused: resume */
+    struct event *idle;  /* periodic first-frame timeout check */
+    uint64_t backoff_us; /* current pause; 0 = accepting normally */
+    size_t inbuf;        /* bytes of input buffers of this reactor's connections */
     mc_list_t conns;
     mc_reactor_hook_t stop_hook;
     int hooked;
@@ -90,6 +155,11 @@ struct conn {
     int in_read;      /* inside the read callback: flush happens at its end */
     int flush_queued; /* wev activated for a flush */
     int read_paused;  /* out buffer over max_outbuf */
+    int framed;       /* a first frame completed (with a key: the handshake) */
+    int auth;         /* enum conn_auth */
+    uint8_t nonce_peer[MC_AUTH_NONCE_LEN], nonce_own[MC_AUTH_NONCE_LEN];
+    uint64_t accepted_us;
+    size_t in_acct; /* c->rd.in.cap as counted in the listener's and server's totals */
     mc_rpc_req_t *free_reqs;
     mc_list_t node; /* in listener->conns */
     char peer[64];
@@ -261,6 +331,41 @@ void mc_rpc_reply(mc_rpc_req_t *req, mc_status_t st, const void *body, size_t le
 
 /* ------------------------------------------------------------ connection */
 
+/* Count c->rd.in's allocation in the totals (after it grew or shrank). */
+static void conn_in_sync(conn_t *c, listener_t *l)
+{
+    size_t cap = c->rd.in.cap;
+    if (cap == c->in_acct || l == NULL)
+        return;
+    if (cap > c->in_acct) {
+        l->inbuf += cap - c->in_acct;
+        atomic_fetch_add_explicit(&l->s->inbuf_bytes, cap - c->in_acct, memory_order_relaxed);
+    } else {
+        l->inbuf -= c->in_acct - cap;
+        atomic_fetch_sub_explicit(&l->s->inbuf_bytes, c->in_acct - cap, memory_order_relaxed);
+    }
+    c->in_acct = cap;
+}
+
+/* Log a refusal at most once per LIMIT_LOG_PERIOD_US per server, with how
+ * many went unlogged since. */
+static void log_limited(mc_rpc_server_t *s, const char *what, const char *detail)
+{
+    uint64_t now = mc_now_us();
+    uint64_t last = atomic_load_explicit(&s->refuse_logged_us, memory_order_relaxed);
+    if (last != 0 && now - last < LIMIT_LOG_PERIOD_US) {
+        atomic_fetch_add_explicit(&s->refused_unlogged, 1, memory_order_relaxed);
+        return;
+    }
+    if (!atomic_compare_exchange_strong(&s->refuse_logged_us, &last, now)) {
+        atomic_fetch_add_explicit(&s->refused_unlogged, 1, memory_order_relaxed);
+        return;
+    }
+    uint64_t more = atomic_exchange(&s->refused_unlogged, 0);
+    MC_WARN(RPC, "rpc port %u: %s: %s (%llu more like it in the last %u s)", s->port, what, detail,
+            (unsigned long long)more, LIMIT_LOG_PERIOD_US / 1000000);
+}
+
 static void conn_close(conn_t *c, const char *why)
 {
     if (c->closed)
@@ -273,12 +378,17 @@ static void conn_close(conn_t *c, const char *why)
     close(c->fd);
     c->fd = -1;
     mc_list_del(&c->node);
+    listener_t *l = c->l;
     c->l = NULL;
+    if (c->auth == AUTH_PROOF) /* answered our hello, never proved itself */
+        atomic_fetch_add_explicit(&l->s->auth_failed, 1, memory_order_relaxed);
     if (c->rx_req != NULL) {
         req_release(c->rx_req);
         c->rx_req = NULL;
     }
     mc_rpc_reader_fini(&c->rd);
+    conn_in_sync(c, l);
+    atomic_fetch_sub_explicit(&l->s->nconns, 1, memory_order_relaxed);
     mc_outq_reset(&c->out);
     conn_unref(c);
 }
@@ -303,6 +413,8 @@ static mc_rpc_req_t *req_new(conn_t *c, const mc_frame_hdr_t *h, const uint8_t *
     req->payload = NULL;
     req->payload_len = h->payload_len;
     c->refs++;
+    if (c->auth == AUTH_OPEN)
+        c->framed = 1;
     return req;
 }
 
@@ -349,6 +461,15 @@ static int rd_on_header(void *owner, const mc_frame_hdr_t *h, const char **why)
         *why = "unexpected frame kind";
         return -1;
     }
+    if (c->auth != AUTH_OPEN) {
+        /* before the handshake only its small frames are read (whole) */
+        if (h->payload_len != 0 || h->body_len > AUTH_BODY_MAX) {
+            atomic_fetch_add_explicit(&c->l->s->auth_failed, 1, memory_order_relaxed);
+            *why = "a large frame before the authentication handshake";
+            return -1;
+        }
+        return 0;
+    }
     handler_t *hd = handler_of(c->l->s, h->method);
     return h->payload_len > 0 && h->kind == MC_FRAME_REQUEST && hd != NULL && hd->sink != NULL;
 }
@@ -376,10 +497,117 @@ static void rd_stream_begin(void *owner, const mc_frame_hdr_t *h, const uint8_t 
     }
 }
 
+/* The handshake failed, or a frame came before it: answer a request with
+ * MC_ERR_REJECT_HANDSHAKE and the reason (written at once: the connection
+ * closes), never processing it; close. */
+static void auth_refuse(conn_t *c, const mc_frame_t *f, const char *why)
+{
+    mc_rpc_server_t *s = c->l->s;
+    atomic_fetch_add_explicit(&s->auth_failed, 1, memory_order_relaxed);
+    char detail[192];
+    snprintf(detail, sizeof(detail), "%s: %s", c->peer, why);
+    log_limited(s, "authentication failed", detail);
+    if (f->hdr.kind == MC_FRAME_REQUEST) {
+        mc_buf_t b = MC_BUF_INIT;
+        if (mc_buf_reserve(&b, MC_FRAME_HDR_LEN) == MC_OK) {
+            mc_buf_produce(&b, MC_FRAME_HDR_LEN);
+            mc_mp_writer_t w;
+            mc_mp_writer_init(&w, &b);
+            mc_mp_write_map(&w, 1);
+            mc_mp_write_uint(&w, MC_F_ERROR);
+            mc_mp_write_cstr(&w, why);
+            mc_frame_hdr_t h = {.version = MC_FRAME_VERSION,
+                                .kind = MC_FRAME_RESPONSE,
+                                .method = f->hdr.method,
+                                .req_id = f->hdr.req_id,
+                                .status = MC_ERR_REJECT_HANDSHAKE,
+                                .body_len = (uint32_t)(mc_buf_used(&b) - MC_FRAME_HDR_LEN)};
+            mc_frame_encode_hdr(mc_buf_head(&b), &h);
+            if (w.err == MC_OK && write(c->fd, mc_buf_head(&b), mc_buf_used(&b)) < 0)
+                MC_DEBUG(RPC, "%s: cannot send the refusal: %s", c->peer, strerror(errno));
+        }
+        mc_buf_fini(&b);
+    }
+    c->auth = AUTH_HELLO; /* counted above, not again at the close */
+    conn_close(c, why);
+}
+
+/* The bin field `id` of a handshake body, exactly len bytes; NULL if absent. */
+static const uint8_t *auth_field(const mc_frame_t *f, unsigned id, uint32_t len)
+{
+    mc_mp_reader_t r;
+    mc_mp_reader_init(&r, f->body, f->hdr.body_len);
+    uint32_t n = f->hdr.body_len ? mc_mp_read_map(&r) : 0;
+    const uint8_t *found = NULL;
+    for (uint32_t i = 0; i < n && r.err == MC_OK; i++) {
+        if (mc_mp_read_uint(&r) == id) {
+            uint32_t l = 0;
+            const void *p = mc_mp_read_bin(&r, &l);
+            if (r.err == MC_OK && l == len)
+                found = p;
+        } else {
+            mc_mp_skip(&r);
+        }
+    }
+    return r.err == MC_OK ? found : NULL;
+}
+
+/* One frame of the handshake (c->auth != AUTH_OPEN). */
+static void auth_step(conn_t *c, const mc_frame_t *f)
+{
+    mc_rpc_server_t *s = c->l->s;
+    if (c->auth == AUTH_HELLO && f->hdr.method == MC_RPC_AUTH_HELLO &&
+        f->hdr.kind == MC_FRAME_REQUEST) {
+        const uint8_t *nc = auth_field(f, MC_F_NONCE, MC_AUTH_NONCE_LEN);
+        if (nc == NULL) {
+            auth_refuse(c, f, "malformed authentication hello");
+            return;
+        }
+        memcpy(c->nonce_peer, nc, MC_AUTH_NONCE_LEN);
+        mc_auth_nonce(c->nonce_own);
+        uint8_t proof[MC_AUTH_PROOF_LEN];
+        mc_auth_proof(&s->key, MC_AUTH_SERVER, c->nonce_peer, c->nonce_own, proof);
+        mc_rpc_req_t *req = req_new(c, &f->hdr, f->body);
+        if (req == NULL)
+            return; /* closed */
+        c->auth = AUTH_PROOF;
+        mc_mp_writer_t *w = mc_rpc_reply_begin(req);
+        mc_mp_write_map(w, 2);
+        mc_mp_write_uint(w, MC_F_NONCE);
+        mc_mp_write_bin(w, c->nonce_own, MC_AUTH_NONCE_LEN);
+        mc_mp_write_uint(w, MC_F_PROOF);
+        mc_mp_write_bin(w, proof, MC_AUTH_PROOF_LEN);
+        mc_rpc_reply_end(req, MC_OK);
+        return;
+    }
+    if (c->auth == AUTH_PROOF && f->hdr.method == MC_RPC_AUTH_PROOF &&
+        f->hdr.kind == MC_FRAME_NOTIFY) {
+        const uint8_t *p = auth_field(f, MC_F_PROOF, MC_AUTH_PROOF_LEN);
+        if (!mc_auth_check(&s->key, MC_AUTH_CLIENT, c->nonce_own, c->nonce_peer, p,
+                           p != NULL ? MC_AUTH_PROOF_LEN : 0)) {
+            auth_refuse(c, f, "wrong authentication proof (another secret?)");
+            return;
+        }
+        c->auth = AUTH_OPEN;
+        c->framed = 1;
+        atomic_fetch_add_explicit(&s->auth_ok, 1, memory_order_relaxed);
+        MC_DEBUG(RPC, "%s: authenticated", c->peer);
+        return;
+    }
+    auth_refuse(c, f,
+                c->auth == AUTH_HELLO
+                    ? "authentication required: this server has a secret ([security] secret_file)"
+                    : "unexpected frame during the authentication handshake");
+}
+
 static void rd_on_frame(void *owner, const mc_frame_t *f, int streamed)
 {
     conn_t *c = owner;
     mc_rpc_req_t *req;
+    if (c->auth != AUTH_OPEN) {
+        auth_step(c, f);
+        return;
+    }
     if (streamed) {
         req = c->rx_req;
         c->rx_req = NULL;
@@ -404,6 +632,31 @@ static const mc_rpc_reader_ops_t rd_ops = {
     .open = rd_open,
 };
 
+/* The reactor's connections hold more input than its share of
+ * max_inbuf_total: close the biggest holders until under it (as Redis closes
+ * the client over its buffer limit). */
+static void inbuf_enforce(listener_t *l)
+{
+    while (l->inbuf > l->s->inbuf_share) {
+        conn_t *big = NULL;
+        mc_list_t *pos;
+        MC_LIST_FOREACH(pos, &l->conns)
+        {
+            conn_t *c = MC_LIST_ENTRY(pos, conn_t, node);
+            if (big == NULL || c->in_acct > big->in_acct)
+                big = c;
+        }
+        if (big == NULL || big->in_acct == 0)
+            break;
+        char detail[160];
+        snprintf(detail, sizeof(detail), "closing %s, which holds %zu bytes", big->peer,
+                 big->in_acct);
+        log_limited(l->s, "input buffers over their share of max_inbuf_total", detail);
+        atomic_fetch_add_explicit(&l->s->conns_closed_inbuf, 1, memory_order_relaxed);
+        conn_close(big, "input buffers over max_inbuf_total: the biggest holder");
+    }
+}
+
 static void conn_on_read_body(evutil_socket_t fd, short what, void *arg)
 {
     conn_t *c = arg;
@@ -416,6 +669,16 @@ static void conn_on_read_body(evutil_socket_t fd, short what, void *arg)
     if (!c->closed) {
         switch (st) {
         case MC_OK:
+            /* the buffer grew (a frame being received) or shrank */
+            conn_in_sync(c, c->l);
+            if (c->l->inbuf > c->l->s->inbuf_share)
+                inbuf_enforce(c->l);
+            break;
+        case MC_ERR_LIMIT:
+            atomic_fetch_add_explicit(&c->l->s->conns_closed_inbuf, 1, memory_order_relaxed);
+            MC_WARN(RPC, "closing connection from %s: %s (max_inbuf %zu)", c->peer,
+                    why != NULL ? why : "input over its limit", c->l->s->opts.max_inbuf);
+            conn_close(c, "input buffer over max_inbuf");
             break;
         case MC_ERR_CONN_CLOSED:
             conn_close(c, "peer closed");
@@ -501,9 +764,77 @@ static void conn_on_write(evutil_socket_t fd, short what, void *arg)
     mc_reactor_leave(saved);
 }
 
+/* Accepting failed for want of descriptors or memory: free the pending
+ * connection with the spare descriptor (its client sees a close, not a
+ * hang), and stop polling the socket on this reactor for a backoff. */
+static void accept_pause(listener_t *l, int err)
+{
+    mc_rpc_server_t *s = l->s;
+    atomic_fetch_add_explicit(&s->accept_errors, 1, memory_order_relaxed);
+    if ((err == EMFILE || err == ENFILE) && l->spare_fd >= 0) {
+        close(l->spare_fd);
+        l->spare_fd = -1;
+        int fd = accept4(l->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd >= 0) {
+            close(fd);
+            atomic_fetch_add_explicit(&s->conns_refused, 1, memory_order_relaxed);
+        }
+        l->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    }
+    l->backoff_us = l->backoff_us == 0 ? ACCEPT_BACKOFF_MIN_US : l->backoff_us * 2;
+    if (l->backoff_us > ACCEPT_BACKOFF_MAX_US)
+        l->backoff_us = ACCEPT_BACKOFF_MAX_US;
+    char detail[96];
+    snprintf(detail, sizeof(detail), "%s; accepting again in %llu ms", strerror(err),
+             (unsigned long long)(l->backoff_us / 1000));
+    log_limited(s, "accept failed", detail);
+    struct timeval tv = {.tv_sec = (time_t)(l->backoff_us / 1000000),
+                         .tv_usec = (suseconds_t)(l->backoff_us % 1000000)};
+    event_del(l->ev);
+    evtimer_add(l->retry, &tv);
+}
+
+static void listener_on_retry(evutil_socket_t fd, short what, void *arg)
+{
+    listener_t *l = arg;
+    mc_reactor_t *saved = mc_reactor_enter(l->r);
+    (void)fd;
+    (void)what;
+    if (l->spare_fd < 0)
+        l->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    event_add(l->ev, NULL); /* the backoff stays until an accept succeeds */
+    mc_reactor_leave(saved);
+}
+
+/* Every second: close connections that have not completed a first frame
+ * within first_frame_timeout (they hold a descriptor and maybe a buffer). */
+static void listener_on_idle(evutil_socket_t fd, short what, void *arg)
+{
+    listener_t *l = arg;
+    mc_reactor_t *saved = mc_reactor_enter(l->r);
+    (void)fd;
+    (void)what;
+    uint64_t now = mc_now_us(), limit = l->s->opts.first_frame_timeout_us;
+    mc_list_t *pos, *tmp;
+    MC_LIST_FOREACH_SAFE(pos, tmp, &l->conns)
+    {
+        conn_t *c = MC_LIST_ENTRY(pos, conn_t, node);
+        if (c->framed || now - c->accepted_us <= limit)
+            continue;
+        char detail[128];
+        snprintf(detail, sizeof(detail), "closing %s: no complete frame in %llu ms", c->peer,
+                 (unsigned long long)(limit / 1000));
+        log_limited(l->s, "idle connection", detail);
+        atomic_fetch_add_explicit(&l->s->conns_closed_idle, 1, memory_order_relaxed);
+        conn_close(c, "no complete frame within first_frame_timeout");
+    }
+    mc_reactor_leave(saved);
+}
+
 static void listener_on_accept_body(evutil_socket_t lfd, short what, void *arg)
 {
     listener_t *l = arg;
+    mc_rpc_server_t *s = l->s;
     (void)what;
     /* Accept a bounded number per event so one busy listener cannot starve
      * the connections already open on this reactor. */
@@ -512,11 +843,29 @@ static void listener_on_accept_body(evutil_socket_t lfd, short what, void *arg)
         peer.len = sizeof(peer.ss);
         int fd = accept4(lfd, (struct sockaddr *)&peer.ss, &peer.len, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
-            if (errno == EINTR)
+            if (errno == EINTR || errno == ECONNABORTED)
                 continue;
-            if (errno != EAGAIN && errno != EWOULDBLOCK)
-                MC_WARN(RPC, "accept failed: %s", strerror(errno));
+            if (errno == EAGAIN || errno == EWOULDBLOCK)
+                return; /* another reactor took it, or none left */
+            if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+                accept_pause(l, errno);
+                return;
+            }
+            log_limited(s, "accept failed", strerror(errno));
+            atomic_fetch_add_explicit(&s->accept_errors, 1, memory_order_relaxed);
             return;
+        }
+        l->backoff_us = 0;
+        char name[64];
+        mc_net_addr_str(&peer, name, sizeof(name));
+        if (atomic_load_explicit(&s->nconns, memory_order_relaxed) >= s->opts.max_conns) {
+            char detail[128];
+            snprintf(detail, sizeof(detail), "closing %s at once (max_conns %u)", name,
+                     s->opts.max_conns);
+            log_limited(s, "too many connections", detail);
+            atomic_fetch_add_explicit(&s->conns_refused, 1, memory_order_relaxed);
+            close(fd);
+            continue;
         }
         mc_net_tune(fd);
         conn_t *c = MC_NEW(conn_t);
@@ -529,9 +878,12 @@ static void listener_on_accept_body(evutil_socket_t lfd, short what, void *arg)
         c->r = l->r;
         c->fd = fd;
         c->refs = 1;
-        mc_rpc_reader_init(&c->rd, &rd_ops, c, &l->s->opts.limits);
+        c->accepted_us = mc_now_us();
+        c->auth = s->has_key ? AUTH_HELLO : AUTH_OPEN;
+        mc_rpc_reader_init(&c->rd, &rd_ops, c, &s->opts.limits);
+        c->rd.max_in = s->opts.max_inbuf;
         mc_outq_init(&c->out);
-        mc_net_addr_str(&peer, c->peer, sizeof(c->peer));
+        memcpy(c->peer, name, sizeof(c->peer));
         struct event_base *base = mc_reactor_base(l->r);
         c->rev = event_new(base, fd, EV_READ | EV_PERSIST, conn_on_read, c);
         c->wev = event_new(base, fd, EV_WRITE | EV_PERSIST, conn_on_write, c);
@@ -546,7 +898,8 @@ static void listener_on_accept_body(evutil_socket_t lfd, short what, void *arg)
             continue;
         }
         mc_list_push_tail(&l->conns, &c->node);
-        atomic_fetch_add_explicit(&l->s->conns_accepted, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&s->nconns, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&s->conns_accepted, 1, memory_order_relaxed);
         MC_DEBUG(RPC, "%p: accepted connection from %s", (void *)c, c->peer);
     }
 }
@@ -567,6 +920,10 @@ void mc_rpc_server_opts_init(mc_rpc_server_opts_t *o)
     o->backlog = 1024;
     mc_frame_limits_init(&o->limits);
     o->max_outbuf = 64u << 20;
+    o->max_conns = 10000;
+    o->max_inbuf = 0; /* the largest frame: set at create from the limits */
+    o->max_inbuf_total = 256u << 20;
+    o->first_frame_timeout_us = 10000000;
 }
 
 mc_status_t mc_rpc_server_create(mc_reactor_t *const *reactors, unsigned n,
@@ -585,6 +942,29 @@ mc_status_t mc_rpc_server_create(mc_reactor_t *const *reactors, unsigned n,
         s->opts.max_outbuf = 64u << 20;
     if (s->opts.backlog <= 0)
         s->opts.backlog = 1024;
+    mc_frame_limits_t fl = s->opts.limits;
+    if (fl.max_body == 0 || fl.max_payload == 0) {
+        mc_frame_limits_t d;
+        mc_frame_limits_init(&d);
+        fl.max_body = fl.max_body ? fl.max_body : d.max_body;
+        fl.max_payload = fl.max_payload ? fl.max_payload : d.max_payload;
+    }
+    if (s->opts.max_inbuf == 0) /* a whole frame, and one read beyond it */
+        s->opts.max_inbuf =
+            MC_FRAME_HDR_LEN + (size_t)fl.max_body + fl.max_payload + MC_RPC_READ_CHUNK;
+    if (s->opts.max_conns == 0)
+        s->opts.max_conns = 10000;
+    if (s->opts.max_inbuf_total == 0)
+        s->opts.max_inbuf_total = 256u << 20;
+    if (s->opts.first_frame_timeout_us == 0)
+        s->opts.first_frame_timeout_us = 10000000;
+    s->inbuf_share = s->opts.max_inbuf_total / n;
+    if (s->opts.auth_key != NULL) {
+        s->key = *s->opts.auth_key;
+        s->has_key = 1;
+    }
+    s->opts.auth_key = NULL; /* the caller's copy is not ours to keep */
+    s->fd = -1;
     s->bind_addr = mc_strdup(s->opts.bind_addr ? s->opts.bind_addr : "0.0.0.0");
     s->handlers = mc_calloc(MAX_METHODS, sizeof(*s->handlers));
     s->ls = mc_calloc(n, sizeof(*s->ls));
@@ -596,6 +976,7 @@ mc_status_t mc_rpc_server_create(mc_reactor_t *const *reactors, unsigned n,
         s->ls[i].s = s;
         s->ls[i].r = reactors[i];
         s->ls[i].fd = -1;
+        s->ls[i].spare_fd = -1;
         mc_list_init(&s->ls[i].conns);
     }
     *out = s;
@@ -638,10 +1019,19 @@ static void listener_shutdown(listener_t *l)
         event_free(l->ev);
         l->ev = NULL;
     }
-    if (l->fd >= 0) {
-        close(l->fd);
-        l->fd = -1;
+    if (l->retry != NULL) {
+        event_free(l->retry);
+        l->retry = NULL;
     }
+    if (l->idle != NULL) {
+        event_free(l->idle);
+        l->idle = NULL;
+    }
+    if (l->spare_fd >= 0) {
+        close(l->spare_fd);
+        l->spare_fd = -1;
+    }
+    l->fd = -1; /* the server's: closed once every reactor stopped polling it */
     mc_list_t *pos, *tmp;
     MC_LIST_FOREACH_SAFE(pos, tmp, &l->conns)
     {
@@ -670,11 +1060,17 @@ static void listener_arm(void *arg)
 {
     arm_ctx_t *a = arg;
     listener_t *l = a->l;
-    l->ev = event_new(mc_reactor_base(l->r), l->fd, EV_READ | EV_PERSIST, listener_on_accept, l);
-    if (l->ev == NULL || event_add(l->ev, NULL) != 0) {
+    struct event_base *base = mc_reactor_base(l->r);
+    l->ev = event_new(base, l->fd, EV_READ | EV_PERSIST, listener_on_accept, l);
+    l->retry = evtimer_new(base, listener_on_retry, l);
+    l->idle = event_new(base, -1, EV_PERSIST, listener_on_idle, l);
+    struct timeval tv = {.tv_sec = IDLE_CHECK_US / 1000000, .tv_usec = IDLE_CHECK_US % 1000000};
+    if (l->ev == NULL || l->retry == NULL || l->idle == NULL || event_add(l->ev, NULL) != 0 ||
+        event_add(l->idle, &tv) != 0) {
         a->st = MC_ERR_SOCKET;
         return;
     }
+    l->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
     l->stop_hook.fn = listener_on_reactor_stop;
     mc_reactor_on_stop(l->r, &l->stop_hook);
     l->hooked = 1;
@@ -692,22 +1088,17 @@ mc_status_t mc_rpc_server_start(mc_rpc_server_t *s)
     mc_status_t st = mc_net_resolve(s->bind_addr, s->opts.port, &addr);
     if (st != MC_OK)
         return st;
-    /* Bind reactor 0 first so that port 0 becomes a concrete port the others
-     * then share through SO_REUSEPORT. */
-    for (unsigned i = 0; i < s->n; i++) {
-        st = mc_net_listen(&addr, s->opts.backlog, &s->ls[i].fd);
-        if (st != MC_OK)
-            goto err_close;
-        if (i == 0) {
-            s->port = mc_net_local_port(s->ls[0].fd);
-            struct sockaddr_in *in4 = (struct sockaddr_in *)&addr.ss;
-            struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&addr.ss;
-            if (addr.ss.ss_family == AF_INET)
-                in4->sin_port = htons(s->port);
-            else
-                in6->sin6_port = htons(s->port);
-        }
-    }
+    st = mc_net_listen(&addr, s->opts.backlog, &s->fd);
+    if (st != MC_OK)
+        return st;
+    s->port = mc_net_local_port(s->fd);
+    if (!s->has_key && !mc_net_is_loopback(&addr))
+        MC_WARN(RPC,
+                "rpc port %u listens on %s without a secret: anyone who reaches it is trusted "
+                "(set [security] secret_file on every process of the cluster)",
+                s->port, s->bind_addr);
+    for (unsigned i = 0; i < s->n; i++)
+        s->ls[i].fd = s->fd;
     for (unsigned i = 0; i < s->n; i++) {
         arm_ctx_t a = {.l = &s->ls[i], .st = MC_ERR_SOCKET};
         mc_rpc_run_on(s->ls[i].r, listener_arm, &a);
@@ -724,6 +1115,8 @@ mc_status_t mc_rpc_server_start(mc_rpc_server_t *s)
 err_close:
     for (unsigned i = 0; i < s->n; i++)
         mc_rpc_run_on(s->ls[i].r, listener_disarm, &s->ls[i]);
+    close(s->fd);
+    s->fd = -1;
     return st;
 }
 
@@ -738,6 +1131,8 @@ void mc_rpc_server_destroy(mc_rpc_server_t *s)
         return;
     for (unsigned i = 0; i < s->n; i++)
         mc_rpc_run_on(s->ls[i].r, listener_disarm, &s->ls[i]);
+    if (s->fd >= 0)
+        close(s->fd);
     mc_free(s->ls);
     mc_free(s->handlers);
     mc_free(s->bind_addr);
@@ -751,4 +1146,12 @@ void mc_rpc_server_stats(const mc_rpc_server_t *s, mc_rpc_server_stats_t *out)
         atomic_load_explicit(&s->conns_closed_protocol, memory_order_relaxed);
     out->requests = atomic_load_explicit(&s->requests, memory_order_relaxed);
     out->unknown_method = atomic_load_explicit(&s->unknown_method, memory_order_relaxed);
+    out->conns_open = atomic_load_explicit(&s->nconns, memory_order_relaxed);
+    out->conns_refused = atomic_load_explicit(&s->conns_refused, memory_order_relaxed);
+    out->accept_errors = atomic_load_explicit(&s->accept_errors, memory_order_relaxed);
+    out->conns_closed_inbuf = atomic_load_explicit(&s->conns_closed_inbuf, memory_order_relaxed);
+    out->conns_closed_idle = atomic_load_explicit(&s->conns_closed_idle, memory_order_relaxed);
+    out->inbuf_bytes = atomic_load_explicit(&s->inbuf_bytes, memory_order_relaxed);
+    out->auth_ok = atomic_load_explicit(&s->auth_ok, memory_order_relaxed);
+    out->auth_failed = atomic_load_explicit(&s->auth_failed, memory_order_relaxed);
 }

@@ -55,6 +55,14 @@ static mc_status_t log_to(const char *path, char *err, size_t errlen)
         snprintf(err, errlen, "log.file: cannot open '%s': %s", path, strerror(errno));
         return MC_ERR_CONFIG;
     }
+    /* a file that takes no line (a full disk, /dev/full) is refused: running
+     * without a log would be losing everything silently */
+    int e = mc_log_probe(fd);
+    if (e != 0) {
+        snprintf(err, errlen, "log.file: cannot write '%s': %s", path, strerror(e));
+        close(fd);
+        return MC_ERR_CONFIG;
+    }
     char *copy = strdup(path);
     if (copy == NULL) {
         close(fd);

@@ -34,6 +34,10 @@ typedef struct server_conf {
     uint64_t tier_quota;
     uint64_t regex_timeout;
     uint64_t regex_queue;
+    uint64_t max_clients;
+    uint64_t max_client_input;
+    uint64_t max_input_total;
+    uint64_t first_frame_timeout;
 } server_conf_t;
 
 static const char *const persist_modes[] = {"off", "async", "eager", NULL};
@@ -70,6 +74,19 @@ static const mc_conf_key_t server_keys[] = {
     MC_CONF_ROW(server_conf_t, regex_queue, "regex_queue", MC_CONF_UINT, "16", 1, 4096,
                 "regex scans waiting for the scan thread at most; more are refused (status LIMIT, "
                 "HTTP 503)"),
+    MC_CONF_ROW(server_conf_t, max_clients, "max_clients", MC_CONF_UINT, "10000", 1, 1000000,
+                "RPC connections at most; more are closed as they come (logged once per 10 s)"),
+    MC_CONF_ROW(server_conf_t, max_client_input, "max_client_input", MC_CONF_SIZE, "0", 0,
+                1099511627776.0,
+                "bytes one RPC connection may hold buffered (a frame being received); over it "
+                "the connection is closed; 0 = the largest frame (64 MiB body + 64 MiB payload)"),
+    MC_CONF_ROW(server_conf_t, max_input_total, "max_input_total", MC_CONF_SIZE, "256MiB", 1048576,
+                1099511627776.0,
+                "bytes all RPC connections may hold buffered; over it the biggest holder is "
+                "closed (split evenly over the reactors)"),
+    MC_CONF_ROW(server_conf_t, first_frame_timeout, "first_frame_timeout", MC_CONF_DURATION, "10s",
+                100000, 3600e6,
+                "an RPC connection that has not sent a complete first frame by then is closed"),
 };
 
 /* [metadata]: upstream's HTTP metadata protocol on the HTTP port(s). */
@@ -109,6 +126,8 @@ typedef struct master_conf {
     uint64_t regex_match_limit;
     uint64_t regex_depth_limit;
     uint64_t regex_heap_limit;
+    uint64_t meta_max_entries;
+    uint64_t meta_max_bytes;
 } master_conf_t;
 
 static const mc_conf_key_t master_keys[] = {
@@ -150,6 +169,11 @@ static const mc_conf_key_t master_keys[] = {
                 1e9, "nested backtracking one regex may reach on one key (PCRE2 depth limit)"),
     MC_CONF_ROW(master_conf_t, regex_heap_limit, "regex_heap_limit", MC_CONF_SIZE, "4MiB", 1024,
                 4294967296.0, "heap one regex may use on one key (PCRE2 heap limit)"),
+    MC_CONF_ROW(master_conf_t, meta_max_entries, "meta_max_entries", MC_CONF_UINT, "65536", 1, 1e8,
+                "entries the embedded metadata store holds at most"),
+    MC_CONF_ROW(master_conf_t, meta_max_bytes, "meta_max_bytes", MC_CONF_SIZE, "256MiB", 1024,
+                1099511627776.0,
+                "bytes of keys and values the embedded metadata store holds at most"),
 };
 
 /* [ha]: several masters, one leader, no metadata lost on failover. */
@@ -195,6 +219,18 @@ static const mc_conf_key_t ha_keys[] = {
                 "0 = once the primary has it; ignored with redis://"),
 };
 
+/* [security] */
+typedef struct security_conf {
+    char *secret_file;
+} security_conf_t;
+
+static const mc_conf_key_t security_keys[] = {
+    MC_CONF_ROW(security_conf_t, secret_file, "secret_file", MC_CONF_STRING, "", 0, 0,
+                "file holding the cluster's secret (the same on every process; >= 16 bytes; "
+                "mode 600): every RPC connection then proves both sides hold it "
+                "(HMAC-SHA256 challenge-response) before any other frame; empty = none"),
+};
+
 static const char usage[] =
     "usage: mooncake-master [-c FILE] [--set section.key=value]... [--dump-config] [--help]\n"
     "The store's control plane: object metadata, allocation, leases, eviction, liveness,\n"
@@ -207,6 +243,8 @@ int main(int argc, char **argv)
     master_conf_t mcf;
     ha_conf_t hcf;
     meta_conf_t mtc;
+    security_conf_t secf;
+    mc_auth_key_t key;
     mc_log_opts_t lo;
     int rc = 1;
 
@@ -218,6 +256,8 @@ int main(int argc, char **argv)
             MC_OK ||
         mc_conf_add_section(conf, "ha", ha_keys, MC_ARRAY_SIZE(ha_keys), &hcf) != MC_OK ||
         mc_conf_add_section(conf, "metadata", meta_keys, MC_ARRAY_SIZE(meta_keys), &mtc) != MC_OK ||
+        mc_conf_add_section(conf, "security", security_keys, MC_ARRAY_SIZE(security_keys), &secf) !=
+            MC_OK ||
         mc_daemon_add_log_section(conf, &lo) != MC_OK) {
         fprintf(stderr, "mooncake-master: cannot set up configuration\n");
         goto out;
@@ -229,6 +269,14 @@ int main(int argc, char **argv)
 
     mc_master_server_opts_t o;
     mc_master_server_opts_init(&o);
+    if (secf.secret_file[0] != '\0') {
+        if (mc_auth_key_load(secf.secret_file, &key, err, sizeof(err)) != MC_OK) {
+            fprintf(stderr, "mooncake-master: security.secret_file: %s\n", err);
+            rc = 2;
+            goto out;
+        }
+        o.auth_key = &key;
+    }
     o.bind_address = sc.bind_address;
     o.rpc_port = (uint16_t)sc.rpc_port;
     o.http_port = (uint16_t)sc.http_port;
@@ -244,6 +292,10 @@ int main(int argc, char **argv)
     o.tier_quota = sc.tier_quota;
     o.regex_timeout_us = sc.regex_timeout;
     o.regex_queue = (unsigned)sc.regex_queue;
+    o.max_clients = (unsigned)sc.max_clients;
+    o.max_client_input = sc.max_client_input;
+    o.max_input_total = sc.max_input_total;
+    o.first_frame_timeout_us = sc.first_frame_timeout;
     if (mc_daemon_parse_reactors(sc.reactors, "server.reactors", &o.reactors, err, sizeof(err)) !=
         MC_OK) {
         fprintf(stderr, "mooncake-master: %s\n", err);
@@ -266,6 +318,8 @@ int main(int argc, char **argv)
     o.master.regex.match_limit = (uint32_t)mcf.regex_match_limit;
     o.master.regex.depth_limit = (uint32_t)mcf.regex_depth_limit;
     o.master.regex.heap_limit_kib = (uint32_t)(mcf.regex_heap_limit / 1024);
+    o.master.meta_max_entries = mcf.meta_max_entries;
+    o.master.meta_max_bytes = mcf.meta_max_bytes;
     if (o.master.put_start_release_timeout_us <= o.master.put_start_discard_timeout_us) {
         fprintf(stderr, "mooncake-master: master.put_start_release_timeout must be longer than "
                         "master.put_start_discard_timeout\n");

@@ -42,6 +42,18 @@ typedef struct store_conf {
 
 static const char *const shm_choices[] = {"on", "off", NULL};
 
+/* [security] */
+typedef struct security_conf {
+    char *secret_file;
+} security_conf_t;
+
+static const mc_conf_key_t security_keys[] = {
+    MC_CONF_ROW(security_conf_t, secret_file, "secret_file", MC_CONF_STRING, "", 0, 0,
+                "file holding the cluster's secret (the same on every process; >= 16 bytes; "
+                "mode 600): the master, peer and data connections authenticate with it "
+                "(HMAC-SHA256 challenge-response); empty = none"),
+};
+
 static const mc_conf_key_t store_keys[] = {
     MC_CONF_ROW(store_conf_t, local_hostname, "local_hostname", MC_CONF_STRING, "", 0, 0,
                 "name of this node's segment; empty = advertise_host:port"),
@@ -121,10 +133,13 @@ int main(int argc, char **argv)
     mc_log_opts_t lo;
     int rc = 1;
 
+    security_conf_t secf;
     mc_conf_t *conf = mc_conf_create();
     if (conf == NULL ||
         mc_conf_add_section(conf, "store", store_keys, MC_ARRAY_SIZE(store_keys), &sc) != MC_OK ||
         mc_conf_add_section(conf, "service", service_keys, MC_ARRAY_SIZE(service_keys), &vc) !=
+            MC_OK ||
+        mc_conf_add_section(conf, "security", security_keys, MC_ARRAY_SIZE(security_keys), &secf) !=
             MC_OK ||
         mc_daemon_add_log_section(conf, &lo) != MC_OK) {
         fprintf(stderr, "mooncake-store-server: cannot set up configuration\n");
@@ -140,6 +155,7 @@ int main(int argc, char **argv)
     c.local_hostname = sc.local_hostname[0] != '\0' ? sc.local_hostname : NULL;
     c.master = sc.master;
     c.metadata = sc.metadata;
+    c.secret_file = secf.secret_file[0] != '\0' ? secf.secret_file : NULL;
     c.protocol = sc.protocol;
     c.advertise_host = sc.advertise_host;
     c.port = (uint16_t)sc.port;

@@ -202,8 +202,17 @@ static mc_status_t mount_sync(mc_store_t *s, const store_seg_t *g)
     seg_desc(s, g, &d);
     mc_mp_writer_init(&w, &body);
     mc_mcli_mount(&w, s->client_id, &d);
-    mc_status_t st = w.err != MC_OK ? w.err : store_call_sync(s, MC_RPC_MOUNT_SEGMENT, &body, NULL);
+    mc_buf_t resp = MC_BUF_INIT;
+    mc_status_t st =
+        w.err != MC_OK ? w.err : store_call_sync(s, MC_RPC_MOUNT_SEGMENT, &body, &resp);
+    const void *why = NULL;
+    size_t wl = 0;
+    if (st != MC_OK && mc_buf_used(&resp) > 0 &&
+        mc_mcli_dec_bytes(mc_buf_head(&resp), mc_buf_used(&resp), MC_F_ERROR, &why, &wl) == MC_OK)
+        MC_ERROR(CLIENT, "mounting segment '%s' refused: %s: %.*s", d.name, mc_status_str(st),
+                 (int)wl, (const char *)why);
     mc_buf_fini(&body);
+    mc_buf_fini(&resp);
     return st;
 }
 
@@ -784,6 +793,7 @@ static mc_status_t open_engine(mc_store_t *s, const mc_store_config_t *c, const 
     to.timeout_us = s->cfg.transfer_timeout_us;
     to.shm_off = !s->shm;
     to.shm_group = c->shm_group;
+    to.secret_file = c->secret_file;
     mc_status_t st = mc_te_create(&to, &s->te);
     if (st != MC_OK)
         return st;
@@ -806,6 +816,7 @@ static mc_status_t open_master_conn(mc_store_t *s, const char *host, uint16_t po
     if (ro.connect_timeout_us > s->cfg.rpc_timeout_us)
         ro.connect_timeout_us = s->cfg.rpc_timeout_us;
     ro.backoff_max_us = 1000000;
+    ro.auth_key = te_auth_key(s->te); /* the engine's: one secret file per process */
     mc_status_t st = mc_rpc_client_create(s->r0, &ro, &s->mcli);
     if (st != MC_OK) {
         MC_ERROR(CLIENT, "cannot set up the connection to master %s: %s", s->master,

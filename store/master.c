@@ -43,6 +43,8 @@ void mc_master_opts_init(mc_master_opts_t *o)
     mc_regex_limits_init(&o->regex);
     o->evict_sample_max = 1u << 20;
     o->meta_max_value_len = 16u << 20;
+    o->meta_max_entries = 65536;
+    o->meta_max_bytes = 256u << 20;
 }
 
 void mc_master_put_cfg_init(mc_master_put_cfg_t *c)
@@ -385,9 +387,9 @@ mc_status_t mc_master_apply(mc_master_t *m, const mc_master_jrec_t *r, uint64_t 
     case MC_JREC_CLIENT_EXPIRE:
         return apply_expire(m, r->client, now_us);
     case MC_JREC_META_PUT:
-        return mc_master_meta_put(m, r->key, r->key_len, r->val, r->val_len, r->client, now_us);
+        return meta_apply_put(m, r, now_us);
     case MC_JREC_META_DEL:
-        st = mc_master_meta_del(m, r->key, r->key_len);
+        st = meta_apply_del(m, r);
         return st == MC_ERR_NOT_FOUND ? MC_OK : st;
     case MC_JREC_DISK:
         return apply_disk(m, r, now_us);

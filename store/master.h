@@ -89,6 +89,8 @@ typedef struct mc_master_opts {
     mc_regex_limits_t regex;               /* what one regex may cost (util/regex.h) */
     uint32_t evict_sample_max;             /* eviction ranks at most this many (1 Mi) */
     uint64_t meta_max_value_len;           /* metadata KV value cap (16 MiB) */
+    uint64_t meta_max_entries;             /* metadata KV entries at most (65536) */
+    uint64_t meta_max_bytes;               /* metadata KV keys + values at most (256 MiB) */
     /* Persistent tier (master_tier.c): called, with the key's shard lock
      * held, whenever an object that has a DISK replica leaves the table
      * (remove, revoke, discarded put): its file is to be deleted. It must be
@@ -133,12 +135,19 @@ typedef enum mc_master_client_status {
  * Counts as a sign of life of the client.
  * MC_OK (also for an identical re-mount by the same client),
  * MC_ERR_INVALID_PARAMS (zero id or client, base 0, size < 8, bad name, overflow),
- * MC_ERR_SEGMENT_ALREADY_EXISTS (same id, other owner or other parameters),
+ * MC_ERR_SEGMENT_ALREADY_EXISTS (same id, other owner or other parameters; or
+ *   another live client has a segment of this name: two processes claim one
+ *   host identity, see mc_master_segment_holder),
  * MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS (that id, or an overlapping range of the
  *   same owner, is still draining after an unmount: retry after drain_until),
  * MC_ERR_NOMEM. */
 mc_status_t mc_master_mount_segment(mc_master_t *m, mc_uuid_t client,
                                     const mc_master_segment_t *seg, uint64_t now_us);
+
+/* Another client that has a mounted segment named name: 1 with its id and
+ * its segment's endpoint (NUL-terminated, truncated to room), else 0. */
+int mc_master_segment_holder(mc_master_t *m, const char *name, mc_uuid_t client, mc_uuid_t *holder,
+                             char *endpoint, size_t room);
 
 /* After a ping said NEED_REMOUNT: mount every segment the client still has
  * (identical ones already mounted are kept) and mark the client OK. Segments
@@ -431,19 +440,32 @@ void mc_master_tick(mc_master_t *m, uint64_t now_us);
 
 /* ---- metadata KV (transfer-engine metadata in `metadata = master` mode) ---- */
 
-/* Insert or replace. owner {0,0} = no owner; otherwise the entry is deleted
- * when that client expires (an unknown owner is tracked from now on, as a ping).
- * MC_OK, MC_ERR_INVALID_KEY, MC_ERR_INVALID_PARAMS (value too long), MC_ERR_NOMEM. */
+/* Insert, or replace an entry of the same owner. Every entry has an owner
+ * (not {0,0}); it is deleted when that client expires (an unknown owner is
+ * tracked from now on, as a ping). Another owner's entry is neither replaced
+ * nor deleted: that owner is alive (expiry removes its entries), and a
+ * second process with the same name must not take the first's place.
+ * MC_OK, MC_ERR_INVALID_KEY, MC_ERR_INVALID_PARAMS (no owner, value too long),
+ * MC_ERR_ILLEGAL_CLIENT (the key is another owner's), MC_ERR_LIMIT
+ * (meta_max_entries or meta_max_bytes reached), MC_ERR_NOMEM. */
 mc_status_t mc_master_meta_put(mc_master_t *m, const char *key, size_t key_len, const void *val,
                                size_t val_len, mc_uuid_t owner, uint64_t now_us);
+
+/* The same for upstream's HTTP metadata protocol, which has no owners: the
+ * entry has none and stays until deleted (with owner {0,0}); an owned
+ * entry is not replaced (MC_ERR_ILLEGAL_CLIENT); bounds as above. */
+mc_status_t mc_master_meta_put_unowned(mc_master_t *m, const char *key, size_t key_len,
+                                       const void *val, size_t val_len, uint64_t now_us);
 
 /* *val receives a copy (mc_malloc; the caller mc_free()s it; NULL when
  * val_len is 0). MC_OK, MC_ERR_INVALID_KEY, MC_ERR_NOT_FOUND, MC_ERR_NOMEM. */
 mc_status_t mc_master_meta_get(mc_master_t *m, const char *key, size_t key_len, void **val,
                                size_t *val_len);
 
-/* MC_OK, MC_ERR_INVALID_KEY, MC_ERR_NOT_FOUND. */
-mc_status_t mc_master_meta_del(mc_master_t *m, const char *key, size_t key_len);
+/* Delete an entry of owner ({0,0}: an unowned entry). MC_OK,
+ * MC_ERR_INVALID_KEY, MC_ERR_NOT_FOUND, MC_ERR_ILLEGAL_CLIENT (another
+ * owner's). */
+mc_status_t mc_master_meta_del(mc_master_t *m, const char *key, size_t key_len, mc_uuid_t owner);
 
 /* Return non-zero to stop. */
 typedef int (*mc_master_meta_cb_t)(void *arg, const char *key, size_t key_len, const void *val,
@@ -453,6 +475,15 @@ typedef int (*mc_master_meta_cb_t)(void *arg, const char *key, size_t key_len, c
  * *count (may be NULL) receives how many were reported. MC_OK. */
 mc_status_t mc_master_meta_list(mc_master_t *m, const char *prefix, size_t prefix_len,
                                 mc_master_meta_cb_t cb, void *arg, size_t *count);
+
+/* One page of the listing: the entries with prefix whose keys come after
+ * `after` (byte order; NULL = from the first), in key order, as many as fit
+ * in max_bytes of keys and values (at least one). *more: entries remain
+ * (ask again with the last key as `after`). MC_OK, MC_ERR_INVALID_PARAMS,
+ * MC_ERR_NOMEM. */
+mc_status_t mc_master_meta_list_page(mc_master_t *m, const char *prefix, size_t prefix_len,
+                                     const char *after, size_t after_len, size_t max_bytes,
+                                     mc_master_meta_cb_t cb, void *arg, size_t *count, int *more);
 
 /* ---- observation ---- */
 

@@ -157,8 +157,16 @@ void mc_mcli_meta_put(mc_mp_writer_t *w, const void *key, size_t klen, const voi
 
 void mc_mcli_meta_list(mc_mp_writer_t *w, const void *prefix, size_t plen)
 {
-    mc_mp_write_map(w, 1);
+    mc_mcli_meta_list_after(w, prefix, plen, NULL, 0);
+}
+
+void mc_mcli_meta_list_after(mc_mp_writer_t *w, const void *prefix, size_t plen, const void *after,
+                             size_t alen)
+{
+    mc_mp_write_map(w, after != NULL ? 2 : 1);
     field_key(w, MC_F_PREFIX, prefix, plen);
+    if (after != NULL)
+        field_key(w, MC_F_AFTER, after, alen);
 }
 
 void mc_mcli_empty(mc_mp_writer_t *w)

@@ -47,6 +47,10 @@ void mc_mcli_ping(mc_mp_writer_t *w, mc_uuid_t client);
 void mc_mcli_meta_put(mc_mp_writer_t *w, const void *key, size_t klen, const void *val, size_t vlen,
                       mc_uuid_t owner);
 void mc_mcli_meta_list(mc_mp_writer_t *w, const void *prefix, size_t plen);
+/* The next page of a listing: the keys after `after` (the previous page's
+ * last key; NULL = the first page). */
+void mc_mcli_meta_list_after(mc_mp_writer_t *w, const void *prefix, size_t plen, const void *after,
+                             size_t alen);
 /* SERVICE_READY, GET_FSDIR */
 void mc_mcli_empty(mc_mp_writer_t *w);
 

@@ -156,16 +156,16 @@ static void evict_walk(mc_master_t *m, uint64_t now_us, int pinned, uint64_t thr
  * of leased objects does not cost a walk every tick. */
 #define IDLE_BACKOFF_US 100000u
 
-uint64_t evict_pass(mc_master_t *m, uint64_t now_us, double ratio)
+/* One LRU round: ceil(eligible * ratio) objects less `done` (evicted
+ * already for the same reason), least recently accessed first (steps 1-3
+ * above), added to *keys and *bytes; the caller counts the round in the
+ * statistics. evict_lock held. */
+static void lru_round(mc_master_t *m, uint64_t now_us, double ratio, uint64_t done, uint64_t *keys,
+                      uint64_t *bytes)
 {
-    if (now_us < atomic_load(&m->evict_idle_until_us))
-        return 0;
-    pthread_mutex_lock(&m->evict_lock);
-
     int allow_pinned = m->o.allow_evict_soft_pinned;
     sample_t su = {.max = m->o.evict_sample_max}, sp = {.max = m->o.evict_sample_max};
-    uint64_t keys = 0, bytes = 0;
-    atomic_fetch_add(&m->evict_attempts, 1);
+    uint64_t k0 = *keys, b0 = *bytes;
     for (unsigned s = 0; s < MC_MASTER_NUM_SHARDS; s++) {
         shard_t *sh = &m->shards[s];
         shard_lock(sh);
@@ -188,31 +188,49 @@ uint64_t evict_pass(mc_master_t *m, uint64_t now_us, double ratio)
     uint64_t target = (uint64_t)ceil((double)total * ratio - 1e-9);
     if (target > total)
         target = total;
+    target = target > done ? target - done : 0;
     if (target > 0) {
         uint64_t left = target;
         uint64_t thr_u = threshold(&su, target, su.seen);
-        evict_walk(m, now_us, 0, thr_u, &left, &keys, &bytes);
+        evict_walk(m, now_us, 0, thr_u, &left, keys, bytes);
         /* soft-pinned ones only once every unpinned candidate is gone */
         if (left > 0 && target > su.seen && sp.seen > 0) {
             uint64_t thr_p = threshold(&sp, target - su.seen, sp.seen);
-            evict_walk(m, now_us, 1, thr_p, &left, &keys, &bytes);
+            evict_walk(m, now_us, 1, thr_p, &left, keys, bytes);
         }
     }
-    atomic_store(&m->evict_idle_until_us, keys > 0 ? 0 : now_us + IDLE_BACKOFF_US);
-    pthread_mutex_unlock(&m->evict_lock);
     mc_free(su.v);
     mc_free(sp.v);
+    if (*keys > k0)
+        MC_DEBUG(MASTER, "eviction: %llu of %llu eligible objects, %llu bytes",
+                 (unsigned long long)(*keys - k0), (unsigned long long)total,
+                 (unsigned long long)(*bytes - b0));
+    else if (total > 0)
+        MC_DEBUG(MASTER, "eviction: nothing evicted of %llu eligible objects",
+                 (unsigned long long)total);
+}
 
+/* One eviction round in the statistics (attempt, success, keys, bytes). */
+static void count_round(mc_master_t *m, uint64_t keys, uint64_t bytes)
+{
+    atomic_fetch_add(&m->evict_attempts, 1);
     if (keys > 0) {
         atomic_fetch_add(&m->evict_successes, 1);
         atomic_fetch_add(&m->evicted_keys, keys);
         atomic_fetch_add(&m->evicted_bytes, bytes);
-        MC_DEBUG(MASTER, "eviction: %llu of %llu eligible objects, %llu bytes",
-                 (unsigned long long)keys, (unsigned long long)total, (unsigned long long)bytes);
-    } else if (total > 0) {
-        MC_DEBUG(MASTER, "eviction: nothing evicted of %llu eligible objects",
-                 (unsigned long long)total);
     }
+}
+
+uint64_t evict_pass(mc_master_t *m, uint64_t now_us, double ratio)
+{
+    if (now_us < atomic_load(&m->evict_idle_until_us))
+        return 0;
+    pthread_mutex_lock(&m->evict_lock);
+    uint64_t keys = 0, bytes = 0;
+    lru_round(m, now_us, ratio, 0, &keys, &bytes);
+    count_round(m, keys, bytes);
+    atomic_store(&m->evict_idle_until_us, keys > 0 ? 0 : now_us + IDLE_BACKOFF_US);
+    pthread_mutex_unlock(&m->evict_lock);
     return keys;
 }
 
@@ -232,14 +250,25 @@ uint64_t evict_pass(mc_master_t *m, uint64_t now_us, double ratio)
  *      segment; the segment with the largest gap that fits is chosen (none:
  *      nothing is evicted, and puts of this size or larger skip the walk
  *      for IDLE_BACKOFF_US);
- *   2. the evictable replicas on that segment, sorted by offset: among the
- *      windows of W = max(size, eviction_ratio of the segment, capped by its
- *      gap) bytes inside a gap, the one whose most recently accessed object
- *      is oldest (soft-pinned ones last; then the fewest bytes): W above
- *      size leaves room for the next puts, so a full pool does not walk per
- *      put;
- *   3. the objects with a replica in that window are evicted (each checked
- *      again under its lock) and the put is placed on that segment.
+ *   2. an LRU round (eviction_ratio of the eligible objects, least recently
+ *      used first, on every segment), as the tick's above the watermark:
+ *      room for the next puts, so that a full pool does not walk per put,
+ *      and usually for this one (values of one size, as KV-cache blocks
+ *      are); when some segment now has a free range for it, that is all;
+ *   3. otherwise (fragmentation, a large value) the evictable replicas on
+ *      the chosen segment, sorted by offset: among the windows of `size`
+ *      bytes inside a gap, the one whose most recently accessed object is
+ *      oldest (soft-pinned ones last; then the fewest bytes) is evicted
+ *      (each object checked again under its lock) and the put is placed on
+ *      that segment.
+ * Why the LRU round first, and not (as before) one window of eviction_ratio
+ * of the chosen segment: with placement at random any wide window holds
+ * recent objects as well as old ones, and the segment with the largest gap
+ * is not where the oldest objects are (new puts went where room was made,
+ * the other segments kept their old objects for ever). On the FAST'25
+ * traces (perf/trace_replay --core) that made the store reach 0.79x the
+ * hit rate of an ideal LRU of the same capacity; the LRU round, 0.96x-1.0x
+ * (perf/README.md, "Trace replay").
  * Single-threaded (the property test) the put then always succeeds. With
  * several reactors, a concurrent put may take the room first; that put then
  * needed it as much. A value larger than any segment is refused without a
@@ -531,6 +560,26 @@ static int choose_segment(mc_master_t *m, const vec_t *fixedv, uint64_t need, ui
     return found;
 }
 
+/* Whether a mounted segment has a free range of `need` bytes; its name
+ * (the one with the largest such range) into seg_name. */
+static int room_for(mc_master_t *m, uint64_t need, char *seg_name)
+{
+    uint64_t best = 0;
+    pthread_rwlock_rdlock(&m->seg_lock);
+    for (uint32_t k = 0; k < m->nmounted; k++) {
+        seg_t *sg = m->slots[m->mounted[k]];
+        pthread_spin_lock(&sg->lock);
+        uint64_t f = mc_oalloc_largest_free(sg->alloc);
+        pthread_spin_unlock(&sg->lock);
+        if (f >= need && f > best) {
+            best = f;
+            snprintf(seg_name, MC_MASTER_NAME_MAX, "%s", sg->name);
+        }
+    }
+    pthread_rwlock_unlock(&m->seg_lock);
+    return best > 0;
+}
+
 int evict_for(mc_master_t *m, uint64_t size, uint64_t now_us, char *seg_name)
 {
     uint64_t need = round_up8(size);
@@ -564,13 +613,20 @@ int evict_for(mc_master_t *m, uint64_t size, uint64_t now_us, char *seg_name)
         m->evict_nofit_until_us = now_us + IDLE_BACKOFF_US;
         goto out;
     }
+    /* an eviction can make room: first the LRU round, which usually does
+     * (values of one size, as KV-cache blocks are) */
+    uint64_t keys = 0, bytes = 0;
+    lru_round(m, now_us, m->o.eviction_ratio, 0, &keys, &bytes);
+    if (room_for(m, need, seg_name)) {
+        MC_DEBUG(MASTER, "room for %llu bytes on '%s': an LRU round evicted %llu objects",
+                 (unsigned long long)size, seg_name, (unsigned long long)keys);
+        made = 1;
+        goto out_count;
+    }
     if (collect_evictable(m, slot, now_us, &evv) != MC_OK)
-        goto out;
+        goto out_count;
     ev_rng_t *e = evv.v;
     qsort(e, evv.n, sizeof(ev_rng_t), ev_cmp);
-    uint64_t target = round_up8((uint64_t)(m->o.eviction_ratio * (double)cap));
-    if (target < need)
-        target = need;
     /* the gaps of this segment, each with the evictable ranges inside it */
     const fixed_rng_t *f = fixedv.v;
     wcost_t best = {0};
@@ -589,13 +645,12 @@ int evict_for(mc_master_t *m, uint64_t size, uint64_t now_us, char *seg_name)
         size_t ej = ei;
         while (ej < evv.n && e[ej].end <= g1)
             ej++;
-        uint64_t w = target < g1 - g0 ? target : g1 - g0;
-        if (best_window(e + ei, ej - ei, g0, g1, w, &best, &best_at, &best_w, &found) != MC_OK)
-            goto out;
+        if (best_window(e + ei, ej - ei, g0, g1, need, &best, &best_at, &best_w, &found) != MC_OK)
+            goto out_count;
         ei = ej;
     }
     if (!found)
-        goto out;
+        goto out_count;
 
     pthread_rwlock_rdlock(&m->seg_lock);
     seg_t *sg = m->slots[slot];
@@ -604,22 +659,18 @@ int evict_for(mc_master_t *m, uint64_t size, uint64_t now_us, char *seg_name)
         snprintf(seg_name, MC_MASTER_NAME_MAX, "%s", sg->name);
     pthread_rwlock_unlock(&m->seg_lock);
     if (!same)
-        goto out; /* unmounted meanwhile: nothing was evicted */
-    uint64_t keys = 0, bytes = 0;
-    if (best.bytes > 0) {
-        atomic_fetch_add(&m->evict_attempts, 1);
+        goto out_count; /* unmounted meanwhile */
+    if (best.bytes > 0)
         evict_window(m, slot, best_at, best_at + best_w, now_us, &keys, &bytes);
-        if (keys > 0) {
-            atomic_fetch_add(&m->evict_successes, 1);
-            atomic_fetch_add(&m->evicted_keys, keys);
-            atomic_fetch_add(&m->evicted_bytes, bytes);
-        }
-    }
-    MC_DEBUG(
-        MASTER, "room for %llu bytes on '%s': evicted %llu objects (%llu bytes) in [%llu, %llu)",
-        (unsigned long long)size, seg_name, (unsigned long long)keys, (unsigned long long)bytes,
-        (unsigned long long)best_at, (unsigned long long)(best_at + best_w));
+    MC_DEBUG(MASTER,
+             "room for %llu bytes on '%s': the window [%llu, %llu) after an LRU round, %llu "
+             "objects (%llu bytes) in all",
+             (unsigned long long)size, seg_name, (unsigned long long)best_at,
+             (unsigned long long)(best_at + best_w), (unsigned long long)keys,
+             (unsigned long long)bytes);
     made = 1;
+out_count:
+    count_round(m, keys, bytes);
 out:
     pthread_mutex_unlock(&m->evict_lock);
     mc_free(fixedv.v);

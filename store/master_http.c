@@ -194,6 +194,21 @@ static void on_metrics(struct evhttp_request *req, void *arg)
     COUNTER("master_rpc_protocol_errors_total", "RPC connections closed for a protocol error.",
             rs.conns_closed_protocol);
     COUNTER("master_rpc_requests_total", "RPC requests received.", rs.requests);
+    GAUGE("master_rpc_connections_open", "RPC connections open.", rs.conns_open);
+    COUNTER("master_rpc_connections_refused_total",
+            "RPC connections closed at accept (server.max_clients, no descriptor left).",
+            rs.conns_refused);
+    COUNTER("master_rpc_accept_errors_total", "accept(2) failures (EMFILE, ENFILE, ...).",
+            rs.accept_errors);
+    COUNTER("master_rpc_connections_closed_input_total",
+            "RPC connections closed for server.max_client_input or max_input_total.",
+            rs.conns_closed_inbuf);
+    COUNTER("master_rpc_connections_closed_idle_total",
+            "RPC connections closed for server.first_frame_timeout.", rs.conns_closed_idle);
+    GAUGE("master_rpc_input_buffer_bytes", "Bytes the RPC connections hold buffered.",
+          rs.inbuf_bytes);
+    COUNTER("master_log_write_errors_total", "Log lines lost to failed writes (log.file).",
+            mc_log_write_errors());
     uint64_t scans, over, refused;
     master_scan_stats(s, &scans, &over, &refused);
     COUNTER("master_regex_scans_total", "Regex scans run (by-regex RPCs, /keys).", scans);
@@ -500,14 +515,15 @@ static mc_status_t meta_get(void *ctx, const char *key, size_t klen, void **val,
 static mc_status_t meta_put(void *ctx, const char *key, size_t klen, const void *val, size_t len)
 {
     master_srv_t *s = ctx;
-    mc_uuid_t none = {0, 0}; /* no owner: stays until deleted */
-    return mc_master_meta_put(s->m, key, klen, val, len, none, mc_now_us());
+    /* upstream's protocol has no owner: the entry stays until deleted */
+    return mc_master_meta_put_unowned(s->m, key, klen, val, len, mc_now_us());
 }
 
 static mc_status_t meta_del(void *ctx, const char *key, size_t klen)
 {
     master_srv_t *s = ctx;
-    return mc_master_meta_del(s->m, key, klen);
+    mc_uuid_t none = {0, 0}; /* unowned entries only: an owner's are its own */
+    return mc_master_meta_del(s->m, key, klen, none);
 }
 
 static mc_status_t meta_list(void *ctx, const char *prefix, size_t plen,

@@ -224,6 +224,7 @@ struct mc_master {
 
     pthread_mutex_t meta_lock;
     mc_hmap_t meta;
+    size_t meta_count, meta_bytes; /* entries, key + value bytes (meta_lock) */
 
     pthread_mutex_t evict_lock;           /* one eviction pass at a time */
     _Atomic uint64_t evict_idle_until_us; /* no pass before: the last found nothing */
@@ -358,6 +359,9 @@ mc_status_t apply_spill(mc_master_t *m, const mc_master_jrec_t *r);
 void tier_describe(const obj_t *o, mc_master_replica_desc_t *d);
 
 /* ---- master_meta.c ---- */
+/* Journal replay of META_PUT / META_DEL: what the leader decided, unchecked. */
+mc_status_t meta_apply_put(mc_master_t *m, const mc_master_jrec_t *r, uint64_t now_us);
+mc_status_t meta_apply_del(mc_master_t *m, const mc_master_jrec_t *r);
 void meta_drop_owner(mc_master_t *m, mc_uuid_t owner);
 /* Every entry as a META_PUT record (master_snapshot.c). */
 void meta_snapshot(mc_master_t *m, mc_master_journal_fn_t fn, void *arg);

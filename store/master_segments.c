@@ -24,6 +24,7 @@
  * its id (or of an overlapping range by the same owner) is refused meanwhile,
  * so the memory cannot be handed to a new writer under a reader's feet.
  */
+#include <stdio.h>
 #include <string.h>
 
 #include "store/master_int.h"
@@ -129,6 +130,23 @@ static mc_status_t mount_locked(mc_master_t *m, mc_uuid_t client, const mc_maste
             st = seg_same(s, client, d) ? MC_OK : MC_ERR_SEGMENT_ALREADY_EXISTS;
         goto out_unlock;
     }
+    /* a name is a host: another live client's mounted segment of the same
+     * name means two processes claim one identity (the same local_hostname
+     * or port): refused, so the second one stops instead of sharing it
+     * (mounted segments of an expired client are gone: its owner is alive) */
+    uint64_t nh = mc_hash64(d->name, strlen(d->name));
+    for (uint32_t k = 0; k < m->nmounted; k++) {
+        seg_t *o = m->slots[m->mounted[k]];
+        if (o->name_hash == nh && strcmp(o->name, d->name) == 0 && !uuid_eq(o->owner, client)) {
+            MC_WARN(MASTER,
+                    "segment '%s' refused: client %016llx-%016llx already has a segment of that "
+                    "name (endpoint '%s')",
+                    d->name, (unsigned long long)o->owner.hi, (unsigned long long)o->owner.lo,
+                    o->endpoint);
+            st = MC_ERR_SEGMENT_ALREADY_EXISTS;
+            goto out_unlock;
+        }
+    }
     /* the owner's memory under a draining segment may still be read */
     for (uint32_t i = 0; i < m->nslots; i++) {
         seg_t *o = m->slots[i];
@@ -193,6 +211,24 @@ err_unlock:
 out_unlock:
     pthread_rwlock_unlock(&m->seg_lock);
     return st;
+}
+
+int mc_master_segment_holder(mc_master_t *m, const char *name, mc_uuid_t client, mc_uuid_t *holder,
+                             char *endpoint, size_t room)
+{
+    int found = 0;
+    uint64_t nh = mc_hash64(name, strlen(name));
+    pthread_rwlock_rdlock(&m->seg_lock);
+    for (uint32_t k = 0; k < m->nmounted && !found; k++) {
+        seg_t *o = m->slots[m->mounted[k]];
+        if (o->name_hash == nh && strcmp(o->name, name) == 0 && !uuid_eq(o->owner, client)) {
+            *holder = o->owner;
+            snprintf(endpoint, room, "%s", o->endpoint);
+            found = 1;
+        }
+    }
+    pthread_rwlock_unlock(&m->seg_lock);
+    return found;
 }
 
 mc_status_t mc_master_mount_segment(mc_master_t *m, mc_uuid_t client,

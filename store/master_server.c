@@ -107,6 +107,8 @@ typedef struct fields {
     uint32_t value_len;
     const char *prefix;
     uint32_t prefix_len;
+    const char *after;
+    uint32_t after_len;
     uint64_t put_id;
     const char *why; /* what was wrong with the body */
 } fields_t;
@@ -215,6 +217,9 @@ static mc_status_t parse_fields(mc_rpc_req_t *req, scratch_t *sc, fields_t *f,
             break;
         case MC_F_PUT_ID:
             f->put_id = mc_mp_read_uint(&r);
+            break;
+        case MC_F_AFTER:
+            f->after = mc_mp_read_bin(&r, &f->after_len);
             break;
         default:
             mc_mp_skip(&r);
@@ -854,6 +859,17 @@ static void h_mount_segment(void *ctx, mc_rpc_req_t *req)
     if (!begin(s, req, &f, NULL, BIT(MC_F_CLIENT_ID) | BIT(MC_F_SEGMENT)))
         return;
     mc_status_t st = mc_master_mount_segment(s->m, f.client_id, &f.seg.seg, mc_now_us());
+    mc_uuid_t holder;
+    char ep[MC_MASTER_NAME_MAX], why[MC_MASTER_NAME_MAX * 2 + 128];
+    if (st == MC_ERR_SEGMENT_ALREADY_EXISTS &&
+        mc_master_segment_holder(s->m, f.seg.seg.name, f.client_id, &holder, ep, sizeof(ep))) {
+        snprintf(why, sizeof(why),
+                 "segment name '%s' is held by another live client, %016llx-%016llx "
+                 "(transfer endpoint '%s'): two processes with the same local_hostname/port?",
+                 f.seg.seg.name, (unsigned long long)holder.hi, (unsigned long long)holder.lo, ep);
+        reply_status(s, req, st, why);
+        return;
+    }
     if (st == MC_OK)
         MC_INFO(MASTER, "segment '%s' mounted by %s: %llu bytes at 0x%llx", f.seg.name,
                 mc_rpc_req_peer(req), (unsigned long long)f.seg.seg.size,
@@ -948,24 +964,55 @@ static void h_meta_get(void *ctx, mc_rpc_req_t *req)
     mc_free(val);
 }
 
+static const char *meta_why(mc_status_t st, const master_srv_t *s)
+{
+    (void)s;
+    switch (st) {
+    case MC_ERR_INVALID_PARAMS:
+        return "metadata entries need an owner (client_id) and a value within master."
+               "meta_max_value_len";
+    case MC_ERR_ILLEGAL_CLIENT:
+        return "the entry belongs to another client, alive (same name on two processes?)";
+    case MC_ERR_LIMIT:
+        return "the metadata store is full (master.meta_max_entries / meta_max_bytes)";
+    default:
+        return NULL;
+    }
+}
+
 static void h_meta_put(void *ctx, mc_rpc_req_t *req)
 {
     master_srv_t *s = ctx;
     fields_t f;
     if (!begin(s, req, &f, NULL, BIT(MC_F_KEY) | BIT(MC_F_VALUE)))
         return;
-    reply_status_durable(
-        s, req,
-        mc_master_meta_put(s->m, f.key, f.key_len, f.value, f.value_len, f.client_id, mc_now_us()));
+    mc_status_t st =
+        mc_master_meta_put(s->m, f.key, f.key_len, f.value, f.value_len, f.client_id, mc_now_us());
+    if (st != MC_OK && st != MC_ERR_NOMEM) {
+        MC_DEBUG(MASTER, "%s: META_PUT '%.*s' refused: %s", mc_rpc_req_peer(req), (int)f.key_len,
+                 f.key, mc_status_str(st));
+        reply_status(s, req, st, meta_why(st, s));
+        return;
+    }
+    reply_status_durable(s, req, st);
 }
 
 static void h_meta_del(void *ctx, mc_rpc_req_t *req)
 {
     master_srv_t *s = ctx;
     fields_t f;
-    if (!begin(s, req, &f, NULL, BIT(MC_F_KEY)))
+    if (!begin(s, req, &f, NULL, BIT(MC_F_KEY) | BIT(MC_F_CLIENT_ID)))
         return;
-    reply_status_durable(s, req, mc_master_meta_del(s->m, f.key, f.key_len));
+    if (f.client_id.hi == 0 && f.client_id.lo == 0) {
+        reply_status(s, req, MC_ERR_INVALID_PARAMS, "client_id {0,0} owns nothing");
+        return;
+    }
+    mc_status_t st = mc_master_meta_del(s->m, f.key, f.key_len, f.client_id);
+    if (st == MC_ERR_ILLEGAL_CLIENT) {
+        reply_status(s, req, st, "only the entry's owner may delete it");
+        return;
+    }
+    reply_status_durable(s, req, st);
 }
 
 static int meta_entry(void *arg, const char *key, size_t key_len, const void *val, size_t val_len)
@@ -980,6 +1027,12 @@ static int meta_entry(void *arg, const char *key, size_t key_len, const void *va
     return 0;
 }
 
+/* One page of META_LIST: {ENTRIES, MORE}; the client asks again with AFTER =
+ * the last key while MORE. A page carries at most META_PAGE_BYTES of keys
+ * and values, or one entry if that is larger (a value is at most
+ * meta_max_value_len, under the frame limit). */
+#define META_PAGE_BYTES (4u << 20)
+
 static void h_meta_list(void *ctx, mc_rpc_req_t *req)
 {
     master_srv_t *s = ctx;
@@ -988,14 +1041,18 @@ static void h_meta_list(void *ctx, mc_rpc_req_t *req)
         return;
     mc_mp_writer_t *w = mc_rpc_reply_begin(req);
     size_t body_start = mc_buf_used(w->buf);
-    mc_mp_write_map(w, 1);
+    mc_mp_write_map(w, 2);
     mc_mp_write_uint(w, MC_F_ENTRIES);
     size_t at = mc_mp_write_array_later(w);
     regex_out_t o = {.w = w};
     size_t cnt = 0;
+    int more = 0;
     mc_status_t st =
-        mc_master_meta_list(s->m, f.prefix ? f.prefix : "", f.prefix_len, meta_entry, &o, &cnt);
+        mc_master_meta_list_page(s->m, f.prefix ? f.prefix : "", f.prefix_len, f.after, f.after_len,
+                                 META_PAGE_BYTES, meta_entry, &o, &cnt, &more);
     mc_mp_patch_array(w, at, (uint32_t)o.n);
+    mc_mp_write_uint(w, MC_F_MORE);
+    mc_mp_write_bool(w, more);
     if (st != MC_OK && w->err == MC_OK)
         w->buf->len = w->buf->off + body_start;
     count(s, req, st);
@@ -1133,6 +1190,11 @@ mc_status_t mc_master_server_start(const mc_master_server_opts_t *o, mc_master_s
     mc_rpc_server_opts_init(&so);
     so.bind_addr = s->bind_address;
     so.port = o->rpc_port;
+    so.max_conns = o->max_clients;
+    so.max_inbuf = o->max_client_input;
+    so.max_inbuf_total = o->max_input_total;
+    so.first_frame_timeout_us = o->first_frame_timeout_us;
+    so.auth_key = o->auth_key;
     st = mc_rpc_server_create(rs, n, &so, &s->rpc);
     mc_free(rs);
     if (st != MC_OK)

@@ -14,6 +14,7 @@
 
 #include "mooncake/status.h"
 #include "store/master.h"
+#include "util/auth.h"
 
 typedef struct mc_master_server mc_master_server_t;
 
@@ -30,6 +31,13 @@ typedef struct mc_master_server_opts {
     uint64_t tick_interval_us;       /* background work period (100 ms) */
     uint64_t regex_timeout_us;       /* a regex scan's deadline, from when it is queued (3 s) */
     unsigned regex_queue;            /* regex scans waiting at most; more are refused (16) */
+    /* RPC resource bounds (rpc.h, mc_rpc_server_opts_t); 0 = its default */
+    unsigned max_clients;            /* connections (10000) */
+    uint64_t max_client_input;       /* bytes one connection may buffer (a whole frame) */
+    uint64_t max_input_total;        /* bytes all connections may buffer (256 MiB) */
+    uint64_t first_frame_timeout_us; /* a connection silent this long is closed (10 s) */
+    const mc_auth_key_t *auth_key;   /* RPC authentication ([security] secret_file); NULL =
+                                        none. Copied at start. */
     const char *fsdir;               /* root_fs_dir: the persistent tier's root; "" = no tier */
     const char *cluster_id;          /* tier directory = fsdir/cluster_id ("mooncake_cluster") */
     int persist;                     /* mc_master_persist_t, announced to clients (ASYNC) */

@@ -68,6 +68,8 @@ typedef struct cli {
     mc_reactor_group_t *g;
     mc_rpc_client_t *rpc;
     const char *redis_master; /* --master redis://...: the store client follows the leader */
+    const char *secret_file;  /* --secret-file: authenticate (the cluster's secret) */
+    mc_auth_key_t key;
 } cli_t;
 
 static const char usage_text[] =
@@ -90,6 +92,8 @@ static const char usage_text[] =
     "                       HA masters\n"
     "  --http HOST:PORT     mooncake-master HTTP ($MOONCAKE_HTTP, default 127.0.0.1:9003)\n"
     "  --timeout SECONDS    per call (default 5)\n"
+    "  --secret-file FILE   the cluster's secret ([security] secret_file;\n"
+    "                       $MOONCAKE_SECRET_FILE): authenticate to the master and nodes\n"
     "  -v, --verbose        library log at info;  -q, --quiet  no library log at all\n"
     "  -h, --help           this text;  -V, --version  print the version\n"
     "exit status: 0 ok, 1 the operation failed, 2 usage error\n";
@@ -174,6 +178,7 @@ static int rpc_open(cli_t *c)
     co.port = c->mport;
     co.call_timeout_us = c->timeout_us;
     co.connect_timeout_us = c->timeout_us < 3000000 ? c->timeout_us : 3000000;
+    co.auth_key = c->secret_file != NULL ? &c->key : NULL;
     mc_status_t st = mc_rpc_client_create(mc_reactor_group_get(c->g, 0), &co, &c->rpc);
     if (st != MC_OK) {
         fprintf(stderr, PROG ": master %s:%u: %s (%s)\n", c->mhost, c->mport, mc_status_str(st),
@@ -231,6 +236,7 @@ static mc_status_t store_open(cli_t *c, mc_store_t **out)
     sc.local_buffer_size = 0;   /* the value's memory is registered instead */
     sc.reactors = 1;
     sc.rpc_timeout_us = c->timeout_us;
+    sc.secret_file = c->secret_file;
     return mc_store_open(&sc, out);
 }
 
@@ -1294,6 +1300,7 @@ static void print_meta_value(const uint8_t *v, size_t len)
     printf("%s\n", len > 512 ? "..." : "");
 }
 
+/* META_LIST is paged: {ENTRIES, MORE}; ask again with the last key. */
 static int cmd_meta(cli_t *c, int argc, char **argv)
 {
     if (argc > 2)
@@ -1301,57 +1308,77 @@ static int cmd_meta(cli_t *c, int argc, char **argv)
     const char *prefix = argc == 2 ? argv[1] : "mc/";
     if (rpc_open(c) != 0)
         return EXIT_FAIL;
-    mc_buf_t body = MC_BUF_INIT, resp = MC_BUF_INIT;
-    mc_mp_writer_t w;
-    mc_mp_writer_init(&w, &body);
-    mc_mcli_meta_list(&w, prefix, strlen(prefix));
-    int rc = EXIT_FAIL;
-    if (rpc_call(c, MC_RPC_META_LIST, &body, &resp, "meta", prefix) != MC_OK)
-        goto out;
-    mc_mp_reader_t r;
-    mc_mp_reader_init(&r, mc_buf_head(&resp), mc_buf_used(&resp));
+    mc_buf_t body = MC_BUF_INIT, resp = MC_BUF_INIT, last = MC_BUF_INIT;
+    int rc = EXIT_FAIL, more = 1, first = 1;
     size_t count = 0;
-    uint32_t nf = mc_mp_read_map(&r);
-    for (uint32_t f = 0; f < nf && r.err == MC_OK; f++) {
-        if (mc_mp_read_uint(&r) != MC_F_ENTRIES) {
-            mc_mp_skip(&r);
-            continue;
-        }
-        uint32_t ne = mc_mp_read_array(&r);
-        for (uint32_t e = 0; e < ne && r.err == MC_OK; e++) {
-            const void *k = NULL, *v = NULL;
-            uint32_t klen = 0, vlen = 0;
-            uint32_t m = mc_mp_read_map(&r);
-            for (uint32_t i = 0; i < m && r.err == MC_OK; i++) {
-                switch (mc_mp_read_uint(&r)) {
-                case MC_F_KEY:
-                    k = mc_mp_read_bin(&r, &klen);
-                    break;
-                case MC_F_VALUE:
-                    v = mc_mp_read_bin(&r, &vlen);
-                    break;
-                default:
-                    mc_mp_skip(&r);
-                    break;
-                }
+    while (more) {
+        mc_buf_reset(&body);
+        mc_mp_writer_t w;
+        mc_mp_writer_init(&w, &body);
+        mc_mcli_meta_list_after(&w, prefix, strlen(prefix), first ? NULL : mc_buf_head(&last),
+                                mc_buf_used(&last));
+        first = 0;
+        if (rpc_call(c, MC_RPC_META_LIST, &body, &resp, "meta", prefix) != MC_OK)
+            goto out;
+        mc_mp_reader_t r;
+        mc_mp_reader_init(&r, mc_buf_head(&resp), mc_buf_used(&resp));
+        more = 0;
+        uint32_t nf = mc_mp_read_map(&r), got = 0;
+        for (uint32_t f = 0; f < nf && r.err == MC_OK; f++) {
+            uint64_t id = mc_mp_read_uint(&r);
+            if (id == MC_F_MORE) {
+                more = mc_mp_read_bool(&r);
+                continue;
             }
-            if (r.err != MC_OK || k == NULL)
-                break;
-            put_escaped(stdout, k, klen);
-            putchar('\n');
-            print_meta_value(v, v != NULL ? vlen : 0);
-            count++;
+            if (id != MC_F_ENTRIES) {
+                mc_mp_skip(&r);
+                continue;
+            }
+            uint32_t ne = mc_mp_read_array(&r);
+            for (uint32_t e = 0; e < ne && r.err == MC_OK; e++) {
+                const void *k = NULL, *v = NULL;
+                uint32_t klen = 0, vlen = 0;
+                uint32_t m = mc_mp_read_map(&r);
+                for (uint32_t i = 0; i < m && r.err == MC_OK; i++) {
+                    switch (mc_mp_read_uint(&r)) {
+                    case MC_F_KEY:
+                        k = mc_mp_read_bin(&r, &klen);
+                        break;
+                    case MC_F_VALUE:
+                        v = mc_mp_read_bin(&r, &vlen);
+                        break;
+                    default:
+                        mc_mp_skip(&r);
+                        break;
+                    }
+                }
+                if (r.err != MC_OK || k == NULL)
+                    break;
+                put_escaped(stdout, k, klen);
+                putchar('\n');
+                print_meta_value(v, v != NULL ? vlen : 0);
+                mc_buf_reset(&last);
+                if (mc_buf_append(&last, k, klen) != MC_OK) {
+                    fail_st("meta", "(the cursor)", MC_ERR_NOMEM);
+                    goto out;
+                }
+                count++;
+                got++;
+            }
         }
-    }
-    if (r.err != MC_OK) {
-        fail_st("meta", "(decoding the answer)", r.err);
-        goto out;
+        if (r.err != MC_OK) {
+            fail_st("meta", "(decoding the answer)", r.err);
+            goto out;
+        }
+        if (got == 0)
+            more = 0; /* an empty page ends it, whatever MORE says */
     }
     printf("%zu entr%s under \"%s\"\n", count, count == 1 ? "y" : "ies", prefix);
     rc = 0;
 out:
     mc_buf_fini(&body);
     mc_buf_fini(&resp);
+    mc_buf_fini(&last);
     rpc_close(c);
     return rc;
 }
@@ -1370,6 +1397,9 @@ int main(int argc, char **argv)
 {
     cli_t c = {.timeout_us = 5000000};
     const char *master = getenv("MOONCAKE_MASTER"), *http = getenv("MOONCAKE_HTTP");
+    c.secret_file = getenv("MOONCAKE_SECRET_FILE");
+    if (c.secret_file != NULL && c.secret_file[0] == '\0')
+        c.secret_file = NULL;
     int verbose = 0, quiet = 0;
     c.http_given = http != NULL && http[0] != '\0';
     if (master == NULL || master[0] == '\0')
@@ -1377,8 +1407,9 @@ int main(int argc, char **argv)
     if (!c.http_given)
         http = "127.0.0.1:9003";
     static const struct option lo[] = {
-        {"master", 1, 0, 'm'}, {"http", 1, 0, 'H'}, {"timeout", 1, 0, 't'}, {"verbose", 0, 0, 'v'},
-        {"quiet", 0, 0, 'q'},  {"help", 0, 0, 'h'}, {"version", 0, 0, 'V'}, {0, 0, 0, 0}};
+        {"master", 1, 0, 'm'},  {"http", 1, 0, 'H'},        {"timeout", 1, 0, 't'},
+        {"verbose", 0, 0, 'v'}, {"quiet", 0, 0, 'q'},       {"help", 0, 0, 'h'},
+        {"version", 0, 0, 'V'}, {"secret-file", 1, 0, 'S'}, {0, 0, 0, 0}};
     int o;
     /* "+": stop at the command, whose own options follow it */
     while ((o = getopt_long(argc, argv, "+m:t:vqhV", lo, NULL)) != -1) {
@@ -1398,6 +1429,9 @@ int main(int argc, char **argv)
             c.timeout_us = (uint64_t)(s * 1e6);
             break;
         }
+        case 'S':
+            c.secret_file = optarg;
+            break;
         case 'v':
             verbose = 1;
             break;
@@ -1412,6 +1446,13 @@ int main(int argc, char **argv)
             return 0;
         default:
             fputs(usage_text, stderr);
+            return EXIT_USAGE;
+        }
+    }
+    if (c.secret_file != NULL) {
+        char why[300];
+        if (mc_auth_key_load(c.secret_file, &c.key, why, sizeof(why)) != MC_OK) {
+            fprintf(stderr, PROG ": --secret-file: %s\n", why);
             return EXIT_USAGE;
         }
     }

@@ -590,6 +590,14 @@ static mc_status_t publish(mc_te_t *te)
     }
     mc_buf_fini(&sv);
     mc_buf_fini(&rv);
+    if (st == MC_ERR_ILLEGAL_CLIENT) {
+        /* another live process holds the name (the backend logged it and
+         * retries until that one expires); a store node's mount is refused
+         * too and it stops, naming the holder */
+        MC_WARN(TRANSPORT, "segment '%s' not published yet: the name is another process's",
+                te->name);
+        return MC_OK;
+    }
     if (st != MC_OK) {
         MC_ERROR(TRANSPORT, "cannot publish segment '%s': %s", te->name, mc_status_str(st));
         return MC_ERR_METADATA;
@@ -893,6 +901,16 @@ static mc_status_t te_new(const mc_te_opts_t *o, const mc_te_opts_t *d, mc_te_t 
         te_free(te);
         return MC_ERR_NOMEM;
     }
+    te->o.secret_file = NULL; /* the caller's string; the key is what we keep */
+    if (o->secret_file != NULL && o->secret_file[0] != '\0') {
+        char why[256];
+        if (mc_auth_key_load(o->secret_file, &te->key, why, sizeof(why)) != MC_OK) {
+            MC_ERROR(TRANSPORT, "secret_file: %s", why);
+            te_free(te);
+            return MC_ERR_INVALID_ARGUMENT;
+        }
+        te->has_key = 1;
+    }
     if (te->o.owner_hi == 0 && te->o.owner_lo == 0) {
         uint64_t id[2];
         if (getrandom(id, sizeof(id), 0) != (ssize_t)sizeof(id)) {
@@ -941,6 +959,7 @@ static mc_status_t te_start_server(mc_te_t *te, const mc_te_opts_t *o)
     mc_rpc_server_opts_init(&so);
     so.bind_addr = te->listen_host;
     so.port = o->listen_port;
+    so.auth_key = te_auth_key(te);
     mc_status_t st = mc_rpc_server_create(te->rs, te->nr, &so, &te->srv);
     if (st != MC_OK)
         return st;
@@ -978,6 +997,7 @@ static mc_status_t te_open_meta(mc_te_t *te)
     mc_meta_opts_init(&mo);
     mo.owner_hi = te->o.owner_hi;
     mo.owner_lo = te->o.owner_lo;
+    mo.auth_key = te_auth_key(te);
     mo.call_timeout_us = te->o.timeout_us < 5000000 ? te->o.timeout_us : 5000000;
     mc_status_t st = mc_meta_open(te->metadata, te->rs[0], &mo, &te->meta);
     if (st != MC_OK)

@@ -33,6 +33,9 @@ mc_status_t meta_own_set(meta_own_t *s, const char *key, const void *val, size_t
                          uint64_t *gen);
 /* Forget key; with gen != 0 only if it is still at that version. */
 void meta_own_forget(meta_own_t *s, const char *key, uint64_t gen);
+/* The value remembered for key (borrowed until the next set/forget): 1, or 0
+ * when key is not ours. */
+int meta_own_get(meta_own_t *s, const char *key, const void **val, size_t *len);
 size_t meta_own_count(const meta_own_t *s);
 void meta_own_foreach(meta_own_t *s,
                       void (*fn)(void *arg, const char *key, const void *val, size_t len,

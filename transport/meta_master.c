@@ -4,7 +4,10 @@
  *
  * Bodies (store/proto.h, encoded here because transport/ may not include
  * store/): META_GET {KEY} -> {VALUE}; META_PUT {KEY, VALUE, CLIENT_ID} -> {};
- * META_DEL {KEY} -> {}; META_LIST {PREFIX} -> {ENTRIES: [{KEY, VALUE}]};
+ * META_DEL {KEY, CLIENT_ID} -> {} (only the owner may delete);
+ * META_LIST {PREFIX, AFTER} -> {ENTRIES: [{KEY, VALUE}], MORE}: paged, keys in
+ * byte order; while MORE we ask again with AFTER = the last key and deliver
+ * the whole list once (the entries copied across pages);
  * PING {CLIENT_ID} -> {VIEW_VERSION, CLIENT_STATUS}. Keys and values are bin,
  * the client id is [hi, lo].
  *
@@ -59,6 +62,7 @@ typedef struct meta_master {
     int have_view; /* view is the version of the master we last reached */
     int64_t view;
     int republish_needed; /* some re-put failed in transit: do it again at the next ping */
+    int held_logged;      /* a key held by another live owner was reported */
     size_t reputs_inflight;
     int stopped;      /* closing or reactor stopping: calls are refused */
     mc_guard_t guard; /* our callbacks on the stack: a close inside one waits (reactor/guard.h) */
@@ -77,7 +81,11 @@ typedef struct mop {
     } cb;
     void *arg;
     uint64_t gen; /* put, reput: the own entry's generation */
-    char key[];   /* put, reput: for forgetting a rejected entry and for logs */
+    /* list: the entries of the pages so far, as records
+     * [u32 klen][key][NUL][u32 vlen][value] */
+    mc_buf_t acc;
+    uint32_t nacc;
+    char key[]; /* put, reput: for forgetting a rejected entry and for logs; list: prefix */
 } mop_t;
 
 static void mm_free(meta_master_t *m);
@@ -183,99 +191,131 @@ static void reply_get(mop_t *op, const mc_rpc_resp_t *resp)
 }
 
 /* Count the entries of an ENTRIES array and the bytes their keys need. */
-static void list_measure(mc_mp_reader_t r, uint32_t n, size_t *key_bytes)
+static mc_status_t send_op(meta_master_t *m, mop_t *op, uint16_t method);
+static mc_status_t send_list(meta_master_t *m, mop_t *op, const char *after, size_t alen);
+
+static mc_status_t acc_add(mop_t *op, const char *k, uint32_t kl, const void *v, uint32_t vl)
 {
-    size_t kb = 0;
-    for (uint32_t i = 0; i < n && r.err == MC_OK; i++) {
-        uint32_t nf = mc_mp_read_map(&r);
-        for (uint32_t f = 0; f < nf && r.err == MC_OK; f++) {
-            if (mc_mp_read_uint(&r) == MC_F_KEY) {
-                uint32_t kl = 0;
-                mc_mp_read_bin(&r, &kl);
-                kb += (size_t)kl + 1;
-            } else {
-                mc_mp_skip(&r);
+    if (mc_buf_reserve(&op->acc, 8 + (size_t)kl + 1 + vl) != MC_OK)
+        return MC_ERR_NOMEM;
+    uint8_t *p = mc_buf_tail(&op->acc);
+    memcpy(p, &kl, 4);
+    memcpy(p + 4, k, kl);
+    p[4 + kl] = '\0';
+    memcpy(p + 5 + kl, &vl, 4);
+    if (vl > 0)
+        memcpy(p + 9 + kl, v, vl);
+    mc_buf_produce(&op->acc, 9 + (size_t)kl + vl);
+    op->nacc++;
+    return MC_OK;
+}
+
+/* Deliver the accumulated entries (or st) to the caller. */
+static void list_deliver(mop_t *op, mc_status_t st)
+{
+    mc_meta_entry_t *e = NULL;
+    uint32_t n = 0;
+    if (st == MC_OK && op->nacc > 0) {
+        e = mc_calloc(op->nacc, sizeof(*e));
+        if (e == NULL) {
+            st = MC_ERR_NOMEM;
+        } else {
+            const uint8_t *p = mc_buf_head(&op->acc), *end = p + mc_buf_used(&op->acc);
+            while (p < end && n < op->nacc) {
+                uint32_t kl, vl;
+                memcpy(&kl, p, 4);
+                e[n].key = (const char *)p + 4;
+                memcpy(&vl, p + 5 + kl, 4);
+                e[n].val = p + 9 + kl;
+                e[n].len = vl;
+                p += 9 + (size_t)kl + vl;
+                n++;
             }
         }
     }
-    *key_bytes = r.err == MC_OK ? kb : 0;
+    op->cb.list(op->arg, st, st == MC_OK ? e : NULL, st == MC_OK ? n : 0);
+    mc_free(e);
+    mc_buf_fini(&op->acc);
 }
 
+/* One page: its entries are copied into op->acc; while the master says MORE
+ * the next page is asked for (a new op takes the accumulated ones over). */
 static void reply_list(mop_t *op, const mc_rpc_resp_t *resp)
 {
     meta_master_t *m = op->m;
     mc_status_t st = resp->status;
-    mc_meta_entry_t *e = NULL;
-    char *keys = NULL;
-    uint32_t n = 0, got = 0;
+    const char *last = NULL;
+    uint32_t last_len = 0, n = 0;
+    int more = 0;
     if (st != MC_OK)
         goto done;
-
     mc_mp_reader_t r;
     mc_mp_reader_init(&r, resp->body, resp->body_len);
     uint32_t nf = mc_mp_read_map(&r);
-    int have = 0;
-    for (uint32_t i = 0; i < nf && r.err == MC_OK; i++) {
-        if (mc_mp_read_uint(&r) == MC_F_ENTRIES) {
+    for (uint32_t i = 0; i < nf && r.err == MC_OK && st == MC_OK; i++) {
+        switch (mc_mp_read_uint(&r)) {
+        case MC_F_ENTRIES:
             n = mc_mp_read_array(&r);
-            have = 1;
+            for (uint32_t j = 0; j < n && r.err == MC_OK && st == MC_OK; j++) {
+                const char *k = NULL;
+                const void *v = NULL;
+                uint32_t kl = 0, vl = 0;
+                uint32_t ef = mc_mp_read_map(&r);
+                for (uint32_t f = 0; f < ef && r.err == MC_OK; f++) {
+                    switch (mc_mp_read_uint(&r)) {
+                    case MC_F_KEY:
+                        k = mc_mp_read_bin(&r, &kl);
+                        break;
+                    case MC_F_VALUE:
+                        v = mc_mp_read_bin(&r, &vl);
+                        break;
+                    default:
+                        mc_mp_skip(&r);
+                        break;
+                    }
+                }
+                if (r.err != MC_OK || k == NULL)
+                    goto malformed;
+                st = acc_add(op, k, kl, v, vl);
+                last = k;
+                last_len = kl;
+            }
+            break;
+        case MC_F_MORE:
+            more = mc_mp_read_bool(&r);
+            break;
+        default:
+            mc_mp_skip(&r);
             break;
         }
-        mc_mp_skip(&r);
     }
     if (r.err != MC_OK)
         goto malformed;
-    if (!have || n == 0) /* an empty answer is an empty list */
-        goto done;
-
-    size_t key_bytes = 0;
-    list_measure(r, n, &key_bytes);
-    e = mc_calloc(n, sizeof(*e));
-    keys = mc_malloc(key_bytes > 0 ? key_bytes : 1);
-    if (e == NULL || keys == NULL) {
-        st = MC_ERR_NOMEM;
-        goto done;
-    }
-    char *kp = keys;
-    for (uint32_t i = 0; i < n && r.err == MC_OK; i++) {
-        const char *k = NULL;
-        const void *v = NULL;
-        uint32_t kl = 0, vl = 0;
-        uint32_t ef = mc_mp_read_map(&r);
-        for (uint32_t f = 0; f < ef && r.err == MC_OK; f++) {
-            switch (mc_mp_read_uint(&r)) {
-            case MC_F_KEY:
-                k = mc_mp_read_bin(&r, &kl);
-                break;
-            case MC_F_VALUE:
-                v = mc_mp_read_bin(&r, &vl);
-                break;
-            default:
-                mc_mp_skip(&r);
-                break;
-            }
+    if (st == MC_OK && more && last != NULL) {
+        mop_t *next = op_new(m, OP_LIST, op->key, op->arg);
+        if (next == NULL) {
+            st = MC_ERR_NOMEM;
+            goto done;
         }
-        if (r.err != MC_OK || k == NULL || (size_t)(kp - keys) + kl + 1 > key_bytes)
-            goto malformed;
-        memcpy(kp, k, kl);
-        kp[kl] = '\0';
-        e[got].key = kp;
-        e[got].val = v;
-        e[got].len = vl;
-        kp += kl + 1;
-        got++;
+        next->cb.list = op->cb.list;
+        next->acc = op->acc;
+        next->nacc = op->nacc;
+        op->acc = (mc_buf_t)MC_BUF_INIT;
+        op->nacc = 0;
+        st = send_list(m, next, last, last_len);
+        if (st == MC_INPROGRESS)
+            return; /* the next page's reply goes on */
+        /* send_list freed next: the entries went with it */
+        op->cb.list(op->arg, st, NULL, 0);
+        return;
     }
-    if (r.err != MC_OK)
-        goto malformed;
     goto done;
 
 malformed:
     MC_ERROR(METADATA, "%s: list '%s': malformed answer", m->name, op->key);
     st = MC_ERR_PROTOCOL;
 done:
-    op->cb.list(op->arg, st, st == MC_OK ? e : NULL, st == MC_OK ? got : 0);
-    mc_free(keys);
-    mc_free(e);
+    list_deliver(op, st);
 }
 
 static void reply_ping(mop_t *op, const mc_rpc_resp_t *resp)
@@ -331,12 +371,32 @@ static void reply_ping(mop_t *op, const mc_rpc_resp_t *resp)
         republish(m);
 }
 
+/* The key is another live owner's (a process with our name that has not
+ * expired yet, e.g. our own predecessor killed a moment ago): keep ours and
+ * put it again at every ping until that owner expires and the master takes
+ * it. Logged once per state change. */
+static void held_elsewhere(meta_master_t *m, const char *key, const mc_rpc_resp_t *resp)
+{
+    char why[160];
+    if (!m->held_logged)
+        MC_WARN(METADATA,
+                "%s: '%s' is held by another live client (%s); retrying at every ping until "
+                "it expires (master.client_ttl)",
+                m->name, key, error_text(resp, why, sizeof(why)));
+    m->held_logged = 1;
+    m->republish_needed = 1;
+}
+
 static void reply_reput(mop_t *op, const mc_rpc_resp_t *resp)
 {
     meta_master_t *m = op->m;
     m->reputs_inflight--;
     if (resp->status == MC_OK)
         return;
+    if (resp->status == MC_ERR_ILLEGAL_CLIENT) {
+        held_elsewhere(m, op->key, resp);
+        return;
+    }
     if (transient(resp->status)) {
         if (resp->status != MC_ERR_CANCELED)
             m->republish_needed = 1;
@@ -364,7 +424,9 @@ static void on_reply(void *arg, const mc_rpc_resp_t *resp)
         reply_list(op, resp);
         break;
     case OP_PUT:
-        if (st != MC_OK && !transient(st)) {
+        if (st == MC_ERR_ILLEGAL_CLIENT) {
+            held_elsewhere(m, op->key, resp);
+        } else if (st != MC_OK && !transient(st)) {
             MC_WARN(METADATA, "%s: put '%s' rejected: %s%s%s", m->name, op->key, mc_status_str(st),
                     resp->body != NULL ? ": " : "", error_text(resp, why, sizeof(why)));
             meta_own_forget(m->own, op->key, op->gen);
@@ -406,6 +468,7 @@ static mc_status_t send_op(meta_master_t *m, mop_t *op, uint16_t method)
     mc_status_t st = mc_rpc_call_end(m->cli, method, m->o.call_timeout_us, on_reply, op);
     if (st != MC_INPROGRESS) {
         MC_DEBUG(METADATA, "%s: cannot send method %u: %s", m->name, method, mc_status_str(st));
+        mc_buf_fini(&op->acc);
         mc_free(op);
     }
     return st;
@@ -478,15 +541,30 @@ static mc_status_t mm_del(mc_meta_t *b, const char *key, mc_meta_done_cb_t cb, v
         return MC_ERR_NOMEM;
     op->cb.done = cb;
     mc_mp_writer_t *w = mc_rpc_call_begin(m->cli);
-    mc_mp_write_map(w, 1);
+    mc_mp_write_map(w, 2);
     mc_mp_write_uint(w, MC_F_KEY);
     mc_mp_write_bin(w, key, strlen(key));
+    write_owner(w, m); /* only the owner may delete */
     mc_status_t st = send_op(m, op, MC_RPC_META_DEL);
     /* Forget it even if the delete fails in transit: we no longer want it
      * published, and the master drops it with our owner id at the latest. */
     if (st == MC_INPROGRESS)
         meta_own_forget(m->own, key, 0);
     return st;
+}
+
+/* META_LIST {PREFIX, AFTER}; on failure op is freed (with its entries). */
+static mc_status_t send_list(meta_master_t *m, mop_t *op, const char *after, size_t alen)
+{
+    mc_mp_writer_t *w = mc_rpc_call_begin(m->cli);
+    mc_mp_write_map(w, after != NULL ? 2 : 1);
+    mc_mp_write_uint(w, MC_F_PREFIX);
+    mc_mp_write_bin(w, op->key, strlen(op->key));
+    if (after != NULL) {
+        mc_mp_write_uint(w, MC_F_AFTER);
+        mc_mp_write_bin(w, after, (uint32_t)alen);
+    }
+    return send_op(m, op, MC_RPC_META_LIST);
 }
 
 static mc_status_t mm_list(mc_meta_t *b, const char *prefix, mc_meta_list_cb_t cb, void *arg)
@@ -500,11 +578,7 @@ static mc_status_t mm_list(mc_meta_t *b, const char *prefix, mc_meta_list_cb_t c
     if (op == NULL)
         return MC_ERR_NOMEM;
     op->cb.list = cb;
-    mc_mp_writer_t *w = mc_rpc_call_begin(m->cli);
-    mc_mp_write_map(w, 1);
-    mc_mp_write_uint(w, MC_F_PREFIX);
-    mc_mp_write_bin(w, prefix, strlen(prefix));
-    return send_op(m, op, MC_RPC_META_LIST);
+    return send_list(m, op, NULL, 0);
 }
 
 /* ------------------------------------------------------ liveness duties */
@@ -680,6 +754,7 @@ mc_status_t meta_master_open(const char *host, uint16_t port, mc_reactor_t *r,
     mc_rpc_client_opts_init(&ro);
     ro.host = host;
     ro.port = port;
+    ro.auth_key = m->o.auth_key;
     ro.call_timeout_us = m->o.call_timeout_us;
     ro.connect_timeout_us = m->o.call_timeout_us < CONNECT_TIMEOUT_MAX_US ? m->o.call_timeout_us
                                                                           : CONNECT_TIMEOUT_MAX_US;

@@ -4,7 +4,10 @@
  * around hiredis (docs/ARCHITECTURE.md §1): its conventions (ac->err/errstr, NULL replies,
  * REDIS_REPLY_ERROR) become mc_status_t here and nowhere else.
  *
- * Commands: get = GET, put = SET key val PX ttl, del = DEL, list = SCAN
+ * Commands: get = GET, put = SET key val PX ttl, del = a compare-and-delete
+ * script (DEL only while the key still holds the value this process put:
+ * another process that took the key since, e.g. one started with the same
+ * name, keeps its entry; a key we never put is left alone), list = SCAN
  * MATCH <prefix with * ? [ ] \ escaped>* COUNT 1000 until the cursor is 0
  * (duplicates dropped, the prefix checked again byte for byte), then MGET in
  * batches of 1000 (keys that expired in between are left out).
@@ -175,6 +178,7 @@ typedef struct rop {
     int in_redis; /* hiredis holds (or is running) a reply callback with this op */
     int resent;   /* the reply being handled sent the op's next command */
     int done;     /* the user callback ran (internal ops: completed) */
+    int ours;     /* del: the key holds (as far as we know) our value */
     uint64_t deadline;
     union {
         mc_meta_get_cb_t get;
@@ -591,6 +595,12 @@ static void on_reply(redisAsyncContext *ac, void *r, void *privdata)
 /* --------------------------------------------------------------- sending */
 
 /* Hand op's next command to hiredis. 0, or -1 (logged; op untouched). */
+/* KEYS[1] = key, ARGV[1] = the value we put, ARGV[2] = "1" if we put one:
+ * delete only while the key still holds it. */
+#define DEL_IF_OURS                                                                                \
+    "if ARGV[2] == '1' and redis.call('GET', KEYS[1]) == ARGV[1] then "                            \
+    "return redis.call('DEL', KEYS[1]) end return 0"
+
 static int op_send(meta_redis_t *m, rop_t *op)
 {
     const char *argv[MGET_BATCH + 1];
@@ -615,8 +625,12 @@ static int op_send(meta_redis_t *m, rop_t *op)
         ARG(ttl, strlen(ttl));
         break;
     case R_DEL:
-        ARG("DEL", 3);
+        ARG("EVAL", 4);
+        ARG(DEL_IF_OURS, sizeof(DEL_IF_OURS) - 1);
+        ARG("1", 1);
         ARG(op->data, op->klen);
+        ARG(op->val, op->vlen);
+        ARG(op->ours ? "1" : "0", 1);
         break;
     case R_SELECT:
         snprintf(db, sizeof(db), "%d", m->db);
@@ -1129,10 +1143,16 @@ static mc_status_t mr_del(mc_meta_t *b, const char *key, mc_meta_done_cb_t cb, v
         return MC_ERR_INVALID_ARGUMENT;
     if (m->state == RC_CLOSED)
         return MC_ERR_CANCELED;
-    rop_t *op = op_new(m, R_DEL, key, NULL, 0, arg);
+    const void *val = NULL;
+    size_t vlen = 0;
+    int ours = meta_own_get(m->own, key, &val, &vlen);
+    if (!ours) /* only the owner deletes: the script then leaves the key alone */
+        MC_DEBUG(METADATA, "%s: del '%s': not an entry of this process, left alone", m->name, key);
+    rop_t *op = op_new(m, R_DEL, key, ours ? val : NULL, ours ? vlen : 0, arg);
     if (op == NULL)
         return MC_ERR_NOMEM;
     op->cb.done = cb;
+    op->ours = ours;
     mc_status_t st = op_submit(m, op);
     if (st == MC_INPROGRESS)
         meta_own_forget(m->own, key, 0); /* not refreshed any more, whatever happens */

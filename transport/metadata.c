@@ -346,6 +346,17 @@ void meta_own_forget(meta_own_t *s, const char *key, uint64_t gen)
     mc_free(e);
 }
 
+int meta_own_get(meta_own_t *s, const char *key, const void **val, size_t *len)
+{
+    size_t klen = strlen(key);
+    own_entry_t *e = own_find(s, key, klen, mc_hash64(key, klen));
+    if (e == NULL)
+        return 0;
+    *val = e->val;
+    *len = e->vlen;
+    return 1;
+}
+
 size_t meta_own_count(const meta_own_t *s)
 {
     return mc_hmap_count(&s->map);

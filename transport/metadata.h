@@ -45,16 +45,18 @@
 
 #include "mooncake/status.h"
 #include "reactor/reactor.h"
+#include "util/auth.h"
 #include "util/buf.h"
 
 typedef struct mc_meta mc_meta_t;
 
 typedef struct mc_meta_opts {
-    uint64_t owner_hi, owner_lo; /* owner id (the process's client id); not 0 */
-    uint64_t call_timeout_us;    /* default 5 s */
-    uint64_t ping_interval_us;   /* master backend; default 1 s */
-    uint64_t ttl_us;             /* redis: entry TTL; http: re-put period x3; default 30 s */
-    const char *http_token;      /* http: Bearer token; NULL = $MC_METADATA_HTTP_TOKEN */
+    uint64_t owner_hi, owner_lo;   /* owner id (the process's client id); not 0 */
+    uint64_t call_timeout_us;      /* default 5 s */
+    uint64_t ping_interval_us;     /* master backend; default 1 s */
+    uint64_t ttl_us;               /* redis: entry TTL; http: re-put period x3; default 30 s */
+    const char *http_token;        /* http: Bearer token; NULL = $MC_METADATA_HTTP_TOKEN */
+    const mc_auth_key_t *auth_key; /* master: authenticate the connection (NULL = no) */
 } mc_meta_opts_t;
 
 void mc_meta_opts_init(mc_meta_opts_t *o);

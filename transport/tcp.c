@@ -61,6 +61,7 @@ static void lane_opts(const mc_te_t *te, mc_rpc_client_opts_t *o)
     mc_rpc_client_opts_init(o);
     o->call_timeout_us = te->o.timeout_us;
     o->connect_timeout_us = te->o.timeout_us < 3000000 ? te->o.timeout_us : 3000000;
+    o->auth_key = te_auth_key(te);
 }
 
 mc_status_t te_tcp_lanes_open(mc_te_t *te, te_seg_t *seg)

@@ -16,6 +16,11 @@ mc_reactor_t *te_reactor(const mc_te_t *te, unsigned i)
     return i < te->nr ? te->rs[i] : NULL;
 }
 
+const mc_auth_key_t *te_auth_key(const mc_te_t *te)
+{
+    return te->has_key ? &te->key : NULL;
+}
+
 void te_owner_id(const mc_te_t *te, uint64_t *hi, uint64_t *lo)
 {
     *hi = te->o.owner_hi;

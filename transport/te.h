@@ -18,6 +18,7 @@
 
 #include "mooncake/transfer.h"
 #include "reactor/reactor.h"
+#include "util/auth.h"
 
 /* Most TCP lanes per peer segment (mc_te_opts_t.tcp_lanes). */
 #define TE_MAX_LANES 16
@@ -35,6 +36,9 @@ int te_on_reactor(mc_te_t *te);
 /* The owner id the engine publishes under (mc_te_opts_t.owner_hi/lo, or the
  * random one mc_te_create chose): the store client's id at the master. */
 void te_owner_id(const mc_te_t *te, uint64_t *hi, uint64_t *lo);
+/* The cluster key (mc_te_opts_t.secret_file), or NULL: for the other
+ * connections of the engine's owner (the store client's master). */
+const mc_auth_key_t *te_auth_key(const mc_te_t *te);
 
 /* Point the engine's master:// metadata backend at another master (a new
  * HA leader); mc_meta_retarget's contract. Call on te_reactor(te, 0).

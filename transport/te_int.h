@@ -75,6 +75,8 @@ typedef struct te_seg {
 
 struct mc_te {
     mc_te_opts_t o;
+    int has_key; /* o.secret_file given: key authenticates every connection */
+    mc_auth_key_t key;
     char *name, *cluster, *metadata, *listen_host, *advertise_host;
     mc_reactor_group_t *g; /* NULL in attach mode */
     mc_reactor_t *attached;

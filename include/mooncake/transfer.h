@@ -96,6 +96,13 @@ typedef struct mc_te_opts {
     uint64_t timeout_us;          /* per slice; 10 s */
     unsigned tcp_lanes;           /* connections per peer; 2 */
     uint64_t owner_hi, owner_lo;  /* client id for metadata ownership; 0 = random */
+    /* Authentication: a file holding the cluster's secret (the same on every
+     * process; at least 16 bytes; mode 600). Every connection of the engine
+     * (its listener, its peers, the master:// metadata) then completes an
+     * HMAC-SHA256 challenge-response first. NULL or "" = none (a warning at
+     * start when listening beyond loopback). A bad file fails mc_te_create
+     * with MC_ERR_INVALID_ARGUMENT (named in the log). */
+    const char *secret_file;
     /* rdma transport (mc_te_install_transport(te, "rdma")); the MC_* variables
      * named here override these when set. */
     const char *rdma_devices;   /* comma list of NICs to use; NULL = all (MC_RDMA_DEVICES) */

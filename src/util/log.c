@@ -27,6 +27,11 @@ static const char *const level_names[] = {"error", "warn", "info", "debug", "tra
 static const char level_letters[] = "EWIDT";
 
 static _Atomic int log_fd = 2;
+/* write(2) failures of log lines (lines lost), and whether the first one was
+ * reported on stderr: once per log descriptor set, since stderr may be all
+ * that is left to say it */
+static _Atomic uint64_t write_errors;
+static atomic_int write_error_reported;
 static _Thread_local char thread_name[16] = "main";
 
 /* The sink (mooncake/log.h): read-held while it runs, so that replacing it
@@ -52,6 +57,7 @@ const char *mc_log_level_name(mc_log_level_t level)
 
 void mc_log_set_fd(int fd)
 {
+    atomic_store(&write_error_reported, 0); /* a new file: its first failure is news */
     atomic_store(&log_fd, fd);
     mc_log_set_sink(NULL, NULL);
 }
@@ -174,34 +180,78 @@ mc_status_t mc_log_set_spec(const char *spec, char *errbuf, size_t errlen)
     return MC_OK;
 }
 
-void mc_log_write(mc_log_comp_t comp, mc_log_level_t level, const char *fmt, ...)
+/* Format a log line (no newline) into line[0..cap - 1); its length. */
+static size_t format_line(char *line, size_t cap, mc_log_comp_t comp, mc_log_level_t level,
+                          const char *fmt, va_list ap)
 {
-    char line[2048];
     struct timespec ts;
     struct tm tm;
-    int saved_errno = errno;
-
     clock_gettime(CLOCK_REALTIME, &ts);
     gmtime_r(&ts.tv_sec, &tm);
-    int n = snprintf(line, sizeof(line), "%04d-%02d-%02d %02d:%02d:%02d.%06ld %c [%s] (%s) ",
+    int n = snprintf(line, cap, "%04d-%02d-%02d %02d:%02d:%02d.%06ld %c [%s] (%s) ",
                      tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
                      ts.tv_nsec / 1000, level_letters[level <= MC_LOG_TRACE ? level : 0],
                      mc_log_comp_name(comp), thread_name);
+    int m = vsnprintf(line + n, cap - (size_t)n - 1, fmt, ap);
+    if (m < 0)
+        return (size_t)n;
+    if ((size_t)m >= cap - (size_t)n - 1) {
+        /* truncated: mark it so nobody mistakes it for the whole message */
+        memcpy(line + cap - 5, "...", 3);
+        return cap - 2;
+    }
+    return (size_t)(n + m);
+}
+
+/* A line was lost: count it, and say so once on stderr (unless that is the
+ * log) with the cause. */
+static void write_failed(int fd, int err)
+{
+    atomic_fetch_add(&write_errors, 1);
+    if (fd == 2 || atomic_exchange(&write_error_reported, 1) != 0)
+        return;
+    char msg[256];
+    int k = snprintf(msg, sizeof(msg),
+                     "mooncake: cannot write the log file: %s; log lines are being lost "
+                     "(counted in the log write errors; said once)\n",
+                     strerror(err));
+    if (k > 0 && write(2, msg, (size_t)k) < 0) {
+        /* nowhere left to say it */
+    }
+}
+
+static int probe_line(int fd, const char *fmt, ...)
+{
+    char line[256];
     va_list ap;
     va_start(ap, fmt);
-    int m = vsnprintf(line + n, sizeof(line) - (size_t)n - 1, fmt, ap);
+    size_t len = format_line(line, sizeof(line), MC_LOGC_CORE, MC_LOG_INFO, fmt, ap);
     va_end(ap);
-    size_t len;
-    if (m < 0) {
-        len = (size_t)n;
-    } else if ((size_t)m >= sizeof(line) - (size_t)n - 1) {
-        /* truncated: mark it so nobody mistakes it for the whole message */
-        len = sizeof(line) - 5;
-        memcpy(line + len, "...", 3);
-        len += 3;
-    } else {
-        len = (size_t)(n + m);
-    }
+    line[len++] = '\n';
+    ssize_t w = write(fd, line, len);
+    if (w == (ssize_t)len)
+        return 0;
+    return w < 0 ? errno : ENOSPC;
+}
+
+int mc_log_probe(int fd)
+{
+    return probe_line(fd, "log opened (pid %d)", (int)getpid());
+}
+
+uint64_t mc_log_write_errors(void)
+{
+    return atomic_load(&write_errors);
+}
+
+void mc_log_write(mc_log_comp_t comp, mc_log_level_t level, const char *fmt, ...)
+{
+    char line[2048];
+    int saved_errno = errno;
+    va_list ap;
+    va_start(ap, fmt);
+    size_t len = format_line(line, sizeof(line), comp, level, fmt, ap);
+    va_end(ap);
     if (atomic_load_explicit(&sink_set, memory_order_relaxed)) {
         pthread_rwlock_rdlock(&sink_lock);
         if (sink_fn != NULL) {
@@ -214,7 +264,9 @@ void mc_log_write(mc_log_comp_t comp, mc_log_level_t level, const char *fmt, ...
         pthread_rwlock_unlock(&sink_lock);
     }
     line[len++] = '\n';
-    ssize_t w = write(atomic_load(&log_fd), line, len);
-    (void)w; /* nowhere left to report a failed log write */
+    int fd = atomic_load(&log_fd);
+    ssize_t w = write(fd, line, len);
+    if (w != (ssize_t)len)
+        write_failed(fd, w < 0 ? errno : ENOSPC); /* a short write lost the rest */
     errno = saved_errno;
 }

@@ -15,6 +15,7 @@
 
 #include <stdatomic.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "mooncake/log.h" /* the public half: levels, spec, fd, sink */
 #include "mooncake/status.h"
@@ -71,6 +72,16 @@ void mc_log_write(mc_log_comp_t comp, mc_log_level_t level, const char *fmt, ...
 void mc_log_set_level(mc_log_comp_t comp, mc_log_level_t level);
 const char *mc_log_comp_name(mc_log_comp_t comp);
 const char *mc_log_level_name(mc_log_level_t level);
+
+/* A log line that cannot be written is lost: the first such failure after
+ * each mc_log_set_fd is said once on stderr (unless the log is stderr), and
+ * every one is counted here (a metric). */
+uint64_t mc_log_write_errors(void);
+
+/* Write one INFO line ("log opened (pid N)") to fd whatever the levels, to
+ * find out whether a log file can be written before using it: 0, or the
+ * errno of the failed write (not counted as a write error). */
+int mc_log_probe(int fd);
 
 /* Apply MC_LOG_LEVEL once per process, unless levels were set explicitly
  * before (mooncake/log.h). Called where a library client starts

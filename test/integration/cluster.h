@@ -156,7 +156,8 @@ static inline int tc_alive(test_proc_t *p, int *status)
     if (waitpid(p->pid, &s, WNOHANG) != p->pid)
         return 1;
     tc_untrack(p->pid);
-    close(p->out_fd);
+    if (p->out_fd >= 0)
+        close(p->out_fd);
     p->pid = 0;
     if (status != NULL)
         *status = s;

@@ -664,7 +664,7 @@ static void a_leader_whose_lease_was_taken_cannot_append(void **state)
     mc_buf_t body = MC_BUF_INIT, resp = MC_BUF_INIT;
     mc_mp_writer_t w;
     mc_mp_writer_init(&w, &body);
-    mc_mcli_meta_put(&w, "fenced-key", 10, "v", 1, (mc_uuid_t){0, 0});
+    mc_mcli_meta_put(&w, "fenced-key", 10, "v", 1, (mc_uuid_t){0xfe, 1});
     /* warm the connection: the leader takes it */
     assert_int_equal(mc_rpc_call_sync(c, MC_RPC_META_PUT, mc_buf_head(&body), mc_buf_used(&body),
                                       2000000, &resp),

@@ -1070,7 +1070,7 @@ static void a_silent_client_loses_objects_segments_and_metadata_then_remounts(vo
     assert_int_equal(remove_key(c, "a-obj-again", 1), MC_OK);
     mc_mcli_unmount(sc_begin(&s), CLIENT_A, SEG_A.id);
     assert_int_equal(sc_end(&s, c, MC_RPC_UNMOUNT_SEGMENT), MC_OK);
-    mc_mcli_key(sc_begin(&s), "te/node-m", 9);
+    mc_mcli_client_key(sc_begin(&s), CLIENT_M, "te/node-m", 9); /* only its owner deletes it */
     assert_int_equal(sc_end(&s, c, MC_RPC_META_DEL), MC_OK);
     sc_fini(&s);
 }

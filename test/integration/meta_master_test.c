@@ -75,12 +75,33 @@ static const meta_backend_t master_backend = {
     .bad_conns = master_bad,
 };
 
+/* Issue 13 finding 7: only an entry's owner replaces or deletes it; a
+ * second process (another owner id) with the same key is refused. */
+static void only_the_owner_replaces_or_deletes_an_entry(void **state)
+{
+    meta_env_t *e = *state;
+    mc_meta_t *a = meta_open(e, -1, 1, 0, 0);
+    mc_meta_t *b = meta_open(e, -1, 2, 0, 0);
+    assert_int_equal(mc_meta_put_sync(a, "mc/c1/seg/n", "first", 5), MC_OK);
+    assert_int_equal(mc_meta_put_sync(b, "mc/c1/seg/n", "second", 6), MC_ERR_ILLEGAL_CLIENT);
+    assert_int_equal(mc_meta_del_sync(b, "mc/c1/seg/n"), MC_ERR_ILLEGAL_CLIENT);
+    meta_check_value(b, "mc/c1/seg/n", "first", 5);
+    assert_int_equal(mc_meta_del_sync(a, "mc/c1/seg/n"), MC_OK);
+    meta_check_value(b, "mc/c1/seg/n", NULL, 0);
+    mc_meta_close(a);
+    mc_meta_close(b);
+}
+
 int main(void)
 {
+    const struct CMUnitTest extra[] = {
+        cmocka_unit_test_setup_teardown(only_the_owner_replaces_or_deletes_an_entry, meta_setup,
+                                        meta_teardown),
+    };
     char bin[256];
     if (access(test_prog("mooncake-master", bin, sizeof(bin)), X_OK) != 0) {
         fprintf(stderr, "FATAL: %s not found: build it first (make)\n", bin);
         return 1;
     }
-    return meta_run(&master_backend, NULL, 0);
+    return meta_run(&master_backend, extra, sizeof(extra) / sizeof(extra[0]));
 }

@@ -114,6 +114,32 @@ static void a_database_index_selects_its_own_keyspace(void **state)
     mc_meta_close(m3b);
 }
 
+/* Issue 13 finding 7: a second process with the same name took the key, and
+ * the first one's delete (at its stop) removed the second's entry. The
+ * delete is a compare-and-delete script: only the value this process put
+ * goes. */
+static void a_delete_removes_only_the_value_this_process_put(void **state)
+{
+    static const uint8_t v1[] = {0x00, 0x01, 'a'}, v2[] = {0xde, 0xad, 0x00};
+    meta_env_t *e = *state;
+    mc_meta_t *a = meta_open(e, -1, 1, 0, 0);
+    mc_meta_t *b = meta_open(e, -1, 2, 0, 0);
+    assert_int_equal(mc_meta_put_sync(a, "mc/c1/seg/n", v1, sizeof(v1)), MC_OK);
+    assert_int_equal(mc_meta_put_sync(b, "mc/c1/seg/n", v2, sizeof(v2)), MC_OK);
+    /* a's delete finds b's value: left alone */
+    assert_int_equal(mc_meta_del_sync(a, "mc/c1/seg/n"), MC_OK);
+    meta_check_value(a, "mc/c1/seg/n", v2, sizeof(v2));
+    /* a key a never put: left alone too */
+    assert_int_equal(mc_meta_put_sync(b, "mc/c1/seg/m", v1, sizeof(v1)), MC_OK);
+    assert_int_equal(mc_meta_del_sync(a, "mc/c1/seg/m"), MC_OK);
+    meta_check_value(a, "mc/c1/seg/m", v1, sizeof(v1));
+    /* the owner's delete works */
+    assert_int_equal(mc_meta_del_sync(b, "mc/c1/seg/n"), MC_OK);
+    meta_check_value(a, "mc/c1/seg/n", NULL, 0);
+    mc_meta_close(a);
+    mc_meta_close(b);
+}
+
 /* ------------------------------------------------------------ sentinels */
 
 static test_sentinels_t TS;
@@ -254,6 +280,8 @@ int main(void)
     const struct CMUnitTest extra[] = {
         cmocka_unit_test_setup_teardown(a_database_index_selects_its_own_keyspace, meta_setup,
                                         meta_teardown),
+        cmocka_unit_test_setup_teardown(a_delete_removes_only_the_value_this_process_put,
+                                        meta_setup, meta_teardown),
         cmocka_unit_test_setup_teardown(
             the_sentinels_lead_to_the_primary_and_a_killed_one_is_replaced, sentinel_setup,
             sentinel_teardown),

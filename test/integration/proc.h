@@ -1,6 +1,7 @@
 /*
- * proc.h - spawn and stop helper processes in integration tests.
- * Header-only so each test stays one .c file.
+ * proc.h - spawn and stop helper processes: the integration tests (through
+ * cluster.h) and the benchmarks that start daemons (perf/store_bench,
+ * perf/master_bench). Header-only so each program stays one .c file.
  */
 #ifndef MC_TEST_PROC_H
 #define MC_TEST_PROC_H
@@ -42,27 +43,44 @@ static inline const char *test_prog(const char *name, char *buf, size_t len)
     return buf;
 }
 
-/* Start argv[0] with stdout on a pipe; stderr is inherited. */
-static inline int test_proc_start(test_proc_t *p, char *const argv[])
+/* Start argv[0] with stdout on a pipe (out_fd) unless log takes it too;
+ * stderr goes to the file log (created or truncated) when log is not NULL,
+ * else it is inherited. The child dies with its parent. 0, or -1 (errno). */
+static inline int test_proc_start_log(test_proc_t *p, char *const argv[], const char *log,
+                                      int pipe_stdout)
 {
-    int fds[2];
-    if (pipe2(fds, O_CLOEXEC) != 0)
+    int fds[2] = {-1, -1};
+    if (pipe_stdout && pipe2(fds, O_CLOEXEC) != 0)
         return -1;
+    fflush(stdout); /* the child must not print our buffered output again */
     pid_t pid = fork();
     if (pid < 0)
         return -1;
     if (pid == 0) {
         /* die with the test, so a crashed test leaves no server behind */
         prctl(PR_SET_PDEATHSIG, SIGKILL);
-        dup2(fds[1], 1);
+        int lfd = log != NULL ? open(log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644) : -1;
+        if (lfd >= 0)
+            dup2(lfd, 2);
+        if (pipe_stdout)
+            dup2(fds[1], 1);
+        else if (lfd >= 0)
+            dup2(lfd, 1);
         execv(argv[0], argv);
         fprintf(stderr, "exec %s: %s\n", argv[0], strerror(errno));
         _exit(127);
     }
-    close(fds[1]);
+    if (pipe_stdout)
+        close(fds[1]);
     p->pid = pid;
     p->out_fd = fds[0];
     return 0;
+}
+
+/* Start argv[0] with stdout on a pipe; stderr is inherited. */
+static inline int test_proc_start(test_proc_t *p, char *const argv[])
+{
+    return test_proc_start_log(p, argv, NULL, 1);
 }
 
 /* Read one line of the child's stdout within timeout_ms. 0 on success. */
@@ -114,7 +132,9 @@ static inline int test_proc_stop(test_proc_t *p, int sig, int timeout_ms)
     waitpid(p->pid, &status, 0);
     status = -1;
 done:
-    close(p->out_fd);
+    if (p->out_fd >= 0)
+        close(p->out_fd);
+    p->out_fd = -1;
     p->pid = 0;
     return status;
 }

@@ -27,12 +27,13 @@
 
 typedef struct test_sentinels {
     const char *redis_bin, *sentinel_bin;
-    char dir[64];         /* logs, configuration files */
+    char dir[256];        /* logs, configuration files */
     test_proc_t redis[2]; /* [0] the first primary, [1] its replica */
     unsigned redis_port[2];
     test_proc_t sent[TEST_NSENTINELS];
     unsigned sent_port[TEST_NSENTINELS];
-    char list[256]; /* "127.0.0.1:P1,127.0.0.1:P2,..." for redis-sentinel:// URLs */
+    char list[256]; /* "HOST:P1,HOST:P2,..." for redis-sentinel:// URLs */
+    char host[64];  /* the address they announce (127.0.0.1 unless ts_start_at) */
 } test_sentinels_t;
 
 /* One command to 127.0.0.1:port; the reply (freeReplyObject) or NULL. */
@@ -58,20 +59,28 @@ static inline redisReply *ts_cmd(unsigned port, const char *fmt, ...)
  * primary, else that port. */
 static inline int ts_start_redis(test_sentinels_t *t, int i, unsigned replica_of)
 {
-    char port[16], log[200], db[32], master[16];
+    char port[16], log[300], db[32], master[16];
     if (t->redis_port[i] == 0)
         t->redis_port[i] = test_free_port();
     snprintf(port, sizeof(port), "%u", t->redis_port[i]);
     snprintf(log, sizeof(log), "%s/redis-%d.log", t->dir, i);
     snprintf(db, sizeof(db), "dump-%d.rdb", i);
     snprintf(master, sizeof(master), "%u", replica_of);
-    char *argv[] = {(char *)t->redis_bin, "--port", port, "--bind", "127.0.0.1", "--save", "",
-                    "--appendonly", "no", "--dir", t->dir, "--dbfilename", db, "--logfile", log,
-                    "--daemonize", "no",
+    char bind[100];
+    if (strcmp(t->host, "127.0.0.1") == 0)
+        snprintf(bind, sizeof(bind), "127.0.0.1");
+    else
+        snprintf(bind, sizeof(bind), "127.0.0.1 %s", t->host);
+    /* host is an address of this machine (on lo, say) that other network
+     * namespaces of the test reach: not a loopback one, so protected mode
+     * would refuse them */
+    char *argv[] = {(char *)t->redis_bin, "--port", port, "--bind", bind, "--protected-mode",
+                    strcmp(t->host, "127.0.0.1") ? "no" : "yes", "--save", "", "--appendonly", "no",
+                    "--dir", t->dir, "--dbfilename", db, "--logfile", log, "--daemonize", "no",
                     /* full syncs start at once (the default waits 5 s for more
                      * replicas to share one) */
-                    "--repl-diskless-sync-delay", "0", replica_of ? "--replicaof" : NULL,
-                    "127.0.0.1", master, NULL};
+                    "--repl-diskless-sync-delay", "0", replica_of ? "--replicaof" : NULL, t->host,
+                    master, NULL};
     if (tc_spawn(&t->redis[i], argv) != 0 ||
         tc_wait_listening(&t->redis[i], t->redis_port[i], 5000 * TC_SLOW) != 0) {
         fprintf(stderr, "redis-server did not listen on port %u within 5 s (%s)\n",
@@ -110,19 +119,23 @@ static inline int ts_wait_replicas(unsigned port, int n, int ms)
 
 static inline int ts_start_sentinel(test_sentinels_t *t, int i)
 {
-    char conf[200];
+    char conf[300];
     t->sent_port[i] = test_free_port();
     snprintf(conf, sizeof(conf), "%s/sentinel-%d.conf", t->dir, i);
     FILE *f = fopen(conf, "w");
     if (f == NULL)
         return -1;
     fprintf(f,
-            "port %u\nbind 127.0.0.1\ndaemonize no\ndir %s\nlogfile %s/sentinel-%d.log\n"
-            "sentinel monitor " TEST_SENTINEL_NAME " 127.0.0.1 %u 2\n"
+            "port %u\nbind 127.0.0.1%s%s\nprotected-mode %s\ndaemonize no\ndir %s\n"
+            "logfile %s/sentinel-%d.log\n"
+            "sentinel monitor " TEST_SENTINEL_NAME " %s %u 2\n"
             "sentinel down-after-milliseconds " TEST_SENTINEL_NAME " 1000\n"
             "sentinel failover-timeout " TEST_SENTINEL_NAME " 5000\n"
             "sentinel parallel-syncs " TEST_SENTINEL_NAME " 1\n",
-            t->sent_port[i], t->dir, t->dir, i, t->redis_port[0]);
+            t->sent_port[i], strcmp(t->host, "127.0.0.1") ? " " : "",
+            strcmp(t->host, "127.0.0.1") ? t->host : "",
+            strcmp(t->host, "127.0.0.1") ? "no" : "yes", t->dir, t->dir, i, t->host,
+            t->redis_port[0]);
     fclose(f);
     char *argv[] = {(char *)t->sentinel_bin, conf, NULL};
     if (tc_spawn(&t->sent[i], argv) != 0 ||
@@ -169,10 +182,12 @@ static inline int ts_wait_ready(test_sentinels_t *t, int ms)
 /* Find the binaries (TEST_REDIS_SERVER, TEST_REDIS_SENTINEL override) and
  * start the primary, the replica (in sync) and the Sentinels in dir (which
  * exists; NULL: a temporary one, removed at exit), and wait until the
- * Sentinels could fail over. 0 or -1. */
-static inline int ts_start(test_sentinels_t *t, const char *dir)
+ * Sentinels could fail over. They listen on 127.0.0.1 and host (an address
+ * of this machine other namespaces reach it at) and announce host. 0 or -1. */
+static inline int ts_start_at(test_sentinels_t *t, const char *dir, const char *host)
 {
     memset(t, 0, sizeof(*t));
+    snprintf(t->host, sizeof(t->host), "%s", host);
     if (dir != NULL) {
         snprintf(t->dir, sizeof(t->dir), "%s", dir);
     } else {
@@ -184,7 +199,7 @@ static inline int ts_start(test_sentinels_t *t, const char *dir)
         tc_hook();
         for (size_t i = 0; i < sizeof(tc_reg.dirs) / sizeof(tc_reg.dirs[0]); i++)
             if (tc_reg.dirs[i][0] == '\0') {
-                snprintf(tc_reg.dirs[i], sizeof(tc_reg.dirs[i]), "%s", t->dir);
+                snprintf(tc_reg.dirs[i], sizeof(tc_reg.dirs[i]), "%.63s", t->dir);
                 break;
             }
     }
@@ -206,10 +221,16 @@ static inline int ts_start(test_sentinels_t *t, const char *dir)
     for (int i = 0; i < TEST_NSENTINELS; i++) {
         if (ts_start_sentinel(t, i) != 0)
             return -1;
-        at += (size_t)snprintf(t->list + at, sizeof(t->list) - at, "%s127.0.0.1:%u", i ? "," : "",
+        at += (size_t)snprintf(t->list + at, sizeof(t->list) - at, "%s%s:%u", i ? "," : "", t->host,
                                t->sent_port[i]);
     }
     return ts_wait_ready(t, 15000);
+}
+
+/* ts_start_at on 127.0.0.1. */
+static inline int ts_start(test_sentinels_t *t, const char *dir)
+{
+    return ts_start_at(t, dir, "127.0.0.1");
 }
 
 /* The primary's port per Sentinel i, or 0. */

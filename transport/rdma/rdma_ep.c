@@ -471,6 +471,7 @@ static mc_status_t ep_client(rd_ep_t *ep)
     uint64_t to = ep->nic->t->te->o.timeout_us;
     o.call_timeout_us = to;
     o.connect_timeout_us = to < 3000000 ? to : 3000000;
+    o.auth_key = te_auth_key(ep->nic->t->te);
     return mc_rpc_client_create(ep->nic->r, &o, &ep->rpc);
 }
 

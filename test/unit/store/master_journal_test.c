@@ -239,7 +239,7 @@ static void a_replayed_journal_rebuilds_the_same_objects_segments_and_metadata(v
     assert_int_equal(mc_master_unmount_segment(a, C3, seg_id(3), now, NULL), MC_OK);
     assert_int_equal(mc_master_meta_put(a, "mc/c/seg/n1", 11, "desc", 4, C1, now), MC_OK);
     assert_int_equal(mc_master_meta_put(a, "mc/c/tmp", 8, "x", 1, C1, now), MC_OK);
-    assert_int_equal(mc_master_meta_del(a, "mc/c/tmp", 8), MC_OK);
+    assert_int_equal(mc_master_meta_del(a, "mc/c/tmp", 8, C1), MC_OK);
     mc_master_tick(a, now); /* commits the drained unmount */
     /* in progress at the "failover" */
     assert_int_equal(put_start_n(a, C2, "unfinished", 5000, 1, now, NULL), MC_OK);

@@ -373,7 +373,9 @@ static void client_expiry_removes_its_segments_objects_and_metadata(void **state
     assert_int_equal(mc_master_batch_put_end(m, C2, keys, 3, T0, st), MC_OK);
     assert_int_equal(mc_master_meta_put(m, "mc/seg/a", 8, "x", 1, C1, T0), MC_OK);
     assert_int_equal(mc_master_meta_put(m, "mc/seg/b", 8, "y", 1, C2, T0), MC_OK);
-    assert_int_equal(mc_master_meta_put(m, "mc/static", 9, "z", 1, (mc_uuid_t){0, 0}, T0), MC_OK);
+    /* an entry nobody owns could never be cleaned up: refused (issue 13) */
+    assert_int_equal(mc_master_meta_put(m, "mc/static", 9, "z", 1, (mc_uuid_t){0, 0}, T0),
+                     MC_ERR_INVALID_PARAMS);
 
     /* C2 and C3 keep pinging; C1 falls silent */
     for (uint64_t t = T0 + SEC; t <= T0 + 11 * SEC; t += SEC) {
@@ -395,8 +397,7 @@ static void client_expiry_removes_its_segments_objects_and_metadata(void **state
     assert_int_equal(mc_master_meta_get(m, "mc/seg/a", 8, &v, &vl), MC_ERR_NOT_FOUND);
     assert_int_equal(mc_master_meta_get(m, "mc/seg/b", 8, &v, &vl), MC_OK);
     mc_free(v);
-    assert_int_equal(mc_master_meta_get(m, "mc/static", 9, &v, &vl), MC_OK);
-    mc_free(v);
+    assert_int_equal(mc_master_meta_get(m, "mc/static", 9, &v, &vl), MC_ERR_NOT_FOUND);
     mc_master_stats_t s = stats(m);
     assert_int_equal(s.capacity_bytes, 2 * MB);
     assert_int_equal(s.allocated_bytes, 300);
@@ -506,9 +507,33 @@ static void meta_put_get_replace_and_delete(void **state)
     assert_int_equal(mc_master_meta_put(m, "empty", 5, NULL, 0, C1, T0), MC_OK);
     assert_int_equal(mc_master_meta_get(m, "empty", 5, &v, &vl), MC_OK);
     assert_int_equal(vl, 0);
-    assert_int_equal(mc_master_meta_del(m, "k", 1), MC_OK);
-    assert_int_equal(mc_master_meta_del(m, "k", 1), MC_ERR_NOT_FOUND);
+    assert_int_equal(mc_master_meta_del(m, "k", 1, C1), MC_OK);
+    assert_int_equal(mc_master_meta_del(m, "k", 1, C1), MC_ERR_NOT_FOUND);
     assert_int_equal(mc_master_meta_get(m, "k", 1, &v, &vl), MC_ERR_NOT_FOUND);
+    mc_master_destroy(m);
+}
+
+/* Issue 13 finding 7: two nodes with the same local_hostname both mounted. */
+static void a_segment_name_another_live_client_holds_is_refused(void **state)
+{
+    (void)state;
+    mc_master_t *m = master_new(NULL);
+    assert_int_equal(mount_seg(m, C1, 1, "host-a", MB, T0), MC_OK);
+    /* the same client may have several segments of its name */
+    assert_int_equal(mount_seg(m, C1, 2, "host-a", MB, T0), MC_OK);
+    assert_int_equal(mount_seg(m, C2, 3, "host-a", MB, T0), MC_ERR_SEGMENT_ALREADY_EXISTS);
+    mc_uuid_t who = {0, 0};
+    char ep[64];
+    assert_int_equal(mc_master_segment_holder(m, "host-a", C2, &who, ep, sizeof(ep)), 1);
+    assert_true(who.hi == C1.hi && who.lo == C1.lo);
+    assert_string_equal(ep, "host-a:9000");
+    assert_int_equal(mc_master_segment_holder(m, "host-a", C1, &who, ep, sizeof(ep)), 0);
+    /* C1 expires: the name is free */
+    for (uint64_t t = T0 + SEC; t <= T0 + 11 * SEC; t += SEC) {
+        mc_master_ping(m, C2, t, NULL, NULL);
+        mc_master_tick(m, t);
+    }
+    assert_int_equal(mount_seg(m, C2, 3, "host-a", MB, T0 + 12 * SEC), MC_OK);
     mc_master_destroy(m);
 }
 
@@ -539,6 +564,119 @@ static void meta_list_reports_keys_with_a_prefix(void **state)
     n = 0;
     assert_int_equal(mc_master_meta_list(m, NULL, 0, count_meta, &n, &cnt), MC_OK);
     assert_int_equal(n, 3);
+    mc_master_destroy(m);
+}
+
+/* Issue 13 finding 7: a second process with the same name overwrote, and at
+ * its stop deleted, the first one's descriptor. Only the owner replaces or
+ * deletes an entry; once the owner expires the name is free again. */
+static void meta_entries_are_replaced_and_deleted_only_by_their_owner(void **state)
+{
+    (void)state;
+    mc_master_t *m = master_new(NULL);
+    assert_int_equal(mc_master_meta_put(m, "mc/seg/n", 8, "first", 5, C1, T0), MC_OK);
+    assert_int_equal(mc_master_meta_put(m, "mc/seg/n", 8, "second", 6, C2, T0),
+                     MC_ERR_ILLEGAL_CLIENT);
+    assert_int_equal(mc_master_meta_del(m, "mc/seg/n", 8, C2), MC_ERR_ILLEGAL_CLIENT);
+    assert_int_equal(mc_master_meta_del(m, "mc/seg/n", 8, (mc_uuid_t){0, 0}),
+                     MC_ERR_ILLEGAL_CLIENT);
+    /* upstream's HTTP protocol (no owners) cannot take it either */
+    assert_int_equal(mc_master_meta_put_unowned(m, "mc/seg/n", 8, "http", 4, T0),
+                     MC_ERR_ILLEGAL_CLIENT);
+    void *v;
+    size_t vl;
+    assert_int_equal(mc_master_meta_get(m, "mc/seg/n", 8, &v, &vl), MC_OK);
+    assert_memory_equal(v, "first", 5);
+    mc_free(v);
+    /* C1 falls silent while C2 pings: C1's entry goes, C2 may take the name */
+    for (uint64_t t = T0 + SEC; t <= T0 + 11 * SEC; t += SEC) {
+        mc_master_ping(m, C2, t, NULL, NULL);
+        mc_master_tick(m, t);
+    }
+    assert_int_equal(mc_master_meta_put(m, "mc/seg/n", 8, "second", 6, C2, T0 + 12 * SEC), MC_OK);
+    assert_int_equal(mc_master_meta_del(m, "mc/seg/n", 8, C2), MC_OK);
+    mc_master_destroy(m);
+}
+
+static void meta_holds_a_bounded_number_of_entries_and_bytes(void **state)
+{
+    (void)state;
+    mc_master_opts_t o;
+    mc_master_opts_init(&o);
+    o.meta_max_entries = 3;
+    o.meta_max_bytes = 64;
+    mc_master_t *m = master_new(&o);
+    assert_int_equal(mc_master_meta_put(m, "a", 1, "1", 1, C1, T0), MC_OK);
+    assert_int_equal(mc_master_meta_put(m, "b", 1, "2", 1, C1, T0), MC_OK);
+    assert_int_equal(mc_master_meta_put(m, "c", 1, "3", 1, C1, T0), MC_OK);
+    assert_int_equal(mc_master_meta_put(m, "d", 1, "4", 1, C1, T0), MC_ERR_LIMIT);
+    /* replacing is not a new entry, but counts its new size */
+    assert_int_equal(mc_master_meta_put(m, "c", 1, "33", 2, C1, T0), MC_OK);
+    char big[64];
+    memset(big, 'x', sizeof(big));
+    assert_int_equal(mc_master_meta_put(m, "c", 1, big, 60, C1, T0), MC_ERR_LIMIT);
+    assert_int_equal(mc_master_meta_del(m, "a", 1, C1), MC_OK);
+    assert_int_equal(mc_master_meta_put(m, "d", 1, big, 50, C1, T0), MC_OK);
+    mc_master_destroy(m);
+}
+
+typedef struct page_seen {
+    char last[32];
+    unsigned n;
+    size_t bytes;
+} page_seen_t;
+
+static int page_entry(void *arg, const char *key, size_t key_len, const void *val, size_t val_len)
+{
+    page_seen_t *p = arg;
+    (void)val;
+    /* in key order, each once */
+    assert_true(key_len < sizeof(p->last));
+    char k[32];
+    memcpy(k, key, key_len);
+    k[key_len] = '\0';
+    assert_true(p->last[0] == '\0' || strcmp(k, p->last) > 0);
+    strcpy(p->last, k);
+    p->n++;
+    p->bytes += key_len + val_len;
+    return 0;
+}
+
+static void meta_list_pages_cover_every_entry_once_within_the_budget(void **state)
+{
+    (void)state;
+    mc_master_t *m = master_new(NULL);
+    static char val[1000];
+    memset(val, 'v', sizeof(val));
+    char key[32];
+    for (unsigned i = 0; i < 50; i++) {
+        snprintf(key, sizeof(key), "mc/p/%03u", (i * 37) % 50);
+        assert_int_equal(mc_master_meta_put(m, key, strlen(key), val, sizeof(val), C1, T0), MC_OK);
+    }
+    assert_int_equal(mc_master_meta_put(m, "mc/q/x", 6, "1", 1, C1, T0), MC_OK);
+    page_seen_t seen = {{0}, 0, 0};
+    unsigned pages = 0;
+    int more = 1;
+    while (more) {
+        size_t cnt = 0;
+        size_t before = seen.bytes;
+        assert_int_equal(mc_master_meta_list_page(m, "mc/p/", 5, seen.last[0] ? seen.last : NULL,
+                                                  strlen(seen.last), 4096, page_entry, &seen, &cnt,
+                                                  &more),
+                         MC_OK);
+        assert_true(cnt >= 1);
+        assert_true(seen.bytes - before <= 4096);
+        pages++;
+    }
+    assert_int_equal(seen.n, 50);
+    assert_int_equal(pages, 13); /* 4 entries (of ~1 KiB) per 4 KiB page */
+    /* an entry larger than the budget still comes, alone */
+    page_seen_t one = {{0}, 0, 0};
+    size_t cnt = 0;
+    assert_int_equal(
+        mc_master_meta_list_page(m, "mc/p/", 5, NULL, 0, 10, page_entry, &one, &cnt, &more), MC_OK);
+    assert_int_equal(cnt, 1);
+    assert_true(more);
     mc_master_destroy(m);
 }
 
@@ -584,6 +722,10 @@ int main(void)
         cmocka_unit_test(meta_rejects_values_over_the_limit),
         cmocka_unit_test(meta_list_reports_keys_with_a_prefix),
         cmocka_unit_test(meta_entries_of_a_silent_owner_expire_with_it),
+        cmocka_unit_test(meta_entries_are_replaced_and_deleted_only_by_their_owner),
+        cmocka_unit_test(meta_holds_a_bounded_number_of_entries_and_bytes),
+        cmocka_unit_test(meta_list_pages_cover_every_entry_once_within_the_budget),
+        cmocka_unit_test(a_segment_name_another_live_client_holds_is_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Authentication end to end (issue 13, finding 6): a master and a node with
+# the cluster's secret; mooncake-cli with it stores and reads; without it, or
+# with another secret, it is refused with the reason; a node with another
+# secret cannot join; without any secret a port bound beyond loopback says so
+# once at start.
+set -u
+. "$(dirname "$0")/helpers/cluster.sh"
+T=$CLUSTER_TMP
+printf 'the cluster secret, long enough\n' >"$T/secret"
+printf 'another secret, also long enough\n' >"$T/other"
+chmod 600 "$T/secret" "$T/other"
+
+cluster_start_master --set "security.secret_file=$T/secret"
+cluster_start_store 16MiB --set "security.secret_file=$T/secret"
+cli() { timeout 30 "$B/mooncake-cli" --master "$MASTER" --http "$HTTP" "$@"; }
+
+head -c 100000 /dev/urandom >"$T/v"
+cli --secret-file "$T/secret" put k1 "$T/v" >"$T/out" 2>&1 || cluster_die "put with the secret: $(cat "$T/out")"
+cli --secret-file "$T/secret" get k1 "$T/back" >"$T/out" 2>&1 || cluster_die "get with the secret"
+cmp -s "$T/v" "$T/back" || cluster_die "get returned other bytes"
+MOONCAKE_SECRET_FILE="$T/secret" cli ls --rpc >"$T/out" 2>&1 || cluster_die "ls --rpc with the secret"
+grep -q '^k1 ' "$T/out" || cluster_die "ls does not list k1"
+
+# no secret: refused, with the reason
+cli ls --rpc >"$T/out" 2>&1 && cluster_die "ls without the secret succeeded"
+grep -q 'REJECT_HANDSHAKE' "$T/out" || cluster_die "no refusal: $(cat "$T/out")"
+grep -q 'authentication required' "$T/out" || cluster_die "no reason: $(cat "$T/out")"
+# another secret: refused
+cli --secret-file "$T/other" ls --rpc >"$T/out" 2>&1 && cluster_die "ls with another secret succeeded"
+grep -q 'REJECT_HANDSHAKE' "$T/out" || cluster_die "no refusal: $(cat "$T/out")"
+# a secret file others can read is refused at start
+chmod 644 "$T/other"
+cli --secret-file "$T/other" ls --rpc >"$T/out" 2>&1
+[ $? = 2 ] || cluster_die "a group/world-readable secret file was accepted"
+grep -q 'chmod 600' "$T/out" || cluster_die "no hint: $(cat "$T/out")"
+chmod 600 "$T/other"
+
+# a node with another secret cannot mount
+"$B/mooncake-store-server" --set "store.master=$MASTER" --set store.global_segment_size=16MiB \
+  --set store.reactors=1 --set "security.secret_file=$T/other" >"$T/bad.out" 2>"$T/bad.log"
+[ $? != 0 ] || cluster_die "a node with another secret started"
+grep -q 'authentication with .* failed' "$T/bad.log" || cluster_die "no reason: $(tail -3 "$T/bad.log")"
+
+# the first node still serves
+cli --secret-file "$T/secret" get k1 "$T/back" >/dev/null 2>&1 || cluster_die "get after the refused node"
+# without a secret, a port reachable beyond this host is said once at start
+"$B/mooncake-master" --set server.bind_address=0.0.0.0 --set server.rpc_port=0 \
+  --set server.http_port=0 --set server.reactors=1 >"$T/open.out" 2>"$T/open.log" &
+pid=$!
+cluster_wait_line "$T/open.log" 'ready: rpc' >/dev/null || { kill -KILL $pid; cluster_die "open master did not start"; }
+kill -TERM $pid
+wait $pid
+[ "$(grep -c 'without a secret: anyone who reaches it is trusted' "$T/open.log")" = 1 ] ||
+  cluster_die "no single warning: $(grep -i secret "$T/open.log")"
+grep -q 'without a secret' "$CLUSTER_TMP/master.log" && cluster_die "warned with a secret set"
+
+echo "auth_test: all checks passed"
