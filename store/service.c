@@ -15,10 +15,12 @@
  *    encode the answer.
  *
  * Sessions are reference counted: one reference while the session is open
- * (its connection), one per call in flight. The last put unregisters and
- * unmaps the client's memory, so a client killed in the middle of a put
- * leaves nothing behind once the put ended (it finishes or fails from the
- * still-mapped memory; the store's put revokes what did not complete).
+ * (its connection), one per call in flight. When a client dies, its calls
+ * not yet begun are dropped; a put already running finishes from the
+ * still-mapped memory (its bytes were all there when it was called, so the
+ * object is whole) or fails, and the store's put revokes what it started.
+ * The last reference unregisters and unmaps the client's memory, so a client
+ * killed in the middle of a put leaves nothing behind.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -58,6 +60,7 @@ typedef struct svc_session {
     uint8_t *base;
     uint64_t len;
     _Atomic int refs;
+    _Atomic int closed; /* its client is gone: calls not yet started are dropped */
     pid_t pid;
     uid_t uid;
 } svc_session_t;
@@ -209,6 +212,7 @@ static void session_close(mc_store_service_t *svc, svc_session_t *ss)
         }
     }
     pthread_mutex_unlock(&svc->mu);
+    atomic_store(&ss->closed, 1);
     if (ss->conn >= 0)
         close(ss->conn);
     ss->conn = -1;
@@ -720,7 +724,9 @@ static void job_run(svc_job_t *j)
     mc_mp_writer_t w;
     mc_mp_writer_init(&w, &j->reply);
     j->st = args_decode(j->body, j->blen, &a);
-    if (j->st == MC_OK)
+    if (j->st == MC_OK && atomic_load(&j->sess->closed))
+        j->st = MC_ERR_CANCELED; /* its client died before the call began: nothing runs */
+    else if (j->st == MC_OK)
         j->st = run_call(j, &a, &w);
     else
         MC_WARN(CLIENT, "store service: session %llu (pid %d): malformed call %u",
