@@ -221,6 +221,7 @@ install: all
 	ln -sf $(SONAME) $(DESTDIR)$(PREFIX)/lib/libmooncake.so
 	install -m 644 include/mooncake/*.h $(DESTDIR)$(PREFIX)/include/mooncake/
 	$(if $(INSTALL_PROGRAMS),install -m 755 $(INSTALL_PROGRAMS) $(DESTDIR)$(PREFIX)/bin/)
+	install -m 755 tools/mooncake_client $(DESTDIR)$(PREFIX)/bin/
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' \
 	    -e 's|@REQUIRES@|$(LIB_PKGS)|' mk/mooncake.pc.in \
 	    > $(DESTDIR)$(PREFIX)/lib/pkgconfig/mooncake.pc
@@ -228,6 +229,7 @@ install: all
 uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/lib/libmooncake.* $(DESTDIR)$(PREFIX)/lib/pkgconfig/mooncake.pc
 	rm -rf $(DESTDIR)$(PREFIX)/include/mooncake
+	rm -f $(DESTDIR)$(PREFIX)/bin/mooncake_client
 
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h')

@@ -102,9 +102,11 @@ if command -v iperf3 >/dev/null; then
   echo "loopback TCP: iperf3 -P $CONC -l 1M -t $DURATION: ${CAP:-?} GB/s (median of $REPS)"
 fi
 
-echo "store_bench --sizes $SIZES --concurrency $CONC --replicas 1 --mode remote,local --reps $REPS --duration $DURATION"
+# --shm off: the storage node is on this host, and shared memory would carry
+# the data; this comparison is the TCP path's (perf/compare_shm.sh has shm's)
+echo "store_bench --sizes $SIZES --concurrency $CONC --replicas 1 --mode remote,local --shm off --reps $REPS --duration $DURATION"
 "$BUILD/store_bench" --ops put,get,batch_put,batch_get --sizes "$SIZES" --concurrency "$CONC" \
-  --replicas 1 --mode remote,local --reps "$REPS" --duration "$DURATION" --segment-size "$SEGMENT" \
+  --replicas 1 --mode remote,local --shm off --reps "$REPS" --duration "$DURATION" --segment-size "$SEGMENT" \
   | tee "$tmp/store.out" | grep -v '^csv,'
 [ "${PIPESTATUS[0]}" = 0 ] || { echo "compare_redis.sh: store_bench failed" >&2; exit 1; }
 

@@ -8,7 +8,7 @@
  *               [--batch 64] [--duration 2] [--warmup 0.5] [--reps 3]
  *               [--segment-size 2G] [--client-reactors 0] [--registered]
  *               [--verify] [--master HOST:PORT] [--lease-wait S]
- *               [--protocol tcp|rdma] [--emulated N]
+ *               [--protocol tcp|rdma] [--emulated N] [--shm on|off]
  *
  * Where the data is (--mode):
  *  - remote: on separate storage-node processes (mooncake-store-server),
@@ -17,6 +17,15 @@
  *    segments).
  *  - local: on the bench client's own segment (put with that segment
  *    preferred, one replica): gets are a master round trip plus a memcpy.
+ *  - service: the bench client is a co-located client (mc_store_config_t.
+ *    service) of storage node 0, started with service.enabled: the node
+ *    runs the puts and gets straight on the threads' buffers, which come
+ *    from mc_store_alloc_from_mem_pool (memory shared with the node), and
+ *    keeps the data in its own segment (one replica).
+ *
+ * Shared memory (--shm, default on as the library's): clients and nodes of
+ * this host reach each other's segments over the shm transport; --shm off
+ * keeps them on --protocol (what compare_redis.sh measures).
  *
  * Transport (--protocol, for the client and the nodes it starts): tcp (the
  * default) or rdma: RDMA NICs, or with --emulated N (= MC_RDMA_EMULATED=N
@@ -83,8 +92,8 @@
 
 enum { OP_PUT, OP_GET, OP_BATCH_PUT, OP_BATCH_GET, OP_COUNT };
 static const char *const op_names[OP_COUNT] = {"put", "get", "batch_put", "batch_get"};
-enum { MODE_REMOTE, MODE_LOCAL, MODE_COUNT };
-static const char *const mode_names[MODE_COUNT] = {"remote", "local"};
+enum { MODE_REMOTE, MODE_LOCAL, MODE_SERVICE, MODE_COUNT };
+static const char *const mode_names[MODE_COUNT] = {"remote", "local", "service"};
 
 typedef struct opts {
     int ops[OP_COUNT];
@@ -103,6 +112,7 @@ typedef struct opts {
     double lease_wait;
     const char *protocol; /* "tcp" or "rdma" */
     unsigned emulated;    /* rdma: N emulated NICs per process (MC_RDMA_EMULATED) */
+    const char *shm;      /* "on" or "off": the client's and the nodes' store.shm */
 } opts_t;
 
 /* "tcp", "rdma" or "rdma-emulated" (what the table and the CSV say). */
@@ -150,6 +160,7 @@ struct bench {
     /* cluster */
     test_proc_t master, node[MAX_NODES]; /* test/integration/proc.h */
     unsigned nnodes;
+    char service[64]; /* node 0's service "127.0.0.1:PORT" (mode service) */
     char master_addr[128];
     char tmpdir[64];
 };
@@ -418,11 +429,19 @@ static int workers_setup(bench_t *b, uint64_t size, unsigned batch, unsigned con
         if (w->buf_len < need) {
             if (w->buf != NULL && b->o->registered)
                 mc_store_unregister_buffer(b->s, w->buf);
-            free(w->buf);
+            if (b->mode == MODE_SERVICE)
+                mc_store_free_to_mem_pool(b->s, w->buf);
+            else
+                free(w->buf);
             w->buf = NULL;
             w->buf_len = 0;
-            if (posix_memalign((void **)&w->buf, 4096, need) != 0)
+            if (b->mode == MODE_SERVICE) {
+                /* memory shared with the service: in place, no copy */
+                if ((w->buf = mc_store_alloc_from_mem_pool(b->s, need)) == NULL)
+                    return -1;
+            } else if (posix_memalign((void **)&w->buf, 4096, need) != 0) {
                 return -1;
+            }
             w->buf_len = need;
             memset(w->buf, 0, need);
             if (b->o->registered) {
@@ -454,7 +473,10 @@ static void workers_free(bench_t *b)
         worker_t *w = &b->w[i];
         if (w->buf != NULL && b->o->registered && b->s != NULL)
             mc_store_unregister_buffer(b->s, w->buf);
-        free(w->buf);
+        if (b->mode == MODE_SERVICE && b->s != NULL)
+            mc_store_free_to_mem_pool(b->s, w->buf);
+        else
+            free(w->buf);
         free(w->lat);
         memset(w, 0, sizeof(*w));
     }
@@ -569,12 +591,35 @@ static int cluster_start(bench_t *b, const char *argv0, unsigned nodes)
     char a_master[200], a_size[64];
     snprintf(a_master, sizeof(a_master), "store.master=%s", b->master_addr);
     snprintf(a_size, sizeof(a_size), "store.global_segment_size=%" PRIu64, b->o->segment_size);
-    char a_proto[64];
+    char a_proto[64], a_shm[32], a_port[64] = "service.port=50052";
     snprintf(a_proto, sizeof(a_proto), "store.protocol=%s", b->o->protocol);
+    snprintf(a_shm, sizeof(a_shm), "store.shm=%s", b->o->shm);
     for (unsigned i = 0; i < nodes; i++) {
-        char *nargs[] = {bin,     "--set", a_master,           "--set",
-                         a_size,  "--set", "store.reactors=1", "--set",
-                         a_proto, "--set", "log.level=warn",   NULL};
+        int svc = i == 0 && b->o->modes[MODE_SERVICE];
+        if (svc) {
+            /* node 0 serves the co-located bench client */
+            unsigned port = 30000 + (unsigned)(getpid() % 20000);
+            snprintf(a_port, sizeof(a_port), "service.port=%u", port);
+            snprintf(b->service, sizeof(b->service), "127.0.0.1:%u", port);
+        }
+        char *nargs[] = {bin,
+                         "--set",
+                         a_master,
+                         "--set",
+                         a_size,
+                         "--set",
+                         "store.reactors=1",
+                         "--set",
+                         a_proto,
+                         "--set",
+                         a_shm,
+                         "--set",
+                         "log.level=warn",
+                         "--set",
+                         a_port,
+                         "--set",
+                         svc ? "service.enabled=true" : "service.enabled=false",
+                         NULL};
         snprintf(log, sizeof(log), "%s/node%u.log", b->tmpdir, i);
         int started = test_proc_start_log(&b->node[i], nargs, log, 1) == 0;
         b->nnodes = i + 1;
@@ -614,7 +659,7 @@ static const char *fmt_size(uint64_t v, char *buf, size_t len)
 static uint64_t capacity(const bench_t *b)
 {
     unsigned nodes = b->o->master ? b->o->nrepl : b->nnodes;
-    return b->mode == MODE_LOCAL ? b->o->segment_size : b->o->segment_size * (nodes ? nodes : 1);
+    return b->mode != MODE_REMOTE ? b->o->segment_size : b->o->segment_size * (nodes ? nodes : 1);
 }
 
 /* Preload the keys gets read: GET_KEYS objects (get) or BATCH_GET_SETS sets
@@ -737,7 +782,7 @@ static int parse_names(const char *s, const char *const *names, int count, int *
 
 /* The command line (perf/bench_opt.h). */
 typedef struct cli {
-    char *ops, *sizes, *concurrency, *replicas, *mode, *master, *protocol;
+    char *ops, *sizes, *concurrency, *replicas, *mode, *master, *protocol, *shm;
     uint64_t batch, reps, segment_size, client_reactors, emulated;
     double duration, warmup, lease_wait;
     bool registered, verify;
@@ -754,7 +799,9 @@ static const mc_conf_key_t cli_rows[] = {
                 "replicas per object, a comma list"),
     MC_CONF_ROW(cli_t, mode, "mode", MC_CONF_STRING, "remote,local", 0, 0,
                 "remote: data on separate mooncake-store-server processes; local: on the "
-                "client's own segment"),
+                "client's own segment; service: the client is a co-located client of node 0's "
+                "store service (values in mc_store_alloc_from_mem_pool memory, data in node 0's "
+                "segment)"),
     MC_CONF_ROW(cli_t, batch, "batch", MC_CONF_UINT, "64", 1, MAX_BATCH, "keys per batch call"),
     MC_CONF_ROW(cli_t, duration, "duration", MC_CONF_DOUBLE, "2", 0.001, 3600, "seconds per run"),
     MC_CONF_ROW(cli_t, warmup, "warmup", MC_CONF_DOUBLE, "0.5", 0, 3600,
@@ -778,6 +825,9 @@ static const mc_conf_key_t cli_rows[] = {
     MC_CONF_ROW(cli_t, emulated, "emulated", MC_CONF_UINT, "0", 0, 16,
                 "with rdma, N EMULATED NICs per process (MC_RDMA_EMULATED=N; tests and demos "
                 "only: no NIC, data over unix sockets)"),
+    MC_CONF_ROW(cli_t, shm, "shm", MC_CONF_STRING, "on", 0, 0,
+                "on: clients and nodes of this host share memory (the shm transport); off: they "
+                "use --protocol"),
 };
 
 /* The command line into o: 0, or the exit code (help: 0, error: 2) + 1. */
@@ -811,6 +861,11 @@ static int parse_cli(int argc, char **argv, opts_t *o)
         fprintf(stderr, "store_bench: --protocol: '%s' is not tcp or rdma\n", c.protocol);
         return 3;
     }
+    if (strcmp(c.shm, "on") != 0 && strcmp(c.shm, "off") != 0) {
+        fprintf(stderr, "store_bench: --shm: '%s' is not on or off\n", c.shm);
+        return 3;
+    }
+    o->shm = c.shm;
     o->batch = (unsigned)c.batch;
     o->duration = c.duration;
     o->warmup = c.warmup;
@@ -860,7 +915,10 @@ int main(int argc, char **argv)
         max_size = o.sizes[i] > max_size ? o.sizes[i] : max_size;
     int rc = 0;
     if (o.master == NULL) {
-        if (cluster_start(&b, argv[0], o.modes[MODE_REMOTE] ? max_repl : 0) != 0) {
+        unsigned nodes = o.modes[MODE_REMOTE] ? max_repl : 0;
+        if (o.modes[MODE_SERVICE] && nodes == 0)
+            nodes = 1;
+        if (cluster_start(&b, argv[0], nodes) != 0) {
             cluster_stop(&b);
             return 1;
         }
@@ -889,12 +947,24 @@ int main(int argc, char **argv)
         mc_store_config_init(&sc);
         sc.master = b.master_addr;
         sc.protocol = o.protocol;
+        sc.shm = o.shm;
         sc.reactors = o.client_reactors;
         sc.global_segment_size = mode == MODE_LOCAL ? o.segment_size : 0;
         uint64_t per_thread = max_size;
         if ((o.ops[OP_BATCH_PUT] || o.ops[OP_BATCH_GET]) && o.batch * 65536ull > per_thread)
             per_thread = o.batch * 65536ull; /* batches of small values stage at once */
         sc.local_buffer_size = o.registered ? (1u << 20) : per_thread * max_conc + (1u << 20);
+        if (mode == MODE_SERVICE) {
+            if (b.service[0] == '\0') {
+                fprintf(stderr, "store_bench: --mode service starts its own node (no --master)\n");
+                rc = 1;
+                break;
+            }
+            /* the threads' buffers from the shared pool (staging only for
+             * the preload's buffer) */
+            sc.service = b.service;
+            sc.mem_pool_size = (per_thread + 4096) * max_conc * 2 + (1u << 20);
+        }
         mc_status_t st = mc_store_open(&sc, &b.s);
         if (st != MC_OK) {
             fprintf(stderr, "store_bench: mc_store_open: %s\n", mc_status_str(st));
@@ -905,7 +975,7 @@ int main(int argc, char **argv)
         for (unsigned ri = 0; ri < o.nrepl && rc == 0; ri++) {
             mc_replicate_config_init(&b.rc);
             b.rc.replica_num = o.repl[ri];
-            if (mode == MODE_LOCAL) {
+            if (mode == MODE_LOCAL || mode == MODE_SERVICE) {
                 if (o.repl[ri] > 1)
                     continue; /* one own segment: one replica */
                 b.rc.preferred_segments = b.pref;

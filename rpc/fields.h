@@ -76,6 +76,10 @@ enum mc_proto_field {
     MC_F_BOOT_ID = 81, /* str: the kernel's boot id (with HOST: which host it runs on) */
     MC_F_SOCKET = 82,  /* str: abstract unix socket name (without the leading NUL) */
     MC_F_REGIONS = 83, /* [id, addr, length, ...]: memfd regions, by the owner's addresses */
+    /* store service (store/svc_proto.h; 110..119 are its) */
+    MC_F_SVC_SESSION = 110, /* uint: a co-located client's session */
+    MC_F_SVC_TOKEN = 111,   /* uint: the session's secret */
+    MC_F_SVC_PARTS = 112,   /* [offset, length, ...]: buffers in the session's shared memory */
     /* persistent tier */
     MC_F_CLUSTER_ID = 70, /* str */
     MC_F_PERSIST = 71,    /* uint: 0 off, 1 async, 2 eager */

@@ -2,7 +2,8 @@
  * methods.h - RPC method ids of every mooncake-c service, and the field ids
  * of their bodies. Ids are part of the wire protocol: never renumber, only
  * add. Ranges: 1-99 core/diagnostics, 100-299 store master, 300-399 embedded
- * transfer metadata, 400-499 transfer engine (handshake, data).
+ * transfer metadata, 400-499 transfer engine (handshake, data), 500-549 the
+ * store service of co-located clients (store/svc_proto.h documents them).
  */
 #ifndef MC_RPC_METHODS_H
 #define MC_RPC_METHODS_H
@@ -70,6 +71,21 @@ enum mc_rpc_method {
     /* {NAME, NIC, PEER_NIC, QPNS}: the active side's QPs are at RTS: the
      * passive side may post (it holds its queue until then) */
     MC_RPC_RDMA_READY = 412,
+
+    /* store service (store/svc_proto.h): co-located clients' calls */
+    MC_RPC_SVC_PING = 500,
+    MC_RPC_SVC_PUT = 501,
+    MC_RPC_SVC_GET = 502,
+    MC_RPC_SVC_BATCH_PUT = 503,
+    MC_RPC_SVC_BATCH_GET = 504,
+    MC_RPC_SVC_EXIST = 505,
+    MC_RPC_SVC_BATCH_EXIST = 506,
+    MC_RPC_SVC_REMOVE = 507,
+    MC_RPC_SVC_REMOVE_REGEX = 508,
+    MC_RPC_SVC_REMOVE_ALL = 509,
+    MC_RPC_SVC_BATCH_REMOVE = 510,
+    MC_RPC_SVC_GET_SIZE = 511,
+    MC_RPC_SVC_QUERY = 512,
 
     /* embedded transfer-metadata service */
     MC_RPC_META_GET = 300,

@@ -7,7 +7,9 @@
  * global_segment_size bytes: the master places other clients' objects in it
  * and they read and write it with their transfer engines. Runs on its
  * built-in defaults when no file is given. When the segment is set up it
- * prints "ready <segment name>" on stdout (for scripts and tests). Stops
+ * prints "ready <segment name>" on stdout (for scripts and tests), and with
+ * service.enabled then "service HOST:PORT": the store service of co-located
+ * clients (store/service.h) listens there. Stops
  * cleanly on SIGINT/SIGTERM: the segment is unmounted and the descriptor
  * unpublished.
  */
@@ -16,6 +18,7 @@
 #include <string.h>
 
 #include "mooncake/store.h"
+#include "store/service.h"
 #include "util/conf.h"
 #include "daemon.h"
 #include "util/log.h"
@@ -86,6 +89,36 @@ static const mc_conf_key_t store_keys[] = {
                 "empty = this user only"),
 };
 
+/* [service]: the role of upstream's mooncake_client ("real client") */
+typedef struct service_conf {
+    bool enabled;
+    char *bind;
+    uint64_t port;
+    uint64_t threads;
+    uint64_t max_sessions;
+    bool prefer_local;
+    uint64_t staging;
+} service_conf_t;
+
+static const mc_conf_key_t service_keys[] = {
+    MC_CONF_ROW(service_conf_t, enabled, "enabled", MC_CONF_BOOL, "false", 0, 0,
+                "serve co-located clients (mc_store_config_t.service / setup_dummy): they share "
+                "their buffers with this node and it runs their puts and gets"),
+    MC_CONF_ROW(service_conf_t, bind, "bind", MC_CONF_STRING, "127.0.0.1", 0, 0,
+                "address of the control port (clients are on this host)"),
+    MC_CONF_ROW(service_conf_t, port, "port", MC_CONF_UINT, "50052", 1, 65535,
+                "control port; the unix socket is @mooncake_client_<port>.sock"),
+    MC_CONF_ROW(service_conf_t, threads, "threads", MC_CONF_UINT, "4", 1, 256,
+                "worker threads running the clients' calls"),
+    MC_CONF_ROW(service_conf_t, max_sessions, "max_sessions", MC_CONF_UINT, "256", 1, 65536,
+                "co-located clients at once"),
+    MC_CONF_ROW(service_conf_t, prefer_local, "prefer_local", MC_CONF_BOOL, "true", 0, 0,
+                "puts that name no preferred segment prefer this node's segment"),
+    MC_CONF_ROW(service_conf_t, staging, "staging", MC_CONF_SIZE, "64MiB", 1048576, 1099511627776.0,
+                "staging of the node's client for the clients' multi-part values (single "
+                "buffers move straight between their shared memory and the segments)"),
+};
+
 static const char usage[] =
     "usage: mooncake-store-server [-c FILE] [--set section.key=value]... [--dump-config] "
     "[--help]\n"
@@ -96,6 +129,7 @@ int main(int argc, char **argv)
 {
     char err[512];
     store_conf_t sc;
+    service_conf_t vc;
     mc_log_opts_t lo;
     int rc = 1;
 
@@ -103,6 +137,8 @@ int main(int argc, char **argv)
     mc_conf_t *conf = mc_conf_create();
     if (conf == NULL ||
         mc_conf_add_section(conf, "store", store_keys, MC_ARRAY_SIZE(store_keys), &sc) != MC_OK ||
+        mc_conf_add_section(conf, "service", service_keys, MC_ARRAY_SIZE(service_keys), &vc) !=
+            MC_OK ||
         mc_conf_add_section(conf, "security", security_keys, MC_ARRAY_SIZE(security_keys), &secf) !=
             MC_OK ||
         mc_daemon_add_log_section(conf, &lo) != MC_OK) {
@@ -124,7 +160,9 @@ int main(int argc, char **argv)
     c.advertise_host = sc.advertise_host;
     c.port = (uint16_t)sc.port;
     c.global_segment_size = sc.global_segment_size;
-    c.local_buffer_size = 0; /* a storage node reads and writes nothing itself */
+    /* a storage node reads and writes nothing itself; a service gathers its
+     * clients' multi-part values through staging */
+    c.local_buffer_size = vc.enabled ? vc.staging : 0;
     c.rpc_timeout_us = sc.rpc_timeout;
     c.transfer_timeout_us = sc.transfer_timeout;
     c.shm = shm_choices[sc.shm];
@@ -145,11 +183,33 @@ int main(int argc, char **argv)
                 mc_status_str(st));
         goto out;
     }
+    mc_store_service_t *svc = NULL;
+    if (vc.enabled) {
+        mc_store_service_opts_t so;
+        mc_store_service_opts_init(&so);
+        so.bind = vc.bind;
+        so.port = (uint16_t)vc.port;
+        so.threads = (unsigned)vc.threads;
+        so.max_sessions = (unsigned)vc.max_sessions;
+        so.prefer_local = vc.prefer_local;
+        so.group = c.shm_group;
+        st = mc_store_service_start(s, &so, &svc);
+        if (st != MC_OK) {
+            fprintf(stderr,
+                    "mooncake-store-server: cannot serve co-located clients on %s:%u: %s "
+                    "(%s)\n",
+                    vc.bind, (unsigned)vc.port, mc_status_msg(st), mc_status_str(st));
+            mc_store_close(s);
+            goto out;
+        }
+    }
     char size[MC_CONF_FMT_LEN];
     MC_INFO(CLIENT, "mooncake-store-server ready: segment '%s' of %s, master %s, metadata %s",
             mc_store_name(s), mc_conf_format_size(sc.global_segment_size, size, sizeof(size)),
             sc.master, sc.metadata);
     printf("ready %s\n", mc_store_name(s));
+    if (svc != NULL)
+        printf("service %s:%u\n", vc.bind, (unsigned)vc.port);
     fflush(stdout);
     char ready[320];
     snprintf(ready, sizeof(ready), "serving segment %s", mc_store_name(s));
@@ -157,6 +217,7 @@ int main(int argc, char **argv)
     int sig = mc_daemon_wait_signal(&sigs);
     mc_daemon_stopping();
     MC_INFO(CLIENT, "signal %d (%s): unmounting and shutting down", sig, strsignal(sig));
+    mc_store_service_stop(svc); /* its clients' calls end first */
     mc_store_close(s);
     MC_INFO(CLIENT, "stopped");
     rc = 0;

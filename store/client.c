@@ -67,7 +67,19 @@ void mc_replicate_config_init(mc_replicate_config_t *c)
 
 const char *mc_store_name(const mc_store_t *s)
 {
+    if (s != NULL && s->svc != NULL)
+        return store_dummy_name(s); /* the service's segment: where our data lives */
     return s != NULL ? mc_te_local_name(s->te) : NULL;
+}
+
+void *mc_store_alloc_from_mem_pool(mc_store_t *s, size_t size)
+{
+    return s != NULL ? store_pool_alloc(&s->pool, size) : NULL;
+}
+
+mc_status_t mc_store_free_to_mem_pool(mc_store_t *s, void *p)
+{
+    return s != NULL && p != NULL ? store_pool_free(&s->pool, p) : MC_ERR_INVALID_ARGUMENT;
 }
 
 static int attached(const mc_store_t *s)
@@ -232,6 +244,11 @@ mc_status_t mc_store_mount_segment(mc_store_t *s, void *buf, size_t len)
 {
     if (s == NULL || len < 8)
         return MC_ERR_INVALID_PARAMS;
+    if (s->svc != NULL) {
+        MC_ERROR(CLIENT, "a co-located client mounts no segment: its service's segment holds "
+                         "the data (mount memory in the service: store.global_segment_size)");
+        return MC_ERR_NOT_SUPPORTED;
+    }
     if (store_on_reactor(s))
         return MC_ERR_STATE;
     store_seg_t *g;
@@ -258,6 +275,8 @@ mc_status_t mc_store_unmount_segment(mc_store_t *s, void *buf)
 {
     if (s == NULL)
         return MC_ERR_INVALID_PARAMS;
+    if (s->svc != NULL)
+        return MC_ERR_NOT_SUPPORTED; /* it mounted none */
     if (store_on_reactor(s))
         return MC_ERR_STATE;
     /* buf, or (NULL) every segment the library mapped itself */
@@ -611,6 +630,17 @@ mc_status_t mc_store_register_buffer(mc_store_t *s, void *buf, size_t len)
 {
     if (s == NULL || buf == NULL || len == 0)
         return MC_ERR_INVALID_PARAMS;
+    if (s->svc != NULL) {
+        /* a co-located client's service reaches only the memory shared with
+         * it: buffers elsewhere travel through the staging buffer */
+        if (buf < (void *)s->pool.base || (uint8_t *)buf + len > s->pool.base + s->pool.len)
+            MC_INFO(CLIENT,
+                    "register_buffer %p+%zu: outside the memory shared with the service: "
+                    "values there are copied through staging (mc_store_alloc_from_mem_pool "
+                    "memory travels without a copy)",
+                    buf, len);
+        return MC_OK;
+    }
     /* located by the engine: GPU memory registers as cuda:N (the NICs then
      * register it as GPU memory), host memory as cpu:<its NUMA node> */
     return mc_te_register(s->te, buf, len, NULL, 0);
@@ -620,6 +650,8 @@ mc_status_t mc_store_unregister_buffer(mc_store_t *s, void *buf)
 {
     if (s == NULL || buf == NULL)
         return MC_ERR_INVALID_PARAMS;
+    if (s->svc != NULL)
+        return MC_OK;
     return mc_te_unregister(s->te, buf);
 }
 
@@ -628,6 +660,9 @@ mc_status_t mc_store_unregister_buffer(mc_store_t *s, void *buf)
 static void store_free(mc_store_t *s)
 {
     store_tier_free(s);
+    store_pool_fini(&s->pool);
+    if (s->pool_map != NULL)
+        munmap(s->pool_map, s->pool_map_len);
     mc_list_t *n;
     while ((n = mc_list_pop_head(&s->segs)) != NULL)
         seg_destroy(s, MC_CONTAINER_OF(n, store_seg_t, node), 0);
@@ -665,6 +700,7 @@ static mc_status_t store_new(const mc_store_config_t *c, const mc_store_config_t
     if (s == NULL)
         return MC_ERR_NOMEM;
     s->cfg = *c;
+    store_pool_init(&s->pool);
     pthread_mutex_init(&s->live_mu, NULL);
     pthread_cond_init(&s->live_cv, NULL);
     pthread_mutex_init(&s->stage_mu, NULL);
@@ -830,6 +866,25 @@ static mc_status_t open_staging(mc_store_t *s, uint64_t size)
     return MC_OK;
 }
 
+/* The memory of mc_store_alloc_from_mem_pool: mapped, registered (values
+ * there travel without the staging copy). */
+static mc_status_t open_pool(mc_store_t *s, uint64_t size)
+{
+    long page = sysconf(_SC_PAGESIZE);
+    s->pool_map_len = (size + (uint64_t)page - 1) & ~(uint64_t)(page - 1);
+    void *p =
+        mmap(NULL, s->pool_map_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) {
+        MC_ERROR(CLIENT, "cannot map a memory pool of %llu bytes: %s",
+                 (unsigned long long)s->pool_map_len, strerror(errno));
+        s->pool_map_len = 0;
+        return MC_ERR_NOMEM;
+    }
+    s->pool_map = p;
+    mc_status_t st = mc_te_register(s->te, p, s->pool_map_len, "cpu:0", 0);
+    return st == MC_OK ? store_pool_setup(&s->pool, p, s->pool_map_len) : st;
+}
+
 /* The contributed segment (size > 0), mounted now when a blocking call may
  * be made and the master answers; else at the first ping (s->reg says
  * which). A pure client registers at the first ping too. */
@@ -880,6 +935,16 @@ mc_status_t mc_store_open(const mc_store_config_t *c, mc_store_t **out)
     mc_status_t st = store_new(c, &d, &s);
     if (st != MC_OK)
         return st;
+    if (c->service != NULL && c->service[0] != '\0') {
+        /* a co-located client: the service of this host does the work */
+        st = store_dummy_open(s, c);
+        if (st != MC_OK) {
+            store_free(s);
+            return st;
+        }
+        *out = s;
+        return MC_OK;
+    }
     char maddr[MC_HA_ADDR_MAX], mhost[MC_HA_ADDR_MAX], meta[512];
     uint16_t mport;
     if (store_tier_parse_persist(c->persist) == -2) /* named in the log */
@@ -901,6 +966,8 @@ mc_status_t mc_store_open(const mc_store_config_t *c, mc_store_t **out)
         st = open_master_conn(s, mhost, mport);
     if (st == MC_OK && c->local_buffer_size > 0)
         st = open_staging(s, c->local_buffer_size);
+    if (st == MC_OK && c->mem_pool_size > 0)
+        st = open_pool(s, c->mem_pool_size);
     if (st == MC_OK)
         st = open_segment(s, c->global_segment_size);
     if (st == MC_OK)
@@ -936,6 +1003,11 @@ void mc_store_close(mc_store_t *s)
 {
     if (s == NULL)
         return;
+    if (s->svc != NULL) {
+        store_dummy_close(s); /* ends the session: the service unmaps our memory */
+        store_free(s);
+        return;
+    }
     if (store_on_reactor(s)) {
         MC_ERROR(CLIENT, "mc_store_close from a callback of the client is refused (it would "
                          "wait for its own thread); close from another thread");

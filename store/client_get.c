@@ -494,6 +494,8 @@ static mc_status_t get_submit(mc_store_t *s, const void *key, size_t klen, void 
 mc_status_t store_get_submit(mc_store_t *s, const void *key, size_t klen, void *buf, size_t len,
                              int zero_copy, uint64_t *need, mc_store_get_cb_t cb, void *arg)
 {
+    if (s != NULL && s->svc != NULL) /* co-located: the service gets */
+        return store_dummy_async(s, 1, key, klen, NULL, buf, len, 0, NULL, NULL, cb, arg);
     return get_submit(s, key, klen, buf, len, zero_copy, need, NULL, NULL, cb, arg);
 }
 
@@ -502,6 +504,8 @@ static int64_t get_sync(mc_store_t *s, const void *key, size_t klen, void *buf, 
 {
     if (s == NULL)
         return MC_ERR_INVALID_PARAMS;
+    if (s->svc != NULL)
+        return store_dummy_get(s, key, klen, buf, len, need);
     if (store_on_reactor(s))
         return MC_ERR_STATE;
     store_waiter_t w;
@@ -997,6 +1001,42 @@ static mc_status_t bget_singles(mc_store_t *s, const mc_slice_t *keys, const mc_
     return MC_OK;
 }
 
+/* A co-located client's batch get: one call to the service for values of
+ * one piece each; for values in pieces, a get per key into one buffer that
+ * is then scattered. */
+static mc_status_t dummy_batch_get(mc_store_t *s, const mc_slice_t *keys, const mc_slice_t *parts,
+                                   const size_t *nparts, size_t n, int64_t *result)
+{
+    if (n == 0)
+        return MC_OK;
+    if (nparts == NULL)
+        return store_dummy_batch_get(s, keys, (mc_slice_t *)(uintptr_t)parts, n, result);
+    for (size_t i = 0, at = 0; i < n; at += nparts[i++]) {
+        const mc_slice_t *p = parts + at;
+        if (nparts[i] == 1) {
+            result[i] = store_dummy_get(s, keys[i].ptr, keys[i].len, p->ptr, p->len, NULL);
+            continue;
+        }
+        size_t total = 0;
+        for (size_t q = 0; q < nparts[i]; q++)
+            total += p[q].len;
+        uint8_t *tmp = total > 0 ? mc_malloc(total) : NULL;
+        if (tmp == NULL) {
+            result[i] = total > 0 ? MC_ERR_NOMEM : MC_ERR_INVALID_PARAMS;
+            continue;
+        }
+        int64_t got = store_dummy_get(s, keys[i].ptr, keys[i].len, tmp, total, NULL);
+        for (size_t q = 0, off = 0; got > 0 && q < nparts[i] && off < (size_t)got; q++) {
+            size_t c = (size_t)got - off < p[q].len ? (size_t)got - off : p[q].len;
+            memcpy(p[q].ptr, tmp + off, c);
+            off += c;
+        }
+        mc_free(tmp);
+        result[i] = got;
+    }
+    return MC_OK;
+}
+
 /* Batch get of n keys into pieces: key i's are parts[pfirst .. + nparts[i])
  * in order (nparts NULL: one piece each, parts[i]). */
 static mc_status_t batch_get(mc_store_t *s, const mc_slice_t *keys, const mc_slice_t *parts,
@@ -1004,6 +1044,8 @@ static mc_status_t batch_get(mc_store_t *s, const mc_slice_t *keys, const mc_sli
 {
     if (s == NULL || result == NULL || (n > 0 && (keys == NULL || parts == NULL)))
         return MC_ERR_INVALID_PARAMS;
+    if (s->svc != NULL)
+        return dummy_batch_get(s, keys, parts, nparts, n, result);
     if (store_on_reactor(s))
         return MC_ERR_STATE;
     if (n == 0)
@@ -1168,6 +1210,8 @@ static mc_status_t replica_list_sync(mc_store_t *s, const void *key, size_t klen
 
 int64_t mc_store_get_size(mc_store_t *s, const void *key, size_t klen)
 {
+    if (s != NULL && s->svc != NULL)
+        return store_dummy_get_size(s, key, klen);
     mc_master_replica_desc_t d[STORE_MAX_REPLICAS];
     uint32_t n = 0;
     mc_status_t st = replica_list_sync(s, key, klen, d, &n, NULL);
@@ -1179,6 +1223,8 @@ mc_status_t mc_store_query(mc_store_t *s, const void *key, size_t klen, mc_store
 {
     if (n == NULL || (room > 0 && out == NULL))
         return MC_ERR_INVALID_PARAMS;
+    if (s != NULL && s->svc != NULL)
+        return store_dummy_query(s, key, klen, out, room, n);
     mc_master_replica_desc_t d[STORE_MAX_REPLICAS];
     uint32_t cnt = 0;
     mc_status_t st = replica_list_sync(s, key, klen, d, &cnt, NULL);

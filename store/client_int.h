@@ -122,6 +122,23 @@ struct store_op {
 };
 
 typedef struct store_tier store_tier_t; /* client_tier.c */
+typedef struct svc_client svc_client_t; /* dummy.c */
+
+/* The memory of mc_store_alloc_from_mem_pool (mem_pool.c): an offset
+ * allocator over registered memory (a normal client) or over the pool part
+ * of the memory a co-located client shares with its service. */
+typedef struct store_pool {
+    pthread_mutex_t mu;
+    uint8_t *base;
+    uint64_t len;
+    mc_oalloc_t *a; /* NULL: no pool */
+} store_pool_t;
+
+void store_pool_init(store_pool_t *p);
+mc_status_t store_pool_setup(store_pool_t *p, void *base, uint64_t len);
+void store_pool_fini(store_pool_t *p);
+void *store_pool_alloc(store_pool_t *p, size_t size);
+mc_status_t store_pool_free(store_pool_t *p, void *ptr);
 
 struct mc_store {
     mc_store_config_t cfg;
@@ -129,7 +146,11 @@ struct mc_store {
     char *local_hostname, *metadata, *protocol, *master, *advertise_host; /* cfg strings */
     char *rdma_devices;                                                   /* or NULL */
     mc_te_t *te;
-    int shm; /* shared memory with same-host peers (cfg.shm): our segments from it */
+    int shm;           /* shared memory with same-host peers (cfg.shm): our segments from it */
+    svc_client_t *svc; /* a co-located client (cfg.service): every call goes to the service */
+    store_pool_t pool; /* mc_store_alloc_from_mem_pool */
+    void *pool_map;    /* a normal client's pool memory (mmap'd, registered) */
+    uint64_t pool_map_len;
     mc_reactor_t *r0;
     mc_uuid_t client_id;
     mc_rpc_client_t *mcli; /* r0; NULL once closing destroyed it */
@@ -375,5 +396,35 @@ mc_status_t store_tier_read_op(store_op_t *op, const void *key, size_t klen, voi
 
 /* Remount every contributed segment (r0), after NEED_REMOUNT or a new view. */
 void store_remount(mc_store_t *s);
+
+/* dummy.c: the co-located client; each public call of a client opened with
+ * cfg.service goes to these (store_dummy_async: kind 0 put, 1 get, 2
+ * remove, 3 exist, as the async API). */
+mc_status_t store_dummy_open(mc_store_t *s, const mc_store_config_t *c);
+void store_dummy_close(mc_store_t *s);
+const char *store_dummy_name(const mc_store_t *s);
+mc_status_t store_dummy_put(mc_store_t *s, const void *key, size_t klen, const mc_slice_t *parts,
+                            size_t nparts, const mc_replicate_config_t *cfg, int upsert);
+int64_t store_dummy_get(mc_store_t *s, const void *key, size_t klen, void *buf, size_t len,
+                        uint64_t *need);
+int store_dummy_exist(mc_store_t *s, const void *key, size_t klen);
+int64_t store_dummy_get_size(mc_store_t *s, const void *key, size_t klen);
+mc_status_t store_dummy_remove(mc_store_t *s, const void *key, size_t klen, int force);
+/* regex NULL: remove all */
+int64_t store_dummy_remove_by_regex(mc_store_t *s, const char *regex, int force);
+mc_status_t store_dummy_batch_put(mc_store_t *s, const mc_slice_t *keys, const mc_slice_t *values,
+                                  size_t n, const mc_replicate_config_t *cfg, int upsert,
+                                  mc_status_t *sts);
+mc_status_t store_dummy_batch_get(mc_store_t *s, const mc_slice_t *keys, mc_slice_t *bufs, size_t n,
+                                  int64_t *result);
+mc_status_t store_dummy_batch_exist(mc_store_t *s, const mc_slice_t *keys, size_t n, int *result);
+mc_status_t store_dummy_batch_remove(mc_store_t *s, const mc_slice_t *keys, size_t n, int force,
+                                     mc_status_t *sts);
+mc_status_t store_dummy_query(mc_store_t *s, const void *key, size_t klen, mc_store_replica_t *out,
+                              uint32_t room, uint32_t *n);
+mc_status_t store_dummy_async(mc_store_t *s, int kind, const void *key, size_t klen,
+                              const void *cbuf, void *buf, size_t len, int force,
+                              const mc_replicate_config_t *cfg, mc_store_cb_t cb,
+                              mc_store_get_cb_t gcb, void *arg);
 
 #endif /* MC_STORE_CLIENT_INT_H */

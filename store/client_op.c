@@ -710,6 +710,9 @@ static mc_status_t rpc_op_submit(mc_store_t *s, rpc_op_kind_t kind, const void *
 {
     if (s == NULL || cb == NULL)
         return MC_ERR_INVALID_PARAMS;
+    if (s->svc != NULL) /* co-located: the service asks */
+        return store_dummy_async(s, kind == RPC_OP_EXIST ? 3 : 2, key, klen, NULL, NULL, 0, force,
+                                 NULL, cb, NULL, arg);
     mc_status_t st = store_check_key(key, klen);
     if (st != MC_OK)
         return st;
@@ -754,6 +757,8 @@ int mc_store_exist(mc_store_t *s, const void *key, size_t klen)
 {
     if (s == NULL)
         return MC_ERR_INVALID_PARAMS;
+    if (s->svc != NULL)
+        return store_dummy_exist(s, key, klen);
     mc_status_t st = store_check_key(key, klen);
     if (st != MC_OK)
         return st;
@@ -775,6 +780,8 @@ mc_status_t mc_store_remove(mc_store_t *s, const void *key, size_t klen, int for
 {
     if (s == NULL)
         return MC_ERR_INVALID_PARAMS;
+    if (s->svc != NULL)
+        return store_dummy_remove(s, key, klen, force);
     mc_status_t st = store_check_key(key, klen);
     if (st != MC_OK)
         return st;
@@ -791,6 +798,8 @@ static int64_t remove_many(mc_store_t *s, uint16_t method, const char *regex, in
 {
     if (s == NULL)
         return MC_ERR_INVALID_PARAMS;
+    if (s->svc != NULL)
+        return store_dummy_remove_by_regex(s, regex, force);
     mc_buf_t body = MC_BUF_INIT, resp = MC_BUF_INIT;
     mc_mp_writer_t w;
     mc_mp_writer_init(&w, &body);
@@ -901,6 +910,8 @@ mc_status_t mc_store_batch_exist(mc_store_t *s, const mc_slice_t *keys, size_t n
 {
     if (result == NULL)
         return MC_ERR_INVALID_PARAMS;
+    if (s != NULL && s->svc != NULL)
+        return n == 0 ? MC_OK : store_dummy_batch_exist(s, keys, n, result);
     mc_status_t *st = mc_calloc(n ? n : 1, sizeof(*st));
     int *ex = mc_calloc(n ? n : 1, sizeof(*ex));
     mc_status_t rc = st != NULL && ex != NULL
@@ -916,5 +927,7 @@ mc_status_t mc_store_batch_exist(mc_store_t *s, const mc_slice_t *keys, size_t n
 mc_status_t mc_store_batch_remove(mc_store_t *s, const mc_slice_t *keys, size_t n, int force,
                                   mc_status_t *st)
 {
+    if (s != NULL && s->svc != NULL)
+        return n == 0 ? MC_OK : store_dummy_batch_remove(s, keys, n, force, st);
     return batch_keys_call(s, MC_RPC_BATCH_REMOVE, keys, n, force, st, NULL);
 }

@@ -621,6 +621,10 @@ mc_status_t store_put_submit(mc_store_t *s, const void *key, size_t klen, const 
     int zero_copy = (flags & PUT_ZERO_COPY) != 0;
     if (s == NULL || cb == NULL)
         return MC_ERR_INVALID_PARAMS;
+    if (s->svc != NULL) /* co-located: the service puts */
+        return nparts == 1 ? store_dummy_async(s, 0, key, klen, parts[0].ptr, NULL, parts[0].len, 0,
+                                               cfg, cb, NULL, arg)
+                           : MC_ERR_NOT_SUPPORTED;
     mc_status_t st = store_check_key(key, klen);
     if (st != MC_OK)
         return st;
@@ -713,6 +717,8 @@ static mc_status_t put_sync(mc_store_t *s, const void *key, size_t klen, const m
 {
     if (s == NULL)
         return MC_ERR_INVALID_PARAMS;
+    if (s->svc != NULL)
+        return store_dummy_put(s, key, klen, parts, nparts, cfg, (flags & PUT_UPSERT) != 0);
     if (store_on_reactor(s))
         return MC_ERR_STATE;
     store_waiter_t w;
@@ -1302,6 +1308,21 @@ static mc_status_t bput_op_new(mc_store_t *s, const mc_slice_t *keys, const mc_s
     return MC_OK;
 }
 
+/* A co-located client's batch put: one call to the service for values of
+ * one piece each; a put per key for values in pieces. */
+static mc_status_t dummy_batch_put(mc_store_t *s, const mc_slice_t *keys, const mc_slice_t *parts,
+                                   const size_t *nparts, size_t n, const mc_replicate_config_t *cfg,
+                                   int upsert, mc_status_t *st)
+{
+    if (n == 0)
+        return MC_OK;
+    if (nparts == NULL)
+        return store_dummy_batch_put(s, keys, parts, n, cfg, upsert, st);
+    for (size_t i = 0, at = 0; i < n; at += nparts[i++])
+        st[i] = store_dummy_put(s, keys[i].ptr, keys[i].len, parts + at, nparts[i], cfg, upsert);
+    return MC_OK;
+}
+
 /* Batch put of n keys whose values are pieces: key i's are parts[pfirst[i]
  * .. + pcount[i]) (pfirst/pcount NULL: one piece each, parts[i]). */
 static mc_status_t batch_put(mc_store_t *s, const mc_slice_t *keys, const mc_slice_t *parts,
@@ -1310,6 +1331,8 @@ static mc_status_t batch_put(mc_store_t *s, const mc_slice_t *keys, const mc_sli
 {
     if (s == NULL || st == NULL || (n > 0 && (keys == NULL || parts == NULL)))
         return MC_ERR_INVALID_PARAMS;
+    if (s->svc != NULL)
+        return dummy_batch_put(s, keys, parts, nparts, n, cfg, (flags & PUT_UPSERT) != 0, st);
     if (store_on_reactor(s))
         return MC_ERR_STATE;
     if (n == 0)

@@ -10,6 +10,22 @@
  * does this) and may read and write objects (local_buffer_size > 0: a
  * registered staging buffer for caller memory that is not registered).
  *
+ * A co-located client (mc_store_config_t.service = "HOST:PORT") is the
+ * other kind: it runs no transfer engine and no master connection; every
+ * call below goes to the store service of its host (a mooncake-store-server
+ * with service.enabled, or tools/mooncake_client), which reads and writes
+ * the client's buffers in memory shared at open (upstream's dummy client /
+ * real client pair; Python's setup_dummy). Same calls, same statuses, plus:
+ * values outside the shared memory are copied through the shared staging
+ * buffer (local_buffer_size; a larger value is MC_ERR_INVALID_PARAMS: use
+ * mc_store_alloc_from_mem_pool memory, which travels without a copy);
+ * mount/unmount are MC_ERR_NOT_SUPPORTED; register_buffer is accepted and
+ * changes nothing; a service that is gone fails calls within
+ * rpc_timeout_us (MC_ERR_CONN_CLOSED, MC_ERR_RPC_TIMEOUT) and the next
+ * call after it is back shares the memory again; a service that refuses
+ * the client (another user, not in store.shm_group) fails the open with
+ * MC_ERR_ILLEGAL_CLIENT.
+ *
  * Operations come in two forms with the same semantics:
  *  - sync (mc_store_put, ...): from any thread that is not one of the
  *    client's reactor threads or inside one of its callbacks; returns the
@@ -99,6 +115,19 @@ typedef struct mc_store_config {
                                  NULL = our user only */
     const char *rdma_devices; /* protocol "rdma": comma list of NICs; NULL or "" = all
                                  (MC_RDMA_DEVICES in the environment wins) */
+    /* Co-located ("dummy") client: "HOST:PORT" of the store service of this
+     * host (a mooncake-store-server with service.enabled, control port 50052
+     * by default, or the mooncake_client launcher). Every call is forwarded
+     * to it; this client runs no transfer engine and no master connection.
+     * Its local_buffer_size (staging for caller memory) and mem_pool_size
+     * (mc_store_alloc_from_mem_pool) are one memfd region shared with the
+     * service at open, which reads values from it and writes them into it
+     * in place (zero copy for pool memory; one copy through staging for
+     * other memory). NULL or "" = a normal client. */
+    const char *service;
+    /* Bytes of memory for mc_store_alloc_from_mem_pool (0 = none). A normal
+     * client registers it; a co-located one shares it with its service. */
+    uint64_t mem_pool_size;
 } mc_store_config_t;
 
 /* Defaults: as noted per field; no segment (global_segment_size 0) and a
@@ -306,8 +335,19 @@ MC_API mc_status_t mc_store_remove_async(mc_store_t *s, const void *key, size_t 
 MC_API mc_status_t mc_store_exist_async(mc_store_t *s, const void *key, size_t klen,
                                         mc_store_cb_t cb, void *arg);
 
-/* Name of this client's segment (its local_hostname). */
+/* Name of this client's segment (its local_hostname); for a co-located
+ * client, its service's segment. */
 MC_API const char *mc_store_name(const mc_store_t *s);
+
+/* Memory values can be written into in place and put without a copy (and
+ * gotten into): size bytes, 64-byte aligned, from the mem_pool_size pool
+ * (for a co-located client: memory the service reads and writes directly,
+ * upstream's alloc_from_mem_pool). NULL when the pool has no room or none
+ * was configured (logged). Any thread. */
+MC_API void *mc_store_alloc_from_mem_pool(mc_store_t *s, size_t size);
+/* Give it back. MC_OK, or MC_ERR_INVALID_ARGUMENT (not such memory, or
+ * freed already). */
+MC_API mc_status_t mc_store_free_to_mem_pool(mc_store_t *s, void *p);
 
 #ifdef __cplusplus
 }

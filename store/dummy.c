@@ -1,0 +1,988 @@
+/*
+ * dummy.c - the co-located ("dummy") client: an mc_store_t opened with
+ * mc_store_config_t.service = "HOST:PORT" forwards every call to the store
+ * service of its host (service.c; protocol in svc_proto.h) instead of
+ * running a transfer engine and a master connection of its own.
+ *
+ * Its buffers live in one memfd region shared with the service at connect:
+ * [0, local_buffer_size) is staging (caller memory outside the region is
+ * copied through it), [local_buffer_size, +mem_pool_size) is the pool of
+ * mc_store_alloc_from_mem_pool (values there travel without any copy on
+ * this side: the service reads and writes them in place).
+ *
+ * Session: connect to "@mooncake_client_<PORT>.sock", send the memfd, get
+ * a session id and token; the connection stays open. When the service goes
+ * (its end closes) or restarted (calls answer CLIENT_NOT_FOUND), the next
+ * call connects again and shares the same memory again, once per call. A
+ * service that does not answer fails the call within rpc_timeout_us
+ * (MC_ERR_RPC_TIMEOUT, or MC_ERR_CONN_CLOSED when nobody listens), logged
+ * once per outage.
+ *
+ * Threads: the sync calls run on the caller's thread (a reactor of ours
+ * carries the RPC connection); the async forms run the sync form on a
+ * helper thread and call back on the reactor.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "rpc/fields.h"
+#include "rpc/methods.h"
+#include "rpc/rpc.h"
+#include "store/client_int.h"
+#include "store/offset_alloc.h"
+#include "store/svc_proto.h"
+#include "util/log.h"
+#include "util/mem.h"
+#include "util/shm.h"
+#include "util/time.h"
+
+typedef struct async_job async_job_t;
+
+struct svc_client {
+    mc_reactor_group_t *g;
+    mc_reactor_t *r;
+    mc_rpc_client_t *rpc;
+    char host[128];
+    uint16_t port;
+    char sock[64];
+    uint64_t timeout_us;
+    char name[256]; /* the service's segment */
+    /* the shared region: staging then pool */
+    mc_shm_t mem;
+    uint64_t stage_len, pool_len;
+    pthread_mutex_t amu;
+    pthread_cond_t acv; /* staging freed */
+    mc_oalloc_t *stage;
+    /* the session */
+    pthread_mutex_t smu;
+    int conn;
+    uint64_t session, token;
+    int down; /* an outage was logged */
+    /* async helper */
+    pthread_mutex_t jmu;
+    pthread_cond_t jcv;
+    async_job_t *jobs;
+    pthread_t helper;
+    int helper_up, stopping;
+    long live; /* async jobs not yet called back */
+};
+
+/* ------------------------------------------------------------- memory */
+
+static int in_region(const svc_client_t *c, const void *p, size_t len)
+{
+    uintptr_t a = (uintptr_t)p, b = (uintptr_t)c->mem.base;
+    return len > 0 && a >= b && a + len >= a && a + len <= b + c->mem.len;
+}
+
+/* Staging bytes for one call: waits (at most the call timeout) for room.
+ * MC_OK; MC_ERR_INVALID_PARAMS when len can never fit. */
+static mc_status_t stage_get(svc_client_t *c, uint64_t len, mc_oalloc_handle_t *h)
+{
+    if (c->stage == NULL || len > c->stage_len) {
+        MC_ERROR(CLIENT,
+                 "a value of %llu bytes does not fit the staging buffer (local_buffer_size %llu): "
+                 "put it in mc_store_alloc_from_mem_pool memory",
+                 (unsigned long long)len, (unsigned long long)c->stage_len);
+        return MC_ERR_INVALID_PARAMS;
+    }
+    uint64_t end = mc_now_us() + c->timeout_us;
+    pthread_mutex_lock(&c->amu);
+    mc_status_t st;
+    while ((st = mc_oalloc_alloc(c->stage, len, h)) != MC_OK && mc_now_us() < end) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 5 * 1000 * 1000;
+        if (ts.tv_nsec >= 1000000000) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000;
+        }
+        pthread_cond_timedwait(&c->acv, &c->amu, &ts);
+    }
+    pthread_mutex_unlock(&c->amu);
+    return st == MC_OK ? MC_OK : MC_ERR_RPC_TIMEOUT;
+}
+
+static void stage_put(svc_client_t *c, mc_oalloc_handle_t h)
+{
+    pthread_mutex_lock(&c->amu);
+    mc_oalloc_free(c->stage, h);
+    pthread_cond_broadcast(&c->acv);
+    pthread_mutex_unlock(&c->amu);
+}
+
+/* ------------------------------------------------------------ session */
+
+static void session_drop(svc_client_t *c)
+{
+    if (c->conn >= 0)
+        close(c->conn);
+    c->conn = -1;
+}
+
+/* The session, made (or made again after the service went) when needed.
+ * smu held. */
+static mc_status_t session_ensure(svc_client_t *c)
+{
+    if (c->conn >= 0) {
+        char x;
+        ssize_t r = recv(c->conn, &x, 1, MSG_PEEK | MSG_DONTWAIT);
+        if (r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR))
+            session_drop(c); /* the service went: connect again */
+        else
+            return MC_OK;
+    }
+    int fd = -1;
+    mc_status_t st = mc_unix_connect(c->sock, c->timeout_us, &fd);
+    svc_welcome_t w;
+    if (st == MC_OK) {
+        svc_hello_t h = {.magic = SVC_MAGIC, .version = SVC_VERSION, .len = c->mem.len};
+        size_t got = 0;
+        int nofd = -1;
+        st = mc_unix_send(fd, &h, sizeof(h), c->mem.fd);
+        if (st == MC_OK)
+            st = mc_unix_recv(fd, &w, sizeof(w), &got, &nofd);
+        if (nofd >= 0)
+            close(nofd);
+        if (st == MC_OK && (got != sizeof(w) || w.magic != SVC_MAGIC))
+            st = MC_ERR_PROTOCOL;
+        if (st == MC_OK && w.status != MC_OK) {
+            st = (mc_status_t)w.status;
+            w.name[sizeof(w.name) - 1] = '\0';
+            MC_ERROR(CLIENT, "the store service on port %u refused us: %s (%s)", (unsigned)c->port,
+                     w.name, mc_status_str(st));
+        }
+    }
+    if (st != MC_OK) {
+        if (fd >= 0)
+            close(fd);
+        if (!c->down)
+            MC_WARN(CLIENT,
+                    "the store service on port %u of this host is unreachable (unix socket '@%s': "
+                    "%s); calls fail until it is back",
+                    (unsigned)c->port, c->sock, mc_status_str(st));
+        c->down = 1;
+        return st == MC_ERR_CONN_CLOSED || st == MC_ERR_TIMEOUT ? MC_ERR_CONN_CLOSED : st;
+    }
+    c->conn = fd;
+    c->session = w.session;
+    c->token = w.token;
+    w.name[sizeof(w.name) - 1] = '\0';
+    snprintf(c->name, sizeof(c->name), "%s", w.name);
+    MC_INFO(CLIENT, "store service '%s' (port %u): session %llu, %llu bytes shared%s", c->name,
+            (unsigned)c->port, (unsigned long long)c->session, (unsigned long long)c->mem.len,
+            c->down ? " again" : "");
+    c->down = 0;
+    return MC_OK;
+}
+
+/* A call: `fields` (nf map entries, already encoded) with the session's id
+ * and token in front. The answer's body is appended to resp (may be NULL).
+ * A session the service does not know (it restarted) is made again and the
+ * call sent once more. */
+static mc_status_t call(svc_client_t *c, uint16_t method, const mc_buf_t *fields, uint32_t nf,
+                        mc_buf_t *resp)
+{
+    mc_status_t st = MC_OK;
+    if (mc_reactor_current() == c->r)
+        return MC_ERR_STATE; /* a sync call from our callback: it would wait for itself */
+    for (int attempt = 0; attempt < 2; attempt++) {
+        pthread_mutex_lock(&c->smu);
+        st = session_ensure(c);
+        uint64_t session = c->session, token = c->token;
+        pthread_mutex_unlock(&c->smu);
+        if (st != MC_OK)
+            return st;
+        mc_buf_t body = MC_BUF_INIT;
+        mc_mp_writer_t w;
+        mc_mp_writer_init(&w, &body);
+        mc_mp_write_map(&w, nf + 2);
+        mc_mp_write_uint(&w, MC_F_SVC_SESSION);
+        mc_mp_write_uint(&w, session);
+        mc_mp_write_uint(&w, MC_F_SVC_TOKEN);
+        mc_mp_write_uint(&w, token);
+        if (fields != NULL && w.err == MC_OK)
+            w.err = mc_buf_append(&body, mc_buf_head(fields), mc_buf_used(fields));
+        if (w.err != MC_OK) {
+            mc_buf_fini(&body);
+            return w.err;
+        }
+        if (resp != NULL)
+            mc_buf_reset(resp);
+        st = mc_rpc_call_sync(c->rpc, method, mc_buf_head(&body), mc_buf_used(&body), c->timeout_us,
+                              resp);
+        mc_buf_fini(&body);
+        if (st != MC_ERR_CLIENT_NOT_FOUND)
+            break;
+        /* the service restarted: share our memory with it again */
+        pthread_mutex_lock(&c->smu);
+        if (c->session == session)
+            session_drop(c);
+        pthread_mutex_unlock(&c->smu);
+    }
+    return st;
+}
+
+/* ------------------------------------------------------------- bodies */
+
+static void put_key(mc_mp_writer_t *w, const void *key, size_t klen)
+{
+    mc_mp_write_uint(w, MC_F_KEY);
+    mc_mp_write_bin(w, key, klen);
+}
+
+/* CONFIG (svc_proto.h); cfg NULL: the defaults. upsert: replace an existing
+ * object (mc_store_upsert). */
+static void put_config(mc_mp_writer_t *w, const mc_replicate_config_t *cfg, int upsert)
+{
+    mc_replicate_config_t def;
+    if (cfg == NULL) {
+        mc_replicate_config_init(&def);
+        cfg = &def;
+    }
+    mc_mp_write_uint(w, MC_F_CONFIG);
+    mc_mp_write_map(w, cfg->has_soft_pin_ttl ? 7 : 6);
+    mc_mp_write_uint(w, 4);
+    mc_mp_write_bool(w, upsert);
+    mc_mp_write_uint(w, 5);
+    mc_mp_write_bool(w, cfg->with_hard_pin);
+    mc_mp_write_uint(w, 6);
+    mc_mp_write_uint(w, (uint64_t)cfg->soft_pin_action);
+    if (cfg->has_soft_pin_ttl) {
+        mc_mp_write_uint(w, 7);
+        mc_mp_write_uint(w, cfg->soft_pin_ttl_ms);
+    }
+    mc_mp_write_uint(w, 1);
+    mc_mp_write_uint(w, cfg->replica_num);
+    mc_mp_write_uint(w, 2);
+    mc_mp_write_bool(w, cfg->with_soft_pin);
+    size_t np = cfg->n_preferred < 16 ? cfg->n_preferred : 16;
+    mc_mp_write_uint(w, 3);
+    mc_mp_write_array(w, (uint32_t)np);
+    for (size_t i = 0; i < np; i++)
+        mc_mp_write_cstr(w, cfg->preferred_segments[i]);
+}
+
+static uint64_t off_of(const svc_client_t *c, const void *p)
+{
+    return (uint64_t)((const uint8_t *)p - (const uint8_t *)c->mem.base);
+}
+
+/* A key's check, as the normal client's (1..4096 bytes, no NUL). */
+static int key_ok(const void *key, size_t klen)
+{
+    return key != NULL && klen > 0 && klen <= 4096 && memchr(key, 0, klen) == NULL;
+}
+
+/* Field lookup in an answer body. */
+static int64_t answer_int(const mc_buf_t *b, unsigned field, int64_t def)
+{
+    mc_mp_reader_t r;
+    mc_mp_reader_init(&r, mc_buf_head(b), mc_buf_used(b));
+    uint32_t nf = mc_buf_used(b) ? mc_mp_read_map(&r) : 0;
+    for (uint32_t f = 0; f < nf && r.err == MC_OK; f++) {
+        if (mc_mp_read_uint(&r) != field) {
+            mc_mp_skip(&r);
+            continue;
+        }
+        if (mc_mp_peek(&r) == MC_MP_BOOL)
+            return mc_mp_read_bool(&r);
+        int64_t v = mc_mp_read_int(&r);
+        return r.err == MC_OK ? v : def;
+    }
+    return def;
+}
+
+/* STATUSES of an answer into out[0..n) (int64). MC_OK or PROTOCOL. */
+static mc_status_t answer_list(const mc_buf_t *b, int64_t *out, size_t n)
+{
+    mc_mp_reader_t r;
+    mc_mp_reader_init(&r, mc_buf_head(b), mc_buf_used(b));
+    uint32_t nf = mc_buf_used(b) ? mc_mp_read_map(&r) : 0;
+    for (uint32_t f = 0; f < nf && r.err == MC_OK; f++) {
+        if (mc_mp_read_uint(&r) != MC_F_STATUSES) {
+            mc_mp_skip(&r);
+            continue;
+        }
+        if (mc_mp_read_array(&r) != n)
+            return MC_ERR_PROTOCOL;
+        for (size_t i = 0; i < n && r.err == MC_OK; i++)
+            out[i] = mc_mp_read_int(&r);
+        return r.err == MC_OK ? MC_OK : MC_ERR_PROTOCOL;
+    }
+    return MC_ERR_PROTOCOL;
+}
+
+/* --------------------------------------------------------- the calls */
+
+mc_status_t store_dummy_put(mc_store_t *s, const void *key, size_t klen, const mc_slice_t *parts,
+                            size_t nparts, const mc_replicate_config_t *cfg, int upsert)
+{
+    svc_client_t *c = s->svc;
+    if (!key_ok(key, klen))
+        return MC_ERR_INVALID_KEY;
+    if (nparts == 0 || parts == NULL || nparts > SVC_MAX_PARTS)
+        return MC_ERR_INVALID_PARAMS;
+    uint64_t total = 0, outside = 0;
+    for (size_t i = 0; i < nparts; i++) {
+        if (parts[i].len == 0 || parts[i].ptr == NULL)
+            return MC_ERR_INVALID_PARAMS;
+        total += parts[i].len;
+        if (!in_region(c, parts[i].ptr, parts[i].len))
+            outside += parts[i].len;
+    }
+    /* what is not in our shared memory goes through one staging range */
+    mc_oalloc_handle_t h = {0, MC_OALLOC_NO_NODE};
+    mc_status_t st = outside > 0 ? stage_get(c, outside, &h) : MC_OK;
+    if (st != MC_OK)
+        return st;
+    mc_buf_t f = MC_BUF_INIT;
+    mc_mp_writer_t w;
+    mc_mp_writer_init(&w, &f);
+    put_key(&w, key, klen);
+    mc_mp_write_uint(&w, MC_F_SVC_PARTS);
+    mc_mp_write_array(&w, (uint32_t)(2 * nparts));
+    uint64_t so = h.offset;
+    for (size_t i = 0; i < nparts; i++) {
+        if (in_region(c, parts[i].ptr, parts[i].len)) {
+            mc_mp_write_uint(&w, off_of(c, parts[i].ptr));
+        } else {
+            memcpy((uint8_t *)c->mem.base + so, parts[i].ptr, parts[i].len);
+            mc_mp_write_uint(&w, so);
+            so += parts[i].len;
+        }
+        mc_mp_write_uint(&w, parts[i].len);
+    }
+    uint32_t nf = 2;
+    if (cfg != NULL || upsert) {
+        put_config(&w, cfg, upsert);
+        nf++;
+    }
+    (void)total;
+    st = w.err != MC_OK ? w.err : call(c, MC_RPC_SVC_PUT, &f, nf, NULL);
+    mc_buf_fini(&f);
+    if (outside > 0)
+        stage_put(c, h);
+    return st;
+}
+
+int64_t store_dummy_get(mc_store_t *s, const void *key, size_t klen, void *buf, size_t len,
+                        uint64_t *need)
+{
+    svc_client_t *c = s->svc;
+    if (!key_ok(key, klen))
+        return MC_ERR_INVALID_KEY;
+    if (buf == NULL || len == 0)
+        return MC_ERR_INVALID_PARAMS;
+    int direct = in_region(c, buf, len);
+    uint64_t room = len;
+    mc_oalloc_handle_t h = {0, MC_OALLOC_NO_NODE};
+    mc_buf_t resp = MC_BUF_INIT;
+    int64_t ret = 0;
+    for (int attempt = 0; attempt < 2; attempt++) {
+        uint64_t off;
+        if (direct) {
+            off = off_of(c, buf);
+        } else {
+            /* the first try with what fits the staging buffer; the object's
+             * size comes back if it did not fit */
+            if (room > c->stage_len)
+                room = c->stage_len;
+            mc_status_t st = stage_get(c, room, &h);
+            if (st != MC_OK) {
+                ret = st;
+                break;
+            }
+            off = h.offset;
+        }
+        mc_buf_t f = MC_BUF_INIT;
+        mc_mp_writer_t w;
+        mc_mp_writer_init(&w, &f);
+        put_key(&w, key, klen);
+        mc_mp_write_uint(&w, MC_F_SVC_PARTS);
+        mc_mp_write_array(&w, 2);
+        mc_mp_write_uint(&w, off);
+        mc_mp_write_uint(&w, room);
+        mc_status_t st = w.err != MC_OK ? w.err : call(c, MC_RPC_SVC_GET, &f, 2, &resp);
+        mc_buf_fini(&f);
+        int64_t size = answer_int(&resp, MC_F_SIZE, 0);
+        if (st == MC_OK && !direct)
+            memcpy(buf, (uint8_t *)c->mem.base + off, (size_t)size);
+        if (!direct)
+            stage_put(c, h);
+        if (st == MC_ERR_BUFFER_OVERFLOW && !direct && (uint64_t)size <= len && room < len &&
+            (uint64_t)size > room) {
+            room = (uint64_t)size; /* it fits the caller's buffer: try again */
+            if (room > c->stage_len) {
+                stage_get(c, room, &h); /* logs why it cannot */
+                ret = MC_ERR_INVALID_PARAMS;
+                break;
+            }
+            continue;
+        }
+        if (st == MC_ERR_BUFFER_OVERFLOW && need != NULL)
+            *need = (uint64_t)size;
+        ret = st == MC_OK ? size : st;
+        break;
+    }
+    mc_buf_fini(&resp);
+    return ret;
+}
+
+/* A call with a key and maybe FORCE; an int answer field (or status). */
+static int64_t key_call(mc_store_t *s, uint16_t method, const void *key, size_t klen, int force,
+                        unsigned field)
+{
+    if (!key_ok(key, klen))
+        return MC_ERR_INVALID_KEY;
+    mc_buf_t f = MC_BUF_INIT, resp = MC_BUF_INIT;
+    mc_mp_writer_t w;
+    mc_mp_writer_init(&w, &f);
+    put_key(&w, key, klen);
+    mc_mp_write_uint(&w, MC_F_FORCE);
+    mc_mp_write_bool(&w, force);
+    mc_status_t st = w.err != MC_OK ? w.err : call(s->svc, method, &f, 2, &resp);
+    int64_t v = st == MC_OK ? (field ? answer_int(&resp, field, 0) : 0) : st;
+    mc_buf_fini(&f);
+    mc_buf_fini(&resp);
+    return v;
+}
+
+int store_dummy_exist(mc_store_t *s, const void *key, size_t klen)
+{
+    return (int)key_call(s, MC_RPC_SVC_EXIST, key, klen, 0, MC_F_EXISTS);
+}
+
+int64_t store_dummy_get_size(mc_store_t *s, const void *key, size_t klen)
+{
+    return key_call(s, MC_RPC_SVC_GET_SIZE, key, klen, 0, MC_F_SIZE);
+}
+
+mc_status_t store_dummy_remove(mc_store_t *s, const void *key, size_t klen, int force)
+{
+    return (mc_status_t)key_call(s, MC_RPC_SVC_REMOVE, key, klen, force, 0);
+}
+
+int64_t store_dummy_remove_by_regex(mc_store_t *s, const char *regex, int force)
+{
+    mc_buf_t f = MC_BUF_INIT, resp = MC_BUF_INIT;
+    mc_mp_writer_t w;
+    mc_mp_writer_init(&w, &f);
+    uint32_t nf = 1;
+    mc_mp_write_uint(&w, MC_F_FORCE);
+    mc_mp_write_bool(&w, force);
+    if (regex != NULL) {
+        mc_mp_write_uint(&w, MC_F_REGEX);
+        mc_mp_write_cstr(&w, regex);
+        nf++;
+    }
+    uint16_t m = regex != NULL ? MC_RPC_SVC_REMOVE_REGEX : MC_RPC_SVC_REMOVE_ALL;
+    mc_status_t st = w.err != MC_OK ? w.err : call(s->svc, m, &f, nf, &resp);
+    int64_t v = st == MC_OK ? answer_int(&resp, MC_F_COUNT, 0) : st;
+    mc_buf_fini(&f);
+    mc_buf_fini(&resp);
+    return v;
+}
+
+/* Batch calls: KEYS (and PARTS); STATUSES into res. */
+static mc_status_t batch_call(mc_store_t *s, uint16_t method, const mc_slice_t *keys, size_t n,
+                              const uint64_t *parts, int force, const mc_replicate_config_t *cfg,
+                              int upsert, int64_t *res)
+{
+    if (keys == NULL || n == 0 || n > SVC_MAX_PARTS)
+        return MC_ERR_INVALID_PARAMS;
+    for (size_t i = 0; i < n; i++)
+        if (!key_ok(keys[i].ptr, keys[i].len))
+            return MC_ERR_INVALID_KEY;
+    mc_buf_t f = MC_BUF_INIT, resp = MC_BUF_INIT;
+    mc_mp_writer_t w;
+    mc_mp_writer_init(&w, &f);
+    uint32_t nf = 2;
+    mc_mp_write_uint(&w, MC_F_KEYS);
+    mc_mp_write_array(&w, (uint32_t)n);
+    for (size_t i = 0; i < n; i++)
+        mc_mp_write_bin(&w, keys[i].ptr, keys[i].len);
+    mc_mp_write_uint(&w, MC_F_FORCE);
+    mc_mp_write_bool(&w, force);
+    if (parts != NULL) {
+        mc_mp_write_uint(&w, MC_F_SVC_PARTS);
+        mc_mp_write_array(&w, (uint32_t)(2 * n));
+        for (size_t i = 0; i < 2 * n; i++)
+            mc_mp_write_uint(&w, parts[i]);
+        nf++;
+    }
+    if (cfg != NULL || upsert) {
+        put_config(&w, cfg, upsert);
+        nf++;
+    }
+    mc_status_t st = w.err != MC_OK ? w.err : call(s->svc, method, &f, nf, &resp);
+    if (st == MC_OK)
+        st = answer_list(&resp, res, n);
+    mc_buf_fini(&f);
+    mc_buf_fini(&resp);
+    return st;
+}
+
+mc_status_t store_dummy_batch_exist(mc_store_t *s, const mc_slice_t *keys, size_t n, int *result)
+{
+    int64_t small[64], *res = n <= 64 ? small : mc_calloc(n, sizeof(*res));
+    if (res == NULL)
+        return MC_ERR_NOMEM;
+    mc_status_t st = batch_call(s, MC_RPC_SVC_BATCH_EXIST, keys, n, NULL, 0, NULL, 0, res);
+    for (size_t i = 0; st == MC_OK && i < n; i++)
+        result[i] = (int)res[i];
+    if (res != small)
+        mc_free(res);
+    return st;
+}
+
+mc_status_t store_dummy_batch_remove(mc_store_t *s, const mc_slice_t *keys, size_t n, int force,
+                                     mc_status_t *sts)
+{
+    int64_t small[64], *res = n <= 64 ? small : mc_calloc(n, sizeof(*res));
+    if (res == NULL)
+        return MC_ERR_NOMEM;
+    mc_status_t st = batch_call(s, MC_RPC_SVC_BATCH_REMOVE, keys, n, NULL, force, NULL, 0, res);
+    for (size_t i = 0; st == MC_OK && i < n; i++)
+        sts[i] = (mc_status_t)res[i];
+    if (res != small)
+        mc_free(res);
+    return st;
+}
+
+/* Batch put/get: the values outside our memory through one staging range
+ * (put: copied in first; get: copied out after). */
+static mc_status_t batch_data(mc_store_t *s, int get, const mc_slice_t *keys,
+                              const mc_slice_t *bufs, size_t n, const mc_replicate_config_t *cfg,
+                              int upsert, int64_t *res)
+{
+    svc_client_t *c = s->svc;
+    if (bufs == NULL || n == 0 || n > SVC_MAX_PARTS)
+        return MC_ERR_INVALID_PARAMS;
+    uint64_t outside = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (bufs[i].ptr == NULL || bufs[i].len == 0)
+            return MC_ERR_INVALID_PARAMS;
+        if (!in_region(c, bufs[i].ptr, bufs[i].len))
+            outside += (bufs[i].len + MC_OALLOC_ALIGN - 1) & ~(uint64_t)(MC_OALLOC_ALIGN - 1);
+    }
+    uint64_t *parts = mc_calloc(2 * n, sizeof(*parts));
+    if (parts == NULL)
+        return MC_ERR_NOMEM;
+    mc_oalloc_handle_t h = {0, MC_OALLOC_NO_NODE};
+    mc_status_t st = outside > 0 ? stage_get(c, outside, &h) : MC_OK;
+    if (st != MC_OK) {
+        mc_free(parts);
+        return st;
+    }
+    uint64_t so = h.offset;
+    for (size_t i = 0; i < n; i++) {
+        if (in_region(c, bufs[i].ptr, bufs[i].len)) {
+            parts[2 * i] = off_of(c, bufs[i].ptr);
+        } else {
+            parts[2 * i] = so;
+            if (!get)
+                memcpy((uint8_t *)c->mem.base + so, bufs[i].ptr, bufs[i].len);
+            so += (bufs[i].len + MC_OALLOC_ALIGN - 1) & ~(uint64_t)(MC_OALLOC_ALIGN - 1);
+        }
+        parts[2 * i + 1] = bufs[i].len;
+    }
+    st = batch_call(s, get ? MC_RPC_SVC_BATCH_GET : MC_RPC_SVC_BATCH_PUT, keys, n, parts, 0, cfg,
+                    upsert, res);
+    for (size_t i = 0; get && st == MC_OK && i < n; i++)
+        if (res[i] > 0 && !in_region(c, bufs[i].ptr, bufs[i].len))
+            memcpy(bufs[i].ptr, (uint8_t *)c->mem.base + parts[2 * i], (size_t)res[i]);
+    if (outside > 0)
+        stage_put(c, h);
+    mc_free(parts);
+    return st;
+}
+
+mc_status_t store_dummy_batch_put(mc_store_t *s, const mc_slice_t *keys, const mc_slice_t *values,
+                                  size_t n, const mc_replicate_config_t *cfg, int upsert,
+                                  mc_status_t *sts)
+{
+    int64_t small[64], *res = n <= 64 ? small : mc_calloc(n, sizeof(*res));
+    if (res == NULL)
+        return MC_ERR_NOMEM;
+    mc_status_t st = batch_data(s, 0, keys, values, n, cfg, upsert, res);
+    for (size_t i = 0; st == MC_OK && i < n; i++)
+        sts[i] = (mc_status_t)res[i];
+    if (res != small)
+        mc_free(res);
+    return st;
+}
+
+mc_status_t store_dummy_batch_get(mc_store_t *s, const mc_slice_t *keys, mc_slice_t *bufs, size_t n,
+                                  int64_t *result)
+{
+    return batch_data(s, 1, keys, bufs, n, NULL, 0, result);
+}
+
+mc_status_t store_dummy_query(mc_store_t *s, const void *key, size_t klen, mc_store_replica_t *out,
+                              uint32_t room, uint32_t *n)
+{
+    if (!key_ok(key, klen))
+        return MC_ERR_INVALID_KEY;
+    mc_buf_t f = MC_BUF_INIT, resp = MC_BUF_INIT;
+    mc_mp_writer_t w;
+    mc_mp_writer_init(&w, &f);
+    put_key(&w, key, klen);
+    mc_status_t st = w.err != MC_OK ? w.err : call(s->svc, MC_RPC_SVC_QUERY, &f, 1, &resp);
+    mc_buf_fini(&f);
+    if (st != MC_OK) {
+        mc_buf_fini(&resp);
+        return st;
+    }
+    mc_mp_reader_t r;
+    mc_mp_reader_init(&r, mc_buf_head(&resp), mc_buf_used(&resp));
+    uint32_t nf = mc_mp_read_map(&r), k = 0;
+    *n = 0;
+    for (uint32_t i = 0; i < nf && r.err == MC_OK; i++) {
+        switch (mc_mp_read_uint(&r)) {
+        case MC_F_COUNT:
+            *n = (uint32_t)mc_mp_read_uint(&r);
+            break;
+        case MC_F_REPLICAS: {
+            uint32_t nr = mc_mp_read_array(&r);
+            for (uint32_t j = 0; j < nr && r.err == MC_OK; j++) {
+                mc_store_replica_t x;
+                memset(&x, 0, sizeof(x));
+                uint32_t nk = mc_mp_read_map(&r);
+                for (uint32_t q = 0; q < nk && r.err == MC_OK; q++) {
+                    switch (mc_mp_read_uint(&r)) {
+                    case MC_F_NAME: {
+                        uint32_t l = 0;
+                        const char *nm = mc_mp_read_str(&r, &l);
+                        if (r.err == MC_OK && l < sizeof(x.segment))
+                            memcpy(x.segment, nm, l);
+                        break;
+                    }
+                    case MC_F_ADDR:
+                        x.address = mc_mp_read_uint(&r);
+                        break;
+                    case MC_F_SIZE:
+                        x.size = mc_mp_read_uint(&r);
+                        break;
+                    case MC_F_STATUS:
+                        x.complete = (int)mc_mp_read_uint(&r);
+                        break;
+                    case MC_F_EXISTS:
+                        x.disk = mc_mp_read_bool(&r);
+                        break;
+                    default:
+                        mc_mp_skip(&r);
+                        break;
+                    }
+                }
+                if (k < room && out != NULL)
+                    out[k++] = x;
+            }
+            break;
+        }
+        default:
+            mc_mp_skip(&r);
+            break;
+        }
+    }
+    mc_buf_fini(&resp);
+    return r.err == MC_OK ? MC_OK : MC_ERR_PROTOCOL;
+}
+
+const char *store_dummy_name(const mc_store_t *s)
+{
+    return s->svc->name;
+}
+
+/* ----------------------------------------------------------- async */
+
+struct async_job {
+    async_job_t *next;
+    mc_reactor_msg_t msg; /* the callback, on our reactor */
+    mc_store_t *s;
+    int kind; /* 0 put, 1 get, 2 remove, 3 exist */
+    void *key;
+    size_t klen;
+    const void *cbuf;
+    void *buf;
+    size_t len;
+    int force;
+    int has_cfg;
+    mc_replicate_config_t cfg;
+    mc_store_cb_t cb;
+    mc_store_get_cb_t gcb;
+    void *arg;
+    int64_t result;
+};
+
+static void async_done(mc_reactor_t *r, mc_reactor_msg_t *msg, mc_status_t st)
+{
+    async_job_t *j = MC_CONTAINER_OF(msg, async_job_t, msg);
+    svc_client_t *c = j->s->svc;
+    (void)r;
+    int64_t res = st == MC_OK ? j->result : MC_ERR_CANCELED;
+    if (j->kind == 1)
+        j->gcb(j->arg, res);
+    else
+        j->cb(j->arg, (mc_status_t)res);
+    mc_free(j->key);
+    mc_free(j);
+    pthread_mutex_lock(&c->jmu);
+    c->live--;
+    pthread_cond_broadcast(&c->jcv);
+    pthread_mutex_unlock(&c->jmu);
+}
+
+static void *helper_main(void *arg)
+{
+    svc_client_t *c = arg;
+    pthread_mutex_lock(&c->jmu);
+    for (;;) {
+        while (c->jobs == NULL && !c->stopping)
+            pthread_cond_wait(&c->jcv, &c->jmu);
+        async_job_t *j = c->jobs;
+        if (j == NULL)
+            break;
+        c->jobs = j->next;
+        pthread_mutex_unlock(&c->jmu);
+        mc_store_t *s = j->s;
+        if (c->stopping) {
+            j->result = MC_ERR_CANCELED;
+        } else {
+            switch (j->kind) {
+            case 0: {
+                mc_slice_t p = {(void *)j->cbuf, j->len};
+                j->result =
+                    store_dummy_put(s, j->key, j->klen, &p, 1, j->has_cfg ? &j->cfg : NULL, 0);
+                break;
+            }
+            case 1:
+                j->result = store_dummy_get(s, j->key, j->klen, j->buf, j->len, NULL);
+                break;
+            case 2:
+                j->result = store_dummy_remove(s, j->key, j->klen, j->force);
+                break;
+            default:
+                j->result = store_dummy_exist(s, j->key, j->klen);
+                break;
+            }
+        }
+        j->msg.fn = async_done;
+        if (mc_reactor_post(c->r, &j->msg) != MC_OK) {
+            /* the reactor is gone (closing): report here, canceled */
+            j->result = MC_ERR_CANCELED;
+            async_done(c->r, &j->msg, MC_OK);
+        }
+        pthread_mutex_lock(&c->jmu);
+    }
+    pthread_mutex_unlock(&c->jmu);
+    return NULL;
+}
+
+mc_status_t store_dummy_async(mc_store_t *s, int kind, const void *key, size_t klen,
+                              const void *cbuf, void *buf, size_t len, int force,
+                              const mc_replicate_config_t *cfg, mc_store_cb_t cb,
+                              mc_store_get_cb_t gcb, void *arg)
+{
+    svc_client_t *c = s->svc;
+    if (!key_ok(key, klen))
+        return MC_ERR_INVALID_KEY;
+    if ((kind == 1 && gcb == NULL) || (kind != 1 && cb == NULL))
+        return MC_ERR_INVALID_PARAMS;
+    async_job_t *j = MC_NEW(async_job_t);
+    void *k = mc_malloc(klen);
+    if (j == NULL || k == NULL) {
+        mc_free(j);
+        mc_free(k);
+        return MC_ERR_NOMEM;
+    }
+    memcpy(k, key, klen);
+    *j = (async_job_t){.s = s,
+                       .kind = kind,
+                       .key = k,
+                       .klen = klen,
+                       .cbuf = cbuf,
+                       .buf = buf,
+                       .len = len,
+                       .force = force,
+                       .cb = cb,
+                       .gcb = gcb,
+                       .arg = arg};
+    if (cfg != NULL) {
+        j->cfg = *cfg; /* its names borrowed until the callback, as the buffers */
+        j->has_cfg = 1;
+    }
+    pthread_mutex_lock(&c->jmu);
+    if (c->stopping) {
+        pthread_mutex_unlock(&c->jmu);
+        mc_free(k);
+        mc_free(j);
+        return MC_ERR_CANCELED;
+    }
+    async_job_t **pp = &c->jobs;
+    while (*pp != NULL)
+        pp = &(*pp)->next;
+    *pp = j;
+    c->live++;
+    pthread_cond_broadcast(&c->jcv);
+    pthread_mutex_unlock(&c->jmu);
+    return MC_INPROGRESS;
+}
+
+/* ------------------------------------------------------------ open/close */
+
+/* "HOST:PORT" -> parts. */
+static int split_addr(const char *a, char *host, size_t hl, uint16_t *port)
+{
+    const char *colon = strrchr(a, ':');
+    if (colon == NULL || colon == a || (size_t)(colon - a) >= hl)
+        return -1;
+    char *end = NULL;
+    unsigned long p = strtoul(colon + 1, &end, 10);
+    if (end == colon + 1 || *end != '\0' || p == 0 || p > 65535)
+        return -1;
+    memcpy(host, a, (size_t)(colon - a));
+    host[colon - a] = '\0';
+    *port = (uint16_t)p;
+    return 0;
+}
+
+static void client_free(svc_client_t *c)
+{
+    if (c == NULL)
+        return;
+    if (c->helper_up) {
+        pthread_mutex_lock(&c->jmu);
+        c->stopping = 1;
+        pthread_cond_broadcast(&c->jcv);
+        pthread_mutex_unlock(&c->jmu);
+        pthread_join(c->helper, NULL);
+    }
+    mc_rpc_client_destroy(c->rpc);
+    mc_reactor_group_destroy(c->g);
+    session_drop(c);
+    mc_oalloc_destroy(c->stage);
+    mc_shm_destroy(&c->mem);
+    pthread_mutex_destroy(&c->amu);
+    pthread_cond_destroy(&c->acv);
+    pthread_mutex_destroy(&c->smu);
+    pthread_mutex_destroy(&c->jmu);
+    pthread_cond_destroy(&c->jcv);
+    mc_free(c);
+}
+
+mc_status_t store_dummy_open(mc_store_t *s, const mc_store_config_t *cfg)
+{
+    svc_client_t *c = MC_NEW(svc_client_t);
+    if (c == NULL)
+        return MC_ERR_NOMEM;
+    c->conn = -1;
+    c->mem.fd = -1;
+    pthread_mutex_init(&c->amu, NULL);
+    pthread_cond_init(&c->acv, NULL);
+    pthread_mutex_init(&c->smu, NULL);
+    pthread_mutex_init(&c->jmu, NULL);
+    pthread_cond_init(&c->jcv, NULL);
+    c->timeout_us = s->cfg.rpc_timeout_us;
+    mc_status_t st = MC_ERR_INVALID_ARGUMENT;
+    if (split_addr(cfg->service, c->host, sizeof(c->host), &c->port) != 0) {
+        MC_ERROR(CLIENT, "bad service address '%s' (expected HOST:PORT of the store service)",
+                 cfg->service);
+        goto err;
+    }
+    if (cfg->global_segment_size > 0)
+        MC_WARN(CLIENT,
+                "a co-located client contributes no memory (global_segment_size %llu "
+                "ignored): the service's segment holds the data",
+                (unsigned long long)cfg->global_segment_size);
+    snprintf(c->sock, sizeof(c->sock), SVC_SOCK_FMT, (unsigned)c->port);
+    c->stage_len = cfg->local_buffer_size & ~(uint64_t)(MC_OALLOC_ALIGN - 1);
+    c->pool_len = cfg->mem_pool_size & ~(uint64_t)(MC_OALLOC_ALIGN - 1);
+    if (c->stage_len + c->pool_len == 0) {
+        MC_ERROR(CLIENT, "a co-located client needs local_buffer_size or mem_pool_size > 0: its "
+                         "values travel through that shared memory");
+        goto err;
+    }
+    if ((st = mc_shm_create("mooncake-client", c->stage_len + c->pool_len, 0, &c->mem)) != MC_OK)
+        goto err;
+    if (c->stage_len > 0 && (st = mc_oalloc_create(c->stage_len, 4096, &c->stage)) != MC_OK)
+        goto err;
+    if ((st = store_pool_setup(&s->pool, (uint8_t *)c->mem.base + c->stage_len, c->pool_len)) !=
+        MC_OK)
+        goto err;
+    mc_reactor_group_opts_t go;
+    mc_reactor_group_opts_init(&go);
+    go.count = 1;
+    go.pin = 0;
+    go.name = "dummy";
+    if ((st = mc_reactor_group_create(&go, &c->g)) != MC_OK)
+        goto err;
+    c->r = mc_reactor_group_get(c->g, 0);
+    mc_rpc_client_opts_t ro;
+    mc_rpc_client_opts_init(&ro);
+    ro.host = c->host;
+    ro.port = c->port;
+    ro.call_timeout_us = c->timeout_us;
+    ro.connect_timeout_us = c->timeout_us < 3000000 ? c->timeout_us : 3000000;
+    ro.backoff_max_us = 500000;
+    if ((st = mc_rpc_client_create(c->r, &ro, &c->rpc)) != MC_OK)
+        goto err;
+    if (pthread_create(&c->helper, NULL, helper_main, c) != 0) {
+        st = MC_ERR_INTERNAL_ERROR;
+        goto err;
+    }
+    c->helper_up = 1;
+    s->svc = c;
+    /* the first session now: a service that is not there is an error at
+     * open (later outages fail calls and reconnect) */
+    pthread_mutex_lock(&c->smu);
+    st = session_ensure(c);
+    pthread_mutex_unlock(&c->smu);
+    if (st == MC_OK) {
+        mc_buf_t resp = MC_BUF_INIT;
+        st = call(c, MC_RPC_SVC_PING, NULL, 0, &resp);
+        mc_buf_fini(&resp);
+        if (st != MC_OK)
+            MC_ERROR(CLIENT, "the store service at %s does not answer on its control port: %s",
+                     cfg->service, mc_status_str(st));
+    }
+    if (st != MC_OK) {
+        s->svc = NULL;
+        goto err;
+    }
+    MC_INFO(CLIENT,
+            "co-located store client of service '%s' (%s): staging %llu bytes, pool %llu bytes, "
+            "shared",
+            c->name, cfg->service, (unsigned long long)c->stage_len,
+            (unsigned long long)c->pool_len);
+    return MC_OK;
+err:
+    client_free(c);
+    return st;
+}
+
+void store_dummy_close(mc_store_t *s)
+{
+    svc_client_t *c = s->svc;
+    if (c == NULL)
+        return;
+    /* async calls queued: canceled by the helper; running ones finish */
+    pthread_mutex_lock(&c->jmu);
+    c->stopping = 1;
+    pthread_cond_broadcast(&c->jcv);
+    uint64_t end = mc_now_ms() + 10000;
+    while (c->live > 0 && mc_now_ms() < end) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_sec++;
+        pthread_cond_timedwait(&c->jcv, &c->jmu, &ts);
+    }
+    pthread_mutex_unlock(&c->jmu);
+    client_free(c); /* the session's end: the service unmaps our memory */
+    s->svc = NULL;
+}

@@ -1,0 +1,79 @@
+/*
+ * mem_pool.c - the memory of mc_store_alloc_from_mem_pool (client_int.h):
+ * an offset allocator over one region (registered memory for a normal
+ * client, shared memory for a co-located one). Each allocation carries its
+ * handle in a small header just before it, so freeing needs no table; the
+ * memory is cache-line aligned.
+ */
+#include <string.h>
+
+#include "store/client_int.h"
+#include "util/log.h"
+
+#define POOL_MAX_ALLOCS 65536u
+#define POOL_ALIGN 64u         /* cache-line aligned */
+#define POOL_HDR 16u           /* {magic | node, offset} just before the memory */
+#define POOL_MAGIC 0x4d43504fu /* "MCPO" */
+
+void store_pool_init(store_pool_t *p)
+{
+    memset(p, 0, sizeof(*p));
+    pthread_mutex_init(&p->mu, NULL);
+}
+
+mc_status_t store_pool_setup(store_pool_t *p, void *base, uint64_t len)
+{
+    p->base = base;
+    p->len = len & ~(uint64_t)(MC_OALLOC_ALIGN - 1);
+    if (p->len == 0)
+        return MC_OK;
+    return mc_oalloc_create(p->len, POOL_MAX_ALLOCS, &p->a);
+}
+
+void store_pool_fini(store_pool_t *p)
+{
+    mc_oalloc_destroy(p->a);
+    p->a = NULL;
+    pthread_mutex_destroy(&p->mu);
+}
+
+void *store_pool_alloc(store_pool_t *p, size_t size)
+{
+    if (p->a == NULL || size == 0 || size > p->len)
+        return NULL;
+    mc_oalloc_handle_t h;
+    pthread_mutex_lock(&p->mu);
+    mc_status_t st = mc_oalloc_alloc(p->a, size + POOL_ALIGN + POOL_HDR, &h);
+    uint64_t used = mc_oalloc_used(p->a);
+    pthread_mutex_unlock(&p->mu);
+    if (st != MC_OK) {
+        MC_WARN(CLIENT, "mem pool: no room for %zu bytes (%llu of %llu in use)", size,
+                (unsigned long long)used, (unsigned long long)p->len);
+        return NULL;
+    }
+    uintptr_t raw = (uintptr_t)p->base + h.offset;
+    uintptr_t q = (raw + POOL_HDR + POOL_ALIGN - 1) & ~(uintptr_t)(POOL_ALIGN - 1);
+    uint64_t hdr[2] = {(uint64_t)POOL_MAGIC << 32 | h.node, h.offset};
+    memcpy((void *)(q - POOL_HDR), hdr, sizeof(hdr));
+    return (void *)q;
+}
+
+mc_status_t store_pool_free(store_pool_t *p, void *ptr)
+{
+    uint8_t *q = ptr;
+    if (p->a == NULL || q < p->base + POOL_HDR || q >= p->base + p->len ||
+        (uintptr_t)q % POOL_ALIGN != 0)
+        return MC_ERR_INVALID_ARGUMENT;
+    uint64_t hdr[2];
+    mc_status_t st = MC_ERR_INVALID_ARGUMENT;
+    pthread_mutex_lock(&p->mu);
+    memcpy(hdr, q - POOL_HDR, sizeof(hdr));
+    if ((hdr[0] >> 32) == POOL_MAGIC && hdr[1] < p->len && p->base + hdr[1] < q) {
+        mc_oalloc_handle_t h = {.offset = hdr[1], .node = (uint32_t)hdr[0]};
+        mc_oalloc_free(p->a, h);
+        memset(q - POOL_HDR, 0, POOL_HDR); /* a second free is refused */
+        st = MC_OK;
+    }
+    pthread_mutex_unlock(&p->mu);
+    return st;
+}

@@ -1,0 +1,631 @@
+/*
+ * The store service and its co-located clients: a real mooncake-master and
+ * a mooncake-store-server with service.enabled, this process and
+ * store_dummy processes ($TEST_BIN_DIR/store_dummy) as co-located clients
+ * (mc_store_config_t.service).
+ *
+ * Covered: four client processes put and get concurrently with
+ * verification; the whole C API through the service in this process (pool
+ * and plain memory, a value too large for staging refused clearly, buffer
+ * overflow with the needed size, batch calls, exist/size/query/remove/regex,
+ * async calls, the pool's alloc/free); offsets outside a session's memory,
+ * a wrong token and malformed bodies refused with nothing touched and the
+ * service still serving; clients killed in the middle of puts leave no
+ * session, descriptor or memory behind (a short loop here; 1,000 cycles in
+ * perf/fault_service.sh); a hung service times calls out and serves again
+ * when it wakes; a killed service fails calls within the timeout and its
+ * clients share their memory again when it is back; a second
+ * service on the same port is refused at start; a user the service does
+ * not admit is refused; a pool larger than the host has fails at open.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <inttypes.h>
+#include <stdatomic.h>
+
+#include "cluster.h"
+#include "mooncake/store.h"
+#include "reactor/reactor.h"
+#include "rpc/fields.h"
+#include "rpc/methods.h"
+#include "rpc/rpc.h"
+#include "store/svc_proto.h"
+#include "util/buf.h"
+#include "util/log.h"
+#include "util/mem.h"
+#include "util/shm.h"
+#include "util/time.h"
+
+#define MIB (1ull << 20)
+#define SLOW TC_SLOW
+#define RPC_TIMEOUT_US (2000000 * SLOW)
+#define STAGING (8 * MIB)
+#define POOL (16 * MIB)
+
+typedef struct env {
+    tc_cluster_t c;
+    unsigned svc_port;
+    char svc[64]; /* "127.0.0.1:PORT" */
+    mc_store_t *s;
+} env_t;
+
+static void fill(uint8_t *p, size_t n, uint64_t seed)
+{
+    uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
+    for (size_t i = 0; i < n; i++) {
+        if ((i & 7) == 0) {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+        }
+        p[i] = (uint8_t)(x >> ((i & 7) * 8));
+    }
+}
+
+static int start_node(env_t *e)
+{
+    char master[64], port[64];
+    snprintf(port, sizeof(port), "service.port=%u", e->svc_port);
+    const char *const ns[] = {"service.enabled=true", port, "store.global_segment_size=256MiB",
+                              NULL};
+    return tc_node_start(&e->c.node[0], tc_master_addr(&e->c.master, master, sizeof(master)), ns);
+}
+
+static mc_status_t open_dummy(env_t *e, mc_store_t **out)
+{
+    mc_store_config_t c;
+    mc_store_config_init(&c);
+    c.service = e->svc;
+    c.local_buffer_size = STAGING;
+    c.mem_pool_size = POOL;
+    c.rpc_timeout_us = RPC_TIMEOUT_US;
+    return mc_store_open(&c, out);
+}
+
+static int setup(void **state)
+{
+    static env_t e;
+    signal(SIGPIPE, SIG_IGN);
+    const char *const ms[] = {"master.client_ttl=3s", "master.lease_ttl=500ms", NULL};
+    assert_int_equal(tc_master_start(&e.c.master, ms), 0);
+    e.svc_port = test_free_port();
+    snprintf(e.svc, sizeof(e.svc), "127.0.0.1:%u", e.svc_port);
+    assert_int_equal(start_node(&e), 0);
+    e.c.nnodes = 1;
+    assert_int_equal(open_dummy(&e, &e.s), MC_OK);
+    *state = &e;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    env_t *e = *state;
+    mc_store_close(e->s);
+    tc_cluster_stop(&e->c, SIGTERM);
+    return 0;
+}
+
+/* Run store_dummy with args (NULL-terminated); its last line and status. */
+static int run_dummy(env_t *e, const char *const *args, char *last, size_t len)
+{
+    char bin[256];
+    tc_args_t a;
+    tc_args_init(&a, test_bin("store_dummy", bin, sizeof(bin)));
+    tc_args_add(&a, "--service");
+    tc_args_add(&a, "%s", e->svc);
+    for (size_t i = 0; args[i] != NULL; i++)
+        tc_args_add(&a, "%s", args[i]);
+    test_proc_t p = {0};
+    assert_int_equal(tc_spawn(&p, a.argv), 0);
+    last[0] = '\0';
+    char line[256];
+    while (test_proc_readline(&p, line, sizeof(line), 60000 * SLOW) == 0)
+        snprintf(last, len, "%s", line);
+    int st = tc_stop_ms(&p, 0, 10000 * SLOW);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* ---------------------------------------------------------------- tests */
+
+static void four_client_processes_put_and_get_concurrently_byte_for_byte(void **state)
+{
+    env_t *e = *state;
+    char bin[256];
+    test_proc_t p[4];
+    for (int i = 0; i < 4; i++) {
+        tc_args_t a;
+        tc_args_init(&a, test_bin("store_dummy", bin, sizeof(bin)));
+        tc_args_add(&a, "--service");
+        tc_args_add(&a, "%s", e->svc);
+        tc_args_add(&a, "--id");
+        tc_args_add(&a, "%d", i + 1);
+        tc_args_add(&a, "--count");
+        tc_args_add(&a, "12");
+        tc_args_add(&a, "--size");
+        tc_args_add(&a, "%llu", (unsigned long long)(2 * MIB + 77));
+        memset(&p[i], 0, sizeof(p[i]));
+        assert_int_equal(tc_spawn(&p[i], a.argv), 0);
+    }
+    for (int i = 0; i < 4; i++) {
+        char line[256] = "", last[256] = "";
+        while (test_proc_readline(&p[i], line, sizeof(line), 60000 * SLOW) == 0)
+            snprintf(last, sizeof(last), "%s", line);
+        int st = tc_stop_ms(&p[i], 0, 10000 * SLOW);
+        if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+            fail_msg("client %d: %s", i + 1, last);
+        assert_string_equal(last, "ok 12");
+    }
+}
+
+typedef struct acb {
+    atomic_int done;
+    int64_t result;
+} acb_t;
+
+static void put_cb(void *arg, mc_status_t st)
+{
+    acb_t *a = arg;
+    a->result = st;
+    atomic_store(&a->done, 1);
+}
+
+static void get_cb(void *arg, int64_t res)
+{
+    acb_t *a = arg;
+    a->result = res;
+    atomic_store(&a->done, 1);
+}
+
+static int64_t wait_cb(acb_t *a)
+{
+    uint64_t end = mc_now_ms() + 10000 * SLOW;
+    while (!atomic_load(&a->done) && mc_now_ms() < end)
+        usleep(1000);
+    assert_true(atomic_load(&a->done));
+    return a->result;
+}
+
+static void the_c_api_works_through_the_service(void **state)
+{
+    env_t *e = *state;
+    mc_store_t *s = e->s;
+    assert_string_equal(mc_store_name(s), e->c.node[0].name); /* where our data lives */
+    /* pool memory: in place, no copy on our side */
+    size_t len = 3 * MIB + 5;
+    uint8_t *pv = mc_store_alloc_from_mem_pool(s, len), *pb = mc_store_alloc_from_mem_pool(s, len);
+    assert_non_null(pv);
+    assert_non_null(pb);
+    assert_int_equal((uintptr_t)pv % 64, 0);
+    fill(pv, len, 1);
+    assert_int_equal(mc_store_put(s, "pool", 4, pv, len, NULL), MC_OK);
+    assert_int_equal(mc_store_get(s, "pool", 4, pb, len, NULL), (int64_t)len);
+    assert_memory_equal(pb, pv, len);
+    assert_int_equal(mc_store_put(s, "pool", 4, pv, len, NULL), MC_ERR_OBJECT_ALREADY_EXISTS);
+    /* plain memory, through staging; a buffer too small says how much */
+    uint8_t *v = malloc(len), *b = malloc(len);
+    assert_non_null(v);
+    assert_non_null(b);
+    fill(v, len, 2);
+    assert_int_equal(mc_store_put(s, "plain", 5, v, len, NULL), MC_OK);
+    uint64_t need = 0;
+    assert_int_equal(mc_store_get(s, "plain", 5, b, 100, &need), MC_ERR_BUFFER_OVERFLOW);
+    assert_int_equal(need, len);
+    assert_int_equal(mc_store_get(s, "plain", 5, b, len, NULL), (int64_t)len);
+    assert_memory_equal(b, v, len);
+    assert_int_equal(mc_store_get_size(s, "plain", 5), (int64_t)len);
+    assert_int_equal(mc_store_exist(s, "plain", 5), 1);
+    assert_int_equal(mc_store_exist(s, "nothing", 7), 0);
+    assert_int_equal(mc_store_get(s, "nothing", 7, b, len, NULL), MC_ERR_OBJECT_NOT_FOUND);
+    mc_store_replica_t r[4];
+    uint32_t n = 0;
+    assert_int_equal(mc_store_query(s, "plain", 5, r, 4, &n), MC_OK);
+    assert_int_equal(n, 1);
+    assert_string_equal(r[0].segment, e->c.node[0].name); /* the service's own (prefer_local) */
+    assert_int_equal(r[0].size, len);
+    /* parts */
+    mc_slice_t parts[3] = {{v, 100}, {pv, 1000}, {v + 100, 7}};
+    assert_int_equal(mc_store_put_parts(s, "parts", 5, parts, 3, NULL), MC_OK);
+    assert_int_equal(mc_store_get(s, "parts", 5, b, len, NULL), 1107);
+    assert_memory_equal(b, v, 100);
+    assert_memory_equal(b + 100, pv, 1000);
+    assert_memory_equal(b + 1100, v + 100, 7);
+    /* larger than staging, from plain memory: refused, naming the way out */
+    uint8_t *big = malloc(STAGING + 1);
+    assert_non_null(big);
+    assert_int_equal(mc_store_put(s, "big", 3, big, STAGING + 1, NULL), MC_ERR_INVALID_PARAMS);
+    free(big);
+    /* batch */
+    char kb[5][16];
+    mc_slice_t keys[5], vals[5], outs[5];
+    uint8_t vb[5][300], ob[5][300];
+    mc_status_t sts[5];
+    int64_t res[5];
+    int ex[5];
+    for (int i = 0; i < 5; i++) {
+        snprintf(kb[i], sizeof(kb[i]), "b%d", i);
+        keys[i] = (mc_slice_t){kb[i], strlen(kb[i])};
+        fill(vb[i], 300, 10 + (uint64_t)i);
+        vals[i] = (mc_slice_t){vb[i], 300};
+        outs[i] = (mc_slice_t){ob[i], 300};
+    }
+    assert_int_equal(mc_store_batch_put(s, keys, vals, 5, NULL, sts), MC_OK);
+    for (int i = 0; i < 5; i++)
+        assert_int_equal(sts[i], MC_OK);
+    assert_int_equal(mc_store_batch_get(s, keys, outs, 5, res), MC_OK);
+    for (int i = 0; i < 5; i++) {
+        assert_int_equal(res[i], 300);
+        assert_memory_equal(ob[i], vb[i], 300);
+    }
+    assert_int_equal(mc_store_batch_exist(s, keys, 5, ex), MC_OK);
+    assert_int_equal(ex[4], 1);
+    assert_int_equal(mc_store_batch_remove(s, keys, 2, 1, sts), MC_OK);
+    assert_int_equal(mc_store_exist(s, "b0", 2), 0);
+    /* async */
+    acb_t a = {0}, g = {0};
+    assert_int_equal(mc_store_put_async(s, "async", 5, v, 1000, NULL, put_cb, &a), MC_INPROGRESS);
+    assert_int_equal(wait_cb(&a), MC_OK);
+    memset(b, 0, 1000);
+    assert_int_equal(mc_store_get_async(s, "async", 5, b, 1000, get_cb, &g), MC_INPROGRESS);
+    assert_int_equal(wait_cb(&g), 1000);
+    assert_memory_equal(b, v, 1000);
+    /* remove, by regex, all */
+    assert_int_equal(mc_store_remove(s, "async", 5, 1), MC_OK);
+    assert_int_equal(mc_store_remove_by_regex(s, "^b[2-3]$", 1), 2);
+    assert_int_equal(mc_store_remove_all(s, 1), 4); /* pool, plain, parts, b4 */
+    assert_int_equal(mc_store_remove(s, "x\0y", 3, 1), MC_ERR_INVALID_KEY);
+    /* a co-located client mounts nothing */
+    assert_int_equal(mc_store_mount_segment(s, NULL, MIB), MC_ERR_NOT_SUPPORTED);
+    /* pool frees: once */
+    assert_int_equal(mc_store_free_to_mem_pool(s, pv), MC_OK);
+    assert_int_equal(mc_store_free_to_mem_pool(s, pv), MC_ERR_INVALID_ARGUMENT);
+    assert_int_equal(mc_store_free_to_mem_pool(s, v), MC_ERR_INVALID_ARGUMENT);
+    assert_int_equal(mc_store_free_to_mem_pool(s, pb), MC_OK);
+    assert_null(mc_store_alloc_from_mem_pool(s, POOL + 1));
+    free(v);
+    free(b);
+}
+
+/* ------------------------------------------------------ raw sessions */
+
+typedef struct raw_session {
+    int conn;
+    mc_shm_t mem;
+    uint64_t id, token;
+    mc_reactor_group_t *g;
+    mc_rpc_client_t *rpc;
+} raw_session_t;
+
+static void raw_open(env_t *e, raw_session_t *r, uint64_t len)
+{
+    char sock[64];
+    snprintf(sock, sizeof(sock), SVC_SOCK_FMT, e->svc_port);
+    assert_int_equal(mc_shm_create("test", len, 0, &r->mem), MC_OK);
+    assert_int_equal(mc_unix_connect(sock, 2000000, &r->conn), MC_OK);
+    svc_hello_t h = {.magic = SVC_MAGIC, .version = SVC_VERSION, .len = r->mem.len};
+    assert_int_equal(mc_unix_send(r->conn, &h, sizeof(h), r->mem.fd), MC_OK);
+    svc_welcome_t w;
+    size_t got = 0;
+    int fd = -1;
+    assert_int_equal(mc_unix_recv(r->conn, &w, sizeof(w), &got, &fd), MC_OK);
+    assert_int_equal(w.status, MC_OK);
+    r->id = w.session;
+    r->token = w.token;
+    mc_reactor_group_opts_t go;
+    mc_reactor_group_opts_init(&go);
+    go.count = 1;
+    go.pin = 0;
+    assert_int_equal(mc_reactor_group_create(&go, &r->g), MC_OK);
+    mc_rpc_client_opts_t ro;
+    mc_rpc_client_opts_init(&ro);
+    ro.host = "127.0.0.1";
+    ro.port = (uint16_t)e->svc_port;
+    assert_int_equal(mc_rpc_client_create(mc_reactor_group_get(r->g, 0), &ro, &r->rpc), MC_OK);
+}
+
+static void raw_close(raw_session_t *r)
+{
+    mc_rpc_client_destroy(r->rpc);
+    mc_reactor_group_destroy(r->g);
+    close(r->conn);
+    mc_shm_destroy(&r->mem);
+}
+
+/* A call with SESSION, TOKEN, KEY and PARTS (2*np numbers). */
+static mc_status_t raw_call(raw_session_t *r, uint16_t method, uint64_t token, const char *key,
+                            const uint64_t *parts, unsigned np)
+{
+    mc_buf_t body = MC_BUF_INIT, resp = MC_BUF_INIT;
+    mc_mp_writer_t w;
+    mc_mp_writer_init(&w, &body);
+    mc_mp_write_map(&w, 4);
+    mc_mp_write_uint(&w, MC_F_SVC_SESSION);
+    mc_mp_write_uint(&w, r->id);
+    mc_mp_write_uint(&w, MC_F_SVC_TOKEN);
+    mc_mp_write_uint(&w, token);
+    mc_mp_write_uint(&w, MC_F_KEY);
+    mc_mp_write_bin(&w, key, strlen(key));
+    mc_mp_write_uint(&w, MC_F_SVC_PARTS);
+    mc_mp_write_array(&w, 2 * np);
+    for (unsigned i = 0; i < 2 * np; i++)
+        mc_mp_write_uint(&w, parts[i]);
+    mc_status_t st =
+        mc_rpc_call_sync(r->rpc, method, mc_buf_head(&body), mc_buf_used(&body), 5000000, &resp);
+    mc_buf_fini(&body);
+    mc_buf_fini(&resp);
+    return st;
+}
+
+static void offsets_outside_a_session_and_bad_calls_are_refused_and_nothing_is_touched(void **state)
+{
+    env_t *e = *state;
+    raw_session_t r = {0};
+    raw_open(e, &r, 1 * MIB);
+    uint8_t *mem = r.mem.base;
+    fill(mem, r.mem.len, 42);
+    /* a value to read */
+    uint8_t v[2000];
+    fill(v, sizeof(v), 5);
+    assert_int_equal(mc_store_put(e->s, "raw", 3, v, sizeof(v), NULL), MC_OK);
+    uint64_t L = r.mem.len;
+    const uint64_t bad[][2] = {{L - 10, 11}, {L, 1}, {UINT64_MAX - 5, 10}, {0, 0}, {5, L}};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        assert_int_equal(raw_call(&r, MC_RPC_SVC_GET, r.token, "raw", bad[i], 1),
+                         MC_ERR_INVALID_PARAMS);
+        assert_int_equal(raw_call(&r, MC_RPC_SVC_PUT, r.token, "rawput", bad[i], 1),
+                         MC_ERR_INVALID_PARAMS);
+    }
+    /* one bad part among good ones refuses the call */
+    const uint64_t mixed[4] = {0, 100, L - 1, 2};
+    assert_int_equal(raw_call(&r, MC_RPC_SVC_PUT, r.token, "rawput", mixed, 2),
+                     MC_ERR_INVALID_PARAMS);
+    assert_int_equal(mc_store_exist(e->s, "rawput", 6), 0);
+    /* a wrong token: no such session */
+    const uint64_t ok[2] = {0, 4096};
+    assert_int_equal(raw_call(&r, MC_RPC_SVC_GET, r.token ^ 1, "raw", ok, 1),
+                     MC_ERR_CLIENT_NOT_FOUND);
+    /* nothing in our memory moved */
+    uint8_t *want = malloc(r.mem.len);
+    assert_non_null(want);
+    fill(want, r.mem.len, 42);
+    assert_memory_equal(mem, want, r.mem.len);
+    free(want);
+    /* a malformed body: refused, the service goes on */
+    const uint8_t junk[] = {0x81, 0xcc};
+    mc_buf_t resp = MC_BUF_INIT;
+    assert_int_not_equal(
+        mc_rpc_call_sync(r.rpc, MC_RPC_SVC_GET, junk, sizeof(junk), 5000000, &resp), MC_OK);
+    mc_buf_fini(&resp);
+    /* and a good call works */
+    assert_int_equal(raw_call(&r, MC_RPC_SVC_GET, r.token, "raw", ok, 1), MC_OK);
+    assert_memory_equal(mem, v, sizeof(v));
+    assert_int_equal(mc_store_remove(e->s, "raw", 3, 1), MC_OK);
+    raw_close(&r);
+}
+
+/* /proc/PID: open descriptors and resident bytes */
+static void proc_usage(pid_t pid, unsigned *fds, uint64_t *rss)
+{
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
+    DIR *d = opendir(path);
+    *fds = 0;
+    for (struct dirent *x; d != NULL && (x = readdir(d)) != NULL;)
+        *fds += x->d_name[0] != '.';
+    if (d != NULL)
+        closedir(d);
+    snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+    FILE *f = fopen(path, "r");
+    char line[256];
+    *rss = 0;
+    while (f != NULL && fgets(line, sizeof(line), f) != NULL)
+        if (strncmp(line, "VmRSS:", 6) == 0)
+            *rss = strtoull(line + 6, NULL, 10) * 1024;
+    if (f != NULL)
+        fclose(f);
+}
+
+static void killed_clients_leave_no_session_descriptor_or_memory_behind(void **state)
+{
+    env_t *e = *state;
+    pid_t svc = e->c.node[0].proc.pid;
+    char bin[256];
+    unsigned fd0 = 0, fd1 = 0;
+    uint64_t rss0 = 0, rss1 = 0;
+    enum { CYCLES = 30 };
+    srand(7);
+    for (int i = 0; i < CYCLES; i++) {
+        tc_args_t a;
+        tc_args_init(&a, test_bin("store_dummy", bin, sizeof(bin)));
+        tc_args_add(&a, "--service");
+        tc_args_add(&a, "%s", e->svc);
+        tc_args_add(&a, "--mode");
+        tc_args_add(&a, "churn");
+        tc_args_add(&a, "--id");
+        tc_args_add(&a, "%d", i);
+        tc_args_add(&a, "--size");
+        tc_args_add(&a, "%llu", (unsigned long long)MIB);
+        tc_args_add(&a, "--pool");
+        tc_args_add(&a, "%llu", (unsigned long long)(4 * MIB));
+        tc_args_add(&a, "--staging");
+        tc_args_add(&a, "%llu", (unsigned long long)MIB);
+        test_proc_t p = {0};
+        assert_int_equal(tc_spawn(&p, a.argv), 0);
+        char line[128];
+        assert_int_equal(test_proc_readline(&p, line, sizeof(line), 10000 * SLOW), 0);
+        assert_string_equal(line, "running");
+        usleep((useconds_t)(rand() % 20000)); /* in the middle of puts */
+        tc_stop_ms(&p, SIGKILL, 5000);
+        if (i == 4) /* after the first sessions: the service's steady state */
+            proc_usage(svc, &fd0, &rss0);
+    }
+    /* every session ended (the service noticed each client's end) */
+    uint64_t end = mc_now_ms() + 5000 * SLOW;
+    do {
+        proc_usage(svc, &fd1, &rss1);
+        if (fd1 <= fd0)
+            break;
+        usleep(20000);
+    } while (mc_now_ms() < end);
+    print_message("service: %u fds, %llu KiB RSS after 5 cycles; %u fds, %llu KiB after %d\n", fd0,
+                  (unsigned long long)(rss0 >> 10), fd1, (unsigned long long)(rss1 >> 10), CYCLES);
+    assert_true(fd1 <= fd0);
+#if !defined(__SANITIZE_THREAD__)
+    /* (ThreadSanitizer keeps shadow memory for every address range mapped
+     * once: its RSS grows with each session's new mapping, ours does not) */
+    assert_true(rss1 < rss0 + 32 * MIB);
+#endif
+    /* and it still serves */
+    uint8_t v[100] = {1};
+    assert_int_equal(mc_store_put(e->s, "after-kills", 11, v, sizeof(v), NULL), MC_OK);
+    assert_int_equal(mc_store_remove(e->s, "after-kills", 11, 1), MC_OK);
+    mc_store_remove_by_regex(e->s, "^churn-", 1);
+}
+
+static void a_second_service_on_the_port_is_refused_at_start(void **state)
+{
+    env_t *e = *state;
+    char bin[256], master[64];
+    tc_args_t a;
+    tc_args_init(&a, test_prog("mooncake-store-server", bin, sizeof(bin)));
+    tc_args_add(&a, "--set");
+    tc_args_add(&a, "store.master=%s", tc_master_addr(&e->c.master, master, sizeof(master)));
+    tc_args_add(&a, "--set");
+    tc_args_add(&a, "store.global_segment_size=16MiB");
+    tc_args_add(&a, "--set");
+    tc_args_add(&a, "service.enabled=true");
+    tc_args_add(&a, "--set");
+    tc_args_add(&a, "service.port=%u", e->svc_port);
+    tc_args_add(&a, "--set");
+    tc_args_add(&a, "log.level=error");
+    test_proc_t p = {0};
+    assert_int_equal(tc_spawn(&p, a.argv), 0);
+    char line[256];
+    int ready = 0;
+    while (test_proc_readline(&p, line, sizeof(line), 10000 * SLOW) == 0)
+        ready |= strncmp(line, "ready", 5) == 0;
+    int st = tc_stop_ms(&p, 0, 10000 * SLOW);
+    assert_false(ready);
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) != 0);
+    /* the first one serves on */
+    assert_int_equal(mc_store_exist(e->s, "x", 1), 0);
+}
+
+static void a_user_the_service_does_not_admit_is_refused(void **state)
+{
+    env_t *e = *state;
+    if (geteuid() != 0) {
+        fprintf(stderr, "(skipped: needs root to run a client as another user)\n");
+        skip();
+    }
+    char last[256];
+    const char *const args[] = {"--uid", "65534", "--count", "1", NULL};
+    assert_int_equal(run_dummy(e, args, last, sizeof(last)), 1);
+    print_message("%s\n", last);
+    assert_true(strstr(last, "fail open") != NULL);
+    assert_true(strstr(last, "ILLEGAL_CLIENT") != NULL);
+}
+
+static void a_pool_larger_than_the_host_has_fails_at_open(void **state)
+{
+    env_t *e = *state;
+    mc_store_config_t c;
+    mc_store_config_init(&c);
+    c.service = e->svc;
+    c.mem_pool_size = 1ull << 50;
+    mc_store_t *s = NULL;
+    assert_int_equal(mc_store_open(&c, &s), MC_ERR_NOMEM);
+    c.mem_pool_size = 0;
+    c.local_buffer_size = 0;
+    assert_int_equal(mc_store_open(&c, &s), MC_ERR_INVALID_ARGUMENT);
+    c.local_buffer_size = MIB;
+    c.service = "no-port";
+    assert_int_equal(mc_store_open(&c, &s), MC_ERR_INVALID_ARGUMENT);
+    /* nobody serves that port: a clear error at open */
+    char addr[64];
+    snprintf(addr, sizeof(addr), "127.0.0.1:%u", test_free_port());
+    c.service = addr;
+    assert_int_equal(mc_store_open(&c, &s), MC_ERR_CONN_CLOSED);
+}
+
+static void a_hung_service_times_calls_out_and_serves_again_when_it_wakes(void **state)
+{
+    env_t *e = *state;
+    uint8_t v[1000];
+    fill(v, sizeof(v), 3);
+    pid_t pid = e->c.node[0].proc.pid;
+    assert_int_equal(test_proc_freeze(pid), 0);
+    uint64_t t0 = mc_now_us();
+    mc_status_t st = mc_store_put(e->s, "hung", 4, v, sizeof(v), NULL);
+    uint64_t dt = mc_now_us() - t0;
+    kill(pid, SIGCONT);
+    print_message("a put to a hung service: %s after %llu ms\n", mc_status_str(st),
+                  (unsigned long long)(dt / 1000));
+    assert_int_equal(st, MC_ERR_RPC_TIMEOUT);
+    assert_true(dt >= RPC_TIMEOUT_US / 2 && dt <= RPC_TIMEOUT_US + 1500000);
+    /* awake: calls work again (the timed-out put may or may not have landed) */
+    mc_store_remove(e->s, "hung", 4, 1);
+    st = MC_ERR_RPC_TIMEOUT;
+    for (int i = 0; i < 20 && st != MC_OK; i++)
+        if ((st = mc_store_put(e->s, "awake", 5, v, sizeof(v), NULL)) != MC_OK)
+            usleep(100000);
+    assert_int_equal(st, MC_OK);
+    assert_int_equal(mc_store_remove(e->s, "awake", 5, 1), MC_OK);
+}
+
+static void a_killed_service_fails_calls_in_time_and_clients_share_again(void **state)
+{
+    env_t *e = *state;
+    uint8_t *pv = mc_store_alloc_from_mem_pool(e->s, 1000);
+    assert_non_null(pv);
+    fill(pv, 1000, 9);
+    assert_int_equal(mc_store_put(e->s, "before", 6, pv, 1000, NULL), MC_OK);
+    tc_node_stop(&e->c.node[0], SIGKILL);
+    uint64_t t0 = mc_now_us();
+    mc_status_t st = mc_store_put(e->s, "during", 6, pv, 1000, NULL);
+    uint64_t dt = mc_now_us() - t0;
+    print_message("a put with the service gone: %s after %llu ms\n", mc_status_str(st),
+                  (unsigned long long)(dt / 1000));
+    assert_true(st == MC_ERR_CONN_CLOSED || st == MC_ERR_RPC_TIMEOUT);
+    assert_true(dt <= RPC_TIMEOUT_US + 1000000);
+    uint8_t b[1000];
+    assert_true(mc_store_get(e->s, "before", 6, b, sizeof(b), NULL) < 0);
+    /* back (a new segment: what it held is gone); the next calls share
+     * our memory with it again */
+    assert_int_equal(start_node(e), 0);
+    st = MC_ERR_CONN_CLOSED;
+    for (int i = 0; i < 50 && st != MC_OK; i++) {
+        st = mc_store_put(e->s, "after", 5, pv, 1000, NULL);
+        if (st != MC_OK)
+            usleep(100000);
+    }
+    assert_int_equal(st, MC_OK);
+    memset(b, 0, sizeof(b));
+    assert_int_equal(mc_store_get(e->s, "after", 5, b, sizeof(b), NULL), 1000);
+    assert_memory_equal(b, pv, 1000);
+    assert_int_equal(mc_store_remove(e->s, "after", 5, 1), MC_OK);
+    assert_int_equal(mc_store_free_to_mem_pool(e->s, pv), MC_OK);
+}
+
+int main(void)
+{
+    const char *spec = getenv("TEST_LOG");
+    mc_log_set_spec(spec != NULL ? spec : "error", NULL, 0);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(four_client_processes_put_and_get_concurrently_byte_for_byte),
+        cmocka_unit_test(the_c_api_works_through_the_service),
+        cmocka_unit_test(
+            offsets_outside_a_session_and_bad_calls_are_refused_and_nothing_is_touched),
+        cmocka_unit_test(killed_clients_leave_no_session_descriptor_or_memory_behind),
+        cmocka_unit_test(a_second_service_on_the_port_is_refused_at_start),
+        cmocka_unit_test(a_user_the_service_does_not_admit_is_refused),
+        cmocka_unit_test(a_pool_larger_than_the_host_has_fails_at_open),
+        cmocka_unit_test(a_hung_service_times_calls_out_and_serves_again_when_it_wakes),
+        /* last: restarts the service */
+        cmocka_unit_test(a_killed_service_fails_calls_in_time_and_clients_share_again),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
