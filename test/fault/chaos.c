@@ -103,6 +103,7 @@ typedef struct key {
     uint8_t nrep;
     int16_t inc[2];    /* incarnations of the replicas' nodes (-1: unknown) */
     uint64_t acked_us; /* since the start */
+    int16_t qst;       /* the replica query: 0 found some, 1 found none, else its status */
     int checked;       /* verified at least once */
 } key_t_;
 
@@ -705,6 +706,7 @@ static void record_replicas(uint32_t id, const char *key, size_t kl)
         if (st != MC_OK)
             usleep(100000);
     }
+    k->qst = (int16_t)(st == MC_OK ? (n == 0 ? 1 : 0) : st > -32768 ? st : -32768);
     if (st != MC_OK) {
         atomic_fetch_add(&G.query_failed, 1);
         return;
@@ -725,6 +727,33 @@ static int replicas_all_dead(const key_t_ *k)
             dead = 0;
     pthread_mutex_unlock(&G.mu);
     return dead;
+}
+
+/* Say what a wrong value holds: whose header, where it first differs, and
+ * where the key's replicas are. */
+static void say_wrong(uint32_t id, const uint8_t *buf, int64_t got, uint8_t *scratch)
+{
+    key_t_ *k = &G.k[id];
+    uint32_t h[4];
+    memcpy(h, buf, HDR);
+    make_value(id, k->len, scratch);
+    int64_t first = -1, ndiff = 0;
+    for (int64_t i = 0; i < got && i < (int64_t)k->len; i++)
+        if (buf[i] != scratch[i]) {
+            if (first < 0)
+                first = i;
+            ndiff++;
+        }
+    char reps[200] = "";
+    pthread_mutex_lock(&G.mu);
+    for (int i = 0; i < k->nrep; i++)
+        snprintf(reps + strlen(reps), sizeof(reps) - strlen(reps), "%s%s", i ? "," : "",
+                 k->inc[i] >= 0 ? G.incs[k->inc[i]].name : "?");
+    pthread_mutex_unlock(&G.mu);
+    say("WRONG BYTES: key %u (%lld bytes read, %u acknowledged at %.1f s; replicas %s): header "
+        "magic %08x key %u len %u; %lld bytes differ from offset %lld",
+        id, (long long)got, k->len, (double)k->acked_us / 1e6, reps, h[0], h[1], h[2],
+        (long long)ndiff, (long long)first);
 }
 
 typedef enum { V_OK, V_WRONG, V_LOST_BAD, V_LOST_DEAD, V_LOST_SINGLE, V_UNREADABLE } verdict_t;
@@ -757,7 +786,7 @@ static verdict_t verify(uint32_t id, uint8_t *buf, uint8_t *scratch, int final)
         if (value_ok(id, k->len, buf, r, scratch))
             return V_OK;
         atomic_fetch_add(&G.wrong_bytes, 1);
-        say("WRONG BYTES: key %u (%lld bytes read, %u acknowledged)", id, (long long)r, k->len);
+        say_wrong(id, buf, r, scratch);
         return V_WRONG;
     }
     if (k->phase == 1 && k->acked_us < atomic_load(&G.single_restart_us)) {
@@ -775,8 +804,10 @@ static verdict_t verify(uint32_t id, uint8_t *buf, uint8_t *scratch, int final)
     if (k->nrep == 0)
         atomic_fetch_add(&G.lost_unknown_replicas, 1);
     atomic_fetch_add(&G.lost_bad, 1);
-    say("ACKNOWLEDGED-THEN-LOST: key %u (acknowledged at %.1f s, phase %s, replicas %d): %s", id,
-        (double)k->acked_us / 1e6, k->phase ? "single" : "ha", k->nrep,
+    say("ACKNOWLEDGED-THEN-LOST: key %u (acknowledged at %.1f s, phase %s, replicas %d, "
+        "replica query %s): %s",
+        id, (double)k->acked_us / 1e6, k->phase ? "single" : "ha", k->nrep,
+        k->qst == 1 ? "found none" : mc_status_str((mc_status_t)k->qst),
         mc_status_str((mc_status_t)r));
     return V_LOST_BAD;
 }
@@ -834,7 +865,7 @@ static void do_get(uint8_t *buf, uint8_t *scratch)
     if (r >= 0) {
         if (!value_ok(id, k->len, buf, r, scratch) && atomic_load(&k->state) == K_ACKED) {
             atomic_fetch_add(&G.wrong_bytes, 1);
-            say("WRONG BYTES: key %u (%lld bytes read, %u acknowledged)", id, (long long)r, k->len);
+            say_wrong(id, buf, r, scratch);
         }
     } else {
         note_fail((mc_status_t)r); /* judged at its last check */
@@ -1105,6 +1136,38 @@ static void cluster_down(void)
         ts_stop(&G.ts);
 }
 
+/* The leader's (or the single master's) /metrics/summary line, into out. */
+static void master_summary(char *out, size_t n)
+{
+    int l = G.ha ? ha_leader() : 0;
+    snprintf(out, n, "(no master answered)");
+    if (l < 0)
+        return;
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_port = htons((uint16_t)G.m[l].http_port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof(a)) != 0) {
+        if (fd >= 0)
+            close(fd);
+        return;
+    }
+    static const char req[] = "GET /metrics/summary HTTP/1.0\r\nHost: x\r\n\r\n";
+    char resp[2048];
+    size_t got = 0;
+    ssize_t r;
+    if (write(fd, req, sizeof(req) - 1) == (ssize_t)(sizeof(req) - 1))
+        while (got + 1 < sizeof(resp) && (r = read(fd, resp + got, sizeof(resp) - 1 - got)) > 0)
+            got += (size_t)r;
+    close(fd);
+    resp[got] = '\0';
+    const char *body = strstr(resp, "\r\n\r\n");
+    if (body != NULL) {
+        snprintf(out, n, "%s", body + 4);
+        out[strcspn(out, "\n")] = '\0';
+    }
+}
+
 /* ------------------------------------------------------------ faults */
 
 static void quiet(unsigned s)
@@ -1307,6 +1370,9 @@ static void phase_run(int phase, uint64_t until_ms)
     }
     while (now_rel_ms() + 8000 < until_ms)
         sleep(1);
+    char sum[512];
+    master_summary(sum, sizeof(sum));
+    say("master: %s", sum);
     load_stop();
     say("load stopped; checking every acknowledged key");
     quiet(3); /* let stopped nodes be seen again, leases settle */
