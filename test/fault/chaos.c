@@ -1144,8 +1144,7 @@ static void master_summary(char *out, size_t n)
     if (l < 0)
         return;
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET,
-                            .sin_port = htons((uint16_t)G.m[l].http_port)};
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)G.m[l].http_port)};
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof(a)) != 0) {
         if (fd >= 0)
