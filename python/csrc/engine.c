@@ -209,23 +209,26 @@ static void engine_dealloc(PyObject *o)
 }
 
 /* _initialize(local_hostname, metadata, protocol, rdma_devices, port,
- *             advertise_host) -> int; engine.py resolves the options. */
+ *             advertise_host, secret_file="") -> int; engine.py resolves
+ * the options. */
 static PyObject *py_initialize(PyObject *o, PyObject *const *args, Py_ssize_t nargs,
                                PyObject *kwnames)
 {
     engine_t *e = (engine_t *)o;
     static const char *const names[] = {"local_hostname", "metadata", "protocol",
-                                        "rdma_devices",   "port",     "advertise_host"};
-    PyObject *a[6];
-    const char *host, *meta, *proto, *devs, *adv;
+                                        "rdma_devices",   "port",     "advertise_host",
+                                        "secret_file"};
+    PyObject *a[7];
+    const char *host, *meta, *proto, *devs, *adv, *secret = "";
     uint64_t port;
-    if (mcpy_bind("_initialize", args, nargs, kwnames, names, 6, 6, a) != 0 ||
+    if (mcpy_bind("_initialize", args, nargs, kwnames, names, 7, 6, a) != 0 ||
         mcpy_str(a[0], "_initialize", names[0], &host) != 0 ||
         mcpy_str(a[1], "_initialize", names[1], &meta) != 0 ||
         mcpy_str(a[2], "_initialize", names[2], &proto) != 0 ||
         mcpy_str(a[3], "_initialize", names[3], &devs) != 0 ||
         mcpy_u64_max(a[4], "_initialize", names[4], 65535, &port) != 0 ||
-        mcpy_str(a[5], "_initialize", names[5], &adv) != 0)
+        mcpy_str(a[5], "_initialize", names[5], &adv) != 0 ||
+        (a[6] != NULL && mcpy_str(a[6], "_initialize", names[6], &secret) != 0))
         return NULL;
     mc_te_opts_t to;
     mc_te_opts_init(&to);
@@ -234,6 +237,7 @@ static PyObject *py_initialize(PyObject *o, PyObject *const *args, Py_ssize_t na
     to.listen_port = (uint16_t)port;
     to.advertise_host = adv;
     to.rdma_devices = devs[0] != '\0' ? devs : NULL;
+    to.secret_file = secret[0] != '\0' ? secret : NULL;
     mc_status_t st;
     Py_BEGIN_ALLOW_THREADS;
     close_nogil(e);
