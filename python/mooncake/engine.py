@@ -62,6 +62,8 @@ def _engine_metadata(s):
 class TransferEngine(_mooncake.Engine):
     """Upstream's TransferEngine (see the module docstring)."""
 
+    TransferOpcode = TransferOpcode  # upstream: TransferEngine.TransferOpcode.Write
+
     def initialize(self, local_hostname, metadata_server, protocol, device_name, *,
                    secret_file=None):
         """-> 0 or negative. local_hostname without a port gets a free one

@@ -49,16 +49,22 @@ class ReplicaStatus(enum.IntEnum):
 
 
 class BufferDescriptor:
-    """Where a memory replica lives (upstream AllocatedBuffer::Descriptor)."""
+    """Where a memory replica lives (upstream's Python Descriptor: size,
+    buffer_address, transport_endpoint; the C++ spellings with a trailing
+    underscore are kept as aliases)."""
 
     def __init__(self, size, address, endpoint):
-        self.size_ = size
-        self.buffer_address_ = address
-        self.transport_endpoint_ = endpoint
+        self.size = size
+        self.buffer_address = address
+        self.transport_endpoint = endpoint
+
+    size_ = property(lambda self: self.size)
+    buffer_address_ = property(lambda self: self.buffer_address)
+    transport_endpoint_ = property(lambda self: self.transport_endpoint)
 
     def __repr__(self):
-        return (f"<Descriptor size={self.size_} buffer_address={self.buffer_address_} "
-                f"transport_endpoint={self.transport_endpoint_}>")
+        return (f"<Descriptor size={self.size} buffer_address={self.buffer_address} "
+                f"transport_endpoint={self.transport_endpoint}>")
 
 
 class MemoryDescriptor:
