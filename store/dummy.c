@@ -489,40 +489,64 @@ int64_t store_dummy_remove_by_regex(mc_store_t *s, const char *regex, int force)
     return v;
 }
 
-/* Batch calls: KEYS (and PARTS); STATUSES into res. */
+/* Batch calls: KEYS (and PARTS); STATUSES into res. A bad key is
+ * INVALID_KEY in its place (as the normal client answers) and stays out of
+ * the call. */
 static mc_status_t batch_call(mc_store_t *s, uint16_t method, const mc_slice_t *keys, size_t n,
                               const uint64_t *parts, int force, const mc_replicate_config_t *cfg,
                               int upsert, int64_t *res)
 {
     if (keys == NULL || n == 0 || n > SVC_MAX_PARTS)
         return MC_ERR_INVALID_PARAMS;
-    for (size_t i = 0; i < n; i++)
-        if (!key_ok(keys[i].ptr, keys[i].len))
-            return MC_ERR_INVALID_KEY;
+    size_t nv = 0;
+    for (size_t i = 0; i < n; i++) {
+        int ok = key_ok(keys[i].ptr, keys[i].len);
+        res[i] = ok ? MC_OK : MC_ERR_INVALID_KEY;
+        nv += ok;
+    }
+    if (nv == 0)
+        return MC_OK;
     mc_buf_t f = MC_BUF_INIT, resp = MC_BUF_INIT;
     mc_mp_writer_t w;
     mc_mp_writer_init(&w, &f);
     uint32_t nf = 2;
     mc_mp_write_uint(&w, MC_F_KEYS);
-    mc_mp_write_array(&w, (uint32_t)n);
+    mc_mp_write_array(&w, (uint32_t)nv);
     for (size_t i = 0; i < n; i++)
-        mc_mp_write_bin(&w, keys[i].ptr, keys[i].len);
+        if (res[i] == MC_OK)
+            mc_mp_write_bin(&w, keys[i].ptr, keys[i].len);
     mc_mp_write_uint(&w, MC_F_FORCE);
     mc_mp_write_bool(&w, force);
     if (parts != NULL) {
         mc_mp_write_uint(&w, MC_F_SVC_PARTS);
-        mc_mp_write_array(&w, (uint32_t)(2 * n));
-        for (size_t i = 0; i < 2 * n; i++)
-            mc_mp_write_uint(&w, parts[i]);
+        mc_mp_write_array(&w, (uint32_t)(2 * nv));
+        for (size_t i = 0; i < n; i++)
+            if (res[i] == MC_OK) {
+                mc_mp_write_uint(&w, parts[2 * i]);
+                mc_mp_write_uint(&w, parts[2 * i + 1]);
+            }
         nf++;
     }
     if (cfg != NULL || upsert) {
         put_config(&w, cfg, upsert);
         nf++;
     }
-    mc_status_t st = w.err != MC_OK ? w.err : call(s->svc, method, &f, nf, &resp);
+    uint8_t *valid = NULL;
+    if (nv < n) { /* which slots the answers go to */
+        valid = mc_malloc(n);
+        for (size_t i = 0; valid != NULL && i < n; i++)
+            valid[i] = res[i] == MC_OK;
+    }
+    mc_status_t st = w.err != MC_OK     ? w.err
+                     : nv < n && !valid ? MC_ERR_NOMEM
+                                        : call(s->svc, method, &f, nf, &resp);
     if (st == MC_OK)
-        st = answer_list(&resp, res, n);
+        st = answer_list(&resp, res, nv);
+    /* the answers of the nv valid keys, back into their places (from the
+     * end: an answer never moves left) */
+    for (size_t i = n, j = nv; st == MC_OK && valid != NULL && i-- > 0;)
+        res[i] = valid[i] ? res[--j] : MC_ERR_INVALID_KEY;
+    mc_free(valid);
     mc_buf_fini(&f);
     mc_buf_fini(&resp);
     return st;
@@ -555,22 +579,16 @@ mc_status_t store_dummy_batch_remove(mc_store_t *s, const mc_slice_t *keys, size
     return st;
 }
 
-/* Batch put/get: the values outside our memory through one staging range
- * (put: copied in first; get: copied out after). */
-static mc_status_t batch_data(mc_store_t *s, int get, const mc_slice_t *keys,
-                              const mc_slice_t *bufs, size_t n, const mc_replicate_config_t *cfg,
-                              int upsert, int64_t *res)
+#define STAGE_ROUND(len) (((len) + MC_OALLOC_ALIGN - 1) & ~(uint64_t)(MC_OALLOC_ALIGN - 1))
+
+/* One batch call of n keys whose values outside our memory (`outside`
+ * bytes, rounded) go through one staging range (put: copied in first; get:
+ * copied out after). */
+static mc_status_t batch_group(mc_store_t *s, int get, const mc_slice_t *keys,
+                               const mc_slice_t *bufs, size_t n, uint64_t outside,
+                               const mc_replicate_config_t *cfg, int upsert, int64_t *res)
 {
     svc_client_t *c = s->svc;
-    if (bufs == NULL || n == 0 || n > SVC_MAX_PARTS)
-        return MC_ERR_INVALID_PARAMS;
-    uint64_t outside = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (bufs[i].ptr == NULL || bufs[i].len == 0)
-            return MC_ERR_INVALID_PARAMS;
-        if (!in_region(c, bufs[i].ptr, bufs[i].len))
-            outside += (bufs[i].len + MC_OALLOC_ALIGN - 1) & ~(uint64_t)(MC_OALLOC_ALIGN - 1);
-    }
     uint64_t *parts = mc_calloc(2 * n, sizeof(*parts));
     if (parts == NULL)
         return MC_ERR_NOMEM;
@@ -588,7 +606,7 @@ static mc_status_t batch_data(mc_store_t *s, int get, const mc_slice_t *keys,
             parts[2 * i] = so;
             if (!get)
                 memcpy((uint8_t *)c->mem.base + so, bufs[i].ptr, bufs[i].len);
-            so += (bufs[i].len + MC_OALLOC_ALIGN - 1) & ~(uint64_t)(MC_OALLOC_ALIGN - 1);
+            so += STAGE_ROUND(bufs[i].len);
         }
         parts[2 * i + 1] = bufs[i].len;
     }
@@ -600,6 +618,41 @@ static mc_status_t batch_data(mc_store_t *s, int get, const mc_slice_t *keys,
     if (outside > 0)
         stage_put(c, h);
     mc_free(parts);
+    return st;
+}
+
+/* Batch put/get: in calls whose values outside our memory fit the staging
+ * buffer together (one call when they all do); a value that alone does not
+ * fit is INVALID_PARAMS in its place (put it in pool memory). */
+static mc_status_t batch_data(mc_store_t *s, int get, const mc_slice_t *keys,
+                              const mc_slice_t *bufs, size_t n, const mc_replicate_config_t *cfg,
+                              int upsert, int64_t *res)
+{
+    svc_client_t *c = s->svc;
+    if (keys == NULL || bufs == NULL || n == 0 || n > SVC_MAX_PARTS)
+        return MC_ERR_INVALID_PARAMS;
+    for (size_t i = 0; i < n; i++)
+        if (bufs[i].ptr == NULL || bufs[i].len == 0)
+            return MC_ERR_INVALID_PARAMS;
+    mc_status_t st = MC_OK;
+    for (size_t i = 0; i < n && st == MC_OK;) {
+        uint64_t outside = 0;
+        size_t j = i;
+        for (; j < n; j++) {
+            uint64_t need = in_region(c, bufs[j].ptr, bufs[j].len) ? 0 : STAGE_ROUND(bufs[j].len);
+            if (outside + need > c->stage_len)
+                break;
+            outside += need;
+        }
+        if (j == i) { /* value i alone is larger than staging */
+            mc_oalloc_handle_t none;
+            res[i] = stage_get(c, bufs[i].len, &none); /* logs why: INVALID_PARAMS */
+            i++;
+            continue;
+        }
+        st = batch_group(s, get, keys + i, bufs + i, j - i, outside, cfg, upsert, res + i);
+        i = j;
+    }
     return st;
 }
 

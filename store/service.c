@@ -23,6 +23,7 @@
  * killed in the middle of a put leaves nothing behind.
  */
 #include <errno.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
@@ -415,9 +416,11 @@ static void read_config(mc_mp_reader_t *r, svc_args_t *a)
         case 5:
             a->cfg.with_hard_pin = mc_mp_read_bool(r);
             break;
-        case 6:
-            a->cfg.soft_pin_action = (int)mc_mp_read_uint(r);
+        case 6: { /* out of range stays out of range: the put refuses it */
+            uint64_t v = mc_mp_read_uint(r);
+            a->cfg.soft_pin_action = v > INT_MAX ? INT_MAX : (int)v;
             break;
+        }
         case 7:
             a->cfg.has_soft_pin_ttl = 1;
             a->cfg.soft_pin_ttl_ms = mc_mp_read_uint(r);

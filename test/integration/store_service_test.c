@@ -34,6 +34,12 @@
 #include "rpc/methods.h"
 #include "rpc/rpc.h"
 #include "store/svc_proto.h"
+/* the store client's cases (only those a co-located client can run: no
+ * segment of its own, one node) */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-function"
+#include "store_cases.h"
+#pragma GCC diagnostic pop
 #include "util/buf.h"
 #include "util/log.h"
 #include "util/mem.h"
@@ -287,6 +293,75 @@ static void the_c_api_works_through_the_service(void **state)
     assert_null(mc_store_alloc_from_mem_pool(s, POOL + 1));
     free(v);
     free(b);
+}
+
+/* The master's count of pinned objects (its /metrics). */
+static long pinned_count(env_t *e)
+{
+    char *body = NULL;
+    assert_int_equal(tc_http_get(e->c.master.http_port, "/metrics", &body, 5000 * SLOW), 200);
+    const char *at = strstr(body, "\nmaster_soft_pin_key_count ");
+    assert_non_null(at);
+    long n = strtol(at + strlen("\nmaster_soft_pin_key_count "), NULL, 10);
+    free(body);
+    return n;
+}
+
+/* Pins reach the master through the service (CONFIG fields 5-7): a soft
+ * pin, a hard pin, an upsert (field 4) of a pinned object keeping its pin;
+ * a plain put pins nothing. */
+static void pins_and_upserts_reach_the_master_through_the_service(void **state)
+{
+    env_t *e = *state;
+    uint8_t v[4096], b[4096];
+    fill(v, sizeof(v), 77);
+    long p0 = pinned_count(e);
+    assert_int_equal(mc_store_put(e->s, "plain", 5, v, sizeof(v), NULL), MC_OK);
+    assert_int_equal(pinned_count(e), p0);
+    mc_replicate_config_t rc;
+    mc_replicate_config_init(&rc);
+    rc.soft_pin_action = MC_SOFT_PIN_ENABLE;
+    rc.has_soft_pin_ttl = 1;
+    rc.soft_pin_ttl_ms = 600000;
+    assert_int_equal(mc_store_put(e->s, "soft", 4, v, sizeof(v), &rc), MC_OK);
+    assert_int_equal(pinned_count(e), p0 + 1);
+    mc_replicate_config_init(&rc);
+    rc.with_hard_pin = 1;
+    assert_int_equal(mc_store_put(e->s, "hard", 4, v, sizeof(v), &rc), MC_OK);
+    assert_int_equal(pinned_count(e), p0 + 2);
+    /* an upsert in pieces replaces the value; DISABLE keeps a hard pin */
+    mc_replicate_config_init(&rc);
+    rc.soft_pin_action = MC_SOFT_PIN_DISABLE;
+    mc_slice_t two[2] = {{v + 100, 1000}, {v, 10}};
+    assert_int_equal(mc_store_put_parts(e->s, "hard", 4, two, 2, &rc),
+                     MC_ERR_OBJECT_ALREADY_EXISTS);
+    assert_int_equal(mc_store_upsert_parts(e->s, "hard", 4, two, 2, &rc), MC_OK);
+    assert_int_equal(mc_store_get(e->s, "hard", 4, b, sizeof(b), NULL), 1010);
+    assert_memory_equal(b, v + 100, 1000);
+    assert_memory_equal(b + 1000, v, 10);
+    assert_int_equal(pinned_count(e), p0 + 2);
+    /* DISABLE drops a soft pin (batch upsert: one call) */
+    mc_slice_t k[1] = {{"soft", 4}}, val[1] = {{v, 99}};
+    mc_status_t st[1];
+    assert_int_equal(mc_store_batch_upsert(e->s, k, val, 1, &rc, st), MC_OK);
+    assert_int_equal(st[0], MC_OK);
+    assert_int_equal(mc_store_get_size(e->s, "soft", 4), 99);
+    assert_int_equal(pinned_count(e), p0 + 1);
+    assert_int_equal(mc_store_remove_all(e->s, 1), 3);
+    assert_int_equal(pinned_count(e), p0);
+}
+
+/* The cases every client passes, through the service: upserts (CONFIG
+ * field 4), pins (5-7), values in pieces one by one and in batches, batch
+ * sizes and get_alloc; batch calls of values larger than staging together. */
+static void the_store_cases_pass_through_the_service(void **state)
+{
+    env_t *e = *state;
+    store_env_t se = {.s = e->s, .protocol = "service", .staging = STAGING, .batch_big = 3 * MIB};
+    void *st = &se;
+    upserts_pieces_allocs_and_sizes(&st);
+    batch_calls_report_each_key(&st);
+    sc_wait_parked_space();
 }
 
 /* ------------------------------------------------------ raw sessions */
@@ -617,6 +692,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(four_client_processes_put_and_get_concurrently_byte_for_byte),
         cmocka_unit_test(the_c_api_works_through_the_service),
+        cmocka_unit_test(the_store_cases_pass_through_the_service),
+        cmocka_unit_test(pins_and_upserts_reach_the_master_through_the_service),
         cmocka_unit_test(
             offsets_outside_a_session_and_bad_calls_are_refused_and_nothing_is_touched),
         cmocka_unit_test(killed_clients_leave_no_session_descriptor_or_memory_behind),
