@@ -70,14 +70,53 @@ struct svc_client {
     pthread_t helper;
     int helper_up, stopping;
     long live; /* async jobs not yet called back */
+    /* mc_store_shared_alloc memory shared with the service besides mem
+     * (register_buffer): offsets past mem's, never reused; xmu guards the
+     * table (shared: calls; exclusive: register/unregister), smu the shares */
+    pthread_rwlock_t xmu;
+    struct xreg {
+        uint8_t *base;
+        uint64_t len, off;
+        int fd; /* ours, to share it again with a restarted service */
+    } xr[SVC_MAX_REGIONS - 1];
+    uint32_t nxr;
+    uint64_t next_off;
 };
 
 /* ------------------------------------------------------------- memory */
 
-static int in_region(const svc_client_t *c, const void *p, size_t len)
+#define XREG_ALIGN (2ull << 20) /* offsets of shared regions after mem's */
+
+/* [p, p+len) in memory shared with the service: 1 and its offset there
+ * (off may be NULL), or 0. */
+static int locate(const svc_client_t *c, const void *p, size_t len, uint64_t *off)
 {
     uintptr_t a = (uintptr_t)p, b = (uintptr_t)c->mem.base;
-    return len > 0 && a >= b && a + len >= a && a + len <= b + c->mem.len;
+    if (len == 0 || a + len < a)
+        return 0;
+    if (a >= b && a + len <= b + c->mem.len) {
+        if (off != NULL)
+            *off = a - b;
+        return 1;
+    }
+    int found = 0;
+    pthread_rwlock_t *xmu = (pthread_rwlock_t *)&c->xmu;
+    pthread_rwlock_rdlock(xmu);
+    for (uint32_t i = 0; i < c->nxr && !found; i++) {
+        b = (uintptr_t)c->xr[i].base;
+        if (a >= b && a + len <= b + c->xr[i].len) {
+            if (off != NULL)
+                *off = c->xr[i].off + (a - b);
+            found = 1;
+        }
+    }
+    pthread_rwlock_unlock(xmu);
+    return found;
+}
+
+static int in_region(const svc_client_t *c, const void *p, size_t len)
+{
+    return locate(c, p, len, NULL);
 }
 
 /* Staging bytes for one call: waits (at most the call timeout) for room.
@@ -125,6 +164,29 @@ static void session_drop(svc_client_t *c)
     c->conn = -1;
 }
 
+/* Share one more region on the session's connection; the service's answer. */
+static mc_status_t share_send(int conn, const struct xreg *x)
+{
+    svc_share_t m = {.magic = SVC_MAGIC, .op = SVC_OP_SHARE, .off = x->off, .len = x->len};
+    svc_welcome_t w;
+    size_t got = 0;
+    int nofd = -1;
+    mc_status_t st = mc_unix_send(conn, &m, sizeof(m), x->fd);
+    if (st == MC_OK)
+        st = mc_unix_recv(conn, &w, sizeof(w), &got, &nofd);
+    if (nofd >= 0)
+        close(nofd);
+    if (st == MC_OK && (got != sizeof(w) || w.magic != SVC_MAGIC))
+        st = MC_ERR_PROTOCOL;
+    if (st == MC_OK && w.status != MC_OK) {
+        w.name[sizeof(w.name) - 1] = '\0';
+        MC_ERROR(CLIENT, "the store service refused %llu bytes of shared memory: %s",
+                 (unsigned long long)x->len, w.name);
+        st = (mc_status_t)w.status;
+    }
+    return st;
+}
+
 /* The session, made (or made again after the service went) when needed.
  * smu held. */
 static mc_status_t session_ensure(svc_client_t *c)
@@ -168,6 +230,18 @@ static mc_status_t session_ensure(svc_client_t *c)
                     (unsigned)c->port, c->sock, mc_status_str(st));
         c->down = 1;
         return st == MC_ERR_CONN_CLOSED || st == MC_ERR_TIMEOUT ? MC_ERR_CONN_CLOSED : st;
+    }
+    /* and the memory shared since (a restarted service knows none of it) */
+    uint32_t shared = 0;
+    pthread_rwlock_rdlock(&c->xmu);
+    for (uint32_t i = 0; i < c->nxr && st == MC_OK; i++, shared++)
+        st = share_send(fd, &c->xr[i]);
+    pthread_rwlock_unlock(&c->xmu);
+    if (st != MC_OK) {
+        close(fd);
+        MC_ERROR(CLIENT, "the store service on port %u did not take our shared region %u: %s",
+                 (unsigned)c->port, shared, mc_status_str(st));
+        return st;
     }
     c->conn = fd;
     c->session = w.session;
@@ -268,9 +342,12 @@ static void put_config(mc_mp_writer_t *w, const mc_replicate_config_t *cfg, int 
         mc_mp_write_cstr(w, cfg->preferred_segments[i]);
 }
 
-static uint64_t off_of(const svc_client_t *c, const void *p)
+/* The offset of [p, p+len), which in_region found in shared memory. */
+static uint64_t off_of(const svc_client_t *c, const void *p, size_t len)
 {
-    return (uint64_t)((const uint8_t *)p - (const uint8_t *)c->mem.base);
+    uint64_t off = UINT64_MAX; /* (unregistered meanwhile: the service refuses it) */
+    locate(c, p, len, &off);
+    return off;
 }
 
 /* A key's check, as the normal client's (1..4096 bytes, no NUL). */
@@ -350,7 +427,7 @@ mc_status_t store_dummy_put(mc_store_t *s, const void *key, size_t klen, const m
     uint64_t so = h.offset;
     for (size_t i = 0; i < nparts; i++) {
         if (in_region(c, parts[i].ptr, parts[i].len)) {
-            mc_mp_write_uint(&w, off_of(c, parts[i].ptr));
+            mc_mp_write_uint(&w, off_of(c, parts[i].ptr, parts[i].len));
         } else {
             memcpy((uint8_t *)c->mem.base + so, parts[i].ptr, parts[i].len);
             mc_mp_write_uint(&w, so);
@@ -387,7 +464,7 @@ int64_t store_dummy_get(mc_store_t *s, const void *key, size_t klen, void *buf, 
     for (int attempt = 0; attempt < 2; attempt++) {
         uint64_t off;
         if (direct) {
-            off = off_of(c, buf);
+            off = off_of(c, buf, len);
         } else {
             /* the first try with what fits the staging buffer; the object's
              * size comes back if it did not fit */
@@ -601,7 +678,7 @@ static mc_status_t batch_group(mc_store_t *s, int get, const mc_slice_t *keys,
     uint64_t so = h.offset;
     for (size_t i = 0; i < n; i++) {
         if (in_region(c, bufs[i].ptr, bufs[i].len)) {
-            parts[2 * i] = off_of(c, bufs[i].ptr);
+            parts[2 * i] = off_of(c, bufs[i].ptr, bufs[i].len);
         } else {
             parts[2 * i] = so;
             if (!get)
@@ -921,6 +998,9 @@ static void client_free(svc_client_t *c)
     session_drop(c);
     mc_oalloc_destroy(c->stage);
     mc_shm_destroy(&c->mem);
+    for (uint32_t i = 0; i < c->nxr; i++)
+        close(c->xr[i].fd);
+    pthread_rwlock_destroy(&c->xmu);
     pthread_mutex_destroy(&c->amu);
     pthread_cond_destroy(&c->acv);
     pthread_mutex_destroy(&c->smu);
@@ -936,6 +1016,7 @@ mc_status_t store_dummy_open(mc_store_t *s, const mc_store_config_t *cfg)
         return MC_ERR_NOMEM;
     c->conn = -1;
     c->mem.fd = -1;
+    pthread_rwlock_init(&c->xmu, NULL);
     pthread_mutex_init(&c->amu, NULL);
     pthread_cond_init(&c->acv, NULL);
     pthread_mutex_init(&c->smu, NULL);
@@ -963,6 +1044,7 @@ mc_status_t store_dummy_open(mc_store_t *s, const mc_store_config_t *cfg)
     }
     if ((st = mc_shm_create("mooncake-client", c->stage_len + c->pool_len, 0, &c->mem)) != MC_OK)
         goto err;
+    c->next_off = (c->mem.len + XREG_ALIGN - 1) & ~(uint64_t)(XREG_ALIGN - 1);
     if (c->stage_len > 0 && (st = mc_oalloc_create(c->stage_len, 4096, &c->stage)) != MC_OK)
         goto err;
     if ((st = store_pool_setup(&s->pool, (uint8_t *)c->mem.base + c->stage_len, c->pool_len)) !=
@@ -1038,4 +1120,81 @@ void store_dummy_close(mc_store_t *s)
     pthread_mutex_unlock(&c->jmu);
     client_free(c); /* the session's end: the service unmaps our memory */
     s->svc = NULL;
+}
+
+/* ------------------------------------------------ registered buffers */
+
+mc_status_t store_dummy_register(mc_store_t *s, void *buf, size_t len)
+{
+    svc_client_t *c = s->svc;
+    if (in_region(c, buf, len))
+        return MC_OK; /* shared already */
+    struct xreg x = {0};
+    void *base = NULL;
+    if (!store_shared_find(buf, len, &base, &x.len, &x.fd)) {
+        MC_INFO(CLIENT,
+                "register_buffer %p+%zu: not memory shared with the service: values there are "
+                "copied through staging (mc_store_alloc_from_mem_pool or mc_store_shared_alloc "
+                "memory travels without a copy)",
+                buf, len);
+        return MC_OK;
+    }
+    x.base = base;
+    mc_status_t st = MC_OK;
+    pthread_mutex_lock(&c->smu);
+    pthread_rwlock_wrlock(&c->xmu);
+    int known = 0;
+    for (uint32_t i = 0; i < c->nxr; i++)
+        known |= c->xr[i].base == x.base;
+    if (!known && c->nxr >= SVC_MAX_REGIONS - 1) {
+        MC_ERROR(CLIENT,
+                 "register_buffer %p+%zu: %u regions are shared with the service already "
+                 "(at most %u): allocate fewer, larger ones",
+                 buf, len, c->nxr, SVC_MAX_REGIONS - 1);
+        st = MC_ERR_LIMIT;
+    }
+    pthread_rwlock_unlock(&c->xmu);
+    if (known || st != MC_OK) {
+        pthread_mutex_unlock(&c->smu);
+        close(x.fd);
+        return st;
+    }
+    x.off = c->next_off;
+    /* the session's connection is ours under smu: tell the service now (a
+     * session made later shares every region after its hello) */
+    if (c->conn >= 0)
+        st = share_send(c->conn, &x);
+    if (st == MC_OK) {
+        c->next_off = (x.off + x.len + XREG_ALIGN - 1) & ~(uint64_t)(XREG_ALIGN - 1);
+        pthread_rwlock_wrlock(&c->xmu);
+        c->xr[c->nxr++] = x;
+        pthread_rwlock_unlock(&c->xmu);
+        MC_INFO(CLIENT,
+                "register_buffer %p+%zu: %llu bytes of shared memory shared with the "
+                "service: values there travel without a copy",
+                buf, len, (unsigned long long)x.len);
+    } else {
+        close(x.fd);
+        if (st != MC_ERR_LIMIT && st != MC_ERR_NOMEM && st != MC_ERR_INVALID_PARAMS)
+            session_drop(c); /* the connection is in doubt: the next call makes another */
+    }
+    pthread_mutex_unlock(&c->smu);
+    return st;
+}
+
+mc_status_t store_dummy_unregister(mc_store_t *s, void *buf)
+{
+    svc_client_t *c = s->svc;
+    /* calls stop naming it (the service keeps its mapping until the session
+     * ends); an offset is never given out twice */
+    pthread_rwlock_wrlock(&c->xmu);
+    for (uint32_t i = 0; i < c->nxr; i++) {
+        if (c->xr[i].base == buf) {
+            close(c->xr[i].fd);
+            c->xr[i] = c->xr[--c->nxr];
+            break;
+        }
+    }
+    pthread_rwlock_unlock(&c->xmu);
+    return MC_OK;
 }
