@@ -350,6 +350,36 @@ static uint64_t off_of(const svc_client_t *c, const void *p, size_t len)
     return off;
 }
 
+/* Room in shared memory for a value in plain memory: staging, or pool
+ * memory for a value larger than the staging buffer while the pool has
+ * room. */
+typedef struct bounce {
+    mc_oalloc_handle_t h;
+    void *pool;
+    uint64_t off;
+} bounce_t;
+
+static mc_status_t bounce_get(mc_store_t *s, uint64_t len, bounce_t *b)
+{
+    svc_client_t *c = s->svc;
+    b->pool = NULL;
+    if (len > c->stage_len && (b->pool = store_pool_alloc(&s->pool, len)) != NULL) {
+        b->off = off_of(c, b->pool, len);
+        return MC_OK;
+    }
+    mc_status_t st = stage_get(c, len, &b->h); /* logs why a value cannot fit */
+    b->off = b->h.offset;
+    return st;
+}
+
+static void bounce_put(mc_store_t *s, bounce_t *b)
+{
+    if (b->pool != NULL)
+        store_pool_free(&s->pool, b->pool);
+    else
+        stage_put(s->svc, b->h);
+}
+
 /* A key's check, as the normal client's (1..4096 bytes, no NUL). */
 static int key_ok(const void *key, size_t klen)
 {
@@ -414,8 +444,8 @@ mc_status_t store_dummy_put(mc_store_t *s, const void *key, size_t klen, const m
             outside += parts[i].len;
     }
     /* what is not in our shared memory goes through one staging range */
-    mc_oalloc_handle_t h = {0, MC_OALLOC_NO_NODE};
-    mc_status_t st = outside > 0 ? stage_get(c, outside, &h) : MC_OK;
+    bounce_t h = {{0, MC_OALLOC_NO_NODE}, NULL, 0};
+    mc_status_t st = outside > 0 ? bounce_get(s, outside, &h) : MC_OK;
     if (st != MC_OK)
         return st;
     mc_buf_t f = MC_BUF_INIT;
@@ -424,7 +454,7 @@ mc_status_t store_dummy_put(mc_store_t *s, const void *key, size_t klen, const m
     put_key(&w, key, klen);
     mc_mp_write_uint(&w, MC_F_SVC_PARTS);
     mc_mp_write_array(&w, (uint32_t)(2 * nparts));
-    uint64_t so = h.offset;
+    uint64_t so = h.off;
     for (size_t i = 0; i < nparts; i++) {
         if (in_region(c, parts[i].ptr, parts[i].len)) {
             mc_mp_write_uint(&w, off_of(c, parts[i].ptr, parts[i].len));
@@ -444,7 +474,7 @@ mc_status_t store_dummy_put(mc_store_t *s, const void *key, size_t klen, const m
     st = w.err != MC_OK ? w.err : call(c, MC_RPC_SVC_PUT, &f, nf, NULL);
     mc_buf_fini(&f);
     if (outside > 0)
-        stage_put(c, h);
+        bounce_put(s, &h);
     return st;
 }
 
@@ -458,7 +488,7 @@ int64_t store_dummy_get(mc_store_t *s, const void *key, size_t klen, void *buf, 
         return MC_ERR_INVALID_PARAMS;
     int direct = in_region(c, buf, len);
     uint64_t room = len;
-    mc_oalloc_handle_t h = {0, MC_OALLOC_NO_NODE};
+    bounce_t h = {{0, MC_OALLOC_NO_NODE}, NULL, 0};
     mc_buf_t resp = MC_BUF_INIT;
     int64_t ret = 0;
     for (int attempt = 0; attempt < 2; attempt++) {
@@ -467,15 +497,16 @@ int64_t store_dummy_get(mc_store_t *s, const void *key, size_t klen, void *buf, 
             off = off_of(c, buf, len);
         } else {
             /* the first try with what fits the staging buffer; the object's
-             * size comes back if it did not fit */
-            if (room > c->stage_len)
+             * size comes back if it did not fit (then staging or pool
+             * memory of that size) */
+            if (attempt == 0 && room > c->stage_len && c->stage_len > 0)
                 room = c->stage_len;
-            mc_status_t st = stage_get(c, room, &h);
+            mc_status_t st = bounce_get(s, room, &h);
             if (st != MC_OK) {
                 ret = st;
                 break;
             }
-            off = h.offset;
+            off = h.off;
         }
         mc_buf_t f = MC_BUF_INIT;
         mc_mp_writer_t w;
@@ -491,15 +522,10 @@ int64_t store_dummy_get(mc_store_t *s, const void *key, size_t klen, void *buf, 
         if (st == MC_OK && !direct)
             memcpy(buf, (uint8_t *)c->mem.base + off, (size_t)size);
         if (!direct)
-            stage_put(c, h);
+            bounce_put(s, &h);
         if (st == MC_ERR_BUFFER_OVERFLOW && !direct && (uint64_t)size <= len && room < len &&
             (uint64_t)size > room) {
             room = (uint64_t)size; /* it fits the caller's buffer: try again */
-            if (room > c->stage_len) {
-                stage_get(c, room, &h); /* logs why it cannot */
-                ret = MC_ERR_INVALID_PARAMS;
-                break;
-            }
             continue;
         }
         if (st == MC_ERR_BUFFER_OVERFLOW && need != NULL)

@@ -239,11 +239,19 @@ static void the_c_api_works_through_the_service(void **state)
     assert_memory_equal(b, v, 100);
     assert_memory_equal(b + 100, pv, 1000);
     assert_memory_equal(b + 1100, v + 100, 7);
-    /* larger than staging, from plain memory: refused, naming the way out */
-    uint8_t *big = malloc(STAGING + 1);
+    /* larger than staging, from and into plain memory: through pool memory
+     * while the pool has room; larger than both: refused, naming the way out */
+    uint8_t *big = malloc(POOL + 1), *bigb = malloc(STAGING + 1);
     assert_non_null(big);
-    assert_int_equal(mc_store_put(s, "big", 3, big, STAGING + 1, NULL), MC_ERR_INVALID_PARAMS);
+    assert_non_null(bigb);
+    fill(big, STAGING + 1, 5);
+    assert_int_equal(mc_store_put(s, "big", 3, big, STAGING + 1, NULL), MC_OK);
+    assert_int_equal(mc_store_get(s, "big", 3, bigb, STAGING + 1, NULL), STAGING + 1);
+    assert_memory_equal(bigb, big, STAGING + 1);
+    assert_int_equal(mc_store_remove(s, "big", 3, 1), MC_OK);
+    assert_int_equal(mc_store_put(s, "big", 3, big, POOL + 1, NULL), MC_ERR_INVALID_PARAMS);
     free(big);
+    free(bigb);
     /* batch */
     char kb[5][16];
     mc_slice_t keys[5], vals[5], outs[5];
