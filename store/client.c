@@ -994,6 +994,8 @@ mc_status_t mc_store_open(const mc_store_config_t *c, mc_store_t **out)
     if (st == MC_OK)
         st = store_tier_open(s, c->persist,
                              c->tier_queue_bytes ? c->tier_queue_bytes : d.tier_queue_bytes);
+    if (st == MC_OK)
+        st = store_offload_open(s, c->offload_dir, c->offload_quota);
     if (st == MC_OK) {
         timer_ctx_t tc = {.s = s, .st = MC_ERR_CANCELED};
         mc_rpc_run_on(s->r0, ping_arm, &tc);
@@ -1009,6 +1011,7 @@ mc_status_t mc_store_open(const mc_store_config_t *c, mc_store_t **out)
     return MC_OK;
 
 err_te:
+    store_offload_close(s);
     store_tier_close(s);
     atomic_store(&s->closing, 1);
     stop_resolver(s);
@@ -1035,6 +1038,7 @@ void mc_store_close(mc_store_t *s)
         return;
     }
     /* Finish the tier's file work (async writes report to the master). */
+    store_offload_close(s);
     store_tier_close(s);
     /* Withdraw the segments while the master connection is up. A master that
      * is away forgets them anyway (its client expiry). */

@@ -192,6 +192,7 @@ static void on_metrics(struct evhttp_request *req, void *arg)
                            "# TYPE segment_total_capacity_bytes gauge\n");
     mc_master_foreach_segment(s->m, seg_metric, b);
     master_tier_metrics(s, b);
+    master_offload_metrics(s, b);
 
     for (size_t i = 0; i < sizeof(rpc_names) / sizeof(rpc_names[0]); i++) {
         uint16_t m = rpc_names[i].method;

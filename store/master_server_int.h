@@ -121,6 +121,8 @@ void master_tier_orphan(master_srv_t *s, const char *key, size_t len);
 struct evbuffer;
 /* Prometheus lines of the tier (nothing without one). */
 void master_tier_metrics(const master_srv_t *s, struct evbuffer *b);
+/* Node-local offload's metrics (with enable_offload). */
+void master_offload_metrics(const master_srv_t *s, struct evbuffer *b);
 
 /* ---- master_server_scan.c: regex scans on a worker thread ---- */
 typedef struct scan_job scan_job_t;
