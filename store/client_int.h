@@ -214,6 +214,10 @@ struct mc_store {
 /* ------------------------------------------------------------ client_op.c */
 
 /* Key rules of store.h: 1..4096 bytes, no NUL. MC_OK or MC_ERR_INVALID_KEY. */
+/* Append this process's Prometheus families (client_metrics.c; node_http.c
+ * serves them). Any thread. */
+void store_node_metrics(mc_store_t *s, mc_buf_t *b);
+
 mc_status_t store_check_key(const void *key, size_t klen);
 
 /* Counting live operations (close waits for zero). */
