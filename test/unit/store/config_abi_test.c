@@ -57,7 +57,7 @@ static void an_older_store_config_gets_defaults_for_the_fields_it_lacks(void **s
     assert_int_equal(full.struct_size, sizeof(mc_store_config_t));
     assert_int_equal(full.local_buffer_size, 12345); /* what it set */
     assert_string_equal(full.master, "10.0.0.1:1");
-    assert_null(full.service);                /* not the garbage past its end */
+    assert_null(full.service); /* not the garbage past its end */
     assert_int_equal(full.mem_pool_size, 0);
 }
 
