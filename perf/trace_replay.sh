@@ -30,6 +30,8 @@
 # logs go to a mkdtemp directory that is removed at the end unless a run
 # failed. Exit status 1 when any run reported errors or wrong bytes.
 set -euo pipefail
+# storage nodes take a free HTTP port (several per host here; store.http_port)
+export MC_STORE_HTTP_PORT=${MC_STORE_HTTP_PORT:-0}
 shopt -s extglob
 
 here=$(cd "$(dirname "$0")/.." && pwd)
