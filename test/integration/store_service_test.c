@@ -773,6 +773,11 @@ static void a_killed_service_fails_calls_in_time_and_clients_share_again(void **
     fill(sh, big, 10);
     assert_int_equal(mc_store_register_buffer(e->s, sh, big), MC_OK);
     tc_node_stop(&e->c.node[0], SIGKILL);
+    /* memory registered while the service is gone: shared with the next one */
+    uint8_t *sh2 = mc_store_shared_alloc(big);
+    assert_non_null(sh2);
+    fill(sh2, big, 11);
+    assert_int_equal(mc_store_register_buffer(e->s, sh2, big), MC_OK);
     uint64_t t0 = mc_now_us();
     mc_status_t st = mc_store_put(e->s, "during", 6, pv, 1000, NULL);
     uint64_t dt = mc_now_us() - t0;
@@ -800,6 +805,13 @@ static void a_killed_service_fails_calls_in_time_and_clients_share_again(void **
     assert_int_equal(mc_store_put(e->s, "after-sh", 8, sh, big, NULL), MC_OK);
     assert_int_equal(mc_store_get_size(e->s, "after-sh", 8), (int64_t)big);
     assert_int_equal(mc_store_remove(e->s, "after-sh", 8, 1), MC_OK);
+    assert_int_equal(mc_store_put(e->s, "after-sh2", 9, sh2, big, NULL), MC_OK);
+    memset(sh, 0, big);
+    assert_int_equal(mc_store_get(e->s, "after-sh2", 9, sh, big, NULL), (int64_t)big);
+    assert_memory_equal(sh, sh2, big);
+    assert_int_equal(mc_store_remove(e->s, "after-sh2", 9, 1), MC_OK);
+    assert_int_equal(mc_store_unregister_buffer(e->s, sh2), MC_OK);
+    assert_int_equal(mc_store_shared_free(sh2), MC_OK);
     assert_int_equal(mc_store_unregister_buffer(e->s, sh), MC_OK);
     assert_int_equal(mc_store_shared_free(sh), MC_OK);
     assert_int_equal(mc_store_free_to_mem_pool(e->s, pv), MC_OK);
