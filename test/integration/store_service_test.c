@@ -25,6 +25,7 @@
 #include <cmocka.h>
 
 #include <inttypes.h>
+#include <sys/mman.h>
 #include <stdatomic.h>
 
 #include "cluster.h"
@@ -571,6 +572,25 @@ static void offsets_outside_a_session_and_bad_calls_are_refused_and_nothing_is_t
     assert_int_equal(raw_share(&r, L - 4096, more.len, more.fd), MC_ERR_INVALID_PARAMS);
     assert_int_equal(raw_share(&r, 4 * L, more.len, -1), MC_ERR_INVALID_PARAMS);
     assert_int_equal(raw_share(&r, 4 * L, 0, more.fd), MC_ERR_INVALID_PARAMS);
+    /* a memfd its sender could shrink under the service (not sealed): refused */
+    int unsealed = memfd_create("unsealed", MFD_CLOEXEC);
+    assert_true(unsealed >= 0);
+    assert_int_equal(ftruncate(unsealed, (off_t)more.len), 0);
+    assert_int_equal(raw_share(&r, 4 * L, more.len, unsealed), MC_ERR_INVALID_ARGUMENT);
+    /* nor as a session's first memory */
+    char sock[64];
+    snprintf(sock, sizeof(sock), SVC_SOCK_FMT, e->svc_port);
+    int c2 = -1;
+    assert_int_equal(mc_unix_connect(sock, 2000000, &c2), MC_OK);
+    svc_hello_t h = {.magic = SVC_MAGIC, .version = SVC_VERSION, .len = more.len};
+    assert_int_equal(mc_unix_send(c2, &h, sizeof(h), unsealed), MC_OK);
+    svc_welcome_t w;
+    size_t got = 0;
+    int nofd = -1;
+    assert_int_equal(mc_unix_recv(c2, &w, sizeof(w), &got, &nofd), MC_OK);
+    assert_int_equal(w.status, MC_ERR_INVALID_ARGUMENT);
+    close(c2);
+    close(unsealed);
     assert_int_equal(raw_share(&r, 4 * L, more.len, more.fd), MC_OK);
     const uint64_t in_more[2] = {4 * L + 100, sizeof(v)};
     assert_int_equal(raw_call(&r, MC_RPC_SVC_GET, r.token, "raw", in_more, 1), MC_OK);
