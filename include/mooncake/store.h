@@ -129,6 +129,14 @@ typedef struct mc_store_config {
     /* Bytes of memory for mc_store_alloc_from_mem_pool (0 = none). A normal
      * client registers it; a co-located one shares it with its service. */
     uint64_t mem_pool_size;
+    /* Node-local offload (upstream's ssd_offload_path; the master needs
+     * enable_offload): an absolute directory of this node's own disk where
+     * objects of its segment are kept as LOCAL_DISK replicas (evicted from
+     * memory, or after every put: the master's offload_on_evict), surviving
+     * a restart of the node. One node per directory (a lock file). Needs
+     * global_segment_size > 0. NULL or "" = none. */
+    const char *offload_dir;
+    uint64_t offload_quota; /* bytes of files at most, least recently used go first; 0 = none */
 } mc_store_config_t;
 
 /* Defaults: as noted per field; no segment (global_segment_size 0) and a
