@@ -22,7 +22,7 @@
 #       hosts (store.shm = off); shm: same-host shared memory
 #   -k  no cluster: trace_replay --core (the master's core in-process, a
 #       simulated clock at trace time / the -x factor (default 1), one request
-#       at a time: the eviction policy alone, deterministic, seconds per run);
+#       at a time: the eviction policy alone, seconds per run, +-0.005 run to run);
 #       -m settings become --core-set
 #   --  the rest goes to every trace_replay (e.g. --soft-pin prefix:4, --limit 2000)
 #
