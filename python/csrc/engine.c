@@ -209,23 +209,26 @@ static void engine_dealloc(PyObject *o)
 }
 
 /* _initialize(local_hostname, metadata, protocol, rdma_devices, port,
- *             advertise_host) -> int; engine.py resolves the options. */
+ *             advertise_host, secret_file="") -> int; engine.py resolves
+ * the options. */
 static PyObject *py_initialize(PyObject *o, PyObject *const *args, Py_ssize_t nargs,
                                PyObject *kwnames)
 {
     engine_t *e = (engine_t *)o;
     static const char *const names[] = {"local_hostname", "metadata", "protocol",
-                                        "rdma_devices",   "port",     "advertise_host"};
-    PyObject *a[6];
-    const char *host, *meta, *proto, *devs, *adv;
+                                        "rdma_devices",   "port",     "advertise_host",
+                                        "secret_file"};
+    PyObject *a[7];
+    const char *host, *meta, *proto, *devs, *adv, *secret = "";
     uint64_t port;
-    if (mcpy_bind("_initialize", args, nargs, kwnames, names, 6, 6, a) != 0 ||
+    if (mcpy_bind("_initialize", args, nargs, kwnames, names, 7, 6, a) != 0 ||
         mcpy_str(a[0], "_initialize", names[0], &host) != 0 ||
         mcpy_str(a[1], "_initialize", names[1], &meta) != 0 ||
         mcpy_str(a[2], "_initialize", names[2], &proto) != 0 ||
         mcpy_str(a[3], "_initialize", names[3], &devs) != 0 ||
         mcpy_u64_max(a[4], "_initialize", names[4], 65535, &port) != 0 ||
-        mcpy_str(a[5], "_initialize", names[5], &adv) != 0)
+        mcpy_str(a[5], "_initialize", names[5], &adv) != 0 ||
+        (a[6] != NULL && mcpy_str(a[6], "_initialize", names[6], &secret) != 0))
         return NULL;
     mc_te_opts_t to;
     mc_te_opts_init(&to);
@@ -234,6 +237,7 @@ static PyObject *py_initialize(PyObject *o, PyObject *const *args, Py_ssize_t na
     to.listen_port = (uint16_t)port;
     to.advertise_host = adv;
     to.rdma_devices = devs[0] != '\0' ? devs : NULL;
+    to.secret_file = secret[0] != '\0' ? secret : NULL;
     mc_status_t st;
     Py_BEGIN_ALLOW_THREADS;
     close_nogil(e);
@@ -923,6 +927,36 @@ static PyObject *py_first_buffer(PyObject *o, PyObject *const *args, Py_ssize_t 
     return PyLong_FromUnsignedLongLong(addr);
 }
 
+/* send_probe(peer_server_name) -> 0 when the peer answers (its descriptor
+ * fetched afresh, with the handshake of a new connection), else negative:
+ * SGLang asks this before it retries a peer it gave up on. */
+static PyObject *py_send_probe(PyObject *o, PyObject *const *args, Py_ssize_t nargs,
+                               PyObject *kwnames)
+{
+    engine_t *e = (engine_t *)o;
+    static const char *const names[] = {"peer_server_name"};
+    PyObject *a[1];
+    const char *name;
+    if (mcpy_bind("send_probe", args, nargs, kwnames, names, 1, 1, a) != 0 ||
+        mcpy_str(a[0], "send_probe", "peer_server_name", &name) != 0)
+        return NULL;
+    mc_te_t *te = enter(e);
+    if (te == NULL)
+        return PyLong_FromLong(MCPY_NOT_SETUP);
+    mc_status_t st;
+    Py_BEGIN_ALLOW_THREADS;
+    mc_te_segment_t seg;
+    st = mc_te_open_segment(te, name, &seg);
+    if (st == MC_OK) {
+        st = mc_te_segment_buffer(te, seg, 0, 1, NULL, NULL);
+        if (st == MC_ERR_NOT_FOUND)
+            st = MC_OK; /* it answered: it has no buffer registered */
+    }
+    Py_END_ALLOW_THREADS;
+    leave(e);
+    return PyLong_FromLong(st);
+}
+
 static PyMethodDef engine_methods[] = {
     MCPY_FAST("_initialize", py_initialize, "internal: initialize() with options resolved"),
     {"_close", py_close, METH_NOARGS, "internal: stop the engine now (else when collected)"},
@@ -978,6 +1012,8 @@ static PyMethodDef engine_methods[] = {
               "read_bytes_from_buffer(source_address, length) -> bytes"),
     MCPY_FAST("get_first_buffer_address", py_first_buffer,
               "get_first_buffer_address(segment_name) -> address (0 when none)"),
+    MCPY_FAST("send_probe", py_send_probe,
+              "send_probe(peer_server_name) -> 0 when the peer answers, else negative"),
     {NULL, NULL, 0, NULL},
 };
 

@@ -2,6 +2,7 @@
 ports in upstream's range, metadata strings, human-readable sizes."""
 
 import logging
+import os
 import random
 import re
 import socket
@@ -38,6 +39,14 @@ def split_host_port(s):
     if not port.isdigit() or not 0 < int(port) < 65536:
         raise ValueError(f"bad port {port!r} in {s!r}")
     return host, int(port)
+
+
+def secret_file(v):
+    """The cluster's secret file: v when given (None: $MC_SECRET_FILE, else
+    "" = none). The library reads and checks it (a bad file fails setup)."""
+    if v is None:
+        v = os.environ.get("MC_SECRET_FILE", "")
+    return v
 
 
 def join_host_port(host, port):

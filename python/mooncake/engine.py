@@ -62,13 +62,19 @@ def _engine_metadata(s):
 class TransferEngine(_mooncake.Engine):
     """Upstream's TransferEngine (see the module docstring)."""
 
-    def initialize(self, local_hostname, metadata_server, protocol, device_name):
+    TransferOpcode = TransferOpcode  # upstream: TransferEngine.TransferOpcode.Write
+
+    def initialize(self, local_hostname, metadata_server, protocol, device_name, *,
+                   secret_file=None):
         """-> 0 or negative. local_hostname without a port gets a free one
         in 12300-14300 (get_rpc_port() says which; the engine's name is then
         "host:port", what peers target with P2PHANDSHAKE). protocol "tcp" or
-        "rdma"; device_name: comma list of NICs ("" = all)."""
+        "rdma"; device_name: comma list of NICs ("" = all). secret_file
+        (keyword; else $MC_SECRET_FILE): the cluster's secret, for engines
+        whose peers authenticate their connections."""
+        secret_file = _util.secret_file(secret_file)
         for name, v in (("local_hostname", local_hostname), ("protocol", protocol),
-                        ("device_name", device_name)):
+                        ("device_name", device_name), ("secret_file", secret_file)):
             if not isinstance(v, str):
                 raise TypeError(f"initialize() argument '{name}' must be str, "
                                 f"not {type(v).__name__}")
@@ -86,7 +92,7 @@ class TransferEngine(_mooncake.Engine):
         rc = -1
         for p in _util.candidate_ports(port):
             rc = self._initialize(_util.join_host_port(host, p), meta, protocol, device_name,
-                                  p, host)
+                                  p, host, secret_file=secret_file)
             if rc != _SOCKET or port is not None:
                 break
         return rc

@@ -49,16 +49,22 @@ class ReplicaStatus(enum.IntEnum):
 
 
 class BufferDescriptor:
-    """Where a memory replica lives (upstream AllocatedBuffer::Descriptor)."""
+    """Where a memory replica lives (upstream's Python Descriptor: size,
+    buffer_address, transport_endpoint; the C++ spellings with a trailing
+    underscore are kept as aliases)."""
 
     def __init__(self, size, address, endpoint):
-        self.size_ = size
-        self.buffer_address_ = address
-        self.transport_endpoint_ = endpoint
+        self.size = size
+        self.buffer_address = address
+        self.transport_endpoint = endpoint
+
+    size_ = property(lambda self: self.size)
+    buffer_address_ = property(lambda self: self.buffer_address)
+    transport_endpoint_ = property(lambda self: self.transport_endpoint)
 
     def __repr__(self):
-        return (f"<Descriptor size={self.size_} buffer_address={self.buffer_address_} "
-                f"transport_endpoint={self.transport_endpoint_}>")
+        return (f"<Descriptor size={self.size} buffer_address={self.buffer_address} "
+                f"transport_endpoint={self.transport_endpoint}>")
 
 
 class MemoryDescriptor:
@@ -99,7 +105,8 @@ class ReplicaDescriptor:
 
 
 _SETUP_KEYS = ("local_hostname", "metadata_server", "global_segment_size", "local_buffer_size",
-               "protocol", "rdma_devices", "master_server_addr")
+               "protocol", "rdma_devices", "master_server_addr", "secret_file")
+_PROBE_KEY = "mooncake-setup-probe"
 _DEFAULT_SEGMENT = 16 << 20
 _DEFAULT_BUFFER = 16 << 20
 
@@ -112,7 +119,7 @@ class MooncakeDistributedStore(_mooncake.Store):
     def setup(self, local_hostname, metadata_server=None, global_segment_size=_DEFAULT_SEGMENT,
               local_buffer_size=_DEFAULT_BUFFER, protocol="tcp", rdma_devices="",
               master_server_addr="127.0.0.1:50051", engine=None, *, enable_ssd_offload=False,
-              ssd_offload_path="", tenant_id="default"):
+              ssd_offload_path="", tenant_id="default", secret_file=None):
         """setup(local_hostname, metadata_server, global_segment_size=16 MiB,
         local_buffer_size=16 MiB, protocol="tcp", rdma_devices="",
         master_server_addr="127.0.0.1:50051") -> 0 or a negative error code.
@@ -122,6 +129,9 @@ class MooncakeDistributedStore(_mooncake.Store):
         port gets a free one in 12300-14300; get_hostname() says which.
         metadata_server: "P2PHANDSHAKE", "redis://HOST:PORT",
         "http://HOST:PORT/metadata", "master" or "master://HOST:PORT".
+        secret_file (keyword, or the config key "secret_file"; else
+        $MC_SECRET_FILE): the cluster's secret ([security] secret_file of
+        the daemons), for a cluster that authenticates its connections.
         A store that is set up is closed first."""
         if isinstance(local_hostname, dict):
             if metadata_server is not None:
@@ -141,11 +151,15 @@ class MooncakeDistributedStore(_mooncake.Store):
             protocol = cfg.get("protocol", "tcp")
             rdma_devices = cfg.get("rdma_devices", "")
             master_server_addr = cfg.get("master_server_addr", "127.0.0.1:50051")
+            if secret_file is None:
+                secret_file = cfg.get("secret_file")
         elif metadata_server is None:
             raise TypeError("setup() missing required argument 'metadata_server' (pos 2)")
+        secret_file = _util.secret_file(secret_file)
         for name, v in (("local_hostname", local_hostname), ("protocol", protocol),
                         ("rdma_devices", rdma_devices), ("master_server_addr", master_server_addr),
-                        ("ssd_offload_path", ssd_offload_path), ("tenant_id", tenant_id)):
+                        ("ssd_offload_path", ssd_offload_path), ("tenant_id", tenant_id),
+                        ("secret_file", secret_file)):
             if not isinstance(v, str):
                 raise TypeError(f"setup() argument '{name}' must be str, not {type(v).__name__}")
         # upstream arguments mooncake-c does not implement
@@ -177,9 +191,18 @@ class MooncakeDistributedStore(_mooncake.Store):
         rc = ErrorCode.SOCKET
         for p in _util.candidate_ports(port):
             rc = self._setup(_util.join_host_port(host, p), meta, gseg, lbuf, protocol,
-                             rdma_devices, master_server_addr, p, host)
+                             rdma_devices, master_server_addr, p, host, secret_file=secret_file)
             if rc != ErrorCode.SOCKET or port is not None:
                 break  # only a port taken meanwhile is worth another one
+        if rc == 0:
+            # As upstream, setup fails when the master cannot be reached or
+            # refuses us (another secret): one lookup proves both.
+            probe = self.is_exist(_PROBE_KEY)
+            if probe < 0:
+                log.error("setup(): master %s: %s", master_server_addr,
+                          _mooncake.status_str(probe))
+                self.close()
+                rc = probe
         return rc
 
     @classmethod

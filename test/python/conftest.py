@@ -15,7 +15,7 @@ import pytest
 
 BUILD = os.environ.get("TEST_BUILD_DIR", "build")
 # The rdma transport reads these; a developer's shell must not leak them in.
-for _k in [k for k in os.environ if k.startswith("MC_RDMA_")] + ["MC_STORE_STAGING",
+for _k in [k for k in os.environ if k.startswith("MC_RDMA_")] + ["MC_STORE_STAGING", "MC_SECRET_FILE",
                                                                   "MC_LOG_LEVEL"]:
     os.environ.pop(_k, None)
 

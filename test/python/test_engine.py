@@ -116,6 +116,18 @@ def test_managed_buffers_and_byte_copies(pair):
     assert a.free_managed_buffer(src, 4096) == 0
 
 
+def test_send_probe_and_the_opcode_spellings_of_upstream(pair):
+    a, b = pair
+    assert a.send_probe(f"127.0.0.1:{b.get_rpc_port()}") == 0
+    assert a.send_probe(peer_server_name=f"127.0.0.1:{b.get_rpc_port()}") == 0
+    assert a.send_probe("127.0.0.1:1") < 0  # nobody there
+    assert TransferEngine().send_probe("127.0.0.1:1") == ErrorCode.INVALID_PARAMS
+    with pytest.raises(TypeError, match="'peer_server_name'"):
+        a.send_probe(5)
+    assert TransferEngine.TransferOpcode.Write == Write == 1
+    assert TransferEngine.TransferOpcode.Read is TransferOpcode.Read
+
+
 def test_transfer_failures_are_negative(pair):
     a, b = pair
     src = buf(4096)

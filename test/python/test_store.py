@@ -280,15 +280,19 @@ def test_two_clients_with_two_replicas(cluster):
         assert a.put("two", b"r" * 1000, c) == 0
         reps = a.get_replica_desc("two")
         assert len(reps) == 2
-        segs = {r.get_memory_descriptor().buffer_descriptor.transport_endpoint_ for r in reps}
+        segs = {r.get_memory_descriptor().buffer_descriptor.transport_endpoint for r in reps}
         assert len(segs) == 2
+        d = reps[0].get_memory_descriptor().buffer_descriptor
+        assert d.size == 1000 and d.buffer_address != 0 and d.transport_endpoint_ in segs
+        assert reps[0].status == ms.ReplicaStatus.COMPLETE and reps[0].is_memory_replica()
+        assert f"transport_endpoint={d.transport_endpoint}" in repr(d)
         assert b.get("two") == b"r" * 1000
         # a preferred segment is honoured
         c = ReplicateConfig()
         c.preferred_segment = b.get_hostname()
         assert a.put("pref", b"p", c) == 0
         rep = a.get_replica_desc("pref")[0].get_memory_descriptor().buffer_descriptor
-        assert rep.transport_endpoint_ == b.get_hostname()
+        assert rep.transport_endpoint == b.get_hostname()
         desc = a.batch_get_replica_desc(["two", "absent"])
         assert list(desc) == ["two"]
     finally:

@@ -226,3 +226,21 @@ def test_master_down_calls_fail_within_the_timeout(tmp_path_factory):
         s.close()
     finally:
         c.stop()
+
+
+def test_setup_fails_when_no_master_answers():
+    # as upstream: setup returns an error instead of a store whose every
+    # call fails (a port nobody listens on; a master that never answers)
+    import socket
+    with socket.socket() as sk:
+        sk.bind(("127.0.0.1", 0))
+        port = sk.getsockname()[1]
+        s = MooncakeDistributedStore()
+        t0 = time.monotonic()
+        rc = s.setup("127.0.0.1", "P2PHANDSHAKE", 0, 16 * MIB, "tcp", "", f"127.0.0.1:{port}")
+        assert rc < 0 and not s._is_setup()
+        sk.listen(1)  # accepts, never answers
+        rc = s.setup("127.0.0.1", "P2PHANDSHAKE", 0, 16 * MIB, "tcp", "", f"127.0.0.1:{port}")
+        assert rc < 0 and not s._is_setup()
+        assert time.monotonic() - t0 < 2 * RPC_TIMEOUT + 3
+        assert s.put("k", b"v") == ms.INVALID_PARAMS
