@@ -4,7 +4,7 @@ in one run, on one cluster.
 
     PYTHONPATH=build/python /usr/bin/python3 perf/py_bench.py
         [--threads 4] [--duration 2] [--warmup 0.5] [--reps 3]
-        [--segment-size 4G] [--build build] [--no-redis] [--no-c]
+        [--segment-size 4G] [--build build] [--no-redis] [--no-c] [--only REGEX]
 
 Starts a mooncake-master and one mooncake-store-server (--segment-size,
 over tcp, on free ports), then for every point runs, on that cluster:
@@ -313,6 +313,7 @@ def main():
     ap.add_argument("--build", default="build")
     ap.add_argument("--no-redis", action="store_true")
     ap.add_argument("--no-c", action="store_true")
+    ap.add_argument("--only", default="", help="run the points whose name matches this regex")
     args = ap.parse_args()
     m = re.fullmatch(r"(\d+)([KMG]?)", args.segment_size)
     if not m:
@@ -337,6 +338,7 @@ def main():
              ("batch_get", 4 * KIB, True), None, 0, 0.9),
             ("get 1MiB -> bytes", lambda: py.get_bytes(MIB), ("get", MIB, False), None, 0, 0.9),
         ]
+        points = [p for p in points if re.search(args.only, p[0])]
         if not args.no_redis:
             redis = Redis(tmp)
         # the three are interleaved run by run (each its warm-up, then one
