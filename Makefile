@@ -6,11 +6,12 @@
 #   make check-layers who includes whom, against the layers block of each folder README
 #   make asan|ubsan|tsan   the same tests under a sanitizer, in build/<san>/
 #   make run          mooncake-master on conf/ defaults (see README.md)
-#   make deps         install missing Debian packages (no-op when all present)
+#   make deps         install missing Debian packages (no-op when all present);
+#                     make deps-build|deps-test|deps-bench: one part (mk/deps.sh)
 #   make fuzz         libFuzzer targets (clang), each for FUZZ_TIME seconds
 #   make chaos        the chaos driver (test/fault/README.md), CHAOS_ARGS="--duration 600"
 #   make python       the Python package into $(BUILD)/python (PYTHONPATH=build/python)
-#   make install PREFIX=/usr/local
+#   make install PREFIX=/usr/local [DESTDIR=...]   (make uninstall: the same, removed)
 #
 # Sources are found by folder: every .c under the library folders goes into
 # libmooncake; programs are listed below; every test/unit/**/*_test.c is a test.
@@ -71,7 +72,13 @@ LIB_DIRS := src/util reactor rpc transport store
 LIB_SRCS := $(sort $(shell find $(LIB_DIRS) -name '*.c' 2>/dev/null))
 LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o)
 
+# libmooncake.a (installed, and what the Python module links) exports only
+# the public mc_* API: its objects are linked into one (ld -r) whose hidden
+# symbols objcopy makes local, so a host program may define key_valid or
+# store_remount itself. The programs and tests of this tree link
+# libmooncake_int.a, the same objects with their internal symbols global.
 STATIC_LIB := $(BUILD)/libmooncake.a
+INT_LIB := $(BUILD)/libmooncake_int.a
 SONAME := libmooncake.so.$(VERSION_MAJOR)
 SHARED_LIB := $(BUILD)/libmooncake.so.$(VERSION)
 
@@ -80,9 +87,9 @@ SHARED_LIB := $(BUILD)/libmooncake.so.$(VERSION)
 PROGRAMS :=
 define program
 PROGRAMS += $(BUILD)/$(1)
-$(BUILD)/$(1): $(2:%.c=$(BUILD)/obj/%.o) $(STATIC_LIB)
+$(BUILD)/$(1): $(2:%.c=$(BUILD)/obj/%.o) $(INT_LIB)
 	@mkdir -p $$(dir $$@)
-	$$(CC) $$(MC_CFLAGS) $$(MC_LDFLAGS) -o $$@ $$(filter %.o,$$^) $(STATIC_LIB) $$(LDLIBS_LIB) $(3)
+	$$(CC) $$(MC_CFLAGS) $$(MC_LDFLAGS) -o $$@ $$(filter %.o,$$^) $(INT_LIB) $$(LDLIBS_LIB) $(3)
 endef
 DAEMON_SRCS := src/daemon.c
 $(BUILD)/obj/src/daemon.o: MC_CPPFLAGS += $(DAEMON_CPPFLAGS)
@@ -106,12 +113,12 @@ FAULT_TESTS := $(FAULT_TEST_SRCS:%.c=$(BUILD)/%)
 # tests load it through MC_CUDA_LIBRARY).
 FAKE_CUDA := $(BUILD)/test/lib/libfakecuda.so
 
-.PHONY: all lib programs tests check unit integration asan ubsan tsan run deps fuzz \
-        install uninstall clean format format-check check-layers help chaos python
+.PHONY: all lib programs tests check unit integration asan ubsan tsan run deps deps-build deps-test deps-bench fuzz \
+        install uninstall man clean format format-check check-layers help chaos python
 .DEFAULT_GOAL := all
 
 all: lib programs
-lib: $(STATIC_LIB) $(SHARED_LIB)
+lib: $(STATIC_LIB) $(INT_LIB) $(SHARED_LIB)
 programs: $(PROGRAMS)
 # The Python package is part of the tests (test/python), except in sanitizer
 # builds: an instrumented extension would need the runtime preloaded into
@@ -127,10 +134,17 @@ $(BUILD)/obj/%.o: %.c
 $(BUILD)/obj/src/util/version.o: MC_CPPFLAGS += -DMC_VERSION_STRING='"$(VERSION)"'
 $(BUILD)/obj/src/util/version.o: Makefile
 
-$(STATIC_LIB): $(LIB_OBJS)
+$(INT_LIB): $(LIB_OBJS)
 	@mkdir -p $(dir $@)
 	rm -f $@
 	ar rcs $@ $^
+
+$(STATIC_LIB): $(LIB_OBJS)
+	@mkdir -p $(dir $@)
+	rm -f $@ $(BUILD)/obj/libmooncake.o
+	$(LD) -r -o $(BUILD)/obj/libmooncake.o $^
+	objcopy --localize-hidden $(BUILD)/obj/libmooncake.o
+	ar rcs $@ $(BUILD)/obj/libmooncake.o
 
 $(SHARED_LIB): $(LIB_OBJS)
 	@mkdir -p $(dir $@)
@@ -138,20 +152,20 @@ $(SHARED_LIB): $(LIB_OBJS)
 	ln -sf $(notdir $@) $(BUILD)/$(SONAME)
 	ln -sf $(SONAME) $(BUILD)/libmooncake.so
 
-$(BUILD)/test/%: $(BUILD)/obj/test/%.o $(STATIC_LIB)
+$(BUILD)/test/%: $(BUILD)/obj/test/%.o $(INT_LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(MC_CFLAGS) $(MC_LDFLAGS) -o $@ $< $(STATIC_LIB) $(LDLIBS_TEST) $(LDLIBS_LIB)
+	$(CC) $(MC_CFLAGS) $(MC_LDFLAGS) -o $@ $< $(INT_LIB) $(LDLIBS_TEST) $(LDLIBS_LIB)
 
-$(BUILD)/test/bin/%: $(BUILD)/obj/test/integration/helpers/%.o $(STATIC_LIB)
+$(BUILD)/test/bin/%: $(BUILD)/obj/test/integration/helpers/%.o $(INT_LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(MC_CFLAGS) $(MC_LDFLAGS) -o $@ $< $(STATIC_LIB) $(LDLIBS_TEST) $(LDLIBS_LIB)
+	$(CC) $(MC_CFLAGS) $(MC_LDFLAGS) -o $@ $< $(INT_LIB) $(LDLIBS_TEST) $(LDLIBS_LIB)
 
 # make python: the Python package (mk/python.mk)
 include mk/python.mk
 
-$(BUILD)/test/bin/%: $(BUILD)/obj/test/fault/%.o $(STATIC_LIB)
+$(BUILD)/test/bin/%: $(BUILD)/obj/test/fault/%.o $(INT_LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(MC_CFLAGS) $(MC_LDFLAGS) -o $@ $< $(STATIC_LIB) $(LDLIBS_LIB)
+	$(CC) $(MC_CFLAGS) $(MC_LDFLAGS) -o $@ $< $(INT_LIB) $(LDLIBS_LIB)
 
 $(FAKE_CUDA): test/fake/fake_libcuda.c
 	@mkdir -p $(dir $@)
@@ -188,7 +202,9 @@ run: all
 	./mk/run.sh $(BUILD)
 
 deps:
-	./mk/deps.sh
+	./mk/deps.sh all
+deps-build deps-test deps-bench:
+	./mk/deps.sh $(@:deps-%=%)
 
 FUZZ_SRCS := $(sort $(wildcard test/fuzz/*_fuzz.c))
 FUZZ_BINS := $(FUZZ_SRCS:test/fuzz/%.c=$(BUILD)/fuzz/%)
@@ -209,27 +225,73 @@ fuzz: $(FUZZ_BINS)
 	      $(BUILD)/fuzz/work-$$name $$( [ -d $$corpus ] && echo $$corpus ) || exit 1; \
 	done
 
-# Daemons and tools go to bin/; benchmarks stay in the build tree.
+# make install: daemons and tools to $(BINDIR) (benchmarks stay in the build
+# tree), the library to $(LIBDIR) (Debian multiarch), headers, pkg-config,
+# man pages, conf files to $(SYSCONFDIR)/mooncake (an existing one is kept:
+# edits survive a reinstall), systemd units and the sysusers entry with the
+# paths of this PREFIX. make uninstall removes all of it, except conf files
+# that were edited after the install (it says which).
+MULTIARCH := $(shell $(CC) -print-multiarch 2>/dev/null)
+BINDIR ?= $(PREFIX)/bin
+LIBDIR ?= $(PREFIX)/lib$(if $(MULTIARCH),/$(MULTIARCH))
+INCLUDEDIR ?= $(PREFIX)/include
+MANDIR ?= $(PREFIX)/share/man
+SYSCONFDIR ?= $(if $(filter /usr,$(PREFIX)),/etc,$(PREFIX)/etc)
+UNITDIR ?= $(PREFIX)/lib/systemd/system
+SYSUSERSDIR ?= $(PREFIX)/lib/sysusers.d
 INSTALL_PROGRAMS = $(filter $(BUILD)/mooncake-%,$(PROGRAMS))
+INSTALL_SCRIPTS := tools/mooncake_client
+CONF_FILES := $(sort $(wildcard conf/*.conf))
+UNIT_FILES := $(sort $(wildcard conf/systemd/*.service))
+MAN_PAGES = $(INSTALL_PROGRAMS:$(BUILD)/%=$(BUILD)/man/%.1)
 
-install: all
-	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include/mooncake \
-	           $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/bin
-	install -m 644 $(STATIC_LIB) $(DESTDIR)$(PREFIX)/lib/
-	install -m 755 $(SHARED_LIB) $(DESTDIR)$(PREFIX)/lib/
-	ln -sf libmooncake.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/$(SONAME)
-	ln -sf $(SONAME) $(DESTDIR)$(PREFIX)/lib/libmooncake.so
-	install -m 644 include/mooncake/*.h $(DESTDIR)$(PREFIX)/include/mooncake/
-	$(if $(INSTALL_PROGRAMS),install -m 755 $(INSTALL_PROGRAMS) $(DESTDIR)$(PREFIX)/bin/)
-	install -m 755 tools/mooncake_client $(DESTDIR)$(PREFIX)/bin/
-	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' \
-	    -e 's|@REQUIRES@|$(LIB_PKGS)|' mk/mooncake.pc.in \
-	    > $(DESTDIR)$(PREFIX)/lib/pkgconfig/mooncake.pc
+# Man pages from each program's --help and --version (help2man).
+man: $(MAN_PAGES)
+$(BUILD)/man/%.1: $(BUILD)/%
+	@mkdir -p $(dir $@)
+	help2man --no-info --version-string=$(VERSION) \
+	    --name="$$(sed -n 's/^$*: //p' mk/man-names)" -o $@ ./$<
+
+install: all man
+	install -d $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCLUDEDIR)/mooncake $(DESTDIR)$(BINDIR) \
+	           $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(SYSCONFDIR)/mooncake $(DESTDIR)$(UNITDIR) \
+	           $(DESTDIR)$(SYSUSERSDIR)
+	install -m 644 $(STATIC_LIB) $(DESTDIR)$(LIBDIR)/
+	install -m 755 $(SHARED_LIB) $(DESTDIR)$(LIBDIR)/
+	ln -sf libmooncake.so.$(VERSION) $(DESTDIR)$(LIBDIR)/$(SONAME)
+	ln -sf $(SONAME) $(DESTDIR)$(LIBDIR)/libmooncake.so
+	install -m 644 include/mooncake/*.h $(DESTDIR)$(INCLUDEDIR)/mooncake/
+	install -m 755 $(INSTALL_PROGRAMS) $(INSTALL_SCRIPTS) $(DESTDIR)$(BINDIR)/
+	install -m 644 $(MAN_PAGES) $(DESTDIR)$(MANDIR)/man1/
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' \
+	    -e 's|@VERSION@|$(VERSION)|' -e 's|@LIBS_PRIVATE@|$(LDLIBS_LIB)|' mk/mooncake.pc.in \
+	    > $(DESTDIR)$(LIBDIR)/pkgconfig/mooncake.pc
+	@for f in $(CONF_FILES); do \
+	  d=$(DESTDIR)$(SYSCONFDIR)/mooncake/$$(basename $$f); \
+	  if [ -e $$d ]; then echo "install: keeping $$d (exists)"; \
+	  else install -m 644 $$f $$d; fi; \
+	done
+	@for f in $(UNIT_FILES); do \
+	  sed -e 's|/usr/local/bin/|$(BINDIR)/|g' -e 's|/usr/local/etc/|$(SYSCONFDIR)/|g' $$f \
+	    > $(DESTDIR)$(UNITDIR)/$$(basename $$f) || exit 1; \
+	done
+	install -m 644 conf/systemd/mooncake.sysusers $(DESTDIR)$(SYSUSERSDIR)/mooncake.conf
 
 uninstall:
-	rm -f $(DESTDIR)$(PREFIX)/lib/libmooncake.* $(DESTDIR)$(PREFIX)/lib/pkgconfig/mooncake.pc
-	rm -rf $(DESTDIR)$(PREFIX)/include/mooncake
-	rm -f $(DESTDIR)$(PREFIX)/bin/mooncake_client
+	rm -f $(DESTDIR)$(LIBDIR)/libmooncake.a $(DESTDIR)$(LIBDIR)/libmooncake.so \
+	      $(DESTDIR)$(LIBDIR)/$(SONAME) $(DESTDIR)$(LIBDIR)/libmooncake.so.$(VERSION) \
+	      $(DESTDIR)$(LIBDIR)/pkgconfig/mooncake.pc
+	rm -rf $(DESTDIR)$(INCLUDEDIR)/mooncake
+	rm -f $(addprefix $(DESTDIR)$(BINDIR)/,$(notdir $(INSTALL_PROGRAMS) $(INSTALL_SCRIPTS)))
+	rm -f $(addprefix $(DESTDIR)$(MANDIR)/man1/,$(notdir $(MAN_PAGES)))
+	rm -f $(addprefix $(DESTDIR)$(UNITDIR)/,$(notdir $(UNIT_FILES)))
+	rm -f $(DESTDIR)$(SYSUSERSDIR)/mooncake.conf
+	@for f in $(CONF_FILES); do \
+	  d=$(DESTDIR)$(SYSCONFDIR)/mooncake/$$(basename $$f); \
+	  if cmp -s $$f $$d; then rm -f $$d; \
+	  elif [ -e $$d ]; then echo "uninstall: keeping $$d (edited)"; fi; \
+	done
+	-rmdir $(DESTDIR)$(SYSCONFDIR)/mooncake 2>/dev/null
 
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h')
@@ -238,7 +300,7 @@ clean:
 	rm -rf build
 
 help:
-	@sed -n '2,16p' Makefile
+	@sed -n '2,18p' Makefile
 
 # make -s print-VAR: a variable's value (python/setup.py reads LDLIBS_LIB).
 print-%:

@@ -50,8 +50,8 @@ typedef struct security_conf {
 static const mc_conf_key_t security_keys[] = {
     MC_CONF_ROW(security_conf_t, secret_file, "secret_file", MC_CONF_STRING, "", 0, 0,
                 "file holding the cluster's secret (the same on every process; >= 16 bytes; "
-                "mode 600): the master, peer and data connections authenticate with it "
-                "(HMAC-SHA256 challenge-response); empty = none"),
+                "mode 600): the master, peer, data and service connections authenticate with "
+                "it (HMAC-SHA256 challenge-response); empty = none"),
 };
 
 static const mc_conf_key_t store_keys[] = {
@@ -193,6 +193,7 @@ int main(int argc, char **argv)
         so.max_sessions = (unsigned)vc.max_sessions;
         so.prefer_local = vc.prefer_local;
         so.group = c.shm_group;
+        so.secret_file = c.secret_file;
         st = mc_store_service_start(s, &so, &svc);
         if (st != MC_OK) {
             fprintf(stderr,

@@ -36,6 +36,7 @@
 #include "store/client_int.h"
 #include "store/offset_alloc.h"
 #include "store/svc_proto.h"
+#include "util/auth.h"
 #include "util/log.h"
 #include "util/mem.h"
 #include "util/shm.h"
@@ -47,6 +48,8 @@ struct svc_client {
     mc_reactor_group_t *g;
     mc_reactor_t *r;
     mc_rpc_client_t *rpc;
+    mc_auth_key_t key; /* the cluster's secret (cfg->secret_file), when has_key */
+    int has_key;
     char host[128];
     uint16_t port;
     char sock[64];
@@ -901,6 +904,15 @@ mc_status_t store_dummy_open(mc_store_t *s, const mc_store_config_t *cfg)
                 "ignored): the service's segment holds the data",
                 (unsigned long long)cfg->global_segment_size);
     snprintf(c->sock, sizeof(c->sock), SVC_SOCK_FMT, (unsigned)c->port);
+    if (cfg->secret_file != NULL && cfg->secret_file[0] != '\0') {
+        char why[512];
+        if (mc_auth_key_load(cfg->secret_file, &c->key, why, sizeof(why)) != MC_OK) {
+            MC_ERROR(CLIENT, "secret_file: %s", why);
+            st = MC_ERR_INVALID_ARGUMENT;
+            goto err;
+        }
+        c->has_key = 1;
+    }
     c->stage_len = cfg->local_buffer_size & ~(uint64_t)(MC_OALLOC_ALIGN - 1);
     c->pool_len = cfg->mem_pool_size & ~(uint64_t)(MC_OALLOC_ALIGN - 1);
     if (c->stage_len + c->pool_len == 0) {
@@ -930,6 +942,7 @@ mc_status_t store_dummy_open(mc_store_t *s, const mc_store_config_t *cfg)
     ro.call_timeout_us = c->timeout_us;
     ro.connect_timeout_us = c->timeout_us < 3000000 ? c->timeout_us : 3000000;
     ro.backoff_max_us = 500000;
+    ro.auth_key = c->has_key ? &c->key : NULL;
     if ((st = mc_rpc_client_create(c->r, &ro, &c->rpc)) != MC_OK)
         goto err;
     if (pthread_create(&c->helper, NULL, helper_main, c) != 0) {

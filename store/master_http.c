@@ -20,7 +20,8 @@
  *                     that need authentication (with [security] secret_file)
  *
  * Authentication (a secret set): /keys, /get_all_keys and /query_key tell
- * keys, so they need a proof (the segment list and metrics stay open). The
+ * keys, and PUT or DELETE /metadata change the metadata, so they need a
+ * proof (the segment list, metrics and metadata reads stay open). The
  * client takes a fresh server nonce from GET /auth (valid 30 s, once), picks
  * its own, and sends "X-Mooncake-Auth: SERVER_NONCE.CLIENT_NONCE.PROOF"
  * (hex; PROOF = the client proof of util/auth.h over the two nonces); the
@@ -34,7 +35,9 @@
  *                     (X-Mooncake-Leader names the leader when known); with
  *                     ha.sync = strict a PUT or DELETE is answered once
  *                     journaled, like the Meta RPCs. Entries put over HTTP
- *                     have no owner: they stay until deleted (as upstream)
+ *                     have no owner: they stay until deleted (as upstream).
+ *                     With a secret, PUT and DELETE need the proof below
+ *                     (X-Mooncake-Auth, as /keys); GET stays open
  *
  * Paths other than /metadata answer PUT and DELETE with 405.
  *
@@ -806,6 +809,18 @@ void master_http_held_reply(waiter_t *wt, int durable)
         evbuffer_free(b);
 }
 
+/* /metadata: with a secret, a PUT or DELETE changes the KV only with the
+ * proof of /keys (a GET stays open, as upstream's readers need); then
+ * upstream's protocol (with its Bearer token when metadata.http_token). */
+static void on_metadata(struct evhttp_request *req, void *arg)
+{
+    master_srv_t *s = arg;
+    enum evhttp_cmd_type cmd = evhttp_request_get_command(req);
+    if (cmd != EVHTTP_REQ_GET && cmd != EVHTTP_REQ_HEAD && !http_admit(s, req))
+        return;
+    mc_meta_http_serve(req, s->hstore);
+}
+
 typedef struct http_start {
     master_srv_t *s;
     mc_status_t st;
@@ -840,7 +855,7 @@ static void http_start_on_reactor(void *arg)
     evhttp_set_cb(s->http, "/role", on_role, s);
     evhttp_set_cb(s->http, "/ha_status", on_ha_status, s);
     if (s->opts.http_metadata)
-        evhttp_set_cb(s->http, "/metadata", mc_meta_http_serve, s->hstore);
+        evhttp_set_cb(s->http, "/metadata", on_metadata, s);
     struct evhttp_bound_socket *bs =
         evhttp_bind_socket_with_handle(s->http, s->bind_address, s->opts.http_port);
     if (bs == NULL) {

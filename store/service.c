@@ -41,6 +41,7 @@
 #include "rpc/rpc.h"
 #include "store/service.h"
 #include "store/svc_proto.h"
+#include "util/auth.h"
 #include "util/buf.h"
 #include "util/log.h"
 #include "util/mem.h"
@@ -84,6 +85,8 @@ struct mc_store_service {
     /* control port */
     mc_reactor_group_t *g;
     mc_rpc_server_t *srv;
+    mc_auth_key_t key; /* the cluster's secret, when has_key */
+    int has_key;
     /* workers */
     pthread_mutex_t qmu;
     pthread_cond_t qcv;
@@ -921,9 +924,19 @@ mc_status_t mc_store_service_start(mc_store_t *store, const mc_store_service_opt
     snprintf(svc->bind, sizeof(svc->bind), "%s", o->bind ? o->bind : d.bind);
     svc->o.bind = svc->bind;
     svc->o.group = NULL;
+    svc->o.secret_file = NULL; /* the caller's string; the key is what we keep */
     snprintf(svc->name, sizeof(svc->name), "%s", mc_store_name(store));
     snprintf(svc->sock, sizeof(svc->sock), SVC_SOCK_FMT, (unsigned)o->port);
     mc_status_t st = MC_OK;
+    if (o->secret_file != NULL && o->secret_file[0] != '\0') {
+        char why[512];
+        if ((st = mc_auth_key_load(o->secret_file, &svc->key, why, sizeof(why))) != MC_OK) {
+            MC_ERROR(CLIENT, "store service: secret_file: %s", why);
+            st = MC_ERR_INVALID_ARGUMENT;
+            goto err;
+        }
+        svc->has_key = 1;
+    }
     if (o->group != NULL && o->group[0] != '\0' &&
         (st = mc_group_id(o->group, &svc->group)) != MC_OK)
         goto err;
@@ -953,6 +966,7 @@ mc_status_t mc_store_service_start(mc_store_t *store, const mc_store_service_opt
     mc_rpc_server_opts_init(&so);
     so.bind_addr = svc->bind;
     so.port = o->port;
+    so.auth_key = svc->has_key ? &svc->key : NULL;
     if ((st = mc_rpc_server_create(&r, 1, &so, &svc->srv)) != MC_OK)
         goto err_group;
     mc_rpc_server_register(svc->srv, MC_RPC_SVC_PING, h_ping, svc);

@@ -23,12 +23,15 @@
 typedef struct mc_store_service mc_store_service_t;
 
 typedef struct mc_store_service_opts {
-    const char *bind;      /* control port address; "127.0.0.1" */
-    uint16_t port;         /* 50052 (as upstream's mooncake_client) */
-    unsigned threads;      /* worker threads running the calls; 4 */
-    unsigned max_sessions; /* co-located clients at once; 256 */
-    const char *group;     /* group admitted besides our user (name or number); NULL none */
-    int prefer_local;      /* puts without preferred segments prefer our segment; 1 */
+    const char *bind;        /* control port address; "127.0.0.1" */
+    uint16_t port;           /* 50052 (as upstream's mooncake_client) */
+    unsigned threads;        /* worker threads running the calls; 4 */
+    unsigned max_sessions;   /* co-located clients at once; 256 */
+    const char *group;       /* group admitted besides our user (name or number); NULL none */
+    int prefer_local;        /* puts without preferred segments prefer our segment; 1 */
+    const char *secret_file; /* the cluster's secret ([security] secret_file): every
+                                control connection completes the challenge-response
+                                first (rpc/README.md); NULL or "" = none */
 } mc_store_service_opts_t;
 
 void mc_store_service_opts_init(mc_store_service_opts_t *o);
@@ -36,7 +39,8 @@ void mc_store_service_opts_init(mc_store_service_opts_t *o);
 /* Serve store's co-located clients. store must outlive the service. MC_OK;
  * MC_ERR_EXISTS (another service holds the port's unix socket: one service
  * per port and host), MC_ERR_SOCKET (the control port is taken, or cannot
- * listen), MC_ERR_INVALID_ARGUMENT (a bad option or group), MC_ERR_NOMEM;
+ * listen), MC_ERR_INVALID_ARGUMENT (a bad option or group, a secret file that
+ * cannot be used), MC_ERR_NOMEM;
  * each logged with the reason. */
 mc_status_t mc_store_service_start(mc_store_t *store, const mc_store_service_opts_t *o,
                                    mc_store_service_t **out);

@@ -18,7 +18,10 @@
  * rpc_meta key; 507: the server's budget). A PUT refused outright (400, 413)
  * is forgotten, like the master backend's.
  *
- * Authentication: with opts.http_token (default: $MC_METADATA_HTTP_TOKEN, as
+ * Authentication: no cluster secret (a master with one takes PUT and DELETE
+ * only with a proof over a challenge: use the master:// backend there; a
+ * refused PUT is logged with the server's 401 text). With opts.http_token
+ * (default: $MC_METADATA_HTTP_TOKEN, as
  * upstream) every request carries "Authorization: Bearer <token>".
  *
  * Liveness. The protocol has no owners and no TTLs: an entry stays until it

@@ -105,7 +105,8 @@ typedef struct mc_store_config {
     uint64_t tier_queue_bytes; /* async copies queued at most (256 MiB); beyond,
                                   a put waits for its own file write */
     /* The cluster's secret file ([security] secret_file of the daemons): the
-     * master and every node connection authenticate with it. NULL = none. */
+     * master and every node connection authenticate with it, and a
+     * co-located client's connection to its service. NULL = none. */
     const char *secret_file;
     /* Shared memory with processes of this host (the shm transport): "on"
      * (NULL or "": the default) makes the segment shared memory and reaches

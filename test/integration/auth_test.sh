@@ -2,8 +2,11 @@
 # Authentication end to end (issue 13, finding 6): a master and a node with
 # the cluster's secret; mooncake-cli with it stores and reads; without it, or
 # with another secret, it is refused with the reason; a node with another
-# secret cannot join; without any secret a port bound beyond loopback says so
-# once at start.
+# secret cannot join; the HTTP endpoints that tell keys (/keys, /get_all_keys,
+# /query_key) or change metadata (PUT and DELETE /metadata) need a proof over
+# a single-use challenge (missing, another secret's, replayed: 401 with the
+# reason); without any secret a port bound beyond loopback says so once at
+# start. The other ports (node data, service control): auth_ports_test.c.
 set -u
 . "$(dirname "$0")/helpers/cluster.sh"
 T=$CLUSTER_TMP
@@ -53,7 +56,9 @@ for ep in keys get_all_keys 'query_key?key=k1'; do
   grep -q 'authentication required' "$T/out" || cluster_die "/$ep: no reason: $(cat "$T/out")"
 done
 # a valid header works once; replayed, its challenge is used up
-hdr=$(/usr/bin/python3 - "$T/secret" "$HTTP" <<'PY'
+# proof SECRET_FILE: a fresh X-Mooncake-Auth value over a challenge of /auth
+proof() {
+  /usr/bin/python3 - "$1" "$HTTP" <<'PY'
 import hashlib, hmac, json, os, sys, urllib.request
 secret = open(sys.argv[1], 'rb').read().rstrip(b'\r\n')
 key = hashlib.sha256(secret).digest()
@@ -62,11 +67,42 @@ nc = os.urandom(32)
 proof = hmac.new(key, b'mc-auth-client' + ns + nc, hashlib.sha256).hexdigest()
 print('%s.%s.%s' % (ns.hex(), nc.hex(), proof))
 PY
-) || cluster_die "cannot compute a proof"
+}
+hdr=$(proof "$T/secret") || cluster_die "cannot compute a proof"
 [ "$(curl -s -o /dev/null -w '%{http_code}' -H "X-Mooncake-Auth: $hdr" "http://$HTTP/keys")" = 200 ] ||
   cluster_die "a valid proof was refused"
 [ "$(curl -s -o /dev/null -w '%{http_code}' -H "X-Mooncake-Auth: $hdr" "http://$HTTP/keys")" = 401 ] ||
   cluster_die "a replayed proof was accepted"
+# a proof made with another secret
+hdr=$(proof "$T/other") || cluster_die "cannot compute a proof"
+[ "$(curl -s -o "$T/out" -w '%{http_code}' -H "X-Mooncake-Auth: $hdr" "http://$HTTP/keys")" = 401 ] ||
+  cluster_die "a proof with another secret was accepted"
+grep -q 'wrong proof' "$T/out" || cluster_die "/keys with another secret: no reason: $(cat "$T/out")"
+
+# /metadata: a PUT or DELETE changes the metadata only with a proof; a GET stays open
+M="http://$HTTP/metadata?key=auth_test_entry"
+for how in "-X PUT --data-binary v1" "-X DELETE"; do
+  # shellcheck disable=SC2086
+  [ "$(curl -s -o "$T/out" -w '%{http_code}' $how "$M")" = 401 ] ||
+    cluster_die "/metadata $how without a proof was not refused"
+  grep -q 'authentication required' "$T/out" || cluster_die "/metadata $how: no reason: $(cat "$T/out")"
+  hdr=$(proof "$T/other") || cluster_die "cannot compute a proof"
+  # shellcheck disable=SC2086
+  [ "$(curl -s -o /dev/null -w '%{http_code}' -H "X-Mooncake-Auth: $hdr" $how "$M")" = 401 ] ||
+    cluster_die "/metadata $how with another secret was not refused"
+done
+[ "$(curl -s -o /dev/null -w '%{http_code}' "$M")" = 404 ] || cluster_die "a refused PUT stored the entry"
+hdr=$(proof "$T/secret") || cluster_die "cannot compute a proof"
+[ "$(curl -s -o /dev/null -w '%{http_code}' -H "X-Mooncake-Auth: $hdr" -X PUT --data-binary v1 "$M")" = 200 ] ||
+  cluster_die "/metadata PUT with a proof was refused"
+[ "$(curl -s "$M")" = v1 ] || cluster_die "/metadata GET (open) does not return the entry"
+[ "$(curl -s -o /dev/null -w '%{http_code}' -H "X-Mooncake-Auth: $hdr" -X DELETE "$M")" = 401 ] ||
+  cluster_die "/metadata DELETE with a used proof was accepted"
+[ "$(curl -s "$M")" = v1 ] || cluster_die "a refused DELETE removed the entry"
+hdr=$(proof "$T/secret") || cluster_die "cannot compute a proof"
+[ "$(curl -s -o /dev/null -w '%{http_code}' -H "X-Mooncake-Auth: $hdr" -X DELETE "$M")" = 200 ] ||
+  cluster_die "/metadata DELETE with a proof was refused"
+[ "$(curl -s -o /dev/null -w '%{http_code}' "$M")" = 404 ] || cluster_die "the DELETE left the entry"
 [ "$(curl -s -o /dev/null -w '%{http_code}' "http://$HTTP/metrics")" = 200 ] ||
   cluster_die "/metrics needs no proof"
 
