@@ -211,12 +211,43 @@ class MooncakeDistributedStore(_mooncake.Store):
             cls._warned.add(msg)
             log.warning("%s", msg)
 
-    def setup_dummy(self, mem_pool_size, local_buffer_size, server_address):
-        """Upstream's client of a standalone store service: not in this
-        build (returns NOT_SUPPORTED)."""
-        log.error("setup_dummy(): the standalone store service client is not supported by "
-                  "this build of mooncake-c; use setup()")
-        return int(ErrorCode.NOT_SUPPORTED)
+    def setup_dummy(self, mem_pool_size, local_buffer_size, server_address, *,
+                    secret_file=None):
+        """setup_dummy(mem_pool_size, local_buffer_size, server_address) -> 0
+        or a negative error code: upstream's co-located ("dummy") client of
+        the store service of this host (mooncake_client, or a
+        mooncake-store-server with service.enabled) at server_address
+        "HOST:PORT" (its control port, 50052 by default). Every call is
+        forwarded to the service; this client runs no transfer engine and
+        no master connection. mem_pool_size bytes (alloc_from_mem_pool:
+        values there travel without a copy) and local_buffer_size bytes of
+        staging (for other memory) are shared with the service. Sizes may
+        be ints or strings ("64MB"). A store that is set up is closed
+        first."""
+        secret_file = _util.secret_file(secret_file)
+        for name, v in (("server_address", server_address), ("secret_file", secret_file)):
+            if not isinstance(v, str):
+                raise TypeError(f"setup_dummy() argument '{name}' must be str, "
+                                f"not {type(v).__name__}")
+        try:
+            pool = _util.parse_size(mem_pool_size, "mem_pool_size")
+            lbuf = _util.parse_size(local_buffer_size, "local_buffer_size")
+            host, port = _util.split_host_port(server_address)
+            if not host or port is None:
+                raise ValueError(f"server_address {server_address!r} is not HOST:PORT")
+        except ValueError as e:
+            log.error("setup_dummy(): %s", e)
+            return int(ErrorCode.INVALID_PARAMS)
+        rc = self._setup("", "master", 0, lbuf, "tcp", "", "127.0.0.1:50051", 0, "127.0.0.1",
+                         secret_file=secret_file, service=server_address, mem_pool_size=pool)
+        if rc == 0:
+            probe = self.is_exist(_PROBE_KEY)  # the service answers, as setup's master
+            if probe < 0:
+                log.error("setup_dummy(): store service %s: %s", server_address,
+                          _mooncake.status_str(probe))
+                self.close()
+                rc = probe
+        return rc
 
     def get_replica_desc(self, key):
         """[ReplicaDescriptor] of key ([] when absent or on error)."""
