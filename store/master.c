@@ -45,6 +45,9 @@ void mc_master_opts_init(mc_master_opts_t *o)
     o->meta_max_value_len = 16u << 20;
     o->meta_max_entries = 65536;
     o->meta_max_bytes = 256u << 20;
+    o->offloading_queue_limit = 50000; /* upstream's default */
+    o->offload_cap_ratio = 0.5;
+    o->offload_timeout_us = 30 * SEC;
 }
 
 void mc_master_put_cfg_init(mc_master_put_cfg_t *c)
@@ -122,6 +125,7 @@ mc_status_t mc_master_create(const mc_master_opts_t *opts, int64_t view_version,
     pthread_mutex_init(&m->client_lock, NULL);
     pthread_mutex_init(&m->meta_lock, NULL);
     pthread_mutex_init(&m->evict_lock, NULL);
+    pthread_mutex_init(&m->offload_lock, NULL);
     MC_INFO(MASTER, "master created: view version %lld, %u shards", (long long)view_version,
             MC_MASTER_NUM_SHARDS);
     *out = m;
@@ -165,6 +169,7 @@ void mc_master_destroy(mc_master_t *m)
     for (unsigned i = 0; i < MC_MASTER_NUM_SHARDS; i++)
         shard_fini(&m->shards[i]);
     mc_free(m->shards_mem);
+    offload_fini(m);
     segs_fini(m);
     size_t i;
     mc_hnode_t *n, *next;
@@ -180,6 +185,7 @@ void mc_master_destroy(mc_master_t *m)
     pthread_mutex_destroy(&m->client_lock);
     pthread_mutex_destroy(&m->meta_lock);
     pthread_mutex_destroy(&m->evict_lock);
+    pthread_mutex_destroy(&m->offload_lock);
     mc_free(m);
 }
 
@@ -395,6 +401,10 @@ mc_status_t mc_master_apply(mc_master_t *m, const mc_master_jrec_t *r, uint64_t 
         return apply_disk(m, r, now_us);
     case MC_JREC_SPILL:
         return apply_spill(m, r);
+    case MC_JREC_LDISK:
+        return apply_ldisk(m, r, now_us);
+    case MC_JREC_LDISK_DROP:
+        return apply_ldisk_drop(m, r);
     }
     return MC_ERR_INVALID_PARAMS;
 }
@@ -409,6 +419,7 @@ void mc_master_tick(mc_master_t *m, uint64_t now_us)
         sweep_processing(m, now_us);
     if (atomic_load_explicit(&m->nparked_total, memory_order_relaxed) != 0)
         release_parked(m, now_us);
+    offload_tick(m, now_us);
 
     uint64_t cap = atomic_load_explicit(&m->capacity, memory_order_relaxed);
     uint64_t used = atomic_load_explicit(&m->allocated, memory_order_relaxed);

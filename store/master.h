@@ -97,6 +97,16 @@ typedef struct mc_master_opts {
      * short (queue the key); the key is borrowed for the call. NULL = none. */
     void (*disk_drop)(void *arg, const char *key, size_t key_len);
     void *disk_drop_arg;
+    /* Node-local offload (master_offload.c; upstream's names). Nodes that
+     * poll (mc_master_offload_poll) get requests to persist objects of
+     * their segments to their own disk: LOCAL_DISK replicas. */
+    int enable_offload;              /* nodes may offload at all (0) */
+    int offload_on_evict;            /* 1: ask at eviction; 0: after PutEnd (eager) (0) */
+    int offload_force_evict;         /* queue full: 1 evicts without persisting; 0 keeps
+                                      * the object in memory (0) */
+    uint32_t offloading_queue_limit; /* requests queued per node at most (50000) */
+    double offload_cap_ratio;        /* per eviction cycle: this fraction of the limit (0.5) */
+    uint64_t offload_timeout_us;     /* a sent request unanswered this long is void (30 s) */
 } mc_master_opts_t;
 
 /* Fills the defaults above. */
@@ -193,10 +203,13 @@ typedef enum mc_master_replica_status {
     MC_MASTER_REPLICA_COMPLETE = 3,   /* written, readable */
 } mc_master_replica_status_t;
 
-/* Upstream ReplicaType numbering (LOCAL_DISK = 2 is not used). */
+/* Upstream ReplicaType numbering. */
 typedef enum mc_master_replica_kind {
     MC_MASTER_REPLICA_MEMORY = 0,
-    MC_MASTER_REPLICA_DISK = 1, /* a file of the persistent tier (store/tier.h) */
+    MC_MASTER_REPLICA_DISK = 1,       /* a file of the persistent tier (store/tier.h) */
+    MC_MASTER_REPLICA_LOCAL_DISK = 2, /* a file on one node's own disk (master_offload.c):
+                                       * segment_id/name/te_endpoint name the node's
+                                       * segment; address is 0 */
 } mc_master_replica_kind_t;
 
 /* Where one replica lives (upstream Replica::Descriptor). A DISK replica has
@@ -569,8 +582,9 @@ typedef struct mc_master_key_info {
     const char *key;
     size_t key_len;
     uint64_t size;
-    uint32_t nrep; /* memory replicas */
-    int disk;      /* has a DISK replica */
+    uint32_t nrep;  /* memory replicas */
+    int disk;       /* has a DISK replica */
+    int local_disk; /* has a LOCAL_DISK replica */
     int complete;
     uint64_t lease_until_us;    /* 0 while in progress */
     uint64_t soft_pin_until_us; /* 0 = none */
@@ -661,9 +675,13 @@ typedef enum mc_master_jrec_type {
                                 * startup scan); creates a disk-only object when absent */
     MC_JREC_SPILL = 11,        /* key: its memory replicas were freed (evicted down to
                                 * its file); it stays, readable from the file */
+    MC_JREC_LDISK = 12,        /* key, size, segment_id: the object has a LOCAL_DISK
+                                * replica on that segment's node; creates a disk-only
+                                * object when absent */
+    MC_JREC_LDISK_DROP = 13,   /* key: its LOCAL_DISK replica is gone (the object stays) */
 } mc_master_jrec_type_t;
 
-#define MC_JREC_TYPE_MAX 11
+#define MC_JREC_TYPE_MAX 13
 
 typedef struct mc_master_jrep {
     mc_uuid_t segment_id;
@@ -676,13 +694,13 @@ typedef struct mc_master_jrec {
     mc_uuid_t client;
     const char *key;
     size_t key_len;
-    uint64_t size; /* PUT_START, DISK */
+    uint64_t size; /* PUT_START, DISK, LDISK */
     uint32_t pin_ttl_ms;
     uint64_t put_id; /* PUT_START: the client's put id (0: none) */
     uint32_t nrep;
     mc_master_jrep_t rep[MC_MASTER_MAX_REPLICAS];
     mc_master_segment_t seg; /* MOUNT */
-    mc_uuid_t segment_id;    /* UNMOUNT */
+    mc_uuid_t segment_id;    /* UNMOUNT, LDISK */
     const void *val;         /* META_PUT */
     size_t val_len;
     int park; /* DROP: its space stays reserved (a discarded unfinished put); a
@@ -730,5 +748,94 @@ void mc_master_set_view_version(mc_master_t *m, int64_t v);
 /* Count every known client as alive now (a standby that became the leader:
  * clients get a full client_ttl to find it). */
 void mc_master_touch_clients(mc_master_t *m, uint64_t now_us);
+
+/* ---- node-local offload: LOCAL_DISK replicas (master_offload.c) ----
+ *
+ * A node (the owner of a mounted segment) with an offload directory polls
+ * for requests about its segment. PERSIST: write the object whose bytes are
+ * at segment base + offset to its own disk, then answer offload_done; the
+ * object then has a LOCAL_DISK replica on that node (journaled: LDISK),
+ * listed after the memory replicas by get/query. DELETE: the object is gone,
+ * delete its file (sent once, not answered). Eviction (offload_on_evict)
+ * asks instead of dropping an object that has no disk copy, at most
+ * offload_cap_ratio * offloading_queue_limit objects per cycle and
+ * offloading_queue_limit queued per node; the object is kept (not evictable,
+ * not removable without force) until the node answers or offload_timeout_us
+ * passes; once persisted, its memory replicas go (SPILL) and it stays
+ * readable from the node. Without offload_on_evict, every PutEnd on an
+ * offloading node's segment asks (eager). An object with a LOCAL_DISK
+ * replica is evicted down to it like one with a DISK replica. Unmount and
+ * client expiry drop the node's LOCAL_DISK replicas (objects left without a
+ * replica go): a node that is down makes them unavailable; restarted, it
+ * reports its files again (mc_master_ldisk_report). One LOCAL_DISK replica
+ * per object; at most 16383 segment slots can hold them. */
+typedef enum mc_master_offload_op {
+    MC_MASTER_OFFLOAD_PERSIST = 0,
+    MC_MASTER_OFFLOAD_DELETE = 1,
+} mc_master_offload_op_t;
+
+typedef struct mc_master_offload_req {
+    mc_master_offload_op_t op;
+    int evict;       /* PERSIST asked by eviction */
+    const char *key; /* borrowed for the callback */
+    size_t key_len;
+    uint64_t size;
+    uint64_t offset; /* PERSIST: from the segment's base */
+} mc_master_offload_req_t;
+
+/* Return non-zero to stop early (the rest stay queued). */
+typedef int (*mc_master_offload_cb_t)(void *arg, const mc_master_offload_req_t *req);
+
+/* The node that owns segment_id (client) offloads from now on (and keeps
+ * doing so while it polls): up to max queued requests are handed to cb (in
+ * queue order; PERSIST ones wait for offload_done). MC_OK,
+ * MC_ERR_UNAVAILABLE_IN_CURRENT_MODE (enable_offload off), MC_ERR_SEGMENT_NOT_FOUND,
+ * MC_ERR_ILLEGAL_CLIENT (not the owner), MC_ERR_INVALID_PARAMS. */
+mc_status_t mc_master_offload_poll(mc_master_t *m, mc_uuid_t client, mc_uuid_t segment_id,
+                                   uint64_t now_us, uint32_t max, mc_master_offload_cb_t cb,
+                                   void *arg);
+
+/* The node's answer to a PERSIST request: result MC_OK (its file is
+ * written: LOCAL_DISK replica, and the memory replicas go if eviction asked
+ * and no reader holds a lease) or the failure (disk full: the object is not
+ * asked again and is evicted as without offload; counted). MC_OK (accepted),
+ * MC_ERR_OBJECT_NOT_FOUND (no such object of that size with a request
+ * pending from this node: the node deletes its file), MC_ERR_SEGMENT_NOT_FOUND,
+ * MC_ERR_ILLEGAL_CLIENT, MC_ERR_INVALID_KEY. */
+mc_status_t mc_master_offload_done(mc_master_t *m, mc_uuid_t client, mc_uuid_t segment_id,
+                                   const char *key, size_t key_len, uint64_t size,
+                                   mc_status_t result, uint64_t now_us);
+
+/* A node's file found at its start (its scan): an object with only this
+ * LOCAL_DISK replica is created when the key is absent (journaled: LDISK);
+ * a file for an existing object is refused (it may be of an older put).
+ * MC_OK, MC_ERR_OBJECT_ALREADY_EXISTS (the node deletes its file),
+ * MC_ERR_INVALID_PARAMS (size 0 or over max_object_size),
+ * MC_ERR_SEGMENT_NOT_FOUND, MC_ERR_ILLEGAL_CLIENT, MC_ERR_INVALID_KEY,
+ * MC_ERR_NO_AVAILABLE_HANDLE (segment slot over 16382), MC_ERR_NOMEM. */
+mc_status_t mc_master_ldisk_report(mc_master_t *m, mc_uuid_t client, mc_uuid_t segment_id,
+                                   const char *key, size_t key_len, uint64_t size, uint64_t now_us);
+
+/* The node lost the file (corrupt on read, its quota): the LOCAL_DISK
+ * replica goes (journaled: LDISK_DROP), and the object with it when it had
+ * no other replica (DROP). MC_OK (also when it had none there),
+ * MC_ERR_SEGMENT_NOT_FOUND, MC_ERR_ILLEGAL_CLIENT, MC_ERR_INVALID_KEY. */
+mc_status_t mc_master_ldisk_drop(mc_master_t *m, mc_uuid_t client, mc_uuid_t segment_id,
+                                 const char *key, size_t key_len, uint64_t now_us);
+
+typedef struct mc_master_offload_stats {
+    uint64_t ldisk_objects;   /* objects with a LOCAL_DISK replica */
+    uint64_t ldisk_bytes;     /* their sizes */
+    uint64_t queued;          /* requests waiting to be polled */
+    uint64_t in_flight;       /* PERSIST requests sent, unanswered */
+    uint64_t requested_total; /* PERSIST requests queued */
+    uint64_t persisted_total; /* answered MC_OK */
+    uint64_t failed_total;    /* answered with a failure (disk full...) */
+    uint64_t timeouts_total;  /* unanswered within offload_timeout_us */
+    uint64_t refused_total;   /* not queued: queue or cycle cap full */
+    uint64_t spilled_total;   /* memory replicas freed for a LOCAL_DISK one */
+} mc_master_offload_stats_t;
+
+void mc_master_offload_stats(mc_master_t *m, mc_master_offload_stats_t *out);
 
 #endif /* MC_STORE_MASTER_H */

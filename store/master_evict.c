@@ -116,7 +116,7 @@ static uint64_t threshold(sample_t *s, uint64_t want, uint64_t total)
 static int eligible(const obj_t *o, uint64_t now_us)
 {
     return o->state == OBJ_COMPLETE && o->nrep > 0 && !obj_leased(o, now_us) &&
-           o->pin_ttl_ms != MC_MASTER_PIN_HARD;
+           o->pin_ttl_ms != MC_MASTER_PIN_HARD && !(o->ldisk & LDISK_PENDING);
 }
 
 /* Evict from every shard, starting at a random one, the eligible objects of
@@ -137,10 +137,12 @@ static void evict_walk(mc_master_t *m, uint64_t now_us, int pinned, uint64_t thr
             if (o == NULL || !eligible(o, now_us) || obj_pinned(o, now_us) != pinned ||
                 o->access_us > thr)
                 continue;
+            (*left)--;
+            if (!o->disk && !obj_ldisk(o) && offload_instead_of_evict(m, o, now_us))
+                continue; /* its node persists it first (or it stays) */
             *bytes += o->size * o->nrep;
             (*keys)++;
-            (*left)--;
-            if (o->disk) {
+            if (o->disk || obj_ldisk(o)) {
                 obj_spill(m, o); /* stays readable from its file */
                 continue;
             }
@@ -227,6 +229,7 @@ uint64_t evict_pass(mc_master_t *m, uint64_t now_us, double ratio)
     if (now_us < atomic_load(&m->evict_idle_until_us))
         return 0;
     pthread_mutex_lock(&m->evict_lock);
+    offload_cycle_start(m);
     uint64_t keys = 0, bytes = 0;
     lru_round(m, now_us, ratio, 0, &keys, &bytes);
     count_round(m, keys, bytes);
@@ -498,9 +501,11 @@ static void evict_window(mc_master_t *m, uint32_t slot, uint64_t w0, uint64_t w1
                       o->rep[r].offset + round_up8(o->size) > w0;
             if (!hit)
                 continue;
+            if (!o->disk && !obj_ldisk(o) && offload_instead_of_evict(m, o, now_us))
+                continue; /* its node persists it first (or it stays) */
             *bytes += o->size * o->nrep;
             (*keys)++;
-            if (o->disk) {
+            if (o->disk || obj_ldisk(o)) {
                 obj_spill(m, o); /* stays readable from its file */
                 continue;
             }
@@ -597,6 +602,7 @@ int evict_for(mc_master_t *m, uint64_t size, uint64_t now_us, char *seg_name)
         return 0;
 
     pthread_mutex_lock(&m->evict_lock);
+    offload_cycle_start(m);
     vec_t fixedv = {.elem = sizeof(fixed_rng_t)}, evv = {.elem = sizeof(ev_rng_t)};
     if (now_us < m->evict_nofit_until_us && need >= m->evict_nofit_size)
         goto out;

@@ -70,12 +70,26 @@ struct obj {
     uint8_t rep_cap; /* replica slots allocated; the key follows them */
     uint8_t state;   /* enum obj_state */
     uint8_t disk;    /* 1: has a DISK replica (master_tier.c); fits in the padding */
+    uint16_t ldisk;  /* LOCAL_DISK replica and offload state (LDISK_*, master_offload.c);
+                      * fits in the padding */
     replica_t rep[];
 };
 
 static inline char *obj_key(obj_t *o)
 {
     return (char *)(o->rep + o->rep_cap);
+}
+
+/* obj_t.ldisk: the LOCAL_DISK replica's segment slot + 1 (0: none) and two
+ * flags. Slots over LDISK_SLOT_MAX cannot hold LOCAL_DISK replicas. */
+#define LDISK_SLOT_MASK 0x3fffu
+#define LDISK_SLOT_MAX (LDISK_SLOT_MASK - 1u)
+#define LDISK_PENDING 0x4000u /* a PERSIST request is queued or in flight */
+#define LDISK_REFUSED 0x8000u /* its node could not persist it: evicted as before */
+
+static inline int obj_ldisk(const obj_t *o)
+{
+    return (o->ldisk & LDISK_SLOT_MASK) != 0;
 }
 
 /* Shard of a key hash: its low bits (the shard's table uses the top ones). */
@@ -193,6 +207,9 @@ typedef struct seg {
     pthread_spinlock_t lock;
     mc_oalloc_t *alloc;
     uint64_t used; /* requested bytes of live allocations */
+    /* node-local offload (master_offload.c), under m->offload_lock */
+    int offload;       /* its owner polls for offload requests */
+    struct offq *offq; /* requests for its owner (NULL: none yet) */
 } seg_t;
 
 typedef struct client {
@@ -238,6 +255,15 @@ struct mc_master {
     _Atomic uint64_t disk_objects, disk_bytes; /* objects with a DISK replica (master_tier.c) */
     _Atomic uint64_t disk_evicted;             /* disk-only objects removed for the quota */
     _Atomic uint64_t discards, releases;
+
+    /* node-local offload (master_offload.c): the segments' request queues;
+     * taken after a shard lock and the segment lock */
+    pthread_mutex_t offload_lock;
+    struct offdel *offdel;       /* DELETE requests by segment slot (offload_lock) */
+    uint64_t offload_cycle_left; /* PERSIST requests this eviction cycle may queue (evict_lock) */
+    _Atomic uint64_t ldisk_objects, ldisk_bytes;
+    _Atomic uint64_t off_requested, off_persisted, off_failed, off_timeouts, off_refused,
+        off_spilled, off_queued, off_in_flight;
 
     mc_master_journal_fn_t jfn; /* NULL: no journal (standby, single master) */
     void *jarg;
@@ -305,6 +331,8 @@ mc_status_t apply_drop(mc_master_t *m, const mc_master_jrec_t *r);
 mc_status_t apply_release(mc_master_t *m, const mc_master_jrec_t *r);
 
 /* ---- master_segments.c ---- */
+/* The segment of id, mounted or draining; NULL. Segment lock held. */
+seg_t *seg_find(mc_master_t *m, mc_uuid_t id);
 /* Take exactly [offset, offset + size) of segment id for a replayed replica;
  * read lock held. MC_OK, MC_ERR_SEGMENT_NOT_FOUND, MC_ERR_EXISTS (taken),
  * MC_ERR_INVALID_PARAMS, MC_ERR_NO_AVAILABLE_HANDLE. */
@@ -357,6 +385,33 @@ mc_status_t apply_disk(mc_master_t *m, const mc_master_jrec_t *r, uint64_t now_u
 mc_status_t apply_spill(mc_master_t *m, const mc_master_jrec_t *r);
 /* Describe o's DISK replica into d. */
 void tier_describe(const obj_t *o, mc_master_replica_desc_t *d);
+
+/* ---- master_offload.c ---- */
+/* Whether eviction keeps o for its node to persist it (queued now, or
+ * already pending, or the queue is full and offload_force_evict is off):
+ * 1 = keep o in memory, 0 = evict it. Shard lock held; evict_lock held. */
+int offload_instead_of_evict(mc_master_t *m, obj_t *o, uint64_t now_us);
+/* A new eviction cycle: reset its budget of PERSIST requests. evict_lock held. */
+void offload_cycle_start(mc_master_t *m);
+/* Eager policy: after PutEnd, ask o's offloading node to persist it. Shard lock held. */
+void offload_after_put(mc_master_t *m, obj_t *o);
+/* o leaves the table: its node deletes the file, the counters drop. Shard lock held. */
+void ldisk_dropped(mc_master_t *m, obj_t *o);
+/* Drop o's LOCAL_DISK replica when it is on one of slots (unmount). Shard
+ * and segment read lock held. */
+void ldisk_drop_slots(mc_master_t *m, obj_t *o, const uint32_t *slots, size_t n);
+/* Describe o's LOCAL_DISK replica; 0 when its segment is not readable.
+ * Segment read lock held. */
+int ldisk_describe(const mc_master_t *m, const obj_t *o, mc_master_replica_desc_t *d);
+/* Free a segment's request queue and its pending DELETEs (the segment
+ * leaves the table; segment write lock held). */
+void offload_seg_free(mc_master_t *m, seg_t *s);
+void offload_fini(mc_master_t *m);
+/* Tick: void the requests unanswered for offload_timeout_us. */
+void offload_tick(mc_master_t *m, uint64_t now_us);
+/* Replay of LDISK and LDISK_DROP. */
+mc_status_t apply_ldisk(mc_master_t *m, const mc_master_jrec_t *r, uint64_t now_us);
+mc_status_t apply_ldisk_drop(mc_master_t *m, const mc_master_jrec_t *r);
 
 /* ---- master_meta.c ---- */
 /* Journal replay of META_PUT / META_DEL: what the leader decided, unchecked. */

@@ -81,9 +81,17 @@ void mc_jrec_encode(mc_mp_writer_t *w, const mc_master_jrec_t *r)
         mc_mp_write_uint(w, r->size);
         return;
     case MC_JREC_SPILL:
+    case MC_JREC_LDISK_DROP:
         mc_mp_write_array(w, 2);
         mc_mp_write_uint(w, r->type);
         mc_mp_write_bin(w, r->key, r->key_len);
+        return;
+    case MC_JREC_LDISK:
+        mc_mp_write_array(w, 4);
+        mc_mp_write_uint(w, r->type);
+        mc_mp_write_bin(w, r->key, r->key_len);
+        mc_mp_write_uint(w, r->size);
+        mc_proto_write_uuid(w, r->segment_id);
         return;
     }
     w->err = MC_ERR_INVALID_PARAMS; /* a record type the encoder does not know */
@@ -91,10 +99,11 @@ void mc_jrec_encode(mc_mp_writer_t *w, const mc_master_jrec_t *r)
 
 /* Fields each type has after the type itself. */
 static const uint8_t nfields[MC_JREC_TYPE_MAX + 1] = {
-    [MC_JREC_MOUNT] = 2,    [MC_JREC_UNMOUNT] = 2,  [MC_JREC_PUT_START] = 6,
-    [MC_JREC_PUT_END] = 2,  [MC_JREC_DROP] = 2,     [MC_JREC_CLIENT_EXPIRE] = 1,
-    [MC_JREC_META_PUT] = 3, [MC_JREC_META_DEL] = 1, [MC_JREC_RELEASE] = 3,
-    [MC_JREC_DISK] = 2,     [MC_JREC_SPILL] = 1,
+    [MC_JREC_MOUNT] = 2,      [MC_JREC_UNMOUNT] = 2,  [MC_JREC_PUT_START] = 6,
+    [MC_JREC_PUT_END] = 2,    [MC_JREC_DROP] = 2,     [MC_JREC_CLIENT_EXPIRE] = 1,
+    [MC_JREC_META_PUT] = 3,   [MC_JREC_META_DEL] = 1, [MC_JREC_RELEASE] = 3,
+    [MC_JREC_DISK] = 2,       [MC_JREC_SPILL] = 1,    [MC_JREC_LDISK] = 3,
+    [MC_JREC_LDISK_DROP] = 1,
 };
 
 static const char *read_key(mc_mp_reader_t *rd, mc_master_jrec_t *r)
@@ -214,7 +223,14 @@ static const char *decode_body(mc_mp_reader_t *rd, mc_master_jrec_t *r, mc_jrec_
             return why;
         return r->size == 0 ? "disk: size is 0" : NULL;
     case MC_JREC_SPILL:
+    case MC_JREC_LDISK_DROP:
         return read_key(rd, r);
+    case MC_JREC_LDISK:
+        if ((why = read_key(rd, r)) != NULL ||
+            (why = read_uint(rd, &r->size, "ldisk: size is not an unsigned integer")) != NULL ||
+            (why = read_uuid(rd, &r->segment_id, "ldisk: segment id is not [hi, lo]")) != NULL)
+            return why;
+        return r->size == 0 ? "ldisk: size is 0" : NULL;
     }
     return "unknown record type";
 }

@@ -102,6 +102,8 @@ void obj_unlink_j(mc_master_t *m, shard_t *sh, obj_t *o, uint64_t h, int park)
     otab_remove(&sh->tab, h, o);
     if (o->disk)
         tier_dropped(m, o); /* its file goes with it */
+    if (o->ldisk != 0)
+        ldisk_dropped(m, o); /* its node deletes its file */
     if (o->state == OBJ_PROCESSING)
         proc_remove(m, sh, o);
     if (o->pin_ttl_ms != 0)
@@ -259,6 +261,7 @@ static mc_status_t put_start_locked(mc_master_t *m, shard_t *sh, uint64_t h, mc_
     o->rep_cap = (uint8_t)want;
     o->state = OBJ_PROCESSING;
     o->disk = 0;
+    o->ldisk = 0;
     memcpy(obj_key(o), key, len);
     otab_insert(&sh->tab, h, o);
     proc_append(m, sh, o);
@@ -323,6 +326,8 @@ static mc_status_t put_end_locked(mc_master_t *m, shard_t *sh, uint64_t h, mc_uu
             .type = MC_JREC_PUT_END, .client = client, .key = key, .key_len = len};
         journal(m, &r);
     }
+    if (m->o.enable_offload && !m->o.offload_on_evict)
+        offload_after_put(m, o); /* eager offload */
     return MC_OK;
 }
 
@@ -393,6 +398,7 @@ mc_status_t apply_put_start(mc_master_t *m, const mc_master_jrec_t *r, uint64_t 
     o->rep_cap = (uint8_t)r->nrep;
     o->state = OBJ_PROCESSING;
     o->disk = 0; /* a DISK record follows when the object gets its file */
+    o->ldisk = 0;
     memcpy(obj_key(o), r->key, r->key_len);
     otab_insert(&sh->tab, h, o);
     proc_append(m, sh, o);
@@ -535,6 +541,8 @@ uint32_t read_grant(mc_master_t *m, obj_t *o, uint64_t now_us, mc_master_replica
     for (uint32_t i = 0; i < o->nrep && n < room; i++)
         if (replica_readable(m, &o->rep[i]))
             replica_describe(m, &o->rep[i], o->size, MC_MASTER_REPLICA_COMPLETE, &out[n++]);
+    if (obj_ldisk(o) && n < room && ldisk_describe(m, o, &out[n]))
+        n++; /* its node reads it from its disk */
     pthread_rwlock_unlock(&m->seg_lock);
     if (o->disk && n < room)
         tier_describe(o, &out[n++]); /* after the memory ones: the slowest to read */
@@ -579,12 +587,15 @@ static mc_status_t remove_obj(mc_master_t *m, shard_t *sh, obj_t *o, uint64_t h,
         discard_put(m, sh, o, h);
         return MC_OK;
     }
-    if (obj_leased(o, now_us)) {
+    if (obj_leased(o, now_us) || (o->ldisk & LDISK_PENDING)) {
         if (!force)
             return MC_ERR_OBJECT_HAS_LEASE;
         /* gone for everyone now, but a reader may be mid-transfer: the space
-         * is reused only after its lease */
+         * is reused only after its lease (or, while its node may be reading
+         * it to persist it, after the offload timeout) */
         uint64_t until = o->lease_us;
+        if ((o->ldisk & LDISK_PENDING) && now_us + m->o.offload_timeout_us > until)
+            until = now_us + m->o.offload_timeout_us;
         obj_unlink(m, sh, o, h);
         obj_park(m, sh, o, OBJ_PARKED_LEASE, until);
         return MC_OK;
@@ -647,6 +658,8 @@ mc_status_t mc_master_query_key(mc_master_t *m, const char *key, size_t key_len,
     pthread_rwlock_rdlock(&m->seg_lock);
     for (uint32_t i = 0; i < o->nrep && n < room; i++)
         replica_describe(m, &o->rep[i], o->size, rs, &out[n++]);
+    if (obj_ldisk(o) && n < room && ldisk_describe(m, o, &out[n]))
+        n++;
     pthread_rwlock_unlock(&m->seg_lock);
     if (o->disk && n < room)
         tier_describe(o, &out[n++]);
@@ -656,6 +669,7 @@ mc_status_t mc_master_query_key(mc_master_t *m, const char *key, size_t key_len,
     info->size = o->size;
     info->nrep = o->nrep;
     info->disk = o->disk;
+    info->local_disk = obj_ldisk(o);
     info->complete = complete;
     info->lease_until_us = complete ? o->lease_us : 0;
     info->soft_pin_until_us = complete ? o->pin_us : 0;

@@ -35,7 +35,7 @@
 #define MAX_ALLOCS_MIN 1024u
 #define MAX_ALLOCS_MAX (16u << 20)
 
-static seg_t *seg_find(mc_master_t *m, mc_uuid_t id)
+seg_t *seg_find(mc_master_t *m, mc_uuid_t id)
 {
     uint64_t h = uuid_hash(id);
     mc_hnode_t *n;
@@ -312,6 +312,7 @@ static void commit(mc_master_t *m, seg_t *s)
     MC_INFO(MASTER, "segment '%s' (%016llx-%016llx) unmounted", s->name,
             (unsigned long long)s->id.hi, (unsigned long long)s->id.lo);
     mc_hmap_remove(&m->seg_by_id, &s->node);
+    offload_seg_free(m, s);
     m->slots[s->slot] = NULL;
     atomic_fetch_sub(&m->ndraining, 1);
     seg_free(s);
@@ -357,7 +358,9 @@ static void sweep_shard(mc_master_t *m, shard_t *sh, const uint32_t *slots, size
     {
         otab_walk_prefetch(&sh->tab, i);
         obj_t *o = sh->tab.slots[i].obj;
-        if (o != NULL && drop_replicas(m, o, slots, n, drain) == 0 && !o->disk) {
+        if (o != NULL && o->ldisk != 0)
+            ldisk_drop_slots(m, o, slots, n); /* its node is going */
+        if (o != NULL && drop_replicas(m, o, slots, n, drain) == 0 && !o->disk && !obj_ldisk(o)) {
             /* nothing left to read: the object is lost with its segment
              * (an unfinished put's PutEnd will get OBJECT_NOT_FOUND) */
             obj_unlink(m, sh, o, sh->tab.slots[i].hash);

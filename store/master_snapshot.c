@@ -14,11 +14,21 @@ static void object_records(mc_master_t *m, obj_t *o, mc_master_journal_fn_t fn, 
 {
     mc_master_jrec_t dr = {
         .type = MC_JREC_DISK, .key = obj_key(o), .key_len = o->key_len, .size = o->size};
+    mc_master_jrec_t lr = {
+        .type = MC_JREC_LDISK, .key = obj_key(o), .key_len = o->key_len, .size = o->size};
+    if (!parked && obj_ldisk(o)) {
+        seg_t *s = m->slots[(o->ldisk & LDISK_SLOT_MASK) - 1u];
+        lr.segment_id = s != NULL ? s->id : (mc_uuid_t){0, 0};
+    }
+    int ldisk = !parked && obj_ldisk(o) && !uuid_is_zero(lr.segment_id);
     if (o->nrep == 0) {
-        /* only on disk: DISK alone makes it (complete, readable from its
-         * file); otherwise it holds no space and (parked) is invisible */
+        /* only on disk: DISK (LDISK) alone makes it (complete, readable
+         * from its file); otherwise it holds no space and (parked) is
+         * invisible */
         if (!parked && o->disk)
             fn(arg, &dr);
+        if (ldisk)
+            fn(arg, &lr);
         return;
     }
     mc_master_jrec_t r = {.type = MC_JREC_PUT_START,
@@ -48,6 +58,8 @@ static void object_records(mc_master_t *m, obj_t *o, mc_master_journal_fn_t fn, 
     }
     if (!parked && o->disk)
         fn(arg, &dr);
+    if (ldisk)
+        fn(arg, &lr);
 }
 
 void mc_master_snapshot(mc_master_t *m, mc_master_journal_fn_t fn, void *arg)

@@ -167,7 +167,7 @@ mc_status_t apply_spill(mc_master_t *m, const mc_master_jrec_t *r)
     obj_t *o = otab_find(&sh->tab, h, r->key, r->key_len);
     /* the leader spills only complete objects with a file: anything else
      * means a record is missing, and freeing would be a guess */
-    if (o == NULL || o->state != OBJ_COMPLETE || !o->disk)
+    if (o == NULL || o->state != OBJ_COMPLETE || (!o->disk && !obj_ldisk(o)))
         st = MC_ERR_EXISTS;
     else
         obj_spill(m, o);

@@ -102,7 +102,7 @@ void mc_proto_write_replicas(mc_mp_writer_t *w, const mc_master_replica_desc_t *
         p = put_name(p, d[i].te_endpoint, el);
         if (disk) {
             *p++ = 7;                  /* kind; absent = MEMORY, as older peers send */
-            *p++ = (uint8_t)d[i].kind; /* positive fixint: MC_MASTER_REPLICA_DISK */
+            *p++ = (uint8_t)d[i].kind; /* positive fixint: DISK or LOCAL_DISK */
         }
         mc_buf_produce(w->buf, (size_t)(p - p0));
     }
@@ -157,7 +157,8 @@ void mc_proto_read_replicas(mc_mp_reader_t *r, mc_master_replica_desc_t *d, uint
                 break;
             case 7: {
                 uint64_t k = mc_mp_read_uint(r);
-                if (k != MC_MASTER_REPLICA_MEMORY && k != MC_MASTER_REPLICA_DISK)
+                if (k != MC_MASTER_REPLICA_MEMORY && k != MC_MASTER_REPLICA_DISK &&
+                    k != MC_MASTER_REPLICA_LOCAL_DISK)
                     r->err = MC_ERR_PROTOCOL; /* a kind we cannot read from */
                 d[i].kind = (mc_master_replica_kind_t)k;
                 break;

@@ -650,6 +650,9 @@ static int cmd_stat(cli_t *c, int argc, char **argv)
         if (d[i].kind == MC_MASTER_REPLICA_DISK) /* a file of the persistent tier */
             printf("  %-3u %-32s %-24s %-18s %s\n", i, "DISK (tier file)", "-", "-",
                    replica_state(d[i].status));
+        else if (d[i].kind == MC_MASTER_REPLICA_LOCAL_DISK) /* on its node's own disk */
+            printf("  %-3u %-32s %-24s %-18s %s\n", i, d[i].segment_name, d[i].te_endpoint,
+                   "LOCAL_DISK", replica_state(d[i].status));
         else
             printf("  %-3u %-32s %-24s 0x%016" PRIx64 " %s\n", i, d[i].segment_name,
                    d[i].te_endpoint, d[i].address, replica_state(d[i].status));

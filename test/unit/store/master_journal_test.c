@@ -548,8 +548,8 @@ static void malformed_disk_and_spill_records_are_refused(void **state)
     static const uint8_t long_spill[] = {0x93, 0x0b, 0xa1, 'k', 0x01};
     assert_int_equal(decode_bytes(long_spill, sizeof(long_spill), &why), MC_ERR_DESERIALIZE_FAIL);
     assert_string_equal(why, "wrong number of fields for the record type");
-    /* [12]: past the last type */
-    static const uint8_t past[] = {0x91, 0x0c};
+    /* [MAX + 1]: past the last type */
+    static const uint8_t past[] = {0x91, MC_JREC_TYPE_MAX + 1};
     assert_int_equal(decode_bytes(past, sizeof(past), &why), MC_ERR_DESERIALIZE_FAIL);
     assert_string_equal(why, "unknown record type");
 }

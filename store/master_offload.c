@@ -1,0 +1,670 @@
+/*
+ * master_offload.c - node-local offload in the master core: LOCAL_DISK
+ * replicas and the requests that make them (master.h, "node-local
+ * offload").
+ *
+ * A LOCAL_DISK replica is 14 bits of the object (obj_t.ldisk: its node's
+ * segment slot + 1), beside two flags: PENDING (a PERSIST request is queued
+ * or in flight: the object is neither evicted nor removed without force,
+ * because its node reads its memory) and REFUSED (its node could not write
+ * it: eviction drops it as without offload). No object grows for it.
+ *
+ * Requests: each offloading segment has a queue (struct offq): PERSIST
+ * requests wait in `q` until its owner polls, then in `sent` (deadline
+ * order) until the node answers or the deadline passes. DELETE requests of
+ * removed objects wait in the master's `offdel` list by slot (the code that
+ * removes an object holds only its shard lock, and the segment table may
+ * not be read without the segment lock); a poll hands them out; an unmount
+ * drops those of its slot. Lock order: shard lock, segment lock, offload_lock.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "store/master_int.h"
+#include "util/hash.h"
+#include "util/log.h"
+#include "util/mem.h"
+
+typedef struct offq_ent {
+    char *key; /* NULL: answered (a hole in `sent`) */
+    uint32_t key_len;
+    uint8_t evict;
+    uint64_t size, offset, deadline_us;
+} offq_ent_t;
+
+/* A FIFO of entries: [head, n) used. */
+typedef struct fifo {
+    offq_ent_t *v;
+    uint32_t head, n, cap;
+} fifo_t;
+
+struct offq {
+    fifo_t q;    /* PERSIST requests not yet polled */
+    fifo_t sent; /* polled, unanswered; deadlines ascending */
+};
+
+typedef struct del_ent {
+    uint32_t slot;
+    uint32_t key_len;
+    char *key;
+} del_ent_t;
+
+struct offdel {
+    del_ent_t *v;
+    size_t n, cap;
+};
+
+/* DELETE requests kept at most (a node that does not poll: dropped and
+ * logged; its restart scan reports the file, which is then refused). */
+#define OFFDEL_MAX (1u << 20)
+
+static mc_status_t fifo_push(fifo_t *f, const offq_ent_t *e)
+{
+    if (f->head > 0 && f->n == f->cap) {
+        memmove(f->v, f->v + f->head, (f->n - f->head) * sizeof(*f->v));
+        f->n -= f->head;
+        f->head = 0;
+    }
+    if (f->n == f->cap) {
+        uint32_t nc = f->cap ? f->cap * 2 : 64;
+        offq_ent_t *nv = mc_realloc(f->v, nc * sizeof(*nv));
+        if (nv == NULL)
+            return MC_ERR_NOMEM;
+        f->v = nv;
+        f->cap = nc;
+    }
+    f->v[f->n++] = *e;
+    return MC_OK;
+}
+
+static void fifo_trim(fifo_t *f)
+{
+    while (f->head < f->n && f->v[f->head].key == NULL)
+        f->head++;
+    if (f->head == f->n)
+        f->head = f->n = 0;
+}
+
+static void fifo_free(fifo_t *f)
+{
+    for (uint32_t i = f->head; i < f->n; i++)
+        mc_free(f->v[i].key);
+    mc_free(f->v);
+    memset(f, 0, sizeof(*f));
+}
+
+static uint32_t fifo_len(const fifo_t *f)
+{
+    return f->n - f->head;
+}
+
+/* ---- queues ---- */
+
+void offload_seg_free(mc_master_t *m, seg_t *s)
+{
+    pthread_mutex_lock(&m->offload_lock);
+    if (s->offq != NULL) {
+        atomic_fetch_sub(&m->off_queued, fifo_len(&s->offq->q));
+        uint64_t live = 0;
+        for (uint32_t i = s->offq->sent.head; i < s->offq->sent.n; i++)
+            live += s->offq->sent.v[i].key != NULL;
+        atomic_fetch_sub(&m->off_in_flight, live);
+        fifo_free(&s->offq->q);
+        fifo_free(&s->offq->sent);
+        mc_free(s->offq);
+        s->offq = NULL;
+    }
+    s->offload = 0;
+    struct offdel *d = m->offdel;
+    if (d != NULL) {
+        size_t k = 0;
+        for (size_t i = 0; i < d->n; i++) {
+            if (d->v[i].slot == s->slot)
+                mc_free(d->v[i].key);
+            else
+                d->v[k++] = d->v[i];
+        }
+        d->n = k;
+    }
+    pthread_mutex_unlock(&m->offload_lock);
+}
+
+void offload_fini(mc_master_t *m)
+{
+    for (uint32_t i = 0; i < m->nslots; i++)
+        if (m->slots[i] != NULL)
+            offload_seg_free(m, m->slots[i]);
+    if (m->offdel != NULL) {
+        for (size_t i = 0; i < m->offdel->n; i++)
+            mc_free(m->offdel->v[i].key);
+        mc_free(m->offdel->v);
+        mc_free(m->offdel);
+        m->offdel = NULL;
+    }
+}
+
+void offload_cycle_start(mc_master_t *m)
+{
+    double c = m->o.offload_cap_ratio * (double)m->o.offloading_queue_limit;
+    m->offload_cycle_left = c <= 0.0 ? 0 : c < 1.0 ? 1 : (uint64_t)c;
+}
+
+/* Queue a PERSIST request for o's replica on an offloading segment.
+ * Shard lock held; takes the segment lock and offload_lock. MC_OK (queued,
+ * o is PENDING), MC_ERR_UNABLE_TO_OFFLOAD-like codes: MC_ERR_SEGMENT_NOT_FOUND
+ * (no replica on an offloading segment), MC_ERR_LIMIT (queue full),
+ * MC_ERR_NOMEM. */
+static mc_status_t queue_persist(mc_master_t *m, obj_t *o, int evict)
+{
+    mc_status_t st = MC_ERR_SEGMENT_NOT_FOUND;
+    pthread_rwlock_rdlock(&m->seg_lock);
+    pthread_mutex_lock(&m->offload_lock);
+    for (uint32_t r = 0; r < o->nrep; r++) {
+        seg_t *s = m->slots[o->rep[r].slot];
+        if (s == NULL || !s->offload || s->state != SEG_MOUNTED || s->slot > LDISK_SLOT_MAX)
+            continue;
+        if (s->offq == NULL && (s->offq = mc_calloc(1, sizeof(*s->offq))) == NULL) {
+            st = MC_ERR_NOMEM;
+            break;
+        }
+        if (fifo_len(&s->offq->q) + fifo_len(&s->offq->sent) >= m->o.offloading_queue_limit) {
+            st = MC_ERR_LIMIT;
+            continue; /* another replica's node may have room */
+        }
+        offq_ent_t e = {.key = mc_malloc(o->key_len),
+                        .key_len = o->key_len,
+                        .evict = (uint8_t)evict,
+                        .size = o->size,
+                        .offset = o->rep[r].offset};
+        if (e.key == NULL) {
+            st = MC_ERR_NOMEM;
+            break;
+        }
+        memcpy(e.key, obj_key(o), o->key_len);
+        if (fifo_push(&s->offq->q, &e) != MC_OK) {
+            mc_free(e.key);
+            st = MC_ERR_NOMEM;
+            break;
+        }
+        o->ldisk |= LDISK_PENDING;
+        atomic_fetch_add(&m->off_queued, 1);
+        atomic_fetch_add(&m->off_requested, 1);
+        st = MC_OK;
+        break;
+    }
+    pthread_mutex_unlock(&m->offload_lock);
+    pthread_rwlock_unlock(&m->seg_lock);
+    return st;
+}
+
+int offload_instead_of_evict(mc_master_t *m, obj_t *o, uint64_t now_us)
+{
+    (void)now_us;
+    if (!m->o.enable_offload || !m->o.offload_on_evict || (o->ldisk & LDISK_REFUSED))
+        return 0;
+    if (o->ldisk & LDISK_PENDING)
+        return 1;
+    mc_status_t st = MC_ERR_LIMIT;
+    if (m->offload_cycle_left > 0) {
+        st = queue_persist(m, o, 1);
+        if (st == MC_OK) {
+            m->offload_cycle_left--;
+            return 1;
+        }
+    }
+    if (st == MC_ERR_SEGMENT_NOT_FOUND)
+        return 0; /* no offloading node has it: evicted as before */
+    atomic_fetch_add(&m->off_refused, 1);
+    return !m->o.offload_force_evict;
+}
+
+void offload_after_put(mc_master_t *m, obj_t *o)
+{
+    if (o->ldisk & (LDISK_PENDING | LDISK_SLOT_MASK))
+        return;
+    mc_status_t st = queue_persist(m, o, 0);
+    if (st == MC_ERR_LIMIT || st == MC_ERR_NOMEM)
+        atomic_fetch_add(&m->off_refused, 1);
+}
+
+/* ---- LOCAL_DISK replicas ---- */
+
+static void ldisk_journal_set(mc_master_t *m, obj_t *o, mc_uuid_t seg_id)
+{
+    if (m->jfn != NULL) {
+        mc_master_jrec_t r = {.type = MC_JREC_LDISK,
+                              .key = obj_key(o),
+                              .key_len = o->key_len,
+                              .size = o->size,
+                              .segment_id = seg_id};
+        journal(m, &r);
+    }
+}
+
+static void ldisk_set(mc_master_t *m, obj_t *o, uint32_t slot)
+{
+    if (!obj_ldisk(o)) {
+        atomic_fetch_add(&m->ldisk_objects, 1);
+        atomic_fetch_add(&m->ldisk_bytes, o->size);
+    }
+    o->ldisk = (uint16_t)((o->ldisk & ~LDISK_SLOT_MASK) | (slot + 1));
+}
+
+/* Clear o's LOCAL_DISK replica (not the flags). */
+static void ldisk_clear(mc_master_t *m, obj_t *o)
+{
+    if (!obj_ldisk(o))
+        return;
+    atomic_fetch_sub(&m->ldisk_objects, 1);
+    atomic_fetch_sub(&m->ldisk_bytes, o->size);
+    o->ldisk &= (uint16_t)~LDISK_SLOT_MASK;
+}
+
+void ldisk_dropped(mc_master_t *m, obj_t *o)
+{
+    if (!obj_ldisk(o))
+        return;
+    uint32_t slot = (o->ldisk & LDISK_SLOT_MASK) - 1u;
+    ldisk_clear(m, o);
+    pthread_mutex_lock(&m->offload_lock);
+    if (m->offdel == NULL)
+        m->offdel = mc_calloc(1, sizeof(*m->offdel));
+    struct offdel *d = m->offdel;
+    int ok = 0;
+    if (d != NULL && d->n < OFFDEL_MAX) {
+        if (d->n == d->cap) {
+            size_t nc = d->cap ? d->cap * 2 : 64;
+            del_ent_t *nv = mc_realloc(d->v, nc * sizeof(*nv));
+            if (nv != NULL) {
+                d->v = nv;
+                d->cap = nc;
+            }
+        }
+        char *k = d->n < d->cap ? mc_malloc(o->key_len) : NULL;
+        if (k != NULL) {
+            memcpy(k, obj_key(o), o->key_len);
+            d->v[d->n++] = (del_ent_t){slot, o->key_len, k};
+            ok = 1;
+        }
+    }
+    pthread_mutex_unlock(&m->offload_lock);
+    if (!ok)
+        MC_WARN(MASTER,
+                "offload: cannot queue the deletion of '%.*s' for its node (%s); its file "
+                "stays until the node's next start",
+                (int)o->key_len, obj_key(o), d == NULL ? "out of memory" : "queue full");
+}
+
+void ldisk_drop_slots(mc_master_t *m, obj_t *o, const uint32_t *slots, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (obj_ldisk(o) && (o->ldisk & LDISK_SLOT_MASK) - 1u == slots[i])
+            ldisk_clear(m, o); /* the node is going: nothing to ask it */
+        for (uint32_t r = 0; r < o->nrep && (o->ldisk & LDISK_PENDING); r++)
+            if (o->rep[r].slot == slots[i])
+                o->ldisk &= (uint16_t)~LDISK_PENDING; /* its request goes with it */
+    }
+}
+
+int ldisk_describe(const mc_master_t *m, const obj_t *o, mc_master_replica_desc_t *d)
+{
+    const seg_t *s = m->slots[(o->ldisk & LDISK_SLOT_MASK) - 1u];
+    if (s == NULL || s->state != SEG_MOUNTED)
+        return 0;
+    memset(d, 0, offsetof(mc_master_replica_desc_t, segment_name));
+    d->size = o->size;
+    d->segment_id = s->id;
+    d->status = MC_MASTER_REPLICA_COMPLETE;
+    d->kind = MC_MASTER_REPLICA_LOCAL_DISK;
+    memcpy(d->segment_name, s->name, strlen(s->name) + 1);
+    memcpy(d->te_endpoint, s->endpoint, strlen(s->endpoint) + 1);
+    return 1;
+}
+
+/* The caller's mounted segment: slot, or an error. Segment lock held. */
+static mc_status_t own_segment(mc_master_t *m, mc_uuid_t client, mc_uuid_t segment_id, seg_t **out)
+{
+    seg_t *s = seg_find(m, segment_id);
+    if (s == NULL || s->state != SEG_MOUNTED)
+        return MC_ERR_SEGMENT_NOT_FOUND;
+    if (!uuid_eq(s->owner, client))
+        return MC_ERR_ILLEGAL_CLIENT;
+    *out = s;
+    return MC_OK;
+}
+
+mc_status_t mc_master_offload_poll(mc_master_t *m, mc_uuid_t client, mc_uuid_t segment_id,
+                                   uint64_t now_us, uint32_t max, mc_master_offload_cb_t cb,
+                                   void *arg)
+{
+    if (cb == NULL)
+        return MC_ERR_INVALID_PARAMS;
+    if (!m->o.enable_offload)
+        return MC_ERR_UNAVAILABLE_IN_CURRENT_MODE;
+    seg_t *s = NULL;
+    pthread_rwlock_rdlock(&m->seg_lock);
+    mc_status_t st = own_segment(m, client, segment_id, &s);
+    if (st != MC_OK)
+        goto out;
+    pthread_mutex_lock(&m->offload_lock);
+    if (!s->offload)
+        MC_INFO(MASTER, "segment '%s' offloads to its node's disk", s->name);
+    s->offload = 1;
+    uint32_t given = 0;
+    int stop = 0;
+    /* deletions first: they free the node's disk */
+    struct offdel *d = m->offdel;
+    if (d != NULL) {
+        size_t k = 0;
+        for (size_t i = 0; i < d->n; i++) {
+            if (!stop && given < max && d->v[i].slot == s->slot) {
+                mc_master_offload_req_t rq = {
+                    .op = MC_MASTER_OFFLOAD_DELETE, .key = d->v[i].key, .key_len = d->v[i].key_len};
+                stop = cb(arg, &rq);
+                given++;
+                mc_free(d->v[i].key);
+                continue;
+            }
+            d->v[k++] = d->v[i];
+        }
+        d->n = k;
+    }
+    struct offq *q = s->offq;
+    while (q != NULL && !stop && given < max && fifo_len(&q->q) > 0) {
+        offq_ent_t e = q->q.v[q->q.head];
+        mc_master_offload_req_t rq = {.op = MC_MASTER_OFFLOAD_PERSIST,
+                                      .evict = e.evict,
+                                      .key = e.key,
+                                      .key_len = e.key_len,
+                                      .size = e.size,
+                                      .offset = e.offset};
+        e.deadline_us = now_us + m->o.offload_timeout_us;
+        if (fifo_push(&q->sent, &e) != MC_OK)
+            break; /* stays queued */
+        q->q.head++;
+        fifo_trim(&q->q);
+        atomic_fetch_sub(&m->off_queued, 1);
+        atomic_fetch_add(&m->off_in_flight, 1);
+        stop = cb(arg, &rq);
+        given++;
+    }
+    pthread_mutex_unlock(&m->offload_lock);
+out:
+    pthread_rwlock_unlock(&m->seg_lock);
+    return st;
+}
+
+/* Take key's sent request off s's queue: 1 with its evict flag, 0 when
+ * there is none. offload_lock held. */
+static int sent_take(mc_master_t *m, seg_t *s, const char *key, size_t len, uint64_t size,
+                     int *evict)
+{
+    struct offq *q = s->offq;
+    if (q == NULL)
+        return 0;
+    for (uint32_t i = q->sent.head; i < q->sent.n; i++) {
+        offq_ent_t *e = &q->sent.v[i];
+        if (e->key != NULL && e->key_len == len && e->size == size &&
+            memcmp(e->key, key, len) == 0) {
+            *evict = e->evict;
+            mc_free(e->key);
+            e->key = NULL;
+            fifo_trim(&q->sent);
+            atomic_fetch_sub(&m->off_in_flight, 1);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+mc_status_t mc_master_offload_done(mc_master_t *m, mc_uuid_t client, mc_uuid_t segment_id,
+                                   const char *key, size_t key_len, uint64_t size,
+                                   mc_status_t result, uint64_t now_us)
+{
+    if (!key_valid(m, key, key_len))
+        return MC_ERR_INVALID_KEY;
+    uint64_t h = mc_hash64(key, key_len);
+    shard_t *sh = &m->shards[shard_of(h)];
+    shard_lock(sh);
+    pthread_rwlock_rdlock(&m->seg_lock);
+    seg_t *s = NULL;
+    mc_status_t st = own_segment(m, client, segment_id, &s);
+    int evict = 0, had = 0;
+    if (st == MC_OK) {
+        pthread_mutex_lock(&m->offload_lock);
+        had = sent_take(m, s, key, key_len, size, &evict);
+        pthread_mutex_unlock(&m->offload_lock);
+    }
+    obj_t *o = st == MC_OK ? otab_find(&sh->tab, h, key, key_len) : NULL;
+    uint32_t slot = s != NULL ? s->slot : 0;
+    mc_uuid_t sid = s != NULL ? s->id : (mc_uuid_t){0, 0};
+    pthread_rwlock_unlock(&m->seg_lock);
+    if (st != MC_OK)
+        goto out;
+    /* only the answer to a request of this node about this very object:
+     * pending, complete, the size asked, a memory replica on the node */
+    int match = o != NULL && had && (o->ldisk & LDISK_PENDING) && o->state == OBJ_COMPLETE &&
+                o->size == size;
+    int on_node = 0;
+    for (uint32_t r = 0; match && r < o->nrep; r++)
+        on_node |= o->rep[r].slot == slot;
+    if (!match || !on_node || (obj_ldisk(o) && (o->ldisk & LDISK_SLOT_MASK) != slot + 1u)) {
+        if (o != NULL && had)
+            o->ldisk &= (uint16_t)~LDISK_PENDING;
+        st = MC_ERR_OBJECT_NOT_FOUND;
+        goto out;
+    }
+    o->ldisk &= (uint16_t)~LDISK_PENDING;
+    if (result != MC_OK) {
+        o->ldisk |= LDISK_REFUSED;
+        atomic_fetch_add(&m->off_failed, 1);
+        MC_WARN(MASTER, "offload of '%.*s' failed on its node: %s; evicted as without offload",
+                (int)key_len, key, mc_status_str(result));
+        goto out;
+    }
+    ldisk_set(m, o, slot);
+    ldisk_journal_set(m, o, sid);
+    atomic_fetch_add(&m->off_persisted, 1);
+    if (evict && !obj_leased(o, now_us)) {
+        obj_spill(m, o); /* what eviction asked for: memory goes, the disk copy stays */
+        atomic_fetch_add(&m->off_spilled, 1);
+        atomic_fetch_add(&m->evicted_keys, 1);
+    }
+out:
+    shard_unlock(sh);
+    return st;
+}
+
+/* Give key a LOCAL_DISK replica on slot (sid): set on an existing object
+ * when mode allows, or a disk-only object made. absent_only: a node's scan
+ * (refuse existing objects); else a replay. Shard lock held. */
+static mc_status_t ldisk_restore(mc_master_t *m, shard_t *sh, uint64_t h, const char *key,
+                                 size_t key_len, uint64_t size, uint32_t slot, mc_uuid_t sid,
+                                 uint64_t now_us, int absent_only)
+{
+    if (size == 0 || size > m->o.max_object_size)
+        return MC_ERR_INVALID_PARAMS;
+    if (slot > LDISK_SLOT_MAX)
+        return MC_ERR_NO_AVAILABLE_HANDLE;
+    obj_t *o = otab_find(&sh->tab, h, key, key_len);
+    if (o != NULL) {
+        if (absent_only)
+            return (o->ldisk & LDISK_SLOT_MASK) == slot + 1u ? MC_OK : MC_ERR_OBJECT_ALREADY_EXISTS;
+        if (o->size != size)
+            return MC_ERR_EXISTS;
+        o->ldisk &= (uint16_t)~LDISK_PENDING;
+        ldisk_set(m, o, slot);
+        return MC_OK;
+    }
+    if (otab_reserve(&sh->tab) != MC_OK || (o = mc_malloc(sizeof(*o) + key_len)) == NULL)
+        return MC_ERR_NOMEM;
+    memset(o, 0, sizeof(*o));
+    o->size = size;
+    o->access_us = now_us;
+    o->key_len = (uint16_t)key_len;
+    o->state = OBJ_COMPLETE;
+    memcpy(obj_key(o), key, key_len);
+    otab_insert(&sh->tab, h, o);
+    ldisk_set(m, o, slot);
+    ldisk_journal_set(m, o, sid);
+    return MC_OK;
+}
+
+mc_status_t mc_master_ldisk_report(mc_master_t *m, mc_uuid_t client, mc_uuid_t segment_id,
+                                   const char *key, size_t key_len, uint64_t size, uint64_t now_us)
+{
+    if (!key_valid(m, key, key_len))
+        return MC_ERR_INVALID_KEY;
+    uint64_t h = mc_hash64(key, key_len);
+    shard_t *sh = &m->shards[shard_of(h)];
+    shard_lock(sh);
+    pthread_rwlock_rdlock(&m->seg_lock);
+    seg_t *s = NULL;
+    mc_status_t st = own_segment(m, client, segment_id, &s);
+    if (st == MC_OK)
+        st = ldisk_restore(m, sh, h, key, key_len, size, s->slot, s->id, now_us, 1);
+    pthread_rwlock_unlock(&m->seg_lock);
+    shard_unlock(sh);
+    return st;
+}
+
+/* o loses its LOCAL_DISK replica; it goes when nothing else holds it.
+ * Shard lock held, segment lock not. */
+static void ldisk_lose(mc_master_t *m, shard_t *sh, obj_t *o, uint64_t h)
+{
+    ldisk_clear(m, o);
+    if (o->state == OBJ_COMPLETE && o->nrep == 0 && !o->disk) {
+        obj_unlink(m, sh, o, h); /* journals DROP */
+        obj_destroy(m, o);
+        return;
+    }
+    if (m->jfn != NULL) {
+        mc_master_jrec_t r = {.type = MC_JREC_LDISK_DROP, .key = obj_key(o), .key_len = o->key_len};
+        journal(m, &r);
+    }
+}
+
+mc_status_t mc_master_ldisk_drop(mc_master_t *m, mc_uuid_t client, mc_uuid_t segment_id,
+                                 const char *key, size_t key_len, uint64_t now_us)
+{
+    (void)now_us;
+    if (!key_valid(m, key, key_len))
+        return MC_ERR_INVALID_KEY;
+    uint64_t h = mc_hash64(key, key_len);
+    shard_t *sh = &m->shards[shard_of(h)];
+    shard_lock(sh);
+    pthread_rwlock_rdlock(&m->seg_lock);
+    seg_t *s = NULL;
+    mc_status_t st = own_segment(m, client, segment_id, &s);
+    uint32_t slot = s != NULL ? s->slot : 0;
+    pthread_rwlock_unlock(&m->seg_lock);
+    if (st == MC_OK) {
+        obj_t *o = otab_find(&sh->tab, h, key, key_len);
+        if (o != NULL && (o->ldisk & LDISK_SLOT_MASK) == slot + 1u)
+            ldisk_lose(m, sh, o, h);
+    }
+    shard_unlock(sh);
+    return st;
+}
+
+void offload_tick(mc_master_t *m, uint64_t now_us)
+{
+    if (atomic_load(&m->off_in_flight) == 0)
+        return;
+    /* expired requests' keys, collected under the locks, acted on after */
+    del_ent_t *ex = NULL;
+    size_t n = 0, cap = 0;
+    pthread_rwlock_rdlock(&m->seg_lock);
+    pthread_mutex_lock(&m->offload_lock);
+    for (uint32_t i = 0; i < m->nslots; i++) {
+        seg_t *s = m->slots[i];
+        if (s == NULL || s->offq == NULL)
+            continue;
+        fifo_t *f = &s->offq->sent;
+        while (f->head < f->n &&
+               (f->v[f->head].key == NULL || f->v[f->head].deadline_us <= now_us)) {
+            offq_ent_t *e = &f->v[f->head];
+            if (e->key != NULL) {
+                if (n == cap) {
+                    size_t nc = cap ? cap * 2 : 64;
+                    del_ent_t *nv = mc_realloc(ex, nc * sizeof(*nv));
+                    if (nv == NULL)
+                        break; /* the rest at the next tick */
+                    ex = nv;
+                    cap = nc;
+                }
+                ex[n++] = (del_ent_t){s->slot, e->key_len, e->key};
+                atomic_fetch_sub(&m->off_in_flight, 1);
+            }
+            f->head++;
+        }
+        fifo_trim(f);
+    }
+    pthread_mutex_unlock(&m->offload_lock);
+    pthread_rwlock_unlock(&m->seg_lock);
+    for (size_t i = 0; i < n; i++) {
+        uint64_t h = mc_hash64(ex[i].key, ex[i].key_len);
+        shard_t *sh = &m->shards[shard_of(h)];
+        shard_lock(sh);
+        obj_t *o = otab_find(&sh->tab, h, ex[i].key, ex[i].key_len);
+        if (o != NULL && (o->ldisk & LDISK_PENDING)) {
+            /* not asked again: evicted as without offload */
+            o->ldisk = (uint16_t)((o->ldisk & ~LDISK_PENDING) | LDISK_REFUSED);
+        }
+        shard_unlock(sh);
+        MC_WARN(MASTER, "offload of '%.*s' got no answer from its node in %llu ms",
+                (int)ex[i].key_len, ex[i].key,
+                (unsigned long long)(m->o.offload_timeout_us / 1000));
+        mc_free(ex[i].key);
+        atomic_fetch_add(&m->off_timeouts, 1);
+    }
+    mc_free(ex);
+}
+
+/* ---- journal replay (standby) ---- */
+
+mc_status_t apply_ldisk(mc_master_t *m, const mc_master_jrec_t *r, uint64_t now_us)
+{
+    if (!key_valid(m, r->key, r->key_len) || uuid_is_zero(r->segment_id))
+        return MC_ERR_INVALID_PARAMS;
+    uint64_t h = mc_hash64(r->key, r->key_len);
+    shard_t *sh = &m->shards[shard_of(h)];
+    shard_lock(sh);
+    pthread_rwlock_rdlock(&m->seg_lock);
+    seg_t *s = seg_find(m, r->segment_id);
+    uint32_t slot = s != NULL && s->state == SEG_MOUNTED ? s->slot : UINT32_MAX;
+    pthread_rwlock_unlock(&m->seg_lock);
+    mc_status_t st = slot == UINT32_MAX ? MC_ERR_SEGMENT_NOT_FOUND
+                                        : ldisk_restore(m, sh, h, r->key, r->key_len, r->size, slot,
+                                                        r->segment_id, now_us, 0);
+    shard_unlock(sh);
+    return st;
+}
+
+mc_status_t apply_ldisk_drop(mc_master_t *m, const mc_master_jrec_t *r)
+{
+    if (!key_valid(m, r->key, r->key_len))
+        return MC_ERR_INVALID_PARAMS;
+    uint64_t h = mc_hash64(r->key, r->key_len);
+    shard_t *sh = &m->shards[shard_of(h)];
+    shard_lock(sh);
+    obj_t *o = otab_find(&sh->tab, h, r->key, r->key_len);
+    if (o != NULL)
+        ldisk_clear(m, o);
+    shard_unlock(sh);
+    return MC_OK;
+}
+
+void mc_master_offload_stats(mc_master_t *m, mc_master_offload_stats_t *out)
+{
+    out->ldisk_objects = atomic_load(&m->ldisk_objects);
+    out->ldisk_bytes = atomic_load(&m->ldisk_bytes);
+    out->queued = atomic_load(&m->off_queued);
+    out->in_flight = atomic_load(&m->off_in_flight);
+    out->requested_total = atomic_load(&m->off_requested);
+    out->persisted_total = atomic_load(&m->off_persisted);
+    out->failed_total = atomic_load(&m->off_failed);
+    out->timeouts_total = atomic_load(&m->off_timeouts);
+    out->refused_total = atomic_load(&m->off_refused);
+    out->spilled_total = atomic_load(&m->off_spilled);
+}

@@ -1,0 +1,499 @@
+/* Master core: node-local offload (master_offload.c) - LOCAL_DISK replicas
+ * listed by get/query/exist, eviction that asks the node to persist (bounded
+ * per cycle and per queue) before it drops the memory replica, failures and
+ * timeouts that fall back to plain eviction, eager offload after PutEnd,
+ * deletions handed to the node, unmount and expiry that drop a node's disk
+ * replicas, restart reports, and the journal (records, replay, snapshot). */
+#include "master_test_util.h"
+
+#include "store/master_ha.h"
+#include "util/buf.h"
+
+#define OBJ 1000
+
+typedef struct polled {
+    int n, persist, del, evict;
+    char key[16][32];
+    uint64_t off[16];
+    int op[16];
+} polled_t;
+
+static int on_req(void *arg, const mc_master_offload_req_t *r)
+{
+    polled_t *p = arg;
+    if (p->n < 16) {
+        snprintf(p->key[p->n], sizeof(p->key[0]), "%.*s", (int)r->key_len, r->key);
+        p->off[p->n] = r->offset;
+        p->op[p->n] = r->op;
+    }
+    p->n++;
+    p->persist += r->op == MC_MASTER_OFFLOAD_PERSIST;
+    p->del += r->op == MC_MASTER_OFFLOAD_DELETE;
+    p->evict += r->evict;
+    return 0;
+}
+
+static polled_t poll_seg(mc_master_t *m, mc_uuid_t c, uint64_t seg, uint64_t now)
+{
+    polled_t p;
+    memset(&p, 0, sizeof(p));
+    assert_int_equal(mc_master_offload_poll(m, c, seg_id(seg), now, 1000, on_req, &p), MC_OK);
+    return p;
+}
+
+static mc_master_t *off_master(int on_evict, uint32_t limit, double cap, int force)
+{
+    mc_master_opts_t o;
+    mc_master_opts_init(&o);
+    o.client_ttl_us = 1000000 * SEC;
+    o.eviction_high_watermark = 0.5;
+    o.eviction_ratio = 1.0;
+    o.enable_offload = 1;
+    o.offload_on_evict = on_evict;
+    o.offloading_queue_limit = limit;
+    o.offload_cap_ratio = cap;
+    o.offload_force_evict = force;
+    o.offload_timeout_us = 5 * SEC;
+    return master_new(&o);
+}
+
+static mc_status_t done(mc_master_t *m, mc_uuid_t c, uint64_t seg, const char *key,
+                        mc_status_t result, uint64_t now)
+{
+    return mc_master_offload_done(m, c, seg_id(seg), key, strlen(key), OBJ, result, now);
+}
+
+static uint64_t allocated(mc_master_t *m)
+{
+    return stats(m).allocated_bytes;
+}
+
+static void put_n(mc_master_t *m, int n, uint64_t now)
+{
+    for (int i = 0; i < n; i++) {
+        char k[16];
+        snprintf(k, sizeof(k), "k%d", i);
+        assert_int_equal(put_obj(m, C1, k, OBJ, 1, now + (uint64_t)i), MC_OK);
+    }
+}
+
+static void eviction_asks_the_node_then_keeps_the_object_on_its_disk(void **state)
+{
+    (void)state;
+    mc_master_t *m = off_master(1, 100, 1.0, 0);
+    assert_int_equal(mount_seg(m, C1, 1, "n1", 10 * OBJ, T0), MC_OK);
+    assert_int_equal(mc_master_offload_poll(m, C1, seg_id(1), T0, 10, on_req, &(polled_t){0}),
+                     MC_OK); /* the node offloads */
+    assert_int_equal(mc_master_offload_poll(m, C2, seg_id(1), T0, 10, on_req, &(polled_t){0}),
+                     MC_ERR_ILLEGAL_CLIENT);
+    put_n(m, 8, T0);
+    uint64_t before = allocated(m);
+    mc_master_tick(m, T0 + SEC);
+    /* nothing dropped yet: every victim waits for its node */
+    assert_int_equal(allocated(m), before);
+    polled_t p = poll_seg(m, C1, 1, T0 + SEC);
+    assert_int_equal(p.persist, 8);
+    assert_int_equal(p.evict, 8);
+    /* pending: not removable without force, not evicted again */
+    assert_int_equal(mc_master_remove(m, "k0", 2, 0, T0 + SEC), MC_ERR_OBJECT_HAS_LEASE);
+    mc_master_tick(m, T0 + 2 * SEC);
+    assert_int_equal(poll_seg(m, C1, 1, T0 + 2 * SEC).n, 0);
+    for (int i = 0; i < 8; i++)
+        assert_int_equal(done(m, C1, 1, p.key[i], MC_OK, T0 + 2 * SEC), MC_OK);
+    assert_int_equal(allocated(m), 0); /* memory went once the disk copy existed */
+    for (int i = 0; i < 8; i++)
+        assert_int_equal(exists(m, p.key[i], T0 + 3 * SEC), 1);
+    mc_master_replica_desc_t r[4];
+    uint32_t n = 0;
+    assert_int_equal(mc_master_get_replica_list(m, "k3", 2, T0 + 3 * SEC, r, 4, &n, NULL), MC_OK);
+    assert_int_equal(n, 1);
+    assert_int_equal(r[0].kind, MC_MASTER_REPLICA_LOCAL_DISK);
+    assert_string_equal(r[0].segment_name, "n1");
+    assert_string_equal(r[0].te_endpoint, "n1:9000");
+    assert_int_equal(r[0].size, OBJ);
+    mc_master_key_info_t ki;
+    assert_int_equal(mc_master_query_key(m, "k3", 2, r, 4, &n, &ki), MC_OK);
+    assert_int_equal(n, 1);
+    assert_int_equal(ki.local_disk, 1);
+    assert_int_equal(ki.nrep, 0);
+    /* a second answer for the same key is not a request any more */
+    assert_int_equal(done(m, C1, 1, "k3", MC_OK, T0 + 3 * SEC), MC_ERR_OBJECT_NOT_FOUND);
+    mc_master_offload_stats_t os;
+    mc_master_offload_stats(m, &os);
+    assert_int_equal(os.ldisk_objects, 8);
+    assert_int_equal(os.persisted_total, 8);
+    assert_int_equal(os.spilled_total, 8);
+    assert_int_equal(os.in_flight, 0);
+    mc_master_destroy(m);
+}
+
+static void without_a_polling_node_eviction_drops_as_before(void **state)
+{
+    (void)state;
+    mc_master_t *m = off_master(1, 100, 1.0, 0);
+    assert_int_equal(mount_seg(m, C1, 1, "n1", 10 * OBJ, T0), MC_OK);
+    put_n(m, 8, T0);
+    mc_master_tick(m, T0 + SEC);
+    assert_int_equal(allocated(m), 0);
+    assert_int_equal(exists(m, "k0", T0 + SEC), 0);
+    mc_master_destroy(m);
+}
+
+static void requests_are_bounded_per_cycle_and_per_queue(void **state)
+{
+    (void)state;
+    /* queue of 4, half of it per cycle; full queue keeps objects in memory */
+    mc_master_t *m = off_master(1, 4, 0.5, 0);
+    assert_int_equal(mount_seg(m, C1, 1, "n1", 10 * OBJ, T0), MC_OK);
+    poll_seg(m, C1, 1, T0);
+    put_n(m, 8, T0);
+    mc_master_tick(m, T0 + SEC);
+    mc_master_offload_stats_t os;
+    mc_master_offload_stats(m, &os);
+    assert_int_equal(os.queued, 2);
+    mc_master_tick(m, T0 + 2 * SEC);
+    mc_master_offload_stats(m, &os);
+    assert_int_equal(os.queued, 4);
+    mc_master_tick(m, T0 + 3 * SEC);
+    mc_master_offload_stats(m, &os);
+    assert_int_equal(os.queued, 4); /* full: nothing more, nothing evicted */
+    assert_true(os.refused_total > 0);
+    assert_int_equal(allocated(m), 8 * OBJ);
+    mc_master_destroy(m);
+
+    /* offload_force_evict: a full queue evicts as without offload */
+    m = off_master(1, 4, 0.5, 1);
+    assert_int_equal(mount_seg(m, C1, 1, "n1", 10 * OBJ, T0), MC_OK);
+    poll_seg(m, C1, 1, T0);
+    put_n(m, 8, T0);
+    mc_master_tick(m, T0 + SEC);
+    mc_master_offload_stats(m, &os);
+    assert_int_equal(os.queued, 2);
+    assert_int_equal(allocated(m), 2 * OBJ); /* the 6 others evicted */
+    mc_master_destroy(m);
+}
+
+static void a_failed_or_unanswered_offload_falls_back_to_eviction(void **state)
+{
+    (void)state;
+    mc_master_t *m = off_master(1, 100, 1.0, 0);
+    assert_int_equal(mount_seg(m, C1, 1, "n1", 10 * OBJ, T0), MC_OK);
+    poll_seg(m, C1, 1, T0);
+    put_n(m, 6, T0);
+    mc_master_tick(m, T0 + SEC);
+    polled_t p = poll_seg(m, C1, 1, T0 + SEC);
+    assert_int_equal(p.persist, 6);
+    /* disk full for k0..k2; k3..k5 never answered */
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(done(m, C1, 1, p.key[i], MC_ERR_FILE_WRITE_FAIL, T0 + SEC), MC_OK);
+    mc_master_tick(m, T0 + 2 * SEC);
+    assert_int_equal(allocated(m), 3 * OBJ);                 /* the failed ones were evicted */
+    assert_int_equal(poll_seg(m, C1, 1, T0 + 2 * SEC).n, 0); /* and not asked again */
+    mc_master_tick(m, T0 + 7 * SEC); /* timeout: void; below the watermark: stays */
+    assert_int_equal(allocated(m), 3 * OBJ);
+    /* no longer pending: evicted as without offload at the next pass */
+    for (int i = 0; i < 3; i++) {
+        char k[16];
+        snprintf(k, sizeof(k), "n%d", i);
+        assert_int_equal(put_obj(m, C1, k, OBJ, 1, T0 + 8 * SEC), MC_OK);
+    }
+    mc_master_tick(m, T0 + 8 * SEC);
+    for (int i = 3; i < 6; i++)
+        assert_int_equal(exists(m, p.key[i], T0 + 8 * SEC), 0);
+    assert_int_equal(allocated(m), 3 * OBJ); /* the new ones, queued for their node */
+    mc_master_offload_stats_t os;
+    mc_master_offload_stats(m, &os);
+    assert_int_equal(os.failed_total, 3);
+    assert_int_equal(os.timeouts_total, 3);
+    assert_int_equal(os.in_flight, 0);
+    assert_int_equal(os.queued, 3);
+    /* a late answer is refused: the node deletes its file */
+    assert_int_equal(done(m, C1, 1, p.key[4], MC_OK, T0 + 9 * SEC), MC_ERR_OBJECT_NOT_FOUND);
+    mc_master_destroy(m);
+}
+
+static void eager_offload_after_put_end_keeps_memory(void **state)
+{
+    (void)state;
+    mc_master_t *m = off_master(0, 100, 0.5, 0);
+    assert_int_equal(mount_seg(m, C1, 1, "n1", 100 * OBJ, T0), MC_OK);
+    assert_int_equal(mount_seg(m, C2, 2, "n2", 100 * OBJ, T0), MC_OK);
+    poll_seg(m, C1, 1, T0); /* only n1 offloads */
+    put_n(m, 4, T0);
+    int on1 = 0;
+    for (int i = 0; i < 4; i++) {
+        char k[16];
+        snprintf(k, sizeof(k), "k%d", i);
+        mc_master_replica_desc_t r[4];
+        uint32_t n = 0;
+        assert_int_equal(mc_master_get_replica_list(m, k, strlen(k), T0 + 1, r, 4, &n, NULL),
+                         MC_OK);
+        on1 += strcmp(r[0].segment_name, "n1") == 0;
+    }
+    polled_t p1 = poll_seg(m, C1, 1, T0 + 1);
+    polled_t p2 = poll_seg(m, C2, 2, T0 + 1);
+    assert_int_equal(p1.persist, on1); /* every put on n1, none on n2 (not offloading then) */
+    assert_int_equal(p2.persist, 0);
+    assert_int_equal(p1.evict, 0);
+    for (int i = 0; i < p1.n; i++)
+        assert_int_equal(done(m, C1, 1, p1.key[i], MC_OK, T0 + 2), MC_OK);
+    for (int i = 0; i < p2.n; i++)
+        assert_int_equal(done(m, C2, 2, p2.key[i], MC_OK, T0 + 2), MC_OK);
+    assert_int_equal(allocated(m), 4 * OBJ);
+    mc_master_offload_stats_t os;
+    mc_master_offload_stats(m, &os);
+    assert_int_equal(os.ldisk_objects, (uint64_t)(p1.n + p2.n));
+    if (p1.n > 0) {
+        mc_master_replica_desc_t r[4];
+        uint32_t n = 0;
+        assert_int_equal(
+            mc_master_get_replica_list(m, p1.key[0], strlen(p1.key[0]), T0 + 3, r, 4, &n, NULL),
+            MC_OK);
+        assert_int_equal(n, 2);
+        assert_int_equal(r[0].kind, MC_MASTER_REPLICA_MEMORY);
+        assert_int_equal(r[1].kind, MC_MASTER_REPLICA_LOCAL_DISK);
+    }
+    mc_master_destroy(m);
+}
+
+/* Evict everything of node n1 down to its disk: returns the keys' count. */
+static int offload_all(mc_master_t *m, uint64_t now)
+{
+    poll_seg(m, C1, 1, now);
+    put_n(m, 6, now);
+    mc_master_tick(m, now + SEC);
+    polled_t p = poll_seg(m, C1, 1, now + SEC);
+    for (int i = 0; i < p.n; i++)
+        assert_int_equal(done(m, C1, 1, p.key[i], MC_OK, now + SEC), MC_OK);
+    return p.n;
+}
+
+static void removing_hands_the_deletion_to_the_node(void **state)
+{
+    (void)state;
+    mc_master_t *m = off_master(1, 100, 1.0, 0);
+    assert_int_equal(mount_seg(m, C1, 1, "n1", 10 * OBJ, T0), MC_OK);
+    assert_int_equal(offload_all(m, T0), 6);
+    assert_int_equal(mc_master_remove(m, "k1", 2, 0, T0 + 10 * SEC), MC_OK);
+    polled_t p = poll_seg(m, C1, 1, T0 + 10 * SEC);
+    assert_int_equal(p.del, 1);
+    assert_string_equal(p.key[0], "k1");
+    assert_int_equal(poll_seg(m, C1, 1, T0 + 10 * SEC).n, 0); /* once */
+    long cnt = 0;
+    assert_int_equal(mc_master_remove_all(m, 0, T0 + 10 * SEC, &cnt), MC_OK);
+    assert_int_equal(cnt, 5);
+    assert_int_equal(poll_seg(m, C1, 1, T0 + 10 * SEC).del, 5);
+    mc_master_destroy(m);
+}
+
+static void unmount_and_expiry_drop_the_nodes_disk_replicas(void **state)
+{
+    (void)state;
+    mc_master_t *m = off_master(1, 100, 1.0, 0);
+    assert_int_equal(mount_seg(m, C1, 1, "n1", 10 * OBJ, T0), MC_OK);
+    assert_int_equal(offload_all(m, T0), 6);
+    uint64_t now = T0 + 10 * SEC;
+    assert_int_equal(mc_master_unmount_segment(m, C1, seg_id(1), now, NULL), MC_OK);
+    for (int i = 0; i < 6; i++) {
+        char k[16];
+        snprintf(k, sizeof(k), "k%d", i);
+        assert_int_equal(exists(m, k, now), 0);
+    }
+    mc_master_offload_stats_t os;
+    mc_master_offload_stats(m, &os);
+    assert_int_equal(os.ldisk_objects, 0);
+    mc_master_destroy(m);
+
+    /* expiry: a client that stops pinging takes its disk replicas along */
+    mc_master_opts_t o;
+    mc_master_opts_init(&o);
+    o.client_ttl_us = 10 * SEC;
+    o.eviction_high_watermark = 0.5;
+    o.eviction_ratio = 1.0;
+    o.enable_offload = 1;
+    o.offload_on_evict = 1;
+    m = master_new(&o);
+    assert_int_equal(mount_seg(m, C1, 1, "n1", 10 * OBJ, T0), MC_OK);
+    assert_int_equal(mount_seg(m, C2, 2, "n2", 10 * OBJ, T0), MC_OK);
+    assert_int_equal(put_obj(m, C1, "x", OBJ, 1, T0), MC_OK);
+    mc_master_replica_desc_t r[4];
+    uint32_t n = 0;
+    assert_int_equal(mc_master_get_replica_list(m, "x", 1, T0, r, 4, &n, NULL), MC_OK);
+    uint64_t seg = r[0].segment_id.lo;
+    mc_uuid_t owner = seg == 1 ? C1 : C2;
+    assert_int_equal(mc_master_ldisk_report(m, owner, seg_id(seg), "y", 1, OBJ, T0), MC_OK);
+    assert_int_equal(exists(m, "y", T0), 1);
+    for (uint64_t t = T0; t <= T0 + 30 * SEC; t += 2 * SEC) {
+        mc_master_client_status_t cs;
+        int64_t vv;
+        mc_master_ping(m, owner.lo == C1.lo ? C2 : C1, t, &vv, &cs);
+        mc_master_tick(m, t);
+    }
+    assert_int_equal(exists(m, "y", T0 + 30 * SEC), 0); /* its node is gone */
+    mc_master_destroy(m);
+}
+
+static void a_restarted_node_reports_its_files(void **state)
+{
+    (void)state;
+    mc_master_t *m = off_master(1, 100, 1.0, 0);
+    assert_int_equal(mount_seg(m, C1, 1, "n1", 10 * OBJ, T0), MC_OK);
+    assert_int_equal(put_obj(m, C1, "live", OBJ, 1, T0), MC_OK);
+    /* a file of an existing object may be of an older put: refused */
+    assert_int_equal(mc_master_ldisk_report(m, C1, seg_id(1), "live", 4, OBJ, T0),
+                     MC_ERR_OBJECT_ALREADY_EXISTS);
+    assert_int_equal(mc_master_ldisk_report(m, C1, seg_id(1), "old", 3, OBJ, T0), MC_OK);
+    assert_int_equal(mc_master_ldisk_report(m, C1, seg_id(1), "old", 3, OBJ, T0), MC_OK);
+    assert_int_equal(mc_master_ldisk_report(m, C1, seg_id(1), "zero", 4, 0, T0),
+                     MC_ERR_INVALID_PARAMS);
+    assert_int_equal(mc_master_ldisk_report(m, C2, seg_id(1), "x", 1, OBJ, T0),
+                     MC_ERR_ILLEGAL_CLIENT);
+    assert_int_equal(mc_master_ldisk_report(m, C1, seg_id(9), "x", 1, OBJ, T0),
+                     MC_ERR_SEGMENT_NOT_FOUND);
+    assert_int_equal(exists(m, "old", T0), 1);
+    assert_int_equal(get_n(m, "old", T0, NULL), MC_OK);
+    /* the node finds the file corrupt: the only replica goes, and the object */
+    assert_int_equal(mc_master_ldisk_drop(m, C1, seg_id(1), "old", 3, T0), MC_OK);
+    assert_int_equal(exists(m, "old", T0), 0);
+    mc_master_offload_stats_t os;
+    mc_master_offload_stats(m, &os);
+    assert_int_equal(os.ldisk_objects, 0);
+    /* with offload off, polling is refused */
+    mc_master_destroy(m);
+    m = master_new_immortal();
+    assert_int_equal(mount_seg(m, C1, 1, "n1", 10 * OBJ, T0), MC_OK);
+    assert_int_equal(mc_master_offload_poll(m, C1, seg_id(1), T0, 10, on_req, &(polled_t){0}),
+                     MC_ERR_UNAVAILABLE_IN_CURRENT_MODE);
+    mc_master_destroy(m);
+}
+
+/* ---- journal ---- */
+
+typedef struct sink {
+    mc_buf_t buf;
+    unsigned n, ldisk, drops;
+} sink_t;
+
+static void to_sink(void *arg, const mc_master_jrec_t *r)
+{
+    sink_t *k = arg;
+    mc_mp_writer_t w;
+    mc_mp_writer_init(&w, &k->buf);
+    mc_jrec_encode(&w, r);
+    assert_int_equal(w.err, MC_OK);
+    k->n++;
+    k->ldisk += r->type == MC_JREC_LDISK;
+    k->drops += r->type == MC_JREC_LDISK_DROP;
+}
+
+static void replay(mc_master_t *m, const mc_buf_t *buf, uint64_t now)
+{
+    mc_mp_reader_t rd;
+    mc_mp_reader_init(&rd, mc_buf_head(buf), mc_buf_used(buf));
+    mc_jrec_scratch_t sc;
+    while (!mc_mp_at_end(&rd)) {
+        mc_master_jrec_t r;
+        const char *why = NULL;
+        assert_int_equal(mc_jrec_decode(&rd, &r, &sc, &why), MC_OK);
+        assert_int_equal(mc_master_apply(m, &r, now), MC_OK);
+    }
+}
+
+static void assert_same_listing(mc_master_t *a, mc_master_t *b, const char *key, uint64_t now)
+{
+    mc_master_replica_desc_t ra[4], rb[4];
+    uint32_t na = 0, nb = 0;
+    mc_master_key_info_t ia, ib;
+    mc_status_t sa = mc_master_query_key(a, key, strlen(key), ra, 4, &na, &ia);
+    mc_status_t sb = mc_master_query_key(b, key, strlen(key), rb, 4, &nb, &ib);
+    (void)now;
+    assert_int_equal(sa, sb);
+    if (sa != MC_OK)
+        return;
+    assert_int_equal(na, nb);
+    for (uint32_t i = 0; i < na; i++) {
+        assert_int_equal(ra[i].kind, rb[i].kind);
+        assert_int_equal(ra[i].address, rb[i].address);
+        assert_string_equal(ra[i].segment_name, rb[i].segment_name);
+    }
+    assert_int_equal(ia.local_disk, ib.local_disk);
+}
+
+static void local_disk_replicas_replay_on_a_standby_and_in_a_snapshot(void **state)
+{
+    (void)state;
+    sink_t k = {.buf = MC_BUF_INIT};
+    mc_master_t *m = off_master(1, 100, 1.0, 0);
+    mc_master_set_journal(m, to_sink, &k);
+    assert_int_equal(mount_seg(m, C1, 1, "n1", 10 * OBJ, T0), MC_OK);
+    assert_int_equal(offload_all(m, T0), 6);
+    assert_int_equal(mc_master_ldisk_report(m, C1, seg_id(1), "rep", 3, OBJ, T0 + 2 * SEC), MC_OK);
+    assert_int_equal(mc_master_remove(m, "k2", 2, 0, T0 + 2 * SEC), MC_OK);
+    assert_int_equal(put_obj(m, C1, "mem", OBJ, 1, T0 + 2 * SEC), MC_OK);
+    assert_int_equal(k.ldisk, 7);
+
+    mc_master_t *s = master_new_immortal();
+    replay(s, &k.buf, T0 + 3 * SEC);
+    const char *keys[] = {"k0", "k1", "k2", "k3", "k4", "k5", "rep", "mem"};
+    for (int i = 0; i < 8; i++)
+        assert_same_listing(m, s, keys[i], T0 + 3 * SEC);
+    mc_master_offload_stats_t a, b;
+    mc_master_offload_stats(m, &a);
+    mc_master_offload_stats(s, &b);
+    assert_int_equal(a.ldisk_objects, b.ldisk_objects);
+    assert_int_equal(stats(m).allocated_bytes, stats(s).allocated_bytes);
+
+    /* a snapshot of the standby rebuilds the same */
+    sink_t k2 = {.buf = MC_BUF_INIT};
+    mc_master_snapshot(s, to_sink, &k2);
+    mc_master_t *s2 = master_new_immortal();
+    replay(s2, &k2.buf, T0 + 3 * SEC);
+    for (int i = 0; i < 8; i++)
+        assert_same_listing(m, s2, keys[i], T0 + 3 * SEC);
+
+    /* the node lost a file: LDISK_DROP + DROP replay too */
+    mc_buf_reset(&k.buf);
+    assert_int_equal(mc_master_ldisk_drop(m, C1, seg_id(1), "k0", 2, T0 + 4 * SEC), MC_OK);
+    replay(s, &k.buf, T0 + 4 * SEC);
+    assert_same_listing(m, s, "k0", T0 + 4 * SEC);
+
+    /* the codec refuses a malformed LDISK record */
+    mc_buf_t b2 = MC_BUF_INIT;
+    mc_mp_writer_t w;
+    mc_mp_writer_init(&w, &b2);
+    mc_mp_write_array(&w, 4);
+    mc_mp_write_uint(&w, MC_JREC_LDISK);
+    mc_mp_write_bin(&w, "k", 1);
+    mc_mp_write_uint(&w, 0);
+    mc_proto_write_uuid(&w, seg_id(1));
+    mc_mp_reader_t rd;
+    mc_mp_reader_init(&rd, mc_buf_head(&b2), mc_buf_used(&b2));
+    mc_jrec_scratch_t sc;
+    mc_master_jrec_t r;
+    const char *why = NULL;
+    assert_int_equal(mc_jrec_decode(&rd, &r, &sc, &why), MC_ERR_DESERIALIZE_FAIL);
+    assert_string_equal(why, "ldisk: size is 0");
+    mc_buf_fini(&b2);
+
+    mc_master_destroy(s2);
+    mc_master_destroy(s);
+    mc_master_destroy(m);
+    mc_buf_fini(&k.buf);
+    mc_buf_fini(&k2.buf);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(eviction_asks_the_node_then_keeps_the_object_on_its_disk),
+        cmocka_unit_test(without_a_polling_node_eviction_drops_as_before),
+        cmocka_unit_test(requests_are_bounded_per_cycle_and_per_queue),
+        cmocka_unit_test(a_failed_or_unanswered_offload_falls_back_to_eviction),
+        cmocka_unit_test(eager_offload_after_put_end_keeps_memory),
+        cmocka_unit_test(removing_hands_the_deletion_to_the_node),
+        cmocka_unit_test(unmount_and_expiry_drop_the_nodes_disk_replicas),
+        cmocka_unit_test(a_restarted_node_reports_its_files),
+        cmocka_unit_test(local_disk_replicas_replay_on_a_standby_and_in_a_snapshot),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
