@@ -282,10 +282,14 @@ static PyObject *parts_common(PyObject *o, PyObject *const *args, Py_ssize_t nar
         goto out;
     }
     for (; got < np; got++) {
-        char name[32];
-        snprintf(name, sizeof(name), "parts[%zd]", got);
-        if (get_value(args[1 + got], fname, name, &views[got]) != 0)
+        if (PyObject_GetBuffer(args[1 + got], &views[got], PyBUF_SIMPLE) != 0) {
+            char name[32]; /* only for the error */
+            snprintf(name, sizeof(name), "parts[%zd]", got);
+            PyErr_Clear();
+            if (get_value(args[1 + got], fname, name, &views[got]) == 0)
+                PyBuffer_Release(&views[got]); /* cannot happen: it just failed */
             goto out;
+        }
         sl[got] = (mc_slice_t){views[got].buf, (size_t)views[got].len};
     }
     if (mcpy_cfg_from(config, fname, self->name, &cfg) != 0)
