@@ -128,6 +128,14 @@ typedef struct master_conf {
     uint64_t regex_heap_limit;
     uint64_t meta_max_entries;
     uint64_t meta_max_bytes;
+    bool enable_offload;
+    bool offload_on_evict;
+    bool offload_force_evict;
+    uint64_t offloading_queue_limit;
+    double offload_cap_ratio;
+    uint64_t offload_timeout;
+    bool promotion_on_hit;
+    uint64_t promotion_admission_threshold;
 } master_conf_t;
 
 static const mc_conf_key_t master_keys[] = {
@@ -174,6 +182,27 @@ static const mc_conf_key_t master_keys[] = {
     MC_CONF_ROW(master_conf_t, meta_max_bytes, "meta_max_bytes", MC_CONF_SIZE, "256MiB", 1024,
                 1099511627776.0,
                 "bytes of keys and values the embedded metadata store holds at most"),
+    /* node-local offload: upstream's names (store/README.md, "Node-local offload") */
+    MC_CONF_ROW(master_conf_t, enable_offload, "enable_offload", MC_CONF_BOOL, "false", 0, 0,
+                "nodes with an offload directory keep objects on their own disk (LOCAL_DISK "
+                "replicas)"),
+    MC_CONF_ROW(master_conf_t, offload_on_evict, "offload_on_evict", MC_CONF_BOOL, "false", 0, 0,
+                "offload when eviction picks an object (true) or after every put (false)"),
+    MC_CONF_ROW(master_conf_t, offload_force_evict, "offload_force_evict", MC_CONF_BOOL, "false", 0,
+                0, "a full offload queue: evict without offloading (true) or keep in memory"),
+    MC_CONF_ROW(master_conf_t, offloading_queue_limit, "offloading_queue_limit", MC_CONF_UINT,
+                "50000", 1, 1e8, "offload requests queued per node at most"),
+    MC_CONF_ROW(master_conf_t, offload_cap_ratio, "offload_cap_ratio", MC_CONF_DOUBLE, "0.5", 0.0,
+                1.0, "offload requests one eviction cycle may queue, as a fraction of the limit"),
+    MC_CONF_ROW(master_conf_t, offload_timeout, "offload_timeout", MC_CONF_DURATION, "30s", 100000,
+                3600e6,
+                "an offload request unanswered this long is void (evicted as "
+                "without offload)"),
+    MC_CONF_ROW(master_conf_t, promotion_on_hit, "promotion_on_hit", MC_CONF_BOOL, "false", 0, 0,
+                "a key loaded from a node's disk promotion_admission_threshold times stays in "
+                "DRAM (else a load is the first to go at the next eviction)"),
+    MC_CONF_ROW(master_conf_t, promotion_admission_threshold, "promotion_admission_threshold",
+                MC_CONF_UINT, "2", 1, 255, "loads of a key (count-min sketch) that promote it"),
 };
 
 /* [ha]: several masters, one leader, no metadata lost on failover. */
@@ -320,6 +349,14 @@ int main(int argc, char **argv)
     o.master.regex.heap_limit_kib = (uint32_t)(mcf.regex_heap_limit / 1024);
     o.master.meta_max_entries = mcf.meta_max_entries;
     o.master.meta_max_bytes = mcf.meta_max_bytes;
+    o.master.enable_offload = mcf.enable_offload;
+    o.master.offload_on_evict = mcf.offload_on_evict;
+    o.master.offload_force_evict = mcf.offload_force_evict;
+    o.master.offloading_queue_limit = (uint32_t)mcf.offloading_queue_limit;
+    o.master.offload_cap_ratio = mcf.offload_cap_ratio;
+    o.master.offload_timeout_us = mcf.offload_timeout;
+    o.master.promotion_on_hit = mcf.promotion_on_hit;
+    o.master.promotion_admission_threshold = (uint32_t)mcf.promotion_admission_threshold;
     if (o.master.put_start_release_timeout_us <= o.master.put_start_discard_timeout_us) {
         fprintf(stderr, "mooncake-master: master.put_start_release_timeout must be longer than "
                         "master.put_start_discard_timeout\n");

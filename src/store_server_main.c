@@ -15,6 +15,7 @@
  */
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "mooncake/store.h"
@@ -38,6 +39,8 @@ typedef struct store_conf {
     uint64_t transfer_timeout;
     int shm; /* index in shm_choices */
     char *shm_group;
+    char *offload_dir;
+    uint64_t offload_quota;
 } store_conf_t;
 
 static const char *const shm_choices[] = {"on", "off", NULL};
@@ -87,6 +90,13 @@ static const mc_conf_key_t store_keys[] = {
     MC_CONF_ROW(store_conf_t, shm_group, "shm_group", MC_CONF_STRING, "", 0, 0,
                 "group (name or number) admitted to the shared memory besides this user; "
                 "empty = this user only"),
+    MC_CONF_ROW(store_conf_t, offload_dir, "offload_dir", MC_CONF_STRING, "", 0, 0,
+                "node-local offload (upstream ssd_offload_path; the master needs enable_offload): "
+                "an absolute directory on this node's own disk, one node per directory; empty = "
+                "$MOONCAKE_OFFLOAD_FILE_STORAGE_PATH, or none"),
+    MC_CONF_ROW(store_conf_t, offload_quota, "offload_quota", MC_CONF_SIZE, "0", 0,
+                1125899906842624.0,
+                "bytes of offload files at most (least recently used go first); 0 = no quota"),
 };
 
 /* [service]: the role of upstream's mooncake_client ("real client") */
@@ -167,6 +177,13 @@ int main(int argc, char **argv)
     c.transfer_timeout_us = sc.transfer_timeout;
     c.shm = shm_choices[sc.shm];
     c.shm_group = sc.shm_group[0] != '\0' ? sc.shm_group : NULL;
+    {
+        const char *env = getenv("MOONCAKE_OFFLOAD_FILE_STORAGE_PATH");
+        c.offload_dir = sc.offload_dir[0] != '\0'       ? sc.offload_dir
+                        : env != NULL && env[0] != '\0' ? env
+                                                        : NULL;
+    }
+    c.offload_quota = sc.offload_quota;
     if (mc_daemon_parse_reactors(sc.reactors, "store.reactors", &c.reactors, err, sizeof(err)) !=
         MC_OK) {
         fprintf(stderr, "mooncake-store-server: %s\n", err);

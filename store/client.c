@@ -660,17 +660,8 @@ mc_status_t mc_store_register_buffer(mc_store_t *s, void *buf, size_t len)
 {
     if (s == NULL || buf == NULL || len == 0)
         return MC_ERR_INVALID_PARAMS;
-    if (s->svc != NULL) {
-        /* a co-located client's service reaches only the memory shared with
-         * it: buffers elsewhere travel through the staging buffer */
-        if (buf < (void *)s->pool.base || (uint8_t *)buf + len > s->pool.base + s->pool.len)
-            MC_INFO(CLIENT,
-                    "register_buffer %p+%zu: outside the memory shared with the service: "
-                    "values there are copied through staging (mc_store_alloc_from_mem_pool "
-                    "memory travels without a copy)",
-                    buf, len);
-        return MC_OK;
-    }
+    if (s->svc != NULL) /* shared with the service, or copied through staging */
+        return store_dummy_register(s, buf, len);
     /* located by the engine: GPU memory registers as cuda:N (the NICs then
      * register it as GPU memory), host memory as cpu:<its NUMA node> */
     return mc_te_register(s->te, buf, len, NULL, 0);
@@ -681,7 +672,7 @@ mc_status_t mc_store_unregister_buffer(mc_store_t *s, void *buf)
     if (s == NULL || buf == NULL)
         return MC_ERR_INVALID_PARAMS;
     if (s->svc != NULL)
-        return MC_OK;
+        return store_dummy_unregister(s, buf);
     return mc_te_unregister(s->te, buf);
 }
 
@@ -1003,6 +994,8 @@ mc_status_t mc_store_open(const mc_store_config_t *c, mc_store_t **out)
     if (st == MC_OK)
         st = store_tier_open(s, c->persist,
                              c->tier_queue_bytes ? c->tier_queue_bytes : d.tier_queue_bytes);
+    if (st == MC_OK)
+        st = store_offload_open(s, c->offload_dir, c->offload_quota);
     if (st == MC_OK) {
         timer_ctx_t tc = {.s = s, .st = MC_ERR_CANCELED};
         mc_rpc_run_on(s->r0, ping_arm, &tc);
@@ -1018,6 +1011,7 @@ mc_status_t mc_store_open(const mc_store_config_t *c, mc_store_t **out)
     return MC_OK;
 
 err_te:
+    store_offload_close(s);
     store_tier_close(s);
     atomic_store(&s->closing, 1);
     stop_resolver(s);
@@ -1044,6 +1038,7 @@ void mc_store_close(mc_store_t *s)
         return;
     }
     /* Finish the tier's file work (async writes report to the master). */
+    store_offload_close(s);
     store_tier_close(s);
     /* Withdraw the segments while the master connection is up. A master that
      * is away forgets them anyway (its client expiry). */

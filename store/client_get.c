@@ -43,6 +43,9 @@ typedef enum get_state {
     G_NEXT,         /* copy the piece out; next piece, or done */
     G_TIER,         /* no memory replica left to try: read the tier file */
     G_WAIT_TIER,    /* waiting: the tier worker's read (checksum and key checked) */
+    G_LOAD,         /* only a LOCAL_DISK replica: ask the master to have its node load it */
+    G_WAIT_LOAD,    /* waiting: the master's answer */
+    G_WAIT_PAUSE,   /* waiting: a short pause, then list again (the node is loading it) */
     G_DONE,         /* report err, or result */
     G_NSTATES
 } get_state_t;
@@ -72,9 +75,12 @@ typedef struct get_op {
     int direct;              /* read straight into buf (store_direct_ok) */
     struct get_defer *defer; /* sync get: own-segment copy left to the caller */
     uint64_t win, off, plen;
-    mc_status_t last_err; /* why the last replica failed */
-    int disk;             /* the object has a DISK replica (and this client reads the tier) */
-    uint64_t got;         /* tier read: the file's data size */
+    mc_status_t last_err;   /* why the last replica failed */
+    int disk;               /* the object has a DISK replica (and this client reads the tier) */
+    uint64_t load_until_us; /* LOCAL_DISK only: give up waiting for the load then */
+    mc_timer_t pause;       /* r0: between a LOAD and the next list */
+    int pause_ok;
+    uint64_t got; /* tier read: the file's data size */
     int64_t result;
     mc_status_t err; /* the get failed (G_DONE reports it) */
 } get_op_t;
@@ -98,6 +104,8 @@ static void get_finish(store_op_t *h, mc_status_t st)
     get_op_t *op = (get_op_t *)h;
     mc_store_t *s = h->s;
     store_stage_put(s, h);
+    if (op->pause_ok)
+        mc_timer_fini(&op->pause);
     if (h->batch != NULL && mc_te_batch_free(h->batch) != MC_OK)
         MC_ERROR(CLIENT, "get: transfer batch still busy at the end (leaked)");
     if (op->gpu_dst != NULL) { /* the value is in the host bounce: to the GPU */
@@ -186,8 +194,19 @@ static get_state_t get_listed(get_op_t *op)
     op->norder = order_reps(s, op->rep, op->nrep, op->order);
     const mc_master_replica_desc_t *dk = disk_rep(s, op->rep, op->nrep);
     op->disk = dk != NULL;
-    if (op->norder == 0 && dk == NULL)
+    if (op->norder == 0 && dk == NULL) {
+        /* only on a node's own disk: that node loads it into its memory */
+        for (uint32_t i = 0; i < op->nrep; i++)
+            if (op->rep[i].kind == MC_MASTER_REPLICA_LOCAL_DISK) {
+                if (op->rep[i].size > op->len) {
+                    if (op->need != NULL)
+                        *op->need = op->rep[i].size;
+                    return get_fail(op, MC_ERR_BUFFER_OVERFLOW);
+                }
+                return G_LOAD;
+            }
         return get_fail(op, MC_ERR_OBJECT_NOT_FOUND);
+    }
     op->size = op->norder > 0 ? op->rep[op->order[0]].size : dk->size;
     if (op->size > op->len) {
         if (op->need != NULL)
@@ -375,6 +394,52 @@ static get_state_t get_tier_read(get_op_t *op)
     return G_DONE;
 }
 
+/* Node-local offload: the object is only on a node's disk. The master
+ * has that node read it into its segment (LOAD); we list again after a
+ * pause until a memory replica is there (or the transfer timeout). */
+static get_state_t get_load(get_op_t *op)
+{
+    if (op->load_until_us == 0)
+        op->load_until_us = mc_now_us() + op->h.s->cfg.transfer_timeout_us;
+    mc_mp_writer_t *w = mc_rpc_call_begin(op->h.s->mcli);
+    mc_mcli_key(w, op->key, op->klen);
+    mc_status_t st = store_rpc_end(&op->h, MC_RPC_OFFLOAD_LOAD, NULL);
+    return st == MC_INPROGRESS ? G_WAIT_LOAD /* waiting: the master */ : get_fail(op, st);
+}
+
+static void pause_over(mc_timer_t *t, void *arg)
+{
+    (void)t;
+    get_op_t *op = arg;
+    store_op_post(&op->h);
+}
+
+static get_state_t get_load_asked(get_op_t *op)
+{
+    mc_status_t st = op->h.wait_st;
+    /* no room on the node or its queue full: eviction makes room, retry */
+    if (st != MC_OK && st != MC_ERR_NO_AVAILABLE_HANDLE && st != MC_ERR_LIMIT)
+        return get_fail(op, st);
+    if (mc_now_us() > op->load_until_us) {
+        MC_WARN(CLIENT, "get: '%.*s' was not loaded from its node's disk in time", (int)op->klen,
+                op->key);
+        return get_fail(op, MC_ERR_TRANSFER_FAIL);
+    }
+    if (!op->pause_ok) {
+        if (mc_timer_init(&op->pause, op->h.s->r0, pause_over, op) != MC_OK)
+            return G_LIST; /* no timer: list again at once */
+        op->pause_ok = 1;
+    }
+    mc_timer_start(&op->pause, 500, 0);
+    return G_WAIT_PAUSE; /* waiting: the pause */
+}
+
+static get_state_t get_paused(get_op_t *op)
+{
+    (void)op;
+    return G_LIST;
+}
+
 /* The machine's table: each state's handler and whether get_step stops
  * there. G_DONE has no handler: it reports. */
 static const struct {
@@ -392,6 +457,9 @@ static const struct {
     [G_NEXT] = {get_next, 0},
     [G_TIER] = {get_tier, 0},
     [G_WAIT_TIER] = {get_tier_read, 1},
+    [G_LOAD] = {get_load, 0},
+    [G_WAIT_LOAD] = {get_load_asked, 1},
+    [G_WAIT_PAUSE] = {get_paused, 1},
 };
 
 static void get_step(store_op_t *h)
@@ -548,18 +616,12 @@ int64_t mc_store_get_alloc(mc_store_t *s, const void *key, size_t klen, mc_store
 {
     if (s == NULL || alloc == NULL)
         return MC_ERR_INVALID_PARAMS;
-    if (s->svc != NULL) {
-        /* co-located: no replica list here; the service says the size (an
-         * object replaced in between fails the get with BUFFER_OVERFLOW) */
-        int64_t n = store_dummy_get_size(s, key, klen);
-        if (n < 0)
-            return n;
-        if (n == 0)
-            return MC_ERR_OBJECT_NOT_FOUND;
-        void *buf = alloc(arg, (uint64_t)n);
-        if (buf == NULL)
-            return MC_ERR_NOMEM;
-        return store_dummy_get(s, key, klen, buf, (size_t)n, NULL);
+    if (s->svc != NULL) { /* co-located: the service says the size, then gets */
+        int64_t size = store_dummy_get_size(s, key, klen);
+        if (size <= 0)
+            return size < 0 ? size : MC_ERR_OBJECT_NOT_FOUND;
+        void *buf = alloc(arg, (uint64_t)size);
+        return buf == NULL ? MC_ERR_NOMEM : store_dummy_get(s, key, klen, buf, (size_t)size, NULL);
     }
     if (store_on_reactor(s))
         return MC_ERR_STATE;
@@ -707,8 +769,11 @@ static void bget_plan(mc_store_t *s, bget_op_t *op, size_t i)
         return;
     }
     if (order_reps(s, rep, op->nrep[i], order) == 0) {
-        if (disk_rep(s, rep, op->nrep[i]) != NULL)
-            op->todo[i] = BG_KEY_RETRY; /* a single get reads the file */
+        int local_disk = 0;
+        for (uint32_t k = 0; k < op->nrep[i]; k++)
+            local_disk |= rep[k].kind == MC_MASTER_REPLICA_LOCAL_DISK;
+        if (disk_rep(s, rep, op->nrep[i]) != NULL || local_disk)
+            op->todo[i] = BG_KEY_RETRY; /* a single get reads the file (or has it loaded) */
         else
             op->result[i] = MC_ERR_OBJECT_NOT_FOUND;
         return;
@@ -1137,14 +1202,13 @@ mc_status_t mc_store_batch_get_size(mc_store_t *s, const mc_slice_t *keys, size_
 {
     if (s == NULL || sizes == NULL || (n > 0 && keys == NULL))
         return MC_ERR_INVALID_PARAMS;
-    if (n == 0)
-        return MC_OK;
-    if (s->svc != NULL) {
-        /* co-located: the service answers key by key */
+    if (s->svc != NULL) { /* co-located: the service says each size */
         for (size_t i = 0; i < n; i++)
             sizes[i] = store_dummy_get_size(s, keys[i].ptr, keys[i].len);
         return MC_OK;
     }
+    if (n == 0)
+        return MC_OK;
     /* the valid keys go to the master, in chunks */
     size_t chunk = n < BGET_CHUNK ? n : BGET_CHUNK;
     size_t sz = chunk * (sizeof(mc_master_key_t) + sizeof(size_t) + sizeof(mc_status_t) +

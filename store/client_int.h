@@ -121,8 +121,9 @@ struct store_op {
     mc_buf_t rpc_body;
 };
 
-typedef struct store_tier store_tier_t; /* client_tier.c */
-typedef struct svc_client svc_client_t; /* dummy.c */
+typedef struct store_tier store_tier_t;       /* client_tier.c */
+typedef struct store_offload store_offload_t; /* client_offload.c */
+typedef struct svc_client svc_client_t;       /* dummy.c */
 
 /* The memory of mc_store_alloc_from_mem_pool (mem_pool.c): an offset
  * allocator over registered memory (a normal client) or over the pool part
@@ -140,9 +141,14 @@ void store_pool_fini(store_pool_t *p);
 void *store_pool_alloc(store_pool_t *p, size_t size);
 mc_status_t store_pool_free(store_pool_t *p, void *ptr);
 
+/* The mc_store_shared_alloc allocation holding [p, p+len): its base, length
+ * and a duplicate of its memfd (the caller closes it). 1, or 0 when none. */
+int store_shared_find(const void *p, size_t len, void **base, uint64_t *blen, int *fd);
+
 struct mc_store {
     mc_store_config_t cfg;
-    store_tier_t *tier; /* persistent tier: settings and worker threads */
+    store_tier_t *tier;       /* persistent tier: settings and worker threads */
+    store_offload_t *offload; /* node-local offload (offload_dir): NULL = none */
     char *local_hostname, *metadata, *protocol, *master, *advertise_host; /* cfg strings */
     char *rdma_devices;                                                   /* or NULL */
     mc_te_t *te;
@@ -364,6 +370,21 @@ void store_master_trouble(mc_store_t *s);
 void store_retry_run(mc_store_t *s);
 /* r0, at close: fail them with MC_ERR_CANCELED. */
 void store_retry_cancel_all(mc_store_t *s);
+/* -------------------------------------------------------- client_offload.c */
+
+/* Node-local offload into dir (NULL or "": none) with a quota (bytes, 0 =
+ * none): lock the directory, start the worker (it reports the files found
+ * and serves the master's requests). Needs the segment mounted. */
+mc_status_t store_offload_open(mc_store_t *s, const char *dir, uint64_t quota);
+/* Stop the worker, release the directory. */
+void store_offload_close(mc_store_t *s);
+
+typedef struct store_offload_stats {
+    uint64_t written, write_failed, loaded, load_failed, deleted, quota_dropped;
+    uint64_t bytes_written, bytes_read;
+} store_offload_stats_t;
+void store_offload_stats(mc_store_t *s, store_offload_stats_t *out);
+
 /* ----------------------------------------------------------- client_tier.c */
 
 /* Start the tier workers and ask the master for the tier settings (persist:
@@ -402,6 +423,9 @@ void store_remount(mc_store_t *s);
  * remove, 3 exist, as the async API). */
 mc_status_t store_dummy_open(mc_store_t *s, const mc_store_config_t *c);
 void store_dummy_close(mc_store_t *s);
+/* register_buffer: mc_store_shared_alloc memory is shared with the service */
+mc_status_t store_dummy_register(mc_store_t *s, void *buf, size_t len);
+mc_status_t store_dummy_unregister(mc_store_t *s, void *buf);
 const char *store_dummy_name(const mc_store_t *s);
 mc_status_t store_dummy_put(mc_store_t *s, const void *key, size_t klen, const mc_slice_t *parts,
                             size_t nparts, const mc_replicate_config_t *cfg, int upsert);

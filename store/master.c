@@ -48,6 +48,7 @@ void mc_master_opts_init(mc_master_opts_t *o)
     o->offloading_queue_limit = 50000; /* upstream's default */
     o->offload_cap_ratio = 0.5;
     o->offload_timeout_us = 30 * SEC;
+    o->promotion_admission_threshold = 2;
 }
 
 void mc_master_put_cfg_init(mc_master_put_cfg_t *c)
@@ -405,6 +406,8 @@ mc_status_t mc_master_apply(mc_master_t *m, const mc_master_jrec_t *r, uint64_t 
         return apply_ldisk(m, r, now_us);
     case MC_JREC_LDISK_DROP:
         return apply_ldisk_drop(m, r);
+    case MC_JREC_LOAD:
+        return apply_load(m, r);
     }
     return MC_ERR_INVALID_PARAMS;
 }

@@ -107,6 +107,8 @@ typedef struct mc_master_opts {
     uint32_t offloading_queue_limit; /* requests queued per node at most (50000) */
     double offload_cap_ratio;        /* per eviction cycle: this fraction of the limit (0.5) */
     uint64_t offload_timeout_us;     /* a sent request unanswered this long is void (30 s) */
+    int promotion_on_hit;            /* a key loaded from disk this often stays in DRAM (0) */
+    uint32_t promotion_admission_threshold; /* loads (count-min sketch) to promote (2) */
 } mc_master_opts_t;
 
 /* Fills the defaults above. */
@@ -679,9 +681,10 @@ typedef enum mc_master_jrec_type {
                                 * replica on that segment's node; creates a disk-only
                                 * object when absent */
     MC_JREC_LDISK_DROP = 13,   /* key: its LOCAL_DISK replica is gone (the object stays) */
+    MC_JREC_LOAD = 14,         /* key, rep[0]: a memory replica loaded from its LOCAL_DISK copy */
 } mc_master_jrec_type_t;
 
-#define MC_JREC_TYPE_MAX 13
+#define MC_JREC_TYPE_MAX 14
 
 typedef struct mc_master_jrep {
     mc_uuid_t segment_id;
@@ -770,8 +773,9 @@ void mc_master_touch_clients(mc_master_t *m, uint64_t now_us);
  * reports its files again (mc_master_ldisk_report). One LOCAL_DISK replica
  * per object; at most 16383 segment slots can hold them. */
 typedef enum mc_master_offload_op {
-    MC_MASTER_OFFLOAD_PERSIST = 0,
-    MC_MASTER_OFFLOAD_DELETE = 1,
+    MC_MASTER_OFFLOAD_PERSIST = 0, /* write the bytes at base + offset to the file */
+    MC_MASTER_OFFLOAD_DELETE = 1,  /* delete the file */
+    MC_MASTER_OFFLOAD_LOAD = 2,    /* read the file into base + offset, answer offload_done */
 } mc_master_offload_op_t;
 
 typedef struct mc_master_offload_req {
@@ -806,10 +810,26 @@ mc_status_t mc_master_offload_done(mc_master_t *m, mc_uuid_t client, mc_uuid_t s
                                    const char *key, size_t key_len, uint64_t size,
                                    mc_status_t result, uint64_t now_us);
 
+/* A reader found only a LOCAL_DISK replica: its node is asked to read the
+ * file into a range of its segment allocated now (LOAD); once it answered,
+ * the object has that memory replica (journaled: LOAD) and the reader's
+ * next get_replica_list lists it. With promotion_on_hit, a key loaded
+ * promotion_admission_threshold times (count-min sketch) keeps it as any
+ * object (LRU); other loads are the first to go at the next eviction
+ * (their access time is the oldest). MC_OK (asked, or already in
+ * progress, or the object has a memory replica again: list again),
+ * MC_ERR_OBJECT_NOT_FOUND (absent, or no LOCAL_DISK replica),
+ * MC_ERR_REPLICA_IS_NOT_READY, MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS (its
+ * node does not poll), MC_ERR_NO_AVAILABLE_HANDLE (no room on the node's
+ * segment), MC_ERR_LIMIT (its queue is full), MC_ERR_INVALID_KEY. */
+mc_status_t mc_master_offload_load(mc_master_t *m, const char *key, size_t key_len,
+                                   uint64_t now_us);
+
 /* A node's file found at its start (its scan): an object with only this
  * LOCAL_DISK replica is created when the key is absent (journaled: LDISK);
  * a file for an existing object is refused (it may be of an older put).
  * MC_OK, MC_ERR_OBJECT_ALREADY_EXISTS (the node deletes its file),
+ * MC_ERR_UNAVAILABLE_IN_CURRENT_MODE (enable_offload off),
  * MC_ERR_INVALID_PARAMS (size 0 or over max_object_size),
  * MC_ERR_SEGMENT_NOT_FOUND, MC_ERR_ILLEGAL_CLIENT, MC_ERR_INVALID_KEY,
  * MC_ERR_NO_AVAILABLE_HANDLE (segment slot over 16382), MC_ERR_NOMEM. */
@@ -824,16 +844,19 @@ mc_status_t mc_master_ldisk_drop(mc_master_t *m, mc_uuid_t client, mc_uuid_t seg
                                  const char *key, size_t key_len, uint64_t now_us);
 
 typedef struct mc_master_offload_stats {
-    uint64_t ldisk_objects;   /* objects with a LOCAL_DISK replica */
-    uint64_t ldisk_bytes;     /* their sizes */
-    uint64_t queued;          /* requests waiting to be polled */
-    uint64_t in_flight;       /* PERSIST requests sent, unanswered */
-    uint64_t requested_total; /* PERSIST requests queued */
-    uint64_t persisted_total; /* answered MC_OK */
-    uint64_t failed_total;    /* answered with a failure (disk full...) */
-    uint64_t timeouts_total;  /* unanswered within offload_timeout_us */
-    uint64_t refused_total;   /* not queued: queue or cycle cap full */
-    uint64_t spilled_total;   /* memory replicas freed for a LOCAL_DISK one */
+    uint64_t ldisk_objects;     /* objects with a LOCAL_DISK replica */
+    uint64_t ldisk_bytes;       /* their sizes */
+    uint64_t queued;            /* requests waiting to be polled */
+    uint64_t in_flight;         /* PERSIST requests sent, unanswered */
+    uint64_t requested_total;   /* PERSIST requests queued */
+    uint64_t persisted_total;   /* answered MC_OK */
+    uint64_t failed_total;      /* answered with a failure (disk full...) */
+    uint64_t timeouts_total;    /* unanswered within offload_timeout_us */
+    uint64_t refused_total;     /* not queued: queue or cycle cap full */
+    uint64_t spilled_total;     /* memory replicas freed for a LOCAL_DISK one */
+    uint64_t loads_total;       /* LOAD answered OK */
+    uint64_t load_failed_total; /* LOAD answered with a failure (corrupt file...) */
+    uint64_t promoted_total;    /* loads kept in DRAM by promotion_on_hit */
 } mc_master_offload_stats_t;
 
 void mc_master_offload_stats(mc_master_t *m, mc_master_offload_stats_t *out);

@@ -263,7 +263,11 @@ struct mc_master {
     uint64_t offload_cycle_left; /* PERSIST requests this eviction cycle may queue (evict_lock) */
     _Atomic uint64_t ldisk_objects, ldisk_bytes;
     _Atomic uint64_t off_requested, off_persisted, off_failed, off_timeouts, off_refused,
-        off_spilled, off_queued, off_in_flight;
+        off_spilled, off_queued, off_in_flight, off_loads, off_load_failed, off_promoted;
+    /* promotion on hit: a count-min sketch of LOAD requests per key
+     * (offload_lock); halved every CMS_AGE hits so old heat fades */
+    uint8_t cms[4][1024];
+    uint32_t cms_hits;
 
     mc_master_journal_fn_t jfn; /* NULL: no journal (standby, single master) */
     void *jarg;
@@ -331,6 +335,9 @@ mc_status_t apply_drop(mc_master_t *m, const mc_master_jrec_t *r);
 mc_status_t apply_release(mc_master_t *m, const mc_master_jrec_t *r);
 
 /* ---- master_segments.c ---- */
+/* Allocate size bytes on segment s into r: 1, or 0 when it has no room.
+ * Read lock held. */
+int try_alloc(mc_master_t *m, seg_t *s, uint64_t size, replica_t *r);
 /* The segment of id, mounted or draining; NULL. Segment lock held. */
 seg_t *seg_find(mc_master_t *m, mc_uuid_t id);
 /* Take exactly [offset, offset + size) of segment id for a replayed replica;
@@ -412,6 +419,7 @@ void offload_tick(mc_master_t *m, uint64_t now_us);
 /* Replay of LDISK and LDISK_DROP. */
 mc_status_t apply_ldisk(mc_master_t *m, const mc_master_jrec_t *r, uint64_t now_us);
 mc_status_t apply_ldisk_drop(mc_master_t *m, const mc_master_jrec_t *r);
+mc_status_t apply_load(mc_master_t *m, const mc_master_jrec_t *r);
 
 /* ---- master_meta.c ---- */
 /* Journal replay of META_PUT / META_DEL: what the leader decided, unchecked. */

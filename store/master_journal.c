@@ -86,6 +86,13 @@ void mc_jrec_encode(mc_mp_writer_t *w, const mc_master_jrec_t *r)
         mc_mp_write_uint(w, r->type);
         mc_mp_write_bin(w, r->key, r->key_len);
         return;
+    case MC_JREC_LOAD:
+        mc_mp_write_array(w, 4);
+        mc_mp_write_uint(w, r->type);
+        mc_mp_write_bin(w, r->key, r->key_len);
+        mc_proto_write_uuid(w, r->rep[0].segment_id);
+        mc_mp_write_uint(w, r->rep[0].offset);
+        return;
     case MC_JREC_LDISK:
         mc_mp_write_array(w, 4);
         mc_mp_write_uint(w, r->type);
@@ -103,7 +110,7 @@ static const uint8_t nfields[MC_JREC_TYPE_MAX + 1] = {
     [MC_JREC_PUT_END] = 2,    [MC_JREC_DROP] = 2,     [MC_JREC_CLIENT_EXPIRE] = 1,
     [MC_JREC_META_PUT] = 3,   [MC_JREC_META_DEL] = 1, [MC_JREC_RELEASE] = 3,
     [MC_JREC_DISK] = 2,       [MC_JREC_SPILL] = 1,    [MC_JREC_LDISK] = 3,
-    [MC_JREC_LDISK_DROP] = 1,
+    [MC_JREC_LDISK_DROP] = 1, [MC_JREC_LOAD] = 3,
 };
 
 static const char *read_key(mc_mp_reader_t *rd, mc_master_jrec_t *r)
@@ -225,6 +232,13 @@ static const char *decode_body(mc_mp_reader_t *rd, mc_master_jrec_t *r, mc_jrec_
     case MC_JREC_SPILL:
     case MC_JREC_LDISK_DROP:
         return read_key(rd, r);
+    case MC_JREC_LOAD:
+        r->nrep = 1;
+        if ((why = read_key(rd, r)) != NULL ||
+            (why = read_uuid(rd, &r->rep[0].segment_id, "load: segment id is not [hi, lo]")) !=
+                NULL)
+            return why;
+        return read_uint(rd, &r->rep[0].offset, "load: offset is not an unsigned integer");
     case MC_JREC_LDISK:
         if ((why = read_key(rd, r)) != NULL ||
             (why = read_uint(rd, &r->size, "ldisk: size is not an unsigned integer")) != NULL ||

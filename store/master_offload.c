@@ -28,7 +28,9 @@
 typedef struct offq_ent {
     char *key; /* NULL: answered (a hole in `sent`) */
     uint32_t key_len;
+    uint8_t op; /* mc_master_offload_op_t: PERSIST or LOAD */
     uint8_t evict;
+    uint32_t anode; /* LOAD: the allocation's handle node (offset: its offset) */
     uint64_t size, offset, deadline_us;
 } offq_ent_t;
 
@@ -48,6 +50,12 @@ typedef struct del_ent {
     uint32_t key_len;
     char *key;
 } del_ent_t;
+
+/* An expired request, collected by the tick. */
+typedef struct exp_ent {
+    uint32_t slot;
+    offq_ent_t e; /* key owned */
+} exp_ent_t;
 
 struct offdel {
     del_ent_t *v;
@@ -229,6 +237,8 @@ void offload_after_put(mc_master_t *m, obj_t *o)
 
 /* ---- LOCAL_DISK replicas ---- */
 
+static void ldisk_lose(mc_master_t *m, shard_t *sh, obj_t *o, uint64_t h);
+
 static void ldisk_journal_set(mc_master_t *m, obj_t *o, mc_uuid_t seg_id)
 {
     if (m->jfn != NULL) {
@@ -298,8 +308,10 @@ void ldisk_dropped(mc_master_t *m, obj_t *o)
 void ldisk_drop_slots(mc_master_t *m, obj_t *o, const uint32_t *slots, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
-        if (obj_ldisk(o) && (o->ldisk & LDISK_SLOT_MASK) - 1u == slots[i])
-            ldisk_clear(m, o); /* the node is going: nothing to ask it */
+        if (obj_ldisk(o) && (o->ldisk & LDISK_SLOT_MASK) - 1u == slots[i]) {
+            ldisk_clear(m, o);                    /* the node is going: nothing to ask it */
+            o->ldisk &= (uint16_t)~LDISK_PENDING; /* nor a load to wait for */
+        }
         for (uint32_t r = 0; r < o->nrep && (o->ldisk & LDISK_PENDING); r++)
             if (o->rep[r].slot == slots[i])
                 o->ldisk &= (uint16_t)~LDISK_PENDING; /* its request goes with it */
@@ -372,7 +384,7 @@ mc_status_t mc_master_offload_poll(mc_master_t *m, mc_uuid_t client, mc_uuid_t s
     struct offq *q = s->offq;
     while (q != NULL && !stop && given < max && fifo_len(&q->q) > 0) {
         offq_ent_t e = q->q.v[q->q.head];
-        mc_master_offload_req_t rq = {.op = MC_MASTER_OFFLOAD_PERSIST,
+        mc_master_offload_req_t rq = {.op = (mc_master_offload_op_t)e.op,
                                       .evict = e.evict,
                                       .key = e.key,
                                       .key_len = e.key_len,
@@ -394,10 +406,10 @@ out:
     return st;
 }
 
-/* Take key's sent request off s's queue: 1 with its evict flag, 0 when
- * there is none. offload_lock held. */
+/* Take key's sent request off s's queue into *out (its key freed): 1, or 0
+ * when there is none. offload_lock held. */
 static int sent_take(mc_master_t *m, seg_t *s, const char *key, size_t len, uint64_t size,
-                     int *evict)
+                     offq_ent_t *out)
 {
     struct offq *q = s->offq;
     if (q == NULL)
@@ -406,8 +418,9 @@ static int sent_take(mc_master_t *m, seg_t *s, const char *key, size_t len, uint
         offq_ent_t *e = &q->sent.v[i];
         if (e->key != NULL && e->key_len == len && e->size == size &&
             memcmp(e->key, key, len) == 0) {
-            *evict = e->evict;
+            *out = *e;
             mc_free(e->key);
+            out->key = NULL;
             e->key = NULL;
             fifo_trim(&q->sent);
             atomic_fetch_sub(&m->off_in_flight, 1);
@@ -415,6 +428,186 @@ static int sent_take(mc_master_t *m, seg_t *s, const char *key, size_t len, uint
         }
     }
     return 0;
+}
+
+/* Free a LOAD's allocation on slot. Shard lock held, segment lock not. */
+static void load_free(mc_master_t *m, uint32_t slot, const offq_ent_t *e)
+{
+    replica_t r = {.slot = slot, .node = e->anode, .offset = e->offset};
+    pthread_rwlock_rdlock(&m->seg_lock);
+    if (m->slots[slot] != NULL)
+        replica_free(m, &r, e->size);
+    pthread_rwlock_unlock(&m->seg_lock);
+}
+
+/* Attach a loaded replica r to o (growing o when it has no room: the
+ * table's slot is updated). Returns the object (moved or not), NULL when
+ * out of memory (r untouched). Shard lock held. */
+static obj_t *attach_replica(shard_t *sh, obj_t *o, uint64_t h, const replica_t *r)
+{
+    if (o->nrep < o->rep_cap) {
+        o->rep[o->nrep++] = *r;
+        return o;
+    }
+    size_t body = sizeof(*o) + o->rep_cap * sizeof(replica_t);
+    obj_t *n = mc_malloc(sizeof(*o) + (o->rep_cap + 1u) * sizeof(replica_t) + o->key_len);
+    if (n == NULL)
+        return NULL;
+    memcpy(n, o, body);
+    n->rep_cap = (uint8_t)(o->rep_cap + 1u);
+    memcpy(obj_key(n), obj_key(o), o->key_len);
+    n->rep[n->nrep++] = *r;
+    otab_remove(&sh->tab, h, o);
+    otab_insert(&sh->tab, h, n); /* same count: no growth needed */
+    mc_free(o);
+    return n;
+}
+
+/* The object loaded from its node's disk gets its memory replica. */
+static void load_journal(mc_master_t *m, obj_t *o, mc_uuid_t sid, uint64_t offset)
+{
+    if (m->jfn != NULL) {
+        mc_master_jrec_t r = {
+            .type = MC_JREC_LOAD, .key = obj_key(o), .key_len = o->key_len, .nrep = 1};
+        r.rep[0].segment_id = sid;
+        r.rep[0].offset = offset;
+        journal(m, &r);
+    }
+}
+
+/* ---- promotion on hit: count-min sketch ---- */
+
+#define CMS_AGE 65536u
+
+/* Count one load of key; returns its estimated count. offload_lock held. */
+static unsigned cms_hit(mc_master_t *m, uint64_t h)
+{
+    if (++m->cms_hits >= CMS_AGE) {
+        for (unsigned r = 0; r < 4; r++)
+            for (unsigned i = 0; i < 1024; i++)
+                m->cms[r][i] >>= 1;
+        m->cms_hits = 0;
+    }
+    unsigned est = 255;
+    for (unsigned r = 0; r < 4; r++) {
+        uint8_t *c = &m->cms[r][(h >> (r * 16)) & 1023u];
+        if (*c < 255)
+            (*c)++;
+        if (*c < est)
+            est = *c;
+    }
+    return est;
+}
+
+static mc_status_t load_try(mc_master_t *m, const char *key, size_t key_len, uint64_t *size);
+
+mc_status_t mc_master_offload_load(mc_master_t *m, const char *key, size_t key_len, uint64_t now_us)
+{
+    uint64_t size = 0;
+    mc_status_t st = load_try(m, key, key_len, &size);
+    if (st == MC_ERR_NO_AVAILABLE_HANDLE) {
+        /* no room on the node's segment: evict as a put would, then once more */
+        char seg[MC_MASTER_NAME_MAX];
+        if (evict_for(m, size, now_us, seg))
+            st = load_try(m, key, key_len, &size);
+    }
+    return st;
+}
+
+static mc_status_t load_try(mc_master_t *m, const char *key, size_t key_len, uint64_t *size)
+{
+    if (!key_valid(m, key, key_len))
+        return MC_ERR_INVALID_KEY;
+    uint64_t h = mc_hash64(key, key_len);
+    shard_t *sh = &m->shards[shard_of(h)];
+    shard_lock(sh);
+    obj_t *o = otab_find(&sh->tab, h, key, key_len);
+    mc_status_t st = MC_OK;
+    if (o == NULL || (!obj_ldisk(o) && o->nrep == 0))
+        st = MC_ERR_OBJECT_NOT_FOUND;
+    else if (o->state != OBJ_COMPLETE)
+        st = MC_ERR_REPLICA_IS_NOT_READY;
+    if (st != MC_OK || o->nrep > 0 || (o->ldisk & LDISK_PENDING))
+        goto out; /* in memory again, or a load in flight: list again */
+    uint32_t slot = (o->ldisk & LDISK_SLOT_MASK) - 1u;
+    *size = o->size;
+    pthread_rwlock_rdlock(&m->seg_lock);
+    pthread_mutex_lock(&m->offload_lock);
+    seg_t *s = m->slots[slot];
+    replica_t r;
+    if (s == NULL || s->state != SEG_MOUNTED || !s->offload)
+        st = MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS;
+    else if (s->offq == NULL && (s->offq = mc_calloc(1, sizeof(*s->offq))) == NULL)
+        st = MC_ERR_NOMEM;
+    else if (fifo_len(&s->offq->q) + fifo_len(&s->offq->sent) >= m->o.offloading_queue_limit)
+        st = MC_ERR_LIMIT;
+    else if (!try_alloc(m, s, o->size, &r))
+        st = MC_ERR_NO_AVAILABLE_HANDLE;
+    if (st == MC_OK) {
+        offq_ent_t e = {.key = mc_malloc(o->key_len),
+                        .key_len = o->key_len,
+                        .op = MC_MASTER_OFFLOAD_LOAD,
+                        .anode = r.node,
+                        .size = o->size,
+                        .offset = r.offset};
+        if (e.key != NULL)
+            memcpy(e.key, obj_key(o), o->key_len);
+        if (e.key == NULL || fifo_push(&s->offq->q, &e) != MC_OK) {
+            mc_free(e.key);
+            replica_free(m, &r, o->size);
+            st = MC_ERR_NOMEM;
+        } else {
+            o->ldisk |= LDISK_PENDING;
+            atomic_fetch_add(&m->off_queued, 1);
+        }
+    }
+    pthread_mutex_unlock(&m->offload_lock);
+    pthread_rwlock_unlock(&m->seg_lock);
+out:
+    shard_unlock(sh);
+    return st;
+}
+
+/* The answer to a LOAD (shard lock held; e taken off the queue). */
+static mc_status_t load_done(mc_master_t *m, shard_t *sh, obj_t *o, uint64_t h, uint32_t slot,
+                             mc_uuid_t sid, const offq_ent_t *e, mc_status_t result,
+                             uint64_t now_us)
+{
+    int match = o != NULL && (o->ldisk & LDISK_PENDING) && o->state == OBJ_COMPLETE &&
+                o->nrep == 0 && (o->ldisk & LDISK_SLOT_MASK) == slot + 1u && o->size == e->size;
+    if (o != NULL && match)
+        o->ldisk &= (uint16_t)~LDISK_PENDING;
+    if (!match || result != MC_OK) {
+        load_free(m, slot, e);
+        if (match) {
+            atomic_fetch_add(&m->off_load_failed, 1);
+            MC_WARN(MASTER,
+                    "load of '%.*s' from its node's disk failed: %s; its disk copy is dropped",
+                    (int)o->key_len, obj_key(o), mc_status_str(result));
+            ldisk_lose(m, sh, o, h); /* corrupt or gone: never served */
+        }
+        return match ? MC_OK : MC_ERR_OBJECT_NOT_FOUND;
+    }
+    replica_t r = {.slot = slot, .node = e->anode, .offset = e->offset};
+    obj_t *n = attach_replica(sh, o, h, &r);
+    if (n == NULL) {
+        load_free(m, slot, e);
+        return MC_ERR_NOMEM;
+    }
+    if (uuid_is_zero(n->owner))
+        n->owner = (mc_uuid_t){1, 1}; /* restored from a disk: the journal needs an owner */
+    load_journal(m, n, sid, e->offset);
+    atomic_fetch_add(&m->off_loads, 1);
+    pthread_mutex_lock(&m->offload_lock);
+    unsigned hits = cms_hit(m, h);
+    pthread_mutex_unlock(&m->offload_lock);
+    if (m->o.promotion_on_hit && hits >= m->o.promotion_admission_threshold) {
+        n->access_us = now_us; /* promoted: stays by LRU like any object */
+        atomic_fetch_add(&m->off_promoted, 1);
+    } else {
+        n->access_us = 0; /* a staging copy: the first to go */
+    }
+    return MC_OK;
 }
 
 mc_status_t mc_master_offload_done(mc_master_t *m, mc_uuid_t client, mc_uuid_t segment_id,
@@ -429,10 +622,11 @@ mc_status_t mc_master_offload_done(mc_master_t *m, mc_uuid_t client, mc_uuid_t s
     pthread_rwlock_rdlock(&m->seg_lock);
     seg_t *s = NULL;
     mc_status_t st = own_segment(m, client, segment_id, &s);
-    int evict = 0, had = 0;
+    int had = 0;
+    offq_ent_t e = {0};
     if (st == MC_OK) {
         pthread_mutex_lock(&m->offload_lock);
-        had = sent_take(m, s, key, key_len, size, &evict);
+        had = sent_take(m, s, key, key_len, size, &e);
         pthread_mutex_unlock(&m->offload_lock);
     }
     obj_t *o = st == MC_OK ? otab_find(&sh->tab, h, key, key_len) : NULL;
@@ -441,6 +635,10 @@ mc_status_t mc_master_offload_done(mc_master_t *m, mc_uuid_t client, mc_uuid_t s
     pthread_rwlock_unlock(&m->seg_lock);
     if (st != MC_OK)
         goto out;
+    if (had && e.op == MC_MASTER_OFFLOAD_LOAD) {
+        st = load_done(m, sh, o, h, slot, sid, &e, result, now_us);
+        goto out;
+    }
     /* only the answer to a request of this node about this very object:
      * pending, complete, the size asked, a memory replica on the node */
     int match = o != NULL && had && (o->ldisk & LDISK_PENDING) && o->state == OBJ_COMPLETE &&
@@ -465,7 +663,7 @@ mc_status_t mc_master_offload_done(mc_master_t *m, mc_uuid_t client, mc_uuid_t s
     ldisk_set(m, o, slot);
     ldisk_journal_set(m, o, sid);
     atomic_fetch_add(&m->off_persisted, 1);
-    if (evict && !obj_leased(o, now_us)) {
+    if (e.evict && !obj_leased(o, now_us)) {
         obj_spill(m, o); /* what eviction asked for: memory goes, the disk copy stays */
         atomic_fetch_add(&m->off_spilled, 1);
         atomic_fetch_add(&m->evicted_keys, 1);
@@ -513,6 +711,8 @@ static mc_status_t ldisk_restore(mc_master_t *m, shard_t *sh, uint64_t h, const 
 mc_status_t mc_master_ldisk_report(mc_master_t *m, mc_uuid_t client, mc_uuid_t segment_id,
                                    const char *key, size_t key_len, uint64_t size, uint64_t now_us)
 {
+    if (!m->o.enable_offload)
+        return MC_ERR_UNAVAILABLE_IN_CURRENT_MODE;
     if (!key_valid(m, key, key_len))
         return MC_ERR_INVALID_KEY;
     uint64_t h = mc_hash64(key, key_len);
@@ -571,8 +771,8 @@ void offload_tick(mc_master_t *m, uint64_t now_us)
 {
     if (atomic_load(&m->off_in_flight) == 0)
         return;
-    /* expired requests' keys, collected under the locks, acted on after */
-    del_ent_t *ex = NULL;
+    /* expired requests, collected under the locks, acted on after */
+    exp_ent_t *ex = NULL;
     size_t n = 0, cap = 0;
     pthread_rwlock_rdlock(&m->seg_lock);
     pthread_mutex_lock(&m->offload_lock);
@@ -587,13 +787,13 @@ void offload_tick(mc_master_t *m, uint64_t now_us)
             if (e->key != NULL) {
                 if (n == cap) {
                     size_t nc = cap ? cap * 2 : 64;
-                    del_ent_t *nv = mc_realloc(ex, nc * sizeof(*nv));
+                    exp_ent_t *nv = mc_realloc(ex, nc * sizeof(*nv));
                     if (nv == NULL)
                         break; /* the rest at the next tick */
                     ex = nv;
                     cap = nc;
                 }
-                ex[n++] = (del_ent_t){s->slot, e->key_len, e->key};
+                ex[n++] = (exp_ent_t){s->slot, *e};
                 atomic_fetch_sub(&m->off_in_flight, 1);
             }
             f->head++;
@@ -603,19 +803,26 @@ void offload_tick(mc_master_t *m, uint64_t now_us)
     pthread_mutex_unlock(&m->offload_lock);
     pthread_rwlock_unlock(&m->seg_lock);
     for (size_t i = 0; i < n; i++) {
-        uint64_t h = mc_hash64(ex[i].key, ex[i].key_len);
+        offq_ent_t *e = &ex[i].e;
+        uint64_t h = mc_hash64(e->key, e->key_len);
         shard_t *sh = &m->shards[shard_of(h)];
         shard_lock(sh);
-        obj_t *o = otab_find(&sh->tab, h, ex[i].key, ex[i].key_len);
-        if (o != NULL && (o->ldisk & LDISK_PENDING)) {
+        obj_t *o = otab_find(&sh->tab, h, e->key, e->key_len);
+        if (e->op == MC_MASTER_OFFLOAD_LOAD) {
+            /* the node may still write there if it is only slow: a risk
+             * taken after offload_timeout_us (logged) */
+            load_free(m, ex[i].slot, e);
+            if (o != NULL)
+                o->ldisk &= (uint16_t)~LDISK_PENDING;
+        } else if (o != NULL && (o->ldisk & LDISK_PENDING)) {
             /* not asked again: evicted as without offload */
             o->ldisk = (uint16_t)((o->ldisk & ~LDISK_PENDING) | LDISK_REFUSED);
         }
         shard_unlock(sh);
-        MC_WARN(MASTER, "offload of '%.*s' got no answer from its node in %llu ms",
-                (int)ex[i].key_len, ex[i].key,
+        MC_WARN(MASTER, "offload %s of '%.*s' got no answer from its node in %llu ms",
+                e->op == MC_MASTER_OFFLOAD_LOAD ? "load" : "write", (int)e->key_len, e->key,
                 (unsigned long long)(m->o.offload_timeout_us / 1000));
-        mc_free(ex[i].key);
+        mc_free(e->key);
         atomic_fetch_add(&m->off_timeouts, 1);
     }
     mc_free(ex);
@@ -655,6 +862,40 @@ mc_status_t apply_ldisk_drop(mc_master_t *m, const mc_master_jrec_t *r)
     return MC_OK;
 }
 
+mc_status_t apply_load(mc_master_t *m, const mc_master_jrec_t *r)
+{
+    if (!key_valid(m, r->key, r->key_len))
+        return MC_ERR_INVALID_PARAMS;
+    uint64_t h = mc_hash64(r->key, r->key_len);
+    shard_t *sh = &m->shards[shard_of(h)];
+    shard_lock(sh);
+    obj_t *o = otab_find(&sh->tab, h, r->key, r->key_len);
+    mc_status_t st = MC_OK;
+    replica_t rep;
+    if (o == NULL || o->state != OBJ_COMPLETE || o->nrep > 0 || !obj_ldisk(o)) {
+        st = MC_ERR_EXISTS; /* the leader loads only disk-only objects */
+        goto out;
+    }
+    pthread_rwlock_rdlock(&m->seg_lock);
+    st = replica_reserve(m, r->rep[0].segment_id, r->rep[0].offset, o->size, &rep);
+    pthread_rwlock_unlock(&m->seg_lock);
+    if (st != MC_OK)
+        goto out;
+    obj_t *n = attach_replica(sh, o, h, &rep);
+    if (n == NULL) {
+        pthread_rwlock_rdlock(&m->seg_lock);
+        replica_free(m, &rep, o->size);
+        pthread_rwlock_unlock(&m->seg_lock);
+        st = MC_ERR_NOMEM;
+        goto out;
+    }
+    if (uuid_is_zero(n->owner))
+        n->owner = (mc_uuid_t){1, 1};
+out:
+    shard_unlock(sh);
+    return st;
+}
+
 void mc_master_offload_stats(mc_master_t *m, mc_master_offload_stats_t *out)
 {
     out->ldisk_objects = atomic_load(&m->ldisk_objects);
@@ -667,4 +908,7 @@ void mc_master_offload_stats(mc_master_t *m, mc_master_offload_stats_t *out)
     out->timeouts_total = atomic_load(&m->off_timeouts);
     out->refused_total = atomic_load(&m->off_refused);
     out->spilled_total = atomic_load(&m->off_spilled);
+    out->loads_total = atomic_load(&m->off_loads);
+    out->load_failed_total = atomic_load(&m->off_load_failed);
+    out->promoted_total = atomic_load(&m->off_promoted);
 }

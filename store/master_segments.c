@@ -512,7 +512,7 @@ void segs_fini(mc_master_t *m)
 
 /* ---- placement and replicas (read lock held) ---- */
 
-static int try_alloc(mc_master_t *m, seg_t *s, uint64_t size, replica_t *r)
+int try_alloc(mc_master_t *m, seg_t *s, uint64_t size, replica_t *r)
 {
     mc_oalloc_handle_t h;
     pthread_spin_lock(&s->lock);

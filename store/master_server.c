@@ -111,6 +111,7 @@ typedef struct fields {
     uint32_t after_len;
     uint64_t put_id;
     uint64_t count;  /* LIST_KEYS: limit */
+    int64_t status;  /* OFFLOAD_DONE: the node's result */
     const char *why; /* what was wrong with the body */
 } fields_t;
 
@@ -221,6 +222,9 @@ static mc_status_t parse_fields(mc_rpc_req_t *req, scratch_t *sc, fields_t *f,
             break;
         case MC_F_COUNT:
             f->count = mc_mp_read_uint(&r);
+            break;
+        case MC_F_STATUS:
+            f->status = mc_mp_read_int(&r);
             break;
         case MC_F_AFTER:
             f->after = mc_mp_read_bin(&r, &f->after_len);
@@ -450,6 +454,124 @@ static void h_tier_add(void *ctx, mc_rpc_req_t *req)
                  st == MC_ERR_UNAVAILABLE_IN_CURRENT_MODE ? "no tier (root_fs_dir)"
                  : st == MC_ERR_INVALID_PARAMS            ? "size differs from the object's"
                                                           : NULL);
+}
+
+/* ---- node-local offload (master_offload.c) ---- */
+
+#define OFFLOAD_POLL_MAX 4096
+
+typedef struct off_items {
+    mc_mp_writer_t w; /* into a side buffer: the count comes first in the reply */
+    uint32_t n;
+} off_items_t;
+
+static int offload_item(void *arg, const mc_master_offload_req_t *r)
+{
+    off_items_t *it = arg;
+    mc_mp_write_array(&it->w, 5);
+    mc_mp_write_uint(&it->w, r->op);
+    mc_mp_write_bool(&it->w, r->evict);
+    mc_mp_write_bin(&it->w, r->key, r->key_len);
+    mc_mp_write_uint(&it->w, r->size);
+    mc_mp_write_uint(&it->w, r->offset);
+    it->n++;
+    return 0;
+}
+
+static void h_offload_poll(void *ctx, mc_rpc_req_t *req)
+{
+    master_srv_t *s = ctx;
+    fields_t f;
+    if (!begin(s, req, &f, NULL, BIT(MC_F_CLIENT_ID) | BIT(MC_F_SEGMENT_ID)))
+        return;
+    uint32_t max =
+        f.count == 0 || f.count > OFFLOAD_POLL_MAX ? OFFLOAD_POLL_MAX : (uint32_t)f.count;
+    mc_buf_t items = MC_BUF_INIT;
+    off_items_t it = {.n = 0};
+    mc_mp_writer_init(&it.w, &items);
+    mc_status_t st = mc_master_offload_poll(s->m, f.client_id, f.segment_id, mc_now_us(), max,
+                                            offload_item, &it);
+    if (st == MC_OK && it.w.err != MC_OK)
+        st = it.w.err; /* out of memory: the requests taken are voided by their timeout */
+    if (st != MC_OK) {
+        mc_buf_fini(&items);
+        reply_status(s, req, st,
+                     st == MC_ERR_UNAVAILABLE_IN_CURRENT_MODE ? "offload is off (enable_offload)"
+                                                              : NULL);
+        return;
+    }
+    count(s, req, st);
+    mc_mp_writer_t *w = mc_rpc_reply_begin(req);
+    mc_mp_write_map(w, 1);
+    mc_mp_write_uint(w, MC_F_ITEMS);
+    mc_mp_write_array(w, it.n);
+    if (mc_buf_append(w->buf, mc_buf_head(&items), mc_buf_used(&items)) != MC_OK)
+        w->err = MC_ERR_NOMEM;
+    mc_rpc_reply_end(req, MC_OK);
+    mc_buf_fini(&items);
+}
+
+static void h_offload_done(void *ctx, mc_rpc_req_t *req)
+{
+    master_srv_t *s = ctx;
+    fields_t f;
+    if (!begin(s, req, &f, NULL,
+               BIT(MC_F_CLIENT_ID) | BIT(MC_F_SEGMENT_ID) | BIT(MC_F_KEY) | BIT(MC_F_SIZE) |
+                   BIT(MC_F_STATUS)))
+        return;
+    mc_status_t st = mc_master_offload_done(s->m, f.client_id, f.segment_id, f.key, f.key_len,
+                                            f.size, (mc_status_t)f.status, mc_now_us());
+    if (st == MC_OK)
+        reply_status_durable(s, req, st); /* its LDISK record */
+    else
+        reply_status(s, req, st,
+                     st == MC_ERR_OBJECT_NOT_FOUND ? "no offload of this object is pending" : NULL);
+}
+
+static void h_ldisk_report(void *ctx, mc_rpc_req_t *req)
+{
+    master_srv_t *s = ctx;
+    fields_t f;
+    if (!begin(s, req, &f, NULL,
+               BIT(MC_F_CLIENT_ID) | BIT(MC_F_SEGMENT_ID) | BIT(MC_F_KEY) | BIT(MC_F_SIZE)))
+        return;
+    mc_status_t st = mc_master_ldisk_report(s->m, f.client_id, f.segment_id, f.key, f.key_len,
+                                            f.size, mc_now_us());
+    if (st == MC_OK)
+        reply_status_durable(s, req, st);
+    else
+        reply_status(s, req, st,
+                     st == MC_ERR_UNAVAILABLE_IN_CURRENT_MODE ? "offload is off (enable_offload)"
+                     : st == MC_ERR_OBJECT_ALREADY_EXISTS
+                         ? "the key exists: the file may be of an older put"
+                         : NULL);
+}
+
+static void h_ldisk_drop(void *ctx, mc_rpc_req_t *req)
+{
+    master_srv_t *s = ctx;
+    fields_t f;
+    if (!begin(s, req, &f, NULL, BIT(MC_F_CLIENT_ID) | BIT(MC_F_SEGMENT_ID) | BIT(MC_F_KEY)))
+        return;
+    mc_status_t st =
+        mc_master_ldisk_drop(s->m, f.client_id, f.segment_id, f.key, f.key_len, mc_now_us());
+    if (st == MC_OK)
+        reply_status_durable(s, req, st);
+    else
+        reply_status(s, req, st, NULL);
+}
+
+static void h_offload_load(void *ctx, mc_rpc_req_t *req)
+{
+    master_srv_t *s = ctx;
+    fields_t f;
+    if (!begin(s, req, &f, NULL, BIT(MC_F_KEY)))
+        return;
+    mc_status_t st = mc_master_offload_load(s->m, f.key, f.key_len, mc_now_us());
+    reply_status(s, req, st,
+                 st == MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS
+                     ? "the node holding it on disk does not poll for offload work"
+                     : NULL);
 }
 
 static void h_put_start(void *ctx, mc_rpc_req_t *req)
@@ -1262,6 +1384,11 @@ static const struct {
     {MC_RPC_PING, h_ping},
     {MC_RPC_GET_FSDIR, h_get_fsdir},
     {MC_RPC_TIER_ADD, h_tier_add},
+    {MC_RPC_OFFLOAD_POLL, h_offload_poll},
+    {MC_RPC_OFFLOAD_DONE, h_offload_done},
+    {MC_RPC_LDISK_REPORT, h_ldisk_report},
+    {MC_RPC_LDISK_DROP, h_ldisk_drop},
+    {MC_RPC_OFFLOAD_LOAD, h_offload_load},
     {MC_RPC_META_GET, h_meta_get},
     {MC_RPC_META_PUT, h_meta_put},
     {MC_RPC_META_DEL, h_meta_del},

@@ -517,3 +517,44 @@ void master_tier_metrics(const master_srv_t *s, struct evbuffer *b)
         evbuffer_add_printf(b, "# HELP %s %s\n# TYPE %s %s\n%s %" PRIu64 "\n", rows[i].name,
                             rows[i].help, rows[i].name, rows[i].type, rows[i].name, rows[i].v);
 }
+
+void master_offload_metrics(const master_srv_t *s, struct evbuffer *b)
+{
+    if (!s->opts.master.enable_offload)
+        return;
+    mc_master_offload_stats_t os;
+    mc_master_offload_stats(s->m, &os);
+    struct {
+        const char *name, *type, *help;
+        uint64_t v;
+    } rows[] = {
+        {"master_offload_objects", "gauge", "Objects with a LOCAL_DISK replica.", os.ldisk_objects},
+        {"master_offload_bytes", "gauge", "Bytes of objects with a LOCAL_DISK replica.",
+         os.ldisk_bytes},
+        {"master_offload_queued", "gauge", "Offload requests waiting for their node's poll.",
+         os.queued},
+        {"master_offload_in_flight", "gauge", "Offload requests sent, not answered.", os.in_flight},
+        {"master_offload_requested_total", "counter", "Objects nodes were asked to persist.",
+         os.requested_total},
+        {"master_offload_persisted_total", "counter", "Objects nodes persisted.",
+         os.persisted_total},
+        {"master_offload_failed_total", "counter",
+         "Persist requests that failed on the node (disk full, quota).", os.failed_total},
+        {"master_offload_timeouts_total", "counter", "Requests their node did not answer in time.",
+         os.timeouts_total},
+        {"master_offload_refused_total", "counter",
+         "Objects not queued (queue or per-cycle cap full).", os.refused_total},
+        {"master_offload_spilled_total", "counter",
+         "Objects whose memory went once their node had them on disk.", os.spilled_total},
+        {"master_offload_loads_total", "counter", "Disk-only objects loaded by their node.",
+         os.loads_total},
+        {"master_offload_load_failures_total", "counter",
+         "Loads that failed (corrupt or missing file: the replica is dropped).",
+         os.load_failed_total},
+        {"master_offload_promoted_total", "counter", "Loads kept in DRAM by promotion_on_hit.",
+         os.promoted_total},
+    };
+    for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++)
+        evbuffer_add_printf(b, "# HELP %s %s\n# TYPE %s %s\n%s %" PRIu64 "\n", rows[i].name,
+                            rows[i].help, rows[i].name, rows[i].type, rows[i].name, rows[i].v);
+}

@@ -129,6 +129,14 @@ typedef struct mc_store_config {
     /* Bytes of memory for mc_store_alloc_from_mem_pool (0 = none). A normal
      * client registers it; a co-located one shares it with its service. */
     uint64_t mem_pool_size;
+    /* Node-local offload (upstream's ssd_offload_path; the master needs
+     * enable_offload): an absolute directory of this node's own disk where
+     * objects of its segment are kept as LOCAL_DISK replicas (evicted from
+     * memory, or after every put: the master's offload_on_evict), surviving
+     * a restart of the node. One node per directory (a lock file). Needs
+     * global_segment_size > 0. NULL or "" = none. */
+    const char *offload_dir;
+    uint64_t offload_quota; /* bytes of files at most, least recently used go first; 0 = none */
 } mc_store_config_t;
 
 /* Defaults: as noted per field; no segment (global_segment_size 0) and a
@@ -349,6 +357,19 @@ MC_API void *mc_store_alloc_from_mem_pool(mc_store_t *s, size_t size);
 /* Give it back. MC_OK, or MC_ERR_INVALID_ARGUMENT (not such memory, or
  * freed already). */
 MC_API mc_status_t mc_store_free_to_mem_pool(mc_store_t *s, void *p);
+
+/* Shared memory made before (or without) any store: size bytes of their own
+ * memfd, page aligned, zeroed (upstream's MooncakeHostMemAllocator: SGLang
+ * keeps its host KV pages there before it opens its co-located client). A
+ * co-located client's mc_store_register_buffer of a range inside it shares
+ * the memfd with its service, which then reads and writes values there in
+ * place (no staging copy); for a normal client it is ordinary memory. NULL
+ * when the host has not that much (logged). Any thread. */
+MC_API void *mc_store_shared_alloc(size_t size);
+/* Unmap it. Unregister it from the stores first; a service keeps its own
+ * mapping of memory it was shared until that client's session ends. MC_OK, or
+ * MC_ERR_INVALID_ARGUMENT (not such memory, or freed already). */
+MC_API mc_status_t mc_store_shared_free(void *p);
 
 #ifdef __cplusplus
 }

@@ -364,6 +364,133 @@ static void a_restarted_node_reports_its_files(void **state)
     assert_int_equal(mount_seg(m, C1, 1, "n1", 10 * OBJ, T0), MC_OK);
     assert_int_equal(mc_master_offload_poll(m, C1, seg_id(1), T0, 10, on_req, &(polled_t){0}),
                      MC_ERR_UNAVAILABLE_IN_CURRENT_MODE);
+    assert_int_equal(mc_master_ldisk_report(m, C1, seg_id(1), "old", 3, OBJ, T0),
+                     MC_ERR_UNAVAILABLE_IN_CURRENT_MODE);
+    mc_master_destroy(m);
+}
+
+/* ---- reads of disk-only objects: LOAD, promotion ---- */
+
+static mc_master_t *load_master(int promote)
+{
+    mc_master_opts_t o;
+    mc_master_opts_init(&o);
+    o.client_ttl_us = 1000000 * SEC;
+    o.eviction_high_watermark = 0.5;
+    o.eviction_ratio = 1.0;
+    o.enable_offload = 1;
+    o.offload_on_evict = 1;
+    o.promotion_on_hit = promote;
+    o.promotion_admission_threshold = 2;
+    mc_master_t *m = master_new(&o);
+    assert_int_equal(mount_seg(m, C1, 1, "n1", 10 * OBJ, T0), MC_OK);
+    poll_seg(m, C1, 1, T0);
+    return m;
+}
+
+/* Load key through its node: the LOAD request's answer. */
+static void load_once(mc_master_t *m, const char *key, mc_status_t result, uint64_t now)
+{
+    assert_int_equal(mc_master_offload_load(m, key, strlen(key), now), MC_OK);
+    assert_int_equal(mc_master_offload_load(m, key, strlen(key), now), MC_OK); /* in flight */
+    polled_t p = poll_seg(m, C1, 1, now);
+    assert_int_equal(p.n, 1);
+    assert_int_equal(p.op[0], MC_MASTER_OFFLOAD_LOAD);
+    assert_string_equal(p.key[0], key);
+    assert_int_equal(done(m, C1, 1, key, result, now), MC_OK);
+}
+
+static void a_disk_only_object_is_loaded_by_its_node_and_listed_in_memory(void **state)
+{
+    (void)state;
+    mc_master_t *m = load_master(0);
+    assert_int_equal(mc_master_ldisk_report(m, C1, seg_id(1), "d", 1, OBJ, T0), MC_OK);
+    assert_int_equal(allocated(m), 0);
+    load_once(m, "d", MC_OK, T0 + 1);
+    assert_int_equal(allocated(m), OBJ); /* the node's staging copy */
+    mc_master_replica_desc_t r[4];
+    uint32_t n = 0;
+    assert_int_equal(mc_master_get_replica_list(m, "d", 1, T0 + 2, r, 4, &n, NULL), MC_OK);
+    assert_int_equal(n, 2);
+    assert_int_equal(r[0].kind, MC_MASTER_REPLICA_MEMORY);
+    assert_int_equal(r[0].address, (1ull << 40) + 0); /* in the node's segment */
+    assert_int_equal(r[1].kind, MC_MASTER_REPLICA_LOCAL_DISK);
+    /* in memory: a load is not asked again */
+    assert_int_equal(mc_master_offload_load(m, "d", 1, T0 + 3), MC_OK);
+    assert_int_equal(poll_seg(m, C1, 1, T0 + 3).n, 0);
+    /* nothing to load: absent, or no disk copy */
+    assert_int_equal(mc_master_offload_load(m, "nope", 4, T0), MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(put_obj(m, C1, "mem", OBJ, 1, T0), MC_OK);
+    mc_master_offload_stats_t os;
+    mc_master_offload_stats(m, &os);
+    assert_int_equal(os.loads_total, 1);
+    mc_master_destroy(m);
+}
+
+static void a_corrupt_file_is_dropped_and_never_listed(void **state)
+{
+    (void)state;
+    mc_master_t *m = load_master(0);
+    assert_int_equal(mc_master_ldisk_report(m, C1, seg_id(1), "bad", 3, OBJ, T0), MC_OK);
+    load_once(m, "bad", MC_ERR_CHECKSUM_MISMATCH, T0 + 1);
+    assert_int_equal(exists(m, "bad", T0 + 2), 0);
+    assert_int_equal(allocated(m), 0); /* its staging range is free again */
+    mc_master_offload_stats_t os;
+    mc_master_offload_stats(m, &os);
+    assert_int_equal(os.load_failed_total, 1);
+    assert_int_equal(os.ldisk_objects, 0);
+    mc_master_destroy(m);
+}
+
+static void a_load_unanswered_frees_its_range(void **state)
+{
+    (void)state;
+    mc_master_t *m = load_master(0);
+    assert_int_equal(mc_master_ldisk_report(m, C1, seg_id(1), "d", 1, OBJ, T0), MC_OK);
+    assert_int_equal(mc_master_offload_load(m, "d", 1, T0), MC_OK);
+    assert_int_equal(poll_seg(m, C1, 1, T0).n, 1);
+    assert_int_equal(allocated(m), OBJ);
+    mc_master_tick(m, T0 + 60 * SEC);
+    assert_int_equal(allocated(m), 0);
+    assert_int_equal(exists(m, "d", T0 + 60 * SEC), 1); /* still on disk: load again */
+    assert_int_equal(mc_master_offload_load(m, "d", 1, T0 + 61 * SEC), MC_OK);
+    assert_int_equal(poll_seg(m, C1, 1, T0 + 61 * SEC).n, 1);
+    mc_master_destroy(m);
+}
+
+static void repeated_reads_promote_a_disk_object_into_dram(void **state)
+{
+    (void)state;
+    mc_master_t *m = load_master(1);
+    assert_int_equal(mc_master_ldisk_report(m, C1, seg_id(1), "hot", 3, OBJ, T0), MC_OK);
+    mc_master_replica_desc_t r[4];
+    uint32_t n = 0;
+    mc_master_key_info_t ki;
+    load_once(m, "hot", MC_OK, T0 + SEC);
+    assert_int_equal(mc_master_query_key(m, "hot", 3, r, 4, &n, &ki), MC_OK);
+    assert_int_equal(ki.nrep, 1);
+    assert_int_equal(ki.last_access_us, 0); /* read once: a staging copy, the first to go */
+    mc_master_offload_stats_t os;
+    mc_master_offload_stats(m, &os);
+    assert_int_equal(os.promoted_total, 0);
+    /* under pressure eviction drops the staging copy: on disk only again */
+    for (int i = 0; i < 5; i++) {
+        char k[16];
+        snprintf(k, sizeof(k), "p%d", i);
+        assert_int_equal(put_obj(m, C1, k, OBJ, 1, T0 + 3 * SEC), MC_OK);
+    }
+    mc_master_tick(m, T0 + 4 * SEC);
+    assert_int_equal(mc_master_query_key(m, "hot", 3, r, 4, &n, &ki), MC_OK);
+    assert_int_equal(ki.nrep, 0);
+    assert_int_equal(ki.local_disk, 1);
+    poll_seg(m, C1, 1, T0 + 5 * SEC); /* the p* persist requests: left unanswered */
+    /* read again: the second load promotes it (threshold 2) */
+    load_once(m, "hot", MC_OK, T0 + 6 * SEC);
+    assert_int_equal(mc_master_query_key(m, "hot", 3, r, 4, &n, &ki), MC_OK);
+    assert_int_equal(ki.nrep, 1);
+    assert_int_equal(ki.last_access_us, T0 + 6 * SEC); /* promoted: LRU as any object */
+    mc_master_offload_stats(m, &os);
+    assert_int_equal(os.promoted_total, 1);
     mc_master_destroy(m);
 }
 
@@ -451,6 +578,16 @@ static void local_disk_replicas_replay_on_a_standby_and_in_a_snapshot(void **sta
     for (int i = 0; i < 8; i++)
         assert_same_listing(m, s2, keys[i], T0 + 3 * SEC);
 
+    /* a load of a disk-only object replays as the same memory replica */
+    assert_int_equal(mc_master_offload_load(m, "rep", 3, T0 + 3 * SEC), MC_OK);
+    polled_t lp = poll_seg(m, C1, 1, T0 + 3 * SEC);
+    assert_int_equal(lp.n - lp.del, 1); /* the LOAD (and the DELETE of k2) */
+    mc_buf_reset(&k.buf);
+    assert_int_equal(done(m, C1, 1, "rep", MC_OK, T0 + 3 * SEC), MC_OK);
+    replay(s, &k.buf, T0 + 3 * SEC);
+    assert_same_listing(m, s, "rep", T0 + 3 * SEC);
+    assert_int_equal(stats(m).allocated_bytes, stats(s).allocated_bytes);
+
     /* the node lost a file: LDISK_DROP + DROP replay too */
     mc_buf_reset(&k.buf);
     assert_int_equal(mc_master_ldisk_drop(m, C1, seg_id(1), "k0", 2, T0 + 4 * SEC), MC_OK);
@@ -493,6 +630,10 @@ int main(void)
         cmocka_unit_test(removing_hands_the_deletion_to_the_node),
         cmocka_unit_test(unmount_and_expiry_drop_the_nodes_disk_replicas),
         cmocka_unit_test(a_restarted_node_reports_its_files),
+        cmocka_unit_test(a_disk_only_object_is_loaded_by_its_node_and_listed_in_memory),
+        cmocka_unit_test(a_corrupt_file_is_dropped_and_never_listed),
+        cmocka_unit_test(a_load_unanswered_frees_its_range),
+        cmocka_unit_test(repeated_reads_promote_a_disk_object_into_dram),
         cmocka_unit_test(local_disk_replicas_replay_on_a_standby_and_in_a_snapshot),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,562 @@
+/*
+ * client_offload.c - the node side of node-local offload
+ * (store/master_offload.c): a node with an offload directory
+ * (mc_store_config_t.offload_dir) keeps objects of its own segment on its
+ * own disk, as LOCAL_DISK replicas.
+ *
+ * Files: the persistent tier's (store/tier.h, reused as it is): names from
+ * the key, header with the key, size and XXH3 checksums, atomic write (temp
+ * file, fsync, rename), verified read, scan. Only the directory differs: it
+ * is this node's, not the cluster's.
+ *
+ * One worker thread does everything, never a reactor:
+ *  - at start (and after the master forgot the node: a poll answered
+ *    SEGMENT_NOT_FOUND), it scans the directory and reports every file
+ *    (LDISK_REPORT); files the master refuses (the key exists, so the file
+ *    may be of an older put) are deleted;
+ *  - it polls the master for requests about its segment (OFFLOAD_POLL,
+ *    every OFFLOAD_IDLE_US when idle, at once while there is work):
+ *    PERSIST (write the bytes at segment base + offset to the file, answer
+ *    OFFLOAD_DONE with the result: a failed write, e.g. a full disk, is
+ *    reported and the master evicts as without offload), LOAD (read the file
+ *    into segment base + offset, checksum verified: a corrupt or missing file
+ *    is deleted and reported, its bytes never served), DELETE (the object
+ *    was removed);
+ *  - a quota (offload_quota, bytes; 0 = none): before a write that would
+ *    exceed it, the least recently used files go (deleted, LDISK_DROP).
+ * File I/O is plain pwrite/pread through tier.c on this thread: no io_uring
+ * and no O_DIRECT (the page cache serves repeated reads; see
+ * perf/compare_offload.sh).
+ *
+ * Two nodes sharing a directory would delete each other's files: a lock
+ * file (flock on <dir>/.lock) refuses the second at open, naming the first.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "rpc/methods.h"
+#include "store/client_int.h"
+#include "store/master_client.h"
+#include "store/tier.h"
+#include "util/hash.h"
+#include "util/hmap.h"
+#include "util/list.h"
+#include "util/log.h"
+#include "util/mem.h"
+#include "util/time.h"
+
+#define OFFLOAD_IDLE_US 2000    /* poll interval without work */
+#define OFFLOAD_RETRY_US 500000 /* after a failed poll or report */
+#define OFFLOAD_POLL_BATCH 256
+#define OFFLOAD_SCAN_MAX 10000000ull
+
+/* A file of the directory (this thread only). */
+typedef struct ofile {
+    mc_hnode_t node;
+    uint64_t size;
+    uint64_t used; /* LRU clock of the last write or read */
+    uint32_t klen;
+    char key[];
+} ofile_t;
+
+struct store_offload {
+    mc_store_t *s;
+    char dir[4096];
+    int lock_fd;
+    uint64_t quota;
+    pthread_t th;
+    int started;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int stop; /* mu */
+    mc_hmap_t files;
+    uint64_t bytes, clock;
+    int reported; /* the files of the directory were reported since the last (re)mount */
+    int off_logged;
+    _Atomic uint64_t written, write_failed, loaded, load_failed, deleted, quota_dropped,
+        bytes_written, bytes_read;
+};
+
+/* ------------------------------------------------------------ the index */
+
+static ofile_t *file_find(store_offload_t *o, const void *key, size_t klen, uint64_t h)
+{
+    mc_hnode_t *n;
+    MC_HMAP_FOREACH_HASH(&o->files, n, h)
+    {
+        ofile_t *f = MC_CONTAINER_OF(n, ofile_t, node);
+        if (f->klen == klen && memcmp(f->key, key, klen) == 0)
+            return f;
+    }
+    return NULL;
+}
+
+static void file_add(store_offload_t *o, const void *key, size_t klen, uint64_t size)
+{
+    uint64_t h = mc_hash64(key, klen);
+    ofile_t *f = file_find(o, key, klen, h);
+    if (f != NULL) {
+        o->bytes -= f->size;
+    } else {
+        f = mc_malloc(sizeof(*f) + klen);
+        if (f == NULL)
+            return; /* not counted for the quota: logged by the allocator */
+        f->klen = (uint32_t)klen;
+        memcpy(f->key, key, klen);
+        mc_hmap_insert(&o->files, &f->node, h);
+    }
+    f->size = size;
+    f->used = ++o->clock;
+    o->bytes += size;
+}
+
+static void file_forget(store_offload_t *o, const void *key, size_t klen)
+{
+    ofile_t *f = file_find(o, key, klen, mc_hash64(key, klen));
+    if (f == NULL)
+        return;
+    o->bytes -= f->size;
+    mc_hmap_remove(&o->files, &f->node);
+    mc_free(f);
+}
+
+/* ------------------------------------------------------------ master calls */
+
+static store_seg_t *first_seg(mc_store_t *s)
+{
+    pthread_mutex_lock(&s->seg_mu);
+    store_seg_t *g =
+        s->segs.next != &s->segs ? MC_CONTAINER_OF(s->segs.next, store_seg_t, node) : NULL;
+    pthread_mutex_unlock(&s->seg_mu);
+    return g;
+}
+
+static void head(mc_mp_writer_t *w, mc_store_t *s, const store_seg_t *g, uint32_t n)
+{
+    mc_mp_write_map(w, 2 + n);
+    mc_mp_write_uint(w, MC_F_CLIENT_ID);
+    mc_proto_write_uuid(w, s->client_id);
+    mc_mp_write_uint(w, MC_F_SEGMENT_ID);
+    mc_proto_write_uuid(w, g->id);
+}
+
+/* REPORT (size given) or DROP (size 0) of key. */
+static mc_status_t call_key(store_offload_t *o, const store_seg_t *g, uint16_t method,
+                            const void *key, size_t klen, uint64_t size)
+{
+    mc_buf_t body = MC_BUF_INIT;
+    mc_mp_writer_t w;
+    mc_mp_writer_init(&w, &body);
+    head(&w, o->s, g, method == MC_RPC_LDISK_REPORT ? 2 : 1);
+    mc_mp_write_uint(&w, MC_F_KEY);
+    mc_mp_write_bin(&w, key, (uint32_t)klen);
+    if (method == MC_RPC_LDISK_REPORT) {
+        mc_mp_write_uint(&w, MC_F_SIZE);
+        mc_mp_write_uint(&w, size);
+    }
+    mc_status_t st = w.err != MC_OK ? w.err : store_call_sync(o->s, method, &body, NULL);
+    mc_buf_fini(&body);
+    return st;
+}
+
+static mc_status_t call_done(store_offload_t *o, const store_seg_t *g, const void *key, size_t klen,
+                             uint64_t size, mc_status_t result)
+{
+    mc_buf_t body = MC_BUF_INIT;
+    mc_mp_writer_t w;
+    mc_mp_writer_init(&w, &body);
+    head(&w, o->s, g, 3);
+    mc_mp_write_uint(&w, MC_F_KEY);
+    mc_mp_write_bin(&w, key, (uint32_t)klen);
+    mc_mp_write_uint(&w, MC_F_SIZE);
+    mc_mp_write_uint(&w, size);
+    mc_mp_write_uint(&w, MC_F_STATUS);
+    mc_mp_write_int(&w, result);
+    mc_status_t st =
+        w.err != MC_OK ? w.err : store_call_sync(o->s, MC_RPC_OFFLOAD_DONE, &body, NULL);
+    mc_buf_fini(&body);
+    return st;
+}
+
+/* ------------------------------------------------------------ startup report */
+
+typedef struct found {
+    struct found *next;
+    uint64_t size;
+    size_t klen;
+    char key[];
+} found_t;
+
+static int on_found(void *arg, const void *key, size_t klen, uint64_t size)
+{
+    found_t **list = arg;
+    found_t *f = mc_malloc(sizeof(*f) + klen);
+    if (f == NULL)
+        return 1;
+    f->size = size;
+    f->klen = klen;
+    memcpy(f->key, key, klen);
+    f->next = *list;
+    *list = f;
+    return 0;
+}
+
+/* Scan the directory and report every file. 0: try again later. */
+static int report_all(store_offload_t *o, const store_seg_t *g)
+{
+    found_t *list = NULL;
+    mc_tier_scan_stats_t ss = {0};
+    uint64_t t0 = mc_now_us();
+    mc_status_t st = mc_tier_scan(o->dir, OFFLOAD_SCAN_MAX, on_found, &list, &ss);
+    if (st != MC_OK)
+        MC_ERROR(CLIENT, "offload: cannot scan %s: %s", o->dir, mc_status_str(st));
+    uint64_t ok = 0, refused = 0;
+    int again = 0;
+    while (list != NULL) {
+        found_t *f = list;
+        list = f->next;
+        if (!again) {
+            mc_status_t r = call_key(o, g, MC_RPC_LDISK_REPORT, f->key, f->klen, f->size);
+            if (r == MC_OK) {
+                file_add(o, f->key, f->klen, f->size);
+                ok++;
+            } else if (r == MC_ERR_OBJECT_ALREADY_EXISTS || r == MC_ERR_INVALID_PARAMS ||
+                       r == MC_ERR_INVALID_KEY) {
+                /* the key was put again meanwhile: this file is older */
+                mc_tier_unlink(o->dir, f->key, f->klen);
+                file_forget(o, f->key, f->klen);
+                refused++;
+            } else {
+                if (r == MC_ERR_UNAVAILABLE_IN_CURRENT_MODE && !o->off_logged) {
+                    MC_WARN(CLIENT,
+                            "offload: the master has enable_offload off; %s is kept but not used",
+                            o->dir);
+                    o->off_logged = 1;
+                }
+                again = 1; /* the master is away or refuses: the next round */
+            }
+        }
+        mc_free(f);
+    }
+    if (again)
+        return 0;
+    MC_INFO(CLIENT,
+            "offload: %s: %llu objects reported, %llu refused (deleted), %llu files skipped as "
+            "corrupt, %llu temp files left, %llu deleted, in %llu ms",
+            o->dir, (unsigned long long)ok, (unsigned long long)refused, (unsigned long long)ss.bad,
+            (unsigned long long)ss.temps, (unsigned long long)ss.temps_removed,
+            (unsigned long long)((mc_now_us() - t0) / 1000));
+    return 1;
+}
+
+/* ------------------------------------------------------------ requests */
+
+/* Make room for size bytes under the quota: least recently used first. */
+static int quota_room(store_offload_t *o, const store_seg_t *g, uint64_t size)
+{
+    if (o->quota == 0)
+        return 1;
+    if (size > o->quota)
+        return 0;
+    while (o->bytes + size > o->quota && mc_hmap_count(&o->files) > 0) {
+        ofile_t *lru = NULL;
+        size_t i;
+        mc_hnode_t *n;
+        MC_HMAP_FOREACH(&o->files, i, n)
+        {
+            ofile_t *f = MC_CONTAINER_OF(n, ofile_t, node);
+            if (lru == NULL || f->used < lru->used)
+                lru = f;
+        }
+        mc_tier_unlink(o->dir, lru->key, lru->klen);
+        call_key(o, g, MC_RPC_LDISK_DROP, lru->key, lru->klen, 0);
+        atomic_fetch_add(&o->quota_dropped, 1);
+        file_forget(o, lru->key, lru->klen);
+    }
+    return o->bytes + size <= o->quota;
+}
+
+static void do_persist(store_offload_t *o, const store_seg_t *g, const char *key, size_t klen,
+                       uint64_t size, uint64_t off)
+{
+    mc_status_t st = MC_OK;
+    if (off > g->size || size > g->size - off)
+        st = MC_ERR_INVALID_PARAMS; /* not our memory: never read it */
+    else if (!quota_room(o, g, size))
+        st = MC_ERR_FILE_WRITE_FAIL;
+    if (st == MC_OK) {
+        struct iovec iov = {g->base + off, size};
+        st = mc_tier_write(o->dir, key, klen, &iov, 1, size, 0);
+    }
+    if (st != MC_OK) {
+        atomic_fetch_add(&o->write_failed, 1);
+        MC_WARN(CLIENT, "offload: write of '%.*s' (%llu bytes) failed: %s", (int)klen, key,
+                (unsigned long long)size, mc_status_str(st));
+        call_done(o, g, key, klen, size, st);
+        return;
+    }
+    file_add(o, key, klen, size);
+    atomic_fetch_add(&o->written, 1);
+    atomic_fetch_add(&o->bytes_written, size);
+    mc_status_t r = call_done(o, g, key, klen, size, MC_OK);
+    if (r == MC_ERR_OBJECT_NOT_FOUND) {
+        /* removed meanwhile (or the request timed out): not an object */
+        mc_tier_unlink(o->dir, key, klen);
+        file_forget(o, key, klen);
+    }
+}
+
+static void do_load(store_offload_t *o, const store_seg_t *g, const char *key, size_t klen,
+                    uint64_t size, uint64_t off)
+{
+    mc_status_t st = MC_OK;
+    uint64_t got = 0;
+    if (off > g->size || size > g->size - off)
+        st = MC_ERR_INVALID_PARAMS;
+    else
+        st = mc_tier_read(o->dir, key, klen, g->base + off, size, size, &got);
+    if (st == MC_OK) {
+        ofile_t *f = file_find(o, key, klen, mc_hash64(key, klen));
+        if (f != NULL)
+            f->used = ++o->clock;
+        atomic_fetch_add(&o->loaded, 1);
+        atomic_fetch_add(&o->bytes_read, size);
+    } else {
+        atomic_fetch_add(&o->load_failed, 1);
+        if (st == MC_ERR_CHECKSUM_MISMATCH) {
+            /* logged by tier.c with the path and why; never served */
+            mc_tier_unlink(o->dir, key, klen);
+            file_forget(o, key, klen);
+        }
+    }
+    call_done(o, g, key, klen, size, st);
+}
+
+/* One poll: how many requests it handled, or -1 when it failed. */
+static int poll_once(store_offload_t *o, const store_seg_t *g)
+{
+    mc_buf_t body = MC_BUF_INIT, resp = MC_BUF_INIT;
+    mc_mp_writer_t w;
+    mc_mp_writer_init(&w, &body);
+    head(&w, o->s, g, 1);
+    mc_mp_write_uint(&w, MC_F_COUNT);
+    mc_mp_write_uint(&w, OFFLOAD_POLL_BATCH);
+    mc_status_t st =
+        w.err != MC_OK ? w.err : store_call_sync(o->s, MC_RPC_OFFLOAD_POLL, &body, &resp);
+    mc_buf_fini(&body);
+    if (st != MC_OK) {
+        if (st == MC_ERR_SEGMENT_NOT_FOUND || st == MC_ERR_ILLEGAL_CLIENT)
+            o->reported = 0; /* forgotten: report again once re-mounted */
+        if (st == MC_ERR_UNAVAILABLE_IN_CURRENT_MODE && !o->off_logged) {
+            MC_WARN(CLIENT, "offload: the master has enable_offload off; %s is not used", o->dir);
+            o->off_logged = 1;
+        }
+        mc_buf_fini(&resp);
+        return -1;
+    }
+    mc_mp_reader_t r;
+    mc_mp_reader_init(&r, mc_buf_head(&resp), mc_buf_used(&resp));
+    int done = 0;
+    uint32_t nf = mc_mp_read_map(&r);
+    for (uint32_t i = 0; i < nf && r.err == MC_OK; i++) {
+        uint64_t id = mc_mp_read_uint(&r);
+        if (id != MC_F_ITEMS) {
+            mc_mp_skip(&r);
+            continue;
+        }
+        uint32_t n = mc_mp_read_array(&r);
+        for (uint32_t k = 0; k < n && r.err == MC_OK && !atomic_load(&o->s->closing); k++) {
+            if (mc_mp_read_array(&r) != 5)
+                r.err = MC_ERR_PROTOCOL;
+            uint64_t op = mc_mp_read_uint(&r);
+            (void)mc_mp_read_bool(&r);
+            uint32_t klen = 0;
+            const char *key = mc_mp_read_bin(&r, &klen);
+            uint64_t size = mc_mp_read_uint(&r);
+            uint64_t off = mc_mp_read_uint(&r);
+            if (r.err != MC_OK || klen == 0)
+                break;
+            if (op == MC_MASTER_OFFLOAD_PERSIST) {
+                do_persist(o, g, key, klen, size, off);
+            } else if (op == MC_MASTER_OFFLOAD_LOAD) {
+                do_load(o, g, key, klen, size, off);
+            } else if (op == MC_MASTER_OFFLOAD_DELETE) {
+                if (mc_tier_unlink(o->dir, key, klen) == MC_OK)
+                    atomic_fetch_add(&o->deleted, 1);
+                file_forget(o, key, klen);
+            }
+            done++;
+        }
+    }
+    if (r.err != MC_OK)
+        MC_WARN(CLIENT, "offload: malformed poll answer from the master");
+    mc_buf_fini(&resp);
+    return done;
+}
+
+static void *worker(void *arg)
+{
+    store_offload_t *o = arg;
+    mc_store_t *s = o->s;
+    for (;;) {
+        uint64_t wait_us = 0;
+        store_seg_t *g = first_seg(s);
+        if (g == NULL) {
+            wait_us = OFFLOAD_RETRY_US; /* not mounted (yet, or again) */
+        } else if (!o->reported) {
+            o->reported = report_all(o, g);
+            if (!o->reported)
+                wait_us = OFFLOAD_RETRY_US;
+        } else {
+            int n = poll_once(o, g);
+            wait_us = n < 0 ? OFFLOAD_RETRY_US : n == 0 ? OFFLOAD_IDLE_US : 0;
+        }
+        pthread_mutex_lock(&o->mu);
+        if (!o->stop && wait_us > 0) {
+            struct timespec ts;
+            clock_gettime(CLOCK_MONOTONIC, &ts);
+            uint64_t ns = (uint64_t)ts.tv_nsec + wait_us * 1000;
+            ts.tv_sec += (time_t)(ns / 1000000000u);
+            ts.tv_nsec = (long)(ns % 1000000000u);
+            pthread_cond_timedwait(&o->cv, &o->mu, &ts);
+        }
+        int stop = o->stop;
+        pthread_mutex_unlock(&o->mu);
+        if (stop)
+            break;
+    }
+    return NULL;
+}
+
+/* ------------------------------------------------------------ open/close */
+
+/* The directory exists (made if its parent does), is ours (the lock), and
+ * takes files. Logged with what is wrong. */
+static mc_status_t open_dir(store_offload_t *o)
+{
+    if (mkdir(o->dir, 0700) != 0 && errno != EEXIST) {
+        MC_ERROR(CLIENT, "offload: cannot create the offload directory %s: %s", o->dir,
+                 strerror(errno));
+        return MC_ERR_FILE_OPEN_FAIL;
+    }
+    char p[4200];
+    snprintf(p, sizeof(p), "%s/.lock", o->dir);
+    o->lock_fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (o->lock_fd < 0) {
+        MC_ERROR(CLIENT, "offload: the offload directory %s is not writable: %s: %s", o->dir, p,
+                 strerror(errno));
+        return MC_ERR_FILE_OPEN_FAIL;
+    }
+    if (flock(o->lock_fd, LOCK_EX | LOCK_NB) != 0) {
+        char who[64] = "";
+        ssize_t n = pread(o->lock_fd, who, sizeof(who) - 1, 0);
+        who[n > 0 ? n : 0] = '\0';
+        who[strcspn(who, "\n")] = '\0';
+        MC_ERROR(CLIENT,
+                 "offload: the offload directory %s is in use by another node (%s holds %s); "
+                 "every node needs a directory of its own",
+                 o->dir, who[0] ? who : "unknown", p);
+        return MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS;
+    }
+    char me[64];
+    int n = snprintf(me, sizeof(me), "pid %d\n", (int)getpid());
+    if (ftruncate(o->lock_fd, 0) != 0 || pwrite(o->lock_fd, me, (size_t)n, 0) != n) {
+        MC_ERROR(CLIENT, "offload: the offload directory %s is not writable: %s", o->dir,
+                 strerror(errno));
+        return MC_ERR_FILE_OPEN_FAIL;
+    }
+    return MC_OK;
+}
+
+mc_status_t store_offload_open(mc_store_t *s, const char *dir, uint64_t quota)
+{
+    if (dir == NULL || dir[0] == '\0')
+        return MC_OK;
+    if (dir[0] != '/' || strlen(dir) >= sizeof(((store_offload_t *)0)->dir) - 300) {
+        MC_ERROR(CLIENT, "offload_dir '%s': an absolute path (under 3800 bytes) is needed", dir);
+        return MC_ERR_INVALID_ARGUMENT;
+    }
+    if (first_seg(s) == NULL) {
+        MC_ERROR(CLIENT, "offload_dir needs a segment (global_segment_size > 0): offload keeps "
+                         "objects of this node's own segment");
+        return MC_ERR_INVALID_ARGUMENT;
+    }
+    store_offload_t *o = MC_NEW(store_offload_t);
+    if (o == NULL)
+        return MC_ERR_NOMEM;
+    o->s = s;
+    o->lock_fd = -1;
+    o->quota = quota;
+    snprintf(o->dir, sizeof(o->dir), "%s", dir);
+    mc_status_t st = mc_hmap_init(&o->files, 1024);
+    if (st != MC_OK) {
+        mc_free(o);
+        return st;
+    }
+    pthread_mutex_init(&o->mu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&o->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    s->offload = o;
+    st = open_dir(o);
+    if (st == MC_OK && pthread_create(&o->th, NULL, worker, o) != 0)
+        st = MC_ERR_NOMEM;
+    if (st != MC_OK) {
+        store_offload_close(s);
+        return st;
+    }
+    o->started = 1;
+    MC_INFO(CLIENT, "offload: node-local offload to %s (quota %llu bytes, 0 = none)", o->dir,
+            (unsigned long long)quota);
+    return MC_OK;
+}
+
+void store_offload_close(mc_store_t *s)
+{
+    store_offload_t *o = s->offload;
+    if (o == NULL)
+        return;
+    pthread_mutex_lock(&o->mu);
+    o->stop = 1;
+    pthread_cond_broadcast(&o->cv);
+    pthread_mutex_unlock(&o->mu);
+    if (o->started)
+        pthread_join(o->th, NULL);
+    size_t i;
+    mc_hnode_t *n, *next;
+    for (i = 0; i <= o->files.mask; i++)
+        for (n = o->files.buckets[i]; n != NULL; n = next) {
+            next = n->next;
+            mc_free(MC_CONTAINER_OF(n, ofile_t, node));
+        }
+    mc_hmap_fini(&o->files);
+    if (o->lock_fd >= 0)
+        close(o->lock_fd); /* releases the lock */
+    pthread_cond_destroy(&o->cv);
+    pthread_mutex_destroy(&o->mu);
+    s->offload = NULL;
+    mc_free(o);
+}
+
+void store_offload_stats(mc_store_t *s, store_offload_stats_t *out)
+{
+    memset(out, 0, sizeof(*out));
+    store_offload_t *o = s->offload;
+    if (o == NULL)
+        return;
+    out->written = atomic_load(&o->written);
+    out->write_failed = atomic_load(&o->write_failed);
+    out->loaded = atomic_load(&o->loaded);
+    out->load_failed = atomic_load(&o->load_failed);
+    out->deleted = atomic_load(&o->deleted);
+    out->quota_dropped = atomic_load(&o->quota_dropped);
+    out->bytes_written = atomic_load(&o->bytes_written);
+    out->bytes_read = atomic_load(&o->bytes_read);
+}
