@@ -19,8 +19,10 @@
  * cannot touch, so a plain memcpy on it crashes a test.
  */
 #include <dlfcn.h>
+#include <link.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -222,17 +224,39 @@ static void load(void)
             g.host_view ? " (a FAKE driver for tests: host memory stands for GPU memory)" : "");
 }
 
+/* dl_iterate_phdr callback: the loader's count of objects loaded so far
+ * (the first entry carries it; no need to walk the rest). */
+static int loads_cb(struct dl_phdr_info *info, size_t size, void *arg)
+{
+    if (size >= offsetof(struct dl_phdr_info, dlpi_adds) + sizeof(info->dlpi_adds))
+        *(unsigned long long *)arg = info->dlpi_adds;
+    return 1;
+}
+
 int te_cuda_in_process(void)
 {
     static _Atomic int seen;
+    /* the loads count of the last "not loaded" answer (+1; 0 = none yet) */
+    static _Atomic unsigned long long absent_at;
     if (atomic_load_explicit(&seen, memory_order_acquire))
         return te_cuda_gpus(NULL) > 0;
     /* GPU memory exists only where the driver was loaded (by the host or by
-     * us): without it there is nothing to ask, and nothing is loaded */
+     * us): without it there is nothing to ask, and nothing is loaded. The
+     * loader is asked again only when something was loaded since its last
+     * "no": dlopen(RTLD_NOLOAD) searches the file system (~100 us, under
+     * the loader's lock), and the store asks this on every get and put. */
+    unsigned long long loads = 0;
+    dl_iterate_phdr(loads_cb, &loads);
+    if (loads != 0 && atomic_load_explicit(&absent_at, memory_order_relaxed) == loads + 1)
+        return 0;
     const char *env = mc_conf_env_str("MC_CUDA_LIBRARY");
     void *h = dlopen(env != NULL ? env : "libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
-    if (h == NULL)
+    if (h == NULL) {
+        /* a load after `loads` was read changes the count: asked again */
+        if (loads != 0)
+            atomic_store_explicit(&absent_at, loads + 1, memory_order_relaxed);
         return 0;
+    }
     dlclose(h);
     atomic_store_explicit(&seen, 1, memory_order_release);
     return te_cuda_gpus(NULL) > 0;

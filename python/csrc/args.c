@@ -187,7 +187,14 @@ int mcpy_key_list(PyObject *o, const char *fname, const char *arg, mcpy_key_t **
     }
     PyObject **items = PySequence_Fast_ITEMS(s);
     for (Py_ssize_t i = 0; i < *n; i++) {
-        char name[64];
+        if (PyUnicode_Check(items[i]) || PyBytes_Check(items[i])) {
+            if (mcpy_key(items[i], fname, arg, &k[i]) == 0)
+                continue;
+            PyMem_Free(k);
+            Py_DECREF(s);
+            return -1;
+        }
+        char name[64]; /* only for the error: formatting it per key costs ~1 us */
         snprintf(name, sizeof(name), "%s[%zd]", arg, i);
         if (mcpy_key(items[i], fname, name, &k[i]) != 0) {
             PyMem_Free(k);

@@ -314,10 +314,14 @@ static PyObject *parts_common(PyObject *o, PyObject *const *args, Py_ssize_t nar
         goto out;
     }
     for (; got < np; got++) {
-        char name[32];
-        snprintf(name, sizeof(name), "parts[%zd]", got);
-        if (get_value(args[1 + got], fname, name, &views[got]) != 0)
+        if (PyObject_GetBuffer(args[1 + got], &views[got], PyBUF_SIMPLE) != 0) {
+            char name[32]; /* only for the error */
+            snprintf(name, sizeof(name), "parts[%zd]", got);
+            PyErr_Clear();
+            if (get_value(args[1 + got], fname, name, &views[got]) == 0)
+                PyBuffer_Release(&views[got]); /* cannot happen: it just failed */
             goto out;
+        }
         sl[got] = (mc_slice_t){views[got].buf, (size_t)views[got].len};
     }
     if (mcpy_cfg_from(config, fname, self->name, &cfg) != 0)
@@ -601,6 +605,22 @@ int mcpy_store_registered(mcpy_store_t *self, uint64_t p, uint64_t len)
     return ok;
 }
 
+/* Remember [p, p + n) as memory the pointer calls may use (self->mu held;
+ * without room it is not remembered, and calls on it are refused). */
+static void add_reg(mcpy_store_t *self, uint64_t p, uint64_t n)
+{
+    if (self->nregs == self->cap_regs) {
+        size_t cap = self->cap_regs ? 2 * self->cap_regs : 16;
+        void *nr = PyMem_RawRealloc(self->regs, cap * sizeof(*self->regs));
+        if (nr != NULL) {
+            self->regs = nr;
+            self->cap_regs = cap;
+        }
+    }
+    if (self->nregs < self->cap_regs)
+        self->regs[self->nregs++] = (struct mcpy_range){p, p + n};
+}
+
 static PyObject *py_register_buffer(PyObject *o, PyObject *const *args, Py_ssize_t nargs,
                                     PyObject *kwnames)
 {
@@ -620,16 +640,7 @@ static PyObject *py_register_buffer(PyObject *o, PyObject *const *args, Py_ssize
                                            : mc_store_register_buffer(s, (void *)(uintptr_t)p, n);
         if (st == MC_OK) {
             pthread_mutex_lock(&self->mu);
-            if (self->nregs == self->cap_regs) {
-                size_t cap = self->cap_regs ? 2 * self->cap_regs : 16;
-                void *nr = PyMem_RawRealloc(self->regs, cap * sizeof(*self->regs));
-                if (nr != NULL) {
-                    self->regs = nr;
-                    self->cap_regs = cap;
-                }
-            }
-            if (self->nregs < self->cap_regs)
-                self->regs[self->nregs++] = (struct mcpy_range){p, p + n};
+            add_reg(self, p, n);
             pthread_mutex_unlock(&self->mu);
         }
         Py_END_ALLOW_THREADS;

@@ -84,9 +84,9 @@ static PyObject *put_batch_common(PyObject *o, PyObject *const *args, Py_ssize_t
         goto out;
     }
     for (; got < n; got++) {
-        char name[32];
-        snprintf(name, sizeof(name), "values[%zd]", got);
         if (PyObject_GetBuffer(PyTuple_GET_ITEM(vals, got), &views[got], PyBUF_SIMPLE) != 0) {
+            char name[32];
+            snprintf(name, sizeof(name), "values[%zd]", got);
             PyErr_Clear();
             PyErr_Format(PyExc_TypeError,
                          "%s() argument '%s' must be a C-contiguous bytes-like object, not %.100s",
@@ -505,11 +505,30 @@ static int pbatch_multi(pbatch_t *b, mcpy_store_t *self, PyObject *const *a, con
         uint64_t *ptrs = NULL, *sz = NULL;
         Py_ssize_t kp = 0, ks = 0;
         char n1[48], n2[48];
-        snprintf(n1, sizeof(n1), "all_buffer_ptrs[%zd]", i);
-        snprintf(n2, sizeof(n2), "all_sizes[%zd]", i);
-        if (mcpy_u64_list(PyTuple_GET_ITEM(ap, i), fname, n1, &ptrs, &kp) != 0 ||
-            mcpy_u64_list(PyTuple_GET_ITEM(as, i), fname, n2, &sz, &ks) != 0 ||
-            mcpy_same_len(fname, n1, kp, n2, ks) != 0 || at + (size_t)kp > total) {
+        /* the names only for an error (formatting them per key costs ~1 us) */
+        PyObject *pl = PyTuple_GET_ITEM(ap, i), *sl = PyTuple_GET_ITEM(as, i);
+        int fast =
+            (PyList_Check(pl) || PyTuple_Check(pl)) && (PyList_Check(sl) || PyTuple_Check(sl));
+        if (!fast || mcpy_u64_list(pl, fname, "all_buffer_ptrs[]", &ptrs, &kp) != 0 ||
+            mcpy_u64_list(sl, fname, "all_sizes[]", &sz, &ks) != 0 || kp != ks) {
+            PyErr_Clear();
+            PyMem_Free(ptrs);
+            PyMem_Free(sz);
+            ptrs = sz = NULL;
+            kp = ks = 0;
+            snprintf(n1, sizeof(n1), "all_buffer_ptrs[%zd]", i);
+            snprintf(n2, sizeof(n2), "all_sizes[%zd]", i);
+            fast = 0;
+        }
+        if (!fast && (mcpy_u64_list(pl, fname, n1, &ptrs, &kp) != 0 ||
+                      mcpy_u64_list(sl, fname, n2, &sz, &ks) != 0 ||
+                      mcpy_same_len(fname, n1, kp, n2, ks) != 0)) {
+            PyMem_Free(ptrs);
+            PyMem_Free(sz);
+            goto out;
+        }
+        if (at + (size_t)kp > total) {
+            snprintf(n1, sizeof(n1), "all_buffer_ptrs[%zd]", i);
             if (!PyErr_Occurred())
                 PyErr_Format(PyExc_ValueError, "%s(): %s changed while it was read", fname, n1);
             PyMem_Free(ptrs);

@@ -196,6 +196,17 @@ static int64_t wait_cb(acb_t *a)
     return a->result;
 }
 
+typedef struct alloc {
+    void *p;
+} alloc_t;
+
+static void *alloc_cb(void *arg, uint64_t size)
+{
+    alloc_t *a = arg;
+    a->p = malloc(size);
+    return a->p;
+}
+
 static void the_c_api_works_through_the_service(void **state)
 {
     env_t *e = *state;
@@ -224,6 +235,19 @@ static void the_c_api_works_through_the_service(void **state)
     assert_int_equal(mc_store_get(s, "plain", 5, b, len, NULL), (int64_t)len);
     assert_memory_equal(b, v, len);
     assert_int_equal(mc_store_get_size(s, "plain", 5), (int64_t)len);
+    /* the forms that size the buffer first (the Python get() and
+     * get_batch() use them) */
+    alloc_t al = {0};
+    assert_int_equal(mc_store_get_alloc(s, "plain", 5, alloc_cb, &al), (int64_t)len);
+    assert_memory_equal(al.p, v, len);
+    free(al.p);
+    assert_int_equal(mc_store_get_alloc(s, "nothing", 7, alloc_cb, &al), MC_ERR_OBJECT_NOT_FOUND);
+    mc_slice_t sk[3] = {{"plain", 5}, {"nothing", 7}, {"pool", 4}};
+    int64_t sizes[3];
+    assert_int_equal(mc_store_batch_get_size(s, sk, 3, sizes), MC_OK);
+    assert_int_equal(sizes[0], (int64_t)len);
+    assert_int_equal(sizes[1], MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(sizes[2], (int64_t)len);
     assert_int_equal(mc_store_exist(s, "plain", 5), 1);
     assert_int_equal(mc_store_exist(s, "nothing", 7), 0);
     assert_int_equal(mc_store_get(s, "nothing", 7, b, len, NULL), MC_ERR_OBJECT_NOT_FOUND);
