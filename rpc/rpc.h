@@ -123,6 +123,16 @@ uint16_t mc_rpc_server_port(const mc_rpc_server_t *s);
  * of the server (it waits for them). */
 void mc_rpc_server_destroy(mc_rpc_server_t *s);
 
+/* Fence: every connection open now is closed, and nothing more it sends is
+ * read (checked before every read(2), so even a payload being received
+ * stops there); connections accepted later are not affected. For a target
+ * whose peers may still have old requests in flight that must not land any
+ * more (a storage node whose segment the master forgot: a write of a put the
+ * master no longer knows of, delivered late by TCP, would overwrite what
+ * the space holds now). Thread-safe; returns at once, the connections are
+ * closed on their reactors right after. */
+void mc_rpc_server_fence(mc_rpc_server_t *s);
+
 /* Request accessors (valid until reply). */
 uint16_t mc_rpc_req_method(const mc_rpc_req_t *req);
 uint8_t mc_rpc_req_kind(const mc_rpc_req_t *req);
@@ -156,14 +166,15 @@ typedef struct mc_rpc_server_stats {
     uint64_t conns_closed_protocol; /* closed for a protocol error */
     uint64_t requests;
     uint64_t unknown_method;
-    uint64_t conns_open;         /* now */
-    uint64_t conns_refused;      /* closed at accept: max_conns, or no fd left */
-    uint64_t accept_errors;      /* accept(2) failures (EMFILE, ENFILE, ...) */
-    uint64_t conns_closed_inbuf; /* closed for max_inbuf / max_inbuf_total */
-    uint64_t conns_closed_idle;  /* closed for first_frame_timeout */
-    uint64_t inbuf_bytes;        /* input buffers held now */
-    uint64_t auth_ok;            /* handshakes completed */
-    uint64_t auth_failed;        /* connections refused by the handshake */
+    uint64_t conns_open;          /* now */
+    uint64_t conns_refused;       /* closed at accept: max_conns, or no fd left */
+    uint64_t accept_errors;       /* accept(2) failures (EMFILE, ENFILE, ...) */
+    uint64_t conns_closed_inbuf;  /* closed for max_inbuf / max_inbuf_total */
+    uint64_t conns_closed_idle;   /* closed for first_frame_timeout */
+    uint64_t inbuf_bytes;         /* input buffers held now */
+    uint64_t auth_ok;             /* handshakes completed */
+    uint64_t auth_failed;         /* connections refused by the handshake */
+    uint64_t conns_closed_fenced; /* closed by mc_rpc_server_fence */
 } mc_rpc_server_stats_t;
 
 void mc_rpc_server_stats(const mc_rpc_server_t *s, mc_rpc_server_stats_t *out);

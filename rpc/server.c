@@ -106,6 +106,8 @@ struct mc_rpc_server {
     mc_auth_key_t key;
     _Atomic uint64_t refuse_logged_us; /* rate limit of the refusal log */
     _Atomic uint64_t refused_unlogged;
+    _Atomic uint64_t fence; /* connections accepted before the last fence are closed */
+    _Atomic uint64_t conns_closed_fenced;
 };
 
 struct listener {
@@ -159,6 +161,7 @@ struct conn {
     int auth;         /* enum conn_auth */
     uint8_t nonce_peer[MC_AUTH_NONCE_LEN], nonce_own[MC_AUTH_NONCE_LEN];
     uint64_t accepted_us;
+    uint64_t gen;   /* s->fence when accepted: older than the fence = closed */
     size_t in_acct; /* c->rd.in.cap as counted in the listener's and server's totals */
     mc_rpc_req_t *free_reqs;
     mc_list_t node; /* in listener->conns */
@@ -447,9 +450,24 @@ static void protocol_error(conn_t *c, const char *reason)
 
 /* ------------------------------------------------- the reader's callbacks */
 
+/* Accepted before the last mc_rpc_server_fence: nothing more of it is read. */
+static int conn_fenced(const conn_t *c)
+{
+    return c->l != NULL && c->gen < atomic_load_explicit(&c->l->s->fence, memory_order_acquire);
+}
+
+static void conn_close_fenced(conn_t *c)
+{
+    atomic_fetch_add_explicit(&c->l->s->conns_closed_fenced, 1, memory_order_relaxed);
+    conn_close(c, "fenced: accepted before mc_rpc_server_fence");
+}
+
+/* The reader asks before every read(2) and after every callback: a fenced
+ * connection stops at once, even in the middle of a payload. */
 static int rd_open(void *owner)
 {
-    return !((conn_t *)owner)->closed;
+    conn_t *c = owner;
+    return !c->closed && !conn_fenced(c);
 }
 
 /* Requests and notifications only; a request with a payload for a method
@@ -666,6 +684,8 @@ static void conn_on_read_body(evutil_socket_t fd, short what, void *arg)
     c->refs++; /* keep c alive until the end of this callback */
     c->in_read = 1;
     mc_status_t st = mc_rpc_reader_read(&c->rd, fd, &why);
+    if (!c->closed && conn_fenced(c))
+        conn_close_fenced(c);
     if (!c->closed) {
         switch (st) {
         case MC_OK:
@@ -819,6 +839,10 @@ static void listener_on_idle(evutil_socket_t fd, short what, void *arg)
     MC_LIST_FOREACH_SAFE(pos, tmp, &l->conns)
     {
         conn_t *c = MC_LIST_ENTRY(pos, conn_t, node);
+        if (conn_fenced(c)) {
+            conn_close_fenced(c);
+            continue;
+        }
         if (c->framed || now - c->accepted_us <= limit)
             continue;
         char detail[128];
@@ -879,6 +903,7 @@ static void listener_on_accept_body(evutil_socket_t lfd, short what, void *arg)
         c->fd = fd;
         c->refs = 1;
         c->accepted_us = mc_now_us();
+        c->gen = atomic_load_explicit(&s->fence, memory_order_acquire);
         c->auth = s->has_key ? AUTH_HELLO : AUTH_OPEN;
         mc_rpc_reader_init(&c->rd, &rd_ops, c, &s->opts.limits);
         c->rd.max_in = s->opts.max_inbuf;
@@ -1139,6 +1164,33 @@ void mc_rpc_server_destroy(mc_rpc_server_t *s)
     mc_free(s);
 }
 
+/* On a listener's reactor: close its fenced connections now (their peers
+ * see the close at once instead of at their next request). */
+static void fence_close(mc_reactor_t *r, void *arg, mc_status_t st)
+{
+    listener_t *l = arg;
+    (void)r;
+    if (st != MC_OK || l->ev == NULL)
+        return; /* stopping: the connections go with the listener */
+    mc_reactor_t *saved = mc_reactor_enter(l->r);
+    mc_list_t *pos, *tmp;
+    MC_LIST_FOREACH_SAFE(pos, tmp, &l->conns)
+    {
+        conn_t *c = MC_LIST_ENTRY(pos, conn_t, node);
+        if (conn_fenced(c))
+            conn_close_fenced(c);
+    }
+    mc_reactor_leave(saved);
+}
+
+void mc_rpc_server_fence(mc_rpc_server_t *s)
+{
+    atomic_fetch_add_explicit(&s->fence, 1, memory_order_acq_rel);
+    for (unsigned i = 0; s->started && i < s->n; i++)
+        if (mc_reactor_call(s->ls[i].r, fence_close, &s->ls[i]) != MC_OK)
+            MC_DEBUG(RPC, "fence: reactor %u closes its connections at its next idle check", i);
+}
+
 void mc_rpc_server_stats(const mc_rpc_server_t *s, mc_rpc_server_stats_t *out)
 {
     out->conns_accepted = atomic_load_explicit(&s->conns_accepted, memory_order_relaxed);
@@ -1154,4 +1206,5 @@ void mc_rpc_server_stats(const mc_rpc_server_t *s, mc_rpc_server_stats_t *out)
     out->inbuf_bytes = atomic_load_explicit(&s->inbuf_bytes, memory_order_relaxed);
     out->auth_ok = atomic_load_explicit(&s->auth_ok, memory_order_relaxed);
     out->auth_failed = atomic_load_explicit(&s->auth_failed, memory_order_relaxed);
+    out->conns_closed_fenced = atomic_load_explicit(&s->conns_closed_fenced, memory_order_relaxed);
 }

@@ -526,6 +526,30 @@ void store_remount(mc_store_t *s)
         set_reg(s, STORE_MOUNTING);
 }
 
+/* The master forgot our segments (it expired us, or restarted): before
+ * they are mounted again, and the master places new objects in them, no
+ * write of a put it forgot may land any more. Such a put's writer gave up
+ * (a timeout, a lost connection) and left its space to the master, which
+ * kept it reserved; the master that forgot the put hands that space out
+ * again, and the old bytes, still in flight (a partition that healed, a
+ * closed socket's retransmissions), would overwrite a new object there
+ * (wrong bytes for a get, without an error). So every connection peers
+ * have open to our port is closed and read no more (te_fence_inbound);
+ * writers connect again. r0, before the ReMount is sent. 1 when it fenced
+ * (we have segments). */
+static int store_fence_segments(mc_store_t *s)
+{
+    size_t n = 0;
+    pthread_mutex_lock(&s->seg_mu);
+    for (mc_list_t *l = s->segs.next; l != &s->segs; l = l->next)
+        n++;
+    pthread_mutex_unlock(&s->seg_mu);
+    if (n == 0)
+        return 0;
+    te_fence_inbound(s->te);
+    return 1;
+}
+
 static void ping_cb(void *arg, const mc_rpc_resp_t *resp)
 {
     mc_store_t *s = arg;
@@ -550,11 +574,15 @@ static void ping_cb(void *arg, const mc_rpc_resp_t *resp)
         return;
     }
     if (cs == MC_MASTER_CLIENT_NEED_REMOUNT) {
-        /* Right after our own mount this is the master's bookkeeping (the
-         * metadata backend's first put registered us); later it means the
-         * master expired us. */
-        if (s->ping_ok_seen && s->reg != STORE_UNREGISTERED)
-            MC_WARN(CLIENT, "the master expired this client (silent too long): mounting again");
+        /* The master does not know us: it expired us, or it restarted (it
+         * may answer before we saw its new view version), or it never
+         * heard of us (a client without segments: its metadata backend's
+         * first put registered it). A master marks a client that mounted
+         * OK (a master of before that did so only for a first contact: one
+         * extra fence at the start). */
+        if (s->reg == STORE_REGISTERED && store_fence_segments(s))
+            MC_WARN(CLIENT, "the master does not know this client (it expired it, or restarted): "
+                            "closed the connections to our port, mounting again");
         want_mount(s, s->ping_ok_seen);
     } else {
         s->ping_ok_seen = 1;
@@ -567,6 +595,8 @@ static void ping_cb(void *arg, const mc_rpc_resp_t *resp)
     } else if (s->view != 0 && view != s->view) {
         MC_INFO(CLIENT, "master view version %lld -> %lld (a new master): mounting again",
                 (long long)s->view, (long long)view);
+        if (store_fence_segments(s))
+            MC_INFO(CLIENT, "closed the connections to our port before mounting again");
         want_mount(s, 1);
     }
     s->view = view;   /* a master's view version is never 0 (master_server.c) */

@@ -241,6 +241,15 @@ mc_status_t mc_master_mount_segment(mc_master_t *m, mc_uuid_t client,
      * (upstream answers its first ping with NEED_REMOUNT and a no-op remount) */
     client_t *c = client_get_or_add(m, client, now_us, MC_MASTER_CLIENT_OK);
     mc_status_t st = c != NULL ? mount_locked(m, client, seg) : MC_ERR_NOMEM;
+    if (st == MC_OK && c->status != MC_MASTER_CLIENT_OK) {
+        /* registered before by its metadata backend's first put (or, on a
+         * standby, by that record's replay): a client with a mounted
+         * segment is known. A NEED_REMOUNT now would tell it that we forgot
+         * its segments (after every HA failover, too), and it would close
+         * its connections before mounting again (store/client.c) */
+        c->status = MC_MASTER_CLIENT_OK;
+        m->active_clients++;
+    }
     pthread_mutex_unlock(&m->client_lock);
     return st;
 }

@@ -21,6 +21,12 @@ const mc_auth_key_t *te_auth_key(const mc_te_t *te)
     return te->has_key ? &te->key : NULL;
 }
 
+void te_fence_inbound(mc_te_t *te)
+{
+    if (te->srv != NULL)
+        mc_rpc_server_fence(te->srv);
+}
+
 void te_owner_id(const mc_te_t *te, uint64_t *hi, uint64_t *lo)
 {
     *hi = te->o.owner_hi;

@@ -46,6 +46,15 @@ const mc_auth_key_t *te_auth_key(const mc_te_t *te);
  * no servers to move between (redis); the resolver's errors. */
 mc_status_t te_meta_retarget(mc_te_t *te, const char *host, uint16_t port);
 
+/* Close every connection peers have open to this engine's port now, and read
+ * nothing more from them (mc_rpc_server_fence): a TE_WRITE sent before this
+ * call never lands after it, however late TCP delivers it (a partition that
+ * healed, a closed socket's retransmissions). Later connections work as
+ * usual. What the store client calls before it mounts its segments again at
+ * a master that forgot them. Covers tcp only: shm and rdma writes do not
+ * pass through the port. Thread-safe; no-op without a server. */
+void te_fence_inbound(mc_te_t *te);
+
 /* Whether this engine's transports need the initiator's memory registered:
  * 1 with a transport installed that does (rdma: a post needs an lkey), 0 for
  * tcp and local, which move bytes with syscalls and memcpy from any

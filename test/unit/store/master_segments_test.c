@@ -408,6 +408,42 @@ static void client_expiry_removes_its_segments_objects_and_metadata(void **state
     mc_master_destroy(m);
 }
 
+/* A node's metadata backend may register it (META_PUT) before it mounts;
+ * once it has mounted, the master knows it: OK, on the leader and on a
+ * standby that replayed both records. A NEED_REMOUNT says "I forgot your
+ * segments", and the node closes every connection to its port before it
+ * mounts again (store/client.c): after every HA failover before this. */
+static void a_client_that_mounted_is_ok_even_if_its_metadata_came_first(void **state)
+{
+    (void)state;
+    mc_master_t *m = master_new(NULL);
+    assert_int_equal(mc_master_meta_put(m, "mc/seg/a", 8, "d", 1, C1, T0), MC_OK);
+    mc_master_client_status_t cs;
+    mc_master_ping(m, C1, T0, NULL, &cs);
+    assert_int_equal(cs, MC_MASTER_CLIENT_NEED_REMOUNT);
+    mc_master_segment_t sd = seg_desc(1, "a", MB);
+    assert_int_equal(mc_master_mount_segment(m, C1, &sd, T0), MC_OK);
+    mc_master_ping(m, C1, T0, NULL, &cs);
+    assert_int_equal(cs, MC_MASTER_CLIENT_OK);
+    assert_int_equal(stats(m).active_clients, 1);
+
+    /* a standby replaying the same records */
+    mc_master_t *b = master_new(NULL);
+    mc_master_jrec_t r = {.type = MC_JREC_META_PUT,
+                          .client = C1,
+                          .key = "mc/seg/a",
+                          .key_len = 8,
+                          .val = "d",
+                          .val_len = 1};
+    assert_int_equal(mc_master_apply(b, &r, T0), MC_OK);
+    mc_master_jrec_t mr = {.type = MC_JREC_MOUNT, .client = C1, .seg = sd};
+    assert_int_equal(mc_master_apply(b, &mr, T0), MC_OK);
+    mc_master_ping(b, C1, T0 + SEC, NULL, &cs);
+    assert_int_equal(cs, MC_MASTER_CLIENT_OK);
+    mc_master_destroy(b);
+    mc_master_destroy(m);
+}
+
 static void an_expired_client_remounts_and_is_ok_again(void **state)
 {
     (void)state;
@@ -715,6 +751,7 @@ int main(void)
         cmocka_unit_test(a_client_that_mounts_is_ok),
         cmocka_unit_test(pinging_keeps_a_client_alive),
         cmocka_unit_test(client_expiry_removes_its_segments_objects_and_metadata),
+        cmocka_unit_test(a_client_that_mounted_is_ok_even_if_its_metadata_came_first),
         cmocka_unit_test(an_expired_client_remounts_and_is_ok_again),
         cmocka_unit_test(remount_while_draining_is_unavailable_until_the_drain_ends),
         cmocka_unit_test(remount_skips_invalid_segments),
