@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # perf/compare_tcp.sh - the TCP transport against iperf3 on loopback, same run.
 #
-#   perf/compare_tcp.sh [-r ROUNDS] [-t SECS] [-d SECS] [-p PORT] [-- transfer_bench flags]
+#   perf/compare_tcp.sh [-r ROUNDS] [-t SECS] [-d SECS] [-p PORT] [-s] [-- transfer_bench flags]
 #
 # Every round runs, back to back:
 #   1. iperf3 -s -1 on 127.0.0.1 and `iperf3 -c 127.0.0.1 -l 1M -t SECS -J`:
@@ -17,6 +17,11 @@
 # table shows the median over rounds of each, and their ratio against the
 # targets. Extra flags (e.g. --slice_size 256K --tcp_lanes 2) go to
 # transfer_bench. Needs iperf3 and python3 (make deps).
+# -s: every round also runs the same transfer_bench points with
+#   --secret_file (a fresh secret, so every connection authenticates), right
+#   before or after the run without (the order alternates by round); a last
+#   table shows each point without and with the secret side by side
+#   (medians over rounds, and their ratio).
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -25,9 +30,10 @@ rounds=3
 secs=5
 dur=3
 port=$((20000 + RANDOM % 20000))
+secret=0
 
 usage() {
-    sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'
     exit "${1:-2}"
 }
 while [ $# -gt 0 ]; do
@@ -36,6 +42,7 @@ while [ $# -gt 0 ]; do
     -t) secs=$2; shift 2 ;;
     -d) dur=$2; shift 2 ;;
     -p) port=$2; shift 2 ;;
+    -s) secret=1; shift ;;
     -h|--help) usage 0 ;;
     --) shift; break ;;
     *) echo "compare_tcp.sh: unknown argument '$1'" >&2; usage ;;
@@ -63,47 +70,77 @@ iperf_round() { # $1: output json
         ss -ltn "sport = :$port" | grep -q LISTEN && break
         sleep 0.05
     done
-    iperf3 -c 127.0.0.1 -p "$port" -l 1M -t "$secs" -J >"$1"
+    # a failed round (the port taken, a timeout under load) is reported and
+    # left out of the iperf3 median, not fatal
+    iperf3 -c 127.0.0.1 -p "$port" -l 1M -t "$secs" -J >"$1" || echo "iperf3 failed: $(head -c 300 "$1")" >&2
+    kill "$srv" 2>/dev/null || true
     wait "$srv" || true
     srv=""
 }
 
 echo "compare_tcp: $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) CPU(s), $(uname -r), $rounds round(s)"
 echo "compare_tcp: iperf3 -c 127.0.0.1 -l 1M -t $secs (1 stream); transfer_bench --duration $dur ${extra[*]}"
+if [ "$secret" = 1 ]; then
+    head -c 48 /dev/urandom | base64 >"$tmp/secret"
+    chmod 600 "$tmp/secret"
+    echo "compare_tcp: -s: each round also runs transfer_bench --secret_file (every connection authenticates)"
+fi
+# tb_points OUT [FLAGS...]: every transfer_bench point once, into OUT
+tb_points() {
+    local out=$1
+    shift
+    local common=(--reps 1 --duration "$dur" --warmup 1 "${extra[@]}" "$@")
+    "$bench" --operation write,read --block_size 64K,1M,4M --batch_size 16 --threads 1 \
+        "${common[@]}" >"$out"
+    "$bench" --operation write,read --block_size 1M,4M --batch_size 1 --threads 1 \
+        "${common[@]}" >>"$out"
+    "$bench" --operation write,read --block_size 1M,4M --batch_size 16 --threads 4 \
+        "${common[@]}" >>"$out"
+    "$bench" --operation write,read --block_size 4K --batch_size 128 --threads 1 \
+        "${common[@]}" >>"$out"
+}
 for r in $(seq "$rounds"); do
     echo "round $r/$rounds: iperf3" >&2
     iperf_round "$tmp/iperf.$r.json"
+    if [ "$secret" = 1 ] && [ $((r % 2)) = 0 ]; then
+        echo "round $r/$rounds: transfer_bench with the secret" >&2
+        tb_points "$tmp/tbs.$r.txt" --secret_file "$tmp/secret"
+    fi
     echo "round $r/$rounds: transfer_bench" >&2
-    common=(--reps 1 --duration "$dur" --warmup 1 "${extra[@]}")
-    "$bench" --operation write,read --block_size 64K,1M,4M --batch_size 16 --threads 1 \
-        "${common[@]}" >"$tmp/tb.$r.txt"
-    "$bench" --operation write,read --block_size 1M,4M --batch_size 1 --threads 1 \
-        "${common[@]}" >>"$tmp/tb.$r.txt"
-    "$bench" --operation write,read --block_size 1M,4M --batch_size 16 --threads 4 \
-        "${common[@]}" >>"$tmp/tb.$r.txt"
-    "$bench" --operation write,read --block_size 4K --batch_size 128 --threads 1 \
-        "${common[@]}" >>"$tmp/tb.$r.txt"
+    tb_points "$tmp/tb.$r.txt"
+    if [ "$secret" = 1 ] && [ $((r % 2)) = 1 ]; then
+        echo "round $r/$rounds: transfer_bench with the secret" >&2
+        tb_points "$tmp/tbs.$r.txt" --secret_file "$tmp/secret"
+    fi
     head -1 "$tmp/tb.$r.txt" >"$tmp/settings"
 done
 
-python3 - "$tmp" "$rounds" <<'EOF'
+python3 - "$tmp" "$rounds" "$secret" <<'EOF'
 import json, statistics, sys
-tmp, rounds = sys.argv[1], int(sys.argv[2])
-iperf, tb = [], {}
-for r in range(1, rounds + 1):
-    end = json.load(open(f"{tmp}/iperf.{r}.json"))["end"]
-    iperf.append(end["sum_received"]["bits_per_second"] / 8 / 1e9)
-    for line in open(f"{tmp}/tb.{r}.txt"):
+tmp, rounds, secret = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1"
+def points(path, into):
+    for line in open(path):
         if not line.startswith("csv,transfer_bench,"):
             continue
         f = line.strip().split(",")[2:]
         key = (f[1], int(f[2]), int(f[3]), int(f[4]))  # op, threads, block, batch
-        tb.setdefault(key, []).append((float(f[5]), float(f[6])))
+        into.setdefault(key, []).append((float(f[5]), float(f[6])))
+iperf, tb, tbs = [], {}, {}
+for r in range(1, rounds + 1):
+    try:
+        end = json.load(open(f"{tmp}/iperf.{r}.json"))["end"]
+        iperf.append(end["sum_received"]["bits_per_second"] / 8 / 1e9)
+    except (ValueError, KeyError):
+        print(f"round {r}: iperf3 gave no result (left out)")
+        iperf.append(None)
+    points(f"{tmp}/tb.{r}.txt", tb)
+    if secret:
+        points(f"{tmp}/tbs.{r}.txt", tbs)
 med = statistics.median
-ip = med(iperf)
+ip = med([x for x in iperf if x is not None])
 print(open(f"{tmp}/settings").read().strip())
 print(f"iperf3 -l 1M, 1 stream: median {ip:.3f} GB/s over rounds "
-      f"({', '.join(f'{x:.3f}' for x in iperf)})")
+      f"({', '.join('-' if x is None else f'{x:.3f}' for x in iperf)})")
 print()
 print("ratio = median bench / median iperf3; r-ratio = median of the per-round ratios")
 print(f"{'block':>6} {'op':<5} {'thr':>3} {'batch':>5} {'bench GB/s':>11} {'iperf3 GB/s':>12}"
@@ -118,7 +155,7 @@ for op in ("write", "read"):
         if key not in tb:
             continue
         g = gb(key)
-        rr = med([x / i for (x, _), i in zip(tb[key], iperf)])
+        rr = med([x / i for (x, _), i in zip(tb[key], iperf) if i is not None])
         ok = "ok" if g / ip >= target else "MISS"
         print(f"{name[blk]:>6} {op:<5} {1:>3} {batch:>5} {g:>11.3f} {ip:>12.3f} {g/ip:>6.2f} "
               f"{rr:>7.2f} {'>=' + str(target):>7} {ok:<4} "
@@ -139,4 +176,22 @@ for op in ("write", "read"):
         rq = med([q for _, q in tb[key]])
         print(f"4K x batch 128 {op:<5}: {rq:,.0f} requests/s (target >= 250,000: "
               f"{'ok' if rq >= 250000 else 'MISS'}), {gb(key):.3f} GB/s")
+if secret:
+    print()
+    print("without / with --secret_file (every connection authenticated): median over rounds;")
+    print("ratio = with / without; per-round = the rounds' values (without | with)")
+    print(f"{'block':>6} {'op':<5} {'thr':>3} {'batch':>5} {'without':>10} {'with':>10} {'ratio':>6}"
+          "  per-round")
+    for key in sorted(tb, key=lambda k: (k[0] != "write", k[1], k[2], k[3])):
+        if key not in tbs:
+            continue
+        op, thr, blk, batch = key
+        rps = blk == 4096  # small blocks: requests/s is the figure
+        unit = 1 if rps else 0
+        a = med([x[unit] for x in tb[key]])
+        b = med([x[unit] for x in tbs[key]])
+        fmt = (lambda v: f"{v:,.0f}/s") if rps else (lambda v: f"{v:.3f}GB/s")
+        print(f"{name[blk]:>6} {op:<5} {thr:>3} {batch:>5} {fmt(a):>10} {fmt(b):>10} {b/a:>6.2f}  "
+              f"{', '.join(fmt(x[unit]) for x in tb[key])} | "
+              f"{', '.join(fmt(x[unit]) for x in tbs[key])}")
 EOF

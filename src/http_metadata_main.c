@@ -10,7 +10,9 @@
  * in memory, bounded by metadata.max_keys and metadata.max_total_bytes
  * (upstream's MC_METADATA_MAX_KEYS / MC_METADATA_MAX_TOTAL_BYTES set them
  * from the environment too); metadata.http_token (or MC_METADATA_HTTP_TOKEN)
- * makes every request carry that Bearer token. When it listens it prints
+ * makes every request carry that Bearer token; security.secret_file (the
+ * cluster's secret) makes PUT and DELETE carry a proof over a challenge of
+ * GET /auth (X-Mooncake-Auth, transport/meta_http_srv.h). When it listens it prints
  * "listening <port>" on stdout (for scripts and tests). Stops cleanly on
  * SIGINT/SIGTERM.
  */
@@ -19,6 +21,7 @@
 #include <string.h>
 
 #include "transport/meta_http_srv.h"
+#include "util/auth.h"
 #include "util/conf.h"
 #include "daemon.h"
 #include "util/log.h"
@@ -57,6 +60,18 @@ static const mc_conf_key_t meta_keys[] = {
                 "longest value (a longer PUT body is refused by the HTTP layer)"),
 };
 
+/* [security] */
+typedef struct security_conf {
+    char *secret_file;
+} security_conf_t;
+
+static const mc_conf_key_t security_keys[] = {
+    MC_CONF_ROW(security_conf_t, secret_file, "secret_file", MC_CONF_STRING, "", 0, 0,
+                "file holding the cluster's secret (>= 16 bytes; mode 600): PUT and DELETE "
+                "then need a proof over a challenge of GET /auth (X-Mooncake-Auth); empty = "
+                "none"),
+};
+
 static const char usage[] =
     "usage: mooncake-http-metadata-server [-c FILE] [--set section.key=value]... "
     "[--dump-config] [--help]\n"
@@ -67,7 +82,9 @@ int main(int argc, char **argv)
 {
     server_conf_t sc;
     meta_conf_t mcf;
+    security_conf_t secf;
     mc_log_opts_t lo;
+    mc_auth_key_t key;
     int rc = 1;
 
     mc_conf_t *conf = mc_conf_create();
@@ -75,6 +92,8 @@ int main(int argc, char **argv)
         mc_conf_add_section(conf, "server", server_keys, MC_ARRAY_SIZE(server_keys), &sc) !=
             MC_OK ||
         mc_conf_add_section(conf, "metadata", meta_keys, MC_ARRAY_SIZE(meta_keys), &mcf) != MC_OK ||
+        mc_conf_add_section(conf, "security", security_keys, MC_ARRAY_SIZE(security_keys), &secf) !=
+            MC_OK ||
         mc_daemon_add_log_section(conf, &lo) != MC_OK) {
         fprintf(stderr, "mooncake-http-metadata-server: cannot set up configuration\n");
         goto out;
@@ -92,6 +111,15 @@ int main(int argc, char **argv)
     o.max_keys = mcf.max_keys;
     o.max_bytes = mcf.max_total_bytes;
     o.max_value = mcf.max_value;
+    if (secf.secret_file[0] != '\0') {
+        char err[512];
+        if (mc_auth_key_load(secf.secret_file, &key, err, sizeof(err)) != MC_OK) {
+            fprintf(stderr, "mooncake-http-metadata-server: security.secret_file: %s\n", err);
+            rc = 2;
+            goto out;
+        }
+        o.auth_key = &key;
+    }
 
     sigset_t sigs;
     mc_daemon_block_signals(&sigs);

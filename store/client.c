@@ -660,17 +660,8 @@ mc_status_t mc_store_register_buffer(mc_store_t *s, void *buf, size_t len)
 {
     if (s == NULL || buf == NULL || len == 0)
         return MC_ERR_INVALID_PARAMS;
-    if (s->svc != NULL) {
-        /* a co-located client's service reaches only the memory shared with
-         * it: buffers elsewhere travel through the staging buffer */
-        if (buf < (void *)s->pool.base || (uint8_t *)buf + len > s->pool.base + s->pool.len)
-            MC_INFO(CLIENT,
-                    "register_buffer %p+%zu: outside the memory shared with the service: "
-                    "values there are copied through staging (mc_store_alloc_from_mem_pool "
-                    "memory travels without a copy)",
-                    buf, len);
-        return MC_OK;
-    }
+    if (s->svc != NULL) /* shared with the service, or copied through staging */
+        return store_dummy_register(s, buf, len);
     /* located by the engine: GPU memory registers as cuda:N (the NICs then
      * register it as GPU memory), host memory as cpu:<its NUMA node> */
     return mc_te_register(s->te, buf, len, NULL, 0);
@@ -681,7 +672,7 @@ mc_status_t mc_store_unregister_buffer(mc_store_t *s, void *buf)
     if (s == NULL || buf == NULL)
         return MC_ERR_INVALID_PARAMS;
     if (s->svc != NULL)
-        return MC_OK;
+        return store_dummy_unregister(s, buf);
     return mc_te_unregister(s->te, buf);
 }
 

@@ -616,6 +616,13 @@ int64_t mc_store_get_alloc(mc_store_t *s, const void *key, size_t klen, mc_store
 {
     if (s == NULL || alloc == NULL)
         return MC_ERR_INVALID_PARAMS;
+    if (s->svc != NULL) { /* co-located: the service says the size, then gets */
+        int64_t size = store_dummy_get_size(s, key, klen);
+        if (size <= 0)
+            return size < 0 ? size : MC_ERR_OBJECT_NOT_FOUND;
+        void *buf = alloc(arg, (uint64_t)size);
+        return buf == NULL ? MC_ERR_NOMEM : store_dummy_get(s, key, klen, buf, (size_t)size, NULL);
+    }
     if (store_on_reactor(s))
         return MC_ERR_STATE;
     mc_master_replica_desc_t d[STORE_MAX_REPLICAS];
@@ -1195,6 +1202,11 @@ mc_status_t mc_store_batch_get_size(mc_store_t *s, const mc_slice_t *keys, size_
 {
     if (s == NULL || sizes == NULL || (n > 0 && keys == NULL))
         return MC_ERR_INVALID_PARAMS;
+    if (s->svc != NULL) { /* co-located: the service says each size */
+        for (size_t i = 0; i < n; i++)
+            sizes[i] = store_dummy_get_size(s, keys[i].ptr, keys[i].len);
+        return MC_OK;
+    }
     if (n == 0)
         return MC_OK;
     /* the valid keys go to the master, in chunks */

@@ -141,6 +141,10 @@ void store_pool_fini(store_pool_t *p);
 void *store_pool_alloc(store_pool_t *p, size_t size);
 mc_status_t store_pool_free(store_pool_t *p, void *ptr);
 
+/* The mc_store_shared_alloc allocation holding [p, p+len): its base, length
+ * and a duplicate of its memfd (the caller closes it). 1, or 0 when none. */
+int store_shared_find(const void *p, size_t len, void **base, uint64_t *blen, int *fd);
+
 struct mc_store {
     mc_store_config_t cfg;
     store_tier_t *tier;       /* persistent tier: settings and worker threads */
@@ -421,6 +425,9 @@ void store_remount(mc_store_t *s);
  * remove, 3 exist, as the async API). */
 mc_status_t store_dummy_open(mc_store_t *s, const mc_store_config_t *c);
 void store_dummy_close(mc_store_t *s);
+/* register_buffer: mc_store_shared_alloc memory is shared with the service */
+mc_status_t store_dummy_register(mc_store_t *s, void *buf, size_t len);
+mc_status_t store_dummy_unregister(mc_store_t *s, void *buf);
 const char *store_dummy_name(const mc_store_t *s);
 mc_status_t store_dummy_put(mc_store_t *s, const void *key, size_t klen, const mc_slice_t *parts,
                             size_t nparts, const mc_replicate_config_t *cfg, int upsert);

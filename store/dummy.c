@@ -73,14 +73,53 @@ struct svc_client {
     pthread_t helper;
     int helper_up, stopping;
     long live; /* async jobs not yet called back */
+    /* mc_store_shared_alloc memory shared with the service besides mem
+     * (register_buffer): offsets past mem's, never reused; xmu guards the
+     * table (shared: calls; exclusive: register/unregister), smu the shares */
+    pthread_rwlock_t xmu;
+    struct xreg {
+        uint8_t *base;
+        uint64_t len, off;
+        int fd; /* ours, to share it again with a restarted service */
+    } xr[SVC_MAX_REGIONS - 1];
+    uint32_t nxr;
+    uint64_t next_off;
 };
 
 /* ------------------------------------------------------------- memory */
 
-static int in_region(const svc_client_t *c, const void *p, size_t len)
+#define XREG_ALIGN (2ull << 20) /* offsets of shared regions after mem's */
+
+/* [p, p+len) in memory shared with the service: 1 and its offset there
+ * (off may be NULL), or 0. */
+static int locate(const svc_client_t *c, const void *p, size_t len, uint64_t *off)
 {
     uintptr_t a = (uintptr_t)p, b = (uintptr_t)c->mem.base;
-    return len > 0 && a >= b && a + len >= a && a + len <= b + c->mem.len;
+    if (len == 0 || a + len < a)
+        return 0;
+    if (a >= b && a + len <= b + c->mem.len) {
+        if (off != NULL)
+            *off = a - b;
+        return 1;
+    }
+    int found = 0;
+    pthread_rwlock_t *xmu = (pthread_rwlock_t *)&c->xmu;
+    pthread_rwlock_rdlock(xmu);
+    for (uint32_t i = 0; i < c->nxr && !found; i++) {
+        b = (uintptr_t)c->xr[i].base;
+        if (a >= b && a + len <= b + c->xr[i].len) {
+            if (off != NULL)
+                *off = c->xr[i].off + (a - b);
+            found = 1;
+        }
+    }
+    pthread_rwlock_unlock(xmu);
+    return found;
+}
+
+static int in_region(const svc_client_t *c, const void *p, size_t len)
+{
+    return locate(c, p, len, NULL);
 }
 
 /* Staging bytes for one call: waits (at most the call timeout) for room.
@@ -128,6 +167,29 @@ static void session_drop(svc_client_t *c)
     c->conn = -1;
 }
 
+/* Share one more region on the session's connection; the service's answer. */
+static mc_status_t share_send(int conn, const struct xreg *x)
+{
+    svc_share_t m = {.magic = SVC_MAGIC, .op = SVC_OP_SHARE, .off = x->off, .len = x->len};
+    svc_welcome_t w;
+    size_t got = 0;
+    int nofd = -1;
+    mc_status_t st = mc_unix_send(conn, &m, sizeof(m), x->fd);
+    if (st == MC_OK)
+        st = mc_unix_recv(conn, &w, sizeof(w), &got, &nofd);
+    if (nofd >= 0)
+        close(nofd);
+    if (st == MC_OK && (got != sizeof(w) || w.magic != SVC_MAGIC))
+        st = MC_ERR_PROTOCOL;
+    if (st == MC_OK && w.status != MC_OK) {
+        w.name[sizeof(w.name) - 1] = '\0';
+        MC_ERROR(CLIENT, "the store service refused %llu bytes of shared memory: %s",
+                 (unsigned long long)x->len, w.name);
+        st = (mc_status_t)w.status;
+    }
+    return st;
+}
+
 /* The session, made (or made again after the service went) when needed.
  * smu held. */
 static mc_status_t session_ensure(svc_client_t *c)
@@ -171,6 +233,18 @@ static mc_status_t session_ensure(svc_client_t *c)
                     (unsigned)c->port, c->sock, mc_status_str(st));
         c->down = 1;
         return st == MC_ERR_CONN_CLOSED || st == MC_ERR_TIMEOUT ? MC_ERR_CONN_CLOSED : st;
+    }
+    /* and the memory shared since (a restarted service knows none of it) */
+    uint32_t shared = 0;
+    pthread_rwlock_rdlock(&c->xmu);
+    for (uint32_t i = 0; i < c->nxr && st == MC_OK; i++, shared++)
+        st = share_send(fd, &c->xr[i]);
+    pthread_rwlock_unlock(&c->xmu);
+    if (st != MC_OK) {
+        close(fd);
+        MC_ERROR(CLIENT, "the store service on port %u did not take our shared region %u: %s",
+                 (unsigned)c->port, shared, mc_status_str(st));
+        return st;
     }
     c->conn = fd;
     c->session = w.session;
@@ -271,9 +345,42 @@ static void put_config(mc_mp_writer_t *w, const mc_replicate_config_t *cfg, int 
         mc_mp_write_cstr(w, cfg->preferred_segments[i]);
 }
 
-static uint64_t off_of(const svc_client_t *c, const void *p)
+/* The offset of [p, p+len), which in_region found in shared memory. */
+static uint64_t off_of(const svc_client_t *c, const void *p, size_t len)
 {
-    return (uint64_t)((const uint8_t *)p - (const uint8_t *)c->mem.base);
+    uint64_t off = UINT64_MAX; /* (unregistered meanwhile: the service refuses it) */
+    locate(c, p, len, &off);
+    return off;
+}
+
+/* Room in shared memory for a value in plain memory: staging, or pool
+ * memory for a value larger than the staging buffer while the pool has
+ * room. */
+typedef struct bounce {
+    mc_oalloc_handle_t h;
+    void *pool;
+    uint64_t off;
+} bounce_t;
+
+static mc_status_t bounce_get(mc_store_t *s, uint64_t len, bounce_t *b)
+{
+    svc_client_t *c = s->svc;
+    b->pool = NULL;
+    if (len > c->stage_len && (b->pool = store_pool_alloc(&s->pool, len)) != NULL) {
+        b->off = off_of(c, b->pool, len);
+        return MC_OK;
+    }
+    mc_status_t st = stage_get(c, len, &b->h); /* logs why a value cannot fit */
+    b->off = b->h.offset;
+    return st;
+}
+
+static void bounce_put(mc_store_t *s, bounce_t *b)
+{
+    if (b->pool != NULL)
+        store_pool_free(&s->pool, b->pool);
+    else
+        stage_put(s->svc, b->h);
 }
 
 /* A key's check, as the normal client's (1..4096 bytes, no NUL). */
@@ -340,8 +447,8 @@ mc_status_t store_dummy_put(mc_store_t *s, const void *key, size_t klen, const m
             outside += parts[i].len;
     }
     /* what is not in our shared memory goes through one staging range */
-    mc_oalloc_handle_t h = {0, MC_OALLOC_NO_NODE};
-    mc_status_t st = outside > 0 ? stage_get(c, outside, &h) : MC_OK;
+    bounce_t h = {{0, MC_OALLOC_NO_NODE}, NULL, 0};
+    mc_status_t st = outside > 0 ? bounce_get(s, outside, &h) : MC_OK;
     if (st != MC_OK)
         return st;
     mc_buf_t f = MC_BUF_INIT;
@@ -350,10 +457,10 @@ mc_status_t store_dummy_put(mc_store_t *s, const void *key, size_t klen, const m
     put_key(&w, key, klen);
     mc_mp_write_uint(&w, MC_F_SVC_PARTS);
     mc_mp_write_array(&w, (uint32_t)(2 * nparts));
-    uint64_t so = h.offset;
+    uint64_t so = h.off;
     for (size_t i = 0; i < nparts; i++) {
         if (in_region(c, parts[i].ptr, parts[i].len)) {
-            mc_mp_write_uint(&w, off_of(c, parts[i].ptr));
+            mc_mp_write_uint(&w, off_of(c, parts[i].ptr, parts[i].len));
         } else {
             memcpy((uint8_t *)c->mem.base + so, parts[i].ptr, parts[i].len);
             mc_mp_write_uint(&w, so);
@@ -370,7 +477,7 @@ mc_status_t store_dummy_put(mc_store_t *s, const void *key, size_t klen, const m
     st = w.err != MC_OK ? w.err : call(c, MC_RPC_SVC_PUT, &f, nf, NULL);
     mc_buf_fini(&f);
     if (outside > 0)
-        stage_put(c, h);
+        bounce_put(s, &h);
     return st;
 }
 
@@ -384,24 +491,25 @@ int64_t store_dummy_get(mc_store_t *s, const void *key, size_t klen, void *buf, 
         return MC_ERR_INVALID_PARAMS;
     int direct = in_region(c, buf, len);
     uint64_t room = len;
-    mc_oalloc_handle_t h = {0, MC_OALLOC_NO_NODE};
+    bounce_t h = {{0, MC_OALLOC_NO_NODE}, NULL, 0};
     mc_buf_t resp = MC_BUF_INIT;
     int64_t ret = 0;
     for (int attempt = 0; attempt < 2; attempt++) {
         uint64_t off;
         if (direct) {
-            off = off_of(c, buf);
+            off = off_of(c, buf, len);
         } else {
             /* the first try with what fits the staging buffer; the object's
-             * size comes back if it did not fit */
-            if (room > c->stage_len)
+             * size comes back if it did not fit (then staging or pool
+             * memory of that size) */
+            if (attempt == 0 && room > c->stage_len && c->stage_len > 0)
                 room = c->stage_len;
-            mc_status_t st = stage_get(c, room, &h);
+            mc_status_t st = bounce_get(s, room, &h);
             if (st != MC_OK) {
                 ret = st;
                 break;
             }
-            off = h.offset;
+            off = h.off;
         }
         mc_buf_t f = MC_BUF_INIT;
         mc_mp_writer_t w;
@@ -417,15 +525,10 @@ int64_t store_dummy_get(mc_store_t *s, const void *key, size_t klen, void *buf, 
         if (st == MC_OK && !direct)
             memcpy(buf, (uint8_t *)c->mem.base + off, (size_t)size);
         if (!direct)
-            stage_put(c, h);
+            bounce_put(s, &h);
         if (st == MC_ERR_BUFFER_OVERFLOW && !direct && (uint64_t)size <= len && room < len &&
             (uint64_t)size > room) {
             room = (uint64_t)size; /* it fits the caller's buffer: try again */
-            if (room > c->stage_len) {
-                stage_get(c, room, &h); /* logs why it cannot */
-                ret = MC_ERR_INVALID_PARAMS;
-                break;
-            }
             continue;
         }
         if (st == MC_ERR_BUFFER_OVERFLOW && need != NULL)
@@ -492,40 +595,64 @@ int64_t store_dummy_remove_by_regex(mc_store_t *s, const char *regex, int force)
     return v;
 }
 
-/* Batch calls: KEYS (and PARTS); STATUSES into res. */
+/* Batch calls: KEYS (and PARTS); STATUSES into res. A bad key is
+ * INVALID_KEY in its place (as the normal client answers) and stays out of
+ * the call. */
 static mc_status_t batch_call(mc_store_t *s, uint16_t method, const mc_slice_t *keys, size_t n,
                               const uint64_t *parts, int force, const mc_replicate_config_t *cfg,
                               int upsert, int64_t *res)
 {
     if (keys == NULL || n == 0 || n > SVC_MAX_PARTS)
         return MC_ERR_INVALID_PARAMS;
-    for (size_t i = 0; i < n; i++)
-        if (!key_ok(keys[i].ptr, keys[i].len))
-            return MC_ERR_INVALID_KEY;
+    size_t nv = 0;
+    for (size_t i = 0; i < n; i++) {
+        int ok = key_ok(keys[i].ptr, keys[i].len);
+        res[i] = ok ? MC_OK : MC_ERR_INVALID_KEY;
+        nv += ok;
+    }
+    if (nv == 0)
+        return MC_OK;
     mc_buf_t f = MC_BUF_INIT, resp = MC_BUF_INIT;
     mc_mp_writer_t w;
     mc_mp_writer_init(&w, &f);
     uint32_t nf = 2;
     mc_mp_write_uint(&w, MC_F_KEYS);
-    mc_mp_write_array(&w, (uint32_t)n);
+    mc_mp_write_array(&w, (uint32_t)nv);
     for (size_t i = 0; i < n; i++)
-        mc_mp_write_bin(&w, keys[i].ptr, keys[i].len);
+        if (res[i] == MC_OK)
+            mc_mp_write_bin(&w, keys[i].ptr, keys[i].len);
     mc_mp_write_uint(&w, MC_F_FORCE);
     mc_mp_write_bool(&w, force);
     if (parts != NULL) {
         mc_mp_write_uint(&w, MC_F_SVC_PARTS);
-        mc_mp_write_array(&w, (uint32_t)(2 * n));
-        for (size_t i = 0; i < 2 * n; i++)
-            mc_mp_write_uint(&w, parts[i]);
+        mc_mp_write_array(&w, (uint32_t)(2 * nv));
+        for (size_t i = 0; i < n; i++)
+            if (res[i] == MC_OK) {
+                mc_mp_write_uint(&w, parts[2 * i]);
+                mc_mp_write_uint(&w, parts[2 * i + 1]);
+            }
         nf++;
     }
     if (cfg != NULL || upsert) {
         put_config(&w, cfg, upsert);
         nf++;
     }
-    mc_status_t st = w.err != MC_OK ? w.err : call(s->svc, method, &f, nf, &resp);
+    uint8_t *valid = NULL;
+    if (nv < n) { /* which slots the answers go to */
+        valid = mc_malloc(n);
+        for (size_t i = 0; valid != NULL && i < n; i++)
+            valid[i] = res[i] == MC_OK;
+    }
+    mc_status_t st = w.err != MC_OK     ? w.err
+                     : nv < n && !valid ? MC_ERR_NOMEM
+                                        : call(s->svc, method, &f, nf, &resp);
     if (st == MC_OK)
-        st = answer_list(&resp, res, n);
+        st = answer_list(&resp, res, nv);
+    /* the answers of the nv valid keys, back into their places (from the
+     * end: an answer never moves left) */
+    for (size_t i = n, j = nv; st == MC_OK && valid != NULL && i-- > 0;)
+        res[i] = valid[i] ? res[--j] : MC_ERR_INVALID_KEY;
+    mc_free(valid);
     mc_buf_fini(&f);
     mc_buf_fini(&resp);
     return st;
@@ -558,22 +685,16 @@ mc_status_t store_dummy_batch_remove(mc_store_t *s, const mc_slice_t *keys, size
     return st;
 }
 
-/* Batch put/get: the values outside our memory through one staging range
- * (put: copied in first; get: copied out after). */
-static mc_status_t batch_data(mc_store_t *s, int get, const mc_slice_t *keys,
-                              const mc_slice_t *bufs, size_t n, const mc_replicate_config_t *cfg,
-                              int upsert, int64_t *res)
+#define STAGE_ROUND(len) (((len) + MC_OALLOC_ALIGN - 1) & ~(uint64_t)(MC_OALLOC_ALIGN - 1))
+
+/* One batch call of n keys whose values outside our memory (`outside`
+ * bytes, rounded) go through one staging range (put: copied in first; get:
+ * copied out after). */
+static mc_status_t batch_group(mc_store_t *s, int get, const mc_slice_t *keys,
+                               const mc_slice_t *bufs, size_t n, uint64_t outside,
+                               const mc_replicate_config_t *cfg, int upsert, int64_t *res)
 {
     svc_client_t *c = s->svc;
-    if (bufs == NULL || n == 0 || n > SVC_MAX_PARTS)
-        return MC_ERR_INVALID_PARAMS;
-    uint64_t outside = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (bufs[i].ptr == NULL || bufs[i].len == 0)
-            return MC_ERR_INVALID_PARAMS;
-        if (!in_region(c, bufs[i].ptr, bufs[i].len))
-            outside += (bufs[i].len + MC_OALLOC_ALIGN - 1) & ~(uint64_t)(MC_OALLOC_ALIGN - 1);
-    }
     uint64_t *parts = mc_calloc(2 * n, sizeof(*parts));
     if (parts == NULL)
         return MC_ERR_NOMEM;
@@ -586,12 +707,12 @@ static mc_status_t batch_data(mc_store_t *s, int get, const mc_slice_t *keys,
     uint64_t so = h.offset;
     for (size_t i = 0; i < n; i++) {
         if (in_region(c, bufs[i].ptr, bufs[i].len)) {
-            parts[2 * i] = off_of(c, bufs[i].ptr);
+            parts[2 * i] = off_of(c, bufs[i].ptr, bufs[i].len);
         } else {
             parts[2 * i] = so;
             if (!get)
                 memcpy((uint8_t *)c->mem.base + so, bufs[i].ptr, bufs[i].len);
-            so += (bufs[i].len + MC_OALLOC_ALIGN - 1) & ~(uint64_t)(MC_OALLOC_ALIGN - 1);
+            so += STAGE_ROUND(bufs[i].len);
         }
         parts[2 * i + 1] = bufs[i].len;
     }
@@ -603,6 +724,41 @@ static mc_status_t batch_data(mc_store_t *s, int get, const mc_slice_t *keys,
     if (outside > 0)
         stage_put(c, h);
     mc_free(parts);
+    return st;
+}
+
+/* Batch put/get: in calls whose values outside our memory fit the staging
+ * buffer together (one call when they all do); a value that alone does not
+ * fit is INVALID_PARAMS in its place (put it in pool memory). */
+static mc_status_t batch_data(mc_store_t *s, int get, const mc_slice_t *keys,
+                              const mc_slice_t *bufs, size_t n, const mc_replicate_config_t *cfg,
+                              int upsert, int64_t *res)
+{
+    svc_client_t *c = s->svc;
+    if (keys == NULL || bufs == NULL || n == 0 || n > SVC_MAX_PARTS)
+        return MC_ERR_INVALID_PARAMS;
+    for (size_t i = 0; i < n; i++)
+        if (bufs[i].ptr == NULL || bufs[i].len == 0)
+            return MC_ERR_INVALID_PARAMS;
+    mc_status_t st = MC_OK;
+    for (size_t i = 0; i < n && st == MC_OK;) {
+        uint64_t outside = 0;
+        size_t j = i;
+        for (; j < n; j++) {
+            uint64_t need = in_region(c, bufs[j].ptr, bufs[j].len) ? 0 : STAGE_ROUND(bufs[j].len);
+            if (outside + need > c->stage_len)
+                break;
+            outside += need;
+        }
+        if (j == i) { /* value i alone is larger than staging */
+            mc_oalloc_handle_t none;
+            res[i] = stage_get(c, bufs[i].len, &none); /* logs why: INVALID_PARAMS */
+            i++;
+            continue;
+        }
+        st = batch_group(s, get, keys + i, bufs + i, j - i, outside, cfg, upsert, res + i);
+        i = j;
+    }
     return st;
 }
 
@@ -871,6 +1027,9 @@ static void client_free(svc_client_t *c)
     session_drop(c);
     mc_oalloc_destroy(c->stage);
     mc_shm_destroy(&c->mem);
+    for (uint32_t i = 0; i < c->nxr; i++)
+        close(c->xr[i].fd);
+    pthread_rwlock_destroy(&c->xmu);
     pthread_mutex_destroy(&c->amu);
     pthread_cond_destroy(&c->acv);
     pthread_mutex_destroy(&c->smu);
@@ -886,6 +1045,7 @@ mc_status_t store_dummy_open(mc_store_t *s, const mc_store_config_t *cfg)
         return MC_ERR_NOMEM;
     c->conn = -1;
     c->mem.fd = -1;
+    pthread_rwlock_init(&c->xmu, NULL);
     pthread_mutex_init(&c->amu, NULL);
     pthread_cond_init(&c->acv, NULL);
     pthread_mutex_init(&c->smu, NULL);
@@ -922,6 +1082,7 @@ mc_status_t store_dummy_open(mc_store_t *s, const mc_store_config_t *cfg)
     }
     if ((st = mc_shm_create("mooncake-client", c->stage_len + c->pool_len, 0, &c->mem)) != MC_OK)
         goto err;
+    c->next_off = (c->mem.len + XREG_ALIGN - 1) & ~(uint64_t)(XREG_ALIGN - 1);
     if (c->stage_len > 0 && (st = mc_oalloc_create(c->stage_len, 4096, &c->stage)) != MC_OK)
         goto err;
     if ((st = store_pool_setup(&s->pool, (uint8_t *)c->mem.base + c->stage_len, c->pool_len)) !=
@@ -998,4 +1159,81 @@ void store_dummy_close(mc_store_t *s)
     pthread_mutex_unlock(&c->jmu);
     client_free(c); /* the session's end: the service unmaps our memory */
     s->svc = NULL;
+}
+
+/* ------------------------------------------------ registered buffers */
+
+mc_status_t store_dummy_register(mc_store_t *s, void *buf, size_t len)
+{
+    svc_client_t *c = s->svc;
+    if (in_region(c, buf, len))
+        return MC_OK; /* shared already */
+    struct xreg x = {0};
+    void *base = NULL;
+    if (!store_shared_find(buf, len, &base, &x.len, &x.fd)) {
+        MC_INFO(CLIENT,
+                "register_buffer %p+%zu: not memory shared with the service: values there are "
+                "copied through staging (mc_store_alloc_from_mem_pool or mc_store_shared_alloc "
+                "memory travels without a copy)",
+                buf, len);
+        return MC_OK;
+    }
+    x.base = base;
+    mc_status_t st = MC_OK;
+    pthread_mutex_lock(&c->smu);
+    pthread_rwlock_wrlock(&c->xmu);
+    int known = 0;
+    for (uint32_t i = 0; i < c->nxr; i++)
+        known |= c->xr[i].base == x.base;
+    if (!known && c->nxr >= SVC_MAX_REGIONS - 1) {
+        MC_ERROR(CLIENT,
+                 "register_buffer %p+%zu: %u regions are shared with the service already "
+                 "(at most %u): allocate fewer, larger ones",
+                 buf, len, c->nxr, SVC_MAX_REGIONS - 1);
+        st = MC_ERR_LIMIT;
+    }
+    pthread_rwlock_unlock(&c->xmu);
+    if (known || st != MC_OK) {
+        pthread_mutex_unlock(&c->smu);
+        close(x.fd);
+        return st;
+    }
+    x.off = c->next_off;
+    /* the session's connection is ours under smu: tell the service now (a
+     * session made later shares every region after its hello) */
+    if (c->conn >= 0)
+        st = share_send(c->conn, &x);
+    if (st == MC_OK) {
+        c->next_off = (x.off + x.len + XREG_ALIGN - 1) & ~(uint64_t)(XREG_ALIGN - 1);
+        pthread_rwlock_wrlock(&c->xmu);
+        c->xr[c->nxr++] = x;
+        pthread_rwlock_unlock(&c->xmu);
+        MC_INFO(CLIENT,
+                "register_buffer %p+%zu: %llu bytes of shared memory shared with the "
+                "service: values there travel without a copy",
+                buf, len, (unsigned long long)x.len);
+    } else {
+        close(x.fd);
+        if (st != MC_ERR_LIMIT && st != MC_ERR_NOMEM && st != MC_ERR_INVALID_PARAMS)
+            session_drop(c); /* the connection is in doubt: the next call makes another */
+    }
+    pthread_mutex_unlock(&c->smu);
+    return st;
+}
+
+mc_status_t store_dummy_unregister(mc_store_t *s, void *buf)
+{
+    svc_client_t *c = s->svc;
+    /* calls stop naming it (the service keeps its mapping until the session
+     * ends); an offset is never given out twice */
+    pthread_rwlock_wrlock(&c->xmu);
+    for (uint32_t i = 0; i < c->nxr; i++) {
+        if (c->xr[i].base == buf) {
+            close(c->xr[i].fd);
+            c->xr[i] = c->xr[--c->nxr];
+            break;
+        }
+    }
+    pthread_rwlock_unlock(&c->xmu);
+    return MC_OK;
 }

@@ -17,7 +17,8 @@
  *                     so a load balancer's health check finds the leader
  *   /ha_status        JSON: role, leader, view version, lease, journal, lag
  *   /auth             {"nonce": HEX}: a challenge for the endpoints below
- *                     that need authentication (with [security] secret_file)
+ *                     that need authentication (with [security] secret_file;
+ *                     mc_http_auth_t of transport/meta_http_srv.h)
  *
  * Authentication (a secret set): /keys, /get_all_keys and /query_key tell
  * keys, and PUT or DELETE /metadata change the metadata, so they need a
@@ -451,66 +452,12 @@ static void done_keys(scan_job_t *j)
     scan_job_free(j);
 }
 
-#define HTTP_CHALLENGE_TTL_US 30000000u
-
-static void on_auth(struct evhttp_request *req, void *arg)
-{
-    master_srv_t *s = arg;
-    struct http_challenge *ch = &s->challenges[s->next_challenge++ % MC_ARRAY_SIZE(s->challenges)];
-    mc_auth_nonce(ch->nonce);
-    ch->until_us = mc_now_us() + HTTP_CHALLENGE_TTL_US;
-    char hex[2 * MC_AUTH_NONCE_LEN + 1];
-    mc_auth_hex(ch->nonce, MC_AUTH_NONCE_LEN, hex);
-    struct evbuffer *b = evbuffer_new();
-    if (b == NULL) {
-        evhttp_send_error(req, 500, "out of memory");
-        return;
-    }
-    evbuffer_add_printf(b, "{\"nonce\": \"%s\"}\n", hex);
-    send_text(req, 200, "OK", b, "application/json");
-    evbuffer_free(b);
-}
-
 /* With a key: the request's X-Mooncake-Auth proves the secret over a live
- * challenge (used up here); the server's proof goes into the answer's
- * headers. 1 when admitted; otherwise 401 was sent. */
+ * challenge of GET /auth (transport/meta_http_srv.h). 1 when admitted;
+ * otherwise 401 was sent. */
 static int http_admit(master_srv_t *s, struct evhttp_request *req)
 {
-    if (!s->has_key)
-        return 1;
-    const char *h = evhttp_find_header(evhttp_request_get_input_headers(req), "X-Mooncake-Auth");
-    const char *why = "authentication required: GET /auth, then X-Mooncake-Auth";
-    uint8_t ns[MC_AUTH_NONCE_LEN], nc[MC_AUTH_NONCE_LEN], proof[MC_AUTH_PROOF_LEN];
-    const char *d1 = h ? strchr(h, '.') : NULL, *d2 = d1 ? strchr(d1 + 1, '.') : NULL;
-    if (h != NULL) {
-        why = "malformed X-Mooncake-Auth";
-        if (d1 != NULL && d2 != NULL && mc_auth_unhex(h, (size_t)(d1 - h), ns, sizeof(ns)) == 0 &&
-            mc_auth_unhex(d1 + 1, (size_t)(d2 - d1 - 1), nc, sizeof(nc)) == 0 &&
-            mc_auth_unhex(d2 + 1, strlen(d2 + 1), proof, sizeof(proof)) == 0) {
-            why = "unknown, expired or used challenge";
-            uint64_t now = mc_now_us();
-            for (size_t i = 0; i < MC_ARRAY_SIZE(s->challenges); i++) {
-                struct http_challenge *ch = &s->challenges[i];
-                if (ch->until_us <= now || memcmp(ch->nonce, ns, sizeof(ns)) != 0)
-                    continue;
-                ch->until_us = 0; /* once */
-                why = "wrong proof (another secret?)";
-                if (mc_auth_check(&s->key, MC_AUTH_CLIENT, ns, nc, proof, sizeof(proof))) {
-                    uint8_t mine[MC_AUTH_PROOF_LEN];
-                    char hex[2 * MC_AUTH_PROOF_LEN + 1];
-                    mc_auth_proof(&s->key, MC_AUTH_SERVER, nc, ns, mine);
-                    mc_auth_hex(mine, sizeof(mine), hex);
-                    evhttp_add_header(evhttp_request_get_output_headers(req),
-                                      "X-Mooncake-Auth-Server", hex);
-                    return 1;
-                }
-                break;
-            }
-        }
-    }
-    MC_DEBUG(HTTP, "refused %s: %s", evhttp_request_get_uri(req), why);
-    evhttp_send_error(req, 401, why);
-    return 0;
+    return mc_http_auth_admit(s->auth, req);
 }
 
 static void on_keys(struct evhttp_request *req, void *arg)
@@ -810,18 +757,6 @@ void master_http_held_reply(waiter_t *wt, int durable)
         evbuffer_free(b);
 }
 
-/* /metadata: with a secret, a PUT or DELETE changes the KV only with the
- * proof of /keys (a GET stays open, as upstream's readers need); then
- * upstream's protocol (with its Bearer token when metadata.http_token). */
-static void on_metadata(struct evhttp_request *req, void *arg)
-{
-    master_srv_t *s = arg;
-    enum evhttp_cmd_type cmd = evhttp_request_get_command(req);
-    if (cmd != EVHTTP_REQ_GET && cmd != EVHTTP_REQ_HEAD && !http_admit(s, req))
-        return;
-    mc_meta_http_serve(req, s->hstore);
-}
-
 typedef struct http_start {
     master_srv_t *s;
     mc_status_t st;
@@ -849,14 +784,15 @@ static void http_start_on_reactor(void *arg)
     evhttp_set_cb(s->http, "/health", on_health, s);
     evhttp_set_cb(s->http, "/segments", on_segments, s);
     evhttp_set_cb(s->http, "/keys", on_keys, s);
-    evhttp_set_cb(s->http, "/auth", on_auth, s);
+    if (s->auth != NULL)
+        evhttp_set_cb(s->http, "/auth", mc_http_auth_serve, s->auth);
     evhttp_set_cb(s->http, "/get_all_segments", on_get_all_segments, s);
     evhttp_set_cb(s->http, "/get_all_keys", on_get_all_keys, s);
     evhttp_set_cb(s->http, "/query_key", on_query_key, s);
     evhttp_set_cb(s->http, "/role", on_role, s);
     evhttp_set_cb(s->http, "/ha_status", on_ha_status, s);
     if (s->opts.http_metadata)
-        evhttp_set_cb(s->http, "/metadata", on_metadata, s);
+        evhttp_set_cb(s->http, "/metadata", mc_meta_http_serve, s->hstore);
     struct evhttp_bound_socket *bs =
         evhttp_bind_socket_with_handle(s->http, s->bind_address, s->opts.http_port);
     if (bs == NULL) {
@@ -889,6 +825,8 @@ static void master_http_free(master_srv_t *s)
         mc_free((char *)s->hstore->token);
     mc_free(s->hstore);
     s->hstore = NULL;
+    mc_http_auth_destroy(s->auth);
+    s->auth = NULL;
 }
 
 static void http_stop_on_reactor(void *arg)
@@ -917,6 +855,8 @@ mc_status_t master_http_start(master_srv_t *s)
 {
     http_start_t hs = {.s = s, .st = MC_ERR_CANCELED};
     s->started_us = mc_now_us();
+    if (s->has_key && (s->auth = mc_http_auth_create(&s->key)) == NULL)
+        return MC_ERR_NOMEM;
     if (s->opts.http_metadata) {
         mc_meta_http_store_t *hst = MC_NEW(mc_meta_http_store_t);
         char *tok =
@@ -924,6 +864,7 @@ mc_status_t master_http_start(master_srv_t *s)
         if (hst == NULL || tok == NULL) {
             mc_free(hst);
             mc_free(tok);
+            master_http_free(s);
             return MC_ERR_NOMEM;
         }
         hst->ctx = s;
@@ -934,6 +875,7 @@ mc_status_t master_http_start(master_srv_t *s)
         hst->list = meta_list;
         hst->reply_change = meta_reply_change;
         hst->token = tok;
+        hst->auth = s->auth; /* PUT and DELETE need the proof */
         hst->instance = mc_meta_http_instance_id();
         s->hstore = hst;
     }

@@ -66,16 +66,12 @@ typedef struct master_srv {
     mc_timer_t tick;
     int tick_armed;
     struct evhttp *http;
-    /* HTTP authentication (master_http.c): with a key, /keys needs a proof
-     * over a nonce from GET /auth (single use, HTTP_CHALLENGE_TTL_US);
-     * reactor 0 only */
+    /* the cluster secret: the RPC port's handshake, and on HTTP (master_http.c)
+     * the proof /keys and the changes of /metadata need (auth: challenges
+     * from GET /auth; reactor 0 only; NULL without a key) */
     int has_key;
     mc_auth_key_t key;
-    struct http_challenge {
-        uint8_t nonce[MC_AUTH_NONCE_LEN];
-        uint64_t until_us; /* 0: free or used */
-    } challenges[64];
-    unsigned next_challenge;
+    struct mc_http_auth *auth;
     uint16_t http_port;
     uint16_t http_meta_port;           /* the extra metadata port, 0 = none */
     struct mc_meta_http_store *hstore; /* /metadata's view of the embedded KV */

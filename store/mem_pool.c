@@ -5,10 +5,13 @@
  * handle in a small header just before it, so freeing needs no table; the
  * memory is cache-line aligned.
  */
+#include <fcntl.h>
 #include <string.h>
 
 #include "store/client_int.h"
 #include "util/log.h"
+#include "util/mem.h"
+#include "util/shm.h"
 
 #define POOL_MAX_ALLOCS 65536u
 #define POOL_ALIGN 64u         /* cache-line aligned */
@@ -76,4 +79,69 @@ mc_status_t store_pool_free(store_pool_t *p, void *ptr)
     }
     pthread_mutex_unlock(&p->mu);
     return st;
+}
+
+/* ------------------------------------------------- shared allocations */
+
+/* mc_store_shared_alloc: one memfd per allocation, listed so that a
+ * co-located client's register_buffer finds the memfd behind an address. */
+typedef struct shared_alloc {
+    struct shared_alloc *next;
+    mc_shm_t m;
+} shared_alloc_t;
+
+static pthread_mutex_t shared_mu = PTHREAD_MUTEX_INITIALIZER;
+static shared_alloc_t *shared_list;
+
+void *mc_store_shared_alloc(size_t size)
+{
+    shared_alloc_t *a = size > 0 ? MC_NEW(shared_alloc_t) : NULL;
+    if (a == NULL)
+        return NULL;
+    if (mc_shm_create("mooncake-shared", size, 0, &a->m) != MC_OK) { /* logged */
+        mc_free(a);
+        return NULL;
+    }
+    pthread_mutex_lock(&shared_mu);
+    a->next = shared_list;
+    shared_list = a;
+    pthread_mutex_unlock(&shared_mu);
+    return a->m.base;
+}
+
+mc_status_t mc_store_shared_free(void *p)
+{
+    shared_alloc_t *a = NULL;
+    pthread_mutex_lock(&shared_mu);
+    for (shared_alloc_t **pp = &shared_list; p != NULL && *pp != NULL; pp = &(*pp)->next) {
+        if ((*pp)->m.base == p) {
+            a = *pp;
+            *pp = a->next;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&shared_mu);
+    if (a == NULL)
+        return MC_ERR_INVALID_ARGUMENT;
+    mc_shm_destroy(&a->m);
+    mc_free(a);
+    return MC_OK;
+}
+
+int store_shared_find(const void *p, size_t len, void **base, uint64_t *blen, int *fd)
+{
+    uintptr_t x = (uintptr_t)p;
+    int found = 0;
+    pthread_mutex_lock(&shared_mu);
+    for (shared_alloc_t *a = shared_list; a != NULL && !found; a = a->next) {
+        uintptr_t b = (uintptr_t)a->m.base;
+        if (len > 0 && x >= b && x + len >= x && x + len <= b + a->m.len) {
+            *base = a->m.base;
+            *blen = a->m.len;
+            *fd = fcntl(a->m.fd, F_DUPFD_CLOEXEC, 0);
+            found = *fd >= 0;
+        }
+    }
+    pthread_mutex_unlock(&shared_mu);
+    return found;
 }

@@ -23,6 +23,7 @@
  * killed in the middle of a put leaves nothing behind.
  */
 #include <errno.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
@@ -57,9 +58,16 @@
 typedef struct svc_session {
     struct svc_session *next; /* svc->sessions (while open) */
     uint64_t id, token;
-    int conn; /* the unix connection; -1 once closed */
-    uint8_t *base;
+    int conn;      /* the unix connection; -1 once closed */
+    uint8_t *base; /* region 0: the hello's memfd, at offset 0 */
     uint64_t len;
+    /* regions by offset (0: base/len; more from shares, appended by the
+     * unix thread: entries are complete before nreg counts them) */
+    struct svc_region {
+        uint64_t off, len;
+        uint8_t *base;
+    } reg[SVC_MAX_REGIONS];
+    _Atomic uint32_t nreg;
     _Atomic int refs;
     _Atomic int closed; /* its client is gone: calls not yet started are dropped */
     pid_t pid;
@@ -180,8 +188,11 @@ static void session_put(mc_store_service_t *svc, svc_session_t *ss)
     if (atomic_fetch_sub(&ss->refs, 1) != 1)
         return;
     /* no call uses its memory any more */
-    mc_store_unregister_buffer(svc->store, ss->base);
-    munmap(ss->base, ss->len);
+    uint32_t nreg = atomic_load(&ss->nreg);
+    for (uint32_t i = 0; i < nreg; i++) {
+        mc_store_unregister_buffer(svc->store, ss->reg[i].base);
+        munmap(ss->reg[i].base, ss->reg[i].len);
+    }
     MC_DEBUG(CLIENT, "store service: session %llu (pid %d) ended, %llu bytes unmapped",
              (unsigned long long)ss->id, (int)ss->pid, (unsigned long long)ss->len);
     mc_free(ss);
@@ -300,6 +311,8 @@ static svc_session_t *session_open(mc_store_service_t *svc, int conn)
     ss->conn = conn;
     ss->base = base;
     ss->len = h.len;
+    ss->reg[0] = (struct svc_region){0, h.len, base};
+    atomic_store(&ss->nreg, 1);
     ss->pid = pid;
     ss->uid = uid;
     atomic_store(&ss->refs, 1);
@@ -315,6 +328,62 @@ static svc_session_t *session_open(mc_store_service_t *svc, int conn)
             (unsigned long long)ss->id, (int)pid, (unsigned)uid, (unsigned long long)h.len);
     welcome(conn, MC_OK, ss->id, ss->token, svc->name);
     return ss;
+}
+
+/* A message on a session's connection: a share (more memory, answered), or
+ * its end. 0 when the session goes on, -1 when it is over (end of file, an
+ * error, or a message that is not a share). */
+static int session_input(mc_store_service_t *svc, svc_session_t *ss)
+{
+    svc_share_t m;
+    size_t got = 0;
+    int fd = -1;
+    mc_status_t st = mc_unix_recv(ss->conn, &m, sizeof(m), &got, &fd);
+    if (st != MC_OK || got != sizeof(m) || m.magic != SVC_MAGIC || m.op != SVC_OP_SHARE) {
+        if (fd >= 0)
+            close(fd);
+        if (st == MC_OK && got > 0)
+            MC_WARN(CLIENT,
+                    "store service: session %llu (pid %d) sent a message that is not a "
+                    "share: its session ends",
+                    (unsigned long long)ss->id, (int)ss->pid);
+        return -1;
+    }
+    uint32_t n = atomic_load(&ss->nreg);
+    const struct svc_region *last = &ss->reg[n - 1];
+    char why[200] = "";
+    if (fd < 0)
+        snprintf(why, sizeof(why), "no memfd attached");
+    else if (n >= SVC_MAX_REGIONS)
+        snprintf(why, sizeof(why), "%u regions shared already (at most %u per client)", n,
+                 SVC_MAX_REGIONS);
+    else if (m.len == 0 || m.len > SVC_MAX_REGIONS_LEN || m.off < last->off + last->len ||
+             m.off + m.len < m.off)
+        snprintf(why, sizeof(why), "bad region %llu+%llu (past %llu expected)",
+                 (unsigned long long)m.off, (unsigned long long)m.len,
+                 (unsigned long long)(last->off + last->len));
+    void *base = NULL;
+    if (why[0] == '\0' && (st = mc_shm_map(fd, m.len, 1, &base)) != MC_OK)
+        snprintf(why, sizeof(why), "cannot map it: %s", mc_status_str(st));
+    if (fd >= 0)
+        close(fd);
+    if (why[0] == '\0' && (st = mc_store_register_buffer(svc->store, base, m.len)) != MC_OK) {
+        snprintf(why, sizeof(why), "cannot register it: %s", mc_status_str(st));
+        munmap(base, m.len);
+    }
+    if (why[0] != '\0') {
+        MC_WARN(CLIENT, "store service: refused memory session %llu (pid %d) shared: %s",
+                (unsigned long long)ss->id, (int)ss->pid, why);
+        welcome(ss->conn, st != MC_OK ? st : MC_ERR_INVALID_PARAMS, ss->id, 0, why);
+        return 0;
+    }
+    ss->reg[n] = (struct svc_region){m.off, m.len, base};
+    atomic_store(&ss->nreg, n + 1);
+    MC_INFO(CLIENT, "store service: session %llu (pid %d) shared %llu more bytes at offset %llu",
+            (unsigned long long)ss->id, (int)ss->pid, (unsigned long long)m.len,
+            (unsigned long long)m.off);
+    welcome(ss->conn, MC_OK, ss->id, 0, svc->name);
+    return 0;
 }
 
 static void *unix_main(void *arg)
@@ -344,8 +413,11 @@ static void *unix_main(void *arg)
         for (size_t i = 2; i < n; i++) {
             if (pf[i].revents == 0)
                 continue;
-            /* clients send nothing after the hello: input or hang-up means
-             * the session is over (a misbehaving client ends its own) */
+            /* after the hello a client sends only shares: anything else,
+             * or its end, ends the session (a misbehaving client ends its
+             * own) */
+            if ((pf[i].revents & POLLIN) && session_input(svc, who[i]) == 0)
+                continue;
             session_close(svc, who[i]);
             pf[i] = pf[n - 1];
             who[i] = who[n - 1];
@@ -418,9 +490,11 @@ static void read_config(mc_mp_reader_t *r, svc_args_t *a)
         case 5:
             a->cfg.with_hard_pin = mc_mp_read_bool(r);
             break;
-        case 6:
-            a->cfg.soft_pin_action = (int)mc_mp_read_uint(r);
+        case 6: { /* out of range stays out of range: the put refuses it */
+            uint64_t v = mc_mp_read_uint(r);
+            a->cfg.soft_pin_action = v > INT_MAX ? INT_MAX : (int)v;
             break;
+        }
         case 7:
             a->cfg.has_soft_pin_ttl = 1;
             a->cfg.soft_pin_ttl_ms = mc_mp_read_uint(r);
@@ -516,18 +590,33 @@ static mc_status_t args_decode(const uint8_t *body, size_t blen, svc_args_t *a)
     return r.err == MC_OK ? MC_OK : MC_ERR_INVALID_PARAMS;
 }
 
-/* Every part inside the session's memory (no overflow, no empty part);
- * MC_OK or INVALID_PARAMS, logged with the first offender. */
+/* The address of [off, off + len) when it lies inside one region of the
+ * session's memory; NULL when not. */
+static uint8_t *region_ptr(const svc_session_t *ss, uint64_t off, uint64_t len)
+{
+    if (len == 0 || off + len < off)
+        return NULL;
+    uint32_t n = atomic_load(&ss->nreg);
+    for (uint32_t i = 0; i < n; i++) {
+        const struct svc_region *g = &ss->reg[i];
+        if (off >= g->off && off + len <= g->off + g->len)
+            return g->base + (off - g->off);
+    }
+    return NULL;
+}
+
+/* Every part inside one region of the session's memory (no overflow, no
+ * empty part); MC_OK or INVALID_PARAMS, logged with the first offender. */
 static mc_status_t parts_check(const svc_session_t *ss, const svc_args_t *a)
 {
     for (uint32_t i = 0; i < a->nparts; i++) {
         uint64_t off = a->parts[2 * i], len = a->parts[2 * i + 1];
-        if (len == 0 || off + len < off || off + len > ss->len) {
+        if (region_ptr(ss, off, len) == NULL) {
             MC_WARN(CLIENT,
-                    "store service: session %llu (pid %d) named bytes %llu+%llu, outside its %llu "
-                    "bytes of shared memory: refused, nothing touched",
+                    "store service: session %llu (pid %d) named bytes %llu+%llu, outside the "
+                    "shared memory of its %u region(s): refused, nothing touched",
                     (unsigned long long)ss->id, (int)ss->pid, (unsigned long long)off,
-                    (unsigned long long)len, (unsigned long long)ss->len);
+                    (unsigned long long)len, (unsigned)atomic_load(&ss->nreg));
             return MC_ERR_INVALID_PARAMS;
         }
     }
@@ -536,7 +625,7 @@ static mc_status_t parts_check(const svc_session_t *ss, const svc_args_t *a)
 
 static void *part_ptr(const svc_session_t *ss, const svc_args_t *a, uint32_t i)
 {
-    return ss->base + a->parts[2 * i];
+    return region_ptr(ss, a->parts[2 * i], a->parts[2 * i + 1]); /* checked before */
 }
 
 /* ------------------------------------------------------------- the calls */

@@ -12,10 +12,18 @@
  * on either side ends the session (the service waits for the session's
  * calls in flight, then unmaps its memory).
  *
+ * More memory for a session (a co-located client's mc_store_register_buffer
+ * of mc_store_shared_alloc memory): on the same connection, svc_share_t with
+ * that memfd attached; it takes the session's offsets [off, off + len) (off
+ * past every earlier region of the session); the answer is an svc_welcome_t
+ * whose status says whether the service mapped it (refused: why in name).
+ * The service keeps it mapped until the session ends. A client that shares
+ * again after a service restart sends its hello, then each share again.
+ *
  * TCP control port (PORT, msgpack RPC as everywhere; methods MC_RPC_SVC_*
  * in rpc/methods.h, fields MC_F_SVC_* in rpc/fields.h): every body carries
- * {SVC_SESSION, SVC_TOKEN}; buffers are (offset, length) pairs inside the
- * session's memory, checked by the service (outside: INVALID_PARAMS, logged,
+ * {SVC_SESSION, SVC_TOKEN}; buffers are (offset, length) pairs inside one
+ * region of the session's memory, checked by the service (outside: INVALID_PARAMS, logged,
  * nothing touched). An unknown session (the service restarted) is
  * MC_ERR_CLIENT_NOT_FOUND: the client shares its memory again and retries.
  *
@@ -55,6 +63,14 @@ typedef struct svc_hello {
     uint32_t magic, version;
     uint64_t len; /* bytes of the memfd attached */
 } svc_hello_t;
+
+#define SVC_OP_SHARE 1u
+#define SVC_MAX_REGIONS 64u /* memfds of one session: the hello's and 63 shares */
+
+typedef struct svc_share {
+    uint32_t magic, op; /* SVC_MAGIC, SVC_OP_SHARE */
+    uint64_t off, len;  /* the session's offsets it takes */
+} svc_share_t;
 
 typedef struct svc_welcome {
     uint32_t magic;

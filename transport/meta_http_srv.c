@@ -15,6 +15,7 @@
 #include "rpc/msgpack.h"
 #include "rpc/net.h"
 #include "rpc/rpc.h"
+#include "util/auth.h"
 #include "util/buf.h"
 #include "util/hash.h"
 #include "util/hmap.h"
@@ -64,6 +65,98 @@ int mc_meta_http_read_only(struct evhttp_request *req)
     evhttp_send_error(req, 405, "Method not allowed");
     return 1;
 }
+
+/* ------------------------------------------------------------ auth */
+
+#define HTTP_CHALLENGE_TTL_US 30000000u
+#define HTTP_CHALLENGES 64u
+
+struct mc_http_auth {
+    mc_auth_key_t key;
+    struct {
+        uint8_t nonce[MC_AUTH_NONCE_LEN];
+        uint64_t until_us; /* 0: free or used */
+    } ch[HTTP_CHALLENGES];
+    unsigned next; /* the slot of the next challenge (the oldest is reused) */
+};
+
+mc_http_auth_t *mc_http_auth_create(const mc_auth_key_t *key)
+{
+    mc_http_auth_t *a = MC_NEW(mc_http_auth_t);
+    if (a != NULL)
+        a->key = *key;
+    return a;
+}
+
+void mc_http_auth_destroy(mc_http_auth_t *a)
+{
+    if (a != NULL)
+        memset(a, 0, sizeof(*a));
+    mc_free(a);
+}
+
+void mc_http_auth_serve(struct evhttp_request *req, void *arg)
+{
+    mc_http_auth_t *a = arg;
+    if (mc_meta_http_read_only(req))
+        return;
+    unsigned i = a->next++ % HTTP_CHALLENGES;
+    mc_auth_nonce(a->ch[i].nonce);
+    a->ch[i].until_us = mc_now_us() + HTTP_CHALLENGE_TTL_US;
+    char hex[2 * MC_AUTH_NONCE_LEN + 1];
+    mc_auth_hex(a->ch[i].nonce, MC_AUTH_NONCE_LEN, hex);
+    struct evbuffer *b = evbuffer_new();
+    if (b == NULL) {
+        evhttp_send_error(req, 500, "out of memory");
+        return;
+    }
+    evbuffer_add_printf(b, "{\"nonce\": \"%s\"}\n", hex);
+    struct evkeyvalq *h = evhttp_request_get_output_headers(req);
+    evhttp_add_header(h, "Content-Type", "application/json");
+    evhttp_add_header(h, "Cache-Control", "no-store");
+    evhttp_send_reply(req, 200, "OK", b);
+    evbuffer_free(b);
+}
+
+int mc_http_auth_admit(mc_http_auth_t *a, struct evhttp_request *req)
+{
+    if (a == NULL)
+        return 1;
+    const char *h = evhttp_find_header(evhttp_request_get_input_headers(req), "X-Mooncake-Auth");
+    const char *why = "authentication required: GET /auth, then X-Mooncake-Auth";
+    uint8_t ns[MC_AUTH_NONCE_LEN], nc[MC_AUTH_NONCE_LEN], proof[MC_AUTH_PROOF_LEN];
+    const char *d1 = h ? strchr(h, '.') : NULL, *d2 = d1 ? strchr(d1 + 1, '.') : NULL;
+    if (h != NULL) {
+        why = "malformed X-Mooncake-Auth";
+        if (d1 != NULL && d2 != NULL && mc_auth_unhex(h, (size_t)(d1 - h), ns, sizeof(ns)) == 0 &&
+            mc_auth_unhex(d1 + 1, (size_t)(d2 - d1 - 1), nc, sizeof(nc)) == 0 &&
+            mc_auth_unhex(d2 + 1, strlen(d2 + 1), proof, sizeof(proof)) == 0) {
+            why = "unknown, expired or used challenge";
+            uint64_t now = mc_now_us();
+            for (unsigned i = 0; i < HTTP_CHALLENGES; i++) {
+                if (a->ch[i].until_us <= now || memcmp(a->ch[i].nonce, ns, sizeof(ns)) != 0)
+                    continue;
+                a->ch[i].until_us = 0; /* once */
+                why = "wrong proof (another secret?)";
+                if (mc_auth_check(&a->key, MC_AUTH_CLIENT, ns, nc, proof, sizeof(proof))) {
+                    uint8_t mine[MC_AUTH_PROOF_LEN];
+                    char hex[2 * MC_AUTH_PROOF_LEN + 1];
+                    mc_auth_proof(&a->key, MC_AUTH_SERVER, nc, ns, mine);
+                    mc_auth_hex(mine, sizeof(mine), hex);
+                    evhttp_add_header(evhttp_request_get_output_headers(req),
+                                      "X-Mooncake-Auth-Server", hex);
+                    return 1;
+                }
+                break;
+            }
+        }
+    }
+    MC_DEBUG(HTTP, "refused %s: %s", evhttp_request_get_uri(req), why);
+    evhttp_send_error(req, 401, why);
+    return 0;
+}
+
+/* ------------------------------------------------------------ /metadata */
 
 /* Constant-time comparison of the presented token with ours. */
 static int token_ok(const char *want, struct evhttp_request *req)
@@ -220,6 +313,9 @@ void mc_meta_http_serve(struct evhttp_request *req, void *arg)
         reply_text(st, req, 401, "Unauthorized", "unauthorized", 0);
         return;
     }
+    enum evhttp_cmd_type method = evhttp_request_get_command(req);
+    if (method != EVHTTP_REQ_GET && method != EVHTTP_REQ_HEAD && !mc_http_auth_admit(st->auth, req))
+        return;
     if (st->admit != NULL && st->admit(st->ctx, req))
         return;
 
@@ -416,6 +512,7 @@ struct mc_meta_http_server {
     mc_meta_http_server_opts_t o;
     char *bind_address;
     mc_meta_http_store_t *store;
+    mc_http_auth_t *auth; /* with o.auth_key */
     mc_reactor_group_t *g;
     struct evhttp *http;
     uint16_t port;
@@ -460,6 +557,8 @@ static void srv_start_on_reactor(void *arg)
     evhttp_set_timeout(s->http, 30);
     evhttp_set_cb(s->http, "/metadata", mc_meta_http_serve, s->store);
     evhttp_set_cb(s->http, "/health", on_health, s);
+    if (s->auth != NULL)
+        evhttp_set_cb(s->http, "/auth", mc_http_auth_serve, s->auth);
     struct evhttp_bound_socket *bs =
         evhttp_bind_socket_with_handle(s->http, s->bind_address, s->o.port);
     if (bs == NULL) {
@@ -490,10 +589,14 @@ mc_status_t mc_meta_http_server_start(const mc_meta_http_server_opts_t *o,
     if (s == NULL)
         return MC_ERR_NOMEM;
     s->o = *o;
+    s->o.auth_key = NULL; /* the caller's; s->auth holds the copy */
     s->bind_address = mc_strdup(o->bind_address != NULL ? o->bind_address : "0.0.0.0");
     s->store = mc_meta_http_mem_create(o->max_keys, o->max_bytes, o->token);
     if (s->bind_address == NULL || s->store == NULL)
         goto err_free;
+    if (o->auth_key != NULL && (s->auth = mc_http_auth_create(o->auth_key)) == NULL)
+        goto err_free;
+    s->store->auth = s->auth;
     mc_reactor_group_opts_t go;
     mc_reactor_group_opts_init(&go);
     go.count = 1;
@@ -514,6 +617,7 @@ err_group:
     mc_reactor_group_destroy(s->g);
 err_free:
     mc_meta_http_mem_destroy(s->store);
+    mc_http_auth_destroy(s->auth);
     mc_free(s->bind_address);
     mc_free(s);
     return st;
@@ -531,6 +635,7 @@ void mc_meta_http_server_stop(mc_meta_http_server_t *s)
     mc_rpc_run_on(mc_reactor_group_get(s->g, 0), srv_stop_on_reactor, s);
     mc_reactor_group_destroy(s->g);
     mc_meta_http_mem_destroy(s->store);
+    mc_http_auth_destroy(s->auth);
     mc_free(s->bind_address);
     mc_free(s);
 }

@@ -21,6 +21,9 @@
  *   with a token set         401 "unauthorized" unless the request carries
  *                            "Authorization: Bearer <token>"
  *                            (upstream's MC_METADATA_HTTP_TOKEN)
+ *   with the cluster secret  PUT and DELETE answer 401 with the reason
+ *                            unless they carry the proof of mc_http_auth_t
+ *                            (X-Mooncake-Auth); GET stays open
  *   a budget exhausted       507 (the store's key or byte limit)
  *
  * One extension of ours (upstream's servers answer it 400, which our client
@@ -41,9 +44,30 @@
 #include <stdint.h>
 
 #include "mooncake/status.h"
+#include "util/auth.h"
 
 struct evhttp_request;
 struct evbuffer;
+
+/* HTTP authentication with the cluster's secret (util/auth.h), for the
+ * endpoints that tell keys or change metadata. GET /auth (the callback
+ * mc_http_auth_serve) answers {"nonce": HEX}: a fresh server nonce, valid
+ * 30 s and once. The client picks its own nonce and sends
+ * "X-Mooncake-Auth: SERVER_NONCE.CLIENT_NONCE.PROOF" (hex; PROOF = the
+ * client proof of util/auth.h over the two nonces); the answer carries
+ * "X-Mooncake-Auth-Server: PROOF" (the server's proof over the same nonces)
+ * so the client knows whom it talked to. Anything else is 401 with the
+ * reason; a replayed header finds its nonce used. The evhttp's thread only. */
+typedef struct mc_http_auth mc_http_auth_t;
+
+/* key is copied. NULL when out of memory. */
+mc_http_auth_t *mc_http_auth_create(const mc_auth_key_t *key);
+void mc_http_auth_destroy(mc_http_auth_t *a);
+/* The "/auth" callback: evhttp_set_cb(http, "/auth", mc_http_auth_serve, a). */
+void mc_http_auth_serve(struct evhttp_request *req, void *a);
+/* 1 when req carries a valid proof (its challenge is used up) or a is NULL;
+ * otherwise 0, after answering 401 with the reason. */
+int mc_http_auth_admit(mc_http_auth_t *a, struct evhttp_request *req);
 
 /* The store behind /metadata. Keys are byte strings without NUL. */
 typedef struct mc_meta_http_store {
@@ -69,8 +93,9 @@ typedef struct mc_meta_http_store {
      * the handler's; the callee sends or copies it before returning. */
     void (*reply_change)(void *ctx, struct evhttp_request *req, int code, const char *reason,
                          struct evbuffer *body);
-    const char *token; /* Bearer token required; NULL or "" = none */
-    uint64_t instance; /* this run's id (X-Mooncake-Instance) */
+    const char *token;    /* Bearer token required; NULL or "" = none */
+    mc_http_auth_t *auth; /* the cluster secret: PUT and DELETE need its proof; NULL = none */
+    uint64_t instance;    /* this run's id (X-Mooncake-Instance) */
 } mc_meta_http_store_t;
 
 /* The evhttp callback of "/metadata": evhttp_set_cb(http, "/metadata",
@@ -102,16 +127,19 @@ void mc_meta_http_mem_destroy(mc_meta_http_store_t *st);
 void mc_meta_http_mem_usage(const mc_meta_http_store_t *st, uint64_t *keys, uint64_t *bytes);
 
 /* The standalone server (mooncake-http-metadata-server): its own reactor
- * thread, an evhttp serving /metadata on an in-memory store and /health. */
+ * thread, an evhttp serving /metadata on an in-memory store, /health, and
+ * /auth with a key. */
 typedef struct mc_meta_http_server mc_meta_http_server_t;
 
 typedef struct mc_meta_http_server_opts {
-    const char *bind_address; /* "0.0.0.0" */
-    uint16_t port;            /* 8080; 0 = any free port */
-    const char *token;        /* Bearer token required; NULL/"" = none */
-    uint64_t max_keys;        /* 65536 */
-    uint64_t max_bytes;       /* bytes of values, 1 GiB */
-    uint64_t max_value;       /* longest PUT body, 16 MiB */
+    const char *bind_address;      /* "0.0.0.0" */
+    uint16_t port;                 /* 8080; 0 = any free port */
+    const char *token;             /* Bearer token required; NULL/"" = none */
+    const mc_auth_key_t *auth_key; /* the cluster secret (copied): /auth, and PUT and
+                                      DELETE need its proof; NULL = none */
+    uint64_t max_keys;             /* 65536 */
+    uint64_t max_bytes;            /* bytes of values, 1 GiB */
+    uint64_t max_value;            /* longest PUT body, 16 MiB */
 } mc_meta_http_server_opts_t;
 
 void mc_meta_http_server_opts_init(mc_meta_http_server_opts_t *o);

@@ -358,6 +358,19 @@ MC_API void *mc_store_alloc_from_mem_pool(mc_store_t *s, size_t size);
  * freed already). */
 MC_API mc_status_t mc_store_free_to_mem_pool(mc_store_t *s, void *p);
 
+/* Shared memory made before (or without) any store: size bytes of their own
+ * memfd, page aligned, zeroed (upstream's MooncakeHostMemAllocator: SGLang
+ * keeps its host KV pages there before it opens its co-located client). A
+ * co-located client's mc_store_register_buffer of a range inside it shares
+ * the memfd with its service, which then reads and writes values there in
+ * place (no staging copy); for a normal client it is ordinary memory. NULL
+ * when the host has not that much (logged). Any thread. */
+MC_API void *mc_store_shared_alloc(size_t size);
+/* Unmap it. Unregister it from the stores first; a service keeps its own
+ * mapping of memory it was shared until that client's session ends. MC_OK, or
+ * MC_ERR_INVALID_ARGUMENT (not such memory, or freed already). */
+MC_API mc_status_t mc_store_shared_free(void *p);
+
 #ifdef __cplusplus
 }
 #endif

@@ -154,6 +154,42 @@ static PyObject *py_setup(PyObject *o, PyObject *const *args, Py_ssize_t nargs, 
     return PyLong_FromLong(st);
 }
 
+/* _setup_dummy(mem_pool_size, local_buffer_size, server_address) -> int:
+ * a co-located client of the store service at server_address (checked by
+ * store.py); an open store is closed first. */
+static PyObject *py_setup_dummy(PyObject *o, PyObject *const *args, Py_ssize_t nargs,
+                                PyObject *kwnames)
+{
+    mcpy_store_t *self = (mcpy_store_t *)o;
+    static const char *const names[] = {"mem_pool_size", "local_buffer_size", "server_address"};
+    PyObject *a[3];
+    const char *addr;
+    uint64_t pool, lbuf;
+    if (mcpy_bind("_setup_dummy", args, nargs, kwnames, names, 3, 3, a) != 0 ||
+        mcpy_u64(a[0], "_setup_dummy", names[0], &pool) != 0 ||
+        mcpy_u64(a[1], "_setup_dummy", names[1], &lbuf) != 0 ||
+        mcpy_str(a[2], "_setup_dummy", names[2], &addr) != 0)
+        return NULL;
+    mc_store_config_t c;
+    mc_store_config_init(&c);
+    c.service = addr;
+    c.mem_pool_size = pool;
+    c.local_buffer_size = lbuf;
+    mc_store_t *s = NULL;
+    mc_status_t st;
+    Py_BEGIN_ALLOW_THREADS;
+    close_nogil(self);
+    st = mc_store_open(&c, &s);
+    if (st == MC_OK) {
+        pthread_mutex_lock(&self->mu);
+        self->s = s;
+        snprintf(self->name, sizeof(self->name), "%s", mc_store_name(s));
+        pthread_mutex_unlock(&self->mu);
+    }
+    Py_END_ALLOW_THREADS;
+    return PyLong_FromLong(st);
+}
+
 static PyObject *py_close(PyObject *o, PyObject *unused)
 {
     (void)unused;
@@ -601,6 +637,71 @@ static PyObject *py_register_buffer(PyObject *o, PyObject *const *args, Py_ssize
     return PyLong_FromLong(st);
 }
 
+/* alloc_from_mem_pool(size) -> address (0: no room, or not set up): the
+ * pool's memory counts as registered for the pointer calls. */
+static PyObject *py_alloc_from_mem_pool(PyObject *o, PyObject *const *args, Py_ssize_t nargs,
+                                        PyObject *kwnames)
+{
+    mcpy_store_t *self = (mcpy_store_t *)o;
+    static const char *const names[] = {"size"};
+    PyObject *a[1];
+    uint64_t n;
+    if (mcpy_bind("alloc_from_mem_pool", args, nargs, kwnames, names, 1, 1, a) != 0 ||
+        mcpy_u64(a[0], "alloc_from_mem_pool", "size", &n) != 0)
+        return NULL;
+    void *p = NULL;
+    mc_store_t *s = mcpy_store_enter(self);
+    if (s != NULL) {
+        Py_BEGIN_ALLOW_THREADS;
+        p = n > 0 ? mc_store_alloc_from_mem_pool(s, n) : NULL;
+        if (p != NULL) {
+            pthread_mutex_lock(&self->mu);
+            if (self->nregs == self->cap_regs) {
+                size_t cap = self->cap_regs ? 2 * self->cap_regs : 16;
+                void *nr = PyMem_RawRealloc(self->regs, cap * sizeof(*self->regs));
+                if (nr != NULL) {
+                    self->regs = nr;
+                    self->cap_regs = cap;
+                }
+            }
+            if (self->nregs < self->cap_regs)
+                self->regs[self->nregs++] = (struct mcpy_range){(uintptr_t)p, (uintptr_t)p + n};
+            pthread_mutex_unlock(&self->mu);
+        }
+        Py_END_ALLOW_THREADS;
+        mcpy_store_exit(self);
+    }
+    return PyLong_FromUnsignedLongLong((uintptr_t)p);
+}
+
+/* Store._shared_alloc(size) -> address or 0; Store._shared_free(address)
+ * -> int (mooncake.store.MooncakeHostMemAllocator). */
+static PyObject *py_shared_alloc(PyObject *unused, PyObject *arg)
+{
+    (void)unused;
+    uint64_t n;
+    if (mcpy_u64(arg, "alloc", "size", &n) != 0)
+        return NULL;
+    void *p;
+    Py_BEGIN_ALLOW_THREADS;
+    p = mc_store_shared_alloc(n);
+    Py_END_ALLOW_THREADS;
+    return PyLong_FromUnsignedLongLong((uintptr_t)p);
+}
+
+static PyObject *py_shared_free(PyObject *unused, PyObject *arg)
+{
+    (void)unused;
+    uint64_t p;
+    if (mcpy_u64(arg, "free", "ptr", &p) != 0)
+        return NULL;
+    mc_status_t st;
+    Py_BEGIN_ALLOW_THREADS;
+    st = mc_store_shared_free((void *)(uintptr_t)p);
+    Py_END_ALLOW_THREADS;
+    return PyLong_FromLong(st);
+}
+
 static PyObject *py_unregister_buffer(PyObject *o, PyObject *const *args, Py_ssize_t nargs,
                                       PyObject *kwnames)
 {
@@ -634,6 +735,13 @@ static PyObject *py_unregister_buffer(PyObject *o, PyObject *const *args, Py_ssi
 
 static PyMethodDef store_methods[] = {
     MCPY_FAST("_setup", py_setup, "internal: setup() with every option resolved"),
+    MCPY_FAST("_setup_dummy", py_setup_dummy, "internal: setup_dummy() with its arguments checked"),
+    MCPY_FAST("alloc_from_mem_pool", py_alloc_from_mem_pool,
+              "alloc_from_mem_pool(size) -> address of shared pool memory (0: none)"),
+    {"_shared_alloc", py_shared_alloc, METH_O | METH_STATIC,
+     "internal: MooncakeHostMemAllocator.alloc"},
+    {"_shared_free", py_shared_free, METH_O | METH_STATIC,
+     "internal: MooncakeHostMemAllocator.free"},
     {"close", py_close, METH_NOARGS, "close() -> 0: release everything; setup() may follow"},
     {"get_hostname", py_get_hostname, METH_NOARGS, "get_hostname() -> 'host:port'"},
     {"_is_setup", py_is_setup, METH_NOARGS, "internal: whether the client is open"},

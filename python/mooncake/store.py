@@ -223,11 +223,32 @@ class MooncakeDistributedStore(_mooncake.Store):
             log.warning("%s", msg)
 
     def setup_dummy(self, mem_pool_size, local_buffer_size, server_address):
-        """Upstream's client of a standalone store service: not in this
-        build (returns NOT_SUPPORTED)."""
-        log.error("setup_dummy(): the standalone store service client is not supported by "
-                  "this build of mooncake-c; use setup()")
-        return int(ErrorCode.NOT_SUPPORTED)
+        """setup_dummy(mem_pool_size, local_buffer_size, server_address) -> 0 or
+        a negative error code.
+
+        A co-located ("dummy") client of the store service of this host at
+        server_address ("HOST:PORT": tools/mooncake_client, or
+        mooncake-store-server with service.enabled; 50052 by default). Its
+        buffers are memory shared with the service: mem_pool_size bytes for
+        alloc_from_mem_pool() and local_buffer_size bytes of staging for
+        values elsewhere; memory of MooncakeHostMemAllocator is shared at
+        register_buffer(). Sizes may be strings ("16MB": binary units). A
+        store that is set up is closed first."""
+        if not isinstance(server_address, str):
+            raise TypeError("setup_dummy() argument 'server_address' must be str, not "
+                            f"{type(server_address).__name__}")
+        try:
+            pool = _util.parse_size(mem_pool_size, "mem_pool_size")
+            lbuf = _util.parse_size(local_buffer_size, "local_buffer_size")
+            host, port = _util.split_host_port(server_address)
+        except ValueError as e:
+            log.error("setup_dummy(): %s", e)
+            return int(ErrorCode.INVALID_PARAMS)
+        if not host or port is None:
+            log.error("setup_dummy(): server_address %r is not HOST:PORT of the store service",
+                      server_address)
+            return int(ErrorCode.INVALID_PARAMS)
+        return self._setup_dummy(pool, lbuf, _util.join_host_port(host, port))
 
     def get_replica_desc(self, key):
         """[ReplicaDescriptor] of key ([] when absent or on error)."""
@@ -253,6 +274,37 @@ class MooncakeDistributedStore(_mooncake.Store):
         return False
 
 
-__all__ = ["MooncakeDistributedStore", "ReplicateConfig", "SoftPinAction", "BufferHandle",
+class MooncakeHostMemAllocator:
+    """Upstream's allocator of host memory for a co-located client: memory
+    it allocates before setup_dummy() is shared with the store service when
+    registered (register_buffer), so values there travel without a copy
+    (SGLang's standalone storage mode keeps its host KV pages here). For a
+    normal client it is ordinary memory."""
+
+    def __init__(self, use_hugepage=None, hugepage_size=None):
+        if use_hugepage:
+            MooncakeDistributedStore._warn_once(
+                "MooncakeHostMemAllocator(use_hugepage=True): mooncake-c allocates normal pages")
+        self._hugepage_size = hugepage_size
+
+    def alloc(self, size):
+        """alloc(size) -> address of size bytes (zeroed, page aligned).
+        MemoryError when the host has not that much (logged)."""
+        if not isinstance(size, int) or isinstance(size, bool):
+            raise TypeError(f"alloc() argument 'size' must be int, not {type(size).__name__}")
+        if size <= 0:
+            raise ValueError(f"alloc() argument 'size' must be positive, not {size}")
+        p = _mooncake.Store._shared_alloc(size)
+        if p == 0:
+            raise MemoryError(f"MooncakeHostMemAllocator: cannot allocate {size} bytes of shared "
+                              "memory (see the log)")
+        return p
+
+    def free(self, ptr):
+        """free(ptr) -> 0, or INVALID_ARGUMENT when ptr is not memory of alloc()."""
+        return _mooncake.Store._shared_free(ptr)
+
+
+__all__ = ["MooncakeDistributedStore", "MooncakeHostMemAllocator", "ReplicateConfig", "SoftPinAction", "BufferHandle",
            "ErrorCode", "ReplicaStatus", "ReplicaDescriptor", "MemoryDescriptor",
            "DiskDescriptor"] + [e.name for e in ErrorCode]

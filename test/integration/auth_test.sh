@@ -5,7 +5,7 @@
 # secret cannot join; the HTTP endpoints that tell keys (/keys, /get_all_keys,
 # /query_key) or change metadata (PUT and DELETE /metadata) need a proof over
 # a single-use challenge (missing, another secret's, replayed: 401 with the
-# reason); without any secret a port bound beyond loopback says so once at
+# reason), on the master and on mooncake-http-metadata-server with the secret; without any secret a port bound beyond loopback says so once at
 # start. The other ports (node data, service control): auth_ports_test.c.
 set -u
 . "$(dirname "$0")/helpers/cluster.sh"
@@ -56,9 +56,9 @@ for ep in keys get_all_keys 'query_key?key=k1'; do
   grep -q 'authentication required' "$T/out" || cluster_die "/$ep: no reason: $(cat "$T/out")"
 done
 # a valid header works once; replayed, its challenge is used up
-# proof SECRET_FILE: a fresh X-Mooncake-Auth value over a challenge of /auth
+# proof SECRET_FILE [HOST:PORT]: a fresh X-Mooncake-Auth value over a challenge of /auth
 proof() {
-  /usr/bin/python3 - "$1" "$HTTP" <<'PY'
+  /usr/bin/python3 - "$1" "${2:-$HTTP}" <<'PY'
 import hashlib, hmac, json, os, sys, urllib.request
 secret = open(sys.argv[1], 'rb').read().rstrip(b'\r\n')
 key = hashlib.sha256(secret).digest()
@@ -79,32 +79,60 @@ hdr=$(proof "$T/other") || cluster_die "cannot compute a proof"
   cluster_die "a proof with another secret was accepted"
 grep -q 'wrong proof' "$T/out" || cluster_die "/keys with another secret: no reason: $(cat "$T/out")"
 
-# /metadata: a PUT or DELETE changes the metadata only with a proof; a GET stays open
-M="http://$HTTP/metadata?key=auth_test_entry"
-for how in "-X PUT --data-binary v1" "-X DELETE"; do
-  # shellcheck disable=SC2086
-  [ "$(curl -s -o "$T/out" -w '%{http_code}' $how "$M")" = 401 ] ||
-    cluster_die "/metadata $how without a proof was not refused"
-  grep -q 'authentication required' "$T/out" || cluster_die "/metadata $how: no reason: $(cat "$T/out")"
-  hdr=$(proof "$T/other") || cluster_die "cannot compute a proof"
-  # shellcheck disable=SC2086
-  [ "$(curl -s -o /dev/null -w '%{http_code}' -H "X-Mooncake-Auth: $hdr" $how "$M")" = 401 ] ||
-    cluster_die "/metadata $how with another secret was not refused"
-done
-[ "$(curl -s -o /dev/null -w '%{http_code}' "$M")" = 404 ] || cluster_die "a refused PUT stored the entry"
-hdr=$(proof "$T/secret") || cluster_die "cannot compute a proof"
-[ "$(curl -s -o /dev/null -w '%{http_code}' -H "X-Mooncake-Auth: $hdr" -X PUT --data-binary v1 "$M")" = 200 ] ||
-  cluster_die "/metadata PUT with a proof was refused"
-[ "$(curl -s "$M")" = v1 ] || cluster_die "/metadata GET (open) does not return the entry"
-[ "$(curl -s -o /dev/null -w '%{http_code}' -H "X-Mooncake-Auth: $hdr" -X DELETE "$M")" = 401 ] ||
-  cluster_die "/metadata DELETE with a used proof was accepted"
-[ "$(curl -s "$M")" = v1 ] || cluster_die "a refused DELETE removed the entry"
-hdr=$(proof "$T/secret") || cluster_die "cannot compute a proof"
-[ "$(curl -s -o /dev/null -w '%{http_code}' -H "X-Mooncake-Auth: $hdr" -X DELETE "$M")" = 200 ] ||
-  cluster_die "/metadata DELETE with a proof was refused"
-[ "$(curl -s -o /dev/null -w '%{http_code}' "$M")" = 404 ] || cluster_die "the DELETE left the entry"
+# /metadata: a PUT or DELETE changes the metadata only with a proof; a GET
+# stays open. On the master's HTTP port, then on the standalone server.
+# check_metadata HOST:PORT
+check_metadata() {
+  local at=$1 how hdr
+  local M="http://$at/metadata?key=auth_test_entry"
+  for how in "-X PUT --data-binary v1" "-X DELETE"; do
+    # shellcheck disable=SC2086
+    [ "$(curl -s -o "$T/out" -w '%{http_code}' $how "$M")" = 401 ] ||
+      cluster_die "$at: /metadata $how without a proof was not refused"
+    grep -q 'authentication required' "$T/out" || cluster_die "$at: /metadata $how: no reason: $(cat "$T/out")"
+    hdr=$(proof "$T/other" "$at") || cluster_die "cannot compute a proof"
+    # shellcheck disable=SC2086
+    [ "$(curl -s -o /dev/null -w '%{http_code}' -H "X-Mooncake-Auth: $hdr" $how "$M")" = 401 ] ||
+      cluster_die "$at: /metadata $how with another secret was not refused"
+  done
+  [ "$(curl -s -o /dev/null -w '%{http_code}' "$M")" = 404 ] || cluster_die "$at: a refused PUT stored the entry"
+  hdr=$(proof "$T/secret" "$at") || cluster_die "cannot compute a proof"
+  [ "$(curl -s -o /dev/null -w '%{http_code}' -H "X-Mooncake-Auth: $hdr" -X PUT --data-binary v1 "$M")" = 200 ] ||
+    cluster_die "$at: /metadata PUT with a proof was refused"
+  [ "$(curl -s "$M")" = v1 ] || cluster_die "$at: /metadata GET (open) does not return the entry"
+  [ "$(curl -s -o /dev/null -w '%{http_code}' -H "X-Mooncake-Auth: $hdr" -X DELETE "$M")" = 401 ] ||
+    cluster_die "$at: /metadata DELETE with a used proof was accepted"
+  [ "$(curl -s "$M")" = v1 ] || cluster_die "$at: a refused DELETE removed the entry"
+  hdr=$(proof "$T/secret" "$at") || cluster_die "cannot compute a proof"
+  [ "$(curl -s -o /dev/null -w '%{http_code}' -H "X-Mooncake-Auth: $hdr" -X DELETE "$M")" = 200 ] ||
+    cluster_die "$at: /metadata DELETE with a proof was refused"
+  [ "$(curl -s -o /dev/null -w '%{http_code}' "$M")" = 404 ] || cluster_die "$at: the DELETE left the entry"
+}
+check_metadata "$HTTP"
+"$B/mooncake-http-metadata-server" --set server.bind_address=127.0.0.1 --set server.port=0 \
+  --set "security.secret_file=$T/secret" >"$T/hms.out" 2>"$T/hms.log" &
+hms=$!
+CLUSTER_PIDS+=("$hms")
+for _ in $(seq 100); do grep -q '^listening ' "$T/hms.out" && break; sleep 0.1; done
+hport=$(sed -n 's/^listening //p' "$T/hms.out")
+[ -n "$hport" ] || { kill -KILL $hms; cluster_die "mooncake-http-metadata-server did not start: $(cat "$T/hms.log")"; }
+check_metadata "127.0.0.1:$hport"
+kill -TERM $hms
+wait $hms
 [ "$(curl -s -o /dev/null -w '%{http_code}' "http://$HTTP/metrics")" = 200 ] ||
   cluster_die "/metrics needs no proof"
+
+# without a secret the standalone server keeps upstream's open protocol
+"$B/mooncake-http-metadata-server" --set server.bind_address=127.0.0.1 --set server.port=0 \
+  >"$T/hms.out" 2>"$T/hms.log" &
+hms=$!
+CLUSTER_PIDS+=("$hms")
+for _ in $(seq 100); do grep -q '^listening ' "$T/hms.out" && break; sleep 0.1; done
+hport=$(sed -n 's/^listening //p' "$T/hms.out")
+[ "$(curl -s -o /dev/null -w '%{http_code}' -X PUT --data-binary v "http://127.0.0.1:$hport/metadata?key=k")" = 200 ] ||
+  { kill -KILL $hms; cluster_die "the standalone server without a secret refused a PUT"; }
+kill -TERM $hms
+wait $hms
 
 # the first node still serves
 cli --secret-file "$T/secret" get k1 "$T/back" >/dev/null 2>&1 || cluster_die "get after the refused node"

@@ -34,6 +34,12 @@
 #include "rpc/methods.h"
 #include "rpc/rpc.h"
 #include "store/svc_proto.h"
+/* the store client's cases (only those a co-located client can run: no
+ * segment of its own, one node) */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-function"
+#include "store_cases.h"
+#pragma GCC diagnostic pop
 #include "util/buf.h"
 #include "util/log.h"
 #include "util/mem.h"
@@ -90,7 +96,7 @@ static int setup(void **state)
 {
     static env_t e;
     signal(SIGPIPE, SIG_IGN);
-    const char *const ms[] = {"master.client_ttl=3s", "master.lease_ttl=500ms", NULL};
+    const char *const ms[] = {"master.client_ttl=3s", "master.lease_ttl=2s", NULL};
     assert_int_equal(tc_master_start(&e.c.master, ms), 0);
     e.svc_port = test_free_port();
     snprintf(e.svc, sizeof(e.svc), "127.0.0.1:%u", e.svc_port);
@@ -233,11 +239,19 @@ static void the_c_api_works_through_the_service(void **state)
     assert_memory_equal(b, v, 100);
     assert_memory_equal(b + 100, pv, 1000);
     assert_memory_equal(b + 1100, v + 100, 7);
-    /* larger than staging, from plain memory: refused, naming the way out */
-    uint8_t *big = malloc(STAGING + 1);
+    /* larger than staging, from and into plain memory: through pool memory
+     * while the pool has room; larger than both: refused, naming the way out */
+    uint8_t *big = malloc(POOL + 1), *bigb = malloc(STAGING + 1);
     assert_non_null(big);
-    assert_int_equal(mc_store_put(s, "big", 3, big, STAGING + 1, NULL), MC_ERR_INVALID_PARAMS);
+    assert_non_null(bigb);
+    fill(big, STAGING + 1, 5);
+    assert_int_equal(mc_store_put(s, "big", 3, big, STAGING + 1, NULL), MC_OK);
+    assert_int_equal(mc_store_get(s, "big", 3, bigb, STAGING + 1, NULL), STAGING + 1);
+    assert_memory_equal(bigb, big, STAGING + 1);
+    assert_int_equal(mc_store_remove(s, "big", 3, 1), MC_OK);
+    assert_int_equal(mc_store_put(s, "big", 3, big, POOL + 1, NULL), MC_ERR_INVALID_PARAMS);
     free(big);
+    free(bigb);
     /* batch */
     char kb[5][16];
     mc_slice_t keys[5], vals[5], outs[5];
@@ -289,6 +303,140 @@ static void the_c_api_works_through_the_service(void **state)
     free(b);
 }
 
+/* SGLang's order: shared memory first (mc_store_shared_alloc, upstream's
+ * MooncakeHostMemAllocator), then the co-located client, then
+ * register_buffer: values there travel without staging (a value larger
+ * than the staging buffer goes through), single and batch calls; after
+ * unregister_buffer the memory is the caller's own again (through staging:
+ * a large value is refused). */
+static void shared_memory_registered_later_travels_in_place(void **state)
+{
+    env_t *e = *state;
+    const size_t big = STAGING + 4 * MIB + 3;
+    uint8_t *sh = mc_store_shared_alloc(2 * big + 8192);
+    assert_non_null(sh);
+    fill(sh, big, 31);
+    mc_store_config_t c;
+    mc_store_config_init(&c);
+    c.service = e->svc;
+    c.local_buffer_size = MIB;
+    c.rpc_timeout_us = RPC_TIMEOUT_US;
+    mc_store_t *d = NULL;
+    assert_int_equal(mc_store_open(&c, &d), MC_OK);
+    /* not yet registered: through the 1 MiB staging buffer, which it does not fit */
+    assert_int_equal(mc_store_put(d, "sh", 2, sh, big, NULL), MC_ERR_INVALID_PARAMS);
+    assert_int_equal(mc_store_register_buffer(d, sh, 2 * big + 8192), MC_OK);
+    assert_int_equal(mc_store_register_buffer(d, sh + 10, 100), MC_OK); /* again: fine */
+    assert_int_equal(mc_store_put(d, "sh", 2, sh, big, NULL), MC_OK);
+    memset(sh + big, 0, big);
+    assert_int_equal(mc_store_get(d, "sh", 2, sh + big, big, NULL), (int64_t)big);
+    assert_memory_equal(sh + big, sh, big);
+    /* another client reads it the ordinary way */
+    uint8_t *b = malloc(big);
+    assert_non_null(b);
+    assert_int_equal(mc_store_get(e->s, "sh", 2, b, 1000, NULL), MC_ERR_BUFFER_OVERFLOW);
+    assert_int_equal(mc_store_remove(e->s, "sh", 2, 1), MC_OK);
+    /* batch: two values of the shared memory and one of plain memory */
+    uint8_t plain[3000];
+    fill(plain, sizeof(plain), 32);
+    mc_slice_t k[3] = {{"x0", 2}, {"x1", 2}, {"x2", 2}};
+    mc_slice_t v[3] = {{sh, 5 * MIB}, {sh + 5 * MIB, 5 * MIB}, {plain, sizeof(plain)}};
+    mc_status_t st[3];
+    assert_int_equal(mc_store_batch_put(d, k, v, 3, NULL, st), MC_OK);
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(st[i], MC_OK);
+    uint8_t pb[3000];
+    mc_slice_t o[3] = {{sh + big, 5 * MIB}, {sh + big + 5 * MIB, 5 * MIB}, {pb, sizeof(pb)}};
+    int64_t res[3];
+    memset(sh + big, 0, 10 * MIB);
+    assert_int_equal(mc_store_batch_get(d, k, o, 3, res), MC_OK);
+    assert_int_equal(res[0], 5 * MIB);
+    assert_int_equal(res[2], sizeof(plain));
+    assert_memory_equal(sh + big, sh, 10 * MIB);
+    assert_memory_equal(pb, plain, sizeof(plain));
+    assert_int_equal(mc_store_remove_by_regex(d, "^x", 1), 3);
+    /* unregistered: its own memory again */
+    assert_int_equal(mc_store_unregister_buffer(d, sh), MC_OK);
+    assert_int_equal(mc_store_put(d, "sh", 2, sh, big, NULL), MC_ERR_INVALID_PARAMS);
+    assert_int_equal(mc_store_put(d, "sh", 2, sh, 1000, NULL), MC_OK);
+    assert_int_equal(mc_store_remove(d, "sh", 2, 1), MC_OK);
+    mc_store_close(d);
+    assert_int_equal(mc_store_shared_free(sh), MC_OK);
+    assert_int_equal(mc_store_shared_free(sh), MC_ERR_INVALID_ARGUMENT);
+    assert_int_equal(mc_store_shared_free(b), MC_ERR_INVALID_ARGUMENT);
+    assert_null(mc_store_shared_alloc(0));
+    free(b);
+}
+
+/* The master's count of pinned objects (its /metrics). */
+static long pinned_count(env_t *e)
+{
+    char *body = NULL;
+    assert_int_equal(tc_http_get(e->c.master.http_port, "/metrics", &body, 5000 * SLOW), 200);
+    const char *at = strstr(body, "\nmaster_soft_pin_key_count ");
+    assert_non_null(at);
+    long n = strtol(at + strlen("\nmaster_soft_pin_key_count "), NULL, 10);
+    free(body);
+    return n;
+}
+
+/* Pins reach the master through the service (CONFIG fields 5-7): a soft
+ * pin, a hard pin, an upsert (field 4) of a pinned object keeping its pin;
+ * a plain put pins nothing. */
+static void pins_and_upserts_reach_the_master_through_the_service(void **state)
+{
+    env_t *e = *state;
+    uint8_t v[4096], b[4096];
+    fill(v, sizeof(v), 77);
+    long p0 = pinned_count(e);
+    assert_int_equal(mc_store_put(e->s, "plain", 5, v, sizeof(v), NULL), MC_OK);
+    assert_int_equal(pinned_count(e), p0);
+    mc_replicate_config_t rc;
+    mc_replicate_config_init(&rc);
+    rc.soft_pin_action = MC_SOFT_PIN_ENABLE;
+    rc.has_soft_pin_ttl = 1;
+    rc.soft_pin_ttl_ms = 600000;
+    assert_int_equal(mc_store_put(e->s, "soft", 4, v, sizeof(v), &rc), MC_OK);
+    assert_int_equal(pinned_count(e), p0 + 1);
+    mc_replicate_config_init(&rc);
+    rc.with_hard_pin = 1;
+    assert_int_equal(mc_store_put(e->s, "hard", 4, v, sizeof(v), &rc), MC_OK);
+    assert_int_equal(pinned_count(e), p0 + 2);
+    /* an upsert in pieces replaces the value; DISABLE keeps a hard pin */
+    mc_replicate_config_init(&rc);
+    rc.soft_pin_action = MC_SOFT_PIN_DISABLE;
+    mc_slice_t two[2] = {{v + 100, 1000}, {v, 10}};
+    assert_int_equal(mc_store_put_parts(e->s, "hard", 4, two, 2, &rc),
+                     MC_ERR_OBJECT_ALREADY_EXISTS);
+    assert_int_equal(mc_store_upsert_parts(e->s, "hard", 4, two, 2, &rc), MC_OK);
+    assert_int_equal(mc_store_get(e->s, "hard", 4, b, sizeof(b), NULL), 1010);
+    assert_memory_equal(b, v + 100, 1000);
+    assert_memory_equal(b + 1000, v, 10);
+    assert_int_equal(pinned_count(e), p0 + 2);
+    /* DISABLE drops a soft pin (batch upsert: one call) */
+    mc_slice_t k[1] = {{"soft", 4}}, val[1] = {{v, 99}};
+    mc_status_t st[1];
+    assert_int_equal(mc_store_batch_upsert(e->s, k, val, 1, &rc, st), MC_OK);
+    assert_int_equal(st[0], MC_OK);
+    assert_int_equal(mc_store_get_size(e->s, "soft", 4), 99);
+    assert_int_equal(pinned_count(e), p0 + 1);
+    assert_int_equal(mc_store_remove_all(e->s, 1), 3);
+    assert_int_equal(pinned_count(e), p0);
+}
+
+/* The cases every client passes, through the service: upserts (CONFIG
+ * field 4), pins (5-7), values in pieces one by one and in batches, batch
+ * sizes and get_alloc; batch calls of values larger than staging together. */
+static void the_store_cases_pass_through_the_service(void **state)
+{
+    env_t *e = *state;
+    store_env_t se = {.s = e->s, .protocol = "service", .staging = STAGING, .batch_big = 3 * MIB};
+    void *st = &se;
+    upserts_pieces_allocs_and_sizes(&st);
+    batch_calls_report_each_key(&st);
+    sc_wait_parked_space();
+}
+
 /* ------------------------------------------------------ raw sessions */
 
 typedef struct raw_session {
@@ -324,6 +472,19 @@ static void raw_open(env_t *e, raw_session_t *r, uint64_t len)
     ro.host = "127.0.0.1";
     ro.port = (uint16_t)e->svc_port;
     assert_int_equal(mc_rpc_client_create(mc_reactor_group_get(r->g, 0), &ro, &r->rpc), MC_OK);
+}
+
+/* Share memfd m at offset off on r's connection: the service's status. */
+static mc_status_t raw_share(raw_session_t *r, uint64_t off, uint64_t len, int fd)
+{
+    svc_share_t m = {.magic = SVC_MAGIC, .op = SVC_OP_SHARE, .off = off, .len = len};
+    assert_int_equal(mc_unix_send(r->conn, &m, sizeof(m), fd), MC_OK);
+    svc_welcome_t w;
+    size_t got = 0;
+    int nofd = -1;
+    assert_int_equal(mc_unix_recv(r->conn, &w, sizeof(w), &got, &nofd), MC_OK);
+    assert_int_equal(got, sizeof(w));
+    return (mc_status_t)w.status;
 }
 
 static void raw_close(raw_session_t *r)
@@ -402,6 +563,28 @@ static void offsets_outside_a_session_and_bad_calls_are_refused_and_nothing_is_t
     /* and a good call works */
     assert_int_equal(raw_call(&r, MC_RPC_SVC_GET, r.token, "raw", ok, 1), MC_OK);
     assert_memory_equal(mem, v, sizeof(v));
+    /* more memory: over region 0, without a memfd, empty: refused, the
+     * session goes on; past it: taken */
+    mc_shm_t more;
+    assert_int_equal(mc_shm_create("test-more", MIB, 0, &more), MC_OK);
+    fill(more.base, more.len, 43);
+    assert_int_equal(raw_share(&r, L - 4096, more.len, more.fd), MC_ERR_INVALID_PARAMS);
+    assert_int_equal(raw_share(&r, 4 * L, more.len, -1), MC_ERR_INVALID_PARAMS);
+    assert_int_equal(raw_share(&r, 4 * L, 0, more.fd), MC_ERR_INVALID_PARAMS);
+    assert_int_equal(raw_share(&r, 4 * L, more.len, more.fd), MC_OK);
+    const uint64_t in_more[2] = {4 * L + 100, sizeof(v)};
+    assert_int_equal(raw_call(&r, MC_RPC_SVC_GET, r.token, "raw", in_more, 1), MC_OK);
+    assert_memory_equal((uint8_t *)more.base + 100, v, sizeof(v));
+    /* a part across the gap, or past the new region: refused */
+    const uint64_t across[][2] = {{L - 10, 4 * L}, {4 * L + more.len - 5, 10}, {2 * L, 10}};
+    for (size_t i = 0; i < 3; i++)
+        assert_int_equal(raw_call(&r, MC_RPC_SVC_PUT, r.token, "rawput", across[i], 1),
+                         MC_ERR_INVALID_PARAMS);
+    /* a region must come after the last one */
+    assert_int_equal(raw_share(&r, 2 * L, more.len, more.fd), MC_ERR_INVALID_PARAMS);
+    assert_int_equal(mc_store_exist(e->s, "rawput", 6), 0);
+    mc_shm_destroy(&more); /* the service keeps its mapping */
+    assert_int_equal(raw_call(&r, MC_RPC_SVC_GET, r.token, "raw", in_more, 1), MC_OK);
     assert_int_equal(mc_store_remove(e->s, "raw", 3, 1), MC_OK);
     raw_close(&r);
 }
@@ -583,6 +766,12 @@ static void a_killed_service_fails_calls_in_time_and_clients_share_again(void **
     assert_non_null(pv);
     fill(pv, 1000, 9);
     assert_int_equal(mc_store_put(e->s, "before", 6, pv, 1000, NULL), MC_OK);
+    /* registered shared memory (a value larger than staging needs it) */
+    const size_t big = STAGING + MIB;
+    uint8_t *sh = mc_store_shared_alloc(big);
+    assert_non_null(sh);
+    fill(sh, big, 10);
+    assert_int_equal(mc_store_register_buffer(e->s, sh, big), MC_OK);
     tc_node_stop(&e->c.node[0], SIGKILL);
     uint64_t t0 = mc_now_us();
     mc_status_t st = mc_store_put(e->s, "during", 6, pv, 1000, NULL);
@@ -607,6 +796,12 @@ static void a_killed_service_fails_calls_in_time_and_clients_share_again(void **
     assert_int_equal(mc_store_get(e->s, "after", 5, b, sizeof(b), NULL), 1000);
     assert_memory_equal(b, pv, 1000);
     assert_int_equal(mc_store_remove(e->s, "after", 5, 1), MC_OK);
+    /* the shared memory was shared again with the new service */
+    assert_int_equal(mc_store_put(e->s, "after-sh", 8, sh, big, NULL), MC_OK);
+    assert_int_equal(mc_store_get_size(e->s, "after-sh", 8), (int64_t)big);
+    assert_int_equal(mc_store_remove(e->s, "after-sh", 8, 1), MC_OK);
+    assert_int_equal(mc_store_unregister_buffer(e->s, sh), MC_OK);
+    assert_int_equal(mc_store_shared_free(sh), MC_OK);
     assert_int_equal(mc_store_free_to_mem_pool(e->s, pv), MC_OK);
 }
 
@@ -617,6 +812,9 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(four_client_processes_put_and_get_concurrently_byte_for_byte),
         cmocka_unit_test(the_c_api_works_through_the_service),
+        cmocka_unit_test(the_store_cases_pass_through_the_service),
+        cmocka_unit_test(pins_and_upserts_reach_the_master_through_the_service),
+        cmocka_unit_test(shared_memory_registered_later_travels_in_place),
         cmocka_unit_test(
             offsets_outside_a_session_and_bad_calls_are_refused_and_nothing_is_touched),
         cmocka_unit_test(killed_clients_leave_no_session_descriptor_or_memory_behind),

@@ -1,0 +1,107 @@
+"""The co-located ("dummy") client from Python, as SGLang's standalone
+storage mode drives it: host memory from MooncakeHostMemAllocator first,
+then setup_dummy(mem_pool_size, local_buffer_size, server_address) against
+a mooncake-store-server with service.enabled (upstream's mooncake_client),
+register_buffer, batch_put_from / batch_get_into, the warm-up put/get;
+alloc_from_mem_pool; and the bad input cases."""
+import ctypes
+import os
+import socket
+
+import numpy as np
+import pytest
+
+from mooncake import store as ms
+from mooncake.store import MooncakeDistributedStore, MooncakeHostMemAllocator
+
+from conftest import make_cluster
+
+MIB = 1 << 20
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def service(tmp_path_factory):
+    c = make_cluster(tmp_path_factory, nodes=0)
+    port = free_port()
+    try:
+        c.add_node(size="128MiB", extra=["--set", "service.enabled=true",
+                                         "--set", f"service.port={port}"])
+    except Exception:
+        c.stop()
+        raise
+    c.service = f"127.0.0.1:{port}"
+    yield c
+    c.stop()
+
+
+def view(ptr, n):
+    return np.frombuffer((ctypes.c_ubyte * n).from_address(ptr), dtype=np.uint8)
+
+
+def test_sglang_standalone_storage_order(service):
+    alloc = MooncakeHostMemAllocator()
+    size = 4 * MIB
+    ptr = alloc.alloc(2 * size)
+    mem = view(ptr, 2 * size)
+    mem[:size] = np.frombuffer(os.urandom(size), dtype=np.uint8)
+    s = MooncakeDistributedStore()
+    # staging of 1 MiB: values of 2 MiB only travel in the shared memory
+    assert s.setup_dummy(2 * size, MIB, service.service) == 0
+    assert s.register_buffer(ptr, 2 * size) == 0
+    half = size // 2
+    assert s.batch_put_from(["a", "b"], [ptr, ptr + half], [half, half]) == [0, 0]
+    assert s.batch_get_into(["a", "b", "absent"], [ptr + size, ptr + size + half, ptr],
+                            [half, half, 10]) == [half, half, ms.OBJECT_NOT_FOUND]
+    assert bytes(mem[size:]) == bytes(mem[:size])
+    # SGLang's warm-up
+    assert s.put("warmup", bytes(4096)) == 0
+    assert s.is_exist("warmup") == 1
+    assert s.get("warmup") == bytes(4096)
+    assert s.get_size("a") == half
+    # the pool: shared memory filled in place
+    p = s.alloc_from_mem_pool(3 * MIB)
+    assert p != 0 and p % 64 == 0
+    view(p, 3 * MIB)[:] = 7
+    assert s.put_from("pool", p, 3 * MIB) == 0
+    assert s.get("pool") == bytes([7]) * (3 * MIB)
+    # larger than staging from and into Python memory: through pool memory
+    big = os.urandom(2 * MIB)
+    assert s.put("big", big) == 0 and s.get("big") == big
+    assert s.remove("big", force=True) == 0
+    assert s.alloc_from_mem_pool(64 * MIB) == 0  # larger than the pool
+    assert s.remove_all(force=True) == 4
+    assert s.unregister_buffer(ptr) == 0
+    s.close()
+    assert alloc.free(ptr) == 0
+    assert alloc.free(ptr) == ms.INVALID_ARGUMENT
+
+
+def test_setup_dummy_bad_input(service):
+    s = MooncakeDistributedStore()
+    assert s.setup_dummy(MIB, MIB, "no-port") == ms.INVALID_PARAMS
+    assert s.setup_dummy("lots", MIB, service.service) == ms.INVALID_PARAMS
+    assert s.setup_dummy(0, 0, service.service) == ms.INVALID_ARGUMENT
+    # nobody serves that port: a negative status, not a hang
+    assert s.setup_dummy(MIB, MIB, f"127.0.0.1:{free_port()}") < 0
+    with pytest.raises(TypeError, match="server_address"):
+        s.setup_dummy(MIB, MIB, 50052)
+    # calls on a store that is not set up
+    assert s.alloc_from_mem_pool(100) == 0
+    assert s.put("k", b"v") == ms.INVALID_PARAMS
+    # sizes as strings, as upstream's configs write them
+    assert s.setup_dummy("4MB", "1 MiB", service.service) == 0
+    assert s.put("k", b"v") == 0 and s.get("k") == b"v"
+    assert s.remove("k", force=True) == 0
+    s.close()
+    a = MooncakeHostMemAllocator()
+    with pytest.raises(ValueError):
+        a.alloc(0)
+    with pytest.raises(TypeError):
+        a.alloc("1MB")
+    assert a.free(12345) == ms.INVALID_ARGUMENT
