@@ -21,6 +21,8 @@
 # Put/Get >= 0.5 x memcpy, >= 2 x tcp, >= 3 x Redis. The machine's load
 # matters: run it on a quiet machine for figures to compare.
 set -u
+# storage nodes take a free HTTP port (several per host here; store.http_port)
+export MC_STORE_HTTP_PORT=${MC_STORE_HTTP_PORT:-0}
 BUILD=${BUILD:-build}
 REPS=3
 DUR=3

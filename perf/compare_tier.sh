@@ -21,6 +21,8 @@
 # the page cache for all three (warm: they were just written and fit in RAM);
 # the figures compare the read paths, not the disk.
 set -euo pipefail
+# storage nodes take a free HTTP port (several per host here; store.http_port)
+export MC_STORE_HTTP_PORT=${MC_STORE_HTTP_PORT:-0}
 
 here=$(cd "$(dirname "$0")/.." && pwd)
 b=${BUILD:-$here/build}

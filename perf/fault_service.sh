@@ -15,6 +15,8 @@
 # checks that the service still serves. make check runs a 30-cycle version
 # (store_service_test); this is the 1,000-cycle one (default -n 1000).
 set -u
+# storage nodes take a free HTTP port (several per host here; store.http_port)
+export MC_STORE_HTTP_PORT=${MC_STORE_HTTP_PORT:-0}
 BUILD=${BUILD:-build}
 BIN=${TEST_BIN_DIR:-$BUILD/test/bin}
 CYCLES=1000

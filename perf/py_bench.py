@@ -321,6 +321,7 @@ def main():
 
     tmp = tempfile.mkdtemp(prefix="py_bench.")
     os.environ.setdefault("MC_LOG_LEVEL", "warn")
+    os.environ.setdefault("MC_STORE_HTTP_PORT", "0")  # several nodes: free HTTP ports
     cluster = Cluster(args.build, args.segment_bytes, tmp)
     redis = None
     rows = []  # (point, python (calls/s, B/s), C, redis, target ratio vs C)

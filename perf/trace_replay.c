@@ -404,6 +404,16 @@ static int worker_setup(replay_t *r, worker_t *w, unsigned id)
                 mc_status_str(st));
         return -1;
     }
+    /* A client opens without its master (it mounts when the master is
+     * back): one call before the clock starts, so that a master that does
+     * not answer (a wrong address) is said now, not as a timeout per call
+     * for the length of the replay. */
+    int e = id == 0 ? mc_store_exist(w->s, "trace_replay/probe", 18) : 0;
+    if (e < 0) {
+        fprintf(stderr, "trace_replay: the master %s does not answer: %s\n", o->master,
+                mc_status_str((mc_status_t)e));
+        return -1;
+    }
     return 0;
 }
 

@@ -22,7 +22,7 @@
 #       hosts (store.shm = off); shm: same-host shared memory
 #   -k  no cluster: trace_replay --core (the master's core in-process, a
 #       simulated clock at trace time / the -x factor (default 1), one request
-#       at a time: the eviction policy alone, deterministic, seconds per run);
+#       at a time: the eviction policy alone, seconds per run, +-0.005 run to run);
 #       -m settings become --core-set
 #   --  the rest goes to every trace_replay (e.g. --soft-pin prefix:4, --limit 2000)
 #
@@ -30,9 +30,12 @@
 # logs go to a mkdtemp directory that is removed at the end unless a run
 # failed. Exit status 1 when any run reported errors or wrong bytes.
 set -euo pipefail
+# storage nodes take a free HTTP port (several per host here; store.http_port)
+export MC_STORE_HTTP_PORT=${MC_STORE_HTTP_PORT:-0}
 shopt -s extglob
 
 here=$(cd "$(dirname "$0")/.." && pwd)
+cmdline="perf/trace_replay.sh${*:+ $*}"
 b=${BUILD:-$here/build}
 traces=conversation,synthetic
 workers=4,8,16
@@ -86,6 +89,10 @@ else
     mode=(--speedup "$speed")
 fi
 mkdir -p "$out"
+# what ran, where and when: the first lines of the output (results/*.txt)
+echo "# $cmdline"
+echo "# $(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git -C "$here" rev-parse --short HEAD 2>/dev/null ||
+    echo unknown), $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg) at start"
 
 tmp=$(mktemp -d /tmp/trace_replay.XXXXXX)
 pids=()
@@ -115,6 +122,10 @@ wait_line() {
 # start_cluster SEGMENT_BYTES -> MASTER, HTTP, MPID, NPIDS
 start_cluster() {
     local seg=$1 i l
+    # The previous configuration's logs go first: wait_line would otherwise
+    # find their "ready" lines (a dead master's port) before the new
+    # processes have even truncated them.
+    rm -f "$tmp"/master.out "$tmp"/master.log "$tmp"/node*.out "$tmp"/node*.log
     "$b/mooncake-master" --set server.bind_address=127.0.0.1 --set server.rpc_port=0 \
         --set server.http_port=0 --set log.level=info "${msets[@]}" \
         >"$tmp/master.out" 2>"$tmp/master.log" &
@@ -182,14 +193,15 @@ for tr in "${tlist[@]}"; do
             fi
             set -e
             sed 's/^/   /' "$tmp/run.out" | grep -v '^   csv,'
-            [ -s "$tmp/run.err" ] && sed 's/^/   stderr: /' "$tmp/run.err" | head -20
+            # (each worker's client warns that its RPC port has no secret: not shown)
+            grep -v "listens on .* without a secret" "$tmp/run.err" | sed 's/^/   stderr: /' | head -20 || true
             grep '^csv,trace_replay,' "$tmp/run.out" | sed 's/^csv,trace_replay,//' >>"$csv" || true
             if [ "$rc" -ne 0 ]; then status=1; keep=1; fi
             [ "$core" = 1 ] || stop_cluster
         done
     done
     echo
-    echo "== $name: $csv"
+    echo "== $name: ${csv#"$here"/}"
     # the headline columns, one row per configuration
     awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) col[$i] = i;
                        print "N C hit_local hit_global hit_store store/ideal pooled/local" \

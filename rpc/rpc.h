@@ -141,6 +141,8 @@ const uint8_t *mc_rpc_req_payload(const mc_rpc_req_t *req, size_t *len); /* hand
 mc_reactor_t *mc_rpc_req_reactor(const mc_rpc_req_t *req);
 /* "ip:port" of the peer; static per connection. */
 const char *mc_rpc_req_peer(const mc_rpc_req_t *req);
+/* When the request arrived (mc_now_us), for latency metrics. */
+uint64_t mc_rpc_req_start_us(const mc_rpc_req_t *req);
 
 /* Reply with a status and a prepared body (may be NULL/0). Releases req. */
 void mc_rpc_reply(mc_rpc_req_t *req, mc_status_t st, const void *body, size_t len);

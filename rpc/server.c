@@ -134,7 +134,8 @@ struct mc_rpc_req {
     size_t body_len;
     const uint8_t *payload;
     size_t payload_len;
-    size_t hdr_pos; /* reply header position, relative to the out buffer head */
+    size_t hdr_pos;    /* reply header position, relative to the out buffer head */
+    uint64_t start_us; /* when it arrived (mc_now_us) */
     mc_mp_writer_t w;
     mc_rpc_req_t *next_free;
 };
@@ -198,6 +199,11 @@ const uint8_t *mc_rpc_req_payload(const mc_rpc_req_t *req, size_t *len)
 mc_reactor_t *mc_rpc_req_reactor(const mc_rpc_req_t *req)
 {
     return req->c->r;
+}
+
+uint64_t mc_rpc_req_start_us(const mc_rpc_req_t *req)
+{
+    return req->start_us;
 }
 
 const char *mc_rpc_req_peer(const mc_rpc_req_t *req)
@@ -415,6 +421,7 @@ static mc_rpc_req_t *req_new(conn_t *c, const mc_frame_hdr_t *h, const uint8_t *
     req->body_len = h->body_len;
     req->payload = NULL;
     req->payload_len = h->payload_len;
+    req->start_us = mc_now_us();
     c->refs++;
     if (c->auth == AUTH_OPEN)
         c->framed = 1;

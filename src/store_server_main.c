@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "mooncake/store.h"
+#include "store/node_http.h"
 #include "store/service.h"
 #include "util/conf.h"
 #include "daemon.h"
@@ -39,6 +40,9 @@ typedef struct store_conf {
     uint64_t transfer_timeout;
     int shm; /* index in shm_choices */
     char *shm_group;
+    bool http_enabled;
+    char *http_bind;
+    uint64_t http_port;
     char *offload_dir;
     uint64_t offload_quota;
 } store_conf_t;
@@ -90,6 +94,13 @@ static const mc_conf_key_t store_keys[] = {
     MC_CONF_ROW(store_conf_t, shm_group, "shm_group", MC_CONF_STRING, "", 0, 0,
                 "group (name or number) admitted to the shared memory besides this user; "
                 "empty = this user only"),
+    MC_CONF_ROW(store_conf_t, http_enabled, "http_enabled", MC_CONF_BOOL, "true", 0, 0,
+                "serve /metrics (Prometheus) and /health on http_port"),
+    MC_CONF_ROW(store_conf_t, http_bind, "http_bind", MC_CONF_STRING, "0.0.0.0", 0, 0,
+                "address the HTTP port listens on"),
+    MC_CONF_ROW(store_conf_t, http_port, "http_port", MC_CONF_UINT, "9300", 0, 65535,
+                "HTTP port: /metrics, /health (upstream's client metrics port); 0 = any free "
+                "port (printed as \"http HOST:PORT\" on stdout)"),
     MC_CONF_ROW(store_conf_t, offload_dir, "offload_dir", MC_CONF_STRING, "", 0, 0,
                 "node-local offload (upstream ssd_offload_path; the master needs enable_offload): "
                 "an absolute directory on this node's own disk, one node per directory; empty = "
@@ -221,6 +232,22 @@ int main(int argc, char **argv)
             goto out;
         }
     }
+    mc_node_http_t *http = NULL;
+    uint16_t http_port = 0;
+    if (sc.http_enabled) {
+        err[0] = '\0';
+        st = mc_node_http_start(s, sc.http_bind, (uint16_t)sc.http_port, &http_port, &http, err,
+                                sizeof(err));
+        if (st != MC_OK) {
+            fprintf(stderr, "mooncake-store-server: %s\n", err);
+            mc_store_service_stop(svc);
+            mc_store_close(s);
+            goto out;
+        }
+        MC_INFO(CLIENT, "metrics at http://%s:%u/metrics", sc.http_bind, (unsigned)http_port);
+    }
+    mc_daemon_check_advertise("mooncake-store-server", "0.0.0.0", sc.advertise_host,
+                              "store.advertise_host");
     char size[MC_CONF_FMT_LEN];
     MC_INFO(CLIENT, "mooncake-store-server ready: segment '%s' of %s, master %s, metadata %s",
             mc_store_name(s), mc_conf_format_size(sc.global_segment_size, size, sizeof(size)),
@@ -228,6 +255,8 @@ int main(int argc, char **argv)
     printf("ready %s\n", mc_store_name(s));
     if (svc != NULL)
         printf("service %s:%u\n", vc.bind, (unsigned)vc.port);
+    if (http != NULL)
+        printf("http %s:%u\n", sc.http_bind, (unsigned)http_port);
     fflush(stdout);
     char ready[320];
     snprintf(ready, sizeof(ready), "serving segment %s", mc_store_name(s));
@@ -235,6 +264,7 @@ int main(int argc, char **argv)
     int sig = mc_daemon_wait_signal(&sigs);
     mc_daemon_stopping();
     MC_INFO(CLIENT, "signal %d (%s): unmounting and shutting down", sig, strsignal(sig));
+    mc_node_http_stop(http);    /* it reads s */
     mc_store_service_stop(svc); /* its clients' calls end first */
     mc_store_close(s);
     MC_INFO(CLIENT, "stopped");

@@ -46,17 +46,37 @@
 /* Wait for the last operations' callbacks at close (all are failed by then). */
 #define CLOSE_DRAIN_MS 10000
 
-void mc_store_config_init(mc_store_config_t *c)
+void mc_store_config_init_size(mc_store_config_t *c, size_t struct_size)
 {
-    memset(c, 0, sizeof(*c));
-    c->metadata = "master";
-    c->protocol = "tcp";
-    c->master = "127.0.0.1:50051";
-    c->advertise_host = "127.0.0.1";
-    c->local_buffer_size = 64ull << 20;
-    c->rpc_timeout_us = 5000000;
-    c->transfer_timeout_us = 10000000;
-    c->tier_queue_bytes = 256ull << 20;
+    mc_store_config_t d;
+    memset(&d, 0, sizeof(d));
+    d.struct_size = struct_size;
+    d.metadata = "master";
+    d.protocol = "tcp";
+    d.master = "127.0.0.1:50051";
+    d.advertise_host = "127.0.0.1";
+    d.local_buffer_size = 64ull << 20;
+    d.rpc_timeout_us = 5000000;
+    d.transfer_timeout_us = 10000000;
+    d.tier_queue_bytes = 256ull << 20;
+    /* the caller's struct may be older (shorter) than ours */
+    memcpy(c, &d, struct_size < sizeof(d) ? struct_size : sizeof(d));
+}
+
+mc_status_t store_config_full(const mc_store_config_t *c, mc_store_config_t *out)
+{
+    mc_store_config_init(out);
+    if (c->struct_size < offsetof(mc_store_config_t, local_hostname) ||
+        c->struct_size > sizeof(*out)) {
+        MC_ERROR(CLIENT,
+                 "mc_store_config_t.struct_size is %zu: not set by mc_store_config_init, or "
+                 "from a newer mooncake/store.h than this library's (%zu bytes)",
+                 c->struct_size, sizeof(*out));
+        return MC_ERR_INVALID_ARGUMENT;
+    }
+    memcpy(out, c, c->struct_size);
+    out->struct_size = sizeof(*out);
+    return MC_OK;
 }
 
 void mc_replicate_config_init(mc_replicate_config_t *c)
@@ -952,8 +972,13 @@ mc_status_t mc_store_open(const mc_store_config_t *c, mc_store_t **out)
         MC_ERROR(CLIENT, "mc_store_open: config and out must not be NULL");
         return MC_ERR_INVALID_ARGUMENT;
     }
+    mc_store_config_t full; /* the caller's, completed with the fields it lacks */
+    mc_status_t st = store_config_full(c, &full);
+    if (st != MC_OK)
+        return st;
+    c = &full;
     mc_store_t *s;
-    mc_status_t st = store_new(c, &d, &s);
+    st = store_new(c, &d, &s);
     if (st != MC_OK)
         return st;
     if (c->service != NULL && c->service[0] != '\0') {

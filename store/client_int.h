@@ -220,6 +220,15 @@ struct mc_store {
 /* ------------------------------------------------------------ client_op.c */
 
 /* Key rules of store.h: 1..4096 bytes, no NUL. MC_OK or MC_ERR_INVALID_KEY. */
+/* *c as this library's mc_store_config_t: the bytes c->struct_size says the
+ * caller has, defaults for the rest. MC_ERR_INVALID_ARGUMENT (logged) for a
+ * size that is not one of a mc_store_config_t. */
+mc_status_t store_config_full(const mc_store_config_t *c, mc_store_config_t *out);
+
+/* Append this process's Prometheus families (client_metrics.c; node_http.c
+ * serves them). Any thread. */
+void store_node_metrics(mc_store_t *s, mc_buf_t *b);
+
 mc_status_t store_check_key(const void *key, size_t klen);
 
 /* Counting live operations (close waits for zero). */

@@ -167,9 +167,11 @@ static void session_drop(svc_client_t *c)
     c->conn = -1;
 }
 
-/* Share one more region on the session's connection; the service's answer. */
-static mc_status_t share_send(int conn, const struct xreg *x)
+/* Share one more region on the session's connection; the service's answer
+ * (*refused: it answered no; else the connection failed). */
+static mc_status_t share_send(int conn, const struct xreg *x, int *refused)
 {
+    *refused = 0;
     svc_share_t m = {.magic = SVC_MAGIC, .op = SVC_OP_SHARE, .off = x->off, .len = x->len};
     svc_welcome_t w;
     size_t got = 0;
@@ -186,6 +188,7 @@ static mc_status_t share_send(int conn, const struct xreg *x)
         MC_ERROR(CLIENT, "the store service refused %llu bytes of shared memory: %s",
                  (unsigned long long)x->len, w.name);
         st = (mc_status_t)w.status;
+        *refused = 1;
     }
     return st;
 }
@@ -236,9 +239,10 @@ static mc_status_t session_ensure(svc_client_t *c)
     }
     /* and the memory shared since (a restarted service knows none of it) */
     uint32_t shared = 0;
+    int refused = 0;
     pthread_rwlock_rdlock(&c->xmu);
     for (uint32_t i = 0; i < c->nxr && st == MC_OK; i++, shared++)
-        st = share_send(fd, &c->xr[i]);
+        st = share_send(fd, &c->xr[i], &refused);
     pthread_rwlock_unlock(&c->xmu);
     if (st != MC_OK) {
         close(fd);
@@ -1201,8 +1205,11 @@ mc_status_t store_dummy_register(mc_store_t *s, void *buf, size_t len)
     x.off = c->next_off;
     /* the session's connection is ours under smu: tell the service now (a
      * session made later shares every region after its hello) */
-    if (c->conn >= 0)
-        st = share_send(c->conn, &x);
+    int refused = 0;
+    if (c->conn >= 0 && (st = share_send(c->conn, &x, &refused)) != MC_OK && !refused) {
+        session_drop(c); /* the service went: the next session shares it */
+        st = MC_OK;
+    }
     if (st == MC_OK) {
         c->next_off = (x.off + x.len + XREG_ALIGN - 1) & ~(uint64_t)(XREG_ALIGN - 1);
         pthread_rwlock_wrlock(&c->xmu);
@@ -1213,9 +1220,7 @@ mc_status_t store_dummy_register(mc_store_t *s, void *buf, size_t len)
                 "service: values there travel without a copy",
                 buf, len, (unsigned long long)x.len);
     } else {
-        close(x.fd);
-        if (st != MC_ERR_LIMIT && st != MC_ERR_NOMEM && st != MC_ERR_INVALID_PARAMS)
-            session_drop(c); /* the connection is in doubt: the next call makes another */
+        close(x.fd); /* the service refused it (logged) */
     }
     pthread_mutex_unlock(&c->smu);
     return st;

@@ -1352,33 +1352,44 @@ void master_ha_metrics(master_srv_t *s, mc_buf_t *b)
             r);
     if (h == NULL)
         return;
-    appendf(b, "# TYPE master_ha_elections_total counter\nmaster_ha_elections_total %llu\n",
+    appendf(b,
+            "# HELP master_ha_elections_total elections this master won\n"
+            "# TYPE master_ha_elections_total counter\nmaster_ha_elections_total %llu\n",
             (unsigned long long)atomic_load(&h->elections));
-    appendf(b, "# TYPE master_ha_demotions_total counter\nmaster_ha_demotions_total %llu\n",
+    appendf(b,
+            "# HELP master_ha_demotions_total times this master stopped leading\n"
+            "# TYPE master_ha_demotions_total counter\nmaster_ha_demotions_total %llu\n",
             (unsigned long long)atomic_load(&h->demotions));
     appendf(b,
+            "# HELP master_ha_lease_renewals_total leader lease renewals, by result\n"
             "# TYPE master_ha_lease_renewals_total counter\n"
             "master_ha_lease_renewals_total{result=\"ok\"} %llu\n"
             "master_ha_lease_renewals_total{result=\"failed\"} %llu\n",
             (unsigned long long)atomic_load(&h->renew_ok),
             (unsigned long long)atomic_load(&h->renew_fail));
     appendf(b,
+            "# HELP master_ha_journal_appends_total journal append scripts run, by result\n"
             "# TYPE master_ha_journal_appends_total counter\n"
             "master_ha_journal_appends_total{result=\"ok\"} %llu\n"
             "master_ha_journal_appends_total{result=\"failed\"} %llu\n",
             (unsigned long long)atomic_load(&h->appends),
             (unsigned long long)atomic_load(&h->append_fail));
+    appendf(
+        b,
+        "# HELP master_ha_journal_records_applied_total journal records a standby applied\n"
+        "# TYPE master_ha_journal_records_applied_total counter\n"
+        "master_ha_journal_records_applied_total %llu\n"
+        "# HELP master_ha_journal_apply_errors_total journal records a standby could not apply\n"
+        "# TYPE master_ha_journal_apply_errors_total counter\n"
+        "master_ha_journal_apply_errors_total %llu\n",
+        (unsigned long long)atomic_load(&h->records_applied),
+        (unsigned long long)atomic_load(&h->apply_errors));
     appendf(b,
-            "# TYPE master_ha_journal_records_applied_total counter\n"
-            "master_ha_journal_records_applied_total %llu\n"
-            "# TYPE master_ha_journal_apply_errors_total counter\n"
-            "master_ha_journal_apply_errors_total %llu\n",
-            (unsigned long long)atomic_load(&h->records_applied),
-            (unsigned long long)atomic_load(&h->apply_errors));
-    appendf(b,
+            "# HELP master_ha_snapshots_total metadata snapshots, taken or loaded\n"
             "# TYPE master_ha_snapshots_total counter\n"
             "master_ha_snapshots_total{op=\"taken\"} %llu\n"
             "master_ha_snapshots_total{op=\"loaded\"} %llu\n"
+            "# HELP master_ha_snapshot_bytes size of the last snapshot\n"
             "# TYPE master_ha_snapshot_bytes gauge\nmaster_ha_snapshot_bytes %llu\n",
             (unsigned long long)atomic_load(&h->snapshots_taken),
             (unsigned long long)atomic_load(&h->snapshots_loaded),
@@ -1399,6 +1410,7 @@ void master_ha_metrics(master_srv_t *s, mc_buf_t *b)
             "# HELP master_ha_replication_lag_records journal records not yet applied\n"
             "# TYPE master_ha_replication_lag_records gauge\n"
             "master_ha_replication_lag_records %llu\n"
+            "# HELP master_ha_replication_lag_ms milliseconds the standby is behind the journal\n"
             "# TYPE master_ha_replication_lag_ms gauge\nmaster_ha_replication_lag_ms %llu\n",
             (unsigned long long)(lead ? 0 : atomic_load(&h->lag_records)),
             (unsigned long long)(lead ? 0 : atomic_load(&h->lag_ms)));

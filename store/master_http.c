@@ -60,8 +60,9 @@
 #include "store/master_ha.h"
 #include "store/master_server_int.h"
 #include "transport/meta_http_srv.h"
-#include "util/mem.h"
 #include "util/log.h"
+#include "util/mem.h"
+#include "util/prom.h"
 #include "util/time.h"
 
 #define KEYS_DEFAULT_LIMIT 1000
@@ -123,16 +124,67 @@ static void add_escaped(struct evbuffer *b, const char *s, size_t len)
 
 static int seg_metric(void *arg, const mc_master_segment_info_t *si)
 {
-    struct evbuffer *b = arg;
-    evbuffer_add_printf(b, "segment_allocated_bytes{segment=\"");
-    add_escaped(b, si->name, strlen(si->name));
-    evbuffer_add_printf(b, "\"} %" PRIu64 "\n", si->used);
-    evbuffer_add_printf(b, "segment_total_capacity_bytes{segment=\"");
-    add_escaped(b, si->name, strlen(si->name));
-    evbuffer_add_printf(b, "\"} %" PRIu64 "\n", si->size);
+    mc_prom_sample_l(arg, "segment_allocated_bytes", "segment", si->name, strlen(si->name),
+                     si->used);
     return 0;
 }
 
+static int seg_capacity(void *arg, const mc_master_segment_info_t *si)
+{
+    mc_prom_sample_l(arg, "segment_total_capacity_bytes", "segment", si->name, strlen(si->name),
+                     si->size);
+    return 0;
+}
+
+/* The RPC families: upstream's names (master_<op>_requests_total, ...: one
+ * family per method, kept for the dashboards built on them), then the same
+ * counts as one labelled family with the latency histograms. */
+static void rpc_metrics(master_srv_t *s, mc_buf_t *b)
+{
+    char name[96], help[160], lab[64];
+    for (size_t i = 0; i < sizeof(rpc_names) / sizeof(rpc_names[0]); i++) {
+        uint16_t m = rpc_names[i].method;
+        const char *pre = rpc_names[i].batch ? "master_batch_" : "master_";
+        const char *kind = rpc_names[i].batch ? "Batch " : "";
+        snprintf(name, sizeof(name), "%s%s_requests_total", pre, rpc_names[i].op);
+        snprintf(help, sizeof(help), "%s%s RPC requests answered.", kind, rpc_names[i].op);
+        mc_prom_counter(b, name, help,
+                        atomic_load_explicit(&s->req_total[m], memory_order_relaxed));
+        snprintf(name, sizeof(name), "%s%s_failures_total", pre, rpc_names[i].op);
+        snprintf(help, sizeof(help), "%s%s RPC requests answered with an error.", kind,
+                 rpc_names[i].op);
+        mc_prom_counter(b, name, help, atomic_load_explicit(&s->req_fail[m], memory_order_relaxed));
+    }
+    static const struct {
+        const char *name, *help;
+        int fail;
+    } fam[] = {
+        {"mooncake_master_rpc_requests_total", "RPC requests answered, by method.", 0},
+        {"mooncake_master_rpc_failures_total", "RPC requests answered with an error, by method.",
+         1},
+    };
+    for (size_t f = 0; f < 2; f++) {
+        mc_prom_head(b, fam[f].name, "counter", fam[f].help);
+        for (size_t i = 0; i < sizeof(rpc_names) / sizeof(rpc_names[0]); i++) {
+            uint16_t m = rpc_names[i].method;
+            snprintf(lab, sizeof(lab), "method=\"%s%s\"", rpc_names[i].batch ? "batch_" : "",
+                     rpc_names[i].op);
+            const _Atomic uint64_t *c = fam[f].fail ? &s->req_fail[m] : &s->req_total[m];
+            mc_prom_sample(b, fam[f].name, lab, atomic_load_explicit(c, memory_order_relaxed));
+        }
+    }
+    mc_prom_head(b, "mooncake_master_rpc_duration_seconds", "histogram",
+                 "Time from a request's arrival to its answer, by method.");
+    for (size_t i = 0; i < sizeof(rpc_names) / sizeof(rpc_names[0]); i++) {
+        snprintf(lab, sizeof(lab), "method=\"%s%s\"", rpc_names[i].batch ? "batch_" : "",
+                 rpc_names[i].op);
+        mc_prom_hist_write(b, "mooncake_master_rpc_duration_seconds", lab,
+                           &s->req_lat[rpc_names[i].method]);
+    }
+}
+
+/* Every family with HELP and TYPE (promtool check metrics is clean but for
+ * upstream's names in conf/prometheus/lint-allowlist). */
 static void on_metrics(struct evhttp_request *req, void *arg)
 {
     if (mc_meta_http_read_only(req))
@@ -140,109 +192,97 @@ static void on_metrics(struct evhttp_request *req, void *arg)
     master_srv_t *s = arg;
     mc_master_stats_t st;
     mc_master_get_stats(s->m, &st);
-    struct evbuffer *b = evbuffer_new();
-    if (b == NULL) {
-        evhttp_send_error(req, 500, "out of memory");
-        return;
-    }
-#define GAUGE(name, help, v)                                                                       \
-    evbuffer_add_printf(b,                                                                         \
-                        "# HELP " name " " help "\n# TYPE " name " gauge\n" name " %" PRIu64 "\n", \
-                        (uint64_t)(v))
-#define COUNTER(name, help, v)                                                                     \
-    evbuffer_add_printf(                                                                           \
-        b, "# HELP " name " " help "\n# TYPE " name " counter\n" name " %" PRIu64 "\n",            \
-        (uint64_t)(v))
-    GAUGE("master_key_count", "Objects stored (complete and in progress).", st.key_count);
-    GAUGE("master_processing_key_count", "Objects whose put has not finished.",
-          st.processing_count);
-    GAUGE("master_soft_pin_key_count", "Objects put with a soft pin.", st.soft_pinned_count);
-    GAUGE("master_allocated_bytes", "Bytes allocated to replicas.", st.allocated_bytes);
-    GAUGE("master_total_capacity_bytes", "Bytes of mounted segments.", st.capacity_bytes);
-    GAUGE("master_segment_count", "Mounted segments.", st.segment_count);
-    GAUGE("master_unmounting_segment_count", "Segments draining after an unmount.",
-          st.unmounting_count);
-    GAUGE("master_active_clients", "Clients that pinged within client_ttl.", st.active_clients);
-    GAUGE("master_view_version", "View version of this master run.", st.view_version);
-    COUNTER("master_attempted_evictions_total", "Eviction rounds started.", st.eviction_attempts);
-    COUNTER("master_successful_evictions_total", "Eviction rounds that freed space.",
-            st.eviction_successes);
-    COUNTER("master_evicted_key_count", "Objects evicted.", st.evicted_keys);
-    COUNTER("master_evicted_size_bytes", "Bytes evicted.", st.evicted_bytes);
-    COUNTER("master_put_start_discard_cnt", "Unfinished puts discarded.", st.put_start_discards);
-    COUNTER("master_put_start_release_cnt", "Reserved spaces of discarded puts freed.",
-            st.put_start_releases);
+    mc_buf_t b = MC_BUF_INIT;
+    mc_prom_gauge(&b, "master_key_count", "Objects stored (complete and in progress).",
+                  st.key_count);
+    mc_prom_gauge(&b, "master_processing_key_count", "Objects whose put has not finished.",
+                  st.processing_count);
+    mc_prom_gauge(&b, "master_soft_pin_key_count", "Objects put with a soft pin.",
+                  st.soft_pinned_count);
+    mc_prom_gauge(&b, "master_allocated_bytes", "Bytes allocated to replicas.", st.allocated_bytes);
+    mc_prom_gauge(&b, "master_total_capacity_bytes", "Bytes of mounted segments.",
+                  st.capacity_bytes);
+    mc_prom_gauge(&b, "master_segment_count", "Mounted segments.", st.segment_count);
+    mc_prom_gauge(&b, "master_unmounting_segment_count", "Segments draining after an unmount.",
+                  st.unmounting_count);
+    mc_prom_gauge(&b, "master_active_clients", "Clients that pinged within client_ttl.",
+                  st.active_clients);
+    mc_prom_gauge(&b, "master_view_version", "View version of this master run.", st.view_version);
+    mc_prom_counter(&b, "master_attempted_evictions_total", "Eviction rounds started.",
+                    st.eviction_attempts);
+    mc_prom_counter(&b, "master_successful_evictions_total", "Eviction rounds that freed space.",
+                    st.eviction_successes);
+    mc_prom_counter(&b, "master_evicted_key_count", "Objects evicted.", st.evicted_keys);
+    mc_prom_counter(&b, "master_evicted_size_bytes", "Bytes evicted.", st.evicted_bytes);
+    mc_prom_counter(&b, "master_put_start_discard_cnt", "Unfinished puts discarded.",
+                    st.put_start_discards);
+    mc_prom_counter(&b, "master_put_start_release_cnt", "Reserved spaces of discarded puts freed.",
+                    st.put_start_releases);
 
-    evbuffer_add_printf(b, "# HELP master_value_size_bytes Sizes of values put.\n"
-                           "# TYPE master_value_size_bytes histogram\n");
+    mc_prom_head(&b, "master_value_size_bytes", "histogram", "Sizes of values put.");
     uint64_t cum = 0;
+    char lab[48];
     for (unsigned i = 0; i < MC_MASTER_VALUE_BUCKETS; i++) {
         cum += st.value_size_buckets[i];
         if (i + 1 < MC_MASTER_VALUE_BUCKETS)
-            evbuffer_add_printf(b,
-                                "master_value_size_bytes_bucket{le=\"%" PRIu64 "\"} %" PRIu64 "\n",
-                                mc_master_value_bucket_bound(i), cum);
+            snprintf(lab, sizeof(lab), "le=\"%" PRIu64 "\"", mc_master_value_bucket_bound(i));
         else
-            evbuffer_add_printf(b, "master_value_size_bytes_bucket{le=\"+Inf\"} %" PRIu64 "\n",
-                                cum);
+            snprintf(lab, sizeof(lab), "le=\"+Inf\"");
+        mc_prom_sample(&b, "master_value_size_bytes_bucket", lab, cum);
     }
-    evbuffer_add_printf(b, "master_value_size_bytes_sum %" PRIu64 "\n", st.value_size_sum);
-    evbuffer_add_printf(b, "master_value_size_bytes_count %" PRIu64 "\n", st.value_size_count);
+    mc_prom_sample(&b, "master_value_size_bytes_sum", NULL, st.value_size_sum);
+    mc_prom_sample(&b, "master_value_size_bytes_count", NULL, cum);
 
-    evbuffer_add_printf(b, "# TYPE segment_allocated_bytes gauge\n"
-                           "# TYPE segment_total_capacity_bytes gauge\n");
-    mc_master_foreach_segment(s->m, seg_metric, b);
-    master_tier_metrics(s, b);
-    master_offload_metrics(s, b);
+    mc_prom_head(&b, "segment_allocated_bytes", "gauge", "Bytes allocated in a segment.");
+    mc_master_foreach_segment(s->m, seg_metric, &b);
+    mc_prom_head(&b, "segment_total_capacity_bytes", "gauge", "Bytes of a segment.");
+    mc_master_foreach_segment(s->m, seg_capacity, &b);
+    master_tier_metrics(s, &b);
+    master_offload_metrics(s, &b);
+    rpc_metrics(s, &b);
 
-    for (size_t i = 0; i < sizeof(rpc_names) / sizeof(rpc_names[0]); i++) {
-        uint16_t m = rpc_names[i].method;
-        uint64_t t = atomic_load_explicit(&s->req_total[m], memory_order_relaxed);
-        uint64_t f = atomic_load_explicit(&s->req_fail[m], memory_order_relaxed);
-        const char *pre = rpc_names[i].batch ? "master_batch_" : "master_";
-        evbuffer_add_printf(b,
-                            "# TYPE %s%s_requests_total counter\n%s%s_requests_total %" PRIu64 "\n",
-                            pre, rpc_names[i].op, pre, rpc_names[i].op, t);
-        evbuffer_add_printf(b,
-                            "# TYPE %s%s_failures_total counter\n%s%s_failures_total %" PRIu64 "\n",
-                            pre, rpc_names[i].op, pre, rpc_names[i].op, f);
-    }
     mc_rpc_server_stats_t rs;
     mc_rpc_server_stats(s->rpc, &rs);
-    COUNTER("master_rpc_connections_total", "RPC connections accepted.", rs.conns_accepted);
-    COUNTER("master_rpc_protocol_errors_total", "RPC connections closed for a protocol error.",
-            rs.conns_closed_protocol);
-    COUNTER("master_rpc_requests_total", "RPC requests received.", rs.requests);
-    GAUGE("master_rpc_connections_open", "RPC connections open.", rs.conns_open);
-    COUNTER("master_rpc_connections_refused_total",
-            "RPC connections closed at accept (server.max_clients, no descriptor left).",
-            rs.conns_refused);
-    COUNTER("master_rpc_accept_errors_total", "accept(2) failures (EMFILE, ENFILE, ...).",
-            rs.accept_errors);
-    COUNTER("master_rpc_connections_closed_input_total",
-            "RPC connections closed for server.max_client_input or max_input_total.",
-            rs.conns_closed_inbuf);
-    COUNTER("master_rpc_connections_closed_idle_total",
-            "RPC connections closed for server.first_frame_timeout.", rs.conns_closed_idle);
-    GAUGE("master_rpc_input_buffer_bytes", "Bytes the RPC connections hold buffered.",
-          rs.inbuf_bytes);
-    COUNTER("master_log_write_errors_total", "Log lines lost to failed writes (log.file).",
-            mc_log_write_errors());
+    mc_prom_counter(&b, "master_rpc_connections_total", "RPC connections accepted.",
+                    rs.conns_accepted);
+    mc_prom_counter(&b, "master_rpc_protocol_errors_total",
+                    "RPC connections closed for a protocol error.", rs.conns_closed_protocol);
+    mc_prom_counter(&b, "master_rpc_requests_total", "RPC requests received.", rs.requests);
+    mc_prom_gauge(&b, "master_rpc_connections_open", "RPC connections open.", rs.conns_open);
+    mc_prom_counter(&b, "master_rpc_connections_refused_total",
+                    "RPC connections closed at accept (server.max_clients, no descriptor left).",
+                    rs.conns_refused);
+    mc_prom_counter(&b, "master_rpc_accept_errors_total",
+                    "accept(2) failures (EMFILE, ENFILE, ...).", rs.accept_errors);
+    mc_prom_counter(&b, "master_rpc_connections_closed_input_total",
+                    "RPC connections closed for server.max_client_input or max_input_total.",
+                    rs.conns_closed_inbuf);
+    mc_prom_counter(&b, "master_rpc_connections_closed_idle_total",
+                    "RPC connections closed for server.first_frame_timeout.", rs.conns_closed_idle);
+    mc_prom_gauge(&b, "master_rpc_input_buffer_bytes", "Bytes the RPC connections hold buffered.",
+                  rs.inbuf_bytes);
+    mc_prom_counter(&b, "master_log_write_errors_total",
+                    "Log lines lost to failed writes (log.file).", mc_log_write_errors());
     uint64_t scans, over, refused;
     master_scan_stats(s, &scans, &over, &refused);
-    COUNTER("master_regex_scans_total", "Regex scans run (by-regex RPCs, /keys).", scans);
-    COUNTER("master_regex_scans_over_budget_total",
-            "Regex scans stopped by a regex limit or server.regex_timeout.", over);
-    COUNTER("master_regex_scans_refused_total",
-            "Regex scans refused because server.regex_queue were waiting.", refused);
-    mc_buf_t hb = MC_BUF_INIT;
-    master_ha_metrics(s, &hb);
-    evbuffer_add(b, mc_buf_head(&hb), mc_buf_used(&hb));
-    mc_buf_fini(&hb);
-#undef GAUGE
-#undef COUNTER
-    send_text(req, 200, "OK", b, "text/plain; version=0.0.4");
-    evbuffer_free(b);
+    mc_prom_counter(&b, "master_regex_scans_total", "Regex scans run (by-regex RPCs, /keys).",
+                    scans);
+    mc_prom_counter(&b, "master_regex_scans_over_budget_total",
+                    "Regex scans stopped by a regex limit or server.regex_timeout.", over);
+    mc_prom_counter(&b, "master_regex_scans_refused_total",
+                    "Regex scans refused because server.regex_queue were waiting.", refused);
+    master_ha_metrics(s, &b);
+    mc_prom_process(&b);
+    mc_prom_build_info(&b);
+
+    struct evbuffer *out = evbuffer_new();
+    if (out == NULL || evbuffer_add(out, mc_buf_head(&b), mc_buf_used(&b)) != 0)
+        evhttp_send_error(req, 500, "out of memory");
+    else
+        send_text(req, 200, "OK", out, "text/plain; version=0.0.4");
+    if (out != NULL)
+        evbuffer_free(out);
+    mc_buf_fini(&b);
 }
 
 static void on_summary(struct evhttp_request *req, void *arg)

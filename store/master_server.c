@@ -278,6 +278,8 @@ static void count(master_srv_t *s, mc_rpc_req_t *req, mc_status_t st)
         atomic_fetch_add_explicit(&s->req_total[m], 1, memory_order_relaxed);
         if (st < 0)
             atomic_fetch_add_explicit(&s->req_fail[m], 1, memory_order_relaxed);
+        uint64_t now = mc_now_us(), t0 = mc_rpc_req_start_us(req);
+        mc_prom_hist_observe_us(&s->req_lat[m], now > t0 ? now - t0 : 0);
     }
 }
 

@@ -11,6 +11,7 @@
 #include "store/master_server.h"
 #include "store/proto.h"
 #include "util/list.h"
+#include "util/prom.h"
 
 #define MASTER_MAX_METHOD 400 /* method ids counted per RPC (rpc/methods.h) */
 
@@ -78,6 +79,7 @@ typedef struct master_srv {
     uint64_t started_us;
     _Atomic uint64_t req_total[MASTER_MAX_METHOD];
     _Atomic uint64_t req_fail[MASTER_MAX_METHOD];
+    mc_prom_hist_t req_lat[MASTER_MAX_METHOD]; /* arrival to answer */
 
     /* high availability (master_ha.c); ha NULL when ha.sync = off */
     ha_t *ha;
@@ -116,9 +118,9 @@ const char *master_tier_cluster(const master_srv_t *s);
 void master_tier_orphan(master_srv_t *s, const char *key, size_t len);
 struct evbuffer;
 /* Prometheus lines of the tier (nothing without one). */
-void master_tier_metrics(const master_srv_t *s, struct evbuffer *b);
+void master_tier_metrics(const master_srv_t *s, mc_buf_t *b);
 /* Node-local offload's metrics (with enable_offload). */
-void master_offload_metrics(const master_srv_t *s, struct evbuffer *b);
+void master_offload_metrics(const master_srv_t *s, mc_buf_t *b);
 
 /* ---- master_server_scan.c: regex scans on a worker thread ---- */
 typedef struct scan_job scan_job_t;

@@ -54,6 +54,7 @@
 #include "store/tier.h"
 #include "util/log.h"
 #include "util/mem.h"
+#include "util/prom.h"
 #include "util/time.h"
 
 typedef struct drop_node {
@@ -482,7 +483,7 @@ void master_tier_stop(master_srv_t *s)
     s->tier = NULL;
 }
 
-void master_tier_metrics(const master_srv_t *s, struct evbuffer *b)
+void master_tier_metrics(const master_srv_t *s, mc_buf_t *b)
 {
     const struct master_tier *t = s->tier;
     if (t == NULL)
@@ -513,12 +514,13 @@ void master_tier_metrics(const master_srv_t *s, struct evbuffer *b)
         {"master_tier_quota_evicted_total", "counter",
          "Disk-only objects removed to keep the tier under its quota.", ts.disk_evicted},
     };
-    for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++)
-        evbuffer_add_printf(b, "# HELP %s %s\n# TYPE %s %s\n%s %" PRIu64 "\n", rows[i].name,
-                            rows[i].help, rows[i].name, rows[i].type, rows[i].name, rows[i].v);
+    for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+        mc_prom_head(b, rows[i].name, rows[i].type, rows[i].help);
+        mc_prom_sample(b, rows[i].name, NULL, rows[i].v);
+    }
 }
 
-void master_offload_metrics(const master_srv_t *s, struct evbuffer *b)
+void master_offload_metrics(const master_srv_t *s, mc_buf_t *b)
 {
     if (!s->opts.master.enable_offload)
         return;
@@ -554,7 +556,8 @@ void master_offload_metrics(const master_srv_t *s, struct evbuffer *b)
         {"master_offload_promoted_total", "counter", "Loads kept in DRAM by promotion_on_hit.",
          os.promoted_total},
     };
-    for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++)
-        evbuffer_add_printf(b, "# HELP %s %s\n# TYPE %s %s\n%s %" PRIu64 "\n", rows[i].name,
-                            rows[i].help, rows[i].name, rows[i].type, rows[i].name, rows[i].v);
+    for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+        mc_prom_head(b, rows[i].name, rows[i].type, rows[i].help);
+        mc_prom_sample(b, rows[i].name, NULL, rows[i].v);
+    }
 }

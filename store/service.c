@@ -646,41 +646,124 @@ static const mc_replicate_config_t *put_config(mc_store_service_t *svc, svc_args
     return tmp;
 }
 
-static mc_status_t run_call(svc_job_t *j, svc_args_t *a, mc_mp_writer_t *w)
+/* MC_RPC_SVC_PUT: a put (or upsert) of the parts in the session's memory. */
+static mc_status_t call_put(svc_job_t *j, svc_args_t *a, mc_mp_writer_t *w)
 {
     mc_store_service_t *svc = j->svc;
     mc_store_t *s = svc->store;
     svc_session_t *ss = j->sess;
     mc_replicate_config_t tmp;
     const char *self = NULL;
+    mc_status_t st;
+    if (a->key == NULL || a->nparts == 0)
+        return MC_ERR_INVALID_PARAMS;
+    mc_slice_t parts[64];
+    mc_slice_t *pp = a->nparts <= 64 ? parts : mc_calloc(a->nparts, sizeof(*pp));
+    if (pp == NULL)
+        return MC_ERR_NOMEM;
+    for (uint32_t i = 0; i < a->nparts; i++) {
+        pp[i].ptr = part_ptr(ss, a, i);
+        pp[i].len = a->parts[2 * i + 1];
+    }
+    const mc_replicate_config_t *cfg = put_config(svc, a, &tmp, &self);
+    if (a->upsert)
+        st = a->nparts == 1 ? mc_store_upsert_from(s, a->key, a->klen, pp[0].ptr, pp[0].len, cfg)
+                            : mc_store_upsert_parts(s, a->key, a->klen, pp, a->nparts, cfg);
+    else
+        st = a->nparts == 1 ? mc_store_put_from(s, a->key, a->klen, pp[0].ptr, pp[0].len, cfg)
+                            : mc_store_put_parts(s, a->key, a->klen, pp, a->nparts, cfg);
+    if (pp != parts)
+        mc_free(pp);
+    mc_mp_write_map(w, 0);
+    return st;
+}
+
+/* MC_RPC_SVC_BATCH_PUT / _GET: one buffer per key in the session's memory. */
+static mc_status_t call_batch_rw(svc_job_t *j, svc_args_t *a, mc_mp_writer_t *w)
+{
+    mc_store_service_t *svc = j->svc;
+    mc_store_t *s = svc->store;
+    svc_session_t *ss = j->sess;
+    mc_replicate_config_t tmp;
+    const char *self = NULL;
+    mc_status_t st;
+    if (a->nkeys == 0 || a->nparts != a->nkeys)
+        return MC_ERR_INVALID_PARAMS;
+    mc_slice_t *bufs = mc_calloc(a->nkeys, sizeof(*bufs));
+    int64_t *res = mc_calloc(a->nkeys, sizeof(*res));
+    if (bufs == NULL || res == NULL) {
+        mc_free(bufs);
+        mc_free(res);
+        return MC_ERR_NOMEM;
+    }
+    for (uint32_t i = 0; i < a->nkeys; i++) {
+        bufs[i].ptr = part_ptr(ss, a, i);
+        bufs[i].len = a->parts[2 * i + 1];
+    }
+    if (j->method == MC_RPC_SVC_BATCH_GET) {
+        st = mc_store_batch_get(s, a->keys, bufs, a->nkeys, res);
+    } else {
+        mc_status_t *sts = (mc_status_t *)mc_calloc(a->nkeys, sizeof(*sts));
+        const mc_replicate_config_t *cfg = put_config(svc, a, &tmp, &self);
+        st = sts == NULL ? MC_ERR_NOMEM
+             : a->upsert ? mc_store_batch_upsert(s, a->keys, bufs, a->nkeys, cfg, sts)
+                         : mc_store_batch_put(s, a->keys, bufs, a->nkeys, cfg, sts);
+        for (uint32_t i = 0; sts != NULL && i < a->nkeys; i++)
+            res[i] = sts[i];
+        mc_free(sts);
+    }
+    mc_mp_write_map(w, 1);
+    mc_mp_write_uint(w, MC_F_STATUSES);
+    mc_mp_write_array(w, a->nkeys);
+    for (uint32_t i = 0; i < a->nkeys; i++)
+        mc_mp_write_int(w, res[i]);
+    mc_free(bufs);
+    mc_free(res);
+    return st;
+}
+
+/* MC_RPC_SVC_QUERY: the replicas of a key (at most 8 described). */
+static mc_status_t call_query(mc_store_t *s, svc_args_t *a, mc_mp_writer_t *w)
+{
+    mc_status_t st;
+    if (a->key == NULL)
+        return MC_ERR_INVALID_PARAMS;
+    mc_store_replica_t r[8];
+    uint32_t n = 0;
+    st = mc_store_query(s, a->key, a->klen, r, 8, &n);
+    uint32_t k = n < 8 ? n : 8;
+    mc_mp_write_map(w, 2);
+    mc_mp_write_uint(w, MC_F_COUNT);
+    mc_mp_write_uint(w, n);
+    mc_mp_write_uint(w, MC_F_REPLICAS);
+    mc_mp_write_array(w, st == MC_OK ? k : 0);
+    for (uint32_t i = 0; st == MC_OK && i < k; i++) {
+        mc_mp_write_map(w, 5);
+        mc_mp_write_uint(w, MC_F_NAME);
+        mc_mp_write_cstr(w, r[i].segment);
+        mc_mp_write_uint(w, MC_F_ADDR);
+        mc_mp_write_uint(w, r[i].address);
+        mc_mp_write_uint(w, MC_F_SIZE);
+        mc_mp_write_uint(w, r[i].size);
+        mc_mp_write_uint(w, MC_F_STATUS);
+        mc_mp_write_uint(w, (uint64_t)r[i].complete);
+        mc_mp_write_uint(w, MC_F_EXISTS);
+        mc_mp_write_bool(w, r[i].disk);
+    }
+    return st;
+}
+
+static mc_status_t run_call(svc_job_t *j, svc_args_t *a, mc_mp_writer_t *w)
+{
+    mc_store_service_t *svc = j->svc;
+    mc_store_t *s = svc->store;
+    svc_session_t *ss = j->sess;
     mc_status_t st = parts_check(ss, a);
     if (st != MC_OK)
         return st;
     switch (j->method) {
-    case MC_RPC_SVC_PUT: {
-        if (a->key == NULL || a->nparts == 0)
-            return MC_ERR_INVALID_PARAMS;
-        mc_slice_t parts[64];
-        mc_slice_t *pp = a->nparts <= 64 ? parts : mc_calloc(a->nparts, sizeof(*pp));
-        if (pp == NULL)
-            return MC_ERR_NOMEM;
-        for (uint32_t i = 0; i < a->nparts; i++) {
-            pp[i].ptr = part_ptr(ss, a, i);
-            pp[i].len = a->parts[2 * i + 1];
-        }
-        const mc_replicate_config_t *cfg = put_config(svc, a, &tmp, &self);
-        if (a->upsert)
-            st = a->nparts == 1
-                     ? mc_store_upsert_from(s, a->key, a->klen, pp[0].ptr, pp[0].len, cfg)
-                     : mc_store_upsert_parts(s, a->key, a->klen, pp, a->nparts, cfg);
-        else
-            st = a->nparts == 1 ? mc_store_put_from(s, a->key, a->klen, pp[0].ptr, pp[0].len, cfg)
-                                : mc_store_put_parts(s, a->key, a->klen, pp, a->nparts, cfg);
-        if (pp != parts)
-            mc_free(pp);
-        mc_mp_write_map(w, 0);
-        return st;
-    }
+    case MC_RPC_SVC_PUT:
+        return call_put(j, a, w);
     case MC_RPC_SVC_GET: {
         if (a->key == NULL || a->nparts != 1)
             return MC_ERR_INVALID_PARAMS;
@@ -692,41 +775,8 @@ static mc_status_t run_call(svc_job_t *j, svc_args_t *a, mc_mp_writer_t *w)
         return n >= 0 ? MC_OK : (mc_status_t)n;
     }
     case MC_RPC_SVC_BATCH_PUT:
-    case MC_RPC_SVC_BATCH_GET: {
-        if (a->nkeys == 0 || a->nparts != a->nkeys)
-            return MC_ERR_INVALID_PARAMS;
-        mc_slice_t *bufs = mc_calloc(a->nkeys, sizeof(*bufs));
-        int64_t *res = mc_calloc(a->nkeys, sizeof(*res));
-        if (bufs == NULL || res == NULL) {
-            mc_free(bufs);
-            mc_free(res);
-            return MC_ERR_NOMEM;
-        }
-        for (uint32_t i = 0; i < a->nkeys; i++) {
-            bufs[i].ptr = part_ptr(ss, a, i);
-            bufs[i].len = a->parts[2 * i + 1];
-        }
-        if (j->method == MC_RPC_SVC_BATCH_GET) {
-            st = mc_store_batch_get(s, a->keys, bufs, a->nkeys, res);
-        } else {
-            mc_status_t *sts = (mc_status_t *)mc_calloc(a->nkeys, sizeof(*sts));
-            const mc_replicate_config_t *cfg = put_config(svc, a, &tmp, &self);
-            st = sts == NULL ? MC_ERR_NOMEM
-                 : a->upsert ? mc_store_batch_upsert(s, a->keys, bufs, a->nkeys, cfg, sts)
-                             : mc_store_batch_put(s, a->keys, bufs, a->nkeys, cfg, sts);
-            for (uint32_t i = 0; sts != NULL && i < a->nkeys; i++)
-                res[i] = sts[i];
-            mc_free(sts);
-        }
-        mc_mp_write_map(w, 1);
-        mc_mp_write_uint(w, MC_F_STATUSES);
-        mc_mp_write_array(w, a->nkeys);
-        for (uint32_t i = 0; i < a->nkeys; i++)
-            mc_mp_write_int(w, res[i]);
-        mc_free(bufs);
-        mc_free(res);
-        return st;
-    }
+    case MC_RPC_SVC_BATCH_GET:
+        return call_batch_rw(j, a, w);
     case MC_RPC_SVC_EXIST: {
         if (a->key == NULL)
             return MC_ERR_INVALID_PARAMS;
@@ -786,33 +836,8 @@ static mc_status_t run_call(svc_job_t *j, svc_args_t *a, mc_mp_writer_t *w)
         mc_mp_write_uint(w, n > 0 ? (uint64_t)n : 0);
         return n >= 0 ? MC_OK : (mc_status_t)n;
     }
-    case MC_RPC_SVC_QUERY: {
-        if (a->key == NULL)
-            return MC_ERR_INVALID_PARAMS;
-        mc_store_replica_t r[8];
-        uint32_t n = 0;
-        st = mc_store_query(s, a->key, a->klen, r, 8, &n);
-        uint32_t k = n < 8 ? n : 8;
-        mc_mp_write_map(w, 2);
-        mc_mp_write_uint(w, MC_F_COUNT);
-        mc_mp_write_uint(w, n);
-        mc_mp_write_uint(w, MC_F_REPLICAS);
-        mc_mp_write_array(w, st == MC_OK ? k : 0);
-        for (uint32_t i = 0; st == MC_OK && i < k; i++) {
-            mc_mp_write_map(w, 5);
-            mc_mp_write_uint(w, MC_F_NAME);
-            mc_mp_write_cstr(w, r[i].segment);
-            mc_mp_write_uint(w, MC_F_ADDR);
-            mc_mp_write_uint(w, r[i].address);
-            mc_mp_write_uint(w, MC_F_SIZE);
-            mc_mp_write_uint(w, r[i].size);
-            mc_mp_write_uint(w, MC_F_STATUS);
-            mc_mp_write_uint(w, (uint64_t)r[i].complete);
-            mc_mp_write_uint(w, MC_F_EXISTS);
-            mc_mp_write_bool(w, r[i].disk);
-        }
-        return st;
-    }
+    case MC_RPC_SVC_QUERY:
+        return call_query(s, a, w);
     default:
         return MC_ERR_NO_METHOD;
     }

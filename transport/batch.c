@@ -207,6 +207,22 @@ static void cb_msg(mc_reactor_t *r, mc_reactor_msg_t *msg, mc_status_t st)
 /* Set while a thread is inside mc_te_submit: callbacks must not run there. */
 static _Thread_local int in_submit;
 
+/* A task finished: counted for /metrics (te_metrics). */
+static void count_task(mc_te_t *te, te_task_t *t)
+{
+    unsigned tp = t->tp < TE_TP_COUNT ? t->tp : TE_TP_TCP;
+    if (atomic_load_explicit(&t->error, memory_order_relaxed) == 0) {
+        atomic_fetch_add_explicit(&te->xfer_ok[tp], 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&te->xfer_bytes[tp],
+                                  atomic_load_explicit(&t->bytes, memory_order_relaxed),
+                                  memory_order_relaxed);
+    } else {
+        atomic_fetch_add_explicit(&te->xfer_failed[tp], 1, memory_order_relaxed);
+    }
+    uint64_t now = mc_now_us();
+    mc_prom_hist_observe_us(&te->xfer_lat[tp], now > t->start_us ? now - t->start_us : 0);
+}
+
 /* One slice finished with st. Any thread. */
 void te_slice_done(te_slice_t *s, mc_status_t st)
 {
@@ -220,6 +236,7 @@ void te_slice_done(te_slice_t *s, mc_status_t st)
     }
     if (atomic_fetch_sub_explicit(&t->remaining, 1, memory_order_acq_rel) != 1)
         return;
+    count_task(b->te, t);
     /* The task finished. A task that is not the last one unfinished is
      * counted without mu: the batch stays busy (ntasks only grows), so
      * nobody frees it, waits on it or calls back, and b is not touched
@@ -552,10 +569,13 @@ mc_status_t mc_te_submit(mc_te_batch_t *b, const mc_te_request_t *reqs, size_t n
     b->chunks = chunk;
 
     /* Tasks first, counted before any slice can complete. */
+    uint64_t now = mc_now_us();
     for (size_t i = 0; i < n; i++) {
         te_task_t *t = &b->tasks[first + i];
         atomic_store_explicit(&t->bytes, 0, memory_order_relaxed);
         atomic_store_explicit(&t->error, 0, memory_order_relaxed);
+        t->start_us = now;
+        t->tp = (uint8_t)tps[i];
         atomic_store_explicit(&t->remaining,
                               (uint32_t)slice_count(reqs[i].length, tp_slice_size(te, tps[i])),
                               memory_order_relaxed);

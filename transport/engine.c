@@ -27,16 +27,35 @@
 
 /* ------------------------------------------------------------- options */
 
-void mc_te_opts_init(mc_te_opts_t *o)
+void mc_te_opts_init_size(mc_te_opts_t *o, size_t struct_size)
 {
-    memset(o, 0, sizeof(*o));
-    o->metadata = "p2p";
-    o->cluster = "default";
-    o->listen_host = "0.0.0.0";
-    o->advertise_host = "127.0.0.1";
-    o->slice_size = 64 * 1024;
-    o->timeout_us = 10000000;
-    o->tcp_lanes = 2;
+    mc_te_opts_t d;
+    memset(&d, 0, sizeof(d));
+    d.struct_size = struct_size;
+    d.metadata = "p2p";
+    d.cluster = "default";
+    d.listen_host = "0.0.0.0";
+    d.advertise_host = "127.0.0.1";
+    d.slice_size = 64 * 1024;
+    d.timeout_us = 10000000;
+    d.tcp_lanes = 2;
+    /* the caller's struct may be older (shorter) than ours */
+    memcpy(o, &d, struct_size < sizeof(d) ? struct_size : sizeof(d));
+}
+
+mc_status_t te_opts_full(const mc_te_opts_t *o, mc_te_opts_t *out)
+{
+    mc_te_opts_init(out);
+    if (o->struct_size < offsetof(mc_te_opts_t, local_hostname) || o->struct_size > sizeof(*out)) {
+        MC_ERROR(TRANSPORT,
+                 "mc_te_opts_t.struct_size is %zu: not set by mc_te_opts_init, or from a newer "
+                 "mooncake/transfer.h than this library's (%zu bytes)",
+                 o->struct_size, sizeof(*out));
+        return MC_ERR_INVALID_ARGUMENT;
+    }
+    memcpy(out, o, o->struct_size);
+    out->struct_size = sizeof(*out);
+    return MC_OK;
 }
 
 int te_on_reactor(mc_te_t *te)
@@ -1010,12 +1029,16 @@ static mc_status_t te_open_meta(mc_te_t *te)
 mc_status_t mc_te_create(const mc_te_opts_t *o, mc_te_t **out)
 {
     mc_log_env_once(); /* MC_LOG_LEVEL, before the first line of a host program */
-    mc_te_opts_t d;
+    mc_te_opts_t d, full;
     mc_te_opts_init(&d);
     if (o == NULL)
         o = &d;
+    mc_status_t st = te_opts_full(o, &full); /* the fields an older caller lacks: defaults */
+    if (st != MC_OK)
+        return st;
+    o = &full;
     mc_te_t *te;
-    mc_status_t st = te_new(o, &d, &te);
+    st = te_new(o, &d, &te);
     if (st != MC_OK)
         return st;
     st = te_start_reactors(te, o);

@@ -46,6 +46,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "reactor/fsm.h"
 #include "rpc/fields.h"
 #include "transport/te_int.h"
 #include "util/log.h"
@@ -113,8 +114,33 @@ typedef struct shm_map {
     } reg[SHM_MAX_REGIONS];
 } shm_map_t;
 
-enum shm_seg_state { SS_NONE, SS_ATTACHING, SS_READY, SS_FAILED, SS_GONE };
+/* A peer segment's shared memory, as this process sees it (reactor/fsm.h):
+ *
+ *   NONE --described on this host--> ATTACHING --mapped--> READY --owner exited--> GONE
+ *                                        |                   |
+ *                                        +--not usable--> FAILED
+ *
+ * Any state goes back to NONE when the segment is described on another
+ * host, and to ATTACHING when it is described again with another owner or
+ * other regions (FAILED and GONE included: the owner may have restarted).
+ * Only the attach worker (or its stop) leaves ATTACHING for READY/FAILED. */
+enum shm_seg_state {
+    SS_NONE,      /* not on this host (or not described yet): tcp/rdma */
+    SS_ATTACHING, /* queued for the worker, which maps its regions */
+    SS_READY,     /* mapped: transfers are memcpy */
+    SS_FAILED,    /* on this host but not usable (permissions, limits): tcp/rdma */
+    SS_GONE,      /* its owner closed its memory (exited): looked up again */
+    SS_NSTATES
+};
 static const char *const ss_names[] = {"NONE", "ATTACHING", "READY", "FAILED", "GONE"};
+static const uint64_t ss_moves[] = {
+    [SS_NONE] = MC_FSM_BIT(SS_ATTACHING),
+    [SS_ATTACHING] = MC_FSM_BIT(SS_READY) | MC_FSM_BIT(SS_FAILED) | MC_FSM_BIT(SS_NONE),
+    [SS_READY] = MC_FSM_BIT(SS_NONE) | MC_FSM_BIT(SS_ATTACHING) | MC_FSM_BIT(SS_GONE),
+    [SS_FAILED] = MC_FSM_BIT(SS_NONE) | MC_FSM_BIT(SS_ATTACHING),
+    [SS_GONE] = MC_FSM_BIT(SS_NONE) | MC_FSM_BIT(SS_ATTACHING),
+};
+static const mc_fsm_desc_t ss_fsm = MC_FSM_DESC("shm_seg", MC_LOGC_SHM, ss_names, ss_moves);
 
 /* What the transport keeps for a peer segment (seg->tp_state[TE_TP_SHM]). */
 typedef struct shm_seg {
@@ -259,13 +285,12 @@ static int map_find(const shm_map_t *m, uint64_t addr, uint64_t len)
 
 /* ------------------------------------------------------- per segment */
 
+/* The one writer of ss->state (under ss->mu). An illegal move is a bug:
+ * fsm.h logs it at ERROR and the state stays. */
 static void set_state(shm_seg_t *ss, int to)
 {
-    if (ss->state == to)
-        return;
-    MC_DEBUG(SHM, "%p (%s): %s -> %s", (void *)ss, ss->seg->name, ss_names[ss->state],
-             ss_names[to]);
-    ss->state = to;
+    if (ss->state != to)
+        (void)MC_FSM_SET(&ss_fsm, ss, state, to);
 }
 
 /* Same owner incarnation and regions as the mapping we have? */

@@ -342,9 +342,10 @@ static mc_status_t write_sink(void *ctx, mc_rpc_req_t *req, uint64_t plen, void 
 static void h_write(void *ctx, mc_rpc_req_t *req)
 {
     size_t plen;
-    (void)ctx;
     /* Without a payload the sink was not consulted: nothing was written. */
     mc_rpc_req_payload(req, &plen);
+    if (plen > 0)
+        te_count_served(ctx, TE_SERVED_WRITE, plen);
     mc_rpc_reply(req, plen > 0 ? MC_OK : MC_ERR_INVALID_PARAMS, NULL, 0);
 }
 
@@ -374,6 +375,7 @@ static void h_read(void *ctx, mc_rpc_req_t *req)
         mc_rpc_reply(req, MC_ERR_ADDRESS_NOT_REGISTERED, NULL, 0);
         return;
     }
+    te_count_served(te, TE_SERVED_READ, len);
     mc_rpc_reply_begin(req);
     mc_rpc_reply_end_payload(req, MC_OK, (const void *)(uintptr_t)addr, len);
 }
@@ -444,6 +446,10 @@ static void h_readv(void *ctx, mc_rpc_req_t *req)
         mc_rpc_reply(req, st, NULL, 0);
         return;
     }
+    uint64_t served = 0;
+    for (uint32_t i = 0; i < n; i++)
+        served += iov[i].iov_len;
+    te_count_served(te, TE_SERVED_READV, served);
     mc_rpc_reply_begin(req);
     mc_rpc_reply_end_payloadv(req, MC_OK, iov, n); /* the pieces are queued, not iov */
     mc_free(iov);

@@ -6,6 +6,10 @@
 #include "transport/te.h"
 #include "transport/te_int.h"
 
+#include <stdio.h>
+
+#include "util/prom.h"
+
 unsigned te_nreactors(const mc_te_t *te)
 {
     return te->nr;
@@ -115,4 +119,60 @@ mc_status_t mc_te_segment_buffer(mc_te_t *te, mc_te_segment_t seg, size_t i, int
             *len = l;
     }
     return st;
+}
+
+void te_metrics(mc_te_t *te, const char *prefix, struct mc_buf *b)
+{
+    static const char *const tp_name[TE_TP_COUNT] = {"local", "shm", "rdma", "tcp"};
+    static const char *const op_name[TE_SERVED_OPS] = {"read", "write", "readv"};
+    char name[128], lab[64];
+
+    snprintf(name, sizeof(name), "%s_transfers_total", prefix);
+    mc_prom_head(b, name, "counter",
+                 "Transfer requests this process issued, by transport and result.");
+    for (unsigned t = 0; t < TE_TP_COUNT; t++) {
+        snprintf(lab, sizeof(lab), "transport=\"%s\",result=\"ok\"", tp_name[t]);
+        mc_prom_sample(b, name, lab, atomic_load_explicit(&te->xfer_ok[t], memory_order_relaxed));
+        snprintf(lab, sizeof(lab), "transport=\"%s\",result=\"failed\"", tp_name[t]);
+        mc_prom_sample(b, name, lab,
+                       atomic_load_explicit(&te->xfer_failed[t], memory_order_relaxed));
+    }
+    snprintf(name, sizeof(name), "%s_transfer_bytes_total", prefix);
+    mc_prom_head(b, name, "counter", "Bytes of the transfers this process issued, by transport.");
+    for (unsigned t = 0; t < TE_TP_COUNT; t++) {
+        snprintf(lab, sizeof(lab), "transport=\"%s\"", tp_name[t]);
+        mc_prom_sample(b, name, lab,
+                       atomic_load_explicit(&te->xfer_bytes[t], memory_order_relaxed));
+    }
+    snprintf(name, sizeof(name), "%s_transfer_duration_seconds", prefix);
+    mc_prom_head(b, name, "histogram",
+                 "Time from submit to the last slice of a transfer request, by transport.");
+    for (unsigned t = 0; t < TE_TP_COUNT; t++) {
+        snprintf(lab, sizeof(lab), "transport=\"%s\"", tp_name[t]);
+        mc_prom_hist_write(b, name, lab, &te->xfer_lat[t]);
+    }
+    snprintf(name, sizeof(name), "%s_served_requests_total", prefix);
+    mc_prom_head(b, name, "counter",
+                 "Transfer requests of peers the TCP transport answered, by op.");
+    for (unsigned o = 0; o < TE_SERVED_OPS; o++) {
+        snprintf(lab, sizeof(lab), "op=\"%s\"", op_name[o]);
+        mc_prom_sample(b, name, lab,
+                       atomic_load_explicit(&te->served_reqs[o], memory_order_relaxed));
+    }
+    snprintf(name, sizeof(name), "%s_served_bytes_total", prefix);
+    mc_prom_head(b, name, "counter", "Bytes the TCP transport served to peers, by op.");
+    for (unsigned o = 0; o < TE_SERVED_OPS; o++) {
+        snprintf(lab, sizeof(lab), "op=\"%s\"", op_name[o]);
+        mc_prom_sample(b, name, lab,
+                       atomic_load_explicit(&te->served_bytes[o], memory_order_relaxed));
+    }
+    mc_rpc_server_stats_t rs = {0};
+    if (te->srv != NULL)
+        mc_rpc_server_stats(te->srv, &rs);
+    snprintf(name, sizeof(name), "%s_connections_open", prefix);
+    mc_prom_gauge(b, name, "Connections of peers to this process's transfer engine.",
+                  rs.conns_open);
+    snprintf(name, sizeof(name), "%s_connections_total", prefix);
+    mc_prom_counter(b, name, "Connections of peers accepted by this process's transfer engine.",
+                    rs.conns_accepted);
 }

@@ -153,4 +153,20 @@ typedef struct te_rdma_nic_stats {
 /* Number of NICs (0 without rdma); fills out[0..min(n, max)). */
 unsigned te_rdma_stats(mc_te_t *te, te_rdma_nic_stats_t *out, unsigned max);
 
+/* Append the engine's Prometheus families, each name prefixed with
+ * `prefix` (e.g. "mooncake_store"): PREFIX_transfers_total{transport,result},
+ * PREFIX_transfer_bytes_total{transport}, PREFIX_transfer_duration_seconds
+ * {transport} (submit to last slice, per request), PREFIX_served_requests_total
+ * {op} and PREFIX_served_bytes_total{op} (what the TCP server answered
+ * peers: read, write, readv; shm and rdma peers move bytes without this
+ * process), PREFIX_connections_open and PREFIX_connections_total (its RPC
+ * server). */
+/* *o as this library's mc_te_opts_t: the bytes o->struct_size says the
+ * caller has, defaults for the rest. MC_ERR_INVALID_ARGUMENT (logged) for a
+ * size that is not one of a mc_te_opts_t. */
+mc_status_t te_opts_full(const mc_te_opts_t *o, mc_te_opts_t *out);
+
+struct mc_buf;
+void te_metrics(mc_te_t *te, const char *prefix, struct mc_buf *b);
+
 #endif /* MC_TRANSPORT_TE_H */

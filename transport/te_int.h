@@ -24,6 +24,7 @@
 #include "transport/metadata.h"
 #include "transport/transport.h"
 #include "transport/te.h"
+#include "util/prom.h"
 
 #define TE_LOCATION_MAX 24
 
@@ -73,6 +74,9 @@ typedef struct te_seg {
     _Atomic unsigned desc_gen;   /* bumped at every descriptor decode */
 } te_seg_t;
 
+/* Requests the TCP server answers, counted for /metrics. */
+enum { TE_SERVED_READ, TE_SERVED_WRITE, TE_SERVED_READV, TE_SERVED_OPS };
+
 struct mc_te {
     mc_te_opts_t o;
     int has_key; /* o.secret_file given: key authenticates every connection */
@@ -97,6 +101,11 @@ struct mc_te {
     _Atomic unsigned buf_gen; /* bumped at every (un)registration */
     _Atomic int has_cuda;     /* a cuda:N buffer was registered (local copies check) */
     _Atomic int stopping;
+    /* /metrics (te_metrics): transfers this engine issued, per transport,
+     * counted when their last slice finishes; what its TCP server served */
+    _Atomic uint64_t xfer_ok[TE_TP_COUNT], xfer_failed[TE_TP_COUNT], xfer_bytes[TE_TP_COUNT];
+    mc_prom_hist_t xfer_lat[TE_TP_COUNT];
+    _Atomic uint64_t served_reqs[TE_SERVED_OPS], served_bytes[TE_SERVED_OPS];
     /* unique over the process's life (engines may reuse a freed one's
      * address): keys per-thread caches such as rdma_data.c's path cache */
     uint64_t uid;
@@ -104,9 +113,18 @@ struct mc_te {
 
 typedef struct te_task {
     _Atomic uint32_t remaining; /* slices not finished */
+    uint64_t start_us;          /* submitted (mc_now_us), for the latency histogram */
+    uint8_t tp;                 /* its transport (te_tp_id_t) */
     _Atomic uint64_t bytes;
     _Atomic int error; /* first failure, 0 = none */
 } te_task_t;
+
+/* One request of the TCP server answered: op, bytes moved. */
+static inline void te_count_served(mc_te_t *te, unsigned op, uint64_t bytes)
+{
+    atomic_fetch_add_explicit(&te->served_reqs[op], 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&te->served_bytes[op], bytes, memory_order_relaxed);
+}
 
 typedef struct te_slice {
     mc_reactor_msg_t msg; /* posts the slice to its lane's reactor */

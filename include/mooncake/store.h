@@ -79,6 +79,13 @@ struct event_base;
 typedef struct mc_store mc_store_t;
 
 typedef struct mc_store_config {
+    /* sizeof(mc_store_config_t) as the caller was compiled, set by mc_store_config_init
+     * (a macro passing it). The library reads only that many bytes and takes
+     * its defaults for the fields added since (fields are only ever added at
+     * the end), so a program built against an older header keeps working with
+     * a newer libmooncake.so.0; a size it does not know (a newer header than
+     * the library, or a struct not initialised) is refused naming it. */
+    size_t struct_size;
     const char *local_hostname;   /* segment name; NULL = "<advertise_host>:<port>" */
     const char *metadata;         /* "master" (default: the master's embedded service),
                                      "redis://HOST:PORT[/DB]",
@@ -142,7 +149,8 @@ typedef struct mc_store_config {
 /* Defaults: as noted per field; no segment (global_segment_size 0) and a
  * 64 MiB staging buffer. Values larger than the staging buffer travel
  * through it in pieces; registered caller memory skips it. */
-MC_API void mc_store_config_init(mc_store_config_t *c);
+MC_API void mc_store_config_init_size(mc_store_config_t *c, size_t struct_size);
+#define mc_store_config_init(c) mc_store_config_init_size((c), sizeof(mc_store_config_t))
 
 /* Connect (the master may be down: calls then fail until it is back), mount
  * the segment if any. MC_OK, MC_ERR_INVALID_ARGUMENT (named in the log),

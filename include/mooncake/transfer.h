@@ -76,6 +76,13 @@ typedef struct mc_te_status {
 } mc_te_status_t;
 
 typedef struct mc_te_opts {
+    /* sizeof(mc_te_opts_t) as the caller was compiled, set by mc_te_opts_init
+     * (a macro passing it). The library reads only that many bytes and takes
+     * its defaults for the fields added since (fields are only ever added at
+     * the end), so a program built against an older header keeps working with
+     * a newer libmooncake.so.0; a size it does not know (a newer header than
+     * the library, or a struct not initialised) is refused naming it. */
+    size_t struct_size;
     const char *local_hostname; /* segment name; NULL = "<advertise_host>:<port>" */
     /* Metadata service: "p2p" (peers are opened by "host:port" and asked
      * directly; the default), "master://HOST:PORT" (the embedded service of
@@ -127,7 +134,8 @@ typedef struct mc_te_opts {
                               NULL = our user only */
 } mc_te_opts_t;
 
-MC_API void mc_te_opts_init(mc_te_opts_t *o);
+MC_API void mc_te_opts_init_size(mc_te_opts_t *o, size_t struct_size);
+#define mc_te_opts_init(o) mc_te_opts_init_size((o), sizeof(mc_te_opts_t))
 
 /* Start an engine: reactors, the listener (RPC + TCP data), the metadata
  * connection. MC_OK, MC_ERR_INVALID_ARGUMENT (bad option, named in the log),

@@ -154,25 +154,29 @@ static PyObject *py_setup(PyObject *o, PyObject *const *args, Py_ssize_t nargs, 
     return PyLong_FromLong(st);
 }
 
-/* _setup_dummy(mem_pool_size, local_buffer_size, server_address) -> int:
+/* _setup_dummy(mem_pool_size, local_buffer_size, server_address,
+ *              secret_file="") -> int:
  * a co-located client of the store service at server_address (checked by
  * store.py); an open store is closed first. */
 static PyObject *py_setup_dummy(PyObject *o, PyObject *const *args, Py_ssize_t nargs,
                                 PyObject *kwnames)
 {
     mcpy_store_t *self = (mcpy_store_t *)o;
-    static const char *const names[] = {"mem_pool_size", "local_buffer_size", "server_address"};
-    PyObject *a[3];
-    const char *addr;
+    static const char *const names[] = {"mem_pool_size", "local_buffer_size", "server_address",
+                                        "secret_file"};
+    PyObject *a[4];
+    const char *addr, *secret = "";
     uint64_t pool, lbuf;
-    if (mcpy_bind("_setup_dummy", args, nargs, kwnames, names, 3, 3, a) != 0 ||
+    if (mcpy_bind("_setup_dummy", args, nargs, kwnames, names, 4, 3, a) != 0 ||
         mcpy_u64(a[0], "_setup_dummy", names[0], &pool) != 0 ||
         mcpy_u64(a[1], "_setup_dummy", names[1], &lbuf) != 0 ||
-        mcpy_str(a[2], "_setup_dummy", names[2], &addr) != 0)
+        mcpy_str(a[2], "_setup_dummy", names[2], &addr) != 0 ||
+        (a[3] != NULL && mcpy_str(a[3], "_setup_dummy", names[3], &secret) != 0))
         return NULL;
     mc_store_config_t c;
     mc_store_config_init(&c);
     c.service = addr;
+    c.secret_file = secret[0] != '\0' ? secret : NULL;
     c.mem_pool_size = pool;
     c.local_buffer_size = lbuf;
     mc_store_t *s = NULL;

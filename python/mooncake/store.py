@@ -222,7 +222,8 @@ class MooncakeDistributedStore(_mooncake.Store):
             cls._warned.add(msg)
             log.warning("%s", msg)
 
-    def setup_dummy(self, mem_pool_size, local_buffer_size, server_address):
+    def setup_dummy(self, mem_pool_size, local_buffer_size, server_address, *,
+                    secret_file=None):
         """setup_dummy(mem_pool_size, local_buffer_size, server_address) -> 0 or
         a negative error code.
 
@@ -232,11 +233,15 @@ class MooncakeDistributedStore(_mooncake.Store):
         buffers are memory shared with the service: mem_pool_size bytes for
         alloc_from_mem_pool() and local_buffer_size bytes of staging for
         values elsewhere; memory of MooncakeHostMemAllocator is shared at
-        register_buffer(). Sizes may be strings ("16MB": binary units). A
-        store that is set up is closed first."""
-        if not isinstance(server_address, str):
-            raise TypeError("setup_dummy() argument 'server_address' must be str, not "
-                            f"{type(server_address).__name__}")
+        register_buffer(). Sizes may be strings ("16MB": binary units).
+        secret_file (keyword; else $MC_SECRET_FILE): the cluster's secret,
+        when the service's control port asks for it. A store that is set up
+        is closed first."""
+        secret_file = _util.secret_file(secret_file)
+        for name, v in (("server_address", server_address), ("secret_file", secret_file)):
+            if not isinstance(v, str):
+                raise TypeError(f"setup_dummy() argument '{name}' must be str, not "
+                                f"{type(v).__name__}")
         try:
             pool = _util.parse_size(mem_pool_size, "mem_pool_size")
             lbuf = _util.parse_size(local_buffer_size, "local_buffer_size")
@@ -248,7 +253,8 @@ class MooncakeDistributedStore(_mooncake.Store):
             log.error("setup_dummy(): server_address %r is not HOST:PORT of the store service",
                       server_address)
             return int(ErrorCode.INVALID_PARAMS)
-        return self._setup_dummy(pool, lbuf, _util.join_host_port(host, port))
+        return self._setup_dummy(pool, lbuf, _util.join_host_port(host, port),
+                                 secret_file=secret_file)
 
     def get_replica_desc(self, key):
         """[ReplicaDescriptor] of key ([] when absent or on error)."""

@@ -111,7 +111,7 @@ static mc_status_t create_error(const char *name, uint64_t len, const char *what
 /* One attempt: memfd (hugetlb or not), size, reserve, map. */
 static mc_status_t try_create(const char *name, uint64_t len, int huge, mc_shm_t *out, int quiet)
 {
-    unsigned flags = MFD_CLOEXEC | (huge ? MFD_HUGETLB : 0);
+    unsigned flags = MFD_CLOEXEC | MFD_ALLOW_SEALING | (huge ? MFD_HUGETLB : 0);
     int fd = (int)memfd_create(name, flags);
     if (fd < 0)
         return quiet ? MC_ERR_NOT_SUPPORTED : create_error(name, len, "memfd_create", errno);
@@ -128,6 +128,12 @@ static mc_status_t try_create(const char *name, uint64_t len, int huge, mc_shm_t
             st = create_error(name, len, "reserving the pages (fallocate)", rc);
             goto err_close;
         }
+    }
+    /* its size is final: a process it is shared with can rely on every
+     * byte staying there (mc_shm_map checks the seal) */
+    if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
+        st = quiet ? MC_ERR_NOT_SUPPORTED : create_error(name, len, "sealing its size", errno);
+        goto err_close;
     }
     void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (p == MAP_FAILED) {
@@ -187,6 +193,16 @@ mc_status_t mc_shm_map(int fd, uint64_t len, int writable, void **out)
         (uint64_t)sb.st_size < len) {
         MC_ERROR(CORE, "cannot map shared memory: descriptor %d is not a memfd of %llu bytes", fd,
                  (unsigned long long)len);
+        return MC_ERR_INVALID_ARGUMENT;
+    }
+    /* a memfd its sender could shrink would turn our accesses past its new
+     * end into SIGBUS: only sealed ones (mc_shm_create's) are mapped */
+    int seals = fcntl(fd, F_GET_SEALS);
+    if (seals < 0 || !(seals & F_SEAL_SHRINK)) {
+        MC_ERROR(CORE,
+                 "cannot map shared memory: descriptor %d is not a memfd sealed against "
+                 "shrinking (F_SEAL_SHRINK): its sender could cut it under us",
+                 fd);
         return MC_ERR_INVALID_ARGUMENT;
     }
     int prot = PROT_READ | (writable ? PROT_WRITE : 0);

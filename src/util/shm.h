@@ -38,8 +38,10 @@ typedef struct mc_shm {
 mc_status_t mc_shm_create(const char *name, uint64_t len, int huge, mc_shm_t *out);
 
 /* Map a region received from another process: fd must be a memfd of at
- * least len bytes (checked with fstat). The fd is not closed. MC_OK,
- * MC_ERR_INVALID_ARGUMENT (too small, not a memfd), MC_ERR_NOMEM. */
+ * least len bytes (checked with fstat) sealed against shrinking (as
+ * mc_shm_create seals its own: the sender cannot cut pages we access). The
+ * fd is not closed. MC_OK, MC_ERR_INVALID_ARGUMENT (too small, not a sealed
+ * memfd), MC_ERR_NOMEM. */
 mc_status_t mc_shm_map(int fd, uint64_t len, int writable, void **out);
 
 /* Unmap and close. NULL and a zeroed struct are fine. */

@@ -427,6 +427,8 @@ static int node_start(node_t *n)
         tc_args_add(&a, "--set");
         tc_args_add(&a, "store.metadata=master");
         tc_args_add(&a, "--set");
+        tc_args_add(&a, "store.http_port=0");
+        tc_args_add(&a, "--set");
         tc_args_add(&a, "store.port=%u", n->port);
         tc_args_add(&a, "--set");
         tc_args_add(&a, "store.advertise_host=%s", n->ip);

@@ -41,7 +41,7 @@ chmod 600 "$T/other"
 
 # a node with another secret cannot mount
 "$B/mooncake-store-server" --set "store.master=$MASTER" --set store.global_segment_size=16MiB \
-  --set store.reactors=1 --set "security.secret_file=$T/other" >"$T/bad.out" 2>"$T/bad.log"
+  --set store.reactors=1 --set store.http_port=0 --set "security.secret_file=$T/other" >"$T/bad.out" 2>"$T/bad.log"
 [ $? != 0 ] || cluster_die "a node with another secret started"
 grep -q 'authentication with .* failed' "$T/bad.log" || cluster_die "no reason: $(tail -3 "$T/bad.log")"
 

@@ -398,7 +398,7 @@ static inline int tc_node_start_once(tc_node_t *n, const char *master, const cha
     tc_args_add(&a, "--set");
     tc_args_add(&a, "store.rpc_timeout=%ds", 2 * TC_SLOW);
     const char *const defaults[] = {"store.global_segment_size=64MiB", "store.reactors=1",
-                                    "log.level=error", NULL};
+                                    "store.http_port=0", "log.level=error", NULL};
     tc_args_sets(&a, defaults);
     tc_args_sets(&a, sets);
     if (tc_spawn(&n->proc, a.argv) != 0)

@@ -18,7 +18,7 @@ start_must_fail() {
   local name=$1 pid i
   shift
   "$B/mooncake-store-server" --set "store.master=$MASTER" --set store.global_segment_size=16MiB \
-    --set store.reactors=1 "$@" >"$T/$name.out" 2>"$T/$name.log" &
+    --set store.reactors=1 --set store.http_port=0 "$@" >"$T/$name.out" 2>"$T/$name.log" &
   pid=$!
   for i in $(seq 100); do
     kill -0 "$pid" 2>/dev/null || break

@@ -810,45 +810,18 @@ static const meta_backend_t http_standalone_backend = {
  * served by the leader only (a standby answers 503 naming it), a PUT is
  * answered once journaled, and the entry survives the leader's death. */
 typedef struct ha_env {
-    char dir[64];
-    test_proc_t redis;
-    unsigned redis_port;
-    test_proc_t m[2];
-    unsigned rpc[2], http[2];
+    tc_redis_t redis;
+    tc_master_t m[2];
 } ha_env_t;
 
+/* Master i through the harness, on h's Redis with ha.sync = strict. */
 static void ha_start_master(ha_env_t *h, int i)
 {
-    char bin[256], rpc[64], http[64], backend[96];
-    snprintf(rpc, sizeof(rpc), "server.rpc_port=%u", h->rpc[i]);
-    snprintf(http, sizeof(http), "server.http_port=%u", h->http[i]);
-    snprintf(backend, sizeof(backend), "ha.backend=redis://127.0.0.1:%u/0", h->redis_port);
-    char *argv[] = {(char *)test_prog("mooncake-master", bin, sizeof(bin)),
-                    "--set",
-                    "server.bind_address=127.0.0.1",
-                    "--set",
-                    rpc,
-                    "--set",
-                    http,
-                    "--set",
-                    "server.reactors=1",
-                    "--set",
-                    backend,
-                    "--set",
-                    "ha.cluster_id=httpmeta",
-                    "--set",
-                    "ha.lease_ttl=1s",
-                    "--set",
-                    "ha.sync=strict",
-                    "--set",
-                    "log.level=error",
-                    NULL};
-    assert_int_equal(test_proc_start(&h->m[i], argv), 0);
-    for (int waited = 0; !test_port_open(h->http[i]); waited += 10) {
-        if (waited > 5000)
-            fail_msg("master %d did not listen within 5 s", i);
-        usleep(10000);
-    }
+    char backend[96];
+    snprintf(backend, sizeof(backend), "ha.backend=redis://127.0.0.1:%u/0", h->redis.port);
+    const char *const sets[] = {backend,          "ha.cluster_id=httpmeta",     "ha.lease_ttl=1s",
+                                "ha.sync=strict", "server.tick_interval=100ms", NULL};
+    assert_int_equal(tc_master_start(&h->m[i], sets), 0);
 }
 
 /* The index of the master whose /role answers 200, waiting up to 10 s. */
@@ -857,8 +830,8 @@ static int ha_leader(ha_env_t *h, int not )
     char body[256];
     for (int waited = 0; waited < 10000; waited += 20) {
         for (int i = 0; i < 2; i++)
-            if (i != not &&h->m[i].pid > 0 &&
-                http_raw(h->http[i], "GET", "/role", NULL, NULL, body, sizeof(body)) == 200)
+            if (i != not &&h->m[i].proc.pid > 0 &&
+                http_raw(h->m[i].http_port, "GET", "/role", NULL, NULL, body, sizeof(body)) == 200)
                 return i;
         usleep(20000);
     }
@@ -869,51 +842,30 @@ static int ha_leader(ha_env_t *h, int not )
 static void http_metadata_on_ha_masters_is_the_leaders_and_survives_a_failover(void **state)
 {
     (void)state;
-    const char *redis_bin = getenv("TEST_REDIS_SERVER");
-    if (redis_bin == NULL)
-        redis_bin = "/usr/bin/redis-server";
-    if (access(redis_bin, X_OK) != 0)
-        fail_msg("%s not found: this test needs a real redis-server (make deps)", redis_bin);
     static ha_env_t h;
     memset(&h, 0, sizeof(h));
-    snprintf(h.dir, sizeof(h.dir), "/tmp/mc-httpmeta-XXXXXX");
-    assert_non_null(mkdtemp(h.dir));
-    h.redis_port = test_free_port();
-    char port[16];
-    snprintf(port, sizeof(port), "%u", h.redis_port);
-    char *rargv[] = {(char *)redis_bin, "--port", port,    "--bind", "127.0.0.1",   "--save", "",
-                     "--appendonly",    "no",     "--dir", h.dir,    "--daemonize", "no",     NULL};
-    assert_int_equal(test_proc_start(&h.redis, rargv), 0);
-    for (int waited = 0; !test_port_open(h.redis_port); waited += 10) {
-        if (waited > 5000)
-            fail_msg("redis-server did not listen within 5 s");
-        usleep(10000);
-    }
-    for (int i = 0; i < 2; i++) {
-        h.rpc[i] = test_free_port();
-        h.http[i] = test_free_port();
-    }
+    assert_int_equal(tc_redis_start(&h.redis), 0);
     ha_start_master(&h, 0);
     int l = ha_leader(&h, -1); /* the first one leads before the second starts */
     ha_start_master(&h, 1);
     int sb = 1 - l;
 
     char body[512], target[64];
-    assert_int_equal(http_raw(h.http[l], "PUT", "/metadata?key=mooncake/ram/n1", NULL, "{\"v\":1}",
-                              body, sizeof(body)),
+    assert_int_equal(http_raw(h.m[l].http_port, "PUT", "/metadata?key=mooncake/ram/n1", NULL,
+                              "{\"v\":1}", body, sizeof(body)),
                      200);
     assert_string_equal(body, "metadata updated");
-    assert_int_equal(
-        http_raw(h.http[l], "GET", "/metadata?key=mooncake/ram/n1", NULL, NULL, body, sizeof(body)),
-        200);
+    assert_int_equal(http_raw(h.m[l].http_port, "GET", "/metadata?key=mooncake/ram/n1", NULL, NULL,
+                              body, sizeof(body)),
+                     200);
     assert_string_equal(body, "{\"v\":1}");
     /* the standby refuses, and names the leader once it has looked it up
      * in Redis (its first poll after it started) */
-    snprintf(target, sizeof(target), "127.0.0.1:%u", h.rpc[l]);
+    snprintf(target, sizeof(target), "127.0.0.1:%u", h.m[l].rpc_port);
     int named = 0;
     for (int waited = 0; waited < 5000 && !named; waited += 50) {
-        assert_int_equal(http_raw(h.http[sb], "GET", "/metadata?key=mooncake/ram/n1", NULL, NULL,
-                                  body, sizeof(body)),
+        assert_int_equal(http_raw(h.m[sb].http_port, "GET", "/metadata?key=mooncake/ram/n1", NULL,
+                                  NULL, body, sizeof(body)),
                          503);
         named = strstr(body, target) != NULL;
         if (!named)
@@ -922,22 +874,19 @@ static void http_metadata_on_ha_masters_is_the_leaders_and_survives_a_failover(v
     if (!named)
         fail_msg("the standby's 503 does not name the leader %s: '%s'", target, body);
 
-    test_proc_stop(&h.m[l], SIGKILL, 5000);
+    tc_master_stop(&h.m[l], SIGKILL);
     assert_int_equal(ha_leader(&h, l), sb);
     /* an acknowledged PUT was journaled: the new leader has it */
-    assert_int_equal(http_raw(h.http[sb], "GET", "/metadata?key=mooncake/ram/n1", NULL, NULL, body,
-                              sizeof(body)),
-                     200);
-    assert_string_equal(body, "{\"v\":1}");
-    assert_int_equal(http_raw(h.http[sb], "DELETE", "/metadata?key=mooncake/ram/n1", NULL, NULL,
+    assert_int_equal(http_raw(h.m[sb].http_port, "GET", "/metadata?key=mooncake/ram/n1", NULL, NULL,
                               body, sizeof(body)),
                      200);
+    assert_string_equal(body, "{\"v\":1}");
+    assert_int_equal(http_raw(h.m[sb].http_port, "DELETE", "/metadata?key=mooncake/ram/n1", NULL,
+                              NULL, body, sizeof(body)),
+                     200);
 
-    test_proc_stop(&h.m[sb], SIGTERM, 5000);
-    test_proc_stop(&h.redis, SIGKILL, 5000);
-    char cmd[128];
-    snprintf(cmd, sizeof(cmd), "rm -rf %s", h.dir);
-    assert_int_equal(system(cmd), 0);
+    tc_master_stop(&h.m[sb], SIGTERM);
+    tc_redis_stop(&h.redis, SIGKILL); /* its directory goes at exit */
 }
 
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)

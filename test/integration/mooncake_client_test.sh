@@ -31,7 +31,7 @@ expect_usage "--port needs a value" --port
 "$L" --host=127.0.0.1 --port "$PORT" --global_segment_size="64 MB" \
   --local_buffer_size=16MB --master_server_address="$MASTER" \
   --metadata_server=P2PHANDSHAKE --protocol=tcp --threads=2 \
-  -- --set store.reactors=1 --set log.level=info >"$T/client.out" 2>"$T/client.log" &
+  -- --set store.reactors=1 --set store.http_port=0 --set log.level=info >"$T/client.out" 2>"$T/client.log" &
 CLUSTER_PIDS+=($!)
 cluster_wait_line "$T/client.out" "^service 127.0.0.1:$PORT\$" >/dev/null ||
   cluster_die "mooncake_client did not start its service"

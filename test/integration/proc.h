@@ -66,6 +66,10 @@ static inline int test_proc_start_log(test_proc_t *p, char *const argv[], const 
             dup2(fds[1], 1);
         else if (lfd >= 0)
             dup2(lfd, 1);
+        /* storage nodes started by tests take a free HTTP port (not 9300:
+         * tests of several engineers share the host); a --set wins */
+        if (strstr(argv[0], "mooncake-store-server") != NULL)
+            setenv("MC_STORE_HTTP_PORT", "0", 0);
         execv(argv[0], argv);
         fprintf(stderr, "exec %s: %s\n", argv[0], strerror(errno));
         _exit(127);

@@ -25,6 +25,7 @@
 #include <cmocka.h>
 
 #include <inttypes.h>
+#include <sys/mman.h>
 #include <stdatomic.h>
 
 #include "cluster.h"
@@ -571,6 +572,25 @@ static void offsets_outside_a_session_and_bad_calls_are_refused_and_nothing_is_t
     assert_int_equal(raw_share(&r, L - 4096, more.len, more.fd), MC_ERR_INVALID_PARAMS);
     assert_int_equal(raw_share(&r, 4 * L, more.len, -1), MC_ERR_INVALID_PARAMS);
     assert_int_equal(raw_share(&r, 4 * L, 0, more.fd), MC_ERR_INVALID_PARAMS);
+    /* a memfd its sender could shrink under the service (not sealed): refused */
+    int unsealed = memfd_create("unsealed", MFD_CLOEXEC);
+    assert_true(unsealed >= 0);
+    assert_int_equal(ftruncate(unsealed, (off_t)more.len), 0);
+    assert_int_equal(raw_share(&r, 4 * L, more.len, unsealed), MC_ERR_INVALID_ARGUMENT);
+    /* nor as a session's first memory */
+    char sock[64];
+    snprintf(sock, sizeof(sock), SVC_SOCK_FMT, e->svc_port);
+    int c2 = -1;
+    assert_int_equal(mc_unix_connect(sock, 2000000, &c2), MC_OK);
+    svc_hello_t h = {.magic = SVC_MAGIC, .version = SVC_VERSION, .len = more.len};
+    assert_int_equal(mc_unix_send(c2, &h, sizeof(h), unsealed), MC_OK);
+    svc_welcome_t w;
+    size_t got = 0;
+    int nofd = -1;
+    assert_int_equal(mc_unix_recv(c2, &w, sizeof(w), &got, &nofd), MC_OK);
+    assert_int_equal(w.status, MC_ERR_INVALID_ARGUMENT);
+    close(c2);
+    close(unsealed);
     assert_int_equal(raw_share(&r, 4 * L, more.len, more.fd), MC_OK);
     const uint64_t in_more[2] = {4 * L + 100, sizeof(v)};
     assert_int_equal(raw_call(&r, MC_RPC_SVC_GET, r.token, "raw", in_more, 1), MC_OK);
@@ -773,6 +793,11 @@ static void a_killed_service_fails_calls_in_time_and_clients_share_again(void **
     fill(sh, big, 10);
     assert_int_equal(mc_store_register_buffer(e->s, sh, big), MC_OK);
     tc_node_stop(&e->c.node[0], SIGKILL);
+    /* memory registered while the service is gone: shared with the next one */
+    uint8_t *sh2 = mc_store_shared_alloc(big);
+    assert_non_null(sh2);
+    fill(sh2, big, 11);
+    assert_int_equal(mc_store_register_buffer(e->s, sh2, big), MC_OK);
     uint64_t t0 = mc_now_us();
     mc_status_t st = mc_store_put(e->s, "during", 6, pv, 1000, NULL);
     uint64_t dt = mc_now_us() - t0;
@@ -800,6 +825,13 @@ static void a_killed_service_fails_calls_in_time_and_clients_share_again(void **
     assert_int_equal(mc_store_put(e->s, "after-sh", 8, sh, big, NULL), MC_OK);
     assert_int_equal(mc_store_get_size(e->s, "after-sh", 8), (int64_t)big);
     assert_int_equal(mc_store_remove(e->s, "after-sh", 8, 1), MC_OK);
+    assert_int_equal(mc_store_put(e->s, "after-sh2", 9, sh2, big, NULL), MC_OK);
+    memset(sh, 0, big);
+    assert_int_equal(mc_store_get(e->s, "after-sh2", 9, sh, big, NULL), (int64_t)big);
+    assert_memory_equal(sh, sh2, big);
+    assert_int_equal(mc_store_remove(e->s, "after-sh2", 9, 1), MC_OK);
+    assert_int_equal(mc_store_unregister_buffer(e->s, sh2), MC_OK);
+    assert_int_equal(mc_store_shared_free(sh2), MC_OK);
     assert_int_equal(mc_store_unregister_buffer(e->s, sh), MC_OK);
     assert_int_equal(mc_store_shared_free(sh), MC_OK);
     assert_int_equal(mc_store_free_to_mem_pool(e->s, pv), MC_OK);

@@ -62,4 +62,13 @@ rc=$?
 [ "$rc" = 2 ] || cluster_die "a bad trace: exit $rc, expected 2"
 grep -q 'broken.jsonl:2: missing input_length' "$T/broken.out" ||
   { cat "$T/broken.out"; cluster_die "the error names the file, the line and the field"; }
+# a master address where nothing answers: said before the replay starts
+# (not one RPC timeout per call for the whole trace)
+dead=$(/usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+timeout 60 "$B/trace_replay" --trace "$T/trace.jsonl" --master "127.0.0.1:$dead" --workers 2 \
+  --capacity 100 --block-size 4K >"$T/dead.out" 2>&1
+rc=$?
+[ "$rc" != 0 ] && [ "$rc" != 124 ] || { cat "$T/dead.out"; cluster_die "no master: exit $rc"; }
+grep -q "the master 127.0.0.1:$dead does not answer" "$T/dead.out" ||
+  { cat "$T/dead.out"; cluster_die "the error names the master"; }
 echo "trace_replay_test: ok"

@@ -89,7 +89,8 @@ class Cluster:
                 "--set", f"store.master={self.master}",
                 "--set", f"store.global_segment_size={size}",
                 "--set", f"store.protocol={protocol}",
-                "--set", "store.reactors=1"] + list(extra)
+                "--set", "store.reactors=1",
+                "--set", "store.http_port=0"] + list(extra)
         p = Proc(argv, self.tmp, f"node{n}", self.env)
         m = _wait_line(p.out, r"^ready (\S+)", p.p)
         p.name = m.group(1)

@@ -105,3 +105,35 @@ def test_setup_dummy_bad_input(service):
     with pytest.raises(TypeError):
         a.alloc("1MB")
     assert a.free(12345) == ms.INVALID_ARGUMENT
+
+
+def test_setup_dummy_with_the_cluster_secret(tmp_path_factory):
+    d = str(tmp_path_factory.mktemp("secret"))
+    secret = os.path.join(d, "secret")
+    with open(secret, "w") as f:
+        f.write("the-cluster-secret-0123456789\n")
+    os.chmod(secret, 0o600)
+    sec = ["--set", f"security.secret_file={secret}"]
+    c = make_cluster(tmp_path_factory, nodes=0, master_args=sec)
+    port = free_port()
+    try:
+        c.add_node(size="32MiB", extra=sec + ["--set", "service.enabled=true",
+                                              "--set", f"service.port={port}"])
+        addr = f"127.0.0.1:{port}"
+        s = MooncakeDistributedStore()
+        os.environ.pop("MC_SECRET_FILE", None)
+        assert s.setup_dummy(MIB, MIB, addr) < 0  # the control port wants the secret
+        assert s.setup_dummy(MIB, MIB, addr, secret_file=secret) == 0
+        assert s.put("k", b"v") == 0 and s.get("k") == b"v"
+        assert s.remove("k", force=True) == 0
+        s.close()
+        os.environ["MC_SECRET_FILE"] = secret
+        try:
+            assert s.setup_dummy(MIB, MIB, addr) == 0
+        finally:
+            os.environ.pop("MC_SECRET_FILE", None)
+        s.close()
+        with pytest.raises(TypeError, match="secret_file"):
+            s.setup_dummy(MIB, MIB, addr, secret_file=3)
+    finally:
+        c.stop()

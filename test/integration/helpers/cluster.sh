@@ -70,7 +70,7 @@ cluster_start_store() {
   local size=$1 n=${#CLUSTER_PIDS[@]}
   shift
   "$B/mooncake-store-server" --set "store.master=$MASTER" \
-    --set "store.global_segment_size=$size" --set store.reactors=1 "$@" \
+    --set "store.global_segment_size=$size" --set store.reactors=1 --set store.http_port=0 "$@" \
     >"$CLUSTER_TMP/store$n.out" 2>"$CLUSTER_TMP/store$n.log" &
   CLUSTER_PIDS+=($!)
   local l

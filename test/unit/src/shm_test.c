@@ -38,6 +38,14 @@ static void a_region_is_zeroed_and_seen_by_a_second_mapping(void **state)
     munmap(q, s.len);
     /* a mapping longer than the memfd is refused */
     assert_int_equal(mc_shm_map(s.fd, s.len + 4096, 1, &q), MC_ERR_INVALID_ARGUMENT);
+    /* its size is sealed: it cannot be cut under a process that maps it */
+    assert_int_not_equal(ftruncate(s.fd, 4096), 0);
+    /* a memfd that is not sealed is not mapped */
+    int raw = memfd_create("unsealed", MFD_CLOEXEC);
+    assert_true(raw >= 0);
+    assert_int_equal(ftruncate(raw, 8192), 0);
+    assert_int_equal(mc_shm_map(raw, 8192, 1, &q), MC_ERR_INVALID_ARGUMENT);
+    close(raw);
     mc_shm_destroy(&s);
     mc_shm_destroy(&s); /* twice, and NULL: fine */
     mc_shm_destroy(NULL);
