@@ -2,8 +2,8 @@
  * tier_bench - read bandwidth of the persistent tier (store/tier.h), for
  * perf/compare_tier.sh, which runs it against dd on the same files.
  *
- *   tier_bench put  --master HOST:PORT [-n 64] [--size 4M]
- *       eager puts of keys "tb/<i>" (each put returns once its file is
+ *   tier_bench put  --master HOST:PORT [-n 64] [--size 4M] [--prefix tb]
+ *       eager puts of keys "PREFIX/<i>" (each put returns once its file is
  *       written): the files exist afterwards, whatever memory keeps.
  *   tier_bench get  --master HOST:PORT [-n 64] [--size 4M] [--rounds 3]
  *       gets of the same keys through the store client, verifying the
@@ -37,7 +37,7 @@
 /* A size in the configuration's syntax (4096, 4M, 4MiB); 0 when it is not one. */
 /* The command line after the mode (perf/bench_opt.h). */
 typedef struct cli {
-    char *master, *dir;
+    char *master, *dir, *prefix;
     uint64_t n, size, rounds;
 } cli_t;
 
@@ -48,6 +48,8 @@ static const mc_conf_key_t cli_rows[] = {
     MC_CONF_ROW(cli_t, n, "n", MC_CONF_UINT, "64", 1, 1e9, "objects"),
     MC_CONF_ROW(cli_t, size, "size", MC_CONF_SIZE, "4MiB", 1, 0x1p40, "bytes per object"),
     MC_CONF_ROW(cli_t, rounds, "rounds", MC_CONF_UINT, "3", 1, 1000, "rounds of reads"),
+    MC_CONF_ROW(cli_t, prefix, "prefix", MC_CONF_STRING, "tb", 0, 0,
+                "keys are PREFIX/<i> (perf/compare_offload.sh uses two sets)"),
 };
 
 static void fill(uint8_t *p, size_t n, uint64_t seed)
@@ -113,7 +115,7 @@ int main(int argc, char **argv)
         if (mode[0] == 'f') {
             for (unsigned i = 0; i < n; i++) {
                 char rel[MC_TIER_REL_MAX];
-                snprintf(key, sizeof(key), "tb/%u", i);
+                snprintf(key, sizeof(key), "%.40s/%u", o.prefix, i);
                 mc_tier_rel_path(key, strlen(key), 0, rel);
                 printf("%s/%s\n", dir, rel);
             }
@@ -122,7 +124,7 @@ int main(int argc, char **argv)
         for (unsigned r = 0; r < rounds; r++) {
             uint64_t t0 = mc_now_us();
             for (unsigned i = 0; i < n; i++) {
-                snprintf(key, sizeof(key), "tb/%u", i);
+                snprintf(key, sizeof(key), "%.40s/%u", o.prefix, i);
                 uint64_t got = 0;
                 mc_status_t st = mc_tier_read(dir, key, strlen(key), buf, size, size, &got);
                 if (st != MC_OK || got != size) {
@@ -141,7 +143,7 @@ int main(int argc, char **argv)
     mc_store_t *s = open_store(master);
     if (strcmp(mode, "put") == 0) {
         for (unsigned i = 0; i < n; i++) {
-            snprintf(key, sizeof(key), "tb/%u", i);
+            snprintf(key, sizeof(key), "%.40s/%u", o.prefix, i);
             fill(buf, size, i);
             mc_status_t st = MC_ERR_NO_AVAILABLE_HANDLE;
             for (int t = 0; t < 200 && st == MC_ERR_NO_AVAILABLE_HANDLE; t++) {
@@ -158,13 +160,14 @@ int main(int argc, char **argv)
     } else if (strcmp(mode, "get") == 0) {
         mc_store_replica_t rep[8];
         uint32_t nr = 0;
-        if (mc_store_query(s, "tb/0", 4, rep, 8, &nr) == MC_OK)
-            printf("tb/0: %u replica(s), first is %s\n", nr,
+        snprintf(key, sizeof(key), "%.40s/0", o.prefix);
+        if (mc_store_query(s, key, strlen(key), rep, 8, &nr) == MC_OK)
+            printf("%s: %u replica(s), first is %s\n", key, nr,
                    nr > 0 && rep[0].disk ? "DISK" : "MEMORY");
         for (unsigned r = 0; r < rounds; r++) {
             uint64_t t0 = mc_now_us(), tcheck = 0;
             for (unsigned i = 0; i < n; i++) {
-                snprintf(key, sizeof(key), "tb/%u", i);
+                snprintf(key, sizeof(key), "%.40s/%u", o.prefix, i);
                 int64_t got = mc_store_get(s, key, strlen(key), buf, size, NULL);
                 if (got != (int64_t)size) {
                     fprintf(stderr, "tier_bench: get %s: %s\n", key,

@@ -1014,13 +1014,15 @@ mc_status_t mc_store_open(const mc_store_config_t *c, mc_store_t **out)
         st = open_staging(s, c->local_buffer_size);
     if (st == MC_OK && c->mem_pool_size > 0)
         st = open_pool(s, c->mem_pool_size);
+    /* the offload directory before the segment: a node refused for it
+     * (shared, unwritable) must not leave a segment mounted behind it */
+    if (st == MC_OK)
+        st = store_offload_open(s, c->offload_dir, c->offload_quota, c->global_segment_size);
     if (st == MC_OK)
         st = open_segment(s, c->global_segment_size);
     if (st == MC_OK)
         st = store_tier_open(s, c->persist,
                              c->tier_queue_bytes ? c->tier_queue_bytes : d.tier_queue_bytes);
-    if (st == MC_OK)
-        st = store_offload_open(s, c->offload_dir, c->offload_quota);
     if (st == MC_OK) {
         timer_ctx_t tc = {.s = s, .st = MC_ERR_CANCELED};
         mc_rpc_run_on(s->r0, ping_arm, &tc);

@@ -382,9 +382,11 @@ void store_retry_cancel_all(mc_store_t *s);
 /* -------------------------------------------------------- client_offload.c */
 
 /* Node-local offload into dir (NULL or "": none) with a quota (bytes, 0 =
- * none): lock the directory, start the worker (it reports the files found
- * and serves the master's requests). Needs the segment mounted. */
-mc_status_t store_offload_open(mc_store_t *s, const char *dir, uint64_t quota);
+ * none): lock the directory, start the worker (once the segment is mounted
+ * it reports the files found and serves the master's requests). Before
+ * the segment is mounted; segment_size: the one to come (0 is refused). */
+mc_status_t store_offload_open(mc_store_t *s, const char *dir, uint64_t quota,
+                               uint64_t segment_size);
 /* Stop the worker, release the directory. */
 void store_offload_close(mc_store_t *s);
 

@@ -407,7 +407,7 @@ static void *worker(void *arg)
         uint64_t wait_us = 0;
         store_seg_t *g = first_seg(s);
         if (g == NULL) {
-            wait_us = OFFLOAD_RETRY_US; /* not mounted (yet, or again) */
+            wait_us = OFFLOAD_IDLE_US * 5; /* not mounted yet */
         } else if (!o->reported) {
             o->reported = report_all(o, g);
             if (!o->reported)
@@ -473,7 +473,8 @@ static mc_status_t open_dir(store_offload_t *o)
     return MC_OK;
 }
 
-mc_status_t store_offload_open(mc_store_t *s, const char *dir, uint64_t quota)
+mc_status_t store_offload_open(mc_store_t *s, const char *dir, uint64_t quota,
+                               uint64_t segment_size)
 {
     if (dir == NULL || dir[0] == '\0')
         return MC_OK;
@@ -481,7 +482,7 @@ mc_status_t store_offload_open(mc_store_t *s, const char *dir, uint64_t quota)
         MC_ERROR(CLIENT, "offload_dir '%s': an absolute path (under 3800 bytes) is needed", dir);
         return MC_ERR_INVALID_ARGUMENT;
     }
-    if (first_seg(s) == NULL) {
+    if (segment_size == 0) {
         MC_ERROR(CLIENT, "offload_dir needs a segment (global_segment_size > 0): offload keeps "
                          "objects of this node's own segment");
         return MC_ERR_INVALID_ARGUMENT;

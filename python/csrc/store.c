@@ -91,7 +91,7 @@ static void store_dealloc(PyObject *o)
 
 /* _setup(local_hostname, metadata, global_segment_size, local_buffer_size,
  *        protocol, rdma_devices, master, port, advertise_host,
- *        secret_file="") -> int
+ *        secret_file="", offload_dir="") -> int
  * Everything already checked and normalised by store.py; an open store is
  * closed first (upstream replaces it). */
 static PyObject *py_setup(PyObject *o, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
@@ -108,11 +108,12 @@ static PyObject *py_setup(PyObject *o, PyObject *const *args, Py_ssize_t nargs, 
         "port",
         "advertise_host",
         "secret_file",
+        "offload_dir",
     };
-    PyObject *a[10];
-    const char *host, *meta, *proto, *rdma, *master, *adv, *secret = "";
+    PyObject *a[11];
+    const char *host, *meta, *proto, *rdma, *master, *adv, *secret = "", *offload = "";
     uint64_t gseg, lbuf, port;
-    if (mcpy_bind("_setup", args, nargs, kwnames, names, 10, 9, a) != 0 ||
+    if (mcpy_bind("_setup", args, nargs, kwnames, names, 11, 9, a) != 0 ||
         mcpy_str(a[0], "_setup", names[0], &host) != 0 ||
         mcpy_str(a[1], "_setup", names[1], &meta) != 0 ||
         mcpy_u64(a[2], "_setup", names[2], &gseg) != 0 ||
@@ -122,7 +123,8 @@ static PyObject *py_setup(PyObject *o, PyObject *const *args, Py_ssize_t nargs, 
         mcpy_str(a[6], "_setup", names[6], &master) != 0 ||
         mcpy_u64_max(a[7], "_setup", names[7], 65535, &port) != 0 ||
         mcpy_str(a[8], "_setup", names[8], &adv) != 0 ||
-        (a[9] != NULL && mcpy_str(a[9], "_setup", names[9], &secret) != 0))
+        (a[9] != NULL && mcpy_str(a[9], "_setup", names[9], &secret) != 0) ||
+        (a[10] != NULL && mcpy_str(a[10], "_setup", names[10], &offload) != 0))
         return NULL;
     mc_store_config_t c;
     mc_store_config_init(&c);
@@ -136,6 +138,7 @@ static PyObject *py_setup(PyObject *o, PyObject *const *args, Py_ssize_t nargs, 
     c.port = (uint16_t)port;
     c.advertise_host = adv;
     c.secret_file = secret[0] != '\0' ? secret : NULL;
+    c.offload_dir = offload[0] != '\0' ? offload : NULL;
     mc_store_t *s = NULL;
     mc_status_t st;
     Py_BEGIN_ALLOW_THREADS;

@@ -18,6 +18,7 @@ existing key returns 0 and keeps the object (upsert replaces it).
 
 import enum
 import logging
+import os
 
 from . import _mooncake, _util
 from ._mooncake import BufferHandle, ReplicateConfig
@@ -105,7 +106,8 @@ class ReplicaDescriptor:
 
 
 _SETUP_KEYS = ("local_hostname", "metadata_server", "global_segment_size", "local_buffer_size",
-               "protocol", "rdma_devices", "master_server_addr", "secret_file")
+               "protocol", "rdma_devices", "master_server_addr", "secret_file",
+               "enable_ssd_offload", "ssd_offload_path")
 _PROBE_KEY = "mooncake-setup-probe"
 _DEFAULT_SEGMENT = 16 << 20
 _DEFAULT_BUFFER = 16 << 20
@@ -153,6 +155,8 @@ class MooncakeDistributedStore(_mooncake.Store):
             master_server_addr = cfg.get("master_server_addr", "127.0.0.1:50051")
             if secret_file is None:
                 secret_file = cfg.get("secret_file")
+            enable_ssd_offload = cfg.get("enable_ssd_offload", enable_ssd_offload)
+            ssd_offload_path = cfg.get("ssd_offload_path", ssd_offload_path)
         elif metadata_server is None:
             raise TypeError("setup() missing required argument 'metadata_server' (pos 2)")
         secret_file = _util.secret_file(secret_file)
@@ -171,10 +175,16 @@ class MooncakeDistributedStore(_mooncake.Store):
             log.error("setup(): tenants are not supported by mooncake-c (tenant_id=%r): "
                       "every client shares one key space", tenant_id)
             return int(ErrorCode.NOT_SUPPORTED)
-        if enable_ssd_offload or ssd_offload_path:
-            self._warn_once("setup(): enable_ssd_offload / ssd_offload_path are ignored "
-                            "(node-local SSD offload is not in mooncake-c; the master's "
-                            "root_fs_dir tier persists objects instead)")
+        offload_dir = ""
+        if enable_ssd_offload:
+            # upstream: the path, else $MOONCAKE_OFFLOAD_FILE_STORAGE_PATH
+            offload_dir = ssd_offload_path or os.environ.get("MOONCAKE_OFFLOAD_FILE_STORAGE_PATH",
+                                                             "")
+            if not offload_dir:
+                self._warn_once("setup(): enable_ssd_offload without ssd_offload_path or "
+                                "MOONCAKE_OFFLOAD_FILE_STORAGE_PATH: offload is off (ignored)")
+        elif ssd_offload_path:
+            self._warn_once("setup(): ssd_offload_path without enable_ssd_offload is ignored")
         try:
             gseg = _util.parse_size(global_segment_size, "global_segment_size")
             lbuf = _util.parse_size(local_buffer_size, "local_buffer_size")
@@ -191,7 +201,8 @@ class MooncakeDistributedStore(_mooncake.Store):
         rc = ErrorCode.SOCKET
         for p in _util.candidate_ports(port):
             rc = self._setup(_util.join_host_port(host, p), meta, gseg, lbuf, protocol,
-                             rdma_devices, master_server_addr, p, host, secret_file=secret_file)
+                             rdma_devices, master_server_addr, p, host, secret_file=secret_file,
+                             offload_dir=offload_dir)
             if rc != ErrorCode.SOCKET or port is not None:
                 break  # only a port taken meanwhile is worth another one
         if rc == 0:

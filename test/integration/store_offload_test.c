@@ -12,7 +12,10 @@
  * its files and they are readable again; a file corrupted or truncated
  * while the node was down is never returned; a second node on the same
  * directory and a node with an unwritable directory do not start; removing
- * an object deletes its file on the node.
+ * an object deletes its file on the node; on a full disk (a 6 MiB tmpfs,
+ * when the test may mount one; skipped otherwise) the node's writes fail,
+ * are counted, and those objects are evicted as without offload (puts go
+ * on; no get returns other bytes).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -258,6 +261,80 @@ static void a_shared_or_unwritable_directory_stops_the_node(void **state)
     snprintf(e->offdir, sizeof(e->offdir), "%s", saved);
 }
 
+static long long metric(const env_t *e, const char *name)
+{
+    char *body = NULL;
+    if (tc_http_get(e->master.http_port, "/metrics", &body, 3000) != 200 || body == NULL) {
+        free(body);
+        return -1;
+    }
+    long long v = -1;
+    size_t nl = strlen(name);
+    for (char *p = body; p != NULL && *p != '\0'; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL)
+        if (strncmp(p, name, nl) == 0 && p[nl] == ' ') {
+            v = atoll(p + nl + 1);
+            break;
+        }
+    free(body);
+    return v;
+}
+
+/* A full disk (a small tmpfs, when this test may mount one): the node's
+ * writes fail, the master counts them and evicts those objects as without
+ * offload; puts go on, and no get returns other bytes. */
+static void a_full_disk_refuses_offload_and_evicts_as_before(void **state)
+{
+    env_t *e = *state;
+    char mnt[128], cmd[256];
+    snprintf(mnt, sizeof(mnt), "%.60s/full", e->dir);
+    assert_int_equal(mkdir(mnt, 0700), 0);
+    snprintf(cmd, sizeof(cmd), "mount -t tmpfs -o size=6m tmpfs '%s' 2>/dev/null", mnt);
+    if (geteuid() != 0 || system(cmd) != 0) {
+        fprintf(stderr, "store_offload_test: cannot mount a tmpfs here (not root): "
+                        "the full-disk case is skipped\n");
+        skip();
+    }
+    char saved[128];
+    snprintf(saved, sizeof(saved), "%s", e->offdir);
+    snprintf(e->offdir, sizeof(e->offdir), "%.100s/node", mnt);
+    assert_int_equal(tc_node_stop(&e->node, SIGTERM), 0); /* the only node: on the small disk */
+    tc_node_t full;
+    memset(&full, 0, sizeof(full));
+    int started = start_node(e, &full);
+    long long failed0 = metric(e, "master_offload_failed_total");
+    for (int i = 0; i < 32 && started == 0; i++) {
+        char k[32];
+        snprintf(k, sizeof(k), "full-%d", i);
+        assert_int_equal(put_retry(e->c, k, e->val[i % NOBJ], OBJ_SIZE), MC_OK);
+    }
+    long long failed = metric(e, "master_offload_failed_total");
+    int served = 0, gone = 0;
+    for (int i = 0; i < 32 && started == 0; i++) {
+        char k[32];
+        snprintf(k, sizeof(k), "full-%d", i);
+        uint8_t *got = malloc(OBJ_SIZE);
+        assert_non_null(got);
+        int64_t r = mc_store_get(e->c, k, strlen(k), got, OBJ_SIZE, NULL);
+        if (r == OBJ_SIZE) {
+            assert_memory_equal(got, e->val[i % NOBJ], OBJ_SIZE);
+            served++;
+        } else {
+            assert_int_equal(r, MC_ERR_OBJECT_NOT_FOUND); /* evicted as without offload */
+            gone++;
+        }
+        free(got);
+    }
+    if (started == 0)
+        tc_node_stop(&full, SIGTERM);
+    snprintf(cmd, sizeof(cmd), "umount '%s'", mnt);
+    assert_int_equal(system(cmd), 0);
+    snprintf(e->offdir, sizeof(e->offdir), "%s", saved);
+    assert_int_equal(started, 0);
+    assert_true(failed > failed0); /* counted */
+    assert_true(gone > 0);         /* the disk could not hold 32 MiB */
+    assert_true(served > 0);       /* what it held, and memory, still served */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -265,6 +342,7 @@ int main(void)
         cmocka_unit_test(a_restarted_node_restores_its_objects_and_never_serves_a_corrupt_file),
         cmocka_unit_test(remove_deletes_the_file_on_the_node),
         cmocka_unit_test(a_shared_or_unwritable_directory_stops_the_node),
+        cmocka_unit_test(a_full_disk_refuses_offload_and_evicts_as_before),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -369,6 +369,23 @@ def test_setup_extra_upstream_arguments(cluster, caplog):
         s.setup("127.0.0.1", "master", 0, MIB, "tcp", "", cluster.master, bogus=1)
 
 
+def test_setup_ssd_offload_path_takes_the_directory_for_this_node(cluster, tmp_path):
+    d = tmp_path / "offload"
+    s = MooncakeDistributedStore()
+    assert s.setup("127.0.0.1", "master", 16 * MIB, MIB, "tcp", "", cluster.master,
+                   enable_ssd_offload=True, ssd_offload_path=str(d)) == 0
+    assert (d / ".lock").exists()  # the node's offload directory, locked
+    other = MooncakeDistributedStore()
+    # a second node on the same directory is refused (the lock file)
+    assert other.setup("127.0.0.1", "master", 16 * MIB, MIB, "tcp", "", cluster.master,
+                       enable_ssd_offload=True, ssd_offload_path=str(d)) < 0
+    s.close()
+    # offload needs a segment of this node to keep objects of
+    assert other.setup({"local_hostname": "127.0.0.1", "metadata_server": "master",
+                        "global_segment_size": 0, "master_server_addr": cluster.master,
+                        "enable_ssd_offload": True, "ssd_offload_path": str(d)}) < 0
+
+
 def test_wrong_argument_types_raise_type_error_naming_the_argument(store):
     cases = [
         (lambda: store.put(1, b"v"), "'key'"),

@@ -1,0 +1,154 @@
+#!/usr/bin/env bash
+# perf/compare_offload.sh - node-local offload against fio on the same directory.
+#
+#   perf/compare_offload.sh [-n OBJECTS] [-s SIZE] [-r ROUNDS] [-d PARENT]
+#
+# A mooncake-master with enable_offload + offload_on_evict (watermark 0.6)
+# and one storage node with a 64 MiB segment and its offload directory in a
+# mkdtemp directory under PARENT (default /tmp: the same file system fio
+# writes on).
+# 1. Offload during an eviction storm: `tier_bench put` of OBJECTS x SIZE
+#    (default 64 x 4 MiB = 256 MiB through 64 MiB): every object the master
+#    evicts is first written by the node (one file per object: write, fsync,
+#    rename). GB/s = bytes the node persisted (master_offload_persisted_total
+#    x SIZE) / the put phase's wall time. Peer: fio sequential writes, same
+#    block size, queue depth 1, psync, fsync after every block (as each
+#    offloaded object is), total OBJECTS x SIZE; and fio without fsync.
+# 2. Reads of objects only on the node's disk: more puts push every object
+#    of step 1 out of memory, the node is restarted (it reports its files:
+#    every object is LOCAL_DISK only, memory empty), then ROUNDS times
+#    `tier_bench get` from another process reads every object once, one at
+#    a time (the node loads it into its segment, the client reads it there,
+#    bytes verified outside the timing). Peer: fio sequential reads, same
+#    block size, queue depth 1, of a file of the same total size in the
+#    same directory, buffered (page cache warm, as the offload files just
+#    written are) and with O_DIRECT (the device).
+# Lease: every get of a disk-only object leaves its loaded copy in the node's
+# segment, held by the reader's lease (master.lease_ttl) before eviction may
+# drop it; the segment must hold one lease period of reads (64 MiB = 16
+# objects here), so the lease is 200 ms (default 5 s: 16 objects per 5 s).
+# Page cache: caches cannot be dropped here, so the buffered figures of both
+# sides are served by the page cache; only fio --direct=1 measures the
+# device (our files are read buffered: no O_DIRECT in the node yet).
+# The machine is shared: figures vary; compare within one run.
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")/.." && pwd)
+b=${BUILD:-$here/build}
+n=64
+size=4M
+rounds=3
+parent=/tmp
+while [ $# -gt 0 ]; do
+    case "$1" in
+    -n) n=$2; shift 2 ;;
+    -s) size=$2; shift 2 ;;
+    -r) rounds=$2; shift 2 ;;
+    -d) parent=$2; shift 2 ;;
+    -h|--help) sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "unknown argument $1" >&2; exit 2 ;;
+    esac
+done
+command -v fio >/dev/null || { echo "fio is needed (Debian package fio)" >&2; exit 1; }
+case "$size" in
+*M) bytes_each=$(( ${size%M} * 1048576 )) ;;
+*K) bytes_each=$(( ${size%K} * 1024 )) ;;
+*) bytes_each=$size ;;
+esac
+bs=$((bytes_each / 1024))k
+total_mb=$(( n * bytes_each / 1048576 ))
+
+root=$(mktemp -d "$parent/mc_offload_bench.XXXXXX")
+rpc=$((20000 + RANDOM % 20000))
+http=$((rpc + 1))
+node=$((rpc + 2))
+mpid=
+npid=
+cleanup() {
+    [ -n "$npid" ] && kill "$npid" 2>/dev/null || true
+    [ -n "$mpid" ] && kill "$mpid" 2>/dev/null || true
+    wait 2>/dev/null || true
+    rm -rf "$root"
+}
+trap cleanup EXIT
+
+"$b/mooncake-master" --set server.bind_address=127.0.0.1 --set server.rpc_port=$rpc \
+    --set server.http_port=$http --set server.reactors=1 --set master.enable_offload=true \
+    --set master.offload_on_evict=true --set master.offload_cap_ratio=1.0 \
+    --set master.eviction_high_watermark_ratio=0.6 --set master.eviction_ratio=0.2 \
+    --set master.client_ttl=2s --set master.lease_ttl=200ms --set log.level=warn >/dev/null 2>>"$root/master.log" &
+mpid=$!
+for _ in $(seq 100); do
+    (echo >/dev/tcp/127.0.0.1/$rpc) 2>/dev/null && break
+    sleep 0.05
+done
+
+start_node() {
+    "$b/mooncake-store-server" --set store.master=127.0.0.1:$rpc --set store.port=$node \
+        --set store.local_hostname=127.0.0.1:$node --set store.global_segment_size=64MiB \
+        --set store.offload_dir="$root/node" --set store.reactors=1 --set log.level=error \
+        >/dev/null 2>>"$root/node.log" &
+    npid=$!
+    sleep 0.5
+}
+metric() {
+    curl -s "http://127.0.0.1:$http/metrics" | awk -v k="$1" '$1 == k {print $2}'
+}
+wait_idle() { # the node answered every request
+    for _ in $(seq 600); do
+        [ "$(metric master_offload_queued)" = 0 ] && [ "$(metric master_offload_in_flight)" = 0 ] &&
+            return 0
+        sleep 0.05
+    done
+}
+
+start_node
+# 1. eviction storm
+t0=$(date +%s.%N)
+"$b/tier_bench" put --master 127.0.0.1:$rpc -n "$n" --size "$size" --prefix off >/dev/null 2>>"$root/bench.log"
+t1=$(date +%s.%N)
+persisted=$(metric master_offload_persisted_total)
+w_gbs=$(echo "$persisted * $bytes_each / ($t1 - $t0) / 1000000000" | bc -l)
+
+fio_bw() { # GB/s of a fio run (its own bandwidth figure)
+    fio --output-format=terse --terse-version=3 "$@" 2>/dev/null |
+        awk -F';' -v rw="$RW" '{ if (rw == "read") print $7 * 1024 / 1e9; else print $48 * 1024 / 1e9 }'
+}
+RW=write fw_sync=$(fio_bw --name=w --directory="$root" --filename=fio.dat --rw=write --bs="$bs" \
+    --iodepth=1 --ioengine=psync --size="${total_mb}M" --fsync=1 --end_fsync=1)
+RW=write fw=$(fio_bw --name=w --directory="$root" --filename=fio.dat --rw=write --bs="$bs" \
+    --iodepth=1 --ioengine=psync --size="${total_mb}M" --end_fsync=1)
+
+# 2. disk-only reads: push everything out, restart the node
+"$b/tier_bench" put --master 127.0.0.1:$rpc -n 32 --size "$size" --prefix fill >/dev/null 2>>"$root/bench.log"
+wait_idle
+kill "$npid"; wait "$npid" 2>/dev/null || true
+start_node
+sleep 1
+files=$(find "$root/node" -type f ! -name '.*' | wc -l)
+echo "offload: $persisted objects of $size written during the storm ($n put); $files files on the node"
+
+declare -a S FR FD
+for r in $(seq "$rounds"); do
+    S+=("$("$b/tier_bench" get --master 127.0.0.1:$rpc -n "$n" --size "$size" --prefix off \
+        --rounds 1 2>>"$root/bench.log" | awk -F, '/^csv/ {print $7}')")
+    FR+=("$(RW=read fio_bw --name=r --directory="$root" --filename=fio.dat --rw=read --bs="$bs" \
+        --iodepth=1 --ioengine=psync --size="${total_mb}M")")
+    FD+=("$(RW=read fio_bw --name=r --directory="$root" --filename=fio.dat --rw=read --bs="$bs" \
+        --iodepth=1 --ioengine=psync --size="${total_mb}M" --direct=1)")
+done
+med() { printf '%s\n' "$@" | sort -g | awk '{a[NR] = $1} END {print a[int((NR + 1) / 2)]}'; }
+ms=$(med "${S[@]}"); mr=$(med "${FR[@]}"); md=$(med "${FD[@]}")
+printf '\n%-44s %8s %8s\n' "path ($n x $size, queue depth 1)" "GB/s" "ratio"
+printf '%-44s %8.3f %8s\n' "write: offload during the eviction storm" "$w_gbs" ""
+printf '%-44s %8.3f %8.2f\n' "write: fio seq, fsync every block" "$fw_sync" \
+    "$(echo "$w_gbs / $fw_sync" | bc -l)"
+printf '%-44s %8.3f %8.2f\n' "write: fio seq, buffered" "$fw" "$(echo "$w_gbs / $fw" | bc -l)"
+printf '%-44s %8.3f %8s   rounds: %s\n' "read: get of disk-only objects (buffered)" "$ms" "" "${S[*]}"
+printf '%-44s %8.3f %8.2f   rounds: %s\n' "read: fio seq, buffered (page cache)" "$mr" \
+    "$(echo "$ms / $mr" | bc -l)" "${FR[*]}"
+printf '%-44s %8.3f %8.2f   rounds: %s\n' "read: fio seq, O_DIRECT (device)" "$md" \
+    "$(echo "$ms / $md" | bc -l)" "${FD[*]}"
+echo "csv,compare_offload,$size,$n,$w_gbs,$fw_sync,$fw,$ms,$mr,$md"
+echo "(ratio = offload / fio. Our reads are buffered: the page cache served them, as it"
+echo " served fio's buffered reads; only the O_DIRECT row measures the device.)"
