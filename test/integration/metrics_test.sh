@@ -7,7 +7,8 @@
 # serves /metrics and /health on its own HTTP port with what its transfer
 # engine served and its segment use (0, then the put's bytes; a second node's
 # segment is not counted). The shipped alert rules and scrape config pass
-# promtool.
+# promtool; every metric the Grafana dashboard and the alerts query is
+# exported.
 set -u
 . "$(dirname "$0")/helpers/cluster.sh"
 PROMTOOL=${PROMTOOL:-promtool}
@@ -108,4 +109,23 @@ grep -q "store.http_port: cannot listen on 127.0.0.1:${NODE_HTTP##*:}" "$T/dup.e
 /usr/bin/python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["panels"]' \
   conf/prometheus/grafana-dashboard.json || cluster_die "grafana-dashboard.json"
 
+# every metric the dashboard's and the alerts' queries read is one the master
+# or the node exports (above), or Prometheus's own `up`; the alerts may also
+# name families only an HA master exports (declared in store/master_ha.c)
+exported() { cat "$T/master.prom" "$T/node.prom" | grep -v '^#' | sed -E 's/[{ ].*//'; echo up; }
+exported | LC_ALL=C sort -u >"$T/exported"
+names() { # the names FILE's queries use that are not exported (both lists in C order)
+  local used
+  used=$(/usr/bin/python3 test/integration/helpers/promql_names.py "$1") || return 1
+  LC_ALL=C comm -23 <(echo "$used") "$T/exported"
+}
+missing=$(names conf/prometheus/grafana-dashboard.json) || cluster_die "promql_names.py failed"
+[ -z "$missing" ] || cluster_die "grafana-dashboard.json queries metrics nobody exports: $missing"
+missing=$(names conf/prometheus/alerts.yml) || cluster_die "promql_names.py failed"
+for n in $missing; do
+  grep -q "TYPE $n " store/master_ha.c || cluster_die "alerts.yml queries $n, which nobody exports"
+done
+# the check catches a renamed metric
+sed 's/master_key_count/master_key_cnt/' conf/prometheus/grafana-dashboard.json >"$T/renamed.json"
+[ "$(names "$T/renamed.json")" = master_key_cnt ] || cluster_die "a renamed dashboard metric went unnoticed"
 echo "metrics_test: all checks passed"
