@@ -729,6 +729,7 @@ static void store_free(mc_store_t *s)
     while ((n = mc_list_pop_head(&s->segs)) != NULL)
         seg_destroy(s, MC_CONTAINER_OF(n, store_seg_t, node), 0);
     store_peer_free_all(s);
+    store_scratch_free_all(s);
     mc_oalloc_destroy(s->stage_alloc);
     if (s->stage_base != NULL)
         munmap(s->stage_base, s->stage_size);
@@ -736,6 +737,7 @@ static void store_free(mc_store_t *s)
     pthread_cond_destroy(&s->live_cv);
     pthread_mutex_destroy(&s->stage_mu);
     pthread_mutex_destroy(&s->seg_mu);
+    pthread_mutex_destroy(&s->scratch_mu);
     pthread_mutex_destroy(&s->res_mu);
     pthread_cond_destroy(&s->res_cv);
     mc_free(s->local_hostname);
@@ -767,6 +769,7 @@ static mc_status_t store_new(const mc_store_config_t *c, const mc_store_config_t
     pthread_cond_init(&s->live_cv, NULL);
     pthread_mutex_init(&s->stage_mu, NULL);
     pthread_mutex_init(&s->seg_mu, NULL);
+    pthread_mutex_init(&s->scratch_mu, NULL);
     mc_list_init(&s->stage_queue);
     mc_list_init(&s->peers);
     mc_list_init(&s->segs);
