@@ -425,127 +425,6 @@ static void a_server_that_stops_answering_times_calls_out_and_the_next_one_works
     mc_meta_close(a);
 }
 
-/* Async driver: issue N gets, puts, dels and lists on the reactor, count
- * callbacks. */
-#define NCALLS 40
-
-typedef struct driver {
-    mc_meta_t *m;
-    atomic_int in_submit;
-    atomic_int calls[NCALLS];
-    atomic_int status[NCALLS];
-    atomic_int refused;
-    atomic_int done;
-    atomic_int early;
-} driver_t;
-
-typedef struct slot {
-    driver_t *d;
-    int i;
-} slot_t;
-
-static slot_t slots[NCALLS];
-
-static void drv_get_cb(void *arg, mc_status_t st, const void *val, size_t len)
-{
-    slot_t *s = arg;
-    (void)val;
-    (void)len;
-    if (atomic_load(&s->d->in_submit))
-        atomic_fetch_add(&s->d->early, 1);
-    atomic_fetch_add(&s->d->calls[s->i], 1);
-    atomic_store(&s->d->status[s->i], st);
-    atomic_fetch_add(&s->d->done, 1);
-}
-
-static void drv_done_cb(void *arg, mc_status_t st)
-{
-    drv_get_cb(arg, st, NULL, 0);
-}
-
-static void drv_list_cb(void *arg, mc_status_t st, const mc_meta_entry_t *e, size_t n)
-{
-    (void)e;
-    (void)n;
-    drv_get_cb(arg, st, NULL, 0);
-}
-
-static void drv_issue(mc_reactor_t *r, void *arg, mc_status_t st)
-{
-    driver_t *d = arg;
-    (void)r;
-    assert_int_equal(st, MC_OK);
-    for (int i = 0; i < NCALLS; i++) {
-        slot_t *s = &slots[i];
-        mc_status_t rc;
-        atomic_store(&d->in_submit, 1);
-        switch (i % 4) {
-        case 0:
-            rc = d->m->ops->put(d->m, "mc/c1/seg/p", "v", 1, drv_done_cb, s);
-            break;
-        case 1:
-            rc = d->m->ops->get(d->m, "mc/c1/seg/p", drv_get_cb, s);
-            break;
-        case 2:
-            rc = d->m->ops->del(d->m, "mc/c1/seg/q", drv_done_cb, s);
-            break;
-        default:
-            rc = d->m->ops->list(d->m, "mc/", drv_list_cb, s);
-            break;
-        }
-        atomic_store(&d->in_submit, 0);
-        if (rc != MC_INPROGRESS)
-            atomic_fetch_add(&d->refused, 1);
-    }
-}
-
-static void drv_init(driver_t *d, mc_meta_t *m)
-{
-    memset(d, 0, sizeof(*d));
-    d->m = m;
-    for (int i = 0; i < NCALLS; i++) {
-        slots[i].d = d;
-        slots[i].i = i;
-    }
-}
-
-static int wait_done(driver_t *d, int n, int timeout_ms)
-{
-    for (int waited = 0; waited < timeout_ms; waited += 5) {
-        if (atomic_load(&d->done) >= n)
-            return 1;
-        usleep(5000);
-    }
-    return atomic_load(&d->done) >= n;
-}
-
-static void check_all_once(driver_t *d, mc_status_t want)
-{
-    assert_int_equal(atomic_load(&d->refused), 0);
-    assert_int_equal(atomic_load(&d->early), 0);
-    for (int i = 0; i < NCALLS; i++) {
-        assert_int_equal(atomic_load(&d->calls[i]), 1);
-        if (want != MC_OK)
-            assert_int_equal(atomic_load(&d->status[i]), want);
-    }
-}
-
-static void every_call_completes_once_and_never_inside_the_submit(void **state)
-{
-    env_t *e = *state;
-    static driver_t d;
-    mc_meta_t *a = open_meta(e, 0, 0);
-    drv_init(&d, a);
-    assert_int_equal(mc_reactor_call(e->r, drv_issue, &d), MC_OK);
-    assert_true(wait_done(&d, NCALLS, 10000));
-    usleep(50000);
-    check_all_once(&d, MC_OK);
-    for (int i = 0; i < NCALLS; i++)
-        if (i % 4 != 1) /* gets may run before the first put: NOT_FOUND */
-            assert_int_equal(atomic_load(&d.status[i]), MC_OK);
-    mc_meta_close(a);
-}
-
 static void a_token_is_required_when_the_server_has_one(void **state)
 {
     env_t *e = *state;
@@ -901,7 +780,6 @@ int main(void)
         T(the_server_answers_with_upstreams_codes_and_texts),
         T(entries_are_republished_after_the_server_restarts),
         T(a_server_that_stops_answering_times_calls_out_and_the_next_one_works),
-        T(every_call_completes_once_and_never_inside_the_submit),
         T(a_token_is_required_when_the_server_has_one),
         T(a_full_standalone_server_refuses_new_keys_and_keeps_serving),
         T(a_url_without_a_path_uses_upstreams_metadata_path),
