@@ -92,3 +92,22 @@ void bench_reap(pid_t pid)
     while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
         ;
 }
+
+long long bench_cpu_us(pid_t pid)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return -1;
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *p = strrchr(buf, ')'); /* the command name may hold spaces */
+    unsigned long long ut, st;
+    /* after ")": state, then fields 4..13, then utime (14) and stime (15) */
+    if (p == NULL ||
+        sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2)
+        return -1;
+    return (long long)((ut + st) * 1000000ull / (unsigned long long)sysconf(_SC_CLK_TCK));
+}

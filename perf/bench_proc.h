@@ -6,6 +6,7 @@
  * parent (PR_SET_PDEATHSIG) and blocks SIGTERM, which fn may sigwait for.
  *
  * Fork before any thread exists (the child has only the forking thread).
+ * bench_cpu_us reads any process's CPU time (a daemon under measurement).
  * The daemons a benchmark starts are programs: test/integration/proc.h.
  */
 #ifndef MC_PERF_BENCH_PROC_H
@@ -27,5 +28,9 @@ pid_t bench_fork(const char *who, bench_child_fn fn, void *arg, char *line, size
 
 /* SIGTERM the child and reap it (pid <= 0: nothing). */
 void bench_reap(pid_t pid);
+
+/* CPU time (user + system) process pid has used, in microseconds, from
+ * /proc; -1 when unknown. */
+long long bench_cpu_us(pid_t pid);
 
 #endif /* MC_PERF_BENCH_PROC_H */

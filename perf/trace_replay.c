@@ -60,6 +60,7 @@
 
 #include "mooncake/store.h"
 #include "perf/bench_opt.h"
+#include "perf/bench_proc.h"
 #include "perf/trace_sim.h"
 #include "store/master.h"
 #include "util/conf.h"
@@ -473,21 +474,8 @@ static void percentiles(replay_t *r, size_t off, double *p50, double *p99)
 /* CPU seconds (user + system) of a process, from /proc; -1 when unknown. */
 static double proc_cpu_s(long pid)
 {
-    char path[64], buf[1024];
-    snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
-    FILE *f = fopen(path, "r");
-    if (f == NULL)
-        return -1;
-    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    char *p = strrchr(buf, ')'); /* the name may hold spaces */
-    unsigned long long ut, st;
-    /* after ")": state, then fields 4..13, then utime (14) and stime (15) */
-    if (p == NULL ||
-        sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2)
-        return -1;
-    return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+    long long us = bench_cpu_us((pid_t)pid);
+    return us < 0 ? -1 : (double)us / 1e6;
 }
 
 static double self_cpu_s(void)
