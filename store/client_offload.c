@@ -4,30 +4,32 @@
  * (mc_store_config_t.offload_dir) keeps objects of its own segment on its
  * own disk, as LOCAL_DISK replicas.
  *
- * Files: the persistent tier's (store/tier.h, reused as it is): names from
- * the key, header with the key, size and XXH3 checksums, atomic write (temp
- * file, fsync, rename), verified read, scan. Only the directory differs: it
- * is this node's, not the cluster's.
+ * Files: the persistent tier's (store/tier.h): names from the key, header
+ * with the key, size and XXH3 checksums, atomic write (temp file, fsync,
+ * rename), verified read, scan. Offload files have the header padded to
+ * MC_TIER_ALIGN (MC_TIER_F_ALIGNED) so loads can read the data with
+ * O_DIRECT. The directory is this node's alone (the lock file).
  *
- * One worker thread does everything, never a reactor:
- *  - at start (and after the master forgot the node: a poll answered
- *    SEGMENT_NOT_FOUND), it scans the directory and reports every file
- *    (LDISK_REPORT); files the master refuses (the key exists, so the file
- *    may be of an older put) are deleted;
- *  - it polls the master for requests about its segment (OFFLOAD_POLL with
- *    WAIT_US: the master holds the poll until there is work, up to
- *    OFFLOAD_HOLD_US, so a request reaches the node as soon as it is queued):
+ * Two threads, never a reactor:
+ *  - the poller sends held OFFLOAD_POLLs (WAIT_US: the master answers as
+ *    soon as there is work for the segment, or empty after OFFLOAD_HOLD_US)
+ *    and hands each answer to the worker (inbox, evfd), one at a time;
+ *  - the worker, at start (and after the master forgot the node: a poll
+ *    answered SEGMENT_NOT_FOUND), scans the directory (deleting temp files,
+ *    which only a killed write leaves, and corrupt files) and reports every
+ *    file (LDISK_REPORT); files the master refuses (the key exists, so the
+ *    file may be of an older put) are deleted. Then it serves the answers:
  *    PERSIST (write the bytes at segment base + offset to the file, answer
  *    OFFLOAD_DONE with the result: a failed write, e.g. a full disk, is
- *    reported and the master evicts as without offload), LOAD (read the file
- *    into segment base + offset, checksum verified: a corrupt or missing file
- *    is deleted and reported, its bytes never served), DELETE (the object
- *    was removed);
+ *    reported and the master evicts as without offload), LOAD (read the
+ *    file into segment base + offset: up to OFFLOAD_IO_DEPTH at once through
+ *    store/offload_io.h, io_uring, O_DIRECT where the file system allows;
+ *    the checksum verified: a corrupt or missing file is deleted and
+ *    reported, its bytes never served; answered from r0 without waiting),
+ *    DELETE (the object was removed). While reads are in flight it waits in
+ *    the io queue, which also watches evfd: a new answer joins them;
  *  - a quota (offload_quota, bytes; 0 = none): before a write that would
  *    exceed it, the least recently used files go (deleted, LDISK_DROP).
- * File I/O is plain pwrite/pread through tier.c on this thread: no io_uring
- * and no O_DIRECT (the page cache serves repeated reads; see
- * perf/compare_offload.sh).
  *
  * Two nodes sharing a directory would delete each other's files: a lock
  * file (flock on <dir>/.lock) refuses the second at open, naming the first.
@@ -37,6 +39,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -104,13 +107,20 @@ struct store_offload {
     int stop; /* mu */
     mc_hmap_t files;
     uint64_t bytes, clock;
-    int reported; /* the files of the directory were reported since the last (re)mount */
+    int reported; /* mu: the files of the directory were reported since the last (re)mount */
     int off_logged;
     int buffered;       /* offload_buffered_io: never O_DIRECT */
     int direct_refused; /* logged: the file system refused O_DIRECT */
     mc_oio_t *io;
     oload_t *loads; /* OFFLOAD_IO_DEPTH slots, with their bounce blocks */
     uint8_t *bounces;
+    /* the poller thread: held polls, their answers handed to the worker */
+    pthread_t poller_th;
+    int poller_started;
+    mc_buf_t inbox;     /* mu: a poll's answer the worker has not taken (empty: none) */
+    int evfd;           /* written with each answer: wakes the worker's io wait */
+    int watch_armed;    /* worker: the io queue watches evfd */
+    unsigned dones_out; /* mu: LOAD answers sent (r0), not acknowledged yet */
     _Atomic uint64_t written, write_failed, loaded, load_failed, deleted, quota_dropped,
         bytes_written, bytes_read, loaded_direct;
 };
@@ -214,6 +224,82 @@ static mc_status_t call_done(store_offload_t *o, const store_seg_t *g, const voi
         w.err != MC_OK ? w.err : store_call_sync(o->s, MC_RPC_OFFLOAD_DONE, &body, NULL);
     mc_buf_fini(&body);
     return st;
+}
+
+/* A LOAD's answer, sent from r0 without the worker waiting for it (the
+ * master's reply only says whether it still wanted the load: nothing to do
+ * either way; a lost one is voided by the master's offload_timeout). */
+typedef struct done_msg {
+    store_offload_t *o;
+    size_t len;
+    uint8_t body[];
+} done_msg_t;
+
+static void done_over(done_msg_t *m)
+{
+    store_offload_t *o = m->o;
+    mc_free(m);
+    pthread_mutex_lock(&o->mu);
+    o->dones_out--;
+    pthread_cond_broadcast(&o->cv);
+    pthread_mutex_unlock(&o->mu);
+}
+
+static void done_answered(void *arg, const mc_rpc_resp_t *resp)
+{
+    done_msg_t *m = arg;
+    if (resp->status != MC_OK && resp->status != MC_ERR_OBJECT_NOT_FOUND &&
+        resp->status != MC_ERR_CANCELED)
+        MC_WARN(CLIENT,
+                "offload: the answer to a load got %s from the master (the master "
+                "voids the load after offload_timeout)",
+                mc_status_str(resp->status));
+    done_over(m);
+}
+
+static void done_on_r0(mc_reactor_t *r, void *arg, mc_status_t st)
+{
+    (void)r;
+    done_msg_t *m = arg;
+    mc_store_t *s = m->o->s;
+    if (st == MC_OK && s->mcli != NULL)
+        st = mc_rpc_call(s->mcli, MC_RPC_OFFLOAD_DONE, m->body, m->len, s->cfg.rpc_timeout_us,
+                         done_answered, m);
+    if (st != MC_INPROGRESS)
+        done_over(m);
+}
+
+/* call_done for a LOAD, not waiting: MC_OK (sent from r0), or the failure
+ * to hand it to r0 (then sent here, waiting). */
+static void call_done_async(store_offload_t *o, const store_seg_t *g, const void *key, size_t klen,
+                            uint64_t size, mc_status_t result)
+{
+    mc_buf_t body = MC_BUF_INIT;
+    mc_mp_writer_t w;
+    mc_mp_writer_init(&w, &body);
+    head(&w, o->s, g, 3);
+    mc_mp_write_uint(&w, MC_F_KEY);
+    mc_mp_write_bin(&w, key, (uint32_t)klen);
+    mc_mp_write_uint(&w, MC_F_SIZE);
+    mc_mp_write_uint(&w, size);
+    mc_mp_write_uint(&w, MC_F_STATUS);
+    mc_mp_write_int(&w, result);
+    done_msg_t *m = w.err == MC_OK ? mc_malloc(sizeof(*m) + mc_buf_used(&body)) : NULL;
+    if (m != NULL) {
+        m->o = o;
+        m->len = mc_buf_used(&body);
+        memcpy(m->body, mc_buf_head(&body), m->len);
+        pthread_mutex_lock(&o->mu);
+        o->dones_out++;
+        pthread_mutex_unlock(&o->mu);
+        if (mc_reactor_call(o->s->r0, done_on_r0, m) != MC_OK) {
+            done_over(m);
+            m = NULL;
+        }
+    }
+    mc_buf_fini(&body);
+    if (m == NULL)
+        call_done(o, g, key, klen, size, result);
 }
 
 /* ------------------------------------------------------------ startup report */
@@ -371,7 +457,7 @@ static void load_end(store_offload_t *o, const store_seg_t *g, oload_t *l)
         }
     }
     l->busy = 0;
-    call_done(o, g, l->key, l->klen, l->size, st);
+    call_done_async(o, g, l->key, l->klen, l->size, st);
 }
 
 typedef struct reap_ctx {
@@ -382,6 +468,13 @@ typedef struct reap_ctx {
 static void load_part_done(void *arg, void *tag, ssize_t res)
 {
     reap_ctx_t *c = arg;
+    if (tag == NULL) { /* evfd: a poll's answer is in */
+        uint64_t v;
+        if (read(c->o->evfd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+            MC_WARN(CLIENT, "offload: reading the wake-up eventfd: %s", strerror(errno));
+        c->o->watch_armed = 0;
+        return;
+    }
     opart_t *p = tag;
     oload_t *l = p->l;
     if (res < 0 && l->f.direct && !l->redo) {
@@ -478,36 +571,12 @@ static void load_start(store_offload_t *o, const store_seg_t *g, const char *key
     }
 }
 
-/* One poll: how many requests it handled, or -1 when it failed. */
-static int poll_once(store_offload_t *o, const store_seg_t *g, int may_hold)
+/* Do the requests of a poll's answer: PERSIST and DELETE at once, LOAD
+ * started (answered when read). */
+static void serve_answer(store_offload_t *o, const store_seg_t *g, const mc_buf_t *resp)
 {
-    mc_buf_t body = MC_BUF_INIT, resp = MC_BUF_INIT;
-    mc_mp_writer_t w;
-    mc_mp_writer_init(&w, &body);
-    uint64_t hold = o->s->cfg.rpc_timeout_us / 2;
-    head(&w, o->s, g, may_hold ? 2 : 1);
-    mc_mp_write_uint(&w, MC_F_COUNT);
-    mc_mp_write_uint(&w, OFFLOAD_POLL_BATCH);
-    if (may_hold) {
-        mc_mp_write_uint(&w, MC_F_WAIT_US); /* answered as soon as there is work */
-        mc_mp_write_uint(&w, hold < OFFLOAD_HOLD_US ? hold : OFFLOAD_HOLD_US);
-    }
-    mc_status_t st =
-        w.err != MC_OK ? w.err : store_call_sync(o->s, MC_RPC_OFFLOAD_POLL, &body, &resp);
-    mc_buf_fini(&body);
-    if (st != MC_OK) {
-        if (st == MC_ERR_SEGMENT_NOT_FOUND || st == MC_ERR_ILLEGAL_CLIENT)
-            o->reported = 0; /* forgotten: report again once re-mounted */
-        if (st == MC_ERR_UNAVAILABLE_IN_CURRENT_MODE && !o->off_logged) {
-            MC_WARN(CLIENT, "offload: the master has enable_offload off; %s is not used", o->dir);
-            o->off_logged = 1;
-        }
-        mc_buf_fini(&resp);
-        return -1;
-    }
     mc_mp_reader_t r;
-    mc_mp_reader_init(&r, mc_buf_head(&resp), mc_buf_used(&resp));
-    int done = 0;
+    mc_mp_reader_init(&r, mc_buf_head(resp), mc_buf_used(resp));
     uint32_t nf = mc_mp_read_map(&r);
     for (uint32_t i = 0; i < nf && r.err == MC_OK; i++) {
         uint64_t id = mc_mp_read_uint(&r);
@@ -536,62 +605,147 @@ static int poll_once(store_offload_t *o, const store_seg_t *g, int may_hold)
                     atomic_fetch_add(&o->deleted, 1);
                 file_forget(o, key, klen);
             }
-            done++;
         }
     }
     if (r.err != MC_OK)
         MC_WARN(CLIENT, "offload: malformed poll answer from the master");
-    mc_buf_fini(&resp);
-    return done;
 }
 
+/* Wait on o->cv for up to wait_us (mu held). */
+static void timed_wait(store_offload_t *o, uint64_t wait_us)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    uint64_t ns = (uint64_t)ts.tv_nsec + wait_us * 1000;
+    ts.tv_sec += (time_t)(ns / 1000000000u);
+    ts.tv_nsec = (long)(ns % 1000000000u);
+    pthread_cond_timedwait(&o->cv, &o->mu, &ts);
+}
+
+/* The poller: one held OFFLOAD_POLL after another (the master answers as
+ * soon as there is work, or empty after OFFLOAD_HOLD_US), each answer handed
+ * to the worker (inbox, evfd) before the next poll: a new LOAD reaches the
+ * node while its reads are in flight, without a timer. */
+static void *poller(void *arg)
+{
+    store_offload_t *o = arg;
+    mc_store_t *s = o->s;
+    uint64_t hold =
+        s->cfg.rpc_timeout_us / 2 < OFFLOAD_HOLD_US ? s->cfg.rpc_timeout_us / 2 : OFFLOAD_HOLD_US;
+    mc_buf_t resp = MC_BUF_INIT;
+    for (;;) {
+        pthread_mutex_lock(&o->mu);
+        while (!o->stop && (!o->reported || mc_buf_used(&o->inbox) > 0))
+            pthread_cond_wait(&o->cv, &o->mu); /* the worker's turn */
+        int stop = o->stop;
+        pthread_mutex_unlock(&o->mu);
+        store_seg_t *g = first_seg(s);
+        if (stop || g == NULL)
+            break;
+        mc_buf_t body = MC_BUF_INIT;
+        mc_mp_writer_t w;
+        mc_mp_writer_init(&w, &body);
+        head(&w, s, g, 2);
+        mc_mp_write_uint(&w, MC_F_COUNT);
+        mc_mp_write_uint(&w, OFFLOAD_POLL_BATCH);
+        mc_mp_write_uint(&w, MC_F_WAIT_US); /* answered as soon as there is work */
+        mc_mp_write_uint(&w, hold > 0 ? hold : 1);
+        mc_buf_reset(&resp);
+        uint64_t t0 = mc_now_us();
+        mc_status_t st =
+            w.err != MC_OK ? w.err : store_call_sync(s, MC_RPC_OFFLOAD_POLL, &body, &resp);
+        mc_buf_fini(&body);
+        pthread_mutex_lock(&o->mu);
+        if (st == MC_OK) {
+            mc_buf_t t = o->inbox; /* hand the answer over (the buffers swap) */
+            o->inbox = resp;
+            resp = t;
+            uint64_t one = 1;
+            if (write(o->evfd, &one, sizeof(one)) < 0)
+                MC_WARN(CLIENT, "offload: eventfd: %s", strerror(errno));
+            pthread_cond_broadcast(&o->cv);
+            /* an empty answer that came early: a master that does not hold */
+            if (!o->stop && mc_now_us() - t0 < hold / 10)
+                timed_wait(o, OFFLOAD_IDLE_US);
+        } else {
+            if (st == MC_ERR_SEGMENT_NOT_FOUND || st == MC_ERR_ILLEGAL_CLIENT) {
+                o->reported = 0; /* forgotten: the worker reports again once re-mounted */
+                pthread_cond_broadcast(&o->cv);
+            }
+            if (st == MC_ERR_UNAVAILABLE_IN_CURRENT_MODE && !o->off_logged) {
+                MC_WARN(CLIENT, "offload: the master has enable_offload off; %s is not used",
+                        o->dir);
+                o->off_logged = 1;
+            }
+            if (!o->stop)
+                timed_wait(o, OFFLOAD_RETRY_US);
+        }
+        pthread_mutex_unlock(&o->mu);
+    }
+    mc_buf_fini(&resp);
+    return NULL;
+}
+
+/* The worker: the directory's report, then the poller's answers and the
+ * loads' reads. It waits in the io queue while reads are in flight (the
+ * evfd wakes it for a new answer) and on o->cv otherwise. */
 static void *worker(void *arg)
 {
     store_offload_t *o = arg;
     mc_store_t *s = o->s;
+    mc_buf_t ans = MC_BUF_INIT;
     for (;;) {
-        uint64_t wait_us = 0;
         store_seg_t *g = first_seg(s);
-        if (g == NULL) {
-            wait_us = OFFLOAD_IDLE_US * 5; /* not mounted yet */
-        } else if (!o->reported) {
-            while (mc_oio_pending(o->io) > 0)
-                load_reap(o, g); /* the loads answered first */
-            o->reported = report_all(o, g);
-            if (!o->reported)
-                wait_us = OFFLOAD_RETRY_US;
-        } else if (mc_oio_pending(o->io) > 0) {
-            /* loads in flight: take what else is queued (not held), then
-             * wait for one of them to finish (answered at once) */
-            if (poll_once(o, g, 0) < 0)
-                wait_us = 0; /* the loads still finish */
-            load_reap(o, g);
-        } else {
-            /* the master holds an idle poll until there is work: poll again at
-             * once (unless an empty answer came early: a master that does not hold) */
-            uint64_t t0 = mc_now_us();
-            int n = poll_once(o, g, 1);
-            wait_us = n < 0                                               ? OFFLOAD_RETRY_US
-                      : n == 0 && mc_now_us() - t0 < OFFLOAD_HOLD_US / 10 ? OFFLOAD_IDLE_US
-                                                                          : 0;
-        }
         pthread_mutex_lock(&o->mu);
-        if (!o->stop && wait_us > 0) {
-            struct timespec ts;
-            clock_gettime(CLOCK_MONOTONIC, &ts);
-            uint64_t ns = (uint64_t)ts.tv_nsec + wait_us * 1000;
-            ts.tv_sec += (time_t)(ns / 1000000000u);
-            ts.tv_nsec = (long)(ns % 1000000000u);
-            pthread_cond_timedwait(&o->cv, &o->mu, &ts);
+        int stop = o->stop, reported = o->reported, took = 0;
+        if (g != NULL && reported && mc_buf_used(&o->inbox) > 0) {
+            mc_buf_t t = o->inbox;
+            o->inbox = ans;
+            ans = t;
+            took = 1;
+            pthread_cond_broadcast(&o->cv); /* the poller polls again */
         }
-        int stop = o->stop;
         pthread_mutex_unlock(&o->mu);
         if (stop)
             break;
+        if (g == NULL) {
+            pthread_mutex_lock(&o->mu);
+            if (!o->stop)
+                timed_wait(o, OFFLOAD_IDLE_US * 5); /* not mounted yet */
+            pthread_mutex_unlock(&o->mu);
+            continue;
+        }
+        if (!reported) {
+            while (mc_oio_pending(o->io) > 0)
+                load_reap(o, g); /* the loads answered first */
+            int ok = report_all(o, g);
+            pthread_mutex_lock(&o->mu);
+            o->reported = ok;
+            pthread_cond_broadcast(&o->cv); /* the poller starts */
+            if (!ok && !o->stop)
+                timed_wait(o, OFFLOAD_RETRY_US);
+            pthread_mutex_unlock(&o->mu);
+            continue;
+        }
+        if (took) {
+            serve_answer(o, g, &ans);
+            mc_buf_reset(&ans);
+        }
+        if (mc_oio_pending(o->io) > 0) {
+            if (!o->watch_armed && mc_oio_watch(o->io, o->evfd, NULL) == MC_OK)
+                o->watch_armed = 1;
+            load_reap(o, g); /* a read finished, or an answer came in */
+        } else if (!took) {
+            pthread_mutex_lock(&o->mu);
+            while (!o->stop && o->reported && mc_buf_used(&o->inbox) == 0)
+                pthread_cond_wait(&o->cv, &o->mu);
+            pthread_mutex_unlock(&o->mu);
+        }
     }
     store_seg_t *g = first_seg(s);
     while (mc_oio_pending(o->io) > 0 && g != NULL)
         load_reap(o, g); /* no read may land in memory after close */
+    mc_buf_fini(&ans);
     return NULL;
 }
 
@@ -677,6 +831,8 @@ mc_status_t store_offload_open(mc_store_t *s, const char *dir, uint64_t quota,
         o->loads[i].bounce = o->bounces + (size_t)i * MC_TIER_ALIGN;
         o->loads[i].f.fd = -1;
     }
+    o->inbox = (mc_buf_t)MC_BUF_INIT;
+    o->evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     pthread_mutex_init(&o->mu, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
@@ -684,14 +840,17 @@ mc_status_t store_offload_open(mc_store_t *s, const char *dir, uint64_t quota,
     pthread_cond_init(&o->cv, &ca);
     pthread_condattr_destroy(&ca);
     s->offload = o;
-    st = open_dir(o);
+    st = o->evfd < 0 ? MC_ERR_NOMEM : open_dir(o);
     if (st == MC_OK && pthread_create(&o->th, NULL, worker, o) != 0)
         st = MC_ERR_NOMEM;
+    o->started = st == MC_OK;
+    if (st == MC_OK && pthread_create(&o->poller_th, NULL, poller, o) != 0)
+        st = MC_ERR_NOMEM;
+    o->poller_started = st == MC_OK;
     if (st != MC_OK) {
         store_offload_close(s);
         return st;
     }
-    o->started = 1;
     MC_INFO(
         CLIENT,
         "offload: node-local offload to %s (quota %llu bytes, 0 = none); loads read with %s%s%s, "
@@ -711,8 +870,20 @@ void store_offload_close(mc_store_t *s)
     o->stop = 1;
     pthread_cond_broadcast(&o->cv);
     pthread_mutex_unlock(&o->mu);
+    uint64_t one = 1;
+    if (o->evfd >= 0 && write(o->evfd, &one, sizeof(one)) < 0)
+        MC_WARN(CLIENT, "offload: eventfd: %s", strerror(errno)); /* the worker's io wait */
+    if (o->poller_started)
+        pthread_join(o->poller_th, NULL); /* its held poll returns within OFFLOAD_HOLD_US */
     if (o->started)
         pthread_join(o->th, NULL);
+    pthread_mutex_lock(&o->mu);
+    while (o->dones_out > 0) /* answers on r0 refer to o */
+        pthread_cond_wait(&o->cv, &o->mu);
+    pthread_mutex_unlock(&o->mu);
+    mc_buf_fini(&o->inbox);
+    if (o->evfd >= 0)
+        close(o->evfd);
     size_t i;
     mc_hnode_t *n, *next;
     for (i = 0; i <= o->files.mask; i++)

@@ -5,6 +5,7 @@
 #include "store/offload_io.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -29,6 +30,7 @@ typedef struct oio_req {
 struct mc_oio {
     unsigned depth, used;
     oio_req_t *reqs;
+    oio_req_t watch; /* mc_oio_watch's poll (not counted in used) */
     int ring_ok;
     char why[160]; /* why not io_uring ("" when it is) */
 #ifdef MC_HAVE_URING
@@ -73,8 +75,9 @@ void mc_oio_destroy(mc_oio_t *io)
             struct io_uring_cqe *cqe;
             if (io_uring_wait_cqe(&io->ring, &cqe) != 0)
                 break;
+            if (io_uring_cqe_get_data(cqe) != &io->watch)
+                io->used--;
             io_uring_cqe_seen(&io->ring, cqe);
-            io->used--;
         }
         io_uring_queue_exit(&io->ring);
     }
@@ -140,6 +143,27 @@ mc_status_t mc_oio_read(mc_oio_t *io, int fd, void *buf, size_t len, uint64_t of
     return MC_OK;
 }
 
+mc_status_t mc_oio_watch(mc_oio_t *io, int fd, void *tag)
+{
+    if (!io->ring_ok)
+        return MC_ERR_NOT_SUPPORTED;
+    if (io->watch.busy)
+        return MC_ERR_STATE;
+#ifdef MC_HAVE_URING
+    struct io_uring_sqe *sqe = io_uring_get_sqe(&io->ring);
+    if (sqe == NULL)
+        return MC_ERR_LIMIT;
+    io_uring_prep_poll_add(sqe, fd, POLLIN);
+    io_uring_sqe_set_data(sqe, &io->watch);
+    io->watch = (oio_req_t){.fd = fd, .tag = tag, .busy = 1};
+    return MC_OK;
+#else
+    (void)fd;
+    (void)tag;
+    return MC_ERR_NOT_SUPPORTED;
+#endif
+}
+
 static void finish(mc_oio_t *io, oio_req_t *r, ssize_t res, mc_oio_done_t done, void *arg)
 {
     void *tag = r->tag;
@@ -195,6 +219,12 @@ unsigned mc_oio_reap(mc_oio_t *io, mc_oio_done_t done, void *arg)
             oio_req_t *r = io_uring_cqe_get_data(cqe);
             int res = cqe->res;
             io_uring_cqe_seen(&io->ring, cqe);
+            if (r == &io->watch) { /* its fd is readable (or the poll failed) */
+                r->busy = 0;
+                done(arg, r->tag, res);
+                n++;
+                continue;
+            }
             if (res == -EINTR || res == -EAGAIN) {
                 again |= ring_prep(io, r) == 0;
                 continue;

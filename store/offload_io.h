@@ -9,7 +9,8 @@
  * kernel, a seccomp filter) each read is a plain pread when it is reaped.
  * Short reads are continued until the length or the end of the file; a
  * read's result is the bytes read (< length only at the end of the file) or
- * -errno.
+ * -errno. A descriptor can be watched too (mc_oio_watch), so a thread that
+ * waits for its reads also wakes when, say, an eventfd is written.
  *
  * One thread at a time (the worker's). Reads of O_DIRECT descriptors need
  * their offset, length and memory aligned as the file system says (the
@@ -50,6 +51,12 @@ typedef void (*mc_oio_done_t)(void *arg, void *tag, ssize_t result);
  * when nothing is queued or in flight), and call done for every completed
  * read. Returns how many completed. */
 unsigned mc_oio_reap(mc_oio_t *io, mc_oio_done_t done, void *arg);
+
+/* Also wake mc_oio_reap when fd becomes readable: done gets tag (once: arm
+ * it again after). Not counted in pending; the reads must keep their own
+ * tags distinct from it. MC_OK, MC_ERR_NOT_SUPPORTED (pread mode: reap never
+ * waits there anyway), MC_ERR_STATE (armed already). */
+mc_status_t mc_oio_watch(mc_oio_t *io, int fd, void *tag);
 
 /* Reads queued or in flight. */
 unsigned mc_oio_pending(const mc_oio_t *io);

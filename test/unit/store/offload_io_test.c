@@ -2,8 +2,8 @@
  * store/offload_io.c: queued reads complete with the file's bytes (also
  * when more are queued than run at once, in any order), a read past the end
  * of the file is short, a bad descriptor fails that read alone, and the
- * queue refuses more than its depth. Runs on io_uring when the build has
- * liburing and the kernel allows it, else on pread (printed).
+ * queue refuses more than its depth; a watched eventfd wakes the reap. Runs on io_uring when the
+ * build has liburing and the kernel allows it, else on pread (printed).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include "store/offload_io.h"
@@ -90,6 +91,27 @@ static void reads_complete_with_the_files_bytes(void **state)
     assert_memory_equal(out, data + FILE_SIZE - 100, 100);
     assert_int_equal(s.res[1], -EBADF);
     assert_int_equal(s.res[2], 0);
+
+    /* a watched eventfd wakes a reap that waits for a read */
+    int efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    assert_true(efd >= 0);
+    mc_status_t w = mc_oio_watch(io, efd, (void *)(intptr_t)7);
+    if (w == MC_OK) {
+        assert_int_equal(mc_oio_watch(io, efd, (void *)(intptr_t)7), MC_ERR_STATE);
+        uint64_t one = 1;
+        assert_int_equal(write(efd, &one, sizeof(one)), sizeof(one));
+        memset(&s, 0, sizeof(s));
+        assert_int_equal(mc_oio_read(io, fd, out, PIECE, 0, (void *)(intptr_t)1), MC_OK);
+        for (int k = 0; k < 1000 && (mc_oio_pending(io) > 0 || s.n < 2); k++)
+            mc_oio_reap(io, on_done, &s);
+        assert_int_equal(s.n, 2);
+        assert_true(s.res[7] > 0); /* POLLIN */
+        assert_int_equal(s.res[1], PIECE);
+        assert_int_equal(mc_oio_pending(io), 0); /* the watch is not a read */
+    } else {
+        assert_int_equal(w, MC_ERR_NOT_SUPPORTED); /* pread mode */
+    }
+    close(efd);
     mc_oio_destroy(io);
     mc_oio_destroy(NULL);
     close(fd);
