@@ -79,10 +79,31 @@ mc_status_t store_config_full(const mc_store_config_t *c, mc_store_config_t *out
     return MC_OK;
 }
 
-void mc_replicate_config_init(mc_replicate_config_t *c)
+void mc_replicate_config_init_size(mc_replicate_config_t *c, size_t struct_size)
 {
-    memset(c, 0, sizeof(*c));
-    c->replica_num = 1;
+    mc_replicate_config_t d;
+    memset(&d, 0, sizeof(d));
+    d.struct_size = struct_size;
+    d.replica_num = 1;
+    /* the caller's struct may be older (shorter) than ours */
+    memcpy(c, &d, struct_size < sizeof(d) ? struct_size : sizeof(d));
+}
+
+mc_status_t store_replicate_config_full(const mc_replicate_config_t *c, mc_replicate_config_t *out)
+{
+    mc_replicate_config_init(out);
+    if (c->struct_size < offsetof(mc_replicate_config_t, replica_num) ||
+        c->struct_size > sizeof(*out)) {
+        MC_ERROR(CLIENT,
+                 "put: mc_replicate_config_t.struct_size is %zu: not set by "
+                 "mc_replicate_config_init, or from a newer mooncake/store.h than this "
+                 "library's (%zu bytes)",
+                 c->struct_size, sizeof(*out));
+        return MC_ERR_INVALID_PARAMS;
+    }
+    memcpy(out, c, c->struct_size);
+    out->struct_size = sizeof(*out);
+    return MC_OK;
 }
 
 const char *mc_store_name(const mc_store_t *s)

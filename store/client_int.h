@@ -225,6 +225,10 @@ struct mc_store {
  * size that is not one of a mc_store_config_t. */
 mc_status_t store_config_full(const mc_store_config_t *c, mc_store_config_t *out);
 
+/* The same for a put's mc_replicate_config_t: MC_ERR_INVALID_PARAMS (logged)
+ * for a size that is not one of a mc_replicate_config_t. */
+mc_status_t store_replicate_config_full(const mc_replicate_config_t *c, mc_replicate_config_t *out);
+
 /* Append this process's Prometheus families (client_metrics.c; node_http.c
  * serves them). Any thread. */
 void store_node_metrics(mc_store_t *s, mc_buf_t *b);

@@ -921,9 +921,18 @@ static void h_query_key(void *ctx, mc_rpc_req_t *req)
     mc_rpc_reply_end(req, MC_OK);
 }
 
+typedef struct seg_out {
+    mc_mp_writer_t *w;
+    uint32_t n;
+    int only; /* list only the segments of owner */
+    mc_uuid_t owner;
+} seg_out_t;
+
 static int seg_entry(void *arg, const mc_master_segment_info_t *si)
 {
-    regex_out_t *o = arg;
+    seg_out_t *o = arg;
+    if (o->only && (si->owner.hi != o->owner.hi || si->owner.lo != o->owner.lo))
+        return 0;
     mc_mp_writer_t *w = o->w;
     mc_mp_write_map(w, 9);
     mc_mp_write_uint(w, MC_F_SEGMENT_ID);
@@ -959,7 +968,8 @@ static void h_list_segments(void *ctx, mc_rpc_req_t *req)
     mc_mp_write_map(w, 1);
     mc_mp_write_uint(w, MC_F_SEGMENTS);
     size_t at = mc_mp_write_array_later(w);
-    regex_out_t o = {.w = w};
+    /* CLIENT_ID: only that client's segments (a node's /metrics asks for its own) */
+    seg_out_t o = {.w = w, .only = HAVE(&f, MC_F_CLIENT_ID), .owner = f.client_id};
     mc_master_foreach_segment(s->m, seg_entry, &o);
     mc_mp_patch_array(w, at, o.n);
     mc_rpc_reply_end(req, MC_OK);
