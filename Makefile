@@ -1,9 +1,11 @@
 # mooncake-c - build, test, run, install.
 #
 #   make              libmooncake.{a,so} and every program into $(BUILD)/
-#   make check        format-check, check-layers, unit + integration + Python tests (test/run.sh)
+#   make check        format-check, check-layers, check-funcs, unit + integration + Python
+#                     tests (test/run.sh)
 #   make format-check every .c/.h as .clang-format writes it (make format rewrites them)
 #   make check-layers who includes whom, against the layers block of each folder README
+#   make check-funcs  no library function over 120 lines unless a "long:" comment says why
 #   make asan|ubsan|tsan   the same tests under a sanitizer, in build/<san>/
 #   make run          mooncake-master on conf/ defaults (see README.md)
 #   make deps         install missing Debian packages (no-op when all present);
@@ -121,7 +123,7 @@ FAULT_TESTS := $(FAULT_TEST_SRCS:%.c=$(BUILD)/%)
 FAKE_CUDA := $(BUILD)/test/lib/libfakecuda.so
 
 .PHONY: all lib programs tests check unit integration asan ubsan tsan run deps deps-build deps-test deps-bench fuzz \
-        install uninstall man clean format format-check check-layers help chaos python
+        install uninstall man clean format format-check check-layers check-funcs help chaos python
 .DEFAULT_GOAL := all
 
 all: lib programs
@@ -183,7 +185,7 @@ CHAOS_ARGS ?= --duration 600
 chaos: tests
 	TEST_BUILD_DIR=$(BUILD) TEST_BIN_DIR=$(BUILD)/test/bin $(BUILD)/test/bin/chaos $(CHAOS_ARGS)
 
-check: tests format-check check-layers
+check: tests format-check check-layers check-funcs
 	BUILD=$(BUILD) test/run.sh
 
 format-check:
@@ -191,6 +193,9 @@ format-check:
 
 check-layers:
 	mk/check-layers.sh
+
+check-funcs:
+	mk/check-funcs.sh
 
 unit: tests
 	BUILD=$(BUILD) test/run.sh unit

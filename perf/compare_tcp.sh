@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # perf/compare_tcp.sh - the TCP transport against iperf3 on loopback, same run.
 #
-#   perf/compare_tcp.sh [-r ROUNDS] [-t SECS] [-d SECS] [-p PORT] [-s] [-- transfer_bench flags]
+#   perf/compare_tcp.sh [-r ROUNDS] [-t SECS] [-d SECS] [-p PORT] [-s | -B BIN]
+#                       [-- transfer_bench flags]
 #
 # Every round runs, back to back:
 #   1. iperf3 -s -1 on 127.0.0.1 and `iperf3 -c 127.0.0.1 -l 1M -t SECS -J`:
@@ -22,6 +23,11 @@
 #   before or after the run without (the order alternates by round); a last
 #   table shows each point without and with the secret side by side
 #   (medians over rounds, and their ratio).
+# -B BIN: the same, with another transfer_bench binary instead of the secret
+#   (another build, e.g. of the commit before a change: `git worktree add
+#   /tmp/before SHA && make -C /tmp/before build/transfer_bench`); the last
+#   table shows BIN's and this build's figures side by side (ratio = this
+#   build / BIN).
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -31,9 +37,10 @@ secs=5
 dur=3
 port=$((20000 + RANDOM % 20000))
 secret=0
+other=""
 
 usage() {
-    sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,31p' "$0" | sed 's/^# \{0,1\}//'
     exit "${1:-2}"
 }
 while [ $# -gt 0 ]; do
@@ -43,6 +50,7 @@ while [ $# -gt 0 ]; do
     -d) dur=$2; shift 2 ;;
     -p) port=$2; shift 2 ;;
     -s) secret=1; shift ;;
+    -B) other=$2; shift 2 ;;
     -h|--help) usage 0 ;;
     --) shift; break ;;
     *) echo "compare_tcp.sh: unknown argument '$1'" >&2; usage ;;
@@ -54,6 +62,10 @@ for tool in iperf3 python3 ss; do
     command -v "$tool" >/dev/null || { echo "compare_tcp.sh: $tool not found (make deps)" >&2; exit 1; }
 done
 [ -x "$bench" ] || { echo "compare_tcp.sh: $bench not built (make build/transfer_bench)" >&2; exit 1; }
+if [ -n "$other" ]; then
+    [ "$secret" = 0 ] || { echo "compare_tcp.sh: -s and -B do not combine" >&2; exit 2; }
+    [ -x "$other" ] || { echo "compare_tcp.sh: -B $other is not an executable" >&2; exit 1; }
+fi
 
 tmp=$(mktemp -d)
 srv=""
@@ -85,10 +97,15 @@ if [ "$secret" = 1 ]; then
     chmod 600 "$tmp/secret"
     echo "compare_tcp: -s: each round also runs transfer_bench --secret_file (every connection authenticates)"
 fi
-# tb_points OUT [FLAGS...]: every transfer_bench point once, into OUT
+[ -z "$other" ] || echo "compare_tcp: -B: each round also runs $other (A) beside $bench (B)"
+# tb_points OUT [FLAGS...]: every transfer_bench point once, into OUT, with
+# $bench (tb_run: with the binary given first)
 tb_points() {
-    local out=$1
-    shift
+    tb_run "$bench" "$@"
+}
+tb_run() {
+    local bench=$1 out=$2
+    shift 2
     local common=(--reps 1 --duration "$dur" --warmup 1 "${extra[@]}" "$@")
     "$bench" --operation write,read --block_size 64K,1M,4M --batch_size 16 --threads 1 \
         "${common[@]}" >"$out"
@@ -99,25 +116,31 @@ tb_points() {
     "$bench" --operation write,read --block_size 4K --batch_size 128 --threads 1 \
         "${common[@]}" >>"$out"
 }
+# variant ROUND: the run beside the plain one (-s: with the secret, -B: the
+# other binary), before it in even rounds and after it in odd ones
+variant() {
+    if [ "$secret" = 1 ]; then
+        echo "round $1/$rounds: transfer_bench with the secret" >&2
+        tb_points "$tmp/tbs.$1.txt" --secret_file "$tmp/secret"
+    elif [ -n "$other" ]; then
+        echo "round $1/$rounds: transfer_bench A ($other)" >&2
+        tb_run "$other" "$tmp/tbs.$1.txt"
+    fi
+}
 for r in $(seq "$rounds"); do
     echo "round $r/$rounds: iperf3" >&2
     iperf_round "$tmp/iperf.$r.json"
-    if [ "$secret" = 1 ] && [ $((r % 2)) = 0 ]; then
-        echo "round $r/$rounds: transfer_bench with the secret" >&2
-        tb_points "$tmp/tbs.$r.txt" --secret_file "$tmp/secret"
-    fi
+    if [ $((r % 2)) = 0 ]; then variant "$r"; fi
     echo "round $r/$rounds: transfer_bench" >&2
     tb_points "$tmp/tb.$r.txt"
-    if [ "$secret" = 1 ] && [ $((r % 2)) = 1 ]; then
-        echo "round $r/$rounds: transfer_bench with the secret" >&2
-        tb_points "$tmp/tbs.$r.txt" --secret_file "$tmp/secret"
-    fi
+    if [ $((r % 2)) = 1 ]; then variant "$r"; fi
     head -1 "$tmp/tb.$r.txt" >"$tmp/settings"
 done
 
-python3 - "$tmp" "$rounds" "$secret" <<'EOF'
+python3 - "$tmp" "$rounds" "$secret" "$other" "$bench" <<'EOF'
 import json, statistics, sys
-tmp, rounds, secret = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1"
+tmp, rounds, secret, other, bench = (sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1",
+                                     sys.argv[4], sys.argv[5])
 def points(path, into):
     for line in open(path):
         if not line.startswith("csv,transfer_bench,"):
@@ -134,7 +157,7 @@ for r in range(1, rounds + 1):
         print(f"round {r}: iperf3 gave no result (left out)")
         iperf.append(None)
     points(f"{tmp}/tb.{r}.txt", tb)
-    if secret:
+    if secret or other:
         points(f"{tmp}/tbs.{r}.txt", tbs)
 med = statistics.median
 ip = med([x for x in iperf if x is not None])
@@ -176,11 +199,18 @@ for op in ("write", "read"):
         rq = med([q for _, q in tb[key]])
         print(f"4K x batch 128 {op:<5}: {rq:,.0f} requests/s (target >= 250,000: "
               f"{'ok' if rq >= 250000 else 'MISS'}), {gb(key):.3f} GB/s")
-if secret:
+if secret or other:
     print()
-    print("without / with --secret_file (every connection authenticated): median over rounds;")
-    print("ratio = with / without; per-round = the rounds' values (without | with)")
-    print(f"{'block':>6} {'op':<5} {'thr':>3} {'batch':>5} {'without':>10} {'with':>10} {'ratio':>6}"
+    if secret:
+        la, lb = "without", "with"
+        print("without / with --secret_file (every connection authenticated): median over rounds;")
+        print("ratio = with / without; per-round = the rounds' values (without | with)")
+    else:
+        la, lb = "A", "B"
+        tb, tbs = tbs, tb  # A: the other binary, B: this build
+        print(f"A = {other}, B = {bench}: median over rounds;")
+        print("ratio = B / A; per-round = the rounds' values (A | B)")
+    print(f"{'block':>6} {'op':<5} {'thr':>3} {'batch':>5} {la:>10} {lb:>10} {'ratio':>6}"
           "  per-round")
     for key in sorted(tb, key=lambda k: (k[0] != "write", k[1], k[2], k[3])):
         if key not in tbs:

@@ -45,8 +45,8 @@ enum mc_rpc_method {
     /* operators' queries: no lease, no access recorded (mooncake-cli) */
     MC_RPC_QUERY_KEY = 121,     /* {KEY} -> {SIZE, COMPLETE, DISK, REPLICAS, LEASE_LEFT_US,
                                    PIN_LEFT_US, IDLE_US} */
-    MC_RPC_LIST_SEGMENTS = 122, /* {} -> {SEGMENTS: [{SEGMENT_ID, NAME, ENDPOINT, ADDR, SIZE,
-                                   USED, ALLOCS, STATE, CLIENT_ID}]} */
+    MC_RPC_LIST_SEGMENTS = 122, /* {[CLIENT_ID]: only its} -> {SEGMENTS: [{SEGMENT_ID, NAME,
+                                   ENDPOINT, ADDR, SIZE, USED, ALLOCS, STATE, CLIENT_ID}]} */
     MC_RPC_LIST_KEYS = 123,     /* {[REGEX], [COUNT: limit]} -> {ENTRIES: [{KEY, SIZE, NREP,
                                    DISK, COMPLETE, LEASE_LEFT_US}], TRUNCATED} */
     /* persistent tier (store/tier.h) */

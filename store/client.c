@@ -79,10 +79,31 @@ mc_status_t store_config_full(const mc_store_config_t *c, mc_store_config_t *out
     return MC_OK;
 }
 
-void mc_replicate_config_init(mc_replicate_config_t *c)
+void mc_replicate_config_init_size(mc_replicate_config_t *c, size_t struct_size)
 {
-    memset(c, 0, sizeof(*c));
-    c->replica_num = 1;
+    mc_replicate_config_t d;
+    memset(&d, 0, sizeof(d));
+    d.struct_size = struct_size;
+    d.replica_num = 1;
+    /* the caller's struct may be older (shorter) than ours */
+    memcpy(c, &d, struct_size < sizeof(d) ? struct_size : sizeof(d));
+}
+
+mc_status_t store_replicate_config_full(const mc_replicate_config_t *c, mc_replicate_config_t *out)
+{
+    mc_replicate_config_init(out);
+    if (c->struct_size < offsetof(mc_replicate_config_t, replica_num) ||
+        c->struct_size > sizeof(*out)) {
+        MC_ERROR(CLIENT,
+                 "put: mc_replicate_config_t.struct_size is %zu: not set by "
+                 "mc_replicate_config_init, or from a newer mooncake/store.h than this "
+                 "library's (%zu bytes)",
+                 c->struct_size, sizeof(*out));
+        return MC_ERR_INVALID_PARAMS;
+    }
+    memcpy(out, c, c->struct_size);
+    out->struct_size = sizeof(*out);
+    return MC_OK;
 }
 
 const char *mc_store_name(const mc_store_t *s)
@@ -708,6 +729,7 @@ static void store_free(mc_store_t *s)
     while ((n = mc_list_pop_head(&s->segs)) != NULL)
         seg_destroy(s, MC_CONTAINER_OF(n, store_seg_t, node), 0);
     store_peer_free_all(s);
+    store_scratch_free_all(s);
     mc_oalloc_destroy(s->stage_alloc);
     if (s->stage_base != NULL)
         munmap(s->stage_base, s->stage_size);
@@ -715,6 +737,7 @@ static void store_free(mc_store_t *s)
     pthread_cond_destroy(&s->live_cv);
     pthread_mutex_destroy(&s->stage_mu);
     pthread_mutex_destroy(&s->seg_mu);
+    pthread_mutex_destroy(&s->scratch_mu);
     pthread_mutex_destroy(&s->res_mu);
     pthread_cond_destroy(&s->res_cv);
     mc_free(s->local_hostname);
@@ -746,6 +769,7 @@ static mc_status_t store_new(const mc_store_config_t *c, const mc_store_config_t
     pthread_cond_init(&s->live_cv, NULL);
     pthread_mutex_init(&s->stage_mu, NULL);
     pthread_mutex_init(&s->seg_mu, NULL);
+    pthread_mutex_init(&s->scratch_mu, NULL);
     mc_list_init(&s->stage_queue);
     mc_list_init(&s->peers);
     mc_list_init(&s->segs);

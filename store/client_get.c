@@ -945,20 +945,18 @@ static void bget_step(store_op_t *h)
     }
 }
 
-/* One chunk (n <= BGET_CHUNK keys, valid, pieces usable in place, npieces
- * of them): results into result[], and retry[i] = 1 for the keys left to
- * single gets. */
-static mc_status_t bget_chunk(mc_store_t *s, const mc_master_key_t *keys, const mc_slice_t *parts,
-                              const size_t *pfirst, const size_t *pcount, size_t npieces, size_t n,
-                              int64_t *result, uint8_t *retry)
+/* Bytes of a chunk's op: the op, then its per-key and per-piece arrays. */
+static size_t bget_op_size(size_t n, size_t npieces)
 {
-    size_t sz = sizeof(bget_op_t) +
-                n * (STORE_MAX_REPLICAS * sizeof(mc_master_replica_desc_t) +
-                     sizeof(mc_te_segment_t) + sizeof(mc_status_t) + 2 * sizeof(uint32_t)) +
-                npieces * (sizeof(mc_te_request_t) + sizeof(size_t)) + 64;
-    bget_op_t *op = mc_malloc(sz);
-    if (op == NULL)
-        return MC_ERR_NOMEM;
+    return sizeof(bget_op_t) +
+           n * (STORE_MAX_REPLICAS * sizeof(mc_master_replica_desc_t) + sizeof(mc_te_segment_t) +
+                sizeof(mc_status_t) + 2 * sizeof(uint32_t)) +
+           npieces * (sizeof(mc_te_request_t) + sizeof(size_t));
+}
+
+/* Lay op's arrays out after it in its scratch memory (most aligned first). */
+static void bget_op_layout(bget_op_t *op, size_t n, size_t npieces)
+{
     memset(op, 0, sizeof(*op));
     uint8_t *p = (uint8_t *)(op + 1);
     op->rep = (mc_master_replica_desc_t *)p;
@@ -974,6 +972,21 @@ static mc_status_t bget_chunk(mc_store_t *s, const mc_master_key_t *keys, const 
     op->nrep = (uint32_t *)p;
     p += n * sizeof(uint32_t);
     op->pick = (uint32_t *)p;
+}
+
+/* One chunk (n <= BGET_CHUNK keys, valid, pieces usable in place, npieces
+ * of them): results into result[], and retry[i] = 1 for the keys left to
+ * single gets. The op lives in the client's scratch memory (no allocation
+ * once the client has served a chunk this large). */
+static mc_status_t bget_chunk(mc_store_t *s, const mc_master_key_t *keys, const mc_slice_t *parts,
+                              const size_t *pfirst, const size_t *pcount, size_t npieces, size_t n,
+                              int64_t *result, uint8_t *retry)
+{
+    store_scratch_t *sc = store_scratch_take(s, bget_op_size(n, npieces));
+    if (sc == NULL)
+        return MC_ERR_NOMEM;
+    bget_op_t *op = (bget_op_t *)sc->mem;
+    bget_op_layout(op, n, npieces);
     op->todo = retry;
     memset(retry, BG_KEY_DONE, n);
     op->n = n;
@@ -994,32 +1007,28 @@ static mc_status_t bget_chunk(mc_store_t *s, const mc_master_key_t *keys, const 
     if (st != MC_INPROGRESS) {
         w.done = 1;
         store_waiter_wait(&w);
-        mc_free(op);
+        store_scratch_give(s, sc);
         return st;
     }
     st = (mc_status_t)store_waiter_wait(&w);
-    mc_free(op);
+    store_scratch_give(s, sc);
     for (size_t i = 0; i < n; i++)
         retry[i] = retry[i] == BG_KEY_RETRY;
     return st;
 }
 
-/* Keys idx[0..n) as single gets, all in flight at once. A key in one piece
- * is read into it; one in several pieces into a temporary buffer of their
- * total size, then scattered over them. */
+/* Keys idx[0..n) as single gets, all in flight at once; items and tmp are
+ * the caller's arrays of n. A key in one piece is read into it; one in
+ * several pieces into a temporary buffer of their total size (a bounce:
+ * allocated), then scattered over them. */
 static mc_status_t bget_singles(mc_store_t *s, const mc_slice_t *keys, const mc_slice_t *parts,
                                 const size_t *pf, const size_t *pc, const size_t *idx, size_t n,
-                                int64_t *result)
+                                store_fanout_item_t *items, mc_slice_t *tmp, int64_t *result)
 {
     if (n == 0)
         return MC_OK;
-    store_fanout_item_t *items = mc_calloc(n, sizeof(*items));
-    mc_slice_t *tmp = mc_calloc(n, sizeof(*tmp));
-    if (items == NULL || tmp == NULL) {
-        mc_free(items);
-        mc_free(tmp);
-        return MC_ERR_NOMEM;
-    }
+    memset(items, 0, n * sizeof(*items));
+    memset(tmp, 0, n * sizeof(*tmp));
     store_fanout_t f;
     store_fanout_init(&f);
     for (size_t j = 0; j < n; j++) {
@@ -1062,8 +1071,6 @@ static mc_status_t bget_singles(mc_store_t *s, const mc_slice_t *keys, const mc_
         }
         mc_free(tmp[j].ptr);
     }
-    mc_free(tmp);
-    mc_free(items);
     return MC_OK;
 }
 
@@ -1117,14 +1124,17 @@ static mc_status_t batch_get(mc_store_t *s, const mc_slice_t *keys, const mc_sli
     if (n == 0)
         return MC_OK;
     size_t chunk = n < BGET_CHUNK ? n : BGET_CHUNK;
-    /* one allocation: idx, pf, pc [n], then per chunk keys, results, caller
-     * indexes, first pieces and counts, retry flags (most aligned first) */
-    size_t sz = 3 * n * sizeof(size_t) +
-                chunk * (sizeof(mc_master_key_t) + sizeof(int64_t) + 3 * sizeof(size_t) + 1);
-    uint8_t *mem = mc_malloc(sz);
-    if (mem == NULL)
+    /* the client's scratch memory: the singles' fan-out items and buffers,
+     * idx, pf, pc [n], then per chunk keys, results, caller indexes, first
+     * pieces and counts, retry flags (most aligned first) */
+    store_scratch_t *sc = store_scratch_take(
+        s, n * (sizeof(store_fanout_item_t) + sizeof(mc_slice_t)) + 3 * n * sizeof(size_t) +
+               chunk * (sizeof(mc_master_key_t) + sizeof(int64_t) + 3 * sizeof(size_t) + 1));
+    if (sc == NULL)
         return MC_ERR_NOMEM;
-    size_t *idx = (size_t *)mem;
+    store_fanout_item_t *items = (store_fanout_item_t *)sc->mem;
+    mc_slice_t *tmp = (mc_slice_t *)(items + n);
+    size_t *idx = (size_t *)(tmp + n);
     size_t *pf = idx + n, *pc = idx + 2 * n;
     mc_master_key_t *ck = (mc_master_key_t *)(idx + 3 * n);
     int64_t *cr = (int64_t *)(ck + chunk);
@@ -1167,8 +1177,8 @@ static mc_status_t batch_get(mc_store_t *s, const mc_slice_t *keys, const mc_sli
                 result[ci[j]] = st == MC_OK ? cr[j] : st;
         }
     }
-    mc_status_t rc = bget_singles(s, keys, parts, pf, pc, idx, nsingle, result);
-    mc_free(mem);
+    mc_status_t rc = bget_singles(s, keys, parts, pf, pc, idx, nsingle, items, tmp, result);
+    store_scratch_give(s, sc);
     return rc;
 }
 

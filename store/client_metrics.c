@@ -1,20 +1,135 @@
 /*
  * client_metrics.c - a storage node's or standalone service's Prometheus
- * families (store/node_http.h serves them): its segment, whether the master
- * answers, and what its transfer engine moved and served (te_metrics).
+ * families (store/node_http.h serves them): its segments (configured size,
+ * and their use as the master accounts it), whether the master answers, and
+ * what its transfer engine moved and served (te_metrics).
+ *
+ * Segment use. Objects are placed in a node's segments by the master and
+ * written by their clients straight into the node's memory, so only the
+ * master knows how much of it holds objects. A scrape asks it: one
+ * LIST_SEGMENTS call with our client id (the master lists only our
+ * segments; one that does not know the filter lists every segment, and we
+ * keep ours). The call is bounded (SEG_USE_TIMEOUT_US) and skipped while
+ * the pings say the master is away: then the use families are left out of
+ * the scrape (mooncake_store_master_up says why) rather than guessed.
  */
 #include <stdatomic.h>
+#include <string.h>
 
+#include "rpc/methods.h"
 #include "store/client_int.h"
+#include "store/master_client.h"
+#include "store/proto.h"
 #include "transport/te.h"
 #include "util/prom.h"
+
+/* A scrape waits this long at most for the master's account. */
+#define SEG_USE_TIMEOUT_US 2000000ull
+
+typedef struct seg_use {
+    uint64_t count, bytes, used, replicas;
+} seg_use_t;
+
+/* One entry of SEGMENTS: added to u when it is ours and mounted. */
+static void seg_use_entry(mc_mp_reader_t *r, mc_uuid_t me, seg_use_t *u)
+{
+    mc_uuid_t owner = {0, 0};
+    uint64_t size = 0, used = 0, allocs = 0;
+    const char *state = NULL;
+    uint32_t slen = 0;
+    uint32_t m = mc_mp_read_map(r);
+    for (uint32_t i = 0; i < m && r->err == MC_OK; i++) {
+        switch (mc_mp_read_uint(r)) {
+        case MC_F_CLIENT_ID:
+            owner = mc_proto_read_uuid(r);
+            break;
+        case MC_F_SIZE:
+            size = mc_mp_read_uint(r);
+            break;
+        case MC_F_USED:
+            used = mc_mp_read_uint(r);
+            break;
+        case MC_F_ALLOCS:
+            allocs = mc_mp_read_uint(r);
+            break;
+        case MC_F_STATE:
+            state = mc_mp_read_str(r, &slen);
+            break;
+        default:
+            mc_mp_skip(r);
+            break;
+        }
+    }
+    if (r->err != MC_OK || owner.hi != me.hi || owner.lo != me.lo || state == NULL || slen != 7 ||
+        memcmp(state, "MOUNTED", 7) != 0)
+        return; /* another client's, or draining after an unmount */
+    u->count++;
+    u->bytes += size;
+    u->used += used;
+    u->replicas += allocs;
+}
+
+/* Ask the master for our segments' use: MC_OK with *u, or why not. From a
+ * thread that is not one of the client's reactors (the HTTP thread). */
+static mc_status_t seg_use_get(mc_store_t *s, seg_use_t *u)
+{
+    memset(u, 0, sizeof(*u));
+    if (s->svc != NULL || s->mcli == NULL)
+        return MC_ERR_NOT_SUPPORTED;
+    if (atomic_load_explicit(&s->master_down, memory_order_relaxed))
+        return MC_ERR_RPC_TIMEOUT;
+    mc_buf_t body = MC_BUF_INIT, resp = MC_BUF_INIT;
+    mc_mp_writer_t w;
+    mc_mp_writer_init(&w, &body);
+    mc_mcli_list_segments(&w, s->client_id);
+    uint64_t t =
+        s->cfg.rpc_timeout_us < SEG_USE_TIMEOUT_US ? s->cfg.rpc_timeout_us : SEG_USE_TIMEOUT_US;
+    mc_status_t st =
+        w.err != MC_OK ? w.err : store_call_sync_timeout(s, MC_RPC_LIST_SEGMENTS, &body, &resp, t);
+    if (st == MC_OK) {
+        mc_mp_reader_t r;
+        mc_mp_reader_init(&r, mc_buf_head(&resp), mc_buf_used(&resp));
+        uint32_t nf = mc_mp_read_map(&r);
+        for (uint32_t f = 0; f < nf && r.err == MC_OK; f++) {
+            if (mc_mp_read_uint(&r) != MC_F_SEGMENTS) {
+                mc_mp_skip(&r);
+                continue;
+            }
+            uint32_t ns = mc_mp_read_array(&r);
+            for (uint32_t e = 0; e < ns && r.err == MC_OK; e++)
+                seg_use_entry(&r, s->client_id, u);
+        }
+        st = r.err;
+    }
+    mc_buf_fini(&body);
+    mc_buf_fini(&resp);
+    return st;
+}
 
 void store_node_metrics(mc_store_t *s, mc_buf_t *b)
 {
     mc_prom_gauge(b, "mooncake_store_segment_capacity_bytes",
-                  "Bytes of memory this process contributes to the pool (its segment; the "
-                  "master's segment_allocated_bytes tells its use).",
+                  "Bytes of memory this process contributes to the pool (global_segment_size; "
+                  "mooncake_store_segment_mounted_bytes counts every segment it mounted).",
                   s->cfg.global_segment_size);
+    seg_use_t u;
+    if (seg_use_get(s, &u) == MC_OK) {
+        mc_prom_gauge(b, "mooncake_store_segments_mounted",
+                      "Segments of this process mounted at the master (asked at this scrape).",
+                      u.count);
+        mc_prom_gauge(b, "mooncake_store_segment_mounted_bytes",
+                      "Bytes of this process's segments mounted at the master (asked at this "
+                      "scrape; absent while the master does not answer).",
+                      u.bytes);
+        mc_prom_gauge(b, "mooncake_store_segment_used_bytes",
+                      "Bytes of the objects the master placed in this process's segments (asked "
+                      "at this scrape; absent while the master does not answer).",
+                      u.used);
+        mc_prom_gauge(b, "mooncake_store_segment_replicas",
+                      "Object replicas the master placed in this process's segments (asked at "
+                      "this scrape).",
+                      u.replicas);
+    }
     mc_prom_gauge(b, "mooncake_store_local_buffer_bytes",
                   "Bytes of this process's registered staging buffer.", s->cfg.local_buffer_size);
     mc_prom_gauge(b, "mooncake_store_master_up",

@@ -712,10 +712,24 @@ err:
 
 /* ----------------------------------------------------------- public: put */
 
+/* The caller's *cfg as this library's mc_replicate_config_t, in *tmp (an
+ * older, shorter struct gets the defaults of the fields it lacks); NULL stays
+ * NULL. Every public call that takes a cfg starts with it. */
+static mc_status_t cfg_full(const mc_replicate_config_t **cfg, mc_replicate_config_t *tmp)
+{
+    if (*cfg == NULL)
+        return MC_OK;
+    mc_status_t st = store_replicate_config_full(*cfg, tmp);
+    if (st == MC_OK)
+        *cfg = tmp;
+    return st;
+}
+
 static mc_status_t put_sync(mc_store_t *s, const void *key, size_t klen, const mc_slice_t *parts,
                             size_t nparts, const mc_replicate_config_t *cfg, unsigned flags)
 {
-    if (s == NULL)
+    mc_replicate_config_t full;
+    if (s == NULL || cfg_full(&cfg, &full) != MC_OK)
         return MC_ERR_INVALID_PARAMS;
     if (s->svc != NULL)
         return store_dummy_put(s, key, klen, parts, nparts, cfg, (flags & PUT_UPSERT) != 0);
@@ -779,6 +793,9 @@ mc_status_t mc_store_put_async(mc_store_t *s, const void *key, size_t klen, cons
                                void *arg)
 {
     mc_slice_t part = {(void *)(uintptr_t)buf, len};
+    mc_replicate_config_t full;
+    if (cfg_full(&cfg, &full) != MC_OK)
+        return MC_ERR_INVALID_PARAMS;
     return store_put_submit(s, key, klen, &part, 1, cfg, 0, cb, arg);
 }
 
@@ -1329,7 +1346,9 @@ static mc_status_t batch_put(mc_store_t *s, const mc_slice_t *keys, const mc_sli
                              const size_t *nparts, size_t n, const mc_replicate_config_t *cfg,
                              unsigned flags, mc_status_t *st)
 {
-    if (s == NULL || st == NULL || (n > 0 && (keys == NULL || parts == NULL)))
+    mc_replicate_config_t full;
+    if (s == NULL || st == NULL || (n > 0 && (keys == NULL || parts == NULL)) ||
+        cfg_full(&cfg, &full) != MC_OK)
         return MC_ERR_INVALID_PARAMS;
     if (s->svc != NULL)
         return dummy_batch_put(s, keys, parts, nparts, n, cfg, (flags & PUT_UPSERT) != 0, st);

@@ -145,6 +145,12 @@ void mc_mcli_ping(mc_mp_writer_t *w, mc_uuid_t client)
     field_client(w, client);
 }
 
+void mc_mcli_list_segments(mc_mp_writer_t *w, mc_uuid_t client)
+{
+    mc_mp_write_map(w, 1);
+    field_client(w, client);
+}
+
 void mc_mcli_meta_put(mc_mp_writer_t *w, const void *key, size_t klen, const void *val, size_t vlen,
                       mc_uuid_t owner)
 {

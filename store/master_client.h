@@ -44,6 +44,8 @@ void mc_mcli_remount(mc_mp_writer_t *w, mc_uuid_t client, const mc_master_segmen
                      size_t n);
 void mc_mcli_unmount(mc_mp_writer_t *w, mc_uuid_t client, mc_uuid_t segment_id);
 void mc_mcli_ping(mc_mp_writer_t *w, mc_uuid_t client);
+/* LIST_SEGMENTS of one client's segments */
+void mc_mcli_list_segments(mc_mp_writer_t *w, mc_uuid_t client);
 void mc_mcli_meta_put(mc_mp_writer_t *w, const void *key, size_t klen, const void *val, size_t vlen,
                       mc_uuid_t owner);
 void mc_mcli_meta_list(mc_mp_writer_t *w, const void *prefix, size_t plen);

@@ -28,32 +28,30 @@
 
 /* ------------------------------------------------------------ scratch */
 
+/* Grow the array *p to n elements of size bytes (its old contents kept).
+ * 0, or -1 (*p unchanged). */
+static int grow(void *p, size_t n, size_t size)
+{
+    void **pp = p;
+    void *q = mc_realloc(*pp, n * size);
+    if (q == NULL)
+        return -1;
+    *pp = q;
+    return 0;
+}
+
 static mc_status_t scratch_reserve(scratch_t *sc, size_t n, uint32_t reps_per_key)
 {
     if (n > sc->cap) {
         size_t cap = sc->cap ? sc->cap : 256;
         while (cap < n)
             cap *= 2;
-        mc_master_key_t *k = mc_realloc(sc->keys, cap * sizeof(*k));
-        if (k == NULL)
+        if (grow(&sc->keys, cap, sizeof(*sc->keys)) != 0 ||
+            grow(&sc->sizes, cap, sizeof(*sc->sizes)) != 0 ||
+            grow(&sc->st, cap, sizeof(*sc->st)) != 0 ||
+            grow(&sc->nrep, cap, sizeof(*sc->nrep)) != 0 ||
+            grow(&sc->exists, cap, sizeof(*sc->exists)) != 0)
             return MC_ERR_NOMEM;
-        sc->keys = k;
-        uint64_t *sz = mc_realloc(sc->sizes, cap * sizeof(*sz));
-        if (sz == NULL)
-            return MC_ERR_NOMEM;
-        sc->sizes = sz;
-        mc_status_t *st = mc_realloc(sc->st, cap * sizeof(*st));
-        if (st == NULL)
-            return MC_ERR_NOMEM;
-        sc->st = st;
-        uint32_t *nr = mc_realloc(sc->nrep, cap * sizeof(*nr));
-        if (nr == NULL)
-            return MC_ERR_NOMEM;
-        sc->nrep = nr;
-        int *ex = mc_realloc(sc->exists, cap * sizeof(*ex));
-        if (ex == NULL)
-            return MC_ERR_NOMEM;
-        sc->exists = ex;
         sc->cap = cap;
     }
     size_t nd = n * reps_per_key;
@@ -61,10 +59,8 @@ static mc_status_t scratch_reserve(scratch_t *sc, size_t n, uint32_t reps_per_ke
         size_t cap = sc->dcap ? sc->dcap : 64;
         while (cap < nd)
             cap *= 2;
-        mc_master_replica_desc_t *d = mc_realloc(sc->descs, cap * sizeof(*d));
-        if (d == NULL)
+        if (grow(&sc->descs, cap, sizeof(*sc->descs)) != 0)
             return MC_ERR_NOMEM;
-        sc->descs = d;
         sc->dcap = cap;
     }
     return MC_OK;
@@ -1110,9 +1106,18 @@ static void h_query_key(void *ctx, mc_rpc_req_t *req)
     mc_rpc_reply_end(req, MC_OK);
 }
 
+typedef struct seg_out {
+    mc_mp_writer_t *w;
+    uint32_t n;
+    int only; /* list only the segments of owner */
+    mc_uuid_t owner;
+} seg_out_t;
+
 static int seg_entry(void *arg, const mc_master_segment_info_t *si)
 {
-    regex_out_t *o = arg;
+    seg_out_t *o = arg;
+    if (o->only && (si->owner.hi != o->owner.hi || si->owner.lo != o->owner.lo))
+        return 0;
     mc_mp_writer_t *w = o->w;
     mc_mp_write_map(w, 9);
     mc_mp_write_uint(w, MC_F_SEGMENT_ID);
@@ -1148,7 +1153,8 @@ static void h_list_segments(void *ctx, mc_rpc_req_t *req)
     mc_mp_write_map(w, 1);
     mc_mp_write_uint(w, MC_F_SEGMENTS);
     size_t at = mc_mp_write_array_later(w);
-    regex_out_t o = {.w = w};
+    /* CLIENT_ID: only that client's segments (a node's /metrics asks for its own) */
+    seg_out_t o = {.w = w, .only = HAVE(&f, MC_F_CLIENT_ID), .owner = f.client_id};
     mc_master_foreach_segment(s->m, seg_entry, &o);
     mc_mp_patch_array(w, at, o.n);
     mc_rpc_reply_end(req, MC_OK);

@@ -33,8 +33,9 @@
  *   META_DEL {KEY} -> {}; META_LIST {PREFIX} -> {ENTRIES: [{KEY, VALUE}]}
  *   QUERY_KEY          {KEY}          -> {SIZE, COMPLETE, DISK, REPLICAS, LEASE_LEFT_US,
  *                                         PIN_LEFT_US, IDLE_US}   (no lease, no access)
- *   LIST_SEGMENTS      {}             -> {SEGMENTS: [{SEGMENT_ID, NAME, ENDPOINT, ADDR: base,
+ *   LIST_SEGMENTS      {[CLIENT_ID]}  -> {SEGMENTS: [{SEGMENT_ID, NAME, ENDPOINT, ADDR: base,
  *                                         SIZE: capacity, USED, ALLOCS, STATE, CLIENT_ID}]}
+ *                                     (with CLIENT_ID: only that client's segments)
  *   LIST_KEYS          {[REGEX], [COUNT: limit 1..100000, 1000]}
  *                                     -> {ENTRIES: [{KEY, SIZE, NREP, DISK, COMPLETE,
  *                                         LEASE_LEFT_US}], TRUNCATED}   (no lease)

@@ -182,6 +182,13 @@ typedef enum mc_soft_pin_action {
 
 /* Where replicas go, and how they are protected. */
 typedef struct mc_replicate_config {
+    /* sizeof(mc_replicate_config_t) as the caller was compiled, set by
+     * mc_replicate_config_init (a macro passing it), as in mc_store_config_t:
+     * the library reads only that many bytes and takes its defaults for the
+     * fields added since (only ever at the end); a put given a size it does
+     * not know (a struct not initialised, or a newer header than the
+     * library) fails with MC_ERR_INVALID_PARAMS, naming it in the log. */
+    size_t struct_size;
     uint32_t replica_num;                  /* 1 by default; best effort above the
                                               number of segments */
     int with_soft_pin;                     /* = soft_pin_action ENABLE (older spelling) */
@@ -195,7 +202,9 @@ typedef struct mc_replicate_config {
                                  keeps a hard pin */
 } mc_replicate_config_t;
 
-MC_API void mc_replicate_config_init(mc_replicate_config_t *c);
+MC_API void mc_replicate_config_init_size(mc_replicate_config_t *c, size_t struct_size);
+#define mc_replicate_config_init(c)                                                                \
+    mc_replicate_config_init_size((c), sizeof(mc_replicate_config_t))
 
 /* A piece of a value (puts gather, gets scatter). */
 typedef struct mc_slice {

@@ -450,6 +450,33 @@ static void assert_replica_inside(const mc_master_replica_desc_t *d, uint64_t si
 
 /* --------------------------------------------------------------- tests */
 
+/* LIST_SEGMENTS, of every client (owner NULL) or of one: how many entries. */
+static uint32_t list_segments_count(mc_rpc_client_t *c, const mc_uuid_t *owner)
+{
+    sync_call_t s = SYNC_CALL_INIT;
+    mc_mp_writer_t *w = sc_begin(&s);
+    if (owner != NULL)
+        mc_mcli_list_segments(w, *owner);
+    else
+        mc_mcli_empty(w);
+    assert_int_equal(sc_end(&s, c, MC_RPC_LIST_SEGMENTS), MC_OK);
+    mc_mp_reader_t r;
+    mc_mp_reader_init(&r, mc_buf_head(&s.resp), mc_buf_used(&s.resp));
+    uint32_t n = UINT32_MAX, nf = mc_mp_read_map(&r);
+    for (uint32_t f = 0; f < nf && r.err == MC_OK; f++) {
+        if (mc_mp_read_uint(&r) != MC_F_SEGMENTS) {
+            mc_mp_skip(&r);
+            continue;
+        }
+        n = mc_mp_read_array(&r);
+        for (uint32_t i = 0; i < n && r.err == MC_OK; i++)
+            mc_mp_skip(&r);
+    }
+    assert_int_equal(r.err, MC_OK);
+    sc_fini(&s);
+    return n;
+}
+
 static void a_client_mounts_two_segments_and_segments_lists_them(void **state)
 {
     env_t *e = *state;
@@ -485,6 +512,10 @@ static void a_client_mounts_two_segments_and_segments_lists_them(void **state)
     assert_segment_listed(json, &SEG_M[0], CLIENT_M);
     assert_segment_listed(json, &SEG_M[1], CLIENT_M);
     free(json);
+    /* over RPC: every segment, or one client's (a node's /metrics asks so) */
+    assert_int_equal(list_segments_count(e->cli[0], NULL), 2);
+    assert_int_equal(list_segments_count(e->cli[0], &CLIENT_M), 2);
+    assert_int_equal(list_segments_count(e->cli[0], &CLIENT_X), 0);
     assert_int_equal(metric(e, "master_segment_count"), 2);
     assert_int_equal(metric(e, "master_total_capacity_bytes"), (int64_t)(2 * GIB));
 }

@@ -5,7 +5,10 @@
 # labelled RPC family, its latency histograms, process_* and
 # mooncake_build_info are there and count what a put and a get did; the node
 # serves /metrics and /health on its own HTTP port with what its transfer
-# engine served. The shipped alert rules and scrape config pass promtool.
+# engine served and its segment use (0, then the put's bytes; a second node's
+# segment is not counted). The shipped alert rules and scrape config pass
+# promtool; every metric the Grafana dashboard and the alerts query is
+# exported.
 set -u
 . "$(dirname "$0")/helpers/cluster.sh"
 PROMTOOL=${PROMTOOL:-promtool}
@@ -17,13 +20,24 @@ NODE_HTTP=$(grep -m1 '^http ' "$CLUSTER_TMP/store1.out" | cut -d' ' -f2)
 [ -n "$NODE_HTTP" ] || cluster_die "the node printed no 'http HOST:PORT' line"
 NODE_HTTP=127.0.0.1:${NODE_HTTP##*:} # it listens on 0.0.0.0
 T=$CLUSTER_TMP
+NODE1=$STORE_NAME
 ver=$("$B/mooncake-master" --version | cut -d' ' -f2)
+val() { awk -v n="$2" '$1 == n { print $2 }' "$T/$1.prom"; }
+
+# the node's segment use, as the master accounts it, before any object
+curl -sf "http://$NODE_HTTP/metrics" >"$T/node0.prom" || cluster_die "node: GET /metrics failed"
+[ "$(val node0 mooncake_store_segment_mounted_bytes)" = 67108864 ] ||
+  cluster_die "node: mounted bytes before a put: '$(val node0 mooncake_store_segment_mounted_bytes)'"
+[ "$(val node0 mooncake_store_segment_used_bytes)" = 0 ] ||
+  cluster_die "node: used bytes before a put: '$(val node0 mooncake_store_segment_used_bytes)'"
 
 # traffic: a put and a get through the RPC port (the node serves the data)
 head -c 100000 /dev/urandom >"$T/v"
 "$B/mooncake-cli" --master "$MASTER" put k1 "$T/v" >/dev/null || cluster_die "put"
 "$B/mooncake-cli" --master "$MASTER" get k1 "$T/got" >/dev/null || cluster_die "get"
 cmp -s "$T/v" "$T/got" || cluster_die "get returned other bytes"
+# a second node after the put: its segment is not the first node's
+cluster_start_store 16MiB --set store.shm=off
 
 allow=$(grep -v '^#' conf/prometheus/lint-allowlist | grep .)
 check() { # check NAME URL: promtool clean but for the allowlist
@@ -48,8 +62,6 @@ check() { # check NAME URL: promtool clean but for the allowlist
   awk '$1 == "process_resident_memory_bytes" && $2 > 1000000 { ok = 1 } END { exit !ok }' "$T/$1.prom" ||
     cluster_die "$1: implausible process_resident_memory_bytes"
 }
-val() { awk -v n="$2" '$1 == n { print $2 }' "$T/$1.prom"; }
-
 check master "$HTTP"
 [ "$(val master 'mooncake_master_rpc_requests_total{method="put_start"}')" -ge 1 ] ||
   cluster_die "master: put_start not counted in the labelled family"
@@ -59,7 +71,7 @@ check master "$HTTP"
   cluster_die "master: no latency observed for get_replica_list"
 grep -q '^mooncake_master_rpc_duration_seconds_bucket{method="put_start",le="+Inf"}' "$T/master.prom" ||
   cluster_die "master: no histogram buckets"
-grep -q "^segment_allocated_bytes{segment=\"$STORE_NAME\"} [1-9]" "$T/master.prom" ||
+grep -q "^segment_allocated_bytes{segment=\"$NODE1\"} [1-9]" "$T/master.prom" ||
   cluster_die "master: segment use not reported"
 
 check node "$NODE_HTTP"
@@ -68,6 +80,13 @@ check node "$NODE_HTTP"
 [ "$(val node 'mooncake_store_served_requests_total{op="read"}')$(val node 'mooncake_store_served_requests_total{op="readv"}')" != "00" ] ||
   cluster_die "node: the get was not counted as served"
 [ "$(val node mooncake_store_segment_capacity_bytes)" = 67108864 ] || cluster_die "node: segment capacity"
+# the put's object is in its segment; the second node's 16 MiB are not its own
+[ "$(val node mooncake_store_segment_used_bytes)" = 100000 ] ||
+  cluster_die "node: used bytes after a put of 100000: '$(val node mooncake_store_segment_used_bytes)'"
+[ "$(val node mooncake_store_segment_replicas)" = 1 ] || cluster_die "node: replicas after a put"
+[ "$(val node mooncake_store_segment_mounted_bytes)" = 67108864 ] ||
+  cluster_die "node: mounted bytes with a second node: '$(val node mooncake_store_segment_mounted_bytes)'"
+[ "$(val node mooncake_store_segments_mounted)" = 1 ] || cluster_die "node: segments mounted"
 [ "$(val node mooncake_store_master_up)" = 1 ] || cluster_die "node: master_up"
 grep -q '^mooncake_store_transfer_duration_seconds_bucket{transport="tcp",le="+Inf"}' "$T/node.prom" ||
   cluster_die "node: no transfer latency histogram"
@@ -89,4 +108,24 @@ grep -q "store.http_port: cannot listen on 127.0.0.1:${NODE_HTTP##*:}" "$T/dup.e
 "$PROMTOOL" check config conf/prometheus/prometheus.yml >"$T/config.log" 2>&1 || { cat "$T/config.log"; cluster_die "prometheus.yml"; }
 /usr/bin/python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["panels"]' \
   conf/prometheus/grafana-dashboard.json || cluster_die "grafana-dashboard.json"
+
+# every metric the dashboard's and the alerts' queries read is one the master
+# or the node exports (above), or Prometheus's own `up`; the alerts may also
+# name families only an HA master exports (declared in store/master_ha.c)
+exported() { cat "$T/master.prom" "$T/node.prom" | grep -v '^#' | sed -E 's/[{ ].*//'; echo up; }
+exported | LC_ALL=C sort -u >"$T/exported"
+names() { # the names FILE's queries use that are not exported (both lists in C order)
+  local used
+  used=$(/usr/bin/python3 test/integration/helpers/promql_names.py "$1") || return 1
+  LC_ALL=C comm -23 <(echo "$used") "$T/exported"
+}
+missing=$(names conf/prometheus/grafana-dashboard.json) || cluster_die "promql_names.py failed"
+[ -z "$missing" ] || cluster_die "grafana-dashboard.json queries metrics nobody exports: $missing"
+missing=$(names conf/prometheus/alerts.yml) || cluster_die "promql_names.py failed"
+for n in $missing; do
+  grep -q "TYPE $n " store/master_ha.c || cluster_die "alerts.yml queries $n, which nobody exports"
+done
+# the check catches a renamed metric
+sed 's/master_key_count/master_key_cnt/' conf/prometheus/grafana-dashboard.json >"$T/renamed.json"
+[ "$(names "$T/renamed.json")" = master_key_cnt ] || cluster_die "a renamed dashboard metric went unnoticed"
 echo "metrics_test: all checks passed"

@@ -132,6 +132,13 @@ static void key_of(char *k, size_t room, const char *prefix, unsigned long i)
 
 /* ------------------------------------------------------------------ tests */
 
+/* For async calls refused at submission: their callback never runs. */
+static void nop_cb(void *arg, mc_status_t st)
+{
+    (void)arg;
+    (void)st;
+}
+
 static void bad_keys_and_values_fail_at_once_without_asking_the_master(void **state)
 {
     env_t *e = *state;
@@ -157,6 +164,18 @@ static void bad_keys_and_values_fail_at_once_without_asking_the_master(void **st
         mc_replicate_config_init(&rc);
         rc.replica_num = 0;
         assert_int_equal(mc_store_put(s, "k", 1, v, sizeof(v), &rc), MC_ERR_INVALID_PARAMS);
+        /* a config size the library does not know (include/README.md) */
+        mc_replicate_config_init(&rc);
+        rc.struct_size = 0; /* not set by mc_replicate_config_init */
+        assert_int_equal(mc_store_put(s, "k", 1, v, sizeof(v), &rc), MC_ERR_INVALID_PARAMS);
+        rc.struct_size = sizeof(rc) + 8; /* a newer header than the library */
+        assert_int_equal(mc_store_upsert(s, "k", 1, v, sizeof(v), &rc), MC_ERR_INVALID_PARAMS);
+        mc_slice_t kv[2] = {{"k", 1}, {v, sizeof(v)}};
+        mc_status_t kst = MC_OK;
+        assert_int_equal(mc_store_batch_put(s, &kv[0], &kv[1], 1, &rc, &kst),
+                         MC_ERR_INVALID_PARAMS);
+        assert_int_equal(mc_store_put_async(s, "k", 1, v, sizeof(v), &rc, nop_cb, NULL),
+                         MC_ERR_INVALID_PARAMS);
         assert_int_equal(mc_store_get(s, "", 0, out, sizeof(out), NULL), MC_ERR_INVALID_KEY);
         assert_int_equal(mc_store_get(s, big, sizeof(big), out, sizeof(out), NULL),
                          MC_ERR_INVALID_KEY);
@@ -165,6 +184,17 @@ static void bad_keys_and_values_fail_at_once_without_asking_the_master(void **st
         assert_int_equal(mc_store_get_size(s, "", 0), MC_ERR_INVALID_KEY);
         assert_true(mc_now_ms() - t0 < 200 * SLOW);
     }
+    /* a program built when mc_replicate_config_t ended before soft_pin_action:
+     * the bytes after its struct are not its own (garbage here, which as a
+     * soft_pin_action would fail the put) */
+    unsigned char old_cfg[sizeof(mc_replicate_config_t)];
+    memset(old_cfg, 0xAB, sizeof(old_cfg));
+    mc_replicate_config_t *oc = (mc_replicate_config_t *)(void *)old_cfg;
+    mc_replicate_config_init_size(oc, offsetof(mc_replicate_config_t, soft_pin_action));
+    assert_int_equal(mc_store_put(e->s, "old-cfg", 7, v, sizeof(v), oc), MC_OK);
+    assert_int_equal(mc_store_get(e->s, "old-cfg", 7, out, sizeof(out), NULL), (int64_t)sizeof(v));
+    assert_memory_equal(out, v, sizeof(v));
+    assert_int_equal(mc_store_remove(e->s, "old-cfg", 7, 1), MC_OK);
     /* the longest legal key is fine */
     sc_round_trip(e->s, "x", 1, 1, NULL);
     char *k4096 = malloc(4097);

@@ -1,7 +1,7 @@
 /*
  * Config structs grow without breaking programs built against an older
- * header (issue 14): mc_store_config_t and mc_te_opts_t carry struct_size
- * (set by their init macros); the library writes and reads only that many
+ * header (issue 14): mc_store_config_t, mc_te_opts_t and mc_replicate_config_t
+ * carry struct_size (set by their init macros); the library writes and reads only that many
  * bytes and takes its defaults for the fields the caller's header lacked.
  * "Older" is simulated by cutting the struct before its last fields, with
  * garbage after the cut (what an old program's memory holds there).
@@ -104,6 +104,41 @@ static void an_engine_starts_from_an_older_opts_struct(void **state)
     mc_te_destroy(te);
 }
 
+static void an_older_replicate_config_gets_defaults_for_the_fields_it_lacks(void **state)
+{
+    (void)state;
+    unsigned char buf[sizeof(mc_replicate_config_t) + 16];
+    memset(buf, GARBAGE, sizeof(buf));
+    /* a header that ended before soft_pin_action */
+    size_t old = offsetof(mc_replicate_config_t, soft_pin_action);
+    mc_replicate_config_t *c = (mc_replicate_config_t *)(void *)buf;
+    mc_replicate_config_init_size(c, old);
+    for (size_t i = old; i < sizeof(buf); i++)
+        assert_int_equal(buf[i], GARBAGE); /* init wrote nothing past it */
+    assert_int_equal(c->replica_num, 1);
+    c->replica_num = 3;
+    mc_replicate_config_t full;
+    assert_int_equal(store_replicate_config_full(c, &full), MC_OK);
+    assert_int_equal(full.struct_size, sizeof(mc_replicate_config_t));
+    assert_int_equal(full.replica_num, 3);                        /* what it set */
+    assert_int_equal(full.soft_pin_action, MC_SOFT_PIN_PRESERVE); /* not the garbage */
+    assert_int_equal(full.has_soft_pin_ttl, 0);
+    assert_int_equal(full.with_hard_pin, 0);
+}
+
+static void a_replicate_config_size_the_library_does_not_know_is_refused(void **state)
+{
+    (void)state;
+    mc_replicate_config_t c, full;
+    mc_replicate_config_init(&c);
+    assert_int_equal(c.struct_size, sizeof(c));
+    assert_int_equal(store_replicate_config_full(&c, &full), MC_OK);
+    c.struct_size = 0; /* not initialised */
+    assert_int_equal(store_replicate_config_full(&c, &full), MC_ERR_INVALID_PARAMS);
+    c.struct_size = sizeof(c) + 8; /* a newer header than the library */
+    assert_int_equal(store_replicate_config_full(&c, &full), MC_ERR_INVALID_PARAMS);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -111,6 +146,8 @@ int main(void)
         cmocka_unit_test(an_older_store_config_gets_defaults_for_the_fields_it_lacks),
         cmocka_unit_test(a_size_the_library_does_not_know_is_refused),
         cmocka_unit_test(an_engine_starts_from_an_older_opts_struct),
+        cmocka_unit_test(an_older_replicate_config_gets_defaults_for_the_fields_it_lacks),
+        cmocka_unit_test(a_replicate_config_size_the_library_does_not_know_is_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
