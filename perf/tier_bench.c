@@ -20,7 +20,8 @@
  * Every timed round reads each object once, one at a time (one thread;
  * get: D at a time);
  * prints GB/s per round (1 GB = 1e9 B of object data) and a csv line:
- *   csv,tier_bench,MODE,size,n,round,gb_s
+ *   csv,tier_bench,MODE,size,n,round,gb_s   (get: and the gets read again
+ *   because their lease expired first: counted in the time)
  */
 #include <limits.h>
 #include <pthread.h>
@@ -216,6 +217,7 @@ int main(int argc, char **argv)
             slots[j] = (slot_t){.w = &w, .buf = buf + (size_t)j * size, .idx = -1};
         for (unsigned r = 0; r < rounds; r++) {
             uint64_t t0 = mc_now_us(), tcheck = 0;
+            unsigned lease_retries = 0;
             /* keep depth gets in flight: a finished slot is checked and reused */
             for (unsigned i = 0, done = 0; done < n;) {
                 slot_t *sl = NULL;
@@ -225,6 +227,19 @@ int main(int argc, char **argv)
                 if (w.nfinished > 0)
                     sl = w.finished[--w.nfinished];
                 pthread_mutex_unlock(&w.mu);
+                if (sl != NULL && sl->res == MC_ERR_LEASE_EXPIRED && lease_retries < n) {
+                    /* the read outlived its lease (a busy machine): its
+                     * bytes are not used; read it again, counted */
+                    lease_retries++;
+                    pthread_mutex_lock(&w.mu);
+                    w.inflight++;
+                    pthread_mutex_unlock(&w.mu);
+                    int64_t st =
+                        mc_store_get_async(s, sl->key, strlen(sl->key), sl->buf, size, got_one, sl);
+                    if (st != MC_OK && st != MC_INPROGRESS)
+                        got_one(sl, st);
+                    continue;
+                }
                 if (sl != NULL) {
                     uint64_t c0 = mc_now_us();
                     if (sl->res != (int64_t)size) {
@@ -257,8 +272,10 @@ int main(int argc, char **argv)
             }
             double sec = (double)(mc_now_us() - t0 - tcheck) / 1e6;
             double gbs = (double)size * n / sec / 1e9;
-            printf("get   %u x %llu B  round %u  %.3f GB/s\n", n, (unsigned long long)size, r, gbs);
-            printf("csv,tier_bench,get,%llu,%u,%u,%.4f\n", (unsigned long long)size, n, r, gbs);
+            printf("get   %u x %llu B  round %u  %.3f GB/s  (%u read again: lease expired)\n", n,
+                   (unsigned long long)size, r, gbs, lease_retries);
+            printf("csv,tier_bench,get,%llu,%u,%u,%.4f,%u\n", (unsigned long long)size, n, r, gbs,
+                   lease_retries);
         }
     } else {
         fprintf(stderr, "tier_bench: unknown mode '%s'\n", mode);

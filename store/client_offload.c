@@ -108,9 +108,9 @@ struct store_offload {
     mc_hmap_t files;
     uint64_t bytes, clock;
     int reported; /* mu: the files of the directory were reported since the last (re)mount */
-    int off_logged;
-    int buffered;       /* offload_buffered_io: never O_DIRECT */
-    int direct_refused; /* logged: the file system refused O_DIRECT */
+    _Atomic int off_logged; /* the worker and the poller log it once */
+    int buffered;           /* offload_buffered_io: never O_DIRECT */
+    int direct_refused;     /* logged: the file system refused O_DIRECT */
     mc_oio_t *io;
     oload_t *loads; /* OFFLOAD_IO_DEPTH slots, with their bounce blocks */
     uint8_t *bounces;

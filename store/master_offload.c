@@ -882,6 +882,13 @@ mc_status_t apply_ldisk(mc_master_t *m, const mc_master_jrec_t *r, uint64_t now_
     pthread_rwlock_rdlock(&m->seg_lock);
     seg_t *s = seg_find(m, r->segment_id);
     uint32_t slot = s != NULL && s->state == SEG_MOUNTED ? s->slot : UINT32_MAX;
+    if (slot != UINT32_MAX) {
+        /* its node offloads: as a leader, loads are queued for it at once
+         * (it polls the new leader soon) instead of refused until then */
+        pthread_mutex_lock(&m->offload_lock);
+        s->offload = 1;
+        pthread_mutex_unlock(&m->offload_lock);
+    }
     pthread_rwlock_unlock(&m->seg_lock);
     mc_status_t st = slot == UINT32_MAX ? MC_ERR_SEGMENT_NOT_FOUND
                                         : ldisk_restore(m, sh, h, r->key, r->key_len, r->size, slot,

@@ -15,7 +15,11 @@
  *  - promotion on hit (threshold 2): the first load of a disk-only object
  *    is a staging copy, the second promotes it (counted once);
  *  - a co-located client of the node's store service reads a disk-only
- *    object (the service's node has it loaded) byte for byte.
+ *    object (the service's node has it loaded) byte for byte;
+ *  - HA (redis, two masters, strict journal): the standby knows the
+ *    LOCAL_DISK replicas from the journal, and after the leader is
+ *    SIGKILLed the new leader has every disk-only object loaded by its
+ *    node, byte for byte (the node reports nothing: its segment is known).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -45,7 +49,11 @@
 typedef struct env {
     char dir[64];     /* mkdtemp */
     char offdir[128]; /* the node's offload directory */
+    tc_redis_t redis; /* HA case only */
+    char url[128];    /* HA: the masters' redis:// URL, where nodes and clients find the leader */
+    tc_master_t standby;
     tc_master_t master;
+    unsigned mport; /* the HTTP port metrics and /query_key are read from: the leader's */
     tc_node_t node;
     unsigned svc_port; /* the node's store service, 0 = none */
     mc_store_t *c;
@@ -67,11 +75,23 @@ static int start_node(env_t *e, const char *extra)
         sets[k++] = "service.enabled=true";
         sets[k++] = svc;
     }
-    return tc_node_start(&e->node, tc_master_addr(&e->master, master, sizeof(master)), sets);
+    return tc_node_start(
+        &e->node, e->url[0] ? e->url : tc_master_addr(&e->master, master, sizeof(master)), sets);
 }
 
-/* A master with the offload sets + extra, a node (node_extra), a client. */
+/* A master with the offload sets + extra, a node (node_extra), a client;
+ * ha: two masters (redis, strict journal), found through e->url. */
+static int up_ha_or_not(env_t *e, const char *const *extra, const char *node_extra, int service,
+                        int ha);
+static int leads(const tc_master_t *m);
+
 static int up(env_t *e, const char *const *extra, const char *node_extra, int service)
+{
+    return up_ha_or_not(e, extra, node_extra, service, 0);
+}
+
+static int up_ha_or_not(env_t *e, const char *const *extra, const char *node_extra, int service,
+                        int ha)
 {
     memset(e, 0, sizeof(*e));
     signal(SIGPIPE, SIG_IGN);
@@ -86,17 +106,41 @@ static int up(env_t *e, const char *const *extra, const char *node_extra, int se
                             "master.eviction_high_watermark_ratio=0.6",
                             "master.eviction_ratio=0.3"};
     int k = 6;
-    for (int i = 0; extra != NULL && extra[i] != NULL && k < 15; i++)
+    for (int i = 0; extra != NULL && extra[i] != NULL && k < 11; i++)
         sets[k++] = extra[i];
+    char backend[128];
+    if (ha) {
+        if (tc_redis_start(&e->redis) != 0)
+            return -1;
+        snprintf(backend, sizeof(backend), "ha.backend=redis://127.0.0.1:%u/0", e->redis.port);
+        snprintf(e->url, sizeof(e->url), "redis://127.0.0.1:%u/0?cluster=offha", e->redis.port);
+        sets[k++] = backend;
+        sets[k++] = "ha.cluster_id=offha";
+        sets[k++] = "ha.lease_ttl=1s";
+        sets[k++] = "ha.sync=strict";
+    }
     sets[k] = NULL;
     if (service)
         e->svc_port = test_free_port();
-    if (tc_master_start(&e->master, sets) != 0 || start_node(e, node_extra) != 0)
+    if (tc_master_start(&e->master, sets) != 0)
+        return -1;
+    e->mport = e->master.http_port;
+    if (ha) { /* the first one leads; the second follows the journal */
+        uint64_t until = mc_now_ms() + 10000 * SLOW;
+        while (!leads(&e->master)) {
+            if (mc_now_ms() > until)
+                return -1;
+            usleep(50000);
+        }
+        if (tc_master_start(&e->standby, sets) != 0)
+            return -1;
+    }
+    if (start_node(e, node_extra) != 0)
         return -1;
     char master[64];
     mc_store_config_t c;
     mc_store_config_init(&c);
-    c.master = tc_master_addr(&e->master, master, sizeof(master));
+    c.master = e->url[0] ? e->url : tc_master_addr(&e->master, master, sizeof(master));
     c.local_buffer_size = 8 * MIB;
     c.reactors = 1;
     c.rpc_timeout_us = 2000000 * SLOW;
@@ -111,12 +155,25 @@ static int up(env_t *e, const char *const *extra, const char *node_extra, int se
     return 0;
 }
 
+/* 1 when m answers /role with "leader". */
+static int leads(const tc_master_t *m)
+{
+    char *body = NULL;
+    int code = tc_http_get(m->http_port, "/role", &body, 2000);
+    int yes = code == 200 && body != NULL && strncmp(body, "leader", 6) == 0;
+    free(body);
+    return yes;
+}
+
 static int down(void **state)
 {
     env_t *e = *state;
     mc_store_close(e->c);
     tc_node_stop(&e->node, SIGTERM);
     tc_master_stop(&e->master, SIGTERM);
+    tc_master_stop(&e->standby, SIGTERM);
+    if (e->url[0])
+        tc_redis_stop(&e->redis, SIGTERM);
     for (int i = 0; i < NVAL; i++)
         free(e->val[i]);
     char cmd[128];
@@ -152,6 +209,13 @@ static int up_service(void **state)
     return up(&E, ms, NULL, 1);
 }
 
+static int up_ha(void **state)
+{
+    *state = &E;
+    const char *const ms[] = {"master.offload_on_evict=true", NULL};
+    return up_ha_or_not(&E, ms, NULL, 0, 1);
+}
+
 static void key_of(int i, char *k, size_t room)
 {
     snprintf(k, room, "f-%d", i);
@@ -175,7 +239,7 @@ static int file_exists(const env_t *e, int i)
 static long long metric(const env_t *e, const char *name)
 {
     char *body = NULL;
-    if (tc_http_get(e->master.http_port, "/metrics", &body, 3000) != 200 || body == NULL) {
+    if (tc_http_get(e->mport, "/metrics", &body, 3000) != 200 || body == NULL) {
         free(body);
         return -1;
     }
@@ -364,7 +428,7 @@ static int mem_replicas(const env_t *e, int i)
 {
     char path[64], *body = NULL;
     snprintf(path, sizeof(path), "/query_key?key=f-%d", i);
-    int code = tc_http_get(e->master.http_port, path, &body, 3000);
+    int code = tc_http_get(e->mport, path, &body, 3000);
     int n = code == 200 ? 0 : -1;
     for (const char *p = body; code == 200 && p != NULL && (p = strstr(p, "\"size_\"")) != NULL;
          p++)
@@ -424,6 +488,39 @@ static void a_colocated_client_reads_a_disk_only_object(void **state)
     mc_store_close(d);
 }
 
+static void a_new_leader_knows_the_disk_replicas(void **state)
+{
+    env_t *e = *state;
+    for (int i = 0; i < 24; i++) /* 24 MiB through 16 MiB: some go to the node's disk */
+        assert_int_equal(put_i(e, i), MC_OK);
+    assert_true(wait_metric(e, "master_offload_in_flight", 0, 1, 5000));
+    assert_true(wait_metric(e, "master_offload_queued", 0, 1, 5000));
+    int disk[24], nd = 0;
+    for (int i = 0; i < 24; i++)
+        if (mem_replicas(e, i) == 0)
+            disk[nd++] = i;
+    assert_true(nd > 0);
+    long long objs = metric(e, "master_offload_objects");
+    assert_true(objs >= nd);
+    /* the standby follows the journal: it knows them already */
+    e->mport = e->standby.http_port;
+    assert_true(wait_metric(e, "master_offload_objects", objs, 0, 5000));
+    assert_int_equal(metric(e, "master_offload_objects"), objs);
+
+    int ws = tc_master_stop(&e->master, SIGKILL);
+    assert_true(WIFSIGNALED(ws));
+    uint64_t until = mc_now_ms() + 10000 * SLOW;
+    while (!leads(&e->standby) && mc_now_ms() < until)
+        usleep(50000);
+    assert_true(leads(&e->standby));
+    /* from the journal, not from the node (its segment is known: no report) */
+    assert_int_equal(metric(e, "master_offload_objects"), objs);
+    long long loads = metric(e, "master_offload_loads_total");
+    for (int j = 0; j < nd; j++) /* its node loads each for the new leader */
+        assert_int_equal(get_check(e, e->c, disk[j]), OBJ);
+    assert_int_equal(metric(e, "master_offload_loads_total"), loads + nd);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -434,6 +531,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(promotion_after_two_loads, up_promotion, down),
         cmocka_unit_test_setup_teardown(a_colocated_client_reads_a_disk_only_object, up_service,
                                         down),
+        cmocka_unit_test_setup_teardown(a_new_leader_knows_the_disk_replicas, up_ha, down),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
