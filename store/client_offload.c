@@ -14,8 +14,9 @@
  *    SEGMENT_NOT_FOUND), it scans the directory and reports every file
  *    (LDISK_REPORT); files the master refuses (the key exists, so the file
  *    may be of an older put) are deleted;
- *  - it polls the master for requests about its segment (OFFLOAD_POLL,
- *    every OFFLOAD_IDLE_US when idle, at once while there is work):
+ *  - it polls the master for requests about its segment (OFFLOAD_POLL with
+ *    WAIT_US: the master holds the poll until there is work, up to
+ *    OFFLOAD_HOLD_US, so a request reaches the node as soon as it is queued):
  *    PERSIST (write the bytes at segment base + offset to the file, answer
  *    OFFLOAD_DONE with the result: a failed write, e.g. a full disk, is
  *    reported and the master evicts as without offload), LOAD (read the file
@@ -34,6 +35,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -42,6 +44,7 @@
 #include "rpc/methods.h"
 #include "store/client_int.h"
 #include "store/master_client.h"
+#include "store/offload_io.h"
 #include "store/tier.h"
 #include "util/hash.h"
 #include "util/hmap.h"
@@ -50,10 +53,12 @@
 #include "util/mem.h"
 #include "util/time.h"
 
-#define OFFLOAD_IDLE_US 2000    /* poll interval without work */
+#define OFFLOAD_HOLD_US 250000  /* a poll without work is held this long by the master */
+#define OFFLOAD_IDLE_US 2000    /* not mounted yet: look again (x5) */
 #define OFFLOAD_RETRY_US 500000 /* after a failed poll or report */
 #define OFFLOAD_POLL_BATCH 256
 #define OFFLOAD_SCAN_MAX 10000000ull
+#define OFFLOAD_IO_DEPTH 16 /* LOAD reads in flight at once (io_uring queue depth) */
 
 /* A file of the directory (this thread only). */
 typedef struct ofile {
@@ -63,6 +68,29 @@ typedef struct ofile {
     uint32_t klen;
     char key[];
 } ofile_t;
+
+/* A LOAD being read: its file, where it goes, its reads in flight. */
+typedef struct oload oload_t;
+typedef struct opart {
+    oload_t *l;
+    int tail; /* the tail of an O_DIRECT read, through the bounce */
+} opart_t;
+
+struct oload {
+    int busy;
+    mc_tier_file_t f;
+    char key[MC_TIER_KEY_MAX];
+    uint32_t klen;
+    uint64_t size;
+    uint8_t *dst;    /* segment base + offset */
+    uint64_t body;   /* bytes read straight into dst (O_DIRECT: a multiple of MC_TIER_ALIGN) */
+    uint64_t got;    /* bytes of data read so far */
+    unsigned parts;  /* reads in flight */
+    mc_status_t st;  /* the first failure */
+    int redo;        /* an O_DIRECT read failed: read the file again, buffered */
+    uint8_t *bounce; /* MC_TIER_ALIGN bytes, aligned: an O_DIRECT read's last block */
+    opart_t part[2];
+};
 
 struct store_offload {
     mc_store_t *s;
@@ -78,8 +106,13 @@ struct store_offload {
     uint64_t bytes, clock;
     int reported; /* the files of the directory were reported since the last (re)mount */
     int off_logged;
+    int buffered;       /* offload_buffered_io: never O_DIRECT */
+    int direct_refused; /* logged: the file system refused O_DIRECT */
+    mc_oio_t *io;
+    oload_t *loads; /* OFFLOAD_IO_DEPTH slots, with their bounce blocks */
+    uint8_t *bounces;
     _Atomic uint64_t written, write_failed, loaded, load_failed, deleted, quota_dropped,
-        bytes_written, bytes_read;
+        bytes_written, bytes_read, loaded_direct;
 };
 
 /* ------------------------------------------------------------ the index */
@@ -212,7 +245,9 @@ static int report_all(store_offload_t *o, const store_seg_t *g)
     found_t *list = NULL;
     mc_tier_scan_stats_t ss = {0};
     uint64_t t0 = mc_now_us();
-    mc_status_t st = mc_tier_scan(o->dir, OFFLOAD_SCAN_MAX, on_found, &list, &ss);
+    /* our directory alone (the lock): temp files are a killed writer's and
+     * corrupt files go (a truncated one never becomes an object) */
+    mc_status_t st = mc_tier_scan_owned(o->dir, OFFLOAD_SCAN_MAX, on_found, &list, &ss);
     if (st != MC_OK)
         MC_ERROR(CLIENT, "offload: cannot scan %s: %s", o->dir, mc_status_str(st));
     uint64_t ok = 0, refused = 0;
@@ -246,11 +281,11 @@ static int report_all(store_offload_t *o, const store_seg_t *g)
     if (again)
         return 0;
     MC_INFO(CLIENT,
-            "offload: %s: %llu objects reported, %llu refused (deleted), %llu files skipped as "
-            "corrupt, %llu temp files left, %llu deleted, in %llu ms",
-            o->dir, (unsigned long long)ok, (unsigned long long)refused, (unsigned long long)ss.bad,
-            (unsigned long long)ss.temps, (unsigned long long)ss.temps_removed,
-            (unsigned long long)((mc_now_us() - t0) / 1000));
+            "offload: %s: %llu objects reported, %llu refused (deleted), %llu corrupt files "
+            "deleted, %llu skipped, %llu temp files of an interrupted write deleted, in %llu ms",
+            o->dir, (unsigned long long)ok, (unsigned long long)refused,
+            (unsigned long long)ss.bad_removed, (unsigned long long)ss.bad,
+            (unsigned long long)ss.temps_removed, (unsigned long long)((mc_now_us() - t0) / 1000));
     return 1;
 }
 
@@ -291,7 +326,8 @@ static void do_persist(store_offload_t *o, const store_seg_t *g, const char *key
         st = MC_ERR_FILE_WRITE_FAIL;
     if (st == MC_OK) {
         struct iovec iov = {g->base + off, size};
-        st = mc_tier_write(o->dir, key, klen, &iov, 1, size, 0);
+        /* data at a multiple of MC_TIER_ALIGN: loads read it with O_DIRECT */
+        st = mc_tier_write_flags(o->dir, key, klen, &iov, 1, size, 0, MC_TIER_F_ALIGNED);
     }
     if (st != MC_OK) {
         atomic_fetch_add(&o->write_failed, 1);
@@ -311,41 +347,151 @@ static void do_persist(store_offload_t *o, const store_seg_t *g, const char *key
     }
 }
 
-static void do_load(store_offload_t *o, const store_seg_t *g, const char *key, size_t klen,
-                    uint64_t size, uint64_t off)
+/* ---- LOAD: batched reads (offload_io.h) ---- */
+
+/* The load is over (read and verified, or failed): answer the master. */
+static void load_end(store_offload_t *o, const store_seg_t *g, oload_t *l)
 {
-    mc_status_t st = MC_OK;
-    uint64_t got = 0;
-    if (off > g->size || size > g->size - off)
-        st = MC_ERR_INVALID_PARAMS;
-    else
-        st = mc_tier_read(o->dir, key, klen, g->base + off, size, size, &got);
+    mc_status_t st = l->st;
+    mc_tier_close(&l->f);
     if (st == MC_OK) {
-        ofile_t *f = file_find(o, key, klen, mc_hash64(key, klen));
+        ofile_t *f = file_find(o, l->key, l->klen, mc_hash64(l->key, l->klen));
         if (f != NULL)
             f->used = ++o->clock;
         atomic_fetch_add(&o->loaded, 1);
-        atomic_fetch_add(&o->bytes_read, size);
+        atomic_fetch_add(&o->bytes_read, l->size);
+        if (l->f.direct)
+            atomic_fetch_add(&o->loaded_direct, 1);
     } else {
         atomic_fetch_add(&o->load_failed, 1);
         if (st == MC_ERR_CHECKSUM_MISMATCH) {
             /* logged by tier.c with the path and why; never served */
-            mc_tier_unlink(o->dir, key, klen);
-            file_forget(o, key, klen);
+            mc_tier_unlink(o->dir, l->key, l->klen);
+            file_forget(o, l->key, l->klen);
         }
     }
-    call_done(o, g, key, klen, size, st);
+    l->busy = 0;
+    call_done(o, g, l->key, l->klen, l->size, st);
+}
+
+typedef struct reap_ctx {
+    store_offload_t *o;
+    const store_seg_t *g;
+} reap_ctx_t;
+
+static void load_part_done(void *arg, void *tag, ssize_t res)
+{
+    reap_ctx_t *c = arg;
+    opart_t *p = tag;
+    oload_t *l = p->l;
+    if (res < 0 && l->f.direct && !l->redo) {
+        /* O_DIRECT refused this read (alignment the file system wants more
+         * of, ...): the whole file once more through the page cache */
+        MC_WARN(CLIENT, "offload: O_DIRECT read of '%s' failed: %s; reading it buffered", l->f.path,
+                strerror((int)-res));
+        l->redo = 1;
+    } else if (res < 0 && l->st == MC_OK) {
+        MC_ERROR(CLIENT, "offload: reading '%s' failed: %s", l->f.path, strerror((int)-res));
+        l->st = MC_ERR_FILE_READ_FAIL;
+    } else if (res > 0 && p->tail) {
+        uint64_t want = l->size - l->body;
+        uint64_t n = (uint64_t)res < want ? (uint64_t)res : want;
+        memcpy(l->dst + l->body, l->bounce, n);
+        l->got += n;
+    } else if (res > 0) {
+        l->got += (uint64_t)res;
+    }
+    if (--l->parts > 0)
+        return;
+    if (l->redo && l->st == MC_OK) {
+        uint64_t got = 0;
+        l->st = mc_tier_read(c->o->dir, l->key, l->klen, l->dst, l->size, l->size, &got);
+        l->f.direct = 0;
+    } else if (l->st == MC_OK) {
+        l->st = mc_tier_verify(&l->f, l->dst, l->got); /* cut short or corrupt: never served */
+    }
+    load_end(c->o, c->g, l);
+}
+
+/* Wait for at least one read in flight to finish (its load answered when it
+ * was the last of it). */
+static void load_reap(store_offload_t *o, const store_seg_t *g)
+{
+    reap_ctx_t c = {o, g};
+    mc_oio_reap(o->io, load_part_done, &c);
+}
+
+/* Start reading key's file into segment base + off; answered by
+ * load_part_done (or here, when it cannot start). */
+static void load_start(store_offload_t *o, const store_seg_t *g, const char *key, size_t klen,
+                       uint64_t size, uint64_t off)
+{
+    oload_t *l = NULL;
+    for (;;) {
+        for (unsigned i = 0; i < OFFLOAD_IO_DEPTH && l == NULL; i++)
+            if (!o->loads[i].busy && mc_oio_room(o->io) >= 2)
+                l = &o->loads[i];
+        if (l != NULL)
+            break;
+        load_reap(o, g); /* every slot busy: one finishes first */
+    }
+    l->busy = 1;
+    l->klen = (uint32_t)(klen < MC_TIER_KEY_MAX ? klen : MC_TIER_KEY_MAX);
+    memcpy(l->key, key, l->klen);
+    l->size = size;
+    l->got = l->body = 0;
+    l->parts = 0;
+    l->redo = 0;
+    l->st = MC_OK;
+    if (off > g->size || size > g->size - off || klen > MC_TIER_KEY_MAX) {
+        l->st = MC_ERR_INVALID_PARAMS; /* not our memory: never write there */
+        l->f.fd = -1;
+        load_end(o, g, l);
+        return;
+    }
+    l->dst = g->base + off;
+    int direct = !o->buffered && ((uintptr_t)l->dst % MC_TIER_ALIGN) == 0;
+    l->st = mc_tier_open_read(o->dir, key, klen, size, direct, &l->f);
+    if (l->st != MC_OK) {
+        load_end(o, g, l);
+        return;
+    }
+    if (direct && !l->f.direct && l->f.direct_errno != 0 && !o->direct_refused) {
+        MC_WARN(CLIENT,
+                "offload: the file system of %s refuses O_DIRECT (%s): loads are read through "
+                "the page cache",
+                o->dir, strerror(l->f.direct_errno));
+        o->direct_refused = 1;
+    }
+    uint64_t body = l->f.direct ? size / MC_TIER_ALIGN * MC_TIER_ALIGN : size;
+    l->body = body;
+    l->part[0] = (opart_t){l, 0};
+    l->part[1] = (opart_t){l, 1};
+    if (body > 0 && mc_oio_read(o->io, l->f.fd, l->dst, body, l->f.data_off, &l->part[0]) == MC_OK)
+        l->parts++;
+    if (body < size && mc_oio_read(o->io, l->f.fd, l->bounce, MC_TIER_ALIGN, l->f.data_off + body,
+                                   &l->part[1]) == MC_OK)
+        l->parts++;
+    if (l->parts == 0) { /* cannot happen: room was checked */
+        l->st = MC_ERR_FILE_READ_FAIL;
+        load_end(o, g, l);
+    }
 }
 
 /* One poll: how many requests it handled, or -1 when it failed. */
-static int poll_once(store_offload_t *o, const store_seg_t *g)
+static int poll_once(store_offload_t *o, const store_seg_t *g, int may_hold)
 {
     mc_buf_t body = MC_BUF_INIT, resp = MC_BUF_INIT;
     mc_mp_writer_t w;
     mc_mp_writer_init(&w, &body);
-    head(&w, o->s, g, 1);
+    uint64_t hold = o->s->cfg.rpc_timeout_us / 2;
+    head(&w, o->s, g, may_hold ? 2 : 1);
     mc_mp_write_uint(&w, MC_F_COUNT);
     mc_mp_write_uint(&w, OFFLOAD_POLL_BATCH);
+    if (may_hold) {
+        mc_mp_write_uint(&w, MC_F_WAIT_US); /* answered as soon as there is work */
+        mc_mp_write_uint(&w, hold < OFFLOAD_HOLD_US ? hold : OFFLOAD_HOLD_US);
+    }
     mc_status_t st =
         w.err != MC_OK ? w.err : store_call_sync(o->s, MC_RPC_OFFLOAD_POLL, &body, &resp);
     mc_buf_fini(&body);
@@ -384,7 +530,7 @@ static int poll_once(store_offload_t *o, const store_seg_t *g)
             if (op == MC_MASTER_OFFLOAD_PERSIST) {
                 do_persist(o, g, key, klen, size, off);
             } else if (op == MC_MASTER_OFFLOAD_LOAD) {
-                do_load(o, g, key, klen, size, off);
+                load_start(o, g, key, klen, size, off); /* answered when read */
             } else if (op == MC_MASTER_OFFLOAD_DELETE) {
                 if (mc_tier_unlink(o->dir, key, klen) == MC_OK)
                     atomic_fetch_add(&o->deleted, 1);
@@ -409,12 +555,25 @@ static void *worker(void *arg)
         if (g == NULL) {
             wait_us = OFFLOAD_IDLE_US * 5; /* not mounted yet */
         } else if (!o->reported) {
+            while (mc_oio_pending(o->io) > 0)
+                load_reap(o, g); /* the loads answered first */
             o->reported = report_all(o, g);
             if (!o->reported)
                 wait_us = OFFLOAD_RETRY_US;
+        } else if (mc_oio_pending(o->io) > 0) {
+            /* loads in flight: take what else is queued (not held), then
+             * wait for one of them to finish (answered at once) */
+            if (poll_once(o, g, 0) < 0)
+                wait_us = 0; /* the loads still finish */
+            load_reap(o, g);
         } else {
-            int n = poll_once(o, g);
-            wait_us = n < 0 ? OFFLOAD_RETRY_US : n == 0 ? OFFLOAD_IDLE_US : 0;
+            /* the master holds an idle poll until there is work: poll again at
+             * once (unless an empty answer came early: a master that does not hold) */
+            uint64_t t0 = mc_now_us();
+            int n = poll_once(o, g, 1);
+            wait_us = n < 0                                               ? OFFLOAD_RETRY_US
+                      : n == 0 && mc_now_us() - t0 < OFFLOAD_HOLD_US / 10 ? OFFLOAD_IDLE_US
+                                                                          : 0;
         }
         pthread_mutex_lock(&o->mu);
         if (!o->stop && wait_us > 0) {
@@ -430,6 +589,9 @@ static void *worker(void *arg)
         if (stop)
             break;
     }
+    store_seg_t *g = first_seg(s);
+    while (mc_oio_pending(o->io) > 0 && g != NULL)
+        load_reap(o, g); /* no read may land in memory after close */
     return NULL;
 }
 
@@ -474,7 +636,7 @@ static mc_status_t open_dir(store_offload_t *o)
 }
 
 mc_status_t store_offload_open(mc_store_t *s, const char *dir, uint64_t quota,
-                               uint64_t segment_size)
+                               uint64_t segment_size, int buffered)
 {
     if (dir == NULL || dir[0] == '\0')
         return MC_OK;
@@ -493,11 +655,27 @@ mc_status_t store_offload_open(mc_store_t *s, const char *dir, uint64_t quota,
     o->s = s;
     o->lock_fd = -1;
     o->quota = quota;
+    o->buffered = buffered;
     snprintf(o->dir, sizeof(o->dir), "%s", dir);
     mc_status_t st = mc_hmap_init(&o->files, 1024);
     if (st != MC_OK) {
         mc_free(o);
         return st;
+    }
+    /* the loads' slots and their O_DIRECT bounce blocks: no allocation per load */
+    o->loads = mc_calloc(OFFLOAD_IO_DEPTH, sizeof(*o->loads));
+    o->bounces = aligned_alloc(MC_TIER_ALIGN, (size_t)OFFLOAD_IO_DEPTH * MC_TIER_ALIGN);
+    if (o->loads == NULL || o->bounces == NULL ||
+        mc_oio_create(OFFLOAD_IO_DEPTH * 2, &o->io) != MC_OK) {
+        mc_free(o->loads);
+        free(o->bounces);
+        mc_hmap_fini(&o->files);
+        mc_free(o);
+        return MC_ERR_NOMEM;
+    }
+    for (unsigned i = 0; i < OFFLOAD_IO_DEPTH; i++) {
+        o->loads[i].bounce = o->bounces + (size_t)i * MC_TIER_ALIGN;
+        o->loads[i].f.fd = -1;
     }
     pthread_mutex_init(&o->mu, NULL);
     pthread_condattr_t ca;
@@ -514,8 +692,13 @@ mc_status_t store_offload_open(mc_store_t *s, const char *dir, uint64_t quota,
         return st;
     }
     o->started = 1;
-    MC_INFO(CLIENT, "offload: node-local offload to %s (quota %llu bytes, 0 = none)", o->dir,
-            (unsigned long long)quota);
+    MC_INFO(
+        CLIENT,
+        "offload: node-local offload to %s (quota %llu bytes, 0 = none); loads read with %s%s%s, "
+        "%s",
+        o->dir, (unsigned long long)quota, mc_oio_kind(o->io), mc_oio_why_not(o->io)[0] ? ": " : "",
+        mc_oio_why_not(o->io),
+        buffered ? "buffered (offload_buffered_io)" : "O_DIRECT where the file system allows");
     return MC_OK;
 }
 
@@ -538,6 +721,9 @@ void store_offload_close(mc_store_t *s)
             mc_free(MC_CONTAINER_OF(n, ofile_t, node));
         }
     mc_hmap_fini(&o->files);
+    mc_oio_destroy(o->io);
+    mc_free(o->loads);
+    free(o->bounces);
     if (o->lock_fd >= 0)
         close(o->lock_fd); /* releases the lock */
     pthread_cond_destroy(&o->cv);
@@ -560,4 +746,5 @@ void store_offload_stats(mc_store_t *s, store_offload_stats_t *out)
     out->quota_dropped = atomic_load(&o->quota_dropped);
     out->bytes_written = atomic_load(&o->bytes_written);
     out->bytes_read = atomic_load(&o->bytes_read);
+    out->loaded_direct = atomic_load(&o->loaded_direct);
 }

@@ -72,6 +72,38 @@ def test_put_get_and_their_upstream_conventions(store):
     assert store.batch_is_exist(["k", "absent"]) == [1, 0]
 
 
+def test_get_returns_exact_new_bytes_whatever_the_sizes_before(cluster):
+    """get() makes its bytes object at the size of the recent gets before
+    the call (one read, as get_into): every order of sizes still returns a
+    new object of exactly the value's bytes: larger than before (read again),
+    smaller (shrunk), absent, a run of smaller ones (the guess follows them
+    down), and above the largest size it guesses (32 MiB)."""
+    s = new_store(cluster, buf=8 * MIB)
+    try:
+        vals = {}
+        for name, n in [("m", MIB), ("m1", MIB + 1), ("k4", 4096), ("one", 1), ("m3", 3 * MIB),
+                        ("big", 33 * MIB)]:
+            vals[name] = os.urandom(n)
+            assert s.put(name, vals[name]) == 0
+        order = ["m", "m", "m1", "m", "k4", "absent", "m3", "one"] + ["k4"] * 40 + \
+            ["m", "one", "big", "k4", "m3", "m1", "absent", "m"]
+        seen = set()
+        for name in order:
+            got = s.get(name)
+            assert type(got) is bytes
+            assert got == vals.get(name, b""), name
+            if got:
+                assert id(got) not in seen  # a new object every time (all are kept alive)
+                seen.add(id(got))
+                vals.setdefault("_kept", []).append(got)
+        # a value the store frees while the object is ours stays intact
+        got = s.get("m")
+        assert s.remove("m", force=True) == 0
+        assert got == vals["m"] and s.get("m") == b""
+    finally:
+        s.close()
+
+
 def test_values_of_every_buffer_kind(store):
     arr = np.arange(1000, dtype=np.float32)
     for i, v in enumerate([b"b", bytearray(b"ba"), memoryview(b"mv"), arr, b"x" * (3 * MIB)]):
