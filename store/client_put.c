@@ -39,6 +39,7 @@
 #include "rpc/methods.h"
 #include "store/client_int.h"
 #include "store/master_client.h"
+#include "util/copy.h"
 #include "util/log.h"
 #include "util/mem.h"
 
@@ -62,8 +63,10 @@ static const char *key_str(const char *key, size_t klen, char *buf, size_t room)
     return buf;
 }
 
-/* Copy bytes [off, off + n) of the concatenation of parts to dst. */
-static void gather(const mc_slice_t *parts, size_t nparts, uint64_t off, uint8_t *dst, uint64_t n)
+/* Copy bytes [off, off + n) of the concatenation of parts to dst with
+ * copy (memcpy, or mc_copy_cold into a segment). */
+static void gather_with(const mc_slice_t *parts, size_t nparts, uint64_t off, uint8_t *dst,
+                        uint64_t n, void (*copy)(void *, const void *, size_t))
 {
     for (size_t i = 0; i < nparts && n > 0; i++) {
         if (off >= parts[i].len) {
@@ -73,11 +76,33 @@ static void gather(const mc_slice_t *parts, size_t nparts, uint64_t off, uint8_t
         uint64_t take = parts[i].len - off;
         if (take > n)
             take = n;
-        memcpy(dst, (const uint8_t *)parts[i].ptr + off, take);
+        copy(dst, (const uint8_t *)parts[i].ptr + off, take);
         dst += take;
         n -= take;
         off = 0;
     }
+}
+
+static void copy_plain(void *dst, const void *src, size_t n)
+{
+    memcpy(dst, src, n);
+}
+
+/* Copy bytes [off, off + n) of the concatenation of parts to dst. */
+static void gather(const mc_slice_t *parts, size_t nparts, uint64_t off, uint8_t *dst, uint64_t n)
+{
+    gather_with(parts, nparts, off, dst, n, copy_plain);
+}
+
+/* A value's bytes into a segment: nobody reads them soon (mc_copy_cold),
+ * unless the caller's source overlaps the destination. */
+static void copy_into_segment(void *dst, const void *src, size_t n)
+{
+    const uint8_t *d = dst, *s = src;
+    if (d < s + n && s < d + n)
+        memmove(dst, src, n);
+    else
+        mc_copy_cold(dst, src, n);
 }
 
 /* Transfer failures are reported as TRANSFER_FAIL (the cause is logged),
@@ -617,9 +642,9 @@ static void put_copy_run(put_op_t *op)
     for (uint32_t i = 0; i < op->nrep; i++) {
         uint8_t *dst = (uint8_t *)(uintptr_t)(op->rep[i].address + op->off);
         if (op->direct != NULL)
-            memmove(dst, op->direct + op->off, op->plen);
+            copy_into_segment(dst, op->direct + op->off, op->plen);
         else
-            gather(op->parts, op->nparts, op->off, dst, op->plen);
+            gather_with(op->parts, op->nparts, op->off, dst, op->plen, copy_into_segment);
     }
     op->h.wait_st = MC_OK;
     store_op_post(&op->h);
