@@ -1,9 +1,11 @@
 # mooncake-c - build, test, run, install.
 #
 #   make              libmooncake.{a,so} and every program into $(BUILD)/
-#   make check        format-check, check-layers, unit + integration + Python tests (test/run.sh)
+#   make check        format-check, check-layers, check-funcs, unit + integration + Python
+#                     tests (test/run.sh)
 #   make format-check every .c/.h as .clang-format writes it (make format rewrites them)
 #   make check-layers who includes whom, against the layers block of each folder README
+#   make check-funcs  no library function over 120 lines unless a "long:" comment says why
 #   make asan|ubsan|tsan   the same tests under a sanitizer, in build/<san>/
 #   make run          mooncake-master on conf/ defaults (see README.md)
 #   make deps         install missing Debian packages (no-op when all present);
@@ -36,6 +38,13 @@ ifeq ($(HAVE_IBVERBS),1)
 LIB_PKGS += libibverbs
 RDMA_CPPFLAGS := -DMC_HAVE_IBVERBS
 endif
+# The node-local offload's batched reads (store/offload_io.c) use io_uring
+# through liburing when it is installed; without it they are preads.
+HAVE_URING := $(shell $(PKG_CONFIG) --exists liburing 2>/dev/null && echo 1)
+ifeq ($(HAVE_URING),1)
+LIB_PKGS += liburing
+URING_CPPFLAGS := -DMC_HAVE_URING
+endif
 TEST_PKGS := cmocka msgpack
 # The daemons (src/daemon.c, not the library) tell systemd when they are
 # ready through libsystemd's sd_notify when its headers exist.
@@ -50,7 +59,7 @@ WARN := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes 
 # OPT is the optimisation level; CFLAGS/LDFLAGS given by the user are added
 # after the project's own flags (which a command-line CFLAGS cannot remove).
 OPT ?= -O2 -g
-MC_CPPFLAGS := -D_GNU_SOURCE -Iinclude -Isrc -I. $(RDMA_CPPFLAGS) $(CPPFLAGS)
+MC_CPPFLAGS := -D_GNU_SOURCE -Iinclude -Isrc -I. $(RDMA_CPPFLAGS) $(URING_CPPFLAGS) $(CPPFLAGS)
 MC_CFLAGS = $(OPT) -std=c11 -pthread -fPIC $(WARN) $(SAN_CFLAGS) $(CFLAGS)
 MC_LDFLAGS = $(SAN_CFLAGS) $(LDFLAGS)
 LIB_CFLAGS := -fvisibility=hidden
@@ -114,7 +123,7 @@ FAULT_TESTS := $(FAULT_TEST_SRCS:%.c=$(BUILD)/%)
 FAKE_CUDA := $(BUILD)/test/lib/libfakecuda.so
 
 .PHONY: all lib programs tests check unit integration asan ubsan tsan run deps deps-build deps-test deps-bench fuzz \
-        install uninstall man clean format format-check check-layers help chaos python
+        install uninstall man clean format format-check check-layers check-funcs help chaos python
 .DEFAULT_GOAL := all
 
 all: lib programs
@@ -176,7 +185,7 @@ CHAOS_ARGS ?= --duration 600
 chaos: tests
 	TEST_BUILD_DIR=$(BUILD) TEST_BIN_DIR=$(BUILD)/test/bin $(BUILD)/test/bin/chaos $(CHAOS_ARGS)
 
-check: tests format-check check-layers
+check: tests format-check check-layers check-funcs
 	BUILD=$(BUILD) test/run.sh
 
 format-check:
@@ -184,6 +193,9 @@ format-check:
 
 check-layers:
 	mk/check-layers.sh
+
+check-funcs:
+	mk/check-funcs.sh
 
 unit: tests
 	BUILD=$(BUILD) test/run.sh unit

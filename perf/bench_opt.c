@@ -11,6 +11,12 @@
 
 static const char *prog_name = "bench";
 
+/* The rows of the last parse and which of them the command line gave. */
+#define MAX_ROWS 128
+static const mc_conf_key_t *given_keys;
+static size_t given_n;
+static unsigned char given[MAX_ROWS];
+
 static const mc_conf_key_t *find_key(const mc_conf_key_t *keys, size_t n, const char *name,
                                      size_t len)
 {
@@ -86,6 +92,22 @@ static int apply(mc_conf_t *conf, const char *name, size_t nlen, const char *val
     return -1;
 }
 
+/* Append "\n" val to *acc (a heap string, NULL at first). 0, or -1. */
+static int join(char **acc, const char *val)
+{
+    size_t old = *acc != NULL ? strlen(*acc) : 0, add = strlen(val);
+    char *p = realloc(*acc, old + add + 2);
+    if (p == NULL) {
+        fprintf(stderr, "%s: out of memory\n", prog_name);
+        return -1;
+    }
+    if (old > 0)
+        p[old++] = '\n';
+    memcpy(p + old, val, add + 1);
+    *acc = p;
+    return 0;
+}
+
 static int is_repeatable(const char *const *rep, const char *name)
 {
     for (size_t i = 0; rep != NULL && rep[i] != NULL; i++)
@@ -103,12 +125,18 @@ int bench_opts_parse(const char *usage, const mc_conf_key_t *keys, size_t nkeys,
 int bench_opts_parse_ex(const char *usage, const mc_conf_key_t *keys, size_t nkeys, void *opts,
                         const char *const *repeatable, int argc, char **argv)
 {
-    char joined[8192];
-    unsigned char seen[64] = {0}; /* repeatable rows given so far */
-    static mc_conf_t *conf;       /* owns the string fields until exit */
+    static char *joined[MAX_ROWS]; /* repeatable rows' values; kept until exit */
+    static mc_conf_t *conf;        /* owns the string fields until exit */
     const char *slash = argc > 0 ? strrchr(argv[0], '/') : NULL;
     prog_name = argc > 0 ? (slash ? slash + 1 : argv[0]) : "bench";
     mc_conf_destroy(conf);
+    for (size_t i = 0; i < MAX_ROWS; i++) {
+        free(joined[i]);
+        joined[i] = NULL;
+    }
+    given_keys = keys;
+    given_n = nkeys < MAX_ROWS ? nkeys : MAX_ROWS;
+    memset(given, 0, sizeof(given));
     conf = mc_conf_create();
     if (conf == NULL || mc_conf_add_section(conf, SECTION, keys, nkeys, opts) != MC_OK) {
         fprintf(stderr, "%s: cannot set up the option table (a bad row?)\n", prog_name);
@@ -166,6 +194,9 @@ int bench_opts_parse_ex(const char *usage, const mc_conf_key_t *keys, size_t nke
             }
             if (apply(conf, val, (size_t)(veq - val), veq + 1) != 0)
                 return 2;
+            size_t gi = (size_t)(find_key(keys, nkeys, val, (size_t)(veq - val)) - keys);
+            if (gi < MAX_ROWS)
+                given[gi] = 1;
             continue;
         }
         const mc_conf_key_t *k = find_key(keys, nkeys, name, nlen);
@@ -182,17 +213,22 @@ int bench_opts_parse_ex(const char *usage, const mc_conf_key_t *keys, size_t nke
             return 2;
         }
         size_t ki = (size_t)(k - keys);
-        if (k->type == MC_CONF_STRING && ki < sizeof(seen) && is_repeatable(repeatable, k->name)) {
-            const char *old = *(char *const *)((const char *)opts + k->offset);
-            if (seen[ki] && old != NULL) {
-                snprintf(joined, sizeof(joined), "%s\n%s", old, val);
-                val = joined;
-            }
-            seen[ki] = 1;
+        if (k->type == MC_CONF_STRING && ki < MAX_ROWS && is_repeatable(repeatable, k->name)) {
+            /* the values, '\n'-joined, go to the field after the loop (a
+             * conf string may not hold a line break) */
+            if (apply(conf, k->name, strlen(k->name), val) != 0 || join(&joined[ki], val) != 0)
+                return 2;
+            given[ki] = 1;
+            continue;
         }
         if (apply(conf, k->name, strlen(k->name), val) != 0)
             return 2;
+        if (ki < MAX_ROWS)
+            given[ki] = 1;
     }
+    for (size_t i = 0; i < given_n; i++)
+        if (joined[i] != NULL)
+            *(char **)((char *)opts + keys[i].offset) = joined[i];
     if (dump) {
         mc_conf_dump(conf, stdout);
         return 1;
@@ -236,4 +272,12 @@ unsigned bench_list(const char *flag, const char *s, int sizes, uint64_t lo, uin
             return n;
         p = c + 1;
     }
+}
+
+int bench_opt_given(const char *name)
+{
+    for (size_t i = 0; i < given_n; i++)
+        if (strcmp(given_keys[i].name, name) == 0)
+            return given[i];
+    return 0;
 }

@@ -42,4 +42,8 @@ int bench_opts_parse_ex(const char *usage, const mc_conf_key_t *keys, size_t nke
 unsigned bench_list(const char *flag, const char *s, int sizes, uint64_t lo, uint64_t hi,
                     uint64_t *out, unsigned max);
 
+/* 1 when the last parse's command line gave the row name (--name, -x or
+ * --set; not -c FILE), else 0: a default that depends on other flags. */
+int bench_opt_given(const char *name);
+
 #endif /* MC_PERF_BENCH_OPT_H */

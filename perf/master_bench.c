@@ -57,6 +57,7 @@
 #include <unistd.h>
 
 #include "perf/bench_opt.h"
+#include "perf/bench_proc.h"
 #include "test/integration/proc.h"
 #include "reactor/reactor.h"
 #include "rpc/methods.h"
@@ -511,27 +512,6 @@ typedef struct result {
     mc_status_t first_err;
 } result_t;
 
-/* CPU time (user + system) of a process in microseconds, -1 if unknown. Read
- * around each timed run: unlike the rate, it hardly moves when other programs
- * compete for the two cores, so it is the figure to compare builds with. */
-static long long proc_cpu_us(pid_t pid)
-{
-    char path[64], buf[1024];
-    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-    FILE *f = fopen(path, "r");
-    if (f == NULL)
-        return -1;
-    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    const char *p = strrchr(buf, ')'); /* the command name may hold spaces */
-    unsigned long long ut, st;
-    if (p == NULL ||
-        sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2)
-        return -1;
-    return (long long)((ut + st) * 1000000ull / (unsigned long long)sysconf(_SC_CLK_TCK));
-}
-
 /* A sync call from the main thread; the reply body (if any) lands in resp. */
 static mc_status_t admin_call(bench_t *b, uint16_t method, const mc_buf_t *body, mc_buf_t *resp,
                               uint64_t timeout_us)
@@ -650,6 +630,9 @@ static result_t bench_run(bench_t *b, op_t op, keymode_t mode, const uint64_t *l
         mc_reactor_post(mc_reactor_group_get(b->g, i % mc_reactor_group_count(b->g)), &bc->msg);
     }
     uint64_t t0 = mc_now_us(), t1;
+    /* the master's CPU time around the timed run: unlike the rate, it hardly
+     * moves when other programs compete for the two cores, so it is the
+     * figure to compare builds with */
     long long cpu0 = -1, cpu1 = -1;
     if (secs < 0) {
         bench_sleep(b, 1e9, &run.idle, n);
@@ -658,11 +641,11 @@ static result_t bench_run(bench_t *b, op_t op, keymode_t mode, const uint64_t *l
         bench_sleep(b, warmup, &run.idle, n);
         atomic_store(&run.recording, 1); /* a few completions more or less: benign */
         t0 = mc_now_us();
-        cpu0 = b->rss_pid > 0 ? proc_cpu_us(b->rss_pid) : -1;
+        cpu0 = b->rss_pid > 0 ? bench_cpu_us(b->rss_pid) : -1;
         bench_sleep(b, secs, &run.idle, n);
         atomic_store(&run.recording, 0);
         t1 = mc_now_us();
-        cpu1 = b->rss_pid > 0 ? proc_cpu_us(b->rss_pid) : -1;
+        cpu1 = b->rss_pid > 0 ? bench_cpu_us(b->rss_pid) : -1;
     }
     atomic_store(&run.running, 0);
     bench_sleep(b, 60, &run.idle, n);

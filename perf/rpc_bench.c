@@ -16,10 +16,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "perf/bench_opt.h"
+#include "perf/bench_proc.h"
 #include "reactor/reactor.h"
 #include "rpc/methods.h"
 #include "rpc/rpc.h"
@@ -196,34 +196,21 @@ static void rpc_bench_echo(void *ctx, mc_rpc_req_t *req)
     mc_rpc_reply(req, MC_OK, body, len);
 }
 
-static pid_t start_server(unsigned reactors, uint16_t *port)
+/* The forked echo server (bench_proc.h): announces "port N", serves until
+ * SIGTERM. */
+static int echo_child(void *arg, int fd)
 {
-    int fds[2];
-    if (pipe(fds) != 0)
-        return -1;
-    pid_t pid = fork();
-    if (pid != 0) {
-        close(fds[1]);
-        uint16_t p = 0;
-        if (pid > 0 && read(fds[0], &p, sizeof(p)) != sizeof(p))
-            p = 0;
-        close(fds[0]);
-        *port = p;
-        return p ? pid : -1;
-    }
-    /* child: the echo server */
-    close(fds[0]);
+    unsigned reactors = *(const unsigned *)arg;
     sigset_t set;
     sigemptyset(&set);
     sigaddset(&set, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &set, NULL);
     mc_reactor_group_opts_t go;
     mc_reactor_group_opts_init(&go);
     go.count = reactors;
     go.name = "echo";
     mc_reactor_group_t *g;
     if (mc_reactor_group_create(&go, &g) != MC_OK)
-        _exit(1);
+        return 1;
     mc_reactor_t *rs[64];
     unsigned n = mc_reactor_group_count(g);
     for (unsigned i = 0; i < n; i++)
@@ -235,15 +222,28 @@ static pid_t start_server(unsigned reactors, uint16_t *port)
     if (mc_rpc_server_create(rs, n, &so, &srv) != MC_OK ||
         mc_rpc_server_register(srv, MC_RPC_ECHO, rpc_bench_echo, NULL) != MC_OK ||
         mc_rpc_server_start(srv) != MC_OK)
-        _exit(1);
-    uint16_t p = mc_rpc_server_port(srv);
-    if (write(fds[1], &p, sizeof(p)) != sizeof(p))
-        _exit(1);
+        return 1;
+    if (dprintf(fd, "port %u\n", (unsigned)mc_rpc_server_port(srv)) < 0)
+        return 1;
     int sig;
     sigwait(&set, &sig);
     mc_rpc_server_destroy(srv);
     mc_reactor_group_destroy(g);
-    _exit(0);
+    return 0;
+}
+
+/* Fork the echo server; its port into *port. The child's pid, or -1. */
+static pid_t start_server(unsigned reactors, uint16_t *port)
+{
+    char line[64];
+    unsigned p = 0;
+    pid_t pid = bench_fork("rpc_bench", echo_child, &reactors, line, sizeof(line), 30000);
+    if (pid > 0 && (sscanf(line, "port %u", &p) != 1 || p == 0 || p > 65535)) {
+        bench_reap(pid);
+        return -1;
+    }
+    *port = (uint16_t)p;
+    return pid;
 }
 
 /* The command line (perf/bench_opt.h). */
@@ -356,9 +356,6 @@ int main(int argc, char **argv)
     for (unsigned i = 0; i < MAX_CONNS; i++)
         mc_rpc_client_destroy(clients[i]);
     mc_reactor_group_destroy(g);
-    if (server > 0) {
-        kill(server, SIGTERM);
-        waitpid(server, NULL, 0);
-    }
+    bench_reap(server);
     return 0;
 }

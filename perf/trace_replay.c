@@ -43,7 +43,6 @@
  * when a request failed (errors) or a value read back was wrong.
  */
 #include <errno.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <netdb.h>
 #include <pthread.h>
@@ -60,11 +59,14 @@
 #include <unistd.h>
 
 #include "mooncake/store.h"
+#include "perf/bench_opt.h"
+#include "perf/bench_proc.h"
 #include "perf/trace_sim.h"
 #include "store/master.h"
 #include "util/conf.h"
 #include "util/hash.h"
 #include "util/log.h"
+#include "util/mem.h"
 #include "util/time.h"
 
 #define MAX_WORKERS 256
@@ -472,21 +474,8 @@ static void percentiles(replay_t *r, size_t off, double *p50, double *p99)
 /* CPU seconds (user + system) of a process, from /proc; -1 when unknown. */
 static double proc_cpu_s(long pid)
 {
-    char path[64], buf[1024];
-    snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
-    FILE *f = fopen(path, "r");
-    if (f == NULL)
-        return -1;
-    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    char *p = strrchr(buf, ')'); /* the name may hold spaces */
-    unsigned long long ut, st;
-    /* after ")": state, then fields 4..13, then utime (14) and stime (15) */
-    if (p == NULL ||
-        sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2)
-        return -1;
-    return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+    long long us = bench_cpu_us((pid_t)pid);
+    return us < 0 ? -1 : (double)us / 1e6;
 }
 
 static double self_cpu_s(void)
@@ -881,231 +870,145 @@ static const char *core_set(opts_t *o, const char *kv)
     return NULL;
 }
 
-static void usage(FILE *f)
+/* The command line (perf/bench_opt.h); opts_t is built from it. */
+typedef struct cli {
+    char *trace, *master, *master_http, *label, *key_prefix, *log, *soft_pin, *node_pids;
+    char *core_set; /* --core-set lines, '\n'-joined */
+    int transport;
+    uint64_t workers, capacity, block_size, limit, inflight, put_retries, nodes;
+    int64_t master_pid;
+    double speedup;
+    bool afap, core, baseline_only, csv_header;
+} cli_t;
+
+static const char *const transport_names[] = {"tcp", "shm", NULL};
+
+static const mc_conf_key_t cli_rows[] = {
+    MC_CONF_ROW(cli_t, trace, "trace", MC_CONF_STRING, "", 0, 0,
+                "the trace, JSON lines (required)"),
+    MC_CONF_ROW(cli_t, master, "master", MC_CONF_STRING, "", 0, 0,
+                "HOST:PORT of the master (required unless --baseline-only or --core)"),
+    MC_CONF_ROW(cli_t, workers, "workers", MC_CONF_UINT, "4", 1, MAX_WORKERS,
+                "simulated prefill workers, each its own client"),
+    MC_CONF_ROW(cli_t, capacity, "capacity", MC_CONF_UINT, "2000", 1, 100000000,
+                "blocks per worker: local LRU C each, global LRU N x C; the store is to hold "
+                "N x C blocks"),
+    MC_CONF_ROW(cli_t, block_size, "block-size", MC_CONF_SIZE, "64K", 64, 67108864,
+                "bytes per block of 512 tokens"),
+    MC_CONF_ROW(cli_t, afap, "afap", MC_CONF_BOOL, "false", 0, 0,
+                "start each request as soon as a worker is free (the default)"),
+    MC_CONF_ROW(cli_t, speedup, "speedup", MC_CONF_DOUBLE, "0", 0, 1e9,
+                "start request i at its timestamp / X (0: as fast as possible; --core: 1)"),
+    MC_CONF_ROW(cli_t, limit, "limit", MC_CONF_UINT, "0", 0, 0,
+                "the first N requests only (0: all)"),
+    MC_CONF_ROW(cli_t, inflight, "max-inflight", MC_CONF_UINT, "0", 0, MAX_WORKERS,
+                "only K workers take requests (diagnostic: the store's hit rate without the "
+                "concurrency of N; 0: all)"),
+    MC_CONF_ROW(cli_t, put_retries, "put-retries", MC_CONF_UINT, "0", 0, 20,
+                "resend a put refused for want of space up to K times, after 1, 2, 4, ... ms"),
+    MC_CONF_ROW(cli_t, soft_pin, "soft-pin", MC_CONF_STRING, "none", 0, 0,
+                "none, prefix:K (the first K blocks of each request) or reused (blocks some "
+                "earlier request asked for)"),
+    MC_CONF_ROW(cli_t, master_http, "master-http", MC_CONF_STRING, "", 0, 0,
+                "HOST:PORT of the master's HTTP port, for the eviction count"),
+    MC_CONF_ROW(cli_t, master_pid, "master-pid", MC_CONF_INT, "0", 0, 2147483647,
+                "the master's process id: its CPU time is reported"),
+    MC_CONF_ROW(cli_t, node_pids, "node-pids", MC_CONF_STRING, "", 0, 0,
+                "P,P,...: the nodes' process ids, likewise"),
+    MC_CONF_ROW(cli_t, nodes, "nodes", MC_CONF_UINT, "0", 0, 4096,
+                "storage nodes (labels the CSV)"),
+    MC_CONF_ROW(cli_t, label, "label", MC_CONF_STRING, "", 0, 0,
+                "free text for the CSV's last column"),
+    MC_CONF_ROW(cli_t, key_prefix, "key-prefix", MC_CONF_STRING, "tr/", 0, 0, "key = P<hash id>"),
+    MC_CONF_ROW(cli_t, log, "log", MC_CONF_STRING, "warn", 0, 0,
+                "the library's log levels, as [log] level"),
+    MC_CONF_ENUM_ROW(cli_t, transport, "transport", transport_names, "tcp",
+                     "tcp: the nodes are reached over TCP as if on other hosts; shm: same-host "
+                     "shared memory (store.shm)"),
+    MC_CONF_ROW(cli_t, baseline_only, "baseline-only", MC_CONF_BOOL, "false", 0, 0,
+                "the LRU baselines alone, no store"),
+    MC_CONF_ROW(cli_t, core, "core", MC_CONF_BOOL, "false", 0, 0,
+                "no cluster: the master's core in this process, a simulated clock at trace "
+                "time / --speedup, one request at a time"),
+    MC_CONF_ROW(cli_t, core_set, "core-set", MC_CONF_STRING, "", 0, 0,
+                "K=V, a master option for --core, named as mooncake-master's (repeatable): "
+                "master.lease_ttl, master.soft_pin_ttl, master.allow_evict_soft_pinned_objects, "
+                "master.eviction_ratio, master.eviction_high_watermark_ratio, "
+                "master.evict_sample_max, server.tick_interval"),
+    MC_CONF_ROW(cli_t, csv_header, "csv-header", MC_CONF_BOOL, "false", 0, 0,
+                "print the CSV header line and exit"),
+};
+
+/* --soft-pin MODE into o; NULL, or what was wrong. */
+static const char *parse_pin(opts_t *o, const char *s)
 {
-    fprintf(
-        f, "usage: trace_replay --trace FILE --master HOST:PORT [options]\n"
-           "  --workers N          simulated prefill workers, each its own client (4)\n"
-           "  --capacity C         blocks per worker: local LRU C each, global LRU N x C;\n"
-           "                       the store is to hold N x C blocks (2000)\n"
-           "  --block-size SIZE    bytes per block of 512 tokens (64K; >= 64)\n"
-           "  --afap               start each request as soon as a worker is free (default)\n"
-           "  --speedup X          start request i at its timestamp / X\n"
-           "  --limit N            the first N requests only\n"
-           "  --max-inflight K     only K workers take requests (K <= N; diagnostic: the\n"
-           "                       store's hit rate without the concurrency of N)\n"
-           "  --put-retries K      resend a put refused for want of space up to K times,\n"
-           "                       after 1, 2, 4, ... ms (0)\n"
-           "  --soft-pin MODE      none, prefix:K (the first K blocks of each request) or\n"
-           "                       reused (blocks some earlier request asked for) (none)\n"
-           "  --master-http H:P    the master's HTTP port, for the eviction count\n"
-           "  --master-pid PID     its CPU time is reported; --node-pids P,P,... the nodes'\n"
-           "  --nodes S            storage nodes (labels the CSV)\n"
-           "  --label TEXT         free text for the CSV's last column\n"
-           "  --key-prefix P       key = P<hash id> (\"tr/\")\n"
-           "  --log SPEC           the library's log levels, as [log] level (warn)\n"
-           "  --transport T        tcp: the nodes are reached over TCP as if on other hosts\n"
-           "                       (default); shm: same-host shared memory (store.shm)\n"
-           "  --baseline-only      the LRU baselines alone, no store\n"
-           "  --core               no cluster: the master's core in this process, a simulated\n"
-           "                       clock at trace time / --speedup (1), one request at a time\n"
-           "  --core-set K=V       a master option for --core, named as mooncake-master's:\n"
-           "                       master.lease_ttl, master.soft_pin_ttl,\n"
-           "                       master.allow_evict_soft_pinned_objects, master.eviction_ratio,\n"
-           "                       master.eviction_high_watermark_ratio, master.evict_sample_max,\n"
-           "                       server.tick_interval\n"
-           "  --csv-header         print the CSV header line and exit\n");
+    char *e = NULL;
+    if (strcmp(s, "none") == 0) {
+        o->pin_mode = PIN_NONE;
+    } else if (strcmp(s, "reused") == 0) {
+        o->pin_mode = PIN_REUSED;
+    } else if (strncmp(s, "prefix:", 7) == 0) {
+        unsigned long long v = strtoull(s + 7, &e, 10);
+        if (s[7] == '\0' || *e != '\0' || v < 1 || v > TRACE_MAX_BLOCKS)
+            return "--soft-pin prefix:K: expected K in 1..65536";
+        o->pin_mode = PIN_PREFIX;
+        o->pin_prefix = (uint32_t)v;
+    } else {
+        return "--soft-pin: expected none, prefix:K or reused";
+    }
+    return NULL;
 }
 
-static int parse_opts(int argc, char **argv, opts_t *o)
+/* --node-pids P,P,... into o; NULL, or what was wrong. */
+static const char *parse_pids(opts_t *o, const char *s)
 {
-    static const struct option lo[] = {{"trace", 1, 0, 't'},
-                                       {"master", 1, 0, 'm'},
-                                       {"workers", 1, 0, 'w'},
-                                       {"capacity", 1, 0, 'c'},
-                                       {"block-size", 1, 0, 'b'},
-                                       {"afap", 0, 0, 'a'},
-                                       {"speedup", 1, 0, 'x'},
-                                       {"limit", 1, 0, 'l'},
-                                       {"max-inflight", 1, 0, 'I'},
-                                       {"put-retries", 1, 0, 'R'},
-                                       {"core", 0, 0, 'K'},
-                                       {"core-set", 1, 0, 'S'},
-                                       {"soft-pin", 1, 0, 'p'},
-                                       {"master-http", 1, 0, 'H'},
-                                       {"master-pid", 1, 0, 'P'},
-                                       {"node-pids", 1, 0, 'N'},
-                                       {"nodes", 1, 0, 'n'},
-                                       {"label", 1, 0, 'L'},
-                                       {"key-prefix", 1, 0, 'k'},
-                                       {"log", 1, 0, 'g'},
-                                       {"transport", 1, 0, 'T'},
-                                       {"baseline-only", 0, 0, 'B'},
-                                       {"csv-header", 0, 0, 'C'},
-                                       {"help", 0, 0, 'h'},
-                                       {0, 0, 0, 0}};
-    o->workers = 4;
-    o->capacity = 2000;
-    o->block_size = 64u << 10;
-    o->label = "";
-    o->key_prefix = "tr/";
-    o->log = "warn";
-    o->transport = "tcp";
-    mc_master_opts_init(&o->core_opts);
-    o->core_opts.client_ttl_us = UINT64_MAX / 4; /* the simulated client never pings */
-    o->core_tick_us = 100000;                    /* mooncake-master's server.tick_interval */
-    int c;
-    while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
-        char *e = NULL;
-        unsigned long long v = 0;
-        const char *bad = NULL;
-        switch (c) {
-        case 't':
-            o->trace = optarg;
-            break;
-        case 'm':
-            o->master = optarg;
-            break;
-        case 'w':
-            v = strtoull(optarg, &e, 10);
-            if (*optarg == '\0' || *e != '\0' || v < 1 || v > MAX_WORKERS)
-                bad = "--workers: expected 1..256";
-            o->workers = (unsigned)v;
-            break;
-        case 'c':
-            v = strtoull(optarg, &e, 10);
-            if (*optarg == '\0' || *e != '\0' || v < 1 || v > 100000000)
-                bad = "--capacity: expected 1..100000000 blocks";
-            o->capacity = (uint32_t)v;
-            break;
-        case 'b':
-            if (mc_conf_parse_size(optarg, &o->block_size) != MC_OK || o->block_size < 64 ||
-                o->block_size > (64u << 20))
-                bad = "--block-size: expected a size in [64, 64MiB] (e.g. 64K)";
-            break;
-        case 'a':
-            o->speedup = 0;
-            o->afap_given = 1;
-            break;
-        case 'x':
-            o->speedup = strtod(optarg, &e);
-            if (*optarg == '\0' || *e != '\0' || !(o->speedup > 0 && o->speedup < 1e9))
-                bad = "--speedup: expected a factor > 0";
-            break;
-        case 'l':
-            v = strtoull(optarg, &e, 10);
-            if (*optarg == '\0' || *e != '\0' || v < 1)
-                bad = "--limit: expected a request count >= 1";
-            o->limit = (size_t)v;
-            break;
-        case 'I':
-            v = strtoull(optarg, &e, 10);
-            if (*optarg == '\0' || *e != '\0' || v < 1 || v > MAX_WORKERS)
-                bad = "--max-inflight: expected 1..256";
-            o->inflight = (unsigned)v;
-            break;
-        case 'K':
-            o->core = 1;
-            break;
-        case 'S':
-            bad = core_set(o, optarg);
-            break;
-        case 'R':
-            v = strtoull(optarg, &e, 10);
-            if (*optarg == '\0' || *e != '\0' || v > 20)
-                bad = "--put-retries: expected 0..20";
-            o->put_retries = (unsigned)v;
-            break;
-        case 'p':
-            if (strcmp(optarg, "none") == 0) {
-                o->pin_mode = PIN_NONE;
-            } else if (strcmp(optarg, "reused") == 0) {
-                o->pin_mode = PIN_REUSED;
-            } else if (strncmp(optarg, "prefix:", 7) == 0) {
-                v = strtoull(optarg + 7, &e, 10);
-                if (optarg[7] == '\0' || *e != '\0' || v < 1 || v > TRACE_MAX_BLOCKS)
-                    bad = "--soft-pin prefix:K: expected K in 1..65536";
-                o->pin_mode = PIN_PREFIX;
-                o->pin_prefix = (uint32_t)v;
-            } else {
-                bad = "--soft-pin: expected none, prefix:K or reused";
-            }
-            break;
-        case 'H':
-            o->master_http = optarg;
-            break;
-        case 'P':
-            o->master_pid = strtol(optarg, &e, 10);
-            if (*optarg == '\0' || *e != '\0' || o->master_pid <= 0)
-                bad = "--master-pid: expected a process id";
-            break;
-        case 'N': {
-            char *s = optarg;
-            o->nnode_pids = 0;
-            while (*s != '\0' && bad == NULL) {
-                long p = strtol(s, &e, 10);
-                if (e == s || p <= 0 || (*e != ',' && *e != '\0') || o->nnode_pids == MAX_NODE_PIDS)
-                    bad = "--node-pids: expected up to 64 process ids, comma separated";
-                else
-                    o->node_pids[o->nnode_pids++] = p;
-                s = *e == ',' ? e + 1 : e;
-            }
-            break;
-        }
-        case 'n':
-            v = strtoull(optarg, &e, 10);
-            if (*optarg == '\0' || *e != '\0' || v > 4096)
-                bad = "--nodes: expected 0..4096";
-            o->nodes = (unsigned)v;
-            break;
-        case 'L':
-            if (strpbrk(optarg, ",\n\"") != NULL)
-                bad = "--label: no commas, quotes or newlines (it is a CSV field)";
-            o->label = optarg;
-            break;
-        case 'k':
-            if (strlen(optarg) > 64)
-                bad = "--key-prefix: at most 64 bytes";
-            o->key_prefix = optarg;
-            break;
-        case 'g':
-            o->log = optarg;
-            break;
-        case 'T':
-            if (strcmp(optarg, "tcp") != 0 && strcmp(optarg, "shm") != 0)
-                bad = "--transport: expected tcp or shm";
-            o->transport = optarg;
-            break;
-        case 'B':
-            o->baseline_only = 1;
-            break;
-        case 'C':
-            printf("%s\n", CSV_HEADER);
-            exit(0);
-        case 'h':
-            usage(stdout);
-            exit(0);
-        default:
-            usage(stderr);
-            return -1;
-        }
-        if (bad != NULL) {
-            fprintf(stderr, "trace_replay: %s (got '%s')\n", bad, optarg);
-            return -1;
-        }
+    char *e = NULL;
+    o->nnode_pids = 0;
+    while (*s != '\0') {
+        long p = strtol(s, &e, 10);
+        if (e == s || p <= 0 || (*e != ',' && *e != '\0') || o->nnode_pids == MAX_NODE_PIDS)
+            return "--node-pids: expected up to 64 process ids, comma separated";
+        o->node_pids[o->nnode_pids++] = p;
+        s = *e == ',' ? e + 1 : e;
     }
-    if (o->inflight == 0 || o->inflight > o->workers)
-        o->inflight = o->workers;
-    if (optind < argc) {
-        fprintf(stderr, "trace_replay: unexpected argument '%s'\n", argv[optind]);
-        return -1;
+    return NULL;
+}
+
+/* Every --core-set line of s; NULL, or what was wrong (*bad: the line). */
+static const char *parse_core_sets(opts_t *o, char *s, const char **bad)
+{
+    for (char *line = s; line != NULL && *line != '\0';) {
+        char *nl = strchr(line, '\n');
+        if (nl != NULL)
+            *nl = '\0';
+        const char *why = core_set(o, line);
+        if (why != NULL) {
+            *bad = line;
+            return why;
+        }
+        line = nl != NULL ? nl + 1 : NULL;
     }
+    return NULL;
+}
+
+static const char *opt_str(const char *s)
+{
+    return s[0] != '\0' ? s : NULL;
+}
+
+/* The checks across flags; 0, or -1 (said). */
+static int check_opts(const opts_t *o)
+{
     if (o->trace == NULL) {
         fprintf(stderr, "trace_replay: --trace FILE is required\n");
         return -1;
     }
     if (o->core && o->afap_given) {
         fprintf(stderr, "trace_replay: --core replays at trace time / --speedup, not --afap\n");
+        return -1;
+    }
+    if (o->afap_given && o->speedup > 0) {
+        fprintf(stderr, "trace_replay: --afap or --speedup X, not both\n");
         return -1;
     }
     if (o->master == NULL && !o->baseline_only && !o->core) {
@@ -1115,12 +1018,70 @@ static int parse_opts(int argc, char **argv, opts_t *o)
     return 0;
 }
 
+/* 0: run; 1: answered (--help, --dump-config, --csv-header); 2: a bad
+ * command line (said). */
+static int parse_opts(int argc, char **argv, opts_t *o)
+{
+    static cli_t c; /* its strings live as long as the program */
+    static const char *const repeatable[] = {"core-set", NULL};
+    int rc = bench_opts_parse_ex("usage: trace_replay --trace FILE --master HOST:PORT [options]\n"
+                                 "replay a prefix KV-cache trace against a running store",
+                                 cli_rows, MC_ARRAY_SIZE(cli_rows), &c, repeatable, argc, argv);
+    if (rc != 0)
+        return rc;
+    if (c.csv_header) {
+        printf("%s\n", CSV_HEADER);
+        return 1;
+    }
+    *o = (opts_t){.trace = opt_str(c.trace),
+                  .master = opt_str(c.master),
+                  .master_http = opt_str(c.master_http),
+                  .label = c.label,
+                  .key_prefix = c.key_prefix,
+                  .log = c.log,
+                  .transport = transport_names[c.transport],
+                  .workers = (unsigned)c.workers,
+                  .nodes = (unsigned)c.nodes,
+                  .inflight = (unsigned)c.inflight,
+                  .put_retries = (unsigned)c.put_retries,
+                  .core = c.core,
+                  .afap_given = c.afap,
+                  .capacity = (uint32_t)c.capacity,
+                  .block_size = c.block_size,
+                  .speedup = c.speedup,
+                  .limit = (size_t)c.limit,
+                  .baseline_only = c.baseline_only,
+                  .master_pid = (long)c.master_pid};
+    mc_master_opts_init(&o->core_opts);
+    o->core_opts.client_ttl_us = UINT64_MAX / 4; /* the simulated client never pings */
+    o->core_tick_us = 100000;                    /* mooncake-master's server.tick_interval */
+    const char *bad = NULL, *what = NULL;
+    if (strpbrk(c.label, ",\n\"") != NULL)
+        what = c.label, bad = "--label: no commas, quotes or newlines (it is a CSV field)";
+    else if (strlen(c.key_prefix) > 64)
+        what = c.key_prefix, bad = "--key-prefix: at most 64 bytes";
+    else if ((bad = parse_pin(o, c.soft_pin)) != NULL)
+        what = c.soft_pin;
+    else if ((bad = parse_pids(o, c.node_pids)) != NULL)
+        what = c.node_pids;
+    else
+        bad = parse_core_sets(o, c.core_set, &what);
+    if (bad != NULL) {
+        fprintf(stderr, "trace_replay: %s (got '%s')\n", bad, what);
+        return 2;
+    }
+    if (o->inflight == 0 || o->inflight > o->workers)
+        o->inflight = o->workers;
+    return check_opts(o) != 0 ? 2 : 0;
+}
+
 int main(int argc, char **argv)
 {
     static opts_t o;
     static replay_t r;
-    if (parse_opts(argc, argv, &o) != 0)
-        return 2;
+    int prc = parse_opts(argc, argv, &o);
+    if (prc != 0)
+        return prc == 1 ? 0 : 2;
     r.o = &o;
     char err[512];
     if (mc_log_set_spec(o.log, err, sizeof(err)) != MC_OK) {

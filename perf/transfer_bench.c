@@ -51,10 +51,7 @@
  * and with --csv FILE the same rows appended to FILE (header when new).
  */
 #include <errno.h>
-#include <fcntl.h>
-#include <getopt.h>
 #include <inttypes.h>
-#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -63,15 +60,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/prctl.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "mooncake/transfer.h"
 #include "transport/cuda.h"       /* --gpu: GPU memory through the CUDA driver */
 #include "transport/rdma/verbs.h" /* --emulated, --nics: the provider's device list */
 #include "transport/te.h"
+#include "perf/bench_opt.h"
+#include "perf/bench_proc.h"
 #include "util/conf.h"
 #include "util/log.h"
 #include "util/mem.h"
@@ -121,50 +118,6 @@ typedef struct cfg {
 
 /* ------------------------------------------------------------- parsing */
 
-/* A size in the configuration's syntax ("65536", "64K", "64KiB", "1M", "1G";
- * "10MB" is decimal). 0 on success. */
-static int parse_size(const char *s, uint64_t *out)
-{
-    return mc_conf_parse_size(s, out) == MC_OK ? 0 : -1;
-}
-
-/* A comma-separated list of sizes, each within [lo, hi]. Count, or 0 on error
- * (reported, naming the flag). */
-static unsigned parse_list(const char *flag, const char *s, uint64_t *out, uint64_t lo, uint64_t hi)
-{
-    unsigned n = 0;
-    char *dup = strdup(s), *save = NULL;
-    for (char *t = strtok_r(dup, ",", &save); t != NULL; t = strtok_r(NULL, ",", &save)) {
-        uint64_t v;
-        if (n == MAX_LIST || parse_size(t, &v) != 0 || v < lo || v > hi) {
-            fprintf(stderr,
-                    "transfer_bench: --%s: '%s' is not a number in %" PRIu64 "..%" PRIu64
-                    " (at most %d values, comma-separated; K/M/G suffixes allowed)\n",
-                    flag, t, lo, hi, MAX_LIST);
-            free(dup);
-            return 0;
-        }
-        out[n++] = v;
-    }
-    free(dup);
-    if (n == 0)
-        fprintf(stderr, "transfer_bench: --%s wants a value\n", flag);
-    return n;
-}
-
-static int parse_double(const char *flag, const char *s, double lo, double hi, double *out)
-{
-    char *end = NULL;
-    double v = strtod(s, &end);
-    if (end == s || *end != '\0' || !(v >= lo && v <= hi)) {
-        fprintf(stderr, "transfer_bench: --%s must be a number in %g..%g, got '%s'\n", flag, lo, hi,
-                s);
-        return -1;
-    }
-    *out = v;
-    return 0;
-}
-
 static const char *human(uint64_t v, char *buf, size_t len)
 {
     if (v >= (1ull << 30) && v % (1ull << 30) == 0)
@@ -178,281 +131,165 @@ static const char *human(uint64_t v, char *buf, size_t len)
     return buf;
 }
 
-static void usage(FILE *f)
-{
-    fprintf(f,
-            "usage: transfer_bench [--mode target|initiator] [--protocol tcp|local|rdma|shm]\n"
-            "         [--operation read|write[,..]] [--block_size N[,..]] [--batch_size N[,..]]\n"
-            "         [--threads N[,..]] [--duration S] [--warmup S] [--reps N]\n"
-            "         [--buffer_size N] [--segment HOST:PORT] [--port P] [--host ADDR]\n"
-            "         [--reactors N] [--tcp_lanes N] [--slice_size N] [--secret_file FILE]\n"
-            "         [--check] [--csv FILE]\n"
-            "         [--sweep] [--device LIST] [--nic_priority_matrix JSON] [--emulated N]\n"
-            "         [--nics N[,..]] [--emu_bandwidth BYTES/S] [--emu_delay_us N] [--cold]\n"
-            "         [--gpu N]\n"
-            "Sizes take K/M/G suffixes (binary). With no --mode and no --segment a target\n"
-            "process is forked and measured against; --sweep runs blocks 4KiB..64MiB (x4)\n"
-            "by batches 1,16,128 (unless --block_size/--batch_size are given), 2 s each;\n"
-            "with --protocol rdma also over NIC counts 1,2,4.. (--nics). --emulated N uses\n"
-            "N emulated NICs (tests and demos only). --protocol shm: the target's buffer is\n"
-            "shared memory (mc_te_alloc_shared) reached over the shm transport, and each\n"
-            "point also runs plain memcpy of the same sizes between two local buffers\n"
-            "(interleaved, as --protocol local does). --cold: every batch moves to fresh\n"
-            "memory of the thread's share of the buffers (no cache-hot repeats).\n"
-            "--gpu N: the buffers are GPU N's memory (CUDA driver; rdma: GPUDirect).\n");
-}
+/* The command line (perf/bench_opt.h); cfg_t is built from it. */
+typedef struct opts {
+    int mode, proto;
+    char *operation, *block_size, *batch_size, *threads, *nics; /* comma lists */
+    double duration, warmup;
+    uint64_t reps, buffer_size, port, reactors, tcp_lanes, slice_size;
+    char *segment, *host, *secret_file, *csv, *device, *matrix;
+    bool check, sweep, cold;
+    uint64_t emulated, emu_bw, emu_delay_us;
+    int64_t gpu;
+} opts_t;
 
-static int parse_args(int argc, char **argv, cfg_t *c)
+static const char *const mode_names[] = {"auto", "target", "initiator", NULL};
+static const char *const proto_names[] = {"tcp", "local", "rdma", "shm", NULL};
+
+/* tcp_lanes and slice_size default to the engine's (set in parse_args). */
+static mc_conf_key_t opt_rows[] = {
+    MC_CONF_ENUM_ROW(opts_t, mode, "mode", mode_names, "auto",
+                     "auto: initiator with --segment, else a forked target and the initiator"),
+    MC_CONF_ENUM_ROW(opts_t, proto, "protocol", proto_names, "tcp", "the transport measured"),
+    MC_CONF_ROW(opts_t, operation, "operation", MC_CONF_STRING, "read", 0, 0,
+                "read, write or read,write"),
+    MC_CONF_ROW(opts_t, block_size, "block_size", MC_CONF_STRING, "64K", 0, 0,
+                "bytes per request, a comma list of sizes (1..4GiB)"),
+    MC_CONF_ROW(opts_t, batch_size, "batch_size", MC_CONF_STRING, "128", 0, 0,
+                "requests per batch, a comma list (1..4096)"),
+    MC_CONF_ROW(opts_t, threads, "threads", MC_CONF_STRING, "1", 0, 0,
+                "initiator threads, a comma list (1..64)"),
+    MC_CONF_ROW(opts_t, duration, "duration", MC_CONF_DOUBLE, "5", 0.05, 3600,
+                "seconds per run (2 with --sweep unless given)"),
+    MC_CONF_ROW(opts_t, warmup, "warmup", MC_CONF_DOUBLE, "1", 0, 600,
+                "seconds of warm-up before a point's first run"),
+    MC_CONF_ROW(opts_t, reps, "reps", MC_CONF_UINT, "3", 1, 99,
+                "runs per point (the median counts)"),
+    MC_CONF_ROW(opts_t, buffer_size, "buffer_size", MC_CONF_SIZE, "1G", 4096, 1099511627776.0,
+                "bytes of each side's buffer"),
+    MC_CONF_ROW(opts_t, segment, "segment", MC_CONF_STRING, "", 0, 0,
+                "HOST:PORT of a target (what --mode target printed)"),
+    MC_CONF_ROW(opts_t, port, "port", MC_CONF_UINT, "0", 0, 65535, "the target's port (0: any)"),
+    MC_CONF_ROW(opts_t, host, "host", MC_CONF_STRING, "127.0.0.1", 0, 0,
+                "the address this engine announces"),
+    MC_CONF_ROW(opts_t, reactors, "reactors", MC_CONF_UINT, "0", 0, 64,
+                "the engine's reactors (0: its default)"),
+    MC_CONF_ROW(opts_t, tcp_lanes, "tcp_lanes", MC_CONF_UINT, NULL, 1, TE_MAX_LANES,
+                "TCP connections per peer"),
+    MC_CONF_ROW(opts_t, slice_size, "slice_size", MC_CONF_SIZE, NULL, 4096, 1073741824.0,
+                "bytes per slice of a request"),
+    MC_CONF_ROW(opts_t, secret_file, "secret_file", MC_CONF_STRING, "", 0, 0,
+                "authenticate every connection with this secret (both processes)"),
+    MC_CONF_ROW(opts_t, check, "check", MC_CONF_BOOL, "false", 0, 0,
+                "verify the bytes moved (a pattern per run)"),
+    MC_CONF_ROW(opts_t, csv, "csv", MC_CONF_STRING, "", 0, 0,
+                "append the rows to this CSV file (header when new)"),
+    MC_CONF_ROW(opts_t, sweep, "sweep", MC_CONF_BOOL, "false", 0, 0,
+                "blocks 4KiB..64MiB (x4) by batches 1,16,128 unless given, 2 s each; "
+                "rdma: also over NIC counts 1,2,4.."),
+    MC_CONF_ROW(opts_t, cold, "cold", MC_CONF_BOOL, "false", 0, 0,
+                "every batch moves to fresh memory of the thread's share (no cache-hot repeats)"),
+    MC_CONF_ROW(opts_t, device, "device", MC_CONF_STRING, "", 0, 0,
+                "rdma: keep only these NICs (comma list)"),
+    MC_CONF_ROW(opts_t, matrix, "nic_priority_matrix", MC_CONF_STRING, "", 0, 0,
+                "rdma: JSON that replaces the discovered topology matrix"),
+    MC_CONF_ROW(opts_t, emulated, "emulated", MC_CONF_UINT, "0", 0, RV_MAX_DEVICES,
+                "rdma: N emulated NICs (tests and demos only; 0: real NICs)"),
+    MC_CONF_ROW(opts_t, nics, "nics", MC_CONF_STRING, "", 0, 0,
+                "rdma: run every point per initiator NIC count, a comma list"),
+    MC_CONF_ROW(opts_t, emu_bw, "emu_bandwidth", MC_CONF_SIZE, "0", 0, 1099511627776.0,
+                "rdma --emulated: bytes/s per NIC (0: uncapped)"),
+    MC_CONF_ROW(opts_t, emu_delay_us, "emu_delay_us", MC_CONF_UINT, "0", 0, 10000000,
+                "rdma --emulated: microseconds of delay per WR"),
+    MC_CONF_ROW(opts_t, gpu, "gpu", MC_CONF_INT, "-1", -1, TE_CUDA_MAX_GPUS - 1,
+                "the buffers are GPU N's memory (CUDA driver; rdma: GPUDirect; -1: host)"),
+};
+
+static const char usage_text[] =
+    "usage: transfer_bench [options]\n"
+    "transfer engine GB/s, requests/s and batch latency. With no --mode and no --segment a\n"
+    "target process is forked and measured against. --protocol shm: the target's buffer is\n"
+    "shared memory (mc_te_alloc_shared) reached over the shm transport, and each point also\n"
+    "runs plain memcpy of the same sizes between two local buffers (interleaved, as\n"
+    "--protocol local does). Sizes take units (64K, 1MiB).";
+
+/* --operation: read, write or both, in the order given. */
+static int parse_ops(const char *s, cfg_t *c)
 {
-    enum {
-        O_MODE = 256,
-        O_PROTO,
-        O_OP,
-        O_BLOCK,
-        O_BATCH,
-        O_THREADS,
-        O_DUR,
-        O_WARM,
-        O_REPS,
-        O_BUF,
-        O_SEG,
-        O_PORT,
-        O_HOST,
-        O_REACT,
-        O_LANES,
-        O_SLICE,
-        O_SECRET,
-        O_CHECK,
-        O_CSV,
-        O_SWEEP,
-        O_HELP,
-        O_DEVICE,
-        O_MATRIX,
-        O_EMULATED,
-        O_GPU,
-        O_NICS,
-        O_EMU_BW,
-        O_EMU_DELAY,
-        O_COLD
-    };
-    static const struct option lo[] = {{"mode", 1, 0, O_MODE},
-                                       {"protocol", 1, 0, O_PROTO},
-                                       {"operation", 1, 0, O_OP},
-                                       {"block_size", 1, 0, O_BLOCK},
-                                       {"batch_size", 1, 0, O_BATCH},
-                                       {"threads", 1, 0, O_THREADS},
-                                       {"duration", 1, 0, O_DUR},
-                                       {"warmup", 1, 0, O_WARM},
-                                       {"reps", 1, 0, O_REPS},
-                                       {"buffer_size", 1, 0, O_BUF},
-                                       {"segment", 1, 0, O_SEG},
-                                       {"port", 1, 0, O_PORT},
-                                       {"host", 1, 0, O_HOST},
-                                       {"reactors", 1, 0, O_REACT},
-                                       {"tcp_lanes", 1, 0, O_LANES},
-                                       {"slice_size", 1, 0, O_SLICE},
-                                       {"secret_file", 1, 0, O_SECRET},
-                                       {"check", 0, 0, O_CHECK},
-                                       {"csv", 1, 0, O_CSV},
-                                       {"sweep", 0, 0, O_SWEEP},
-                                       {"help", 0, 0, O_HELP},
-                                       {"device", 1, 0, O_DEVICE},
-                                       {"nic_priority_matrix", 1, 0, O_MATRIX},
-                                       {"emulated", 1, 0, O_EMULATED},
-                                       {"gpu", 1, 0, O_GPU},
-                                       {"nics", 1, 0, O_NICS},
-                                       {"emu_bandwidth", 1, 0, O_EMU_BW},
-                                       {"emu_delay_us", 1, 0, O_EMU_DELAY},
-                                       {"cold", 0, 0, O_COLD},
-                                       {0, 0, 0, 0}};
-    mc_te_opts_t d;
-    mc_te_opts_init(&d);
-    *c = (cfg_t){.proto = PROTO_TCP,
-                 .ops = {MC_TE_READ},
-                 .nops = 1,
-                 .blocks = {65536},
-                 .nblocks = 1,
-                 .batches = {128},
-                 .nbatches = 1,
-                 .threads = {1},
-                 .nthreads = 1,
-                 .duration = 5,
-                 .warmup = 1,
-                 .reps = 3,
-                 .buffer_size = 1ull << 30,
-                 .gpu = -1,
-                 .host = "127.0.0.1",
-                 .tcp_lanes = d.tcp_lanes,
-                 .slice_size = d.slice_size};
-    int blocks_set = 0, batches_set = 0, o;
-    uint64_t v;
-    while ((o = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
-        switch (o) {
-        case O_MODE:
-            c->mode_set = 1;
-            if (strcmp(optarg, "target") == 0)
-                c->mode = MODE_TARGET;
-            else if (strcmp(optarg, "initiator") == 0)
-                c->mode = MODE_INITIATOR;
-            else {
-                fprintf(stderr, "transfer_bench: --mode is target or initiator, got '%s'\n",
-                        optarg);
-                return -1;
-            }
-            break;
-        case O_PROTO:
-            if (strcmp(optarg, "tcp") == 0)
-                c->proto = PROTO_TCP;
-            else if (strcmp(optarg, "local") == 0)
-                c->proto = PROTO_LOCAL;
-            else if (strcmp(optarg, "rdma") == 0)
-                c->proto = PROTO_RDMA;
-            else if (strcmp(optarg, "shm") == 0)
-                c->proto = PROTO_SHM;
-            else {
-                fprintf(stderr, "transfer_bench: --protocol is tcp, local, rdma or shm, got '%s'\n",
-                        optarg);
-                return -1;
-            }
-            break;
-        case O_OP: {
-            c->nops = 0;
-            char *dup = strdup(optarg), *save = NULL;
-            for (char *t = strtok_r(dup, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-                int op = strcmp(t, "read") == 0    ? MC_TE_READ
-                         : strcmp(t, "write") == 0 ? MC_TE_WRITE
-                                                   : -1;
-                if (op < 0 || c->nops == 2) {
-                    fprintf(stderr,
-                            "transfer_bench: --operation is read, write or "
-                            "read,write, got '%s'\n",
-                            optarg);
-                    free(dup);
-                    return -1;
-                }
-                c->ops[c->nops++] = op;
-            }
-            free(dup);
-            if (c->nops == 0) {
-                fprintf(stderr, "transfer_bench: --operation wants read and/or write\n");
-                return -1;
-            }
-            break;
-        }
-        case O_BLOCK:
-            blocks_set = 1;
-            if ((c->nblocks = parse_list("block_size", optarg, c->blocks, 1, 1ull << 32)) == 0)
-                return -1;
-            break;
-        case O_BATCH:
-            batches_set = 1;
-            if ((c->nbatches = parse_list("batch_size", optarg, c->batches, 1, MAX_BATCH)) == 0)
-                return -1;
-            break;
-        case O_THREADS:
-            if ((c->nthreads = parse_list("threads", optarg, c->threads, 1, MAX_THREADS)) == 0)
-                return -1;
-            break;
-        case O_DUR:
-            c->duration_set = 1;
-            if (parse_double("duration", optarg, 0.05, 3600, &c->duration) != 0)
-                return -1;
-            break;
-        case O_WARM:
-            if (parse_double("warmup", optarg, 0, 600, &c->warmup) != 0)
-                return -1;
-            break;
-        case O_REPS:
-            if (parse_list("reps", optarg, &v, 1, 99) != 1)
-                return -1;
-            c->reps = (unsigned)v;
-            break;
-        case O_BUF:
-            if (parse_list("buffer_size", optarg, &c->buffer_size, 4096, 1ull << 40) != 1)
-                return -1;
-            break;
-        case O_SEG:
-            c->segment = optarg;
-            break;
-        case O_PORT:
-            if (parse_list("port", optarg, &v, 0, 65535) != 1)
-                return -1;
-            c->port = (unsigned)v;
-            break;
-        case O_HOST:
-            c->host = optarg;
-            break;
-        case O_REACT:
-            if (parse_list("reactors", optarg, &v, 0, 64) != 1)
-                return -1;
-            c->reactors = (unsigned)v;
-            break;
-        case O_LANES:
-            if (parse_list("tcp_lanes", optarg, &v, 1, TE_MAX_LANES) != 1)
-                return -1;
-            c->tcp_lanes = (unsigned)v;
-            break;
-        case O_SLICE:
-            if (parse_list("slice_size", optarg, &c->slice_size, 4096, 1ull << 30) != 1)
-                return -1;
-            break;
-        case O_SECRET:
-            c->secret_file = optarg;
-            break;
-        case O_CHECK:
-            c->check = 1;
-            break;
-        case O_CSV:
-            c->csv = optarg;
-            break;
-        case O_DEVICE:
-            c->device = optarg;
-            break;
-        case O_MATRIX:
-            c->matrix = optarg;
-            break;
-        case O_EMULATED:
-            if (parse_list("emulated", optarg, &v, 1, RV_MAX_DEVICES) != 1)
-                return -1;
-            c->emulated = (unsigned)v;
-            break;
-        case O_GPU:
-            if (parse_list("gpu", optarg, &v, 0, TE_CUDA_MAX_GPUS - 1) != 1)
-                return -1;
-            c->gpu = (int)v;
-            break;
-        case O_NICS:
-            if ((c->nnics = parse_list("nics", optarg, c->nics, 1, RV_MAX_DEVICES)) == 0)
-                return -1;
-            break;
-        case O_EMU_BW:
-            if (parse_list("emu_bandwidth", optarg, &c->emu_bw, 1, 1ull << 40) != 1)
-                return -1;
-            break;
-        case O_EMU_DELAY:
-            if (parse_list("emu_delay_us", optarg, &c->emu_delay_us, 0, 10000000) != 1)
-                return -1;
-            break;
-        case O_SWEEP:
-            c->sweep = 1;
-            break;
-        case O_COLD:
-            c->cold = 1;
-            break;
-        case O_HELP:
-        case 'h':
-            usage(stdout);
-            exit(0);
-        default:
-            usage(stderr);
+    c->nops = 0;
+    for (const char *p = s; *p != '\0' || c->nops == 0;) {
+        size_t len = strcspn(p, ",");
+        int op = len == 4 && strncmp(p, "read", 4) == 0    ? MC_TE_READ
+                 : len == 5 && strncmp(p, "write", 5) == 0 ? MC_TE_WRITE
+                                                           : -1;
+        if (op < 0 || c->nops == 2) {
+            fprintf(stderr, "transfer_bench: --operation is read, write or read,write, got '%s'\n",
+                    s);
             return -1;
         }
+        c->ops[c->nops++] = op;
+        p += len + (p[len] == ',');
     }
-    if (optind < argc) {
-        fprintf(stderr, "transfer_bench: unexpected argument '%s'\n", argv[optind]);
-        usage(stderr);
+    return 0;
+}
+
+/* The comma lists into c; 0 or -1 (said). */
+static int parse_lists(const opts_t *o, cfg_t *c)
+{
+    if (parse_ops(o->operation, c) != 0 ||
+        (c->nblocks =
+             bench_list("block_size", o->block_size, 1, 1, 1ull << 32, c->blocks, MAX_LIST)) == 0 ||
+        (c->nbatches =
+             bench_list("batch_size", o->batch_size, 0, 1, MAX_BATCH, c->batches, MAX_LIST)) == 0 ||
+        (c->nthreads =
+             bench_list("threads", o->threads, 0, 1, MAX_THREADS, c->threads, MAX_LIST)) == 0)
         return -1;
-    }
+    c->nnics = 0;
+    if (o->nics[0] != '\0' &&
+        (c->nnics = bench_list("nics", o->nics, 0, 1, RV_MAX_DEVICES, c->nics, MAX_LIST)) == 0)
+        return -1;
+    return 0;
+}
+
+static const char *opt_str(const char *s)
+{
+    return s[0] != '\0' ? s : NULL;
+}
+
+/* cfg_t from the rows, before the checks across flags. */
+static int opts_to_cfg(const opts_t *o, cfg_t *c)
+{
+    *c = (cfg_t){.mode = o->mode == 1 ? MODE_TARGET : MODE_INITIATOR,
+                 .mode_set = o->mode != 0,
+                 .proto = o->proto,
+                 .duration = o->duration,
+                 .warmup = o->warmup,
+                 .duration_set = bench_opt_given("duration"),
+                 .reps = (unsigned)o->reps,
+                 .buffer_size = o->buffer_size,
+                 .segment = opt_str(o->segment),
+                 .port = (unsigned)o->port,
+                 .host = o->host,
+                 .reactors = (unsigned)o->reactors,
+                 .tcp_lanes = (unsigned)o->tcp_lanes,
+                 .slice_size = o->slice_size,
+                 .secret_file = opt_str(o->secret_file),
+                 .check = o->check,
+                 .sweep = o->sweep,
+                 .cold = o->cold,
+                 .csv = opt_str(o->csv),
+                 .device = opt_str(o->device),
+                 .matrix = opt_str(o->matrix),
+                 .emulated = (unsigned)o->emulated,
+                 .emu_bw = o->emu_bw,
+                 .emu_delay_us = o->emu_delay_us,
+                 .gpu = (int)o->gpu};
+    return parse_lists(o, c);
+}
+
+/* The checks across flags; 0, or -1 (said). */
+static int check_cfg(cfg_t *c)
+{
     if (!c->mode_set)
         c->mode = c->segment != NULL ? MODE_INITIATOR : MODE_BOTH;
     if (c->mode == MODE_TARGET && c->segment != NULL) {
@@ -508,25 +345,52 @@ static int parse_args(int argc, char **argv, cfg_t *c)
         fprintf(stderr, "transfer_bench: --check verifies fixed places: not with --cold\n");
         return -1;
     }
-    if (c->sweep) {
-        static const uint64_t sb[] = {4096,    16384,   65536,    262144,
-                                      1 << 20, 4 << 20, 16 << 20, 64 << 20};
-        static const uint64_t sn[] = {1, 16, 128};
-        if (!blocks_set) {
-            memcpy(c->blocks, sb, sizeof(sb));
-            c->nblocks = MC_ARRAY_SIZE(sb);
-        }
-        if (!batches_set) {
-            memcpy(c->batches, sn, sizeof(sn));
-            c->nbatches = MC_ARRAY_SIZE(sn);
-        }
-        if (!c->duration_set)
-            c->duration = 2;
-        if (c->proto == PROTO_RDMA && c->nnics == 0 && c->emulated > 0) {
-            for (unsigned k = 1; k <= c->emulated && c->nnics < MAX_LIST; k *= 2)
-                c->nics[c->nnics++] = k;
-        }
+    return 0;
+}
+
+/* --sweep's points, where the flags did not name them. */
+static void sweep_points(cfg_t *c)
+{
+    static const uint64_t sb[] = {4096, 16384, 65536, 262144, 1 << 20, 4 << 20, 16 << 20, 64 << 20};
+    static const uint64_t sn[] = {1, 16, 128};
+    if (!bench_opt_given("block_size")) {
+        memcpy(c->blocks, sb, sizeof(sb));
+        c->nblocks = MC_ARRAY_SIZE(sb);
     }
+    if (!bench_opt_given("batch_size")) {
+        memcpy(c->batches, sn, sizeof(sn));
+        c->nbatches = MC_ARRAY_SIZE(sn);
+    }
+    if (!c->duration_set)
+        c->duration = 2;
+    if (c->proto == PROTO_RDMA && c->nnics == 0 && c->emulated > 0) {
+        for (unsigned k = 1; k <= c->emulated && c->nnics < MAX_LIST; k *= 2)
+            c->nics[c->nnics++] = k;
+    }
+}
+
+/* 0: run; 1: --help or --dump-config answered; 2: a bad command line (said). */
+static int parse_args(int argc, char **argv, cfg_t *c)
+{
+    mc_te_opts_t d;
+    mc_te_opts_init(&d);
+    static char lanes[24], slice[24]; /* the rows point at them */
+    snprintf(lanes, sizeof(lanes), "%u", d.tcp_lanes);
+    snprintf(slice, sizeof(slice), "%" PRIu64, (uint64_t)d.slice_size);
+    for (size_t i = 0; i < MC_ARRAY_SIZE(opt_rows); i++) {
+        if (strcmp(opt_rows[i].name, "tcp_lanes") == 0)
+            opt_rows[i].def = lanes;
+        else if (strcmp(opt_rows[i].name, "slice_size") == 0)
+            opt_rows[i].def = slice;
+    }
+    static opts_t o; /* its strings live as long as the program */
+    int rc = bench_opts_parse(usage_text, opt_rows, MC_ARRAY_SIZE(opt_rows), &o, argc, argv);
+    if (rc != 0)
+        return rc;
+    if (opts_to_cfg(&o, c) != 0 || check_cfg(c) != 0)
+        return 2;
+    if (c->sweep)
+        sweep_points(c);
     return 0;
 }
 
@@ -701,53 +565,24 @@ out_destroy:
     return rc;
 }
 
-/* Fork the target; read its segment line into name. The child's pid, or -1. */
+/* The forked target (bench_proc.h): announces "segment NAME". */
+static int target_child(void *arg, int fd)
+{
+    return run_target(arg, fd, "127.0.0.1");
+}
+
+/* Fork the target; its segment name into name. The child's pid, or -1. */
 static pid_t fork_target(const cfg_t *c, char *name, size_t len)
 {
-    int fds[2];
-    if (pipe2(fds, O_CLOEXEC) != 0) {
-        fprintf(stderr, "transfer_bench: pipe: %s\n", strerror(errno));
-        return -1;
-    }
-    pid_t parent = getpid();
-    fflush(NULL);
-    pid_t pid = fork();
-    if (pid < 0) {
-        fprintf(stderr, "transfer_bench: fork: %s\n", strerror(errno));
-        close(fds[0]);
-        close(fds[1]);
-        return -1;
-    }
-    if (pid == 0) {
-        close(fds[0]);
-        prctl(PR_SET_PDEATHSIG, SIGTERM); /* never outlive the initiator */
-        if (getppid() != parent)
-            _exit(1);
-        _exit(run_target(c, fds[1], "127.0.0.1"));
-    }
-    close(fds[1]);
-    size_t got = 0;
     char line[320];
-    while (got < sizeof(line) - 1 && memchr(line, '\n', got) == NULL) {
-        struct pollfd p = {.fd = fds[0], .events = POLLIN};
-        if (poll(&p, 1, 60000) <= 0)
-            break;
-        ssize_t n = read(fds[0], line + got, sizeof(line) - 1 - got);
-        if (n <= 0)
-            break;
-        got += (size_t)n;
-    }
-    close(fds[0]);
-    line[got] = '\0';
-    char *nl = strchr(line, '\n');
-    if (nl == NULL || strncmp(line, "segment ", 8) != 0) {
-        fprintf(stderr, "transfer_bench: the target process did not start (see its errors "
-                        "above)\n");
-        kill(pid, SIGTERM);
-        waitpid(pid, NULL, 0);
+    pid_t pid = bench_fork("transfer_bench", target_child, (void *)c, line, sizeof(line), 60000);
+    if (pid < 0)
+        return -1;
+    if (strncmp(line, "segment ", 8) != 0) {
+        fprintf(stderr, "transfer_bench: the target process said '%s', not its segment\n", line);
+        bench_reap(pid);
         return -1;
     }
-    *nl = '\0';
     snprintf(name, len, "%s", line + 8);
     return pid;
 }
@@ -1323,8 +1158,9 @@ out:
 int main(int argc, char **argv)
 {
     cfg_t c;
-    if (parse_args(argc, argv, &c) != 0)
-        return 2;
+    int prc = parse_args(argc, argv, &c);
+    if (prc != 0)
+        return prc == 1 ? 0 : 2;
     g_gpu = c.gpu; /* the driver loads later, in each process (never across a fork) */
     if (mc_conf_env_str("MC_LOG_LEVEL") == NULL) /* e.g. "warn,rdma=info" on hardware */
         mc_log_set_all(MC_LOG_WARN);
@@ -1356,9 +1192,6 @@ int main(int argc, char **argv)
     } else {
         rc = run_initiator(&c, target);
     }
-    if (target > 0) {
-        kill(target, SIGTERM);
-        waitpid(target, NULL, 0);
-    }
+    bench_reap(target);
     return rc;
 }

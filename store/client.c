@@ -729,6 +729,7 @@ static void store_free(mc_store_t *s)
     while ((n = mc_list_pop_head(&s->segs)) != NULL)
         seg_destroy(s, MC_CONTAINER_OF(n, store_seg_t, node), 0);
     store_peer_free_all(s);
+    store_scratch_free_all(s);
     mc_oalloc_destroy(s->stage_alloc);
     if (s->stage_base != NULL)
         munmap(s->stage_base, s->stage_size);
@@ -736,6 +737,7 @@ static void store_free(mc_store_t *s)
     pthread_cond_destroy(&s->live_cv);
     pthread_mutex_destroy(&s->stage_mu);
     pthread_mutex_destroy(&s->seg_mu);
+    pthread_mutex_destroy(&s->scratch_mu);
     pthread_mutex_destroy(&s->res_mu);
     pthread_cond_destroy(&s->res_cv);
     mc_free(s->local_hostname);
@@ -767,6 +769,7 @@ static mc_status_t store_new(const mc_store_config_t *c, const mc_store_config_t
     pthread_cond_init(&s->live_cv, NULL);
     pthread_mutex_init(&s->stage_mu, NULL);
     pthread_mutex_init(&s->seg_mu, NULL);
+    pthread_mutex_init(&s->scratch_mu, NULL);
     mc_list_init(&s->stage_queue);
     mc_list_init(&s->peers);
     mc_list_init(&s->segs);
@@ -1038,7 +1041,8 @@ mc_status_t mc_store_open(const mc_store_config_t *c, mc_store_t **out)
     /* the offload directory before the segment: a node refused for it
      * (shared, unwritable) must not leave a segment mounted behind it */
     if (st == MC_OK)
-        st = store_offload_open(s, c->offload_dir, c->offload_quota, c->global_segment_size);
+        st = store_offload_open(s, c->offload_dir, c->offload_quota, c->global_segment_size,
+                                c->offload_buffered_io);
     if (st == MC_OK)
         st = open_segment(s, c->global_segment_size);
     if (st == MC_OK)

@@ -44,8 +44,7 @@ typedef enum get_state {
     G_TIER,         /* no memory replica left to try: read the tier file */
     G_WAIT_TIER,    /* waiting: the tier worker's read (checksum and key checked) */
     G_LOAD,         /* only a LOCAL_DISK replica: ask the master to have its node load it */
-    G_WAIT_LOAD,    /* waiting: the master's answer */
-    G_WAIT_PAUSE,   /* waiting: a short pause, then list again (the node is loading it) */
+    G_WAIT_LOAD,    /* waiting: the master's answer, once the node loaded it: the replicas */
     G_DONE,         /* report err, or result */
     G_NSTATES
 } get_state_t;
@@ -80,9 +79,7 @@ typedef struct get_op {
     mc_status_t last_err;   /* why the last replica failed */
     int disk;               /* the object has a DISK replica (and this client reads the tier) */
     uint64_t load_until_us; /* LOCAL_DISK only: give up waiting for the load then */
-    mc_timer_t pause;       /* r0: between a LOAD and the next list */
-    int pause_ok;
-    uint64_t got; /* tier read: the file's data size */
+    uint64_t got;           /* tier read: the file's data size */
     int64_t result;
     mc_status_t err; /* the get failed (G_DONE reports it) */
 } get_op_t;
@@ -106,8 +103,6 @@ static void get_finish(store_op_t *h, mc_status_t st)
     get_op_t *op = (get_op_t *)h;
     mc_store_t *s = h->s;
     store_stage_put(s, h);
-    if (op->pause_ok)
-        mc_timer_fini(&op->pause);
     if (h->batch != NULL && mc_te_batch_free(h->batch) != MC_OK)
         MC_ERROR(CLIENT, "get: transfer batch still busy at the end (leaked)");
     if (op->gpu_dst != NULL) { /* the value is in the host bounce: to the GPU */
@@ -405,49 +400,43 @@ static get_state_t get_tier_read(get_op_t *op)
 }
 
 /* Node-local offload: the object is only on a node's disk. The master
- * has that node read it into its segment (LOAD); we list again after a
- * pause until a memory replica is there (or the transfer timeout). */
+ * has that node read it into its segment (LOAD) and holds our call until
+ * the node answered (or LOAD_WAIT_US passed): the answer is the replica
+ * list with a lease, as GetReplicaList's, read as such (get_listed): the
+ * loaded memory replica, or again only the disk one (ask again, until the
+ * transfer timeout). No pause, no polling. */
+#define LOAD_WAIT_US 1000000
+
+static void get_decode_load(store_op_t *h, const mc_rpc_resp_t *resp)
+{
+    get_op_t *op = (get_op_t *)h;
+    int64_t held = 0;
+    get_decode_list(h, resp);
+    if (h->wait_st == MC_OK &&
+        mc_mcli_dec_int(resp->body, resp->body_len, MC_F_HELD_US, &held) == MC_OK && held > 0)
+        op->t_sent_us += (uint64_t)held; /* the lease starts no earlier than that */
+}
+
 static get_state_t get_load(get_op_t *op)
 {
-    if (op->load_until_us == 0)
-        op->load_until_us = mc_now_us() + op->h.s->cfg.transfer_timeout_us;
-    mc_mp_writer_t *w = mc_rpc_call_begin(op->h.s->mcli);
-    mc_mcli_key(w, op->key, op->klen);
-    mc_status_t st = store_rpc_end(&op->h, MC_RPC_OFFLOAD_LOAD, NULL);
-    return st == MC_INPROGRESS ? G_WAIT_LOAD /* waiting: the master */ : get_fail(op, st);
-}
-
-static void pause_over(mc_timer_t *t, void *arg)
-{
-    (void)t;
-    get_op_t *op = arg;
-    store_op_post(&op->h);
-}
-
-static get_state_t get_load_asked(get_op_t *op)
-{
-    mc_status_t st = op->h.wait_st;
-    /* no room on the node or its queue full: eviction makes room, retry */
-    if (st != MC_OK && st != MC_ERR_NO_AVAILABLE_HANDLE && st != MC_ERR_LIMIT)
-        return get_fail(op, st);
-    if (mc_now_us() > op->load_until_us) {
+    mc_store_t *s = op->h.s;
+    uint64_t now = mc_now_us();
+    if (op->load_until_us == 0) {
+        op->load_until_us = now + s->cfg.transfer_timeout_us;
+    } else if (now > op->load_until_us) {
         MC_WARN(CLIENT, "get: '%.*s' was not loaded from its node's disk in time", (int)op->klen,
                 op->key);
         return get_fail(op, MC_ERR_TRANSFER_FAIL);
     }
-    if (!op->pause_ok) {
-        if (mc_timer_init(&op->pause, op->h.s->r0, pause_over, op) != MC_OK)
-            return G_LIST; /* no timer: list again at once */
-        op->pause_ok = 1;
-    }
-    mc_timer_start(&op->pause, 500, 0);
-    return G_WAIT_PAUSE; /* waiting: the pause */
-}
-
-static get_state_t get_paused(get_op_t *op)
-{
-    (void)op;
-    return G_LIST;
+    uint64_t wait =
+        s->cfg.rpc_timeout_us / 2 < LOAD_WAIT_US ? s->cfg.rpc_timeout_us / 2 : LOAD_WAIT_US;
+    mc_mp_writer_t *w = mc_rpc_call_begin(s->mcli);
+    mc_mcli_key(w, op->key, op->klen);
+    mc_status_t st = mc_rpc_call_add_uint(s->mcli, MC_F_WAIT_US, wait > 0 ? wait : 1);
+    op->t_sent_us = now;
+    if (st == MC_OK)
+        st = store_rpc_end(&op->h, MC_RPC_OFFLOAD_LOAD, get_decode_load);
+    return st == MC_INPROGRESS ? G_WAIT_LOAD /* waiting: the master */ : get_fail(op, st);
 }
 
 /* The machine's table: each state's handler and whether get_step stops
@@ -468,8 +457,7 @@ static const struct {
     [G_TIER] = {get_tier, 0},
     [G_WAIT_TIER] = {get_tier_read, 1},
     [G_LOAD] = {get_load, 0},
-    [G_WAIT_LOAD] = {get_load_asked, 1},
-    [G_WAIT_PAUSE] = {get_paused, 1},
+    [G_WAIT_LOAD] = {get_listed, 1},
 };
 
 static void get_step(store_op_t *h)
@@ -999,20 +987,18 @@ static void bget_step(store_op_t *h)
     }
 }
 
-/* One chunk (n <= BGET_CHUNK keys, valid, pieces usable in place, npieces
- * of them): results into result[], and retry[i] = 1 for the keys left to
- * single gets. */
-static mc_status_t bget_chunk(mc_store_t *s, const mc_master_key_t *keys, const mc_slice_t *parts,
-                              const size_t *pfirst, const size_t *pcount, size_t npieces, size_t n,
-                              int64_t *result, uint8_t *retry)
+/* Bytes of a chunk's op: the op, then its per-key and per-piece arrays. */
+static size_t bget_op_size(size_t n, size_t npieces)
 {
-    size_t sz = sizeof(bget_op_t) +
-                n * (STORE_MAX_REPLICAS * sizeof(mc_master_replica_desc_t) +
-                     sizeof(mc_te_segment_t) + sizeof(mc_status_t) + 2 * sizeof(uint32_t)) +
-                npieces * (sizeof(mc_te_request_t) + sizeof(size_t)) + 64;
-    bget_op_t *op = mc_malloc(sz);
-    if (op == NULL)
-        return MC_ERR_NOMEM;
+    return sizeof(bget_op_t) +
+           n * (STORE_MAX_REPLICAS * sizeof(mc_master_replica_desc_t) + sizeof(mc_te_segment_t) +
+                sizeof(mc_status_t) + 2 * sizeof(uint32_t)) +
+           npieces * (sizeof(mc_te_request_t) + sizeof(size_t));
+}
+
+/* Lay op's arrays out after it in its scratch memory (most aligned first). */
+static void bget_op_layout(bget_op_t *op, size_t n, size_t npieces)
+{
     memset(op, 0, sizeof(*op));
     uint8_t *p = (uint8_t *)(op + 1);
     op->rep = (mc_master_replica_desc_t *)p;
@@ -1028,6 +1014,21 @@ static mc_status_t bget_chunk(mc_store_t *s, const mc_master_key_t *keys, const 
     op->nrep = (uint32_t *)p;
     p += n * sizeof(uint32_t);
     op->pick = (uint32_t *)p;
+}
+
+/* One chunk (n <= BGET_CHUNK keys, valid, pieces usable in place, npieces
+ * of them): results into result[], and retry[i] = 1 for the keys left to
+ * single gets. The op lives in the client's scratch memory (no allocation
+ * once the client has served a chunk this large). */
+static mc_status_t bget_chunk(mc_store_t *s, const mc_master_key_t *keys, const mc_slice_t *parts,
+                              const size_t *pfirst, const size_t *pcount, size_t npieces, size_t n,
+                              int64_t *result, uint8_t *retry)
+{
+    store_scratch_t *sc = store_scratch_take(s, bget_op_size(n, npieces));
+    if (sc == NULL)
+        return MC_ERR_NOMEM;
+    bget_op_t *op = (bget_op_t *)sc->mem;
+    bget_op_layout(op, n, npieces);
     op->todo = retry;
     memset(retry, BG_KEY_DONE, n);
     op->n = n;
@@ -1048,32 +1049,28 @@ static mc_status_t bget_chunk(mc_store_t *s, const mc_master_key_t *keys, const 
     if (st != MC_INPROGRESS) {
         w.done = 1;
         store_waiter_wait(&w);
-        mc_free(op);
+        store_scratch_give(s, sc);
         return st;
     }
     st = (mc_status_t)store_waiter_wait(&w);
-    mc_free(op);
+    store_scratch_give(s, sc);
     for (size_t i = 0; i < n; i++)
         retry[i] = retry[i] == BG_KEY_RETRY;
     return st;
 }
 
-/* Keys idx[0..n) as single gets, all in flight at once. A key in one piece
- * is read into it; one in several pieces into a temporary buffer of their
- * total size, then scattered over them. */
+/* Keys idx[0..n) as single gets, all in flight at once; items and tmp are
+ * the caller's arrays of n. A key in one piece is read into it; one in
+ * several pieces into a temporary buffer of their total size (a bounce:
+ * allocated), then scattered over them. */
 static mc_status_t bget_singles(mc_store_t *s, const mc_slice_t *keys, const mc_slice_t *parts,
                                 const size_t *pf, const size_t *pc, const size_t *idx, size_t n,
-                                int64_t *result)
+                                store_fanout_item_t *items, mc_slice_t *tmp, int64_t *result)
 {
     if (n == 0)
         return MC_OK;
-    store_fanout_item_t *items = mc_calloc(n, sizeof(*items));
-    mc_slice_t *tmp = mc_calloc(n, sizeof(*tmp));
-    if (items == NULL || tmp == NULL) {
-        mc_free(items);
-        mc_free(tmp);
-        return MC_ERR_NOMEM;
-    }
+    memset(items, 0, n * sizeof(*items));
+    memset(tmp, 0, n * sizeof(*tmp));
     store_fanout_t f;
     store_fanout_init(&f);
     for (size_t j = 0; j < n; j++) {
@@ -1116,8 +1113,6 @@ static mc_status_t bget_singles(mc_store_t *s, const mc_slice_t *keys, const mc_
         }
         mc_free(tmp[j].ptr);
     }
-    mc_free(tmp);
-    mc_free(items);
     return MC_OK;
 }
 
@@ -1171,14 +1166,17 @@ static mc_status_t batch_get(mc_store_t *s, const mc_slice_t *keys, const mc_sli
     if (n == 0)
         return MC_OK;
     size_t chunk = n < BGET_CHUNK ? n : BGET_CHUNK;
-    /* one allocation: idx, pf, pc [n], then per chunk keys, results, caller
-     * indexes, first pieces and counts, retry flags (most aligned first) */
-    size_t sz = 3 * n * sizeof(size_t) +
-                chunk * (sizeof(mc_master_key_t) + sizeof(int64_t) + 3 * sizeof(size_t) + 1);
-    uint8_t *mem = mc_malloc(sz);
-    if (mem == NULL)
+    /* the client's scratch memory: the singles' fan-out items and buffers,
+     * idx, pf, pc [n], then per chunk keys, results, caller indexes, first
+     * pieces and counts, retry flags (most aligned first) */
+    store_scratch_t *sc = store_scratch_take(
+        s, n * (sizeof(store_fanout_item_t) + sizeof(mc_slice_t)) + 3 * n * sizeof(size_t) +
+               chunk * (sizeof(mc_master_key_t) + sizeof(int64_t) + 3 * sizeof(size_t) + 1));
+    if (sc == NULL)
         return MC_ERR_NOMEM;
-    size_t *idx = (size_t *)mem;
+    store_fanout_item_t *items = (store_fanout_item_t *)sc->mem;
+    mc_slice_t *tmp = (mc_slice_t *)(items + n);
+    size_t *idx = (size_t *)(tmp + n);
     size_t *pf = idx + n, *pc = idx + 2 * n;
     mc_master_key_t *ck = (mc_master_key_t *)(idx + 3 * n);
     int64_t *cr = (int64_t *)(ck + chunk);
@@ -1221,8 +1219,8 @@ static mc_status_t batch_get(mc_store_t *s, const mc_slice_t *keys, const mc_sli
                 result[ci[j]] = st == MC_OK ? cr[j] : st;
         }
     }
-    mc_status_t rc = bget_singles(s, keys, parts, pf, pc, idx, nsingle, result);
-    mc_free(mem);
+    mc_status_t rc = bget_singles(s, keys, parts, pf, pc, idx, nsingle, items, tmp, result);
+    store_scratch_give(s, sc);
     return rc;
 }
 

@@ -26,6 +26,7 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "mooncake/store.h"
@@ -145,6 +146,15 @@ mc_status_t store_pool_free(store_pool_t *p, void *ptr);
  * and a duplicate of its memfd (the caller closes it). 1, or 0 when none. */
 int store_shared_find(const void *p, size_t len, void **base, uint64_t *blen, int *fd);
 
+/* Working memory of a call that would otherwise allocate per call (batch
+ * get's per-key arrays): taken from the client's free list and given back,
+ * so a steady load allocates nothing (store_scratch_take). */
+typedef struct store_scratch {
+    struct store_scratch *next;
+    size_t cap; /* bytes at mem */
+    max_align_t mem[];
+} store_scratch_t;
+
 struct mc_store {
     mc_store_config_t cfg;
     store_tier_t *tier;       /* persistent tier: settings and worker threads */
@@ -177,6 +187,11 @@ struct mc_store {
     mc_reactor_msg_t kick_msg;  /* r0: retry the queue after a free */
     int always_stage;           /* MC_STORE_STAGING=always: no direct unregistered memory */
     int kick_posted;
+
+    /* batch gets' working memory, kept between calls (store_scratch_*) */
+    pthread_mutex_t scratch_mu;
+    store_scratch_t *scratch_free; /* scratch_mu */
+    size_t scratch_kept;           /* bytes on scratch_free */
 
     /* peers */
     mc_list_t peers; /* r0 */
@@ -234,6 +249,16 @@ mc_status_t store_replicate_config_full(const mc_replicate_config_t *c, mc_repli
 void store_node_metrics(mc_store_t *s, mc_buf_t *b);
 
 mc_status_t store_check_key(const void *key, size_t klen);
+
+/* Scratch memory of at least size bytes (aligned for any type): a kept one
+ * when one is free (grown if too small), else a new one. NULL when out of
+ * memory. Any thread. */
+store_scratch_t *store_scratch_take(mc_store_t *s, size_t size);
+/* Give sc back (NULL: nothing): kept for the next call while the client
+ * keeps at most STORE_SCRATCH_KEEP bytes, else freed. */
+void store_scratch_give(mc_store_t *s, store_scratch_t *sc);
+void store_scratch_free_all(mc_store_t *s); /* store_free */
+#define STORE_SCRATCH_KEEP (64u << 20)
 
 /* Counting live operations (close waits for zero). */
 void store_live_inc(mc_store_t *s);
@@ -388,15 +413,17 @@ void store_retry_cancel_all(mc_store_t *s);
 /* Node-local offload into dir (NULL or "": none) with a quota (bytes, 0 =
  * none): lock the directory, start the worker (once the segment is mounted
  * it reports the files found and serves the master's requests). Before
- * the segment is mounted; segment_size: the one to come (0 is refused). */
+ * the segment is mounted; segment_size: the one to come (0 is refused).
+ * buffered: loads never use O_DIRECT (offload_buffered_io). */
 mc_status_t store_offload_open(mc_store_t *s, const char *dir, uint64_t quota,
-                               uint64_t segment_size);
+                               uint64_t segment_size, int buffered);
 /* Stop the worker, release the directory. */
 void store_offload_close(mc_store_t *s);
 
 typedef struct store_offload_stats {
     uint64_t written, write_failed, loaded, load_failed, deleted, quota_dropped;
     uint64_t bytes_written, bytes_read;
+    uint64_t loaded_direct; /* loads read with O_DIRECT */
 } store_offload_stats_t;
 void store_offload_stats(mc_store_t *s, store_offload_stats_t *out);
 

@@ -630,6 +630,53 @@ void store_fanout_get_cb(void *arg, int64_t result)
     store_fanout_cancel(it->f);
 }
 
+/* ------------------------------------------------------------ scratch */
+
+store_scratch_t *store_scratch_take(mc_store_t *s, size_t size)
+{
+    pthread_mutex_lock(&s->scratch_mu);
+    store_scratch_t *sc = s->scratch_free;
+    if (sc != NULL) {
+        s->scratch_free = sc->next;
+        s->scratch_kept -= sc->cap;
+    }
+    pthread_mutex_unlock(&s->scratch_mu);
+    if (sc != NULL && sc->cap >= size)
+        return sc;
+    mc_free(sc); /* too small: one that fits replaces it */
+    size_t cap = size < 4096 ? 4096 : size;
+    sc = mc_malloc(sizeof(*sc) + cap);
+    if (sc != NULL)
+        sc->cap = cap;
+    return sc;
+}
+
+void store_scratch_give(mc_store_t *s, store_scratch_t *sc)
+{
+    if (sc == NULL)
+        return;
+    pthread_mutex_lock(&s->scratch_mu);
+    int keep = s->scratch_kept + sc->cap <= STORE_SCRATCH_KEEP;
+    if (keep) {
+        sc->next = s->scratch_free;
+        s->scratch_free = sc;
+        s->scratch_kept += sc->cap;
+    }
+    pthread_mutex_unlock(&s->scratch_mu);
+    if (!keep)
+        mc_free(sc);
+}
+
+void store_scratch_free_all(mc_store_t *s)
+{
+    store_scratch_t *sc;
+    while ((sc = s->scratch_free) != NULL) {
+        s->scratch_free = sc->next;
+        mc_free(sc);
+    }
+    s->scratch_kept = 0;
+}
+
 void store_fanout_wait(store_fanout_t *f)
 {
     pthread_mutex_lock(&f->mu);

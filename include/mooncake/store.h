@@ -144,6 +144,10 @@ typedef struct mc_store_config {
      * global_segment_size > 0. NULL or "" = none. */
     const char *offload_dir;
     uint64_t offload_quota; /* bytes of files at most, least recently used go first; 0 = none */
+    /* 1: the offload's loads read files through the page cache; 0 (default):
+     * with O_DIRECT where the file system allows it (tmpfs may not: then
+     * buffered, logged once). */
+    int offload_buffered_io;
 } mc_store_config_t;
 
 /* Defaults: as noted per field; no segment (global_segment_size 0) and a

@@ -1235,7 +1235,7 @@ static void fault_redis_kill(void)
         say("fault: Redis primary kill skipped: the Sentinels name none of ours");
         return;
     }
-    unsigned other = G.ts.redis_port[1 - pi];
+    unsigned other = G.ts.redis[1 - pi].port;
     set_fault("Redis primary %u killed", prim);
     uint64_t t0 = mc_now_ms();
     say("fault: kill -9 the Redis primary (port %u)", prim);

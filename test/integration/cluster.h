@@ -435,7 +435,11 @@ static inline int tc_node_stop(tc_node_t *n, int sig)
 typedef struct tc_redis {
     test_proc_t proc;
     unsigned port; /* 0 until the first start */
-    char dir[64];  /* its --dir and log, removed at exit */
+    char dir[256]; /* its --dir and log; made (and removed at exit) when empty */
+    /* optional, read at every start (sentinel.h's primary and replica): */
+    const char *host;    /* also listen on this address of the machine, which
+                            other network namespaces reach (protected mode off) */
+    unsigned replica_of; /* a replica of the redis-server on host:replica_of */
 } tc_redis_t;
 
 /* $TEST_REDIS_SERVER, else /usr/bin/redis-server (`make deps` installs it). */
@@ -443,6 +447,62 @@ static inline const char *tc_redis_bin(void)
 {
     const char *b = getenv("TEST_REDIS_SERVER");
     return b != NULL ? b : "/usr/bin/redis-server";
+}
+
+/* A temporary directory into dir[len], removed at exit. 0 or -1. */
+static inline int tc_tmpdir(char *dir, size_t len, const char *name)
+{
+    snprintf(dir, len, "/tmp/mc-test-%s-XXXXXX", name);
+    if (mkdtemp(dir) == NULL) {
+        fprintf(stderr, "cluster.h: mkdtemp: %s\n", strerror(errno));
+        dir[0] = '\0';
+        return -1;
+    }
+    tc_hook();
+    for (size_t i = 0; i < sizeof(tc_reg.dirs) / sizeof(tc_reg.dirs[0]); i++)
+        if (tc_reg.dirs[i][0] == '\0') {
+            snprintf(tc_reg.dirs[i], sizeof(tc_reg.dirs[i]), "%.63s", dir);
+            break;
+        }
+    return 0;
+}
+
+/* redis-server's command line for r on r->port. */
+static inline void tc_redis_args(const tc_redis_t *r, const char *bin, tc_args_t *a)
+{
+    const char *host = r->host != NULL ? r->host : "127.0.0.1";
+    int other = strcmp(host, "127.0.0.1") != 0;
+    tc_args_init(a, bin);
+    tc_args_add(a, "--port");
+    tc_args_add(a, "%u", r->port);
+    tc_args_add(a, "--bind");
+    if (other)
+        tc_args_add(a, "127.0.0.1 %s", host);
+    else
+        tc_args_add(a, "127.0.0.1");
+    tc_args_add(a, "--protected-mode");
+    tc_args_add(a, other ? "no" : "yes");
+    tc_args_add(a, "--save");
+    tc_args_add(a, "%s", "");
+    tc_args_add(a, "--appendonly");
+    tc_args_add(a, "no");
+    tc_args_add(a, "--dir");
+    tc_args_add(a, "%s", r->dir);
+    tc_args_add(a, "--dbfilename"); /* a replica's full sync writes one */
+    tc_args_add(a, "dump-%u.rdb", r->port);
+    tc_args_add(a, "--logfile");
+    tc_args_add(a, "%s/redis-%u.log", r->dir, r->port);
+    tc_args_add(a, "--daemonize");
+    tc_args_add(a, "no");
+    /* full syncs start at once (the default waits 5 s for more replicas to
+     * share one) */
+    tc_args_add(a, "--repl-diskless-sync-delay");
+    tc_args_add(a, "0");
+    if (r->replica_of != 0) {
+        tc_args_add(a, "--replicaof");
+        tc_args_add(a, "%s", host);
+        tc_args_add(a, "%u", r->replica_of);
+    }
 }
 
 /* Start redis-server (no persistence: a restart is empty) on its port
@@ -457,40 +517,14 @@ static inline int tc_redis_start(tc_redis_t *r)
                 bin);
         return -1;
     }
-    if (r->dir[0] == '\0') {
-        snprintf(r->dir, sizeof(r->dir), "/tmp/mc-test-redis-XXXXXX");
-        if (mkdtemp(r->dir) == NULL) {
-            fprintf(stderr, "cluster.h: mkdtemp: %s\n", strerror(errno));
-            r->dir[0] = '\0';
-            return -1;
-        }
-        tc_hook();
-        for (size_t i = 0; i < sizeof(tc_reg.dirs) / sizeof(tc_reg.dirs[0]); i++)
-            if (tc_reg.dirs[i][0] == '\0') {
-                snprintf(tc_reg.dirs[i], sizeof(tc_reg.dirs[i]), "%s", r->dir);
-                break;
-            }
-    }
+    if (r->dir[0] == '\0' && tc_tmpdir(r->dir, sizeof(r->dir), "redis") != 0)
+        return -1;
     int fresh = r->port == 0;
     for (int attempt = 0; attempt < 5; attempt++) {
         if (fresh)
             r->port = test_free_port();
         tc_args_t a;
-        tc_args_init(&a, bin);
-        tc_args_add(&a, "--port");
-        tc_args_add(&a, "%u", r->port);
-        tc_args_add(&a, "--bind");
-        tc_args_add(&a, "127.0.0.1");
-        tc_args_add(&a, "--save");
-        tc_args_add(&a, "%s", "");
-        tc_args_add(&a, "--appendonly");
-        tc_args_add(&a, "no");
-        tc_args_add(&a, "--dir");
-        tc_args_add(&a, "%s", r->dir);
-        tc_args_add(&a, "--logfile");
-        tc_args_add(&a, "%s/redis-%u.log", r->dir, r->port);
-        tc_args_add(&a, "--daemonize");
-        tc_args_add(&a, "no");
+        tc_redis_args(r, bin, &a);
         if (tc_spawn(&r->proc, a.argv) != 0)
             return -1;
         if (tc_wait_listening(&r->proc, r->port, 5000 * TC_SLOW) == 0)

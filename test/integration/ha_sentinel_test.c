@@ -329,9 +329,9 @@ static void killing_the_redis_primary_loses_no_acknowledged_put(void **state)
     /* Cut the replication link: the replica may not sync any more (ACL),
      * its connection is dropped. From here on the primary holds journal
      * records the replica never sees. */
-    unsigned p1 = e->ts.redis_port[1];
+    unsigned p1 = e->ts.redis[1].port;
     atomic_store(&l.phase, PH_CUT);
-    assert_int_equal(ts_cut_replication(e->ts.redis_port[0]), 0);
+    assert_int_equal(ts_cut_replication(e->ts.redis[0].port), 0);
     usleep(1500000);
     unsigned during_cut = atomic_load(&l.acked_in[PH_CUT]);
 
@@ -388,7 +388,7 @@ static void without_a_replica_puts_fail_cleanly_instead_of_being_acknowledged(vo
     /* the current primary per the Sentinels; stop its replica */
     unsigned prim = ts_primary(&e->ts, 0);
     int ri = 1 - ts_index(&e->ts, prim);
-    assert_true(ri >= 0 && ri <= 1 && e->ts.redis[ri].pid > 0);
+    assert_true(ri >= 0 && ri <= 1 && e->ts.redis[ri].proc.pid > 0);
     /* a put works now */
     uint8_t v[1000];
     fill(v, sizeof(v), 4242);

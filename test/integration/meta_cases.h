@@ -515,6 +515,27 @@ static inline void meta_drv_check_all_once(meta_driver_t *d, mc_status_t want)
     }
 }
 
+static void every_call_completes_once_and_never_inside_its_submit(void **state)
+{
+    meta_env_t *e = *state;
+    static meta_driver_t d;
+    mc_meta_t *a = meta_open(e, -1, 1, 0, 0);
+    meta_drv_init(&d, 0, a);
+    assert_int_equal(mc_reactor_call(e->r, meta_drv_issue, &d), MC_OK);
+    assert_true(meta_drv_wait(&d, META_NCALLS, 10000));
+    usleep(50000); /* a second callback, if any, would show up here */
+    assert_int_equal(atomic_load(&d.refused), 0);
+    assert_int_equal(atomic_load(&d.early), 0);
+    for (int i = 0; i < META_NCALLS; i++) {
+        assert_int_equal(atomic_load(&d.calls[i]), 1);
+        mc_status_t st = atomic_load(&d.status[i]);
+        if (i % 4 == 1 && st == MC_ERR_NOT_FOUND)
+            continue; /* a get may run before the first put */
+        assert_int_equal(st, MC_OK);
+    }
+    mc_meta_close(a);
+}
+
 static void pending_calls_fail_exactly_once_when_the_service_dies(void **state)
 {
     meta_env_t *e = *state;
@@ -630,6 +651,8 @@ static void malformed_connection_strings_are_rejected_at_open(void **state)
         cmocka_unit_test_setup_teardown(                                                           \
             calls_fail_within_the_timeout_while_the_service_is_unreachable_then_succeed,           \
             meta_setup, meta_teardown),                                                            \
+        cmocka_unit_test_setup_teardown(every_call_completes_once_and_never_inside_its_submit,     \
+                                        meta_setup, meta_teardown),                                \
         cmocka_unit_test_setup_teardown(pending_calls_fail_exactly_once_when_the_service_dies,     \
                                         meta_setup, meta_teardown),                                \
         cmocka_unit_test_setup_teardown(close_cancels_pending_calls_exactly_once, meta_setup,      \

@@ -127,83 +127,6 @@ static mc_meta_t *open_meta(env_t *e, uint64_t timeout_us, uint64_t ttl_us)
     return open_meta_tok(e, timeout_us, ttl_us, e->token);
 }
 
-static void check_value(mc_meta_t *m, const char *key, const void *want, size_t len)
-{
-    mc_buf_t v = MC_BUF_INIT;
-    mc_status_t st = mc_meta_get_sync(m, key, &v);
-    if (want == NULL) {
-        assert_int_equal(st, MC_ERR_NOT_FOUND);
-    } else {
-        if (st != MC_OK)
-            fail_msg("get '%s': %s", key, mc_status_str(st));
-        assert_int_equal(mc_buf_used(&v), len);
-        if (len > 0)
-            assert_memory_equal(mc_buf_head(&v), want, len);
-    }
-    mc_buf_fini(&v);
-}
-
-static int wait_get(mc_meta_t *m, const char *key, mc_status_t want_st, const void *want,
-                    size_t len, int timeout_ms)
-{
-    uint64_t end = mc_now_ms() + (uint64_t)timeout_ms;
-    do {
-        mc_buf_t v = MC_BUF_INIT;
-        mc_status_t st = mc_meta_get_sync(m, key, &v);
-        int ok = st == want_st &&
-                 (st != MC_OK || (mc_buf_used(&v) == len &&
-                                  (len == 0 || memcmp(mc_buf_head(&v), want, len) == 0)));
-        mc_buf_fini(&v);
-        if (ok)
-            return 1;
-        usleep(20000);
-    } while (mc_now_ms() < end);
-    return 0;
-}
-
-#define MAX_KEYS 32
-
-typedef struct keys {
-    int n;
-    char key[MAX_KEYS][128];
-    size_t len[MAX_KEYS];
-    uint8_t val[MAX_KEYS][64];
-} keys_t;
-
-static void collect(void *arg, const char *key, const void *val, size_t len)
-{
-    keys_t *k = arg;
-    if (k->n == MAX_KEYS)
-        return;
-    snprintf(k->key[k->n], sizeof(k->key[0]), "%s", key);
-    k->len[k->n] = len;
-    memcpy(k->val[k->n], val, len < sizeof(k->val[0]) ? len : sizeof(k->val[0]));
-    k->n++;
-}
-
-static int keys_has(const keys_t *k, const char *key)
-{
-    for (int i = 0; i < k->n; i++)
-        if (strcmp(k->key[i], key) == 0)
-            return i;
-    return -1;
-}
-
-static void check_list(mc_meta_t *m, const char *prefix, const char *const *want, int n)
-{
-    keys_t k;
-    memset(&k, 0, sizeof(k));
-    assert_int_equal(mc_meta_list_sync(m, prefix, collect, &k), MC_OK);
-    if (k.n != n) {
-        for (int i = 0; i < k.n; i++)
-            print_message("  listed '%s'\n", k.key[i]);
-        fail_msg("list '%s': %d keys, want %d", prefix, k.n, n);
-    }
-    for (int i = 0; i < n; i++)
-        if (keys_has(&k, want[i]) < 0)
-            fail_msg("list '%s': '%s' missing", prefix, want[i]);
-}
-
 /* One HTTP/1.1 exchange over a raw socket (Connection: close): the status
  * code, and the body into body (NUL-terminated). */
 static int http_raw(unsigned port, const char *method, const char *target, const char *extra_hdr,
@@ -323,10 +246,10 @@ static void keys_that_need_escaping_travel_intact(void **state)
     for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
         assert_int_equal(mc_meta_put_sync(m, keys[i], keys[i], strlen(keys[i])), MC_OK);
     for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
-        check_value(m, keys[i], keys[i], strlen(keys[i]));
-    check_value(m, "pAq", NULL, 0); /* %41 was not decoded twice */
-    check_value(m, "plus sign", NULL, 0);
-    check_list(m, "", keys, (int)(sizeof(keys) / sizeof(keys[0])));
+        meta_check_value(m, keys[i], keys[i], strlen(keys[i]));
+    meta_check_value(m, "pAq", NULL, 0); /* %41 was not decoded twice */
+    meta_check_value(m, "plus sign", NULL, 0);
+    meta_check_list(m, "", keys, (int)(sizeof(keys) / sizeof(keys[0])));
     mc_meta_close(m);
 }
 
@@ -376,7 +299,7 @@ static void the_server_answers_with_upstreams_codes_and_texts(void **state)
     assert_int_equal(http_raw(e->port, "GET", "/health", NULL, NULL, body, sizeof(body)), 200);
     /* and the server keeps serving after all that */
     mc_meta_t *m = open_meta(e, 0, 0);
-    check_value(m, "mooncake/rpc_meta/n1", "{\"p\":1}", 7);
+    meta_check_value(m, "mooncake/rpc_meta/n1", "{\"p\":1}", 7);
     mc_meta_close(m);
 }
 
@@ -389,19 +312,19 @@ static void entries_are_republished_after_the_server_restarts(void **state)
     assert_int_equal(mc_meta_put_sync(a, "mc/c1/rpc/a", bin2, sizeof(bin2)), MC_OK);
     assert_int_equal(mc_meta_put_sync(a, "mc/c1/rpc/gone", bin2, sizeof(bin2)), MC_OK);
     assert_int_equal(mc_meta_del_sync(a, "mc/c1/rpc/gone"), MC_OK);
-    check_value(b, "mc/c1/seg/a", bin1, sizeof(bin1));
+    meta_check_value(b, "mc/c1/seg/a", bin1, sizeof(bin1));
 
     stop_server(e, SIGKILL);
     start_server(e); /* empty */
-    check_value(b, "mc/c1/seg/a", NULL, 0);
+    meta_check_value(b, "mc/c1/seg/a", NULL, 0);
 
     /* a's next call sees the new instance (or the failure and the recovery)
      * and re-publishes without waiting for the periodic round (ttl/3 = 10 s) */
     uint64_t t0 = mc_now_ms();
-    check_value(a, "nothing", NULL, 0);
-    assert_true(wait_get(b, "mc/c1/seg/a", MC_OK, bin1, sizeof(bin1), 3000));
-    assert_true(wait_get(b, "mc/c1/rpc/a", MC_OK, bin2, sizeof(bin2), 1000));
-    check_value(b, "mc/c1/rpc/gone", NULL, 0); /* deleted before: not re-published */
+    meta_check_value(a, "nothing", NULL, 0);
+    assert_true(meta_wait_get(b, "mc/c1/seg/a", MC_OK, bin1, sizeof(bin1), 3000));
+    assert_true(meta_wait_get(b, "mc/c1/rpc/a", MC_OK, bin2, sizeof(bin2), 1000));
+    meta_check_value(b, "mc/c1/rpc/gone", NULL, 0); /* deleted before: not re-published */
     print_message("entries back %llu ms after the server restarted\n",
                   (unsigned long long)(mc_now_ms() - t0));
     mc_meta_close(a);
@@ -420,129 +343,8 @@ static void a_server_that_stops_answering_times_calls_out_and_the_next_one_works
     uint64_t took = mc_now_us() - t0;
     assert_true(took >= 350000 && took < 2000000);
     kill(e->srv.pid, SIGCONT);
-    check_value(a, "warm", "up", 2);
+    meta_check_value(a, "warm", "up", 2);
     mc_buf_fini(&v);
-    mc_meta_close(a);
-}
-
-/* Async driver: issue N gets, puts, dels and lists on the reactor, count
- * callbacks. */
-#define NCALLS 40
-
-typedef struct driver {
-    mc_meta_t *m;
-    atomic_int in_submit;
-    atomic_int calls[NCALLS];
-    atomic_int status[NCALLS];
-    atomic_int refused;
-    atomic_int done;
-    atomic_int early;
-} driver_t;
-
-typedef struct slot {
-    driver_t *d;
-    int i;
-} slot_t;
-
-static slot_t slots[NCALLS];
-
-static void drv_get_cb(void *arg, mc_status_t st, const void *val, size_t len)
-{
-    slot_t *s = arg;
-    (void)val;
-    (void)len;
-    if (atomic_load(&s->d->in_submit))
-        atomic_fetch_add(&s->d->early, 1);
-    atomic_fetch_add(&s->d->calls[s->i], 1);
-    atomic_store(&s->d->status[s->i], st);
-    atomic_fetch_add(&s->d->done, 1);
-}
-
-static void drv_done_cb(void *arg, mc_status_t st)
-{
-    drv_get_cb(arg, st, NULL, 0);
-}
-
-static void drv_list_cb(void *arg, mc_status_t st, const mc_meta_entry_t *e, size_t n)
-{
-    (void)e;
-    (void)n;
-    drv_get_cb(arg, st, NULL, 0);
-}
-
-static void drv_issue(mc_reactor_t *r, void *arg, mc_status_t st)
-{
-    driver_t *d = arg;
-    (void)r;
-    assert_int_equal(st, MC_OK);
-    for (int i = 0; i < NCALLS; i++) {
-        slot_t *s = &slots[i];
-        mc_status_t rc;
-        atomic_store(&d->in_submit, 1);
-        switch (i % 4) {
-        case 0:
-            rc = d->m->ops->put(d->m, "mc/c1/seg/p", "v", 1, drv_done_cb, s);
-            break;
-        case 1:
-            rc = d->m->ops->get(d->m, "mc/c1/seg/p", drv_get_cb, s);
-            break;
-        case 2:
-            rc = d->m->ops->del(d->m, "mc/c1/seg/q", drv_done_cb, s);
-            break;
-        default:
-            rc = d->m->ops->list(d->m, "mc/", drv_list_cb, s);
-            break;
-        }
-        atomic_store(&d->in_submit, 0);
-        if (rc != MC_INPROGRESS)
-            atomic_fetch_add(&d->refused, 1);
-    }
-}
-
-static void drv_init(driver_t *d, mc_meta_t *m)
-{
-    memset(d, 0, sizeof(*d));
-    d->m = m;
-    for (int i = 0; i < NCALLS; i++) {
-        slots[i].d = d;
-        slots[i].i = i;
-    }
-}
-
-static int wait_done(driver_t *d, int n, int timeout_ms)
-{
-    for (int waited = 0; waited < timeout_ms; waited += 5) {
-        if (atomic_load(&d->done) >= n)
-            return 1;
-        usleep(5000);
-    }
-    return atomic_load(&d->done) >= n;
-}
-
-static void check_all_once(driver_t *d, mc_status_t want)
-{
-    assert_int_equal(atomic_load(&d->refused), 0);
-    assert_int_equal(atomic_load(&d->early), 0);
-    for (int i = 0; i < NCALLS; i++) {
-        assert_int_equal(atomic_load(&d->calls[i]), 1);
-        if (want != MC_OK)
-            assert_int_equal(atomic_load(&d->status[i]), want);
-    }
-}
-
-static void every_call_completes_once_and_never_inside_the_submit(void **state)
-{
-    env_t *e = *state;
-    static driver_t d;
-    mc_meta_t *a = open_meta(e, 0, 0);
-    drv_init(&d, a);
-    assert_int_equal(mc_reactor_call(e->r, drv_issue, &d), MC_OK);
-    assert_true(wait_done(&d, NCALLS, 10000));
-    usleep(50000);
-    check_all_once(&d, MC_OK);
-    for (int i = 0; i < NCALLS; i++)
-        if (i % 4 != 1) /* gets may run before the first put: NOT_FOUND */
-            assert_int_equal(atomic_load(&d.status[i]), MC_OK);
     mc_meta_close(a);
 }
 
@@ -561,7 +363,7 @@ static void a_token_is_required_when_the_server_has_one(void **state)
     mc_buf_t v = MC_BUF_INIT;
     assert_int_equal(mc_meta_get_sync(none, "k", &v), MC_ERR_METADATA);
     mc_buf_fini(&v);
-    check_value(good, "k", "v", 1);
+    meta_check_value(good, "k", "v", 1);
     char body[256];
     assert_int_equal(http_raw(e->port, "GET", "/metadata?key=k", NULL, NULL, body, sizeof(body)),
                      401);
@@ -594,7 +396,7 @@ static void a_full_standalone_server_refuses_new_keys_and_keeps_serving(void **s
                      507);
     assert_int_equal(mc_meta_del_sync(m, "b"), MC_OK);
     assert_int_equal(mc_meta_put_sync(m, "c", "3", 1), MC_OK);
-    check_value(m, "a", "11", 2);
+    meta_check_value(m, "a", "11", 2);
     mc_meta_close(m);
 }
 
@@ -901,7 +703,6 @@ int main(void)
         T(the_server_answers_with_upstreams_codes_and_texts),
         T(entries_are_republished_after_the_server_restarts),
         T(a_server_that_stops_answering_times_calls_out_and_the_next_one_works),
-        T(every_call_completes_once_and_never_inside_the_submit),
         T(a_token_is_required_when_the_server_has_one),
         T(a_full_standalone_server_refuses_new_keys_and_keeps_serving),
         T(a_url_without_a_path_uses_upstreams_metadata_path),

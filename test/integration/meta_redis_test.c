@@ -217,7 +217,7 @@ static void the_sentinels_lead_to_the_primary_and_a_killed_one_is_replaced(void 
 {
     meta_env_t *e = *state;
     mc_meta_t *m = open_sentinel_meta(e, TEST_SENTINEL_NAME, 2, 2000000, 1);
-    unsigned p0 = TS.redis_port[0], p1 = TS.redis_port[1];
+    unsigned p0 = TS.redis[0].port, p1 = TS.redis[1].port;
     assert_int_equal(mc_meta_put_sync(m, "mc/s/seg/a", "one", 3), MC_OK);
     meta_check_value(m, "mc/s/seg/a", "one", 3);
     assert_true(redis_has(p0, 2, "mc/s/seg/a", "one")); /* on the primary, in db 2 */
@@ -240,7 +240,7 @@ static void a_switchover_moves_the_backend_to_the_new_primary(void **state)
 {
     meta_env_t *e = *state;
     mc_meta_t *m = open_sentinel_meta(e, TEST_SENTINEL_NAME, 3, 2000000, 0);
-    unsigned p0 = TS.redis_port[0], p1 = TS.redis_port[1];
+    unsigned p0 = TS.redis[0].port, p1 = TS.redis[1].port;
     assert_int_equal(mc_meta_put_sync(m, "mc/s/seg/c", "three", 5), MC_OK);
     assert_int_equal(ts_wait_replicas(p0, 1, 5000), 0);
     /* a switchover: the primary lives on as a replica (Sentinel drops its

@@ -2,8 +2,9 @@
  * sentinel.h - cluster.h's Redis with Sentinels: a primary, its replica and
  * three Redis Sentinels on free ports of 127.0.0.1, for tests and the chaos
  * driver (no cmocka here: functions return 0 or -1 and say why on stderr).
- * Processes are started with cluster.h's tc_spawn, so the exit hook stops
- * whatever a failed test left running. Header-only.
+ * redis-server is cluster.h's tc_redis_start (a replica: tc_redis_t's
+ * replica_of), the Sentinels its tc_spawn, so the exit hook stops whatever a
+ * failed test left running. Header-only.
  *
  * Sentinels watch the primary as TEST_SENTINEL_NAME with down-after 1 s and
  * a failover timeout of 5 s, so a killed primary is replaced within a few
@@ -27,9 +28,8 @@
 
 typedef struct test_sentinels {
     const char *redis_bin, *sentinel_bin;
-    char dir[256];        /* logs, configuration files */
-    test_proc_t redis[2]; /* [0] the first primary, [1] its replica */
-    unsigned redis_port[2];
+    char dir[256];       /* logs, configuration files */
+    tc_redis_t redis[2]; /* [0] the first primary, [1] its replica (.port) */
     test_proc_t sent[TEST_NSENTINELS];
     unsigned sent_port[TEST_NSENTINELS];
     char list[256]; /* "HOST:P1,HOST:P2,..." for redis-sentinel:// URLs */
@@ -55,39 +55,15 @@ static inline redisReply *ts_cmd(unsigned port, const char *fmt, ...)
     return r;
 }
 
-/* redis-server i on its port (chosen the first time); replica_of: 0 = a
- * primary, else that port. */
+/* redis-server i on its port (chosen the first time), in t->dir;
+ * replica_of: 0 = a primary, else that port. */
 static inline int ts_start_redis(test_sentinels_t *t, int i, unsigned replica_of)
 {
-    char port[16], log[300], db[32], master[16];
-    if (t->redis_port[i] == 0)
-        t->redis_port[i] = test_free_port();
-    snprintf(port, sizeof(port), "%u", t->redis_port[i]);
-    snprintf(log, sizeof(log), "%s/redis-%d.log", t->dir, i);
-    snprintf(db, sizeof(db), "dump-%d.rdb", i);
-    snprintf(master, sizeof(master), "%u", replica_of);
-    char bind[100];
-    if (strcmp(t->host, "127.0.0.1") == 0)
-        snprintf(bind, sizeof(bind), "127.0.0.1");
-    else
-        snprintf(bind, sizeof(bind), "127.0.0.1 %s", t->host);
-    /* host is an address of this machine (on lo, say) that other network
-     * namespaces of the test reach: not a loopback one, so protected mode
-     * would refuse them */
-    char *argv[] = {(char *)t->redis_bin, "--port", port, "--bind", bind, "--protected-mode",
-                    strcmp(t->host, "127.0.0.1") ? "no" : "yes", "--save", "", "--appendonly", "no",
-                    "--dir", t->dir, "--dbfilename", db, "--logfile", log, "--daemonize", "no",
-                    /* full syncs start at once (the default waits 5 s for more
-                     * replicas to share one) */
-                    "--repl-diskless-sync-delay", "0", replica_of ? "--replicaof" : NULL, t->host,
-                    master, NULL};
-    if (tc_spawn(&t->redis[i], argv) != 0 ||
-        tc_wait_listening(&t->redis[i], t->redis_port[i], 5000 * TC_SLOW) != 0) {
-        fprintf(stderr, "redis-server did not listen on port %u within 5 s (%s)\n",
-                t->redis_port[i], log);
-        return -1;
-    }
-    return 0;
+    tc_redis_t *r = &t->redis[i];
+    snprintf(r->dir, sizeof(r->dir), "%s", t->dir);
+    r->host = t->host;
+    r->replica_of = replica_of;
+    return tc_redis_start(r);
 }
 
 /* Replicas of the primary on port that are in sync, or -1. */
@@ -135,7 +111,7 @@ static inline int ts_start_sentinel(test_sentinels_t *t, int i)
             t->sent_port[i], strcmp(t->host, "127.0.0.1") ? " " : "",
             strcmp(t->host, "127.0.0.1") ? t->host : "",
             strcmp(t->host, "127.0.0.1") ? "no" : "yes", t->dir, t->dir, i, t->host,
-            t->redis_port[0]);
+            t->redis[0].port);
     fclose(f);
     char *argv[] = {(char *)t->sentinel_bin, conf, NULL};
     if (tc_spawn(&t->sent[i], argv) != 0 ||
@@ -190,18 +166,8 @@ static inline int ts_start_at(test_sentinels_t *t, const char *dir, const char *
     snprintf(t->host, sizeof(t->host), "%s", host);
     if (dir != NULL) {
         snprintf(t->dir, sizeof(t->dir), "%s", dir);
-    } else {
-        snprintf(t->dir, sizeof(t->dir), "/tmp/mc-test-sentinel-XXXXXX");
-        if (mkdtemp(t->dir) == NULL) {
-            fprintf(stderr, "sentinel.h: mkdtemp: %s\n", strerror(errno));
-            return -1;
-        }
-        tc_hook();
-        for (size_t i = 0; i < sizeof(tc_reg.dirs) / sizeof(tc_reg.dirs[0]); i++)
-            if (tc_reg.dirs[i][0] == '\0') {
-                snprintf(tc_reg.dirs[i], sizeof(tc_reg.dirs[i]), "%.63s", t->dir);
-                break;
-            }
+    } else if (tc_tmpdir(t->dir, sizeof(t->dir), "sentinel") != 0) {
+        return -1;
     }
     t->redis_bin = tc_redis_bin();
     t->sentinel_bin = getenv("TEST_REDIS_SENTINEL");
@@ -214,8 +180,8 @@ static inline int ts_start_at(test_sentinels_t *t, const char *dir, const char *
                 t->redis_bin, t->sentinel_bin);
         return -1;
     }
-    if (ts_start_redis(t, 0, 0) != 0 || ts_start_redis(t, 1, t->redis_port[0]) != 0 ||
-        ts_wait_replicas(t->redis_port[0], 1, 5000) != 0)
+    if (ts_start_redis(t, 0, 0) != 0 || ts_start_redis(t, 1, t->redis[0].port) != 0 ||
+        ts_wait_replicas(t->redis[0].port, 1, 5000) != 0)
         return -1;
     size_t at = 0;
     for (int i = 0; i < TEST_NSENTINELS; i++) {
@@ -267,7 +233,7 @@ static inline int ts_wait_primary(test_sentinels_t *t, unsigned port, int ms)
 /* Index (0/1) of the redis-server on port, or -1. */
 static inline int ts_index(const test_sentinels_t *t, unsigned port)
 {
-    return port == t->redis_port[0] ? 0 : port == t->redis_port[1] ? 1 : -1;
+    return port == t->redis[0].port ? 0 : port == t->redis[1].port ? 1 : -1;
 }
 
 /* Cut the replication link of the primary on port: its replicas may not
@@ -289,7 +255,7 @@ static inline int ts_cut_replication(unsigned port)
 /* SIGKILL redis-server i and reap it. */
 static inline void ts_kill_redis(test_sentinels_t *t, int i)
 {
-    tc_stop_ms(&t->redis[i], SIGKILL, 1000);
+    tc_stop_ms(&t->redis[i].proc, SIGKILL, 1000);
 }
 
 static inline void ts_stop(test_sentinels_t *t)
@@ -297,7 +263,7 @@ static inline void ts_stop(test_sentinels_t *t)
     for (int i = 0; i < TEST_NSENTINELS; i++)
         tc_stop(&t->sent[i], SIGTERM);
     for (int i = 0; i < 2; i++)
-        tc_stop(&t->redis[i], SIGTERM);
+        tc_redis_stop(&t->redis[i], SIGTERM);
 }
 
 #endif /* MC_TEST_SENTINEL_H */

@@ -30,6 +30,7 @@
 #include "test/rdma_env.h"
 #include "mooncake/transfer.h"
 #include "cluster.h"
+#include "te_util.h"
 #include "transport/rdma/verbs.h"
 #include "transport/te.h"
 #include "util/log.h"
@@ -41,66 +42,15 @@
 #define TARGET_SIZE (16u * MIB)
 #define WAIT_US 20000000u
 
-static uint8_t te_target_pattern(uint64_t seed, uint64_t off)
-{
-    uint64_t x = (off + 1) * 0x9E3779B97F4A7C15ull ^ seed * 0xBF58476D1CE4E5B9ull;
-    x ^= x >> 31;
-    return (uint8_t)(x ^ (x >> 17));
-}
-
-typedef struct target {
-    test_proc_t p;
-    char name[128];
-    uint64_t addr, size;
-} target_t;
-
+/* te_target on emulated NICs (--rdma N), TARGET_SIZE bytes. */
 static void target_start(target_t *t, unsigned nics, const char *matrix, unsigned seed)
 {
-    char bin[256], nb[16], sb[32], seedb[16];
+    char nb[16], sb[32];
     snprintf(nb, sizeof(nb), "%u", nics);
     snprintf(sb, sizeof(sb), "%u", TARGET_SIZE);
-    snprintf(seedb, sizeof(seedb), "%u", seed);
-    char *argv[16] = {(char *)test_bin("te_target", bin, sizeof(bin)),
-                      "--rdma",
-                      nb,
-                      "--size",
-                      sb,
-                      "--seed",
-                      seedb};
-    int n = 7;
-    if (matrix != NULL) {
-        argv[n++] = "--matrix";
-        argv[n++] = (char *)matrix;
-    }
-    argv[n] = NULL;
-    memset(t, 0, sizeof(*t));
-    assert_int_equal(tc_spawn(&t->p, argv), 0);
-    char line[256];
-    for (;;) {
-        if (test_proc_readline(&t->p, line, sizeof(line), 10000) != 0)
-            fail_msg("te_target --rdma did not get ready within 10 s");
-        if (strcmp(line, "ready") == 0)
-            break;
-        char *sp = strchr(line, ' ');
-        if (sp == NULL)
-            continue;
-        *sp++ = '\0';
-        if (strcmp(line, "name") == 0)
-            snprintf(t->name, sizeof(t->name), "%s", sp);
-        else if (strcmp(line, "addr") == 0)
-            t->addr = strtoull(sp, NULL, 0);
-        else if (strcmp(line, "size") == 0)
-            t->size = strtoull(sp, NULL, 0);
-    }
+    const char *args[] = {"--rdma", nb, "--size", sb, matrix ? "--matrix" : NULL, matrix, NULL};
+    tt_start(t, seed, args);
     assert_true(t->addr != 0 && t->size == TARGET_SIZE);
-}
-
-static void target_stop_intact(target_t *t)
-{
-    int status = tc_stop_ms(&t->p, SIGTERM, 10000);
-    assert_true(WIFEXITED(status));
-    if (WEXITSTATUS(status) != 0)
-        fail_msg("te_target exited with %d: memory it guards changed", WEXITSTATUS(status));
 }
 
 typedef struct env {
@@ -196,7 +146,7 @@ static void sizes_round_trip(unsigned nics)
                      (unsigned long long)st[i].slices);
         assert_int_equal(st[i].retries, 0);
     }
-    target_stop_intact(&t);
+    tt_stop_intact(&t);
     env_free(&e);
 }
 
@@ -257,7 +207,7 @@ static void a_nic_going_down_mid_transfer_is_routed_around(void **state)
     assert_true(ns[0].retries + ns[1].retries > 0); /* ... that were retried */
     assert_true(ns[1].slices > ns[0].slices);       /* and emu_1 carried the rest */
     rv_emu_set_down("emu_0", 0);
-    target_stop_intact(&t);
+    tt_stop_intact(&t);
     env_free(&e);
 }
 
@@ -293,7 +243,7 @@ static void an_endpoint_cap_of_2_serves_4_peers_through_sieve_evictions(void **s
     assert_int_equal(ns.eps_created, ns.evictions + ns.eps);
     assert_int_equal(ns.retries, 0);
     for (unsigned i = 0; i < 4; i++)
-        target_stop_intact(&t[i]);
+        tt_stop_intact(&t[i]);
     env_free(&e);
 }
 
@@ -338,7 +288,7 @@ static void error_completions_fail_the_task_with_the_cause_after_the_retry_budge
     assert_int_equal(st, MC_OK);
     assert_int_equal(run(&e, MC_TE_READ, e.dst, seg, t.addr, 100000), MC_OK);
     assert_memory_equal(e.src + 1, e.dst, 100000);
-    target_stop_intact(&t);
+    tt_stop_intact(&t);
     env_free(&e);
 }
 

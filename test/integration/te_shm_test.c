@@ -24,7 +24,7 @@
 #include <inttypes.h>
 
 #include "mooncake/transfer.h"
-#include "proc.h"
+#include "te_util.h"
 #include "transport/te.h"
 #include "util/log.h"
 #include "util/mem.h"
@@ -34,22 +34,6 @@
 #define LOCAL_SIZE (64u * MIB + 8192u)
 #define TIMEOUT_US 2000000u
 #define WAIT_US 10000000u
-
-/* As te_target.c: the contents of a fresh part of its region. */
-static uint8_t te_target_pattern(uint64_t seed, uint64_t off)
-{
-    uint64_t x = (off + 1) * 0x9E3779B97F4A7C15ull ^ seed * 0xBF58476D1CE4E5B9ull;
-    x ^= x >> 31;
-    return (uint8_t)(x ^ (x >> 17));
-}
-
-typedef struct target {
-    test_proc_t p;
-    unsigned seed;
-    uint16_t port;
-    char name[128];
-    uint64_t addr, size, addr2, size2, guard;
-} target_t;
 
 typedef struct env {
     mc_te_t *te;
@@ -68,65 +52,18 @@ static void fill_random(uint8_t *p, size_t n, uint64_t seed)
     }
 }
 
-/* Start te_target with extra flags (NULL-terminated) and read what it
+/* Start te_target with up to two extra flags (NULL: none) and read what it
  * prints up to "ready". port 0: any. */
 static void target_start(target_t *t, unsigned port, uint64_t size, unsigned seed,
                          const char *extra1, const char *extra2)
 {
-    char bin[256], portb[16], sizeb[32], seedb[16];
+    char portb[16], sizeb[32];
     snprintf(portb, sizeof(portb), "%u", port);
     snprintf(sizeb, sizeof(sizeb), "%llu", (unsigned long long)size);
-    snprintf(seedb, sizeof(seedb), "%u", seed);
-    char *argv[12] = {(char *)test_bin("te_target", bin, sizeof(bin)),
-                      "--port",
-                      portb,
-                      "--size",
-                      sizeb,
-                      "--seed",
-                      seedb,
-                      "--no-aslr"};
-    int n = 8;
-    if (extra1 != NULL)
-        argv[n++] = (char *)extra1;
-    if (extra2 != NULL)
-        argv[n++] = (char *)extra2;
-    argv[n] = NULL;
-    memset(t, 0, sizeof(*t));
-    t->seed = seed;
-    assert_int_equal(test_proc_start(&t->p, argv), 0);
-    char line[256];
-    for (;;) {
-        if (test_proc_readline(&t->p, line, sizeof(line), 10000) != 0)
-            fail_msg("te_target did not get ready within 10 s");
-        if (strcmp(line, "ready") == 0)
-            break;
-        char *sp = strchr(line, ' ');
-        if (sp == NULL)
-            continue;
-        *sp++ = '\0';
-        if (strcmp(line, "port") == 0)
-            t->port = (uint16_t)strtoul(sp, NULL, 10);
-        else if (strcmp(line, "name") == 0)
-            snprintf(t->name, sizeof(t->name), "%s", sp);
-        else if (strcmp(line, "addr") == 0)
-            t->addr = strtoull(sp, NULL, 0);
-        else if (strcmp(line, "size") == 0)
-            t->size = strtoull(sp, NULL, 0);
-        else if (strcmp(line, "addr2") == 0)
-            t->addr2 = strtoull(sp, NULL, 0);
-        else if (strcmp(line, "size2") == 0)
-            t->size2 = strtoull(sp, NULL, 0);
-        else if (strcmp(line, "guard") == 0)
-            t->guard = strtoull(sp, NULL, 0);
-    }
-}
-
-static void target_stop_intact(target_t *t)
-{
-    int status = test_proc_stop(&t->p, SIGTERM, 10000);
-    assert_true(WIFEXITED(status));
-    if (WEXITSTATUS(status) != 0)
-        fail_msg("te_target exited with %d: memory it guards changed", WEXITSTATUS(status));
+    const char *args[] = {"--port", portb, "--size", sizeb, "--no-aslr", extra1, extra2, NULL};
+    if (extra1 == NULL)
+        args[5] = extra2;
+    tt_start(t, seed, args);
 }
 
 static mc_te_t *engine_new(void)
@@ -141,41 +78,9 @@ static mc_te_t *engine_new(void)
     return te;
 }
 
-static mc_te_segment_t open_target(mc_te_t *te, const target_t *t)
-{
-    mc_te_segment_t seg = 0;
-    mc_status_t st = mc_te_open_segment(te, t->name, &seg);
-    if (st != MC_OK)
-        fail_msg("open '%s': %s", t->name, mc_status_str(st));
-    return seg;
-}
-
-static mc_te_request_t req(mc_te_opcode_t op, void *local, mc_te_segment_t seg, uint64_t remote,
-                           uint64_t len)
-{
-    mc_te_request_t r = {
-        .opcode = op, .local = local, .segment = seg, .remote = remote, .length = len};
-    return r;
-}
-
-/* Run reqs as one batch: the submit's error, else the wait's. */
 static mc_status_t run(mc_te_t *te, const mc_te_request_t *reqs, size_t n)
 {
-    mc_te_batch_t *b = NULL;
-    assert_int_equal(mc_te_batch_alloc(te, n, &b), MC_OK);
-    mc_status_t st = mc_te_submit(b, reqs, n);
-    if (st == MC_OK)
-        st = mc_te_batch_wait(b, WAIT_US);
-    assert_int_equal(mc_te_batch_free(b), MC_OK);
-    return st;
-}
-
-static void check_pattern(const uint8_t *p, size_t len, uint64_t seed, uint64_t off)
-{
-    for (size_t i = 0; i < len; i++)
-        if (p[i] != te_target_pattern(seed, off + i))
-            fail_msg("byte %llu of the target's buffer is not its initial value",
-                     (unsigned long long)(off + i));
+    return tt_run(te, reqs, n, WAIT_US);
 }
 
 static void round_trip(env_t *e, mc_te_segment_t seg, uint64_t base, size_t loff, uint64_t roff,
@@ -183,12 +88,12 @@ static void round_trip(env_t *e, mc_te_segment_t seg, uint64_t base, size_t loff
 {
     fill_random(e->src + loff, len, seed);
     memset(e->dst + loff, 0, len);
-    mc_te_request_t w = req(MC_TE_WRITE, e->src + loff, seg, base + roff, len);
+    mc_te_request_t w = tt_req(MC_TE_WRITE, e->src + loff, seg, base + roff, len);
     mc_status_t st = run(e->te, &w, 1);
     if (st != MC_OK)
         fail_msg("write of %zu bytes at +%llu: %s", len, (unsigned long long)roff,
                  mc_status_str(st));
-    mc_te_request_t r = req(MC_TE_READ, e->dst + loff, seg, base + roff, len);
+    mc_te_request_t r = tt_req(MC_TE_READ, e->dst + loff, seg, base + roff, len);
     if ((st = run(e->te, &r, 1)) != MC_OK)
         fail_msg("read of %zu bytes at +%llu: %s", len, (unsigned long long)roff,
                  mc_status_str(st));
@@ -251,6 +156,7 @@ static int group_setup(void **state)
 {
     static env_t e;
     memset(&e, 0, sizeof(e));
+    *state = &e; /* the group teardown runs after a failed setup too */
     signal(SIGPIPE, SIG_IGN);
     char bin[256];
     if (access(test_bin("te_target", bin, sizeof(bin)), X_OK) != 0 ||
@@ -264,7 +170,6 @@ static int group_setup(void **state)
     mc_te_buffer_t bufs[2] = {{e.src, LOCAL_SIZE}, {e.dst, LOCAL_SIZE}};
     if (e.src == NULL || e.dst == NULL || mc_te_register_batch(e.te, bufs, 2, "cpu:0", 0) != MC_OK)
         return -1;
-    *state = &e;
     return 0;
 }
 
@@ -281,7 +186,7 @@ static int teardown(void **state)
 {
     env_t *e = *state;
     if (e->t.p.pid > 0)
-        test_proc_stop(&e->t.p, SIGKILL, 5000);
+        tc_stop_ms(&e->t.p, SIGKILL, 5000);
     unsetenv("MC_SHM_BOOT_ID");
     return 0;
 }
@@ -293,17 +198,17 @@ static void a_same_host_target_is_reached_over_shared_memory_byte_for_byte(void 
     env_t *e = *state;
     target_t *t = &e->t;
     target_start(t, 0, 64 * MIB + 64, 5, "--shm", NULL);
-    mc_te_segment_t seg = open_target(e->te, t);
+    mc_te_segment_t seg = tt_open(e->te, t);
     assert_int_equal(te_shm_ready(e->te, seg), 1);
 
     /* what the target holds from the start */
-    mc_te_request_t r[3] = {req(MC_TE_READ, e->dst, seg, t->addr, 100000),
-                            req(MC_TE_READ, e->dst + 200000, seg, t->addr + t->size - 77, 77),
-                            req(MC_TE_READ, e->dst + 300000, seg, t->addr2 + 3, t->size2 - 3)};
+    mc_te_request_t r[3] = {tt_req(MC_TE_READ, e->dst, seg, t->addr, 100000),
+                            tt_req(MC_TE_READ, e->dst + 200000, seg, t->addr + t->size - 77, 77),
+                            tt_req(MC_TE_READ, e->dst + 300000, seg, t->addr2 + 3, t->size2 - 3)};
     assert_int_equal(run(e->te, r, 3), MC_OK);
-    check_pattern(e->dst, 100000, t->seed, 0);
-    check_pattern(e->dst + 200000, 77, t->seed, t->size - 77);
-    check_pattern(e->dst + 300000, t->size2 - 3, t->seed + 1, 3);
+    tt_check_pattern(e->dst, 100000, t->seed, 0);
+    tt_check_pattern(e->dst + 200000, 77, t->seed, t->size - 77);
+    tt_check_pattern(e->dst + 300000, t->size2 - 3, t->seed + 1, 3);
 
     static const size_t sizes[] = {1,     2,       3,       7,           100,     4095,
                                    4096,  4097,    65535,   65536,       65537,   81920,
@@ -324,8 +229,8 @@ static void a_same_host_target_is_reached_over_shared_memory_byte_for_byte(void 
         size_t len = 1 + (i * 2654435761u) % 9000;
         size_t loff = i * 10000 + i % 7;
         uint64_t roff = (uint64_t)i * 200003 + 11;
-        w[i] = req(MC_TE_WRITE, e->src + loff, seg, t->addr + roff, len);
-        rb[i] = req(MC_TE_READ, e->dst + loff, seg, t->addr + roff, len);
+        w[i] = tt_req(MC_TE_WRITE, e->src + loff, seg, t->addr + roff, len);
+        rb[i] = tt_req(MC_TE_READ, e->dst + loff, seg, t->addr + roff, len);
     }
     assert_int_equal(run(e->te, w, N), MC_OK);
     assert_int_equal(run(e->te, rb, N), MC_OK);
@@ -340,10 +245,10 @@ static void a_same_host_target_is_reached_over_shared_memory_byte_for_byte(void 
     peer_run(t, t->addr + 11, 9000, -1, &shm, st, sizeof(st), &h);
     assert_int_equal(shm, 1);
     assert_string_equal(st, "OK");
-    mc_te_request_t one = req(MC_TE_READ, e->dst, seg, t->addr + 11, 9000);
+    mc_te_request_t one = tt_req(MC_TE_READ, e->dst, seg, t->addr + 11, 9000);
     assert_int_equal(run(e->te, &one, 1), MC_OK);
     assert_int_equal(h, fnv(e->dst, 9000));
-    target_stop_intact(t);
+    tt_stop_intact(t);
 }
 
 static void requests_outside_the_owners_ranges_are_refused_and_its_memory_is_unchanged(void **state)
@@ -351,46 +256,46 @@ static void requests_outside_the_owners_ranges_are_refused_and_its_memory_is_unc
     env_t *e = *state;
     target_t *t = &e->t;
     target_start(t, 0, 1 * MIB, 7, "--shm", NULL);
-    mc_te_segment_t seg = open_target(e->te, t);
+    mc_te_segment_t seg = tt_open(e->te, t);
     assert_int_equal(te_shm_ready(e->te, seg), 1);
     fill_random(e->src, 2 * MIB, 3);
     /* the guard between A and B is in the owner's mapped memory, registered
      * local-only: not in its descriptor, refused at submit */
-    mc_te_request_t g = req(MC_TE_WRITE, e->src, seg, t->guard, 100);
+    mc_te_request_t g = tt_req(MC_TE_WRITE, e->src, seg, t->guard, 100);
     assert_int_equal(run(e->te, &g, 1), MC_ERR_ADDRESS_NOT_REGISTERED);
-    mc_te_request_t over = req(MC_TE_WRITE, e->src, seg, t->addr + t->size - 10, 11);
+    mc_te_request_t over = tt_req(MC_TE_WRITE, e->src, seg, t->addr + t->size - 10, 11);
     assert_int_equal(run(e->te, &over, 1), MC_ERR_ADDRESS_NOT_REGISTERED);
-    mc_te_request_t before = req(MC_TE_WRITE, e->src, seg, t->addr - 1, 2);
+    mc_te_request_t before = tt_req(MC_TE_WRITE, e->src, seg, t->addr - 1, 2);
     assert_int_equal(run(e->te, &before, 1), MC_ERR_ADDRESS_NOT_REGISTERED);
-    mc_te_request_t wrap = req(MC_TE_WRITE, e->src, seg, UINT64_MAX - 4, 10);
+    mc_te_request_t wrap = tt_req(MC_TE_WRITE, e->src, seg, UINT64_MAX - 4, 10);
     assert_int_equal(run(e->te, &wrap, 1), MC_ERR_ADDRESS_NOT_REGISTERED);
 
     /* B unregistered by the owner: our descriptor still lists it, its memory
      * is still mapped here, yet the owner's range table says no: the write
      * goes over tcp, where the target refuses it */
-    mc_te_request_t wb = req(MC_TE_WRITE, e->src, seg, t->addr2, 1000);
+    mc_te_request_t wb = tt_req(MC_TE_WRITE, e->src, seg, t->addr2, 1000);
     assert_int_equal(run(e->te, &wb, 1), MC_OK);
     memset(e->dst, 0, 1000);
-    mc_te_request_t rbk = req(MC_TE_READ, e->dst, seg, t->addr2, 1000);
+    mc_te_request_t rbk = tt_req(MC_TE_READ, e->dst, seg, t->addr2, 1000);
     assert_int_equal(run(e->te, &rbk, 1), MC_OK);
     assert_memory_equal(e->dst, e->src, 1000);
     /* (put B's bytes back as they were: the target checks them at exit) */
     for (size_t i = 0; i < t->size2; i++)
         e->dst[i] = te_target_pattern(t->seed + 1, i);
-    mc_te_request_t restore = req(MC_TE_WRITE, e->dst, seg, t->addr2, t->size2);
+    mc_te_request_t restore = tt_req(MC_TE_WRITE, e->dst, seg, t->addr2, t->size2);
     assert_int_equal(run(e->te, &restore, 1), MC_OK);
     kill(t->p.pid, SIGUSR1);
     char line[64];
     assert_int_equal(test_proc_readline(&t->p, line, sizeof(line), 5000), 0);
     assert_string_equal(line, "unregistered");
-    mc_te_request_t late = req(MC_TE_WRITE, e->src, seg, t->addr2 + 5, 500);
+    mc_te_request_t late = tt_req(MC_TE_WRITE, e->src, seg, t->addr2 + 5, 500);
     assert_int_equal(run(e->te, &late, 1), MC_ERR_ADDRESS_NOT_REGISTERED);
-    mc_te_request_t lread = req(MC_TE_READ, e->dst, seg, t->addr2, 500);
+    mc_te_request_t lread = tt_req(MC_TE_READ, e->dst, seg, t->addr2, 500);
     assert_int_equal(run(e->te, &lread, 1), MC_ERR_ADDRESS_NOT_REGISTERED);
     /* A is still served over shared memory */
     round_trip(e, seg, t->addr, 3, 1000, 300000, 9);
     assert_int_equal(te_shm_ready(e->te, seg), 1);
-    target_stop_intact(t); /* guards and the unregistered B unchanged */
+    tt_stop_intact(t); /* guards and the unregistered B unchanged */
 }
 
 static void another_host_or_shm_off_is_reached_over_tcp(void **state)
@@ -400,16 +305,16 @@ static void another_host_or_shm_off_is_reached_over_tcp(void **state)
     setenv("MC_SHM_BOOT_ID", "another-host", 1); /* the target says so */
     target_start(t, 0, 4 * MIB, 11, "--shm", NULL);
     unsetenv("MC_SHM_BOOT_ID");
-    mc_te_segment_t seg = open_target(e->te, t);
+    mc_te_segment_t seg = tt_open(e->te, t);
     assert_int_equal(te_shm_ready(e->te, seg), 0);
     round_trip(e, seg, t->addr, 5, 12345, 3 * MIB + 7, 21);
-    target_stop_intact(t);
+    tt_stop_intact(t);
 
     target_start(t, 0, 4 * MIB, 12, "--shm", "--shm-off");
-    seg = open_target(e->te, t);
+    seg = tt_open(e->te, t);
     assert_int_equal(te_shm_ready(e->te, seg), 0);
     round_trip(e, seg, t->addr, 5, 777, MIB + 1, 22);
-    target_stop_intact(t);
+    tt_stop_intact(t);
 }
 
 static void a_killed_owner_is_noticed_and_a_restarted_one_is_mapped_again(void **state)
@@ -418,15 +323,15 @@ static void a_killed_owner_is_noticed_and_a_restarted_one_is_mapped_again(void *
     target_t *t = &e->t;
     target_start(t, 0, 2 * MIB, 13, "--shm", NULL);
     unsigned port = t->port;
-    mc_te_segment_t seg = open_target(e->te, t);
+    mc_te_segment_t seg = tt_open(e->te, t);
     assert_int_equal(te_shm_ready(e->te, seg), 1);
     round_trip(e, seg, t->addr, 1, 10, 100000, 31);
     uint64_t addr = t->addr;
-    test_proc_stop(&t->p, SIGKILL, 5000);
+    tc_stop_ms(&t->p, SIGKILL, 5000);
     /* nothing lands in the dead owner's memory (still mapped here): the
      * request fails, over tcp to nobody */
     fill_random(e->src, 1000, 5);
-    mc_te_request_t w = req(MC_TE_WRITE, e->src, seg, addr, 1000);
+    mc_te_request_t w = tt_req(MC_TE_WRITE, e->src, seg, addr, 1000);
     uint64_t t0 = mc_now_us();
     mc_status_t st = run(e->te, &w, 1);
     assert_int_not_equal(st, MC_OK);
@@ -437,17 +342,17 @@ static void a_killed_owner_is_noticed_and_a_restarted_one_is_mapped_again(void *
      * when its owner was found gone, so the next submit fetches its
      * descriptor again and maps the new memory */
     target_start(t, port, 2 * MIB, 14, "--shm", NULL);
-    mc_te_segment_t seg2 = open_target(e->te, t);
+    mc_te_segment_t seg2 = tt_open(e->te, t);
     assert_int_equal(seg2, seg); /* the cached handle */
     /* (--no-aslr: same addresses; the next submit finds the segment stale) */
-    mc_te_request_t r = req(MC_TE_READ, e->dst, seg, t->addr, 5000);
+    mc_te_request_t r = tt_req(MC_TE_READ, e->dst, seg, t->addr, 5000);
     for (int i = 0; i < 50 && run(e->te, &r, 1) != MC_OK; i++)
         usleep(20000);
     assert_int_equal(run(e->te, &r, 1), MC_OK);
-    check_pattern(e->dst, 5000, t->seed, 0);
+    tt_check_pattern(e->dst, 5000, t->seed, 0);
     assert_int_equal(te_shm_ready(e->te, seg), 1);
     round_trip(e, seg, t->addr, 9, 4096, 700000, 32);
-    target_stop_intact(t);
+    tt_stop_intact(t);
 }
 
 static void a_user_the_owner_does_not_admit_gets_no_shared_memory(void **state)
@@ -469,7 +374,7 @@ static void a_user_the_owner_does_not_admit_gets_no_shared_memory(void **state)
     for (size_t i = 0; i < sizeof(buf); i++)
         buf[i] = te_target_pattern(t->seed, 100 + i);
     assert_int_equal(h, fnv(buf, sizeof(buf)));
-    target_stop_intact(t);
+    tt_stop_intact(t);
 }
 
 int main(void)

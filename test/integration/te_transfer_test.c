@@ -29,6 +29,7 @@
 
 #include "mooncake/transfer.h"
 #include "cluster.h"
+#include "te_util.h"
 #include "reactor/reactor.h"
 #include "rpc/fields.h"
 #include "rpc/frame.h"
@@ -42,22 +43,6 @@
 #define LOCAL_SIZE (64u * MIB + 8192u)
 #define TIMEOUT_US 2000000u /* the engine's per-slice timeout */
 #define WAIT_US 10000000u
-
-/* As te_target.c: the contents of a fresh part of its region. */
-static uint8_t te_target_pattern(uint64_t seed, uint64_t off)
-{
-    uint64_t x = (off + 1) * 0x9E3779B97F4A7C15ull ^ seed * 0xBF58476D1CE4E5B9ull;
-    x ^= x >> 31;
-    return (uint8_t)(x ^ (x >> 17));
-}
-
-typedef struct target {
-    test_proc_t p;
-    unsigned seed;
-    uint16_t port;
-    char name[128];
-    uint64_t addr, size, addr2, size2, guard;
-} target_t;
 
 typedef struct env {
     mc_te_t *te;        /* p2p */
@@ -84,59 +69,24 @@ static void fill_random(uint8_t *p, size_t n, uint64_t seed)
         p[i] = (uint8_t)(x >> (8 * (i % 8)));
 }
 
-/* Start te_target and read what it prints up to "ready". */
+/* Start te_target (metadata NULL: p2p; name, extra: NULL for none). */
 static void target_start_opt(target_t *t, const char *metadata, const char *name, unsigned port,
                              uint64_t size, unsigned seed, const char *extra)
 {
-    char bin[256], portb[16], sizeb[32], seedb[16];
+    char portb[16], sizeb[32];
     snprintf(portb, sizeof(portb), "%u", port);
     snprintf(sizeb, sizeof(sizeb), "%llu", (unsigned long long)size);
-    snprintf(seedb, sizeof(seedb), "%u", seed);
-    char *argv[16] = {(char *)test_bin("te_target", bin, sizeof(bin)),
-                      "--metadata",
-                      (char *)(metadata ? metadata : "p2p"),
-                      "--port",
-                      portb,
-                      "--size",
-                      sizeb,
-                      "--seed",
-                      seedb};
-    int n = 9;
+    const char *args[12] = {"--metadata", metadata ? metadata : "p2p", "--port", portb, "--size",
+                            sizeb};
+    int n = 6;
     if (name != NULL) {
-        argv[n++] = "--name";
-        argv[n++] = (char *)name;
+        args[n++] = "--name";
+        args[n++] = name;
     }
     if (extra != NULL)
-        argv[n++] = (char *)extra;
-    argv[n] = NULL;
-    memset(t, 0, sizeof(*t));
-    t->seed = seed;
-    assert_int_equal(tc_spawn(&t->p, argv), 0);
-    char line[256];
-    for (;;) {
-        if (test_proc_readline(&t->p, line, sizeof(line), 10000) != 0)
-            fail_msg("te_target did not get ready within 10 s");
-        if (strcmp(line, "ready") == 0)
-            break;
-        char *sp = strchr(line, ' ');
-        if (sp == NULL)
-            continue;
-        *sp++ = '\0';
-        if (strcmp(line, "port") == 0)
-            t->port = (uint16_t)strtoul(sp, NULL, 10);
-        else if (strcmp(line, "name") == 0)
-            snprintf(t->name, sizeof(t->name), "%s", sp);
-        else if (strcmp(line, "addr") == 0)
-            t->addr = strtoull(sp, NULL, 0);
-        else if (strcmp(line, "size") == 0)
-            t->size = strtoull(sp, NULL, 0);
-        else if (strcmp(line, "addr2") == 0)
-            t->addr2 = strtoull(sp, NULL, 0);
-        else if (strcmp(line, "size2") == 0)
-            t->size2 = strtoull(sp, NULL, 0);
-        else if (strcmp(line, "guard") == 0)
-            t->guard = strtoull(sp, NULL, 0);
-    }
+        args[n++] = extra;
+    args[n] = NULL;
+    tt_start(t, seed, args);
     assert_true(t->port != 0 && t->addr != 0 && t->size == size && t->addr2 != 0 && t->guard != 0);
 }
 
@@ -144,15 +94,6 @@ static void target_start(target_t *t, const char *metadata, const char *name, un
                          uint64_t size, unsigned seed)
 {
     target_start_opt(t, metadata, name, port, size, seed, NULL);
-}
-
-/* Stop with SIGTERM: the target exits 0 only if no byte it guards changed. */
-static void target_stop_intact(target_t *t)
-{
-    int status = tc_stop_ms(&t->p, SIGTERM, 10000);
-    assert_true(WIFEXITED(status));
-    if (WEXITSTATUS(status) != 0)
-        fail_msg("te_target exited with %d: memory it guards changed", WEXITSTATUS(status));
 }
 
 static void target_kill(target_t *t)
@@ -174,41 +115,9 @@ static mc_te_t *engine_new(const char *metadata, const char *name)
     return te;
 }
 
-static mc_te_segment_t open_target(mc_te_t *te, const target_t *t)
-{
-    mc_te_segment_t seg = 0;
-    mc_status_t st = mc_te_open_segment(te, t->name, &seg);
-    if (st != MC_OK)
-        fail_msg("open '%s': %s", t->name, mc_status_str(st));
-    return seg;
-}
-
-static mc_te_request_t req(mc_te_opcode_t op, void *local, mc_te_segment_t seg, uint64_t remote,
-                           uint64_t len)
-{
-    mc_te_request_t r = {
-        .opcode = op, .local = local, .segment = seg, .remote = remote, .length = len};
-    return r;
-}
-
-/* Run reqs as one batch: the wait status; the batch is freed. */
 static mc_status_t run(mc_te_t *te, const mc_te_request_t *reqs, size_t n)
 {
-    mc_te_batch_t *b = NULL;
-    assert_int_equal(mc_te_batch_alloc(te, n, &b), MC_OK);
-    mc_status_t st = mc_te_submit(b, reqs, n);
-    if (st == MC_OK)
-        st = mc_te_batch_wait(b, WAIT_US);
-    assert_int_equal(mc_te_batch_free(b), MC_OK);
-    return st;
-}
-
-static void check_pattern(const uint8_t *p, size_t len, uint64_t seed, uint64_t off)
-{
-    for (size_t i = 0; i < len; i++)
-        if (p[i] != te_target_pattern(seed, off + i))
-            fail_msg("byte %llu of the target's buffer is not its initial value",
-                     (unsigned long long)(off + i));
+    return tt_run(te, reqs, n, WAIT_US);
 }
 
 /* Write len random bytes at remote offset roff (from local offset loff),
@@ -218,12 +127,12 @@ static void round_trip(env_t *e, mc_te_t *te, mc_te_segment_t seg, uint64_t base
 {
     fill_random(e->src + loff, len, seed);
     memset(e->dst + loff, 0, len);
-    mc_te_request_t w = req(MC_TE_WRITE, e->src + loff, seg, base + roff, len);
+    mc_te_request_t w = tt_req(MC_TE_WRITE, e->src + loff, seg, base + roff, len);
     mc_status_t st = run(te, &w, 1);
     if (st != MC_OK)
         fail_msg("write of %zu bytes at +%llu: %s", len, (unsigned long long)roff,
                  mc_status_str(st));
-    mc_te_request_t r = req(MC_TE_READ, e->dst + loff, seg, base + roff, len);
+    mc_te_request_t r = tt_req(MC_TE_READ, e->dst + loff, seg, base + roff, len);
     st = run(te, &r, 1);
     if (st != MC_OK)
         fail_msg("read of %zu bytes at +%llu: %s", len, (unsigned long long)roff,
@@ -466,23 +375,23 @@ static void random_data_of_many_sizes_round_trips_byte_for_byte(void **state)
     env_t *e = *state;
     target_t *t = &e->t;
     target_start(t, NULL, NULL, 0, 64 * MIB + 64, 5);
-    mc_te_segment_t seg = open_target(e->te, t);
+    mc_te_segment_t seg = tt_open(e->te, t);
 
     /* what the target holds from the start, read from another process */
-    mc_te_request_t r[3] = {req(MC_TE_READ, e->dst, seg, t->addr, 100000),
-                            req(MC_TE_READ, e->dst + 200000, seg, t->addr + t->size - 77, 77),
-                            req(MC_TE_READ, e->dst + 300000, seg, t->addr2 + 3, t->size2 - 3)};
+    mc_te_request_t r[3] = {tt_req(MC_TE_READ, e->dst, seg, t->addr, 100000),
+                            tt_req(MC_TE_READ, e->dst + 200000, seg, t->addr + t->size - 77, 77),
+                            tt_req(MC_TE_READ, e->dst + 300000, seg, t->addr2 + 3, t->size2 - 3)};
     assert_int_equal(run(e->te, r, 3), MC_OK);
-    check_pattern(e->dst, 100000, t->seed, 0);
-    check_pattern(e->dst + 200000, 77, t->seed, t->size - 77);
-    check_pattern(e->dst + 300000, t->size2 - 3, t->seed + 1, 3);
+    tt_check_pattern(e->dst, 100000, t->seed, 0);
+    tt_check_pattern(e->dst + 200000, 77, t->seed, t->size - 77);
+    tt_check_pattern(e->dst + 300000, t->size2 - 3, t->seed + 1, 3);
 
     /* one read answer is one frame: a peer asking for more than a frame may
      * carry is refused, and its connection stays usable */
     mc_rpc_client_t *c = raw_client(e, t->port);
     assert_int_equal(raw_read(e, c, t->addr, t->size, e->dst, LOCAL_SIZE), MC_ERR_LIMIT);
     assert_int_equal(raw_read(e, c, t->addr + 1, 1000, e->dst, LOCAL_SIZE), MC_OK);
-    check_pattern(e->dst, 1000, t->seed, 1);
+    tt_check_pattern(e->dst, 1000, t->seed, 1);
     mc_rpc_client_destroy(c);
 
     static const size_t sizes[] = {1,     2,       3,       7,           100,     4095,
@@ -504,15 +413,15 @@ static void random_data_of_many_sizes_round_trips_byte_for_byte(void **state)
         size_t len = 1 + (i * 2654435761u) % 9000;
         size_t loff = i * 10000 + i % 7;
         uint64_t roff = (uint64_t)i * 200003 + 11;
-        w[i] = req(MC_TE_WRITE, e->src + loff, seg, t->addr + roff, len);
-        rb[i] = req(MC_TE_READ, e->dst + loff, seg, t->addr + roff, len);
+        w[i] = tt_req(MC_TE_WRITE, e->src + loff, seg, t->addr + roff, len);
+        rb[i] = tt_req(MC_TE_READ, e->dst + loff, seg, t->addr + roff, len);
     }
     assert_int_equal(run(e->te, w, N), MC_OK);
     assert_int_equal(run(e->te, rb, N), MC_OK);
     for (size_t i = 0; i < N; i++)
         if (memcmp(w[i].local, rb[i].local, w[i].length) != 0)
             fail_msg("request %zu of the batch did not round-trip", i);
-    target_stop_intact(t);
+    tt_stop_intact(t);
 }
 
 static void out_of_range_writes_are_refused_and_the_target_memory_is_unchanged(void **state)
@@ -520,26 +429,26 @@ static void out_of_range_writes_are_refused_and_the_target_memory_is_unchanged(v
     env_t *e = *state;
     target_t *t = &e->t;
     target_start(t, NULL, NULL, 0, 1 * MIB, 7);
-    mc_te_segment_t seg = open_target(e->te, t);
+    mc_te_segment_t seg = tt_open(e->te, t);
     uint64_t end = t->addr + t->size;
     uint8_t *junk = e->src;
     memset(junk, 0xEE, 8192);
 
     /* refused by the initiator before anything is sent */
     const mc_te_request_t bad[] = {
-        req(MC_TE_WRITE, junk, seg, end - 10, 100),       /* across the end */
-        req(MC_TE_WRITE, junk, seg, end, 1),              /* just past it */
-        req(MC_TE_WRITE, junk, seg, t->addr - 1, 2),      /* across the start */
-        req(MC_TE_WRITE, junk, seg, t->guard, 10),        /* registered, not remote */
-        req(MC_TE_WRITE, junk, seg, UINT64_MAX - 5, 100), /* address + length overflows */
-        req(MC_TE_WRITE, junk, seg, t->addr2 + t->size2 - 1, 2),
+        tt_req(MC_TE_WRITE, junk, seg, end - 10, 100),       /* across the end */
+        tt_req(MC_TE_WRITE, junk, seg, end, 1),              /* just past it */
+        tt_req(MC_TE_WRITE, junk, seg, t->addr - 1, 2),      /* across the start */
+        tt_req(MC_TE_WRITE, junk, seg, t->guard, 10),        /* registered, not remote */
+        tt_req(MC_TE_WRITE, junk, seg, UINT64_MAX - 5, 100), /* address + length overflows */
+        tt_req(MC_TE_WRITE, junk, seg, t->addr2 + t->size2 - 1, 2),
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         mc_status_t st = run(e->te, &bad[i], 1);
         if (st != MC_ERR_ADDRESS_NOT_REGISTERED)
             fail_msg("bad write %zu: %s", i, mc_status_str(st));
     }
-    mc_te_request_t unknown = req(MC_TE_WRITE, junk, 4242, t->addr, 10);
+    mc_te_request_t unknown = tt_req(MC_TE_WRITE, junk, 4242, t->addr, 10);
     assert_int_equal(run(e->te, &unknown, 1), MC_ERR_INVALID_ARGUMENT);
 
     /* sent anyway, straight to the target: refused there, memory untouched */
@@ -575,9 +484,9 @@ static void out_of_range_writes_are_refused_and_the_target_memory_is_unchanged(v
     assert_int_equal(raw_call(e, c, &zero), MC_ERR_INVALID_PARAMS);
     /* the edges of A still hold their first contents */
     assert_int_equal(raw_read(e, c, end - sizeof(back), sizeof(back), back, sizeof(back)), MC_OK);
-    check_pattern(back, sizeof(back), t->seed, t->size - sizeof(back));
+    tt_check_pattern(back, sizeof(back), t->seed, t->size - sizeof(back));
     assert_int_equal(raw_read(e, c, t->addr, sizeof(back), back, sizeof(back)), MC_OK);
-    check_pattern(back, sizeof(back), t->seed, 0);
+    tt_check_pattern(back, sizeof(back), t->seed, 0);
     mc_rpc_client_destroy(c);
 
     /* a stale descriptor: B unregistered after we cached it; the write is
@@ -586,7 +495,7 @@ static void out_of_range_writes_are_refused_and_the_target_memory_is_unchanged(v
     char line[64];
     assert_int_equal(test_proc_readline(&t->p, line, sizeof(line), 5000), 0);
     assert_string_equal(line, "unregistered");
-    mc_te_request_t stale = req(MC_TE_WRITE, junk, seg, t->addr2, 1000);
+    mc_te_request_t stale = tt_req(MC_TE_WRITE, junk, seg, t->addr2, 1000);
     mc_te_batch_t *b = NULL;
     assert_int_equal(mc_te_batch_alloc(e->te, 1, &b), MC_OK);
     assert_int_equal(mc_te_submit(b, &stale, 1), MC_OK);
@@ -596,7 +505,7 @@ static void out_of_range_writes_are_refused_and_the_target_memory_is_unchanged(v
     assert_int_equal(ts.state, MC_TE_FAILED);
     assert_int_equal(ts.transferred, 0);
     assert_int_equal(mc_te_batch_free(b), MC_OK);
-    target_stop_intact(t); /* guards and B unchanged */
+    tt_stop_intact(t); /* guards and B unchanged */
 }
 
 static void malformed_frames_are_disconnected_and_the_engine_keeps_serving(void **state)
@@ -700,13 +609,13 @@ static void malformed_frames_are_disconnected_and_the_engine_keeps_serving(void 
     expect_response(fd, 10, MC_OK, 16);
     uint8_t got[16];
     assert_int_equal(recv_exact(fd, got, sizeof(got), 5000), 0);
-    check_pattern(got, sizeof(got), t->seed, 0);
+    tt_check_pattern(got, sizeof(got), t->seed, 0);
     close(fd);
 
     /* the engine still serves */
-    mc_te_segment_t seg = open_target(e->te, t);
+    mc_te_segment_t seg = tt_open(e->te, t);
     round_trip(e, e->te, seg, t->addr, 3, 5, 300000, 1);
-    target_stop_intact(t);
+    tt_stop_intact(t);
 }
 
 static void killing_the_target_fails_in_flight_requests_and_a_restart_is_reached_again(void **state)
@@ -715,15 +624,15 @@ static void killing_the_target_fails_in_flight_requests_and_a_restart_is_reached
     target_t *t = &e->t;
     target_start(t, NULL, NULL, 0, 64 * MIB, 11);
     uint16_t port = t->port;
-    mc_te_segment_t seg = open_target(e->te, t);
+    mc_te_segment_t seg = tt_open(e->te, t);
 
     /* far more than can move before the kill, plus one local request */
     enum { N = 33 };
     mc_te_request_t r[N];
     for (int i = 0; i < N - 1; i++)
-        r[i] =
-            req(i % 2 ? MC_TE_READ : MC_TE_WRITE, i % 2 ? e->dst : e->src, seg, t->addr, t->size);
-    r[N - 1] = req(MC_TE_WRITE, e->src, MC_TE_LOCAL_SEGMENT, (uint64_t)(uintptr_t)e->dst, 4096);
+        r[i] = tt_req(i % 2 ? MC_TE_READ : MC_TE_WRITE, i % 2 ? e->dst : e->src, seg, t->addr,
+                      t->size);
+    r[N - 1] = tt_req(MC_TE_WRITE, e->src, MC_TE_LOCAL_SEGMENT, (uint64_t)(uintptr_t)e->dst, 4096);
     mc_te_batch_t *b = NULL;
     assert_int_equal(mc_te_batch_alloc(e->te, N, &b), MC_OK);
     assert_int_equal(mc_te_submit(b, r, N), MC_OK);
@@ -761,20 +670,20 @@ static void killing_the_target_fails_in_flight_requests_and_a_restart_is_reached
 
     /* while it is down, new requests fail fast */
     t0 = mc_now_us();
-    mc_te_request_t w = req(MC_TE_WRITE, e->src, seg, t->addr, 1000);
+    mc_te_request_t w = tt_req(MC_TE_WRITE, e->src, seg, t->addr, 1000);
     assert_int_not_equal(run(e->te, &w, 1), MC_OK);
     assert_true(mc_now_us() - t0 < TIMEOUT_US);
 
     /* restarted on the same port (new memory, maybe new addresses) */
     target_start(t, NULL, NULL, port, 2 * MIB, 12);
     uint64_t deadline = mc_now_ms() + 5000;
-    mc_te_request_t rd = req(MC_TE_READ, e->dst, seg, t->addr, t->size);
+    mc_te_request_t rd = tt_req(MC_TE_READ, e->dst, seg, t->addr, t->size);
     while ((st = run(e->te, &rd, 1)) != MC_OK && mc_now_ms() < deadline)
         usleep(20000); /* the lanes reconnect with backoff */
     assert_int_equal(st, MC_OK);
-    check_pattern(e->dst, t->size, t->seed, 0);
+    tt_check_pattern(e->dst, t->size, t->seed, 0);
     round_trip(e, e->te, seg, t->addr, 1, 1, t->size - 1, 3);
-    target_stop_intact(t);
+    tt_stop_intact(t);
 }
 
 static void a_frozen_target_times_out_requests_and_serves_again_when_thawed(void **state)
@@ -782,11 +691,11 @@ static void a_frozen_target_times_out_requests_and_serves_again_when_thawed(void
     env_t *e = *state;
     target_t *t = &e->t;
     target_start(t, NULL, NULL, 0, 8 * MIB, 13);
-    mc_te_segment_t seg = open_target(e->te, t);
+    mc_te_segment_t seg = tt_open(e->te, t);
     round_trip(e, e->te, seg, t->addr, 0, 0, 4096, 1); /* lanes up */
     assert_int_equal(test_proc_freeze(t->p.pid), 0);
-    mc_te_request_t r[2] = {req(MC_TE_READ, e->dst, seg, t->addr, MIB),
-                            req(MC_TE_WRITE, e->src, seg, t->addr + MIB, 4 * MIB)};
+    mc_te_request_t r[2] = {tt_req(MC_TE_READ, e->dst, seg, t->addr, MIB),
+                            tt_req(MC_TE_WRITE, e->src, seg, t->addr + MIB, 4 * MIB)};
     mc_te_batch_t *b = NULL;
     assert_int_equal(mc_te_batch_alloc(e->te, 2, &b), MC_OK);
     uint64_t t0 = mc_now_us();
@@ -806,13 +715,13 @@ static void a_frozen_target_times_out_requests_and_serves_again_when_thawed(void
     /* its late answers are dropped; new requests go through */
     uint64_t deadline = mc_now_ms() + 5000;
     mc_status_t st;
-    mc_te_request_t rd = req(MC_TE_READ, e->dst, seg, t->addr + 5 * MIB, 3 * MIB);
+    mc_te_request_t rd = tt_req(MC_TE_READ, e->dst, seg, t->addr + 5 * MIB, 3 * MIB);
     while ((st = run(e->te, &rd, 1)) != MC_OK && mc_now_ms() < deadline)
         usleep(20000);
     assert_int_equal(st, MC_OK);
-    check_pattern(e->dst, 3 * MIB, t->seed, 5 * MIB);
+    tt_check_pattern(e->dst, 3 * MIB, t->seed, 5 * MIB);
     round_trip(e, e->te, seg, t->addr, 7, 9, 2 * MIB + 1, 4);
-    target_stop_intact(t);
+    tt_stop_intact(t);
 }
 
 /* Engines that find each other through a metadata service: the target
@@ -830,26 +739,26 @@ static void transfer_through_metadata(env_t *e, const char *conn, const char *ta
     mc_te_t *te = engine_new(conn, iname);
     uint8_t *buf = mc_malloc(4 * MIB);
     assert_int_equal(mc_te_register(te, buf, 4 * MIB, NULL, 0), MC_OK);
-    mc_te_segment_t seg = open_target(te, t);
+    mc_te_segment_t seg = tt_open(te, t);
     mc_te_segment_t again = 0;
     assert_int_equal(mc_te_open_segment(te, tname, &again), MC_OK);
     assert_int_equal(again, seg);
     mc_te_segment_t none = 0;
     assert_int_equal(mc_te_open_segment(te, "no-such-segment", &none), MC_ERR_NOT_FOUND);
 
-    mc_te_request_t rd = req(MC_TE_READ, buf, seg, t->addr, 4 * MIB);
+    mc_te_request_t rd = tt_req(MC_TE_READ, buf, seg, t->addr, 4 * MIB);
     assert_int_equal(run(te, &rd, 1), MC_OK);
-    check_pattern(buf, 4 * MIB, t->seed, 0);
+    tt_check_pattern(buf, 4 * MIB, t->seed, 0);
     fill_random(buf, 4 * MIB, 5);
-    mc_te_request_t w = req(MC_TE_WRITE, buf + 1, seg, t->addr + 3, 4 * MIB - 7);
+    mc_te_request_t w = tt_req(MC_TE_WRITE, buf + 1, seg, t->addr + 3, 4 * MIB - 7);
     assert_int_equal(run(te, &w, 1), MC_OK);
     memcpy(e->src, buf, 4 * MIB);
     memset(buf, 0, 4 * MIB);
-    rd = req(MC_TE_READ, buf + 1, seg, t->addr + 3, 4 * MIB - 7);
+    rd = tt_req(MC_TE_READ, buf + 1, seg, t->addr + 3, 4 * MIB - 7);
     assert_int_equal(run(te, &rd, 1), MC_OK);
     assert_memory_equal(buf + 1, e->src + 1, 4 * MIB - 7);
 
-    target_stop_intact(t); /* unpublishes */
+    tt_stop_intact(t); /* unpublishes */
     mc_te_t *late = engine_new(conn, iname2);
     assert_int_equal(mc_te_open_segment(late, tname, &none), MC_ERR_NOT_FOUND);
     mc_te_destroy(late);
@@ -902,12 +811,12 @@ static void master_mode_a_target_restarted_elsewhere_is_reached_again(void **sta
         }
         assert_int_not_equal(t->port, old_port);
         if (k == 0) {
-            seg = open_target(te, t);
+            seg = tt_open(te, t);
         } else {
             print_message("restart %u: buffer %s\n", k,
                           t->addr == old_addr ? "at the same address" : "elsewhere");
         }
-        mc_te_request_t rd = req(MC_TE_READ, buf, seg, t->addr, t->size);
+        mc_te_request_t rd = tt_req(MC_TE_READ, buf, seg, t->addr, t->size);
         /* generous: a loaded CI machine is slow to re-publish and reconnect */
         uint64_t deadline = mc_now_ms() + 15000;
         mc_status_t st;
@@ -916,7 +825,7 @@ static void master_mode_a_target_restarted_elsewhere_is_reached_again(void **sta
         if (st != MC_OK)
             fail_msg("start %u of the target (port %u) not reached: %s", k, t->port,
                      mc_status_str(st));
-        check_pattern(buf, t->size, t->seed, 0);
+        tt_check_pattern(buf, t->size, t->seed, 0);
         old_port = t->port;
         old_addr = t->addr;
         target_kill(t);

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# mk/check-layers.sh and mk/check-format.sh on small trees built here: a tree
-# that keeps its rules passes; each deliberate violation fails and the
-# message names the file and what it did.
+# mk/check-layers.sh, mk/check-format.sh and mk/check-funcs.sh on small trees
+# built here: a tree that keeps its rules passes; each deliberate violation
+# fails and the message names the file and what it did.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/../../.." && pwd)
 tmp=$(mktemp -d)
@@ -99,6 +99,34 @@ expect pass "formatted files pass format-check" "" -- check_format
 printf 'int  sub(int a,int b){return a-b;}\n' >"$f/bad.c"
 git -C "$f" add -A
 expect fail "a file clang-format would change fails format-check" "bad.c" -- check_format
+
+# --- function length: library folders, 120 lines after the opening brace
+fn=$tmp/funcs
+mkdir -p "$fn/store" "$fn/perf"
+body() { # body NAME LINES: a function LINES long (lines after "{", "}" included)
+    echo "static void $1(int *p)"
+    echo "{"
+    for _ in $(seq $(($2 - 1))); do echo "    (*p)++;"; done
+    echo "}"
+}
+{ body short 120; echo; } >"$fn/store/a.c"
+body long 130 >"$fn/perf/bench.c" # not the library: not checked
+git -C "$fn" init -q
+git -C "$fn" add -A
+check_funcs() { "$top/mk/check-funcs.sh" "$fn"; }
+expect pass "functions of 120 lines, and long ones outside the library, pass" "" -- check_funcs
+{ echo "/* a comment that says nothing */"; body too_long 121; } >>"$fn/store/a.c"
+git -C "$fn" add -A
+expect fail "a library function of 121 lines fails"     "store/a.c:125: too_long is 121 lines (over 120)" -- check_funcs
+{ echo "/* A long one: the checker wants a reason.";
+  echo " * long: one case per option, nothing to share */"; body justified 200; } >"$fn/store/b.c"
+sed -i '/a comment that says nothing/,$d' "$fn/store/a.c"
+git -C "$fn" add -A
+expect pass "a long function with a \"long:\" comment just above it passes" "" -- check_funcs
+{ echo "/* long: this reason belongs to the prototype below */";
+  echo "static void proto(int *p);"; body unjustified 150; } >"$fn/store/c.c"
+git -C "$fn" add -A
+expect fail "a \"long:\" comment above other code justifies nothing"     "store/c.c:3: unjustified is 150 lines" -- check_funcs
 
 echo "check_layers_test: $failures failed"
 [ $failures -eq 0 ]
