@@ -74,6 +74,8 @@ typedef struct get_op {
     int direct;              /* read straight into buf (store_direct_ok) */
     struct get_defer *defer; /* sync get: own-segment copy left to the caller */
     uint64_t win, off, plen;
+    int ranged;             /* mc_store_get_ranges: read size bytes from src of the value */
+    uint64_t src;           /* where the read starts in the value (0 unless ranged) */
     mc_status_t last_err;   /* why the last replica failed */
     int disk;               /* the object has a DISK replica (and this client reads the tier) */
     uint64_t load_until_us; /* LOCAL_DISK only: give up waiting for the load then */
@@ -203,6 +205,14 @@ static get_state_t get_listed(get_op_t *op)
         return get_fail(op, MC_ERR_OBJECT_NOT_FOUND);
     }
     op->size = op->norder > 0 ? op->rep[op->order[0]].size : dk->size;
+    if (op->ranged) { /* a range of the value: from memory replicas only */
+        if (op->norder == 0)
+            return get_fail(op, MC_ERR_NOT_SUPPORTED);
+        if (op->src > op->size || op->len > op->size - op->src)
+            return get_fail(op, MC_ERR_INVALID_PARAMS);
+        op->size = op->len;
+        op->disk = 0;
+    }
     if (op->size > op->len) {
         if (op->need != NULL)
             *op->need = op->size;
@@ -221,12 +231,12 @@ static int get_own(get_op_t *op, get_state_t *next)
 {
     mc_store_t *s = op->h.s;
     const mc_master_replica_desc_t *d = &op->rep[op->cur];
-    if (!te_local_range_ok(s->te, (const void *)(uintptr_t)d->address, op->size, 1)) {
+    if (!te_local_range_ok(s->te, (const void *)(uintptr_t)(d->address + op->src), op->size, 1)) {
         MC_WARN(CLIENT, "get: replica 0x%llx+%llu is not in a segment of ours",
                 (unsigned long long)d->address, (unsigned long long)op->size);
         return 0;
     }
-    const uint8_t *src = (const uint8_t *)(uintptr_t)d->address + op->off;
+    const uint8_t *src = (const uint8_t *)(uintptr_t)d->address + op->src + op->off;
     if (op->defer != NULL) {
         op->defer->src = src;
         op->defer->dst = op->buf + op->off;
@@ -309,7 +319,7 @@ static get_state_t get_fetch(get_op_t *op)
     mc_te_request_t req = {.opcode = MC_TE_READ,
                            .local = op->direct ? op->buf + op->off : h->stage,
                            .segment = op->seg,
-                           .remote = d->address + op->off,
+                           .remote = d->address + op->src + op->off,
                            .length = op->plen};
     if (!store_range_ok(h->s, op->seg, req.remote, op->plen)) {
         if (!(op->refreshed & (1u << op->cur)) && store_seg_refresh(h, op->seg) == MC_INPROGRESS) {
@@ -471,12 +481,15 @@ static void get_step(store_op_t *h)
     }
 }
 
-/* A replica list the caller already has (mc_store_get_alloc): the get
- * starts where GetReplicaList's answer is handled. */
+/* A replica list the caller already has (mc_store_get_alloc,
+ * mc_store_get_ranges): the get starts where GetReplicaList's answer is
+ * handled; a ranged one reads len bytes from src of the value. */
 typedef struct get_preset {
     const mc_master_replica_desc_t *rep;
     uint32_t nrep;
     uint64_t lease_us, t_sent_us;
+    int ranged;
+    uint64_t src;
 } get_preset_t;
 
 static mc_status_t get_submit(mc_store_t *s, const void *key, size_t klen, void *buf, size_t len,
@@ -534,6 +547,8 @@ static mc_status_t get_submit(mc_store_t *s, const void *key, size_t klen, void 
         op->nrep = pre->nrep;
         op->lease_us = pre->lease_us;
         op->t_sent_us = pre->t_sent_us;
+        op->ranged = pre->ranged;
+        op->src = pre->src;
         op->h.wait_st = MC_OK;
         op->state = G_WAIT_LIST;
     }
@@ -629,6 +644,33 @@ int64_t mc_store_get_alloc(mc_store_t *s, const void *key, size_t klen, mc_store
     if (buf == NULL)
         return MC_ERR_NOMEM;
     return get_sync(s, key, klen, buf, size, 0, NULL, &pre);
+}
+
+mc_status_t mc_store_get_ranges(mc_store_t *s, const void *key, size_t klen, size_t n,
+                                const uint64_t *src, void *const *dst, const uint64_t *len,
+                                int64_t *result)
+{
+    if (s == NULL || (n > 0 && (src == NULL || dst == NULL || len == NULL || result == NULL)))
+        return MC_ERR_INVALID_PARAMS;
+    if (s->svc != NULL)
+        return MC_ERR_NOT_SUPPORTED; /* co-located: the service has no ranged read */
+    if (store_on_reactor(s))
+        return MC_ERR_STATE;
+    if (n == 0)
+        return MC_OK;
+    mc_master_replica_desc_t d[STORE_MAX_REPLICAS];
+    get_preset_t pre = {.rep = d, .t_sent_us = mc_now_us(), .ranged = 1};
+    mc_status_t st = replica_list_sync(s, key, klen, d, &pre.nrep, &pre.lease_us);
+    for (size_t i = 0; i < n; i++) {
+        pre.src = src[i];
+        if (st != MC_OK)
+            result[i] = st;
+        else if (len[i] == 0)
+            result[i] = 0;
+        else
+            result[i] = get_sync(s, key, klen, dst[i], (size_t)len[i], 1, NULL, &pre);
+    }
+    return st;
 }
 
 mc_status_t mc_store_get_async(mc_store_t *s, const void *key, size_t klen, void *buf, size_t len,
