@@ -171,8 +171,11 @@ for mode in direct buffered; do
             fi
         done
         ms=$(med "${S[@]}"); mf=$(med "${F[@]}")
-        rows+=("$(printf '%-9s %5s %9.3f %9.3f %7.2f   loads/round: %s  re-reads: %s  rounds: %s | fio %s' \
-            "$mode" "$d" "$ms" "$mf" "$(echo "$ms / $mf" | bc -l)" "${L[*]}" "${R[*]}" "${S[*]}" "${F[*]}")")
+        declare -a Q=()
+        for i in "${!S[@]}"; do Q+=("$(echo "${S[$i]} / ${F[$i]}" | bc -l)"); done
+        mq=$(med "${Q[@]}")
+        rows+=("$(printf '%-9s %5s %9.3f %9.3f %7.2f %7.2f   loads/round: %s  re-reads: %s  rounds: %s | fio %s' \
+            "$mode" "$d" "$ms" "$mf" "$(echo "$ms / $mf" | bc -l)" "$mq" "${L[*]}" "${R[*]}" "${S[*]}" "${F[*]}")")
         echo "csv,compare_offload_read,$mode,$size,$n,$d,$ms,$mf"
     done
     io=$(grep -o 'loads read with [^,]*, [a-zA-Z_ ()]*' "$root/node.log" | tail -1)
@@ -189,7 +192,9 @@ printf '%-44s %8.3f %8.2f\n' "write: fio seq, buffered" "$fw" "$(echo "$w_gbs / 
 echo "csv,compare_offload_write,$size,$n,$w_gbs,$fw_sync,$fw"
 printf '\nreads of disk-only objects (%s x %s), GB/s, medians of %s rounds; fio: io_uring, same depth\n' \
     "$n" "$size" "$rounds"
-printf '%-9s %5s %9s %9s %7s\n' "node I/O" "depth" "get" "fio" "ratio"
+printf '%-9s %5s %9s %9s %7s %7s\n' "node I/O" "depth" "get" "fio" "ratio" "r-ratio"
 printf '%s\n' "${rows[@]}"
-echo "(ratio = offload / fio. direct: the node reads with O_DIRECT, fio --direct=1: the device."
+echo "(ratio = offload / fio, of the medians; r-ratio: the median of each round's ratio (a round"
+echo " runs ours, then fio, back to back: on a busy machine the fairer one)."
+echo " direct: the node reads with O_DIRECT, fio --direct=1: the device."
 echo " buffered: offload_buffered_io=true and fio buffered: both served by the page cache.)"
