@@ -963,7 +963,9 @@ static mc_status_t open_segment(mc_store_t *s, uint64_t size)
     mc_status_t st = seg_create(s, NULL, size, &g);
     if (st != MC_OK)
         return st;
+    pthread_mutex_lock(&s->seg_mu); /* the offload worker may be reading the list */
     mc_list_push_tail(&s->segs, &g->node);
+    pthread_mutex_unlock(&s->seg_mu);
     if (attached(s)) {
         /* a sync call would wait for the host's loop: mount async */
         s->reg = STORE_UNREGISTERED;
