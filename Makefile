@@ -38,6 +38,13 @@ ifeq ($(HAVE_IBVERBS),1)
 LIB_PKGS += libibverbs
 RDMA_CPPFLAGS := -DMC_HAVE_IBVERBS
 endif
+# The node-local offload's batched reads (store/offload_io.c) use io_uring
+# through liburing when it is installed; without it they are preads.
+HAVE_URING := $(shell $(PKG_CONFIG) --exists liburing 2>/dev/null && echo 1)
+ifeq ($(HAVE_URING),1)
+LIB_PKGS += liburing
+URING_CPPFLAGS := -DMC_HAVE_URING
+endif
 TEST_PKGS := cmocka msgpack
 # The daemons (src/daemon.c, not the library) tell systemd when they are
 # ready through libsystemd's sd_notify when its headers exist.
@@ -52,7 +59,7 @@ WARN := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes 
 # OPT is the optimisation level; CFLAGS/LDFLAGS given by the user are added
 # after the project's own flags (which a command-line CFLAGS cannot remove).
 OPT ?= -O2 -g
-MC_CPPFLAGS := -D_GNU_SOURCE -Iinclude -Isrc -I. $(RDMA_CPPFLAGS) $(CPPFLAGS)
+MC_CPPFLAGS := -D_GNU_SOURCE -Iinclude -Isrc -I. $(RDMA_CPPFLAGS) $(URING_CPPFLAGS) $(CPPFLAGS)
 MC_CFLAGS = $(OPT) -std=c11 -pthread -fPIC $(WARN) $(SAN_CFLAGS) $(CFLAGS)
 MC_LDFLAGS = $(SAN_CFLAGS) $(LDFLAGS)
 LIB_CFLAGS := -fvisibility=hidden

@@ -13,7 +13,7 @@ set -euo pipefail
 build=(
   build-essential pkg-config help2man
   libevent-dev libhiredis-dev libnuma-dev libxxhash-dev libpcre2-dev libsodium-dev
-  libibverbs-dev libsystemd-dev
+  libibverbs-dev libsystemd-dev liburing-dev
 )
 test=(
   clang clang-format libmsgpack-dev libcmocka-dev

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # perf/compare_offload.sh - node-local offload against fio on the same directory.
 #
-#   perf/compare_offload.sh [-n OBJECTS] [-s SIZE] [-r ROUNDS] [-d PARENT]
+#   perf/compare_offload.sh [-n OBJECTS] [-s SIZE] [-r ROUNDS] [-q "DEPTHS"] [-d PARENT]
 #
 # A mooncake-master with enable_offload + offload_on_evict (watermark 0.6)
 # and one storage node with a 64 MiB segment and its offload directory in a
@@ -16,20 +16,28 @@
 #    offloaded object is), total OBJECTS x SIZE; and fio without fsync.
 # 2. Reads of objects only on the node's disk: more puts push every object
 #    of step 1 out of memory, the node is restarted (it reports its files:
-#    every object is LOCAL_DISK only, memory empty), then ROUNDS times
-#    `tier_bench get` from another process reads every object once, one at
-#    a time (the node loads it into its segment, the client reads it there,
-#    bytes verified outside the timing). Peer: fio sequential reads, same
-#    block size, queue depth 1, of a file of the same total size in the
-#    same directory, buffered (page cache warm, as the offload files just
-#    written are) and with O_DIRECT (the device).
+#    every object is LOCAL_DISK only, memory empty), then for each queue
+#    depth D of DEPTHS (default "1 4") and each of the node's two read modes
+#    (O_DIRECT, its default; and offload_buffered_io=true: the page cache),
+#    ROUNDS times `tier_bench get --depth D` from another process reads every
+#    object once, D gets in flight (the master has the node load each into
+#    its segment, answers the get once it is there, the reader copies it
+#    from the node's segment; bytes checked by XXH3 outside the timing).
+#    Peer: fio sequential reads of a file of the same total size in the same
+#    directory, same block size, io_uring with iodepth D, with --direct=1
+#    (the device, against our O_DIRECT mode) and buffered (the page cache,
+#    warm as the offload files just read are, against our buffered mode).
+#    "loads" = the master's master_offload_loads_total per round: every get
+#    of the round was a read of the disk (n of n) or not.
 # Lease: every get of a disk-only object leaves its loaded copy in the node's
 # segment, held by the reader's lease (master.lease_ttl) before eviction may
-# drop it; the segment must hold one lease period of reads (64 MiB = 16
-# objects here), so the lease is 200 ms (default 5 s: 16 objects per 5 s).
-# Page cache: caches cannot be dropped here, so the buffered figures of both
-# sides are served by the page cache; only fio --direct=1 measures the
-# device (our files are read buffered: no O_DIRECT in the node yet).
+# drop it; the segment must hold one lease period of reads, so in step 2
+# the node's segment is 160 MiB (under the 256 MiB of data: a round finds
+# no object in memory, "loads" says) and the lease is 200 ms. A get whose
+# read outlives its lease (a busy machine) fails with LEASE_EXPIRED and is
+# read again, in the time ("re-reads").
+# Page cache: caches cannot be dropped here; the buffered figures of both
+# sides are served by it; the O_DIRECT ones measure the device.
 # The machine is shared: figures vary; compare within one run.
 set -euo pipefail
 
@@ -38,14 +46,16 @@ b=${BUILD:-$here/build}
 n=64
 size=4M
 rounds=3
+depths="1 4"
 parent=/tmp
 while [ $# -gt 0 ]; do
     case "$1" in
     -n) n=$2; shift 2 ;;
     -s) size=$2; shift 2 ;;
     -r) rounds=$2; shift 2 ;;
+    -q) depths=$2; shift 2 ;;
     -d) parent=$2; shift 2 ;;
-    -h|--help) sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,40p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "unknown argument $1" >&2; exit 2 ;;
     esac
 done
@@ -83,13 +93,19 @@ for _ in $(seq 100); do
     sleep 0.05
 done
 
-start_node() {
+start_node() { # [SEGMENT_SIZE [--set ...]]
+    local seg=${1:-64MiB}
+    shift || true
     "$b/mooncake-store-server" --set store.master=127.0.0.1:$rpc --set store.port=$node \
-        --set store.local_hostname=127.0.0.1:$node --set store.global_segment_size=64MiB \
-        --set store.offload_dir="$root/node" --set store.reactors=1 --set log.level=error \
+        --set store.local_hostname=127.0.0.1:$node --set store.global_segment_size="$seg" \
+        --set store.offload_dir="$root/node" --set store.reactors=1 --set log.level=info "$@" \
         >/dev/null 2>>"$root/node.log" &
     npid=$!
     sleep 0.5
+}
+stop_node() {
+    kill "$npid"; wait "$npid" 2>/dev/null || true
+    npid=
 }
 metric() {
     curl -s "http://127.0.0.1:$http/metrics" | awk -v k="$1" '$1 == k {print $2}'
@@ -122,33 +138,58 @@ RW=write fw=$(fio_bw --name=w --directory="$root" --filename=fio.dat --rw=write 
 # 2. disk-only reads: push everything out, restart the node
 "$b/tier_bench" put --master 127.0.0.1:$rpc -n 32 --size "$size" --prefix fill >/dev/null 2>>"$root/bench.log"
 wait_idle
-kill "$npid"; wait "$npid" 2>/dev/null || true
-start_node
-sleep 1
+stop_node
 files=$(find "$root/node" -type f ! -name '.*' | wc -l)
 echo "offload: $persisted objects of $size written during the storm ($n put); $files files on the node"
 
-declare -a S FR FD
-for r in $(seq "$rounds"); do
-    S+=("$("$b/tier_bench" get --master 127.0.0.1:$rpc -n "$n" --size "$size" --prefix off \
-        --rounds 1 2>>"$root/bench.log" | awk -F, '/^csv/ {print $7}')")
-    FR+=("$(RW=read fio_bw --name=r --directory="$root" --filename=fio.dat --rw=read --bs="$bs" \
-        --iodepth=1 --ioengine=psync --size="${total_mb}M")")
-    FD+=("$(RW=read fio_bw --name=r --directory="$root" --filename=fio.dat --rw=read --bs="$bs" \
-        --iodepth=1 --ioengine=psync --size="${total_mb}M" --direct=1)")
-done
 med() { printf '%s\n' "$@" | sort -g | awk '{a[NR] = $1} END {print a[int((NR + 1) / 2)]}'; }
-ms=$(med "${S[@]}"); mr=$(med "${FR[@]}"); md=$(med "${FD[@]}")
-printf '\n%-44s %8s %8s\n' "path ($n x $size, queue depth 1)" "GB/s" "ratio"
+rows=()
+for mode in direct buffered; do
+    rseg=${READ_SEGMENT:-160MiB}
+    if [ "$mode" = direct ]; then start_node "$rseg"; else start_node "$rseg" --set store.offload_buffered_io=true; fi
+    sleep 1
+    for d in $depths; do
+        declare -a S=() F=() L=() R=()
+        for r in $(seq "$rounds"); do
+            l0=$(metric master_offload_loads_total)
+            g=$("$b/tier_bench" get --master 127.0.0.1:$rpc -n "$n" --size "$size" --prefix off \
+                --rounds 1 --depth "$d" 2>>"$root/bench.log" | awk -F, '/^csv/ {print $7 " " $8}') || true
+            if [ -z "$g" ]; then
+                echo "tier_bench get failed ($mode, depth $d):" >&2
+                tail -5 "$root/bench.log" >&2
+                exit 1
+            fi
+            S+=("${g% *}")
+            R+=("${g#* }")
+            L+=("$(( $(metric master_offload_loads_total) - l0 ))")
+            if [ "$mode" = direct ]; then
+                F+=("$(RW=read fio_bw --name=r --directory="$root" --filename=fio.dat --rw=read \
+                    --bs="$bs" --iodepth="$d" --ioengine=io_uring --size="${total_mb}M" --direct=1)")
+            else
+                F+=("$(RW=read fio_bw --name=r --directory="$root" --filename=fio.dat --rw=read \
+                    --bs="$bs" --iodepth="$d" --ioengine=io_uring --size="${total_mb}M")")
+            fi
+        done
+        ms=$(med "${S[@]}"); mf=$(med "${F[@]}")
+        rows+=("$(printf '%-9s %5s %9.3f %9.3f %7.2f   loads/round: %s  re-reads: %s  rounds: %s | fio %s' \
+            "$mode" "$d" "$ms" "$mf" "$(echo "$ms / $mf" | bc -l)" "${L[*]}" "${R[*]}" "${S[*]}" "${F[*]}")")
+        echo "csv,compare_offload_read,$mode,$size,$n,$d,$ms,$mf"
+    done
+    io=$(grep -o 'loads read with [^,]*, [a-zA-Z_ ()]*' "$root/node.log" | tail -1)
+    echo "node ($mode): $io"
+    grep -q 'refuses O_DIRECT' "$root/node.log" && grep 'refuses O_DIRECT' "$root/node.log" | tail -1
+    stop_node
+done
+
+printf '\n%-44s %8s %8s\n' "write path ($n x $size, queue depth 1)" "GB/s" "ratio"
 printf '%-44s %8.3f %8s\n' "write: offload during the eviction storm" "$w_gbs" ""
 printf '%-44s %8.3f %8.2f\n' "write: fio seq, fsync every block" "$fw_sync" \
     "$(echo "$w_gbs / $fw_sync" | bc -l)"
 printf '%-44s %8.3f %8.2f\n' "write: fio seq, buffered" "$fw" "$(echo "$w_gbs / $fw" | bc -l)"
-printf '%-44s %8.3f %8s   rounds: %s\n' "read: get of disk-only objects (buffered)" "$ms" "" "${S[*]}"
-printf '%-44s %8.3f %8.2f   rounds: %s\n' "read: fio seq, buffered (page cache)" "$mr" \
-    "$(echo "$ms / $mr" | bc -l)" "${FR[*]}"
-printf '%-44s %8.3f %8.2f   rounds: %s\n' "read: fio seq, O_DIRECT (device)" "$md" \
-    "$(echo "$ms / $md" | bc -l)" "${FD[*]}"
-echo "csv,compare_offload,$size,$n,$w_gbs,$fw_sync,$fw,$ms,$mr,$md"
-echo "(ratio = offload / fio. Our reads are buffered: the page cache served them, as it"
-echo " served fio's buffered reads; only the O_DIRECT row measures the device.)"
+echo "csv,compare_offload_write,$size,$n,$w_gbs,$fw_sync,$fw"
+printf '\nreads of disk-only objects (%s x %s), GB/s, medians of %s rounds; fio: io_uring, same depth\n' \
+    "$n" "$size" "$rounds"
+printf '%-9s %5s %9s %9s %7s\n' "node I/O" "depth" "get" "fio" "ratio"
+printf '%s\n' "${rows[@]}"
+echo "(ratio = offload / fio. direct: the node reads with O_DIRECT, fio --direct=1: the device."
+echo " buffered: offload_buffered_io=true and fio buffered: both served by the page cache.)"

@@ -5,8 +5,9 @@
  *   tier_bench put  --master HOST:PORT [-n 64] [--size 4M] [--prefix tb]
  *       eager puts of keys "PREFIX/<i>" (each put returns once its file is
  *       written): the files exist afterwards, whatever memory keeps.
- *   tier_bench get  --master HOST:PORT [-n 64] [--size 4M] [--rounds 3]
- *       gets of the same keys through the store client, verifying the
+ *   tier_bench get  --master HOST:PORT [-n 64] [--size 4M] [--rounds 3] [--depth 1]
+ *       gets of the same keys through the store client (--depth D: D
+ *       async gets kept in flight, as fio's iodepth), verifying the
  *       bytes; run it when the objects are only on disk (after a master
  *       restart): every get is GetReplicaList + a worker's file read with
  *       the key and checksum checks + the copy into the caller's buffer.
@@ -16,11 +17,14 @@
  *   tier_bench files --dir TIERDIR [-n 64]
  *       prints the files' paths (for dd).
  *
- * Every timed round reads each object once, one at a time (one thread);
+ * Every timed round reads each object once, one at a time (one thread;
+ * get: D at a time);
  * prints GB/s per round (1 GB = 1e9 B of object data) and a csv line:
- *   csv,tier_bench,MODE,size,n,round,gb_s
+ *   csv,tier_bench,MODE,size,n,round,gb_s   (get: and the gets read again
+ *   because their lease expired first: counted in the time)
  */
 #include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +34,7 @@
 #include "perf/bench_opt.h"
 #include "store/tier.h"
 #include "util/conf.h"
+#include "util/hash.h"
 #include "util/log.h"
 #include "util/mem.h"
 #include "util/time.h"
@@ -38,7 +43,7 @@
 /* The command line after the mode (perf/bench_opt.h). */
 typedef struct cli {
     char *master, *dir, *prefix;
-    uint64_t n, size, rounds;
+    uint64_t n, size, rounds, depth;
 } cli_t;
 
 static const mc_conf_key_t cli_rows[] = {
@@ -48,6 +53,8 @@ static const mc_conf_key_t cli_rows[] = {
     MC_CONF_ROW(cli_t, n, "n", MC_CONF_UINT, "64", 1, 1e9, "objects"),
     MC_CONF_ROW(cli_t, size, "size", MC_CONF_SIZE, "4MiB", 1, 0x1p40, "bytes per object"),
     MC_CONF_ROW(cli_t, rounds, "rounds", MC_CONF_UINT, "3", 1, 1000, "rounds of reads"),
+    MC_CONF_ROW(cli_t, depth, "depth", MC_CONF_UINT, "1", 1, 64,
+                "get: gets kept in flight (queue depth)"),
     MC_CONF_ROW(cli_t, prefix, "prefix", MC_CONF_STRING, "tb", 0, 0,
                 "keys are PREFIX/<i> (perf/compare_offload.sh uses two sets)"),
 };
@@ -61,6 +68,35 @@ static void fill(uint8_t *p, size_t n, uint64_t seed)
         x ^= x << 17;
         memcpy(p + i, &x, 8);
     }
+}
+
+/* get: a window of gets in flight (--depth). */
+typedef struct slot slot_t;
+typedef struct win {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    unsigned n, inflight, nfinished;
+    slot_t *finished[64];
+} win_t;
+
+struct slot {
+    win_t *w;
+    uint8_t *buf;
+    char key[64];
+    int idx; /* the object read into buf, -1 = free */
+    int64_t res;
+};
+
+static void got_one(void *arg, int64_t result)
+{
+    slot_t *sl = arg;
+    win_t *w = sl->w;
+    pthread_mutex_lock(&w->mu);
+    sl->res = result;
+    w->inflight--;
+    w->finished[w->nfinished++] = sl;
+    pthread_cond_signal(&w->cv);
+    pthread_mutex_unlock(&w->mu);
 }
 
 static mc_store_t *open_store(const char *master)
@@ -102,7 +138,8 @@ int main(int argc, char **argv)
     unsigned n = (unsigned)o.n, rounds = (unsigned)o.rounds;
     uint64_t size = o.size;
     mc_log_set_all(MC_LOG_WARN);
-    uint8_t *buf = malloc(size), *want = malloc(size);
+    unsigned depth = (unsigned)o.depth;
+    uint8_t *buf = malloc(size * depth), *want = malloc(size);
     if (buf == NULL || want == NULL)
         return 1;
     char key[64];
@@ -164,28 +201,81 @@ int main(int argc, char **argv)
         if (mc_store_query(s, key, strlen(key), rep, 8, &nr) == MC_OK)
             printf("%s: %u replica(s), first is %s\n", key, nr,
                    nr > 0 && rep[0].disk ? "DISK" : "MEMORY");
+        /* the XXH3 of every value, so a read is checked without filling it again */
+        uint64_t *sums = malloc(n * sizeof(*sums));
+        if (sums == NULL)
+            return 1;
+        for (unsigned i = 0; i < n; i++) {
+            fill(want, size, i);
+            sums[i] = mc_hash64(want, size);
+        }
+        win_t w = {.n = depth};
+        pthread_mutex_init(&w.mu, NULL);
+        pthread_cond_init(&w.cv, NULL);
+        slot_t slots[64];
+        for (unsigned j = 0; j < depth; j++)
+            slots[j] = (slot_t){.w = &w, .buf = buf + (size_t)j * size, .idx = -1};
         for (unsigned r = 0; r < rounds; r++) {
             uint64_t t0 = mc_now_us(), tcheck = 0;
-            for (unsigned i = 0; i < n; i++) {
-                snprintf(key, sizeof(key), "%.40s/%u", o.prefix, i);
-                int64_t got = mc_store_get(s, key, strlen(key), buf, size, NULL);
-                if (got != (int64_t)size) {
-                    fprintf(stderr, "tier_bench: get %s: %s\n", key,
-                            got < 0 ? mc_status_str((mc_status_t)got) : "short");
-                    return 1;
+            unsigned lease_retries = 0;
+            /* keep depth gets in flight: a finished slot is checked and reused */
+            for (unsigned i = 0, done = 0; done < n;) {
+                slot_t *sl = NULL;
+                pthread_mutex_lock(&w.mu);
+                while (w.inflight == depth || (i == n && w.nfinished == 0))
+                    pthread_cond_wait(&w.cv, &w.mu);
+                if (w.nfinished > 0)
+                    sl = w.finished[--w.nfinished];
+                pthread_mutex_unlock(&w.mu);
+                if (sl != NULL && sl->res == MC_ERR_LEASE_EXPIRED && lease_retries < n) {
+                    /* the read outlived its lease (a busy machine): its
+                     * bytes are not used; read it again, counted */
+                    lease_retries++;
+                    pthread_mutex_lock(&w.mu);
+                    w.inflight++;
+                    pthread_mutex_unlock(&w.mu);
+                    int64_t st =
+                        mc_store_get_async(s, sl->key, strlen(sl->key), sl->buf, size, got_one, sl);
+                    if (st != MC_OK && st != MC_INPROGRESS)
+                        got_one(sl, st);
+                    continue;
                 }
-                uint64_t c0 = mc_now_us();
-                fill(want, size, i);
-                if (memcmp(want, buf, size) != 0) {
-                    fprintf(stderr, "tier_bench: get %s: wrong bytes\n", key);
-                    return 1;
+                if (sl != NULL) {
+                    uint64_t c0 = mc_now_us();
+                    if (sl->res != (int64_t)size) {
+                        fprintf(stderr, "tier_bench: get %.40s/%d: %s\n", o.prefix, sl->idx,
+                                sl->res < 0 ? mc_status_str((mc_status_t)sl->res) : "short");
+                        return 1;
+                    }
+                    if (mc_hash64(sl->buf, size) != sums[sl->idx]) {
+                        fprintf(stderr, "tier_bench: get %.40s/%d: wrong bytes\n", o.prefix,
+                                sl->idx);
+                        return 1;
+                    }
+                    tcheck += mc_now_us() - c0; /* not counted */
+                    sl->idx = -1;
+                    done++;
                 }
-                tcheck += mc_now_us() - c0; /* not counted */
+                for (unsigned j = 0; j < depth && i < n; j++) {
+                    if (slots[j].idx >= 0)
+                        continue;
+                    slots[j].idx = (int)i;
+                    snprintf(slots[j].key, sizeof(slots[j].key), "%.40s/%u", o.prefix, i++);
+                    pthread_mutex_lock(&w.mu);
+                    w.inflight++;
+                    pthread_mutex_unlock(&w.mu);
+                    int64_t st = mc_store_get_async(s, slots[j].key, strlen(slots[j].key),
+                                                    slots[j].buf, size, got_one, &slots[j]);
+                    if (st != MC_OK && st != MC_INPROGRESS)
+                        got_one(&slots[j], st);
+                }
             }
             double sec = (double)(mc_now_us() - t0 - tcheck) / 1e6;
             double gbs = (double)size * n / sec / 1e9;
-            printf("get   %u x %llu B  round %u  %.3f GB/s\n", n, (unsigned long long)size, r, gbs);
-            printf("csv,tier_bench,get,%llu,%u,%u,%.4f\n", (unsigned long long)size, n, r, gbs);
+            printf("get   %u x %llu B  round %u  %.3f GB/s  (%u read again: lease expired)\n", n,
+                   (unsigned long long)size, r, gbs, lease_retries);
+            printf("csv,tier_bench,get,%llu,%u,%u,%.4f,%u\n", (unsigned long long)size, n, r, gbs,
+                   lease_retries);
         }
     } else {
         fprintf(stderr, "tier_bench: unknown mode '%s'\n", mode);

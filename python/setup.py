@@ -5,7 +5,8 @@ It links libmooncake statically: the library's objects are built -fPIC by
 the project's Makefile (make -C .. build/libmooncake.a), so the installed
 module needs no libmooncake.so at run time, only the system libraries the
 library itself uses (libevent, hiredis, libnuma, libibverbs). The daemons
-the launchers start (mooncake-master) are built the same way and installed
+the launchers start (mooncake-master, mooncake-http-metadata-server,
+mooncake-store-server) are built the same way and installed
 inside the package (mooncake/bin).
 """
 import os
@@ -26,7 +27,8 @@ def _programs():
     """The daemons the launchers start, as far as this tree builds them."""
     with open(os.path.join(ROOT, "mk", "programs.mk")) as f:
         built = set(re.findall(r"call program,([\w-]+),", f.read()))
-    return [p for p in ("mooncake-master", "mooncake-http-metadata-server") if p in built]
+    return [p for p in ("mooncake-master", "mooncake-http-metadata-server",
+                        "mooncake-store-server") if p in built]
 
 
 PROGRAMS = _programs()

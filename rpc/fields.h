@@ -101,6 +101,11 @@ enum mc_proto_field {
     MC_F_USED = 127,          /* uint: bytes of live allocations */
     MC_F_ALLOCS = 128,        /* uint: live allocations */
     MC_F_STATE = 129,         /* str: "MOUNTED" or "UNMOUNTING" */
+    /* node-local offload (130..139) */
+    MC_F_WAIT_US = 130, /* uint: OFFLOAD_POLL / OFFLOAD_LOAD: the caller accepts an answer held
+                           up to this long (until there is work, or the load is done) */
+    MC_F_HELD_US = 131, /* uint: how long the master held the answer (the lease in it starts
+                           that much after the call arrived) */
 };
 
 #endif /* MC_RPC_FIELDS_H */

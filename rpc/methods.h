@@ -52,12 +52,15 @@ enum mc_rpc_method {
     /* persistent tier (store/tier.h) */
     MC_RPC_TIER_ADD = 130,
     /* node-local offload (store/master_offload.c, store/client_offload.c) */
-    MC_RPC_OFFLOAD_POLL = 131, /* {CLIENT_ID, SEGMENT_ID, COUNT} -> {ITEMS: [[op, evict, KEY,
-                                  size, offset]]}: requests for the node */
+    MC_RPC_OFFLOAD_POLL = 131, /* {CLIENT_ID, SEGMENT_ID, COUNT[, WAIT_US]} -> {ITEMS: [[op,
+                                  evict, KEY, size, offset]]}: requests for the node (with
+                                  WAIT_US: held until there are some, or WAIT_US passed) */
     MC_RPC_OFFLOAD_DONE = 132, /* {CLIENT_ID, SEGMENT_ID, KEY, SIZE, STATUS} -> {} */
     MC_RPC_LDISK_REPORT = 133, /* {CLIENT_ID, SEGMENT_ID, KEY, SIZE} -> {}: a file found at start */
     MC_RPC_LDISK_DROP = 134,   /* {CLIENT_ID, SEGMENT_ID, KEY} -> {}: the node lost the file */
-    MC_RPC_OFFLOAD_LOAD = 135, /* {KEY} -> {}: a reader asks for a disk-only object in DRAM */
+    MC_RPC_OFFLOAD_LOAD = 135, /* {KEY} -> {}: a reader asks for a disk-only object in DRAM;
+                                  {KEY, WAIT_US} -> {REPLICAS, LEASE_TTL_US, HELD_US}: held
+                                  until its node loaded it, then GetReplicaList's answer */
 
     /* transfer engine (transport/): descriptor and TCP data */
     MC_RPC_TE_DESC = 400,  /* {} -> {NAME, HOST, PORT, PROTOCOLS, BUFFERS} */

@@ -45,6 +45,7 @@ typedef struct store_conf {
     uint64_t http_port;
     char *offload_dir;
     uint64_t offload_quota;
+    bool offload_buffered_io;
 } store_conf_t;
 
 static const char *const shm_choices[] = {"on", "off", NULL};
@@ -108,6 +109,10 @@ static const mc_conf_key_t store_keys[] = {
     MC_CONF_ROW(store_conf_t, offload_quota, "offload_quota", MC_CONF_SIZE, "0", 0,
                 1125899906842624.0,
                 "bytes of offload files at most (least recently used go first); 0 = no quota"),
+    MC_CONF_ROW(store_conf_t, offload_buffered_io, "offload_buffered_io", MC_CONF_BOOL, "false", 0,
+                0,
+                "offload loads read files through the page cache; false = with O_DIRECT where "
+                "the file system allows it"),
 };
 
 /* [service]: the role of upstream's mooncake_client ("real client") */
@@ -195,6 +200,7 @@ int main(int argc, char **argv)
                                                         : NULL;
     }
     c.offload_quota = sc.offload_quota;
+    c.offload_buffered_io = sc.offload_buffered_io;
     if (mc_daemon_parse_reactors(sc.reactors, "store.reactors", &c.reactors, err, sizeof(err)) !=
         MC_OK) {
         fprintf(stderr, "mooncake-store-server: %s\n", err);

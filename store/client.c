@@ -963,7 +963,7 @@ static mc_status_t open_segment(mc_store_t *s, uint64_t size)
     mc_status_t st = seg_create(s, NULL, size, &g);
     if (st != MC_OK)
         return st;
-    pthread_mutex_lock(&s->seg_mu); /* the offload worker may be reading the list */
+    pthread_mutex_lock(&s->seg_mu); /* the offload threads look at the list already */
     mc_list_push_tail(&s->segs, &g->node);
     pthread_mutex_unlock(&s->seg_mu);
     if (attached(s)) {
@@ -1043,7 +1043,8 @@ mc_status_t mc_store_open(const mc_store_config_t *c, mc_store_t **out)
     /* the offload directory before the segment: a node refused for it
      * (shared, unwritable) must not leave a segment mounted behind it */
     if (st == MC_OK)
-        st = store_offload_open(s, c->offload_dir, c->offload_quota, c->global_segment_size);
+        st = store_offload_open(s, c->offload_dir, c->offload_quota, c->global_segment_size,
+                                c->offload_buffered_io);
     if (st == MC_OK)
         st = open_segment(s, c->global_segment_size);
     if (st == MC_OK)

@@ -44,8 +44,7 @@ typedef enum get_state {
     G_TIER,         /* no memory replica left to try: read the tier file */
     G_WAIT_TIER,    /* waiting: the tier worker's read (checksum and key checked) */
     G_LOAD,         /* only a LOCAL_DISK replica: ask the master to have its node load it */
-    G_WAIT_LOAD,    /* waiting: the master's answer */
-    G_WAIT_PAUSE,   /* waiting: a short pause, then list again (the node is loading it) */
+    G_WAIT_LOAD,    /* waiting: the master's answer, once the node loaded it: the replicas */
     G_DONE,         /* report err, or result */
     G_NSTATES
 } get_state_t;
@@ -75,12 +74,12 @@ typedef struct get_op {
     int direct;              /* read straight into buf (store_direct_ok) */
     struct get_defer *defer; /* sync get: own-segment copy left to the caller */
     uint64_t win, off, plen;
+    int ranged;             /* mc_store_get_ranges: read size bytes from src of the value */
+    uint64_t src;           /* where the read starts in the value (0 unless ranged) */
     mc_status_t last_err;   /* why the last replica failed */
     int disk;               /* the object has a DISK replica (and this client reads the tier) */
     uint64_t load_until_us; /* LOCAL_DISK only: give up waiting for the load then */
-    mc_timer_t pause;       /* r0: between a LOAD and the next list */
-    int pause_ok;
-    uint64_t got; /* tier read: the file's data size */
+    uint64_t got;           /* tier read: the file's data size */
     int64_t result;
     mc_status_t err; /* the get failed (G_DONE reports it) */
 } get_op_t;
@@ -104,8 +103,6 @@ static void get_finish(store_op_t *h, mc_status_t st)
     get_op_t *op = (get_op_t *)h;
     mc_store_t *s = h->s;
     store_stage_put(s, h);
-    if (op->pause_ok)
-        mc_timer_fini(&op->pause);
     if (h->batch != NULL && mc_te_batch_free(h->batch) != MC_OK)
         MC_ERROR(CLIENT, "get: transfer batch still busy at the end (leaked)");
     if (op->gpu_dst != NULL) { /* the value is in the host bounce: to the GPU */
@@ -208,6 +205,14 @@ static get_state_t get_listed(get_op_t *op)
         return get_fail(op, MC_ERR_OBJECT_NOT_FOUND);
     }
     op->size = op->norder > 0 ? op->rep[op->order[0]].size : dk->size;
+    if (op->ranged) { /* a range of the value: from memory replicas only */
+        if (op->norder == 0)
+            return get_fail(op, MC_ERR_NOT_SUPPORTED);
+        if (op->src > op->size || op->len > op->size - op->src)
+            return get_fail(op, MC_ERR_INVALID_PARAMS);
+        op->size = op->len;
+        op->disk = 0;
+    }
     if (op->size > op->len) {
         if (op->need != NULL)
             *op->need = op->size;
@@ -226,12 +231,12 @@ static int get_own(get_op_t *op, get_state_t *next)
 {
     mc_store_t *s = op->h.s;
     const mc_master_replica_desc_t *d = &op->rep[op->cur];
-    if (!te_local_range_ok(s->te, (const void *)(uintptr_t)d->address, op->size, 1)) {
+    if (!te_local_range_ok(s->te, (const void *)(uintptr_t)(d->address + op->src), op->size, 1)) {
         MC_WARN(CLIENT, "get: replica 0x%llx+%llu is not in a segment of ours",
                 (unsigned long long)d->address, (unsigned long long)op->size);
         return 0;
     }
-    const uint8_t *src = (const uint8_t *)(uintptr_t)d->address + op->off;
+    const uint8_t *src = (const uint8_t *)(uintptr_t)d->address + op->src + op->off;
     if (op->defer != NULL) {
         op->defer->src = src;
         op->defer->dst = op->buf + op->off;
@@ -314,7 +319,7 @@ static get_state_t get_fetch(get_op_t *op)
     mc_te_request_t req = {.opcode = MC_TE_READ,
                            .local = op->direct ? op->buf + op->off : h->stage,
                            .segment = op->seg,
-                           .remote = d->address + op->off,
+                           .remote = d->address + op->src + op->off,
                            .length = op->plen};
     if (!store_range_ok(h->s, op->seg, req.remote, op->plen)) {
         if (!(op->refreshed & (1u << op->cur)) && store_seg_refresh(h, op->seg) == MC_INPROGRESS) {
@@ -395,49 +400,43 @@ static get_state_t get_tier_read(get_op_t *op)
 }
 
 /* Node-local offload: the object is only on a node's disk. The master
- * has that node read it into its segment (LOAD); we list again after a
- * pause until a memory replica is there (or the transfer timeout). */
+ * has that node read it into its segment (LOAD) and holds our call until
+ * the node answered (or LOAD_WAIT_US passed): the answer is the replica
+ * list with a lease, as GetReplicaList's, read as such (get_listed): the
+ * loaded memory replica, or again only the disk one (ask again, until the
+ * transfer timeout). No pause, no polling. */
+#define LOAD_WAIT_US 1000000
+
+static void get_decode_load(store_op_t *h, const mc_rpc_resp_t *resp)
+{
+    get_op_t *op = (get_op_t *)h;
+    int64_t held = 0;
+    get_decode_list(h, resp);
+    if (h->wait_st == MC_OK &&
+        mc_mcli_dec_int(resp->body, resp->body_len, MC_F_HELD_US, &held) == MC_OK && held > 0)
+        op->t_sent_us += (uint64_t)held; /* the lease starts no earlier than that */
+}
+
 static get_state_t get_load(get_op_t *op)
 {
-    if (op->load_until_us == 0)
-        op->load_until_us = mc_now_us() + op->h.s->cfg.transfer_timeout_us;
-    mc_mp_writer_t *w = mc_rpc_call_begin(op->h.s->mcli);
-    mc_mcli_key(w, op->key, op->klen);
-    mc_status_t st = store_rpc_end(&op->h, MC_RPC_OFFLOAD_LOAD, NULL);
-    return st == MC_INPROGRESS ? G_WAIT_LOAD /* waiting: the master */ : get_fail(op, st);
-}
-
-static void pause_over(mc_timer_t *t, void *arg)
-{
-    (void)t;
-    get_op_t *op = arg;
-    store_op_post(&op->h);
-}
-
-static get_state_t get_load_asked(get_op_t *op)
-{
-    mc_status_t st = op->h.wait_st;
-    /* no room on the node or its queue full: eviction makes room, retry */
-    if (st != MC_OK && st != MC_ERR_NO_AVAILABLE_HANDLE && st != MC_ERR_LIMIT)
-        return get_fail(op, st);
-    if (mc_now_us() > op->load_until_us) {
+    mc_store_t *s = op->h.s;
+    uint64_t now = mc_now_us();
+    if (op->load_until_us == 0) {
+        op->load_until_us = now + s->cfg.transfer_timeout_us;
+    } else if (now > op->load_until_us) {
         MC_WARN(CLIENT, "get: '%.*s' was not loaded from its node's disk in time", (int)op->klen,
                 op->key);
         return get_fail(op, MC_ERR_TRANSFER_FAIL);
     }
-    if (!op->pause_ok) {
-        if (mc_timer_init(&op->pause, op->h.s->r0, pause_over, op) != MC_OK)
-            return G_LIST; /* no timer: list again at once */
-        op->pause_ok = 1;
-    }
-    mc_timer_start(&op->pause, 500, 0);
-    return G_WAIT_PAUSE; /* waiting: the pause */
-}
-
-static get_state_t get_paused(get_op_t *op)
-{
-    (void)op;
-    return G_LIST;
+    uint64_t wait =
+        s->cfg.rpc_timeout_us / 2 < LOAD_WAIT_US ? s->cfg.rpc_timeout_us / 2 : LOAD_WAIT_US;
+    mc_mp_writer_t *w = mc_rpc_call_begin(s->mcli);
+    mc_mcli_key(w, op->key, op->klen);
+    mc_status_t st = mc_rpc_call_add_uint(s->mcli, MC_F_WAIT_US, wait > 0 ? wait : 1);
+    op->t_sent_us = now;
+    if (st == MC_OK)
+        st = store_rpc_end(&op->h, MC_RPC_OFFLOAD_LOAD, get_decode_load);
+    return st == MC_INPROGRESS ? G_WAIT_LOAD /* waiting: the master */ : get_fail(op, st);
 }
 
 /* The machine's table: each state's handler and whether get_step stops
@@ -458,8 +457,7 @@ static const struct {
     [G_TIER] = {get_tier, 0},
     [G_WAIT_TIER] = {get_tier_read, 1},
     [G_LOAD] = {get_load, 0},
-    [G_WAIT_LOAD] = {get_load_asked, 1},
-    [G_WAIT_PAUSE] = {get_paused, 1},
+    [G_WAIT_LOAD] = {get_listed, 1},
 };
 
 static void get_step(store_op_t *h)
@@ -483,12 +481,15 @@ static void get_step(store_op_t *h)
     }
 }
 
-/* A replica list the caller already has (mc_store_get_alloc): the get
- * starts where GetReplicaList's answer is handled. */
+/* A replica list the caller already has (mc_store_get_alloc,
+ * mc_store_get_ranges): the get starts where GetReplicaList's answer is
+ * handled; a ranged one reads len bytes from src of the value. */
 typedef struct get_preset {
     const mc_master_replica_desc_t *rep;
     uint32_t nrep;
     uint64_t lease_us, t_sent_us;
+    int ranged;
+    uint64_t src;
 } get_preset_t;
 
 static mc_status_t get_submit(mc_store_t *s, const void *key, size_t klen, void *buf, size_t len,
@@ -546,6 +547,8 @@ static mc_status_t get_submit(mc_store_t *s, const void *key, size_t klen, void 
         op->nrep = pre->nrep;
         op->lease_us = pre->lease_us;
         op->t_sent_us = pre->t_sent_us;
+        op->ranged = pre->ranged;
+        op->src = pre->src;
         op->h.wait_st = MC_OK;
         op->state = G_WAIT_LIST;
     }
@@ -641,6 +644,33 @@ int64_t mc_store_get_alloc(mc_store_t *s, const void *key, size_t klen, mc_store
     if (buf == NULL)
         return MC_ERR_NOMEM;
     return get_sync(s, key, klen, buf, size, 0, NULL, &pre);
+}
+
+mc_status_t mc_store_get_ranges(mc_store_t *s, const void *key, size_t klen, size_t n,
+                                const uint64_t *src, void *const *dst, const uint64_t *len,
+                                int64_t *result)
+{
+    if (s == NULL || (n > 0 && (src == NULL || dst == NULL || len == NULL || result == NULL)))
+        return MC_ERR_INVALID_PARAMS;
+    if (s->svc != NULL)
+        return MC_ERR_NOT_SUPPORTED; /* co-located: the service has no ranged read */
+    if (store_on_reactor(s))
+        return MC_ERR_STATE;
+    if (n == 0)
+        return MC_OK;
+    mc_master_replica_desc_t d[STORE_MAX_REPLICAS];
+    get_preset_t pre = {.rep = d, .t_sent_us = mc_now_us(), .ranged = 1};
+    mc_status_t st = replica_list_sync(s, key, klen, d, &pre.nrep, &pre.lease_us);
+    for (size_t i = 0; i < n; i++) {
+        pre.src = src[i];
+        if (st != MC_OK)
+            result[i] = st;
+        else if (len[i] == 0)
+            result[i] = 0;
+        else
+            result[i] = get_sync(s, key, klen, dst[i], (size_t)len[i], 1, NULL, &pre);
+    }
+    return st;
 }
 
 mc_status_t mc_store_get_async(mc_store_t *s, const void *key, size_t klen, void *buf, size_t len,

@@ -4,29 +4,32 @@
  * (mc_store_config_t.offload_dir) keeps objects of its own segment on its
  * own disk, as LOCAL_DISK replicas.
  *
- * Files: the persistent tier's (store/tier.h, reused as it is): names from
- * the key, header with the key, size and XXH3 checksums, atomic write (temp
- * file, fsync, rename), verified read, scan. Only the directory differs: it
- * is this node's, not the cluster's.
+ * Files: the persistent tier's (store/tier.h): names from the key, header
+ * with the key, size and XXH3 checksums, atomic write (temp file, fsync,
+ * rename), verified read, scan. Offload files have the header padded to
+ * MC_TIER_ALIGN (MC_TIER_F_ALIGNED) so loads can read the data with
+ * O_DIRECT. The directory is this node's alone (the lock file).
  *
- * One worker thread does everything, never a reactor:
- *  - at start (and after the master forgot the node: a poll answered
- *    SEGMENT_NOT_FOUND), it scans the directory and reports every file
- *    (LDISK_REPORT); files the master refuses (the key exists, so the file
- *    may be of an older put) are deleted;
- *  - it polls the master for requests about its segment (OFFLOAD_POLL,
- *    every OFFLOAD_IDLE_US when idle, at once while there is work):
+ * Two threads, never a reactor:
+ *  - the poller sends held OFFLOAD_POLLs (WAIT_US: the master answers as
+ *    soon as there is work for the segment, or empty after OFFLOAD_HOLD_US)
+ *    and hands each answer to the worker (inbox, evfd), one at a time;
+ *  - the worker, at start (and after the master forgot the node: a poll
+ *    answered SEGMENT_NOT_FOUND), scans the directory (deleting temp files,
+ *    which only a killed write leaves, and corrupt files) and reports every
+ *    file (LDISK_REPORT); files the master refuses (the key exists, so the
+ *    file may be of an older put) are deleted. Then it serves the answers:
  *    PERSIST (write the bytes at segment base + offset to the file, answer
  *    OFFLOAD_DONE with the result: a failed write, e.g. a full disk, is
- *    reported and the master evicts as without offload), LOAD (read the file
- *    into segment base + offset, checksum verified: a corrupt or missing file
- *    is deleted and reported, its bytes never served), DELETE (the object
- *    was removed);
+ *    reported and the master evicts as without offload), LOAD (read the
+ *    file into segment base + offset: up to OFFLOAD_IO_DEPTH at once through
+ *    store/offload_io.h, io_uring, O_DIRECT where the file system allows;
+ *    the checksum verified: a corrupt or missing file is deleted and
+ *    reported, its bytes never served; answered from r0 without waiting),
+ *    DELETE (the object was removed). While reads are in flight it waits in
+ *    the io queue, which also watches evfd: a new answer joins them;
  *  - a quota (offload_quota, bytes; 0 = none): before a write that would
  *    exceed it, the least recently used files go (deleted, LDISK_DROP).
- * File I/O is plain pwrite/pread through tier.c on this thread: no io_uring
- * and no O_DIRECT (the page cache serves repeated reads; see
- * perf/compare_offload.sh).
  *
  * Two nodes sharing a directory would delete each other's files: a lock
  * file (flock on <dir>/.lock) refuses the second at open, naming the first.
@@ -34,7 +37,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -42,6 +47,7 @@
 #include "rpc/methods.h"
 #include "store/client_int.h"
 #include "store/master_client.h"
+#include "store/offload_io.h"
 #include "store/tier.h"
 #include "util/hash.h"
 #include "util/hmap.h"
@@ -50,10 +56,12 @@
 #include "util/mem.h"
 #include "util/time.h"
 
-#define OFFLOAD_IDLE_US 2000    /* poll interval without work */
+#define OFFLOAD_HOLD_US 250000  /* a poll without work is held this long by the master */
+#define OFFLOAD_IDLE_US 2000    /* not mounted yet: look again (x5) */
 #define OFFLOAD_RETRY_US 500000 /* after a failed poll or report */
 #define OFFLOAD_POLL_BATCH 256
 #define OFFLOAD_SCAN_MAX 10000000ull
+#define OFFLOAD_IO_DEPTH 16 /* LOAD reads in flight at once (io_uring queue depth) */
 
 /* A file of the directory (this thread only). */
 typedef struct ofile {
@@ -63,6 +71,29 @@ typedef struct ofile {
     uint32_t klen;
     char key[];
 } ofile_t;
+
+/* A LOAD being read: its file, where it goes, its reads in flight. */
+typedef struct oload oload_t;
+typedef struct opart {
+    oload_t *l;
+    int tail; /* the tail of an O_DIRECT read, through the bounce */
+} opart_t;
+
+struct oload {
+    int busy;
+    mc_tier_file_t f;
+    char key[MC_TIER_KEY_MAX];
+    uint32_t klen;
+    uint64_t size;
+    uint8_t *dst;    /* segment base + offset */
+    uint64_t body;   /* bytes read straight into dst (O_DIRECT: a multiple of MC_TIER_ALIGN) */
+    uint64_t got;    /* bytes of data read so far */
+    unsigned parts;  /* reads in flight */
+    mc_status_t st;  /* the first failure */
+    int redo;        /* an O_DIRECT read failed: read the file again, buffered */
+    uint8_t *bounce; /* MC_TIER_ALIGN bytes, aligned: an O_DIRECT read's last block */
+    opart_t part[2];
+};
 
 struct store_offload {
     mc_store_t *s;
@@ -76,10 +107,22 @@ struct store_offload {
     int stop; /* mu */
     mc_hmap_t files;
     uint64_t bytes, clock;
-    int reported; /* the files of the directory were reported since the last (re)mount */
-    int off_logged;
+    int reported; /* mu: the files of the directory were reported since the last (re)mount */
+    _Atomic int off_logged; /* the worker and the poller log it once */
+    int buffered;           /* offload_buffered_io: never O_DIRECT */
+    int direct_refused;     /* logged: the file system refused O_DIRECT */
+    mc_oio_t *io;
+    oload_t *loads; /* OFFLOAD_IO_DEPTH slots, with their bounce blocks */
+    uint8_t *bounces;
+    /* the poller thread: held polls, their answers handed to the worker */
+    pthread_t poller_th;
+    int poller_started;
+    mc_buf_t inbox;     /* mu: a poll's answer the worker has not taken (empty: none) */
+    int evfd;           /* written with each answer: wakes the worker's io wait */
+    int watch_armed;    /* worker: the io queue watches evfd */
+    unsigned dones_out; /* mu: LOAD answers sent (r0), not acknowledged yet */
     _Atomic uint64_t written, write_failed, loaded, load_failed, deleted, quota_dropped,
-        bytes_written, bytes_read;
+        bytes_written, bytes_read, loaded_direct;
 };
 
 /* ------------------------------------------------------------ the index */
@@ -183,6 +226,82 @@ static mc_status_t call_done(store_offload_t *o, const store_seg_t *g, const voi
     return st;
 }
 
+/* A LOAD's answer, sent from r0 without the worker waiting for it (the
+ * master's reply only says whether it still wanted the load: nothing to do
+ * either way; a lost one is voided by the master's offload_timeout). */
+typedef struct done_msg {
+    store_offload_t *o;
+    size_t len;
+    uint8_t body[];
+} done_msg_t;
+
+static void done_over(done_msg_t *m)
+{
+    store_offload_t *o = m->o;
+    mc_free(m);
+    pthread_mutex_lock(&o->mu);
+    o->dones_out--;
+    pthread_cond_broadcast(&o->cv);
+    pthread_mutex_unlock(&o->mu);
+}
+
+static void done_answered(void *arg, const mc_rpc_resp_t *resp)
+{
+    done_msg_t *m = arg;
+    if (resp->status != MC_OK && resp->status != MC_ERR_OBJECT_NOT_FOUND &&
+        resp->status != MC_ERR_CANCELED)
+        MC_WARN(CLIENT,
+                "offload: the answer to a load got %s from the master (the master "
+                "voids the load after offload_timeout)",
+                mc_status_str(resp->status));
+    done_over(m);
+}
+
+static void done_on_r0(mc_reactor_t *r, void *arg, mc_status_t st)
+{
+    (void)r;
+    done_msg_t *m = arg;
+    mc_store_t *s = m->o->s;
+    if (st == MC_OK && s->mcli != NULL)
+        st = mc_rpc_call(s->mcli, MC_RPC_OFFLOAD_DONE, m->body, m->len, s->cfg.rpc_timeout_us,
+                         done_answered, m);
+    if (st != MC_INPROGRESS)
+        done_over(m);
+}
+
+/* call_done for a LOAD, not waiting: MC_OK (sent from r0), or the failure
+ * to hand it to r0 (then sent here, waiting). */
+static void call_done_async(store_offload_t *o, const store_seg_t *g, const void *key, size_t klen,
+                            uint64_t size, mc_status_t result)
+{
+    mc_buf_t body = MC_BUF_INIT;
+    mc_mp_writer_t w;
+    mc_mp_writer_init(&w, &body);
+    head(&w, o->s, g, 3);
+    mc_mp_write_uint(&w, MC_F_KEY);
+    mc_mp_write_bin(&w, key, (uint32_t)klen);
+    mc_mp_write_uint(&w, MC_F_SIZE);
+    mc_mp_write_uint(&w, size);
+    mc_mp_write_uint(&w, MC_F_STATUS);
+    mc_mp_write_int(&w, result);
+    done_msg_t *m = w.err == MC_OK ? mc_malloc(sizeof(*m) + mc_buf_used(&body)) : NULL;
+    if (m != NULL) {
+        m->o = o;
+        m->len = mc_buf_used(&body);
+        memcpy(m->body, mc_buf_head(&body), m->len);
+        pthread_mutex_lock(&o->mu);
+        o->dones_out++;
+        pthread_mutex_unlock(&o->mu);
+        if (mc_reactor_call(o->s->r0, done_on_r0, m) != MC_OK) {
+            done_over(m);
+            m = NULL;
+        }
+    }
+    mc_buf_fini(&body);
+    if (m == NULL)
+        call_done(o, g, key, klen, size, result);
+}
+
 /* ------------------------------------------------------------ startup report */
 
 typedef struct found {
@@ -212,7 +331,9 @@ static int report_all(store_offload_t *o, const store_seg_t *g)
     found_t *list = NULL;
     mc_tier_scan_stats_t ss = {0};
     uint64_t t0 = mc_now_us();
-    mc_status_t st = mc_tier_scan(o->dir, OFFLOAD_SCAN_MAX, on_found, &list, &ss);
+    /* our directory alone (the lock): temp files are a killed writer's and
+     * corrupt files go (a truncated one never becomes an object) */
+    mc_status_t st = mc_tier_scan_owned(o->dir, OFFLOAD_SCAN_MAX, on_found, &list, &ss);
     if (st != MC_OK)
         MC_ERROR(CLIENT, "offload: cannot scan %s: %s", o->dir, mc_status_str(st));
     uint64_t ok = 0, refused = 0;
@@ -246,11 +367,11 @@ static int report_all(store_offload_t *o, const store_seg_t *g)
     if (again)
         return 0;
     MC_INFO(CLIENT,
-            "offload: %s: %llu objects reported, %llu refused (deleted), %llu files skipped as "
-            "corrupt, %llu temp files left, %llu deleted, in %llu ms",
-            o->dir, (unsigned long long)ok, (unsigned long long)refused, (unsigned long long)ss.bad,
-            (unsigned long long)ss.temps, (unsigned long long)ss.temps_removed,
-            (unsigned long long)((mc_now_us() - t0) / 1000));
+            "offload: %s: %llu objects reported, %llu refused (deleted), %llu corrupt files "
+            "deleted, %llu skipped, %llu temp files of an interrupted write deleted, in %llu ms",
+            o->dir, (unsigned long long)ok, (unsigned long long)refused,
+            (unsigned long long)ss.bad_removed, (unsigned long long)ss.bad,
+            (unsigned long long)ss.temps_removed, (unsigned long long)((mc_now_us() - t0) / 1000));
     return 1;
 }
 
@@ -291,7 +412,8 @@ static void do_persist(store_offload_t *o, const store_seg_t *g, const char *key
         st = MC_ERR_FILE_WRITE_FAIL;
     if (st == MC_OK) {
         struct iovec iov = {g->base + off, size};
-        st = mc_tier_write(o->dir, key, klen, &iov, 1, size, 0);
+        /* data at a multiple of MC_TIER_ALIGN: loads read it with O_DIRECT */
+        st = mc_tier_write_flags(o->dir, key, klen, &iov, 1, size, 0, MC_TIER_F_ALIGNED);
     }
     if (st != MC_OK) {
         atomic_fetch_add(&o->write_failed, 1);
@@ -311,57 +433,150 @@ static void do_persist(store_offload_t *o, const store_seg_t *g, const char *key
     }
 }
 
-static void do_load(store_offload_t *o, const store_seg_t *g, const char *key, size_t klen,
-                    uint64_t size, uint64_t off)
+/* ---- LOAD: batched reads (offload_io.h) ---- */
+
+/* The load is over (read and verified, or failed): answer the master. */
+static void load_end(store_offload_t *o, const store_seg_t *g, oload_t *l)
 {
-    mc_status_t st = MC_OK;
-    uint64_t got = 0;
-    if (off > g->size || size > g->size - off)
-        st = MC_ERR_INVALID_PARAMS;
-    else
-        st = mc_tier_read(o->dir, key, klen, g->base + off, size, size, &got);
+    mc_status_t st = l->st;
+    mc_tier_close(&l->f);
     if (st == MC_OK) {
-        ofile_t *f = file_find(o, key, klen, mc_hash64(key, klen));
+        ofile_t *f = file_find(o, l->key, l->klen, mc_hash64(l->key, l->klen));
         if (f != NULL)
             f->used = ++o->clock;
         atomic_fetch_add(&o->loaded, 1);
-        atomic_fetch_add(&o->bytes_read, size);
+        atomic_fetch_add(&o->bytes_read, l->size);
+        if (l->f.direct)
+            atomic_fetch_add(&o->loaded_direct, 1);
     } else {
         atomic_fetch_add(&o->load_failed, 1);
         if (st == MC_ERR_CHECKSUM_MISMATCH) {
             /* logged by tier.c with the path and why; never served */
-            mc_tier_unlink(o->dir, key, klen);
-            file_forget(o, key, klen);
+            mc_tier_unlink(o->dir, l->key, l->klen);
+            file_forget(o, l->key, l->klen);
         }
     }
-    call_done(o, g, key, klen, size, st);
+    l->busy = 0;
+    call_done_async(o, g, l->key, l->klen, l->size, st);
 }
 
-/* One poll: how many requests it handled, or -1 when it failed. */
-static int poll_once(store_offload_t *o, const store_seg_t *g)
+typedef struct reap_ctx {
+    store_offload_t *o;
+    const store_seg_t *g;
+} reap_ctx_t;
+
+static void load_part_done(void *arg, void *tag, ssize_t res)
 {
-    mc_buf_t body = MC_BUF_INIT, resp = MC_BUF_INIT;
-    mc_mp_writer_t w;
-    mc_mp_writer_init(&w, &body);
-    head(&w, o->s, g, 1);
-    mc_mp_write_uint(&w, MC_F_COUNT);
-    mc_mp_write_uint(&w, OFFLOAD_POLL_BATCH);
-    mc_status_t st =
-        w.err != MC_OK ? w.err : store_call_sync(o->s, MC_RPC_OFFLOAD_POLL, &body, &resp);
-    mc_buf_fini(&body);
-    if (st != MC_OK) {
-        if (st == MC_ERR_SEGMENT_NOT_FOUND || st == MC_ERR_ILLEGAL_CLIENT)
-            o->reported = 0; /* forgotten: report again once re-mounted */
-        if (st == MC_ERR_UNAVAILABLE_IN_CURRENT_MODE && !o->off_logged) {
-            MC_WARN(CLIENT, "offload: the master has enable_offload off; %s is not used", o->dir);
-            o->off_logged = 1;
-        }
-        mc_buf_fini(&resp);
-        return -1;
+    reap_ctx_t *c = arg;
+    if (tag == NULL) { /* evfd: a poll's answer is in */
+        uint64_t v;
+        if (read(c->o->evfd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+            MC_WARN(CLIENT, "offload: reading the wake-up eventfd: %s", strerror(errno));
+        c->o->watch_armed = 0;
+        return;
     }
+    opart_t *p = tag;
+    oload_t *l = p->l;
+    if (res < 0 && l->f.direct && !l->redo) {
+        /* O_DIRECT refused this read (alignment the file system wants more
+         * of, ...): the whole file once more through the page cache */
+        MC_WARN(CLIENT, "offload: O_DIRECT read of '%s' failed: %s; reading it buffered", l->f.path,
+                strerror((int)-res));
+        l->redo = 1;
+    } else if (res < 0 && l->st == MC_OK) {
+        MC_ERROR(CLIENT, "offload: reading '%s' failed: %s", l->f.path, strerror((int)-res));
+        l->st = MC_ERR_FILE_READ_FAIL;
+    } else if (res > 0 && p->tail) {
+        uint64_t want = l->size - l->body;
+        uint64_t n = (uint64_t)res < want ? (uint64_t)res : want;
+        memcpy(l->dst + l->body, l->bounce, n);
+        l->got += n;
+    } else if (res > 0) {
+        l->got += (uint64_t)res;
+    }
+    if (--l->parts > 0)
+        return;
+    if (l->redo && l->st == MC_OK) {
+        uint64_t got = 0;
+        l->st = mc_tier_read(c->o->dir, l->key, l->klen, l->dst, l->size, l->size, &got);
+        l->f.direct = 0;
+    } else if (l->st == MC_OK) {
+        l->st = mc_tier_verify(&l->f, l->dst, l->got); /* cut short or corrupt: never served */
+    }
+    load_end(c->o, c->g, l);
+}
+
+/* Wait for at least one read in flight to finish (its load answered when it
+ * was the last of it). */
+static void load_reap(store_offload_t *o, const store_seg_t *g)
+{
+    reap_ctx_t c = {o, g};
+    mc_oio_reap(o->io, load_part_done, &c);
+}
+
+/* Start reading key's file into segment base + off; answered by
+ * load_part_done (or here, when it cannot start). */
+static void load_start(store_offload_t *o, const store_seg_t *g, const char *key, size_t klen,
+                       uint64_t size, uint64_t off)
+{
+    oload_t *l = NULL;
+    for (;;) {
+        for (unsigned i = 0; i < OFFLOAD_IO_DEPTH && l == NULL; i++)
+            if (!o->loads[i].busy && mc_oio_room(o->io) >= 2)
+                l = &o->loads[i];
+        if (l != NULL)
+            break;
+        load_reap(o, g); /* every slot busy: one finishes first */
+    }
+    l->busy = 1;
+    l->klen = (uint32_t)(klen < MC_TIER_KEY_MAX ? klen : MC_TIER_KEY_MAX);
+    memcpy(l->key, key, l->klen);
+    l->size = size;
+    l->got = l->body = 0;
+    l->parts = 0;
+    l->redo = 0;
+    l->st = MC_OK;
+    if (off > g->size || size > g->size - off || klen > MC_TIER_KEY_MAX) {
+        l->st = MC_ERR_INVALID_PARAMS; /* not our memory: never write there */
+        l->f.fd = -1;
+        load_end(o, g, l);
+        return;
+    }
+    l->dst = g->base + off;
+    int direct = !o->buffered && ((uintptr_t)l->dst % MC_TIER_ALIGN) == 0;
+    l->st = mc_tier_open_read(o->dir, key, klen, size, direct, &l->f);
+    if (l->st != MC_OK) {
+        load_end(o, g, l);
+        return;
+    }
+    if (direct && !l->f.direct && l->f.direct_errno != 0 && !o->direct_refused) {
+        MC_WARN(CLIENT,
+                "offload: the file system of %s refuses O_DIRECT (%s): loads are read through "
+                "the page cache",
+                o->dir, strerror(l->f.direct_errno));
+        o->direct_refused = 1;
+    }
+    uint64_t body = l->f.direct ? size / MC_TIER_ALIGN * MC_TIER_ALIGN : size;
+    l->body = body;
+    l->part[0] = (opart_t){l, 0};
+    l->part[1] = (opart_t){l, 1};
+    if (body > 0 && mc_oio_read(o->io, l->f.fd, l->dst, body, l->f.data_off, &l->part[0]) == MC_OK)
+        l->parts++;
+    if (body < size && mc_oio_read(o->io, l->f.fd, l->bounce, MC_TIER_ALIGN, l->f.data_off + body,
+                                   &l->part[1]) == MC_OK)
+        l->parts++;
+    if (l->parts == 0) { /* cannot happen: room was checked */
+        l->st = MC_ERR_FILE_READ_FAIL;
+        load_end(o, g, l);
+    }
+}
+
+/* Do the requests of a poll's answer: PERSIST and DELETE at once, LOAD
+ * started (answered when read). */
+static void serve_answer(store_offload_t *o, const store_seg_t *g, const mc_buf_t *resp)
+{
     mc_mp_reader_t r;
-    mc_mp_reader_init(&r, mc_buf_head(&resp), mc_buf_used(&resp));
-    int done = 0;
+    mc_mp_reader_init(&r, mc_buf_head(resp), mc_buf_used(resp));
     uint32_t nf = mc_mp_read_map(&r);
     for (uint32_t i = 0; i < nf && r.err == MC_OK; i++) {
         uint64_t id = mc_mp_read_uint(&r);
@@ -384,52 +599,153 @@ static int poll_once(store_offload_t *o, const store_seg_t *g)
             if (op == MC_MASTER_OFFLOAD_PERSIST) {
                 do_persist(o, g, key, klen, size, off);
             } else if (op == MC_MASTER_OFFLOAD_LOAD) {
-                do_load(o, g, key, klen, size, off);
+                load_start(o, g, key, klen, size, off); /* answered when read */
             } else if (op == MC_MASTER_OFFLOAD_DELETE) {
                 if (mc_tier_unlink(o->dir, key, klen) == MC_OK)
                     atomic_fetch_add(&o->deleted, 1);
                 file_forget(o, key, klen);
             }
-            done++;
         }
     }
     if (r.err != MC_OK)
         MC_WARN(CLIENT, "offload: malformed poll answer from the master");
-    mc_buf_fini(&resp);
-    return done;
 }
 
+/* Wait on o->cv for up to wait_us (mu held). */
+static void timed_wait(store_offload_t *o, uint64_t wait_us)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    uint64_t ns = (uint64_t)ts.tv_nsec + wait_us * 1000;
+    ts.tv_sec += (time_t)(ns / 1000000000u);
+    ts.tv_nsec = (long)(ns % 1000000000u);
+    pthread_cond_timedwait(&o->cv, &o->mu, &ts);
+}
+
+/* The poller: one held OFFLOAD_POLL after another (the master answers as
+ * soon as there is work, or empty after OFFLOAD_HOLD_US), each answer handed
+ * to the worker (inbox, evfd) before the next poll: a new LOAD reaches the
+ * node while its reads are in flight, without a timer. */
+static void *poller(void *arg)
+{
+    store_offload_t *o = arg;
+    mc_store_t *s = o->s;
+    uint64_t hold =
+        s->cfg.rpc_timeout_us / 2 < OFFLOAD_HOLD_US ? s->cfg.rpc_timeout_us / 2 : OFFLOAD_HOLD_US;
+    mc_buf_t resp = MC_BUF_INIT;
+    for (;;) {
+        pthread_mutex_lock(&o->mu);
+        while (!o->stop && (!o->reported || mc_buf_used(&o->inbox) > 0))
+            pthread_cond_wait(&o->cv, &o->mu); /* the worker's turn */
+        int stop = o->stop;
+        pthread_mutex_unlock(&o->mu);
+        store_seg_t *g = first_seg(s);
+        if (stop || g == NULL)
+            break;
+        mc_buf_t body = MC_BUF_INIT;
+        mc_mp_writer_t w;
+        mc_mp_writer_init(&w, &body);
+        head(&w, s, g, 2);
+        mc_mp_write_uint(&w, MC_F_COUNT);
+        mc_mp_write_uint(&w, OFFLOAD_POLL_BATCH);
+        mc_mp_write_uint(&w, MC_F_WAIT_US); /* answered as soon as there is work */
+        mc_mp_write_uint(&w, hold > 0 ? hold : 1);
+        mc_buf_reset(&resp);
+        uint64_t t0 = mc_now_us();
+        mc_status_t st =
+            w.err != MC_OK ? w.err : store_call_sync(s, MC_RPC_OFFLOAD_POLL, &body, &resp);
+        mc_buf_fini(&body);
+        pthread_mutex_lock(&o->mu);
+        if (st == MC_OK) {
+            mc_buf_t t = o->inbox; /* hand the answer over (the buffers swap) */
+            o->inbox = resp;
+            resp = t;
+            uint64_t one = 1;
+            if (write(o->evfd, &one, sizeof(one)) < 0)
+                MC_WARN(CLIENT, "offload: eventfd: %s", strerror(errno));
+            pthread_cond_broadcast(&o->cv);
+            /* an empty answer that came early: a master that does not hold */
+            if (!o->stop && mc_now_us() - t0 < hold / 10)
+                timed_wait(o, OFFLOAD_IDLE_US);
+        } else {
+            if (st == MC_ERR_SEGMENT_NOT_FOUND || st == MC_ERR_ILLEGAL_CLIENT) {
+                o->reported = 0; /* forgotten: the worker reports again once re-mounted */
+                pthread_cond_broadcast(&o->cv);
+            }
+            if (st == MC_ERR_UNAVAILABLE_IN_CURRENT_MODE && !o->off_logged) {
+                MC_WARN(CLIENT, "offload: the master has enable_offload off; %s is not used",
+                        o->dir);
+                o->off_logged = 1;
+            }
+            if (!o->stop)
+                timed_wait(o, OFFLOAD_RETRY_US);
+        }
+        pthread_mutex_unlock(&o->mu);
+    }
+    mc_buf_fini(&resp);
+    return NULL;
+}
+
+/* The worker: the directory's report, then the poller's answers and the
+ * loads' reads. It waits in the io queue while reads are in flight (the
+ * evfd wakes it for a new answer) and on o->cv otherwise. */
 static void *worker(void *arg)
 {
     store_offload_t *o = arg;
     mc_store_t *s = o->s;
+    mc_buf_t ans = MC_BUF_INIT;
     for (;;) {
-        uint64_t wait_us = 0;
         store_seg_t *g = first_seg(s);
-        if (g == NULL) {
-            wait_us = OFFLOAD_IDLE_US * 5; /* not mounted yet */
-        } else if (!o->reported) {
-            o->reported = report_all(o, g);
-            if (!o->reported)
-                wait_us = OFFLOAD_RETRY_US;
-        } else {
-            int n = poll_once(o, g);
-            wait_us = n < 0 ? OFFLOAD_RETRY_US : n == 0 ? OFFLOAD_IDLE_US : 0;
-        }
         pthread_mutex_lock(&o->mu);
-        if (!o->stop && wait_us > 0) {
-            struct timespec ts;
-            clock_gettime(CLOCK_MONOTONIC, &ts);
-            uint64_t ns = (uint64_t)ts.tv_nsec + wait_us * 1000;
-            ts.tv_sec += (time_t)(ns / 1000000000u);
-            ts.tv_nsec = (long)(ns % 1000000000u);
-            pthread_cond_timedwait(&o->cv, &o->mu, &ts);
+        int stop = o->stop, reported = o->reported, took = 0;
+        if (g != NULL && reported && mc_buf_used(&o->inbox) > 0) {
+            mc_buf_t t = o->inbox;
+            o->inbox = ans;
+            ans = t;
+            took = 1;
+            pthread_cond_broadcast(&o->cv); /* the poller polls again */
         }
-        int stop = o->stop;
         pthread_mutex_unlock(&o->mu);
         if (stop)
             break;
+        if (g == NULL) {
+            pthread_mutex_lock(&o->mu);
+            if (!o->stop)
+                timed_wait(o, OFFLOAD_IDLE_US * 5); /* not mounted yet */
+            pthread_mutex_unlock(&o->mu);
+            continue;
+        }
+        if (!reported) {
+            while (mc_oio_pending(o->io) > 0)
+                load_reap(o, g); /* the loads answered first */
+            int ok = report_all(o, g);
+            pthread_mutex_lock(&o->mu);
+            o->reported = ok;
+            pthread_cond_broadcast(&o->cv); /* the poller starts */
+            if (!ok && !o->stop)
+                timed_wait(o, OFFLOAD_RETRY_US);
+            pthread_mutex_unlock(&o->mu);
+            continue;
+        }
+        if (took) {
+            serve_answer(o, g, &ans);
+            mc_buf_reset(&ans);
+        }
+        if (mc_oio_pending(o->io) > 0) {
+            if (!o->watch_armed && mc_oio_watch(o->io, o->evfd, NULL) == MC_OK)
+                o->watch_armed = 1;
+            load_reap(o, g); /* a read finished, or an answer came in */
+        } else if (!took) {
+            pthread_mutex_lock(&o->mu);
+            while (!o->stop && o->reported && mc_buf_used(&o->inbox) == 0)
+                pthread_cond_wait(&o->cv, &o->mu);
+            pthread_mutex_unlock(&o->mu);
+        }
     }
+    store_seg_t *g = first_seg(s);
+    while (mc_oio_pending(o->io) > 0 && g != NULL)
+        load_reap(o, g); /* no read may land in memory after close */
+    mc_buf_fini(&ans);
     return NULL;
 }
 
@@ -474,7 +790,7 @@ static mc_status_t open_dir(store_offload_t *o)
 }
 
 mc_status_t store_offload_open(mc_store_t *s, const char *dir, uint64_t quota,
-                               uint64_t segment_size)
+                               uint64_t segment_size, int buffered)
 {
     if (dir == NULL || dir[0] == '\0')
         return MC_OK;
@@ -493,12 +809,30 @@ mc_status_t store_offload_open(mc_store_t *s, const char *dir, uint64_t quota,
     o->s = s;
     o->lock_fd = -1;
     o->quota = quota;
+    o->buffered = buffered;
     snprintf(o->dir, sizeof(o->dir), "%s", dir);
     mc_status_t st = mc_hmap_init(&o->files, 1024);
     if (st != MC_OK) {
         mc_free(o);
         return st;
     }
+    /* the loads' slots and their O_DIRECT bounce blocks: no allocation per load */
+    o->loads = mc_calloc(OFFLOAD_IO_DEPTH, sizeof(*o->loads));
+    o->bounces = aligned_alloc(MC_TIER_ALIGN, (size_t)OFFLOAD_IO_DEPTH * MC_TIER_ALIGN);
+    if (o->loads == NULL || o->bounces == NULL ||
+        mc_oio_create(OFFLOAD_IO_DEPTH * 2, &o->io) != MC_OK) {
+        mc_free(o->loads);
+        free(o->bounces);
+        mc_hmap_fini(&o->files);
+        mc_free(o);
+        return MC_ERR_NOMEM;
+    }
+    for (unsigned i = 0; i < OFFLOAD_IO_DEPTH; i++) {
+        o->loads[i].bounce = o->bounces + (size_t)i * MC_TIER_ALIGN;
+        o->loads[i].f.fd = -1;
+    }
+    o->inbox = (mc_buf_t)MC_BUF_INIT;
+    o->evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     pthread_mutex_init(&o->mu, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
@@ -506,16 +840,24 @@ mc_status_t store_offload_open(mc_store_t *s, const char *dir, uint64_t quota,
     pthread_cond_init(&o->cv, &ca);
     pthread_condattr_destroy(&ca);
     s->offload = o;
-    st = open_dir(o);
+    st = o->evfd < 0 ? MC_ERR_NOMEM : open_dir(o);
     if (st == MC_OK && pthread_create(&o->th, NULL, worker, o) != 0)
         st = MC_ERR_NOMEM;
+    o->started = st == MC_OK;
+    if (st == MC_OK && pthread_create(&o->poller_th, NULL, poller, o) != 0)
+        st = MC_ERR_NOMEM;
+    o->poller_started = st == MC_OK;
     if (st != MC_OK) {
         store_offload_close(s);
         return st;
     }
-    o->started = 1;
-    MC_INFO(CLIENT, "offload: node-local offload to %s (quota %llu bytes, 0 = none)", o->dir,
-            (unsigned long long)quota);
+    MC_INFO(
+        CLIENT,
+        "offload: node-local offload to %s (quota %llu bytes, 0 = none); loads read with %s%s%s, "
+        "%s",
+        o->dir, (unsigned long long)quota, mc_oio_kind(o->io), mc_oio_why_not(o->io)[0] ? ": " : "",
+        mc_oio_why_not(o->io),
+        buffered ? "buffered (offload_buffered_io)" : "O_DIRECT where the file system allows");
     return MC_OK;
 }
 
@@ -528,8 +870,20 @@ void store_offload_close(mc_store_t *s)
     o->stop = 1;
     pthread_cond_broadcast(&o->cv);
     pthread_mutex_unlock(&o->mu);
+    uint64_t one = 1;
+    if (o->evfd >= 0 && write(o->evfd, &one, sizeof(one)) < 0)
+        MC_WARN(CLIENT, "offload: eventfd: %s", strerror(errno)); /* the worker's io wait */
+    if (o->poller_started)
+        pthread_join(o->poller_th, NULL); /* its held poll returns within OFFLOAD_HOLD_US */
     if (o->started)
         pthread_join(o->th, NULL);
+    pthread_mutex_lock(&o->mu);
+    while (o->dones_out > 0) /* answers on r0 refer to o */
+        pthread_cond_wait(&o->cv, &o->mu);
+    pthread_mutex_unlock(&o->mu);
+    mc_buf_fini(&o->inbox);
+    if (o->evfd >= 0)
+        close(o->evfd);
     size_t i;
     mc_hnode_t *n, *next;
     for (i = 0; i <= o->files.mask; i++)
@@ -538,6 +892,9 @@ void store_offload_close(mc_store_t *s)
             mc_free(MC_CONTAINER_OF(n, ofile_t, node));
         }
     mc_hmap_fini(&o->files);
+    mc_oio_destroy(o->io);
+    mc_free(o->loads);
+    free(o->bounces);
     if (o->lock_fd >= 0)
         close(o->lock_fd); /* releases the lock */
     pthread_cond_destroy(&o->cv);
@@ -560,4 +917,5 @@ void store_offload_stats(mc_store_t *s, store_offload_stats_t *out)
     out->quota_dropped = atomic_load(&o->quota_dropped);
     out->bytes_written = atomic_load(&o->bytes_written);
     out->bytes_read = atomic_load(&o->bytes_read);
+    out->loaded_direct = atomic_load(&o->loaded_direct);
 }

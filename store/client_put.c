@@ -12,6 +12,14 @@
  * is busy until then: OBJECT_ALREADY_EXISTS) and frees its space after
  * put_start_release_timeout.
  *
+ * A sync put whose replicas are all in this process's own segment leaves
+ * the copy to the calling thread (put_sync): r0 stops the op in P_WAIT_COPY
+ * and wakes the caller, who copies every remaining byte from its source
+ * (checked ranges, as for a transfer) and posts the op back, which then
+ * sends PutEnd. Several callers copy in parallel instead of one reactor
+ * thread copying for all of them (the store service's workers put into its
+ * own segment).
+ *
  * A source that the transports can use in place (registered memory, or any
  * memory over tcp: store_direct_ok) is written directly. Others travel
  * through the staging buffer in windows of at most its size: piece by
@@ -194,6 +202,7 @@ typedef enum put_state {
     P_SUBMIT,       /* write the current piece to every replica */
     P_WAIT_REFRESH, /* waiting: a fresh descriptor of a replica's segment */
     P_WAIT_XFER,    /* waiting: the piece's transfer batch */
+    P_WAIT_COPY,    /* waiting: the sync caller's copy into our own segment (put_copy_run) */
     P_NEXT,         /* piece written: copy the next one, or finish */
     P_TIER,         /* persist = eager: write the tier file (client_tier.c) */
     P_WAIT_TIER,    /* waiting: the file write and its TierAdd */
@@ -223,16 +232,24 @@ typedef struct put_op {
     mc_master_replica_desc_t rep[STORE_MAX_REPLICAS];
     uint32_t nrep;
     mc_te_segment_t seg[STORE_MAX_REPLICAS];
-    uint32_t nres;      /* replicas whose segment is resolved */
-    unsigned refreshed; /* bit per replica: descriptor refreshed once */
-    uint64_t win;       /* bytes per piece */
-    uint64_t off, plen; /* current piece */
-    int copied;         /* the current piece is in the staging window */
-    int started;        /* PutStart succeeded: failures revoke */
-    int in_doubt;       /* a write timed out: no revoke (may_land_later) */
-    int persist;        /* MC_MASTER_PERSIST_* for this put, fixed at P_TIER */
+    uint32_t nres;         /* replicas whose segment is resolved */
+    unsigned refreshed;    /* bit per replica: descriptor refreshed once */
+    uint64_t win;          /* bytes per piece */
+    uint64_t off, plen;    /* current piece */
+    int copied;            /* the current piece is in the staging window */
+    int started;           /* PutStart succeeded: failures revoke */
+    int in_doubt;          /* a write timed out: no revoke (may_land_later) */
+    int persist;           /* MC_MASTER_PERSIST_* for this put, fixed at P_TIER */
+    struct put_copy *copy; /* sync put: own-segment copies left to the caller */
     mc_status_t err;
 } put_op_t;
+
+/* A sync put's caller (put_sync): it waits for the put to finish (w), and
+ * copies when r0 hands it an op stopped in P_WAIT_COPY (op, under w.mu). */
+typedef struct put_copy {
+    store_waiter_t w;
+    put_op_t *op;
+} put_copy_t;
 
 static void put_finish(store_op_t *h, mc_status_t st)
 {
@@ -390,13 +407,27 @@ static put_state_t put_peer_opened(put_op_t *op)
     return P_RESOLVE;
 }
 
-/* Write the current piece to every replica in one batch. A replica's range
- * outside what we know of its segment gets one descriptor refresh. */
+/* Whether the caller copies: a sync put whose replicas are all in our own
+ * segment. */
+static int put_own(const put_op_t *op)
+{
+    if (op->copy == NULL)
+        return 0;
+    for (uint32_t i = 0; i < op->nrep; i++)
+        if (op->seg[i] != MC_TE_LOCAL_SEGMENT)
+            return 0;
+    return 1;
+}
+
+/* Write the current piece to every replica in one batch, or, when the
+ * caller copies (put_own), every remaining byte. A replica's range outside
+ * what we know of its segment gets one descriptor refresh. */
 static put_state_t put_submit(put_op_t *op)
 {
     store_op_t *h = &op->h;
     char kb[96];
-    op->plen = op->len - op->off < op->win ? op->len - op->off : op->win;
+    int own = put_own(op);
+    op->plen = own || op->len - op->off < op->win ? op->len - op->off : op->win;
     const uint8_t *src = op->direct != NULL ? op->direct + op->off : h->stage;
     mc_te_request_t reqs[STORE_MAX_REPLICAS];
     for (uint32_t i = 0; i < op->nrep; i++) {
@@ -418,6 +449,8 @@ static put_state_t put_submit(put_op_t *op)
                 replica_endpoint(&op->rep[i]));
         return put_fail(op, MC_ERR_TRANSFER_FAIL);
     }
+    if (own)
+        return P_WAIT_COPY; /* waiting: the caller's copy (put_step hands it over) */
     mc_status_t st = store_xfer_submit(h, reqs, op->nrep);
     if (st != MC_OK) {
         MC_WARN(CLIENT, "put '%s': cannot submit the transfer: %s", PUT_KEY(op, kb),
@@ -565,6 +598,33 @@ static put_state_t put_refreshed(put_op_t *op)
     return P_SUBMIT;
 }
 
+/* r0: hand op (in P_WAIT_COPY) to its caller. r0 touches op no more until
+ * the caller posts it back. */
+static void put_copy_hand(put_op_t *op)
+{
+    put_copy_t *c = op->copy;
+    pthread_mutex_lock(&c->w.mu);
+    c->op = op;
+    pthread_cond_signal(&c->w.cv);
+    pthread_mutex_unlock(&c->w.mu);
+}
+
+/* The caller's thread: write bytes [off, off + plen) of the value to every
+ * replica (own segment, ranges checked by put_submit), then step op on r0
+ * again (put_written). */
+static void put_copy_run(put_op_t *op)
+{
+    for (uint32_t i = 0; i < op->nrep; i++) {
+        uint8_t *dst = (uint8_t *)(uintptr_t)(op->rep[i].address + op->off);
+        if (op->direct != NULL)
+            memmove(dst, op->direct + op->off, op->plen);
+        else
+            gather(op->parts, op->nparts, op->off, dst, op->plen);
+    }
+    op->h.wait_st = MC_OK;
+    store_op_post(&op->h);
+}
+
 /* The machine's table: the handler of each state, and whether put_step
  * stops there (an asynchronous step's completion steps the op again; each
  * handler above names its waker). P_DONE has no handler: it reports. */
@@ -580,6 +640,7 @@ static const struct {
     [P_SUBMIT] = {put_submit, 0},
     [P_WAIT_REFRESH] = {put_refreshed, 1},
     [P_WAIT_XFER] = {put_written, 1},
+    [P_WAIT_COPY] = {put_written, 1},
     [P_NEXT] = {put_next, 0},
     [P_TIER] = {put_tier, 0},
     [P_WAIT_TIER] = {put_tier_written, 1},
@@ -609,14 +670,20 @@ static void put_step(store_op_t *h)
         assert(from < P_NSTATES && put_table[from].fn != NULL);
         put_state_t to = put_table[from].fn(op);
         op->state = to;
+        if (to == P_WAIT_COPY) {
+            put_copy_hand(op); /* the caller owns op until it posts it back */
+            return;
+        }
         if (to == from || put_table[to].wait)
             return;
     }
 }
 
-mc_status_t store_put_submit(mc_store_t *s, const void *key, size_t klen, const mc_slice_t *parts,
-                             size_t nparts, const mc_replicate_config_t *cfg, unsigned flags,
-                             mc_store_cb_t cb, void *arg)
+/* store_put_submit; copy: a sync caller that copies into our own segment
+ * (put_sync), or NULL. */
+static mc_status_t put_new(mc_store_t *s, const void *key, size_t klen, const mc_slice_t *parts,
+                           size_t nparts, const mc_replicate_config_t *cfg, unsigned flags,
+                           put_copy_t *copy, mc_store_cb_t cb, void *arg)
 {
     int zero_copy = (flags & PUT_ZERO_COPY) != 0;
     if (s == NULL || cb == NULL)
@@ -691,6 +758,7 @@ mc_status_t store_put_submit(mc_store_t *s, const void *key, size_t klen, const 
     op->h.step = put_step;
     op->h.fail = put_finish;
     op->h.harvest = put_harvest;
+    op->copy = copy;
     op->state = P_STAGE;
     /* Fast path: copy the first piece on the caller's thread. */
     if (direct == NULL && store_stage_try(s, &op->h, op->win)) {
@@ -710,7 +778,35 @@ err:
     return st;
 }
 
+mc_status_t store_put_submit(mc_store_t *s, const void *key, size_t klen, const mc_slice_t *parts,
+                             size_t nparts, const mc_replicate_config_t *cfg, unsigned flags,
+                             mc_store_cb_t cb, void *arg)
+{
+    return put_new(s, key, klen, parts, nparts, cfg, flags, NULL, cb, arg);
+}
+
 /* ----------------------------------------------------------- public: put */
+
+/* A sync put's wait: copy whenever r0 hands us the op (an own-segment
+ * put), until the put reports. */
+static mc_status_t put_copy_wait(put_copy_t *c)
+{
+    store_waiter_t *w = &c->w;
+    pthread_mutex_lock(&w->mu);
+    for (;;) {
+        while (!w->done && c->op == NULL)
+            pthread_cond_wait(&w->cv, &w->mu);
+        if (w->done)
+            break;
+        put_op_t *op = c->op;
+        c->op = NULL;
+        pthread_mutex_unlock(&w->mu);
+        put_copy_run(op);
+        pthread_mutex_lock(&w->mu);
+    }
+    pthread_mutex_unlock(&w->mu);
+    return (mc_status_t)store_waiter_wait(w);
+}
 
 /* The caller's *cfg as this library's mc_replicate_config_t, in *tmp (an
  * older, shorter struct gets the defaults of the fields it lacks); NULL stays
@@ -735,16 +831,16 @@ static mc_status_t put_sync(mc_store_t *s, const void *key, size_t klen, const m
         return store_dummy_put(s, key, klen, parts, nparts, cfg, (flags & PUT_UPSERT) != 0);
     if (store_on_reactor(s))
         return MC_ERR_STATE;
-    store_waiter_t w;
-    store_waiter_init(&w);
+    put_copy_t c = {.op = NULL};
+    store_waiter_init(&c.w);
     mc_status_t st =
-        store_put_submit(s, key, klen, parts, nparts, cfg, flags, store_waiter_status_cb, &w);
+        put_new(s, key, klen, parts, nparts, cfg, flags, &c, store_waiter_status_cb, &c.w);
     if (st != MC_INPROGRESS) {
-        w.done = 1;
-        store_waiter_wait(&w);
+        c.w.done = 1;
+        store_waiter_wait(&c.w);
         return st;
     }
-    return (mc_status_t)store_waiter_wait(&w);
+    return put_copy_wait(&c);
 }
 
 mc_status_t mc_store_put(mc_store_t *s, const void *key, size_t klen, const void *buf, size_t len,

@@ -812,12 +812,13 @@ mc_status_t mc_master_offload_done(mc_master_t *m, mc_uuid_t client, mc_uuid_t s
 
 /* A reader found only a LOCAL_DISK replica: its node is asked to read the
  * file into a range of its segment allocated now (LOAD); once it answered,
- * the object has that memory replica (journaled: LOAD) and the reader's
- * next get_replica_list lists it. With promotion_on_hit, a key loaded
- * promotion_admission_threshold times (count-min sketch) keeps it as any
- * object (LRU); other loads are the first to go at the next eviction
- * (their access time is the oldest). MC_OK (asked, or already in
- * progress, or the object has a memory replica again: list again),
+ * the object has that memory replica (journaled: LOAD), listed by
+ * mc_master_offload_list (mc_master_offload_loading says when to).
+ * With promotion_on_hit, a key loaded promotion_admission_threshold times
+ * (count-min sketch) keeps it as any object (LRU); other loads are the
+ * first to go at the next eviction (eviction sees them an hour older than
+ * their load). MC_OK (asked, or already in progress, or the object has a
+ * memory replica again: list again),
  * MC_ERR_OBJECT_NOT_FOUND (absent, or no LOCAL_DISK replica),
  * MC_ERR_REPLICA_IS_NOT_READY, MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS (its
  * node does not poll), MC_ERR_NO_AVAILABLE_HANDLE (no room on the node's
@@ -842,6 +843,26 @@ mc_status_t mc_master_ldisk_report(mc_master_t *m, mc_uuid_t client, mc_uuid_t s
  * MC_ERR_SEGMENT_NOT_FOUND, MC_ERR_ILLEGAL_CLIENT, MC_ERR_INVALID_KEY. */
 mc_status_t mc_master_ldisk_drop(mc_master_t *m, mc_uuid_t client, mc_uuid_t segment_id,
                                  const char *key, size_t key_len, uint64_t now_us);
+
+/* get_replica_list for the reader of a LOAD (mc_master_offload_load): the
+ * same list and lease, but no access is recorded, so a loaded copy keeps
+ * the access time its load gave it (the oldest: the first to go at the next
+ * eviction; or the load's time when promotion_on_hit admitted it). */
+mc_status_t mc_master_offload_list(mc_master_t *m, const char *key, size_t key_len, uint64_t now_us,
+                                   mc_master_replica_desc_t *out, uint32_t room, uint32_t *nrep,
+                                   uint64_t *lease_ttl_us);
+
+/* 1 when key's object is only on a node's disk and a LOAD of it is queued
+ * or in flight (a reader waits for its answer), 0 otherwise (list it now). */
+int mc_master_offload_loading(mc_master_t *m, const char *key, size_t key_len);
+
+/* fn(arg) is called whenever offload work is queued for a node (PERSIST,
+ * LOAD, DELETE) or a node answered one (offload_done), so a service holding
+ * nodes' polls and readers' loads can answer them at once instead of being
+ * polled. Called with master locks held, from any thread that calls into the
+ * master: it must only note the event (no call into the master). Set before
+ * the master is used; NULL = none. */
+void mc_master_set_offload_notify(mc_master_t *m, void (*fn)(void *arg), void *arg);
 
 typedef struct mc_master_offload_stats {
     uint64_t ldisk_objects;     /* objects with a LOCAL_DISK replica */

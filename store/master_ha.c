@@ -657,6 +657,7 @@ static void swap_master_on_r0(void *arg)
         return;
     }
     mc_master_t *old = s->m;
+    mc_master_set_offload_notify(fresh, master_srv_offload_kick, s);
     s->m = fresh;
     mc_master_destroy(old);
 }

@@ -268,6 +268,9 @@ struct mc_master {
      * (offload_lock); halved every CMS_AGE hits so old heat fades */
     uint8_t cms[4][1024];
     uint32_t cms_hits;
+    /* told when offload work is queued or answered (mc_master_set_offload_notify) */
+    void (*off_notify)(void *arg);
+    void *off_notify_arg;
 
     mc_master_journal_fn_t jfn; /* NULL: no journal (standby, single master) */
     void *jarg;

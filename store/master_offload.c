@@ -106,6 +106,18 @@ static uint32_t fifo_len(const fifo_t *f)
     return f->n - f->head;
 }
 
+static void notify(mc_master_t *m)
+{
+    if (m->off_notify != NULL)
+        m->off_notify(m->off_notify_arg);
+}
+
+void mc_master_set_offload_notify(mc_master_t *m, void (*fn)(void *arg), void *arg)
+{
+    m->off_notify = fn;
+    m->off_notify_arg = arg;
+}
+
 /* ---- queues ---- */
 
 void offload_seg_free(mc_master_t *m, seg_t *s)
@@ -202,6 +214,8 @@ static mc_status_t queue_persist(mc_master_t *m, obj_t *o, int evict)
     }
     pthread_mutex_unlock(&m->offload_lock);
     pthread_rwlock_unlock(&m->seg_lock);
+    if (st == MC_OK)
+        notify(m);
     return st;
 }
 
@@ -298,6 +312,8 @@ void ldisk_dropped(mc_master_t *m, obj_t *o)
         }
     }
     pthread_mutex_unlock(&m->offload_lock);
+    if (ok)
+        notify(m);
     if (!ok)
         MC_WARN(MASTER,
                 "offload: cannot queue the deletion of '%.*s' for its node (%s); its file "
@@ -475,6 +491,10 @@ static void load_journal(mc_master_t *m, obj_t *o, mc_uuid_t sid, uint64_t offse
     }
 }
 
+/* How much older than its load a staging copy (a load not promoted) looks
+ * to eviction. */
+#define OFFLOAD_STAGE_AGE_US (3600ull * 1000000ull)
+
 /* ---- promotion on hit: count-min sketch ---- */
 
 #define CMS_AGE 65536u
@@ -563,9 +583,25 @@ static mc_status_t load_try(mc_master_t *m, const char *key, size_t key_len, uin
     }
     pthread_mutex_unlock(&m->offload_lock);
     pthread_rwlock_unlock(&m->seg_lock);
+    if (st == MC_OK)
+        notify(m);
 out:
     shard_unlock(sh);
     return st;
+}
+
+int mc_master_offload_loading(mc_master_t *m, const char *key, size_t key_len)
+{
+    if (!key_valid(m, key, key_len))
+        return 0;
+    uint64_t h = mc_hash64(key, key_len);
+    shard_t *sh = &m->shards[shard_of(h)];
+    shard_lock(sh);
+    obj_t *o = otab_find(&sh->tab, h, key, key_len);
+    int loading = o != NULL && o->state == OBJ_COMPLETE && o->nrep == 0 && obj_ldisk(o) &&
+                  (o->ldisk & LDISK_PENDING);
+    shard_unlock(sh);
+    return loading;
 }
 
 /* The answer to a LOAD (shard lock held; e taken off the queue). */
@@ -605,7 +641,9 @@ static mc_status_t load_done(mc_master_t *m, shard_t *sh, obj_t *o, uint64_t h, 
         n->access_us = now_us; /* promoted: stays by LRU like any object */
         atomic_fetch_add(&m->off_promoted, 1);
     } else {
-        n->access_us = 0; /* a staging copy: the first to go */
+        /* a staging copy: older than anything read in the last hour (the
+         * first to go), and among staging copies the oldest load first */
+        n->access_us = now_us > OFFLOAD_STAGE_AGE_US ? now_us - OFFLOAD_STAGE_AGE_US : 0;
     }
     return MC_OK;
 }
@@ -670,6 +708,8 @@ mc_status_t mc_master_offload_done(mc_master_t *m, mc_uuid_t client, mc_uuid_t s
     }
 out:
     shard_unlock(sh);
+    if (had)
+        notify(m); /* a reader may wait for this load; room may be free now */
     return st;
 }
 
@@ -826,6 +866,8 @@ void offload_tick(mc_master_t *m, uint64_t now_us)
         atomic_fetch_add(&m->off_timeouts, 1);
     }
     mc_free(ex);
+    if (n > 0)
+        notify(m);
 }
 
 /* ---- journal replay (standby) ---- */
@@ -840,6 +882,13 @@ mc_status_t apply_ldisk(mc_master_t *m, const mc_master_jrec_t *r, uint64_t now_
     pthread_rwlock_rdlock(&m->seg_lock);
     seg_t *s = seg_find(m, r->segment_id);
     uint32_t slot = s != NULL && s->state == SEG_MOUNTED ? s->slot : UINT32_MAX;
+    if (slot != UINT32_MAX) {
+        /* its node offloads: as a leader, loads are queued for it at once
+         * (it polls the new leader soon) instead of refused until then */
+        pthread_mutex_lock(&m->offload_lock);
+        s->offload = 1;
+        pthread_mutex_unlock(&m->offload_lock);
+    }
     pthread_rwlock_unlock(&m->seg_lock);
     mc_status_t st = slot == UINT32_MAX ? MC_ERR_SEGMENT_NOT_FOUND
                                         : ldisk_restore(m, sh, h, r->key, r->key_len, r->size, slot,

@@ -72,6 +72,8 @@ static void scratch_fini(scratch_t *sc)
     mc_list_t *n;
     while (sc->waiters.next != NULL && (n = mc_list_pop_head(&sc->waiters)) != NULL)
         mc_free(MC_CONTAINER_OF(n, waiter_t, node));
+    while (sc->held.next != NULL && (n = mc_list_pop_head(&sc->held)) != NULL)
+        mc_free(n); /* held_t: its node is first */
     mc_buf_fini(&sc->rbuf);
     mc_free(sc->keys);
     mc_free(sc->sizes);
@@ -106,15 +108,17 @@ typedef struct fields {
     const char *after;
     uint32_t after_len;
     uint64_t put_id;
-    uint64_t count;  /* LIST_KEYS: limit */
-    int64_t status;  /* OFFLOAD_DONE: the node's result */
-    const char *why; /* what was wrong with the body */
+    uint64_t count;   /* LIST_KEYS: limit */
+    int64_t status;   /* OFFLOAD_DONE: the node's result */
+    uint64_t wait_us; /* OFFLOAD_POLL, OFFLOAD_LOAD: an answer may be held this long */
+    const char *why;  /* what was wrong with the body */
 } fields_t;
 
 #define HAVE(f, id) (((f)->have >> (id)) & 1u)
 
 /* Parse every field the store protocol knows into f; batch arrays go into sc.
  * Returns MC_OK or MC_ERR_INVALID_PARAMS with f->why set. */
+/* long: one flat case per field of the protocol */
 static mc_status_t parse_fields(mc_rpc_req_t *req, scratch_t *sc, fields_t *f,
                                 mc_proto_put_cfg_t *cfg)
 {
@@ -221,6 +225,9 @@ static mc_status_t parse_fields(mc_rpc_req_t *req, scratch_t *sc, fields_t *f,
             break;
         case MC_F_STATUS:
             f->status = mc_mp_read_int(&r);
+            break;
+        case MC_F_WAIT_US:
+            f->wait_us = mc_mp_read_uint(&r);
             break;
         case MC_F_AFTER:
             f->after = mc_mp_read_bin(&r, &f->after_len);
@@ -476,27 +483,57 @@ static int offload_item(void *arg, const mc_master_offload_req_t *r)
     return 0;
 }
 
-static void h_offload_poll(void *ctx, mc_rpc_req_t *req)
+/* Held offload calls. A node's OFFLOAD_POLL with WAIT_US that finds no
+ * work, and a reader's OFFLOAD_LOAD with WAIT_US of an object whose load is
+ * queued or in flight (or that finds no room on the node yet), are held on
+ * their connection's reactor (scratch.held) instead of being answered at
+ * once: the master core tells us (offload_notify) whenever offload work is
+ * queued or answered, and every reactor holding calls then looks at them
+ * again (the tick does too, for the deadlines). A poll is answered as soon
+ * as there is work for its segment, a load as soon as its node answered:
+ * no node polls on a timer, no reader lists again after a pause. At the
+ * deadline (WAIT_US, at most HOLD_MAX_US) a poll is answered empty, a load
+ * with the replica list as it is then (the reader asks again). */
+#define HOLD_MAX_US 2000000
+
+typedef enum held_kind {
+    HELD_POLL, /* OFFLOAD_POLL: waiting for work for its segment */
+    HELD_LOAD, /* OFFLOAD_LOAD: waiting for the node's answer, or for room */
+} held_kind_t;
+
+typedef struct held {
+    mc_list_t node; /* first: scratch_fini frees by it */
+    mc_rpc_req_t *req;
+    held_kind_t kind;
+    uint64_t deadline_us;
+    mc_uuid_t client_id, segment_id; /* POLL */
+    uint32_t max;                    /* POLL */
+    uint32_t key_len;                /* LOAD */
+    char key[];
+} held_t;
+
+/* Answer a poll with the requests queued for the node, up to max. With
+ * may_hold and none queued: no answer (0); else answered (1). */
+static int offload_poll_answer(master_srv_t *s, mc_rpc_req_t *req, mc_uuid_t client,
+                               mc_uuid_t segment_id, uint32_t max, int may_hold)
 {
-    master_srv_t *s = ctx;
-    fields_t f;
-    if (!begin(s, req, &f, NULL, BIT(MC_F_CLIENT_ID) | BIT(MC_F_SEGMENT_ID)))
-        return;
-    uint32_t max =
-        f.count == 0 || f.count > OFFLOAD_POLL_MAX ? OFFLOAD_POLL_MAX : (uint32_t)f.count;
     mc_buf_t items = MC_BUF_INIT;
     off_items_t it = {.n = 0};
     mc_mp_writer_init(&it.w, &items);
-    mc_status_t st = mc_master_offload_poll(s->m, f.client_id, f.segment_id, mc_now_us(), max,
-                                            offload_item, &it);
+    mc_status_t st =
+        mc_master_offload_poll(s->m, client, segment_id, mc_now_us(), max, offload_item, &it);
     if (st == MC_OK && it.w.err != MC_OK)
         st = it.w.err; /* out of memory: the requests taken are voided by their timeout */
+    if (st == MC_OK && it.n == 0 && may_hold) {
+        mc_buf_fini(&items);
+        return 0;
+    }
     if (st != MC_OK) {
         mc_buf_fini(&items);
         reply_status(s, req, st,
                      st == MC_ERR_UNAVAILABLE_IN_CURRENT_MODE ? "offload is off (enable_offload)"
                                                               : NULL);
-        return;
+        return 1;
     }
     count(s, req, st);
     mc_mp_writer_t *w = mc_rpc_reply_begin(req);
@@ -507,6 +544,150 @@ static void h_offload_poll(void *ctx, mc_rpc_req_t *req)
         w->err = MC_ERR_NOMEM;
     mc_rpc_reply_end(req, MC_OK);
     mc_buf_fini(&items);
+    return 1;
+}
+
+/* Answer a load with the object's replica list and a lease, as
+ * GetReplicaList (without recording an access: mc_master_offload_list), and
+ * how long the call was held (the reader's lease starts that much later). */
+static void offload_load_list(master_srv_t *s, mc_rpc_req_t *req, const char *key, size_t klen)
+{
+    mc_master_replica_desc_t d[MC_MASTER_MAX_REPLICAS];
+    uint32_t n = 0;
+    uint64_t lease = 0, now = mc_now_us(), t0 = mc_rpc_req_start_us(req);
+    mc_status_t st =
+        mc_master_offload_list(s->m, key, klen, now, d, MC_MASTER_MAX_REPLICAS, &n, &lease);
+    if (st != MC_OK) {
+        reply_status(s, req, st, NULL);
+        return;
+    }
+    count(s, req, MC_OK);
+    mc_mp_writer_t *w = mc_rpc_reply_begin(req);
+    mc_mp_write_map(w, 3);
+    mc_mp_write_uint(w, MC_F_REPLICAS);
+    mc_proto_write_replicas(w, d, n);
+    mc_mp_write_uint(w, MC_F_LEASE_TTL_US);
+    mc_mp_write_uint(w, lease);
+    mc_mp_write_uint(w, MC_F_HELD_US);
+    mc_mp_write_uint(w, now > t0 ? now - t0 : 0);
+    mc_rpc_reply_end(req, MC_OK);
+}
+
+static void reply_load_failed(master_srv_t *s, mc_rpc_req_t *req, mc_status_t st)
+{
+    reply_status(s, req, st,
+                 st == MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS
+                     ? "the node holding it on disk does not poll for offload work"
+                     : NULL);
+}
+
+/* Ask for key's load (again: the master core knows one in flight) and
+ * answer when there is nothing to wait for; with may_hold, no answer (0)
+ * while the load is in flight or there is no room for it yet. */
+static int offload_load_answer(master_srv_t *s, mc_rpc_req_t *req, const char *key, size_t klen,
+                               int may_hold)
+{
+    mc_status_t st = mc_master_offload_load(s->m, key, klen, mc_now_us());
+    int wait = st == MC_OK ? mc_master_offload_loading(s->m, key, klen)
+                           : st == MC_ERR_NO_AVAILABLE_HANDLE || st == MC_ERR_LIMIT;
+    if (wait && may_hold)
+        return 0;
+    if (st != MC_OK && !wait)
+        reply_load_failed(s, req, st);
+    else
+        offload_load_list(s, req, key, klen); /* loaded, or the deadline: as it is now */
+    return 1;
+}
+
+static void held_look(mc_reactor_t *r, void *arg, mc_status_t st);
+
+/* The master core's notify (any thread, master locks held): every reactor
+ * holding calls looks at them again, one posted look at a time. */
+void master_srv_offload_kick(void *arg)
+{
+    master_srv_t *s = arg;
+    for (unsigned i = 0; i < s->nscratch; i++) {
+        scratch_t *sc = &s->scratch[i];
+        if (atomic_load(&sc->nheld) == 0)
+            continue;
+        int no = 0;
+        if (!atomic_compare_exchange_strong(&sc->kick_posted, &no, 1))
+            continue;
+        if (mc_reactor_call(mc_reactor_group_get(s->g, i), held_look, s) != MC_OK)
+            atomic_store(&sc->kick_posted, 0); /* stopping; or the next kick */
+    }
+}
+
+/* On a reactor: answer the held calls that have their answer or reached
+ * their deadline. */
+static void held_look(mc_reactor_t *r, void *arg, mc_status_t st)
+{
+    master_srv_t *s = arg;
+    if (st != MC_OK)
+        return; /* the reactor stops: the calls go with the server */
+    scratch_t *sc = &s->scratch[mc_reactor_index(r)];
+    atomic_store(&sc->kick_posted, 0); /* events from now on post another look */
+    uint64_t now = mc_now_us();
+    int serving = master_ha_serving(s, now);
+    mc_list_t *n = sc->held.next;
+    while (n != &sc->held) {
+        mc_list_t *next = n->next;
+        held_t *h = MC_CONTAINER_OF(n, held_t, node);
+        int last = now >= h->deadline_us;
+        int done;
+        if (!serving) {
+            reply_not_leader(s, h->req);
+            done = 1;
+        } else if (h->kind == HELD_POLL) {
+            done = offload_poll_answer(s, h->req, h->client_id, h->segment_id, h->max, !last);
+        } else {
+            done = offload_load_answer(s, h->req, h->key, h->key_len, !last);
+        }
+        if (done) {
+            mc_list_del(n);
+            atomic_fetch_sub(&sc->nheld, 1);
+            mc_free(h);
+        }
+        n = next;
+    }
+}
+
+/* Hold req (its answer comes from held_look). key: a LOAD's. 0 when out of
+ * memory (not held: the caller answers now). */
+static int hold(master_srv_t *s, mc_rpc_req_t *req, held_kind_t kind, const fields_t *f,
+                uint32_t max)
+{
+    size_t klen = kind == HELD_LOAD ? f->key_len : 0;
+    held_t *h = mc_malloc(sizeof(*h) + klen);
+    if (h == NULL)
+        return 0;
+    h->req = req;
+    h->kind = kind;
+    h->deadline_us = mc_now_us() + (f->wait_us < HOLD_MAX_US ? f->wait_us : HOLD_MAX_US);
+    h->client_id = f->client_id;
+    h->segment_id = f->segment_id;
+    h->max = max;
+    h->key_len = (uint32_t)klen;
+    if (klen)
+        memcpy(h->key, f->key, klen);
+    scratch_t *sc = scratch_of(s, req);
+    mc_list_push_tail(&sc->held, &h->node);
+    atomic_fetch_add(&sc->nheld, 1);
+    return 1;
+}
+
+static void h_offload_poll(void *ctx, mc_rpc_req_t *req)
+{
+    master_srv_t *s = ctx;
+    fields_t f;
+    if (!begin(s, req, &f, NULL, BIT(MC_F_CLIENT_ID) | BIT(MC_F_SEGMENT_ID)))
+        return;
+    uint32_t max =
+        f.count == 0 || f.count > OFFLOAD_POLL_MAX ? OFFLOAD_POLL_MAX : (uint32_t)f.count;
+    int may_hold = f.wait_us > 0;
+    if (!offload_poll_answer(s, req, f.client_id, f.segment_id, max, may_hold) &&
+        !hold(s, req, HELD_POLL, &f, max))
+        offload_poll_answer(s, req, f.client_id, f.segment_id, max, 0);
 }
 
 static void h_offload_done(void *ctx, mc_rpc_req_t *req)
@@ -559,17 +740,25 @@ static void h_ldisk_drop(void *ctx, mc_rpc_req_t *req)
         reply_status(s, req, st, NULL);
 }
 
+/* A reader found only a LOCAL_DISK replica. Without WAIT_US: the status
+ * only (the reader lists again). With it: answered once the node loaded the
+ * object, with the replica list and a lease (held meanwhile). */
 static void h_offload_load(void *ctx, mc_rpc_req_t *req)
 {
     master_srv_t *s = ctx;
     fields_t f;
     if (!begin(s, req, &f, NULL, BIT(MC_F_KEY)))
         return;
-    mc_status_t st = mc_master_offload_load(s->m, f.key, f.key_len, mc_now_us());
-    reply_status(s, req, st,
-                 st == MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS
-                     ? "the node holding it on disk does not poll for offload work"
-                     : NULL);
+    if (f.wait_us == 0) {
+        mc_status_t st = mc_master_offload_load(s->m, f.key, f.key_len, mc_now_us());
+        if (st != MC_OK)
+            reply_load_failed(s, req, st);
+        else
+            reply_status(s, req, st, NULL);
+        return;
+    }
+    if (!offload_load_answer(s, req, f.key, f.key_len, 1) && !hold(s, req, HELD_LOAD, &f, 0))
+        offload_load_answer(s, req, f.key, f.key_len, 0);
 }
 
 static void h_put_start(void *ctx, mc_rpc_req_t *req)
@@ -1431,6 +1620,7 @@ static void on_tick(mc_timer_t *t, void *arg)
     /* a standby's state changes only by the journal: no expiry, no eviction */
     if (s->ha == NULL || master_ha_serving(s, mc_now_us()))
         mc_master_tick(s->m, mc_now_us());
+    master_srv_offload_kick(s); /* held offload calls: their deadlines */
 }
 
 static void arm_tick(void *arg)
@@ -1502,7 +1692,9 @@ mc_status_t mc_master_server_start(const mc_master_server_opts_t *o, mc_master_s
     for (unsigned i = 0; i < n; i++) {
         rs[i] = mc_reactor_group_get(s->g, i);
         mc_list_init(&s->scratch[i].waiters);
+        mc_list_init(&s->scratch[i].held);
     }
+    mc_master_set_offload_notify(s->m, master_srv_offload_kick, s);
     mc_rpc_server_opts_t so;
     mc_rpc_server_opts_init(&so);
     so.bind_addr = s->bind_address;

@@ -30,6 +30,9 @@ typedef struct scratch {
     mc_buf_t rbuf;     /* replies encoded before they may be sent (strict HA) */
     mc_list_t waiters; /* waiter_t: replies waiting for their journal records */
     _Atomic uint64_t nwaiters;
+    mc_list_t held;          /* held_t: offload polls and loads waiting for work or a load */
+    _Atomic uint64_t nheld;  /* how many (read by other threads to decide on a kick) */
+    _Atomic int kick_posted; /* a look at `held` is posted to this reactor */
 } scratch_t;
 
 struct evhttp_request;
@@ -197,6 +200,9 @@ void master_ha_kick(master_srv_t *s);
 /* On reactor i: send the replies whose records are durable; fail the others
  * with NOT_LEADER when this master no longer leads. */
 void master_srv_complete_waiters(master_srv_t *s, scratch_t *sc);
+/* The master core's offload notify (mc_master_set_offload_notify; arg = s):
+ * reactors holding offload polls and loads look at them again. */
+void master_srv_offload_kick(void *arg);
 /* The leader's address as far as we know ("" if unknown), into buf. */
 void master_ha_leader(master_srv_t *s, char *buf, size_t n);
 /* Text for /ha_status (JSON) and the HA part of /metrics (appended to b). */

@@ -21,6 +21,8 @@
 
 /* Room for a full path: the tier directory + '/' + the relative path. */
 #define PATH_ROOM (PATH_MAX + MC_TIER_REL_MAX)
+/* Room for a header with its key and its padding (MC_TIER_F_ALIGNED). */
+#define HEAD_ROOM (MC_TIER_HDR_FIXED + MC_TIER_KEY_MAX + MC_TIER_ALIGN)
 
 /* ------------------------------------------------------------- names */
 
@@ -110,8 +112,16 @@ static uint64_t hdr_sum(const uint8_t *fixed, const void *key, size_t klen)
     return mc_hash64_iov(iov, 2);
 }
 
-size_t mc_tier_hdr_encode(const void *key, size_t klen, uint64_t size, uint64_t checksum,
-                          uint8_t *out)
+uint64_t mc_tier_data_off(size_t klen, unsigned flags)
+{
+    uint64_t off = MC_TIER_HDR_FIXED + (uint64_t)klen;
+    if (flags & MC_TIER_F_ALIGNED)
+        off = (off + MC_TIER_ALIGN - 1) / MC_TIER_ALIGN * MC_TIER_ALIGN;
+    return off;
+}
+
+size_t mc_tier_hdr_encode_flags(const void *key, size_t klen, uint64_t size, uint64_t checksum,
+                                unsigned flags, uint8_t *out)
 {
     memcpy(out, MC_TIER_MAGIC, 8);
     put16(out + 8, MC_TIER_VERSION);
@@ -119,10 +129,18 @@ size_t mc_tier_hdr_encode(const void *key, size_t klen, uint64_t size, uint64_t 
     put32(out + 12, (uint32_t)klen);
     put64(out + 16, size);
     put64(out + 24, checksum);
-    put64(out + 32, 0);
+    put64(out + 32, flags & MC_TIER_F_ALIGNED);
     put64(out + 40, hdr_sum(out, key, klen));
     memcpy(out + MC_TIER_HDR_FIXED, key, klen);
-    return MC_TIER_HDR_FIXED + klen;
+    size_t n = (size_t)mc_tier_data_off(klen, flags);
+    memset(out + MC_TIER_HDR_FIXED + klen, 0, n - MC_TIER_HDR_FIXED - klen); /* padding */
+    return n;
+}
+
+size_t mc_tier_hdr_encode(const void *key, size_t klen, uint64_t size, uint64_t checksum,
+                          uint8_t *out)
+{
+    return mc_tier_hdr_encode_flags(key, klen, size, checksum, 0, out);
 }
 
 mc_status_t mc_tier_hdr_decode(const uint8_t *p, size_t n, mc_tier_hdr_t *h, const char **why)
@@ -142,6 +160,8 @@ mc_status_t mc_tier_hdr_decode(const uint8_t *p, size_t n, mc_tier_hdr_t *h, con
         w = "cut short inside the key";
     else if (get64(p + 16) == 0)
         w = "data size 0";
+    else if ((get64(p + 32) & ~(uint64_t)MC_TIER_F_ALIGNED) != 0)
+        w = "unknown flags";
     else if (hdr_sum(p, p + MC_TIER_HDR_FIXED, get32(p + 12)) != get64(p + 40))
         w = "header checksum mismatch";
     if (w != NULL) {
@@ -152,6 +172,8 @@ mc_status_t mc_tier_hdr_decode(const uint8_t *p, size_t n, mc_tier_hdr_t *h, con
     h->key_len = get32(p + 12);
     h->size = get64(p + 16);
     h->checksum = get64(p + 24);
+    h->flags = (unsigned)get64(p + 32);
+    h->data_off = mc_tier_data_off(h->key_len, h->flags);
     h->key = p + MC_TIER_HDR_FIXED;
     return MC_OK;
 }
@@ -300,10 +322,17 @@ static _Atomic unsigned long tmp_seq;
 mc_status_t mc_tier_write(const char *dir, const void *key, size_t klen, const struct iovec *iov,
                           size_t iovcnt, uint64_t size, int sync_dir)
 {
+    return mc_tier_write_flags(dir, key, klen, iov, iovcnt, size, sync_dir, 0);
+}
+
+mc_status_t mc_tier_write_flags(const char *dir, const void *key, size_t klen,
+                                const struct iovec *iov, size_t iovcnt, uint64_t size, int sync_dir,
+                                unsigned flags)
+{
     if (klen == 0 || klen > MC_TIER_KEY_MAX || memchr(key, '\0', klen) != NULL)
         return MC_ERR_INVALID_KEY;
     char path[PATH_ROOM], tmp[PATH_ROOM];
-    uint8_t *head = mc_malloc(MC_TIER_HDR_FIXED + MC_TIER_KEY_MAX);
+    uint8_t *head = mc_malloc(HEAD_ROOM);
     struct iovec *v = mc_malloc((iovcnt + 1) * sizeof(*v));
     mc_status_t st = MC_ERR_NOMEM;
     int fd = -1;
@@ -341,7 +370,8 @@ mc_status_t mc_tier_write(const char *dir, const void *key, size_t klen, const s
              atomic_fetch_add(&tmp_seq, 1));
 
     v[0].iov_base = head;
-    v[0].iov_len = mc_tier_hdr_encode(key, klen, size, mc_hash64_iov(iov, iovcnt), head);
+    v[0].iov_len =
+        mc_tier_hdr_encode_flags(key, klen, size, mc_hash64_iov(iov, iovcnt), flags, head);
     memcpy(v + 1, iov, iovcnt * sizeof(*v));
     fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
     if (fd < 0) {
@@ -414,7 +444,7 @@ mc_status_t mc_tier_read(const char *dir, const void *key, size_t klen, void *bu
         st = MC_ERR_BUFFER_OVERFLOW;
         goto out_close;
     }
-    off_t off = MC_TIER_HDR_FIXED + (off_t)h.key_len;
+    off_t off = (off_t)h.data_off;
     uint64_t got = 0;
     while (got < h.size) {
         ssize_t r = pread(fd, (uint8_t *)buf + got, h.size - got, off + (off_t)got);
@@ -446,6 +476,77 @@ out_close:
 out:
     mc_free(head);
     return st;
+}
+
+mc_status_t mc_tier_open_read(const char *dir, const void *key, size_t klen, uint64_t expect,
+                              int want_direct, mc_tier_file_t *f)
+{
+    memset(f, 0, sizeof(*f));
+    f->fd = -1;
+    uint8_t *head = mc_malloc(HEAD_ROOM);
+    if (head == NULL)
+        return MC_ERR_NOMEM;
+    mc_tier_hdr_t h;
+    unsigned free_probe;
+    mc_status_t st;
+    int fd = open_key(dir, key, klen, head, &h, f->path, &free_probe, &st);
+    mc_free(head);
+    if (fd < 0)
+        return st;
+    if (expect != 0 && h.size != expect) {
+        MC_ERROR(TIER, "tier file '%s' holds %llu bytes, the master says %llu", f->path,
+                 (unsigned long long)h.size, (unsigned long long)expect);
+        close(fd);
+        return MC_ERR_CHECKSUM_MISMATCH;
+    }
+    struct stat sb;
+    if (fstat(fd, &sb) == 0 && (uint64_t)sb.st_size < h.data_off + h.size) {
+        MC_ERROR(TIER, "corrupt tier file '%s': %llu of %llu data bytes (cut short)", f->path,
+                 (unsigned long long)((uint64_t)sb.st_size > h.data_off
+                                          ? (uint64_t)sb.st_size - h.data_off
+                                          : 0),
+                 (unsigned long long)h.size);
+        close(fd);
+        return MC_ERR_CHECKSUM_MISMATCH;
+    }
+    f->fd = fd;
+    f->size = h.size;
+    f->checksum = h.checksum;
+    f->data_off = h.data_off;
+    if (want_direct && (h.flags & MC_TIER_F_ALIGNED)) {
+        /* a second descriptor: the file system may refuse O_DIRECT (then
+         * the buffered one serves) */
+        int dfd = open(f->path, O_RDONLY | O_CLOEXEC | O_DIRECT);
+        if (dfd >= 0) {
+            close(fd);
+            f->fd = dfd;
+            f->direct = 1;
+        } else {
+            f->direct_errno = errno;
+        }
+    }
+    return MC_OK;
+}
+
+mc_status_t mc_tier_verify(const mc_tier_file_t *f, const void *buf, uint64_t got)
+{
+    if (got < f->size) {
+        MC_ERROR(TIER, "corrupt tier file '%s': %llu of %llu data bytes (cut short)", f->path,
+                 (unsigned long long)got, (unsigned long long)f->size);
+        return MC_ERR_CHECKSUM_MISMATCH;
+    }
+    if (mc_hash64(buf, f->size) != f->checksum) {
+        MC_ERROR(TIER, "corrupt tier file '%s': data checksum mismatch", f->path);
+        return MC_ERR_CHECKSUM_MISMATCH;
+    }
+    return MC_OK;
+}
+
+void mc_tier_close(mc_tier_file_t *f)
+{
+    if (f->fd >= 0)
+        close(f->fd);
+    f->fd = -1;
 }
 
 mc_status_t mc_tier_unlink(const char *dir, const void *key, size_t klen)
@@ -482,7 +583,7 @@ static int is_hex2(const char *n)
 
 /* One leaf directory; returns 1 to stop. */
 static int scan_leaf(const char *ldir, const char *rel, uint8_t *head, uint64_t max,
-                     mc_tier_scan_cb_t cb, void *arg, mc_tier_scan_stats_t *s)
+                     mc_tier_scan_cb_t cb, void *arg, mc_tier_scan_stats_t *s, int owned)
 {
     DIR *d = opendir(ldir);
     if (d == NULL)
@@ -498,7 +599,8 @@ static int scan_leaf(const char *ldir, const char *rel, uint8_t *head, uint64_t 
              * it within the hour (a write takes seconds at most) */
             struct stat sb;
             if (snprintf(path, sizeof(path), "%s/%s", ldir, de->d_name) < (int)sizeof(path) &&
-                stat(path, &sb) == 0 && sb.st_mtime + MC_TIER_TEMP_MAX_AGE_S < time(NULL) &&
+                (owned ||
+                 (stat(path, &sb) == 0 && sb.st_mtime + MC_TIER_TEMP_MAX_AGE_S < time(NULL))) &&
                 unlink(path) == 0)
                 s->temps_removed++;
             else
@@ -520,10 +622,19 @@ static int scan_leaf(const char *ldir, const char *rel, uint8_t *head, uint64_t 
             continue;
         }
         ssize_t n = read_head(fd, head);
+        struct stat fs;
+        int have_size = fstat(fd, &fs) == 0;
         close(fd);
         mc_tier_hdr_t h;
         const char *why = "unreadable";
-        if (n < 0 || mc_tier_hdr_decode(head, (size_t)n, &h, &why) != MC_OK) {
+        if (n < 0 || mc_tier_hdr_decode(head, (size_t)n, &h, &why) != MC_OK ||
+            (have_size && (uint64_t)fs.st_size < h.data_off + h.size &&
+             (why = "cut short: fewer data bytes than its header says") != NULL)) {
+            if (owned && unlink(path) == 0) {
+                s->bad_removed++;
+                MC_WARN(TIER, "scan: deleted '%s': %s", path, why);
+                continue;
+            }
             if (s->bad++ < 10)
                 MC_WARN(TIER, "scan: skipping '%s': %s", path, why);
             continue;
@@ -547,8 +658,23 @@ static int scan_leaf(const char *ldir, const char *rel, uint8_t *head, uint64_t 
     return stop;
 }
 
+static mc_status_t scan(const char *dir, uint64_t max, mc_tier_scan_cb_t cb, void *arg,
+                        mc_tier_scan_stats_t *stats, int owned);
+
 mc_status_t mc_tier_scan(const char *dir, uint64_t max, mc_tier_scan_cb_t cb, void *arg,
                          mc_tier_scan_stats_t *stats)
+{
+    return scan(dir, max, cb, arg, stats, 0);
+}
+
+mc_status_t mc_tier_scan_owned(const char *dir, uint64_t max, mc_tier_scan_cb_t cb, void *arg,
+                               mc_tier_scan_stats_t *stats)
+{
+    return scan(dir, max, cb, arg, stats, 1);
+}
+
+static mc_status_t scan(const char *dir, uint64_t max, mc_tier_scan_cb_t cb, void *arg,
+                        mc_tier_scan_stats_t *stats, int owned)
 {
     mc_tier_scan_stats_t s = {0};
     DIR *d1 = opendir(dir);
@@ -583,7 +709,7 @@ mc_status_t mc_tier_scan(const char *dir, uint64_t max, mc_tier_scan_cb_t cb, vo
             if (snprintf(p2, sizeof(p2), "%s/%.2s", p1, e2->d_name) >= (int)sizeof(p2))
                 break;
             snprintf(rel, sizeof(rel), "%.2s/%.2s/", e1->d_name, e2->d_name);
-            stop = scan_leaf(p2, rel, head, max, cb, arg, &s);
+            stop = scan_leaf(p2, rel, head, max, cb, arg, &s, owned);
         }
         closedir(d2);
     }

@@ -35,18 +35,20 @@
  *    12  key length (1..4096)      u32
  *    16  data size (> 0)           u64
  *    24  data checksum             u64   XXH3-64 of the data
- *    32  flags (0)                 u64
+ *    32  flags                     u64   bit 0: MC_TIER_F_ALIGNED; others 0
  *    40  header checksum           u64   XXH3-64 of bytes 0..39 and the key
- *    48  key, then data
+ *    48  key, then data (MC_TIER_F_ALIGNED: zeroes up to the next multiple
+ *        of MC_TIER_ALIGN, then the data, so it can be read with O_DIRECT)
  *
  * Writes are atomic: a temp file ".tmp-<pid>-<n>" in the leaf directory,
  * pwritev, fsync, rename over the final name; with sync_dir the directory
  * is fsynced too, so the rename itself survives a crash (eager puts). A
  * reader therefore sees a whole old file or a whole new one, never a torn
- * one. Reads use plain pread: one file per object, read once, sequentially,
- * from a worker thread; liburing would only pay off with many reads in
- * flight per thread (a batch get of small objects), which this path does
- * not have yet.
+ * one. mc_tier_read uses plain pread: one file per object, read once,
+ * sequentially, from a worker thread. The node-local offload opens files
+ * with mc_tier_open_read and reads them itself, several at once through
+ * io_uring, with O_DIRECT for MC_TIER_F_ALIGNED files
+ * (store/client_offload.c).
  *
  * Threads: every function is reentrant; they block (file I/O).
  */
@@ -82,8 +84,22 @@ typedef struct mc_tier_hdr {
     uint32_t key_len;
     uint64_t size;
     uint64_t checksum;  /* of the data */
+    unsigned flags;     /* MC_TIER_F_* */
+    uint64_t data_off;  /* where the data starts in the file */
     const uint8_t *key; /* inside the decoded bytes */
 } mc_tier_hdr_t;
+
+/* Header flag: the data starts at a multiple of MC_TIER_ALIGN (node-local
+ * offload files, read with O_DIRECT). */
+#define MC_TIER_F_ALIGNED 1u
+#define MC_TIER_ALIGN 4096u
+
+/* Where the data of a file with a key of klen bytes and these flags starts. */
+uint64_t mc_tier_data_off(size_t klen, unsigned flags);
+/* mc_tier_hdr_encode with flags (out: room >= mc_tier_data_off(klen, flags);
+ * the padding is zeroed); returns the data offset. */
+size_t mc_tier_hdr_encode_flags(const void *key, size_t klen, uint64_t size, uint64_t checksum,
+                                unsigned flags, uint8_t *out);
 
 /* Write the header of (key, size, checksum) into out (room >=
  * MC_TIER_HDR_FIXED + klen); returns the bytes written (= the data offset). */
@@ -103,6 +119,11 @@ mc_status_t mc_tier_hdr_decode(const uint8_t *p, size_t n, mc_tier_hdr_t *h, con
 mc_status_t mc_tier_write(const char *dir, const void *key, size_t klen, const struct iovec *iov,
                           size_t iovcnt, uint64_t size, int sync_dir);
 
+/* mc_tier_write with header flags (MC_TIER_F_ALIGNED). */
+mc_status_t mc_tier_write_flags(const char *dir, const void *key, size_t klen,
+                                const struct iovec *iov, size_t iovcnt, uint64_t size, int sync_dir,
+                                unsigned flags);
+
 /* Read key's data into buf (room bytes). expect: the size the master
  * reported, 0 = any. *size receives the data size. MC_OK,
  * MC_ERR_FILE_NOT_FOUND, MC_ERR_CHECKSUM_MISMATCH (corrupt header or data,
@@ -111,6 +132,30 @@ mc_status_t mc_tier_write(const char *dir, const void *key, size_t klen, const s
  * MC_ERR_FILE_READ_FAIL. */
 mc_status_t mc_tier_read(const char *dir, const void *key, size_t klen, void *buf, uint64_t room,
                          uint64_t expect, uint64_t *size);
+
+/* A file opened for reading by the caller's own I/O (the node-local
+ * offload's batched io_uring reads): read size bytes at data_off from fd,
+ * then mc_tier_verify, then mc_tier_close. */
+typedef struct mc_tier_file {
+    int fd;
+    int direct;       /* fd has O_DIRECT: offsets, lengths and memory aligned to MC_TIER_ALIGN */
+    int direct_errno; /* wanted O_DIRECT, the file system refused it (open's errno), or 0 */
+    uint64_t size, checksum, data_off;
+    char path[4096 + MC_TIER_REL_MAX];
+} mc_tier_file_t;
+
+/* Open key's file (header and key checked; a file shorter than its header
+ * says is corrupt). expect as mc_tier_read. want_direct: with O_DIRECT when
+ * the file is MC_TIER_F_ALIGNED and the file system allows it (f->direct
+ * says; else buffered). MC_OK (f->fd open), MC_ERR_FILE_NOT_FOUND,
+ * MC_ERR_CHECKSUM_MISMATCH (logged with the path), MC_ERR_FILE_OPEN_FAIL,
+ * MC_ERR_FILE_READ_FAIL, MC_ERR_NOMEM. */
+mc_status_t mc_tier_open_read(const char *dir, const void *key, size_t klen, uint64_t expect,
+                              int want_direct, mc_tier_file_t *f);
+/* The got bytes read into buf are f's whole data with its checksum: MC_OK,
+ * or MC_ERR_CHECKSUM_MISMATCH (logged with the path: never to be used). */
+mc_status_t mc_tier_verify(const mc_tier_file_t *f, const void *buf, uint64_t got);
+void mc_tier_close(mc_tier_file_t *f);
 
 /* Delete key's file (the probe whose header holds key, or a corrupt file in
  * the way). MC_OK (also when there was none), MC_ERR_FILE_WRITE_FAIL. */
@@ -124,6 +169,7 @@ typedef struct mc_tier_scan_stats {
     uint64_t bad;           /* files skipped: unreadable, corrupt header, misplaced */
     uint64_t temps;         /* temp files seen and left (younger than MC_TIER_TEMP_MAX_AGE_S) */
     uint64_t temps_removed; /* older temp files deleted (their writer is gone) */
+    uint64_t bad_removed;   /* corrupt files deleted (mc_tier_scan_owned) */
     int truncated;          /* stopped at max */
 } mc_tier_scan_stats_t;
 
@@ -131,10 +177,17 @@ typedef struct mc_tier_scan_stats {
  * deletes them. */
 #define MC_TIER_TEMP_MAX_AGE_S 3600
 
-/* Every object file under dir (headers only: data is checked on read), at
- * most max; stale temp files are deleted on the way. MC_OK (also for a missing dir: nothing
- * reported), MC_ERR_FILE_OPEN_FAIL (dir exists but cannot be listed). */
+/* Every object file under dir (headers only: data is checked on read; a
+ * file shorter than its header says is skipped as corrupt), at most max;
+ * stale temp files are deleted on the way. MC_OK (also for a missing dir:
+ * nothing reported), MC_ERR_FILE_OPEN_FAIL (dir exists but cannot be listed). */
 mc_status_t mc_tier_scan(const char *dir, uint64_t max, mc_tier_scan_cb_t cb, void *arg,
                          mc_tier_scan_stats_t *stats);
+/* The same for a directory no other process writes (a node's own offload
+ * directory, held by its lock file): every temp file is a dead writer's and
+ * goes, and corrupt files (bad header, cut short) are deleted (counted in
+ * bad_removed, logged) instead of skipped. */
+mc_status_t mc_tier_scan_owned(const char *dir, uint64_t max, mc_tier_scan_cb_t cb, void *arg,
+                               mc_tier_scan_stats_t *stats);
 
 #endif /* MC_STORE_TIER_H */

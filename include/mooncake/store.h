@@ -144,6 +144,10 @@ typedef struct mc_store_config {
      * global_segment_size > 0. NULL or "" = none. */
     const char *offload_dir;
     uint64_t offload_quota; /* bytes of files at most, least recently used go first; 0 = none */
+    /* 1: the offload's loads read files through the page cache; 0 (default):
+     * with O_DIRECT where the file system allows it (tmpfs may not: then
+     * buffered, logged once). */
+    int offload_buffered_io;
 } mc_store_config_t;
 
 /* Defaults: as noted per field; no segment (global_segment_size 0) and a
@@ -245,6 +249,18 @@ MC_API int64_t mc_store_get(mc_store_t *s, const void *key, size_t klen, void *b
 typedef void *(*mc_store_alloc_fn)(void *arg, uint64_t size);
 MC_API int64_t mc_store_get_alloc(mc_store_t *s, const void *key, size_t klen,
                                   mc_store_alloc_fn alloc, void *arg);
+
+/* Ranges of one value into registered memory (as mc_store_get_into): for
+ * each i < n, the len[i] bytes at src[i] of the value into dst[i]; one
+ * master call for all of them. result[i]: the bytes read or a negative
+ * status (MC_ERR_INVALID_PARAMS: the range is not inside the value;
+ * MC_ERR_NOT_SUPPORTED: the value has no memory replica). Returns MC_OK, or
+ * the status of the lookup that failed them all (MC_ERR_OBJECT_NOT_FOUND,
+ * ...; then in every result[i] too); MC_ERR_NOT_SUPPORTED for a co-located
+ * client. */
+MC_API mc_status_t mc_store_get_ranges(mc_store_t *s, const void *key, size_t klen, size_t n,
+                                       const uint64_t *src, void *const *dst, const uint64_t *len,
+                                       int64_t *result);
 
 /* 1 exists, 0 not, or a negative status. Does not extend the object's life. */
 MC_API int mc_store_exist(mc_store_t *s, const void *key, size_t klen);

@@ -129,6 +129,10 @@ typedef struct mcpy_store {
         uint64_t lo, hi;
     } * regs;
     size_t nregs, cap_regs;
+    /* get(): the size of bytes object to make before the call (0: none),
+     * and how many gets in a row were smaller (GIL) */
+    uint64_t get_hint;
+    unsigned get_hint_age;
 } mcpy_store_t;
 
 /* Whether [p, p+len) lies in one buffer registered with register_buffer. */

@@ -373,8 +373,27 @@ static int one_key(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames, c
     return mcpy_key(a[0], fname, "key", k);
 }
 
-/* get(): the bytes object is created once the size is known, under the
- * GIL taken back for that moment, and read into directly. */
+/* get() returns a new bytes object of the value's size, which is known
+ * only once the master answered. Without a hint the object is made then
+ * (mc_store_get_alloc: the GIL is taken back for that moment, and the read
+ * is a second wait on the reactor). Values of one size are the common case
+ * (KV cache pages), so the object is made before the call, at the size of
+ * the recent gets (get_hint), and read into by one mc_store_get without the
+ * GIL: as a get_into. A smaller value shrinks it; a larger one
+ * (BUFFER_OVERFLOW) is read again the first way. The hint follows larger
+ * values at once and smaller ones after GET_HINT_AGE gets in a row, and is
+ * not used above GET_HINT_MAX (no large speculative allocations). */
+#define GET_HINT_MAX ((uint64_t)32 << 20)
+#define GET_HINT_AGE 32
+
+static void get_hint_note(mcpy_store_t *self, uint64_t size)
+{
+    if (size >= self->get_hint || ++self->get_hint_age >= GET_HINT_AGE) {
+        self->get_hint = size <= GET_HINT_MAX ? size : 0;
+        self->get_hint_age = 0;
+    }
+}
+
 typedef struct bytes_alloc {
     PyThreadState *ts;
     PyObject *bytes;
@@ -393,6 +412,32 @@ static void *alloc_bytes(void *arg, uint64_t size)
     return b->bytes != NULL ? PyBytes_AS_STRING(b->bytes) : NULL;
 }
 
+/* The read into an object of the hinted size: the object, or NULL with *r
+ * the status (BUFFER_OVERFLOW: the value is larger). */
+static PyObject *get_hinted(mcpy_store_t *self, mc_store_t *s, const mcpy_key_t *k, int64_t *r)
+{
+    uint64_t hint = self->get_hint;
+    PyObject *b = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)hint);
+    if (b == NULL) {
+        PyErr_Clear();
+        *r = MC_ERR_BUFFER_OVERFLOW; /* try the other way */
+        return NULL;
+    }
+    Py_BEGIN_ALLOW_THREADS;
+    *r = mc_store_get(s, k->p, (size_t)k->n, PyBytes_AS_STRING(b), (size_t)hint, NULL);
+    Py_END_ALLOW_THREADS;
+    if (*r < 0) {
+        Py_DECREF(b);
+        return NULL;
+    }
+    if ((uint64_t)*r != hint && _PyBytes_Resize(&b, (Py_ssize_t)*r) != 0) {
+        PyErr_Clear(); /* b is gone; never for a shrink */
+        *r = MC_ERR_NOMEM;
+        return NULL;
+    }
+    return b;
+}
+
 static PyObject *py_get(PyObject *o, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     mcpy_store_t *self = (mcpy_store_t *)o;
@@ -402,10 +447,15 @@ static PyObject *py_get(PyObject *o, PyObject *const *args, Py_ssize_t nargs, Py
     mc_store_t *s = mcpy_store_enter(self);
     if (s == NULL)
         return PyBytes_FromStringAndSize(NULL, 0);
+    int64_t r = MC_ERR_BUFFER_OVERFLOW;
     bytes_alloc_t b = {.bytes = NULL};
-    b.ts = PyEval_SaveThread();
-    int64_t r = mc_store_get_alloc(s, k.p, (size_t)k.n, alloc_bytes, &b);
-    PyEval_RestoreThread(b.ts);
+    if (self->get_hint > 0)
+        b.bytes = get_hinted(self, s, &k, &r);
+    if (r == MC_ERR_BUFFER_OVERFLOW) {
+        b.ts = PyEval_SaveThread();
+        r = mc_store_get_alloc(s, k.p, (size_t)k.n, alloc_bytes, &b);
+        PyEval_RestoreThread(b.ts);
+    }
     mcpy_store_exit(self);
     if (r < 0 || b.bytes == NULL) {
         Py_XDECREF(b.bytes);
@@ -413,6 +463,7 @@ static PyObject *py_get(PyObject *o, PyObject *const *args, Py_ssize_t nargs, Py
     }
     if (r != PyBytes_GET_SIZE(b.bytes)) /* never: get_alloc reads the size it allocated */
         _PyBytes_Resize(&b.bytes, (Py_ssize_t)r);
+    get_hint_note(self, (uint64_t)r);
     return b.bytes;
 }
 

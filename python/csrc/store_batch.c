@@ -406,6 +406,79 @@ static PyObject *py_get_into(PyObject *o, PyObject *const *args, Py_ssize_t narg
     return PyLong_FromLongLong(r);
 }
 
+/* _get_ranges(key, dst_ptrs, src_offsets, sizes) -> [bytes read or a
+ * negative status]: the fragments of one key of get_into_ranges (store.py
+ * walks upstream's nested lists). A fragment whose destination is not inside
+ * a registered buffer fails with INVALID_PARAMS and is left out. */
+static PyObject *py_get_ranges(PyObject *o, PyObject *const *args, Py_ssize_t nargs,
+                               PyObject *kwnames)
+{
+    mcpy_store_t *self = (mcpy_store_t *)o;
+    static const char *const names[] = {"key", "dst_ptrs", "src_offsets", "sizes"};
+    const char *fname = "get_into_ranges";
+    PyObject *a[4], *res = NULL;
+    mcpy_key_t k;
+    uint64_t *dst = NULL, *src = NULL, *sz = NULL, *src2 = NULL, *len2 = NULL;
+    void **dst2 = NULL;
+    int64_t *r = NULL, *r2 = NULL;
+    uint8_t *ok = NULL;
+    Py_ssize_t nd = 0, ns = 0, nz = 0;
+    if (mcpy_bind(fname, args, nargs, kwnames, names, 4, 4, a) != 0 ||
+        mcpy_key(a[0], fname, "all_keys", &k) != 0 ||
+        mcpy_u64_list(a[1], fname, "all_dst_offsets", &dst, &nd) != 0 ||
+        mcpy_u64_list(a[2], fname, "all_src_offsets", &src, &ns) != 0 ||
+        mcpy_u64_list(a[3], fname, "all_sizes", &sz, &nz) != 0 ||
+        mcpy_same_len(fname, "all_dst_offsets", nd, "all_src_offsets", ns) != 0 ||
+        mcpy_same_len(fname, "all_dst_offsets", nd, "all_sizes", nz) != 0)
+        goto out;
+    size_t n = (size_t)nd, m = n > 0 ? n : 1;
+    r = PyMem_Calloc(m, sizeof(*r));
+    r2 = PyMem_Calloc(m, sizeof(*r2));
+    src2 = PyMem_Calloc(m, sizeof(*src2));
+    len2 = PyMem_Calloc(m, sizeof(*len2));
+    dst2 = PyMem_Calloc(m, sizeof(*dst2));
+    ok = PyMem_Calloc(m, 1);
+    if (r == NULL || r2 == NULL || src2 == NULL || len2 == NULL || dst2 == NULL || ok == NULL) {
+        PyErr_NoMemory();
+        goto out;
+    }
+    size_t k2 = 0;
+    for (size_t i = 0; i < n; i++) {
+        r[i] = MC_ERR_INVALID_PARAMS;
+        if (!mcpy_store_registered(self, dst[i], sz[i]))
+            continue;
+        ok[i] = 1;
+        dst2[k2] = (void *)(uintptr_t)dst[i];
+        src2[k2] = src[i];
+        len2[k2++] = sz[i];
+    }
+    mc_store_t *s = mcpy_store_enter(self);
+    if (s == NULL) {
+        for (size_t i = 0; i < n; i++)
+            r[i] = MCPY_NOT_SETUP;
+    } else {
+        Py_BEGIN_ALLOW_THREADS;
+        mc_store_get_ranges(s, k.p, (size_t)k.n, k2, src2, dst2, len2, r2);
+        Py_END_ALLOW_THREADS;
+        mcpy_store_exit(self);
+        for (size_t i = 0, j = 0; i < n; i++)
+            if (ok[i])
+                r[i] = r2[j++];
+    }
+    res = mcpy_int_list_i64(r, nd);
+out:
+    PyMem_Free(dst);
+    PyMem_Free(src);
+    PyMem_Free(sz);
+    PyMem_Free(r);
+    PyMem_Free(r2);
+    PyMem_Free(src2);
+    PyMem_Free(len2);
+    PyMem_Free(dst2);
+    PyMem_Free(ok);
+    return res;
+}
+
 /* ------------------------------------------ batch_put_from / batch_get_into */
 
 /* The items of a pointer batch: key i's pieces are parts[first[i] ..
@@ -713,6 +786,9 @@ PyMethodDef mcpy_store_batch_methods[] = {
               "upsert_from(key, buffer_ptr, size, config=None) -> int"),
     MCPY_FAST("get_into", py_get_into,
               "get_into(key, buffer_ptr, size) -> bytes read or a negative status"),
+    MCPY_FAST("_get_ranges", py_get_ranges,
+              "_get_ranges(key, dst_ptrs, src_offsets, sizes) -> [bytes read or negative]: "
+              "one key's fragments of get_into_ranges"),
     MCPY_FAST("batch_put_from", py_batch_put_from,
               "batch_put_from(keys, buffer_ptrs, sizes, config=None) -> [int]"),
     MCPY_FAST("batch_upsert_from", py_batch_upsert_from,

@@ -5,6 +5,9 @@
                                   mooncake-master --set section.key=value
   mooncake_http_metadata_server   upstream's --host/--port onto the standalone
                                   mooncake-http-metadata-server program
+  mooncake_client                 upstream's standalone client ("real client")
+                                  flags onto mooncake-store-server in the
+                                  service role, as tools/mooncake_client does
 
 Each maps its flags and execs the C program (so signals and the exit status
 are the program's own). Unknown flags are refused with the list of known
@@ -14,6 +17,7 @@ built into (build/python/mooncake -> build/), then on PATH.
 """
 
 import os
+import re
 import shutil
 import sys
 
@@ -133,6 +137,64 @@ MASTER_FLAGS = {
     "alsologtostderr": ("bool", lambda v: []),
 }
 
+def _size(v):
+    """upstream's size strings ("4 GB", 64MB, 1GiB, 65536) -> a size
+    mooncake-store-server reads; upstream reads KB/MB/GB/TB as powers of 1024."""
+    m = re.fullmatch(r"(\d+)(?:B|([KMGT])(?:IB|B)?)?", v.replace(" ", "").upper())
+    if m is None:
+        raise FlagError(f"{v!r} is not a size (e.g. \"4 GB\", 64MB, 1073741824)")
+    return m.group(1) + (m.group(2) + "iB" if m.group(2) else "")
+
+
+def _client_host(v):
+    # HOST:PORT names the segment and puts the transfer engine on PORT;
+    # 0.0.0.0 (upstream's default) keeps store.advertise_host
+    if v in ("", "0.0.0.0"):
+        return []
+    if ":" in v:
+        host, _, port = v.rpartition(":")
+        return [("store.local_hostname", v), ("store.advertise_host", host),
+                ("store.port", port)]
+    return [("store.advertise_host", v)]
+
+
+def _local_buffer(v):
+    s = _size(v)
+    return [] if s == "0" else [("service.staging", s)]
+
+
+def _metadata(v):
+    return [("store.metadata", "p2p" if v in ("P2PHANDSHAKE", "p2p") else v)]
+
+
+def _offload(v):
+    if _bool(v) == "false":
+        return []
+    path = os.environ.get("MOONCAKE_OFFLOAD_FILE_STORAGE_PATH", "")
+    if not path:
+        raise FlagError("set MOONCAKE_OFFLOAD_FILE_STORAGE_PATH to this node's offload directory")
+    return [("store.offload_dir", path)]
+
+
+# (key "-c": the configuration file; "env:NAME": the program's environment)
+CLIENT_FLAGS = {
+    "host": ("str", _client_host),
+    "port": ("int", _to("service.port")),
+    "global_segment_size": ("str", lambda v: [("store.global_segment_size", _size(v))]),
+    "local_buffer_size": ("str", _local_buffer),
+    "master_server_address": ("str", _to("store.master")),
+    "metadata_server": ("str", _metadata),
+    "protocol": ("str", _to("store.protocol")),
+    "device_names": ("str", lambda v: [("env:MC_RDMA_DEVICES", v)] if v else []),
+    "threads": ("int", _to("service.threads")),
+    "enable_offload": ("bool", _offload),
+    "config": ("str", lambda v: [("-c", v)]),
+}
+
+# the service role, on upstream's control port, with upstream's segment size
+CLIENT_DEFAULTS = ["--set", "service.enabled=true", "--set", "service.port=50052",
+                   "--set", "store.global_segment_size=4GiB"]
+
 HTTP_METADATA_FLAGS = {
     "port": ("int", _to("server.port")),
     "host": ("str", _to("server.bind_address")),
@@ -143,9 +205,10 @@ PASS_WITH_VALUE = {"-c", "--config", "--set"}
 PASS_ALONE = {"--dump-config", "--version"}
 
 
-def map_flags(argv, flags, prog):
+def map_flags(argv, flags, prog, env=None):
     """Upstream gflags -> the C program's arguments. FlagError when a flag is
-    unknown or its value malformed."""
+    unknown or its value malformed. Values a handler gives for "env:NAME" go
+    into `env` (the program's environment)."""
     out = []
     i = 0
     while i < len(argv):
@@ -185,7 +248,13 @@ def map_flags(argv, flags, prog):
             raise FlagError(f"--{name}: expected an integer, not {value!r}")
         try:
             for k, v in handler(value):
-                out += ["--set", f"{k}={v}"]
+                if k == "-c":
+                    out += ["-c", v]
+                elif k.startswith("env:"):
+                    if env is not None:
+                        env[k[4:]] = v
+                else:
+                    out += ["--set", f"{k}={v}"]
         except FlagError as e:
             raise FlagError(f"--{name}: {e}") from None
     if flags is MASTER_FLAGS and "metadata.http=true" in out and \
@@ -205,20 +274,49 @@ def _usage(prog, cname, flags):
     for f in sorted(flags):
         kind, _ = flags[f]
         lines.append(f"  --{f}" + ("[=true|false]" if kind == "bool" else "=VALUE"))
+    if flags is CLIENT_FLAGS:
+        lines += ["", "Runs mooncake-store-server --set service.enabled=true (port 50052 and a "
+                  "4 GiB segment unless given); anything after -- goes to it as it is."]
     lines += ["", f"Every key of {cname} (below) can be set with --set section.key=value.", ""]
     return "\n".join(lines)
 
 
-def _run(prog, cname, flags, argv):
+def client_args(argv, env=None):
+    """mooncake_client's arguments -> mooncake-store-server's: the service
+    role's defaults, then the mapped flags (a configuration file first);
+    what follows -- goes to the program as it is."""
+    rest = []
+    if "--" in argv:
+        i = argv.index("--")
+        argv, rest = argv[:i], argv[i + 1:]
+    mapped = map_flags(argv, CLIENT_FLAGS, "mooncake_client", env)
+    conf, sets = [], []
+    i = 0
+    while i < len(mapped):
+        if mapped[i] in ("-c", "--config"):
+            conf = ["-c", mapped[i + 1]]
+            i += 2
+        else:
+            sets.append(mapped[i])
+            i += 1
+    return conf + CLIENT_DEFAULTS + sets + rest
+
+
+def _run(prog, cname, flags, argv, mapper=None):
     binary = find_program(cname)
-    if any(a in ("-h", "--help", "-help", "--helpfull") for a in argv):
+    opts = argv[:argv.index("--")] if "--" in argv else argv
+    if any(a in ("-h", "--help", "-help", "--helpfull") for a in opts):
         print(_usage(prog, cname, flags))
         sys.stdout.flush()
         if binary is not None:
             os.execv(binary, [binary, "--help"])
         return 0
+    env = {}
     try:
-        args = map_flags(argv, flags, prog)
+        if mapper is not None:
+            args = mapper(argv, env)
+        else:
+            args = map_flags(argv, flags, prog, env)
     except FlagError as e:
         print(f"{prog}: {e}", file=sys.stderr)
         return 2
@@ -226,6 +324,7 @@ def _run(prog, cname, flags, argv):
         print(f"{prog}: the {cname} program was not found (set MOONCAKE_BIN_DIR, or put it "
               "on PATH)", file=sys.stderr)
         return 127
+    os.environ.update(env)
     os.execv(binary, [binary] + args)
     return 127  # not reached
 
@@ -241,6 +340,14 @@ def http_metadata_main(argv=None):
     mooncake-http-metadata-server."""
     return _run("mooncake_http_metadata_server", "mooncake-http-metadata-server",
                 HTTP_METADATA_FLAGS, sys.argv[1:] if argv is None else argv)
+
+
+def client_main(argv=None):
+    """mooncake_client: upstream's standalone client launcher (--host,
+    --port, --global_segment_size, --master_server_address, ...) onto
+    mooncake-store-server serving co-located clients (service.enabled)."""
+    return _run("mooncake_client", "mooncake-store-server", CLIENT_FLAGS,
+                sys.argv[1:] if argv is None else argv, client_args)
 
 
 if __name__ == "__main__":

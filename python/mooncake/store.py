@@ -113,6 +113,14 @@ _DEFAULT_SEGMENT = 16 << 20
 _DEFAULT_BUFFER = 16 << 20
 
 
+def _seq(v, name):
+    """A list or tuple argument of get_into_ranges (TypeError naming it)."""
+    if not isinstance(v, (list, tuple)):
+        raise TypeError(f"get_into_ranges() argument '{name}' must be a list, "
+                        f"not {type(v).__name__}")
+    return v
+
+
 class MooncakeDistributedStore(_mooncake.Store):
     """Upstream's MooncakeDistributedStore (see the module docstring)."""
 
@@ -272,6 +280,60 @@ class MooncakeDistributedStore(_mooncake.Store):
                 out[k] = d
         return out
 
+    def get_into_ranges(self, buffer_ptrs, all_keys, all_dst_offsets, all_src_offsets,
+                        all_sizes):
+        """Upstream's get_into_ranges: for every buffer i, key j of it and
+        fragment k of that key, the all_sizes[i][j][k] bytes at
+        all_src_offsets[i][j][k] of the value all_keys[i][j] into
+        buffer_ptrs[i] + all_dst_offsets[i][j][k] (registered memory).
+        -> results[i][j][k]: the bytes read or a negative status. As
+        upstream's, shapes that do not match give negative entries, not an
+        exception: a buffer whose lists differ in length gets INVALID_PARAMS
+        for every fragment of its keys, a key whose three fragment lists
+        differ in length INVALID_PARAMS for each of its fragments. One master
+        call per key."""
+        bad = int(ErrorCode.INVALID_PARAMS)
+        outer = {}
+        for name, v in (("buffer_ptrs", buffer_ptrs), ("all_keys", all_keys),
+                        ("all_dst_offsets", all_dst_offsets),
+                        ("all_src_offsets", all_src_offsets), ("all_sizes", all_sizes)):
+            outer[name] = _seq(v, name)
+        ptrs = outer["buffer_ptrs"]
+        results = []
+        for i, ptr in enumerate(ptrs):
+            if not isinstance(ptr, int) or isinstance(ptr, bool):
+                raise TypeError(f"get_into_ranges() argument 'buffer_ptrs' must hold ints, "
+                                f"not {type(ptr).__name__}")
+            if ptr < 0:
+                raise ValueError("get_into_ranges() argument 'buffer_ptrs' must hold integers >= 0")
+            lists = [outer[n][i] if i < len(outer[n]) else None
+                     for n in ("all_keys", "all_dst_offsets", "all_src_offsets", "all_sizes")]
+            keys = _seq(lists[0], "all_keys") if lists[0] is not None else []
+            per = [_seq(x, n) if x is not None else None for x, n in
+                   zip(lists[1:], ("all_dst_offsets", "all_src_offsets", "all_sizes"))]
+            ok = all(x is not None and len(x) == len(keys) for x in per)
+            row = []
+            for j, key in enumerate(keys):
+                frags = [_seq(x[j], n) if x is not None and j < len(x) else None for x, n in
+                         zip(per, ("all_dst_offsets", "all_src_offsets", "all_sizes"))]
+                count = max((len(f) for f in frags if f is not None), default=1) or 1
+                if not ok or any(f is None or len(f) != len(frags[0]) for f in frags):
+                    row.append([bad] * count)
+                    continue
+                dst, src, size = frags
+                for d in dst:
+                    if not isinstance(d, int) or isinstance(d, bool):
+                        raise TypeError("get_into_ranges() argument 'all_dst_offsets' must hold "
+                                        f"ints, not {type(d).__name__}")
+                    if d < 0:
+                        raise ValueError("get_into_ranges() argument 'all_dst_offsets' must hold "
+                                         "integers >= 0")
+                row.append(self._get_ranges(key, [ptr + d for d in dst], src, size))
+            results.append(row)
+        return results
+
+    def __enter__(self):
+        return self
     def __enter__(self):
         return self
 

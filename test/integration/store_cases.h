@@ -155,6 +155,31 @@ static void registered_buffers_and_parts_round_trip_without_staging(void **state
     assert_int_equal(mc_store_get_into(e->s, "zc", 2, dst, 10 * SC_MIB), (int64_t)len);
     assert_memory_equal(dst, reg, len);
     sc_check_moved(e, before, 2 * len);
+    /* ranges of it (mc_store_get_ranges): unaligned, across pieces, the
+     * last bytes, an empty one; one past the end and unregistered
+     * memory fail alone; a missing key fails them all */
+    memset(dst, 0, len);
+    uint64_t rsrc[] = {1, len - 7, 3 * SC_MIB, 0, len - 3};
+    uint64_t rlen[] = {5 * SC_MIB + 3, 7, 11, 0, 4};
+    void *rdst[] = {dst, dst + 6 * SC_MIB, dst + 7 * SC_MIB, dst, dst};
+    int64_t rres[5];
+    assert_int_equal(mc_store_get_ranges(e->s, "zc", 2, 5, rsrc, rdst, rlen, rres), MC_OK);
+    assert_int_equal(rres[0], (int64_t)rlen[0]);
+    assert_int_equal(rres[1], 7);
+    assert_int_equal(rres[2], 11);
+    assert_int_equal(rres[3], 0);
+    assert_int_equal(rres[4], MC_ERR_INVALID_PARAMS);
+    assert_memory_equal(dst, reg + 1, rlen[0]);
+    assert_memory_equal(dst + 6 * SC_MIB, reg + len - 7, 7);
+    assert_memory_equal(dst + 7 * SC_MIB, reg + 3 * SC_MIB, 11);
+    uint8_t plain_dst[16];
+    void *pdst[] = {plain_dst};
+    assert_int_equal(mc_store_get_ranges(e->s, "zc", 2, 1, rsrc, pdst, rlen + 1, rres), MC_OK);
+    assert_int_equal(rres[0], MC_ERR_INVALID_PARAMS);
+    assert_int_equal(mc_store_get_ranges(e->s, "zc-none", 7, 2, rsrc, rdst, rlen, rres),
+                     MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(rres[0], MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(rres[1], MC_ERR_OBJECT_NOT_FOUND);
     /* the zero-copy forms insist on registered memory */
     uint8_t plain[64];
     assert_int_equal(mc_store_put_from(e->s, "zc2", 3, plain, sizeof(plain), NULL),

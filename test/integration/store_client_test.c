@@ -481,6 +481,145 @@ static void a_segment_mounted_at_run_time_serves_local_replicas_until_unmounted(
     free(back);
 }
 
+/* Put key into our own segment (preferred, one replica) and check where it
+ * landed and its bytes (a sync get of our own segment: a memcpy). */
+static void own_check(env_t *e, const char *key, const uint8_t *v, size_t len, uint8_t *back)
+{
+    mc_store_replica_t r[2];
+    uint32_t n = 0;
+    assert_int_equal(mc_store_query(e->s, key, strlen(key), r, 2, &n), MC_OK);
+    assert_int_equal(n, 1);
+    assert_string_equal(r[0].segment, mc_store_name(e->s));
+    memset(back, 0, len);
+    assert_int_equal(mc_store_get(e->s, key, strlen(key), back, len, NULL), (int64_t)len);
+    assert_memory_equal(back, v, len);
+}
+
+typedef struct own_worker {
+    mc_store_t *s;
+    const mc_replicate_config_t *rc;
+    int id;
+    int failures;
+} own_worker_t;
+
+static void *own_worker_main(void *arg)
+{
+    own_worker_t *w = arg;
+    size_t cap = MIB + 4096;
+    uint8_t *v = malloc(cap), *back = malloc(cap);
+    char key[64];
+    for (int i = 0; i < 8; i++) {
+        size_t len = MIB + (size_t)(w->id * 997 + i * 131);
+        snprintf(key, sizeof(key), "own-t%d-%d", w->id, i);
+        tc_fill(v, len, (uint64_t)(w->id * 100 + i));
+        if (mc_store_put(w->s, key, strlen(key), v, len, w->rc) != MC_OK ||
+            mc_store_get(w->s, key, strlen(key), back, cap, NULL) != (int64_t)len ||
+            memcmp(back, v, len) != 0)
+            w->failures++;
+    }
+    free(v);
+    free(back);
+    return NULL;
+}
+
+/* A sync put whose replicas are all in our own segment is copied by the
+ * calling thread (client_put.c, P_WAIT_COPY); async ones by the local
+ * transport on the reactor. Every form lands byte for byte: single values
+ * of odd sizes (one larger than the staging buffer), parts (which go
+ * through staging otherwise), an upsert over an own-segment object, four
+ * threads at once. */
+static void own_segment_puts_land_byte_for_byte_from_the_callers_thread(void **state)
+{
+    env_t *e = *state;
+    assert_int_equal(mc_store_mount_segment(e->s, NULL, 128 * MIB), MC_OK);
+    const char *self = mc_store_name(e->s);
+    mc_replicate_config_t rc;
+    mc_replicate_config_init(&rc);
+    rc.preferred_segments = &self;
+    rc.n_preferred = 1;
+    size_t big = STAGING + 8 * MIB + 3;
+    uint8_t *v = malloc(big), *back = malloc(big);
+    const size_t sizes[] = {1, 4095, 3 * MIB + 7, big};
+    for (size_t i = 0; i < MC_ARRAY_SIZE(sizes); i++) {
+        tc_fill(v, sizes[i], 700 + i);
+        assert_int_equal(mc_store_put(e->s, "own-v", 5, v, sizes[i], &rc), MC_OK);
+        own_check(e, "own-v", v, sizes[i], back);
+        assert_int_equal(mc_store_remove(e->s, "own-v", 5, 1), MC_OK);
+    }
+    /* three unaligned parts, together larger than the staging buffer */
+    tc_fill(v, big, 710);
+    mc_slice_t parts[3] = {{v, 5 * MIB + 1}, {v + 5 * MIB + 1, 17}, {v + 5 * MIB + 18, 0}};
+    parts[2].len = big - 5 * MIB - 18;
+    assert_int_equal(mc_store_put_parts(e->s, "own-p", 5, parts, 3, &rc), MC_OK);
+    own_check(e, "own-p", v, big, back);
+    /* an upsert replaces it with other bytes */
+    tc_fill(v, 2 * MIB, 711);
+    assert_int_equal(mc_store_upsert(e->s, "own-p", 5, v, 2 * MIB, &rc), MC_OK);
+    own_check(e, "own-p", v, 2 * MIB, back);
+    assert_int_equal(mc_store_remove(e->s, "own-p", 5, 1), MC_OK);
+    /* async: the reactor copies */
+    async_ctx_t a = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+    tc_fill(v, 3 * MIB, 712);
+    assert_int_equal(mc_store_put_async(e->s, "own-a", 5, v, 3 * MIB, &rc, async_st_cb, &a),
+                     MC_INPROGRESS);
+    assert_int_equal(async_wait(&a, 1), MC_OK);
+    own_check(e, "own-a", v, 3 * MIB, back);
+    assert_int_equal(mc_store_remove(e->s, "own-a", 5, 1), MC_OK);
+    /* four callers at once, each copying its own */
+    pthread_t th[4];
+    own_worker_t ow[4];
+    for (int i = 0; i < 4; i++) {
+        ow[i] = (own_worker_t){.s = e->s, .rc = &rc, .id = i};
+        assert_int_equal(pthread_create(&th[i], NULL, own_worker_main, &ow[i]), 0);
+    }
+    for (int i = 0; i < 4; i++) {
+        pthread_join(th[i], NULL);
+        assert_int_equal(ow[i].failures, 0);
+    }
+    assert_int_equal(mc_store_remove_by_regex(e->s, "^own-t", 1), 32);
+    assert_int_equal(mc_store_unmount_segment(e->s, NULL), MC_OK);
+    free(v);
+    free(back);
+}
+
+/* A put placed in our own segment at a range we do not expose (here: the
+ * segment's memory unregistered behind the master's back) fails before a
+ * byte is copied, is revoked, and leaves nothing: not readable, the key free
+ * for the next put. */
+static void an_own_segment_put_outside_our_buffers_is_revoked_and_leaves_nothing(void **state)
+{
+    env_t *e = *state;
+    size_t seg = 16 * MIB, len = MIB + 5;
+    uint8_t *own = aligned_alloc(4096, seg);
+    memset(own, 0xee, seg);
+    assert_int_equal(mc_store_mount_segment(e->s, own, seg), MC_OK);
+    assert_int_equal(mc_store_unregister_buffer(e->s, own), MC_OK);
+    const char *self = mc_store_name(e->s);
+    mc_replicate_config_t rc;
+    mc_replicate_config_init(&rc);
+    rc.preferred_segments = &self;
+    rc.n_preferred = 1;
+    uint8_t *v = malloc(len), *back = malloc(len);
+    tc_fill(v, len, 720);
+    assert_int_equal(mc_store_put(e->s, "own-x", 5, v, len, &rc), MC_ERR_TRANSFER_FAIL);
+    for (size_t i = 0; i < seg; i++) /* nothing was copied */
+        if (own[i] != 0xee)
+            fail_msg("byte %zu of the unexposed segment was written", i);
+    assert_int_equal(mc_store_exist(e->s, "own-x", 5), 0);
+    assert_int_equal(mc_store_get(e->s, "own-x", 5, back, len, NULL), MC_ERR_OBJECT_NOT_FOUND);
+    /* revoked, not left pending: the key takes a new put at once (on a node) */
+    const char *node = e->c.node[0].name;
+    rc.preferred_segments = &node;
+    assert_int_equal(mc_store_put(e->s, "own-x", 5, v, len, &rc), MC_OK);
+    assert_int_equal(mc_store_get(e->s, "own-x", 5, back, len, NULL), (int64_t)len);
+    assert_memory_equal(back, v, len);
+    assert_int_equal(mc_store_remove(e->s, "own-x", 5, 1), MC_OK);
+    assert_int_equal(mc_store_unmount_segment(e->s, own), MC_OK);
+    free(own);
+    free(v);
+    free(back);
+}
+
 /* ------------------------------------------------------------- 4 threads */
 
 typedef struct worker {
@@ -772,6 +911,8 @@ int main(int argc, char **argv)
         cmocka_unit_test(async_calls_call_back_once_and_never_inside_the_call),
         cmocka_unit_test(closing_a_busy_client_completes_every_call_once),
         cmocka_unit_test(a_segment_mounted_at_run_time_serves_local_replicas_until_unmounted),
+        cmocka_unit_test(own_segment_puts_land_byte_for_byte_from_the_callers_thread),
+        cmocka_unit_test(an_own_segment_put_outside_our_buffers_is_revoked_and_leaves_nothing),
         cmocka_unit_test(four_threads_put_and_get_concurrently),
         cmocka_unit_test(a_put_whose_client_died_before_put_end_is_discarded),
         cmocka_unit_test(a_put_whose_write_timed_out_is_left_to_the_master_not_revoked),

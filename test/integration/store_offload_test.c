@@ -10,7 +10,9 @@
  * into its segment, the client reads them from there); a node that is down
  * makes its disk replicas unavailable (not wrong); restarted, it reports
  * its files and they are readable again; a file corrupted or truncated
- * while the node was down is never returned; a second node on the same
+ * while the node was down is never returned (the truncated one is deleted
+ * by the node's start scan, the corrupt one at its first read, counted by
+ * the master as a failed load); a second node on the same
  * directory and a node with an unwritable directory do not start; removing
  * an object deletes its file on the node; on a full disk (a 6 MiB tmpfs,
  * when the test may mount one; skipped otherwise) the node's writes fail,
@@ -157,6 +159,8 @@ static int64_t get_check(env_t *e, int i)
     return r;
 }
 
+static long long metric(const env_t *e, const char *name);
+
 static void eviction_under_pressure_keeps_every_object_readable(void **state)
 {
     env_t *e = *state;
@@ -224,10 +228,16 @@ static void a_restarted_node_restores_its_objects_and_never_serves_a_corrupt_fil
         usleep(100000);
     }
     assert_int_equal(ok, n - 2); /* every intact file is an object again */
-    assert_true(get_check(e, bad) < 0);
+    /* the cut file was dropped by the node's scan: never reported, deleted */
+    assert_false(file_exists(e, cut));
     assert_true(get_check(e, cut) < 0);
-    /* the corrupt files are gone: never served later either */
-    assert_false(file_exists(e, bad));
+    /* the corrupt one is found by its checksum on the first read: the read
+     * fails, the master counts it and drops the replica, the file goes */
+    long long failed = metric(e, "master_offload_load_failures_total");
+    assert_true(get_check(e, bad) < 0);
+    assert_int_equal(metric(e, "master_offload_load_failures_total"), failed + 1);
+    assert_true(get_check(e, bad) < 0);
+    assert_false(file_exists(e, bad)); /* never served later either */
 }
 
 static void remove_deletes_the_file_on_the_node(void **state)

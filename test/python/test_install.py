@@ -39,3 +39,16 @@ def test_pip_installs_offline_into_a_prefix(tmp_path):
                        cwd=str(tmp_path), env=env, timeout=60)
     assert r.returncode == 0, r.stderr
     assert "--rpc_port" in r.stdout
+    # mooncake_client runs the mooncake-store-server installed with the package
+    scripts = glob.glob(str(prefix / "**" / "bin" / "mooncake_client"), recursive=True)
+    assert scripts, "console script mooncake_client not installed"
+    assert glob.glob(os.path.join(site, "mooncake", "bin", "mooncake-store-server"))
+    r = subprocess.run([scripts[0], "--port=50123", "--global_segment_size=1 GB",
+                        "--master_server_address=10.1.2.3:50051", "--", "--dump-config"],
+                       capture_output=True, text=True, cwd=str(tmp_path), env=env, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert "port = 50123" in r.stdout and "global_segment_size = 1GiB" in r.stdout
+    assert "master = 10.1.2.3:50051" in r.stdout
+    r = subprocess.run([scripts[0], "--no_such_flag=1"], capture_output=True, text=True,
+                       cwd=str(tmp_path), env=env, timeout=60)
+    assert r.returncode == 2 and "unknown flag --no_such_flag" in r.stderr

@@ -72,6 +72,38 @@ def test_put_get_and_their_upstream_conventions(store):
     assert store.batch_is_exist(["k", "absent"]) == [1, 0]
 
 
+def test_get_returns_exact_new_bytes_whatever_the_sizes_before(cluster):
+    """get() makes its bytes object at the size of the recent gets before
+    the call (one read, as get_into): every order of sizes still returns a
+    new object of exactly the value's bytes: larger than before (read again),
+    smaller (shrunk), absent, a run of smaller ones (the guess follows them
+    down), and above the largest size it guesses (32 MiB)."""
+    s = new_store(cluster, buf=8 * MIB)
+    try:
+        vals = {}
+        for name, n in [("m", MIB), ("m1", MIB + 1), ("k4", 4096), ("one", 1), ("m3", 3 * MIB),
+                        ("big", 33 * MIB)]:
+            vals[name] = os.urandom(n)
+            assert s.put(name, vals[name]) == 0
+        order = ["m", "m", "m1", "m", "k4", "absent", "m3", "one"] + ["k4"] * 40 + \
+            ["m", "one", "big", "k4", "m3", "m1", "absent", "m"]
+        seen = set()
+        for name in order:
+            got = s.get(name)
+            assert type(got) is bytes
+            assert got == vals.get(name, b""), name
+            if got:
+                assert id(got) not in seen  # a new object every time (all are kept alive)
+                seen.add(id(got))
+                vals.setdefault("_kept", []).append(got)
+        # a value the store frees while the object is ours stays intact
+        got = s.get("m")
+        assert s.remove("m", force=True) == 0
+        assert got == vals["m"] and s.get("m") == b""
+    finally:
+        s.close()
+
+
 def test_values_of_every_buffer_kind(store):
     arr = np.arange(1000, dtype=np.float32)
     for i, v in enumerate([b"b", bytearray(b"ba"), memoryview(b"mv"), arr, b"x" * (3 * MIB)]):
@@ -464,3 +496,77 @@ def test_http_metadata_strings_of_upstream(cluster):
     finally:
         s.remove_all(force=True)
         s.close()
+
+
+def test_get_into_ranges_as_upstream_documents_it(store):
+    """Upstream's example: two registered buffers, fragments of two keys in
+    each (several per key, interleaved), results per buffer, key, fragment;
+    then a missing key, a range past the end of the value, an unregistered
+    destination and shapes that do not match give negative entries (as
+    upstream), wrong types raise."""
+    key1, key2 = os.urandom(40), os.urandom(40)
+    assert store.put("key1", key1) == 0 and store.put("key2", key2) == 0
+    b0 = np.zeros(32, dtype=np.uint8)
+    b1 = np.zeros(32, dtype=np.uint8)
+    p0, p1 = b0.ctypes.data, b1.ctypes.data
+    assert store.register_buffer(p0, 32) == 0 and store.register_buffer(p1, 32) == 0
+    try:
+        r = store.get_into_ranges(
+            [p0, p1],
+            [["key1", "key2"], ["key2", "key1"]],
+            [[[0, 20], [8]], [[4], [16]]],
+            [[[1, 30], [2]], [[0], [10]]],
+            [[[4, 3], [5]], [[6], [4]]])
+        assert r == [[[4, 3], [5]], [[6], [4]]]
+        assert bytes(b0[0:4]) == key1[1:5] and bytes(b0[20:23]) == key1[30:33]
+        assert bytes(b0[8:13]) == key2[2:7] and bytes(b1[4:10]) == key2[0:6]
+        assert bytes(b1[16:20]) == key1[10:14]
+        assert not b0[4:8].any() and not b0[13:20].any()  # nothing else written
+        # one missing key does not fail the others of its buffer
+        r = store.get_into_ranges([p0], [["absent", "key1"]], [[[0], [0]]], [[[0], [36]]],
+                                  [[[4], [4]]])
+        assert r == [[[ms.OBJECT_NOT_FOUND], [4]]] and bytes(b0[0:4]) == key1[36:40]
+        # past the end of the value, outside the registered buffer
+        r = store.get_into_ranges([p0, p0], [["key1"], ["key1"]], [[[0, 0]], [[30]]],
+                                  [[[38, 0]], [[0]]], [[[4, 0]], [[4]]])
+        assert r == [[[ms.INVALID_PARAMS, 0]], [[ms.INVALID_PARAMS]]]
+        # shapes that do not match: negative entries, as upstream's
+        I = ms.INVALID_PARAMS
+        r = store.get_into_ranges([p0, p1], [["key1"], ["key2"]], [[[0]], [[0]]],
+                                  [[[0]], [[0]]], [[[4]]])
+        assert r == [[[4]], [[I]]]
+        r = store.get_into_ranges([p0], [["key1", "key2"]], [[[0, 4], [8]]], [[[0], [0]]],
+                                  [[[4, 4], [4]]])
+        assert r == [[[I, I], [4]]]
+        assert store.get_into_ranges([], [], [], [], []) == []
+        with pytest.raises(TypeError, match="all_keys"):
+            store.get_into_ranges([p0], "key1", [[[0]]], [[[0]]], [[[4]]])
+        with pytest.raises(TypeError, match="buffer_ptrs"):
+            store.get_into_ranges(["p0"], [["key1"]], [[[0]]], [[[0]]], [[[4]]])
+        with pytest.raises(ValueError, match="all_src_offsets"):
+            store.get_into_ranges([p0], [["key1"]], [[[0]]], [[[-1]]], [[[4]]])
+    finally:
+        store.unregister_buffer(p0)
+        store.unregister_buffer(p1)
+
+
+def test_get_into_ranges_from_our_own_segment_and_a_closed_store(cluster):
+    s = new_store(cluster, segment=16 * MIB)
+    try:
+        cfg = ReplicateConfig()
+        cfg.preferred_segment = s.get_hostname()
+        v = os.urandom(100000)
+        assert s.put("own", v, cfg) == 0
+        desc = s.get_replica_desc("own")[0].get_memory_descriptor().buffer_descriptor
+        assert desc.transport_endpoint == s.get_hostname()  # read with a local copy
+        b = np.zeros(64, dtype=np.uint8)
+        assert s.register_buffer(b.ctypes.data, 64) == 0
+        r = s.get_into_ranges([b.ctypes.data], [["own"]], [[[0, 32]]], [[[99968, 5]]],
+                              [[[32, 10]]])
+        assert r == [[[32, 10]]]
+        assert bytes(b[:32]) == v[99968:] and bytes(b[32:42]) == v[5:15]
+        s.unregister_buffer(b.ctypes.data)
+    finally:
+        s.close()
+    assert s.get_into_ranges([1 << 20], [["own"]], [[[0]]], [[[0]]], [[[4]]]) == \
+        [[[ms.INVALID_PARAMS]]]

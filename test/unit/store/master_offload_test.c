@@ -577,6 +577,11 @@ static void local_disk_replicas_replay_on_a_standby_and_in_a_snapshot(void **sta
     replay(s2, &k2.buf, T0 + 3 * SEC);
     for (int i = 0; i < 8; i++)
         assert_same_listing(m, s2, keys[i], T0 + 3 * SEC);
+    /* as a new leader it has the node load a disk-only object at once (the
+     * node polls it soon), not refused as if the node did not offload */
+    assert_int_equal(mc_master_offload_loading(s2, "rep", 3), 0);
+    assert_int_equal(mc_master_offload_load(s2, "rep", 3, T0 + 3 * SEC), MC_OK);
+    assert_int_equal(mc_master_offload_loading(s2, "rep", 3), 1);
 
     /* a load of a disk-only object replays as the same memory replica */
     assert_int_equal(mc_master_offload_load(m, "rep", 3, T0 + 3 * SEC), MC_OK);

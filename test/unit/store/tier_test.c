@@ -313,6 +313,127 @@ static void a_scan_reports_every_file_once_skips_bad_ones_and_clears_stale_temps
     assert_int_equal(mc_tier_scan("/nonexistent/tier", 5, count_cb, &s, &st), MC_OK);
 }
 
+/* ---- aligned files (node-local offload: O_DIRECT reads) ---- */
+
+static void aligned_files_keep_their_data_at_4096_and_open_for_direct_reads(void **state)
+{
+    (void)state;
+    char data[10000];
+    for (size_t i = 0; i < sizeof(data); i++)
+        data[i] = (char)(i * 13 + 1);
+    struct iovec v = {data, sizeof(data)};
+    assert_int_equal(mc_tier_write_flags(dir, "al", 2, &v, 1, sizeof(data), 0, MC_TIER_F_ALIGNED),
+                     MC_OK);
+    char rel[MC_TIER_REL_MAX], path[512];
+    mc_tier_rel_path("al", 2, 0, rel);
+    snprintf(path, sizeof(path), "%s/%s", dir, rel);
+    struct stat sb;
+    assert_int_equal(stat(path, &sb), 0);
+    assert_int_equal(sb.st_size, MC_TIER_ALIGN + sizeof(data));
+    /* the plain reader reads it as any file */
+    char out[10000];
+    uint64_t size = 0;
+    assert_int_equal(mc_tier_read(dir, "al", 2, out, sizeof(out), sizeof(data), &size), MC_OK);
+    assert_memory_equal(out, data, sizeof(data));
+
+    mc_tier_file_t f;
+    assert_int_equal(mc_tier_open_read(dir, "al", 2, sizeof(data), 1, &f), MC_OK);
+    assert_int_equal(f.data_off, MC_TIER_ALIGN);
+    assert_int_equal(f.size, sizeof(data));
+    /* O_DIRECT when this file system allows it (tmpfs may refuse: then the
+     * descriptor is a buffered one and direct_errno says why) */
+    assert_true(f.direct || f.direct_errno != 0);
+    uint8_t *buf = aligned_alloc(MC_TIER_ALIGN, 3 * MC_TIER_ALIGN);
+    uint8_t *bounce = aligned_alloc(MC_TIER_ALIGN, MC_TIER_ALIGN);
+    assert_non_null(buf);
+    assert_non_null(bounce);
+    size_t body = f.direct ? sizeof(data) / MC_TIER_ALIGN * MC_TIER_ALIGN : sizeof(data);
+    assert_int_equal(pread(f.fd, buf, body, (off_t)f.data_off), (ssize_t)body);
+    if (body < sizeof(data)) {
+        assert_int_equal(pread(f.fd, bounce, MC_TIER_ALIGN, (off_t)(f.data_off + body)),
+                         (ssize_t)(sizeof(data) - body)); /* the end of the file */
+        memcpy(buf + body, bounce, sizeof(data) - body);
+    }
+    assert_int_equal(mc_tier_verify(&f, buf, sizeof(data)), MC_OK);
+    assert_int_equal(mc_tier_verify(&f, buf, sizeof(data) - 1), MC_ERR_CHECKSUM_MISMATCH);
+    buf[5] ^= 1;
+    assert_int_equal(mc_tier_verify(&f, buf, sizeof(data)), MC_ERR_CHECKSUM_MISMATCH);
+    mc_tier_close(&f);
+    assert_int_equal(f.fd, -1);
+    free(buf);
+    free(bounce);
+
+    /* a plain file never opens for O_DIRECT: its data is not aligned */
+    assert_int_equal(put("pl", 2, data, 100), MC_OK);
+    assert_int_equal(mc_tier_open_read(dir, "pl", 2, 100, 1, &f), MC_OK);
+    assert_false(f.direct);
+    assert_int_equal(f.data_off, MC_TIER_HDR_FIXED + 2);
+    mc_tier_close(&f);
+    /* the size the master says must be the file's; a file cut short is refused */
+    assert_int_equal(mc_tier_open_read(dir, "al", 2, 99, 1, &f), MC_ERR_CHECKSUM_MISMATCH);
+    assert_int_equal(truncate(path, MC_TIER_ALIGN + 5000), 0);
+    assert_int_equal(mc_tier_open_read(dir, "al", 2, sizeof(data), 1, &f),
+                     MC_ERR_CHECKSUM_MISMATCH);
+    assert_int_equal(mc_tier_open_read(dir, "none", 4, 0, 1, &f), MC_ERR_FILE_NOT_FOUND);
+}
+
+static void unknown_header_flags_are_refused(void **state)
+{
+    (void)state;
+    uint8_t buf[MC_TIER_ALIGN];
+    size_t n = mc_tier_hdr_encode_flags("k", 1, 10, 7, MC_TIER_F_ALIGNED, buf);
+    assert_int_equal(n, MC_TIER_ALIGN);
+    mc_tier_hdr_t h;
+    const char *why = NULL;
+    assert_int_equal(mc_tier_hdr_decode(buf, n, &h, &why), MC_OK);
+    assert_int_equal(h.flags, MC_TIER_F_ALIGNED);
+    assert_int_equal(h.data_off, MC_TIER_ALIGN);
+    buf[32] |= 2;
+    assert_int_equal(mc_tier_hdr_decode(buf, n, &h, &why), MC_ERR_CHECKSUM_MISMATCH);
+    assert_string_equal(why, "unknown flags");
+}
+
+static void an_owned_scan_deletes_temp_and_cut_short_files(void **state)
+{
+    (void)state;
+    char data[5000];
+    memset(data, 'x', sizeof(data));
+    struct iovec v = {data, sizeof(data)};
+    const char *keys[] = {"o/1", "o/2", "o/3"};
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(
+            mc_tier_write_flags(dir, keys[i], 3, &v, 1, sizeof(data), 0, MC_TIER_F_ALIGNED), MC_OK);
+    char rel[MC_TIER_REL_MAX], cut[512], tmp[600];
+    mc_tier_rel_path("o/2", 3, 0, rel);
+    snprintf(cut, sizeof(cut), "%s/%s", dir, rel);
+    assert_int_equal(truncate(cut, MC_TIER_ALIGN + 100), 0); /* a header, part of the data */
+    /* a write cut by a crash a moment ago: a fresh temp file */
+    snprintf(tmp, sizeof(tmp), "%s", cut);
+    strcpy(strrchr(tmp, '/'), "/.tmp-77-1");
+    FILE *f = fopen(tmp, "w");
+    assert_non_null(f);
+    fputs("half", f);
+    fclose(f);
+    /* a shared tier's scan skips both and leaves them (another writer may live) */
+    seen_t s = {0};
+    mc_tier_scan_stats_t st;
+    assert_int_equal(mc_tier_scan(dir, 1000, count_cb, &s, &st), MC_OK);
+    assert_int_equal(s.n, 2);
+    assert_int_equal(st.bad, 1);
+    assert_int_equal(st.temps, 1);
+    assert_int_equal(access(cut, F_OK), 0);
+    assert_int_equal(access(tmp, F_OK), 0);
+    /* the owner's scan deletes them: the cut file is never an object */
+    memset(&s, 0, sizeof(s));
+    assert_int_equal(mc_tier_scan_owned(dir, 1000, count_cb, &s, &st), MC_OK);
+    assert_int_equal(s.n, 2);
+    assert_int_equal(s.bytes, 2 * sizeof(data));
+    assert_int_equal(st.bad_removed, 1);
+    assert_int_equal(st.temps_removed, 1);
+    assert_int_equal(access(cut, F_OK), -1);
+    assert_int_equal(access(tmp, F_OK), -1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -328,6 +449,11 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(
             a_scan_reports_every_file_once_skips_bad_ones_and_clears_stale_temps, setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            aligned_files_keep_their_data_at_4096_and_open_for_direct_reads, setup, teardown),
+        cmocka_unit_test(unknown_header_flags_are_refused),
+        cmocka_unit_test_setup_teardown(an_owned_scan_deletes_temp_and_cut_short_files, setup,
+                                        teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
