@@ -49,10 +49,10 @@ struct bconn {
     unsigned *free_idx;
     uint64_t done;
     uint64_t errors;
-    uint32_t *hist;      /* per-connection: no sharing between reactors */
-    atomic_int *running; /* 0: stop issuing */
-    atomic_int *idle;    /* connections that drained */
-    int recording;
+    uint32_t *hist;       /* per-connection: no sharing between reactors */
+    atomic_int *running;  /* 0: stop issuing */
+    atomic_int *idle;     /* connections that drained */
+    atomic_int recording; /* set by main around the timed run */
 };
 
 static void bconn_issue(bconn_t *bc);
@@ -64,7 +64,7 @@ static void on_reply(void *arg, const mc_rpc_resp_t *resp)
     uint64_t lat = mc_now_us() - s->t0;
     if (resp->status != MC_OK)
         bc->errors++;
-    if (bc->recording) {
+    if (atomic_load_explicit(&bc->recording, memory_order_relaxed)) {
         bc->done++;
         bc->hist[lat < HIST_US ? lat : HIST_US - 1]++;
     }
@@ -153,11 +153,11 @@ static result_t run_point(mc_reactor_group_t *g, mc_rpc_client_t **clients, unsi
     }
     sleep_s(warmup);
     for (unsigned i = 0; i < nconn; i++)
-        bcs[i].recording = 1; /* benign race: a few calls more or less */
+        atomic_store_explicit(&bcs[i].recording, 1, memory_order_relaxed); /* a few more or less */
     uint64_t t0 = mc_now_us();
     sleep_s(secs);
     for (unsigned i = 0; i < nconn; i++)
-        bcs[i].recording = 0;
+        atomic_store_explicit(&bcs[i].recording, 0, memory_order_relaxed);
     uint64_t t1 = mc_now_us();
     atomic_store(&running, 0);
     for (int w = 0; w < 2000 && atomic_load(&idle) < (int)nconn; w++)

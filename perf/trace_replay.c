@@ -1184,7 +1184,7 @@ int main(int argc, char **argv)
             goto out_workers;
         }
     }
-    run_t run;
+    run_t run = {0}; /* (gcc -O1 cannot tell run_core/run_live always set it) */
     if ((o.core ? run_core(&r, &run) : run_live(&r, &run)) != 0)
         goto out_workers;
     double wall = run.wall, sc = run.replay_cpu, mc = run.master_cpu, nc = run.nodes_cpu;

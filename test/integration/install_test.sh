@@ -16,6 +16,12 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 mk() { env -u MAKEFLAGS -u MAKELEVEL -u MFLAGS make -s --no-print-directory BUILD="$B" "$@"; }
 
 ma=$(cc -print-multiarch)
+# a sanitizer build (make asan/ubsan/tsan export SAN): the installed library
+# is instrumented, so the programs linked against it here are too
+case ${SAN:-} in
+address | undefined | thread) sanf=-fsanitize=$SAN ;;
+*) sanf= ;;
+esac
 P=$T/prefix
 mk install PREFIX="$P" >"$T/install.log" 2>&1 || { cat "$T/install.log"; fail "make install"; }
 
@@ -81,14 +87,14 @@ int main(void)
 }
 EOC
 # libmooncake.a linked statically (the system libraries it needs stay shared)
-cc -o "$T/host" "$T/host.c" $(pkg-config --cflags mooncake) \
+cc $sanf -o "$T/host" "$T/host.c" $(pkg-config --cflags mooncake) \
   -Wl,-Bstatic $(pkg-config --libs-only-L mooncake) -lmooncake -Wl,-Bdynamic \
   $(pkg-config --libs --static mooncake | sed 's/-lmooncake//') >"$T/cc.log" 2>&1 ||
   { cat "$T/cc.log"; fail "a program defining key_valid does not link statically"; }
 ldd "$T/host" 2>/dev/null | grep -q libmooncake && fail "host linked libmooncake.so, not the archive"
 "$T/host" | grep -q "^$("$P/bin/mooncake-cli" --version | cut -d' ' -f2) 1 0$" || fail "host program output"
 # the shared library too: dynamic link through pkg-config
-cc -o "$T/hostso" "$T/host.c" $(pkg-config --cflags --libs mooncake) >"$T/cc.log" 2>&1 ||
+cc $sanf -o "$T/hostso" "$T/host.c" $(pkg-config --cflags --libs mooncake) >"$T/cc.log" 2>&1 ||
   { cat "$T/cc.log"; fail "dynamic link"; }
 LD_LIBRARY_PATH=$P/lib/$ma "$T/hostso" >/dev/null || fail "dynamic host program"
 
