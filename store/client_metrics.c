@@ -135,6 +135,31 @@ void store_node_metrics(mc_store_t *s, mc_buf_t *b)
     mc_prom_gauge(b, "mooncake_store_master_up",
                   "1 while the master answers this process's pings, 0 after one failed.",
                   !atomic_load_explicit(&s->master_down, memory_order_relaxed));
+    if (s->offload != NULL) { /* node-local offload (client_offload.c) */
+        store_offload_stats_t os;
+        store_offload_stats(s, &os);
+        mc_prom_counter(b, "mooncake_store_offload_written_total",
+                        "Objects this node wrote to its offload directory.", os.written);
+        mc_prom_counter(b, "mooncake_store_offload_write_failures_total",
+                        "Offload writes that failed (disk full, quota).", os.write_failed);
+        mc_prom_counter(b, "mooncake_store_offload_written_bytes_total",
+                        "Bytes of objects written to the offload directory.", os.bytes_written);
+        mc_prom_counter(b, "mooncake_store_offload_loads_total",
+                        "Disk-only objects read back into the segment for readers.", os.loaded);
+        mc_prom_counter(b, "mooncake_store_offload_loads_direct_total",
+                        "Of those, read with O_DIRECT (the others through the page cache).",
+                        os.loaded_direct);
+        mc_prom_counter(b, "mooncake_store_offload_load_failures_total",
+                        "Loads that failed (a corrupt, cut or missing file: never served).",
+                        os.load_failed);
+        mc_prom_counter(b, "mooncake_store_offload_read_bytes_total",
+                        "Bytes of objects loaded from the offload directory.", os.bytes_read);
+        mc_prom_counter(b, "mooncake_store_offload_deleted_total",
+                        "Offload files deleted because their objects were removed.", os.deleted);
+        mc_prom_counter(b, "mooncake_store_offload_quota_dropped_total",
+                        "Offload files deleted for the quota (least recently used first).",
+                        os.quota_dropped);
+    }
     if (s->te != NULL)
         te_metrics(s->te, "mooncake_store", b);
 }
