@@ -207,19 +207,26 @@ static mc_status_t call_key(store_offload_t *o, const store_seg_t *g, uint16_t m
     return st;
 }
 
+/* The body of an OFFLOAD_DONE: which object, its size, the outcome. */
+static void done_body(mc_mp_writer_t *w, store_offload_t *o, const store_seg_t *g, const void *key,
+                      size_t klen, uint64_t size, mc_status_t result)
+{
+    head(w, o->s, g, 3);
+    mc_mp_write_uint(w, MC_F_KEY);
+    mc_mp_write_bin(w, key, (uint32_t)klen);
+    mc_mp_write_uint(w, MC_F_SIZE);
+    mc_mp_write_uint(w, size);
+    mc_mp_write_uint(w, MC_F_STATUS);
+    mc_mp_write_int(w, result);
+}
+
 static mc_status_t call_done(store_offload_t *o, const store_seg_t *g, const void *key, size_t klen,
                              uint64_t size, mc_status_t result)
 {
     mc_buf_t body = MC_BUF_INIT;
     mc_mp_writer_t w;
     mc_mp_writer_init(&w, &body);
-    head(&w, o->s, g, 3);
-    mc_mp_write_uint(&w, MC_F_KEY);
-    mc_mp_write_bin(&w, key, (uint32_t)klen);
-    mc_mp_write_uint(&w, MC_F_SIZE);
-    mc_mp_write_uint(&w, size);
-    mc_mp_write_uint(&w, MC_F_STATUS);
-    mc_mp_write_int(&w, result);
+    done_body(&w, o, g, key, klen, size, result);
     mc_status_t st =
         w.err != MC_OK ? w.err : store_call_sync(o->s, MC_RPC_OFFLOAD_DONE, &body, NULL);
     mc_buf_fini(&body);
@@ -277,13 +284,7 @@ static void call_done_async(store_offload_t *o, const store_seg_t *g, const void
     mc_buf_t body = MC_BUF_INIT;
     mc_mp_writer_t w;
     mc_mp_writer_init(&w, &body);
-    head(&w, o->s, g, 3);
-    mc_mp_write_uint(&w, MC_F_KEY);
-    mc_mp_write_bin(&w, key, (uint32_t)klen);
-    mc_mp_write_uint(&w, MC_F_SIZE);
-    mc_mp_write_uint(&w, size);
-    mc_mp_write_uint(&w, MC_F_STATUS);
-    mc_mp_write_int(&w, result);
+    done_body(&w, o, g, key, klen, size, result);
     done_msg_t *m = w.err == MC_OK ? mc_malloc(sizeof(*m) + mc_buf_used(&body)) : NULL;
     if (m != NULL) {
         m->o = o;
