@@ -54,6 +54,7 @@
 #include "util/list.h"
 #include "util/log.h"
 #include "util/mem.h"
+#include "util/prom.h"
 #include "util/time.h"
 
 #define OFFLOAD_HOLD_US 250000  /* a poll without work is held this long by the master */
@@ -62,6 +63,18 @@
 #define OFFLOAD_POLL_BATCH 256
 #define OFFLOAD_SCAN_MAX 10000000ull
 #define OFFLOAD_IO_DEPTH 16 /* LOAD reads in flight at once (io_uring queue depth) */
+
+/* A load's stages, timed (mooncake_store_offload_load_stage_seconds): where
+ * a disk-only get spends its time on the node. */
+enum {
+    OSTAGE_HANDOFF, /* the poll's answer came -> the worker starts the load */
+    OSTAGE_OPEN,    /* open the file, check its header -> its read queued */
+    OSTAGE_READ,    /* queued -> read (io_uring submit and the device) */
+    OSTAGE_VERIFY,  /* the data's checksum */
+    OSTAGE_ANSWER,  /* verified -> OFFLOAD_DONE sent from r0 */
+    OSTAGE_N
+};
+static const char *const stage_names[OSTAGE_N] = {"handoff", "open", "read", "verify", "answer"};
 
 /* A file of the directory (this thread only). */
 typedef struct ofile {
@@ -81,6 +94,8 @@ typedef struct opart {
 
 struct oload {
     int busy;
+    /* stage times (µs): the poll's answer came, the load started, its read queued */
+    uint64_t t_ans, t_start, t_queued;
     mc_tier_file_t f;
     char key[MC_TIER_KEY_MAX];
     uint32_t klen;
@@ -117,10 +132,12 @@ struct store_offload {
     /* the poller thread: held polls, their answers handed to the worker */
     pthread_t poller_th;
     int poller_started;
-    mc_buf_t inbox;     /* mu: a poll's answer the worker has not taken (empty: none) */
-    int evfd;           /* written with each answer: wakes the worker's io wait */
-    int watch_armed;    /* worker: the io queue watches evfd */
-    unsigned dones_out; /* mu: LOAD answers sent (r0), not acknowledged yet */
+    mc_buf_t inbox;                 /* mu: a poll's answer the worker has not taken (empty: none) */
+    int evfd;                       /* written with each answer: wakes the worker's io wait */
+    int watch_armed;                /* worker: the io queue watches evfd */
+    unsigned dones_out;             /* mu: LOAD answers sent (r0), not acknowledged yet */
+    uint64_t inbox_us;              /* mu: when the inbox's answer came */
+    mc_prom_hist_t stage[OSTAGE_N]; /* a load's time by stage (stage_names) */
     _Atomic uint64_t written, write_failed, loaded, load_failed, deleted, quota_dropped,
         bytes_written, bytes_read, loaded_direct;
 };
@@ -238,6 +255,7 @@ static mc_status_t call_done(store_offload_t *o, const store_seg_t *g, const voi
  * either way; a lost one is voided by the master's offload_timeout). */
 typedef struct done_msg {
     store_offload_t *o;
+    uint64_t t_ver; /* the load was verified (its answer's stage starts) */
     size_t len;
     uint8_t body[];
 } done_msg_t;
@@ -269,9 +287,12 @@ static void done_on_r0(mc_reactor_t *r, void *arg, mc_status_t st)
     (void)r;
     done_msg_t *m = arg;
     mc_store_t *s = m->o->s;
-    if (st == MC_OK && s->mcli != NULL)
+    if (st == MC_OK && s->mcli != NULL) {
+        uint64_t now = mc_now_us();
+        mc_prom_hist_observe_us(&m->o->stage[OSTAGE_ANSWER], now > m->t_ver ? now - m->t_ver : 0);
         st = mc_rpc_call(s->mcli, MC_RPC_OFFLOAD_DONE, m->body, m->len, s->cfg.rpc_timeout_us,
                          done_answered, m);
+    }
     if (st != MC_INPROGRESS)
         done_over(m);
 }
@@ -279,7 +300,7 @@ static void done_on_r0(mc_reactor_t *r, void *arg, mc_status_t st)
 /* call_done for a LOAD, not waiting: MC_OK (sent from r0), or the failure
  * to hand it to r0 (then sent here, waiting). */
 static void call_done_async(store_offload_t *o, const store_seg_t *g, const void *key, size_t klen,
-                            uint64_t size, mc_status_t result)
+                            uint64_t size, mc_status_t result, uint64_t t_ver)
 {
     mc_buf_t body = MC_BUF_INIT;
     mc_mp_writer_t w;
@@ -288,6 +309,7 @@ static void call_done_async(store_offload_t *o, const store_seg_t *g, const void
     done_msg_t *m = w.err == MC_OK ? mc_malloc(sizeof(*m) + mc_buf_used(&body)) : NULL;
     if (m != NULL) {
         m->o = o;
+        m->t_ver = t_ver;
         m->len = mc_buf_used(&body);
         memcpy(m->body, mc_buf_head(&body), m->len);
         pthread_mutex_lock(&o->mu);
@@ -437,10 +459,18 @@ static void do_persist(store_offload_t *o, const store_seg_t *g, const char *key
 /* ---- LOAD: batched reads (offload_io.h) ---- */
 
 /* The load is over (read and verified, or failed): answer the master. */
-static void load_end(store_offload_t *o, const store_seg_t *g, oload_t *l)
+static void load_end(store_offload_t *o, const store_seg_t *g, oload_t *l, uint64_t t_read)
 {
     mc_status_t st = l->st;
+    uint64_t now = mc_now_us();
     mc_tier_close(&l->f);
+    if (st == MC_OK && t_read != 0) { /* read and verified here: its stages */
+        mc_prom_hist_observe_us(&o->stage[OSTAGE_HANDOFF],
+                                l->t_start > l->t_ans ? l->t_start - l->t_ans : 0);
+        mc_prom_hist_observe_us(&o->stage[OSTAGE_OPEN], l->t_queued - l->t_start);
+        mc_prom_hist_observe_us(&o->stage[OSTAGE_READ], t_read - l->t_queued);
+        mc_prom_hist_observe_us(&o->stage[OSTAGE_VERIFY], now - t_read);
+    }
     if (st == MC_OK) {
         ofile_t *f = file_find(o, l->key, l->klen, mc_hash64(l->key, l->klen));
         if (f != NULL)
@@ -458,7 +488,7 @@ static void load_end(store_offload_t *o, const store_seg_t *g, oload_t *l)
         }
     }
     l->busy = 0;
-    call_done_async(o, g, l->key, l->klen, l->size, st);
+    call_done_async(o, g, l->key, l->klen, l->size, st, now);
 }
 
 typedef struct reap_ctx {
@@ -497,14 +527,16 @@ static void load_part_done(void *arg, void *tag, ssize_t res)
     }
     if (--l->parts > 0)
         return;
+    uint64_t t_read = mc_now_us();
     if (l->redo && l->st == MC_OK) {
+        t_read = 0; /* read twice: not timed by stage */
         uint64_t got = 0;
         l->st = mc_tier_read(c->o->dir, l->key, l->klen, l->dst, l->size, l->size, &got);
         l->f.direct = 0;
     } else if (l->st == MC_OK) {
         l->st = mc_tier_verify(&l->f, l->dst, l->got); /* cut short or corrupt: never served */
     }
-    load_end(c->o, c->g, l);
+    load_end(c->o, c->g, l, t_read);
 }
 
 /* Wait for at least one read in flight to finish (its load answered when it
@@ -518,7 +550,7 @@ static void load_reap(store_offload_t *o, const store_seg_t *g)
 /* Start reading key's file into segment base + off; answered by
  * load_part_done (or here, when it cannot start). */
 static void load_start(store_offload_t *o, const store_seg_t *g, const char *key, size_t klen,
-                       uint64_t size, uint64_t off)
+                       uint64_t size, uint64_t off, uint64_t t_ans)
 {
     oload_t *l = NULL;
     for (;;) {
@@ -530,6 +562,8 @@ static void load_start(store_offload_t *o, const store_seg_t *g, const char *key
         load_reap(o, g); /* every slot busy: one finishes first */
     }
     l->busy = 1;
+    l->t_ans = t_ans;
+    l->t_start = mc_now_us();
     l->klen = (uint32_t)(klen < MC_TIER_KEY_MAX ? klen : MC_TIER_KEY_MAX);
     memcpy(l->key, key, l->klen);
     l->size = size;
@@ -540,14 +574,14 @@ static void load_start(store_offload_t *o, const store_seg_t *g, const char *key
     if (off > g->size || size > g->size - off || klen > MC_TIER_KEY_MAX) {
         l->st = MC_ERR_INVALID_PARAMS; /* not our memory: never write there */
         l->f.fd = -1;
-        load_end(o, g, l);
+        load_end(o, g, l, 0);
         return;
     }
     l->dst = g->base + off;
     int direct = !o->buffered && ((uintptr_t)l->dst % MC_TIER_ALIGN) == 0;
     l->st = mc_tier_open_read(o->dir, key, klen, size, direct, &l->f);
     if (l->st != MC_OK) {
-        load_end(o, g, l);
+        load_end(o, g, l, 0);
         return;
     }
     if (direct && !l->f.direct && l->f.direct_errno != 0 && !o->direct_refused) {
@@ -566,15 +600,17 @@ static void load_start(store_offload_t *o, const store_seg_t *g, const char *key
     if (body < size && mc_oio_read(o->io, l->f.fd, l->bounce, MC_TIER_ALIGN, l->f.data_off + body,
                                    &l->part[1]) == MC_OK)
         l->parts++;
+    l->t_queued = mc_now_us();
     if (l->parts == 0) { /* cannot happen: room was checked */
         l->st = MC_ERR_FILE_READ_FAIL;
-        load_end(o, g, l);
+        load_end(o, g, l, 0);
     }
 }
 
 /* Do the requests of a poll's answer: PERSIST and DELETE at once, LOAD
  * started (answered when read). */
-static void serve_answer(store_offload_t *o, const store_seg_t *g, const mc_buf_t *resp)
+static void serve_answer(store_offload_t *o, const store_seg_t *g, const mc_buf_t *resp,
+                         uint64_t t_ans)
 {
     mc_mp_reader_t r;
     mc_mp_reader_init(&r, mc_buf_head(resp), mc_buf_used(resp));
@@ -600,7 +636,7 @@ static void serve_answer(store_offload_t *o, const store_seg_t *g, const mc_buf_
             if (op == MC_MASTER_OFFLOAD_PERSIST) {
                 do_persist(o, g, key, klen, size, off);
             } else if (op == MC_MASTER_OFFLOAD_LOAD) {
-                load_start(o, g, key, klen, size, off); /* answered when read */
+                load_start(o, g, key, klen, size, off, t_ans); /* answered when read */
             } else if (op == MC_MASTER_OFFLOAD_DELETE) {
                 if (mc_tier_unlink(o->dir, key, klen) == MC_OK)
                     atomic_fetch_add(&o->deleted, 1);
@@ -660,6 +696,7 @@ static void *poller(void *arg)
         if (st == MC_OK) {
             mc_buf_t t = o->inbox; /* hand the answer over (the buffers swap) */
             o->inbox = resp;
+            o->inbox_us = mc_now_us();
             resp = t;
             uint64_t one = 1;
             if (write(o->evfd, &one, sizeof(one)) < 0)
@@ -695,11 +732,13 @@ static void *worker(void *arg)
     store_offload_t *o = arg;
     mc_store_t *s = o->s;
     mc_buf_t ans = MC_BUF_INIT;
+    uint64_t ans_us = 0;
     for (;;) {
         store_seg_t *g = first_seg(s);
         pthread_mutex_lock(&o->mu);
         int stop = o->stop, reported = o->reported, took = 0;
         if (g != NULL && reported && mc_buf_used(&o->inbox) > 0) {
+            ans_us = o->inbox_us;
             mc_buf_t t = o->inbox;
             o->inbox = ans;
             ans = t;
@@ -729,7 +768,7 @@ static void *worker(void *arg)
             continue;
         }
         if (took) {
-            serve_answer(o, g, &ans);
+            serve_answer(o, g, &ans, ans_us);
             mc_buf_reset(&ans);
         }
         if (mc_oio_pending(o->io) > 0) {
@@ -919,4 +958,21 @@ void store_offload_stats(mc_store_t *s, store_offload_stats_t *out)
     out->bytes_written = atomic_load(&o->bytes_written);
     out->bytes_read = atomic_load(&o->bytes_read);
     out->loaded_direct = atomic_load(&o->loaded_direct);
+}
+
+void store_offload_metrics(mc_store_t *s, mc_buf_t *b)
+{
+    store_offload_t *o = s->offload;
+    if (o == NULL)
+        return;
+    static const char name[] = "mooncake_store_offload_load_stage_seconds";
+    mc_prom_head(b, name, "histogram",
+                 "Time of this node's loads (disk-only objects read for readers) by stage: "
+                 "handoff (the master's answer to the worker), open (the file and its header), "
+                 "read (io_uring and the device), verify (checksum), answer (to the master).");
+    char lab[32];
+    for (unsigned i = 0; i < OSTAGE_N; i++) {
+        snprintf(lab, sizeof(lab), "stage=\"%s\"", stage_names[i]);
+        mc_prom_hist_write(b, name, lab, &o->stage[i]);
+    }
 }

@@ -514,16 +514,14 @@ mc_status_t mc_tier_open_read(const char *dir, const void *key, size_t klen, uin
     f->checksum = h.checksum;
     f->data_off = h.data_off;
     if (want_direct && (h.flags & MC_TIER_F_ALIGNED)) {
-        /* a second descriptor: the file system may refuse O_DIRECT (then
-         * the buffered one serves) */
-        int dfd = open(f->path, O_RDONLY | O_CLOEXEC | O_DIRECT);
-        if (dfd >= 0) {
-            close(fd);
-            f->fd = dfd;
+        /* the same descriptor (no second lookup of the path, and surely the
+         * file whose header was checked); a file system that refuses
+         * O_DIRECT (EINVAL) leaves it buffered */
+        int fl = fcntl(fd, F_GETFL);
+        if (fl >= 0 && fcntl(fd, F_SETFL, fl | O_DIRECT) == 0)
             f->direct = 1;
-        } else {
+        else
             f->direct_errno = errno;
-        }
     }
     return MC_OK;
 }
