@@ -62,7 +62,9 @@
 #define OFFLOAD_RETRY_US 500000 /* after a failed poll or report */
 #define OFFLOAD_POLL_BATCH 256
 #define OFFLOAD_SCAN_MAX 10000000ull
-#define OFFLOAD_IO_DEPTH 16 /* LOAD reads in flight at once (io_uring queue depth) */
+#define OFFLOAD_IO_DEPTH 16    /* LOAD reads in flight at once (io_uring queue depth) */
+#define OFFLOAD_WRITE_BATCH 16 /* PERSIST files written, then synced at once */
+#define OFFLOAD_WRITE_BATCH_BYTES (64ull << 20) /* ... or fewer, of this many bytes in all */
 
 /* A load's stages, timed (mooncake_store_offload_load_stage_seconds): where
  * a disk-only get spends its time on the node. */
@@ -110,6 +112,16 @@ struct oload {
     opart_t part[2];
 };
 
+/* A PERSIST of the batch being written: its temp file written, its sync to
+ * come (persist_flush). */
+typedef struct opersist {
+    const char *key; /* in the poll's answer: the batch is flushed before it goes */
+    uint32_t klen;
+    uint64_t size;
+    int sync_errno; /* its fsync's result */
+    mc_tier_wfile_t w;
+} opersist_t;
+
 struct store_offload {
     mc_store_t *s;
     char dir[4096];
@@ -127,6 +139,10 @@ struct store_offload {
     int buffered;           /* offload_buffered_io: never O_DIRECT */
     int direct_refused;     /* logged: the file system refused O_DIRECT */
     mc_oio_t *io;
+    opersist_t *wb;    /* OFFLOAD_WRITE_BATCH: the PERSIST batch (worker) */
+    unsigned nwb;      /* written, not synced yet */
+    unsigned wsyncing; /* their fsyncs in the io queue */
+    uint64_t wb_bytes;
     oload_t *loads; /* OFFLOAD_IO_DEPTH slots, with their bounce blocks */
     uint8_t *bounces;
     /* the poller thread: held polls, their answers handed to the worker */
@@ -425,35 +441,90 @@ static int quota_room(store_offload_t *o, const store_seg_t *g, uint64_t size)
     return o->bytes + size <= o->quota;
 }
 
+static void persist_failed(store_offload_t *o, const store_seg_t *g, const char *key, size_t klen,
+                           uint64_t size, mc_status_t st)
+{
+    atomic_fetch_add(&o->write_failed, 1);
+    MC_WARN(CLIENT, "offload: write of '%.*s' (%llu bytes) failed: %s", (int)klen, key,
+            (unsigned long long)size, mc_status_str(st));
+    call_done(o, g, key, klen, size, st);
+}
+
+static void load_reap(store_offload_t *o, const store_seg_t *g);
+
+/* Sync the batch's files at once (io_uring: one submission, the file system
+ * commits them together; without it, one after the other, their writeback
+ * started when each was written), then rename each over its name and
+ * answer the master. Only a synced file is renamed: a node killed before
+ * leaves temp files, which the next scan deletes. */
+static void persist_flush(store_offload_t *o, const store_seg_t *g)
+{
+    for (unsigned i = 0; i < o->nwb; i++) {
+        opersist_t *p = &o->wb[i];
+        p->sync_errno = 0;
+        if (mc_oio_fsync(o->io, p->w.fd, p) == MC_OK)
+            o->wsyncing++;
+        else if (fsync(p->w.fd) != 0) /* no room in the io queue: here */
+            p->sync_errno = errno;
+    }
+    while (o->wsyncing > 0)
+        load_reap(o, g); /* loads in flight complete meanwhile too */
+    for (unsigned i = 0; i < o->nwb; i++) {
+        opersist_t *p = &o->wb[i];
+        mc_status_t st = mc_tier_wcommit(&p->w, p->sync_errno, 0);
+        if (st != MC_OK) {
+            persist_failed(o, g, p->key, p->klen, p->size, st);
+            continue;
+        }
+        file_add(o, p->key, p->klen, p->size);
+        atomic_fetch_add(&o->written, 1);
+        atomic_fetch_add(&o->bytes_written, p->size);
+        mc_status_t r = call_done(o, g, p->key, p->klen, p->size, MC_OK);
+        if (r == MC_ERR_OBJECT_NOT_FOUND) {
+            /* removed meanwhile (or the request timed out): not an object */
+            mc_tier_unlink(o->dir, p->key, p->klen);
+            file_forget(o, p->key, p->klen);
+        }
+    }
+    o->nwb = 0;
+    o->wb_bytes = 0;
+}
+
+/* A PERSIST: write the bytes at segment base + off to a temp file (the
+ * batch is synced and answered by persist_flush: when full, before any
+ * other request, at the end of the poll's answer). */
 static void do_persist(store_offload_t *o, const store_seg_t *g, const char *key, size_t klen,
                        uint64_t size, uint64_t off)
 {
     mc_status_t st = MC_OK;
-    if (off > g->size || size > g->size - off)
+    if (off > g->size || size > g->size - off) {
         st = MC_ERR_INVALID_PARAMS; /* not our memory: never read it */
-    else if (!quota_room(o, g, size))
-        st = MC_ERR_FILE_WRITE_FAIL;
+    } else {
+        if (o->quota != 0 && o->nwb > 0 && o->bytes + o->wb_bytes + size > o->quota)
+            persist_flush(o, g); /* the quota counts the batch's files first */
+        if (!quota_room(o, g, o->wb_bytes + size))
+            st = MC_ERR_FILE_WRITE_FAIL;
+    }
+    opersist_t *p = &o->wb[o->nwb];
     if (st == MC_OK) {
         struct iovec iov = {g->base + off, size};
         /* data at a multiple of MC_TIER_ALIGN: loads read it with O_DIRECT */
-        st = mc_tier_write_flags(o->dir, key, klen, &iov, 1, size, 0, MC_TIER_F_ALIGNED);
+        st = mc_tier_wopen(o->dir, key, klen, &iov, 1, size, MC_TIER_F_ALIGNED, &p->w);
     }
     if (st != MC_OK) {
-        atomic_fetch_add(&o->write_failed, 1);
-        MC_WARN(CLIENT, "offload: write of '%.*s' (%llu bytes) failed: %s", (int)klen, key,
-                (unsigned long long)size, mc_status_str(st));
-        call_done(o, g, key, klen, size, st);
+        persist_failed(o, g, key, klen, size, st);
         return;
     }
-    file_add(o, key, klen, size);
-    atomic_fetch_add(&o->written, 1);
-    atomic_fetch_add(&o->bytes_written, size);
-    mc_status_t r = call_done(o, g, key, klen, size, MC_OK);
-    if (r == MC_ERR_OBJECT_NOT_FOUND) {
-        /* removed meanwhile (or the request timed out): not an object */
-        mc_tier_unlink(o->dir, key, klen);
-        file_forget(o, key, klen);
-    }
+    /* the device writes it while the next ones are copied (a hint: the
+     * fsync decides) */
+    (void)sync_file_range(p->w.fd, 0, 0, SYNC_FILE_RANGE_WRITE);
+    p->key = key;
+    p->klen = (uint32_t)klen;
+    p->size = size;
+    o->nwb++;
+    o->wb_bytes += size;
+    if (o->nwb == OFFLOAD_WRITE_BATCH || o->wb_bytes >= OFFLOAD_WRITE_BATCH_BYTES)
+        persist_flush(o, g);
 }
 
 /* ---- LOAD: batched reads (offload_io.h) ---- */
@@ -504,6 +575,12 @@ static void load_part_done(void *arg, void *tag, ssize_t res)
         if (read(c->o->evfd, &v, sizeof(v)) < 0 && errno != EAGAIN)
             MC_WARN(CLIENT, "offload: reading the wake-up eventfd: %s", strerror(errno));
         c->o->watch_armed = 0;
+        return;
+    }
+    uintptr_t w0 = (uintptr_t)c->o->wb;
+    if ((uintptr_t)tag - w0 < OFFLOAD_WRITE_BATCH * sizeof(opersist_t)) { /* a batch's fsync */
+        ((opersist_t *)tag)->sync_errno = res < 0 ? (int)-res : 0;
+        c->o->wsyncing--;
         return;
     }
     opart_t *p = tag;
@@ -633,6 +710,8 @@ static void serve_answer(store_offload_t *o, const store_seg_t *g, const mc_buf_
             uint64_t off = mc_mp_read_uint(&r);
             if (r.err != MC_OK || klen == 0)
                 break;
+            if (op != MC_MASTER_OFFLOAD_PERSIST && o->nwb > 0)
+                persist_flush(o, g); /* the batch's files first: requests in order */
             if (op == MC_MASTER_OFFLOAD_PERSIST) {
                 do_persist(o, g, key, klen, size, off);
             } else if (op == MC_MASTER_OFFLOAD_LOAD) {
@@ -644,6 +723,8 @@ static void serve_answer(store_offload_t *o, const store_seg_t *g, const mc_buf_
             }
         }
     }
+    if (o->nwb > 0)
+        persist_flush(o, g); /* the keys are in resp */
     if (r.err != MC_OK)
         MC_WARN(CLIENT, "offload: malformed poll answer from the master");
 }
@@ -858,10 +939,12 @@ mc_status_t store_offload_open(mc_store_t *s, const char *dir, uint64_t quota,
     }
     /* the loads' slots and their O_DIRECT bounce blocks: no allocation per load */
     o->loads = mc_calloc(OFFLOAD_IO_DEPTH, sizeof(*o->loads));
+    o->wb = mc_calloc(OFFLOAD_WRITE_BATCH, sizeof(*o->wb));
     o->bounces = aligned_alloc(MC_TIER_ALIGN, (size_t)OFFLOAD_IO_DEPTH * MC_TIER_ALIGN);
-    if (o->loads == NULL || o->bounces == NULL ||
-        mc_oio_create(OFFLOAD_IO_DEPTH * 2, &o->io) != MC_OK) {
+    if (o->loads == NULL || o->wb == NULL || o->bounces == NULL ||
+        mc_oio_create(OFFLOAD_IO_DEPTH * 2 + OFFLOAD_WRITE_BATCH, &o->io) != MC_OK) {
         mc_free(o->loads);
+        mc_free(o->wb);
         free(o->bounces);
         mc_hmap_fini(&o->files);
         mc_free(o);
@@ -934,6 +1017,7 @@ void store_offload_close(mc_store_t *s)
     mc_hmap_fini(&o->files);
     mc_oio_destroy(o->io);
     mc_free(o->loads);
+    mc_free(o->wb);
     free(o->bounces);
     if (o->lock_fd >= 0)
         close(o->lock_fd); /* releases the lock */
