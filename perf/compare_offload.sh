@@ -9,11 +9,15 @@
 # writes on).
 # 1. Offload during an eviction storm: `tier_bench put` of OBJECTS x SIZE
 #    (default 64 x 4 MiB = 256 MiB through 64 MiB): every object the master
-#    evicts is first written by the node (one file per object: write, fsync,
-#    rename). GB/s = bytes the node persisted (master_offload_persisted_total
+#    evicts is first written by the node (one file per object: write to a
+#    temp file, fsync, rename; the objects of one poll's answer in a batch
+#    whose fsyncs run together). GB/s = bytes the node persisted (master_offload_persisted_total
 #    x SIZE) / the put phase's wall time. Peer: fio sequential writes, same
 #    block size, queue depth 1, psync, fsync after every block (as each
-#    offloaded object is), total OBJECTS x SIZE; and fio without fsync.
+#    offloaded object is synced before it is answered), total OBJECTS x SIZE;
+#    and fio without fsync.
+#    The node's load stages (mooncake_store_offload_load_stage_seconds on its
+#    HTTP port) are printed as means per object for each read row.
 # 2. Reads of objects only on the node's disk: more puts push every object
 #    of step 1 out of memory, the node is restarted (it reports its files:
 #    every object is LOCAL_DISK only, memory empty), then for each queue
