@@ -114,11 +114,12 @@ struct ha {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     mc_buf_t buf, sending;
-    uint64_t seq;             /* global number of the last record in buf (mu) */
-    _Atomic uint64_t seq_pub; /* the same, for handlers */
-    _Atomic uint64_t flushed; /* records up to this are in Redis */
-    int kicked;               /* mu */
-    int encode_failed;        /* mu: a record could not be encoded */
+    uint64_t seq;              /* global number of the last record in buf (mu) */
+    _Atomic uint64_t seq_pub;  /* the same, for handlers */
+    _Atomic uint64_t flushed;  /* records up to this are in Redis */
+    _Atomic uint64_t free_seq; /* the last record that freed segment space */
+    int kicked;                /* mu */
+    int encode_failed;         /* mu: a record could not be encoded */
 
     /* leader */
     int64_t view;
@@ -219,6 +220,9 @@ static void on_journal(void *arg, const mc_master_jrec_t *r)
         pthread_cond_signal(&h->cv);
     } else {
         h->seq++;
+        if (r->type == MC_JREC_DROP || r->type == MC_JREC_SPILL || r->type == MC_JREC_RELEASE ||
+            r->type == MC_JREC_CLIENT_EXPIRE)
+            atomic_store_explicit(&h->free_seq, h->seq, memory_order_release);
         atomic_store_explicit(&h->seq_pub, h->seq, memory_order_release);
     }
     pthread_mutex_unlock(&h->mu);
@@ -230,6 +234,18 @@ int master_ha_must_wait(master_srv_t *s, uint64_t *seq)
     if (h == NULL || h->sync != MC_HA_SYNC_STRICT)
         return 0;
     uint64_t q = atomic_load_explicit(&h->seq_pub, memory_order_acquire);
+    if (q <= atomic_load_explicit(&h->flushed, memory_order_acquire))
+        return 0;
+    *seq = q;
+    return 1;
+}
+
+int master_ha_frees_pending(master_srv_t *s, uint64_t *seq)
+{
+    ha_t *h = s->ha;
+    if (h == NULL || h->sync != MC_HA_SYNC_STRICT)
+        return 0;
+    uint64_t q = atomic_load_explicit(&h->free_seq, memory_order_acquire);
     if (q <= atomic_load_explicit(&h->flushed, memory_order_acquire))
         return 0;
     *seq = q;

@@ -318,19 +318,13 @@ static scratch_t *scratch_of(master_srv_t *s, mc_rpc_req_t *req)
     return &s->scratch[mc_reactor_index(mc_rpc_req_reactor(req))];
 }
 
-/* Reply to a call that changed metadata. With ha.sync = strict the reply is
- * held until the journal records the call produced are in Redis (or this
- * master stops leading: then NOT_LEADER, and the change may or may not
- * survive). body (may be NULL) is the encoded reply body. */
-static void reply_durable(master_srv_t *s, mc_rpc_req_t *req, mc_status_t st, const mc_buf_t *body)
+/* Send st and body (may be NULL) once the journal records up to seq are in
+ * Redis, or NOT_LEADER when this master stops leading first (the change may
+ * or may not survive then). */
+static void reply_held(master_srv_t *s, mc_rpc_req_t *req, mc_status_t st, const mc_buf_t *body,
+                       uint64_t seq)
 {
-    uint64_t seq = 0;
     size_t len = body != NULL ? mc_buf_used(body) : 0;
-    count(s, req, st);
-    if (!master_ha_must_wait(s, &seq)) {
-        mc_rpc_reply(req, st, len ? mc_buf_head(body) : NULL, len);
-        return;
-    }
     waiter_t *wt = mc_malloc(sizeof(*wt) + len);
     if (wt == NULL) {
         mc_rpc_reply(req, MC_ERR_NOMEM, NULL, 0);
@@ -347,6 +341,35 @@ static void reply_durable(master_srv_t *s, mc_rpc_req_t *req, mc_status_t st, co
     mc_list_push_tail(&sc->waiters, &wt->node);
     atomic_fetch_add(&sc->nwaiters, 1);
     master_ha_kick(s);
+}
+
+/* Reply to a call that changed metadata. With ha.sync = strict the reply is
+ * held until the journal records the call produced are in Redis. */
+static void reply_durable(master_srv_t *s, mc_rpc_req_t *req, mc_status_t st, const mc_buf_t *body)
+{
+    uint64_t seq = 0;
+    size_t len = body != NULL ? mc_buf_used(body) : 0;
+    count(s, req, st);
+    if (master_ha_must_wait(s, &seq))
+        reply_held(s, req, st, body, seq);
+    else
+        mc_rpc_reply(req, st, len ? mc_buf_head(body) : NULL, len);
+}
+
+/* Reply MC_OK with body to a call that hands out segment space (PutStart, a
+ * node's loads); counted already. The caller writes into the space as soon
+ * as it has the reply, so with ha.sync = strict the reply waits until the
+ * records that freed space lately (evictions, removes, releases, expiries)
+ * are in Redis: a new leader that lacked one would still list the old
+ * object in that space, over the new bytes. The call's own records need not
+ * wait (a new leader without them refuses the PutEnd or the load's end). */
+static void reply_space(master_srv_t *s, mc_rpc_req_t *req, const mc_buf_t *body)
+{
+    uint64_t seq = 0;
+    if (master_ha_frees_pending(s, &seq))
+        reply_held(s, req, MC_OK, body, seq);
+    else
+        mc_rpc_reply(req, MC_OK, mc_buf_head(body), mc_buf_used(body));
 }
 
 void master_srv_complete_waiters(master_srv_t *s, scratch_t *sc)
@@ -550,13 +573,17 @@ static int offload_poll_answer(master_srv_t *s, mc_rpc_req_t *req, mc_uuid_t cli
         return 1;
     }
     count(s, req, st);
-    mc_mp_writer_t *w = mc_rpc_reply_begin(req);
-    mc_mp_write_map(w, 1);
-    mc_mp_write_uint(w, MC_F_ITEMS);
-    mc_mp_write_array(w, it.n);
-    if (mc_buf_append(w->buf, mc_buf_head(&items), mc_buf_used(&items)) != MC_OK)
-        w->err = MC_ERR_NOMEM;
-    mc_rpc_reply_end(req, MC_OK);
+    mc_buf_t *b = &scratch_of(s, req)->rbuf;
+    mc_buf_reset(b);
+    mc_mp_writer_t w;
+    mc_mp_writer_init(&w, b);
+    mc_mp_write_map(&w, 1);
+    mc_mp_write_uint(&w, MC_F_ITEMS);
+    mc_mp_write_array(&w, it.n);
+    if (w.err != MC_OK || mc_buf_append(b, mc_buf_head(&items), mc_buf_used(&items)) != MC_OK)
+        mc_rpc_reply(req, MC_ERR_NOMEM, NULL, 0); /* the requests taken time out */
+    else
+        reply_space(s, req, b); /* loads write into space handed out */
     mc_buf_fini(&items);
     return 1;
 }
@@ -792,11 +819,17 @@ static void h_put_start(void *ctx, mc_rpc_req_t *req)
         return;
     }
     count(s, req, st);
-    mc_mp_writer_t *w = mc_rpc_reply_begin(req);
-    mc_mp_write_map(w, 1);
-    mc_mp_write_uint(w, MC_F_REPLICAS);
-    mc_proto_write_replicas(w, d, n);
-    mc_rpc_reply_end(req, MC_OK);
+    mc_buf_t *b = &scratch_of(s, req)->rbuf;
+    mc_buf_reset(b);
+    mc_mp_writer_t w;
+    mc_mp_writer_init(&w, b);
+    mc_mp_write_map(&w, 1);
+    mc_mp_write_uint(&w, MC_F_REPLICAS);
+    mc_proto_write_replicas(&w, d, n);
+    if (w.err != MC_OK)
+        mc_rpc_reply(req, MC_ERR_NOMEM, NULL, 0); /* abandoned: the put's timeout revokes it */
+    else
+        reply_space(s, req, b);
 }
 
 static void h_put_end(void *ctx, mc_rpc_req_t *req)
@@ -866,19 +899,25 @@ static void h_batch_put_start(void *ctx, mc_rpc_req_t *req)
         return;
     }
     count(s, req, MC_OK);
-    mc_mp_writer_t *w = mc_rpc_reply_begin(req);
-    mc_mp_write_map(w, 1);
-    mc_mp_write_uint(w, MC_F_ITEMS);
-    mc_mp_write_array(w, f.nkeys);
+    mc_buf_t *b = &sc->rbuf;
+    mc_buf_reset(b);
+    mc_mp_writer_t w;
+    mc_mp_writer_init(&w, b);
+    mc_mp_write_map(&w, 1);
+    mc_mp_write_uint(&w, MC_F_ITEMS);
+    mc_mp_write_array(&w, f.nkeys);
     for (uint32_t i = 0; i < f.nkeys; i++) {
-        mc_mp_write_map(w, 2);
-        mc_mp_write_uint(w, MC_F_STATUS);
-        mc_mp_write_int(w, sc->st[i]);
-        mc_mp_write_uint(w, MC_F_REPLICAS);
-        mc_proto_write_replicas(w, &sc->descs[(size_t)i * per],
+        mc_mp_write_map(&w, 2);
+        mc_mp_write_uint(&w, MC_F_STATUS);
+        mc_mp_write_int(&w, sc->st[i]);
+        mc_mp_write_uint(&w, MC_F_REPLICAS);
+        mc_proto_write_replicas(&w, &sc->descs[(size_t)i * per],
                                 sc->st[i] == MC_OK ? sc->nrep[i] : 0);
     }
-    mc_rpc_reply_end(req, MC_OK);
+    if (w.err != MC_OK)
+        mc_rpc_reply(req, MC_ERR_NOMEM, NULL, 0); /* abandoned: the puts' timeout revokes them */
+    else
+        reply_space(s, req, b);
 }
 
 typedef mc_status_t (*batch_keys_fn_t)(mc_master_t *m, mc_uuid_t client,

@@ -10,7 +10,7 @@ set -u
 cluster_start_master --set master.lease_ttl=1s
 T=$CLUSTER_TMP
 L=tools/mooncake_client
-PORT=$(( 30000 + RANDOM % 20000 ))
+PORT=$(cluster_free_port)
 export MOONCAKE_STORE_SERVER="$B/mooncake-store-server"
 BIN=${TEST_BIN_DIR:-$B/test/bin}
 

@@ -44,7 +44,10 @@
 
 #include "mooncake/store.h"
 #include "cluster.h"
+#include "rpc/methods.h"
+#include "rpc/rpc.h"
 #include "store/ha_redis.h"
+#include "store/master_client.h"
 #include "store/tier.h"
 #include "util/time.h"
 
@@ -758,7 +761,8 @@ static void ha_cleanup(void)
     tc_redis_stop(&h->redis, SIGTERM);
 }
 
-static int ha_start_master(ha_env_t *h, int i)
+/* extra: more settings (NULL-terminated, may be NULL), after the defaults */
+static int ha_start_master_with(ha_env_t *h, int i, const char *const *extra)
 {
     char root[128], backend[96];
     snprintf(root, sizeof(root), "server.root_fs_dir=%s", E.root);
@@ -774,8 +778,27 @@ static int ha_start_master(ha_env_t *h, int i)
                                 "ha.cluster_id=" HA_CLUSTER,
                                 "ha.lease_ttl=1s",
                                 "ha.sync=strict",
+                                NULL,
+                                NULL,
+                                NULL,
+                                NULL,
                                 NULL};
-    return tc_master_start(&h->m[i], sets);
+    const char *all[sizeof(sets) / sizeof(sets[0])];
+    size_t n = 0;
+    while (sets[n] != NULL) {
+        all[n] = sets[n];
+        n++;
+    }
+    for (size_t j = 0; extra != NULL && extra[j] != NULL && n + 1 < sizeof(all) / sizeof(all[0]);
+         j++)
+        all[n++] = extra[j];
+    all[n] = NULL;
+    return tc_master_start(&h->m[i], all);
+}
+
+static int ha_start_master(ha_env_t *h, int i)
+{
+    return ha_start_master_with(h, i, NULL);
 }
 
 /* The master that leads per Redis (0 or 1), or -1. */
@@ -868,6 +891,11 @@ static void with_ha_a_new_leader_serves_objects_evicted_to_files_and_deletes_the
     }
     print_message("%d of %d objects were only on disk before the failover\n", disk_only, N);
     assert_true(disk_only > 0);
+    /* the evictions seen above may be the eviction tick's, whose records no
+     * reply waited for: a put's PutEnd (strict) waits for every record
+     * before it, so after it the standby has them all */
+    tc_fill(v, 4096, 4999);
+    assert_int_equal(put_retry(s, "ha/sync", 7, v, 4096), MC_OK);
 
     /* the leader dies; master 1 takes over */
     tc_stop_ms(&H.m[0].proc, SIGKILL, 1000);
@@ -948,6 +976,125 @@ static void with_ha_a_new_leader_serves_objects_evicted_to_files_and_deletes_the
     ha_cleanup();
 }
 
+/* The master's answer to a PutStart sent by hand (no PutEnd follows). */
+static mc_status_t raw_put_start(unsigned port, const char *key, uint64_t size)
+{
+    mc_reactor_group_opts_t go;
+    mc_reactor_group_opts_init(&go);
+    go.count = 1;
+    mc_reactor_group_t *g;
+    assert_int_equal(mc_reactor_group_create(&go, &g), MC_OK);
+    mc_rpc_client_opts_t ro;
+    mc_rpc_client_opts_init(&ro);
+    ro.host = "127.0.0.1";
+    ro.port = (uint16_t)port;
+    mc_rpc_client_t *c;
+    assert_int_equal(mc_rpc_client_create(mc_reactor_group_get(g, 0), &ro, &c), MC_OK);
+    mc_buf_t body = MC_BUF_INIT, resp = MC_BUF_INIT;
+    mc_mp_writer_t w;
+    mc_mp_writer_init(&w, &body);
+    mc_master_put_cfg_t cfg;
+    mc_master_put_cfg_init(&cfg);
+    mc_uuid_t who = {0x5eed, 0x77};
+    mc_mcli_put_start(&w, who, key, strlen(key), size, &cfg);
+    mc_status_t st = mc_rpc_call_sync(c, MC_RPC_PUT_START, mc_buf_head(&body), mc_buf_used(&body),
+                                      3000000 * SLOW, &resp);
+    mc_buf_fini(&body);
+    mc_buf_fini(&resp);
+    mc_rpc_client_destroy(c);
+    mc_reactor_group_destroy(g);
+    return st;
+}
+
+/* A PutStart that evicts to make room hands out the space the evicted
+ * objects held, and its caller writes there at once. Its answer therefore
+ * waits (ha.sync = strict) until the evictions' records are in Redis: a
+ * leader that dies right after it leaves a successor that knows those
+ * objects left memory. Records no reply waits for go within flush_interval
+ * (1 s here) or at a lease renewal (every second or so with a 3 s lease),
+ * so without that wait the kill below, milliseconds after the answer,
+ * loses them. */
+static void with_ha_a_put_start_that_evicts_answers_once_the_evictions_are_durable(void **state)
+{
+    (void)state;
+    const char *redis_bin = tc_redis_bin();
+    if (access(redis_bin, X_OK) != 0) {
+        print_message("skipped: %s not found\n", redis_bin);
+        skip();
+    }
+    memset(&H, 0, sizeof(H));
+    snprintf(H.dir, sizeof(H.dir), "%.96s/%s", E.root, HA_CLUSTER);
+    assert_int_equal(tc_redis_start(&H.redis), 0);
+    snprintf(H.url, sizeof(H.url), "redis://127.0.0.1:%u/0?cluster=" HA_CLUSTER, H.redis.port);
+    /* no eviction tick (watermark 1): only a put that does not fit evicts */
+    const char *const extra[] = {"ha.flush_interval=1s", "ha.lease_ttl=3s",
+                                 "master.eviction_high_watermark_ratio=1", NULL};
+    assert_int_equal(ha_start_master_with(&H, 0, extra), 0);
+    assert_true(ha_wait_leader(&H, 0, 5000));
+    assert_int_equal(ha_start_master_with(&H, 1, extra), 0);
+    const char *const ns[] = {"store.global_segment_size=16MiB", "store.rpc_timeout=3s", NULL};
+    assert_int_equal(tc_node_start(&H.node, H.url, ns), 0);
+    mc_store_config_t c;
+    mc_store_config_init(&c);
+    c.master = H.url;
+    c.local_buffer_size = 8 * MIB;
+    c.reactors = 1;
+    c.rpc_timeout_us = 3000000 * SLOW;
+    c.persist = "eager";
+    assert_int_equal(mc_store_open(&c, &H.s), MC_OK);
+    mc_store_t *s = H.s;
+
+    /* 12 MiB of 16: every put acknowledged, so every record stored */
+    enum { N = 12 };
+    uint8_t *v = malloc(MIB);
+    assert_non_null(v);
+    char key[32];
+    const int n = N;
+    for (int i = 0; i < n; i++) {
+        snprintf(key, sizeof(key), "ev/%d", i);
+        tc_fill(v, MIB, 9000 + (uint64_t)i);
+        assert_int_equal(mc_store_put(s, key, strlen(key), v, MIB, NULL), MC_OK);
+    }
+    for (int i = 0; i < n; i++) {
+        uint32_t mem;
+        int disk;
+        snprintf(key, sizeof(key), "ev/%d", i);
+        replicas(s, key, strlen(key), &mem, &disk);
+        assert_int_equal(mem, 1); /* nothing evicted yet */
+    }
+    usleep(1200000); /* the queries' read leases (master.lease_ttl=1s) end */
+    /* the PutStart by hand evicts (to disk: the objects have files) */
+    assert_int_equal(raw_put_start(H.m[0].rpc_port, "ev/new", 8 * MIB), MC_OK);
+    int evicted[N], nev = 0;
+    for (int i = 0; i < n; i++) {
+        uint32_t mem;
+        int disk;
+        snprintf(key, sizeof(key), "ev/%d", i);
+        replicas(s, key, strlen(key), &mem, &disk);
+        assert_int_equal(disk, 1);
+        evicted[i] = mem == 0;
+        nev += evicted[i];
+    }
+    assert_true(nev > 0);
+    tc_stop_ms(&H.m[0].proc, SIGKILL, 1000);
+    assert_true(ha_wait_leader(&H, 1, 8000));
+    for (int i = 0; i < n; i++) {
+        uint32_t mem = 0;
+        int disk = 0;
+        snprintf(key, sizeof(key), "ev/%d", i);
+        replicas(s, key, strlen(key), &mem, &disk);
+        assert_int_equal(disk, 1);
+        if (evicted[i])
+            assert_int_equal(mem, 0);
+        tc_fill(v, MIB, 9000 + (uint64_t)i);
+        get_equals(s, key, strlen(key), v, MIB);
+    }
+    print_message("%d of %d objects evicted by the PutStart, all known to the new leader\n", nev,
+                  n);
+    free(v);
+    ha_cleanup();
+}
+
 int main(int argc, char **argv)
 {
     (void)argc;
@@ -966,6 +1113,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(a_master_with_a_quota_removes_the_oldest_disk_only_objects),
         cmocka_unit_test(bad_tier_settings_stop_the_master_and_name_the_key),
         cmocka_unit_test(with_ha_a_new_leader_serves_objects_evicted_to_files_and_deletes_them),
+        cmocka_unit_test(with_ha_a_put_start_that_evicts_answers_once_the_evictions_are_durable),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

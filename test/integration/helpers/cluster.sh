@@ -5,9 +5,12 @@
 #   cluster_start_master [--set k=v]...   -> MASTER (host:port), HTTP (host:port)
 #   cluster_start_store SIZE              -> STORE_NAME (segment name)
 #   cluster_kill_all                      (also run by the EXIT trap)
+#   cluster_free_port                     -> a port for a process that must be told one
 #
 # Ports: the master binds ports 0 and we read the real ones from its log,
-# so there is no free-port race. Every wait is bounded (10 s); a failure
+# so there is no free-port race. A port a test must choose comes from
+# cluster_free_port: below the kernel's ephemeral range (where the outgoing
+# connections of the tests running beside it take theirs) and not listened on. Every wait is bounded (10 s); a failure
 # prints the processes' logs and exits 1.
 
 B=${TEST_BUILD_DIR:-build}
@@ -28,6 +31,17 @@ cluster_kill_all() {
   rm -rf "$CLUSTER_TMP"
 }
 trap cluster_kill_all EXIT
+
+cluster_free_port() {
+  local lo p i
+  lo=$(cut -f1 /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768)
+  [ "$lo" -gt 12000 ] 2>/dev/null || lo=32768
+  for i in $(seq 50); do
+    p=$((10000 + RANDOM % (lo - 10000)))
+    (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null || { echo "$p"; return 0; }
+  done
+  cluster_die "no free port below $lo after 50 tries"
+}
 
 cluster_die() {
   echo "FAIL: $*" >&2
