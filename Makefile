@@ -77,6 +77,17 @@ ifeq ($(SAN),thread)
 SAN_CFLAGS := -fsanitize=thread
 endif
 
+# How much slower the tests run in this build: test/run.sh multiplies its
+# time limits by TEST_SLOW, and the tests' own timeouts follow the same
+# factor (compiled in as TC_SLOW, test/integration/cluster.h).
+ifeq ($(SAN),thread)
+TEST_SLOW ?= 5
+else ifeq ($(SAN),address)
+TEST_SLOW ?= 2
+else
+TEST_SLOW ?= 1
+endif
+
 LIB_DIRS := src/util reactor rpc transport store
 LIB_SRCS := $(sort $(shell find $(LIB_DIRS) -name '*.c' 2>/dev/null))
 LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o)
@@ -161,6 +172,8 @@ $(SHARED_LIB): $(LIB_OBJS)
 	ln -sf $(notdir $@) $(BUILD)/$(SONAME)
 	ln -sf $(SONAME) $(BUILD)/libmooncake.so
 
+$(BUILD)/obj/test/%.o: MC_CPPFLAGS += -DTC_SLOW=$(TEST_SLOW)
+
 $(BUILD)/test/%: $(BUILD)/obj/test/%.o $(INT_LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(MC_CFLAGS) $(MC_LDFLAGS) -o $@ $< $(INT_LIB) $(LDLIBS_TEST) $(LDLIBS_LIB)
@@ -186,7 +199,7 @@ chaos: tests
 	TEST_BUILD_DIR=$(BUILD) TEST_BIN_DIR=$(BUILD)/test/bin $(BUILD)/test/bin/chaos $(CHAOS_ARGS)
 
 check: tests format-check check-layers check-funcs
-	BUILD=$(BUILD) test/run.sh
+	BUILD=$(BUILD) TEST_SLOW=$(TEST_SLOW) test/run.sh
 
 format-check:
 	mk/check-format.sh
@@ -198,10 +211,10 @@ check-funcs:
 	mk/check-funcs.sh
 
 unit: tests
-	BUILD=$(BUILD) test/run.sh unit
+	BUILD=$(BUILD) TEST_SLOW=$(TEST_SLOW) test/run.sh unit
 
 integration: tests
-	BUILD=$(BUILD) test/run.sh integration
+	BUILD=$(BUILD) TEST_SLOW=$(TEST_SLOW) test/run.sh integration
 
 asan:
 	$(MAKE) BUILD=build/asan SAN=address OPT="-O1 -g" check

@@ -4,9 +4,20 @@
 # holds the package: not in sanitizer builds).
 #   test/run.sh [unit|integration|python|all]
 # Each test runs under a time limit; the last line is "N passed, N failed".
+# TEST_SLOW (the Makefile sets it: 5 under ThreadSanitizer, 2 under
+# AddressSanitizer, else 1) multiplies every limit; the tests' own timeouts
+# follow the same factor (TC_SLOW, test/integration/cluster.h).
 set -u
 BUILD=${BUILD:-build}
 what=${1:-all}
+SLOW=${TEST_SLOW:-1}
+case $SLOW in
+'' | *[!0-9]* | 0)
+  echo "run.sh: TEST_SLOW must be a positive whole number, not '$SLOW'" >&2
+  exit 2
+  ;;
+esac
+export TEST_SLOW=$SLOW
 export TEST_BUILD_DIR="$BUILD"
 export TEST_BIN_DIR="$BUILD/test/bin"
 # ThreadSanitizer: the emulated RDMA NIC's copies stand for DMA (test/tsan.supp)
@@ -41,30 +52,30 @@ run_one() {
 
 if [ "$what" = unit ] || [ "$what" = all ]; then
   for t in $(find "$BUILD/test/unit" -type f -name '*_test' 2>/dev/null | sort); do
-    run_one "$t" 120
+    run_one "$t" $((120 * SLOW))
   done
   for t in $(find test/unit -type f -name '*_test.sh' 2>/dev/null | sort); do
-    run_one "$t" 120
+    run_one "$t" $((120 * SLOW))
   done
 fi
 if [ "$what" = integration ] || [ "$what" = all ]; then
   for t in $(find "$BUILD/test/integration" -maxdepth 1 -type f -name '*_test' 2>/dev/null | sort); do
-    run_one "$t" 300
+    run_one "$t" $((300 * SLOW))
   done
   for t in $(find test/integration -maxdepth 1 -type f -name '*_test.sh' 2>/dev/null | sort); do
-    run_one "$t" 300
+    run_one "$t" $((300 * SLOW))
   done
   for t in $(find "$BUILD/test/fault" -maxdepth 1 -type f -name '*_test' 2>/dev/null | sort); do
-    run_one "$t" 300
+    run_one "$t" $((300 * SLOW))
   done
   for t in $(find test/fault -maxdepth 1 -type f -name '*_test.sh' 2>/dev/null | sort); do
-    run_one "$t" 300
+    run_one "$t" $((300 * SLOW))
   done
 fi
 if [ "$what" = python ] || [ "$what" = all ]; then
   if [ -f "$BUILD/python/mooncake/__init__.py" ]; then
     for t in $(find test/python -maxdepth 1 -type f -name 'test_*.py' 2>/dev/null | sort); do
-      run_one "$t" 300 env PYTHONPATH="$BUILD/python" /usr/bin/python3 -m pytest -q \
+      run_one "$t" $((300 * SLOW)) env PYTHONPATH="$BUILD/python" /usr/bin/python3 -m pytest -q \
         -p no:cacheprovider "$t"
     done
   elif [ "$what" = python ]; then

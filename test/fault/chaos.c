@@ -936,15 +936,18 @@ static void *load_main(void *arg)
     return NULL;
 }
 
-/* Calls running past twice their timeout: counted and said once each. */
+/* Calls running past twice their timeout: counted and said once each. The
+ * clock is read after the call's start: a call that began after one clock
+ * reading for the whole scan made "now - start" wrap around and was
+ * reported STUCK for 18446744073709551 ms. */
 static void watchdog_scan(void)
 {
-    uint64_t now = mc_now_us();
     for (unsigned i = 0; INF != NULL && i <= G.threads; i++) {
         inflight_t *f = &INF[i];
         uint64_t t = atomic_load(&f->start_us);
         int op = atomic_load(&f->op);
-        if (t == 0 || now - t <= 2 * budget[op] || atomic_load(&f->reported))
+        uint64_t now = mc_now_us();
+        if (t == 0 || now < t || now - t <= 2 * budget[op] || atomic_load(&f->reported))
             continue;
         atomic_store(&f->reported, 1);
         atomic_fetch_add(&G.ops[op], 1);

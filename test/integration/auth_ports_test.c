@@ -23,25 +23,13 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include <arpa/inet.h>
 #include <fcntl.h>
-#include <netinet/in.h>
-#include <poll.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 
 #include "cluster.h"
 #include "mooncake/store.h"
-#include "reactor/reactor.h"
-#include "rpc/fields.h"
-#include "rpc/frame.h"
-#include "rpc/methods.h"
-#include "rpc/msgpack.h"
-#include "rpc/rpc.h"
-#include "util/auth.h"
-#include "util/buf.h"
+#include "rpc_util.h"
 #include "util/mem.h"
-#include "util/time.h"
 
 #define CALL_US (3000000ull * TC_SLOW)
 #define IO_MS (3000 * TC_SLOW)
@@ -165,73 +153,13 @@ static mc_status_t call(env_t *e, unsigned port, const mc_auth_key_t *key, uint1
     uint8_t empty = 0x80; /* {} */
     mc_buf_t resp = MC_BUF_INIT;
     mc_status_t st = mc_rpc_call_sync(c, method, &empty, 1, CALL_US, &resp);
-    why[0] = '\0';
-    mc_mp_reader_t r;
-    mc_mp_reader_init(&r, mc_buf_head(&resp), mc_buf_used(&resp));
-    uint32_t n = mc_buf_used(&resp) ? mc_mp_read_map(&r) : 0;
-    for (uint32_t i = 0; i < n && r.err == MC_OK; i++) {
-        if (mc_mp_read_uint(&r) == MC_F_ERROR) {
-            uint32_t l = 0;
-            const char *p = mc_mp_read_str(&r, &l);
-            if (r.err == MC_OK && l < room) {
-                memcpy(why, p, l);
-                why[l] = '\0';
-            }
-        } else {
-            mc_mp_skip(&r);
-        }
-    }
+    rt_reason(&resp, why, room);
     mc_buf_fini(&resp);
     mc_rpc_client_destroy(c);
     return st;
 }
 
 /* ------------------------------------------------------- raw frames */
-
-static int raw_connect(unsigned port)
-{
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
-    assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
-    return fd;
-}
-
-/* Send a frame: body (msgpack, already encoded) and payload. */
-static void raw_frame(int fd, uint16_t method, uint8_t kind, uint64_t req_id, const mc_buf_t *body,
-                      const uint8_t *payload, uint32_t plen)
-{
-    uint8_t hdr[MC_FRAME_HDR_LEN];
-    mc_frame_hdr_t h = {.version = MC_FRAME_VERSION,
-                        .kind = kind,
-                        .method = method,
-                        .req_id = req_id,
-                        .body_len = (uint32_t)mc_buf_used(body),
-                        .payload_len = plen};
-    mc_frame_encode_hdr(hdr, &h);
-    assert_int_equal(send(fd, hdr, sizeof(hdr), MSG_NOSIGNAL), (ssize_t)sizeof(hdr));
-    if (mc_buf_used(body) > 0)
-        assert_int_equal(send(fd, mc_buf_head(body), mc_buf_used(body), MSG_NOSIGNAL),
-                         (ssize_t)mc_buf_used(body));
-    if (plen > 0)
-        (void)send(fd, payload, plen, MSG_NOSIGNAL); /* may be cut short by a close */
-}
-
-/* A frame whose body is {field: bin} (field 0: {}). */
-static void raw_bin(int fd, uint16_t method, uint8_t kind, uint64_t req_id, unsigned field,
-                    const uint8_t *bin, uint32_t len)
-{
-    mc_buf_t b = MC_BUF_INIT;
-    mc_mp_writer_t w;
-    mc_mp_writer_init(&w, &b);
-    mc_mp_write_map(&w, field ? 1 : 0);
-    if (field) {
-        mc_mp_write_uint(&w, field);
-        mc_mp_write_bin(&w, bin, len);
-    }
-    raw_frame(fd, method, kind, req_id, &b, NULL, 0);
-    mc_buf_fini(&b);
-}
 
 /* A TE_WRITE of len bytes at addr. */
 static void raw_write(int fd, uint64_t req_id, uint64_t addr, const uint8_t *p, uint32_t len)
@@ -242,88 +170,8 @@ static void raw_write(int fd, uint64_t req_id, uint64_t addr, const uint8_t *p, 
     mc_mp_write_map(&w, 1);
     mc_mp_write_uint(&w, MC_F_ADDR);
     mc_mp_write_uint(&w, addr);
-    raw_frame(fd, MC_RPC_TE_WRITE, MC_FRAME_REQUEST, req_id, &b, p, len);
+    rt_frame(fd, MC_RPC_TE_WRITE, MC_FRAME_REQUEST, req_id, &b, p, len);
     mc_buf_fini(&b);
-}
-
-/* Read one response frame (header; body into body, room bytes): 0, or -1
- * when the connection closed or nothing came within IO_MS. */
-static int raw_recv(int fd, mc_frame_hdr_t *h, uint8_t *body, size_t room)
-{
-    uint8_t buf[MC_FRAME_HDR_LEN + 1024];
-    size_t got = 0, need = MC_FRAME_HDR_LEN;
-    uint64_t deadline = mc_now_ms() + IO_MS;
-    while (got < need) {
-        struct pollfd p = {.fd = fd, .events = POLLIN};
-        if (mc_now_ms() >= deadline || poll(&p, 1, 100) < 0)
-            return -1;
-        if (!(p.revents & (POLLIN | POLLHUP)))
-            continue;
-        ssize_t n = recv(fd, buf + got, need - got, 0);
-        if (n <= 0)
-            return -1;
-        got += (size_t)n;
-        if (got == MC_FRAME_HDR_LEN && need == MC_FRAME_HDR_LEN) {
-            const char *why = NULL;
-            mc_frame_limits_t lim;
-            mc_frame_limits_init(&lim);
-            assert_int_equal(mc_frame_decode_hdr(buf, got, &lim, h, &why), MC_OK);
-            need = MC_FRAME_HDR_LEN + h->body_len + h->payload_len;
-            assert_true(need <= sizeof(buf) && h->body_len <= room);
-        }
-    }
-    memcpy(body, buf + MC_FRAME_HDR_LEN, h->body_len);
-    return 0;
-}
-
-static int body_bin(const uint8_t *body, size_t blen, unsigned id, uint8_t *out, uint32_t len)
-{
-    mc_mp_reader_t r;
-    mc_mp_reader_init(&r, body, blen);
-    uint32_t n = mc_mp_read_map(&r);
-    for (uint32_t i = 0; i < n && r.err == MC_OK; i++) {
-        if (mc_mp_read_uint(&r) == id) {
-            uint32_t l = 0;
-            const void *p = mc_mp_read_bin(&r, &l);
-            if (r.err == MC_OK && l == len) {
-                memcpy(out, p, len);
-                return 0;
-            }
-        } else {
-            mc_mp_skip(&r);
-        }
-    }
-    return -1;
-}
-
-/* 1 when the peer closes fd within IO_MS (whatever it sends first). */
-static int closed_within(int fd)
-{
-    uint64_t deadline = mc_now_ms() + IO_MS;
-    char b[256];
-    while (mc_now_ms() < deadline) {
-        struct pollfd p = {.fd = fd, .events = POLLIN};
-        if (poll(&p, 1, 50) == 1 && recv(fd, b, sizeof(b), 0) <= 0)
-            return 1;
-    }
-    return 0;
-}
-
-/* A raw handshake with key k on fd, with our nonce nc; the server's nonce
- * into ns and our proof into cproof (for a replay). */
-static void raw_handshake(int fd, const mc_auth_key_t *k, const uint8_t *nc, uint8_t *ns,
-                          uint8_t *cproof)
-{
-    uint8_t body[512], sproof[MC_AUTH_PROOF_LEN];
-    mc_frame_hdr_t h;
-    raw_bin(fd, MC_RPC_AUTH_HELLO, MC_FRAME_REQUEST, 1, MC_F_NONCE, nc, MC_AUTH_NONCE_LEN);
-    assert_int_equal(raw_recv(fd, &h, body, sizeof(body)), 0);
-    assert_int_equal(h.status, MC_OK);
-    assert_int_equal(body_bin(body, h.body_len, MC_F_NONCE, ns, MC_AUTH_NONCE_LEN), 0);
-    assert_int_equal(body_bin(body, h.body_len, MC_F_PROOF, sproof, sizeof(sproof)), 0);
-    assert_true(mc_auth_check(k, MC_AUTH_SERVER, nc, ns, sproof, sizeof(sproof)));
-    mc_auth_proof(k, MC_AUTH_CLIENT, ns, nc, cproof);
-    raw_bin(fd, MC_RPC_AUTH_PROOF, MC_FRAME_NOTIFY, 2, MC_F_PROOF, cproof, MC_AUTH_PROOF_LEN);
 }
 
 /* ------------------------------------------------------------- tests */
@@ -377,25 +225,25 @@ static void a_replayed_handshake_is_refused_on_every_port(void **state)
     for (size_t i = 0; i < MC_ARRAY_SIZE(e->ports); i++) {
         mc_auth_nonce(nc);
         /* recorded: a handshake that worked (a call after it is answered) */
-        int fd = raw_connect(e->ports[i].port);
-        raw_handshake(fd, &e->k, nc, ns, cproof);
-        raw_bin(fd, MC_RPC_ECHO_SLOW, MC_FRAME_REQUEST, 3, 0, NULL, 0);
-        assert_int_equal(raw_recv(fd, &h, body, sizeof(body)), 0);
+        int fd = rt_connect(e->ports[i].port);
+        rt_handshake(fd, &e->k, nc, ns, cproof, IO_MS);
+        rt_bin(fd, MC_RPC_ECHO_SLOW, MC_FRAME_REQUEST, 3, 0, NULL, 0);
+        assert_int_equal(rt_recv(fd, &h, body, sizeof(body), IO_MS), 0);
         assert_int_equal(h.req_id, 3);
         assert_int_equal(h.status, MC_ERR_NO_METHOD);
         close(fd);
         /* replayed on a new connection: the server's nonce is new */
-        fd = raw_connect(e->ports[i].port);
-        raw_bin(fd, MC_RPC_AUTH_HELLO, MC_FRAME_REQUEST, 1, MC_F_NONCE, nc, sizeof(nc));
-        assert_int_equal(raw_recv(fd, &h, body, sizeof(body)), 0);
-        assert_int_equal(body_bin(body, h.body_len, MC_F_NONCE, ns2, sizeof(ns2)), 0);
+        fd = rt_connect(e->ports[i].port);
+        rt_bin(fd, MC_RPC_AUTH_HELLO, MC_FRAME_REQUEST, 1, MC_F_NONCE, nc, sizeof(nc));
+        assert_int_equal(rt_recv(fd, &h, body, sizeof(body), IO_MS), 0);
+        assert_int_equal(rt_body_bin(body, h.body_len, MC_F_NONCE, ns2, sizeof(ns2)), 0);
         assert_memory_not_equal(ns, ns2, sizeof(ns));
-        raw_bin(fd, MC_RPC_AUTH_PROOF, MC_FRAME_NOTIFY, 2, MC_F_PROOF, cproof, sizeof(cproof));
-        raw_bin(fd, MC_RPC_ECHO_SLOW, MC_FRAME_REQUEST, 3, 0, NULL, 0);
-        int r = raw_recv(fd, &h, body, sizeof(body));
+        rt_bin(fd, MC_RPC_AUTH_PROOF, MC_FRAME_NOTIFY, 2, MC_F_PROOF, cproof, sizeof(cproof));
+        rt_bin(fd, MC_RPC_ECHO_SLOW, MC_FRAME_REQUEST, 3, 0, NULL, 0);
+        int r = rt_recv(fd, &h, body, sizeof(body), IO_MS);
         if (r == 0 && h.req_id == 3)
             fail_msg("%s port answered a call after a replayed handshake", e->ports[i].name);
-        assert_true(closed_within(fd));
+        assert_true(rt_closed_within(fd, IO_MS));
         close(fd);
     }
 }
@@ -406,12 +254,12 @@ static void frames_before_the_handshake_are_refused_on_every_port(void **state)
     uint8_t body[512];
     mc_frame_hdr_t h;
     for (size_t i = 0; i < MC_ARRAY_SIZE(e->ports); i++) {
-        int fd = raw_connect(e->ports[i].port);
-        raw_bin(fd, e->ports[i].method, MC_FRAME_REQUEST, 9, 0, NULL, 0);
-        if (raw_recv(fd, &h, body, sizeof(body)) != 0 || h.req_id != 9 ||
+        int fd = rt_connect(e->ports[i].port);
+        rt_bin(fd, e->ports[i].method, MC_FRAME_REQUEST, 9, 0, NULL, 0);
+        if (rt_recv(fd, &h, body, sizeof(body), IO_MS) != 0 || h.req_id != 9 ||
             h.status != MC_ERR_REJECT_HANDSHAKE)
             fail_msg("%s port: a frame before the handshake was not refused", e->ports[i].name);
-        assert_true(closed_within(fd));
+        assert_true(rt_closed_within(fd, IO_MS));
         close(fd);
     }
 }
@@ -439,11 +287,11 @@ static void a_write_before_the_handshake_leaves_stored_bytes_alone(void **state)
      * handshake is not even read), the bytes unchanged */
     mc_frame_hdr_t h;
     uint8_t body[512];
-    int fd = raw_connect(e->c.node[0].port);
+    int fd = rt_connect(e->c.node[0].port);
     raw_write(fd, 4, addr[0], bad, sizeof(bad));
-    if (raw_recv(fd, &h, body, sizeof(body)) == 0)
+    if (rt_recv(fd, &h, body, sizeof(body), IO_MS) == 0)
         assert_int_equal(h.status, MC_ERR_REJECT_HANDSHAKE);
-    assert_true(closed_within(fd));
+    assert_true(rt_closed_within(fd, IO_MS));
     close(fd);
     memset(back, 0, sizeof(back));
     assert_int_equal(mc_store_get(e->s, "victim", 6, back, sizeof(back), NULL), (int64_t)VLEN);
@@ -452,10 +300,10 @@ static void a_write_before_the_handshake_leaves_stored_bytes_alone(void **state)
     /* the same write after a handshake does land: the check above can see it */
     uint8_t nc[MC_AUTH_NONCE_LEN], ns[MC_AUTH_NONCE_LEN], cproof[MC_AUTH_PROOF_LEN];
     mc_auth_nonce(nc);
-    fd = raw_connect(e->c.node[0].port);
-    raw_handshake(fd, &e->k, nc, ns, cproof);
+    fd = rt_connect(e->c.node[0].port);
+    rt_handshake(fd, &e->k, nc, ns, cproof, IO_MS);
     raw_write(fd, 5, addr[1], bad, sizeof(bad));
-    assert_int_equal(raw_recv(fd, &h, body, sizeof(body)), 0);
+    assert_int_equal(rt_recv(fd, &h, body, sizeof(body), IO_MS), 0);
     assert_int_equal(h.req_id, 5);
     assert_int_equal(h.status, MC_OK);
     close(fd);

@@ -23,7 +23,7 @@
  *
  * Functions return 0 or -1 and print the reason on stderr: they work from
  * cmocka tests and from plain programs alike. Header-only (each test stays
- * one .c file); slow under ThreadSanitizer: TC_SLOW stretches timeouts.
+ * one .c file); slow under a sanitizer: TC_SLOW stretches timeouts.
  */
 #ifndef MC_TEST_CLUSTER_H
 #define MC_TEST_CLUSTER_H
@@ -35,11 +35,21 @@
 #include "proc.h"
 #include "util/time.h"
 
+/* TC_SLOW: how much slower this build runs. The Makefile compiles the tests
+ * with -DTC_SLOW=$(TEST_SLOW), the factor test/run.sh stretches its time
+ * limits by (5 under ThreadSanitizer, 2 under AddressSanitizer, else 1); a
+ * compile outside the Makefile guesses the same from the sanitizer. */
+#ifndef TC_SLOW
 #if defined(__SANITIZE_THREAD__)
 #define TC_SLOW 5
+#elif defined(__SANITIZE_ADDRESS__)
+#define TC_SLOW 2
 #elif defined(__has_feature)
 #if __has_feature(thread_sanitizer)
 #define TC_SLOW 5
+#elif __has_feature(address_sanitizer)
+#define TC_SLOW 2
+#endif
 #endif
 #endif
 #ifndef TC_SLOW

@@ -46,7 +46,7 @@
 #include <hiredis/hiredis.h>
 
 #include "mooncake/store.h"
-#include "cluster.h"
+#include "ha_cluster.h"
 #include "rpc/fields.h"
 #include "rpc/methods.h"
 #include "rpc/rpc.h"
@@ -64,12 +64,8 @@
 #define MAXVAL 65536
 
 typedef struct env {
-    char dir[64]; /* the masters' logs (TEST_KEEP_LOGS=1 keeps them) */
+    ha_cluster_t h; /* masters, nodes, this process's client */
     tc_redis_t redis;
-    char master_url[128], meta_url[128];
-    tc_master_t m[NMASTERS];
-    tc_node_t node[NNODES];
-    mc_store_t *s;
 } env_t;
 
 /* ------------------------------------------------------------ helpers */
@@ -77,9 +73,9 @@ typedef struct env {
 static void start_redis(env_t *e)
 {
     assert_int_equal(tc_redis_start(&e->redis), 0);
-    snprintf(e->master_url, sizeof(e->master_url), "redis://127.0.0.1:%u/0?cluster=" CLUSTER,
+    snprintf(e->h.master_url, sizeof(e->h.master_url), "redis://127.0.0.1:%u/0?cluster=" CLUSTER,
              e->redis.port);
-    snprintf(e->meta_url, sizeof(e->meta_url), "redis://127.0.0.1:%u/1", e->redis.port);
+    snprintf(e->h.meta_url, sizeof(e->h.meta_url), "redis://127.0.0.1:%u/1", e->redis.port);
 }
 
 /* Start master i (its ports are kept by restarts). 0 once it listens. */
@@ -87,7 +83,7 @@ static int start_master(env_t *e, int i)
 {
     char backend[128], log[160];
     snprintf(backend, sizeof(backend), "ha.backend=redis://127.0.0.1:%u/0", e->redis.port);
-    snprintf(log, sizeof(log), "log.file=%s/master-%d.log", e->dir, i);
+    snprintf(log, sizeof(log), "log.file=%s/master-%d.log", e->h.dir, i);
     const char *const sets[] = {"master.client_ttl=10s",
                                 backend,
                                 "ha.cluster_id=" CLUSTER,
@@ -97,38 +93,7 @@ static int start_master(env_t *e, int i)
                                 log,
                                 "log.level=info",
                                 NULL};
-    return tc_master_start(&e->m[i], sets);
-}
-
-/* The leader per Redis: master index, or -1 (none / not one of ours). */
-static int leader(env_t *e, int64_t *view)
-{
-    mc_ha_url_t u;
-    const char *why;
-    assert_int_equal(mc_ha_url_parse(e->master_url, &u, &why), MC_OK);
-    char addr[MC_HA_ADDR_MAX];
-    if (mc_ha_resolve_leader(&u, 500000, addr, sizeof(addr), view) != MC_OK)
-        return -1;
-    for (int i = 0; i < NMASTERS; i++) {
-        char want[64];
-        snprintf(want, sizeof(want), "127.0.0.1:%u", e->m[i].rpc_port);
-        if (strcmp(addr, want) == 0)
-            return i;
-    }
-    return -1;
-}
-
-/* Wait until some master other than `not` leads; its index or -1. */
-static int wait_leader(env_t *e, int not, int timeout_ms, int64_t *view)
-{
-    uint64_t deadline = mc_now_ms() + (uint64_t)timeout_ms;
-    do {
-        int l = leader(e, view);
-        if (l >= 0 && l != not )
-            return l;
-        usleep(10000);
-    } while (mc_now_ms() < deadline);
-    return -1;
+    return tc_master_start(&e->h.m[i], sets);
 }
 
 /* GET http://127.0.0.1:port/path; the status code, the body into buf. */
@@ -175,43 +140,19 @@ static long long metric(unsigned http_port, const char *name)
     return p != NULL ? strtoll(p + strlen(pat), NULL, 10) : -1;
 }
 
-static int start_node(env_t *e, int i)
-{
-    char meta[160];
-    snprintf(meta, sizeof(meta), "store.metadata=%s", e->meta_url);
-    const char *const sets[] = {meta, NULL};
-    return tc_node_start(&e->node[i], e->master_url, sets);
-}
-
-static size_t val_len(unsigned i)
-{
-    return 512 + (i * 7919u) % (MAXVAL - 512);
-}
-
 static int setup(void **state)
 {
     static env_t e;
     memset(&e, 0, sizeof(e));
     signal(SIGPIPE, SIG_IGN);
-    snprintf(e.dir, sizeof(e.dir), "/tmp/mc-ha-XXXXXX");
-    if (mkdtemp(e.dir) == NULL)
+    e.h.nmasters = NMASTERS;
+    e.h.nnodes = NNODES;
+    if (ha_dir(&e.h, "ha") != 0)
         return -1;
     start_redis(&e);
     for (int i = 0; i < NMASTERS; i++)
         assert_int_equal(start_master(&e, i), 0);
-    int64_t view = 0;
-    assert_true(wait_leader(&e, -1, 5000, &view) >= 0);
-    for (int i = 0; i < NNODES; i++)
-        assert_int_equal(start_node(&e, i), 0);
-    mc_store_config_t c;
-    mc_store_config_init(&c);
-    c.master = e.master_url;
-    c.metadata = e.meta_url;
-    c.local_buffer_size = 8 << 20;
-    c.reactors = 1;
-    c.rpc_timeout_us = RPC_TIMEOUT_US;
-    c.transfer_timeout_us = 2000000;
-    assert_int_equal(mc_store_open(&c, &e.s), MC_OK);
+    ha_start_rest(&e.h, 5000, RPC_TIMEOUT_US);
     *state = &e;
     return 0;
 }
@@ -219,117 +160,34 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     env_t *e = *state;
-    mc_store_close(e->s);
-    for (int i = 0; i < NNODES; i++)
-        tc_node_stop(&e->node[i], SIGTERM);
-    for (int i = 0; i < NMASTERS; i++)
-        tc_master_stop(&e->m[i], SIGTERM);
+    ha_stop(&e->h);
     tc_redis_stop(&e->redis, SIGTERM);
-    if (getenv("TEST_KEEP_LOGS") == NULL) {
-        char cmd[128];
-        snprintf(cmd, sizeof(cmd), "rm -rf %s", e->dir);
-        if (system(cmd) != 0)
-            fprintf(stderr, "could not remove %s\n", e->dir);
-    }
+    ha_dir_remove(&e->h);
     return 0;
 }
 
 /* ------------------------------------------------------------ the load */
 
-typedef struct load {
-    env_t *e;
-    _Atomic int stop;
-    _Atomic unsigned next;       /* next key number */
-    unsigned char acked[100000]; /* key i was acknowledged */
-    _Atomic unsigned nacked, nfailed, gets_ok, gets_bad_bytes;
-    _Atomic uint64_t worst_call_us;
-    _Atomic unsigned acked_after_mark; /* puts acknowledged after `mark` was set */
-    _Atomic int mark;
-} load_t;
+enum { PH_OLD_LEADER, PH_NEW_LEADER }; /* the phases of the load */
 
-static void note_time(load_t *l, uint64_t t0)
+static void load_init(ha_load_t *l, env_t *e)
 {
-    uint64_t dt = mc_now_us() - t0;
-    uint64_t w = atomic_load(&l->worst_call_us);
-    while (dt > w && !atomic_compare_exchange_weak(&l->worst_call_us, &w, dt))
-        ;
+    memset(l, 0, sizeof(*l));
+    l->s = e->h.s;
+    l->prefix = "ha-";
+    l->min_len = 512;
+    l->max_len = MAXVAL;
+    l->seed = 12345;
 }
 
-static void *load_main(void *arg)
+/* Every acknowledged put reads back with its bytes. */
+static void check_all_acked(ha_load_t *l)
 {
-    load_t *l = arg;
-    uint8_t *buf = mc_malloc(MAXVAL), *got = mc_malloc(MAXVAL);
-    uint64_t x = 12345;
-    while (!atomic_load(&l->stop)) {
-        unsigned i = atomic_fetch_add(&l->next, 1);
-        if (i >= sizeof(l->acked))
-            break;
-        char key[32];
-        int kl = snprintf(key, sizeof(key), "ha-%06u", i);
-        size_t n = val_len(i);
-        tc_fill(buf, n, i);
-        uint64_t t0 = mc_now_us();
-        mc_status_t st = mc_store_put(l->e->s, key, (size_t)kl, buf, n, NULL);
-        note_time(l, t0);
-        if (st == MC_OK) {
-            l->acked[i] = 1;
-            atomic_fetch_add(&l->nacked, 1);
-            if (atomic_load(&l->mark))
-                atomic_fetch_add(&l->acked_after_mark, 1);
-        } else {
-            atomic_fetch_add(&l->nfailed, 1);
-        }
-        /* read back an earlier acknowledged one */
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        unsigned j = (unsigned)(x % (i + 1));
-        if (!l->acked[j])
-            continue;
-        kl = snprintf(key, sizeof(key), "ha-%06u", j);
-        t0 = mc_now_us();
-        int64_t r = mc_store_get(l->e->s, key, (size_t)kl, got, MAXVAL, NULL);
-        note_time(l, t0);
-        if (r >= 0) {
-            tc_fill(buf, val_len(j), j);
-            if ((size_t)r == val_len(j) && memcmp(got, buf, (size_t)r) == 0)
-                atomic_fetch_add(&l->gets_ok, 1);
-            else
-                atomic_fetch_add(&l->gets_bad_bytes, 1);
-        }
-    }
-    mc_free(buf);
-    mc_free(got);
-    return NULL;
-}
-
-/* Every acknowledged put reads back with its bytes (a get may meet the
- * tail of a failover: retried a few times). */
-static void check_all_acked(load_t *l)
-{
-    uint8_t *want = mc_malloc(MAXVAL), *got = mc_malloc(MAXVAL);
-    unsigned n = atomic_load(&l->next), checked = 0;
-    for (unsigned i = 0; i < n && i < sizeof(l->acked); i++) {
-        if (!l->acked[i])
-            continue;
-        char key[32];
-        int kl = snprintf(key, sizeof(key), "ha-%06u", i);
-        int64_t r = -1;
-        for (int attempt = 0; attempt < 5 && r < 0; attempt++) {
-            r = mc_store_get(l->e->s, key, (size_t)kl, got, MAXVAL, NULL);
-            if (r < 0)
-                usleep(200000);
-        }
-        if (r < 0)
-            fail_msg("acknowledged put %s is not readable: %s", key, mc_status_str((int)r));
-        tc_fill(want, val_len(i), i);
-        assert_int_equal(r, val_len(i));
-        assert_memory_equal(got, want, (size_t)r);
-        checked++;
-    }
+    unsigned checked = 0;
+    unsigned lost = ha_check_acked(l, &checked);
     print_message("%u acknowledged puts read back byte for byte\n", checked);
-    mc_free(want);
-    mc_free(got);
+    if (lost > 0)
+        fail_msg("%u acknowledged puts are not readable", lost);
 }
 
 /* ------------------------------------------------------------ tests */
@@ -338,12 +196,12 @@ static void one_master_leads_and_the_others_say_where_it_is(void **state)
 {
     env_t *e = *state;
     int64_t view = 0;
-    int l = wait_leader(e, -1, 3000, &view);
+    int l = ha_wait_leader(&e->h, -1, 3000, &view);
     assert_true(l >= 0);
     assert_true(view > 0);
     char body[4096];
     for (int i = 0; i < NMASTERS; i++) {
-        int code = http_get(e->m[i].http_port, "/role", body, sizeof(body));
+        int code = http_get(e->h.m[i].http_port, "/role", body, sizeof(body));
         if (i == l) {
             assert_int_equal(code, 200);
             assert_string_equal(body, "leader\n");
@@ -351,7 +209,7 @@ static void one_master_leads_and_the_others_say_where_it_is(void **state)
             assert_int_equal(code, 503);
             assert_string_equal(body, "standby\n");
         }
-        assert_int_equal(http_get(e->m[i].http_port, "/ha_status", body, sizeof(body)), 200);
+        assert_int_equal(http_get(e->h.m[i].http_port, "/ha_status", body, sizeof(body)), 200);
         assert_non_null(strstr(body, i == l ? "\"role\":\"leader\"" : "\"role\":\"standby\""));
     }
     /* a standby refuses a store call with NOT_LEADER and the leader's address */
@@ -364,7 +222,7 @@ static void one_master_leads_and_the_others_say_where_it_is(void **state)
     mc_rpc_client_opts_t ro;
     mc_rpc_client_opts_init(&ro);
     ro.host = "127.0.0.1";
-    ro.port = (uint16_t)e->m[sb].rpc_port;
+    ro.port = (uint16_t)e->h.m[sb].rpc_port;
     mc_rpc_client_t *c;
     assert_int_equal(mc_rpc_client_create(mc_reactor_group_get(g, 0), &ro, &c), MC_OK);
     mc_buf_t body_buf = MC_BUF_INIT, resp = MC_BUF_INIT;
@@ -375,7 +233,7 @@ static void one_master_leads_and_the_others_say_where_it_is(void **state)
                                       mc_buf_used(&body_buf), 2000000, &resp),
                      MC_ERR_NOT_LEADER);
     char want[64];
-    snprintf(want, sizeof(want), "127.0.0.1:%u", e->m[l].rpc_port);
+    snprintf(want, sizeof(want), "127.0.0.1:%u", e->h.m[l].rpc_port);
     assert_non_null(memmem(mc_buf_head(&resp), mc_buf_used(&resp), want, strlen(want)));
     mc_buf_fini(&body_buf);
     mc_buf_fini(&resp);
@@ -386,22 +244,21 @@ static void one_master_leads_and_the_others_say_where_it_is(void **state)
 static void killing_the_leader_under_load_loses_no_acknowledged_put(void **state)
 {
     env_t *e = *state;
-    static load_t l;
-    memset(&l, 0, sizeof(l));
-    l.e = e;
+    static ha_load_t l;
+    load_init(&l, e);
     int64_t v0 = 0;
-    int old = wait_leader(e, -1, 3000, &v0);
+    int old = ha_wait_leader(&e->h, -1, 3000, &v0);
     assert_true(old >= 0);
     pthread_t t;
-    assert_int_equal(pthread_create(&t, NULL, load_main, &l), 0);
+    assert_int_equal(pthread_create(&t, NULL, ha_load_main, &l), 0);
     /* let some puts through, then kill the leader mid-stream */
     for (int waited = 0; atomic_load(&l.nacked) < 200 && waited < 10000; waited += 10)
         usleep(10000);
     assert_true(atomic_load(&l.nacked) >= 200);
     uint64_t t_kill = mc_now_us();
-    kill(e->m[old].proc.pid, SIGKILL);
+    kill(e->h.m[old].proc.pid, SIGKILL);
     int64_t v1 = 0;
-    int nl = wait_leader(e, old, 2 * LEASE_MS + 500, &v1);
+    int nl = ha_wait_leader(&e->h, old, 2 * LEASE_MS + 500, &v1);
     uint64_t t_new = mc_now_us();
     assert_true(nl >= 0);
     assert_true(v1 > v0);
@@ -409,47 +266,48 @@ static void killing_the_leader_under_load_loses_no_acknowledged_put(void **state
                   (long long)v0, (long long)v1, (unsigned long long)((t_new - t_kill) / 1000));
     assert_true(t_new - t_kill <= 2ull * LEASE_MS * 1000);
     /* keep the stream going on the new leader */
-    atomic_store(&l.mark, 1);
-    for (int waited = 0; atomic_load(&l.acked_after_mark) < 200 && waited < 10000; waited += 10)
+    atomic_store(&l.phase, PH_NEW_LEADER);
+    for (int waited = 0; atomic_load(&l.acked_in[PH_NEW_LEADER]) < 200 && waited < 10000;
+         waited += 10)
         usleep(10000);
     atomic_store(&l.stop, 1);
     pthread_join(t, NULL);
     print_message("puts: %u acknowledged (%u after the new leader), %u failed; gets: %u ok; "
                   "slowest call %llu ms\n",
-                  atomic_load(&l.nacked), atomic_load(&l.acked_after_mark), atomic_load(&l.nfailed),
-                  atomic_load(&l.gets_ok),
+                  atomic_load(&l.nacked), atomic_load(&l.acked_in[PH_NEW_LEADER]),
+                  atomic_load(&l.nfailed), atomic_load(&l.gets_ok),
                   (unsigned long long)(atomic_load(&l.worst_call_us) / 1000));
-    assert_true(atomic_load(&l.acked_after_mark) >= 200);
+    assert_true(atomic_load(&l.acked_in[PH_NEW_LEADER]) >= 200);
     /* the new leader knew the nodes' segments from the journal: nobody
      * mounted again (only the pure client, which has no segment and so no
      * record, registers with an empty ReMount when asked) */
-    assert_int_equal(metric(e->m[nl].http_port, "master_mount_segment_requests_total"), 0);
-    long long remounts = metric(e->m[nl].http_port, "master_remount_segment_requests_total");
+    assert_int_equal(metric(e->h.m[nl].http_port, "master_mount_segment_requests_total"), 0);
+    long long remounts = metric(e->h.m[nl].http_port, "master_remount_segment_requests_total");
     print_message("re-mounts at the new leader: %lld\n", remounts);
     assert_true(remounts >= 0 && remounts <= 1);
     assert_int_equal(atomic_load(&l.gets_bad_bytes), 0);
     /* a put is PutStart (<= rpc timeout) + transfer + PutEnd (<= rpc timeout,
      * resent within it): nothing may take longer */
     assert_true(atomic_load(&l.worst_call_us) < 2 * RPC_TIMEOUT_US + 2000000);
-    tc_master_stop(&e->m[old], SIGKILL); /* reaps the killed one */
+    tc_master_stop(&e->h.m[old], SIGKILL); /* reaps the killed one */
     check_all_acked(&l);
 
     /* remove every other key: journal records pile up beyond twice the
      * state, so the remaining standby snapshots and trims the journal */
     unsigned removed = 0;
-    for (unsigned i = 0; i < atomic_load(&l.next) && i < sizeof(l.acked); i += 2) {
+    for (unsigned i = 0; i < atomic_load(&l.next) && i < HA_MAX_KEYS; i += 2) {
         if (!l.acked[i])
             continue;
         char key[32];
-        int kl = snprintf(key, sizeof(key), "ha-%06u", i);
-        assert_int_equal(mc_store_remove(e->s, key, (size_t)kl, 1), MC_OK); /* read: leased */
+        int kl = ha_key(&l, i, key, sizeof(key));
+        assert_int_equal(mc_store_remove(e->h.s, key, (size_t)kl, 1), MC_OK); /* read: leased */
         removed++;
     }
     int third = 3 - old - nl;
     char body[4096];
     int snapped = 0;
     for (int waited = 0; waited < 5000 && !snapped; waited += 50) {
-        assert_int_equal(http_get(e->m[third].http_port, "/ha_status", body, sizeof(body)), 200);
+        assert_int_equal(http_get(e->h.m[third].http_port, "/ha_status", body, sizeof(body)), 200);
         snapped = strstr(body, "\"snapshots_taken\":0,") == NULL;
         if (!snapped)
             usleep(50000);
@@ -461,7 +319,7 @@ static void killing_the_leader_under_load_loses_no_acknowledged_put(void **state
     assert_int_equal(start_master(e, old), 0);
     int code = -1;
     for (int waited = 0; waited < 5000; waited += 50) {
-        code = http_get(e->m[old].http_port, "/role", body, sizeof(body));
+        code = http_get(e->h.m[old].http_port, "/role", body, sizeof(body));
         if (code == 503 && strcmp(body, "standby\n") == 0)
             break;
         usleep(50000);
@@ -469,7 +327,7 @@ static void killing_the_leader_under_load_loses_no_acknowledged_put(void **state
     assert_int_equal(code, 503);
     assert_string_equal(body, "standby\n");
     int64_t v2 = 0;
-    assert_int_equal(leader(e, &v2), nl);
+    assert_int_equal(ha_leader(&e->h, &v2), nl);
     assert_int_equal(v2, v1);
     /* the journal was trimmed behind snapshots (ha.snapshot_records = 300):
      * the restarted master rebuilt from the snapshot plus the tail, and
@@ -477,8 +335,9 @@ static void killing_the_leader_under_load_loses_no_acknowledged_put(void **state
     char lsum[512], ssum[512];
     unsigned long long lk = 0, sk = 1;
     for (int waited = 0; waited < 3000 && lk != sk; waited += 100) {
-        assert_int_equal(http_get(e->m[nl].http_port, "/metrics/summary", lsum, sizeof(lsum)), 200);
-        assert_int_equal(http_get(e->m[old].http_port, "/metrics/summary", ssum, sizeof(ssum)),
+        assert_int_equal(http_get(e->h.m[nl].http_port, "/metrics/summary", lsum, sizeof(lsum)),
+                         200);
+        assert_int_equal(http_get(e->h.m[old].http_port, "/metrics/summary", ssum, sizeof(ssum)),
                          200);
         sscanf(lsum, "keys=%llu", &lk);
         sscanf(ssum, "keys=%llu", &sk);
@@ -488,7 +347,7 @@ static void killing_the_leader_under_load_loses_no_acknowledged_put(void **state
     print_message("leader: %sstandby: %s", lsum, ssum);
     assert_true(lk >= atomic_load(&l.nacked) - removed);
     assert_int_equal(sk, lk);
-    assert_int_equal(http_get(e->m[old].http_port, "/ha_status", body, sizeof(body)), 200);
+    assert_int_equal(http_get(e->h.m[old].http_port, "/ha_status", body, sizeof(body)), 200);
     assert_null(strstr(body, "\"snapshots_loaded\":0,"));
 }
 
@@ -496,22 +355,22 @@ static void a_frozen_leader_is_deposed_and_its_late_writes_are_refused(void **st
 {
     env_t *e = *state;
     int64_t v0 = 0;
-    int old = wait_leader(e, -1, 3000, &v0);
+    int old = ha_wait_leader(&e->h, -1, 3000, &v0);
     assert_true(old >= 0);
     /* something to keep: acknowledged before the freeze */
     uint8_t buf[4096], got[4096];
     tc_fill(buf, sizeof(buf), 777);
-    assert_int_equal(mc_store_put(e->s, "frozen-before", 13, buf, sizeof(buf), NULL), MC_OK);
-    assert_int_equal(test_proc_freeze(e->m[old].proc.pid), 0);
+    assert_int_equal(mc_store_put(e->h.s, "frozen-before", 13, buf, sizeof(buf), NULL), MC_OK);
+    assert_int_equal(test_proc_freeze(e->h.m[old].proc.pid), 0);
     int64_t v1 = 0;
-    int nl = wait_leader(e, old, 2 * LEASE_MS + 500, &v1);
+    int nl = ha_wait_leader(&e->h, old, 2 * LEASE_MS + 500, &v1);
     assert_true(nl >= 0);
     assert_true(v1 > v0);
     /* the client follows; puts work on the new leader */
     tc_fill(buf, sizeof(buf), 778);
     mc_status_t st = MC_ERR_NOT_LEADER;
     for (int attempt = 0; attempt < 20 && st != MC_OK; attempt++) {
-        st = mc_store_put(e->s, "frozen-after", 12, buf, sizeof(buf), NULL);
+        st = mc_store_put(e->h.s, "frozen-after", 12, buf, sizeof(buf), NULL);
         /* an attempt whose answer was lost (a timeout under load) may have
          * stored it: the retry finds it; its bytes are checked below */
         if (st == MC_ERR_OBJECT_ALREADY_EXISTS && attempt > 0)
@@ -521,26 +380,26 @@ static void a_frozen_leader_is_deposed_and_its_late_writes_are_refused(void **st
     }
     assert_int_equal(st, MC_OK);
     /* wake the old leader: it must notice it lost the lease and refuse */
-    kill(e->m[old].proc.pid, SIGCONT);
+    kill(e->h.m[old].proc.pid, SIGCONT);
     char body[4096];
     int code = -1;
     for (int waited = 0; waited < 3000; waited += 50) {
-        code = http_get(e->m[old].http_port, "/role", body, sizeof(body));
+        code = http_get(e->h.m[old].http_port, "/role", body, sizeof(body));
         if (code == 503)
             break;
         usleep(50000);
     }
     assert_int_equal(code, 503);
-    assert_int_equal(http_get(e->m[old].http_port, "/ha_status", body, sizeof(body)), 200);
+    assert_int_equal(http_get(e->h.m[old].http_port, "/ha_status", body, sizeof(body)), 200);
     print_message("deposed leader: %s", body);
     int64_t v2 = 0;
-    assert_int_equal(leader(e, &v2), nl);
+    assert_int_equal(ha_leader(&e->h, &v2), nl);
     assert_int_equal(v2, v1);
     /* one history: both puts are there with their bytes */
-    assert_int_equal(mc_store_get(e->s, "frozen-after", 12, got, sizeof(got), NULL), 4096);
+    assert_int_equal(mc_store_get(e->h.s, "frozen-after", 12, got, sizeof(got), NULL), 4096);
     assert_memory_equal(got, buf, sizeof(buf));
     tc_fill(buf, sizeof(buf), 777);
-    assert_int_equal(mc_store_get(e->s, "frozen-before", 13, got, sizeof(got), NULL), 4096);
+    assert_int_equal(mc_store_get(e->h.s, "frozen-before", 13, got, sizeof(got), NULL), 4096);
     assert_memory_equal(got, buf, sizeof(buf));
 }
 
@@ -548,7 +407,7 @@ static mc_store_t *open_embedded_meta_client(env_t *e, uint64_t segment)
 {
     mc_store_config_t c;
     mc_store_config_init(&c);
-    c.master = e->master_url;
+    c.master = e->h.master_url;
     c.metadata = "master"; /* the masters' embedded service, following the leader */
     c.global_segment_size = segment;
     c.local_buffer_size = 4 << 20;
@@ -568,7 +427,7 @@ static void the_embedded_metadata_service_follows_the_leader(void **state)
 {
     env_t *e = *state;
     int64_t v0 = 0;
-    int old = wait_leader(e, -1, 3000, &v0);
+    int old = ha_wait_leader(&e->h, -1, 3000, &v0);
     assert_true(old >= 0);
     mc_store_t *b = open_embedded_meta_client(e, 16 << 20);
     mc_store_t *a = open_embedded_meta_client(e, 0);
@@ -592,11 +451,11 @@ static void the_embedded_metadata_service_follows_the_leader(void **state)
     assert_int_equal(n, 1);
     assert_string_equal(r[0].segment, bname);
 
-    kill(e->m[old].proc.pid, SIGKILL);
+    kill(e->h.m[old].proc.pid, SIGKILL);
     int64_t v1 = 0;
-    int nl = wait_leader(e, old, 2 * LEASE_MS + 500, &v1);
+    int nl = ha_wait_leader(&e->h, old, 2 * LEASE_MS + 500, &v1);
     assert_true(nl >= 0);
-    tc_master_stop(&e->m[old], SIGKILL); /* reaps the killed one */
+    tc_master_stop(&e->h.m[old], SIGKILL); /* reaps the killed one */
     /* a newcomer reads b's object: b's descriptor comes from the new leader */
     mc_store_t *c = open_embedded_meta_client(e, 0);
     int64_t got_n = -1;
@@ -639,7 +498,7 @@ static void a_leader_whose_lease_was_taken_cannot_append(void **state)
 {
     env_t *e = *state;
     int64_t v0 = 0;
-    int l = wait_leader(e, -1, 3000, &v0);
+    int l = ha_wait_leader(&e->h, -1, 3000, &v0);
     assert_true(l >= 0);
     mc_reactor_group_opts_t go;
     mc_reactor_group_opts_init(&go);
@@ -649,7 +508,7 @@ static void a_leader_whose_lease_was_taken_cannot_append(void **state)
     mc_rpc_client_opts_t ro;
     mc_rpc_client_opts_init(&ro);
     ro.host = "127.0.0.1";
-    ro.port = (uint16_t)e->m[l].rpc_port;
+    ro.port = (uint16_t)e->h.m[l].rpc_port;
     mc_rpc_client_t *c;
     assert_int_equal(mc_rpc_client_create(mc_reactor_group_get(g, 0), &ro, &c), MC_OK);
     mc_buf_t body = MC_BUF_INIT, resp = MC_BUF_INIT;
@@ -670,7 +529,7 @@ static void a_leader_whose_lease_was_taken_cannot_append(void **state)
     /* nothing entered the journal after the lease changed hands */
     assert_int_equal(redis_int(e, "XLEN mc/%s/ha/journal", CLUSTER), len0);
     char sbody[4096];
-    assert_int_equal(http_get(e->m[l].http_port, "/role", sbody, sizeof(sbody)), 503);
+    assert_int_equal(http_get(e->h.m[l].http_port, "/role", sbody, sizeof(sbody)), 503);
     mc_buf_fini(&body);
     mc_buf_fini(&resp);
     mc_rpc_client_destroy(c);
@@ -679,7 +538,7 @@ static void a_leader_whose_lease_was_taken_cannot_append(void **state)
     int64_t v1 = 0;
     int nl = -1;
     for (int waited = 0; waited < 4000 && nl < 0; waited += 20) {
-        nl = leader(e, &v1);
+        nl = ha_leader(&e->h, &v1);
         if (nl < 0)
             usleep(20000);
     }
@@ -689,12 +548,12 @@ static void a_leader_whose_lease_was_taken_cannot_append(void **state)
     tc_fill(buf, sizeof(buf), 4242);
     st = MC_ERR_NOT_LEADER;
     for (int attempt = 0; attempt < 20 && st != MC_OK; attempt++) {
-        st = mc_store_put(e->s, "after-fencing", 13, buf, sizeof(buf), NULL);
+        st = mc_store_put(e->h.s, "after-fencing", 13, buf, sizeof(buf), NULL);
         if (st != MC_OK)
             usleep(100000);
     }
     assert_int_equal(st, MC_OK);
-    assert_int_equal(mc_store_get(e->s, "after-fencing", 13, got, sizeof(got), NULL), 1000);
+    assert_int_equal(mc_store_get(e->h.s, "after-fencing", 13, got, sizeof(got), NULL), 1000);
     assert_memory_equal(got, buf, sizeof(buf));
 }
 
@@ -706,17 +565,16 @@ static void a_leader_whose_lease_was_taken_cannot_append(void **state)
 static void an_append_retried_after_a_redis_stall_is_stored_once(void **state)
 {
     env_t *e = *state;
-    static load_t l;
-    memset(&l, 0, sizeof(l));
-    l.e = e;
+    static ha_load_t l;
+    load_init(&l, e);
     atomic_store(&l.next, 50000); /* keys of their own */
     int64_t v0 = 0;
-    int ld = wait_leader(e, -1, 3000, &v0);
+    int ld = ha_wait_leader(&e->h, -1, 3000, &v0);
     assert_true(ld >= 0);
     long long fails0 =
-        metric(e->m[ld].http_port, "master_ha_journal_appends_total{result=\"failed\"}");
+        metric(e->h.m[ld].http_port, "master_ha_journal_appends_total{result=\"failed\"}");
     pthread_t t;
-    assert_int_equal(pthread_create(&t, NULL, load_main, &l), 0);
+    assert_int_equal(pthread_create(&t, NULL, ha_load_main, &l), 0);
     for (int waited = 0; atomic_load(&l.nacked) < 100 && waited < 10000; waited += 10)
         usleep(10000);
     assert_int_equal(test_proc_freeze(e->redis.proc.pid), 0);
@@ -728,9 +586,9 @@ static void an_append_retried_after_a_redis_stall_is_stored_once(void **state)
     atomic_store(&l.stop, 1);
     pthread_join(t, NULL);
     int64_t v1 = 0;
-    int now_leader = wait_leader(e, -1, 3000, &v1);
+    int now_leader = ha_wait_leader(&e->h, -1, 3000, &v1);
     long long fails1 = now_leader >= 0
-                           ? metric(e->m[now_leader].http_port,
+                           ? metric(e->h.m[now_leader].http_port,
                                     "master_ha_journal_appends_total{result=\"failed\"}")
                            : -1;
     print_message("puts: %u acknowledged, %u failed; leader %d (view %lld) -> %d (view %lld); "
@@ -741,9 +599,9 @@ static void an_append_retried_after_a_redis_stall_is_stored_once(void **state)
     /* no standby met a record twice */
     char body[4096];
     for (int i = 0; i < NMASTERS; i++) {
-        if (e->m[i].proc.pid <= 0)
+        if (e->h.m[i].proc.pid <= 0)
             continue;
-        assert_int_equal(http_get(e->m[i].http_port, "/ha_status", body, sizeof(body)), 200);
+        assert_int_equal(http_get(e->h.m[i].http_port, "/ha_status", body, sizeof(body)), 200);
         assert_non_null(strstr(body, "\"apply_errors\":0,"));
     }
 }
@@ -761,7 +619,7 @@ static void a_journal_that_lost_its_tail_makes_every_master_rebuild_from_it(void
 {
     env_t *e = *state;
     int64_t v0 = 0;
-    int l = wait_leader(e, -1, 3000, &v0);
+    int l = ha_wait_leader(&e->h, -1, 3000, &v0);
     assert_true(l >= 0);
     uint8_t a[2000], b[2000], c[2000], got[2000];
     tc_fill(a, sizeof(a), 9001);
@@ -769,7 +627,7 @@ static void a_journal_that_lost_its_tail_makes_every_master_rebuild_from_it(void
     tc_fill(c, sizeof(c), 9003);
     mc_status_t st = MC_ERR_NOT_LEADER;
     for (int attempt = 0; attempt < 20 && st != MC_OK; attempt++) {
-        st = mc_store_put(e->s, "tail-a", 6, a, sizeof(a), NULL);
+        st = mc_store_put(e->h.s, "tail-a", 6, a, sizeof(a), NULL);
         if (st != MC_OK)
             usleep(100000);
     }
@@ -790,7 +648,7 @@ static void a_journal_that_lost_its_tail_makes_every_master_rebuild_from_it(void
     char head_a[32];
     snprintf(head_a, sizeof(head_a), "%s", r->str);
     freeReplyObject(r);
-    assert_int_equal(mc_store_put(e->s, "tail-b", 6, b, sizeof(b), NULL), MC_OK);
+    assert_int_equal(mc_store_put(e->h.s, "tail-b", 6, b, sizeof(b), NULL), MC_OK);
     usleep(600000); /* the standbys apply it */
     r = redisCommand(rc, "EVAL %s 2 mc/%s/ha/journal mc/%s/ha/head %s %s",
                      "local ids = redis.call('XRANGE', KEYS[1], '(' .. ARGV[1], '+') "
@@ -806,33 +664,33 @@ static void a_journal_that_lost_its_tail_makes_every_master_rebuild_from_it(void
     usleep(700000); /* the standbys' polls see the head behind them */
     st = MC_ERR_NOT_LEADER;
     for (int attempt = 0; attempt < 50 && st != MC_OK; attempt++) {
-        st = mc_store_put(e->s, "tail-c", 6, c, sizeof(c), NULL);
+        st = mc_store_put(e->h.s, "tail-c", 6, c, sizeof(c), NULL);
         if (st != MC_OK)
             usleep(100000);
     }
     assert_int_equal(st, MC_OK);
     int64_t v1 = 0;
-    int nl = wait_leader(e, -1, 5000, &v1);
+    int nl = ha_wait_leader(&e->h, -1, 5000, &v1);
     assert_true(nl >= 0);
     print_message("leader %d (view %lld) -> %d (view %lld)\n", l, (long long)v0, nl, (long long)v1);
     assert_true(v1 > v0); /* the old leader stepped down */
-    assert_int_equal(mc_store_get(e->s, "tail-a", 6, got, sizeof(got), NULL), sizeof(a));
+    assert_int_equal(mc_store_get(e->h.s, "tail-a", 6, got, sizeof(got), NULL), sizeof(a));
     assert_memory_equal(got, a, sizeof(a));
-    assert_int_equal(mc_store_get(e->s, "tail-c", 6, got, sizeof(got), NULL), sizeof(c));
+    assert_int_equal(mc_store_get(e->h.s, "tail-c", 6, got, sizeof(got), NULL), sizeof(c));
     assert_memory_equal(got, c, sizeof(c));
-    assert_int_equal(mc_store_get(e->s, "tail-b", 6, got, sizeof(got), NULL),
+    assert_int_equal(mc_store_get(e->h.s, "tail-b", 6, got, sizeof(got), NULL),
                      MC_ERR_OBJECT_NOT_FOUND);
     /* every master holds what the leader holds */
     char lsum[512], sum[512];
     long long rewinds = 0;
     for (int i = 0; i < NMASTERS; i++) {
-        if (e->m[i].proc.pid <= 0 || i == nl)
+        if (e->h.m[i].proc.pid <= 0 || i == nl)
             continue;
         unsigned long long lk = 0, k = 1;
         for (int waited = 0; waited < 3000 && lk != k; waited += 100) {
-            assert_int_equal(http_get(e->m[nl].http_port, "/metrics/summary", lsum, sizeof(lsum)),
+            assert_int_equal(http_get(e->h.m[nl].http_port, "/metrics/summary", lsum, sizeof(lsum)),
                              200);
-            assert_int_equal(http_get(e->m[i].http_port, "/metrics/summary", sum, sizeof(sum)),
+            assert_int_equal(http_get(e->h.m[i].http_port, "/metrics/summary", sum, sizeof(sum)),
                              200);
             sscanf(lsum, "keys=%llu", &lk);
             sscanf(sum, "keys=%llu", &k);
@@ -840,7 +698,7 @@ static void a_journal_that_lost_its_tail_makes_every_master_rebuild_from_it(void
                 usleep(100000);
         }
         assert_int_equal(k, lk);
-        long long rw = metric(e->m[i].http_port, "master_ha_journal_rewinds_total");
+        long long rw = metric(e->h.m[i].http_port, "master_ha_journal_rewinds_total");
         assert_true(rw >= 0);
         rewinds += rw;
     }
@@ -857,7 +715,7 @@ static void garbage_in_the_journal_stops_the_standbys_without_a_crash(void **sta
 {
     env_t *e = *state;
     int64_t v0 = 0;
-    int l = wait_leader(e, -1, 3000, &v0);
+    int l = ha_wait_leader(&e->h, -1, 3000, &v0);
     assert_true(l >= 0);
     redisContext *c = redisConnect("127.0.0.1", (int)e->redis.port);
     assert_non_null(c);
@@ -869,25 +727,25 @@ static void garbage_in_the_journal_stops_the_standbys_without_a_crash(void **sta
     redisFree(c);
     char body[4096];
     for (int i = 0; i < NMASTERS; i++) {
-        if (i == l || e->m[i].proc.pid <= 0)
+        if (i == l || e->h.m[i].proc.pid <= 0)
             continue;
         int failed = 0;
         for (int waited = 0; waited < 3000 && !failed; waited += 50) {
-            if (http_get(e->m[i].http_port, "/role", body, sizeof(body)) == 503 &&
+            if (http_get(e->h.m[i].http_port, "/role", body, sizeof(body)) == 503 &&
                 strcmp(body, "failed\n") == 0)
                 failed = 1;
             else
                 usleep(50000);
         }
         assert_true(failed);
-        assert_int_equal(kill(e->m[i].proc.pid, 0), 0); /* alive */
+        assert_int_equal(kill(e->h.m[i].proc.pid, 0), 0); /* alive */
     }
     /* the leader does not read the journal: it goes on */
     uint8_t v[512], got[512];
     tc_fill(v, sizeof(v), 31337);
-    assert_int_equal(mc_store_put(e->s, "after-garbage", 13, v, sizeof(v), NULL), MC_OK);
-    assert_int_equal(mc_store_get(e->s, "after-garbage", 13, got, sizeof(got), NULL), 512);
-    assert_int_equal(http_get(e->m[l].http_port, "/role", body, sizeof(body)), 200);
+    assert_int_equal(mc_store_put(e->h.s, "after-garbage", 13, v, sizeof(v), NULL), MC_OK);
+    assert_int_equal(mc_store_get(e->h.s, "after-garbage", 13, got, sizeof(got), NULL), 512);
+    assert_int_equal(http_get(e->h.m[l].http_port, "/role", body, sizeof(body)), 200);
 }
 
 int main(void)

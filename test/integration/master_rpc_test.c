@@ -28,6 +28,7 @@
 #include <sys/socket.h>
 
 #include "cluster.h"
+#include "rpc_util.h"
 #include "reactor/reactor.h"
 #include "rpc/methods.h"
 #include "rpc/rpc.h"
@@ -127,20 +128,6 @@ static void pinger_disarm(void *arg)
 
 /* ---------------------------------------------------------- the master */
 
-static int tcp_connect(unsigned port)
-{
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return -1;
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
-    if (connect(fd, (struct sockaddr *)&a, sizeof(a)) != 0) {
-        close(fd);
-        return -1;
-    }
-    return fd;
-}
-
 static const char *const master_sets[] = {"server.reactors=2", "master.client_ttl=1s",
                                           "log.level=warn", NULL};
 
@@ -151,21 +138,7 @@ static int setup(void **state)
     signal(SIGPIPE, SIG_IGN);
     assert_int_equal(tc_master_start(&e.master, master_sets), 0);
 
-    mc_reactor_group_opts_t go;
-    mc_reactor_group_opts_init(&go);
-    go.count = 2;
-    go.name = "cli";
-    assert_int_equal(mc_reactor_group_create(&go, &e.g), MC_OK);
-    for (int i = 0; i < NCLIENTS; i++) {
-        mc_rpc_client_opts_t o;
-        mc_rpc_client_opts_init(&o);
-        o.host = "127.0.0.1";
-        o.port = (uint16_t)e.master.rpc_port;
-        o.backoff_min_us = 20000;
-        o.backoff_max_us = 200000;
-        assert_int_equal(
-            mc_rpc_client_create(mc_reactor_group_get(e.g, (unsigned)i % 2), &o, &e.cli[i]), MC_OK);
-    }
+    rt_clients_create(&e.g, e.cli, NCLIENTS, e.master.rpc_port);
     e.pinger.c = e.cli[0]; /* cli[0] lives on reactor 0, where the timer runs */
     e.pinger.client = CLIENT_M;
     *state = &e;
@@ -177,9 +150,7 @@ static int teardown(void **state)
     env_t *e = *state;
     if (e->pinger.armed)
         mc_rpc_run_on(mc_reactor_group_get(e->g, 0), pinger_disarm, &e->pinger);
-    for (int i = 0; i < NCLIENTS; i++)
-        mc_rpc_client_destroy(e->cli[i]);
-    mc_reactor_group_destroy(e->g);
+    rt_clients_destroy(e->g, e->cli, NCLIENTS);
     tc_master_stop(&e->master, SIGTERM);
     return 0;
 }
@@ -923,14 +894,6 @@ static void driver_start(mc_reactor_t *r, mc_reactor_msg_t *msg, mc_status_t st)
     driver_fill(MC_CONTAINER_OF(msg, driver_t, msg));
 }
 
-static int wait_count(atomic_int *v, int want, int timeout_ms)
-{
-    uint64_t deadline = mc_now_ms() + (uint64_t)timeout_ms;
-    while (atomic_load(v) < want && mc_now_ms() < deadline)
-        usleep(5000);
-    return atomic_load(v) >= want;
-}
-
 static void pipelined_put_cycles_on_four_connections_all_succeed(void **state)
 {
     env_t *e = *state;
@@ -951,7 +914,7 @@ static void pipelined_put_cycles_on_four_connections_all_succeed(void **state)
     for (int i = 0; i < NCLIENTS; i++)
         assert_int_equal(mc_reactor_post(mc_reactor_group_get(e->g, (unsigned)i % 2), &d[i].msg),
                          MC_OK);
-    assert_true(wait_count(&done, NCLIENTS, 120000));
+    assert_true(rt_wait_count(&done, NCLIENTS, 120000));
     print_message("%d put cycles (4 calls each) in %llu ms\n", NCLIENTS * CYCLES_PER_CLIENT,
                   (unsigned long long)((mc_now_us() - t0) / 1000));
     for (int i = 0; i < NCLIENTS; i++) {
@@ -1070,24 +1033,6 @@ static void a_silent_client_loses_objects_segments_and_metadata_then_remounts(vo
 
 /* --------------------------------------------------------------- garbage */
 
-/* Connect a raw socket, send bytes, and report whether the master closed it
- * (read returns 0 or ECONNRESET) within 3 s. */
-static int raw_send_is_disconnected(unsigned port, const void *bytes, size_t len)
-{
-    int fd = tcp_connect(port);
-    assert_true(fd >= 0);
-    assert_int_equal(write(fd, bytes, len), (ssize_t)len);
-    struct pollfd pfd = {.fd = fd, .events = POLLIN};
-    int closed = 0;
-    if (poll(&pfd, 1, 3000) == 1) {
-        char buf[64];
-        ssize_t n = read(fd, buf, sizeof(buf));
-        closed = n == 0 || (n < 0 && errno == ECONNRESET);
-    }
-    close(fd);
-    return closed;
-}
-
 static void garbage_on_the_rpc_port_is_disconnected_while_a_client_keeps_working(void **state)
 {
     env_t *e = *state;
@@ -1105,7 +1050,7 @@ static void garbage_on_the_rpc_port_is_disconnected_while_a_client_keeps_working
     for (size_t i = 0; i < sizeof(junk); i++)
         junk[i] = (uint8_t)rand_r(&seed);
     junk[0] = 'x'; /* not the magic, whatever the seed gives */
-    assert_true(raw_send_is_disconnected(e->master.rpc_port, junk, sizeof(junk)));
+    assert_true(rt_sent_is_disconnected(e->master.rpc_port, junk, sizeof(junk)));
     sent++;
 
     /* a valid header announcing a body far over the limit */
@@ -1116,12 +1061,12 @@ static void garbage_on_the_rpc_port_is_disconnected_while_a_client_keeps_working
                         .req_id = 1,
                         .body_len = 0xFFFFFFF0u};
     mc_frame_encode_hdr(hdr, &h);
-    assert_true(raw_send_is_disconnected(e->master.rpc_port, hdr, sizeof(hdr)));
+    assert_true(rt_sent_is_disconnected(e->master.rpc_port, hdr, sizeof(hdr)));
     sent++;
 
     /* someone pointing a browser at the RPC port */
     const char http[] = "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: */*\r\n\r\n";
-    assert_true(raw_send_is_disconnected(e->master.rpc_port, http, sizeof(http) - 1));
+    assert_true(rt_sent_is_disconnected(e->master.rpc_port, http, sizeof(http) - 1));
     sent++;
 
     /* a complete frame whose body is not a msgpack map */
@@ -1130,7 +1075,7 @@ static void garbage_on_the_rpc_port_is_disconnected_while_a_client_keeps_working
     mc_frame_encode_hdr(frame, &h);
     frame[MC_FRAME_HDR_LEN] = 0x92;     /* fixarray of two... */
     frame[MC_FRAME_HDR_LEN + 1] = 0x01; /* ...with one element */
-    assert_true(raw_send_is_disconnected(e->master.rpc_port, frame, sizeof(frame)));
+    assert_true(rt_sent_is_disconnected(e->master.rpc_port, frame, sizeof(frame)));
     sent++;
 
     assert_int_equal(put_end(c, CLIENT_M, "garbage-before"), MC_OK);
@@ -1152,7 +1097,7 @@ a_request_shorter_than_a_frame_header_is_disconnected_when_its_magic_is_wrong(vo
 {
     env_t *e = *state;
     const char req[] = "GET / HTTP/1.0\r\n\r\n"; /* 18 bytes */
-    assert_true(raw_send_is_disconnected(e->master.rpc_port, req, sizeof(req) - 1));
+    assert_true(rt_sent_is_disconnected(e->master.rpc_port, req, sizeof(req) - 1));
 }
 
 /* -------------------------------------------------------------- shutdown */

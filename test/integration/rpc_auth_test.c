@@ -12,23 +12,11 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
-#include "reactor/reactor.h"
-#include "rpc/fields.h"
-#include "rpc/frame.h"
-#include "rpc/methods.h"
-#include "rpc/msgpack.h"
-#include "rpc/rpc.h"
-#include "util/auth.h"
-#include "util/time.h"
+#include "rpc_util.h"
 
 #define CALL_US 3000000
 
@@ -109,130 +97,13 @@ static mc_status_t echo(env_t *e, mc_rpc_server_t *s, const mc_auth_key_t *key, 
     mc_mp_write_cstr(&w, "hello");
     mc_status_t st =
         mc_rpc_call_sync(c, MC_RPC_ECHO, mc_buf_head(&body), mc_buf_used(&body), CALL_US, &resp);
-    why[0] = '\0';
-    mc_mp_reader_t r;
-    mc_mp_reader_init(&r, mc_buf_head(&resp), mc_buf_used(&resp));
-    uint32_t n = mc_buf_used(&resp) ? mc_mp_read_map(&r) : 0;
-    for (uint32_t i = 0; i < n && r.err == MC_OK; i++) {
-        if (mc_mp_read_uint(&r) == MC_F_ERROR) {
-            uint32_t l = 0;
-            const char *p = mc_mp_read_str(&r, &l);
-            if (r.err == MC_OK && l < room) {
-                memcpy(why, p, l);
-                why[l] = '\0';
-            }
-        } else {
-            mc_mp_skip(&r);
-        }
-    }
+    rt_reason(&resp, why, room);
     if (st == MC_OK)
         assert_memory_equal(mc_buf_head(&resp), mc_buf_head(&body), mc_buf_used(&body));
     mc_buf_fini(&body);
     mc_buf_fini(&resp);
     mc_rpc_client_destroy(c);
     return st;
-}
-
-/* ------------------------------------------------------- raw frames */
-
-static int raw_connect(mc_rpc_server_t *s)
-{
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(mc_rpc_server_port(s))};
-    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
-    assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
-    return fd;
-}
-
-/* Send a frame whose body is {field: bin}, or an empty map (field 0). */
-static void raw_send(int fd, uint16_t method, uint8_t kind, uint64_t req_id, unsigned field,
-                     const uint8_t *bin, uint32_t len)
-{
-    mc_buf_t b = MC_BUF_INIT;
-    mc_buf_reserve(&b, MC_FRAME_HDR_LEN);
-    mc_buf_produce(&b, MC_FRAME_HDR_LEN);
-    mc_mp_writer_t w;
-    mc_mp_writer_init(&w, &b);
-    mc_mp_write_map(&w, field ? 1 : 0);
-    if (field) {
-        mc_mp_write_uint(&w, field);
-        mc_mp_write_bin(&w, bin, len);
-    }
-    mc_frame_hdr_t h = {.version = MC_FRAME_VERSION,
-                        .kind = kind,
-                        .method = method,
-                        .req_id = req_id,
-                        .body_len = (uint32_t)(mc_buf_used(&b) - MC_FRAME_HDR_LEN)};
-    mc_frame_encode_hdr(mc_buf_head(&b), &h);
-    assert_int_equal(send(fd, mc_buf_head(&b), mc_buf_used(&b), MSG_NOSIGNAL),
-                     (ssize_t)mc_buf_used(&b));
-    mc_buf_fini(&b);
-}
-
-/* Read one response frame within 3 s: its header, body in body (room);
- * 0, or -1 when the connection closed first. */
-static int raw_recv(int fd, mc_frame_hdr_t *h, uint8_t *body, size_t room)
-{
-    uint8_t buf[MC_FRAME_HDR_LEN + 512];
-    size_t got = 0, need = MC_FRAME_HDR_LEN;
-    uint64_t deadline = mc_now_ms() + 3000;
-    while (got < need) {
-        struct pollfd p = {.fd = fd, .events = POLLIN};
-        if (mc_now_ms() >= deadline || poll(&p, 1, 100) < 0)
-            return -1;
-        if (!(p.revents & (POLLIN | POLLHUP)))
-            continue;
-        ssize_t n = recv(fd, buf + got, sizeof(buf) - got, 0);
-        if (n <= 0)
-            return -1;
-        got += (size_t)n;
-        if (got >= MC_FRAME_HDR_LEN && need == MC_FRAME_HDR_LEN) {
-            const char *why = NULL;
-            mc_frame_limits_t lim;
-            mc_frame_limits_init(&lim);
-            assert_int_equal(mc_frame_decode_hdr(buf, got, &lim, h, &why), MC_OK);
-            need = MC_FRAME_HDR_LEN + h->body_len;
-            assert_true(need <= sizeof(buf) && h->body_len <= room);
-        }
-    }
-    memcpy(body, buf + MC_FRAME_HDR_LEN, h->body_len);
-    return 0;
-}
-
-/* The bin field id of a response body, len bytes, into out. */
-static int body_bin(const uint8_t *body, size_t blen, unsigned id, uint8_t *out, uint32_t len)
-{
-    mc_mp_reader_t r;
-    mc_mp_reader_init(&r, body, blen);
-    uint32_t n = mc_mp_read_map(&r);
-    for (uint32_t i = 0; i < n && r.err == MC_OK; i++) {
-        if (mc_mp_read_uint(&r) == id) {
-            uint32_t l = 0;
-            const void *p = mc_mp_read_bin(&r, &l);
-            if (r.err == MC_OK && l == len) {
-                memcpy(out, p, len);
-                return 0;
-            }
-        } else {
-            mc_mp_skip(&r);
-        }
-    }
-    return -1;
-}
-
-static int closed_within(int fd, int ms)
-{
-    uint64_t deadline = mc_now_ms() + (uint64_t)ms;
-    char b[256];
-    while (mc_now_ms() < deadline) {
-        struct pollfd p = {.fd = fd, .events = POLLIN};
-        if (poll(&p, 1, 50) == 1) {
-            ssize_t n = recv(fd, b, sizeof(b), 0);
-            if (n <= 0)
-                return 1;
-        }
-    }
-    return 0;
 }
 
 /* ------------------------------------------------------------- tests */
@@ -286,38 +157,31 @@ static void a_secret_on_one_side_only_is_refused_both_ways(void **state)
 static void a_replayed_handshake_is_refused(void **state)
 {
     env_t *e = *state;
-    uint8_t nc[MC_AUTH_NONCE_LEN], ns[MC_AUTH_NONCE_LEN], sproof[MC_AUTH_PROOF_LEN];
+    uint8_t nc[MC_AUTH_NONCE_LEN], ns[MC_AUTH_NONCE_LEN];
     uint8_t cproof[MC_AUTH_PROOF_LEN], body[512];
     mc_frame_hdr_t h;
     mc_auth_nonce(nc);
-    /* a legitimate handshake, recorded */
-    int fd = raw_connect(e->with_key);
-    raw_send(fd, MC_RPC_AUTH_HELLO, MC_FRAME_REQUEST, 1, MC_F_NONCE, nc, sizeof(nc));
-    assert_int_equal(raw_recv(fd, &h, body, sizeof(body)), 0);
-    assert_int_equal(h.status, MC_OK);
-    assert_int_equal(body_bin(body, h.body_len, MC_F_NONCE, ns, sizeof(ns)), 0);
-    assert_int_equal(body_bin(body, h.body_len, MC_F_PROOF, sproof, sizeof(sproof)), 0);
-    assert_true(mc_auth_check(&e->k, MC_AUTH_SERVER, nc, ns, sproof, sizeof(sproof)));
-    mc_auth_proof(&e->k, MC_AUTH_CLIENT, ns, nc, cproof);
-    raw_send(fd, MC_RPC_AUTH_PROOF, MC_FRAME_NOTIFY, 2, MC_F_PROOF, cproof, sizeof(cproof));
+    /* a legitimate handshake (the server's proof checked), recorded */
+    int fd = rt_connect(mc_rpc_server_port(e->with_key));
+    rt_handshake(fd, &e->k, nc, ns, cproof, 3000);
     int before = atomic_load(&handled);
-    raw_send(fd, MC_RPC_ECHO, MC_FRAME_REQUEST, 3, 0, NULL, 0);
-    assert_int_equal(raw_recv(fd, &h, body, sizeof(body)), 0);
+    rt_bin(fd, MC_RPC_ECHO, MC_FRAME_REQUEST, 3, 0, NULL, 0);
+    assert_int_equal(rt_recv(fd, &h, body, sizeof(body), 3000), 0);
     assert_int_equal(h.status, MC_OK);
     assert_int_equal(atomic_load(&handled), before + 1);
     close(fd);
 
     /* the same frames on a new connection: the server's nonce is new, so the
      * recorded proof is worthless */
-    fd = raw_connect(e->with_key);
-    raw_send(fd, MC_RPC_AUTH_HELLO, MC_FRAME_REQUEST, 1, MC_F_NONCE, nc, sizeof(nc));
-    assert_int_equal(raw_recv(fd, &h, body, sizeof(body)), 0);
+    fd = rt_connect(mc_rpc_server_port(e->with_key));
+    rt_bin(fd, MC_RPC_AUTH_HELLO, MC_FRAME_REQUEST, 1, MC_F_NONCE, nc, sizeof(nc));
+    assert_int_equal(rt_recv(fd, &h, body, sizeof(body), 3000), 0);
     uint8_t ns2[MC_AUTH_NONCE_LEN];
-    assert_int_equal(body_bin(body, h.body_len, MC_F_NONCE, ns2, sizeof(ns2)), 0);
+    assert_int_equal(rt_body_bin(body, h.body_len, MC_F_NONCE, ns2, sizeof(ns2)), 0);
     assert_memory_not_equal(ns, ns2, sizeof(ns));
-    raw_send(fd, MC_RPC_AUTH_PROOF, MC_FRAME_NOTIFY, 2, MC_F_PROOF, cproof, sizeof(cproof));
-    raw_send(fd, MC_RPC_ECHO, MC_FRAME_REQUEST, 3, 0, NULL, 0);
-    assert_true(closed_within(fd, 3000));
+    rt_bin(fd, MC_RPC_AUTH_PROOF, MC_FRAME_NOTIFY, 2, MC_F_PROOF, cproof, sizeof(cproof));
+    rt_bin(fd, MC_RPC_ECHO, MC_FRAME_REQUEST, 3, 0, NULL, 0);
+    assert_true(rt_closed_within(fd, 3000));
     assert_int_equal(atomic_load(&handled), before + 1);
     close(fd);
 }
@@ -329,16 +193,16 @@ static void frames_before_the_handshake_are_never_processed(void **state)
     mc_frame_hdr_t h;
     int before = atomic_load(&handled);
     /* a request first: refused with the reason, then closed */
-    int fd = raw_connect(e->with_key);
-    raw_send(fd, MC_RPC_ECHO, MC_FRAME_REQUEST, 5, 0, NULL, 0);
-    raw_send(fd, MC_RPC_ECHO, MC_FRAME_REQUEST, 6, 0, NULL, 0);
-    assert_int_equal(raw_recv(fd, &h, body, sizeof(body)), 0);
+    int fd = rt_connect(mc_rpc_server_port(e->with_key));
+    rt_bin(fd, MC_RPC_ECHO, MC_FRAME_REQUEST, 5, 0, NULL, 0);
+    rt_bin(fd, MC_RPC_ECHO, MC_FRAME_REQUEST, 6, 0, NULL, 0);
+    assert_int_equal(rt_recv(fd, &h, body, sizeof(body), 3000), 0);
     assert_int_equal(h.req_id, 5);
     assert_int_equal(h.status, MC_ERR_REJECT_HANDSHAKE);
-    assert_true(closed_within(fd, 3000));
+    assert_true(rt_closed_within(fd, 3000));
     close(fd);
     /* a large frame first: closed before it is buffered */
-    fd = raw_connect(e->with_key);
+    fd = rt_connect(mc_rpc_server_port(e->with_key));
     static uint8_t big[1 << 16];
     mc_frame_hdr_t bh = {.version = MC_FRAME_VERSION,
                          .kind = MC_FRAME_REQUEST,
@@ -347,14 +211,14 @@ static void frames_before_the_handshake_are_never_processed(void **state)
                          .body_len = 1 << 20};
     mc_frame_encode_hdr(big, &bh);
     (void)send(fd, big, sizeof(big), MSG_NOSIGNAL);
-    assert_true(closed_within(fd, 3000));
+    assert_true(rt_closed_within(fd, 3000));
     close(fd);
     /* a hello with a wrong-size nonce */
-    fd = raw_connect(e->with_key);
-    raw_send(fd, MC_RPC_AUTH_HELLO, MC_FRAME_REQUEST, 8, MC_F_NONCE, body, 5);
-    assert_int_equal(raw_recv(fd, &h, body, sizeof(body)), 0);
+    fd = rt_connect(mc_rpc_server_port(e->with_key));
+    rt_bin(fd, MC_RPC_AUTH_HELLO, MC_FRAME_REQUEST, 8, MC_F_NONCE, body, 5);
+    assert_int_equal(rt_recv(fd, &h, body, sizeof(body), 3000), 0);
     assert_int_equal(h.status, MC_ERR_REJECT_HANDSHAKE);
-    assert_true(closed_within(fd, 3000));
+    assert_true(rt_closed_within(fd, 3000));
     close(fd);
     assert_int_equal(atomic_load(&handled), before);
 }

@@ -18,6 +18,7 @@
 #include <sys/socket.h>
 
 #include "cluster.h"
+#include "rpc_util.h"
 #include "reactor/reactor.h"
 #include "rpc/methods.h"
 #include "rpc/rpc.h"
@@ -53,21 +54,7 @@ static int setup(void **state)
     memset(&e, 0, sizeof(e));
     signal(SIGPIPE, SIG_IGN);
     start_server(&e, 0);
-    mc_reactor_group_opts_t go;
-    mc_reactor_group_opts_init(&go);
-    go.count = 2;
-    go.name = "cli";
-    assert_int_equal(mc_reactor_group_create(&go, &e.g), MC_OK);
-    for (int i = 0; i < NCLIENTS; i++) {
-        mc_rpc_client_opts_t o;
-        mc_rpc_client_opts_init(&o);
-        o.host = "127.0.0.1";
-        o.port = (uint16_t)e.port;
-        o.backoff_min_us = 20000;
-        o.backoff_max_us = 200000;
-        assert_int_equal(
-            mc_rpc_client_create(mc_reactor_group_get(e.g, (unsigned)i % 2), &o, &e.cli[i]), MC_OK);
-    }
+    rt_clients_create(&e.g, e.cli, NCLIENTS, e.port);
     *state = &e;
     return 0;
 }
@@ -75,9 +62,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     env_t *e = *state;
-    for (int i = 0; i < NCLIENTS; i++)
-        mc_rpc_client_destroy(e->cli[i]);
-    mc_reactor_group_destroy(e->g);
+    rt_clients_destroy(e->g, e->cli, NCLIENTS);
     if (e->server.pid > 0)
         tc_stop_ms(&e->server, SIGTERM, 5000);
     return 0;
@@ -159,16 +144,6 @@ static void driver_start(mc_reactor_t *r, mc_reactor_msg_t *msg, mc_status_t st)
     driver_issue(MC_CONTAINER_OF(msg, driver_t, msg));
 }
 
-static int wait_count(atomic_int *v, int want, int timeout_ms)
-{
-    for (int waited = 0; waited < timeout_ms; waited += 5) {
-        if (atomic_load(v) >= want)
-            return 1;
-        usleep(5000);
-    }
-    return atomic_load(v) >= want;
-}
-
 static void pipelined_calls_on_four_connections_all_return_their_bodies(void **state)
 {
     env_t *e = *state;
@@ -186,7 +161,7 @@ static void pipelined_calls_on_four_connections_all_return_their_bodies(void **s
     for (int i = 0; i < NCLIENTS; i++)
         assert_int_equal(mc_reactor_post(mc_reactor_group_get(e->g, (unsigned)i % 2), &d[i].msg),
                          MC_OK);
-    assert_true(wait_count(&done, NCLIENTS, 60000));
+    assert_true(rt_wait_count(&done, NCLIENTS, 60000));
     for (int i = 0; i < NCLIENTS; i++) {
         assert_int_equal(d[i].completed, CALLS_PER_CLIENT);
         assert_int_equal(d[i].bad, 0);
@@ -213,33 +188,13 @@ static mc_status_t echo_sync(mc_rpc_client_t *c, const char *text)
     return st;
 }
 
-/* Connect a raw socket, send bytes, and report whether the server closed it
- * (read returns 0 or ECONNRESET) within 3 s. */
-static int raw_send_is_disconnected(unsigned port, const void *bytes, size_t len)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
-    assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
-    assert_int_equal(write(fd, bytes, len), (ssize_t)len);
-    struct pollfd pfd = {.fd = fd, .events = POLLIN};
-    int closed = 0;
-    if (poll(&pfd, 1, 3000) == 1) {
-        char buf[64];
-        ssize_t n = read(fd, buf, sizeof(buf));
-        closed = n == 0 || (n < 0 && errno == ECONNRESET);
-    }
-    close(fd);
-    return closed;
-}
-
 static void garbage_senders_are_disconnected_while_others_continue(void **state)
 {
     env_t *e = *state;
     assert_int_equal(echo_sync(e->cli[0], "before"), MC_OK);
 
     const char junk[] = "GET / HTTP/1.1\r\nHost: x\r\n\r\n and more garbage to fill a header";
-    assert_true(raw_send_is_disconnected(e->port, junk, sizeof(junk)));
+    assert_true(rt_sent_is_disconnected(e->port, junk, sizeof(junk)));
 
     /* A valid header announcing a body over the 64 MiB limit. */
     uint8_t hdr[MC_FRAME_HDR_LEN];
@@ -249,14 +204,14 @@ static void garbage_senders_are_disconnected_while_others_continue(void **state)
                         .req_id = 1,
                         .body_len = 0xFFFFFFF0u};
     mc_frame_encode_hdr(hdr, &h);
-    assert_true(raw_send_is_disconnected(e->port, hdr, sizeof(hdr)));
+    assert_true(rt_sent_is_disconnected(e->port, hdr, sizeof(hdr)));
 
     /* A complete frame whose body is not a map. */
     uint8_t frame[MC_FRAME_HDR_LEN + 1];
     h.body_len = 1;
     mc_frame_encode_hdr(frame, &h);
     frame[MC_FRAME_HDR_LEN] = 0x91; /* fixarray of one: missing element */
-    assert_true(raw_send_is_disconnected(e->port, frame, sizeof(frame)));
+    assert_true(rt_sent_is_disconnected(e->port, frame, sizeof(frame)));
 
     for (int i = 0; i < NCLIENTS; i++)
         assert_int_equal(echo_sync(e->cli[i], "after"), MC_OK);
@@ -335,7 +290,7 @@ static void killing_the_server_fails_every_pending_call_exactly_once(void **stat
 
     tc_stop_ms(&e->server, SIGKILL, 5000);
     uint64_t t0 = mc_now_us();
-    assert_true(wait_count(&completed, NCLIENTS * SLOW_CALLS, 5000));
+    assert_true(rt_wait_count(&completed, NCLIENTS * SLOW_CALLS, 5000));
     uint64_t took = mc_now_us() - t0;
     print_message("all %d pending calls failed %llu ms after the kill\n", NCLIENTS * SLOW_CALLS,
                   (unsigned long long)(took / 1000));
