@@ -359,9 +359,11 @@ mc_status_t mc_master_batch_get_replica_list(mc_master_t *m, const mc_master_key
  * TTL). mc_master_batch_get_replica_list with release = 1: the caller (one
  * reader) promises to call mc_master_batch_lease_release for these keys,
  * with this master's view_version and grant_us = now_us, once its reads are
- * done. An object's lease then ends as soon as every reader that holds it
- * has released it, instead of lease_ttl after the last grant, so that
- * eviction and remove can take objects nobody reads any more; the TTL stays
+ * done. Once every reader that holds an object's lease has released it,
+ * instead of lease_ttl after the last grant, remove and a put that finds no
+ * room may take it (the tick's eviction above the high watermark still
+ * spares it until the deadline: lately read blocks before those only
+ * written); the TTL stays
  * the bound when a release is lost or its reader dies (the master does not
  * track which client holds which lease: a dead reader's leases end by their
  * TTL, which by default is shorter than client_ttl). A grant with

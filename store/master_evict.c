@@ -113,16 +113,19 @@ static uint64_t threshold(sample_t *s, uint64_t want, uint64_t total)
     return select_kth(s->v, s->n, k - 1);
 }
 
-static int eligible(const obj_t *o, uint64_t now_us)
+/* strict (the tick): a lease every reader released still protects the
+ * object until its deadline; else (a put that finds no room) it does not. */
+static int eligible(const obj_t *o, uint64_t now_us, int strict)
 {
-    return o->state == OBJ_COMPLETE && o->nrep > 0 && !obj_leased(o, now_us) &&
+    return o->state == OBJ_COMPLETE && o->nrep > 0 &&
+           !(strict ? obj_held(o, now_us) : obj_leased(o, now_us)) &&
            o->pin_ttl_ms != MC_MASTER_PIN_HARD && !(o->ldisk & LDISK_PENDING);
 }
 
 /* Evict from every shard, starting at a random one, the eligible objects of
  * the given kind (pinned or not) accessed at or before thr, until *left is 0. */
-static void evict_walk(mc_master_t *m, uint64_t now_us, int pinned, uint64_t thr, uint64_t *left,
-                       uint64_t *keys, uint64_t *bytes)
+static void evict_walk(mc_master_t *m, uint64_t now_us, int strict, int pinned, uint64_t thr,
+                       uint64_t *left, uint64_t *keys, uint64_t *bytes)
 {
     unsigned start = (unsigned)(rng_next() % MC_MASTER_NUM_SHARDS);
     for (unsigned i = 0; i<MC_MASTER_NUM_SHARDS && * left> 0; i++) {
@@ -134,7 +137,7 @@ static void evict_walk(mc_master_t *m, uint64_t now_us, int pinned, uint64_t thr
                 break;
             otab_walk_prefetch(&sh->tab, j);
             obj_t *o = sh->tab.slots[j].obj;
-            if (o == NULL || !eligible(o, now_us) || obj_pinned(o, now_us) != pinned ||
+            if (o == NULL || !eligible(o, now_us, strict) || obj_pinned(o, now_us) != pinned ||
                 o->access_us > thr)
                 continue;
             (*left)--;
@@ -163,8 +166,8 @@ static void evict_walk(mc_master_t *m, uint64_t now_us, int pinned, uint64_t thr
  * already for the same reason), least recently accessed first (steps 1-3
  * above), added to *keys and *bytes; the caller counts the round in the
  * statistics. evict_lock held. */
-static void lru_round(mc_master_t *m, uint64_t now_us, double ratio, uint64_t done, uint64_t *keys,
-                      uint64_t *bytes)
+static void lru_round(mc_master_t *m, uint64_t now_us, int strict, double ratio, uint64_t done,
+                      uint64_t *keys, uint64_t *bytes)
 {
     int allow_pinned = m->o.allow_evict_soft_pinned;
     sample_t su = {.max = m->o.evict_sample_max}, sp = {.max = m->o.evict_sample_max};
@@ -176,7 +179,7 @@ static void lru_round(mc_master_t *m, uint64_t now_us, double ratio, uint64_t do
         {
             otab_walk_prefetch(&sh->tab, i);
             obj_t *o = sh->tab.slots[i].obj;
-            if (o == NULL || !eligible(o, now_us))
+            if (o == NULL || !eligible(o, now_us, strict))
                 continue;
             if (!obj_pinned(o, now_us))
                 sample_add(&su, o->access_us);
@@ -195,11 +198,11 @@ static void lru_round(mc_master_t *m, uint64_t now_us, double ratio, uint64_t do
     if (target > 0) {
         uint64_t left = target;
         uint64_t thr_u = threshold(&su, target, su.seen);
-        evict_walk(m, now_us, 0, thr_u, &left, keys, bytes);
+        evict_walk(m, now_us, strict, 0, thr_u, &left, keys, bytes);
         /* soft-pinned ones only once every unpinned candidate is gone */
         if (left > 0 && target > su.seen && sp.seen > 0) {
             uint64_t thr_p = threshold(&sp, target - su.seen, sp.seen);
-            evict_walk(m, now_us, 1, thr_p, &left, keys, bytes);
+            evict_walk(m, now_us, strict, 1, thr_p, &left, keys, bytes);
         }
     }
     mc_free(su.v);
@@ -231,7 +234,7 @@ uint64_t evict_pass(mc_master_t *m, uint64_t now_us, double ratio)
     pthread_mutex_lock(&m->evict_lock);
     offload_cycle_start(m);
     uint64_t keys = 0, bytes = 0;
-    lru_round(m, now_us, ratio, 0, &keys, &bytes);
+    lru_round(m, now_us, 1, ratio, 0, &keys, &bytes);
     count_round(m, keys, bytes);
     atomic_store(&m->evict_idle_until_us, keys > 0 ? 0 : now_us + IDLE_BACKOFF_US);
     pthread_mutex_unlock(&m->evict_lock);
@@ -310,7 +313,7 @@ static void *vec_push(vec_t *a)
 
 static int evictable(const mc_master_t *m, const obj_t *o, uint64_t now_us)
 {
-    return eligible(o, now_us) && (m->o.allow_evict_soft_pinned || !obj_pinned(o, now_us));
+    return eligible(o, now_us, 0) && (m->o.allow_evict_soft_pinned || !obj_pinned(o, now_us));
 }
 
 static uint64_t round_up8(uint64_t x)
@@ -623,7 +626,7 @@ int evict_for(mc_master_t *m, uint64_t size, uint64_t now_us, char *seg_name)
     /* an eviction can make room: first the LRU round, which usually does
      * (values of one size, as KV-cache blocks are) */
     uint64_t keys = 0, bytes = 0;
-    lru_round(m, now_us, m->o.eviction_ratio, 0, &keys, &bytes);
+    lru_round(m, now_us, 0, m->o.eviction_ratio, 0, &keys, &bytes);
     if (room_for(m, need, seg_name)) {
         MC_DEBUG(MASTER, "room for %llu bytes on '%s': an LRU round evicted %llu objects",
                  (unsigned long long)size, seg_name, (unsigned long long)keys);

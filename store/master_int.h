@@ -87,8 +87,12 @@ struct obj {
 /* obj_t.readers: how many grants of the current lease period will be
  * released by their readers (mc_master_batch_lease_release), and whether a
  * grant that will not be (an upstream client, a regex get, a soft-pinned
- * object) holds the lease: then it runs to its deadline. The lease ends
- * early when the count falls to 0 without READERS_TTL. */
+ * object) holds the lease: then it runs to its deadline. When the count
+ * falls to 0 without READERS_TTL every reader is done: the object may be
+ * removed, and a put that finds no room may evict it (obj_leased is 0),
+ * but the tick's eviction spares it until lease_us as before (obj_held):
+ * at full speed that keeps the blocks read lately over those only written,
+ * which served the trace replay's hit rate. */
 #define READERS_COUNT 0x7fffffffu
 #define READERS_TTL 0x80000000u
 
@@ -340,6 +344,10 @@ void obj_park(mc_master_t *m, shard_t *sh, obj_t *o, int state, uint64_t until);
 void discard_put(mc_master_t *m, shard_t *sh, obj_t *o, uint64_t h);
 /* Free an unlinked object and its replicas. */
 void obj_destroy(mc_master_t *m, obj_t *o);
+/* A reader's lease runs (upstream's IsLeaseExpired is false): held until
+ * lease_us even when every reader released it. */
+int obj_held(const obj_t *o, uint64_t now_us);
+/* Held, and by a reader that has not released it (see obj_t.readers). */
 int obj_leased(const obj_t *o, uint64_t now_us);
 int obj_pinned(const obj_t *o, uint64_t now_us);
 

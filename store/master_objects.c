@@ -16,10 +16,16 @@
 
 /* ---- object helpers ---- */
 
-int obj_leased(const obj_t *o, uint64_t now_us)
+int obj_held(const obj_t *o, uint64_t now_us)
 {
     /* upstream IsLeaseExpired is now >= lease_timeout */
     return o->state == OBJ_COMPLETE && now_us < o->lease_us;
+}
+
+int obj_leased(const obj_t *o, uint64_t now_us)
+{
+    /* every reader of the lease period released it: nobody reads it */
+    return obj_held(o, now_us) && !(o->pin_ttl_ms == 0 && o->readers == 0);
 }
 
 int obj_pinned(const obj_t *o, uint64_t now_us)
@@ -1052,9 +1058,9 @@ static int lease_release_locked(mc_master_t *m, shard_t *sh, uint64_t h, const c
         return 0;
     o->readers--;
     if (o->readers == 0) {
-        o->lease_us = now_us; /* nobody reads it any more: evictable, removable */
-        /* eviction that found only leased objects backs off for a while
-         * (master_evict.c): it may find this one now */
+        /* nobody reads it any more: removable, and a put's eviction may
+         * take it (obj_leased); the tick's eviction still spares it until
+         * lease_us (obj_held, master_evict.c) */
         if (atomic_load_explicit(&m->evict_idle_until_us, memory_order_relaxed) > now_us)
             atomic_store_explicit(&m->evict_idle_until_us, 0, memory_order_relaxed);
         if (atomic_load_explicit(&m->evict_nofit_until_us, memory_order_relaxed) > now_us)

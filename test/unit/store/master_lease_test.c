@@ -122,6 +122,30 @@ static void eviction_takes_released_objects_and_spares_leased_ones(void **state)
     mc_master_destroy(m);
 }
 
+static void the_tick_spares_a_released_object_until_its_ttl(void **state)
+{
+    (void)state;
+    /* above the high watermark the tick evicts the least recently used of
+     * what no lease holds; an object whose readers all released it still
+     * counts as held there until its deadline (a put that finds no room
+     * may take it: above) */
+    mc_master_t *m = master_new_immortal();
+    mount_seg(m, C1, 1, "node1", MB, T0);
+    assert_int_equal(put_obj(m, C1, "a", 500 * KB, 1, T0), MC_OK);
+    assert_int_equal(lget(m, "a", T0 + 1 * MS, 1), MC_OK);
+    assert_int_equal(rel(m, "a", VIEW, T0 + 1 * MS, T0 + 2 * MS), 1);
+    assert_int_equal(put_obj(m, C1, "b", 480 * KB, 1, T0 + 3 * MS), MC_OK); /* 98% used */
+    mc_master_tick(m, T0 + 4 * MS);
+    assert_int_equal(exists(m, "a", T0), 1);
+    assert_int_equal(exists(m, "b", T0), 0); /* newer, but never read */
+    /* past its deadline it is the least recently used again */
+    assert_int_equal(put_obj(m, C1, "c", 480 * KB, 1, T0 + 5 * MS), MC_OK);
+    mc_master_tick(m, T0 + 1 * MS + 5 * SEC);
+    assert_int_equal(exists(m, "a", T0), 0);
+    assert_int_equal(exists(m, "c", T0), 1);
+    mc_master_destroy(m);
+}
+
 static void a_stale_release_releases_nothing(void **state)
 {
     (void)state;
@@ -273,6 +297,7 @@ int main(void)
         cmocka_unit_test(a_lost_release_falls_back_to_the_ttl),
         cmocka_unit_test(a_reader_that_does_not_release_keeps_the_ttl),
         cmocka_unit_test(eviction_takes_released_objects_and_spares_leased_ones),
+        cmocka_unit_test(the_tick_spares_a_released_object_until_its_ttl),
         cmocka_unit_test(a_stale_release_releases_nothing),
         cmocka_unit_test(a_release_for_an_object_removed_meanwhile_spares_its_successor),
         cmocka_unit_test(a_dead_readers_leases_end_by_their_ttl_before_it_expires),
