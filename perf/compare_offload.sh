@@ -9,11 +9,15 @@
 # writes on).
 # 1. Offload during an eviction storm: `tier_bench put` of OBJECTS x SIZE
 #    (default 64 x 4 MiB = 256 MiB through 64 MiB): every object the master
-#    evicts is first written by the node (one file per object: write, fsync,
-#    rename). GB/s = bytes the node persisted (master_offload_persisted_total
+#    evicts is first written by the node (one file per object: write to a
+#    temp file, fsync, rename; the objects of one poll's answer in a batch
+#    whose fsyncs run together). GB/s = bytes the node persisted (master_offload_persisted_total
 #    x SIZE) / the put phase's wall time. Peer: fio sequential writes, same
 #    block size, queue depth 1, psync, fsync after every block (as each
-#    offloaded object is), total OBJECTS x SIZE; and fio without fsync.
+#    offloaded object is synced before it is answered), total OBJECTS x SIZE;
+#    and fio without fsync.
+#    The node's load stages (mooncake_store_offload_load_stage_seconds on its
+#    HTTP port) are printed as means per object for each read row.
 # 2. Reads of objects only on the node's disk: more puts push every object
 #    of step 1 out of memory, the node is restarted (it reports its files:
 #    every object is LOCAL_DISK only, memory empty), then for each queue
@@ -72,6 +76,7 @@ root=$(mktemp -d "$parent/mc_offload_bench.XXXXXX")
 rpc=$((20000 + RANDOM % 20000))
 http=$((rpc + 1))
 node=$((rpc + 2))
+nhttp=$((rpc + 3))
 mpid=
 npid=
 cleanup() {
@@ -98,7 +103,8 @@ start_node() { # [SEGMENT_SIZE [--set ...]]
     shift || true
     "$b/mooncake-store-server" --set store.master=127.0.0.1:$rpc --set store.port=$node \
         --set store.local_hostname=127.0.0.1:$node --set store.global_segment_size="$seg" \
-        --set store.offload_dir="$root/node" --set store.reactors=1 --set log.level=info "$@" \
+        --set store.offload_dir="$root/node" --set store.reactors=1 --set store.http_port=$nhttp \
+        --set log.level=info "$@" \
         >/dev/null 2>>"$root/node.log" &
     npid=$!
     sleep 0.5
@@ -109,6 +115,21 @@ stop_node() {
 }
 metric() {
     curl -s "http://127.0.0.1:$http/metrics" | awk -v k="$1" '$1 == k {print $2}'
+}
+stage_sums() { # "sum_s count" of each load stage on the node, in stage order
+    curl -s "http://127.0.0.1:$nhttp/metrics" | awk '
+        /^mooncake_store_offload_load_stage_seconds_(sum|count)\{/ {
+            match($1, /stage="[a-z]*"/); st = substr($1, RSTART + 7, RLENGTH - 8)
+            if ($1 ~ /_sum\{/) sum[st] = $2; else cnt[st] = $2
+        }
+        END { n = split("handoff open read verify answer", o, " ")
+              for (i = 1; i <= n; i++) printf "%s %s ", sum[o[i]] + 0, cnt[o[i]] + 0; print "" }'
+}
+stage_means() { # BEFORE AFTER (stage_sums): mean µs per load of each stage
+    awk -v a="$1" -v b="$2" 'BEGIN { n = split(a, x, " "); split(b, y, " ")
+        split("handoff open read verify answer", o, " ")
+        for (i = 1; i < n; i += 2) { c = y[i + 1] - x[i + 1]
+            printf "%s %.0f  ", o[(i + 1) / 2], c > 0 ? (y[i] - x[i]) * 1e6 / c : 0 } }'
 }
 wait_idle() { # the node answered every request
     for _ in $(seq 600); do
@@ -144,12 +165,14 @@ echo "offload: $persisted objects of $size written during the storm ($n put); $f
 
 med() { printf '%s\n' "$@" | sort -g | awk '{a[NR] = $1} END {print a[int((NR + 1) / 2)]}'; }
 rows=()
+stages=()
 for mode in direct buffered; do
     rseg=${READ_SEGMENT:-160MiB}
     if [ "$mode" = direct ]; then start_node "$rseg"; else start_node "$rseg" --set store.offload_buffered_io=true; fi
     sleep 1
     for d in $depths; do
         declare -a S=() F=() L=() R=()
+        st0=$(stage_sums)
         for r in $(seq "$rounds"); do
             l0=$(metric master_offload_loads_total)
             g=$("$b/tier_bench" get --master 127.0.0.1:$rpc -n "$n" --size "$size" --prefix off \
@@ -171,6 +194,9 @@ for mode in direct buffered; do
             fi
         done
         ms=$(med "${S[@]}"); mf=$(med "${F[@]}")
+        st1=$(stage_sums)
+        stages+=("$(printf '%-9s %5s  get %.0f (median round)  %s' "$mode" "$d" \
+            "$(echo "$bytes_each / $ms / 1000" | bc -l)" "$(stage_means "$st0" "$st1")")")
         declare -a Q=()
         for i in "${!S[@]}"; do Q+=("$(echo "${S[$i]} / ${F[$i]}" | bc -l)"); done
         mq=$(med "${Q[@]}")
@@ -198,3 +224,8 @@ echo "(ratio = offload / fio, of the medians; r-ratio: the median of each round'
 echo " runs ours, then fio, back to back: on a busy machine the fairer one)."
 echo " direct: the node reads with O_DIRECT, fio --direct=1: the device."
 echo " buffered: offload_buffered_io=true and fio buffered: both served by the page cache.)"
+printf '\nwhere a get of a disk-only object spends its time, µs per object (get: the whole get at the\n'
+printf 'median round; the node'"'"'s load stages, means over the rounds: handoff = the master'"'"'s answer to\n'
+printf 'the node'"'"'s worker, open = file and header, read = io_uring and the device, verify = checksum,\n'
+printf 'answer = to the master; the rest of get: the reader'"'"'s RPCs, the master, the copy to the reader)\n'
+printf '%s\n' "${stages[@]}"

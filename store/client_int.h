@@ -426,6 +426,9 @@ typedef struct store_offload_stats {
     uint64_t loaded_direct; /* loads read with O_DIRECT */
 } store_offload_stats_t;
 void store_offload_stats(mc_store_t *s, store_offload_stats_t *out);
+/* The histogram family mooncake_store_offload_load_stage_seconds{stage} (none
+ * without offload). */
+void store_offload_metrics(mc_store_t *s, mc_buf_t *b);
 
 /* ----------------------------------------------------------- client_tier.c */
 

@@ -159,6 +159,7 @@ void store_node_metrics(mc_store_t *s, mc_buf_t *b)
         mc_prom_counter(b, "mooncake_store_offload_quota_dropped_total",
                         "Offload files deleted for the quota (least recently used first).",
                         os.quota_dropped);
+        store_offload_metrics(s, b);
     }
     if (s->te != NULL)
         te_metrics(s->te, "mooncake_store", b);

@@ -54,6 +54,7 @@
 #include "util/list.h"
 #include "util/log.h"
 #include "util/mem.h"
+#include "util/prom.h"
 #include "util/time.h"
 
 #define OFFLOAD_HOLD_US 250000  /* a poll without work is held this long by the master */
@@ -61,7 +62,21 @@
 #define OFFLOAD_RETRY_US 500000 /* after a failed poll or report */
 #define OFFLOAD_POLL_BATCH 256
 #define OFFLOAD_SCAN_MAX 10000000ull
-#define OFFLOAD_IO_DEPTH 16 /* LOAD reads in flight at once (io_uring queue depth) */
+#define OFFLOAD_IO_DEPTH 16    /* LOAD reads in flight at once (io_uring queue depth) */
+#define OFFLOAD_WRITE_BATCH 16 /* PERSIST files written, then synced at once */
+#define OFFLOAD_WRITE_BATCH_BYTES (64ull << 20) /* ... or fewer, of this many bytes in all */
+
+/* A load's stages, timed (mooncake_store_offload_load_stage_seconds): where
+ * a disk-only get spends its time on the node. */
+enum {
+    OSTAGE_HANDOFF, /* the poll's answer came -> the worker starts the load */
+    OSTAGE_OPEN,    /* open the file, check its header -> its read queued */
+    OSTAGE_READ,    /* queued -> read (io_uring submit and the device) */
+    OSTAGE_VERIFY,  /* the data's checksum */
+    OSTAGE_ANSWER,  /* verified -> OFFLOAD_DONE sent from r0 */
+    OSTAGE_N
+};
+static const char *const stage_names[OSTAGE_N] = {"handoff", "open", "read", "verify", "answer"};
 
 /* A file of the directory (this thread only). */
 typedef struct ofile {
@@ -81,6 +96,8 @@ typedef struct opart {
 
 struct oload {
     int busy;
+    /* stage times (µs): the poll's answer came, the load started, its read queued */
+    uint64_t t_ans, t_start, t_queued;
     mc_tier_file_t f;
     char key[MC_TIER_KEY_MAX];
     uint32_t klen;
@@ -94,6 +111,16 @@ struct oload {
     uint8_t *bounce; /* MC_TIER_ALIGN bytes, aligned: an O_DIRECT read's last block */
     opart_t part[2];
 };
+
+/* A PERSIST of the batch being written: its temp file written, its sync to
+ * come (persist_flush). */
+typedef struct opersist {
+    const char *key; /* in the poll's answer: the batch is flushed before it goes */
+    uint32_t klen;
+    uint64_t size;
+    int sync_errno; /* its fsync's result */
+    mc_tier_wfile_t w;
+} opersist_t;
 
 struct store_offload {
     mc_store_t *s;
@@ -112,15 +139,21 @@ struct store_offload {
     int buffered;           /* offload_buffered_io: never O_DIRECT */
     int direct_refused;     /* logged: the file system refused O_DIRECT */
     mc_oio_t *io;
+    opersist_t *wb;    /* OFFLOAD_WRITE_BATCH: the PERSIST batch (worker) */
+    unsigned nwb;      /* written, not synced yet */
+    unsigned wsyncing; /* their fsyncs in the io queue */
+    uint64_t wb_bytes;
     oload_t *loads; /* OFFLOAD_IO_DEPTH slots, with their bounce blocks */
     uint8_t *bounces;
     /* the poller thread: held polls, their answers handed to the worker */
     pthread_t poller_th;
     int poller_started;
-    mc_buf_t inbox;     /* mu: a poll's answer the worker has not taken (empty: none) */
-    int evfd;           /* written with each answer: wakes the worker's io wait */
-    int watch_armed;    /* worker: the io queue watches evfd */
-    unsigned dones_out; /* mu: LOAD answers sent (r0), not acknowledged yet */
+    mc_buf_t inbox;                 /* mu: a poll's answer the worker has not taken (empty: none) */
+    int evfd;                       /* written with each answer: wakes the worker's io wait */
+    int watch_armed;                /* worker: the io queue watches evfd */
+    unsigned dones_out;             /* mu: LOAD answers sent (r0), not acknowledged yet */
+    uint64_t inbox_us;              /* mu: when the inbox's answer came */
+    mc_prom_hist_t stage[OSTAGE_N]; /* a load's time by stage (stage_names) */
     _Atomic uint64_t written, write_failed, loaded, load_failed, deleted, quota_dropped,
         bytes_written, bytes_read, loaded_direct;
 };
@@ -238,6 +271,7 @@ static mc_status_t call_done(store_offload_t *o, const store_seg_t *g, const voi
  * either way; a lost one is voided by the master's offload_timeout). */
 typedef struct done_msg {
     store_offload_t *o;
+    uint64_t t_ver; /* the load was verified (its answer's stage starts) */
     size_t len;
     uint8_t body[];
 } done_msg_t;
@@ -269,9 +303,12 @@ static void done_on_r0(mc_reactor_t *r, void *arg, mc_status_t st)
     (void)r;
     done_msg_t *m = arg;
     mc_store_t *s = m->o->s;
-    if (st == MC_OK && s->mcli != NULL)
+    if (st == MC_OK && s->mcli != NULL) {
+        uint64_t now = mc_now_us();
+        mc_prom_hist_observe_us(&m->o->stage[OSTAGE_ANSWER], now > m->t_ver ? now - m->t_ver : 0);
         st = mc_rpc_call(s->mcli, MC_RPC_OFFLOAD_DONE, m->body, m->len, s->cfg.rpc_timeout_us,
                          done_answered, m);
+    }
     if (st != MC_INPROGRESS)
         done_over(m);
 }
@@ -279,7 +316,7 @@ static void done_on_r0(mc_reactor_t *r, void *arg, mc_status_t st)
 /* call_done for a LOAD, not waiting: MC_OK (sent from r0), or the failure
  * to hand it to r0 (then sent here, waiting). */
 static void call_done_async(store_offload_t *o, const store_seg_t *g, const void *key, size_t klen,
-                            uint64_t size, mc_status_t result)
+                            uint64_t size, mc_status_t result, uint64_t t_ver)
 {
     mc_buf_t body = MC_BUF_INIT;
     mc_mp_writer_t w;
@@ -288,6 +325,7 @@ static void call_done_async(store_offload_t *o, const store_seg_t *g, const void
     done_msg_t *m = w.err == MC_OK ? mc_malloc(sizeof(*m) + mc_buf_used(&body)) : NULL;
     if (m != NULL) {
         m->o = o;
+        m->t_ver = t_ver;
         m->len = mc_buf_used(&body);
         memcpy(m->body, mc_buf_head(&body), m->len);
         pthread_mutex_lock(&o->mu);
@@ -403,44 +441,107 @@ static int quota_room(store_offload_t *o, const store_seg_t *g, uint64_t size)
     return o->bytes + size <= o->quota;
 }
 
+static void persist_failed(store_offload_t *o, const store_seg_t *g, const char *key, size_t klen,
+                           uint64_t size, mc_status_t st)
+{
+    atomic_fetch_add(&o->write_failed, 1);
+    MC_WARN(CLIENT, "offload: write of '%.*s' (%llu bytes) failed: %s", (int)klen, key,
+            (unsigned long long)size, mc_status_str(st));
+    call_done(o, g, key, klen, size, st);
+}
+
+static void load_reap(store_offload_t *o, const store_seg_t *g);
+
+/* Sync the batch's files at once (io_uring: one submission, the file system
+ * commits them together; without it, one after the other, their writeback
+ * started when each was written), then rename each over its name and
+ * answer the master. Only a synced file is renamed: a node killed before
+ * leaves temp files, which the next scan deletes. */
+static void persist_flush(store_offload_t *o, const store_seg_t *g)
+{
+    for (unsigned i = 0; i < o->nwb; i++) {
+        opersist_t *p = &o->wb[i];
+        p->sync_errno = 0;
+        if (mc_oio_fsync(o->io, p->w.fd, p) == MC_OK)
+            o->wsyncing++;
+        else if (fsync(p->w.fd) != 0) /* no room in the io queue: here */
+            p->sync_errno = errno;
+    }
+    while (o->wsyncing > 0)
+        load_reap(o, g); /* loads in flight complete meanwhile too */
+    for (unsigned i = 0; i < o->nwb; i++) {
+        opersist_t *p = &o->wb[i];
+        mc_status_t st = mc_tier_wcommit(&p->w, p->sync_errno, 0);
+        if (st != MC_OK) {
+            persist_failed(o, g, p->key, p->klen, p->size, st);
+            continue;
+        }
+        file_add(o, p->key, p->klen, p->size);
+        atomic_fetch_add(&o->written, 1);
+        atomic_fetch_add(&o->bytes_written, p->size);
+        mc_status_t r = call_done(o, g, p->key, p->klen, p->size, MC_OK);
+        if (r == MC_ERR_OBJECT_NOT_FOUND) {
+            /* removed meanwhile (or the request timed out): not an object */
+            mc_tier_unlink(o->dir, p->key, p->klen);
+            file_forget(o, p->key, p->klen);
+        }
+    }
+    o->nwb = 0;
+    o->wb_bytes = 0;
+}
+
+/* A PERSIST: write the bytes at segment base + off to a temp file (the
+ * batch is synced and answered by persist_flush: when full, before any
+ * other request, at the end of the poll's answer). */
 static void do_persist(store_offload_t *o, const store_seg_t *g, const char *key, size_t klen,
                        uint64_t size, uint64_t off)
 {
     mc_status_t st = MC_OK;
-    if (off > g->size || size > g->size - off)
+    if (off > g->size || size > g->size - off) {
         st = MC_ERR_INVALID_PARAMS; /* not our memory: never read it */
-    else if (!quota_room(o, g, size))
-        st = MC_ERR_FILE_WRITE_FAIL;
+    } else {
+        if (o->quota != 0 && o->nwb > 0 && o->bytes + o->wb_bytes + size > o->quota)
+            persist_flush(o, g); /* the quota counts the batch's files first */
+        if (!quota_room(o, g, o->wb_bytes + size))
+            st = MC_ERR_FILE_WRITE_FAIL;
+    }
+    opersist_t *p = &o->wb[o->nwb];
     if (st == MC_OK) {
         struct iovec iov = {g->base + off, size};
         /* data at a multiple of MC_TIER_ALIGN: loads read it with O_DIRECT */
-        st = mc_tier_write_flags(o->dir, key, klen, &iov, 1, size, 0, MC_TIER_F_ALIGNED);
+        st = mc_tier_wopen(o->dir, key, klen, &iov, 1, size, MC_TIER_F_ALIGNED, &p->w);
     }
     if (st != MC_OK) {
-        atomic_fetch_add(&o->write_failed, 1);
-        MC_WARN(CLIENT, "offload: write of '%.*s' (%llu bytes) failed: %s", (int)klen, key,
-                (unsigned long long)size, mc_status_str(st));
-        call_done(o, g, key, klen, size, st);
+        persist_failed(o, g, key, klen, size, st);
         return;
     }
-    file_add(o, key, klen, size);
-    atomic_fetch_add(&o->written, 1);
-    atomic_fetch_add(&o->bytes_written, size);
-    mc_status_t r = call_done(o, g, key, klen, size, MC_OK);
-    if (r == MC_ERR_OBJECT_NOT_FOUND) {
-        /* removed meanwhile (or the request timed out): not an object */
-        mc_tier_unlink(o->dir, key, klen);
-        file_forget(o, key, klen);
-    }
+    /* the device writes it while the next ones are copied (a hint: the
+     * fsync decides) */
+    (void)sync_file_range(p->w.fd, 0, 0, SYNC_FILE_RANGE_WRITE);
+    p->key = key;
+    p->klen = (uint32_t)klen;
+    p->size = size;
+    o->nwb++;
+    o->wb_bytes += size;
+    if (o->nwb == OFFLOAD_WRITE_BATCH || o->wb_bytes >= OFFLOAD_WRITE_BATCH_BYTES)
+        persist_flush(o, g);
 }
 
 /* ---- LOAD: batched reads (offload_io.h) ---- */
 
 /* The load is over (read and verified, or failed): answer the master. */
-static void load_end(store_offload_t *o, const store_seg_t *g, oload_t *l)
+static void load_end(store_offload_t *o, const store_seg_t *g, oload_t *l, uint64_t t_read)
 {
     mc_status_t st = l->st;
+    uint64_t now = mc_now_us();
     mc_tier_close(&l->f);
+    if (st == MC_OK && t_read != 0) { /* read and verified here: its stages */
+        mc_prom_hist_observe_us(&o->stage[OSTAGE_HANDOFF],
+                                l->t_start > l->t_ans ? l->t_start - l->t_ans : 0);
+        mc_prom_hist_observe_us(&o->stage[OSTAGE_OPEN], l->t_queued - l->t_start);
+        mc_prom_hist_observe_us(&o->stage[OSTAGE_READ], t_read - l->t_queued);
+        mc_prom_hist_observe_us(&o->stage[OSTAGE_VERIFY], now - t_read);
+    }
     if (st == MC_OK) {
         ofile_t *f = file_find(o, l->key, l->klen, mc_hash64(l->key, l->klen));
         if (f != NULL)
@@ -458,7 +559,7 @@ static void load_end(store_offload_t *o, const store_seg_t *g, oload_t *l)
         }
     }
     l->busy = 0;
-    call_done_async(o, g, l->key, l->klen, l->size, st);
+    call_done_async(o, g, l->key, l->klen, l->size, st, now);
 }
 
 typedef struct reap_ctx {
@@ -474,6 +575,12 @@ static void load_part_done(void *arg, void *tag, ssize_t res)
         if (read(c->o->evfd, &v, sizeof(v)) < 0 && errno != EAGAIN)
             MC_WARN(CLIENT, "offload: reading the wake-up eventfd: %s", strerror(errno));
         c->o->watch_armed = 0;
+        return;
+    }
+    uintptr_t w0 = (uintptr_t)c->o->wb;
+    if ((uintptr_t)tag - w0 < OFFLOAD_WRITE_BATCH * sizeof(opersist_t)) { /* a batch's fsync */
+        ((opersist_t *)tag)->sync_errno = res < 0 ? (int)-res : 0;
+        c->o->wsyncing--;
         return;
     }
     opart_t *p = tag;
@@ -497,14 +604,16 @@ static void load_part_done(void *arg, void *tag, ssize_t res)
     }
     if (--l->parts > 0)
         return;
+    uint64_t t_read = mc_now_us();
     if (l->redo && l->st == MC_OK) {
+        t_read = 0; /* read twice: not timed by stage */
         uint64_t got = 0;
         l->st = mc_tier_read(c->o->dir, l->key, l->klen, l->dst, l->size, l->size, &got);
         l->f.direct = 0;
     } else if (l->st == MC_OK) {
         l->st = mc_tier_verify(&l->f, l->dst, l->got); /* cut short or corrupt: never served */
     }
-    load_end(c->o, c->g, l);
+    load_end(c->o, c->g, l, t_read);
 }
 
 /* Wait for at least one read in flight to finish (its load answered when it
@@ -518,7 +627,7 @@ static void load_reap(store_offload_t *o, const store_seg_t *g)
 /* Start reading key's file into segment base + off; answered by
  * load_part_done (or here, when it cannot start). */
 static void load_start(store_offload_t *o, const store_seg_t *g, const char *key, size_t klen,
-                       uint64_t size, uint64_t off)
+                       uint64_t size, uint64_t off, uint64_t t_ans)
 {
     oload_t *l = NULL;
     for (;;) {
@@ -530,6 +639,8 @@ static void load_start(store_offload_t *o, const store_seg_t *g, const char *key
         load_reap(o, g); /* every slot busy: one finishes first */
     }
     l->busy = 1;
+    l->t_ans = t_ans;
+    l->t_start = mc_now_us();
     l->klen = (uint32_t)(klen < MC_TIER_KEY_MAX ? klen : MC_TIER_KEY_MAX);
     memcpy(l->key, key, l->klen);
     l->size = size;
@@ -540,14 +651,14 @@ static void load_start(store_offload_t *o, const store_seg_t *g, const char *key
     if (off > g->size || size > g->size - off || klen > MC_TIER_KEY_MAX) {
         l->st = MC_ERR_INVALID_PARAMS; /* not our memory: never write there */
         l->f.fd = -1;
-        load_end(o, g, l);
+        load_end(o, g, l, 0);
         return;
     }
     l->dst = g->base + off;
     int direct = !o->buffered && ((uintptr_t)l->dst % MC_TIER_ALIGN) == 0;
     l->st = mc_tier_open_read(o->dir, key, klen, size, direct, &l->f);
     if (l->st != MC_OK) {
-        load_end(o, g, l);
+        load_end(o, g, l, 0);
         return;
     }
     if (direct && !l->f.direct && l->f.direct_errno != 0 && !o->direct_refused) {
@@ -566,15 +677,17 @@ static void load_start(store_offload_t *o, const store_seg_t *g, const char *key
     if (body < size && mc_oio_read(o->io, l->f.fd, l->bounce, MC_TIER_ALIGN, l->f.data_off + body,
                                    &l->part[1]) == MC_OK)
         l->parts++;
+    l->t_queued = mc_now_us();
     if (l->parts == 0) { /* cannot happen: room was checked */
         l->st = MC_ERR_FILE_READ_FAIL;
-        load_end(o, g, l);
+        load_end(o, g, l, 0);
     }
 }
 
 /* Do the requests of a poll's answer: PERSIST and DELETE at once, LOAD
  * started (answered when read). */
-static void serve_answer(store_offload_t *o, const store_seg_t *g, const mc_buf_t *resp)
+static void serve_answer(store_offload_t *o, const store_seg_t *g, const mc_buf_t *resp,
+                         uint64_t t_ans)
 {
     mc_mp_reader_t r;
     mc_mp_reader_init(&r, mc_buf_head(resp), mc_buf_used(resp));
@@ -597,10 +710,12 @@ static void serve_answer(store_offload_t *o, const store_seg_t *g, const mc_buf_
             uint64_t off = mc_mp_read_uint(&r);
             if (r.err != MC_OK || klen == 0)
                 break;
+            if (op != MC_MASTER_OFFLOAD_PERSIST && o->nwb > 0)
+                persist_flush(o, g); /* the batch's files first: requests in order */
             if (op == MC_MASTER_OFFLOAD_PERSIST) {
                 do_persist(o, g, key, klen, size, off);
             } else if (op == MC_MASTER_OFFLOAD_LOAD) {
-                load_start(o, g, key, klen, size, off); /* answered when read */
+                load_start(o, g, key, klen, size, off, t_ans); /* answered when read */
             } else if (op == MC_MASTER_OFFLOAD_DELETE) {
                 if (mc_tier_unlink(o->dir, key, klen) == MC_OK)
                     atomic_fetch_add(&o->deleted, 1);
@@ -608,6 +723,8 @@ static void serve_answer(store_offload_t *o, const store_seg_t *g, const mc_buf_
             }
         }
     }
+    if (o->nwb > 0)
+        persist_flush(o, g); /* the keys are in resp */
     if (r.err != MC_OK)
         MC_WARN(CLIENT, "offload: malformed poll answer from the master");
 }
@@ -660,6 +777,7 @@ static void *poller(void *arg)
         if (st == MC_OK) {
             mc_buf_t t = o->inbox; /* hand the answer over (the buffers swap) */
             o->inbox = resp;
+            o->inbox_us = mc_now_us();
             resp = t;
             uint64_t one = 1;
             if (write(o->evfd, &one, sizeof(one)) < 0)
@@ -695,11 +813,13 @@ static void *worker(void *arg)
     store_offload_t *o = arg;
     mc_store_t *s = o->s;
     mc_buf_t ans = MC_BUF_INIT;
+    uint64_t ans_us = 0;
     for (;;) {
         store_seg_t *g = first_seg(s);
         pthread_mutex_lock(&o->mu);
         int stop = o->stop, reported = o->reported, took = 0;
         if (g != NULL && reported && mc_buf_used(&o->inbox) > 0) {
+            ans_us = o->inbox_us;
             mc_buf_t t = o->inbox;
             o->inbox = ans;
             ans = t;
@@ -729,7 +849,7 @@ static void *worker(void *arg)
             continue;
         }
         if (took) {
-            serve_answer(o, g, &ans);
+            serve_answer(o, g, &ans, ans_us);
             mc_buf_reset(&ans);
         }
         if (mc_oio_pending(o->io) > 0) {
@@ -819,10 +939,12 @@ mc_status_t store_offload_open(mc_store_t *s, const char *dir, uint64_t quota,
     }
     /* the loads' slots and their O_DIRECT bounce blocks: no allocation per load */
     o->loads = mc_calloc(OFFLOAD_IO_DEPTH, sizeof(*o->loads));
+    o->wb = mc_calloc(OFFLOAD_WRITE_BATCH, sizeof(*o->wb));
     o->bounces = aligned_alloc(MC_TIER_ALIGN, (size_t)OFFLOAD_IO_DEPTH * MC_TIER_ALIGN);
-    if (o->loads == NULL || o->bounces == NULL ||
-        mc_oio_create(OFFLOAD_IO_DEPTH * 2, &o->io) != MC_OK) {
+    if (o->loads == NULL || o->wb == NULL || o->bounces == NULL ||
+        mc_oio_create(OFFLOAD_IO_DEPTH * 2 + OFFLOAD_WRITE_BATCH, &o->io) != MC_OK) {
         mc_free(o->loads);
+        mc_free(o->wb);
         free(o->bounces);
         mc_hmap_fini(&o->files);
         mc_free(o);
@@ -895,6 +1017,7 @@ void store_offload_close(mc_store_t *s)
     mc_hmap_fini(&o->files);
     mc_oio_destroy(o->io);
     mc_free(o->loads);
+    mc_free(o->wb);
     free(o->bounces);
     if (o->lock_fd >= 0)
         close(o->lock_fd); /* releases the lock */
@@ -919,4 +1042,21 @@ void store_offload_stats(mc_store_t *s, store_offload_stats_t *out)
     out->bytes_written = atomic_load(&o->bytes_written);
     out->bytes_read = atomic_load(&o->bytes_read);
     out->loaded_direct = atomic_load(&o->loaded_direct);
+}
+
+void store_offload_metrics(mc_store_t *s, mc_buf_t *b)
+{
+    store_offload_t *o = s->offload;
+    if (o == NULL)
+        return;
+    static const char name[] = "mooncake_store_offload_load_stage_seconds";
+    mc_prom_head(b, name, "histogram",
+                 "Time of this node's loads (disk-only objects read for readers) by stage: "
+                 "handoff (the master's answer to the worker), open (the file and its header), "
+                 "read (io_uring and the device), verify (checksum), answer (to the master).");
+    char lab[32];
+    for (unsigned i = 0; i < OSTAGE_N; i++) {
+        snprintf(lab, sizeof(lab), "stage=\"%s\"", stage_names[i]);
+        mc_prom_hist_write(b, name, lab, &o->stage[i]);
+    }
 }

@@ -18,11 +18,19 @@
  * (MC_ERR_RPC_TIMEOUT, or MC_ERR_CONN_CLOSED when nobody listens), logged
  * once per outage.
  *
- * Threads: the sync calls run on the caller's thread (a reactor of ours
- * carries the RPC connection); the async forms run the sync form on a
+ * Calls: a sync call runs on the caller's thread, on a call channel
+ * (svc_proto.h) when its body fits one: the thread sends the call on a unix
+ * connection of its own for the call's time and waits for the answer
+ * itself (no thread of ours between it and the service's worker); idle
+ * channels are kept for the next calls, one per caller running at once. A
+ * channel that timed out or failed is closed, never reused (a late answer
+ * would answer the next call). Larger bodies, the ping, and calls the
+ * service would not give a channel go over the control port (a reactor of
+ * ours carries the RPC connection). The async forms run the sync form on a
  * helper thread and call back on the reactor.
  */
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,6 +51,15 @@
 #include "util/time.h"
 
 typedef struct async_job async_job_t;
+
+/* A call channel: a unix connection to the service for one call at a time. */
+typedef struct chan {
+    struct chan *next; /* idle list */
+    int fd;
+    uint64_t gen;             /* the session (svc_client_t.gen) it belongs to */
+    mc_buf_t out;             /* the call being sent */
+    uint8_t in[SVC_CHAN_MAX]; /* the answer */
+} chan_t;
 
 struct svc_client {
     mc_reactor_group_t *g;
@@ -65,7 +82,12 @@ struct svc_client {
     pthread_mutex_t smu;
     int conn;
     uint64_t session, token;
-    int down; /* an outage was logged */
+    uint64_t gen; /* sessions made so far (ids restart with a restarted service) */
+    int down;     /* an outage was logged */
+    /* idle call channels (chmu; taken after smu when both are held) */
+    pthread_mutex_t chmu;
+    chan_t *idle;
+    atomic_int chan_refused; /* the service refused a channel: logged once */
     /* async helper */
     pthread_mutex_t jmu;
     pthread_cond_t jcv;
@@ -160,11 +182,35 @@ static void stage_put(svc_client_t *c, mc_oalloc_handle_t h)
 
 /* ------------------------------------------------------------ session */
 
+static void chan_free(chan_t *ch)
+{
+    if (ch == NULL)
+        return;
+    close(ch->fd);
+    mc_buf_fini(&ch->out);
+    mc_free(ch);
+}
+
+/* Close the idle channels (of an ended session, or all at close). */
+static void chans_drop(svc_client_t *c)
+{
+    pthread_mutex_lock(&c->chmu);
+    chan_t *l = c->idle;
+    c->idle = NULL;
+    pthread_mutex_unlock(&c->chmu);
+    while (l != NULL) {
+        chan_t *n = l->next;
+        chan_free(l);
+        l = n;
+    }
+}
+
 static void session_drop(svc_client_t *c)
 {
     if (c->conn >= 0)
         close(c->conn);
     c->conn = -1;
+    chans_drop(c);
 }
 
 /* Share one more region on the session's connection; the service's answer
@@ -253,6 +299,7 @@ static mc_status_t session_ensure(svc_client_t *c)
     c->conn = fd;
     c->session = w.session;
     c->token = w.token;
+    c->gen++;
     w.name[sizeof(w.name) - 1] = '\0';
     snprintf(c->name, sizeof(c->name), "%s", w.name);
     MC_INFO(CLIENT, "store service '%s' (port %u): session %llu, %llu bytes shared%s", c->name,
@@ -262,9 +309,184 @@ static mc_status_t session_ensure(svc_client_t *c)
     return MC_OK;
 }
 
+/* The body of a call: a map of `fields` (nf entries, already encoded) with
+ * the session's id and token in front, appended to b. */
+static mc_status_t call_body(mc_buf_t *b, uint64_t session, uint64_t token, const mc_buf_t *fields,
+                             uint32_t nf)
+{
+    mc_mp_writer_t w;
+    mc_mp_writer_init(&w, b);
+    mc_mp_write_map(&w, nf + 2);
+    mc_mp_write_uint(&w, MC_F_SVC_SESSION);
+    mc_mp_write_uint(&w, session);
+    mc_mp_write_uint(&w, MC_F_SVC_TOKEN);
+    mc_mp_write_uint(&w, token);
+    if (fields != NULL && w.err == MC_OK)
+        w.err = mc_buf_append(b, mc_buf_head(fields), mc_buf_used(fields));
+    return w.err;
+}
+
+/* A new call channel of session gen: MC_OK; CLIENT_NOT_FOUND (the service
+ * does not know the session); NOT_SUPPORTED (it refused a channel: the
+ * control port carries the call); CONN_CLOSED, RPC_TIMEOUT. */
+static mc_status_t chan_open(svc_client_t *c, uint64_t gen, uint64_t session, uint64_t token,
+                             chan_t **out)
+{
+    int fd = -1;
+    mc_status_t st = mc_unix_connect(c->sock, c->timeout_us, &fd);
+    svc_welcome_t w;
+    memset(&w, 0, sizeof(w));
+    if (st == MC_OK) {
+        svc_channel_t m = {
+            .magic = SVC_MAGIC, .op = SVC_OP_CHANNEL, .session = session, .token = token};
+        size_t got = 0;
+        int nofd = -1;
+        st = mc_unix_send(fd, &m, sizeof(m), -1);
+        if (st == MC_OK)
+            st = mc_unix_recv(fd, &w, sizeof(w), &got, &nofd);
+        if (nofd >= 0)
+            close(nofd);
+        if (st == MC_OK && (got != sizeof(w) || w.magic != SVC_MAGIC))
+            st = MC_ERR_PROTOCOL;
+    }
+    if (st == MC_OK && w.status != MC_OK) {
+        st = (mc_status_t)w.status;
+        if (st != MC_ERR_CLIENT_NOT_FOUND) {
+            w.name[sizeof(w.name) - 1] = '\0';
+            if (!atomic_exchange(&c->chan_refused, 1))
+                MC_WARN(CLIENT,
+                        "the store service refused a call channel (%s: %s): calls go over its "
+                        "control port",
+                        mc_status_str(st), w.name);
+            st = MC_ERR_NOT_SUPPORTED;
+        }
+    }
+    chan_t *ch = st == MC_OK ? MC_NEW(chan_t) : NULL;
+    if (st == MC_OK && ch == NULL)
+        st = MC_ERR_NOMEM;
+    if (st != MC_OK) {
+        if (fd >= 0)
+            close(fd);
+        return st == MC_ERR_TIMEOUT ? MC_ERR_RPC_TIMEOUT : st;
+    }
+    ch->fd = fd;
+    ch->gen = gen;
+    ch->out = (mc_buf_t)MC_BUF_INIT;
+    *out = ch;
+    return MC_OK;
+}
+
+/* An idle channel of session gen, or a new one (chan_open's statuses).
+ * Idle ones of an older session are closed. */
+static mc_status_t chan_take(svc_client_t *c, uint64_t gen, uint64_t session, uint64_t token,
+                             chan_t **out)
+{
+    chan_t *stale = NULL, *ch = NULL;
+    pthread_mutex_lock(&c->chmu);
+    while (c->idle != NULL && ch == NULL) {
+        chan_t *x = c->idle;
+        c->idle = x->next;
+        if (x->gen == gen) {
+            ch = x;
+        } else {
+            x->next = stale;
+            stale = x;
+        }
+    }
+    pthread_mutex_unlock(&c->chmu);
+    while (stale != NULL) {
+        chan_t *n = stale->next;
+        chan_free(stale);
+        stale = n;
+    }
+    if (ch != NULL) {
+        *out = ch;
+        return MC_OK;
+    }
+    return chan_open(c, gen, session, token, out);
+}
+
+static void chan_give(svc_client_t *c, chan_t *ch)
+{
+    pthread_mutex_lock(&c->chmu);
+    ch->next = c->idle;
+    c->idle = ch;
+    pthread_mutex_unlock(&c->chmu);
+}
+
+/* A call on a channel, sent and waited for by this thread: the call's
+ * status, its answer's body appended to resp (may be NULL). *rpc set: no
+ * channel for it (the control port carries it). A call that could not be
+ * sent (a channel whose service went) is tried once more on a new channel;
+ * one sent whose channel ends before the answer is CONN_CLOSED (the service
+ * died: nothing is sent again). */
+static mc_status_t chan_call(svc_client_t *c, uint64_t gen, uint64_t session, uint64_t token,
+                             uint16_t method, const mc_buf_t *fields, uint32_t nf, mc_buf_t *resp,
+                             int *rpc)
+{
+    mc_status_t st = MC_OK;
+    *rpc = 0;
+    for (int attempt = 0; attempt < 2; attempt++) {
+        chan_t *ch = NULL;
+        if ((st = chan_take(c, gen, session, token, &ch)) != MC_OK) {
+            *rpc = st == MC_ERR_NOT_SUPPORTED;
+            return st;
+        }
+        mc_buf_reset(&ch->out);
+        svc_call_t hd = {.magic = SVC_MAGIC, .method = method};
+        st = mc_buf_append(&ch->out, &hd, sizeof(hd));
+        if (st == MC_OK)
+            st = call_body(&ch->out, session, token, fields, nf);
+        if (st == MC_OK && mc_buf_used(&ch->out) > SVC_CHAN_MAX)
+            *rpc = 1; /* (call() sends only bodies that fit) */
+        if (st != MC_OK || *rpc) {
+            chan_give(c, ch);
+            return st;
+        }
+        st = mc_unix_send(ch->fd, mc_buf_head(&ch->out), mc_buf_used(&ch->out), -1);
+        if (st != MC_OK) {
+            chan_free(ch); /* not sent: its service went (or restarted) */
+            continue;
+        }
+        size_t got = 0;
+        int nofd = -1;
+        st = mc_unix_recv(ch->fd, ch->in, sizeof(ch->in), &got, &nofd);
+        if (nofd >= 0)
+            close(nofd);
+        svc_answer_t ans = {0, 0};
+        if (st == MC_OK && got >= sizeof(ans))
+            memcpy(&ans, ch->in, sizeof(ans));
+        if (st == MC_OK && (got < sizeof(ans) || ans.magic != SVC_MAGIC))
+            st = MC_ERR_PROTOCOL;
+        if (st != MC_OK) {
+            chan_free(ch);
+            return st == MC_ERR_TIMEOUT ? MC_ERR_RPC_TIMEOUT : st;
+        }
+        if (resp != NULL && got > sizeof(ans))
+            st = mc_buf_append(resp, ch->in + sizeof(ans), got - sizeof(ans));
+        chan_give(c, ch);
+        return st != MC_OK ? st : (mc_status_t)ans.status;
+    }
+    return st;
+}
+
+/* A call over the control port (call()'s statuses). */
+static mc_status_t call_rpc(svc_client_t *c, uint16_t method, uint64_t session, uint64_t token,
+                            const mc_buf_t *fields, uint32_t nf, mc_buf_t *resp)
+{
+    mc_buf_t body = MC_BUF_INIT;
+    mc_status_t st = call_body(&body, session, token, fields, nf);
+    if (st == MC_OK)
+        st = mc_rpc_call_sync(c->rpc, method, mc_buf_head(&body), mc_buf_used(&body), c->timeout_us,
+                              resp);
+    mc_buf_fini(&body);
+    return st;
+}
+
 /* A call: `fields` (nf map entries, already encoded) with the session's id
- * and token in front. The answer's body is appended to resp (may be NULL).
- * A session the service does not know (it restarted) is made again and the
+ * and token in front; on a call channel when it fits one, else over the
+ * control port. The answer's body is appended to resp (may be NULL). A
+ * session the service does not know (it restarted) is made again and the
  * call sent once more. */
 static mc_status_t call(svc_client_t *c, uint16_t method, const mc_buf_t *fields, uint32_t nf,
                         mc_buf_t *resp)
@@ -272,32 +494,26 @@ static mc_status_t call(svc_client_t *c, uint16_t method, const mc_buf_t *fields
     mc_status_t st = MC_OK;
     if (mc_reactor_current() == c->r)
         return MC_ERR_STATE; /* a sync call from our callback: it would wait for itself */
+    /* (the ping checks the control port itself; 64: the header, session and token) */
+    int by_chan =
+        method != MC_RPC_SVC_PING && (fields == NULL || mc_buf_used(fields) + 64 <= SVC_CHAN_MAX);
     for (int attempt = 0; attempt < 2; attempt++) {
         pthread_mutex_lock(&c->smu);
         st = session_ensure(c);
-        uint64_t session = c->session, token = c->token;
+        uint64_t session = c->session, token = c->token, gen = c->gen;
         pthread_mutex_unlock(&c->smu);
         if (st != MC_OK)
             return st;
-        mc_buf_t body = MC_BUF_INIT;
-        mc_mp_writer_t w;
-        mc_mp_writer_init(&w, &body);
-        mc_mp_write_map(&w, nf + 2);
-        mc_mp_write_uint(&w, MC_F_SVC_SESSION);
-        mc_mp_write_uint(&w, session);
-        mc_mp_write_uint(&w, MC_F_SVC_TOKEN);
-        mc_mp_write_uint(&w, token);
-        if (fields != NULL && w.err == MC_OK)
-            w.err = mc_buf_append(&body, mc_buf_head(fields), mc_buf_used(fields));
-        if (w.err != MC_OK) {
-            mc_buf_fini(&body);
-            return w.err;
-        }
         if (resp != NULL)
             mc_buf_reset(resp);
-        st = mc_rpc_call_sync(c->rpc, method, mc_buf_head(&body), mc_buf_used(&body), c->timeout_us,
-                              resp);
-        mc_buf_fini(&body);
+        int rpc = !by_chan;
+        if (by_chan)
+            st = chan_call(c, gen, session, token, method, fields, nf, resp, &rpc);
+        if (rpc) {
+            if (resp != NULL)
+                mc_buf_reset(resp);
+            st = call_rpc(c, method, session, token, fields, nf, resp);
+        }
         if (st != MC_ERR_CLIENT_NOT_FOUND)
             break;
         /* the service restarted: share our memory with it again */
@@ -1037,6 +1253,7 @@ static void client_free(svc_client_t *c)
     pthread_mutex_destroy(&c->amu);
     pthread_cond_destroy(&c->acv);
     pthread_mutex_destroy(&c->smu);
+    pthread_mutex_destroy(&c->chmu);
     pthread_mutex_destroy(&c->jmu);
     pthread_cond_destroy(&c->jcv);
     mc_free(c);
@@ -1053,6 +1270,7 @@ mc_status_t store_dummy_open(mc_store_t *s, const mc_store_config_t *cfg)
     pthread_mutex_init(&c->amu, NULL);
     pthread_cond_init(&c->acv, NULL);
     pthread_mutex_init(&c->smu, NULL);
+    pthread_mutex_init(&c->chmu, NULL);
     pthread_mutex_init(&c->jmu, NULL);
     pthread_cond_init(&c->jcv, NULL);
     c->timeout_us = s->cfg.rpc_timeout_us;

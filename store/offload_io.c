@@ -23,6 +23,7 @@ typedef struct oio_req {
     size_t len, done; /* done: bytes read so far (short reads are continued) */
     uint64_t off;
     void *tag;
+    int fsync;  /* an fsync of fd, not a read */
     int busy;   /* the slot is queued or in flight */
     int queued; /* pread mode: waiting for mc_oio_reap */
 } oio_req_t;
@@ -114,8 +115,11 @@ static int ring_prep(mc_oio_t *io, oio_req_t *r)
     struct io_uring_sqe *sqe = io_uring_get_sqe(&io->ring);
     if (sqe == NULL)
         return -EBUSY;
-    io_uring_prep_read(sqe, r->fd, r->buf + r->done, (unsigned)(r->len - r->done),
-                       r->off + r->done);
+    if (r->fsync)
+        io_uring_prep_fsync(sqe, r->fd, 0);
+    else
+        io_uring_prep_read(sqe, r->fd, r->buf + r->done, (unsigned)(r->len - r->done),
+                           r->off + r->done);
     io_uring_sqe_set_data(sqe, r);
     return 0;
 }
@@ -132,6 +136,26 @@ mc_status_t mc_oio_read(mc_oio_t *io, int fd, void *buf, size_t len, uint64_t of
         if (!io->reqs[i].busy)
             r = &io->reqs[i];
     *r = (oio_req_t){.fd = fd, .buf = buf, .len = len, .off = off, .tag = tag, .busy = 1};
+#ifdef MC_HAVE_URING
+    if (io->ring_ok && ring_prep(io, r) != 0) {
+        r->busy = 0;
+        return MC_ERR_LIMIT;
+    }
+#endif
+    r->queued = !io->ring_ok;
+    io->used++;
+    return MC_OK;
+}
+
+mc_status_t mc_oio_fsync(mc_oio_t *io, int fd, void *tag)
+{
+    if (io->used == io->depth)
+        return MC_ERR_LIMIT;
+    oio_req_t *r = NULL;
+    for (unsigned i = 0; i < io->depth && r == NULL; i++)
+        if (!io->reqs[i].busy)
+            r = &io->reqs[i];
+    *r = (oio_req_t){.fd = fd, .tag = tag, .fsync = 1, .busy = 1};
 #ifdef MC_HAVE_URING
     if (io->ring_ok && ring_prep(io, r) != 0) {
         r->busy = 0;
@@ -181,6 +205,10 @@ static unsigned reap_pread(mc_oio_t *io, mc_oio_done_t done, void *arg)
         if (!r->busy || !r->queued)
             continue;
         ssize_t res = 0;
+        if (r->fsync) {
+            finish(io, r, fsync(r->fd) == 0 ? 0 : -errno, done, arg);
+            return 1;
+        }
         while (r->done < r->len) {
             ssize_t n = pread(r->fd, r->buf + r->done, r->len - r->done, (off_t)(r->off + r->done));
             if (n < 0 && errno == EINTR)
@@ -227,6 +255,11 @@ unsigned mc_oio_reap(mc_oio_t *io, mc_oio_done_t done, void *arg)
             }
             if (res == -EINTR || res == -EAGAIN) {
                 again |= ring_prep(io, r) == 0;
+                continue;
+            }
+            if (r->fsync) {
+                finish(io, r, res, done, arg);
+                n++;
                 continue;
             }
             if (res > 0) {

@@ -1,6 +1,6 @@
 /*
- * offload_io.h - batched file reads for the node-local offload worker
- * (store/client_offload.c): the only wrapper of liburing.
+ * offload_io.h - batched file reads and fsyncs for the node-local offload
+ * worker (store/client_offload.c): the only wrapper of liburing.
  *
  * A queue of reads (file, offset, length, memory) that run together: with
  * io_uring (built with liburing and allowed by the kernel) every queued read
@@ -44,6 +44,12 @@ unsigned mc_oio_room(const mc_oio_t *io);
  * when it completes). MC_OK, MC_ERR_LIMIT (no room: reap first). Nothing is
  * submitted before mc_oio_reap. */
 mc_status_t mc_oio_read(mc_oio_t *io, int fd, void *buf, size_t len, uint64_t off, void *tag);
+
+/* Queue an fsync of fd, tagged tag; its result is 0 or -errno. With
+ * io_uring the fsyncs queued together run at once (the file system commits
+ * them together); without, one after the other at mc_oio_reap. MC_OK,
+ * MC_ERR_LIMIT (no room). */
+mc_status_t mc_oio_fsync(mc_oio_t *io, int fd, void *tag);
 
 typedef void (*mc_oio_done_t)(void *arg, void *tag, ssize_t result);
 

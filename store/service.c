@@ -12,7 +12,11 @@
  *    it; the reply is posted back to the request's reactor;
  *  - the workers: decode a job, check every (offset, length) against the
  *    session's memory, run the store's sync call on the mapped addresses,
- *    encode the answer.
+ *    encode the answer. They wait in one epoll set for both kinds of work:
+ *    a job the reactor queued (an eventfd counts them), and a call on a
+ *    client's call channel (svc_proto.h; EPOLLONESHOT: one worker at a
+ *    time per channel), which the worker reads, runs and answers itself:
+ *    no reactor between the client's thread and ours.
  *
  * Sessions are reference counted: one reference while the session is open
  * (its connection), one per call in flight. When a client dies, its calls
@@ -31,6 +35,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/socket.h>
@@ -76,6 +82,15 @@ typedef struct svc_session {
 
 typedef struct svc_job svc_job_t;
 
+/* A call channel (svc_proto.h): in the workers' epoll set; served by one
+ * worker at a time (EPOLLONESHOT), closed by the worker that sees its end. */
+typedef struct svc_chan {
+    struct svc_chan *next; /* svc->chans */
+    int fd;
+    pid_t pid;
+    uint64_t session; /* the session it was opened for (logs) */
+} svc_chan_t;
+
 struct mc_store_service {
     mc_store_t *store;
     mc_store_service_opts_t o;
@@ -95,10 +110,13 @@ struct mc_store_service {
     mc_rpc_server_t *srv;
     mc_auth_key_t key; /* the cluster's secret, when has_key */
     int has_key;
-    /* workers */
+    /* workers: their epoll set (qev: jobs queued, an EFD_SEMAPHORE count;
+     * stopev: stop, never read; the call channels) */
+    int ep, qev, stopev;
     pthread_mutex_t qmu;
-    pthread_cond_t qcv;
     svc_job_t *qhead, *qtail;
+    svc_chan_t *chans; /* under mu */
+    unsigned nchans;
     pthread_t *workers;
     unsigned nworkers;
     _Atomic int stop;
@@ -245,19 +263,35 @@ static void welcome(int conn, mc_status_t st, uint64_t id, uint64_t token, const
     mc_unix_send(conn, &w, sizeof(w), -1);
 }
 
+static void chan_open(mc_store_service_t *svc, int conn, const svc_channel_t *m, pid_t pid);
+
 /* A new connection: hello + memfd -> a session, or a refusal (said to the
- * client and logged). The session, or NULL. */
-static svc_session_t *session_open(mc_store_service_t *svc, int conn)
+ * client and logged). The session, or NULL. A call channel's first message
+ * instead: the channel is opened (or refused) and *taken says that conn is
+ * no longer the caller's. */
+static svc_session_t *session_open(mc_store_service_t *svc, int conn, int *taken)
 {
     char why[256];
     pid_t pid = 0;
     uid_t uid = 0;
     gid_t gid = 0;
     mc_unix_peer(conn, &pid, &uid, &gid);
+    union {
+        svc_hello_t h;
+        svc_channel_t ch;
+    } first;
     svc_hello_t h;
     size_t got = 0;
     int fd = -1;
-    mc_status_t st = mc_unix_recv(conn, &h, sizeof(h), &got, &fd);
+    *taken = 0;
+    mc_status_t st = mc_unix_recv(conn, &first, sizeof(first), &got, &fd);
+    if (st == MC_OK && got == sizeof(first.ch) && first.ch.magic == SVC_MAGIC &&
+        first.ch.op == SVC_OP_CHANNEL && fd < 0) {
+        *taken = 1;
+        chan_open(svc, conn, &first.ch, pid);
+        return NULL;
+    }
+    memcpy(&h, &first, sizeof(h));
     if (st != MC_OK || got != sizeof(h) || h.magic != SVC_MAGIC || h.version != SVC_VERSION ||
         fd < 0 || h.len == 0 || h.len > SVC_MAX_REGIONS_LEN) {
         MC_WARN(CLIENT, "store service: process %d sent no valid hello (%s)", (int)pid,
@@ -431,9 +465,11 @@ static void *unix_main(void *arg)
             struct timeval tv = {.tv_sec = SVC_IO_TIMEOUT_US / 1000000};
             setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
             setsockopt(c, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-            svc_session_t *ss = n < cap + 2 ? session_open(svc, c) : NULL;
+            int taken = 0;
+            svc_session_t *ss = n < cap + 2 ? session_open(svc, c, &taken) : NULL;
             if (ss == NULL) {
-                close(c);
+                if (!taken)
+                    close(c);
                 continue;
             }
             pf[n] = (struct pollfd){.fd = c, .events = POLLIN};
@@ -630,6 +666,14 @@ static void *part_ptr(const svc_session_t *ss, const svc_args_t *a, uint32_t i)
 
 /* ------------------------------------------------------------- the calls */
 
+/* What a call runs with: the service, the caller's session (a reference
+ * held for the call), the method. */
+typedef struct svc_ctx {
+    mc_store_service_t *svc;
+    svc_session_t *sess;
+    uint16_t method;
+} svc_ctx_t;
+
 /* Puts without preferred segments prefer ours (one service per host: the
  * host's data stays on the host). */
 static const mc_replicate_config_t *put_config(mc_store_service_t *svc, svc_args_t *a,
@@ -647,7 +691,7 @@ static const mc_replicate_config_t *put_config(mc_store_service_t *svc, svc_args
 }
 
 /* MC_RPC_SVC_PUT: a put (or upsert) of the parts in the session's memory. */
-static mc_status_t call_put(svc_job_t *j, svc_args_t *a, mc_mp_writer_t *w)
+static mc_status_t call_put(const svc_ctx_t *j, svc_args_t *a, mc_mp_writer_t *w)
 {
     mc_store_service_t *svc = j->svc;
     mc_store_t *s = svc->store;
@@ -679,7 +723,7 @@ static mc_status_t call_put(svc_job_t *j, svc_args_t *a, mc_mp_writer_t *w)
 }
 
 /* MC_RPC_SVC_BATCH_PUT / _GET: one buffer per key in the session's memory. */
-static mc_status_t call_batch_rw(svc_job_t *j, svc_args_t *a, mc_mp_writer_t *w)
+static mc_status_t call_batch_rw(const svc_ctx_t *j, svc_args_t *a, mc_mp_writer_t *w)
 {
     mc_store_service_t *svc = j->svc;
     mc_store_t *s = svc->store;
@@ -753,7 +797,7 @@ static mc_status_t call_query(mc_store_t *s, svc_args_t *a, mc_mp_writer_t *w)
     return st;
 }
 
-static mc_status_t run_call(svc_job_t *j, svc_args_t *a, mc_mp_writer_t *w)
+static mc_status_t run_call(const svc_ctx_t *j, svc_args_t *a, mc_mp_writer_t *w)
 {
     mc_store_service_t *svc = j->svc;
     mc_store_t *s = svc->store;
@@ -855,27 +899,37 @@ static void reply_msg(mc_reactor_t *r, mc_reactor_msg_t *msg, mc_status_t rst)
     atomic_fetch_sub(&svc->inflight, 1);
 }
 
-static void job_run(svc_job_t *j)
+/* Decode and run one call of x's session; its answer's body is appended to
+ * reply (nothing appended when it could not be encoded). The call's status. */
+static mc_status_t exec_call(const svc_ctx_t *x, const uint8_t *body, size_t blen, mc_buf_t *reply)
 {
     svc_args_t a;
     mc_mp_writer_t w;
-    mc_mp_writer_init(&w, &j->reply);
-    j->st = args_decode(j->body, j->blen, &a);
-    if (j->st == MC_OK && atomic_load(&j->sess->closed))
-        j->st = MC_ERR_CANCELED; /* its client died before the call began: nothing runs */
-    else if (j->st == MC_OK)
-        j->st = run_call(j, &a, &w);
+    size_t base = mc_buf_used(reply);
+    mc_mp_writer_init(&w, reply);
+    mc_status_t st = args_decode(body, blen, &a);
+    if (st == MC_OK && atomic_load(&x->sess->closed))
+        st = MC_ERR_CANCELED; /* its client died before the call began: nothing runs */
+    else if (st == MC_OK)
+        st = run_call(x, &a, &w);
     else
         MC_WARN(CLIENT, "store service: session %llu (pid %d): malformed call %u",
-                (unsigned long long)j->sess->id, (int)j->sess->pid, j->method);
+                (unsigned long long)x->sess->id, (int)x->sess->pid, x->method);
     for (size_t i = 0; i < a.cfg.n_preferred && a.has_cfg; i++)
         mc_free((void *)a.pref[i]);
     args_free(&a);
     if (w.err != MC_OK) {
-        mc_buf_reset(&j->reply);
-        if (j->st == MC_OK)
-            j->st = w.err;
+        reply->len = reply->off + base;
+        if (st == MC_OK)
+            st = w.err;
     }
+    return st;
+}
+
+static void job_run(svc_job_t *j)
+{
+    svc_ctx_t x = {j->svc, j->sess, j->method};
+    j->st = exec_call(&x, j->body, j->blen, &j->reply);
     j->msg.fn = reply_msg;
     if (mc_reactor_post(mc_rpc_req_reactor(j->req), &j->msg) != MC_OK) {
         /* the service is stopping: the server drops the request */
@@ -886,24 +940,190 @@ static void job_run(svc_job_t *j)
     }
 }
 
+static int read_session(const uint8_t *body, size_t blen, uint64_t *id, uint64_t *token);
+
+/* ------------------------------------------------------- call channels */
+
+/* Out of the epoll set and the table, closed. The worker that serves it
+ * (or stop, once the workers are gone). */
+static void chan_close(mc_store_service_t *svc, svc_chan_t *ch)
+{
+    epoll_ctl(svc->ep, EPOLL_CTL_DEL, ch->fd, NULL);
+    pthread_mutex_lock(&svc->mu);
+    for (svc_chan_t **pp = &svc->chans; *pp != NULL; pp = &(*pp)->next) {
+        if (*pp == ch) {
+            *pp = ch->next;
+            svc->nchans--;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&svc->mu);
+    close(ch->fd);
+    mc_free(ch);
+}
+
+/* A connection whose first message asks for a call channel of a session:
+ * checked (peer, session and token, the channels' limit), answered, and
+ * handed to the workers; refused ones are closed here. The unix thread. */
+static void chan_open(mc_store_service_t *svc, int conn, const svc_channel_t *m, pid_t pid)
+{
+    char why[256];
+    mc_status_t st = MC_OK;
+    if (!mc_unix_peer_allowed(conn, svc->group, why, sizeof(why))) {
+        MC_WARN(CLIENT, "store service: refused a call channel: %s", why);
+        st = MC_ERR_ILLEGAL_CLIENT;
+    }
+    svc_session_t *ss = st == MC_OK ? session_get(svc, m->session, m->token) : NULL;
+    if (st == MC_OK && ss == NULL) {
+        snprintf(why, sizeof(why), "no such session");
+        st = MC_ERR_CLIENT_NOT_FOUND; /* (we restarted): the client shares again */
+    }
+    if (ss != NULL)
+        session_put(svc, ss);
+    svc_chan_t *ch = st == MC_OK ? MC_NEW(svc_chan_t) : NULL;
+    if (st == MC_OK && ch == NULL) {
+        snprintf(why, sizeof(why), "out of memory");
+        st = MC_ERR_NOMEM;
+    }
+    if (st == MC_OK) {
+        pthread_mutex_lock(&svc->mu);
+        if (svc->nchans >= svc->o.max_sessions * 16u) {
+            snprintf(why, sizeof(why), "%u call channels open (16 per service.max_sessions)",
+                     svc->nchans);
+            st = MC_ERR_LIMIT; /* the client calls over the control port instead */
+        } else {
+            *ch = (svc_chan_t){.next = svc->chans, .fd = conn, .pid = pid, .session = m->session};
+            svc->chans = ch;
+            svc->nchans++;
+        }
+        pthread_mutex_unlock(&svc->mu);
+        if (st != MC_OK) {
+            MC_DEBUG(CLIENT, "store service: refused a call channel of process %d: %s", (int)pid,
+                     why);
+            mc_free(ch);
+            ch = NULL;
+        }
+    }
+    welcome(conn, st, m->session, 0, st == MC_OK ? svc->name : why);
+    if (ch == NULL) {
+        close(conn);
+        return;
+    }
+    /* in the set only now: its client calls only after our answer */
+    struct epoll_event ev = {.events = EPOLLIN | EPOLLONESHOT, .data.ptr = ch};
+    if (epoll_ctl(svc->ep, EPOLL_CTL_ADD, conn, &ev) != 0) {
+        MC_WARN(CLIENT, "store service: cannot watch a call channel: %s", strerror(errno));
+        chan_close(svc, ch); /* its client sees the end: the call fails */
+    }
+}
+
+/* One call on ch (a worker; the channel is ours until it is armed again):
+ * read it, run it, answer it. in: SVC_CHAN_MAX bytes; out: the answer. */
+static void chan_serve(mc_store_service_t *svc, svc_chan_t *ch, uint8_t *in, mc_buf_t *out)
+{
+    size_t got = 0;
+    int fd = -1;
+    mc_status_t st = mc_unix_recv(ch->fd, in, SVC_CHAN_MAX, &got, &fd);
+    if (fd >= 0)
+        close(fd);
+    svc_call_t call = {0, 0};
+    if (st == MC_OK && got >= sizeof(call))
+        memcpy(&call, in, sizeof(call));
+    if (st != MC_OK || got < sizeof(call) || call.magic != SVC_MAGIC) {
+        if (st != MC_ERR_CONN_CLOSED) /* (its end: the client closed or died) */
+            MC_WARN(CLIENT,
+                    "store service: process %d sent %s on a call channel of session %llu: the "
+                    "channel closes",
+                    (int)ch->pid, st != MC_OK ? mc_status_str(st) : "something that is not a call",
+                    (unsigned long long)ch->session);
+        chan_close(svc, ch);
+        return;
+    }
+    const uint8_t *body = in + sizeof(call);
+    size_t blen = got - sizeof(call);
+    svc_answer_t ans = {.magic = SVC_MAGIC, .status = MC_OK};
+    mc_buf_reset(out);
+    if (mc_buf_append(out, &ans, sizeof(ans)) != MC_OK) {
+        chan_close(svc, ch);
+        return;
+    }
+    uint64_t id = 0, token = 0;
+    svc_session_t *ss = NULL;
+    if (atomic_load(&svc->stop)) {
+        st = MC_ERR_CANCELED;
+    } else if (call.method < MC_RPC_SVC_PUT || call.method > MC_RPC_SVC_QUERY) {
+        st = MC_ERR_NO_METHOD;
+    } else if (read_session(body, blen, &id, &token) != 0) {
+        MC_WARN(CLIENT, "store service: process %d: call %u without a session", (int)ch->pid,
+                call.method);
+        st = MC_ERR_INVALID_PARAMS;
+    } else if ((ss = session_get(svc, id, token)) == NULL) {
+        st = MC_ERR_CLIENT_NOT_FOUND;
+    } else {
+        atomic_fetch_add(&svc->inflight, 1);
+        svc_ctx_t x = {svc, ss, (uint16_t)call.method};
+        st = exec_call(&x, body, blen, out);
+        session_put(svc, ss);
+        atomic_fetch_sub(&svc->inflight, 1);
+    }
+    if (mc_buf_used(out) > SVC_CHAN_MAX) { /* (bounded by the calls that fit a channel) */
+        MC_ERROR(CLIENT, "store service: an answer of %zu bytes does not fit a call channel",
+                 mc_buf_used(out));
+        out->len = out->off + sizeof(ans);
+        st = MC_ERR_INTERNAL_ERROR;
+    }
+    ans.status = st;
+    memcpy(mc_buf_head(out), &ans, sizeof(ans));
+    struct epoll_event ev = {.events = EPOLLIN | EPOLLONESHOT, .data.ptr = ch};
+    if (mc_unix_send(ch->fd, mc_buf_head(out), mc_buf_used(out), -1) != MC_OK ||
+        epoll_ctl(svc->ep, EPOLL_CTL_MOD, ch->fd, &ev) != 0)
+        chan_close(svc, ch); /* its client stopped waiting (timed out) or died */
+}
+
+/* The next queued job, or NULL (another worker took it). */
+static svc_job_t *job_next(mc_store_service_t *svc)
+{
+    uint64_t one;
+    if (read(svc->qev, &one, sizeof(one)) != (ssize_t)sizeof(one))
+        return NULL;
+    pthread_mutex_lock(&svc->qmu);
+    svc_job_t *j = svc->qhead; /* (one per count: never NULL here) */
+    if (j != NULL && (svc->qhead = j->next) == NULL)
+        svc->qtail = NULL;
+    pthread_mutex_unlock(&svc->qmu);
+    return j;
+}
+
 static void *worker_main(void *arg)
 {
     mc_store_service_t *svc = arg;
-    pthread_mutex_lock(&svc->qmu);
-    for (;;) {
-        while (svc->qhead == NULL && !atomic_load(&svc->stop))
-            pthread_cond_wait(&svc->qcv, &svc->qmu);
-        svc_job_t *j = svc->qhead;
-        if (j == NULL)
-            break; /* stopping and drained */
-        svc->qhead = j->next;
-        if (svc->qhead == NULL)
-            svc->qtail = NULL;
-        pthread_mutex_unlock(&svc->qmu);
-        job_run(j);
-        pthread_mutex_lock(&svc->qmu);
+    uint8_t *in = mc_malloc(SVC_CHAN_MAX);
+    mc_buf_t out = MC_BUF_INIT;
+    if (in == NULL) {
+        MC_ERROR(CLIENT, "store service: out of memory for a worker");
+        return NULL;
     }
-    pthread_mutex_unlock(&svc->qmu);
+    for (;;) {
+        struct epoll_event ev;
+        int n = epoll_wait(svc->ep, &ev, 1, -1);
+        if (n < 0 && errno != EINTR) {
+            MC_ERROR(CLIENT, "store service: epoll_wait: %s", strerror(errno));
+            break;
+        }
+        if (n <= 0)
+            continue;
+        if (ev.data.ptr == &svc->stopev) {
+            break; /* stopping: every job is done (stop waited for them) */
+        } else if (ev.data.ptr == &svc->qev) {
+            svc_job_t *j = job_next(svc);
+            if (j != NULL)
+                job_run(j);
+        } else {
+            chan_serve(svc, ev.data.ptr, in, &out);
+        }
+    }
+    mc_free(in);
+    mc_buf_fini(&out);
     return NULL;
 }
 
@@ -983,11 +1203,38 @@ static void h_call(void *ctx, mc_rpc_req_t *req)
     else
         svc->qhead = j;
     svc->qtail = j;
-    pthread_cond_signal(&svc->qcv);
     pthread_mutex_unlock(&svc->qmu);
+    uint64_t one = 1;
+    if (write(svc->qev, &one, sizeof(one)) != (ssize_t)sizeof(one))
+        MC_ERROR(CLIENT, "store service: cannot wake a worker: %s", strerror(errno));
 }
 
 /* ------------------------------------------------------------ life */
+
+/* The workers' epoll set with its two eventfds (svc_free closes them). */
+static mc_status_t workers_set(mc_store_service_t *svc)
+{
+    svc->ep = epoll_create1(EPOLL_CLOEXEC);
+    svc->qev = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK | EFD_SEMAPHORE);
+    svc->stopev = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    struct epoll_event qe = {.events = EPOLLIN, .data.ptr = &svc->qev};
+    struct epoll_event se = {.events = EPOLLIN, .data.ptr = &svc->stopev};
+    if (svc->ep < 0 || svc->qev < 0 || svc->stopev < 0 ||
+        epoll_ctl(svc->ep, EPOLL_CTL_ADD, svc->qev, &qe) != 0 ||
+        epoll_ctl(svc->ep, EPOLL_CTL_ADD, svc->stopev, &se) != 0) {
+        MC_ERROR(CLIENT, "store service: cannot make the workers' epoll set: %s", strerror(errno));
+        return MC_ERR_INTERNAL_ERROR;
+    }
+    return MC_OK;
+}
+
+/* Every worker out of its wait, to stop (stopev stays readable). */
+static void workers_wake(mc_store_service_t *svc)
+{
+    uint64_t one = 1;
+    if (write(svc->stopev, &one, sizeof(one)) != (ssize_t)sizeof(one))
+        MC_ERROR(CLIENT, "store service: cannot stop the workers: %s", strerror(errno));
+}
 
 static void svc_free(mc_store_service_t *svc)
 {
@@ -997,6 +1244,14 @@ static void svc_free(mc_store_service_t *svc)
         close(svc->wake[0]);
     if (svc->wake[1] >= 0)
         close(svc->wake[1]);
+    while (svc->chans != NULL) /* (the workers are gone) */
+        chan_close(svc, svc->chans);
+    if (svc->ep >= 0)
+        close(svc->ep);
+    if (svc->qev >= 0)
+        close(svc->qev);
+    if (svc->stopev >= 0)
+        close(svc->stopev);
     mc_free(svc->workers);
     while (svc->cache != NULL) {
         svc_job_t *j = svc->cache;
@@ -1007,7 +1262,6 @@ static void svc_free(mc_store_service_t *svc)
     pthread_mutex_destroy(&svc->cmu);
     pthread_mutex_destroy(&svc->mu);
     pthread_mutex_destroy(&svc->qmu);
-    pthread_cond_destroy(&svc->qcv);
     mc_free(svc);
 }
 
@@ -1029,12 +1283,11 @@ mc_status_t mc_store_service_start(mc_store_t *store, const mc_store_service_opt
         return MC_ERR_NOMEM;
     svc->store = store;
     svc->o = *o;
-    svc->lfd = svc->wake[0] = svc->wake[1] = -1;
+    svc->lfd = svc->wake[0] = svc->wake[1] = svc->ep = svc->qev = svc->stopev = -1;
     svc->group = (gid_t)-1;
     pthread_mutex_init(&svc->mu, NULL);
     pthread_mutex_init(&svc->cmu, NULL);
     pthread_mutex_init(&svc->qmu, NULL);
-    pthread_cond_init(&svc->qcv, NULL);
     snprintf(svc->bind, sizeof(svc->bind), "%s", o->bind ? o->bind : d.bind);
     svc->o.bind = svc->bind;
     svc->o.group = NULL;
@@ -1068,6 +1321,8 @@ mc_status_t mc_store_service_start(mc_store_t *store, const mc_store_service_opt
         st = MC_ERR_SOCKET;
         goto err;
     }
+    if ((st = workers_set(svc)) != MC_OK)
+        goto err;
     mc_reactor_group_opts_t go;
     mc_reactor_group_opts_init(&go);
     go.count = 1;
@@ -1115,9 +1370,7 @@ mc_status_t mc_store_service_start(mc_store_t *store, const mc_store_service_opt
 
 err_workers:
     atomic_store(&svc->stop, 1);
-    pthread_mutex_lock(&svc->qmu);
-    pthread_cond_broadcast(&svc->qcv);
-    pthread_mutex_unlock(&svc->qmu);
+    workers_wake(svc);
     for (unsigned i = 0; i < svc->nworkers; i++)
         pthread_join(svc->workers[i], NULL);
 err_srv:
@@ -1145,9 +1398,7 @@ void mc_store_service_stop(mc_store_service_t *svc)
     /* the calls in flight finish and reply (bounded by the store's timeouts) */
     while (atomic_load(&svc->inflight) > 0)
         usleep(1000);
-    pthread_mutex_lock(&svc->qmu);
-    pthread_cond_broadcast(&svc->qcv);
-    pthread_mutex_unlock(&svc->qmu);
+    workers_wake(svc);
     for (unsigned i = 0; i < svc->nworkers; i++)
         pthread_join(svc->workers[i], NULL);
     mc_rpc_server_destroy(svc->srv);

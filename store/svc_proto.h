@@ -20,6 +20,19 @@
  * The service keeps it mapped until the session ends. A client that shares
  * again after a service restart sends its hello, then each share again.
  *
+ * Call channels (the co-located client's sync calls, without a thread hop
+ * on either side): a client connects to the same unix socket again and
+ * sends svc_channel_t {SVC_OP_CHANNEL, session, token} (no memfd); the
+ * service checks the peer and the session and answers svc_welcome_t. Then
+ * each call is one message: svc_call_t and the body (the body the control
+ * port would carry, SESSION and TOKEN included), at most SVC_CHAN_MAX bytes
+ * in all (a larger body goes to the control port); the answer is one
+ * message: svc_answer_t and the answer's body. One call at a time per
+ * channel; a client that stops waiting (its timeout) closes the channel. A
+ * service worker reads the call and runs it on its own thread; the
+ * client's calling thread sends and waits. Anything that is not a call
+ * closes the channel (logged).
+ *
  * TCP control port (PORT, msgpack RPC as everywhere; methods MC_RPC_SVC_*
  * in rpc/methods.h, fields MC_F_SVC_* in rpc/fields.h): every body carries
  * {SVC_SESSION, SVC_TOKEN}; buffers are (offset, length) pairs inside one
@@ -71,6 +84,24 @@ typedef struct svc_share {
     uint32_t magic, op; /* SVC_MAGIC, SVC_OP_SHARE */
     uint64_t off, len;  /* the session's offsets it takes */
 } svc_share_t;
+
+#define SVC_OP_CHANNEL 2u
+#define SVC_CHAN_MAX 65536u /* bytes of one message on a call channel */
+
+typedef struct svc_channel {
+    uint32_t magic, op; /* SVC_MAGIC, SVC_OP_CHANNEL */
+    uint64_t session, token;
+} svc_channel_t;
+
+typedef struct svc_call {
+    uint32_t magic;  /* SVC_MAGIC */
+    uint32_t method; /* MC_RPC_SVC_* */
+} svc_call_t;        /* followed by the body */
+
+typedef struct svc_answer {
+    uint32_t magic; /* SVC_MAGIC */
+    int32_t status; /* mc_status_t of the call */
+} svc_answer_t;     /* followed by the answer's body */
 
 typedef struct svc_welcome {
     uint32_t magic;

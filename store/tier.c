@@ -329,9 +329,21 @@ mc_status_t mc_tier_write_flags(const char *dir, const void *key, size_t klen,
                                 const struct iovec *iov, size_t iovcnt, uint64_t size, int sync_dir,
                                 unsigned flags)
 {
+    mc_tier_wfile_t w;
+    mc_status_t st = mc_tier_wopen(dir, key, klen, iov, iovcnt, size, flags, &w);
+    if (st != MC_OK)
+        return st;
+    return mc_tier_wcommit(&w, fsync(w.fd) == 0 ? 0 : errno, sync_dir);
+}
+
+mc_status_t mc_tier_wopen(const char *dir, const void *key, size_t klen, const struct iovec *iov,
+                          size_t iovcnt, uint64_t size, unsigned flags, mc_tier_wfile_t *w)
+{
+    w->fd = -1;
+    w->path[0] = w->tmp[0] = '\0';
     if (klen == 0 || klen > MC_TIER_KEY_MAX || memchr(key, '\0', klen) != NULL)
         return MC_ERR_INVALID_KEY;
-    char path[PATH_ROOM], tmp[PATH_ROOM];
+    char *path = w->path, *tmp = w->tmp;
     uint8_t *head = mc_malloc(HEAD_ROOM);
     struct iovec *v = mc_malloc((iovcnt + 1) * sizeof(*v));
     mc_status_t st = MC_ERR_NOMEM;
@@ -366,7 +378,7 @@ mc_status_t mc_tier_write_flags(const char *dir, const void *key, size_t klen,
     char *slash = strrchr(path, '/');
     size_t dl = (size_t)(slash - path);
     memcpy(tmp, path, dl);
-    snprintf(tmp + dl, sizeof(tmp) - dl, "/.tmp-%d-%lu", (int)getpid(),
+    snprintf(tmp + dl, sizeof(w->tmp) - dl, "/.tmp-%d-%lu", (int)getpid(),
              atomic_fetch_add(&tmp_seq, 1));
 
     v[0].iov_base = head;
@@ -379,45 +391,65 @@ mc_status_t mc_tier_write_flags(const char *dir, const void *key, size_t klen,
         st = MC_ERR_FILE_WRITE_FAIL;
         goto out;
     }
-    const char *what = "writing";
-    if (write_all(fd, v, (int)iovcnt + 1) != 0)
-        goto err_unlink;
-    what = "syncing";
-    if (fsync(fd) != 0)
-        goto err_unlink;
-    what = "closing";
-    int rc = close(fd);
-    fd = -1;
-    if (rc != 0)
-        goto err_unlink;
-    what = "renaming";
-    if (rename(tmp, path) != 0)
-        goto err_unlink;
-    if (sync_dir) {
-        *slash = '\0';
-        int dfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (dfd < 0 || fsync(dfd) != 0)
-            MC_WARN(TIER, "cannot sync directory '%s': %s", path, strerror(errno));
-        if (dfd >= 0)
-            close(dfd);
-        *slash = '/';
-    }
-    st = MC_OK;
-    goto out;
-
-err_unlink:
-    MC_ERROR(TIER, "%s '%s' failed: %s", what, tmp, strerror(errno));
-    if (fd >= 0)
+    if (write_all(fd, v, (int)iovcnt + 1) != 0) {
+        MC_ERROR(TIER, "writing '%s' failed: %s", tmp, strerror(errno));
         close(fd);
+        fd = -1;
+        unlink(tmp);
+        st = MC_ERR_FILE_WRITE_FAIL;
+        goto out;
+    }
+    w->fd = fd; /* the caller's now */
     fd = -1;
-    unlink(tmp);
-    st = MC_ERR_FILE_WRITE_FAIL;
+    st = MC_OK;
 out:
     if (fd >= 0)
         close(fd);
     mc_free(v);
     mc_free(head);
     return st;
+}
+
+mc_status_t mc_tier_wcommit(mc_tier_wfile_t *w, int sync_errno, int sync_dir)
+{
+    const char *what = "syncing";
+    errno = sync_errno;
+    if (sync_errno != 0)
+        goto err_unlink;
+    what = "closing";
+    int rc = close(w->fd);
+    w->fd = -1;
+    if (rc != 0)
+        goto err_unlink;
+    what = "renaming";
+    if (rename(w->tmp, w->path) != 0)
+        goto err_unlink;
+    if (sync_dir) {
+        char *slash = strrchr(w->path, '/');
+        *slash = '\0';
+        int dfd = open(w->path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (dfd < 0 || fsync(dfd) != 0)
+            MC_WARN(TIER, "cannot sync directory '%s': %s", w->path, strerror(errno));
+        if (dfd >= 0)
+            close(dfd);
+        *slash = '/';
+    }
+    return MC_OK;
+
+err_unlink:
+    MC_ERROR(TIER, "%s '%s' failed: %s", what, w->tmp, strerror(errno));
+    mc_tier_wabort(w);
+    return MC_ERR_FILE_WRITE_FAIL;
+}
+
+void mc_tier_wabort(mc_tier_wfile_t *w)
+{
+    if (w->fd >= 0)
+        close(w->fd);
+    w->fd = -1;
+    if (w->tmp[0] != '\0')
+        unlink(w->tmp);
+    w->tmp[0] = '\0';
 }
 
 mc_status_t mc_tier_read(const char *dir, const void *key, size_t klen, void *buf, uint64_t room,
@@ -514,16 +546,14 @@ mc_status_t mc_tier_open_read(const char *dir, const void *key, size_t klen, uin
     f->checksum = h.checksum;
     f->data_off = h.data_off;
     if (want_direct && (h.flags & MC_TIER_F_ALIGNED)) {
-        /* a second descriptor: the file system may refuse O_DIRECT (then
-         * the buffered one serves) */
-        int dfd = open(f->path, O_RDONLY | O_CLOEXEC | O_DIRECT);
-        if (dfd >= 0) {
-            close(fd);
-            f->fd = dfd;
+        /* the same descriptor (no second lookup of the path, and surely the
+         * file whose header was checked); a file system that refuses
+         * O_DIRECT (EINVAL) leaves it buffered */
+        int fl = fcntl(fd, F_GETFL);
+        if (fl >= 0 && fcntl(fd, F_SETFL, fl | O_DIRECT) == 0)
             f->direct = 1;
-        } else {
+        else
             f->direct_errno = errno;
-        }
     }
     return MC_OK;
 }

@@ -124,6 +124,26 @@ mc_status_t mc_tier_write_flags(const char *dir, const void *key, size_t klen,
                                 const struct iovec *iov, size_t iovcnt, uint64_t size, int sync_dir,
                                 unsigned flags);
 
+/* mc_tier_write_flags in steps, for a writer that syncs several files at
+ * once (the node-local offload's batches): mc_tier_wopen writes key's file
+ * to a temp file, not synced (MC_OK: w->fd open; else as mc_tier_write, and
+ * nothing is left); the caller syncs w->fd (fsync, or io_uring's) and gives
+ * mc_tier_wcommit the sync's errno (0: synced): it closes the file and
+ * renames it over key's name (sync_dir: and fsyncs the directory); on a
+ * failed sync, close or rename the temp file is deleted (MC_ERR_FILE_WRITE_FAIL,
+ * logged with the path). mc_tier_wabort deletes a temp file not committed.
+ * A node killed in between leaves only the temp file: never read as an
+ * object, deleted by the next scan. */
+typedef struct mc_tier_wfile {
+    int fd;
+    char path[4096 + MC_TIER_REL_MAX]; /* the key's file */
+    char tmp[4096 + MC_TIER_REL_MAX];  /* the temp file being written */
+} mc_tier_wfile_t;
+mc_status_t mc_tier_wopen(const char *dir, const void *key, size_t klen, const struct iovec *iov,
+                          size_t iovcnt, uint64_t size, unsigned flags, mc_tier_wfile_t *w);
+mc_status_t mc_tier_wcommit(mc_tier_wfile_t *w, int sync_errno, int sync_dir);
+void mc_tier_wabort(mc_tier_wfile_t *w);
+
 /* Read key's data into buf (room bytes). expect: the size the master
  * reported, 0 = any. *size receives the data size. MC_OK,
  * MC_ERR_FILE_NOT_FOUND, MC_ERR_CHECKSUM_MISMATCH (corrupt header or data,

@@ -12,9 +12,14 @@
  * a wrong token and malformed bodies refused with nothing touched and the
  * service still serving; clients killed in the middle of puts leave no
  * session, descriptor or memory behind (a short loop here; 1,000 cycles in
- * perf/fault_service.sh); a hung service times calls out and serves again
- * when it wakes; a killed service fails calls within the timeout and its
- * clients share their memory again when it is back; a second
+ * perf/fault_service.sh); sync calls from several threads of one client at
+ * once on call channels (byte for byte; the channels end with their
+ * client); a raw call channel: its session and token checked at open and at
+ * every call, offsets outside the session refused, junk closes it; a hung
+ * service times calls out and serves again when it wakes; a service killed
+ * while callers wait on their channels fails them at once; a killed service
+ * fails calls within the timeout and its clients share their memory again
+ * when it is back; a second
  * service on the same port is refused at start; a user the service does
  * not admit is refused; a pool larger than the host has fails at open.
  */
@@ -25,6 +30,7 @@
 #include <cmocka.h>
 
 #include <inttypes.h>
+#include <pthread.h>
 #include <sys/mman.h>
 #include <stdatomic.h>
 
@@ -462,6 +468,105 @@ static void the_store_cases_pass_through_the_service(void **state)
     sc_wait_parked_space();
 }
 
+/* ------------------------------------------------------ call channels */
+
+/* Connections the service holds on its unix socket (its listener, one per
+ * session, one per call channel): the lines of /proc/net/unix with its name
+ * (accepted sockets carry the listener's name; clients' have none). */
+static int svc_sockets(env_t *e)
+{
+    char name[80], line[512];
+    snprintf(name, sizeof(name), " @" SVC_SOCK_FMT "\n", e->svc_port);
+    FILE *f = fopen("/proc/net/unix", "r");
+    int n = 0;
+    while (f != NULL && fgets(line, sizeof(line), f) != NULL) {
+        size_t l = strlen(line), nl = strlen(name);
+        n += l >= nl && strcmp(line + l - nl, name) == 0;
+    }
+    if (f != NULL)
+        fclose(f);
+    return n;
+}
+
+typedef struct caller {
+    mc_store_t *s;
+    int id;
+    int errors;
+    char why[160];
+} caller_t;
+
+enum { CALLERS = 8, CALLS = 12 };
+
+/* One thread's calls: values in pool memory (in place) and in plain memory
+ * (through staging), read back into both, each checked byte for byte. */
+static void *caller_main(void *arg)
+{
+    caller_t *c = arg;
+    size_t len = 256 * 1024 + (size_t)c->id * 4099;
+    uint8_t *pv = mc_store_alloc_from_mem_pool(c->s, len);
+    uint8_t *pb = mc_store_alloc_from_mem_pool(c->s, len);
+    uint8_t *v = malloc(len), *b = malloc(len);
+    for (int i = 0; i < CALLS && c->errors == 0; i++) {
+        if (pv == NULL || pb == NULL || v == NULL || b == NULL) {
+            snprintf(c->why, sizeof(c->why), "no memory");
+            c->errors++;
+            break;
+        }
+        char key[64];
+        int kl = snprintf(key, sizeof(key), "chan-%d-%d", c->id, i);
+        uint8_t *src = i % 2 ? pv : v, *dst = i % 3 ? b : pb;
+        fill(src, len, (uint64_t)(c->id * 1000 + i));
+        memset(dst, 0, len);
+        mc_status_t st = mc_store_put(c->s, key, (size_t)kl, src, len, NULL);
+        int64_t got = st == MC_OK ? mc_store_get(c->s, key, (size_t)kl, dst, len, NULL) : st;
+        int ex = mc_store_exist(c->s, key, (size_t)kl);
+        mc_status_t rm = mc_store_remove(c->s, key, (size_t)kl, 1);
+        if (st != MC_OK || got != (int64_t)len || memcmp(dst, src, len) != 0 || ex != 1 ||
+            rm != MC_OK) {
+            snprintf(c->why, sizeof(c->why), "%s: put %s, get %lld, exist %d, remove %s", key,
+                     mc_status_str(st), (long long)got, ex, mc_status_str(rm));
+            c->errors++;
+        }
+    }
+    if (pv != NULL)
+        mc_store_free_to_mem_pool(c->s, pv);
+    if (pb != NULL)
+        mc_store_free_to_mem_pool(c->s, pb);
+    free(v);
+    free(b);
+    return NULL;
+}
+
+static void callers_on_several_threads_share_call_channels_byte_for_byte(void **state)
+{
+    env_t *e = *state;
+    int before = svc_sockets(e);
+    mc_store_t *s = NULL;
+    assert_int_equal(open_dummy(e, &s), MC_OK); /* its own session and channels */
+    pthread_t th[CALLERS];
+    caller_t c[CALLERS];
+    for (int i = 0; i < CALLERS; i++) {
+        c[i] = (caller_t){.s = s, .id = i};
+        assert_int_equal(pthread_create(&th[i], NULL, caller_main, &c[i]), 0);
+    }
+    for (int i = 0; i < CALLERS; i++) {
+        pthread_join(th[i], NULL);
+        if (c[i].errors != 0)
+            fail_msg("caller %d: %s", i, c[i].why);
+    }
+    /* the calls ran on channels: at least one, at most one per caller (its
+     * session besides) */
+    int chans = svc_sockets(e) - before - 1;
+    print_message("%d call channel(s) for %d threads\n", chans, CALLERS);
+    assert_true(chans >= 1 && chans <= CALLERS);
+    /* they end with their client */
+    mc_store_close(s);
+    uint64_t end = mc_now_ms() + 5000 * SLOW;
+    while (svc_sockets(e) > before && mc_now_ms() < end)
+        usleep(20000);
+    assert_int_equal(svc_sockets(e), before);
+}
+
 /* ------------------------------------------------------ raw sessions */
 
 typedef struct raw_session {
@@ -516,7 +621,8 @@ static void raw_close(raw_session_t *r)
 {
     mc_rpc_client_destroy(r->rpc);
     mc_reactor_group_destroy(r->g);
-    close(r->conn);
+    if (r->conn >= 0)
+        close(r->conn);
     mc_shm_destroy(&r->mem);
 }
 
@@ -630,6 +736,124 @@ static void offsets_outside_a_session_and_bad_calls_are_refused_and_nothing_is_t
     mc_shm_destroy(&more); /* the service keeps its mapping */
     assert_int_equal(raw_call(&r, MC_RPC_SVC_GET, r.token, "raw", in_more, 1), MC_OK);
     assert_int_equal(mc_store_remove(e->s, "raw", 3, 1), MC_OK);
+    raw_close(&r);
+}
+
+/* A call channel of r's session (token given): the welcome's status; *fd
+ * the channel when MC_OK. */
+static mc_status_t raw_chan(env_t *e, raw_session_t *r, uint64_t token, int *fd)
+{
+    char sock[64];
+    snprintf(sock, sizeof(sock), SVC_SOCK_FMT, e->svc_port);
+    assert_int_equal(mc_unix_connect(sock, 5000000, fd), MC_OK);
+    svc_channel_t m = {.magic = SVC_MAGIC, .op = SVC_OP_CHANNEL, .session = r->id, .token = token};
+    assert_int_equal(mc_unix_send(*fd, &m, sizeof(m), -1), MC_OK);
+    svc_welcome_t w;
+    size_t got = 0;
+    int nofd = -1;
+    assert_int_equal(mc_unix_recv(*fd, &w, sizeof(w), &got, &nofd), MC_OK);
+    assert_int_equal(got, sizeof(w));
+    if (w.status != MC_OK) {
+        close(*fd);
+        *fd = -1;
+    }
+    return (mc_status_t)w.status;
+}
+
+/* A call on channel fd (KEY and PARTS as raw_call): the answer's status, or
+ * the channel's failure (CONN_CLOSED: the service closed it). */
+static mc_status_t raw_chan_call(int fd, raw_session_t *r, uint32_t method, uint64_t token,
+                                 const char *key, const uint64_t *parts, unsigned np)
+{
+    mc_buf_t msg = MC_BUF_INIT;
+    svc_call_t hd = {.magic = SVC_MAGIC, .method = method};
+    assert_int_equal(mc_buf_append(&msg, &hd, sizeof(hd)), MC_OK);
+    mc_mp_writer_t w;
+    mc_mp_writer_init(&w, &msg);
+    mc_mp_write_map(&w, 4);
+    mc_mp_write_uint(&w, MC_F_SVC_SESSION);
+    mc_mp_write_uint(&w, r->id);
+    mc_mp_write_uint(&w, MC_F_SVC_TOKEN);
+    mc_mp_write_uint(&w, token);
+    mc_mp_write_uint(&w, MC_F_KEY);
+    mc_mp_write_bin(&w, key, strlen(key));
+    mc_mp_write_uint(&w, MC_F_SVC_PARTS);
+    mc_mp_write_array(&w, 2 * np);
+    for (unsigned i = 0; i < 2 * np; i++)
+        mc_mp_write_uint(&w, parts[i]);
+    mc_status_t st = mc_unix_send(fd, mc_buf_head(&msg), mc_buf_used(&msg), -1);
+    mc_buf_fini(&msg);
+    static uint8_t in[SVC_CHAN_MAX];
+    size_t got = 0;
+    int nofd = -1;
+    if (st == MC_OK)
+        st = mc_unix_recv(fd, in, sizeof(in), &got, &nofd);
+    if (st != MC_OK)
+        return st;
+    svc_answer_t ans;
+    assert_true(got >= sizeof(ans));
+    memcpy(&ans, in, sizeof(ans));
+    assert_int_equal(ans.magic, SVC_MAGIC);
+    return (mc_status_t)ans.status;
+}
+
+static void a_call_channel_checks_its_session_its_token_and_every_offset(void **state)
+{
+    env_t *e = *state;
+    raw_session_t r = {0};
+    raw_open(e, &r, 1 * MIB);
+    uint8_t *mem = r.mem.base;
+    uint64_t L = r.mem.len;
+    int ch = -1;
+    /* a wrong token, an unknown session: no channel */
+    assert_int_equal(raw_chan(e, &r, r.token ^ 1, &ch), MC_ERR_CLIENT_NOT_FOUND);
+    assert_int_equal(raw_chan(e, &r, r.token, &ch), MC_OK);
+    /* a put and a get through it, on our memory */
+    fill(mem, 5000, 77);
+    const uint64_t ok[2] = {0, 5000}, back[2] = {L - 5000, 5000};
+    assert_int_equal(raw_chan_call(ch, &r, MC_RPC_SVC_PUT, r.token, "rawchan", ok, 1), MC_OK);
+    assert_int_equal(raw_chan_call(ch, &r, MC_RPC_SVC_GET, r.token, "rawchan", back, 1), MC_OK);
+    assert_memory_equal(mem + L - 5000, mem, 5000);
+    /* offsets outside the session's memory: refused, the channel serves on */
+    fill(mem, L, 42);
+    const uint64_t bad[][2] = {{L - 10, 11}, {L, 1}, {UINT64_MAX - 5, 10}, {0, 0}, {5, L}};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        assert_int_equal(raw_chan_call(ch, &r, MC_RPC_SVC_GET, r.token, "rawchan", bad[i], 1),
+                         MC_ERR_INVALID_PARAMS);
+        assert_int_equal(raw_chan_call(ch, &r, MC_RPC_SVC_PUT, r.token, "rawchan2", bad[i], 1),
+                         MC_ERR_INVALID_PARAMS);
+    }
+    assert_int_equal(mc_store_exist(e->s, "rawchan2", 8), 0);
+    uint8_t *want = malloc(L);
+    assert_non_null(want);
+    fill(want, L, 42);
+    assert_memory_equal(mem, want, L);
+    free(want);
+    /* a call with a wrong token, a method that is no call: refused */
+    assert_int_equal(raw_chan_call(ch, &r, MC_RPC_SVC_GET, r.token ^ 1, "rawchan", ok, 1),
+                     MC_ERR_CLIENT_NOT_FOUND);
+    assert_int_equal(raw_chan_call(ch, &r, 9999, r.token, "rawchan", ok, 1), MC_ERR_NO_METHOD);
+    assert_int_equal(raw_chan_call(ch, &r, MC_RPC_SVC_GET, r.token, "rawchan", ok, 1), MC_OK);
+    /* junk closes the channel (and only it) */
+    assert_int_equal(mc_unix_send(ch, "xyz", 3, -1), MC_OK);
+    uint8_t x[16];
+    size_t got = 0;
+    int nofd = -1;
+    assert_int_equal(mc_unix_recv(ch, x, sizeof(x), &got, &nofd), MC_ERR_CONN_CLOSED);
+    close(ch);
+    assert_int_equal(raw_chan(e, &r, r.token, &ch), MC_OK);
+    assert_int_equal(raw_chan_call(ch, &r, MC_RPC_SVC_EXIST, r.token, "rawchan", ok, 1), MC_OK);
+    /* the session's end: its channels' calls find no session */
+    close(r.conn);
+    r.conn = -1;
+    mc_status_t st = MC_OK;
+    uint64_t end = mc_now_ms() + 5000 * SLOW;
+    while ((st = raw_chan_call(ch, &r, MC_RPC_SVC_GET, r.token, "rawchan", ok, 1)) == MC_OK &&
+           mc_now_ms() < end)
+        usleep(20000);
+    assert_int_equal(st, MC_ERR_CLIENT_NOT_FOUND);
+    close(ch);
+    assert_int_equal(mc_store_remove(e->s, "rawchan", 7, 1), MC_OK);
     raw_close(&r);
 }
 
@@ -803,6 +1027,67 @@ static void a_hung_service_times_calls_out_and_serves_again_when_it_wakes(void *
     assert_int_equal(mc_store_remove(e->s, "awake", 5, 1), MC_OK);
 }
 
+typedef struct waiter {
+    mc_store_t *s;
+    uint8_t *v;
+    int id;
+    mc_status_t st;
+    uint64_t done_us;
+} waiter_t;
+
+static void *waiter_main(void *arg)
+{
+    waiter_t *w = arg;
+    char key[32];
+    int kl = snprintf(key, sizeof(key), "waiting-%d", w->id);
+    w->st = mc_store_put(w->s, key, (size_t)kl, w->v, 4096, NULL);
+    w->done_us = mc_now_us();
+    return NULL;
+}
+
+static void a_service_killed_while_callers_wait_fails_them_at_once(void **state)
+{
+    env_t *e = *state;
+    enum { N = 3 };
+    uint8_t *v = mc_store_alloc_from_mem_pool(e->s, 4096);
+    assert_non_null(v);
+    fill(v, 4096, 12);
+    assert_int_equal(mc_store_put(e->s, "warm", 4, v, 4096, NULL), MC_OK); /* a channel */
+    assert_int_equal(mc_store_remove(e->s, "warm", 4, 1), MC_OK);
+    /* callers wait on their channels (or for a new channel's answer) */
+    assert_int_equal(test_proc_freeze(e->c.node[0].proc.pid), 0);
+    pthread_t th[N];
+    waiter_t w[N];
+    for (int i = 0; i < N; i++) {
+        w[i] = (waiter_t){.s = e->s, .v = v, .id = i, .st = MC_OK};
+        assert_int_equal(pthread_create(&th[i], NULL, waiter_main, &w[i]), 0);
+    }
+    usleep(300000); /* (well inside RPC_TIMEOUT_US) */
+    uint64_t t0 = mc_now_us();
+    tc_node_stop(&e->c.node[0], SIGKILL);
+    for (int i = 0; i < N; i++) {
+        pthread_join(th[i], NULL);
+        uint64_t dt = w[i].done_us > t0 ? w[i].done_us - t0 : 0;
+        print_message("caller %d: %s %llu ms after the kill\n", i, mc_status_str(w[i].st),
+                      (unsigned long long)(dt / 1000));
+        /* its end, not its timeout, fails the call */
+        assert_int_equal(w[i].st, MC_ERR_CONN_CLOSED);
+        assert_true(dt < RPC_TIMEOUT_US / 2);
+    }
+    /* back: the client shares again, on new channels */
+    assert_int_equal(start_node(e), 0);
+    mc_status_t st = MC_ERR_CONN_CLOSED;
+    for (int i = 0; i < 50 && st != MC_OK; i++)
+        if ((st = mc_store_put(e->s, "back", 4, v, 4096, NULL)) != MC_OK)
+            usleep(100000);
+    assert_int_equal(st, MC_OK);
+    uint8_t b[4096];
+    assert_int_equal(mc_store_get(e->s, "back", 4, b, sizeof(b), NULL), 4096);
+    assert_memory_equal(b, v, 4096);
+    assert_int_equal(mc_store_remove(e->s, "back", 4, 1), MC_OK);
+    assert_int_equal(mc_store_free_to_mem_pool(e->s, v), MC_OK);
+}
+
 static void a_killed_service_fails_calls_in_time_and_clients_share_again(void **state)
 {
     env_t *e = *state;
@@ -868,17 +1153,20 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(four_client_processes_put_and_get_concurrently_byte_for_byte),
         cmocka_unit_test(the_c_api_works_through_the_service),
+        cmocka_unit_test(callers_on_several_threads_share_call_channels_byte_for_byte),
         cmocka_unit_test(the_store_cases_pass_through_the_service),
         cmocka_unit_test(pins_and_upserts_reach_the_master_through_the_service),
         cmocka_unit_test(shared_memory_registered_later_travels_in_place),
         cmocka_unit_test(
             offsets_outside_a_session_and_bad_calls_are_refused_and_nothing_is_touched),
+        cmocka_unit_test(a_call_channel_checks_its_session_its_token_and_every_offset),
         cmocka_unit_test(killed_clients_leave_no_session_descriptor_or_memory_behind),
         cmocka_unit_test(a_second_service_on_the_port_is_refused_at_start),
         cmocka_unit_test(a_user_the_service_does_not_admit_is_refused),
         cmocka_unit_test(a_pool_larger_than_the_host_has_fails_at_open),
         cmocka_unit_test(a_hung_service_times_calls_out_and_serves_again_when_it_wakes),
-        /* last: restarts the service */
+        /* last: restart the service */
+        cmocka_unit_test(a_service_killed_while_callers_wait_fails_them_at_once),
         cmocka_unit_test(a_killed_service_fails_calls_in_time_and_clients_share_again),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

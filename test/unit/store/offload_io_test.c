@@ -2,7 +2,8 @@
  * store/offload_io.c: queued reads complete with the file's bytes (also
  * when more are queued than run at once, in any order), a read past the end
  * of the file is short, a bad descriptor fails that read alone, and the
- * queue refuses more than its depth; a watched eventfd wakes the reap. Runs on io_uring when the
+ * queue refuses more than its depth; a watched eventfd wakes the reap;
+ * fsyncs queued among them complete with their own results. Runs on io_uring when the
  * build has liburing and the kernel allows it, else on pread (printed).
  */
 #include <setjmp.h>
@@ -112,6 +113,23 @@ static void reads_complete_with_the_files_bytes(void **state)
         assert_int_equal(w, MC_ERR_NOT_SUPPORTED); /* pread mode */
     }
     close(efd);
+
+    /* fsyncs queued with a read: each its own result, a bad descriptor's
+     * alone */
+    memset(&s, 0, sizeof(s));
+    assert_int_equal(mc_oio_fsync(io, fd, (void *)(intptr_t)0), MC_OK);
+    assert_int_equal(mc_oio_fsync(io, 12345, (void *)(intptr_t)1), MC_OK);
+    assert_int_equal(mc_oio_read(io, fd, out, PIECE, PIECE, (void *)(intptr_t)2), MC_OK);
+    assert_int_equal(mc_oio_fsync(io, fd, (void *)(intptr_t)3), MC_OK);
+    assert_int_equal(mc_oio_fsync(io, fd, (void *)(intptr_t)4), MC_ERR_LIMIT); /* depth 4 */
+    while (mc_oio_pending(io) > 0)
+        mc_oio_reap(io, on_done, &s);
+    assert_int_equal(s.n, 4);
+    assert_int_equal(s.res[0], 0);
+    assert_int_equal(s.res[1], -EBADF);
+    assert_int_equal(s.res[2], PIECE);
+    assert_memory_equal(out, data + PIECE, PIECE);
+    assert_int_equal(s.res[3], 0);
     mc_oio_destroy(io);
     mc_oio_destroy(NULL);
     close(fd);

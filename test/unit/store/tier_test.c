@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -434,6 +435,71 @@ static void an_owned_scan_deletes_temp_and_cut_short_files(void **state)
     assert_int_equal(access(tmp, F_OK), -1);
 }
 
+/* The write in steps (the offload's batches): until committed, the key's
+ * old file (or none) is what readers get and the new bytes are only in a
+ * temp file; a failed sync or an abort leaves the old file and no temp. */
+static int temps_in(const char *leaf_of)
+{
+    char rel[MC_TIER_REL_MAX], cmd[700];
+    mc_tier_rel_path(leaf_of, strlen(leaf_of), 0, rel);
+    *strrchr(rel, '/') = '\0';
+    snprintf(cmd, sizeof(cmd), "test $(ls -A '%s/%s' | grep -c '^\\.tmp-') = 0", dir, rel);
+    return system(cmd) == 0 ? 0 : 1;
+}
+
+static void a_write_in_steps_shows_the_new_file_only_once_committed(void **state)
+{
+    (void)state;
+    char old[6000], neu[7000], out[8000];
+    memset(old, 'o', sizeof(old));
+    memset(neu, 'n', sizeof(neu));
+    uint64_t size = 0;
+    struct iovec v = {neu, sizeof(neu)};
+    mc_tier_wfile_t w;
+    /* a new key: nothing to read before the commit */
+    assert_int_equal(mc_tier_wopen(dir, "s/1", 3, &v, 1, sizeof(neu), MC_TIER_F_ALIGNED, &w),
+                     MC_OK);
+    assert_true(w.fd >= 0);
+    assert_int_equal(temps_in("s/1"), 1);
+    assert_int_equal(mc_tier_read(dir, "s/1", 3, out, sizeof(out), 0, &size),
+                     MC_ERR_FILE_NOT_FOUND);
+    assert_int_equal(mc_tier_wcommit(&w, fsync(w.fd) == 0 ? 0 : errno, 0), MC_OK);
+    assert_int_equal(w.fd, -1);
+    assert_int_equal(temps_in("s/1"), 0);
+    assert_int_equal(mc_tier_read(dir, "s/1", 3, out, sizeof(out), sizeof(neu), &size), MC_OK);
+    assert_memory_equal(out, neu, sizeof(neu));
+
+    /* replacing a key: the old bytes until the commit */
+    struct iovec vo = {old, sizeof(old)};
+    assert_int_equal(mc_tier_write(dir, "s/2", 3, &vo, 1, sizeof(old), 0), MC_OK);
+    assert_int_equal(mc_tier_wopen(dir, "s/2", 3, &v, 1, sizeof(neu), MC_TIER_F_ALIGNED, &w),
+                     MC_OK);
+    assert_int_equal(mc_tier_read(dir, "s/2", 3, out, sizeof(out), 0, &size), MC_OK);
+    assert_int_equal(size, sizeof(old));
+    assert_memory_equal(out, old, sizeof(old));
+    /* the sync failed (EIO): not renamed, the temp file gone */
+    assert_int_equal(mc_tier_wcommit(&w, EIO, 0), MC_ERR_FILE_WRITE_FAIL);
+    assert_int_equal(temps_in("s/2"), 0);
+    assert_int_equal(mc_tier_read(dir, "s/2", 3, out, sizeof(out), 0, &size), MC_OK);
+    assert_int_equal(size, sizeof(old));
+    /* an abort: the same */
+    assert_int_equal(mc_tier_wopen(dir, "s/2", 3, &v, 1, sizeof(neu), 0, &w), MC_OK);
+    mc_tier_wabort(&w);
+    assert_int_equal(w.fd, -1);
+    assert_int_equal(temps_in("s/2"), 0);
+    assert_int_equal(mc_tier_read(dir, "s/2", 3, out, sizeof(out), 0, &size), MC_OK);
+    assert_memory_equal(out, old, sizeof(old));
+    /* then committed: the new bytes */
+    assert_int_equal(mc_tier_wopen(dir, "s/2", 3, &v, 1, sizeof(neu), 0, &w), MC_OK);
+    assert_int_equal(mc_tier_wcommit(&w, 0, 1), MC_OK);
+    assert_int_equal(mc_tier_read(dir, "s/2", 3, out, sizeof(out), 0, &size), MC_OK);
+    assert_int_equal(size, sizeof(neu));
+    assert_memory_equal(out, neu, sizeof(neu));
+    /* a bad key opens nothing */
+    assert_int_equal(mc_tier_wopen(dir, "", 0, &v, 1, sizeof(neu), 0, &w), MC_ERR_INVALID_KEY);
+    assert_int_equal(w.fd, -1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -454,6 +520,8 @@ int main(void)
         cmocka_unit_test(unknown_header_flags_are_refused),
         cmocka_unit_test_setup_teardown(an_owned_scan_deletes_temp_and_cut_short_files, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(a_write_in_steps_shows_the_new_file_only_once_committed,
+                                        setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
