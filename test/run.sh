@@ -45,6 +45,13 @@ run_one() {
     fail=$((fail + 1))
     failed+=("$name")
     printf 'FAIL %-50s %3ds (exit %d)\n' "$name" $((SECONDS - start)) "$rc"
+    # cmocka's first failed assertions, which a long tail (a sanitizer's
+    # leak report after a failed test) may not reach
+    if grep -qE '^\[   LINE   \]' "$log"; then
+      echo "    | (first failed assertions)"
+      grep -m 6 -E '^\[  ERROR   \]|^\[   LINE   \]' "$log" | sed 's/^/    | /'
+      echo "    | (last 60 lines)"
+    fi
     tail -n 60 "$log" | sed 's/^/    | /'
   fi
   rm -f "$log"
