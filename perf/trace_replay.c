@@ -95,6 +95,7 @@ typedef struct opts {
     unsigned workers, nodes;
     unsigned inflight;    /* requests in flight at most (workers that take them) */
     unsigned put_retries; /* resends of a put refused for want of space */
+    int lease_release;    /* batch gets release their leases when done (store.h) */
     int core;             /* --core: the master's core in-process, simulated clock */
     int afap_given;
     mc_master_opts_t core_opts;
@@ -400,6 +401,7 @@ static int worker_setup(replay_t *r, worker_t *w, unsigned id)
     c.reactors = 1;
     c.local_buffer_size = 8u << 20; /* TCP uses the worker's buffer in place */
     c.shm = strcmp(o->transport, "shm") == 0 ? "on" : "off";
+    c.lease_release = o->lease_release;
     mc_status_t st = mc_store_open(&c, &w->s);
     if (st != MC_OK) {
         fprintf(stderr, "trace_replay: worker %u: cannot open a client of %s: %s\n", id, o->master,
@@ -729,13 +731,25 @@ static int run_core(replay_t *r, run_t *out)
             run++;
         uint32_t hit = 0;
         if (run > 0) {
-            if (mc_master_batch_get_replica_list(m, keys, run, now, descs, 1, nrep, sts) != MC_OK) {
+            /* as the store client's batch get: leases it releases once
+             * its reads are done (here at once: no data moves) */
+            if (mc_master_batch_get_leased(m, keys, run, now, o->lease_release, descs, 1, nrep,
+                                           sts) != MC_OK) {
                 fprintf(stderr, "trace_replay: --core: batch get refused\n");
                 goto out;
             }
             while (hit < run && sts[hit] == MC_OK)
                 hit++;
             w->get_blocks += hit;
+            uint32_t nrel = 0; /* every key granted, as the client's batch get */
+            for (uint32_t j = 0; j < run && o->lease_release; j++)
+                if (sts[j] == MC_OK)
+                    pk[nrel++] = keys[j];
+            if (nrel > 0 && mc_master_batch_lease_release(m, pk, nrel, mc_master_view_version(m),
+                                                          now, now, NULL) != MC_OK) {
+                fprintf(stderr, "trace_replay: --core: lease release refused\n");
+                goto out;
+            }
         }
         /* the blocks to write, plain then pinned, as the live workers do */
         for (int pass = 0; pass < 2; pass++) {
@@ -854,10 +868,13 @@ static const char *core_set(opts_t *o, const char *kv)
             c->eviction_ratio = d;
         else
             c->eviction_high_watermark = d;
-    } else if (KEY("master.allow_evict_soft_pinned_objects")) {
+    } else if (KEY("master.allow_evict_soft_pinned_objects") || KEY("master.lease_release")) {
         if (mc_conf_parse_bool(v, &b) != MC_OK)
             return "--core-set: expected true or false";
-        c->allow_evict_soft_pinned = b;
+        if (KEY("master.lease_release"))
+            c->lease_release = b;
+        else
+            c->allow_evict_soft_pinned = b;
     } else if (KEY("master.evict_sample_max")) {
         unsigned long long n = strtoull(v, &e, 10);
         if (*v == '\0' || *e != '\0' || n < 1 || n > UINT32_MAX)
@@ -878,7 +895,7 @@ typedef struct cli {
     uint64_t workers, capacity, block_size, limit, inflight, put_retries, nodes;
     int64_t master_pid;
     double speedup;
-    bool afap, core, baseline_only, csv_header;
+    bool afap, core, baseline_only, csv_header, lease_release;
 } cli_t;
 
 static const char *const transport_names[] = {"tcp", "shm", NULL};
@@ -904,6 +921,10 @@ static const mc_conf_key_t cli_rows[] = {
     MC_CONF_ROW(cli_t, inflight, "max-inflight", MC_CONF_UINT, "0", 0, MAX_WORKERS,
                 "only K workers take requests (diagnostic: the store's hit rate without the "
                 "concurrency of N; 0: all)"),
+    MC_CONF_ROW(cli_t, lease_release, "lease-release", MC_CONF_BOOL, "true", 0, 0,
+                "batch gets end their read leases when their reads are done (the store "
+                "client's lease_release; the master's master.lease_release must be on); "
+                "false: every lease runs to master.lease_ttl, as upstream's"),
     MC_CONF_ROW(cli_t, put_retries, "put-retries", MC_CONF_UINT, "0", 0, 20,
                 "resend a put refused for want of space up to K times, after 1, 2, 4, ... ms"),
     MC_CONF_ROW(cli_t, soft_pin, "soft-pin", MC_CONF_STRING, "none", 0, 0,
@@ -933,7 +954,8 @@ static const mc_conf_key_t cli_rows[] = {
     MC_CONF_ROW(cli_t, core_set, "core-set", MC_CONF_STRING, "", 0, 0,
                 "K=V, a master option for --core, named as mooncake-master's (repeatable): "
                 "master.lease_ttl, master.soft_pin_ttl, master.allow_evict_soft_pinned_objects, "
-                "master.eviction_ratio, master.eviction_high_watermark_ratio, "
+                "master.lease_release, master.eviction_ratio, "
+                "master.eviction_high_watermark_ratio, "
                 "master.evict_sample_max, server.tick_interval"),
     MC_CONF_ROW(cli_t, csv_header, "csv-header", MC_CONF_BOOL, "false", 0, 0,
                 "print the CSV header line and exit"),
@@ -1044,6 +1066,7 @@ static int parse_opts(int argc, char **argv, opts_t *o)
                   .nodes = (unsigned)c.nodes,
                   .inflight = (unsigned)c.inflight,
                   .put_retries = (unsigned)c.put_retries,
+                  .lease_release = c.lease_release,
                   .core = c.core,
                   .afap_given = c.afap,
                   .capacity = (uint32_t)c.capacity,

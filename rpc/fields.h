@@ -38,10 +38,14 @@ enum mc_proto_field {
     MC_F_ERROR = 30,    /* str: why the call failed */
     MC_F_STATUSES = 31, /* [int] per item */
     MC_F_ENTRIES = 32,
-    MC_F_STATUS = 33, /* int, inside ITEMS */
-    MC_F_LEADER = 34, /* str: "host:port" of the leader, in NOT_LEADER replies (when known) */
-    MC_F_PUT_ID = 35, /* uint: PutStart / BatchPutStart: the client's id of the put, so a
-                         resend is recognised (store/master.h put_id) */
+    MC_F_STATUS = 33,   /* int, inside ITEMS */
+    MC_F_LEADER = 34,   /* str: "host:port" of the leader, in NOT_LEADER replies (when known) */
+    MC_F_PUT_ID = 35,   /* uint: PutStart / BatchPutStart: the client's id of the put, so a
+                           resend is recognised (store/master.h put_id) */
+    MC_F_RELEASE = 36,  /* bool: BATCH_GET_REPLICA_LIST: the reader will send LEASE_RELEASE
+                           for these keys once its reads are done */
+    MC_F_GRANT_US = 37, /* uint: the master's time of a release-able grant (the reply of
+                           such a BATCH_GET_REPLICA_LIST; sent back in LEASE_RELEASE) */
 
     /* transfer engine */
     MC_F_ADDR = 40,      /* uint: absolute address in the target */

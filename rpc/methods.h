@@ -61,6 +61,9 @@ enum mc_rpc_method {
     MC_RPC_OFFLOAD_LOAD = 135, /* {KEY} -> {}: a reader asks for a disk-only object in DRAM;
                                   {KEY, WAIT_US} -> {REPLICAS, LEASE_TTL_US, HELD_US}: held
                                   until its node loaded it, then GetReplicaList's answer */
+    MC_RPC_LEASE_RELEASE = 136, /* {KEYS, GRANT_US, VIEW_VERSION} -> {COUNT}: a reader is done
+                                   with the leases a BATCH_GET_REPLICA_LIST {RELEASE} granted
+                                   (store/master.h mc_master_batch_lease_release) */
 
     /* transfer engine (transport/): descriptor and TCP data */
     MC_RPC_TE_DESC = 400,  /* {} -> {NAME, HOST, PORT, PROTOCOLS, BUFFERS} */

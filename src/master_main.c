@@ -111,6 +111,7 @@ static const mc_conf_key_t meta_keys[] = {
 /* [master]: the semantics of the store. */
 typedef struct master_conf {
     uint64_t lease_ttl;
+    bool lease_release;
     uint64_t soft_pin_ttl;
     uint64_t max_soft_pin_ttl;
     bool allow_evict_soft_pinned;
@@ -141,6 +142,10 @@ typedef struct master_conf {
 static const mc_conf_key_t master_keys[] = {
     MC_CONF_ROW(master_conf_t, lease_ttl, "lease_ttl", MC_CONF_DURATION, "5s", 1000, 3600e6,
                 "read lease a get grants; leased objects are not removed or evicted"),
+    MC_CONF_ROW(master_conf_t, lease_release, "lease_release", MC_CONF_BOOL, "true", 0, 0,
+                "a reader that says it will (batch gets of this project's clients) ends its "
+                "lease when its reads are done, so eviction can take what nobody reads; "
+                "false = every lease runs to lease_ttl, as upstream's"),
     MC_CONF_ROW(master_conf_t, soft_pin_ttl, "soft_pin_ttl", MC_CONF_DURATION, "30m", 1000,
                 86400e6 * 7, "how long a put with soft pin is protected from eviction"),
     MC_CONF_ROW(master_conf_t, max_soft_pin_ttl, "max_soft_pin_ttl", MC_CONF_DURATION, "24h", 1000,
@@ -332,6 +337,7 @@ int main(int argc, char **argv)
         goto out;
     }
     o.master.lease_ttl_us = mcf.lease_ttl;
+    o.master.lease_release = mcf.lease_release;
     o.master.soft_pin_ttl_us = mcf.soft_pin_ttl;
     o.master.max_soft_pin_ttl_us = mcf.max_soft_pin_ttl;
     o.master.allow_evict_soft_pinned = mcf.allow_evict_soft_pinned;

@@ -725,6 +725,10 @@ typedef struct bget_op {
     size_t rk; /* resolve cursor */
     size_t ntasks;
     uint64_t lease_us, t_sent_us;
+    /* the master's grant when it takes our release (LEASE_RELEASE) */
+    int release;
+    uint64_t grant_us;
+    int64_t view;
     mc_status_t err; /* the chunk failed as a whole (BG_DONE reports it) */
     store_waiter_t *w;
 } bget_op_t;
@@ -751,8 +755,17 @@ static void bget_decode_list(store_op_t *h, const mc_rpc_resp_t *resp)
     size_t got = 0;
     if (mc_mcli_dec_items(resp->body, resp->body_len, op->st, op->rep, STORE_MAX_REPLICAS, op->nrep,
                           op->n, &got, &op->lease_us) != MC_OK ||
-        got != op->n)
+        got != op->n) {
         h->wait_st = MC_ERR_PROTOCOL;
+        return;
+    }
+    /* a master that takes releases says when it granted the leases (a
+     * master with lease_release off, or an older one, does not) */
+    int64_t grant = 0, view = 0;
+    op->release = mc_mcli_dec_int(resp->body, resp->body_len, MC_F_GRANT_US, &grant) == MC_OK &&
+                  mc_mcli_dec_int(resp->body, resp->body_len, MC_F_VIEW_VERSION, &view) == MC_OK;
+    op->grant_us = (uint64_t)grant;
+    op->view = view;
 }
 
 static void bget_harvest(store_op_t *h, mc_te_batch_t *b)
@@ -833,8 +846,12 @@ static void bget_plan(mc_store_t *s, bget_op_t *op, size_t i)
 static bget_state_t bget_list(bget_op_t *op)
 {
     mc_mp_writer_t *w = mc_rpc_call_begin(op->h.s->mcli);
-    mc_mcli_keys(w, op->keys, op->n);
+    if (op->h.s->cfg.lease_release)
+        mc_mcli_keys_release(w, op->keys, op->n); /* we release them: bget_release */
+    else
+        mc_mcli_keys(w, op->keys, op->n);
     op->t_sent_us = mc_now_us();
+    op->release = 0;
     mc_status_t st = store_rpc_end(&op->h, MC_RPC_BATCH_GET_REPLICA_LIST, bget_decode_list);
     if (st != MC_INPROGRESS) {
         op->err = st;
@@ -941,9 +958,43 @@ static bget_state_t bget_read(bget_op_t *op)
     return BG_CHECK;
 }
 
-/* As a single get's: reads that ended after the lease are not trusted. */
+static void release_cb(void *arg, const mc_rpc_resp_t *resp)
+{
+    (void)arg;
+    if (resp->status != MC_OK)
+        MC_DEBUG(CLIENT, "lease release: %s (the leases run to their TTL)",
+                 mc_status_str(resp->status));
+}
+
+/* Every read of the chunk is over: tell the master we are done with the
+ * leases it granted (they end now unless another reader holds them), so
+ * eviction need not wait for their TTL. Nobody waits for the answer; a
+ * release that is lost leaves the TTL as the bound. The keys left to single
+ * gets are read under leases of their own. */
+static void bget_release(bget_op_t *op)
+{
+    mc_store_t *s = op->h.s;
+    if (!op->release || s->mcli == NULL)
+        return;
+    size_t k = 0;
+    for (size_t i = 0; i < op->n; i++)
+        k += op->st[i] == MC_OK;
+    if (k == 0)
+        return;
+    mc_mcli_lease_release(mc_rpc_call_begin(s->mcli), op->keys, op->st, op->n, op->grant_us,
+                          op->view);
+    mc_status_t st =
+        mc_rpc_call_end(s->mcli, MC_RPC_LEASE_RELEASE, s->cfg.rpc_timeout_us, release_cb, NULL);
+    if (st != MC_INPROGRESS)
+        MC_DEBUG(CLIENT, "lease release not sent: %s (the leases run to their TTL)",
+                 mc_status_str(st));
+}
+
+/* As a single get's: reads that ended after the lease are not trusted.
+ * Then the leases are released. */
 static bget_state_t bget_check(bget_op_t *op)
 {
+    bget_release(op);
     if (op->lease_us > 0 && mc_now_us() > op->t_sent_us + op->lease_us) {
         MC_WARN(CLIENT, "batch get: the read lease (%llu us) ran out before the reads finished",
                 (unsigned long long)op->lease_us);

@@ -22,6 +22,7 @@ void mc_master_opts_init(mc_master_opts_t *o)
 {
     memset(o, 0, sizeof(*o));
     o->lease_ttl_us = 5 * SEC;
+    o->lease_release = 1;
     o->soft_pin_ttl_us = 30 * 60 * SEC;
     o->max_soft_pin_ttl_us = 24 * 3600 * SEC;
     o->allow_evict_soft_pinned = 1;
@@ -325,6 +326,11 @@ void mc_master_set_journal(mc_master_t *m, mc_master_journal_fn_t fn, void *arg)
 {
     m->jarg = arg;
     m->jfn = fn;
+}
+
+int64_t mc_master_view_version(mc_master_t *m)
+{
+    return __atomic_load_n(&m->view_version, __ATOMIC_ACQUIRE);
 }
 
 void mc_master_set_view_version(mc_master_t *m, int64_t v)

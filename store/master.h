@@ -45,6 +45,9 @@
  *  - Replicas of one object are placed on segments with distinct names (a name
  *    is a host), which implies distinct segments.
  *  - A bad key (empty, too long, NUL inside) is INVALID_KEY everywhere.
+ *  - A reader may end its read lease before the TTL (batch gets that say so:
+ *    mc_master_batch_get_leased, mc_master_batch_lease_release); upstream's
+ *    leases always run to it, as ours do for every other reader.
  */
 #ifndef MC_STORE_MASTER_H
 #define MC_STORE_MASTER_H
@@ -72,6 +75,9 @@ typedef struct mc_master mc_master_t;
 
 typedef struct mc_master_opts {
     uint64_t lease_ttl_us;                 /* read lease granted by a get (5 s) */
+    int lease_release;                     /* readers that say they will may end their
+                                            * lease before its TTL (1; 0: every lease
+                                            * runs to its TTL, as upstream's) */
     uint64_t soft_pin_ttl_us;              /* default soft pin window (30 min) */
     uint64_t max_soft_pin_ttl_us;          /* cap of a per-put soft pin window (24 h) */
     int allow_evict_soft_pinned;           /* pinned objects may go, after all others (1) */
@@ -348,6 +354,39 @@ mc_status_t mc_master_get_replica_list(mc_master_t *m, const char *key, size_t k
 mc_status_t mc_master_batch_get_replica_list(mc_master_t *m, const mc_master_key_t *keys, size_t n,
                                              uint64_t now_us, mc_master_replica_desc_t *descs,
                                              uint32_t room, uint32_t *nrep, mc_status_t *st);
+
+/* Early lease release (our extension; upstream's leases always run to their
+ * TTL). mc_master_batch_get_replica_list with release = 1: the caller (one
+ * reader) promises to call mc_master_batch_lease_release for these keys,
+ * with this master's view_version and grant_us = now_us, once its reads are
+ * done. An object's lease then ends as soon as every reader that holds it
+ * has released it, instead of lease_ttl after the last grant, so that
+ * eviction and remove can take objects nobody reads any more; the TTL stays
+ * the bound when a release is lost or its reader dies (the master does not
+ * track which client holds which lease: a dead reader's leases end by their
+ * TTL, which by default is shorter than client_ttl). A grant with
+ * release = 0 (upstream clients, regex gets, offload loads) keeps the lease
+ * to its deadline, as do soft-pinned objects. release is ignored when
+ * opts.lease_release is 0. Otherwise as mc_master_batch_get_replica_list. */
+mc_status_t mc_master_batch_get_leased(mc_master_t *m, const mc_master_key_t *keys, size_t n,
+                                       uint64_t now_us, int release,
+                                       mc_master_replica_desc_t *descs, uint32_t room,
+                                       uint32_t *nrep, mc_status_t *st);
+
+/* A reader is done with the objects of keys, granted by
+ * mc_master_batch_get_leased(release = 1) at grant_us on the master of
+ * view_version. A release counts only for the lease period it was granted
+ * in: not after the lease ended (by its TTL, or released), not for another
+ * object of the key (removed and put again), not for a grant of another
+ * master (view_version differs: a restart or a failover) or older than
+ * lease_ttl; those release nothing, which is safe (the lease runs to its
+ * TTL). Invalid keys and absent objects are skipped. *released (may be NULL)
+ * receives how many releases counted.
+ * MC_OK, MC_ERR_INVALID_PARAMS (keys NULL with n > 0, grant_us after
+ * now_us), MC_ERR_NOMEM. */
+mc_status_t mc_master_batch_lease_release(mc_master_t *m, const mc_master_key_t *keys, size_t n,
+                                          int64_t view_version, uint64_t grant_us, uint64_t now_us,
+                                          size_t *released);
 
 /* Return non-zero to stop. */
 typedef int (*mc_master_replicas_cb_t)(void *arg, const char *key, size_t key_len,
@@ -744,6 +783,9 @@ mc_status_t mc_master_apply(mc_master_t *m, const mc_master_jrec_t *r, uint64_t 
  * snapshot). For a master no other thread mutates (a standby): the records
  * of a master being changed meanwhile may not be one consistent state. */
 void mc_master_snapshot(mc_master_t *m, mc_master_journal_fn_t fn, void *arg);
+
+/* The version pings report now. */
+int64_t mc_master_view_version(mc_master_t *m);
 
 /* The version pings report from now on (a new leader's view). */
 void mc_master_set_view_version(mc_master_t *m, int64_t v);

@@ -81,6 +81,32 @@ void mc_mcli_keys(mc_mp_writer_t *w, const mc_master_key_t *keys, size_t n)
     field_keys(w, keys, n);
 }
 
+void mc_mcli_keys_release(mc_mp_writer_t *w, const mc_master_key_t *keys, size_t n)
+{
+    mc_mp_write_map(w, 2);
+    field_keys(w, keys, n);
+    mc_mp_write_uint(w, MC_F_RELEASE);
+    mc_mp_write_bool(w, 1);
+}
+
+void mc_mcli_lease_release(mc_mp_writer_t *w, const mc_master_key_t *keys, const mc_status_t *st,
+                           size_t n, uint64_t grant_us, int64_t view_version)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        k += st == NULL || st[i] == MC_OK;
+    mc_mp_write_map(w, 3);
+    mc_mp_write_uint(w, MC_F_KEYS);
+    mc_mp_write_array(w, (uint32_t)k);
+    for (size_t i = 0; i < n; i++)
+        if (st == NULL || st[i] == MC_OK)
+            mc_mp_write_bin(w, keys[i].data, keys[i].len);
+    mc_mp_write_uint(w, MC_F_GRANT_US);
+    mc_mp_write_uint(w, grant_us);
+    mc_mp_write_uint(w, MC_F_VIEW_VERSION);
+    mc_mp_write_int(w, view_version);
+}
+
 void mc_mcli_remove(mc_mp_writer_t *w, const void *key, size_t klen, int force)
 {
     mc_mp_write_map(w, 2);

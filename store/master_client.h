@@ -34,6 +34,13 @@ void mc_mcli_client_keys(mc_mp_writer_t *w, mc_uuid_t client, const mc_master_ke
 void mc_mcli_key(mc_mp_writer_t *w, const void *key, size_t klen);
 /* BATCH_GET_REPLICA_LIST, BATCH_EXIST_KEY */
 void mc_mcli_keys(mc_mp_writer_t *w, const mc_master_key_t *keys, size_t n);
+/* BATCH_GET_REPLICA_LIST of a reader that will release the leases (RELEASE) */
+void mc_mcli_keys_release(mc_mp_writer_t *w, const mc_master_key_t *keys, size_t n);
+/* LEASE_RELEASE of the keys a BATCH_GET_REPLICA_LIST {RELEASE} granted at
+ * grant_us (its reply's GRANT_US) by the master of view_version: those of
+ * keys[0..n) whose st[i] is MC_OK (every one when st is NULL) */
+void mc_mcli_lease_release(mc_mp_writer_t *w, const mc_master_key_t *keys, const mc_status_t *st,
+                           size_t n, uint64_t grant_us, int64_t view_version);
 void mc_mcli_remove(mc_mp_writer_t *w, const void *key, size_t klen, int force);
 void mc_mcli_batch_remove(mc_mp_writer_t *w, const mc_master_key_t *keys, size_t n, int force);
 /* GET_REPLICA_LIST_BY_REGEX (force ignored), REMOVE_BY_REGEX */

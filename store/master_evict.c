@@ -604,7 +604,7 @@ int evict_for(mc_master_t *m, uint64_t size, uint64_t now_us, char *seg_name)
     pthread_mutex_lock(&m->evict_lock);
     offload_cycle_start(m);
     vec_t fixedv = {.elem = sizeof(fixed_rng_t)}, evv = {.elem = sizeof(ev_rng_t)};
-    if (now_us < m->evict_nofit_until_us && need >= m->evict_nofit_size)
+    if (now_us < atomic_load(&m->evict_nofit_until_us) && need >= m->evict_nofit_size)
         goto out;
     if (collect_fixed(m, now_us, &fixedv) != MC_OK)
         goto out;
@@ -615,9 +615,9 @@ int evict_for(mc_master_t *m, uint64_t size, uint64_t now_us, char *seg_name)
     size_t f0 = 0, f1 = 0;
     if (!choose_segment(m, &fixedv, need, &slot, &id, &cap, &f0, &f1)) {
         MC_DEBUG(MASTER, "no eviction can make room for %llu bytes", (unsigned long long)size);
-        if (now_us >= m->evict_nofit_until_us || need < m->evict_nofit_size)
+        if (now_us >= atomic_load(&m->evict_nofit_until_us) || need < m->evict_nofit_size)
             m->evict_nofit_size = need;
-        m->evict_nofit_until_us = now_us + IDLE_BACKOFF_US;
+        atomic_store(&m->evict_nofit_until_us, now_us + IDLE_BACKOFF_US);
         goto out;
     }
     /* an eviction can make room: first the LRU round, which usually does

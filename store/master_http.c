@@ -91,6 +91,7 @@ static const struct {
     {MC_RPC_BATCH_PUT_END, "put_end", 1},
     {MC_RPC_BATCH_PUT_REVOKE, "put_revoke", 1},
     {MC_RPC_BATCH_GET_REPLICA_LIST, "get_replica_list", 1},
+    {MC_RPC_LEASE_RELEASE, "lease_release", 1},
     {MC_RPC_BATCH_EXIST_KEY, "exist_key", 1},
     {MC_RPC_BATCH_REMOVE, "remove", 1},
     {MC_RPC_META_GET, "meta_get", 0},

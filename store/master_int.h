@@ -59,11 +59,20 @@ struct obj {
         obj_t *next_parked; /* PARKED_*: the shard's parked list (owner is moot) */
     };
     uint64_t size;
-    uint64_t access_us;  /* PROCESSING: put start time; else last access (LRU) */
-    uint64_t lease_us;   /* COMPLETE: read lease deadline; PARKED_*: release time;
-                          * PROCESSING: the client's put id (0: none) */
-    uint64_t pin_us;     /* COMPLETE: soft pin deadline (0 = none) */
-    uint32_t proc_idx;   /* PROCESSING: its slot in shard->proc[] */
+    uint64_t access_us; /* PROCESSING: put start time; else last access (LRU) */
+    uint64_t lease_us;  /* COMPLETE: read lease deadline; PARKED_*: release time;
+                         * PROCESSING: the client's put id (0: none) */
+    union {
+        uint64_t pin_us;    /* COMPLETE, pin_ttl_ms != 0: soft pin deadline */
+        uint64_t period_us; /* COMPLETE, pin_ttl_ms == 0: when the current lease period
+                             * began (its first grant; 0 = none yet): readers release
+                             * only grants of this period (lease_release_locked) */
+    };
+    union {
+        uint32_t proc_idx; /* PROCESSING: its slot in shard->proc[] */
+        uint32_t readers;  /* COMPLETE, while leased: READERS_* (the lease period's
+                            * readers that will release; stale once the lease ended) */
+    };
     uint32_t pin_ttl_ms; /* soft pin window; 0 = not soft-pinned */
     uint16_t key_len;
     uint8_t nrep;    /* live replicas: rep[0 .. nrep) */
@@ -74,6 +83,14 @@ struct obj {
                       * fits in the padding */
     replica_t rep[];
 };
+
+/* obj_t.readers: how many grants of the current lease period will be
+ * released by their readers (mc_master_batch_lease_release), and whether a
+ * grant that will not be (an upstream client, a regex get, a soft-pinned
+ * object) holds the lease: then it runs to its deadline. The lease ends
+ * early when the count falls to 0 without READERS_TTL. */
+#define READERS_COUNT 0x7fffffffu
+#define READERS_TTL 0x80000000u
 
 static inline char *obj_key(obj_t *o)
 {
@@ -247,7 +264,9 @@ struct mc_master {
     _Atomic uint64_t evict_idle_until_us; /* no pass before: the last found nothing */
     /* evict_for found no window for a put of this size or larger: it does
      * not walk again for those before nofit_until_us (evict_lock) */
-    uint64_t evict_nofit_size, evict_nofit_until_us;
+    uint64_t evict_nofit_size;
+    _Atomic uint64_t evict_nofit_until_us;       /* both backoffs end early when a lease is
+                                                  * released (lease_release_locked) */
     _Atomic uint64_t nproc_total, nparked_total; /* tick skips sweeps at 0 */
     _Atomic uint64_t ndraining;                  /* tick skips the commit at 0 */
 
@@ -325,9 +344,10 @@ int obj_leased(const obj_t *o, uint64_t now_us);
 int obj_pinned(const obj_t *o, uint64_t now_us);
 
 /* Describe a complete object's readable replicas into out[0..room) and grant
- * the read lease; 0 when none is readable. Shard lock held. */
+ * the read lease (release: the reader will release it when done, see
+ * mc_master_batch_lease_release); 0 when none is readable. Shard lock held. */
 uint32_t read_grant(mc_master_t *m, obj_t *o, uint64_t now_us, mc_master_replica_desc_t *out,
-                    uint32_t room);
+                    uint32_t room, int release);
 /* mc_master_remove of one key, shard lock held; h = mc_hash64 of the key. */
 mc_status_t remove_locked(mc_master_t *m, shard_t *sh, uint64_t h, const char *key, size_t len,
                           int force, uint64_t now_us);

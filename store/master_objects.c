@@ -531,10 +531,33 @@ mc_status_t mc_master_put_revoke(mc_master_t *m, mc_uuid_t client, const char *k
 
 /* ---- get, exist, remove ---- */
 
+/* The lease of a read: a lease period begins with the first grant on an
+ * object whose lease has ended (its readers count starts over) and lasts
+ * until the deadline (the latest grant + lease_ttl), or until every grant of
+ * it was released, if all of them will be (see mc_master_batch_lease_release).
+ * A soft-pinned object keeps the whole TTL (its pin_us is the pin's, so it
+ * has no period start to check releases against). */
+static void lease_grant(mc_master_t *m, obj_t *o, uint64_t now_us, int release)
+{
+    if (!obj_leased(o, now_us)) {
+        o->readers = 0;
+        if (o->pin_ttl_ms == 0)
+            o->period_us = now_us;
+    }
+    /* a lease never shrinks: another reader may hold the longer one */
+    if (now_us + m->o.lease_ttl_us > o->lease_us)
+        o->lease_us = now_us + m->o.lease_ttl_us;
+    if (release && m->o.lease_release && o->pin_ttl_ms == 0 &&
+        (o->readers & READERS_COUNT) < READERS_COUNT)
+        o->readers++;
+    else
+        o->readers |= READERS_TTL;
+}
+
 /* Describe the readable replicas of a complete object and grant the read
  * lease; 0 replicas when all of them are on segments being unmounted. */
 uint32_t read_grant(mc_master_t *m, obj_t *o, uint64_t now_us, mc_master_replica_desc_t *out,
-                    uint32_t room)
+                    uint32_t room, int release)
 {
     uint32_t n = 0;
     pthread_rwlock_rdlock(&m->seg_lock);
@@ -548,9 +571,7 @@ uint32_t read_grant(mc_master_t *m, obj_t *o, uint64_t now_us, mc_master_replica
         tier_describe(o, &out[n++]); /* after the memory ones: the slowest to read */
     if (n == 0)
         return 0;
-    /* a lease never shrinks: another reader may hold the longer one */
-    if (now_us + m->o.lease_ttl_us > o->lease_us)
-        o->lease_us = now_us + m->o.lease_ttl_us;
+    lease_grant(m, o, now_us, release);
     if (o->pin_ttl_ms != 0 && now_us + (uint64_t)o->pin_ttl_ms * 1000 > o->pin_us)
         o->pin_us = now_us + (uint64_t)o->pin_ttl_ms * 1000;
     if (now_us > o->access_us)
@@ -561,7 +582,7 @@ uint32_t read_grant(mc_master_t *m, obj_t *o, uint64_t now_us, mc_master_replica
 /* access_us: the access recorded for LRU (now, or BATCH_RANK of now). */
 static mc_status_t get_locked(mc_master_t *m, shard_t *sh, uint64_t h, const char *key, size_t len,
                               uint64_t now_us, uint64_t access_us, mc_master_replica_desc_t *out,
-                              uint32_t room, uint32_t *nrep)
+                              uint32_t room, uint32_t *nrep, int release)
 {
     obj_t *o = obj_find(sh, h, key, len);
     if (o == NULL)
@@ -569,7 +590,7 @@ static mc_status_t get_locked(mc_master_t *m, shard_t *sh, uint64_t h, const cha
     if (o->state != OBJ_COMPLETE)
         return MC_ERR_REPLICA_IS_NOT_READY;
     uint64_t before = o->access_us;
-    uint32_t n = read_grant(m, o, now_us, out, room);
+    uint32_t n = read_grant(m, o, now_us, out, room, release);
     if (n == 0)
         return MC_ERR_OBJECT_NOT_FOUND; /* its last segments are being unmounted */
     if (access_us < now_us)             /* a batch's later key: never older than it was */
@@ -625,7 +646,7 @@ mc_status_t mc_master_get_replica_list(mc_master_t *m, const char *key, size_t k
     uint64_t h = mc_hash64(key, key_len);
     shard_t *sh = &m->shards[shard_of(h)];
     shard_lock(sh);
-    mc_status_t st = get_locked(m, sh, h, key, key_len, now_us, now_us, out, room, nrep);
+    mc_status_t st = get_locked(m, sh, h, key, key_len, now_us, now_us, out, room, nrep, 0);
     shard_unlock(sh);
     if (st == MC_OK && lease_ttl_us != NULL)
         *lease_ttl_us = m->o.lease_ttl_us;
@@ -644,7 +665,7 @@ mc_status_t mc_master_offload_list(mc_master_t *m, const char *key, size_t key_l
     shard_t *sh = &m->shards[shard_of(h)];
     shard_lock(sh);
     /* access 0: never newer than it was (get_locked) */
-    mc_status_t st = get_locked(m, sh, h, key, key_len, now_us, 0, out, room, nrep);
+    mc_status_t st = get_locked(m, sh, h, key, key_len, now_us, 0, out, room, nrep, 0);
     shard_unlock(sh);
     if (st == MC_OK && lease_ttl_us != NULL)
         *lease_ttl_us = m->o.lease_ttl_us;
@@ -691,7 +712,7 @@ mc_status_t mc_master_query_key(mc_master_t *m, const char *key, size_t key_len,
     info->local_disk = obj_ldisk(o);
     info->complete = complete;
     info->lease_until_us = complete ? o->lease_us : 0;
-    info->soft_pin_until_us = complete ? o->pin_us : 0;
+    info->soft_pin_until_us = complete && o->pin_ttl_ms != 0 ? o->pin_us : 0;
     info->last_access_us = o->access_us;
     shard_unlock(sh);
     return MC_OK;
@@ -987,6 +1008,14 @@ mc_status_t mc_master_batch_get_replica_list(mc_master_t *m, const mc_master_key
                                              uint64_t now_us, mc_master_replica_desc_t *descs,
                                              uint32_t room, uint32_t *nrep, mc_status_t *st)
 {
+    return mc_master_batch_get_leased(m, keys, n, now_us, 0, descs, room, nrep, st);
+}
+
+mc_status_t mc_master_batch_get_leased(mc_master_t *m, const mc_master_key_t *keys, size_t n,
+                                       uint64_t now_us, int release,
+                                       mc_master_replica_desc_t *descs, uint32_t room,
+                                       uint32_t *nrep, mc_status_t *st)
+{
     if (room == 0 || (n > 0 && (keys == NULL || descs == NULL || nrep == NULL || st == NULL)))
         return MC_ERR_INVALID_PARAMS;
     if (n == 0)
@@ -1001,9 +1030,72 @@ mc_status_t mc_master_batch_get_replica_list(mc_master_t *m, const mc_master_key
         nrep[i] = 0;
     BATCH_LOOP_BEGIN(m, hs, ord, nv)
     st[i] = get_locked(m, sh, h, keys[i].data, keys[i].len, now_us, BATCH_RANK(now_us, i),
-                       &descs[i * room], room, &nrep[i]);
+                       &descs[i * room], room, &nrep[i], release);
     BATCH_LOOP_END
     mc_free(hs);
+    return MC_OK;
+}
+
+/* One reader is done with key's object: 1 when that counted (its grant was
+ * of the object's current lease period), 0 when it was stale. A grant at
+ * grant_us belongs to the current period when grant_us >= period_us: the
+ * grants of an earlier period (or of an earlier object of the key, removed
+ * while leased) came before it began; and a period ends early only once
+ * every grant of it was released, so no release of it is still to come. */
+static int lease_release_locked(mc_master_t *m, shard_t *sh, uint64_t h, const char *key,
+                                size_t len, uint64_t grant_us, uint64_t now_us)
+{
+    obj_t *o = obj_find(sh, h, key, len);
+    if (o == NULL || !obj_leased(o, now_us) || o->pin_ttl_ms != 0)
+        return 0;
+    if ((o->readers & READERS_COUNT) == 0 || grant_us < o->period_us)
+        return 0;
+    o->readers--;
+    if (o->readers == 0) {
+        o->lease_us = now_us; /* nobody reads it any more: evictable, removable */
+        /* eviction that found only leased objects backs off for a while
+         * (master_evict.c): it may find this one now */
+        if (atomic_load_explicit(&m->evict_idle_until_us, memory_order_relaxed) > now_us)
+            atomic_store_explicit(&m->evict_idle_until_us, 0, memory_order_relaxed);
+        if (atomic_load_explicit(&m->evict_nofit_until_us, memory_order_relaxed) > now_us)
+            atomic_store_explicit(&m->evict_nofit_until_us, 0, memory_order_relaxed);
+    }
+    return 1;
+}
+
+mc_status_t mc_master_batch_lease_release(mc_master_t *m, const mc_master_key_t *keys, size_t n,
+                                          int64_t view_version, uint64_t grant_us, uint64_t now_us,
+                                          size_t *released)
+{
+    if (n > 0 && keys == NULL)
+        return MC_ERR_INVALID_PARAMS;
+    if (grant_us > now_us)
+        return MC_ERR_INVALID_PARAMS; /* a time this master has not reached: not its grant */
+    size_t cnt = 0;
+    /* grants of another master (a restart, a failover: other clocks), or
+     * whose lease has run out anyway, release nothing */
+    if (n > 0 && m->o.lease_release &&
+        view_version == __atomic_load_n(&m->view_version, __ATOMIC_ACQUIRE) &&
+        now_us - grant_us < m->o.lease_ttl_us) {
+        uint64_t *hs;
+        uint32_t *ord;
+        size_t nv;
+        mc_status_t *st = mc_malloc(n * sizeof(*st));
+        if (st == NULL)
+            return MC_ERR_NOMEM;
+        mc_status_t rc = batch_order(m, keys, n, st, &hs, &ord, &nv);
+        if (rc != MC_OK) {
+            mc_free(st);
+            return rc;
+        }
+        BATCH_LOOP_BEGIN(m, hs, ord, nv)
+        cnt += (size_t)lease_release_locked(m, sh, h, keys[i].data, keys[i].len, grant_us, now_us);
+        BATCH_LOOP_END
+        mc_free(hs);
+        mc_free(st);
+    }
+    if (released != NULL)
+        *released = cnt;
     return MC_OK;
 }
 

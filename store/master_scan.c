@@ -241,7 +241,7 @@ static int visit_replicas(mc_master_t *m, shard_t *sh, obj_t *o, uint64_t h, con
         x->trunc = 1; /* one more readable match than the cap */
         return 1;
     }
-    uint32_t nr = read_grant(m, o, x->now_us, reps, MC_MASTER_MAX_REPLICAS);
+    uint32_t nr = read_grant(m, o, x->now_us, reps, MC_MASTER_MAX_REPLICAS, 0);
     if (nr == 0)
         return 0;
     x->cnt++;
@@ -312,7 +312,7 @@ static int visit_keys(mc_master_t *m, shard_t *sh, obj_t *o, uint64_t h, const c
         .disk = o->disk,
         .complete = complete,
         .lease_until_us = complete ? o->lease_us : 0,
-        .soft_pin_until_us = complete ? o->pin_us : 0,
+        .soft_pin_until_us = complete && o->pin_ttl_ms != 0 ? o->pin_us : 0,
         .last_access_us = o->access_us,
     };
     x->cnt++;

@@ -108,10 +108,13 @@ typedef struct fields {
     const char *after;
     uint32_t after_len;
     uint64_t put_id;
-    uint64_t count;   /* LIST_KEYS: limit */
-    int64_t status;   /* OFFLOAD_DONE: the node's result */
-    uint64_t wait_us; /* OFFLOAD_POLL, OFFLOAD_LOAD: an answer may be held this long */
-    const char *why;  /* what was wrong with the body */
+    uint64_t count;       /* LIST_KEYS: limit */
+    int64_t status;       /* OFFLOAD_DONE: the node's result */
+    uint64_t wait_us;     /* OFFLOAD_POLL, OFFLOAD_LOAD: an answer may be held this long */
+    int release;          /* BATCH_GET_REPLICA_LIST: the reader will release its leases */
+    uint64_t grant_us;    /* LEASE_RELEASE: when the leases were granted */
+    int64_t view_version; /* LEASE_RELEASE: by the master of this view */
+    const char *why;      /* what was wrong with the body */
 } fields_t;
 
 #define HAVE(f, id) (((f)->have >> (id)) & 1u)
@@ -232,6 +235,15 @@ static mc_status_t parse_fields(mc_rpc_req_t *req, scratch_t *sc, fields_t *f,
         case MC_F_AFTER:
             f->after = mc_mp_read_bin(&r, &f->after_len);
             break;
+        case MC_F_RELEASE:
+            f->release = mc_mp_read_bool(&r);
+            break;
+        case MC_F_GRANT_US:
+            f->grant_us = mc_mp_read_uint(&r);
+            break;
+        case MC_F_VIEW_VERSION:
+            f->view_version = mc_mp_read_int(&r);
+            break;
         default:
             mc_mp_skip(&r);
             break;
@@ -260,6 +272,8 @@ static mc_status_t require(fields_t *f, uint64_t mask)
         [MC_F_SEGMENT_ID] = "missing field segment_id (11)",
         [MC_F_VALUE] = "missing field value (12)",
         [MC_F_PREFIX] = "missing field prefix (13)",
+        [MC_F_VIEW_VERSION] = "missing field view_version (25)",
+        [MC_F_GRANT_US] = "missing field grant_us (37)",
     };
     uint64_t missing = mask & ~f->have;
     if (missing == 0)
@@ -969,8 +983,12 @@ static void h_batch_get_replica_list(void *ctx, mc_rpc_req_t *req)
         reply_status(s, req, MC_ERR_NOMEM, "out of memory");
         return;
     }
-    mc_status_t st = mc_master_batch_get_replica_list(
-        s->m, sc->keys, f.nkeys, mc_now_us(), sc->descs, MC_MASTER_MAX_REPLICAS, sc->nrep, sc->st);
+    /* a reader that will release its leases (LEASE_RELEASE) gets the grant's
+     * time and this master's view to send back with it */
+    int release = f.release && s->opts.master.lease_release;
+    uint64_t now = mc_now_us();
+    mc_status_t st = mc_master_batch_get_leased(s->m, sc->keys, f.nkeys, now, release, sc->descs,
+                                                MC_MASTER_MAX_REPLICAS, sc->nrep, sc->st);
     if (st != MC_OK) {
         reply_status(s, req, st, NULL);
         return;
@@ -978,7 +996,13 @@ static void h_batch_get_replica_list(void *ctx, mc_rpc_req_t *req)
     count(s, req, MC_OK);
     uint64_t lease = s->opts.master.lease_ttl_us;
     mc_mp_writer_t *w = mc_rpc_reply_begin(req);
-    mc_mp_write_map(w, 1);
+    mc_mp_write_map(w, release ? 3 : 1);
+    if (release) {
+        mc_mp_write_uint(w, MC_F_GRANT_US);
+        mc_mp_write_uint(w, now);
+        mc_mp_write_uint(w, MC_F_VIEW_VERSION);
+        mc_mp_write_int(w, mc_master_view_version(s->m));
+    }
     mc_mp_write_uint(w, MC_F_ITEMS);
     mc_mp_write_array(w, f.nkeys);
     for (uint32_t i = 0; i < f.nkeys; i++) {
@@ -993,6 +1017,30 @@ static void h_batch_get_replica_list(void *ctx, mc_rpc_req_t *req)
             mc_mp_write_uint(w, lease);
         }
     }
+    mc_rpc_reply_end(req, MC_OK);
+}
+
+static void h_lease_release(void *ctx, mc_rpc_req_t *req)
+{
+    master_srv_t *s = ctx;
+    fields_t f;
+    if (!begin(s, req, &f, NULL, BIT(MC_F_KEYS) | BIT(MC_F_GRANT_US) | BIT(MC_F_VIEW_VERSION)))
+        return;
+    size_t released = 0;
+    mc_status_t st =
+        mc_master_batch_lease_release(s->m, scratch_of(s, req)->keys, f.nkeys, f.view_version,
+                                      f.grant_us, mc_now_us(), &released);
+    if (st != MC_OK) {
+        reply_status(s, req, st,
+                     st == MC_ERR_INVALID_PARAMS ? "grant_us is later than this master's clock"
+                                                 : NULL);
+        return;
+    }
+    count(s, req, MC_OK);
+    mc_mp_writer_t *w = mc_rpc_reply_begin(req);
+    mc_mp_write_map(w, 1);
+    mc_mp_write_uint(w, MC_F_COUNT);
+    mc_mp_write_uint(w, released);
     mc_rpc_reply_end(req, MC_OK);
 }
 
@@ -1604,6 +1652,7 @@ static const struct {
     {MC_RPC_BATCH_PUT_REVOKE, h_batch_put_revoke},
     {MC_RPC_GET_REPLICA_LIST, h_get_replica_list},
     {MC_RPC_BATCH_GET_REPLICA_LIST, h_batch_get_replica_list},
+    {MC_RPC_LEASE_RELEASE, h_lease_release},
     {MC_RPC_GET_REPLICA_LIST_BY_REGEX, h_get_replica_list_by_regex},
     {MC_RPC_QUERY_KEY, h_query_key},
     {MC_RPC_LIST_SEGMENTS, h_list_segments},

@@ -15,6 +15,11 @@
  *   GET_REPLICA_LIST   {KEY}                                 -> {REPLICAS, LEASE_TTL_US}
  *   BATCH_GET_REPLICA_LIST {KEYS}                            -> {ITEMS: [{STATUS, REPLICAS,
  *                                                               LEASE_TTL_US}]}
+ *   BATCH_GET_REPLICA_LIST {KEYS, RELEASE: true}             -> {ITEMS: [...], GRANT_US,
+ *                                                               VIEW_VERSION} (the reader
+ *                                 will release the leases: LEASE_RELEASE; without RELEASE,
+ *                                 or from a master with lease_release off, no GRANT_US)
+ *   LEASE_RELEASE      {KEYS, GRANT_US, VIEW_VERSION}        -> {COUNT: releases that counted}
  *   GET_REPLICA_LIST_BY_REGEX {REGEX}                        -> {ENTRIES: [{KEY, REPLICAS}],
  *                                                               TRUNCATED}
  *   EXIST_KEY          {KEY}                                 -> {EXISTS}

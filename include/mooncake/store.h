@@ -148,6 +148,15 @@ typedef struct mc_store_config {
      * with O_DIRECT where the file system allows it (tmpfs may not: then
      * buffered, logged once). */
     int offload_buffered_io;
+    /* 1: a batch get tells the master when its reads are done, and the read
+     * leases it took end then (unless another reader holds them) instead of
+     * lease_ttl later, so eviction can take objects nobody reads any more
+     * (a KV cache's small pools at full speed: perf/README.md "Trace
+     * replay"); the master must have lease_release on (its default), else
+     * nothing changes. Single gets keep their leases to the TTL. 0
+     * (default): every lease runs to its TTL, as upstream's, so a plain
+     * remove right after a get is refused (OBJECT_HAS_LEASE). */
+    int lease_release;
 } mc_store_config_t;
 
 /* Defaults: as noted per field; no segment (global_segment_size 0) and a

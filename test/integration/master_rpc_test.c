@@ -629,6 +629,81 @@ static void a_body_missing_a_required_field_is_refused_with_a_reason_naming_it(v
     sc_fini(&s);
 }
 
+/* LEASE_RELEASE: a batch get that says RELEASE gets the grant's time and
+ * view; sent back, they end the lease (a plain remove goes through); a
+ * release of another view counts for nothing; bad bodies get reasons. */
+static void leases_a_batch_get_releases_end_at_its_release(void **state)
+{
+    env_t *e = *state;
+    mc_rpc_client_t *c = e->cli[3];
+    mc_master_put_cfg_t cfg;
+    mc_master_put_cfg_init(&cfg);
+    mc_master_replica_desc_t d[MC_MASTER_MAX_REPLICAS];
+    uint32_t n = 0;
+    assert_int_equal(put_start(c, CLIENT_M, "lr", 64, &cfg, d, &n), MC_OK);
+    assert_int_equal(put_end(c, CLIENT_M, "lr"), MC_OK);
+    mc_master_key_t k = {"lr", 2};
+    sync_call_t s = SYNC_CALL_INIT;
+    char why[256];
+    int64_t grant = 0, view = 0, count = -1;
+
+    /* without RELEASE: no grant to send back (and the lease holds) */
+    mc_mcli_keys(sc_begin(&s), &k, 1);
+    assert_int_equal(sc_end(&s, c, MC_RPC_BATCH_GET_REPLICA_LIST), MC_OK);
+    assert_int_equal(
+        mc_mcli_dec_int(mc_buf_head(&s.resp), mc_buf_used(&s.resp), MC_F_GRANT_US, &grant),
+        MC_ERR_NOT_FOUND);
+    assert_int_equal(remove_key(c, "lr", 1), MC_OK);
+    assert_int_equal(put_start(c, CLIENT_M, "lr", 64, &cfg, d, &n), MC_OK);
+    assert_int_equal(put_end(c, CLIENT_M, "lr"), MC_OK);
+
+    mc_mcli_keys_release(sc_begin(&s), &k, 1);
+    assert_int_equal(sc_end(&s, c, MC_RPC_BATCH_GET_REPLICA_LIST), MC_OK);
+    const uint8_t *b = mc_buf_head(&s.resp);
+    size_t bl = mc_buf_used(&s.resp);
+    assert_int_equal(mc_mcli_dec_int(b, bl, MC_F_GRANT_US, &grant), MC_OK);
+    assert_int_equal(mc_mcli_dec_int(b, bl, MC_F_VIEW_VERSION, &view), MC_OK);
+    mc_status_t st[1];
+    size_t got = 0;
+    assert_int_equal(mc_mcli_dec_items(b, bl, st, d, MC_MASTER_MAX_REPLICAS, &n, 1, &got, NULL),
+                     MC_OK);
+    assert_int_equal(st[0], MC_OK);
+    assert_int_equal(remove_key(c, "lr", 0), MC_ERR_OBJECT_HAS_LEASE);
+
+    /* bad bodies: a missing field named, a grant from the future */
+    mc_mp_writer_t *w = sc_begin(&s);
+    mc_mp_write_map(w, 2);
+    mc_mp_write_uint(w, MC_F_KEYS);
+    mc_mp_write_array(w, 1);
+    mc_mp_write_bin(w, "lr", 2);
+    mc_mp_write_uint(w, MC_F_VIEW_VERSION);
+    mc_mp_write_int(w, view);
+    assert_int_equal(raw_call(c, MC_RPC_LEASE_RELEASE, &s, why, sizeof(why)),
+                     MC_ERR_INVALID_PARAMS);
+    assert_non_null(strstr(why, "grant_us"));
+    mc_mcli_lease_release(sc_begin(&s), &k, NULL, 1, (uint64_t)grant + 3600000000ull, view);
+    assert_int_equal(raw_call(c, MC_RPC_LEASE_RELEASE, &s, why, sizeof(why)),
+                     MC_ERR_INVALID_PARAMS);
+    assert_non_null(strstr(why, "grant_us"));
+
+    /* another master's view: nothing released */
+    mc_mcli_lease_release(sc_begin(&s), &k, NULL, 1, (uint64_t)grant, view + 1);
+    assert_int_equal(sc_end(&s, c, MC_RPC_LEASE_RELEASE), MC_OK);
+    assert_int_equal(
+        mc_mcli_dec_int(mc_buf_head(&s.resp), mc_buf_used(&s.resp), MC_F_COUNT, &count), MC_OK);
+    assert_int_equal(count, 0);
+    assert_int_equal(remove_key(c, "lr", 0), MC_ERR_OBJECT_HAS_LEASE);
+
+    /* ours: the lease ends, a plain remove goes through */
+    mc_mcli_lease_release(sc_begin(&s), &k, NULL, 1, (uint64_t)grant, view);
+    assert_int_equal(sc_end(&s, c, MC_RPC_LEASE_RELEASE), MC_OK);
+    assert_int_equal(
+        mc_mcli_dec_int(mc_buf_head(&s.resp), mc_buf_used(&s.resp), MC_F_COUNT, &count), MC_OK);
+    assert_int_equal(count, 1);
+    assert_int_equal(remove_key(c, "lr", 0), MC_OK);
+    sc_fini(&s);
+}
+
 static void batch_calls_return_one_status_per_item(void **state)
 {
     env_t *e = *state;
@@ -1122,6 +1197,7 @@ int main(void)
             a_two_replica_put_lands_in_distinct_mounted_segments_and_reads_back_complete),
         cmocka_unit_test(misused_puts_gets_and_removes_get_upstream_statuses),
         cmocka_unit_test(a_body_missing_a_required_field_is_refused_with_a_reason_naming_it),
+        cmocka_unit_test(leases_a_batch_get_releases_end_at_its_release),
         cmocka_unit_test(batch_calls_return_one_status_per_item),
         cmocka_unit_test(pipelined_put_cycles_on_four_connections_all_succeed),
         cmocka_unit_test(a_silent_client_loses_objects_segments_and_metadata_then_remounts),

@@ -335,6 +335,75 @@ static int64_t async_wait(async_ctx_t *a, int calls)
     return v;
 }
 
+/* lease_release: a batch get tells the master when its reads are done, and
+ * the lease ends then (not lease_ttl later): a plain remove goes through at
+ * once. Without it (the default) the lease holds, as upstream's. */
+static void a_batch_get_with_lease_release_ends_its_leases_when_done(void **state)
+{
+    env_t *e = *state;
+    const uint64_t ttl_us = 1000000ull * SLOW; /* master.lease_ttl */
+    char master[64];
+    snprintf(master, sizeof(master), "127.0.0.1:%u", e->c.master.rpc_port);
+    mc_store_config_t c;
+    mc_store_config_init(&c);
+    assert_int_equal(c.lease_release, 0);
+    c.master = master;
+    c.shm = "off";
+    c.local_buffer_size = STAGING;
+    c.reactors = 1;
+    c.rpc_timeout_us = RPC_TIMEOUT_US;
+    c.lease_release = 1;
+    mc_store_t *r;
+    assert_int_equal(mc_store_open(&c, &r), MC_OK);
+
+    enum { N = 3 };
+    uint8_t v[N][4096], back[N][4096];
+    char kb[N][16];
+    mc_slice_t keys[N], vals[N], bufs[N];
+    for (int i = 0; i < N; i++) {
+        snprintf(kb[i], sizeof(kb[i]), "rel%d", i);
+        keys[i] = (mc_slice_t){kb[i], strlen(kb[i])};
+        tc_fill(v[i], sizeof(v[i]), (uint64_t)i + 77);
+        vals[i] = (mc_slice_t){v[i], sizeof(v[i])};
+        bufs[i] = (mc_slice_t){back[i], sizeof(back[i])};
+    }
+    mc_status_t st[N];
+    assert_int_equal(mc_store_batch_put(e->s, keys, vals, N, NULL, st), MC_OK);
+    for (int i = 0; i < N; i++)
+        assert_int_equal(st[i], MC_OK);
+
+    int64_t res[N];
+    uint64_t t0 = mc_now_us();
+    assert_int_equal(mc_store_batch_get(r, keys, bufs, N, res), MC_OK);
+    for (int i = 0; i < N; i++) {
+        assert_int_equal(res[i], (int64_t)sizeof(v[i]));
+        assert_memory_equal(back[i], v[i], sizeof(v[i]));
+    }
+    /* the release went out before the batch get returned, on the same
+     * connection as this remove; a lease that had not been released would
+     * refuse every remove until t0 + ttl at the earliest */
+    mc_status_t rs = MC_ERR_OBJECT_HAS_LEASE;
+    while (rs == MC_ERR_OBJECT_HAS_LEASE && mc_now_us() < t0 + ttl_us) {
+        rs = mc_store_remove(r, kb[0], strlen(kb[0]), 0);
+        if (rs == MC_ERR_OBJECT_HAS_LEASE)
+            usleep(10000);
+    }
+    uint64_t t1 = mc_now_us();
+    assert_int_equal(rs, MC_OK);
+    assert_true(t1 < t0 + ttl_us);
+
+    /* the default client keeps the lease to its TTL */
+    t0 = mc_now_us();
+    assert_int_equal(mc_store_batch_get(e->s, &keys[1], &bufs[1], 1, res), MC_OK);
+    assert_int_equal(res[0], (int64_t)sizeof(v[1]));
+    rs = mc_store_remove(e->s, kb[1], strlen(kb[1]), 0);
+    if (mc_now_us() < t0 + ttl_us) /* else the lease may have run out: no verdict */
+        assert_int_equal(rs, MC_ERR_OBJECT_HAS_LEASE);
+    for (int i = 1; i < N; i++)
+        mc_store_remove(e->s, kb[i], strlen(kb[i]), 1);
+    mc_store_close(r);
+}
+
 static void async_calls_call_back_once_and_never_inside_the_call(void **state)
 {
     env_t *e = *state;
@@ -908,6 +977,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(two_replicas_land_on_the_two_nodes),
         cmocka_unit_test(batch_calls_report_each_key),
         cmocka_unit_test(upserts_pieces_allocs_and_sizes),
+        cmocka_unit_test(a_batch_get_with_lease_release_ends_its_leases_when_done),
         cmocka_unit_test(async_calls_call_back_once_and_never_inside_the_call),
         cmocka_unit_test(closing_a_busy_client_completes_every_call_once),
         cmocka_unit_test(a_segment_mounted_at_run_time_serves_local_replicas_until_unmounted),
