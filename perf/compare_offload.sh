@@ -80,6 +80,12 @@ nhttp=$((rpc + 3))
 mpid=
 npid=
 cleanup() {
+    local rc=$?
+    if [ "$rc" != 0 ]; then # say why before the logs go
+        for f in bench node master; do
+            [ -s "$root/$f.log" ] && { echo "--- $f.log (last lines)"; tail -8 "$root/$f.log"; } >&2
+        done
+    fi
     [ -n "$npid" ] && kill "$npid" 2>/dev/null || true
     [ -n "$mpid" ] && kill "$mpid" 2>/dev/null || true
     wait 2>/dev/null || true
@@ -129,7 +135,7 @@ stage_means() { # BEFORE AFTER (stage_sums): mean µs per load of each stage
     awk -v a="$1" -v b="$2" 'BEGIN { n = split(a, x, " "); split(b, y, " ")
         split("handoff open read verify answer", o, " ")
         for (i = 1; i < n; i += 2) { c = y[i + 1] - x[i + 1]
-            printf "%s %.0f  ", o[(i + 1) / 2], c > 0 ? (y[i] - x[i]) * 1e6 / c : 0 } }'
+            printf "%s %.0f  ", o[(i + 1) / 2], (c > 0 ? (y[i] - x[i]) * 1e6 / c : 0) } }'
 }
 wait_idle() { # the node answered every request
     for _ in $(seq 600); do

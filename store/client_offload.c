@@ -148,11 +148,14 @@ struct store_offload {
     /* the poller thread: held polls, their answers handed to the worker */
     pthread_t poller_th;
     int poller_started;
-    mc_buf_t inbox;                 /* mu: a poll's answer the worker has not taken (empty: none) */
-    int evfd;                       /* written with each answer: wakes the worker's io wait */
-    int watch_armed;                /* worker: the io queue watches evfd */
-    unsigned dones_out;             /* mu: LOAD answers sent (r0), not acknowledged yet */
-    uint64_t inbox_us;              /* mu: when the inbox's answer came */
+    mc_buf_t inbox;      /* mu: a poll's answer the worker has not taken (empty: none) */
+    mc_buf_t poll_body;  /* the poller's: the poll r0 sends */
+    int poll_out;        /* mu: a poll is out (r0 sends it; its answer goes to the inbox) */
+    mc_status_t poll_st; /* mu: how the last poll went */
+    int evfd;            /* written with each answer: wakes the worker's io wait */
+    int watch_armed;     /* worker: the io queue watches evfd */
+    unsigned dones_out;  /* mu: LOAD answers sent (r0), not acknowledged yet */
+    uint64_t inbox_us;   /* mu: when the inbox's answer came */
     mc_prom_hist_t stage[OSTAGE_N]; /* a load's time by stage (stage_names) */
     _Atomic uint64_t written, write_failed, loaded, load_failed, deleted, quota_dropped,
         bytes_written, bytes_read, loaded_direct;
@@ -740,17 +743,56 @@ static void timed_wait(store_offload_t *o, uint64_t wait_us)
     pthread_cond_timedwait(&o->cv, &o->mu, &ts);
 }
 
+/* r0: a poll's answer. An answer goes into the inbox here and wakes the
+ * worker (evfd, cv) at once: the poller thread is not in its way. */
+static void poll_answered(void *arg, const mc_rpc_resp_t *resp)
+{
+    store_offload_t *o = arg;
+    mc_status_t st = resp->status;
+    if (st == MC_ERR_NOT_LEADER || st == MC_ERR_CONN_CLOSED || st == MC_ERR_RPC_TIMEOUT ||
+        st == MC_ERR_SOCKET)
+        store_master_trouble(o->s); /* look for the leader (with discovery) */
+    pthread_mutex_lock(&o->mu);
+    if (st == MC_OK && mc_buf_append(&o->inbox, resp->body, resp->body_len) != MC_OK)
+        st = MC_ERR_NOMEM; /* the requests taken are voided by their timeout */
+    if (st == MC_OK) {
+        o->inbox_us = mc_now_us();
+        uint64_t one = 1;
+        if (write(o->evfd, &one, sizeof(one)) < 0)
+            MC_WARN(CLIENT, "offload: eventfd: %s", strerror(errno));
+    }
+    o->poll_st = st;
+    o->poll_out = 0;
+    pthread_cond_broadcast(&o->cv);
+    pthread_mutex_unlock(&o->mu);
+}
+
+static void poll_on_r0(mc_reactor_t *r, void *arg, mc_status_t st)
+{
+    (void)r;
+    store_offload_t *o = arg;
+    mc_store_t *s = o->s;
+    if (st == MC_OK)
+        st = s->mcli == NULL
+                 ? MC_ERR_CONN_CLOSED
+                 : mc_rpc_call(s->mcli, MC_RPC_OFFLOAD_POLL, mc_buf_head(&o->poll_body),
+                               mc_buf_used(&o->poll_body), s->cfg.rpc_timeout_us, poll_answered, o);
+    if (st != MC_INPROGRESS)
+        poll_answered(o, &(mc_rpc_resp_t){.status = st != MC_OK ? st : MC_ERR_STATE});
+}
+
 /* The poller: one held OFFLOAD_POLL after another (the master answers as
- * soon as there is work, or empty after OFFLOAD_HOLD_US), each answer handed
- * to the worker (inbox, evfd) before the next poll: a new LOAD reaches the
- * node while its reads are in flight, without a timer. */
+ * soon as there is work, or empty after OFFLOAD_HOLD_US), sent from r0,
+ * whose answer goes to the worker (inbox, evfd) before the next poll: a new
+ * LOAD reaches the node while its reads are in flight, without a timer.
+ * This thread only paces them (one out at a time, after the worker took
+ * the last answer; retries). */
 static void *poller(void *arg)
 {
     store_offload_t *o = arg;
     mc_store_t *s = o->s;
     uint64_t hold =
         s->cfg.rpc_timeout_us / 2 < OFFLOAD_HOLD_US ? s->cfg.rpc_timeout_us / 2 : OFFLOAD_HOLD_US;
-    mc_buf_t resp = MC_BUF_INIT;
     for (;;) {
         pthread_mutex_lock(&o->mu);
         while (!o->stop && (!o->reported || mc_buf_used(&o->inbox) > 0))
@@ -758,32 +800,33 @@ static void *poller(void *arg)
         int stop = o->stop;
         pthread_mutex_unlock(&o->mu);
         store_seg_t *g = first_seg(s);
-        if (stop || g == NULL)
+        if (stop || g == NULL || atomic_load(&s->closing))
             break;
-        mc_buf_t body = MC_BUF_INIT;
+        mc_buf_reset(&o->poll_body);
         mc_mp_writer_t w;
-        mc_mp_writer_init(&w, &body);
+        mc_mp_writer_init(&w, &o->poll_body);
         head(&w, s, g, 2);
         mc_mp_write_uint(&w, MC_F_COUNT);
         mc_mp_write_uint(&w, OFFLOAD_POLL_BATCH);
         mc_mp_write_uint(&w, MC_F_WAIT_US); /* answered as soon as there is work */
         mc_mp_write_uint(&w, hold > 0 ? hold : 1);
-        mc_buf_reset(&resp);
         uint64_t t0 = mc_now_us();
-        mc_status_t st =
-            w.err != MC_OK ? w.err : store_call_sync(s, MC_RPC_OFFLOAD_POLL, &body, &resp);
-        mc_buf_fini(&body);
         pthread_mutex_lock(&o->mu);
+        o->poll_out = w.err == MC_OK;
+        o->poll_st = w.err;
+        pthread_mutex_unlock(&o->mu);
+        if (w.err == MC_OK && mc_reactor_call(s->r0, poll_on_r0, o) != MC_OK) {
+            pthread_mutex_lock(&o->mu);
+            o->poll_out = 0;
+            o->poll_st = MC_ERR_CANCELED; /* r0 stops */
+            pthread_mutex_unlock(&o->mu);
+        }
+        pthread_mutex_lock(&o->mu);
+        while (o->poll_out) /* its answer refers to o: wait for it, stopping or not */
+            pthread_cond_wait(&o->cv, &o->mu);
+        mc_status_t st = o->poll_st;
         if (st == MC_OK) {
-            mc_buf_t t = o->inbox; /* hand the answer over (the buffers swap) */
-            o->inbox = resp;
-            o->inbox_us = mc_now_us();
-            resp = t;
-            uint64_t one = 1;
-            if (write(o->evfd, &one, sizeof(one)) < 0)
-                MC_WARN(CLIENT, "offload: eventfd: %s", strerror(errno));
-            pthread_cond_broadcast(&o->cv);
-            /* an empty answer that came early: a master that does not hold */
+            /* an answer that came early: a master that does not hold */
             if (!o->stop && mc_now_us() - t0 < hold / 10)
                 timed_wait(o, OFFLOAD_IDLE_US);
         } else {
@@ -801,7 +844,6 @@ static void *poller(void *arg)
         }
         pthread_mutex_unlock(&o->mu);
     }
-    mc_buf_fini(&resp);
     return NULL;
 }
 
@@ -955,6 +997,7 @@ mc_status_t store_offload_open(mc_store_t *s, const char *dir, uint64_t quota,
         o->loads[i].f.fd = -1;
     }
     o->inbox = (mc_buf_t)MC_BUF_INIT;
+    o->poll_body = (mc_buf_t)MC_BUF_INIT;
     o->evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     pthread_mutex_init(&o->mu, NULL);
     pthread_condattr_t ca;
@@ -1005,6 +1048,7 @@ void store_offload_close(mc_store_t *s)
         pthread_cond_wait(&o->cv, &o->mu);
     pthread_mutex_unlock(&o->mu);
     mc_buf_fini(&o->inbox);
+    mc_buf_fini(&o->poll_body);
     if (o->evfd >= 0)
         close(o->evfd);
     size_t i;
