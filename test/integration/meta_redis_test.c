@@ -223,12 +223,12 @@ static void the_sentinels_lead_to_the_primary_and_a_killed_one_is_replaced(void 
     assert_true(redis_has(p0, 2, "mc/s/seg/a", "one")); /* on the primary, in db 2 */
     uint64_t t0 = mc_now_ms();
     ts_kill_redis(&TS, 0);
-    assert_int_equal(ts_wait_primary(&TS, p1, 15000), 0);
+    assert_int_equal(ts_wait_primary(&TS, p1, 15000 * TC_SLOW), 0);
     uint64_t t1 = mc_now_ms();
     /* the next connection goes to the promoted replica: the entry is there
      * (replicated, and re-published at the reconnection anyway) */
-    assert_true(meta_wait_get(m, "mc/s/seg/a", MC_OK, "one", 3, 10000));
-    assert_true(put_within(m, "mc/s/seg/b", "two", 10000));
+    assert_true(meta_wait_get(m, "mc/s/seg/a", MC_OK, "one", 3, 10000 * TC_SLOW));
+    assert_true(put_within(m, "mc/s/seg/b", "two", 10000 * TC_SLOW));
     print_message("primary killed; promoted after %llu ms; the backend used the new one %llu ms "
                   "later\n",
                   (unsigned long long)(t1 - t0), (unsigned long long)(mc_now_ms() - t1));
@@ -242,15 +242,15 @@ static void a_switchover_moves_the_backend_to_the_new_primary(void **state)
     mc_meta_t *m = open_sentinel_meta(e, TEST_SENTINEL_NAME, 3, 2000000, 0);
     unsigned p0 = TS.redis[0].port, p1 = TS.redis[1].port;
     assert_int_equal(mc_meta_put_sync(m, "mc/s/seg/c", "three", 5), MC_OK);
-    assert_int_equal(ts_wait_replicas(p0, 1, 5000), 0);
+    assert_int_equal(ts_wait_replicas(p0, 1, 5000 * TC_SLOW), 0);
     /* a switchover: the primary lives on as a replica (Sentinel drops its
      * clients; one that kept its connection would meet READONLY) */
     redisReply *r = ts_cmd(TS.sent_port[0], "SENTINEL FAILOVER %s", TEST_SENTINEL_NAME);
     assert_non_null(r);
     assert_int_equal(r->type, REDIS_REPLY_STATUS);
     freeReplyObject(r);
-    assert_int_equal(ts_wait_primary(&TS, p1, 15000), 0);
-    for (int waited = 0; waited < 10000; waited += 50) {
+    assert_int_equal(ts_wait_primary(&TS, p1, 15000 * TC_SLOW), 0);
+    for (int waited = 0; waited < 10000 * TC_SLOW; waited += 50) {
         r = ts_cmd(p0, "ROLE");
         int replica = r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements > 0 &&
                       strcmp(r->element[0]->str, "slave") == 0;
@@ -260,7 +260,7 @@ static void a_switchover_moves_the_backend_to_the_new_primary(void **state)
             break;
         usleep(50000);
     }
-    assert_true(put_within(m, "mc/s/seg/d", "four", 10000));
+    assert_true(put_within(m, "mc/s/seg/d", "four", 10000 * TC_SLOW));
     assert_true(redis_has(p1, 3, "mc/s/seg/d", "four"));
     meta_check_value(m, "mc/s/seg/c", "three", 5);
     mc_meta_close(m);
