@@ -840,22 +840,17 @@ static int ha_file_exists(const ha_env_t *h, const char *key)
     return access(p, F_OK) == 0;
 }
 
-static void with_ha_a_new_leader_serves_objects_evicted_to_files_and_deletes_them(void **state)
+/* Redis, master 0 leading and master 1 following (both with extra, may be
+ * NULL), a node of 16 MiB and H.s, an eager-persist client. */
+static void ha_setup(const char *const *extra)
 {
-    (void)state;
-    const char *redis_bin = tc_redis_bin();
-    if (access(redis_bin, X_OK) != 0) {
-        print_message("skipped: %s not found\n", redis_bin);
-        skip();
-    }
     memset(&H, 0, sizeof(H));
     snprintf(H.dir, sizeof(H.dir), "%.96s/%s", E.root, HA_CLUSTER);
     assert_int_equal(tc_redis_start(&H.redis), 0);
     snprintf(H.url, sizeof(H.url), "redis://127.0.0.1:%u/0?cluster=" HA_CLUSTER, H.redis.port);
-    /* master 0 leads, master 1 follows */
-    assert_int_equal(ha_start_master(&H, 0), 0);
+    assert_int_equal(ha_start_master_with(&H, 0, extra), 0);
     assert_true(ha_wait_leader(&H, 0, 5000));
-    assert_int_equal(ha_start_master(&H, 1), 0);
+    assert_int_equal(ha_start_master_with(&H, 1, extra), 0);
     const char *const ns[] = {"store.global_segment_size=16MiB", "store.rpc_timeout=3s", NULL};
     assert_int_equal(tc_node_start(&H.node, H.url, ns), 0);
     mc_store_config_t c;
@@ -866,6 +861,17 @@ static void with_ha_a_new_leader_serves_objects_evicted_to_files_and_deletes_the
     c.rpc_timeout_us = 3000000 * SLOW;
     c.persist = "eager";
     assert_int_equal(mc_store_open(&c, &H.s), MC_OK);
+}
+
+static void with_ha_a_new_leader_serves_objects_evicted_to_files_and_deletes_them(void **state)
+{
+    (void)state;
+    const char *redis_bin = tc_redis_bin();
+    if (access(redis_bin, X_OK) != 0) {
+        print_message("skipped: %s not found\n", redis_bin);
+        skip();
+    }
+    ha_setup(NULL);
     mc_store_t *s = H.s;
 
     /* 30 MiB through a 16 MiB segment: the oldest are only on disk */
@@ -1022,26 +1028,10 @@ static void with_ha_a_put_start_that_evicts_answers_once_the_evictions_are_durab
         print_message("skipped: %s not found\n", redis_bin);
         skip();
     }
-    memset(&H, 0, sizeof(H));
-    snprintf(H.dir, sizeof(H.dir), "%.96s/%s", E.root, HA_CLUSTER);
-    assert_int_equal(tc_redis_start(&H.redis), 0);
-    snprintf(H.url, sizeof(H.url), "redis://127.0.0.1:%u/0?cluster=" HA_CLUSTER, H.redis.port);
     /* no eviction tick (watermark 1): only a put that does not fit evicts */
     const char *const extra[] = {"ha.flush_interval=1s", "ha.lease_ttl=3s",
                                  "master.eviction_high_watermark_ratio=1", NULL};
-    assert_int_equal(ha_start_master_with(&H, 0, extra), 0);
-    assert_true(ha_wait_leader(&H, 0, 5000));
-    assert_int_equal(ha_start_master_with(&H, 1, extra), 0);
-    const char *const ns[] = {"store.global_segment_size=16MiB", "store.rpc_timeout=3s", NULL};
-    assert_int_equal(tc_node_start(&H.node, H.url, ns), 0);
-    mc_store_config_t c;
-    mc_store_config_init(&c);
-    c.master = H.url;
-    c.local_buffer_size = 8 * MIB;
-    c.reactors = 1;
-    c.rpc_timeout_us = 3000000 * SLOW;
-    c.persist = "eager";
-    assert_int_equal(mc_store_open(&c, &H.s), MC_OK);
+    ha_setup(extra);
     mc_store_t *s = H.s;
 
     /* 12 MiB of 16: every put acknowledged, so every record stored */
