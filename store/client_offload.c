@@ -62,8 +62,16 @@
 #define OFFLOAD_RETRY_US 500000 /* after a failed poll or report */
 #define OFFLOAD_POLL_BATCH 256
 #define OFFLOAD_SCAN_MAX 10000000ull
-#define OFFLOAD_IO_DEPTH 16    /* LOAD reads in flight at once (io_uring queue depth) */
-#define OFFLOAD_WRITE_BATCH 16 /* PERSIST files written, then synced at once */
+#define OFFLOAD_IO_DEPTH 16 /* LOADs in flight at once */
+/* A load's data is read as up to OFFLOAD_PIECES pieces submitted together
+ * (of at least OFFLOAD_PIECE_MIN, multiples of MC_TIER_ALIGN): the device
+ * serves them at once, and each piece is hashed as soon as it and those
+ * before it are in, while the rest is still being read; only the hash of
+ * the last piece is left after the read. The checksum is still the whole
+ * data's (XXH3 streamed in order: the file format is unchanged). */
+#define OFFLOAD_PIECES 4
+#define OFFLOAD_PIECE_MIN (512u << 10)
+#define OFFLOAD_WRITE_BATCH 16                  /* PERSIST files written, then synced at once */
 #define OFFLOAD_WRITE_BATCH_BYTES (64ull << 20) /* ... or fewer, of this many bytes in all */
 
 /* A load's stages, timed (mooncake_store_offload_load_stage_seconds): where
@@ -91,7 +99,11 @@ typedef struct ofile {
 typedef struct oload oload_t;
 typedef struct opart {
     oload_t *l;
-    int tail; /* the tail of an O_DIRECT read, through the bounce */
+    int tail;     /* the tail of an O_DIRECT read, through the bounce */
+    int done;     /* read (got bytes of len) */
+    uint64_t off; /* where in the data (and in dst) */
+    uint64_t len; /* bytes of data it holds */
+    uint64_t got; /* bytes of data read */
 } opart_t;
 
 struct oload {
@@ -106,10 +118,13 @@ struct oload {
     uint64_t body;   /* bytes read straight into dst (O_DIRECT: a multiple of MC_TIER_ALIGN) */
     uint64_t got;    /* bytes of data read so far */
     unsigned parts;  /* reads in flight */
+    unsigned nparts; /* pieces of the data (the tail last) */
+    unsigned hashed; /* pieces hashed, in order (part[0 .. hashed)) */
     mc_status_t st;  /* the first failure */
     int redo;        /* an O_DIRECT read failed: read the file again, buffered */
     uint8_t *bounce; /* MC_TIER_ALIGN bytes, aligned: an O_DIRECT read's last block */
-    opart_t part[2];
+    mc_hash64_stream_t hs; /* the data's checksum so far (part[0 .. hashed)) */
+    opart_t part[OFFLOAD_PIECES + 1];
 };
 
 /* A PERSIST of the batch being written: its temp file written, its sync to
@@ -588,6 +603,7 @@ static void load_part_done(void *arg, void *tag, ssize_t res)
     }
     opart_t *p = tag;
     oload_t *l = p->l;
+    p->done = res >= 0;
     if (res < 0 && l->f.direct && !l->redo) {
         /* O_DIRECT refused this read (alignment the file system wants more
          * of, ...): the whole file once more through the page cache */
@@ -598,12 +614,18 @@ static void load_part_done(void *arg, void *tag, ssize_t res)
         MC_ERROR(CLIENT, "offload: reading '%s' failed: %s", l->f.path, strerror((int)-res));
         l->st = MC_ERR_FILE_READ_FAIL;
     } else if (res > 0 && p->tail) {
-        uint64_t want = l->size - l->body;
-        uint64_t n = (uint64_t)res < want ? (uint64_t)res : want;
-        memcpy(l->dst + l->body, l->bounce, n);
-        l->got += n;
+        p->got = (uint64_t)res < p->len ? (uint64_t)res : p->len;
+        memcpy(l->dst + p->off, l->bounce, p->got);
+        l->got += p->got;
     } else if (res > 0) {
-        l->got += (uint64_t)res;
+        p->got = (uint64_t)res;
+        l->got += p->got;
+    }
+    /* hash the pieces that are in, in order, while the others are read */
+    while (l->st == MC_OK && !l->redo && l->hashed < l->nparts && l->part[l->hashed].done &&
+           l->part[l->hashed].got == l->part[l->hashed].len) {
+        opart_t *h = &l->part[l->hashed++];
+        mc_hash64_update(&l->hs, l->dst + h->off, h->len);
     }
     if (--l->parts > 0)
         return;
@@ -614,7 +636,9 @@ static void load_part_done(void *arg, void *tag, ssize_t res)
         l->st = mc_tier_read(c->o->dir, l->key, l->klen, l->dst, l->size, l->size, &got);
         l->f.direct = 0;
     } else if (l->st == MC_OK) {
-        l->st = mc_tier_verify(&l->f, l->dst, l->got); /* cut short or corrupt: never served */
+        /* every piece read whole was hashed; one cut short (the file is)
+         * left got short: cut short or corrupt, never served */
+        l->st = mc_tier_verify_sum(&l->f, l->got, mc_hash64_end(&l->hs));
     }
     load_end(c->o, c->g, l, t_read);
 }
@@ -635,7 +659,7 @@ static void load_start(store_offload_t *o, const store_seg_t *g, const char *key
     oload_t *l = NULL;
     for (;;) {
         for (unsigned i = 0; i < OFFLOAD_IO_DEPTH && l == NULL; i++)
-            if (!o->loads[i].busy && mc_oio_room(o->io) >= 2)
+            if (!o->loads[i].busy && mc_oio_room(o->io) >= OFFLOAD_PIECES + 1)
                 l = &o->loads[i];
         if (l != NULL)
             break;
@@ -648,7 +672,7 @@ static void load_start(store_offload_t *o, const store_seg_t *g, const char *key
     memcpy(l->key, key, l->klen);
     l->size = size;
     l->got = l->body = 0;
-    l->parts = 0;
+    l->parts = l->nparts = l->hashed = 0;
     l->redo = 0;
     l->st = MC_OK;
     if (off > g->size || size > g->size - off || klen > MC_TIER_KEY_MAX) {
@@ -673,15 +697,30 @@ static void load_start(store_offload_t *o, const store_seg_t *g, const char *key
     }
     uint64_t body = l->f.direct ? size / MC_TIER_ALIGN * MC_TIER_ALIGN : size;
     l->body = body;
-    l->part[0] = (opart_t){l, 0};
-    l->part[1] = (opart_t){l, 1};
-    if (body > 0 && mc_oio_read(o->io, l->f.fd, l->dst, body, l->f.data_off, &l->part[0]) == MC_OK)
-        l->parts++;
-    if (body < size && mc_oio_read(o->io, l->f.fd, l->bounce, MC_TIER_ALIGN, l->f.data_off + body,
-                                   &l->part[1]) == MC_OK)
-        l->parts++;
+    /* the pieces: up to OFFLOAD_PIECES of the body (aligned), then the tail */
+    uint64_t np = (body + OFFLOAD_PIECE_MIN - 1) / OFFLOAD_PIECE_MIN;
+    np = np > OFFLOAD_PIECES ? OFFLOAD_PIECES : np;
+    uint64_t psz =
+        np == 0 ? 0 : ((body + np - 1) / np + MC_TIER_ALIGN - 1) / MC_TIER_ALIGN * MC_TIER_ALIGN;
+    for (uint64_t at = 0; at < body; at += psz)
+        l->part[l->nparts++] =
+            (opart_t){.l = l, .off = at, .len = body - at < psz ? body - at : psz};
+    if (body < size)
+        l->part[l->nparts++] = (opart_t){.l = l, .tail = 1, .off = body, .len = size - body};
+    mc_hash64_begin(&l->hs);
+    for (unsigned i = 0; i < l->nparts; i++) {
+        opart_t *p = &l->part[i];
+        mc_status_t q =
+            p->tail
+                ? mc_oio_read(o->io, l->f.fd, l->bounce, MC_TIER_ALIGN, l->f.data_off + p->off, p)
+                : mc_oio_read(o->io, l->f.fd, l->dst + p->off, p->len, l->f.data_off + p->off, p);
+        if (q == MC_OK)
+            l->parts++;
+        else /* cannot happen: room was checked; not the file's fault */
+            l->st = MC_ERR_FILE_READ_FAIL;
+    }
     l->t_queued = mc_now_us();
-    if (l->parts == 0) { /* cannot happen: room was checked */
+    if (l->parts == 0) {
         l->st = MC_ERR_FILE_READ_FAIL;
         load_end(o, g, l, 0);
     }
@@ -984,7 +1023,8 @@ mc_status_t store_offload_open(mc_store_t *s, const char *dir, uint64_t quota,
     o->wb = mc_calloc(OFFLOAD_WRITE_BATCH, sizeof(*o->wb));
     o->bounces = aligned_alloc(MC_TIER_ALIGN, (size_t)OFFLOAD_IO_DEPTH * MC_TIER_ALIGN);
     if (o->loads == NULL || o->wb == NULL || o->bounces == NULL ||
-        mc_oio_create(OFFLOAD_IO_DEPTH * 2 + OFFLOAD_WRITE_BATCH, &o->io) != MC_OK) {
+        mc_oio_create(OFFLOAD_IO_DEPTH * (OFFLOAD_PIECES + 1) + OFFLOAD_WRITE_BATCH, &o->io) !=
+            MC_OK) {
         mc_free(o->loads);
         mc_free(o->wb);
         free(o->bounces);
