@@ -28,7 +28,9 @@ enum mc_rpc_method {
     MC_RPC_BATCH_PUT_START = 104,
     MC_RPC_BATCH_PUT_END = 105,
     MC_RPC_BATCH_PUT_REVOKE = 106,
-    MC_RPC_GET_REPLICA_LIST = 107,
+    MC_RPC_GET_REPLICA_LIST = 107, /* {KEY[, WAIT_US]} -> {REPLICAS, LEASE_TTL_US[, HELD_US]};
+                                      WAIT_US: an object only on a node's disk is loaded and
+                                      the answer held as OFFLOAD_LOAD's */
     MC_RPC_BATCH_GET_REPLICA_LIST = 108,
     MC_RPC_GET_REPLICA_LIST_BY_REGEX = 109,
     MC_RPC_EXIST_KEY = 110,

@@ -947,6 +947,24 @@ static void h_batch_put_revoke(void *ctx, mc_rpc_req_t *req)
     batch_client_keys(ctx, req, mc_master_batch_put_revoke);
 }
 
+/* Nothing in the list is readable but a node's LOCAL_DISK replica (no
+ * complete memory or DISK replica). */
+static int only_local_disk(const mc_master_replica_desc_t *d, uint32_t n)
+{
+    int ldisk = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        if (d[i].kind == MC_MASTER_REPLICA_LOCAL_DISK)
+            ldisk = 1;
+        else if (d[i].status == MC_MASTER_REPLICA_COMPLETE)
+            return 0;
+    }
+    return ldisk;
+}
+
+/* With WAIT_US (a reader that would ask for the load next): an object only
+ * on a node's disk is loaded as OFFLOAD_LOAD with WAIT_US would, and the
+ * call answered (with HELD_US) once the node loaded it: one call less per
+ * disk-only get. Any other object: answered at once, as without. */
 static void h_get_replica_list(void *ctx, mc_rpc_req_t *req)
 {
     master_srv_t *s = ctx;
@@ -960,6 +978,11 @@ static void h_get_replica_list(void *ctx, mc_rpc_req_t *req)
                                                 MC_MASTER_MAX_REPLICAS, &n, &lease);
     if (st != MC_OK) {
         reply_status(s, req, st, NULL);
+        return;
+    }
+    if (f.wait_us > 0 && only_local_disk(d, n)) {
+        if (!offload_load_answer(s, req, f.key, f.key_len, 1) && !hold(s, req, HELD_LOAD, &f, 0))
+            offload_load_answer(s, req, f.key, f.key_len, 0);
         return;
     }
     count(s, req, MC_OK);

@@ -301,6 +301,7 @@ static void a_corrupt_byte_in_any_piece_of_a_load_is_never_served(void **state)
     }
     assert_int_equal(start_node(e, &e->node), 0);
     long long failed0 = metric(e, "master_offload_load_failures_total");
+    long long loads0 = metric(e, "master_offload_load_requests_total");
     /* the intact ones, once the node reported its files */
     for (int i = NBAD; i < NPC; i++) {
         char k[32];
@@ -328,6 +329,9 @@ static void a_corrupt_byte_in_any_piece_of_a_load_is_never_served(void **state)
         assert_int_not_equal(access(p, F_OK), 0);
     }
     assert_int_equal(metric(e, "master_offload_load_failures_total"), failed0 + NBAD);
+    /* each get was one GetReplicaList, held by the master until the node
+     * had loaded the object (or failed to): no OFFLOAD_LOAD after it */
+    assert_int_equal(metric(e, "master_offload_load_requests_total"), loads0);
     free(val);
     free(got);
 }
