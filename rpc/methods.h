@@ -67,6 +67,11 @@ enum mc_rpc_method {
                                    with the leases a BATCH_GET_REPLICA_LIST {RELEASE} granted
                                    (store/master.h mc_master_batch_lease_release) */
 
+    /* node-local offload: a node's write batch answered in one call */
+    MC_RPC_OFFLOAD_DONE_BATCH = 137, /* {CLIENT_ID, SEGMENT_ID, KEYS, SIZES} -> {STATUSES}: each
+                                        file as OFFLOAD_DONE with STATUS OK would be; one
+                                        answer, durable once */
+
     /* transfer engine (transport/): descriptor and TCP data */
     MC_RPC_TE_DESC = 400,  /* {} -> {NAME, HOST, PORT, PROTOCOLS, BUFFERS} */
     MC_RPC_TE_WRITE = 401, /* {ADDR} + payload written at ADDR -> {} */

@@ -134,6 +134,7 @@ typedef struct opersist {
     uint32_t klen;
     uint64_t size;
     int sync_errno; /* its fsync's result */
+    int committed;  /* renamed over its name: to be answered */
     mc_tier_wfile_t w;
 } opersist_t;
 
@@ -153,6 +154,7 @@ struct store_offload {
     _Atomic int off_logged; /* the worker and the poller log it once */
     int buffered;           /* offload_buffered_io: never O_DIRECT */
     int direct_refused;     /* logged: the file system refused O_DIRECT */
+    int no_done_batch;      /* the master has no OFFLOAD_DONE_BATCH: one call per file */
     mc_oio_t *io;
     opersist_t *wb;    /* OFFLOAD_WRITE_BATCH: the PERSIST batch (worker) */
     unsigned nwb;      /* written, not synced yet */
@@ -470,6 +472,56 @@ static void persist_failed(store_offload_t *o, const store_seg_t *g, const char 
 
 static void load_reap(store_offload_t *o, const store_seg_t *g);
 
+/* The master's answers to the batch's committed files, in one
+ * OFFLOAD_DONE_BATCH (an OFFLOAD_DONE per file with a master that does not
+ * know it), into st (by batch index). MC_OK, or the call's failure (then
+ * each st is that). */
+static void persist_answer(store_offload_t *o, const store_seg_t *g, mc_status_t *st)
+{
+    unsigned n = 0;
+    for (unsigned i = 0; i < o->nwb; i++)
+        n += o->wb[i].committed;
+    mc_status_t r = MC_ERR_NO_METHOD;
+    mc_status_t got[OFFLOAD_WRITE_BATCH] = {0};
+    if (!o->no_done_batch) {
+        mc_buf_t body = MC_BUF_INIT, resp = MC_BUF_INIT;
+        mc_mp_writer_t w;
+        mc_mp_writer_init(&w, &body);
+        head(&w, o->s, g, 2);
+        mc_mp_write_uint(&w, MC_F_KEYS);
+        mc_mp_write_array(&w, n);
+        for (unsigned i = 0; i < o->nwb; i++)
+            if (o->wb[i].committed)
+                mc_mp_write_bin(&w, o->wb[i].key, o->wb[i].klen);
+        mc_mp_write_uint(&w, MC_F_SIZES);
+        mc_mp_write_array(&w, n);
+        for (unsigned i = 0; i < o->nwb; i++)
+            if (o->wb[i].committed)
+                mc_mp_write_uint(&w, o->wb[i].size);
+        r = w.err != MC_OK ? w.err : store_call_sync(o->s, MC_RPC_OFFLOAD_DONE_BATCH, &body, &resp);
+        size_t ng = 0;
+        if (r == MC_OK && (mc_mcli_dec_statuses(mc_buf_head(&resp), mc_buf_used(&resp), got, NULL,
+                                                OFFLOAD_WRITE_BATCH, &ng) != MC_OK ||
+                           ng != n))
+            r = MC_ERR_PROTOCOL; /* the files stay; the master times the requests out */
+        if (r == MC_ERR_NO_METHOD) {
+            MC_INFO(CLIENT, "offload: the master answers writes one at a time (no batch call)");
+            o->no_done_batch = 1;
+        }
+        mc_buf_fini(&body);
+        mc_buf_fini(&resp);
+    }
+    for (unsigned i = 0, k = 0; i < o->nwb; i++) {
+        opersist_t *p = &o->wb[i];
+        if (!p->committed)
+            continue;
+        st[i] = r == MC_OK              ? got[k]
+                : r == MC_ERR_NO_METHOD ? call_done(o, g, p->key, p->klen, p->size, MC_OK)
+                                        : r;
+        k++;
+    }
+}
+
 /* Sync the batch's files at once (io_uring: one submission, the file system
  * commits them together; without it, one after the other, their writeback
  * started when each was written), then rename each over its name and
@@ -487,9 +539,11 @@ static void persist_flush(store_offload_t *o, const store_seg_t *g)
     }
     while (o->wsyncing > 0)
         load_reap(o, g); /* loads in flight complete meanwhile too */
+    unsigned ok = 0;
     for (unsigned i = 0; i < o->nwb; i++) {
         opersist_t *p = &o->wb[i];
         mc_status_t st = mc_tier_wcommit(&p->w, p->sync_errno, 0);
+        p->committed = st == MC_OK;
         if (st != MC_OK) {
             persist_failed(o, g, p->key, p->klen, p->size, st);
             continue;
@@ -497,8 +551,14 @@ static void persist_flush(store_offload_t *o, const store_seg_t *g)
         file_add(o, p->key, p->klen, p->size);
         atomic_fetch_add(&o->written, 1);
         atomic_fetch_add(&o->bytes_written, p->size);
-        mc_status_t r = call_done(o, g, p->key, p->klen, p->size, MC_OK);
-        if (r == MC_ERR_OBJECT_NOT_FOUND) {
+        ok++;
+    }
+    mc_status_t r[OFFLOAD_WRITE_BATCH] = {0};
+    if (ok > 0)
+        persist_answer(o, g, r); /* one call for the batch */
+    for (unsigned i = 0; i < o->nwb; i++) {
+        opersist_t *p = &o->wb[i];
+        if (p->committed && r[i] == MC_ERR_OBJECT_NOT_FOUND) {
             /* removed meanwhile (or the request timed out): not an object */
             mc_tier_unlink(o->dir, p->key, p->klen);
             file_forget(o, p->key, p->klen);

@@ -748,6 +748,30 @@ static void h_offload_done(void *ctx, mc_rpc_req_t *req)
                      st == MC_ERR_OBJECT_NOT_FOUND ? "no offload of this object is pending" : NULL);
 }
 
+static void reply_statuses(master_srv_t *s, mc_rpc_req_t *req, const mc_status_t *st, size_t n);
+
+/* A node's write batch: each file (KEYS, SIZES) answered as OFFLOAD_DONE
+ * with STATUS OK would be; one answer with a status per file, sent once
+ * their records are durable. */
+static void h_offload_done_batch(void *ctx, mc_rpc_req_t *req)
+{
+    master_srv_t *s = ctx;
+    fields_t f;
+    if (!begin(s, req, &f, NULL,
+               BIT(MC_F_CLIENT_ID) | BIT(MC_F_SEGMENT_ID) | BIT(MC_F_KEYS) | BIT(MC_F_SIZES)))
+        return;
+    if (f.nkeys != f.nsizes) {
+        reply_status(s, req, MC_ERR_INVALID_PARAMS, "keys and sizes differ in length");
+        return;
+    }
+    scratch_t *sc = scratch_of(s, req);
+    uint64_t now = mc_now_us();
+    for (uint32_t i = 0; i < f.nkeys; i++)
+        sc->st[i] = mc_master_offload_done(s->m, f.client_id, f.segment_id, sc->keys[i].data,
+                                           sc->keys[i].len, sc->sizes[i], MC_OK, now);
+    reply_statuses(s, req, sc->st, f.nkeys);
+}
+
 static void h_ldisk_report(void *ctx, mc_rpc_req_t *req)
 {
     master_srv_t *s = ctx;
@@ -1694,6 +1718,7 @@ static const struct {
     {MC_RPC_TIER_ADD, h_tier_add},
     {MC_RPC_OFFLOAD_POLL, h_offload_poll},
     {MC_RPC_OFFLOAD_DONE, h_offload_done},
+    {MC_RPC_OFFLOAD_DONE_BATCH, h_offload_done_batch},
     {MC_RPC_LDISK_REPORT, h_ldisk_report},
     {MC_RPC_LDISK_DROP, h_ldisk_drop},
     {MC_RPC_OFFLOAD_LOAD, h_offload_load},

@@ -176,6 +176,9 @@ static void eviction_under_pressure_keeps_every_object_readable(void **state)
         ondisk += file_exists(e, i);
     /* 48 MiB through 16 MiB: most of them went to the node's disk */
     assert_true(ondisk >= NOBJ - 16);
+    /* the node answered its write batches in one call each */
+    assert_true(metric(e, "master_batch_offload_done_requests_total") > 0);
+    assert_int_equal(metric(e, "master_batch_offload_done_failures_total"), 0);
     for (int i = 0; i < NOBJ; i++)
         assert_int_equal(get_check(e, i), OBJ_SIZE);
     /* and once more, in another order (loads evict other loads) */
