@@ -79,8 +79,9 @@
 enum {
     OSTAGE_HANDOFF, /* the poll's answer came -> the worker starts the load */
     OSTAGE_OPEN,    /* open the file, check its header -> its read queued */
-    OSTAGE_READ,    /* queued -> read (io_uring submit and the device) */
-    OSTAGE_VERIFY,  /* the data's checksum */
+    OSTAGE_READ,    /* queued -> the last piece read (io_uring submit, the device, and the
+                       hash of the pieces before it, done meanwhile) */
+    OSTAGE_VERIFY,  /* the checksum left once the last piece is in (its hash) */
     OSTAGE_ANSWER,  /* verified -> OFFLOAD_DONE sent from r0 */
     OSTAGE_N
 };
@@ -681,6 +682,8 @@ static void load_part_done(void *arg, void *tag, ssize_t res)
         p->got = (uint64_t)res;
         l->got += p->got;
     }
+    /* the last piece in: the read is over (its hash is the verify stage) */
+    uint64_t t_in = l->parts == 1 ? mc_now_us() : 0;
     /* hash the pieces that are in, in order, while the others are read */
     while (l->st == MC_OK && !l->redo && l->hashed < l->nparts && l->part[l->hashed].done &&
            l->part[l->hashed].got == l->part[l->hashed].len) {
@@ -689,7 +692,7 @@ static void load_part_done(void *arg, void *tag, ssize_t res)
     }
     if (--l->parts > 0)
         return;
-    uint64_t t_read = mc_now_us();
+    uint64_t t_read = t_in;
     if (l->redo && l->st == MC_OK) {
         t_read = 0; /* read twice: not timed by stage */
         uint64_t got = 0;
@@ -1197,7 +1200,8 @@ void store_offload_metrics(mc_store_t *s, mc_buf_t *b)
     mc_prom_head(b, name, "histogram",
                  "Time of this node's loads (disk-only objects read for readers) by stage: "
                  "handoff (the master's answer to the worker), open (the file and its header), "
-                 "read (io_uring and the device), verify (checksum), answer (to the master).");
+                 "read (io_uring, the device, and the hash of the pieces read before the last), "
+                 "verify (the checksum left once the last piece is in), answer (to the master).");
     char lab[32];
     for (unsigned i = 0; i < OSTAGE_N; i++) {
         snprintf(lab, sizeof(lab), "stage=\"%s\"", stage_names[i]);
