@@ -356,20 +356,51 @@ static void reply_durable(master_srv_t *s, mc_rpc_req_t *req, mc_status_t st, co
         mc_rpc_reply(req, st, len ? mc_buf_head(body) : NULL, len);
 }
 
-/* Reply MC_OK with body to a call that hands out segment space (PutStart, a
- * node's loads); counted already. The caller writes into the space as soon
- * as it has the reply, so with ha.sync = strict the reply waits until the
+/* A reply that may have to wait for the journal (strict HA) is encoded
+ * first into the reactor's scratch buffer: body_begin starts the body
+ * {field: ...}, the caller writes the value with the writer, and
+ * body_durable or body_space sends it (MC_ERR_NOMEM when it could not be
+ * encoded). */
+static mc_mp_writer_t body_begin(master_srv_t *s, mc_rpc_req_t *req, uint32_t field)
+{
+    mc_buf_t *b = &scratch_of(s, req)->rbuf;
+    mc_buf_reset(b);
+    mc_mp_writer_t w;
+    mc_mp_writer_init(&w, b);
+    mc_mp_write_map(&w, 1);
+    mc_mp_write_uint(&w, field);
+    return w;
+}
+
+/* Send the body as the MC_OK reply of a call that changed metadata
+ * (reply_durable). */
+static void body_durable(master_srv_t *s, mc_rpc_req_t *req, const mc_mp_writer_t *w)
+{
+    if (w->err != MC_OK)
+        reply_status(s, req, MC_ERR_NOMEM, "out of memory");
+    else
+        reply_durable(s, req, MC_OK, w->buf);
+}
+
+/* Send the body as the MC_OK reply of a call that hands out segment space
+ * (PutStart, a node's loads). The caller writes into the space as soon as
+ * it has the reply, so with ha.sync = strict the reply waits until the
  * records that freed space lately (evictions, removes, releases, expiries)
  * are in Redis: a new leader that lacked one would still list the old
  * object in that space, over the new bytes. The call's own records need not
- * wait (a new leader without them refuses the PutEnd or the load's end). */
-static void reply_space(master_srv_t *s, mc_rpc_req_t *req, const mc_buf_t *body)
+ * wait (a new leader without them refuses the PutEnd or the load's end).
+ * Out of memory: the space handed out is taken back by the put's or the
+ * load's timeout. */
+static void body_space(master_srv_t *s, mc_rpc_req_t *req, const mc_mp_writer_t *w)
 {
     uint64_t seq = 0;
-    if (master_ha_frees_pending(s, &seq))
-        reply_held(s, req, MC_OK, body, seq);
+    count(s, req, w->err == MC_OK ? MC_OK : MC_ERR_NOMEM);
+    if (w->err != MC_OK)
+        mc_rpc_reply(req, MC_ERR_NOMEM, NULL, 0);
+    else if (master_ha_frees_pending(s, &seq))
+        reply_held(s, req, MC_OK, w->buf, seq);
     else
-        mc_rpc_reply(req, MC_OK, mc_buf_head(body), mc_buf_used(body));
+        mc_rpc_reply(req, MC_OK, mc_buf_head(w->buf), mc_buf_used(w->buf));
 }
 
 void master_srv_complete_waiters(master_srv_t *s, scratch_t *sc)
@@ -503,7 +534,7 @@ static void h_tier_add(void *ctx, mc_rpc_req_t *req)
 #define OFFLOAD_POLL_MAX 4096
 
 typedef struct off_items {
-    mc_mp_writer_t w; /* into a side buffer: the count comes first in the reply */
+    mc_mp_writer_t w; /* the reply's ITEMS array, its count patched at the end */
     uint32_t n;
 } off_items_t;
 
@@ -554,37 +585,22 @@ typedef struct held {
 static int offload_poll_answer(master_srv_t *s, mc_rpc_req_t *req, mc_uuid_t client,
                                mc_uuid_t segment_id, uint32_t max, int may_hold)
 {
-    mc_buf_t items = MC_BUF_INIT;
-    off_items_t it = {.n = 0};
-    mc_mp_writer_init(&it.w, &items);
+    off_items_t it = {.w = body_begin(s, req, MC_F_ITEMS), .n = 0};
+    size_t at = mc_mp_write_array_later(&it.w);
     mc_status_t st =
         mc_master_offload_poll(s->m, client, segment_id, mc_now_us(), max, offload_item, &it);
     if (st == MC_OK && it.w.err != MC_OK)
         st = it.w.err; /* out of memory: the requests taken are voided by their timeout */
-    if (st == MC_OK && it.n == 0 && may_hold) {
-        mc_buf_fini(&items);
+    if (st == MC_OK && it.n == 0 && may_hold)
         return 0;
-    }
     if (st != MC_OK) {
-        mc_buf_fini(&items);
         reply_status(s, req, st,
                      st == MC_ERR_UNAVAILABLE_IN_CURRENT_MODE ? "offload is off (enable_offload)"
                                                               : NULL);
         return 1;
     }
-    count(s, req, st);
-    mc_buf_t *b = &scratch_of(s, req)->rbuf;
-    mc_buf_reset(b);
-    mc_mp_writer_t w;
-    mc_mp_writer_init(&w, b);
-    mc_mp_write_map(&w, 1);
-    mc_mp_write_uint(&w, MC_F_ITEMS);
-    mc_mp_write_array(&w, it.n);
-    if (w.err != MC_OK || mc_buf_append(b, mc_buf_head(&items), mc_buf_used(&items)) != MC_OK)
-        mc_rpc_reply(req, MC_ERR_NOMEM, NULL, 0); /* the requests taken time out */
-    else
-        reply_space(s, req, b); /* loads write into space handed out */
-    mc_buf_fini(&items);
+    mc_mp_patch_array(&it.w, at, it.n);
+    body_space(s, req, &it.w); /* loads write into space handed out */
     return 1;
 }
 
@@ -842,18 +858,9 @@ static void h_put_start(void *ctx, mc_rpc_req_t *req)
         reply_status(s, req, st, NULL);
         return;
     }
-    count(s, req, st);
-    mc_buf_t *b = &scratch_of(s, req)->rbuf;
-    mc_buf_reset(b);
-    mc_mp_writer_t w;
-    mc_mp_writer_init(&w, b);
-    mc_mp_write_map(&w, 1);
-    mc_mp_write_uint(&w, MC_F_REPLICAS);
+    mc_mp_writer_t w = body_begin(s, req, MC_F_REPLICAS);
     mc_proto_write_replicas(&w, d, n);
-    if (w.err != MC_OK)
-        mc_rpc_reply(req, MC_ERR_NOMEM, NULL, 0); /* abandoned: the put's timeout revokes it */
-    else
-        reply_space(s, req, b);
+    body_space(s, req, &w);
 }
 
 static void h_put_end(void *ctx, mc_rpc_req_t *req)
@@ -880,20 +887,11 @@ static void h_put_revoke(void *ctx, mc_rpc_req_t *req)
  * batch itself was processed (items carry their own). */
 static void reply_statuses(master_srv_t *s, mc_rpc_req_t *req, const mc_status_t *st, size_t n)
 {
-    mc_buf_t *b = &scratch_of(s, req)->rbuf;
-    mc_buf_reset(b);
-    mc_mp_writer_t w;
-    mc_mp_writer_init(&w, b);
-    mc_mp_write_map(&w, 1);
-    mc_mp_write_uint(&w, MC_F_STATUSES);
+    mc_mp_writer_t w = body_begin(s, req, MC_F_STATUSES);
     mc_mp_write_array(&w, (uint32_t)n);
     for (size_t i = 0; i < n; i++)
         mc_mp_write_int(&w, st[i]);
-    if (w.err != MC_OK) {
-        reply_status(s, req, MC_ERR_NOMEM, "out of memory");
-        return;
-    }
-    reply_durable(s, req, MC_OK, b);
+    body_durable(s, req, &w);
 }
 
 static void h_batch_put_start(void *ctx, mc_rpc_req_t *req)
@@ -922,13 +920,7 @@ static void h_batch_put_start(void *ctx, mc_rpc_req_t *req)
         reply_status(s, req, st, NULL);
         return;
     }
-    count(s, req, MC_OK);
-    mc_buf_t *b = &sc->rbuf;
-    mc_buf_reset(b);
-    mc_mp_writer_t w;
-    mc_mp_writer_init(&w, b);
-    mc_mp_write_map(&w, 1);
-    mc_mp_write_uint(&w, MC_F_ITEMS);
+    mc_mp_writer_t w = body_begin(s, req, MC_F_ITEMS);
     mc_mp_write_array(&w, f.nkeys);
     for (uint32_t i = 0; i < f.nkeys; i++) {
         mc_mp_write_map(&w, 2);
@@ -938,10 +930,7 @@ static void h_batch_put_start(void *ctx, mc_rpc_req_t *req)
         mc_proto_write_replicas(&w, &sc->descs[(size_t)i * per],
                                 sc->st[i] == MC_OK ? sc->nrep[i] : 0);
     }
-    if (w.err != MC_OK)
-        mc_rpc_reply(req, MC_ERR_NOMEM, NULL, 0); /* abandoned: the puts' timeout revokes them */
-    else
-        reply_space(s, req, b);
+    body_space(s, req, &w);
 }
 
 typedef mc_status_t (*batch_keys_fn_t)(mc_master_t *m, mc_uuid_t client,
@@ -1439,14 +1428,9 @@ static void reply_count(master_srv_t *s, mc_rpc_req_t *req, mc_status_t st, long
         reply_status(s, req, st, NULL);
         return;
     }
-    mc_buf_t *b = &scratch_of(s, req)->rbuf;
-    mc_buf_reset(b);
-    mc_mp_writer_t w;
-    mc_mp_writer_init(&w, b);
-    mc_mp_write_map(&w, 1);
-    mc_mp_write_uint(&w, MC_F_COUNT);
+    mc_mp_writer_t w = body_begin(s, req, MC_F_COUNT);
     mc_mp_write_int(&w, n);
-    reply_durable(s, req, w.err == MC_OK ? MC_OK : MC_ERR_NOMEM, w.err == MC_OK ? b : NULL);
+    body_durable(s, req, &w);
 }
 
 static void h_remove_by_regex(void *ctx, mc_rpc_req_t *req)
@@ -1538,16 +1522,11 @@ static void h_unmount_segment(void *ctx, mc_rpc_req_t *req)
         reply_status(s, req, st, NULL);
         return;
     }
-    mc_buf_t *b = &scratch_of(s, req)->rbuf;
-    mc_buf_reset(b);
-    mc_mp_writer_t w;
-    mc_mp_writer_init(&w, b);
-    mc_mp_write_map(&w, 1);
-    mc_mp_write_uint(&w, MC_F_DRAIN_UNTIL_US);
+    mc_mp_writer_t w = body_begin(s, req, MC_F_DRAIN_UNTIL_US);
     /* as a delay from now: the peer's clock is not ours */
     uint64_t now = mc_now_us();
     mc_mp_write_uint(&w, drain > now ? drain - now : 0);
-    reply_durable(s, req, w.err == MC_OK ? MC_OK : MC_ERR_NOMEM, w.err == MC_OK ? b : NULL);
+    body_durable(s, req, &w);
 }
 
 static void h_ping(void *ctx, mc_rpc_req_t *req)
