@@ -14,7 +14,9 @@
  * by the node's start scan, the corrupt one at its first read, counted by
  * the master as a failed load; a load reads a file in pieces at once and
  * a byte changed in any of them is found, while the older file format
- * still reads); a second node on the same
+ * still reads; a get is one GetReplicaList held until the node loaded the
+ * object, and when the load outlasts that hold the reader asks
+ * OFFLOAD_LOAD until it is there); a second node on the same
  * directory and a node with an unwritable directory do not start; removing
  * an object deletes its file on the node; on a full disk (a 6 MiB tmpfs,
  * when the test may mount one; skipped otherwise) the node's writes fail,
@@ -28,6 +30,8 @@
 #include <cmocka.h>
 
 #include <fcntl.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <ftw.h>
 #include <limits.h>
 #include <stdio.h>
@@ -339,6 +343,69 @@ static void a_corrupt_byte_in_any_piece_of_a_load_is_never_served(void **state)
     free(got);
 }
 
+typedef struct aget {
+    atomic_int done;
+    int64_t res;
+} aget_t;
+
+static void aget_cb(void *arg, int64_t res)
+{
+    aget_t *a = arg;
+    a->res = res;
+    atomic_store(&a->done, 1);
+}
+
+/* A load slower than the reader's held GetReplicaList (held up to its
+ * WAIT_US, half the reader's rpc_timeout): at that deadline the list is
+ * answered with the disk replica alone and the reader asks OFFLOAD_LOAD
+ * (held again, as often as needed) until the node has loaded it; the get
+ * then returns the object. The node is stopped (SIGSTOP) for 700 ms, over
+ * three of those waits (well under the master's client_ttl). */
+static void a_load_slower_than_the_held_list_is_asked_for_again(void **state)
+{
+    env_t *e = *state;
+    const char *k = "slow-0";
+    assert_int_equal(tc_node_stop(&e->node, SIGTERM), 0);
+    struct iovec v = {e->val[0], OBJ_SIZE};
+    assert_int_equal(
+        mc_tier_write_flags(e->offdir, k, strlen(k), &v, 1, OBJ_SIZE, 0, MC_TIER_F_ALIGNED), MC_OK);
+    assert_int_equal(start_node(e, &e->node), 0);
+    uint64_t deadline = mc_now_ms() + 10000 * SLOW;
+    while (mc_store_exist(e->c, k, strlen(k)) != 1 && mc_now_ms() < deadline)
+        usleep(20000); /* the node reports its files */
+    assert_int_equal(mc_store_exist(e->c, k, strlen(k)), 1);
+
+    char master[64];
+    mc_store_config_t c;
+    mc_store_config_init(&c);
+    c.master = tc_master_addr(&e->master, master, sizeof(master));
+    c.local_buffer_size = 8 * MIB;
+    c.reactors = 1;
+    c.rpc_timeout_us = 400000; /* the master holds a call for a load up to 200 ms */
+    mc_store_t *c2 = NULL;
+    assert_int_equal(mc_store_open(&c, &c2), MC_OK);
+    long long loads0 = metric(e, "master_offload_load_requests_total");
+    uint8_t *got = malloc(OBJ_SIZE);
+    assert_non_null(got);
+    aget_t a = {.res = 0};
+    atomic_init(&a.done, 0);
+    assert_int_equal(kill(e->node.proc.pid, SIGSTOP), 0);
+    mc_status_t st = mc_store_get_async(c2, k, strlen(k), got, OBJ_SIZE, aget_cb, &a);
+    assert_true(st == MC_OK || st == MC_INPROGRESS);
+    usleep(700000);
+    assert_int_equal(kill(e->node.proc.pid, SIGCONT), 0);
+    deadline = mc_now_ms() + 10000 * SLOW;
+    while (!atomic_load(&a.done) && mc_now_ms() < deadline)
+        usleep(10000);
+    assert_true(atomic_load(&a.done));
+    assert_int_equal(a.res, OBJ_SIZE);
+    assert_memory_equal(got, e->val[0], OBJ_SIZE);
+    /* the list's hold ran out while the node was stopped: asked again */
+    assert_true(metric(e, "master_offload_load_requests_total") > loads0);
+    mc_store_close(c2);
+    free(got);
+}
+
 static void a_shared_or_unwritable_directory_stops_the_node(void **state)
 {
     env_t *e = *state;
@@ -435,6 +502,7 @@ int main(void)
         cmocka_unit_test(a_restarted_node_restores_its_objects_and_never_serves_a_corrupt_file),
         cmocka_unit_test(remove_deletes_the_file_on_the_node),
         cmocka_unit_test(a_corrupt_byte_in_any_piece_of_a_load_is_never_served),
+        cmocka_unit_test(a_load_slower_than_the_held_list_is_asked_for_again),
         cmocka_unit_test(a_shared_or_unwritable_directory_stops_the_node),
         cmocka_unit_test(a_full_disk_refuses_offload_and_evicts_as_before),
     };
