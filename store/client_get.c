@@ -174,12 +174,22 @@ static get_state_t get_fail(get_op_t *op, mc_status_t st)
     return G_DONE;
 }
 
+static void get_decode_load(store_op_t *h, const mc_rpc_resp_t *resp);
+static uint64_t load_wait_us(const mc_store_t *s);
+
+/* With WAIT_US: an object only on a node's disk is loaded by the master's
+ * answer to this call already (held until the node has it; no OFFLOAD_LOAD
+ * after it unless that took longer than WAIT_US); others are answered at
+ * once. */
 static get_state_t get_list(get_op_t *op)
 {
-    mc_mp_writer_t *w = mc_rpc_call_begin(op->h.s->mcli);
+    mc_store_t *s = op->h.s;
+    mc_mp_writer_t *w = mc_rpc_call_begin(s->mcli);
     mc_mcli_key(w, op->key, op->klen);
+    mc_status_t st = mc_rpc_call_add_uint(s->mcli, MC_F_WAIT_US, load_wait_us(s));
     op->t_sent_us = mc_now_us();
-    mc_status_t st = store_rpc_end(&op->h, MC_RPC_GET_REPLICA_LIST, get_decode_list);
+    if (st == MC_OK)
+        st = store_rpc_end(&op->h, MC_RPC_GET_REPLICA_LIST, get_decode_load);
     return st == MC_INPROGRESS ? G_WAIT_LIST /* waiting: the master */ : get_fail(op, st);
 }
 
@@ -408,6 +418,14 @@ static get_state_t get_tier_read(get_op_t *op)
  * transfer timeout). No pause, no polling. */
 #define LOAD_WAIT_US 1000000
 
+/* How long the master may hold a call for a load: under the RPC timeout. */
+static uint64_t load_wait_us(const mc_store_t *s)
+{
+    uint64_t wait =
+        s->cfg.rpc_timeout_us / 2 < LOAD_WAIT_US ? s->cfg.rpc_timeout_us / 2 : LOAD_WAIT_US;
+    return wait > 0 ? wait : 1;
+}
+
 static void get_decode_load(store_op_t *h, const mc_rpc_resp_t *resp)
 {
     get_op_t *op = (get_op_t *)h;
@@ -429,11 +447,9 @@ static get_state_t get_load(get_op_t *op)
                 op->key);
         return get_fail(op, MC_ERR_TRANSFER_FAIL);
     }
-    uint64_t wait =
-        s->cfg.rpc_timeout_us / 2 < LOAD_WAIT_US ? s->cfg.rpc_timeout_us / 2 : LOAD_WAIT_US;
     mc_mp_writer_t *w = mc_rpc_call_begin(s->mcli);
     mc_mcli_key(w, op->key, op->klen);
-    mc_status_t st = mc_rpc_call_add_uint(s->mcli, MC_F_WAIT_US, wait > 0 ? wait : 1);
+    mc_status_t st = mc_rpc_call_add_uint(s->mcli, MC_F_WAIT_US, load_wait_us(s));
     op->t_sent_us = now;
     if (st == MC_OK)
         st = store_rpc_end(&op->h, MC_RPC_OFFLOAD_LOAD, get_decode_load);

@@ -356,20 +356,51 @@ static void reply_durable(master_srv_t *s, mc_rpc_req_t *req, mc_status_t st, co
         mc_rpc_reply(req, st, len ? mc_buf_head(body) : NULL, len);
 }
 
-/* Reply MC_OK with body to a call that hands out segment space (PutStart, a
- * node's loads); counted already. The caller writes into the space as soon
- * as it has the reply, so with ha.sync = strict the reply waits until the
+/* A reply that may have to wait for the journal (strict HA) is encoded
+ * first into the reactor's scratch buffer: body_begin starts the body
+ * {field: ...}, the caller writes the value with the writer, and
+ * body_durable or body_space sends it (MC_ERR_NOMEM when it could not be
+ * encoded). */
+static mc_mp_writer_t body_begin(master_srv_t *s, mc_rpc_req_t *req, uint32_t field)
+{
+    mc_buf_t *b = &scratch_of(s, req)->rbuf;
+    mc_buf_reset(b);
+    mc_mp_writer_t w;
+    mc_mp_writer_init(&w, b);
+    mc_mp_write_map(&w, 1);
+    mc_mp_write_uint(&w, field);
+    return w;
+}
+
+/* Send the body as the MC_OK reply of a call that changed metadata
+ * (reply_durable). */
+static void body_durable(master_srv_t *s, mc_rpc_req_t *req, const mc_mp_writer_t *w)
+{
+    if (w->err != MC_OK)
+        reply_status(s, req, MC_ERR_NOMEM, "out of memory");
+    else
+        reply_durable(s, req, MC_OK, w->buf);
+}
+
+/* Send the body as the MC_OK reply of a call that hands out segment space
+ * (PutStart, a node's loads). The caller writes into the space as soon as
+ * it has the reply, so with ha.sync = strict the reply waits until the
  * records that freed space lately (evictions, removes, releases, expiries)
  * are in Redis: a new leader that lacked one would still list the old
  * object in that space, over the new bytes. The call's own records need not
- * wait (a new leader without them refuses the PutEnd or the load's end). */
-static void reply_space(master_srv_t *s, mc_rpc_req_t *req, const mc_buf_t *body)
+ * wait (a new leader without them refuses the PutEnd or the load's end).
+ * Out of memory: the space handed out is taken back by the put's or the
+ * load's timeout. */
+static void body_space(master_srv_t *s, mc_rpc_req_t *req, const mc_mp_writer_t *w)
 {
     uint64_t seq = 0;
-    if (master_ha_frees_pending(s, &seq))
-        reply_held(s, req, MC_OK, body, seq);
+    count(s, req, w->err == MC_OK ? MC_OK : MC_ERR_NOMEM);
+    if (w->err != MC_OK)
+        mc_rpc_reply(req, MC_ERR_NOMEM, NULL, 0);
+    else if (master_ha_frees_pending(s, &seq))
+        reply_held(s, req, MC_OK, w->buf, seq);
     else
-        mc_rpc_reply(req, MC_OK, mc_buf_head(body), mc_buf_used(body));
+        mc_rpc_reply(req, MC_OK, mc_buf_head(w->buf), mc_buf_used(w->buf));
 }
 
 void master_srv_complete_waiters(master_srv_t *s, scratch_t *sc)
@@ -503,7 +534,7 @@ static void h_tier_add(void *ctx, mc_rpc_req_t *req)
 #define OFFLOAD_POLL_MAX 4096
 
 typedef struct off_items {
-    mc_mp_writer_t w; /* into a side buffer: the count comes first in the reply */
+    mc_mp_writer_t w; /* the reply's ITEMS array, its count patched at the end */
     uint32_t n;
 } off_items_t;
 
@@ -554,37 +585,22 @@ typedef struct held {
 static int offload_poll_answer(master_srv_t *s, mc_rpc_req_t *req, mc_uuid_t client,
                                mc_uuid_t segment_id, uint32_t max, int may_hold)
 {
-    mc_buf_t items = MC_BUF_INIT;
-    off_items_t it = {.n = 0};
-    mc_mp_writer_init(&it.w, &items);
+    off_items_t it = {.w = body_begin(s, req, MC_F_ITEMS), .n = 0};
+    size_t at = mc_mp_write_array_later(&it.w);
     mc_status_t st =
         mc_master_offload_poll(s->m, client, segment_id, mc_now_us(), max, offload_item, &it);
     if (st == MC_OK && it.w.err != MC_OK)
         st = it.w.err; /* out of memory: the requests taken are voided by their timeout */
-    if (st == MC_OK && it.n == 0 && may_hold) {
-        mc_buf_fini(&items);
+    if (st == MC_OK && it.n == 0 && may_hold)
         return 0;
-    }
     if (st != MC_OK) {
-        mc_buf_fini(&items);
         reply_status(s, req, st,
                      st == MC_ERR_UNAVAILABLE_IN_CURRENT_MODE ? "offload is off (enable_offload)"
                                                               : NULL);
         return 1;
     }
-    count(s, req, st);
-    mc_buf_t *b = &scratch_of(s, req)->rbuf;
-    mc_buf_reset(b);
-    mc_mp_writer_t w;
-    mc_mp_writer_init(&w, b);
-    mc_mp_write_map(&w, 1);
-    mc_mp_write_uint(&w, MC_F_ITEMS);
-    mc_mp_write_array(&w, it.n);
-    if (w.err != MC_OK || mc_buf_append(b, mc_buf_head(&items), mc_buf_used(&items)) != MC_OK)
-        mc_rpc_reply(req, MC_ERR_NOMEM, NULL, 0); /* the requests taken time out */
-    else
-        reply_space(s, req, b); /* loads write into space handed out */
-    mc_buf_fini(&items);
+    mc_mp_patch_array(&it.w, at, it.n);
+    body_space(s, req, &it.w); /* loads write into space handed out */
     return 1;
 }
 
@@ -748,6 +764,30 @@ static void h_offload_done(void *ctx, mc_rpc_req_t *req)
                      st == MC_ERR_OBJECT_NOT_FOUND ? "no offload of this object is pending" : NULL);
 }
 
+static void reply_statuses(master_srv_t *s, mc_rpc_req_t *req, const mc_status_t *st, size_t n);
+
+/* A node's write batch: each file (KEYS, SIZES) answered as OFFLOAD_DONE
+ * with STATUS OK would be; one answer with a status per file, sent once
+ * their records are durable. */
+static void h_offload_done_batch(void *ctx, mc_rpc_req_t *req)
+{
+    master_srv_t *s = ctx;
+    fields_t f;
+    if (!begin(s, req, &f, NULL,
+               BIT(MC_F_CLIENT_ID) | BIT(MC_F_SEGMENT_ID) | BIT(MC_F_KEYS) | BIT(MC_F_SIZES)))
+        return;
+    if (f.nkeys != f.nsizes) {
+        reply_status(s, req, MC_ERR_INVALID_PARAMS, "keys and sizes differ in length");
+        return;
+    }
+    scratch_t *sc = scratch_of(s, req);
+    uint64_t now = mc_now_us();
+    for (uint32_t i = 0; i < f.nkeys; i++)
+        sc->st[i] = mc_master_offload_done(s->m, f.client_id, f.segment_id, sc->keys[i].data,
+                                           sc->keys[i].len, sc->sizes[i], MC_OK, now);
+    reply_statuses(s, req, sc->st, f.nkeys);
+}
+
 static void h_ldisk_report(void *ctx, mc_rpc_req_t *req)
 {
     master_srv_t *s = ctx;
@@ -818,18 +858,9 @@ static void h_put_start(void *ctx, mc_rpc_req_t *req)
         reply_status(s, req, st, NULL);
         return;
     }
-    count(s, req, st);
-    mc_buf_t *b = &scratch_of(s, req)->rbuf;
-    mc_buf_reset(b);
-    mc_mp_writer_t w;
-    mc_mp_writer_init(&w, b);
-    mc_mp_write_map(&w, 1);
-    mc_mp_write_uint(&w, MC_F_REPLICAS);
+    mc_mp_writer_t w = body_begin(s, req, MC_F_REPLICAS);
     mc_proto_write_replicas(&w, d, n);
-    if (w.err != MC_OK)
-        mc_rpc_reply(req, MC_ERR_NOMEM, NULL, 0); /* abandoned: the put's timeout revokes it */
-    else
-        reply_space(s, req, b);
+    body_space(s, req, &w);
 }
 
 static void h_put_end(void *ctx, mc_rpc_req_t *req)
@@ -856,20 +887,11 @@ static void h_put_revoke(void *ctx, mc_rpc_req_t *req)
  * batch itself was processed (items carry their own). */
 static void reply_statuses(master_srv_t *s, mc_rpc_req_t *req, const mc_status_t *st, size_t n)
 {
-    mc_buf_t *b = &scratch_of(s, req)->rbuf;
-    mc_buf_reset(b);
-    mc_mp_writer_t w;
-    mc_mp_writer_init(&w, b);
-    mc_mp_write_map(&w, 1);
-    mc_mp_write_uint(&w, MC_F_STATUSES);
+    mc_mp_writer_t w = body_begin(s, req, MC_F_STATUSES);
     mc_mp_write_array(&w, (uint32_t)n);
     for (size_t i = 0; i < n; i++)
         mc_mp_write_int(&w, st[i]);
-    if (w.err != MC_OK) {
-        reply_status(s, req, MC_ERR_NOMEM, "out of memory");
-        return;
-    }
-    reply_durable(s, req, MC_OK, b);
+    body_durable(s, req, &w);
 }
 
 static void h_batch_put_start(void *ctx, mc_rpc_req_t *req)
@@ -898,13 +920,7 @@ static void h_batch_put_start(void *ctx, mc_rpc_req_t *req)
         reply_status(s, req, st, NULL);
         return;
     }
-    count(s, req, MC_OK);
-    mc_buf_t *b = &sc->rbuf;
-    mc_buf_reset(b);
-    mc_mp_writer_t w;
-    mc_mp_writer_init(&w, b);
-    mc_mp_write_map(&w, 1);
-    mc_mp_write_uint(&w, MC_F_ITEMS);
+    mc_mp_writer_t w = body_begin(s, req, MC_F_ITEMS);
     mc_mp_write_array(&w, f.nkeys);
     for (uint32_t i = 0; i < f.nkeys; i++) {
         mc_mp_write_map(&w, 2);
@@ -914,10 +930,7 @@ static void h_batch_put_start(void *ctx, mc_rpc_req_t *req)
         mc_proto_write_replicas(&w, &sc->descs[(size_t)i * per],
                                 sc->st[i] == MC_OK ? sc->nrep[i] : 0);
     }
-    if (w.err != MC_OK)
-        mc_rpc_reply(req, MC_ERR_NOMEM, NULL, 0); /* abandoned: the puts' timeout revokes them */
-    else
-        reply_space(s, req, b);
+    body_space(s, req, &w);
 }
 
 typedef mc_status_t (*batch_keys_fn_t)(mc_master_t *m, mc_uuid_t client,
@@ -947,6 +960,24 @@ static void h_batch_put_revoke(void *ctx, mc_rpc_req_t *req)
     batch_client_keys(ctx, req, mc_master_batch_put_revoke);
 }
 
+/* Nothing in the list is readable but a node's LOCAL_DISK replica (no
+ * complete memory or DISK replica). */
+static int only_local_disk(const mc_master_replica_desc_t *d, uint32_t n)
+{
+    int ldisk = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        if (d[i].kind == MC_MASTER_REPLICA_LOCAL_DISK)
+            ldisk = 1;
+        else if (d[i].status == MC_MASTER_REPLICA_COMPLETE)
+            return 0;
+    }
+    return ldisk;
+}
+
+/* With WAIT_US (a reader that would ask for the load next): an object only
+ * on a node's disk is loaded as OFFLOAD_LOAD with WAIT_US would, and the
+ * call answered (with HELD_US) once the node loaded it: one call less per
+ * disk-only get. Any other object: answered at once, as without. */
 static void h_get_replica_list(void *ctx, mc_rpc_req_t *req)
 {
     master_srv_t *s = ctx;
@@ -960,6 +991,11 @@ static void h_get_replica_list(void *ctx, mc_rpc_req_t *req)
                                                 MC_MASTER_MAX_REPLICAS, &n, &lease);
     if (st != MC_OK) {
         reply_status(s, req, st, NULL);
+        return;
+    }
+    if (f.wait_us > 0 && only_local_disk(d, n)) {
+        if (!offload_load_answer(s, req, f.key, f.key_len, 1) && !hold(s, req, HELD_LOAD, &f, 0))
+            offload_load_answer(s, req, f.key, f.key_len, 0);
         return;
     }
     count(s, req, MC_OK);
@@ -1392,14 +1428,9 @@ static void reply_count(master_srv_t *s, mc_rpc_req_t *req, mc_status_t st, long
         reply_status(s, req, st, NULL);
         return;
     }
-    mc_buf_t *b = &scratch_of(s, req)->rbuf;
-    mc_buf_reset(b);
-    mc_mp_writer_t w;
-    mc_mp_writer_init(&w, b);
-    mc_mp_write_map(&w, 1);
-    mc_mp_write_uint(&w, MC_F_COUNT);
+    mc_mp_writer_t w = body_begin(s, req, MC_F_COUNT);
     mc_mp_write_int(&w, n);
-    reply_durable(s, req, w.err == MC_OK ? MC_OK : MC_ERR_NOMEM, w.err == MC_OK ? b : NULL);
+    body_durable(s, req, &w);
 }
 
 static void h_remove_by_regex(void *ctx, mc_rpc_req_t *req)
@@ -1491,16 +1522,11 @@ static void h_unmount_segment(void *ctx, mc_rpc_req_t *req)
         reply_status(s, req, st, NULL);
         return;
     }
-    mc_buf_t *b = &scratch_of(s, req)->rbuf;
-    mc_buf_reset(b);
-    mc_mp_writer_t w;
-    mc_mp_writer_init(&w, b);
-    mc_mp_write_map(&w, 1);
-    mc_mp_write_uint(&w, MC_F_DRAIN_UNTIL_US);
+    mc_mp_writer_t w = body_begin(s, req, MC_F_DRAIN_UNTIL_US);
     /* as a delay from now: the peer's clock is not ours */
     uint64_t now = mc_now_us();
     mc_mp_write_uint(&w, drain > now ? drain - now : 0);
-    reply_durable(s, req, w.err == MC_OK ? MC_OK : MC_ERR_NOMEM, w.err == MC_OK ? b : NULL);
+    body_durable(s, req, &w);
 }
 
 static void h_ping(void *ctx, mc_rpc_req_t *req)
@@ -1671,6 +1697,7 @@ static const struct {
     {MC_RPC_TIER_ADD, h_tier_add},
     {MC_RPC_OFFLOAD_POLL, h_offload_poll},
     {MC_RPC_OFFLOAD_DONE, h_offload_done},
+    {MC_RPC_OFFLOAD_DONE_BATCH, h_offload_done_batch},
     {MC_RPC_LDISK_REPORT, h_ldisk_report},
     {MC_RPC_LDISK_DROP, h_ldisk_drop},
     {MC_RPC_OFFLOAD_LOAD, h_offload_load},

@@ -193,7 +193,7 @@ int master_ha_must_wait(master_srv_t *s, uint64_t *seq);
 /* Strict mode: 1 when a record that freed segment space (a remove, an
  * eviction, a release, an expiry) is not in Redis yet; *seq receives its
  * number. A reply that hands out space waits for it (master_server.c,
- * reply_space). */
+ * body_space). */
 int master_ha_frees_pending(master_srv_t *s, uint64_t *seq);
 /* Records up to this number are in Redis. */
 uint64_t master_ha_flushed(master_srv_t *s);

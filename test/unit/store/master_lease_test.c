@@ -37,13 +37,28 @@ static size_t rel(mc_master_t *m, const char *key, int64_t view, uint64_t grant,
     return n;
 }
 
+/* The cases' master (o: its options, NULL for the defaults): one 1 MiB
+ * segment of C1, holding "k" (100 bytes, one replica, put at T0). */
+static mc_master_t *master_with_k(const mc_master_opts_t *o)
+{
+    mc_master_t *m = master_new(o);
+    mount_seg(m, C1, 1, "node1", MB, T0);
+    assert_int_equal(put_obj(m, C1, "k", 100, 1, T0), MC_OK);
+    return m;
+}
+
+/* The same, with "k" read at T0 by a reader that will release it. */
+static mc_master_t *master_with_k_read(const mc_master_opts_t *o)
+{
+    mc_master_t *m = master_with_k(o);
+    assert_int_equal(lget(m, "k", T0, 1), MC_OK);
+    return m;
+}
+
 static void a_released_lease_ends_before_its_ttl(void **state)
 {
     (void)state;
-    mc_master_t *m = master_new(NULL);
-    mount_seg(m, C1, 1, "node1", MB, T0);
-    assert_int_equal(put_obj(m, C1, "k", 100, 1, T0), MC_OK);
-    assert_int_equal(lget(m, "k", T0, 1), MC_OK);
+    mc_master_t *m = master_with_k_read(NULL);
     assert_int_equal(rm(m, "k", 0, T0 + 1 * MS), MC_ERR_OBJECT_HAS_LEASE);
     assert_int_equal(rel(m, "k", VIEW, T0, T0 + 2 * MS), 1);
     /* nobody reads it: removable long before the 5 s TTL */
@@ -54,10 +69,7 @@ static void a_released_lease_ends_before_its_ttl(void **state)
 static void the_lease_ends_when_the_last_of_its_readers_releases(void **state)
 {
     (void)state;
-    mc_master_t *m = master_new(NULL);
-    mount_seg(m, C1, 1, "node1", MB, T0);
-    assert_int_equal(put_obj(m, C1, "k", 100, 1, T0), MC_OK);
-    assert_int_equal(lget(m, "k", T0, 1), MC_OK);
+    mc_master_t *m = master_with_k_read(NULL);
     assert_int_equal(lget(m, "k", T0 + 1 * MS, 1), MC_OK);
     assert_int_equal(rel(m, "k", VIEW, T0, T0 + 2 * MS), 1);
     assert_int_equal(rm(m, "k", 0, T0 + 3 * MS), MC_ERR_OBJECT_HAS_LEASE);
@@ -69,10 +81,7 @@ static void the_lease_ends_when_the_last_of_its_readers_releases(void **state)
 static void a_lost_release_falls_back_to_the_ttl(void **state)
 {
     (void)state;
-    mc_master_t *m = master_new(NULL);
-    mount_seg(m, C1, 1, "node1", MB, T0);
-    assert_int_equal(put_obj(m, C1, "k", 100, 1, T0), MC_OK);
-    assert_int_equal(lget(m, "k", T0, 1), MC_OK);
+    mc_master_t *m = master_with_k_read(NULL);
     /* its release never comes */
     assert_int_equal(rm(m, "k", 0, T0 + 5 * SEC - 1), MC_ERR_OBJECT_HAS_LEASE);
     assert_int_equal(rm(m, "k", 0, T0 + 5 * SEC), MC_OK);
@@ -82,10 +91,7 @@ static void a_lost_release_falls_back_to_the_ttl(void **state)
 static void a_reader_that_does_not_release_keeps_the_ttl(void **state)
 {
     (void)state;
-    mc_master_t *m = master_new(NULL);
-    mount_seg(m, C1, 1, "node1", MB, T0);
-    assert_int_equal(put_obj(m, C1, "k", 100, 1, T0), MC_OK);
-    assert_int_equal(lget(m, "k", T0, 1), MC_OK);
+    mc_master_t *m = master_with_k_read(NULL);
     assert_int_equal(get_n(m, "k", T0 + 1 * MS, NULL), MC_OK); /* an upstream reader */
     assert_int_equal(rel(m, "k", VIEW, T0, T0 + 2 * MS), 1);
     assert_int_equal(rm(m, "k", 0, T0 + 3 * MS), MC_ERR_OBJECT_HAS_LEASE);
@@ -149,9 +155,7 @@ static void the_tick_spares_a_released_object_until_its_ttl(void **state)
 static void a_stale_release_releases_nothing(void **state)
 {
     (void)state;
-    mc_master_t *m = master_new(NULL);
-    mount_seg(m, C1, 1, "node1", MB, T0);
-    assert_int_equal(put_obj(m, C1, "k", 100, 1, T0), MC_OK);
+    mc_master_t *m = master_with_k(NULL);
 
     /* a release of a lease that ran out, arriving in a later lease period */
     assert_int_equal(lget(m, "k", T0, 1), MC_OK);
@@ -181,9 +185,7 @@ static void a_stale_release_releases_nothing(void **state)
 static void a_release_for_an_object_removed_meanwhile_spares_its_successor(void **state)
 {
     (void)state;
-    mc_master_t *m = master_new(NULL);
-    mount_seg(m, C1, 1, "node1", MB, T0);
-    assert_int_equal(put_obj(m, C1, "k", 100, 1, T0), MC_OK);
+    mc_master_t *m = master_with_k(NULL);
     assert_int_equal(lget(m, "k", T0, 1), MC_OK);        /* reader A */
     assert_int_equal(rm(m, "k", 1, T0 + 1 * MS), MC_OK); /* forced, while A reads */
     assert_int_equal(put_obj(m, C1, "k", 100, 1, T0 + 2 * MS), MC_OK);
@@ -202,9 +204,7 @@ static void a_dead_readers_leases_end_by_their_ttl_before_it_expires(void **stat
     /* the master does not know which client holds a lease: a reader that
      * dies leaves its count behind, and the lease ends at its TTL (5 s),
      * before the reader would be expired (client_ttl 10 s) */
-    mc_master_t *m = master_new(NULL);
-    mount_seg(m, C1, 1, "node1", MB, T0);
-    assert_int_equal(put_obj(m, C1, "k", 100, 1, T0), MC_OK);
+    mc_master_t *m = master_with_k(NULL);
     mc_master_ping(m, C2, T0, NULL, NULL); /* the reader, known to the master */
     assert_int_equal(lget(m, "k", T0, 1), MC_OK);
     assert_int_equal(lget(m, "k", T0 + 1 * MS, 1), MC_OK); /* a live reader */
@@ -237,10 +237,7 @@ static void release_is_off_with_the_option_and_on_pinned_objects(void **state)
     mc_master_opts_init(&o);
     assert_int_equal(o.lease_release, 1);
     o.lease_release = 0;
-    mc_master_t *m = master_new(&o);
-    mount_seg(m, C1, 1, "node1", MB, T0);
-    assert_int_equal(put_obj(m, C1, "k", 100, 1, T0), MC_OK);
-    assert_int_equal(lget(m, "k", T0, 1), MC_OK);
+    mc_master_t *m = master_with_k_read(&o);
     assert_int_equal(rel(m, "k", VIEW, T0, T0 + 1 * MS), 0);
     assert_int_equal(rm(m, "k", 0, T0 + 2 * MS), MC_ERR_OBJECT_HAS_LEASE);
     mc_master_destroy(m);
@@ -269,10 +266,7 @@ static void release_is_off_with_the_option_and_on_pinned_objects(void **state)
 static void bad_releases_are_refused_or_skipped(void **state)
 {
     (void)state;
-    mc_master_t *m = master_new(NULL);
-    mount_seg(m, C1, 1, "node1", MB, T0);
-    assert_int_equal(put_obj(m, C1, "k", 100, 1, T0), MC_OK);
-    assert_int_equal(lget(m, "k", T0, 1), MC_OK);
+    mc_master_t *m = master_with_k_read(NULL);
     mc_master_key_t k = key1("k");
     size_t n = 99;
     /* a grant time this master has not reached */
