@@ -8,11 +8,12 @@
  * read-back of an earlier acknowledged key; the check that every
  * acknowledged put reads back byte for byte.
  *
- *   static ha_cluster_t h;   // in the test's env; dir, the URLs and
- *   ha_dir(&h, "ha");        // nmasters/nnodes set by the test, which
- *   ...start its backend and h.m[i] (their settings are the test's)...
- *   ha_start_rest(&h, 5000, rpc_timeout_us);  // leader, nodes, client
- *   ...
+ *   static ha_cluster_t h;               // in the test's env
+ *   ha_init(&h, "ha", nmasters, nnodes);  // its directory
+ *   ...start its backend, set h.master_url and h.meta_url...
+ *   ha_start(&h, start_master, env, 5000, rpc_timeout_us);
+ *   ...                      // masters (the test's settings), leader,
+ *                            // nodes, client
  *   ha_stop(&h);  ...stop the backend...;  ha_dir_remove(&h);
  *
  * Header-only, for cmocka tests (the helpers assert what must not fail).
@@ -41,9 +42,14 @@ typedef struct ha_cluster {
     mc_store_t *s; /* this process's client */
 } ha_cluster_t;
 
-/* h->dir: a new directory /tmp/mc-NAME-XXXXXX. 0 or -1. */
-static inline int ha_dir(ha_cluster_t *h, const char *name)
+/* The start of a test group's setup: SIGPIPE ignored (the tests kill
+ * peers), how many masters and nodes, h->dir a new directory
+ * /tmp/mc-NAME-XXXXXX. 0 or -1. */
+static inline int ha_init(ha_cluster_t *h, const char *name, int nmasters, int nnodes)
 {
+    signal(SIGPIPE, SIG_IGN);
+    h->nmasters = nmasters;
+    h->nnodes = nnodes;
     snprintf(h->dir, sizeof(h->dir), "/tmp/mc-%s-XXXXXX", name);
     return mkdtemp(h->dir) != NULL ? 0 : -1;
 }
@@ -112,10 +118,14 @@ static inline mc_status_t ha_open_client(ha_cluster_t *h, uint64_t rpc_timeout_u
     return mc_store_open(&c, &h->s);
 }
 
-/* Once the test's masters run: a leader within leader_ms, the nodes, the
- * client. */
-static inline void ha_start_rest(ha_cluster_t *h, int leader_ms, uint64_t rpc_timeout_us)
+/* Once the test's backend runs: the masters (start_master(env, i) for
+ * each, with the test's settings: 0 once it listens), a leader within
+ * leader_ms, the nodes, the client. */
+static inline void ha_start(ha_cluster_t *h, int (*start_master)(void *env, int i), void *env,
+                            int leader_ms, uint64_t rpc_timeout_us)
 {
+    for (int i = 0; i < h->nmasters; i++)
+        assert_int_equal(start_master(env, i), 0);
     assert_true(ha_wait_leader(h, -1, leader_ms, NULL) >= 0);
     ha_start_nodes(h);
     assert_int_equal(ha_open_client(h, rpc_timeout_us), MC_OK);
@@ -145,6 +155,20 @@ static inline void ha_dir_remove(ha_cluster_t *h)
         fprintf(stderr, "could not remove %s\n", h->dir);
 }
 
+/* A put the cluster may refuse for a while (a leader or a Redis primary
+ * changing): tried up to `tries` times, pause_us apart. The last status. */
+static inline mc_status_t ha_put_retry(mc_store_t *s, const char *key, const void *v, size_t n,
+                                       int tries, unsigned pause_us)
+{
+    mc_status_t st = MC_ERR_RPC_TIMEOUT;
+    for (int attempt = 0; attempt < tries && st != MC_OK; attempt++) {
+        st = mc_store_put(s, key, strlen(key), v, n, NULL);
+        if (st != MC_OK)
+            usleep(pause_us);
+    }
+    return st;
+}
+
 /* ------------------------------------------------------------ the load */
 
 /* Puts of keys PREFIX000000, PREFIX000001, ... (values of tc_fill(seed =
@@ -168,6 +192,18 @@ typedef struct ha_load {
     _Atomic unsigned acked_in[8]; /* puts acknowledged per phase */
     _Atomic uint64_t worst_call_us;
 } ha_load_t;
+
+/* l zeroed, then the test's settings (fail_pause_us stays 0). */
+static inline void ha_load_init(ha_load_t *l, mc_store_t *s, const char *prefix, size_t min_len,
+                                size_t max_len, uint64_t seed)
+{
+    memset(l, 0, sizeof(*l));
+    l->s = s;
+    l->prefix = prefix;
+    l->min_len = min_len;
+    l->max_len = max_len;
+    l->seed = seed;
+}
 
 static inline size_t ha_val_len(const ha_load_t *l, unsigned i)
 {

@@ -36,11 +36,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <pthread.h>
 #include <stdatomic.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 
 #include <hiredis/hiredis.h>
@@ -79,8 +76,9 @@ static void start_redis(env_t *e)
 }
 
 /* Start master i (its ports are kept by restarts). 0 once it listens. */
-static int start_master(env_t *e, int i)
+static int start_master(void *env, int i)
 {
+    env_t *e = env;
     char backend[128], log[160];
     snprintf(backend, sizeof(backend), "ha.backend=redis://127.0.0.1:%u/0", e->redis.port);
     snprintf(log, sizeof(log), "log.file=%s/master-%d.log", e->h.dir, i);
@@ -96,35 +94,14 @@ static int start_master(env_t *e, int i)
     return tc_master_start(&e->h.m[i], sets);
 }
 
-/* GET http://127.0.0.1:port/path; the status code, the body into buf. */
+/* GET http://127.0.0.1:port/path within 5 s: the status code (-1: no
+ * answer), the body into buf. */
 static int http_get(unsigned port, const char *path, char *buf, size_t len)
 {
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
-    if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof(a)) != 0) {
-        if (fd >= 0)
-            close(fd);
-        return -1;
-    }
-    char req[256];
-    int n = snprintf(req, sizeof(req), "GET %s HTTP/1.0\r\nHost: x\r\n\r\n", path);
-    if (write(fd, req, (size_t)n) != n) {
-        close(fd);
-        return -1;
-    }
-    static char resp[1 << 17]; /* /metrics is long */
-    size_t got = 0;
-    ssize_t r;
-    while (got + 1 < sizeof(resp) && (r = read(fd, resp + got, sizeof(resp) - 1 - got)) > 0)
-        got += (size_t)r;
-    close(fd);
-    resp[got] = '\0';
-    int code = -1;
-    if (sscanf(resp, "HTTP/1.%*d %d", &code) != 1)
-        return -1;
-    const char *body = strstr(resp, "\r\n\r\n");
-    snprintf(buf, len, "%s", body ? body + 4 : "");
+    char *body = NULL;
+    int code = tc_http_get(port, path, &body, 5000 * TC_SLOW);
+    snprintf(buf, len, "%s", body != NULL ? body : "");
+    free(body);
     return code;
 }
 
@@ -144,15 +121,10 @@ static int setup(void **state)
 {
     static env_t e;
     memset(&e, 0, sizeof(e));
-    signal(SIGPIPE, SIG_IGN);
-    e.h.nmasters = NMASTERS;
-    e.h.nnodes = NNODES;
-    if (ha_dir(&e.h, "ha") != 0)
+    if (ha_init(&e.h, "ha", NMASTERS, NNODES) != 0)
         return -1;
     start_redis(&e);
-    for (int i = 0; i < NMASTERS; i++)
-        assert_int_equal(start_master(&e, i), 0);
-    ha_start_rest(&e.h, 5000, RPC_TIMEOUT_US);
+    ha_start(&e.h, start_master, &e, 5000, RPC_TIMEOUT_US);
     *state = &e;
     return 0;
 }
@@ -172,12 +144,7 @@ enum { PH_OLD_LEADER, PH_NEW_LEADER }; /* the phases of the load */
 
 static void load_init(ha_load_t *l, env_t *e)
 {
-    memset(l, 0, sizeof(*l));
-    l->s = e->h.s;
-    l->prefix = "ha-";
-    l->min_len = 512;
-    l->max_len = MAXVAL;
-    l->seed = 12345;
+    ha_load_init(l, e->h.s, "ha-", 512, MAXVAL, 12345);
 }
 
 /* Every acknowledged put reads back with its bytes. */
@@ -546,13 +513,7 @@ static void a_leader_whose_lease_was_taken_cannot_append(void **state)
     assert_true(v1 > v0);
     uint8_t buf[1000], got[1000];
     tc_fill(buf, sizeof(buf), 4242);
-    st = MC_ERR_NOT_LEADER;
-    for (int attempt = 0; attempt < 20 && st != MC_OK; attempt++) {
-        st = mc_store_put(e->h.s, "after-fencing", 13, buf, sizeof(buf), NULL);
-        if (st != MC_OK)
-            usleep(100000);
-    }
-    assert_int_equal(st, MC_OK);
+    assert_int_equal(ha_put_retry(e->h.s, "after-fencing", buf, sizeof(buf), 20, 100000), MC_OK);
     assert_int_equal(mc_store_get(e->h.s, "after-fencing", 13, got, sizeof(got), NULL), 1000);
     assert_memory_equal(got, buf, sizeof(buf));
 }
@@ -625,13 +586,7 @@ static void a_journal_that_lost_its_tail_makes_every_master_rebuild_from_it(void
     tc_fill(a, sizeof(a), 9001);
     tc_fill(b, sizeof(b), 9002);
     tc_fill(c, sizeof(c), 9003);
-    mc_status_t st = MC_ERR_NOT_LEADER;
-    for (int attempt = 0; attempt < 20 && st != MC_OK; attempt++) {
-        st = mc_store_put(e->h.s, "tail-a", 6, a, sizeof(a), NULL);
-        if (st != MC_OK)
-            usleep(100000);
-    }
-    assert_int_equal(st, MC_OK);
+    assert_int_equal(ha_put_retry(e->h.s, "tail-a", a, sizeof(a), 20, 100000), MC_OK);
     redisContext *rc = redisConnect("127.0.0.1", (int)e->redis.port);
     assert_non_null(rc);
     assert_int_equal(rc->err, 0);
@@ -662,13 +617,7 @@ static void a_journal_that_lost_its_tail_makes_every_master_rebuild_from_it(void
     freeReplyObject(r);
     redisFree(rc);
     usleep(700000); /* the standbys' polls see the head behind them */
-    st = MC_ERR_NOT_LEADER;
-    for (int attempt = 0; attempt < 50 && st != MC_OK; attempt++) {
-        st = mc_store_put(e->h.s, "tail-c", 6, c, sizeof(c), NULL);
-        if (st != MC_OK)
-            usleep(100000);
-    }
-    assert_int_equal(st, MC_OK);
+    assert_int_equal(ha_put_retry(e->h.s, "tail-c", c, sizeof(c), 50, 100000), MC_OK);
     int64_t v1 = 0;
     int nl = ha_wait_leader(&e->h, -1, 5000, &v1);
     assert_true(nl >= 0);

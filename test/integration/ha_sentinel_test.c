@@ -60,8 +60,9 @@ typedef struct env {
 
 /* ------------------------------------------------------------ mooncake */
 
-static int start_master(env_t *e, int i)
+static int start_master(void *env, int i)
 {
+    env_t *e = env;
     char backend[400], log[160], wait[64];
     /* the list starts with a Sentinel that does not run: the others are asked */
     snprintf(backend, sizeof(backend),
@@ -85,23 +86,16 @@ static int setup(void **state)
 {
     static env_t e;
     memset(&e, 0, sizeof(e));
-    signal(SIGPIPE, SIG_IGN);
     const char *w = getenv("MC_TEST_WAIT_REPLICAS");
     e.wait_replicas = w != NULL ? (unsigned)atoi(w) : 1;
-    e.h.nmasters = NMASTERS;
-    e.h.nnodes = NNODES;
-    if (ha_dir(&e.h, "sent") != 0)
-        return -1;
-    if (ts_start(&e.ts, e.h.dir) != 0)
+    if (ha_init(&e.h, "sent", NMASTERS, NNODES) != 0 || ts_start(&e.ts, e.h.dir) != 0)
         return -1;
     e.dead_sentinel = test_free_port();
     snprintf(e.h.master_url, sizeof(e.h.master_url),
              "redis-sentinel://%s/" PRIMARY_NAME "/0?cluster=" CLUSTER, e.ts.list);
     snprintf(e.h.meta_url, sizeof(e.h.meta_url), "redis-sentinel://%s/" PRIMARY_NAME "/1",
              e.ts.list);
-    for (int i = 0; i < NMASTERS; i++)
-        assert_int_equal(start_master(&e, i), 0);
-    ha_start_rest(&e.h, 8000, RPC_TIMEOUT_US);
+    ha_start(&e.h, start_master, &e, 8000, RPC_TIMEOUT_US);
     *state = &e;
     return 0;
 }
@@ -119,12 +113,7 @@ static int teardown(void **state)
 
 static void load_init(ha_load_t *l, env_t *e)
 {
-    memset(l, 0, sizeof(*l));
-    l->s = e->h.s;
-    l->prefix = "sen-";
-    l->min_len = 256;
-    l->max_len = MAXVAL;
-    l->seed = 777;
+    ha_load_init(l, e->h.s, "sen-", 256, MAXVAL, 777);
     l->fail_pause_us = 20000;
 }
 
@@ -218,16 +207,10 @@ static void without_a_replica_puts_fail_cleanly_instead_of_being_acknowledged(vo
     uint8_t v[1000];
     tc_fill(v, sizeof(v), 4242);
     assert_int_equal(ha_wait_leader(&e->h, -1, 15000, NULL) >= 0, 1);
-    mc_status_t st = MC_ERR_RPC_TIMEOUT;
-    for (int attempt = 0; attempt < 20 && st != MC_OK; attempt++) {
-        st = mc_store_put(e->h.s, "alone-0", 7, v, sizeof(v), NULL);
-        if (st != MC_OK)
-            usleep(200000);
-    }
-    assert_int_equal(st, MC_OK);
+    assert_int_equal(ha_put_retry(e->h.s, "alone-0", v, sizeof(v), 20, 200000), MC_OK);
     ts_kill_redis(&e->ts, ri);
     uint64_t t0 = mc_now_us();
-    st = mc_store_put(e->h.s, "alone-1", 7, v, sizeof(v), NULL);
+    mc_status_t st = mc_store_put(e->h.s, "alone-1", 7, v, sizeof(v), NULL);
     uint64_t dt = mc_now_us() - t0;
     print_message("a put with the replica gone: %s after %llu ms\n", mc_status_str(st),
                   (unsigned long long)(dt / 1000));
