@@ -232,6 +232,7 @@ echo " direct: the node reads with O_DIRECT, fio --direct=1: the device."
 echo " buffered: offload_buffered_io=true and fio buffered: both served by the page cache.)"
 printf '\nwhere a get of a disk-only object spends its time, µs per object (get: the whole get at the\n'
 printf 'median round; the node'"'"'s load stages, means over the rounds: handoff = the master'"'"'s answer to\n'
-printf 'the node'"'"'s worker, open = file and header, read = io_uring and the device, verify = checksum,\n'
-printf 'answer = to the master; the rest of get: the reader'"'"'s RPCs, the master, the copy to the reader)\n'
+printf 'the node'"'"'s worker, open = file and header, read = io_uring and the device (the pieces before\n'
+printf 'the last are hashed meanwhile), verify = the checksum left once the last piece is in, answer = to\n'
+printf 'the master; the rest of get: the reader'"'"'s RPC, the master, the copy to the reader)\n'
 printf '%s\n' "${stages[@]}"

@@ -106,8 +106,9 @@ enum mc_proto_field {
     MC_F_ALLOCS = 128,        /* uint: live allocations */
     MC_F_STATE = 129,         /* str: "MOUNTED" or "UNMOUNTING" */
     /* node-local offload (130..139) */
-    MC_F_WAIT_US = 130, /* uint: OFFLOAD_POLL / OFFLOAD_LOAD: the caller accepts an answer held
-                           up to this long (until there is work, or the load is done) */
+    MC_F_WAIT_US = 130, /* uint: OFFLOAD_POLL / OFFLOAD_LOAD / GET_REPLICA_LIST: the caller
+                           accepts an answer held up to this long (until there is work, or the
+                           load of a disk-only object is done) */
     MC_F_HELD_US = 131, /* uint: how long the master held the answer (the lease in it starts
                            that much after the call arrived) */
 };

@@ -28,7 +28,9 @@ enum mc_rpc_method {
     MC_RPC_BATCH_PUT_START = 104,
     MC_RPC_BATCH_PUT_END = 105,
     MC_RPC_BATCH_PUT_REVOKE = 106,
-    MC_RPC_GET_REPLICA_LIST = 107,
+    MC_RPC_GET_REPLICA_LIST = 107, /* {KEY[, WAIT_US]} -> {REPLICAS, LEASE_TTL_US[, HELD_US]};
+                                      WAIT_US: an object only on a node's disk is loaded and
+                                      the answer held as OFFLOAD_LOAD's */
     MC_RPC_BATCH_GET_REPLICA_LIST = 108,
     MC_RPC_GET_REPLICA_LIST_BY_REGEX = 109,
     MC_RPC_EXIST_KEY = 110,
@@ -64,6 +66,11 @@ enum mc_rpc_method {
     MC_RPC_LEASE_RELEASE = 136, /* {KEYS, GRANT_US, VIEW_VERSION} -> {COUNT}: a reader is done
                                    with the leases a BATCH_GET_REPLICA_LIST {RELEASE} granted
                                    (store/master.h mc_master_batch_lease_release) */
+
+    /* node-local offload: a node's write batch answered in one call */
+    MC_RPC_OFFLOAD_DONE_BATCH = 137, /* {CLIENT_ID, SEGMENT_ID, KEYS, SIZES} -> {STATUSES}: each
+                                        file as OFFLOAD_DONE with STATUS OK would be; one
+                                        answer, durable once */
 
     /* transfer engine (transport/): descriptor and TCP data */
     MC_RPC_TE_DESC = 400,  /* {} -> {NAME, HOST, PORT, PROTOCOLS, BUFFERS} */

@@ -396,11 +396,21 @@ static void retarget_on_r0(mc_reactor_t *r, void *arg, mc_status_t st)
             MC_WARN(CLIENT, "the transfer metadata backend cannot follow the leader to %s",
                     m->addr);
         if (mc_rpc_client_retarget(s->mcli, host, port) == MC_OK) {
+            store_master_addr_set(s, host, port);
             store_retry_run(s);
             ping_fire(&s->ping_timer, s); /* know at once whether it knows us */
         }
     }
     mc_free(m);
+}
+
+void store_master_addr_set(mc_store_t *s, const char *host, uint16_t port)
+{
+    pthread_mutex_lock(&s->res_mu);
+    snprintf(s->mc_host, sizeof(s->mc_host), "%s", host);
+    s->mc_port = port;
+    s->mc_gen++;
+    pthread_mutex_unlock(&s->res_mu);
 }
 
 void store_master_trouble(mc_store_t *s)
@@ -893,6 +903,7 @@ static mc_status_t open_master_conn(mc_store_t *s, const char *host, uint16_t po
                  mc_status_str(st));
         return st;
     }
+    store_master_addr_set(s, host, port);
     if (s->ha) {
         if (pthread_create(&s->resolver, NULL, resolver_main, s) != 0) {
             MC_ERROR(CLIENT, "cannot start the master resolver thread");

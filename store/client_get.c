@@ -27,6 +27,7 @@
 #include "rpc/methods.h"
 #include "store/client_int.h"
 #include "store/master_client.h"
+#include "util/copy.h"
 #include "util/log.h"
 #include "util/mem.h"
 #include "util/time.h"
@@ -173,12 +174,22 @@ static get_state_t get_fail(get_op_t *op, mc_status_t st)
     return G_DONE;
 }
 
+static void get_decode_load(store_op_t *h, const mc_rpc_resp_t *resp);
+static uint64_t load_wait_us(const mc_store_t *s);
+
+/* With WAIT_US: an object only on a node's disk is loaded by the master's
+ * answer to this call already (held until the node has it; no OFFLOAD_LOAD
+ * after it unless that took longer than WAIT_US); others are answered at
+ * once. */
 static get_state_t get_list(get_op_t *op)
 {
-    mc_mp_writer_t *w = mc_rpc_call_begin(op->h.s->mcli);
+    mc_store_t *s = op->h.s;
+    mc_mp_writer_t *w = mc_rpc_call_begin(s->mcli);
     mc_mcli_key(w, op->key, op->klen);
+    mc_status_t st = mc_rpc_call_add_uint(s->mcli, MC_F_WAIT_US, load_wait_us(s));
     op->t_sent_us = mc_now_us();
-    mc_status_t st = store_rpc_end(&op->h, MC_RPC_GET_REPLICA_LIST, get_decode_list);
+    if (st == MC_OK)
+        st = store_rpc_end(&op->h, MC_RPC_GET_REPLICA_LIST, get_decode_load);
     return st == MC_INPROGRESS ? G_WAIT_LIST /* waiting: the master */ : get_fail(op, st);
 }
 
@@ -407,6 +418,14 @@ static get_state_t get_tier_read(get_op_t *op)
  * transfer timeout). No pause, no polling. */
 #define LOAD_WAIT_US 1000000
 
+/* How long the master may hold a call for a load: under the RPC timeout. */
+static uint64_t load_wait_us(const mc_store_t *s)
+{
+    uint64_t wait =
+        s->cfg.rpc_timeout_us / 2 < LOAD_WAIT_US ? s->cfg.rpc_timeout_us / 2 : LOAD_WAIT_US;
+    return wait > 0 ? wait : 1;
+}
+
 static void get_decode_load(store_op_t *h, const mc_rpc_resp_t *resp)
 {
     get_op_t *op = (get_op_t *)h;
@@ -428,11 +447,9 @@ static get_state_t get_load(get_op_t *op)
                 op->key);
         return get_fail(op, MC_ERR_TRANSFER_FAIL);
     }
-    uint64_t wait =
-        s->cfg.rpc_timeout_us / 2 < LOAD_WAIT_US ? s->cfg.rpc_timeout_us / 2 : LOAD_WAIT_US;
     mc_mp_writer_t *w = mc_rpc_call_begin(s->mcli);
     mc_mcli_key(w, op->key, op->klen);
-    mc_status_t st = mc_rpc_call_add_uint(s->mcli, MC_F_WAIT_US, wait > 0 ? wait : 1);
+    mc_status_t st = mc_rpc_call_add_uint(s->mcli, MC_F_WAIT_US, load_wait_us(s));
     op->t_sent_us = now;
     if (st == MC_OK)
         st = store_rpc_end(&op->h, MC_RPC_OFFLOAD_LOAD, get_decode_load);
@@ -609,6 +626,62 @@ int64_t mc_store_get(mc_store_t *s, const void *key, size_t klen, void *buf, siz
 int64_t mc_store_get_into(mc_store_t *s, const void *key, size_t klen, void *buf, size_t len)
 {
     return get_sync(s, key, klen, buf, len, 1, NULL, NULL);
+}
+
+/* The direct get's own-segment replica of rep[0..n): the first COMPLETE
+ * memory one in our own segment, or NULL. */
+static const mc_master_replica_desc_t *own_replica(mc_store_t *s,
+                                                   const mc_master_replica_desc_t *rep, uint32_t n)
+{
+    const char *self = mc_te_local_name(s->te);
+    for (uint32_t i = 0; i < n; i++)
+        if (rep[i].status == MC_MASTER_REPLICA_COMPLETE &&
+            rep[i].kind == MC_MASTER_REPLICA_MEMORY && strcmp(endpoint(&rep[i]), self) == 0)
+            return &rep[i];
+    return NULL;
+}
+
+int64_t store_get_direct(store_mconn_t *m, const void *key, size_t klen, void *buf, size_t len,
+                         uint64_t *need)
+{
+    mc_store_t *s = store_mconn_store(m);
+    if (s->svc != NULL || (buf == NULL && len > 0) || (len > 0 && te_gpu_of(buf) >= 0))
+        return get_sync(s, key, klen, buf, len, 0, need, NULL);
+    mc_status_t st = store_check_key(key, klen);
+    if (st != MC_OK)
+        return st;
+    mc_master_replica_desc_t rep[STORE_MAX_REPLICAS];
+    get_preset_t pre = {.rep = rep};
+    mc_buf_t *body = store_mconn_body(m), *ans = store_mconn_ans(m);
+    mc_mp_writer_t w;
+    mc_mp_writer_init(&w, body);
+    mc_mcli_key(&w, key, klen);
+    pre.t_sent_us = mc_now_us();
+    st = w.err != MC_OK ? w.err : store_mconn_call(m, MC_RPC_GET_REPLICA_LIST, body, ans);
+    if (st == MC_OK && mc_mcli_dec_replicas(mc_buf_head(ans), mc_buf_used(ans), rep,
+                                            STORE_MAX_REPLICAS, &pre.nrep, &pre.lease_us) != MC_OK)
+        st = MC_ERR_PROTOCOL;
+    if (st != MC_OK)
+        return st;
+    const mc_master_replica_desc_t *d = own_replica(s, rep, pre.nrep);
+    const void *src = d != NULL ? (const void *)(uintptr_t)d->address : NULL;
+    if (d == NULL || d->size == 0 || !te_local_range_ok(s->te, src, d->size, 1))
+        return get_sync(s, key, klen, buf, len, 0, need, &pre); /* (on r0, from the list) */
+    if (d->size > len) {
+        if (need != NULL)
+            *need = d->size;
+        return MC_ERR_BUFFER_OVERFLOW;
+    }
+    /* (non-temporal stores from MC_COPY_COLD_MIN: the bytes are for another
+     * process, the service's co-located client, not for this thread's
+     * caches; a third less memory traffic than memcpy) */
+    mc_copy_cold(buf, src, d->size);
+    /* bytes read after the lease ended may be another object's */
+    if (pre.lease_us > 0 && mc_now_us() > pre.t_sent_us + pre.lease_us) {
+        MC_WARN(CLIENT, "get: the read lease ran out before the copy finished");
+        return MC_ERR_LEASE_EXPIRED;
+    }
+    return (int64_t)d->size;
 }
 
 static mc_status_t replica_list_sync(mc_store_t *s, const void *key, size_t klen,

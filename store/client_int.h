@@ -227,8 +227,14 @@ struct mc_store {
     pthread_cond_t res_cv;
     int res_kick, res_stop;        /* res_mu */
     char res_addr[MC_HA_ADDR_MAX]; /* resolver thread: the last address posted */
-    mc_list_t retry;               /* r0: store_op_t.node of calls waiting to be resent */
-    mc_timer_t retry_timer;        /* r0 */
+    /* where mcli calls now (res_mu): set at open and by each retarget, read
+     * by threads with a master connection of their own (store_mconn_t),
+     * which follow it when mc_gen moves */
+    char mc_host[MC_HA_ADDR_MAX];
+    uint16_t mc_port;
+    uint64_t mc_gen;
+    mc_list_t retry;        /* r0: store_op_t.node of calls waiting to be resent */
+    mc_timer_t retry_timer; /* r0 */
     int retry_timer_ok;
 };
 
@@ -393,7 +399,50 @@ mc_status_t store_call_sync(mc_store_t *s, uint16_t method, const mc_buf_t *body
 mc_status_t store_call_sync_timeout(mc_store_t *s, uint16_t method, const mc_buf_t *body,
                                     mc_buf_t *resp, uint64_t timeout_us);
 
+/* Master calls a new leader may be asked again after this outcome (HA);
+ * outcomes that say "not this master" rather than anything about the call. */
+int store_resend_worthy(uint16_t method, mc_status_t st);
+int store_leader_trouble(mc_status_t st);
+#define RETRY_TICK_US 50000 /* resend parked calls this often until a leader answers */
+/* A PutStart's put id (never 0): a new leader recognises a resent PutStart. */
+uint64_t store_put_id(void);
+
+/* --------------------------------------------------------- client_direct.c */
+
+/* A master connection of one thread (a store service worker): its calls go
+ * out and come back on that thread (rpc/bconn.h), with no hop to r0 and
+ * back. It calls where mcli calls: the address r0's client was given at
+ * open and by every retarget (s->mc_host/mc_port), checked before each call,
+ * so it follows HA leader changes exactly as mcli does; calls are resent
+ * to a new leader as store_call_sync does. Owned by its thread; freed
+ * before the client closes. */
+typedef struct store_mconn store_mconn_t;
+store_mconn_t *store_mconn_new(mc_store_t *s); /* NULL: out of memory */
+void store_mconn_free(store_mconn_t *m);       /* NULL is fine */
+mc_store_t *store_mconn_store(const store_mconn_t *m);
+/* m's buffers for a call's body and its answer, emptied (kept between
+ * calls: a steady load allocates nothing). */
+mc_buf_t *store_mconn_body(store_mconn_t *m);
+mc_buf_t *store_mconn_ans(store_mconn_t *m);
+/* store_call_sync on m (body: a prepared body; the answer's appended to
+ * *resp, which may be NULL). */
+mc_status_t store_mconn_call(store_mconn_t *m, uint16_t method, const mc_buf_t *body,
+                             mc_buf_t *resp);
+/* The master's current address for mcli (res_mu; client.c). */
+void store_master_addr_set(mc_store_t *s, const char *host, uint16_t port);
+
 /* ------------------------------------------------------------ client_put.c */
+
+/* A sync put run whole on the calling thread with its master connection m:
+ * PutStart, the copy into our own segment, PutEnd (PutRevoke on failure),
+ * no reactor involved. *done = 1 and the put's status; or *done = 0 and
+ * nothing sent when this put is not one for it (replica_num > 1, a
+ * persistent tier to write, GPU memory, no mounted segment): then use
+ * mc_store_put*. When the master places a replica elsewhere than in our own
+ * segment, the put goes on on r0 from the replicas it got. */
+mc_status_t store_put_direct(store_mconn_t *m, const void *key, size_t klen,
+                             const mc_slice_t *parts, size_t nparts,
+                             const mc_replicate_config_t *cfg, int upsert, int *done);
 
 /* flags: PUT_ZERO_COPY (put_from: require a registered source, no
  * staging), PUT_UPSERT (replace an existing object). */
@@ -409,6 +458,14 @@ mc_status_t store_put_submit(mc_store_t *s, const void *key, size_t klen, const 
  * the object size when it does not fit (before cb runs). */
 mc_status_t store_get_submit(mc_store_t *s, const void *key, size_t klen, void *buf, size_t len,
                              int zero_copy, uint64_t *need, mc_store_get_cb_t cb, void *arg);
+
+/* mc_store_get run on the calling thread with its master connection m:
+ * GetReplicaList there, and a replica in our own segment copied there (the
+ * lease checked after the copy); other replicas are read on r0 from the
+ * list it got. The copy is mc_copy_cold's (buf is for another process: the
+ * store service's co-located client). */
+int64_t store_get_direct(store_mconn_t *m, const void *key, size_t klen, void *buf, size_t len,
+                         uint64_t *need);
 
 /* Master discovery: ask the resolver to look up the leader now (any thread;
  * no-op without discovery). */

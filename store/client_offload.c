@@ -62,8 +62,16 @@
 #define OFFLOAD_RETRY_US 500000 /* after a failed poll or report */
 #define OFFLOAD_POLL_BATCH 256
 #define OFFLOAD_SCAN_MAX 10000000ull
-#define OFFLOAD_IO_DEPTH 16    /* LOAD reads in flight at once (io_uring queue depth) */
-#define OFFLOAD_WRITE_BATCH 16 /* PERSIST files written, then synced at once */
+#define OFFLOAD_IO_DEPTH 16 /* LOADs in flight at once */
+/* A load's data is read as up to OFFLOAD_PIECES pieces submitted together
+ * (of at least OFFLOAD_PIECE_MIN, multiples of MC_TIER_ALIGN): the device
+ * serves them at once, and each piece is hashed as soon as it and those
+ * before it are in, while the rest is still being read; only the hash of
+ * the last piece is left after the read. The checksum is still the whole
+ * data's (XXH3 streamed in order: the file format is unchanged). */
+#define OFFLOAD_PIECES 4
+#define OFFLOAD_PIECE_MIN (512u << 10)
+#define OFFLOAD_WRITE_BATCH 16                  /* PERSIST files written, then synced at once */
 #define OFFLOAD_WRITE_BATCH_BYTES (64ull << 20) /* ... or fewer, of this many bytes in all */
 
 /* A load's stages, timed (mooncake_store_offload_load_stage_seconds): where
@@ -71,8 +79,9 @@
 enum {
     OSTAGE_HANDOFF, /* the poll's answer came -> the worker starts the load */
     OSTAGE_OPEN,    /* open the file, check its header -> its read queued */
-    OSTAGE_READ,    /* queued -> read (io_uring submit and the device) */
-    OSTAGE_VERIFY,  /* the data's checksum */
+    OSTAGE_READ,    /* queued -> the last piece read (io_uring submit, the device, and the
+                       hash of the pieces before it, done meanwhile) */
+    OSTAGE_VERIFY,  /* the checksum left once the last piece is in (its hash) */
     OSTAGE_ANSWER,  /* verified -> OFFLOAD_DONE sent from r0 */
     OSTAGE_N
 };
@@ -91,7 +100,11 @@ typedef struct ofile {
 typedef struct oload oload_t;
 typedef struct opart {
     oload_t *l;
-    int tail; /* the tail of an O_DIRECT read, through the bounce */
+    int tail;     /* the tail of an O_DIRECT read, through the bounce */
+    int done;     /* read (got bytes of len) */
+    uint64_t off; /* where in the data (and in dst) */
+    uint64_t len; /* bytes of data it holds */
+    uint64_t got; /* bytes of data read */
 } opart_t;
 
 struct oload {
@@ -106,10 +119,13 @@ struct oload {
     uint64_t body;   /* bytes read straight into dst (O_DIRECT: a multiple of MC_TIER_ALIGN) */
     uint64_t got;    /* bytes of data read so far */
     unsigned parts;  /* reads in flight */
+    unsigned nparts; /* pieces of the data (the tail last) */
+    unsigned hashed; /* pieces hashed, in order (part[0 .. hashed)) */
     mc_status_t st;  /* the first failure */
     int redo;        /* an O_DIRECT read failed: read the file again, buffered */
     uint8_t *bounce; /* MC_TIER_ALIGN bytes, aligned: an O_DIRECT read's last block */
-    opart_t part[2];
+    mc_hash64_stream_t hs; /* the data's checksum so far (part[0 .. hashed)) */
+    opart_t part[OFFLOAD_PIECES + 1];
 };
 
 /* A PERSIST of the batch being written: its temp file written, its sync to
@@ -119,6 +135,7 @@ typedef struct opersist {
     uint32_t klen;
     uint64_t size;
     int sync_errno; /* its fsync's result */
+    int committed;  /* renamed over its name: to be answered */
     mc_tier_wfile_t w;
 } opersist_t;
 
@@ -138,6 +155,7 @@ struct store_offload {
     _Atomic int off_logged; /* the worker and the poller log it once */
     int buffered;           /* offload_buffered_io: never O_DIRECT */
     int direct_refused;     /* logged: the file system refused O_DIRECT */
+    int no_done_batch;      /* the master has no OFFLOAD_DONE_BATCH: one call per file */
     mc_oio_t *io;
     opersist_t *wb;    /* OFFLOAD_WRITE_BATCH: the PERSIST batch (worker) */
     unsigned nwb;      /* written, not synced yet */
@@ -455,6 +473,56 @@ static void persist_failed(store_offload_t *o, const store_seg_t *g, const char 
 
 static void load_reap(store_offload_t *o, const store_seg_t *g);
 
+/* The master's answers to the batch's committed files, in one
+ * OFFLOAD_DONE_BATCH (an OFFLOAD_DONE per file with a master that does not
+ * know it), into st (by batch index). MC_OK, or the call's failure (then
+ * each st is that). */
+static void persist_answer(store_offload_t *o, const store_seg_t *g, mc_status_t *st)
+{
+    unsigned n = 0;
+    for (unsigned i = 0; i < o->nwb; i++)
+        n += o->wb[i].committed;
+    mc_status_t r = MC_ERR_NO_METHOD;
+    mc_status_t got[OFFLOAD_WRITE_BATCH] = {0};
+    if (!o->no_done_batch) {
+        mc_buf_t body = MC_BUF_INIT, resp = MC_BUF_INIT;
+        mc_mp_writer_t w;
+        mc_mp_writer_init(&w, &body);
+        head(&w, o->s, g, 2);
+        mc_mp_write_uint(&w, MC_F_KEYS);
+        mc_mp_write_array(&w, n);
+        for (unsigned i = 0; i < o->nwb; i++)
+            if (o->wb[i].committed)
+                mc_mp_write_bin(&w, o->wb[i].key, o->wb[i].klen);
+        mc_mp_write_uint(&w, MC_F_SIZES);
+        mc_mp_write_array(&w, n);
+        for (unsigned i = 0; i < o->nwb; i++)
+            if (o->wb[i].committed)
+                mc_mp_write_uint(&w, o->wb[i].size);
+        r = w.err != MC_OK ? w.err : store_call_sync(o->s, MC_RPC_OFFLOAD_DONE_BATCH, &body, &resp);
+        size_t ng = 0;
+        if (r == MC_OK && (mc_mcli_dec_statuses(mc_buf_head(&resp), mc_buf_used(&resp), got, NULL,
+                                                OFFLOAD_WRITE_BATCH, &ng) != MC_OK ||
+                           ng != n))
+            r = MC_ERR_PROTOCOL; /* the files stay; the master times the requests out */
+        if (r == MC_ERR_NO_METHOD) {
+            MC_INFO(CLIENT, "offload: the master answers writes one at a time (no batch call)");
+            o->no_done_batch = 1;
+        }
+        mc_buf_fini(&body);
+        mc_buf_fini(&resp);
+    }
+    for (unsigned i = 0, k = 0; i < o->nwb; i++) {
+        opersist_t *p = &o->wb[i];
+        if (!p->committed)
+            continue;
+        st[i] = r == MC_OK              ? got[k]
+                : r == MC_ERR_NO_METHOD ? call_done(o, g, p->key, p->klen, p->size, MC_OK)
+                                        : r;
+        k++;
+    }
+}
+
 /* Sync the batch's files at once (io_uring: one submission, the file system
  * commits them together; without it, one after the other, their writeback
  * started when each was written), then rename each over its name and
@@ -472,9 +540,11 @@ static void persist_flush(store_offload_t *o, const store_seg_t *g)
     }
     while (o->wsyncing > 0)
         load_reap(o, g); /* loads in flight complete meanwhile too */
+    unsigned ok = 0;
     for (unsigned i = 0; i < o->nwb; i++) {
         opersist_t *p = &o->wb[i];
         mc_status_t st = mc_tier_wcommit(&p->w, p->sync_errno, 0);
+        p->committed = st == MC_OK;
         if (st != MC_OK) {
             persist_failed(o, g, p->key, p->klen, p->size, st);
             continue;
@@ -482,8 +552,14 @@ static void persist_flush(store_offload_t *o, const store_seg_t *g)
         file_add(o, p->key, p->klen, p->size);
         atomic_fetch_add(&o->written, 1);
         atomic_fetch_add(&o->bytes_written, p->size);
-        mc_status_t r = call_done(o, g, p->key, p->klen, p->size, MC_OK);
-        if (r == MC_ERR_OBJECT_NOT_FOUND) {
+        ok++;
+    }
+    mc_status_t r[OFFLOAD_WRITE_BATCH] = {0};
+    if (ok > 0)
+        persist_answer(o, g, r); /* one call for the batch */
+    for (unsigned i = 0; i < o->nwb; i++) {
+        opersist_t *p = &o->wb[i];
+        if (p->committed && r[i] == MC_ERR_OBJECT_NOT_FOUND) {
             /* removed meanwhile (or the request timed out): not an object */
             mc_tier_unlink(o->dir, p->key, p->klen);
             file_forget(o, p->key, p->klen);
@@ -588,6 +664,7 @@ static void load_part_done(void *arg, void *tag, ssize_t res)
     }
     opart_t *p = tag;
     oload_t *l = p->l;
+    p->done = res >= 0;
     if (res < 0 && l->f.direct && !l->redo) {
         /* O_DIRECT refused this read (alignment the file system wants more
          * of, ...): the whole file once more through the page cache */
@@ -598,23 +675,33 @@ static void load_part_done(void *arg, void *tag, ssize_t res)
         MC_ERROR(CLIENT, "offload: reading '%s' failed: %s", l->f.path, strerror((int)-res));
         l->st = MC_ERR_FILE_READ_FAIL;
     } else if (res > 0 && p->tail) {
-        uint64_t want = l->size - l->body;
-        uint64_t n = (uint64_t)res < want ? (uint64_t)res : want;
-        memcpy(l->dst + l->body, l->bounce, n);
-        l->got += n;
+        p->got = (uint64_t)res < p->len ? (uint64_t)res : p->len;
+        memcpy(l->dst + p->off, l->bounce, p->got);
+        l->got += p->got;
     } else if (res > 0) {
-        l->got += (uint64_t)res;
+        p->got = (uint64_t)res;
+        l->got += p->got;
+    }
+    /* the last piece in: the read is over (its hash is the verify stage) */
+    uint64_t t_in = l->parts == 1 ? mc_now_us() : 0;
+    /* hash the pieces that are in, in order, while the others are read */
+    while (l->st == MC_OK && !l->redo && l->hashed < l->nparts && l->part[l->hashed].done &&
+           l->part[l->hashed].got == l->part[l->hashed].len) {
+        opart_t *h = &l->part[l->hashed++];
+        mc_hash64_update(&l->hs, l->dst + h->off, h->len);
     }
     if (--l->parts > 0)
         return;
-    uint64_t t_read = mc_now_us();
+    uint64_t t_read = t_in;
     if (l->redo && l->st == MC_OK) {
         t_read = 0; /* read twice: not timed by stage */
         uint64_t got = 0;
         l->st = mc_tier_read(c->o->dir, l->key, l->klen, l->dst, l->size, l->size, &got);
         l->f.direct = 0;
     } else if (l->st == MC_OK) {
-        l->st = mc_tier_verify(&l->f, l->dst, l->got); /* cut short or corrupt: never served */
+        /* every piece read whole was hashed; one cut short (the file is)
+         * left got short: cut short or corrupt, never served */
+        l->st = mc_tier_verify_sum(&l->f, l->got, mc_hash64_end(&l->hs));
     }
     load_end(c->o, c->g, l, t_read);
 }
@@ -635,7 +722,7 @@ static void load_start(store_offload_t *o, const store_seg_t *g, const char *key
     oload_t *l = NULL;
     for (;;) {
         for (unsigned i = 0; i < OFFLOAD_IO_DEPTH && l == NULL; i++)
-            if (!o->loads[i].busy && mc_oio_room(o->io) >= 2)
+            if (!o->loads[i].busy && mc_oio_room(o->io) >= OFFLOAD_PIECES + 1)
                 l = &o->loads[i];
         if (l != NULL)
             break;
@@ -648,7 +735,7 @@ static void load_start(store_offload_t *o, const store_seg_t *g, const char *key
     memcpy(l->key, key, l->klen);
     l->size = size;
     l->got = l->body = 0;
-    l->parts = 0;
+    l->parts = l->nparts = l->hashed = 0;
     l->redo = 0;
     l->st = MC_OK;
     if (off > g->size || size > g->size - off || klen > MC_TIER_KEY_MAX) {
@@ -673,15 +760,30 @@ static void load_start(store_offload_t *o, const store_seg_t *g, const char *key
     }
     uint64_t body = l->f.direct ? size / MC_TIER_ALIGN * MC_TIER_ALIGN : size;
     l->body = body;
-    l->part[0] = (opart_t){l, 0};
-    l->part[1] = (opart_t){l, 1};
-    if (body > 0 && mc_oio_read(o->io, l->f.fd, l->dst, body, l->f.data_off, &l->part[0]) == MC_OK)
-        l->parts++;
-    if (body < size && mc_oio_read(o->io, l->f.fd, l->bounce, MC_TIER_ALIGN, l->f.data_off + body,
-                                   &l->part[1]) == MC_OK)
-        l->parts++;
+    /* the pieces: up to OFFLOAD_PIECES of the body (aligned), then the tail */
+    uint64_t np = (body + OFFLOAD_PIECE_MIN - 1) / OFFLOAD_PIECE_MIN;
+    np = np > OFFLOAD_PIECES ? OFFLOAD_PIECES : np;
+    uint64_t psz =
+        np == 0 ? 0 : ((body + np - 1) / np + MC_TIER_ALIGN - 1) / MC_TIER_ALIGN * MC_TIER_ALIGN;
+    for (uint64_t at = 0; at < body; at += psz)
+        l->part[l->nparts++] =
+            (opart_t){.l = l, .off = at, .len = body - at < psz ? body - at : psz};
+    if (body < size)
+        l->part[l->nparts++] = (opart_t){.l = l, .tail = 1, .off = body, .len = size - body};
+    mc_hash64_begin(&l->hs);
+    for (unsigned i = 0; i < l->nparts; i++) {
+        opart_t *p = &l->part[i];
+        mc_status_t q =
+            p->tail
+                ? mc_oio_read(o->io, l->f.fd, l->bounce, MC_TIER_ALIGN, l->f.data_off + p->off, p)
+                : mc_oio_read(o->io, l->f.fd, l->dst + p->off, p->len, l->f.data_off + p->off, p);
+        if (q == MC_OK)
+            l->parts++;
+        else /* cannot happen: room was checked; not the file's fault */
+            l->st = MC_ERR_FILE_READ_FAIL;
+    }
     l->t_queued = mc_now_us();
-    if (l->parts == 0) { /* cannot happen: room was checked */
+    if (l->parts == 0) {
         l->st = MC_ERR_FILE_READ_FAIL;
         load_end(o, g, l, 0);
     }
@@ -984,7 +1086,8 @@ mc_status_t store_offload_open(mc_store_t *s, const char *dir, uint64_t quota,
     o->wb = mc_calloc(OFFLOAD_WRITE_BATCH, sizeof(*o->wb));
     o->bounces = aligned_alloc(MC_TIER_ALIGN, (size_t)OFFLOAD_IO_DEPTH * MC_TIER_ALIGN);
     if (o->loads == NULL || o->wb == NULL || o->bounces == NULL ||
-        mc_oio_create(OFFLOAD_IO_DEPTH * 2 + OFFLOAD_WRITE_BATCH, &o->io) != MC_OK) {
+        mc_oio_create(OFFLOAD_IO_DEPTH * (OFFLOAD_PIECES + 1) + OFFLOAD_WRITE_BATCH, &o->io) !=
+            MC_OK) {
         mc_free(o->loads);
         mc_free(o->wb);
         free(o->bounces);
@@ -1097,7 +1200,8 @@ void store_offload_metrics(mc_store_t *s, mc_buf_t *b)
     mc_prom_head(b, name, "histogram",
                  "Time of this node's loads (disk-only objects read for readers) by stage: "
                  "handoff (the master's answer to the worker), open (the file and its header), "
-                 "read (io_uring and the device), verify (checksum), answer (to the master).");
+                 "read (io_uring, the device, and the hash of the pieces read before the last), "
+                 "verify (the checksum left once the last piece is in), answer (to the master).");
     char lab[32];
     for (unsigned i = 0; i < OSTAGE_N; i++) {
         snprintf(lab, sizeof(lab), "stage=\"%s\"", stage_names[i]);

@@ -391,7 +391,7 @@ static int resendable(uint16_t method)
  * (NOT_LEADER: it changed nothing, or - from a leader that was deposed while
  * the reply waited for the journal - a change that may not survive), and
  * the resendable ones when the master went away with the call in flight. */
-static int resend_worthy(uint16_t method, mc_status_t st)
+int store_resend_worthy(uint16_t method, mc_status_t st)
 {
     return st == MC_ERR_NOT_LEADER ||
            (resendable(method) &&
@@ -399,19 +399,17 @@ static int resend_worthy(uint16_t method, mc_status_t st)
 }
 
 /* Outcomes that say "not this master" rather than anything about the call. */
-static int leader_trouble(mc_status_t st)
+int store_leader_trouble(mc_status_t st)
 {
     return st == MC_ERR_NOT_LEADER || st == MC_ERR_CONN_CLOSED || st == MC_ERR_RPC_TIMEOUT ||
            st == MC_ERR_SOCKET;
 }
 
-#define RETRY_TICK_US 50000 /* resend parked calls this often until a leader answers */
-
 static void op_rpc_cb(void *arg, const mc_rpc_resp_t *resp)
 {
     store_op_t *op = arg;
     mc_store_t *s = op->s;
-    if (op->rpc_method != 0 && resend_worthy(op->rpc_method, resp->status) &&
+    if (op->rpc_method != 0 && store_resend_worthy(op->rpc_method, resp->status) &&
         !store_op_closing(op) && mc_now_us() + RETRY_TICK_US < op->rpc_deadline_us) {
         /* park it; the retry timer (or a new leader) sends it again */
         store_master_trouble(s);
@@ -425,7 +423,7 @@ static void op_rpc_cb(void *arg, const mc_rpc_resp_t *resp)
         mc_buf_fini(&op->rpc_body);
         op->rpc_method = 0;
     }
-    if (leader_trouble(resp->status))
+    if (store_leader_trouble(resp->status))
         store_master_trouble(s);
     op->wait_st = resp->status;
     if (resp->status == MC_OK && op->decode != NULL)
@@ -474,7 +472,7 @@ void store_retry_cancel_all(mc_store_t *s)
 }
 
 /* A put id: unique enough among one client's unfinished puts of one key. */
-static uint64_t rng_put_id(void)
+uint64_t store_put_id(void)
 {
     static _Atomic uint64_t ctr;
     uint64_t x = atomic_fetch_add(&ctr, 1) + 1;
@@ -494,7 +492,7 @@ static void keep_for_resend(store_op_t *op, uint16_t method, const void *body, s
     if ((method == MC_RPC_PUT_START || method == MC_RPC_BATCH_PUT_START) && body == NULL) {
         uint64_t id = 0;
         while (id == 0)
-            id = rng_put_id();
+            id = store_put_id();
         if (mc_rpc_call_add_uint(s->mcli, MC_F_PUT_ID, id) != MC_OK)
             return; /* sent once, without an id: not resent after a failure */
     } else if (method == MC_RPC_PUT_START || method == MC_RPC_BATCH_PUT_START) {
@@ -556,12 +554,12 @@ mc_status_t store_call_sync_timeout(mc_store_t *s, uint16_t method, const mc_buf
         uint64_t now = mc_now_us();
         st = mc_rpc_call_sync(s->mcli, method, mc_buf_head(body), mc_buf_used(body),
                               deadline > now ? deadline - now : 1, out);
-        if (!leader_trouble(st))
+        if (!store_leader_trouble(st))
             break;
         store_master_trouble(s);
         /* with discovery, a read is asked again (of the new leader) while
          * time is left; see resendable() */
-        if (!s->ha || !resend_worthy(method, st) || atomic_load(&s->closing) ||
+        if (!s->ha || !store_resend_worthy(method, st) || atomic_load(&s->closing) ||
             mc_now_us() + RETRY_TICK_US >= deadline)
             break;
         out->len = out->off + keep;

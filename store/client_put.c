@@ -36,6 +36,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "rpc/fields.h"
 #include "rpc/methods.h"
 #include "store/client_int.h"
 #include "store/master_client.h"
@@ -704,11 +705,18 @@ static void put_step(store_op_t *h)
     }
 }
 
+/* A put whose PutStart was answered already (store_put_direct): the op
+ * starts from its answer. */
+typedef struct put_preset {
+    const mc_master_replica_desc_t *rep;
+    uint32_t nrep;
+} put_preset_t;
+
 /* store_put_submit; copy: a sync caller that copies into our own segment
- * (put_sync), or NULL. */
+ * (put_sync), or NULL; pre: PutStart was answered (or NULL). */
 static mc_status_t put_new(mc_store_t *s, const void *key, size_t klen, const mc_slice_t *parts,
                            size_t nparts, const mc_replicate_config_t *cfg, unsigned flags,
-                           put_copy_t *copy, mc_store_cb_t cb, void *arg)
+                           put_copy_t *copy, const put_preset_t *pre, mc_store_cb_t cb, void *arg)
 {
     int zero_copy = (flags & PUT_ZERO_COPY) != 0;
     if (s == NULL || cb == NULL)
@@ -785,6 +793,12 @@ static mc_status_t put_new(mc_store_t *s, const void *key, size_t klen, const mc
     op->h.harvest = put_harvest;
     op->copy = copy;
     op->state = P_STAGE;
+    if (pre != NULL) {
+        memcpy(op->rep, pre->rep, pre->nrep * sizeof(*pre->rep));
+        op->nrep = pre->nrep;
+        op->h.wait_st = MC_OK;
+        op->state = P_WAIT_START; /* (put_started marks it started: failures revoke) */
+    }
     /* Fast path: copy the first piece on the caller's thread. */
     if (direct == NULL && store_stage_try(s, &op->h, op->win)) {
         gather(parts, nparts, 0, op->h.stage, op->win);
@@ -807,7 +821,7 @@ mc_status_t store_put_submit(mc_store_t *s, const void *key, size_t klen, const 
                              size_t nparts, const mc_replicate_config_t *cfg, unsigned flags,
                              mc_store_cb_t cb, void *arg)
 {
-    return put_new(s, key, klen, parts, nparts, cfg, flags, NULL, cb, arg);
+    return put_new(s, key, klen, parts, nparts, cfg, flags, NULL, NULL, cb, arg);
 }
 
 /* ----------------------------------------------------------- public: put */
@@ -846,6 +860,26 @@ static mc_status_t cfg_full(const mc_replicate_config_t **cfg, mc_replicate_conf
     return st;
 }
 
+/* put_sync once cfg is full; pre: PutStart was answered (or NULL). */
+static mc_status_t put_sync_from(mc_store_t *s, const void *key, size_t klen,
+                                 const mc_slice_t *parts, size_t nparts,
+                                 const mc_replicate_config_t *cfg, unsigned flags,
+                                 const put_preset_t *pre)
+{
+    if (store_on_reactor(s))
+        return MC_ERR_STATE;
+    put_copy_t c = {.op = NULL};
+    store_waiter_init(&c.w);
+    mc_status_t st =
+        put_new(s, key, klen, parts, nparts, cfg, flags, &c, pre, store_waiter_status_cb, &c.w);
+    if (st != MC_INPROGRESS) {
+        c.w.done = 1;
+        store_waiter_wait(&c.w);
+        return st;
+    }
+    return put_copy_wait(&c);
+}
+
 static mc_status_t put_sync(mc_store_t *s, const void *key, size_t klen, const mc_slice_t *parts,
                             size_t nparts, const mc_replicate_config_t *cfg, unsigned flags)
 {
@@ -854,18 +888,7 @@ static mc_status_t put_sync(mc_store_t *s, const void *key, size_t klen, const m
         return MC_ERR_INVALID_PARAMS;
     if (s->svc != NULL)
         return store_dummy_put(s, key, klen, parts, nparts, cfg, (flags & PUT_UPSERT) != 0);
-    if (store_on_reactor(s))
-        return MC_ERR_STATE;
-    put_copy_t c = {.op = NULL};
-    store_waiter_init(&c.w);
-    mc_status_t st =
-        put_new(s, key, klen, parts, nparts, cfg, flags, &c, store_waiter_status_cb, &c.w);
-    if (st != MC_INPROGRESS) {
-        c.w.done = 1;
-        store_waiter_wait(&c.w);
-        return st;
-    }
-    return put_copy_wait(&c);
+    return put_sync_from(s, key, klen, parts, nparts, cfg, flags, NULL);
 }
 
 mc_status_t mc_store_put(mc_store_t *s, const void *key, size_t klen, const void *buf, size_t len,
@@ -920,6 +943,176 @@ mc_status_t mc_store_put_async(mc_store_t *s, const void *key, size_t klen, cons
     return store_put_submit(s, key, klen, &part, 1, cfg, 0, cb, arg);
 }
 
+/* ------------------------------------------------- put on the caller's thread */
+
+/* A call of the direct put, its body in store_mconn_body(m): the answer's
+ * body into *ans. */
+static mc_status_t direct_call(store_mconn_t *m, uint16_t method, mc_buf_t *body, mc_buf_t **ans)
+{
+    *ans = store_mconn_ans(m);
+    return store_mconn_call(m, method, body, *ans);
+}
+
+/* PutEnd or PutRevoke of key (the direct put's). */
+static mc_status_t direct_key_call(store_mconn_t *m, uint16_t method, const void *key, size_t klen)
+{
+    mc_store_t *s = store_mconn_store(m);
+    mc_buf_t *body = store_mconn_body(m), *ans;
+    mc_mp_writer_t w;
+    mc_mp_writer_init(&w, body);
+    mc_mcli_client_key(&w, s->client_id, key, klen);
+    return w.err != MC_OK ? w.err : direct_call(m, method, body, &ans);
+}
+
+/* Add FIELD = v to the map that starts body (a fixmap of under 15 fields,
+ * as PutStart's): the put id of a PutStart a new leader may be asked again. */
+static mc_status_t body_add_uint(mc_buf_t *body, unsigned field, uint64_t v)
+{
+    uint8_t *p = mc_buf_head(body);
+    if (mc_buf_used(body) == 0 || (p[0] & 0xf0) != 0x80 || (p[0] & 0x0f) >= 15)
+        return MC_ERR_LIMIT;
+    p[0]++;
+    mc_mp_writer_t w;
+    mc_mp_writer_init(&w, body);
+    mc_mp_write_uint(&w, field);
+    mc_mp_write_uint(&w, v);
+    return w.err;
+}
+
+/* The direct put's key for log lines. */
+#define DKEY key_str((const char *)key, klen, kb, sizeof(kb))
+
+/* PutStart of len bytes on m: the replicas into rep/nrep. With HA the body
+ * carries a put id (a new leader asked again knows the put). */
+static mc_status_t direct_start(store_mconn_t *m, const void *key, size_t klen, uint64_t len,
+                                const own_cfg_t *oc, mc_master_replica_desc_t *rep, uint32_t *nrep)
+{
+    mc_store_t *s = store_mconn_store(m);
+    mc_buf_t *body = store_mconn_body(m), *ans = NULL;
+    mc_mp_writer_t w;
+    mc_mp_writer_init(&w, body);
+    mc_mcli_put_start(&w, s->client_id, key, klen, len, &oc->cfg);
+    mc_status_t st = w.err;
+    if (st == MC_OK && s->ha) {
+        uint64_t id = 0;
+        while (id == 0)
+            id = store_put_id();
+        st = body_add_uint(body, MC_F_PUT_ID, id);
+    }
+    if (st == MC_OK)
+        st = direct_call(m, MC_RPC_PUT_START, body, &ans);
+    if (st == MC_OK && mc_mcli_dec_replicas(mc_buf_head(ans), mc_buf_used(ans), rep,
+                                            STORE_MAX_REPLICAS, nrep, NULL) != MC_OK)
+        st = MC_ERR_PROTOCOL;
+    return st;
+}
+
+/* Whether every replica is in our own segment. */
+static int direct_own(mc_store_t *s, const mc_master_replica_desc_t *rep, uint32_t nrep)
+{
+    for (uint32_t i = 0; i < nrep; i++)
+        if (strcmp(replica_endpoint(&rep[i]), mc_te_local_name(s->te)) != 0)
+            return 0;
+    return nrep > 0;
+}
+
+/* store_put_direct once the put is for this path (key, parts and cfg
+ * checked, len their total). */
+static mc_status_t direct_put(store_mconn_t *m, const void *key, size_t klen,
+                              const mc_slice_t *parts, size_t nparts, uint64_t len,
+                              const mc_replicate_config_t *cfg, int upsert, const own_cfg_t *oc)
+{
+    mc_store_t *s = store_mconn_store(m);
+    char kb[96];
+    mc_master_replica_desc_t rep[STORE_MAX_REPLICAS];
+    uint32_t nrep = 0;
+    mc_status_t st = direct_start(m, key, klen, len, oc, rep, &nrep);
+    if (st != MC_OK && st != MC_ERR_PROTOCOL) { /* (a malformed answer: it has the put) */
+        MC_DEBUG(CLIENT, "put '%s': PutStart: %s", DKEY, mc_status_str(st));
+        return st;
+    }
+    if (st == MC_OK && nrep > 0 && !direct_own(s, rep, nrep)) {
+        /* placed elsewhere (our segment is full): the r0 machine writes it */
+        put_preset_t pre = {rep, nrep};
+        return put_sync_from(s, key, klen, parts, nparts, cfg, upsert ? PUT_UPSERT : 0, &pre);
+    }
+    if (st == MC_OK && nrep == 0) {
+        MC_ERROR(CLIENT, "put '%s': the master placed no replica", DKEY);
+        st = MC_ERR_INTERNAL_ERROR;
+    }
+    for (uint32_t i = 0; st == MC_OK && i < nrep; i++) {
+        if (!te_segment_range_ok(s->te, MC_TE_LOCAL_SEGMENT, rep[i].address, len)) {
+            MC_WARN(CLIENT, "put '%s': replica 0x%llx+%llu is outside the buffers of segment '%s'",
+                    DKEY, (unsigned long long)rep[i].address, (unsigned long long)len,
+                    replica_endpoint(&rep[i]));
+            st = MC_ERR_TRANSFER_FAIL;
+        }
+    }
+    /* every byte is in place before PutEnd makes the object readable */
+    for (uint32_t i = 0; st == MC_OK && i < nrep; i++)
+        gather_with(parts, nparts, 0, (uint8_t *)(uintptr_t)rep[i].address, len, copy_into_segment);
+    if (st == MC_OK && (st = direct_key_call(m, MC_RPC_PUT_END, key, klen)) != MC_OK)
+        MC_WARN(CLIENT, "put '%s': PutEnd: %s", DKEY, mc_status_str(st));
+    if (st != MC_OK) {
+        mc_status_t rst = direct_key_call(m, MC_RPC_PUT_REVOKE, key, klen);
+        if (rst != MC_OK && rst != MC_ERR_OBJECT_NOT_FOUND)
+            MC_WARN(CLIENT,
+                    "put '%s': PutRevoke: %s (the master discards the put after its "
+                    "put_start_discard_timeout)",
+                    DKEY, mc_status_str(rst));
+    }
+    return st;
+}
+
+mc_status_t store_put_direct(store_mconn_t *m, const void *key, size_t klen,
+                             const mc_slice_t *parts, size_t nparts,
+                             const mc_replicate_config_t *cfg, int upsert, int *done)
+{
+    mc_store_t *s = store_mconn_store(m);
+    mc_replicate_config_t full;
+    *done = 0;
+    if (cfg_full(&cfg, &full) != MC_OK)
+        return MC_ERR_INVALID_PARAMS;
+    /* not for this path: replicas elsewhere by definition, a tier file to
+     * write before or after PutEnd, no segment of ours, GPU memory */
+    if (s->svc != NULL || (cfg != NULL && cfg->replica_num > 1) ||
+        (store_tier_on(s) && store_tier_mode(s) != MC_MASTER_PERSIST_OFF))
+        return MC_ERR_NOT_SUPPORTED;
+    pthread_mutex_lock(&s->seg_mu);
+    int mounted = !mc_list_empty(&s->segs);
+    pthread_mutex_unlock(&s->seg_mu);
+    if (!mounted)
+        return MC_ERR_NOT_SUPPORTED;
+    for (size_t i = 0; i < nparts; i++)
+        if (parts[i].len > 0 && parts[i].ptr != NULL && te_gpu_of(parts[i].ptr) >= 0)
+            return MC_ERR_NOT_SUPPORTED; /* (the r0 path bounces it) */
+    /* from here on, the put's own status */
+    *done = 1;
+    mc_status_t st = store_check_key(key, klen);
+    if (st != MC_OK)
+        return st;
+    uint64_t len = 0;
+    for (size_t i = 0; i < nparts; i++) {
+        if ((parts[i].len > 0 && parts[i].ptr == NULL) || len + parts[i].len < len)
+            return MC_ERR_INVALID_PARAMS;
+        len += parts[i].len;
+    }
+    if (nparts == 0 || parts == NULL || len == 0)
+        return MC_ERR_INVALID_PARAMS;
+    own_cfg_t oc;
+    if ((st = cfg_copy(&oc, cfg, upsert ? PUT_UPSERT : 0)) != MC_OK)
+        return st;
+    if (atomic_load(&s->closing)) {
+        mc_free(oc.names);
+        return MC_ERR_CANCELED;
+    }
+    store_live_inc(s); /* close waits for us */
+    st = direct_put(m, key, klen, parts, nparts, len, cfg, upsert, &oc);
+    mc_free(oc.names);
+    store_live_dec(s);
+    return st;
+}
+
 /* ============================================================ batch put */
 
 typedef enum bput_state {
@@ -931,6 +1124,7 @@ typedef enum bput_state {
     B_SUBMIT,       /* one transfer batch for every replica of every started key */
     B_WAIT_REFRESH, /* waiting: a fresh descriptor */
     B_WAIT_XFER,    /* waiting: the transfer batch */
+    B_WAIT_COPY,    /* waiting: the sync caller's copies into our own segment (bput_copy_run) */
     B_END,          /* BatchPutEnd for the keys fully written */
     B_WAIT_END,     /* waiting: per-key statuses of BatchPutEnd */
     B_REVOKE,       /* BatchPutRevoke for the started keys that failed */
@@ -972,7 +1166,17 @@ typedef struct bput_op {
     const size_t *orig;  /* key j of the batch is the caller's orig[j] */
     mc_store_cb_t cb;
     void *arg;
+    struct bput_copy *copy; /* sync batch: own-segment copies left to the caller */
 } bput_op_t;
+
+/* A sync batch put's caller: it waits for the batch to finish (w), and
+ * copies when r0 hands it an op stopped in B_WAIT_COPY (op, under w.mu):
+ * as a single put's (put_copy_t), the copies run on the calling thread (the
+ * store service's worker) instead of r0's. */
+typedef struct bput_copy {
+    store_waiter_t w;
+    bput_op_t *op;
+} bput_copy_t;
 
 static void bput_finish(store_op_t *h, mc_status_t st)
 {
@@ -1203,6 +1407,11 @@ static bput_state_t bput_submit(bput_op_t *op)
     op->ntasks = k;
     if (k == 0)
         return B_REVOKE;
+    int own = op->copy != NULL;
+    for (size_t i = 0; own && i < k; i++)
+        own = op->reqs[i].segment == MC_TE_LOCAL_SEGMENT;
+    if (own)
+        return B_WAIT_COPY; /* waiting: the caller's copies (bput_step hands them over) */
     mc_status_t st = store_xfer_submit(&op->h, op->reqs, k);
     if (st != MC_OK) {
         MC_WARN(CLIENT, "batch put: cannot submit the transfer: %s", mc_status_str(st));
@@ -1285,11 +1494,56 @@ static const struct {
     [B_SUBMIT] = {bput_submit, 0},
     [B_WAIT_REFRESH] = {bput_refreshed, 1},
     [B_WAIT_XFER] = {bput_written, 1},
+    [B_WAIT_COPY] = {bput_written, 1},
     [B_END] = {bput_end, 0},
     [B_WAIT_END] = {bput_ended, 1},
     [B_REVOKE] = {bput_revoke, 0},
     [B_WAIT_REVOKE] = {bput_revoked, 1},
 };
+
+/* r0: hand op (in B_WAIT_COPY) to its caller. r0 touches op no more until
+ * the caller posts it back. */
+static void bput_copy_hand(bput_op_t *op)
+{
+    bput_copy_t *c = op->copy;
+    pthread_mutex_lock(&c->w.mu);
+    c->op = op;
+    pthread_cond_signal(&c->w.cv);
+    pthread_mutex_unlock(&c->w.mu);
+}
+
+/* The caller's thread: every write of op->reqs (all into our own segment,
+ * ranges checked by bput_requests), then step op on r0 again. */
+static void bput_copy_run(bput_op_t *op)
+{
+    for (size_t i = 0; i < op->ntasks; i++) {
+        const mc_te_request_t *q = &op->reqs[i];
+        copy_into_segment((void *)(uintptr_t)q->remote, q->local, q->length);
+    }
+    op->h.wait_st = MC_OK;
+    store_op_post(&op->h);
+}
+
+/* A sync batch put's wait: copy whenever r0 hands us the op, until the
+ * batch reports. */
+static void bput_copy_wait(bput_copy_t *c)
+{
+    store_waiter_t *w = &c->w;
+    pthread_mutex_lock(&w->mu);
+    for (;;) {
+        while (!w->done && c->op == NULL)
+            pthread_cond_wait(&w->cv, &w->mu);
+        if (w->done)
+            break;
+        bput_op_t *op = c->op;
+        c->op = NULL;
+        pthread_mutex_unlock(&w->mu);
+        bput_copy_run(op);
+        pthread_mutex_lock(&w->mu);
+    }
+    pthread_mutex_unlock(&w->mu);
+    store_waiter_wait(w);
+}
 
 static void bput_step(store_op_t *h)
 {
@@ -1307,6 +1561,10 @@ static void bput_step(store_op_t *h)
         assert(from < B_NSTATES && bput_table[from].fn != NULL);
         bput_state_t to = bput_table[from].fn(op);
         op->state = to;
+        if (to == B_WAIT_COPY) {
+            bput_copy_hand(op); /* the caller owns op until it posts it back */
+            return;
+        }
         if (to == from || bput_table[to].wait)
             return;
     }
@@ -1534,20 +1792,21 @@ static mc_status_t batch_put(mc_store_t *s, const mc_slice_t *keys, const mc_sli
     rc = bput_op_new(s, keys, parts, pf, pc, npieces, idx, nv, cfg, flags, all_direct, st, &op);
     if (rc != MC_OK)
         goto out;
-    store_waiter_t w;
-    store_waiter_init(&w);
+    bput_copy_t c = {.op = NULL};
+    store_waiter_init(&c.w);
     op->cb = store_waiter_status_cb;
-    op->arg = &w;
+    op->arg = &c.w;
+    op->copy = &c;
     rc = store_op_submit(&op->h);
     if (rc != MC_INPROGRESS) {
-        w.done = 1;
-        store_waiter_wait(&w);
+        c.w.done = 1;
+        store_waiter_wait(&c.w);
         mc_free(op->cfg.names);
         mc_free(op);
         goto out;
     }
     /* bput_finish writes st[] before it calls back */
-    store_waiter_wait(&w);
+    bput_copy_wait(&c);
     rc = MC_OK;
 out:
     mc_free(idx);

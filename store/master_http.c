@@ -87,6 +87,8 @@ static const struct {
     {MC_RPC_UNMOUNT_SEGMENT, "unmount_segment", 0},
     {MC_RPC_REMOUNT_SEGMENT, "remount_segment", 0},
     {MC_RPC_PING, "ping", 0},
+    {MC_RPC_OFFLOAD_LOAD, "offload_load", 0},
+    {MC_RPC_OFFLOAD_DONE_BATCH, "offload_done", 1},
     {MC_RPC_BATCH_PUT_START, "put_start", 1},
     {MC_RPC_BATCH_PUT_END, "put_end", 1},
     {MC_RPC_BATCH_PUT_REVOKE, "put_revoke", 1},

@@ -764,6 +764,30 @@ static void h_offload_done(void *ctx, mc_rpc_req_t *req)
                      st == MC_ERR_OBJECT_NOT_FOUND ? "no offload of this object is pending" : NULL);
 }
 
+static void reply_statuses(master_srv_t *s, mc_rpc_req_t *req, const mc_status_t *st, size_t n);
+
+/* A node's write batch: each file (KEYS, SIZES) answered as OFFLOAD_DONE
+ * with STATUS OK would be; one answer with a status per file, sent once
+ * their records are durable. */
+static void h_offload_done_batch(void *ctx, mc_rpc_req_t *req)
+{
+    master_srv_t *s = ctx;
+    fields_t f;
+    if (!begin(s, req, &f, NULL,
+               BIT(MC_F_CLIENT_ID) | BIT(MC_F_SEGMENT_ID) | BIT(MC_F_KEYS) | BIT(MC_F_SIZES)))
+        return;
+    if (f.nkeys != f.nsizes) {
+        reply_status(s, req, MC_ERR_INVALID_PARAMS, "keys and sizes differ in length");
+        return;
+    }
+    scratch_t *sc = scratch_of(s, req);
+    uint64_t now = mc_now_us();
+    for (uint32_t i = 0; i < f.nkeys; i++)
+        sc->st[i] = mc_master_offload_done(s->m, f.client_id, f.segment_id, sc->keys[i].data,
+                                           sc->keys[i].len, sc->sizes[i], MC_OK, now);
+    reply_statuses(s, req, sc->st, f.nkeys);
+}
+
 static void h_ldisk_report(void *ctx, mc_rpc_req_t *req)
 {
     master_srv_t *s = ctx;
@@ -936,6 +960,24 @@ static void h_batch_put_revoke(void *ctx, mc_rpc_req_t *req)
     batch_client_keys(ctx, req, mc_master_batch_put_revoke);
 }
 
+/* Nothing in the list is readable but a node's LOCAL_DISK replica (no
+ * complete memory or DISK replica). */
+static int only_local_disk(const mc_master_replica_desc_t *d, uint32_t n)
+{
+    int ldisk = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        if (d[i].kind == MC_MASTER_REPLICA_LOCAL_DISK)
+            ldisk = 1;
+        else if (d[i].status == MC_MASTER_REPLICA_COMPLETE)
+            return 0;
+    }
+    return ldisk;
+}
+
+/* With WAIT_US (a reader that would ask for the load next): an object only
+ * on a node's disk is loaded as OFFLOAD_LOAD with WAIT_US would, and the
+ * call answered (with HELD_US) once the node loaded it: one call less per
+ * disk-only get. Any other object: answered at once, as without. */
 static void h_get_replica_list(void *ctx, mc_rpc_req_t *req)
 {
     master_srv_t *s = ctx;
@@ -949,6 +991,11 @@ static void h_get_replica_list(void *ctx, mc_rpc_req_t *req)
                                                 MC_MASTER_MAX_REPLICAS, &n, &lease);
     if (st != MC_OK) {
         reply_status(s, req, st, NULL);
+        return;
+    }
+    if (f.wait_us > 0 && only_local_disk(d, n)) {
+        if (!offload_load_answer(s, req, f.key, f.key_len, 1) && !hold(s, req, HELD_LOAD, &f, 0))
+            offload_load_answer(s, req, f.key, f.key_len, 0);
         return;
     }
     count(s, req, MC_OK);
@@ -1650,6 +1697,7 @@ static const struct {
     {MC_RPC_TIER_ADD, h_tier_add},
     {MC_RPC_OFFLOAD_POLL, h_offload_poll},
     {MC_RPC_OFFLOAD_DONE, h_offload_done},
+    {MC_RPC_OFFLOAD_DONE_BATCH, h_offload_done_batch},
     {MC_RPC_LDISK_REPORT, h_ldisk_report},
     {MC_RPC_LDISK_DROP, h_ldisk_drop},
     {MC_RPC_OFFLOAD_LOAD, h_offload_load},

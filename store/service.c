@@ -16,7 +16,12 @@
  *    a job the reactor queued (an eventfd counts them), and a call on a
  *    client's call channel (svc_proto.h; EPOLLONESHOT: one worker at a
  *    time per channel), which the worker reads, runs and answers itself:
- *    no reactor between the client's thread and ours.
+ *    no reactor between the client's thread and ours. Each worker has a
+ *    master connection of its own (store_mconn_t): a put (PutStart, the
+ *    copy into the node's segment, PutEnd) and a get (GetReplicaList, the
+ *    copy out) run whole on the worker, no reactor between it and the
+ *    master either; what that path does not cover (replicas on other
+ *    nodes, a persistent tier, batches) goes through the node's client.
  *
  * Sessions are reference counted: one reference while the session is open
  * (its connection), one per call in flight. When a client dies, its calls
@@ -46,6 +51,7 @@
 #include "rpc/fields.h"
 #include "rpc/methods.h"
 #include "rpc/rpc.h"
+#include "store/client_int.h"
 #include "store/service.h"
 #include "store/svc_proto.h"
 #include "util/auth.h"
@@ -672,6 +678,7 @@ typedef struct svc_ctx {
     mc_store_service_t *svc;
     svc_session_t *sess;
     uint16_t method;
+    store_mconn_t *mc; /* the worker's master connection (NULL: none; calls go through r0) */
 } svc_ctx_t;
 
 /* Puts without preferred segments prefer ours (one service per host: the
@@ -710,10 +717,15 @@ static mc_status_t call_put(const svc_ctx_t *j, svc_args_t *a, mc_mp_writer_t *w
         pp[i].len = a->parts[2 * i + 1];
     }
     const mc_replicate_config_t *cfg = put_config(svc, a, &tmp, &self);
-    if (a->upsert)
+    /* on this thread with its own master connection (no reactor hop); a
+     * put that is not for that path goes through the client's r0 */
+    int done = 0;
+    if (j->mc != NULL)
+        st = store_put_direct(j->mc, a->key, a->klen, pp, a->nparts, cfg, a->upsert, &done);
+    if (!done && a->upsert)
         st = a->nparts == 1 ? mc_store_upsert_from(s, a->key, a->klen, pp[0].ptr, pp[0].len, cfg)
                             : mc_store_upsert_parts(s, a->key, a->klen, pp, a->nparts, cfg);
-    else
+    else if (!done)
         st = a->nparts == 1 ? mc_store_put_from(s, a->key, a->klen, pp[0].ptr, pp[0].len, cfg)
                             : mc_store_put_parts(s, a->key, a->klen, pp, a->nparts, cfg);
     if (pp != parts)
@@ -812,7 +824,10 @@ static mc_status_t run_call(const svc_ctx_t *j, svc_args_t *a, mc_mp_writer_t *w
         if (a->key == NULL || a->nparts != 1)
             return MC_ERR_INVALID_PARAMS;
         uint64_t need = 0;
-        int64_t n = mc_store_get(s, a->key, a->klen, part_ptr(ss, a, 0), a->parts[1], &need);
+        int64_t n =
+            j->mc != NULL
+                ? store_get_direct(j->mc, a->key, a->klen, part_ptr(ss, a, 0), a->parts[1], &need)
+                : mc_store_get(s, a->key, a->klen, part_ptr(ss, a, 0), a->parts[1], &need);
         mc_mp_write_map(w, 1);
         mc_mp_write_uint(w, MC_F_SIZE);
         mc_mp_write_uint(w, n >= 0 ? (uint64_t)n : need);
@@ -926,9 +941,9 @@ static mc_status_t exec_call(const svc_ctx_t *x, const uint8_t *body, size_t ble
     return st;
 }
 
-static void job_run(svc_job_t *j)
+static void job_run(svc_job_t *j, store_mconn_t *mc)
 {
-    svc_ctx_t x = {j->svc, j->sess, j->method};
+    svc_ctx_t x = {j->svc, j->sess, j->method, mc};
     j->st = exec_call(&x, j->body, j->blen, &j->reply);
     j->msg.fn = reply_msg;
     if (mc_reactor_post(mc_rpc_req_reactor(j->req), &j->msg) != MC_OK) {
@@ -1019,7 +1034,8 @@ static void chan_open(mc_store_service_t *svc, int conn, const svc_channel_t *m,
 
 /* One call on ch (a worker; the channel is ours until it is armed again):
  * read it, run it, answer it. in: SVC_CHAN_MAX bytes; out: the answer. */
-static void chan_serve(mc_store_service_t *svc, svc_chan_t *ch, uint8_t *in, mc_buf_t *out)
+static void chan_serve(mc_store_service_t *svc, svc_chan_t *ch, uint8_t *in, mc_buf_t *out,
+                       store_mconn_t *mc)
 {
     size_t got = 0;
     int fd = -1;
@@ -1061,7 +1077,7 @@ static void chan_serve(mc_store_service_t *svc, svc_chan_t *ch, uint8_t *in, mc_
         st = MC_ERR_CLIENT_NOT_FOUND;
     } else {
         atomic_fetch_add(&svc->inflight, 1);
-        svc_ctx_t x = {svc, ss, (uint16_t)call.method};
+        svc_ctx_t x = {svc, ss, (uint16_t)call.method, mc};
         st = exec_call(&x, body, blen, out);
         session_put(svc, ss);
         atomic_fetch_sub(&svc->inflight, 1);
@@ -1099,8 +1115,13 @@ static void *worker_main(void *arg)
     mc_store_service_t *svc = arg;
     uint8_t *in = mc_malloc(SVC_CHAN_MAX);
     mc_buf_t out = MC_BUF_INIT;
-    if (in == NULL) {
+    /* this worker's own master connection: puts and gets call the master
+     * from here (connected at the first call) */
+    store_mconn_t *mc = store_mconn_new(svc->store);
+    if (in == NULL || mc == NULL) {
         MC_ERROR(CLIENT, "store service: out of memory for a worker");
+        mc_free(in);
+        store_mconn_free(mc);
         return NULL;
     }
     for (;;) {
@@ -1117,11 +1138,12 @@ static void *worker_main(void *arg)
         } else if (ev.data.ptr == &svc->qev) {
             svc_job_t *j = job_next(svc);
             if (j != NULL)
-                job_run(j);
+                job_run(j, mc);
         } else {
-            chan_serve(svc, ev.data.ptr, in, &out);
+            chan_serve(svc, ev.data.ptr, in, &out, mc);
         }
     }
+    store_mconn_free(mc);
     mc_free(in);
     mc_buf_fini(&out);
     return NULL;

@@ -175,6 +175,11 @@ mc_status_t mc_tier_open_read(const char *dir, const void *key, size_t klen, uin
 /* The got bytes read into buf are f's whole data with its checksum: MC_OK,
  * or MC_ERR_CHECKSUM_MISMATCH (logged with the path: never to be used). */
 mc_status_t mc_tier_verify(const mc_tier_file_t *f, const void *buf, uint64_t got);
+/* The same for a reader that hashed the data itself as it came in (pieces
+ * read at once, hashed in order: mc_hash64_stream_t): got bytes were read,
+ * sum is mc_hash64 of the f->size bytes of data (not used when got is
+ * short). MC_OK, or MC_ERR_CHECKSUM_MISMATCH (logged with the path). */
+mc_status_t mc_tier_verify_sum(const mc_tier_file_t *f, uint64_t got, uint64_t sum);
 void mc_tier_close(mc_tier_file_t *f);
 
 /* Delete key's file (the probe whose header holds key, or a corrupt file in

@@ -49,6 +49,7 @@
 #include "reactor/fsm.h"
 #include "rpc/fields.h"
 #include "transport/te_int.h"
+#include "util/copy.h"
 #include "util/log.h"
 #include "util/mem.h"
 #include "util/shm.h"
@@ -689,7 +690,7 @@ static void copy_slice(shm_state_t *st, te_slice_t *s)
     shm_map_t *m = SS(s)->map;
     uint8_t *peer = SS(s)->peer;
     if (s->opcode == MC_TE_WRITE)
-        memcpy(peer, s->local, s->len);
+        mc_copy_cold(peer, s->local, s->len); /* into the owner's segment: not for our caches */
     else
         memcpy(s->local, peer, s->len);
     atomic_fetch_add_explicit(&st->bytes, s->len, memory_order_relaxed);

@@ -629,6 +629,74 @@ static void a_body_missing_a_required_field_is_refused_with_a_reason_naming_it(v
     sc_fini(&s);
 }
 
+/* OFFLOAD_DONE_BATCH (a node's write batch): one status per file, and bad
+ * bodies get a reason. This master has offload off: every file is refused
+ * on its own, the call itself answers. */
+static void a_node_write_batch_gets_one_status_per_file(void **state)
+{
+    env_t *e = *state;
+    mc_rpc_client_t *c = e->cli[1];
+    sync_call_t s = SYNC_CALL_INIT;
+    char why[256];
+    mc_status_t st[8];
+    size_t cnt = 0;
+
+    mc_mp_writer_t *w = sc_begin(&s);
+    mc_mp_write_map(w, 4);
+    mc_mp_write_uint(w, MC_F_CLIENT_ID);
+    mc_proto_write_uuid(w, CLIENT_M);
+    mc_mp_write_uint(w, MC_F_SEGMENT_ID);
+    mc_proto_write_uuid(w, SEG_M[0].id);
+    mc_mp_write_uint(w, MC_F_KEYS);
+    mc_mp_write_array(w, 3);
+    mc_mp_write_bin(w, "w-0", 3);
+    mc_mp_write_bin(w, "w-1", 3);
+    mc_mp_write_bin(w, "w-2", 3);
+    mc_mp_write_uint(w, MC_F_SIZES);
+    mc_mp_write_array(w, 3);
+    for (int i = 0; i < 3; i++)
+        mc_mp_write_uint(w, 4096);
+    assert_int_equal(raw_call(c, MC_RPC_OFFLOAD_DONE_BATCH, &s, why, sizeof(why)), MC_OK);
+    assert_int_equal(
+        mc_mcli_dec_statuses(mc_buf_head(&s.resp), mc_buf_used(&s.resp), st, NULL, 8, &cnt), MC_OK);
+    assert_int_equal(cnt, 3);
+    for (int i = 0; i < 3; i++)
+        assert_true(st[i] < 0); /* no offload asked of this node: nothing to answer */
+
+    /* keys and sizes of different lengths */
+    w = sc_begin(&s);
+    mc_mp_write_map(w, 4);
+    mc_mp_write_uint(w, MC_F_CLIENT_ID);
+    mc_proto_write_uuid(w, CLIENT_M);
+    mc_mp_write_uint(w, MC_F_SEGMENT_ID);
+    mc_proto_write_uuid(w, SEG_M[0].id);
+    mc_mp_write_uint(w, MC_F_KEYS);
+    mc_mp_write_array(w, 2);
+    mc_mp_write_bin(w, "w-0", 3);
+    mc_mp_write_bin(w, "w-1", 3);
+    mc_mp_write_uint(w, MC_F_SIZES);
+    mc_mp_write_array(w, 1);
+    mc_mp_write_uint(w, 4096);
+    assert_int_equal(raw_call(c, MC_RPC_OFFLOAD_DONE_BATCH, &s, why, sizeof(why)),
+                     MC_ERR_INVALID_PARAMS);
+    assert_non_null(strstr(why, "differ"));
+
+    /* no sizes: named */
+    w = sc_begin(&s);
+    mc_mp_write_map(w, 3);
+    mc_mp_write_uint(w, MC_F_CLIENT_ID);
+    mc_proto_write_uuid(w, CLIENT_M);
+    mc_mp_write_uint(w, MC_F_SEGMENT_ID);
+    mc_proto_write_uuid(w, SEG_M[0].id);
+    mc_mp_write_uint(w, MC_F_KEYS);
+    mc_mp_write_array(w, 1);
+    mc_mp_write_bin(w, "w-0", 3);
+    assert_int_equal(raw_call(c, MC_RPC_OFFLOAD_DONE_BATCH, &s, why, sizeof(why)),
+                     MC_ERR_INVALID_PARAMS);
+    assert_non_null(strstr(why, "sizes"));
+    sc_fini(&s);
+}
+
 /* LEASE_RELEASE: a batch get that says RELEASE gets the grant's time and
  * view; sent back, they end the lease (a plain remove goes through); a
  * release of another view counts for nothing; bad bodies get reasons. */
@@ -1199,6 +1267,7 @@ int main(void)
         cmocka_unit_test(a_body_missing_a_required_field_is_refused_with_a_reason_naming_it),
         cmocka_unit_test(leases_a_batch_get_releases_end_at_its_release),
         cmocka_unit_test(batch_calls_return_one_status_per_item),
+        cmocka_unit_test(a_node_write_batch_gets_one_status_per_file),
         cmocka_unit_test(pipelined_put_cycles_on_four_connections_all_succeed),
         cmocka_unit_test(a_silent_client_loses_objects_segments_and_metadata_then_remounts),
         cmocka_unit_test(garbage_on_the_rpc_port_is_disconnected_while_a_client_keeps_working),

@@ -12,7 +12,9 @@
  * its files and they are readable again; a file corrupted or truncated
  * while the node was down is never returned (the truncated one is deleted
  * by the node's start scan, the corrupt one at its first read, counted by
- * the master as a failed load); a second node on the same
+ * the master as a failed load; a load reads a file in pieces at once and
+ * a byte changed in any of them is found, while the older file format
+ * still reads); a second node on the same
  * directory and a node with an unwritable directory do not start; removing
  * an object deletes its file on the node; on a full disk (a 6 MiB tmpfs,
  * when the test may mount one; skipped otherwise) the node's writes fail,
@@ -174,6 +176,9 @@ static void eviction_under_pressure_keeps_every_object_readable(void **state)
         ondisk += file_exists(e, i);
     /* 48 MiB through 16 MiB: most of them went to the node's disk */
     assert_true(ondisk >= NOBJ - 16);
+    /* the node answered its write batches in one call each */
+    assert_true(metric(e, "master_batch_offload_done_requests_total") > 0);
+    assert_int_equal(metric(e, "master_batch_offload_done_failures_total"), 0);
     for (int i = 0; i < NOBJ; i++)
         assert_int_equal(get_check(e, i), OBJ_SIZE);
     /* and once more, in another order (loads evict other loads) */
@@ -254,6 +259,84 @@ static void remove_deletes_the_file_on_the_node(void **state)
     while (file_exists(e, i) && mc_now_ms() < deadline)
         usleep(5000);
     assert_false(file_exists(e, i));
+}
+
+/* A load reads a file as several pieces at once and hashes each as it comes
+ * in (store/client_offload.c): a byte changed in any piece (the first, the
+ * middle ones, the last whole one, the unaligned tail) is found before the
+ * load is answered, the object is never returned and its file goes; an
+ * intact file of the same shape, and a file of the older format (data not
+ * aligned: read through the page cache), are read byte for byte. The files
+ * are written here while the node is down; it reports them at start. */
+#define PC_SIZE (3 * MIB + 100) /* 4 pieces of 768 KiB and a 100-byte tail */
+#define PC_PIECE (768 * 1024)
+static void a_corrupt_byte_in_any_piece_of_a_load_is_never_served(void **state)
+{
+    env_t *e = *state;
+    /* where the byte is changed, in the data: each piece, then the tail */
+    static const uint64_t bad_at[] = {10, PC_PIECE + 5, 2 * PC_PIECE + 7, 3 * MIB - 1,
+                                      3 * MIB + 50};
+    enum { NBAD = sizeof(bad_at) / sizeof(bad_at[0]), NPC = NBAD + 2 }; /* + intact + old format */
+    uint8_t *val = malloc(PC_SIZE), *got = malloc(PC_SIZE);
+    assert_non_null(val);
+    assert_non_null(got);
+    assert_int_equal(tc_node_stop(&e->node, SIGTERM), 0);
+    for (int i = 0; i < NPC; i++) {
+        char k[32], rel[MC_TIER_REL_MAX], p[PATH_MAX];
+        snprintf(k, sizeof(k), "pc-%d", i);
+        tc_fill(val, PC_SIZE, 5000 + (uint64_t)i);
+        struct iovec v = {val, PC_SIZE};
+        unsigned flags = i == NPC - 1 ? 0 : MC_TIER_F_ALIGNED; /* the last: older format */
+        assert_int_equal(mc_tier_write_flags(e->offdir, k, strlen(k), &v, 1, PC_SIZE, 0, flags),
+                         MC_OK);
+        if (i >= NBAD)
+            continue;
+        mc_tier_rel_path(k, strlen(k), 0, rel);
+        snprintf(p, sizeof(p), "%s/%s", e->offdir, rel);
+        int fd = open(p, O_RDWR);
+        assert_true(fd >= 0);
+        off_t at = (off_t)(mc_tier_data_off(strlen(k), flags) + bad_at[i]);
+        uint8_t b = 0;
+        assert_int_equal(pread(fd, &b, 1, at), 1);
+        b ^= 0x21;
+        assert_int_equal(pwrite(fd, &b, 1, at), 1);
+        close(fd);
+    }
+    assert_int_equal(start_node(e, &e->node), 0);
+    long long failed0 = metric(e, "master_offload_load_failures_total");
+    long long loads0 = metric(e, "master_offload_load_requests_total");
+    /* the intact ones, once the node reported its files */
+    for (int i = NBAD; i < NPC; i++) {
+        char k[32];
+        snprintf(k, sizeof(k), "pc-%d", i);
+        uint64_t deadline = mc_now_ms() + 10000 * SLOW;
+        int64_t r;
+        while ((r = mc_store_get(e->c, k, strlen(k), got, PC_SIZE, NULL)) != (int64_t)PC_SIZE &&
+               mc_now_ms() < deadline)
+            usleep(50000);
+        assert_int_equal(r, PC_SIZE);
+        tc_fill(val, PC_SIZE, 5000 + (uint64_t)i);
+        assert_memory_equal(got, val, PC_SIZE);
+    }
+    /* every corrupt one: the load fails (counted), never other bytes; the
+     * file is deleted and the object gone */
+    for (int i = 0; i < NBAD; i++) {
+        char k[32];
+        snprintf(k, sizeof(k), "pc-%d", i);
+        memset(got, 0, PC_SIZE);
+        assert_true(mc_store_get(e->c, k, strlen(k), got, PC_SIZE, NULL) < 0);
+        assert_true(mc_store_get(e->c, k, strlen(k), got, PC_SIZE, NULL) < 0);
+        char rel[MC_TIER_REL_MAX], p[PATH_MAX];
+        mc_tier_rel_path(k, strlen(k), 0, rel);
+        snprintf(p, sizeof(p), "%s/%s", e->offdir, rel);
+        assert_int_not_equal(access(p, F_OK), 0);
+    }
+    assert_int_equal(metric(e, "master_offload_load_failures_total"), failed0 + NBAD);
+    /* each get was one GetReplicaList, held by the master until the node
+     * had loaded the object (or failed to): no OFFLOAD_LOAD after it */
+    assert_int_equal(metric(e, "master_offload_load_requests_total"), loads0);
+    free(val);
+    free(got);
 }
 
 static void a_shared_or_unwritable_directory_stops_the_node(void **state)
@@ -351,6 +434,7 @@ int main(void)
         cmocka_unit_test(eviction_under_pressure_keeps_every_object_readable),
         cmocka_unit_test(a_restarted_node_restores_its_objects_and_never_serves_a_corrupt_file),
         cmocka_unit_test(remove_deletes_the_file_on_the_node),
+        cmocka_unit_test(a_corrupt_byte_in_any_piece_of_a_load_is_never_served),
         cmocka_unit_test(a_shared_or_unwritable_directory_stops_the_node),
         cmocka_unit_test(a_full_disk_refuses_offload_and_evicts_as_before),
     };

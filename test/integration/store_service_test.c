@@ -21,7 +21,11 @@
  * fails calls within the timeout and its clients share their memory again
  * when it is back; a second
  * service on the same port is refused at start; a user the service does
- * not admit is refused; a pool larger than the host has fails at open.
+ * not admit is refused; a pool larger than the host has fails at open; the
+ * workers' own master connections: a master that is down fails their calls
+ * at once, a restarted one is called again, and with HA they follow a new
+ * leader (puts and gets at their first try, every acknowledged put read
+ * back).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -40,6 +44,7 @@
 #include "rpc/fields.h"
 #include "rpc/methods.h"
 #include "rpc/rpc.h"
+#include "store/ha_redis.h"
 #include "store/svc_proto.h"
 /* the store client's cases (only those a co-located client can run: no
  * segment of its own, one node) */
@@ -1146,6 +1151,278 @@ static void a_killed_service_fails_calls_in_time_and_clients_share_again(void **
     assert_int_equal(mc_store_free_to_mem_pool(e->s, pv), MC_OK);
 }
 
+/* A put the master places on another node (preferred there) starts on the
+ * worker and goes on through the node's client from PutStart's answer; a
+ * get of it reads there through the node's client from GetReplicaList's
+ * answer; two replicas take the node's client all the way; a batch put's
+ * copies into the node's own segment (on the worker) byte for byte, a key
+ * that exists refused alone. */
+static void puts_placed_elsewhere_and_batches_go_through_the_nodes_client(void **state)
+{
+    env_t *e = *state;
+    mc_store_t *s = e->s;
+    tc_node_t other;
+    memset(&other, 0, sizeof(other));
+    char master[64];
+    const char *const ns[] = {"store.global_segment_size=64MiB", NULL};
+    assert_int_equal(
+        tc_node_start(&other, tc_master_addr(&e->c.master, master, sizeof(master)), ns), 0);
+    const size_t len = 2 * MIB + 3;
+    uint8_t *v = mc_store_alloc_from_mem_pool(s, len), *b = mc_store_alloc_from_mem_pool(s, len);
+    assert_non_null(v);
+    assert_non_null(b);
+    fill(v, len, 41);
+    mc_replicate_config_t cfg;
+    mc_replicate_config_init(&cfg);
+    const char *pref[1] = {other.name};
+    cfg.preferred_segments = pref;
+    cfg.n_preferred = 1;
+    assert_int_equal(mc_store_put(s, "elsewhere", 9, v, len, &cfg), MC_OK);
+    mc_store_replica_t r[4];
+    uint32_t n = 0;
+    assert_int_equal(mc_store_query(s, "elsewhere", 9, r, 4, &n), MC_OK);
+    assert_int_equal(n, 1);
+    assert_string_equal(r[0].segment, other.name);
+    assert_int_equal(mc_store_get(s, "elsewhere", 9, b, len, NULL), (int64_t)len);
+    assert_memory_equal(b, v, len);
+    /* two replicas: ours and the other node's (named: a node an earlier
+     * case killed may still be listed until the master expires it) */
+    mc_replicate_config_init(&cfg);
+    cfg.replica_num = 2;
+    const char *both[2] = {e->c.node[0].name, other.name};
+    cfg.preferred_segments = both;
+    cfg.n_preferred = 2;
+    fill(v, len, 42);
+    assert_int_equal(mc_store_put(s, "twice", 5, v, len, &cfg), MC_OK);
+    assert_int_equal(mc_store_query(s, "twice", 5, r, 4, &n), MC_OK);
+    assert_int_equal(n, 2);
+    assert_true((strcmp(r[0].segment, other.name) == 0) != (strcmp(r[1].segment, other.name) == 0));
+    memset(b, 0, len);
+    assert_int_equal(mc_store_get(s, "twice", 5, b, len, NULL), (int64_t)len);
+    assert_memory_equal(b, v, len);
+    assert_int_equal(mc_store_remove(s, "elsewhere", 9, 1), MC_OK);
+    assert_int_equal(mc_store_remove(s, "twice", 5, 1), MC_OK);
+    tc_node_stop(&other, SIGTERM);
+    /* a batch of 16 x 256 KiB + 1 from pool memory; one key exists */
+    enum { NB = 16 };
+    const size_t bl = 256 * 1024 + 1;
+    uint8_t *bv = mc_store_alloc_from_mem_pool(s, NB * bl),
+            *bo = mc_store_alloc_from_mem_pool(s, NB * bl);
+    assert_non_null(bv);
+    assert_non_null(bo);
+    char kb[NB][16];
+    mc_slice_t keys[NB], vals[NB], outs[NB];
+    mc_status_t sts[NB];
+    int64_t res[NB];
+    for (int i = 0; i < NB; i++) {
+        snprintf(kb[i], sizeof(kb[i]), "bp%d", i);
+        keys[i] = (mc_slice_t){kb[i], strlen(kb[i])};
+        fill(bv + i * bl, bl, 500 + (uint64_t)i);
+        vals[i] = (mc_slice_t){bv + i * bl, bl};
+        outs[i] = (mc_slice_t){bo + i * bl, bl};
+    }
+    assert_int_equal(mc_store_put(s, "bp7", 3, v, 100, NULL), MC_OK);
+    assert_int_equal(mc_store_batch_put(s, keys, vals, NB, NULL, sts), MC_OK);
+    for (int i = 0; i < NB; i++)
+        assert_int_equal(sts[i], i == 7 ? MC_ERR_OBJECT_ALREADY_EXISTS : MC_OK);
+    memset(bo, 0, NB * bl);
+    assert_int_equal(mc_store_batch_get(s, keys, outs, NB, res), MC_OK);
+    for (int i = 0; i < NB; i++) {
+        if (i == 7) {
+            assert_int_equal(res[i], 100);
+            assert_memory_equal(bo + i * bl, v, 100);
+            continue;
+        }
+        assert_int_equal(res[i], (int64_t)bl);
+        assert_memory_equal(bo + i * bl, bv + i * bl, bl);
+    }
+    mc_status_t rs[NB];
+    assert_int_equal(mc_store_batch_remove(s, keys, NB, 1, rs), MC_OK);
+    assert_int_equal(mc_store_free_to_mem_pool(s, bv), MC_OK);
+    assert_int_equal(mc_store_free_to_mem_pool(s, bo), MC_OK);
+    assert_int_equal(mc_store_free_to_mem_pool(s, v), MC_OK);
+    assert_int_equal(mc_store_free_to_mem_pool(s, b), MC_OK);
+}
+
+/* The service's workers call the master on connections of their own
+ * (store_mconn_t): a master that is down fails their puts and gets at once
+ * with a clear status; one restarted (on the same port, knowing nothing) is
+ * called again, and puts and gets through the service work once the node
+ * mounted again. */
+static void a_master_down_fails_calls_at_once_and_a_restarted_one_serves_them(void **state)
+{
+    env_t *e = *state;
+    uint8_t *pv = mc_store_alloc_from_mem_pool(e->s, MIB);
+    uint8_t *pb = mc_store_alloc_from_mem_pool(e->s, MIB);
+    assert_non_null(pv);
+    assert_non_null(pb);
+    fill(pv, MIB, 21);
+    assert_int_equal(mc_store_put(e->s, "m-before", 8, pv, MIB, NULL), MC_OK);
+    assert_int_equal(mc_store_get(e->s, "m-before", 8, pb, MIB, NULL), (int64_t)MIB);
+    assert_memory_equal(pb, pv, MIB);
+    tc_master_stop(&e->c.master, SIGKILL);
+    for (int i = 0; i < 3; i++) { /* (several workers: each finds it down) */
+        uint64_t t0 = mc_now_us();
+        mc_status_t st = mc_store_put(e->s, "m-during", 8, pv, MIB, NULL);
+        int64_t g = mc_store_get(e->s, "m-before", 8, pb, MIB, NULL);
+        uint64_t dt = mc_now_us() - t0;
+        print_message("master down: put %s, get %s, %llu ms\n", mc_status_str(st),
+                      mc_status_str((mc_status_t)g), (unsigned long long)(dt / 1000));
+        assert_int_equal(st, MC_ERR_CONN_CLOSED);
+        assert_int_equal(g, MC_ERR_CONN_CLOSED);
+        assert_true(dt < RPC_TIMEOUT_US);
+    }
+    const char *const ms[] = {"master.client_ttl=3s", "master.lease_ttl=2s", NULL};
+    assert_int_equal(tc_master_start(&e->c.master, ms), 0);
+    mc_status_t st = MC_ERR_CONN_CLOSED;
+    for (int i = 0; i < 100 * SLOW && st != MC_OK; i++) { /* (the node mounts at its next ping) */
+        st = mc_store_put(e->s, "m-after", 7, pv, MIB, NULL);
+        if (st != MC_OK)
+            usleep(100000);
+    }
+    assert_int_equal(st, MC_OK);
+    memset(pb, 0, MIB);
+    assert_int_equal(mc_store_get(e->s, "m-after", 7, pb, MIB, NULL), (int64_t)MIB);
+    assert_memory_equal(pb, pv, MIB);
+    /* every worker is connected again (one call each at least, in parallel) */
+    for (int i = 0; i < 16; i++) {
+        char k[16];
+        snprintf(k, sizeof(k), "m-%d", i);
+        assert_int_equal(mc_store_put(e->s, k, strlen(k), pv, 4096, NULL), MC_OK);
+        assert_int_equal(mc_store_get(e->s, k, strlen(k), pb, MIB, NULL), 4096);
+    }
+    assert_int_equal(mc_store_free_to_mem_pool(e->s, pv), MC_OK);
+    assert_int_equal(mc_store_free_to_mem_pool(e->s, pb), MC_OK);
+}
+
+/* ------------------------------------------------- HA: a new leader */
+
+#define HA_CLUSTER_ID "svcha"
+
+typedef struct ha_svc {
+    tc_redis_t redis;
+    tc_master_t m[2];
+    tc_node_t node;
+    char url[128], svc[64];
+} ha_svc_t;
+
+static int ha_svc_master(ha_svc_t *h, int i)
+{
+    char backend[96];
+    snprintf(backend, sizeof(backend), "ha.backend=redis://127.0.0.1:%u/0", h->redis.port);
+    const char *const sets[] = {
+        "master.client_ttl=10s", "master.lease_ttl=2s", backend, "ha.cluster_id=" HA_CLUSTER_ID,
+        "ha.lease_ttl=1s",       "ha.sync=strict",      NULL};
+    return tc_master_start(&h->m[i], sets);
+}
+
+/* Which of the two masters leads per Redis, or -1. */
+static int ha_svc_leader(const ha_svc_t *h)
+{
+    mc_ha_url_t u;
+    const char *why;
+    char addr[MC_HA_ADDR_MAX];
+    if (mc_ha_url_parse(h->url, &u, &why) != MC_OK ||
+        mc_ha_resolve_leader(&u, 500000, addr, sizeof(addr), NULL) != MC_OK)
+        return -1;
+    for (int i = 0; i < 2; i++) {
+        char want[64];
+        snprintf(want, sizeof(want), "127.0.0.1:%u", h->m[i].rpc_port);
+        if (strcmp(addr, want) == 0)
+            return i;
+    }
+    return -1;
+}
+
+static int ha_svc_wait_leader(const ha_svc_t *h, int want)
+{
+    uint64_t deadline = mc_now_ms() + 5000ull * SLOW;
+    while (mc_now_ms() < deadline) {
+        if (ha_svc_leader(h) == want)
+            return 1;
+        usleep(20000);
+    }
+    return 0;
+}
+
+static void ha_svc_check(mc_store_t *d, int from, int to, uint8_t *v, uint8_t *b, size_t len)
+{
+    for (int i = from; i < to; i++) {
+        char k[32];
+        snprintf(k, sizeof(k), "ha-svc-%d", i);
+        fill(v, len, 300 + (uint64_t)i);
+        memset(b, 0, len);
+        assert_int_equal(mc_store_get(d, k, strlen(k), b, len, NULL), (int64_t)len);
+        assert_memory_equal(b, v, len);
+    }
+}
+
+/* The workers' master connections follow the leader exactly as the node's
+ * own connection does: the leader killed, puts and gets through the service
+ * work on the new one at their first try, and every acknowledged put reads
+ * back byte for byte. */
+static void the_workers_master_connections_follow_a_new_leader(void **state)
+{
+    (void)state;
+    if (access(tc_redis_bin(), X_OK) != 0) {
+        print_message("skipped: %s not found\n", tc_redis_bin());
+        skip();
+    }
+    static ha_svc_t h;
+    memset(&h, 0, sizeof(h));
+    assert_int_equal(tc_redis_start(&h.redis), 0);
+    snprintf(h.url, sizeof(h.url), "redis://127.0.0.1:%u/0?cluster=" HA_CLUSTER_ID, h.redis.port);
+    assert_int_equal(ha_svc_master(&h, 0), 0);
+    assert_true(ha_svc_wait_leader(&h, 0));
+    assert_int_equal(ha_svc_master(&h, 1), 0);
+    unsigned port = test_free_port();
+    char ps[64];
+    snprintf(ps, sizeof(ps), "service.port=%u", port);
+    snprintf(h.svc, sizeof(h.svc), "127.0.0.1:%u", port);
+    const char *const ns[] = {"service.enabled=true", ps, "store.global_segment_size=64MiB", NULL};
+    assert_int_equal(tc_node_start(&h.node, h.url, ns), 0);
+    mc_store_config_t c;
+    mc_store_config_init(&c);
+    c.service = h.svc;
+    c.local_buffer_size = STAGING;
+    c.mem_pool_size = POOL;
+    c.rpc_timeout_us = 3 * RPC_TIMEOUT_US;
+    mc_store_t *d = NULL;
+    assert_int_equal(mc_store_open(&c, &d), MC_OK);
+    const size_t len = MIB + 13;
+    uint8_t *v = mc_store_alloc_from_mem_pool(d, len), *b = mc_store_alloc_from_mem_pool(d, len);
+    assert_non_null(v);
+    assert_non_null(b);
+    char k[32];
+    for (int i = 0; i < 8; i++) {
+        snprintf(k, sizeof(k), "ha-svc-%d", i);
+        fill(v, len, 300 + (uint64_t)i);
+        assert_int_equal(mc_store_put(d, k, strlen(k), v, len, NULL), MC_OK);
+    }
+    ha_svc_check(d, 0, 8, v, b, len);
+    /* the leader dies; master 1 takes over */
+    tc_stop_ms(&h.m[0].proc, SIGKILL, 1000);
+    assert_true(ha_svc_wait_leader(&h, 1));
+    for (int i = 8; i < 24; i++) {
+        snprintf(k, sizeof(k), "ha-svc-%d", i);
+        fill(v, len, 300 + (uint64_t)i);
+        uint64_t t0 = mc_now_us();
+        mc_status_t st = mc_store_put(d, k, strlen(k), v, len, NULL);
+        if (st != MC_OK || i == 8)
+            print_message("put %d on the new leader: %s after %llu ms\n", i, mc_status_str(st),
+                          (unsigned long long)((mc_now_us() - t0) / 1000));
+        assert_int_equal(st, MC_OK);
+    }
+    ha_svc_check(d, 0, 24, v, b, len); /* the old puts too: strict sync */
+    assert_int_equal(mc_store_free_to_mem_pool(d, v), MC_OK);
+    assert_int_equal(mc_store_free_to_mem_pool(d, b), MC_OK);
+    mc_store_close(d);
+    tc_node_stop(&h.node, SIGTERM);
+    tc_master_stop(&h.m[1], SIGTERM);
+    tc_master_stop(&h.m[0], SIGKILL);
+    tc_redis_stop(&h.redis, SIGTERM);
+}
+
 int main(void)
 {
     const char *spec = getenv("TEST_LOG");
@@ -1168,6 +1445,9 @@ int main(void)
         /* last: restart the service */
         cmocka_unit_test(a_service_killed_while_callers_wait_fails_them_at_once),
         cmocka_unit_test(a_killed_service_fails_calls_in_time_and_clients_share_again),
+        cmocka_unit_test(puts_placed_elsewhere_and_batches_go_through_the_nodes_client),
+        cmocka_unit_test(the_workers_master_connections_follow_a_new_leader),
+        cmocka_unit_test(a_master_down_fails_calls_at_once_and_a_restarted_one_serves_them),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -500,6 +500,68 @@ static void a_write_in_steps_shows_the_new_file_only_once_committed(void **state
     assert_int_equal(w.fd, -1);
 }
 
+/* A load hashes its pieces as they come in (mc_hash64_stream_t): the value
+ * is the whole data's at any split, so the file's checksum (the format's,
+ * unchanged) verifies it; a wrong byte in any piece, or a piece cut short,
+ * is refused. */
+static void a_checksum_streamed_in_pieces_verifies_the_file_as_a_whole(void **state)
+{
+    (void)state;
+    enum { N = 3 * 4096 + 777 };
+    uint8_t *data = malloc(N);
+    assert_non_null(data);
+    for (size_t i = 0; i < N; i++)
+        data[i] = (uint8_t)(i * 31 + 7);
+    uint64_t whole = mc_hash64(data, N);
+    /* any split: empty pieces, 1 byte, XXH3's internal block sizes and more */
+    static const size_t cuts[][4] = {
+        {0, 0, 0, N}, {1, 1, 1, N - 3},          {64, 256, 1024, N - 1344}, {4096, 4096, 4096, 777},
+        {N, 0, 0, 0}, {240, 241, 3000, N - 3481}};
+    for (size_t c = 0; c < sizeof(cuts) / sizeof(cuts[0]); c++) {
+        mc_hash64_stream_t h;
+        mc_hash64_begin(&h);
+        size_t at = 0;
+        for (int k = 0; k < 4; k++) {
+            mc_hash64_update(&h, data + at, cuts[c][k]);
+            at += cuts[c][k];
+        }
+        assert_int_equal(at, N);
+        assert_int_equal(mc_hash64_end(&h), whole);
+    }
+    /* a stream placed at an odd address works the same (aligned inside) */
+    uint8_t *room = malloc(sizeof(mc_hash64_stream_t) + 8);
+    assert_non_null(room);
+    mc_hash64_stream_t *odd = (mc_hash64_stream_t *)(void *)(room + 1);
+    mc_hash64_begin(odd);
+    mc_hash64_update(odd, data, 5000);
+    mc_hash64_update(odd, data + 5000, N - 5000);
+    assert_int_equal(mc_hash64_end(odd), whole);
+    free(room);
+
+    struct iovec v = {data, N};
+    assert_int_equal(mc_tier_write_flags(dir, "ps", 2, &v, 1, N, 0, MC_TIER_F_ALIGNED), MC_OK);
+    mc_tier_file_t f;
+    assert_int_equal(mc_tier_open_read(dir, "ps", 2, N, 0, &f), MC_OK);
+    assert_int_equal(mc_tier_verify_sum(&f, N, whole), MC_OK);
+    /* a byte changed in any of four pieces: the streamed sum differs */
+    for (size_t piece = 0; piece < 4; piece++) {
+        size_t at = piece * 4096 + 100;
+        data[at] ^= 0x40;
+        mc_hash64_stream_t h;
+        mc_hash64_begin(&h);
+        for (size_t p = 0; p < 4; p++) {
+            size_t len = p < 3 ? 4096 : N - 3 * 4096;
+            mc_hash64_update(&h, data + p * 4096, len);
+        }
+        assert_int_equal(mc_tier_verify_sum(&f, N, mc_hash64_end(&h)), MC_ERR_CHECKSUM_MISMATCH);
+        data[at] ^= 0x40;
+    }
+    /* cut short: refused whatever the sum */
+    assert_int_equal(mc_tier_verify_sum(&f, N - 1, whole), MC_ERR_CHECKSUM_MISMATCH);
+    mc_tier_close(&f);
+    free(data);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -521,6 +583,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(an_owned_scan_deletes_temp_and_cut_short_files, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(a_write_in_steps_shows_the_new_file_only_once_committed,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(a_checksum_streamed_in_pieces_verifies_the_file_as_a_whole,
                                         setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
