@@ -250,9 +250,18 @@ mc_status_t store_config_full(const mc_store_config_t *c, mc_store_config_t *out
  * for a size that is not one of a mc_replicate_config_t. */
 mc_status_t store_replicate_config_full(const mc_replicate_config_t *c, mc_replicate_config_t *out);
 
+/* This process's segments' use as the master last accounted it
+ * (client_metrics.c asks at most once a second). Zeroed: never asked. */
+typedef struct store_seg_use {
+    uint64_t count, bytes, used, replicas;
+    mc_status_t st; /* of that call */
+    uint64_t at_us; /* when it was answered (mc_now_us); 0: never */
+} store_seg_use_t;
+
 /* Append this process's Prometheus families (client_metrics.c; node_http.c
- * serves them). Any thread. */
-void store_node_metrics(mc_store_t *s, mc_buf_t *b);
+ * serves them); seg_use: the caller's, kept between calls. Any thread, one
+ * at a time per seg_use. */
+void store_node_metrics(mc_store_t *s, store_seg_use_t *seg_use, mc_buf_t *b);
 
 mc_status_t store_check_key(const void *key, size_t klen);
 

@@ -11,7 +11,11 @@
  * segments; one that does not know the filter lists every segment, and we
  * keep ours). The call is bounded (SEG_USE_TIMEOUT_US) and skipped while
  * the pings say the master is away: then the use families are left out of
- * the scrape (mooncake_store_master_up says why) rather than guessed.
+ * the scrape (mooncake_store_master_up says why) rather than guessed. It is
+ * made at most once per SEG_USE_MAX_AGE_US: the scrapes in between get its
+ * answer (or its failure), so a storm of scrapes costs the master one call
+ * a second, and a master that did not answer is not waited for again at
+ * once.
  */
 #include <stdatomic.h>
 #include <string.h>
@@ -22,16 +26,15 @@
 #include "store/proto.h"
 #include "transport/te.h"
 #include "util/prom.h"
+#include "util/time.h"
 
 /* A scrape waits this long at most for the master's account. */
 #define SEG_USE_TIMEOUT_US 2000000ull
-
-typedef struct seg_use {
-    uint64_t count, bytes, used, replicas;
-} seg_use_t;
+/* and asks for it again only once the last answer is this old */
+#define SEG_USE_MAX_AGE_US 1000000ull
 
 /* One entry of SEGMENTS: added to u when it is ours and mounted. */
-static void seg_use_entry(mc_mp_reader_t *r, mc_uuid_t me, seg_use_t *u)
+static void seg_use_entry(mc_mp_reader_t *r, mc_uuid_t me, store_seg_use_t *u)
 {
     mc_uuid_t owner = {0, 0};
     uint64_t size = 0, used = 0, allocs = 0;
@@ -71,7 +74,7 @@ static void seg_use_entry(mc_mp_reader_t *r, mc_uuid_t me, seg_use_t *u)
 
 /* Ask the master for our segments' use: MC_OK with *u, or why not. From a
  * thread that is not one of the client's reactors (the HTTP thread). */
-static mc_status_t seg_use_get(mc_store_t *s, seg_use_t *u)
+static mc_status_t seg_use_get(mc_store_t *s, store_seg_use_t *u)
 {
     memset(u, 0, sizeof(*u));
     if (s->svc != NULL || s->mcli == NULL)
@@ -106,29 +109,40 @@ static mc_status_t seg_use_get(mc_store_t *s, seg_use_t *u)
     return st;
 }
 
-void store_node_metrics(mc_store_t *s, mc_buf_t *b)
+/* The master's account of our segments, at most SEG_USE_MAX_AGE_US old. */
+static mc_status_t seg_use_recent(mc_store_t *s, store_seg_use_t *u)
+{
+    if (u->at_us == 0 || mc_now_us() - u->at_us >= SEG_USE_MAX_AGE_US) {
+        u->st = seg_use_get(s, u);
+        u->at_us = mc_now_us();
+    }
+    return u->st;
+}
+
+void store_node_metrics(mc_store_t *s, store_seg_use_t *seg_use, mc_buf_t *b)
 {
     mc_prom_gauge(b, "mooncake_store_segment_capacity_bytes",
                   "Bytes of memory this process contributes to the pool (global_segment_size; "
                   "mooncake_store_segment_mounted_bytes counts every segment it mounted).",
                   s->cfg.global_segment_size);
-    seg_use_t u;
-    if (seg_use_get(s, &u) == MC_OK) {
+    if (seg_use_recent(s, seg_use) == MC_OK) {
+        const store_seg_use_t *u = seg_use;
         mc_prom_gauge(b, "mooncake_store_segments_mounted",
-                      "Segments of this process mounted at the master (asked at this scrape).",
-                      u.count);
+                      "Segments of this process mounted at the master (asked at most once a "
+                      "second).",
+                      u->count);
         mc_prom_gauge(b, "mooncake_store_segment_mounted_bytes",
-                      "Bytes of this process's segments mounted at the master (asked at this "
-                      "scrape; absent while the master does not answer).",
-                      u.bytes);
+                      "Bytes of this process's segments mounted at the master (asked at most "
+                      "once a second; absent while the master does not answer).",
+                      u->bytes);
         mc_prom_gauge(b, "mooncake_store_segment_used_bytes",
                       "Bytes of the objects the master placed in this process's segments (asked "
-                      "at this scrape; absent while the master does not answer).",
-                      u.used);
+                      "at most once a second; absent while the master does not answer).",
+                      u->used);
         mc_prom_gauge(b, "mooncake_store_segment_replicas",
                       "Object replicas the master placed in this process's segments (asked at "
-                      "this scrape).",
-                      u.replicas);
+                      "most once a second).",
+                      u->replicas);
     }
     mc_prom_gauge(b, "mooncake_store_local_buffer_bytes",
                   "Bytes of this process's registered staging buffer.", s->cfg.local_buffer_size);

@@ -101,6 +101,7 @@ static const struct {
     {MC_RPC_META_DEL, "meta_del", 0},
     {MC_RPC_META_LIST, "meta_list", 0},
     {MC_RPC_TIER_ADD, "tier_add", 0},
+    {MC_RPC_LIST_SEGMENTS, "list_segments", 0}, /* nodes' /metrics, admin tools */
 };
 
 static void send_text(struct evhttp_request *req, int code, const char *reason,

@@ -27,6 +27,7 @@ struct mc_node_http {
     int stop_fd[2]; /* a write to [1] stops the loop (from any thread) */
     pthread_t thread;
     int started;
+    store_seg_use_t seg_use; /* the thread's: the master's last account */
 };
 
 static void send_buf(struct evhttp_request *req, const mc_buf_t *b, const char *ctype)
@@ -56,7 +57,7 @@ static void on_metrics(struct evhttp_request *req, void *arg)
     if (!only_get(req))
         return;
     mc_buf_t b = MC_BUF_INIT;
-    store_node_metrics(h->s, &b);
+    store_node_metrics(h->s, &h->seg_use, &b);
     mc_prom_process(&b);
     mc_prom_build_info(&b);
     send_buf(req, &b, "text/plain; version=0.0.4");

@@ -6,7 +6,8 @@
 # mooncake_build_info are there and count what a put and a get did; the node
 # serves /metrics and /health on its own HTTP port with what its transfer
 # engine served and its segment use (0, then the put's bytes; a second node's
-# segment is not counted). The shipped alert rules and scrape config pass
+# segment is not counted; asked of the master at most once a second, however
+# often it is scraped). The shipped alert rules and scrape config pass
 # promtool; every metric the Grafana dashboard and the alerts query is
 # exported.
 set -u
@@ -26,6 +27,7 @@ val() { awk -v n="$2" '$1 == n { print $2 }' "$T/$1.prom"; }
 
 # the node's segment use, as the master accounts it, before any object
 curl -sf "http://$NODE_HTTP/metrics" >"$T/node0.prom" || cluster_die "node: GET /metrics failed"
+t_node0=$(date +%s%N)
 [ "$(val node0 mooncake_store_segment_mounted_bytes)" = 67108864 ] ||
   cluster_die "node: mounted bytes before a put: '$(val node0 mooncake_store_segment_mounted_bytes)'"
 [ "$(val node0 mooncake_store_segment_used_bytes)" = 0 ] ||
@@ -74,6 +76,9 @@ grep -q '^mooncake_master_rpc_duration_seconds_bucket{method="put_start",le="+In
 grep -q "^segment_allocated_bytes{segment=\"$NODE1\"} [1-9]" "$T/master.prom" ||
   cluster_die "master: segment use not reported"
 
+# the node asks the master at most once a second: a scrape a second after
+# the first one has the master's account of the put
+while [ $(($(date +%s%N) - t_node0)) -lt 1100000000 ]; do sleep 0.1; done
 check node "$NODE_HTTP"
 [ "$(val node 'mooncake_store_served_bytes_total{op="write"}')" -ge 100000 ] ||
   cluster_die "node: the put's bytes were not counted as served (tcp write)"
@@ -91,6 +96,20 @@ check node "$NODE_HTTP"
 grep -q '^mooncake_store_transfer_duration_seconds_bucket{transport="tcp",le="+Inf"}' "$T/node.prom" ||
   cluster_die "node: no transfer latency histogram"
 [ "$(curl -s "http://$NODE_HTTP/health")" = OK ] || cluster_die "node: /health"
+
+# a storm of scrapes costs the master one LIST_SEGMENTS a second
+ls_calls() { curl -sf "http://$HTTP/metrics" | awk '$1 == "mooncake_master_rpc_requests_total{method=\"list_segments\"}" { print $2 }'; }
+before=$(ls_calls)
+[ -n "$before" ] || cluster_die "master: list_segments is not counted"
+t0=$(date +%s%N)
+for _ in $(seq 40); do
+  curl -sf "http://$NODE_HTTP/metrics" >/dev/null || cluster_die "node: GET /metrics failed in a storm"
+done
+ms=$((($(date +%s%N) - t0) / 1000000))
+calls=$(($(ls_calls) - before))
+most=$((ms / 1000 + 1))
+echo "metrics_test: 40 node scrapes in $ms ms asked the master $calls time(s) (at most $most)"
+[ "$calls" -le "$most" ] || cluster_die "node: 40 scrapes in $ms ms asked the master $calls times (at most $most)"
 code=$(curl -s -o /dev/null -w '%{http_code}' -X POST "http://$NODE_HTTP/metrics")
 [ "$code" = 405 ] || cluster_die "node: POST /metrics answered $code"
 
