@@ -31,6 +31,11 @@
 #    directory, same block size, io_uring with iodepth D, with --direct=1
 #    (the device, against our O_DIRECT mode) and buffered (the page cache,
 #    warm as the offload files just read are, against our buffered mode).
+#    In O_DIRECT mode a second peer: fio reading the node's own object files
+#    (the very device blocks the gets read), one after another, same block
+#    size and depth: this VM's disk reads fio.dat at 0.5-0.7 GB/s in some
+#    rounds and 1.2-2.8 GB/s (a host-side cache) in others, so the same
+#    blocks make the fairer peer.
 #    "loads" = the master's master_offload_loads_total per round: every get
 #    of the round was a read of the disk (n of n) or not.
 # Lease: every get of a disk-only object leaves its loaded copy in the node's
@@ -171,13 +176,21 @@ echo "offload: $persisted objects of $size written during the storm ($n put); $f
 
 med() { printf '%s\n' "$@" | sort -g | awk '{a[NR] = $1} END {print a[int((NR + 1) / 2)]}'; }
 rows=()
+objrows=()
 stages=()
 for mode in direct buffered; do
     rseg=${READ_SEGMENT:-160MiB}
     if [ "$mode" = direct ]; then start_node "$rseg"; else start_node "$rseg" --set store.offload_buffered_io=true; fi
     sleep 1
     for d in $depths; do
-        declare -a S=() F=() L=() R=()
+        declare -a S=() F=() L=() R=() G=()
+        # fio reads names literally only without '%' (the node escapes keys): links
+        rm -rf "$root/objs" && mkdir "$root/objs"
+        k=0
+        for f in $(find "$root/node" -type f -name 'off%2F*' ! -name '*.tmp*' | sort); do
+            k=$((k + 1)); ln -s "$f" "$root/objs/o$k"
+        done
+        objlist=$(find "$root/objs" -type l | sort | paste -sd:)
         st0=$(stage_sums)
         for r in $(seq "$rounds"); do
             l0=$(metric master_offload_loads_total)
@@ -194,6 +207,9 @@ for mode in direct buffered; do
             if [ "$mode" = direct ]; then
                 F+=("$(RW=read fio_bw --name=r --directory="$root" --filename=fio.dat --rw=read \
                     --bs="$bs" --iodepth="$d" --ioengine=io_uring --size="${total_mb}M" --direct=1)")
+                # the same device blocks the gets read: the node's own object files
+                G+=("$(RW=read fio_bw --name=o --filename="$objlist" --file_service_type=sequential \
+                    --rw=read --bs="$bs" --iodepth="$d" --ioengine=io_uring --direct=1)")
             else
                 F+=("$(RW=read fio_bw --name=r --directory="$root" --filename=fio.dat --rw=read \
                     --bs="$bs" --iodepth="$d" --ioengine=io_uring --size="${total_mb}M")")
@@ -209,6 +225,14 @@ for mode in direct buffered; do
         rows+=("$(printf '%-9s %5s %9.3f %9.3f %7.2f %7.2f   loads/round: %s  re-reads: %s  rounds: %s | fio %s' \
             "$mode" "$d" "$ms" "$mf" "$(echo "$ms / $mf" | bc -l)" "$mq" "${L[*]}" "${R[*]}" "${S[*]}" "${F[*]}")")
         echo "csv,compare_offload_read,$mode,$size,$n,$d,$ms,$mf"
+        if [ ${#G[@]} -gt 0 ]; then
+            mg=$(med "${G[@]}")
+            declare -a QG=()
+            for i in "${!S[@]}"; do QG+=("$(echo "${S[$i]} / ${G[$i]}" | bc -l)"); done
+            objrows+=("$(printf '%-9s %5s %9.3f %9.3f %7.2f %7.2f   fio rounds: %s' "$mode" "$d" "$ms" \
+                "$mg" "$(echo "$ms / $mg" | bc -l)" "$(med "${QG[@]}")" "${G[*]}")")
+            echo "csv,compare_offload_read_objfiles,$mode,$size,$n,$d,$ms,$mg"
+        fi
     done
     io=$(grep -o 'loads read with [^,]*, [a-zA-Z_ ()]*' "$root/node.log" | tail -1)
     echo "node ($mode): $io"
@@ -230,6 +254,10 @@ echo "(ratio = offload / fio, of the medians; r-ratio: the median of each round'
 echo " runs ours, then fio, back to back: on a busy machine the fairer one)."
 echo " direct: the node reads with O_DIRECT, fio --direct=1: the device."
 echo " buffered: offload_buffered_io=true and fio buffered: both served by the page cache.)"
+printf '\nthe same O_DIRECT reads against fio reading the node'"'"'s own object files (the very blocks the\n'
+printf 'gets read, one file after another, %s per read, same depth), GB/s, medians\n' "$bs"
+printf '%-9s %5s %9s %9s %7s %7s\n' "node I/O" "depth" "get" "fio-obj" "ratio" "r-ratio"
+printf '%s\n' "${objrows[@]}"
 printf '\nwhere a get of a disk-only object spends its time, µs per object (get: the whole get at the\n'
 printf 'median round; the node'"'"'s load stages, means over the rounds: handoff = the master'"'"'s answer to\n'
 printf 'the node'"'"'s worker, open = file and header, read = io_uring and the device (the pieces before\n'
