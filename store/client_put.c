@@ -266,16 +266,50 @@ typedef struct put_op {
     int started;           /* PutStart succeeded: failures revoke */
     int in_doubt;          /* a write timed out: no revoke (may_land_later) */
     int persist;           /* MC_MASTER_PERSIST_* for this put, fixed at P_TIER */
-    struct put_copy *copy; /* sync put: own-segment copies left to the caller */
+    struct own_copy *copy; /* sync put: own-segment copies left to the caller */
     mc_status_t err;
 } put_op_t;
 
-/* A sync put's caller (put_sync): it waits for the put to finish (w), and
- * copies when r0 hands it an op stopped in P_WAIT_COPY (op, under w.mu). */
-typedef struct put_copy {
+/* A sync put's or batch put's caller: it waits for the op to finish (w),
+ * and copies (run) when r0 hands it an op stopped in P_WAIT_COPY or
+ * B_WAIT_COPY (op, under w.mu): the copies into our own segment run on the
+ * calling thread (the store service's worker) instead of r0's. */
+typedef struct own_copy {
     store_waiter_t w;
-    put_op_t *op;
-} put_copy_t;
+    store_op_t *op;
+    void (*run)(store_op_t *op);
+} own_copy_t;
+
+/* r0: hand h (stopped in its WAIT_COPY state) to its caller. r0 touches h
+ * no more until the caller posts it back. */
+static void own_copy_hand(own_copy_t *c, store_op_t *h)
+{
+    pthread_mutex_lock(&c->w.mu);
+    c->op = h;
+    pthread_cond_signal(&c->w.cv);
+    pthread_mutex_unlock(&c->w.mu);
+}
+
+/* The caller's wait: copy whenever r0 hands it the op, until the op
+ * reports; the op's status. */
+static mc_status_t own_copy_wait(own_copy_t *c)
+{
+    store_waiter_t *w = &c->w;
+    pthread_mutex_lock(&w->mu);
+    for (;;) {
+        while (!w->done && c->op == NULL)
+            pthread_cond_wait(&w->cv, &w->mu);
+        if (w->done)
+            break;
+        store_op_t *h = c->op;
+        c->op = NULL;
+        pthread_mutex_unlock(&w->mu);
+        c->run(h);
+        pthread_mutex_lock(&w->mu);
+    }
+    pthread_mutex_unlock(&w->mu);
+    return (mc_status_t)store_waiter_wait(w);
+}
 
 static void put_finish(store_op_t *h, mc_status_t st)
 {
@@ -624,22 +658,12 @@ static put_state_t put_refreshed(put_op_t *op)
     return P_SUBMIT;
 }
 
-/* r0: hand op (in P_WAIT_COPY) to its caller. r0 touches op no more until
- * the caller posts it back. */
-static void put_copy_hand(put_op_t *op)
-{
-    put_copy_t *c = op->copy;
-    pthread_mutex_lock(&c->w.mu);
-    c->op = op;
-    pthread_cond_signal(&c->w.cv);
-    pthread_mutex_unlock(&c->w.mu);
-}
-
 /* The caller's thread: write bytes [off, off + plen) of the value to every
  * replica (own segment, ranges checked by put_submit), then step op on r0
  * again (put_written). */
-static void put_copy_run(put_op_t *op)
+static void put_copy_run(store_op_t *h)
 {
+    put_op_t *op = (put_op_t *)h;
     for (uint32_t i = 0; i < op->nrep; i++) {
         uint8_t *dst = (uint8_t *)(uintptr_t)(op->rep[i].address + op->off);
         if (op->direct != NULL)
@@ -697,7 +721,7 @@ static void put_step(store_op_t *h)
         put_state_t to = put_table[from].fn(op);
         op->state = to;
         if (to == P_WAIT_COPY) {
-            put_copy_hand(op); /* the caller owns op until it posts it back */
+            own_copy_hand(op->copy, h); /* the caller owns op until it posts it back */
             return;
         }
         if (to == from || put_table[to].wait)
@@ -716,7 +740,7 @@ typedef struct put_preset {
  * (put_sync), or NULL; pre: PutStart was answered (or NULL). */
 static mc_status_t put_new(mc_store_t *s, const void *key, size_t klen, const mc_slice_t *parts,
                            size_t nparts, const mc_replicate_config_t *cfg, unsigned flags,
-                           put_copy_t *copy, const put_preset_t *pre, mc_store_cb_t cb, void *arg)
+                           own_copy_t *copy, const put_preset_t *pre, mc_store_cb_t cb, void *arg)
 {
     int zero_copy = (flags & PUT_ZERO_COPY) != 0;
     if (s == NULL || cb == NULL)
@@ -826,27 +850,6 @@ mc_status_t store_put_submit(mc_store_t *s, const void *key, size_t klen, const 
 
 /* ----------------------------------------------------------- public: put */
 
-/* A sync put's wait: copy whenever r0 hands us the op (an own-segment
- * put), until the put reports. */
-static mc_status_t put_copy_wait(put_copy_t *c)
-{
-    store_waiter_t *w = &c->w;
-    pthread_mutex_lock(&w->mu);
-    for (;;) {
-        while (!w->done && c->op == NULL)
-            pthread_cond_wait(&w->cv, &w->mu);
-        if (w->done)
-            break;
-        put_op_t *op = c->op;
-        c->op = NULL;
-        pthread_mutex_unlock(&w->mu);
-        put_copy_run(op);
-        pthread_mutex_lock(&w->mu);
-    }
-    pthread_mutex_unlock(&w->mu);
-    return (mc_status_t)store_waiter_wait(w);
-}
-
 /* The caller's *cfg as this library's mc_replicate_config_t, in *tmp (an
  * older, shorter struct gets the defaults of the fields it lacks); NULL stays
  * NULL. Every public call that takes a cfg starts with it. */
@@ -868,7 +871,7 @@ static mc_status_t put_sync_from(mc_store_t *s, const void *key, size_t klen,
 {
     if (store_on_reactor(s))
         return MC_ERR_STATE;
-    put_copy_t c = {.op = NULL};
+    own_copy_t c = {.op = NULL, .run = put_copy_run};
     store_waiter_init(&c.w);
     mc_status_t st =
         put_new(s, key, klen, parts, nparts, cfg, flags, &c, pre, store_waiter_status_cb, &c.w);
@@ -877,7 +880,7 @@ static mc_status_t put_sync_from(mc_store_t *s, const void *key, size_t klen,
         store_waiter_wait(&c.w);
         return st;
     }
-    return put_copy_wait(&c);
+    return own_copy_wait(&c);
 }
 
 static mc_status_t put_sync(mc_store_t *s, const void *key, size_t klen, const mc_slice_t *parts,
@@ -1166,17 +1169,8 @@ typedef struct bput_op {
     const size_t *orig;  /* key j of the batch is the caller's orig[j] */
     mc_store_cb_t cb;
     void *arg;
-    struct bput_copy *copy; /* sync batch: own-segment copies left to the caller */
+    struct own_copy *copy; /* sync batch: own-segment copies left to the caller */
 } bput_op_t;
-
-/* A sync batch put's caller: it waits for the batch to finish (w), and
- * copies when r0 hands it an op stopped in B_WAIT_COPY (op, under w.mu):
- * as a single put's (put_copy_t), the copies run on the calling thread (the
- * store service's worker) instead of r0's. */
-typedef struct bput_copy {
-    store_waiter_t w;
-    bput_op_t *op;
-} bput_copy_t;
 
 static void bput_finish(store_op_t *h, mc_status_t st)
 {
@@ -1501,48 +1495,17 @@ static const struct {
     [B_WAIT_REVOKE] = {bput_revoked, 1},
 };
 
-/* r0: hand op (in B_WAIT_COPY) to its caller. r0 touches op no more until
- * the caller posts it back. */
-static void bput_copy_hand(bput_op_t *op)
-{
-    bput_copy_t *c = op->copy;
-    pthread_mutex_lock(&c->w.mu);
-    c->op = op;
-    pthread_cond_signal(&c->w.cv);
-    pthread_mutex_unlock(&c->w.mu);
-}
-
 /* The caller's thread: every write of op->reqs (all into our own segment,
  * ranges checked by bput_requests), then step op on r0 again. */
-static void bput_copy_run(bput_op_t *op)
+static void bput_copy_run(store_op_t *h)
 {
+    bput_op_t *op = (bput_op_t *)h;
     for (size_t i = 0; i < op->ntasks; i++) {
         const mc_te_request_t *q = &op->reqs[i];
         copy_into_segment((void *)(uintptr_t)q->remote, q->local, q->length);
     }
     op->h.wait_st = MC_OK;
     store_op_post(&op->h);
-}
-
-/* A sync batch put's wait: copy whenever r0 hands us the op, until the
- * batch reports. */
-static void bput_copy_wait(bput_copy_t *c)
-{
-    store_waiter_t *w = &c->w;
-    pthread_mutex_lock(&w->mu);
-    for (;;) {
-        while (!w->done && c->op == NULL)
-            pthread_cond_wait(&w->cv, &w->mu);
-        if (w->done)
-            break;
-        bput_op_t *op = c->op;
-        c->op = NULL;
-        pthread_mutex_unlock(&w->mu);
-        bput_copy_run(op);
-        pthread_mutex_lock(&w->mu);
-    }
-    pthread_mutex_unlock(&w->mu);
-    store_waiter_wait(w);
 }
 
 static void bput_step(store_op_t *h)
@@ -1562,7 +1525,7 @@ static void bput_step(store_op_t *h)
         bput_state_t to = bput_table[from].fn(op);
         op->state = to;
         if (to == B_WAIT_COPY) {
-            bput_copy_hand(op); /* the caller owns op until it posts it back */
+            own_copy_hand(op->copy, h); /* the caller owns op until it posts it back */
             return;
         }
         if (to == from || bput_table[to].wait)
@@ -1792,7 +1755,7 @@ static mc_status_t batch_put(mc_store_t *s, const mc_slice_t *keys, const mc_sli
     rc = bput_op_new(s, keys, parts, pf, pc, npieces, idx, nv, cfg, flags, all_direct, st, &op);
     if (rc != MC_OK)
         goto out;
-    bput_copy_t c = {.op = NULL};
+    own_copy_t c = {.op = NULL, .run = bput_copy_run};
     store_waiter_init(&c.w);
     op->cb = store_waiter_status_cb;
     op->arg = &c.w;
@@ -1806,7 +1769,7 @@ static mc_status_t batch_put(mc_store_t *s, const mc_slice_t *keys, const mc_sli
         goto out;
     }
     /* bput_finish writes st[] before it calls back */
-    bput_copy_wait(&c);
+    (void)own_copy_wait(&c);
     rc = MC_OK;
 out:
     mc_free(idx);
