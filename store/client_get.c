@@ -81,6 +81,9 @@ typedef struct get_op {
     int disk;               /* the object has a DISK replica (and this client reads the tier) */
     uint64_t load_until_us; /* LOCAL_DISK only: give up waiting for the load then */
     uint64_t got;           /* tier read: the file's data size */
+    /* stage times (µs) of a get whose answer was held for a load (held_us > 0):
+     * submitted, the last call left, its answer in, the transfer submitted and done */
+    uint64_t t_submit_us, t_call_us, t_listed_us, t_xfer_us, t_xfer_end_us, held_us;
     int64_t result;
     mc_status_t err; /* the get failed (G_DONE reports it) */
 } get_op_t;
@@ -99,10 +102,31 @@ static const char *endpoint(const mc_master_replica_desc_t *d)
     return d->te_endpoint[0] != '\0' ? d->te_endpoint : d->segment_name;
 }
 
+const char *const store_gls_names[STORE_GLS_N] = {"submit",  "call",     "held",
+                                                  "prepare", "transfer", "finish"};
+
+/* A get whose answer the master held for a load, read from another
+ * process's segment: its stages (STORE_GLS_*). */
+static void get_load_stages(get_op_t *op)
+{
+    mc_prom_hist_t *g = op->h.s->get_load_stage;
+    uint64_t now = mc_now_us(), rtt = op->t_listed_us - op->t_call_us;
+    if (op->held_us == 0 || op->t_xfer_us == 0 || op->t_xfer_end_us == 0)
+        return;
+    mc_prom_hist_observe_us(&g[STORE_GLS_SUBMIT], op->t_call_us - op->t_submit_us);
+    mc_prom_hist_observe_us(&g[STORE_GLS_CALL], rtt > op->held_us ? rtt - op->held_us : 0);
+    mc_prom_hist_observe_us(&g[STORE_GLS_HELD], op->held_us);
+    mc_prom_hist_observe_us(&g[STORE_GLS_PREPARE], op->t_xfer_us - op->t_listed_us);
+    mc_prom_hist_observe_us(&g[STORE_GLS_TRANSFER], op->t_xfer_end_us - op->t_xfer_us);
+    mc_prom_hist_observe_us(&g[STORE_GLS_FINISH], now - op->t_xfer_end_us);
+}
+
 static void get_finish(store_op_t *h, mc_status_t st)
 {
     get_op_t *op = (get_op_t *)h;
     mc_store_t *s = h->s;
+    if (st == MC_OK)
+        get_load_stages(op);
     store_stage_put(s, h);
     if (h->batch != NULL && mc_te_batch_free(h->batch) != MC_OK)
         MC_ERROR(CLIENT, "get: transfer batch still busy at the end (leaked)");
@@ -187,7 +211,7 @@ static get_state_t get_list(get_op_t *op)
     mc_mp_writer_t *w = mc_rpc_call_begin(s->mcli);
     mc_mcli_key(w, op->key, op->klen);
     mc_status_t st = mc_rpc_call_add_uint(s->mcli, MC_F_WAIT_US, load_wait_us(s));
-    op->t_sent_us = mc_now_us();
+    op->t_sent_us = op->t_call_us = mc_now_us();
     if (st == MC_OK)
         st = store_rpc_end(&op->h, MC_RPC_GET_REPLICA_LIST, get_decode_load);
     return st == MC_INPROGRESS ? G_WAIT_LIST /* waiting: the master */ : get_fail(op, st);
@@ -344,6 +368,8 @@ static get_state_t get_fetch(get_op_t *op)
         op->last_err = MC_ERR_TRANSFER_FAIL;
         return G_PICK;
     }
+    if (op->off == 0)
+        op->t_xfer_us = mc_now_us();
     mc_status_t st = store_xfer_submit(h, &req, 1);
     if (st != MC_OK) {
         op->last_err = st == MC_ERR_CANCELED ? st : MC_ERR_TRANSFER_FAIL;
@@ -373,6 +399,8 @@ static get_state_t get_read(get_op_t *op)
     if (!op->direct)
         memcpy(op->buf + op->off, h->stage, op->plen);
     op->off += op->plen;
+    if (op->off == op->size)
+        op->t_xfer_end_us = mc_now_us();
     return G_NEXT;
 }
 
@@ -431,9 +459,13 @@ static void get_decode_load(store_op_t *h, const mc_rpc_resp_t *resp)
     get_op_t *op = (get_op_t *)h;
     int64_t held = 0;
     get_decode_list(h, resp);
+    op->t_listed_us = mc_now_us();
+    op->held_us = 0;
     if (h->wait_st == MC_OK &&
-        mc_mcli_dec_int(resp->body, resp->body_len, MC_F_HELD_US, &held) == MC_OK && held > 0)
+        mc_mcli_dec_int(resp->body, resp->body_len, MC_F_HELD_US, &held) == MC_OK && held > 0) {
         op->t_sent_us += (uint64_t)held; /* the lease starts no earlier than that */
+        op->held_us = (uint64_t)held;
+    }
 }
 
 static get_state_t get_load(get_op_t *op)
@@ -450,7 +482,7 @@ static get_state_t get_load(get_op_t *op)
     mc_mp_writer_t *w = mc_rpc_call_begin(s->mcli);
     mc_mcli_key(w, op->key, op->klen);
     mc_status_t st = mc_rpc_call_add_uint(s->mcli, MC_F_WAIT_US, load_wait_us(s));
-    op->t_sent_us = now;
+    op->t_sent_us = op->t_call_us = now;
     if (st == MC_OK)
         st = store_rpc_end(&op->h, MC_RPC_OFFLOAD_LOAD, get_decode_load);
     return st == MC_INPROGRESS ? G_WAIT_LOAD /* waiting: the master */ : get_fail(op, st);
@@ -555,6 +587,7 @@ static mc_status_t get_submit(mc_store_t *s, const void *key, size_t klen, void 
     op->defer = defer;
     op->cb = cb;
     op->arg = arg;
+    op->t_submit_us = mc_now_us();
     op->h.s = s;
     op->h.step = get_step;
     op->h.fail = get_finish;

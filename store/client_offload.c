@@ -83,9 +83,12 @@ enum {
                        hash of the pieces before it, done meanwhile) */
     OSTAGE_VERIFY,  /* the checksum left once the last piece is in (its hash) */
     OSTAGE_ANSWER,  /* verified -> OFFLOAD_DONE sent from r0 */
+    OSTAGE_FIRST,   /* inside read: queued -> the first piece in (how much of the read a
+                       copy out could overlap) */
     OSTAGE_N
 };
-static const char *const stage_names[OSTAGE_N] = {"handoff", "open", "read", "verify", "answer"};
+static const char *const stage_names[OSTAGE_N] = {"handoff", "open",   "read",
+                                                  "verify",  "answer", "first"};
 
 /* A file of the directory (this thread only). */
 typedef struct ofile {
@@ -109,8 +112,9 @@ typedef struct opart {
 
 struct oload {
     int busy;
-    /* stage times (µs): the poll's answer came, the load started, its read queued */
-    uint64_t t_ans, t_start, t_queued;
+    /* stage times (µs): the poll's answer came, the load started, its read queued, its
+     * first piece in */
+    uint64_t t_ans, t_start, t_queued, t_first;
     mc_tier_file_t f;
     char key[MC_TIER_KEY_MAX];
     uint32_t klen;
@@ -620,6 +624,8 @@ static void load_end(store_offload_t *o, const store_seg_t *g, oload_t *l, uint6
         mc_prom_hist_observe_us(&o->stage[OSTAGE_OPEN], l->t_queued - l->t_start);
         mc_prom_hist_observe_us(&o->stage[OSTAGE_READ], t_read - l->t_queued);
         mc_prom_hist_observe_us(&o->stage[OSTAGE_VERIFY], now - t_read);
+        if (l->t_first >= l->t_queued)
+            mc_prom_hist_observe_us(&o->stage[OSTAGE_FIRST], l->t_first - l->t_queued);
     }
     if (st == MC_OK) {
         ofile_t *f = file_find(o, l->key, l->klen, mc_hash64(l->key, l->klen));
@@ -684,6 +690,8 @@ static void load_part_done(void *arg, void *tag, ssize_t res)
     }
     /* the last piece in: the read is over (its hash is the verify stage) */
     uint64_t t_in = l->parts == 1 ? mc_now_us() : 0;
+    if (l->hashed == 0 && l->t_first == 0 && l->part[0].done)
+        l->t_first = mc_now_us();
     /* hash the pieces that are in, in order, while the others are read */
     while (l->st == MC_OK && !l->redo && l->hashed < l->nparts && l->part[l->hashed].done &&
            l->part[l->hashed].got == l->part[l->hashed].len) {
@@ -736,6 +744,7 @@ static void load_start(store_offload_t *o, const store_seg_t *g, const char *key
     l->size = size;
     l->got = l->body = 0;
     l->parts = l->nparts = l->hashed = 0;
+    l->t_first = 0;
     l->redo = 0;
     l->st = MC_OK;
     if (off > g->size || size > g->size - off || klen > MC_TIER_KEY_MAX) {
@@ -1201,7 +1210,8 @@ void store_offload_metrics(mc_store_t *s, mc_buf_t *b)
                  "Time of this node's loads (disk-only objects read for readers) by stage: "
                  "handoff (the master's answer to the worker), open (the file and its header), "
                  "read (io_uring, the device, and the hash of the pieces read before the last), "
-                 "verify (the checksum left once the last piece is in), answer (to the master).");
+                 "verify (the checksum left once the last piece is in), answer (to the master); "
+                 "first (inside read: to the first piece in).");
     char lab[32];
     for (unsigned i = 0; i < OSTAGE_N; i++) {
         snprintf(lab, sizeof(lab), "stage=\"%s\"", stage_names[i]);

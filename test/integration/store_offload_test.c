@@ -41,7 +41,9 @@
 
 #include "mooncake/store.h"
 #include "cluster.h"
+#include "store/node_http.h"
 #include "store/tier.h"
+#include "util/buf.h"
 #include "util/time.h"
 
 #define MIB (1ull << 20)
@@ -166,6 +168,21 @@ static int64_t get_check(env_t *e, int i)
 }
 
 static long long metric(const env_t *e, const char *name);
+
+/* The reader's count of gets of disk-only objects timed at stage st
+ * (mooncake_store_get_load_stage_seconds_count{stage="st"}); -1: absent. */
+static long long rstage_count(mc_store_t *s, const char *st)
+{
+    mc_buf_t b = MC_BUF_INIT;
+    mc_node_get_load_stages(s, &b);
+    assert_int_equal(mc_buf_append(&b, "", 1), MC_OK); /* a string */
+    char pat[96];
+    snprintf(pat, sizeof(pat), "mooncake_store_get_load_stage_seconds_count{stage=\"%s\"} ", st);
+    const char *p = strstr((const char *)mc_buf_head(&b), pat);
+    long long v = p != NULL ? atoll(p + strlen(pat)) : -1;
+    mc_buf_fini(&b);
+    return v;
+}
 
 static void eviction_under_pressure_keeps_every_object_readable(void **state)
 {
@@ -309,6 +326,8 @@ static void a_corrupt_byte_in_any_piece_of_a_load_is_never_served(void **state)
     assert_int_equal(start_node(e, &e->node), 0);
     long long failed0 = metric(e, "master_offload_load_failures_total");
     long long loads0 = metric(e, "master_offload_load_requests_total");
+    long long held0 = rstage_count(e->c, "held"), xfer0 = rstage_count(e->c, "transfer");
+    assert_true(held0 >= 0 && xfer0 >= 0);
     /* the intact ones, once the node reported its files */
     for (int i = NBAD; i < NPC; i++) {
         char k[32];
@@ -322,6 +341,10 @@ static void a_corrupt_byte_in_any_piece_of_a_load_is_never_served(void **state)
         tc_fill(val, PC_SIZE, 5000 + (uint64_t)i);
         assert_memory_equal(got, val, PC_SIZE);
     }
+    /* the reader timed each of those loaded gets by stage (the master held
+     * its call, then the bytes were copied out of the node's segment) */
+    assert_int_equal(rstage_count(e->c, "held"), held0 + (NPC - NBAD));
+    assert_int_equal(rstage_count(e->c, "transfer"), xfer0 + (NPC - NBAD));
     /* every corrupt one: the load fails (counted), never other bytes; the
      * file is deleted and the object gone */
     for (int i = 0; i < NBAD; i++) {
@@ -336,6 +359,8 @@ static void a_corrupt_byte_in_any_piece_of_a_load_is_never_served(void **state)
         assert_int_not_equal(access(p, F_OK), 0);
     }
     assert_int_equal(metric(e, "master_offload_load_failures_total"), failed0 + NBAD);
+    /* failed gets are not timed */
+    assert_int_equal(rstage_count(e->c, "held"), held0 + (NPC - NBAD));
     /* each get was one GetReplicaList, held by the master until the node
      * had loaded the object (or failed to): no OFFLOAD_LOAD after it */
     assert_int_equal(metric(e, "master_offload_load_requests_total"), loads0);
