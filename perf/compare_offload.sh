@@ -155,16 +155,16 @@ rstage_sums() { # FILE (tier_bench --stages) [SUMS]: SUMS plus the reader's "sum
               for (i = 1; i <= n; i++) printf "%s %s ", sum[o[i]] + a[2 * i - 1], cnt[o[i]] + a[2 * i]
               print "" }' "$1"
 }
-rstage_means() { # SUMS (rstage_sums) NODE_BEFORE NODE_AFTER (stage_sums): mean µs per get of each
-    # reader stage, and held less the node's stages (the master's hops to the node and back)
-    awk -v a="$1" -v x0="$2" -v x1="$3" 'BEGIN { n = split(a, x, " ")
+rstage_means() { # SUMS (rstage_sums) NODE_BEFORE NODE_AFTER (stage_sums) GET_US: mean µs per get of
+    # each reader stage, and the get less the node's load (handoff .. answer): all that is outside it
+    awk -v a="$1" -v x0="$2" -v x1="$3" -v g="$4" 'BEGIN { n = split(a, x, " ")
         split("submit call held prepare transfer finish", o, " ")
         for (i = 1; i < n; i += 2) { m[o[(i + 1) / 2]] = x[i + 1] > 0 ? x[i] * 1e6 / x[i + 1] : 0
             printf "%s %.0f  ", o[(i + 1) / 2], m[o[(i + 1) / 2]] }
         k = split(x0, p, " "); split(x1, q, " "); node = 0
         for (i = 1; i < k && i < 10; i += 2) # handoff .. answer (first is inside read)
             if (q[i + 1] > p[i + 1]) node += (q[i] - p[i]) * 1e6 / (q[i + 1] - p[i + 1])
-        printf "| held - node %.0f", m["held"] - node }'
+        printf "| get - node %.0f", g - node }'
 }
 wait_idle() { # the node answered every request
     for _ in $(seq 600); do
@@ -218,13 +218,18 @@ for mode in direct buffered; do
         objlist=$(find "$root/objs" -type l | sort | paste -sd:)
         st0=$(stage_sums)
         rst=
+        rpart=0
         for r in $(seq "$rounds"); do
             l0=$(metric master_offload_loads_total)
             rm -f "$root/rstages"
             g=$("$b/tier_bench" get --master 127.0.0.1:$rpc -n "$n" --size "$size" --prefix off \
                 --rounds 1 --depth "$d" --stages "$root/rstages" 2>>"$root/bench.log" |
                 awk -F, '/^csv/ {print $7 " " $8}') || true
-            [ -s "$root/rstages" ] && rst=$(rstage_sums "$root/rstages" "$rst")
+            if [ -s "$root/rstages" ]; then
+                rst=$(rstage_sums "$root/rstages" "$rst")
+                rpart=$((rpart + $(awk '$1 == "mooncake_store_get_load_partial_bytes_total" {v = $2} END {print v + 0}' \
+                    "$root/rstages")))
+            fi
             if [ -z "$g" ]; then
                 echo "tier_bench get failed ($mode, depth $d):" >&2
                 tail -5 "$root/bench.log" >&2
@@ -246,9 +251,12 @@ for mode in direct buffered; do
         done
         ms=$(med "${S[@]}"); mf=$(med "${F[@]}")
         st1=$(stage_sums)
-        stages+=("$(printf '%-9s %5s  get %.0f (median round)  %s' "$mode" "$d" \
-            "$(echo "$bytes_each / $ms / 1000" | bc -l)" "$(stage_means "$st0" "$st1")")")
-        rstages+=("$(printf '%-9s %5s  %s' "$mode" "$d" "$(rstage_means "$rst" "$st0" "$st1")")")
+        get_us=$(echo "$bytes_each / $ms / 1000" | bc -l)
+        stages+=("$(printf '%-9s %5s  get %.0f (median round)  %s' "$mode" "$d" "$get_us" \
+            "$(stage_means "$st0" "$st1")")")
+        rstages+=("$(printf '%-9s %5s  %s | copied early %s KiB/get' "$mode" "$d" \
+            "$(rstage_means "$rst" "$st0" "$st1" "$get_us")" \
+            "$(echo "$rst" | awk -v p="$rpart" '{ printf "%.0f", ($6 > 0 ? p / 1024 / $6 : 0) }')")")
         declare -a Q=()
         for i in "${!S[@]}"; do Q+=("$(echo "${S[$i]} / ${F[$i]}" | bc -l)"); done
         mq=$(med "${Q[@]}")
@@ -296,7 +304,9 @@ printf 'the master; first = inside read, to the first piece in (what a copy out 
 printf 'rest of get: the reader'"'"'s side, in the next table)\n'
 printf '%s\n' "${stages[@]}"
 printf '\nthe same gets on the reader, µs per get, means over the rounds (submit = to the call that got\n'
-printf 'the load, call = its round trip less the master'"'"'s hold, held = the master held it (the node'"'"'s\n'
-printf 'load is inside: held - node = the master'"'"'s hops to the node and back), prepare = to the\n'
-printf 'transfer, transfer = the copy out of the node'"'"'s segment, finish = to the callback)\n'
+printf 'the load (with progressive loads: the copies made while the node read), call = its round\n'
+printf 'trip less the master'"'"'s hold, held = the master held it (the node'"'"'s load is inside), prepare = to the\n'
+printf 'transfer, transfer = the copy out of the node'"'"'s segment after the load'"'"'s answer, finish = to\n'
+printf 'the callback; get - node = the median round'"'"'s get less the node'"'"'s load stages: all outside the\n'
+printf 'node'"'"'s load; copied early = bytes copied while the node was still reading: progressive loads)\n'
 printf '%s\n' "${rstages[@]}"

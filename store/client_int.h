@@ -256,6 +256,7 @@ struct mc_store {
     int retry_timer_ok;
 
     mc_prom_hist_t get_load_stage[STORE_GLS_N]; /* STORE_GLS_*: gets of disk-only objects */
+    _Atomic uint64_t get_load_partial_bytes;    /* copied from loads in flight (client_get.c) */
 };
 
 /* ------------------------------------------------------------ client_op.c */

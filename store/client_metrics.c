@@ -195,4 +195,9 @@ void store_get_load_metrics(mc_store_t *s, mc_buf_t *b)
         snprintf(lab, sizeof(lab), "stage=\"%s\"", store_gls_names[i]);
         mc_prom_hist_write(b, name, lab, &s->get_load_stage[i]);
     }
+    mc_prom_counter(b, "mooncake_store_get_load_partial_bytes_total",
+                    "Bytes this process's gets copied out of a node's segment while the node was "
+                    "still reading the object from its disk (progressive loads; returned only "
+                    "once the load's checksum matched).",
+                    atomic_load(&s->get_load_partial_bytes));
 }
