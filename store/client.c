@@ -3,7 +3,7 @@
  * close, the segments it contributes (mount at open or at run time, unmount,
  * re-mount after the master lost or expired it), the ping that notices that,
  * and registered buffers. The operations live in client_put.c,
- * client_get.c and client_op.c; client_int.h describes the threads.
+ * client_put_batch.c, client_get.c and client_op.c; client_int.h describes the threads.
  *
  * Liveness. A timer on reactor 0 pings the master every second with the
  * client id (the transfer engine's owner id, so the master's metadata

@@ -3,8 +3,9 @@
  * client.c (open/close, segments this client contributes, ping/remount,
  * registered buffers), client_op.c (what every operation shares: the
  * operation count, the staging buffer, the cache of peer segments, key
- * checks, waiters, the small RPC-only calls), client_put.c (put, batch put)
- * and client_get.c (get, batch get, query).
+ * checks, waiters, the small RPC-only calls), client_put.c (put),
+ * client_put_batch.c (batch put; client_put_int.h: what the two share) and
+ * client_get.c (get, batch get, query).
  *
  * Threads. The client runs on its transfer engine's reactors. Reactor 0
  * (s->r0) owns the master RPC client, every operation's state machine, the
