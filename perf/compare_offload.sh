@@ -34,7 +34,12 @@
 #    directory, same block size, io_uring with iodepth D, with --direct=1
 #    (the device, against our O_DIRECT mode) and buffered (the page cache,
 #    warm as the offload files just read are, against our buffered mode).
-#    In O_DIRECT mode a second peer: fio reading the node's own object files
+#    The O_DIRECT mode has progressive loads as by default (a load alone in
+#    flight tells its progress: its reader copies the pieces already read
+#    while the node reads the rest); a third mode, direct-np, is O_DIRECT
+#    without them (MC_OFFLOAD_PROGRESS=0: the reader copies after the load's
+#    answer), the same fio peers.
+#    In O_DIRECT modes a second peer: fio reading the node's own object files
 #    (the very device blocks the gets read), one after another, same block
 #    size and depth: this VM's disk reads fio.dat at 0.5-0.7 GB/s in some
 #    rounds and 1.2-2.8 GB/s (a host-side cache) in others, so the same
@@ -203,9 +208,16 @@ rows=()
 objrows=()
 stages=()
 rstages=()
-for mode in direct buffered; do
+for mode in direct direct-np buffered; do
     rseg=${READ_SEGMENT:-160MiB}
-    if [ "$mode" = direct ]; then start_node "$rseg"; else start_node "$rseg" --set store.offload_buffered_io=true; fi
+    case $mode in
+    direct) start_node "$rseg" ;;
+    direct-np) # O_DIRECT, no progressive loads: readers copy after the load's answer
+        export MC_OFFLOAD_PROGRESS=0
+        start_node "$rseg"
+        unset MC_OFFLOAD_PROGRESS ;;
+    buffered) start_node "$rseg" --set store.offload_buffered_io=true ;;
+    esac
     sleep 1
     for d in $depths; do
         declare -a S=() F=() L=() R=() G=()
@@ -238,7 +250,7 @@ for mode in direct buffered; do
             S+=("${g% *}")
             R+=("${g#* }")
             L+=("$(( $(metric master_offload_loads_total) - l0 ))")
-            if [ "$mode" = direct ]; then
+            if [ "$mode" != buffered ]; then
                 F+=("$(RW=read fio_bw --name=r --directory="$root" --filename=fio.dat --rw=read \
                     --bs="$bs" --iodepth="$d" --ioengine=io_uring --size="${total_mb}M" --direct=1)")
                 # the same device blocks the gets read: the node's own object files
@@ -291,6 +303,7 @@ printf '%s\n' "${rows[@]}"
 echo "(ratio = offload / fio, of the medians; r-ratio: the median of each round's ratio (a round"
 echo " runs ours, then fio, back to back: on a busy machine the fairer one)."
 echo " direct: the node reads with O_DIRECT, fio --direct=1: the device."
+echo " direct-np: direct without progressive loads (MC_OFFLOAD_PROGRESS=0): copied after the answer."
 echo " buffered: offload_buffered_io=true and fio buffered: both served by the page cache.)"
 printf '\nthe same O_DIRECT reads against fio reading the node'"'"'s own object files (the very blocks the\n'
 printf 'gets read, one file after another, %s per read, same depth), GB/s, medians\n' "$bs"

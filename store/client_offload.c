@@ -156,11 +156,14 @@ struct store_offload {
     mc_hmap_t files;
     uint64_t bytes, clock;
     int reported; /* mu: the files of the directory were reported since the last (re)mount */
-    _Atomic int off_logged;   /* the worker and the poller log it once */
-    int buffered;             /* offload_buffered_io: never O_DIRECT */
-    int direct_refused;       /* logged: the file system refused O_DIRECT */
-    int no_done_batch;        /* the master has no OFFLOAD_DONE_BATCH: one call per file */
-    _Atomic int no_progress;  /* the master has no OFFLOAD_PROGRESS: loads say nothing until done */
+    _Atomic int off_logged; /* the worker and the poller log it once */
+    int buffered;           /* offload_buffered_io: never O_DIRECT */
+    int direct_refused;     /* logged: the file system refused O_DIRECT */
+    int no_done_batch;      /* the master has no OFFLOAD_DONE_BATCH: one call per file */
+    /* loads say nothing until done: progressive loads are off ($MC_OFFLOAD_PROGRESS=0), or
+     * the master has no OFFLOAD_PROGRESS */
+    _Atomic int no_progress;
+    int progress_always;      /* $MC_OFFLOAD_PROGRESS=1: also while other loads are in flight */
     uint64_t verify_delay_us; /* $MC_OFFLOAD_VERIFY_DELAY_US (tests): see load_part_done */
     mc_oio_t *io;
     opersist_t *wb;    /* OFFLOAD_WRITE_BATCH: the PERSIST batch (worker) */
@@ -696,6 +699,15 @@ static void load_end(store_offload_t *o, const store_seg_t *g, oload_t *l, uint6
     call_done_async(o, g, l->key, l->klen, l->size, st, now);
 }
 
+/* Loads in flight (worker). */
+static unsigned loads_busy(const store_offload_t *o)
+{
+    unsigned n = 0;
+    for (unsigned i = 0; i < OFFLOAD_IO_DEPTH; i++)
+        n += o->loads[i].busy != 0;
+    return n;
+}
+
 typedef struct reap_ctx {
     store_offload_t *o;
     const store_seg_t *g;
@@ -749,7 +761,8 @@ static void load_part_done(void *arg, void *tag, ssize_t res)
         mc_hash64_update(&l->hs, l->dst + h->off, h->len);
     }
     if (--l->parts > 0) {
-        if (l->hashed > hashed0 && l->st == MC_OK && !l->redo) {
+        if (l->hashed > hashed0 && l->st == MC_OK && !l->redo &&
+            (c->o->progress_always || loads_busy(c->o) == 1)) {
             /* the first pieces are in, the rest still read: a waiting reader
              * may copy them meanwhile (checked once the last is in) */
             const opart_t *h = &l->part[l->hashed - 1];
@@ -1150,6 +1163,14 @@ mc_status_t store_offload_open(mc_store_t *s, const char *dir, uint64_t quota,
     o->lock_fd = -1;
     o->quota = quota;
     o->buffered = buffered;
+    /* progressive loads: by default told only for a load alone in flight
+     * (with others in flight the device is busy anyway, and on a 2-CPU VM
+     * the extra calls and copies cost more than they saved at depth 4:
+     * perf/results/offload_progressive.txt); MC_OFFLOAD_PROGRESS=0: never,
+     * 1: always */
+    const char *pe = getenv("MC_OFFLOAD_PROGRESS");
+    o->no_progress = pe != NULL && strcmp(pe, "0") == 0;
+    o->progress_always = pe != NULL && strcmp(pe, "1") == 0;
     const char *vd = getenv("MC_OFFLOAD_VERIFY_DELAY_US");
     o->verify_delay_us = vd != NULL ? strtoull(vd, NULL, 10) : 0;
     if (o->verify_delay_us > 2000000)

@@ -216,6 +216,8 @@ static void eviction_under_pressure_keeps_every_object_readable(void **state)
     /* and once more, in another order (loads evict other loads) */
     for (int i = NOBJ - 1; i >= 0; i -= 3)
         assert_int_equal(get_check(e, i), OBJ_SIZE);
+    /* the reader timed those loaded gets by stage */
+    assert_true(rstage_count(e->c, "held") > 0);
 }
 
 static void a_restarted_node_restores_its_objects_and_never_serves_a_corrupt_file(void **state)
@@ -300,10 +302,11 @@ static void remove_deletes_the_file_on_the_node(void **state)
  * intact file of the same shape, and a file of the older format (data not
  * aligned: read through the page cache), are read byte for byte. The files
  * are written here while the node is down; it reports them at start.
- * Progressive loads: the node tells the master what is read before the
- * checksum is checked, and this node waits 300 ms before checking it
- * ($MC_OFFLOAD_VERIFY_DELAY_US), so the reader surely copies every load's
- * bytes while it is in flight (counted): the corrupt ones still fail. */
+ * Progressive loads (this node is started with MC_OFFLOAD_PROGRESS=1):
+ * the node tells the master what is read before the checksum is checked,
+ * and waits 300 ms before checking it ($MC_OFFLOAD_VERIFY_DELAY_US), so the
+ * reader surely copies every load's bytes while it is in flight (counted):
+ * the corrupt ones still fail. */
 #define PC_SIZE (3 * MIB + 100) /* 4 pieces of 768 KiB and a 100-byte tail */
 #define PC_PIECE (768 * 1024)
 static void a_corrupt_byte_in_any_piece_of_a_load_is_never_served(void **state)
@@ -341,8 +344,10 @@ static void a_corrupt_byte_in_any_piece_of_a_load_is_never_served(void **state)
     char delay[32];
     snprintf(delay, sizeof(delay), "%d", 300000 * SLOW);
     assert_int_equal(setenv("MC_OFFLOAD_VERIFY_DELAY_US", delay, 1), 0);
+    assert_int_equal(setenv("MC_OFFLOAD_PROGRESS", "1", 1), 0);
     int started = start_node(e, &e->node);
     unsetenv("MC_OFFLOAD_VERIFY_DELAY_US");
+    unsetenv("MC_OFFLOAD_PROGRESS");
     assert_int_equal(started, 0);
     long long failed0 = metric(e, "master_offload_load_failures_total");
     long long part0 = rpartial(e->c);
@@ -418,7 +423,8 @@ static void aget_cb(void *arg, int64_t res)
  * answered with the disk replica alone and the reader asks OFFLOAD_LOAD
  * (held again, as often as needed) until the node has loaded it; the get
  * then returns the object. The node is stopped (SIGSTOP) for 700 ms, over
- * three of those waits (well under the master's client_ttl). */
+ * three of those waits (well under the master's client_ttl). The node runs
+ * without progressive loads (MC_OFFLOAD_PROGRESS=0): the old path. */
 static void a_load_slower_than_the_held_list_is_asked_for_again(void **state)
 {
     env_t *e = *state;
@@ -427,7 +433,12 @@ static void a_load_slower_than_the_held_list_is_asked_for_again(void **state)
     struct iovec v = {e->val[0], OBJ_SIZE};
     assert_int_equal(
         mc_tier_write_flags(e->offdir, k, strlen(k), &v, 1, OBJ_SIZE, 0, MC_TIER_F_ALIGNED), MC_OK);
-    assert_int_equal(start_node(e, &e->node), 0);
+    /* and without progressive loads (MC_OFFLOAD_PROGRESS=0): the reader
+     * copies the object after the load's answer, as before them */
+    assert_int_equal(setenv("MC_OFFLOAD_PROGRESS", "0", 1), 0);
+    int started = start_node(e, &e->node);
+    unsetenv("MC_OFFLOAD_PROGRESS");
+    assert_int_equal(started, 0);
     uint64_t deadline = mc_now_ms() + 10000 * SLOW;
     while (mc_store_exist(e->c, k, strlen(k)) != 1 && mc_now_ms() < deadline)
         usleep(20000); /* the node reports its files */
@@ -460,6 +471,9 @@ static void a_load_slower_than_the_held_list_is_asked_for_again(void **state)
     assert_memory_equal(got, e->val[0], OBJ_SIZE);
     /* the list's hold ran out while the node was stopped: asked again */
     assert_true(metric(e, "master_offload_load_requests_total") > loads0);
+    /* the node told nothing early: every byte was copied after the answer */
+    assert_int_equal(rpartial(c2), 0);
+    assert_int_equal(rstage_count(c2, "transfer"), 1);
     mc_store_close(c2);
     free(got);
 }
