@@ -239,6 +239,34 @@ static mc_status_t share_send(int conn, const struct xreg *x, int *refused)
     return st;
 }
 
+/* A new connection of the service's socket that sends msg (len bytes; with
+ * the descriptor sfd, or -1) and reads the service's welcome into *w (its
+ * status is the caller's to read): MC_OK and *fd, or the error (nothing
+ * left open). The hello of a session and of a call channel. */
+static mc_status_t greet(svc_client_t *c, const void *msg, size_t len, int sfd, int *fd,
+                         svc_welcome_t *w)
+{
+    memset(w, 0, sizeof(*w));
+    *fd = -1;
+    mc_status_t st = mc_unix_connect(c->sock, c->timeout_us, fd);
+    if (st == MC_OK) {
+        size_t got = 0;
+        int nofd = -1;
+        st = mc_unix_send(*fd, msg, len, sfd);
+        if (st == MC_OK)
+            st = mc_unix_recv(*fd, w, sizeof(*w), &got, &nofd);
+        if (nofd >= 0)
+            close(nofd);
+        if (st == MC_OK && (got != sizeof(*w) || w->magic != SVC_MAGIC))
+            st = MC_ERR_PROTOCOL;
+    }
+    if (st != MC_OK && *fd >= 0) {
+        close(*fd);
+        *fd = -1;
+    }
+    return st;
+}
+
 /* The session, made (or made again after the service went) when needed.
  * smu held. */
 static mc_status_t session_ensure(svc_client_t *c)
@@ -252,25 +280,14 @@ static mc_status_t session_ensure(svc_client_t *c)
             return MC_OK;
     }
     int fd = -1;
-    mc_status_t st = mc_unix_connect(c->sock, c->timeout_us, &fd);
     svc_welcome_t w;
-    if (st == MC_OK) {
-        svc_hello_t h = {.magic = SVC_MAGIC, .version = SVC_VERSION, .len = c->mem.len};
-        size_t got = 0;
-        int nofd = -1;
-        st = mc_unix_send(fd, &h, sizeof(h), c->mem.fd);
-        if (st == MC_OK)
-            st = mc_unix_recv(fd, &w, sizeof(w), &got, &nofd);
-        if (nofd >= 0)
-            close(nofd);
-        if (st == MC_OK && (got != sizeof(w) || w.magic != SVC_MAGIC))
-            st = MC_ERR_PROTOCOL;
-        if (st == MC_OK && w.status != MC_OK) {
-            st = (mc_status_t)w.status;
-            w.name[sizeof(w.name) - 1] = '\0';
-            MC_ERROR(CLIENT, "the store service on port %u refused us: %s (%s)", (unsigned)c->port,
-                     w.name, mc_status_str(st));
-        }
+    svc_hello_t h = {.magic = SVC_MAGIC, .version = SVC_VERSION, .len = c->mem.len};
+    mc_status_t st = greet(c, &h, sizeof(h), c->mem.fd, &fd, &w);
+    if (st == MC_OK && w.status != MC_OK) {
+        st = (mc_status_t)w.status;
+        w.name[sizeof(w.name) - 1] = '\0';
+        MC_ERROR(CLIENT, "the store service on port %u refused us: %s (%s)", (unsigned)c->port,
+                 w.name, mc_status_str(st));
     }
     if (st != MC_OK) {
         if (fd >= 0)
@@ -333,22 +350,10 @@ static mc_status_t chan_open(svc_client_t *c, uint64_t gen, uint64_t session, ui
                              chan_t **out)
 {
     int fd = -1;
-    mc_status_t st = mc_unix_connect(c->sock, c->timeout_us, &fd);
     svc_welcome_t w;
-    memset(&w, 0, sizeof(w));
-    if (st == MC_OK) {
-        svc_channel_t m = {
-            .magic = SVC_MAGIC, .op = SVC_OP_CHANNEL, .session = session, .token = token};
-        size_t got = 0;
-        int nofd = -1;
-        st = mc_unix_send(fd, &m, sizeof(m), -1);
-        if (st == MC_OK)
-            st = mc_unix_recv(fd, &w, sizeof(w), &got, &nofd);
-        if (nofd >= 0)
-            close(nofd);
-        if (st == MC_OK && (got != sizeof(w) || w.magic != SVC_MAGIC))
-            st = MC_ERR_PROTOCOL;
-    }
+    svc_channel_t m = {
+        .magic = SVC_MAGIC, .op = SVC_OP_CHANNEL, .session = session, .token = token};
+    mc_status_t st = greet(c, &m, sizeof(m), -1, &fd, &w);
     if (st == MC_OK && w.status != MC_OK) {
         st = (mc_status_t)w.status;
         if (st != MC_ERR_CLIENT_NOT_FOUND) {
