@@ -84,6 +84,7 @@ enum mc_proto_field {
     MC_F_SVC_SESSION = 110, /* uint: a co-located client's session */
     MC_F_SVC_TOKEN = 111,   /* uint: the session's secret */
     MC_F_SVC_PARTS = 112,   /* [offset, length, ...]: buffers in the session's shared memory */
+    MC_F_SVC_SRC = 113,     /* [offset, ...]: where each range starts in the value (GET_RANGES) */
     /* persistent tier */
     MC_F_CLUSTER_ID = 70, /* str */
     MC_F_PERSIST = 71,    /* uint: 0 off, 1 async, 2 eager */

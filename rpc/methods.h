@@ -106,6 +106,8 @@ enum mc_rpc_method {
     MC_RPC_SVC_BATCH_REMOVE = 510,
     MC_RPC_SVC_GET_SIZE = 511,
     MC_RPC_SVC_QUERY = 512,
+    MC_RPC_SVC_GET_RANGES = 513,
+    MC_RPC_SVC_LAST = MC_RPC_SVC_GET_RANGES, /* the service serves PUT..LAST */
 
     /* embedded transfer-metadata service */
     MC_RPC_META_GET = 300,

@@ -725,12 +725,12 @@ mc_status_t mc_store_get_ranges(mc_store_t *s, const void *key, size_t klen, siz
 {
     if (s == NULL || (n > 0 && (src == NULL || dst == NULL || len == NULL || result == NULL)))
         return MC_ERR_INVALID_PARAMS;
-    if (s->svc != NULL)
-        return MC_ERR_NOT_SUPPORTED; /* co-located: the service has no ranged read */
-    if (store_on_reactor(s))
-        return MC_ERR_STATE;
     if (n == 0)
         return MC_OK;
+    if (s->svc != NULL) /* co-located: the service reads them into shared memory */
+        return store_dummy_get_ranges(s, key, klen, n, src, dst, len, result);
+    if (store_on_reactor(s))
+        return MC_ERR_STATE;
     mc_master_replica_desc_t d[STORE_MAX_REPLICAS];
     get_preset_t pre = {.rep = d, .t_sent_us = mc_now_us(), .ranged = 1};
     mc_status_t st = replica_list_sync(s, key, klen, d, &pre.nrep, &pre.lease_us);

@@ -556,6 +556,9 @@ mc_status_t store_dummy_put(mc_store_t *s, const void *key, size_t klen, const m
                             size_t nparts, const mc_replicate_config_t *cfg, int upsert);
 int64_t store_dummy_get(mc_store_t *s, const void *key, size_t klen, void *buf, size_t len,
                         uint64_t *need);
+mc_status_t store_dummy_get_ranges(mc_store_t *s, const void *key, size_t klen, size_t n,
+                                   const uint64_t *src, void *const *dst, const uint64_t *len,
+                                   int64_t *result);
 int store_dummy_exist(mc_store_t *s, const void *key, size_t klen);
 int64_t store_dummy_get_size(mc_store_t *s, const void *key, size_t klen);
 mc_status_t store_dummy_remove(mc_store_t *s, const void *key, size_t klen, int force);

@@ -765,6 +765,76 @@ int64_t store_dummy_get(mc_store_t *s, const void *key, size_t klen, void *buf, 
     return ret;
 }
 
+/* Ranges of one value into shared memory (mc_store_get_ranges through the
+ * service), as the normal client answers them: an empty range reads 0
+ * bytes; a range outside memory shared with the service is INVALID_PARAMS
+ * alone (the zero-copy forms insist on registered memory); a whole-call
+ * failure (no such key) is every range's. At most SVC_MAX_PARTS ranges per
+ * call: more go in several. */
+mc_status_t store_dummy_get_ranges(mc_store_t *s, const void *key, size_t klen, size_t n,
+                                   const uint64_t *src, void *const *dst, const uint64_t *len,
+                                   int64_t *result)
+{
+    svc_client_t *c = s->svc;
+    mc_status_t st = key_ok(key, klen) ? MC_OK : MC_ERR_INVALID_KEY;
+    size_t *idx =
+        st == MC_OK ? mc_calloc(n < SVC_MAX_PARTS ? n : SVC_MAX_PARTS, sizeof(*idx)) : NULL;
+    if (st == MC_OK && idx == NULL)
+        st = MC_ERR_NOMEM;
+    mc_buf_t f = MC_BUF_INIT, resp = MC_BUF_INIT;
+    for (size_t base = 0; st == MC_OK && base < n; base += SVC_MAX_PARTS) {
+        size_t end = n - base > SVC_MAX_PARTS ? base + SVC_MAX_PARTS : n, m = 0;
+        uint64_t off;
+        for (size_t i = base; i < end; i++) {
+            if (len[i] == 0) {
+                result[i] = 0;
+            } else if (!locate(c, dst[i], (size_t)len[i], &off)) {
+                MC_ERROR(CLIENT,
+                         "get_ranges: %p+%llu is not inside memory shared with the store "
+                         "service (mc_store_shared_alloc, registered)",
+                         dst[i], (unsigned long long)len[i]);
+                result[i] = MC_ERR_INVALID_PARAMS;
+            } else {
+                idx[m++] = i;
+            }
+        }
+        if (m == 0) { /* nothing to read: the key's existence decides, as a normal get */
+            int64_t size = store_dummy_get_size(s, key, klen);
+            st = size < 0 ? (mc_status_t)size : MC_OK;
+            continue;
+        }
+        mc_buf_reset(&f);
+        mc_mp_writer_t w;
+        mc_mp_writer_init(&w, &f);
+        put_key(&w, key, klen);
+        mc_mp_write_uint(&w, MC_F_SVC_PARTS);
+        mc_mp_write_array(&w, (uint32_t)(2 * m));
+        for (size_t j = 0; j < m; j++) {
+            locate(c, dst[idx[j]], (size_t)len[idx[j]], &off);
+            mc_mp_write_uint(&w, off);
+            mc_mp_write_uint(&w, len[idx[j]]);
+        }
+        mc_mp_write_uint(&w, MC_F_SVC_SRC);
+        mc_mp_write_array(&w, (uint32_t)m);
+        for (size_t j = 0; j < m; j++)
+            mc_mp_write_uint(&w, src[idx[j]]);
+        st = w.err != MC_OK ? w.err : call(c, MC_RPC_SVC_GET_RANGES, &f, 3, &resp);
+        int64_t *got = (int64_t *)mc_calloc(m, sizeof(*got));
+        if (st == MC_OK && (got == NULL || answer_list(&resp, got, m) != MC_OK))
+            st = got == NULL ? MC_ERR_NOMEM : MC_ERR_PROTOCOL;
+        for (size_t j = 0; st == MC_OK && j < m; j++)
+            result[idx[j]] = got[j];
+        mc_free(got);
+    }
+    if (st != MC_OK)
+        for (size_t i = 0; i < n; i++)
+            result[i] = st;
+    mc_buf_fini(&f);
+    mc_buf_fini(&resp);
+    mc_free(idx);
+    return st;
+}
+
 /* A call with a key and maybe FORCE; an int answer field (or status). */
 static int64_t key_call(mc_store_t *s, uint16_t method, const void *key, size_t klen, int force,
                         unsigned field)

@@ -498,6 +498,8 @@ typedef struct svc_args {
     uint32_t nkeys;
     uint64_t *parts; /* PARTS: offset, length pairs */
     uint32_t nparts; /* pairs */
+    uint64_t *src;   /* SRC (GET_RANGES): where each pair's bytes start in the value */
+    uint32_t nsrc;
     int force;
     const char *regex;
     uint32_t rlen;
@@ -511,6 +513,7 @@ static void args_free(svc_args_t *a)
 {
     mc_free(a->keys);
     mc_free(a->parts);
+    mc_free(a->src);
 }
 
 static void read_config(mc_mp_reader_t *r, svc_args_t *a)
@@ -613,6 +616,22 @@ static mc_status_t args_decode(const uint8_t *body, size_t blen, svc_args_t *a)
             for (uint32_t i = 0; i < n && r.err == MC_OK; i++)
                 a->parts[i] = mc_mp_read_uint(&r);
             a->nparts = n / 2;
+            break;
+        }
+        case MC_F_SVC_SRC: {
+            uint32_t n = mc_mp_read_array(&r);
+            if (n == 0 || n > SVC_MAX_PARTS || a->src != NULL) {
+                r.err = MC_ERR_PROTOCOL;
+                break;
+            }
+            a->src = mc_calloc(n, sizeof(*a->src));
+            if (a->src == NULL) {
+                r.err = MC_ERR_NOMEM;
+                break;
+            }
+            for (uint32_t i = 0; i < n && r.err == MC_OK; i++)
+                a->src[i] = mc_mp_read_uint(&r);
+            a->nsrc = n;
             break;
         }
         case MC_F_FORCE:
@@ -778,6 +797,36 @@ static mc_status_t call_batch_rw(const svc_ctx_t *j, svc_args_t *a, mc_mp_writer
     return st;
 }
 
+/* MC_RPC_SVC_GET_RANGES: ranges of one value into the session's memory (one
+ * SRC per PARTS pair); a status or the bytes read per range, as
+ * mc_store_get_ranges gives them. */
+static mc_status_t call_get_ranges(mc_store_t *s, const svc_session_t *ss, svc_args_t *a,
+                                   mc_mp_writer_t *w)
+{
+    if (a->key == NULL || a->nparts == 0 || a->nsrc != a->nparts)
+        return MC_ERR_INVALID_PARAMS;
+    void **dst = mc_calloc(a->nparts, sizeof(*dst));
+    uint64_t *len = mc_calloc(a->nparts, sizeof(*len));
+    int64_t *res = mc_calloc(a->nparts, sizeof(*res));
+    mc_status_t st = MC_ERR_NOMEM;
+    if (dst != NULL && len != NULL && res != NULL) {
+        for (uint32_t i = 0; i < a->nparts; i++) {
+            dst[i] = part_ptr(ss, a, i);
+            len[i] = a->parts[2 * i + 1];
+        }
+        st = mc_store_get_ranges(s, a->key, a->klen, a->nparts, a->src, dst, len, res);
+        mc_mp_write_map(w, 1);
+        mc_mp_write_uint(w, MC_F_STATUSES);
+        mc_mp_write_array(w, a->nparts);
+        for (uint32_t i = 0; i < a->nparts; i++)
+            mc_mp_write_int(w, res[i]);
+    }
+    mc_free(dst);
+    mc_free(len);
+    mc_free(res);
+    return st;
+}
+
 /* MC_RPC_SVC_QUERY: the replicas of a key (at most 8 described). */
 static mc_status_t call_query(mc_store_t *s, svc_args_t *a, mc_mp_writer_t *w)
 {
@@ -897,6 +946,8 @@ static mc_status_t run_call(const svc_ctx_t *j, svc_args_t *a, mc_mp_writer_t *w
     }
     case MC_RPC_SVC_QUERY:
         return call_query(s, a, w);
+    case MC_RPC_SVC_GET_RANGES:
+        return call_get_ranges(s, ss, a, w);
     default:
         return MC_ERR_NO_METHOD;
     }
@@ -1067,7 +1118,7 @@ static void chan_serve(mc_store_service_t *svc, svc_chan_t *ch, uint8_t *in, mc_
     svc_session_t *ss = NULL;
     if (atomic_load(&svc->stop)) {
         st = MC_ERR_CANCELED;
-    } else if (call.method < MC_RPC_SVC_PUT || call.method > MC_RPC_SVC_QUERY) {
+    } else if (call.method < MC_RPC_SVC_PUT || call.method > MC_RPC_SVC_LAST) {
         st = MC_ERR_NO_METHOD;
     } else if (read_session(body, blen, &id, &token) != 0) {
         MC_WARN(CLIENT, "store service: process %d: call %u without a session", (int)ch->pid,
@@ -1361,7 +1412,7 @@ mc_status_t mc_store_service_start(mc_store_t *store, const mc_store_service_opt
     if ((st = mc_rpc_server_create(&r, 1, &so, &svc->srv)) != MC_OK)
         goto err_group;
     mc_rpc_server_register(svc->srv, MC_RPC_SVC_PING, h_ping, svc);
-    for (unsigned m = MC_RPC_SVC_PUT; m <= MC_RPC_SVC_QUERY; m++)
+    for (unsigned m = MC_RPC_SVC_PUT; m <= MC_RPC_SVC_LAST; m++)
         mc_rpc_server_register(svc->srv, (uint16_t)m, h_call, svc);
     if ((st = mc_rpc_server_start(svc->srv)) != MC_OK) {
         MC_ERROR(CLIENT, "store service: cannot listen on %s:%u (another process has it?)",

@@ -43,6 +43,9 @@
  *   SVC_PING          {}                                  -> {NAME: service segment}
  *   SVC_PUT           {KEY, PARTS: [off, len, ...], CONFIG} -> {}
  *   SVC_GET           {KEY, PARTS: [off, len]}           -> {SIZE}; BUFFER_OVERFLOW + {SIZE}
+ *   SVC_GET_RANGES    {KEY, PARTS: [off, len, ...], SRC: [from, ...]} (one SRC per pair: len
+ *                                                         bytes of the value at from)
+ *                                                         -> {STATUSES: bytes or status}
  *   SVC_BATCH_PUT     {KEYS, PARTS (one pair per key), CONFIG} -> {STATUSES}
  *   SVC_BATCH_GET     {KEYS, PARTS (one pair per key)}   -> {STATUSES: bytes or status}
  *   SVC_EXIST         {KEY}                               -> {EXISTS}

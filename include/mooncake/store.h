@@ -265,8 +265,9 @@ MC_API int64_t mc_store_get_alloc(mc_store_t *s, const void *key, size_t klen,
  * status (MC_ERR_INVALID_PARAMS: the range is not inside the value;
  * MC_ERR_NOT_SUPPORTED: the value has no memory replica). Returns MC_OK, or
  * the status of the lookup that failed them all (MC_ERR_OBJECT_NOT_FOUND,
- * ...; then in every result[i] too); MC_ERR_NOT_SUPPORTED for a co-located
- * client. */
+ * ...; then in every result[i] too). A co-located client (store service)
+ * reads into memory it shares with the service (mc_store_shared_alloc,
+ * registered); the service reads the ranges there. */
 MC_API mc_status_t mc_store_get_ranges(mc_store_t *s, const void *key, size_t klen, size_t n,
                                        const uint64_t *src, void *const *dst, const uint64_t *len,
                                        int64_t *result);

@@ -344,7 +344,8 @@ static void the_c_api_works_through_the_service(void **state)
  * register_buffer: values there travel without staging (a value larger
  * than the staging buffer goes through), single and batch calls; after
  * unregister_buffer the memory is the caller's own again (through staging:
- * a large value is refused). */
+ * a large value is refused). Ranges of a value (mc_store_get_ranges) read
+ * into the shared memory as on a normal client. */
 static void shared_memory_registered_later_travels_in_place(void **state)
 {
     env_t *e = *state;
@@ -390,6 +391,52 @@ static void shared_memory_registered_later_travels_in_place(void **state)
     assert_int_equal(res[2], sizeof(plain));
     assert_memory_equal(sh + big, sh, 10 * MIB);
     assert_memory_equal(pb, plain, sizeof(plain));
+    /* ranges of x0 into the shared memory (mc_store_get_ranges through the
+     * service): unaligned, the last bytes, an empty one; past the end and
+     * plain memory fail alone; a missing key fails them all; more ranges
+     * than one call carries go in several */
+    uint8_t *rd = sh + big;
+    memset(rd, 0, 5 * MIB);
+    uint64_t rsrc[] = {1, 5 * MIB - 7, 3 * MIB, 0, 5 * MIB - 3};
+    uint64_t rlen[] = {2 * MIB + 3, 7, 11, 0, 4};
+    void *rdst[] = {rd, rd + 3 * MIB, rd + 4 * MIB, rd, rd};
+    int64_t rres[5];
+    assert_int_equal(mc_store_get_ranges(d, "x0", 2, 5, rsrc, rdst, rlen, rres), MC_OK);
+    assert_int_equal(rres[0], (int64_t)rlen[0]);
+    assert_int_equal(rres[1], 7);
+    assert_int_equal(rres[2], 11);
+    assert_int_equal(rres[3], 0);
+    assert_int_equal(rres[4], MC_ERR_INVALID_PARAMS);
+    assert_memory_equal(rd, sh + 1, rlen[0]);
+    assert_memory_equal(rd + 3 * MIB, sh + 5 * MIB - 7, 7);
+    assert_memory_equal(rd + 4 * MIB, sh + 3 * MIB, 11);
+    void *pdst[] = {pb};
+    assert_int_equal(mc_store_get_ranges(d, "x0", 2, 1, rsrc, pdst, rlen + 1, rres), MC_OK);
+    assert_int_equal(rres[0], MC_ERR_INVALID_PARAMS);
+    assert_int_equal(mc_store_get_ranges(d, "none", 4, 2, rsrc, rdst, rlen, rres),
+                     MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(rres[0], MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(rres[1], MC_ERR_OBJECT_NOT_FOUND);
+    enum { MANY = 4100 }; /* over SVC_MAX_PARTS */
+    uint64_t *msrc = calloc(MANY, sizeof(*msrc)), *mlen = calloc(MANY, sizeof(*mlen));
+    void **mdst = calloc(MANY, sizeof(*mdst));
+    int64_t *mres = calloc(MANY, sizeof(*mres));
+    assert_true(msrc != NULL && mlen != NULL && mdst != NULL && mres != NULL);
+    memset(rd, 0, MANY);
+    for (size_t i = 0; i < MANY; i++) {
+        msrc[i] = MANY - 1 - i; /* reversed, a byte each */
+        mlen[i] = 1;
+        mdst[i] = rd + i;
+    }
+    assert_int_equal(mc_store_get_ranges(d, "x0", 2, MANY, msrc, mdst, mlen, mres), MC_OK);
+    for (size_t i = 0; i < MANY; i++) {
+        assert_int_equal(mres[i], 1);
+        assert_int_equal(rd[i], sh[MANY - 1 - i]);
+    }
+    free(msrc);
+    free(mlen);
+    free(mdst);
+    free(mres);
     assert_int_equal(mc_store_remove_by_regex(d, "^x", 1), 3);
     /* unregistered: its own memory again */
     assert_int_equal(mc_store_unregister_buffer(d, sh), MC_OK);

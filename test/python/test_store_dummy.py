@@ -82,6 +82,43 @@ def test_sglang_standalone_storage_order(service):
     assert alloc.free(ptr) == ms.INVALID_ARGUMENT
 
 
+def test_get_into_ranges_through_the_service(service):
+    """get_into_ranges on a co-located client: the service reads each
+    fragment into the shared memory; a missing key, a range past the end and
+    memory not shared with the service give negative entries, as on a
+    normal client; nothing else is written."""
+    alloc = MooncakeHostMemAllocator()
+    ptr = alloc.alloc(2 * MIB)
+    mem = view(ptr, 2 * MIB)
+    mem[:] = 0
+    s = MooncakeDistributedStore()
+    assert s.setup_dummy(4 * MIB, MIB, service.service) == 0
+    try:
+        assert s.register_buffer(ptr, 2 * MIB) == 0
+        v1, v2 = os.urandom(40), os.urandom(3 * MIB // 2)
+        assert s.put("r1", v1) == 0 and s.put("r2", v2) == 0
+        r = s.get_into_ranges([ptr, ptr + MIB], [["r1", "r2"], ["r2"]],
+                              [[[0, 20], [8]], [[0]]], [[[1, 30], [2]], [[MIB // 2]]],
+                              [[[4, 3], [5]], [[MIB]]])
+        assert r == [[[4, 3], [5]], [[MIB]]]
+        assert bytes(mem[0:4]) == v1[1:5] and bytes(mem[20:23]) == v1[30:33]
+        assert bytes(mem[8:13]) == v2[2:7] and bytes(mem[MIB:]) == v2[MIB // 2:]
+        assert not mem[4:8].any() and not mem[13:20].any() and not mem[23:MIB].any()
+        # a missing key, past the end of the value, an empty range
+        r = s.get_into_ranges([ptr], [["absent", "r1"]], [[[0], [0, 64]]],
+                              [[[0], [38, 0]]], [[[4], [4, 0]]])
+        assert r == [[[ms.OBJECT_NOT_FOUND], [ms.INVALID_PARAMS, 0]]]
+        # memory the service does not share: refused, nothing read
+        plain = np.zeros(16, dtype=np.uint8)
+        r = s.get_into_ranges([plain.ctypes.data], [["r1"]], [[[0]]], [[[0]]], [[[4]]])
+        assert r == [[[ms.INVALID_PARAMS]]] and not plain.any()
+        assert s.remove_all(force=True) == 2
+        assert s.unregister_buffer(ptr) == 0
+    finally:
+        s.close()
+        alloc.free(ptr)
+
+
 def test_setup_dummy_bad_input(service):
     s = MooncakeDistributedStore()
     assert s.setup_dummy(MIB, MIB, "no-port") == ms.INVALID_PARAMS
