@@ -16,17 +16,69 @@
 #include "rpc/bconn.h"
 #include "rpc/fields.h"
 #include "rpc/frame.h"
+#include "rpc/handshake.h"
 #include "rpc/methods.h"
-#include "rpc/msgpack.h"
 #include "rpc/net.h"
 #include "util/log.h"
 #include "util/time.h"
+
+/* ------------------------------------------------- the reader's callbacks */
+
+/* Every frame is read whole (none streams); what it means is on_frame's. */
+static int rd_on_header(void *owner, const mc_frame_hdr_t *h, const char **why)
+{
+    (void)owner, (void)h, (void)why;
+    return 0;
+}
+
+static void rd_stream_begin(void *owner, const mc_frame_hdr_t *h, const uint8_t *body,
+                            mc_rpc_rx_dst_t *d)
+{
+    (void)owner, (void)h, (void)body, (void)d; /* (never: nothing streams) */
+}
+
+/* The frame the wait is for: a call's answer (its body into w.resp) or the
+ * answer to our hello (checked, our proof made); w.st says what it means.
+ * Another in its place (w.wrong) or after it (w.extra) breaks the protocol. */
+static void rd_on_frame(void *owner, const mc_frame_t *f, int streamed)
+{
+    mc_rpc_bconn_t *c = owner;
+    (void)streamed;
+    if (c->w.done) {
+        c->w.extra = 1;
+        return;
+    }
+    c->w.done = 1;
+    if (c->w.id == 0)
+        c->w.st = mc_rpc_hs_answer(f, &c->key, c->w.nonce, c->w.mine, c->w.why, sizeof(c->w.why));
+    else if (f->hdr.kind != MC_FRAME_RESPONSE || f->hdr.req_id != c->w.id)
+        c->w.wrong = 1;
+    else if (c->w.resp != NULL && f->hdr.body_len > 0 &&
+             mc_buf_append(c->w.resp, f->body, f->hdr.body_len) != MC_OK)
+        c->w.st = MC_ERR_NOMEM;
+    else
+        c->w.st = (mc_status_t)f->hdr.status;
+}
+
+static int rd_open(void *owner)
+{
+    const mc_rpc_bconn_t *c = owner;
+    return c->fd >= 0;
+}
+
+static const mc_rpc_reader_ops_t rd_ops = {
+    .on_header = rd_on_header,
+    .stream_begin = rd_stream_begin,
+    .on_frame = rd_on_frame,
+    .open = rd_open,
+};
 
 void mc_rpc_bconn_init(mc_rpc_bconn_t *c, const mc_auth_key_t *key)
 {
     memset(c, 0, sizeof(*c));
     c->fd = -1;
-    c->in = (mc_buf_t)MC_BUF_INIT;
+    mc_frame_limits_init(&c->limits);
+    mc_rpc_reader_init(&c->rd, &rd_ops, c, &c->limits);
     if (key != NULL) {
         c->key = *key;
         c->has_key = 1;
@@ -38,13 +90,13 @@ void mc_rpc_bconn_close(mc_rpc_bconn_t *c)
     if (c->fd >= 0)
         close(c->fd);
     c->fd = -1;
-    mc_buf_reset(&c->in);
+    mc_rpc_reader_reset(&c->rd);
 }
 
 void mc_rpc_bconn_fini(mc_rpc_bconn_t *c)
 {
     mc_rpc_bconn_close(c);
-    mc_buf_fini(&c->in);
+    mc_rpc_reader_fini(&c->rd);
 }
 
 void mc_rpc_bconn_target(mc_rpc_bconn_t *c, const char *host, uint16_t port)
@@ -107,40 +159,39 @@ static mc_status_t write_all(int fd, struct iovec *iov, int n, uint64_t deadline
     return MC_OK;
 }
 
-/* Read the next whole frame into c->in (decoded into *f). MC_OK,
- * MC_ERR_RPC_TIMEOUT, MC_ERR_CONN_CLOSED, MC_ERR_PROTOCOL. */
-static mc_status_t read_frame(mc_rpc_bconn_t *c, mc_frame_t *f, uint64_t deadline)
+/* Read until the frame the wait is for (id 0: the hello's answer; else
+ * the call's) is in and handled (rd_on_frame: c->w.st). MC_OK,
+ * MC_ERR_RPC_TIMEOUT, MC_ERR_CONN_CLOSED, MC_ERR_PROTOCOL, MC_ERR_NOMEM. */
+static mc_status_t await_frame(mc_rpc_bconn_t *c, uint64_t id, mc_buf_t *resp, uint64_t deadline)
 {
-    mc_frame_limits_t lim;
-    mc_frame_limits_init(&lim);
+    c->w.done = c->w.wrong = c->w.extra = 0;
+    c->w.st = MC_OK;
+    c->w.id = id;
+    c->w.resp = resp;
     for (;;) {
-        size_t need = 0;
         const char *why = NULL;
-        mc_status_t st =
-            mc_frame_decode(mc_buf_head(&c->in), mc_buf_used(&c->in), &lim, f, &need, &why);
-        if (st == MC_OK)
+        mc_status_t st = mc_rpc_reader_read(&c->rd, c->fd, &why);
+        if (st != MC_OK && c->w.done && !c->w.wrong) {
+            /* the answer is in: what broke after it costs the connection only */
+            if (st == MC_ERR_PROTOCOL || st == MC_ERR_LIMIT)
+                MC_WARN(RPC, "answer from %s:%u: %s", c->host, (unsigned)c->port,
+                        why ? why : "malformed frame");
+            mc_rpc_bconn_close(c);
             return MC_OK;
-        if (st != MC_AGAIN) {
+        }
+        if (st == MC_OK && c->w.wrong) {
+            st = MC_ERR_PROTOCOL;
+            why = "not the answer to our call";
+        }
+        if (st == MC_ERR_PROTOCOL || st == MC_ERR_LIMIT) {
             MC_WARN(RPC, "answer from %s:%u: %s", c->host, (unsigned)c->port,
                     why ? why : "malformed frame");
             return MC_ERR_PROTOCOL;
         }
-        size_t want = need > mc_buf_used(&c->in) ? need - mc_buf_used(&c->in) : 1;
-        if (want < 65536)
-            want = 65536;
-        if (mc_buf_reserve(&c->in, want) != MC_OK)
-            return MC_ERR_NOMEM;
-        ssize_t r = read(c->fd, mc_buf_tail(&c->in), mc_buf_room(&c->in));
-        if (r > 0) {
-            mc_buf_produce(&c->in, (size_t)r);
-            continue;
-        }
-        if (r == 0)
-            return MC_ERR_CONN_CLOSED;
-        if (errno == EINTR)
-            continue;
-        if (errno != EAGAIN && errno != EWOULDBLOCK)
-            return MC_ERR_CONN_CLOSED;
+        if (st != MC_OK)
+            return st == MC_ERR_NOMEM ? st : MC_ERR_CONN_CLOSED;
+        if (c->w.done)
+            return MC_OK;
         int w = wait_fd(c->fd, POLLIN, deadline);
         if (w == 0)
             return MC_ERR_RPC_TIMEOUT;
@@ -149,26 +200,15 @@ static mc_status_t read_frame(mc_rpc_bconn_t *c, mc_frame_t *f, uint64_t deadlin
     }
 }
 
-/* One frame whose body is {field: bin[len]}. */
-static mc_status_t send_bin(mc_rpc_bconn_t *c, uint16_t method, uint8_t kind, unsigned field,
-                            const uint8_t *bin, size_t len, uint64_t deadline)
+/* A frame of the handshake, whole. */
+static mc_status_t send_hs(mc_rpc_bconn_t *c, uint16_t method, uint8_t kind, unsigned field,
+                           const uint8_t *bin, uint32_t len, uint64_t deadline)
 {
-    uint8_t frame[MC_FRAME_HDR_LEN + 64];
-    mc_buf_t b = {frame, 0, MC_FRAME_HDR_LEN, sizeof(frame)};
-    mc_mp_writer_t w;
-    mc_mp_writer_init(&w, &b);
-    mc_mp_write_map(&w, 1);
-    mc_mp_write_uint(&w, field);
-    mc_mp_write_bin(&w, bin, (uint32_t)len);
-    if (w.err != MC_OK || b.data != frame)
+    uint8_t frame[MC_RPC_HS_FRAME_MAX];
+    size_t n = mc_rpc_hs_frame(frame, method, kind, ++c->next_id, field, bin, len);
+    if (n == 0)
         return MC_ERR_INTERNAL_ERROR;
-    mc_frame_hdr_t h = {.version = MC_FRAME_VERSION,
-                        .kind = kind,
-                        .method = method,
-                        .req_id = ++c->next_id,
-                        .body_len = (uint32_t)(b.len - MC_FRAME_HDR_LEN)};
-    mc_frame_encode_hdr(frame, &h);
-    struct iovec iov = {frame, b.len};
+    struct iovec iov = {frame, n};
     return write_all(c->fd, &iov, 1, deadline);
 }
 
@@ -177,50 +217,20 @@ static mc_status_t handshake(mc_rpc_bconn_t *c, uint64_t deadline)
 {
     uint8_t nonce[MC_AUTH_NONCE_LEN];
     mc_auth_nonce(nonce);
-    mc_status_t st = send_bin(c, MC_RPC_AUTH_HELLO, MC_FRAME_REQUEST, MC_F_NONCE, nonce,
-                              sizeof(nonce), deadline);
-    mc_frame_t f;
+    c->w.nonce = nonce;
+    mc_status_t st =
+        send_hs(c, MC_RPC_AUTH_HELLO, MC_FRAME_REQUEST, MC_F_NONCE, nonce, sizeof(nonce), deadline);
     if (st == MC_OK)
-        st = read_frame(c, &f, deadline);
+        st = await_frame(c, 0, NULL, deadline);
+    c->w.nonce = NULL;
     if (st != MC_OK)
         return st;
-    const uint8_t *ns = NULL, *proof = NULL;
-    mc_mp_reader_t r;
-    mc_mp_reader_init(&r, f.body, f.hdr.body_len);
-    uint32_t n = f.hdr.body_len ? mc_mp_read_map(&r) : 0;
-    for (uint32_t i = 0; i < n && r.err == MC_OK; i++) {
-        uint64_t id = mc_mp_read_uint(&r);
-        if (id == MC_F_NONCE || id == MC_F_PROOF) {
-            uint32_t l = 0;
-            const uint8_t *p = mc_mp_read_bin(&r, &l);
-            if (id == MC_F_NONCE && l == MC_AUTH_NONCE_LEN)
-                ns = p;
-            else if (id == MC_F_PROOF && l == MC_AUTH_PROOF_LEN)
-                proof = p;
-        } else {
-            mc_mp_skip(&r);
-        }
+    if (c->w.st != MC_OK) {
+        MC_WARN(RPC, "authentication with %s:%u failed: %s", c->host, (unsigned)c->port, c->w.why);
+        return c->w.st;
     }
-    const char *why = NULL;
-    if (f.hdr.kind != MC_FRAME_RESPONSE || f.hdr.method != MC_RPC_AUTH_HELLO)
-        why = "unexpected frame during the authentication handshake";
-    else if (f.hdr.status == MC_ERR_NO_METHOD)
-        why = "the server does not authenticate (no secret there?)";
-    else if (f.hdr.status != MC_OK)
-        why = "refused";
-    else if (r.err != MC_OK || ns == NULL || proof == NULL)
-        why = "malformed answer to the authentication hello";
-    else if (!mc_auth_check(&c->key, MC_AUTH_SERVER, nonce, ns, proof, MC_AUTH_PROOF_LEN))
-        why = "the server's proof is wrong (another secret?)";
-    if (why != NULL) {
-        MC_WARN(RPC, "authentication with %s:%u failed: %s", c->host, (unsigned)c->port, why);
-        return MC_ERR_REJECT_HANDSHAKE;
-    }
-    uint8_t mine[MC_AUTH_PROOF_LEN];
-    mc_auth_proof(&c->key, MC_AUTH_CLIENT, ns, nonce, mine);
-    mc_buf_consume(&c->in, f.frame_len);
-    return send_bin(c, MC_RPC_AUTH_PROOF, MC_FRAME_NOTIFY, MC_F_PROOF, mine, sizeof(mine),
-                    deadline);
+    return send_hs(c, MC_RPC_AUTH_PROOF, MC_FRAME_NOTIFY, MC_F_PROOF, c->w.mine, MC_AUTH_PROOF_LEN,
+                   deadline);
 }
 
 static mc_status_t connect_to(mc_rpc_bconn_t *c, uint64_t deadline)
@@ -247,7 +257,7 @@ static mc_status_t connect_to(mc_rpc_bconn_t *c, uint64_t deadline)
         return st;
     }
     c->fd = fd;
-    mc_buf_reset(&c->in);
+    mc_rpc_reader_reset(&c->rd);
     if (c->has_key && (st = handshake(c, deadline)) != MC_OK) {
         mc_rpc_bconn_close(c);
         return st;
@@ -284,24 +294,16 @@ mc_status_t mc_rpc_bconn_call(mc_rpc_bconn_t *c, uint16_t method, const void *bo
     mc_frame_encode_hdr(hdr, &h);
     struct iovec iov[2] = {{hdr, sizeof(hdr)}, {(void *)(uintptr_t)body, len}};
     st = write_all(c->fd, iov, len > 0 ? 2 : 1, deadline);
-    mc_frame_t f;
     if (st == MC_OK)
-        st = read_frame(c, &f, deadline);
-    if (st == MC_OK && (f.hdr.kind != MC_FRAME_RESPONSE || f.hdr.req_id != id)) {
-        MC_WARN(RPC, "answer from %s:%u: not the answer to our call", c->host, (unsigned)c->port);
-        st = MC_ERR_PROTOCOL;
-    }
+        st = await_frame(c, id, resp, deadline);
     if (st != MC_OK) {
         /* its answer may still come: never read it as the next call's */
         mc_rpc_bconn_close(c);
         return st;
     }
-    if (resp != NULL && f.hdr.body_len > 0 && mc_buf_append(resp, f.body, f.hdr.body_len) != MC_OK)
-        st = MC_ERR_NOMEM;
-    else
-        st = (mc_status_t)f.hdr.status;
-    mc_buf_consume(&c->in, f.frame_len);
-    if (mc_buf_used(&c->in) == 0)
-        mc_buf_reset(&c->in);
-    return st;
+    if (c->w.extra) { /* more than the answer came: the server broke the protocol */
+        MC_WARN(RPC, "answer from %s:%u: a frame nobody called for", c->host, (unsigned)c->port);
+        mc_rpc_bconn_close(c);
+    }
+    return c->w.st;
 }

@@ -29,6 +29,7 @@
 #include <stdint.h>
 
 #include "mooncake/status.h"
+#include "rpc/reader.h"
 #include "util/auth.h"
 #include "util/buf.h"
 
@@ -39,11 +40,25 @@ typedef struct mc_rpc_bconn {
     int has_key;
     mc_auth_key_t key;
     uint64_t next_id;
-    mc_buf_t in; /* the answer being read */
+    mc_frame_limits_t limits; /* rd's */
+    mc_rpc_reader_t rd;       /* the answers' reader (rpc/reader.h), as the client's */
+    /* the frame a wait is for, filled by rd's callbacks */
+    struct {
+        int done;  /* it came: st says what it means */
+        int wrong; /* another frame came in its place */
+        int extra; /* a frame came after it */
+        mc_status_t st;
+        uint64_t id;                     /* a call's req_id; 0: the handshake's answer */
+        mc_buf_t *resp;                  /* a call's answer body goes there (may be NULL) */
+        const uint8_t *nonce;            /* the handshake: the nonce of our hello */
+        uint8_t mine[MC_AUTH_PROOF_LEN]; /* the handshake: our proof */
+        char why[200];                   /* what went wrong (logged by the waiter) */
+    } w;
 } mc_rpc_bconn_t;
 
 /* A connection to nobody yet (mc_rpc_bconn_target names the server). key:
- * NULL = no authentication; copied. */
+ * NULL = no authentication; copied. *c stays where it is until
+ * mc_rpc_bconn_fini (its reader points at it). */
 void mc_rpc_bconn_init(mc_rpc_bconn_t *c, const mc_auth_key_t *key);
 
 /* The server to call: when it differs from the current one, the connection

@@ -35,6 +35,7 @@
 #include "reactor/fsm.h"
 #include "reactor/guard.h"
 #include "rpc/fields.h"
+#include "rpc/handshake.h"
 #include "rpc/methods.h"
 #include "rpc/net.h"
 #include "rpc/outq.h"
@@ -292,26 +293,14 @@ static int rd_open(void *owner)
     return (c->state == CLI_CONNECTED || c->state == CLI_AUTH) && !mc_guard_closing(&c->guard);
 }
 
-/* Write one small frame straight to the socket (the handshake: nothing else
- * is queued ahead of it, so it goes whole). 0 or -1. */
+/* Write one frame of the handshake straight to the socket (nothing else is
+ * queued ahead of it, so it goes whole). 0 or -1. */
 static int send_now(mc_rpc_client_t *c, uint16_t method, uint8_t kind, unsigned field,
                     const uint8_t *bin, uint32_t len)
 {
-    uint8_t frame[MC_FRAME_HDR_LEN + 64];
-    mc_buf_t b = {frame, 0, MC_FRAME_HDR_LEN, sizeof(frame)};
-    mc_mp_writer_t w;
-    mc_mp_writer_init(&w, &b);
-    mc_mp_write_map(&w, 1);
-    mc_mp_write_uint(&w, field);
-    mc_mp_write_bin(&w, bin, len);
-    if (w.err != MC_OK || b.data != frame)
-        return -1;
-    mc_frame_hdr_t h = {.version = MC_FRAME_VERSION,
-                        .kind = kind,
-                        .method = method,
-                        .body_len = (uint32_t)(b.len - MC_FRAME_HDR_LEN)};
-    mc_frame_encode_hdr(frame, &h);
-    return write(c->fd, frame, b.len) == (ssize_t)b.len ? 0 : -1;
+    uint8_t frame[MC_RPC_HS_FRAME_MAX];
+    size_t n = mc_rpc_hs_frame(frame, method, kind, 0, field, bin, len);
+    return n > 0 && write(c->fd, frame, n) == (ssize_t)n ? 0 : -1;
 }
 
 /* Connected with a key: say hello and wait for the server's proof. */
@@ -339,48 +328,11 @@ static void auth_fail(mc_rpc_client_t *c, const char *why)
 static void auth_reply(mc_rpc_client_t *c, const mc_frame_t *f)
 {
     char why[200];
-    const uint8_t *ns = NULL, *proof = NULL;
-    const char *err = NULL;
-    uint32_t errlen = 0;
-    mc_mp_reader_t r;
-    mc_mp_reader_init(&r, f->body, f->hdr.body_len);
-    uint32_t n = f->hdr.body_len ? mc_mp_read_map(&r) : 0;
-    for (uint32_t i = 0; i < n && r.err == MC_OK; i++) {
-        uint64_t id = mc_mp_read_uint(&r);
-        uint32_t l = 0;
-        const void *p = NULL;
-        if (id == MC_F_NONCE || id == MC_F_PROOF) {
-            p = mc_mp_read_bin(&r, &l);
-            if (l == MC_AUTH_NONCE_LEN && id == MC_F_NONCE)
-                ns = p;
-            else if (l == MC_AUTH_PROOF_LEN && id == MC_F_PROOF)
-                proof = p;
-        } else if (id == MC_F_ERROR) {
-            err = mc_mp_read_str(&r, &errlen);
-        } else {
-            mc_mp_skip(&r);
-        }
-    }
-    if (f->hdr.status == MC_ERR_NO_METHOD) {
-        auth_fail(c, "the server does not authenticate (no secret there?)");
-        return;
-    }
-    if (f->hdr.status != MC_OK) {
-        snprintf(why, sizeof(why), "refused: %s%s%.*s", mc_status_str((mc_status_t)f->hdr.status),
-                 err ? ": " : "", err ? (int)errlen : 0, err ? err : "");
+    uint8_t mine[MC_AUTH_PROOF_LEN];
+    if (mc_rpc_hs_answer(f, &c->key, c->nonce, mine, why, sizeof(why)) != MC_OK) {
         auth_fail(c, why);
         return;
     }
-    if (r.err != MC_OK || ns == NULL || proof == NULL) {
-        auth_fail(c, "malformed answer to the authentication hello");
-        return;
-    }
-    if (!mc_auth_check(&c->key, MC_AUTH_SERVER, c->nonce, ns, proof, MC_AUTH_PROOF_LEN)) {
-        auth_fail(c, "the server's proof is wrong (another secret?)");
-        return;
-    }
-    uint8_t mine[MC_AUTH_PROOF_LEN];
-    mc_auth_proof(&c->key, MC_AUTH_CLIENT, ns, c->nonce, mine);
     if (send_now(c, MC_RPC_AUTH_PROOF, MC_FRAME_NOTIFY, MC_F_PROOF, mine, MC_AUTH_PROOF_LEN) != 0) {
         conn_lost(c, "cannot send the authentication proof");
         return;

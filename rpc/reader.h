@@ -1,14 +1,16 @@
 /*
- * reader.h - the input side of an RPC connection, one for the client and
- * the server: the input buffer, frame decoding (rpc/frame.h), payloads
- * streamed straight into their destination (or discarded) instead of
- * through the buffer, and the read budget per readiness event. The owner
- * (client.c, server.c) says what frames mean through mc_rpc_reader_ops_t.
+ * reader.h - the input side of an RPC connection, one for the client, the
+ * server and the blocking connection (bconn.c): the input buffer, frame
+ * decoding (rpc/frame.h), payloads streamed straight into their destination
+ * (or discarded) instead of through the buffer, and the read budget per
+ * readiness event. The owner (client.c, server.c, bconn.c) says what frames
+ * mean through mc_rpc_reader_ops_t.
  *
- * Threads: the owner's reactor only. Re-entrancy: the callbacks may close
- * the owner (ops->open then says 0): the reader checks after every callback
- * and touches nothing more, its buffer included, until the owner calls
- * mc_rpc_reader_reset/fini. Nothing here allocates but the input buffer.
+ * Threads: the owner's thread only (a reactor's; bconn's caller).
+ * Re-entrancy: the callbacks may close the owner (ops->open then says 0):
+ * the reader checks after every callback and touches nothing more, its
+ * buffer included, until the owner calls mc_rpc_reader_reset/fini. Nothing
+ * here allocates but the input buffer.
  */
 #ifndef MC_RPC_READER_H
 #define MC_RPC_READER_H

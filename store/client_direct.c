@@ -11,17 +11,12 @@
  * asks for), checked before every call; a call that meets "not this
  * master" (NOT_LEADER, a broken or refused connection, a timeout) kicks
  * the resolver, and with HA is asked again within the rpc timeout when it
- * may be (store_resend_worthy), as store_call_sync does.
+ * may be (store_resend_worthy): store_call_sync's loop (store_call_resend)
+ * with this connection's call in it.
  */
-#include <stdio.h>
-#include <string.h>
-#include <unistd.h>
-
 #include "rpc/bconn.h"
 #include "store/client_int.h"
-#include "util/log.h"
 #include "util/mem.h"
-#include "util/time.h"
 
 struct store_mconn {
     mc_store_t *s;
@@ -81,29 +76,17 @@ static void follow(store_mconn_t *m)
     pthread_mutex_unlock(&s->res_mu);
 }
 
+/* One try of store_mconn_call: on m's connection, wherever mcli calls now. */
+static mc_status_t send_mconn(void *ctx, uint16_t method, const mc_buf_t *body, uint64_t timeout_us,
+                              mc_buf_t *resp)
+{
+    store_mconn_t *m = ctx;
+    follow(m);
+    return mc_rpc_bconn_call(&m->c, method, mc_buf_head(body), mc_buf_used(body), timeout_us, resp);
+}
+
 mc_status_t store_mconn_call(store_mconn_t *m, uint16_t method, const mc_buf_t *body,
                              mc_buf_t *resp)
 {
-    mc_store_t *s = m->s;
-    if (atomic_load(&s->closing))
-        return MC_ERR_CANCELED;
-    size_t keep = resp != NULL ? mc_buf_used(resp) : 0;
-    uint64_t deadline = mc_now_us() + s->cfg.rpc_timeout_us;
-    mc_status_t st;
-    for (;;) {
-        follow(m);
-        uint64_t now = mc_now_us();
-        st = mc_rpc_bconn_call(&m->c, method, mc_buf_head(body), mc_buf_used(body),
-                               deadline > now ? deadline - now : 1, resp);
-        if (!store_leader_trouble(st))
-            break;
-        store_master_trouble(s);
-        if (!s->ha || !store_resend_worthy(method, st) || atomic_load(&s->closing) ||
-            mc_now_us() + RETRY_TICK_US >= deadline)
-            break;
-        if (resp != NULL)
-            resp->len = resp->off + keep;
-        usleep(RETRY_TICK_US);
-    }
-    return st;
+    return store_call_resend(m->s, method, body, resp, m->s->cfg.rpc_timeout_us, send_mconn, m);
 }

@@ -425,6 +425,19 @@ mc_status_t store_call_sync(mc_store_t *s, uint16_t method, const mc_buf_t *body
 mc_status_t store_call_sync_timeout(mc_store_t *s, uint16_t method, const mc_buf_t *body,
                                     mc_buf_t *resp, uint64_t timeout_us);
 
+/* One try of a blocking master call (store_call_resend): send body within
+ * timeout_us, append the answer's body to *resp (may be NULL); the status. */
+typedef mc_status_t (*store_send_fn_t)(void *ctx, uint16_t method, const mc_buf_t *body,
+                                       uint64_t timeout_us, mc_buf_t *resp);
+/* The loop of store_call_sync and store_mconn_call, with the try as the
+ * parameter: send(ctx, ...) until the call is answered; one that meets "not
+ * this master" (store_leader_trouble) kicks the resolver and, with
+ * discovery, is sent again (to the new leader) every RETRY_TICK_US while
+ * timeout_us lasts, if it may be (store_resend_worthy). What a failed try
+ * appended to *resp is dropped. MC_ERR_CANCELED while the client closes. */
+mc_status_t store_call_resend(mc_store_t *s, uint16_t method, const mc_buf_t *body, mc_buf_t *resp,
+                              uint64_t timeout_us, store_send_fn_t send, void *ctx);
+
 /* Master calls a new leader may be asked again after this outcome (HA);
  * outcomes that say "not this master" rather than anything about the call. */
 int store_resend_worthy(uint16_t method, mc_status_t st);

@@ -538,22 +538,17 @@ mc_status_t store_call_sync(mc_store_t *s, uint16_t method, const mc_buf_t *body
     return store_call_sync_timeout(s, method, body, resp, s->cfg.rpc_timeout_us);
 }
 
-mc_status_t store_call_sync_timeout(mc_store_t *s, uint16_t method, const mc_buf_t *body,
-                                    mc_buf_t *resp, uint64_t timeout_us)
+mc_status_t store_call_resend(mc_store_t *s, uint16_t method, const mc_buf_t *body, mc_buf_t *resp,
+                              uint64_t timeout_us, store_send_fn_t send, void *ctx)
 {
-    if (store_on_reactor(s))
-        return MC_ERR_STATE;
     if (atomic_load(&s->closing))
         return MC_ERR_CANCELED;
-    mc_buf_t scratch = MC_BUF_INIT;
-    mc_buf_t *out = resp != NULL ? resp : &scratch;
-    size_t keep = mc_buf_used(out);
+    size_t keep = resp != NULL ? mc_buf_used(resp) : 0;
     uint64_t deadline = mc_now_us() + timeout_us;
     mc_status_t st;
     for (;;) {
         uint64_t now = mc_now_us();
-        st = mc_rpc_call_sync(s->mcli, method, mc_buf_head(body), mc_buf_used(body),
-                              deadline > now ? deadline - now : 1, out);
+        st = send(ctx, method, body, deadline > now ? deadline - now : 1, resp);
         if (!store_leader_trouble(st))
             break;
         store_master_trouble(s);
@@ -562,9 +557,30 @@ mc_status_t store_call_sync_timeout(mc_store_t *s, uint16_t method, const mc_buf
         if (!s->ha || !store_resend_worthy(method, st) || atomic_load(&s->closing) ||
             mc_now_us() + RETRY_TICK_US >= deadline)
             break;
-        out->len = out->off + keep;
+        if (resp != NULL)
+            resp->len = resp->off + keep;
         usleep(RETRY_TICK_US);
     }
+    return st;
+}
+
+/* One try of store_call_sync: mcli's call, through r0. */
+static mc_status_t send_mcli(void *ctx, uint16_t method, const mc_buf_t *body, uint64_t timeout_us,
+                             mc_buf_t *resp)
+{
+    mc_store_t *s = ctx;
+    return mc_rpc_call_sync(s->mcli, method, mc_buf_head(body), mc_buf_used(body), timeout_us,
+                            resp);
+}
+
+mc_status_t store_call_sync_timeout(mc_store_t *s, uint16_t method, const mc_buf_t *body,
+                                    mc_buf_t *resp, uint64_t timeout_us)
+{
+    if (store_on_reactor(s))
+        return MC_ERR_STATE;
+    mc_buf_t scratch = MC_BUF_INIT;
+    mc_status_t st = store_call_resend(s, method, body, resp != NULL ? resp : &scratch, timeout_us,
+                                       send_mcli, s);
     mc_buf_fini(&scratch);
     return st;
 }

@@ -239,6 +239,34 @@ static mc_status_t share_send(int conn, const struct xreg *x, int *refused)
     return st;
 }
 
+/* A new connection of the service's socket that sends msg (len bytes; with
+ * the descriptor sfd, or -1) and reads the service's welcome into *w (its
+ * status is the caller's to read): MC_OK and *fd, or the error (nothing
+ * left open). The hello of a session and of a call channel. */
+static mc_status_t greet(svc_client_t *c, const void *msg, size_t len, int sfd, int *fd,
+                         svc_welcome_t *w)
+{
+    memset(w, 0, sizeof(*w));
+    *fd = -1;
+    mc_status_t st = mc_unix_connect(c->sock, c->timeout_us, fd);
+    if (st == MC_OK) {
+        size_t got = 0;
+        int nofd = -1;
+        st = mc_unix_send(*fd, msg, len, sfd);
+        if (st == MC_OK)
+            st = mc_unix_recv(*fd, w, sizeof(*w), &got, &nofd);
+        if (nofd >= 0)
+            close(nofd);
+        if (st == MC_OK && (got != sizeof(*w) || w->magic != SVC_MAGIC))
+            st = MC_ERR_PROTOCOL;
+    }
+    if (st != MC_OK && *fd >= 0) {
+        close(*fd);
+        *fd = -1;
+    }
+    return st;
+}
+
 /* The session, made (or made again after the service went) when needed.
  * smu held. */
 static mc_status_t session_ensure(svc_client_t *c)
@@ -252,25 +280,14 @@ static mc_status_t session_ensure(svc_client_t *c)
             return MC_OK;
     }
     int fd = -1;
-    mc_status_t st = mc_unix_connect(c->sock, c->timeout_us, &fd);
     svc_welcome_t w;
-    if (st == MC_OK) {
-        svc_hello_t h = {.magic = SVC_MAGIC, .version = SVC_VERSION, .len = c->mem.len};
-        size_t got = 0;
-        int nofd = -1;
-        st = mc_unix_send(fd, &h, sizeof(h), c->mem.fd);
-        if (st == MC_OK)
-            st = mc_unix_recv(fd, &w, sizeof(w), &got, &nofd);
-        if (nofd >= 0)
-            close(nofd);
-        if (st == MC_OK && (got != sizeof(w) || w.magic != SVC_MAGIC))
-            st = MC_ERR_PROTOCOL;
-        if (st == MC_OK && w.status != MC_OK) {
-            st = (mc_status_t)w.status;
-            w.name[sizeof(w.name) - 1] = '\0';
-            MC_ERROR(CLIENT, "the store service on port %u refused us: %s (%s)", (unsigned)c->port,
-                     w.name, mc_status_str(st));
-        }
+    svc_hello_t h = {.magic = SVC_MAGIC, .version = SVC_VERSION, .len = c->mem.len};
+    mc_status_t st = greet(c, &h, sizeof(h), c->mem.fd, &fd, &w);
+    if (st == MC_OK && w.status != MC_OK) {
+        st = (mc_status_t)w.status;
+        w.name[sizeof(w.name) - 1] = '\0';
+        MC_ERROR(CLIENT, "the store service on port %u refused us: %s (%s)", (unsigned)c->port,
+                 w.name, mc_status_str(st));
     }
     if (st != MC_OK) {
         if (fd >= 0)
@@ -333,22 +350,10 @@ static mc_status_t chan_open(svc_client_t *c, uint64_t gen, uint64_t session, ui
                              chan_t **out)
 {
     int fd = -1;
-    mc_status_t st = mc_unix_connect(c->sock, c->timeout_us, &fd);
     svc_welcome_t w;
-    memset(&w, 0, sizeof(w));
-    if (st == MC_OK) {
-        svc_channel_t m = {
-            .magic = SVC_MAGIC, .op = SVC_OP_CHANNEL, .session = session, .token = token};
-        size_t got = 0;
-        int nofd = -1;
-        st = mc_unix_send(fd, &m, sizeof(m), -1);
-        if (st == MC_OK)
-            st = mc_unix_recv(fd, &w, sizeof(w), &got, &nofd);
-        if (nofd >= 0)
-            close(nofd);
-        if (st == MC_OK && (got != sizeof(w) || w.magic != SVC_MAGIC))
-            st = MC_ERR_PROTOCOL;
-    }
+    svc_channel_t m = {
+        .magic = SVC_MAGIC, .op = SVC_OP_CHANNEL, .session = session, .token = token};
+    mc_status_t st = greet(c, &m, sizeof(m), -1, &fd, &w);
     if (st == MC_OK && w.status != MC_OK) {
         st = (mc_status_t)w.status;
         if (st != MC_ERR_CLIENT_NOT_FOUND) {
@@ -609,43 +614,40 @@ static int key_ok(const void *key, size_t klen)
     return key != NULL && klen > 0 && klen <= 4096 && memchr(key, 0, klen) == NULL;
 }
 
+/* *r at the value of field in the answer body b: 1, or 0 when it has none. */
+static int answer_field(const mc_buf_t *b, unsigned field, mc_mp_reader_t *r)
+{
+    mc_mp_reader_init(r, mc_buf_head(b), mc_buf_used(b));
+    uint32_t nf = mc_buf_used(b) ? mc_mp_read_map(r) : 0;
+    for (uint32_t f = 0; f < nf && r->err == MC_OK; f++) {
+        if (mc_mp_read_uint(r) == field)
+            return r->err == MC_OK;
+        mc_mp_skip(r);
+    }
+    return 0;
+}
+
 /* Field lookup in an answer body. */
 static int64_t answer_int(const mc_buf_t *b, unsigned field, int64_t def)
 {
     mc_mp_reader_t r;
-    mc_mp_reader_init(&r, mc_buf_head(b), mc_buf_used(b));
-    uint32_t nf = mc_buf_used(b) ? mc_mp_read_map(&r) : 0;
-    for (uint32_t f = 0; f < nf && r.err == MC_OK; f++) {
-        if (mc_mp_read_uint(&r) != field) {
-            mc_mp_skip(&r);
-            continue;
-        }
-        if (mc_mp_peek(&r) == MC_MP_BOOL)
-            return mc_mp_read_bool(&r);
-        int64_t v = mc_mp_read_int(&r);
-        return r.err == MC_OK ? v : def;
-    }
-    return def;
+    if (!answer_field(b, field, &r))
+        return def;
+    if (mc_mp_peek(&r) == MC_MP_BOOL)
+        return mc_mp_read_bool(&r);
+    int64_t v = mc_mp_read_int(&r);
+    return r.err == MC_OK ? v : def;
 }
 
 /* STATUSES of an answer into out[0..n) (int64). MC_OK or PROTOCOL. */
 static mc_status_t answer_list(const mc_buf_t *b, int64_t *out, size_t n)
 {
     mc_mp_reader_t r;
-    mc_mp_reader_init(&r, mc_buf_head(b), mc_buf_used(b));
-    uint32_t nf = mc_buf_used(b) ? mc_mp_read_map(&r) : 0;
-    for (uint32_t f = 0; f < nf && r.err == MC_OK; f++) {
-        if (mc_mp_read_uint(&r) != MC_F_STATUSES) {
-            mc_mp_skip(&r);
-            continue;
-        }
-        if (mc_mp_read_array(&r) != n)
-            return MC_ERR_PROTOCOL;
-        for (size_t i = 0; i < n && r.err == MC_OK; i++)
-            out[i] = mc_mp_read_int(&r);
-        return r.err == MC_OK ? MC_OK : MC_ERR_PROTOCOL;
-    }
-    return MC_ERR_PROTOCOL;
+    if (!answer_field(b, MC_F_STATUSES, &r) || mc_mp_read_array(&r) != n)
+        return MC_ERR_PROTOCOL;
+    for (size_t i = 0; i < n && r.err == MC_OK; i++)
+        out[i] = mc_mp_read_int(&r);
+    return r.err == MC_OK ? MC_OK : MC_ERR_PROTOCOL;
 }
 
 /* --------------------------------------------------------- the calls */
@@ -830,21 +832,33 @@ mc_status_t store_dummy_get_ranges(mc_store_t *s, const void *key, size_t klen, 
     return st;
 }
 
-/* A call with a key and maybe FORCE; an int answer field (or status). */
+/* A call whose fields are the key and, when force >= 0, FORCE: its status;
+ * the answer's body into *resp. */
+static mc_status_t call_key(mc_store_t *s, uint16_t method, const void *key, size_t klen, int force,
+                            mc_buf_t *resp)
+{
+    mc_buf_t f = MC_BUF_INIT;
+    mc_mp_writer_t w;
+    mc_mp_writer_init(&w, &f);
+    put_key(&w, key, klen);
+    if (force >= 0) {
+        mc_mp_write_uint(&w, MC_F_FORCE);
+        mc_mp_write_bool(&w, force);
+    }
+    mc_status_t st = w.err != MC_OK ? w.err : call(s->svc, method, &f, force >= 0 ? 2 : 1, resp);
+    mc_buf_fini(&f);
+    return st;
+}
+
+/* A call with a key and FORCE; an int answer field (or status). */
 static int64_t key_call(mc_store_t *s, uint16_t method, const void *key, size_t klen, int force,
                         unsigned field)
 {
     if (!key_ok(key, klen))
         return MC_ERR_INVALID_KEY;
-    mc_buf_t f = MC_BUF_INIT, resp = MC_BUF_INIT;
-    mc_mp_writer_t w;
-    mc_mp_writer_init(&w, &f);
-    put_key(&w, key, klen);
-    mc_mp_write_uint(&w, MC_F_FORCE);
-    mc_mp_write_bool(&w, force);
-    mc_status_t st = w.err != MC_OK ? w.err : call(s->svc, method, &f, 2, &resp);
+    mc_buf_t resp = MC_BUF_INIT;
+    mc_status_t st = call_key(s, method, key, klen, force != 0, &resp);
     int64_t v = st == MC_OK ? (field ? answer_int(&resp, field, 0) : 0) : st;
-    mc_buf_fini(&f);
     mc_buf_fini(&resp);
     return v;
 }
@@ -1078,12 +1092,8 @@ mc_status_t store_dummy_query(mc_store_t *s, const void *key, size_t klen, mc_st
 {
     if (!key_ok(key, klen))
         return MC_ERR_INVALID_KEY;
-    mc_buf_t f = MC_BUF_INIT, resp = MC_BUF_INIT;
-    mc_mp_writer_t w;
-    mc_mp_writer_init(&w, &f);
-    put_key(&w, key, klen);
-    mc_status_t st = w.err != MC_OK ? w.err : call(s->svc, MC_RPC_SVC_QUERY, &f, 1, &resp);
-    mc_buf_fini(&f);
+    mc_buf_t resp = MC_BUF_INIT;
+    mc_status_t st = call_key(s, MC_RPC_SVC_QUERY, key, klen, -1, &resp);
     if (st != MC_OK) {
         mc_buf_fini(&resp);
         return st;

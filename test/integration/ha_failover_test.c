@@ -181,31 +181,20 @@ static void one_master_leads_and_the_others_say_where_it_is(void **state)
     }
     /* a standby refuses a store call with NOT_LEADER and the leader's address */
     int sb = (l + 1) % NMASTERS;
-    mc_reactor_group_opts_t go;
-    mc_reactor_group_opts_init(&go);
-    go.count = 1;
-    mc_reactor_group_t *g;
-    assert_int_equal(mc_reactor_group_create(&go, &g), MC_OK);
-    mc_rpc_client_opts_t ro;
-    mc_rpc_client_opts_init(&ro);
-    ro.host = "127.0.0.1";
-    ro.port = (uint16_t)e->h.m[sb].rpc_port;
-    mc_rpc_client_t *c;
-    assert_int_equal(mc_rpc_client_create(mc_reactor_group_get(g, 0), &ro, &c), MC_OK);
+    tc_rpc_t c;
+    assert_int_equal(tc_rpc_open(&c, e->h.m[sb].rpc_port), 0);
     mc_buf_t body_buf = MC_BUF_INIT, resp = MC_BUF_INIT;
     mc_mp_writer_t w;
     mc_mp_writer_init(&w, &body_buf);
     mc_mcli_key(&w, "k", 1);
-    assert_int_equal(mc_rpc_call_sync(c, MC_RPC_EXIST_KEY, mc_buf_head(&body_buf),
-                                      mc_buf_used(&body_buf), 2000000, &resp),
+    assert_int_equal(tc_rpc_call(&c, MC_RPC_EXIST_KEY, &body_buf, 2000000, &resp),
                      MC_ERR_NOT_LEADER);
     char want[64];
     snprintf(want, sizeof(want), "127.0.0.1:%u", e->h.m[l].rpc_port);
     assert_non_null(memmem(mc_buf_head(&resp), mc_buf_used(&resp), want, strlen(want)));
     mc_buf_fini(&body_buf);
     mc_buf_fini(&resp);
-    mc_rpc_client_destroy(c);
-    mc_reactor_group_destroy(g);
+    tc_rpc_close(&c);
 }
 
 static void killing_the_leader_under_load_loses_no_acknowledged_put(void **state)
@@ -467,31 +456,19 @@ static void a_leader_whose_lease_was_taken_cannot_append(void **state)
     int64_t v0 = 0;
     int l = ha_wait_leader(&e->h, -1, 3000, &v0);
     assert_true(l >= 0);
-    mc_reactor_group_opts_t go;
-    mc_reactor_group_opts_init(&go);
-    go.count = 1;
-    mc_reactor_group_t *g;
-    assert_int_equal(mc_reactor_group_create(&go, &g), MC_OK);
-    mc_rpc_client_opts_t ro;
-    mc_rpc_client_opts_init(&ro);
-    ro.host = "127.0.0.1";
-    ro.port = (uint16_t)e->h.m[l].rpc_port;
-    mc_rpc_client_t *c;
-    assert_int_equal(mc_rpc_client_create(mc_reactor_group_get(g, 0), &ro, &c), MC_OK);
+    tc_rpc_t c;
+    assert_int_equal(tc_rpc_open(&c, e->h.m[l].rpc_port), 0);
     mc_buf_t body = MC_BUF_INIT, resp = MC_BUF_INIT;
     mc_mp_writer_t w;
     mc_mp_writer_init(&w, &body);
     mc_mcli_meta_put(&w, "fenced-key", 10, "v", 1, (mc_uuid_t){0xfe, 1});
     /* warm the connection: the leader takes it */
-    assert_int_equal(mc_rpc_call_sync(c, MC_RPC_META_PUT, mc_buf_head(&body), mc_buf_used(&body),
-                                      2000000, &resp),
-                     MC_OK);
+    assert_int_equal(tc_rpc_call(&c, MC_RPC_META_PUT, &body, 2000000, &resp), MC_OK);
     long long len0 = redis_int(e, "XLEN mc/%s/ha/journal", CLUSTER);
     assert_true(len0 > 0);
     redis_int(e, "SET mc/%s/ha/lease %s PX %d", CLUSTER, "127.0.0.1:1 999999 intruder", 1500);
     mc_buf_reset(&resp);
-    mc_status_t st = mc_rpc_call_sync(c, MC_RPC_META_PUT, mc_buf_head(&body), mc_buf_used(&body),
-                                      2000000, &resp);
+    mc_status_t st = tc_rpc_call(&c, MC_RPC_META_PUT, &body, 2000000, &resp);
     assert_int_equal(st, MC_ERR_NOT_LEADER);
     /* nothing entered the journal after the lease changed hands */
     assert_int_equal(redis_int(e, "XLEN mc/%s/ha/journal", CLUSTER), len0);
@@ -499,8 +476,7 @@ static void a_leader_whose_lease_was_taken_cannot_append(void **state)
     assert_int_equal(http_get(e->h.m[l].http_port, "/role", sbody, sizeof(sbody)), 503);
     mc_buf_fini(&body);
     mc_buf_fini(&resp);
-    mc_rpc_client_destroy(c);
-    mc_reactor_group_destroy(g);
+    tc_rpc_close(&c);
     /* the intruder's lease runs out; a real master takes over */
     int64_t v1 = 0;
     int nl = -1;

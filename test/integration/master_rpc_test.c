@@ -629,6 +629,31 @@ static void a_body_missing_a_required_field_is_refused_with_a_reason_naming_it(v
     sc_fini(&s);
 }
 
+/* An OFFLOAD_DONE_BATCH body into s: CLIENT_M's files w-0 .. w-(nkeys-1)
+ * on SEG_M[0], with nsizes sizes of 4096 (no sizes field when nsizes < 0). */
+static void offload_batch_body(sync_call_t *s, uint32_t nkeys, int nsizes)
+{
+    mc_mp_writer_t *w = sc_begin(s);
+    mc_mp_write_map(w, nsizes < 0 ? 3 : 4);
+    mc_mp_write_uint(w, MC_F_CLIENT_ID);
+    mc_proto_write_uuid(w, CLIENT_M);
+    mc_mp_write_uint(w, MC_F_SEGMENT_ID);
+    mc_proto_write_uuid(w, SEG_M[0].id);
+    mc_mp_write_uint(w, MC_F_KEYS);
+    mc_mp_write_array(w, nkeys);
+    for (uint32_t i = 0; i < nkeys; i++) {
+        char k[16];
+        int n = snprintf(k, sizeof(k), "w-%u", i);
+        mc_mp_write_bin(w, k, (size_t)n);
+    }
+    if (nsizes < 0)
+        return;
+    mc_mp_write_uint(w, MC_F_SIZES);
+    mc_mp_write_array(w, (uint32_t)nsizes);
+    for (int i = 0; i < nsizes; i++)
+        mc_mp_write_uint(w, 4096);
+}
+
 /* OFFLOAD_DONE_BATCH (a node's write batch): one status per file, and bad
  * bodies get a reason. This master has offload off: every file is refused
  * on its own, the call itself answers. */
@@ -641,21 +666,7 @@ static void a_node_write_batch_gets_one_status_per_file(void **state)
     mc_status_t st[8];
     size_t cnt = 0;
 
-    mc_mp_writer_t *w = sc_begin(&s);
-    mc_mp_write_map(w, 4);
-    mc_mp_write_uint(w, MC_F_CLIENT_ID);
-    mc_proto_write_uuid(w, CLIENT_M);
-    mc_mp_write_uint(w, MC_F_SEGMENT_ID);
-    mc_proto_write_uuid(w, SEG_M[0].id);
-    mc_mp_write_uint(w, MC_F_KEYS);
-    mc_mp_write_array(w, 3);
-    mc_mp_write_bin(w, "w-0", 3);
-    mc_mp_write_bin(w, "w-1", 3);
-    mc_mp_write_bin(w, "w-2", 3);
-    mc_mp_write_uint(w, MC_F_SIZES);
-    mc_mp_write_array(w, 3);
-    for (int i = 0; i < 3; i++)
-        mc_mp_write_uint(w, 4096);
+    offload_batch_body(&s, 3, 3);
     assert_int_equal(raw_call(c, MC_RPC_OFFLOAD_DONE_BATCH, &s, why, sizeof(why)), MC_OK);
     assert_int_equal(
         mc_mcli_dec_statuses(mc_buf_head(&s.resp), mc_buf_used(&s.resp), st, NULL, 8, &cnt), MC_OK);
@@ -664,33 +675,13 @@ static void a_node_write_batch_gets_one_status_per_file(void **state)
         assert_true(st[i] < 0); /* no offload asked of this node: nothing to answer */
 
     /* keys and sizes of different lengths */
-    w = sc_begin(&s);
-    mc_mp_write_map(w, 4);
-    mc_mp_write_uint(w, MC_F_CLIENT_ID);
-    mc_proto_write_uuid(w, CLIENT_M);
-    mc_mp_write_uint(w, MC_F_SEGMENT_ID);
-    mc_proto_write_uuid(w, SEG_M[0].id);
-    mc_mp_write_uint(w, MC_F_KEYS);
-    mc_mp_write_array(w, 2);
-    mc_mp_write_bin(w, "w-0", 3);
-    mc_mp_write_bin(w, "w-1", 3);
-    mc_mp_write_uint(w, MC_F_SIZES);
-    mc_mp_write_array(w, 1);
-    mc_mp_write_uint(w, 4096);
+    offload_batch_body(&s, 2, 1);
     assert_int_equal(raw_call(c, MC_RPC_OFFLOAD_DONE_BATCH, &s, why, sizeof(why)),
                      MC_ERR_INVALID_PARAMS);
     assert_non_null(strstr(why, "differ"));
 
     /* no sizes: named */
-    w = sc_begin(&s);
-    mc_mp_write_map(w, 3);
-    mc_mp_write_uint(w, MC_F_CLIENT_ID);
-    mc_proto_write_uuid(w, CLIENT_M);
-    mc_mp_write_uint(w, MC_F_SEGMENT_ID);
-    mc_proto_write_uuid(w, SEG_M[0].id);
-    mc_mp_write_uint(w, MC_F_KEYS);
-    mc_mp_write_array(w, 1);
-    mc_mp_write_bin(w, "w-0", 3);
+    offload_batch_body(&s, 1, -1);
     assert_int_equal(raw_call(c, MC_RPC_OFFLOAD_DONE_BATCH, &s, why, sizeof(why)),
                      MC_ERR_INVALID_PARAMS);
     assert_non_null(strstr(why, "sizes"));

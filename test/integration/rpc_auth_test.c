@@ -39,16 +39,8 @@ typedef struct env {
 
 static mc_rpc_server_t *server(env_t *e, const mc_auth_key_t *key)
 {
-    mc_reactor_t *rs[1] = {mc_reactor_group_get(e->g, 0)};
-    mc_rpc_server_opts_t so;
-    mc_rpc_server_opts_init(&so);
-    so.bind_addr = "127.0.0.1";
-    so.auth_key = key;
-    mc_rpc_server_t *s = NULL;
-    assert_int_equal(mc_rpc_server_create(rs, 1, &so, &s), MC_OK);
-    assert_int_equal(mc_rpc_server_register(s, MC_RPC_ECHO, h_echo, NULL), MC_OK);
-    assert_int_equal(mc_rpc_server_start(s), MC_OK);
-    return s;
+    static const rt_method_t m[] = {{MC_RPC_ECHO, h_echo}};
+    return rt_server_start(mc_reactor_group_get(e->g, 0), 0, key, m, 1);
 }
 
 static int setup(void **state)

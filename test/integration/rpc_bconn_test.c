@@ -67,23 +67,27 @@ typedef struct env {
     unsigned port;
 } env_t;
 
+/* The server on port (0: a free one; a restart gives the old one). */
 static void start_server(env_t *e, unsigned port, const mc_auth_key_t *key)
 {
-    mc_reactor_t *rs[1] = {mc_reactor_group_get(e->g, 0)};
-    mc_rpc_server_opts_t so;
-    mc_rpc_server_opts_init(&so);
-    so.bind_addr = "127.0.0.1";
-    so.port = (uint16_t)port;
-    so.auth_key = key;
-    assert_int_equal(mc_rpc_server_create(rs, 1, &so, &e->srv), MC_OK);
-    assert_int_equal(mc_rpc_server_register(e->srv, MC_RPC_ECHO, h_echo, NULL), MC_OK);
-    assert_int_equal(mc_rpc_server_register(e->srv, MC_RPC_ECHO_SLOW, h_hold, NULL), MC_OK);
-    mc_status_t st = MC_ERR_SOCKET;
-    for (int i = 0; i < 50 && st != MC_OK; i++) /* (a restart: the old socket may linger) */
-        if ((st = mc_rpc_server_start(e->srv)) != MC_OK)
-            usleep(20000);
-    assert_int_equal(st, MC_OK);
+    static const rt_method_t m[] = {{MC_RPC_ECHO, h_echo}, {MC_RPC_ECHO_SLOW, h_hold}};
+    e->srv = rt_server_start(mc_reactor_group_get(e->g, 0), port, key, m, 2);
     e->port = mc_rpc_server_port(e->srv);
+}
+
+/* c: a connection (key: NULL = none) to the server of e. */
+static void conn_open(env_t *e, mc_rpc_bconn_t *c, const mc_auth_key_t *key)
+{
+    mc_rpc_bconn_init(c, key);
+    mc_rpc_bconn_target(c, "127.0.0.1", (uint16_t)e->port);
+}
+
+/* A server without a key and c, a connection to it: its port. */
+static unsigned serve_one(env_t *e, mc_rpc_bconn_t *c)
+{
+    start_server(e, 0, NULL);
+    conn_open(e, c, NULL);
+    return e->port;
 }
 
 static void stop_server(env_t *e)
@@ -137,19 +141,25 @@ static mc_status_t call(mc_rpc_bconn_t *c, uint16_t method, const char *s, mc_bu
     return st;
 }
 
+/* resp is the echo of s. */
+static void assert_echo(const mc_buf_t *resp, const char *s)
+{
+    mc_buf_t want = MC_BUF_INIT;
+    body_str(&want, s);
+    assert_int_equal(mc_buf_used(resp), mc_buf_used(&want));
+    assert_memory_equal(mc_buf_head(resp), mc_buf_head(&want), mc_buf_used(&want));
+    mc_buf_fini(&want);
+}
+
 static void calls_are_answered_with_the_servers_status_and_body(void **state)
 {
     env_t *e = *state;
-    start_server(e, 0, NULL);
     mc_rpc_bconn_t c;
-    mc_rpc_bconn_init(&c, NULL);
-    mc_rpc_bconn_target(&c, "127.0.0.1", (uint16_t)e->port);
-    mc_buf_t resp = MC_BUF_INIT, want = MC_BUF_INIT;
+    serve_one(e, &c);
+    mc_buf_t resp = MC_BUF_INIT;
     for (int i = 0; i < 100; i++) {
         assert_int_equal(call(&c, MC_RPC_ECHO, "hello", &resp, CALL_US), MC_OK);
-        body_str(&want, "hello");
-        assert_int_equal(mc_buf_used(&resp), mc_buf_used(&want));
-        assert_memory_equal(mc_buf_head(&resp), mc_buf_head(&want), mc_buf_used(&want));
+        assert_echo(&resp, "hello");
     }
     assert_int_equal(call(&c, MC_RPC_ECHO, "fail", &resp, CALL_US), MC_ERR_OBJECT_NOT_FOUND);
     assert_int_equal(call(&c, MC_RPC_ECHO, "again", NULL, CALL_US), MC_OK);
@@ -157,7 +167,6 @@ static void calls_are_answered_with_the_servers_status_and_body(void **state)
     assert_int_equal(call(&c, 60000, "x", NULL, CALL_US), MC_ERR_NO_METHOD);
     mc_rpc_bconn_fini(&c);
     mc_buf_fini(&resp);
-    mc_buf_fini(&want);
     stop_server(e);
 }
 
@@ -165,11 +174,8 @@ static void
 a_server_restarted_between_calls_is_called_again_and_one_down_fails_at_once(void **state)
 {
     env_t *e = *state;
-    start_server(e, 0, NULL);
-    unsigned port = e->port;
     mc_rpc_bconn_t c;
-    mc_rpc_bconn_init(&c, NULL);
-    mc_rpc_bconn_target(&c, "127.0.0.1", (uint16_t)port);
+    unsigned port = serve_one(e, &c);
     assert_int_equal(call(&c, MC_RPC_ECHO, "one", NULL, CALL_US), MC_OK);
     /* down: the call says so at once (nobody listens) */
     stop_server(e);
@@ -195,23 +201,18 @@ a_server_restarted_between_calls_is_called_again_and_one_down_fails_at_once(void
 static void a_late_answer_is_never_taken_for_the_next_calls(void **state)
 {
     env_t *e = *state;
-    start_server(e, 0, NULL);
     mc_rpc_bconn_t c;
-    mc_rpc_bconn_init(&c, NULL);
-    mc_rpc_bconn_target(&c, "127.0.0.1", (uint16_t)e->port);
+    serve_one(e, &c);
     uint64_t t0 = mc_now_us();
     assert_int_equal(call(&c, MC_RPC_ECHO_SLOW, "held", NULL, 200000), MC_ERR_RPC_TIMEOUT);
     uint64_t dt = mc_now_us() - t0;
     assert_true(dt >= 200000 && dt < 200000 + 1000000 * SLOW);
     /* the server answers now, late; the next call gets its own answer */
     mc_rpc_run_on(mc_reactor_group_get(e->g, 0), release_held, NULL);
-    mc_buf_t resp = MC_BUF_INIT, want = MC_BUF_INIT;
+    mc_buf_t resp = MC_BUF_INIT;
     assert_int_equal(call(&c, MC_RPC_ECHO, "fresh", &resp, CALL_US), MC_OK);
-    body_str(&want, "fresh");
-    assert_int_equal(mc_buf_used(&resp), mc_buf_used(&want));
-    assert_memory_equal(mc_buf_head(&resp), mc_buf_head(&want), mc_buf_used(&want));
+    assert_echo(&resp, "fresh");
     mc_buf_fini(&resp);
-    mc_buf_fini(&want);
     mc_rpc_bconn_fini(&c);
     stop_server(e);
 }
@@ -219,11 +220,8 @@ static void a_late_answer_is_never_taken_for_the_next_calls(void **state)
 static void a_new_target_is_called_from_the_next_call_on(void **state)
 {
     env_t *e = *state;
-    start_server(e, 0, NULL);
-    unsigned first = e->port;
     mc_rpc_bconn_t c;
-    mc_rpc_bconn_init(&c, NULL);
-    mc_rpc_bconn_target(&c, "127.0.0.1", (uint16_t)first);
+    unsigned first = serve_one(e, &c);
     assert_int_equal(call(&c, MC_RPC_ECHO, "a", NULL, CALL_US), MC_OK);
     /* a port nobody listens on */
     unsigned other = test_free_port();
@@ -245,12 +243,9 @@ static void the_handshake_admits_the_right_key_only(void **state)
     assert_int_equal(mc_auth_key_from("another secret of 32 bytes......", 32, &other), MC_OK);
     start_server(e, 0, &k);
     mc_rpc_bconn_t right, wrong, none;
-    mc_rpc_bconn_init(&right, &k);
-    mc_rpc_bconn_init(&wrong, &other);
-    mc_rpc_bconn_init(&none, NULL);
-    mc_rpc_bconn_target(&right, "127.0.0.1", (uint16_t)e->port);
-    mc_rpc_bconn_target(&wrong, "127.0.0.1", (uint16_t)e->port);
-    mc_rpc_bconn_target(&none, "127.0.0.1", (uint16_t)e->port);
+    conn_open(e, &right, &k);
+    conn_open(e, &wrong, &other);
+    conn_open(e, &none, NULL);
     int before = atomic_load(&handled);
     assert_int_equal(call(&right, MC_RPC_ECHO, "in", NULL, CALL_US), MC_OK);
     assert_int_equal(call(&right, MC_RPC_ECHO, "in again", NULL, CALL_US), MC_OK);
@@ -265,8 +260,7 @@ static void the_handshake_admits_the_right_key_only(void **state)
     stop_server(e);
     /* a key, and a server without one */
     start_server(e, 0, NULL);
-    mc_rpc_bconn_init(&right, &k);
-    mc_rpc_bconn_target(&right, "127.0.0.1", (uint16_t)e->port);
+    conn_open(e, &right, &k);
     assert_int_equal(call(&right, MC_RPC_ECHO, "x", NULL, CALL_US), MC_ERR_REJECT_HANDSHAKE);
     mc_rpc_bconn_fini(&right);
     stop_server(e);

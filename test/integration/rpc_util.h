@@ -1,8 +1,9 @@
 /*
  * rpc_util.h - the RPC tests' shared client side (rpc_echo_test,
- * master_rpc_test, rpc_auth_test, auth_ports_test):
+ * master_rpc_test, rpc_auth_test, auth_ports_test, rpc_bconn_test):
  *
  *  - a pool of RPC clients on a group of two client reactors;
+ *  - an in-process server on one reactor with the test's handlers;
  *  - raw sockets that send what the client library never would: bytes
  *    (and whether the server hangs up), frames with any header, the client
  *    side of the authentication handshake done by hand; one response frame
@@ -63,6 +64,41 @@ static inline void rt_clients_destroy(mc_reactor_group_t *g, mc_rpc_client_t **c
         mc_rpc_client_destroy(cli[i]);
     mc_reactor_group_destroy(g);
 }
+
+/* ------------------------------------------------------ in-process server */
+
+typedef struct rt_method {
+    uint16_t method;
+    mc_rpc_handler_t fn;
+} rt_method_t;
+
+/* A server on reactor r at 127.0.0.1:port (0: a free one; mc_rpc_server_port
+ * says which) with key (NULL: none) serving the n methods m (ctx NULL),
+ * started. A port given again (a restart) may still be held by the old
+ * socket for a moment: the start is retried for up to a second. */
+static inline mc_rpc_server_t *rt_server_start(mc_reactor_t *r, unsigned port,
+                                               const mc_auth_key_t *key, const rt_method_t *m,
+                                               size_t n)
+{
+    mc_reactor_t *rs[1] = {r};
+    mc_rpc_server_opts_t so;
+    mc_rpc_server_opts_init(&so);
+    so.bind_addr = "127.0.0.1";
+    so.port = (uint16_t)port;
+    so.auth_key = key;
+    mc_rpc_server_t *s = NULL;
+    assert_int_equal(mc_rpc_server_create(rs, 1, &so, &s), MC_OK);
+    for (size_t i = 0; i < n; i++)
+        assert_int_equal(mc_rpc_server_register(s, m[i].method, m[i].fn, NULL), MC_OK);
+    mc_status_t st = MC_ERR_SOCKET;
+    for (int i = 0; i < 50 && st != MC_OK; i++)
+        if ((st = mc_rpc_server_start(s)) != MC_OK)
+            usleep(20000);
+    assert_int_equal(st, MC_OK);
+    return s;
+}
+
+/* ------------------------------------------------------------- waiting */
 
 /* 1 once *v reaches want, 0 when it has not after timeout_ms of 5 ms sleeps
  * (longer on a loaded machine: the sleeps are counted, not the clock). */

@@ -742,17 +742,8 @@ static void four_threads_put_and_get_concurrently(void **state)
  * "started <status>", then hang until killed, never finishing the put. */
 static int zombie_main(unsigned port, const char *key)
 {
-    mc_reactor_group_opts_t go;
-    mc_reactor_group_opts_init(&go);
-    go.count = 1;
-    mc_reactor_group_t *g;
-    if (mc_reactor_group_create(&go, &g) != MC_OK)
-        return 1;
-    mc_rpc_client_opts_t o;
-    mc_rpc_client_opts_init(&o);
-    o.port = (uint16_t)port;
-    mc_rpc_client_t *c;
-    if (mc_rpc_client_create(mc_reactor_group_get(g, 0), &o, &c) != MC_OK)
+    tc_rpc_t c;
+    if (tc_rpc_open(&c, port) != 0)
         return 1;
     mc_buf_t body = MC_BUF_INIT, resp = MC_BUF_INIT;
     mc_mp_writer_t w;
@@ -761,8 +752,7 @@ static int zombie_main(unsigned port, const char *key)
     mc_master_put_cfg_init(&cfg);
     mc_uuid_t id = {0x2b2b2b2b, (uint64_t)getpid()};
     mc_mcli_put_start(&w, id, key, strlen(key), 4 * MIB, &cfg);
-    mc_status_t st = mc_rpc_call_sync(c, MC_RPC_PUT_START, mc_buf_head(&body), mc_buf_used(&body),
-                                      3000000, &resp);
+    mc_status_t st = tc_rpc_call(&c, MC_RPC_PUT_START, &body, 3000000, &resp);
     printf("started %d\n", (int)st);
     fflush(stdout);
     for (;;)

@@ -985,17 +985,8 @@ static void with_ha_a_new_leader_serves_objects_evicted_to_files_and_deletes_the
 /* The master's answer to a PutStart sent by hand (no PutEnd follows). */
 static mc_status_t raw_put_start(unsigned port, const char *key, uint64_t size)
 {
-    mc_reactor_group_opts_t go;
-    mc_reactor_group_opts_init(&go);
-    go.count = 1;
-    mc_reactor_group_t *g;
-    assert_int_equal(mc_reactor_group_create(&go, &g), MC_OK);
-    mc_rpc_client_opts_t ro;
-    mc_rpc_client_opts_init(&ro);
-    ro.host = "127.0.0.1";
-    ro.port = (uint16_t)port;
-    mc_rpc_client_t *c;
-    assert_int_equal(mc_rpc_client_create(mc_reactor_group_get(g, 0), &ro, &c), MC_OK);
+    tc_rpc_t c;
+    assert_int_equal(tc_rpc_open(&c, port), 0);
     mc_buf_t body = MC_BUF_INIT, resp = MC_BUF_INIT;
     mc_mp_writer_t w;
     mc_mp_writer_init(&w, &body);
@@ -1003,12 +994,10 @@ static mc_status_t raw_put_start(unsigned port, const char *key, uint64_t size)
     mc_master_put_cfg_init(&cfg);
     mc_uuid_t who = {0x5eed, 0x77};
     mc_mcli_put_start(&w, who, key, strlen(key), size, &cfg);
-    mc_status_t st = mc_rpc_call_sync(c, MC_RPC_PUT_START, mc_buf_head(&body), mc_buf_used(&body),
-                                      3000000 * SLOW, &resp);
+    mc_status_t st = tc_rpc_call(&c, MC_RPC_PUT_START, &body, 3000000 * SLOW, &resp);
     mc_buf_fini(&body);
     mc_buf_fini(&resp);
-    mc_rpc_client_destroy(c);
-    mc_reactor_group_destroy(g);
+    tc_rpc_close(&c);
     return st;
 }
 
