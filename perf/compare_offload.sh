@@ -17,7 +17,10 @@
 #    offloaded object is synced before it is answered), total OBJECTS x SIZE;
 #    and fio without fsync.
 #    The node's load stages (mooncake_store_offload_load_stage_seconds on its
-#    HTTP port) are printed as means per object for each read row.
+#    HTTP port) are printed as means per object for each read row, and so
+#    are the reader's (mooncake_store_get_load_stage_seconds, written by
+#    `tier_bench get --stages`): its call, the master's hold (the node's
+#    load inside), the transfer out of the node's segment.
 # 2. Reads of objects only on the node's disk: more puts push every object
 #    of step 1 out of memory, the node is restarted (it reports its files:
 #    every object is LOCAL_DISK only, memory empty), then for each queue
@@ -133,14 +136,35 @@ stage_sums() { # "sum_s count" of each load stage on the node, in stage order
             match($1, /stage="[a-z]*"/); st = substr($1, RSTART + 7, RLENGTH - 8)
             if ($1 ~ /_sum\{/) sum[st] = $2; else cnt[st] = $2
         }
-        END { n = split("handoff open read verify answer", o, " ")
+        END { n = split("handoff open read verify answer first", o, " ")
               for (i = 1; i <= n; i++) printf "%s %s ", sum[o[i]] + 0, cnt[o[i]] + 0; print "" }'
 }
 stage_means() { # BEFORE AFTER (stage_sums): mean µs per load of each stage
     awk -v a="$1" -v b="$2" 'BEGIN { n = split(a, x, " "); split(b, y, " ")
-        split("handoff open read verify answer", o, " ")
+        split("handoff open read verify answer first", o, " ")
         for (i = 1; i < n; i += 2) { c = y[i + 1] - x[i + 1]
             printf "%s %.0f  ", o[(i + 1) / 2], (c > 0 ? (y[i] - x[i]) * 1e6 / c : 0) } }'
+}
+rstage_sums() { # FILE (tier_bench --stages) [SUMS]: SUMS plus the reader's "sum_s count" by stage
+    awk -v acc="${2:-}" '
+        /^mooncake_store_get_load_stage_seconds_(sum|count)\{/ {
+            match($1, /stage="[a-z]*"/); st = substr($1, RSTART + 7, RLENGTH - 8)
+            if ($1 ~ /_sum\{/) sum[st] = $2; else cnt[st] = $2
+        }
+        END { n = split("submit call held prepare transfer finish", o, " "); split(acc, a, " ")
+              for (i = 1; i <= n; i++) printf "%s %s ", sum[o[i]] + a[2 * i - 1], cnt[o[i]] + a[2 * i]
+              print "" }' "$1"
+}
+rstage_means() { # SUMS (rstage_sums) NODE_BEFORE NODE_AFTER (stage_sums) GET_US: mean µs per get of
+    # each reader stage, and the get less the node's load (handoff .. answer): all that is outside it
+    awk -v a="$1" -v x0="$2" -v x1="$3" -v g="$4" 'BEGIN { n = split(a, x, " ")
+        split("submit call held prepare transfer finish", o, " ")
+        for (i = 1; i < n; i += 2) { m[o[(i + 1) / 2]] = x[i + 1] > 0 ? x[i] * 1e6 / x[i + 1] : 0
+            printf "%s %.0f  ", o[(i + 1) / 2], m[o[(i + 1) / 2]] }
+        k = split(x0, p, " "); split(x1, q, " "); node = 0
+        for (i = 1; i < k && i < 10; i += 2) # handoff .. answer (first is inside read)
+            if (q[i + 1] > p[i + 1]) node += (q[i] - p[i]) * 1e6 / (q[i + 1] - p[i + 1])
+        printf "| get - node %.0f", g - node }'
 }
 wait_idle() { # the node answered every request
     for _ in $(seq 600); do
@@ -178,6 +202,7 @@ med() { printf '%s\n' "$@" | sort -g | awk '{a[NR] = $1} END {print a[int((NR + 
 rows=()
 objrows=()
 stages=()
+rstages=()
 for mode in direct buffered; do
     rseg=${READ_SEGMENT:-160MiB}
     if [ "$mode" = direct ]; then start_node "$rseg"; else start_node "$rseg" --set store.offload_buffered_io=true; fi
@@ -192,10 +217,19 @@ for mode in direct buffered; do
         done
         objlist=$(find "$root/objs" -type l | sort | paste -sd:)
         st0=$(stage_sums)
+        rst=
+        rpart=0
         for r in $(seq "$rounds"); do
             l0=$(metric master_offload_loads_total)
+            rm -f "$root/rstages"
             g=$("$b/tier_bench" get --master 127.0.0.1:$rpc -n "$n" --size "$size" --prefix off \
-                --rounds 1 --depth "$d" 2>>"$root/bench.log" | awk -F, '/^csv/ {print $7 " " $8}') || true
+                --rounds 1 --depth "$d" --stages "$root/rstages" 2>>"$root/bench.log" |
+                awk -F, '/^csv/ {print $7 " " $8}') || true
+            if [ -s "$root/rstages" ]; then
+                rst=$(rstage_sums "$root/rstages" "$rst")
+                rpart=$((rpart + $(awk '$1 == "mooncake_store_get_load_partial_bytes_total" {v = $2} END {print v + 0}' \
+                    "$root/rstages")))
+            fi
             if [ -z "$g" ]; then
                 echo "tier_bench get failed ($mode, depth $d):" >&2
                 tail -5 "$root/bench.log" >&2
@@ -217,8 +251,12 @@ for mode in direct buffered; do
         done
         ms=$(med "${S[@]}"); mf=$(med "${F[@]}")
         st1=$(stage_sums)
-        stages+=("$(printf '%-9s %5s  get %.0f (median round)  %s' "$mode" "$d" \
-            "$(echo "$bytes_each / $ms / 1000" | bc -l)" "$(stage_means "$st0" "$st1")")")
+        get_us=$(echo "$bytes_each / $ms / 1000" | bc -l)
+        stages+=("$(printf '%-9s %5s  get %.0f (median round)  %s' "$mode" "$d" "$get_us" \
+            "$(stage_means "$st0" "$st1")")")
+        rstages+=("$(printf '%-9s %5s  %s | copied early %s KiB/get' "$mode" "$d" \
+            "$(rstage_means "$rst" "$st0" "$st1" "$get_us")" \
+            "$(echo "$rst" | awk -v p="$rpart" '{ printf "%.0f", ($6 > 0 ? p / 1024 / $6 : 0) }')")")
         declare -a Q=()
         for i in "${!S[@]}"; do Q+=("$(echo "${S[$i]} / ${F[$i]}" | bc -l)"); done
         mq=$(med "${Q[@]}")
@@ -262,5 +300,13 @@ printf '\nwhere a get of a disk-only object spends its time, µs per object (get
 printf 'median round; the node'"'"'s load stages, means over the rounds: handoff = the master'"'"'s answer to\n'
 printf 'the node'"'"'s worker, open = file and header, read = io_uring and the device (the pieces before\n'
 printf 'the last are hashed meanwhile), verify = the checksum left once the last piece is in, answer = to\n'
-printf 'the master; the rest of get: the reader'"'"'s RPC, the master, the copy to the reader)\n'
+printf 'the master; first = inside read, to the first piece in (what a copy out could overlap); the\n'
+printf 'rest of get: the reader'"'"'s side, in the next table)\n'
 printf '%s\n' "${stages[@]}"
+printf '\nthe same gets on the reader, µs per get, means over the rounds (submit = to the call that got\n'
+printf 'the load (with progressive loads: the copies made while the node read), call = its round\n'
+printf 'trip less the master'"'"'s hold, held = the master held it (the node'"'"'s load is inside), prepare = to the\n'
+printf 'transfer, transfer = the copy out of the node'"'"'s segment after the load'"'"'s answer, finish = to\n'
+printf 'the callback; get - node = the median round'"'"'s get less the node'"'"'s load stages: all outside the\n'
+printf 'node'"'"'s load; copied early = bytes copied while the node was still reading: progressive loads)\n'
+printf '%s\n' "${rstages[@]}"

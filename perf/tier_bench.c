@@ -32,7 +32,9 @@
 
 #include "mooncake/store.h"
 #include "perf/bench_opt.h"
+#include "store/node_http.h"
 #include "store/tier.h"
+#include "util/buf.h"
 #include "util/conf.h"
 #include "util/hash.h"
 #include "util/log.h"
@@ -42,7 +44,7 @@
 /* A size in the configuration's syntax (4096, 4M, 4MiB); 0 when it is not one. */
 /* The command line after the mode (perf/bench_opt.h). */
 typedef struct cli {
-    char *master, *dir, *prefix;
+    char *master, *dir, *prefix, *stages;
     uint64_t n, size, rounds, depth;
 } cli_t;
 
@@ -57,6 +59,9 @@ static const mc_conf_key_t cli_rows[] = {
                 "get: gets kept in flight (queue depth)"),
     MC_CONF_ROW(cli_t, prefix, "prefix", MC_CONF_STRING, "tb", 0, 0,
                 "keys are PREFIX/<i> (perf/compare_offload.sh uses two sets)"),
+    MC_CONF_ROW(cli_t, stages, "stages", MC_CONF_STRING, "", 0, 0,
+                "get: write the reader's stages of disk-only gets to this file at the end "
+                "(mooncake_store_get_load_stage_seconds, Prometheus text)"),
 };
 
 static void fill(uint8_t *p, size_t n, uint64_t seed)
@@ -276,6 +281,18 @@ int main(int argc, char **argv)
                    (unsigned long long)size, r, gbs, lease_retries);
             printf("csv,tier_bench,get,%llu,%u,%u,%.4f,%u\n", (unsigned long long)size, n, r, gbs,
                    lease_retries);
+        }
+        if (o.stages[0] != '\0') {
+            mc_buf_t b = MC_BUF_INIT;
+            mc_node_get_load_stages(s, &b);
+            FILE *f = fopen(o.stages, "w");
+            int bad =
+                f == NULL || fwrite(mc_buf_head(&b), 1, mc_buf_used(&b), f) != mc_buf_used(&b);
+            if ((f != NULL && fclose(f) != 0) || bad) {
+                fprintf(stderr, "tier_bench: cannot write %s\n", o.stages);
+                return 1;
+            }
+            mc_buf_fini(&b);
         }
     } else {
         fprintf(stderr, "tier_bench: unknown mode '%s'\n", mode);

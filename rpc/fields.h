@@ -112,6 +112,12 @@ enum mc_proto_field {
                            load of a disk-only object is done) */
     MC_F_HELD_US = 131, /* uint: how long the master held the answer (the lease in it starts
                            that much after the call arrived) */
+    MC_F_LOADED = 132,  /* uint: OFFLOAD_PROGRESS: bytes from the start of the object loaded so
+                           far; in the answer to a held GET_REPLICA_LIST / OFFLOAD_LOAD that gave
+                           HAVE: the load is in flight, its range (the replica, PROCESSING) holds
+                           LOADED bytes (not verified: copy them, then ask again with HAVE) */
+    MC_F_HAVE = 133,    /* uint: GET_REPLICA_LIST / OFFLOAD_LOAD with WAIT_US: the reader takes
+                           partial answers (LOADED) and has copied HAVE bytes of the load */
 };
 
 #endif /* MC_RPC_FIELDS_H */

@@ -71,6 +71,10 @@ enum mc_rpc_method {
     MC_RPC_OFFLOAD_DONE_BATCH = 137, /* {CLIENT_ID, SEGMENT_ID, KEYS, SIZES} -> {STATUSES}: each
                                         file as OFFLOAD_DONE with STATUS OK would be; one
                                         answer, durable once */
+    /* node-local offload: progressive loads (a reader copies what is in while the rest is read) */
+    MC_RPC_OFFLOAD_PROGRESS = 138, /* {CLIENT_ID, SEGMENT_ID, KEY, SIZE, LOADED} -> {}: a LOAD in
+                                      flight has its first LOADED bytes in the node's segment
+                                      (not verified yet) */
 
     /* transfer engine (transport/): descriptor and TCP data */
     MC_RPC_TE_DESC = 400,  /* {} -> {NAME, HOST, PORT, PROTOCOLS, BUFFERS} */

@@ -21,6 +21,7 @@
  * copy, as on r0.
  */
 #include <assert.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -81,6 +82,17 @@ typedef struct get_op {
     int disk;               /* the object has a DISK replica (and this client reads the tier) */
     uint64_t load_until_us; /* LOCAL_DISK only: give up waiting for the load then */
     uint64_t got;           /* tier read: the file's data size */
+    /* stage times (µs) of a get whose answer was held for a load (held_us > 0):
+     * submitted, the last call left, its answer in, the transfer submitted and done */
+    uint64_t t_submit_us, t_call_us, t_listed_us, t_xfer_us, t_xfer_end_us, held_us;
+    /* a progressive load (the master's answer gave READY): the range being
+     * loaded (prep) is copied up to ready while its node reads the rest; the
+     * get returns only after the load's final answer (verified) */
+    int partial;                   /* the last answer was a partial one */
+    int no_partial;                /* a partial copy failed: wait for the whole load */
+    uint64_t ready;                /* bytes of prep in (that answer) */
+    uint64_t have;                 /* bytes of prep copied into buf */
+    mc_master_replica_desc_t prep; /* the range being loaded */
     int64_t result;
     mc_status_t err; /* the get failed (G_DONE reports it) */
 } get_op_t;
@@ -99,10 +111,35 @@ static const char *endpoint(const mc_master_replica_desc_t *d)
     return d->te_endpoint[0] != '\0' ? d->te_endpoint : d->segment_name;
 }
 
+const char *const store_gls_names[STORE_GLS_N] = {"submit",  "call",     "held",
+                                                  "prepare", "transfer", "finish"};
+
+/* A get whose final answer the master held for a load: its stages
+ * (STORE_GLS_*). No transfer after that answer (every byte was copied while
+ * the load was in flight, or the replica is in our own segment): prepare
+ * and transfer 0. */
+static void get_load_stages(get_op_t *op)
+{
+    mc_prom_hist_t *g = op->h.s->get_load_stage;
+    uint64_t now = mc_now_us(), rtt = op->t_listed_us - op->t_call_us;
+    if (op->held_us == 0 || op->t_listed_us == 0)
+        return;
+    int xfer = op->t_xfer_us != 0 && op->t_xfer_end_us >= op->t_xfer_us;
+    uint64_t t_in = xfer ? op->t_xfer_end_us : op->t_listed_us;
+    mc_prom_hist_observe_us(&g[STORE_GLS_SUBMIT], op->t_call_us - op->t_submit_us);
+    mc_prom_hist_observe_us(&g[STORE_GLS_CALL], rtt > op->held_us ? rtt - op->held_us : 0);
+    mc_prom_hist_observe_us(&g[STORE_GLS_HELD], op->held_us);
+    mc_prom_hist_observe_us(&g[STORE_GLS_PREPARE], xfer ? op->t_xfer_us - op->t_listed_us : 0);
+    mc_prom_hist_observe_us(&g[STORE_GLS_TRANSFER], xfer ? op->t_xfer_end_us - op->t_xfer_us : 0);
+    mc_prom_hist_observe_us(&g[STORE_GLS_FINISH], now > t_in ? now - t_in : 0);
+}
+
 static void get_finish(store_op_t *h, mc_status_t st)
 {
     get_op_t *op = (get_op_t *)h;
     mc_store_t *s = h->s;
+    if (st == MC_OK)
+        get_load_stages(op);
     store_stage_put(s, h);
     if (h->batch != NULL && mc_te_batch_free(h->batch) != MC_OK)
         MC_ERROR(CLIENT, "get: transfer batch still busy at the end (leaked)");
@@ -187,18 +224,25 @@ static get_state_t get_list(get_op_t *op)
     mc_mp_writer_t *w = mc_rpc_call_begin(s->mcli);
     mc_mcli_key(w, op->key, op->klen);
     mc_status_t st = mc_rpc_call_add_uint(s->mcli, MC_F_WAIT_US, load_wait_us(s));
-    op->t_sent_us = mc_now_us();
+    if (st == MC_OK && !op->no_partial)
+        st = mc_rpc_call_add_uint(s->mcli, MC_F_HAVE, op->have);
+    op->t_sent_us = op->t_call_us = mc_now_us();
     if (st == MC_OK)
         st = store_rpc_end(&op->h, MC_RPC_GET_REPLICA_LIST, get_decode_load);
     return st == MC_INPROGRESS ? G_WAIT_LIST /* waiting: the master */ : get_fail(op, st);
 }
 
 /* The replicas are in: the order to try them, the size, the window. */
+static get_state_t get_partial(get_op_t *op);
+
 static get_state_t get_listed(get_op_t *op)
 {
     mc_store_t *s = op->h.s;
     if (op->h.wait_st != MC_OK)
         return get_fail(op, op->h.wait_st);
+    if (op->partial)
+        return get_partial(op);
+    op->t_xfer_us = op->t_xfer_end_us = 0; /* the transfer stage: after the final answer */
     op->norder = order_reps(s, op->rep, op->nrep, op->order);
     const mc_master_replica_desc_t *dk = disk_rep(s, op->rep, op->nrep);
     op->disk = dk != NULL;
@@ -232,7 +276,60 @@ static get_state_t get_listed(get_op_t *op)
     op->direct = store_direct_ok(s, op->buf, op->size);
     op->win = op->direct ? op->size : store_stage_window(s, op->size);
     op->last_err = MC_ERR_TRANSFER_FAIL;
+    op->off = 0;
+    if (op->have > 0 && op->norder > 0) {
+        /* the load is answered: the bytes copied while it was read are the
+         * ones its checksum just verified, if it is that very range */
+        const mc_master_replica_desc_t *f = &op->rep[op->order[0]];
+        if (f->address == op->prep.address && f->size == op->prep.size &&
+            strcmp(endpoint(f), endpoint(&op->prep)) == 0 && op->have <= op->size)
+            op->off = op->have;
+        if (op->off == op->size)
+            return G_NEXT; /* every byte copied already: the lease check, done */
+    }
     return G_PICK;
+}
+
+/* A partial copy failed, or the answer is not one to copy from: wait for the
+ * whole load and read it from the start. */
+static get_state_t partial_off(get_op_t *op)
+{
+    op->partial = 0;
+    op->no_partial = 1;
+    op->have = 0;
+    op->off = 0;
+    return G_LOAD;
+}
+
+/* A partial answer: the node is still reading the object into the range
+ * listed (PROCESSING); its first `ready` bytes are in (not verified yet).
+ * Copy those after the ones we have, then ask again (HAVE): the rest, or
+ * the final answer. Nothing is returned before that final answer. */
+static get_state_t get_partial(get_op_t *op)
+{
+    mc_store_t *s = op->h.s;
+    const mc_master_replica_desc_t *d = &op->rep[0];
+    if (op->nrep != 1 || d->kind != MC_MASTER_REPLICA_MEMORY || op->ready > d->size ||
+        d->size > op->len || op->ranged || strcmp(endpoint(d), mc_te_local_name(s->te)) == 0 ||
+        !store_direct_ok(s, op->buf, d->size))
+        return partial_off(op); /* odd, ours, or staged: the whole load */
+    if (op->have > 0 &&
+        (d->address != op->prep.address || strcmp(endpoint(d), endpoint(&op->prep)) != 0))
+        op->have = 0; /* another range: from its start */
+    op->prep = *d;
+    op->size = d->size;
+    op->off = op->have;
+    if (op->ready <= op->off) {
+        op->partial = 0;
+        return G_LOAD;
+    }
+    op->direct = 1;
+    op->win = op->size;
+    op->cur = 0;
+    mc_status_t st = store_peer_resolve(s, &op->h, endpoint(d), &op->seg);
+    if (st == MC_INPROGRESS)
+        return G_WAIT_PEER; /* waiting: the segment open (peer_open_cb steps us) */
+    return st == MC_OK ? G_STAGE : partial_off(op);
 }
 
 /* A replica on our own segment: copy it (a sync get leaves the copy to its
@@ -297,6 +394,8 @@ static get_state_t get_pick(get_op_t *op)
 
 static get_state_t get_peer_opened(get_op_t *op)
 {
+    if (op->h.wait_st != MC_OK && op->partial)
+        return partial_off(op);
     if (op->h.wait_st != MC_OK) {
         MC_WARN(CLIENT, "get: cannot open segment '%s': %s; trying the next replica",
                 endpoint(&op->rep[op->cur]), mc_status_str(op->h.wait_st));
@@ -326,7 +425,8 @@ static get_state_t get_fetch(get_op_t *op)
 {
     store_op_t *h = &op->h;
     const mc_master_replica_desc_t *d = &op->rep[op->cur];
-    op->plen = op->size - op->off < op->win ? op->size - op->off : op->win;
+    uint64_t end = op->partial ? op->ready : op->size; /* partial: what is in */
+    op->plen = end - op->off < op->win ? end - op->off : op->win;
     mc_te_request_t req = {.opcode = MC_TE_READ,
                            .local = op->direct ? op->buf + op->off : h->stage,
                            .segment = op->seg,
@@ -337,6 +437,8 @@ static get_state_t get_fetch(get_op_t *op)
             op->refreshed |= 1u << op->cur;
             return G_WAIT_REFRESH; /* waiting: the refresh (refresh_cb steps us) */
         }
+        if (op->partial)
+            return partial_off(op);
         MC_WARN(CLIENT,
                 "get: replica 0x%llx+%llu is outside the buffers of segment '%s'; trying the "
                 "next replica",
@@ -344,7 +446,11 @@ static get_state_t get_fetch(get_op_t *op)
         op->last_err = MC_ERR_TRANSFER_FAIL;
         return G_PICK;
     }
+    if (op->t_xfer_us == 0)
+        op->t_xfer_us = mc_now_us();
     mc_status_t st = store_xfer_submit(h, &req, 1);
+    if (st != MC_OK && op->partial)
+        return st == MC_ERR_CANCELED ? get_fail(op, st) : partial_off(op);
     if (st != MC_OK) {
         op->last_err = st == MC_ERR_CANCELED ? st : MC_ERR_TRANSFER_FAIL;
         return G_PICK;
@@ -361,6 +467,11 @@ static get_state_t get_refreshed(get_op_t *op)
 static get_state_t get_read(get_op_t *op)
 {
     store_op_t *h = &op->h;
+    if (h->wait_st != MC_OK && op->partial) {
+        MC_INFO(CLIENT, "get: copying a load in flight from '%s' failed: %s; waiting for the load",
+                endpoint(&op->rep[op->cur]), mc_status_str(h->wait_st));
+        return h->wait_st == MC_ERR_CANCELED ? get_fail(op, h->wait_st) : partial_off(op);
+    }
     if (h->wait_st != MC_OK) {
         MC_WARN(CLIENT, "get: reading from segment '%s' failed: %s; trying the next replica",
                 endpoint(&op->rep[op->cur]), mc_status_str(h->wait_st));
@@ -372,13 +483,24 @@ static get_state_t get_read(get_op_t *op)
         store_peer_note(h->s, endpoint(&op->rep[op->cur]), 0);
     if (!op->direct)
         memcpy(op->buf + op->off, h->stage, op->plen);
+    if (op->partial)
+        atomic_fetch_add_explicit(&h->s->get_load_partial_bytes, op->plen, memory_order_relaxed);
     op->off += op->plen;
+    if (op->off == op->size)
+        op->t_xfer_end_us = mc_now_us();
     return G_NEXT;
 }
 
 /* The next piece, or done (if the lease still holds). */
 static get_state_t get_next(get_op_t *op)
 {
+    if (op->partial) { /* what is in is copied: ask again for the rest */
+        if (op->off < op->ready)
+            return G_SUBMIT;
+        op->have = op->off;
+        op->partial = 0;
+        return G_LOAD;
+    }
     if (op->off < op->size)
         return G_SUBMIT;
     if (lease_over(op)) {
@@ -429,11 +551,19 @@ static uint64_t load_wait_us(const mc_store_t *s)
 static void get_decode_load(store_op_t *h, const mc_rpc_resp_t *resp)
 {
     get_op_t *op = (get_op_t *)h;
-    int64_t held = 0;
+    int64_t held = 0, ready = 0;
     get_decode_list(h, resp);
+    op->t_listed_us = mc_now_us();
+    op->held_us = 0;
+    op->partial = h->wait_st == MC_OK &&
+                  mc_mcli_dec_int(resp->body, resp->body_len, MC_F_LOADED, &ready) == MC_OK &&
+                  ready > 0;
+    op->ready = op->partial ? (uint64_t)ready : 0;
     if (h->wait_st == MC_OK &&
-        mc_mcli_dec_int(resp->body, resp->body_len, MC_F_HELD_US, &held) == MC_OK && held > 0)
+        mc_mcli_dec_int(resp->body, resp->body_len, MC_F_HELD_US, &held) == MC_OK && held > 0) {
         op->t_sent_us += (uint64_t)held; /* the lease starts no earlier than that */
+        op->held_us = (uint64_t)held;
+    }
 }
 
 static get_state_t get_load(get_op_t *op)
@@ -450,7 +580,9 @@ static get_state_t get_load(get_op_t *op)
     mc_mp_writer_t *w = mc_rpc_call_begin(s->mcli);
     mc_mcli_key(w, op->key, op->klen);
     mc_status_t st = mc_rpc_call_add_uint(s->mcli, MC_F_WAIT_US, load_wait_us(s));
-    op->t_sent_us = now;
+    if (st == MC_OK && !op->no_partial)
+        st = mc_rpc_call_add_uint(s->mcli, MC_F_HAVE, op->have);
+    op->t_sent_us = op->t_call_us = now;
     if (st == MC_OK)
         st = store_rpc_end(&op->h, MC_RPC_OFFLOAD_LOAD, get_decode_load);
     return st == MC_INPROGRESS ? G_WAIT_LOAD /* waiting: the master */ : get_fail(op, st);
@@ -555,6 +687,7 @@ static mc_status_t get_submit(mc_store_t *s, const void *key, size_t klen, void 
     op->defer = defer;
     op->cb = cb;
     op->arg = arg;
+    op->t_submit_us = mc_now_us();
     op->h.s = s;
     op->h.step = get_step;
     op->h.fail = get_finish;

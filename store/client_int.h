@@ -38,6 +38,7 @@
 #include "store/offset_alloc.h"
 #include "transport/te.h"
 #include "util/list.h"
+#include "util/prom.h"
 
 #define STORE_MAX_KEY 4096
 #define STORE_MAX_REPLICAS MC_MASTER_MAX_REPLICAS
@@ -79,6 +80,23 @@ typedef enum store_reg {
     STORE_REGISTERED,   /* the master has our segments; pings answer OK */
     STORE_NREG
 } store_reg_t;
+
+/* A get of an object only on a node's disk (the master had the node load
+ * it: its answer said HELD_US), timed by stage on the reader
+ * (mooncake_store_get_load_stage_seconds; client_get.c): where the time
+ * outside the node's own load goes. */
+enum {
+    STORE_GLS_SUBMIT,   /* the get submitted -> the call that got the load left */
+    STORE_GLS_CALL,     /* that call's round trip less the master's hold: the reader's
+                           send and receive, the master's handling of the call */
+    STORE_GLS_HELD,     /* the master held it (HELD_US): asked the node, which loaded
+                           the object, answered (the node's stages are inside) */
+    STORE_GLS_PREPARE,  /* answered -> the transfer submitted (segment, staging) */
+    STORE_GLS_TRANSFER, /* the copy out of the node's segment into the reader's memory */
+    STORE_GLS_FINISH,   /* the bytes in -> the caller's callback */
+    STORE_GLS_N
+};
+extern const char *const store_gls_names[STORE_GLS_N];
 
 /* Peer segment cache entry: name -> transfer-engine handle. r0 only. */
 typedef enum { PEER_OPENING, PEER_OPEN } peer_state_t;
@@ -237,6 +255,9 @@ struct mc_store {
     mc_list_t retry;        /* r0: store_op_t.node of calls waiting to be resent */
     mc_timer_t retry_timer; /* r0 */
     int retry_timer_ok;
+
+    mc_prom_hist_t get_load_stage[STORE_GLS_N]; /* STORE_GLS_*: gets of disk-only objects */
+    _Atomic uint64_t get_load_partial_bytes;    /* copied from loads in flight (client_get.c) */
 };
 
 /* ------------------------------------------------------------ client_op.c */
@@ -263,6 +284,10 @@ typedef struct store_seg_use {
  * serves them); seg_use: the caller's, kept between calls. Any thread, one
  * at a time per seg_use. */
 void store_node_metrics(mc_store_t *s, store_seg_use_t *seg_use, mc_buf_t *b);
+
+/* The reader's family of it alone: mooncake_store_get_load_stage_seconds
+ * (STORE_GLS_*). Any thread. */
+void store_get_load_metrics(mc_store_t *s, mc_buf_t *b);
 
 mc_status_t store_check_key(const void *key, size_t klen);
 

@@ -83,9 +83,12 @@ enum {
                        hash of the pieces before it, done meanwhile) */
     OSTAGE_VERIFY,  /* the checksum left once the last piece is in (its hash) */
     OSTAGE_ANSWER,  /* verified -> OFFLOAD_DONE sent from r0 */
+    OSTAGE_FIRST,   /* inside read: queued -> the first piece in (how much of the read a
+                       copy out could overlap) */
     OSTAGE_N
 };
-static const char *const stage_names[OSTAGE_N] = {"handoff", "open", "read", "verify", "answer"};
+static const char *const stage_names[OSTAGE_N] = {"handoff", "open",   "read",
+                                                  "verify",  "answer", "first"};
 
 /* A file of the directory (this thread only). */
 typedef struct ofile {
@@ -109,8 +112,9 @@ typedef struct opart {
 
 struct oload {
     int busy;
-    /* stage times (µs): the poll's answer came, the load started, its read queued */
-    uint64_t t_ans, t_start, t_queued;
+    /* stage times (µs): the poll's answer came, the load started, its read queued, its
+     * first piece in */
+    uint64_t t_ans, t_start, t_queued, t_first;
     mc_tier_file_t f;
     char key[MC_TIER_KEY_MAX];
     uint32_t klen;
@@ -152,10 +156,12 @@ struct store_offload {
     mc_hmap_t files;
     uint64_t bytes, clock;
     int reported; /* mu: the files of the directory were reported since the last (re)mount */
-    _Atomic int off_logged; /* the worker and the poller log it once */
-    int buffered;           /* offload_buffered_io: never O_DIRECT */
-    int direct_refused;     /* logged: the file system refused O_DIRECT */
-    int no_done_batch;      /* the master has no OFFLOAD_DONE_BATCH: one call per file */
+    _Atomic int off_logged;   /* the worker and the poller log it once */
+    int buffered;             /* offload_buffered_io: never O_DIRECT */
+    int direct_refused;       /* logged: the file system refused O_DIRECT */
+    int no_done_batch;        /* the master has no OFFLOAD_DONE_BATCH: one call per file */
+    _Atomic int no_progress;  /* the master has no OFFLOAD_PROGRESS: loads say nothing until done */
+    uint64_t verify_delay_us; /* $MC_OFFLOAD_VERIFY_DELAY_US (tests): see load_part_done */
     mc_oio_t *io;
     opersist_t *wb;    /* OFFLOAD_WRITE_BATCH: the PERSIST batch (worker) */
     unsigned nwb;      /* written, not synced yet */
@@ -292,7 +298,8 @@ static mc_status_t call_done(store_offload_t *o, const store_seg_t *g, const voi
  * either way; a lost one is voided by the master's offload_timeout). */
 typedef struct done_msg {
     store_offload_t *o;
-    uint64_t t_ver; /* the load was verified (its answer's stage starts) */
+    uint64_t t_ver;  /* the load was verified (its answer's stage starts) */
+    uint16_t method; /* OFFLOAD_DONE, or OFFLOAD_PROGRESS */
     size_t len;
     uint8_t body[];
 } done_msg_t;
@@ -310,6 +317,14 @@ static void done_over(done_msg_t *m)
 static void done_answered(void *arg, const mc_rpc_resp_t *resp)
 {
     done_msg_t *m = arg;
+    if (m->method == MC_RPC_OFFLOAD_PROGRESS) {
+        /* a master that does not know it: loads say nothing until done; any
+         * other failure (the load timed out, ...) is for OFFLOAD_DONE to say */
+        if (resp->status == MC_ERR_NO_METHOD && !atomic_exchange(&m->o->no_progress, 1))
+            MC_INFO(CLIENT, "offload: the master has no progressive loads (OFFLOAD_PROGRESS)");
+        done_over(m);
+        return;
+    }
     if (resp->status != MC_OK && resp->status != MC_ERR_OBJECT_NOT_FOUND &&
         resp->status != MC_ERR_CANCELED)
         MC_WARN(CLIENT,
@@ -326,9 +341,11 @@ static void done_on_r0(mc_reactor_t *r, void *arg, mc_status_t st)
     mc_store_t *s = m->o->s;
     if (st == MC_OK && s->mcli != NULL) {
         uint64_t now = mc_now_us();
-        mc_prom_hist_observe_us(&m->o->stage[OSTAGE_ANSWER], now > m->t_ver ? now - m->t_ver : 0);
-        st = mc_rpc_call(s->mcli, MC_RPC_OFFLOAD_DONE, m->body, m->len, s->cfg.rpc_timeout_us,
-                         done_answered, m);
+        if (m->method == MC_RPC_OFFLOAD_DONE)
+            mc_prom_hist_observe_us(&m->o->stage[OSTAGE_ANSWER],
+                                    now > m->t_ver ? now - m->t_ver : 0);
+        st = mc_rpc_call(s->mcli, m->method, m->body, m->len, s->cfg.rpc_timeout_us, done_answered,
+                         m);
     }
     if (st != MC_INPROGRESS)
         done_over(m);
@@ -347,6 +364,7 @@ static void call_done_async(store_offload_t *o, const store_seg_t *g, const void
     if (m != NULL) {
         m->o = o;
         m->t_ver = t_ver;
+        m->method = MC_RPC_OFFLOAD_DONE;
         m->len = mc_buf_used(&body);
         memcpy(m->body, mc_buf_head(&body), m->len);
         pthread_mutex_lock(&o->mu);
@@ -360,6 +378,41 @@ static void call_done_async(store_offload_t *o, const store_seg_t *g, const void
     mc_buf_fini(&body);
     if (m == NULL)
         call_done(o, g, key, klen, size, result);
+}
+
+/* A LOAD in flight has its first ready bytes in the segment (read, not
+ * verified yet): tell the master, from r0 without waiting, so a reader
+ * waiting for the load copies them while the rest is read. Best effort: a
+ * lost one only means the reader copies them later. */
+static void load_progress(store_offload_t *o, const store_seg_t *g, const char *key, size_t klen,
+                          uint64_t size, uint64_t ready)
+{
+    if (atomic_load(&o->no_progress))
+        return;
+    mc_buf_t body = MC_BUF_INIT;
+    mc_mp_writer_t w;
+    mc_mp_writer_init(&w, &body);
+    head(&w, o->s, g, 3);
+    mc_mp_write_uint(&w, MC_F_KEY);
+    mc_mp_write_bin(&w, key, (uint32_t)klen);
+    mc_mp_write_uint(&w, MC_F_SIZE);
+    mc_mp_write_uint(&w, size);
+    mc_mp_write_uint(&w, MC_F_LOADED);
+    mc_mp_write_uint(&w, ready);
+    done_msg_t *m = w.err == MC_OK ? mc_malloc(sizeof(*m) + mc_buf_used(&body)) : NULL;
+    if (m != NULL) {
+        m->o = o;
+        m->t_ver = 0;
+        m->method = MC_RPC_OFFLOAD_PROGRESS;
+        m->len = mc_buf_used(&body);
+        memcpy(m->body, mc_buf_head(&body), m->len);
+        pthread_mutex_lock(&o->mu);
+        o->dones_out++; /* o outlives it (the worker's end waits for them) */
+        pthread_mutex_unlock(&o->mu);
+        if (mc_reactor_call(o->s->r0, done_on_r0, m) != MC_OK)
+            done_over(m);
+    }
+    mc_buf_fini(&body);
 }
 
 /* ------------------------------------------------------------ startup report */
@@ -620,6 +673,8 @@ static void load_end(store_offload_t *o, const store_seg_t *g, oload_t *l, uint6
         mc_prom_hist_observe_us(&o->stage[OSTAGE_OPEN], l->t_queued - l->t_start);
         mc_prom_hist_observe_us(&o->stage[OSTAGE_READ], t_read - l->t_queued);
         mc_prom_hist_observe_us(&o->stage[OSTAGE_VERIFY], now - t_read);
+        if (l->t_first >= l->t_queued)
+            mc_prom_hist_observe_us(&o->stage[OSTAGE_FIRST], l->t_first - l->t_queued);
     }
     if (st == MC_OK) {
         ofile_t *f = file_find(o, l->key, l->klen, mc_hash64(l->key, l->klen));
@@ -684,15 +739,34 @@ static void load_part_done(void *arg, void *tag, ssize_t res)
     }
     /* the last piece in: the read is over (its hash is the verify stage) */
     uint64_t t_in = l->parts == 1 ? mc_now_us() : 0;
+    if (l->hashed == 0 && l->t_first == 0 && l->part[0].done)
+        l->t_first = mc_now_us();
     /* hash the pieces that are in, in order, while the others are read */
+    unsigned hashed0 = l->hashed;
     while (l->st == MC_OK && !l->redo && l->hashed < l->nparts && l->part[l->hashed].done &&
            l->part[l->hashed].got == l->part[l->hashed].len) {
         opart_t *h = &l->part[l->hashed++];
         mc_hash64_update(&l->hs, l->dst + h->off, h->len);
     }
-    if (--l->parts > 0)
+    if (--l->parts > 0) {
+        if (l->hashed > hashed0 && l->st == MC_OK && !l->redo) {
+            /* the first pieces are in, the rest still read: a waiting reader
+             * may copy them meanwhile (checked once the last is in) */
+            const opart_t *h = &l->part[l->hashed - 1];
+            load_progress(c->o, c->g, l->key, l->klen, l->size, h->off + h->len);
+        }
         return;
+    }
     uint64_t t_read = t_in;
+    if (c->o->verify_delay_us > 0 && l->st == MC_OK && !l->redo && l->hashed > 0) {
+        /* tests ($MC_OFFLOAD_VERIFY_DELAY_US): every piece read is told
+         * before the checksum is checked, which waits that long, so a reader
+         * surely copies bytes of a load not verified yet (and a corrupt one
+         * must still fail its get) */
+        const opart_t *h = &l->part[l->hashed - 1];
+        load_progress(c->o, c->g, l->key, l->klen, l->size, h->off + h->len);
+        usleep((useconds_t)c->o->verify_delay_us);
+    }
     if (l->redo && l->st == MC_OK) {
         t_read = 0; /* read twice: not timed by stage */
         uint64_t got = 0;
@@ -736,6 +810,7 @@ static void load_start(store_offload_t *o, const store_seg_t *g, const char *key
     l->size = size;
     l->got = l->body = 0;
     l->parts = l->nparts = l->hashed = 0;
+    l->t_first = 0;
     l->redo = 0;
     l->st = MC_OK;
     if (off > g->size || size > g->size - off || klen > MC_TIER_KEY_MAX) {
@@ -1075,6 +1150,10 @@ mc_status_t store_offload_open(mc_store_t *s, const char *dir, uint64_t quota,
     o->lock_fd = -1;
     o->quota = quota;
     o->buffered = buffered;
+    const char *vd = getenv("MC_OFFLOAD_VERIFY_DELAY_US");
+    o->verify_delay_us = vd != NULL ? strtoull(vd, NULL, 10) : 0;
+    if (o->verify_delay_us > 2000000)
+        o->verify_delay_us = 2000000;
     snprintf(o->dir, sizeof(o->dir), "%s", dir);
     mc_status_t st = mc_hmap_init(&o->files, 1024);
     if (st != MC_OK) {
@@ -1201,7 +1280,8 @@ void store_offload_metrics(mc_store_t *s, mc_buf_t *b)
                  "Time of this node's loads (disk-only objects read for readers) by stage: "
                  "handoff (the master's answer to the worker), open (the file and its header), "
                  "read (io_uring, the device, and the hash of the pieces read before the last), "
-                 "verify (the checksum left once the last piece is in), answer (to the master).");
+                 "verify (the checksum left once the last piece is in), answer (to the master); "
+                 "first (inside read: to the first piece in).");
     char lab[32];
     for (unsigned i = 0; i < OSTAGE_N; i++) {
         snprintf(lab, sizeof(lab), "stage=\"%s\"", stage_names[i]);

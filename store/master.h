@@ -900,6 +900,25 @@ mc_status_t mc_master_offload_list(mc_master_t *m, const char *key, size_t key_l
  * or in flight (a reader waits for its answer), 0 otherwise (list it now). */
 int mc_master_offload_loading(mc_master_t *m, const char *key, size_t key_len);
 
+/* Progressive loads. A node reading a LOAD may say how many bytes from the
+ * start of the object are in its segment already (ready; its checksum is
+ * not verified yet): a reader waiting for the load may copy them while the
+ * rest is read, and returns nothing before the load's answer (offload_done
+ * MC_OK; a failed one fails the reader's get). MC_OK (noted),
+ * MC_ERR_OBJECT_NOT_FOUND (no such LOAD in flight from this node: nothing
+ * to do), MC_ERR_SEGMENT_NOT_FOUND, MC_ERR_ILLEGAL_CLIENT,
+ * MC_ERR_INVALID_KEY, MC_ERR_INVALID_PARAMS (ready over size). */
+mc_status_t mc_master_offload_progress(mc_master_t *m, mc_uuid_t client, mc_uuid_t segment_id,
+                                       const char *key, size_t key_len, uint64_t size,
+                                       uint64_t ready);
+
+/* For a reader that copied have bytes of key's load in flight: 1 when its
+ * node said more are in (*d: the range being loaded, status PROCESSING;
+ * *ready: how many bytes from its start), 0 otherwise (no load in flight,
+ * or nothing new). */
+int mc_master_offload_partial(mc_master_t *m, const char *key, size_t key_len, uint64_t have,
+                              mc_master_replica_desc_t *d, uint64_t *ready);
+
 /* fn(arg) is called whenever offload work is queued for a node (PERSIST,
  * LOAD, DELETE) or a node answered one (offload_done), so a service holding
  * nodes' polls and readers' loads can answer them at once instead of being

@@ -32,6 +32,7 @@ typedef struct offq_ent {
     uint8_t evict;
     uint32_t anode; /* LOAD: the allocation's handle node (offset: its offset) */
     uint64_t size, offset, deadline_us;
+    uint64_t ready; /* LOAD: bytes from the start the node said are in (progress) */
 } offq_ent_t;
 
 /* A FIFO of entries: [head, n) used. */
@@ -602,6 +603,80 @@ int mc_master_offload_loading(mc_master_t *m, const char *key, size_t key_len)
                   (o->ldisk & LDISK_PENDING);
     shard_unlock(sh);
     return loading;
+}
+
+/* key's LOAD in flight on s (sent, unanswered), or NULL. offload_lock held. */
+static offq_ent_t *sent_load(seg_t *s, const char *key, size_t len)
+{
+    struct offq *q = s->offq;
+    if (q == NULL)
+        return NULL;
+    for (uint32_t i = q->sent.head; i < q->sent.n; i++) {
+        offq_ent_t *e = &q->sent.v[i];
+        if (e->key != NULL && e->op == MC_MASTER_OFFLOAD_LOAD && e->key_len == len &&
+            memcmp(e->key, key, len) == 0)
+            return e;
+    }
+    return NULL;
+}
+
+mc_status_t mc_master_offload_progress(mc_master_t *m, mc_uuid_t client, mc_uuid_t segment_id,
+                                       const char *key, size_t key_len, uint64_t size,
+                                       uint64_t ready)
+{
+    if (!key_valid(m, key, key_len))
+        return MC_ERR_INVALID_KEY;
+    if (ready > size)
+        return MC_ERR_INVALID_PARAMS;
+    pthread_rwlock_rdlock(&m->seg_lock);
+    seg_t *s = NULL;
+    mc_status_t st = own_segment(m, client, segment_id, &s);
+    int more = 0;
+    if (st == MC_OK) {
+        pthread_mutex_lock(&m->offload_lock);
+        offq_ent_t *e = sent_load(s, key, key_len);
+        if (e == NULL || e->size != size) {
+            st = MC_ERR_OBJECT_NOT_FOUND;
+        } else if (ready > e->ready) {
+            e->ready = ready;
+            more = 1;
+        }
+        pthread_mutex_unlock(&m->offload_lock);
+    }
+    pthread_rwlock_unlock(&m->seg_lock);
+    if (more)
+        notify(m); /* a reader may copy them */
+    return st;
+}
+
+int mc_master_offload_partial(mc_master_t *m, const char *key, size_t key_len, uint64_t have,
+                              mc_master_replica_desc_t *d, uint64_t *ready)
+{
+    if (!key_valid(m, key, key_len))
+        return 0;
+    uint64_t h = mc_hash64(key, key_len);
+    shard_t *sh = &m->shards[shard_of(h)];
+    shard_lock(sh);
+    obj_t *o = otab_find(&sh->tab, h, key, key_len);
+    int got = 0;
+    if (o != NULL && o->state == OBJ_COMPLETE && o->nrep == 0 && obj_ldisk(o) &&
+        (o->ldisk & LDISK_PENDING)) {
+        uint32_t slot = (o->ldisk & LDISK_SLOT_MASK) - 1u;
+        pthread_rwlock_rdlock(&m->seg_lock);
+        pthread_mutex_lock(&m->offload_lock);
+        seg_t *s = m->slots[slot];
+        offq_ent_t *e = s != NULL && s->state == SEG_MOUNTED ? sent_load(s, key, key_len) : NULL;
+        if (e != NULL && e->size == o->size && e->ready > have) {
+            replica_t r = {.slot = slot, .node = e->anode, .offset = e->offset};
+            replica_describe(m, &r, o->size, MC_MASTER_REPLICA_PROCESSING, d);
+            *ready = e->ready;
+            got = 1;
+        }
+        pthread_mutex_unlock(&m->offload_lock);
+        pthread_rwlock_unlock(&m->seg_lock);
+    }
+    shard_unlock(sh);
+    return got;
 }
 
 /* The answer to a LOAD (shard lock held; e taken off the queue). */

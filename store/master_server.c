@@ -108,9 +108,13 @@ typedef struct fields {
     const char *after;
     uint32_t after_len;
     uint64_t put_id;
-    uint64_t count;       /* LIST_KEYS: limit */
-    int64_t status;       /* OFFLOAD_DONE: the node's result */
-    uint64_t wait_us;     /* OFFLOAD_POLL, OFFLOAD_LOAD: an answer may be held this long */
+    uint64_t count;   /* LIST_KEYS: limit */
+    int64_t status;   /* OFFLOAD_DONE: the node's result */
+    uint64_t wait_us; /* OFFLOAD_POLL, OFFLOAD_LOAD: an answer may be held this long */
+    uint64_t ready;   /* OFFLOAD_PROGRESS: bytes in */
+    int has_ready;
+    uint64_t have_bytes;  /* GET_REPLICA_LIST, OFFLOAD_LOAD: bytes of a load the reader copied */
+    int partial;          /* HAVE given: the reader takes partial answers (READY) */
     int release;          /* BATCH_GET_REPLICA_LIST: the reader will release its leases */
     uint64_t grant_us;    /* LEASE_RELEASE: when the leases were granted */
     int64_t view_version; /* LEASE_RELEASE: by the master of this view */
@@ -231,6 +235,14 @@ static mc_status_t parse_fields(mc_rpc_req_t *req, scratch_t *sc, fields_t *f,
             break;
         case MC_F_WAIT_US:
             f->wait_us = mc_mp_read_uint(&r);
+            break;
+        case MC_F_LOADED:
+            f->ready = mc_mp_read_uint(&r);
+            f->has_ready = 1;
+            break;
+        case MC_F_HAVE:
+            f->have_bytes = mc_mp_read_uint(&r);
+            f->partial = 1;
             break;
         case MC_F_AFTER:
             f->after = mc_mp_read_bin(&r, &f->after_len);
@@ -576,6 +588,8 @@ typedef struct held {
     uint64_t deadline_us;
     mc_uuid_t client_id, segment_id; /* POLL */
     uint32_t max;                    /* POLL */
+    int partial;                     /* LOAD: the reader takes partial answers */
+    uint64_t have;                   /* LOAD: bytes of the load it copied */
     uint32_t key_len;                /* LOAD */
     char key[];
 } held_t;
@@ -638,15 +652,45 @@ static void reply_load_failed(master_srv_t *s, mc_rpc_req_t *req, mc_status_t st
                      : NULL);
 }
 
+/* A reader that takes partial answers, of a load in flight whose node said
+ * more than have bytes are in: the range being loaded (PROCESSING), READY
+ * and HELD_US, no lease (the load holds the range; the reader returns
+ * nothing before the load's final answer). 0: nothing new. */
+static int offload_partial_answer(master_srv_t *s, mc_rpc_req_t *req, const char *key, size_t klen,
+                                  uint64_t have)
+{
+    mc_master_replica_desc_t d;
+    uint64_t ready = 0, now = mc_now_us(), t0 = mc_rpc_req_start_us(req);
+    if (!mc_master_offload_partial(s->m, key, klen, have, &d, &ready))
+        return 0;
+    count(s, req, MC_OK);
+    mc_mp_writer_t *w = mc_rpc_reply_begin(req);
+    mc_mp_write_map(w, 4);
+    mc_mp_write_uint(w, MC_F_REPLICAS);
+    mc_proto_write_replicas(w, &d, 1);
+    mc_mp_write_uint(w, MC_F_LEASE_TTL_US);
+    mc_mp_write_uint(w, 0);
+    mc_mp_write_uint(w, MC_F_LOADED);
+    mc_mp_write_uint(w, ready);
+    mc_mp_write_uint(w, MC_F_HELD_US);
+    mc_mp_write_uint(w, now > t0 ? now - t0 : 0);
+    mc_rpc_reply_end(req, MC_OK);
+    return 1;
+}
+
 /* Ask for key's load (again: the master core knows one in flight) and
  * answer when there is nothing to wait for; with may_hold, no answer (0)
- * while the load is in flight or there is no room for it yet. */
+ * while the load is in flight or there is no room for it yet; a reader
+ * that takes partial answers (partial) gets one when its node said more
+ * than have bytes are in. */
 static int offload_load_answer(master_srv_t *s, mc_rpc_req_t *req, const char *key, size_t klen,
-                               int may_hold)
+                               int may_hold, int partial, uint64_t have)
 {
     mc_status_t st = mc_master_offload_load(s->m, key, klen, mc_now_us());
     int wait = st == MC_OK ? mc_master_offload_loading(s->m, key, klen)
                            : st == MC_ERR_NO_AVAILABLE_HANDLE || st == MC_ERR_LIMIT;
+    if (wait && st == MC_OK && partial && offload_partial_answer(s, req, key, klen, have))
+        return 1;
     if (wait && may_hold)
         return 0;
     if (st != MC_OK && !wait)
@@ -698,7 +742,7 @@ static void held_look(mc_reactor_t *r, void *arg, mc_status_t st)
         } else if (h->kind == HELD_POLL) {
             done = offload_poll_answer(s, h->req, h->client_id, h->segment_id, h->max, !last);
         } else {
-            done = offload_load_answer(s, h->req, h->key, h->key_len, !last);
+            done = offload_load_answer(s, h->req, h->key, h->key_len, !last, h->partial, h->have);
         }
         if (done) {
             mc_list_del(n);
@@ -724,6 +768,8 @@ static int hold(master_srv_t *s, mc_rpc_req_t *req, held_kind_t kind, const fiel
     h->client_id = f->client_id;
     h->segment_id = f->segment_id;
     h->max = max;
+    h->partial = f->partial;
+    h->have = f->have_bytes;
     h->key_len = (uint32_t)klen;
     if (klen)
         memcpy(h->key, f->key, klen);
@@ -838,8 +884,27 @@ static void h_offload_load(void *ctx, mc_rpc_req_t *req)
             reply_status(s, req, st, NULL);
         return;
     }
-    if (!offload_load_answer(s, req, f.key, f.key_len, 1) && !hold(s, req, HELD_LOAD, &f, 0))
-        offload_load_answer(s, req, f.key, f.key_len, 0);
+    if (!offload_load_answer(s, req, f.key, f.key_len, 1, f.partial, f.have_bytes) &&
+        !hold(s, req, HELD_LOAD, &f, 0))
+        offload_load_answer(s, req, f.key, f.key_len, 0, f.partial, f.have_bytes);
+}
+
+/* A node's LOAD in flight has its first READY bytes in: readers holding a
+ * call that takes partial answers are told (offload_notify). */
+static void h_offload_progress(void *ctx, mc_rpc_req_t *req)
+{
+    master_srv_t *s = ctx;
+    fields_t f;
+    if (!begin(s, req, &f, NULL,
+               BIT(MC_F_CLIENT_ID) | BIT(MC_F_SEGMENT_ID) | BIT(MC_F_KEY) | BIT(MC_F_SIZE)))
+        return;
+    if (!f.has_ready) {
+        reply_status(s, req, MC_ERR_INVALID_PARAMS, "missing field loaded (132)");
+        return;
+    }
+    mc_status_t st = mc_master_offload_progress(s->m, f.client_id, f.segment_id, f.key, f.key_len,
+                                                f.size, f.ready);
+    reply_status(s, req, st, st == MC_ERR_INVALID_PARAMS ? "ready is over the size" : NULL);
 }
 
 static void h_put_start(void *ctx, mc_rpc_req_t *req)
@@ -994,8 +1059,9 @@ static void h_get_replica_list(void *ctx, mc_rpc_req_t *req)
         return;
     }
     if (f.wait_us > 0 && only_local_disk(d, n)) {
-        if (!offload_load_answer(s, req, f.key, f.key_len, 1) && !hold(s, req, HELD_LOAD, &f, 0))
-            offload_load_answer(s, req, f.key, f.key_len, 0);
+        if (!offload_load_answer(s, req, f.key, f.key_len, 1, f.partial, f.have_bytes) &&
+            !hold(s, req, HELD_LOAD, &f, 0))
+            offload_load_answer(s, req, f.key, f.key_len, 0, f.partial, f.have_bytes);
         return;
     }
     count(s, req, MC_OK);
@@ -1698,6 +1764,7 @@ static const struct {
     {MC_RPC_OFFLOAD_POLL, h_offload_poll},
     {MC_RPC_OFFLOAD_DONE, h_offload_done},
     {MC_RPC_OFFLOAD_DONE_BATCH, h_offload_done_batch},
+    {MC_RPC_OFFLOAD_PROGRESS, h_offload_progress},
     {MC_RPC_LDISK_REPORT, h_ldisk_report},
     {MC_RPC_LDISK_DROP, h_ldisk_drop},
     {MC_RPC_OFFLOAD_LOAD, h_offload_load},

@@ -167,3 +167,8 @@ void mc_node_http_stop(mc_node_http_t *h)
             close(h->stop_fd[i]);
     mc_free(h);
 }
+
+void mc_node_get_load_stages(mc_store_t *s, mc_buf_t *b)
+{
+    store_get_load_metrics(s, b);
+}

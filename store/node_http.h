@@ -19,6 +19,7 @@
 
 #include "mooncake/status.h"
 #include "mooncake/store.h"
+#include "util/buf.h"
 
 typedef struct mc_node_http mc_node_http_t;
 
@@ -30,5 +31,10 @@ mc_status_t mc_node_http_start(mc_store_t *s, const char *bind, uint16_t port, u
 
 /* Stop serving and free. NULL ok. */
 void mc_node_http_stop(mc_node_http_t *h);
+
+/* Append what /metrics serves of s's gets of disk-only objects
+ * (mooncake_store_get_load_stage_seconds, by stage on the reader), for a
+ * process without the port (perf/tier_bench). Any thread. */
+void mc_node_get_load_stages(mc_store_t *s, mc_buf_t *b);
 
 #endif /* MC_STORE_NODE_HTTP_H */

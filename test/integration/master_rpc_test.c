@@ -688,6 +688,44 @@ static void a_node_write_batch_gets_one_status_per_file(void **state)
     sc_fini(&s);
 }
 
+/* OFFLOAD_PROGRESS (a node's load in flight has bytes in): a body without
+ * READY, or READY over SIZE, is refused with a reason; a progress of a load
+ * this master never asked of the node is OBJECT_NOT_FOUND (nothing to do). */
+static void a_load_progress_is_checked(void **state)
+{
+    env_t *e = *state;
+    mc_rpc_client_t *c = e->cli[1];
+    sync_call_t s = SYNC_CALL_INIT;
+    char why[256];
+    for (int t = 0; t < 3; t++) {
+        mc_mp_writer_t *w = sc_begin(&s);
+        mc_mp_write_map(w, t == 0 ? 4 : 5);
+        mc_mp_write_uint(w, MC_F_CLIENT_ID);
+        mc_proto_write_uuid(w, CLIENT_M);
+        mc_mp_write_uint(w, MC_F_SEGMENT_ID);
+        mc_proto_write_uuid(w, SEG_M[0].id);
+        mc_mp_write_uint(w, MC_F_KEY);
+        mc_mp_write_bin(w, "p-0", 3);
+        mc_mp_write_uint(w, MC_F_SIZE);
+        mc_mp_write_uint(w, 4096);
+        if (t > 0) {
+            mc_mp_write_uint(w, MC_F_LOADED);
+            mc_mp_write_uint(w, t == 1 ? 4097 : 1024);
+        }
+        mc_status_t st = raw_call(c, MC_RPC_OFFLOAD_PROGRESS, &s, why, sizeof(why));
+        if (t == 0) {
+            assert_int_equal(st, MC_ERR_INVALID_PARAMS);
+            assert_non_null(strstr(why, "loaded"));
+        } else if (t == 1) {
+            assert_int_equal(st, MC_ERR_INVALID_PARAMS);
+            assert_non_null(strstr(why, "over the size"));
+        } else {
+            assert_int_equal(st, MC_ERR_OBJECT_NOT_FOUND);
+        }
+    }
+    sc_fini(&s);
+}
+
 /* LEASE_RELEASE: a batch get that says RELEASE gets the grant's time and
  * view; sent back, they end the lease (a plain remove goes through); a
  * release of another view counts for nothing; bad bodies get reasons. */
@@ -1259,6 +1297,7 @@ int main(void)
         cmocka_unit_test(leases_a_batch_get_releases_end_at_its_release),
         cmocka_unit_test(batch_calls_return_one_status_per_item),
         cmocka_unit_test(a_node_write_batch_gets_one_status_per_file),
+        cmocka_unit_test(a_load_progress_is_checked),
         cmocka_unit_test(pipelined_put_cycles_on_four_connections_all_succeed),
         cmocka_unit_test(a_silent_client_loses_objects_segments_and_metadata_then_remounts),
         cmocka_unit_test(garbage_on_the_rpc_port_is_disconnected_while_a_client_keeps_working),

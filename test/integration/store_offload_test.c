@@ -41,7 +41,9 @@
 
 #include "mooncake/store.h"
 #include "cluster.h"
+#include "store/node_http.h"
 #include "store/tier.h"
+#include "util/buf.h"
 #include "util/time.h"
 
 #define MIB (1ull << 20)
@@ -167,6 +169,32 @@ static int64_t get_check(env_t *e, int i)
 
 static long long metric(const env_t *e, const char *name);
 
+/* The reader's count of gets of disk-only objects timed at stage st
+ * (mooncake_store_get_load_stage_seconds_count{stage="st"}); -1: absent. */
+static long long rsample(mc_store_t *s, const char *pat)
+{
+    mc_buf_t b = MC_BUF_INIT;
+    mc_node_get_load_stages(s, &b);
+    assert_int_equal(mc_buf_append(&b, "", 1), MC_OK); /* a string */
+    const char *p = strstr((const char *)mc_buf_head(&b), pat);
+    long long v = p != NULL ? atoll(p + strlen(pat)) : -1;
+    mc_buf_fini(&b);
+    return v;
+}
+
+static long long rstage_count(mc_store_t *s, const char *st)
+{
+    char pat[96];
+    snprintf(pat, sizeof(pat), "mooncake_store_get_load_stage_seconds_count{stage=\"%s\"} ", st);
+    return rsample(s, pat);
+}
+
+/* Bytes the reader copied from loads in flight (progressive loads). */
+static long long rpartial(mc_store_t *s)
+{
+    return rsample(s, "\nmooncake_store_get_load_partial_bytes_total ");
+}
+
 static void eviction_under_pressure_keeps_every_object_readable(void **state)
 {
     env_t *e = *state;
@@ -271,7 +299,11 @@ static void remove_deletes_the_file_on_the_node(void **state)
  * load is answered, the object is never returned and its file goes; an
  * intact file of the same shape, and a file of the older format (data not
  * aligned: read through the page cache), are read byte for byte. The files
- * are written here while the node is down; it reports them at start. */
+ * are written here while the node is down; it reports them at start.
+ * Progressive loads: the node tells the master what is read before the
+ * checksum is checked, and this node waits 300 ms before checking it
+ * ($MC_OFFLOAD_VERIFY_DELAY_US), so the reader surely copies every load's
+ * bytes while it is in flight (counted): the corrupt ones still fail. */
 #define PC_SIZE (3 * MIB + 100) /* 4 pieces of 768 KiB and a 100-byte tail */
 #define PC_PIECE (768 * 1024)
 static void a_corrupt_byte_in_any_piece_of_a_load_is_never_served(void **state)
@@ -306,9 +338,18 @@ static void a_corrupt_byte_in_any_piece_of_a_load_is_never_served(void **state)
         assert_int_equal(pwrite(fd, &b, 1, at), 1);
         close(fd);
     }
-    assert_int_equal(start_node(e, &e->node), 0);
+    char delay[32];
+    snprintf(delay, sizeof(delay), "%d", 300000 * SLOW);
+    assert_int_equal(setenv("MC_OFFLOAD_VERIFY_DELAY_US", delay, 1), 0);
+    int started = start_node(e, &e->node);
+    unsetenv("MC_OFFLOAD_VERIFY_DELAY_US");
+    assert_int_equal(started, 0);
     long long failed0 = metric(e, "master_offload_load_failures_total");
+    long long part0 = rpartial(e->c);
+    assert_true(part0 >= 0);
     long long loads0 = metric(e, "master_offload_load_requests_total");
+    long long held0 = rstage_count(e->c, "held"), xfer0 = rstage_count(e->c, "transfer");
+    assert_true(held0 >= 0 && xfer0 >= 0);
     /* the intact ones, once the node reported its files */
     for (int i = NBAD; i < NPC; i++) {
         char k[32];
@@ -322,6 +363,16 @@ static void a_corrupt_byte_in_any_piece_of_a_load_is_never_served(void **state)
         tc_fill(val, PC_SIZE, 5000 + (uint64_t)i);
         assert_memory_equal(got, val, PC_SIZE);
     }
+    /* the reader timed each of those loaded gets by stage (the master held
+     * its call, then the bytes were copied out of the node's segment) */
+    assert_int_equal(rstage_count(e->c, "held"), held0 + (NPC - NBAD));
+    assert_int_equal(rstage_count(e->c, "transfer"), xfer0 + (NPC - NBAD));
+    /* their bytes were copied while their loads were in flight (the node
+     * waits before its checksum check) */
+    long long part1 = rpartial(e->c);
+    assert_true(part1 > part0);
+    assert_true(part1 <= part0 + (long long)(NPC - NBAD) * (long long)PC_SIZE);
+    part0 = part1;
     /* every corrupt one: the load fails (counted), never other bytes; the
      * file is deleted and the object gone */
     for (int i = 0; i < NBAD; i++) {
@@ -336,9 +387,16 @@ static void a_corrupt_byte_in_any_piece_of_a_load_is_never_served(void **state)
         assert_int_not_equal(access(p, F_OK), 0);
     }
     assert_int_equal(metric(e, "master_offload_load_failures_total"), failed0 + NBAD);
+    /* failed gets are not timed; their bytes were copied while their loads
+     * were in flight, and not one was returned */
+    assert_int_equal(rstage_count(e->c, "held"), held0 + (NPC - NBAD));
+    assert_true(rpartial(e->c) > part0);
     /* each get was one GetReplicaList, held by the master until the node
-     * had loaded the object (or failed to): no OFFLOAD_LOAD after it */
-    assert_int_equal(metric(e, "master_offload_load_requests_total"), loads0);
+     * had some of the object in (or failed), then an OFFLOAD_LOAD (held
+     * again) after each copy of what was in: at most one per piece and one
+     * more, never a loop */
+    long long asks = metric(e, "master_offload_load_requests_total") - loads0;
+    assert_true(asks >= 0 && asks <= (NPC - NBAD + 2 * NBAD) * 6);
     free(val);
     free(got);
 }

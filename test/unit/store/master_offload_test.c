@@ -442,6 +442,67 @@ static void a_corrupt_file_is_dropped_and_never_listed(void **state)
     mc_master_destroy(m);
 }
 
+/* Progressive loads: the node says how much of a LOAD in flight is in; a
+ * reader is given the range being loaded (PROCESSING) and that count, only
+ * when it is more than it has; once the load is answered, nothing partial
+ * is given (the object is listed), and a failed one leaves nothing. */
+static void a_load_in_flight_tells_readers_how_much_is_in(void **state)
+{
+    (void)state;
+    mc_master_t *m = load_master(0);
+    mc_master_replica_desc_t d;
+    uint64_t ready = 0;
+    assert_int_equal(mc_master_ldisk_report(m, C1, seg_id(1), "d", 1, OBJ, T0), MC_OK);
+    /* no load yet: nothing to tell, and no load to progress */
+    assert_int_equal(mc_master_offload_partial(m, "d", 1, 0, &d, &ready), 0);
+    assert_int_equal(mc_master_offload_progress(m, C1, seg_id(1), "d", 1, OBJ, 100),
+                     MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(mc_master_offload_load(m, "d", 1, T0), MC_OK);
+    /* queued, not polled: not in flight */
+    assert_int_equal(mc_master_offload_progress(m, C1, seg_id(1), "d", 1, OBJ, 100),
+                     MC_ERR_OBJECT_NOT_FOUND);
+    polled_t p = poll_seg(m, C1, 1, T0);
+    assert_int_equal(p.n, 1);
+    assert_int_equal(mc_master_offload_partial(m, "d", 1, 0, &d, &ready), 0); /* nothing in */
+    /* bad progress: over the size, another node, another size, a bad key */
+    assert_int_equal(mc_master_offload_progress(m, C1, seg_id(1), "d", 1, OBJ, OBJ + 1),
+                     MC_ERR_INVALID_PARAMS);
+    assert_int_equal(mc_master_offload_progress(m, C2, seg_id(1), "d", 1, OBJ, 100),
+                     MC_ERR_ILLEGAL_CLIENT);
+    assert_int_equal(mc_master_offload_progress(m, C1, seg_id(1), "d", 1, OBJ - 1, 100),
+                     MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(mc_master_offload_progress(m, C1, seg_id(1), "", 0, OBJ, 100),
+                     MC_ERR_INVALID_KEY);
+    assert_int_equal(mc_master_offload_partial(m, "d", 1, 0, &d, &ready), 0);
+    assert_int_equal(mc_master_offload_progress(m, C1, seg_id(1), "d", 1, OBJ, 400), MC_OK);
+    assert_int_equal(mc_master_offload_partial(m, "d", 1, 0, &d, &ready), 1);
+    assert_int_equal(ready, 400);
+    assert_int_equal(d.kind, MC_MASTER_REPLICA_MEMORY);
+    assert_int_equal(d.status, MC_MASTER_REPLICA_PROCESSING);
+    assert_int_equal(d.size, OBJ);
+    assert_int_equal(d.address, (1ull << 40) + p.off[0]); /* the range being loaded */
+    assert_int_equal(mc_master_offload_partial(m, "d", 1, 400, &d, &ready), 0); /* has them */
+    /* progress never goes back */
+    assert_int_equal(mc_master_offload_progress(m, C1, seg_id(1), "d", 1, OBJ, 200), MC_OK);
+    assert_int_equal(mc_master_offload_partial(m, "d", 1, 300, &d, &ready), 1);
+    assert_int_equal(ready, 400);
+    /* answered: listed as a whole, nothing partial any more */
+    assert_int_equal(done(m, C1, 1, "d", MC_OK, T0 + 1), MC_OK);
+    assert_int_equal(mc_master_offload_partial(m, "d", 1, 0, &d, &ready), 0);
+    assert_int_equal(mc_master_offload_progress(m, C1, seg_id(1), "d", 1, OBJ, 500),
+                     MC_ERR_OBJECT_NOT_FOUND);
+    /* a load whose checksum fails: nothing partial after it, and no object */
+    assert_int_equal(mc_master_ldisk_report(m, C1, seg_id(1), "bad", 3, OBJ, T0), MC_OK);
+    assert_int_equal(mc_master_offload_load(m, "bad", 3, T0 + 2), MC_OK);
+    assert_int_equal(poll_seg(m, C1, 1, T0 + 2).n, 1);
+    assert_int_equal(mc_master_offload_progress(m, C1, seg_id(1), "bad", 3, OBJ, 600), MC_OK);
+    assert_int_equal(mc_master_offload_partial(m, "bad", 3, 0, &d, &ready), 1);
+    assert_int_equal(done(m, C1, 1, "bad", MC_ERR_CHECKSUM_MISMATCH, T0 + 3), MC_OK);
+    assert_int_equal(mc_master_offload_partial(m, "bad", 3, 0, &d, &ready), 0);
+    assert_int_equal(exists(m, "bad", T0 + 4), 0);
+    mc_master_destroy(m);
+}
+
 static void a_load_unanswered_frees_its_range(void **state)
 {
     (void)state;
@@ -638,6 +699,7 @@ int main(void)
         cmocka_unit_test(a_disk_only_object_is_loaded_by_its_node_and_listed_in_memory),
         cmocka_unit_test(a_corrupt_file_is_dropped_and_never_listed),
         cmocka_unit_test(a_load_unanswered_frees_its_range),
+        cmocka_unit_test(a_load_in_flight_tells_readers_how_much_is_in),
         cmocka_unit_test(repeated_reads_promote_a_disk_object_into_dram),
         cmocka_unit_test(local_disk_replicas_replay_on_a_standby_and_in_a_snapshot),
     };
