@@ -572,6 +572,22 @@ static void read_config(mc_mp_reader_t *r, svc_args_t *a)
     }
 }
 
+/* A list of unsigned integers (PARTS, SRC) into *out (allocated): 1..max
+ * of them, a multiple of unit, the field once; r->err says why not. */
+static mc_status_t read_uints(mc_mp_reader_t *r, uint64_t **out, uint32_t *n, uint32_t unit,
+                              uint32_t max)
+{
+    uint32_t k = mc_mp_read_array(r);
+    if (r->err != MC_OK || k == 0 || k % unit != 0 || k > max || *out != NULL)
+        return r->err = r->err != MC_OK ? r->err : MC_ERR_PROTOCOL;
+    if ((*out = mc_calloc(k, sizeof(**out))) == NULL)
+        return r->err = MC_ERR_NOMEM;
+    for (uint32_t i = 0; i < k && r->err == MC_OK; i++)
+        (*out)[i] = mc_mp_read_uint(r);
+    *n = k;
+    return r->err;
+}
+
 static mc_status_t args_decode(const uint8_t *body, size_t blen, svc_args_t *a)
 {
     mc_mp_reader_t r;
@@ -602,38 +618,13 @@ static mc_status_t args_decode(const uint8_t *body, size_t blen, svc_args_t *a)
             a->nkeys = n;
             break;
         }
-        case MC_F_SVC_PARTS: {
-            uint32_t n = mc_mp_read_array(&r);
-            if (n == 0 || n % 2 != 0 || n / 2 > SVC_MAX_PARTS || a->parts != NULL) {
-                r.err = MC_ERR_PROTOCOL;
-                break;
-            }
-            a->parts = mc_calloc(n, sizeof(*a->parts));
-            if (a->parts == NULL) {
-                r.err = MC_ERR_NOMEM;
-                break;
-            }
-            for (uint32_t i = 0; i < n && r.err == MC_OK; i++)
-                a->parts[i] = mc_mp_read_uint(&r);
-            a->nparts = n / 2;
+        case MC_F_SVC_PARTS:
+            if (read_uints(&r, &a->parts, &a->nparts, 2, 2 * SVC_MAX_PARTS) == MC_OK)
+                a->nparts /= 2;
             break;
-        }
-        case MC_F_SVC_SRC: {
-            uint32_t n = mc_mp_read_array(&r);
-            if (n == 0 || n > SVC_MAX_PARTS || a->src != NULL) {
-                r.err = MC_ERR_PROTOCOL;
-                break;
-            }
-            a->src = mc_calloc(n, sizeof(*a->src));
-            if (a->src == NULL) {
-                r.err = MC_ERR_NOMEM;
-                break;
-            }
-            for (uint32_t i = 0; i < n && r.err == MC_OK; i++)
-                a->src[i] = mc_mp_read_uint(&r);
-            a->nsrc = n;
+        case MC_F_SVC_SRC:
+            read_uints(&r, &a->src, &a->nsrc, 1, SVC_MAX_PARTS);
             break;
-        }
         case MC_F_FORCE:
             a->force = mc_mp_read_bool(&r);
             break;

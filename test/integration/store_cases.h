@@ -90,6 +90,38 @@ static inline void sc_replica_of(mc_store_t *s, const char *key, char *seg, size
 
 /* Space of objects force-removed while leased is reused only when their
  * lease (1 s) ends: wait for it before cases that need much of the pool. */
+/* Ranges of the value key (its len bytes are val) read with
+ * mc_store_get_ranges into registered memory dst (room for len bytes):
+ * unaligned, across pieces, the last bytes, an empty one; one past the end
+ * and memory outside registered buffers (plain) fail alone; a missing key
+ * fails them all. */
+static inline void sc_ranges_check(mc_store_t *s, const char *key, const uint8_t *val, size_t len,
+                                   uint8_t *dst, void *plain)
+{
+    size_t half = len / 2, klen = strlen(key);
+    memset(dst, 0, len);
+    uint64_t rsrc[] = {1, len - 7, 3 * SC_MIB, 0, len - 3};
+    uint64_t rlen[] = {half + 3, 7, 11, 0, 4};
+    void *rdst[] = {dst, dst + half + 4096, dst + half + 8192, dst, dst};
+    int64_t rres[5];
+    assert_int_equal(mc_store_get_ranges(s, key, klen, 5, rsrc, rdst, rlen, rres), MC_OK);
+    assert_int_equal(rres[0], (int64_t)rlen[0]);
+    assert_int_equal(rres[1], 7);
+    assert_int_equal(rres[2], 11);
+    assert_int_equal(rres[3], 0);
+    assert_int_equal(rres[4], MC_ERR_INVALID_PARAMS);
+    assert_memory_equal(dst, val + 1, rlen[0]);
+    assert_memory_equal(dst + half + 4096, val + len - 7, 7);
+    assert_memory_equal(dst + half + 8192, val + 3 * SC_MIB, 11);
+    void *pdst[] = {plain};
+    assert_int_equal(mc_store_get_ranges(s, key, klen, 1, rsrc, pdst, rlen + 1, rres), MC_OK);
+    assert_int_equal(rres[0], MC_ERR_INVALID_PARAMS);
+    assert_int_equal(mc_store_get_ranges(s, "sc-none", 7, 2, rsrc, rdst, rlen, rres),
+                     MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(rres[0], MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(rres[1], MC_ERR_OBJECT_NOT_FOUND);
+}
+
 static inline void sc_wait_parked_space(void)
 {
     usleep(1100000 * TC_SLOW);
@@ -155,31 +187,8 @@ static void registered_buffers_and_parts_round_trip_without_staging(void **state
     assert_int_equal(mc_store_get_into(e->s, "zc", 2, dst, 10 * SC_MIB), (int64_t)len);
     assert_memory_equal(dst, reg, len);
     sc_check_moved(e, before, 2 * len);
-    /* ranges of it (mc_store_get_ranges): unaligned, across pieces, the
-     * last bytes, an empty one; one past the end and unregistered
-     * memory fail alone; a missing key fails them all */
-    memset(dst, 0, len);
-    uint64_t rsrc[] = {1, len - 7, 3 * SC_MIB, 0, len - 3};
-    uint64_t rlen[] = {5 * SC_MIB + 3, 7, 11, 0, 4};
-    void *rdst[] = {dst, dst + 6 * SC_MIB, dst + 7 * SC_MIB, dst, dst};
-    int64_t rres[5];
-    assert_int_equal(mc_store_get_ranges(e->s, "zc", 2, 5, rsrc, rdst, rlen, rres), MC_OK);
-    assert_int_equal(rres[0], (int64_t)rlen[0]);
-    assert_int_equal(rres[1], 7);
-    assert_int_equal(rres[2], 11);
-    assert_int_equal(rres[3], 0);
-    assert_int_equal(rres[4], MC_ERR_INVALID_PARAMS);
-    assert_memory_equal(dst, reg + 1, rlen[0]);
-    assert_memory_equal(dst + 6 * SC_MIB, reg + len - 7, 7);
-    assert_memory_equal(dst + 7 * SC_MIB, reg + 3 * SC_MIB, 11);
     uint8_t plain_dst[16];
-    void *pdst[] = {plain_dst};
-    assert_int_equal(mc_store_get_ranges(e->s, "zc", 2, 1, rsrc, pdst, rlen + 1, rres), MC_OK);
-    assert_int_equal(rres[0], MC_ERR_INVALID_PARAMS);
-    assert_int_equal(mc_store_get_ranges(e->s, "zc-none", 7, 2, rsrc, rdst, rlen, rres),
-                     MC_ERR_OBJECT_NOT_FOUND);
-    assert_int_equal(rres[0], MC_ERR_OBJECT_NOT_FOUND);
-    assert_int_equal(rres[1], MC_ERR_OBJECT_NOT_FOUND);
+    sc_ranges_check(e->s, "zc", reg, len, dst, plain_dst);
     /* the zero-copy forms insist on registered memory */
     uint8_t plain[64];
     assert_int_equal(mc_store_put_from(e->s, "zc2", 3, plain, sizeof(plain), NULL),

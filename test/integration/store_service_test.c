@@ -396,27 +396,7 @@ static void shared_memory_registered_later_travels_in_place(void **state)
      * plain memory fail alone; a missing key fails them all; more ranges
      * than one call carries go in several */
     uint8_t *rd = sh + big;
-    memset(rd, 0, 5 * MIB);
-    uint64_t rsrc[] = {1, 5 * MIB - 7, 3 * MIB, 0, 5 * MIB - 3};
-    uint64_t rlen[] = {2 * MIB + 3, 7, 11, 0, 4};
-    void *rdst[] = {rd, rd + 3 * MIB, rd + 4 * MIB, rd, rd};
-    int64_t rres[5];
-    assert_int_equal(mc_store_get_ranges(d, "x0", 2, 5, rsrc, rdst, rlen, rres), MC_OK);
-    assert_int_equal(rres[0], (int64_t)rlen[0]);
-    assert_int_equal(rres[1], 7);
-    assert_int_equal(rres[2], 11);
-    assert_int_equal(rres[3], 0);
-    assert_int_equal(rres[4], MC_ERR_INVALID_PARAMS);
-    assert_memory_equal(rd, sh + 1, rlen[0]);
-    assert_memory_equal(rd + 3 * MIB, sh + 5 * MIB - 7, 7);
-    assert_memory_equal(rd + 4 * MIB, sh + 3 * MIB, 11);
-    void *pdst[] = {pb};
-    assert_int_equal(mc_store_get_ranges(d, "x0", 2, 1, rsrc, pdst, rlen + 1, rres), MC_OK);
-    assert_int_equal(rres[0], MC_ERR_INVALID_PARAMS);
-    assert_int_equal(mc_store_get_ranges(d, "none", 4, 2, rsrc, rdst, rlen, rres),
-                     MC_ERR_OBJECT_NOT_FOUND);
-    assert_int_equal(rres[0], MC_ERR_OBJECT_NOT_FOUND);
-    assert_int_equal(rres[1], MC_ERR_OBJECT_NOT_FOUND);
+    sc_ranges_check(d, "x0", sh, 5 * MIB, rd, pb);
     enum { MANY = 4100 }; /* over SVC_MAX_PARTS */
     uint64_t *msrc = calloc(MANY, sizeof(*msrc)), *mlen = calloc(MANY, sizeof(*mlen));
     void **mdst = calloc(MANY, sizeof(*mdst));
