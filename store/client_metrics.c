@@ -184,17 +184,14 @@ void store_node_metrics(mc_store_t *s, store_seg_use_t *seg_use, mc_buf_t *b)
 void store_get_load_metrics(mc_store_t *s, mc_buf_t *b)
 {
     static const char name[] = "mooncake_store_get_load_stage_seconds";
-    mc_prom_head(b, name, "histogram",
-                 "Time of this process's gets of objects only on a node's disk, by stage on the "
-                 "reader: submit (to the call that got the load), call (its round trip less the "
-                 "master's hold), held (the master held it: the node's load is inside), prepare "
-                 "(to the transfer), transfer (the copy out of the node's segment), finish (to "
-                 "the callback).");
-    char lab[32];
-    for (unsigned i = 0; i < STORE_GLS_N; i++) {
-        snprintf(lab, sizeof(lab), "stage=\"%s\"", store_gls_names[i]);
-        mc_prom_hist_write(b, name, lab, &s->get_load_stage[i]);
-    }
+    mc_prom_hist_stages(
+        b, name,
+        "Time of this process's gets of objects only on a node's disk, by stage on the "
+        "reader: submit (to the call that got the load), call (its round trip less the "
+        "master's hold), held (the master held it: the node's load is inside), prepare "
+        "(to the transfer), transfer (the copy out of the node's segment), finish (to "
+        "the callback).",
+        store_gls_names, s->get_load_stage, STORE_GLS_N);
     mc_prom_counter(b, "mooncake_store_get_load_partial_bytes_total",
                     "Bytes this process's gets copied out of a node's segment while the node was "
                     "still reading the object from its disk (progressive loads; returned only "

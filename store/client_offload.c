@@ -1297,15 +1297,12 @@ void store_offload_metrics(mc_store_t *s, mc_buf_t *b)
     if (o == NULL)
         return;
     static const char name[] = "mooncake_store_offload_load_stage_seconds";
-    mc_prom_head(b, name, "histogram",
-                 "Time of this node's loads (disk-only objects read for readers) by stage: "
-                 "handoff (the master's answer to the worker), open (the file and its header), "
-                 "read (io_uring, the device, and the hash of the pieces read before the last), "
-                 "verify (the checksum left once the last piece is in), answer (to the master); "
-                 "first (inside read: to the first piece in).");
-    char lab[32];
-    for (unsigned i = 0; i < OSTAGE_N; i++) {
-        snprintf(lab, sizeof(lab), "stage=\"%s\"", stage_names[i]);
-        mc_prom_hist_write(b, name, lab, &o->stage[i]);
-    }
+    mc_prom_hist_stages(
+        b, name,
+        "Time of this node's loads (disk-only objects read for readers) by stage: "
+        "handoff (the master's answer to the worker), open (the file and its header), "
+        "read (io_uring, the device, and the hash of the pieces read before the last), "
+        "verify (the checksum left once the last piece is in), answer (to the master); "
+        "first (inside read: to the first piece in).",
+        stage_names, o->stage, OSTAGE_N);
 }

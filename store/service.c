@@ -744,6 +744,16 @@ static mc_status_t call_put(const svc_ctx_t *j, svc_args_t *a, mc_mp_writer_t *w
     return st;
 }
 
+/* An answer of a status (or a count) per key or range: {STATUSES: [...]}. */
+static void write_statuses(mc_mp_writer_t *w, const int64_t *res, uint32_t n)
+{
+    mc_mp_write_map(w, 1);
+    mc_mp_write_uint(w, MC_F_STATUSES);
+    mc_mp_write_array(w, n);
+    for (uint32_t i = 0; i < n; i++)
+        mc_mp_write_int(w, res[i]);
+}
+
 /* MC_RPC_SVC_BATCH_PUT / _GET: one buffer per key in the session's memory. */
 static mc_status_t call_batch_rw(const svc_ctx_t *j, svc_args_t *a, mc_mp_writer_t *w)
 {
@@ -778,11 +788,7 @@ static mc_status_t call_batch_rw(const svc_ctx_t *j, svc_args_t *a, mc_mp_writer
             res[i] = sts[i];
         mc_free(sts);
     }
-    mc_mp_write_map(w, 1);
-    mc_mp_write_uint(w, MC_F_STATUSES);
-    mc_mp_write_array(w, a->nkeys);
-    for (uint32_t i = 0; i < a->nkeys; i++)
-        mc_mp_write_int(w, res[i]);
+    write_statuses(w, res, a->nkeys);
     mc_free(bufs);
     mc_free(res);
     return st;
@@ -806,11 +812,7 @@ static mc_status_t call_get_ranges(mc_store_t *s, const svc_session_t *ss, svc_a
             len[i] = a->parts[2 * i + 1];
         }
         st = mc_store_get_ranges(s, a->key, a->klen, a->nparts, a->src, dst, len, res);
-        mc_mp_write_map(w, 1);
-        mc_mp_write_uint(w, MC_F_STATUSES);
-        mc_mp_write_array(w, a->nparts);
-        for (uint32_t i = 0; i < a->nparts; i++)
-            mc_mp_write_int(w, res[i]);
+        write_statuses(w, res, a->nparts);
     }
     mc_free(dst);
     mc_free(len);

@@ -203,3 +203,14 @@ void mc_prom_build_info(mc_buf_t *b)
                  "A metric with a constant '1' value labelled by the mooncake-c version.");
     appendf(b, "mooncake_build_info{version=\"%s\"} 1\n", mc_version());
 }
+
+void mc_prom_hist_stages(mc_buf_t *b, const char *name, const char *help, const char *const *names,
+                         const mc_prom_hist_t *h, unsigned n)
+{
+    char lab[64];
+    mc_prom_head(b, name, "histogram", help);
+    for (unsigned i = 0; i < n; i++) {
+        snprintf(lab, sizeof(lab), "stage=\"%s\"", names[i]);
+        mc_prom_hist_write(b, name, lab, &h[i]);
+    }
+}

@@ -51,6 +51,11 @@ void mc_prom_hist_observe_us(mc_prom_hist_t *h, uint64_t us);
  * caller once): name_bucket{labels,le=...}, name_sum, name_count. */
 void mc_prom_hist_write(mc_buf_t *b, const char *name, const char *labels, const mc_prom_hist_t *h);
 
+/* A histogram family with one series per stage (label stage="names[i]"):
+ * its head, then h[i] for each of the n stages. */
+void mc_prom_hist_stages(mc_buf_t *b, const char *name, const char *help, const char *const *names,
+                         const mc_prom_hist_t *h, unsigned n);
+
 /* process_cpu_seconds_total, process_resident_memory_bytes,
  * process_virtual_memory_bytes, process_open_fds, process_max_fds,
  * process_start_time_seconds (from /proc/self), as Prometheus' client
