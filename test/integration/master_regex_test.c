@@ -82,8 +82,7 @@ static mc_status_t call(env_t *e, uint16_t method, const mc_buf_t *body, mc_buf_
                         size_t room)
 {
     mc_buf_reset(resp);
-    mc_status_t st =
-        tc_rpc_call(&e->rpc, method, body, CALL_TIMEOUT_US, resp);
+    mc_status_t st = tc_rpc_call(&e->rpc, method, body, CALL_TIMEOUT_US, resp);
     const void *p = NULL;
     size_t len = 0;
     if (why != NULL) {
