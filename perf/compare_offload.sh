@@ -32,8 +32,9 @@
 #    from the node's segment; bytes checked by XXH3 outside the timing).
 #    Peer: fio sequential reads of a file of the same total size in the same
 #    directory, same block size, io_uring with iodepth D, with --direct=1
-#    (the device, against our O_DIRECT mode) and buffered (the page cache,
-#    warm as the offload files just read are, against our buffered mode).
+#    (the device, against our O_DIRECT mode) and buffered with
+#    --invalidate=0 (the page cache, warm as the offload files are: fio.dat
+#    was written buffered just before; against our buffered mode).
 #    The O_DIRECT mode has progressive loads as by default (a load alone in
 #    flight tells its progress: its reader copies the pieces already read
 #    while the node reads the rest); a third mode, direct-np, is O_DIRECT
@@ -259,8 +260,10 @@ for mode in direct direct-np buffered; do
                 G+=("$(RW=read fio_bw --name=o --filename="$objlist" --file_service_type=sequential \
                     --rw=read --bs="$bs" --iodepth="$d" --ioengine=io_uring --direct=1)")
             else
+                # --invalidate=0: fio's default drops the file's cached pages
+                # before each job, which made this peer read the device
                 F+=("$(RW=read fio_bw --name=r --directory="$root" --filename=fio.dat --rw=read \
-                    --bs="$bs" --iodepth="$d" --ioengine=io_uring --size="${total_mb}M")")
+                    --bs="$bs" --iodepth="$d" --ioengine=io_uring --size="${total_mb}M" --invalidate=0)")
             fi
         done
         ms=$(med "${S[@]}"); mf=$(med "${F[@]}")
