@@ -901,6 +901,12 @@ mc_status_t mc_master_offload_list(mc_master_t *m, const char *key, size_t key_l
                                    int release, mc_master_replica_desc_t *out, uint32_t room,
                                    uint32_t *nrep, uint64_t *lease_ttl_us);
 
+/* 1 when key's object is complete and only on a node's disk (no memory
+ * replica, no DISK one): nothing granted, nothing recorded. A reader that
+ * waits for a load is listed after it (mc_master_offload_list), so the
+ * loaded copy's only lease is the one its reader may release. */
+int mc_master_offload_disk_only(mc_master_t *m, const char *key, size_t key_len);
+
 /* 1 when key's object is only on a node's disk and a LOAD of it is queued
  * or in flight (a reader waits for its answer), 0 otherwise (list it now). */
 int mc_master_offload_loading(mc_master_t *m, const char *key, size_t key_len);

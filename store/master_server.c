@@ -1066,13 +1066,18 @@ static void h_get_replica_list(void *ctx, mc_rpc_req_t *req)
     mc_master_replica_desc_t d[MC_MASTER_MAX_REPLICAS];
     uint32_t n = 0;
     uint64_t lease = 0;
-    mc_status_t st = mc_master_get_replica_list(s->m, f.key, f.key_len, mc_now_us(), d,
-                                                MC_MASTER_MAX_REPLICAS, &n, &lease);
+    /* only on a node's disk: straight to the load, no lease granted on this
+     * listing (the load's answer grants one, which its reader may release:
+     * a lease held to its TTL here would keep the loaded copy as long) */
+    int disk_only = f.wait_us > 0 && mc_master_offload_disk_only(s->m, f.key, f.key_len);
+    mc_status_t st = disk_only ? MC_OK
+                               : mc_master_get_replica_list(s->m, f.key, f.key_len, mc_now_us(), d,
+                                                            MC_MASTER_MAX_REPLICAS, &n, &lease);
     if (st != MC_OK) {
         reply_status(s, req, st, NULL);
         return;
     }
-    if (f.wait_us > 0 && only_local_disk(d, n)) {
+    if (disk_only || (f.wait_us > 0 && only_local_disk(d, n))) {
         if (!offload_load_answer(s, req, f.key, f.key_len, 1, f.partial, f.have_bytes, f.release) &&
             !hold(s, req, HELD_LOAD, &f, 0))
             offload_load_answer(s, req, f.key, f.key_len, 0, f.partial, f.have_bytes, f.release);

@@ -438,8 +438,11 @@ static void a_released_loaded_copy_makes_room_for_the_next_load(void **state)
     }
     load_once(m, "d10", MC_OK, now + 2); /* at once, well within the lease */
     load_once(m, "d11", MC_OK, now + 3);
-    assert_int_equal(allocated(m), 10 * OBJ);
     assert_int_equal(exists(m, "d0", now + 4), 1); /* still on its node's disk */
+    /* listing a disk-only object grants nothing until its load answers */
+    assert_int_equal(mc_master_offload_disk_only(m, "d0", 2), 1);
+    assert_int_equal(mc_master_offload_disk_only(m, "d11", 3), 0); /* loaded */
+    assert_int_equal(mc_master_offload_disk_only(m, "nope", 4), 0);
     mc_master_destroy(m);
 }
 
