@@ -305,9 +305,27 @@ void store_scratch_free_all(mc_store_t *s); /* store_free */
 void store_live_inc(mc_store_t *s);
 void store_live_dec(mc_store_t *s);
 
+/* Set up op for s: stepped by step, ended from outside (close) by fail,
+ * its transfers' per-task statuses read by harvest (NULL: not read). The
+ * rest of op is the caller's, zeroed. */
+static inline void store_op_init(store_op_t *op, mc_store_t *s, store_step_fn_t step,
+                                 store_fail_fn_t fail,
+                                 void (*harvest)(store_op_t *op, mc_te_batch_t *b))
+{
+    op->s = s;
+    op->step = step;
+    op->fail = fail;
+    op->harvest = harvest;
+}
+
 /* Start an operation: count it and post op->step to r0. MC_INPROGRESS, or
  * MC_ERR_CANCELED (closing; nothing counted, the caller frees op). */
 mc_status_t store_op_submit(store_op_t *op);
+
+/* The first part of an operation's end (its fail function), on r0: its
+ * staging window back, its transfer batch freed; one still busy is leaked
+ * and logged as what's ("put", "batch put"). */
+void store_op_release(store_op_t *op, const char *what);
 
 /* Continue op on r0 (from any thread: transfer callbacks). If r0 refuses
  * (the engine is stopping), op->fail(op, MC_ERR_CANCELED) runs here. */

@@ -70,6 +70,13 @@ mc_status_t store_op_submit(store_op_t *op)
     return MC_INPROGRESS;
 }
 
+void store_op_release(store_op_t *op, const char *what)
+{
+    store_stage_put(op->s, op);
+    if (op->batch != NULL && mc_te_batch_free(op->batch) != MC_OK)
+        MC_ERROR(CLIENT, "%s: transfer batch still busy at the end (leaked)", what);
+}
+
 void store_op_post(store_op_t *op)
 {
     op->msg.fn = op_msg;

@@ -91,6 +91,18 @@ void put_gather(const mc_slice_t *parts, size_t nparts, uint64_t off, uint8_t *d
 }
 
 /* (client_put_int.h) */
+mc_status_t put_range_check(store_op_t *h, mc_te_segment_t seg, uint64_t remote, uint64_t len,
+                            int may_refresh)
+{
+    if (store_range_ok(h->s, seg, remote, len))
+        return MC_OK;
+    /* the descriptor we hold predates this memory: look again, once */
+    if (may_refresh && seg != MC_TE_LOCAL_SEGMENT && store_seg_refresh(h, seg) == MC_INPROGRESS)
+        return MC_INPROGRESS;
+    return MC_ERR_TRANSFER_FAIL;
+}
+
+/* (client_put_int.h) */
 void put_copy_into_segment(void *dst, const void *src, size_t n)
 {
     const uint8_t *d = dst, *s = src;
@@ -239,9 +251,22 @@ void put_copy_hand(own_copy_t *c, store_op_t *h)
 }
 
 /* (client_put_int.h) */
-mc_status_t put_copy_wait(own_copy_t *c)
+void put_copy_init(own_copy_t *c, void (*run)(store_op_t *op))
+{
+    c->op = NULL;
+    c->run = run;
+    store_waiter_init(&c->w);
+}
+
+/* (client_put_int.h) */
+mc_status_t put_copy_wait(own_copy_t *c, mc_status_t submitted)
 {
     store_waiter_t *w = &c->w;
+    if (submitted != MC_INPROGRESS) { /* the op never ran: nothing will wake us */
+        w->done = 1;
+        store_waiter_wait(w);
+        return submitted;
+    }
     pthread_mutex_lock(&w->mu);
     for (;;) {
         while (!w->done && c->op == NULL)
@@ -262,9 +287,7 @@ static void put_finish(store_op_t *h, mc_status_t st)
 {
     put_op_t *op = (put_op_t *)h;
     mc_store_t *s = h->s;
-    store_stage_put(s, h);
-    if (h->batch != NULL && mc_te_batch_free(h->batch) != MC_OK)
-        MC_ERROR(CLIENT, "put: transfer batch still busy at the end (leaked)");
+    store_op_release(h, "put");
     op->cb(op->arg, st);
     mc_free(op->cfg.names);
     mc_free(op->parts);
@@ -408,7 +431,7 @@ static put_state_t put_peer_opened(put_op_t *op)
     if (st != MC_OK) {
         MC_WARN(CLIENT, "put '%s': cannot open segment '%s': %s", PUT_KEY(op, kb),
                 put_replica_endpoint(&op->rep[op->nres]), mc_status_str(st));
-        return put_fail(op, st == MC_ERR_CANCELED ? st : MC_ERR_TRANSFER_FAIL);
+        return put_fail(op, put_xfer_status(st));
     }
     op->seg[op->nres++] = op->h.opened;
     return P_RESOLVE;
@@ -443,11 +466,11 @@ static put_state_t put_submit(put_op_t *op)
                                     .segment = op->seg[i],
                                     .remote = op->rep[i].address + op->off,
                                     .length = op->plen};
-        if (store_range_ok(h->s, op->seg[i], reqs[i].remote, op->plen))
+        mc_status_t rs =
+            put_range_check(h, op->seg[i], reqs[i].remote, op->plen, !(op->refreshed & (1u << i)));
+        if (rs == MC_OK)
             continue;
-        /* The descriptor we hold predates this memory: look again, once. */
-        if (op->seg[i] != MC_TE_LOCAL_SEGMENT && !(op->refreshed & (1u << i)) &&
-            store_seg_refresh(h, op->seg[i]) == MC_INPROGRESS) {
+        if (rs == MC_INPROGRESS) {
             op->refreshed |= 1u << i;
             return P_WAIT_REFRESH; /* waiting: the refresh (refresh_cb steps us) */
         }
@@ -462,7 +485,7 @@ static put_state_t put_submit(put_op_t *op)
     if (st != MC_OK) {
         MC_WARN(CLIENT, "put '%s': cannot submit the transfer: %s", PUT_KEY(op, kb),
                 mc_status_str(st));
-        return put_fail(op, st == MC_ERR_CANCELED ? st : MC_ERR_TRANSFER_FAIL);
+        return put_fail(op, put_xfer_status(st));
     }
     return P_WAIT_XFER; /* waiting: the batch (store_xfer_cb posts us) */
 }
@@ -758,10 +781,7 @@ static mc_status_t put_new(mc_store_t *s, const void *key, size_t klen, const mc
     op->win = direct != NULL ? len : store_stage_window(s, len);
     op->cb = cb;
     op->arg = arg;
-    op->h.s = s;
-    op->h.step = put_step;
-    op->h.fail = put_finish;
-    op->h.harvest = put_harvest;
+    store_op_init(&op->h, s, put_step, put_finish, put_harvest);
     op->copy = copy;
     op->state = P_STAGE;
     if (pre != NULL) {
@@ -816,16 +836,11 @@ static mc_status_t put_sync_from(mc_store_t *s, const void *key, size_t klen,
 {
     if (store_on_reactor(s))
         return MC_ERR_STATE;
-    own_copy_t c = {.op = NULL, .run = put_copy_run};
-    store_waiter_init(&c.w);
+    own_copy_t c;
+    put_copy_init(&c, put_copy_run);
     mc_status_t st =
         put_new(s, key, klen, parts, nparts, cfg, flags, &c, pre, store_waiter_status_cb, &c.w);
-    if (st != MC_INPROGRESS) {
-        c.w.done = 1;
-        store_waiter_wait(&c.w);
-        return st;
-    }
-    return put_copy_wait(&c);
+    return put_copy_wait(&c, st);
 }
 
 static mc_status_t put_sync(mc_store_t *s, const void *key, size_t klen, const mc_slice_t *parts,

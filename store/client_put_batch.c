@@ -74,9 +74,7 @@ static void bput_finish(store_op_t *h, mc_status_t st)
 {
     bput_op_t *op = (bput_op_t *)h;
     mc_store_t *s = h->s;
-    store_stage_put(s, h);
-    if (h->batch != NULL && mc_te_batch_free(h->batch) != MC_OK)
-        MC_ERROR(CLIENT, "batch put: transfer batch still busy at the end (leaked)");
+    store_op_release(h, "batch put");
     for (size_t i = 0; i < op->n; i++)
         op->out_st[op->orig[i]] = st != MC_OK && op->st[i] == MC_OK ? st : op->st[i];
     op->cb(op->arg, st);
@@ -252,14 +250,15 @@ static int bput_requests(bput_op_t *op, size_t *nreq)
         size_t first = k;
         for (uint32_t j = 0; j < op->nrep[i]; j++) {
             size_t at = i * op->per + j;
-            if (!store_range_ok(h->s, op->seg[at], op->rep[at].address, op->sizes[i])) {
-                if (op->seg[at] != MC_TE_LOCAL_SEGMENT && !bput_was_refreshed(op, op->seg[at]) &&
-                    op->nrefreshed < MC_ARRAY_SIZE(op->refreshed) &&
-                    store_seg_refresh(h, op->seg[at]) == MC_INPROGRESS) {
-                    op->refreshed[op->nrefreshed++] = op->seg[at];
-                    return 0;
-                }
-                op->st[i] = MC_ERR_TRANSFER_FAIL;
+            mc_status_t rs = put_range_check(h, op->seg[at], op->rep[at].address, op->sizes[i],
+                                             op->nrefreshed < MC_ARRAY_SIZE(op->refreshed) &&
+                                                 !bput_was_refreshed(op, op->seg[at]));
+            if (rs == MC_INPROGRESS) {
+                op->refreshed[op->nrefreshed++] = op->seg[at];
+                return 0;
+            }
+            if (rs != MC_OK) {
+                op->st[i] = rs;
                 k = first;
                 break;
             }
@@ -557,10 +556,7 @@ static mc_status_t bput_op_new(mc_store_t *s, const mc_slice_t *keys, const mc_s
     op->per = per;
     op->out_st = st;
     op->orig = orig;
-    op->h.s = s;
-    op->h.step = bput_step;
-    op->h.fail = bput_finish;
-    op->h.harvest = bput_harvest;
+    store_op_init(&op->h, s, bput_step, bput_finish, bput_harvest);
     op->state = B_STAGE;
     *out = op;
     return MC_OK;
@@ -654,21 +650,19 @@ static mc_status_t batch_put(mc_store_t *s, const mc_slice_t *keys, const mc_sli
     rc = bput_op_new(s, keys, parts, pf, pc, npieces, idx, nv, cfg, flags, all_direct, st, &op);
     if (rc != MC_OK)
         goto out;
-    own_copy_t c = {.op = NULL, .run = bput_copy_run};
-    store_waiter_init(&c.w);
+    own_copy_t c;
+    put_copy_init(&c, bput_copy_run);
     op->cb = store_waiter_status_cb;
     op->arg = &c.w;
     op->copy = &c;
     rc = store_op_submit(&op->h);
+    /* bput_finish writes st[] before it calls back */
+    (void)put_copy_wait(&c, rc);
     if (rc != MC_INPROGRESS) {
-        c.w.done = 1;
-        store_waiter_wait(&c.w);
         mc_free(op->cfg.names);
         mc_free(op);
         goto out;
     }
-    /* bput_finish writes st[] before it calls back */
-    (void)put_copy_wait(&c);
     rc = MC_OK;
 out:
     mc_free(idx);

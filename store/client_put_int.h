@@ -13,6 +13,14 @@
 /* Copy bytes [off, off + n) of the concatenation of parts to dst. */
 void put_gather(const mc_slice_t *parts, size_t nparts, uint64_t off, uint8_t *dst, uint64_t n);
 
+/* Whether a write of [remote, remote + len) of segment seg may go: MC_OK
+ * when it is inside what we know of the segment; MC_INPROGRESS when the
+ * descriptor we hold may predate that memory and may_refresh (the caller's
+ * once per segment): a refresh was asked, h is stepped again when it
+ * answers; else MC_ERR_TRANSFER_FAIL (the caller logs it, or not). */
+mc_status_t put_range_check(store_op_t *h, mc_te_segment_t seg, uint64_t remote, uint64_t len,
+                            int may_refresh);
+
 /* A value's bytes into a segment: nobody reads them soon (mc_copy_cold),
  * unless the caller's source overlaps the destination. */
 void put_copy_into_segment(void *dst, const void *src, size_t n);
@@ -71,12 +79,16 @@ typedef struct own_copy {
     void (*run)(store_op_t *op);
 } own_copy_t;
 
+/* Set c up before the op it waits for is made: run does the op's copies. */
+void put_copy_init(own_copy_t *c, void (*run)(store_op_t *op));
+
 /* r0: hand h (stopped in its WAIT_COPY state) to its caller. r0 touches h
  * no more until the caller posts it back. */
 void put_copy_hand(own_copy_t *c, store_op_t *h);
 
-/* The caller's wait: copy whenever r0 hands it the op, until the op
- * reports; the op's status. */
-mc_status_t put_copy_wait(own_copy_t *c);
+/* The caller's wait, given what the op's submit returned: unless
+ * MC_INPROGRESS the op never ran, c is let go and that is returned; else
+ * copy whenever r0 hands it the op, until the op reports: its status. */
+mc_status_t put_copy_wait(own_copy_t *c, mc_status_t submitted);
 
 #endif /* MC_STORE_CLIENT_PUT_INT_H */

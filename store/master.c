@@ -214,6 +214,25 @@ void shard_unlock(shard_t *sh)
     pthread_mutex_unlock(&sh->lock);
 }
 
+shard_t *shard_lock_key(mc_master_t *m, const char *key, size_t len, uint64_t *h)
+{
+    uint64_t hv = mc_hash64(key, len);
+    shard_t *sh = &m->shards[shard_of(hv)];
+    shard_lock(sh);
+    if (h != NULL)
+        *h = hv;
+    return sh;
+}
+
+obj_t *obj_lock_find(mc_master_t *m, const char *key, size_t len, shard_t **sh, uint64_t *h)
+{
+    uint64_t hv;
+    *sh = shard_lock_key(m, key, len, &hv);
+    if (h != NULL)
+        *h = hv;
+    return otab_find(&(*sh)->tab, hv, key, len);
+}
+
 /* xorshift64*, one stream per thread: placement and eviction start points only
  * need to be spread, not unpredictable. */
 uint64_t rng_next(void)

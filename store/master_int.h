@@ -319,6 +319,12 @@ static inline int uuid_is_zero(mc_uuid_t a)
 }
 void shard_lock(shard_t *sh);
 void shard_unlock(shard_t *sh);
+/* The one way to a key's object: hash the key (*h, which the shard's table
+ * and the *_locked functions take), pick its shard and lock it; release
+ * with shard_unlock (h may be NULL). obj_lock_find also finds the key's
+ * object in the shard's table: NULL when it has none. */
+shard_t *shard_lock_key(mc_master_t *m, const char *key, size_t len, uint64_t *h);
+obj_t *obj_lock_find(mc_master_t *m, const char *key, size_t len, shard_t **sh, uint64_t *h);
 uint64_t rng_next(void);
 
 /* ---- master_objects.c ---- */

@@ -362,11 +362,10 @@ mc_status_t apply_put_start(mc_master_t *m, const mc_master_jrec_t *r, uint64_t 
     if (!key_valid(m, r->key, r->key_len) || r->nrep == 0 || r->nrep > MC_MASTER_MAX_REPLICAS ||
         r->size == 0)
         return MC_ERR_INVALID_PARAMS;
-    uint64_t h = mc_hash64(r->key, r->key_len);
-    shard_t *sh = &m->shards[shard_of(h)];
     mc_status_t st = MC_ERR_NOMEM;
-    shard_lock(sh);
-    obj_t *o = obj_find(sh, h, r->key, r->key_len);
+    uint64_t h;
+    shard_t *sh;
+    obj_t *o = obj_lock_find(m, r->key, r->key_len, &sh, &h);
     if (o != NULL) {
         if (o->state == OBJ_COMPLETE) {
             /* the leader never overwrites a complete object: a DROP is missing */
@@ -420,9 +419,7 @@ mc_status_t apply_release(mc_master_t *m, const mc_master_jrec_t *r)
 {
     if (!key_valid(m, r->key, r->key_len) || r->nrep != 1)
         return MC_ERR_INVALID_PARAMS;
-    uint64_t h = mc_hash64(r->key, r->key_len);
-    shard_t *sh = &m->shards[shard_of(h)];
-    shard_lock(sh);
+    shard_t *sh = shard_lock_key(m, r->key, r->key_len, NULL);
     pthread_rwlock_rdlock(&m->seg_lock);
     obj_t **pp = &sh->parked, *o = NULL;
     for (; *pp != NULL; pp = &(*pp)->next_parked) {
@@ -451,10 +448,9 @@ mc_status_t apply_drop(mc_master_t *m, const mc_master_jrec_t *r)
 {
     if (!key_valid(m, r->key, r->key_len))
         return MC_ERR_INVALID_PARAMS;
-    uint64_t h = mc_hash64(r->key, r->key_len);
-    shard_t *sh = &m->shards[shard_of(h)];
-    shard_lock(sh);
-    obj_t *o = obj_find(sh, h, r->key, r->key_len);
+    uint64_t h;
+    shard_t *sh;
+    obj_t *o = obj_lock_find(m, r->key, r->key_len, &sh, &h);
     if (o != NULL) {
         if (o->state == OBJ_PROCESSING && r->park) {
             discard_put(m, sh, o, h);
@@ -485,10 +481,8 @@ mc_status_t mc_master_put_start(mc_master_t *m, mc_uuid_t client, const char *ke
     mc_status_t st = check_cfg(m, cfg);
     if (st != MC_OK || size == 0 || size > m->o.max_object_size || out == NULL || nrep == NULL)
         return MC_ERR_INVALID_PARAMS;
-    uint64_t h = mc_hash64(key, key_len);
-    shard_t *sh = &m->shards[shard_of(h)];
-
-    shard_lock(sh);
+    uint64_t h;
+    shard_t *sh = shard_lock_key(m, key, key_len, &h);
     st = put_start_locked(m, sh, h, client, key, key_len, size, cfg, now_us, out, nrep);
     shard_unlock(sh);
     if (st == MC_ERR_NO_AVAILABLE_HANDLE && m->o.eviction_ratio > 0.0) {
@@ -513,9 +507,8 @@ mc_status_t mc_master_put_end(mc_master_t *m, mc_uuid_t client, const char *key,
 {
     if (!key_valid(m, key, key_len))
         return MC_ERR_INVALID_KEY;
-    uint64_t h = mc_hash64(key, key_len);
-    shard_t *sh = &m->shards[shard_of(h)];
-    shard_lock(sh);
+    uint64_t h;
+    shard_t *sh = shard_lock_key(m, key, key_len, &h);
     mc_status_t st = put_end_locked(m, sh, h, client, key, key_len, now_us, now_us);
     shard_unlock(sh);
     return st;
@@ -527,9 +520,8 @@ mc_status_t mc_master_put_revoke(mc_master_t *m, mc_uuid_t client, const char *k
     (void)now_us;
     if (!key_valid(m, key, key_len))
         return MC_ERR_INVALID_KEY;
-    uint64_t h = mc_hash64(key, key_len);
-    shard_t *sh = &m->shards[shard_of(h)];
-    shard_lock(sh);
+    uint64_t h;
+    shard_t *sh = shard_lock_key(m, key, key_len, &h);
     mc_status_t st = put_revoke_locked(m, sh, h, client, key, key_len);
     shard_unlock(sh);
     return st;
@@ -649,9 +641,8 @@ mc_status_t mc_master_get_replica_list(mc_master_t *m, const char *key, size_t k
         return MC_ERR_INVALID_KEY;
     if (room == 0 || out == NULL || nrep == NULL)
         return MC_ERR_INVALID_PARAMS;
-    uint64_t h = mc_hash64(key, key_len);
-    shard_t *sh = &m->shards[shard_of(h)];
-    shard_lock(sh);
+    uint64_t h;
+    shard_t *sh = shard_lock_key(m, key, key_len, &h);
     mc_status_t st = get_locked(m, sh, h, key, key_len, now_us, now_us, out, room, nrep, 0);
     shard_unlock(sh);
     if (st == MC_OK && lease_ttl_us != NULL)
@@ -667,9 +658,8 @@ mc_status_t mc_master_offload_list(mc_master_t *m, const char *key, size_t key_l
         return MC_ERR_INVALID_KEY;
     if (room == 0 || out == NULL || nrep == NULL)
         return MC_ERR_INVALID_PARAMS;
-    uint64_t h = mc_hash64(key, key_len);
-    shard_t *sh = &m->shards[shard_of(h)];
-    shard_lock(sh);
+    uint64_t h;
+    shard_t *sh = shard_lock_key(m, key, key_len, &h);
     /* access 0: never newer than it was (get_locked) */
     mc_status_t st = get_locked(m, sh, h, key, key_len, now_us, 0, out, room, nrep, release);
     shard_unlock(sh);
@@ -689,10 +679,8 @@ mc_status_t mc_master_query_key(mc_master_t *m, const char *key, size_t key_len,
         return MC_ERR_INVALID_KEY;
     if ((room > 0 && out == NULL) || nrep == NULL || info == NULL)
         return MC_ERR_INVALID_PARAMS;
-    uint64_t h = mc_hash64(key, key_len);
-    shard_t *sh = &m->shards[shard_of(h)];
-    shard_lock(sh);
-    obj_t *o = obj_find(sh, h, key, key_len);
+    shard_t *sh;
+    obj_t *o = obj_lock_find(m, key, key_len, &sh, NULL);
     if (o == NULL) {
         shard_unlock(sh);
         return MC_ERR_OBJECT_NOT_FOUND;
@@ -737,10 +725,8 @@ mc_status_t mc_master_exist_key(mc_master_t *m, const char *key, size_t key_len,
         return MC_ERR_INVALID_KEY;
     if (exists == NULL)
         return MC_ERR_INVALID_PARAMS;
-    uint64_t h = mc_hash64(key, key_len);
-    shard_t *sh = &m->shards[shard_of(h)];
-    shard_lock(sh);
-    obj_t *o = obj_find(sh, h, key, key_len);
+    shard_t *sh;
+    obj_t *o = obj_lock_find(m, key, key_len, &sh, NULL);
     *exists = o != NULL && o->state == OBJ_COMPLETE;
     shard_unlock(sh);
     return MC_OK;
@@ -751,9 +737,8 @@ mc_status_t mc_master_remove(mc_master_t *m, const char *key, size_t key_len, in
 {
     if (!key_valid(m, key, key_len))
         return MC_ERR_INVALID_KEY;
-    uint64_t h = mc_hash64(key, key_len);
-    shard_t *sh = &m->shards[shard_of(h)];
-    shard_lock(sh);
+    uint64_t h;
+    shard_t *sh = shard_lock_key(m, key, key_len, &h);
     mc_status_t st = remove_locked(m, sh, h, key, key_len, force, now_us);
     shard_unlock(sh);
     return st;

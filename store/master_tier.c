@@ -69,11 +69,9 @@ mc_status_t mc_master_tier_add(mc_master_t *m, const char *key, size_t key_len, 
     (void)now_us;
     if (!key_valid(m, key, key_len))
         return MC_ERR_INVALID_KEY;
-    uint64_t h = mc_hash64(key, key_len);
-    shard_t *sh = &m->shards[shard_of(h)];
     mc_status_t st = MC_OK;
-    shard_lock(sh);
-    obj_t *o = otab_find(&sh->tab, h, key, key_len);
+    shard_t *sh;
+    obj_t *o = obj_lock_find(m, key, key_len, &sh, NULL);
     if (o == NULL)
         st = MC_ERR_OBJECT_NOT_FOUND;
     else if (o->size != size)
@@ -102,11 +100,10 @@ static mc_status_t disk_restore(mc_master_t *m, const char *key, size_t key_len,
         return MC_ERR_INVALID_KEY;
     if (size == 0 || size > m->o.max_object_size)
         return MC_ERR_INVALID_PARAMS;
-    uint64_t h = mc_hash64(key, key_len);
-    shard_t *sh = &m->shards[shard_of(h)];
     mc_status_t st = MC_OK;
-    shard_lock(sh);
-    obj_t *o = otab_find(&sh->tab, h, key, key_len);
+    uint64_t h;
+    shard_t *sh;
+    obj_t *o = obj_lock_find(m, key, key_len, &sh, &h);
     if (o != NULL) {
         if (mode == RESTORE_ABSENT)
             st = MC_ERR_OBJECT_ALREADY_EXISTS;
@@ -160,11 +157,9 @@ mc_status_t apply_spill(mc_master_t *m, const mc_master_jrec_t *r)
 {
     if (!key_valid(m, r->key, r->key_len))
         return MC_ERR_INVALID_PARAMS;
-    uint64_t h = mc_hash64(r->key, r->key_len);
-    shard_t *sh = &m->shards[shard_of(h)];
     mc_status_t st = MC_OK;
-    shard_lock(sh);
-    obj_t *o = otab_find(&sh->tab, h, r->key, r->key_len);
+    shard_t *sh;
+    obj_t *o = obj_lock_find(m, r->key, r->key_len, &sh, NULL);
     /* the leader spills only complete objects with a file: anything else
      * means a record is missing, and freeing would be a guess */
     if (o == NULL || o->state != OBJ_COMPLETE || (!o->disk && !obj_ldisk(o)))
@@ -180,10 +175,8 @@ mc_status_t mc_master_tier_if_absent(mc_master_t *m, const char *key, size_t key
 {
     if (!key_valid(m, key, key_len))
         return MC_ERR_INVALID_KEY;
-    uint64_t h = mc_hash64(key, key_len);
-    shard_t *sh = &m->shards[shard_of(h)];
-    shard_lock(sh);
-    obj_t *o = otab_find(&sh->tab, h, key, key_len);
+    shard_t *sh;
+    obj_t *o = obj_lock_find(m, key, key_len, &sh, NULL);
     if (o == NULL)
         fn(arg);
     shard_unlock(sh);

@@ -115,11 +115,7 @@ static int setup(void **state)
     e.ports[1] = (port_t){"node data", e.c.node[0].port, MC_RPC_TE_WRITE};
     e.ports[2] = (port_t){"service control", e.svc_port, MC_RPC_SVC_PUT};
 
-    mc_reactor_group_opts_t go;
-    mc_reactor_group_opts_init(&go);
-    go.count = 1;
-    go.name = "authp";
-    assert_int_equal(mc_reactor_group_create(&go, &e.g), MC_OK);
+    e.g = rt_group_create(1, "authp");
     assert_int_equal(open_client(&e, e.secret, 0, &e.s), MC_OK);
     *state = &e;
     return 0;
@@ -142,14 +138,7 @@ static int teardown(void **state)
 static mc_status_t call(env_t *e, unsigned port, const mc_auth_key_t *key, uint16_t method,
                         char *why, size_t room)
 {
-    mc_rpc_client_opts_t o;
-    mc_rpc_client_opts_init(&o);
-    o.host = "127.0.0.1";
-    o.port = (uint16_t)port;
-    o.auth_key = key;
-    o.call_timeout_us = CALL_US;
-    mc_rpc_client_t *c = NULL;
-    assert_int_equal(mc_rpc_client_create(mc_reactor_group_get(e->g, 0), &o, &c), MC_OK);
+    mc_rpc_client_t *c = rt_client_create(mc_reactor_group_get(e->g, 0), port, key, CALL_US);
     uint8_t empty = 0x80; /* {} */
     mc_buf_t resp = MC_BUF_INIT;
     mc_status_t st = mc_rpc_call_sync(c, method, &empty, 1, CALL_US, &resp);

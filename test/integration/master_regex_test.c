@@ -41,8 +41,7 @@ static const mc_master_segment_t SEG = {.id = {0x5e6, 1},
 
 typedef struct env {
     tc_master_t master;
-    mc_reactor_group_t *g;
-    mc_rpc_client_t *c;
+    tc_rpc_t rpc; /* a client of the master */
 } env_t;
 
 /* ---------------------------------------------------------- the master */
@@ -83,8 +82,7 @@ static mc_status_t call(env_t *e, uint16_t method, const mc_buf_t *body, mc_buf_
                         size_t room)
 {
     mc_buf_reset(resp);
-    mc_status_t st =
-        mc_rpc_call_sync(e->c, method, mc_buf_head(body), mc_buf_used(body), CALL_TIMEOUT_US, resp);
+    mc_status_t st = tc_rpc_call(&e->rpc, method, body, CALL_TIMEOUT_US, resp);
     const void *p = NULL;
     size_t len = 0;
     if (why != NULL) {
@@ -194,11 +192,11 @@ static void ping_done(void *arg, const mc_rpc_resp_t *resp)
 static void race_send(void *arg)
 {
     race_t *r = arg;
-    mc_mcli_regex(mc_rpc_call_begin(r->e->c), r->re, 1);
-    assert_int_equal(mc_rpc_call_end(r->e->c, r->method, CALL_TIMEOUT_US, regex_done, r),
+    mc_mcli_regex(mc_rpc_call_begin(r->e->rpc.c), r->re, 1);
+    assert_int_equal(mc_rpc_call_end(r->e->rpc.c, r->method, CALL_TIMEOUT_US, regex_done, r),
                      MC_INPROGRESS);
-    mc_mcli_ping(mc_rpc_call_begin(r->e->c), CLIENT);
-    assert_int_equal(mc_rpc_call_end(r->e->c, MC_RPC_PING, CALL_TIMEOUT_US, ping_done, r),
+    mc_mcli_ping(mc_rpc_call_begin(r->e->rpc.c), CLIENT);
+    assert_int_equal(mc_rpc_call_end(r->e->rpc.c, MC_RPC_PING, CALL_TIMEOUT_US, ping_done, r),
                      MC_INPROGRESS);
 }
 
@@ -219,16 +217,7 @@ static int setup(void **state)
     memset(&e, 0, sizeof(e));
     signal(SIGPIPE, SIG_IGN);
     assert_int_equal(tc_master_start(&e.master, master_sets), 0);
-    mc_reactor_group_opts_t go;
-    mc_reactor_group_opts_init(&go);
-    go.count = 1;
-    go.name = "cli";
-    assert_int_equal(mc_reactor_group_create(&go, &e.g), MC_OK);
-    mc_rpc_client_opts_t o;
-    mc_rpc_client_opts_init(&o);
-    o.host = "127.0.0.1";
-    o.port = (uint16_t)e.master.rpc_port;
-    assert_int_equal(mc_rpc_client_create(mc_reactor_group_get(e.g, 0), &o, &e.c), MC_OK);
+    assert_int_equal(tc_rpc_open(&e.rpc, e.master.rpc_port), 0);
     *state = &e;
     return 0;
 }
@@ -236,8 +225,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     env_t *e = *state;
-    mc_rpc_client_destroy(e->c);
-    mc_reactor_group_destroy(e->g);
+    tc_rpc_close(&e->rpc);
     if (e->master.proc.pid > 0)
         assert_int_equal(tc_stop_ms(&e->master.proc, SIGTERM, 10000), 0);
     return 0;
@@ -286,7 +274,7 @@ static void a_backtracking_scan_runs_off_the_reactor_and_stops_at_its_deadline(v
         r.e = e;
         r.method = methods[i];
         r.re = "(a*)*\\1z";
-        mc_rpc_run_on(mc_reactor_group_get(e->g, 0), race_send, &r);
+        mc_rpc_run_on(mc_reactor_group_get(e->rpc.g, 0), race_send, &r);
         /* the ping was sent after the scan request, on the same connection:
          * it is answered first, while the scan runs */
         wait_set(&r.ping_at, 20000);

@@ -47,11 +47,7 @@ static int setup(void **state)
 {
     static env_t e;
     signal(SIGPIPE, SIG_IGN);
-    mc_reactor_group_opts_t go;
-    mc_reactor_group_opts_init(&go);
-    go.count = 2;
-    go.name = "auth";
-    assert_int_equal(mc_reactor_group_create(&go, &e.g), MC_OK);
+    e.g = rt_group_create(2, "auth");
     assert_int_equal(mc_auth_key_from("the cluster's secret, 32 bytes..", 32, &e.k), MC_OK);
     assert_int_equal(mc_auth_key_from("another secret of the same size.", 32, &e.other), MC_OK);
     e.with_key = server(&e, &e.k);
@@ -74,13 +70,8 @@ static int teardown(void **state)
 static mc_status_t echo(env_t *e, mc_rpc_server_t *s, const mc_auth_key_t *key, char *why,
                         size_t room)
 {
-    mc_rpc_client_opts_t o;
-    mc_rpc_client_opts_init(&o);
-    o.host = "127.0.0.1";
-    o.port = mc_rpc_server_port(s);
-    o.auth_key = key;
-    mc_rpc_client_t *c = NULL;
-    assert_int_equal(mc_rpc_client_create(mc_reactor_group_get(e->g, 1), &o, &c), MC_OK);
+    mc_rpc_client_t *c =
+        rt_client_create(mc_reactor_group_get(e->g, 1), mc_rpc_server_port(s), key, 0);
     mc_buf_t body = MC_BUF_INIT, resp = MC_BUF_INIT;
     mc_mp_writer_t w;
     mc_mp_writer_init(&w, &body);

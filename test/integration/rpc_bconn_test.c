@@ -100,11 +100,7 @@ static int setup(void **state)
 {
     static env_t e;
     signal(SIGPIPE, SIG_IGN);
-    mc_reactor_group_opts_t go;
-    mc_reactor_group_opts_init(&go);
-    go.count = 1;
-    go.name = "srv";
-    assert_int_equal(mc_reactor_group_create(&go, &e.g), MC_OK);
+    e.g = rt_group_create(1, "srv");
     *state = &e;
     return 0;
 }

@@ -24,8 +24,8 @@
 
 typedef struct env {
     test_proc_t server;
-    mc_reactor_group_t *g;
-    mc_reactor_t *r;
+    tc_rpc_t rpc;    /* a client of the server */
+    mc_reactor_t *r; /* its reactor */
     mc_rpc_client_t *cli;
 } env_t;
 
@@ -38,15 +38,9 @@ static int setup(void **state)
     assert_int_equal(tc_spawn(&e.server, argv), 0);
     long port = test_proc_expect_num(&e.server, "port ", 5000);
     assert_true(port > 0);
-    mc_reactor_group_opts_t go;
-    mc_reactor_group_opts_init(&go);
-    go.count = 1;
-    assert_int_equal(mc_reactor_group_create(&go, &e.g), MC_OK);
-    e.r = mc_reactor_group_get(e.g, 0);
-    mc_rpc_client_opts_t o;
-    mc_rpc_client_opts_init(&o);
-    o.port = (uint16_t)port;
-    assert_int_equal(mc_rpc_client_create(e.r, &o, &e.cli), MC_OK);
+    assert_int_equal(tc_rpc_open(&e.rpc, (unsigned)port), 0);
+    e.r = mc_reactor_group_get(e.rpc.g, 0);
+    e.cli = e.rpc.c;
     *state = &e;
     return 0;
 }
@@ -54,8 +48,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     env_t *e = *state;
-    mc_rpc_client_destroy(e->cli);
-    mc_reactor_group_destroy(e->g);
+    tc_rpc_close(&e->rpc);
     tc_stop_ms(&e->server, SIGTERM, 5000);
     return 0;
 }

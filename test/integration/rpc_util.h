@@ -2,7 +2,8 @@
  * rpc_util.h - the RPC tests' shared client side (rpc_echo_test,
  * master_rpc_test, rpc_auth_test, auth_ports_test, rpc_bconn_test):
  *
- *  - a pool of RPC clients on a group of two client reactors;
+ *  - a group of reactors, one client, a pool of RPC clients on a group of
+ *    two client reactors;
  *  - an in-process server on one reactor with the test's handlers;
  *  - raw sockets that send what the client library never would: bytes
  *    (and whether the server hangs up), frames with any header, the client
@@ -36,16 +37,41 @@
 
 /* ---------------------------------------------------------- client pool */
 
+/* A group called name of count reactors (it must start). */
+static inline mc_reactor_group_t *rt_group_create(unsigned count, const char *name)
+{
+    mc_reactor_group_opts_t go;
+    mc_reactor_group_opts_init(&go);
+    go.count = count;
+    go.name = name;
+    mc_reactor_group_t *g = NULL;
+    assert_int_equal(mc_reactor_group_create(&go, &g), MC_OK);
+    return g;
+}
+
+/* A client of 127.0.0.1:port on reactor r with key (NULL: none) and
+ * call_timeout_us (0: the default); it must be created. */
+static inline mc_rpc_client_t *rt_client_create(mc_reactor_t *r, unsigned port,
+                                                const mc_auth_key_t *key, uint64_t call_timeout_us)
+{
+    mc_rpc_client_opts_t o;
+    mc_rpc_client_opts_init(&o);
+    o.host = "127.0.0.1";
+    o.port = (uint16_t)port;
+    o.auth_key = key;
+    if (call_timeout_us != 0)
+        o.call_timeout_us = call_timeout_us;
+    mc_rpc_client_t *c = NULL;
+    assert_int_equal(mc_rpc_client_create(r, &o, &c), MC_OK);
+    return c;
+}
+
 /* A group "cli" of two reactors into *g and n clients of 127.0.0.1:port
  * (client i on reactor i % 2, reconnecting after 20-200 ms) into cli. */
 static inline void rt_clients_create(mc_reactor_group_t **g, mc_rpc_client_t **cli, int n,
                                      unsigned port)
 {
-    mc_reactor_group_opts_t go;
-    mc_reactor_group_opts_init(&go);
-    go.count = 2;
-    go.name = "cli";
-    assert_int_equal(mc_reactor_group_create(&go, g), MC_OK);
+    *g = rt_group_create(2, "cli");
     for (int i = 0; i < n; i++) {
         mc_rpc_client_opts_t o;
         mc_rpc_client_opts_init(&o);
