@@ -48,12 +48,14 @@
 #    "loads" = the master's master_offload_loads_total per round: every get
 #    of the round was a read of the disk (n of n) or not.
 # Lease: every get of a disk-only object leaves its loaded copy in the node's
-# segment, held by the reader's lease (master.lease_ttl) before eviction may
-# drop it; the segment must hold one lease period of reads, so in step 2
-# the node's segment is 160 MiB (under the 256 MiB of data: a round finds
-# no object in memory, "loads" says) and the lease is 200 ms. A get whose
-# read outlives its lease (a busy machine) fails with LEASE_EXPIRED and is
-# read again, in the time ("re-reads").
+# segment; its reader releases the copy's lease once it copied it, so the
+# copy may go at the next load's eviction (a reader without that, or a
+# master with lease_release off, holds it for master.lease_ttl: the segment
+# would have to hold one lease period of reads, and through the page cache
+# loads waited for room). In step 2 the node's segment is 160 MiB (under the
+# 256 MiB of data: a round finds no object in memory, "loads" says) and the
+# lease is 200 ms. A get whose read outlives its lease (a busy machine)
+# fails with LEASE_EXPIRED and is read again, in the time ("re-reads").
 # Page cache: caches cannot be dropped here; the buffered figures of both
 # sides are served by it; the O_DIRECT ones measure the device.
 # The machine is shared: figures vary; compare within one run.

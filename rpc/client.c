@@ -607,7 +607,9 @@ mc_status_t mc_rpc_call_copy_body(mc_rpc_client_t *c, mc_buf_t *dst)
     return mc_buf_append(dst, mc_buf_head(out) + from, mc_buf_used(out) - from);
 }
 
-mc_status_t mc_rpc_call_add_uint(mc_rpc_client_t *c, unsigned field, uint64_t value)
+/* Raise the count of the body map of the call being built by one (the
+ * caller writes the field next). */
+static mc_status_t call_add_field(mc_rpc_client_t *c)
 {
     if (c->w.err != MC_OK)
         return c->w.err;
@@ -628,9 +630,26 @@ mc_status_t mc_rpc_call_add_uint(mc_rpc_client_t *c, unsigned field, uint64_t va
     } else {
         return MC_ERR_LIMIT;
     }
-    /* p may move when the buffer grows: not used after this */
+    return MC_OK; /* p may move when the buffer grows: not used after this */
+}
+
+mc_status_t mc_rpc_call_add_uint(mc_rpc_client_t *c, unsigned field, uint64_t value)
+{
+    mc_status_t st = call_add_field(c);
+    if (st != MC_OK)
+        return st;
     mc_mp_write_uint(&c->w, field);
     mc_mp_write_uint(&c->w, value);
+    return c->w.err;
+}
+
+mc_status_t mc_rpc_call_add_bool(mc_rpc_client_t *c, unsigned field, int value)
+{
+    mc_status_t st = call_add_field(c);
+    if (st != MC_OK)
+        return st;
+    mc_mp_write_uint(&c->w, field);
+    mc_mp_write_bool(&c->w, value);
     return c->w.err;
 }
 

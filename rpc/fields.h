@@ -43,9 +43,10 @@ enum mc_proto_field {
     MC_F_PUT_ID = 35,   /* uint: PutStart / BatchPutStart: the client's id of the put, so a
                            resend is recognised (store/master.h put_id) */
     MC_F_RELEASE = 36,  /* bool: BATCH_GET_REPLICA_LIST: the reader will send LEASE_RELEASE
-                           for these keys once its reads are done */
+                           for these keys once its reads are done; GET_REPLICA_LIST /
+                           OFFLOAD_LOAD with WAIT_US: for the copy a node loaded */
     MC_F_GRANT_US = 37, /* uint: the master's time of a release-able grant (the reply of
-                           such a BATCH_GET_REPLICA_LIST; sent back in LEASE_RELEASE) */
+                           such a call; sent back in LEASE_RELEASE) */
 
     /* transfer engine */
     MC_F_ADDR = 40,      /* uint: absolute address in the target */

@@ -28,9 +28,10 @@ enum mc_rpc_method {
     MC_RPC_BATCH_PUT_START = 104,
     MC_RPC_BATCH_PUT_END = 105,
     MC_RPC_BATCH_PUT_REVOKE = 106,
-    MC_RPC_GET_REPLICA_LIST = 107, /* {KEY[, WAIT_US]} -> {REPLICAS, LEASE_TTL_US[, HELD_US]};
-                                      WAIT_US: an object only on a node's disk is loaded and
-                                      the answer held as OFFLOAD_LOAD's */
+    MC_RPC_GET_REPLICA_LIST = 107, /* {KEY[, WAIT_US, HAVE, RELEASE]} -> {REPLICAS, LEASE_TTL_US[,
+                                      HELD_US, GRANT_US, VIEW_VERSION]}; WAIT_US: an object only
+                                      on a node's disk is loaded and the answer held as
+                                      OFFLOAD_LOAD's */
     MC_RPC_BATCH_GET_REPLICA_LIST = 108,
     MC_RPC_GET_REPLICA_LIST_BY_REGEX = 109,
     MC_RPC_EXIST_KEY = 110,
@@ -61,10 +62,13 @@ enum mc_rpc_method {
     MC_RPC_LDISK_REPORT = 133, /* {CLIENT_ID, SEGMENT_ID, KEY, SIZE} -> {}: a file found at start */
     MC_RPC_LDISK_DROP = 134,   /* {CLIENT_ID, SEGMENT_ID, KEY} -> {}: the node lost the file */
     MC_RPC_OFFLOAD_LOAD = 135, /* {KEY} -> {}: a reader asks for a disk-only object in DRAM;
-                                  {KEY, WAIT_US} -> {REPLICAS, LEASE_TTL_US, HELD_US}: held
-                                  until its node loaded it, then GetReplicaList's answer */
+                                  {KEY, WAIT_US[, HAVE, RELEASE]} -> {REPLICAS, LEASE_TTL_US,
+                                  HELD_US[, GRANT_US, VIEW_VERSION]}: held until its node
+                                  loaded it, then GetReplicaList's answer (RELEASE: the reader
+                                  releases the loaded copy's lease once it copied it) */
     MC_RPC_LEASE_RELEASE = 136, /* {KEYS, GRANT_US, VIEW_VERSION} -> {COUNT}: a reader is done
-                                   with the leases a BATCH_GET_REPLICA_LIST {RELEASE} granted
+                                   with the leases a BATCH_GET_REPLICA_LIST {RELEASE}, or a
+                                   held load's answer {RELEASE}, granted
                                    (store/master.h mc_master_batch_lease_release) */
 
     /* node-local offload: a node's write batch answered in one call */

@@ -269,6 +269,8 @@ mc_status_t mc_rpc_call_copy_body(mc_rpc_client_t *c, mc_buf_t *dst);
  * MC_OK; MC_ERR_LIMIT (a 15-field fixmap, or no map); the writer's error.
  * Reactor thread. */
 mc_status_t mc_rpc_call_add_uint(mc_rpc_client_t *c, unsigned field, uint64_t value);
+/* The same with a boolean value. */
+mc_status_t mc_rpc_call_add_bool(mc_rpc_client_t *c, unsigned field, int value);
 
 /* Point the client at another server (a new leader). A connection to the old
  * one is closed: its calls complete with MC_ERR_CONN_CLOSED; later calls go

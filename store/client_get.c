@@ -93,6 +93,12 @@ typedef struct get_op {
     uint64_t ready;                /* bytes of prep in (that answer) */
     uint64_t have;                 /* bytes of prep copied into buf */
     mc_master_replica_desc_t prep; /* the range being loaded */
+    /* the master takes our release of the leases its answers for a load
+     * granted (GRANT_US; more than one when a load outlasted a held call):
+     * sent once the copy is over (get_release) */
+    unsigned grants;
+    uint64_t grant_us; /* the latest */
+    int64_t view;
     int64_t result;
     mc_status_t err; /* the get failed (G_DONE reports it) */
 } get_op_t;
@@ -134,12 +140,49 @@ static void get_load_stages(get_op_t *op)
     mc_prom_hist_observe_us(&g[STORE_GLS_FINISH], now > t_in ? now - t_in : 0);
 }
 
+#define STORE_MAX_GRANTS 8 /* a get's grants released (more: those run to their TTL) */
+
+static void get_release_cb(void *arg, const mc_rpc_resp_t *resp)
+{
+    (void)arg;
+    if (resp->status != MC_OK)
+        MC_DEBUG(CLIENT, "lease release: %s (the lease runs to its TTL)",
+                 mc_status_str(resp->status));
+}
+
+/* A loaded copy is its node's staging area, read once: once ours is copied
+ * (or the get failed), tell the master we are done with its lease, so the
+ * copy may go at once instead of lease_ttl later (the node's segment need
+ * not hold a lease period of loads). Nobody waits for the answer; a lost
+ * one leaves the TTL as the bound. Not when a sync get's caller still
+ * copies from our own segment (get_sync: after this). */
+static void get_release(get_op_t *op)
+{
+    mc_store_t *s = op->h.s;
+    if (op->grants == 0 || s->mcli == NULL || (op->defer != NULL && op->defer->n > 0))
+        return;
+    /* the key once per grant (all of one lease period: the latest grant's
+     * time covers them) */
+    mc_master_key_t k[STORE_MAX_GRANTS];
+    unsigned n = op->grants < STORE_MAX_GRANTS ? op->grants : STORE_MAX_GRANTS;
+    for (unsigned i = 0; i < n; i++)
+        k[i] = (mc_master_key_t){.data = op->key, .len = op->klen};
+    mc_mcli_lease_release(mc_rpc_call_begin(s->mcli), k, NULL, n, op->grant_us, op->view);
+    mc_status_t st =
+        mc_rpc_call_end(s->mcli, MC_RPC_LEASE_RELEASE, s->cfg.rpc_timeout_us, get_release_cb, NULL);
+    if (st != MC_INPROGRESS)
+        MC_DEBUG(CLIENT, "lease release not sent: %s (the lease runs to its TTL)",
+                 mc_status_str(st));
+}
+
 static void get_finish(store_op_t *h, mc_status_t st)
 {
     get_op_t *op = (get_op_t *)h;
     mc_store_t *s = h->s;
     if (st == MC_OK)
         get_load_stages(op);
+    if (st != MC_ERR_CANCELED)
+        get_release(op);
     store_stage_put(s, h);
     if (h->batch != NULL && mc_te_batch_free(h->batch) != MC_OK)
         MC_ERROR(CLIENT, "get: transfer batch still busy at the end (leaked)");
@@ -214,6 +257,21 @@ static get_state_t get_fail(get_op_t *op, mc_status_t st)
 static void get_decode_load(store_op_t *h, const mc_rpc_resp_t *resp);
 static uint64_t load_wait_us(const mc_store_t *s);
 
+/* The fields of a call the master may hold for a load (GetReplicaList,
+ * OFFLOAD_LOAD), after the key: WAIT_US, HAVE (the bytes of a load in
+ * flight we copied: partial answers welcome), RELEASE (we release the
+ * lease of the loaded copy once it is copied: get_release). */
+static mc_status_t load_fields(get_op_t *op)
+{
+    mc_store_t *s = op->h.s;
+    mc_status_t st = mc_rpc_call_add_uint(s->mcli, MC_F_WAIT_US, load_wait_us(s));
+    if (st == MC_OK && !op->no_partial)
+        st = mc_rpc_call_add_uint(s->mcli, MC_F_HAVE, op->have);
+    if (st == MC_OK)
+        st = mc_rpc_call_add_bool(s->mcli, MC_F_RELEASE, 1);
+    return st;
+}
+
 /* With WAIT_US: an object only on a node's disk is loaded by the master's
  * answer to this call already (held until the node has it; no OFFLOAD_LOAD
  * after it unless that took longer than WAIT_US); others are answered at
@@ -223,9 +281,7 @@ static get_state_t get_list(get_op_t *op)
     mc_store_t *s = op->h.s;
     mc_mp_writer_t *w = mc_rpc_call_begin(s->mcli);
     mc_mcli_key(w, op->key, op->klen);
-    mc_status_t st = mc_rpc_call_add_uint(s->mcli, MC_F_WAIT_US, load_wait_us(s));
-    if (st == MC_OK && !op->no_partial)
-        st = mc_rpc_call_add_uint(s->mcli, MC_F_HAVE, op->have);
+    mc_status_t st = load_fields(op);
     op->t_sent_us = op->t_call_us = mc_now_us();
     if (st == MC_OK)
         st = store_rpc_end(&op->h, MC_RPC_GET_REPLICA_LIST, get_decode_load);
@@ -551,9 +607,19 @@ static uint64_t load_wait_us(const mc_store_t *s)
 static void get_decode_load(store_op_t *h, const mc_rpc_resp_t *resp)
 {
     get_op_t *op = (get_op_t *)h;
-    int64_t held = 0, ready = 0;
+    int64_t held = 0, ready = 0, grant = 0, view = 0;
     get_decode_list(h, resp);
     op->t_listed_us = mc_now_us();
+    /* a lease granted for a load, that the master takes our release of */
+    if (h->wait_st == MC_OK &&
+        mc_mcli_dec_int(resp->body, resp->body_len, MC_F_GRANT_US, &grant) == MC_OK &&
+        mc_mcli_dec_int(resp->body, resp->body_len, MC_F_VIEW_VERSION, &view) == MC_OK) {
+        if (op->grants > 0 && view != op->view)
+            op->grants = 0; /* another master's: not ours to release any more */
+        op->grants++;
+        op->grant_us = (uint64_t)grant;
+        op->view = view;
+    }
     op->held_us = 0;
     op->partial = h->wait_st == MC_OK &&
                   mc_mcli_dec_int(resp->body, resp->body_len, MC_F_LOADED, &ready) == MC_OK &&
@@ -579,9 +645,7 @@ static get_state_t get_load(get_op_t *op)
     }
     mc_mp_writer_t *w = mc_rpc_call_begin(s->mcli);
     mc_mcli_key(w, op->key, op->klen);
-    mc_status_t st = mc_rpc_call_add_uint(s->mcli, MC_F_WAIT_US, load_wait_us(s));
-    if (st == MC_OK && !op->no_partial)
-        st = mc_rpc_call_add_uint(s->mcli, MC_F_HAVE, op->have);
+    mc_status_t st = load_fields(op);
     op->t_sent_us = op->t_call_us = now;
     if (st == MC_OK)
         st = store_rpc_end(&op->h, MC_RPC_OFFLOAD_LOAD, get_decode_load);

@@ -891,10 +891,21 @@ mc_status_t mc_master_ldisk_drop(mc_master_t *m, mc_uuid_t client, mc_uuid_t seg
 /* get_replica_list for the reader of a LOAD (mc_master_offload_load): the
  * same list and lease, but no access is recorded, so a loaded copy keeps
  * the access time its load gave it (the oldest: the first to go at the next
- * eviction; or the load's time when promotion_on_hit admitted it). */
+ * eviction; or the load's time when promotion_on_hit admitted it). release:
+ * the reader will release this grant (mc_master_batch_lease_release, as
+ * mc_master_batch_get_leased's readers do) once it copied the object: a
+ * loaded copy is its node's staging area, read once, and may go as soon as
+ * it was read instead of lease_ttl later (ignored with opts.lease_release
+ * off). */
 mc_status_t mc_master_offload_list(mc_master_t *m, const char *key, size_t key_len, uint64_t now_us,
-                                   mc_master_replica_desc_t *out, uint32_t room, uint32_t *nrep,
-                                   uint64_t *lease_ttl_us);
+                                   int release, mc_master_replica_desc_t *out, uint32_t room,
+                                   uint32_t *nrep, uint64_t *lease_ttl_us);
+
+/* 1 when key's object is complete and only on a node's disk (no memory
+ * replica, no DISK one): nothing granted, nothing recorded. A reader that
+ * waits for a load is listed after it (mc_master_offload_list), so the
+ * loaded copy's only lease is the one its reader may release. */
+int mc_master_offload_disk_only(mc_master_t *m, const char *key, size_t key_len);
 
 /* 1 when key's object is only on a node's disk and a LOAD of it is queued
  * or in flight (a reader waits for its answer), 0 otherwise (list it now). */

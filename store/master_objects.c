@@ -651,8 +651,8 @@ mc_status_t mc_master_get_replica_list(mc_master_t *m, const char *key, size_t k
 }
 
 mc_status_t mc_master_offload_list(mc_master_t *m, const char *key, size_t key_len, uint64_t now_us,
-                                   mc_master_replica_desc_t *out, uint32_t room, uint32_t *nrep,
-                                   uint64_t *lease_ttl_us)
+                                   int release, mc_master_replica_desc_t *out, uint32_t room,
+                                   uint32_t *nrep, uint64_t *lease_ttl_us)
 {
     if (!key_valid(m, key, key_len))
         return MC_ERR_INVALID_KEY;
@@ -661,7 +661,7 @@ mc_status_t mc_master_offload_list(mc_master_t *m, const char *key, size_t key_l
     uint64_t h;
     shard_t *sh = shard_lock_key(m, key, key_len, &h);
     /* access 0: never newer than it was (get_locked) */
-    mc_status_t st = get_locked(m, sh, h, key, key_len, now_us, 0, out, room, nrep, 0);
+    mc_status_t st = get_locked(m, sh, h, key, key_len, now_us, 0, out, room, nrep, release);
     shard_unlock(sh);
     if (st == MC_OK && lease_ttl_us != NULL)
         *lease_ttl_us = m->o.lease_ttl_us;

@@ -591,6 +591,19 @@ out:
     return st;
 }
 
+int mc_master_offload_disk_only(mc_master_t *m, const char *key, size_t key_len)
+{
+    if (!key_valid(m, key, key_len))
+        return 0;
+    uint64_t h = mc_hash64(key, key_len);
+    shard_t *sh = &m->shards[shard_of(h)];
+    shard_lock(sh);
+    obj_t *o = otab_find(&sh->tab, h, key, key_len);
+    int only = o != NULL && o->state == OBJ_COMPLETE && o->nrep == 0 && !o->disk && obj_ldisk(o);
+    shard_unlock(sh);
+    return only;
+}
+
 int mc_master_offload_loading(mc_master_t *m, const char *key, size_t key_len)
 {
     if (!key_valid(m, key, key_len))

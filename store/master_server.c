@@ -589,6 +589,7 @@ typedef struct held {
     mc_uuid_t client_id, segment_id; /* POLL */
     uint32_t max;                    /* POLL */
     int partial;                     /* LOAD: the reader takes partial answers */
+    int release;                     /* LOAD: the reader releases the final answer's lease */
     uint64_t have;                   /* LOAD: bytes of the load it copied */
     uint32_t key_len;                /* LOAD */
     char key[];
@@ -620,21 +621,31 @@ static int offload_poll_answer(master_srv_t *s, mc_rpc_req_t *req, mc_uuid_t cli
 
 /* Answer a load with the object's replica list and a lease, as
  * GetReplicaList (without recording an access: mc_master_offload_list), and
- * how long the call was held (the reader's lease starts that much later). */
-static void offload_load_list(master_srv_t *s, mc_rpc_req_t *req, const char *key, size_t klen)
+ * how long the call was held (the reader's lease starts that much later).
+ * A reader that will release the lease (RELEASE) gets the grant's time and
+ * this master's view to send back with LEASE_RELEASE once it copied it. */
+static void offload_load_list(master_srv_t *s, mc_rpc_req_t *req, const char *key, size_t klen,
+                              int release)
 {
     mc_master_replica_desc_t d[MC_MASTER_MAX_REPLICAS];
     uint32_t n = 0;
     uint64_t lease = 0, now = mc_now_us(), t0 = mc_rpc_req_start_us(req);
-    mc_status_t st =
-        mc_master_offload_list(s->m, key, klen, now, d, MC_MASTER_MAX_REPLICAS, &n, &lease);
+    release = release && s->opts.master.lease_release;
+    mc_status_t st = mc_master_offload_list(s->m, key, klen, now, release, d,
+                                            MC_MASTER_MAX_REPLICAS, &n, &lease);
     if (st != MC_OK) {
         reply_status(s, req, st, NULL);
         return;
     }
     count(s, req, MC_OK);
     mc_mp_writer_t *w = mc_rpc_reply_begin(req);
-    mc_mp_write_map(w, 3);
+    mc_mp_write_map(w, release ? 5 : 3);
+    if (release) {
+        mc_mp_write_uint(w, MC_F_GRANT_US);
+        mc_mp_write_uint(w, now);
+        mc_mp_write_uint(w, MC_F_VIEW_VERSION);
+        mc_mp_write_int(w, mc_master_view_version(s->m));
+    }
     mc_mp_write_uint(w, MC_F_REPLICAS);
     mc_proto_write_replicas(w, d, n);
     mc_mp_write_uint(w, MC_F_LEASE_TTL_US);
@@ -682,9 +693,10 @@ static int offload_partial_answer(master_srv_t *s, mc_rpc_req_t *req, const char
  * answer when there is nothing to wait for; with may_hold, no answer (0)
  * while the load is in flight or there is no room for it yet; a reader
  * that takes partial answers (partial) gets one when its node said more
- * than have bytes are in. */
+ * than have bytes are in; release: the reader releases the final answer's
+ * lease (offload_load_list). */
 static int offload_load_answer(master_srv_t *s, mc_rpc_req_t *req, const char *key, size_t klen,
-                               int may_hold, int partial, uint64_t have)
+                               int may_hold, int partial, uint64_t have, int release)
 {
     mc_status_t st = mc_master_offload_load(s->m, key, klen, mc_now_us());
     int wait = st == MC_OK ? mc_master_offload_loading(s->m, key, klen)
@@ -696,7 +708,7 @@ static int offload_load_answer(master_srv_t *s, mc_rpc_req_t *req, const char *k
     if (st != MC_OK && !wait)
         reply_load_failed(s, req, st);
     else
-        offload_load_list(s, req, key, klen); /* loaded, or the deadline: as it is now */
+        offload_load_list(s, req, key, klen, release); /* loaded, or the deadline: as it is now */
     return 1;
 }
 
@@ -742,7 +754,8 @@ static void held_look(mc_reactor_t *r, void *arg, mc_status_t st)
         } else if (h->kind == HELD_POLL) {
             done = offload_poll_answer(s, h->req, h->client_id, h->segment_id, h->max, !last);
         } else {
-            done = offload_load_answer(s, h->req, h->key, h->key_len, !last, h->partial, h->have);
+            done = offload_load_answer(s, h->req, h->key, h->key_len, !last, h->partial, h->have,
+                                       h->release);
         }
         if (done) {
             mc_list_del(n);
@@ -769,6 +782,7 @@ static int hold(master_srv_t *s, mc_rpc_req_t *req, held_kind_t kind, const fiel
     h->segment_id = f->segment_id;
     h->max = max;
     h->partial = f->partial;
+    h->release = f->release;
     h->have = f->have_bytes;
     h->key_len = (uint32_t)klen;
     if (klen)
@@ -884,9 +898,9 @@ static void h_offload_load(void *ctx, mc_rpc_req_t *req)
             reply_status(s, req, st, NULL);
         return;
     }
-    if (!offload_load_answer(s, req, f.key, f.key_len, 1, f.partial, f.have_bytes) &&
+    if (!offload_load_answer(s, req, f.key, f.key_len, 1, f.partial, f.have_bytes, f.release) &&
         !hold(s, req, HELD_LOAD, &f, 0))
-        offload_load_answer(s, req, f.key, f.key_len, 0, f.partial, f.have_bytes);
+        offload_load_answer(s, req, f.key, f.key_len, 0, f.partial, f.have_bytes, f.release);
 }
 
 /* A node's LOAD in flight has its first READY bytes in: readers holding a
@@ -1052,16 +1066,21 @@ static void h_get_replica_list(void *ctx, mc_rpc_req_t *req)
     mc_master_replica_desc_t d[MC_MASTER_MAX_REPLICAS];
     uint32_t n = 0;
     uint64_t lease = 0;
-    mc_status_t st = mc_master_get_replica_list(s->m, f.key, f.key_len, mc_now_us(), d,
-                                                MC_MASTER_MAX_REPLICAS, &n, &lease);
+    /* only on a node's disk: straight to the load, no lease granted on this
+     * listing (the load's answer grants one, which its reader may release:
+     * a lease held to its TTL here would keep the loaded copy as long) */
+    int disk_only = f.wait_us > 0 && mc_master_offload_disk_only(s->m, f.key, f.key_len);
+    mc_status_t st = disk_only ? MC_OK
+                               : mc_master_get_replica_list(s->m, f.key, f.key_len, mc_now_us(), d,
+                                                            MC_MASTER_MAX_REPLICAS, &n, &lease);
     if (st != MC_OK) {
         reply_status(s, req, st, NULL);
         return;
     }
-    if (f.wait_us > 0 && only_local_disk(d, n)) {
-        if (!offload_load_answer(s, req, f.key, f.key_len, 1, f.partial, f.have_bytes) &&
+    if (disk_only || (f.wait_us > 0 && only_local_disk(d, n))) {
+        if (!offload_load_answer(s, req, f.key, f.key_len, 1, f.partial, f.have_bytes, f.release) &&
             !hold(s, req, HELD_LOAD, &f, 0))
-            offload_load_answer(s, req, f.key, f.key_len, 0, f.partial, f.have_bytes);
+            offload_load_answer(s, req, f.key, f.key_len, 0, f.partial, f.have_bytes, f.release);
         return;
     }
     count(s, req, MC_OK);
@@ -1138,6 +1157,8 @@ static void h_lease_release(void *ctx, mc_rpc_req_t *req)
                                                  : NULL);
         return;
     }
+    if (released > 0)
+        master_srv_offload_kick(s); /* a load waiting for room may find it now */
     count(s, req, MC_OK);
     mc_mp_writer_t *w = mc_rpc_reply_begin(req);
     mc_mp_write_map(w, 1);

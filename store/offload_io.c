@@ -125,17 +125,19 @@ static int ring_prep(mc_oio_t *io, oio_req_t *r)
 }
 #endif
 
-mc_status_t mc_oio_read(mc_oio_t *io, int fd, void *buf, size_t len, uint64_t off, void *tag)
+/* Queue req (a read or an fsync) in a free slot: MC_OK, or MC_ERR_LIMIT (no
+ * room). With io_uring its sqe is prepared now (submitted by mc_oio_reap);
+ * without, mc_oio_reap runs it. */
+static mc_status_t queue(mc_oio_t *io, const oio_req_t *req)
 {
     if (io->used == io->depth)
         return MC_ERR_LIMIT;
-    if (len > 0x7ffff000u)
-        return MC_ERR_INVALID_PARAMS; /* one read(2) at most */
     oio_req_t *r = NULL;
     for (unsigned i = 0; i < io->depth && r == NULL; i++)
         if (!io->reqs[i].busy)
             r = &io->reqs[i];
-    *r = (oio_req_t){.fd = fd, .buf = buf, .len = len, .off = off, .tag = tag, .busy = 1};
+    *r = *req;
+    r->busy = 1;
 #ifdef MC_HAVE_URING
     if (io->ring_ok && ring_prep(io, r) != 0) {
         r->busy = 0;
@@ -147,24 +149,16 @@ mc_status_t mc_oio_read(mc_oio_t *io, int fd, void *buf, size_t len, uint64_t of
     return MC_OK;
 }
 
+mc_status_t mc_oio_read(mc_oio_t *io, int fd, void *buf, size_t len, uint64_t off, void *tag)
+{
+    if (len > 0x7ffff000u)
+        return MC_ERR_INVALID_PARAMS; /* one read(2) at most */
+    return queue(io, &(oio_req_t){.fd = fd, .buf = buf, .len = len, .off = off, .tag = tag});
+}
+
 mc_status_t mc_oio_fsync(mc_oio_t *io, int fd, void *tag)
 {
-    if (io->used == io->depth)
-        return MC_ERR_LIMIT;
-    oio_req_t *r = NULL;
-    for (unsigned i = 0; i < io->depth && r == NULL; i++)
-        if (!io->reqs[i].busy)
-            r = &io->reqs[i];
-    *r = (oio_req_t){.fd = fd, .tag = tag, .fsync = 1, .busy = 1};
-#ifdef MC_HAVE_URING
-    if (io->ring_ok && ring_prep(io, r) != 0) {
-        r->busy = 0;
-        return MC_ERR_LIMIT;
-    }
-#endif
-    r->queued = !io->ring_ok;
-    io->used++;
-    return MC_OK;
+    return queue(io, &(oio_req_t){.fd = fd, .tag = tag, .fsync = 1});
 }
 
 mc_status_t mc_oio_watch(mc_oio_t *io, int fd, void *tag)
@@ -257,19 +251,16 @@ unsigned mc_oio_reap(mc_oio_t *io, mc_oio_done_t done, void *arg)
                 again |= ring_prep(io, r) == 0;
                 continue;
             }
-            if (r->fsync) {
-                finish(io, r, res, done, arg);
-                n++;
-                continue;
-            }
-            if (res > 0) {
+            ssize_t out = res;
+            if (!r->fsync && res >= 0) { /* a read: its bytes so far */
                 r->done += (size_t)res;
-                if (r->done < r->len) { /* short: the rest (0 next time: the end) */
+                if (res > 0 && r->done < r->len) { /* short: the rest (0 next time: the end) */
                     again |= ring_prep(io, r) == 0;
                     continue;
                 }
+                out = (ssize_t)r->done;
             }
-            finish(io, r, res < 0 ? (ssize_t)res : (ssize_t)r->done, done, arg);
+            finish(io, r, out, done, arg);
             n++;
         }
         if (n > 0 || io->used == 0 || (!again && rc < 0))

@@ -153,7 +153,9 @@ typedef struct mc_store_config {
      * lease_ttl later, so eviction can take objects nobody reads any more
      * (a KV cache's small pools at full speed: perf/README.md "Trace
      * replay"); the master must have lease_release on (its default), else
-     * nothing changes. Single gets keep their leases to the TTL. 0
+     * nothing changes. Single gets keep their leases to the TTL (but for
+     * the copy a node loaded from its disk for a get: its reader releases
+     * that lease once it copied it, whatever this says). 0
      * (default): every lease runs to its TTL, as upstream's, so a plain
      * remove right after a get is refused (OBJECT_HAS_LEASE). */
     int lease_release;

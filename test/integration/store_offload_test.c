@@ -16,7 +16,9 @@
  * a byte changed in any of them is found, while the older file format
  * still reads; a get is one GetReplicaList held until the node loaded the
  * object, and when the load outlasts that hold the reader asks
- * OFFLOAD_LOAD until it is there); a second node on the same
+ * OFFLOAD_LOAD until it is there; a reader releases the lease of the copy
+ * it read, so a node's segment need not hold a lease period of loads); a
+ * second node on the same
  * directory and a node with an unwritable directory do not start; removing
  * an object deletes its file on the node; on a full disk (a 6 MiB tmpfs,
  * when the test may mount one; skipped otherwise) the node's writes fail,
@@ -478,6 +480,81 @@ static void a_load_slower_than_the_held_list_is_asked_for_again(void **state)
     free(got);
 }
 
+/* A loaded copy is its node's staging area, read once: its reader releases
+ * the copy's lease as soon as it copied it, so the node's segment need not
+ * hold a lease period of loads. A master of its own with a 60 s lease and a
+ * node with a 16 MiB segment: 48 MiB put (most of it goes to the disk),
+ * then every disk-only object read once in a row, well over 16 MiB of
+ * loads: each load finds room (the copies read before it may go). With
+ * every copy leased to its TTL, the load after the segment filled would
+ * wait a minute and its get fail after the reader's transfer timeout. */
+static void read_loaded_copies_go_at_once_not_after_their_lease(void **state)
+{
+    env_t *e = *state;
+    char dir[64], od[192], addr[64];
+    snprintf(dir, sizeof(dir), "/tmp/mc_offload_rel.XXXXXX");
+    assert_non_null(mkdtemp(dir));
+    tc_master_t m;
+    tc_node_t n;
+    memset(&m, 0, sizeof(m));
+    memset(&n, 0, sizeof(n));
+    const char *const ms[] = {
+        "master.enable_offload=true",   "master.offload_on_evict=true",
+        "master.offload_cap_ratio=1.0", "master.client_ttl=2s",
+        "master.lease_ttl=60s",         "master.eviction_high_watermark_ratio=0.6",
+        "master.eviction_ratio=0.3",    NULL};
+    assert_int_equal(tc_master_start(&m, ms), 0);
+    snprintf(od, sizeof(od), "store.offload_dir=%s/node", dir);
+    const char *const ns[] = {"store.global_segment_size=16MiB", od, NULL};
+    assert_int_equal(tc_node_start(&n, tc_master_addr(&m, addr, sizeof(addr)), ns), 0);
+    mc_store_config_t c;
+    mc_store_config_init(&c);
+    c.master = addr;
+    c.local_buffer_size = 8 * MIB;
+    c.reactors = 1;
+    c.rpc_timeout_us = 2000000 * SLOW;
+    c.transfer_timeout_us = 5000000 * SLOW; /* a load waiting for a lease gives up then */
+    mc_store_t *s = NULL;
+    assert_int_equal(mc_store_open(&c, &s), MC_OK);
+    char k[32], rel[MC_TIER_REL_MAX], p[PATH_MAX];
+    for (int i = 0; i < NOBJ; i++) {
+        snprintf(k, sizeof(k), "rel-%d", i);
+        assert_int_equal(put_retry(s, k, e->val[i], OBJ_SIZE), MC_OK);
+    }
+    /* offload_on_evict: an object with a file had its memory freed (spilled) */
+    int ondisk[NOBJ], nd = 0;
+    for (int i = 0; i < NOBJ; i++) {
+        snprintf(k, sizeof(k), "rel-%d", i);
+        mc_tier_rel_path(k, strlen(k), 0, rel);
+        snprintf(p, sizeof(p), "%s/node/%s", dir, rel);
+        nd += ondisk[i] = access(p, F_OK) == 0;
+    }
+    uint8_t *got = malloc(OBJ_SIZE);
+    int64_t bad = 0; /* the first get that failed or returned other bytes (its status) */
+    int bad_at = -1;
+    for (int i = 0; i < NOBJ && got != NULL && bad_at < 0 && nd >= 24; i++) {
+        if (!ondisk[i])
+            continue;
+        snprintf(k, sizeof(k), "rel-%d", i);
+        int64_t r = mc_store_get(s, k, strlen(k), got, OBJ_SIZE, NULL);
+        if (r != OBJ_SIZE || memcmp(got, e->val[i], OBJ_SIZE) != 0) {
+            bad = r;
+            bad_at = i;
+        }
+    }
+    free(got);
+    mc_store_close(s);
+    tc_node_stop(&n, SIGTERM);
+    tc_master_stop(&m, SIGTERM);
+    char cmd[128];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+    assert_int_equal(system(cmd), 0);
+    assert_true(nd >= 24); /* half again the segment's 16 MiB went to the disk */
+    if (bad_at >= 0)
+        fail_msg("get of rel-%d: %lld (%s)", bad_at, (long long)bad,
+                 bad < 0 ? mc_status_str((mc_status_t)bad) : "other bytes");
+}
+
 static void a_shared_or_unwritable_directory_stops_the_node(void **state)
 {
     env_t *e = *state;
@@ -575,6 +652,7 @@ int main(void)
         cmocka_unit_test(remove_deletes_the_file_on_the_node),
         cmocka_unit_test(a_corrupt_byte_in_any_piece_of_a_load_is_never_served),
         cmocka_unit_test(a_load_slower_than_the_held_list_is_asked_for_again),
+        cmocka_unit_test(read_loaded_copies_go_at_once_not_after_their_lease),
         cmocka_unit_test(a_shared_or_unwritable_directory_stops_the_node),
         cmocka_unit_test(a_full_disk_refuses_offload_and_evicts_as_before),
     };

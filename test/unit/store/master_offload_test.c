@@ -400,6 +400,52 @@ static void load_once(mc_master_t *m, const char *key, mc_status_t result, uint6
     assert_int_equal(done(m, C1, 1, key, result, now), MC_OK);
 }
 
+/* A loaded copy is its node's staging area: listed for a reader that will
+ * release the lease (mc_master_offload_list with release) it may go as soon
+ * as the reader released it. A 10-object segment holding 10 loaded copies
+ * under their leases has no room for the 11th load; once their readers
+ * released them, the 11th (and more) load at once. */
+static void a_released_loaded_copy_makes_room_for_the_next_load(void **state)
+{
+    (void)state;
+    mc_master_t *m = load_master(0);
+    char k[16];
+    for (int i = 0; i < 12; i++) {
+        snprintf(k, sizeof(k), "d%d", i);
+        assert_int_equal(mc_master_ldisk_report(m, C1, seg_id(1), k, strlen(k), OBJ, T0), MC_OK);
+    }
+    mc_master_replica_desc_t r[4];
+    uint32_t n = 0;
+    uint64_t lease = 0, now = T0 + 1;
+    for (int i = 0; i < 10; i++) {
+        snprintf(k, sizeof(k), "d%d", i);
+        load_once(m, k, MC_OK, now);
+        assert_int_equal(mc_master_offload_list(m, k, strlen(k), now, 1, r, 4, &n, &lease), MC_OK);
+        assert_int_equal(r[0].kind, MC_MASTER_REPLICA_MEMORY);
+    }
+    assert_int_equal(allocated(m), 10 * OBJ);
+    /* every copy leased: no room for another load */
+    assert_int_equal(mc_master_offload_load(m, "d10", 3, now), MC_ERR_NO_AVAILABLE_HANDLE);
+    /* their readers copied them and release them */
+    for (int i = 0; i < 10; i++) {
+        snprintf(k, sizeof(k), "d%d", i);
+        mc_master_key_t key = {k, strlen(k)};
+        size_t cnt = 0;
+        assert_int_equal(mc_master_batch_lease_release(m, &key, 1, mc_master_view_version(m), now,
+                                                       now + 1, &cnt),
+                         MC_OK);
+        assert_int_equal(cnt, 1);
+    }
+    load_once(m, "d10", MC_OK, now + 2); /* at once, well within the lease */
+    load_once(m, "d11", MC_OK, now + 3);
+    assert_int_equal(exists(m, "d0", now + 4), 1); /* still on its node's disk */
+    /* listing a disk-only object grants nothing until its load answers */
+    assert_int_equal(mc_master_offload_disk_only(m, "d0", 2), 1);
+    assert_int_equal(mc_master_offload_disk_only(m, "d11", 3), 0); /* loaded */
+    assert_int_equal(mc_master_offload_disk_only(m, "nope", 4), 0);
+    mc_master_destroy(m);
+}
+
 static void a_disk_only_object_is_loaded_by_its_node_and_listed_in_memory(void **state)
 {
     (void)state;
@@ -699,6 +745,7 @@ int main(void)
         cmocka_unit_test(a_disk_only_object_is_loaded_by_its_node_and_listed_in_memory),
         cmocka_unit_test(a_corrupt_file_is_dropped_and_never_listed),
         cmocka_unit_test(a_load_unanswered_frees_its_range),
+        cmocka_unit_test(a_released_loaded_copy_makes_room_for_the_next_load),
         cmocka_unit_test(a_load_in_flight_tells_readers_how_much_is_in),
         cmocka_unit_test(repeated_reads_promote_a_disk_object_into_dram),
         cmocka_unit_test(local_disk_replicas_replay_on_a_standby_and_in_a_snapshot),
