@@ -1,7 +1,8 @@
 /*
  * buffer.c - mooncake.store.BufferHandle: an object's bytes, read straight
  * into memory the handle owns (no copy after the read), exposed through the
- * buffer protocol (writable, 1-D, format "B"), ptr(), size() and len().
+ * buffer protocol (writable, 1-D, format "b" as upstream's), ptr(), size()
+ * and len().
  * The memory is freed with the handle (after every exported view is gone).
  */
 #include <stdlib.h>
@@ -58,7 +59,13 @@ static void handle_dealloc(PyObject *self)
 static int handle_getbuffer(PyObject *self, Py_buffer *view, int flags)
 {
     handle_t *h = (handle_t *)self;
-    return PyBuffer_FillInfo(view, self, h->p, (Py_ssize_t)h->len, 0, flags);
+    if (PyBuffer_FillInfo(view, self, h->p, (Py_ssize_t)h->len, 0, flags) != 0)
+        return -1;
+    /* upstream's handle exports C char, which pybind11 describes as "b"
+     * (signed bytes): np.array(handle) is int8 there, so it is here */
+    if (flags & PyBUF_FORMAT)
+        view->format = "b";
+    return 0;
 }
 
 static PyBufferProcs handle_as_buffer = {

@@ -133,6 +133,12 @@ def test_get_buffer_exposes_the_bytes_without_a_copy(store):
     assert bytes(h) == data
     view = np.frombuffer(h, dtype=np.uint8)  # a view over the handle's memory
     assert view.ctypes.data == h.ptr()
+    # upstream's buffer format (pybind11's for C char): signed bytes, writable
+    mv = memoryview(h)
+    assert mv.format == "b" and mv.itemsize == 1 and mv.ndim == 1 and not mv.readonly
+    arr = np.array(h, copy=False)  # upstream's documented use
+    assert arr.dtype == np.int8 and arr.ctypes.data == h.ptr()
+    assert arr.view(np.uint8).tobytes() == data
     assert store.get_buffer("absent") is None
     hs = store.batch_get_buffer(["big", "absent"])
     assert bytes(hs[0]) == data and hs[1] is None
