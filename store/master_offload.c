@@ -537,6 +537,9 @@ static void load_journal(mc_master_t *m, obj_t *o, mc_uuid_t sid, uint64_t offse
 /* How much older than its load a staging copy (a load not promoted) looks
  * to eviction. */
 #define OFFLOAD_STAGE_AGE_US (3600ull * 1000000ull)
+/* A loaded copy is spared by the tick's eviction this long (at most
+ * lease_ttl) after its load, for its reader's answer to come. */
+#define OFFLOAD_LOADED_GRACE_US 1000000ull
 
 /* ---- promotion on hit: count-min sketch ---- */
 
@@ -786,6 +789,17 @@ static mc_status_t load_done(mc_master_t *m, shard_t *sh, obj_t *o, uint64_t h, 
         /* a staging copy: older than anything read in the last hour (the
          * first to go), and among staging copies the oldest load first */
         n->access_us = now_us > OFFLOAD_STAGE_AGE_US ? now_us - OFFLOAD_STAGE_AGE_US : 0;
+    }
+    if (n->pin_ttl_ms == 0 && !obj_held(n, now_us)) {
+        /* until its reader's answer grants the lease it releases once it
+         * copied it (the listing granted none), the tick's eviction spares
+         * the copy (obj_held, as a released lease) for a moment, else the
+         * reader might have to load it again */
+        uint64_t grace = m->o.lease_ttl_us < OFFLOAD_LOADED_GRACE_US ? m->o.lease_ttl_us
+                                                                      : OFFLOAD_LOADED_GRACE_US;
+        n->readers = 0;
+        n->period_us = now_us;
+        n->lease_us = now_us + grace;
     }
     return MC_OK;
 }
