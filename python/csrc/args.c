@@ -140,6 +140,29 @@ int mcpy_same_len(const char *fname, const char *a, Py_ssize_t na, const char *b
     return -1;
 }
 
+/* logging.getLogger("mooncake").error(msg); -1 with the exception set if
+ * that failed (the logger is looked up each time: an error path only). */
+static int log_error(const char *msg)
+{
+    PyObject *mod = PyImport_ImportModule("logging");
+    PyObject *lg = mod != NULL ? PyObject_CallMethod(mod, "getLogger", "s", "mooncake") : NULL;
+    PyObject *r = lg != NULL ? PyObject_CallMethod(lg, "error", "s", msg) : NULL;
+    Py_XDECREF(r);
+    Py_XDECREF(lg);
+    Py_XDECREF(mod);
+    return r != NULL ? 0 : -1;
+}
+
+int mcpy_shape_ok(const char *fname, const char *a, Py_ssize_t na, const char *b, Py_ssize_t nb)
+{
+    if (na == nb)
+        return 1;
+    char msg[256];
+    snprintf(msg, sizeof(msg), "%s(): '%s' and '%s' have different lengths (%zd != %zd)", fname, a,
+             b, na, nb);
+    return log_error(msg) == 0 ? 0 : -1;
+}
+
 int mcpy_u64_list(PyObject *o, const char *fname, const char *arg, uint64_t **out, Py_ssize_t *n)
 {
     PyObject *s = mcpy_seq(o, fname, arg, n);

@@ -371,10 +371,14 @@ static PyObject *py_batch_register_memory(PyObject *o, PyObject *const *args, Py
         return NULL;
     PyObject *ret = NULL;
     mc_te_buffer_t *bufs = NULL;
-    if (mcpy_u64_list(a[1], fn, "capacities", &ns, &nn) != 0 ||
-        mcpy_same_len(fn, "buffer_addresses", np, "capacities", nn) != 0 ||
-        location_arg(a[2], fn, &loc) != 0)
+    if (mcpy_u64_list(a[1], fn, "capacities", &ns, &nn) != 0 || location_arg(a[2], fn, &loc) != 0)
         goto out;
+    int shape = mcpy_shape_ok(fn, "buffer_addresses", np, "capacities", nn);
+    if (shape <= 0) { /* upstream: -1, not an exception */
+        if (shape == 0)
+            ret = PyLong_FromLong(-1);
+        goto out;
+    }
     bufs = PyMem_Calloc((size_t)(np > 0 ? np : 1), sizeof(*bufs));
     if (bufs == NULL) {
         PyErr_NoMemory();
@@ -562,7 +566,9 @@ static int single_args(PyObject *const *a, const char *fname, xfer_t *x)
     return 0;
 }
 
-/* (target_hostname, buffers, peer_buffer_addresses, lengths[, opcode]) */
+/* (target_hostname, buffers, peer_buffer_addresses, lengths[, opcode]):
+ * 0, 1 for lists of different lengths (logged; upstream fails the call
+ * with its error value, no exception), -1 with an exception set. */
 static int batch_args(PyObject *const *a, const char *fname, xfer_t *x)
 {
     Py_ssize_t np = 0, nl = 0;
@@ -570,11 +576,16 @@ static int batch_args(PyObject *const *a, const char *fname, xfer_t *x)
     if (mcpy_str(a[0], fname, "target_hostname", &x->target) != 0 ||
         mcpy_u64_list(a[1], fname, "buffers", &x->bufs, &x->n) != 0 ||
         mcpy_u64_list(a[2], fname, "peer_buffer_addresses", &x->peers, &np) != 0 ||
-        mcpy_u64_list(a[3], fname, "lengths", &x->lens, &nl) != 0 ||
-        mcpy_same_len(fname, "buffers", x->n, "peer_buffer_addresses", np) != 0 ||
-        mcpy_same_len(fname, "buffers", x->n, "lengths", nl) != 0) {
+        mcpy_u64_list(a[3], fname, "lengths", &x->lens, &nl) != 0) {
         xfer_free(x);
         return -1;
+    }
+    int shape = mcpy_shape_ok(fname, "buffers", x->n, "peer_buffer_addresses", np);
+    if (shape == 1)
+        shape = mcpy_shape_ok(fname, "buffers", x->n, "lengths", nl);
+    if (shape != 1) {
+        xfer_free(x);
+        return shape == 0 ? 1 : -1;
     }
     return 0;
 }
@@ -611,8 +622,11 @@ static PyObject *transfer(PyObject *o, PyObject *const *args, Py_ssize_t nargs, 
     xfer_t x;
     if (mcpy_bind(fname, args, nargs, kwnames, names, n, nreq, a) != 0)
         return NULL;
-    if ((batch ? batch_args(a, fname, &x) : single_args(a, fname, &x)) != 0)
+    int got = batch ? batch_args(a, fname, &x) : single_args(a, fname, &x);
+    if (got < 0)
         return NULL;
+    if (got > 0) /* the failure value of the call, as upstream */
+        return PyLong_FromLong(mode == X_ASYNC ? 0 : -1);
     x.op = op == 0 ? MC_TE_READ : MC_TE_WRITE;
     if ((op < 0 && opcode_arg(a[4], fname, &x.op) != 0) ||
         hint_arg(a[op >= 0 ? 4 : n - 1], fname) != 0 ||

@@ -70,6 +70,12 @@ PyObject *mcpy_seq(PyObject *o, const char *fname, const char *arg, Py_ssize_t *
 /* ValueError "fname(): a and b must have the same length (x != y)". */
 int mcpy_same_len(const char *fname, const char *a, Py_ssize_t na, const char *b, Py_ssize_t nb);
 
+/* List arguments that go together, as upstream treats them: lengths that
+ * differ are not an exception but the call's error code (the caller returns
+ * it), logged once naming both (logger "mooncake"). 1 when na == nb, 0 when
+ * they differ (logged), -1 when the logging raised (exception set). */
+int mcpy_shape_ok(const char *fname, const char *a, Py_ssize_t na, const char *b, Py_ssize_t nb);
+
 /* Arrays of n uint64 from a list argument (mcpy_seq + mcpy_u64 per item,
  * errors naming "arg[i]"). *out is PyMem_Malloc'd (NULL when n == 0). */
 int mcpy_u64_list(PyObject *o, const char *fname, const char *arg, uint64_t **out, Py_ssize_t *n);

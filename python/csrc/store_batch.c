@@ -4,7 +4,8 @@
  * multi-buffer forms. An address range must lie in a buffer registered
  * with register_buffer on this store (the call on it fails with
  * INVALID_PARAMS otherwise, instead of touching whatever is there).
- * List arguments of different lengths raise ValueError.
+ * List arguments of different lengths are, as upstream's, not an exception
+ * but INVALID_PARAMS for every key (logged naming them).
  */
 #include <string.h>
 
@@ -72,9 +73,14 @@ static PyObject *put_batch_common(PyObject *o, PyObject *const *args, Py_ssize_t
     if (ks == NULL)
         return NULL;
     if ((vals = mcpy_seq(a[1], fname, "values", &nv)) == NULL ||
-        mcpy_same_len(fname, "keys", n, "values", nv) != 0 ||
         mcpy_cfg_from(a[2], fname, self->name, &cfg) != 0)
         goto out;
+    int shape = mcpy_shape_ok(fname, "keys", n, "values", nv);
+    if (shape <= 0) {
+        if (shape == 0)
+            ret = PyLong_FromLong(MC_ERR_INVALID_PARAMS);
+        goto out;
+    }
     size_t m = (size_t)(n > 0 ? n : 1);
     views = PyMem_Calloc(m, sizeof(*views));
     vs = PyMem_Calloc(m, sizeof(*vs));
@@ -526,9 +532,18 @@ static int pbatch_single(pbatch_t *b, mcpy_store_t *self, PyObject *const *a, co
         return -1;
     int rc = -1;
     if (mcpy_u64_list(a[1], fname, "buffer_ptrs", &ptrs, &np) != 0 ||
-        mcpy_u64_list(a[2], fname, "sizes", &sz, &ns) != 0 ||
-        mcpy_same_len(fname, "keys", b->n, "buffer_ptrs", np) != 0 ||
-        mcpy_same_len(fname, "keys", b->n, "sizes", ns) != 0 || pbatch_alloc(b, (size_t)b->n) != 0)
+        mcpy_u64_list(a[2], fname, "sizes", &sz, &ns) != 0)
+        goto out;
+    int shape = mcpy_shape_ok(fname, "keys", b->n, "buffer_ptrs", np);
+    if (shape == 1)
+        shape = mcpy_shape_ok(fname, "keys", b->n, "sizes", ns);
+    if (shape < 0)
+        goto out;
+    if (shape == 0) { /* every item fails (ok[] = 0) */
+        rc = pbatch_alloc(b, 0);
+        goto out;
+    }
+    if (pbatch_alloc(b, (size_t)b->n) != 0)
         goto out;
     for (Py_ssize_t i = 0; i < b->n; i++) {
         b->parts[i] = (mc_slice_t){(void *)(uintptr_t)ptrs[i], sz[i]};
@@ -555,10 +570,17 @@ static int pbatch_multi(pbatch_t *b, mcpy_store_t *self, PyObject *const *a, con
         return -1;
     int rc = -1;
     if ((ap = mcpy_seq(a[1], fname, "all_buffer_ptrs", &np)) == NULL ||
-        (as = mcpy_seq(a[2], fname, "all_sizes", &ns)) == NULL ||
-        mcpy_same_len(fname, "keys", b->n, "all_buffer_ptrs", np) != 0 ||
-        mcpy_same_len(fname, "keys", b->n, "all_sizes", ns) != 0)
+        (as = mcpy_seq(a[2], fname, "all_sizes", &ns)) == NULL)
         goto out;
+    int shape = mcpy_shape_ok(fname, "keys", b->n, "all_buffer_ptrs", np);
+    if (shape == 1)
+        shape = mcpy_shape_ok(fname, "keys", b->n, "all_sizes", ns);
+    if (shape < 0)
+        goto out;
+    if (shape == 0) { /* every item fails (ok[] = 0) */
+        rc = pbatch_alloc(b, 0);
+        goto out;
+    }
     /* first pass: counts; second: the pieces */
     size_t total = 0;
     for (Py_ssize_t i = 0; i < b->n; i++) {
@@ -594,10 +616,21 @@ static int pbatch_multi(pbatch_t *b, mcpy_store_t *self, PyObject *const *a, con
             fast = 0;
         }
         if (!fast && (mcpy_u64_list(pl, fname, n1, &ptrs, &kp) != 0 ||
-                      mcpy_u64_list(sl, fname, n2, &sz, &ks) != 0 ||
-                      mcpy_same_len(fname, n1, kp, n2, ks) != 0)) {
+                      mcpy_u64_list(sl, fname, n2, &sz, &ks) != 0)) {
             PyMem_Free(ptrs);
             PyMem_Free(sz);
+            goto out;
+        }
+        if (!fast && (shape = mcpy_shape_ok(fname, n1, kp, n2, ks)) != 1) {
+            /* as upstream: one key's lists of different lengths fail every key */
+            PyMem_Free(ptrs);
+            PyMem_Free(sz);
+            if (shape == 0) {
+                memset(b->ok, 0, (size_t)b->n);
+                memset(b->count, 0, (size_t)b->n * sizeof(*b->count));
+                b->nparts = 0;
+                rc = 0;
+            }
             goto out;
         }
         if (at + (size_t)kp > total) {

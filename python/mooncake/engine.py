@@ -31,11 +31,15 @@ SUPPORT_INTRA_NVLINK = False
 class TransferOpcode(enum.IntEnum):
     Read = 0
     Write = 1
+    READ = 0   # the spelling of upstream's documentation (aliases)
+    WRITE = 1
 
 
 # upstream exports the values into the module too
 Read = TransferOpcode.Read
 Write = TransferOpcode.Write
+READ = TransferOpcode.READ
+WRITE = TransferOpcode.WRITE
 
 
 class TransferNotify:
@@ -105,6 +109,12 @@ class TransferEngine(_mooncake.Engine):
             metadata_server = f"{metadata_type}://{metadata_server}"
         return self.initialize(local_hostname, metadata_server, protocol, device_name)
 
+    def get_engine(self):
+        """What upstream hands to MooncakeDistributedStore.setup(engine=...)
+        to share this engine: the engine itself (mooncake-c's store accepts
+        it and runs an engine of its own, see setup())."""
+        return self
+
     def get_notifies(self):
         """No notifications are sent with transfers here: always []."""
         return []
@@ -112,4 +122,4 @@ class TransferEngine(_mooncake.Engine):
 
 _SOCKET = dict(_mooncake._status_table())["SOCKET"]
 
-__all__ = ["TransferEngine", "TransferOpcode", "TransferNotify", "Read", "Write"]
+__all__ = ["TransferEngine", "TransferOpcode", "TransferNotify", "Read", "Write", "READ", "WRITE"]

@@ -113,6 +113,34 @@ _DEFAULT_SEGMENT = 16 << 20
 _DEFAULT_BUFFER = 16 << 20
 
 
+def bind_to_numa_node(node):
+    """Upstream's bind_to_numa_node(node): run the calling thread on the
+    CPUs of NUMA node `node` (from /sys/devices/system/node). As upstream,
+    a node that does not exist, or a host without NUMA information, is a
+    warning and nothing changes. The memory policy (upstream also prefers
+    the node for allocations) is left as it is."""
+    if not isinstance(node, int) or isinstance(node, bool):
+        raise TypeError(f"bind_to_numa_node() argument 'node' must be int, not "
+                        f"{type(node).__name__}")
+    path = f"/sys/devices/system/node/node{node}/cpulist"
+    try:
+        if node < 0:
+            raise FileNotFoundError(path)
+        with open(path) as f:
+            spec = f.read().strip()
+    except OSError:
+        log.warning("bind_to_numa_node(%d): no such NUMA node (%s); binding skipped", node, path)
+        return
+    cpus = set()
+    for part in filter(None, spec.split(",")):
+        lo, _, hi = part.partition("-")
+        cpus.update(range(int(lo), int(hi or lo) + 1))
+    try:
+        os.sched_setaffinity(0, cpus)  # 0: the calling thread
+    except OSError as e:
+        log.warning("bind_to_numa_node(%d): cannot run on CPUs %s: %s", node, spec, e)
+
+
 def _seq(v, name):
     """A list or tuple argument of get_into_ranges (TypeError naming it)."""
     if not isinstance(v, (list, tuple)):
@@ -142,7 +170,9 @@ class MooncakeDistributedStore(_mooncake.Store):
         secret_file (keyword, or the config key "secret_file"; else
         $MC_SECRET_FILE): the cluster's secret ([security] secret_file of
         the daemons), for a cluster that authenticates its connections.
-        A store that is set up is closed first."""
+        engine (upstream: a TransferEngine to share): accepted, but the
+        store runs its own engine on the host of local_hostname at a port of
+        its own. A store that is set up is closed first."""
         if isinstance(local_hostname, dict):
             if metadata_server is not None:
                 raise TypeError("setup(config): no other argument with a config dict")
@@ -174,11 +204,10 @@ class MooncakeDistributedStore(_mooncake.Store):
                         ("secret_file", secret_file)):
             if not isinstance(v, str):
                 raise TypeError(f"setup() argument '{name}' must be str, not {type(v).__name__}")
+        if engine is not None and not isinstance(engine, _mooncake.Engine):
+            raise TypeError("setup() argument 'engine' must be a mooncake.engine.TransferEngine "
+                            f"(or its get_engine()) or None, not {type(engine).__name__}")
         # upstream arguments mooncake-c does not implement
-        if engine is not None:
-            log.error("setup(): sharing a TransferEngine (engine=...) is not supported by "
-                      "mooncake-c: the store runs its own engine")
-            return int(ErrorCode.NOT_SUPPORTED)
         if tenant_id != "default":
             log.error("setup(): tenants are not supported by mooncake-c (tenant_id=%r): "
                       "every client shares one key space", tenant_id)
@@ -206,6 +235,14 @@ class MooncakeDistributedStore(_mooncake.Store):
         if not host:
             log.error("setup(): local_hostname %r has no host", local_hostname)
             return int(ErrorCode.INVALID_PARAMS)
+        if engine is not None:
+            # Upstream's store then works through that engine (its name and
+            # port). mooncake-c's store always runs its own: on the same
+            # host, at a port of its own (the engine's is taken by it);
+            # get_hostname() names it. What the store does is the same.
+            self._warn_once("setup(engine=...): mooncake-c's store runs its own transfer engine "
+                            "(same host, its own port: see get_hostname()), not the one given")
+            port = None
         rc = ErrorCode.SOCKET
         for p in _util.candidate_ports(port):
             rc = self._setup(_util.join_host_port(host, p), meta, gseg, lbuf, protocol,
@@ -334,8 +371,6 @@ class MooncakeDistributedStore(_mooncake.Store):
 
     def __enter__(self):
         return self
-    def __enter__(self):
-        return self
 
     def __exit__(self, *exc):
         self.close()
@@ -356,16 +391,19 @@ class MooncakeHostMemAllocator:
         self._hugepage_size = hugepage_size
 
     def alloc(self, size):
-        """alloc(size) -> address of size bytes (zeroed, page aligned).
-        MemoryError when the host has not that much (logged)."""
+        """alloc(size) -> address of size bytes (zeroed, page aligned), or 0
+        when they cannot be had (upstream's value; logged). size 0 is 0."""
         if not isinstance(size, int) or isinstance(size, bool):
             raise TypeError(f"alloc() argument 'size' must be int, not {type(size).__name__}")
-        if size <= 0:
-            raise ValueError(f"alloc() argument 'size' must be positive, not {size}")
+        if size < 0:
+            raise ValueError(f"alloc() argument 'size' must be >= 0, not {size}")
+        if size == 0:
+            log.error("MooncakeHostMemAllocator.alloc(0): nothing to allocate")
+            return 0
         p = _mooncake.Store._shared_alloc(size)
         if p == 0:
-            raise MemoryError(f"MooncakeHostMemAllocator: cannot allocate {size} bytes of shared "
-                              "memory (see the log)")
+            log.error("MooncakeHostMemAllocator.alloc(%d): cannot allocate that much shared "
+                      "memory", size)
         return p
 
     def free(self, ptr):
@@ -374,5 +412,6 @@ class MooncakeHostMemAllocator:
 
 
 __all__ = ["MooncakeDistributedStore", "MooncakeHostMemAllocator", "ReplicateConfig", "SoftPinAction", "BufferHandle",
+           "bind_to_numa_node",
            "ErrorCode", "ReplicaStatus", "ReplicaDescriptor", "MemoryDescriptor",
            "DiskDescriptor"] + [e.name for e in ErrorCode]

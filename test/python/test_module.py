@@ -93,3 +93,38 @@ print("info_seen", any(l == logging.INFO and " I [" in m for l, m in records))
     assert "info_seen True" in r.stdout, r.stdout + r.stderr
     # nothing of the library reached stderr while it went to logging
     assert " I [transport]" not in r.stderr
+
+
+def test_bind_to_numa_node_as_upstream():
+    """mooncake.store.bind_to_numa_node(node): the calling thread runs on the
+    node's CPUs; a node that does not exist is a warning, nothing changes
+    (upstream's behaviour); a non-int node is a TypeError. In a child
+    process: the affinity of this one stays as it is."""
+    code = """
+import logging, os, mooncake.store as ms
+logging.basicConfig(level=logging.WARNING)
+cpus = set()
+with open("/sys/devices/system/node/node0/cpulist") as f:
+    for part in f.read().strip().split(","):
+        lo, _, hi = part.partition("-")
+        cpus.update(range(int(lo), int(hi or lo) + 1))
+before = os.sched_getaffinity(0)
+assert ms.bind_to_numa_node(100000) is None
+assert os.sched_getaffinity(0) == before
+assert ms.bind_to_numa_node(0) is None
+assert os.sched_getaffinity(0) == cpus & before or os.sched_getaffinity(0) == cpus, (
+    os.sched_getaffinity(0), cpus)
+try:
+    ms.bind_to_numa_node("0")
+except TypeError as e:
+    assert "'node'" in str(e)
+else:
+    raise AssertionError("no TypeError")
+print("ok")
+"""
+    if not os.path.exists("/sys/devices/system/node/node0/cpulist"):
+        pytest.skip("no NUMA information on this host")
+    r = run_py(code, {})
+    assert r.returncode == 0, r.stderr
+    assert "ok" in r.stdout
+    assert "no such NUMA node" in r.stderr

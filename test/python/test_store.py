@@ -1,8 +1,9 @@
 """mooncake.store against a real mooncake-master and storage node (tcp):
 every method, upstream's return conventions, ReplicateConfig, upsert and
 soft pins, two clients with replica_num=2, setup/close/setup, and the bad
-input cases (TypeError naming the argument, ValueError for lists of
-different lengths, errors on a store that is not set up)."""
+input cases (TypeError naming the argument; lists of different lengths are
+INVALID_PARAMS per key, as upstream's; errors on a store that is not set
+up)."""
 import ctypes
 import os
 
@@ -386,8 +387,8 @@ def test_setup_refuses_metadata_servers_it_cannot_serve(cluster, caplog):
 
 def test_setup_extra_upstream_arguments(cluster, caplog):
     s = MooncakeDistributedStore()
-    assert s.setup("127.0.0.1", "master", 0, MIB, "tcp", "", cluster.master,
-                   engine=object()) == ms.NOT_SUPPORTED
+    with pytest.raises(TypeError, match="'engine'"):
+        s.setup("127.0.0.1", "master", 0, MIB, "tcp", "", cluster.master, engine=object())
     assert s.setup("127.0.0.1", "master", 0, MIB, "tcp", "", cluster.master,
                    tenant_id="t1") == ms.NOT_SUPPORTED
     MooncakeDistributedStore._warned.clear()  # one warning per process: the first
@@ -399,6 +400,37 @@ def test_setup_extra_upstream_arguments(cluster, caplog):
     s.close()
     with pytest.raises(TypeError):
         s.setup("127.0.0.1", "master", 0, MIB, "tcp", "", cluster.master, bogus=1)
+
+
+def test_setup_with_a_shared_transfer_engine(cluster, caplog):
+    """SGLang's HiCache with rdma and P2PHANDSHAKE hands its disaggregation
+    TransferEngine (get_engine()) to setup as the 8th argument, with that
+    engine's "host:port" as local_hostname. mooncake-c's store runs its own
+    engine on the same host at another port (the engine holds that one),
+    warned once; the store works."""
+    from mooncake.engine import TransferEngine
+    te = TransferEngine()
+    assert te.initialize("127.0.0.1", "P2PHANDSHAKE", cluster.protocol, "") == 0
+    s = MooncakeDistributedStore()
+    try:
+        session = f"127.0.0.1:{te.get_rpc_port()}"
+        MooncakeDistributedStore._warned.clear()
+        with caplog.at_level("WARNING", logger="mooncake"):
+            assert s.setup(session, "P2PHANDSHAKE", 0, 4 * MIB, cluster.protocol, "",
+                           cluster.master, te.get_engine()) == 0
+        assert "runs its own transfer engine" in caplog.text
+        host, port = s.get_hostname().rsplit(":", 1)
+        assert host == "127.0.0.1" and int(port) != te.get_rpc_port()
+        assert s.put("shared-engine", b"v" * 100) == 0
+        assert s.get("shared-engine") == b"v" * 100
+        s.close()
+        assert s.setup("127.0.0.1", "P2PHANDSHAKE", 0, 4 * MIB, cluster.protocol, "",
+                       cluster.master, engine=te) == 0
+        assert s.get("shared-engine") == b"v" * 100
+        s.remove("shared-engine")
+    finally:
+        s.close()
+        te._close()
 
 
 def test_setup_ssd_offload_path_takes_the_directory_for_this_node(cluster, tmp_path):
@@ -453,17 +485,39 @@ def test_wrong_argument_types_raise_type_error_naming_the_argument(store):
         store.get_into("k", 16, -1)
 
 
-def test_mismatched_list_lengths_raise_value_error(store):
-    with pytest.raises(ValueError, match="'keys' and 'values'"):
-        store.put_batch(["a", "b"], [b"1"])
-    with pytest.raises(ValueError, match="'keys' and 'buffer_ptrs'"):
-        store.batch_put_from(["a", "b"], [1], [1, 2])
-    with pytest.raises(ValueError, match="'keys' and 'sizes'"):
-        store.batch_get_into(["a"], [1], [1, 2])
-    with pytest.raises(ValueError, match="all_buffer_ptrs"):
-        store.batch_get_into_multi_buffers(["a"], [[1, 2]], [[1]])
-    with pytest.raises(ValueError, match="'keys' and 'all_sizes'"):
-        store.batch_put_from_multi_buffers(["a"], [[1]], [[1], [2]])
+def test_mismatched_list_lengths_are_invalid_params_as_upstream(store, caplog):
+    """Upstream answers lists of different lengths with its error value for
+    every key (no exception): INVALID_PARAMS, logged naming the lists; no
+    key is written, not even the ones whose lists would have matched."""
+    bad = ms.INVALID_PARAMS
+    src = np.frombuffer(b"mismatch" * 8, dtype=np.uint8).copy()
+    p = src.ctypes.data
+    assert store.register_buffer(p, src.nbytes) == 0
+    try:
+        with caplog.at_level("ERROR", logger="mooncake"):
+            assert store.put_batch(["mm-a", "mm-b"], [b"1"]) == bad
+            assert "'keys' and 'values'" in caplog.text
+            assert store.upsert_batch(["mm-a"], [b"1", b"2"]) == bad
+            assert store.batch_put_from(["mm-a", "mm-b"], [p], [8, 8]) == [bad, bad]
+            assert "'keys' and 'buffer_ptrs'" in caplog.text
+            assert store.batch_upsert_from(["mm-a"], [p], [8, 8]) == [bad]
+            assert store.batch_get_into(["mm-a"], [p], [8, 8]) == [bad]
+            assert "'keys' and 'sizes'" in caplog.text
+            # one key's lists of different lengths fail every key (upstream)
+            assert store.batch_put_from_multi_buffers(
+                ["mm-a", "mm-b"], [[p], [p, p + 8]], [[8], [8]]) == [bad, bad]
+            assert "'all_buffer_ptrs[1]' and 'all_sizes[1]'" in caplog.text
+            assert store.batch_get_into_multi_buffers(["mm-a"], [[p, p]], [[1]]) == [bad]
+            assert store.batch_put_from_multi_buffers(["mm-a"], [[p]], [[1], [2]]) == [bad]
+            assert "'keys' and 'all_sizes'" in caplog.text
+            assert store.batch_upsert_from_multi_buffers(["mm-a", "mm-b"], [[p]], [[1]]) == [
+                bad, bad]
+        assert store.batch_is_exist(["mm-a", "mm-b"]) == [0, 0]
+        # the types of the items are still checked first (TypeError)
+        with pytest.raises(TypeError, match=r"'sizes\[0\]'"):
+            store.batch_put_from(["mm-a", "mm-b"], [p], ["8"])
+    finally:
+        store.unregister_buffer(p)
 
 
 def test_bad_keys_and_values_are_negative_statuses(store):
