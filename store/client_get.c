@@ -344,8 +344,8 @@ static get_state_t get_listed(get_op_t *op)
          * that very range) */
         const mc_master_replica_desc_t *f = &op->rep[op->order[0]];
         if (op->ans_id == op->prep_id && f->address == op->prep.address &&
-            f->size == op->prep.size &&
-            strcmp(endpoint(f), endpoint(&op->prep)) == 0 && op->have <= op->size)
+            f->size == op->prep.size && strcmp(endpoint(f), endpoint(&op->prep)) == 0 &&
+            op->have <= op->size)
             op->off = op->have;
         if (op->off == op->size)
             return G_NEXT; /* every byte copied already: the lease check, done */

@@ -725,8 +725,7 @@ int mc_master_offload_partial(mc_master_t *m, const char *key, size_t key_len, u
         pthread_rwlock_rdlock(&m->seg_lock);
         pthread_mutex_lock(&m->offload_lock);
         seg_t *s = m->slots[slot];
-        offq_ent_t *e =
-            s != NULL && s->state == SEG_MOUNTED ? sent_load(s, key, key_len, 0) : NULL;
+        offq_ent_t *e = s != NULL && s->state == SEG_MOUNTED ? sent_load(s, key, key_len, 0) : NULL;
         if (e != NULL && have_id != 0 && have_id != e->id)
             have = 0; /* the reader's bytes are of another load: this one from its start */
         if (e != NULL && e->size == o->size && e->ready > have) {
@@ -796,7 +795,7 @@ static mc_status_t load_done(mc_master_t *m, shard_t *sh, obj_t *o, uint64_t h, 
          * the copy (obj_held, as a released lease) for a moment, else the
          * reader might have to load it again */
         uint64_t grace = m->o.lease_ttl_us < OFFLOAD_LOADED_GRACE_US ? m->o.lease_ttl_us
-                                                                      : OFFLOAD_LOADED_GRACE_US;
+                                                                     : OFFLOAD_LOADED_GRACE_US;
         n->readers = 0;
         n->period_us = now_us;
         n->lease_us = now_us + grace;

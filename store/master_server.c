@@ -113,10 +113,10 @@ typedef struct fields {
     uint64_t wait_us; /* OFFLOAD_POLL, OFFLOAD_LOAD: an answer may be held this long */
     uint64_t ready;   /* OFFLOAD_PROGRESS: bytes in */
     int has_ready;
-    uint64_t have_bytes;  /* GET_REPLICA_LIST, OFFLOAD_LOAD: bytes of a load the reader copied */
-    int partial;          /* HAVE given: the reader takes partial answers (READY) */
-    uint64_t load_id;     /* OFFLOAD_PROGRESS / OFFLOAD_DONE / a reader's HAVE: the load's id;
-                             OFFLOAD_POLL: the node takes ids (has_load_id) */
+    uint64_t have_bytes; /* GET_REPLICA_LIST, OFFLOAD_LOAD: bytes of a load the reader copied */
+    int partial;         /* HAVE given: the reader takes partial answers (READY) */
+    uint64_t load_id;    /* OFFLOAD_PROGRESS / OFFLOAD_DONE / a reader's HAVE: the load's id;
+                            OFFLOAD_POLL: the node takes ids (has_load_id) */
     int has_load_id;
     int release;          /* BATCH_GET_REPLICA_LIST: the reader will release its leases */
     uint64_t grant_us;    /* LEASE_RELEASE: when the leases were granted */
@@ -602,10 +602,8 @@ typedef struct load_ask {
 
 static load_ask_t load_ask(const fields_t *f)
 {
-    return (load_ask_t){.partial = f->partial,
-                        .release = f->release,
-                        .have = f->have_bytes,
-                        .have_id = f->load_id};
+    return (load_ask_t){
+        .partial = f->partial, .release = f->release, .have = f->have_bytes, .have_id = f->load_id};
 }
 
 typedef struct held {
@@ -666,7 +664,8 @@ static void offload_load_list(master_srv_t *s, mc_rpc_req_t *req, const char *ke
         reply_status(s, req, st, NULL);
         return;
     }
-    int same = a->partial && a->have > 0 && mc_master_offload_loaded_by(s->m, key, klen, a->have_id);
+    int same =
+        a->partial && a->have > 0 && mc_master_offload_loaded_by(s->m, key, klen, a->have_id);
     count(s, req, MC_OK);
     mc_mp_writer_t *w = mc_rpc_reply_begin(req);
     mc_mp_write_map(w, 3 + (release ? 2 : 0) + (same ? 1 : 0));
@@ -788,8 +787,8 @@ static void held_look(mc_reactor_t *r, void *arg, mc_status_t st)
             reply_not_leader(s, h->req);
             done = 1;
         } else if (h->kind == HELD_POLL) {
-            done = offload_poll_answer(s, h->req, h->client_id, h->segment_id, h->max, h->ids,
-                                       !last);
+            done =
+                offload_poll_answer(s, h->req, h->client_id, h->segment_id, h->max, h->ids, !last);
         } else {
             done = offload_load_answer(s, h->req, h->key, h->key_len, !last, &h->ask);
         }

@@ -511,7 +511,8 @@ static void a_load_in_flight_tells_readers_how_much_is_in(void **state)
                      MC_ERR_OBJECT_NOT_FOUND);
     polled_t p = poll_seg(m, C1, 1, T0);
     assert_int_equal(p.n, 1);
-    assert_int_equal(mc_master_offload_partial(m, "d", 1, 0, 0, &d, &ready, &id), 0); /* nothing in */
+    assert_int_equal(mc_master_offload_partial(m, "d", 1, 0, 0, &d, &ready, &id),
+                     0); /* nothing in */
     /* bad progress: over the size, another node, another size, a bad key */
     assert_int_equal(mc_master_offload_progress(m, C1, seg_id(1), "d", 1, OBJ, OBJ + 1, 0),
                      MC_ERR_INVALID_PARAMS);
@@ -529,7 +530,8 @@ static void a_load_in_flight_tells_readers_how_much_is_in(void **state)
     assert_int_equal(d.status, MC_MASTER_REPLICA_PROCESSING);
     assert_int_equal(d.size, OBJ);
     assert_int_equal(d.address, (1ull << 40) + p.off[0]); /* the range being loaded */
-    assert_int_equal(mc_master_offload_partial(m, "d", 1, 400, 0, &d, &ready, &id), 0); /* has them */
+    assert_int_equal(mc_master_offload_partial(m, "d", 1, 400, 0, &d, &ready, &id),
+                     0); /* has them */
     /* progress never goes back */
     assert_int_equal(mc_master_offload_progress(m, C1, seg_id(1), "d", 1, OBJ, 200, 0), MC_OK);
     assert_int_equal(mc_master_offload_partial(m, "d", 1, 300, 0, &d, &ready, &id), 1);
@@ -585,9 +587,9 @@ static void a_late_word_of_a_void_load_is_not_taken_for_the_next(void **state)
     assert_int_equal(mc_master_offload_progress(m, C1, seg_id(1), "d", 1, OBJ, OBJ, a.id[0]),
                      MC_ERR_OBJECT_NOT_FOUND);
     assert_int_equal(mc_master_offload_partial(m, "d", 1, 0, 0, &d, &ready, &id), 0);
-    assert_int_equal(mc_master_offload_done_id(m, C1, seg_id(1), "d", 1, OBJ, MC_OK,
-                                               T0 + 62 * SEC, a.id[0]),
-                     MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(
+        mc_master_offload_done_id(m, C1, seg_id(1), "d", 1, OBJ, MC_OK, T0 + 62 * SEC, a.id[0]),
+        MC_ERR_OBJECT_NOT_FOUND);
     assert_int_equal(mc_master_offload_loading(m, "d", 1), 1); /* still reading */
     /* the new load's own word counts; a reader with 300 bytes of the old
      * load is given the new one from its start */
@@ -598,9 +600,9 @@ static void a_late_word_of_a_void_load_is_not_taken_for_the_next(void **state)
     assert_int_equal(id, b.id[0]);
     assert_int_equal(mc_master_offload_partial(m, "d", 1, 200, b.id[0], &d, &ready, &id), 0);
     assert_int_equal(mc_master_offload_loaded_by(m, "d", 1, b.id[0]), 0); /* not answered yet */
-    assert_int_equal(mc_master_offload_done_id(m, C1, seg_id(1), "d", 1, OBJ, MC_OK,
-                                               T0 + 62 * SEC, b.id[0]),
-                     MC_OK);
+    assert_int_equal(
+        mc_master_offload_done_id(m, C1, seg_id(1), "d", 1, OBJ, MC_OK, T0 + 62 * SEC, b.id[0]),
+        MC_OK);
     assert_int_equal(mc_master_offload_loading(m, "d", 1), 0);
     /* the copy listed is the new load's: its bytes are kept, the old one's not */
     assert_int_equal(mc_master_offload_loaded_by(m, "d", 1, b.id[0]), 1);
