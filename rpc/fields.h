@@ -119,6 +119,11 @@ enum mc_proto_field {
                            LOADED bytes (not verified: copy them, then ask again with HAVE) */
     MC_F_HAVE = 133,    /* uint: GET_REPLICA_LIST / OFFLOAD_LOAD with WAIT_US: the reader takes
                            partial answers (LOADED) and has copied HAVE bytes of the load */
+    MC_F_LOAD_ID = 134, /* uint: a LOAD's id. In OFFLOAD_POLL: the node takes them (its LOAD
+                           items have a 6th element, the id); in OFFLOAD_PROGRESS / OFFLOAD_DONE:
+                           the load they are about; in a partial answer: the load in flight; in a
+                           reader's call with HAVE: the load its HAVE bytes are of, and echoed in
+                           the final answer only when the copy listed is that load's */
 };
 
 #endif /* MC_RPC_FIELDS_H */

@@ -55,15 +55,17 @@ enum mc_rpc_method {
     /* persistent tier (store/tier.h) */
     MC_RPC_TIER_ADD = 130,
     /* node-local offload (store/master_offload.c, store/client_offload.c) */
-    MC_RPC_OFFLOAD_POLL = 131, /* {CLIENT_ID, SEGMENT_ID, COUNT[, WAIT_US]} -> {ITEMS: [[op,
-                                  evict, KEY, size, offset]]}: requests for the node (with
-                                  WAIT_US: held until there are some, or WAIT_US passed) */
-    MC_RPC_OFFLOAD_DONE = 132, /* {CLIENT_ID, SEGMENT_ID, KEY, SIZE, STATUS} -> {} */
+    MC_RPC_OFFLOAD_POLL = 131, /* {CLIENT_ID, SEGMENT_ID, COUNT[, WAIT_US, LOAD_ID]} -> {ITEMS:
+                                  [[op, evict, KEY, size, offset(, load id)]]}: requests for the
+                                  node (with WAIT_US: held until there are some, or WAIT_US
+                                  passed; with LOAD_ID: the node takes load ids) */
+    MC_RPC_OFFLOAD_DONE = 132, /* {CLIENT_ID, SEGMENT_ID, KEY, SIZE, STATUS[, LOAD_ID]} -> {} */
     MC_RPC_LDISK_REPORT = 133, /* {CLIENT_ID, SEGMENT_ID, KEY, SIZE} -> {}: a file found at start */
     MC_RPC_LDISK_DROP = 134,   /* {CLIENT_ID, SEGMENT_ID, KEY} -> {}: the node lost the file */
     MC_RPC_OFFLOAD_LOAD = 135, /* {KEY} -> {}: a reader asks for a disk-only object in DRAM;
-                                  {KEY, WAIT_US[, HAVE, RELEASE]} -> {REPLICAS, LEASE_TTL_US,
-                                  HELD_US[, GRANT_US, VIEW_VERSION]}: held until its node
+                                  {KEY, WAIT_US[, HAVE, LOAD_ID, RELEASE]} -> {REPLICAS,
+                                  LEASE_TTL_US, HELD_US[, LOADED, LOAD_ID, GRANT_US,
+                                  VIEW_VERSION]}: held until its node
                                   loaded it, then GetReplicaList's answer (RELEASE: the reader
                                   releases the loaded copy's lease once it copied it) */
     MC_RPC_LEASE_RELEASE = 136, /* {KEYS, GRANT_US, VIEW_VERSION} -> {COUNT}: a reader is done
@@ -76,9 +78,9 @@ enum mc_rpc_method {
                                         file as OFFLOAD_DONE with STATUS OK would be; one
                                         answer, durable once */
     /* node-local offload: progressive loads (a reader copies what is in while the rest is read) */
-    MC_RPC_OFFLOAD_PROGRESS = 138, /* {CLIENT_ID, SEGMENT_ID, KEY, SIZE, LOADED} -> {}: a LOAD in
-                                      flight has its first LOADED bytes in the node's segment
-                                      (not verified yet) */
+    MC_RPC_OFFLOAD_PROGRESS = 138, /* {CLIENT_ID, SEGMENT_ID, KEY, SIZE, LOADED[, LOAD_ID]} -> {}:
+                                      a LOAD in flight has its first LOADED bytes in the node's
+                                      segment (not verified yet) */
 
     /* transfer engine (transport/): descriptor and TCP data */
     MC_RPC_TE_DESC = 400,  /* {} -> {NAME, HOST, PORT, PROTOCOLS, BUFFERS} */

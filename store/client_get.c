@@ -93,6 +93,8 @@ typedef struct get_op {
     uint64_t ready;                /* bytes of prep in (that answer) */
     uint64_t have;                 /* bytes of prep copied into buf */
     mc_master_replica_desc_t prep; /* the range being loaded */
+    uint64_t prep_id;              /* its load's id (0: a master without load ids) */
+    uint64_t ans_id;               /* LOAD_ID of the last answer (0: none) */
     /* the master takes our release of the leases its answers for a load
      * granted (GRANT_US; more than one when a load outlasted a held call):
      * sent once the copy is over (get_release) */
@@ -267,6 +269,8 @@ static mc_status_t load_fields(get_op_t *op)
     mc_status_t st = mc_rpc_call_add_uint(s->mcli, MC_F_WAIT_US, load_wait_us(s));
     if (st == MC_OK && !op->no_partial)
         st = mc_rpc_call_add_uint(s->mcli, MC_F_HAVE, op->have);
+    if (st == MC_OK && !op->no_partial && op->have > 0 && op->prep_id != 0)
+        st = mc_rpc_call_add_uint(s->mcli, MC_F_LOAD_ID, op->prep_id); /* whose bytes we have */
     if (st == MC_OK)
         st = mc_rpc_call_add_bool(s->mcli, MC_F_RELEASE, 1);
     return st;
@@ -335,10 +339,13 @@ static get_state_t get_listed(get_op_t *op)
     op->off = 0;
     if (op->have > 0 && op->norder > 0) {
         /* the load is answered: the bytes copied while it was read are the
-         * ones its checksum just verified, if it is that very range */
+         * ones its checksum just verified, if the copy listed is that very
+         * load's (the master names its id back; a master without load ids:
+         * that very range) */
         const mc_master_replica_desc_t *f = &op->rep[op->order[0]];
-        if (f->address == op->prep.address && f->size == op->prep.size &&
-            strcmp(endpoint(f), endpoint(&op->prep)) == 0 && op->have <= op->size)
+        if (op->ans_id == op->prep_id && f->address == op->prep.address &&
+            f->size == op->prep.size && strcmp(endpoint(f), endpoint(&op->prep)) == 0 &&
+            op->have <= op->size)
             op->off = op->have;
         if (op->off == op->size)
             return G_NEXT; /* every byte copied already: the lease check, done */
@@ -353,6 +360,7 @@ static get_state_t partial_off(get_op_t *op)
     op->partial = 0;
     op->no_partial = 1;
     op->have = 0;
+    op->prep_id = 0;
     op->off = 0;
     return G_LOAD;
 }
@@ -369,10 +377,11 @@ static get_state_t get_partial(get_op_t *op)
         d->size > op->len || op->ranged || strcmp(endpoint(d), mc_te_local_name(s->te)) == 0 ||
         !store_direct_ok(s, op->buf, d->size))
         return partial_off(op); /* odd, ours, or staged: the whole load */
-    if (op->have > 0 &&
-        (d->address != op->prep.address || strcmp(endpoint(d), endpoint(&op->prep)) != 0))
-        op->have = 0; /* another range: from its start */
+    if (op->have > 0 && (op->ans_id != op->prep_id || d->address != op->prep.address ||
+                         strcmp(endpoint(d), endpoint(&op->prep)) != 0))
+        op->have = 0; /* another load, or another range: from its start */
     op->prep = *d;
+    op->prep_id = op->ans_id;
     op->size = d->size;
     op->off = op->have;
     if (op->ready <= op->off) {
@@ -607,9 +616,13 @@ static uint64_t load_wait_us(const mc_store_t *s)
 static void get_decode_load(store_op_t *h, const mc_rpc_resp_t *resp)
 {
     get_op_t *op = (get_op_t *)h;
-    int64_t held = 0, ready = 0, grant = 0, view = 0;
+    int64_t held = 0, ready = 0, grant = 0, view = 0, id = 0;
     get_decode_list(h, resp);
     op->t_listed_us = mc_now_us();
+    op->ans_id = h->wait_st == MC_OK &&
+                         mc_mcli_dec_int(resp->body, resp->body_len, MC_F_LOAD_ID, &id) == MC_OK
+                     ? (uint64_t)id
+                     : 0;
     /* a lease granted for a load, that the master takes our release of */
     if (h->wait_st == MC_OK &&
         mc_mcli_dec_int(resp->body, resp->body_len, MC_F_GRANT_US, &grant) == MC_OK &&

@@ -112,6 +112,7 @@ typedef struct opart {
 
 struct oload {
     int busy;
+    uint64_t id; /* the master's id of this LOAD (0: a master without them) */
     /* stage times (µs): the poll's answer came, the load started, its read queued, its
      * first piece in */
     uint64_t t_ans, t_start, t_queued, t_first;
@@ -270,11 +271,16 @@ static mc_status_t call_key(store_offload_t *o, const store_seg_t *g, uint16_t m
     return st;
 }
 
-/* The body of an OFFLOAD_DONE: which object, its size, the outcome. */
+/* The body of an OFFLOAD_DONE: which object, its size, the outcome; of a
+ * LOAD, its id (0: none given, or a PERSIST). */
 static void done_body(mc_mp_writer_t *w, store_offload_t *o, const store_seg_t *g, const void *key,
-                      size_t klen, uint64_t size, mc_status_t result)
+                      size_t klen, uint64_t size, mc_status_t result, uint64_t load_id)
 {
-    head(w, o->s, g, 3);
+    head(w, o->s, g, load_id != 0 ? 4 : 3);
+    if (load_id != 0) {
+        mc_mp_write_uint(w, MC_F_LOAD_ID);
+        mc_mp_write_uint(w, load_id);
+    }
     mc_mp_write_uint(w, MC_F_KEY);
     mc_mp_write_bin(w, key, (uint32_t)klen);
     mc_mp_write_uint(w, MC_F_SIZE);
@@ -284,12 +290,12 @@ static void done_body(mc_mp_writer_t *w, store_offload_t *o, const store_seg_t *
 }
 
 static mc_status_t call_done(store_offload_t *o, const store_seg_t *g, const void *key, size_t klen,
-                             uint64_t size, mc_status_t result)
+                             uint64_t size, mc_status_t result, uint64_t load_id)
 {
     mc_buf_t body = MC_BUF_INIT;
     mc_mp_writer_t w;
     mc_mp_writer_init(&w, &body);
-    done_body(&w, o, g, key, klen, size, result);
+    done_body(&w, o, g, key, klen, size, result, load_id);
     mc_status_t st =
         w.err != MC_OK ? w.err : store_call_sync(o->s, MC_RPC_OFFLOAD_DONE, &body, NULL);
     mc_buf_fini(&body);
@@ -357,12 +363,12 @@ static void done_on_r0(mc_reactor_t *r, void *arg, mc_status_t st)
 /* call_done for a LOAD, not waiting: MC_OK (sent from r0), or the failure
  * to hand it to r0 (then sent here, waiting). */
 static void call_done_async(store_offload_t *o, const store_seg_t *g, const void *key, size_t klen,
-                            uint64_t size, mc_status_t result, uint64_t t_ver)
+                            uint64_t size, mc_status_t result, uint64_t t_ver, uint64_t load_id)
 {
     mc_buf_t body = MC_BUF_INIT;
     mc_mp_writer_t w;
     mc_mp_writer_init(&w, &body);
-    done_body(&w, o, g, key, klen, size, result);
+    done_body(&w, o, g, key, klen, size, result, load_id);
     done_msg_t *m = w.err == MC_OK ? mc_malloc(sizeof(*m) + mc_buf_used(&body)) : NULL;
     if (m != NULL) {
         m->o = o;
@@ -380,7 +386,7 @@ static void call_done_async(store_offload_t *o, const store_seg_t *g, const void
     }
     mc_buf_fini(&body);
     if (m == NULL)
-        call_done(o, g, key, klen, size, result);
+        call_done(o, g, key, klen, size, result, load_id);
 }
 
 /* A LOAD in flight has its first ready bytes in the segment (read, not
@@ -388,14 +394,18 @@ static void call_done_async(store_offload_t *o, const store_seg_t *g, const void
  * waiting for the load copies them while the rest is read. Best effort: a
  * lost one only means the reader copies them later. */
 static void load_progress(store_offload_t *o, const store_seg_t *g, const char *key, size_t klen,
-                          uint64_t size, uint64_t ready)
+                          uint64_t size, uint64_t ready, uint64_t load_id)
 {
     if (atomic_load(&o->no_progress))
         return;
     mc_buf_t body = MC_BUF_INIT;
     mc_mp_writer_t w;
     mc_mp_writer_init(&w, &body);
-    head(&w, o->s, g, 3);
+    head(&w, o->s, g, load_id != 0 ? 4 : 3);
+    if (load_id != 0) { /* the master matches the load on it */
+        mc_mp_write_uint(&w, MC_F_LOAD_ID);
+        mc_mp_write_uint(&w, load_id);
+    }
     mc_mp_write_uint(&w, MC_F_KEY);
     mc_mp_write_bin(&w, key, (uint32_t)klen);
     mc_mp_write_uint(&w, MC_F_SIZE);
@@ -524,7 +534,7 @@ static void persist_failed(store_offload_t *o, const store_seg_t *g, const char 
     atomic_fetch_add(&o->write_failed, 1);
     MC_WARN(CLIENT, "offload: write of '%.*s' (%llu bytes) failed: %s", (int)klen, key,
             (unsigned long long)size, mc_status_str(st));
-    call_done(o, g, key, klen, size, st);
+    call_done(o, g, key, klen, size, st, 0);
 }
 
 static void load_reap(store_offload_t *o, const store_seg_t *g);
@@ -573,7 +583,7 @@ static void persist_answer(store_offload_t *o, const store_seg_t *g, mc_status_t
         if (!p->committed)
             continue;
         st[i] = r == MC_OK              ? got[k]
-                : r == MC_ERR_NO_METHOD ? call_done(o, g, p->key, p->klen, p->size, MC_OK)
+                : r == MC_ERR_NO_METHOD ? call_done(o, g, p->key, p->klen, p->size, MC_OK, 0)
                                         : r;
         k++;
     }
@@ -696,7 +706,7 @@ static void load_end(store_offload_t *o, const store_seg_t *g, oload_t *l, uint6
         }
     }
     l->busy = 0;
-    call_done_async(o, g, l->key, l->klen, l->size, st, now);
+    call_done_async(o, g, l->key, l->klen, l->size, st, now, l->id);
 }
 
 /* Loads in flight (worker). */
@@ -766,7 +776,7 @@ static void load_part_done(void *arg, void *tag, ssize_t res)
             /* the first pieces are in, the rest still read: a waiting reader
              * may copy them meanwhile (checked once the last is in) */
             const opart_t *h = &l->part[l->hashed - 1];
-            load_progress(c->o, c->g, l->key, l->klen, l->size, h->off + h->len);
+            load_progress(c->o, c->g, l->key, l->klen, l->size, h->off + h->len, l->id);
         }
         return;
     }
@@ -777,7 +787,7 @@ static void load_part_done(void *arg, void *tag, ssize_t res)
          * surely copies bytes of a load not verified yet (and a corrupt one
          * must still fail its get) */
         const opart_t *h = &l->part[l->hashed - 1];
-        load_progress(c->o, c->g, l->key, l->klen, l->size, h->off + h->len);
+        load_progress(c->o, c->g, l->key, l->klen, l->size, h->off + h->len, l->id);
         usleep((useconds_t)c->o->verify_delay_us);
     }
     if (l->redo && l->st == MC_OK) {
@@ -804,7 +814,7 @@ static void load_reap(store_offload_t *o, const store_seg_t *g)
 /* Start reading key's file into segment base + off; answered by
  * load_part_done (or here, when it cannot start). */
 static void load_start(store_offload_t *o, const store_seg_t *g, const char *key, size_t klen,
-                       uint64_t size, uint64_t off, uint64_t t_ans)
+                       uint64_t size, uint64_t off, uint64_t load_id, uint64_t t_ans)
 {
     oload_t *l = NULL;
     for (;;) {
@@ -816,6 +826,7 @@ static void load_start(store_offload_t *o, const store_seg_t *g, const char *key
         load_reap(o, g); /* every slot busy: one finishes first */
     }
     l->busy = 1;
+    l->id = load_id;
     l->t_ans = t_ans;
     l->t_start = mc_now_us();
     l->klen = (uint32_t)(klen < MC_TIER_KEY_MAX ? klen : MC_TIER_KEY_MAX);
@@ -893,7 +904,9 @@ static void serve_answer(store_offload_t *o, const store_seg_t *g, const mc_buf_
         }
         uint32_t n = mc_mp_read_array(&r);
         for (uint32_t k = 0; k < n && r.err == MC_OK && !atomic_load(&o->s->closing); k++) {
-            if (mc_mp_read_array(&r) != 5)
+            /* op, evict, key, size, offset, and a LOAD's id (a master with load ids) */
+            uint32_t ne = mc_mp_read_array(&r);
+            if (ne != 5 && ne != 6)
                 r.err = MC_ERR_PROTOCOL;
             uint64_t op = mc_mp_read_uint(&r);
             (void)mc_mp_read_bool(&r);
@@ -901,6 +914,7 @@ static void serve_answer(store_offload_t *o, const store_seg_t *g, const mc_buf_
             const char *key = mc_mp_read_bin(&r, &klen);
             uint64_t size = mc_mp_read_uint(&r);
             uint64_t off = mc_mp_read_uint(&r);
+            uint64_t load_id = ne == 6 ? mc_mp_read_uint(&r) : 0;
             if (r.err != MC_OK || klen == 0)
                 break;
             if (op != MC_MASTER_OFFLOAD_PERSIST && o->nwb > 0)
@@ -908,7 +922,7 @@ static void serve_answer(store_offload_t *o, const store_seg_t *g, const mc_buf_
             if (op == MC_MASTER_OFFLOAD_PERSIST) {
                 do_persist(o, g, key, klen, size, off);
             } else if (op == MC_MASTER_OFFLOAD_LOAD) {
-                load_start(o, g, key, klen, size, off, t_ans); /* answered when read */
+                load_start(o, g, key, klen, size, off, load_id, t_ans); /* answered when read */
             } else if (op == MC_MASTER_OFFLOAD_DELETE) {
                 if (mc_tier_unlink(o->dir, key, klen) == MC_OK)
                     atomic_fetch_add(&o->deleted, 1);
@@ -995,9 +1009,11 @@ static void *poller(void *arg)
         mc_buf_reset(&o->poll_body);
         mc_mp_writer_t w;
         mc_mp_writer_init(&w, &o->poll_body);
-        head(&w, s, g, 2);
+        head(&w, s, g, 3);
         mc_mp_write_uint(&w, MC_F_COUNT);
         mc_mp_write_uint(&w, OFFLOAD_POLL_BATCH);
+        mc_mp_write_uint(&w, MC_F_LOAD_ID); /* we take load ids: name them in our answers */
+        mc_mp_write_uint(&w, 1);
         mc_mp_write_uint(&w, MC_F_WAIT_US); /* answered as soon as there is work */
         mc_mp_write_uint(&w, hold > 0 ? hold : 1);
         uint64_t t0 = mc_now_us();

@@ -828,7 +828,9 @@ typedef struct mc_master_offload_req {
     const char *key; /* borrowed for the callback */
     size_t key_len;
     uint64_t size;
-    uint64_t offset; /* PERSIST: from the segment's base */
+    uint64_t offset;  /* PERSIST: from the segment's base */
+    uint64_t load_id; /* LOAD: this load's id (never 0; unique within the master's run): the
+                         node names it in its progress and answer (load ids, below) */
 } mc_master_offload_req_t;
 
 /* Return non-zero to stop early (the rest stay queued). */
@@ -853,6 +855,10 @@ mc_status_t mc_master_offload_poll(mc_master_t *m, mc_uuid_t client, mc_uuid_t s
 mc_status_t mc_master_offload_done(mc_master_t *m, mc_uuid_t client, mc_uuid_t segment_id,
                                    const char *key, size_t key_len, uint64_t size,
                                    mc_status_t result, uint64_t now_us);
+/* The same, for the LOAD load_id (load ids, below; 0: any of key). */
+mc_status_t mc_master_offload_done_id(mc_master_t *m, mc_uuid_t client, mc_uuid_t segment_id,
+                                      const char *key, size_t key_len, uint64_t size,
+                                      mc_status_t result, uint64_t now_us, uint64_t load_id);
 
 /* A reader found only a LOCAL_DISK replica: its node is asked to read the
  * file into a range of its segment allocated now (LOAD); once it answered,
@@ -921,14 +927,27 @@ int mc_master_offload_loading(mc_master_t *m, const char *key, size_t key_len);
  * MC_ERR_INVALID_KEY, MC_ERR_INVALID_PARAMS (ready over size). */
 mc_status_t mc_master_offload_progress(mc_master_t *m, mc_uuid_t client, mc_uuid_t segment_id,
                                        const char *key, size_t key_len, uint64_t size,
-                                       uint64_t ready);
+                                       uint64_t ready, uint64_t load_id);
 
-/* For a reader that copied have bytes of key's load in flight: 1 when its
- * node said more are in (*d: the range being loaded, status PROCESSING;
- * *ready: how many bytes from its start), 0 otherwise (no load in flight,
- * or nothing new). */
+/* For a reader that copied have bytes of key's load have_id in flight (0:
+ * of the load in flight, an older reader): 1 when its node said more are
+ * in (of another load than have_id: any) (*d: the range being loaded,
+ * status PROCESSING; *ready: how many bytes from its start; *load_id: that
+ * load's id), 0 otherwise (no load in flight, or nothing new). */
 int mc_master_offload_partial(mc_master_t *m, const char *key, size_t key_len, uint64_t have,
-                              mc_master_replica_desc_t *d, uint64_t *ready);
+                              uint64_t have_id, mc_master_replica_desc_t *d, uint64_t *ready,
+                              uint64_t *load_id);
+
+/* Load ids. Each LOAD has an id (mc_master_offload_req_t.load_id); a node
+ * that names it in its progress and answer (load_id != 0) is matched on it
+ * (0: on key and size, as nodes without ids are), so a late word about a
+ * load that timed out is never taken for a later load of the same key,
+ * possibly into the same range. A reader that copied bytes of load_id
+ * early (mc_master_offload_partial) may keep them only if the copy it is
+ * then listed is that very load's: 1 when key's object has the memory
+ * replica load_id made (answered MC_OK, still in place), 0 otherwise (read
+ * it whole). */
+int mc_master_offload_loaded_by(mc_master_t *m, const char *key, size_t key_len, uint64_t load_id);
 
 /* fn(arg) is called whenever offload work is queued for a node (PERSIST,
  * LOAD, DELETE) or a node answered one (offload_done), so a service holding

@@ -24,6 +24,7 @@
 #include "util/hash.h"
 #include "util/log.h"
 #include "util/mem.h"
+#include "util/time.h"
 
 typedef struct offq_ent {
     char *key; /* NULL: answered (a hole in `sent`) */
@@ -33,6 +34,7 @@ typedef struct offq_ent {
     uint32_t anode; /* LOAD: the allocation's handle node (offset: its offset) */
     uint64_t size, offset, deadline_us;
     uint64_t ready; /* LOAD: bytes from the start the node said are in (progress) */
+    uint64_t id;    /* LOAD: its id (next_load_id) */
 } offq_ent_t;
 
 /* A FIFO of entries: [head, n) used. */
@@ -41,10 +43,48 @@ typedef struct fifo {
     uint32_t head, n, cap;
 } fifo_t;
 
+/* A LOAD answered MC_OK lately: the memory replica it made (its key's
+ * hash, the allocation), so a reader that copied bytes of it early knows
+ * the copy it is listed is that load's (mc_master_offload_loaded_by). */
+typedef struct load_rec {
+    uint64_t id, key_hash, offset;
+    uint32_t anode;
+} load_rec_t;
+
+#define LOAD_RECS 16 /* per segment, the latest (a reader asks right after the answer) */
+
 struct offq {
     fifo_t q;    /* PERSIST requests not yet polled */
     fifo_t sent; /* polled, unanswered; deadlines ascending */
+    load_rec_t done[LOAD_RECS];
+    uint32_t ndone; /* records written (the next goes to done[ndone % LOAD_RECS]) */
 };
+
+/* A LOAD's id: unique within the process, and unlike those of an earlier
+ * run (they start at its first load's wall-clock time in µs, times 1024), so
+ * a reader that holds an id from a master that restarted matches nothing. */
+static uint64_t load_id_base;
+static pthread_once_t load_id_once = PTHREAD_ONCE_INIT;
+
+static void load_id_init(void)
+{
+    load_id_base = mc_wall_us() << 10;
+}
+
+static uint64_t next_load_id(void)
+{
+    static _Atomic uint64_t n;
+    pthread_once(&load_id_once, load_id_init);
+    return load_id_base + atomic_fetch_add(&n, 1) + 1;
+}
+
+/* Forget the load records of key (hash h): a new load of it. offload_lock held. */
+static void load_recs_forget(struct offq *q, uint64_t h)
+{
+    for (unsigned i = 0; i < LOAD_RECS; i++)
+        if (q->done[i].key_hash == h)
+            q->done[i].id = 0;
+}
 
 typedef struct del_ent {
     uint32_t slot;
@@ -406,7 +446,8 @@ mc_status_t mc_master_offload_poll(mc_master_t *m, mc_uuid_t client, mc_uuid_t s
                                       .key = e.key,
                                       .key_len = e.key_len,
                                       .size = e.size,
-                                      .offset = e.offset};
+                                      .offset = e.offset,
+                                      .load_id = e.op == MC_MASTER_OFFLOAD_LOAD ? e.id : 0};
         e.deadline_us = now_us + m->o.offload_timeout_us;
         if (fifo_push(&q->sent, &e) != MC_OK)
             break; /* stays queued */
@@ -424,9 +465,9 @@ out:
 }
 
 /* Take key's sent request off s's queue into *out (its key freed): 1, or 0
- * when there is none. offload_lock held. */
+ * when there is none. load_id != 0: only that LOAD. offload_lock held. */
 static int sent_take(mc_master_t *m, seg_t *s, const char *key, size_t len, uint64_t size,
-                     offq_ent_t *out)
+                     uint64_t load_id, offq_ent_t *out)
 {
     struct offq *q = s->offq;
     if (q == NULL)
@@ -434,6 +475,7 @@ static int sent_take(mc_master_t *m, seg_t *s, const char *key, size_t len, uint
     for (uint32_t i = q->sent.head; i < q->sent.n; i++) {
         offq_ent_t *e = &q->sent.v[i];
         if (e->key != NULL && e->key_len == len && e->size == size &&
+            (load_id == 0 || (e->op == MC_MASTER_OFFLOAD_LOAD && e->id == load_id)) &&
             memcmp(e->key, key, len) == 0) {
             *out = *e;
             mc_free(e->key);
@@ -495,6 +537,9 @@ static void load_journal(mc_master_t *m, obj_t *o, mc_uuid_t sid, uint64_t offse
 /* How much older than its load a staging copy (a load not promoted) looks
  * to eviction. */
 #define OFFLOAD_STAGE_AGE_US (3600ull * 1000000ull)
+/* A loaded copy is spared by the tick's eviction this long (at most
+ * lease_ttl) after its load, for its reader's answer to come. */
+#define OFFLOAD_LOADED_GRACE_US 1000000ull
 
 /* ---- promotion on hit: count-min sketch ---- */
 
@@ -570,7 +615,9 @@ static mc_status_t load_try(mc_master_t *m, const char *key, size_t key_len, uin
                         .op = MC_MASTER_OFFLOAD_LOAD,
                         .anode = r.node,
                         .size = o->size,
-                        .offset = r.offset};
+                        .offset = r.offset,
+                        .id = next_load_id()};
+        load_recs_forget(s->offq, h); /* a copy of an older load is not this one's */
         if (e.key != NULL)
             memcpy(e.key, obj_key(o), o->key_len);
         if (e.key == NULL || fifo_push(&s->offq->q, &e) != MC_OK) {
@@ -595,10 +642,8 @@ int mc_master_offload_disk_only(mc_master_t *m, const char *key, size_t key_len)
 {
     if (!key_valid(m, key, key_len))
         return 0;
-    uint64_t h = mc_hash64(key, key_len);
-    shard_t *sh = &m->shards[shard_of(h)];
-    shard_lock(sh);
-    obj_t *o = otab_find(&sh->tab, h, key, key_len);
+    shard_t *sh;
+    obj_t *o = obj_lock_find(m, key, key_len, &sh, NULL);
     int only = o != NULL && o->state == OBJ_COMPLETE && o->nrep == 0 && !o->disk && obj_ldisk(o);
     shard_unlock(sh);
     return only;
@@ -618,8 +663,9 @@ int mc_master_offload_loading(mc_master_t *m, const char *key, size_t key_len)
     return loading;
 }
 
-/* key's LOAD in flight on s (sent, unanswered), or NULL. offload_lock held. */
-static offq_ent_t *sent_load(seg_t *s, const char *key, size_t len)
+/* key's LOAD in flight on s (sent, unanswered; load_id != 0: only that one),
+ * or NULL. offload_lock held. */
+static offq_ent_t *sent_load(seg_t *s, const char *key, size_t len, uint64_t load_id)
 {
     struct offq *q = s->offq;
     if (q == NULL)
@@ -627,7 +673,7 @@ static offq_ent_t *sent_load(seg_t *s, const char *key, size_t len)
     for (uint32_t i = q->sent.head; i < q->sent.n; i++) {
         offq_ent_t *e = &q->sent.v[i];
         if (e->key != NULL && e->op == MC_MASTER_OFFLOAD_LOAD && e->key_len == len &&
-            memcmp(e->key, key, len) == 0)
+            (load_id == 0 || e->id == load_id) && memcmp(e->key, key, len) == 0)
             return e;
     }
     return NULL;
@@ -635,7 +681,7 @@ static offq_ent_t *sent_load(seg_t *s, const char *key, size_t len)
 
 mc_status_t mc_master_offload_progress(mc_master_t *m, mc_uuid_t client, mc_uuid_t segment_id,
                                        const char *key, size_t key_len, uint64_t size,
-                                       uint64_t ready)
+                                       uint64_t ready, uint64_t load_id)
 {
     if (!key_valid(m, key, key_len))
         return MC_ERR_INVALID_KEY;
@@ -647,7 +693,7 @@ mc_status_t mc_master_offload_progress(mc_master_t *m, mc_uuid_t client, mc_uuid
     int more = 0;
     if (st == MC_OK) {
         pthread_mutex_lock(&m->offload_lock);
-        offq_ent_t *e = sent_load(s, key, key_len);
+        offq_ent_t *e = sent_load(s, key, key_len, load_id);
         if (e == NULL || e->size != size) {
             st = MC_ERR_OBJECT_NOT_FOUND;
         } else if (ready > e->ready) {
@@ -663,7 +709,8 @@ mc_status_t mc_master_offload_progress(mc_master_t *m, mc_uuid_t client, mc_uuid
 }
 
 int mc_master_offload_partial(mc_master_t *m, const char *key, size_t key_len, uint64_t have,
-                              mc_master_replica_desc_t *d, uint64_t *ready)
+                              uint64_t have_id, mc_master_replica_desc_t *d, uint64_t *ready,
+                              uint64_t *load_id)
 {
     if (!key_valid(m, key, key_len))
         return 0;
@@ -678,11 +725,14 @@ int mc_master_offload_partial(mc_master_t *m, const char *key, size_t key_len, u
         pthread_rwlock_rdlock(&m->seg_lock);
         pthread_mutex_lock(&m->offload_lock);
         seg_t *s = m->slots[slot];
-        offq_ent_t *e = s != NULL && s->state == SEG_MOUNTED ? sent_load(s, key, key_len) : NULL;
+        offq_ent_t *e = s != NULL && s->state == SEG_MOUNTED ? sent_load(s, key, key_len, 0) : NULL;
+        if (e != NULL && have_id != 0 && have_id != e->id)
+            have = 0; /* the reader's bytes are of another load: this one from its start */
         if (e != NULL && e->size == o->size && e->ready > have) {
             replica_t r = {.slot = slot, .node = e->anode, .offset = e->offset};
             replica_describe(m, &r, o->size, MC_MASTER_REPLICA_PROCESSING, d);
             *ready = e->ready;
+            *load_id = e->id;
             got = 1;
         }
         pthread_mutex_unlock(&m->offload_lock);
@@ -722,9 +772,15 @@ static mc_status_t load_done(mc_master_t *m, shard_t *sh, obj_t *o, uint64_t h, 
         n->owner = (mc_uuid_t){1, 1}; /* restored from a disk: the journal needs an owner */
     load_journal(m, n, sid, e->offset);
     atomic_fetch_add(&m->off_loads, 1);
+    pthread_rwlock_rdlock(&m->seg_lock);
     pthread_mutex_lock(&m->offload_lock);
     unsigned hits = cms_hit(m, h);
+    seg_t *s = m->slots[slot];
+    if (s != NULL && s->offq != NULL && e->id != 0) /* a reader that copied it early keeps it */
+        s->offq->done[s->offq->ndone++ % LOAD_RECS] =
+            (load_rec_t){.id = e->id, .key_hash = h, .offset = e->offset, .anode = e->anode};
     pthread_mutex_unlock(&m->offload_lock);
+    pthread_rwlock_unlock(&m->seg_lock);
     if (m->o.promotion_on_hit && hits >= m->o.promotion_admission_threshold) {
         n->access_us = now_us; /* promoted: stays by LRU like any object */
         atomic_fetch_add(&m->off_promoted, 1);
@@ -733,12 +789,58 @@ static mc_status_t load_done(mc_master_t *m, shard_t *sh, obj_t *o, uint64_t h, 
          * first to go), and among staging copies the oldest load first */
         n->access_us = now_us > OFFLOAD_STAGE_AGE_US ? now_us - OFFLOAD_STAGE_AGE_US : 0;
     }
+    if (n->pin_ttl_ms == 0 && !obj_held(n, now_us)) {
+        /* until its reader's answer grants the lease it releases once it
+         * copied it (the listing granted none), the tick's eviction spares
+         * the copy (obj_held, as a released lease) for a moment, else the
+         * reader might have to load it again */
+        uint64_t grace = m->o.lease_ttl_us < OFFLOAD_LOADED_GRACE_US ? m->o.lease_ttl_us
+                                                                     : OFFLOAD_LOADED_GRACE_US;
+        n->readers = 0;
+        n->period_us = now_us;
+        n->lease_us = now_us + grace;
+    }
     return MC_OK;
 }
 
 mc_status_t mc_master_offload_done(mc_master_t *m, mc_uuid_t client, mc_uuid_t segment_id,
                                    const char *key, size_t key_len, uint64_t size,
                                    mc_status_t result, uint64_t now_us)
+{
+    return mc_master_offload_done_id(m, client, segment_id, key, key_len, size, result, now_us, 0);
+}
+
+int mc_master_offload_loaded_by(mc_master_t *m, const char *key, size_t key_len, uint64_t load_id)
+{
+    if (load_id == 0 || !key_valid(m, key, key_len))
+        return 0;
+    shard_t *sh;
+    uint64_t h;
+    obj_t *o = obj_lock_find(m, key, key_len, &sh, &h);
+    int by = 0;
+    if (o != NULL && o->state == OBJ_COMPLETE && obj_ldisk(o)) {
+        uint32_t slot = (o->ldisk & LDISK_SLOT_MASK) - 1u;
+        load_rec_t rec = {0};
+        pthread_rwlock_rdlock(&m->seg_lock);
+        pthread_mutex_lock(&m->offload_lock);
+        const seg_t *s = m->slots[slot];
+        for (unsigned i = 0; s != NULL && s->offq != NULL && i < LOAD_RECS; i++)
+            if (s->offq->done[i].id == load_id && s->offq->done[i].key_hash == h)
+                rec = s->offq->done[i];
+        pthread_mutex_unlock(&m->offload_lock);
+        pthread_rwlock_unlock(&m->seg_lock);
+        /* and the replica it made is still the object's */
+        for (uint32_t i = 0; rec.id != 0 && i < o->nrep && !by; i++)
+            by = o->rep[i].slot == slot && o->rep[i].node == rec.anode &&
+                 o->rep[i].offset == rec.offset;
+    }
+    shard_unlock(sh);
+    return by;
+}
+
+mc_status_t mc_master_offload_done_id(mc_master_t *m, mc_uuid_t client, mc_uuid_t segment_id,
+                                      const char *key, size_t key_len, uint64_t size,
+                                      mc_status_t result, uint64_t now_us, uint64_t load_id)
 {
     if (!key_valid(m, key, key_len))
         return MC_ERR_INVALID_KEY;
@@ -752,7 +854,7 @@ mc_status_t mc_master_offload_done(mc_master_t *m, mc_uuid_t client, mc_uuid_t s
     offq_ent_t e = {0};
     if (st == MC_OK) {
         pthread_mutex_lock(&m->offload_lock);
-        had = sent_take(m, s, key, key_len, size, &e);
+        had = sent_take(m, s, key, key_len, size, load_id, &e);
         pthread_mutex_unlock(&m->offload_lock);
     }
     obj_t *o = st == MC_OK ? otab_find(&sh->tab, h, key, key_len) : NULL;

@@ -113,8 +113,11 @@ typedef struct fields {
     uint64_t wait_us; /* OFFLOAD_POLL, OFFLOAD_LOAD: an answer may be held this long */
     uint64_t ready;   /* OFFLOAD_PROGRESS: bytes in */
     int has_ready;
-    uint64_t have_bytes;  /* GET_REPLICA_LIST, OFFLOAD_LOAD: bytes of a load the reader copied */
-    int partial;          /* HAVE given: the reader takes partial answers (READY) */
+    uint64_t have_bytes; /* GET_REPLICA_LIST, OFFLOAD_LOAD: bytes of a load the reader copied */
+    int partial;         /* HAVE given: the reader takes partial answers (READY) */
+    uint64_t load_id;    /* OFFLOAD_PROGRESS / OFFLOAD_DONE / a reader's HAVE: the load's id;
+                            OFFLOAD_POLL: the node takes ids (has_load_id) */
+    int has_load_id;
     int release;          /* BATCH_GET_REPLICA_LIST: the reader will release its leases */
     uint64_t grant_us;    /* LEASE_RELEASE: when the leases were granted */
     int64_t view_version; /* LEASE_RELEASE: by the master of this view */
@@ -243,6 +246,10 @@ static mc_status_t parse_fields(mc_rpc_req_t *req, scratch_t *sc, fields_t *f,
         case MC_F_HAVE:
             f->have_bytes = mc_mp_read_uint(&r);
             f->partial = 1;
+            break;
+        case MC_F_LOAD_ID:
+            f->load_id = mc_mp_read_uint(&r);
+            f->has_load_id = 1;
             break;
         case MC_F_AFTER:
             f->after = mc_mp_read_bin(&r, &f->after_len);
@@ -548,17 +555,20 @@ static void h_tier_add(void *ctx, mc_rpc_req_t *req)
 typedef struct off_items {
     mc_mp_writer_t w; /* the reply's ITEMS array, its count patched at the end */
     uint32_t n;
+    int ids; /* the node takes load ids: a 6th element */
 } off_items_t;
 
 static int offload_item(void *arg, const mc_master_offload_req_t *r)
 {
     off_items_t *it = arg;
-    mc_mp_write_array(&it->w, 5);
+    mc_mp_write_array(&it->w, it->ids ? 6 : 5);
     mc_mp_write_uint(&it->w, r->op);
     mc_mp_write_bool(&it->w, r->evict);
     mc_mp_write_bin(&it->w, r->key, r->key_len);
     mc_mp_write_uint(&it->w, r->size);
     mc_mp_write_uint(&it->w, r->offset);
+    if (it->ids)
+        mc_mp_write_uint(&it->w, r->load_id);
     it->n++;
     return 0;
 }
@@ -581,6 +591,21 @@ typedef enum held_kind {
     HELD_LOAD, /* OFFLOAD_LOAD: waiting for the node's answer, or for room */
 } held_kind_t;
 
+/* What a reader's call for a load (GetReplicaList or OFFLOAD_LOAD with
+ * WAIT_US) asks besides its key. */
+typedef struct load_ask {
+    int partial;      /* HAVE given: it takes partial answers */
+    int release;      /* it releases the lease of the final answer (RELEASE) */
+    uint64_t have;    /* bytes of the load in flight it copied */
+    uint64_t have_id; /* that load's id (LOAD_ID; 0: none given, an older reader) */
+} load_ask_t;
+
+static load_ask_t load_ask(const fields_t *f)
+{
+    return (load_ask_t){
+        .partial = f->partial, .release = f->release, .have = f->have_bytes, .have_id = f->load_id};
+}
+
 typedef struct held {
     mc_list_t node; /* first: scratch_fini frees by it */
     mc_rpc_req_t *req;
@@ -588,19 +613,19 @@ typedef struct held {
     uint64_t deadline_us;
     mc_uuid_t client_id, segment_id; /* POLL */
     uint32_t max;                    /* POLL */
-    int partial;                     /* LOAD: the reader takes partial answers */
-    int release;                     /* LOAD: the reader releases the final answer's lease */
-    uint64_t have;                   /* LOAD: bytes of the load it copied */
+    int ids;                         /* POLL: the node takes load ids */
+    load_ask_t ask;                  /* LOAD */
     uint32_t key_len;                /* LOAD */
     char key[];
 } held_t;
 
-/* Answer a poll with the requests queued for the node, up to max. With
- * may_hold and none queued: no answer (0); else answered (1). */
+/* Answer a poll with the requests queued for the node, up to max (with
+ * their load ids when it takes them: ids). With may_hold and none queued: no
+ * answer (0); else answered (1). */
 static int offload_poll_answer(master_srv_t *s, mc_rpc_req_t *req, mc_uuid_t client,
-                               mc_uuid_t segment_id, uint32_t max, int may_hold)
+                               mc_uuid_t segment_id, uint32_t max, int ids, int may_hold)
 {
-    off_items_t it = {.w = body_begin(s, req, MC_F_ITEMS), .n = 0};
+    off_items_t it = {.w = body_begin(s, req, MC_F_ITEMS), .n = 0, .ids = ids};
     size_t at = mc_mp_write_array_later(&it.w);
     mc_status_t st =
         mc_master_offload_poll(s->m, client, segment_id, mc_now_us(), max, offload_item, &it);
@@ -623,23 +648,31 @@ static int offload_poll_answer(master_srv_t *s, mc_rpc_req_t *req, mc_uuid_t cli
  * GetReplicaList (without recording an access: mc_master_offload_list), and
  * how long the call was held (the reader's lease starts that much later).
  * A reader that will release the lease (RELEASE) gets the grant's time and
- * this master's view to send back with LEASE_RELEASE once it copied it. */
+ * this master's view to send back with LEASE_RELEASE once it copied it; one
+ * that copied bytes of a load early (HAVE, LOAD_ID) gets that id back when
+ * the copy listed is that load's (it keeps those bytes; else it reads all). */
 static void offload_load_list(master_srv_t *s, mc_rpc_req_t *req, const char *key, size_t klen,
-                              int release)
+                              const load_ask_t *a)
 {
     mc_master_replica_desc_t d[MC_MASTER_MAX_REPLICAS];
     uint32_t n = 0;
     uint64_t lease = 0, now = mc_now_us(), t0 = mc_rpc_req_start_us(req);
-    release = release && s->opts.master.lease_release;
+    int release = a->release && s->opts.master.lease_release;
     mc_status_t st = mc_master_offload_list(s->m, key, klen, now, release, d,
                                             MC_MASTER_MAX_REPLICAS, &n, &lease);
     if (st != MC_OK) {
         reply_status(s, req, st, NULL);
         return;
     }
+    int same =
+        a->partial && a->have > 0 && mc_master_offload_loaded_by(s->m, key, klen, a->have_id);
     count(s, req, MC_OK);
     mc_mp_writer_t *w = mc_rpc_reply_begin(req);
-    mc_mp_write_map(w, release ? 5 : 3);
+    mc_mp_write_map(w, 3 + (release ? 2 : 0) + (same ? 1 : 0));
+    if (same) {
+        mc_mp_write_uint(w, MC_F_LOAD_ID);
+        mc_mp_write_uint(w, a->have_id);
+    }
     if (release) {
         mc_mp_write_uint(w, MC_F_GRANT_US);
         mc_mp_write_uint(w, now);
@@ -664,19 +697,22 @@ static void reply_load_failed(master_srv_t *s, mc_rpc_req_t *req, mc_status_t st
 }
 
 /* A reader that takes partial answers, of a load in flight whose node said
- * more than have bytes are in: the range being loaded (PROCESSING), READY
- * and HELD_US, no lease (the load holds the range; the reader returns
- * nothing before the load's final answer). 0: nothing new. */
+ * more bytes are in than it has of that load: the range being loaded
+ * (PROCESSING), READY, the load's id, and HELD_US, no lease (the load holds
+ * the range; the reader returns nothing before the load's final answer).
+ * 0: nothing new. */
 static int offload_partial_answer(master_srv_t *s, mc_rpc_req_t *req, const char *key, size_t klen,
-                                  uint64_t have)
+                                  const load_ask_t *a)
 {
     mc_master_replica_desc_t d;
-    uint64_t ready = 0, now = mc_now_us(), t0 = mc_rpc_req_start_us(req);
-    if (!mc_master_offload_partial(s->m, key, klen, have, &d, &ready))
+    uint64_t ready = 0, id = 0, now = mc_now_us(), t0 = mc_rpc_req_start_us(req);
+    if (!mc_master_offload_partial(s->m, key, klen, a->have, a->have_id, &d, &ready, &id))
         return 0;
     count(s, req, MC_OK);
     mc_mp_writer_t *w = mc_rpc_reply_begin(req);
-    mc_mp_write_map(w, 4);
+    mc_mp_write_map(w, 5);
+    mc_mp_write_uint(w, MC_F_LOAD_ID);
+    mc_mp_write_uint(w, id);
     mc_mp_write_uint(w, MC_F_REPLICAS);
     mc_proto_write_replicas(w, &d, 1);
     mc_mp_write_uint(w, MC_F_LEASE_TTL_US);
@@ -692,23 +728,22 @@ static int offload_partial_answer(master_srv_t *s, mc_rpc_req_t *req, const char
 /* Ask for key's load (again: the master core knows one in flight) and
  * answer when there is nothing to wait for; with may_hold, no answer (0)
  * while the load is in flight or there is no room for it yet; a reader
- * that takes partial answers (partial) gets one when its node said more
- * than have bytes are in; release: the reader releases the final answer's
- * lease (offload_load_list). */
+ * that takes partial answers gets one when its node said more bytes are in
+ * than it has (offload_partial_answer). */
 static int offload_load_answer(master_srv_t *s, mc_rpc_req_t *req, const char *key, size_t klen,
-                               int may_hold, int partial, uint64_t have, int release)
+                               int may_hold, const load_ask_t *a)
 {
     mc_status_t st = mc_master_offload_load(s->m, key, klen, mc_now_us());
     int wait = st == MC_OK ? mc_master_offload_loading(s->m, key, klen)
                            : st == MC_ERR_NO_AVAILABLE_HANDLE || st == MC_ERR_LIMIT;
-    if (wait && st == MC_OK && partial && offload_partial_answer(s, req, key, klen, have))
+    if (wait && st == MC_OK && a->partial && offload_partial_answer(s, req, key, klen, a))
         return 1;
     if (wait && may_hold)
         return 0;
     if (st != MC_OK && !wait)
         reply_load_failed(s, req, st);
     else
-        offload_load_list(s, req, key, klen, release); /* loaded, or the deadline: as it is now */
+        offload_load_list(s, req, key, klen, a); /* loaded, or the deadline: as it is now */
     return 1;
 }
 
@@ -752,10 +787,10 @@ static void held_look(mc_reactor_t *r, void *arg, mc_status_t st)
             reply_not_leader(s, h->req);
             done = 1;
         } else if (h->kind == HELD_POLL) {
-            done = offload_poll_answer(s, h->req, h->client_id, h->segment_id, h->max, !last);
+            done =
+                offload_poll_answer(s, h->req, h->client_id, h->segment_id, h->max, h->ids, !last);
         } else {
-            done = offload_load_answer(s, h->req, h->key, h->key_len, !last, h->partial, h->have,
-                                       h->release);
+            done = offload_load_answer(s, h->req, h->key, h->key_len, !last, &h->ask);
         }
         if (done) {
             mc_list_del(n);
@@ -781,9 +816,8 @@ static int hold(master_srv_t *s, mc_rpc_req_t *req, held_kind_t kind, const fiel
     h->client_id = f->client_id;
     h->segment_id = f->segment_id;
     h->max = max;
-    h->partial = f->partial;
-    h->release = f->release;
-    h->have = f->have_bytes;
+    h->ask = load_ask(f);
+    h->ids = f->has_load_id;
     h->key_len = (uint32_t)klen;
     if (klen)
         memcpy(h->key, f->key, klen);
@@ -802,9 +836,9 @@ static void h_offload_poll(void *ctx, mc_rpc_req_t *req)
     uint32_t max =
         f.count == 0 || f.count > OFFLOAD_POLL_MAX ? OFFLOAD_POLL_MAX : (uint32_t)f.count;
     int may_hold = f.wait_us > 0;
-    if (!offload_poll_answer(s, req, f.client_id, f.segment_id, max, may_hold) &&
+    if (!offload_poll_answer(s, req, f.client_id, f.segment_id, max, f.has_load_id, may_hold) &&
         !hold(s, req, HELD_POLL, &f, max))
-        offload_poll_answer(s, req, f.client_id, f.segment_id, max, 0);
+        offload_poll_answer(s, req, f.client_id, f.segment_id, max, f.has_load_id, 0);
 }
 
 static void h_offload_done(void *ctx, mc_rpc_req_t *req)
@@ -815,8 +849,9 @@ static void h_offload_done(void *ctx, mc_rpc_req_t *req)
                BIT(MC_F_CLIENT_ID) | BIT(MC_F_SEGMENT_ID) | BIT(MC_F_KEY) | BIT(MC_F_SIZE) |
                    BIT(MC_F_STATUS)))
         return;
-    mc_status_t st = mc_master_offload_done(s->m, f.client_id, f.segment_id, f.key, f.key_len,
-                                            f.size, (mc_status_t)f.status, mc_now_us());
+    mc_status_t st =
+        mc_master_offload_done_id(s->m, f.client_id, f.segment_id, f.key, f.key_len, f.size,
+                                  (mc_status_t)f.status, mc_now_us(), f.load_id);
     if (st == MC_OK)
         reply_status_durable(s, req, st); /* its LDISK record */
     else
@@ -898,9 +933,9 @@ static void h_offload_load(void *ctx, mc_rpc_req_t *req)
             reply_status(s, req, st, NULL);
         return;
     }
-    if (!offload_load_answer(s, req, f.key, f.key_len, 1, f.partial, f.have_bytes, f.release) &&
-        !hold(s, req, HELD_LOAD, &f, 0))
-        offload_load_answer(s, req, f.key, f.key_len, 0, f.partial, f.have_bytes, f.release);
+    load_ask_t a = load_ask(&f);
+    if (!offload_load_answer(s, req, f.key, f.key_len, 1, &a) && !hold(s, req, HELD_LOAD, &f, 0))
+        offload_load_answer(s, req, f.key, f.key_len, 0, &a);
 }
 
 /* A node's LOAD in flight has its first READY bytes in: readers holding a
@@ -917,7 +952,7 @@ static void h_offload_progress(void *ctx, mc_rpc_req_t *req)
         return;
     }
     mc_status_t st = mc_master_offload_progress(s->m, f.client_id, f.segment_id, f.key, f.key_len,
-                                                f.size, f.ready);
+                                                f.size, f.ready, f.load_id);
     reply_status(s, req, st, st == MC_ERR_INVALID_PARAMS ? "ready is over the size" : NULL);
 }
 
@@ -1078,9 +1113,10 @@ static void h_get_replica_list(void *ctx, mc_rpc_req_t *req)
         return;
     }
     if (disk_only || (f.wait_us > 0 && only_local_disk(d, n))) {
-        if (!offload_load_answer(s, req, f.key, f.key_len, 1, f.partial, f.have_bytes, f.release) &&
+        load_ask_t a = load_ask(&f);
+        if (!offload_load_answer(s, req, f.key, f.key_len, 1, &a) &&
             !hold(s, req, HELD_LOAD, &f, 0))
-            offload_load_answer(s, req, f.key, f.key_len, 0, f.partial, f.have_bytes, f.release);
+            offload_load_answer(s, req, f.key, f.key_len, 0, &a);
         return;
     }
     count(s, req, MC_OK);

@@ -15,6 +15,7 @@ typedef struct polled {
     int n, persist, del, evict;
     char key[16][32];
     uint64_t off[16];
+    uint64_t id[16]; /* LOAD: its id */
     int op[16];
 } polled_t;
 
@@ -24,6 +25,7 @@ static int on_req(void *arg, const mc_master_offload_req_t *r)
     if (p->n < 16) {
         snprintf(p->key[p->n], sizeof(p->key[0]), "%.*s", (int)r->key_len, r->key);
         p->off[p->n] = r->offset;
+        p->id[p->n] = r->load_id;
         p->op[p->n] = r->op;
     }
     p->n++;
@@ -497,55 +499,116 @@ static void a_load_in_flight_tells_readers_how_much_is_in(void **state)
     (void)state;
     mc_master_t *m = load_master(0);
     mc_master_replica_desc_t d;
-    uint64_t ready = 0;
+    uint64_t ready = 0, id = 0;
     assert_int_equal(mc_master_ldisk_report(m, C1, seg_id(1), "d", 1, OBJ, T0), MC_OK);
     /* no load yet: nothing to tell, and no load to progress */
-    assert_int_equal(mc_master_offload_partial(m, "d", 1, 0, &d, &ready), 0);
-    assert_int_equal(mc_master_offload_progress(m, C1, seg_id(1), "d", 1, OBJ, 100),
+    assert_int_equal(mc_master_offload_partial(m, "d", 1, 0, 0, &d, &ready, &id), 0);
+    assert_int_equal(mc_master_offload_progress(m, C1, seg_id(1), "d", 1, OBJ, 100, 0),
                      MC_ERR_OBJECT_NOT_FOUND);
     assert_int_equal(mc_master_offload_load(m, "d", 1, T0), MC_OK);
     /* queued, not polled: not in flight */
-    assert_int_equal(mc_master_offload_progress(m, C1, seg_id(1), "d", 1, OBJ, 100),
+    assert_int_equal(mc_master_offload_progress(m, C1, seg_id(1), "d", 1, OBJ, 100, 0),
                      MC_ERR_OBJECT_NOT_FOUND);
     polled_t p = poll_seg(m, C1, 1, T0);
     assert_int_equal(p.n, 1);
-    assert_int_equal(mc_master_offload_partial(m, "d", 1, 0, &d, &ready), 0); /* nothing in */
+    assert_int_equal(mc_master_offload_partial(m, "d", 1, 0, 0, &d, &ready, &id),
+                     0); /* nothing in */
     /* bad progress: over the size, another node, another size, a bad key */
-    assert_int_equal(mc_master_offload_progress(m, C1, seg_id(1), "d", 1, OBJ, OBJ + 1),
+    assert_int_equal(mc_master_offload_progress(m, C1, seg_id(1), "d", 1, OBJ, OBJ + 1, 0),
                      MC_ERR_INVALID_PARAMS);
-    assert_int_equal(mc_master_offload_progress(m, C2, seg_id(1), "d", 1, OBJ, 100),
+    assert_int_equal(mc_master_offload_progress(m, C2, seg_id(1), "d", 1, OBJ, 100, 0),
                      MC_ERR_ILLEGAL_CLIENT);
-    assert_int_equal(mc_master_offload_progress(m, C1, seg_id(1), "d", 1, OBJ - 1, 100),
+    assert_int_equal(mc_master_offload_progress(m, C1, seg_id(1), "d", 1, OBJ - 1, 100, 0),
                      MC_ERR_OBJECT_NOT_FOUND);
-    assert_int_equal(mc_master_offload_progress(m, C1, seg_id(1), "", 0, OBJ, 100),
+    assert_int_equal(mc_master_offload_progress(m, C1, seg_id(1), "", 0, OBJ, 100, 0),
                      MC_ERR_INVALID_KEY);
-    assert_int_equal(mc_master_offload_partial(m, "d", 1, 0, &d, &ready), 0);
-    assert_int_equal(mc_master_offload_progress(m, C1, seg_id(1), "d", 1, OBJ, 400), MC_OK);
-    assert_int_equal(mc_master_offload_partial(m, "d", 1, 0, &d, &ready), 1);
+    assert_int_equal(mc_master_offload_partial(m, "d", 1, 0, 0, &d, &ready, &id), 0);
+    assert_int_equal(mc_master_offload_progress(m, C1, seg_id(1), "d", 1, OBJ, 400, 0), MC_OK);
+    assert_int_equal(mc_master_offload_partial(m, "d", 1, 0, 0, &d, &ready, &id), 1);
     assert_int_equal(ready, 400);
     assert_int_equal(d.kind, MC_MASTER_REPLICA_MEMORY);
     assert_int_equal(d.status, MC_MASTER_REPLICA_PROCESSING);
     assert_int_equal(d.size, OBJ);
     assert_int_equal(d.address, (1ull << 40) + p.off[0]); /* the range being loaded */
-    assert_int_equal(mc_master_offload_partial(m, "d", 1, 400, &d, &ready), 0); /* has them */
+    assert_int_equal(mc_master_offload_partial(m, "d", 1, 400, 0, &d, &ready, &id),
+                     0); /* has them */
     /* progress never goes back */
-    assert_int_equal(mc_master_offload_progress(m, C1, seg_id(1), "d", 1, OBJ, 200), MC_OK);
-    assert_int_equal(mc_master_offload_partial(m, "d", 1, 300, &d, &ready), 1);
+    assert_int_equal(mc_master_offload_progress(m, C1, seg_id(1), "d", 1, OBJ, 200, 0), MC_OK);
+    assert_int_equal(mc_master_offload_partial(m, "d", 1, 300, 0, &d, &ready, &id), 1);
     assert_int_equal(ready, 400);
     /* answered: listed as a whole, nothing partial any more */
     assert_int_equal(done(m, C1, 1, "d", MC_OK, T0 + 1), MC_OK);
-    assert_int_equal(mc_master_offload_partial(m, "d", 1, 0, &d, &ready), 0);
-    assert_int_equal(mc_master_offload_progress(m, C1, seg_id(1), "d", 1, OBJ, 500),
+    assert_int_equal(mc_master_offload_partial(m, "d", 1, 0, 0, &d, &ready, &id), 0);
+    assert_int_equal(mc_master_offload_progress(m, C1, seg_id(1), "d", 1, OBJ, 500, 0),
                      MC_ERR_OBJECT_NOT_FOUND);
     /* a load whose checksum fails: nothing partial after it, and no object */
     assert_int_equal(mc_master_ldisk_report(m, C1, seg_id(1), "bad", 3, OBJ, T0), MC_OK);
     assert_int_equal(mc_master_offload_load(m, "bad", 3, T0 + 2), MC_OK);
     assert_int_equal(poll_seg(m, C1, 1, T0 + 2).n, 1);
-    assert_int_equal(mc_master_offload_progress(m, C1, seg_id(1), "bad", 3, OBJ, 600), MC_OK);
-    assert_int_equal(mc_master_offload_partial(m, "bad", 3, 0, &d, &ready), 1);
+    assert_int_equal(mc_master_offload_progress(m, C1, seg_id(1), "bad", 3, OBJ, 600, 0), MC_OK);
+    assert_int_equal(mc_master_offload_partial(m, "bad", 3, 0, 0, &d, &ready, &id), 1);
     assert_int_equal(done(m, C1, 1, "bad", MC_ERR_CHECKSUM_MISMATCH, T0 + 3), MC_OK);
-    assert_int_equal(mc_master_offload_partial(m, "bad", 3, 0, &d, &ready), 0);
+    assert_int_equal(mc_master_offload_partial(m, "bad", 3, 0, 0, &d, &ready, &id), 0);
     assert_int_equal(exists(m, "bad", T0 + 4), 0);
+    mc_master_destroy(m);
+}
+
+/* Load ids: a load that timed out is void, and the next load of the key
+ * (into the very same range) has another id. The slow node's late progress
+ * and answer of the void load name its id: neither is taken for the new
+ * load (without ids, matched on key and size, they would be: a reader
+ * would copy bytes the new load had not read, and the new load would be
+ * answered by the old one's word while still reading). A reader that
+ * copied bytes of a load keeps them only when the copy listed is that
+ * load's (mc_master_offload_loaded_by), and its partial answers start over
+ * for another load. */
+static void a_late_word_of_a_void_load_is_not_taken_for_the_next(void **state)
+{
+    (void)state;
+    mc_master_t *m = load_master(0);
+    mc_master_replica_desc_t d;
+    uint64_t ready = 0, id = 0;
+    assert_int_equal(mc_master_ldisk_report(m, C1, seg_id(1), "d", 1, OBJ, T0), MC_OK);
+    assert_int_equal(mc_master_offload_load(m, "d", 1, T0), MC_OK);
+    polled_t a = poll_seg(m, C1, 1, T0);
+    assert_int_equal(a.n, 1);
+    assert_int_not_equal(a.id[0], 0);
+    assert_int_equal(mc_master_offload_progress(m, C1, seg_id(1), "d", 1, OBJ, 300, a.id[0]),
+                     MC_OK);
+    assert_int_equal(mc_master_offload_partial(m, "d", 1, 0, 0, &d, &ready, &id), 1);
+    assert_int_equal(id, a.id[0]);
+    mc_master_tick(m, T0 + 60 * SEC); /* unanswered: void, its range freed */
+    assert_int_equal(mc_master_offload_load(m, "d", 1, T0 + 61 * SEC), MC_OK);
+    polled_t b = poll_seg(m, C1, 1, T0 + 61 * SEC);
+    assert_int_equal(b.n, 1);
+    assert_int_equal(b.off[0], a.off[0]); /* the very same range */
+    assert_int_not_equal(b.id[0], a.id[0]);
+    /* the old load's late word is about no load in flight */
+    assert_int_equal(mc_master_offload_progress(m, C1, seg_id(1), "d", 1, OBJ, OBJ, a.id[0]),
+                     MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(mc_master_offload_partial(m, "d", 1, 0, 0, &d, &ready, &id), 0);
+    assert_int_equal(
+        mc_master_offload_done_id(m, C1, seg_id(1), "d", 1, OBJ, MC_OK, T0 + 62 * SEC, a.id[0]),
+        MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(mc_master_offload_loading(m, "d", 1), 1); /* still reading */
+    /* the new load's own word counts; a reader with 300 bytes of the old
+     * load is given the new one from its start */
+    assert_int_equal(mc_master_offload_progress(m, C1, seg_id(1), "d", 1, OBJ, 200, b.id[0]),
+                     MC_OK);
+    assert_int_equal(mc_master_offload_partial(m, "d", 1, 300, a.id[0], &d, &ready, &id), 1);
+    assert_int_equal(ready, 200);
+    assert_int_equal(id, b.id[0]);
+    assert_int_equal(mc_master_offload_partial(m, "d", 1, 200, b.id[0], &d, &ready, &id), 0);
+    assert_int_equal(mc_master_offload_loaded_by(m, "d", 1, b.id[0]), 0); /* not answered yet */
+    assert_int_equal(
+        mc_master_offload_done_id(m, C1, seg_id(1), "d", 1, OBJ, MC_OK, T0 + 62 * SEC, b.id[0]),
+        MC_OK);
+    assert_int_equal(mc_master_offload_loading(m, "d", 1), 0);
+    /* the copy listed is the new load's: its bytes are kept, the old one's not */
+    assert_int_equal(mc_master_offload_loaded_by(m, "d", 1, b.id[0]), 1);
+    assert_int_equal(mc_master_offload_loaded_by(m, "d", 1, a.id[0]), 0);
+    assert_int_equal(mc_master_offload_loaded_by(m, "d", 1, 0), 0);
+    assert_int_equal(mc_master_offload_loaded_by(m, "x", 1, b.id[0]), 0);
     mc_master_destroy(m);
 }
 
@@ -746,6 +809,7 @@ int main(void)
         cmocka_unit_test(a_corrupt_file_is_dropped_and_never_listed),
         cmocka_unit_test(a_load_unanswered_frees_its_range),
         cmocka_unit_test(a_released_loaded_copy_makes_room_for_the_next_load),
+        cmocka_unit_test(a_late_word_of_a_void_load_is_not_taken_for_the_next),
         cmocka_unit_test(a_load_in_flight_tells_readers_how_much_is_in),
         cmocka_unit_test(repeated_reads_promote_a_disk_object_into_dram),
         cmocka_unit_test(local_disk_replicas_replay_on_a_standby_and_in_a_snapshot),
