@@ -122,6 +122,25 @@ static int eligible(const obj_t *o, uint64_t now_us, int strict)
            o->pin_ttl_ms != MC_MASTER_PIN_HARD && !(o->ldisk & LDISK_PENDING);
 }
 
+/* Evict o, chosen by a walk of its shard (locked; h: its slot's hash), and
+ * count it in *keys and *bytes: removed, or spilled when it has a file
+ * (it stays readable from there); unless the offload policy keeps it
+ * while its node persists it. The walk may go on: only o left its slot. */
+static void evict_obj(mc_master_t *m, shard_t *sh, obj_t *o, uint64_t h, uint64_t now_us,
+                      uint64_t *keys, uint64_t *bytes)
+{
+    if (!o->disk && !obj_ldisk(o) && offload_instead_of_evict(m, o, now_us))
+        return; /* its node persists it first (or it stays) */
+    *bytes += o->size * o->nrep;
+    (*keys)++;
+    if (o->disk || obj_ldisk(o)) {
+        obj_spill(m, o); /* stays readable from its file */
+        return;
+    }
+    obj_unlink(m, sh, o, h);
+    obj_destroy(m, o);
+}
+
 /* Evict from every shard, starting at a random one, the eligible objects of
  * the given kind (pinned or not) accessed at or before thr, until *left is 0. */
 static void evict_walk(mc_master_t *m, uint64_t now_us, int strict, int pinned, uint64_t thr,
@@ -141,16 +160,7 @@ static void evict_walk(mc_master_t *m, uint64_t now_us, int strict, int pinned, 
                 o->access_us > thr)
                 continue;
             (*left)--;
-            if (!o->disk && !obj_ldisk(o) && offload_instead_of_evict(m, o, now_us))
-                continue; /* its node persists it first (or it stays) */
-            *bytes += o->size * o->nrep;
-            (*keys)++;
-            if (o->disk || obj_ldisk(o)) {
-                obj_spill(m, o); /* stays readable from its file */
-                continue;
-            }
-            obj_unlink(m, sh, o, sh->tab.slots[j].hash);
-            obj_destroy(m, o);
+            evict_obj(m, sh, o, sh->tab.slots[j].hash, now_us, keys, bytes);
         }
         otab_shrink(&sh->tab);
         shard_unlock(sh);
@@ -502,18 +512,8 @@ static void evict_window(mc_master_t *m, uint32_t slot, uint64_t w0, uint64_t w1
             for (uint32_t r = 0; r < o->nrep && !hit; r++)
                 hit = o->rep[r].slot == slot && o->rep[r].offset < w1 &&
                       o->rep[r].offset + round_up8(o->size) > w0;
-            if (!hit)
-                continue;
-            if (!o->disk && !obj_ldisk(o) && offload_instead_of_evict(m, o, now_us))
-                continue; /* its node persists it first (or it stays) */
-            *bytes += o->size * o->nrep;
-            (*keys)++;
-            if (o->disk || obj_ldisk(o)) {
-                obj_spill(m, o); /* stays readable from its file */
-                continue;
-            }
-            obj_unlink(m, sh, o, sh->tab.slots[i].hash);
-            obj_destroy(m, o);
+            if (hit)
+                evict_obj(m, sh, o, sh->tab.slots[i].hash, now_us, keys, bytes);
         }
         otab_shrink(&sh->tab);
         shard_unlock(sh);

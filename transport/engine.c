@@ -562,7 +562,8 @@ void te_seg_free(mc_te_t *te, te_seg_t *seg)
     mc_free(seg);
 }
 
-static void key_of(const mc_te_t *te, const char *kind, const char *name, char *out, size_t len)
+/* (te_int.h) */
+void te_meta_key(const mc_te_t *te, const char *kind, const char *name, char *out, size_t len)
 {
     snprintf(out, len, "mc/%s/%s/%s", te->cluster, kind, name);
 }
@@ -599,11 +600,11 @@ static mc_status_t publish(mc_te_t *te)
     char key[512];
     mc_status_t st = te_publish_encode(te, &sv, &rv);
     if (st == MC_OK) {
-        key_of(te, "seg", te->name, key, sizeof(key));
+        te_meta_key(te, "seg", te->name, key, sizeof(key));
         st = mc_meta_put_sync(te->meta, key, mc_buf_head(&sv), mc_buf_used(&sv));
     }
     if (st == MC_OK) {
-        key_of(te, "rpc", te->name, key, sizeof(key));
+        te_meta_key(te, "rpc", te->name, key, sizeof(key));
         st = mc_meta_put_sync(te->meta, key, mc_buf_head(&rv), mc_buf_used(&rv));
     }
     mc_buf_fini(&sv);
@@ -674,7 +675,7 @@ mc_status_t te_seg_refresh(mc_te_t *te, te_seg_t *seg)
     mc_status_t st;
     if (te->meta != NULL) {
         char key[512];
-        key_of(te, "seg", seg->name, key, sizeof(key));
+        te_meta_key(te, "seg", seg->name, key, sizeof(key));
         st = mc_meta_get_sync(te->meta, key, &b);
     } else {
         st = mc_rpc_call_sync(seg->lanes[0], MC_RPC_TE_DESC, NULL, 0, te->o.timeout_us, &b);
@@ -693,8 +694,8 @@ mc_status_t te_seg_refresh(mc_te_t *te, te_seg_t *seg)
     return st;
 }
 
-/* "host:port" -> parts (p2p names). */
-static int split_host_port(const char *name, char *host, size_t hl, uint16_t *port)
+/* (te_int.h) */
+int te_split_host_port(const char *name, char *host, size_t hl, uint16_t *port)
 {
     const char *c = strrchr(name, ':');
     if (c == NULL || c == name || (size_t)(c - name) >= hl)
@@ -737,7 +738,7 @@ mc_status_t mc_te_open_segment(mc_te_t *te, const char *name, mc_te_segment_t *o
     }
     mc_status_t st = MC_OK;
     if (te->meta == NULL) {
-        if (split_host_port(name, seg->host, sizeof(seg->host), &seg->port) != 0) {
+        if (te_split_host_port(name, seg->host, sizeof(seg->host), &seg->port) != 0) {
             MC_ERROR(TRANSPORT, "segment '%s': with metadata = p2p a segment is named HOST:PORT",
                      name);
             st = MC_ERR_INVALID_ARGUMENT;
@@ -1067,9 +1068,9 @@ void mc_te_destroy(mc_te_t *te)
      * the entries go with our owner id's expiry (master) or their TTL (redis). */
     if (te->meta != NULL && te->attached == NULL) {
         char key[512];
-        key_of(te, "seg", te->name, key, sizeof(key));
+        te_meta_key(te, "seg", te->name, key, sizeof(key));
         mc_meta_del_sync(te->meta, key);
-        key_of(te, "rpc", te->name, key, sizeof(key));
+        te_meta_key(te, "rpc", te->name, key, sizeof(key));
         mc_meta_del_sync(te->meta, key);
     }
     te_free(te);

@@ -50,27 +50,6 @@ typedef struct aop {
     char name[256];
 } aop_t;
 
-static void key_of(const mc_te_t *te, const char *name, char *out, size_t len)
-{
-    snprintf(out, len, "mc/%s/seg/%s", te->cluster, name);
-}
-
-/* "host:port" -> parts (p2p names), as engine.c. */
-static int split_host_port(const char *name, char *host, size_t hl, uint16_t *port)
-{
-    const char *c = strrchr(name, ':');
-    if (c == NULL || c == name || (size_t)(c - name) >= hl)
-        return -1;
-    char *end = NULL;
-    unsigned long p = strtoul(c + 1, &end, 10);
-    if (end == c + 1 || *end != '\0' || p == 0 || p > 65535)
-        return -1;
-    memcpy(host, name, (size_t)(c - name));
-    host[c - name] = '\0';
-    *port = (uint16_t)p;
-    return 0;
-}
-
 /* The end of every request: report and free. On rs[0] (or on a stopping
  * reactor with MC_ERR_CANCELED). */
 static void aop_finish(aop_t *op, mc_status_t st, mc_te_segment_t id)
@@ -229,7 +208,7 @@ static void fetch_desc(aop_t *op)
     mc_status_t st;
     if (te->meta != NULL) {
         char key[512];
-        key_of(te, op->name, key, sizeof(key));
+        te_meta_key(te, "seg", op->name, key, sizeof(key));
         st = te->meta->ops->get(te->meta, key, meta_cb, op);
     } else {
         st = mc_rpc_call(op->seg->lanes[0], MC_RPC_TE_DESC, NULL, 0, te->o.timeout_us, desc_rpc_cb,
@@ -269,7 +248,7 @@ static void aop_start(mc_reactor_t *r, mc_reactor_msg_t *msg, mc_status_t st)
     }
     op->seg = seg;
     if (te->meta == NULL) {
-        if (split_host_port(op->name, seg->host, sizeof(seg->host), &seg->port) != 0) {
+        if (te_split_host_port(op->name, seg->host, sizeof(seg->host), &seg->port) != 0) {
             MC_ERROR(TRANSPORT, "segment '%s': with metadata = p2p a segment is named HOST:PORT",
                      op->name);
             aop_finish(op, MC_ERR_INVALID_ARGUMENT, 0);
@@ -344,7 +323,7 @@ mc_status_t te_publish_async(mc_te_t *te)
     char key[512];
     mc_status_t st = te_publish_encode(te, &sv, &rv);
     if (st == MC_OK) {
-        key_of(te, te->name, key, sizeof(key));
+        te_meta_key(te, "seg", te->name, key, sizeof(key));
         st = te->meta->ops->put(te->meta, key, mc_buf_head(&sv), mc_buf_used(&sv), publish_done,
                                 NULL);
     }

@@ -190,6 +190,11 @@ mc_status_t te_tcp_lanes_open(mc_te_t *te, te_seg_t *seg);
  * te_publish_async */
 
 /* engine.c, for te_async.c */
+/* The metadata key of name's kind ("seg": its descriptor, "rpc": its RPC
+ * address) into out: mc/<cluster>/<kind>/<name>. */
+void te_meta_key(const mc_te_t *te, const char *kind, const char *name, char *out, size_t len);
+/* A p2p name "host:port" into its parts: 0, or -1 when it is not one. */
+int te_split_host_port(const char *name, char *host, size_t hl, uint16_t *port);
 mc_status_t te_desc_decode(mc_te_t *te, te_seg_t *seg, const uint8_t *p, size_t len);
 void te_desc_encode(mc_te_t *te, mc_mp_writer_t *w);
 mc_status_t te_publish_encode(mc_te_t *te, mc_buf_t *seg_val, mc_buf_t *rpc_val);

@@ -485,7 +485,10 @@ static int notify_arg(PyObject *v, const char *fname)
 {
     if (v == NULL || v == Py_None)
         return 0;
-    PyErr_Format(PyExc_TypeError, "%s(): notify is not supported (pass None)", fname);
+    PyErr_Format(PyExc_TypeError,
+                 "%s() argument 'notify': notifications are not supported by mooncake-c (pass "
+                 "None), not %.100s",
+                 fname, Py_TYPE(v)->tp_name);
     return -1;
 }
 
@@ -906,10 +909,12 @@ static PyObject *py_read_bytes(PyObject *o, PyObject *const *args, Py_ssize_t na
         mcpy_u64(a[1], "read_bytes_from_buffer", "length", &n) != 0)
         return NULL;
     if (n > (uint64_t)PY_SSIZE_T_MAX || !in_ranges(e, p, n)) {
+        /* PyErr_Format has no %llx: the range is written here */
+        char range[64];
+        snprintf(range, sizeof(range), "0x%llx+%llu", (unsigned long long)p, (unsigned long long)n);
         PyErr_Format(PyExc_ValueError,
-                     "read_bytes_from_buffer(): 0x%llx+%llu is not host memory registered with "
-                     "this engine",
-                     (unsigned long long)p, (unsigned long long)n);
+                     "read_bytes_from_buffer(): %s is not host memory registered with this engine",
+                     range);
         return NULL;
     }
     return PyBytes_FromStringAndSize((const char *)(uintptr_t)p, (Py_ssize_t)n);

@@ -301,6 +301,46 @@ class MooncakeDistributedStore(_mooncake.Store):
         return self._setup_dummy(pool, lbuf, _util.join_host_port(host, port),
                                  secret_file=secret_file)
 
+    def init_all(self, protocol, device_name, mount_segment_size=16 << 20):
+        """Upstream's init_all(protocol, device_name, mount_segment_size=16 MiB)
+        -> 0 or negative: setup("localhost:12345", metadata, mount_segment_size,
+        1 GiB, protocol, device_name, "127.0.0.1:50051") as upstream's, with
+        P2PHANDSHAKE for upstream's etcd at 127.0.0.1:2379 (not served here).
+        INVALID_PARAMS on a store that is set up, as upstream."""
+        if self._is_setup():
+            log.error("init_all(): the store is already set up")
+            return int(ErrorCode.INVALID_PARAMS)
+        return self.setup("localhost:12345", "P2PHANDSHAKE", mount_segment_size, 1 << 30,
+                          protocol, device_name, "127.0.0.1:50051")
+
+    def put_from_with_metadata(self, key, buffer_ptr, metadata_buffer_ptr, size, metadata_size,
+                               config=None):
+        """Upstream's put_from_with_metadata -> 0 or negative: one object of
+        the metadata_size bytes at metadata_buffer_ptr followed by the size
+        bytes at buffer_ptr (both registered with register_buffer). As
+        upstream: size 0 stores nothing and returns 0; -1 on a store that is
+        not set up and for config.prefer_alloc_in_same_node."""
+        for name, v in (("buffer_ptr", buffer_ptr), ("metadata_buffer_ptr", metadata_buffer_ptr),
+                        ("size", size), ("metadata_size", metadata_size)):
+            if not isinstance(v, int) or isinstance(v, bool):
+                raise TypeError(f"put_from_with_metadata() argument '{name}' must be int, not "
+                                f"{type(v).__name__}")
+            if v < 0:
+                raise ValueError(f"put_from_with_metadata() argument '{name}' must be >= 0")
+        if config is not None and getattr(config, "prefer_alloc_in_same_node", False):
+            log.error("put_from_with_metadata(): prefer_alloc_in_same_node is not supported")
+            return -1
+        if not self._is_setup():
+            log.error("put_from_with_metadata(): the store is not set up")
+            return -1
+        if size == 0:
+            log.warning("put_from_with_metadata(): empty data for key %r: nothing stored", key)
+            return 0
+        ptrs, sizes = [buffer_ptr], [size]
+        if metadata_size > 0:
+            ptrs, sizes = [metadata_buffer_ptr, buffer_ptr], [metadata_size, size]
+        return self.batch_put_from_multi_buffers([key], [ptrs], [sizes], config)[0]
+
     def get_replica_desc(self, key):
         """[ReplicaDescriptor] of key ([] when absent or on error)."""
         r = self._query(key)

@@ -624,3 +624,35 @@ def test_get_into_ranges_from_our_own_segment_and_a_closed_store(cluster):
         s.close()
     assert s.get_into_ranges([1 << 20], [["own"]], [[[0]]], [[[0]]], [[[4]]]) == \
         [[[ms.INVALID_PARAMS]]]
+
+
+def test_put_from_with_metadata_and_init_all_as_upstream(store, cluster):
+    """put_from_with_metadata: one object, the metadata bytes then the data
+    bytes, from registered memory; size 0 stores nothing and returns 0, a
+    store that is not set up -1, as upstream. init_all on a store that is set
+    up: INVALID_PARAMS, as upstream."""
+    data = np.frombuffer(b"payload-" * 4, dtype=np.uint8).copy()
+    meta = np.frombuffer(b"META", dtype=np.uint8).copy()
+    for a in (data, meta):
+        assert store.register_buffer(a.ctypes.data, a.nbytes) == 0
+    try:
+        assert store.put_from_with_metadata("pfwm", data.ctypes.data, meta.ctypes.data,
+                                            data.nbytes, meta.nbytes) == 0
+        assert store.get("pfwm") == b"META" + b"payload-" * 4
+        assert store.put_from_with_metadata("pfwm-0", data.ctypes.data, meta.ctypes.data, 0,
+                                            4) == 0
+        assert store.is_exist("pfwm-0") == 0
+        cfg = ReplicateConfig()
+        cfg.prefer_alloc_in_same_node = True
+        assert store.put_from_with_metadata("pfwm-1", data.ctypes.data, meta.ctypes.data, 8, 4,
+                                            cfg) == -1
+        # not registered memory: refused, nothing read
+        assert store.put_from_with_metadata("pfwm-2", 4096, meta.ctypes.data, 8, 4) == \
+            ms.INVALID_PARAMS
+        with pytest.raises(TypeError, match="'metadata_size'"):
+            store.put_from_with_metadata("pfwm-3", data.ctypes.data, meta.ctypes.data, 8, "4")
+    finally:
+        for a in (data, meta):
+            store.unregister_buffer(a.ctypes.data)
+    assert MooncakeDistributedStore().put_from_with_metadata("k", 1, 1, 1, 1) == -1
+    assert store.init_all(cluster.protocol, "") == ms.INVALID_PARAMS

@@ -538,6 +538,21 @@ err:
 
 /* ---------------------------------------------------------- descriptor */
 
+/* (rdma_int.h) */
+void rd_write_port(mc_mp_writer_t *w, const rd_nic_t *n)
+{
+    mc_mp_write_uint(w, MC_F_GID);
+    mc_mp_write_bin(w, n->info.gid, 16);
+    mc_mp_write_uint(w, MC_F_LID);
+    mc_mp_write_uint(w, n->info.lid);
+    mc_mp_write_uint(w, MC_F_MTU);
+    mc_mp_write_uint(w, n->mtu);
+    mc_mp_write_uint(w, MC_F_LINK_LAYER);
+    mc_mp_write_uint(w, (uint64_t)n->info.link_layer);
+    mc_mp_write_uint(w, MC_F_GID_TYPE);
+    mc_mp_write_uint(w, n->info.gid_type);
+}
+
 static void rd_desc_encode(mc_te_t *te, mc_mp_writer_t *w)
 {
     rd_transport_t *t = RD_OF(te);
@@ -552,16 +567,7 @@ static void rd_desc_encode(mc_te_t *te, mc_mp_writer_t *w)
         mc_mp_write_map(w, 6);
         mc_mp_write_uint(w, MC_F_NAME);
         mc_mp_write_cstr(w, n->name);
-        mc_mp_write_uint(w, MC_F_GID);
-        mc_mp_write_bin(w, n->info.gid, 16);
-        mc_mp_write_uint(w, MC_F_LID);
-        mc_mp_write_uint(w, n->info.lid);
-        mc_mp_write_uint(w, MC_F_MTU);
-        mc_mp_write_uint(w, n->mtu);
-        mc_mp_write_uint(w, MC_F_LINK_LAYER);
-        mc_mp_write_uint(w, (uint64_t)n->info.link_layer);
-        mc_mp_write_uint(w, MC_F_GID_TYPE);
-        mc_mp_write_uint(w, n->info.gid_type);
+        rd_write_port(w, n);
         pthread_mutex_unlock(&n->info_mu);
     }
     mc_mp_write_uint(w, MC_F_MATRIX);

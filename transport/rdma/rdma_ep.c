@@ -253,6 +253,22 @@ static void write_qpns(mc_mp_writer_t *w, const rd_ep_t *ep)
         mc_mp_write_uint(w, v->qp_num(ep->qp[i]));
 }
 
+/* The body of RDMA_READY and RDMA_DISCONNECT: who we are, our NIC and the
+ * peer's, our QPs. */
+static void write_ends(mc_mp_writer_t *w, const rd_ep_t *ep)
+{
+    const rd_nic_t *n = ep->nic;
+    mc_mp_write_map(w, 4);
+    mc_mp_write_uint(w, MC_F_NAME);
+    mc_mp_write_cstr(w, n->t->te->name);
+    mc_mp_write_uint(w, MC_F_NIC);
+    mc_mp_write_cstr(w, n->name);
+    mc_mp_write_uint(w, MC_F_PEER_NIC);
+    mc_mp_write_cstr(w, ep->peer_nic);
+    mc_mp_write_uint(w, MC_F_QPNS);
+    write_qpns(w, ep);
+}
+
 typedef struct hs_body {
     char name[256], host[64], nic[RV_NAME_MAX], peer_nic[RV_NAME_MAX];
     uint16_t port;
@@ -480,16 +496,7 @@ static mc_status_t ep_client(rd_ep_t *ep)
 static void write_facts(mc_mp_writer_t *w, rd_nic_t *n, uint32_t psn)
 {
     pthread_mutex_lock(&n->info_mu); /* a port event may be rewriting it */
-    mc_mp_write_uint(w, MC_F_GID);
-    mc_mp_write_bin(w, n->info.gid, 16);
-    mc_mp_write_uint(w, MC_F_LID);
-    mc_mp_write_uint(w, n->info.lid);
-    mc_mp_write_uint(w, MC_F_MTU);
-    mc_mp_write_uint(w, n->mtu);
-    mc_mp_write_uint(w, MC_F_LINK_LAYER);
-    mc_mp_write_uint(w, (uint64_t)n->info.link_layer);
-    mc_mp_write_uint(w, MC_F_GID_TYPE);
-    mc_mp_write_uint(w, n->info.gid_type);
+    rd_write_port(w, n);
     mc_mp_write_uint(w, MC_F_PSN);
     mc_mp_write_uint(w, psn);
     mc_mp_write_uint(w, MC_F_RD_ATOM);
@@ -582,17 +589,7 @@ static void ready_send(rd_ep_t *ep)
 {
     if (ep_client(ep) != MC_OK)
         return;
-    rd_nic_t *n = ep->nic;
-    mc_mp_writer_t *w = mc_rpc_call_begin(ep->rpc);
-    mc_mp_write_map(w, 4);
-    mc_mp_write_uint(w, MC_F_NAME);
-    mc_mp_write_cstr(w, n->t->te->name);
-    mc_mp_write_uint(w, MC_F_NIC);
-    mc_mp_write_cstr(w, n->name);
-    mc_mp_write_uint(w, MC_F_PEER_NIC);
-    mc_mp_write_cstr(w, ep->peer_nic);
-    mc_mp_write_uint(w, MC_F_QPNS);
-    write_qpns(w, ep);
+    write_ends(mc_rpc_call_begin(ep->rpc), ep);
     mc_rpc_call_end(ep->rpc, MC_RPC_RDMA_READY, 0, ready_reply, ep);
 }
 
@@ -757,17 +754,7 @@ static void tell_peer(rd_ep_t *ep)
 {
     if (ep->nqp == 0 || ep_client(ep) != MC_OK)
         return;
-    rd_nic_t *n = ep->nic;
-    mc_mp_writer_t *w = mc_rpc_call_begin(ep->rpc);
-    mc_mp_write_map(w, 4);
-    mc_mp_write_uint(w, MC_F_NAME);
-    mc_mp_write_cstr(w, n->t->te->name);
-    mc_mp_write_uint(w, MC_F_NIC);
-    mc_mp_write_cstr(w, n->name);
-    mc_mp_write_uint(w, MC_F_PEER_NIC);
-    mc_mp_write_cstr(w, ep->peer_nic);
-    mc_mp_write_uint(w, MC_F_QPNS);
-    write_qpns(w, ep);
+    write_ends(mc_rpc_call_begin(ep->rpc), ep);
     if (mc_rpc_call_end(ep->rpc, MC_RPC_RDMA_DISCONNECT, 0, disc_reply, ep) == MC_INPROGRESS)
         ep->hs_inflight = 1; /* kept until sent and answered (or failed) */
 }

@@ -222,6 +222,9 @@ extern const mc_fsm_desc_t rd_ep_fsm;
 /* MC_OK when RLIMIT_MEMLOCK lets len bytes be pinned; else MC_ERR_MEMORY
  * with why saying the limit and how to raise it. */
 mc_status_t rd_memlock_check(uint64_t len, char *why, size_t whylen);
+/* A NIC's port as its peers learn it (the descriptor, a handshake): GID,
+ * LID, MTU, link layer and GID type, 5 map entries; n->info_mu held. */
+void rd_write_port(mc_mp_writer_t *w, const rd_nic_t *n);
 
 /* rdma_ep.c (NIC reactor) */
 /* The pooled endpoint to seg's NIC rnic, made (and its handshake started)
