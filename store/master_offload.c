@@ -584,10 +584,9 @@ static mc_status_t load_try(mc_master_t *m, const char *key, size_t key_len, uin
 {
     if (!key_valid(m, key, key_len))
         return MC_ERR_INVALID_KEY;
-    uint64_t h = mc_hash64(key, key_len);
-    shard_t *sh = &m->shards[shard_of(h)];
-    shard_lock(sh);
-    obj_t *o = otab_find(&sh->tab, h, key, key_len);
+    uint64_t h;
+    shard_t *sh;
+    obj_t *o = obj_lock_find(m, key, key_len, &sh, &h);
     mc_status_t st = MC_OK;
     if (o == NULL || (!obj_ldisk(o) && o->nrep == 0))
         st = MC_ERR_OBJECT_NOT_FOUND;
@@ -649,16 +648,21 @@ int mc_master_offload_disk_only(mc_master_t *m, const char *key, size_t key_len)
     return only;
 }
 
+/* o (may be NULL) is complete, on its node's disk only, and a LOAD of it is in
+ * flight. Shard lock held. */
+static int obj_loading(const obj_t *o)
+{
+    return o != NULL && o->state == OBJ_COMPLETE && o->nrep == 0 && obj_ldisk(o) &&
+           (o->ldisk & LDISK_PENDING);
+}
+
 int mc_master_offload_loading(mc_master_t *m, const char *key, size_t key_len)
 {
     if (!key_valid(m, key, key_len))
         return 0;
-    uint64_t h = mc_hash64(key, key_len);
-    shard_t *sh = &m->shards[shard_of(h)];
-    shard_lock(sh);
-    obj_t *o = otab_find(&sh->tab, h, key, key_len);
-    int loading = o != NULL && o->state == OBJ_COMPLETE && o->nrep == 0 && obj_ldisk(o) &&
-                  (o->ldisk & LDISK_PENDING);
+    shard_t *sh;
+    obj_t *o = obj_lock_find(m, key, key_len, &sh, NULL);
+    int loading = obj_loading(o);
     shard_unlock(sh);
     return loading;
 }
@@ -714,13 +718,10 @@ int mc_master_offload_partial(mc_master_t *m, const char *key, size_t key_len, u
 {
     if (!key_valid(m, key, key_len))
         return 0;
-    uint64_t h = mc_hash64(key, key_len);
-    shard_t *sh = &m->shards[shard_of(h)];
-    shard_lock(sh);
-    obj_t *o = otab_find(&sh->tab, h, key, key_len);
+    shard_t *sh;
+    obj_t *o = obj_lock_find(m, key, key_len, &sh, NULL);
     int got = 0;
-    if (o != NULL && o->state == OBJ_COMPLETE && o->nrep == 0 && obj_ldisk(o) &&
-        (o->ldisk & LDISK_PENDING)) {
+    if (obj_loading(o)) {
         uint32_t slot = (o->ldisk & LDISK_SLOT_MASK) - 1u;
         pthread_rwlock_rdlock(&m->seg_lock);
         pthread_mutex_lock(&m->offload_lock);
@@ -844,9 +845,8 @@ mc_status_t mc_master_offload_done_id(mc_master_t *m, mc_uuid_t client, mc_uuid_
 {
     if (!key_valid(m, key, key_len))
         return MC_ERR_INVALID_KEY;
-    uint64_t h = mc_hash64(key, key_len);
-    shard_t *sh = &m->shards[shard_of(h)];
-    shard_lock(sh);
+    uint64_t h;
+    shard_t *sh = shard_lock_key(m, key, key_len, &h);
     pthread_rwlock_rdlock(&m->seg_lock);
     seg_t *s = NULL;
     mc_status_t st = own_segment(m, client, segment_id, &s);
@@ -945,9 +945,8 @@ mc_status_t mc_master_ldisk_report(mc_master_t *m, mc_uuid_t client, mc_uuid_t s
         return MC_ERR_UNAVAILABLE_IN_CURRENT_MODE;
     if (!key_valid(m, key, key_len))
         return MC_ERR_INVALID_KEY;
-    uint64_t h = mc_hash64(key, key_len);
-    shard_t *sh = &m->shards[shard_of(h)];
-    shard_lock(sh);
+    uint64_t h;
+    shard_t *sh = shard_lock_key(m, key, key_len, &h);
     pthread_rwlock_rdlock(&m->seg_lock);
     seg_t *s = NULL;
     mc_status_t st = own_segment(m, client, segment_id, &s);
@@ -980,9 +979,8 @@ mc_status_t mc_master_ldisk_drop(mc_master_t *m, mc_uuid_t client, mc_uuid_t seg
     (void)now_us;
     if (!key_valid(m, key, key_len))
         return MC_ERR_INVALID_KEY;
-    uint64_t h = mc_hash64(key, key_len);
-    shard_t *sh = &m->shards[shard_of(h)];
-    shard_lock(sh);
+    uint64_t h;
+    shard_t *sh = shard_lock_key(m, key, key_len, &h);
     pthread_rwlock_rdlock(&m->seg_lock);
     seg_t *s = NULL;
     mc_status_t st = own_segment(m, client, segment_id, &s);
@@ -1034,10 +1032,8 @@ void offload_tick(mc_master_t *m, uint64_t now_us)
     pthread_rwlock_unlock(&m->seg_lock);
     for (size_t i = 0; i < n; i++) {
         offq_ent_t *e = &ex[i].e;
-        uint64_t h = mc_hash64(e->key, e->key_len);
-        shard_t *sh = &m->shards[shard_of(h)];
-        shard_lock(sh);
-        obj_t *o = otab_find(&sh->tab, h, e->key, e->key_len);
+        shard_t *sh;
+        obj_t *o = obj_lock_find(m, e->key, e->key_len, &sh, NULL);
         if (e->op == MC_MASTER_OFFLOAD_LOAD) {
             /* the node may still write there if it is only slow: a risk
              * taken after offload_timeout_us (logged) */
@@ -1066,9 +1062,8 @@ mc_status_t apply_ldisk(mc_master_t *m, const mc_master_jrec_t *r, uint64_t now_
 {
     if (!key_valid(m, r->key, r->key_len) || uuid_is_zero(r->segment_id))
         return MC_ERR_INVALID_PARAMS;
-    uint64_t h = mc_hash64(r->key, r->key_len);
-    shard_t *sh = &m->shards[shard_of(h)];
-    shard_lock(sh);
+    uint64_t h;
+    shard_t *sh = shard_lock_key(m, r->key, r->key_len, &h);
     pthread_rwlock_rdlock(&m->seg_lock);
     seg_t *s = seg_find(m, r->segment_id);
     uint32_t slot = s != NULL && s->state == SEG_MOUNTED ? s->slot : UINT32_MAX;
@@ -1091,10 +1086,8 @@ mc_status_t apply_ldisk_drop(mc_master_t *m, const mc_master_jrec_t *r)
 {
     if (!key_valid(m, r->key, r->key_len))
         return MC_ERR_INVALID_PARAMS;
-    uint64_t h = mc_hash64(r->key, r->key_len);
-    shard_t *sh = &m->shards[shard_of(h)];
-    shard_lock(sh);
-    obj_t *o = otab_find(&sh->tab, h, r->key, r->key_len);
+    shard_t *sh;
+    obj_t *o = obj_lock_find(m, r->key, r->key_len, &sh, NULL);
     if (o != NULL)
         ldisk_clear(m, o);
     shard_unlock(sh);
@@ -1105,10 +1098,9 @@ mc_status_t apply_load(mc_master_t *m, const mc_master_jrec_t *r)
 {
     if (!key_valid(m, r->key, r->key_len))
         return MC_ERR_INVALID_PARAMS;
-    uint64_t h = mc_hash64(r->key, r->key_len);
-    shard_t *sh = &m->shards[shard_of(h)];
-    shard_lock(sh);
-    obj_t *o = otab_find(&sh->tab, h, r->key, r->key_len);
+    uint64_t h;
+    shard_t *sh;
+    obj_t *o = obj_lock_find(m, r->key, r->key_len, &sh, &h);
     mc_status_t st = MC_OK;
     replica_t rep;
     if (o == NULL || o->state != OBJ_COMPLETE || o->nrep > 0 || !obj_ldisk(o)) {
