@@ -20,7 +20,7 @@ test=(
   redis-server redis-tools redis-sentinel prometheus systemd procps curl iproute2 nftables
   python3-dev python3-setuptools python3-pip python3-pytest python3-numpy python3-redis
 )
-bench=(iperf3 gnuplot-nox valgrind)
+bench=(iperf3 gnuplot-nox valgrind fio)
 
 case "${1:-all}" in
 build) pkgs=("${build[@]}") ;;

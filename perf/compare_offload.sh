@@ -26,10 +26,19 @@
 #    every object is LOCAL_DISK only, memory empty), then for each queue
 #    depth D of DEPTHS (default "1 4") and each of the node's two read modes
 #    (O_DIRECT, its default; and offload_buffered_io=true: the page cache),
-#    ROUNDS times `tier_bench get --depth D` from another process reads every
-#    object once, D gets in flight (the master has the node load each into
-#    its segment, answers the get once it is there, the reader copies it
-#    from the node's segment; bytes checked by XXH3 outside the timing).
+#    one `tier_bench get --depth D --rounds ROUNDS+1` process (another
+#    process than the node, kept for all rounds as a serving engine keeps
+#    its client) reads every object once a round, D gets in flight (the
+#    master has the node load each into its segment, answers the get once
+#    it is there, the reader copies it from the node's segment; bytes
+#    checked by XXH3 outside the timing). Round 0 is a warm-up, not counted:
+#    on this VM a process's first touch of each 4 KiB page of a mapping
+#    costs 5-7 us (0.55 GB/s for a first memcpy out of a new mapping of a
+#    memfd, 17 GB/s after), so a reader started afresh every round spent
+#    ~1-2 ms of each 4 MiB get there, and the disk's host-side cache is
+#    warmed for both sides alike (fio's warm-up is its run after round 0).
+#    After every round, outside its time (`--between`), the peers run: the
+#    same minute of the disk for both.
 #    Peer: fio sequential reads of a file of the same total size in the same
 #    directory, same block size, io_uring with iodepth D, with --direct=1
 #    (the device, against our O_DIRECT mode) and buffered with
@@ -52,9 +61,10 @@
 # copy may go at the next load's eviction (a reader without that, or a
 # master with lease_release off, holds it for master.lease_ttl: the segment
 # would have to hold one lease period of reads, and through the page cache
-# loads waited for room). In step 2 the node's segment is 160 MiB (under the
-# 256 MiB of data: a round finds no object in memory, "loads" says) and the
-# lease is 200 ms. A get whose read outlives its lease (a busy machine)
+# loads waited for room). In step 2 the node's segment is 64 MiB
+# (READ_SEGMENT; with 160 MiB, 2-6 gets a round found a copy loaded in the
+# round before still there: "loads" says n of n now) and the lease is
+# 200 ms. A get whose read outlives its lease (a busy machine)
 # fails with LEASE_EXPIRED and is read again, in the time ("re-reads").
 # Page cache: caches cannot be dropped here; the buffered figures of both
 # sides are served by it; the O_DIRECT ones measure the device.
@@ -139,13 +149,16 @@ metric() {
     curl -s "http://127.0.0.1:$http/metrics" | awk -v k="$1" '$1 == k {print $2}'
 }
 stage_sums() { # "sum_s count" of each load stage on the node, in stage order
-    curl -s "http://127.0.0.1:$nhttp/metrics" | awk '
+    curl -s "http://127.0.0.1:$nhttp/metrics" | stage_sums_of -
+}
+stage_sums_of() { # FILE (the node's /metrics text): as stage_sums
+    awk '
         /^mooncake_store_offload_load_stage_seconds_(sum|count)\{/ {
             match($1, /stage="[a-z]*"/); st = substr($1, RSTART + 7, RLENGTH - 8)
             if ($1 ~ /_sum\{/) sum[st] = $2; else cnt[st] = $2
         }
         END { n = split("handoff open read verify answer first", o, " ")
-              for (i = 1; i <= n; i++) printf "%s %s ", sum[o[i]] + 0, cnt[o[i]] + 0; print "" }'
+              for (i = 1; i <= n; i++) printf "%s %s ", sum[o[i]] + 0, cnt[o[i]] + 0; print "" }' "$1"
 }
 stage_means() { # BEFORE AFTER (stage_sums): mean µs per load of each stage
     awk -v a="$1" -v b="$2" 'BEGIN { n = split(a, x, " "); split(b, y, " ")
@@ -212,7 +225,7 @@ objrows=()
 stages=()
 rstages=()
 for mode in direct direct-np buffered; do
-    rseg=${READ_SEGMENT:-160MiB}
+    rseg=${READ_SEGMENT:-64MiB}
     case $mode in
     direct) start_node "$rseg" ;;
     direct-np) # O_DIRECT, no progressive loads: readers copy after the load's answer
@@ -231,41 +244,50 @@ for mode in direct direct-np buffered; do
             k=$((k + 1)); ln -s "$f" "$root/objs/o$k"
         done
         objlist=$(find "$root/objs" -type l | sort | paste -sd:)
-        st0=$(stage_sums)
-        rst=
-        rpart=0
-        for r in $(seq "$rounds"); do
-            l0=$(metric master_offload_loads_total)
-            rm -f "$root/rstages"
-            g=$("$b/tier_bench" get --master 127.0.0.1:$rpc -n "$n" --size "$size" --prefix off \
-                --rounds 1 --depth "$d" --stages "$root/rstages" 2>>"$root/bench.log" |
-                awk -F, '/^csv/ {print $7 " " $8}') || true
-            if [ -s "$root/rstages" ]; then
-                rst=$(rstage_sums "$root/rstages" "$rst")
-                rpart=$((rpart + $(awk '$1 == "mooncake_store_get_load_partial_bytes_total" {v = $2} END {print v + 0}' \
-                    "$root/rstages")))
-            fi
-            if [ -z "$g" ]; then
-                echo "tier_bench get failed ($mode, depth $d):" >&2
-                tail -5 "$root/bench.log" >&2
-                exit 1
-            fi
-            S+=("${g% *}")
-            R+=("${g#* }")
-            L+=("$(( $(metric master_offload_loads_total) - l0 ))")
-            if [ "$mode" != buffered ]; then
-                F+=("$(RW=read fio_bw --name=r --directory="$root" --filename=fio.dat --rw=read \
-                    --bs="$bs" --iodepth="$d" --ioengine=io_uring --size="${total_mb}M" --direct=1)")
-                # the same device blocks the gets read: the node's own object files
-                G+=("$(RW=read fio_bw --name=o --filename="$objlist" --file_service_type=sequential \
-                    --rw=read --bs="$bs" --iodepth="$d" --ioengine=io_uring --direct=1)")
-            else
-                # --invalidate=0: fio's default drops the file's cached pages
-                # before each job, which made this peer read the device
-                F+=("$(RW=read fio_bw --name=r --directory="$root" --filename=fio.dat --rw=read \
-                    --bs="$bs" --iodepth="$d" --ioengine=io_uring --size="${total_mb}M" --invalidate=0)")
-            fi
-        done
+        # one reader process for all rounds (a serving engine keeps its
+        # client): round 0 warms it up (its first touch of each page of the
+        # node's shared segment; the disk's host-side cache for both sides)
+        # and is not counted; after each round, outside its time, the peers
+        # run (--between): the same minute of this disk for both
+        cat > "$root/peer.sh" <<PEER
+#!/usr/bin/env bash
+curl -s "http://127.0.0.1:$http/metrics" | awk '\$1 == "master_offload_loads_total" {print \$2}' >> "$root/p.loads"
+[ "\$MC_BENCH_ROUND" = 0 ] && curl -s "http://127.0.0.1:$nhttp/metrics" > "$root/p.node0"
+fio_bw() { fio --output-format=terse --terse-version=3 "\$@" 2>/dev/null | awk -F';' '{print \$7 * 1024 / 1e9}'; }
+if [ "$mode" != buffered ]; then
+    fio_bw --name=r --directory="$root" --filename=fio.dat --rw=read --bs="$bs" --iodepth="$d" \
+        --ioengine=io_uring --size="${total_mb}M" --direct=1 >> "$root/p.fio"
+    fio_bw --name=o --filename="$objlist" --file_service_type=sequential --rw=read --bs="$bs" \
+        --iodepth="$d" --ioengine=io_uring --direct=1 >> "$root/p.obj"
+else
+    fio_bw --name=r --directory="$root" --filename=fio.dat --rw=read --bs="$bs" --iodepth="$d" \
+        --ioengine=io_uring --size="${total_mb}M" --invalidate=0 >> "$root/p.fio"
+fi
+PEER
+        chmod +x "$root/peer.sh"
+        rm -f "$root/p.loads" "$root/p.fio" "$root/p.obj" "$root/p.node0" "$root/rstages"
+        metric master_offload_loads_total > "$root/p.loads"
+        out=$("$b/tier_bench" get --master 127.0.0.1:$rpc -n "$n" --size "$size" --prefix off \
+            --rounds $((rounds + 1)) --depth "$d" --stages "$root/rstages" --between "$root/peer.sh" \
+            2>>"$root/bench.log") || {
+            echo "tier_bench get failed ($mode, depth $d):" >&2
+            tail -5 "$root/bench.log" >&2
+            exit 1
+        }
+        st0=$(stage_sums_of "$root/p.node0") # after the warm-up round
+        mapfile -t S < <(echo "$out" | awk -F, '/^csv/ && $6 > 0 {print $7}')
+        mapfile -t R < <(echo "$out" | awk -F, '/^csv/ && $6 > 0 {print $8}')
+        mapfile -t F < <(tail -n +2 "$root/p.fio")
+        G=()
+        [ -s "$root/p.obj" ] && mapfile -t G < <(tail -n +2 "$root/p.obj")
+        mapfile -t L < <(awk 'NR > 2 {print $1 - prev} {prev = $1}' "$root/p.loads")
+        rst=$(rstage_sums "$root/rstages")
+        rpart=$(awk '$1 == "mooncake_store_get_load_partial_bytes_total" {v = $2} END {print v + 0}' \
+            "$root/rstages")
+        if [ "${#S[@]}" != "$rounds" ] || [ "${#F[@]}" != "$rounds" ]; then
+            echo "compare_offload: $mode depth $d: ${#S[@]} rounds of gets, ${#F[@]} of fio (want $rounds)" >&2
+            exit 1
+        fi
         ms=$(med "${S[@]}"); mf=$(med "${F[@]}")
         st1=$(stage_sums)
         get_us=$(echo "$bytes_each / $ms / 1000" | bc -l)
@@ -321,7 +343,7 @@ printf 'the last are hashed meanwhile), verify = the checksum left once the last
 printf 'the master; first = inside read, to the first piece in (what a copy out could overlap); the\n'
 printf 'rest of get: the reader'"'"'s side, in the next table)\n'
 printf '%s\n' "${stages[@]}"
-printf '\nthe same gets on the reader, µs per get, means over the rounds (submit = to the call that got\n'
+printf '\nthe same gets on the reader, µs per get, means over the rounds and the warm-up (submit = to the call that got\n'
 printf 'the load (with progressive loads: the copies made while the node read), call = its round\n'
 printf 'trip less the master'"'"'s hold, held = the master held it (the node'"'"'s load is inside), prepare = to the\n'
 printf 'transfer, transfer = the copy out of the node'"'"'s segment after the load'"'"'s answer, finish = to\n'

@@ -6,6 +6,7 @@
  *       eager puts of keys "PREFIX/<i>" (each put returns once its file is
  *       written): the files exist afterwards, whatever memory keeps.
  *   tier_bench get  --master HOST:PORT [-n 64] [--size 4M] [--rounds 3] [--depth 1]
+ *                   [--between CMD]
  *       gets of the same keys through the store client (--depth D: D
  *       async gets kept in flight, as fio's iodepth), verifying the
  *       bytes; run it when the objects are only on disk (after a master
@@ -22,6 +23,8 @@
  * prints GB/s per round (1 GB = 1e9 B of object data) and a csv line:
  *   csv,tier_bench,MODE,size,n,round,gb_s   (get: and the gets read again
  *   because their lease expired first: counted in the time)
+ * --between CMD runs CMD (sh -c, MC_BENCH_ROUND=r) after every round, outside
+ * its time: a peer measured in the same minute as each round.
  */
 #include <limits.h>
 #include <pthread.h>
@@ -44,7 +47,7 @@
 /* A size in the configuration's syntax (4096, 4M, 4MiB); 0 when it is not one. */
 /* The command line after the mode (perf/bench_opt.h). */
 typedef struct cli {
-    char *master, *dir, *prefix, *stages;
+    char *master, *dir, *prefix, *stages, *between;
     uint64_t n, size, rounds, depth;
 } cli_t;
 
@@ -62,7 +65,28 @@ static const mc_conf_key_t cli_rows[] = {
     MC_CONF_ROW(cli_t, stages, "stages", MC_CONF_STRING, "", 0, 0,
                 "get: write the reader's stages of disk-only gets to this file at the end "
                 "(mooncake_store_get_load_stage_seconds, Prometheus text)"),
+    MC_CONF_ROW(cli_t, between, "between", MC_CONF_STRING, "", 0, 0,
+                "get, read: run this shell command after each round, outside the time (a "
+                "peer's run paired with each round, as perf/compare_offload.sh does)"),
 };
+
+/* --between: run cmd after round r (MC_BENCH_ROUND=r in its environment);
+ * 0, or -1 when it failed (said on stderr). */
+static int run_between(const char *cmd, unsigned r)
+{
+    if (cmd[0] == '\0')
+        return 0;
+    char v[16];
+    snprintf(v, sizeof(v), "%u", r);
+    setenv("MC_BENCH_ROUND", v, 1);
+    fflush(stdout);
+    int rc = system(cmd);
+    if (rc != 0) {
+        fprintf(stderr, "tier_bench: --between command failed after round %u (status %d)\n", r, rc);
+        return -1;
+    }
+    return 0;
+}
 
 static void fill(uint8_t *p, size_t n, uint64_t seed)
 {
@@ -178,6 +202,8 @@ int main(int argc, char **argv)
             double gbs = (double)size * n / s / 1e9;
             printf("read  %u x %llu B  round %u  %.3f GB/s\n", n, (unsigned long long)size, r, gbs);
             printf("csv,tier_bench,read,%llu,%u,%u,%.4f\n", (unsigned long long)size, n, r, gbs);
+            if (run_between(o.between, r) != 0)
+                return 1;
         }
         return 0;
     }
@@ -281,6 +307,8 @@ int main(int argc, char **argv)
                    (unsigned long long)size, r, gbs, lease_retries);
             printf("csv,tier_bench,get,%llu,%u,%u,%.4f,%u\n", (unsigned long long)size, n, r, gbs,
                    lease_retries);
+            if (run_between(o.between, r) != 0)
+                return 1;
         }
         if (o.stages[0] != '\0') {
             mc_buf_t b = MC_BUF_INIT;
