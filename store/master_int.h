@@ -93,8 +93,16 @@ struct obj {
  * but the tick's eviction spares it until lease_us as before (obj_held):
  * at full speed that keeps the blocks read lately over those only written,
  * which served the trace replay's hit rate. */
-#define READERS_COUNT 0x7fffffffu
+#define READERS_COUNT 0x3fffffffu
 #define READERS_TTL 0x80000000u
+/* A node's loaded copy of a disk-only object, until its reader's answer
+ * grants the lease (master_offload.c): held like a lease nobody released
+ * (obj_leased), so neither a put's nor another load's eviction takes it in
+ * the moment before its reader's grant; that grant starts a fresh period
+ * (lease_grant), and the copy goes as soon as the reader releases it. It
+ * lasts at most the grace (lease_us): a reader that never comes does not
+ * keep it. */
+#define READERS_LOADED 0x40000000u
 
 static inline char *obj_key(obj_t *o)
 {

@@ -537,7 +537,7 @@ mc_status_t mc_master_put_revoke(mc_master_t *m, mc_uuid_t client, const char *k
  * has no period start to check releases against). */
 static void lease_grant(mc_master_t *m, obj_t *o, uint64_t now_us, int release)
 {
-    if (!obj_leased(o, now_us)) {
+    if (!obj_leased(o, now_us) || (o->pin_ttl_ms == 0 && (o->readers & READERS_LOADED))) {
         o->readers = 0;
         if (o->pin_ttl_ms == 0)
             o->period_us = now_us;

@@ -537,8 +537,8 @@ static void load_journal(mc_master_t *m, obj_t *o, mc_uuid_t sid, uint64_t offse
 /* How much older than its load a staging copy (a load not promoted) looks
  * to eviction. */
 #define OFFLOAD_STAGE_AGE_US (3600ull * 1000000ull)
-/* A loaded copy is spared by the tick's eviction this long (at most
- * lease_ttl) after its load, for its reader's answer to come. */
+/* A loaded copy is spared by eviction this long (at most lease_ttl) after
+ * its load, for its reader's answer to come (READERS_LOADED). */
 #define OFFLOAD_LOADED_GRACE_US 1000000ull
 
 /* ---- promotion on hit: count-min sketch ---- */
@@ -792,12 +792,12 @@ static mc_status_t load_done(mc_master_t *m, shard_t *sh, obj_t *o, uint64_t h, 
     }
     if (n->pin_ttl_ms == 0 && !obj_held(n, now_us)) {
         /* until its reader's answer grants the lease it releases once it
-         * copied it (the listing granted none), the tick's eviction spares
-         * the copy (obj_held, as a released lease) for a moment, else the
-         * reader might have to load it again */
+         * copied it (the listing granted none), no eviction takes the copy
+         * (READERS_LOADED: the tick's, a put's, another load's making room)
+         * for a moment, else the reader would have to load it again */
         uint64_t grace = m->o.lease_ttl_us < OFFLOAD_LOADED_GRACE_US ? m->o.lease_ttl_us
                                                                      : OFFLOAD_LOADED_GRACE_US;
-        n->readers = 0;
+        n->readers = READERS_LOADED;
         n->period_us = now_us;
         n->lease_us = now_us + grace;
     }

@@ -448,6 +448,53 @@ static void a_released_loaded_copy_makes_room_for_the_next_load(void **state)
     mc_master_destroy(m);
 }
 
+/* At depth > 1 the loads of several readers share the node's segment: a
+ * copy loaded for a reader whose answer has not come yet is not evicted to
+ * make room for another load (that reader would have to load it again),
+ * until its reader's grant and release, or until the grace (at most 1 s)
+ * passed without them. */
+static void a_loaded_copy_waits_for_its_reader_before_another_load_takes_it(void **state)
+{
+    (void)state;
+    mc_master_t *m = load_master(0);
+    char k[16];
+    for (int i = 0; i < 12; i++) {
+        snprintf(k, sizeof(k), "d%d", i);
+        assert_int_equal(mc_master_ldisk_report(m, C1, seg_id(1), k, strlen(k), OBJ, T0), MC_OK);
+    }
+    uint64_t now = T0 + 1;
+    for (int i = 0; i < 10; i++) {
+        snprintf(k, sizeof(k), "d%d", i);
+        load_once(m, k, MC_OK, now); /* no reader's answer yet: nothing granted */
+    }
+    assert_int_equal(allocated(m), 10 * OBJ);
+    /* every copy awaits its reader: no room for another load */
+    assert_int_equal(mc_master_offload_load(m, "d10", 3, now + 10), MC_ERR_NO_AVAILABLE_HANDLE);
+    /* d0's reader is answered (the grant it will release) and copies it */
+    mc_master_replica_desc_t r[4];
+    uint32_t n = 0;
+    uint64_t lease = 0;
+    assert_int_equal(mc_master_offload_list(m, "d0", 2, now + 20, 1, r, 4, &n, &lease), MC_OK);
+    assert_int_equal(r[0].kind, MC_MASTER_REPLICA_MEMORY);
+    assert_int_equal(mc_master_offload_load(m, "d10", 3, now + 30), MC_ERR_NO_AVAILABLE_HANDLE);
+    mc_master_key_t key = {"d0", 2};
+    size_t cnt = 0;
+    assert_int_equal(mc_master_batch_lease_release(m, &key, 1, mc_master_view_version(m), now + 20,
+                                                   now + 40, &cnt),
+                     MC_OK);
+    assert_int_equal(cnt, 1);
+    load_once(m, "d10", MC_OK, now + 50); /* d0's copy made room, at once */
+    assert_int_equal(mc_master_offload_disk_only(m, "d0", 2), 1);
+    for (int i = 1; i < 10; i++) { /* the others are still there for their readers */
+        snprintf(k, sizeof(k), "d%d", i);
+        assert_int_equal(mc_master_offload_disk_only(m, k, strlen(k)), 0);
+    }
+    /* a reader that never comes holds its copy only for the grace */
+    load_once(m, "d11", MC_OK, now + 1000000 + 100);
+    assert_int_equal(allocated(m) <= 10 * OBJ, 1);
+    mc_master_destroy(m);
+}
+
 static void a_disk_only_object_is_loaded_by_its_node_and_listed_in_memory(void **state)
 {
     (void)state;
@@ -809,6 +856,7 @@ int main(void)
         cmocka_unit_test(a_corrupt_file_is_dropped_and_never_listed),
         cmocka_unit_test(a_load_unanswered_frees_its_range),
         cmocka_unit_test(a_released_loaded_copy_makes_room_for_the_next_load),
+        cmocka_unit_test(a_loaded_copy_waits_for_its_reader_before_another_load_takes_it),
         cmocka_unit_test(a_late_word_of_a_void_load_is_not_taken_for_the_next),
         cmocka_unit_test(a_load_in_flight_tells_readers_how_much_is_in),
         cmocka_unit_test(repeated_reads_promote_a_disk_object_into_dram),
