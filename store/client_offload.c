@@ -95,6 +95,11 @@ typedef struct ofile {
     mc_hnode_t node;
     uint64_t size;
     uint64_t used; /* LRU clock of the last write or read */
+    /* how it was written or last opened: a load opens it without reading
+     * its header (mc_tier_open_known); 0 for a file found by the start scan
+     * until its first load */
+    int known;
+    mc_tier_known_t tk;
     uint32_t klen;
     char key[];
 } ofile_t;
@@ -219,7 +224,18 @@ static void file_add(store_offload_t *o, const void *key, size_t klen, uint64_t 
     }
     f->size = size;
     f->used = ++o->clock;
+    f->known = 0;
     o->bytes += size;
+}
+
+/* key's file is as k says (written or opened here). */
+static void file_know(store_offload_t *o, const void *key, size_t klen, const mc_tier_known_t *k)
+{
+    ofile_t *f = file_find(o, key, klen, mc_hash64(key, klen));
+    if (f != NULL && k->size == f->size) {
+        f->tk = *k;
+        f->known = 1;
+    }
 }
 
 static void file_forget(store_offload_t *o, const void *key, size_t klen)
@@ -616,6 +632,7 @@ static void persist_flush(store_offload_t *o, const store_seg_t *g)
             continue;
         }
         file_add(o, p->key, p->klen, p->size);
+        file_know(o, p->key, p->klen, &p->w.known);
         atomic_fetch_add(&o->written, 1);
         atomic_fetch_add(&o->bytes_written, p->size);
         ok++;
@@ -693,6 +710,8 @@ static void load_end(store_offload_t *o, const store_seg_t *g, oload_t *l, uint6
         ofile_t *f = file_find(o, l->key, l->klen, mc_hash64(l->key, l->klen));
         if (f != NULL)
             f->used = ++o->clock;
+        if (f != NULL && !f->known) /* the next load opens it without its header */
+            file_know(o, l->key, l->klen, &l->f.known);
         atomic_fetch_add(&o->loaded, 1);
         atomic_fetch_add(&o->bytes_read, l->size);
         if (l->f.direct)
@@ -845,7 +864,14 @@ static void load_start(store_offload_t *o, const store_seg_t *g, const char *key
     }
     l->dst = g->base + off;
     int direct = !o->buffered && ((uintptr_t)l->dst % MC_TIER_ALIGN) == 0;
-    l->st = mc_tier_open_read(o->dir, key, klen, size, direct, &l->f);
+    /* a file written or read here before: no header read (often a device
+     * read of its own, the page cache long since dropped it) */
+    const ofile_t *of = file_find(o, key, klen, mc_hash64(key, klen));
+    l->st = MC_ERR_FILE_NOT_FOUND;
+    if (of != NULL && of->known && of->tk.size == size)
+        l->st = mc_tier_open_known(o->dir, key, klen, &of->tk, direct, &l->f);
+    if (l->st == MC_ERR_FILE_NOT_FOUND) /* not known here (or gone): by its header */
+        l->st = mc_tier_open_read(o->dir, key, klen, size, direct, &l->f);
     if (l->st != MC_OK) {
         load_end(o, g, l, 0);
         return;

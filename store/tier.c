@@ -216,17 +216,17 @@ static ssize_t read_head(int fd, uint8_t *buf)
 }
 
 /* Open probe after probe until the file holding key: returns its fd (its
- * header in head, decoded into *h) and its path; -1 with *st = FILE_NOT_FOUND
- * (no file holds key; *free_probe = the first missing probe, or
- * MC_TIER_PROBES), CHECKSUM_MISMATCH (a corrupt file at path: whose it is
- * cannot be told, but a short key's name is its key's alone, and a long
+ * header in head, decoded into *h), its path and its probe (*probe); -1 with
+ * *st = FILE_NOT_FOUND (no file holds key; *probe = the first missing probe,
+ * or MC_TIER_PROBES), CHECKSUM_MISMATCH (a corrupt file at path, its probe in
+ * *probe: whose it is cannot be told, but a short key's name is its key's alone, and a long
  * key's shares a 64-bit hash and 200 bytes of key, so it is taken as the
  * key's own: readers refuse it, writers replace it, unlink deletes it), or
  * another error. */
 static int open_key(const char *dir, const void *key, size_t klen, uint8_t *head, mc_tier_hdr_t *h,
-                    char *path, unsigned *free_probe, mc_status_t *st)
+                    char *path, unsigned *probe, mc_status_t *st)
 {
-    *free_probe = MC_TIER_PROBES;
+    *probe = MC_TIER_PROBES;
     for (unsigned p = 0; p < MC_TIER_PROBES; p++) {
         if (full_path(dir, key, klen, p, path) != 0) {
             MC_ERROR(TIER, "tier directory path too long: '%s'", dir);
@@ -237,7 +237,7 @@ static int open_key(const char *dir, const void *key, size_t klen, uint8_t *head
         if (fd < 0) {
             if (errno == ENOENT || errno == ENOTDIR) { /* ENOTDIR: a file in the way */
                 /* probes are taken in order: a gap ends the chain */
-                *free_probe = p;
+                *probe = p;
                 *st = MC_ERR_FILE_NOT_FOUND;
                 return -1;
             }
@@ -257,10 +257,12 @@ static int open_key(const char *dir, const void *key, size_t klen, uint8_t *head
             /* whose file it is cannot be told: not served, not overwritten */
             MC_ERROR(TIER, "corrupt tier file '%s': %s", path, why);
             close(fd);
+            *probe = p; /* the corrupt file's */
             *st = MC_ERR_CHECKSUM_MISMATCH;
             return -1;
         }
         if (h->key_len == klen && memcmp(h->key, key, klen) == 0) {
+            *probe = p;
             *st = MC_OK;
             return fd;
         }
@@ -355,6 +357,7 @@ mc_status_t mc_tier_wopen(const char *dir, const void *key, size_t klen, const s
     mc_tier_hdr_t h;
     unsigned free_probe;
     fd = open_key(dir, key, klen, head, &h, path, &free_probe, &st);
+    w->known.probe = free_probe; /* ours, or the first free */
     if (fd >= 0) {
         close(fd);
         fd = -1;
@@ -381,9 +384,11 @@ mc_status_t mc_tier_wopen(const char *dir, const void *key, size_t klen, const s
     snprintf(tmp + dl, sizeof(w->tmp) - dl, "/.tmp-%d-%lu", (int)getpid(),
              atomic_fetch_add(&tmp_seq, 1));
 
+    w->known.flags = flags & MC_TIER_F_ALIGNED;
+    w->known.size = size;
+    w->known.checksum = mc_hash64_iov(iov, iovcnt);
     v[0].iov_base = head;
-    v[0].iov_len =
-        mc_tier_hdr_encode_flags(key, klen, size, mc_hash64_iov(iov, iovcnt), flags, head);
+    v[0].iov_len = mc_tier_hdr_encode_flags(key, klen, size, w->known.checksum, flags, head);
     memcpy(v + 1, iov, iovcnt * sizeof(*v));
     fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
     if (fd < 0) {
@@ -545,6 +550,7 @@ mc_status_t mc_tier_open_read(const char *dir, const void *key, size_t klen, uin
     f->size = h.size;
     f->checksum = h.checksum;
     f->data_off = h.data_off;
+    f->known = (mc_tier_known_t){free_probe, h.flags, h.size, h.checksum};
     if (want_direct && (h.flags & MC_TIER_F_ALIGNED)) {
         /* the same descriptor (no second lookup of the path, and surely the
          * file whose header was checked); a file system that refuses
@@ -555,6 +561,50 @@ mc_status_t mc_tier_open_read(const char *dir, const void *key, size_t klen, uin
         else
             f->direct_errno = errno;
     }
+    return MC_OK;
+}
+
+mc_status_t mc_tier_open_known(const char *dir, const void *key, size_t klen,
+                               const mc_tier_known_t *k, int want_direct, mc_tier_file_t *f)
+{
+    memset(f, 0, sizeof(*f));
+    f->fd = -1;
+    if (klen == 0 || klen > MC_TIER_KEY_MAX || k->probe >= MC_TIER_PROBES)
+        return MC_ERR_INVALID_PARAMS;
+    if (full_path(dir, key, klen, k->probe, f->path) != 0) {
+        MC_ERROR(TIER, "tier directory path too long: '%s'", dir);
+        return MC_ERR_INVALID_PARAMS;
+    }
+    int direct = want_direct && (k->flags & MC_TIER_F_ALIGNED);
+    int fd = open(f->path, O_RDONLY | O_CLOEXEC | (direct ? O_DIRECT : 0));
+    if (fd < 0 && direct && errno == EINVAL) { /* a file system without O_DIRECT */
+        f->direct_errno = errno;
+        direct = 0;
+        fd = open(f->path, O_RDONLY | O_CLOEXEC);
+    }
+    if (fd < 0) {
+        if (errno == ENOENT || errno == ENOTDIR)
+            return MC_ERR_FILE_NOT_FOUND;
+        MC_ERROR(TIER, "cannot open '%s': %s", f->path, strerror(errno));
+        return MC_ERR_FILE_OPEN_FAIL;
+    }
+    uint64_t data_off = mc_tier_data_off(klen, k->flags);
+    struct stat sb;
+    if (fstat(fd, &sb) == 0 && (uint64_t)sb.st_size < data_off + k->size) {
+        MC_ERROR(TIER, "corrupt tier file '%s': %llu of %llu data bytes (cut short)", f->path,
+                 (unsigned long long)((uint64_t)sb.st_size > data_off
+                                          ? (uint64_t)sb.st_size - data_off
+                                          : 0),
+                 (unsigned long long)k->size);
+        close(fd);
+        return MC_ERR_CHECKSUM_MISMATCH;
+    }
+    f->fd = fd;
+    f->direct = direct;
+    f->size = k->size;
+    f->checksum = k->checksum;
+    f->data_off = data_off;
+    f->known = *k;
     return MC_OK;
 }
 

@@ -124,6 +124,15 @@ mc_status_t mc_tier_write_flags(const char *dir, const void *key, size_t klen,
                                 const struct iovec *iov, size_t iovcnt, uint64_t size, int sync_dir,
                                 unsigned flags);
 
+/* What opens a file again without reading its header (mc_tier_open_known):
+ * set by mc_tier_wopen (the file it writes) and mc_tier_open_read (the file
+ * it opened). */
+typedef struct mc_tier_known {
+    unsigned probe; /* which of the key's names (mc_tier_rel_path) */
+    unsigned flags; /* the header's: MC_TIER_F_ALIGNED */
+    uint64_t size, checksum;
+} mc_tier_known_t;
+
 /* mc_tier_write_flags in steps, for a writer that syncs several files at
  * once (the node-local offload's batches): mc_tier_wopen writes key's file
  * to a temp file, not synced (MC_OK: w->fd open; else as mc_tier_write, and
@@ -138,6 +147,7 @@ typedef struct mc_tier_wfile {
     int fd;
     char path[4096 + MC_TIER_REL_MAX]; /* the key's file */
     char tmp[4096 + MC_TIER_REL_MAX];  /* the temp file being written */
+    mc_tier_known_t known;             /* the file once committed */
 } mc_tier_wfile_t;
 mc_status_t mc_tier_wopen(const char *dir, const void *key, size_t klen, const struct iovec *iov,
                           size_t iovcnt, uint64_t size, unsigned flags, mc_tier_wfile_t *w);
@@ -161,6 +171,7 @@ typedef struct mc_tier_file {
     int direct;       /* fd has O_DIRECT: offsets, lengths and memory aligned to MC_TIER_ALIGN */
     int direct_errno; /* wanted O_DIRECT, the file system refused it (open's errno), or 0 */
     uint64_t size, checksum, data_off;
+    mc_tier_known_t known; /* to open it again (mc_tier_open_known) */
     char path[4096 + MC_TIER_REL_MAX];
 } mc_tier_file_t;
 
@@ -172,6 +183,17 @@ typedef struct mc_tier_file {
  * MC_ERR_FILE_READ_FAIL, MC_ERR_NOMEM. */
 mc_status_t mc_tier_open_read(const char *dir, const void *key, size_t klen, uint64_t expect,
                               int want_direct, mc_tier_file_t *f);
+/* Open key's file as k says it is, without reading its header: for a
+ * directory no other process writes (a node's own offload directory, held
+ * by its lock file), where k came from this process's own mc_tier_wopen or
+ * mc_tier_open_read of the file. Saves the header's read (a device read
+ * when the page cache no longer holds it). The header is not checked: the
+ * data read is checked against k->checksum (mc_tier_verify_sum), so a file
+ * changed since is never served. want_direct as mc_tier_open_read. MC_OK
+ * (f->fd open), MC_ERR_FILE_NOT_FOUND (gone), MC_ERR_CHECKSUM_MISMATCH
+ * (shorter than k says: logged), MC_ERR_FILE_OPEN_FAIL, MC_ERR_INVALID_PARAMS. */
+mc_status_t mc_tier_open_known(const char *dir, const void *key, size_t klen,
+                               const mc_tier_known_t *k, int want_direct, mc_tier_file_t *f);
 /* The got bytes read into buf are f's whole data with its checksum: MC_OK,
  * or MC_ERR_CHECKSUM_MISMATCH (logged with the path: never to be used). */
 mc_status_t mc_tier_verify(const mc_tier_file_t *f, const void *buf, uint64_t got);

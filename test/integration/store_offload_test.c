@@ -222,6 +222,76 @@ static void eviction_under_pressure_keeps_every_object_readable(void **state)
     assert_true(rstage_count(e->c, "held") > 0);
 }
 
+/* Flip byte at of object i's file (again to restore it). */
+static void flip_byte(const env_t *e, int i, off_t at)
+{
+    char p[PATH_MAX];
+    file_path(e, i, p, sizeof(p));
+    int fd = open(p, O_RDWR);
+    assert_true(fd >= 0);
+    uint8_t b = 0;
+    assert_int_equal(pread(fd, &b, 1, at), 1);
+    b ^= 0x5a;
+    assert_int_equal(pwrite(fd, &b, 1, at), 1);
+    close(fd);
+}
+
+/* Loads the node did, well or not (the master's counts). */
+static long long loads_done(const env_t *e)
+{
+    return metric(e, "master_offload_loads_total") +
+           metric(e, "master_offload_load_failures_total");
+}
+
+/* A file the node wrote is loaded without reading its header again (it
+ * would often be a device read of its own): its data is checked against
+ * the checksum the node wrote. So a header changed behind the node's back
+ * does not stop a load (its bytes, checked, are the object's), while a
+ * data byte changed does: never served, the file goes. A get is a load
+ * when the master's count of loads grows (else a copy in memory served it:
+ * the next file is tried, its byte put back). */
+static void a_load_checks_the_data_against_what_the_node_wrote(void **state)
+{
+    env_t *e = *state;
+    char k[32];
+    int head_ok = -1, data_bad = -1;
+    for (int i = 0; i < NOBJ && head_ok < 0; i++) {
+        if (!file_exists(e, i))
+            continue;
+        long long loads = loads_done(e);
+        flip_byte(e, i, 0); /* the header's magic */
+        int64_t r = get_check(e, i);
+        int loaded = loads_done(e) > loads;
+        if (loaded) {
+            assert_int_equal(r, OBJ_SIZE); /* the object's bytes */
+            head_ok = i;
+        }
+        if (file_exists(e, i))
+            flip_byte(e, i, 0); /* as it was (the restart's scan checks headers) */
+    }
+    assert_true(head_ok >= 0);
+    long long failed = metric(e, "master_offload_load_failures_total");
+    for (int i = NOBJ - 1; i >= 0 && data_bad < 0; i--) {
+        if (i == head_ok || !file_exists(e, i))
+            continue;
+        long long loads = loads_done(e);
+        key_of(i, k, sizeof(k));
+        off_t at = (off_t)mc_tier_data_off(strlen(k), MC_TIER_F_ALIGNED);
+        flip_byte(e, i, at + 1000);
+        int64_t r = get_check(e, i); /* never other bytes */
+        if (loads_done(e) > loads) {
+            assert_true(r < 0);
+            assert_int_equal(metric(e, "master_offload_load_failures_total"), failed + 1);
+            assert_false(file_exists(e, i));
+            assert_true(get_check(e, i) < 0);
+            data_bad = i;
+        } else {
+            flip_byte(e, i, at + 1000);
+        }
+    }
+    assert_true(data_bad >= 0);
+}
+
 static void a_restarted_node_restores_its_objects_and_never_serves_a_corrupt_file(void **state)
 {
     env_t *e = *state;
@@ -648,6 +718,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(eviction_under_pressure_keeps_every_object_readable),
+        cmocka_unit_test(a_load_checks_the_data_against_what_the_node_wrote),
         cmocka_unit_test(a_restarted_node_restores_its_objects_and_never_serves_a_corrupt_file),
         cmocka_unit_test(remove_deletes_the_file_on_the_node),
         cmocka_unit_test(a_corrupt_byte_in_any_piece_of_a_load_is_never_served),

@@ -562,6 +562,91 @@ static void a_checksum_streamed_in_pieces_verifies_the_file_as_a_whole(void **st
     free(data);
 }
 
+/* A file written (mc_tier_wopen) or opened (mc_tier_open_read) here opens
+ * again from what that said (mc_tier_known_t), without its header: the same
+ * descriptor state as mc_tier_open_read (data offset, checksum, O_DIRECT for
+ * an aligned file); the key's own probe when another key holds its first
+ * name; a file gone is not found, one cut short is corrupt. */
+static void a_known_file_opens_without_its_header(void **state)
+{
+    (void)state;
+    enum { N = 2 * 4096 + 300 };
+    static uint8_t data[N];
+    for (size_t i = 0; i < N; i++)
+        data[i] = (uint8_t)(i * 13 + 1);
+    struct iovec v = {data, N};
+    mc_tier_wfile_t w;
+    assert_int_equal(mc_tier_wopen(dir, "kn", 2, &v, 1, N, MC_TIER_F_ALIGNED, &w), MC_OK);
+    assert_int_equal(mc_tier_wcommit(&w, 0, 0), MC_OK);
+    assert_int_equal(w.known.probe, 0);
+    assert_int_equal(w.known.flags, MC_TIER_F_ALIGNED);
+    assert_int_equal(w.known.size, N);
+    assert_int_equal(w.known.checksum, mc_hash64(data, N));
+    mc_tier_file_t a, b;
+    assert_int_equal(mc_tier_open_read(dir, "kn", 2, N, 1, &a), MC_OK);
+    assert_memory_equal(&a.known, &w.known, sizeof(w.known));
+    assert_int_equal(mc_tier_open_known(dir, "kn", 2, &w.known, 1, &b), MC_OK);
+    assert_int_equal(b.data_off, a.data_off);
+    assert_int_equal(b.size, a.size);
+    assert_int_equal(b.checksum, a.checksum);
+    assert_int_equal(b.direct, a.direct);
+    assert_string_equal(b.path, a.path);
+    /* its header is not read: a header changed since does not matter, the
+     * data is checked against the known checksum (this one's whole bytes) */
+    int fd = open(a.path, O_RDWR);
+    assert_true(fd >= 0);
+    assert_int_equal(pwrite(fd, "XXXXXXXX", 8, 0), 8);
+    close(fd);
+    mc_tier_close(&b);
+    assert_int_equal(mc_tier_open_known(dir, "kn", 2, &w.known, 0, &b), MC_OK);
+    assert_false(b.direct);
+    uint8_t *got = malloc(N);
+    assert_non_null(got);
+    assert_int_equal(pread(b.fd, got, N, (off_t)b.data_off), N);
+    assert_memory_equal(got, data, N);
+    assert_int_equal(mc_tier_verify(&b, got, N), MC_OK);
+    got[N - 1] ^= 1; /* a data byte changed: refused by the known checksum */
+    assert_int_equal(mc_tier_verify(&b, got, N), MC_ERR_CHECKSUM_MISMATCH);
+    mc_tier_close(&b);
+    mc_tier_close(&a);
+    free(got);
+    /* cut short: corrupt; gone: not found; a probe out of range: refused */
+    assert_int_equal(truncate(a.path, (off_t)(a.data_off + N - 1)), 0);
+    assert_int_equal(mc_tier_open_known(dir, "kn", 2, &w.known, 1, &b), MC_ERR_CHECKSUM_MISMATCH);
+    assert_int_equal(b.fd, -1);
+    assert_int_equal(unlink(a.path), 0);
+    assert_int_equal(mc_tier_open_known(dir, "kn", 2, &w.known, 1, &b), MC_ERR_FILE_NOT_FOUND);
+    mc_tier_known_t bad = w.known;
+    bad.probe = MC_TIER_PROBES;
+    assert_int_equal(mc_tier_open_known(dir, "kn", 2, &bad, 1, &b), MC_ERR_INVALID_PARAMS);
+
+    /* a key whose first name another key holds: its own probe (1) */
+    assert_int_equal(put("B2", 2, "bbbb", 4), MC_OK);
+    char ra[MC_TIER_REL_MAX], rb[MC_TIER_REL_MAX], pa[512], pb[512], cmd[2000];
+    mc_tier_rel_path("A2", 2, 0, ra);
+    mc_tier_rel_path("B2", 2, 0, rb);
+    snprintf(pa, sizeof(pa), "%s/%s", dir, ra);
+    snprintf(pb, sizeof(pb), "%s/%s", dir, rb);
+    char *slash = strrchr(pa, '/');
+    *slash = '\0';
+    snprintf(cmd, sizeof(cmd), "mkdir -p '%s' && mv '%s' '%s/A2'", pa, pb, pa);
+    assert_int_equal(system(cmd), 0);
+    struct iovec va = {"aaa", 3};
+    assert_int_equal(mc_tier_wopen(dir, "A2", 2, &va, 1, 3, 0, &w), MC_OK);
+    assert_int_equal(mc_tier_wcommit(&w, 0, 0), MC_OK);
+    assert_int_equal(w.known.probe, 1);
+    assert_int_equal(w.known.flags, 0);
+    assert_int_equal(mc_tier_open_known(dir, "A2", 2, &w.known, 1, &b), MC_OK);
+    assert_false(b.direct); /* not an aligned file: buffered */
+    char out[3];
+    assert_int_equal(pread(b.fd, out, 3, (off_t)b.data_off), 3);
+    assert_memory_equal(out, "aaa", 3);
+    mc_tier_close(&b);
+    assert_int_equal(mc_tier_open_read(dir, "A2", 2, 3, 1, &a), MC_OK);
+    assert_int_equal(a.known.probe, 1);
+    mc_tier_close(&a);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -584,6 +669,7 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(a_write_in_steps_shows_the_new_file_only_once_committed,
                                         setup, teardown),
+        cmocka_unit_test_setup_teardown(a_known_file_opens_without_its_header, setup, teardown),
         cmocka_unit_test_setup_teardown(a_checksum_streamed_in_pieces_verifies_the_file_as_a_whole,
                                         setup, teardown),
     };
