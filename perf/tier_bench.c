@@ -2,9 +2,11 @@
  * tier_bench - read bandwidth of the persistent tier (store/tier.h), for
  * perf/compare_tier.sh, which runs it against dd on the same files.
  *
- *   tier_bench put  --master HOST:PORT [-n 64] [--size 4M] [--prefix tb]
+ *   tier_bench put  --master HOST:PORT [-n 64] [--size 4M] [--prefix tb] [--retry 20000]
  *       eager puts of keys "PREFIX/<i>" (each put returns once its file is
- *       written): the files exist afterwards, whatever memory keeps.
+ *       written): the files exist afterwards, whatever memory keeps. A put
+ *       the full pool refuses is tried again --retry µs later (for up to 4 s);
+ *       the refusals are counted.
  *   tier_bench get  --master HOST:PORT [-n 64] [--size 4M] [--rounds 3] [--depth 1]
  *                   [--between CMD]
  *       gets of the same keys through the store client (--depth D: D
@@ -48,7 +50,7 @@
 /* The command line after the mode (perf/bench_opt.h). */
 typedef struct cli {
     char *master, *dir, *prefix, *stages, *between;
-    uint64_t n, size, rounds, depth;
+    uint64_t n, size, rounds, depth, retry;
 } cli_t;
 
 static const mc_conf_key_t cli_rows[] = {
@@ -60,6 +62,8 @@ static const mc_conf_key_t cli_rows[] = {
     MC_CONF_ROW(cli_t, rounds, "rounds", MC_CONF_UINT, "3", 1, 1000, "rounds of reads"),
     MC_CONF_ROW(cli_t, depth, "depth", MC_CONF_UINT, "1", 1, 64,
                 "get: gets kept in flight (queue depth)"),
+    MC_CONF_ROW(cli_t, retry, "retry", MC_CONF_UINT, "20000", 0, 1e7,
+                "put: µs to wait before a put the full pool refused is tried again"),
     MC_CONF_ROW(cli_t, prefix, "prefix", MC_CONF_STRING, "tb", 0, 0,
                 "keys are PREFIX/<i> (perf/compare_offload.sh uses two sets)"),
     MC_CONF_ROW(cli_t, stages, "stages", MC_CONF_STRING, "", 0, 0,
@@ -210,21 +214,27 @@ int main(int argc, char **argv)
 
     mc_store_t *s = open_store(master);
     if (strcmp(mode, "put") == 0) {
+        uint64_t refused = 0;
         for (unsigned i = 0; i < n; i++) {
             snprintf(key, sizeof(key), "%.40s/%u", o.prefix, i);
             fill(buf, size, i);
             mc_status_t st = MC_ERR_NO_AVAILABLE_HANDLE;
-            for (int t = 0; t < 200 && st == MC_ERR_NO_AVAILABLE_HANDLE; t++) {
+            uint64_t give_up = mc_now_us() + 4000000; /* as 200 tries 20 ms apart did */
+            while (st == MC_ERR_NO_AVAILABLE_HANDLE) {
                 st = mc_store_put(s, key, strlen(key), buf, size, NULL);
-                if (st == MC_ERR_NO_AVAILABLE_HANDLE)
-                    usleep(20000); /* the pool is full until eviction runs */
+                if (st != MC_ERR_NO_AVAILABLE_HANDLE || mc_now_us() > give_up)
+                    break;
+                refused++;
+                usleep((useconds_t)o.retry); /* the pool is full until eviction runs */
             }
             if (st != MC_OK) {
                 fprintf(stderr, "tier_bench: put %s: %s\n", key, mc_status_str(st));
                 return 1;
             }
         }
-        printf("put %u x %llu B (eager)\n", n, (unsigned long long)size);
+        printf("put %u x %llu B (eager); %llu refused for a full pool, tried again after %llu us\n",
+               n, (unsigned long long)size, (unsigned long long)refused,
+               (unsigned long long)o.retry);
     } else if (strcmp(mode, "get") == 0) {
         mc_store_replica_t rep[8];
         uint32_t nr = 0;
