@@ -111,8 +111,8 @@ static const mc_conf_key_t store_keys[] = {
                 "bytes of offload files at most (least recently used go first); 0 = no quota"),
     MC_CONF_ROW(store_conf_t, offload_buffered_io, "offload_buffered_io", MC_CONF_BOOL, "false", 0,
                 0,
-                "offload loads read files through the page cache; false = with O_DIRECT where "
-                "the file system allows it"),
+                "offload loads and writes go through the page cache; false = with O_DIRECT "
+                "where the file system allows it"),
 };
 
 /* [service]: the role of upstream's mooncake_client ("real client") */

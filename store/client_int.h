@@ -537,7 +537,7 @@ void store_retry_cancel_all(mc_store_t *s);
  * none): lock the directory, start the worker (once the segment is mounted
  * it reports the files found and serves the master's requests). Before
  * the segment is mounted; segment_size: the one to come (0 is refused).
- * buffered: loads never use O_DIRECT (offload_buffered_io). */
+ * buffered: loads and writes never use O_DIRECT (offload_buffered_io). */
 mc_status_t store_offload_open(mc_store_t *s, const char *dir, uint64_t quota,
                                uint64_t segment_size, int buffered);
 /* Stop the worker, release the directory. */
@@ -546,7 +546,8 @@ void store_offload_close(mc_store_t *s);
 typedef struct store_offload_stats {
     uint64_t written, write_failed, loaded, load_failed, deleted, quota_dropped;
     uint64_t bytes_written, bytes_read;
-    uint64_t loaded_direct; /* loads read with O_DIRECT */
+    uint64_t loaded_direct;  /* loads read with O_DIRECT */
+    uint64_t written_direct; /* of written, those written with O_DIRECT */
 } store_offload_stats_t;
 void store_offload_stats(mc_store_t *s, store_offload_stats_t *out);
 /* The histogram family mooncake_store_offload_load_stage_seconds{stage} (none

@@ -157,6 +157,10 @@ void store_node_metrics(mc_store_t *s, store_seg_use_t *seg_use, mc_buf_t *b)
                         "Objects this node wrote to its offload directory.", os.written);
         mc_prom_counter(b, "mooncake_store_offload_write_failures_total",
                         "Offload writes that failed (disk full, quota).", os.write_failed);
+        mc_prom_counter(b, "mooncake_store_offload_written_direct_total",
+                        "Offload files written with O_DIRECT, straight from the segment (the "
+                        "others through the page cache).",
+                        os.written_direct);
         mc_prom_counter(b, "mooncake_store_offload_written_bytes_total",
                         "Bytes of objects written to the offload directory.", os.bytes_written);
         mc_prom_counter(b, "mooncake_store_offload_loads_total",

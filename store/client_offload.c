@@ -163,7 +163,7 @@ struct store_offload {
     uint64_t bytes, clock;
     int reported; /* mu: the files of the directory were reported since the last (re)mount */
     _Atomic int off_logged; /* the worker and the poller log it once */
-    int buffered;           /* offload_buffered_io: never O_DIRECT */
+    int buffered;           /* offload_buffered_io: loads and writes never O_DIRECT */
     int direct_refused;     /* logged: the file system refused O_DIRECT */
     int no_done_batch;      /* the master has no OFFLOAD_DONE_BATCH: one call per file */
     /* loads say nothing until done: progressive loads are off ($MC_OFFLOAD_PROGRESS=0), or
@@ -191,7 +191,7 @@ struct store_offload {
     uint64_t inbox_us;   /* mu: when the inbox's answer came */
     mc_prom_hist_t stage[OSTAGE_N]; /* a load's time by stage (stage_names) */
     _Atomic uint64_t written, write_failed, loaded, load_failed, deleted, quota_dropped,
-        bytes_written, bytes_read, loaded_direct;
+        bytes_written, bytes_read, loaded_direct, written_direct;
 };
 
 /* ------------------------------------------------------------ the index */
@@ -633,6 +633,8 @@ static void persist_flush(store_offload_t *o, const store_seg_t *g)
         }
         file_add(o, p->key, p->klen, p->size);
         file_know(o, p->key, p->klen, &p->w.known);
+        if (p->w.direct)
+            atomic_fetch_add(&o->written_direct, 1);
         atomic_fetch_add(&o->written, 1);
         atomic_fetch_add(&o->bytes_written, p->size);
         ok++;
@@ -670,16 +672,21 @@ static void do_persist(store_offload_t *o, const store_seg_t *g, const char *key
     opersist_t *p = &o->wb[o->nwb];
     if (st == MC_OK) {
         struct iovec iov = {g->base + off, size};
-        /* data at a multiple of MC_TIER_ALIGN: loads read it with O_DIRECT */
-        st = mc_tier_wopen(o->dir, key, klen, &iov, 1, size, MC_TIER_F_ALIGNED, &p->w);
+        /* data at a multiple of MC_TIER_ALIGN: loads read it with O_DIRECT;
+         * written with O_DIRECT too where the file system and the object's
+         * place in the segment allow (no copy into the page cache) */
+        st = mc_tier_wopen(o->dir, key, klen, &iov, 1, size,
+                           MC_TIER_F_ALIGNED | (o->buffered ? 0 : MC_TIER_W_DIRECT), &p->w);
     }
     if (st != MC_OK) {
         persist_failed(o, g, key, klen, size, st);
         return;
     }
-    /* the device writes it while the next ones are copied (a hint: the
-     * fsync decides) */
-    (void)sync_file_range(p->w.fd, 0, 0, SYNC_FILE_RANGE_WRITE);
+    /* buffered: the device writes it while the next ones are copied (a
+     * hint: the fsync decides); O_DIRECT: written already, the fsync
+     * commits its metadata */
+    if (!p->w.direct)
+        (void)sync_file_range(p->w.fd, 0, 0, SYNC_FILE_RANGE_WRITE);
     p->key = key;
     p->klen = (uint32_t)klen;
     p->size = size;
@@ -1265,7 +1272,7 @@ mc_status_t store_offload_open(mc_store_t *s, const char *dir, uint64_t quota,
     MC_INFO(
         CLIENT,
         "offload: node-local offload to %s (quota %llu bytes, 0 = none); loads read with %s%s%s, "
-        "%s",
+        "loads and writes %s",
         o->dir, (unsigned long long)quota, mc_oio_kind(o->io), mc_oio_why_not(o->io)[0] ? ": " : "",
         mc_oio_why_not(o->io),
         buffered ? "buffered (offload_buffered_io)" : "O_DIRECT where the file system allows");
@@ -1331,6 +1338,7 @@ void store_offload_stats(mc_store_t *s, store_offload_stats_t *out)
     out->bytes_written = atomic_load(&o->bytes_written);
     out->bytes_read = atomic_load(&o->bytes_read);
     out->loaded_direct = atomic_load(&o->loaded_direct);
+    out->written_direct = atomic_load(&o->written_direct);
 }
 
 void store_offload_metrics(mc_store_t *s, mc_buf_t *b)

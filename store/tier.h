@@ -93,6 +93,11 @@ typedef struct mc_tier_hdr {
  * offload files, read with O_DIRECT). */
 #define MC_TIER_F_ALIGNED 1u
 #define MC_TIER_ALIGN 4096u
+/* A writer's flag (mc_tier_wopen; never in a header): write an
+ * MC_TIER_F_ALIGNED file with O_DIRECT, its data straight from the caller's
+ * memory, when that is one piece aligned to MC_TIER_ALIGN and the file
+ * system allows it (else as without: through the page cache). */
+#define MC_TIER_W_DIRECT 0x100u
 
 /* Where the data of a file with a key of klen bytes and these flags starts. */
 uint64_t mc_tier_data_off(size_t klen, unsigned flags);
@@ -148,6 +153,7 @@ typedef struct mc_tier_wfile {
     char path[4096 + MC_TIER_REL_MAX]; /* the key's file */
     char tmp[4096 + MC_TIER_REL_MAX];  /* the temp file being written */
     mc_tier_known_t known;             /* the file once committed */
+    int direct;                        /* written with O_DIRECT (MC_TIER_W_DIRECT) */
 } mc_tier_wfile_t;
 mc_status_t mc_tier_wopen(const char *dir, const void *key, size_t klen, const struct iovec *iov,
                           size_t iovcnt, uint64_t size, unsigned flags, mc_tier_wfile_t *w);

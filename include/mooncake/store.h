@@ -144,9 +144,10 @@ typedef struct mc_store_config {
      * global_segment_size > 0. NULL or "" = none. */
     const char *offload_dir;
     uint64_t offload_quota; /* bytes of files at most, least recently used go first; 0 = none */
-    /* 1: the offload's loads read files through the page cache; 0 (default):
-     * with O_DIRECT where the file system allows it (tmpfs may not: then
-     * buffered, logged once). */
+    /* 1: the offload's loads read files and its writes write them through
+     * the page cache; 0 (default): with O_DIRECT where the file system allows
+     * it (tmpfs may not: then buffered, logged once for loads) and, for a
+     * write, where the object's place in the segment is 4096-aligned. */
     int offload_buffered_io;
     /* 1: a batch get tells the master when its reads are done, and the read
      * leases it took end then (unless another reader holds them) instead of

@@ -58,6 +58,7 @@ typedef struct env {
     char offdir[128]; /* the node's offload directory */
     tc_master_t master;
     tc_node_t node;
+    unsigned node_http; /* the node's HTTP port (/metrics) */
     mc_store_t *c;
     uint8_t *val[NOBJ];
 } env_t;
@@ -66,9 +67,12 @@ static env_t E;
 
 static int start_node(env_t *e, tc_node_t *n)
 {
-    char master[64], od[192];
+    char master[64], od[192], hp[48];
     snprintf(od, sizeof(od), "store.offload_dir=%s", e->offdir);
-    const char *const sets[] = {"store.global_segment_size=16MiB", od, NULL};
+    if (e->node_http == 0)
+        e->node_http = test_free_port();
+    snprintf(hp, sizeof(hp), "store.http_port=%u", e->node_http);
+    const char *const sets[] = {"store.global_segment_size=16MiB", od, hp, NULL};
     return tc_node_start(n, tc_master_addr(&e->master, master, sizeof(master)), sets);
 }
 
@@ -170,6 +174,7 @@ static int64_t get_check(env_t *e, int i)
 }
 
 static long long metric(const env_t *e, const char *name);
+static long long node_metric(const env_t *e, const char *name);
 
 /* The reader's count of gets of disk-only objects timed at stage st
  * (mooncake_store_get_load_stage_seconds_count{stage="st"}); -1: absent. */
@@ -210,6 +215,24 @@ static void eviction_under_pressure_keeps_every_object_readable(void **state)
         ondisk += file_exists(e, i);
     /* 48 MiB through 16 MiB: most of them went to the node's disk */
     assert_true(ondisk >= NOBJ - 16);
+    /* written straight from the segment with O_DIRECT, where the file
+     * system allows it (probed: tmpfs before Linux 6.6 does not) */
+    char probe[256];
+    snprintf(probe, sizeof(probe), "%s/.probe", e->dir);
+    int pfd = open(probe, O_WRONLY | O_CREAT | O_DIRECT, 0600);
+    if (pfd >= 0) {
+        close(pfd);
+        unlink(probe);
+        /* the node answered every request (its counts are final) */
+        uint64_t deadline = mc_now_ms() + 5000 * SLOW;
+        while ((metric(e, "master_offload_queued") != 0 ||
+                metric(e, "master_offload_in_flight") != 0) &&
+               mc_now_ms() < deadline)
+            usleep(20000);
+        long long written = node_metric(e, "mooncake_store_offload_written_total");
+        assert_true(written >= ondisk);
+        assert_int_equal(node_metric(e, "mooncake_store_offload_written_direct_total"), written);
+    }
     /* the node answered its write batches in one call each */
     assert_true(metric(e, "master_batch_offload_done_requests_total") > 0);
     assert_int_equal(metric(e, "master_batch_offload_done_failures_total"), 0);
@@ -640,10 +663,10 @@ static void a_shared_or_unwritable_directory_stops_the_node(void **state)
     snprintf(e->offdir, sizeof(e->offdir), "%s", saved);
 }
 
-static long long metric(const env_t *e, const char *name)
+static long long metric_at(unsigned port, const char *name)
 {
     char *body = NULL;
-    if (tc_http_get(e->master.http_port, "/metrics", &body, 3000) != 200 || body == NULL) {
+    if (tc_http_get(port, "/metrics", &body, 3000) != 200 || body == NULL) {
         free(body);
         return -1;
     }
@@ -656,6 +679,16 @@ static long long metric(const env_t *e, const char *name)
         }
     free(body);
     return v;
+}
+
+static long long metric(const env_t *e, const char *name)
+{
+    return metric_at(e->master.http_port, name);
+}
+
+static long long node_metric(const env_t *e, const char *name)
+{
+    return metric_at(e->node_http, name);
 }
 
 /* A full disk (a small tmpfs, when this test may mount one): the node's

@@ -647,6 +647,64 @@ static void a_known_file_opens_without_its_header(void **state)
     mc_tier_close(&a);
 }
 
+/* MC_TIER_W_DIRECT: an aligned file whose data is one piece aligned in
+ * memory is written with O_DIRECT (where the file system allows it: probed
+ * here), a last partial block included, and the file is cut to its size;
+ * data not aligned in memory, or a file not MC_TIER_F_ALIGNED, goes through
+ * the page cache. Either way the file reads back byte for byte. */
+static void direct_writes_keep_the_format_and_fall_back_when_unaligned(void **state)
+{
+    (void)state;
+    char probe[600];
+    snprintf(probe, sizeof(probe), "%s/.probe", dir);
+    int pfd = open(probe, O_WRONLY | O_CREAT | O_DIRECT, 0600);
+    int can_direct = pfd >= 0;
+    if (pfd >= 0)
+        close(pfd);
+    unlink(probe);
+    enum { N = 3 * 4096 + 100 };
+    uint8_t *mem = aligned_alloc(4096, N + 4096);
+    uint8_t *out = malloc(N);
+    assert_non_null(mem);
+    assert_non_null(out);
+    for (size_t i = 0; i < N + 4096; i++)
+        mem[i] = (uint8_t)(i * 7 + 3);
+    static const struct {
+        const char *key;
+        size_t skew; /* bytes past an aligned address */
+        uint64_t size;
+        unsigned flags;
+        int direct; /* expected when the file system allows O_DIRECT */
+    } cases[] = {
+        {"d-tail", 0, N, MC_TIER_F_ALIGNED | MC_TIER_W_DIRECT, 1},
+        {"d-whole", 0, 2 * 4096, MC_TIER_F_ALIGNED | MC_TIER_W_DIRECT, 1},
+        {"d-small", 0, 10, MC_TIER_F_ALIGNED | MC_TIER_W_DIRECT, 1},
+        {"d-skew", 8, N, MC_TIER_F_ALIGNED | MC_TIER_W_DIRECT, 0},
+        {"d-unaligned-file", 0, N, MC_TIER_W_DIRECT, 0},
+    };
+    for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+        const char *k = cases[c].key;
+        struct iovec v = {mem + cases[c].skew, cases[c].size};
+        mc_tier_wfile_t w;
+        assert_int_equal(mc_tier_wopen(dir, k, strlen(k), &v, 1, cases[c].size, cases[c].flags, &w),
+                         MC_OK);
+        assert_int_equal(w.direct, cases[c].direct && can_direct);
+        assert_int_equal(w.known.flags, cases[c].flags & MC_TIER_F_ALIGNED); /* not W_DIRECT */
+        assert_int_equal(mc_tier_wcommit(&w, fsync(w.fd) == 0 ? 0 : errno, 0), MC_OK);
+        struct stat sb;
+        assert_int_equal(stat(w.path, &sb), 0);
+        assert_int_equal((uint64_t)sb.st_size,
+                         mc_tier_data_off(strlen(k), cases[c].flags) + cases[c].size);
+        uint64_t size = 0;
+        memset(out, 0, N);
+        assert_int_equal(mc_tier_read(dir, k, strlen(k), out, N, cases[c].size, &size), MC_OK);
+        assert_int_equal(size, cases[c].size);
+        assert_memory_equal(out, mem + cases[c].skew, cases[c].size);
+    }
+    free(mem);
+    free(out);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -670,6 +728,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(a_write_in_steps_shows_the_new_file_only_once_committed,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(a_known_file_opens_without_its_header, setup, teardown),
+        cmocka_unit_test_setup_teardown(direct_writes_keep_the_format_and_fall_back_when_unaligned,
+                                        setup, teardown),
         cmocka_unit_test_setup_teardown(a_checksum_streamed_in_pieces_verifies_the_file_as_a_whole,
                                         setup, teardown),
     };
