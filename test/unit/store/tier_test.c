@@ -663,7 +663,7 @@ static void direct_writes_keep_the_format_and_fall_back_when_unaligned(void **st
         close(pfd);
     unlink(probe);
     enum { N = 3 * 4096 + 100 };
-    uint8_t *mem = aligned_alloc(4096, N + 4096);
+    uint8_t *mem = aligned_alloc(4096, 5 * 4096); /* a multiple of the alignment (C11) */
     uint8_t *out = malloc(N);
     assert_non_null(mem);
     assert_non_null(out);
