@@ -27,7 +27,8 @@
 #    load inside), the transfer out of the node's segment.
 # 2. Reads of objects only on the node's disk: more puts push every object
 #    of step 1 out of memory, the node is restarted (it reports its files:
-#    every object is LOCAL_DISK only, memory empty), then for each queue
+#    every object is LOCAL_DISK only, memory empty) after a sync and
+#    SETTLE_S seconds (default 5: the device settles after the writes), then for each queue
 #    depth D of DEPTHS (default "1 4") and each of the node's two read modes
 #    (O_DIRECT, its default; and offload_buffered_io=true: the page cache),
 #    one `tier_bench get --depth D --rounds ROUNDS+1` process (another
@@ -224,6 +225,10 @@ wait_idle
 stop_node
 files=$(find "$root/node" -type f ! -name '.*' | wc -l)
 echo "offload: $persisted objects of $size written during the storm ($n put; $(sed -n 's/.*; //p' "$root/put.out")); $files files on the node"
+# let the device settle after the storm's writes (SETTLE_S, default 5 s):
+# without it the mode measured first was the slower one, whichever it was
+sync
+sleep "${SETTLE_S:-5}"
 
 med() { printf '%s\n' "$@" | sort -g | awk '{a[NR] = $1} END {print a[int((NR + 1) / 2)]}'; }
 rows=()
