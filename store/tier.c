@@ -580,6 +580,19 @@ out:
     return st;
 }
 
+/* fd's file (at path) holds fewer than data_off + size bytes: logged as
+ * corrupt (cut short). */
+static int cut_short(int fd, const char *path, uint64_t data_off, uint64_t size)
+{
+    struct stat sb;
+    if (fstat(fd, &sb) != 0 || (uint64_t)sb.st_size >= data_off + size)
+        return 0;
+    uint64_t have = (uint64_t)sb.st_size > data_off ? (uint64_t)sb.st_size - data_off : 0;
+    MC_ERROR(TIER, "corrupt tier file '%s': %llu of %llu data bytes (cut short)", path,
+             (unsigned long long)have, (unsigned long long)size);
+    return 1;
+}
+
 mc_status_t mc_tier_open_read(const char *dir, const void *key, size_t klen, uint64_t expect,
                               int want_direct, mc_tier_file_t *f)
 {
@@ -601,13 +614,7 @@ mc_status_t mc_tier_open_read(const char *dir, const void *key, size_t klen, uin
         close(fd);
         return MC_ERR_CHECKSUM_MISMATCH;
     }
-    struct stat sb;
-    if (fstat(fd, &sb) == 0 && (uint64_t)sb.st_size < h.data_off + h.size) {
-        MC_ERROR(TIER, "corrupt tier file '%s': %llu of %llu data bytes (cut short)", f->path,
-                 (unsigned long long)((uint64_t)sb.st_size > h.data_off
-                                          ? (uint64_t)sb.st_size - h.data_off
-                                          : 0),
-                 (unsigned long long)h.size);
+    if (cut_short(fd, f->path, h.data_off, h.size)) {
         close(fd);
         return MC_ERR_CHECKSUM_MISMATCH;
     }
@@ -654,13 +661,7 @@ mc_status_t mc_tier_open_known(const char *dir, const void *key, size_t klen,
         return MC_ERR_FILE_OPEN_FAIL;
     }
     uint64_t data_off = mc_tier_data_off(klen, k->flags);
-    struct stat sb;
-    if (fstat(fd, &sb) == 0 && (uint64_t)sb.st_size < data_off + k->size) {
-        MC_ERROR(TIER, "corrupt tier file '%s': %llu of %llu data bytes (cut short)", f->path,
-                 (unsigned long long)((uint64_t)sb.st_size > data_off
-                                          ? (uint64_t)sb.st_size - data_off
-                                          : 0),
-                 (unsigned long long)k->size);
+    if (cut_short(fd, f->path, data_off, k->size)) {
         close(fd);
         return MC_ERR_CHECKSUM_MISMATCH;
     }

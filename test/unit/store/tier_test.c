@@ -218,20 +218,26 @@ static void files_round_trip_and_are_refused_when_corrupt(void **state)
     assert_int_equal(access(path, F_OK), -1);
 }
 
+/* Put key other's file (4 bytes "bbbb") under key's first name, as a hash
+ * collision would; leaf (room bytes) receives the directory of key's names. */
+static void plant(const char *other, const char *key, char *leaf, size_t room)
+{
+    assert_int_equal(put(other, strlen(other), "bbbb", 4), MC_OK);
+    char rk[MC_TIER_REL_MAX], ro[MC_TIER_REL_MAX], po[512], cmd[2000];
+    mc_tier_rel_path(key, strlen(key), 0, rk);
+    mc_tier_rel_path(other, strlen(other), 0, ro);
+    snprintf(leaf, room, "%s/%s", dir, rk);
+    snprintf(po, sizeof(po), "%s/%s", dir, ro);
+    *strrchr(leaf, '/') = '\0';
+    snprintf(cmd, sizeof(cmd), "mkdir -p '%s' && mv '%s' '%s/%s'", leaf, po, leaf, key);
+    assert_int_equal(system(cmd), 0);
+}
+
 static void a_name_taken_by_another_key_moves_to_the_next_suffix(void **state)
 {
     (void)state;
-    /* plant key "B"'s file under key "A"'s name, as a hash collision would */
-    assert_int_equal(put("B", 1, "bbbb", 4), MC_OK);
-    char ra[MC_TIER_REL_MAX], rb[MC_TIER_REL_MAX], pa[512], pb[512];
-    mc_tier_rel_path("A", 1, 0, ra);
-    mc_tier_rel_path("B", 1, 0, rb);
-    snprintf(pa, sizeof(pa), "%s/%s", dir, ra);
-    snprintf(pb, sizeof(pb), "%s/%s", dir, rb);
-    *strrchr(pa, '/') = '\0';
-    char cmd[2000];
-    snprintf(cmd, sizeof(cmd), "mkdir -p '%s' && mv '%s' '%s/A'", pa, pb, pa);
-    assert_int_equal(system(cmd), 0);
+    char pa[512];
+    plant("B", "A", pa, sizeof(pa));
 
     char out[8];
     uint64_t size;
@@ -621,16 +627,8 @@ static void a_known_file_opens_without_its_header(void **state)
     assert_int_equal(mc_tier_open_known(dir, "kn", 2, &bad, 1, &b), MC_ERR_INVALID_PARAMS);
 
     /* a key whose first name another key holds: its own probe (1) */
-    assert_int_equal(put("B2", 2, "bbbb", 4), MC_OK);
-    char ra[MC_TIER_REL_MAX], rb[MC_TIER_REL_MAX], pa[512], pb[512], cmd[2000];
-    mc_tier_rel_path("A2", 2, 0, ra);
-    mc_tier_rel_path("B2", 2, 0, rb);
-    snprintf(pa, sizeof(pa), "%s/%s", dir, ra);
-    snprintf(pb, sizeof(pb), "%s/%s", dir, rb);
-    char *slash = strrchr(pa, '/');
-    *slash = '\0';
-    snprintf(cmd, sizeof(cmd), "mkdir -p '%s' && mv '%s' '%s/A2'", pa, pb, pa);
-    assert_int_equal(system(cmd), 0);
+    char pa[512];
+    plant("B2", "A2", pa, sizeof(pa));
     struct iovec va = {"aaa", 3};
     assert_int_equal(mc_tier_wopen(dir, "A2", 2, &va, 1, 3, 0, &w), MC_OK);
     assert_int_equal(mc_tier_wcommit(&w, 0, 0), MC_OK);
