@@ -54,13 +54,21 @@
 #    while the node reads the rest); a third mode, direct-np, is O_DIRECT
 #    without them (MC_OFFLOAD_PROGRESS=0: the reader copies after the load's
 #    answer), the same fio peers.
+#    Two more modes read through the node's store service: colocated (the
+#    reader is a co-located client of the node's service, its buffers
+#    mc_store_shared_alloc memory registered with it, as SGLang's host KV
+#    pages: the node reads each file straight into them, O_DIRECT, no load
+#    into its segment and no copy out: own reads) and coloc-buf (the same
+#    through the page cache), against the same fio peers. MODES (environment)
+#    picks modes (default "direct direct-np buffered colocated coloc-buf").
 #    In O_DIRECT modes a second peer: fio reading the node's own object files
 #    (the very device blocks the gets read), one after another, same block
 #    size and depth: this VM's disk reads fio.dat at 0.5-0.7 GB/s in some
 #    rounds and 1.2-2.8 GB/s (a host-side cache) in others, so the same
 #    blocks make the fairer peer.
-#    "loads" = the master's master_offload_loads_total per round: every get
-#    of the round was a read of the disk (n of n) or not.
+#    "loads" = the master's master_offload_loads_total plus
+#    master_offload_own_reads_total per round: every get of the round was a
+#    read of the disk (n of n) or not.
 # Lease: every get of a disk-only object leaves its loaded copy in the node's
 # segment; its reader releases the copy's lease once it copied it, so the
 # copy may go at the next load's eviction (a reader without that, or a
@@ -109,6 +117,7 @@ rpc=$((20000 + RANDOM % 20000))
 http=$((rpc + 1))
 node=$((rpc + 2))
 nhttp=$((rpc + 3))
+svc=$((rpc + 4))
 mpid=
 npid=
 cleanup() {
@@ -235,10 +244,18 @@ rows=()
 objrows=()
 stages=()
 rstages=()
-for mode in direct direct-np buffered; do
+for mode in ${MODES:-direct direct-np buffered colocated coloc-buf}; do
     rseg=${READ_SEGMENT:-64MiB}
+    reader=()
     case $mode in
     direct) start_node "$rseg" ;;
+    colocated) # the reader is a co-located client of the node's store service
+        start_node "$rseg" --set service.enabled=true --set service.port=$svc
+        reader=(--service 127.0.0.1:$svc) ;;
+    coloc-buf)
+        start_node "$rseg" --set service.enabled=true --set service.port=$svc \
+            --set store.offload_buffered_io=true
+        reader=(--service 127.0.0.1:$svc) ;;
     direct-np) # O_DIRECT, no progressive loads: readers copy after the load's answer
         export MC_OFFLOAD_PROGRESS=0
         start_node "$rseg"
@@ -262,10 +279,10 @@ for mode in direct direct-np buffered; do
         # run (--between): the same minute of this disk for both
         cat > "$root/peer.sh" <<PEER
 #!/usr/bin/env bash
-curl -s "http://127.0.0.1:$http/metrics" | awk '\$1 == "master_offload_loads_total" {print \$2}' >> "$root/p.loads"
+curl -s "http://127.0.0.1:$http/metrics" | awk '\$1 ~ /^master_offload_(loads|own_reads)_total\$/ {s += \$2} END {print s}' >> "$root/p.loads"
 [ "\$MC_BENCH_ROUND" = 0 ] && curl -s "http://127.0.0.1:$nhttp/metrics" > "$root/p.node0"
 fio_bw() { fio --output-format=terse --terse-version=3 "\$@" 2>/dev/null | awk -F';' '{print \$7 * 1024 / 1e9}'; }
-if [ "$mode" != buffered ]; then
+if [ "$mode" != buffered ] && [ "$mode" != coloc-buf ]; then
     fio_bw --name=r --directory="$root" --filename=fio.dat --rw=read --bs="$bs" --iodepth="$d" \
         --ioengine=io_uring --size="${total_mb}M" --direct=1 >> "$root/p.fio"
     fio_bw --name=o --filename="$objlist" --file_service_type=sequential --rw=read --bs="$bs" \
@@ -277,9 +294,11 @@ fi
 PEER
         chmod +x "$root/peer.sh"
         rm -f "$root/p.loads" "$root/p.fio" "$root/p.obj" "$root/p.node0" "$root/rstages"
-        metric master_offload_loads_total > "$root/p.loads"
+        echo $(( $(metric master_offload_loads_total) + $(metric master_offload_own_reads_total) )) \
+            > "$root/p.loads"
         out=$("$b/tier_bench" get --master 127.0.0.1:$rpc -n "$n" --size "$size" --prefix off \
             --rounds $((rounds + 1)) --depth "$d" --stages "$root/rstages" --between "$root/peer.sh" \
+            "${reader[@]}" \
             2>>"$root/bench.log") || {
             echo "tier_bench get failed ($mode, depth $d):" >&2
             tail -5 "$root/bench.log" >&2
@@ -323,7 +342,11 @@ PEER
         fi
     done
     io=$(grep -o 'loads read with [^,]*, [a-zA-Z_ ()]*' "$root/node.log" | tail -1)
-    echo "node ($mode): $io"
+    own=$(curl -s "http://127.0.0.1:$nhttp/metrics" | awk '
+        $1 == "mooncake_store_offload_own_reads_total" {n = $2}
+        $1 == "mooncake_store_offload_own_reads_direct_total" {d = $2}
+        END { if (n > 0) printf "; %d own reads (%d O_DIRECT) straight into the reader'"'"'s memory", n, d }')
+    echo "node ($mode): $io$own"
     grep -q 'refuses O_DIRECT' "$root/node.log" && grep 'refuses O_DIRECT' "$root/node.log" | tail -1
     stop_node
 done
@@ -342,7 +365,10 @@ echo "(ratio = offload / fio, of the medians; r-ratio: the median of each round'
 echo " runs ours, then fio, back to back: on a busy machine the fairer one)."
 echo " direct: the node reads with O_DIRECT, fio --direct=1: the device."
 echo " direct-np: direct without progressive loads (MC_OFFLOAD_PROGRESS=0): copied after the answer."
-echo " buffered: offload_buffered_io=true and fio buffered: both served by the page cache.)"
+echo " buffered: offload_buffered_io=true and fio buffered: both served by the page cache.
+ colocated: the reader is a co-located client of the node's store service (its buffers:
+  mc_store_shared_alloc memory registered with it): the node reads the file straight into
+  them (O_DIRECT), no load into its segment, no copy out; coloc-buf: the same, buffered.)"
 printf '\nthe same O_DIRECT reads against fio reading the node'"'"'s own object files (the very blocks the\n'
 printf 'gets read, one file after another, %s per read, same depth), GB/s, medians\n' "$bs"
 printf '%-9s %5s %9s %9s %7s %7s\n' "node I/O" "depth" "get" "fio-obj" "ratio" "r-ratio"

@@ -8,12 +8,16 @@
  *       the full pool refuses is tried again --retry µs later (for up to 4 s);
  *       the refusals are counted.
  *   tier_bench get  --master HOST:PORT [-n 64] [--size 4M] [--rounds 3] [--depth 1]
- *                   [--between CMD]
+ *                   [--between CMD] [--service HOST:PORT]
  *       gets of the same keys through the store client (--depth D: D
  *       async gets kept in flight, as fio's iodepth), verifying the
  *       bytes; run it when the objects are only on disk (after a master
  *       restart): every get is GetReplicaList + a worker's file read with
  *       the key and checksum checks + the copy into the caller's buffer.
+ *       --service: a co-located client of that store service (its node's
+ *       disk-only objects are read by the node straight into this
+ *       process's buffers: mc_store_shared_alloc memory, registered, as
+ *       SGLang's host KV pages are).
  *   tier_bench read --dir TIERDIR [-n 64] [--size 4M] [--rounds 3]
  *       the file path alone: mc_tier_read of the same keys' files (header,
  *       key, pread of the data, XXH3 of the data), no master, no client.
@@ -49,7 +53,7 @@
 /* A size in the configuration's syntax (4096, 4M, 4MiB); 0 when it is not one. */
 /* The command line after the mode (perf/bench_opt.h). */
 typedef struct cli {
-    char *master, *dir, *prefix, *stages, *between;
+    char *master, *dir, *prefix, *stages, *between, *service;
     uint64_t n, size, rounds, depth, retry;
 } cli_t;
 
@@ -69,6 +73,9 @@ static const mc_conf_key_t cli_rows[] = {
     MC_CONF_ROW(cli_t, stages, "stages", MC_CONF_STRING, "", 0, 0,
                 "get: write the reader's stages of disk-only gets to this file at the end "
                 "(mooncake_store_get_load_stage_seconds, Prometheus text)"),
+    MC_CONF_ROW(cli_t, service, "service", MC_CONF_STRING, "", 0, 0,
+                "get: HOST:PORT of a store service: read as its co-located client, into "
+                "shared memory registered with it"),
     MC_CONF_ROW(cli_t, between, "between", MC_CONF_STRING, "", 0, 0,
                 "get, read: run this shell command after each round, outside the time (a "
                 "peer's run paired with each round, as perf/compare_offload.sh does)"),
@@ -132,11 +139,12 @@ static void got_one(void *arg, int64_t result)
     pthread_mutex_unlock(&w->mu);
 }
 
-static mc_store_t *open_store(const char *master)
+static mc_store_t *open_store(const char *master, const char *service)
 {
     mc_store_config_t c;
     mc_store_config_init(&c);
     c.master = master;
+    c.service = service;
     c.reactors = 1;
     c.persist = "eager";
     c.local_buffer_size = 16ull << 20;
@@ -172,7 +180,10 @@ int main(int argc, char **argv)
     uint64_t size = o.size;
     mc_log_set_all(MC_LOG_WARN);
     unsigned depth = (unsigned)o.depth;
-    uint8_t *buf = malloc(size * depth), *want = malloc(size);
+    /* a co-located reader's buffers: memory its service writes into in place */
+    int colocated = o.service[0] != '\0' && strcmp(mode, "get") == 0;
+    uint8_t *buf = colocated ? mc_store_shared_alloc(size * depth) : malloc(size * depth);
+    uint8_t *want = malloc(size);
     if (buf == NULL || want == NULL)
         return 1;
     char key[64];
@@ -212,7 +223,11 @@ int main(int argc, char **argv)
         return 0;
     }
 
-    mc_store_t *s = open_store(master);
+    mc_store_t *s = open_store(master, colocated ? o.service : NULL);
+    if (colocated && mc_store_register_buffer(s, buf, size * depth) != MC_OK) {
+        fprintf(stderr, "tier_bench: cannot register the shared buffers with the service\n");
+        return 1;
+    }
     if (strcmp(mode, "put") == 0) {
         uint64_t refused = 0;
         for (unsigned i = 0; i < n; i++) {
@@ -337,7 +352,10 @@ int main(int argc, char **argv)
         return 2;
     }
     mc_store_close(s);
-    free(buf);
+    if (colocated)
+        mc_store_shared_free(buf);
+    else
+        free(buf);
     free(want);
     return 0;
 }

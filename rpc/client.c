@@ -653,6 +653,14 @@ mc_status_t mc_rpc_call_add_bool(mc_rpc_client_t *c, unsigned field, int value)
     return c->w.err;
 }
 
+mc_mp_writer_t *mc_rpc_call_add_field(mc_rpc_client_t *c, unsigned field)
+{
+    if (call_add_field(c) != MC_OK)
+        return NULL;
+    mc_mp_write_uint(&c->w, field);
+    return c->w.err == MC_OK ? &c->w : NULL;
+}
+
 mc_status_t mc_rpc_client_retarget(mc_rpc_client_t *c, const char *host, uint16_t port)
 {
     mc_sockaddr_t a;

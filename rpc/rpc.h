@@ -271,6 +271,10 @@ mc_status_t mc_rpc_call_copy_body(mc_rpc_client_t *c, mc_buf_t *dst);
 mc_status_t mc_rpc_call_add_uint(mc_rpc_client_t *c, unsigned field, uint64_t value);
 /* The same with a boolean value. */
 mc_status_t mc_rpc_call_add_bool(mc_rpc_client_t *c, unsigned field, int value);
+/* The same with the value left to the caller (any msgpack value: a uuid,
+ * an array): the call's writer to write it with, or NULL (no room, or the
+ * writer's error). */
+mc_mp_writer_t *mc_rpc_call_add_field(mc_rpc_client_t *c, unsigned field);
 
 /* Point the client at another server (a new leader). A connection to the old
  * one is closed: its calls complete with MC_ERR_CONN_CLOSED; later calls go

@@ -47,6 +47,8 @@ typedef enum get_state {
     G_WAIT_TIER,    /* waiting: the tier worker's read (checksum and key checked) */
     G_LOAD,         /* only a LOCAL_DISK replica: ask the master to have its node load it */
     G_WAIT_LOAD,    /* waiting: the master's answer, once the node loaded it: the replicas */
+    G_OWN,          /* only on our own disk: our offload worker reads the file into buf */
+    G_WAIT_OWN,     /* waiting: that read (checksum checked) */
     G_DONE,         /* report err, or result */
     G_NSTATES
 } get_state_t;
@@ -81,6 +83,8 @@ typedef struct get_op {
     mc_status_t last_err;   /* why the last replica failed */
     int disk;               /* the object has a DISK replica (and this client reads the tier) */
     uint64_t load_until_us; /* LOCAL_DISK only: give up waiting for the load then */
+    int no_own;             /* our own read of our disk failed: ask for a LOAD */
+    int own_ok;             /* the master's last answer said OWN_DISK: read our file */
     uint64_t got;           /* tier read: the file's data size */
     /* stage times (µs) of a get whose answer was held for a load (held_us > 0):
      * submitted, the last call left, its answer in, the transfer submitted and done */
@@ -273,6 +277,15 @@ static mc_status_t load_fields(get_op_t *op)
         st = mc_rpc_call_add_uint(s->mcli, MC_F_LOAD_ID, op->prep_id); /* whose bytes we have */
     if (st == MC_OK)
         st = mc_rpc_call_add_bool(s->mcli, MC_F_RELEASE, 1);
+    mc_uuid_t own;
+    if (st == MC_OK && !op->no_own && !op->ranged && store_offload_own_segment(s, &own)) {
+        /* an object only on our disk: listed at once, we read it (get_own_disk) */
+        mc_mp_writer_t *w = mc_rpc_call_add_field(s->mcli, MC_F_OWN_DISK);
+        if (w != NULL)
+            mc_proto_write_uuid(w, own);
+        else
+            st = MC_ERR_LIMIT;
+    }
     return st;
 }
 
@@ -294,6 +307,7 @@ static get_state_t get_list(get_op_t *op)
 
 /* The replicas are in: the order to try them, the size, the window. */
 static get_state_t get_partial(get_op_t *op);
+static int own_disk_rep(const get_op_t *op, const mc_master_replica_desc_t *d);
 
 static get_state_t get_listed(get_op_t *op)
 {
@@ -314,6 +328,10 @@ static get_state_t get_listed(get_op_t *op)
                     if (op->need != NULL)
                         *op->need = op->rep[i].size;
                     return get_fail(op, MC_ERR_BUFFER_OVERFLOW);
+                }
+                if (own_disk_rep(op, &op->rep[i])) {
+                    op->size = op->rep[i].size;
+                    return G_OWN;
                 }
                 return G_LOAD;
             }
@@ -597,6 +615,39 @@ static get_state_t get_tier_read(get_op_t *op)
     return G_DONE;
 }
 
+/* d (LOCAL_DISK) is on our own segment's disk and the master said we read it
+ * ourselves (OWN_DISK: it counted the read for promotion on hit). */
+static int own_disk_rep(const get_op_t *op, const mc_master_replica_desc_t *d)
+{
+    mc_uuid_t own;
+    return op->own_ok && !op->no_own && !op->ranged && store_offload_own_segment(op->h.s, &own) &&
+           d->segment_id.hi == own.hi && d->segment_id.lo == own.lo;
+}
+
+static get_state_t get_own_disk(get_op_t *op)
+{
+    mc_status_t st = store_offload_read_op(&op->h, op->key, op->klen, op->buf, op->size);
+    if (st == MC_OK)
+        return G_WAIT_OWN; /* waiting: the offload worker (it posts us) */
+    op->no_own = 1;        /* not now: the master has us load it */
+    return G_LOAD;
+}
+
+static get_state_t get_own_read(get_op_t *op)
+{
+    mc_status_t st = op->h.wait_st;
+    if (st == MC_OK) {
+        op->result = (int64_t)op->size;
+        return G_DONE;
+    }
+    /* a missing or corrupt file (deleted), or not serving: a LOAD, whose
+     * failure tells the master to drop the disk replica */
+    MC_DEBUG(CLIENT, "get: reading '%.*s' from our own disk: %s; asking for a load", (int)op->klen,
+             op->key, mc_status_str(st));
+    op->no_own = 1;
+    return G_LOAD;
+}
+
 /* Node-local offload: the object is only on a node's disk. The master
  * has that node read it into its segment (LOAD) and holds our call until
  * the node answered (or LOAD_WAIT_US passed): the answer is the replica
@@ -634,6 +685,10 @@ static void get_decode_load(store_op_t *h, const mc_rpc_resp_t *resp)
         op->view = view;
     }
     op->held_us = 0;
+    int64_t own = 0;
+    op->own_ok = h->wait_st == MC_OK &&
+                 mc_mcli_dec_int(resp->body, resp->body_len, MC_F_OWN_DISK, &own) == MC_OK &&
+                 own == 1;
     op->partial = h->wait_st == MC_OK &&
                   mc_mcli_dec_int(resp->body, resp->body_len, MC_F_LOADED, &ready) == MC_OK &&
                   ready > 0;
@@ -684,6 +739,8 @@ static const struct {
     [G_WAIT_TIER] = {get_tier_read, 1},
     [G_LOAD] = {get_load, 0},
     [G_WAIT_LOAD] = {get_listed, 1},
+    [G_OWN] = {get_own_disk, 0},
+    [G_WAIT_OWN] = {get_own_read, 1},
 };
 
 static void get_step(store_op_t *h)

@@ -546,10 +546,27 @@ void store_offload_close(mc_store_t *s);
 typedef struct store_offload_stats {
     uint64_t written, write_failed, loaded, load_failed, deleted, quota_dropped;
     uint64_t bytes_written, bytes_read;
-    uint64_t loaded_direct;  /* loads read with O_DIRECT */
-    uint64_t written_direct; /* of written, those written with O_DIRECT */
+    uint64_t loaded_direct;   /* loads read with O_DIRECT */
+    uint64_t written_direct;  /* of written, those written with O_DIRECT */
+    uint64_t own_read;        /* own reads done (store_offload_read_op) */
+    uint64_t own_read_direct; /* of those, read with O_DIRECT */
+    uint64_t own_read_failed; /* failed (the get asked for a LOAD then) */
 } store_offload_stats_t;
 void store_offload_stats(mc_store_t *s, store_offload_stats_t *out);
+/* Own reads: 1 (*seg_id set) when gets of objects only on this node's
+ * disk are read here (store_offload_read_op; the master is told with
+ * GET_REPLICA_LIST's OWN_DISK): offload on and serving, MC_OFFLOAD_OWN_READS
+ * not 0. Any thread. */
+int store_offload_own_segment(mc_store_t *s, mc_uuid_t *seg_id);
+/* Read key's file (size bytes, verified) into buf on the offload worker;
+ * op is continued (store_op_post) with op->wait_st: MC_OK, or why not (a
+ * missing or corrupt file: deleted; MC_ERR_STATE: not serving now;
+ * MC_ERR_CANCELED: closing). MC_OK (queued), MC_ERR_STATE,
+ * MC_ERR_NOT_SUPPORTED (no offload, or a key a file cannot have),
+ * MC_ERR_NOMEM. r0. */
+mc_status_t store_offload_read_op(store_op_t *op, const void *key, size_t klen, void *buf,
+                                  uint64_t size);
+
 /* The histogram family mooncake_store_offload_load_stage_seconds{stage} (none
  * without offload). */
 void store_offload_metrics(mc_store_t *s, mc_buf_t *b);

@@ -171,6 +171,17 @@ void store_node_metrics(mc_store_t *s, store_seg_use_t *seg_use, mc_buf_t *b)
         mc_prom_counter(b, "mooncake_store_offload_load_failures_total",
                         "Loads that failed (a corrupt, cut or missing file: never served).",
                         os.load_failed);
+        mc_prom_counter(b, "mooncake_store_offload_own_reads_total",
+                        "Gets of objects only on this node's disk, by this process or a "
+                        "co-located client of its service, read straight into the get's memory "
+                        "(no load into the segment).",
+                        os.own_read);
+        mc_prom_counter(b, "mooncake_store_offload_own_reads_direct_total",
+                        "Of those, read with O_DIRECT (the get's memory aligned).",
+                        os.own_read_direct);
+        mc_prom_counter(b, "mooncake_store_offload_own_read_failures_total",
+                        "Own reads that failed (the get asked for a load then).",
+                        os.own_read_failed);
         mc_prom_counter(b, "mooncake_store_offload_read_bytes_total",
                         "Bytes of objects loaded from the offload directory.", os.bytes_read);
         mc_prom_counter(b, "mooncake_store_offload_deleted_total",

@@ -28,6 +28,16 @@
  *    reported, its bytes never served; answered from r0 without waiting),
  *    DELETE (the object was removed). While reads are in flight it waits in
  *    the io queue, which also watches evfd: a new answer joins them;
+ *  - own reads (store_offload_read_op): a get of an object only on this
+ *    node's disk, by this node's own client (or a co-located client of its
+ *    store service, whose memory it is given), is not a LOAD: the master
+ *    lists the LOCAL_DISK replica at once (GET_REPLICA_LIST with OWN_DISK)
+ *    and the worker reads the file straight into the get's memory, as a
+ *    load's pieces (O_DIRECT when that memory is aligned, checksum
+ *    verified), then the get goes on on r0. No staging copy in the
+ *    segment, no call between the master and the node. A failed one
+ *    (a missing or corrupt file: deleted) makes the get ask for a LOAD, so
+ *    the master learns it as from any failed load;
  *  - a quota (offload_quota, bytes; 0 = none): before a write that would
  *    exceed it, the least recently used files go (deleted, LDISK_DROP).
  *
@@ -104,6 +114,17 @@ typedef struct ofile {
     char key[];
 } ofile_t;
 
+/* An own read waiting for the worker (o->reads). */
+typedef struct oread {
+    mc_list_t node;
+    store_op_t *op; /* continued with op->wait_st once read (or failed) */
+    uint8_t *buf;   /* the get's memory, size bytes */
+    uint64_t size;
+    uint64_t t_sub; /* queued (µs): the handoff stage */
+    uint32_t klen;
+    char key[];
+} oread_t;
+
 /* A LOAD being read: its file, where it goes, its reads in flight. */
 typedef struct oload oload_t;
 typedef struct opart {
@@ -117,6 +138,7 @@ typedef struct opart {
 
 struct oload {
     int busy;
+    oread_t *rd; /* an own read (dst is its memory; answered to its get), or NULL: a LOAD */
     uint64_t id; /* the master's id of this LOAD (0: a master without them) */
     /* stage times (µs): the poll's answer came, the load started, its read queued, its
      * first piece in */
@@ -171,6 +193,8 @@ struct store_offload {
     _Atomic int no_progress;
     int progress_always;      /* $MC_OFFLOAD_PROGRESS=1: also while other loads are in flight */
     uint64_t verify_delay_us; /* $MC_OFFLOAD_VERIFY_DELAY_US (tests): see load_part_done */
+    int no_own_reads;         /* $MC_OFFLOAD_OWN_READS=0: own gets ask for a LOAD too */
+    mc_list_t reads;          /* mu: own reads the worker has not started */
     mc_oio_t *io;
     opersist_t *wb;    /* OFFLOAD_WRITE_BATCH: the PERSIST batch (worker) */
     unsigned nwb;      /* written, not synced yet */
@@ -191,7 +215,8 @@ struct store_offload {
     uint64_t inbox_us;   /* mu: when the inbox's answer came */
     mc_prom_hist_t stage[OSTAGE_N]; /* a load's time by stage (stage_names) */
     _Atomic uint64_t written, write_failed, loaded, load_failed, deleted, quota_dropped,
-        bytes_written, bytes_read, loaded_direct, written_direct;
+        bytes_written, bytes_read, loaded_direct, written_direct, own_read, own_read_direct,
+        own_read_failed;
 };
 
 /* ------------------------------------------------------------ the index */
@@ -698,7 +723,17 @@ static void do_persist(store_offload_t *o, const store_seg_t *g, const char *key
 
 /* ---- LOAD: batched reads (offload_io.h) ---- */
 
-/* The load is over (read and verified, or failed): answer the master. */
+/* An own read is over: its get goes on (on r0) with st. */
+static void own_done(oread_t *rd, mc_status_t st)
+{
+    store_op_t *op = rd->op;
+    mc_free(rd);
+    op->wait_st = st;
+    store_op_post(op);
+}
+
+/* The load is over (read and verified, or failed): answer the master (or,
+ * an own read, its get). */
 static void load_end(store_offload_t *o, const store_seg_t *g, oload_t *l, uint64_t t_read)
 {
     mc_status_t st = l->st;
@@ -719,12 +754,12 @@ static void load_end(store_offload_t *o, const store_seg_t *g, oload_t *l, uint6
             f->used = ++o->clock;
         if (f != NULL && !f->known) /* the next load opens it without its header */
             file_know(o, l->key, l->klen, &l->f.known);
-        atomic_fetch_add(&o->loaded, 1);
+        atomic_fetch_add(l->rd != NULL ? &o->own_read : &o->loaded, 1);
         atomic_fetch_add(&o->bytes_read, l->size);
         if (l->f.direct)
-            atomic_fetch_add(&o->loaded_direct, 1);
+            atomic_fetch_add(l->rd != NULL ? &o->own_read_direct : &o->loaded_direct, 1);
     } else {
-        atomic_fetch_add(&o->load_failed, 1);
+        atomic_fetch_add(l->rd != NULL ? &o->own_read_failed : &o->load_failed, 1);
         if (st == MC_ERR_CHECKSUM_MISMATCH) {
             /* logged by tier.c with the path and why; never served */
             mc_tier_unlink(o->dir, l->key, l->klen);
@@ -732,6 +767,11 @@ static void load_end(store_offload_t *o, const store_seg_t *g, oload_t *l, uint6
         }
     }
     l->busy = 0;
+    if (l->rd != NULL) {
+        own_done(l->rd, st);
+        l->rd = NULL;
+        return;
+    }
     call_done_async(o, g, l->key, l->klen, l->size, st, now, l->id);
 }
 
@@ -797,7 +837,7 @@ static void load_part_done(void *arg, void *tag, ssize_t res)
         mc_hash64_update(&l->hs, l->dst + h->off, h->len);
     }
     if (--l->parts > 0) {
-        if (l->hashed > hashed0 && l->st == MC_OK && !l->redo &&
+        if (l->hashed > hashed0 && l->st == MC_OK && !l->redo && l->rd == NULL &&
             (c->o->progress_always || loads_busy(c->o) == 1)) {
             /* the first pieces are in, the rest still read: a waiting reader
              * may copy them meanwhile (checked once the last is in) */
@@ -807,7 +847,7 @@ static void load_part_done(void *arg, void *tag, ssize_t res)
         return;
     }
     uint64_t t_read = t_in;
-    if (c->o->verify_delay_us > 0 && l->st == MC_OK && !l->redo && l->hashed > 0) {
+    if (c->o->verify_delay_us > 0 && l->st == MC_OK && !l->redo && l->hashed > 0 && l->rd == NULL) {
         /* tests ($MC_OFFLOAD_VERIFY_DELAY_US): every piece read is told
          * before the checksum is checked, which waits that long, so a reader
          * surely copies bytes of a load not verified yet (and a corrupt one
@@ -837,10 +877,9 @@ static void load_reap(store_offload_t *o, const store_seg_t *g)
     mc_oio_reap(o->io, load_part_done, &c);
 }
 
-/* Start reading key's file into segment base + off; answered by
- * load_part_done (or here, when it cannot start). */
-static void load_start(store_offload_t *o, const store_seg_t *g, const char *key, size_t klen,
-                       uint64_t size, uint64_t off, uint64_t load_id, uint64_t t_ans)
+/* A free load slot, taken for key (reads reaped until one is free). */
+static oload_t *load_take(store_offload_t *o, const store_seg_t *g, const char *key, size_t klen,
+                          uint64_t size, uint64_t t_ans)
 {
     oload_t *l = NULL;
     for (;;) {
@@ -852,7 +891,8 @@ static void load_start(store_offload_t *o, const store_seg_t *g, const char *key
         load_reap(o, g); /* every slot busy: one finishes first */
     }
     l->busy = 1;
-    l->id = load_id;
+    l->rd = NULL;
+    l->id = 0;
     l->t_ans = t_ans;
     l->t_start = mc_now_us();
     l->klen = (uint32_t)(klen < MC_TIER_KEY_MAX ? klen : MC_TIER_KEY_MAX);
@@ -863,13 +903,43 @@ static void load_start(store_offload_t *o, const store_seg_t *g, const char *key
     l->t_first = 0;
     l->redo = 0;
     l->st = MC_OK;
+    l->f.fd = -1;
+    return l;
+}
+
+static void load_read(store_offload_t *o, const store_seg_t *g, oload_t *l);
+
+/* Start reading key's file into segment base + off; answered by
+ * load_part_done (or here, when it cannot start). */
+static void load_start(store_offload_t *o, const store_seg_t *g, const char *key, size_t klen,
+                       uint64_t size, uint64_t off, uint64_t load_id, uint64_t t_ans)
+{
+    oload_t *l = load_take(o, g, key, klen, size, t_ans);
+    l->id = load_id;
     if (off > g->size || size > g->size - off || klen > MC_TIER_KEY_MAX) {
         l->st = MC_ERR_INVALID_PARAMS; /* not our memory: never write there */
-        l->f.fd = -1;
         load_end(o, g, l, 0);
         return;
     }
     l->dst = g->base + off;
+    load_read(o, g, l);
+}
+
+/* Start an own read: the file straight into its get's memory. */
+static void own_start(store_offload_t *o, const store_seg_t *g, oread_t *rd)
+{
+    oload_t *l = load_take(o, g, rd->key, rd->klen, rd->size, rd->t_sub);
+    l->rd = rd;
+    l->dst = rd->buf;
+    load_read(o, g, l);
+}
+
+/* Open l's file and queue its pieces' reads into l->dst. */
+static void load_read(store_offload_t *o, const store_seg_t *g, oload_t *l)
+{
+    const char *key = l->key;
+    size_t klen = l->klen;
+    uint64_t size = l->size;
     int direct = !o->buffered && ((uintptr_t)l->dst % MC_TIER_ALIGN) == 0;
     /* a file written or read here before: no header read (often a device
      * read of its own, the page cache long since dropped it) */
@@ -1089,12 +1159,27 @@ static void *poller(void *arg)
 /* The worker: the directory's report, then the poller's answers and the
  * loads' reads. It waits in the io queue while reads are in flight (the
  * evfd wakes it for a new answer) and on o->cv otherwise. */
+/* Fail the own reads not started (mu not held): their gets ask for a LOAD. */
+static void own_fail_queued(store_offload_t *o, mc_status_t st)
+{
+    mc_list_t q;
+    mc_list_init(&q);
+    pthread_mutex_lock(&o->mu);
+    for (mc_list_t *n; (n = mc_list_pop_head(&o->reads)) != NULL;)
+        mc_list_push_tail(&q, n);
+    pthread_mutex_unlock(&o->mu);
+    for (mc_list_t *n; (n = mc_list_pop_head(&q)) != NULL;)
+        own_done(MC_CONTAINER_OF(n, oread_t, node), st);
+}
+
 static void *worker(void *arg)
 {
     store_offload_t *o = arg;
     mc_store_t *s = o->s;
     mc_buf_t ans = MC_BUF_INIT;
     uint64_t ans_us = 0;
+    mc_list_t reads; /* own reads taken */
+    mc_list_init(&reads);
     for (;;) {
         store_seg_t *g = first_seg(s);
         pthread_mutex_lock(&o->mu);
@@ -1107,9 +1192,15 @@ static void *worker(void *arg)
             took = 1;
             pthread_cond_broadcast(&o->cv); /* the poller polls again */
         }
+        for (mc_list_t *n; g != NULL && reported && (n = mc_list_pop_head(&o->reads)) != NULL;) {
+            mc_list_push_tail(&reads, n);
+            took = 1;
+        }
         pthread_mutex_unlock(&o->mu);
         if (stop)
             break;
+        if (g == NULL || !reported)
+            own_fail_queued(o, MC_ERR_STATE); /* not serving now: the master's way */
         if (g == NULL) {
             pthread_mutex_lock(&o->mu);
             if (!o->stop)
@@ -1130,8 +1221,11 @@ static void *worker(void *arg)
             continue;
         }
         if (took) {
-            serve_answer(o, g, &ans, ans_us);
+            if (mc_buf_used(&ans) > 0)
+                serve_answer(o, g, &ans, ans_us);
             mc_buf_reset(&ans);
+            for (mc_list_t *n; (n = mc_list_pop_head(&reads)) != NULL;)
+                own_start(o, g, MC_CONTAINER_OF(n, oread_t, node));
         }
         if (mc_oio_pending(o->io) > 0) {
             if (!o->watch_armed && mc_oio_watch(o->io, o->evfd, NULL) == MC_OK)
@@ -1139,7 +1233,8 @@ static void *worker(void *arg)
             load_reap(o, g); /* a read finished, or an answer came in */
         } else if (!took) {
             pthread_mutex_lock(&o->mu);
-            while (!o->stop && o->reported && mc_buf_used(&o->inbox) == 0)
+            while (!o->stop && o->reported && mc_buf_used(&o->inbox) == 0 &&
+                   mc_list_empty(&o->reads))
                 pthread_cond_wait(&o->cv, &o->mu);
             pthread_mutex_unlock(&o->mu);
         }
@@ -1147,6 +1242,9 @@ static void *worker(void *arg)
     store_seg_t *g = first_seg(s);
     while (mc_oio_pending(o->io) > 0 && g != NULL)
         load_reap(o, g); /* no read may land in memory after close */
+    for (mc_list_t *n; (n = mc_list_pop_head(&reads)) != NULL;)
+        own_done(MC_CONTAINER_OF(n, oread_t, node), MC_ERR_CANCELED);
+    own_fail_queued(o, MC_ERR_CANCELED);
     mc_buf_fini(&ans);
     return NULL;
 }
@@ -1224,6 +1322,10 @@ mc_status_t store_offload_open(mc_store_t *s, const char *dir, uint64_t quota,
     o->verify_delay_us = vd != NULL ? strtoull(vd, NULL, 10) : 0;
     if (o->verify_delay_us > 2000000)
         o->verify_delay_us = 2000000;
+    /* own reads: by default; MC_OFFLOAD_OWN_READS=0: never (comparisons) */
+    const char *ow = getenv("MC_OFFLOAD_OWN_READS");
+    o->no_own_reads = ow != NULL && strcmp(ow, "0") == 0;
+    mc_list_init(&o->reads);
     snprintf(o->dir, sizeof(o->dir), "%s", dir);
     mc_status_t st = mc_hmap_init(&o->files, 1024);
     if (st != MC_OK) {
@@ -1339,6 +1441,56 @@ void store_offload_stats(mc_store_t *s, store_offload_stats_t *out)
     out->bytes_read = atomic_load(&o->bytes_read);
     out->loaded_direct = atomic_load(&o->loaded_direct);
     out->written_direct = atomic_load(&o->written_direct);
+    out->own_read = atomic_load(&o->own_read);
+    out->own_read_direct = atomic_load(&o->own_read_direct);
+    out->own_read_failed = atomic_load(&o->own_read_failed);
+}
+
+int store_offload_own_segment(mc_store_t *s, mc_uuid_t *seg_id)
+{
+    store_offload_t *o = s->offload;
+    if (o == NULL || o->no_own_reads)
+        return 0;
+    pthread_mutex_lock(&o->mu);
+    int on = o->reported && !o->stop;
+    pthread_mutex_unlock(&o->mu);
+    store_seg_t *g = on ? first_seg(s) : NULL;
+    if (g == NULL)
+        return 0;
+    *seg_id = g->id;
+    return 1;
+}
+
+mc_status_t store_offload_read_op(store_op_t *op, const void *key, size_t klen, void *buf,
+                                  uint64_t size)
+{
+    store_offload_t *o = op->s->offload;
+    if (o == NULL || klen == 0 || klen > MC_TIER_KEY_MAX)
+        return MC_ERR_NOT_SUPPORTED;
+    oread_t *rd = mc_malloc(sizeof(*rd) + klen);
+    if (rd == NULL)
+        return MC_ERR_NOMEM;
+    rd->op = op;
+    rd->buf = buf;
+    rd->size = size;
+    rd->klen = (uint32_t)klen;
+    memcpy(rd->key, key, klen);
+    rd->t_sub = mc_now_us();
+    pthread_mutex_lock(&o->mu);
+    int ok = o->reported && !o->stop;
+    if (ok) {
+        mc_list_push_tail(&o->reads, &rd->node);
+        pthread_cond_broadcast(&o->cv); /* the worker, waiting on cv */
+    }
+    pthread_mutex_unlock(&o->mu);
+    if (!ok) {
+        mc_free(rd);
+        return MC_ERR_STATE;
+    }
+    uint64_t one = 1; /* the worker, waiting in the io queue */
+    if (write(o->evfd, &one, sizeof(one)) < 0)
+        MC_WARN(CLIENT, "offload: eventfd: %s", strerror(errno));
+    return MC_OK;
 }
 
 void store_offload_metrics(mc_store_t *s, mc_buf_t *b)

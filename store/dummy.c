@@ -26,8 +26,10 @@
  * channel that timed out or failed is closed, never reused (a late answer
  * would answer the next call). Larger bodies, the ping, and calls the
  * service would not give a channel go over the control port (a reactor of
- * ours carries the RPC connection). The async forms run the sync form on a
- * helper thread and call back on the reactor.
+ * ours carries the RPC connection). The async forms run the sync form on
+ * one of DUMMY_ASYNC_THREADS helper threads (calls in flight at once, as a
+ * normal client's async calls are: no order among them) and call back on
+ * the reactor.
  */
 #include <errno.h>
 #include <stdatomic.h>
@@ -51,6 +53,9 @@
 #include "util/time.h"
 
 typedef struct async_job async_job_t;
+
+/* Async calls run at once (each on a helper thread, as a sync call). */
+#define DUMMY_ASYNC_THREADS 4
 
 /* A call channel: a unix connection to the service for one call at a time. */
 typedef struct chan {
@@ -92,8 +97,9 @@ struct svc_client {
     pthread_mutex_t jmu;
     pthread_cond_t jcv;
     async_job_t *jobs;
-    pthread_t helper;
-    int helper_up, stopping;
+    pthread_t helper[DUMMY_ASYNC_THREADS];
+    unsigned helpers_up;
+    int stopping;
     long live; /* async jobs not yet called back */
     /* mc_store_shared_alloc memory shared with the service besides mem
      * (register_buffer): offsets past mem's, never reused; xmu guards the
@@ -1315,12 +1321,13 @@ static void client_free(svc_client_t *c)
 {
     if (c == NULL)
         return;
-    if (c->helper_up) {
+    if (c->helpers_up > 0) {
         pthread_mutex_lock(&c->jmu);
         c->stopping = 1;
         pthread_cond_broadcast(&c->jcv);
         pthread_mutex_unlock(&c->jmu);
-        pthread_join(c->helper, NULL);
+        for (unsigned i = 0; i < c->helpers_up; i++)
+            pthread_join(c->helper[i], NULL);
     }
     mc_rpc_client_destroy(c->rpc);
     mc_reactor_group_destroy(c->g);
@@ -1408,11 +1415,11 @@ mc_status_t store_dummy_open(mc_store_t *s, const mc_store_config_t *cfg)
     ro.auth_key = c->has_key ? &c->key : NULL;
     if ((st = mc_rpc_client_create(c->r, &ro, &c->rpc)) != MC_OK)
         goto err;
-    if (pthread_create(&c->helper, NULL, helper_main, c) != 0) {
-        st = MC_ERR_INTERNAL_ERROR;
-        goto err;
-    }
-    c->helper_up = 1;
+    for (; c->helpers_up < DUMMY_ASYNC_THREADS; c->helpers_up++)
+        if (pthread_create(&c->helper[c->helpers_up], NULL, helper_main, c) != 0) {
+            st = MC_ERR_INTERNAL_ERROR;
+            goto err;
+        }
     s->svc = c;
     /* the first session now: a service that is not there is an error at
      * open (later outages fail calls and reconnect) */

@@ -913,6 +913,15 @@ mc_status_t mc_master_offload_list(mc_master_t *m, const char *key, size_t key_l
  * loaded copy's only lease is the one its reader may release. */
 int mc_master_offload_disk_only(mc_master_t *m, const char *key, size_t key_len);
 
+/* 1 when key's object is complete and only on the disk of segment seg_id
+ * (no memory replica, no DISK one, no LOAD in flight), and that segment's
+ * owner, which asks, reads it from its own disk itself: no LOAD. The read
+ * counts as one for promotion on hit; the one that reaches
+ * promotion_admission_threshold returns 0 (the reader asks for the load,
+ * and the loaded copy stays as a promoted object). Counted in
+ * master_offload_own_reads_total. */
+int mc_master_offload_own_disk(mc_master_t *m, const char *key, size_t key_len, mc_uuid_t seg_id);
+
 /* 1 when key's object is only on a node's disk and a LOAD of it is queued
  * or in flight (a reader waits for its answer), 0 otherwise (list it now). */
 int mc_master_offload_loading(mc_master_t *m, const char *key, size_t key_len);
@@ -971,6 +980,7 @@ typedef struct mc_master_offload_stats {
     uint64_t loads_total;       /* LOAD answered OK */
     uint64_t load_failed_total; /* LOAD answered with a failure (corrupt file...) */
     uint64_t promoted_total;    /* loads kept in DRAM by promotion_on_hit */
+    uint64_t own_reads_total;   /* disk-only gets its node read itself (no LOAD) */
 } mc_master_offload_stats_t;
 
 void mc_master_offload_stats(mc_master_t *m, mc_master_offload_stats_t *out);

@@ -648,6 +648,32 @@ int mc_master_offload_disk_only(mc_master_t *m, const char *key, size_t key_len)
     return only;
 }
 
+int mc_master_offload_own_disk(mc_master_t *m, const char *key, size_t key_len, mc_uuid_t seg_id)
+{
+    if (!key_valid(m, key, key_len))
+        return 0;
+    uint64_t h;
+    shard_t *sh;
+    obj_t *o = obj_lock_find(m, key, key_len, &sh, &h);
+    int own = o != NULL && o->state == OBJ_COMPLETE && o->nrep == 0 && !o->disk && obj_ldisk(o) &&
+              !(o->ldisk & LDISK_PENDING);
+    if (own) {
+        uint32_t slot = (o->ldisk & LDISK_SLOT_MASK) - 1u;
+        pthread_rwlock_rdlock(&m->seg_lock);
+        pthread_mutex_lock(&m->offload_lock);
+        const seg_t *s = m->slots[slot];
+        own = s != NULL && s->state == SEG_MOUNTED && uuid_eq(s->id, seg_id);
+        if (own && m->o.promotion_on_hit)
+            own = cms_hit(m, h) < m->o.promotion_admission_threshold; /* else: load, promoted */
+        pthread_mutex_unlock(&m->offload_lock);
+        pthread_rwlock_unlock(&m->seg_lock);
+    }
+    shard_unlock(sh);
+    if (own)
+        atomic_fetch_add(&m->off_own_reads, 1);
+    return own;
+}
+
 /* o (may be NULL) is complete, on its node's disk only, and a LOAD of it is in
  * flight. Shard lock held. */
 static int obj_loading(const obj_t *o)
@@ -1142,4 +1168,5 @@ void mc_master_offload_stats(mc_master_t *m, mc_master_offload_stats_t *out)
     out->loads_total = atomic_load(&m->off_loads);
     out->load_failed_total = atomic_load(&m->off_load_failed);
     out->promoted_total = atomic_load(&m->off_promoted);
+    out->own_reads_total = atomic_load(&m->off_own_reads);
 }

@@ -555,6 +555,10 @@ void master_offload_metrics(const master_srv_t *s, mc_buf_t *b)
          os.load_failed_total},
         {"master_offload_promoted_total", "counter", "Loads kept in DRAM by promotion_on_hit.",
          os.promoted_total},
+        {"master_offload_own_reads_total", "counter",
+         "Gets of disk-only objects answered to the node holding them, which read its own disk (no "
+         "LOAD).",
+         os.own_reads_total},
     };
     for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
         mc_prom_head(b, rows[i].name, rows[i].type, rows[i].help);

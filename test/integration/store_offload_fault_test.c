@@ -15,7 +15,12 @@
  *  - promotion on hit (threshold 2): the first load of a disk-only object
  *    is a staging copy, the second promotes it (counted once);
  *  - a co-located client of the node's store service reads a disk-only
- *    object (the service's node has it loaded) byte for byte;
+ *    object byte for byte, its node reading the file straight into the
+ *    get's memory (no LOAD: master_offload_own_reads_total), also into
+ *    memory shared with the service; a client elsewhere still has it
+ *    loaded; a corrupt file read so is never served (the get fails, the
+ *    file and the master's replica go); promotion on hit counts these
+ *    reads (the second is a load, promoted);
  *  - HA (redis, two masters, strict journal): the standby knows the
  *    LOCAL_DISK replicas from the journal, and after the leader is
  *    SIGKILLed the new leader has every disk-only object loaded by its
@@ -206,6 +211,14 @@ static int up_service(void **state)
 {
     *state = &E;
     const char *const ms[] = {"master.offload_on_evict=true", NULL};
+    return up(&E, ms, NULL, 1);
+}
+
+static int up_service_promotion(void **state)
+{
+    *state = &E;
+    const char *const ms[] = {"master.offload_on_evict=true", "master.promotion_on_hit=true",
+                              "master.promotion_admission_threshold=2", NULL};
     return up(&E, ms, NULL, 1);
 }
 
@@ -467,12 +480,9 @@ static void promotion_after_two_loads(void **state)
     assert_int_equal(metric(e, "master_offload_promoted_total"), 1);
 }
 
-static void a_colocated_client_reads_a_disk_only_object(void **state)
+/* A co-located client of the node's store service. */
+static mc_store_t *colocated(const env_t *e)
 {
-    env_t *e = *state;
-    int next = 1;
-    assert_int_equal(put_i(e, 0), MC_OK);
-    assert_true(make_disk_only(e, 0, &next));
     mc_store_config_t c;
     mc_store_config_init(&c);
     char svc[64];
@@ -482,9 +492,94 @@ static void a_colocated_client_reads_a_disk_only_object(void **state)
     c.rpc_timeout_us = 2000000 * SLOW;
     mc_store_t *d = NULL;
     assert_int_equal(mc_store_open(&c, &d), MC_OK);
+    return d;
+}
+
+static void a_colocated_client_reads_a_disk_only_object(void **state)
+{
+    env_t *e = *state;
+    int next = 1;
+    assert_int_equal(put_i(e, 0), MC_OK);
+    assert_true(make_disk_only(e, 0, &next));
+    mc_store_t *d = colocated(e);
     long long loads = metric(e, "master_offload_loads_total");
+    long long own = metric(e, "master_offload_own_reads_total");
+    assert_true(own >= 0);
+    /* the node reads its own file straight into the get's memory: no LOAD */
     assert_int_equal(get_check(e, d, 0), OBJ);
+    assert_int_equal(metric(e, "master_offload_own_reads_total"), own + 1);
+    assert_int_equal(metric(e, "master_offload_loads_total"), loads);
+    assert_int_equal(mem_replicas(e, 0), 0); /* still only on the disk */
+    /* again, into memory shared with the service (page aligned: O_DIRECT) */
+    uint8_t *shared = mc_store_shared_alloc(OBJ);
+    assert_non_null(shared);
+    assert_int_equal(mc_store_register_buffer(d, shared, OBJ), MC_OK);
+    assert_int_equal(mc_store_get(d, "f-0", 3, shared, OBJ, NULL), OBJ);
+    assert_memory_equal(shared, e->val[0], OBJ);
+    assert_int_equal(metric(e, "master_offload_own_reads_total"), own + 2);
+    assert_int_equal(metric(e, "master_offload_loads_total"), loads);
+    /* a client elsewhere still has the node load it */
+    assert_int_equal(get_check(e, e->c, 0), OBJ);
     assert_int_equal(metric(e, "master_offload_loads_total"), loads + 1);
+    assert_int_equal(metric(e, "master_offload_own_reads_total"), own + 2);
+    mc_store_close(d);
+    mc_store_shared_free(shared);
+}
+
+/* The node reading its own file finds a changed byte: the co-located get
+ * fails (never other bytes), the file is deleted and the master, told by
+ * the load the get asks for then, drops the disk replica. */
+static void a_corrupt_file_the_node_reads_itself_is_never_served(void **state)
+{
+    env_t *e = *state;
+    int next = 1;
+    assert_int_equal(put_i(e, 0), MC_OK);
+    assert_true(make_disk_only(e, 0, &next));
+    char p[PATH_MAX];
+    file_path(e, 0, p, sizeof(p));
+    struct stat sb;
+    assert_int_equal(stat(p, &sb), 0);
+    int fd = open(p, O_RDWR);
+    assert_true(fd >= 0);
+    uint8_t b;
+    off_t at = sb.st_size - (off_t)(OBJ / 3); /* inside the data */
+    assert_int_equal(pread(fd, &b, 1, at), 1);
+    b ^= 0x5a;
+    assert_int_equal(pwrite(fd, &b, 1, at), 1);
+    close(fd);
+    mc_store_t *d = colocated(e);
+    long long failed = metric(e, "master_offload_load_failures_total");
+    long long own = metric(e, "master_offload_own_reads_total");
+    int64_t r = get_check(e, d, 0); /* other bytes would fail the test */
+    assert_true(r < 0);
+    assert_int_equal(metric(e, "master_offload_own_reads_total"), own + 1);
+    assert_int_equal(metric(e, "master_offload_load_failures_total"), failed + 1);
+    assert_false(file_exists(e, 0));
+    assert_int_equal(mem_replicas(e, 0), -1); /* gone from the master too */
+    assert_int_equal(get_check(e, d, 0), MC_ERR_OBJECT_NOT_FOUND);
+    mc_store_close(d);
+}
+
+/* Promotion on hit counts the reads a node makes of its own disk: the read
+ * that reaches the threshold is a load, and its copy stays in memory. */
+static void own_reads_count_for_promotion(void **state)
+{
+    env_t *e = *state;
+    int next = 1;
+    assert_int_equal(put_i(e, 0), MC_OK);
+    assert_true(make_disk_only(e, 0, &next));
+    mc_store_t *d = colocated(e);
+    long long loads = metric(e, "master_offload_loads_total");
+    long long own = metric(e, "master_offload_own_reads_total");
+    assert_int_equal(get_check(e, d, 0), OBJ); /* read 1: from the disk, in place */
+    assert_int_equal(metric(e, "master_offload_own_reads_total"), own + 1);
+    assert_int_equal(metric(e, "master_offload_loads_total"), loads);
+    assert_int_equal(metric(e, "master_offload_promoted_total"), 0);
+    assert_int_equal(get_check(e, d, 0), OBJ); /* read 2: loaded and promoted */
+    assert_int_equal(metric(e, "master_offload_own_reads_total"), own + 1);
+    assert_int_equal(metric(e, "master_offload_loads_total"), loads + 1);
+    assert_int_equal(metric(e, "master_offload_promoted_total"), 1);
+    assert_int_equal(mem_replicas(e, 0), 1);
     mc_store_close(d);
 }
 
@@ -531,6 +626,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(promotion_after_two_loads, up_promotion, down),
         cmocka_unit_test_setup_teardown(a_colocated_client_reads_a_disk_only_object, up_service,
                                         down),
+        cmocka_unit_test_setup_teardown(a_corrupt_file_the_node_reads_itself_is_never_served,
+                                        up_service, down),
+        cmocka_unit_test_setup_teardown(own_reads_count_for_promotion, up_service_promotion, down),
         cmocka_unit_test_setup_teardown(a_new_leader_knows_the_disk_replicas, up_ha, down),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
