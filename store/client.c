@@ -731,6 +731,7 @@ mc_status_t mc_store_unregister_buffer(mc_store_t *s, void *buf)
 
 static void store_free(mc_store_t *s)
 {
+    store_offload_free(s);
     store_tier_free(s);
     store_pool_fini(&s->pool);
     if (s->pool_map != NULL)

@@ -640,6 +640,8 @@ static get_state_t get_own_read(get_op_t *op)
         op->result = (int64_t)op->size;
         return G_DONE;
     }
+    if (st == MC_ERR_CANCELED)
+        return get_fail(op, st); /* the client closes */
     /* a missing or corrupt file (deleted), or not serving: a LOAD, whose
      * failure tells the master to drop the disk replica */
     MC_DEBUG(CLIENT, "get: reading '%.*s' from our own disk: %s; asking for a load", (int)op->klen,

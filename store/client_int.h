@@ -540,8 +540,13 @@ void store_retry_cancel_all(mc_store_t *s);
  * buffered: loads and writes never use O_DIRECT (offload_buffered_io). */
 mc_status_t store_offload_open(mc_store_t *s, const char *dir, uint64_t quota,
                                uint64_t segment_size, int buffered);
-/* Stop the worker, release the directory. */
+/* Stop the worker and the poller (own reads queued or in flight are
+ * answered CANCELED, later ones refused); s->offload stays for the
+ * operations still running. */
 void store_offload_close(mc_store_t *s);
+/* Then, once no operation is left (store_free): release the directory and
+ * free it. */
+void store_offload_free(mc_store_t *s);
 
 typedef struct store_offload_stats {
     uint64_t written, write_failed, loaded, load_failed, deleted, quota_dropped;

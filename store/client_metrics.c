@@ -183,7 +183,8 @@ void store_node_metrics(mc_store_t *s, store_seg_use_t *seg_use, mc_buf_t *b)
                         "Own reads that failed (the get asked for a load then).",
                         os.own_read_failed);
         mc_prom_counter(b, "mooncake_store_offload_read_bytes_total",
-                        "Bytes of objects loaded from the offload directory.", os.bytes_read);
+                        "Bytes of objects read from the offload directory (loads and own reads).",
+                        os.bytes_read);
         mc_prom_counter(b, "mooncake_store_offload_deleted_total",
                         "Offload files deleted because their objects were removed.", os.deleted);
         mc_prom_counter(b, "mooncake_store_offload_quota_dropped_total",

@@ -1039,7 +1039,8 @@ static void serve_answer(store_offload_t *o, const store_seg_t *g, const mc_buf_
         MC_WARN(CLIENT, "offload: malformed poll answer from the master");
 }
 
-/* Wait on o->cv for up to wait_us (mu held). */
+/* Wait wait_us unless stopped (mu held; o->cv's other wake-ups, an own
+ * read's say, do not cut it short). */
 static void timed_wait(store_offload_t *o, uint64_t wait_us)
 {
     struct timespec ts;
@@ -1047,7 +1048,8 @@ static void timed_wait(store_offload_t *o, uint64_t wait_us)
     uint64_t ns = (uint64_t)ts.tv_nsec + wait_us * 1000;
     ts.tv_sec += (time_t)(ns / 1000000000u);
     ts.tv_nsec = (long)(ns % 1000000000u);
-    pthread_cond_timedwait(&o->cv, &o->mu, &ts);
+    while (!o->stop && pthread_cond_timedwait(&o->cv, &o->mu, &ts) != ETIMEDOUT) {
+    }
 }
 
 /* r0: a poll's answer. An answer goes into the inbox here and wakes the
@@ -1368,7 +1370,7 @@ mc_status_t store_offload_open(mc_store_t *s, const char *dir, uint64_t quota,
         st = MC_ERR_NOMEM;
     o->poller_started = st == MC_OK;
     if (st != MC_OK) {
-        store_offload_close(s);
+        store_offload_free(s);
         return st;
     }
     MC_INFO(
@@ -1387,7 +1389,7 @@ void store_offload_close(mc_store_t *s)
     if (o == NULL)
         return;
     pthread_mutex_lock(&o->mu);
-    o->stop = 1;
+    o->stop = 1; /* own reads are refused from now on */
     pthread_cond_broadcast(&o->cv);
     pthread_mutex_unlock(&o->mu);
     uint64_t one = 1;
@@ -1395,12 +1397,22 @@ void store_offload_close(mc_store_t *s)
         MC_WARN(CLIENT, "offload: eventfd: %s", strerror(errno)); /* the worker's io wait */
     if (o->poller_started)
         pthread_join(o->poller_th, NULL); /* its held poll returns within OFFLOAD_HOLD_US */
+    o->poller_started = 0;
     if (o->started)
-        pthread_join(o->th, NULL);
+        pthread_join(o->th, NULL); /* own reads queued or in flight: answered CANCELED */
+    o->started = 0;
     pthread_mutex_lock(&o->mu);
     while (o->dones_out > 0) /* answers on r0 refer to o */
         pthread_cond_wait(&o->cv, &o->mu);
     pthread_mutex_unlock(&o->mu);
+}
+
+void store_offload_free(mc_store_t *s)
+{
+    store_offload_t *o = s->offload;
+    if (o == NULL)
+        return;
+    store_offload_close(s); /* stopped already, unless open failed */
     mc_buf_fini(&o->inbox);
     mc_buf_fini(&o->poll_body);
     if (o->evfd >= 0)
@@ -1501,8 +1513,9 @@ void store_offload_metrics(mc_store_t *s, mc_buf_t *b)
     static const char name[] = "mooncake_store_offload_load_stage_seconds";
     mc_prom_hist_stages(
         b, name,
-        "Time of this node's loads (disk-only objects read for readers) by stage: "
-        "handoff (the master's answer to the worker), open (the file and its header), "
+        "Time of this node's loads and own reads (disk-only objects read for readers) by "
+        "stage: handoff (the master's answer, or the own read's get, to the worker), open (the "
+        "file and its header), "
         "read (io_uring, the device, and the hash of the pieces read before the last), "
         "verify (the checksum left once the last piece is in), answer (to the master); "
         "first (inside read: to the first piece in).",

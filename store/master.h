@@ -915,12 +915,15 @@ int mc_master_offload_disk_only(mc_master_t *m, const char *key, size_t key_len)
 
 /* 1 when key's object is complete and only on the disk of segment seg_id
  * (no memory replica, no DISK one, no LOAD in flight), and that segment's
- * owner, which asks, reads it from its own disk itself: no LOAD. The read
- * counts as one for promotion on hit; the one that reaches
- * promotion_admission_threshold returns 0 (the reader asks for the load,
- * and the loaded copy stays as a promoted object). Counted in
+ * owner, which asks, reads it from its own disk itself: no LOAD; *d is its
+ * LOCAL_DISK replica. Nothing is granted (no lease: the reader reads a
+ * file, and a remove meanwhile leaves its open file whole) and no access
+ * recorded. The read counts as one for promotion on hit; the one that
+ * reaches promotion_admission_threshold returns 0 (the reader asks for the
+ * load, and the loaded copy stays as a promoted object). Counted in
  * master_offload_own_reads_total. */
-int mc_master_offload_own_disk(mc_master_t *m, const char *key, size_t key_len, mc_uuid_t seg_id);
+int mc_master_offload_own_disk(mc_master_t *m, const char *key, size_t key_len, mc_uuid_t seg_id,
+                               mc_master_replica_desc_t *d);
 
 /* 1 when key's object is only on a node's disk and a LOAD of it is queued
  * or in flight (a reader waits for its answer), 0 otherwise (list it now). */

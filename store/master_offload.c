@@ -648,7 +648,8 @@ int mc_master_offload_disk_only(mc_master_t *m, const char *key, size_t key_len)
     return only;
 }
 
-int mc_master_offload_own_disk(mc_master_t *m, const char *key, size_t key_len, mc_uuid_t seg_id)
+int mc_master_offload_own_disk(mc_master_t *m, const char *key, size_t key_len, mc_uuid_t seg_id,
+                               mc_master_replica_desc_t *d)
 {
     if (!key_valid(m, key, key_len))
         return 0;
@@ -662,7 +663,8 @@ int mc_master_offload_own_disk(mc_master_t *m, const char *key, size_t key_len, 
         pthread_rwlock_rdlock(&m->seg_lock);
         pthread_mutex_lock(&m->offload_lock);
         const seg_t *s = m->slots[slot];
-        own = s != NULL && s->state == SEG_MOUNTED && uuid_eq(s->id, seg_id);
+        own = s != NULL && s->state == SEG_MOUNTED && uuid_eq(s->id, seg_id) &&
+              ldisk_describe(m, o, d);
         if (own && m->o.promotion_on_hit)
             own = cms_hit(m, h) < m->o.promotion_admission_threshold; /* else: load, promoted */
         pthread_mutex_unlock(&m->offload_lock);

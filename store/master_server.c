@@ -694,36 +694,27 @@ static void offload_load_list(master_srv_t *s, mc_rpc_req_t *req, const char *ke
     mc_rpc_reply_end(req, MC_OK);
 }
 
-/* An object only on the caller's own disk (OWN_DISK, mc_master_offload_own_disk):
- * its replica list at once, marked OWN_DISK: the caller reads its file itself. */
-static void reply_own_list(master_srv_t *s, mc_rpc_req_t *req, const char *key, size_t klen)
+/* A reader's call with OWN_DISK whose object is only on the caller's own
+ * disk (mc_master_offload_own_disk): answered at once with its LOCAL_DISK
+ * replica, no lease, marked OWN_DISK (the caller reads its file itself).
+ * 1 when answered. */
+static int own_disk_answer(master_srv_t *s, mc_rpc_req_t *req, const fields_t *f)
 {
-    mc_master_replica_desc_t d[MC_MASTER_MAX_REPLICAS];
-    uint32_t n = 0;
-    uint64_t lease = 0;
-    mc_status_t st = mc_master_get_replica_list(s->m, key, klen, mc_now_us(), d,
-                                                MC_MASTER_MAX_REPLICAS, &n, &lease);
-    if (st != MC_OK) {
-        reply_status(s, req, st, NULL);
-        return;
-    }
+    mc_master_replica_desc_t d;
+    if (f->wait_us == 0 || !f->has_own_disk ||
+        !mc_master_offload_own_disk(s->m, f->key, f->key_len, f->own_disk, &d))
+        return 0;
     count(s, req, MC_OK);
     mc_mp_writer_t *w = mc_rpc_reply_begin(req);
     mc_mp_write_map(w, 3);
     mc_mp_write_uint(w, MC_F_REPLICAS);
-    mc_proto_write_replicas(w, d, n);
+    mc_proto_write_replicas(w, &d, 1);
     mc_mp_write_uint(w, MC_F_LEASE_TTL_US);
-    mc_mp_write_uint(w, lease);
+    mc_mp_write_uint(w, 0);
     mc_mp_write_uint(w, MC_F_OWN_DISK);
     mc_mp_write_uint(w, 1);
     mc_rpc_reply_end(req, MC_OK);
-}
-
-/* A reader's call with OWN_DISK whose object is only on its own disk. */
-static int own_disk(master_srv_t *s, const fields_t *f)
-{
-    return f->wait_us > 0 && f->has_own_disk &&
-           mc_master_offload_own_disk(s->m, f->key, f->key_len, f->own_disk);
+    return 1;
 }
 
 static void reply_load_failed(master_srv_t *s, mc_rpc_req_t *req, mc_status_t st)
@@ -963,10 +954,8 @@ static void h_offload_load(void *ctx, mc_rpc_req_t *req)
     fields_t f;
     if (!begin(s, req, &f, NULL, BIT(MC_F_KEY)))
         return;
-    if (own_disk(s, &f)) { /* the caller reads it itself */
-        reply_own_list(s, req, f.key, f.key_len);
+    if (own_disk_answer(s, req, &f)) /* the caller reads it itself */
         return;
-    }
     if (f.wait_us == 0) {
         mc_status_t st = mc_master_offload_load(s->m, f.key, f.key_len, mc_now_us());
         if (st != MC_OK)
@@ -1146,10 +1135,8 @@ static void h_get_replica_list(void *ctx, mc_rpc_req_t *req)
     /* only on a node's disk: straight to the load, no lease granted on this
      * listing (the load's answer grants one, which its reader may release:
      * a lease held to its TTL here would keep the loaded copy as long) */
-    if (own_disk(s, &f)) { /* on the caller's own disk: the caller reads its file */
-        reply_own_list(s, req, f.key, f.key_len);
+    if (own_disk_answer(s, req, &f)) /* on the caller's own disk: it reads its file */
         return;
-    }
     int disk_only = f.wait_us > 0 && mc_master_offload_disk_only(s->m, f.key, f.key_len);
     mc_status_t st = disk_only ? MC_OK
                                : mc_master_get_replica_list(s->m, f.key, f.key_len, mc_now_us(), d,

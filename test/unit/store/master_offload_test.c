@@ -711,6 +711,40 @@ static void repeated_reads_promote_a_disk_object_into_dram(void **state)
     mc_master_destroy(m);
 }
 
+/* Own reads: only the disk's own segment is told to read it itself, with
+ * its LOCAL_DISK replica and no lease (a remove right after is not
+ * refused); not while a load is in flight, nor once it is in memory; with
+ * promotion on, the read that reaches the threshold is a load instead. */
+static void a_node_reads_its_own_disk_only_objects_itself(void **state)
+{
+    (void)state;
+    mc_master_t *m = load_master(1); /* promotion on, threshold 2 */
+    assert_int_equal(mc_master_ldisk_report(m, C1, seg_id(1), "own", 3, OBJ, T0), MC_OK);
+    assert_int_equal(mc_master_ldisk_report(m, C1, seg_id(1), "gone", 4, OBJ, T0), MC_OK);
+    mc_master_replica_desc_t d;
+    memset(&d, 0, sizeof(d));
+    /* another segment's owner: no */
+    assert_int_equal(mc_master_offload_own_disk(m, "own", 3, seg_id(2), &d), 0);
+    assert_int_equal(mc_master_offload_own_disk(m, "nope", 4, seg_id(1), &d), 0);
+    /* its own: yes, its disk replica, nothing granted */
+    assert_int_equal(mc_master_offload_own_disk(m, "gone", 4, seg_id(1), &d), 1);
+    assert_int_equal(d.kind, MC_MASTER_REPLICA_LOCAL_DISK);
+    assert_int_equal(d.size, OBJ);
+    assert_true(d.segment_id.hi == seg_id(1).hi && d.segment_id.lo == seg_id(1).lo);
+    assert_int_equal(mc_master_remove(m, "gone", 4, 0, T0 + 1), MC_OK); /* no lease held */
+    assert_int_equal(mc_master_offload_own_disk(m, "gone", 4, seg_id(1), &d), 0);
+    /* read 1 of "own": its own; read 2 reaches the threshold: a load */
+    assert_int_equal(mc_master_offload_own_disk(m, "own", 3, seg_id(1), &d), 1);
+    assert_int_equal(mc_master_offload_own_disk(m, "own", 3, seg_id(1), &d), 0);
+    assert_int_equal(mc_master_offload_load(m, "own", 3, T0 + 2), MC_OK);
+    /* a load in flight: no */
+    assert_int_equal(mc_master_offload_own_disk(m, "own", 3, seg_id(1), &d), 0);
+    mc_master_offload_stats_t os;
+    mc_master_offload_stats(m, &os);
+    assert_int_equal(os.own_reads_total, 2);
+    mc_master_destroy(m);
+}
+
 /* ---- journal ---- */
 
 typedef struct sink {
@@ -860,6 +894,7 @@ int main(void)
         cmocka_unit_test(a_late_word_of_a_void_load_is_not_taken_for_the_next),
         cmocka_unit_test(a_load_in_flight_tells_readers_how_much_is_in),
         cmocka_unit_test(repeated_reads_promote_a_disk_object_into_dram),
+        cmocka_unit_test(a_node_reads_its_own_disk_only_objects_itself),
         cmocka_unit_test(local_disk_replicas_replay_on_a_standby_and_in_a_snapshot),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
