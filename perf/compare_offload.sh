@@ -59,7 +59,11 @@
 #    mc_store_shared_alloc memory registered with it, as SGLang's host KV
 #    pages: the node reads each file straight into them, O_DIRECT, no load
 #    into its segment and no copy out: own reads) and coloc-buf (the same
-#    through the page cache), against the same fio peers. MODES (environment)
+#    through the page cache), against the same fio peers. Their reader calls
+#    sync gets from D threads (tier_bench --sync; COLOC_SYNC=0: async gets
+#    from one thread as the other modes, which a co-located client runs on
+#    helper threads: one more thread hop each way), as serving engines call a
+#    co-located client. MODES (environment)
 #    picks modes (default "direct direct-np buffered colocated coloc-buf").
 #    In O_DIRECT modes a second peer: fio reading the node's own object files
 #    (the very device blocks the gets read), one after another, same block
@@ -251,11 +255,15 @@ for mode in ${MODES:-direct direct-np buffered colocated coloc-buf}; do
     direct) start_node "$rseg" ;;
     colocated) # the reader is a co-located client of the node's store service
         start_node "$rseg" --set service.enabled=true --set service.port=$svc
-        reader=(--service 127.0.0.1:$svc) ;;
+        reader=(--service 127.0.0.1:$svc)
+        [ "${COLOC_SYNC:-1}" = 1 ] && reader+=(--sync)
+        true ;;
     coloc-buf)
         start_node "$rseg" --set service.enabled=true --set service.port=$svc \
             --set store.offload_buffered_io=true
-        reader=(--service 127.0.0.1:$svc) ;;
+        reader=(--service 127.0.0.1:$svc)
+        [ "${COLOC_SYNC:-1}" = 1 ] && reader+=(--sync)
+        true ;;
     direct-np) # O_DIRECT, no progressive loads: readers copy after the load's answer
         export MC_OFFLOAD_PROGRESS=0
         start_node "$rseg"

@@ -8,7 +8,7 @@
  *       the full pool refuses is tried again --retry µs later (for up to 4 s);
  *       the refusals are counted.
  *   tier_bench get  --master HOST:PORT [-n 64] [--size 4M] [--rounds 3] [--depth 1]
- *                   [--between CMD] [--service HOST:PORT]
+ *                   [--between CMD] [--service HOST:PORT] [--sync]
  *       gets of the same keys through the store client (--depth D: D
  *       async gets kept in flight, as fio's iodepth), verifying the
  *       bytes; run it when the objects are only on disk (after a master
@@ -17,7 +17,9 @@
  *       --service: a co-located client of that store service (its node's
  *       disk-only objects are read by the node straight into this
  *       process's buffers: mc_store_shared_alloc memory, registered, as
- *       SGLang's host KV pages are).
+ *       SGLang's host KV pages are). --sync: D threads doing sync gets
+ *       (each checked in its thread: every byte in round 0, sampled bytes
+ *       after, in the time) instead of D async gets from one thread.
  *   tier_bench read --dir TIERDIR [-n 64] [--size 4M] [--rounds 3]
  *       the file path alone: mc_tier_read of the same keys' files (header,
  *       key, pread of the data, XXH3 of the data), no master, no client.
@@ -33,6 +35,8 @@
  * its time: a peer measured in the same minute as each round.
  */
 #include <limits.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -55,6 +59,7 @@
 typedef struct cli {
     char *master, *dir, *prefix, *stages, *between, *service;
     uint64_t n, size, rounds, depth, retry;
+    bool sync;
 } cli_t;
 
 static const mc_conf_key_t cli_rows[] = {
@@ -66,6 +71,10 @@ static const mc_conf_key_t cli_rows[] = {
     MC_CONF_ROW(cli_t, rounds, "rounds", MC_CONF_UINT, "3", 1, 1000, "rounds of reads"),
     MC_CONF_ROW(cli_t, depth, "depth", MC_CONF_UINT, "1", 1, 64,
                 "get: gets kept in flight (queue depth)"),
+    MC_CONF_ROW(cli_t, sync, "sync", MC_CONF_BOOL, "false", 0, 0,
+                "get: --depth threads each doing sync gets (mc_store_get), not async gets "
+                "from one thread: how serving engines call a co-located client; each get "
+                "checked in its thread: every byte in round 0, sampled bytes after"),
     MC_CONF_ROW(cli_t, retry, "retry", MC_CONF_UINT, "20000", 0, 1e7,
                 "put: µs to wait before a put the full pool refused is tried again"),
     MC_CONF_ROW(cli_t, prefix, "prefix", MC_CONF_STRING, "tb", 0, 0,
@@ -137,6 +146,90 @@ static void got_one(void *arg, int64_t result)
     w->finished[w->nfinished++] = sl;
     pthread_cond_signal(&w->cv);
     pthread_mutex_unlock(&w->mu);
+}
+
+/* --sync: a reader thread's gets of a round (the next object index shared). */
+typedef struct sync_rd {
+    mc_store_t *s;
+    const char *prefix;
+    uint8_t *buf;
+    uint64_t size;
+    const uint64_t *sums;
+    const uint8_t *wants; /* every object's bytes (n x size) */
+    int full;             /* check every byte (the warm-up round), else samples */
+    unsigned n;
+    _Atomic unsigned *next;
+    int bad; /* a get failed or read other bytes (said on stderr) */
+    unsigned lease_retries;
+} sync_rd_t;
+
+static void *sync_reader(void *arg)
+{
+    sync_rd_t *t = arg;
+    char key[64];
+    for (unsigned i; !t->bad && (i = atomic_fetch_add(t->next, 1)) < t->n;) {
+        snprintf(key, sizeof(key), "%.40s/%u", t->prefix, i);
+        int64_t r = mc_store_get(t->s, key, strlen(key), t->buf, t->size, NULL);
+        if (r == MC_ERR_LEASE_EXPIRED && t->lease_retries < t->n) {
+            t->lease_retries++; /* as the async reader: read again, counted */
+            r = mc_store_get(t->s, key, strlen(key), t->buf, t->size, NULL);
+        }
+        int ok = r == (int64_t)t->size;
+        if (ok && t->full) {
+            ok = mc_hash64(t->buf, t->size) == t->sums[i];
+        } else if (ok) { /* 64 bytes at each end and 64 words spread between: ~1 µs */
+            const uint8_t *w = t->wants + (size_t)i * t->size;
+            uint64_t tail = t->size > 64 ? t->size - 64 : 0;
+            ok = memcmp(t->buf, w, t->size < 64 ? t->size : 64) == 0 &&
+                 memcmp(t->buf + tail, w + tail, t->size - tail) == 0;
+            for (uint64_t k = 1; ok && k <= 64 && t->size >= 8; k++) {
+                uint64_t at = (t->size - 8) / 65 * k + (i * 8191u + k * 977u) % 64;
+                ok = memcmp(t->buf + at, w + at, 8) == 0;
+            }
+        }
+        if (!ok) {
+            fprintf(stderr, "tier_bench: get %s: %s\n", key,
+                    r < 0 ? mc_status_str((mc_status_t)r) : "short or wrong bytes");
+            t->bad = 1;
+        }
+    }
+    return NULL;
+}
+
+/* One round of --sync gets from depth threads: GB/s, or -1. Each get is
+ * checked in the get's thread, in the time: every byte (XXH3) in round 0
+ * (the warm-up, not counted), sampled bytes (~1 µs) after. */
+static double sync_round(mc_store_t *s, const char *prefix, uint8_t *buf, uint64_t size,
+                         const uint64_t *sums, const uint8_t *wants, int full, unsigned n,
+                         unsigned depth, unsigned *retries)
+{
+    _Atomic unsigned next = 0;
+    sync_rd_t t[64];
+    pthread_t th[64];
+    uint64_t t0 = mc_now_us();
+    for (unsigned j = 0; j < depth; j++) {
+        t[j] = (sync_rd_t){.s = s,
+                           .prefix = prefix,
+                           .buf = buf + (size_t)j * size,
+                           .size = size,
+                           .sums = sums,
+                           .wants = wants,
+                           .full = full,
+                           .n = n,
+                           .next = &next};
+        if (pthread_create(&th[j], NULL, sync_reader, &t[j]) != 0)
+            return -1;
+    }
+    int bad = 0;
+    for (unsigned j = 0; j < depth; j++) {
+        pthread_join(th[j], NULL);
+        bad |= t[j].bad;
+        *retries += t[j].lease_retries;
+    }
+    if (bad)
+        return -1;
+    double sec = (double)(mc_now_us() - t0) / 1e6;
+    return (double)size * n / sec / 1e9;
 }
 
 static mc_store_t *open_store(const char *master, const char *service)
@@ -271,7 +364,26 @@ int main(int argc, char **argv)
         slot_t slots[64];
         for (unsigned j = 0; j < depth; j++)
             slots[j] = (slot_t){.w = &w, .buf = buf + (size_t)j * size, .idx = -1};
-        for (unsigned r = 0; r < rounds; r++) {
+        uint8_t *wants = o.sync ? malloc((size_t)n * size) : NULL; /* --sync: the samples */
+        for (unsigned i = 0; wants != NULL && i < n; i++)
+            fill(wants + (size_t)i * size, size, i);
+        if (o.sync && wants == NULL)
+            return 1;
+        for (unsigned r = 0; r < rounds && o.sync; r++) {
+            unsigned lease_retries = 0;
+            double gbs =
+                sync_round(s, o.prefix, buf, size, sums, wants, r == 0, n, depth, &lease_retries);
+            if (gbs < 0)
+                return 1;
+            printf("get   %u x %llu B  round %u  %.3f GB/s  (%u read again: lease expired; "
+                   "sync, %u threads)\n",
+                   n, (unsigned long long)size, r, gbs, lease_retries, depth);
+            printf("csv,tier_bench,get,%llu,%u,%u,%.4f,%u\n", (unsigned long long)size, n, r, gbs,
+                   lease_retries);
+            if (run_between(o.between, r) != 0)
+                return 1;
+        }
+        for (unsigned r = 0; r < rounds && !o.sync; r++) {
             uint64_t t0 = mc_now_us(), tcheck = 0;
             unsigned lease_retries = 0;
             /* keep depth gets in flight: a finished slot is checked and reused */
@@ -335,6 +447,7 @@ int main(int argc, char **argv)
             if (run_between(o.between, r) != 0)
                 return 1;
         }
+        free(wants);
         if (o.stages[0] != '\0') {
             mc_buf_t b = MC_BUF_INIT;
             mc_node_get_load_stages(s, &b);
