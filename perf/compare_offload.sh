@@ -117,7 +117,7 @@ bs=$((bytes_each / 1024))k
 total_mb=$(( n * bytes_each / 1048576 ))
 
 root=$(mktemp -d "$parent/mc_offload_bench.XXXXXX")
-rpc=$((20000 + RANDOM % 20000))
+rpc=$((20000 + RANDOM % 12000)) # below the ephemeral ports (32768-)
 http=$((rpc + 1))
 node=$((rpc + 2))
 nhttp=$((rpc + 3))
