@@ -105,9 +105,9 @@ typedef struct ofile {
     mc_hnode_t node;
     uint64_t size;
     uint64_t used; /* LRU clock of the last write or read */
-    /* how it was written or last opened: a load opens it without reading
-     * its header (mc_tier_open_known); 0 for a file found by the start scan
-     * until its first load */
+    /* how it was written, found by the start scan (its header and name) or
+     * last opened: a load opens it without reading its header
+     * (mc_tier_open_known) */
     int known;
     mc_tier_known_t tk;
     uint32_t klen;
@@ -473,18 +473,18 @@ static void load_progress(store_offload_t *o, const store_seg_t *g, const char *
 
 typedef struct found {
     struct found *next;
-    uint64_t size;
+    mc_tier_known_t known; /* as its header and name say: its loads need not read them */
     size_t klen;
     char key[];
 } found_t;
 
-static int on_found(void *arg, const void *key, size_t klen, uint64_t size)
+static int on_found(void *arg, const void *key, size_t klen, const mc_tier_known_t *k)
 {
     found_t **list = arg;
     found_t *f = mc_malloc(sizeof(*f) + klen);
     if (f == NULL)
         return 1;
-    f->size = size;
+    f->known = *k;
     f->klen = klen;
     memcpy(f->key, key, klen);
     f->next = *list;
@@ -509,9 +509,10 @@ static int report_all(store_offload_t *o, const store_seg_t *g)
         found_t *f = list;
         list = f->next;
         if (!again) {
-            mc_status_t r = call_key(o, g, MC_RPC_LDISK_REPORT, f->key, f->klen, f->size);
+            mc_status_t r = call_key(o, g, MC_RPC_LDISK_REPORT, f->key, f->klen, f->known.size);
             if (r == MC_OK) {
-                file_add(o, f->key, f->klen, f->size);
+                file_add(o, f->key, f->klen, f->known.size);
+                file_know(o, f->key, f->klen, &f->known); /* no header read at its loads */
                 ok++;
             } else if (r == MC_ERR_OBJECT_ALREADY_EXISTS || r == MC_ERR_INVALID_PARAMS ||
                        r == MC_ERR_INVALID_KEY) {

@@ -345,9 +345,10 @@ typedef struct restore_ctx {
 /* How many files between two calls of the scan's tick. */
 #define SCAN_TICK_FILES 1024
 
-static int restore_cb(void *arg, const void *key, size_t klen, uint64_t size)
+static int restore_cb(void *arg, const void *key, size_t klen, const mc_tier_known_t *k)
 {
     restore_ctx_t *c = arg;
+    uint64_t size = k->size;
     mc_status_t st = c->absent_only ? mc_master_tier_restore_absent(c->m, key, klen, size, c->now)
                                     : mc_master_tier_restore(c->m, key, klen, size, c->now);
     if (st == MC_OK) {

@@ -802,7 +802,11 @@ static int scan_leaf(const char *ldir, const char *rel, uint8_t *head, uint64_t 
             continue;
         }
         s->files++;
-        if (cb(arg, h.key, h.key_len, h.size) != 0)
+        mc_tier_known_t k = {.probe = nl == wl - rl ? 0 : (unsigned)(de->d_name[wl - rl + 1] - '0'),
+                             .flags = h.flags,
+                             .size = h.size,
+                             .checksum = h.checksum};
+        if (cb(arg, h.key, h.key_len, &k) != 0)
             stop = 1;
     }
     closedir(d);

@@ -214,8 +214,10 @@ void mc_tier_close(mc_tier_file_t *f);
  * the way). MC_OK (also when there was none), MC_ERR_FILE_WRITE_FAIL. */
 mc_status_t mc_tier_unlink(const char *dir, const void *key, size_t klen);
 
-/* Return non-zero to stop. key is borrowed for the call. */
-typedef int (*mc_tier_scan_cb_t)(void *arg, const void *key, size_t klen, uint64_t size);
+/* Return non-zero to stop. key is borrowed for the call; k is the file as
+ * its header and name say (size: the object's; the whole record opens it
+ * again without its header, mc_tier_open_known). */
+typedef int (*mc_tier_scan_cb_t)(void *arg, const void *key, size_t klen, const mc_tier_known_t *k);
 
 typedef struct mc_tier_scan_stats {
     uint64_t files;         /* object files reported */

@@ -462,6 +462,14 @@ static int make_disk_only(env_t *e, int t, int *next)
     return 0;
 }
 
+/* Key 0 put, then pushed out of memory: only on its node's disk. */
+static void put_disk_only(env_t *e)
+{
+    int next = 1;
+    assert_int_equal(put_i(e, 0), MC_OK);
+    assert_true(make_disk_only(e, 0, &next));
+}
+
 static void promotion_after_two_loads(void **state)
 {
     env_t *e = *state;
@@ -498,9 +506,7 @@ static mc_store_t *colocated(const env_t *e)
 static void a_colocated_client_reads_a_disk_only_object(void **state)
 {
     env_t *e = *state;
-    int next = 1;
-    assert_int_equal(put_i(e, 0), MC_OK);
-    assert_true(make_disk_only(e, 0, &next));
+    put_disk_only(e);
     mc_store_t *d = colocated(e);
     long long loads = metric(e, "master_offload_loads_total");
     long long own = metric(e, "master_offload_own_reads_total");
@@ -532,9 +538,7 @@ static void a_colocated_client_reads_a_disk_only_object(void **state)
 static void a_corrupt_file_the_node_reads_itself_is_never_served(void **state)
 {
     env_t *e = *state;
-    int next = 1;
-    assert_int_equal(put_i(e, 0), MC_OK);
-    assert_true(make_disk_only(e, 0, &next));
+    put_disk_only(e);
     char p[PATH_MAX];
     file_path(e, 0, p, sizeof(p));
     struct stat sb;
@@ -565,9 +569,7 @@ static void a_corrupt_file_the_node_reads_itself_is_never_served(void **state)
 static void own_reads_count_for_promotion(void **state)
 {
     env_t *e = *state;
-    int next = 1;
-    assert_int_equal(put_i(e, 0), MC_OK);
-    assert_true(make_disk_only(e, 0, &next));
+    put_disk_only(e);
     mc_store_t *d = colocated(e);
     long long loads = metric(e, "master_offload_loads_total");
     long long own = metric(e, "master_offload_own_reads_total");

@@ -264,13 +264,13 @@ typedef struct seen {
     uint64_t bytes;
 } seen_t;
 
-static int count_cb(void *arg, const void *key, size_t klen, uint64_t size)
+static int count_cb(void *arg, const void *key, size_t klen, const mc_tier_known_t *k)
 {
     seen_t *s = arg;
     (void)key;
     (void)klen;
     s->n++;
-    s->bytes += size;
+    s->bytes += k->size;
     return 0;
 }
 
@@ -573,6 +573,52 @@ static void a_checksum_streamed_in_pieces_verifies_the_file_as_a_whole(void **st
  * descriptor state as mc_tier_open_read (data offset, checksum, O_DIRECT for
  * an aligned file); the key's own probe when another key holds its first
  * name; a file gone is not found, one cut short is corrupt. */
+typedef struct found_one {
+    const char *key;
+    int n;
+    mc_tier_known_t k;
+} found_one_t;
+
+static int find_cb(void *arg, const void *key, size_t klen, const mc_tier_known_t *k)
+{
+    found_one_t *f = arg;
+    if (klen == strlen(f->key) && memcmp(key, f->key, klen) == 0) {
+        f->k = *k;
+        f->n++;
+    }
+    return 0;
+}
+
+/* A scan tells each file as mc_tier_open_known takes it: the same record
+ * its writer got, its probe too (a file under its key's second name). */
+static void a_scan_tells_what_opens_a_file_without_its_header(void **state)
+{
+    (void)state;
+    enum { N = 4096 + 77 };
+    static uint8_t data[N];
+    for (size_t i = 0; i < N; i++)
+        data[i] = (uint8_t)(i * 7 + 3);
+    struct iovec v = {data, N};
+    char pa[512];
+    plant("B3", "A3", pa, sizeof(pa)); /* A3's first name holds B3's file: A3 goes to ~1 */
+    mc_tier_wfile_t w;
+    assert_int_equal(mc_tier_wopen(dir, "A3", 2, &v, 1, N, MC_TIER_F_ALIGNED, &w), MC_OK);
+    assert_int_equal(mc_tier_wcommit(&w, 0, 0), MC_OK);
+    assert_int_equal(w.known.probe, 1);
+    found_one_t f = {.key = "A3"};
+    mc_tier_scan_stats_t st;
+    assert_int_equal(mc_tier_scan_owned(dir, 1000, find_cb, &f, &st), MC_OK);
+    assert_int_equal(f.n, 1);
+    assert_memory_equal(&f.k, &w.known, sizeof(w.known));
+    mc_tier_file_t b;
+    assert_int_equal(mc_tier_open_known(dir, "A3", 2, &f.k, 0, &b), MC_OK);
+    uint8_t got[N];
+    assert_int_equal(pread(b.fd, got, N, (off_t)b.data_off), N);
+    assert_memory_equal(got, data, N);
+    assert_int_equal(mc_tier_verify(&b, got, N), MC_OK);
+    mc_tier_close(&b);
+}
+
 static void a_known_file_opens_without_its_header(void **state)
 {
     (void)state;
@@ -726,6 +772,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(a_write_in_steps_shows_the_new_file_only_once_committed,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(a_known_file_opens_without_its_header, setup, teardown),
+        cmocka_unit_test_setup_teardown(a_scan_tells_what_opens_a_file_without_its_header, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(direct_writes_keep_the_format_and_fall_back_when_unaligned,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(a_checksum_streamed_in_pieces_verifies_the_file_as_a_whole,
