@@ -353,7 +353,10 @@ PEER
     own=$(curl -s "http://127.0.0.1:$nhttp/metrics" | awk '
         $1 == "mooncake_store_offload_own_reads_total" {n = $2}
         $1 == "mooncake_store_offload_own_reads_direct_total" {d = $2}
-        END { if (n > 0) printf "; %d own reads (%d O_DIRECT) straight into the reader'"'"'s memory", n, d }')
+        $1 == "mooncake_store_offload_loads_total" {ln = $2}
+        $1 == "mooncake_store_offload_loads_direct_total" {ld = $2}
+        END { if (ln > 0) printf "; %d loads (%d O_DIRECT)", ln, ld
+              if (n > 0) printf "; %d own reads (%d O_DIRECT) straight into the reader'"'"'s memory", n, d }')
     echo "node ($mode): $io$own"
     grep -q 'refuses O_DIRECT' "$root/node.log" && grep 'refuses O_DIRECT' "$root/node.log" | tail -1
     stop_node
