@@ -78,8 +78,11 @@
  * serves them at once, and each piece is hashed as soon as it and those
  * before it are in, while the rest is still being read; only the hash of
  * the last piece is left after the read. The checksum is still the whole
- * data's (XXH3 streamed in order: the file format is unchanged). */
-#define OFFLOAD_PIECES 4
+ * data's (XXH3 streamed in order: the file format is unchanged). 8 pieces
+ * of 512 KiB for 4 MiB: 30-40 us of hash left after the read, against
+ * 65-80 with 4 of 1 MiB, and a reader copying a progressive load has half
+ * as much left to copy after the answer. */
+#define OFFLOAD_PIECES 8
 #define OFFLOAD_PIECE_MIN (512u << 10)
 #define OFFLOAD_WRITE_BATCH 16                  /* PERSIST files written, then synced at once */
 #define OFFLOAD_WRITE_BATCH_BYTES (64ull << 20) /* ... or fewer, of this many bytes in all */
