@@ -124,9 +124,9 @@ enum mc_proto_field {
                             the load they are about; in a partial answer: the load in flight; in a
                             reader's call with HAVE: the load its HAVE bytes are of, and echoed in
                             the final answer only when the copy listed is that load's */
-    MC_F_OWN_DISK = 135, /* uuid: GET_REPLICA_LIST / OFFLOAD_LOAD with WAIT_US: the caller owns
-                            this segment and reads its disk itself: an object only on that
-                            segment's disk is listed at once (its LOCAL_DISK replica), not
+    MC_F_OWN_DISK = 135, /* uuid: GET_REPLICA_LIST (held or not) / OFFLOAD_LOAD with WAIT_US: the
+                            caller owns this segment and reads its disk itself: an object only on
+                            that segment's disk is listed at once (its LOCAL_DISK replica), not
                             loaded, unless this read makes promotion on hit admit it; uint 1 in
                             such an answer (the caller reads its file) */
 };

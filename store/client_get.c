@@ -775,6 +775,7 @@ typedef struct get_preset {
     uint64_t lease_us, t_sent_us;
     int ranged;
     uint64_t src;
+    int no_own; /* our own read of our disk failed: ask for a LOAD */
 } get_preset_t;
 
 static mc_status_t get_submit(mc_store_t *s, const void *key, size_t klen, void *buf, size_t len,
@@ -835,6 +836,7 @@ static mc_status_t get_submit(mc_store_t *s, const void *key, size_t klen, void 
         op->t_sent_us = pre->t_sent_us;
         op->ranged = pre->ranged;
         op->src = pre->src;
+        op->no_own = pre->no_own;
         op->h.wait_st = MC_OK;
         op->state = G_WAIT_LIST;
     }
@@ -924,7 +926,19 @@ int64_t store_get_direct(store_mconn_t *m, const void *key, size_t klen, void *b
     mc_buf_t *body = store_mconn_body(m), *ans = store_mconn_ans(m);
     mc_mp_writer_t w;
     mc_mp_writer_init(&w, body);
-    mc_mcli_key(&w, key, klen);
+    /* OWN_DISK (our node's disk read here): an object only there is listed
+     * at once as ours to read, and read by our offload worker straight into
+     * buf, this thread waiting: one master call, no reactor (a master that
+     * does not know OWN_DISK lists it as before: the load below) */
+    mc_uuid_t own;
+    int own_on = store_offload_own_segment(s, &own);
+    mc_mp_write_map(&w, own_on ? 2 : 1);
+    mc_mp_write_uint(&w, MC_F_KEY);
+    mc_mp_write_bin(&w, key, klen);
+    if (own_on) {
+        mc_mp_write_uint(&w, MC_F_OWN_DISK);
+        mc_proto_write_uuid(&w, own);
+    }
     pre.t_sent_us = mc_now_us();
     st = w.err != MC_OK ? w.err : store_mconn_call(m, MC_RPC_GET_REPLICA_LIST, body, ans);
     if (st == MC_OK && mc_mcli_dec_replicas(mc_buf_head(ans), mc_buf_used(ans), rep,
@@ -932,6 +946,28 @@ int64_t store_get_direct(store_mconn_t *m, const void *key, size_t klen, void *b
         st = MC_ERR_PROTOCOL;
     if (st != MC_OK)
         return st;
+    int64_t own_ans = 0;
+    if (own_on && pre.nrep == 1 && rep[0].kind == MC_MASTER_REPLICA_LOCAL_DISK &&
+        rep[0].segment_id.hi == own.hi && rep[0].segment_id.lo == own.lo &&
+        mc_mcli_dec_int(mc_buf_head(ans), mc_buf_used(ans), MC_F_OWN_DISK, &own_ans) == MC_OK &&
+        own_ans == 1) {
+        if (rep[0].size > len) {
+            if (need != NULL)
+                *need = rep[0].size;
+            return MC_ERR_BUFFER_OVERFLOW;
+        }
+        st = store_offload_read_sync(s, key, klen, buf, rep[0].size);
+        if (st == MC_OK)
+            return (int64_t)rep[0].size;
+        if (st == MC_ERR_CANCELED)
+            return st; /* the client closes */
+        /* a missing or corrupt file (deleted), or not serving: a LOAD, whose
+         * failure tells the master to drop the disk replica */
+        MC_DEBUG(CLIENT, "get: reading '%.*s' from our own disk: %s; asking for a load", (int)klen,
+                 (const char *)key, mc_status_str(st));
+        pre.no_own = 1;
+        return get_sync(s, key, klen, buf, len, 0, need, &pre);
+    }
     const mc_master_replica_desc_t *d = own_replica(s, rep, pre.nrep);
     const void *src = d != NULL ? (const void *)(uintptr_t)d->address : NULL;
     if (d == NULL || d->size == 0 || !te_local_range_ok(s->te, src, d->size, 1))

@@ -571,6 +571,10 @@ int store_offload_own_segment(mc_store_t *s, mc_uuid_t *seg_id);
  * MC_ERR_NOMEM. r0. */
 mc_status_t store_offload_read_op(store_op_t *op, const void *key, size_t klen, void *buf,
                                   uint64_t size);
+/* The same, waited for by the calling thread (a store service's worker,
+ * never a reactor): its status (MC_OK: size bytes in buf, verified). */
+mc_status_t store_offload_read_sync(mc_store_t *s, const void *key, size_t klen, void *buf,
+                                    uint64_t size);
 
 /* The histogram family mooncake_store_offload_load_stage_seconds{stage} (none
  * without offload). */

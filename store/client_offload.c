@@ -120,8 +120,10 @@ typedef struct ofile {
 /* An own read waiting for the worker (o->reads). */
 typedef struct oread {
     mc_list_t node;
-    store_op_t *op; /* continued with op->wait_st once read (or failed) */
-    uint8_t *buf;   /* the get's memory, size bytes */
+    store_op_t *op; /* continued with op->wait_st once read (or failed); or NULL: */
+    void (*cb)(void *arg, mc_status_t st); /* called instead (store_offload_read_sync) */
+    void *arg;
+    uint8_t *buf; /* the get's memory, size bytes */
     uint64_t size;
     uint64_t t_sub; /* queued (µs): the handoff stage */
     uint32_t klen;
@@ -727,11 +729,18 @@ static void do_persist(store_offload_t *o, const store_seg_t *g, const char *key
 
 /* ---- LOAD: batched reads (offload_io.h) ---- */
 
-/* An own read is over: its get goes on (on r0) with st. */
+/* An own read is over: its get goes on (on r0) with st, or its caller is
+ * told (a sync read's thread). */
 static void own_done(oread_t *rd, mc_status_t st)
 {
     store_op_t *op = rd->op;
+    void (*cb)(void *, mc_status_t) = rd->cb;
+    void *arg = rd->arg;
     mc_free(rd);
+    if (op == NULL) {
+        cb(arg, st);
+        return;
+    }
     op->wait_st = st;
     store_op_post(op);
 }
@@ -1477,16 +1486,20 @@ int store_offload_own_segment(mc_store_t *s, mc_uuid_t *seg_id)
     return 1;
 }
 
-mc_status_t store_offload_read_op(store_op_t *op, const void *key, size_t klen, void *buf,
-                                  uint64_t size)
+/* Queue an own read for the worker, answered by own_done (store_offload_read_op's
+ * statuses). */
+static mc_status_t read_queue(mc_store_t *s, store_op_t *op, void (*cb)(void *, mc_status_t),
+                              void *arg, const void *key, size_t klen, void *buf, uint64_t size)
 {
-    store_offload_t *o = op->s->offload;
+    store_offload_t *o = s->offload;
     if (o == NULL || klen == 0 || klen > MC_TIER_KEY_MAX)
         return MC_ERR_NOT_SUPPORTED;
     oread_t *rd = mc_malloc(sizeof(*rd) + klen);
     if (rd == NULL)
         return MC_ERR_NOMEM;
     rd->op = op;
+    rd->cb = cb;
+    rd->arg = arg;
     rd->buf = buf;
     rd->size = size;
     rd->klen = (uint32_t)klen;
@@ -1507,6 +1520,26 @@ mc_status_t store_offload_read_op(store_op_t *op, const void *key, size_t klen, 
     if (write(o->evfd, &one, sizeof(one)) < 0)
         MC_WARN(CLIENT, "offload: eventfd: %s", strerror(errno));
     return MC_OK;
+}
+
+mc_status_t store_offload_read_op(store_op_t *op, const void *key, size_t klen, void *buf,
+                                  uint64_t size)
+{
+    return read_queue(op->s, op, NULL, NULL, key, klen, buf, size);
+}
+
+mc_status_t store_offload_read_sync(mc_store_t *s, const void *key, size_t klen, void *buf,
+                                    uint64_t size)
+{
+    store_waiter_t w;
+    store_waiter_init(&w);
+    mc_status_t st = read_queue(s, NULL, store_waiter_status_cb, &w, key, klen, buf, size);
+    if (st != MC_OK) {
+        store_waiter_status_cb(&w, st);
+        store_waiter_wait(&w); /* (destroys it) */
+        return st;
+    }
+    return (mc_status_t)store_waiter_wait(&w);
 }
 
 void store_offload_metrics(mc_store_t *s, mc_buf_t *b)

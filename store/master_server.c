@@ -697,12 +697,13 @@ static void offload_load_list(master_srv_t *s, mc_rpc_req_t *req, const char *ke
 /* A reader's call with OWN_DISK whose object is only on the caller's own
  * disk (mc_master_offload_own_disk): answered at once with its LOCAL_DISK
  * replica, no lease, marked OWN_DISK (the caller reads its file itself).
- * 1 when answered. */
+ * 1 when answered. A GetReplicaList with or without WAIT_US (a store
+ * service's worker lists without: it must not be held); an OFFLOAD_LOAD
+ * only with it (h_offload_load). */
 static int own_disk_answer(master_srv_t *s, mc_rpc_req_t *req, const fields_t *f)
 {
     mc_master_replica_desc_t d;
-    if (f->wait_us == 0 || !f->has_own_disk ||
-        !mc_master_offload_own_disk(s->m, f->key, f->key_len, f->own_disk, &d))
+    if (!f->has_own_disk || !mc_master_offload_own_disk(s->m, f->key, f->key_len, f->own_disk, &d))
         return 0;
     count(s, req, MC_OK);
     mc_mp_writer_t *w = mc_rpc_reply_begin(req);
@@ -954,7 +955,7 @@ static void h_offload_load(void *ctx, mc_rpc_req_t *req)
     fields_t f;
     if (!begin(s, req, &f, NULL, BIT(MC_F_KEY)))
         return;
-    if (own_disk_answer(s, req, &f)) /* the caller reads it itself */
+    if (f.wait_us > 0 && own_disk_answer(s, req, &f)) /* the caller reads it itself */
         return;
     if (f.wait_us == 0) {
         mc_status_t st = mc_master_offload_load(s->m, f.key, f.key_len, mc_now_us());

@@ -267,6 +267,14 @@ static long long metric(const env_t *e, const char *name)
     return v;
 }
 
+/* The master's GetReplicaList and OFFLOAD_LOAD calls answered so far. */
+static long long master_get_calls(const env_t *e)
+{
+    long long l = metric(e, "master_get_replica_list_requests_total");
+    long long o = metric(e, "master_offload_load_requests_total");
+    return l < 0 || o < 0 ? -1 : l + o;
+}
+
 /* Wait until metric name reaches at least (or, below = 1, at most) v. */
 static int wait_metric(const env_t *e, const char *name, long long v, int below, int ms)
 {
@@ -510,11 +518,16 @@ static void a_colocated_client_reads_a_disk_only_object(void **state)
     mc_store_t *d = colocated(e);
     long long loads = metric(e, "master_offload_loads_total");
     long long own = metric(e, "master_offload_own_reads_total");
+    long long calls = master_get_calls(e);
     assert_true(own >= 0);
-    /* the node reads its own file straight into the get's memory: no LOAD */
+    assert_true(calls >= 0);
+    /* the node reads its own file straight into the get's memory: no LOAD,
+     * and the service's worker asked the master once (its listing said
+     * OWN_DISK), not a listing and then an OFFLOAD_LOAD */
     assert_int_equal(get_check(e, d, 0), OBJ);
     assert_int_equal(metric(e, "master_offload_own_reads_total"), own + 1);
     assert_int_equal(metric(e, "master_offload_loads_total"), loads);
+    assert_int_equal(master_get_calls(e), calls + 1);
     assert_int_equal(mem_replicas(e, 0), 0); /* still only on the disk */
     /* again, into memory shared with the service (page aligned: O_DIRECT) */
     uint8_t *shared = mc_store_shared_alloc(OBJ);
@@ -524,6 +537,7 @@ static void a_colocated_client_reads_a_disk_only_object(void **state)
     assert_memory_equal(shared, e->val[0], OBJ);
     assert_int_equal(metric(e, "master_offload_own_reads_total"), own + 2);
     assert_int_equal(metric(e, "master_offload_loads_total"), loads);
+    assert_int_equal(master_get_calls(e), calls + 2);
     /* a client elsewhere still has the node load it */
     assert_int_equal(get_check(e, e->c, 0), OBJ);
     assert_int_equal(metric(e, "master_offload_loads_total"), loads + 1);
