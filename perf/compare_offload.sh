@@ -33,7 +33,9 @@
 #    (O_DIRECT, its default; and offload_buffered_io=true: the page cache),
 #    one `tier_bench get --depth D --rounds ROUNDS+1` process (another
 #    process than the node, kept for all rounds as a serving engine keeps
-#    its client) reads every object once a round, D gets in flight (the
+#    its client, its buffers registered with it as a serving engine's KV
+#    buffers are: `--register`; READER_REGISTER=0: not, a staging copy
+#    more) reads every object once a round, D gets in flight (the
 #    master has the node load each into its segment, answers the get once
 #    it is there, the reader copies it from the node's segment; bytes
 #    checked by XXH3 outside the timing). Round 0 is a warm-up, not counted:
@@ -251,6 +253,7 @@ rstages=()
 for mode in ${MODES:-direct direct-np buffered colocated coloc-buf}; do
     rseg=${READ_SEGMENT:-64MiB}
     reader=()
+    [ "${READER_REGISTER:-1}" = 1 ] && reader=(--register)
     case $mode in
     direct) start_node "$rseg" ;;
     colocated) # the reader is a co-located client of the node's store service

@@ -60,7 +60,7 @@
 typedef struct cli {
     char *master, *dir, *prefix, *stages, *between, *service;
     uint64_t n, size, rounds, depth, retry;
-    bool sync;
+    bool sync, reg;
 } cli_t;
 
 static const mc_conf_key_t cli_rows[] = {
@@ -76,6 +76,10 @@ static const mc_conf_key_t cli_rows[] = {
                 "get: --depth threads each doing sync gets (mc_store_get), not async gets "
                 "from one thread: how serving engines call a co-located client; each get "
                 "checked in its thread: every byte in round 0, sampled bytes after"),
+    MC_CONF_ROW(cli_t, reg, "register", MC_CONF_BOOL, "false", 0, 0,
+                "get: the buffers registered with the client (mc_store_register_buffer), as "
+                "serving engines register their KV buffers: the transfer lands in them, no "
+                "staging copy (--service: always)"),
     MC_CONF_ROW(cli_t, retry, "retry", MC_CONF_UINT, "20000", 0, 1e7,
                 "put: µs to wait before a put the full pool refused is tried again"),
     MC_CONF_ROW(cli_t, prefix, "prefix", MC_CONF_STRING, "tb", 0, 0,
@@ -332,6 +336,11 @@ int main(int argc, char **argv)
     mc_store_t *s = open_store(master, colocated ? o.service : NULL);
     if (colocated && mc_store_register_buffer(s, buf, size * depth) != MC_OK) {
         fprintf(stderr, "tier_bench: cannot register the shared buffers with the service\n");
+        return 1;
+    }
+    if (!colocated && o.reg && strcmp(mode, "get") == 0 &&
+        mc_store_register_buffer(s, buf, size * depth) != MC_OK) {
+        fprintf(stderr, "tier_bench: cannot register the buffers with the client\n");
         return 1;
     }
     if (strcmp(mode, "put") == 0) {

@@ -556,6 +556,7 @@ typedef struct store_offload_stats {
     uint64_t own_read;        /* own reads done (store_offload_read_op) */
     uint64_t own_read_direct; /* of those, read with O_DIRECT */
     uint64_t own_read_failed; /* failed (the get asked for a LOAD then) */
+    uint64_t poll_pauses;     /* polls answered early and empty: paused before the next */
 } store_offload_stats_t;
 void store_offload_stats(mc_store_t *s, store_offload_stats_t *out);
 /* Own reads: 1 (*seg_id set) when gets of objects only on this node's

@@ -182,6 +182,10 @@ void store_node_metrics(mc_store_t *s, store_seg_use_t *seg_use, mc_buf_t *b)
         mc_prom_counter(b, "mooncake_store_offload_own_read_failures_total",
                         "Own reads that failed (the get asked for a load then).",
                         os.own_read_failed);
+        mc_prom_counter(b, "mooncake_store_offload_poll_pauses_total",
+                        "Polls for offload work the master answered at once and empty (a "
+                        "master that does not hold them): the node paused 2 ms before the next.",
+                        os.poll_pauses);
         mc_prom_counter(b, "mooncake_store_offload_read_bytes_total",
                         "Bytes of objects read from the offload directory (loads and own reads).",
                         os.bytes_read);

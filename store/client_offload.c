@@ -214,6 +214,7 @@ struct store_offload {
     mc_buf_t poll_body;  /* the poller's: the poll r0 sends */
     int poll_out;        /* mu: a poll is out (r0 sends it; its answer goes to the inbox) */
     mc_status_t poll_st; /* mu: how the last poll went */
+    int poll_work;       /* mu: the last poll's answer had requests */
     int evfd;            /* written with each answer: wakes the worker's io wait */
     int watch_armed;     /* worker: the io queue watches evfd */
     unsigned dones_out;  /* mu: LOAD answers sent (r0), not acknowledged yet */
@@ -221,7 +222,7 @@ struct store_offload {
     mc_prom_hist_t stage[OSTAGE_N]; /* a load's time by stage (stage_names) */
     _Atomic uint64_t written, write_failed, loaded, load_failed, deleted, quota_dropped,
         bytes_written, bytes_read, loaded_direct, written_direct, own_read, own_read_direct,
-        own_read_failed;
+        own_read_failed, poll_pauses;
 };
 
 /* ------------------------------------------------------------ the index */
@@ -1065,6 +1066,22 @@ static void timed_wait(store_offload_t *o, uint64_t wait_us)
     }
 }
 
+/* The requests in a poll's answer (its ITEMS), 0 when none (or not one). */
+static uint32_t poll_items(const uint8_t *body, size_t len)
+{
+    mc_mp_reader_t r;
+    mc_mp_reader_init(&r, body, len);
+    uint32_t nf = mc_mp_read_map(&r);
+    for (uint32_t i = 0; i < nf && r.err == MC_OK; i++) {
+        if (mc_mp_read_uint(&r) == MC_F_ITEMS) {
+            uint32_t n = mc_mp_read_array(&r);
+            return r.err == MC_OK ? n : 0;
+        }
+        mc_mp_skip(&r);
+    }
+    return 0;
+}
+
 /* r0: a poll's answer. An answer goes into the inbox here and wakes the
  * worker (evfd, cv) at once: the poller thread is not in its way. */
 static void poll_answered(void *arg, const mc_rpc_resp_t *resp)
@@ -1084,6 +1101,7 @@ static void poll_answered(void *arg, const mc_rpc_resp_t *resp)
             MC_WARN(CLIENT, "offload: eventfd: %s", strerror(errno));
     }
     o->poll_st = st;
+    o->poll_work = st == MC_OK && poll_items(resp->body, resp->body_len) > 0;
     o->poll_out = 0;
     pthread_cond_broadcast(&o->cv);
     pthread_mutex_unlock(&o->mu);
@@ -1150,9 +1168,15 @@ static void *poller(void *arg)
             pthread_cond_wait(&o->cv, &o->mu);
         mc_status_t st = o->poll_st;
         if (st == MC_OK) {
-            /* an answer that came early: a master that does not hold */
-            if (!o->stop && mc_now_us() - t0 < hold / 10)
+            /* an answer that came early and empty: a master that does not
+             * hold. (One with work comes early whenever work is queued,
+             * and the next poll goes at once: a LOAD asked for right after
+             * it must not wait out a pause, 2 ms that a depth-1 reader
+             * of page-cached files spent in each get.) */
+            if (!o->stop && !o->poll_work && mc_now_us() - t0 < hold / 10) {
+                atomic_fetch_add(&o->poll_pauses, 1);
                 timed_wait(o, OFFLOAD_IDLE_US);
+            }
         } else {
             if (st == MC_ERR_SEGMENT_NOT_FOUND || st == MC_ERR_ILLEGAL_CLIENT) {
                 o->reported = 0; /* forgotten: the worker reports again once re-mounted */
@@ -1469,6 +1493,7 @@ void store_offload_stats(mc_store_t *s, store_offload_stats_t *out)
     out->own_read = atomic_load(&o->own_read);
     out->own_read_direct = atomic_load(&o->own_read_direct);
     out->own_read_failed = atomic_load(&o->own_read_failed);
+    out->poll_pauses = atomic_load(&o->poll_pauses);
 }
 
 int store_offload_own_segment(mc_store_t *s, mc_uuid_t *seg_id)

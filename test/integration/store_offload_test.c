@@ -243,6 +243,10 @@ static void eviction_under_pressure_keeps_every_object_readable(void **state)
         assert_int_equal(get_check(e, i), OBJ_SIZE);
     /* the reader timed those loaded gets by stage */
     assert_true(rstage_count(e->c, "held") > 0);
+    /* a poll the master answered with work (PERSIST, LOAD) was followed by
+     * the next at once: the pause after an early answer is for masters
+     * that do not hold polls, and a LOAD asked for during it waited it out */
+    assert_int_equal(node_metric(e, "mooncake_store_offload_poll_pauses_total"), 0);
 }
 
 /* Flip byte at of object i's file (again to restore it). */
