@@ -968,6 +968,11 @@ int64_t store_get_direct(store_mconn_t *m, const void *key, size_t klen, void *b
         pre.no_own = 1;
         return get_sync(s, key, klen, buf, len, 0, need, &pre);
     }
+    if (own_on && pre.nrep == 1 && rep[0].kind == MC_MASTER_REPLICA_LOCAL_DISK &&
+        rep[0].segment_id.hi == own.hi && rep[0].segment_id.lo == own.lo)
+        pre.no_own = 1; /* only on our disk, yet not ours to read (promotion on hit admits
+                           it, or a load of it is in flight; or a master without OWN_DISK):
+                           the load, without asking (and counting) again */
     const mc_master_replica_desc_t *d = own_replica(s, rep, pre.nrep);
     const void *src = d != NULL ? (const void *)(uintptr_t)d->address : NULL;
     if (d == NULL || d->size == 0 || !te_local_range_ok(s->te, src, d->size, 1))

@@ -399,15 +399,19 @@ static void remove_deletes_the_file_on_the_node(void **state)
  * and waits 300 ms before checking it ($MC_OFFLOAD_VERIFY_DELAY_US), so the
  * reader surely copies every load's bytes while it is in flight (counted):
  * the corrupt ones still fail. */
-#define PC_SIZE (3 * MIB + 100) /* 6 pieces of 512 KiB and a 100-byte tail */
-#define PC_PIECE (512 * 1024)   /* client_offload.c's OFFLOAD_PIECE_MIN */
+/* read O_DIRECT: 6 pieces of 512 KiB (client_offload.c's OFFLOAD_PIECE_MIN)
+ * and a 100-byte tail; where the file system refuses O_DIRECT: 7 pieces
+ * of 440 KiB, no tail (every byte below is still in some piece) */
+#define PC_SIZE (3 * MIB + 100)
+#define PC_PIECE (512 * 1024)
 static void a_corrupt_byte_in_any_piece_of_a_load_is_never_served(void **state)
 {
     env_t *e = *state;
-    /* where the byte is changed, in the data: the first three pieces, the
-     * last, then the tail */
-    static const uint64_t bad_at[] = {10, PC_PIECE + 5, 2 * PC_PIECE + 7, 3 * MIB - 1,
-                                      3 * MIB + 50};
+    /* where the byte is changed, in the data: each of the 6 pieces, then
+     * the tail */
+    static const uint64_t bad_at[] = {
+        10,          PC_PIECE + 5, 2 * PC_PIECE + 7, 3 * PC_PIECE + 9, 4 * PC_PIECE + 11,
+        3 * MIB - 1, 3 * MIB + 50};
     enum { NBAD = sizeof(bad_at) / sizeof(bad_at[0]), NPC = NBAD + 2 }; /* + intact + old format */
     uint8_t *val = malloc(PC_SIZE), *got = malloc(PC_SIZE);
     assert_non_null(val);
