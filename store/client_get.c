@@ -946,9 +946,11 @@ int64_t store_get_direct(store_mconn_t *m, const void *key, size_t klen, void *b
         st = MC_ERR_PROTOCOL;
     if (st != MC_OK)
         return st;
+    /* only on our own disk: ours to read when the master said OWN_DISK */
+    int mine = own_on && pre.nrep == 1 && rep[0].kind == MC_MASTER_REPLICA_LOCAL_DISK &&
+               rep[0].segment_id.hi == own.hi && rep[0].segment_id.lo == own.lo;
     int64_t own_ans = 0;
-    if (own_on && pre.nrep == 1 && rep[0].kind == MC_MASTER_REPLICA_LOCAL_DISK &&
-        rep[0].segment_id.hi == own.hi && rep[0].segment_id.lo == own.lo &&
+    if (mine &&
         mc_mcli_dec_int(mc_buf_head(ans), mc_buf_used(ans), MC_F_OWN_DISK, &own_ans) == MC_OK &&
         own_ans == 1) {
         if (rep[0].size > len) {
@@ -965,14 +967,12 @@ int64_t store_get_direct(store_mconn_t *m, const void *key, size_t klen, void *b
          * failure tells the master to drop the disk replica */
         MC_DEBUG(CLIENT, "get: reading '%.*s' from our own disk: %s; asking for a load", (int)klen,
                  (const char *)key, mc_status_str(st));
-        pre.no_own = 1;
-        return get_sync(s, key, klen, buf, len, 0, need, &pre);
     }
-    if (own_on && pre.nrep == 1 && rep[0].kind == MC_MASTER_REPLICA_LOCAL_DISK &&
-        rep[0].segment_id.hi == own.hi && rep[0].segment_id.lo == own.lo)
-        pre.no_own = 1; /* only on our disk, yet not ours to read (promotion on hit admits
-                           it, or a load of it is in flight; or a master without OWN_DISK):
-                           the load, without asking (and counting) again */
+    /* our read failed, or the master did not make it ours (promotion on hit
+     * admits it, a load of it is in flight, a master without OWN_DISK): the
+     * load below, without asking (and counting) again */
+    if (mine)
+        pre.no_own = 1;
     const mc_master_replica_desc_t *d = own_replica(s, rep, pre.nrep);
     const void *src = d != NULL ? (const void *)(uintptr_t)d->address : NULL;
     if (d == NULL || d->size == 0 || !te_local_range_ok(s->te, src, d->size, 1))

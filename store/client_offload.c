@@ -1559,12 +1559,9 @@ mc_status_t store_offload_read_sync(mc_store_t *s, const void *key, size_t klen,
     store_waiter_t w;
     store_waiter_init(&w);
     mc_status_t st = read_queue(s, NULL, store_waiter_status_cb, &w, key, klen, buf, size);
-    if (st != MC_OK) {
+    if (st != MC_OK) /* not queued: answered here */
         store_waiter_status_cb(&w, st);
-        store_waiter_wait(&w); /* (destroys it) */
-        return st;
-    }
-    return (mc_status_t)store_waiter_wait(&w);
+    return (mc_status_t)store_waiter_wait(&w); /* (and destroys it) */
 }
 
 void store_offload_metrics(mc_store_t *s, mc_buf_t *b)
