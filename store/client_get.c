@@ -621,7 +621,7 @@ static int own_disk_rep(const get_op_t *op, const mc_master_replica_desc_t *d)
 {
     mc_uuid_t own;
     return op->own_ok && !op->no_own && !op->ranged && store_offload_own_segment(op->h.s, &own) &&
-           d->segment_id.hi == own.hi && d->segment_id.lo == own.lo;
+           mc_uuid_eq(d->segment_id, own);
 }
 
 static get_state_t get_own_disk(get_op_t *op)
@@ -948,7 +948,7 @@ int64_t store_get_direct(store_mconn_t *m, const void *key, size_t klen, void *b
         return st;
     /* only on our own disk: ours to read when the master said OWN_DISK */
     int mine = own_on && pre.nrep == 1 && rep[0].kind == MC_MASTER_REPLICA_LOCAL_DISK &&
-               rep[0].segment_id.hi == own.hi && rep[0].segment_id.lo == own.lo;
+               mc_uuid_eq(rep[0].segment_id, own);
     int64_t own_ans = 0;
     if (mine &&
         mc_mcli_dec_int(mc_buf_head(ans), mc_buf_used(ans), MC_F_OWN_DISK, &own_ans) == MC_OK &&

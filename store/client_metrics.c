@@ -64,7 +64,7 @@ static void seg_use_entry(mc_mp_reader_t *r, mc_uuid_t me, store_seg_use_t *u)
             break;
         }
     }
-    if (r->err != MC_OK || owner.hi != me.hi || owner.lo != me.lo || state == NULL || slen != 7 ||
+    if (r->err != MC_OK || !mc_uuid_eq(owner, me) || state == NULL || slen != 7 ||
         memcmp(state, "MOUNTED", 7) != 0)
         return; /* another client's, or draining after an unmount */
     u->count++;

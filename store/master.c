@@ -255,7 +255,7 @@ static client_t *client_find(mc_master_t *m, mc_uuid_t id)
     MC_HMAP_FOREACH_HASH(&m->clients, n, h)
     {
         client_t *c = MC_CONTAINER_OF(n, client_t, node);
-        if (uuid_eq(c->id, id))
+        if (mc_uuid_eq(c->id, id))
             return c;
     }
     return NULL;

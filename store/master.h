@@ -71,6 +71,16 @@ typedef struct mc_uuid {
     uint64_t hi, lo;
 } mc_uuid_t;
 
+static inline int mc_uuid_eq(mc_uuid_t a, mc_uuid_t b)
+{
+    return a.hi == b.hi && a.lo == b.lo;
+}
+
+static inline int mc_uuid_is_zero(mc_uuid_t a)
+{
+    return a.hi == 0 && a.lo == 0;
+}
+
 typedef struct mc_master mc_master_t;
 
 typedef struct mc_master_opts {

@@ -664,7 +664,7 @@ int evict_for(mc_master_t *m, uint64_t size, uint64_t now_us, char *seg_name)
 
     pthread_rwlock_rdlock(&m->seg_lock);
     seg_t *sg = m->slots[slot];
-    int same = sg != NULL && sg->state == SEG_MOUNTED && uuid_eq(sg->id, id);
+    int same = sg != NULL && sg->state == SEG_MOUNTED && mc_uuid_eq(sg->id, id);
     if (same)
         snprintf(seg_name, MC_MASTER_NAME_MAX, "%s", sg->name);
     pthread_rwlock_unlock(&m->seg_lock);

@@ -318,14 +318,6 @@ static inline void journal(mc_master_t *m, const mc_master_jrec_t *r)
 /* ---- master.c ---- */
 int key_valid(const mc_master_t *m, const char *key, size_t len);
 uint64_t uuid_hash(mc_uuid_t id);
-static inline int uuid_eq(mc_uuid_t a, mc_uuid_t b)
-{
-    return a.hi == b.hi && a.lo == b.lo;
-}
-static inline int uuid_is_zero(mc_uuid_t a)
-{
-    return a.hi == 0 && a.lo == 0;
-}
 void shard_lock(shard_t *sh);
 void shard_unlock(shard_t *sh);
 /* The one way to a key's object: hash the key (*h, which the shard's table

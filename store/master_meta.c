@@ -58,7 +58,7 @@ static mc_status_t meta_put(mc_master_t *m, const char *key, size_t key_len, con
         return MC_ERR_INVALID_KEY;
     if (val_len > m->o.meta_max_value_len || (val_len > 0 && val == NULL))
         return MC_ERR_INVALID_PARAMS;
-    int owned = !uuid_is_zero(owner);
+    int owned = !mc_uuid_is_zero(owner);
     if (check == CHECK_OWNED && !owned)
         return MC_ERR_INVALID_PARAMS;
     meta_entry_t *e = mc_malloc(sizeof(*e) + key_len + val_len);
@@ -86,7 +86,7 @@ static mc_status_t meta_put(mc_master_t *m, const char *key, size_t key_len, con
     pthread_mutex_lock(&m->meta_lock);
     meta_entry_t *old = meta_find(m, h, key, key_len);
     size_t old_bytes = old != NULL ? old->key_len + old->val_len : 0;
-    if (check && old != NULL && !uuid_eq(old->owner, owner)) {
+    if (check && old != NULL && !mc_uuid_eq(old->owner, owner)) {
         /* its owner is alive: an expired one's entries are gone */
         st = MC_ERR_ILLEGAL_CLIENT;
     } else if (check && old == NULL && m->meta_count >= m->o.meta_max_entries) {
@@ -187,7 +187,7 @@ static mc_status_t meta_del(mc_master_t *m, const char *key, size_t key_len, mc_
     meta_entry_t *e = meta_find(m, h, key, key_len);
     if (e == NULL) {
         st = MC_ERR_NOT_FOUND;
-    } else if (check && !uuid_eq(e->owner, owner)) {
+    } else if (check && !mc_uuid_eq(e->owner, owner)) {
         st = MC_ERR_ILLEGAL_CLIENT;
         e = NULL;
     } else {
@@ -341,7 +341,7 @@ void meta_drop_owner(mc_master_t *m, mc_uuid_t owner)
         for (; n != NULL; n = next) {
             next = n->next;
             meta_entry_t *e = MC_CONTAINER_OF(n, meta_entry_t, node);
-            if (!uuid_eq(e->owner, owner))
+            if (!mc_uuid_eq(e->owner, owner))
                 continue;
             mc_hmap_remove(&m->meta, n);
             m->meta_count--;

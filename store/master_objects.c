@@ -206,7 +206,7 @@ static mc_status_t put_start_locked(mc_master_t *m, shard_t *sh, uint64_t h, mc_
 {
     obj_t *o = obj_find(sh, h, key, len);
     if (o != NULL && o->state == OBJ_PROCESSING && cfg->put_id != 0 && o->lease_us == cfg->put_id &&
-        uuid_eq(o->owner, client) && o->size == size) {
+        mc_uuid_eq(o->owner, client) && o->size == size) {
         /* the same put asked again (its answer was lost): the same replicas */
         pthread_rwlock_rdlock(&m->seg_lock);
         for (uint32_t i = 0; i < o->nrep; i++)
@@ -316,7 +316,7 @@ static mc_status_t put_end_locked(mc_master_t *m, shard_t *sh, uint64_t h, mc_uu
     obj_t *o = obj_find(sh, h, key, len);
     if (o == NULL)
         return MC_ERR_OBJECT_NOT_FOUND;
-    if (!uuid_eq(o->owner, client)) {
+    if (!mc_uuid_eq(o->owner, client)) {
         MC_WARN(MASTER, "put end of '%.*s' by a client that did not start it", (int)len, key);
         return MC_ERR_ILLEGAL_CLIENT;
     }
@@ -343,7 +343,7 @@ static mc_status_t put_revoke_locked(mc_master_t *m, shard_t *sh, uint64_t h, mc
     obj_t *o = obj_find(sh, h, key, len);
     if (o == NULL)
         return MC_ERR_OBJECT_NOT_FOUND;
-    if (!uuid_eq(o->owner, client)) {
+    if (!mc_uuid_eq(o->owner, client)) {
         MC_WARN(MASTER, "put revoke of '%.*s' by a client that did not start it", (int)len, key);
         return MC_ERR_ILLEGAL_CLIENT;
     }
@@ -427,7 +427,7 @@ mc_status_t apply_release(mc_master_t *m, const mc_master_jrec_t *r)
         if (p->nrep > 0 && p->key_len == r->key_len &&
             memcmp(obj_key(p), r->key, r->key_len) == 0 && p->rep[0].offset == r->rep[0].offset &&
             m->slots[p->rep[0].slot] != NULL &&
-            uuid_eq(m->slots[p->rep[0].slot]->id, r->rep[0].segment_id)) {
+            mc_uuid_eq(m->slots[p->rep[0].slot]->id, r->rep[0].segment_id)) {
             o = p;
             *pp = p->next_parked;
             break;

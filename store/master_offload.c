@@ -396,7 +396,7 @@ static mc_status_t own_segment(mc_master_t *m, mc_uuid_t client, mc_uuid_t segme
     seg_t *s = seg_find(m, segment_id);
     if (s == NULL || s->state != SEG_MOUNTED)
         return MC_ERR_SEGMENT_NOT_FOUND;
-    if (!uuid_eq(s->owner, client))
+    if (!mc_uuid_eq(s->owner, client))
         return MC_ERR_ILLEGAL_CLIENT;
     *out = s;
     return MC_OK;
@@ -663,7 +663,7 @@ int mc_master_offload_own_disk(mc_master_t *m, const char *key, size_t key_len, 
         pthread_rwlock_rdlock(&m->seg_lock);
         pthread_mutex_lock(&m->offload_lock);
         const seg_t *s = m->slots[slot];
-        own = s != NULL && s->state == SEG_MOUNTED && uuid_eq(s->id, seg_id) &&
+        own = s != NULL && s->state == SEG_MOUNTED && mc_uuid_eq(s->id, seg_id) &&
               ldisk_describe(m, o, d);
         if (own && m->o.promotion_on_hit)
             own = cms_hit(m, h) < m->o.promotion_admission_threshold; /* else: load, promoted */
@@ -797,7 +797,7 @@ static mc_status_t load_done(mc_master_t *m, shard_t *sh, obj_t *o, uint64_t h, 
         load_free(m, slot, e);
         return MC_ERR_NOMEM;
     }
-    if (uuid_is_zero(n->owner))
+    if (mc_uuid_is_zero(n->owner))
         n->owner = (mc_uuid_t){1, 1}; /* restored from a disk: the journal needs an owner */
     load_journal(m, n, sid, e->offset);
     atomic_fetch_add(&m->off_loads, 1);
@@ -1088,7 +1088,7 @@ void offload_tick(mc_master_t *m, uint64_t now_us)
 
 mc_status_t apply_ldisk(mc_master_t *m, const mc_master_jrec_t *r, uint64_t now_us)
 {
-    if (!key_valid(m, r->key, r->key_len) || uuid_is_zero(r->segment_id))
+    if (!key_valid(m, r->key, r->key_len) || mc_uuid_is_zero(r->segment_id))
         return MC_ERR_INVALID_PARAMS;
     uint64_t h;
     shard_t *sh = shard_lock_key(m, r->key, r->key_len, &h);
@@ -1148,7 +1148,7 @@ mc_status_t apply_load(mc_master_t *m, const mc_master_jrec_t *r)
         st = MC_ERR_NOMEM;
         goto out;
     }
-    if (uuid_is_zero(n->owner))
+    if (mc_uuid_is_zero(n->owner))
         n->owner = (mc_uuid_t){1, 1};
 out:
     shard_unlock(sh);

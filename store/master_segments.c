@@ -42,7 +42,7 @@ seg_t *seg_find(mc_master_t *m, mc_uuid_t id)
     MC_HMAP_FOREACH_HASH(&m->seg_by_id, n, h)
     {
         seg_t *s = MC_CONTAINER_OF(n, seg_t, node);
-        if (uuid_eq(s->id, id))
+        if (mc_uuid_eq(s->id, id))
             return s;
     }
     return NULL;
@@ -51,13 +51,13 @@ seg_t *seg_find(mc_master_t *m, mc_uuid_t id)
 static int seg_same(const seg_t *s, mc_uuid_t owner, const mc_master_segment_t *d)
 {
     const char *ep = d->te_endpoint ? d->te_endpoint : "";
-    return uuid_eq(s->owner, owner) && s->base == d->base && s->size == d->size &&
+    return mc_uuid_eq(s->owner, owner) && s->base == d->base && s->size == d->size &&
            strcmp(s->name, d->name) == 0 && strcmp(s->endpoint, ep) == 0;
 }
 
 static mc_status_t seg_check(const mc_master_segment_t *d)
 {
-    if (d == NULL || uuid_is_zero(d->id) || d->name == NULL || d->base == 0 ||
+    if (d == NULL || mc_uuid_is_zero(d->id) || d->name == NULL || d->base == 0 ||
         d->size < MC_OALLOC_ALIGN || d->base + d->size < d->base)
         return MC_ERR_INVALID_PARAMS;
     size_t nl = strnlen(d->name, MC_MASTER_NAME_MAX);
@@ -137,7 +137,7 @@ static mc_status_t mount_locked(mc_master_t *m, mc_uuid_t client, const mc_maste
     uint64_t nh = mc_hash64(d->name, strlen(d->name));
     for (uint32_t k = 0; k < m->nmounted; k++) {
         seg_t *o = m->slots[m->mounted[k]];
-        if (o->name_hash == nh && strcmp(o->name, d->name) == 0 && !uuid_eq(o->owner, client)) {
+        if (o->name_hash == nh && strcmp(o->name, d->name) == 0 && !mc_uuid_eq(o->owner, client)) {
             MC_WARN(MASTER,
                     "segment '%s' refused: client %016llx-%016llx already has a segment of that "
                     "name (endpoint '%s')",
@@ -150,7 +150,7 @@ static mc_status_t mount_locked(mc_master_t *m, mc_uuid_t client, const mc_maste
     /* the owner's memory under a draining segment may still be read */
     for (uint32_t i = 0; i < m->nslots; i++) {
         seg_t *o = m->slots[i];
-        if (o != NULL && o->state == SEG_UNMOUNTING && uuid_eq(o->owner, client) &&
+        if (o != NULL && o->state == SEG_UNMOUNTING && mc_uuid_eq(o->owner, client) &&
             d->base < o->base + o->size && o->base < d->base + d->size) {
             st = MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS;
             goto out_unlock;
@@ -221,7 +221,7 @@ int mc_master_segment_holder(mc_master_t *m, const char *name, mc_uuid_t client,
     pthread_rwlock_rdlock(&m->seg_lock);
     for (uint32_t k = 0; k < m->nmounted && !found; k++) {
         seg_t *o = m->slots[m->mounted[k]];
-        if (o->name_hash == nh && strcmp(o->name, name) == 0 && !uuid_eq(o->owner, client)) {
+        if (o->name_hash == nh && strcmp(o->name, name) == 0 && !mc_uuid_eq(o->owner, client)) {
             *holder = o->owner;
             snprintf(endpoint, room, "%s", o->endpoint);
             found = 1;
@@ -234,7 +234,7 @@ int mc_master_segment_holder(mc_master_t *m, const char *name, mc_uuid_t client,
 mc_status_t mc_master_mount_segment(mc_master_t *m, mc_uuid_t client,
                                     const mc_master_segment_t *seg, uint64_t now_us)
 {
-    if (uuid_is_zero(client) || seg_check(seg) != MC_OK)
+    if (mc_uuid_is_zero(client) || seg_check(seg) != MC_OK)
         return MC_ERR_INVALID_PARAMS;
     pthread_mutex_lock(&m->client_lock);
     /* a client that mounts is alive and talking to this master: OK at once
@@ -257,7 +257,7 @@ mc_status_t mc_master_mount_segment(mc_master_t *m, mc_uuid_t client,
 mc_status_t mc_master_remount_segments(mc_master_t *m, mc_uuid_t client,
                                        const mc_master_segment_t *segs, size_t n, uint64_t now_us)
 {
-    if (uuid_is_zero(client) || (n > 0 && segs == NULL))
+    if (mc_uuid_is_zero(client) || (n > 0 && segs == NULL))
         return MC_ERR_INVALID_PARAMS;
     mc_status_t rc = MC_OK;
     pthread_mutex_lock(&m->client_lock);
@@ -433,7 +433,7 @@ mc_status_t mc_master_unmount_segment(mc_master_t *m, mc_uuid_t client, mc_uuid_
     mc_status_t st = MC_OK;
     if (s == NULL) {
         st = MC_ERR_SEGMENT_NOT_FOUND;
-    } else if (!uuid_eq(s->owner, client)) {
+    } else if (!mc_uuid_eq(s->owner, client)) {
         st = MC_ERR_ILLEGAL_CLIENT;
     } else if (s->state == SEG_UNMOUNTING) {
         if (s->swept) {
@@ -464,7 +464,7 @@ mc_status_t segs_prepare_owner(mc_master_t *m, mc_uuid_t owner, uint32_t **slots
     size_t cnt = 0;
     for (uint32_t i = 0; i < m->nslots; i++)
         if (m->slots[i] != NULL && m->slots[i]->state == SEG_MOUNTED &&
-            uuid_eq(m->slots[i]->owner, owner))
+            mc_uuid_eq(m->slots[i]->owner, owner))
             cnt++;
     if (*n + cnt > *cap) {
         uint32_t *ns = mc_realloc(*slots, (*n + cnt) * sizeof(*ns));
@@ -478,7 +478,7 @@ mc_status_t segs_prepare_owner(mc_master_t *m, mc_uuid_t owner, uint32_t **slots
     }
     for (uint32_t i = 0; i < m->nslots; i++) {
         seg_t *s = m->slots[i];
-        if (s != NULL && s->state == SEG_MOUNTED && uuid_eq(s->owner, owner)) {
+        if (s != NULL && s->state == SEG_MOUNTED && mc_uuid_eq(s->owner, owner)) {
             prepare(m, s);
             (*slots)[(*n)++] = i;
         }

@@ -1396,7 +1396,7 @@ typedef struct seg_out {
 static int seg_entry(void *arg, const mc_master_segment_info_t *si)
 {
     seg_out_t *o = arg;
-    if (o->only && (si->owner.hi != o->owner.hi || si->owner.lo != o->owner.lo))
+    if (o->only && !mc_uuid_eq(si->owner, o->owner))
         return 0;
     mc_mp_writer_t *w = o->w;
     mc_mp_write_map(w, 9);
@@ -1766,7 +1766,7 @@ static void h_meta_del(void *ctx, mc_rpc_req_t *req)
     fields_t f;
     if (!begin(s, req, &f, NULL, BIT(MC_F_KEY) | BIT(MC_F_CLIENT_ID)))
         return;
-    if (f.client_id.hi == 0 && f.client_id.lo == 0) {
+    if (mc_uuid_is_zero(f.client_id)) {
         reply_status(s, req, MC_ERR_INVALID_PARAMS, "client_id {0,0} owns nothing");
         return;
     }

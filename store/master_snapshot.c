@@ -20,7 +20,7 @@ static void object_records(mc_master_t *m, obj_t *o, mc_master_journal_fn_t fn, 
         seg_t *s = m->slots[(o->ldisk & LDISK_SLOT_MASK) - 1u];
         lr.segment_id = s != NULL ? s->id : (mc_uuid_t){0, 0};
     }
-    int ldisk = !parked && obj_ldisk(o) && !uuid_is_zero(lr.segment_id);
+    int ldisk = !parked && obj_ldisk(o) && !mc_uuid_is_zero(lr.segment_id);
     if (o->nrep == 0) {
         /* only on disk: DISK (LDISK) alone makes it (complete, readable
          * from its file); otherwise it holds no space and (parked) is

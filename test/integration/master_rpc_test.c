@@ -400,7 +400,7 @@ static const mc_master_segment_t *segment_of(const mc_master_replica_desc_t *d)
 {
     const mc_master_segment_t *all[] = {&SEG_M[0], &SEG_M[1], &SEG_A};
     for (size_t i = 0; i < 3; i++)
-        if (all[i]->id.hi == d->segment_id.hi && all[i]->id.lo == d->segment_id.lo)
+        if (mc_uuid_eq(all[i]->id, d->segment_id))
             return all[i];
     return NULL;
 }
@@ -938,7 +938,7 @@ struct driver {
 static int replica_in_m(const mc_master_replica_desc_t *d, uint64_t size)
 {
     for (int i = 0; i < 2; i++)
-        if (d->segment_id.hi == SEG_M[i].id.hi && d->segment_id.lo == SEG_M[i].id.lo)
+        if (mc_uuid_eq(d->segment_id, SEG_M[i].id))
             return d->size == size && d->address >= SEG_M[i].base &&
                    d->address + size <= SEG_M[i].base + SEG_M[i].size;
     return 0;

@@ -730,7 +730,7 @@ static void a_node_reads_its_own_disk_only_objects_itself(void **state)
     assert_int_equal(mc_master_offload_own_disk(m, "gone", 4, seg_id(1), &d), 1);
     assert_int_equal(d.kind, MC_MASTER_REPLICA_LOCAL_DISK);
     assert_int_equal(d.size, OBJ);
-    assert_true(d.segment_id.hi == seg_id(1).hi && d.segment_id.lo == seg_id(1).lo);
+    assert_true(mc_uuid_eq(d.segment_id, seg_id(1)));
     assert_int_equal(mc_master_remove(m, "gone", 4, 0, T0 + 1), MC_OK); /* no lease held */
     assert_int_equal(mc_master_offload_own_disk(m, "gone", 4, seg_id(1), &d), 0);
     /* read 1 of "own": its own; read 2 reaches the threshold: a load */

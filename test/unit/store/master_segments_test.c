@@ -561,7 +561,7 @@ static void a_segment_name_another_live_client_holds_is_refused(void **state)
     mc_uuid_t who = {0, 0};
     char ep[64];
     assert_int_equal(mc_master_segment_holder(m, "host-a", C2, &who, ep, sizeof(ep)), 1);
-    assert_true(who.hi == C1.hi && who.lo == C1.lo);
+    assert_true(mc_uuid_eq(who, C1));
     assert_string_equal(ep, "host-a:9000");
     assert_int_equal(mc_master_segment_holder(m, "host-a", C1, &who, ep, sizeof(ep)), 0);
     /* C1 expires: the name is free */
