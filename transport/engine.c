@@ -20,7 +20,6 @@
 #include "transport/location.h"
 #include "util/log.h"
 #include "util/mem.h"
-#include "util/shm.h"
 #include "util/time.h"
 
 #define PRETOUCH_MIN (64u << 20) /* regions from this size are pre-touched in parallel */
@@ -126,30 +125,25 @@ static void *touch_thread(void *arg)
     touch_job_t *j = arg;
     long page = sysconf(_SC_PAGESIZE);
     /* MADV_POPULATE_WRITE (Linux 5.14) faults pages in without changing
-     * them; then each page is written without changing it (mc_shm_touch:
-     * a page this process only populated costs it microseconds at each
-     * read after another process or the device wrote it). Refused (memory
-     * that is not writable or not mapped, an older kernel): nothing is
-     * touched, pages fault in at their first use. */
+     * them; otherwise write each page's first byte back to itself. */
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23
 #endif
     uintptr_t start = (uintptr_t)j->p & ~(uintptr_t)(page - 1);
     if (madvise((void *)start, j->len + ((uintptr_t)j->p - start), MADV_POPULATE_WRITE) == 0)
-        mc_shm_touch((void *)(uintptr_t)j->p, j->len);
+        return NULL;
+    for (size_t off = 0; off < j->len; off += (size_t)page)
+        j->p[off] = j->p[off];
     return NULL;
 }
 
-/* Fault a region in (a large one with one thread per CPU), so the first
- * transfers do not pay for page faults (and NUMA first-touch places it
- * now), and write each page (touch_thread). */
+/* Fault in a large region with one thread per CPU, so the first transfers
+ * do not pay for page faults (and NUMA first-touch places it now). */
 static void pretouch(void *addr, size_t len)
 {
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-    if (len < PRETOUCH_MIN || ncpu <= 1) { /* here, by this thread */
-        touch_thread(&(touch_job_t){.p = addr, .len = len});
+    if (len < PRETOUCH_MIN || ncpu < 1)
         return;
-    }
     if (ncpu > 16)
         ncpu = 16;
     pthread_t th[16];

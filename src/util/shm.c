@@ -216,23 +216,6 @@ mc_status_t mc_shm_map(int fd, uint64_t len, int writable, void **out)
     return MC_OK;
 }
 
-size_t mc_shm_touch(void *p, size_t len)
-{
-    long page = sysconf(_SC_PAGESIZE);
-    if (p == NULL || len == 0 || page <= 0)
-        return 0;
-    uintptr_t start = (uintptr_t)p & ~(uintptr_t)(page - 1), end = (uintptr_t)p + len;
-    for (uintptr_t a = start; a < end; a += (uintptr_t)page) {
-        uint8_t *b = (uint8_t *)a;
-#if defined(__x86_64__) || defined(__i386__)
-        __asm__ volatile("lock orb $0, %0" : "+m"(*b)); /* a write, never folded into a load */
-#else
-        __atomic_fetch_or(b, (uint8_t)0, __ATOMIC_RELAXED);
-#endif
-    }
-    return (size_t)(end - start);
-}
-
 void mc_shm_destroy(mc_shm_t *s)
 {
     if (s == NULL)

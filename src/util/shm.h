@@ -44,17 +44,6 @@ mc_status_t mc_shm_create(const char *name, uint64_t len, int huge, mc_shm_t *ou
  * memfd), MC_ERR_NOMEM. */
 mc_status_t mc_shm_map(int fd, uint64_t len, int writable, void **out);
 
-/* Write each page of [p, p+len) without changing a byte (an atomic OR of
- * 0 to its first byte: safe while other threads or processes write the
- * region). MADV_POPULATE_WRITE maps the pages; this marks them written by
- * this process too. Measured on a 2-vCPU KVM guest (kernel 6.18): a page
- * of a shared mapping that this process only populated or read costs it
- * 2-9 us at each first read after another process (or the device) wrote
- * it, every time, against about 0.2 us once it wrote the page itself: a
- * node hashing a 4 MiB object a client had just put took 6-18 ms instead
- * of 0.3. Returns len rounded to pages, 0 on nothing to do. */
-size_t mc_shm_touch(void *p, size_t len);
-
 /* Unmap and close. NULL and a zeroed struct are fine. */
 void mc_shm_destroy(mc_shm_t *s);
 

@@ -1,8 +1,8 @@
 /*
  * util/shm.c: memfd regions (zeroed, shared between mappings, limits
- * reported as clear statuses), pages touched without changing a byte, descriptors passed over
- * abstract unix sockets, a second listener on a name refused, peer credentials, groups, host
- * identity.
+ * reported as clear statuses), descriptors passed over abstract unix
+ * sockets, a second listener on a name refused, peer credentials, groups,
+ * host identity.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -10,9 +10,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include <pthread.h>
 #include <signal.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,66 +49,6 @@ static void a_region_is_zeroed_and_seen_by_a_second_mapping(void **state)
     mc_shm_destroy(&s);
     mc_shm_destroy(&s); /* twice, and NULL: fine */
     mc_shm_destroy(NULL);
-}
-
-/* mc_shm_touch writes every page without changing a byte, also while
- * another thread writes the same bytes: a touch that read a byte and wrote
- * it back (not one atomic step) would now and then put back a value the
- * writer had already replaced. The writer checks, before each write, that
- * the byte still holds what it wrote there the round before. */
-#define TOUCH_PAGES 256
-#define TOUCH_ROUNDS 4000
-
-typedef struct {
-    volatile uint8_t *p;
-    atomic_int done;
-    unsigned lost; /* bytes found changed since the writer's last write */
-} touch_writer_t;
-
-static void *touch_writer(void *arg)
-{
-    touch_writer_t *w = arg;
-    for (unsigned r = 1; r <= TOUCH_ROUNDS; r++)
-        for (unsigned i = 0; i < TOUCH_PAGES; i++) {
-            volatile uint8_t *b = &w->p[(size_t)i * 4096];
-            if (r > 1 && *b != (uint8_t)(r - 1))
-                w->lost++;
-            *b = (uint8_t)r;
-        }
-    atomic_store(&w->done, 1);
-    return NULL;
-}
-
-static void touching_pages_changes_no_byte_even_under_a_concurrent_writer(void **state)
-{
-    (void)state;
-    mc_shm_t s;
-    assert_int_equal(mc_shm_create("t", TOUCH_PAGES * 4096, 0, &s), MC_OK);
-    uint8_t *p = s.base;
-    for (size_t i = 0; i < s.len; i++)
-        p[i] = (uint8_t)(i * 7 + 3);
-    assert_int_equal(mc_shm_touch(p + 10, s.len - 10), s.len); /* whole pages */
-    assert_int_equal(mc_shm_touch(p, 0), 0);
-    assert_int_equal(mc_shm_touch(NULL, 4096), 0);
-    for (size_t i = 0; i < s.len; i++)
-        assert_int_equal(p[i], (uint8_t)(i * 7 + 3));
-
-    touch_writer_t w = {.p = p};
-    pthread_t th;
-    assert_int_equal(pthread_create(&th, NULL, touch_writer, &w), 0);
-    unsigned passes = 0;
-    while (!atomic_load(&w.done) || passes == 0) {
-        mc_shm_touch(p, s.len);
-        passes++;
-    }
-    pthread_join(th, NULL);
-    assert_int_equal(w.lost, 0);
-    for (unsigned i = 0; i < TOUCH_PAGES; i++)
-        assert_int_equal(p[(size_t)i * 4096], (uint8_t)TOUCH_ROUNDS);
-    for (size_t i = 0; i < s.len; i++) /* the bytes the writer left alone */
-        if (i % 4096 != 0)
-            assert_int_equal(p[i], (uint8_t)(i * 7 + 3));
-    mc_shm_destroy(&s);
 }
 
 static void huge_pages_fall_back_to_normal_pages(void **state)
@@ -245,7 +183,6 @@ int main(void)
     mc_log_set_spec(getenv("TEST_LOG") ? getenv("TEST_LOG") : "off", NULL, 0);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(a_region_is_zeroed_and_seen_by_a_second_mapping),
-        cmocka_unit_test(touching_pages_changes_no_byte_even_under_a_concurrent_writer),
         cmocka_unit_test(huge_pages_fall_back_to_normal_pages),
         cmocka_unit_test(more_than_the_host_has_is_refused_at_once),
         cmocka_unit_test(the_file_size_limit_is_reported_as_a_limit),

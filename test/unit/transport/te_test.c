@@ -31,7 +31,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -465,30 +464,6 @@ static void bad_registrations_are_refused(void **state)
     assert_int_equal(mc_te_register(te, m, sizeof(m), "gpu0", 1), MC_ERR_INVALID_ARGUMENT);
     assert_int_equal(mc_te_register(te, m, sizeof(m), "*", 1), MC_OK);
     assert_int_equal(mc_te_unregister(te, m), MC_OK);
-    mc_te_destroy(te);
-}
-
-/* Registering faults the pages in and writes each without changing it:
- * the bytes stay, and memory that is not writable is registered without
- * a write (no SIGSEGV). */
-static void registering_keeps_the_bytes_and_takes_read_only_memory(void **state)
-{
-    (void)state;
-    mc_te_t *te = engine_new(0, 0, 0, 0);
-    size_t len = 1 << 20;
-    uint8_t *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    assert_true(m != MAP_FAILED);
-    for (size_t i = 0; i < len; i++)
-        m[i] = (uint8_t)(i * 13 + 1);
-    assert_int_equal(mc_te_register(te, m, len, NULL, 1), MC_OK);
-    for (size_t i = 0; i < len; i++)
-        assert_int_equal(m[i], (uint8_t)(i * 13 + 1));
-    assert_int_equal(mc_te_unregister(te, m), MC_OK);
-    assert_int_equal(mprotect(m, len, PROT_READ), 0);
-    assert_int_equal(mc_te_register(te, m, len, NULL, 1), MC_OK);
-    assert_int_equal(m[len - 1], (uint8_t)((len - 1) * 13 + 1));
-    assert_int_equal(mc_te_unregister(te, m), MC_OK);
-    munmap(m, len);
     mc_te_destroy(te);
 }
 
@@ -1640,7 +1615,6 @@ int main(void)
         cmocka_unit_test(overlapping_registrations_are_refused_and_adjacent_ones_accepted),
         cmocka_unit_test(register_batch_is_all_or_nothing),
         cmocka_unit_test(bad_registrations_are_refused),
-        cmocka_unit_test(registering_keeps_the_bytes_and_takes_read_only_memory),
         cmocka_unit_test(unregister_takes_the_start_of_a_buffer_and_frees_its_range),
         cmocka_unit_test(the_descriptor_lists_the_remote_buffers_in_address_order),
         cmocka_unit_test(a_buffer_registered_after_open_is_found_by_refreshing),
