@@ -116,7 +116,7 @@ int te_needs_local_reg(const mc_te_t *te)
 }
 
 typedef struct touch_job {
-    volatile uint8_t *p;
+    uint8_t *p;
     size_t len;
 } touch_job_t;
 
@@ -125,15 +125,15 @@ static void *touch_thread(void *arg)
     touch_job_t *j = arg;
     long page = sysconf(_SC_PAGESIZE);
     /* MADV_POPULATE_WRITE (Linux 5.14) faults pages in without changing
-     * them; otherwise write each page's first byte back to itself. */
+     * them. Refused (memory that is not writable, or not mapped; a kernel
+     * before 5.14): nothing is done, the pages fault in at first use. (It
+     * wrote each page's first byte back to itself then: a SIGSEGV on
+     * read-only memory, and a write lost to a racing writer.) */
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23
 #endif
     uintptr_t start = (uintptr_t)j->p & ~(uintptr_t)(page - 1);
-    if (madvise((void *)start, j->len + ((uintptr_t)j->p - start), MADV_POPULATE_WRITE) == 0)
-        return NULL;
-    for (size_t off = 0; off < j->len; off += (size_t)page)
-        j->p[off] = j->p[off];
+    (void)madvise((void *)start, j->len + ((uintptr_t)j->p - start), MADV_POPULATE_WRITE);
     return NULL;
 }
 
@@ -154,7 +154,7 @@ static void pretouch(void *addr, size_t len)
         size_t off = (size_t)i * part;
         if (off >= len)
             break;
-        jobs[i].p = (volatile uint8_t *)addr + off;
+        jobs[i].p = (uint8_t *)addr + off;
         jobs[i].len = off + part > len ? len - off : part;
         if (pthread_create(&th[started], NULL, touch_thread, &jobs[i]) != 0) {
             touch_thread(&jobs[i]);

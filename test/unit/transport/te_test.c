@@ -31,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -464,6 +465,23 @@ static void bad_registrations_are_refused(void **state)
     assert_int_equal(mc_te_register(te, m, sizeof(m), "gpu0", 1), MC_ERR_INVALID_ARGUMENT);
     assert_int_equal(mc_te_register(te, m, sizeof(m), "*", 1), MC_OK);
     assert_int_equal(mc_te_unregister(te, m), MC_OK);
+    mc_te_destroy(te);
+}
+
+/* Registering faults large regions in first; memory that refuses it (not
+ * writable) is registered as it is, never written (a write would kill the
+ * process). */
+static void read_only_memory_registers_without_a_write(void **state)
+{
+    (void)state;
+    mc_te_t *te = engine_new(0, 0, 0, 0);
+    size_t len = 64u << 20; /* as large as the regions faulted in first */
+    uint8_t *m = mmap(NULL, len, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    assert_true(m != MAP_FAILED);
+    assert_int_equal(mc_te_register(te, m, len, NULL, 1), MC_OK);
+    assert_int_equal(m[len - 1], 0);
+    assert_int_equal(mc_te_unregister(te, m), MC_OK);
+    munmap(m, len);
     mc_te_destroy(te);
 }
 
@@ -1615,6 +1633,7 @@ int main(void)
         cmocka_unit_test(overlapping_registrations_are_refused_and_adjacent_ones_accepted),
         cmocka_unit_test(register_batch_is_all_or_nothing),
         cmocka_unit_test(bad_registrations_are_refused),
+        cmocka_unit_test(read_only_memory_registers_without_a_write),
         cmocka_unit_test(unregister_takes_the_start_of_a_buffer_and_frees_its_range),
         cmocka_unit_test(the_descriptor_lists_the_remote_buffers_in_address_order),
         cmocka_unit_test(a_buffer_registered_after_open_is_found_by_refreshing),
