@@ -237,6 +237,14 @@ static void count_round(mc_master_t *m, uint64_t keys, uint64_t bytes)
     }
 }
 
+void evict_backoff_end(mc_master_t *m, uint64_t now_us)
+{
+    if (atomic_load_explicit(&m->evict_idle_until_us, memory_order_relaxed) > now_us)
+        atomic_store_explicit(&m->evict_idle_until_us, 0, memory_order_relaxed);
+    if (atomic_load_explicit(&m->evict_nofit_until_us, memory_order_relaxed) > now_us)
+        atomic_store_explicit(&m->evict_nofit_until_us, 0, memory_order_relaxed);
+}
+
 uint64_t evict_pass(mc_master_t *m, uint64_t now_us, double ratio)
 {
     if (now_us < atomic_load(&m->evict_idle_until_us))

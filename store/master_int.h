@@ -410,6 +410,9 @@ client_t *client_get_or_add(mc_master_t *m, mc_uuid_t id, uint64_t now_us, int s
  * above the high watermark). Returns how many objects went. Takes shard
  * locks: the caller holds none. */
 uint64_t evict_pass(mc_master_t *m, uint64_t now_us, double ratio);
+/* What eviction found is stale (an object became evictable, memory was
+ * freed): its backoffs end, the next pass or put's eviction looks again. */
+void evict_backoff_end(mc_master_t *m, uint64_t now_us);
 /* A put of size bytes found no room: evict, if and only if that makes room
  * for one replica of it (see master_evict.c). Returns 1 with the name of the
  * segment that has room now in seg_name (MC_MASTER_NAME_MAX bytes), 0 when

@@ -1046,10 +1046,7 @@ static int lease_release_locked(mc_master_t *m, shard_t *sh, uint64_t h, const c
         /* nobody reads it any more: removable, and a put's eviction may
          * take it (obj_leased); the tick's eviction still spares it until
          * lease_us (obj_held, master_evict.c) */
-        if (atomic_load_explicit(&m->evict_idle_until_us, memory_order_relaxed) > now_us)
-            atomic_store_explicit(&m->evict_idle_until_us, 0, memory_order_relaxed);
-        if (atomic_load_explicit(&m->evict_nofit_until_us, memory_order_relaxed) > now_us)
-            atomic_store_explicit(&m->evict_nofit_until_us, 0, memory_order_relaxed);
+        evict_backoff_end(m, now_us);
     }
     return 1;
 }

@@ -926,6 +926,8 @@ mc_status_t mc_master_offload_done_id(mc_master_t *m, mc_uuid_t client, mc_uuid_
     }
 out:
     shard_unlock(sh);
+    if (had && e.op == MC_MASTER_OFFLOAD_PERSIST)
+        evict_backoff_end(m, now_us); /* not pending any more, its memory maybe gone */
     if (had)
         notify(m); /* a reader may wait for this load; room may be free now */
     return st;

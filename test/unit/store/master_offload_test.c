@@ -141,6 +141,33 @@ static void without_a_polling_node_eviction_drops_as_before(void **state)
     mc_master_destroy(m);
 }
 
+/* A put that finds every object of a full pool waiting for its node backs
+ * eviction off for a while (nothing could make room); the node's answers
+ * free memory and end that backoff: the next put that finds no room asks
+ * for the objects written since at once, not a backoff later (the node
+ * idled meanwhile in an eviction storm). */
+static void a_nodes_answer_ends_the_eviction_backoff(void **state)
+{
+    (void)state;
+    mc_master_t *m = off_master(1, 100, 1.0, 0);
+    assert_int_equal(mount_seg(m, C1, 1, "n1", 4 * OBJ, T0), MC_OK);
+    poll_seg(m, C1, 1, T0);
+    put_n(m, 4, T0); /* k0..k3: full */
+    uint64_t t = T0 + SEC;
+    assert_int_equal(put_obj(m, C1, "k4", OBJ, 1, t), MC_ERR_NO_AVAILABLE_HANDLE);
+    assert_int_equal(put_obj(m, C1, "k4", OBJ, 1, t + 1), MC_ERR_NO_AVAILABLE_HANDLE);
+    polled_t p = poll_seg(m, C1, 1, t + 2);
+    assert_int_equal(p.persist, 4); /* all four asked for, all four pending */
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(done(m, C1, 1, p.key[i], MC_OK, t + 3), MC_OK);
+    assert_int_equal(put_obj(m, C1, "k4", OBJ, 1, t + 4), MC_OK);
+    assert_int_equal(put_obj(m, C1, "k5", OBJ, 1, t + 5), MC_OK);
+    /* full again, 1 ms after the backoff began: k4 and k5 are asked for now */
+    assert_int_equal(put_obj(m, C1, "k6", OBJ, 1, t + 1000), MC_ERR_NO_AVAILABLE_HANDLE);
+    assert_int_equal(poll_seg(m, C1, 1, t + 1001).persist, 2);
+    mc_master_destroy(m);
+}
+
 static void requests_are_bounded_per_cycle_and_per_queue(void **state)
 {
     (void)state;
@@ -881,6 +908,7 @@ int main(void)
         cmocka_unit_test(eviction_asks_the_node_then_keeps_the_object_on_its_disk),
         cmocka_unit_test(without_a_polling_node_eviction_drops_as_before),
         cmocka_unit_test(requests_are_bounded_per_cycle_and_per_queue),
+        cmocka_unit_test(a_nodes_answer_ends_the_eviction_backoff),
         cmocka_unit_test(a_failed_or_unanswered_offload_falls_back_to_eviction),
         cmocka_unit_test(eager_offload_after_put_end_keeps_memory),
         cmocka_unit_test(removing_hands_the_deletion_to_the_node),
