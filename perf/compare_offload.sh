@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # perf/compare_offload.sh - node-local offload against fio on the same directory.
 #
-#   perf/compare_offload.sh [-n OBJECTS] [-s SIZE] [-r ROUNDS] [-q "DEPTHS"] [-d PARENT]
+#   perf/compare_offload.sh [-n OBJECTS] [-s SIZE] [-w STORMS] [-r ROUNDS] [-q "DEPTHS"] [-d PARENT]
 #
 # A mooncake-master with enable_offload + offload_on_evict (watermark 0.6)
 # and one storage node with a 64 MiB segment and its offload directory in a
@@ -18,8 +18,20 @@
 #    20 ms of earlier runs the disk idled while the putter slept: 18-47
 #    refusals, 0.36-0.94 s of a 0.7-1.3 s storm; the count is printed). Peer: fio sequential writes, same
 #    block size, queue depth 1, psync, fsync after every block (as each
-#    offloaded object is synced before it is answered), total OBJECTS x SIZE;
-#    and fio without fsync.
+#    offloaded object is synced before it is answered), total OBJECTS x SIZE,
+#    to a new file (the node's files are new); and fio without fsync.
+#    STORMS storms (default 3), each on a new master, node and directory,
+#    each next to a run of the fio peers (after it in odd storms, before it
+#    in even ones): medians, and r-ratio, the median of each storm's ratio
+#    to its fio run. Warm-up on both sides, not counted: the putter
+#    (`tier_bench put --warm`) first puts OBJECTS keys PREFIX-warm/<i>
+#    through the same storm, they are removed (mooncake-cli rm --regex) and
+#    their files deleted, then the timed pass (its GB/s: the objects the
+#    node persisted in it / its seconds); fio writes once before the first
+#    storm. (Without them one storm against one fio run read 0.48x-1.05x in
+#    three runs of one build: fio's first file in a new directory wrote at
+#    0.28-0.45 GB/s, its later ones at 0.8-1.0, and on this VM a process
+#    pays 5-7 us at its first touch of each page of a mapping.)
 #    The node's load stages (mooncake_store_offload_load_stage_seconds on its
 #    HTTP port) are printed as means per object for each read row, and so
 #    are the reader's (mooncake_store_get_load_stage_seconds, written by
@@ -95,6 +107,7 @@ b=${BUILD:-$here/build}
 n=64
 size=4M
 rounds=3
+storms=3
 depths="1 4"
 parent=/tmp
 put_retry=${PUT_RETRY_US:-1000}
@@ -103,6 +116,7 @@ while [ $# -gt 0 ]; do
     -n) n=$2; shift 2 ;;
     -s) size=$2; shift 2 ;;
     -r) rounds=$2; shift 2 ;;
+    -w) storms=$2; shift 2 ;;
     -q) depths=$2; shift 2 ;;
     -d) parent=$2; shift 2 ;;
     -h|--help) sed -n '2,40p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
@@ -140,16 +154,23 @@ cleanup() {
 }
 trap cleanup EXIT
 
-"$b/mooncake-master" --set server.bind_address=127.0.0.1 --set server.rpc_port=$rpc \
-    --set server.http_port=$http --set server.reactors=1 --set master.enable_offload=true \
-    --set master.offload_on_evict=true --set master.offload_cap_ratio=1.0 \
-    --set master.eviction_high_watermark_ratio=0.6 --set master.eviction_ratio=0.2 \
-    --set master.client_ttl=2s --set master.lease_ttl=200ms --set log.level=warn >/dev/null 2>>"$root/master.log" &
-mpid=$!
-for _ in $(seq 100); do
-    (echo >/dev/tcp/127.0.0.1/$rpc) 2>/dev/null && break
-    sleep 0.05
-done
+start_master() {
+    "$b/mooncake-master" --set server.bind_address=127.0.0.1 --set server.rpc_port=$rpc \
+        --set server.http_port=$http --set server.reactors=1 --set master.enable_offload=true \
+        --set master.offload_on_evict=true --set master.offload_cap_ratio=1.0 \
+        --set master.eviction_high_watermark_ratio=0.6 --set master.eviction_ratio=0.2 \
+        --set master.client_ttl=2s --set master.lease_ttl=200ms --set log.level=warn >/dev/null 2>>"$root/master.log" &
+    mpid=$!
+    for _ in $(seq 100); do
+        (echo >/dev/tcp/127.0.0.1/$rpc) 2>/dev/null && break
+        sleep 0.05
+    done
+}
+stop_master() {
+    kill "$mpid"; wait "$mpid" 2>/dev/null || true
+    mpid=
+}
+start_master
 
 start_node() { # [SEGMENT_SIZE [--set ...]]
     local seg=${1:-64MiB}
@@ -216,36 +237,76 @@ wait_idle() { # the node answered every request
     done
 }
 
-start_node
-# 1. eviction storm
-t0=$(date +%s.%N)
-"$b/tier_bench" put --master 127.0.0.1:$rpc -n "$n" --size "$size" --prefix off \
-    --retry "$put_retry" >"$root/put.out" 2>>"$root/bench.log"
-t1=$(date +%s.%N)
-persisted=$(metric master_offload_persisted_total)
-w_gbs=$(echo "$persisted * $bytes_each / ($t1 - $t0) / 1000000000" | bc -l)
-
+med() { printf '%s\n' "$@" | sort -g | awk '{a[NR] = $1} END {print a[int((NR + 1) / 2)]}'; }
 fio_bw() { # GB/s of a fio run (its own bandwidth figure)
     fio --output-format=terse --terse-version=3 "$@" 2>/dev/null |
         awk -F';' -v rw="$RW" '{ if (rw == "read") print $7 * 1024 / 1e9; else print $48 * 1024 / 1e9 }'
 }
-RW=write fw_sync=$(fio_bw --name=w --directory="$root" --filename=fio.dat --rw=write --bs="$bs" \
-    --iodepth=1 --ioengine=psync --size="${total_mb}M" --fsync=1 --end_fsync=1)
-RW=write fw=$(fio_bw --name=w --directory="$root" --filename=fio.dat --rw=write --bs="$bs" \
-    --iodepth=1 --ioengine=psync --size="${total_mb}M" --end_fsync=1)
+fio_writes() { # the write peers, on a new fio.dat as the node's files are new
+    rm -f "$root/fio.dat"
+    RW=write fio_bw --name=w --directory="$root" --filename=fio.dat --rw=write --bs="$bs" \
+        --iodepth=1 --ioengine=psync --size="${total_mb}M" --fsync=1 --end_fsync=1 >>"$root/w.sync"
+    RW=write fio_bw --name=w --directory="$root" --filename=fio.dat --rw=write --bs="$bs" \
+        --iodepth=1 --ioengine=psync --size="${total_mb}M" --end_fsync=1 >>"$root/w.buf"
+}
+# 1. eviction storms: STORMS of them (-w), each on a new master, node and
+# directory, alternated with the fio peers (fio first in every other one:
+# the disk's minute is the same for both in the median); the last one's
+# files are read in step 2
+: >"$root/w.sync"
+: >"$root/w.buf"
+fio_writes # its warm-up (the directory's first blocks), not counted
+: >"$root/w.sync"
+: >"$root/w.buf"
+cat >"$root/warm.sh" <<WARM
+#!/usr/bin/env bash
+# after tier_bench put --warm's warm-up pass: its objects removed, their
+# files deleted by the node, then the persisted count the timed pass starts from
+"$b/mooncake-cli" --master 127.0.0.1:$rpc -q rm --force --regex '^off-warm/' >/dev/null
+for _ in \$(seq 400); do
+    [ "\$(find "$root/node" -type f ! -name '.*' | wc -l)" = 0 ] && break
+    sleep 0.025
+done
+curl -s "http://127.0.0.1:$http/metrics" | awk '\$1 == "master_offload_persisted_total" {print \$2}' >"$root/w.base"
+WARM
+chmod +x "$root/warm.sh"
+W=()
+for ((si = 1; si <= storms; si++)); do
+    if [ "$si" -gt 1 ]; then
+        stop_node
+        stop_master
+        rm -rf "$root/node"
+        start_master
+    fi
+    start_node
+    [ $((si % 2)) = 0 ] && fio_writes
+    "$b/tier_bench" put --master 127.0.0.1:$rpc -n "$n" --size "$size" --prefix off \
+        --retry "$put_retry" --warm --between "$root/warm.sh" >"$root/put.out" 2>>"$root/bench.log"
+    secs=$(sed -n 's/^put pass: \([0-9.]*\) s$/\1/p' "$root/put.out")
+    persisted=$(($(metric master_offload_persisted_total) - $(cat "$root/w.base")))
+    W+=("$(echo "$persisted * $bytes_each / $secs / 1000000000" | bc -l)")
+    [ $((si % 2)) = 1 ] && fio_writes
+    echo "storm $si: $persisted objects of $size written in $secs s ($n put; $(sed -n 's/.*; //p' "$root/put.out" | head -1)): $(printf '%.3f' "${W[-1]}") GB/s; fio fsync every block $(tail -1 "$root/w.sync"), buffered $(tail -1 "$root/w.buf")"
+done
+mapfile -t FWS <"$root/w.sync"
+mapfile -t FWB <"$root/w.buf"
+w_gbs=$(med "${W[@]}")
+fw_sync=$(med "${FWS[@]}")
+fw=$(med "${FWB[@]}")
+# the median of each storm's ratio to the fio run next to it
+w_rr=$(med $(for ((i = 0; i < ${#W[@]}; i++)); do echo "${W[i]} / ${FWS[i]}" | bc -l; done))
 
 # 2. disk-only reads: push everything out, restart the node
 "$b/tier_bench" put --master 127.0.0.1:$rpc -n 32 --size "$size" --prefix fill >/dev/null 2>>"$root/bench.log"
 wait_idle
 stop_node
 files=$(find "$root/node" -type f ! -name '.*' | wc -l)
-echo "offload: $persisted objects of $size written during the storm ($n put; $(sed -n 's/.*; //p' "$root/put.out")); $files files on the node"
+echo "offload: $files files on the node after the last storm"
 # let the device settle after the storm's writes (SETTLE_S, default 5 s):
 # without it the mode measured first was the slower one, whichever it was
 sync
 sleep "${SETTLE_S:-5}"
 
-med() { printf '%s\n' "$@" | sort -g | awk '{a[NR] = $1} END {print a[int((NR + 1) / 2)]}'; }
 rows=()
 objrows=()
 stages=()
@@ -365,11 +426,13 @@ PEER
     stop_node
 done
 
-printf '\n%-44s %8s %8s\n' "write path ($n x $size, queue depth 1)" "GB/s" "ratio"
-printf '%-44s %8.3f %8s\n' "write: offload during the eviction storm" "$w_gbs" ""
-printf '%-44s %8.3f %8.2f\n' "write: fio seq, fsync every block" "$fw_sync" \
-    "$(echo "$w_gbs / $fw_sync" | bc -l)"
-printf '%-44s %8.3f %8.2f\n' "write: fio seq, buffered" "$fw" "$(echo "$w_gbs / $fw" | bc -l)"
+printf '\n%-44s %8s %8s %7s\n' "write path ($n x $size, queue depth 1), medians of $storms" "GB/s" "ratio" "r-ratio"
+printf '%-44s %8.3f %8s %7s   storms: %s\n' "write: offload during the eviction storm" "$w_gbs" "" "" \
+    "$(printf '%.3f ' "${W[@]}")"
+printf '%-44s %8.3f %8.2f %7.2f   fio: %s\n' "write: fio seq, fsync every block" "$fw_sync" \
+    "$(echo "$w_gbs / $fw_sync" | bc -l)" "$w_rr" "$(printf '%.3f ' "${FWS[@]}")"
+printf '%-44s %8.3f %8.2f %7s   fio: %s\n' "write: fio seq, buffered" "$fw" "$(echo "$w_gbs / $fw" | bc -l)" "" \
+    "$(printf '%.3f ' "${FWB[@]}")"
 echo "csv,compare_offload_write,$size,$n,$w_gbs,$fw_sync,$fw"
 printf '\nreads of disk-only objects (%s x %s), GB/s, medians of %s rounds; fio: io_uring, same depth\n' \
     "$n" "$size" "$rounds"

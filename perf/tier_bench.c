@@ -3,10 +3,13 @@
  * perf/compare_tier.sh, which runs it against dd on the same files.
  *
  *   tier_bench put  --master HOST:PORT [-n 64] [--size 4M] [--prefix tb] [--retry 20000]
+ *                   [--warm --between CMD]
  *       eager puts of keys "PREFIX/<i>" (each put returns once its file is
  *       written): the files exist afterwards, whatever memory keeps. A put
  *       the full pool refuses is tried again --retry µs later (for up to 4 s);
- *       the refusals are counted.
+ *       the refusals are counted. --warm: a pass of keys "PREFIX-warm/<i>"
+ *       first, then CMD, then the timed pass (the same process: its first
+ *       touch of each page of the node's segment is not in the time).
  *   tier_bench get  --master HOST:PORT [-n 64] [--size 4M] [--rounds 3] [--depth 1]
  *                   [--between CMD] [--service HOST:PORT] [--sync]
  *       gets of the same keys through the store client (--depth D: D
@@ -60,7 +63,7 @@
 typedef struct cli {
     char *master, *dir, *prefix, *stages, *between, *service;
     uint64_t n, size, rounds, depth, retry;
-    bool sync, reg;
+    bool sync, reg, warm;
 } cli_t;
 
 static const mc_conf_key_t cli_rows[] = {
@@ -80,6 +83,10 @@ static const mc_conf_key_t cli_rows[] = {
                 "get: the buffers registered with the client (mc_store_register_buffer), as "
                 "serving engines register their KV buffers: the transfer lands in them, no "
                 "staging copy (--service: always)"),
+    MC_CONF_ROW(cli_t, warm, "warm", MC_CONF_BOOL, "false", 0, 0,
+                "put: first a warm-up pass of keys PREFIX-warm/<i>, then --between, then "
+                "the timed pass (its seconds printed: put pass: S s), in one process as a "
+                "serving engine's client lives on"),
     MC_CONF_ROW(cli_t, retry, "retry", MC_CONF_UINT, "20000", 0, 1e7,
                 "put: µs to wait before a put the full pool refused is tried again"),
     MC_CONF_ROW(cli_t, prefix, "prefix", MC_CONF_STRING, "tb", 0, 0,
@@ -92,7 +99,8 @@ static const mc_conf_key_t cli_rows[] = {
                 "shared memory registered with it"),
     MC_CONF_ROW(cli_t, between, "between", MC_CONF_STRING, "", 0, 0,
                 "get, read: run this shell command after each round, outside the time (a "
-                "peer's run paired with each round, as perf/compare_offload.sh does)"),
+                "peer's run paired with each round, as perf/compare_offload.sh does); put "
+                "--warm: after the warm-up pass"),
 };
 
 /* --between: run cmd after round r (MC_BENCH_ROUND=r in its environment);
@@ -344,27 +352,35 @@ int main(int argc, char **argv)
         return 1;
     }
     if (strcmp(mode, "put") == 0) {
-        uint64_t refused = 0;
-        for (unsigned i = 0; i < n; i++) {
-            snprintf(key, sizeof(key), "%.40s/%u", o.prefix, i);
-            fill(buf, size, i);
-            mc_status_t st = MC_ERR_NO_AVAILABLE_HANDLE;
-            uint64_t give_up = mc_now_us() + 4000000; /* as 200 tries 20 ms apart did */
-            while (st == MC_ERR_NO_AVAILABLE_HANDLE) {
-                st = mc_store_put(s, key, strlen(key), buf, size, NULL);
-                if (st != MC_ERR_NO_AVAILABLE_HANDLE || mc_now_us() > give_up)
-                    break;
-                refused++;
-                usleep((useconds_t)o.retry); /* the pool is full until eviction runs */
-            }
-            if (st != MC_OK) {
-                fprintf(stderr, "tier_bench: put %s: %s\n", key, mc_status_str(st));
+        uint64_t refused = 0, t_pass = 0;
+        for (unsigned pass = o.warm ? 0 : 1; pass <= 1; pass++) {
+            if (pass == 1 && o.warm && run_between(o.between, 0) != 0)
                 return 1;
+            t_pass = mc_now_us();
+            refused = 0;
+            for (unsigned i = 0; i < n; i++) {
+                snprintf(key, sizeof(key), pass == 0 ? "%.40s-warm/%u" : "%.40s/%u", o.prefix, i);
+                fill(buf, size, i);
+                mc_status_t st = MC_ERR_NO_AVAILABLE_HANDLE;
+                uint64_t give_up = mc_now_us() + 4000000; /* as 200 tries 20 ms apart did */
+                while (st == MC_ERR_NO_AVAILABLE_HANDLE) {
+                    st = mc_store_put(s, key, strlen(key), buf, size, NULL);
+                    if (st != MC_ERR_NO_AVAILABLE_HANDLE || mc_now_us() > give_up)
+                        break;
+                    refused++;
+                    usleep((useconds_t)o.retry); /* the pool is full until eviction runs */
+                }
+                if (st != MC_OK) {
+                    fprintf(stderr, "tier_bench: put %s: %s\n", key, mc_status_str(st));
+                    return 1;
+                }
             }
         }
+        double secs = (double)(mc_now_us() - t_pass) / 1e6;
         printf("put %u x %llu B (eager); %llu refused for a full pool, tried again after %llu us\n",
                n, (unsigned long long)size, (unsigned long long)refused,
                (unsigned long long)o.retry);
+        printf("put pass: %.6f s\n", secs);
     } else if (strcmp(mode, "get") == 0) {
         mc_store_replica_t rep[8];
         uint32_t nr = 0;
