@@ -239,6 +239,7 @@ static void count_round(mc_master_t *m, uint64_t keys, uint64_t bytes)
 
 void evict_backoff_end(mc_master_t *m, uint64_t now_us)
 {
+    atomic_fetch_add(&m->evict_gen, 1);
     if (atomic_load_explicit(&m->evict_idle_until_us, memory_order_relaxed) > now_us)
         atomic_store_explicit(&m->evict_idle_until_us, 0, memory_order_relaxed);
     if (atomic_load_explicit(&m->evict_nofit_until_us, memory_order_relaxed) > now_us)
@@ -251,10 +252,13 @@ uint64_t evict_pass(mc_master_t *m, uint64_t now_us, double ratio)
         return 0;
     pthread_mutex_lock(&m->evict_lock);
     offload_cycle_start(m);
+    uint64_t gen = atomic_load(&m->evict_gen);
     uint64_t keys = 0, bytes = 0;
     lru_round(m, now_us, 1, ratio, 0, &keys, &bytes);
     count_round(m, keys, bytes);
-    atomic_store(&m->evict_idle_until_us, keys > 0 ? 0 : now_us + IDLE_BACKOFF_US);
+    /* no backoff when what the walk saw changed meanwhile (evict_backoff_end) */
+    atomic_store(&m->evict_idle_until_us,
+                 keys > 0 || atomic_load(&m->evict_gen) != gen ? 0 : now_us + IDLE_BACKOFF_US);
     pthread_mutex_unlock(&m->evict_lock);
     return keys;
 }
@@ -617,6 +621,7 @@ int evict_for(mc_master_t *m, uint64_t size, uint64_t now_us, char *seg_name)
     vec_t fixedv = {.elem = sizeof(fixed_rng_t)}, evv = {.elem = sizeof(ev_rng_t)};
     if (now_us < atomic_load(&m->evict_nofit_until_us) && need >= m->evict_nofit_size)
         goto out;
+    uint64_t gen = atomic_load(&m->evict_gen);
     if (collect_fixed(m, now_us, &fixedv) != MC_OK)
         goto out;
     qsort(fixedv.v, fixedv.n, sizeof(fixed_rng_t), fixed_cmp);
@@ -628,7 +633,9 @@ int evict_for(mc_master_t *m, uint64_t size, uint64_t now_us, char *seg_name)
         MC_DEBUG(MASTER, "no eviction can make room for %llu bytes", (unsigned long long)size);
         if (now_us >= atomic_load(&m->evict_nofit_until_us) || need < m->evict_nofit_size)
             m->evict_nofit_size = need;
-        atomic_store(&m->evict_nofit_until_us, now_us + IDLE_BACKOFF_US);
+        /* not when what the walk saw changed meanwhile (evict_backoff_end) */
+        if (atomic_load(&m->evict_gen) == gen)
+            atomic_store(&m->evict_nofit_until_us, now_us + IDLE_BACKOFF_US);
         goto out;
     }
     /* an eviction can make room: first the LRU round, which usually does

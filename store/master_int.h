@@ -274,6 +274,8 @@ struct mc_master {
 
     pthread_mutex_t evict_lock;           /* one eviction pass at a time */
     _Atomic uint64_t evict_idle_until_us; /* no pass before: the last found nothing */
+    _Atomic uint64_t evict_gen;           /* evict_backoff_end calls: a backoff armed
+                                           * on what a walk saw before one is void */
     /* evict_for found no window for a put of this size or larger: it does
      * not walk again for those before nofit_until_us (evict_lock) */
     uint64_t evict_nofit_size;

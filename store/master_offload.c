@@ -1082,8 +1082,10 @@ void offload_tick(mc_master_t *m, uint64_t now_us)
         atomic_fetch_add(&m->off_timeouts, 1);
     }
     mc_free(ex);
-    if (n > 0)
+    if (n > 0) {
+        evict_backoff_end(m, now_us); /* no longer pending: evictable again */
         notify(m);
+    }
 }
 
 /* ---- journal replay (standby) ---- */

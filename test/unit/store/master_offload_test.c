@@ -166,6 +166,21 @@ static void a_nodes_answer_ends_the_eviction_backoff(void **state)
     assert_int_equal(put_obj(m, C1, "k6", OBJ, 1, t + 1000), MC_ERR_NO_AVAILABLE_HANDLE);
     assert_int_equal(poll_seg(m, C1, 1, t + 1001).persist, 2);
     mc_master_destroy(m);
+
+    /* requests that time out end them too: their objects are evicted as
+     * without offload at once, not a backoff later */
+    m = off_master(1, 100, 1.0, 0);
+    assert_int_equal(mount_seg(m, C1, 1, "n1", 4 * OBJ, T0), MC_OK);
+    poll_seg(m, C1, 1, T0);
+    put_n(m, 4, T0);
+    assert_int_equal(put_obj(m, C1, "k4", OBJ, 1, t), MC_ERR_NO_AVAILABLE_HANDLE);
+    assert_int_equal(poll_seg(m, C1, 1, t + 2).persist, 4); /* sent at t + 2, never answered */
+    uint64_t to = t + 2 + 5 * SEC;                          /* offload_timeout */
+    assert_int_equal(put_obj(m, C1, "k4", OBJ, 1, to - 50000), MC_ERR_NO_AVAILABLE_HANDLE);
+    mc_master_tick(m, to - 40000); /* nothing to evict yet: the tick's backoff too */
+    mc_master_tick(m, to + 1);     /* the four time out */
+    assert_int_equal(put_obj(m, C1, "k4", OBJ, 1, to + 2), MC_OK);
+    mc_master_destroy(m);
 }
 
 static void requests_are_bounded_per_cycle_and_per_queue(void **state)
