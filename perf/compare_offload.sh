@@ -116,7 +116,8 @@ while [ $# -gt 0 ]; do
     -n) n=$2; shift 2 ;;
     -s) size=$2; shift 2 ;;
     -r) rounds=$2; shift 2 ;;
-    -w) storms=$2; shift 2 ;;
+    -w) storms=$2; shift 2
+        [[ "$storms" =~ ^[1-9][0-9]*$ ]] || { echo "-w wants a count of storms (1 or more)" >&2; exit 2; } ;;
     -q) depths=$2; shift 2 ;;
     -d) parent=$2; shift 2 ;;
     -h|--help) sed -n '2,40p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
@@ -244,10 +245,19 @@ fio_bw() { # GB/s of a fio run (its own bandwidth figure)
 }
 fio_writes() { # the write peers, on a new fio.dat as the node's files are new
     rm -f "$root/fio.dat"
-    RW=write fio_bw --name=w --directory="$root" --filename=fio.dat --rw=write --bs="$bs" \
-        --iodepth=1 --ioengine=psync --size="${total_mb}M" --fsync=1 --end_fsync=1 >>"$root/w.sync"
-    RW=write fio_bw --name=w --directory="$root" --filename=fio.dat --rw=write --bs="$bs" \
-        --iodepth=1 --ioengine=psync --size="${total_mb}M" --end_fsync=1 >>"$root/w.buf"
+    local f
+    for f in sync buf; do
+        local extra=()
+        [ $f = sync ] && extra=(--fsync=1)
+        local v
+        v=$(RW=write fio_bw --name=w --directory="$root" --filename=fio.dat --rw=write --bs="$bs" \
+            --iodepth=1 --ioengine=psync --size="${total_mb}M" "${extra[@]}" --end_fsync=1)
+        [ -n "$v" ] || {
+            echo "compare_offload: fio's write run gave no figure (run it by hand in $root)" >&2
+            exit 1
+        }
+        echo "$v" >>"$root/w.$f"
+    done
 }
 # 1. eviction storms: STORMS of them (-w), each on a new master, node and
 # directory, alternated with the fio peers (fio first in every other one:
@@ -260,14 +270,25 @@ fio_writes # its warm-up (the directory's first blocks), not counted
 : >"$root/w.buf"
 cat >"$root/warm.sh" <<WARM
 #!/usr/bin/env bash
-# after tier_bench put --warm's warm-up pass: its objects removed, their
-# files deleted by the node, then the persisted count the timed pass starts from
-"$b/mooncake-cli" --master 127.0.0.1:$rpc -q rm --force --regex '^off-warm/' >/dev/null
-for _ in \$(seq 400); do
-    [ "\$(find "$root/node" -type f ! -name '.*' | wc -l)" = 0 ] && break
+# after tier_bench put --warm's warm-up pass: once the node answered every
+# request (an object removed while its write is pending would hold its
+# memory until offload_timeout), its objects removed and their files
+# deleted by the node, then the persisted count the timed pass starts from
+set -euo pipefail
+m() { curl -s "http://127.0.0.1:$http/metrics" | awk -v k="\$1" '\$1 == k {print \$2}'; }
+for i in \$(seq 401); do
+    [ "\$(m master_offload_queued)" = 0 ] && [ "\$(m master_offload_in_flight)" = 0 ] && break
+    [ "\$i" = 401 ] && { echo "warm-up: the node did not answer every request in 10 s" >&2; exit 1; }
     sleep 0.025
 done
-curl -s "http://127.0.0.1:$http/metrics" | awk '\$1 == "master_offload_persisted_total" {print \$2}' >"$root/w.base"
+"$b/mooncake-cli" --master 127.0.0.1:$rpc -q rm --force --regex '^off-warm/' >/dev/null
+for i in \$(seq 401); do
+    [ "\$(find "$root/node" -type f ! -name '.*' | wc -l)" = 0 ] && break
+    [ "\$i" = 401 ] && { echo "warm-up: the node kept its files 10 s after their removal" >&2; exit 1; }
+    sleep 0.025
+done
+m master_offload_persisted_total >"$root/w.base"
+[ -s "$root/w.base" ] || { echo "warm-up: no master_offload_persisted_total" >&2; exit 1; }
 WARM
 chmod +x "$root/warm.sh"
 W=()
@@ -283,9 +304,13 @@ for ((si = 1; si <= storms; si++)); do
     "$b/tier_bench" put --master 127.0.0.1:$rpc -n "$n" --size "$size" --prefix off \
         --retry "$put_retry" --warm --between "$root/warm.sh" >"$root/put.out" 2>>"$root/bench.log"
     secs=$(sed -n 's/^put pass: \([0-9.]*\) s$/\1/p' "$root/put.out")
+    [ -n "$secs" ] || { echo "compare_offload: tier_bench put printed no pass time" >&2; exit 1; }
     persisted=$(($(metric master_offload_persisted_total) - $(cat "$root/w.base")))
     W+=("$(echo "$persisted * $bytes_each / $secs / 1000000000" | bc -l)")
-    [ $((si % 2)) = 1 ] && fio_writes
+    if [ $((si % 2)) = 1 ]; then
+        wait_idle # the node's last writes do not run into fio's
+        fio_writes
+    fi
     echo "storm $si: $persisted objects of $size written in $secs s ($n put; $(sed -n 's/.*; //p' "$root/put.out" | head -1)): $(printf '%.3f' "${W[-1]}") GB/s; fio fsync every block $(tail -1 "$root/w.sync"), buffered $(tail -1 "$root/w.buf")"
 done
 mapfile -t FWS <"$root/w.sync"
