@@ -32,6 +32,10 @@
 #    three runs of one build: fio's first file in a new directory wrote at
 #    0.28-0.45 GB/s, its later ones at 0.8-1.0, and on this VM a process
 #    pays 5-7 us at its first touch of each page of a mapping.)
+#    The node writes through the page cache, syncs each file (a batch's
+#    fsyncs together) before the master is told, then drops
+#    the pages (its default); STORM_ARGS (environment) adds --set words to
+#    the storms' node, e.g. "--set store.offload_direct_writes=true".
 #    The node's load stages (mooncake_store_offload_load_stage_seconds on its
 #    HTTP port) are printed as means per object for each read row, and so
 #    are the reader's (mooncake_store_get_load_stage_seconds, written by
@@ -299,7 +303,8 @@ for ((si = 1; si <= storms; si++)); do
         rm -rf "$root/node"
         start_master
     fi
-    start_node
+    # shellcheck disable=SC2086 # STORM_ARGS: words
+    start_node 64MiB ${STORM_ARGS:-}
     [ $((si % 2)) = 0 ] && fio_writes
     "$b/tier_bench" put --master 127.0.0.1:$rpc -n "$n" --size "$size" --prefix off \
         --retry "$put_retry" --warm --between "$root/warm.sh" >"$root/put.out" 2>>"$root/bench.log"
@@ -438,7 +443,7 @@ PEER
             echo "csv,compare_offload_read_objfiles,$mode,$size,$n,$d,$ms,$mg"
         fi
     done
-    io=$(grep -o 'loads read with [^,]*, [a-zA-Z_ ()]*' "$root/node.log" | tail -1)
+    io=$(grep -o 'loads read with .*' "$root/node.log" | tail -1)
     own=$(curl -s "http://127.0.0.1:$nhttp/metrics" | awk '
         $1 == "mooncake_store_offload_own_reads_total" {n = $2}
         $1 == "mooncake_store_offload_own_reads_direct_total" {d = $2}

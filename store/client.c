@@ -1056,7 +1056,7 @@ mc_status_t mc_store_open(const mc_store_config_t *c, mc_store_t **out)
      * (shared, unwritable) must not leave a segment mounted behind it */
     if (st == MC_OK)
         st = store_offload_open(s, c->offload_dir, c->offload_quota, c->global_segment_size,
-                                c->offload_buffered_io);
+                                c->offload_buffered_io, c->offload_direct_writes);
     if (st == MC_OK)
         st = open_segment(s, c->global_segment_size);
     if (st == MC_OK)

@@ -539,7 +539,7 @@ void store_retry_cancel_all(mc_store_t *s);
  * the segment is mounted; segment_size: the one to come (0 is refused).
  * buffered: loads and writes never use O_DIRECT (offload_buffered_io). */
 mc_status_t store_offload_open(mc_store_t *s, const char *dir, uint64_t quota,
-                               uint64_t segment_size, int buffered);
+                               uint64_t segment_size, int buffered, int direct_writes);
 /* Stop the worker and the poller (own reads queued or in flight are
  * answered CANCELED, later ones refused); s->offload stays for the
  * operations still running. */

@@ -192,6 +192,7 @@ struct store_offload {
     _Atomic int off_logged; /* the worker and the poller log it once */
     int buffered;           /* offload_buffered_io: loads and writes never O_DIRECT */
     int direct_refused;     /* logged: the file system refused O_DIRECT */
+    int direct_writes;      /* offload_direct_writes: writes with O_DIRECT (never if buffered) */
     int no_done_batch;      /* the master has no OFFLOAD_DONE_BATCH: one call per file */
     /* loads say nothing until done: progressive loads are off ($MC_OFFLOAD_PROGRESS=0), or
      * the master has no OFFLOAD_PROGRESS */
@@ -657,6 +658,8 @@ static void persist_flush(store_offload_t *o, const store_seg_t *g)
     unsigned ok = 0;
     for (unsigned i = 0; i < o->nwb; i++) {
         opersist_t *p = &o->wb[i];
+        if (p->sync_errno == 0 && !p->w.direct && !o->buffered) /* synced: clean, let go */
+            (void)posix_fadvise(p->w.fd, 0, 0, POSIX_FADV_DONTNEED);
         mc_status_t st = mc_tier_wcommit(&p->w, p->sync_errno, 0);
         p->committed = st == MC_OK;
         if (st != MC_OK) {
@@ -708,7 +711,7 @@ static void do_persist(store_offload_t *o, const store_seg_t *g, const char *key
          * written with O_DIRECT too where the file system and the object's
          * place in the segment allow (no copy into the page cache) */
         st = mc_tier_wopen(o->dir, key, klen, &iov, 1, size,
-                           MC_TIER_F_ALIGNED | (o->buffered ? 0 : MC_TIER_W_DIRECT), &p->w);
+                           MC_TIER_F_ALIGNED | (o->direct_writes ? MC_TIER_W_DIRECT : 0), &p->w);
     }
     if (st != MC_OK) {
         persist_failed(o, g, key, klen, size, st);
@@ -1329,7 +1332,7 @@ static mc_status_t open_dir(store_offload_t *o)
 }
 
 mc_status_t store_offload_open(mc_store_t *s, const char *dir, uint64_t quota,
-                               uint64_t segment_size, int buffered)
+                               uint64_t segment_size, int buffered, int direct_writes)
 {
     if (dir == NULL || dir[0] == '\0')
         return MC_OK;
@@ -1349,6 +1352,7 @@ mc_status_t store_offload_open(mc_store_t *s, const char *dir, uint64_t quota,
     o->lock_fd = -1;
     o->quota = quota;
     o->buffered = buffered;
+    o->direct_writes = !buffered && direct_writes;
     /* progressive loads: by default told only for a load alone in flight
      * (with others in flight the device is busy anyway, and on a 2-CPU VM
      * the extra calls and copies cost more than they saved at depth 4:
@@ -1413,10 +1417,13 @@ mc_status_t store_offload_open(mc_store_t *s, const char *dir, uint64_t quota,
     MC_INFO(
         CLIENT,
         "offload: node-local offload to %s (quota %llu bytes, 0 = none); loads read with %s%s%s, "
-        "loads and writes %s",
+        "loads %s, writes %s",
         o->dir, (unsigned long long)quota, mc_oio_kind(o->io), mc_oio_why_not(o->io)[0] ? ": " : "",
         mc_oio_why_not(o->io),
-        buffered ? "buffered (offload_buffered_io)" : "O_DIRECT where the file system allows");
+        buffered ? "buffered (offload_buffered_io)" : "O_DIRECT where the file system allows",
+        buffered           ? "buffered"
+        : o->direct_writes ? "O_DIRECT where the file system allows (offload_direct_writes)"
+                           : "buffered, synced, then dropped from the page cache");
     return MC_OK;
 }
 
