@@ -658,7 +658,9 @@ static void persist_flush(store_offload_t *o, const store_seg_t *g)
     unsigned ok = 0;
     for (unsigned i = 0; i < o->nwb; i++) {
         opersist_t *p = &o->wb[i];
-        if (p->sync_errno == 0 && !p->w.direct && !o->buffered) /* synced: clean, let go */
+        /* synced: clean, let go (not where loads read through the page
+         * cache too: buffered, or the file system refused O_DIRECT) */
+        if (p->sync_errno == 0 && !p->w.direct && !o->buffered && !o->direct_refused)
             (void)posix_fadvise(p->w.fd, 0, 0, POSIX_FADV_DONTNEED);
         mc_status_t st = mc_tier_wcommit(&p->w, p->sync_errno, 0);
         p->committed = st == MC_OK;
