@@ -710,8 +710,9 @@ static void do_persist(store_offload_t *o, const store_seg_t *g, const char *key
     if (st == MC_OK) {
         struct iovec iov = {g->base + off, size};
         /* data at a multiple of MC_TIER_ALIGN: loads read it with O_DIRECT;
-         * written with O_DIRECT too where the file system and the object's
-         * place in the segment allow (no copy into the page cache) */
+         * written through the page cache (dropped once synced:
+         * persist_flush), or with offload_direct_writes with O_DIRECT where
+         * the file system and the object's place in the segment allow */
         st = mc_tier_wopen(o->dir, key, klen, &iov, 1, size,
                            MC_TIER_F_ALIGNED | (o->direct_writes ? MC_TIER_W_DIRECT : 0), &p->w);
     }
