@@ -199,6 +199,7 @@ struct store_offload {
     _Atomic int no_progress;
     int progress_always;      /* $MC_OFFLOAD_PROGRESS=1: also while other loads are in flight */
     uint64_t verify_delay_us; /* $MC_OFFLOAD_VERIFY_DELAY_US (tests): see load_part_done */
+    uint64_t report_delay_us; /* $MC_OFFLOAD_REPORT_DELAY_US (tests): the scan takes this longer */
     int no_own_reads;         /* $MC_OFFLOAD_OWN_READS=0: own gets ask for a LOAD too */
     mc_list_t reads;          /* mu: own reads the worker has not started */
     mc_oio_t *io;
@@ -500,11 +501,44 @@ static int on_found(void *arg, const void *key, size_t klen, const mc_tier_known
 }
 
 /* Scan the directory and report every file. 0: try again later. */
+static uint32_t poll_items(const uint8_t *body, size_t len);
+
+/* Tell the master that g offloads, before the scan and the report (seconds
+ * on a directory of many files): it learns that from a poll, and until then
+ * it evicts g's objects as a node's without offload (dropped). One poll,
+ * not held: what it answers (PERSIST requests of objects evicted meanwhile,
+ * kept in memory until written) waits in the inbox for the report's end.
+ * A failure (the master away) is the report's to find. */
+static void announce(store_offload_t *o, const store_seg_t *g)
+{
+    mc_buf_t body = MC_BUF_INIT, resp = MC_BUF_INIT;
+    mc_mp_writer_t w;
+    mc_mp_writer_init(&w, &body);
+    head(&w, o->s, g, 2);
+    mc_mp_write_uint(&w, MC_F_COUNT);
+    mc_mp_write_uint(&w, OFFLOAD_POLL_BATCH);
+    mc_mp_write_uint(&w, MC_F_LOAD_ID); /* as the poller's: we take load ids */
+    mc_mp_write_uint(&w, 1);
+    if (w.err == MC_OK && store_call_sync(o->s, MC_RPC_OFFLOAD_POLL, &body, &resp) == MC_OK &&
+        poll_items(mc_buf_head(&resp), mc_buf_used(&resp)) > 0) {
+        pthread_mutex_lock(&o->mu);
+        if (mc_buf_used(&o->inbox) == 0 &&
+            mc_buf_append(&o->inbox, mc_buf_head(&resp), mc_buf_used(&resp)) == MC_OK)
+            o->inbox_us = mc_now_us(); /* else its requests time out at the master */
+        pthread_mutex_unlock(&o->mu);
+    }
+    mc_buf_fini(&body);
+    mc_buf_fini(&resp);
+}
+
 static int report_all(store_offload_t *o, const store_seg_t *g)
 {
     found_t *list = NULL;
     mc_tier_scan_stats_t ss = {0};
     uint64_t t0 = mc_now_us();
+    announce(o, g);
+    if (o->report_delay_us > 0)
+        usleep((useconds_t)o->report_delay_us);
     /* our directory alone (the lock): temp files are a killed writer's and
      * corrupt files go (a truncated one never becomes an object) */
     mc_status_t st = mc_tier_scan_owned(o->dir, OFFLOAD_SCAN_MAX, on_found, &list, &ss);
@@ -1364,6 +1398,10 @@ mc_status_t store_offload_open(mc_store_t *s, const char *dir, uint64_t quota,
     const char *pe = getenv("MC_OFFLOAD_PROGRESS");
     o->no_progress = pe != NULL && strcmp(pe, "0") == 0;
     o->progress_always = pe != NULL && strcmp(pe, "1") == 0;
+    const char *rd = getenv("MC_OFFLOAD_REPORT_DELAY_US"); /* tests: a long scan */
+    o->report_delay_us = rd != NULL ? strtoull(rd, NULL, 10) : 0;
+    if (o->report_delay_us > 5000000)
+        o->report_delay_us = 5000000;
     const char *vd = getenv("MC_OFFLOAD_VERIFY_DELAY_US");
     o->verify_delay_us = vd != NULL ? strtoull(vd, NULL, 10) : 0;
     if (o->verify_delay_us > 2000000)
