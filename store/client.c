@@ -165,9 +165,12 @@ static void seg_desc(const mc_store_t *s, const store_seg_t *g, mc_master_segmen
 
 /* ------------------------------------------------------------- segments */
 
-/* Memory for a segment (ours when buf is NULL), registered remote-accessible.
- * A descriptor that cannot be published now (MC_ERR_METADATA: the metadata
- * service is away) is published by the backend when it is back. */
+#define SEG_HUGE_PAGE (2ull << 20) /* segment_hugepages without shm: MAP_HUGETLB's default size */
+
+/* Memory for a segment (ours when buf is NULL), registered remote-accessible
+ * (segment_hugepages: hugetlb pages when the pool has them). A descriptor
+ * that cannot be published now (MC_ERR_METADATA: the metadata service is
+ * away) is published by the backend when it is back. */
 static mc_status_t seg_create(mc_store_t *s, void *buf, uint64_t len, store_seg_t **out)
 {
     store_seg_t *g = MC_NEW(store_seg_t);
@@ -184,7 +187,7 @@ static mc_status_t seg_create(mc_store_t *s, void *buf, uint64_t len, store_seg_
     mc_status_t st = MC_ERR_NOT_SUPPORTED;
     if (buf == NULL && s->shm) {
         /* same-host peers reach it with memcpy (the shm transport) */
-        if ((st = mc_te_alloc_shared(s->te, len, 0, &shm)) == MC_OK) {
+        if ((st = mc_te_alloc_shared(s->te, len, s->cfg.segment_hugepages != 0, &shm)) == MC_OK) {
             g->base = shm;
             g->shared = 1;
         } else if (st != MC_ERR_NOT_SUPPORTED) {
@@ -193,10 +196,22 @@ static mc_status_t seg_create(mc_store_t *s, void *buf, uint64_t len, store_seg_
         }
     }
     if (buf == NULL && shm == NULL) {
-        long page = sysconf(_SC_PAGESIZE);
-        g->map_len = (len + (uint64_t)page - 1) & ~(uint64_t)(page - 1);
-        void *p =
-            mmap(NULL, g->map_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        void *p = MAP_FAILED;
+        if (s->cfg.segment_hugepages) {
+            g->map_len = (len + SEG_HUGE_PAGE - 1) & ~(uint64_t)(SEG_HUGE_PAGE - 1);
+            p = mmap(NULL, g->map_len, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB, -1, 0);
+            if (p == MAP_FAILED)
+                MC_WARN(CLIENT,
+                        "segment_hugepages: no %llu bytes of hugetlb pages free (%s; "
+                        "/proc/sys/vm/nr_hugepages): the segment uses normal pages",
+                        (unsigned long long)g->map_len, strerror(errno));
+        }
+        if (p == MAP_FAILED) {
+            long page = sysconf(_SC_PAGESIZE);
+            g->map_len = (len + (uint64_t)page - 1) & ~(uint64_t)(page - 1);
+            p = mmap(NULL, g->map_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        }
         if (p == MAP_FAILED) {
             MC_ERROR(CLIENT, "cannot map a segment of %llu bytes: %s", (unsigned long long)len,
                      strerror(errno));

@@ -175,10 +175,10 @@ mc_status_t mc_shm_create(const char *name, uint64_t len, int huge, mc_shm_t *ou
         if (try_create(name, hl, 1, out, 1) == MC_OK)
             return MC_OK;
         long long hfree = meminfo("HugePages_Free");
-        MC_INFO(CORE,
-                "shared memory '%s': no hugetlb memfd (HugePages_Free %lld; "
+        MC_WARN(CORE,
+                "shared memory '%s': no hugetlb memfd of %llu bytes (HugePages_Free %lld; "
                 "/proc/sys/vm/nr_hugepages): using normal pages",
-                name, hfree >= 0 ? hfree / 1024 : -1);
+                name, (unsigned long long)hl, hfree >= 0 ? hfree / 1024 : -1);
     }
     mc_status_t st = try_create(name, normal, 0, out, 0);
     if (st == MC_OK)

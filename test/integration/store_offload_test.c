@@ -21,7 +21,9 @@
  * second node on the same
  * directory and a node with an unwritable directory do not start; objects
  * put and evicted while a restarted node scans its directory are written,
- * not dropped; removing
+ * not dropped; a node whose segment is in hugetlb pages (segment_hugepages,
+ * with and without shared memory) loads into it and serves every object,
+ * and with too few pages free it starts on normal pages; removing
  * an object deletes its file on the node; on a full disk (a 6 MiB tmpfs,
  * when the test may mount one; skipped otherwise) the node's writes fail,
  * are counted, and those objects are evicted as without offload (puts go
@@ -63,8 +65,9 @@ typedef struct env {
     char offdir[128]; /* the node's offload directory */
     tc_master_t master;
     tc_node_t node;
-    unsigned node_http;  /* the node's HTTP port (/metrics) */
-    char node_extra[64]; /* one more --set for the node, or "" */
+    unsigned node_http;   /* the node's HTTP port (/metrics) */
+    char node_extra[64];  /* one more --set for the node, or "" */
+    char node_extra2[64]; /* and another */
     mc_store_t *c;
     uint8_t *val[NOBJ];
 } env_t;
@@ -78,8 +81,12 @@ static int start_node(env_t *e, tc_node_t *n)
     if (e->node_http == 0)
         e->node_http = test_free_port();
     snprintf(hp, sizeof(hp), "store.http_port=%u", e->node_http);
-    const char *const sets[] = {"store.global_segment_size=16MiB", od, hp,
-                                e->node_extra[0] ? e->node_extra : NULL, NULL};
+    const char *const sets[] = {"store.global_segment_size=16MiB",
+                                od,
+                                hp,
+                                e->node_extra[0] ? e->node_extra : NULL,
+                                e->node_extra[0] && e->node_extra2[0] ? e->node_extra2 : NULL,
+                                NULL};
     return tc_node_start(n, tc_master_addr(&e->master, master, sizeof(master)), sets);
 }
 
@@ -874,6 +881,124 @@ static void objects_evicted_while_a_restarted_node_reports_are_written(void **st
     assert_true(t_put >= 500); /* the puts waited for the writes: they ran while it scanned */
 }
 
+/* Hugetlb pages the system's pool can still give (HugePages_Free less
+ * HugePages_Rsvd), -1 when /proc/meminfo does not say. */
+static long huge_avail(void)
+{
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (f == NULL)
+        return -1;
+    char line[128];
+    long fr = -1, rs = -1;
+    while (fgets(line, sizeof(line), f) != NULL) {
+        sscanf(line, "HugePages_Free: %ld", &fr);
+        sscanf(line, "HugePages_Rsvd: %ld", &rs);
+    }
+    fclose(f);
+    return fr >= 0 && rs >= 0 ? fr - rs : -1;
+}
+
+/* The pool's size (/proc/sys/vm/nr_hugepages) set to n: 0 when it took. */
+static int huge_pool_set(long n)
+{
+    FILE *f = fopen("/proc/sys/vm/nr_hugepages", "w");
+    if (f == NULL)
+        return -1;
+    int ok = fprintf(f, "%ld\n", n) > 0;
+    ok = fclose(f) == 0 && ok;
+    return ok ? 0 : -1;
+}
+
+static long huge_pool(void)
+{
+    FILE *f = fopen("/proc/sys/vm/nr_hugepages", "r");
+    long n = -1;
+    if (f != NULL) {
+        if (fscanf(f, "%ld", &n) != 1)
+            n = -1;
+        fclose(f);
+    }
+    return n;
+}
+
+static long huge_pool0 = -1; /* the pool's size before the test grew it */
+
+/* The test's teardown: the pool as it was, whether the test passed or not. */
+static int huge_pool_restore(void **state)
+{
+    (void)state;
+    if (huge_pool0 >= 0)
+        huge_pool_set(huge_pool0);
+    huge_pool0 = -1;
+    return 0;
+}
+
+/* segment_hugepages: with the pages free, the node's 16 MiB segment takes
+ * 8 of them (with shared memory, and without: MAP_HUGETLB), its loads land
+ * there and every object reads back byte for byte; with too few free it
+ * starts on normal pages (taking none) and serves the same. The pool is
+ * grown for the test when it may be (root), and put back. */
+static void a_hugetlb_segment_serves_loads_and_too_few_pages_fall_back(void **state)
+{
+    env_t *e = *state;
+    const long need = 16 / 2; /* the node's segment, in 2 MiB pages */
+    /* twice: this process keeps its mapping of the first node's shared
+     * segment (and so its pages) until it tries it again or closes */
+    const long want = 2 * need + 2;
+    long pool0 = huge_pool0 = huge_pool();
+    if (huge_avail() < want && pool0 >= 0)
+        huge_pool_set(pool0 + want - huge_avail());
+    long avail = huge_avail();
+    int have = avail >= want;
+    if (!have)
+        fprintf(stderr, "  (no %ld hugetlb pages: the fallback part only)\n", want);
+    static const char *const modes[] = {"store.segment_hugepages=true", "store.shm=off"};
+    long took[2] = {-1, -1}, loads[2] = {0, 0};
+    for (int m = 0; have && m < 2; m++) {
+        tc_node_stop(&e->node, SIGTERM);
+        long a0 = huge_avail();
+        snprintf(e->node_extra, sizeof(e->node_extra), "%s", modes[0]);
+        if (m == 1) /* without shared memory: MAP_HUGETLB */
+            snprintf(e->node_extra2, sizeof(e->node_extra2), "%s", modes[1]);
+        assert_int_equal(start_node(e, &e->node), 0);
+        took[m] = a0 - huge_avail();
+        char pre[16];
+        snprintf(pre, sizeof(pre), "hp%d", m);
+        long long l0 = loads_done(e);
+        put_all(e, pre, NOBJ);
+        wait_node_answered(e);
+        get_all(e, pre, NOBJ);
+        loads[m] = loads_done(e) - l0;
+        e->node_extra2[0] = '\0';
+    }
+    /* too few: a pool of 2 free pages */
+    tc_node_stop(&e->node, SIGTERM);
+    long a1 = huge_avail();
+    int few = a1 >= 0 && a1 < need;
+    if (!few && pool0 >= 0 && huge_pool_set(huge_pool() - (a1 - 2)) == 0)
+        few = (a1 = huge_avail()) >= 0 && a1 < need;
+    snprintf(e->node_extra, sizeof(e->node_extra), "store.segment_hugepages=true");
+    int started = start_node(e, &e->node);
+    long took_few = a1 - huge_avail();
+    if (started == 0) {
+        put_all(e, "hpf", NOBJ);
+        wait_node_answered(e);
+        get_all(e, "hpf", NOBJ);
+    }
+    e->node_extra[0] = '\0';
+    tc_node_stop(&e->node, SIGTERM);
+    if (pool0 >= 0)
+        huge_pool_set(pool0); /* put back before any check fails */
+    assert_int_equal(start_node(e, &e->node), 0);
+    assert_int_equal(started, 0);
+    if (few)
+        assert_int_equal(took_few, 0); /* normal pages: none taken */
+    for (int m = 0; have && m < 2; m++) {
+        assert_true(took[m] >= need); /* the segment's pages */
+        assert_true(loads[m] > 0);    /* gets of disk-only objects: loads into it */
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -888,6 +1013,8 @@ int main(void)
         cmocka_unit_test(a_full_disk_refuses_offload_and_evicts_as_before),
         cmocka_unit_test(direct_writes_go_straight_from_the_segment),
         cmocka_unit_test(objects_evicted_while_a_restarted_node_reports_are_written),
+        cmocka_unit_test_teardown(a_hugetlb_segment_serves_loads_and_too_few_pages_fall_back,
+                                  huge_pool_restore),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
