@@ -202,6 +202,8 @@ start_master
 start_node() { # [SEGMENT_SIZE [--set ...]]
     local seg=${1:-64MiB}
     shift || true
+    nlog0=0 # node.log's lines before this node's
+    [ -f "$root/node.log" ] && nlog0=$(wc -l <"$root/node.log")
     "$b/mooncake-store-server" --set store.master=127.0.0.1:$rpc --set store.port=$node \
         --set store.local_hostname=127.0.0.1:$node --set store.global_segment_size="$seg" \
         --set store.offload_dir="$root/node" --set store.reactors=1 --set store.http_port=$nhttp \
@@ -476,7 +478,8 @@ PEER
               if (n > 0) printf "; %d own reads (%d O_DIRECT) straight into the reader'"'"'s memory", n, d }')
     mem=normal
     [ ${#node_huge[@]} -gt 0 ] && mem="hugetlb (segment_hugepages; fio --mem=shmhuge)"
-    grep -q 'segment_hugepages: no\|no hugetlb memfd' "$root/node.log" && mem="normal (no hugetlb pages free)"
+    tail -n +"$((nlog0 + 1))" "$root/node.log" | grep -q 'segment_hugepages: no\|no hugetlb memfd' &&
+        mem="normal (no hugetlb pages free)"
     echo "node ($mode): $io$own; segment pages: $mem"
     grep -q 'refuses O_DIRECT' "$root/node.log" && grep 'refuses O_DIRECT' "$root/node.log" | tail -1
     stop_node

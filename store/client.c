@@ -165,7 +165,10 @@ static void seg_desc(const mc_store_t *s, const store_seg_t *g, mc_master_segmen
 
 /* ------------------------------------------------------------- segments */
 
-#define SEG_HUGE_PAGE (2ull << 20) /* segment_hugepages without shm: MAP_HUGETLB's default size */
+#define SEG_HUGE_PAGE (2ull << 20) /* segment_hugepages without shm: 2 MiB pages asked for */
+#ifndef MAP_HUGE_2MB
+#define MAP_HUGE_2MB (21 << 26) /* log2(2 MiB) << MAP_HUGE_SHIFT */
+#endif
 
 /* Memory for a segment (ours when buf is NULL), registered remote-accessible
  * (segment_hugepages: hugetlb pages when the pool has them). A descriptor
@@ -200,7 +203,7 @@ static mc_status_t seg_create(mc_store_t *s, void *buf, uint64_t len, store_seg_
         if (s->cfg.segment_hugepages) {
             g->map_len = (len + SEG_HUGE_PAGE - 1) & ~(uint64_t)(SEG_HUGE_PAGE - 1);
             p = mmap(NULL, g->map_len, PROT_READ | PROT_WRITE,
-                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB, -1, 0);
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB | MAP_HUGE_2MB, -1, 0);
             if (p == MAP_FAILED)
                 MC_WARN(CLIENT,
                         "segment_hugepages: no %llu bytes of hugetlb pages free (%s; "

@@ -15,7 +15,9 @@
  *    soon as there is work for the segment, or empty after OFFLOAD_HOLD_US)
  *    and hands each answer to the worker (inbox, evfd), one at a time;
  *  - the worker, at start (and after the master forgot the node: a poll
- *    answered SEGMENT_NOT_FOUND), scans the directory (deleting temp files,
+ *    answered SEGMENT_NOT_FOUND), tells the master the segment offloads (a
+ *    poll with COUNT 0: evictions queue PERSIST for it from then on, not
+ *    drops), scans the directory (deleting temp files,
  *    which only a killed write leaves, and corrupt files) and reports every
  *    file (LDISK_REPORT); files the master refuses (the key exists, so the
  *    file may be of an older put) are deleted. Then it serves the answers:
@@ -500,43 +502,43 @@ static int on_found(void *arg, const void *key, size_t klen, const mc_tier_known
     return 0;
 }
 
-/* Scan the directory and report every file. 0: try again later. */
-static uint32_t poll_items(const uint8_t *body, size_t len);
-
 /* Tell the master that g offloads, before the scan and the report (seconds
  * on a directory of many files): it learns that from a poll, and until then
- * it evicts g's objects as a node's without offload (dropped). One poll,
- * not held: what it answers (PERSIST requests of objects evicted meanwhile,
- * kept in memory until written) waits in the inbox for the report's end.
- * A failure (the master away) is the report's to find. */
-static void announce(store_offload_t *o, const store_seg_t *g)
+ * it evicts g's objects as a node's without offload (dropped). A poll with
+ * COUNT 0, not held: the master marks the segment and hands out no work
+ * (PERSIST requests of objects evicted meanwhile wait, their memory kept,
+ * for the first poll after the report). MC_OK, or why not (the segment not
+ * mounted yet, the master away or without offload: the round is tried
+ * again, the report not sent). */
+static mc_status_t announce(store_offload_t *o, const store_seg_t *g)
 {
-    mc_buf_t body = MC_BUF_INIT, resp = MC_BUF_INIT;
+    mc_buf_t body = MC_BUF_INIT;
     mc_mp_writer_t w;
     mc_mp_writer_init(&w, &body);
-    head(&w, o->s, g, 2);
+    head(&w, o->s, g, 1);
     mc_mp_write_uint(&w, MC_F_COUNT);
-    mc_mp_write_uint(&w, OFFLOAD_POLL_BATCH);
-    mc_mp_write_uint(&w, MC_F_LOAD_ID); /* as the poller's: we take load ids */
-    mc_mp_write_uint(&w, 1);
-    if (w.err == MC_OK && store_call_sync(o->s, MC_RPC_OFFLOAD_POLL, &body, &resp) == MC_OK &&
-        poll_items(mc_buf_head(&resp), mc_buf_used(&resp)) > 0) {
-        pthread_mutex_lock(&o->mu);
-        if (mc_buf_used(&o->inbox) == 0 &&
-            mc_buf_append(&o->inbox, mc_buf_head(&resp), mc_buf_used(&resp)) == MC_OK)
-            o->inbox_us = mc_now_us(); /* else its requests time out at the master */
-        pthread_mutex_unlock(&o->mu);
-    }
+    mc_mp_write_uint(&w, 0);
+    mc_status_t st =
+        w.err != MC_OK ? w.err : store_call_sync(o->s, MC_RPC_OFFLOAD_POLL, &body, NULL);
     mc_buf_fini(&body);
-    mc_buf_fini(&resp);
+    return st;
 }
 
+/* Scan the directory and report every file. 0: try again later. */
 static int report_all(store_offload_t *o, const store_seg_t *g)
 {
     found_t *list = NULL;
     mc_tier_scan_stats_t ss = {0};
     uint64_t t0 = mc_now_us();
-    announce(o, g);
+    mc_status_t an = announce(o, g);
+    if (an != MC_OK) {
+        if (an == MC_ERR_UNAVAILABLE_IN_CURRENT_MODE && !o->off_logged) {
+            MC_WARN(CLIENT, "offload: the master has enable_offload off; %s is kept but not used",
+                    o->dir);
+            o->off_logged = 1;
+        }
+        return 0; /* not mounted yet, or the master away or refusing: the next round */
+    }
     if (o->report_delay_us > 0)
         usleep((useconds_t)o->report_delay_us);
     /* our directory alone (the lock): temp files are a killed writer's and

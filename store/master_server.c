@@ -863,9 +863,13 @@ static void h_offload_poll(void *ctx, mc_rpc_req_t *req)
     fields_t f;
     if (!begin(s, req, &f, NULL, BIT(MC_F_CLIENT_ID) | BIT(MC_F_SEGMENT_ID)))
         return;
-    uint32_t max =
-        f.count == 0 || f.count > OFFLOAD_POLL_MAX ? OFFLOAD_POLL_MAX : (uint32_t)f.count;
-    int may_hold = f.wait_us > 0;
+    /* COUNT 0 (given): the node says it offloads and takes no work yet
+     * (before its start scan); answered at once, empty */
+    int announce = HAVE(&f, MC_F_COUNT) && f.count == 0;
+    uint32_t max = announce                                     ? 0
+                   : f.count == 0 || f.count > OFFLOAD_POLL_MAX ? OFFLOAD_POLL_MAX
+                                                                : (uint32_t)f.count;
+    int may_hold = f.wait_us > 0 && !announce;
     if (!offload_poll_answer(s, req, f.client_id, f.segment_id, max, f.has_load_id, may_hold) &&
         !hold(s, req, HELD_POLL, &f, max))
         offload_poll_answer(s, req, f.client_id, f.segment_id, max, f.has_load_id, 0);

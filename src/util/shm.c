@@ -28,6 +28,9 @@
 #define MFD_HUGETLB 0x0004U
 #endif
 #define HUGE_2M (2u << 20)
+#ifndef MFD_HUGE_2MB
+#define MFD_HUGE_2MB (21u << 26) /* log2(2 MiB) << MFD_HUGE_SHIFT */
+#endif
 
 static void fmt_size(uint64_t n, char *out, size_t len)
 {
@@ -111,7 +114,9 @@ static mc_status_t create_error(const char *name, uint64_t len, const char *what
 /* One attempt: memfd (hugetlb or not), size, reserve, map. */
 static mc_status_t try_create(const char *name, uint64_t len, int huge, mc_shm_t *out, int quiet)
 {
-    unsigned flags = MFD_CLOEXEC | MFD_ALLOW_SEALING | (huge ? MFD_HUGETLB : 0);
+    /* 2 MiB pages whatever the system's default size (the lengths are
+     * rounded to them) */
+    unsigned flags = MFD_CLOEXEC | MFD_ALLOW_SEALING | (huge ? MFD_HUGETLB | MFD_HUGE_2MB : 0);
     int fd = (int)memfd_create(name, flags);
     if (fd < 0)
         return quiet ? MC_ERR_NOT_SUPPORTED : create_error(name, len, "memfd_create", errno);
@@ -154,10 +159,21 @@ mc_status_t mc_shm_create(const char *name, uint64_t len, int huge, mc_shm_t *ou
 {
     if (len == 0 || name == NULL)
         return MC_ERR_INVALID_ARGUMENT;
+    if (huge) {
+        uint64_t hl = (len + HUGE_2M - 1) & ~(uint64_t)(HUGE_2M - 1);
+        if (try_create(name, hl, 1, out, 1) == MC_OK)
+            return MC_OK;
+        long long hfree = meminfo("HugePages_Free");
+        MC_WARN(CORE,
+                "shared memory '%s': no hugetlb memfd of %llu bytes (HugePages_Free %lld; "
+                "/proc/sys/vm/nr_hugepages): using normal pages",
+                name, (unsigned long long)hl, hfree >= 0 ? hfree / 1024 : -1);
+    }
     long page = sysconf(_SC_PAGESIZE);
     uint64_t normal = (len + (uint64_t)page - 1) & ~(uint64_t)(page - 1);
     /* more than the host can give fails now, clearly, instead of the
-     * fallocate pushing the host into swap or the OOM killer */
+     * fallocate pushing the host into swap or the OOM killer (normal
+     * pages only: the hugetlb pool is not in MemAvailable) */
     long long avail = meminfo("MemAvailable");
     long long swap = meminfo("SwapFree");
     if (avail >= 0 && normal > (uint64_t)avail + (uint64_t)(swap > 0 ? swap : 0)) {
@@ -169,16 +185,6 @@ mc_status_t mc_shm_create(const char *name, uint64_t len, int huge, mc_shm_t *ou
                  "(MemAvailable, plus free swap)",
                  sz, name, av);
         return MC_ERR_NOMEM;
-    }
-    if (huge) {
-        uint64_t hl = (len + HUGE_2M - 1) & ~(uint64_t)(HUGE_2M - 1);
-        if (try_create(name, hl, 1, out, 1) == MC_OK)
-            return MC_OK;
-        long long hfree = meminfo("HugePages_Free");
-        MC_WARN(CORE,
-                "shared memory '%s': no hugetlb memfd of %llu bytes (HugePages_Free %lld; "
-                "/proc/sys/vm/nr_hugepages): using normal pages",
-                name, (unsigned long long)hl, hfree >= 0 ? hfree / 1024 : -1);
     }
     mc_status_t st = try_create(name, normal, 0, out, 0);
     if (st == MC_OK)

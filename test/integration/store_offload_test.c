@@ -867,7 +867,9 @@ static void objects_evicted_while_a_restarted_node_reports_are_written(void **st
 {
     env_t *e = *state;
     tc_node_stop(&e->node, SIGTERM);
-    setenv("MC_OFFLOAD_REPORT_DELAY_US", "800000", 1);
+    char delay[32];
+    snprintf(delay, sizeof(delay), "%d", 800000 * SLOW);
+    setenv("MC_OFFLOAD_REPORT_DELAY_US", delay, 1);
     int started = start_node(e, &e->node);
     unsetenv("MC_OFFLOAD_REPORT_DELAY_US");
     assert_int_equal(started, 0);
@@ -878,7 +880,7 @@ static void objects_evicted_while_a_restarted_node_reports_are_written(void **st
     wait_node_answered(e);
     get_all(e, "rs", NOBJ);
     assert_true(node_metric(e, "mooncake_store_offload_written_total") - w0 >= NOBJ - 16);
-    assert_true(t_put >= 500); /* the puts waited for the writes: they ran while it scanned */
+    assert_true(t_put >= 300); /* the puts waited for the writes: they ran while it scanned */
 }
 
 /* Hugetlb pages the system's pool can still give (HugePages_Free less
@@ -927,17 +929,17 @@ static long huge_pool0 = -1; /* the pool's size before the test grew it */
 static int huge_pool_restore(void **state)
 {
     (void)state;
-    if (huge_pool0 >= 0)
-        huge_pool_set(huge_pool0);
+    int rc = huge_pool0 >= 0 && huge_pool() != huge_pool0 ? huge_pool_set(huge_pool0) : 0;
     huge_pool0 = -1;
-    return 0;
+    return rc;
 }
 
 /* segment_hugepages: with the pages free, the node's 16 MiB segment takes
  * 8 of them (with shared memory, and without: MAP_HUGETLB), its loads land
- * there and every object reads back byte for byte; with too few free it
- * starts on normal pages (taking none) and serves the same. The pool is
- * grown for the test when it may be (root), and put back. */
+ * there and every object reads back byte for byte; with too few free (a
+ * segment larger than the pool has free) it starts on normal pages (taking
+ * none) and serves the same. The pool is grown for the test when it may be
+ * (root) and too small, and put back (the teardown checks it took). */
 static void a_hugetlb_segment_serves_loads_and_too_few_pages_fall_back(void **state)
 {
     env_t *e = *state;
@@ -971,13 +973,14 @@ static void a_hugetlb_segment_serves_loads_and_too_few_pages_fall_back(void **st
         loads[m] = loads_done(e) - l0;
         e->node_extra2[0] = '\0';
     }
-    /* too few: a pool of 2 free pages */
+    /* too few: a segment larger than the pool has free (the pool is left
+     * as it is: its other pages may be someone else's) */
     tc_node_stop(&e->node, SIGTERM);
     long a1 = huge_avail();
-    int few = a1 >= 0 && a1 < need;
-    if (!few && pool0 >= 0 && huge_pool_set(huge_pool() - (a1 - 2)) == 0)
-        few = (a1 = huge_avail()) >= 0 && a1 < need;
+    int few = a1 >= 0 && a1 <= 64;
+    long seg_mib = few && (a1 + 1) * 2 > 16 ? (a1 + 1) * 2 : 16;
     snprintf(e->node_extra, sizeof(e->node_extra), "store.segment_hugepages=true");
+    snprintf(e->node_extra2, sizeof(e->node_extra2), "store.global_segment_size=%ldMiB", seg_mib);
     int started = start_node(e, &e->node);
     long took_few = a1 - huge_avail();
     if (started == 0) {
@@ -985,9 +988,10 @@ static void a_hugetlb_segment_serves_loads_and_too_few_pages_fall_back(void **st
         wait_node_answered(e);
         get_all(e, "hpf", NOBJ);
     }
+    e->node_extra2[0] = '\0';
     e->node_extra[0] = '\0';
     tc_node_stop(&e->node, SIGTERM);
-    if (pool0 >= 0)
+    if (pool0 >= 0 && huge_pool() != pool0)
         huge_pool_set(pool0); /* put back before any check fails */
     assert_int_equal(start_node(e, &e->node), 0);
     assert_int_equal(started, 0);
