@@ -58,7 +58,9 @@ enum mc_rpc_method {
     MC_RPC_OFFLOAD_POLL = 131, /* {CLIENT_ID, SEGMENT_ID, COUNT[, WAIT_US, LOAD_ID]} -> {ITEMS:
                                   [[op, evict, KEY, size, offset(, load id)]]}: requests for the
                                   node (with WAIT_US: held until there are some, or WAIT_US
-                                  passed; with LOAD_ID: the node takes load ids) */
+                                  passed; with LOAD_ID: the node takes load ids; COUNT 0: none,
+                                  answered at once: the segment offloads, before the node's
+                                  start scan) */
     MC_RPC_OFFLOAD_DONE = 132, /* {CLIENT_ID, SEGMENT_ID, KEY, SIZE, STATUS[, LOAD_ID]} -> {} */
     MC_RPC_LDISK_REPORT = 133, /* {CLIENT_ID, SEGMENT_ID, KEY, SIZE} -> {}: a file found at start */
     MC_RPC_LDISK_DROP = 134,   /* {CLIENT_ID, SEGMENT_ID, KEY} -> {}: the node lost the file */

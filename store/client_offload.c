@@ -502,6 +502,8 @@ static int on_found(void *arg, const void *key, size_t klen, const mc_tier_known
     return 0;
 }
 
+static uint32_t poll_items(const uint8_t *body, size_t len);
+
 /* Tell the master that g offloads, before the scan and the report (seconds
  * on a directory of many files): it learns that from a poll, and until then
  * it evicts g's objects as a node's without offload (dropped). A poll with
@@ -512,15 +514,25 @@ static int on_found(void *arg, const void *key, size_t klen, const mc_tier_known
  * again, the report not sent). */
 static mc_status_t announce(store_offload_t *o, const store_seg_t *g)
 {
-    mc_buf_t body = MC_BUF_INIT;
+    mc_buf_t body = MC_BUF_INIT, resp = MC_BUF_INIT;
     mc_mp_writer_t w;
     mc_mp_writer_init(&w, &body);
     head(&w, o->s, g, 1);
     mc_mp_write_uint(&w, MC_F_COUNT);
     mc_mp_write_uint(&w, 0);
     mc_status_t st =
-        w.err != MC_OK ? w.err : store_call_sync(o->s, MC_RPC_OFFLOAD_POLL, &body, NULL);
+        w.err != MC_OK ? w.err : store_call_sync(o->s, MC_RPC_OFFLOAD_POLL, &body, &resp);
+    if (st == MC_OK && poll_items(mc_buf_head(&resp), mc_buf_used(&resp)) > 0) {
+        /* a master older than COUNT 0 (read as "as many as you have"):
+         * its requests are ours now, served after the report */
+        pthread_mutex_lock(&o->mu);
+        if (mc_buf_used(&o->inbox) == 0 &&
+            mc_buf_append(&o->inbox, mc_buf_head(&resp), mc_buf_used(&resp)) == MC_OK)
+            o->inbox_us = mc_now_us();
+        pthread_mutex_unlock(&o->mu);
+    }
     mc_buf_fini(&body);
+    mc_buf_fini(&resp);
     return st;
 }
 

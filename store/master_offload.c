@@ -980,8 +980,14 @@ mc_status_t mc_master_ldisk_report(mc_master_t *m, mc_uuid_t client, mc_uuid_t s
     pthread_rwlock_rdlock(&m->seg_lock);
     seg_t *s = NULL;
     mc_status_t st = own_segment(m, client, segment_id, &s);
-    if (st == MC_OK)
+    if (st == MC_OK) {
+        /* its node offloads (a leader that took over after its announce
+         * poll learns it here, before its first poll) */
+        pthread_mutex_lock(&m->offload_lock);
+        s->offload = 1;
+        pthread_mutex_unlock(&m->offload_lock);
         st = ldisk_restore(m, sh, h, key, key_len, size, s->slot, s->id, now_us, 1);
+    }
     pthread_rwlock_unlock(&m->seg_lock);
     shard_unlock(sh);
     return st;
