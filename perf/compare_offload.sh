@@ -143,14 +143,13 @@ case "$size" in
 esac
 bs=$((bytes_each / 1024))k
 total_mb=$(( n * bytes_each / 1048576 ))
-# HUGEPAGES=1: the nodes' segments in hugetlb pages (segment_hugepages) and
-# fio's buffers too (--mem=shmhuge): like for like. The pool is the
-# caller's to reserve (a system setting): the storm or read node's 64 MiB
-# segment, a reader's mapping of the one before, fio's buffers.
+# HUGEPAGES=1 (see above): 80 free 2 MiB pages wanted: the storm or read
+# node's 64 MiB segment, a reader's mapping of the one before, fio's buffers
 node_huge=()
 fio_mem=()
 if [ "${HUGEPAGES:-0}" = 1 ]; then
-    hp_free=$(awk '/^HugePages_Free:/ {f = $2} /^HugePages_Rsvd:/ {r = $2} END {print f - r}' /proc/meminfo)
+    hp=/sys/kernel/mm/hugepages/hugepages-2048kB # the size segment_hugepages asks for
+    hp_free=$(($(cat "$hp/free_hugepages" 2>/dev/null || echo 0) - $(cat "$hp/resv_hugepages" 2>/dev/null || echo 0)))
     if [ "${hp_free:-0}" -lt 80 ]; then
         echo "HUGEPAGES=1 wants 80 free 2 MiB pages ($hp_free free): echo 96 > /proc/sys/vm/nr_hugepages" >&2
         exit 1

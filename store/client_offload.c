@@ -504,6 +504,19 @@ static int on_found(void *arg, const void *key, size_t klen, const mc_tier_known
 
 static uint32_t poll_items(const uint8_t *body, size_t len);
 
+/* A poll's answer into the inbox, the worker woken (mu held). MC_ERR_NOMEM:
+ * not taken (its requests are voided by their timeout at the master). */
+static mc_status_t inbox_put(store_offload_t *o, const void *body, size_t len)
+{
+    if (mc_buf_append(&o->inbox, body, len) != MC_OK)
+        return MC_ERR_NOMEM;
+    o->inbox_us = mc_now_us();
+    uint64_t one = 1;
+    if (write(o->evfd, &one, sizeof(one)) < 0)
+        MC_WARN(CLIENT, "offload: eventfd: %s", strerror(errno));
+    return MC_OK;
+}
+
 /* Tell the master that g offloads, before the scan and the report (seconds
  * on a directory of many files): it learns that from a poll, and until then
  * it evicts g's objects as a node's without offload (dropped). A poll with
@@ -526,9 +539,8 @@ static mc_status_t announce(store_offload_t *o, const store_seg_t *g)
         /* a master older than COUNT 0 (read as "as many as you have"):
          * its requests are ours now, served after the report */
         pthread_mutex_lock(&o->mu);
-        if (mc_buf_used(&o->inbox) == 0 &&
-            mc_buf_append(&o->inbox, mc_buf_head(&resp), mc_buf_used(&resp)) == MC_OK)
-            o->inbox_us = mc_now_us();
+        if (mc_buf_used(&o->inbox) == 0) /* else they time out at the master */
+            inbox_put(o, mc_buf_head(&resp), mc_buf_used(&resp));
         pthread_mutex_unlock(&o->mu);
     }
     mc_buf_fini(&body);
@@ -536,12 +548,12 @@ static mc_status_t announce(store_offload_t *o, const store_seg_t *g)
     return st;
 }
 
-/* Scan the directory and report every file. 0: try again later. */
+/* Tell the master g offloads, scan the directory and report every file.
+ * 0: try again later. */
 static int report_all(store_offload_t *o, const store_seg_t *g)
 {
     found_t *list = NULL;
     mc_tier_scan_stats_t ss = {0};
-    uint64_t t0 = mc_now_us();
     mc_status_t an = announce(o, g);
     if (an != MC_OK) {
         if (an == MC_ERR_UNAVAILABLE_IN_CURRENT_MODE && !o->off_logged) {
@@ -553,6 +565,7 @@ static int report_all(store_offload_t *o, const store_seg_t *g)
     }
     if (o->report_delay_us > 0)
         usleep((useconds_t)o->report_delay_us);
+    uint64_t t0 = mc_now_us();
     /* our directory alone (the lock): temp files are a killed writer's and
      * corrupt files go (a truncated one never becomes an object) */
     mc_status_t st = mc_tier_scan_owned(o->dir, OFFLOAD_SCAN_MAX, on_found, &list, &ss);
@@ -1146,14 +1159,8 @@ static void poll_answered(void *arg, const mc_rpc_resp_t *resp)
         st == MC_ERR_SOCKET)
         store_master_trouble(o->s); /* look for the leader (with discovery) */
     pthread_mutex_lock(&o->mu);
-    if (st == MC_OK && mc_buf_append(&o->inbox, resp->body, resp->body_len) != MC_OK)
-        st = MC_ERR_NOMEM; /* the requests taken are voided by their timeout */
-    if (st == MC_OK) {
-        o->inbox_us = mc_now_us();
-        uint64_t one = 1;
-        if (write(o->evfd, &one, sizeof(one)) < 0)
-            MC_WARN(CLIENT, "offload: eventfd: %s", strerror(errno));
-    }
+    if (st == MC_OK)
+        st = inbox_put(o, resp->body, resp->body_len);
     o->poll_st = st;
     o->poll_work = st == MC_OK && poll_items(resp->body, resp->body_len) > 0;
     o->poll_out = 0;

@@ -402,6 +402,16 @@ static mc_status_t own_segment(mc_master_t *m, mc_uuid_t client, mc_uuid_t segme
     return MC_OK;
 }
 
+/* s's node offloads (a poll, a report, a replayed LDISK say so): evictions
+ * queue PERSIST for its objects from now on, loads are queued for it.
+ * offload_lock held. */
+static void seg_mark_offloading(seg_t *s)
+{
+    if (!s->offload)
+        MC_INFO(MASTER, "segment '%s' offloads to its node's disk", s->name);
+    s->offload = 1;
+}
+
 mc_status_t mc_master_offload_poll(mc_master_t *m, mc_uuid_t client, mc_uuid_t segment_id,
                                    uint64_t now_us, uint32_t max, mc_master_offload_cb_t cb,
                                    void *arg)
@@ -416,9 +426,7 @@ mc_status_t mc_master_offload_poll(mc_master_t *m, mc_uuid_t client, mc_uuid_t s
     if (st != MC_OK)
         goto out;
     pthread_mutex_lock(&m->offload_lock);
-    if (!s->offload)
-        MC_INFO(MASTER, "segment '%s' offloads to its node's disk", s->name);
-    s->offload = 1;
+    seg_mark_offloading(s);
     uint32_t given = 0;
     int stop = 0;
     /* deletions first: they free the node's disk */
@@ -984,7 +992,7 @@ mc_status_t mc_master_ldisk_report(mc_master_t *m, mc_uuid_t client, mc_uuid_t s
         /* its node offloads (a leader that took over after its announce
          * poll learns it here, before its first poll) */
         pthread_mutex_lock(&m->offload_lock);
-        s->offload = 1;
+        seg_mark_offloading(s);
         pthread_mutex_unlock(&m->offload_lock);
         st = ldisk_restore(m, sh, h, key, key_len, size, s->slot, s->id, now_us, 1);
     }
@@ -1109,7 +1117,7 @@ mc_status_t apply_ldisk(mc_master_t *m, const mc_master_jrec_t *r, uint64_t now_
         /* its node offloads: as a leader, loads are queued for it at once
          * (it polls the new leader soon) instead of refused until then */
         pthread_mutex_lock(&m->offload_lock);
-        s->offload = 1;
+        seg_mark_offloading(s);
         pthread_mutex_unlock(&m->offload_lock);
     }
     pthread_rwlock_unlock(&m->seg_lock);
