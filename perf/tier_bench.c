@@ -29,6 +29,10 @@
  *       key, pread of the data, XXH3 of the data), no master, no client.
  *   tier_bench files --dir TIERDIR [-n 64]
  *       prints the files' paths (for dd).
+ *   tier_bench write --dir TIERDIR [-n 64] [--size 4M] [--prefix tb]
+ *       writes the keys' files straight into TIERDIR (a node's offload
+ *       directory while the node is down: perf/offload_report.sh), in the
+ *       node's format (header padded to 4096), then syncs the file system.
  *
  * Every timed round reads each object once, one at a time (one thread;
  * get: D at a time);
@@ -306,10 +310,28 @@ int main(int argc, char **argv)
         return 1;
     char key[64];
 
-    if (strcmp(mode, "files") == 0 || strcmp(mode, "read") == 0) {
+    if (strcmp(mode, "files") == 0 || strcmp(mode, "read") == 0 || strcmp(mode, "write") == 0) {
         if (dir == NULL) {
             fprintf(stderr, "tier_bench: %s needs --dir\n", mode);
             return 2;
+        }
+        if (mode[0] == 'w') {
+            static mc_tier_wfile_t w;
+            for (unsigned i = 0; i < n; i++) {
+                snprintf(key, sizeof(key), "%.40s/%u", o.prefix, i);
+                memset(buf, (int)(i & 0xff), size);
+                struct iovec v = {buf, size};
+                mc_status_t st =
+                    mc_tier_wopen(dir, key, strlen(key), &v, 1, size, MC_TIER_F_ALIGNED, &w);
+                if (st == MC_OK)
+                    st = mc_tier_wcommit(&w, 0, 0); /* synced at the end, all at once */
+                if (st != MC_OK) {
+                    fprintf(stderr, "tier_bench: write %s: %s\n", key, mc_status_str(st));
+                    return 1;
+                }
+            }
+            sync();
+            return 0;
         }
         if (mode[0] == 'f') {
             for (unsigned i = 0; i < n; i++) {

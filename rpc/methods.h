@@ -83,6 +83,11 @@ enum mc_rpc_method {
     MC_RPC_OFFLOAD_PROGRESS = 138, /* {CLIENT_ID, SEGMENT_ID, KEY, SIZE, LOADED[, LOAD_ID]} -> {}:
                                       a LOAD in flight has its first LOADED bytes in the node's
                                       segment (not verified yet) */
+    /* node-local offload: a node's start report in few calls (LDISK_REPORT: to an older master) */
+    MC_RPC_LDISK_REPORT_BATCH = 139, /* {CLIENT_ID, SEGMENT_ID, KEYS, SIZES} -> {STATUSES}: each
+                                        file as LDISK_REPORT would be (OBJECT_ALREADY_EXISTS,
+                                        OBJECT_NOT_FOUND: the key exists, or was removed: the
+                                        node deletes the file); one answer, durable once */
 
     /* transfer engine (transport/): descriptor and TCP data */
     MC_RPC_TE_DESC = 400,  /* {} -> {NAME, HOST, PORT, PROTOCOLS, BUFFERS} */

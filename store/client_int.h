@@ -557,6 +557,9 @@ typedef struct store_offload_stats {
     uint64_t own_read_direct; /* of those, read with O_DIRECT */
     uint64_t own_read_failed; /* failed (the get asked for a LOAD then) */
     uint64_t poll_pauses;     /* polls answered early and empty: paused before the next */
+    uint64_t reported;        /* start reports: files the master took */
+    uint64_t report_refused;  /* files it refused (deleted) */
+    uint64_t report_calls;    /* calls the start reports took */
 } store_offload_stats_t;
 void store_offload_stats(mc_store_t *s, store_offload_stats_t *out);
 /* Own reads: 1 (*seg_id set) when gets of objects only on this node's

@@ -191,6 +191,17 @@ void store_node_metrics(mc_store_t *s, store_seg_use_t *seg_use, mc_buf_t *b)
                         os.bytes_read);
         mc_prom_counter(b, "mooncake_store_offload_deleted_total",
                         "Offload files deleted because their objects were removed.", os.deleted);
+        mc_prom_counter(b, "mooncake_store_offload_reported_total",
+                        "Files of the offload directory the master took at this node's starts "
+                        "(objects again).",
+                        os.reported);
+        mc_prom_counter(b, "mooncake_store_offload_report_refused_total",
+                        "Files found at start that the master refused (their keys were put "
+                        "again or removed meanwhile): deleted.",
+                        os.report_refused);
+        mc_prom_counter(b, "mooncake_store_offload_report_calls_total",
+                        "Calls to the master the start reports took (a batch of files each).",
+                        os.report_calls);
         mc_prom_counter(b, "mooncake_store_offload_quota_dropped_total",
                         "Offload files deleted for the quota (least recently used first).",
                         os.quota_dropped);

@@ -888,8 +888,11 @@ mc_status_t mc_master_offload_load(mc_master_t *m, const char *key, size_t key_l
 
 /* A node's file found at its start (its scan): an object with only this
  * LOCAL_DISK replica is created when the key is absent (journaled: LDISK);
- * a file for an existing object is refused (it may be of an older put).
- * MC_OK, MC_ERR_OBJECT_ALREADY_EXISTS (the node deletes its file),
+ * a file for an existing object is refused (it may be of an older put), and
+ * so is one whose key was removed while its DELETE waits for the node (the
+ * DELETE is taken back).
+ * MC_OK, MC_ERR_OBJECT_ALREADY_EXISTS and MC_ERR_OBJECT_NOT_FOUND (the
+ * node deletes its file),
  * MC_ERR_UNAVAILABLE_IN_CURRENT_MODE (enable_offload off),
  * MC_ERR_INVALID_PARAMS (size 0 or over max_object_size),
  * MC_ERR_SEGMENT_NOT_FOUND, MC_ERR_ILLEGAL_CLIENT, MC_ERR_INVALID_KEY,

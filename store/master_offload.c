@@ -976,6 +976,23 @@ static mc_status_t ldisk_restore(mc_master_t *m, shard_t *sh, uint64_t h, const 
     return MC_OK;
 }
 
+/* Take back the DELETE of key queued for slot, if there is one: 1 (its
+ * node is told instead that its file of key is to go). offload_lock held. */
+static int offdel_take(mc_master_t *m, uint32_t slot, const char *key, size_t key_len)
+{
+    struct offdel *d = m->offdel;
+    for (size_t i = 0; d != NULL && i < d->n; i++) {
+        del_ent_t *x = &d->v[i];
+        if (x->slot != slot || x->key_len != key_len || memcmp(x->key, key, key_len) != 0)
+            continue;
+        mc_free(x->key);
+        memmove(x, x + 1, (d->n - i - 1) * sizeof(*x)); /* the others keep their order */
+        d->n--;
+        return 1;
+    }
+    return 0;
+}
+
 mc_status_t mc_master_ldisk_report(mc_master_t *m, mc_uuid_t client, mc_uuid_t segment_id,
                                    const char *key, size_t key_len, uint64_t size, uint64_t now_us)
 {
@@ -993,8 +1010,16 @@ mc_status_t mc_master_ldisk_report(mc_master_t *m, mc_uuid_t client, mc_uuid_t s
          * poll learns it here, before its first poll) */
         pthread_mutex_lock(&m->offload_lock);
         seg_mark_offloading(s);
+        /* removed since this node last reported (a round that failed
+         * partway, retried): its DELETE not handed out yet. No later
+         * PERSIST of key went to the node (a poll hands out DELETEs first),
+         * so the file is the removed object's: it goes, and the key does
+         * not come back. (The shard lock keeps a DELETE from being queued
+         * meanwhile.) */
+        int removed = offdel_take(m, s->slot, key, key_len);
         pthread_mutex_unlock(&m->offload_lock);
-        st = ldisk_restore(m, sh, h, key, key_len, size, s->slot, s->id, now_us, 1);
+        st = removed ? MC_ERR_OBJECT_NOT_FOUND
+                     : ldisk_restore(m, sh, h, key, key_len, size, s->slot, s->id, now_us, 1);
     }
     pthread_rwlock_unlock(&m->seg_lock);
     shard_unlock(sh);

@@ -895,12 +895,16 @@ static void h_offload_done(void *ctx, mc_rpc_req_t *req)
 
 static void reply_statuses(master_srv_t *s, mc_rpc_req_t *req, const mc_status_t *st, size_t n);
 
-/* A node's write batch: each file (KEYS, SIZES) answered as OFFLOAD_DONE
- * with STATUS OK would be; one answer with a status per file, sent once
- * their records are durable. */
-static void h_offload_done_batch(void *ctx, mc_rpc_req_t *req)
+/* What a node's batch call does with each of its files. */
+typedef mc_status_t (*node_file_fn)(mc_master_t *m, mc_uuid_t client, mc_uuid_t segment_id,
+                                    const char *key, size_t key_len, uint64_t size,
+                                    uint64_t now_us);
+
+/* A node's batch call {CLIENT_ID, SEGMENT_ID, KEYS, SIZES}: fn on each
+ * file; one answer with a status per file, sent once their records are
+ * durable. */
+static void node_files_batch(master_srv_t *s, mc_rpc_req_t *req, node_file_fn fn)
 {
-    master_srv_t *s = ctx;
     fields_t f;
     if (!begin(s, req, &f, NULL,
                BIT(MC_F_CLIENT_ID) | BIT(MC_F_SEGMENT_ID) | BIT(MC_F_KEYS) | BIT(MC_F_SIZES)))
@@ -912,9 +916,27 @@ static void h_offload_done_batch(void *ctx, mc_rpc_req_t *req)
     scratch_t *sc = scratch_of(s, req);
     uint64_t now = mc_now_us();
     for (uint32_t i = 0; i < f.nkeys; i++)
-        sc->st[i] = mc_master_offload_done(s->m, f.client_id, f.segment_id, sc->keys[i].data,
-                                           sc->keys[i].len, sc->sizes[i], MC_OK, now);
+        sc->st[i] = fn(s->m, f.client_id, f.segment_id, sc->keys[i].data, sc->keys[i].len,
+                       sc->sizes[i], now);
     reply_statuses(s, req, sc->st, f.nkeys);
+}
+
+static mc_status_t offload_done_ok(mc_master_t *m, mc_uuid_t client, mc_uuid_t segment_id,
+                                   const char *key, size_t key_len, uint64_t size, uint64_t now_us)
+{
+    return mc_master_offload_done(m, client, segment_id, key, key_len, size, MC_OK, now_us);
+}
+
+/* A node's write batch: each file as OFFLOAD_DONE with STATUS OK would be. */
+static void h_offload_done_batch(void *ctx, mc_rpc_req_t *req)
+{
+    node_files_batch(ctx, req, offload_done_ok);
+}
+
+/* A node's start report, many files at once: each as LDISK_REPORT would be. */
+static void h_ldisk_report_batch(void *ctx, mc_rpc_req_t *req)
+{
+    node_files_batch(ctx, req, mc_master_ldisk_report);
 }
 
 static void h_ldisk_report(void *ctx, mc_rpc_req_t *req)
@@ -1861,6 +1883,7 @@ static const struct {
     {MC_RPC_OFFLOAD_DONE_BATCH, h_offload_done_batch},
     {MC_RPC_OFFLOAD_PROGRESS, h_offload_progress},
     {MC_RPC_LDISK_REPORT, h_ldisk_report},
+    {MC_RPC_LDISK_REPORT_BATCH, h_ldisk_report_batch},
     {MC_RPC_LDISK_DROP, h_ldisk_drop},
     {MC_RPC_OFFLOAD_LOAD, h_offload_load},
     {MC_RPC_META_GET, h_meta_get},

@@ -654,37 +654,42 @@ static void offload_batch_body(sync_call_t *s, uint32_t nkeys, int nsizes)
         mc_mp_write_uint(w, 4096);
 }
 
-/* OFFLOAD_DONE_BATCH (a node's write batch): one status per file, and bad
- * bodies get a reason. This master has offload off: every file is refused
- * on its own, the call itself answers. */
+/* OFFLOAD_DONE_BATCH (a node's write batch) and LDISK_REPORT_BATCH (its
+ * start report): one status per file, and bad bodies get a reason. This
+ * master has offload off: every file is refused on its own (no offload
+ * asked of this node; offload off), the call itself answers. */
 static void a_node_write_batch_gets_one_status_per_file(void **state)
 {
     env_t *e = *state;
     mc_rpc_client_t *c = e->cli[1];
     sync_call_t s = SYNC_CALL_INIT;
     char why[256];
-    mc_status_t st[8];
-    size_t cnt = 0;
+    static const uint16_t methods[] = {MC_RPC_OFFLOAD_DONE_BATCH, MC_RPC_LDISK_REPORT_BATCH};
+    for (size_t m = 0; m < sizeof(methods) / sizeof(methods[0]); m++) {
+        mc_status_t st[8];
+        size_t cnt = 0;
+        offload_batch_body(&s, 3, 3);
+        assert_int_equal(raw_call(c, methods[m], &s, why, sizeof(why)), MC_OK);
+        assert_int_equal(
+            mc_mcli_dec_statuses(mc_buf_head(&s.resp), mc_buf_used(&s.resp), st, NULL, 8, &cnt),
+            MC_OK);
+        assert_int_equal(cnt, 3);
+        for (int i = 0; i < 3; i++) {
+            assert_true(st[i] < 0);
+            if (methods[m] == MC_RPC_LDISK_REPORT_BATCH)
+                assert_int_equal(st[i], MC_ERR_UNAVAILABLE_IN_CURRENT_MODE);
+        }
 
-    offload_batch_body(&s, 3, 3);
-    assert_int_equal(raw_call(c, MC_RPC_OFFLOAD_DONE_BATCH, &s, why, sizeof(why)), MC_OK);
-    assert_int_equal(
-        mc_mcli_dec_statuses(mc_buf_head(&s.resp), mc_buf_used(&s.resp), st, NULL, 8, &cnt), MC_OK);
-    assert_int_equal(cnt, 3);
-    for (int i = 0; i < 3; i++)
-        assert_true(st[i] < 0); /* no offload asked of this node: nothing to answer */
+        /* keys and sizes of different lengths */
+        offload_batch_body(&s, 2, 1);
+        assert_int_equal(raw_call(c, methods[m], &s, why, sizeof(why)), MC_ERR_INVALID_PARAMS);
+        assert_non_null(strstr(why, "differ"));
 
-    /* keys and sizes of different lengths */
-    offload_batch_body(&s, 2, 1);
-    assert_int_equal(raw_call(c, MC_RPC_OFFLOAD_DONE_BATCH, &s, why, sizeof(why)),
-                     MC_ERR_INVALID_PARAMS);
-    assert_non_null(strstr(why, "differ"));
-
-    /* no sizes: named */
-    offload_batch_body(&s, 1, -1);
-    assert_int_equal(raw_call(c, MC_RPC_OFFLOAD_DONE_BATCH, &s, why, sizeof(why)),
-                     MC_ERR_INVALID_PARAMS);
-    assert_non_null(strstr(why, "sizes"));
+        /* no sizes: named */
+        offload_batch_body(&s, 1, -1);
+        assert_int_equal(raw_call(c, methods[m], &s, why, sizeof(why)), MC_ERR_INVALID_PARAMS);
+        assert_non_null(strstr(why, "sizes"));
+    }
     sc_fini(&s);
 }
 

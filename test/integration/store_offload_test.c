@@ -21,7 +21,8 @@
  * second node on the same
  * directory and a node with an unwritable directory do not start; objects
  * put and evicted while a restarted node scans its directory are written,
- * not dropped; a node whose segment is in hugetlb pages (segment_hugepages,
+ * not dropped; a node reports thousands of files in a few calls; a node
+ * whose segment is in hugetlb pages (segment_hugepages,
  * with and without shared memory) loads into it and serves every object,
  * and with too few pages free it starts on normal pages; removing
  * an object deletes its file on the node; on a full disk (a 6 MiB tmpfs,
@@ -883,6 +884,64 @@ static void objects_evicted_while_a_restarted_node_reports_are_written(void **st
     assert_true(t_put >= 300); /* the puts waited for the writes: they ran while it scanned */
 }
 
+/* A node's start report goes to the master a batch of files per call (a
+ * call per file took about 1 ms each: seconds for a directory of
+ * thousands, while PERSIST requests wait for it). 2500 small files written
+ * while the node is down (three batches) are objects again after its
+ * start, each readable byte for byte, reported in as many calls as
+ * batches. */
+#define MANY 2500
+#define MANY_SIZE 4096
+
+static void a_node_reports_thousands_of_files_in_few_calls(void **state)
+{
+    env_t *e = *state;
+    assert_int_equal(tc_node_stop(&e->node, SIGTERM), 0);
+    uint8_t *val = malloc(MANY_SIZE), *got = malloc(MANY_SIZE);
+    char(*names)[16] = calloc(MANY, sizeof(*names));
+    mc_slice_t *keys = calloc(MANY, sizeof(*keys));
+    int *ex = calloc(MANY, sizeof(*ex));
+    mc_tier_wfile_t *w = malloc(sizeof(*w));
+    assert_true(val != NULL && got != NULL && names != NULL && keys != NULL && ex != NULL &&
+                w != NULL);
+    for (int i = 0; i < MANY; i++) {
+        int kl = snprintf(names[i], sizeof(names[i]), "many-%d", i);
+        keys[i] = (mc_slice_t){names[i], (size_t)kl};
+        tc_fill(val, MANY_SIZE, 9000 + (uint64_t)i);
+        struct iovec v = {val, MANY_SIZE};
+        assert_int_equal(
+            mc_tier_wopen(e->offdir, names[i], (size_t)kl, &v, 1, MANY_SIZE, MC_TIER_F_ALIGNED, w),
+            MC_OK);
+        assert_int_equal(mc_tier_wcommit(w, 0, 0), MC_OK); /* not synced: the node reads them */
+    }
+    assert_int_equal(start_node(e, &e->node), 0);
+    uint64_t deadline = mc_now_ms() + 10000 * SLOW;
+    while (node_metric(e, "mooncake_store_offload_reported_total") < MANY && mc_now_ms() < deadline)
+        usleep(20000);
+    long long reported = node_metric(e, "mooncake_store_offload_reported_total");
+    long long calls = node_metric(e, "mooncake_store_offload_report_calls_total");
+    assert_true(reported >= MANY); /* and the earlier tests' files */
+    assert_true(calls >= 1);
+    assert_true(calls <= (reported + 1023) / 1024); /* 1024 short keys a call */
+    assert_int_equal(node_metric(e, "mooncake_store_offload_report_refused_total"), 0);
+    assert_int_equal(mc_store_batch_exist(e->c, keys, MANY, ex), MC_OK);
+    for (int i = 0; i < MANY; i++)
+        assert_int_equal(ex[i], 1);
+    for (int i = 0; i < MANY; i += 97) {
+        memset(got, 0, MANY_SIZE);
+        assert_int_equal(mc_store_get(e->c, names[i], keys[i].len, got, MANY_SIZE, NULL),
+                         MANY_SIZE);
+        tc_fill(val, MANY_SIZE, 9000 + (uint64_t)i);
+        assert_memory_equal(got, val, MANY_SIZE);
+    }
+    free(w);
+    free(ex);
+    free(keys);
+    free(names);
+    free(got);
+    free(val);
+}
+
 /* The 2 MiB pool (what segment_hugepages asks for, whatever the system's
  * default size): its FILE under /sys/kernel/mm/hugepages/hugepages-2048kB
  * (nr_hugepages, free_hugepages, resv_hugepages), -1 when absent. */
@@ -1020,6 +1079,7 @@ int main(void)
         cmocka_unit_test(a_full_disk_refuses_offload_and_evicts_as_before),
         cmocka_unit_test(direct_writes_go_straight_from_the_segment),
         cmocka_unit_test(objects_evicted_while_a_restarted_node_reports_are_written),
+        cmocka_unit_test(a_node_reports_thousands_of_files_in_few_calls),
         cmocka_unit_test_teardown(a_hugetlb_segment_serves_loads_and_too_few_pages_fall_back,
                                   huge_pool_restore),
     };

@@ -413,6 +413,55 @@ static void a_restarted_node_reports_its_files(void **state)
     mc_master_destroy(m);
 }
 
+/* A node's report round that failed partway is tried again, and its scan
+ * reports the files of the first part again: one of those keys removed
+ * meanwhile has its DELETE still queued for the node. Its file is refused
+ * (the node deletes it) and the DELETE taken back, so the key does not come
+ * back, also when it was put again meanwhile; a DELETE for another node's
+ * file of that key is not taken. */
+static void a_file_of_a_key_removed_since_the_last_report_is_refused(void **state)
+{
+    (void)state;
+    mc_master_t *m = off_master(1, 100, 1.0, 0);
+    assert_int_equal(mount_seg(m, C1, 1, "n1", 10 * OBJ, T0), MC_OK);
+    assert_int_equal(mount_seg(m, C2, 2, "n2", 10 * OBJ, T0), MC_OK);
+    /* round 1, until it failed */
+    static const char *const keys[] = {"a", "b", "c"};
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(mc_master_ldisk_report(m, C1, seg_id(1), keys[i], 1, OBJ, T0), MC_OK);
+    assert_int_equal(mc_master_ldisk_report(m, C2, seg_id(2), "d", 1, OBJ, T0), MC_OK);
+    uint64_t now = T0 + SEC;
+    assert_int_equal(mc_master_remove(m, "a", 1, 0, now), MC_OK);
+    assert_int_equal(mc_master_remove(m, "c", 1, 0, now), MC_OK);
+    assert_int_equal(put_obj(m, C2, "c", OBJ, 1, now), MC_OK); /* c again, in memory */
+    assert_int_equal(mc_master_remove(m, "d", 1, 0, now), MC_OK);
+    /* round 2 */
+    assert_int_equal(mc_master_ldisk_report(m, C1, seg_id(1), "a", 1, OBJ, now),
+                     MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(mc_master_ldisk_report(m, C1, seg_id(1), "b", 1, OBJ, now), MC_OK);
+    assert_int_equal(mc_master_ldisk_report(m, C1, seg_id(1), "c", 1, OBJ, now),
+                     MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(exists(m, "a", now), 0);
+    assert_int_equal(exists(m, "b", now), 1);
+    assert_int_equal(exists(m, "c", now), 1); /* the new put, in memory only */
+    mc_master_replica_desc_t r[4];
+    uint32_t n = 0;
+    assert_int_equal(mc_master_get_replica_list(m, "c", 1, now, r, 4, &n, NULL), MC_OK);
+    assert_int_equal(n, 1);
+    assert_int_equal(r[0].kind, MC_MASTER_REPLICA_MEMORY);
+    /* n1's DELETEs were taken back; n2's of d is still its own */
+    assert_int_equal(poll_seg(m, C1, 1, now).del, 0);
+    assert_int_equal(mc_master_ldisk_report(m, C1, seg_id(1), "d", 1, OBJ, now), MC_OK);
+    polled_t p = poll_seg(m, C2, 2, now);
+    assert_int_equal(p.del, 1);
+    assert_string_equal(p.key[0], "d");
+    /* the reported ones again (a third round): kept */
+    assert_int_equal(mc_master_ldisk_report(m, C1, seg_id(1), "b", 1, OBJ, now), MC_OK);
+    assert_int_equal(mc_master_ldisk_report(m, C1, seg_id(1), "a", 1, OBJ, now), MC_OK);
+    assert_int_equal(exists(m, "a", now), 1); /* its DELETE was taken once: a later file is one */
+    mc_master_destroy(m);
+}
+
 /* ---- reads of disk-only objects: LOAD, promotion ---- */
 
 static mc_master_t *load_master(int promote)
@@ -929,6 +978,7 @@ int main(void)
         cmocka_unit_test(removing_hands_the_deletion_to_the_node),
         cmocka_unit_test(unmount_and_expiry_drop_the_nodes_disk_replicas),
         cmocka_unit_test(a_restarted_node_reports_its_files),
+        cmocka_unit_test(a_file_of_a_key_removed_since_the_last_report_is_refused),
         cmocka_unit_test(a_disk_only_object_is_loaded_by_its_node_and_listed_in_memory),
         cmocka_unit_test(a_corrupt_file_is_dropped_and_never_listed),
         cmocka_unit_test(a_load_unanswered_frees_its_range),
