@@ -17,7 +17,10 @@
  * regions (SCM_RIGHTS) and maps each once. The range table also carries a
  * robust mutex the owner holds while it serves: a peer's trylock tells at
  * once (no system call) whether the owner still lives, so nothing is copied
- * into the memory of an owner that exited. Until then, and whenever a request is
+ * into the memory of an owner that exited; once a second the attach thread
+ * also lets go of the mappings of owners that went, so their memory goes
+ * back to the system without waiting for a request that may never come.
+ * Until then, and whenever a request is
  * outside the mapped regions or the owner's current ranges, requests go
  * over the next transport (rdma or tcp). Requests are cut in SHM_SLICE
  * slices: those up to SHM_INLINE_MAX are copied by the submitter at once,
@@ -28,7 +31,8 @@
  *   ATTACHING  queued for / on the attach thread; requests use tcp/rdma
  *   READY      mapped (ss->map): requests in its ranges use shm
  *   FAILED     the attach failed (logged once); again at the next description
- *   GONE       the owner exited (or stopped serving): until described again
+ *   GONE       the owner exited (or stopped serving; a request or the
+ *              sweep found it): unmapped, until described again
  *
  * Locks: seg_lock (engine) -> ss->mu -> st->jmu. A mapping (shm_map_t) is
  * reference counted: one for being current, one per slice using it; the
@@ -62,6 +66,8 @@
 #define SHM_MAX_CONNS 1024u        /* peers connected to one owner */
 #define SHM_IO_TIMEOUT_US 2000000u /* one request/reply on the socket */
 #define SHM_MAGIC 0x4d43534du      /* "MCSM" */
+#define SHM_SWEEP_US 1000000u      /* mappings of exited owners let go this often */
+#define SHM_SWEEP_MAX 16u          /* of them, at most this many a sweep */
 
 /* ------------------------------------------------------------ structs */
 
@@ -292,6 +298,22 @@ static void set_state(shm_seg_t *ss, int to)
 {
     if (ss->state != to)
         (void)MC_FSM_SET(&ss_fsm, ss, state, to);
+}
+
+/* READY, and its owner exited or stopped serving: the mapping is taken off
+ * ss (GONE) and returned, for the caller to put once ss->mu is released;
+ * else NULL. ss->mu held. */
+static shm_map_t *seg_owner_gone(shm_seg_t *ss)
+{
+    shm_map_t *m = ss->map;
+    if (ss->state != SS_READY || m == NULL || map_alive(m))
+        return NULL;
+    MC_INFO(SHM, "segment '%s': its owner closed its shared memory (exited?)", ss->seg->name);
+    ss->map = NULL;
+    set_state(ss, SS_GONE);
+    /* it may have restarted: the next submit looks it up again */
+    atomic_store(&ss->seg->stale, 1);
+    return m;
 }
 
 /* Same owner incarnation and regions as the mapping we have? */
@@ -526,13 +548,61 @@ err:
     return st;
 }
 
+/* Let go of the mappings of owners that exited or stopped serving without
+ * waiting for a request to find out: none may come (the master lists no
+ * segment of a dead node), and a mapping keeps the owner's memory, hugetlb
+ * pages too, from the system (a restarted node found its pool taken).
+ * The attach thread, every SHM_SWEEP_US; segment lock, then each ss->mu. */
+static void sweep(shm_state_t *st)
+{
+    mc_te_t *te = st->te;
+    shm_map_t *dead[SHM_SWEEP_MAX];
+    unsigned n = 0;
+    pthread_mutex_lock(&te->seg_lock);
+    for (size_t i = 0; i < te->nsegs && n < SHM_SWEEP_MAX; i++) {
+        shm_seg_t *ss = te->segs[i] != NULL ? te->segs[i]->tp_state[TE_TP_SHM] : NULL;
+        if (ss == NULL)
+            continue;
+        pthread_mutex_lock(&ss->mu);
+        if ((dead[n] = seg_owner_gone(ss)) != NULL)
+            n++;
+        pthread_mutex_unlock(&ss->mu);
+    }
+    pthread_mutex_unlock(&te->seg_lock);
+    for (unsigned i = 0; i < n; i++)
+        map_put(dead[i], 1); /* unmapped once no copy in flight uses it */
+}
+
+/* Wait on jcv until deadline_us (mc_now_us), jmu held. */
+static void jobs_wait(shm_state_t *st, uint64_t deadline_us)
+{
+    uint64_t now = mc_now_us();
+    if (now >= deadline_us)
+        return;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    uint64_t ns = (uint64_t)ts.tv_nsec + (deadline_us - now) * 1000;
+    ts.tv_sec += (time_t)(ns / 1000000000u);
+    ts.tv_nsec = (long)(ns % 1000000000u);
+    pthread_cond_timedwait(&st->jcv, &st->jmu, &ts);
+}
+
 static void *attach_main(void *arg)
 {
     shm_state_t *st = arg;
+    uint64_t next_sweep = mc_now_us() + SHM_SWEEP_US;
     pthread_mutex_lock(&st->jmu);
     for (;;) {
-        while (st->jobs == NULL && !atomic_load(&st->stop))
-            pthread_cond_wait(&st->jcv, &st->jmu);
+        while (st->jobs == NULL && !atomic_load(&st->stop)) {
+            if (mc_now_us() >= next_sweep) {
+                pthread_mutex_unlock(&st->jmu); /* the lock order: seg_lock first */
+                sweep(st);
+                pthread_mutex_lock(&st->jmu);
+                next_sweep = mc_now_us() + SHM_SWEEP_US;
+                continue;
+            }
+            jobs_wait(st, next_sweep);
+        }
         if (atomic_load(&st->stop))
             break;
         shm_seg_t *ss = st->jobs;
@@ -735,15 +805,10 @@ static int shm_usable(mc_te_t *te, te_seg_t *seg, uint64_t remote, uint64_t len)
     pthread_mutex_lock(&ss->mu);
     shm_map_t *m = ss->map;
     if (ss->state == SS_READY && m != NULL) {
-        if (!map_alive(m)) {
-            MC_INFO(SHM, "segment '%s': its owner closed its shared memory (exited?)",
-                    ss->seg->name);
-            ss->map = NULL;
-            set_state(ss, SS_GONE);
-            /* it may have restarted: the next submit looks it up again */
-            atomic_store(&seg->stale, 1);
+        shm_map_t *dead = seg_owner_gone(ss);
+        if (dead != NULL) {
             pthread_mutex_unlock(&ss->mu);
-            map_put(m, 1);
+            map_put(dead, 1);
             return 0;
         }
         ok = map_find(m, remote, len) >= 0 && ranges_ok(m->ranges, remote, len);

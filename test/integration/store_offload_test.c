@@ -24,7 +24,9 @@
  * not dropped; a node reports thousands of files in a few calls; a node
  * whose segment is in hugetlb pages (segment_hugepages,
  * with and without shared memory) loads into it and serves every object,
- * and with too few pages free it starts on normal pages; removing
+ * and its pages are free again soon after it stops (this process lets go
+ * of its mapping of the segment without asking anything of it), and with
+ * too few pages free it starts on normal pages; removing
  * an object deletes its file on the node; on a full disk (a 6 MiB tmpfs,
  * when the test may mount one; skipped otherwise) the node's writes fail,
  * are counted, and those objects are evicted as without offload (puts go
@@ -1006,7 +1008,8 @@ static void a_hugetlb_segment_serves_loads_and_too_few_pages_fall_back(void **st
     env_t *e = *state;
     const long need = 16 / 2; /* the node's segment, in 2 MiB pages */
     /* twice: this process keeps its mapping of the first node's shared
-     * segment (and so its pages) until it tries it again or closes */
+     * segment (and so its pages) for up to a second after the node exits
+     * (the shm transport's sweep), and the second node starts at once */
     const long want = 2 * need + 2;
     long pool0 = huge_pool0 = huge_pool();
     if (huge_avail() < want && pool0 >= 0)
@@ -1015,6 +1018,7 @@ static void a_hugetlb_segment_serves_loads_and_too_few_pages_fall_back(void **st
     int have = avail >= want;
     if (!have)
         fprintf(stderr, "  (no %ld hugetlb pages: the fallback part only)\n", want);
+    long free0 = huge_avail();
     static const char *const modes[] = {"store.segment_hugepages=true", "store.shm=off"};
     long took[2] = {-1, -1}, loads[2] = {0, 0};
     for (int m = 0; have && m < 2; m++) {
@@ -1037,6 +1041,13 @@ static void a_hugetlb_segment_serves_loads_and_too_few_pages_fall_back(void **st
     /* too few: a segment larger than the pool has free (the pool is left
      * as it is: its other pages may be someone else's) */
     tc_node_stop(&e->node, SIGTERM);
+    /* this process lets go of its mapping of a node's segment within a
+     * second or so of the node's exit (the shm transport's sweep), though
+     * it asks nothing of it: the stopped nodes' pages are free again */
+    uint64_t back_by = mc_now_ms() + 5000 * SLOW;
+    while (have && huge_avail() < free0 && mc_now_ms() < back_by)
+        usleep(50000);
+    int back = !have || huge_avail() >= free0;
     long a1 = huge_avail();
     /* (with overcommit, surplus pages would cover the rest) */
     int few = a1 >= 0 && a1 <= 64 && huge_read("nr_overcommit_hugepages") == 0;
@@ -1057,6 +1068,7 @@ static void a_hugetlb_segment_serves_loads_and_too_few_pages_fall_back(void **st
         huge_pool_set(pool0); /* put back before any check fails */
     assert_int_equal(start_node(e, &e->node), 0);
     assert_int_equal(started, 0);
+    assert_true(back);
     if (few)
         assert_int_equal(took_few, 0); /* normal pages: none taken */
     for (int m = 0; have && m < 2; m++) {

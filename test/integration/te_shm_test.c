@@ -11,7 +11,8 @@
  * unregistered after we mapped its memory; a target that says it is on
  * another host (a faked boot id), or has shm off, is reached over tcp; a
  * killed owner is noticed (requests fail, nothing is written into its dead
- * memory) and a restarted one is mapped again; a second initiator process
+ * memory) and a restarted one is mapped again; a killed owner's memory is
+ * unmapped within seconds without a request; a second initiator process
  * shares the memory; a user the owner does not admit is refused shm (and
  * still served over tcp).
  */
@@ -355,6 +356,60 @@ static void a_killed_owner_is_noticed_and_a_restarted_one_is_mapped_again(void *
     tt_stop_intact(t);
 }
 
+/* The inodes of our mappings of owners' segment memory (/proc/self/maps),
+ * up to room; returns how many. */
+static int segment_inodes(unsigned long *ino, int room)
+{
+    FILE *f = fopen("/proc/self/maps", "r");
+    assert_non_null(f);
+    char line[512];
+    int n = 0;
+    while (fgets(line, sizeof(line), f) != NULL) {
+        unsigned long in = 0;
+        if (strstr(line, "/memfd:mooncake-segment") != NULL && n < room &&
+            sscanf(line, "%*s %*s %*s %*s %lu", &in) == 1)
+            ino[n++] = in;
+    }
+    fclose(f);
+    return n;
+}
+
+/* How many of our segment mappings are of none of the n inodes old. */
+static int new_mappings(const unsigned long *old, int n)
+{
+    unsigned long now[64];
+    int k = segment_inodes(now, 64), fresh = 0;
+    for (int i = 0; i < k; i++) {
+        int seen = 0;
+        for (int j = 0; j < n; j++)
+            seen |= now[i] == old[j];
+        fresh += !seen;
+    }
+    return fresh;
+}
+
+/* A killed owner's memory is let go within seconds though no request goes
+ * to it any more (a dead node's segment is no longer listed by the master):
+ * a mapping keeps its pages, hugetlb ones too, from the system. */
+static void a_killed_owners_memory_is_let_go_without_a_request(void **state)
+{
+    env_t *e = *state;
+    target_t *t = &e->t;
+    unsigned long before[64];
+    int nb = segment_inodes(before, 64);
+    target_start(t, 0, 2 * MIB, 15, "--shm", NULL);
+    mc_te_segment_t seg = tt_open(e->te, t);
+    assert_int_equal(te_shm_ready(e->te, seg), 1);
+    round_trip(e, seg, t->addr, 3, 20, 300000, 33);
+    assert_true(new_mappings(before, nb) > 0); /* its memory, mapped here */
+    tc_stop_ms(&t->p, SIGKILL, 5000);
+    uint64_t deadline = mc_now_us() + WAIT_US;
+    while (new_mappings(before, nb) > 0 && mc_now_us() < deadline)
+        usleep(50000);
+    assert_int_equal(new_mappings(before, nb), 0);
+    assert_int_equal(te_shm_ready(e->te, seg), 0);
+}
+
 static void a_user_the_owner_does_not_admit_gets_no_shared_memory(void **state)
 {
     env_t *e = *state;
@@ -388,6 +443,7 @@ int main(void)
         cmocka_unit_test_teardown(another_host_or_shm_off_is_reached_over_tcp, teardown),
         cmocka_unit_test_teardown(a_killed_owner_is_noticed_and_a_restarted_one_is_mapped_again,
                                   teardown),
+        cmocka_unit_test_teardown(a_killed_owners_memory_is_let_go_without_a_request, teardown),
         cmocka_unit_test_teardown(a_user_the_owner_does_not_admit_gets_no_shared_memory, teardown),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
