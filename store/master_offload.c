@@ -15,7 +15,10 @@
  * removed objects wait in the master's `offdel` list by slot (the code that
  * removes an object holds only its shard lock, and the segment table may
  * not be read without the segment lock); a poll hands them out; an unmount
- * drops those of its slot. Lock order: shard lock, segment lock, offload_lock.
+ * parks those of its slot for the next segment of its name (the node back:
+ * its start report must not bring a removed key back), and a report of a
+ * key whose DELETE waits is refused (the DELETE taken back). Lock order:
+ * shard lock, segment lock, offload_lock.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -87,10 +90,21 @@ static void load_recs_forget(struct offq *q, uint64_t h)
 }
 
 typedef struct del_ent {
-    uint32_t slot;
+    uint32_t slot; /* DEL_PARKED: its segment went; name_hash names it */
     uint32_t key_len;
     char *key;
+    uint64_t name_hash; /* DEL_PARKED: the segment's name's */
+    /* handed out by its slot's last poll: kept until the next poll of that
+     * slot (the node asks again only once it took the answer), since a node
+     * killed meanwhile never served it (a held poll is answered into a
+     * dead connection) */
+    int sent;
 } del_ent_t;
+
+/* A DELETE whose segment was unmounted (its node expired or left) before
+ * it polled: kept for the next segment of that name (the node restarted),
+ * so its start report does not bring the removed key back. */
+#define DEL_PARKED UINT32_MAX
 
 /* An expired request, collected by the tick. */
 typedef struct exp_ent {
@@ -103,8 +117,9 @@ struct offdel {
     size_t n, cap;
 };
 
-/* DELETE requests kept at most (a node that does not poll: dropped and
- * logged; its restart scan reports the file, which is then refused). */
+/* DELETE requests kept at most (then parked ones give way; with none, a
+ * new one is dropped and logged: its file stays, and the node's restart
+ * scan reports it as an object again). */
 #define OFFDEL_MAX (1u << 20)
 
 static mc_status_t fifo_push(fifo_t *f, const offq_ent_t *e)
@@ -176,18 +191,75 @@ void offload_seg_free(mc_master_t *m, seg_t *s)
         s->offq = NULL;
     }
     s->offload = 0;
+    /* its DELETEs wait for the next segment of its name */
     struct offdel *d = m->offdel;
-    if (d != NULL) {
-        size_t k = 0;
-        for (size_t i = 0; i < d->n; i++) {
-            if (d->v[i].slot == s->slot)
-                mc_free(d->v[i].key);
-            else
-                d->v[k++] = d->v[i];
+    size_t parked = 0;
+    for (size_t i = 0; d != NULL && i < d->n; i++) {
+        if (d->v[i].slot == s->slot) {
+            d->v[i].slot = DEL_PARKED;
+            d->v[i].name_hash = s->name_hash;
+            parked++;
         }
-        d->n = k;
     }
     pthread_mutex_unlock(&m->offload_lock);
+    if (parked > 0)
+        MC_INFO(MASTER,
+                "segment '%s' went with %zu deletions of removed objects' files its node "
+                "had not taken: kept for the next segment of that name",
+                s->name, parked);
+}
+
+void offload_seg_mounted(mc_master_t *m, seg_t *s)
+{
+    size_t n = 0;
+    pthread_mutex_lock(&m->offload_lock);
+    struct offdel *d = m->offdel;
+    for (size_t i = 0; d != NULL && i < d->n; i++) {
+        if (d->v[i].slot == DEL_PARKED && d->v[i].name_hash == s->name_hash) {
+            d->v[i].slot = s->slot;
+            d->v[i].sent = 0; /* for the node's new incarnation */
+            n++;
+        }
+    }
+    pthread_mutex_unlock(&m->offload_lock);
+    if (n > 0)
+        MC_INFO(MASTER,
+                "segment '%s': %zu deletions of removed objects' files from its name's last "
+                "segment are its node's now",
+                s->name, n);
+}
+
+/* Take back the DELETE of key queued for slot, if there is one: 1 (its
+ * node is told instead that its file of key is to go). offload_lock held. */
+static int offdel_take(mc_master_t *m, uint32_t slot, const char *key, size_t key_len)
+{
+    struct offdel *d = m->offdel;
+    for (size_t i = 0; d != NULL && i < d->n; i++) {
+        del_ent_t *x = &d->v[i];
+        if (x->slot != slot || x->key_len != key_len || memcmp(x->key, key, key_len) != 0)
+            continue;
+        mc_free(x->key);
+        memmove(x, x + 1, (d->n - i - 1) * sizeof(*x)); /* the others keep their order */
+        d->n--;
+        return 1;
+    }
+    return 0;
+}
+
+/* Room for one more DELETE in a full list: the oldest parked one goes
+ * (its node never came back, or under another name). 1: made. offload_lock
+ * held. */
+static int offdel_unpark_one(struct offdel *d)
+{
+    for (size_t i = 0; i < d->n; i++) {
+        if (d->v[i].slot != DEL_PARKED)
+            continue;
+        mc_free(d->v[i].key);
+        memmove(&d->v[i], &d->v[i + 1], (d->n - i - 1) * sizeof(*d->v));
+        d->n--;
+        return 1;
+    }
+    return 0;
 }
 
 void offload_fini(mc_master_t *m)
@@ -336,6 +408,8 @@ void ldisk_dropped(mc_master_t *m, obj_t *o)
         m->offdel = mc_calloc(1, sizeof(*m->offdel));
     struct offdel *d = m->offdel;
     int ok = 0;
+    if (d != NULL && d->n >= OFFDEL_MAX)
+        offdel_unpark_one(d);
     if (d != NULL && d->n < OFFDEL_MAX) {
         if (d->n == d->cap) {
             size_t nc = d->cap ? d->cap * 2 : 64;
@@ -348,7 +422,7 @@ void ldisk_dropped(mc_master_t *m, obj_t *o)
         char *k = d->n < d->cap ? mc_malloc(o->key_len) : NULL;
         if (k != NULL) {
             memcpy(k, obj_key(o), o->key_len);
-            d->v[d->n++] = (del_ent_t){slot, o->key_len, k};
+            d->v[d->n++] = (del_ent_t){slot, o->key_len, k, 0, 0};
             ok = 1;
         }
     }
@@ -429,20 +503,25 @@ mc_status_t mc_master_offload_poll(mc_master_t *m, mc_uuid_t client, mc_uuid_t s
     seg_mark_offloading(s);
     uint32_t given = 0;
     int stop = 0;
-    /* deletions first: they free the node's disk */
+    /* deletions first: they free the node's disk (those the last poll
+     * handed out were taken: this poll comes after) */
     struct offdel *d = m->offdel;
     if (d != NULL) {
         size_t k = 0;
         for (size_t i = 0; i < d->n; i++) {
-            if (!stop && given < max && d->v[i].slot == s->slot) {
-                mc_master_offload_req_t rq = {
-                    .op = MC_MASTER_OFFLOAD_DELETE, .key = d->v[i].key, .key_len = d->v[i].key_len};
-                stop = cb(arg, &rq);
-                given++;
-                mc_free(d->v[i].key);
+            del_ent_t *x = &d->v[i];
+            if (x->slot == s->slot && x->sent) {
+                mc_free(x->key);
                 continue;
             }
-            d->v[k++] = d->v[i];
+            if (!stop && given < max && x->slot == s->slot) {
+                mc_master_offload_req_t rq = {
+                    .op = MC_MASTER_OFFLOAD_DELETE, .key = x->key, .key_len = x->key_len};
+                stop = cb(arg, &rq);
+                given++;
+                x->sent = 1;
+            }
+            d->v[k++] = *x;
         }
         d->n = k;
     }
@@ -926,6 +1005,11 @@ mc_status_t mc_master_offload_done_id(mc_master_t *m, mc_uuid_t client, mc_uuid_
     }
     ldisk_set(m, o, slot);
     ldisk_journal_set(m, o, sid);
+    /* a DELETE of an older file of key, handed out with this PERSIST, is
+     * done: a node killed before its next poll must not have it again */
+    pthread_mutex_lock(&m->offload_lock);
+    offdel_take(m, slot, key, key_len);
+    pthread_mutex_unlock(&m->offload_lock);
     atomic_fetch_add(&m->off_persisted, 1);
     if (e.evict && !obj_leased(o, now_us)) {
         obj_spill(m, o); /* what eviction asked for: memory goes, the disk copy stays */
@@ -974,23 +1058,6 @@ static mc_status_t ldisk_restore(mc_master_t *m, shard_t *sh, uint64_t h, const 
     ldisk_set(m, o, slot);
     ldisk_journal_set(m, o, sid);
     return MC_OK;
-}
-
-/* Take back the DELETE of key queued for slot, if there is one: 1 (its
- * node is told instead that its file of key is to go). offload_lock held. */
-static int offdel_take(mc_master_t *m, uint32_t slot, const char *key, size_t key_len)
-{
-    struct offdel *d = m->offdel;
-    for (size_t i = 0; d != NULL && i < d->n; i++) {
-        del_ent_t *x = &d->v[i];
-        if (x->slot != slot || x->key_len != key_len || memcmp(x->key, key, key_len) != 0)
-            continue;
-        mc_free(x->key);
-        memmove(x, x + 1, (d->n - i - 1) * sizeof(*x)); /* the others keep their order */
-        d->n--;
-        return 1;
-    }
-    return 0;
 }
 
 mc_status_t mc_master_ldisk_report(mc_master_t *m, mc_uuid_t client, mc_uuid_t segment_id,

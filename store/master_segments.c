@@ -185,6 +185,7 @@ static mc_status_t mount_locked(mc_master_t *m, mc_uuid_t client, const mc_maste
     s->slot = slot;
     s->state = SEG_MOUNTED;
     m->slots[slot] = s;
+    offload_seg_mounted(m, s); /* its name's DELETEs from before */
     s->mounted_idx = m->nmounted;
     m->mounted[m->nmounted++] = slot;
     mc_hmap_insert(&m->seg_by_id, &s->node, uuid_hash(s->id));

@@ -21,7 +21,8 @@
  * second node on the same
  * directory and a node with an unwritable directory do not start; objects
  * put and evicted while a restarted node scans its directory are written,
- * not dropped; a node reports thousands of files in a few calls; a node
+ * not dropped; objects removed while their node is down stay removed
+ * after its restart; a node reports thousands of files in a few calls; a node
  * whose segment is in hugetlb pages (segment_hugepages,
  * with and without shared memory) loads into it and serves every object,
  * and its pages are free again soon after it stops (this process lets go
@@ -886,6 +887,73 @@ static void objects_evicted_while_a_restarted_node_reports_are_written(void **st
     assert_true(t_put >= 300); /* the puts waited for the writes: they ran while it scanned */
 }
 
+static int key_file_exists(const env_t *e, const char *k)
+{
+    char rel[MC_TIER_REL_MAX], p[PATH_MAX];
+    mc_tier_rel_path(k, strlen(k), 0, rel);
+    snprintf(p, sizeof(p), "%s/%s", e->offdir, rel);
+    return access(p, F_OK) == 0;
+}
+
+/* Until mc_store_exist(k) is want (bounded): its last answer. */
+static int exist_wait(env_t *e, const char *k, int want)
+{
+    uint64_t deadline = mc_now_ms() + 10000 * SLOW;
+    int x;
+    while ((x = mc_store_exist(e->c, k, strlen(k))) != want && mc_now_ms() < deadline)
+        usleep(50000);
+    return x;
+}
+
+/* Objects only on a node's disk, removed while the node is down (killed:
+ * its segment is listed until it expires), stay removed: the master keeps
+ * their DELETEs past the node's expiry for the next segment of its name
+ * (the node restarted with its port, as a deployment's fixed store.port),
+ * which refuses the restarted node's reports of them; their files go, and
+ * the node's other objects come back. */
+static void objects_removed_while_their_node_is_down_stay_removed(void **state)
+{
+    env_t *e = *state;
+    unsigned port = (unsigned)test_free_port();
+    snprintf(e->node_extra, sizeof(e->node_extra), "store.port=%u", port);
+    snprintf(e->node_extra2, sizeof(e->node_extra2), "store.local_hostname=127.0.0.1:%u", port);
+    tc_node_stop(&e->node, SIGTERM);
+    assert_int_equal(start_node(e, &e->node), 0);
+    put_all(e, "rd", NOBJ); /* 48 MiB into 16: the first ones go to disk */
+    wait_node_answered(e);
+    char rm[2][32], keep[2][32];
+    int nrm = 0, nkeep = 0;
+    for (int i = 0; i < NOBJ && nkeep < 2; i++) {
+        char k[32];
+        snprintf(k, sizeof(k), "rd/%d", i);
+        if (!key_file_exists(e, k))
+            continue;
+        if (nrm < 2)
+            snprintf(rm[nrm++], sizeof(rm[0]), "%s", k);
+        else
+            snprintf(keep[nkeep++], sizeof(keep[0]), "%s", k);
+    }
+    assert_int_equal(nkeep, 2);
+    tc_node_stop(&e->node, SIGKILL);
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(mc_store_remove(e->c, rm[i], strlen(rm[i]), 0), MC_OK);
+    assert_int_equal(exist_wait(e, keep[0], 0), 0); /* the node expired */
+    assert_int_equal(start_node(e, &e->node), 0);
+    assert_int_equal(exist_wait(e, keep[0], 1), 1); /* reported */
+    assert_int_equal(exist_wait(e, keep[1], 1), 1);
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(mc_store_exist(e->c, rm[i], strlen(rm[i])), 0);
+        assert_false(key_file_exists(e, rm[i]));
+    }
+    uint8_t *got = malloc(OBJ_SIZE);
+    assert_non_null(got);
+    int i = atoi(keep[0] + 3);
+    assert_int_equal(mc_store_get(e->c, keep[0], strlen(keep[0]), got, OBJ_SIZE, NULL), OBJ_SIZE);
+    assert_memory_equal(got, e->val[i], OBJ_SIZE);
+    free(got);
+    e->node_extra[0] = e->node_extra2[0] = '\0';
+}
+
 /* A node's start report goes to the master a batch of files per call (a
  * call per file took about 1 ms each: seconds for a directory of
  * thousands, while PERSIST requests wait for it). 2500 small files written
@@ -1003,14 +1071,23 @@ static int huge_pool_restore(void **state)
  * segment larger than the pool has free) it starts on normal pages (taking
  * none) and serves the same. The pool is grown for the test when it may be
  * (root) and too small, and put back (the teardown checks it took). */
+/* The stopped nodes' pages are free again (at least free0) within 5 s: this
+ * process lets go of its mapping of a node's shared segment within a second
+ * or so of the node's exit (the shm transport's sweep), though it asks
+ * nothing of it. 1: they are. */
+static int pages_back(long free0)
+{
+    uint64_t by = mc_now_ms() + 5000 * SLOW;
+    while (huge_avail() < free0 && mc_now_ms() < by)
+        usleep(50000);
+    return huge_avail() >= free0;
+}
+
 static void a_hugetlb_segment_serves_loads_and_too_few_pages_fall_back(void **state)
 {
     env_t *e = *state;
     const long need = 16 / 2; /* the node's segment, in 2 MiB pages */
-    /* twice: this process keeps its mapping of the first node's shared
-     * segment (and so its pages) for up to a second after the node exits
-     * (the shm transport's sweep), and the second node starts at once */
-    const long want = 2 * need + 2;
+    const long want = need + 2;
     long pool0 = huge_pool0 = huge_pool();
     if (huge_avail() < want && pool0 >= 0)
         huge_pool_set(pool0 + want - huge_avail());
@@ -1021,8 +1098,10 @@ static void a_hugetlb_segment_serves_loads_and_too_few_pages_fall_back(void **st
     long free0 = huge_avail();
     static const char *const modes[] = {"store.segment_hugepages=true", "store.shm=off"};
     long took[2] = {-1, -1}, loads[2] = {0, 0};
+    int back = 1;
     for (int m = 0; have && m < 2; m++) {
         tc_node_stop(&e->node, SIGTERM);
+        back &= pages_back(free0); /* (the last node's, before this one takes its own) */
         long a0 = huge_avail();
         snprintf(e->node_extra, sizeof(e->node_extra), "%s", modes[0]);
         if (m == 1) /* without shared memory: MAP_HUGETLB */
@@ -1041,13 +1120,7 @@ static void a_hugetlb_segment_serves_loads_and_too_few_pages_fall_back(void **st
     /* too few: a segment larger than the pool has free (the pool is left
      * as it is: its other pages may be someone else's) */
     tc_node_stop(&e->node, SIGTERM);
-    /* this process lets go of its mapping of a node's segment within a
-     * second or so of the node's exit (the shm transport's sweep), though
-     * it asks nothing of it: the stopped nodes' pages are free again */
-    uint64_t back_by = mc_now_ms() + 5000 * SLOW;
-    while (have && huge_avail() < free0 && mc_now_ms() < back_by)
-        usleep(50000);
-    int back = !have || huge_avail() >= free0;
+    back &= !have || pages_back(free0);
     long a1 = huge_avail();
     /* (with overcommit, surplus pages would cover the rest) */
     int few = a1 >= 0 && a1 <= 64 && huge_read("nr_overcommit_hugepages") == 0;
@@ -1091,6 +1164,7 @@ int main(void)
         cmocka_unit_test(a_full_disk_refuses_offload_and_evicts_as_before),
         cmocka_unit_test(direct_writes_go_straight_from_the_segment),
         cmocka_unit_test(objects_evicted_while_a_restarted_node_reports_are_written),
+        cmocka_unit_test(objects_removed_while_their_node_is_down_stay_removed),
         cmocka_unit_test(a_node_reports_thousands_of_files_in_few_calls),
         cmocka_unit_test_teardown(a_hugetlb_segment_serves_loads_and_too_few_pages_fall_back,
                                   huge_pool_restore),

@@ -462,6 +462,82 @@ static void a_file_of_a_key_removed_since_the_last_report_is_refused(void **stat
     mc_master_destroy(m);
 }
 
+/* A node's segment went (it expired, or left) before it took the DELETEs
+ * of objects removed meanwhile (queued, or handed out by a poll answered
+ * into a dead connection: taken only once the node polls again): they wait
+ * for the next segment of its name (the node restarted), so its start
+ * report does not bring the removed keys back; another name does not get
+ * them, nor does the new node get those the old one took. */
+static void deletions_of_a_gone_segment_wait_for_its_next_mount(void **state)
+{
+    (void)state;
+    mc_master_t *m = off_master(1, 100, 1.0, 0);
+    assert_int_equal(mount_seg(m, C1, 1, "n1", 10 * OBJ, T0), MC_OK);
+    poll_seg(m, C1, 1, T0);
+    static const char *const keys[] = {"a", "b", "c", "d"};
+    for (int i = 0; i < 4; i++)
+        assert_int_equal(mc_master_ldisk_report(m, C1, seg_id(1), keys[i], 1, OBJ, T0), MC_OK);
+    uint64_t now = T0 + SEC;
+    assert_int_equal(mc_master_remove(m, "d", 1, 0, now), MC_OK);
+    assert_int_equal(poll_seg(m, C1, 1, now).del, 1);
+    assert_int_equal(poll_seg(m, C1, 1, now).del, 0); /* taken: the node polled again */
+    assert_int_equal(mc_master_remove(m, "a", 1, 0, now), MC_OK);
+    assert_int_equal(mc_master_remove(m, "c", 1, 0, now), MC_OK);
+    assert_int_equal(poll_seg(m, C1, 1, now).del, 2); /* into a dead connection, say */
+    uint64_t drain = 0;
+    assert_int_equal(mc_master_unmount_segment(m, C1, seg_id(1), now, &drain), MC_OK);
+    assert_true(drain <= now);                /* gone: nothing held a lease */
+    assert_int_equal(exists(m, "b", now), 0); /* its only replica went with the node */
+    /* another node, another name: none of them */
+    assert_int_equal(mount_seg(m, C2, 2, "n2", 10 * OBJ, now), MC_OK);
+    assert_int_equal(poll_seg(m, C2, 2, now).del, 0);
+    /* the node back, under its name: its report brings b back, not a */
+    assert_int_equal(mount_seg(m, C3, 3, "n1", 10 * OBJ, now), MC_OK);
+    assert_int_equal(mc_master_ldisk_report(m, C3, seg_id(3), "a", 1, OBJ, now),
+                     MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(mc_master_ldisk_report(m, C3, seg_id(3), "b", 1, OBJ, now), MC_OK);
+    assert_int_equal(exists(m, "a", now), 0);
+    assert_int_equal(exists(m, "b", now), 1);
+    /* c's file was not reported (gone from its disk): its DELETE comes;
+     * d's was taken by the node before */
+    polled_t p = poll_seg(m, C3, 3, now);
+    assert_int_equal(p.del, 1);
+    assert_string_equal(p.key[0], "c");
+    assert_int_equal(poll_seg(m, C2, 2, now).del, 0);
+    mc_master_destroy(m);
+}
+
+/* A DELETE of a key's older file and the PERSIST of its new put, in one
+ * poll's answer: once the node answers the PERSIST, the DELETE is done
+ * too, and a node killed before its next poll gets its new file back
+ * after its restart (not refused by that DELETE). */
+static void a_persist_answered_ends_the_deletion_handed_out_with_it(void **state)
+{
+    (void)state;
+    mc_master_t *m = off_master(0, 100, 1.0, 0); /* eager: a PERSIST after each PutEnd */
+    assert_int_equal(mount_seg(m, C1, 1, "n1", 10 * OBJ, T0), MC_OK);
+    poll_seg(m, C1, 1, T0);
+    assert_int_equal(put_obj(m, C1, "k", OBJ, 1, T0), MC_OK);
+    polled_t p = poll_seg(m, C1, 1, T0);
+    assert_int_equal(p.persist, 1);
+    assert_int_equal(done(m, C1, 1, "k", MC_OK, T0), MC_OK);
+    uint64_t now = T0 + SEC;
+    assert_int_equal(mc_master_remove(m, "k", 1, 0, now), MC_OK);
+    assert_int_equal(put_obj(m, C1, "k", OBJ, 1, now), MC_OK);
+    p = poll_seg(m, C1, 1, now);
+    assert_int_equal(p.del, 1);
+    assert_int_equal(p.persist, 1);
+    assert_int_equal(done(m, C1, 1, "k", MC_OK, now), MC_OK);
+    uint64_t drain = 0;
+    assert_int_equal(mc_master_unmount_segment(m, C1, seg_id(1), now, &drain), MC_OK);
+    assert_true(drain <= now);
+    assert_int_equal(mount_seg(m, C3, 3, "n1", 10 * OBJ, now), MC_OK);
+    assert_int_equal(mc_master_ldisk_report(m, C3, seg_id(3), "k", 1, OBJ, now), MC_OK);
+    assert_int_equal(exists(m, "k", now), 1);
+    assert_int_equal(poll_seg(m, C3, 3, now).del, 0);
+    mc_master_destroy(m);
+}
+
 /* ---- reads of disk-only objects: LOAD, promotion ---- */
 
 static mc_master_t *load_master(int promote)
@@ -979,6 +1055,8 @@ int main(void)
         cmocka_unit_test(unmount_and_expiry_drop_the_nodes_disk_replicas),
         cmocka_unit_test(a_restarted_node_reports_its_files),
         cmocka_unit_test(a_file_of_a_key_removed_since_the_last_report_is_refused),
+        cmocka_unit_test(deletions_of_a_gone_segment_wait_for_its_next_mount),
+        cmocka_unit_test(a_persist_answered_ends_the_deletion_handed_out_with_it),
         cmocka_unit_test(a_disk_only_object_is_loaded_by_its_node_and_listed_in_memory),
         cmocka_unit_test(a_corrupt_file_is_dropped_and_never_listed),
         cmocka_unit_test(a_load_unanswered_frees_its_range),
