@@ -200,6 +200,9 @@ struct store_offload {
     int direct_writes;      /* offload_direct_writes: writes with O_DIRECT (never if buffered) */
     int no_done_batch;      /* the master has no OFFLOAD_DONE_BATCH: one call per file */
     int no_report_batch;    /* the master has no LDISK_REPORT_BATCH: one call per file */
+    /* mu: the worker does the DELETEs of the answer it took; the poller
+     * waits (the master counts a poll's DELETEs done when the next comes) */
+    int deleting;
     /* loads say nothing until done: progressive loads are off ($MC_OFFLOAD_PROGRESS=0), or
      * the master has no OFFLOAD_PROGRESS */
     _Atomic int no_progress;
@@ -607,21 +610,38 @@ static void off_refused(store_offload_t *o, mc_status_t st)
     }
 }
 
+/* A file's report refused by the master: the key exists (the file may be
+ * of an older put), or was removed (its DELETE not done yet), or the file
+ * is no object it takes. The node deletes the file. */
+static int report_refused(mc_status_t st)
+{
+    return st == MC_ERR_OBJECT_ALREADY_EXISTS || st == MC_ERR_OBJECT_NOT_FOUND ||
+           st == MC_ERR_INVALID_PARAMS || st == MC_ERR_INVALID_KEY;
+}
+
 /* The master's answers to the files fs[0..n) of the start report, in one
  * LDISK_REPORT_BATCH (an LDISK_REPORT per file with a master that does not
- * know it), into st: each file's status, or the call's failure (the files
- * stay: the round is tried again). */
-static void report_batch(store_offload_t *o, const store_seg_t *g, found_t *const *fs, unsigned n,
-                         mc_status_t *st)
+ * know it, up to the first that is neither taken nor refused), into st.
+ * MC_OK, or why the round stops there (the call failed: no st is set; the
+ * files stay and the round is tried again). */
+static mc_status_t report_batch(store_offload_t *o, const store_seg_t *g, found_t *const *fs,
+                                unsigned n, mc_status_t *st)
 {
     fref_t f[OFFLOAD_REPORT_BATCH];
     for (unsigned i = 0; i < n; i++)
         f[i] = (fref_t){fs[i]->key, fs[i]->klen, fs[i]->known.size};
     mc_status_t r = files_call(o, g, MC_RPC_LDISK_REPORT_BATCH, f, n, st, &o->no_report_batch);
-    for (unsigned i = 0; i < n && r != MC_OK; i++)
-        st[i] = r == MC_ERR_NO_METHOD
-                    ? call_key(o, g, MC_RPC_LDISK_REPORT, f[i].key, f[i].klen, f[i].size)
-                    : r;
+    if (r != MC_ERR_NO_METHOD)
+        return r; /* a failed call's status is no file's */
+    for (unsigned i = 0; i < n; i++) {
+        st[i] = call_key(o, g, MC_RPC_LDISK_REPORT, f[i].key, f[i].klen, f[i].size);
+        if (st[i] != MC_OK && !report_refused(st[i])) {
+            for (unsigned k = i + 1; k < n; k++)
+                st[k] = st[i]; /* not sent: the next round */
+            break;
+        }
+    }
+    return MC_OK;
 }
 
 /* Tell the master g offloads, scan the directory and report every file, a
@@ -659,29 +679,28 @@ static int report_all(store_offload_t *o, const store_seg_t *g)
             fs[n++] = list;
             list = list->next;
         }
-        int sent = !again; /* after a failure, the rest waits for the next round */
-        if (sent) {
-            report_batch(o, g, fs, n, rs);
+        /* after a failure, the rest waits for the next round */
+        mc_status_t call = again ? MC_ERR_CANCELED : report_batch(o, g, fs, n, rs);
+        if (!again)
             calls += o->no_report_batch ? n : 1;
+        if (call != MC_OK && !again) {
+            off_refused(o, call);
+            again = 1; /* the master is away or refuses: the next round */
         }
         for (unsigned i = 0; i < n; i++) {
             found_t *f = fs[i];
-            mc_status_t r = sent ? rs[i] : MC_ERR_CANCELED;
+            mc_status_t r = call == MC_OK ? rs[i] : MC_ERR_CANCELED;
             if (r == MC_OK) {
                 file_add(o, f->key, f->klen, f->known.size);
                 file_know(o, f->key, f->klen, &f->known); /* no header read at its loads */
                 ok++;
-            } else if (r == MC_ERR_OBJECT_ALREADY_EXISTS || r == MC_ERR_OBJECT_NOT_FOUND ||
-                       r == MC_ERR_INVALID_PARAMS || r == MC_ERR_INVALID_KEY) {
-                /* the key was put again meanwhile (this file is older), or
-                 * removed (its DELETE not served yet), or the file is no
-                 * object the master takes */
+            } else if (report_refused(r)) {
                 mc_tier_unlink(o->dir, f->key, f->klen);
                 file_forget(o, f->key, f->klen);
                 refused++;
-            } else if (sent) {
+            } else if (call == MC_OK && !again) {
                 off_refused(o, r);
-                again = 1; /* the master is away or refuses: the next round */
+                again = 1;
             }
             mc_free(f);
         }
@@ -743,8 +762,8 @@ static void load_reap(store_offload_t *o, const store_seg_t *g);
 
 /* The master's answers to the batch's committed files, in one
  * OFFLOAD_DONE_BATCH (an OFFLOAD_DONE per file with a master that does not
- * know it), into st (by batch index). MC_OK, or the call's failure (then
- * each st is that). */
+ * know it), into st (by batch index); MC_ERR_CANCELED each when the call
+ * failed. */
 static void persist_answer(store_offload_t *o, const store_seg_t *g, mc_status_t *st)
 {
     mc_status_t got[OFFLOAD_WRITE_BATCH] = {0};
@@ -753,15 +772,16 @@ static void persist_answer(store_offload_t *o, const store_seg_t *g, mc_status_t
     for (unsigned i = 0; i < o->nwb; i++)
         if (o->wb[i].committed)
             f[n++] = (fref_t){o->wb[i].key, o->wb[i].klen, o->wb[i].size};
-    /* failed: the files stay; the master times the requests out */
     mc_status_t r = files_call(o, g, MC_RPC_OFFLOAD_DONE_BATCH, f, n, got, &o->no_done_batch);
     for (unsigned i = 0, k = 0; i < o->nwb; i++) {
         opersist_t *p = &o->wb[i];
         if (!p->committed)
             continue;
+        /* a failed call's status is no file's: the files stay (the master
+         * times the requests out) */
         st[i] = r == MC_OK              ? got[k]
                 : r == MC_ERR_NO_METHOD ? call_done(o, g, p->key, p->klen, p->size, MC_OK, 0)
-                                        : r;
+                                        : MC_ERR_CANCELED;
         k++;
     }
 }
@@ -1139,10 +1159,11 @@ static void load_read(store_offload_t *o, const store_seg_t *g, oload_t *l)
     }
 }
 
-/* Do the requests of a poll's answer: PERSIST and DELETE at once, LOAD
- * started (answered when read). */
+/* Do the requests of a poll's answer: with deletes, its DELETEs only (done
+ * before the next poll: the master counts them done when it comes); else
+ * the others, PERSIST at once, LOAD started (answered when read). */
 static void serve_answer(store_offload_t *o, const store_seg_t *g, const mc_buf_t *resp,
-                         uint64_t t_ans)
+                         uint64_t t_ans, int deletes)
 {
     mc_mp_reader_t r;
     mc_mp_reader_init(&r, mc_buf_head(resp), mc_buf_used(resp));
@@ -1168,6 +1189,8 @@ static void serve_answer(store_offload_t *o, const store_seg_t *g, const mc_buf_
             uint64_t load_id = ne == 6 ? mc_mp_read_uint(&r) : 0;
             if (r.err != MC_OK || klen == 0)
                 break;
+            if (deletes != (op == MC_MASTER_OFFLOAD_DELETE))
+                continue; /* the other pass's */
             if (op != MC_MASTER_OFFLOAD_PERSIST && o->nwb > 0)
                 persist_flush(o, g); /* the batch's files first: requests in order */
             if (op == MC_MASTER_OFFLOAD_PERSIST) {
@@ -1183,7 +1206,7 @@ static void serve_answer(store_offload_t *o, const store_seg_t *g, const mc_buf_
     }
     if (o->nwb > 0)
         persist_flush(o, g); /* the keys are in resp */
-    if (r.err != MC_OK)
+    if (r.err != MC_OK && !deletes)
         MC_WARN(CLIENT, "offload: malformed poll answer from the master");
 }
 
@@ -1263,7 +1286,7 @@ static void *poller(void *arg)
         s->cfg.rpc_timeout_us / 2 < OFFLOAD_HOLD_US ? s->cfg.rpc_timeout_us / 2 : OFFLOAD_HOLD_US;
     for (;;) {
         pthread_mutex_lock(&o->mu);
-        while (!o->stop && (!o->reported || mc_buf_used(&o->inbox) > 0))
+        while (!o->stop && (!o->reported || mc_buf_used(&o->inbox) > 0 || o->deleting))
             pthread_cond_wait(&o->cv, &o->mu); /* the worker's turn */
         int stop = o->stop;
         pthread_mutex_unlock(&o->mu);
@@ -1357,13 +1380,21 @@ static void *worker(void *arg)
             o->inbox = ans;
             ans = t;
             took = 1;
-            pthread_cond_broadcast(&o->cv); /* the poller polls again */
+            o->deleting = 1; /* the poller polls again once its DELETEs are done */
         }
         for (mc_list_t *n; g != NULL && reported && (n = mc_list_pop_head(&o->reads)) != NULL;) {
             mc_list_push_tail(&reads, n);
             took = 1;
         }
         pthread_mutex_unlock(&o->mu);
+        if (o->deleting) { /* (only this thread sets it) */
+            if (!stop)
+                serve_answer(o, g, &ans, ans_us, 1);
+            pthread_mutex_lock(&o->mu);
+            o->deleting = 0;
+            pthread_cond_broadcast(&o->cv); /* the poller polls again */
+            pthread_mutex_unlock(&o->mu);
+        }
         if (stop)
             break;
         if (g == NULL || !reported)
@@ -1389,7 +1420,7 @@ static void *worker(void *arg)
         }
         if (took) {
             if (mc_buf_used(&ans) > 0)
-                serve_answer(o, g, &ans, ans_us);
+                serve_answer(o, g, &ans, ans_us, 0);
             mc_buf_reset(&ans);
             for (mc_list_t *n; (n = mc_list_pop_head(&reads)) != NULL;)
                 own_start(o, g, MC_CONTAINER_OF(n, oread_t, node));

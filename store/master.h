@@ -813,8 +813,8 @@ void mc_master_touch_clients(mc_master_t *m, uint64_t now_us);
  * at segment base + offset to its own disk, then answer offload_done; the
  * object then has a LOCAL_DISK replica on that node (journaled: LDISK),
  * listed after the memory replicas by get/query. DELETE: the object is gone,
- * delete its file (not answered: taken once the node polls again; those a
- * segment's node had not taken when the segment went wait for the next
+ * delete its file (not answered: done once the node polls again; those a
+ * segment's node had not done when the segment went wait for the next
  * segment of its name, the node restarted). Eviction (offload_on_evict)
  * asks instead of dropping an object that has no disk copy, at most
  * offload_cap_ratio * offloading_queue_limit objects per cycle and

@@ -453,10 +453,13 @@ void ldisk_drop_slots(mc_master_t *m, obj_t *o, const uint32_t *slots, size_t n)
 /* Describe o's LOCAL_DISK replica; 0 when its segment is not readable.
  * Segment read lock held. */
 int ldisk_describe(const mc_master_t *m, const obj_t *o, mc_master_replica_desc_t *d);
-/* Free a segment's request queue; its pending DELETEs are parked for the
- * next segment of its name (the segment leaves the table; segment write
- * lock held). */
+/* Free a segment's request queue (the segment leaves the table; segment
+ * write lock held). */
 void offload_seg_free(mc_master_t *m, seg_t *s);
+/* s goes (its unmount starts, or ends): the DELETEs its node had not done
+ * go to the mounted segment of its name (the node back already), or are
+ * parked for the next one. Segment write lock held. */
+void offload_seg_going(mc_master_t *m, seg_t *s);
 /* s was mounted: DELETEs parked for its name (its node's last segment went
  * before it polled them) are its own. Segment write lock held. */
 void offload_seg_mounted(mc_master_t *m, seg_t *s);

@@ -95,8 +95,8 @@ typedef struct del_ent {
     char *key;
     uint64_t name_hash; /* DEL_PARKED: the segment's name's */
     /* handed out by its slot's last poll: kept until the next poll of that
-     * slot (the node asks again only once it took the answer), since a node
-     * killed meanwhile never served it (a held poll is answered into a
+     * slot (a node asks again only once it did the answer's DELETEs), since
+     * a node killed meanwhile never did it (a held poll is answered into a
      * dead connection) */
     int sent;
 } del_ent_t;
@@ -191,22 +191,40 @@ void offload_seg_free(mc_master_t *m, seg_t *s)
         s->offq = NULL;
     }
     s->offload = 0;
-    /* its DELETEs wait for the next segment of its name */
+    pthread_mutex_unlock(&m->offload_lock);
+}
+
+void offload_seg_going(mc_master_t *m, seg_t *s)
+{
+    /* the node back already (a segment of the same name mounted while this
+     * one drains) takes them at once; else they are parked */
+    seg_t *heir = NULL;
+    for (uint32_t i = 0; i < m->nslots && heir == NULL; i++) {
+        seg_t *x = m->slots[i];
+        if (x != NULL && x != s && x->state == SEG_MOUNTED && x->name_hash == s->name_hash &&
+            strcmp(x->name, s->name) == 0)
+            heir = x;
+    }
+    size_t n = 0;
+    pthread_mutex_lock(&m->offload_lock);
     struct offdel *d = m->offdel;
-    size_t parked = 0;
     for (size_t i = 0; d != NULL && i < d->n; i++) {
-        if (d->v[i].slot == s->slot) {
-            d->v[i].slot = DEL_PARKED;
-            d->v[i].name_hash = s->name_hash;
-            parked++;
-        }
+        del_ent_t *x = &d->v[i];
+        if (x->slot != s->slot)
+            continue;
+        x->slot = heir != NULL ? heir->slot : DEL_PARKED;
+        x->name_hash = s->name_hash;
+        x->sent = 0; /* its node may not have done it */
+        n++;
     }
     pthread_mutex_unlock(&m->offload_lock);
-    if (parked > 0)
+    if (n > 0)
         MC_INFO(MASTER,
-                "segment '%s' went with %zu deletions of removed objects' files its node "
-                "had not taken: kept for the next segment of that name",
-                s->name, parked);
+                "segment '%s' goes with %zu deletions of removed objects' files its node had "
+                "not done: %s",
+                s->name, n,
+                heir != NULL ? "handed to its name's new segment"
+                             : "kept for the next segment of that name");
 }
 
 void offload_seg_mounted(mc_master_t *m, seg_t *s)
@@ -504,7 +522,7 @@ mc_status_t mc_master_offload_poll(mc_master_t *m, mc_uuid_t client, mc_uuid_t s
     uint32_t given = 0;
     int stop = 0;
     /* deletions first: they free the node's disk (those the last poll
-     * handed out were taken: this poll comes after) */
+     * handed out are done: the node polls again once it did them) */
     struct offdel *d = m->offdel;
     if (d != NULL) {
         size_t k = 0;
@@ -1078,11 +1096,12 @@ mc_status_t mc_master_ldisk_report(mc_master_t *m, mc_uuid_t client, mc_uuid_t s
         pthread_mutex_lock(&m->offload_lock);
         seg_mark_offloading(s);
         /* removed since this node last reported (a round that failed
-         * partway, retried): its DELETE not handed out yet. No later
-         * PERSIST of key went to the node (a poll hands out DELETEs first),
-         * so the file is the removed object's: it goes, and the key does
-         * not come back. (The shard lock keeps a DELETE from being queued
-         * meanwhile.) */
+         * partway, retried; or its last segment went before the node did
+         * the DELETE): no later PERSIST of key is known done on the node
+         * (a poll hands out DELETEs first, and a PERSIST answered takes
+         * its key's DELETE back), so the file is the removed object's: it
+         * goes, and the key does not come back. (The shard lock keeps a
+         * DELETE from being queued meanwhile.) */
         int removed = offdel_take(m, s->slot, key, key_len);
         pthread_mutex_unlock(&m->offload_lock);
         st = removed ? MC_ERR_OBJECT_NOT_FOUND

@@ -301,6 +301,9 @@ static void prepare(mc_master_t *m, seg_t *s)
         journal(m, &r);
     }
     s->state = SEG_UNMOUNTING;
+    /* its node's DELETEs wait for its name's next segment (that may mount
+     * as soon as this one leaves `mounted`, while this one drains) */
+    offload_seg_going(m, s);
     s->swept = 0;
     s->drain_until_us = 0;
     uint32_t last = m->mounted[--m->nmounted];
@@ -322,6 +325,7 @@ static void commit(mc_master_t *m, seg_t *s)
     MC_INFO(MASTER, "segment '%s' (%016llx-%016llx) unmounted", s->name,
             (unsigned long long)s->id.hi, (unsigned long long)s->id.lo);
     mc_hmap_remove(&m->seg_by_id, &s->node);
+    offload_seg_going(m, s); /* DELETEs queued while it drained */
     offload_seg_free(m, s);
     m->slots[s->slot] = NULL;
     atomic_fetch_sub(&m->ndraining, 1);

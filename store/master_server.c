@@ -948,13 +948,17 @@ static void h_ldisk_report(void *ctx, mc_rpc_req_t *req)
         return;
     mc_status_t st = mc_master_ldisk_report(s->m, f.client_id, f.segment_id, f.key, f.key_len,
                                             f.size, mc_now_us());
+    /* a removed key's file (its DELETE taken back): nodes older than
+     * LDISK_REPORT_BATCH delete a file refused so, not one NOT_FOUND */
+    if (st == MC_ERR_OBJECT_NOT_FOUND)
+        st = MC_ERR_OBJECT_ALREADY_EXISTS;
     if (st == MC_OK)
         reply_status_durable(s, req, st);
     else
         reply_status(s, req, st,
                      st == MC_ERR_UNAVAILABLE_IN_CURRENT_MODE ? "offload is off (enable_offload)"
                      : st == MC_ERR_OBJECT_ALREADY_EXISTS
-                         ? "the key exists: the file may be of an older put"
+                         ? "the key exists, or was removed: the file may be of an older put"
                          : NULL);
 }
 

@@ -507,6 +507,34 @@ static void deletions_of_a_gone_segment_wait_for_its_next_mount(void **state)
     mc_master_destroy(m);
 }
 
+/* The node back while its old segment still drains (a reader holds a
+ * lease on an object in it): the old segment left the mounted ones at once,
+ * so the new one mounts, and its DELETEs were parked when its unmount
+ * started: the new node's report of the removed key is refused. */
+static void a_node_back_while_its_old_segment_drains_gets_its_deletions(void **state)
+{
+    (void)state;
+    mc_master_t *m = off_master(1, 100, 1.0, 0);
+    assert_int_equal(mount_seg(m, C1, 1, "n1", 10 * OBJ, T0), MC_OK);
+    poll_seg(m, C1, 1, T0);
+    assert_int_equal(mc_master_ldisk_report(m, C1, seg_id(1), "a", 1, OBJ, T0), MC_OK);
+    assert_int_equal(put_obj(m, C1, "mem", OBJ, 1, T0), MC_OK);
+    assert_int_equal(get_n(m, "mem", T0, NULL), MC_OK); /* a lease on it */
+    uint64_t now = T0 + 1000;
+    assert_int_equal(mc_master_remove(m, "a", 1, 0, now), MC_OK);
+    uint64_t drain = 0;
+    assert_int_equal(mc_master_unmount_segment(m, C1, seg_id(1), now, &drain), MC_OK);
+    assert_true(drain > now); /* draining */
+    assert_int_equal(mount_seg(m, C3, 3, "n1", 10 * OBJ, now), MC_OK);
+    assert_int_equal(mc_master_ldisk_report(m, C3, seg_id(3), "a", 1, OBJ, now),
+                     MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(exists(m, "a", now), 0);
+    mc_master_tick(m, drain + 1); /* the old one goes: nothing left to move */
+    assert_int_equal(poll_seg(m, C3, 3, drain + 1).del, 0);
+    assert_int_equal(exists(m, "a", drain + 1), 0);
+    mc_master_destroy(m);
+}
+
 /* A DELETE of a key's older file and the PERSIST of its new put, in one
  * poll's answer: once the node answers the PERSIST, the DELETE is done
  * too, and a node killed before its next poll gets its new file back
@@ -1057,6 +1085,7 @@ int main(void)
         cmocka_unit_test(a_file_of_a_key_removed_since_the_last_report_is_refused),
         cmocka_unit_test(deletions_of_a_gone_segment_wait_for_its_next_mount),
         cmocka_unit_test(a_persist_answered_ends_the_deletion_handed_out_with_it),
+        cmocka_unit_test(a_node_back_while_its_old_segment_drains_gets_its_deletions),
         cmocka_unit_test(a_disk_only_object_is_loaded_by_its_node_and_listed_in_memory),
         cmocka_unit_test(a_corrupt_file_is_dropped_and_never_listed),
         cmocka_unit_test(a_load_unanswered_frees_its_range),
