@@ -35,6 +35,7 @@
 #include "util/conf.h"
 #include "util/log.h"
 #include "util/mem.h"
+#include "util/shm.h"
 #include "util/time.h"
 
 #define PING_INTERVAL_US 1000000
@@ -165,7 +166,6 @@ static void seg_desc(const mc_store_t *s, const store_seg_t *g, mc_master_segmen
 
 /* ------------------------------------------------------------- segments */
 
-#define SEG_HUGE_PAGE (2ull << 20) /* segment_hugepages without shm: 2 MiB pages asked for */
 #ifndef MAP_HUGE_2MB
 #define MAP_HUGE_2MB (21 << 26) /* log2(2 MiB) << MAP_HUGE_SHIFT */
 #endif
@@ -201,7 +201,7 @@ static mc_status_t seg_create(mc_store_t *s, void *buf, uint64_t len, store_seg_
     if (buf == NULL && shm == NULL) {
         void *p = MAP_FAILED;
         if (s->cfg.segment_hugepages) {
-            g->map_len = (len + SEG_HUGE_PAGE - 1) & ~(uint64_t)(SEG_HUGE_PAGE - 1);
+            g->map_len = mc_shm_huge_round(len); /* MAP_HUGE_2MB */
             p = mmap(NULL, g->map_len, PROT_READ | PROT_WRITE,
                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB | MAP_HUGE_2MB, -1, 0);
             if (p == MAP_FAILED)

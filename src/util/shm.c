@@ -27,7 +27,6 @@
 #ifndef MFD_HUGETLB
 #define MFD_HUGETLB 0x0004U
 #endif
-#define HUGE_2M (2u << 20)
 #ifndef MFD_HUGE_2MB
 #define MFD_HUGE_2MB (21u << 26) /* log2(2 MiB) << MFD_HUGE_SHIFT */
 #endif
@@ -160,7 +159,7 @@ mc_status_t mc_shm_create(const char *name, uint64_t len, int huge, mc_shm_t *ou
     if (len == 0 || name == NULL)
         return MC_ERR_INVALID_ARGUMENT;
     if (huge) {
-        uint64_t hl = (len + HUGE_2M - 1) & ~(uint64_t)(HUGE_2M - 1);
+        uint64_t hl = mc_shm_huge_round(len);
         if (try_create(name, hl, 1, out, 1) == MC_OK)
             return MC_OK;
         long long hfree = meminfo("HugePages_Free");

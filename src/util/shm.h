@@ -27,9 +27,19 @@ typedef struct mc_shm {
     int huge;     /* backed by hugetlb pages */
 } mc_shm_t;
 
+/* The hugetlb page size asked for (mc_shm_create's huge; a segment's
+ * MAP_HUGETLB, store/client.c): 2 MiB whatever the system's default. */
+#define MC_SHM_HUGE_PAGE (2ull << 20)
+
+/* len rounded up to whole MC_SHM_HUGE_PAGE pages. */
+static inline uint64_t mc_shm_huge_round(uint64_t len)
+{
+    return (len + MC_SHM_HUGE_PAGE - 1) & ~(MC_SHM_HUGE_PAGE - 1);
+}
+
 /* Make len bytes (rounded up to pages) of shared memory, mapped read-write,
  * zeroed. huge: try a hugetlb memfd first (2 MiB pages; falls back to normal
- * pages, logged at INFO, when the host has none free). The memory is
+ * pages, logged as a warning, when the host has too few free). The memory is
  * reserved at once (fallocate), so a shortage shows here and not as SIGBUS
  * later. MC_OK; MC_ERR_INVALID_ARGUMENT (len 0); MC_ERR_NOMEM (more than the
  * host has available, or the memory limit of the process or its cgroup: the
