@@ -448,9 +448,7 @@ static void *resolver_main(void *arg)
     pthread_mutex_lock(&s->res_mu);
     while (!s->res_stop) {
         if (!s->res_kick) {
-            struct timespec ts;
-            clock_gettime(CLOCK_REALTIME, &ts);
-            ts.tv_sec += RESOLVE_PERIOD_MS / 1000;
+            struct timespec ts = mc_timespec_in(CLOCK_REALTIME, (uint64_t)RESOLVE_PERIOD_MS * 1000);
             pthread_cond_timedwait(&s->res_cv, &s->res_mu, &ts);
             if (s->res_stop)
                 break;

@@ -670,7 +670,7 @@ static int report_all(store_offload_t *o, const store_seg_t *g)
     int again = 0;
     found_t *fs[OFFLOAD_REPORT_BATCH];
     mc_status_t rs[OFFLOAD_REPORT_BATCH];
-    while (list != NULL) {
+    while (list != NULL && !again) {
         unsigned n = 0;
         size_t bytes = 0;
         while (list != NULL && n < OFFLOAD_REPORT_BATCH &&
@@ -679,31 +679,30 @@ static int report_all(store_offload_t *o, const store_seg_t *g)
             fs[n++] = list;
             list = list->next;
         }
-        /* after a failure, the rest waits for the next round */
-        mc_status_t call = again ? MC_ERR_CANCELED : report_batch(o, g, fs, n, rs);
-        if (!again)
-            calls += o->no_report_batch ? n : 1;
-        if (call != MC_OK && !again) {
-            off_refused(o, call);
-            again = 1; /* the master is away or refuses: the next round */
-        }
+        mc_status_t call = report_batch(o, g, fs, n, rs);
+        calls += o->no_report_batch ? n : 1;
         for (unsigned i = 0; i < n; i++) {
             found_t *f = fs[i];
-            mc_status_t r = call == MC_OK ? rs[i] : MC_ERR_CANCELED;
+            mc_status_t r = call == MC_OK ? rs[i] : call;
             if (r == MC_OK) {
                 file_add(o, f->key, f->klen, f->known.size);
                 file_know(o, f->key, f->klen, &f->known); /* no header read at its loads */
                 ok++;
-            } else if (report_refused(r)) {
+            } else if (call == MC_OK && report_refused(r)) {
                 mc_tier_unlink(o->dir, f->key, f->klen);
                 file_forget(o, f->key, f->klen);
                 refused++;
-            } else if (call == MC_OK && !again) {
+            } else if (!again) {
                 off_refused(o, r);
-                again = 1;
+                again = 1; /* the master is away or refuses: the rest in the next round */
             }
             mc_free(f);
         }
+    }
+    while (list != NULL) { /* not sent: the next round scans them again */
+        found_t *f = list;
+        list = f->next;
+        mc_free(f);
     }
     atomic_fetch_add(&o->report_taken, ok);
     atomic_fetch_add(&o->report_refused, refused);
@@ -1214,11 +1213,7 @@ static void serve_answer(store_offload_t *o, const store_seg_t *g, const mc_buf_
  * read's say, do not cut it short). */
 static void timed_wait(store_offload_t *o, uint64_t wait_us)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    uint64_t ns = (uint64_t)ts.tv_nsec + wait_us * 1000;
-    ts.tv_sec += (time_t)(ns / 1000000000u);
-    ts.tv_nsec = (long)(ns % 1000000000u);
+    struct timespec ts = mc_timespec_in(CLOCK_MONOTONIC, wait_us);
     while (!o->stop && pthread_cond_timedwait(&o->cv, &o->mu, &ts) != ETIMEDOUT) {
     }
 }

@@ -268,9 +268,7 @@ static void *worker_main(void *arg)
             if (t->stop && t->head == NULL)
                 break;
             if (!atomic_load(&t->known)) {
-                struct timespec ts;
-                clock_gettime(CLOCK_REALTIME, &ts);
-                ts.tv_sec += 1;
+                struct timespec ts = mc_timespec_in(CLOCK_REALTIME, 1000000);
                 pthread_cond_timedwait(&t->cv, &t->mu, &ts);
             } else {
                 pthread_cond_wait(&t->cv, &t->mu);

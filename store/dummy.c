@@ -165,13 +165,7 @@ static mc_status_t stage_get(svc_client_t *c, uint64_t len, mc_oalloc_handle_t *
     pthread_mutex_lock(&c->amu);
     mc_status_t st;
     while ((st = mc_oalloc_alloc(c->stage, len, h)) != MC_OK && mc_now_us() < end) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += 5 * 1000 * 1000;
-        if (ts.tv_nsec >= 1000000000) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000;
-        }
+        struct timespec ts = mc_timespec_in(CLOCK_REALTIME, 5000);
         pthread_cond_timedwait(&c->acv, &c->amu, &ts);
     }
     pthread_mutex_unlock(&c->amu);
@@ -1460,9 +1454,7 @@ void store_dummy_close(mc_store_t *s)
     pthread_cond_broadcast(&c->jcv);
     uint64_t end = mc_now_ms() + 10000;
     while (c->live > 0 && mc_now_ms() < end) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_sec++;
+        struct timespec ts = mc_timespec_in(CLOCK_REALTIME, 1000000);
         pthread_cond_timedwait(&c->jcv, &c->jmu, &ts);
     }
     pthread_mutex_unlock(&c->jmu);

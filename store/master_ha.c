@@ -1099,11 +1099,7 @@ static void leader_step(ha_t *h)
         wake = now + h->flush_us;
     pthread_mutex_lock(&h->mu);
     if (!h->kicked && !h->encode_failed && !atomic_load(&h->stop) && wake > now) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        uint64_t ns = (uint64_t)ts.tv_nsec + (wake - now) * 1000;
-        ts.tv_sec += (time_t)(ns / 1000000000u);
-        ts.tv_nsec = (long)(ns % 1000000000u);
+        struct timespec ts = mc_timespec_in(CLOCK_MONOTONIC, wake - now);
         pthread_cond_timedwait(&h->cv, &h->mu, &ts);
     }
     pthread_mutex_unlock(&h->mu);

@@ -635,14 +635,7 @@ mc_status_t mc_te_batch_wait(mc_te_batch_t *b, uint64_t timeout_us)
 {
     if (te_on_reactor(b->te))
         return MC_ERR_STATE;
-    struct timespec deadline;
-    clock_gettime(CLOCK_REALTIME, &deadline);
-    deadline.tv_sec += (time_t)(timeout_us / 1000000);
-    deadline.tv_nsec += (long)(timeout_us % 1000000) * 1000;
-    if (deadline.tv_nsec >= 1000000000) {
-        deadline.tv_sec++;
-        deadline.tv_nsec -= 1000000000;
-    }
+    struct timespec deadline = mc_timespec_in(CLOCK_REALTIME, timeout_us);
     pthread_mutex_lock(&b->mu);
     int rc = 0;
     while (!batch_idle(b) && rc != ETIMEDOUT)

@@ -419,13 +419,7 @@ static void shm_seg_wait(mc_te_t *te, te_seg_t *seg, uint64_t timeout_us)
     uint64_t end = mc_now_ns() + timeout_us * 1000;
     pthread_mutex_lock(&ss->mu);
     while (ss->state == SS_ATTACHING && mc_now_ns() < end) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += 10 * 1000 * 1000;
-        if (ts.tv_nsec >= 1000000000) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000;
-        }
+        struct timespec ts = mc_timespec_in(CLOCK_REALTIME, 10000);
         pthread_cond_timedwait(&ss->cv, &ss->mu, &ts);
     }
     pthread_mutex_unlock(&ss->mu);
@@ -579,11 +573,7 @@ static void jobs_wait(shm_state_t *st, uint64_t deadline_us)
     uint64_t now = mc_now_us();
     if (now >= deadline_us)
         return;
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    uint64_t ns = (uint64_t)ts.tv_nsec + (deadline_us - now) * 1000;
-    ts.tv_sec += (time_t)(ns / 1000000000u);
-    ts.tv_nsec = (long)(ns % 1000000000u);
+    struct timespec ts = mc_timespec_in(CLOCK_REALTIME, deadline_us - now);
     pthread_cond_timedwait(&st->jcv, &st->jmu, &ts);
 }
 
