@@ -410,7 +410,7 @@ mc_status_t mc_master_apply(mc_master_t *m, const mc_master_jrec_t *r, uint64_t 
     case MC_JREC_PUT_START:
         return apply_put_start(m, r, now_us);
     case MC_JREC_PUT_END:
-        st = mc_master_put_end(m, r->client, r->key, r->key_len, now_us);
+        st = apply_put_end(m, r, now_us);
         return st == MC_ERR_OBJECT_NOT_FOUND ? MC_OK : st; /* lost to an unmount */
     case MC_JREC_DROP:
         return apply_drop(m, r);

@@ -976,6 +976,18 @@ int mc_master_offload_partial(mc_master_t *m, const char *key, size_t key_len, u
  * it whole). */
 int mc_master_offload_loaded_by(mc_master_t *m, const char *key, size_t key_len, uint64_t load_id);
 
+/* DELETEs on a standby. Replaying a DROP queues its object's DELETE as the
+ * leader did, so a new leader hands out those its old one's nodes had not
+ * done (a replayed LDISK record takes back a DELETE of the same key and
+ * segment: that node wrote the key's file again). A standby cannot see
+ * nodes poll: it forgets, from time to time, the DELETEs queued before a
+ * mark it took a while ago (their nodes did them long since; one handed
+ * out again deletes no file). mark: the number of DELETEs queued so far.
+ * forget: drops those queued before mark that wait for a mounted segment
+ * (parked ones, for a node that is down, stay): how many. */
+uint64_t mc_master_offload_deletion_mark(mc_master_t *m);
+size_t mc_master_offload_forget_deletions(mc_master_t *m, uint64_t mark);
+
 /* fn(arg) is called whenever offload work is queued for a node (PERSIST,
  * LOAD, DELETE) or a node answered one (offload_done), so a service holding
  * nodes' polls and readers' loads can answer them at once instead of being
@@ -999,6 +1011,7 @@ typedef struct mc_master_offload_stats {
     uint64_t load_failed_total; /* LOAD answered with a failure (corrupt file...) */
     uint64_t promoted_total;    /* loads kept in DRAM by promotion_on_hit */
     uint64_t own_reads_total;   /* disk-only gets its node read itself (no LOAD) */
+    uint64_t deletions;         /* DELETEs of removed objects' files not known done */
 } mc_master_offload_stats_t;
 
 void mc_master_offload_stats(mc_master_t *m, mc_master_offload_stats_t *out);

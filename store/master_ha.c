@@ -128,6 +128,8 @@ struct ha {
     /* follower */
     char last_id[48];     /* stream id applied last ("0-0": none) */
     uint64_t applied_seq; /* global number of the last record applied */
+    uint64_t del_mark;    /* offload DELETEs replayed up to del_mark_us */
+    uint64_t del_mark_us;
 
     pthread_mutex_t lmu;
     char leader[MC_HA_ADDR_MAX]; /* lmu */
@@ -761,6 +763,13 @@ static void promote(ha_t *h, int64_t view, uint64_t lease_until, uint64_t t_no_l
             "from the journal (up to %s)",
             h->url.cluster, h->addr, (long long)view, (unsigned long long)st.key_count,
             (unsigned long long)st.segment_count, h->last_id);
+    mc_master_offload_stats_t os;
+    mc_master_offload_stats(s->m, &os);
+    if (os.deletions > 0)
+        MC_INFO(HA,
+                "%llu deletions of removed objects' offloaded files replayed: handed to their "
+                "nodes (those done already delete nothing)",
+                (unsigned long long)os.deletions);
 }
 
 static mc_status_t renew(ha_t *h)
@@ -871,6 +880,29 @@ static void rebuild(ha_t *h, const char *why)
     set_last_id(h, "0-0");
     h->applied_seq = 0;
     h->snap_seq = 0;
+    h->del_mark = 0; /* the new state's count starts over */
+    h->del_mark_us = mc_now_us();
+}
+
+/* A standby replays each removal of a disk-offloaded object as a DELETE
+ * for its node (mc_master_offload_forget_deletions), so that as the leader
+ * it hands out those the old leader's node had not done. It cannot see the
+ * nodes poll: a DELETE replayed more than DEL_KEEP_US ago (up to twice
+ * that) is taken as done (a node polls within milliseconds; one down has
+ * its DELETEs parked, which stay). */
+#define DEL_KEEP_US (60ull * 1000000)
+
+static void forget_deletions(ha_t *h)
+{
+    uint64_t now = mc_now_us();
+    if (now - h->del_mark_us < DEL_KEEP_US)
+        return;
+    mc_master_t *m = h->s->m;
+    size_t n = mc_master_offload_forget_deletions(m, h->del_mark);
+    if (n > 0)
+        MC_DEBUG(HA, "%zu replayed deletions of offloaded files taken as done", n);
+    h->del_mark = mc_master_offload_deletion_mark(m);
+    h->del_mark_us = now;
 }
 
 /* After a (re)connection: is the entry we applied last still in the stream
@@ -911,6 +943,7 @@ static void standby_step(ha_t *h, uint64_t *t_no_lease)
         }
     }
     h->check_pos = 0;
+    forget_deletions(h);
     uint64_t poll = h->ttl_us / 4 < POLL_MAX_US ? h->ttl_us / 4 : POLL_MAX_US;
     long n = read_journal(h, (long)(poll / 1000 ? poll / 1000 : 1));
     if (n == -3)

@@ -371,6 +371,7 @@ mc_status_t remove_locked(mc_master_t *m, shard_t *sh, uint64_t h, const char *k
 
 /* Journal replay (master.c dispatches mc_master_apply). */
 mc_status_t apply_put_start(mc_master_t *m, const mc_master_jrec_t *r, uint64_t now_us);
+mc_status_t apply_put_end(mc_master_t *m, const mc_master_jrec_t *r, uint64_t now_us);
 mc_status_t apply_drop(mc_master_t *m, const mc_master_jrec_t *r);
 mc_status_t apply_release(mc_master_t *m, const mc_master_jrec_t *r);
 

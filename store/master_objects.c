@@ -310,8 +310,10 @@ err_nomem:
  * LRU on the FAST'25 conversation trace at small capacities. */
 #define BATCH_RANK(now_us, i) ((uint64_t)(i) < (now_us) ? (now_us) - (uint64_t)(i) : 0)
 
+/* replay: a standby's (apply_put_end): no PERSIST queued. */
 static mc_status_t put_end_locked(mc_master_t *m, shard_t *sh, uint64_t h, mc_uuid_t client,
-                                  const char *key, size_t len, uint64_t now_us, uint64_t access_us)
+                                  const char *key, size_t len, uint64_t now_us, uint64_t access_us,
+                                  int replay)
 {
     obj_t *o = obj_find(sh, h, key, len);
     if (o == NULL)
@@ -332,7 +334,7 @@ static mc_status_t put_end_locked(mc_master_t *m, shard_t *sh, uint64_t h, mc_uu
             .type = MC_JREC_PUT_END, .client = client, .key = key, .key_len = len};
         journal(m, &r);
     }
-    if (m->o.enable_offload && !m->o.offload_on_evict)
+    if (m->o.enable_offload && !m->o.offload_on_evict && !replay)
         offload_after_put(m, o); /* eager offload */
     return MC_OK;
 }
@@ -509,7 +511,21 @@ mc_status_t mc_master_put_end(mc_master_t *m, mc_uuid_t client, const char *key,
         return MC_ERR_INVALID_KEY;
     uint64_t h;
     shard_t *sh = shard_lock_key(m, key, key_len, &h);
-    mc_status_t st = put_end_locked(m, sh, h, client, key, key_len, now_us, now_us);
+    mc_status_t st = put_end_locked(m, sh, h, client, key, key_len, now_us, now_us, 0);
+    shard_unlock(sh);
+    return st;
+}
+
+mc_status_t apply_put_end(mc_master_t *m, const mc_master_jrec_t *r, uint64_t now_us)
+{
+    if (!key_valid(m, r->key, r->key_len))
+        return MC_ERR_INVALID_KEY;
+    uint64_t h;
+    shard_t *sh = shard_lock_key(m, r->key, r->key_len, &h);
+    /* no eager PERSIST: the leader's is answered in the journal (LDISK) or
+     * dies with it, and one queued here would be handed out as the new
+     * leader long after, its bytes' place in the segment reused since */
+    mc_status_t st = put_end_locked(m, sh, h, r->client, r->key, r->key_len, now_us, now_us, 1);
     shard_unlock(sh);
     return st;
 }
@@ -966,8 +982,8 @@ mc_status_t mc_master_batch_put_end(mc_master_t *m, mc_uuid_t client, const mc_m
     if (rc != MC_OK)
         return rc;
     BATCH_LOOP_BEGIN(m, hs, ord, nv)
-    st[i] =
-        put_end_locked(m, sh, h, client, keys[i].data, keys[i].len, now_us, BATCH_RANK(now_us, i));
+    st[i] = put_end_locked(m, sh, h, client, keys[i].data, keys[i].len, now_us,
+                           BATCH_RANK(now_us, i), 0);
     BATCH_LOOP_END
     mc_free(hs);
     return MC_OK;

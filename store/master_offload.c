@@ -17,8 +17,11 @@
  * not be read without the segment lock); a poll hands them out; an unmount
  * parks those of its slot for the next segment of its name (the node back:
  * its start report must not bring a removed key back), and a report of a
- * key whose DELETE waits is refused (the DELETE taken back). Lock order:
- * shard lock, segment lock, offload_lock.
+ * key whose DELETE waits is refused (the DELETE taken back). A standby's
+ * replay queues them too (a new leader hands out those its old one's node
+ * had not done; a replayed LDISK takes one back, as the PERSIST answered
+ * did on the leader), and forgets old ones (master.h). Lock order: shard
+ * lock, segment lock, offload_lock.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -99,6 +102,7 @@ typedef struct del_ent {
      * a node killed meanwhile never did it (a held poll is answered into a
      * dead connection) */
     int sent;
+    uint64_t seq; /* its number in queue order (mc_master_offload_deletion_mark) */
 } del_ent_t;
 
 /* A DELETE whose segment was unmounted (its node expired or left) before
@@ -115,6 +119,7 @@ typedef struct exp_ent {
 struct offdel {
     del_ent_t *v;
     size_t n, cap;
+    uint64_t seq; /* DELETEs queued so far */
 };
 
 /* DELETE requests kept at most (then parked ones give way; with none, a
@@ -440,7 +445,7 @@ void ldisk_dropped(mc_master_t *m, obj_t *o)
         char *k = d->n < d->cap ? mc_malloc(o->key_len) : NULL;
         if (k != NULL) {
             memcpy(k, obj_key(o), o->key_len);
-            d->v[d->n++] = (del_ent_t){slot, o->key_len, k, 0, 0};
+            d->v[d->n++] = (del_ent_t){slot, o->key_len, k, 0, 0, d->seq++};
             ok = 1;
         }
     }
@@ -1235,8 +1240,46 @@ mc_status_t apply_ldisk(mc_master_t *m, const mc_master_jrec_t *r, uint64_t now_
     mc_status_t st = slot == UINT32_MAX ? MC_ERR_SEGMENT_NOT_FOUND
                                         : ldisk_restore(m, sh, h, r->key, r->key_len, r->size, slot,
                                                         r->segment_id, now_us, 0);
+    if (st == MC_OK) {
+        /* the node wrote key's file again (a PERSIST answered, or its
+         * report taken): the leader took back the DELETE of its older file
+         * (offdel_take), and so does this standby, which would hand it out
+         * as the new leader and have the new file deleted */
+        pthread_mutex_lock(&m->offload_lock);
+        offdel_take(m, slot, r->key, r->key_len);
+        pthread_mutex_unlock(&m->offload_lock);
+    }
     shard_unlock(sh);
     return st;
+}
+
+uint64_t mc_master_offload_deletion_mark(mc_master_t *m)
+{
+    pthread_mutex_lock(&m->offload_lock);
+    uint64_t seq = m->offdel != NULL ? m->offdel->seq : 0;
+    pthread_mutex_unlock(&m->offload_lock);
+    return seq;
+}
+
+size_t mc_master_offload_forget_deletions(mc_master_t *m, uint64_t mark)
+{
+    size_t gone = 0;
+    pthread_mutex_lock(&m->offload_lock);
+    struct offdel *d = m->offdel;
+    size_t k = 0;
+    for (size_t i = 0; d != NULL && i < d->n; i++) {
+        del_ent_t *x = &d->v[i];
+        if (x->slot != DEL_PARKED && x->seq < mark) {
+            mc_free(x->key);
+            gone++;
+            continue;
+        }
+        d->v[k++] = *x;
+    }
+    if (d != NULL)
+        d->n = k;
+    pthread_mutex_unlock(&m->offload_lock);
+    return gone;
 }
 
 mc_status_t apply_ldisk_drop(mc_master_t *m, const mc_master_jrec_t *r)
@@ -1300,4 +1343,7 @@ void mc_master_offload_stats(mc_master_t *m, mc_master_offload_stats_t *out)
     out->load_failed_total = atomic_load(&m->off_load_failed);
     out->promoted_total = atomic_load(&m->off_promoted);
     out->own_reads_total = atomic_load(&m->off_own_reads);
+    pthread_mutex_lock(&m->offload_lock);
+    out->deletions = m->offdel != NULL ? m->offdel->n : 0;
+    pthread_mutex_unlock(&m->offload_lock);
 }

@@ -535,6 +535,10 @@ void master_offload_metrics(const master_srv_t *s, mc_buf_t *b)
         {"master_offload_queued", "gauge", "Offload requests waiting for their node's poll.",
          os.queued},
         {"master_offload_in_flight", "gauge", "Offload requests sent, not answered.", os.in_flight},
+        {"master_offload_deletions", "gauge",
+         "Deletions of removed objects' files their nodes have not done (a standby's: those it "
+         "would hand out as the leader).",
+         os.deletions},
         {"master_offload_requested_total", "counter", "Objects nodes were asked to persist.",
          os.requested_total},
         {"master_offload_persisted_total", "counter", "Objects nodes persisted.",

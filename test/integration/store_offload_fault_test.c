@@ -24,7 +24,10 @@
  *  - HA (redis, two masters, strict journal): the standby knows the
  *    LOCAL_DISK replicas from the journal, and after the leader is
  *    SIGKILLed the new leader has every disk-only object loaded by its
- *    node, byte for byte (the node reports nothing: its segment is known).
+ *    node, byte for byte (the node reports nothing: its segment is known);
+ *    two disk-only objects removed while their node was frozen (the old
+ *    leader could not hand their DELETEs out) have their files deleted by
+ *    the node once it polls the new leader, which replayed the removals.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -599,6 +602,17 @@ static void own_reads_count_for_promotion(void **state)
     mc_store_close(d);
 }
 
+/* SIGKILL the leader; the standby leads. */
+static void kill_the_leader(env_t *e)
+{
+    int ws = tc_master_stop(&e->master, SIGKILL);
+    assert_true(WIFSIGNALED(ws));
+    uint64_t until = mc_now_ms() + 10000 * SLOW;
+    while (!leads(&e->standby) && mc_now_ms() < until)
+        usleep(50000);
+    assert_true(leads(&e->standby));
+}
+
 static void a_new_leader_knows_the_disk_replicas(void **state)
 {
     env_t *e = *state;
@@ -618,18 +632,56 @@ static void a_new_leader_knows_the_disk_replicas(void **state)
     assert_true(wait_metric(e, "master_offload_objects", objs, 0, 5000));
     assert_int_equal(metric(e, "master_offload_objects"), objs);
 
-    int ws = tc_master_stop(&e->master, SIGKILL);
-    assert_true(WIFSIGNALED(ws));
-    uint64_t until = mc_now_ms() + 10000 * SLOW;
-    while (!leads(&e->standby) && mc_now_ms() < until)
-        usleep(50000);
-    assert_true(leads(&e->standby));
+    kill_the_leader(e);
     /* from the journal, not from the node (its segment is known: no report) */
     assert_int_equal(metric(e, "master_offload_objects"), objs);
     long long loads = metric(e, "master_offload_loads_total");
     for (int j = 0; j < nd; j++) /* its node loads each for the new leader */
         assert_int_equal(get_check(e, e->c, disk[j]), OBJ);
     assert_int_equal(metric(e, "master_offload_loads_total"), loads + nd);
+}
+
+/* Two disk-only objects removed while their node is frozen: the leader
+ * queues their DELETEs, and dies before the node polls again. The standby
+ * replayed the removals as DELETEs for the node: as the new leader it
+ * hands them out, and the files go (else the node's next restart would
+ * report them and bring the removed keys back). */
+static void a_new_leader_hands_out_the_deletions_the_old_one_could_not(void **state)
+{
+    env_t *e = *state;
+    for (int i = 0; i < 24; i++)
+        assert_int_equal(put_i(e, i), MC_OK);
+    assert_true(wait_metric(e, "master_offload_in_flight", 0, 1, 5000));
+    assert_true(wait_metric(e, "master_offload_queued", 0, 1, 5000));
+    int disk[24], nd = 0;
+    for (int i = 0; i < 24; i++)
+        if (mem_replicas(e, i) == 0 && file_exists(e, i))
+            disk[nd++] = i;
+    assert_true(nd >= 3);
+    /* frozen: its held poll is answered (empty) and it asks no more */
+    assert_int_equal(kill(e->node.proc.pid, SIGSTOP), 0);
+    usleep(600000);
+    for (int j = 0; j < 2; j++) {
+        char k[32];
+        key_of(disk[j], k, sizeof(k));
+        assert_int_equal(mc_store_remove(e->c, k, strlen(k), 0), MC_OK);
+    }
+    assert_int_equal(metric(e, "master_offload_deletions"), 2); /* not handed out */
+    e->mport = e->standby.http_port;
+    assert_true(wait_metric(e, "master_offload_deletions", 2, 0, 5000));
+
+    kill_the_leader(e);
+    assert_int_equal(kill(e->node.proc.pid, SIGCONT), 0);
+    uint64_t until = mc_now_ms() + 10000 * SLOW;
+    while ((file_exists(e, disk[0]) || file_exists(e, disk[1])) && mc_now_ms() < until)
+        usleep(50000);
+    assert_false(file_exists(e, disk[0]));
+    assert_false(file_exists(e, disk[1]));
+    assert_true(wait_metric(e, "master_offload_deletions", 0, 1, 5000)); /* done */
+    assert_int_equal(mem_replicas(e, disk[0]), -1);
+    assert_int_equal(mem_replicas(e, disk[1]), -1);
+    for (int j = 2; j < nd; j++) /* the others stay, byte for byte */
+        assert_int_equal(get_check(e, e->c, disk[j]), OBJ);
 }
 
 int main(void)
@@ -646,6 +698,8 @@ int main(void)
                                         up_service, down),
         cmocka_unit_test_setup_teardown(own_reads_count_for_promotion, up_service_promotion, down),
         cmocka_unit_test_setup_teardown(a_new_leader_knows_the_disk_replicas, up_ha, down),
+        cmocka_unit_test_setup_teardown(a_new_leader_hands_out_the_deletions_the_old_one_could_not,
+                                        up_ha, down),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -468,15 +468,21 @@ static void a_file_of_a_key_removed_since_the_last_report_is_refused(void **stat
  * for the next segment of its name (the node restarted), so its start
  * report does not bring the removed keys back; another name does not get
  * them, nor does the new node get those the old one took. */
-static void deletions_of_a_gone_segment_wait_for_its_next_mount(void **state)
+/* Node n1 mounted (C1, segment 1), polling, its files a, b, c, d reported. */
+static void mount_with_files_abcd(mc_master_t *m)
 {
-    (void)state;
-    mc_master_t *m = off_master(1, 100, 1.0, 0);
     assert_int_equal(mount_seg(m, C1, 1, "n1", 10 * OBJ, T0), MC_OK);
     poll_seg(m, C1, 1, T0);
     static const char *const keys[] = {"a", "b", "c", "d"};
     for (int i = 0; i < 4; i++)
         assert_int_equal(mc_master_ldisk_report(m, C1, seg_id(1), keys[i], 1, OBJ, T0), MC_OK);
+}
+
+static void deletions_of_a_gone_segment_wait_for_its_next_mount(void **state)
+{
+    (void)state;
+    mc_master_t *m = off_master(1, 100, 1.0, 0);
+    mount_with_files_abcd(m);
     uint64_t now = T0 + SEC;
     assert_int_equal(mc_master_remove(m, "d", 1, 0, now), MC_OK);
     assert_int_equal(poll_seg(m, C1, 1, now).del, 1);
@@ -1070,6 +1076,71 @@ static void local_disk_replicas_replay_on_a_standby_and_in_a_snapshot(void **sta
     mc_buf_fini(&k2.buf);
 }
 
+/* A standby replays every DROP of an object with a LOCAL_DISK replica as a
+ * DELETE for its node, so as a new leader it hands out those the old
+ * leader's node had not done. Not those of keys whose node wrote a new file
+ * since (a replayed LDISK record takes the DELETE back: else the new leader
+ * deleted the only copy of a disk-only object), and not those queued before
+ * the standby's cut-off (mc_master_offload_forget_deletions: their nodes
+ * polled long since). */
+static void a_new_leader_hands_out_the_deletions_the_old_ones_node_had_not_done(void **state)
+{
+    (void)state;
+    sink_t k = {.buf = MC_BUF_INIT};
+    mc_master_t *m = off_master(0, 100, 1.0, 0); /* eager: a PERSIST after each PutEnd */
+    mc_master_set_journal(m, to_sink, &k);
+    mount_with_files_abcd(m);
+    uint64_t now = T0 + SEC;
+    assert_int_equal(mc_master_remove(m, "a", 1, 0, now), MC_OK);
+    assert_int_equal(poll_seg(m, C1, 1, now).del, 1);
+    assert_int_equal(poll_seg(m, C1, 1, now).n, 0); /* a's DELETE done */
+    mc_master_t *s = off_master(0, 100, 1.0, 0);
+    replay(s, &k.buf, now);
+    uint64_t cut = mc_master_offload_deletion_mark(s);
+    mc_buf_reset(&k.buf);
+    /* b, d removed: the old leader dies before its node polls */
+    assert_int_equal(mc_master_remove(m, "b", 1, 0, now), MC_OK);
+    assert_int_equal(mc_master_remove(m, "d", 1, 0, now), MC_OK);
+    polled_t p = poll_seg(m, C1, 1, now);
+    assert_int_equal(p.del, 2); /* ... or its answer to this poll was lost with it */
+    /* c removed, put again and persisted: its node deleted the old file and
+     * wrote the new one */
+    assert_int_equal(mc_master_remove(m, "c", 1, 0, now), MC_OK);
+    assert_int_equal(put_obj(m, C1, "c", OBJ, 1, now), MC_OK);
+    p = poll_seg(m, C1, 1, now);
+    assert_int_equal(p.del, 1);
+    assert_int_equal(p.persist, 1);
+    assert_int_equal(done(m, C1, 1, "c", MC_OK, now), MC_OK);
+    assert_int_equal(poll_seg(m, C1, 1, now).n, 0);
+    replay(s, &k.buf, now);
+
+    assert_int_equal(mc_master_offload_forget_deletions(s, cut), 1); /* a's */
+    assert_int_equal(mc_master_offload_forget_deletions(s, cut), 0);
+    p = poll_seg(s, C1, 1, now); /* the node's first poll of the new leader */
+    assert_int_equal(p.n, 2);
+    assert_int_equal(p.del, 2);
+    assert_string_equal(p.key[0], "b");
+    assert_string_equal(p.key[1], "d");
+    assert_int_equal(poll_seg(s, C1, 1, now).n, 0);
+    /* c's new file is its object's */
+    assert_int_equal(exists(s, "c", now), 1);
+    assert_int_equal(mc_master_ldisk_report(s, C1, seg_id(1), "c", 1, OBJ, now), MC_OK);
+
+    /* a DELETE parked for a node that is down is never forgotten */
+    assert_int_equal(mc_master_remove(s, "c", 1, 0, now), MC_OK);
+    uint64_t drain = 0;
+    assert_int_equal(mc_master_unmount_segment(s, C1, seg_id(1), now, &drain), MC_OK);
+    assert_int_equal(mc_master_offload_forget_deletions(s, mc_master_offload_deletion_mark(s)), 0);
+    assert_int_equal(mount_seg(s, C3, 3, "n1", 10 * OBJ, now), MC_OK);
+    p = poll_seg(s, C3, 3, now);
+    assert_int_equal(p.del, 1);
+    assert_string_equal(p.key[0], "c");
+
+    mc_master_destroy(s);
+    mc_master_destroy(m);
+    mc_buf_fini(&k.buf);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1096,6 +1167,7 @@ int main(void)
         cmocka_unit_test(repeated_reads_promote_a_disk_object_into_dram),
         cmocka_unit_test(a_node_reads_its_own_disk_only_objects_itself),
         cmocka_unit_test(local_disk_replicas_replay_on_a_standby_and_in_a_snapshot),
+        cmocka_unit_test(a_new_leader_hands_out_the_deletions_the_old_ones_node_had_not_done),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
