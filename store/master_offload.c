@@ -12,7 +12,8 @@
  * Requests: each offloading segment has a queue (struct offq): PERSIST
  * requests wait in `q` until its owner polls, then in `sent` (deadline
  * order) until the node answers or the deadline passes. DELETE requests of
- * removed objects wait in the master's `offdel` list by slot (the code that
+ * removed objects wait in the master's `offdel` (a list per slot, a hash
+ * by key: a poll or a take-back costs what it touches) (the code that
  * removes an object holds only its shard lock, and the segment table may
  * not be read without the segment lock); a poll hands them out; an unmount
  * parks those of its slot for the next segment of its name (the node back:
@@ -28,6 +29,8 @@
 
 #include "store/master_int.h"
 #include "util/hash.h"
+#include "util/hmap.h"
+#include "util/list.h"
 #include "util/log.h"
 #include "util/mem.h"
 #include "util/time.h"
@@ -93,16 +96,19 @@ static void load_recs_forget(struct offq *q, uint64_t h)
 }
 
 typedef struct del_ent {
+    mc_list_t all; /* struct offdel.all: queue order */
+    mc_list_t at;  /* its slot's list (struct offdel.by_slot), or the parked one */
+    mc_hnode_t hn; /* struct offdel.keys: by its key's hash */
     uint32_t slot; /* DEL_PARKED: its segment went; name_hash names it */
     uint32_t key_len;
-    char *key;
     uint64_t name_hash; /* DEL_PARKED: the segment's name's */
+    uint64_t seq;       /* its number in queue order (mc_master_offload_deletion_mark) */
     /* handed out by its slot's last poll: kept until the next poll of that
      * slot (a node asks again only once it did the answer's DELETEs), since
      * a node killed meanwhile never did it (a held poll is answered into a
      * dead connection) */
     int sent;
-    uint64_t seq; /* its number in queue order (mc_master_offload_deletion_mark) */
+    char key[];
 } del_ent_t;
 
 /* A DELETE whose segment was unmounted (its node expired or left) before
@@ -116,9 +122,14 @@ typedef struct exp_ent {
     offq_ent_t e; /* key owned */
 } exp_ent_t;
 
+/* Every operation costs what it touches: a poll its slot's DELETEs, a
+ * take-back (a report, a PERSIST answered, a replayed LDISK) its key's. */
 struct offdel {
-    del_ent_t *v;
-    size_t n, cap;
+    mc_list_t all;      /* queue order (seq) */
+    mc_list_t parked;   /* DEL_PARKED ones, in the order they were parked */
+    mc_list_t *by_slot; /* LDISK_SLOT_MAX + 1 lists: a mounted segment's */
+    mc_hmap_t keys;
+    size_t n;
     uint64_t seq; /* DELETEs queued so far */
 };
 
@@ -210,17 +221,18 @@ void offload_seg_going(mc_master_t *m, seg_t *s)
             strcmp(x->name, s->name) == 0)
             heir = x;
     }
+    if (heir != NULL && heir->slot > LDISK_SLOT_MAX)
+        heir = NULL; /* holds no LOCAL_DISK replica: parked for a later one */
     size_t n = 0;
     pthread_mutex_lock(&m->offload_lock);
     struct offdel *d = m->offdel;
-    for (size_t i = 0; d != NULL && i < d->n; i++) {
-        del_ent_t *x = &d->v[i];
-        if (x->slot != s->slot)
-            continue;
+    mc_list_t *from = d != NULL && s->slot <= LDISK_SLOT_MAX ? &d->by_slot[s->slot] : NULL;
+    for (mc_list_t *e; from != NULL && (e = mc_list_pop_head(from)) != NULL; n++) {
+        del_ent_t *x = MC_CONTAINER_OF(e, del_ent_t, at);
         x->slot = heir != NULL ? heir->slot : DEL_PARKED;
         x->name_hash = s->name_hash;
         x->sent = 0; /* its node may not have done it */
-        n++;
+        mc_list_push_tail(heir != NULL ? &d->by_slot[heir->slot] : &d->parked, &x->at);
     }
     pthread_mutex_unlock(&m->offload_lock);
     if (n > 0)
@@ -234,15 +246,22 @@ void offload_seg_going(mc_master_t *m, seg_t *s)
 
 void offload_seg_mounted(mc_master_t *m, seg_t *s)
 {
+    if (s->slot > LDISK_SLOT_MAX)
+        return; /* holds no LOCAL_DISK replica: they stay parked */
     size_t n = 0;
     pthread_mutex_lock(&m->offload_lock);
     struct offdel *d = m->offdel;
-    for (size_t i = 0; d != NULL && i < d->n; i++) {
-        if (d->v[i].slot == DEL_PARKED && d->v[i].name_hash == s->name_hash) {
-            d->v[i].slot = s->slot;
-            d->v[i].sent = 0; /* for the node's new incarnation */
-            n++;
-        }
+    for (mc_list_t *e = d != NULL ? d->parked.next : NULL, *next; e != NULL && e != &d->parked;
+         e = next) {
+        next = e->next;
+        del_ent_t *x = MC_CONTAINER_OF(e, del_ent_t, at);
+        if (x->name_hash != s->name_hash)
+            continue;
+        x->slot = s->slot;
+        x->sent = 0; /* for the node's new incarnation */
+        mc_list_del(&x->at);
+        mc_list_push_tail(&d->by_slot[s->slot], &x->at);
+        n++;
     }
     pthread_mutex_unlock(&m->offload_lock);
     if (n > 0)
@@ -254,17 +273,29 @@ void offload_seg_mounted(mc_master_t *m, seg_t *s)
 
 /* Take back the DELETE of key queued for slot, if there is one: 1 (its
  * node is told instead that its file of key is to go). offload_lock held. */
+static void offdel_free(struct offdel *d, del_ent_t *x)
+{
+    mc_list_del(&x->all);
+    mc_list_del(&x->at);
+    mc_hmap_remove(&d->keys, &x->hn);
+    d->n--;
+    mc_free(x);
+}
+
 static int offdel_take(mc_master_t *m, uint32_t slot, const char *key, size_t key_len)
 {
     struct offdel *d = m->offdel;
-    for (size_t i = 0; d != NULL && i < d->n; i++) {
-        del_ent_t *x = &d->v[i];
-        if (x->slot != slot || x->key_len != key_len || memcmp(x->key, key, key_len) != 0)
-            continue;
-        mc_free(x->key);
-        memmove(x, x + 1, (d->n - i - 1) * sizeof(*x)); /* the others keep their order */
-        d->n--;
-        return 1;
+    if (d == NULL)
+        return 0;
+    uint64_t h = mc_hash64(key, key_len);
+    mc_hnode_t *hn;
+    MC_HMAP_FOREACH_HASH(&d->keys, hn, h)
+    {
+        del_ent_t *x = MC_CONTAINER_OF(hn, del_ent_t, hn);
+        if (x->slot == slot && x->key_len == key_len && memcmp(x->key, key, key_len) == 0) {
+            offdel_free(d, x);
+            return 1;
+        }
     }
     return 0;
 }
@@ -274,15 +305,33 @@ static int offdel_take(mc_master_t *m, uint32_t slot, const char *key, size_t ke
  * held. */
 static int offdel_unpark_one(struct offdel *d)
 {
-    for (size_t i = 0; i < d->n; i++) {
-        if (d->v[i].slot != DEL_PARKED)
-            continue;
-        mc_free(d->v[i].key);
-        memmove(&d->v[i], &d->v[i + 1], (d->n - i - 1) * sizeof(*d->v));
-        d->n--;
-        return 1;
+    if (mc_list_empty(&d->parked))
+        return 0;
+    offdel_free(d, MC_CONTAINER_OF(d->parked.next, del_ent_t, at));
+    return 1;
+}
+
+/* The list, made on the first DELETE (NULL: out of memory). offload_lock
+ * held. */
+static struct offdel *offdel_get(mc_master_t *m)
+{
+    if (m->offdel != NULL)
+        return m->offdel;
+    struct offdel *d = mc_calloc(1, sizeof(*d));
+    if (d == NULL)
+        return NULL;
+    d->by_slot = mc_malloc((LDISK_SLOT_MAX + 1) * sizeof(*d->by_slot));
+    if (d->by_slot == NULL || mc_hmap_init(&d->keys, 64) != MC_OK) {
+        mc_free(d->by_slot);
+        mc_free(d);
+        return NULL;
     }
-    return 0;
+    mc_list_init(&d->all);
+    mc_list_init(&d->parked);
+    for (uint32_t i = 0; i <= LDISK_SLOT_MAX; i++)
+        mc_list_init(&d->by_slot[i]);
+    m->offdel = d;
+    return d;
 }
 
 void offload_fini(mc_master_t *m)
@@ -290,11 +339,13 @@ void offload_fini(mc_master_t *m)
     for (uint32_t i = 0; i < m->nslots; i++)
         if (m->slots[i] != NULL)
             offload_seg_free(m, m->slots[i]);
-    if (m->offdel != NULL) {
-        for (size_t i = 0; i < m->offdel->n; i++)
-            mc_free(m->offdel->v[i].key);
-        mc_free(m->offdel->v);
-        mc_free(m->offdel);
+    struct offdel *d = m->offdel;
+    if (d != NULL) {
+        for (mc_list_t *e; (e = mc_list_pop_head(&d->all)) != NULL;)
+            mc_free(MC_CONTAINER_OF(e, del_ent_t, all));
+        mc_hmap_fini(&d->keys);
+        mc_free(d->by_slot);
+        mc_free(d);
         m->offdel = NULL;
     }
 }
@@ -427,27 +478,23 @@ void ldisk_dropped(mc_master_t *m, obj_t *o)
     uint32_t slot = (o->ldisk & LDISK_SLOT_MASK) - 1u;
     ldisk_clear(m, o);
     pthread_mutex_lock(&m->offload_lock);
-    if (m->offdel == NULL)
-        m->offdel = mc_calloc(1, sizeof(*m->offdel));
-    struct offdel *d = m->offdel;
+    struct offdel *d = offdel_get(m);
     int ok = 0;
     if (d != NULL && d->n >= OFFDEL_MAX)
         offdel_unpark_one(d);
-    if (d != NULL && d->n < OFFDEL_MAX) {
-        if (d->n == d->cap) {
-            size_t nc = d->cap ? d->cap * 2 : 64;
-            del_ent_t *nv = mc_realloc(d->v, nc * sizeof(*nv));
-            if (nv != NULL) {
-                d->v = nv;
-                d->cap = nc;
-            }
-        }
-        char *k = d->n < d->cap ? mc_malloc(o->key_len) : NULL;
-        if (k != NULL) {
-            memcpy(k, obj_key(o), o->key_len);
-            d->v[d->n++] = (del_ent_t){slot, o->key_len, k, 0, 0, d->seq++};
-            ok = 1;
-        }
+    int full = d != NULL && d->n >= OFFDEL_MAX;
+    del_ent_t *x = d != NULL && !full ? mc_malloc(sizeof(*x) + o->key_len) : NULL;
+    if (x != NULL) {
+        memset(x, 0, sizeof(*x));
+        x->slot = slot;
+        x->key_len = o->key_len;
+        x->seq = d->seq++;
+        memcpy(x->key, obj_key(o), o->key_len);
+        mc_list_push_tail(&d->all, &x->all);
+        mc_list_push_tail(&d->by_slot[slot], &x->at);
+        mc_hmap_insert(&d->keys, &x->hn, mc_hash64(x->key, x->key_len));
+        d->n++;
+        ok = 1;
     }
     pthread_mutex_unlock(&m->offload_lock);
     if (ok)
@@ -456,7 +503,7 @@ void ldisk_dropped(mc_master_t *m, obj_t *o)
         MC_WARN(MASTER,
                 "offload: cannot queue the deletion of '%.*s' for its node (%s); its file "
                 "stays until the node's next start",
-                (int)o->key_len, obj_key(o), d == NULL ? "out of memory" : "queue full");
+                (int)o->key_len, obj_key(o), full ? "queue full" : "out of memory");
 }
 
 void ldisk_drop_slots(mc_master_t *m, obj_t *o, const uint32_t *slots, size_t n)
@@ -529,24 +576,21 @@ mc_status_t mc_master_offload_poll(mc_master_t *m, mc_uuid_t client, mc_uuid_t s
     /* deletions first: they free the node's disk (those the last poll
      * handed out are done: the node polls again once it did them) */
     struct offdel *d = m->offdel;
-    if (d != NULL) {
-        size_t k = 0;
-        for (size_t i = 0; i < d->n; i++) {
-            del_ent_t *x = &d->v[i];
-            if (x->slot == s->slot && x->sent) {
-                mc_free(x->key);
-                continue;
-            }
-            if (!stop && given < max && x->slot == s->slot) {
-                mc_master_offload_req_t rq = {
-                    .op = MC_MASTER_OFFLOAD_DELETE, .key = x->key, .key_len = x->key_len};
-                stop = cb(arg, &rq);
-                given++;
-                x->sent = 1;
-            }
-            d->v[k++] = *x;
+    mc_list_t *mine = d != NULL && s->slot <= LDISK_SLOT_MAX ? &d->by_slot[s->slot] : NULL;
+    for (mc_list_t *e = mine != NULL ? mine->next : NULL, *next; e != NULL && e != mine; e = next) {
+        next = e->next;
+        del_ent_t *x = MC_CONTAINER_OF(e, del_ent_t, at);
+        if (x->sent) {
+            offdel_free(d, x);
+            continue;
         }
-        d->n = k;
+        if (stop || given >= max)
+            break; /* (the sent ones are first: handed out in order) */
+        mc_master_offload_req_t rq = {
+            .op = MC_MASTER_OFFLOAD_DELETE, .key = x->key, .key_len = x->key_len};
+        stop = cb(arg, &rq);
+        given++;
+        x->sent = 1;
     }
     struct offq *q = s->offq;
     while (q != NULL && !stop && given < max && fifo_len(&q->q) > 0) {
@@ -1266,18 +1310,17 @@ size_t mc_master_offload_forget_deletions(mc_master_t *m, uint64_t mark)
     size_t gone = 0;
     pthread_mutex_lock(&m->offload_lock);
     struct offdel *d = m->offdel;
-    size_t k = 0;
-    for (size_t i = 0; d != NULL && i < d->n; i++) {
-        del_ent_t *x = &d->v[i];
-        if (x->slot != DEL_PARKED && x->seq < mark) {
-            mc_free(x->key);
+    for (mc_list_t *e = d != NULL ? d->all.next : NULL, *next; e != NULL && e != &d->all;
+         e = next) {
+        next = e->next;
+        del_ent_t *x = MC_CONTAINER_OF(e, del_ent_t, all);
+        if (x->seq >= mark)
+            break; /* queue order */
+        if (x->slot != DEL_PARKED) {
+            offdel_free(d, x);
             gone++;
-            continue;
         }
-        d->v[k++] = *x;
     }
-    if (d != NULL)
-        d->n = k;
     pthread_mutex_unlock(&m->offload_lock);
     return gone;
 }

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # The benchmarks' command lines (perf/bench_opt.h) and peer processes
-# (perf/bench_proc.h): transfer_bench, rpc_bench and trace_replay answer
-# --help from their tables, refuse a bad number naming the flag and its
-# range (exit 2), take the flags the perf/ scripts use, and a short run of
-# each works: transfer_bench against a forked target over TCP and the local
-# memcpy transport, rpc_bench against its forked echo server, trace_replay's
-# baselines. Runs are a fraction of a second each (the figures mean nothing
-# here).
+# (perf/bench_proc.h): transfer_bench, rpc_bench, trace_replay and
+# offdel_bench answer --help from their tables, refuse a bad number naming
+# the flag and its range (exit 2), take the flags the perf/ scripts use, and
+# a short run of each works: transfer_bench against a forked target over
+# TCP and the local memcpy transport, rpc_bench against its forked echo
+# server, trace_replay's baselines, offdel_bench's master core. Runs are a
+# fraction of a second each (the figures mean nothing here).
 set -u
 B=${TEST_BUILD_DIR:-build}
 T=$(mktemp -d "${TMPDIR:-/tmp}/mc-bench-cli.XXXXXX")
@@ -93,6 +93,10 @@ expect 0 "csv,trace_replay,trace.jsonl,1,100,4096,0,core-x" -- "$tr" --trace "$T
 expect 2 "--core-set: expected a count >= 1 (got 'master.evict_sample_max=0')" -- "$tr" \
   --trace "$T/trace.jsonl" --core --core-set master.lease_ttl=1s \
   --core-set master.evict_sample_max=0
+
+ob=$B/offdel_bench
+expect 2 "--deletions: " -- "$ob" --deletions 0
+expect 0 "report gone" -- "$ob" --deletions 200 --segments 2 --ops 50 --reps 1
 
 echo "bench_cli_test: $fails failed"
 [ "$fails" = 0 ]

@@ -572,6 +572,80 @@ static void a_persist_answered_ends_the_deletion_handed_out_with_it(void **state
     mc_master_destroy(m);
 }
 
+typedef struct keys_seen {
+    int n;
+    char key[700][16];
+} keys_seen_t;
+
+static int on_key(void *arg, const mc_master_offload_req_t *r)
+{
+    keys_seen_t *k = arg;
+    assert_int_equal(r->op, MC_MASTER_OFFLOAD_DELETE);
+    assert_true(k->n < 700);
+    snprintf(k->key[k->n++], sizeof(k->key[0]), "%.*s", (int)r->key_len, r->key);
+    return 0;
+}
+
+/* Hundreds of DELETEs for two nodes: each node gets its own, in the order
+ * of the removals, in polls of at most `max`, minus those taken back by
+ * its reports; each once. */
+static void many_deletions_go_to_their_nodes_in_order(void **state)
+{
+    (void)state;
+    mc_master_t *m = off_master(1, 100, 1.0, 0);
+    assert_int_equal(mount_seg(m, C1, 1, "n1", 10 * OBJ, T0), MC_OK);
+    assert_int_equal(mount_seg(m, C2, 2, "n2", 10 * OBJ, T0), MC_OK);
+    poll_seg(m, C1, 1, T0);
+    poll_seg(m, C2, 2, T0);
+    char k[16];
+    for (int i = 0; i < 300; i++) {
+        snprintf(k, sizeof(k), "a%d", i);
+        assert_int_equal(mc_master_ldisk_report(m, C1, seg_id(1), k, strlen(k), OBJ, T0), MC_OK);
+        snprintf(k, sizeof(k), "b%d", i);
+        assert_int_equal(mc_master_ldisk_report(m, C2, seg_id(2), k, strlen(k), OBJ, T0), MC_OK);
+    }
+    for (int i = 0; i < 300; i++) { /* interleaved: a0 b0 a1 b1 ... */
+        snprintf(k, sizeof(k), "a%d", i);
+        assert_int_equal(mc_master_remove(m, k, strlen(k), 0, T0), MC_OK);
+        snprintf(k, sizeof(k), "b%d", i);
+        assert_int_equal(mc_master_remove(m, k, strlen(k), 0, T0), MC_OK);
+    }
+    mc_master_offload_stats_t st;
+    mc_master_offload_stats(m, &st);
+    assert_int_equal(st.deletions, 600);
+    for (int i = 0; i < 300; i += 3) { /* n1's report of every third: refused */
+        snprintf(k, sizeof(k), "a%d", i);
+        assert_int_equal(mc_master_ldisk_report(m, C1, seg_id(1), k, strlen(k), OBJ, T0),
+                         MC_ERR_OBJECT_NOT_FOUND);
+    }
+    /* n2's files are not n1's to take back */
+    assert_int_equal(mc_master_ldisk_report(m, C1, seg_id(1), "b1", 2, OBJ, T0), MC_OK);
+    keys_seen_t *a = mc_calloc(1, sizeof(*a)), *b = mc_calloc(1, sizeof(*b));
+    assert_non_null(a);
+    assert_non_null(b);
+    for (int round = 0; round < 10; round++) {
+        assert_int_equal(mc_master_offload_poll(m, C1, seg_id(1), T0, 64, on_key, a), MC_OK);
+        assert_int_equal(mc_master_offload_poll(m, C2, seg_id(2), T0, 64, on_key, b), MC_OK);
+    }
+    assert_int_equal(a->n, 200);
+    assert_int_equal(b->n, 300);
+    for (int i = 0, j = 0; i < 300; i++) {
+        if (i % 3 == 0)
+            continue;
+        snprintf(k, sizeof(k), "a%d", i);
+        assert_string_equal(a->key[j++], k);
+    }
+    for (int i = 0; i < 300; i++) {
+        snprintf(k, sizeof(k), "b%d", i);
+        assert_string_equal(b->key[i], k);
+    }
+    mc_master_offload_stats(m, &st);
+    assert_int_equal(st.deletions, 0); /* each done: its node polled again */
+    mc_free(a);
+    mc_free(b);
+    mc_master_destroy(m);
+}
+
 /* ---- reads of disk-only objects: LOAD, promotion ---- */
 
 static mc_master_t *load_master(int promote)
@@ -1157,6 +1231,7 @@ int main(void)
         cmocka_unit_test(deletions_of_a_gone_segment_wait_for_its_next_mount),
         cmocka_unit_test(a_persist_answered_ends_the_deletion_handed_out_with_it),
         cmocka_unit_test(a_node_back_while_its_old_segment_drains_gets_its_deletions),
+        cmocka_unit_test(many_deletions_go_to_their_nodes_in_order),
         cmocka_unit_test(a_disk_only_object_is_loaded_by_its_node_and_listed_in_memory),
         cmocka_unit_test(a_corrupt_file_is_dropped_and_never_listed),
         cmocka_unit_test(a_load_unanswered_frees_its_range),
