@@ -129,6 +129,11 @@ enum mc_proto_field {
                             that segment's disk is listed at once (its LOCAL_DISK replica), not
                             loaded, unless this read makes promotion on hit admit it; uint 1 in
                             such an answer (the caller reads its file) */
+    MC_F_DISK_ID = 136,  /* bin 1..64: OFFLOAD_POLL: the identity of the node's offload
+                            directory (made at its first use, kept in it): DELETEs kept for the
+                            node when its last segment went find it under any segment name, and
+                            a node back before its last segment expired takes over that
+                            segment's LOCAL_DISK replicas (its files) at its report */
 };
 
 #endif /* MC_RPC_FIELDS_H */

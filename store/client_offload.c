@@ -54,6 +54,7 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/file.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -62,6 +63,7 @@
 #include "store/master_client.h"
 #include "store/offload_io.h"
 #include "store/tier.h"
+#include "util/auth.h"
 #include "util/hash.h"
 #include "util/hmap.h"
 #include "util/list.h"
@@ -181,10 +183,13 @@ typedef struct opersist {
     mc_tier_wfile_t w;
 } opersist_t;
 
+#define DISK_ID_LEN 16
+
 struct store_offload {
     mc_store_t *s;
     char dir[4096];
     int lock_fd;
+    uint8_t disk_id[DISK_ID_LEN]; /* the directory's identity (its .disk_id) */
     uint64_t quota;
     pthread_t th;
     int started;
@@ -311,6 +316,15 @@ static void head(mc_mp_writer_t *w, mc_store_t *s, const store_seg_t *g, uint32_
     mc_proto_write_uuid(w, s->client_id);
     mc_mp_write_uint(w, MC_F_SEGMENT_ID);
     mc_proto_write_uuid(w, g->id);
+}
+
+/* A poll's head: with the directory's identity (one of its n more fields),
+ * so the master knows this node under any segment name. */
+static void poll_head(mc_mp_writer_t *w, store_offload_t *o, const store_seg_t *g, uint32_t n)
+{
+    head(w, o->s, g, n);
+    mc_mp_write_uint(w, MC_F_DISK_ID);
+    mc_mp_write_bin(w, o->disk_id, DISK_ID_LEN);
 }
 
 /* REPORT (size given) or DROP (size 0) of key. */
@@ -583,7 +597,7 @@ static mc_status_t announce(store_offload_t *o, const store_seg_t *g)
     mc_buf_t body = MC_BUF_INIT, resp = MC_BUF_INIT;
     mc_mp_writer_t w;
     mc_mp_writer_init(&w, &body);
-    head(&w, o->s, g, 1);
+    poll_head(&w, o, g, 2);
     mc_mp_write_uint(&w, MC_F_COUNT);
     mc_mp_write_uint(&w, 0);
     mc_status_t st =
@@ -1291,7 +1305,7 @@ static void *poller(void *arg)
         mc_buf_reset(&o->poll_body);
         mc_mp_writer_t w;
         mc_mp_writer_init(&w, &o->poll_body);
-        head(&w, s, g, 3);
+        poll_head(&w, o, g, 4);
         mc_mp_write_uint(&w, MC_F_COUNT);
         mc_mp_write_uint(&w, OFFLOAD_POLL_BATCH);
         mc_mp_write_uint(&w, MC_F_LOAD_ID); /* we take load ids: name them in our answers */
@@ -1444,6 +1458,53 @@ static void *worker(void *arg)
 
 /* ------------------------------------------------------------ open/close */
 
+/* The directory's identity: read from its .disk_id (32 hex digits), or
+ * made at random and written there (synced, renamed into place) at its
+ * first use, or when that file is unreadable (logged: DELETEs the master
+ * kept for the old identity no longer find this node). The lock is held. */
+static mc_status_t disk_id_load(store_offload_t *o)
+{
+    char p[4200], tmp[4200], hex[2 * DISK_ID_LEN + 2];
+    snprintf(p, sizeof(p), "%s/.disk_id", o->dir);
+    int fd = open(p, O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        ssize_t n = pread(fd, hex, sizeof(hex), 0);
+        close(fd);
+        if (n >= 2 * DISK_ID_LEN && (n == 2 * DISK_ID_LEN || hex[2 * DISK_ID_LEN] == '\n') &&
+            mc_auth_unhex(hex, 2 * DISK_ID_LEN, o->disk_id, DISK_ID_LEN) == 0)
+            return MC_OK;
+        MC_WARN(CLIENT,
+                "offload: %s does not hold 32 hex digits (the directory's identity): a new one is "
+                "made (deletions the master kept for this directory's node under the old one "
+                "are not found)",
+                p);
+    } else if (errno != ENOENT) {
+        MC_WARN(CLIENT, "offload: cannot read %s: %s; a new identity is made", p, strerror(errno));
+    }
+    if (getrandom(o->disk_id, DISK_ID_LEN, 0) != DISK_ID_LEN) {
+        MC_ERROR(CLIENT, "offload: no random bytes for %s: %s", p, strerror(errno));
+        return MC_ERR_INTERNAL_ERROR;
+    }
+    mc_auth_hex(o->disk_id, DISK_ID_LEN, hex);
+    hex[2 * DISK_ID_LEN] = '\n';
+    snprintf(tmp, sizeof(tmp), "%s/.disk_id.new", o->dir);
+    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    int ok =
+        fd >= 0 && write(fd, hex, 2 * DISK_ID_LEN + 1) == 2 * DISK_ID_LEN + 1 && fsync(fd) == 0;
+    if (fd >= 0)
+        close(fd);
+    ok = ok && rename(tmp, p) == 0;
+    int dfd = ok ? open(o->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
+    ok = ok && dfd >= 0 && fsync(dfd) == 0;
+    if (dfd >= 0)
+        close(dfd);
+    if (!ok) {
+        MC_ERROR(CLIENT, "offload: cannot write %s: %s", p, strerror(errno));
+        return MC_ERR_FILE_WRITE_FAIL;
+    }
+    return MC_OK;
+}
+
 /* The directory exists (made if its parent does), is ours (the lock), and
  * takes files. Logged with what is wrong. */
 static mc_status_t open_dir(store_offload_t *o)
@@ -1479,7 +1540,7 @@ static mc_status_t open_dir(store_offload_t *o)
                  strerror(errno));
         return MC_ERR_FILE_OPEN_FAIL;
     }
-    return MC_OK;
+    return disk_id_load(o);
 }
 
 mc_status_t store_offload_open(mc_store_t *s, const char *dir, uint64_t quota,

@@ -814,8 +814,9 @@ void mc_master_touch_clients(mc_master_t *m, uint64_t now_us);
  * object then has a LOCAL_DISK replica on that node (journaled: LDISK),
  * listed after the memory replicas by get/query. DELETE: the object is gone,
  * delete its file (not answered: done once the node polls again; those a
- * segment's node had not done when the segment went wait for the next
- * segment of its name, the node restarted). Eviction (offload_on_evict)
+ * segment's node had not done when the segment went wait for its node's
+ * next segment: the same offload directory, mc_master_offload_disk, or
+ * the same name). Eviction (offload_on_evict)
  * asks instead of dropping an object that has no disk copy, at most
  * offload_cap_ratio * offloading_queue_limit objects per cycle and
  * offloading_queue_limit queued per node; the object is kept (not evictable,
@@ -976,6 +977,24 @@ int mc_master_offload_partial(mc_master_t *m, const char *key, size_t key_len, u
  * it whole). */
 int mc_master_offload_loaded_by(mc_master_t *m, const char *key, size_t key_len, uint64_t load_id);
 
+/* The node that owns segment_id offloads to the directory disk_id (its
+ * identity, 1..MC_MASTER_DISK_ID_MAX bytes, made at the directory's first
+ * use and kept in it; a node sends it in its polls, the first one before
+ * its start report). A node's segment names its host and port, and a port
+ * is any free one by default: the directory says which node is back.
+ * DELETEs kept when a segment of this directory's node went are this
+ * segment's now (those kept by segment name wait for a segment of that
+ * name: nodes that do not send it), and its report of a file that a
+ * mounted segment of the same directory still holds as a LOCAL_DISK
+ * replica (the node back before its last segment expired) moves the
+ * replica to this segment (journaled; counted in taken_over_total)
+ * instead of refusing the file. MC_OK, MC_ERR_INVALID_PARAMS (length),
+ * MC_ERR_SEGMENT_NOT_FOUND, MC_ERR_ILLEGAL_CLIENT,
+ * MC_ERR_UNAVAILABLE_IN_CURRENT_MODE. */
+#define MC_MASTER_DISK_ID_MAX 64
+mc_status_t mc_master_offload_disk(mc_master_t *m, mc_uuid_t client, mc_uuid_t segment_id,
+                                   const void *disk_id, size_t len);
+
 /* DELETEs on a standby. Replaying a DROP queues its object's DELETE as the
  * leader did, so a new leader hands out those its old one's nodes had not
  * done (a replayed LDISK record takes back a DELETE of the same key and
@@ -1012,6 +1031,7 @@ typedef struct mc_master_offload_stats {
     uint64_t promoted_total;    /* loads kept in DRAM by promotion_on_hit */
     uint64_t own_reads_total;   /* disk-only gets its node read itself (no LOAD) */
     uint64_t deletions;         /* DELETEs of removed objects' files not known done */
+    uint64_t taken_over_total;  /* LOCAL_DISK replicas a node back took over (its report) */
 } mc_master_offload_stats_t;
 
 void mc_master_offload_stats(mc_master_t *m, mc_master_offload_stats_t *out);

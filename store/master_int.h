@@ -237,8 +237,9 @@ typedef struct seg {
     mc_oalloc_t *alloc;
     uint64_t used; /* requested bytes of live allocations */
     /* node-local offload (master_offload.c), under m->offload_lock */
-    int offload;       /* its owner polls for offload requests */
-    struct offq *offq; /* requests for its owner (NULL: none yet) */
+    int offload;        /* its owner polls for offload requests */
+    struct offq *offq;  /* requests for its owner (NULL: none yet) */
+    uint64_t disk_hash; /* its owner's offload directory's identity, hashed (0: not told) */
 } seg_t;
 
 typedef struct client {
@@ -297,7 +298,7 @@ struct mc_master {
     _Atomic uint64_t ldisk_objects, ldisk_bytes;
     _Atomic uint64_t off_requested, off_persisted, off_failed, off_timeouts, off_refused,
         off_spilled, off_queued, off_in_flight, off_loads, off_load_failed, off_promoted,
-        off_own_reads;
+        off_own_reads, off_taken_over;
     /* promotion on hit: a count-min sketch of LOAD requests per key
      * (offload_lock); halved every CMS_AGE hits so old heat fades */
     uint8_t cms[4][1024];

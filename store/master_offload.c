@@ -16,7 +16,7 @@
  * by key: a poll or a take-back costs what it touches) (the code that
  * removes an object holds only its shard lock, and the segment table may
  * not be read without the segment lock); a poll hands them out; an unmount
- * parks those of its slot for the next segment of its name (the node back:
+ * parks those of its slot for its node's next segment (the node back:
  * its start report must not bring a removed key back), and a report of a
  * key whose DELETE waits is refused (the DELETE taken back). A standby's
  * replay queues them too (a new leader hands out those its old one's node
@@ -99,10 +99,13 @@ typedef struct del_ent {
     mc_list_t all; /* struct offdel.all: queue order */
     mc_list_t at;  /* its slot's list (struct offdel.by_slot), or the parked one */
     mc_hnode_t hn; /* struct offdel.keys: by its key's hash */
-    uint32_t slot; /* DEL_PARKED: its segment went; name_hash names it */
+    uint32_t slot; /* DEL_PARKED: its segment went; park_hash names its node */
     uint32_t key_len;
-    uint64_t name_hash; /* DEL_PARKED: the segment's name's */
-    uint64_t seq;       /* its number in queue order (mc_master_offload_deletion_mark) */
+    /* DEL_PARKED: its node's offload directory's identity (by_disk: the
+     * node told it, seg_t.disk_hash), else its segment's name, hashed */
+    uint64_t park_hash;
+    int by_disk;
+    uint64_t seq; /* its number in queue order (mc_master_offload_deletion_mark) */
     /* handed out by its slot's last poll: kept until the next poll of that
      * slot (a node asks again only once it did the answer's DELETEs), since
      * a node killed meanwhile never did it (a held poll is answered into a
@@ -112,8 +115,10 @@ typedef struct del_ent {
 } del_ent_t;
 
 /* A DELETE whose segment was unmounted (its node expired or left) before
- * it polled: kept for the next segment of that name (the node restarted),
- * so its start report does not bring the removed key back. */
+ * it polled: kept for the next segment whose node has the same offload
+ * directory (the node restarted, under any name; a node that did not say
+ * its directory: the next segment of the same name), so its start report
+ * does not bring the removed key back. */
 #define DEL_PARKED UINT32_MAX
 
 /* An expired request, collected by the tick. */
@@ -210,27 +215,35 @@ void offload_seg_free(mc_master_t *m, seg_t *s)
     pthread_mutex_unlock(&m->offload_lock);
 }
 
+/* 1 when x is s's node back: the same offload directory (s's node told
+ * it), else the same name. offload_lock held. */
+static int same_node(const seg_t *x, const seg_t *s)
+{
+    if (s->disk_hash != 0)
+        return x->disk_hash == s->disk_hash;
+    return x->name_hash == s->name_hash && strcmp(x->name, s->name) == 0;
+}
+
 void offload_seg_going(mc_master_t *m, seg_t *s)
 {
-    /* the node back already (a segment of the same name mounted while this
-     * one drains) takes them at once; else they are parked */
+    /* the node back already (a segment of its directory, or name, mounted
+     * while this one drains) takes them at once; else they are parked */
+    size_t n = 0;
+    pthread_mutex_lock(&m->offload_lock);
     seg_t *heir = NULL;
     for (uint32_t i = 0; i < m->nslots && heir == NULL; i++) {
         seg_t *x = m->slots[i];
-        if (x != NULL && x != s && x->state == SEG_MOUNTED && x->name_hash == s->name_hash &&
-            strcmp(x->name, s->name) == 0)
+        if (x != NULL && x != s && x->state == SEG_MOUNTED && x->slot <= LDISK_SLOT_MAX &&
+            same_node(x, s))
             heir = x;
     }
-    if (heir != NULL && heir->slot > LDISK_SLOT_MAX)
-        heir = NULL; /* holds no LOCAL_DISK replica: parked for a later one */
-    size_t n = 0;
-    pthread_mutex_lock(&m->offload_lock);
     struct offdel *d = m->offdel;
     mc_list_t *from = d != NULL && s->slot <= LDISK_SLOT_MAX ? &d->by_slot[s->slot] : NULL;
     for (mc_list_t *e; from != NULL && (e = mc_list_pop_head(from)) != NULL; n++) {
         del_ent_t *x = MC_CONTAINER_OF(e, del_ent_t, at);
         x->slot = heir != NULL ? heir->slot : DEL_PARKED;
-        x->name_hash = s->name_hash;
+        x->by_disk = s->disk_hash != 0;
+        x->park_hash = x->by_disk ? s->disk_hash : s->name_hash;
         x->sent = 0; /* its node may not have done it */
         mc_list_push_tail(heir != NULL ? &d->by_slot[heir->slot] : &d->parked, &x->at);
     }
@@ -240,22 +253,22 @@ void offload_seg_going(mc_master_t *m, seg_t *s)
                 "segment '%s' goes with %zu deletions of removed objects' files its node had "
                 "not done: %s",
                 s->name, n,
-                heir != NULL ? "handed to its name's new segment"
-                             : "kept for the next segment of that name");
+                heir != NULL        ? "handed to its node's new segment"
+                : s->disk_hash != 0 ? "kept for the next segment of its node's offload directory"
+                                    : "kept for the next segment of that name");
 }
 
-void offload_seg_mounted(mc_master_t *m, seg_t *s)
+/* Parked DELETEs of s's node (by_disk: parked by its directory's identity
+ * h, else by its name's) go to s. offload_lock held. How many. */
+static size_t unpark(struct offdel *d, seg_t *s, int by_disk, uint64_t h)
 {
-    if (s->slot > LDISK_SLOT_MAX)
-        return; /* holds no LOCAL_DISK replica: they stay parked */
     size_t n = 0;
-    pthread_mutex_lock(&m->offload_lock);
-    struct offdel *d = m->offdel;
-    for (mc_list_t *e = d != NULL ? d->parked.next : NULL, *next; e != NULL && e != &d->parked;
-         e = next) {
+    if (d == NULL || s->slot > LDISK_SLOT_MAX)
+        return 0; /* holds no LOCAL_DISK replica: they stay parked */
+    for (mc_list_t *e = d->parked.next, *next; e != &d->parked; e = next) {
         next = e->next;
         del_ent_t *x = MC_CONTAINER_OF(e, del_ent_t, at);
-        if (x->name_hash != s->name_hash)
+        if (x->by_disk != by_disk || x->park_hash != h)
             continue;
         x->slot = s->slot;
         x->sent = 0; /* for the node's new incarnation */
@@ -263,6 +276,16 @@ void offload_seg_mounted(mc_master_t *m, seg_t *s)
         mc_list_push_tail(&d->by_slot[s->slot], &x->at);
         n++;
     }
+    return n;
+}
+
+void offload_seg_mounted(mc_master_t *m, seg_t *s)
+{
+    /* those parked by name (a node that did not say its directory); those
+     * parked by directory come when the new node says its own (its first
+     * poll, before its report: mc_master_offload_disk) */
+    pthread_mutex_lock(&m->offload_lock);
+    size_t n = unpark(m->offdel, s, 0, s->name_hash);
     pthread_mutex_unlock(&m->offload_lock);
     if (n > 0)
         MC_INFO(MASTER,
@@ -614,6 +637,48 @@ mc_status_t mc_master_offload_poll(mc_master_t *m, mc_uuid_t client, mc_uuid_t s
     }
     pthread_mutex_unlock(&m->offload_lock);
 out:
+    pthread_rwlock_unlock(&m->seg_lock);
+    return st;
+}
+
+mc_status_t mc_master_offload_disk(mc_master_t *m, mc_uuid_t client, mc_uuid_t segment_id,
+                                   const void *disk_id, size_t len)
+{
+    if (disk_id == NULL || len == 0 || len > MC_MASTER_DISK_ID_MAX)
+        return MC_ERR_INVALID_PARAMS;
+    if (!m->o.enable_offload)
+        return MC_ERR_UNAVAILABLE_IN_CURRENT_MODE;
+    uint64_t h = mc_hash64(disk_id, len);
+    h = h != 0 ? h : 1; /* 0: not told */
+    seg_t *s = NULL;
+    size_t n = 0;
+    pthread_rwlock_rdlock(&m->seg_lock);
+    mc_status_t st = own_segment(m, client, segment_id, &s);
+    if (st == MC_OK) {
+        const seg_t *twin = NULL;
+        pthread_mutex_lock(&m->offload_lock);
+        if (s->disk_hash != h) {
+            s->disk_hash = h;
+            n = unpark(m->offdel, s, 1, h);
+            for (uint32_t k = 0; k < m->nmounted && twin == NULL; k++) {
+                const seg_t *x = m->slots[m->mounted[k]];
+                if (x != s && x->disk_hash == h)
+                    twin = x;
+            }
+        }
+        pthread_mutex_unlock(&m->offload_lock);
+        if (twin != NULL) /* (a directory's lock keeps two live nodes off one directory) */
+            MC_WARN(MASTER,
+                    "segment '%s' offloads to the directory segment '%s' (still mounted) says "
+                    "it does: that node is back, or the directory was copied (each node's "
+                    "directory needs an identity of its own: remove the copy's .disk_id)",
+                    s->name, twin->name);
+        if (n > 0)
+            MC_INFO(MASTER,
+                    "segment '%s': %zu deletions of removed objects' files kept for its node's "
+                    "offload directory are its node's now",
+                    s->name, n);
+    }
     pthread_rwlock_unlock(&m->seg_lock);
     return st;
 }
@@ -1152,9 +1217,28 @@ mc_status_t mc_master_ldisk_report(mc_master_t *m, mc_uuid_t client, mc_uuid_t s
          * goes, and the key does not come back. (The shard lock keeps a
          * DELETE from being queued meanwhile.) */
         int removed = offdel_take(m, s->slot, key, key_len);
+        /* the node back before its last segment expired (a new name: its
+         * port is any free one) reports a file that segment's LOCAL_DISK
+         * replica still names: the same directory, so the same file; the
+         * replica is this segment's now (refused, the node deleted the
+         * file, and the object went when the old segment expired) */
+        obj_t *o = removed ? NULL : otab_find(&sh->tab, h, key, key_len);
+        int takeover = 0;
+        if (o != NULL && obj_ldisk(o) && s->disk_hash != 0 && o->size == size) {
+            uint32_t old = (o->ldisk & LDISK_SLOT_MASK) - 1u;
+            seg_t *os = old < m->nslots ? m->slots[old] : NULL;
+            takeover = os != NULL && os != s && os->disk_hash == s->disk_hash;
+        }
         pthread_mutex_unlock(&m->offload_lock);
-        st = removed ? MC_ERR_OBJECT_NOT_FOUND
-                     : ldisk_restore(m, sh, h, key, key_len, size, s->slot, s->id, now_us, 1);
+        if (takeover) {
+            ldisk_set(m, o, s->slot);
+            ldisk_journal_set(m, o, s->id);
+            atomic_fetch_add(&m->off_taken_over, 1);
+            st = MC_OK;
+        } else {
+            st = removed ? MC_ERR_OBJECT_NOT_FOUND
+                         : ldisk_restore(m, sh, h, key, key_len, size, s->slot, s->id, now_us, 1);
+        }
     }
     pthread_rwlock_unlock(&m->seg_lock);
     shard_unlock(sh);
@@ -1386,6 +1470,7 @@ void mc_master_offload_stats(mc_master_t *m, mc_master_offload_stats_t *out)
     out->load_failed_total = atomic_load(&m->off_load_failed);
     out->promoted_total = atomic_load(&m->off_promoted);
     out->own_reads_total = atomic_load(&m->off_own_reads);
+    out->taken_over_total = atomic_load(&m->off_taken_over);
     pthread_mutex_lock(&m->offload_lock);
     out->deletions = m->offdel != NULL ? m->offdel->n : 0;
     pthread_mutex_unlock(&m->offload_lock);

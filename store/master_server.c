@@ -120,6 +120,9 @@ typedef struct fields {
     int has_load_id;
     mc_uuid_t own_disk; /* GET_REPLICA_LIST: the caller reads this segment's disk itself */
     int has_own_disk;
+    const void *disk_id; /* OFFLOAD_POLL: the node's offload directory's identity */
+    uint32_t disk_id_len;
+    int has_disk_id;
     int release;          /* BATCH_GET_REPLICA_LIST: the reader will release its leases */
     uint64_t grant_us;    /* LEASE_RELEASE: when the leases were granted */
     int64_t view_version; /* LEASE_RELEASE: by the master of this view */
@@ -256,6 +259,10 @@ static mc_status_t parse_fields(mc_rpc_req_t *req, scratch_t *sc, fields_t *f,
         case MC_F_OWN_DISK:
             f->own_disk = mc_proto_read_uuid(&r);
             f->has_own_disk = 1;
+            break;
+        case MC_F_DISK_ID:
+            f->disk_id = mc_mp_read_bin(&r, &f->disk_id_len);
+            f->has_disk_id = 1;
             break;
         case MC_F_AFTER:
             f->after = mc_mp_read_bin(&r, &f->after_len);
@@ -870,6 +877,15 @@ static void h_offload_poll(void *ctx, mc_rpc_req_t *req)
                    : f.count == 0 || f.count > OFFLOAD_POLL_MAX ? OFFLOAD_POLL_MAX
                                                                 : (uint32_t)f.count;
     int may_hold = f.wait_us > 0 && !announce;
+    if (f.has_disk_id) { /* before the answer: DELETEs kept for its directory are in it */
+        mc_status_t st =
+            mc_master_offload_disk(s->m, f.client_id, f.segment_id, f.disk_id, f.disk_id_len);
+        if (st != MC_OK) {
+            reply_status(s, req, st,
+                         st == MC_ERR_INVALID_PARAMS ? "disk_id (136): 1..64 bytes" : NULL);
+            return;
+        }
+    }
     if (!offload_poll_answer(s, req, f.client_id, f.segment_id, max, f.has_load_id, may_hold) &&
         !hold(s, req, HELD_POLL, &f, max))
         offload_poll_answer(s, req, f.client_id, f.segment_id, max, f.has_load_id, 0);

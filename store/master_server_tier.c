@@ -535,6 +535,10 @@ void master_offload_metrics(const master_srv_t *s, mc_buf_t *b)
         {"master_offload_queued", "gauge", "Offload requests waiting for their node's poll.",
          os.queued},
         {"master_offload_in_flight", "gauge", "Offload requests sent, not answered.", os.in_flight},
+        {"master_offload_taken_over_total", "counter",
+         "LOCAL_DISK replicas a node back (the same offload directory, another segment) took "
+         "over at its report.",
+         os.taken_over_total},
         {"master_offload_deletions", "gauge",
          "Deletions of removed objects' files their nodes have not done (a standby's: those it "
          "would hand out as the leader).",

@@ -693,6 +693,46 @@ static void a_node_write_batch_gets_one_status_per_file(void **state)
     sc_fini(&s);
 }
 
+/* OFFLOAD_POLL with DISK_ID (the node's offload directory's identity): an
+ * empty one, one over 64 bytes, one not a byte string are refused with a
+ * reason; a good one gets the poll's own answer (offload is off here). */
+static void a_poll_with_a_bad_disk_id_is_refused_naming_it(void **state)
+{
+    env_t *e = *state;
+    mc_rpc_client_t *c = e->cli[1];
+    sync_call_t s = SYNC_CALL_INIT;
+    char why[256];
+    static const size_t lens[] = {0, 65, 1, 16, 64};
+    uint8_t id[65];
+    memset(id, 0xab, sizeof(id));
+    for (size_t t = 0; t < sizeof(lens) / sizeof(lens[0]); t++) {
+        mc_mp_writer_t *w = sc_begin(&s);
+        mc_mp_write_map(w, 4);
+        mc_mp_write_uint(w, MC_F_CLIENT_ID);
+        mc_proto_write_uuid(w, CLIENT_M);
+        mc_mp_write_uint(w, MC_F_SEGMENT_ID);
+        mc_proto_write_uuid(w, SEG_M[0].id);
+        mc_mp_write_uint(w, MC_F_COUNT);
+        mc_mp_write_uint(w, 0);
+        mc_mp_write_uint(w, MC_F_DISK_ID);
+        if (t == 2)
+            mc_mp_write_uint(w, 7); /* not bytes */
+        else
+            mc_mp_write_bin(w, id, lens[t]);
+        mc_status_t st = raw_call(c, MC_RPC_OFFLOAD_POLL, &s, why, sizeof(why));
+        if (t < 2) {
+            assert_int_equal(st, MC_ERR_INVALID_PARAMS);
+            assert_non_null(strstr(why, "disk_id"));
+        } else if (t == 2) {
+            assert_int_equal(st, MC_ERR_INVALID_PARAMS);
+            assert_non_null(strstr(why, "wrong type"));
+        } else {
+            assert_int_equal(st, MC_ERR_UNAVAILABLE_IN_CURRENT_MODE);
+        }
+    }
+    sc_fini(&s);
+}
+
 /* OFFLOAD_PROGRESS (a node's load in flight has bytes in): a body without
  * READY, or READY over SIZE, is refused with a reason; a progress of a load
  * this master never asked of the node is OBJECT_NOT_FOUND (nothing to do). */
@@ -1303,6 +1343,7 @@ int main(void)
         cmocka_unit_test(batch_calls_return_one_status_per_item),
         cmocka_unit_test(a_node_write_batch_gets_one_status_per_file),
         cmocka_unit_test(a_load_progress_is_checked),
+        cmocka_unit_test(a_poll_with_a_bad_disk_id_is_refused_naming_it),
         cmocka_unit_test(pipelined_put_cycles_on_four_connections_all_succeed),
         cmocka_unit_test(a_silent_client_loses_objects_segments_and_metadata_then_remounts),
         cmocka_unit_test(garbage_on_the_rpc_port_is_disconnected_while_a_client_keeps_working),

@@ -22,7 +22,11 @@
  * directory and a node with an unwritable directory do not start; objects
  * put and evicted while a restarted node scans its directory are written,
  * not dropped; objects removed while their node is down stay removed
- * after its restart; a node reports thousands of files in a few calls; a node
+ * after its restart, on its port or another (its offload directory's
+ * identity, kept in the directory, names it; a garbled one is made anew);
+ * a node killed and back at once on another port keeps its files (its
+ * report takes over its old segment's disk replicas); a node reports
+ * thousands of files in a few calls; a node
  * whose segment is in hugetlb pages (segment_hugepages,
  * with and without shared memory) loads into it and serves every object,
  * and its pages are free again soon after it stops (this process lets go
@@ -911,21 +915,21 @@ static int exist_wait(env_t *e, const char *k, int want)
  * (the node restarted with its port, as a deployment's fixed store.port),
  * which refuses the restarted node's reports of them; their files go, and
  * the node's other objects come back. */
-static void objects_removed_while_their_node_is_down_stay_removed(void **state)
+static void removed_while_down(env_t *e, int same_port)
 {
-    env_t *e = *state;
     unsigned port = (unsigned)test_free_port();
     snprintf(e->node_extra, sizeof(e->node_extra), "store.port=%u", port);
     snprintf(e->node_extra2, sizeof(e->node_extra2), "store.local_hostname=127.0.0.1:%u", port);
     tc_node_stop(&e->node, SIGTERM);
     assert_int_equal(start_node(e, &e->node), 0);
-    put_all(e, "rd", NOBJ); /* 48 MiB into 16: the first ones go to disk */
+    const char *pre = same_port ? "rd" : "rn";
+    put_all(e, pre, NOBJ); /* 48 MiB into 16: the first ones go to disk */
     wait_node_answered(e);
     char rm[2][32], keep[2][32];
     int nrm = 0, nkeep = 0;
     for (int i = 0; i < NOBJ && nkeep < 2; i++) {
         char k[32];
-        snprintf(k, sizeof(k), "rd/%d", i);
+        snprintf(k, sizeof(k), "%s/%d", pre, i);
         if (!key_file_exists(e, k))
             continue;
         if (nrm < 2)
@@ -938,6 +942,8 @@ static void objects_removed_while_their_node_is_down_stay_removed(void **state)
     for (int i = 0; i < 2; i++)
         assert_int_equal(mc_store_remove(e->c, rm[i], strlen(rm[i]), 0), MC_OK);
     assert_int_equal(exist_wait(e, keep[0], 0), 0); /* the node expired */
+    if (!same_port)
+        e->node_extra[0] = e->node_extra2[0] = '\0'; /* any free port: another name */
     assert_int_equal(start_node(e, &e->node), 0);
     assert_int_equal(exist_wait(e, keep[0], 1), 1); /* reported */
     assert_int_equal(exist_wait(e, keep[1], 1), 1);
@@ -947,11 +953,114 @@ static void objects_removed_while_their_node_is_down_stay_removed(void **state)
     }
     uint8_t *got = malloc(OBJ_SIZE);
     assert_non_null(got);
-    int i = atoi(keep[0] + 3);
+    int i = atoi(keep[0] + 3); /* after "rd/" or "rn/" */
     assert_int_equal(mc_store_get(e->c, keep[0], strlen(keep[0]), got, OBJ_SIZE, NULL), OBJ_SIZE);
     assert_memory_equal(got, e->val[i], OBJ_SIZE);
     free(got);
     e->node_extra[0] = e->node_extra2[0] = '\0';
+}
+
+static void objects_removed_while_their_node_is_down_stay_removed(void **state)
+{
+    removed_while_down(*state, 1);
+}
+
+/* The same, the node back on another port (the default: any free one), so
+ * under another segment name: the master knows it by its directory's
+ * identity (its polls say it), and keeps the DELETEs for it. */
+static void objects_removed_while_their_node_is_down_stay_removed_under_another_name(void **state)
+{
+    removed_while_down(*state, 0);
+}
+
+/* The directory's identity file, 32 hex digits and a newline: kept across
+ * restarts; garbled, a new one is made (the node starts and works). */
+static void read_disk_id(const env_t *e, char *out, size_t room)
+{
+    char p[PATH_MAX];
+    snprintf(p, sizeof(p), "%s/.disk_id", e->offdir);
+    FILE *f = fopen(p, "r");
+    out[0] = '\0';
+    if (f != NULL) {
+        size_t n = fread(out, 1, room - 1, f);
+        out[n] = '\0';
+        fclose(f);
+    }
+}
+
+static void the_directory_keeps_its_identity_and_a_garbled_one_is_made_anew(void **state)
+{
+    env_t *e = *state;
+    char id0[64], id1[64], p[PATH_MAX];
+    read_disk_id(e, id0, sizeof(id0));
+    assert_int_equal(strlen(id0), 33);
+    assert_int_equal(strspn(id0, "0123456789abcdef"), 32);
+    tc_node_stop(&e->node, SIGTERM);
+    assert_int_equal(start_node(e, &e->node), 0);
+    read_disk_id(e, id1, sizeof(id1));
+    assert_string_equal(id1, id0);
+    tc_node_stop(&e->node, SIGTERM);
+    snprintf(p, sizeof(p), "%s/.disk_id", e->offdir);
+    FILE *f = fopen(p, "w");
+    assert_non_null(f);
+    fputs("not an identity\n", f);
+    fclose(f);
+    assert_int_equal(start_node(e, &e->node), 0);
+    read_disk_id(e, id1, sizeof(id1));
+    assert_int_equal(strlen(id1), 33);
+    assert_int_equal(strspn(id1, "0123456789abcdef"), 32);
+    assert_string_not_equal(id1, id0);
+    put_all(e, "id", 2);
+    get_all(e, "id", 2);
+}
+
+/* A node killed and back at once on another port (the default), its last
+ * segment still mounted (its client not expired yet): its report takes
+ * over that segment's LOCAL_DISK replicas (the same directory, so the same
+ * files). Before, each was refused as an existing object's, the node
+ * deleted the file, and the objects went when the old segment expired. */
+static void a_node_back_before_its_old_segment_expired_keeps_its_files(void **state)
+{
+    env_t *e = *state;
+    tc_node_stop(&e->node, SIGTERM); /* running or not (the test before may have stopped it) */
+    assert_int_equal(start_node(e, &e->node), 0);
+    put_all(e, "qb", NOBJ); /* 48 MiB into 16: the first ones go to disk */
+    wait_node_answered(e);
+    int had[NOBJ], n = 0;
+    for (int i = 0; i < NOBJ; i++) {
+        char k[32];
+        snprintf(k, sizeof(k), "qb/%d", i);
+        n += had[i] = key_file_exists(e, k);
+    }
+    assert_true(n > 2);
+    long long segs = metric(e, "master_segment_count");
+    long long over0 = metric(e, "master_offload_taken_over_total");
+    tc_node_stop(&e->node, SIGKILL);
+    assert_int_equal(start_node(e, &e->node), 0);
+    uint64_t deadline = mc_now_ms() + 10000 * SLOW;
+    while (node_metric(e, "mooncake_store_offload_reported_total") +
+                   node_metric(e, "mooncake_store_offload_report_refused_total") <
+               n &&
+           mc_now_ms() < deadline)
+        usleep(20000);
+    assert_int_equal(node_metric(e, "mooncake_store_offload_report_refused_total"), 0);
+    /* these and the other tests' files (the directory holds them all) */
+    assert_true(metric(e, "master_offload_taken_over_total") - over0 >= n);
+    while (metric(e, "master_segment_count") >= segs + 1 && mc_now_ms() < deadline)
+        usleep(50000); /* the old segment expires */
+    assert_int_equal(metric(e, "master_segment_count"), segs);
+    uint8_t *got = malloc(OBJ_SIZE);
+    assert_non_null(got);
+    for (int i = 0; i < NOBJ; i++) {
+        if (!had[i])
+            continue;
+        char k[32];
+        snprintf(k, sizeof(k), "qb/%d", i);
+        assert_true(key_file_exists(e, k));
+        assert_int_equal(mc_store_get(e->c, k, strlen(k), got, OBJ_SIZE, NULL), OBJ_SIZE);
+        assert_memory_equal(got, e->val[i], OBJ_SIZE);
+    }
+    free(got);
 }
 
 /* A node's start report goes to the master a batch of files per call (a
@@ -1185,6 +1294,9 @@ int main(void)
         cmocka_unit_test(direct_writes_go_straight_from_the_segment),
         cmocka_unit_test(objects_evicted_while_a_restarted_node_reports_are_written),
         cmocka_unit_test(objects_removed_while_their_node_is_down_stay_removed),
+        cmocka_unit_test(objects_removed_while_their_node_is_down_stay_removed_under_another_name),
+        cmocka_unit_test(a_node_back_before_its_old_segment_expired_keeps_its_files),
+        cmocka_unit_test(the_directory_keeps_its_identity_and_a_garbled_one_is_made_anew),
         cmocka_unit_test(a_node_reports_thousands_of_files_in_few_calls),
         cmocka_unit_test_teardown(a_hugetlb_segment_serves_loads_and_too_few_pages_fall_back,
                                   huge_pool_restore),

@@ -646,6 +646,75 @@ static void many_deletions_go_to_their_nodes_in_order(void **state)
     mc_master_destroy(m);
 }
 
+/* A node's segment is named by its host and port, and its port is any free
+ * one by default: back after a crash, its node has another name. Its
+ * offload directory's identity (its polls say it) finds it: the DELETEs
+ * kept when its last segment went are its new segment's once it says the
+ * same directory, not the next segment of the old name's (another node's
+ * directory); and back before its last segment expired, its report takes
+ * that segment's LOCAL_DISK replicas over (the same files) instead of
+ * having them refused and deleted. */
+static void a_node_back_under_another_name_is_known_by_its_directory(void **state)
+{
+    (void)state;
+    mc_master_t *m = off_master(1, 100, 1.0, 0);
+    mount_with_files_abcd(m);
+    assert_int_equal(mc_master_offload_disk(m, C1, seg_id(1), "D1", 2), MC_OK);
+    assert_int_equal(mc_master_offload_disk(m, C1, seg_id(1), "", 0), MC_ERR_INVALID_PARAMS);
+    assert_int_equal(mc_master_offload_disk(m, C2, seg_id(1), "D1", 2), MC_ERR_ILLEGAL_CLIENT);
+    uint64_t now = T0 + SEC;
+    assert_int_equal(mc_master_remove(m, "a", 1, 0, now), MC_OK);
+    assert_int_equal(mc_master_remove(m, "c", 1, 0, now), MC_OK);
+    assert_int_equal(poll_seg(m, C1, 1, now).del, 2); /* into a dead connection */
+    /* back at once, on another port: n1's segment is still mounted */
+    assert_int_equal(mount_seg(m, C3, 3, "n1b", 10 * OBJ, now), MC_OK);
+    assert_int_equal(mc_master_offload_disk(m, C3, seg_id(3), "D1", 2), MC_OK);
+    poll_seg(m, C3, 3, now);
+    assert_int_equal(mc_master_ldisk_report(m, C3, seg_id(3), "b", 1, OBJ, now), MC_OK);
+    /* not the same directory: refused, as before */
+    assert_int_equal(mount_seg(m, C2, 2, "n2", 10 * OBJ, now), MC_OK);
+    assert_int_equal(mc_master_offload_disk(m, C2, seg_id(2), "D2", 2), MC_OK);
+    assert_int_equal(mc_master_ldisk_report(m, C2, seg_id(2), "d", 1, OBJ, now),
+                     MC_ERR_OBJECT_ALREADY_EXISTS);
+    mc_master_offload_stats_t st;
+    mc_master_offload_stats(m, &st);
+    assert_int_equal(st.taken_over_total, 1);
+    /* n1 expires (its client gone): b stays, on n1b; d goes with n1 */
+    uint64_t drain = 0;
+    assert_int_equal(mc_master_unmount_segment(m, C1, seg_id(1), now, &drain), MC_OK);
+    assert_int_equal(exists(m, "b", now), 1);
+    assert_int_equal(exists(m, "d", now), 0);
+    mc_master_replica_desc_t d[4];
+    uint32_t nd = 0;
+    mc_master_key_info_t ki;
+    assert_int_equal(mc_master_query_key(m, "b", 1, d, 4, &nd, &ki), MC_OK);
+    assert_int_equal(nd, 1);
+    assert_string_equal(d[0].segment_name, "n1b");
+    /* a and c's DELETEs went to n1b at once (its node, still mounted) */
+    polled_t p = poll_seg(m, C3, 3, now);
+    assert_int_equal(p.del, 2);
+    assert_int_equal(poll_seg(m, C2, 2, now).del, 0);
+
+    /* n1b killed in turn, a key removed meanwhile: parked by directory */
+    assert_int_equal(mc_master_remove(m, "b", 1, 0, now), MC_OK);
+    assert_int_equal(mc_master_unmount_segment(m, C3, seg_id(3), now, &drain), MC_OK);
+    /* a segment named n1b again but of another directory does not get it */
+    const mc_uuid_t c4 = {0x44, 0x4}, c5 = {0x55, 0x5};
+    assert_int_equal(mount_seg(m, c4, 4, "n1b", 10 * OBJ, now), MC_OK);
+    assert_int_equal(mc_master_offload_disk(m, c4, seg_id(4), "D4", 2), MC_OK);
+    assert_int_equal(poll_seg(m, c4, 4, now).del, 0);
+    assert_int_equal(mc_master_ldisk_report(m, c4, seg_id(4), "e", 1, OBJ, now), MC_OK);
+    /* the node of D1, under a third name, does: its report of b is refused */
+    assert_int_equal(mount_seg(m, c5, 5, "n1c", 10 * OBJ, now), MC_OK);
+    assert_int_equal(mc_master_ldisk_report(m, c5, seg_id(5), "x", 1, OBJ, now), MC_OK);
+    assert_int_equal(mc_master_offload_disk(m, c5, seg_id(5), "D1", 2), MC_OK);
+    assert_int_equal(mc_master_ldisk_report(m, c5, seg_id(5), "b", 1, OBJ, now),
+                     MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(exists(m, "b", now), 0);
+    assert_int_equal(poll_seg(m, c5, 5, now).del, 2); /* a and c's, which it had not done */
+    mc_master_destroy(m);
+}
+
 /* ---- reads of disk-only objects: LOAD, promotion ---- */
 
 static mc_master_t *load_master(int promote)
@@ -1232,6 +1301,7 @@ int main(void)
         cmocka_unit_test(a_persist_answered_ends_the_deletion_handed_out_with_it),
         cmocka_unit_test(a_node_back_while_its_old_segment_drains_gets_its_deletions),
         cmocka_unit_test(many_deletions_go_to_their_nodes_in_order),
+        cmocka_unit_test(a_node_back_under_another_name_is_known_by_its_directory),
         cmocka_unit_test(a_disk_only_object_is_loaded_by_its_node_and_listed_in_memory),
         cmocka_unit_test(a_corrupt_file_is_dropped_and_never_listed),
         cmocka_unit_test(a_load_unanswered_frees_its_range),
