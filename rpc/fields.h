@@ -108,32 +108,36 @@ enum mc_proto_field {
     MC_F_ALLOCS = 128,        /* uint: live allocations */
     MC_F_STATE = 129,         /* str: "MOUNTED" or "UNMOUNTING" */
     /* node-local offload (130..139) */
-    MC_F_WAIT_US = 130,  /* uint: OFFLOAD_POLL / OFFLOAD_LOAD / GET_REPLICA_LIST: the caller
-                            accepts an answer held up to this long (until there is work, or the
-                            load of a disk-only object is done) */
-    MC_F_HELD_US = 131,  /* uint: how long the master held the answer (the lease in it starts
-                            that much after the call arrived) */
-    MC_F_LOADED = 132,   /* uint: OFFLOAD_PROGRESS: bytes from the start of the object loaded so
-                            far; in the answer to a held GET_REPLICA_LIST / OFFLOAD_LOAD that gave
-                            HAVE: the load is in flight, its range (the replica, PROCESSING) holds
-                            LOADED bytes (not verified: copy them, then ask again with HAVE) */
-    MC_F_HAVE = 133,     /* uint: GET_REPLICA_LIST / OFFLOAD_LOAD with WAIT_US: the reader takes
-                            partial answers (LOADED) and has copied HAVE bytes of the load */
-    MC_F_LOAD_ID = 134,  /* uint: a LOAD's id. In OFFLOAD_POLL: the node takes them (its LOAD
-                            items have a 6th element, the id); in OFFLOAD_PROGRESS / OFFLOAD_DONE:
-                            the load they are about; in a partial answer: the load in flight; in a
-                            reader's call with HAVE: the load its HAVE bytes are of, and echoed in
-                            the final answer only when the copy listed is that load's */
-    MC_F_OWN_DISK = 135, /* uuid: GET_REPLICA_LIST (held or not) / OFFLOAD_LOAD with WAIT_US: the
-                            caller owns this segment and reads its disk itself: an object only on
-                            that segment's disk is listed at once (its LOCAL_DISK replica), not
-                            loaded, unless this read makes promotion on hit admit it; uint 1 in
-                            such an answer (the caller reads its file) */
-    MC_F_DISK_ID = 136,  /* bin 1..64: OFFLOAD_POLL: the identity of the node's offload
-                            directory (made at its first use, kept in it): DELETEs kept for the
-                            node when its last segment went find it under any segment name, and
-                            a node back before its last segment expired takes over that
-                            segment's LOCAL_DISK replicas (its files) at its report */
+    MC_F_WAIT_US = 130,   /* uint: OFFLOAD_POLL / OFFLOAD_LOAD / GET_REPLICA_LIST: the caller
+                             accepts an answer held up to this long (until there is work, or the
+                             load of a disk-only object is done) */
+    MC_F_HELD_US = 131,   /* uint: how long the master held the answer (the lease in it starts
+                             that much after the call arrived) */
+    MC_F_LOADED = 132,    /* uint: OFFLOAD_PROGRESS: bytes from the start of the object loaded so
+                             far; in the answer to a held GET_REPLICA_LIST / OFFLOAD_LOAD that gave
+                             HAVE: the load is in flight, its range (the replica, PROCESSING) holds
+                             LOADED bytes (not verified: copy them, then ask again with HAVE) */
+    MC_F_HAVE = 133,      /* uint: GET_REPLICA_LIST / OFFLOAD_LOAD with WAIT_US: the reader takes
+                             partial answers (LOADED) and has copied HAVE bytes of the load */
+    MC_F_LOAD_ID = 134,   /* uint: a LOAD's id. In OFFLOAD_POLL: the node takes them (its LOAD
+                             items have a 6th element, the id); in OFFLOAD_PROGRESS / OFFLOAD_DONE:
+                             the load they are about; in a partial answer: the load in flight; in a
+                             reader's call with HAVE: the load its HAVE bytes are of, and echoed in
+                             the final answer only when the copy listed is that load's */
+    MC_F_OWN_DISK = 135,  /* uuid: GET_REPLICA_LIST (held or not) / OFFLOAD_LOAD with WAIT_US: the
+                             caller owns this segment and reads its disk itself: an object only on
+                             that segment's disk is listed at once (its LOCAL_DISK replica), not
+                             loaded, unless this read makes promotion on hit admit it; uint 1 in
+                             such an answer (the caller reads its file) */
+    MC_F_DISK_ID = 136,   /* bin 1..64: OFFLOAD_POLL: the identity of the node's offload
+                             directory (made at its first use, kept in it): DELETEs kept for the
+                             node when its last segment went find it under any segment name, and
+                             a node back before its last segment expired takes over that
+                             segment's LOCAL_DISK replicas (its files) at its report */
+    MC_F_ANSWER_ID = 137, /* uint: in an OFFLOAD_POLL answer that hands out DELETEs: its number */
+    MC_F_DONE_ID = 138,   /* uint: OFFLOAD_POLL: the number of the last answer whose DELETEs the
+                             node did (0: none yet); the DELETEs of another answer are handed out
+                             again (that answer was lost). Without it: all done */
 };
 
 #endif /* MC_RPC_FIELDS_H */

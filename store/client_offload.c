@@ -190,6 +190,7 @@ struct store_offload {
     char dir[4096];
     int lock_fd;
     uint8_t disk_id[DISK_ID_LEN]; /* the directory's identity (its .disk_id) */
+    uint64_t done_id;             /* the last answer whose DELETEs were done (its ANSWER_ID; mu) */
     uint64_t quota;
     pthread_t th;
     int started;
@@ -318,13 +319,35 @@ static void head(mc_mp_writer_t *w, mc_store_t *s, const store_seg_t *g, uint32_
     mc_proto_write_uuid(w, g->id);
 }
 
-/* A poll's head: with the directory's identity (one of its n more fields),
- * so the master knows this node under any segment name. */
-static void poll_head(mc_mp_writer_t *w, store_offload_t *o, const store_seg_t *g, uint32_t n)
+/* A poll's head: with the directory's identity, so the master knows this
+ * node under any segment name, and the last answer whose DELETEs were done
+ * (those of an answer lost on its way come again): two of its n more
+ * fields. done: o->done_id, read under mu. */
+static void poll_head(mc_mp_writer_t *w, store_offload_t *o, const store_seg_t *g, uint32_t n,
+                      uint64_t done)
 {
     head(w, o->s, g, n);
     mc_mp_write_uint(w, MC_F_DISK_ID);
     mc_mp_write_bin(w, o->disk_id, DISK_ID_LEN);
+    mc_mp_write_uint(w, MC_F_DONE_ID);
+    mc_mp_write_uint(w, done);
+}
+
+/* The number of a poll's answer (ANSWER_ID), 0 when none (no DELETEs in
+ * it, or a master that does not number them). */
+static uint64_t answer_id(const uint8_t *body, size_t len)
+{
+    mc_mp_reader_t r;
+    mc_mp_reader_init(&r, body, len);
+    uint32_t nf = mc_mp_read_map(&r);
+    for (uint32_t i = 0; i < nf && r.err == MC_OK; i++) {
+        if (mc_mp_read_uint(&r) == MC_F_ANSWER_ID) {
+            uint64_t id = mc_mp_read_uint(&r);
+            return r.err == MC_OK ? id : 0;
+        }
+        mc_mp_skip(&r);
+    }
+    return 0;
 }
 
 /* REPORT (size given) or DROP (size 0) of key. */
@@ -597,7 +620,10 @@ static mc_status_t announce(store_offload_t *o, const store_seg_t *g)
     mc_buf_t body = MC_BUF_INIT, resp = MC_BUF_INIT;
     mc_mp_writer_t w;
     mc_mp_writer_init(&w, &body);
-    poll_head(&w, o, g, 2);
+    pthread_mutex_lock(&o->mu);
+    uint64_t done = o->done_id;
+    pthread_mutex_unlock(&o->mu);
+    poll_head(&w, o, g, 3, done);
     mc_mp_write_uint(&w, MC_F_COUNT);
     mc_mp_write_uint(&w, 0);
     mc_status_t st =
@@ -1298,6 +1324,7 @@ static void *poller(void *arg)
         while (!o->stop && (!o->reported || mc_buf_used(&o->inbox) > 0 || o->deleting))
             pthread_cond_wait(&o->cv, &o->mu); /* the worker's turn */
         int stop = o->stop;
+        uint64_t done = o->done_id;
         pthread_mutex_unlock(&o->mu);
         store_seg_t *g = first_seg(s);
         if (stop || g == NULL || atomic_load(&s->closing))
@@ -1305,7 +1332,7 @@ static void *poller(void *arg)
         mc_buf_reset(&o->poll_body);
         mc_mp_writer_t w;
         mc_mp_writer_init(&w, &o->poll_body);
-        poll_head(&w, o, g, 4);
+        poll_head(&w, o, g, 5, done);
         mc_mp_write_uint(&w, MC_F_COUNT);
         mc_mp_write_uint(&w, OFFLOAD_POLL_BATCH);
         mc_mp_write_uint(&w, MC_F_LOAD_ID); /* we take load ids: name them in our answers */
@@ -1397,9 +1424,14 @@ static void *worker(void *arg)
         }
         pthread_mutex_unlock(&o->mu);
         if (o->deleting) { /* (only this thread sets it) */
-            if (!stop)
+            uint64_t id = 0;
+            if (!stop) {
                 serve_answer(o, g, &ans, ans_us, 1);
+                id = answer_id(mc_buf_head(&ans), mc_buf_used(&ans));
+            }
             pthread_mutex_lock(&o->mu);
+            if (id != 0)
+                o->done_id = id; /* the next poll says so */
             o->deleting = 0;
             pthread_cond_broadcast(&o->cv); /* the poller polls again */
             pthread_mutex_unlock(&o->mu);

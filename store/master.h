@@ -857,6 +857,17 @@ typedef int (*mc_master_offload_cb_t)(void *arg, const mc_master_offload_req_t *
 mc_status_t mc_master_offload_poll(mc_master_t *m, mc_uuid_t client, mc_uuid_t segment_id,
                                    uint64_t now_us, uint32_t max, mc_master_offload_cb_t cb,
                                    void *arg);
+/* The same, with the node's word on its last answer's DELETEs. A poll's
+ * DELETEs count as done when the node polls again; a node that says which
+ * answer it did last (says_done: done_answer, 0 = none) has those of any
+ * other answer handed out again (that answer was lost: the connection
+ * broke while it was on its way). *answer (if not NULL): this answer's
+ * number when it hands out DELETEs (unique, and unlike an earlier run's),
+ * else 0. mc_master_offload_poll: a node that says nothing (all done). */
+mc_status_t mc_master_offload_poll_ack(mc_master_t *m, mc_uuid_t client, mc_uuid_t segment_id,
+                                       uint64_t now_us, uint32_t max, int says_done,
+                                       uint64_t done_answer, uint64_t *answer,
+                                       mc_master_offload_cb_t cb, void *arg);
 
 /* The node's answer to a PERSIST request: result MC_OK (its file is
  * written: LOCAL_DISK replica, and the memory replicas go if eviction asked
@@ -1016,22 +1027,23 @@ size_t mc_master_offload_forget_deletions(mc_master_t *m, uint64_t mark);
 void mc_master_set_offload_notify(mc_master_t *m, void (*fn)(void *arg), void *arg);
 
 typedef struct mc_master_offload_stats {
-    uint64_t ldisk_objects;     /* objects with a LOCAL_DISK replica */
-    uint64_t ldisk_bytes;       /* their sizes */
-    uint64_t queued;            /* requests waiting to be polled */
-    uint64_t in_flight;         /* PERSIST requests sent, unanswered */
-    uint64_t requested_total;   /* PERSIST requests queued */
-    uint64_t persisted_total;   /* answered MC_OK */
-    uint64_t failed_total;      /* answered with a failure (disk full...) */
-    uint64_t timeouts_total;    /* unanswered within offload_timeout_us */
-    uint64_t refused_total;     /* not queued: queue or cycle cap full */
-    uint64_t spilled_total;     /* memory replicas freed for a LOCAL_DISK one */
-    uint64_t loads_total;       /* LOAD answered OK */
-    uint64_t load_failed_total; /* LOAD answered with a failure (corrupt file...) */
-    uint64_t promoted_total;    /* loads kept in DRAM by promotion_on_hit */
-    uint64_t own_reads_total;   /* disk-only gets its node read itself (no LOAD) */
-    uint64_t deletions;         /* DELETEs of removed objects' files not known done */
-    uint64_t taken_over_total;  /* LOCAL_DISK replicas a node back took over (its report) */
+    uint64_t ldisk_objects;         /* objects with a LOCAL_DISK replica */
+    uint64_t ldisk_bytes;           /* their sizes */
+    uint64_t queued;                /* requests waiting to be polled */
+    uint64_t in_flight;             /* PERSIST requests sent, unanswered */
+    uint64_t requested_total;       /* PERSIST requests queued */
+    uint64_t persisted_total;       /* answered MC_OK */
+    uint64_t failed_total;          /* answered with a failure (disk full...) */
+    uint64_t timeouts_total;        /* unanswered within offload_timeout_us */
+    uint64_t refused_total;         /* not queued: queue or cycle cap full */
+    uint64_t spilled_total;         /* memory replicas freed for a LOCAL_DISK one */
+    uint64_t loads_total;           /* LOAD answered OK */
+    uint64_t load_failed_total;     /* LOAD answered with a failure (corrupt file...) */
+    uint64_t promoted_total;        /* loads kept in DRAM by promotion_on_hit */
+    uint64_t own_reads_total;       /* disk-only gets its node read itself (no LOAD) */
+    uint64_t deletions;             /* DELETEs of removed objects' files not known done */
+    uint64_t taken_over_total;      /* LOCAL_DISK replicas a node back took over (its report) */
+    uint64_t deletions_again_total; /* DELETEs handed out again: their answer was lost */
 } mc_master_offload_stats_t;
 
 void mc_master_offload_stats(mc_master_t *m, mc_master_offload_stats_t *out);

@@ -298,7 +298,7 @@ struct mc_master {
     _Atomic uint64_t ldisk_objects, ldisk_bytes;
     _Atomic uint64_t off_requested, off_persisted, off_failed, off_timeouts, off_refused,
         off_spilled, off_queued, off_in_flight, off_loads, off_load_failed, off_promoted,
-        off_own_reads, off_taken_over;
+        off_own_reads, off_taken_over, off_del_again;
     /* promotion on hit: a count-min sketch of LOAD requests per key
      * (offload_lock); halved every CMS_AGE hits so old heat fades */
     uint8_t cms[4][1024];

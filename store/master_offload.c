@@ -106,11 +106,13 @@ typedef struct del_ent {
     uint64_t park_hash;
     int by_disk;
     uint64_t seq; /* its number in queue order (mc_master_offload_deletion_mark) */
-    /* handed out by its slot's last poll: kept until the next poll of that
-     * slot (a node asks again only once it did the answer's DELETEs), since
-     * a node killed meanwhile never did it (a held poll is answered into a
-     * dead connection) */
-    int sent;
+    /* the answer that handed it out (0: not handed out): kept until the
+     * next poll of that slot (a node asks again only once it did the
+     * answer's DELETEs), since a node killed meanwhile never did it (a held
+     * poll is answered into a dead connection); done if that poll says this
+     * answer's DELETEs are done (a node that says none: any poll), else
+     * handed out again (the answer was lost with a broken connection) */
+    uint64_t answer;
     char key[];
 } del_ent_t;
 
@@ -244,7 +246,7 @@ void offload_seg_going(mc_master_t *m, seg_t *s)
         x->slot = heir != NULL ? heir->slot : DEL_PARKED;
         x->by_disk = s->disk_hash != 0;
         x->park_hash = x->by_disk ? s->disk_hash : s->name_hash;
-        x->sent = 0; /* its node may not have done it */
+        x->answer = 0; /* its node may not have done it */
         mc_list_push_tail(heir != NULL ? &d->by_slot[heir->slot] : &d->parked, &x->at);
     }
     pthread_mutex_unlock(&m->offload_lock);
@@ -271,7 +273,7 @@ static size_t unpark(struct offdel *d, seg_t *s, int by_disk, uint64_t h)
         if (x->by_disk != by_disk || x->park_hash != h)
             continue;
         x->slot = s->slot;
-        x->sent = 0; /* for the node's new incarnation */
+        x->answer = 0; /* for the node's new incarnation */
         mc_list_del(&x->at);
         mc_list_push_tail(&d->by_slot[s->slot], &x->at);
         n++;
@@ -583,6 +585,16 @@ mc_status_t mc_master_offload_poll(mc_master_t *m, mc_uuid_t client, mc_uuid_t s
                                    uint64_t now_us, uint32_t max, mc_master_offload_cb_t cb,
                                    void *arg)
 {
+    return mc_master_offload_poll_ack(m, client, segment_id, now_us, max, 0, 0, NULL, cb, arg);
+}
+
+mc_status_t mc_master_offload_poll_ack(mc_master_t *m, mc_uuid_t client, mc_uuid_t segment_id,
+                                       uint64_t now_us, uint32_t max, int says_done,
+                                       uint64_t done_answer, uint64_t *answer,
+                                       mc_master_offload_cb_t cb, void *arg)
+{
+    if (answer != NULL)
+        *answer = 0;
     if (cb == NULL)
         return MC_ERR_INVALID_PARAMS;
     if (!m->o.enable_offload)
@@ -597,24 +609,34 @@ mc_status_t mc_master_offload_poll(mc_master_t *m, mc_uuid_t client, mc_uuid_t s
     uint32_t given = 0;
     int stop = 0;
     /* deletions first: they free the node's disk (those the last poll
-     * handed out are done: the node polls again once it did them) */
+     * handed out are done: the node polls again once it did them; one
+     * whose answer it says it did not get is handed out again) */
     struct offdel *d = m->offdel;
     mc_list_t *mine = d != NULL && s->slot <= LDISK_SLOT_MAX ? &d->by_slot[s->slot] : NULL;
+    uint64_t ans = 0;
     for (mc_list_t *e = mine != NULL ? mine->next : NULL, *next; e != NULL && e != mine; e = next) {
         next = e->next;
         del_ent_t *x = MC_CONTAINER_OF(e, del_ent_t, at);
-        if (x->sent) {
-            offdel_free(d, x);
-            continue;
+        if (x->answer != 0) {
+            if (!says_done || x->answer == done_answer) {
+                offdel_free(d, x);
+                continue;
+            }
+            x->answer = 0; /* lost on its way (a broken connection): again */
+            atomic_fetch_add(&m->off_del_again, 1);
         }
         if (stop || given >= max)
-            break; /* (the sent ones are first: handed out in order) */
+            break; /* (those handed out are first: handed out in order) */
         mc_master_offload_req_t rq = {
             .op = MC_MASTER_OFFLOAD_DELETE, .key = x->key, .key_len = x->key_len};
         stop = cb(arg, &rq);
         given++;
-        x->sent = 1;
+        if (ans == 0)
+            ans = next_load_id(); /* unique, and unlike an earlier run's */
+        x->answer = ans;
     }
+    if (answer != NULL)
+        *answer = ans;
     struct offq *q = s->offq;
     while (q != NULL && !stop && given < max && fifo_len(&q->q) > 0) {
         offq_ent_t e = q->q.v[q->q.head];
@@ -1471,6 +1493,7 @@ void mc_master_offload_stats(mc_master_t *m, mc_master_offload_stats_t *out)
     out->promoted_total = atomic_load(&m->off_promoted);
     out->own_reads_total = atomic_load(&m->off_own_reads);
     out->taken_over_total = atomic_load(&m->off_taken_over);
+    out->deletions_again_total = atomic_load(&m->off_del_again);
     pthread_mutex_lock(&m->offload_lock);
     out->deletions = m->offdel != NULL ? m->offdel->n : 0;
     pthread_mutex_unlock(&m->offload_lock);

@@ -123,6 +123,8 @@ typedef struct fields {
     const void *disk_id; /* OFFLOAD_POLL: the node's offload directory's identity */
     uint32_t disk_id_len;
     int has_disk_id;
+    uint64_t done_id; /* OFFLOAD_POLL: the last answer whose DELETEs the node did */
+    int has_done_id;
     int release;          /* BATCH_GET_REPLICA_LIST: the reader will release its leases */
     uint64_t grant_us;    /* LEASE_RELEASE: when the leases were granted */
     int64_t view_version; /* LEASE_RELEASE: by the master of this view */
@@ -263,6 +265,10 @@ static mc_status_t parse_fields(mc_rpc_req_t *req, scratch_t *sc, fields_t *f,
         case MC_F_DISK_ID:
             f->disk_id = mc_mp_read_bin(&r, &f->disk_id_len);
             f->has_disk_id = 1;
+            break;
+        case MC_F_DONE_ID:
+            f->done_id = mc_mp_read_uint(&r);
+            f->has_done_id = 1;
             break;
         case MC_F_AFTER:
             f->after = mc_mp_read_bin(&r, &f->after_len);
@@ -627,21 +633,42 @@ typedef struct held {
     mc_uuid_t client_id, segment_id; /* POLL */
     uint32_t max;                    /* POLL */
     int ids;                         /* POLL: the node takes load ids */
+    int says_done;                   /* POLL: DONE_ID given */
+    uint64_t done_id;                /* POLL */
     load_ask_t ask;                  /* LOAD */
     uint32_t key_len;                /* LOAD */
     char key[];
 } held_t;
 
+/* What a poll asks. */
+typedef struct poll_ask {
+    mc_uuid_t client, segment;
+    uint32_t max;
+    int ids;       /* the node takes load ids */
+    int says_done; /* DONE_ID given: done_id */
+    uint64_t done_id;
+} poll_ask_t;
+
 /* Answer a poll with the requests queued for the node, up to max (with
- * their load ids when it takes them: ids). With may_hold and none queued: no
- * answer (0); else answered (1). */
-static int offload_poll_answer(master_srv_t *s, mc_rpc_req_t *req, mc_uuid_t client,
-                               mc_uuid_t segment_id, uint32_t max, int ids, int may_hold)
+ * their load ids when it takes them: ids), and the answer's number when it
+ * hands out DELETEs (ANSWER_ID). With may_hold and none queued: no answer
+ * (0); else answered (1). */
+static int offload_poll_answer(master_srv_t *s, mc_rpc_req_t *req, const poll_ask_t *a,
+                               int may_hold)
 {
-    off_items_t it = {.w = body_begin(s, req, MC_F_ITEMS), .n = 0, .ids = ids};
+    mc_buf_t *b = &scratch_of(s, req)->rbuf;
+    mc_buf_reset(b);
+    off_items_t it = {.n = 0, .ids = a->ids};
+    mc_mp_writer_init(&it.w, b);
+    mc_mp_write_map(&it.w, 2);
+    mc_mp_write_uint(&it.w, MC_F_ITEMS);
     size_t at = mc_mp_write_array_later(&it.w);
+    uint64_t answer = 0;
     mc_status_t st =
-        mc_master_offload_poll(s->m, client, segment_id, mc_now_us(), max, offload_item, &it);
+        mc_master_offload_poll_ack(s->m, a->client, a->segment, mc_now_us(), a->max, a->says_done,
+                                   a->done_id, &answer, offload_item, &it);
+    mc_mp_write_uint(&it.w, MC_F_ANSWER_ID);
+    mc_mp_write_uint(&it.w, answer);
     if (st == MC_OK && it.w.err != MC_OK)
         st = it.w.err; /* out of memory: the requests taken are voided by their timeout */
     if (st == MC_OK && it.n == 0 && may_hold)
@@ -824,8 +851,10 @@ static void held_look(mc_reactor_t *r, void *arg, mc_status_t st)
             reply_not_leader(s, h->req);
             done = 1;
         } else if (h->kind == HELD_POLL) {
-            done =
-                offload_poll_answer(s, h->req, h->client_id, h->segment_id, h->max, h->ids, !last);
+            done = offload_poll_answer(s, h->req,
+                                       &(poll_ask_t){h->client_id, h->segment_id, h->max, h->ids,
+                                                     h->says_done, h->done_id},
+                                       !last);
         } else {
             done = offload_load_answer(s, h->req, h->key, h->key_len, !last, &h->ask);
         }
@@ -855,6 +884,8 @@ static int hold(master_srv_t *s, mc_rpc_req_t *req, held_kind_t kind, const fiel
     h->max = max;
     h->ask = load_ask(f);
     h->ids = f->has_load_id;
+    h->says_done = f->has_done_id;
+    h->done_id = f->done_id;
     h->key_len = (uint32_t)klen;
     if (klen)
         memcpy(h->key, f->key, klen);
@@ -886,9 +917,9 @@ static void h_offload_poll(void *ctx, mc_rpc_req_t *req)
             return;
         }
     }
-    if (!offload_poll_answer(s, req, f.client_id, f.segment_id, max, f.has_load_id, may_hold) &&
-        !hold(s, req, HELD_POLL, &f, max))
-        offload_poll_answer(s, req, f.client_id, f.segment_id, max, f.has_load_id, 0);
+    poll_ask_t a = {f.client_id, f.segment_id, max, f.has_load_id, f.has_done_id, f.done_id};
+    if (!offload_poll_answer(s, req, &a, may_hold) && !hold(s, req, HELD_POLL, &f, max))
+        offload_poll_answer(s, req, &a, 0);
 }
 
 static void h_offload_done(void *ctx, mc_rpc_req_t *req)

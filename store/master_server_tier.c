@@ -539,6 +539,10 @@ void master_offload_metrics(const master_srv_t *s, mc_buf_t *b)
          "LOCAL_DISK replicas a node back (the same offload directory, another segment) took "
          "over at its report.",
          os.taken_over_total},
+        {"master_offload_deletions_again_total", "counter",
+         "Deletions handed to a node again: it said it had not got the answer that carried "
+         "them (a connection broke).",
+         os.deletions_again_total},
         {"master_offload_deletions", "gauge",
          "Deletions of removed objects' files their nodes have not done (a standby's: those it "
          "would hand out as the leader).",

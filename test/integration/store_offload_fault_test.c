@@ -678,6 +678,8 @@ static void a_new_leader_hands_out_the_deletions_the_old_one_could_not(void **st
     assert_false(file_exists(e, disk[0]));
     assert_false(file_exists(e, disk[1]));
     assert_true(wait_metric(e, "master_offload_deletions", 0, 1, 5000)); /* done */
+    /* each handed out once: the node said it did that answer (DONE_ID) */
+    assert_int_equal(metric(e, "master_offload_deletions_again_total"), 0);
     assert_int_equal(mem_replicas(e, disk[0]), -1);
     assert_int_equal(mem_replicas(e, disk[1]), -1);
     for (int j = 2; j < nd; j++) /* the others stay, byte for byte */

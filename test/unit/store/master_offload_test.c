@@ -715,6 +715,52 @@ static void a_node_back_under_another_name_is_known_by_its_directory(void **stat
     mc_master_destroy(m);
 }
 
+static polled_t poll_ack(mc_master_t *m, uint64_t done, uint64_t *answer)
+{
+    polled_t p;
+    memset(&p, 0, sizeof(p));
+    assert_int_equal(
+        mc_master_offload_poll_ack(m, C1, seg_id(1), T0, 1000, 1, done, answer, on_req, &p), MC_OK);
+    return p;
+}
+
+/* A node says which answer's DELETEs it did last (DONE_ID): the DELETEs of
+ * an answer lost on its way (the connection broke while it was sent; the
+ * node, alive, polls again on a new one) are handed out again, not counted
+ * done (their files stayed, and the node's next restart brought the keys
+ * back). A node that says nothing: done when it polls again, as before. */
+static void a_deletion_whose_answer_was_lost_is_handed_out_again(void **state)
+{
+    (void)state;
+    mc_master_t *m = off_master(1, 100, 1.0, 0);
+    mount_with_files_abcd(m);
+    uint64_t now = T0 + SEC, a1 = 0, a2 = 0, a3 = 1;
+    assert_int_equal(mc_master_remove(m, "a", 1, 0, now), MC_OK);
+    polled_t p = poll_ack(m, 0, &a1);
+    assert_int_equal(p.del, 1);
+    assert_true(a1 != 0);
+    p = poll_ack(m, 0, &a2); /* a1 never reached the node */
+    assert_int_equal(p.del, 1);
+    assert_string_equal(p.key[0], "a");
+    assert_true(a2 != 0 && a2 != a1);
+    mc_master_offload_stats_t st;
+    mc_master_offload_stats(m, &st);
+    assert_int_equal(st.deletions_again_total, 1);
+    p = poll_ack(m, a2, &a3); /* done */
+    assert_int_equal(p.n, 0);
+    assert_int_equal(a3, 0);
+    mc_master_offload_stats(m, &st);
+    assert_int_equal(st.deletions, 0);
+    /* a node that says nothing */
+    assert_int_equal(mc_master_remove(m, "b", 1, 0, now), MC_OK);
+    assert_int_equal(poll_seg(m, C1, 1, now).del, 1);
+    assert_int_equal(poll_seg(m, C1, 1, now).n, 0);
+    mc_master_offload_stats(m, &st);
+    assert_int_equal(st.deletions, 0);
+    assert_int_equal(st.deletions_again_total, 1);
+    mc_master_destroy(m);
+}
+
 /* ---- reads of disk-only objects: LOAD, promotion ---- */
 
 static mc_master_t *load_master(int promote)
@@ -1302,6 +1348,7 @@ int main(void)
         cmocka_unit_test(a_node_back_while_its_old_segment_drains_gets_its_deletions),
         cmocka_unit_test(many_deletions_go_to_their_nodes_in_order),
         cmocka_unit_test(a_node_back_under_another_name_is_known_by_its_directory),
+        cmocka_unit_test(a_deletion_whose_answer_was_lost_is_handed_out_again),
         cmocka_unit_test(a_disk_only_object_is_loaded_by_its_node_and_listed_in_memory),
         cmocka_unit_test(a_corrupt_file_is_dropped_and_never_listed),
         cmocka_unit_test(a_load_unanswered_frees_its_range),
