@@ -190,6 +190,7 @@ struct store_offload {
     char dir[4096];
     int lock_fd;
     uint8_t disk_id[DISK_ID_LEN]; /* the directory's identity (its .disk_id) */
+    int has_disk_id;              /* 0: none could be read or made (logged) */
     uint64_t done_id;             /* the last answer whose DELETEs were done (its ANSWER_ID; mu) */
     uint64_t quota;
     pthread_t th;
@@ -319,16 +320,18 @@ static void head(mc_mp_writer_t *w, mc_store_t *s, const store_seg_t *g, uint32_
     mc_proto_write_uuid(w, g->id);
 }
 
-/* A poll's head: with the directory's identity, so the master knows this
- * node under any segment name, and the last answer whose DELETEs were done
- * (those of an answer lost on its way come again): two of its n more
- * fields. done: o->done_id, read under mu. */
+/* A poll's head (n more fields follow): with the directory's identity, so
+ * the master knows this node under any segment name, and the last answer
+ * whose DELETEs were done (those of an answer lost on its way come again).
+ * done: o->done_id, read under mu. */
 static void poll_head(mc_mp_writer_t *w, store_offload_t *o, const store_seg_t *g, uint32_t n,
                       uint64_t done)
 {
-    head(w, o->s, g, n);
-    mc_mp_write_uint(w, MC_F_DISK_ID);
-    mc_mp_write_bin(w, o->disk_id, DISK_ID_LEN);
+    head(w, o->s, g, n + 1 + (o->has_disk_id ? 1 : 0));
+    if (o->has_disk_id) {
+        mc_mp_write_uint(w, MC_F_DISK_ID);
+        mc_mp_write_bin(w, o->disk_id, DISK_ID_LEN);
+    }
     mc_mp_write_uint(w, MC_F_DONE_ID);
     mc_mp_write_uint(w, done);
 }
@@ -623,7 +626,7 @@ static mc_status_t announce(store_offload_t *o, const store_seg_t *g)
     pthread_mutex_lock(&o->mu);
     uint64_t done = o->done_id;
     pthread_mutex_unlock(&o->mu);
-    poll_head(&w, o, g, 3, done);
+    poll_head(&w, o, g, 1, done);
     mc_mp_write_uint(&w, MC_F_COUNT);
     mc_mp_write_uint(&w, 0);
     mc_status_t st =
@@ -1332,7 +1335,7 @@ static void *poller(void *arg)
         mc_buf_reset(&o->poll_body);
         mc_mp_writer_t w;
         mc_mp_writer_init(&w, &o->poll_body);
-        poll_head(&w, o, g, 5, done);
+        poll_head(&w, o, g, 3, done);
         mc_mp_write_uint(&w, MC_F_COUNT);
         mc_mp_write_uint(&w, OFFLOAD_POLL_BATCH);
         mc_mp_write_uint(&w, MC_F_LOAD_ID); /* we take load ids: name them in our answers */
@@ -1490,32 +1493,47 @@ static void *worker(void *arg)
 
 /* ------------------------------------------------------------ open/close */
 
-/* The directory's identity: read from its .disk_id (32 hex digits), or
- * made at random and written there (synced, renamed into place) at its
- * first use, or when that file is unreadable (logged: DELETEs the master
- * kept for the old identity no longer find this node). The lock is held. */
-static mc_status_t disk_id_load(store_offload_t *o)
+/* The directory's identity: read from its .disk_id (32 hex digits and a
+ * newline), or made at random and written there (synced, renamed into
+ * place) at its first use, or when that file is garbled (logged: DELETEs
+ * the master kept for the old identity no longer find this node). One
+ * that cannot be read or written (an I/O error, a full or read-only file
+ * system) leaves the node without one (logged): it starts, and the master
+ * knows it by its segment's name only. The lock is held. */
+static void disk_id_load(store_offload_t *o)
 {
+    static const char without[] =
+        "this node runs without a directory identity (the master knows it by its segment's "
+        "name only: deletions kept for it do not follow it to another port)";
     char p[4200], tmp[4200], hex[2 * DISK_ID_LEN + 2];
     snprintf(p, sizeof(p), "%s/.disk_id", o->dir);
+    o->has_disk_id = 0;
     int fd = open(p, O_RDONLY | O_CLOEXEC);
     if (fd >= 0) {
         ssize_t n = pread(fd, hex, sizeof(hex), 0);
+        int err = errno;
         close(fd);
-        if (n >= 2 * DISK_ID_LEN && (n == 2 * DISK_ID_LEN || hex[2 * DISK_ID_LEN] == '\n') &&
-            mc_auth_unhex(hex, 2 * DISK_ID_LEN, o->disk_id, DISK_ID_LEN) == 0)
-            return MC_OK;
+        if ((n == 2 * DISK_ID_LEN || (n == 2 * DISK_ID_LEN + 1 && hex[2 * DISK_ID_LEN] == '\n')) &&
+            mc_auth_unhex(hex, 2 * DISK_ID_LEN, o->disk_id, DISK_ID_LEN) == 0) {
+            o->has_disk_id = 1;
+            return;
+        }
+        if (n < 0) {
+            MC_WARN(CLIENT, "offload: cannot read %s: %s; %s", p, strerror(err), without);
+            return;
+        }
         MC_WARN(CLIENT,
                 "offload: %s does not hold 32 hex digits (the directory's identity): a new one is "
                 "made (deletions the master kept for this directory's node under the old one "
                 "are not found)",
                 p);
     } else if (errno != ENOENT) {
-        MC_WARN(CLIENT, "offload: cannot read %s: %s; a new identity is made", p, strerror(errno));
+        MC_WARN(CLIENT, "offload: cannot open %s: %s; %s", p, strerror(errno), without);
+        return;
     }
     if (getrandom(o->disk_id, DISK_ID_LEN, 0) != DISK_ID_LEN) {
-        MC_ERROR(CLIENT, "offload: no random bytes for %s: %s", p, strerror(errno));
-        return MC_ERR_INTERNAL_ERROR;
+        MC_WARN(CLIENT, "offload: no random bytes for %s: %s; %s", p, strerror(errno), without);
+        return;
     }
     mc_auth_hex(o->disk_id, DISK_ID_LEN, hex);
     hex[2 * DISK_ID_LEN] = '\n';
@@ -1531,10 +1549,11 @@ static mc_status_t disk_id_load(store_offload_t *o)
     if (dfd >= 0)
         close(dfd);
     if (!ok) {
-        MC_ERROR(CLIENT, "offload: cannot write %s: %s", p, strerror(errno));
-        return MC_ERR_FILE_WRITE_FAIL;
+        MC_WARN(CLIENT, "offload: cannot write %s: %s; %s", p, strerror(errno), without);
+        (void)unlink(tmp);
+        return;
     }
-    return MC_OK;
+    o->has_disk_id = 1;
 }
 
 /* The directory exists (made if its parent does), is ours (the lock), and
@@ -1572,7 +1591,8 @@ static mc_status_t open_dir(store_offload_t *o)
                  strerror(errno));
         return MC_ERR_FILE_OPEN_FAIL;
     }
-    return disk_id_load(o);
+    disk_id_load(o);
+    return MC_OK;
 }
 
 mc_status_t store_offload_open(mc_store_t *s, const char *dir, uint64_t quota,

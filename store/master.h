@@ -995,11 +995,14 @@ int mc_master_offload_loaded_by(mc_master_t *m, const char *key, size_t key_len,
  * is any free one by default: the directory says which node is back.
  * DELETEs kept when a segment of this directory's node went are this
  * segment's now (those kept by segment name wait for a segment of that
- * name: nodes that do not send it), and its report of a file that a
- * mounted segment of the same directory still holds as a LOCAL_DISK
- * replica (the node back before its last segment expired) moves the
- * replica to this segment (journaled; counted in taken_over_total)
- * instead of refusing the file. MC_OK, MC_ERR_INVALID_PARAMS (length),
+ * name: nodes that do not send it), and so are those queued for a segment
+ * of the same directory not expired yet (mounted or draining: the node
+ * back before its last segment expired), now and later (its report and
+ * its PERSIST answers take them back); its report of a file that such a
+ * segment still holds as a LOCAL_DISK replica moves the replica to this
+ * segment (journaled; counted in taken_over_total; a LOAD asked of the
+ * old segment's node is asked of this one next) instead of refusing the
+ * file. MC_OK, MC_ERR_INVALID_PARAMS (length),
  * MC_ERR_SEGMENT_NOT_FOUND, MC_ERR_ILLEGAL_CLIENT,
  * MC_ERR_UNAVAILABLE_IN_CURRENT_MODE. */
 #define MC_MASTER_DISK_ID_MAX 64

@@ -614,6 +614,16 @@ static void take_snapshot(ha_t *h)
 
 static void swap_master_on_r0(void *arg);
 
+/* A fresh master core in place of the current one (reactor 0 swaps it, and
+ * this thread waits): its count of DELETEs starts over, and so does the
+ * mark a standby forgets them by (forget_deletions). */
+static void new_core(ha_t *h)
+{
+    mc_rpc_run_on(mc_reactor_group_get(h->s->g, 0), swap_master_on_r0, h->s);
+    h->del_mark = 0;
+    h->del_mark_us = mc_now_us();
+}
+
 /* Standby: start over from the snapshot (entries we had not read were
  * trimmed, or we start). 0, or -1 (connection; retried), -2 (bad snapshot:
  * FAILED). */
@@ -640,7 +650,7 @@ static int load_snapshot(ha_t *h)
         return -2;
     }
     /* a fresh core, then the snapshot's records */
-    mc_rpc_run_on(mc_reactor_group_get(h->s->g, 0), swap_master_on_r0, h->s);
+    new_core(h);
     int rc = apply_entry(h, "snapshot", (const uint8_t *)mc_ha_reply_str(snap),
                          mc_ha_reply_strlen(snap), seq);
     if (rc == 0) {
@@ -703,7 +713,7 @@ static void demote(ha_t *h, const char *why)
     for (unsigned i = 0; i < s->nscratch; i++)
         mc_rpc_run_on(mc_reactor_group_get(s->g, i), noop_on, NULL);
     notify_waiters(h);
-    mc_rpc_run_on(mc_reactor_group_get(s->g, 0), swap_master_on_r0, s);
+    new_core(h);
     pthread_mutex_lock(&h->mu);
     mc_buf_reset(&h->buf);
     h->encode_failed = 0;
@@ -876,12 +886,10 @@ static void rebuild(ha_t *h, const char *why)
 {
     MC_WARN(HA, "%s; rebuilding the state from the journal", why);
     atomic_fetch_add(&h->rewinds, 1);
-    mc_rpc_run_on(mc_reactor_group_get(h->s->g, 0), swap_master_on_r0, h->s);
+    new_core(h);
     set_last_id(h, "0-0");
     h->applied_seq = 0;
     h->snap_seq = 0;
-    h->del_mark = 0; /* the new state's count starts over */
-    h->del_mark_us = mc_now_us();
 }
 
 /* A standby replays each removal of a disk-offloaded object as a DELETE

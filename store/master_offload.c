@@ -217,6 +217,20 @@ void offload_seg_free(mc_master_t *m, seg_t *s)
     pthread_mutex_unlock(&m->offload_lock);
 }
 
+/* x to slot (DEL_PARKED: the parked list), not handed out there yet, and
+ * numbered as queued now (a standby forgets by that number: one moved to
+ * a node must not be taken as long done). offload_lock held. */
+static void del_move(struct offdel *d, del_ent_t *x, uint32_t slot)
+{
+    x->slot = slot;
+    x->answer = 0;
+    mc_list_del(&x->at);
+    mc_list_push_tail(slot == DEL_PARKED ? &d->parked : &d->by_slot[slot], &x->at);
+    mc_list_del(&x->all);
+    mc_list_push_tail(&d->all, &x->all);
+    x->seq = d->seq++;
+}
+
 /* 1 when x is s's node back: the same offload directory (s's node told
  * it), else the same name. offload_lock held. */
 static int same_node(const seg_t *x, const seg_t *s)
@@ -243,11 +257,10 @@ void offload_seg_going(mc_master_t *m, seg_t *s)
     mc_list_t *from = d != NULL && s->slot <= LDISK_SLOT_MAX ? &d->by_slot[s->slot] : NULL;
     for (mc_list_t *e; from != NULL && (e = mc_list_pop_head(from)) != NULL; n++) {
         del_ent_t *x = MC_CONTAINER_OF(e, del_ent_t, at);
-        x->slot = heir != NULL ? heir->slot : DEL_PARKED;
         x->by_disk = s->disk_hash != 0;
         x->park_hash = x->by_disk ? s->disk_hash : s->name_hash;
-        x->answer = 0; /* its node may not have done it */
-        mc_list_push_tail(heir != NULL ? &d->by_slot[heir->slot] : &d->parked, &x->at);
+        /* (its node may not have done it) */
+        del_move(d, x, heir != NULL ? heir->slot : DEL_PARKED);
     }
     pthread_mutex_unlock(&m->offload_lock);
     if (n > 0)
@@ -272,10 +285,7 @@ static size_t unpark(struct offdel *d, seg_t *s, int by_disk, uint64_t h)
         del_ent_t *x = MC_CONTAINER_OF(e, del_ent_t, at);
         if (x->by_disk != by_disk || x->park_hash != h)
             continue;
-        x->slot = s->slot;
-        x->answer = 0; /* for the node's new incarnation */
-        mc_list_del(&x->at);
-        mc_list_push_tail(&d->by_slot[s->slot], &x->at);
+        del_move(d, x, s->slot); /* for the node's new incarnation */
         n++;
     }
     return n;
@@ -296,8 +306,6 @@ void offload_seg_mounted(mc_master_t *m, seg_t *s)
                 s->name, n);
 }
 
-/* Take back the DELETE of key queued for slot, if there is one: 1 (its
- * node is told instead that its file of key is to go). offload_lock held. */
 static void offdel_free(struct offdel *d, del_ent_t *x)
 {
     mc_list_del(&x->all);
@@ -307,6 +315,8 @@ static void offdel_free(struct offdel *d, del_ent_t *x)
     mc_free(x);
 }
 
+/* Take back the DELETE of key queued for slot, if there is one: 1 (its
+ * node is told instead that its file of key is to go). offload_lock held. */
 static int offdel_take(mc_master_t *m, uint32_t slot, const char *key, size_t key_len)
 {
     struct offdel *d = m->offdel;
@@ -318,6 +328,32 @@ static int offdel_take(mc_master_t *m, uint32_t slot, const char *key, size_t ke
     {
         del_ent_t *x = MC_CONTAINER_OF(hn, del_ent_t, hn);
         if (x->slot == slot && x->key_len == key_len && memcmp(x->key, key, key_len) == 0) {
+            offdel_free(d, x);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* The same for s's node: a DELETE of key queued for s, or for another
+ * segment of its offload directory (its node's last incarnation, not
+ * expired yet: its DELETEs come to s when it goes). Segment lock and
+ * offload_lock held. */
+static int offdel_take_node(mc_master_t *m, const seg_t *s, const char *key, size_t key_len)
+{
+    struct offdel *d = m->offdel;
+    if (d == NULL)
+        return 0;
+    uint64_t h = mc_hash64(key, key_len);
+    mc_hnode_t *hn;
+    MC_HMAP_FOREACH_HASH(&d->keys, hn, h)
+    {
+        del_ent_t *x = MC_CONTAINER_OF(hn, del_ent_t, hn);
+        if (x->key_len != key_len || memcmp(x->key, key, key_len) != 0)
+            continue;
+        const seg_t *of = x->slot < m->nslots ? m->slots[x->slot] : NULL; /* parked: none */
+        if (x->slot == s->slot ||
+            (of != NULL && s->disk_hash != 0 && of->disk_hash == s->disk_hash)) {
             offdel_free(d, x);
             return 1;
         }
@@ -679,21 +715,32 @@ mc_status_t mc_master_offload_disk(mc_master_t *m, mc_uuid_t client, mc_uuid_t s
     if (st == MC_OK) {
         const seg_t *twin = NULL;
         pthread_mutex_lock(&m->offload_lock);
+        struct offdel *d = m->offdel;
         if (s->disk_hash != h) {
             s->disk_hash = h;
-            n = unpark(m->offdel, s, 1, h);
-            for (uint32_t k = 0; k < m->nmounted && twin == NULL; k++) {
-                const seg_t *x = m->slots[m->mounted[k]];
-                if (x != s && x->disk_hash == h)
-                    twin = x;
+            n = unpark(d, s, 1, h);
+            /* its node's last incarnations, not expired yet (mounted or
+             * draining): their DELETEs are this node's now, before its
+             * report (which they refuse) */
+            for (uint32_t i = 0; i < m->nslots; i++) {
+                seg_t *x = m->slots[i];
+                if (x == NULL || x == s || x->disk_hash != h)
+                    continue;
+                twin = x;
+                mc_list_t *from =
+                    d != NULL && x->slot <= LDISK_SLOT_MAX && s->slot <= LDISK_SLOT_MAX
+                        ? &d->by_slot[x->slot]
+                        : NULL;
+                for (mc_list_t *e; from != NULL && (e = mc_list_pop_head(from)) != NULL; n++)
+                    del_move(d, MC_CONTAINER_OF(e, del_ent_t, at), s->slot);
             }
         }
         pthread_mutex_unlock(&m->offload_lock);
         if (twin != NULL) /* (a directory's lock keeps two live nodes off one directory) */
-            MC_WARN(MASTER,
-                    "segment '%s' offloads to the directory segment '%s' (still mounted) says "
-                    "it does: that node is back, or the directory was copied (each node's "
-                    "directory needs an identity of its own: remove the copy's .disk_id)",
+            MC_INFO(MASTER,
+                    "segment '%s' offloads to the directory of segment '%s' (not expired yet): "
+                    "its node is back (or the directory was copied: each node's directory "
+                    "needs an identity of its own, remove the copy's .disk_id)",
                     s->name, twin->name);
         if (n > 0)
             MC_INFO(MASTER,
@@ -1129,13 +1176,13 @@ mc_status_t mc_master_offload_done_id(mc_master_t *m, mc_uuid_t client, mc_uuid_
     obj_t *o = st == MC_OK ? otab_find(&sh->tab, h, key, key_len) : NULL;
     uint32_t slot = s != NULL ? s->slot : 0;
     mc_uuid_t sid = s != NULL ? s->id : (mc_uuid_t){0, 0};
-    pthread_rwlock_unlock(&m->seg_lock);
-    if (st != MC_OK)
-        goto out;
-    if (had && e.op == MC_MASTER_OFFLOAD_LOAD) {
-        st = load_done(m, sh, o, h, slot, sid, &e, result, now_us);
+    if (st != MC_OK || (had && e.op == MC_MASTER_OFFLOAD_LOAD)) {
+        pthread_rwlock_unlock(&m->seg_lock);
+        if (st == MC_OK)
+            st = load_done(m, sh, o, h, slot, sid, &e, result, now_us);
         goto out;
     }
+    /* (the segment lock is held until the DELETE's take-back below) */
     /* only the answer to a request of this node about this very object:
      * pending, complete, the size asked, a memory replica on the node */
     int match = o != NULL && had && (o->ldisk & LDISK_PENDING) && o->state == OBJ_COMPLETE &&
@@ -1144,6 +1191,7 @@ mc_status_t mc_master_offload_done_id(mc_master_t *m, mc_uuid_t client, mc_uuid_
     for (uint32_t r = 0; match && r < o->nrep; r++)
         on_node |= o->rep[r].slot == slot;
     if (!match || !on_node || (obj_ldisk(o) && (o->ldisk & LDISK_SLOT_MASK) != slot + 1u)) {
+        pthread_rwlock_unlock(&m->seg_lock);
         if (o != NULL && had)
             o->ldisk &= (uint16_t)~LDISK_PENDING;
         st = MC_ERR_OBJECT_NOT_FOUND;
@@ -1151,6 +1199,7 @@ mc_status_t mc_master_offload_done_id(mc_master_t *m, mc_uuid_t client, mc_uuid_
     }
     o->ldisk &= (uint16_t)~LDISK_PENDING;
     if (result != MC_OK) {
+        pthread_rwlock_unlock(&m->seg_lock);
         o->ldisk |= LDISK_REFUSED;
         atomic_fetch_add(&m->off_failed, 1);
         MC_WARN(MASTER, "offload of '%.*s' failed on its node: %s; evicted as without offload",
@@ -1160,10 +1209,12 @@ mc_status_t mc_master_offload_done_id(mc_master_t *m, mc_uuid_t client, mc_uuid_
     ldisk_set(m, o, slot);
     ldisk_journal_set(m, o, sid);
     /* a DELETE of an older file of key, handed out with this PERSIST, is
-     * done: a node killed before its next poll must not have it again */
+     * done: a node killed before its next poll must not have it again (nor
+     * one queued for its last incarnation, which comes to it later) */
     pthread_mutex_lock(&m->offload_lock);
-    offdel_take(m, slot, key, key_len);
+    offdel_take_node(m, s, key, key_len);
     pthread_mutex_unlock(&m->offload_lock);
+    pthread_rwlock_unlock(&m->seg_lock);
     atomic_fetch_add(&m->off_persisted, 1);
     if (e.evict && !obj_leased(o, now_us)) {
         obj_spill(m, o); /* what eviction asked for: memory goes, the disk copy stays */
@@ -1238,7 +1289,7 @@ mc_status_t mc_master_ldisk_report(mc_master_t *m, mc_uuid_t client, mc_uuid_t s
          * its key's DELETE back), so the file is the removed object's: it
          * goes, and the key does not come back. (The shard lock keeps a
          * DELETE from being queued meanwhile.) */
-        int removed = offdel_take(m, s->slot, key, key_len);
+        int removed = offdel_take_node(m, s, key, key_len);
         /* the node back before its last segment expired (a new name: its
          * port is any free one) reports a file that segment's LOCAL_DISK
          * replica still names: the same directory, so the same file; the
@@ -1246,14 +1297,19 @@ mc_status_t mc_master_ldisk_report(mc_master_t *m, mc_uuid_t client, mc_uuid_t s
          * file, and the object went when the old segment expired) */
         obj_t *o = removed ? NULL : otab_find(&sh->tab, h, key, key_len);
         int takeover = 0;
-        if (o != NULL && obj_ldisk(o) && s->disk_hash != 0 && o->size == size) {
+        if (o != NULL && obj_ldisk(o) && s->disk_hash != 0 && o->size == size &&
+            s->slot <= LDISK_SLOT_MAX) {
             uint32_t old = (o->ldisk & LDISK_SLOT_MASK) - 1u;
             seg_t *os = old < m->nslots ? m->slots[old] : NULL;
             takeover = os != NULL && os != s && os->disk_hash == s->disk_hash;
         }
         pthread_mutex_unlock(&m->offload_lock);
         if (takeover) {
+            /* a LOAD asked of the old segment's node (gone) is asked of
+             * this one next (the old one's queue goes with it) */
+            o->ldisk &= (uint16_t)~LDISK_PENDING;
             ldisk_set(m, o, s->slot);
+            notify(m);
             ldisk_journal_set(m, o, s->id);
             atomic_fetch_add(&m->off_taken_over, 1);
             st = MC_OK;

@@ -301,7 +301,7 @@ static void prepare(mc_master_t *m, seg_t *s)
         journal(m, &r);
     }
     s->state = SEG_UNMOUNTING;
-    /* its node's DELETEs wait for its name's next segment (that may mount
+    /* its node's DELETEs wait for its node's next segment (that may mount
      * as soon as this one leaves `mounted`, while this one drains) */
     offload_seg_going(m, s);
     s->swept = 0;

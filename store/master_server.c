@@ -913,7 +913,10 @@ static void h_offload_poll(void *ctx, mc_rpc_req_t *req)
             mc_master_offload_disk(s->m, f.client_id, f.segment_id, f.disk_id, f.disk_id_len);
         if (st != MC_OK) {
             reply_status(s, req, st,
-                         st == MC_ERR_INVALID_PARAMS ? "disk_id (136): 1..64 bytes" : NULL);
+                         st == MC_ERR_INVALID_PARAMS ? "disk_id (136): 1..64 bytes"
+                         : st == MC_ERR_UNAVAILABLE_IN_CURRENT_MODE
+                             ? "offload is off (enable_offload)"
+                             : NULL);
             return;
         }
     }

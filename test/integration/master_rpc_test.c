@@ -728,6 +728,7 @@ static void a_poll_with_a_bad_disk_id_is_refused_naming_it(void **state)
             assert_non_null(strstr(why, "wrong type"));
         } else {
             assert_int_equal(st, MC_ERR_UNAVAILABLE_IN_CURRENT_MODE);
+            assert_non_null(strstr(why, "offload is off"));
         }
     }
     sc_fini(&s);

@@ -974,7 +974,9 @@ static void objects_removed_while_their_node_is_down_stay_removed_under_another_
 }
 
 /* The directory's identity file, 32 hex digits and a newline: kept across
- * restarts; garbled, a new one is made (the node starts and works). */
+ * restarts; garbled, a new one is made; unreadable (here a directory in
+ * its place), the node starts without one: each time it starts and
+ * works. */
 static void read_disk_id(const env_t *e, char *out, size_t room)
 {
     char p[PATH_MAX];
@@ -1012,6 +1014,17 @@ static void the_directory_keeps_its_identity_and_a_garbled_one_is_made_anew(void
     assert_string_not_equal(id1, id0);
     put_all(e, "id", 2);
     get_all(e, "id", 2);
+    tc_node_stop(&e->node, SIGTERM);
+    assert_int_equal(unlink(p), 0);
+    assert_int_equal(mkdir(p, 0700), 0);
+    assert_int_equal(start_node(e, &e->node), 0);
+    put_all(e, "id2", 2);
+    get_all(e, "id2", 2);
+    tc_node_stop(&e->node, SIGTERM);
+    assert_int_equal(rmdir(p), 0);
+    assert_int_equal(start_node(e, &e->node), 0); /* with one again, for the tests after */
+    read_disk_id(e, id1, sizeof(id1));
+    assert_int_equal(strlen(id1), 33);
 }
 
 /* A node killed and back at once on another port (the default), its last

@@ -669,7 +669,8 @@ static void a_node_back_under_another_name_is_known_by_its_directory(void **stat
     /* back at once, on another port: n1's segment is still mounted */
     assert_int_equal(mount_seg(m, C3, 3, "n1b", 10 * OBJ, now), MC_OK);
     assert_int_equal(mc_master_offload_disk(m, C3, seg_id(3), "D1", 2), MC_OK);
-    poll_seg(m, C3, 3, now);
+    /* n1's DELETEs are its node's, back: a and c's, handed out again */
+    assert_int_equal(poll_seg(m, C3, 3, now).del, 2);
     assert_int_equal(mc_master_ldisk_report(m, C3, seg_id(3), "b", 1, OBJ, now), MC_OK);
     /* not the same directory: refused, as before */
     assert_int_equal(mount_seg(m, C2, 2, "n2", 10 * OBJ, now), MC_OK);
@@ -690,9 +691,9 @@ static void a_node_back_under_another_name_is_known_by_its_directory(void **stat
     assert_int_equal(mc_master_query_key(m, "b", 1, d, 4, &nd, &ki), MC_OK);
     assert_int_equal(nd, 1);
     assert_string_equal(d[0].segment_name, "n1b");
-    /* a and c's DELETEs went to n1b at once (its node, still mounted) */
+    /* (a and c's done: n1b polled again) */
     polled_t p = poll_seg(m, C3, 3, now);
-    assert_int_equal(p.del, 2);
+    assert_int_equal(p.del, 0);
     assert_int_equal(poll_seg(m, C2, 2, now).del, 0);
 
     /* n1b killed in turn, a key removed meanwhile: parked by directory */
@@ -711,7 +712,7 @@ static void a_node_back_under_another_name_is_known_by_its_directory(void **stat
     assert_int_equal(mc_master_ldisk_report(m, c5, seg_id(5), "b", 1, OBJ, now),
                      MC_ERR_OBJECT_NOT_FOUND);
     assert_int_equal(exists(m, "b", now), 0);
-    assert_int_equal(poll_seg(m, c5, 5, now).del, 2); /* a and c's, which it had not done */
+    assert_int_equal(poll_seg(m, c5, 5, now).del, 0);
     mc_master_destroy(m);
 }
 
@@ -758,6 +759,54 @@ static void a_deletion_whose_answer_was_lost_is_handed_out_again(void **state)
     mc_master_offload_stats(m, &st);
     assert_int_equal(st.deletions, 0);
     assert_int_equal(st.deletions_again_total, 1);
+    mc_master_destroy(m);
+}
+
+/* The node back (another name, its directory's identity) before its last
+ * segment expired: the DELETEs queued for that segment, before and after
+ * the new one said its directory, refuse its report of those files (else
+ * the removed keys came back, and the DELETEs, handed to it when the old
+ * segment went, deleted the files of objects it then listed); a LOAD asked
+ * of the old segment's node does not keep the object it takes over
+ * waiting: the next load is asked of the new node. */
+static void a_node_back_before_its_segment_expired_takes_its_deletions_and_loads(void **state)
+{
+    (void)state;
+    mc_master_t *m = off_master(1, 100, 1.0, 0);
+    mount_with_files_abcd(m);
+    assert_int_equal(mc_master_offload_disk(m, C1, seg_id(1), "D1", 2), MC_OK);
+    uint64_t now = T0 + SEC;
+    assert_int_equal(mc_master_remove(m, "a", 1, 0, now), MC_OK); /* the node is dead */
+    assert_int_equal(mc_master_offload_load(m, "d", 1, now), MC_OK);
+    assert_int_equal(mc_master_offload_loading(m, "d", 1), 1); /* asked of n1, never done */
+    assert_int_equal(mount_seg(m, C3, 3, "n1b", 10 * OBJ, now), MC_OK);
+    assert_int_equal(mc_master_offload_disk(m, C3, seg_id(3), "D1", 2), MC_OK);
+    assert_int_equal(mc_master_remove(m, "b", 1, 0, now), MC_OK); /* still n1's replica */
+    assert_int_equal(mc_master_ldisk_report(m, C3, seg_id(3), "a", 1, OBJ, now),
+                     MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(mc_master_ldisk_report(m, C3, seg_id(3), "b", 1, OBJ, now),
+                     MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(mc_master_ldisk_report(m, C3, seg_id(3), "c", 1, OBJ, now), MC_OK);
+    assert_int_equal(mc_master_ldisk_report(m, C3, seg_id(3), "d", 1, OBJ, now), MC_OK);
+    assert_int_equal(exists(m, "a", now), 0);
+    assert_int_equal(exists(m, "b", now), 0);
+    assert_int_equal(mc_master_offload_loading(m, "d", 1), 0);
+    mc_master_offload_stats_t st;
+    mc_master_offload_stats(m, &st);
+    assert_int_equal(st.deletions, 0);
+    assert_int_equal(st.taken_over_total, 2);
+    /* n1 expires: nothing of it is left to hand to n1b */
+    uint64_t drain = 0;
+    assert_int_equal(mc_master_unmount_segment(m, C1, seg_id(1), now, &drain), MC_OK);
+    assert_int_equal(exists(m, "c", now), 1);
+    assert_int_equal(exists(m, "d", now), 1);
+    polled_t p = poll_seg(m, C3, 3, now);
+    assert_int_equal(p.del, 0);
+    assert_int_equal(mc_master_offload_load(m, "d", 1, now), MC_OK);
+    p = poll_seg(m, C3, 3, now);
+    assert_int_equal(p.n, 1);
+    assert_int_equal(p.op[0], MC_MASTER_OFFLOAD_LOAD);
+    assert_string_equal(p.key[0], "d");
     mc_master_destroy(m);
 }
 
@@ -1349,6 +1398,7 @@ int main(void)
         cmocka_unit_test(many_deletions_go_to_their_nodes_in_order),
         cmocka_unit_test(a_node_back_under_another_name_is_known_by_its_directory),
         cmocka_unit_test(a_deletion_whose_answer_was_lost_is_handed_out_again),
+        cmocka_unit_test(a_node_back_before_its_segment_expired_takes_its_deletions_and_loads),
         cmocka_unit_test(a_disk_only_object_is_loaded_by_its_node_and_listed_in_memory),
         cmocka_unit_test(a_corrupt_file_is_dropped_and_never_listed),
         cmocka_unit_test(a_load_unanswered_frees_its_range),
