@@ -315,31 +315,12 @@ static void offdel_free(struct offdel *d, del_ent_t *x)
     mc_free(x);
 }
 
-/* Take back the DELETE of key queued for slot, if there is one: 1 (its
- * node is told instead that its file of key is to go). offload_lock held. */
-static int offdel_take(mc_master_t *m, uint32_t slot, const char *key, size_t key_len)
-{
-    struct offdel *d = m->offdel;
-    if (d == NULL)
-        return 0;
-    uint64_t h = mc_hash64(key, key_len);
-    mc_hnode_t *hn;
-    MC_HMAP_FOREACH_HASH(&d->keys, hn, h)
-    {
-        del_ent_t *x = MC_CONTAINER_OF(hn, del_ent_t, hn);
-        if (x->slot == slot && x->key_len == key_len && memcmp(x->key, key, key_len) == 0) {
-            offdel_free(d, x);
-            return 1;
-        }
-    }
-    return 0;
-}
-
-/* The same for s's node: a DELETE of key queued for s, or for another
- * segment of its offload directory (its node's last incarnation, not
- * expired yet: its DELETEs come to s when it goes). Segment lock and
- * offload_lock held. */
-static int offdel_take_node(mc_master_t *m, const seg_t *s, const char *key, size_t key_len)
+/* Take back the DELETE of key queued for slot, or (disk_hash != 0) for a
+ * segment of that offload directory, if there is one: 1 (its node is told
+ * instead that its file of key is to go). offload_lock held, and with
+ * disk_hash the segment lock. */
+static int offdel_take_in(mc_master_t *m, uint32_t slot, uint64_t disk_hash, const char *key,
+                          size_t key_len)
 {
     struct offdel *d = m->offdel;
     if (d == NULL)
@@ -351,14 +332,27 @@ static int offdel_take_node(mc_master_t *m, const seg_t *s, const char *key, siz
         del_ent_t *x = MC_CONTAINER_OF(hn, del_ent_t, hn);
         if (x->key_len != key_len || memcmp(x->key, key, key_len) != 0)
             continue;
-        const seg_t *of = x->slot < m->nslots ? m->slots[x->slot] : NULL; /* parked: none */
-        if (x->slot == s->slot ||
-            (of != NULL && s->disk_hash != 0 && of->disk_hash == s->disk_hash)) {
+        const seg_t *of = disk_hash != 0 && x->slot < m->nslots ? m->slots[x->slot] : NULL;
+        if (x->slot == slot || (of != NULL && of->disk_hash == disk_hash)) {
             offdel_free(d, x);
             return 1;
         }
     }
     return 0;
+}
+
+static int offdel_take(mc_master_t *m, uint32_t slot, const char *key, size_t key_len)
+{
+    return offdel_take_in(m, slot, 0, key, key_len);
+}
+
+/* The same for s's node: a DELETE of key queued for s, or for another
+ * segment of its offload directory (its node's last incarnation, not
+ * expired yet: its DELETEs come to s when it goes). Segment lock and
+ * offload_lock held. */
+static int offdel_take_node(mc_master_t *m, const seg_t *s, const char *key, size_t key_len)
+{
+    return offdel_take_in(m, s->slot, s->disk_hash, key, key_len);
 }
 
 /* Room for one more DELETE in a full list: the oldest parked one goes
