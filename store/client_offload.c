@@ -336,21 +336,29 @@ static void poll_head(mc_mp_writer_t *w, store_offload_t *o, const store_seg_t *
     mc_mp_write_uint(w, done);
 }
 
+/* r at the value of field id of a poll's answer: 1, or 0 when it has none
+ * (or is not a map). */
+static int answer_field(mc_mp_reader_t *r, const uint8_t *body, size_t len, uint64_t id)
+{
+    mc_mp_reader_init(r, body, len);
+    uint32_t nf = mc_mp_read_map(r);
+    for (uint32_t i = 0; i < nf && r->err == MC_OK; i++) {
+        if (mc_mp_read_uint(r) == id)
+            return r->err == MC_OK;
+        mc_mp_skip(r);
+    }
+    return 0;
+}
+
 /* The number of a poll's answer (ANSWER_ID), 0 when none (no DELETEs in
  * it, or a master that does not number them). */
 static uint64_t answer_id(const uint8_t *body, size_t len)
 {
     mc_mp_reader_t r;
-    mc_mp_reader_init(&r, body, len);
-    uint32_t nf = mc_mp_read_map(&r);
-    for (uint32_t i = 0; i < nf && r.err == MC_OK; i++) {
-        if (mc_mp_read_uint(&r) == MC_F_ANSWER_ID) {
-            uint64_t id = mc_mp_read_uint(&r);
-            return r.err == MC_OK ? id : 0;
-        }
-        mc_mp_skip(&r);
-    }
-    return 0;
+    if (!answer_field(&r, body, len, MC_F_ANSWER_ID))
+        return 0;
+    uint64_t id = mc_mp_read_uint(&r);
+    return r.err == MC_OK ? id : 0;
 }
 
 /* REPORT (size given) or DROP (size 0) of key. */
@@ -1265,16 +1273,10 @@ static void timed_wait(store_offload_t *o, uint64_t wait_us)
 static uint32_t poll_items(const uint8_t *body, size_t len)
 {
     mc_mp_reader_t r;
-    mc_mp_reader_init(&r, body, len);
-    uint32_t nf = mc_mp_read_map(&r);
-    for (uint32_t i = 0; i < nf && r.err == MC_OK; i++) {
-        if (mc_mp_read_uint(&r) == MC_F_ITEMS) {
-            uint32_t n = mc_mp_read_array(&r);
-            return r.err == MC_OK ? n : 0;
-        }
-        mc_mp_skip(&r);
-    }
-    return 0;
+    if (!answer_field(&r, body, len, MC_F_ITEMS))
+        return 0;
+    uint32_t n = mc_mp_read_array(&r);
+    return r.err == MC_OK ? n : 0;
 }
 
 /* r0: a poll's answer. An answer goes into the inbox here and wakes the
