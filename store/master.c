@@ -433,6 +433,10 @@ mc_status_t mc_master_apply(mc_master_t *m, const mc_master_jrec_t *r, uint64_t 
         return apply_ldisk_drop(m, r);
     case MC_JREC_LOAD:
         return apply_load(m, r);
+    case MC_JREC_SEG_DISK:
+        return apply_seg_disk(m, r);
+    case MC_JREC_OFFDEL:
+        return apply_offdel(m, r);
     }
     return MC_ERR_INVALID_PARAMS;
 }

@@ -733,9 +733,15 @@ typedef enum mc_master_jrec_type {
                                 * object when absent */
     MC_JREC_LDISK_DROP = 13,   /* key: its LOCAL_DISK replica is gone (the object stays) */
     MC_JREC_LOAD = 14,         /* key, rep[0]: a memory replica loaded from its LOCAL_DISK copy */
+    MC_JREC_SEG_DISK = 15,     /* segment_id, disk_hash: the segment's node said its offload
+                                * directory's identity (mc_master_offload_disk) */
+    MC_JREC_OFFDEL = 16,       /* key, segment_id (zero: parked), disk_hash (the hash it is
+                                * parked by), park (1: by directory, 0: by name): a
+                                * pending DELETE of a node's file; snapshots only (the
+                                * journal's DROP records make them as they replay) */
 } mc_master_jrec_type_t;
 
-#define MC_JREC_TYPE_MAX 14
+#define MC_JREC_TYPE_MAX 16
 
 typedef struct mc_master_jrep {
     mc_uuid_t segment_id;
@@ -754,11 +760,12 @@ typedef struct mc_master_jrec {
     uint32_t nrep;
     mc_master_jrep_t rep[MC_MASTER_MAX_REPLICAS];
     mc_master_segment_t seg; /* MOUNT */
-    mc_uuid_t segment_id;    /* UNMOUNT, LDISK */
+    mc_uuid_t segment_id;    /* UNMOUNT, LDISK, SEG_DISK, OFFDEL */
+    uint64_t disk_hash;      /* SEG_DISK, OFFDEL (not 0) */
     const void *val;         /* META_PUT */
     size_t val_len;
     int park; /* DROP: its space stays reserved (a discarded unfinished put); a
-               * RELEASE record frees it later */
+               * RELEASE record frees it later. OFFDEL: parked by directory */
 } mc_master_jrec_t;
 
 /* Called for every mutation, on the mutating thread, with the lock that

@@ -471,6 +471,11 @@ void offload_tick(mc_master_t *m, uint64_t now_us);
 /* Replay of LDISK and LDISK_DROP. */
 mc_status_t apply_ldisk(mc_master_t *m, const mc_master_jrec_t *r, uint64_t now_us);
 mc_status_t apply_ldisk_drop(mc_master_t *m, const mc_master_jrec_t *r);
+mc_status_t apply_seg_disk(mc_master_t *m, const mc_master_jrec_t *r);
+mc_status_t apply_offdel(mc_master_t *m, const mc_master_jrec_t *r);
+/* The pending DELETEs as OFFDEL records, in queue order (after the
+ * segments and objects: a replayed LDISK record takes none of them back). */
+void offload_snapshot(mc_master_t *m, mc_master_journal_fn_t fn, void *arg);
 mc_status_t apply_load(mc_master_t *m, const mc_master_jrec_t *r);
 
 /* ---- master_meta.c ---- */

@@ -100,6 +100,20 @@ void mc_jrec_encode(mc_mp_writer_t *w, const mc_master_jrec_t *r)
         mc_mp_write_uint(w, r->size);
         mc_proto_write_uuid(w, r->segment_id);
         return;
+    case MC_JREC_SEG_DISK:
+        mc_mp_write_array(w, 3);
+        mc_mp_write_uint(w, r->type);
+        mc_proto_write_uuid(w, r->segment_id);
+        mc_mp_write_uint(w, r->disk_hash);
+        return;
+    case MC_JREC_OFFDEL:
+        mc_mp_write_array(w, 5);
+        mc_mp_write_uint(w, r->type);
+        mc_mp_write_bin(w, r->key, r->key_len);
+        mc_proto_write_uuid(w, r->segment_id);
+        mc_mp_write_uint(w, r->disk_hash);
+        mc_mp_write_bool(w, r->park);
+        return;
     }
     w->err = MC_ERR_INVALID_PARAMS; /* a record type the encoder does not know */
 }
@@ -110,7 +124,8 @@ static const uint8_t nfields[MC_JREC_TYPE_MAX + 1] = {
     [MC_JREC_PUT_END] = 2,    [MC_JREC_DROP] = 2,     [MC_JREC_CLIENT_EXPIRE] = 1,
     [MC_JREC_META_PUT] = 3,   [MC_JREC_META_DEL] = 1, [MC_JREC_RELEASE] = 3,
     [MC_JREC_DISK] = 2,       [MC_JREC_SPILL] = 1,    [MC_JREC_LDISK] = 3,
-    [MC_JREC_LDISK_DROP] = 1, [MC_JREC_LOAD] = 3,
+    [MC_JREC_LDISK_DROP] = 1, [MC_JREC_LOAD] = 3,     [MC_JREC_SEG_DISK] = 2,
+    [MC_JREC_OFFDEL] = 4,
 };
 
 static const char *read_key(mc_mp_reader_t *rd, mc_master_jrec_t *r)
@@ -245,6 +260,22 @@ static const char *decode_body(mc_mp_reader_t *rd, mc_master_jrec_t *r, mc_jrec_
             (why = read_uuid(rd, &r->segment_id, "ldisk: segment id is not [hi, lo]")) != NULL)
             return why;
         return r->size == 0 ? "ldisk: size is 0" : NULL;
+    case MC_JREC_SEG_DISK:
+        if ((why = read_uuid(rd, &r->segment_id, "seg_disk: segment id is not [hi, lo]")) != NULL ||
+            (why = read_uint(rd, &r->disk_hash,
+                             "seg_disk: directory hash is not an unsigned integer")) != NULL)
+            return why;
+        return r->disk_hash == 0 ? "seg_disk: directory hash is 0" : NULL;
+    case MC_JREC_OFFDEL:
+        if ((why = read_key(rd, r)) != NULL ||
+            (why = read_uuid(rd, &r->segment_id, "offdel: segment id is not [hi, lo]")) != NULL ||
+            (why = read_uint(rd, &r->disk_hash, "offdel: park hash is not an unsigned integer")) !=
+                NULL)
+            return why;
+        if (mc_mp_peek(rd) != MC_MP_BOOL)
+            return "offdel: by_directory is not a bool";
+        r->park = mc_mp_read_bool(rd);
+        return NULL;
     }
     return "unknown record type";
 }

@@ -526,6 +526,36 @@ static void ldisk_clear(mc_master_t *m, obj_t *o)
     o->ldisk &= (uint16_t)~LDISK_SLOT_MASK;
 }
 
+/* Queue the DELETE of key's file for slot (DEL_PARKED: parked by
+ * park_hash, by_disk). 0, or why not: "queue full", "out of memory".
+ * offload_lock held. */
+static const char *offdel_push(mc_master_t *m, const char *key, size_t key_len, uint32_t slot,
+                               uint64_t park_hash, int by_disk)
+{
+    struct offdel *d = offdel_get(m);
+    if (d == NULL)
+        return "out of memory";
+    if (d->n >= OFFDEL_MAX)
+        offdel_unpark_one(d);
+    if (d->n >= OFFDEL_MAX)
+        return "queue full";
+    del_ent_t *x = mc_malloc(sizeof(*x) + key_len);
+    if (x == NULL)
+        return "out of memory";
+    memset(x, 0, sizeof(*x));
+    x->slot = slot;
+    x->key_len = (uint32_t)key_len;
+    x->park_hash = park_hash;
+    x->by_disk = by_disk;
+    x->seq = d->seq++;
+    memcpy(x->key, key, key_len);
+    mc_list_push_tail(&d->all, &x->all);
+    mc_list_push_tail(slot == DEL_PARKED ? &d->parked : &d->by_slot[slot], &x->at);
+    mc_hmap_insert(&d->keys, &x->hn, mc_hash64(x->key, x->key_len));
+    d->n++;
+    return NULL;
+}
+
 void ldisk_dropped(mc_master_t *m, obj_t *o)
 {
     if (!obj_ldisk(o))
@@ -533,32 +563,15 @@ void ldisk_dropped(mc_master_t *m, obj_t *o)
     uint32_t slot = (o->ldisk & LDISK_SLOT_MASK) - 1u;
     ldisk_clear(m, o);
     pthread_mutex_lock(&m->offload_lock);
-    struct offdel *d = offdel_get(m);
-    int ok = 0;
-    if (d != NULL && d->n >= OFFDEL_MAX)
-        offdel_unpark_one(d);
-    int full = d != NULL && d->n >= OFFDEL_MAX;
-    del_ent_t *x = d != NULL && !full ? mc_malloc(sizeof(*x) + o->key_len) : NULL;
-    if (x != NULL) {
-        memset(x, 0, sizeof(*x));
-        x->slot = slot;
-        x->key_len = o->key_len;
-        x->seq = d->seq++;
-        memcpy(x->key, obj_key(o), o->key_len);
-        mc_list_push_tail(&d->all, &x->all);
-        mc_list_push_tail(&d->by_slot[slot], &x->at);
-        mc_hmap_insert(&d->keys, &x->hn, mc_hash64(x->key, x->key_len));
-        d->n++;
-        ok = 1;
-    }
+    const char *why = offdel_push(m, obj_key(o), o->key_len, slot, 0, 0);
     pthread_mutex_unlock(&m->offload_lock);
-    if (ok)
+    if (why == NULL)
         notify(m);
-    if (!ok)
+    else
         MC_WARN(MASTER,
                 "offload: cannot queue the deletion of '%.*s' for its node (%s); its file "
                 "stays until the node's next start",
-                (int)o->key_len, obj_key(o), full ? "queue full" : "out of memory");
+                (int)o->key_len, obj_key(o), why);
 }
 
 void ldisk_drop_slots(mc_master_t *m, obj_t *o, const uint32_t *slots, size_t n)
@@ -693,6 +706,52 @@ out:
     return st;
 }
 
+/* s's node offloads to the directory whose identity hashes to h (not 0):
+ * its DELETEs parked by that directory, and those queued for its node's
+ * last segments not expired yet, are s's now. Journaled (SEG_DISK) on a
+ * leader; replayed on a standby. seg_lock held. */
+static void seg_disk_set(mc_master_t *m, seg_t *s, uint64_t h)
+{
+    const seg_t *twin = NULL;
+    size_t n = 0;
+    pthread_mutex_lock(&m->offload_lock);
+    struct offdel *d = m->offdel;
+    if (s->disk_hash == h) {
+        pthread_mutex_unlock(&m->offload_lock);
+        return;
+    }
+    s->disk_hash = h;
+    mc_master_jrec_t r = {.type = MC_JREC_SEG_DISK, .segment_id = s->id, .disk_hash = h};
+    journal(m, &r);
+    n = unpark(d, s, 1, h);
+    /* its node's last incarnations, not expired yet (mounted or draining):
+     * their DELETEs are this node's now, before its report (which they
+     * refuse) */
+    for (uint32_t i = 0; i < m->nslots; i++) {
+        seg_t *x = m->slots[i];
+        if (x == NULL || x == s || x->disk_hash != h)
+            continue;
+        twin = x;
+        mc_list_t *from = d != NULL && x->slot <= LDISK_SLOT_MAX && s->slot <= LDISK_SLOT_MAX
+                              ? &d->by_slot[x->slot]
+                              : NULL;
+        for (mc_list_t *e; from != NULL && (e = mc_list_pop_head(from)) != NULL; n++)
+            del_move(d, MC_CONTAINER_OF(e, del_ent_t, at), s->slot);
+    }
+    pthread_mutex_unlock(&m->offload_lock);
+    if (twin != NULL) /* (a directory's lock keeps two live nodes off one directory) */
+        MC_INFO(MASTER,
+                "segment '%s' offloads to the directory of segment '%s' (not expired yet): "
+                "its node is back (or the directory was copied: each node's directory "
+                "needs an identity of its own, remove the copy's .disk_id)",
+                s->name, twin->name);
+    if (n > 0)
+        MC_INFO(MASTER,
+                "segment '%s': %zu deletions of removed objects' files kept for its node's "
+                "offload directory are its node's now",
+                s->name, n);
+}
+
 mc_status_t mc_master_offload_disk(mc_master_t *m, mc_uuid_t client, mc_uuid_t segment_id,
                                    const void *disk_id, size_t len)
 {
@@ -703,45 +762,10 @@ mc_status_t mc_master_offload_disk(mc_master_t *m, mc_uuid_t client, mc_uuid_t s
     uint64_t h = mc_hash64(disk_id, len);
     h = h != 0 ? h : 1; /* 0: not told */
     seg_t *s = NULL;
-    size_t n = 0;
     pthread_rwlock_rdlock(&m->seg_lock);
     mc_status_t st = own_segment(m, client, segment_id, &s);
-    if (st == MC_OK) {
-        const seg_t *twin = NULL;
-        pthread_mutex_lock(&m->offload_lock);
-        struct offdel *d = m->offdel;
-        if (s->disk_hash != h) {
-            s->disk_hash = h;
-            n = unpark(d, s, 1, h);
-            /* its node's last incarnations, not expired yet (mounted or
-             * draining): their DELETEs are this node's now, before its
-             * report (which they refuse) */
-            for (uint32_t i = 0; i < m->nslots; i++) {
-                seg_t *x = m->slots[i];
-                if (x == NULL || x == s || x->disk_hash != h)
-                    continue;
-                twin = x;
-                mc_list_t *from =
-                    d != NULL && x->slot <= LDISK_SLOT_MAX && s->slot <= LDISK_SLOT_MAX
-                        ? &d->by_slot[x->slot]
-                        : NULL;
-                for (mc_list_t *e; from != NULL && (e = mc_list_pop_head(from)) != NULL; n++)
-                    del_move(d, MC_CONTAINER_OF(e, del_ent_t, at), s->slot);
-            }
-        }
-        pthread_mutex_unlock(&m->offload_lock);
-        if (twin != NULL) /* (a directory's lock keeps two live nodes off one directory) */
-            MC_INFO(MASTER,
-                    "segment '%s' offloads to the directory of segment '%s' (not expired yet): "
-                    "its node is back (or the directory was copied: each node's directory "
-                    "needs an identity of its own, remove the copy's .disk_id)",
-                    s->name, twin->name);
-        if (n > 0)
-            MC_INFO(MASTER,
-                    "segment '%s': %zu deletions of removed objects' files kept for its node's "
-                    "offload directory are its node's now",
-                    s->name, n);
-    }
+    if (st == MC_OK)
+        seg_disk_set(m, s, h);
     pthread_rwlock_unlock(&m->seg_lock);
     return st;
 }
@@ -1451,6 +1475,62 @@ mc_status_t apply_ldisk(mc_master_t *m, const mc_master_jrec_t *r, uint64_t now_
     }
     shard_unlock(sh);
     return st;
+}
+
+mc_status_t apply_seg_disk(mc_master_t *m, const mc_master_jrec_t *r)
+{
+    if (r->disk_hash == 0)
+        return MC_ERR_INVALID_PARAMS;
+    pthread_rwlock_rdlock(&m->seg_lock);
+    seg_t *s = seg_find(m, r->segment_id);
+    if (s != NULL)
+        seg_disk_set(m, s, r->disk_hash);
+    pthread_rwlock_unlock(&m->seg_lock);
+    return s != NULL ? MC_OK : MC_ERR_SEGMENT_NOT_FOUND;
+}
+
+mc_status_t apply_offdel(mc_master_t *m, const mc_master_jrec_t *r)
+{
+    if (!key_valid(m, r->key, r->key_len))
+        return MC_ERR_INVALID_PARAMS;
+    pthread_rwlock_rdlock(&m->seg_lock);
+    uint32_t slot = DEL_PARKED; /* its segment went: parked as the record says */
+    seg_t *s = mc_uuid_is_zero(r->segment_id) ? NULL : seg_find(m, r->segment_id);
+    if (s != NULL && s->state == SEG_MOUNTED && s->slot <= LDISK_SLOT_MAX)
+        slot = s->slot;
+    pthread_mutex_lock(&m->offload_lock);
+    const char *why = offdel_push(m, r->key, r->key_len, slot, r->disk_hash, r->park != 0);
+    pthread_mutex_unlock(&m->offload_lock);
+    pthread_rwlock_unlock(&m->seg_lock);
+    if (why != NULL)
+        MC_WARN(MASTER, "offload: cannot keep the deletion of '%.*s' for its node (%s)",
+                (int)r->key_len, r->key, why);
+    return why == NULL ? MC_OK : MC_ERR_NOMEM;
+}
+
+void offload_snapshot(mc_master_t *m, mc_master_journal_fn_t fn, void *arg)
+{
+    pthread_rwlock_rdlock(&m->seg_lock);
+    pthread_mutex_lock(&m->offload_lock);
+    struct offdel *d = m->offdel;
+    for (mc_list_t *e = d != NULL ? d->all.next : NULL; e != NULL && e != &d->all; e = e->next) {
+        const del_ent_t *x = MC_CONTAINER_OF(e, del_ent_t, all);
+        mc_master_jrec_t r = {.type = MC_JREC_OFFDEL,
+                              .key = x->key,
+                              .key_len = x->key_len,
+                              .disk_hash = x->park_hash,
+                              .park = x->by_disk};
+        const seg_t *s = x->slot != DEL_PARKED && x->slot < m->nslots ? m->slots[x->slot] : NULL;
+        if (s != NULL) {
+            /* parked as offload_seg_going would, should its segment be gone */
+            r.segment_id = s->id;
+            r.park = s->disk_hash != 0;
+            r.disk_hash = r.park ? s->disk_hash : s->name_hash;
+        }
+        fn(arg, &r);
+    }
+    pthread_mutex_unlock(&m->offload_lock);
+    pthread_rwlock_unlock(&m->seg_lock);
 }
 
 uint64_t mc_master_offload_deletion_mark(mc_master_t *m)

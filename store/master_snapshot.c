@@ -77,6 +77,14 @@ void mc_master_snapshot(mc_master_t *m, mc_master_journal_fn_t fn, void *arg)
                                       .base = s->base,
                                       .size = s->size}};
         fn(arg, &r);
+        pthread_mutex_lock(&m->offload_lock);
+        uint64_t disk_hash = s->disk_hash;
+        pthread_mutex_unlock(&m->offload_lock);
+        if (disk_hash != 0) {
+            mc_master_jrec_t dr = {
+                .type = MC_JREC_SEG_DISK, .segment_id = s->id, .disk_hash = disk_hash};
+            fn(arg, &dr);
+        }
     }
     pthread_rwlock_unlock(&m->seg_lock);
 
@@ -97,4 +105,5 @@ void mc_master_snapshot(mc_master_t *m, mc_master_journal_fn_t fn, void *arg)
         shard_unlock(sh);
     }
     meta_snapshot(m, fn, arg);
+    offload_snapshot(m, fn, arg);
 }

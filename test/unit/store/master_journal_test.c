@@ -554,6 +554,83 @@ static void malformed_disk_and_spill_records_are_refused(void **state)
     assert_string_equal(why, "unknown record type");
 }
 
+/* SEG_DISK (a node's offload directory) and OFFDEL (a pending DELETE of a
+ * node's file, in snapshots): they round-trip, a cut one is refused, and a
+ * malformed one is refused naming what was wrong. */
+static void directory_and_deletion_records_round_trip_and_bad_ones_are_refused(void **state)
+{
+    (void)state;
+    mc_master_jrec_t in[3] = {
+        {.type = MC_JREC_SEG_DISK, .segment_id = {7, 8}, .disk_hash = 0xfeedfacecafebeefull},
+        {.type = MC_JREC_OFFDEL,
+         .key = "o\0ff",
+         .key_len = 4,
+         .segment_id = {7, 8},
+         .disk_hash = 42,
+         .park = 1},
+        {.type = MC_JREC_OFFDEL, .key = "parked", .key_len = 6, .disk_hash = 0, .park = 0},
+    };
+    mc_buf_t b = MC_BUF_INIT;
+    mc_mp_writer_t w;
+    mc_mp_writer_init(&w, &b);
+    for (int i = 0; i < 3; i++)
+        mc_jrec_encode(&w, &in[i]);
+    assert_int_equal(w.err, MC_OK);
+    mc_mp_reader_t rd;
+    mc_mp_reader_init(&rd, mc_buf_head(&b), mc_buf_used(&b));
+    mc_jrec_scratch_t sc;
+    size_t first_end = 0;
+    for (int i = 0; i < 3; i++) {
+        mc_master_jrec_t r;
+        const char *why = NULL;
+        assert_int_equal(mc_jrec_decode(&rd, &r, &sc, &why), MC_OK);
+        if (i == 0)
+            first_end = (size_t)(rd.p - (const uint8_t *)mc_buf_head(&b));
+        assert_int_equal(r.type, in[i].type);
+        assert_int_equal(r.segment_id.hi, in[i].segment_id.hi);
+        assert_int_equal(r.segment_id.lo, in[i].segment_id.lo);
+        assert_true(r.disk_hash == in[i].disk_hash);
+        assert_int_equal(r.park, in[i].park);
+        assert_int_equal(r.key_len, in[i].key_len);
+        if (in[i].key_len)
+            assert_memory_equal(r.key, in[i].key, r.key_len);
+    }
+    assert_true(mc_mp_at_end(&rd));
+    /* cut anywhere in the first record: refused with a reason */
+    for (size_t cut = 0; cut < first_end; cut++) {
+        const char *why;
+        assert_int_equal(decode_bytes(mc_buf_head(&b), cut, &why), MC_ERR_DESERIALIZE_FAIL);
+        assert_non_null(why);
+    }
+    mc_buf_fini(&b);
+
+    const char *why;
+    /* [15, [7, 8], 0]: no directory */
+    static const uint8_t zero[] = {0x93, 0x0f, 0x92, 0x07, 0x08, 0x00};
+    assert_int_equal(decode_bytes(zero, sizeof(zero), &why), MC_ERR_DESERIALIZE_FAIL);
+    assert_string_equal(why, "seg_disk: directory hash is 0");
+    /* [15, "x", 1]: segment id of the wrong type */
+    static const uint8_t bad_seg[] = {0x93, 0x0f, 0xa1, 'x', 0x01};
+    assert_int_equal(decode_bytes(bad_seg, sizeof(bad_seg), &why), MC_ERR_DESERIALIZE_FAIL);
+    assert_string_equal(why, "seg_disk: segment id is not [hi, lo]");
+    /* [15, [7, 8], -1] */
+    static const uint8_t neg[] = {0x93, 0x0f, 0x92, 0x07, 0x08, 0xff};
+    assert_int_equal(decode_bytes(neg, sizeof(neg), &why), MC_ERR_DESERIALIZE_FAIL);
+    assert_string_equal(why, "seg_disk: directory hash is not an unsigned integer");
+    /* [16, "k", [0, 0], 5, 1]: by_directory not a bool */
+    static const uint8_t not_bool[] = {0x95, 0x10, 0xa1, 'k', 0x92, 0x00, 0x00, 0x05, 0x01};
+    assert_int_equal(decode_bytes(not_bool, sizeof(not_bool), &why), MC_ERR_DESERIALIZE_FAIL);
+    assert_string_equal(why, "offdel: by_directory is not a bool");
+    /* [16, "k", [0, 0], 5]: a field missing */
+    static const uint8_t short_del[] = {0x94, 0x10, 0xa1, 'k', 0x92, 0x00, 0x00, 0x05};
+    assert_int_equal(decode_bytes(short_del, sizeof(short_del), &why), MC_ERR_DESERIALIZE_FAIL);
+    assert_string_equal(why, "wrong number of fields for the record type");
+    /* [16, "", [0, 0], 5, true]: empty key */
+    static const uint8_t empty[] = {0x95, 0x10, 0xa0, 0x92, 0x00, 0x00, 0x05, 0xc3};
+    assert_int_equal(decode_bytes(empty, sizeof(empty), &why), MC_ERR_DESERIALIZE_FAIL);
+    assert_string_equal(why, "key length out of range [1, 65535]");
+}
+
 /* Every key of one master describes the same on the other: status, memory
  * replicas at the same addresses, the DISK replica or not. */
 static void assert_same_object(mc_master_t *a, mc_master_t *b, const char *key, uint64_t now)
@@ -785,6 +862,7 @@ int main(void)
         cmocka_unit_test(a_record_that_contradicts_the_state_is_reported),
         cmocka_unit_test(disk_and_spill_records_round_trip),
         cmocka_unit_test(malformed_disk_and_spill_records_are_refused),
+        cmocka_unit_test(directory_and_deletion_records_round_trip_and_bad_ones_are_refused),
         cmocka_unit_test(tier_adds_evictions_to_files_and_removes_replay_on_the_standby),
         cmocka_unit_test(a_snapshot_keeps_disk_replicas_and_disk_only_objects),
         cmocka_unit_test(disk_and_spill_records_that_contradict_the_state_are_reported),

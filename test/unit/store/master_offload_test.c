@@ -1188,7 +1188,7 @@ static void a_node_reads_its_own_disk_only_objects_itself(void **state)
 
 typedef struct sink {
     mc_buf_t buf;
-    unsigned n, ldisk, drops;
+    unsigned n, ldisk, drops, seg_disk;
 } sink_t;
 
 static void to_sink(void *arg, const mc_master_jrec_t *r)
@@ -1201,6 +1201,7 @@ static void to_sink(void *arg, const mc_master_jrec_t *r)
     k->n++;
     k->ldisk += r->type == MC_JREC_LDISK;
     k->drops += r->type == MC_JREC_LDISK_DROP;
+    k->seg_disk += r->type == MC_JREC_SEG_DISK;
 }
 
 static void replay(mc_master_t *m, const mc_buf_t *buf, uint64_t now)
@@ -1379,6 +1380,100 @@ static void a_new_leader_hands_out_the_deletions_the_old_ones_node_had_not_done(
     mc_buf_fini(&k.buf);
 }
 
+/* Master rebuilt from buf (journal records or a snapshot). */
+static mc_master_t *rebuilt(const mc_buf_t *buf, uint64_t now)
+{
+    mc_master_t *s = off_master(1, 100, 1.0, 0);
+    replay(s, buf, now);
+    return s;
+}
+
+/* m leads after n1 (C1, segment 1, directory D1) went with a DELETE of a
+ * not done; its node is back as n1b (C3, segment 3): it gets a's DELETE,
+ * its report of a is refused, of b (not removed) taken. */
+static void node_back_under_another_name_gets_a(mc_master_t *m, uint64_t now, int unmount)
+{
+    uint64_t drain = 0;
+    if (unmount)
+        assert_int_equal(mc_master_unmount_segment(m, C1, seg_id(1), now, &drain), MC_OK);
+    assert_int_equal(mount_seg(m, C3, 3, "n1b", 10 * OBJ, now), MC_OK);
+    assert_int_equal(mc_master_offload_disk(m, C3, seg_id(3), "D1", 2), MC_OK);
+    polled_t p = poll_seg(m, C3, 3, now);
+    assert_int_equal(p.del, 1);
+    assert_string_equal(p.key[0], "a");
+    assert_int_equal(mc_master_ldisk_report(m, C3, seg_id(3), "a", 1, OBJ, now),
+                     MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(mc_master_ldisk_report(m, C3, seg_id(3), "b", 1, OBJ, now), MC_OK);
+    assert_int_equal(exists(m, "a", now), 0);
+    assert_int_equal(exists(m, "b", now), 1);
+}
+
+/* What a leader knows of nodes' offload directories (SEG_DISK records) and
+ * of the DELETEs its nodes have not done (OFFDEL records in snapshots), a
+ * standby knows too, from the journal or from a snapshot: as the new
+ * leader it hands a node back under another name (a restart on another
+ * port) the DELETEs of its directory, and refuses its files of removed
+ * keys. Without them it matched the node by name: the removed key came
+ * back with the node's report. */
+static void a_standby_knows_the_nodes_directories_and_a_snapshot_their_deletions(void **state)
+{
+    (void)state;
+    sink_t k = {.buf = MC_BUF_INIT};
+    mc_master_t *m = off_master(1, 100, 1.0, 0);
+    mc_master_set_journal(m, to_sink, &k);
+    mount_with_files_abcd(m);
+    assert_int_equal(mc_master_offload_disk(m, C1, seg_id(1), "D1", 2), MC_OK);
+    assert_int_equal(mc_master_offload_disk(m, C1, seg_id(1), "D1", 2), MC_OK);
+    assert_int_equal(k.seg_disk, 1); /* said again (every poll): journaled once */
+    uint64_t now = T0 + SEC;
+    /* a removed; the node, frozen, does not poll; the leader dies, the node
+     * is killed too and comes back on another port */
+    assert_int_equal(mc_master_remove(m, "a", 1, 0, now), MC_OK);
+
+    /* a standby that followed the journal */
+    mc_master_t *s = rebuilt(&k.buf, now);
+    node_back_under_another_name_gets_a(s, now, 1);
+    mc_master_destroy(s);
+
+    /* a standby started from another's snapshot: the segment's directory
+     * and a's DELETE, queued for its segment */
+    s = rebuilt(&k.buf, now);
+    sink_t k2 = {.buf = MC_BUF_INIT};
+    mc_master_snapshot(s, to_sink, &k2);
+    assert_int_equal(k2.seg_disk, 1);
+    mc_master_t *s2 = rebuilt(&k2.buf, now);
+    mc_master_offload_stats_t st;
+    mc_master_offload_stats(s2, &st);
+    assert_int_equal(st.deletions, 1);
+    node_back_under_another_name_gets_a(s2, now, 1);
+    mc_master_destroy(s2);
+    /* ... the node alive: its next poll gets it */
+    s2 = rebuilt(&k2.buf, now);
+    polled_t p = poll_seg(s2, C1, 1, now);
+    assert_int_equal(p.del, 1);
+    assert_string_equal(p.key[0], "a");
+    mc_master_destroy(s2);
+
+    /* a snapshot taken once n1 expired: a's DELETE parked by D1 */
+    uint64_t drain = 0;
+    assert_int_equal(mc_master_unmount_segment(s, C1, seg_id(1), now, &drain), MC_OK);
+    mc_buf_reset(&k2.buf);
+    mc_master_snapshot(s, to_sink, &k2);
+    s2 = rebuilt(&k2.buf, now);
+    /* another node named n1, of another directory, does not get it */
+    const mc_uuid_t c4 = {0x44, 0x4};
+    assert_int_equal(mount_seg(s2, c4, 4, "n1", 10 * OBJ, now), MC_OK);
+    assert_int_equal(mc_master_offload_disk(s2, c4, seg_id(4), "D4", 2), MC_OK);
+    assert_int_equal(poll_seg(s2, c4, 4, now).del, 0);
+    node_back_under_another_name_gets_a(s2, now, 0);
+    mc_master_destroy(s2);
+
+    mc_master_destroy(s);
+    mc_master_destroy(m);
+    mc_buf_fini(&k.buf);
+    mc_buf_fini(&k2.buf);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1410,6 +1505,7 @@ int main(void)
         cmocka_unit_test(a_node_reads_its_own_disk_only_objects_itself),
         cmocka_unit_test(local_disk_replicas_replay_on_a_standby_and_in_a_snapshot),
         cmocka_unit_test(a_new_leader_hands_out_the_deletions_the_old_ones_node_had_not_done),
+        cmocka_unit_test(a_standby_knows_the_nodes_directories_and_a_snapshot_their_deletions),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
