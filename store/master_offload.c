@@ -1546,13 +1546,13 @@ size_t mc_master_offload_forget_deletions(mc_master_t *m, uint64_t mark)
     size_t gone = 0;
     pthread_mutex_lock(&m->offload_lock);
     struct offdel *d = m->offdel;
-    for (mc_list_t *e = d != NULL ? d->all.next : NULL, *next; e != NULL && e != &d->all;
-         e = next) {
-        next = e->next;
-        del_ent_t *x = MC_CONTAINER_OF(e, del_ent_t, all);
-        if (x->seq >= mark)
-            break; /* queue order */
-        if (x->slot != DEL_PARKED) {
+    /* each slot's list is in queue order (queued and moved at its tail):
+     * its head up to mark, and never the parked ones */
+    for (uint32_t i = 0; d != NULL && i <= LDISK_SLOT_MAX; i++) {
+        for (mc_list_t *e; (e = d->by_slot[i].next) != &d->by_slot[i];) {
+            del_ent_t *x = MC_CONTAINER_OF(e, del_ent_t, at);
+            if (x->seq >= mark)
+                break;
             offdel_free(d, x);
             gone++;
         }
