@@ -33,6 +33,11 @@
  *       writes the keys' files straight into TIERDIR (a node's offload
  *       directory while the node is down: perf/offload_report.sh), in the
  *       node's format (header padded to 4096), then syncs the file system.
+ *   tier_bench scan --dir TIERDIR [--rounds 3] [--threads 8] [--cold]
+ *       times mc_tier_scan_n of TIERDIR (every file's header, as a node's
+ *       start scan of its offload directory) with --threads leaf
+ *       directories read at once; --cold: the page cache dropped first
+ *       (root): the headers come from the device (perf/offload_scan.sh).
  *
  * Every timed round reads each object once, one at a time (one thread;
  * get: D at a time);
@@ -66,8 +71,8 @@
 /* The command line after the mode (perf/bench_opt.h). */
 typedef struct cli {
     char *master, *dir, *prefix, *stages, *between, *service;
-    uint64_t n, size, rounds, depth, retry;
-    bool sync, reg, warm;
+    uint64_t n, size, rounds, depth, retry, threads;
+    bool sync, reg, warm, cold;
 } cli_t;
 
 static const mc_conf_key_t cli_rows[] = {
@@ -101,6 +106,11 @@ static const mc_conf_key_t cli_rows[] = {
     MC_CONF_ROW(cli_t, service, "service", MC_CONF_STRING, "", 0, 0,
                 "get: HOST:PORT of a store service: read as its co-located client, into "
                 "shared memory registered with it"),
+    MC_CONF_ROW(cli_t, threads, "threads", MC_CONF_UINT, "8", 1, MC_TIER_SCAN_THREADS_MAX,
+                "scan: leaf directories read at once (1: one after another)"),
+    MC_CONF_ROW(cli_t, cold, "cold", MC_CONF_BOOL, "false", 0, 0,
+                "scan: drop the page cache before each round (sync; echo 3 > "
+                "/proc/sys/vm/drop_caches: root): the headers come from the device"),
     MC_CONF_ROW(cli_t, between, "between", MC_CONF_STRING, "", 0, 0,
                 "get, read: run this shell command after each round, outside the time (a "
                 "peer's run paired with each round, as perf/compare_offload.sh does); put "
@@ -279,9 +289,54 @@ static mc_store_t *open_store(const char *master, const char *service)
     return s;
 }
 
+static int count_file(void *arg, const void *key, size_t klen, const mc_tier_known_t *k)
+{
+    (void)key;
+    (void)klen;
+    (void)k;
+    (*(uint64_t *)arg)++;
+    return 0;
+}
+
+/* scan: --rounds scans of --dir with --threads (mc_tier_scan_n, the
+ * directory not owned: nothing deleted), each after dropping the page
+ * cache with --cold. */
+static int scan_rounds(const cli_t *o)
+{
+    if (o->dir[0] == '\0') {
+        fprintf(stderr, "tier_bench: scan needs --dir\n");
+        return 2;
+    }
+    for (unsigned r = 0; r < o->rounds; r++) {
+        if (o->cold) {
+            sync();
+            FILE *f = fopen("/proc/sys/vm/drop_caches", "w");
+            if (f == NULL || fputs("3\n", f) == EOF || fclose(f) != 0) {
+                fprintf(stderr, "tier_bench: --cold: cannot drop the page cache (root?)\n");
+                return 1;
+            }
+        }
+        uint64_t files = 0, t0 = mc_now_us();
+        mc_tier_scan_stats_t ss;
+        mc_status_t st =
+            mc_tier_scan_n(o->dir, UINT64_MAX, (unsigned)o->threads, 0, count_file, &files, &ss);
+        double s = (double)(mc_now_us() - t0) / 1e6;
+        if (st != MC_OK || files != ss.files) {
+            fprintf(stderr, "tier_bench: scan %s: %s\n", o->dir, mc_status_str(st));
+            return 1;
+        }
+        printf("scan  %llu files  threads %llu  %s  round %u  %.3f s  %.0f files/s\n",
+               (unsigned long long)files, (unsigned long long)o->threads, o->cold ? "cold" : "warm",
+               r, s, (double)files / s);
+        printf("csv,tier_bench,scan,%s,%llu,%llu,%u,%.4f\n", o->cold ? "cold" : "warm",
+               (unsigned long long)files, (unsigned long long)o->threads, r, s);
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
-    static const char usage[] = "usage: tier_bench put|get|read|files [options]\n"
+    static const char usage[] = "usage: tier_bench put|get|read|files|write|scan [options]\n"
                                 "persistent tier: eager puts, store gets, raw file reads";
     if (argc < 2 || argv[1][0] == '-') {
         if (argc >= 2 && (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0)) {
@@ -310,6 +365,8 @@ int main(int argc, char **argv)
         return 1;
     char key[64];
 
+    if (strcmp(mode, "scan") == 0)
+        return scan_rounds(&o);
     if (strcmp(mode, "files") == 0 || strcmp(mode, "read") == 0 || strcmp(mode, "write") == 0) {
         if (dir == NULL) {
             fprintf(stderr, "tier_bench: %s needs --dir\n", mode);

@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -737,25 +738,64 @@ static int is_hex2(const char *n)
     return n[2] == '\0';
 }
 
-/* One leaf directory; returns 1 to stop. */
-static int scan_leaf(const char *ldir, const char *rel, uint8_t *head, uint64_t max,
-                     mc_tier_scan_cb_t cb, void *arg, mc_tier_scan_stats_t *s, int owned)
+/* A scan's state, shared by its workers: each takes the next leaf
+ * directory, reads its files' headers (the time of a scan: a device read
+ * each when the headers are not cached, so several run at once) and hands
+ * what it found to the caller's thread, which alone calls the callback. */
+typedef struct scan_hit {
+    struct scan_hit *next;
+    mc_tier_known_t k;
+    size_t klen;
+    uint8_t key[];
+} scan_hit_t;
+
+typedef struct scan_run {
+    const char *dir;
+    uint64_t max;
+    int owned;
+    char (*leaves)[8]; /* "ab/cd/" */
+    size_t nleaves;
+    _Atomic size_t next_leaf;
+    _Atomic uint64_t files; /* taken so far (max) */
+    _Atomic int stop;       /* the callback said stop, or max was reached */
+    /* sequential (no workers): the callback, called at once */
+    mc_tier_scan_cb_t cb;
+    void *arg;
+    /* workers: what they found, for the caller's thread */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    scan_hit_t *hits, **hits_tail;
+    unsigned running;
+    mc_tier_scan_stats_t s; /* workers' counts, added up (mu) */
+} scan_run_t;
+
+/* One leaf directory, its files' headers into *s; what it found to the
+ * callback (sequential) or onto *found (a worker). Returns 1 to stop. */
+static int scan_leaf(scan_run_t *run, const char *rel, uint8_t *head, mc_tier_scan_stats_t *s,
+                     scan_hit_t ***found)
 {
-    DIR *d = opendir(ldir);
+    char path[PATH_ROOM], want[MC_TIER_REL_MAX];
+    if (snprintf(path, sizeof(path), "%s/%s", run->dir, rel) >= (int)sizeof(path))
+        return 0;
+    DIR *d = opendir(path);
     if (d == NULL)
         return 0;
-    char path[PATH_ROOM], want[MC_TIER_REL_MAX];
     struct dirent *de;
     int stop = 0;
-    while (!stop && (de = readdir(d)) != NULL) {
+    while (!stop && !atomic_load_explicit(&run->stop, memory_order_relaxed) &&
+           (de = readdir(d)) != NULL) {
+        if (snprintf(path, sizeof(path), "%s/%s%s", run->dir, rel, de->d_name) >=
+            (int)sizeof(path)) {
+            s->bad += de->d_name[0] != '.';
+            continue;
+        }
         if (de->d_name[0] == '.') {
             if (strncmp(de->d_name, ".tmp-", 5) != 0)
                 continue;
             /* a writer that crashed left it; one still writing has touched
              * it within the hour (a write takes seconds at most) */
             struct stat sb;
-            if (snprintf(path, sizeof(path), "%s/%s", ldir, de->d_name) < (int)sizeof(path) &&
-                (owned ||
+            if ((run->owned ||
                  (stat(path, &sb) == 0 && sb.st_mtime + MC_TIER_TEMP_MAX_AGE_S < time(NULL))) &&
                 unlink(path) == 0)
                 s->temps_removed++;
@@ -763,17 +803,16 @@ static int scan_leaf(const char *ldir, const char *rel, uint8_t *head, uint64_t 
                 s->temps++;
             continue;
         }
-        if (s->files >= max) {
+        /* a place among the max taken first, given back if the file is bad */
+        if (atomic_fetch_add(&run->files, 1) >= run->max) {
+            atomic_fetch_sub(&run->files, 1);
             s->truncated = 1;
-            stop = 1;
+            atomic_store(&run->stop, 1);
             break;
-        }
-        if (snprintf(path, sizeof(path), "%s/%s", ldir, de->d_name) >= (int)sizeof(path)) {
-            s->bad++;
-            continue;
         }
         int fd = openat(dirfd(d), de->d_name, O_RDONLY | O_CLOEXEC); /* no path walk */
         if (fd < 0) {
+            atomic_fetch_sub(&run->files, 1);
             s->bad++;
             continue;
         }
@@ -786,7 +825,8 @@ static int scan_leaf(const char *ldir, const char *rel, uint8_t *head, uint64_t 
         if (n < 0 || mc_tier_hdr_decode(head, (size_t)n, &h, &why) != MC_OK ||
             (have_size && (uint64_t)fs.st_size < h.data_off + h.size &&
              (why = "cut short: fewer data bytes than its header says") != NULL)) {
-            if (owned && unlink(path) == 0) {
+            atomic_fetch_sub(&run->files, 1);
+            if (run->owned && unlink(path) == 0) {
                 s->bad_removed++;
                 MC_WARN(TIER, "scan: deleted '%s': %s", path, why);
                 continue;
@@ -802,6 +842,7 @@ static int scan_leaf(const char *ldir, const char *rel, uint8_t *head, uint64_t 
         if (wl < rl || memcmp(want, rel, rl) != 0 || nl < wl - rl ||
             memcmp(de->d_name, want + rl, wl - rl) != 0 ||
             !(nl == wl - rl || (nl == wl - rl + 2 && de->d_name[wl - rl] == '~'))) {
+            atomic_fetch_sub(&run->files, 1);
             if (s->bad++ < 10)
                 MC_WARN(TIER, "scan: skipping '%s': its name is not its key's", path);
             continue;
@@ -811,71 +852,193 @@ static int scan_leaf(const char *ldir, const char *rel, uint8_t *head, uint64_t 
                              .flags = h.flags,
                              .size = h.size,
                              .checksum = h.checksum};
-        if (cb(arg, h.key, h.key_len, &k) != 0)
-            stop = 1;
+        if (found == NULL) {
+            stop = run->cb(run->arg, h.key, h.key_len, &k) != 0;
+            continue;
+        }
+        scan_hit_t *x = mc_malloc(sizeof(*x) + h.key_len);
+        if (x == NULL) { /* counted, not reported: as a file the callback refused */
+            MC_WARN(TIER, "scan: out of memory: '%s' not reported", path);
+            continue;
+        }
+        x->next = NULL;
+        x->k = k;
+        x->klen = h.key_len;
+        memcpy(x->key, h.key, h.key_len);
+        **found = x;
+        *found = &x->next;
     }
     closedir(d);
     return stop;
 }
 
-static mc_status_t scan(const char *dir, uint64_t max, mc_tier_scan_cb_t cb, void *arg,
-                        mc_tier_scan_stats_t *stats, int owned);
-
-mc_status_t mc_tier_scan(const char *dir, uint64_t max, mc_tier_scan_cb_t cb, void *arg,
-                         mc_tier_scan_stats_t *stats)
+static void stats_add(mc_tier_scan_stats_t *to, const mc_tier_scan_stats_t *s)
 {
-    return scan(dir, max, cb, arg, stats, 0);
+    to->files += s->files;
+    to->bad += s->bad;
+    to->temps += s->temps;
+    to->temps_removed += s->temps_removed;
+    to->bad_removed += s->bad_removed;
+    to->truncated |= s->truncated;
 }
 
-mc_status_t mc_tier_scan_owned(const char *dir, uint64_t max, mc_tier_scan_cb_t cb, void *arg,
-                               mc_tier_scan_stats_t *stats)
+static void *scan_worker(void *arg)
 {
-    return scan(dir, max, cb, arg, stats, 1);
-}
-
-static mc_status_t scan(const char *dir, uint64_t max, mc_tier_scan_cb_t cb, void *arg,
-                        mc_tier_scan_stats_t *stats, int owned)
-{
-    mc_tier_scan_stats_t s = {0};
-    DIR *d1 = opendir(dir);
-    if (d1 == NULL) {
-        if (stats != NULL)
-            *stats = s;
-        if (errno == ENOENT)
-            return MC_OK;
-        MC_ERROR(TIER, "cannot list '%s': %s", dir, strerror(errno));
-        return MC_ERR_FILE_OPEN_FAIL;
-    }
+    scan_run_t *run = arg;
     uint8_t *head = mc_malloc(MC_TIER_HDR_FIXED + MC_TIER_KEY_MAX);
-    if (head == NULL) {
-        closedir(d1);
-        return MC_ERR_NOMEM;
+    mc_tier_scan_stats_t s = {0};
+    for (size_t i; head != NULL && !atomic_load(&run->stop) &&
+                   (i = atomic_fetch_add(&run->next_leaf, 1)) < run->nleaves;) {
+        scan_hit_t *found = NULL, **tail = &found;
+        scan_leaf(run, run->leaves[i], head, &s, &tail);
+        if (found != NULL) {
+            pthread_mutex_lock(&run->mu);
+            *run->hits_tail = found;
+            run->hits_tail = tail;
+            pthread_cond_signal(&run->cv);
+            pthread_mutex_unlock(&run->mu);
+        }
     }
-    char p1[PATH_ROOM], p2[PATH_ROOM], rel[8];
+    mc_free(head);
+    pthread_mutex_lock(&run->mu);
+    stats_add(&run->s, &s);
+    run->running--;
+    pthread_cond_signal(&run->cv);
+    pthread_mutex_unlock(&run->mu);
+    return NULL;
+}
+
+/* The leaf directories of dir ("ab/cd/"), into run. 0, or -1 (errno). */
+static int list_leaves(scan_run_t *run)
+{
+    DIR *d1 = opendir(run->dir);
+    if (d1 == NULL)
+        return -1;
+    size_t cap = 0;
+    char p1[PATH_ROOM];
     struct dirent *e1;
-    int stop = 0;
-    while (!stop && (e1 = readdir(d1)) != NULL) {
+    int rc = 0;
+    while (rc == 0 && (e1 = readdir(d1)) != NULL) {
         if (!is_hex2(e1->d_name))
             continue;
-        if (snprintf(p1, sizeof(p1), "%s/%.2s", dir, e1->d_name) >= (int)sizeof(p1))
+        if (snprintf(p1, sizeof(p1), "%s/%.2s", run->dir, e1->d_name) >= (int)sizeof(p1))
             break;
         DIR *d2 = opendir(p1);
         if (d2 == NULL)
             continue;
         struct dirent *e2;
-        while (!stop && (e2 = readdir(d2)) != NULL) {
+        while (rc == 0 && (e2 = readdir(d2)) != NULL) {
             if (!is_hex2(e2->d_name))
                 continue;
-            if (snprintf(p2, sizeof(p2), "%s/%.2s", p1, e2->d_name) >= (int)sizeof(p2))
-                break;
-            snprintf(rel, sizeof(rel), "%.2s/%.2s/", e1->d_name, e2->d_name);
-            stop = scan_leaf(p2, rel, head, max, cb, arg, &s, owned);
+            if (run->nleaves == cap) {
+                size_t nc = cap != 0 ? cap * 2 : 256;
+                char(*nv)[8] = mc_realloc(run->leaves, nc * sizeof(*nv));
+                if (nv == NULL) {
+                    rc = -1;
+                    errno = ENOMEM;
+                    break;
+                }
+                run->leaves = nv;
+                cap = nc;
+            }
+            snprintf(run->leaves[run->nleaves++], 8, "%.2s/%.2s/", e1->d_name, e2->d_name);
         }
         closedir(d2);
     }
     closedir(d1);
-    mc_free(head);
+    return rc;
+}
+
+mc_status_t mc_tier_scan_n(const char *dir, uint64_t max, unsigned threads, int owned,
+                           mc_tier_scan_cb_t cb, void *arg, mc_tier_scan_stats_t *stats)
+{
+    scan_run_t run = {.dir = dir, .max = max, .owned = owned, .cb = cb, .arg = arg};
+    mc_tier_scan_stats_t s = {0};
+    mc_status_t st = MC_OK;
+    if (list_leaves(&run) != 0) {
+        if (errno == ENOMEM) {
+            st = MC_ERR_NOMEM;
+        } else if (errno != ENOENT) {
+            MC_ERROR(TIER, "cannot list '%s': %s", dir, strerror(errno));
+            st = MC_ERR_FILE_OPEN_FAIL;
+        }
+        goto out;
+    }
+    threads = threads == 0                         ? 1
+              : threads > MC_TIER_SCAN_THREADS_MAX ? MC_TIER_SCAN_THREADS_MAX
+                                                   : threads;
+    if (threads > run.nleaves)
+        threads = run.nleaves > 0 ? (unsigned)run.nleaves : 1;
+    pthread_t tid[MC_TIER_SCAN_THREADS_MAX];
+    unsigned started = 0;
+    if (threads > 1) {
+        pthread_mutex_init(&run.mu, NULL);
+        pthread_cond_init(&run.cv, NULL);
+        run.hits_tail = &run.hits;
+        run.running = threads;
+        for (; started < threads; started++)
+            if (pthread_create(&tid[started], NULL, scan_worker, &run) != 0)
+                break;
+        pthread_mutex_lock(&run.mu);
+        run.running -= threads - started; /* (those that could not start never will) */
+        pthread_mutex_unlock(&run.mu);
+    }
+    if (started == 0) { /* sequential: one thread, or none could start */
+        uint8_t *head = mc_malloc(MC_TIER_HDR_FIXED + MC_TIER_KEY_MAX);
+        if (head == NULL) {
+            st = MC_ERR_NOMEM;
+            goto out;
+        }
+        for (size_t i = 0; i < run.nleaves && !atomic_load(&run.stop); i++)
+            if (scan_leaf(&run, run.leaves[i], head, &s, NULL))
+                atomic_store(&run.stop, 1);
+        mc_free(head);
+        goto out;
+    }
+    /* the callback on this thread, as the workers find files */
+    int said_stop = 0; /* (run.stop alone may be max reached: what was found is reported) */
+    pthread_mutex_lock(&run.mu);
+    for (;;) {
+        while (run.hits == NULL && run.running > 0)
+            pthread_cond_wait(&run.cv, &run.mu);
+        scan_hit_t *x = run.hits;
+        run.hits = NULL;
+        run.hits_tail = &run.hits;
+        if (x == NULL)
+            break; /* none left, and no worker running */
+        pthread_mutex_unlock(&run.mu);
+        while (x != NULL) {
+            scan_hit_t *next = x->next;
+            if (!said_stop && cb(arg, x->key, x->klen, &x->k) != 0) {
+                said_stop = 1;
+                atomic_store(&run.stop, 1);
+            }
+            mc_free(x);
+            x = next;
+        }
+        pthread_mutex_lock(&run.mu);
+    }
+    pthread_mutex_unlock(&run.mu);
+    for (unsigned i = 0; i < started; i++)
+        pthread_join(tid[i], NULL);
+    stats_add(&s, &run.s);
+    pthread_cond_destroy(&run.cv);
+    pthread_mutex_destroy(&run.mu);
+out:
+    mc_free(run.leaves);
     if (stats != NULL)
         *stats = s;
-    return MC_OK;
+    return st;
+}
+
+mc_status_t mc_tier_scan(const char *dir, uint64_t max, mc_tier_scan_cb_t cb, void *arg,
+                         mc_tier_scan_stats_t *stats)
+{
+    return mc_tier_scan_n(dir, max, MC_TIER_SCAN_THREADS, 0, cb, arg, stats);
+}
+
+mc_status_t mc_tier_scan_owned(const char *dir, uint64_t max, mc_tier_scan_cb_t cb, void *arg,
+                               mc_tier_scan_stats_t *stats)
+{
+    return mc_tier_scan_n(dir, max, MC_TIER_SCAN_THREADS, 1, cb, arg, stats);
 }

@@ -245,4 +245,15 @@ mc_status_t mc_tier_scan(const char *dir, uint64_t max, mc_tier_scan_cb_t cb, vo
 mc_status_t mc_tier_scan_owned(const char *dir, uint64_t max, mc_tier_scan_cb_t cb, void *arg,
                                mc_tier_scan_stats_t *stats);
 
+/* Both read the headers of MC_TIER_SCAN_THREADS leaf directories at once
+ * (threads of their own: a header not cached is a device read, and a
+ * device serves several at once); the callback is called on the caller's
+ * thread alone, in no set order. mc_tier_scan_n: with threads of them (1:
+ * one after another, on the caller's thread; at most
+ * MC_TIER_SCAN_THREADS_MAX), of a directory owned or not. */
+#define MC_TIER_SCAN_THREADS 16
+#define MC_TIER_SCAN_THREADS_MAX 64
+mc_status_t mc_tier_scan_n(const char *dir, uint64_t max, unsigned threads, int owned,
+                           mc_tier_scan_cb_t cb, void *arg, mc_tier_scan_stats_t *stats);
+
 #endif /* MC_STORE_TIER_H */

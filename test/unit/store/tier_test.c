@@ -11,6 +11,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -318,6 +319,81 @@ static void a_scan_reports_every_file_once_skips_bad_ones_and_clears_stale_temps
     assert_int_equal(s.n, 5);
     assert_true(st.truncated);
     assert_int_equal(mc_tier_scan("/nonexistent/tier", 5, count_cb, &s, &st), MC_OK);
+}
+
+/* What a scan with worker threads hands its callback: every file once, on
+ * the caller's thread, no more than max, nothing after the callback said
+ * stop; an owned directory's corrupt file deleted. */
+#define PAR_KEYS 400
+
+typedef struct par_seen {
+    pthread_t caller;
+    unsigned n, elsewhere, stop_after;
+    unsigned char seen[PAR_KEYS];
+    unsigned twice, strange;
+} par_seen_t;
+
+static int par_cb(void *arg, const void *key, size_t klen, const mc_tier_known_t *k)
+{
+    par_seen_t *s = arg;
+    char name[32];
+    unsigned i = 0;
+    (void)k;
+    snprintf(name, sizeof(name), "%.*s", (int)(klen < 31 ? klen : 31), (const char *)key);
+    if (sscanf(name, "par/%u", &i) != 1 || i >= PAR_KEYS)
+        s->strange++;
+    else if (s->seen[i]++ != 0)
+        s->twice++;
+    s->elsewhere += !pthread_equal(pthread_self(), s->caller);
+    return ++s->n == s->stop_after;
+}
+
+static void a_scan_with_threads_reports_each_file_once_on_the_callers_thread(void **state)
+{
+    (void)state;
+    char key[32];
+    for (int i = 0; i < PAR_KEYS; i++) {
+        snprintf(key, sizeof(key), "par/%d", i);
+        assert_int_equal(put(key, strlen(key), "abc", 3), MC_OK);
+    }
+    static const unsigned threads[] = {1, 2, 16, MC_TIER_SCAN_THREADS_MAX, 1000};
+    for (size_t t = 0; t < sizeof(threads) / sizeof(threads[0]); t++) {
+        par_seen_t s = {.caller = pthread_self()};
+        mc_tier_scan_stats_t st;
+        assert_int_equal(mc_tier_scan_n(dir, 1000, threads[t], 0, par_cb, &s, &st), MC_OK);
+        assert_int_equal(s.n, PAR_KEYS);
+        assert_int_equal(s.twice, 0);
+        assert_int_equal(s.strange, 0);
+        assert_int_equal(s.elsewhere, 0);
+        assert_int_equal(st.files, PAR_KEYS);
+        assert_false(st.truncated);
+        /* at most max */
+        memset(&s, 0, sizeof(s));
+        s.caller = pthread_self();
+        assert_int_equal(mc_tier_scan_n(dir, 7, threads[t], 0, par_cb, &s, &st), MC_OK);
+        assert_int_equal(s.n, 7);
+        assert_int_equal(st.files, 7);
+        assert_true(st.truncated);
+        /* the callback says stop at the third file: no fourth call */
+        memset(&s, 0, sizeof(s));
+        s.caller = pthread_self();
+        s.stop_after = 3;
+        assert_int_equal(mc_tier_scan_n(dir, 1000, threads[t], 0, par_cb, &s, &st), MC_OK);
+        assert_int_equal(s.n, 3);
+        assert_int_equal(s.twice, 0);
+    }
+    /* owned: a corrupt file goes, the others stay */
+    char rel[MC_TIER_REL_MAX], path[512];
+    mc_tier_rel_path("par/7", 5, 0, rel);
+    snprintf(path, sizeof(path), "%s/%s", dir, rel);
+    assert_int_equal(truncate(path, 10), 0);
+    par_seen_t s = {.caller = pthread_self()};
+    mc_tier_scan_stats_t st;
+    assert_int_equal(mc_tier_scan_n(dir, 1000, 16, 1, par_cb, &s, &st), MC_OK);
+    assert_int_equal(s.n, PAR_KEYS - 1);
+    assert_int_equal(s.seen[7], 0);
+    assert_int_equal(st.bad_removed, 1);
+    assert_int_equal(access(path, F_OK), -1);
 }
 
 /* ---- aligned files (node-local offload: O_DIRECT reads) ---- */
@@ -764,6 +840,8 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(
             a_scan_reports_every_file_once_skips_bad_ones_and_clears_stale_temps, setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            a_scan_with_threads_reports_each_file_once_on_the_callers_thread, setup, teardown),
         cmocka_unit_test_setup_teardown(
             aligned_files_keep_their_data_at_4096_and_open_for_direct_reads, setup, teardown),
         cmocka_unit_test(unknown_header_flags_are_refused),
