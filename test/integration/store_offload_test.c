@@ -1250,6 +1250,14 @@ static void a_hugetlb_segment_serves_loads_and_too_few_pages_fall_back(void **st
             snprintf(e->node_extra2, sizeof(e->node_extra2), "%s", modes[1]);
         assert_int_equal(start_node(e, &e->node), 0);
         took[m] = a0 - huge_avail();
+        /* its start report of the directory's files (thousands, from the
+         * tests before) done: until then the PERSISTs of the objects the
+         * puts below evict wait, time out, and the objects are dropped */
+        uint64_t until = mc_now_ms() + 20000 * SLOW;
+        while (node_metric(e, "mooncake_store_offload_report_seconds_count") < 1 &&
+               mc_now_ms() < until)
+            usleep(20000);
+        assert_true(node_metric(e, "mooncake_store_offload_report_seconds_count") >= 1);
         char pre[16];
         snprintf(pre, sizeof(pre), "hp%d", m);
         long long l0 = loads_done(e);
