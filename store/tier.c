@@ -885,10 +885,12 @@ static void stats_add(mc_tier_scan_stats_t *to, const mc_tier_scan_stats_t *s)
 static void *scan_worker(void *arg)
 {
     scan_run_t *run = arg;
-    uint8_t *head = mc_malloc(MC_TIER_HDR_FIXED + MC_TIER_KEY_MAX);
+    /* (on its own stack: no allocation that could fail and leave its
+     * leaves unscanned) */
+    uint8_t head[MC_TIER_HDR_FIXED + MC_TIER_KEY_MAX];
     mc_tier_scan_stats_t s = {0};
-    for (size_t i; head != NULL && !atomic_load(&run->stop) &&
-                   (i = atomic_fetch_add(&run->next_leaf, 1)) < run->nleaves;) {
+    for (size_t i;
+         !atomic_load(&run->stop) && (i = atomic_fetch_add(&run->next_leaf, 1)) < run->nleaves;) {
         scan_hit_t *found = NULL, **tail = &found;
         scan_leaf(run, run->leaves[i], head, &s, &tail);
         if (found != NULL) {
@@ -899,7 +901,6 @@ static void *scan_worker(void *arg)
             pthread_mutex_unlock(&run->mu);
         }
     }
-    mc_free(head);
     pthread_mutex_lock(&run->mu);
     stats_add(&run->s, &s);
     run->running--;
