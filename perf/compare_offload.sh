@@ -82,7 +82,9 @@
 #    from one thread as the other modes, which a co-located client runs on
 #    helper threads: one more thread hop each way), as serving engines call a
 #    co-located client. MODES (environment)
-#    picks modes (default "direct direct-np buffered colocated coloc-buf").
+#    picks modes (default "direct direct-np buffered buf-cold colocated
+#    coloc-buf"). buf-cold: buffered, the page cache dropped before every
+#    round of ours and every fio run (root; skipped, said so, without).
 #    In O_DIRECT modes a second peer: fio reading the node's own object files
 #    (the very device blocks the gets read), one after another, same block
 #    size and depth: this VM's disk reads fio.dat at 0.5-0.7 GB/s in some
@@ -108,8 +110,15 @@
 # (the queue's 254 segments), into 2 MiB pages as one 4 MiB request: this
 # VM's disk serves those 1.5-2.5x faster, for us and for fio alike. The
 # co-located reader's buffers stay normal pages.
-# Page cache: caches cannot be dropped here; the buffered figures of both
-# sides are served by it; the O_DIRECT ones measure the device.
+# Page cache: the buffered and coloc-buf figures of both sides are served by
+# it (warm: fio.dat was written buffered just before, the node's files were
+# read in round 0). buf-cold (root) drops it (sync; echo 3 >
+# /proc/sys/vm/drop_caches) before fio's read and again before each of our
+# rounds, outside the times: both sides read the disk through the page
+# cache, and the node's opens find no cached inode either. The O_DIRECT
+# modes and buf-cold measure the disk as the VM sees it: a host-side cache
+# sits below it here (fio's cold reads of one file alternate between ~0.65
+# and ~1.9 GB/s from round to round).
 # The machine is shared: figures vary; compare within one run.
 set -euo pipefail
 
@@ -365,7 +374,7 @@ rows=()
 objrows=()
 stages=()
 rstages=()
-for mode in ${MODES:-direct direct-np buffered colocated coloc-buf}; do
+for mode in ${MODES:-direct direct-np buffered buf-cold colocated coloc-buf}; do
     rseg=${READ_SEGMENT:-64MiB}
     reader=()
     [ "${READER_REGISTER:-1}" = 1 ] && reader=(--register)
@@ -387,6 +396,13 @@ for mode in ${MODES:-direct direct-np buffered colocated coloc-buf}; do
         start_node "$rseg"
         unset MC_OFFLOAD_PROGRESS ;;
     buffered) start_node "$rseg" --set store.offload_buffered_io=true ;;
+    buf-cold) # buffered, the page cache dropped before every round (ours and fio's)
+        if ! { : >/proc/sys/vm/drop_caches; } 2>/dev/null; then
+            echo "buf-cold: skipped (the page cache cannot be dropped: /proc/sys/vm/drop_caches wants root)"
+            continue
+        fi
+        start_node "$rseg" --set store.offload_buffered_io=true ;;
+    *) echo "compare_offload: unknown mode '$mode' (MODES)" >&2; exit 2 ;;
     esac
     sleep 1
     for d in $depths; do
@@ -408,7 +424,15 @@ for mode in ${MODES:-direct direct-np buffered colocated coloc-buf}; do
 curl -s "http://127.0.0.1:$http/metrics" | awk '\$1 ~ /^master_offload_(loads|own_reads)_total\$/ {s += \$2} END {print s}' >> "$root/p.loads"
 [ "\$MC_BENCH_ROUND" = 0 ] && curl -s "http://127.0.0.1:$nhttp/metrics" > "$root/p.node0"
 fio_bw() { fio --output-format=terse --terse-version=3 "\$@" 2>/dev/null | awk -F';' '{print \$7 * 1024 / 1e9}'; }
-if [ "$mode" != buffered ] && [ "$mode" != coloc-buf ]; then
+drop() { sync; echo 3 > /proc/sys/vm/drop_caches; }
+if [ "$mode" = buf-cold ]; then
+    # both sides from the device through the page cache: dropped before fio's
+    # read and again before our next round (outside its time)
+    drop
+    fio_bw --name=r --directory="$root" --filename=fio.dat --rw=read --bs="$bs" --iodepth="$d" \
+        --ioengine=io_uring --size="${total_mb}M" --invalidate=1 ${fio_mem[*]} >> "$root/p.fio"
+    drop
+elif [ "$mode" != buffered ] && [ "$mode" != coloc-buf ]; then
     fio_bw --name=r --directory="$root" --filename=fio.dat --rw=read --bs="$bs" --iodepth="$d" \
         --ioengine=io_uring --size="${total_mb}M" --direct=1 ${fio_mem[*]} >> "$root/p.fio"
     fio_bw --name=o --filename="$objlist" --file_service_type=sequential --rw=read --bs="$bs" \
@@ -501,6 +525,7 @@ echo " runs ours, then fio, back to back: on a busy machine the fairer one)."
 echo " direct: the node reads with O_DIRECT, fio --direct=1: the device."
 echo " direct-np: direct without progressive loads (MC_OFFLOAD_PROGRESS=0): copied after the answer."
 echo " buffered: offload_buffered_io=true and fio buffered: both served by the page cache.
+ buf-cold: the same with the page cache dropped before each round of both: both from the disk.
  colocated: the reader is a co-located client of the node's store service (its buffers:
   mc_store_shared_alloc memory registered with it): the node reads the file straight into
   them (O_DIRECT), no load into its segment, no copy out; coloc-buf: the same, buffered.)"

@@ -17,9 +17,10 @@
 #      file:  `tier_bench read`: mc_tier_read alone (no master, no client);
 #      dd:    `dd if=FILE of=/dev/null bs=4M` per file; bandwidth = bytes /
 #             the sum of dd's own reported times (its exec cost excluded).
-# Page cache: caches cannot be dropped here (no root), so every file is in
+# Page cache: not dropped (the script needs no root), so every file is in
 # the page cache for all three (warm: they were just written and fit in RAM);
-# the figures compare the read paths, not the disk.
+# the figures compare the read paths, not the disk (perf/compare_offload.sh's
+# buf-cold mode reads the disk through the page cache, cold).
 set -euo pipefail
 # storage nodes take a free HTTP port (several per host here; store.http_port)
 export MC_STORE_HTTP_PORT=${MC_STORE_HTTP_PORT:-0}
