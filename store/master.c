@@ -437,6 +437,8 @@ mc_status_t mc_master_apply(mc_master_t *m, const mc_master_jrec_t *r, uint64_t 
         return apply_seg_disk(m, r);
     case MC_JREC_OFFDEL:
         return apply_offdel(m, r);
+    case MC_JREC_OFFLOST:
+        return apply_offlost(m, r);
     }
     return MC_ERR_INVALID_PARAMS;
 }

@@ -739,9 +739,14 @@ typedef enum mc_master_jrec_type {
                                 * parked by), park (1: by directory, 0: by name): a
                                 * pending DELETE of a node's file; snapshots only (the
                                 * journal's DROP records make them as they replay) */
+    MC_JREC_OFFLOST = 17,      /* disk_hash, park (1: by directory, 0: by name): a node
+                                * whose DELETEs the master could not all keep (over
+                                * its limit): its next start report's files of keys
+                                * it does not know are refused; snapshots only (a
+                                * standby's replay loses the same ones itself) */
 } mc_master_jrec_type_t;
 
-#define MC_JREC_TYPE_MAX 16
+#define MC_JREC_TYPE_MAX 17
 
 typedef struct mc_master_jrep {
     mc_uuid_t segment_id;
@@ -761,11 +766,11 @@ typedef struct mc_master_jrec {
     mc_master_jrep_t rep[MC_MASTER_MAX_REPLICAS];
     mc_master_segment_t seg; /* MOUNT */
     mc_uuid_t segment_id;    /* UNMOUNT, LDISK, SEG_DISK, OFFDEL */
-    uint64_t disk_hash;      /* SEG_DISK, OFFDEL (not 0) */
+    uint64_t disk_hash;      /* SEG_DISK, OFFDEL (not 0), OFFLOST (not 0) */
     const void *val;         /* META_PUT */
     size_t val_len;
     int park; /* DROP: its space stays reserved (a discarded unfinished put); a
-               * RELEASE record frees it later. OFFDEL: parked by directory */
+               * RELEASE record frees it later. OFFDEL, OFFLOST: by directory */
 } mc_master_jrec_t;
 
 /* Called for every mutation, on the mutating thread, with the lock that
@@ -1054,6 +1059,8 @@ typedef struct mc_master_offload_stats {
     uint64_t deletions;             /* DELETEs of removed objects' files not known done */
     uint64_t taken_over_total;      /* LOCAL_DISK replicas a node back took over (its report) */
     uint64_t deletions_again_total; /* DELETEs handed out again: their answer was lost */
+    uint64_t deletions_lost_total;  /* DELETEs not kept (over the limit, or no memory) */
+    uint64_t lost_refused_total;    /* files refused in a report for deletions lost */
 } mc_master_offload_stats_t;
 
 void mc_master_offload_stats(mc_master_t *m, mc_master_offload_stats_t *out);

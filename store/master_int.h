@@ -240,6 +240,9 @@ typedef struct seg {
     int offload;        /* its owner polls for offload requests */
     struct offq *offq;  /* requests for its owner (NULL: none yet) */
     uint64_t disk_hash; /* its owner's offload directory's identity, hashed (0: not told) */
+    /* DELETEs for its node's directory were lost (over OFFDEL_MAX): its
+     * report's files of keys the master does not know are refused */
+    int del_lost;
 } seg_t;
 
 typedef struct client {
@@ -298,7 +301,7 @@ struct mc_master {
     _Atomic uint64_t ldisk_objects, ldisk_bytes;
     _Atomic uint64_t off_requested, off_persisted, off_failed, off_timeouts, off_refused,
         off_spilled, off_queued, off_in_flight, off_loads, off_load_failed, off_promoted,
-        off_own_reads, off_taken_over, off_del_again;
+        off_own_reads, off_taken_over, off_del_again, off_del_lost, off_lost_refused;
     /* promotion on hit: a count-min sketch of LOAD requests per key
      * (offload_lock); halved every CMS_AGE hits so old heat fades */
     uint8_t cms[4][1024];
@@ -473,6 +476,7 @@ mc_status_t apply_ldisk(mc_master_t *m, const mc_master_jrec_t *r, uint64_t now_
 mc_status_t apply_ldisk_drop(mc_master_t *m, const mc_master_jrec_t *r);
 mc_status_t apply_seg_disk(mc_master_t *m, const mc_master_jrec_t *r);
 mc_status_t apply_offdel(mc_master_t *m, const mc_master_jrec_t *r);
+mc_status_t apply_offlost(mc_master_t *m, const mc_master_jrec_t *r);
 /* The pending DELETEs as OFFDEL records, in queue order (after the
  * segments and objects: a replayed LDISK record takes none of them back). */
 void offload_snapshot(mc_master_t *m, mc_master_journal_fn_t fn, void *arg);

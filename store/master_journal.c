@@ -114,6 +114,12 @@ void mc_jrec_encode(mc_mp_writer_t *w, const mc_master_jrec_t *r)
         mc_mp_write_uint(w, r->disk_hash);
         mc_mp_write_bool(w, r->park);
         return;
+    case MC_JREC_OFFLOST:
+        mc_mp_write_array(w, 3);
+        mc_mp_write_uint(w, r->type);
+        mc_mp_write_uint(w, r->disk_hash);
+        mc_mp_write_bool(w, r->park);
+        return;
     }
     w->err = MC_ERR_INVALID_PARAMS; /* a record type the encoder does not know */
 }
@@ -125,7 +131,7 @@ static const uint8_t nfields[MC_JREC_TYPE_MAX + 1] = {
     [MC_JREC_META_PUT] = 3,   [MC_JREC_META_DEL] = 1, [MC_JREC_RELEASE] = 3,
     [MC_JREC_DISK] = 2,       [MC_JREC_SPILL] = 1,    [MC_JREC_LDISK] = 3,
     [MC_JREC_LDISK_DROP] = 1, [MC_JREC_LOAD] = 3,     [MC_JREC_SEG_DISK] = 2,
-    [MC_JREC_OFFDEL] = 4,
+    [MC_JREC_OFFDEL] = 4,     [MC_JREC_OFFLOST] = 2,
 };
 
 static const char *read_key(mc_mp_reader_t *rd, mc_master_jrec_t *r)
@@ -156,6 +162,49 @@ static const char *read_uint(mc_mp_reader_t *rd, uint64_t *v, const char *bad)
         return bad;
     *v = mc_mp_read_uint(rd);
     return rd->err == MC_OK ? NULL : bad;
+}
+
+static const char *read_bool(mc_mp_reader_t *rd, int *v, const char *bad)
+{
+    if (mc_mp_peek(rd) != MC_MP_BOOL)
+        return bad;
+    *v = mc_mp_read_bool(rd);
+    return NULL;
+}
+
+/* The node-local offload's records (LDISK, SEG_DISK, OFFDEL, OFFLOST). */
+static const char *decode_offload(mc_mp_reader_t *rd, mc_master_jrec_t *r)
+{
+    const char *why = NULL;
+    switch (r->type) {
+    case MC_JREC_LDISK:
+        if ((why = read_key(rd, r)) != NULL ||
+            (why = read_uint(rd, &r->size, "ldisk: size is not an unsigned integer")) != NULL ||
+            (why = read_uuid(rd, &r->segment_id, "ldisk: segment id is not [hi, lo]")) != NULL)
+            return why;
+        return r->size == 0 ? "ldisk: size is 0" : NULL;
+    case MC_JREC_SEG_DISK:
+        if ((why = read_uuid(rd, &r->segment_id, "seg_disk: segment id is not [hi, lo]")) != NULL ||
+            (why = read_uint(rd, &r->disk_hash,
+                             "seg_disk: directory hash is not an unsigned integer")) != NULL)
+            return why;
+        return r->disk_hash == 0 ? "seg_disk: directory hash is 0" : NULL;
+    case MC_JREC_OFFDEL:
+        if ((why = read_key(rd, r)) != NULL ||
+            (why = read_uuid(rd, &r->segment_id, "offdel: segment id is not [hi, lo]")) != NULL ||
+            (why = read_uint(rd, &r->disk_hash, "offdel: park hash is not an unsigned integer")) !=
+                NULL)
+            return why;
+        return read_bool(rd, &r->park, "offdel: by_directory is not a bool");
+    case MC_JREC_OFFLOST:
+        if ((why = read_uint(rd, &r->disk_hash, "offlost: node hash is not an unsigned integer")) !=
+                NULL ||
+            (why = read_bool(rd, &r->park, "offlost: by_directory is not a bool")) != NULL)
+            return why;
+        return r->disk_hash == 0 ? "offlost: node hash is 0" : NULL;
+    default:
+        return "unknown record type";
+    }
 }
 
 static const char *decode_body(mc_mp_reader_t *rd, mc_master_jrec_t *r, mc_jrec_scratch_t *sc)
@@ -255,27 +304,10 @@ static const char *decode_body(mc_mp_reader_t *rd, mc_master_jrec_t *r, mc_jrec_
             return why;
         return read_uint(rd, &r->rep[0].offset, "load: offset is not an unsigned integer");
     case MC_JREC_LDISK:
-        if ((why = read_key(rd, r)) != NULL ||
-            (why = read_uint(rd, &r->size, "ldisk: size is not an unsigned integer")) != NULL ||
-            (why = read_uuid(rd, &r->segment_id, "ldisk: segment id is not [hi, lo]")) != NULL)
-            return why;
-        return r->size == 0 ? "ldisk: size is 0" : NULL;
     case MC_JREC_SEG_DISK:
-        if ((why = read_uuid(rd, &r->segment_id, "seg_disk: segment id is not [hi, lo]")) != NULL ||
-            (why = read_uint(rd, &r->disk_hash,
-                             "seg_disk: directory hash is not an unsigned integer")) != NULL)
-            return why;
-        return r->disk_hash == 0 ? "seg_disk: directory hash is 0" : NULL;
     case MC_JREC_OFFDEL:
-        if ((why = read_key(rd, r)) != NULL ||
-            (why = read_uuid(rd, &r->segment_id, "offdel: segment id is not [hi, lo]")) != NULL ||
-            (why = read_uint(rd, &r->disk_hash, "offdel: park hash is not an unsigned integer")) !=
-                NULL)
-            return why;
-        if (mc_mp_peek(rd) != MC_MP_BOOL)
-            return "offdel: by_directory is not a bool";
-        r->park = mc_mp_read_bool(rd);
-        return NULL;
+    case MC_JREC_OFFLOST:
+        return decode_offload(rd, r);
     }
     return "unknown record type";
 }

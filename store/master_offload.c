@@ -136,14 +136,27 @@ struct offdel {
     mc_list_t parked;   /* DEL_PARKED ones, in the order they were parked */
     mc_list_t *by_slot; /* LDISK_SLOT_MAX + 1 lists: a mounted segment's */
     mc_hmap_t keys;
-    size_t n;
-    uint64_t seq; /* DELETEs queued so far */
+    size_t n, max; /* max: OFFDEL_MAX ($MC_MASTER_OFFDEL_MAX in tests) */
+    uint64_t seq;  /* DELETEs queued so far */
+    /* nodes that lost DELETEs (lost_mark): the next segment of each takes
+     * its mark (lost_take), by directory or (a node that did not say its
+     * directory) by name */
+    struct lost_mark {
+        uint64_t hash;
+        int by_disk;
+    } * lost;
+    size_t nlost, lost_cap;
+    uint8_t *lost_slot; /* LDISK_SLOT_MAX + 1: the mounted segment lost a DELETE */
 };
 
 /* DELETE requests kept at most (then parked ones give way; with none, a
- * new one is dropped and logged: its file stays, and the node's restart
- * scan reports it as an object again). */
+ * new one is not kept). A node whose DELETE was not kept is marked: its
+ * next segment's start report keeps only the files of objects the master
+ * knows on it (the others are refused: the node deletes them), so a
+ * removed object never comes back with it, at the cost of the files of
+ * objects the master forgot (a restart after its segment expired). */
 #define OFFDEL_MAX (1u << 20)
+#define LOST_MARKS_MAX 4096 /* nodes marked at once (beyond: the oldest mark goes, logged) */
 
 static mc_status_t fifo_push(fifo_t *f, const offq_ent_t *e)
 {
@@ -198,6 +211,58 @@ void mc_master_set_offload_notify(mc_master_t *m, void (*fn)(void *arg), void *a
 }
 
 /* ---- queues ---- */
+
+/* The node named by (by_disk, hash), its directory or its name, lost a
+ * DELETE: marked for its next segment (lost_take). 1: a new mark.
+ * offload_lock held. */
+static int lost_mark(struct offdel *d, int by_disk, uint64_t hash)
+{
+    for (size_t i = 0; i < d->nlost; i++)
+        if (d->lost[i].hash == hash && d->lost[i].by_disk == by_disk)
+            return 0;
+    if (d->nlost == d->lost_cap) {
+        size_t nc = d->lost_cap != 0 ? d->lost_cap * 2 : 8;
+        struct lost_mark *nv = nc <= LOST_MARKS_MAX ? mc_realloc(d->lost, nc * sizeof(*nv)) : NULL;
+        if (nv == NULL) { /* the oldest mark goes */
+            MC_WARN(MASTER,
+                    "offload: %zu nodes lost deletions: the oldest one's mark goes; its next "
+                    "report may bring back objects removed while it was away",
+                    d->nlost);
+            memmove(d->lost, d->lost + 1, (d->nlost - 1) * sizeof(*d->lost));
+            d->nlost--;
+        } else {
+            d->lost = nv;
+            d->lost_cap = nc;
+        }
+    }
+    d->lost[d->nlost++] = (struct lost_mark){hash, by_disk};
+    return 1;
+}
+
+/* s is the node of a mark (by_disk, hash): the mark is s's now, its report
+ * refuses the files of keys the master does not know. offload_lock held. */
+static void lost_take(struct offdel *d, seg_t *s, int by_disk, uint64_t hash)
+{
+    for (size_t i = 0; d != NULL && i < d->nlost; i++) {
+        if (d->lost[i].hash != hash || d->lost[i].by_disk != by_disk)
+            continue;
+        d->lost[i] = d->lost[--d->nlost];
+        s->del_lost = 1;
+        MC_WARN(MASTER,
+                "segment '%s': its node's offload directory missed deletions this master could "
+                "not keep: its report's files of objects the master does not know are refused "
+                "(deleted), so no removed object comes back",
+                s->name);
+        return;
+    }
+}
+
+/* s's node lost a DELETE, or took a mark and may not have reported yet:
+ * marked for its next segment. offload_lock held. */
+static int seg_lost(const struct offdel *d, const seg_t *s)
+{
+    return s->del_lost || (d != NULL && s->slot <= LDISK_SLOT_MAX && d->lost_slot[s->slot]);
+}
 
 void offload_seg_free(mc_master_t *m, seg_t *s)
 {
@@ -262,6 +327,14 @@ void offload_seg_going(mc_master_t *m, seg_t *s)
         /* (its node may not have done it) */
         del_move(d, x, heir != NULL ? heir->slot : DEL_PARKED);
     }
+    if (d != NULL && seg_lost(d, s)) { /* for its node's next segment (the heir, if any) */
+        (void)lost_mark(d, s->disk_hash != 0, s->disk_hash != 0 ? s->disk_hash : s->name_hash);
+        if (s->slot <= LDISK_SLOT_MAX)
+            d->lost_slot[s->slot] = 0;
+        if (heir != NULL)
+            lost_take(d, heir, heir->disk_hash != 0,
+                      heir->disk_hash != 0 ? heir->disk_hash : heir->name_hash);
+    }
     pthread_mutex_unlock(&m->offload_lock);
     if (n > 0)
         MC_INFO(MASTER,
@@ -298,6 +371,9 @@ void offload_seg_mounted(mc_master_t *m, seg_t *s)
      * poll, before its report: mc_master_offload_disk) */
     pthread_mutex_lock(&m->offload_lock);
     size_t n = unpark(m->offdel, s, 0, s->name_hash);
+    if (m->offdel != NULL && s->slot <= LDISK_SLOT_MAX)
+        m->offdel->lost_slot[s->slot] = 0; /* (its last segment's went with it) */
+    lost_take(m->offdel, s, 0, s->name_hash);
     pthread_mutex_unlock(&m->offload_lock);
     if (n > 0)
         MC_INFO(MASTER,
@@ -356,13 +432,21 @@ static int offdel_take_node(mc_master_t *m, const seg_t *s, const char *key, siz
 }
 
 /* Room for one more DELETE in a full list: the oldest parked one goes
- * (its node never came back, or under another name). 1: made. offload_lock
- * held. */
-static int offdel_unpark_one(struct offdel *d)
+ * (its node never came back, or under another name), its node marked. 1:
+ * made. offload_lock held. */
+static int offdel_unpark_one(mc_master_t *m, struct offdel *d)
 {
     if (mc_list_empty(&d->parked))
         return 0;
-    offdel_free(d, MC_CONTAINER_OF(d->parked.next, del_ent_t, at));
+    del_ent_t *x = MC_CONTAINER_OF(d->parked.next, del_ent_t, at);
+    if (lost_mark(d, x->by_disk, x->park_hash))
+        MC_WARN(MASTER,
+                "offload: %zu deletions of removed objects' files wait (the limit): the "
+                "oldest, '%.*s', kept for a node away, goes; that node's next report keeps "
+                "only the files of objects this master knows",
+                d->n, (int)x->key_len, x->key);
+    atomic_fetch_add(&m->off_del_lost, 1);
+    offdel_free(d, x);
     return 1;
 }
 
@@ -376,11 +460,16 @@ static struct offdel *offdel_get(mc_master_t *m)
     if (d == NULL)
         return NULL;
     d->by_slot = mc_malloc((LDISK_SLOT_MAX + 1) * sizeof(*d->by_slot));
-    if (d->by_slot == NULL || mc_hmap_init(&d->keys, 64) != MC_OK) {
+    d->lost_slot = mc_calloc(LDISK_SLOT_MAX + 1, 1);
+    if (d->by_slot == NULL || d->lost_slot == NULL || mc_hmap_init(&d->keys, 64) != MC_OK) {
+        mc_free(d->lost_slot);
         mc_free(d->by_slot);
         mc_free(d);
         return NULL;
     }
+    const char *mx = getenv("MC_MASTER_OFFDEL_MAX"); /* tests: a small limit */
+    d->max = mx != NULL ? strtoull(mx, NULL, 10) : 0;
+    d->max = d->max != 0 && d->max < OFFDEL_MAX ? d->max : OFFDEL_MAX;
     mc_list_init(&d->all);
     mc_list_init(&d->parked);
     for (uint32_t i = 0; i <= LDISK_SLOT_MAX; i++)
@@ -400,6 +489,8 @@ void offload_fini(mc_master_t *m)
             mc_free(MC_CONTAINER_OF(e, del_ent_t, all));
         mc_hmap_fini(&d->keys);
         mc_free(d->by_slot);
+        mc_free(d->lost);
+        mc_free(d->lost_slot);
         mc_free(d);
         m->offdel = NULL;
     }
@@ -534,14 +625,18 @@ static const char *offdel_push(mc_master_t *m, const char *key, size_t key_len, 
 {
     struct offdel *d = offdel_get(m);
     if (d == NULL)
-        return "out of memory";
-    if (d->n >= OFFDEL_MAX)
-        offdel_unpark_one(d);
-    if (d->n >= OFFDEL_MAX)
-        return "queue full";
-    del_ent_t *x = mc_malloc(sizeof(*x) + key_len);
-    if (x == NULL)
-        return "out of memory";
+        return "out of memory"; /* (no list: no mark either) */
+    if (d->n >= d->max)
+        offdel_unpark_one(m, d);
+    del_ent_t *x = d->n < d->max ? mc_malloc(sizeof(*x) + key_len) : NULL;
+    if (x == NULL) { /* not kept: its node is marked */
+        if (slot <= LDISK_SLOT_MAX)
+            d->lost_slot[slot] = 1; /* (its segment: marked by who it is when it goes) */
+        else if (park_hash != 0)
+            (void)lost_mark(d, by_disk, park_hash);
+        atomic_fetch_add(&m->off_del_lost, 1);
+        return d->n >= d->max ? "queue full" : "out of memory";
+    }
     memset(x, 0, sizeof(*x));
     x->slot = slot;
     x->key_len = (uint32_t)key_len;
@@ -570,7 +665,7 @@ void ldisk_dropped(mc_master_t *m, obj_t *o)
     else
         MC_WARN(MASTER,
                 "offload: cannot queue the deletion of '%.*s' for its node (%s); its file "
-                "stays until the node's next start",
+                "stays until the node's next start, whose report will not bring it back",
                 (int)o->key_len, obj_key(o), why);
 }
 
@@ -649,6 +744,8 @@ mc_status_t mc_master_offload_poll_ack(mc_master_t *m, mc_uuid_t client, mc_uuid
         goto out;
     pthread_mutex_lock(&m->offload_lock);
     seg_mark_offloading(s);
+    if (max > 0)
+        s->del_lost = 0; /* a poll for work: its node's report is done (a mark it took, used) */
     uint32_t given = 0;
     int stop = 0;
     /* deletions first: they free the node's disk (those the last poll
@@ -720,10 +817,17 @@ static void seg_disk_set(mc_master_t *m, seg_t *s, uint64_t h)
         pthread_mutex_unlock(&m->offload_lock);
         return;
     }
+    if (d != NULL && s->slot <= LDISK_SLOT_MAX && d->lost_slot[s->slot]) {
+        /* it lost a DELETE before it said its directory: marked by name so far */
+        (void)lost_mark(d, 0, s->name_hash);
+        d->lost_slot[s->slot] = 0;
+        s->del_lost = 1;
+    }
     s->disk_hash = h;
     mc_master_jrec_t r = {.type = MC_JREC_SEG_DISK, .segment_id = s->id, .disk_hash = h};
     journal(m, &r);
     n = unpark(d, s, 1, h);
+    lost_take(d, s, 1, h);
     /* its node's last incarnations, not expired yet (mounted or draining):
      * their DELETEs are this node's now, before its report (which they
      * refuse) */
@@ -737,6 +841,12 @@ static void seg_disk_set(mc_master_t *m, seg_t *s, uint64_t h)
                               : NULL;
         for (mc_list_t *e; from != NULL && (e = mc_list_pop_head(from)) != NULL; n++)
             del_move(d, MC_CONTAINER_OF(e, del_ent_t, at), s->slot);
+        if (seg_lost(d, x)) { /* and so is a mark: this report is the one to refuse */
+            s->del_lost = 1;
+            x->del_lost = 0;
+            if (d != NULL && x->slot <= LDISK_SLOT_MAX)
+                d->lost_slot[x->slot] = 0;
+        }
     }
     pthread_mutex_unlock(&m->offload_lock);
     if (twin != NULL) /* (a directory's lock keeps two live nodes off one directory) */
@@ -1321,7 +1431,14 @@ mc_status_t mc_master_ldisk_report(mc_master_t *m, mc_uuid_t client, mc_uuid_t s
             seg_t *os = old < m->nslots ? m->slots[old] : NULL;
             takeover = os != NULL && os != s && os->disk_hash == s->disk_hash;
         }
+        /* its directory missed DELETEs the master could not keep: a file
+         * of a key it does not know may be a removed object's, and goes
+         * (one of a key it knows is as below: its own replica, or
+         * refused) */
+        int lost = !removed && o == NULL && seg_lost(m->offdel, s);
         pthread_mutex_unlock(&m->offload_lock);
+        if (lost)
+            atomic_fetch_add(&m->off_lost_refused, 1);
         if (takeover) {
             /* a LOAD asked of the old segment's node (gone) is asked of
              * this one next (the old one's queue goes with it) */
@@ -1332,8 +1449,9 @@ mc_status_t mc_master_ldisk_report(mc_master_t *m, mc_uuid_t client, mc_uuid_t s
             atomic_fetch_add(&m->off_taken_over, 1);
             st = MC_OK;
         } else {
-            st = removed ? MC_ERR_OBJECT_NOT_FOUND
-                         : ldisk_restore(m, sh, h, key, key_len, size, s->slot, s->id, now_us, 1);
+            st = removed || lost
+                     ? MC_ERR_OBJECT_NOT_FOUND
+                     : ldisk_restore(m, sh, h, key, key_len, size, s->slot, s->id, now_us, 1);
         }
     }
     pthread_rwlock_unlock(&m->seg_lock);
@@ -1529,8 +1647,43 @@ void offload_snapshot(mc_master_t *m, mc_master_journal_fn_t fn, void *arg)
         }
         fn(arg, &r);
     }
+    /* nodes marked, and mounted segments that took a mark (their node's
+     * next incarnation is marked too: a standby cannot tell) */
+    for (size_t i = 0; d != NULL && i < d->nlost; i++) {
+        mc_master_jrec_t r = {
+            .type = MC_JREC_OFFLOST, .disk_hash = d->lost[i].hash, .park = d->lost[i].by_disk};
+        fn(arg, &r);
+    }
+    for (uint32_t i = 0; i < m->nslots; i++) {
+        const seg_t *s = m->slots[i];
+        if (s == NULL || !seg_lost(d, s))
+            continue;
+        mc_master_jrec_t r = {.type = MC_JREC_OFFLOST,
+                              .disk_hash = s->disk_hash != 0 ? s->disk_hash : s->name_hash,
+                              .park = s->disk_hash != 0};
+        fn(arg, &r);
+    }
     pthread_mutex_unlock(&m->offload_lock);
     pthread_rwlock_unlock(&m->seg_lock);
+}
+
+mc_status_t apply_offlost(mc_master_t *m, const mc_master_jrec_t *r)
+{
+    if (r->disk_hash == 0)
+        return MC_ERR_INVALID_PARAMS;
+    pthread_rwlock_rdlock(&m->seg_lock);
+    pthread_mutex_lock(&m->offload_lock);
+    struct offdel *d = offdel_get(m);
+    if (d != NULL)
+        (void)lost_mark(d, r->park != 0, r->disk_hash);
+    for (uint32_t i = 0; d != NULL && i < m->nslots; i++) {
+        seg_t *x = m->slots[i]; /* mounted now: its report too (a snapshot's own mark) */
+        if (x != NULL && (r->park ? x->disk_hash == r->disk_hash : x->name_hash == r->disk_hash))
+            x->del_lost = 1;
+    }
+    pthread_mutex_unlock(&m->offload_lock);
+    pthread_rwlock_unlock(&m->seg_lock);
+    return d != NULL ? MC_OK : MC_ERR_NOMEM;
 }
 
 uint64_t mc_master_offload_deletion_mark(mc_master_t *m)
@@ -1624,6 +1777,8 @@ void mc_master_offload_stats(mc_master_t *m, mc_master_offload_stats_t *out)
     out->own_reads_total = atomic_load(&m->off_own_reads);
     out->taken_over_total = atomic_load(&m->off_taken_over);
     out->deletions_again_total = atomic_load(&m->off_del_again);
+    out->deletions_lost_total = atomic_load(&m->off_del_lost);
+    out->lost_refused_total = atomic_load(&m->off_lost_refused);
     pthread_mutex_lock(&m->offload_lock);
     out->deletions = m->offdel != NULL ? m->offdel->n : 0;
     pthread_mutex_unlock(&m->offload_lock);

@@ -543,6 +543,14 @@ void master_offload_metrics(const master_srv_t *s, mc_buf_t *b)
          "Deletions handed to a node again: it said it had not got the answer that carried "
          "them (a connection broke).",
          os.deletions_again_total},
+        {"master_offload_deletions_lost_total", "counter",
+         "Deletions of removed objects' files not kept (over 1M waiting, or no memory): their "
+         "node's next start report keeps only the files of objects the master knows.",
+         os.deletions_lost_total},
+        {"master_offload_lost_refused_total", "counter",
+         "Files a node reported that were refused (deleted) because deletions for its "
+         "directory were lost: the removed objects among them do not come back.",
+         os.lost_refused_total},
         {"master_offload_deletions", "gauge",
          "Deletions of removed objects' files their nodes have not done (a standby's: those it "
          "would hand out as the leader).",

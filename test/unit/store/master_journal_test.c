@@ -554,13 +554,14 @@ static void malformed_disk_and_spill_records_are_refused(void **state)
     assert_string_equal(why, "unknown record type");
 }
 
-/* SEG_DISK (a node's offload directory) and OFFDEL (a pending DELETE of a
- * node's file, in snapshots): they round-trip, a cut one is refused, and a
- * malformed one is refused naming what was wrong. */
+/* SEG_DISK (a node's offload directory), OFFDEL (a pending DELETE of a
+ * node's file, in snapshots) and OFFLOST (a node that lost DELETEs, in
+ * snapshots): they round-trip, a cut one is refused, and a malformed one
+ * is refused naming what was wrong. */
 static void directory_and_deletion_records_round_trip_and_bad_ones_are_refused(void **state)
 {
     (void)state;
-    mc_master_jrec_t in[3] = {
+    mc_master_jrec_t in[5] = {
         {.type = MC_JREC_SEG_DISK, .segment_id = {7, 8}, .disk_hash = 0xfeedfacecafebeefull},
         {.type = MC_JREC_OFFDEL,
          .key = "o\0ff",
@@ -569,18 +570,20 @@ static void directory_and_deletion_records_round_trip_and_bad_ones_are_refused(v
          .disk_hash = 42,
          .park = 1},
         {.type = MC_JREC_OFFDEL, .key = "parked", .key_len = 6, .disk_hash = 0, .park = 0},
+        {.type = MC_JREC_OFFLOST, .disk_hash = 0xfffffffffffffff1ull, .park = 1},
+        {.type = MC_JREC_OFFLOST, .disk_hash = 9, .park = 0},
     };
     mc_buf_t b = MC_BUF_INIT;
     mc_mp_writer_t w;
     mc_mp_writer_init(&w, &b);
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < 5; i++)
         mc_jrec_encode(&w, &in[i]);
     assert_int_equal(w.err, MC_OK);
     mc_mp_reader_t rd;
     mc_mp_reader_init(&rd, mc_buf_head(&b), mc_buf_used(&b));
     mc_jrec_scratch_t sc;
     size_t first_end = 0;
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < 5; i++) {
         mc_master_jrec_t r;
         const char *why = NULL;
         assert_int_equal(mc_jrec_decode(&rd, &r, &sc, &why), MC_OK);
@@ -629,6 +632,22 @@ static void directory_and_deletion_records_round_trip_and_bad_ones_are_refused(v
     static const uint8_t empty[] = {0x95, 0x10, 0xa0, 0x92, 0x00, 0x00, 0x05, 0xc3};
     assert_int_equal(decode_bytes(empty, sizeof(empty), &why), MC_ERR_DESERIALIZE_FAIL);
     assert_string_equal(why, "key length out of range [1, 65535]");
+    /* [17, 0, true]: no node */
+    static const uint8_t lost0[] = {0x93, 0x11, 0x00, 0xc3};
+    assert_int_equal(decode_bytes(lost0, sizeof(lost0), &why), MC_ERR_DESERIALIZE_FAIL);
+    assert_string_equal(why, "offlost: node hash is 0");
+    /* [17, "x", true]: the hash of the wrong type */
+    static const uint8_t lost_str[] = {0x93, 0x11, 0xa1, 'x', 0xc3};
+    assert_int_equal(decode_bytes(lost_str, sizeof(lost_str), &why), MC_ERR_DESERIALIZE_FAIL);
+    assert_string_equal(why, "offlost: node hash is not an unsigned integer");
+    /* [17, 5, 1]: by_directory not a bool */
+    static const uint8_t lost_int[] = {0x93, 0x11, 0x05, 0x01};
+    assert_int_equal(decode_bytes(lost_int, sizeof(lost_int), &why), MC_ERR_DESERIALIZE_FAIL);
+    assert_string_equal(why, "offlost: by_directory is not a bool");
+    /* [17, 5]: a field missing */
+    static const uint8_t lost_short[] = {0x92, 0x11, 0x05};
+    assert_int_equal(decode_bytes(lost_short, sizeof(lost_short), &why), MC_ERR_DESERIALIZE_FAIL);
+    assert_string_equal(why, "wrong number of fields for the record type");
 }
 
 /* Every key of one master describes the same on the other: status, memory

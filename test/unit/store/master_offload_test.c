@@ -4,6 +4,8 @@
  * timeouts that fall back to plain eviction, eager offload after PutEnd,
  * deletions handed to the node, unmount and expiry that drop a node's disk
  * replicas, restart reports, and the journal (records, replay, snapshot). */
+#include <stdlib.h>
+
 #include "master_test_util.h"
 
 #include "store/master_ha.h"
@@ -1474,6 +1476,117 @@ static void a_standby_knows_the_nodes_directories_and_a_snapshot_their_deletions
     mc_buf_fini(&k2.buf);
 }
 
+/* More DELETEs than the master keeps (MC_MASTER_OFFDEL_MAX, 1M by
+ * default; 2 here): the one not kept marks its node, and the node's next
+ * segment's report keeps only the files of objects the master knows. c
+ * was removed while n1 was frozen, its DELETE not kept: without the mark
+ * the node, back as n1b, brought c back with its report. The cost: d, not
+ * removed but forgotten when n1 went, is refused too. After that report (a
+ * poll for work) the node's files are taken again. A standby that followed
+ * the journal, and one started from a snapshot, mark the node alike. */
+static void a_node_whose_deletions_were_not_kept_gets_back_only_known_objects(mc_master_t *m,
+                                                                              uint64_t now)
+{
+    const mc_uuid_t c3 = {0x33, 0x3};
+    assert_int_equal(mount_seg(m, c3, 3, "n1b", 10 * OBJ, now), MC_OK);
+    assert_int_equal(mc_master_offload_disk(m, c3, seg_id(3), "D1", 2), MC_OK);
+    /* its start report (before any poll for work) */
+    assert_int_equal(mc_master_ldisk_report(m, c3, seg_id(3), "a", 1, OBJ, now),
+                     MC_ERR_OBJECT_NOT_FOUND); /* its DELETE kept */
+    assert_int_equal(mc_master_ldisk_report(m, c3, seg_id(3), "c", 1, OBJ, now),
+                     MC_ERR_OBJECT_NOT_FOUND); /* its DELETE lost: the mark */
+    assert_int_equal(mc_master_ldisk_report(m, c3, seg_id(3), "d", 1, OBJ, now),
+                     MC_ERR_OBJECT_NOT_FOUND); /* forgotten, so refused too */
+    assert_int_equal(exists(m, "c", now), 0);
+    assert_int_equal(exists(m, "d", now), 0);
+    mc_master_offload_stats_t st;
+    mc_master_offload_stats(m, &st);
+    assert_int_equal(st.lost_refused_total, 2);
+    /* b's DELETE (a's went with its refused report); the report is done */
+    polled_t p = poll_seg(m, c3, 3, now);
+    assert_int_equal(p.del, 1);
+    assert_string_equal(p.key[0], "b");
+    assert_int_equal(mc_master_ldisk_report(m, c3, seg_id(3), "e", 1, OBJ, now), MC_OK);
+    assert_int_equal(exists(m, "e", now), 1);
+}
+
+static void deletions_not_kept_keep_removed_objects_from_coming_back(void **state)
+{
+    (void)state;
+    setenv("MC_MASTER_OFFDEL_MAX", "2", 1);
+    sink_t k = {.buf = MC_BUF_INIT};
+    mc_master_t *m = off_master(1, 100, 1.0, 0);
+    mc_master_set_journal(m, to_sink, &k);
+    mount_with_files_abcd(m);
+    assert_int_equal(mc_master_offload_disk(m, C1, seg_id(1), "D1", 2), MC_OK);
+    uint64_t now = T0 + SEC;
+    /* n1 frozen (no poll): a, b kept, c's DELETE not (the limit) */
+    assert_int_equal(mc_master_remove(m, "a", 1, 0, now), MC_OK);
+    assert_int_equal(mc_master_remove(m, "b", 1, 0, now), MC_OK);
+    assert_int_equal(mc_master_remove(m, "c", 1, 0, now), MC_OK);
+    mc_master_offload_stats_t st;
+    mc_master_offload_stats(m, &st);
+    assert_int_equal(st.deletions, 2);
+    assert_int_equal(st.deletions_lost_total, 1);
+    uint64_t drain = 0;
+    assert_int_equal(mc_master_unmount_segment(m, C1, seg_id(1), now, &drain), MC_OK);
+
+    /* a standby that followed the journal (its replay loses c's alike),
+     * and one started from the leader's snapshot (an OFFLOST record) */
+    mc_master_t *s = rebuilt(&k.buf, now);
+    sink_t k2 = {.buf = MC_BUF_INIT};
+    mc_master_snapshot(m, to_sink, &k2);
+    mc_master_t *s2 = rebuilt(&k2.buf, now);
+    a_node_whose_deletions_were_not_kept_gets_back_only_known_objects(s, now);
+    a_node_whose_deletions_were_not_kept_gets_back_only_known_objects(s2, now);
+    a_node_whose_deletions_were_not_kept_gets_back_only_known_objects(m, now);
+    /* the mark was used: the node's next segment's report is taken */
+    const mc_uuid_t c4 = {0x44, 0x4};
+    assert_int_equal(mc_master_unmount_segment(m, (mc_uuid_t){0x33, 0x3}, seg_id(3), now, &drain),
+                     MC_OK);
+    assert_int_equal(mount_seg(m, c4, 4, "n1c", 10 * OBJ, now), MC_OK);
+    assert_int_equal(mc_master_offload_disk(m, c4, seg_id(4), "D1", 2), MC_OK);
+    assert_int_equal(mc_master_ldisk_report(m, c4, seg_id(4), "f", 1, OBJ, now), MC_OK);
+
+    /* a node that lost a DELETE while mounted: its own re-report keeps only
+     * what the master knows too */
+    mc_master_t *m2 = off_master(1, 100, 1.0, 0);
+    mount_with_files_abcd(m2);
+    assert_int_equal(mc_master_remove(m2, "a", 1, 0, now), MC_OK);
+    assert_int_equal(mc_master_remove(m2, "b", 1, 0, now), MC_OK);
+    assert_int_equal(mc_master_remove(m2, "c", 1, 0, now), MC_OK);
+    assert_int_equal(mc_master_ldisk_report(m2, C1, seg_id(1), "c", 1, OBJ, now),
+                     MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(mc_master_ldisk_report(m2, C1, seg_id(1), "d", 1, OBJ, now),
+                     MC_OK); /* known: its own replica */
+    mc_master_destroy(m2);
+
+    /* ... and so does its node back before that segment expired (another
+     * name, the same directory): d's replica moves to it, c stays gone */
+    m2 = off_master(1, 100, 1.0, 0);
+    mount_with_files_abcd(m2);
+    assert_int_equal(mc_master_offload_disk(m2, C1, seg_id(1), "D1", 2), MC_OK);
+    assert_int_equal(mc_master_remove(m2, "a", 1, 0, now), MC_OK);
+    assert_int_equal(mc_master_remove(m2, "b", 1, 0, now), MC_OK);
+    assert_int_equal(mc_master_remove(m2, "c", 1, 0, now), MC_OK);
+    const mc_uuid_t c3 = {0x33, 0x3};
+    assert_int_equal(mount_seg(m2, c3, 3, "n1b", 10 * OBJ, now), MC_OK);
+    assert_int_equal(mc_master_offload_disk(m2, c3, seg_id(3), "D1", 2), MC_OK);
+    assert_int_equal(mc_master_ldisk_report(m2, c3, seg_id(3), "c", 1, OBJ, now),
+                     MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(mc_master_ldisk_report(m2, c3, seg_id(3), "d", 1, OBJ, now), MC_OK);
+    assert_int_equal(exists(m2, "c", now), 0);
+    assert_int_equal(exists(m2, "d", now), 1);
+    mc_master_destroy(m2);
+
+    mc_master_destroy(s2);
+    mc_master_destroy(s);
+    mc_master_destroy(m);
+    mc_buf_fini(&k.buf);
+    mc_buf_fini(&k2.buf);
+    unsetenv("MC_MASTER_OFFDEL_MAX");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1506,6 +1619,7 @@ int main(void)
         cmocka_unit_test(local_disk_replicas_replay_on_a_standby_and_in_a_snapshot),
         cmocka_unit_test(a_new_leader_hands_out_the_deletions_the_old_ones_node_had_not_done),
         cmocka_unit_test(a_standby_knows_the_nodes_directories_and_a_snapshot_their_deletions),
+        cmocka_unit_test(deletions_not_kept_keep_removed_objects_from_coming_back),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
