@@ -984,6 +984,10 @@ mc_status_t mc_tier_scan_n(const char *dir, uint64_t max, unsigned threads, int 
         run.running -= threads - started; /* (those that could not start never will) */
         pthread_mutex_unlock(&run.mu);
     }
+    if (started == 0 && threads > 1) { /* none could start: their lock goes */
+        pthread_cond_destroy(&run.cv);
+        pthread_mutex_destroy(&run.mu);
+    }
     if (started == 0) { /* sequential: one thread, or none could start */
         uint8_t *head = mc_malloc(MC_TIER_HDR_FIXED + MC_TIER_KEY_MAX);
         if (head == NULL) {
