@@ -27,7 +27,12 @@
  *    node, byte for byte (the node reports nothing: its segment is known);
  *    two disk-only objects removed while their node was frozen (the old
  *    leader could not hand their DELETEs out) have their files deleted by
- *    the node once it polls the new leader, which replayed the removals.
+ *    the node once it polls the new leader, which replayed the removals;
+ *  - a master that keeps fewer DELETEs than were queued (MC_MASTER_OFFDEL_MAX
+ *    = 1): two disk-only objects removed while their node was frozen, the
+ *    node killed, expired and restarted on its directory: neither removed
+ *    object comes back (one by its DELETE, one by the mark its lost DELETE
+ *    left), and offload works on after the report.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -230,6 +235,16 @@ static int up_ha(void **state)
     *state = &E;
     const char *const ms[] = {"master.offload_on_evict=true", NULL};
     return up_ha_or_not(&E, ms, NULL, 0, 1);
+}
+
+static int up_offdel_max_1(void **state)
+{
+    *state = &E;
+    const char *const ms[] = {"master.offload_on_evict=true", NULL};
+    setenv("MC_MASTER_OFFDEL_MAX", "1", 1); /* the master's (its process inherits it) */
+    int rc = up(&E, ms, NULL, 0);
+    unsetenv("MC_MASTER_OFFDEL_MAX");
+    return rc;
 }
 
 static void key_of(int i, char *k, size_t room)
@@ -686,6 +701,63 @@ static void a_new_leader_hands_out_the_deletions_the_old_one_could_not(void **st
         assert_int_equal(get_check(e, e->c, disk[j]), OBJ);
 }
 
+/* Two disk-only objects removed while their node is frozen, the master
+ * keeping one DELETE at most: the second is not kept, and the node is
+ * marked. The node is killed, expires, and restarts on its directory: the
+ * first removed object's file is refused by its DELETE (parked for the
+ * directory), the second's by the mark (the master does not know the key:
+ * without the mark its file came back as a disk-only object), and so are
+ * the files of the objects the master forgot when the node expired. After
+ * that report the node offloads and its files are objects again. */
+static void a_lost_deletion_never_brings_a_removed_object_back(void **state)
+{
+    env_t *e = *state;
+    for (int i = 0; i < 24; i++)
+        assert_int_equal(put_i(e, i), MC_OK);
+    assert_true(wait_metric(e, "master_offload_in_flight", 0, 1, 5000));
+    assert_true(wait_metric(e, "master_offload_queued", 0, 1, 5000));
+    int disk[24], nd = 0;
+    for (int i = 0; i < 24; i++)
+        if (mem_replicas(e, i) == 0 && file_exists(e, i))
+            disk[nd++] = i;
+    assert_true(nd >= 2);
+    assert_int_equal(kill(e->node.proc.pid, SIGSTOP), 0); /* frozen: no more polls */
+    usleep(600000);
+    for (int j = 0; j < 2; j++) {
+        char k[32];
+        key_of(disk[j], k, sizeof(k));
+        assert_int_equal(mc_store_remove(e->c, k, strlen(k), 0), MC_OK);
+    }
+    assert_int_equal(metric(e, "master_offload_deletions"), 1);
+    assert_int_equal(metric(e, "master_offload_deletions_lost_total"), 1);
+    assert_int_equal(kill(e->node.proc.pid, SIGCONT), 0);
+    int ws = tc_node_stop(&e->node, SIGKILL); /* before it polls: neither file deleted */
+    assert_true(WIFSIGNALED(ws));
+    assert_true(file_exists(e, disk[0]));
+    assert_true(file_exists(e, disk[1]));
+    /* expired: its disk replicas go; its DELETE and the mark wait for its directory */
+    assert_true(wait_metric(e, "master_offload_objects", 0, 1, 8000));
+
+    assert_int_equal(start_node(e, NULL), 0);
+    uint64_t until = mc_now_ms() + 8000 * SLOW;
+    while ((file_exists(e, disk[0]) || file_exists(e, disk[1])) && mc_now_ms() < until)
+        usleep(50000);
+    assert_false(file_exists(e, disk[0])); /* refused: the node deleted them */
+    assert_false(file_exists(e, disk[1]));
+    assert_int_equal(mem_replicas(e, disk[0]), -1); /* neither came back */
+    assert_int_equal(mem_replicas(e, disk[1]), -1);
+    assert_true(wait_metric(e, "master_offload_lost_refused_total", 1, 0, 8000));
+    assert_int_equal(metric(e, "master_offload_objects"), 0); /* the forgotten ones: refused */
+    print_message("%d disk-only objects: 2 removed, 1 DELETE lost; %lld files refused\n", nd,
+                  metric(e, "master_offload_lost_refused_total"));
+    /* the mark is used up: new objects offload and are read back */
+    for (int i = 100; i < 124; i++)
+        assert_int_equal(put_i(e, i), MC_OK);
+    assert_true(wait_metric(e, "master_offload_objects", 1, 0, 8000));
+    for (int i = 100; i < 124; i++)
+        assert_int_equal(get_check(e, e->c, i), OBJ);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -702,6 +774,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(a_new_leader_knows_the_disk_replicas, up_ha, down),
         cmocka_unit_test_setup_teardown(a_new_leader_hands_out_the_deletions_the_old_one_could_not,
                                         up_ha, down),
+        cmocka_unit_test_setup_teardown(a_lost_deletion_never_brings_a_removed_object_back,
+                                        up_offdel_max_1, down),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
