@@ -818,8 +818,8 @@ static void seg_disk_set(mc_master_t *m, seg_t *s, uint64_t h)
         return;
     }
     if (d != NULL && s->slot <= LDISK_SLOT_MAX && d->lost_slot[s->slot]) {
-        /* it lost a DELETE before it said its directory: marked by name so far */
-        (void)lost_mark(d, 0, s->name_hash);
+        /* it lost a DELETE before it said its directory (so before its
+         * report): that report refuses, and the mark goes on with it */
         d->lost_slot[s->slot] = 0;
         s->del_lost = 1;
     }
