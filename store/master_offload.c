@@ -257,6 +257,14 @@ static void lost_take(struct offdel *d, seg_t *s, int by_disk, uint64_t hash)
     }
 }
 
+/* Who s's node is for a parked DELETE or a mark: its directory's identity
+ * (*by_disk 1) when it said it, else its name's hash. */
+static uint64_t seg_ident(const seg_t *s, int *by_disk)
+{
+    *by_disk = s->disk_hash != 0;
+    return *by_disk ? s->disk_hash : s->name_hash;
+}
+
 /* s's node lost a DELETE, or took a mark and may not have reported yet:
  * marked for its next segment. offload_lock held. */
 static int seg_lost(const struct offdel *d, const seg_t *s)
@@ -322,18 +330,20 @@ void offload_seg_going(mc_master_t *m, seg_t *s)
     mc_list_t *from = d != NULL && s->slot <= LDISK_SLOT_MAX ? &d->by_slot[s->slot] : NULL;
     for (mc_list_t *e; from != NULL && (e = mc_list_pop_head(from)) != NULL; n++) {
         del_ent_t *x = MC_CONTAINER_OF(e, del_ent_t, at);
-        x->by_disk = s->disk_hash != 0;
-        x->park_hash = x->by_disk ? s->disk_hash : s->name_hash;
+        x->park_hash = seg_ident(s, &x->by_disk);
         /* (its node may not have done it) */
         del_move(d, x, heir != NULL ? heir->slot : DEL_PARKED);
     }
     if (d != NULL && seg_lost(d, s)) { /* for its node's next segment (the heir, if any) */
-        (void)lost_mark(d, s->disk_hash != 0, s->disk_hash != 0 ? s->disk_hash : s->name_hash);
+        int by_disk;
+        uint64_t h = seg_ident(s, &by_disk);
+        (void)lost_mark(d, by_disk, h);
         if (s->slot <= LDISK_SLOT_MAX)
             d->lost_slot[s->slot] = 0;
-        if (heir != NULL)
-            lost_take(d, heir, heir->disk_hash != 0,
-                      heir->disk_hash != 0 ? heir->disk_hash : heir->name_hash);
+        if (heir != NULL) {
+            h = seg_ident(heir, &by_disk);
+            lost_take(d, heir, by_disk, h);
+        }
     }
     pthread_mutex_unlock(&m->offload_lock);
     if (n > 0)
@@ -1642,8 +1652,7 @@ void offload_snapshot(mc_master_t *m, mc_master_journal_fn_t fn, void *arg)
         if (s != NULL) {
             /* parked as offload_seg_going would, should its segment be gone */
             r.segment_id = s->id;
-            r.park = s->disk_hash != 0;
-            r.disk_hash = r.park ? s->disk_hash : s->name_hash;
+            r.disk_hash = seg_ident(s, &r.park);
         }
         fn(arg, &r);
     }
@@ -1658,9 +1667,8 @@ void offload_snapshot(mc_master_t *m, mc_master_journal_fn_t fn, void *arg)
         const seg_t *s = m->slots[i];
         if (s == NULL || !seg_lost(d, s))
             continue;
-        mc_master_jrec_t r = {.type = MC_JREC_OFFLOST,
-                              .disk_hash = s->disk_hash != 0 ? s->disk_hash : s->name_hash,
-                              .park = s->disk_hash != 0};
+        mc_master_jrec_t r = {.type = MC_JREC_OFFLOST};
+        r.disk_hash = seg_ident(s, &r.park);
         fn(arg, &r);
     }
     pthread_mutex_unlock(&m->offload_lock);

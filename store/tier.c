@@ -956,6 +956,7 @@ mc_status_t mc_tier_scan_n(const char *dir, uint64_t max, unsigned threads, int 
     scan_run_t run = {.dir = dir, .max = max, .owned = owned, .cb = cb, .arg = arg};
     mc_tier_scan_stats_t s = {0};
     mc_status_t st = MC_OK;
+    int synced = 0; /* run.mu and run.cv set up (destroyed at out) */
     if (list_leaves(&run) != 0) {
         if (errno == ENOMEM) {
             st = MC_ERR_NOMEM;
@@ -972,7 +973,8 @@ mc_status_t mc_tier_scan_n(const char *dir, uint64_t max, unsigned threads, int 
         threads = run.nleaves > 0 ? (unsigned)run.nleaves : 1;
     pthread_t tid[MC_TIER_SCAN_THREADS_MAX];
     unsigned started = 0;
-    if (threads > 1) {
+    synced = threads > 1;
+    if (synced) {
         pthread_mutex_init(&run.mu, NULL);
         pthread_cond_init(&run.cv, NULL);
         run.hits_tail = &run.hits;
@@ -984,20 +986,11 @@ mc_status_t mc_tier_scan_n(const char *dir, uint64_t max, unsigned threads, int 
         run.running -= threads - started; /* (those that could not start never will) */
         pthread_mutex_unlock(&run.mu);
     }
-    if (started == 0 && threads > 1) { /* none could start: their lock goes */
-        pthread_cond_destroy(&run.cv);
-        pthread_mutex_destroy(&run.mu);
-    }
     if (started == 0) { /* sequential: one thread, or none could start */
-        uint8_t *head = mc_malloc(MC_TIER_HDR_FIXED + MC_TIER_KEY_MAX);
-        if (head == NULL) {
-            st = MC_ERR_NOMEM;
-            goto out;
-        }
+        uint8_t head[MC_TIER_HDR_FIXED + MC_TIER_KEY_MAX]; /* (as a worker's) */
         for (size_t i = 0; i < run.nleaves && !atomic_load(&run.stop); i++)
             if (scan_leaf(&run, run.leaves[i], head, &s, NULL))
                 atomic_store(&run.stop, 1);
-        mc_free(head);
         goto out;
     }
     /* the callback on this thread, as the workers find files */
@@ -1027,9 +1020,11 @@ mc_status_t mc_tier_scan_n(const char *dir, uint64_t max, unsigned threads, int 
     for (unsigned i = 0; i < started; i++)
         pthread_join(tid[i], NULL);
     stats_add(&s, &run.s);
-    pthread_cond_destroy(&run.cv);
-    pthread_mutex_destroy(&run.mu);
 out:
+    if (synced) {
+        pthread_cond_destroy(&run.cv);
+        pthread_mutex_destroy(&run.mu);
+    }
     mc_free(run.leaves);
     if (stats != NULL)
         *stats = s;

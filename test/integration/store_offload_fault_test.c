@@ -656,6 +656,22 @@ static void a_new_leader_knows_the_disk_replicas(void **state)
     assert_int_equal(metric(e, "master_offload_loads_total"), loads + nd);
 }
 
+/* Keys 0..23 put (24 MiB through the 16 MiB segment: some go to the
+ * node's disk) and every offload answered: those only on the node's disk
+ * (no memory replica, its file there) into disk; how many. */
+static int put_24_disk_only(env_t *e, int disk[24])
+{
+    for (int i = 0; i < 24; i++)
+        assert_int_equal(put_i(e, i), MC_OK);
+    assert_true(wait_metric(e, "master_offload_in_flight", 0, 1, 5000));
+    assert_true(wait_metric(e, "master_offload_queued", 0, 1, 5000));
+    int nd = 0;
+    for (int i = 0; i < 24; i++)
+        if (mem_replicas(e, i) == 0 && file_exists(e, i))
+            disk[nd++] = i;
+    return nd;
+}
+
 /* Two disk-only objects removed while their node is frozen: the leader
  * queues their DELETEs, and dies before the node polls again. The standby
  * replayed the removals as DELETEs for the node: as the new leader it
@@ -664,14 +680,7 @@ static void a_new_leader_knows_the_disk_replicas(void **state)
 static void a_new_leader_hands_out_the_deletions_the_old_one_could_not(void **state)
 {
     env_t *e = *state;
-    for (int i = 0; i < 24; i++)
-        assert_int_equal(put_i(e, i), MC_OK);
-    assert_true(wait_metric(e, "master_offload_in_flight", 0, 1, 5000));
-    assert_true(wait_metric(e, "master_offload_queued", 0, 1, 5000));
-    int disk[24], nd = 0;
-    for (int i = 0; i < 24; i++)
-        if (mem_replicas(e, i) == 0 && file_exists(e, i))
-            disk[nd++] = i;
+    int disk[24], nd = put_24_disk_only(e, disk);
     assert_true(nd >= 3);
     /* frozen: its held poll is answered (empty) and it asks no more */
     assert_int_equal(kill(e->node.proc.pid, SIGSTOP), 0);
@@ -712,14 +721,7 @@ static void a_new_leader_hands_out_the_deletions_the_old_one_could_not(void **st
 static void a_lost_deletion_never_brings_a_removed_object_back(void **state)
 {
     env_t *e = *state;
-    for (int i = 0; i < 24; i++)
-        assert_int_equal(put_i(e, i), MC_OK);
-    assert_true(wait_metric(e, "master_offload_in_flight", 0, 1, 5000));
-    assert_true(wait_metric(e, "master_offload_queued", 0, 1, 5000));
-    int disk[24], nd = 0;
-    for (int i = 0; i < 24; i++)
-        if (mem_replicas(e, i) == 0 && file_exists(e, i))
-            disk[nd++] = i;
+    int disk[24], nd = put_24_disk_only(e, disk);
     assert_true(nd >= 2);
     assert_int_equal(kill(e->node.proc.pid, SIGSTOP), 0); /* frozen: no more polls */
     usleep(600000);
