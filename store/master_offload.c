@@ -334,16 +334,17 @@ void offload_seg_going(mc_master_t *m, seg_t *s)
         /* (its node may not have done it) */
         del_move(d, x, heir != NULL ? heir->slot : DEL_PARKED);
     }
-    if (d != NULL && seg_lost(d, s)) { /* for its node's next segment (the heir, if any) */
+    if (d != NULL && seg_lost(d, s)) {
+        /* for its node's next segment; and the heir's report (if it is
+         * still to come) refuses too: the mark stays for the segment after
+         * it, as the heir may have reported already */
         int by_disk;
         uint64_t h = seg_ident(s, &by_disk);
         (void)lost_mark(d, by_disk, h);
         if (s->slot <= LDISK_SLOT_MAX)
             d->lost_slot[s->slot] = 0;
-        if (heir != NULL) {
-            h = seg_ident(heir, &by_disk);
-            lost_take(d, heir, by_disk, h);
-        }
+        if (heir != NULL)
+            heir->del_lost = 1;
     }
     pthread_mutex_unlock(&m->offload_lock);
     if (n > 0)

@@ -1579,6 +1579,30 @@ static void deletions_not_kept_keep_removed_objects_from_coming_back(void **stat
     assert_int_equal(exists(m2, "d", now), 1);
     mc_master_destroy(m2);
 
+    /* ... and one that loses a DELETE after its node came back (n1b, its
+     * report done) goes with the mark kept for the node's next segment:
+     * n1b had reported already, so n1c's report is the one to refuse d */
+    m2 = off_master(1, 100, 1.0, 0);
+    mount_with_files_abcd(m2);
+    assert_int_equal(mc_master_offload_disk(m2, C1, seg_id(1), "D1", 2), MC_OK);
+    assert_int_equal(mount_seg(m2, c3, 3, "n1b", 10 * OBJ, now), MC_OK);
+    assert_int_equal(mc_master_offload_disk(m2, c3, seg_id(3), "D1", 2), MC_OK);
+    assert_int_equal(mc_master_ldisk_report(m2, c3, seg_id(3), "a", 1, OBJ, now), MC_OK);
+    poll_seg(m2, c3, 3, now); /* its report is done */
+    assert_int_equal(mc_master_remove(m2, "b", 1, 0, now), MC_OK);
+    assert_int_equal(mc_master_remove(m2, "c", 1, 0, now), MC_OK);
+    assert_int_equal(mc_master_remove(m2, "d", 1, 0, now), MC_OK); /* not kept */
+    assert_int_equal(mc_master_unmount_segment(m2, C1, seg_id(1), now, &drain), MC_OK);
+    poll_seg(m2, c3, 3, now);
+    poll_seg(m2, c3, 3, now);
+    assert_int_equal(mc_master_unmount_segment(m2, c3, seg_id(3), now, &drain), MC_OK);
+    assert_int_equal(mount_seg(m2, c4, 4, "n1c", 10 * OBJ, now), MC_OK);
+    assert_int_equal(mc_master_offload_disk(m2, c4, seg_id(4), "D1", 2), MC_OK);
+    assert_int_equal(mc_master_ldisk_report(m2, c4, seg_id(4), "d", 1, OBJ, now),
+                     MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(exists(m2, "d", now), 0);
+    mc_master_destroy(m2);
+
     mc_master_destroy(s2);
     mc_master_destroy(s);
     mc_master_destroy(m);
