@@ -190,7 +190,14 @@ static mc_status_t seg_create(mc_store_t *s, void *buf, uint64_t len, store_seg_
     mc_status_t st = MC_ERR_NOT_SUPPORTED;
     if (buf == NULL && s->shm) {
         /* same-host peers reach it with memcpy (the shm transport) */
-        if ((st = mc_te_alloc_shared(s->te, len, s->cfg.segment_hugepages != 0, &shm)) == MC_OK) {
+        /* a node's offload loads read files straight into its segment: in
+         * 2 MiB pages a 4 MiB O_DIRECT read goes to the device as one
+         * request of two runs, in scattered 4 KiB pages as several of
+         * up to max_segments runs (perf/results/offload_thp.txt) */
+        int huge = s->cfg.segment_hugepages ? MC_TE_HUGE_HUGETLB
+                   : s->offload != NULL     ? MC_TE_HUGE_THP
+                                            : MC_TE_HUGE_NONE;
+        if ((st = mc_te_alloc_shared(s->te, len, huge, &shm)) == MC_OK) {
             g->base = shm;
             g->shared = 1;
         } else if (st != MC_ERR_NOT_SUPPORTED) {
@@ -214,6 +221,8 @@ static mc_status_t seg_create(mc_store_t *s, void *buf, uint64_t len, store_seg_
             long page = sysconf(_SC_PAGESIZE);
             g->map_len = (len + (uint64_t)page - 1) & ~(uint64_t)(page - 1);
             p = mmap(NULL, g->map_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+            if (p != MAP_FAILED && s->offload != NULL)
+                madvise(p, g->map_len, MADV_HUGEPAGE); /* as above, where THP is on */
         }
         if (p == MAP_FAILED) {
             MC_ERROR(CLIENT, "cannot map a segment of %llu bytes: %s", (unsigned long long)len,

@@ -1189,11 +1189,19 @@ const te_transport_ops_t te_shm_ops = {
 
 /* ------------------------------------------------------ public API */
 
+_Static_assert(MC_TE_HUGE_NONE == MC_SHM_NORMAL && MC_TE_HUGE_HUGETLB == MC_SHM_HUGETLB &&
+                   MC_TE_HUGE_THP == MC_SHM_THP,
+               "mc_te_alloc_shared passes huge to mc_shm_create as it is");
+
 mc_status_t mc_te_alloc_shared(mc_te_t *te, size_t len, int huge, void **out)
 {
     shm_state_t *st = ST(te);
     if (te == NULL || len == 0 || out == NULL)
         return MC_ERR_INVALID_ARGUMENT;
+    if (huge != MC_TE_HUGE_NONE && huge != MC_TE_HUGE_HUGETLB && huge != MC_TE_HUGE_THP) {
+        MC_ERROR(SHM, "mc_te_alloc_shared: huge is %d: MC_TE_HUGE_NONE, _HUGETLB or _THP", huge);
+        return MC_ERR_INVALID_ARGUMENT;
+    }
     if (st == NULL) {
         MC_ERROR(SHM, "mc_te_alloc_shared: the shm transport is not installed on '%s'", te->name);
         return MC_ERR_NOT_SUPPORTED;

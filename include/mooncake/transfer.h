@@ -185,11 +185,19 @@ typedef struct mc_te_buffer {
 MC_API mc_status_t mc_te_register_batch(mc_te_t *te, const mc_te_buffer_t *bufs, size_t n,
                                         const char *location, int remote_accessible);
 
+/* mc_te_alloc_shared's huge: normal pages; hugetlb pages when the host
+ * has them free (else normal, logged); or normal pages made into 2 MiB
+ * transparent huge pages at once where the kernel can (Linux 6.1; slower
+ * to make: for memory that devices read into). */
+#define MC_TE_HUGE_NONE 0
+#define MC_TE_HUGE_HUGETLB 1
+#define MC_TE_HUGE_THP 2
+
 /* Shared memory: len bytes (rounded up to pages) of a memfd, mapped here,
  * zeroed, reserved at once. Registered remote-accessible (mc_te_register),
  * it is what same-host peers reach over the shm transport (others keep
- * using tcp or rdma); unregistered it is plain memory. huge: hugetlb pages
- * when the host has them free (else normal pages, logged). MC_OK;
+ * using tcp or rdma); unregistered it is plain memory. huge: MC_TE_HUGE_*.
+ * MC_OK;
  * MC_ERR_NOMEM (more than the host has, or the cgroup's limit: the log says
  * how much there is); MC_ERR_LIMIT (open-file or file-size limit);
  * MC_ERR_NOT_SUPPORTED (the shm transport could not start: logged; with

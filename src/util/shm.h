@@ -37,14 +37,29 @@ static inline uint64_t mc_shm_huge_round(uint64_t len)
     return (len + MC_SHM_HUGE_PAGE - 1) & ~(MC_SHM_HUGE_PAGE - 1);
 }
 
-/* Make len bytes (rounded up to pages) of shared memory, mapped read-write,
- * zeroed. huge: try a hugetlb memfd first (2 MiB pages; falls back to normal
- * pages, logged as a warning, when the host has too few free). The memory is
- * reserved at once (fallocate), so a shortage shows here and not as SIGBUS
- * later. MC_OK; MC_ERR_INVALID_ARGUMENT (len 0); MC_ERR_NOMEM (more than the
- * host has available, or the memory limit of the process or its cgroup: the
- * message says which and how much there is); MC_ERR_LIMIT (the open-file
- * limit, or RLIMIT_FSIZE); MC_ERR_NOT_SUPPORTED (no memfd in this kernel). */
+/* mc_shm_create's huge. */
+enum {
+    MC_SHM_NORMAL = 0,  /* normal pages (THP where shmem_enabled says so) */
+    MC_SHM_HUGETLB = 1, /* a hugetlb memfd (2 MiB pages) when the host has
+                         * enough free, else normal pages (logged) */
+    /* normal pages made into 2 MiB transparent huge pages at once, where the
+     * kernel can (MADV_COLLAPSE: Linux 6.1, whatever the sysfs settings;
+     * giving up after 16 in a row it could not make), logged with the count
+     * and the time. For memory that devices read into: a 4 MiB O_DIRECT
+     * read into scattered 4 KiB pages is cut into requests of at most
+     * max_segments runs, each run a descriptor the device handles (the test
+     * VM's disk reads 40% slower into them). Costs time here: ~3x the plain
+     * reserve (0.4 s per GiB on the test VM). */
+    MC_SHM_THP = 2,
+};
+
+/* Make len bytes (rounded up to pages) of shared memory, mapped read-write
+ * at a 2 MiB-aligned address (when that long), zeroed. huge: MC_SHM_*. The
+ * memory is reserved at once (fallocate), so a shortage shows here and not
+ * as SIGBUS later. MC_OK; MC_ERR_INVALID_ARGUMENT (len 0, huge not MC_SHM_*); MC_ERR_NOMEM (more
+ * than the host has available, or the memory limit of the process or its cgroup: the message says
+ * which and how much there is); MC_ERR_LIMIT (the open-file limit, or RLIMIT_FSIZE);
+ * MC_ERR_NOT_SUPPORTED (no memfd in this kernel). */
 mc_status_t mc_shm_create(const char *name, uint64_t len, int huge, mc_shm_t *out);
 
 /* Map a region received from another process: fd must be a memfd of at

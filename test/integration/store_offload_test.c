@@ -296,6 +296,67 @@ static void eviction_under_pressure_keeps_every_object_readable(void **state)
     assert_int_equal(node_metric(e, "mooncake_store_offload_poll_pauses_total"), 0);
 }
 
+/* kB of pid's shared memory segment (memfd mooncake-segment) mapped with
+ * 2 MiB page table entries (smaps' ShmemPmdMapped), its size in *kb_size;
+ * -1 when there is none. */
+static long segment_pmd_kb(pid_t pid, long *kb_size)
+{
+    char path[64], line[512];
+    snprintf(path, sizeof(path), "/proc/%d/smaps", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return -1;
+    int in = 0;
+    long kb = -1, v;
+    while (fgets(line, sizeof(line), f) != NULL) {
+        unsigned long lo, hi;
+        if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strstr(line, " kB") == NULL) {
+            in = strstr(line, "mooncake-segment") != NULL;
+            continue;
+        }
+        if (in && sscanf(line, "Size: %ld kB", &v) == 1)
+            *kb_size = v;
+        if (in && sscanf(line, "ShmemPmdMapped: %ld kB", &v) == 1) {
+            kb = v;
+            break;
+        }
+    }
+    fclose(f);
+    return kb;
+}
+
+/* A node with an offload directory reads files straight into its segment
+ * with O_DIRECT: the segment is made of 2 MiB pages (MADV_COLLAPSE, Linux
+ * 6.1, whatever the sysfs THP settings say but deny), so a 4 MiB read goes
+ * to the device as one request, not several of scattered 4 KiB pages. */
+static void an_offload_nodes_segment_is_made_of_huge_pages(void **state)
+{
+    env_t *e = *state;
+    int major = 0, minor = 0;
+    char thp[128] = "";
+    FILE *v = fopen("/proc/sys/kernel/osrelease", "r");
+    if (v != NULL) {
+        if (fscanf(v, "%d.%d", &major, &minor) != 2)
+            major = 0;
+        fclose(v);
+    }
+    FILE *t = fopen("/sys/kernel/mm/transparent_hugepage/shmem_enabled", "r");
+    if (t != NULL) {
+        if (fgets(thp, sizeof(thp), t) == NULL)
+            thp[0] = '\0';
+        fclose(t);
+    }
+    long size = 0, pmd = segment_pmd_kb(e->node.proc.pid, &size);
+    assert_true(pmd >= 0); /* the node's segment is shared memory (store.shm on) */
+    if (major < 6 || (major == 6 && minor < 1) || strstr(thp, "[deny]") != NULL) {
+        fprintf(stderr, "  (kernel %d.%d, shmem_enabled %s: huge pages not checked)\n", major,
+                minor, thp);
+        return;
+    }
+    assert_int_equal(size, 16 * 1024);
+    assert_int_equal(pmd, size);
+}
+
 /* Flip byte at of object i's file (again to restore it). */
 /* Pages of object i's file in the page cache (mincore); *pages += its pages. */
 static long file_resident(const env_t *e, int i, long *pages)
@@ -1304,6 +1365,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(eviction_under_pressure_keeps_every_object_readable),
+        cmocka_unit_test(an_offload_nodes_segment_is_made_of_huge_pages),
         cmocka_unit_test(a_load_checks_the_data_against_what_the_node_wrote),
         cmocka_unit_test(a_restarted_node_restores_its_objects_and_never_serves_a_corrupt_file),
         cmocka_unit_test(remove_deletes_the_file_on_the_node),

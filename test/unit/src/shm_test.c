@@ -1,6 +1,6 @@
 /*
  * util/shm.c: memfd regions (zeroed, shared between mappings, limits
- * reported as clear statuses), descriptors passed over abstract unix
+ * reported as clear statuses; in 2 MiB pages for devices), descriptors passed over abstract unix
  * sockets, a second listener on a name refused, peer credentials, groups,
  * host identity.
  */
@@ -57,6 +57,73 @@ static void huge_pages_fall_back_to_normal_pages(void **state)
     mc_shm_t s;
     assert_int_equal(mc_shm_create("t", 1 << 20, 1, &s), MC_OK);
     memset(s.base, 1, s.len);
+    mc_shm_destroy(&s);
+}
+
+/* The kB of the mapping at base that are mapped by 2 MiB page table
+ * entries (/proc/self/smaps' ShmemPmdMapped), or -1. */
+static long pmd_mapped_kb(const void *base)
+{
+    FILE *f = fopen("/proc/self/smaps", "r");
+    if (f == NULL)
+        return -1;
+    char line[512];
+    int in = 0;
+    long kb = -1;
+    while (fgets(line, sizeof(line), f) != NULL) {
+        unsigned long lo, hi;
+        if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, ':') != NULL &&
+            line[strcspn(line, " ")] == ' ' && strchr(line, '-') < strchr(line, ' ')) {
+            in = lo == (unsigned long)(uintptr_t)base;
+            continue;
+        }
+        if (in && sscanf(line, "ShmemPmdMapped: %ld kB", &kb) == 1)
+            break;
+    }
+    fclose(f);
+    return kb;
+}
+
+/* Memory that devices read into (an offload node's segment): 2 MiB pages
+ * made at once (MADV_COLLAPSE, Linux 6.1, whatever the sysfs THP settings
+ * say but "deny"), the contents zeroed and shared as usual; a value of
+ * huge that is none of MC_SHM_* is refused. */
+static void thp_regions_are_aligned_and_in_huge_pages(void **state)
+{
+    (void)state;
+    mc_shm_t s;
+    assert_int_equal(mc_shm_create("t", (8u << 20) + 4096, 7, &s), MC_ERR_INVALID_ARGUMENT);
+    assert_int_equal(mc_shm_create("t", (8u << 20) + 4096, MC_SHM_THP, &s), MC_OK);
+    assert_true(s.len >= (8u << 20) + 4096);
+    assert_int_equal((uintptr_t)s.base % MC_SHM_HUGE_PAGE, 0);
+    uint8_t *p = s.base;
+    for (size_t i = 0; i < s.len; i += 512)
+        assert_int_equal(p[i], 0);
+    void *q = NULL;
+    assert_int_equal(mc_shm_map(s.fd, s.len, 1, &q), MC_OK);
+    memcpy(p + (4u << 20) + 7, "hello", 5);
+    assert_memory_equal((uint8_t *)q + (4u << 20) + 7, "hello", 5);
+    munmap(q, s.len);
+    char deny[64] = "";
+    FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/shmem_enabled", "r");
+    if (f != NULL) {
+        if (fgets(deny, sizeof(deny), f) == NULL)
+            deny[0] = '\0';
+        fclose(f);
+    }
+    int major = 0, minor = 0;
+    FILE *v = fopen("/proc/sys/kernel/osrelease", "r");
+    if (v != NULL) {
+        if (fscanf(v, "%d.%d", &major, &minor) != 2)
+            major = 0;
+        fclose(v);
+    }
+    if ((major > 6 || (major == 6 && minor >= 1)) && strstr(deny, "[deny]") == NULL &&
+        strstr(deny, "[force]") == NULL) /* every one of the 4 whole 2 MiB pages */
+        assert_int_equal(pmd_mapped_kb(s.base), 4 * 2048);
+    else
+        print_message("kernel %d.%d, shmem_enabled %s: huge pages not checked\n", major, minor,
+                      deny);
     mc_shm_destroy(&s);
 }
 
@@ -184,6 +251,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(a_region_is_zeroed_and_seen_by_a_second_mapping),
         cmocka_unit_test(huge_pages_fall_back_to_normal_pages),
+        cmocka_unit_test(thp_regions_are_aligned_and_in_huge_pages),
         cmocka_unit_test(more_than_the_host_has_is_refused_at_once),
         cmocka_unit_test(the_file_size_limit_is_reported_as_a_limit),
         cmocka_unit_test(the_open_file_limit_is_reported_as_a_limit),
