@@ -45,6 +45,15 @@ ifeq ($(HAVE_URING),1)
 LIB_PKGS += liburing
 URING_CPPFLAGS := -DMC_HAVE_URING
 endif
+# Hashes of long inputs (checksums of objects and files, src/util/hash.c)
+# go through libxxhash's dispatching entry points where it has them (x86:
+# AVX2 or AVX-512 chosen at run time; the inlined header code is SSE2 only).
+HAVE_XXH_DISPATCH := $(shell test -f /usr/include/xxh_x86dispatch.h && \
+	$(PKG_CONFIG) --exists libxxhash 2>/dev/null && echo 1)
+ifeq ($(HAVE_XXH_DISPATCH),1)
+LIB_PKGS += libxxhash
+XXH_CPPFLAGS := -DMC_HAVE_XXH_DISPATCH
+endif
 TEST_PKGS := cmocka msgpack
 # The daemons (src/daemon.c, not the library) tell systemd when they are
 # ready through libsystemd's sd_notify when its headers exist.
@@ -59,7 +68,8 @@ WARN := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes 
 # OPT is the optimisation level; CFLAGS/LDFLAGS given by the user are added
 # after the project's own flags (which a command-line CFLAGS cannot remove).
 OPT ?= -O2 -g
-MC_CPPFLAGS := -D_GNU_SOURCE -Iinclude -Isrc -I. $(RDMA_CPPFLAGS) $(URING_CPPFLAGS) $(CPPFLAGS)
+MC_CPPFLAGS := -D_GNU_SOURCE -Iinclude -Isrc -I. $(RDMA_CPPFLAGS) $(URING_CPPFLAGS) \
+	$(XXH_CPPFLAGS) $(CPPFLAGS)
 MC_CFLAGS = $(OPT) -std=c11 -pthread -fPIC $(WARN) $(SAN_CFLAGS) $(CFLAGS)
 MC_LDFLAGS = $(SAN_CFLAGS) $(LDFLAGS)
 LIB_CFLAGS := -fvisibility=hidden

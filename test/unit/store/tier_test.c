@@ -23,6 +23,9 @@
 #include "store/tier.h"
 #include "util/hash.h"
 
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
 static int name_ok(const char *n)
 {
     size_t l = strlen(n);
@@ -582,6 +585,31 @@ static void a_write_in_steps_shows_the_new_file_only_once_committed(void **state
     assert_int_equal(w.fd, -1);
 }
 
+/* Checksums are stored in files: mc_hash64 must give XXH3-64's frozen
+ * value whichever code computes it (long inputs go through libxxhash's
+ * dispatching entry points where built: AVX2 or AVX-512). The reference is
+ * the header's inlined code, built here. */
+static void long_and_short_inputs_hash_to_xxh3s_frozen_values(void **state)
+{
+    (void)state;
+    enum { N = (1 << 20) + 3 };
+    uint8_t *data = malloc(N);
+    assert_non_null(data);
+    for (size_t i = 0; i < N; i++)
+        data[i] = (uint8_t)((i * 2654435761u) >> 13);
+    static const size_t lens[] = {0, 1, 17, 240, 241, 1023, 1024, 1025, 4096 + 777, 65536, N};
+    for (size_t k = 0; k < sizeof(lens) / sizeof(lens[0]); k++) {
+        uint64_t want = XXH3_64bits(data + 1, lens[k] > N - 1 ? N - 1 : lens[k]);
+        assert_int_equal(mc_hash64(data + 1, lens[k] > N - 1 ? N - 1 : lens[k]), want);
+        struct iovec v[2] = {{data + 1, lens[k] / 3}, {data + 1 + lens[k] / 3, 0}};
+        v[1].iov_len = (lens[k] > N - 1 ? N - 1 : lens[k]) - v[0].iov_len;
+        assert_int_equal(mc_hash64_iov(v, 2), want);
+    }
+    /* XXH3-64 of "abc" (xxHash's published test vectors for seed 0) */
+    assert_int_equal(mc_hash64("abc", 3), 0x78af5f94892f3950ull);
+    free(data);
+}
+
 /* A load hashes its pieces as they come in (mc_hash64_stream_t): the value
  * is the whole data's at any split, so the file's checksum (the format's,
  * unchanged) verifies it; a wrong byte in any piece, or a piece cut short,
@@ -854,6 +882,7 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(direct_writes_keep_the_format_and_fall_back_when_unaligned,
                                         setup, teardown),
+        cmocka_unit_test(long_and_short_inputs_hash_to_xxh3s_frozen_values),
         cmocka_unit_test_setup_teardown(a_checksum_streamed_in_pieces_verifies_the_file_as_a_whole,
                                         setup, teardown),
     };
