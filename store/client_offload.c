@@ -83,14 +83,22 @@
 /* A load's data is read as up to OFFLOAD_PIECES pieces submitted together
  * (of at least OFFLOAD_PIECE_MIN, multiples of MC_TIER_ALIGN): the device
  * serves them at once, and each piece is hashed as soon as it and those
- * before it are in, while the rest is still being read; only the hash of
- * the last piece is left after the read. The checksum is still the whole
- * data's (XXH3 streamed in order: the file format is unchanged). 8 pieces
- * of 512 KiB for 4 MiB: 30-40 us of hash left after the read, against
- * 65-80 with 4 of 1 MiB, and a reader copying a progressive load has half
- * as much left to copy after the answer. */
+ * before it are in, while the rest is still being read. The checksum is
+ * still the whole data's (XXH3 streamed in order: the file format is
+ * unchanged). Into scattered 4 KiB pages the pieces go out as separate
+ * requests and come in one by one: 8 of 512 KiB for 4 MiB left 30-40 us
+ * of hash after the read, against 65-80 with 4 of 1 MiB. Into 2 MiB pages
+ * (the segment's, MC_TE_HUGE_THP) they merge into one request and come in
+ * together: the whole hash is left, and the reader is told first
+ * (load_advance; perf/results/offload_thp.txt). */
 #define OFFLOAD_PIECES 8
 #define OFFLOAD_PIECE_MIN (512u << 10)
+/* A progressive load tells its last pieces too, before hashing them, when
+ * there are at least this many bytes of them (a device that completes the
+ * pieces together leaves the whole hash for then: 270-390 us for 4 MiB on
+ * the test VM, which the reader's copy then overlaps); fewer are hashed and
+ * answered at once (one message less). */
+#define OFFLOAD_PROGRESS_LAST_MIN (1u << 20)
 #define OFFLOAD_WRITE_BATCH 16                  /* PERSIST files written, then synced at once */
 #define OFFLOAD_WRITE_BATCH_BYTES (64ull << 20) /* ... or fewer, of this many bytes in all */
 
@@ -154,7 +162,7 @@ struct oload {
     uint64_t id; /* the master's id of this LOAD (0: a master without them) */
     /* stage times (µs): the poll's answer came, the load started, its read queued, its
      * first piece in */
-    uint64_t t_ans, t_start, t_queued, t_first;
+    uint64_t t_ans, t_start, t_queued, t_first, t_in; /* t_in: its last piece in */
     mc_tier_file_t f;
     char key[MC_TIER_KEY_MAX];
     uint32_t klen;
@@ -165,6 +173,7 @@ struct oload {
     unsigned parts;  /* reads in flight */
     unsigned nparts; /* pieces of the data (the tail last) */
     unsigned hashed; /* pieces hashed, in order (part[0 .. hashed)) */
+    int fresh;       /* pieces came in at the last reap: load_advance */
     mc_status_t st;  /* the first failure */
     int redo;        /* an O_DIRECT read failed: read the file again, buffered */
     uint8_t *bounce; /* MC_TIER_ALIGN bytes, aligned: an O_DIRECT read's last block */
@@ -1043,28 +1052,42 @@ static void load_part_done(void *arg, void *tag, ssize_t res)
         p->got = (uint64_t)res;
         l->got += p->got;
     }
-    /* the last piece in: the read is over (its hash is the verify stage) */
-    uint64_t t_in = l->parts == 1 ? mc_now_us() : 0;
-    if (l->hashed == 0 && l->t_first == 0 && l->part[0].done)
+    if (l->t_first == 0 && l->part[0].done)
         l->t_first = mc_now_us();
-    /* hash the pieces that are in, in order, while the others are read */
-    unsigned hashed0 = l->hashed;
-    while (l->st == MC_OK && !l->redo && l->hashed < l->nparts && l->part[l->hashed].done &&
-           l->part[l->hashed].got == l->part[l->hashed].len) {
+    if (--l->parts == 0)
+        l->t_in = mc_now_us(); /* the read is over; what is left to hash is the verify stage */
+    l->fresh = 1;              /* load_advance, once every completion in is seen */
+}
+
+/* After a reap, a load with pieces just in: a waiting reader is told what
+ * is ready before it is hashed (it copies while we hash), the pieces in
+ * are hashed in order, and a load whose last piece is in is checked and
+ * answered. (A device that completes a load's pieces together, as one
+ * request, leaves the whole hash after the read: told first, the reader's
+ * copy and the hash overlap.) */
+static void load_advance(reap_ctx_t *c, oload_t *l)
+{
+    l->fresh = 0;
+    unsigned ready = l->hashed;
+    while (ready < l->nparts && l->part[ready].done && l->part[ready].got == l->part[ready].len)
+        ready++;
+    int ok = l->st == MC_OK && !l->redo;
+    if (ok && ready > l->hashed && l->rd == NULL &&
+        (c->o->progress_always || loads_busy(c->o) == 1) &&
+        (l->parts > 0 || l->part[ready - 1].off + l->part[ready - 1].len - l->part[l->hashed].off >=
+                             OFFLOAD_PROGRESS_LAST_MIN)) {
+        /* pieces in, the rest still read (or hashed now): a waiting reader
+         * may copy them meanwhile (checked once the last is in) */
+        const opart_t *h = &l->part[ready - 1];
+        load_progress(c->o, c->g, l->key, l->klen, l->size, h->off + h->len, l->id);
+    }
+    while (ok && l->hashed < ready) {
         opart_t *h = &l->part[l->hashed++];
         mc_hash64_update(&l->hs, l->dst + h->off, h->len);
     }
-    if (--l->parts > 0) {
-        if (l->hashed > hashed0 && l->st == MC_OK && !l->redo && l->rd == NULL &&
-            (c->o->progress_always || loads_busy(c->o) == 1)) {
-            /* the first pieces are in, the rest still read: a waiting reader
-             * may copy them meanwhile (checked once the last is in) */
-            const opart_t *h = &l->part[l->hashed - 1];
-            load_progress(c->o, c->g, l->key, l->klen, l->size, h->off + h->len, l->id);
-        }
+    if (l->parts > 0)
         return;
-    }
-    uint64_t t_read = t_in;
+    uint64_t t_read = l->t_in;
     if (c->o->verify_delay_us > 0 && l->st == MC_OK && !l->redo && l->hashed > 0 && l->rd == NULL) {
         /* tests ($MC_OFFLOAD_VERIFY_DELAY_US): every piece read is told
          * before the checksum is checked, which waits that long, so a reader
@@ -1092,7 +1115,11 @@ static void load_part_done(void *arg, void *tag, ssize_t res)
 static void load_reap(store_offload_t *o, const store_seg_t *g)
 {
     reap_ctx_t c = {o, g};
-    mc_oio_reap(o->io, load_part_done, &c);
+    if (mc_oio_reap(o->io, load_part_done, &c) == 0)
+        return;
+    for (unsigned i = 0; i < OFFLOAD_IO_DEPTH; i++)
+        if (o->loads[i].busy && o->loads[i].fresh)
+            load_advance(&c, &o->loads[i]);
 }
 
 /* A free load slot, taken for key (reads reaped until one is free). */
@@ -1118,7 +1145,8 @@ static oload_t *load_take(store_offload_t *o, const store_seg_t *g, const char *
     l->size = size;
     l->got = l->body = 0;
     l->parts = l->nparts = l->hashed = 0;
-    l->t_first = 0;
+    l->t_first = l->t_in = 0;
+    l->fresh = 0;
     l->redo = 0;
     l->st = MC_OK;
     l->f.fd = -1;
