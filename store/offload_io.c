@@ -221,6 +221,19 @@ static unsigned reap_pread(mc_oio_t *io, mc_oio_done_t done, void *arg)
     return 0;
 }
 
+void mc_oio_submit(mc_oio_t *io)
+{
+#ifdef MC_HAVE_URING
+    if (!io->ring_ok)
+        return;
+    int rc = io_uring_submit(&io->ring);
+    if (rc < 0 && rc != -EINTR && rc != -EAGAIN && rc != -EBUSY)
+        MC_ERROR(CLIENT, "offload: io_uring_submit: %s", strerror(-rc)); /* the next reap tries */
+#else
+    (void)io;
+#endif
+}
+
 unsigned mc_oio_reap(mc_oio_t *io, mc_oio_done_t done, void *arg)
 {
     if (io->used == 0)

@@ -51,6 +51,11 @@ mc_status_t mc_oio_read(mc_oio_t *io, int fd, void *buf, size_t len, uint64_t of
  * MC_ERR_LIMIT (no room). */
 mc_status_t mc_oio_fsync(mc_oio_t *io, int fd, void *tag);
 
+/* Submit what is queued now, without waiting (mc_oio_reap submits too):
+ * reads queued between reaps reach the device before the caller goes on
+ * to other work. Nothing in pread mode (its reads run at mc_oio_reap). */
+void mc_oio_submit(mc_oio_t *io);
+
 typedef void (*mc_oio_done_t)(void *arg, void *tag, ssize_t result);
 
 /* Submit what is queued, wait for at least one read to complete (none
