@@ -221,7 +221,7 @@ static mc_status_t seg_create(mc_store_t *s, void *buf, uint64_t len, store_seg_
             long page = sysconf(_SC_PAGESIZE);
             g->map_len = (len + (uint64_t)page - 1) & ~(uint64_t)(page - 1);
             p = mmap(NULL, g->map_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-            if (p != MAP_FAILED && s->offload != NULL)
+            if (p != MAP_FAILED && (s->offload != NULL || s->cfg.segment_hugepages))
                 madvise(p, g->map_len, MADV_HUGEPAGE); /* as above, where THP is on */
         }
         if (p == MAP_FAILED) {

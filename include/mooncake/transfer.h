@@ -186,7 +186,7 @@ MC_API mc_status_t mc_te_register_batch(mc_te_t *te, const mc_te_buffer_t *bufs,
                                         const char *location, int remote_accessible);
 
 /* mc_te_alloc_shared's huge: normal pages; hugetlb pages when the host
- * has them free (else normal, logged); or normal pages made into 2 MiB
+ * has them free (else as MC_TE_HUGE_THP, logged); or normal pages made into 2 MiB
  * transparent huge pages at once where the kernel can (Linux 6.1; slower
  * to make: for memory that devices read into). */
 #define MC_TE_HUGE_NONE 0

@@ -13,7 +13,7 @@
  * (xxh_x86dispatch.h; declared here: that header renames the inlined
  * functions). The same values: XXH3's output does not depend on the code
  * path. Long inputs only: short ones (keys) stay inlined. A 4 MiB checksum
- * just read from disk: 392 us inlined, 267 us dispatched (AVX-512) on the
+ * just read from disk: 392-446 us inlined, 295 us dispatched (AVX-512) on the
  * test VM. */
 uint64_t XXH3_64bits_dispatch(const void *input, size_t len);
 int XXH3_64bits_update_dispatch(void *state, const void *input, size_t len);

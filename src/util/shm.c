@@ -113,7 +113,7 @@ static mc_status_t create_error(const char *name, uint64_t len, const char *what
 
 /* Map fd's len bytes shared and writable, at an address aligned to
  * MC_SHM_HUGE_PAGE when len is at least one such page: a huge page can back
- * an aligned 2 MiB only (mc_shm_collapse, THP, hugetlb). */
+ * an aligned 2 MiB only (MC_SHM_THP, shmem THP, hugetlb). */
 static void *map_aligned(int fd, uint64_t len)
 {
     if (len < MC_SHM_HUGE_PAGE)
@@ -152,7 +152,7 @@ static void *map_aligned(int fd, uint64_t len)
  * made into one huge page where the kernel can (MADV_COLLAPSE, whatever the
  * transparent_hugepage settings say). One piece at a time: its 4 KiB pages
  * are still in the cache when they are copied, and the next piece reuses
- * the ones given back (3x a plain fallocate on the test VM, against 7-35x
+ * the ones given back (3x a plain fallocate on the test VM, against 7-37x
  * for all reserved first). 0 or fallocate's error; *huge: the bytes in
  * huge pages. */
 static int reserve_thp(int fd, uint8_t *p, uint64_t len, uint64_t *huge)
@@ -245,12 +245,13 @@ mc_status_t mc_shm_create(const char *name, uint64_t len, int huge, mc_shm_t *ou
         return MC_ERR_INVALID_ARGUMENT;
     if (huge == MC_SHM_HUGETLB) {
         uint64_t hl = mc_shm_huge_round(len);
-        if (try_create(name, hl, 1, out, 1) == MC_OK)
+        if (try_create(name, hl, MC_SHM_HUGETLB, out, 1) == MC_OK)
             return MC_OK;
         long long hfree = meminfo("HugePages_Free");
         MC_WARN(CORE,
                 "shared memory '%s': no hugetlb memfd of %llu bytes (HugePages_Free %lld; "
-                "/proc/sys/vm/nr_hugepages): using normal pages",
+                "/proc/sys/vm/nr_hugepages): using normal pages made into transparent huge "
+                "pages where the kernel can",
                 name, (unsigned long long)hl, hfree >= 0 ? hfree / 1024 : -1);
     }
     long page = sysconf(_SC_PAGESIZE);
@@ -270,7 +271,8 @@ mc_status_t mc_shm_create(const char *name, uint64_t len, int huge, mc_shm_t *ou
                  sz, name, av);
         return MC_ERR_NOMEM;
     }
-    return try_create(name, normal, huge == MC_SHM_THP ? MC_SHM_THP : MC_SHM_NORMAL, out, 0);
+    /* (hugetlb asked for and too few free: huge pages the kernel makes) */
+    return try_create(name, normal, huge == MC_SHM_NORMAL ? MC_SHM_NORMAL : MC_SHM_THP, out, 0);
 }
 
 mc_status_t mc_shm_map(int fd, uint64_t len, int writable, void **out)

@@ -41,7 +41,7 @@ static inline uint64_t mc_shm_huge_round(uint64_t len)
 enum {
     MC_SHM_NORMAL = 0,  /* normal pages (THP where shmem_enabled says so) */
     MC_SHM_HUGETLB = 1, /* a hugetlb memfd (2 MiB pages) when the host has
-                         * enough free, else normal pages (logged) */
+                         * enough free, else as MC_SHM_THP (logged) */
     /* normal pages made into 2 MiB transparent huge pages at once, where the
      * kernel can (MADV_COLLAPSE: Linux 6.1, whatever the sysfs settings;
      * giving up after 16 in a row it could not make), logged with the count
