@@ -1085,6 +1085,8 @@ mc_status_t mc_store_open(const mc_store_config_t *c, mc_store_t **out)
     if (st == MC_OK)
         st = open_segment(s, c->global_segment_size);
     if (st == MC_OK)
+        store_offload_announce(s); /* before the first put: evictions written */
+    if (st == MC_OK)
         st = store_tier_open(s, c->persist,
                              c->tier_queue_bytes ? c->tier_queue_bytes : d.tier_queue_bytes);
     if (st == MC_OK) {

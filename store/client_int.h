@@ -540,6 +540,12 @@ void store_retry_cancel_all(mc_store_t *s);
  * buffered: loads and writes never use O_DIRECT (offload_buffered_io). */
 mc_status_t store_offload_open(mc_store_t *s, const char *dir, uint64_t quota,
                                uint64_t segment_size, int buffered, int direct_writes);
+/* The segment was just mounted (the opening thread, not a reactor): tell
+ * the master at once that it offloads, as the worker's report does first,
+ * so objects evicted from it from the first put on are written, not
+ * dropped (the worker notices the segment up to 10 ms later). Best effort:
+ * the worker tells it again. */
+void store_offload_announce(mc_store_t *s);
 /* Stop the worker and the poller (own reads queued or in flight are
  * answered CANCELED, later ones refused); s->offload stays for the
  * operations still running. */

@@ -1552,6 +1552,14 @@ static void *worker(void *arg)
     return NULL;
 }
 
+void store_offload_announce(mc_store_t *s)
+{
+    store_offload_t *o = s->offload;
+    store_seg_t *g = first_seg(s);
+    if (o != NULL && g != NULL && s->reg == STORE_REGISTERED)
+        (void)announce(o, g); /* refused or failed: the worker's report tells it */
+}
+
 /* ------------------------------------------------------------ open/close */
 
 /* The directory's identity: read from its .disk_id (32 hex digits and a
