@@ -60,6 +60,7 @@
 #include "cluster.h"
 #include "store/node_http.h"
 #include "store/tier.h"
+#include "test/thp.h"
 #include "util/buf.h"
 #include "util/time.h"
 
@@ -296,71 +297,16 @@ static void eviction_under_pressure_keeps_every_object_readable(void **state)
     assert_int_equal(node_metric(e, "mooncake_store_offload_poll_pauses_total"), 0);
 }
 
-/* kB of pid's shared memory segment (memfd mooncake-segment) mapped with
- * 2 MiB page table entries (smaps' ShmemPmdMapped), its size in *kb_size;
- * -1 when there is none. */
-static long segment_pmd_kb(pid_t pid, long *kb_size)
-{
-    char path[64], line[512];
-    snprintf(path, sizeof(path), "/proc/%d/smaps", (int)pid);
-    FILE *f = fopen(path, "r");
-    if (f == NULL)
-        return -1;
-    int in = 0;
-    long kb = -1, v;
-    while (fgets(line, sizeof(line), f) != NULL) {
-        unsigned long lo, hi;
-        if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strstr(line, " kB") == NULL) {
-            in = strstr(line, "mooncake-segment") != NULL;
-            continue;
-        }
-        if (in && sscanf(line, "Size: %ld kB", &v) == 1)
-            *kb_size = v;
-        if (in && sscanf(line, "ShmemPmdMapped: %ld kB", &v) == 1) {
-            kb = v;
-            break;
-        }
-    }
-    fclose(f);
-    return kb;
-}
-
 /* A node with an offload directory reads files straight into its segment
  * with O_DIRECT: the segment is made of 2 MiB pages (MADV_COLLAPSE, Linux
  * 6.1, whatever the sysfs THP settings say but deny), so a 4 MiB read goes
  * to the device as one request, not several of scattered 4 KiB pages. */
-/* Can the kernel make 2 MiB pages of shared memory here (Linux 6.1's
- * MADV_COLLAPSE; shmem_enabled not deny)? Says why not when not. */
-static int thp_possible(void)
-{
-    int major = 0, minor = 0;
-    char thp[128] = "";
-    FILE *v = fopen("/proc/sys/kernel/osrelease", "r");
-    if (v != NULL) {
-        if (fscanf(v, "%d.%d", &major, &minor) != 2)
-            major = 0;
-        fclose(v);
-    }
-    FILE *t = fopen("/sys/kernel/mm/transparent_hugepage/shmem_enabled", "r");
-    if (t != NULL) {
-        if (fgets(thp, sizeof(thp), t) == NULL)
-            thp[0] = '\0';
-        fclose(t);
-    }
-    if (major > 6 || (major == 6 && minor >= 1))
-        if (strstr(thp, "[deny]") == NULL)
-            return 1;
-    fprintf(stderr, "  (kernel %d.%d, shmem_enabled %s: huge pages not checked)\n", major, minor,
-            thp);
-    return 0;
-}
-
 static void an_offload_nodes_segment_is_made_of_huge_pages(void **state)
 {
     env_t *e = *state;
-    long size = 0, pmd = segment_pmd_kb(e->node.proc.pid, &size);
+    long size = 0, pmd = test_smaps_pmd_kb(e->node.proc.pid, NULL, "mooncake-segment", &size);
     assert_true(pmd >= 0); /* the node's segment is shared memory (store.shm on) */
-    if (!thp_possible())
+    if (!test_thp_possible())
         return;
     assert_int_equal(size, 16 * 1024);
     assert_int_equal(pmd, size);
@@ -1354,7 +1300,9 @@ static void a_hugetlb_segment_serves_loads_and_too_few_pages_fall_back(void **st
     int started = start_node(e, &e->node);
     long took_few = a1 - huge_avail();
     /* normal pages made into transparent huge pages instead */
-    long few_size = 0, few_pmd = started == 0 ? segment_pmd_kb(e->node.proc.pid, &few_size) : -1;
+    long few_size = 0, few_pmd = started == 0 ? test_smaps_pmd_kb(e->node.proc.pid, NULL,
+                                                                  "mooncake-segment", &few_size)
+                                              : -1;
     int reported = started == 0 && wait_reported(e);
     if (reported) {
         put_all(e, "hpf", NOBJ);
@@ -1372,7 +1320,7 @@ static void a_hugetlb_segment_serves_loads_and_too_few_pages_fall_back(void **st
     assert_true(back);
     if (few)
         assert_int_equal(took_few, 0); /* normal pages: none taken */
-    if (few && thp_possible()) {
+    if (few && test_thp_possible()) {
         assert_int_equal(few_size, seg_mib * 1024);
         assert_int_equal(few_pmd, few_size);
     }

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "util/log.h"
+#include "test/thp.h"
 #include "util/shm.h"
 
 static void a_region_is_zeroed_and_seen_by_a_second_mapping(void **state)
@@ -51,9 +52,6 @@ static void a_region_is_zeroed_and_seen_by_a_second_mapping(void **state)
     mc_shm_destroy(NULL);
 }
 
-static int thp_checkable(void);
-static long pmd_mapped_kb(const void *base);
-
 /* Too few hugetlb pages: normal pages, made into transparent huge pages
  * where the kernel can (MC_SHM_THP). */
 static void huge_pages_fall_back_to_normal_pages(void **state)
@@ -65,33 +63,9 @@ static void huge_pages_fall_back_to_normal_pages(void **state)
     mc_shm_destroy(&s);
     assert_int_equal(mc_shm_create("t", 4u << 20, MC_SHM_HUGETLB, &s), MC_OK);
     memset(s.base, 1, s.len);
-    if (!s.huge && thp_checkable()) /* (a host with a hugetlb pool gave hugetlb pages) */
-        assert_int_equal(pmd_mapped_kb(s.base), 2 * 2048);
+    if (!s.huge && test_thp_possible()) /* (a host with a hugetlb pool gave hugetlb pages) */
+        assert_int_equal(test_smaps_pmd_kb(0, s.base, NULL, NULL), 2 * 2048);
     mc_shm_destroy(&s);
-}
-
-/* The kB of the mapping at base that are mapped by 2 MiB page table
- * entries (/proc/self/smaps' ShmemPmdMapped), or -1. */
-static long pmd_mapped_kb(const void *base)
-{
-    FILE *f = fopen("/proc/self/smaps", "r");
-    if (f == NULL)
-        return -1;
-    char line[512];
-    int in = 0;
-    long kb = -1;
-    while (fgets(line, sizeof(line), f) != NULL) {
-        unsigned long lo, hi;
-        if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, ':') != NULL &&
-            line[strcspn(line, " ")] == ' ' && strchr(line, '-') < strchr(line, ' ')) {
-            in = lo == (unsigned long)(uintptr_t)base;
-            continue;
-        }
-        if (in && sscanf(line, "ShmemPmdMapped: %ld kB", &kb) == 1)
-            break;
-    }
-    fclose(f);
-    return kb;
 }
 
 /* Memory that devices read into (an offload node's segment): 2 MiB pages
@@ -114,34 +88,9 @@ static void thp_regions_are_aligned_and_in_huge_pages(void **state)
     memcpy(p + (4u << 20) + 7, "hello", 5);
     assert_memory_equal((uint8_t *)q + (4u << 20) + 7, "hello", 5);
     munmap(q, s.len);
-    if (thp_checkable()) /* every one of the 4 whole 2 MiB pages */
-        assert_int_equal(pmd_mapped_kb(s.base), 4 * 2048);
+    if (test_thp_possible()) /* every one of the 4 whole 2 MiB pages */
+        assert_int_equal(test_smaps_pmd_kb(0, s.base, NULL, NULL), 4 * 2048);
     mc_shm_destroy(&s);
-}
-
-/* Can MC_SHM_THP make huge pages here: Linux 6.1 (MADV_COLLAPSE), and
- * shmem_enabled neither deny nor force? Says why not when not. */
-static int thp_checkable(void)
-{
-    char thp[64] = "";
-    FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/shmem_enabled", "r");
-    if (f != NULL) {
-        if (fgets(thp, sizeof(thp), f) == NULL)
-            thp[0] = '\0';
-        fclose(f);
-    }
-    int major = 0, minor = 0;
-    FILE *v = fopen("/proc/sys/kernel/osrelease", "r");
-    if (v != NULL) {
-        if (fscanf(v, "%d.%d", &major, &minor) != 2)
-            major = 0;
-        fclose(v);
-    }
-    if ((major > 6 || (major == 6 && minor >= 1)) && strstr(thp, "[deny]") == NULL &&
-        strstr(thp, "[force]") == NULL)
-        return 1;
-    print_message("kernel %d.%d, shmem_enabled %s: huge pages not checked\n", major, minor, thp);
-    return 0;
 }
 
 static void more_than_the_host_has_is_refused_at_once(void **state)
