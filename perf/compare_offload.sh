@@ -81,7 +81,11 @@
 #    sync gets from D threads (tier_bench --sync; COLOC_SYNC=0: async gets
 #    from one thread as the other modes, which a co-located client runs on
 #    helper threads: one more thread hop each way), as serving engines call a
-#    co-located client. MODES (environment)
+#    co-located client. MC_STORE_USE_HUGEPAGE=1 (environment: upstream's
+#    switch) puts the reader's buffers in 2 MiB pages, so the node's read
+#    into them is one large request (without it their pages are normal ones,
+#    as contiguous as luck makes them: the read's time varies 1.5x from run
+#    to run; perf/results/offload_thp.txt). MODES (environment)
 #    picks modes (default "direct direct-np buffered buf-cold colocated
 #    coloc-buf"). buf-cold: buffered, the page cache dropped before every
 #    round of ours and every fio run (root; skipped, said so, without).
@@ -501,8 +505,19 @@ PEER
               if (n > 0) printf "; %d own reads (%d O_DIRECT) straight into the reader'"'"'s memory", n, d }')
     mem=normal
     [ ${#node_huge[@]} -gt 0 ] && mem="hugetlb (segment_hugepages; fio --mem=shmhuge)"
-    tail -n +"$((nlog0 + 1))" "$root/node.log" | grep -q 'segment_hugepages: no\|no hugetlb memfd' &&
-        mem="normal (no hugetlb pages free)"
+    nlog=$(tail -n +"$((nlog0 + 1))" "$root/node.log")
+    thp=$(echo "$nlog" | grep -o "'mooncake-segment': [0-9]* of [0-9]* MiB in 2 MiB pages" | tail -1)
+    [ -n "$thp" ] && mem="transparent huge pages (${thp#*: })"
+    echo "$nlog" | grep -q 'segment_hugepages: no\|no hugetlb memfd' &&
+        mem="$mem (no hugetlb pages free)"
+    case $mode in
+    colocated | coloc-buf) # mc_store_shared_alloc: upstream's switch
+        case ${MC_STORE_USE_HUGEPAGE:-} in
+        "" | 0 | [Ff][Aa][Ll][Ss][Ee] | [Nn][Oo] | [Oo][Ff][Ff])
+            mem="$mem; reader's buffers: normal pages (MC_STORE_USE_HUGEPAGE unset)" ;;
+        *) mem="$mem; reader's buffers: 2 MiB pages (MC_STORE_USE_HUGEPAGE=$MC_STORE_USE_HUGEPAGE)" ;;
+        esac ;;
+    esac
     echo "node ($mode): $io$own; segment pages: $mem"
     grep -q 'refuses O_DIRECT' "$root/node.log" && grep 'refuses O_DIRECT' "$root/node.log" | tail -1
     stop_node

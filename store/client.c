@@ -77,6 +77,8 @@ mc_status_t store_config_full(const mc_store_config_t *c, mc_store_config_t *out
     }
     memcpy(out, c, c->struct_size);
     out->struct_size = sizeof(*out);
+    if (store_env_hugepages() != MC_SHM_NORMAL)
+        out->segment_hugepages = 1; /* upstream's switch, in the environment */
     return MC_OK;
 }
 

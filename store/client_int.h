@@ -165,6 +165,14 @@ mc_status_t store_pool_free(store_pool_t *p, void *ptr);
  * and a duplicate of its memfd (the caller closes it). 1, or 0 when none. */
 int store_shared_find(const void *p, size_t len, void **base, uint64_t *blen, int *fd);
 
+/* Upstream's switch for huge pages in a client's memory: MC_SHM_HUGETLB when
+ * $MC_STORE_USE_HUGEPAGE is set (and not 0/false/no/off), else
+ * MC_SHM_NORMAL. A value that is neither, or a $MC_STORE_HUGEPAGE_SIZE other
+ * than 2 MiB, is warned about (naming it, once per process) and taken as on,
+ * in 2 MiB pages. Read where the memory is made (mc_store_open,
+ * mc_store_shared_alloc). */
+int store_env_hugepages(void);
+
 /* Working memory of a call that would otherwise allocate per call (batch
  * get's per-key arrays): taken from the client's free list and given back,
  * so a steady load allocates nothing (store_scratch_take). */

@@ -1383,7 +1383,11 @@ mc_status_t store_dummy_open(mc_store_t *s, const mc_store_config_t *cfg)
                          "values travel through that shared memory");
         goto err;
     }
-    if ((st = mc_shm_create("mooncake-client", c->stage_len + c->pool_len, 0, &c->mem)) != MC_OK)
+    /* values cross it by memcpy only, but a service that loads an object
+     * from its offload disk reads it straight into pool memory (O_DIRECT):
+     * in huge pages, as one large request */
+    int huge = cfg->segment_hugepages ? MC_SHM_HUGETLB : MC_SHM_NORMAL;
+    if ((st = mc_shm_create("mooncake-client", c->stage_len + c->pool_len, huge, &c->mem)) != MC_OK)
         goto err;
     c->next_off = (c->mem.len + XREG_ALIGN - 1) & ~(uint64_t)(XREG_ALIGN - 1);
     if (c->stage_len > 0 && (st = mc_oalloc_create(c->stage_len, 4096, &c->stage)) != MC_OK)

@@ -6,9 +6,12 @@
  * memory is cache-line aligned.
  */
 #include <fcntl.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <string.h>
 
 #include "store/client_int.h"
+#include "util/conf.h"
 #include "util/log.h"
 #include "util/mem.h"
 #include "util/shm.h"
@@ -93,12 +96,54 @@ typedef struct shared_alloc {
 static pthread_mutex_t shared_mu = PTHREAD_MUTEX_INITIALIZER;
 static shared_alloc_t *shared_list;
 
+_Static_assert(MC_STORE_HUGE_NONE == MC_SHM_NORMAL && MC_STORE_HUGE_HUGETLB == MC_SHM_HUGETLB &&
+                   MC_STORE_HUGE_THP == MC_SHM_THP,
+               "mc_store_shared_alloc_huge passes huge to mc_shm_create");
+
+/* Each of store_env_hugepages' warnings once per process. */
+static atomic_int warned_use, warned_size;
+
+int store_env_hugepages(void)
+{
+    const char *v = mc_conf_env_str("MC_STORE_USE_HUGEPAGE");
+    bool on = true;
+    if (v == NULL)
+        return MC_SHM_NORMAL;
+    if (mc_conf_parse_bool(v, &on) != MC_OK && atomic_exchange(&warned_use, 1) == 0)
+        MC_WARN(CLIENT,
+                "MC_STORE_USE_HUGEPAGE='%s' is not 1/true/yes/on or 0/false/no/off: taken as on "
+                "(as upstream, which turns huge pages on when the variable is set at all)",
+                v);
+    if (!on)
+        return MC_SHM_NORMAL;
+    const char *sz = mc_conf_env_str("MC_STORE_HUGEPAGE_SIZE");
+    uint64_t b = MC_SHM_HUGE_PAGE;
+    if (sz != NULL && (mc_conf_parse_size(sz, &b) != MC_OK || b != MC_SHM_HUGE_PAGE) &&
+        atomic_exchange(&warned_size, 1) == 0)
+        MC_WARN(CLIENT, "MC_STORE_HUGEPAGE_SIZE='%s': %s; 2 MiB pages are used", sz,
+                b == (1ull << 30) ? "1 GiB pages are not supported by mooncake-c"
+                                  : "not a page size (2MB, or upstream's 1GB)");
+    return MC_SHM_HUGETLB;
+}
+
 void *mc_store_shared_alloc(size_t size)
 {
+    return mc_store_shared_alloc_huge(size, store_env_hugepages());
+}
+
+void *mc_store_shared_alloc_huge(size_t size, int huge)
+{
+    if (huge != MC_STORE_HUGE_NONE && huge != MC_STORE_HUGE_HUGETLB && huge != MC_STORE_HUGE_THP) {
+        MC_ERROR(CLIENT,
+                 "mc_store_shared_alloc_huge: huge is %d, not MC_STORE_HUGE_NONE (0), _HUGETLB "
+                 "(1) or _THP (2)",
+                 huge);
+        return NULL;
+    }
     shared_alloc_t *a = size > 0 ? MC_NEW(shared_alloc_t) : NULL;
     if (a == NULL)
         return NULL;
-    if (mc_shm_create("mooncake-shared", size, 0, &a->m) != MC_OK) { /* logged */
+    if (mc_shm_create("mooncake-shared", size, huge, &a->m) != MC_OK) { /* logged */
         mc_free(a);
         return NULL;
     }

@@ -38,11 +38,12 @@ static inline int test_thp_possible(void)
     return 0;
 }
 
-/* kB of a shared memory mapping of process pid (0: this one) mapped by
- * 2 MiB page table entries (smaps' ShmemPmdMapped): the mapping that starts
- * at base, or (base NULL) the first whose line names name; its size in
- * *kb_size when not NULL. -1 when there is none. */
-static inline long test_smaps_pmd_kb(pid_t pid, const void *base, const char *name, long *kb_size)
+/* The kB value of smaps field `field` ("ShmemPmdMapped:", "Shared_Hugetlb:")
+ * of a mapping of process pid (0: this one): the mapping that starts at base,
+ * or (base NULL) the first whose line names name; its size in *kb_size when
+ * not NULL. -1 when there is none. */
+static inline long test_smaps_kb(pid_t pid, const void *base, const char *name, const char *field,
+                                 long *kb_size)
 {
     char path[64], line[512];
     if (pid == 0)
@@ -53,6 +54,7 @@ static inline long test_smaps_pmd_kb(pid_t pid, const void *base, const char *na
     if (f == NULL)
         return -1;
     int in = 0;
+    size_t fl = strlen(field);
     long kb = -1, v;
     while (fgets(line, sizeof(line), f) != NULL) {
         unsigned long lo, hi;
@@ -63,13 +65,29 @@ static inline long test_smaps_pmd_kb(pid_t pid, const void *base, const char *na
         }
         if (in && kb_size != NULL && sscanf(line, "Size: %ld kB", &v) == 1)
             *kb_size = v;
-        if (in && sscanf(line, "ShmemPmdMapped: %ld kB", &v) == 1) {
+        if (in && strncmp(line, field, fl) == 0 && sscanf(line + fl, "%ld kB", &v) == 1) {
             kb = v;
             break;
         }
     }
     fclose(f);
     return kb;
+}
+
+/* kB of a shared memory mapping mapped by 2 MiB page table entries (smaps'
+ * ShmemPmdMapped), as test_smaps_kb. */
+static inline long test_smaps_pmd_kb(pid_t pid, const void *base, const char *name, long *kb_size)
+{
+    return test_smaps_kb(pid, base, name, "ShmemPmdMapped:", kb_size);
+}
+
+/* kB of a mapping in 2 MiB pages of either kind: transparent (PMD-mapped)
+ * or hugetlb. */
+static inline long test_smaps_huge_kb(pid_t pid, const void *base, const char *name, long *kb_size)
+{
+    long pmd = test_smaps_pmd_kb(pid, base, name, kb_size);
+    long tlb = test_smaps_kb(pid, base, name, "Shared_Hugetlb:", NULL);
+    return pmd < 0 ? -1 : pmd + (tlb > 0 ? tlb : 0);
 }
 
 #endif /* MC_TEST_THP_H */

@@ -175,7 +175,12 @@ typedef struct mc_store_config {
      * pages, and peers' copies out of it miss the TLB less: on the one
      * machine measured (a VM's virtio disk) offload loads read 1.3-1.6x
      * faster (perf/results/offload_reads_hugepages.txt). Too few free
-     * pages: normal pages, with a warning. 0 (default): normal pages. */
+     * pages: normal pages made into 2 MiB transparent huge pages (with a
+     * warning). A co-located client (service) gets its shared staging and
+     * pool memory in these pages instead. 0 (default): normal pages (a
+     * node with offload_dir: transparent huge pages); mc_store_open turns
+     * it on when $MC_STORE_USE_HUGEPAGE is set (upstream's switch;
+     * 0/false/no/off or empty: not). */
     int segment_hugepages;
 } mc_store_config_t;
 
@@ -429,6 +434,24 @@ MC_API mc_status_t mc_store_free_to_mem_pool(mc_store_t *s, void *p);
  * place (no staging copy); for a normal client it is ordinary memory. NULL
  * when the host has not that much (logged). Any thread. */
 MC_API void *mc_store_shared_alloc(size_t size);
+/* mc_store_shared_alloc_huge's huge: normal pages; hugetlb pages (2 MiB)
+ * when the system's pool has that many free (/proc/sys/vm/nr_hugepages),
+ * else as MC_STORE_HUGE_THP (logged); or normal pages made into 2 MiB
+ * transparent huge pages at once where the kernel can (logged with the
+ * count and the time: ~0.4 s per GiB on the test VM, ~3x the normal pages'
+ * time). Values read or written by a device (an offload node's O_DIRECT
+ * read into this memory) go to it as a few large requests in huge pages,
+ * as one request per ~1 MiB of scattered 4 KiB pages in normal ones.
+ * mc_store_shared_alloc is mc_store_shared_alloc_huge with
+ * MC_STORE_HUGE_HUGETLB when $MC_STORE_USE_HUGEPAGE is set (upstream's
+ * switch; 0/false/no/off or empty turn it off), else MC_STORE_HUGE_NONE. */
+#define MC_STORE_HUGE_NONE 0
+#define MC_STORE_HUGE_HUGETLB 1
+#define MC_STORE_HUGE_THP 2
+/* As mc_store_shared_alloc, in the pages huge says (MC_STORE_HUGE_*; any
+ * other value: NULL, logged). Sizes are rounded up to 2 MiB in huge pages;
+ * the memory is zeroed either way. */
+MC_API void *mc_store_shared_alloc_huge(size_t size, int huge);
 /* Unmap it. Unregister it from the stores first; a service keeps its own
  * mapping of memory it was shared until that client's session ends. MC_OK, or
  * MC_ERR_INVALID_ARGUMENT (not such memory, or freed already). */

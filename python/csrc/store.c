@@ -740,17 +740,24 @@ static PyObject *py_alloc_from_mem_pool(PyObject *o, PyObject *const *args, Py_s
     return PyLong_FromUnsignedLongLong((uintptr_t)p);
 }
 
-/* Store._shared_alloc(size) -> address or 0; Store._shared_free(address)
+/* Store._shared_alloc(size[, huge]) -> address or 0 (huge: MC_STORE_HUGE_*;
+ * absent or None: as $MC_STORE_USE_HUGEPAGE says); Store._shared_free(address)
  * -> int (mooncake.store.MooncakeHostMemAllocator). */
-static PyObject *py_shared_alloc(PyObject *unused, PyObject *arg)
+static PyObject *py_shared_alloc(PyObject *unused, PyObject *args)
 {
     (void)unused;
-    uint64_t n;
-    if (mcpy_u64(arg, "alloc", "size", &n) != 0)
+    PyObject *size, *hugeo = Py_None;
+    if (!PyArg_UnpackTuple(args, "alloc", 1, 2, &size, &hugeo))
+        return NULL;
+    uint64_t n, huge = 0;
+    if (mcpy_u64(size, "alloc", "size", &n) != 0)
+        return NULL;
+    if (hugeo != Py_None && mcpy_u64(hugeo, "alloc", "huge", &huge) != 0)
         return NULL;
     void *p;
     Py_BEGIN_ALLOW_THREADS;
-    p = mc_store_shared_alloc(n);
+    p = hugeo == Py_None ? mc_store_shared_alloc(n)
+                         : mc_store_shared_alloc_huge(n, huge > 2 ? -1 : (int)huge);
     Py_END_ALLOW_THREADS;
     return PyLong_FromUnsignedLongLong((uintptr_t)p);
 }
@@ -804,7 +811,7 @@ static PyMethodDef store_methods[] = {
     MCPY_FAST("_setup_dummy", py_setup_dummy, "internal: setup_dummy() with its arguments checked"),
     MCPY_FAST("alloc_from_mem_pool", py_alloc_from_mem_pool,
               "alloc_from_mem_pool(size) -> address of shared pool memory (0: none)"),
-    {"_shared_alloc", py_shared_alloc, METH_O | METH_STATIC,
+    {"_shared_alloc", py_shared_alloc, METH_VARARGS | METH_STATIC,
      "internal: MooncakeHostMemAllocator.alloc"},
     {"_shared_free", py_shared_free, METH_O | METH_STATIC,
      "internal: MooncakeHostMemAllocator.free"},

@@ -425,10 +425,27 @@ class MooncakeHostMemAllocator:
     normal client it is ordinary memory."""
 
     def __init__(self, use_hugepage=None, hugepage_size=None):
-        if use_hugepage:
-            MooncakeDistributedStore._warn_once(
-                "MooncakeHostMemAllocator(use_hugepage=True): mooncake-c allocates normal pages")
+        """use_hugepage: True puts every allocation in 2 MiB pages: hugetlb
+        pages when the system's pool has them free (/proc/sys/vm/nr_hugepages),
+        else normal pages made into transparent huge pages (logged); False
+        normal pages; None (default) as $MC_STORE_USE_HUGEPAGE says (upstream's
+        switch). hugepage_size: "2MB" (default) or 2097152; upstream's "1GB" is
+        accepted with one warning and 2 MiB pages are used."""
+        if use_hugepage is not None and not isinstance(use_hugepage, bool):
+            raise TypeError("MooncakeHostMemAllocator() argument 'use_hugepage' must be bool or "
+                            f"None, not {type(use_hugepage).__name__}")
+        if hugepage_size is not None:
+            b = _util.parse_size(hugepage_size, "MooncakeHostMemAllocator(hugepage_size)")
+            if b == 1 << 30:
+                MooncakeDistributedStore._warn_once(
+                    "MooncakeHostMemAllocator(hugepage_size=1GB): 1 GiB pages are not supported "
+                    "by mooncake-c; 2 MiB pages are used")
+            elif b != 2 << 20:
+                raise ValueError("MooncakeHostMemAllocator(hugepage_size): "
+                                 f"{hugepage_size!r} is not a huge page size (\"2MB\" or \"1GB\")")
         self._hugepage_size = hugepage_size
+        # MC_STORE_HUGE_HUGETLB (1, else THP) or _NONE (0); None: the environment's
+        self._huge = None if use_hugepage is None else (1 if use_hugepage else 0)
 
     def alloc(self, size):
         """alloc(size) -> address of size bytes (zeroed, page aligned), or 0
@@ -440,7 +457,7 @@ class MooncakeHostMemAllocator:
         if size == 0:
             log.error("MooncakeHostMemAllocator.alloc(0): nothing to allocate")
             return 0
-        p = _mooncake.Store._shared_alloc(size)
+        p = _mooncake.Store._shared_alloc(size, self._huge)
         if p == 0:
             log.error("MooncakeHostMemAllocator.alloc(%d): cannot allocate that much shared "
                       "memory", size)

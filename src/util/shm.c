@@ -255,7 +255,8 @@ mc_status_t mc_shm_create(const char *name, uint64_t len, int huge, mc_shm_t *ou
                 name, (unsigned long long)hl, hfree >= 0 ? hfree / 1024 : -1);
     }
     long page = sysconf(_SC_PAGESIZE);
-    uint64_t normal = (len + (uint64_t)page - 1) & ~(uint64_t)(page - 1);
+    uint64_t normal = huge != MC_SHM_NORMAL ? mc_shm_huge_round(len) /* its tail too */
+                                            : (len + (uint64_t)page - 1) & ~(uint64_t)(page - 1);
     /* more than the host can give fails now, clearly, instead of the
      * fallocate pushing the host into swap or the OOM killer (normal
      * pages only: the hugetlb pool is not in MemAvailable) */

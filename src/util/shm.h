@@ -53,7 +53,7 @@ enum {
     MC_SHM_THP = 2,
 };
 
-/* Make len bytes (rounded up to pages) of shared memory, mapped read-write
+/* Make len bytes (rounded up to pages: to 2 MiB when huge) of shared memory, mapped read-write
  * at a 2 MiB-aligned address (when that long), zeroed. huge: MC_SHM_*. The
  * memory is reserved at once (fallocate), so a shortage shows here and not
  * as SIGBUS later. MC_OK; MC_ERR_INVALID_ARGUMENT (len 0, huge not MC_SHM_*); MC_ERR_NOMEM (more

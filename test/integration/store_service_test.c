@@ -51,6 +51,7 @@
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wunused-function"
 #include "store_cases.h"
+#include "test/thp.h"
 #pragma GCC diagnostic pop
 #include "util/buf.h"
 #include "util/log.h"
@@ -429,6 +430,90 @@ static void shared_memory_registered_later_travels_in_place(void **state)
     assert_int_equal(mc_store_shared_free(b), MC_ERR_INVALID_ARGUMENT);
     assert_null(mc_store_shared_alloc(0));
     free(b);
+}
+
+/* Whether this host leaves shared memory in normal pages unless asked
+ * (shmem_enabled never or advise, the defaults). */
+static int shmem_thp_off(void)
+{
+    char thp[128] = "";
+    FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/shmem_enabled", "r");
+    if (f != NULL) {
+        if (fgets(thp, sizeof(thp), f) == NULL)
+            thp[0] = '\0';
+        fclose(f);
+    }
+    return strstr(thp, "[never]") != NULL || strstr(thp, "[advise]") != NULL;
+}
+
+/* Upstream's switch MC_STORE_USE_HUGEPAGE (MooncakeHostMemAllocator's
+ * use_hugepage): shared memory in 2 MiB pages (hugetlb when the pool has
+ * them free, else transparent huge pages), and a co-located client opened
+ * with it set has its shared staging and pool memory in them too (a
+ * service's offload load reads a file straight into it: one large request);
+ * values travel in place as in normal pages. An unknown kind of page is
+ * refused; a page size other than 2 MiB is warned about and 2 MiB used;
+ * "0" turns the variable off. */
+static void huge_page_shared_memory_travels_in_place(void **state)
+{
+    env_t *e = *state;
+    const size_t len = 8 * MIB, half = len / 2;
+    int thp = test_thp_possible();
+    assert_null(mc_store_shared_alloc_huge(len, 7));
+    assert_null(mc_store_shared_alloc_huge(len, -1));
+    uint8_t *t = mc_store_shared_alloc_huge(len, MC_STORE_HUGE_THP);
+    assert_non_null(t);
+    long size = 0, huge = test_smaps_huge_kb(0, t, NULL, &size);
+    setenv("MC_STORE_USE_HUGEPAGE", "1", 1);
+    setenv("MC_STORE_HUGEPAGE_SIZE", "1GB", 1); /* not here: 2 MiB pages, a warning */
+    uint8_t *h = mc_store_shared_alloc(len);
+    mc_store_config_t c;
+    mc_store_config_init(&c);
+    c.service = e->svc;
+    c.local_buffer_size = MIB;
+    c.mem_pool_size = len;
+    c.rpc_timeout_us = RPC_TIMEOUT_US;
+    mc_store_t *d = NULL;
+    mc_status_t opened = mc_store_open(&c, &d);
+    setenv("MC_STORE_USE_HUGEPAGE", "0", 1);
+    uint8_t *n = mc_store_shared_alloc(len);
+    unsetenv("MC_STORE_USE_HUGEPAGE");
+    unsetenv("MC_STORE_HUGEPAGE_SIZE");
+    assert_int_equal(opened, MC_OK);
+    assert_non_null(h);
+    assert_non_null(n);
+    long hsize = 0, hhuge = test_smaps_huge_kb(0, h, NULL, &hsize);
+    long psize = 0, phuge = test_smaps_huge_kb(0, NULL, "mooncake-client", &psize);
+    long nhuge = test_smaps_huge_kb(0, n, NULL, NULL);
+    if (thp) {
+        assert_int_equal(size, len / 1024);
+        assert_int_equal(huge, size);
+        assert_int_equal(hsize, len / 1024);
+        assert_int_equal(hhuge, hsize);
+        assert_true(psize >= (long)(len + MIB) / 1024);
+        assert_int_equal(phuge, psize);
+    }
+    if (shmem_thp_off())
+        assert_int_equal(nhuge, 0);
+    /* in place, registered, as normal pages */
+    assert_int_equal(mc_store_register_buffer(d, h, len), MC_OK);
+    fill(h, half, 41);
+    assert_int_equal(mc_store_put(d, "hp", 2, h, half, NULL), MC_OK);
+    memset(h + half, 0, half);
+    assert_int_equal(mc_store_get(d, "hp", 2, h + half, half, NULL), (int64_t)half);
+    assert_memory_equal(h + half, h, half);
+    uint8_t *p = mc_store_alloc_from_mem_pool(d, half);
+    assert_non_null(p);
+    memset(p, 0, half);
+    assert_int_equal(mc_store_get(d, "hp", 2, p, half, NULL), (int64_t)half);
+    assert_memory_equal(p, h, half);
+    assert_int_equal(mc_store_free_to_mem_pool(d, p), MC_OK);
+    assert_int_equal(mc_store_remove(d, "hp", 2, 1), MC_OK);
+    assert_int_equal(mc_store_unregister_buffer(d, h), MC_OK);
+    mc_store_close(d);
+    assert_int_equal(mc_store_shared_free(t), MC_OK);
+    assert_int_equal(mc_store_shared_free(h), MC_OK);
+    assert_int_equal(mc_store_shared_free(n), MC_OK);
 }
 
 /* The master's count of pinned objects (its /metrics). */
@@ -1461,6 +1546,7 @@ int main(void)
         cmocka_unit_test(the_store_cases_pass_through_the_service),
         cmocka_unit_test(pins_and_upserts_reach_the_master_through_the_service),
         cmocka_unit_test(shared_memory_registered_later_travels_in_place),
+        cmocka_unit_test(huge_page_shared_memory_travels_in_place),
         cmocka_unit_test(
             offsets_outside_a_session_and_bad_calls_are_refused_and_nothing_is_touched),
         cmocka_unit_test(a_call_channel_checks_its_session_its_token_and_every_offset),

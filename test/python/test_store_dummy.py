@@ -82,6 +82,68 @@ def test_sglang_standalone_storage_order(service):
     assert alloc.free(ptr) == ms.INVALID_ARGUMENT
 
 
+def _huge_kb(ptr):
+    """kB of this process's mapping at ptr in 2 MiB pages (transparent or
+    hugetlb), and its size in kB; None when the kernel cannot make them
+    (before Linux 6.1, shmem_enabled deny or force)."""
+    rel = os.uname().release.split(".")
+    with open("/sys/kernel/mm/transparent_hugepage/shmem_enabled") as f:
+        thp = f.read()
+    if (int(rel[0]), int(rel[1])) < (6, 1) or "[deny]" in thp or "[force]" in thp:
+        return None
+    huge, size, inside = 0, None, False
+    with open("/proc/self/smaps") as f:
+        for line in f:
+            head = line.split()[0]
+            if "-" in head and not head.endswith(":"):
+                inside = int(head.split("-")[0], 16) == ptr
+            elif inside and head == "Size:":
+                size = int(line.split()[1])
+            elif inside and head in ("ShmemPmdMapped:", "Shared_Hugetlb:"):
+                huge += int(line.split()[1])
+    return huge, size
+
+
+def test_host_mem_allocator_use_hugepage(service):
+    """MooncakeHostMemAllocator(use_hugepage=True), as upstream: allocations
+    in 2 MiB pages (hugetlb when the pool has them free, else transparent
+    huge pages), shared with the service and travelling in place; False and
+    the default (no MC_STORE_USE_HUGEPAGE) in normal pages; bad arguments
+    named."""
+    a = MooncakeHostMemAllocator(use_hugepage=True, hugepage_size="2MB")
+    size = 8 * MIB
+    ptr = a.alloc(size)
+    assert ptr != 0
+    got = _huge_kb(ptr)
+    if got is not None:
+        assert got == (size // 1024, size // 1024)
+    plain = MooncakeHostMemAllocator(use_hugepage=False).alloc(size)
+    assert plain != 0
+    with open("/sys/kernel/mm/transparent_hugepage/shmem_enabled") as f:
+        if got is not None and ("[never]" in f.read()):
+            assert _huge_kb(plain)[0] == 0
+    assert MooncakeHostMemAllocator().free(plain) == 0
+    s = MooncakeDistributedStore()
+    assert s.setup_dummy(4 * MIB, MIB, service.service) == 0
+    assert s.register_buffer(ptr, size) == 0
+    mem = view(ptr, size)
+    half = size // 2
+    mem[:half] = np.frombuffer(os.urandom(half), dtype=np.uint8)
+    assert s.put_from("hp", ptr, half) == 0
+    assert s.get_into("hp", ptr + half, half) == half
+    assert bytes(mem[half:]) == bytes(mem[:half])
+    assert s.remove("hp", force=True) == 0
+    assert s.unregister_buffer(ptr) == 0
+    s.close()
+    assert a.free(ptr) == 0
+    # upstream's 1 GiB pages: 2 MiB ones here (one warning); others refused
+    assert MooncakeHostMemAllocator(use_hugepage=True, hugepage_size="1GB")._huge == 1
+    with pytest.raises(ValueError, match="hugepage_size.*'3MB'"):
+        MooncakeHostMemAllocator(use_hugepage=True, hugepage_size="3MB")
+    with pytest.raises(TypeError, match="'use_hugepage'"):
+        MooncakeHostMemAllocator(use_hugepage="yes")
+
+
 def test_get_into_ranges_through_the_service(service):
     """get_into_ranges on a co-located client: the service reads each
     fragment into the shared memory; a missing key, a range past the end and
