@@ -110,6 +110,14 @@ struct mc_oalloc {
     uint32_t bin_at_max[NUM_BINS]; /* ranges of size bin_max; 0: bound not exact */
     node_t *nodes;
     uint32_t hint; /* a node near the last reserve (reserve's search start) */
+    /* reserve's other search starts (made at its first call): fingers[b] is
+     * 1 + the node of the last reserve in the b-th 2^finger_shift units of
+     * the space (0: none yet), or a stale index (its node since merged: size 0, or reused
+     * elsewhere: a farther start, still a correct one). Reserves in any
+     * order (a snapshot's objects come in hash order) then walk about
+     * nodes / FINGER_NODES nodes each instead of up to all of them. */
+    uint32_t *fingers;
+    unsigned finger_shift;
 };
 
 /* ---- small float ---- */
@@ -352,6 +360,8 @@ mc_status_t mc_oalloc_create(uint64_t capacity, uint32_t max_allocs, mc_oalloc_t
     a->hwm = 0;
     a->nspare = 0;
     a->hint = 0;
+    a->fingers = NULL;
+    a->finger_shift = 0;
     a->top_bits = 0;
     for (uint32_t i = 0; i < TOP_BINS; i++)
         a->leaf_bits[i] = 0;
@@ -385,6 +395,7 @@ void mc_oalloc_destroy(mc_oalloc_t *a)
 {
     if (a == NULL)
         return;
+    mc_free(a->fingers);
     mc_free(a->spare);
     mc_free(a->nodes);
     mc_free(a);
@@ -484,10 +495,55 @@ void mc_oalloc_free(mc_oalloc_t *a, mc_oalloc_handle_t h)
 }
 
 /* A node in use (free or live) to start a neighbour walk from. */
-static uint32_t walk_start(const mc_oalloc_t *a)
+/* The units between unit off and node n's range (0: inside it). */
+static uint64_t node_dist(const node_t *n, uint64_t off)
 {
-    if (a->hint < a->hwm && a->nodes[a->hint].size != 0)
-        return a->hint;
+    return off < n->offset              ? n->offset - off
+           : off >= n->offset + n->size ? off - (n->offset + n->size - 1)
+                                        : 0;
+}
+
+/* One finger per FINGER_NODES allocations the allocator may hold (at least
+ * 64, at most 2^20 of them), the space cut into as many equal parts. Made at
+ * the first reserve: 0 without memory (the hint alone then). */
+#define FINGER_NODES 16u
+
+static int fingers_make(mc_oalloc_t *a)
+{
+    if (a->fingers != NULL)
+        return 1;
+    uint32_t want = a->max_allocs / FINGER_NODES;
+    want = want < 64 ? 64 : want > (1u << 20) ? 1u << 20 : want;
+    unsigned shift = 0;
+    while ((a->capacity - 1) >> shift >= want)
+        shift++;
+    uint32_t n = (uint32_t)((a->capacity - 1) >> shift) + 1;
+    /* zeroed (none), and only the pages of parts reserved in get touched:
+     * at most 1/128 of what the nodes of as many allocations take */
+    a->fingers = mc_calloc(n, sizeof(*a->fingers));
+    if (a->fingers == NULL)
+        return 0;
+    a->finger_shift = shift;
+    return 1;
+}
+
+/* Where reserve's walk to unit off starts: the nearer of the hint and off's
+ * finger (either may be stale: a node in use is a correct start anywhere). */
+static uint32_t walk_start(mc_oalloc_t *a, uint64_t off)
+{
+    uint32_t best = NONE;
+    uint64_t best_d = UINT64_MAX;
+    if (a->hint < a->hwm && a->nodes[a->hint].size != 0) {
+        best = a->hint;
+        best_d = node_dist(&a->nodes[best], off);
+    }
+    if (best_d != 0 && fingers_make(a)) {
+        uint32_t f = a->fingers[off >> a->finger_shift] - 1; /* 0: none (NONE) */
+        if (f < a->hwm && a->nodes[f].size != 0 && node_dist(&a->nodes[f], off) < best_d)
+            best = f;
+    }
+    if (best != NONE)
+        return best;
     for (uint32_t i = 0; i < a->hwm; i++)
         if (a->nodes[i].size != 0)
             return i;
@@ -508,7 +564,7 @@ mc_status_t mc_oalloc_reserve(mc_oalloc_t *a, uint64_t offset, uint64_t size,
         return MC_ERR_NO_AVAILABLE_HANDLE;
 
     /* the range (free or live) holding off: nodes are address-ordered */
-    uint32_t idx = walk_start(a);
+    uint32_t idx = walk_start(a, off);
     while (idx != NONE) {
         const node_t *n = &a->nodes[idx];
         if (off < n->offset)
@@ -566,6 +622,8 @@ mc_status_t mc_oalloc_reserve(mc_oalloc_t *a, uint64_t offset, uint64_t size,
 
     a->used += units;
     a->live++;
+    if (a->fingers != NULL)
+        a->fingers[off >> a->finger_shift] = uidx + 1;
     out->offset = a->nodes[uidx].offset << ALIGN_SHIFT;
     out->node = uidx;
     return MC_OK;

@@ -52,9 +52,12 @@ mc_status_t mc_oalloc_alloc(mc_oalloc_t *a, uint64_t size, mc_oalloc_handle_t *o
 /* Take exactly [offset, offset + size) (size rounded up to MC_OALLOC_ALIGN),
  * as an earlier alloc placed it: replaying another master's journal must
  * rebuild the same ranges. offset must be aligned. The search for the free
- * range holding it starts at the range the previous reserve or alloc left
- * and walks neighbours, so reserving in the order a replay sees them (a
- * segment fills front to back) is O(1) each; O(ranges) at worst.
+ * range holding it starts at the nearer of the range the previous reserve
+ * left and the last range reserved in the same part of the space (one part
+ * per 16 allocations max_allocs allows; a table made at the first reserve)
+ * and walks neighbours: reserving in the order a replay sees them (a
+ * segment fills front to back) is O(1) each, in any order (a snapshot's hash
+ * order) about 16 ranges each; O(ranges) at worst.
  * MC_OK, MC_ERR_INVALID_PARAMS (size 0, misaligned, beyond the capacity),
  * MC_ERR_EXISTS (some byte of the range is allocated already),
  * MC_ERR_NO_AVAILABLE_HANDLE (max_allocs live). */

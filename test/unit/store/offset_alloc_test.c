@@ -600,6 +600,66 @@ static void replaying_allocations_rebuilds_an_identical_allocator(void **state)
     mc_oalloc_destroy(r);
 }
 
+/* A replica fed a primary's live ranges in any order (a snapshot lists its
+ * objects in hash order) ends with the same ranges; so it does again after
+ * frees merged the ranges its search starts pointed at; and a range that
+ * overlaps a live one is still refused, wherever the search starts. */
+static void reserving_in_any_order_rebuilds_the_same_ranges(void **state)
+{
+    (void)state;
+    enum { N = 4000 };
+    mc_oalloc_t *p = make(64 << 20, 8192), *r = make(64 << 20, 8192);
+    static mc_oalloc_handle_t ph[N], rh[N];
+    static uint64_t sz[N];
+    static int live[N], order[N], freed[N];
+    uint64_t seed = 7;
+    int n = 0;
+    for (int i = 0; i < N; i++) {
+        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+        sz[i] = 8 + (seed >> 33) % 9000;
+        assert_int_equal(mc_oalloc_alloc(p, sz[i], &ph[i]), MC_OK);
+        live[i] = 1;
+        if (i % 5 == 4) { /* holes */
+            mc_oalloc_free(p, ph[i - 2]);
+            live[i - 2] = 0;
+        }
+    }
+    for (int i = 0; i < N; i++)
+        if (live[i])
+            order[n++] = i;
+    for (int round = 0; round < 2; round++) {
+        for (int i = n - 1; i > 0; i--) { /* Fisher-Yates */
+            seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+            int j = (int)((seed >> 33) % (uint64_t)(i + 1)), t = order[i];
+            order[i] = order[j];
+            order[j] = t;
+        }
+        for (int k = 0; k < n; k++) {
+            int i = order[k];
+            if (round == 1 && !freed[i])
+                continue; /* round 2: the freed half only */
+            assert_int_equal(mc_oalloc_reserve(r, ph[i].offset, sz[i], &rh[i]), MC_OK);
+            assert_int_equal(rh[i].offset, ph[i].offset);
+        }
+        assert_int_equal(mc_oalloc_used(r), mc_oalloc_used(p));
+        assert_int_equal(mc_oalloc_live(r), mc_oalloc_live(p));
+        assert_int_equal(mc_oalloc_largest_free(r), mc_oalloc_largest_free(p));
+        for (int k = 0; k < n; k++) {
+            mc_oalloc_handle_t x;
+            int i = order[k];
+            if (k % 7 == 0) /* inside a live range: refused */
+                assert_int_equal(mc_oalloc_reserve(r, ph[i].offset, 8, &x), MC_ERR_EXISTS);
+        }
+        if (round == 0) /* free every other, in this order: merges */
+            for (int k = 0; k < n; k += 2) {
+                mc_oalloc_free(r, rh[order[k]]);
+                freed[order[k]] = 1;
+            }
+    }
+    mc_oalloc_destroy(p);
+    mc_oalloc_destroy(r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -625,6 +685,7 @@ int main(void)
         cmocka_unit_test(reserve_rejects_misaligned_and_out_of_range_requests),
         cmocka_unit_test(reserve_respects_the_allocation_limit),
         cmocka_unit_test(replaying_allocations_rebuilds_an_identical_allocator),
+        cmocka_unit_test(reserving_in_any_order_rebuilds_the_same_ranges),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
