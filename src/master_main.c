@@ -218,6 +218,7 @@ typedef struct ha_conf {
     int sync;
     uint64_t flush_interval;
     uint64_t snapshot_records;
+    uint64_t snapshot_chunk;
     char *advertise_address;
     uint64_t wait_replicas;
 } ha_conf_t;
@@ -243,6 +244,9 @@ static const mc_conf_key_t ha_keys[] = {
     MC_CONF_ROW(ha_conf_t, snapshot_records, "snapshot_records", MC_CONF_UINT, "1000000", 0, 1e12,
                 "a standby writes a snapshot and trims the journal after at least this many new "
                 "records and twice the state (bounds replay); 0 = never"),
+    MC_CONF_ROW(ha_conf_t, snapshot_chunk, "snapshot_chunk", MC_CONF_SIZE, "16MiB", 4096, 256 << 20,
+                "a snapshot larger than this is stored as a list of chunks of about this size "
+                "(a Redis string holds at most 512 MB): any state fits"),
     MC_CONF_ROW(ha_conf_t, advertise_address, "advertise_address", MC_CONF_STRING, "", 0, 0,
                 "HOST:PORT clients reach this master at when it leads; empty = "
                 "server.bind_address (127.0.0.1 for 0.0.0.0) and the RPC port"),
@@ -395,6 +399,7 @@ int main(int argc, char **argv)
         o.ha.flush_interval_us = hcf.flush_interval;
         o.ha.advertise = hcf.advertise_address;
         o.ha.snapshot_records = hcf.snapshot_records;
+        o.ha.snapshot_chunk = hcf.snapshot_chunk;
         /* what clients are told to dial when this master leads */
         char adv[256];
         snprintf(adv, sizeof(adv), "%s",

@@ -36,11 +36,17 @@
 #include "util/mem.h"
 #include "util/time.h"
 
-#define READ_COUNT 512              /* stream entries per XREAD */
-#define POLL_MAX_US 250000          /* a standby checks the lease at least this often */
-#define RECONNECT_US 100000         /* between connection attempts */
-#define SNAPSHOT_MAX (500ull << 20) /* below Redis' 512 MB string limit */
-#define LAT_BUCKETS 12              /* append latency histogram: 0.1 ms .. 204.8 ms, +Inf */
+#define READ_COUNT 512      /* stream entries per XREAD */
+#define POLL_MAX_US 250000  /* a standby checks the lease at least this often */
+#define RECONNECT_US 100000 /* between connection attempts */
+/* A snapshot larger than ha.snapshot_chunk is stored as a list of chunks,
+ * each of whole records and about that size (a Redis string holds at most
+ * 512 MB): built in a key of its own (SNAP_TMP_TTL_MS: one left by a
+ * standby killed meanwhile goes by itself), then renamed in place. */
+#define SNAP_TMP_TTL_MS 600000
+#define SNAP_LOAD_TRIES 3        /* a snapshot replaced while a standby reads it: read again */
+#define SNAP_TIMEOUT_US 30000000 /* a snapshot's commands: a chunk moves in time */
+#define LAT_BUCKETS 12           /* append latency histogram: 0.1 ms .. 204.8 ms, +Inf */
 
 static const char elect_lua[] =
     "if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end "
@@ -58,18 +64,36 @@ static const char release_lua[] = "if redis.call('GET', KEYS[1]) == ARGV[1] then
  * append whose outcome is unknown can simply be retried. */
 /* Store a snapshot taken at stream entry ARGV[2] unless a newer one is
  * there, then trim the stream up to it and say so in KEYS[4] (followers
- * behind that point reload the snapshot instead of missing entries). */
+ * behind that point reload the snapshot instead of missing entries). The
+ * snapshot is ARGV[1], or (ARGV[4] "list") the list of chunks in KEYS[5],
+ * renamed in place (-1: that list is gone, expired). */
 static const char snap_lua[] =
     "local function id(s) local a, b = string.match(s, '^(%d+)-(%d+)$') "
     "return tonumber(a), tonumber(b) end "
     "local cur = redis.call('GET', KEYS[2]) "
     "if cur then local a1, b1 = id(ARGV[2]) local a2, b2 = id(string.match(cur, '^(%S+)')) "
-    "if a1 < a2 or (a1 == a2 and b1 <= b2) then return 0 end end "
-    "redis.call('SET', KEYS[1], ARGV[1]) "
+    "if a1 < a2 or (a1 == a2 and b1 <= b2) then redis.call('DEL', KEYS[5]) return 0 end end "
+    "if ARGV[4] == 'list' then "
+    "if redis.call('EXISTS', KEYS[5]) == 0 then return -1 end "
+    "redis.call('RENAME', KEYS[5], KEYS[1]) redis.call('PERSIST', KEYS[1]) "
+    "else redis.call('SET', KEYS[1], ARGV[1]) end "
     "redis.call('SET', KEYS[2], ARGV[2] .. ' ' .. ARGV[3]) "
     "redis.call('XTRIM', KEYS[3], 'MINID', ARGV[2]) "
     "redis.call('SET', KEYS[4], ARGV[2]) "
     "return 1";
+/* The snapshot's form: {type, its "ID SEQ"} and, for a string, the
+ * snapshot; for a list, its number of chunks. One script: a snapshot
+ * replaced meanwhile cannot mix two forms. */
+static const char snap_head_lua[] =
+    "local t = redis.call('TYPE', KEYS[1]).ok "
+    "local id = redis.call('GET', KEYS[2]) or '' "
+    "if t == 'list' then return {t, id, redis.call('LLEN', KEYS[1])} end "
+    "if t == 'string' then return {t, id, redis.call('GET', KEYS[1])} end "
+    "return {t, id}";
+/* Chunk ARGV[1] of a listed snapshot, with the snapshot's "ID SEQ" (a
+ * reader that sees another one started on a snapshot since replaced). */
+static const char snap_chunk_lua[] =
+    "return {redis.call('GET', KEYS[2]) or '', redis.call('LINDEX', KEYS[1], ARGV[1]) or ''}";
 /* ARGV[4] is the number of the last record the leader stored before this
  * batch: a head behind it means the journal lost records (a Redis failover
  * to a replica that never got them): GAP, and the leader steps down. */
@@ -93,7 +117,9 @@ struct ha {
     char k_trimmed[MC_HA_CLUSTER_MAX + 32];
     uint64_t snapshot_records; /* a standby snapshots after this many new records (0: never) */
     uint64_t snap_seq;         /* record number of the newest snapshot we know of */
-    char addr[MC_HA_ADDR_MAX]; /* what clients dial */
+    uint64_t snap_chunk;       /* ha.snapshot_chunk: larger snapshots go in chunks of this */
+    char k_snap_tmp[MC_HA_CLUSTER_MAX + 64]; /* our chunked snapshot while it is built */
+    char addr[MC_HA_ADDR_MAX];               /* what clients dial */
     char nonce[24];
     char lease_val[MC_HA_ADDR_MAX + 64]; /* ours, while leading */
     uint64_t ttl_us, flush_us;
@@ -292,11 +318,17 @@ static void notify_waiters(ha_t *h)
 
 /* ------------------------------------------------------------- redis */
 
+/* A command's timeout: a third of the lease, at most 1 s. */
+static uint64_t cmd_timeout_us(const ha_t *h)
+{
+    return h->ttl_us / 3 < 1000000 ? h->ttl_us / 3 : 1000000;
+}
+
 static int ensure_conn(ha_t *h)
 {
     if (h->rc != NULL)
         return 1;
-    uint64_t t = h->ttl_us / 3 < 1000000 ? h->ttl_us / 3 : 1000000;
+    uint64_t t = cmd_timeout_us(h);
     mc_status_t st = mc_ha_redis_connect(&h->url, t, &h->rc);
     if (st != MC_OK) {
         if (!h->down_logged)
@@ -364,8 +396,8 @@ static void drop_conn(ha_t *h)
 static mc_status_t eval(ha_t *h, const char *script, int nkeys, const char *const *keys, int nargs,
                         const char *const *args, const size_t *arg_lens, mc_ha_reply_t **out)
 {
-    const char *argv[11];
-    size_t lens[11];
+    const char *argv[16];
+    size_t lens[16];
     char nk[4];
     snprintf(nk, sizeof(nk), "%d", nkeys);
     int n = 0;
@@ -490,7 +522,7 @@ static long read_journal(ha_t *h, long block_ms)
     mc_ha_reply_t *r = NULL;
     mc_status_t st = mc_ha_redis_cmd(h->rc, &r, n, argv, lens);
     if (block_ms >= 0 && h->rc != NULL)
-        mc_ha_redis_set_timeout(h->rc, h->ttl_us / 3 < 1000000 ? h->ttl_us / 3 : 1000000);
+        mc_ha_redis_set_timeout(h->rc, cmd_timeout_us(h));
     if (st != MC_OK) {
         MC_WARN(HA, "XREAD of %s failed: %s", h->k_journal, mc_ha_redis_err(h->rc));
         drop_conn(h);
@@ -561,54 +593,131 @@ bad:
 
 /* ------------------------------------------------------------ snapshots */
 
-static void to_buf(void *arg, const mc_master_jrec_t *r)
+/* A snapshot being encoded: the records, and where to cut them into
+ * chunks (after the record that makes a chunk reach `chunk` bytes). */
+typedef struct snap_enc {
+    mc_mp_writer_t w;
+    uint64_t chunk;
+    size_t *cuts; /* chunk ends, ascending; the last is the end */
+    size_t ncuts, cap;
+    int nomem;
+} snap_enc_t;
+
+static void snap_cut(snap_enc_t *e, size_t at)
 {
-    mc_mp_writer_t *w = arg;
-    mc_jrec_encode(w, r);
+    if (e->ncuts == e->cap) {
+        size_t nc = e->cap ? e->cap * 2 : 16;
+        size_t *nv = mc_realloc(e->cuts, nc * sizeof(*nv));
+        if (nv == NULL) {
+            e->nomem = 1;
+            return;
+        }
+        e->cuts = nv;
+        e->cap = nc;
+    }
+    e->cuts[e->ncuts++] = at;
 }
 
-/* Standby: write our state (as of last_id) to Redis and trim the stream. */
+static void to_buf(void *arg, const mc_master_jrec_t *r)
+{
+    snap_enc_t *e = arg;
+    mc_jrec_encode(&e->w, r);
+    size_t used = mc_buf_used(e->w.buf), last = e->ncuts ? e->cuts[e->ncuts - 1] : 0;
+    if (used - last >= e->chunk)
+        snap_cut(e, used);
+}
+
+/* Build our chunked snapshot in k_snap_tmp: the chunks [cuts[i-1],
+ * cuts[i]) of b, a command each (each under Redis' limits however large
+ * the snapshot), the list set to expire should we never finish it. */
+static mc_status_t snap_push_chunks(ha_t *h, const mc_buf_t *b, const size_t *cuts, size_t n)
+{
+    const uint8_t *p = mc_buf_head(b);
+    char ttl[24];
+    snprintf(ttl, sizeof(ttl), "%d", SNAP_TMP_TTL_MS);
+    const char *del[2] = {"DEL", h->k_snap_tmp};
+    size_t dl[2] = {3, strlen(h->k_snap_tmp)};
+    mc_ha_reply_t *r = NULL;
+    mc_status_t st = mc_ha_redis_cmd(h->rc, &r, 2, del, dl);
+    for (size_t i = 0; st == MC_OK && i < n; i++) {
+        mc_ha_redis_free(r);
+        r = NULL;
+        size_t from = i ? cuts[i - 1] : 0;
+        const char *push[3] = {"RPUSH", h->k_snap_tmp, (const char *)p + from};
+        size_t pl[3] = {5, strlen(h->k_snap_tmp), cuts[i] - from};
+        st = mc_ha_redis_cmd(h->rc, &r, 3, push, pl);
+        if (st == MC_OK && i == 0) {
+            mc_ha_redis_free(r);
+            r = NULL;
+            const char *exp[3] = {"PEXPIRE", h->k_snap_tmp, ttl};
+            size_t el[3] = {7, strlen(h->k_snap_tmp), strlen(ttl)};
+            st = mc_ha_redis_cmd(h->rc, &r, 3, exp, el);
+        }
+    }
+    mc_ha_redis_free(r);
+    if (st == MC_ERR_CONN_CLOSED)
+        drop_conn(h);
+    return st;
+}
+
+/* Standby: write our state (as of last_id) to Redis and trim the stream:
+ * one string, or (larger than ha.snapshot_chunk) a list of chunks. */
 static void take_snapshot(ha_t *h)
 {
     mc_buf_t b = MC_BUF_INIT;
-    mc_mp_writer_t w;
-    mc_mp_writer_init(&w, &b);
-    mc_master_snapshot(h->s->m, to_buf, &w);
-    if (w.err != MC_OK) {
+    snap_enc_t e = {.chunk = h->snap_chunk};
+    mc_mp_writer_init(&e.w, &b);
+    mc_master_snapshot(h->s->m, to_buf, &e);
+    size_t used = mc_buf_used(&b);
+    if (e.ncuts == 0 || e.cuts[e.ncuts - 1] != used)
+        snap_cut(&e, used);
+    if (e.w.err != MC_OK || e.nomem) {
         MC_ERROR(HA, "snapshot: out of memory while encoding the state");
+        mc_free(e.cuts);
         mc_buf_fini(&b);
         return;
     }
-    if (mc_buf_used(&b) > SNAPSHOT_MAX) {
-        /* a Redis string holds at most 512 MB */
-        MC_WARN(HA, "snapshot of %zu bytes exceeds %llu bytes: not stored, journal not trimmed",
-                mc_buf_used(&b), (unsigned long long)SNAPSHOT_MAX);
-        h->snap_seq = h->applied_seq;
+    int list = e.ncuts > 1;
+    uint64_t t0 = mc_now_us();
+    mc_ha_redis_set_timeout(h->rc, SNAP_TIMEOUT_US);
+    if (list && snap_push_chunks(h, &b, e.cuts, e.ncuts) != MC_OK) {
+        if (h->rc != NULL)
+            MC_WARN(HA, "snapshot of %zu bytes in %zu chunks not stored: %s", used, e.ncuts,
+                    mc_ha_redis_err(h->rc));
+        h->snap_seq = h->applied_seq; /* tried again after ha.snapshot_records more */
+        if (h->rc != NULL)
+            mc_ha_redis_set_timeout(h->rc, cmd_timeout_us(h));
+        mc_free(e.cuts);
         mc_buf_fini(&b);
         return;
     }
-    const char *keys[4] = {h->k_snap, h->k_snap_id, h->k_journal, h->k_trimmed};
+    const char *keys[5] = {h->k_snap, h->k_snap_id, h->k_journal, h->k_trimmed, h->k_snap_tmp};
     char sq[24];
     snprintf(sq, sizeof(sq), "%llu", (unsigned long long)h->applied_seq);
-    const char *args[3] = {mc_buf_used(&b) ? (const char *)mc_buf_head(&b) : "", h->last_id, sq};
-    size_t lens[3] = {mc_buf_used(&b), strlen(h->last_id), strlen(sq)};
+    const char *args[4] = {!list && used ? (const char *)mc_buf_head(&b) : "", h->last_id, sq,
+                           list ? "list" : "string"};
+    size_t lens[4] = {list ? 0 : used, strlen(h->last_id), strlen(sq), strlen(args[3])};
     mc_ha_reply_t *r = NULL;
-    uint64_t t0 = mc_now_us();
-    if (eval(h, snap_lua, 4, keys, 3, args, lens, &r) == MC_OK) {
+    if (eval(h, snap_lua, 5, keys, 4, args, lens, &r) == MC_OK) {
         if (mc_ha_reply_type(r) == MC_HA_REPLY_INT && mc_ha_reply_int(r) == 1) {
             atomic_fetch_add(&h->snapshots_taken, 1);
-            atomic_store(&h->snapshot_bytes, mc_buf_used(&b));
+            atomic_store(&h->snapshot_bytes, used);
             MC_INFO(HA,
-                    "snapshot at journal entry %s (record %llu): %zu bytes in %llu ms; "
-                    "journal trimmed",
-                    h->last_id, (unsigned long long)h->applied_seq, mc_buf_used(&b),
-                    (unsigned long long)((mc_now_us() - t0) / 1000));
+                    "snapshot at journal entry %s (record %llu): %zu bytes (%zu chunk%s) in %llu "
+                    "ms; journal trimmed",
+                    h->last_id, (unsigned long long)h->applied_seq, used, e.ncuts,
+                    e.ncuts == 1 ? "" : "s", (unsigned long long)((mc_now_us() - t0) / 1000));
+        } else if (mc_ha_reply_type(r) == MC_HA_REPLY_INT && mc_ha_reply_int(r) == -1) {
+            MC_WARN(HA, "snapshot not stored: its chunks expired before it was complete");
         }
         mc_ha_redis_free(r);
     } else if (h->rc != NULL) {
         MC_WARN(HA, "snapshot not stored: %s", mc_ha_redis_err(h->rc));
     }
     h->snap_seq = h->applied_seq; /* ours, or a newer one is there */
+    if (h->rc != NULL)
+        mc_ha_redis_set_timeout(h->rc, cmd_timeout_us(h));
+    mc_free(e.cuts);
     mc_buf_fini(&b);
 }
 
@@ -624,47 +733,120 @@ static void new_core(ha_t *h)
     h->del_mark_us = mc_now_us();
 }
 
-/* Standby: start over from the snapshot (entries we had not read were
- * trimmed, or we start). 0, or -1 (connection; retried), -2 (bad snapshot:
- * FAILED). */
-static int load_snapshot(ha_t *h)
+/* The snapshot's "ID SEQ" (reply r) into id and *seq: 1, or 0 when it is
+ * not one. */
+static int snap_id_parse(const mc_ha_reply_t *r, char *id, unsigned long long *seq)
 {
-    const char *argv[3] = {"MGET", h->k_snap, h->k_snap_id};
-    size_t lens[3] = {4, strlen(h->k_snap), strlen(h->k_snap_id)};
+    return r != NULL && mc_ha_reply_type(r) == MC_HA_REPLY_STR &&
+           sscanf(mc_ha_reply_str(r), "%47s %llu", id, seq) == 2;
+}
+
+/* Apply the chunks of a listed snapshot (n of them, "ID SEQ" sid) in
+ * order. 0, -1 (connection), -2 (a malformed record), 1 (replaced
+ * meanwhile: read it again). */
+static int load_chunks(ha_t *h, long long n, const char *sid)
+{
+    const char *keys[2] = {h->k_snap, h->k_snap_id};
+    for (long long i = 0; i < n; i++) {
+        char ix[24];
+        snprintf(ix, sizeof(ix), "%lld", i);
+        const char *args[1] = {ix};
+        mc_ha_reply_t *r = NULL;
+        if (eval(h, snap_chunk_lua, 2, keys, 1, args, NULL, &r) != MC_OK)
+            return -1;
+        const mc_ha_reply_t *id = mc_ha_reply_at(r, 0), *chunk = mc_ha_reply_at(r, 1);
+        if (mc_ha_reply_count(r) != 2 || mc_ha_reply_type(id) != MC_HA_REPLY_STR ||
+            strcmp(mc_ha_reply_str(id), sid) != 0 || mc_ha_reply_type(chunk) != MC_HA_REPLY_STR) {
+            mc_ha_redis_free(r);
+            return 1;
+        }
+        int rc = apply_entry(h, "snapshot", (const uint8_t *)mc_ha_reply_str(chunk),
+                             mc_ha_reply_strlen(chunk), 0);
+        mc_ha_redis_free(r);
+        if (rc != 0)
+            return -2;
+    }
+    return 0;
+}
+
+/* One try of load_snapshot: 0, -1, -2, or 1 (replaced while read). */
+static int load_snapshot_once(ha_t *h)
+{
+    const char *keys[2] = {h->k_snap, h->k_snap_id};
     mc_ha_reply_t *r = NULL;
-    if (mc_ha_redis_cmd(h->rc, &r, 3, argv, lens) != MC_OK) {
+    if (eval(h, snap_head_lua, 2, keys, 0, NULL, NULL, &r) != MC_OK) {
         drop_conn(h);
         return -1;
     }
     char id[48];
     unsigned long long seq = 0;
-    const mc_ha_reply_t *snap = mc_ha_reply_at(r, 0), *snap_id = mc_ha_reply_at(r, 1);
-    if (mc_ha_reply_count(r) != 2 || mc_ha_reply_type(snap) != MC_HA_REPLY_STR ||
-        mc_ha_reply_type(snap_id) != MC_HA_REPLY_STR ||
-        sscanf(mc_ha_reply_str(snap_id), "%47s %llu", id, &seq) != 2) {
+    const mc_ha_reply_t *type = mc_ha_reply_at(r, 0), *body = mc_ha_reply_at(r, 2);
+    int is_list = body != NULL && mc_ha_reply_type(body) == MC_HA_REPLY_INT;
+    if (mc_ha_reply_count(r) != 3 || !snap_id_parse(mc_ha_reply_at(r, 1), id, &seq) ||
+        (!is_list && mc_ha_reply_type(body) != MC_HA_REPLY_STR)) {
         MC_ERROR(HA,
-                 "the journal was trimmed but %s / %s hold no snapshot; this master "
+                 "the journal was trimmed but %s / %s hold no snapshot (%s); this master "
                  "cannot rebuild the state and stops following",
-                 h->k_snap, h->k_snap_id);
+                 h->k_snap, h->k_snap_id,
+                 type != NULL && mc_ha_reply_type(type) == MC_HA_REPLY_STR ? mc_ha_reply_str(type)
+                                                                           : "?");
         mc_ha_redis_free(r);
         return -2;
     }
     /* a fresh core, then the snapshot's records */
+    uint64_t t0 = mc_now_us();
+    long long chunks = is_list ? mc_ha_reply_int(body) : 1;
     new_core(h);
-    int rc = apply_entry(h, "snapshot", (const uint8_t *)mc_ha_reply_str(snap),
-                         mc_ha_reply_strlen(snap), seq);
-    if (rc == 0) {
-        set_last_id(h, id);
-        h->applied_seq = seq;
-        h->snap_seq = seq;
-        atomic_fetch_add(&h->snapshots_loaded, 1);
-        mc_master_stats_t st;
-        mc_master_get_stats(h->s->m, &st);
-        MC_INFO(HA, "loaded the snapshot at journal entry %s: %llu objects, %llu segments", id,
-                (unsigned long long)st.key_count, (unsigned long long)st.segment_count);
+    int rc;
+    if (is_list) {
+        char sid[80];
+        snprintf(sid, sizeof(sid), "%s", mc_ha_reply_str(mc_ha_reply_at(r, 1)));
+        rc = load_chunks(h, chunks, sid);
+    } else {
+        rc = apply_entry(h, "snapshot", (const uint8_t *)mc_ha_reply_str(body),
+                         mc_ha_reply_strlen(body), seq) == 0
+                 ? 0
+                 : -2;
     }
     mc_ha_redis_free(r);
-    return rc == 0 ? 0 : -2;
+    if (rc != 0) {
+        /* a part of it applied: the next read starts over (from the
+         * journal's start, trimmed: the snapshot again) */
+        set_last_id(h, "0-0");
+        h->applied_seq = 0;
+        return rc;
+    }
+    set_last_id(h, id);
+    h->applied_seq = seq;
+    h->snap_seq = seq;
+    atomic_fetch_add(&h->snapshots_loaded, 1);
+    mc_master_stats_t st;
+    mc_master_get_stats(h->s->m, &st);
+    MC_INFO(HA,
+            "loaded the snapshot at journal entry %s: %llu objects, %llu segments (%lld "
+            "chunk%s) in %llu ms",
+            id, (unsigned long long)st.key_count, (unsigned long long)st.segment_count, chunks,
+            chunks == 1 ? "" : "s", (unsigned long long)((mc_now_us() - t0) / 1000));
+    return 0;
+}
+
+/* Standby: start over from the snapshot (entries we had not read were
+ * trimmed, or we start). 0, or -1 (connection; retried), -2 (bad snapshot:
+ * FAILED). */
+static int load_snapshot(ha_t *h)
+{
+    int rc = 1;
+    if (h->rc == NULL)
+        return -1;
+    mc_ha_redis_set_timeout(h->rc, SNAP_TIMEOUT_US);
+    for (int i = 0; i < SNAP_LOAD_TRIES && rc == 1; i++) {
+        if (i > 0)
+            MC_INFO(HA, "the snapshot was replaced while this master read it: reading the new one");
+        rc = load_snapshot_once(h);
+    }
+    if (h->rc != NULL)
+        mc_ha_redis_set_timeout(h->rc, cmd_timeout_us(h));
+    return rc == 1 ? -1 : rc; /* (replaced each time: again at the next read) */
 }
 
 /* ------------------------------------------------------------- roles */
@@ -954,8 +1136,10 @@ static void standby_step(ha_t *h, uint64_t *t_no_lease)
     forget_deletions(h);
     uint64_t poll = h->ttl_us / 4 < POLL_MAX_US ? h->ttl_us / 4 : POLL_MAX_US;
     long n = read_journal(h, (long)(poll / 1000 ? poll / 1000 : 1));
-    if (n == -3)
-        n = load_snapshot(h) == 0 ? READ_COUNT : -2;
+    if (n == -3) {
+        int rc = load_snapshot(h);
+        n = rc == 0 ? READ_COUNT : rc; /* -1: a connection failure, retried */
+    }
     if (n == -2) {
         set_role(h, MC_HA_ROLE_FAILED);
         return;
@@ -1222,6 +1406,7 @@ mc_status_t master_ha_start(master_srv_t *s)
     mc_ha_key(h->k_snap_id, sizeof(h->k_snap_id), cl, "snap_id");
     mc_ha_key(h->k_trimmed, sizeof(h->k_trimmed), cl, "trimmed");
     h->snapshot_records = s->opts.ha.snapshot_records;
+    h->snap_chunk = s->opts.ha.snapshot_chunk ? s->opts.ha.snapshot_chunk : 16ull << 20;
     uint16_t port = mc_rpc_server_port(s->rpc);
     if (s->opts.ha.advertise != NULL && *s->opts.ha.advertise) {
         snprintf(h->addr, sizeof(h->addr), "%s", s->opts.ha.advertise);
@@ -1239,6 +1424,7 @@ mc_status_t master_ha_start(master_srv_t *s)
     if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd))
         rnd[0] = mc_wall_us() ^ (uint64_t)(uintptr_t)h;
     snprintf(h->nonce, sizeof(h->nonce), "%016llx", (unsigned long long)(rnd[0] ^ rnd[1]));
+    snprintf(h->k_snap_tmp, sizeof(h->k_snap_tmp), "%s:%s", h->k_snap, h->nonce);
     h->ttl_us = s->opts.ha.lease_ttl_us;
     h->flush_us = s->opts.ha.flush_interval_us ? s->opts.ha.flush_interval_us : 10000;
     h->sync = s->opts.ha.sync;

@@ -33,7 +33,12 @@
  * mc/CLUSTER/ha/snap (+ snap_id "ENTRY SEQ") and trims the stream up to that
  * entry (mc/CLUSTER/ha/trimmed) in one script, when the journal since the
  * last snapshot is >= ha.snapshot_records and >= twice the state; a follower
- * that finds entries after its position trimmed loads the snapshot.
+ * that finds entries after its position trimmed loads the snapshot. A
+ * snapshot larger than ha.snapshot_chunk is a list of chunks of whole
+ * records instead of one string (one string holds at most 512 MB), built in
+ * mc/CLUSTER/ha/snap:NONCE (expiring, should the standby die meanwhile) and
+ * renamed in place by that script; a follower reads it a chunk at a time,
+ * checking each time that snap_id is the one it started on.
  *
  * Durability (ha.sync): strict - a mutating RPC is answered only after the
  * records it produced are in Redis (group commit: one script call carries

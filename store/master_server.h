@@ -54,6 +54,8 @@ typedef struct mc_master_server_opts {
         uint64_t flush_interval_us; /* async: records reach Redis within this (10 ms) */
         uint64_t snapshot_records;  /* a standby snapshots (and trims the journal) after
                                      * this many new records; 0 = never */
+        uint64_t snapshot_chunk;    /* a larger snapshot is stored as a list of chunks of
+                                     * about this many bytes; 0 = 16 MiB */
         const char *advertise;      /* "host:port" clients use; "" = bind address (or
                                      * 127.0.0.1 for a wildcard bind) and the RPC port */
         unsigned wait_replicas;     /* redis-sentinel:// backend and sync strict: a record

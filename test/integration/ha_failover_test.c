@@ -75,6 +75,9 @@ static void start_redis(env_t *e)
     snprintf(e->h.meta_url, sizeof(e->h.meta_url), "redis://127.0.0.1:%u/1", e->redis.port);
 }
 
+/* One more --set word for the next start_master (NULL: none). */
+static const char *master_extra;
+
 /* Start master i (its ports are kept by restarts). 0 once it listens. */
 static int start_master(void *env, int i)
 {
@@ -90,6 +93,7 @@ static int start_master(void *env, int i)
                                 "ha.snapshot_records=300",
                                 log,
                                 "log.level=info",
+                                master_extra,
                                 NULL};
     return tc_master_start(&e->h.m[i], sets);
 }
@@ -631,6 +635,136 @@ static void a_journal_that_lost_its_tail_makes_every_master_rebuild_from_it(void
     assert_true(rewinds >= 1);
 }
 
+/* A counter of master i's /ha_status ("name":N), or -1. */
+static long long ha_counter(env_t *e, int i, const char *name)
+{
+    char body[4096], pat[64];
+    if (http_get(e->h.m[i].http_port, "/ha_status", body, sizeof(body)) != 200)
+        return -1;
+    snprintf(pat, sizeof(pat), "\"%s\":", name);
+    const char *p = strstr(body, pat);
+    return p != NULL ? strtoll(p + strlen(pat), NULL, 10) : -1;
+}
+
+/* Until master i says /role is role (bounded): 1 once it does. */
+static int wait_role(env_t *e, int i, const char *role)
+{
+    char body[256], want[32];
+    snprintf(want, sizeof(want), "%s\n", role);
+    for (int waited = 0; waited < 5000 * TC_SLOW; waited += 50) {
+        if (http_get(e->h.m[i].http_port, "/role", body, sizeof(body)) >= 0 &&
+            strcmp(body, want) == 0)
+            return 1;
+        usleep(50000);
+    }
+    return 0;
+}
+
+/* The snapshot key's Redis type and (a list) its length in *len; no
+ * snapshot list left behind half built. */
+static void snap_type(env_t *e, char *type, size_t cap, long long *len)
+{
+    redisContext *rc = redisConnect("127.0.0.1", (int)e->redis.port);
+    assert_non_null(rc);
+    assert_int_equal(rc->err, 0);
+    redisReply *r = redisCommand(rc, "TYPE mc/%s/ha/snap", CLUSTER);
+    assert_non_null(r);
+    snprintf(type, cap, "%s", r->str != NULL ? r->str : "");
+    freeReplyObject(r);
+    r = redisCommand(rc, "LLEN mc/%s/ha/snap", CLUSTER);
+    assert_non_null(r);
+    *len = r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
+    freeReplyObject(r);
+    r = redisCommand(rc, "KEYS mc/%s/ha/snap:*", CLUSTER); /* the lists being built */
+    assert_non_null(r);
+    assert_int_equal(r->type, REDIS_REPLY_ARRAY);
+    assert_int_equal(r->elements, 0); /* renamed in place: none left behind */
+    freeReplyObject(r);
+    redisFree(rc);
+}
+
+/* A state larger than ha.snapshot_chunk is snapshotted as a list of chunks
+ * of whole records (one Redis string holds at most 512 MB: a larger state
+ * was never snapshotted before, and the journal grew without bound); a
+ * master that starts loads the list, chunk by chunk, and holds exactly the
+ * leader's objects. Here chunks of 4 KiB and a state of 300 objects. */
+static void a_snapshot_larger_than_a_chunk_goes_in_chunks_and_loads(void **state)
+{
+    env_t *e = *state;
+    int64_t v = 0;
+    int l = ha_wait_leader(&e->h, -1, 3000, &v);
+    assert_true(l >= 0);
+    int a = (l + 1) % NMASTERS, b = (l + 2) % NMASTERS;
+    tc_master_stop(&e->h.m[a], SIGTERM);
+    tc_master_stop(&e->h.m[b], SIGTERM); /* a alone snapshots */
+    master_extra = "ha.snapshot_chunk=4KiB";
+    int started = start_master(e, a);
+    master_extra = NULL;
+    assert_int_equal(started, 0);
+    assert_true(wait_role(e, a, "standby"));
+    long long taken0 = ha_counter(e, a, "snapshots_taken");
+    assert_true(taken0 >= 0);
+    /* a state of 300 objects, and a journal since of well over twice it */
+    assert_true(mc_store_remove_all(e->h.s, 1) >= 0);
+    uint8_t val[300];
+    char key[32];
+    for (int i = 0; i < 900; i++) {
+        int keep = i < 300;
+        int kl = snprintf(key, sizeof(key), keep ? "snap-keep-%d" : "snap-churn-%d", i);
+        tc_fill(val, sizeof(val), 5000 + (uint64_t)i);
+        assert_int_equal(ha_put_retry(e->h.s, key, val, sizeof(val), 20, 100000), MC_OK);
+        if (!keep)
+            assert_int_equal(mc_store_remove(e->h.s, key, (size_t)kl, 1), MC_OK);
+    }
+    long long taken = taken0;
+    for (int waited = 0; waited < 10000 * TC_SLOW && taken <= taken0; waited += 100) {
+        usleep(100000);
+        taken = ha_counter(e, a, "snapshots_taken");
+    }
+    assert_true(taken > taken0);
+    char type[32];
+    long long chunks = 0;
+    snap_type(e, type, sizeof(type), &chunks);
+    print_message("snapshot: %s of %lld chunks, %lld bytes\n", type, chunks,
+                  metric(e->h.m[a].http_port, "master_ha_snapshot_bytes"));
+    assert_string_equal(type, "list");
+    assert_true(chunks >= 3);
+    /* b starts on the trimmed journal: the chunks, then the tail */
+    assert_int_equal(start_master(e, b), 0);
+    assert_true(wait_role(e, b, "standby"));
+    char lsum[512], sum[512];
+    unsigned long long lk = 0, k = 1;
+    for (int waited = 0; waited < 5000 * TC_SLOW && lk != k; waited += 100) {
+        assert_int_equal(http_get(e->h.m[l].http_port, "/metrics/summary", lsum, sizeof(lsum)),
+                         200);
+        assert_int_equal(http_get(e->h.m[b].http_port, "/metrics/summary", sum, sizeof(sum)), 200);
+        sscanf(lsum, "keys=%llu", &lk);
+        sscanf(sum, "keys=%llu", &k);
+        if (lk != k)
+            usleep(100000);
+    }
+    print_message("leader: %sstarted standby: %s", lsum, sum);
+    assert_int_equal(lk, 300);
+    assert_int_equal(k, lk);
+    assert_true(ha_counter(e, b, "snapshots_loaded") >= 1);
+    /* and it leads with them: every kept object readable, byte for byte */
+    tc_master_stop(&e->h.m[l], SIGKILL);
+    uint8_t got[300];
+    for (int i = 0; i < 300; i += 37) {
+        int kl = snprintf(key, sizeof(key), "snap-keep-%d", i);
+        tc_fill(val, sizeof(val), 5000 + (uint64_t)i);
+        int64_t n = -1;
+        for (int t = 0; t < 100 && n < 0; t++) {
+            n = mc_store_get(e->h.s, key, (size_t)kl, got, sizeof(got), NULL);
+            if (n < 0)
+                usleep(100000);
+        }
+        assert_int_equal(n, sizeof(val));
+        assert_memory_equal(got, val, sizeof(val));
+    }
+    assert_int_equal(start_master(e, l), 0);
+}
+
 /* Garbage in the journal (a broken writer, a hand edit): standbys stop
  * following with a clear log and role `failed` (they never lead with a state
  * they could not rebuild), nothing crashes, and the leader keeps serving.
@@ -683,6 +817,7 @@ int main(void)
         cmocka_unit_test(a_leader_whose_lease_was_taken_cannot_append),
         cmocka_unit_test(an_append_retried_after_a_redis_stall_is_stored_once),
         cmocka_unit_test(a_journal_that_lost_its_tail_makes_every_master_rebuild_from_it),
+        cmocka_unit_test(a_snapshot_larger_than_a_chunk_goes_in_chunks_and_loads),
         cmocka_unit_test(garbage_in_the_journal_stops_the_standbys_without_a_crash),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
