@@ -392,7 +392,7 @@ static void drop_conn(ha_t *h)
     h->rc = NULL;
 }
 
-/* EVAL script with 1..4 keys and up to 4 args. */
+/* EVAL script with 1..5 keys and up to 4 args. */
 static mc_status_t eval(ha_t *h, const char *script, int nkeys, const char *const *keys, int nargs,
                         const char *const *args, const size_t *arg_lens, mc_ha_reply_t **out)
 {
@@ -752,8 +752,10 @@ static int load_chunks(ha_t *h, long long n, const char *sid)
         snprintf(ix, sizeof(ix), "%lld", i);
         const char *args[1] = {ix};
         mc_ha_reply_t *r = NULL;
-        if (eval(h, snap_chunk_lua, 2, keys, 1, args, NULL, &r) != MC_OK)
+        if (eval(h, snap_chunk_lua, 2, keys, 1, args, NULL, &r) != MC_OK) {
+            drop_conn(h); /* (a timeout leaves the connection unusable) */
             return -1;
+        }
         const mc_ha_reply_t *id = mc_ha_reply_at(r, 0), *chunk = mc_ha_reply_at(r, 1);
         if (mc_ha_reply_count(r) != 2 || mc_ha_reply_type(id) != MC_HA_REPLY_STR ||
             strcmp(mc_ha_reply_str(id), sid) != 0 || mc_ha_reply_type(chunk) != MC_HA_REPLY_STR) {
