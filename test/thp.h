@@ -38,6 +38,21 @@ static inline int test_thp_possible(void)
     return 0;
 }
 
+/* Does this host leave shared memory in 4 KiB pages unless asked
+ * (shmem_enabled never or advise, the defaults)? Then a region has 2 MiB
+ * pages only where it was made into them. */
+static inline int test_shmem_thp_off(void)
+{
+    char thp[128] = "";
+    FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/shmem_enabled", "r");
+    if (f != NULL) {
+        if (fgets(thp, sizeof(thp), f) == NULL)
+            thp[0] = '\0';
+        fclose(f);
+    }
+    return strstr(thp, "[never]") != NULL || strstr(thp, "[advise]") != NULL;
+}
+
 /* The kB value of smaps field `field` ("ShmemPmdMapped:", "Shared_Hugetlb:")
  * of a mapping of process pid (0: this one): the mapping that starts at base,
  * or (base NULL) the first whose line names name; its size in *kb_size when

@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <limits.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -147,6 +148,21 @@ static void *map_aligned(int fd, uint64_t len)
  * the kernel could not make (memory too fragmented to compact): the rest
  * would cost as much for as little. */
 #define COLLAPSE_FAILS_MAX 16
+/* ... and after this long (1 s + 0.7 s per GiB; mc_shm_thp_budget_set):
+ * where free memory is fragmented each 2 MiB page costs a compaction (3.2 s
+ * per GiB measured on the test VM right after a memory-heavy run, 0.25-0.35
+ * s per GiB otherwise), and a start that takes minutes is worse than the
+ * rest of the region in 4 KiB pages. */
+#define THP_BUDGET_BASE_US 1000000ull
+#define THP_BUDGET_PER_GIB_US 700000ull
+static _Atomic uint64_t thp_budget_base_us = THP_BUDGET_BASE_US;
+static _Atomic uint64_t thp_budget_per_gib_us = THP_BUDGET_PER_GIB_US;
+
+void mc_shm_thp_budget_set(uint64_t base_us, uint64_t per_gib_us)
+{
+    atomic_store(&thp_budget_base_us, base_us);
+    atomic_store(&thp_budget_per_gib_us, per_gib_us);
+}
 
 /* Reserve the pages of fd (mapped at p, len bytes) 2 MiB at a time, each
  * made into one huge page where the kernel can (MADV_COLLAPSE, whatever the
@@ -155,11 +171,16 @@ static void *map_aligned(int fd, uint64_t len)
  * the ones given back (3x a plain fallocate on the test VM, against 7-37x
  * for all reserved first). 0 or fallocate's error; *huge: the bytes in
  * huge pages. */
-static int reserve_thp(int fd, uint8_t *p, uint64_t len, uint64_t *huge)
+static int reserve_thp(int fd, uint8_t *p, uint64_t len, uint64_t *huge, int *over_budget)
 {
     unsigned fails = 0;
     int collapse = ((uintptr_t)p % MC_SHM_HUGE_PAGE) == 0;
+    uint64_t t0 = mc_now_us();
+    uint64_t budget =
+        atomic_load(&thp_budget_base_us) + (uint64_t)((double)atomic_load(&thp_budget_per_gib_us) *
+                                                      (double)len / (double)(1ull << 30));
     *huge = 0;
+    *over_budget = 0;
     for (uint64_t off = 0; off < len; off += MC_SHM_HUGE_PAGE) {
         uint64_t n = len - off < MC_SHM_HUGE_PAGE ? len - off : MC_SHM_HUGE_PAGE;
         int rc = posix_fallocate(fd, (off_t)off, (off_t)n);
@@ -167,6 +188,11 @@ static int reserve_thp(int fd, uint8_t *p, uint64_t len, uint64_t *huge)
             return rc;
         if (!collapse || n < MC_SHM_HUGE_PAGE)
             continue;
+        if (mc_now_us() - t0 > budget) {
+            collapse = 0; /* the rest as plain pages */
+            *over_budget = 1;
+            continue;
+        }
         if (madvise(p + off, n, MADV_COLLAPSE) == 0) {
             *huge += n;
             fails = 0;
@@ -216,16 +242,25 @@ static mc_status_t try_create(const char *name, uint64_t len, int huge, mc_shm_t
     }
     if (huge == MC_SHM_THP) {
         uint64_t t0 = mc_now_us(), in_huge = 0;
+        int over = 0;
         madvise(p, len, MADV_HUGEPAGE); /* kept so by khugepaged, where it runs */
-        int rc = reserve_thp(fd, p, len, &in_huge);
+        int rc = reserve_thp(fd, p, len, &in_huge, &over);
         if (rc != 0 && rc != EOPNOTSUPP) {
             munmap(p, len);
             st = create_error(name, len, "reserving the pages (fallocate)", rc);
             goto err_close;
         }
-        MC_INFO(CORE, "shared memory '%s': %llu of %llu MiB in 2 MiB pages (%llu ms)", name,
-                (unsigned long long)(in_huge >> 20), (unsigned long long)(len >> 20),
-                (unsigned long long)((mc_now_us() - t0) / 1000));
+        uint64_t ms = (mc_now_us() - t0) / 1000;
+        if (over)
+            MC_WARN(CORE,
+                    "shared memory '%s': %llu of %llu MiB in 2 MiB pages (%llu ms), the rest in "
+                    "4 KiB pages: the kernel made them too slowly (free memory fragmented)",
+                    name, (unsigned long long)(in_huge >> 20), (unsigned long long)(len >> 20),
+                    (unsigned long long)ms);
+        else
+            MC_INFO(CORE, "shared memory '%s': %llu of %llu MiB in 2 MiB pages (%llu ms)", name,
+                    (unsigned long long)(in_huge >> 20), (unsigned long long)(len >> 20),
+                    (unsigned long long)ms);
     }
     out->fd = fd;
     out->base = p;

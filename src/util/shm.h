@@ -49,7 +49,8 @@ enum {
      * read into scattered 4 KiB pages is cut into requests of at most
      * max_segments runs, each run a descriptor the device handles (the test
      * VM's disk reads 40% slower into them). Costs time here: ~3x the plain
-     * reserve (0.4 s per GiB on the test VM). */
+     * reserve (0.4 s per GiB on the test VM), bounded (mc_shm_thp_budget_set:
+     * free memory so fragmented that each page costs a compaction). */
     MC_SHM_THP = 2,
 };
 
@@ -61,6 +62,12 @@ enum {
  * which and how much there is); MC_ERR_LIMIT (the open-file limit, or RLIMIT_FSIZE);
  * MC_ERR_NOT_SUPPORTED (no memfd in this kernel). */
 mc_status_t mc_shm_create(const char *name, uint64_t len, int huge, mc_shm_t *out);
+
+/* MC_SHM_THP's time limit: huge pages are made for at most base_us +
+ * per_gib_us per GiB of the region, the rest reserved as 4 KiB pages (a
+ * warning says how many were made). Default 1 s + 0.7 s per GiB; for
+ * tests. */
+void mc_shm_thp_budget_set(uint64_t base_us, uint64_t per_gib_us);
 
 /* Map a region received from another process: fd must be a memfd of at
  * least len bytes (checked with fstat) sealed against shrinking (as

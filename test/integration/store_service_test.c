@@ -432,20 +432,6 @@ static void shared_memory_registered_later_travels_in_place(void **state)
     free(b);
 }
 
-/* Whether this host leaves shared memory in normal pages unless asked
- * (shmem_enabled never or advise, the defaults). */
-static int shmem_thp_off(void)
-{
-    char thp[128] = "";
-    FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/shmem_enabled", "r");
-    if (f != NULL) {
-        if (fgets(thp, sizeof(thp), f) == NULL)
-            thp[0] = '\0';
-        fclose(f);
-    }
-    return strstr(thp, "[never]") != NULL || strstr(thp, "[advise]") != NULL;
-}
-
 /* Upstream's switch MC_STORE_USE_HUGEPAGE (MooncakeHostMemAllocator's
  * use_hugepage): shared memory in 2 MiB pages (hugetlb when the pool has
  * them free, else transparent huge pages), and a co-located client opened
@@ -493,7 +479,7 @@ static void huge_page_shared_memory_travels_in_place(void **state)
         assert_true(psize >= (long)(len + MIB) / 1024);
         assert_int_equal(phuge, psize);
     }
-    if (shmem_thp_off())
+    if (test_shmem_thp_off())
         assert_int_equal(nhuge, 0);
     /* in place, registered, as normal pages */
     assert_int_equal(mc_store_register_buffer(d, h, len), MC_OK);

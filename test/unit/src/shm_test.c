@@ -94,6 +94,32 @@ static void thp_regions_are_aligned_and_in_huge_pages(void **state)
     mc_shm_destroy(&s);
 }
 
+/* Making huge pages stops at its time limit (free memory so fragmented
+ * that each costs a compaction): the rest of the region is reserved in
+ * 4 KiB pages, zeroed and usable as ever. With no time at all, none. */
+static void thp_regions_give_up_on_huge_pages_at_their_time_limit(void **state)
+{
+    (void)state;
+    mc_shm_t s;
+    mc_shm_thp_budget_set(0, 0);
+    mc_status_t st = mc_shm_create("t", 8u << 20, MC_SHM_THP, &s);
+    mc_shm_thp_budget_set(1000000, 700000); /* the defaults, before any check fails */
+    assert_int_equal(st, MC_OK);
+    assert_int_equal(s.len, 8u << 20);
+    uint8_t *p = s.base;
+    for (size_t i = 0; i < s.len; i += 512)
+        assert_int_equal(p[i], 0);
+    memset(p, 7, s.len);
+    if (test_thp_possible() && test_shmem_thp_off())
+        assert_int_equal(test_smaps_pmd_kb(0, s.base, NULL, NULL), 0);
+    mc_shm_destroy(&s);
+    /* and within the limit, all of them */
+    assert_int_equal(mc_shm_create("t", 8u << 20, MC_SHM_THP, &s), MC_OK);
+    if (test_thp_possible())
+        assert_int_equal(test_smaps_pmd_kb(0, s.base, NULL, NULL), 4 * 2048);
+    mc_shm_destroy(&s);
+}
+
 static void more_than_the_host_has_is_refused_at_once(void **state)
 {
     (void)state;
@@ -219,6 +245,7 @@ int main(void)
         cmocka_unit_test(a_region_is_zeroed_and_seen_by_a_second_mapping),
         cmocka_unit_test(huge_pages_fall_back_to_normal_pages),
         cmocka_unit_test(thp_regions_are_aligned_and_in_huge_pages),
+        cmocka_unit_test(thp_regions_give_up_on_huge_pages_at_their_time_limit),
         cmocka_unit_test(more_than_the_host_has_is_refused_at_once),
         cmocka_unit_test(the_file_size_limit_is_reported_as_a_limit),
         cmocka_unit_test(the_open_file_limit_is_reported_as_a_limit),
