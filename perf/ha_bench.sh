@@ -8,15 +8,8 @@ set -u
 BUILD=${BUILD:-build}
 DUR=${1:-3}
 REPS=${2:-3}
-DIR=$(mktemp -d /tmp/mc-ha-bench-XXXXXX)
-RPORT=$((20000 + RANDOM % 20000))
-redis-server --port $RPORT --bind 127.0.0.1 --save "" --appendonly no --dir $DIR \
-  --logfile $DIR/redis.log --daemonize yes >/dev/null
-sleep 0.3
-PIDS=()
-cleanup() { for p in "${PIDS[@]}"; do kill $p 2>/dev/null; done; wait 2>/dev/null
-            redis-cli -p $RPORT shutdown nosave >/dev/null 2>&1; rm -rf $DIR; }
-trap cleanup EXIT
+. "$(dirname "$0")/ha_lib.sh"
+ha_setup mc-ha-bench
 master() { # port http sync cluster
   local ha=()
   [ "$3" != none ] && ha=(--set ha.backend=redis://127.0.0.1:$RPORT/0 --set ha.sync=$3

@@ -10,12 +10,9 @@ set -u
 BUILD=${BUILD:-build}
 KILLS=${1:-7}
 LEASE=${2:-1s}
-DIR=$(mktemp -d /tmp/mc-ha-bench-XXXXXX)
-RPORT=$((20000 + RANDOM % 20000))
-redis-server --port $RPORT --bind 127.0.0.1 --save "" --appendonly no --dir $DIR \
-  --logfile $DIR/redis.log --daemonize yes >/dev/null
-sleep 0.3
-declare -a PIDS RP HP
+. "$(dirname "$0")/ha_lib.sh"
+ha_setup mc-ha-bench
+declare -a RP HP
 start() {
   local i=$1
   $BUILD/mooncake-master --set server.bind_address=127.0.0.1 --set server.rpc_port=${RP[$i]} \
@@ -25,9 +22,6 @@ start() {
   PIDS[$i]=$!
 }
 for i in 0 1 2; do RP[$i]=$((RPORT + 1 + 2 * i)); HP[$i]=$((RPORT + 2 + 2 * i)); start $i; done
-cleanup() { for p in "${PIDS[@]}"; do kill $p 2>/dev/null; done; wait 2>/dev/null
-            redis-cli -p $RPORT shutdown nosave >/dev/null 2>&1; rm -rf $DIR; }
-trap cleanup EXIT
 leader() { # index of the master answering /role with 200
   for i in 0 1 2; do
     [ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 0.2 127.0.0.1:${HP[$i]}/role)" = 200 ] \

@@ -21,16 +21,8 @@ BUILD=${BUILD:-build}
 N=${1:-2000000}
 CHUNK=${2:-16MiB}
 DUR=${3:-4}
-DIR=$(mktemp -d /tmp/mc-ha-snap-XXXXXX)
-RPORT=$((20000 + RANDOM % 20000))
-redis-server --port $RPORT --bind 127.0.0.1 --save "" --appendonly no --dir $DIR \
-  --logfile $DIR/redis.log --daemonize yes >/dev/null
-sleep 0.3
-PIDS=()
-cleanup() { for p in "${PIDS[@]}"; do kill $p 2>/dev/null; done; wait 2>/dev/null
-            redis-cli -p $RPORT shutdown nosave >/dev/null 2>&1
-            [ -n "${KEEP_LOGS:-}" ] && cp $DIR/*.log "$KEEP_LOGS"/; rm -rf $DIR; }
-trap cleanup EXIT
+. "$(dirname "$0")/ha_lib.sh"
+ha_setup mc-ha-snap
 C=snap$$
 master() { # port http [snapshot_records]
   $BUILD/mooncake-master --set server.bind_address=127.0.0.1 --set server.rpc_port=$1 \

@@ -11,25 +11,33 @@
 #include <string.h>
 #include <sys/types.h>
 
+/* /sys/kernel/mm/transparent_hugepage/shmem_enabled into buf ("" when it
+ * cannot be read). */
+static inline void test_shmem_enabled(char *buf, size_t cap)
+{
+    buf[0] = '\0';
+    FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/shmem_enabled", "r");
+    if (f != NULL) {
+        if (fgets(buf, (int)cap, f) == NULL)
+            buf[0] = '\0';
+        fclose(f);
+    }
+}
+
 /* Can the kernel make 2 MiB pages of shared memory here: Linux 6.1
  * (MADV_COLLAPSE), shmem_enabled neither deny nor force? Says why not on
  * stderr when not. */
 static inline int test_thp_possible(void)
 {
     int major = 0, minor = 0;
-    char thp[128] = "";
+    char thp[128];
     FILE *f = fopen("/proc/sys/kernel/osrelease", "r");
     if (f != NULL) {
         if (fscanf(f, "%d.%d", &major, &minor) != 2)
             major = 0;
         fclose(f);
     }
-    f = fopen("/sys/kernel/mm/transparent_hugepage/shmem_enabled", "r");
-    if (f != NULL) {
-        if (fgets(thp, sizeof(thp), f) == NULL)
-            thp[0] = '\0';
-        fclose(f);
-    }
+    test_shmem_enabled(thp, sizeof(thp));
     if ((major > 6 || (major == 6 && minor >= 1)) && strstr(thp, "[deny]") == NULL &&
         strstr(thp, "[force]") == NULL)
         return 1;
@@ -43,13 +51,8 @@ static inline int test_thp_possible(void)
  * pages only where it was made into them. */
 static inline int test_shmem_thp_off(void)
 {
-    char thp[128] = "";
-    FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/shmem_enabled", "r");
-    if (f != NULL) {
-        if (fgets(thp, sizeof(thp), f) == NULL)
-            thp[0] = '\0';
-        fclose(f);
-    }
+    char thp[128];
+    test_shmem_enabled(thp, sizeof(thp));
     return strstr(thp, "[never]") != NULL || strstr(thp, "[advise]") != NULL;
 }
 

@@ -170,7 +170,8 @@ void mc_shm_thp_budget_set(uint64_t base_us, uint64_t per_gib_us)
  * are still in the cache when they are copied, and the next piece reuses
  * the ones given back (3x a plain fallocate on the test VM, against 7-37x
  * for all reserved first). 0 or fallocate's error; *huge: the bytes in
- * huge pages. */
+ * huge pages; *over_budget: 1 when it stopped making them at the time
+ * limit. */
 static int reserve_thp(int fd, uint8_t *p, uint64_t len, uint64_t *huge, int *over_budget)
 {
     unsigned fails = 0;

@@ -121,6 +121,24 @@ static long long metric(unsigned http_port, const char *name)
     return p != NULL ? strtoll(p + strlen(pat), NULL, 10) : -1;
 }
 
+/* Until masters a and b count the same keys (within ms): their
+ * /metrics/summary lines into asum and bsum (cap bytes each), their counts
+ * into *ak and *bk. */
+static void wait_same_keys(env_t *e, int a, int b, int ms, char *asum, char *bsum, size_t cap,
+                           unsigned long long *ak, unsigned long long *bk)
+{
+    *ak = 0;
+    *bk = 1;
+    for (int waited = 0; waited < ms && *ak != *bk; waited += 100) {
+        assert_int_equal(http_get(e->h.m[a].http_port, "/metrics/summary", asum, cap), 200);
+        assert_int_equal(http_get(e->h.m[b].http_port, "/metrics/summary", bsum, cap), 200);
+        sscanf(asum, "keys=%llu", ak);
+        sscanf(bsum, "keys=%llu", bk);
+        if (*ak != *bk)
+            usleep(100000);
+    }
+}
+
 static int setup(void **state)
 {
     static env_t e;
@@ -293,17 +311,8 @@ static void killing_the_leader_under_load_loses_no_acknowledged_put(void **state
      * the restarted master rebuilt from the snapshot plus the tail, and
      * holds exactly the leader's objects */
     char lsum[512], ssum[512];
-    unsigned long long lk = 0, sk = 1;
-    for (int waited = 0; waited < 3000 && lk != sk; waited += 100) {
-        assert_int_equal(http_get(e->h.m[nl].http_port, "/metrics/summary", lsum, sizeof(lsum)),
-                         200);
-        assert_int_equal(http_get(e->h.m[old].http_port, "/metrics/summary", ssum, sizeof(ssum)),
-                         200);
-        sscanf(lsum, "keys=%llu", &lk);
-        sscanf(ssum, "keys=%llu", &sk);
-        if (lk != sk)
-            usleep(100000);
-    }
+    unsigned long long lk, sk;
+    wait_same_keys(e, nl, old, 3000, lsum, ssum, sizeof(lsum), &lk, &sk);
     print_message("leader: %sstandby: %s", lsum, ssum);
     assert_true(lk >= atomic_load(&l.nacked) - removed);
     assert_int_equal(sk, lk);
@@ -615,17 +624,8 @@ static void a_journal_that_lost_its_tail_makes_every_master_rebuild_from_it(void
     for (int i = 0; i < NMASTERS; i++) {
         if (e->h.m[i].proc.pid <= 0 || i == nl)
             continue;
-        unsigned long long lk = 0, k = 1;
-        for (int waited = 0; waited < 3000 && lk != k; waited += 100) {
-            assert_int_equal(http_get(e->h.m[nl].http_port, "/metrics/summary", lsum, sizeof(lsum)),
-                             200);
-            assert_int_equal(http_get(e->h.m[i].http_port, "/metrics/summary", sum, sizeof(sum)),
-                             200);
-            sscanf(lsum, "keys=%llu", &lk);
-            sscanf(sum, "keys=%llu", &k);
-            if (lk != k)
-                usleep(100000);
-        }
+        unsigned long long lk, k;
+        wait_same_keys(e, nl, i, 3000, lsum, sum, sizeof(lsum), &lk, &k);
         assert_int_equal(k, lk);
         long long rw = metric(e->h.m[i].http_port, "master_ha_journal_rewinds_total");
         assert_true(rw >= 0);
@@ -733,16 +733,8 @@ static void a_snapshot_larger_than_a_chunk_goes_in_chunks_and_loads(void **state
     assert_int_equal(start_master(e, b), 0);
     assert_true(wait_role(e, b, "standby"));
     char lsum[512], sum[512];
-    unsigned long long lk = 0, k = 1;
-    for (int waited = 0; waited < 5000 * TC_SLOW && lk != k; waited += 100) {
-        assert_int_equal(http_get(e->h.m[l].http_port, "/metrics/summary", lsum, sizeof(lsum)),
-                         200);
-        assert_int_equal(http_get(e->h.m[b].http_port, "/metrics/summary", sum, sizeof(sum)), 200);
-        sscanf(lsum, "keys=%llu", &lk);
-        sscanf(sum, "keys=%llu", &k);
-        if (lk != k)
-            usleep(100000);
-    }
+    unsigned long long lk, k;
+    wait_same_keys(e, l, b, 5000 * TC_SLOW, lsum, sum, sizeof(lsum), &lk, &k);
     print_message("leader: %sstarted standby: %s", lsum, sum);
     assert_int_equal(lk, 300);
     assert_int_equal(k, lk);
