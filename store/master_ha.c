@@ -90,6 +90,12 @@ static const char snap_head_lua[] =
     "if t == 'list' then return {t, id, redis.call('LLEN', KEYS[1])} end "
     "if t == 'string' then return {t, id, redis.call('GET', KEYS[1])} end "
     "return {t, id}";
+/* The first chunk ARGV[1] of a snapshot list being built in KEYS[1], which
+ * expires after ARGV[2] ms: in one step, so that no list without a time to
+ * live is left by a standby that dies (or loses Redis) meanwhile. */
+static const char snap_first_lua[] =
+    "redis.call('DEL', KEYS[1]) redis.call('RPUSH', KEYS[1], ARGV[1]) "
+    "redis.call('PEXPIRE', KEYS[1], ARGV[2]) return 1";
 /* Chunk ARGV[1] of a listed snapshot, with the snapshot's "ID SEQ" (a
  * reader that sees another one started on a snapshot since replaced). */
 static const char snap_chunk_lua[] =
@@ -629,34 +635,31 @@ static void to_buf(void *arg, const mc_master_jrec_t *r)
 
 /* Build our chunked snapshot in k_snap_tmp: the chunks [cuts[i-1],
  * cuts[i]) of b, a command each (each under Redis' limits however large
- * the snapshot), the list set to expire should we never finish it. */
+ * the snapshot), the list set to expire with its first chunk should we
+ * never finish it. A failure is logged and drops the connection. */
 static mc_status_t snap_push_chunks(ha_t *h, const mc_buf_t *b, const size_t *cuts, size_t n)
 {
-    const uint8_t *p = mc_buf_head(b);
+    const char *p = (const char *)mc_buf_head(b);
     char ttl[24];
     snprintf(ttl, sizeof(ttl), "%d", SNAP_TMP_TTL_MS);
-    const char *del[2] = {"DEL", h->k_snap_tmp};
-    size_t dl[2] = {3, strlen(h->k_snap_tmp)};
+    const char *keys[1] = {h->k_snap_tmp};
+    const char *args[2] = {p, ttl};
+    size_t al[2] = {cuts[0], strlen(ttl)};
     mc_ha_reply_t *r = NULL;
-    mc_status_t st = mc_ha_redis_cmd(h->rc, &r, 2, del, dl);
-    for (size_t i = 0; st == MC_OK && i < n; i++) {
+    mc_status_t st = eval(h, snap_first_lua, 1, keys, 2, args, al, &r);
+    for (size_t i = 1; st == MC_OK && i < n; i++) {
         mc_ha_redis_free(r);
         r = NULL;
-        size_t from = i ? cuts[i - 1] : 0;
-        const char *push[3] = {"RPUSH", h->k_snap_tmp, (const char *)p + from};
-        size_t pl[3] = {5, strlen(h->k_snap_tmp), cuts[i] - from};
+        const char *push[3] = {"RPUSH", h->k_snap_tmp, p + cuts[i - 1]};
+        size_t pl[3] = {5, strlen(h->k_snap_tmp), cuts[i] - cuts[i - 1]};
         st = mc_ha_redis_cmd(h->rc, &r, 3, push, pl);
-        if (st == MC_OK && i == 0) {
-            mc_ha_redis_free(r);
-            r = NULL;
-            const char *exp[3] = {"PEXPIRE", h->k_snap_tmp, ttl};
-            size_t el[3] = {7, strlen(h->k_snap_tmp), strlen(ttl)};
-            st = mc_ha_redis_cmd(h->rc, &r, 3, exp, el);
-        }
     }
     mc_ha_redis_free(r);
-    if (st == MC_ERR_CONN_CLOSED)
-        drop_conn(h);
+    if (st != MC_OK) {
+        MC_WARN(HA, "snapshot of %zu bytes in %zu chunks not stored: %s", cuts[n - 1], n,
+                h->rc != NULL ? mc_ha_redis_err(h->rc) : "the connection was lost");
+        drop_conn(h); /* (a timed-out connection cannot be reused) */
+    }
     return st;
 }
 
@@ -681,9 +684,6 @@ static void take_snapshot(ha_t *h)
     uint64_t t0 = mc_now_us();
     mc_ha_redis_set_timeout(h->rc, SNAP_TIMEOUT_US);
     if (list && snap_push_chunks(h, &b, e.cuts, e.ncuts) != MC_OK) {
-        if (h->rc != NULL)
-            MC_WARN(HA, "snapshot of %zu bytes in %zu chunks not stored: %s", used, e.ncuts,
-                    mc_ha_redis_err(h->rc));
         h->snap_seq = h->applied_seq; /* tried again after ha.snapshot_records more */
         if (h->rc != NULL)
             mc_ha_redis_set_timeout(h->rc, cmd_timeout_us(h));
